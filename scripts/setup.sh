@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Everything "make run" and "make test" need, on a fresh machine: npm packages, the build,
+# a Docker engine, Debian's static busybox and berth's offline images. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_install() {
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "berth: installing $* from Debian ..."
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null
+  else
+    echo "berth: please install $* (needs root on Debian)" >&2
+    return 1
+  fi
+}
+
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "berth: installing npm packages ..."
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+echo "berth: building ..."
+npm run --silent build
+
+./scripts/ensure-docker.sh
+
+if command -v dpkg >/dev/null 2>&1 && ! dpkg -s busybox-static >/dev/null 2>&1; then
+  apt_install busybox-static
+fi
+
+node bin/berth.js images build shell >/dev/null 2>/tmp/berth-image-build.log || {
+  cat /tmp/berth-image-build.log >&2
+  exit 1
+}
+echo "berth: images ready"

@@ -1,0 +1,162 @@
+import { posix } from 'node:path';
+import { z } from 'zod';
+
+export const PROJECT_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
+export const AGENT_PRESETS = ['shell', 'droid', 'claude', 'codex'] as const;
+export const MESSAGE_PLACEHOLDER = '{message}';
+
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+
+export const ProjectNameSchema = z
+  .string()
+  .regex(
+    PROJECT_NAME_PATTERN,
+    'must be 1-63 characters of a-z, 0-9 and "-", starting with a letter or digit',
+  )
+  .describe('Project name; also its directory name under projects/.');
+
+/** Why a protected path entry is refused, or undefined when it is fine. */
+export function protectedPathProblem(entry: string): string | undefined {
+  if (entry.length === 0) return 'is empty';
+  if (entry.length > 1024) return 'is longer than 1024 characters';
+  if (CONTROL_CHARS.test(entry)) return 'contains a control character';
+  if (entry.startsWith('/')) return 'must be relative to /workspace, not absolute';
+  const body = entry.endsWith('/') ? entry.slice(0, -1) : entry;
+  const segments = body.split('/');
+  if (segments.includes('..')) return 'must not contain ".."';
+  if (body === '' || body === '.') return 'must name a path below /workspace, not /workspace itself';
+  const normal = posix.normalize(body);
+  if (normal !== body || segments.includes('.') || segments.includes('')) {
+    return `is not normalized (write "${normal}${entry.endsWith('/') ? '/' : ''}")`;
+  }
+  return undefined;
+}
+
+/** "a/b/" and "a/b" name the same path; the trailing "/" only says it is a directory. */
+export function protectedPathKey(entry: string): string {
+  return entry.endsWith('/') ? entry.slice(0, -1) : entry;
+}
+
+export const ProtectedPathsSchema = z
+  .array(z.string())
+  .max(64, 'at most 64 protected paths')
+  .superRefine((entries, ctx) => {
+    const seen = new Map<string, string>();
+    entries.forEach((entry, index) => {
+      const problem = protectedPathProblem(entry);
+      if (problem) {
+        ctx.addIssue({ code: 'custom', path: [index], message: `"${entry}" ${problem}` });
+        return;
+      }
+      const key = protectedPathKey(entry);
+      if (seen.has(key)) {
+        ctx.addIssue({ code: 'custom', path: [index], message: `"${entry}" duplicates "${seen.get(key)}"` });
+        return;
+      }
+      seen.set(key, entry);
+    });
+    // A path inside a protected directory is already read-only; refusing it keeps one mount per path.
+    for (const [key, entry] of seen) {
+      for (const [otherKey, other] of seen) {
+        if (key !== otherKey && key.startsWith(`${otherKey}/`)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [entries.indexOf(entry)],
+            message: `"${entry}" is inside "${other}", which is already protected`,
+          });
+        }
+      }
+    }
+  })
+  .describe(
+    'Paths relative to the /workspace root that containers get read-only; a trailing "/" means a directory.',
+  );
+
+export const AgentSchema = z
+  .union([
+    z.enum(AGENT_PRESETS),
+    z
+      .array(z.string().min(1).max(4096))
+      .min(1)
+      .max(64)
+      .refine((argv) => argv.some((arg) => arg.includes(MESSAGE_PLACEHOLDER)), {
+        message: `a custom argv must contain the ${MESSAGE_PLACEHOLDER} placeholder`,
+      }),
+  ])
+  .describe(`A preset (${AGENT_PRESETS.join(', ')}) or a custom argv containing "${MESSAGE_PLACEHOLDER}".`);
+
+const LIMIT_FIELDS = {
+  memory_mb: z.number().int().min(16).max(65536).describe('Memory limit (MiB); swap is not added.'),
+  cpus: z.number().min(0.05).max(64).describe('CPU limit, in cores.'),
+  pids: z.number().int().min(8).max(32768).describe('Process limit inside the container.'),
+  timeout_seconds: z.number().int().min(1).max(86400).describe('The container is killed after this.'),
+  output_bytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(64 * 1024 * 1024)
+    .describe('Output kept per run; a run that prints more is stopped and its output truncated.'),
+};
+
+export const LIMIT_DEFAULTS = { memory_mb: 512, cpus: 1, pids: 256, timeout_seconds: 300, output_bytes: 1024 * 1024 };
+
+export const LimitsSchema = z
+  .object({
+    memory_mb: LIMIT_FIELDS.memory_mb.default(LIMIT_DEFAULTS.memory_mb),
+    cpus: LIMIT_FIELDS.cpus.default(LIMIT_DEFAULTS.cpus),
+    pids: LIMIT_FIELDS.pids.default(LIMIT_DEFAULTS.pids),
+    timeout_seconds: LIMIT_FIELDS.timeout_seconds.default(LIMIT_DEFAULTS.timeout_seconds),
+    output_bytes: LIMIT_FIELDS.output_bytes.default(LIMIT_DEFAULTS.output_bytes),
+  })
+  .strict();
+
+/** For updates: only the limits given change (no defaults filled in). */
+export const LimitsPatchSchema = z.object(LIMIT_FIELDS).partial().strict();
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
+export const EnvNamesSchema = z
+  .array(
+    z
+      .string()
+      .regex(ENV_NAME, 'must be a valid environment variable name')
+      .refine((name) => !name.startsWith('BERTH_'), 'names starting with BERTH_ are set by berth'),
+  )
+  .max(64)
+  .refine((names) => new Set(names).size === names.length, 'must not repeat a name')
+  .describe("Variable names passed to the agent; values come from berth.yaml's env, never the host environment.");
+
+export const ProjectMetadataSchema = z
+  .object({
+    name: ProjectNameSchema,
+    workspace_isolation: z
+      .boolean()
+      .default(false)
+      .describe('true: a container sees only its tenant workspace; false: the whole project directory.'),
+    protected_paths: ProtectedPathsSchema.default([]),
+    image: z.string().min(1).max(512).optional().describe('Container image; defaults by agent preset.'),
+    agent: AgentSchema.default('shell'),
+    limits: LimitsSchema.prefault({}),
+    env: EnvNamesSchema.default([]),
+  })
+  .strict();
+
+export type ProjectMetadata = z.output<typeof ProjectMetadataSchema>;
+export type ProjectMetadataInput = z.input<typeof ProjectMetadataSchema>;
+export type Limits = z.output<typeof LimitsSchema>;
+export type Agent = z.output<typeof AgentSchema>;
+
+/** The settings an admin may change after creation (everything but the name). */
+export const ProjectUpdateSchema = z
+  .object({
+    workspace_isolation: z.boolean().optional(),
+    protected_paths: ProtectedPathsSchema.optional(),
+    image: z.string().min(1).max(512).optional(),
+    agent: AgentSchema.optional(),
+    limits: LimitsPatchSchema.optional(),
+    env: EnvNamesSchema.optional(),
+  })
+  .strict();
+
+export type ProjectUpdate = z.output<typeof ProjectUpdateSchema>;

@@ -1,0 +1,23 @@
+import type { z } from 'zod';
+import { BerthError, type FieldIssue } from '../errors.js';
+
+/** zod issues → berth's field list, one entry per field at fault. */
+export function toFieldIssues(error: z.ZodError, prefix = ''): FieldIssue[] {
+  return error.issues.flatMap((issue): FieldIssue[] => {
+    const base = [prefix, ...issue.path.map(String)].filter(Boolean).join('.');
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((key) => ({
+        field: base ? `${base}.${key}` : key,
+        reason: 'unknown field',
+      }));
+    }
+    return [{ field: base || '(root)', reason: issue.message }];
+  });
+}
+
+/** Parse or throw CONFIG_INVALID naming every field at fault. */
+export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  throw new BerthError('CONFIG_INVALID', `${what} is invalid`, { issues: toFieldIssues(result.error) });
+}

@@ -1,0 +1,99 @@
+import fs from 'node:fs';
+import { loadBerthConfig } from './config/berth-config.js';
+import { homePaths } from './config/home.js';
+import { isBerthError } from './errors.js';
+import type { Berth } from './main.js';
+import { imageFor } from './plan/run-plan.js';
+
+export type CheckStatus = 'ok' | 'warn' | 'fail';
+export interface Check {
+  name: string;
+  status: CheckStatus;
+  detail: string;
+}
+
+/** Known runc container escapes and the releases that fix them. */
+const RUNC_2025 = 'CVE-2025-31133, CVE-2025-52565, CVE-2025-52881';
+
+function versionAtLeast(v: number[], min: number[]): boolean {
+  for (let i = 0; i < min.length; i++) {
+    const a = v[i] ?? 0;
+    const b = min[i] ?? 0;
+    if (a !== b) return a > b;
+  }
+  return true;
+}
+
+/**
+ * Pure: what a runc version means for berth. "sharedMounts" says whether some project mounts
+ * one rw tree into several tenants' containers (workspace_isolation false), the condition the
+ * 2025 escapes need besides a hostile image.
+ */
+export function assessRunc(version: string, sharedMounts: boolean): Check {
+  const match = /^(\d+)\.(\d+)\.(\d+)(?:-rc\.?(\d+))?/.exec(version);
+  if (!match) return { name: 'runc', status: 'warn', detail: `unrecognised runc version "${version}"` };
+  const v = [Number(match[1]), Number(match[2]), Number(match[3])];
+  // Debian bookworm's 1.1.5+ds1-1+deb12uN carries the CVE-2024-21626 fix (upstream 1.1.12).
+  const debianPatched = /\+deb12u\d+/.test(version) && versionAtLeast(v, [1, 1, 5]);
+  if (!versionAtLeast(v, [1, 1, 12]) && !debianPatched) {
+    return { name: 'runc', status: 'fail', detail: `runc ${version} lacks the CVE-2024-21626 fix (leaky fds: any container can escape); upgrade runc` };
+  }
+  const fixed2025 =
+    (v[0] === 1 && v[1] === 2 && versionAtLeast(v, [1, 2, 8])) ||
+    (v[0] === 1 && v[1] === 3 && versionAtLeast(v, [1, 3, 3])) ||
+    versionAtLeast(v, [1, 4, 0]);
+  if (fixed2025) return { name: 'runc', status: 'ok', detail: `runc ${version}: known escapes fixed` };
+  const detail = `runc ${version} is not fixed for ${RUNC_2025} (fixed in 1.2.8 / 1.3.3 / 1.4.0); they need a hostile image or a mount shared with a starting container`;
+  return sharedMounts
+    ? { name: 'runc', status: 'fail', detail: `${detail}, and a project with workspace_isolation false shares one: upgrade runc or isolate` }
+    : { name: 'runc', status: 'warn', detail: `${detail}; every project here is isolated and images are yours, so the risk is contained` };
+}
+
+export async function runDoctor(berth: Berth): Promise<Check[]> {
+  const checks: Check[] = [];
+  try {
+    loadBerthConfig(homePaths(berth.home).configFile);
+    checks.push({ name: 'config', status: 'ok', detail: fs.existsSync(homePaths(berth.home).configFile) ? 'berth.yaml valid' : 'no berth.yaml (defaults)' });
+  } catch (err) {
+    checks.push({ name: 'config', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) });
+  }
+
+  const projects: Array<{ name: string; image: string; isolated: boolean }> = [];
+  let projectProblems = 0;
+  for (const name of fs.existsSync(berth.store.home.projectsDir) ? fs.readdirSync(berth.store.home.projectsDir) : []) {
+    if (!fs.existsSync(`${berth.store.home.projectsDir}/${name}/metadata.json`)) continue;
+    try {
+      const p = berth.store.get(name);
+      projects.push({ name, image: imageFor(p.metadata, berth.config), isolated: p.metadata.workspace_isolation });
+      if (p.metadata.protected_paths.length > 0 && !p.snapshot) {
+        projectProblems++;
+        checks.push({ name: `project ${name}`, status: 'fail', detail: `protected paths have no snapshot; run "berth project update ${name}"` });
+      }
+    } catch (err) {
+      projectProblems++;
+      checks.push({ name: `project ${name}`, status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) });
+    }
+  }
+  if (projectProblems === 0) checks.push({ name: 'projects', status: 'ok', detail: `${projects.length} project(s) valid` });
+
+  try {
+    const info = await berth.engine.info();
+    checks.push({ name: 'engine', status: 'ok', detail: `Docker ${info.version} (API ${info.apiVersion})` });
+    if (!info.securityOptions.some((o) => o.includes('seccomp'))) {
+      checks.push({ name: 'seccomp', status: 'warn', detail: 'the engine runs without a seccomp profile' });
+    }
+    checks.push(assessRunc(info.runcVersion, projects.some((p) => !p.isolated)));
+    const wanted = new Set([berth.config.images.shell, ...projects.map((p) => p.image)]);
+    for (const image of wanted) {
+      const present = await berth.engine.imageExists(image);
+      checks.push(
+        present
+          ? { name: `image ${image}`, status: 'ok', detail: 'present' }
+          : { name: `image ${image}`, status: 'fail', detail: 'missing; build it with "berth images build"' },
+      );
+    }
+  } catch (err) {
+    checks.push({ name: 'engine', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) });
+  }
+  return checks;
+}

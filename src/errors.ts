@@ -1,0 +1,74 @@
+/**
+ * One error type with stable string codes. Callers match on `code`, never on message text.
+ * The table maps every code to an HTTP status and a CLI exit code, so each surface
+ * (CLI, HTTP, MCP) reports the same failure the same way.
+ */
+export const ERROR_TABLE = {
+  CONFIG_INVALID: { status: 400, exit: 2 },
+  USAGE: { status: 400, exit: 64 },
+  PROJECT_NOT_FOUND: { status: 404, exit: 3 },
+  PROJECT_EXISTS: { status: 409, exit: 4 },
+  ENGINE_UNAVAILABLE: { status: 503, exit: 5 },
+  IMAGE_MISSING: { status: 424, exit: 6 },
+  RUN_TIMEOUT: { status: 504, exit: 124 },
+  RUN_FAILED: { status: 500, exit: 7 },
+  E_SANDBOX_VIOLATION: { status: 403, exit: 8 },
+  LOCKED: { status: 409, exit: 9 },
+  INTERNAL: { status: 500, exit: 70 },
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_TABLE;
+
+export interface FieldIssue {
+  field: string;
+  reason: string;
+}
+
+export interface BerthErrorDetails {
+  /** Fields at fault, for CONFIG_INVALID. */
+  issues?: FieldIssue[];
+  /** A path involved, e.g. for E_SANDBOX_VIOLATION. */
+  path?: string;
+  /** What the user can do about it (a command to run, a setting to change). */
+  hint?: string;
+}
+
+export class BerthError extends Error {
+  override readonly name = 'BerthError';
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: BerthErrorDetails = {},
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+
+  get status(): number {
+    return ERROR_TABLE[this.code].status;
+  }
+
+  get exitCode(): number {
+    return ERROR_TABLE[this.code].exit;
+  }
+
+  /** The one-line form the CLI prints: `<CODE>: <reason>`. */
+  toLine(): string {
+    const fields = this.details.issues?.map((i) => `${i.field}: ${i.reason}`).join('; ');
+    const hint = this.details.hint ? ` (${this.details.hint})` : '';
+    return `${this.code}: ${this.message}${fields ? ` — ${fields}` : ''}${hint}`;
+  }
+
+  toJSON() {
+    return { code: this.code, message: this.message, ...this.details };
+  }
+}
+
+export function isBerthError(err: unknown, code?: ErrorCode): err is BerthError {
+  return err instanceof BerthError && (code === undefined || err.code === code);
+}
+
+/** Node's errno code of an fs error, if any. */
+export function errnoOf(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
+}

@@ -1,0 +1,64 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import tar from 'tar-fs';
+import type { BerthConfig } from '../config/berth-config.js';
+import { BerthError } from '../errors.js';
+import type { Engine } from '../launch/docker.js';
+
+export const IMAGES_DIR = fileURLToPath(new URL('../../images/', import.meta.url));
+export const BUSYBOX_PATHS = ['/bin/busybox', '/usr/bin/busybox'];
+export const IMAGE_NAMES = ['shell', 'agent'] as const;
+export type ImageName = (typeof IMAGE_NAMES)[number];
+
+/** True when an ELF binary has no program interpreter, i.e. runs in an empty (scratch) image. */
+export function isStaticElf(file: string): boolean {
+  const buf = fs.readFileSync(file);
+  if (buf.length < 64 || buf.readUInt32BE(0) !== 0x7f454c46 || buf[4] !== 2) return false;
+  const phoff = Number(buf.readBigUInt64LE(0x20));
+  const phentsize = buf.readUInt16LE(0x36);
+  const phnum = buf.readUInt16LE(0x38);
+  for (let i = 0; i < phnum; i++) {
+    if (buf.readUInt32LE(phoff + i * phentsize) === 3 /* PT_INTERP */) return false;
+  }
+  return true;
+}
+
+export function findStaticBusybox(): string {
+  for (const candidate of BUSYBOX_PATHS) {
+    if (fs.existsSync(candidate) && isStaticElf(fs.realpathSync(candidate))) return fs.realpathSync(candidate);
+  }
+  throw new BerthError('IMAGE_MISSING', 'no static busybox found to build the shell image from', {
+    hint: 'install it: apt-get install -y busybox-static',
+  });
+}
+
+export function imageTag(name: ImageName, config: BerthConfig): string {
+  return config.images[name];
+}
+
+/** Build one of berth's images offline (the shell image needs no registry at all). */
+export async function buildImage(opts: {
+  engine: Engine;
+  config: BerthConfig;
+  name: ImageName;
+  base?: string;
+  onProgress?: (line: string) => void;
+}): Promise<string> {
+  const tag = imageTag(opts.name, opts.config);
+  const context = fs.mkdtempSync(join(os.tmpdir(), `berth-image-${opts.name}-`));
+  try {
+    fs.cpSync(join(IMAGES_DIR, opts.name), context, { recursive: true });
+    if (opts.name === 'shell') fs.copyFileSync(findStaticBusybox(), join(context, 'busybox'));
+    await opts.engine.buildImage({
+      context: tar.pack(context) as unknown as NodeJS.ReadableStream,
+      tag,
+      buildArgs: opts.base ? { BASE: opts.base } : undefined,
+      onProgress: opts.onProgress,
+    });
+    return tag;
+  } finally {
+    fs.rmSync(context, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,282 @@
+import { Writable } from 'node:stream';
+import Docker from 'dockerode';
+import { BerthError } from '../errors.js';
+import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
+import { LABELS, MANAGED_FILTER, projectFilter } from './labels.js';
+
+/**
+ * The only file that imports dockerode. It translates a RunPlan into Engine API options and the
+ * engine's failures into berth's error codes; it decides nothing about isolation.
+ */
+
+export interface RunResult {
+  containerId: string;
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  /** Output went past the plan's cap: the run was stopped and the output cut there. */
+  truncated: boolean;
+  timedOut: boolean;
+  timings: { createMs: number; startMs: number; runMs: number; totalMs: number };
+}
+
+export interface EngineInfo {
+  version: string;
+  apiVersion: string;
+  runcVersion: string;
+  securityOptions: string[];
+}
+
+export interface BuildOptions {
+  context: NodeJS.ReadableStream;
+  tag: string;
+  buildArgs?: Record<string, string>;
+  onProgress?: (line: string) => void;
+}
+
+export interface ManagedContainer {
+  id: string;
+  project: string;
+  workspace: string;
+  run: string;
+  state: string;
+}
+
+export interface Engine {
+  info(): Promise<EngineInfo>;
+  imageExists(image: string): Promise<boolean>;
+  run(plan: RunPlan): Promise<RunResult>;
+  listManaged(project?: string): Promise<ManagedContainer[]>;
+  /** Force-remove labelled containers (all of berth's, or one project's); returns how many. */
+  removeManaged(project?: string): Promise<number>;
+  buildImage(options: BuildOptions): Promise<void>;
+}
+
+/** Engine API mount (the typings lag the API: tmpfs has no Source, binds have NonRecursive). */
+export type EngineMount =
+  | { Type: 'tmpfs'; Target: string; ReadOnly: boolean; TmpfsOptions: { SizeBytes: number; Mode: number } }
+  | { Type: 'bind'; Source: string; Target: string; ReadOnly: boolean; BindOptions: { NonRecursive: boolean } };
+
+export function toEngineMount(m: PlannedMount): EngineMount {
+  if (m.type === 'tmpfs') {
+    return { Type: 'tmpfs', Target: m.target, ReadOnly: m.readOnly, TmpfsOptions: { SizeBytes: m.sizeBytes, Mode: m.mode } };
+  }
+  // Typed binds refuse a missing source instead of creating it as root (Binds strings would).
+  // NonRecursive: host submounts under a source are not carried in, so nothing below a
+  // read-only bind can be a writable mount (recursive read-only needs API 1.44).
+  return { Type: 'bind', Source: m.source, Target: m.target, ReadOnly: m.readOnly, BindOptions: { NonRecursive: true } };
+}
+
+/** Engine API options for a plan; exported so tests can check the translation as data. */
+export function toCreateOptions(plan: RunPlan, name?: string): Docker.ContainerCreateOptions {
+  return {
+    name,
+    Image: plan.image,
+    Cmd: plan.argv,
+    Entrypoint: [],
+    WorkingDir: plan.cwd,
+    User: plan.user,
+    Env: Object.entries(plan.env).map(([k, v]) => `${k}=${v}`),
+    Labels: plan.labels,
+    AttachStdout: true,
+    AttachStderr: true,
+    AttachStdin: false,
+    OpenStdin: false,
+    Tty: false,
+    StopTimeout: 1,
+    HostConfig: {
+      Mounts: plan.mounts.map(toEngineMount) as unknown as Docker.MountConfig,
+      NetworkMode: plan.network,
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges'],
+      ReadonlyRootfs: plan.readOnlyRootfs,
+      Memory: plan.limits.memoryBytes,
+      MemorySwap: plan.limits.memoryBytes,
+      NanoCpus: plan.limits.nanoCpus,
+      PidsLimit: plan.limits.pids,
+      IpcMode: 'private',
+      // The engine keeps no copy of the output: berth reads it once, bounded, from attach.
+      LogConfig: { Type: 'none', Config: {} },
+    },
+  };
+}
+
+interface EngineErrorShape {
+  statusCode?: number;
+  code?: string;
+  json?: { message?: string };
+  message?: string;
+}
+
+export function translateEngineError(err: unknown, context: { image?: string } = {}): BerthError {
+  if (err instanceof BerthError) return err;
+  const e = (err ?? {}) as EngineErrorShape;
+  const text = e.json?.message ?? e.message ?? String(err);
+  if (e.code === 'ECONNREFUSED' || e.code === 'ENOENT' || e.code === 'EACCES' || e.code === 'ECONNRESET') {
+    return new BerthError('ENGINE_UNAVAILABLE', `no Docker engine answers (${e.code})`, {
+      hint: 'start one: "make run" does it on Debian as root, or "sudo dockerd &"; berth honours DOCKER_HOST',
+    });
+  }
+  if (e.statusCode === 404 && context.image && /image/i.test(text)) {
+    return new BerthError('IMAGE_MISSING', `image ${context.image} is not on this engine`, {
+      hint: 'build it with "berth images build"',
+    });
+  }
+  return new BerthError('RUN_FAILED', `the engine refused: ${text.trim()}`, {}, { cause: err });
+}
+
+/** Collects output up to a shared cap; past it, calls onOverflow once and drops the rest. */
+class BoundedOutput {
+  readonly chunks = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
+  private total = 0;
+  truncated = false;
+  constructor(
+    private readonly cap: number,
+    private readonly onOverflow: () => void,
+  ) {}
+
+  sink(which: 'stdout' | 'stderr'): Writable {
+    return new Writable({
+      write: (chunk: Buffer, _enc, done) => {
+        const room = this.cap - this.total;
+        if (room > 0) {
+          const kept = chunk.length <= room ? chunk : chunk.subarray(0, room);
+          this.chunks[which].push(kept);
+          this.total += kept.length;
+        }
+        if (chunk.length > room && !this.truncated) {
+          this.truncated = true;
+          this.onOverflow();
+        }
+        done();
+      },
+    });
+  }
+
+  text(which: 'stdout' | 'stderr'): string {
+    return Buffer.concat(this.chunks[which]).toString('utf8');
+  }
+}
+
+export function createDockerEngine(docker: Docker = new Docker()): Engine {
+  const engineCall = async <T>(fn: () => Promise<T>, context: { image?: string } = {}): Promise<T> => {
+    try {
+      return await fn();
+    } catch (err) {
+      throw translateEngineError(err, context);
+    }
+  };
+
+  async function run(plan: RunPlan): Promise<RunResult> {
+    const t0 = performance.now();
+    const container = await engineCall(() => docker.createContainer(toCreateOptions(plan)), { image: plan.image });
+    const tCreated = performance.now();
+    let timedOut = false;
+    let timer: NodeJS.Timeout | undefined;
+    const kill = () => {
+      container.kill({ signal: 'SIGKILL' }).catch(() => undefined);
+    };
+    try {
+      const output = new BoundedOutput(plan.limits.outputBytes, kill);
+      const stream = await engineCall(() => container.attach({ stream: true, stdout: true, stderr: true }));
+      const ended = new Promise<void>((resolve) => {
+        stream.on('end', resolve);
+        stream.on('close', resolve);
+        stream.on('error', () => resolve());
+      });
+      docker.modem.demuxStream(stream, output.sink('stdout'), output.sink('stderr'));
+      const exited = container.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
+      exited.catch(() => undefined);
+      await engineCall(() => container.start(), { image: plan.image });
+      const tStarted = performance.now();
+      timer = setTimeout(() => {
+        timedOut = true;
+        kill();
+      }, plan.limits.timeoutMs);
+      const { StatusCode } = await engineCall(() => exited);
+      clearTimeout(timer);
+      // The attach stream ends right after exit; don't let a stuck stream hold the run.
+      await Promise.race([ended, new Promise((r) => setTimeout(r, 2000))]);
+      const tDone = performance.now();
+      return {
+        containerId: container.id,
+        exitCode: StatusCode,
+        stdout: output.text('stdout'),
+        stderr: output.text('stderr'),
+        truncated: output.truncated,
+        timedOut,
+        timings: {
+          createMs: tCreated - t0,
+          startMs: tStarted - tCreated,
+          runMs: tDone - tStarted,
+          totalMs: tDone - t0,
+        },
+      };
+    } finally {
+      clearTimeout(timer);
+      await container.remove({ force: true }).catch(() => undefined);
+    }
+  }
+
+  async function listManaged(project?: string): Promise<ManagedContainer[]> {
+    const list = await engineCall(() =>
+      docker.listContainers({ all: true, filters: project ? projectFilter(project) : MANAGED_FILTER }),
+    );
+    return list.map((c) => ({
+      id: c.Id,
+      project: c.Labels[LABELS.project] ?? '',
+      workspace: c.Labels[LABELS.workspace] ?? '',
+      run: c.Labels[LABELS.run] ?? '',
+      state: c.State,
+    }));
+  }
+
+  return {
+    async info() {
+      const [version, info] = await engineCall(() => Promise.all([docker.version(), docker.info()]));
+      return {
+        version: version.Version,
+        apiVersion: version.ApiVersion,
+        runcVersion: (info as { RuncCommit?: { ID?: string } }).RuncCommit?.ID ?? 'unknown',
+        securityOptions: (info as { SecurityOptions?: string[] }).SecurityOptions ?? [],
+      };
+    },
+
+    async imageExists(image) {
+      try {
+        await docker.getImage(image).inspect();
+        return true;
+      } catch (err) {
+        if ((err as EngineErrorShape).statusCode === 404) return false;
+        throw translateEngineError(err);
+      }
+    },
+
+    run,
+    listManaged,
+
+    async removeManaged(project) {
+      const found = await listManaged(project);
+      await Promise.all(found.map((c) => docker.getContainer(c.id).remove({ force: true }).catch(() => undefined)));
+      return found.length;
+    },
+
+    async buildImage({ context, tag, buildArgs, onProgress }) {
+      const stream = await engineCall(() => docker.buildImage(context, { t: tag, buildargs: buildArgs, rm: true, forcerm: true }));
+      await new Promise<void>((resolve, reject) => {
+        docker.modem.followProgress(
+          stream,
+          (err: Error | null, events: Array<{ error?: string }>) => {
+            const failed = err?.message ?? events.find((e) => e.error)?.error;
+            if (failed) reject(new BerthError('RUN_FAILED', `building ${tag} failed: ${failed.trim()}`));
+            else resolve();
+          },
+          (event: { stream?: string; status?: string; error?: string }) => {
+            const line = (event.stream ?? event.status ?? event.error ?? '').trimEnd();
+            if (line) onProgress?.(line);
+          },
+        );
+      });
+    },
+  };
+}

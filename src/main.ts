@@ -1,0 +1,54 @@
+import fs from 'node:fs';
+import { resolve } from 'node:path';
+import { pino, type Logger } from 'pino';
+import { loadBerthConfig, type BerthConfig } from './config/berth-config.js';
+import { homePaths } from './config/home.js';
+import { createDockerEngine, type Engine } from './launch/docker.js';
+import { createRunner, type Runner } from './runs/runner.js';
+import { createProjectStore, type ProjectStore } from './store/projects.js';
+import { loadOrCreateSecret } from './store/secret.js';
+
+/** Everything berth needs, built once from the home directory. The only place that wires deps. */
+export interface Berth {
+  home: string;
+  config: BerthConfig;
+  store: ProjectStore;
+  engine: Engine;
+  runner: Runner;
+  logger: Logger;
+}
+
+export interface BerthOptions {
+  home: string;
+  logLevel?: string;
+  engine?: Engine;
+}
+
+/** Resolve the home once (real path, so mount-source checks compare like with like). */
+export function resolveHome(home: string): string {
+  const abs = resolve(home);
+  fs.mkdirSync(abs, { recursive: true });
+  return fs.realpathSync(abs);
+}
+
+export function createBerth(opts: BerthOptions): Berth {
+  const home = resolveHome(opts.home);
+  const paths = homePaths(home);
+  const config = loadBerthConfig(paths.configFile);
+  const logger = pino({ level: opts.logLevel ?? 'warn', base: undefined }, pino.destination(2));
+  const store = createProjectStore({ root: home, config });
+  const engine = opts.engine ?? createDockerEngine();
+  let runner: Runner | undefined;
+  return {
+    home,
+    config,
+    store,
+    engine,
+    logger,
+    // The secret is created on first use, so read-only commands never write to the home.
+    get runner() {
+      runner ??= createRunner({ store, engine, config, secret: loadOrCreateSecret(paths.secretFile), logger });
+      return runner;
+    },
+  };
+}

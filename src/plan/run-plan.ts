@@ -1,0 +1,157 @@
+import { posix } from 'node:path';
+import type { BerthConfig } from '../config/berth-config.js';
+import { protectedPathKey, type ProjectMetadata } from '../config/metadata.js';
+import { BerthError } from '../errors.js';
+import { LABELS } from '../launch/labels.js';
+import { agentArgv } from './agent-command.js';
+
+/**
+ * The plan is a pure function of (operator config, project, workspace, run options): everything
+ * that decides isolation is here, as data. Launchers translate it; they decide nothing.
+ */
+
+export const WORKSPACE_MOUNT = '/workspace';
+export const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+export const TMP_BYTES = 64 * 1024 * 1024;
+
+/** Paths of the project directory that are berth's, not the tenants': read-only or hidden in shared mode. */
+export const RESERVED_PROJECT_PATHS = { metadata: 'metadata.json', sessions: 'sessions' } as const;
+
+export type MountKind = 'file' | 'dir';
+
+export type PlannedMount =
+  | { type: 'bind'; source: string; target: string; readOnly: boolean }
+  | { type: 'tmpfs'; target: string; readOnly: boolean; sizeBytes: number; mode: number };
+
+export interface RunPlan {
+  image: string;
+  argv: string[];
+  cwd: string;
+  user: string;
+  mounts: PlannedMount[];
+  env: Record<string, string>;
+  network: 'none' | 'bridge';
+  readOnlyRootfs: true;
+  limits: { memoryBytes: number; nanoCpus: number; pids: number; timeoutMs: number; outputBytes: number };
+  labels: Record<string, string>;
+  /**
+   * Host-side work the runner must do before launch: the rw root, and the mountpoints inside it
+   * that must be real files/directories (never tenant symlinks) when the engine mounts over them.
+   */
+  prepare: { rwRoot: string; mountpoints: Array<{ path: string; kind: MountKind }> };
+  /** Things an operator should know about (e.g. an allowed env name with no value in berth.yaml). */
+  warnings: string[];
+}
+
+export interface ProtectedSnapshot {
+  /** Berth-owned directory holding a copy of every protected path, at the same relative paths. */
+  dir: string;
+  entries: Array<{ path: string; kind: MountKind }>;
+}
+
+export interface PlanInput {
+  config: BerthConfig;
+  project: { dir: string; metadataFile: string; metadata: ProjectMetadata };
+  workspace: { id: string; dir: string };
+  protectedSnapshot: ProtectedSnapshot;
+  run: { id: string; message: string; network?: 'none' | 'bridge' };
+}
+
+export function imageFor(metadata: ProjectMetadata, config: BerthConfig): string {
+  if (metadata.image) return metadata.image;
+  return metadata.agent === 'shell' || Array.isArray(metadata.agent) ? config.images.shell : config.images.agent;
+}
+
+function isReserved(path: string): boolean {
+  return Object.values(RESERVED_PROJECT_PATHS).some((r) => path === r || path.startsWith(`${r}/`));
+}
+
+export function planRun(input: PlanInput): RunPlan {
+  const { config, project, workspace, protectedSnapshot, run } = input;
+  const meta = project.metadata;
+  const isolated = meta.workspace_isolation;
+  const warnings: string[] = [];
+
+  const rwRoot = isolated ? workspace.dir : project.dir;
+  const mounts: PlannedMount[] = [{ type: 'bind', source: rwRoot, target: WORKSPACE_MOUNT, readOnly: false }];
+
+  if (!isolated) {
+    // Shared mode mounts the whole project: berth's own files stay out of tenants' reach.
+    mounts.push({
+      type: 'bind',
+      source: project.metadataFile,
+      target: posix.join(WORKSPACE_MOUNT, RESERVED_PROJECT_PATHS.metadata),
+      readOnly: true,
+    });
+    mounts.push({
+      type: 'tmpfs',
+      target: posix.join(WORKSPACE_MOUNT, RESERVED_PROJECT_PATHS.sessions),
+      readOnly: true,
+      sizeBytes: 4096,
+      mode: 0o555,
+    });
+  }
+
+  const mountpoints: RunPlan['prepare']['mountpoints'] = [];
+  for (const entry of meta.protected_paths) {
+    const path = protectedPathKey(entry);
+    if (!isolated && isReserved(path)) {
+      warnings.push(`protected path "${entry}" is one of berth's own paths, which are always read-only or hidden`);
+      continue;
+    }
+    const snap = protectedSnapshot.entries.find((e) => e.path === path);
+    if (!snap) {
+      // Fail closed: without berth's own copy there is nothing safe to mount read-only.
+      throw new BerthError('CONFIG_INVALID', `protected path "${entry}" has no snapshot`, {
+        hint: `run "berth project update ${meta.name}" to take one`,
+      });
+    }
+    mountpoints.push({ path, kind: snap.kind });
+    mounts.push({
+      type: 'bind',
+      source: posix.join(protectedSnapshot.dir, path),
+      target: posix.join(WORKSPACE_MOUNT, path),
+      readOnly: true,
+    });
+  }
+  mounts.push({ type: 'tmpfs', target: '/tmp', readOnly: false, sizeBytes: TMP_BYTES, mode: 0o1777 });
+
+  const env: Record<string, string> = {
+    PATH: CONTAINER_PATH,
+    HOME: '/tmp',
+    BERTH_PROJECT: meta.name,
+    BERTH_WORKSPACE: workspace.id,
+    BERTH_RUN: run.id,
+  };
+  for (const name of meta.env) {
+    const value = config.env[name];
+    if (value === undefined) warnings.push(`env "${name}" is allowed but berth.yaml gives it no value`);
+    else env[name] = value;
+  }
+
+  return {
+    image: imageFor(meta, config),
+    argv: agentArgv(meta.agent, run.message),
+    cwd: isolated ? WORKSPACE_MOUNT : posix.join(WORKSPACE_MOUNT, 'workspaces', workspace.id),
+    user: `${config.agent_user.uid}:${config.agent_user.gid}`,
+    mounts,
+    env,
+    network: run.network ?? 'none',
+    readOnlyRootfs: true,
+    limits: {
+      memoryBytes: meta.limits.memory_mb * 1024 * 1024,
+      nanoCpus: Math.round(meta.limits.cpus * 1e9),
+      pids: meta.limits.pids,
+      timeoutMs: meta.limits.timeout_seconds * 1000,
+      outputBytes: meta.limits.output_bytes,
+    },
+    labels: {
+      [LABELS.managed]: 'true',
+      [LABELS.project]: meta.name,
+      [LABELS.workspace]: workspace.id,
+      [LABELS.run]: run.id,
+    },
+    prepare: { rwRoot, mountpoints },
+    warnings,
+  };
+}

@@ -1,0 +1,182 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import { join } from 'node:path';
+import lockfile from 'proper-lockfile';
+import type { BerthConfig } from '../config/berth-config.js';
+import { homePaths, projectPaths, type HomePaths, type ProjectPaths } from '../config/home.js';
+import {
+  ProjectMetadataSchema,
+  ProjectNameSchema,
+  ProjectUpdateSchema,
+  type ProjectMetadata,
+  type ProjectMetadataInput,
+  type ProjectUpdate,
+} from '../config/metadata.js';
+import { parseOrThrow } from '../config/parse.js';
+import { BerthError, errnoOf } from '../errors.js';
+import { atomicWriteFile, type Owner } from '../fs/tree.js';
+import { readSnapshotPointer, takeProtectedSnapshot, type SnapshotPointer } from './protected-snapshot.js';
+import { starterFiles } from './starter.js';
+
+export interface Project {
+  paths: ProjectPaths;
+  metadata: ProjectMetadata;
+  snapshot: SnapshotPointer | undefined;
+}
+
+export interface ProjectStore {
+  home: HomePaths;
+  create(input: ProjectMetadataInput): Project;
+  get(name: string): Project;
+  list(): Project[];
+  update(name: string, patch: ProjectUpdate): Promise<Project>;
+}
+
+/** The agent user owns what tenants may write; berth's own files stay root's. */
+function chownTree(path: string, owner: Owner | undefined): void {
+  if (!owner) return;
+  fs.lchownSync(path, owner.uid, owner.gid);
+  const stat = fs.lstatSync(path);
+  if (stat.isDirectory()) for (const child of fs.readdirSync(path)) chownTree(join(path, child), owner);
+}
+
+export function readMetadata(paths: ProjectPaths): ProjectMetadata {
+  let text: string;
+  try {
+    text = fs.readFileSync(paths.metadataFile, 'utf8');
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT' || errnoOf(err) === 'ENOTDIR') {
+      throw new BerthError('PROJECT_NOT_FOUND', `project "${paths.name}" does not exist`, {
+        hint: `create it with "berth project create ${paths.name}"`,
+      });
+    }
+    throw err;
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (err) {
+    throw new BerthError('CONFIG_INVALID', `${paths.metadataFile} is not valid JSON: ${(err as Error).message}`);
+  }
+  const metadata = parseOrThrow(ProjectMetadataSchema, data, paths.metadataFile);
+  if (metadata.name !== paths.name) {
+    throw new BerthError('CONFIG_INVALID', `${paths.metadataFile} is invalid`, {
+      issues: [{ field: 'name', reason: `is "${metadata.name}" but the directory is "${paths.name}"` }],
+    });
+  }
+  return metadata;
+}
+
+function serialize(metadata: ProjectMetadata): string {
+  return `${JSON.stringify(metadata, null, 2)}\n`;
+}
+
+export function createProjectStore(opts: { root: string; config: BerthConfig }): ProjectStore {
+  const home = homePaths(opts.root);
+  const owner: Owner | undefined =
+    process.getuid?.() === 0 ? { uid: opts.config.agent_user.uid, gid: opts.config.agent_user.gid } : undefined;
+
+  function pathsOf(name: string): ProjectPaths {
+    parseOrThrow(ProjectNameSchema, name, 'project name');
+    return projectPaths(home, name);
+  }
+
+  function get(name: string): Project {
+    const paths = pathsOf(name);
+    const metadata = readMetadata(paths);
+    return { paths, metadata, snapshot: readSnapshotPointer(paths.protectedDir) };
+  }
+
+  /**
+   * All or nothing: the project is built in a staging directory and renamed into place, so a
+   * crash or a refusal leaves no half-made project, and of two concurrent creates exactly one
+   * rename wins.
+   */
+  function create(input: ProjectMetadataInput): Project {
+    const metadata = parseOrThrow(ProjectMetadataSchema, input, 'project settings');
+    const paths = projectPaths(home, metadata.name);
+    if (fs.existsSync(paths.dir)) {
+      throw new BerthError('PROJECT_EXISTS', `project "${metadata.name}" already exists`);
+    }
+    fs.mkdirSync(home.projectsDir, { recursive: true });
+    fs.mkdirSync(home.tmpDir, { recursive: true, mode: 0o700 });
+    const staging = join(home.tmpDir, `create-${metadata.name}-${randomBytes(6).toString('hex')}`);
+    const stagedState = `${staging}.state`;
+    try {
+      fs.mkdirSync(staging, { mode: 0o755 });
+      for (const [rel, content] of Object.entries(starterFiles(metadata.name))) {
+        fs.mkdirSync(join(staging, rel, '..'), { recursive: true });
+        fs.writeFileSync(join(staging, rel), content, { mode: 0o644, flag: 'wx' });
+      }
+      fs.mkdirSync(join(staging, 'workspaces'));
+      chownTree(staging, owner);
+      fs.mkdirSync(join(staging, 'sessions'), { mode: 0o700 });
+      fs.writeFileSync(join(staging, 'metadata.json'), serialize(metadata), { mode: 0o644, flag: 'wx' });
+      const snapshot = takeProtectedSnapshot({
+        sourceDir: staging,
+        protectedDir: join(stagedState, 'protected'),
+        entries: metadata.protected_paths,
+      });
+      try {
+        fs.renameSync(staging, paths.dir);
+      } catch (err) {
+        const code = errnoOf(err);
+        if (code === 'ENOTEMPTY' || code === 'EEXIST') {
+          throw new BerthError('PROJECT_EXISTS', `project "${metadata.name}" already exists`);
+        }
+        throw err;
+      }
+      // The project is ours now; a stale state directory (a crash after an earlier rename) is replaced.
+      fs.mkdirSync(join(home.stateDir, 'projects'), { recursive: true });
+      fs.rmSync(paths.stateDir, { recursive: true, force: true });
+      fs.renameSync(stagedState, paths.stateDir);
+      return { paths, metadata, snapshot };
+    } finally {
+      fs.rmSync(staging, { recursive: true, force: true });
+      fs.rmSync(stagedState, { recursive: true, force: true });
+    }
+  }
+
+  function list(): Project[] {
+    let names: string[];
+    try {
+      names = fs.readdirSync(home.projectsDir);
+    } catch (err) {
+      if (errnoOf(err) === 'ENOENT') return [];
+      throw err;
+    }
+    return names
+      .filter((n) => ProjectNameSchema.safeParse(n).success && fs.existsSync(join(home.projectsDir, n, 'metadata.json')))
+      .sort()
+      .map(get);
+  }
+
+  async function update(name: string, rawPatch: ProjectUpdate): Promise<Project> {
+    const patch = parseOrThrow(ProjectUpdateSchema, rawPatch, 'project update');
+    const paths = pathsOf(name);
+    readMetadata(paths); // PROJECT_NOT_FOUND before taking a lock
+    fs.mkdirSync(paths.stateDir, { recursive: true });
+    const release = await lockfile.lock(paths.stateDir, {
+      lockfilePath: join(paths.stateDir, 'metadata.lock'),
+      realpath: false,
+      stale: 10_000,
+      retries: { retries: 50, minTimeout: 20, maxTimeout: 200 },
+    });
+    try {
+      const current = readMetadata(paths);
+      const merged = parseOrThrow(
+        ProjectMetadataSchema,
+        { ...current, ...patch, limits: { ...current.limits, ...patch.limits } },
+        'project settings',
+      );
+      // Protection is re-taken from the project directory on every admin update.
+      const snapshot = takeProtectedSnapshot({ sourceDir: paths.dir, protectedDir: paths.protectedDir, entries: merged.protected_paths });
+      atomicWriteFile(paths.metadataFile, serialize(merged));
+      return { paths, metadata: merged, snapshot };
+    } finally {
+      await release();
+    }
+  }
+
+  return { home, create, get, list, update };
+}

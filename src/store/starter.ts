@@ -1,0 +1,13 @@
+/** Starter files of a new project; the admin edits them afterwards. */
+export function starterFiles(name: string): Record<string, string> {
+  return {
+    'AGENTS.md': `# ${name}
+
+You are an agent run by berth for one person or group (a tenant).
+Your working directory is your tenant's workspace; keep your files there.
+Some paths may be read-only: the operator protects them, and writing them fails on purpose.
+`,
+    '.factory/settings.json': `${JSON.stringify({}, null, 2)}\n`,
+    '.factory/mcp.json': `${JSON.stringify({ mcpServers: {} }, null, 2)}\n`,
+  };
+}

@@ -1,0 +1,108 @@
+import fs from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { BerthError, errnoOf } from '../errors.js';
+import { closeQuietly, openChildDir, openRootDir, withFd } from '../fs/fd-path.js';
+import { copyEntry, displace, ensureDirPath, kindAt, type Owner, type Skipped } from '../fs/tree.js';
+import type { Project } from './projects.js';
+import { workspaceIdFor } from './secret.js';
+
+export const TenantKeySchema = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(1024, 'must be at most 1024 characters')
+  .refine((key) => !key.includes('\0'), 'must not contain NUL')
+  .describe('Who is talking: "signal:+49…", "web:alice", any string. Never used as a path.');
+
+export interface Workspace {
+  id: string;
+  /** Host path of the workspace directory. */
+  dir: string;
+  created: boolean;
+  /** Seed entries that were not copied (links, special files, over-size files). */
+  skipped: Skipped[];
+}
+
+export interface WorkspaceRecord {
+  id: string;
+  tenant_key: string;
+  created_at: string;
+}
+
+/** What a new isolated workspace gets from its project. */
+export const SEED_ENTRIES = ['AGENTS.md', '.factory'] as const;
+
+/**
+ * First contact creates workspaces/<id>/ (seeded from the project when isolated); later calls
+ * only verify it. Every step is a no-follow open from the project directory, so a link or file
+ * a tenant planted where a directory belongs is moved aside, never followed.
+ */
+export function ensureWorkspace(opts: { project: Project; secret: Buffer; tenantKey: string; owner?: Owner }): Workspace {
+  const { project, owner } = opts;
+  const parsed = TenantKeySchema.safeParse(opts.tenantKey);
+  if (!parsed.success) {
+    throw new BerthError('CONFIG_INVALID', 'tenant key is invalid', {
+      issues: [{ field: 'user', reason: parsed.error.issues[0]?.message ?? 'invalid' }],
+    });
+  }
+  const id = workspaceIdFor(opts.secret, project.metadata.name, opts.tenantKey);
+  const shown = `projects/${project.metadata.name}`;
+  const skipped: Skipped[] = [];
+  let created = false;
+
+  withFd(openRootDir(project.paths.dir), (projectFd) => {
+    const wsRoot = ensureDirPath(projectFd, ['workspaces'], { owner, displace: true, shownRoot: shown });
+    try {
+      const kind = kindAt(wsRoot, id);
+      if (kind === 'dir') return;
+      if (kind !== 'missing') displace(wsRoot, id);
+      try {
+        fs.mkdirSync(`/proc/self/fd/${wsRoot}/${id}`, { mode: 0o755 });
+      } catch (err) {
+        if (errnoOf(err) === 'EEXIST') return; // a concurrent first contact won
+        throw err;
+      }
+      created = true;
+      const wsFd = openChildDir(wsRoot, id, `${shown}/workspaces/${id}`);
+      if (wsFd === undefined) throw new BerthError('INTERNAL', `workspace ${id} vanished while being created`);
+      withFd(wsFd, (fd) => {
+        if (owner) fs.fchownSync(fd, owner.uid, owner.gid);
+        if (!project.metadata.workspace_isolation) return;
+        for (const entry of SEED_ENTRIES) copyEntry(projectFd, fd, entry, { shownPath: entry, owner, skipped });
+      });
+    } finally {
+      closeQuietly(wsRoot);
+    }
+  });
+
+  if (created) recordWorkspace(project, { id, tenant_key: opts.tenantKey, created_at: new Date().toISOString() });
+  return { id, dir: join(project.paths.workspacesDir, id), created, skipped };
+}
+
+const RecordSchema = z.object({ id: z.string(), tenant_key: z.string(), created_at: z.string() });
+
+/** The id → tenant key registry lives in berth's private state, out of every container's reach. */
+function recordWorkspace(project: Project, record: WorkspaceRecord): void {
+  const dir = join(project.paths.stateDir, 'workspaces');
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  try {
+    fs.writeFileSync(join(dir, `${record.id}.json`), `${JSON.stringify(record)}\n`, { flag: 'wx', mode: 0o600 });
+  } catch (err) {
+    if (errnoOf(err) !== 'EEXIST') throw err;
+  }
+}
+
+export function listWorkspaces(project: Project): WorkspaceRecord[] {
+  const dir = join(project.paths.stateDir, 'workspaces');
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT') return [];
+    throw err;
+  }
+  return names
+    .filter((n) => n.endsWith('.json'))
+    .map((n) => RecordSchema.parse(JSON.parse(fs.readFileSync(join(dir, n), 'utf8'))))
+    .sort((a, b) => a.created_at.localeCompare(b.created_at));
+}

@@ -1,0 +1,19 @@
+import Docker from 'dockerode';
+
+/**
+ * Integration tests need a real engine and berth's shell image. Missing either is a loud
+ * failure, never a skip: "make test" sets both up, so a miss here means setup is broken.
+ */
+export default async function setup(): Promise<void> {
+  const docker = new Docker();
+  try {
+    await docker.ping();
+  } catch (err) {
+    throw new Error(`No Docker engine answers (${(err as Error).message}). Run "make test", which starts one.`);
+  }
+  try {
+    await docker.getImage('berth/shell:latest').inspect();
+  } catch {
+    throw new Error('Image berth/shell:latest is missing. Run "make test" (or "npx berth images build").');
+  }
+}

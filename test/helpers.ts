@@ -1,0 +1,68 @@
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { createBerth, type Berth } from '../src/main.js';
+import type { ProjectMetadataInput } from '../src/config/metadata.js';
+import type { RunOutcome } from '../src/runs/runner.js';
+
+export interface TestHome extends AsyncDisposable {
+  home: string;
+  berth: Berth;
+  run(project: string, user: string, message: string): Promise<RunOutcome>;
+  create(input: ProjectMetadataInput): void;
+}
+
+/** A fresh berth home in a temp dir; disposing it removes its containers and files. */
+export function testHome(opts: { config?: string } = {}): TestHome {
+  const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-test-')));
+  if (opts.config) fs.writeFileSync(join(home, 'berth.yaml'), opts.config);
+  const berth = createBerth({ home, logLevel: 'silent' });
+  const created: string[] = [];
+  return {
+    home,
+    berth,
+    run: (project, user, message) => berth.runner.run({ project, tenantKey: user, message }),
+    create(input) {
+      berth.store.create(input);
+      created.push(input.name);
+    },
+    async [Symbol.asyncDispose]() {
+      for (const p of created) await berth.engine.removeManaged(p);
+      fs.rmSync(home, { recursive: true, force: true });
+    },
+  };
+}
+
+export function sha256(path: string): string {
+  return createHash('sha256').update(fs.readFileSync(path)).digest('hex');
+}
+
+/** Every path under root (relative), symlinks not followed. */
+export function listTree(root: string): string[] {
+  const out: string[] = [];
+  const walk = (dir: string, rel: string) => {
+    for (const name of fs.readdirSync(dir)) {
+      const full = join(dir, name);
+      const r = rel ? `${rel}/${name}` : name;
+      out.push(r);
+      if (fs.lstatSync(full).isDirectory()) walk(full, r);
+    }
+  };
+  walk(root, '');
+  return out.sort();
+}
+
+export const REPO_ROOT = join(import.meta.dirname, '..');
+export const BERTH_BIN = join(REPO_ROOT, 'bin', 'berth.js');
+
+/** Run the real CLI; never throws on a non-zero exit. */
+export function cli(args: string[], env: Record<string, string> = {}): { code: number; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [BERTH_BIN, ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}

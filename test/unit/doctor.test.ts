@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest';
+import { assessRunc } from '../../src/doctor.js';
+
+describe('assessRunc', () => {
+  it.each([
+    ['1.1.5+ds1-1+deb12u1', false, 'warn'],
+    ['1.1.5+ds1-1+deb12u1', true, 'fail'],
+    ['1.1.5', false, 'fail'],
+    ['1.1.11', false, 'fail'],
+    ['1.1.12', false, 'warn'],
+    ['1.2.7', true, 'fail'],
+    ['1.2.8', true, 'ok'],
+    ['1.3.2', false, 'warn'],
+    ['1.3.3', true, 'ok'],
+    ['1.4.0', true, 'ok'],
+    ['2.0.0', true, 'ok'],
+  ] as const)('runc %s with shared mounts=%s → %s', (version, shared, status) => {
+    expect(assessRunc(version, shared).status).toBe(status);
+  });
+
+  it('names the CVEs it is worried about', () => {
+    expect(assessRunc('1.1.5+ds1-1+deb12u1', false).detail).toContain('CVE-2025-31133');
+    expect(assessRunc('1.1.5', false).detail).toContain('CVE-2024-21626');
+  });
+});

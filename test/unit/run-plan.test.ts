@@ -1,0 +1,149 @@
+import { describe, expect, it } from 'vitest';
+import { BerthConfigSchema } from '../../src/config/berth-config.js';
+import { ProjectMetadataSchema } from '../../src/config/metadata.js';
+import { toCreateOptions } from '../../src/launch/docker.js';
+import { planRun, type PlanInput } from '../../src/plan/run-plan.js';
+
+const config = BerthConfigSchema.parse({ env: { API_KEY: 'k-123', OTHER: 'not allowed' } });
+
+function input(meta: Record<string, unknown>, snapshotEntries: PlanInput['protectedSnapshot']['entries'] = []): PlanInput {
+  return {
+    config,
+    project: {
+      dir: '/h/projects/bot',
+      metadataFile: '/h/projects/bot/metadata.json',
+      metadata: ProjectMetadataSchema.parse({ name: 'bot', ...meta }),
+    },
+    workspace: { id: 'w1', dir: '/h/projects/bot/workspaces/w1' },
+    protectedSnapshot: { dir: '/h/.berth/projects/bot/protected/g1', entries: snapshotEntries },
+    run: { id: 'r1', message: 'echo "hi"; ls' },
+  };
+}
+
+const commonTail = {
+  user: '10001:10001',
+  network: 'none',
+  readOnlyRootfs: true,
+  limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256, timeoutMs: 300_000, outputBytes: 1048576 },
+  labels: { 'berth.managed': 'true', 'berth.project': 'bot', 'berth.workspace': 'w1', 'berth.run': 'r1' },
+  env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/tmp', BERTH_PROJECT: 'bot', BERTH_WORKSPACE: 'w1', BERTH_RUN: 'r1' },
+  warnings: [],
+};
+const tmp = { type: 'tmpfs', target: '/tmp', readOnly: false, sizeBytes: 64 * 1024 * 1024, mode: 0o1777 };
+
+describe('planRun', () => {
+  it('isolation off: the whole project at /workspace, cwd in the workspace, berth files read-only or hidden', () => {
+    expect(planRun(input({}))).toEqual({
+      ...commonTail,
+      image: 'berth/shell:latest',
+      argv: ['sh', '-c', 'echo "hi"; ls'],
+      cwd: '/workspace/workspaces/w1',
+      mounts: [
+        { type: 'bind', source: '/h/projects/bot', target: '/workspace', readOnly: false },
+        { type: 'bind', source: '/h/projects/bot/metadata.json', target: '/workspace/metadata.json', readOnly: true },
+        { type: 'tmpfs', target: '/workspace/sessions', readOnly: true, sizeBytes: 4096, mode: 0o555 },
+        tmp,
+      ],
+      prepare: { rwRoot: '/h/projects/bot', mountpoints: [] },
+    });
+  });
+
+  it('isolation on: only the workspace, cwd /workspace, each protected path a read-only bind from the snapshot', () => {
+    const plan = planRun(
+      input({ workspace_isolation: true, protected_paths: ['AGENTS.md', '.factory/'] }, [
+        { path: 'AGENTS.md', kind: 'file' },
+        { path: '.factory', kind: 'dir' },
+      ]),
+    );
+    expect(plan).toEqual({
+      ...commonTail,
+      image: 'berth/shell:latest',
+      argv: ['sh', '-c', 'echo "hi"; ls'],
+      cwd: '/workspace',
+      mounts: [
+        { type: 'bind', source: '/h/projects/bot/workspaces/w1', target: '/workspace', readOnly: false },
+        { type: 'bind', source: '/h/.berth/projects/bot/protected/g1/AGENTS.md', target: '/workspace/AGENTS.md', readOnly: true },
+        { type: 'bind', source: '/h/.berth/projects/bot/protected/g1/.factory', target: '/workspace/.factory', readOnly: true },
+        tmp,
+      ],
+      prepare: {
+        rwRoot: '/h/projects/bot/workspaces/w1',
+        mountpoints: [
+          { path: 'AGENTS.md', kind: 'file' },
+          { path: '.factory', kind: 'dir' },
+        ],
+      },
+    });
+  });
+
+  it('never mounts a protected path from the tenant tree', () => {
+    const plan = planRun(input({ protected_paths: ['AGENTS.md'] }, [{ path: 'AGENTS.md', kind: 'file' }]));
+    const ro = plan.mounts.filter((m) => m.type === 'bind' && m.readOnly && m.target === '/workspace/AGENTS.md');
+    expect(ro).toEqual([{ type: 'bind', source: '/h/.berth/projects/bot/protected/g1/AGENTS.md', target: '/workspace/AGENTS.md', readOnly: true }]);
+  });
+
+  it('fails closed when a protected path has no snapshot', () => {
+    expect(() => planRun(input({ protected_paths: ['AGENTS.md'] }))).toThrow(/no snapshot/);
+  });
+
+  it("skips a protected path that is one of berth's own in shared mode, with a warning", () => {
+    const plan = planRun(input({ protected_paths: ['sessions/'] }, [{ path: 'sessions', kind: 'dir' }]));
+    expect(plan.mounts.filter((m) => m.target === '/workspace/sessions')).toHaveLength(1);
+    expect(plan.warnings).toEqual([expect.stringContaining('"sessions/" is one of berth\'s own paths')]);
+  });
+
+  it('passes only allowed env names, with values from berth.yaml', () => {
+    const plan = planRun(input({ env: ['API_KEY', 'MISSING'] }));
+    expect(plan.env.API_KEY).toBe('k-123');
+    expect(plan.env).not.toHaveProperty('OTHER');
+    expect(plan.env).not.toHaveProperty('MISSING');
+    expect(plan.warnings).toEqual(['env "MISSING" is allowed but berth.yaml gives it no value']);
+  });
+
+  it('fills {message} into presets and custom argv without a shell of its own', () => {
+    expect(planRun(input({ agent: 'claude' })).argv).toEqual(['claude', '-p', 'echo "hi"; ls']);
+    expect(planRun(input({ agent: 'claude' })).image).toBe('berth/agent:latest');
+    expect(planRun(input({ agent: ['bot', '--q={message}'] })).argv).toEqual(['bot', '--q=echo "hi"; ls']);
+    expect(planRun(input({ image: 'mine:1' })).image).toBe('mine:1');
+  });
+
+  it('converts limits', () => {
+    const plan = planRun(input({ limits: { memory_mb: 64, cpus: 0.5, pids: 32, timeout_seconds: 2, output_bytes: 2048 } }));
+    expect(plan.limits).toEqual({ memoryBytes: 64 * 1024 * 1024, nanoCpus: 5e8, pids: 32, timeoutMs: 2000, outputBytes: 2048 });
+  });
+});
+
+describe('toCreateOptions (engine translation)', () => {
+  const plan = planRun(input({ workspace_isolation: true, protected_paths: ['AGENTS.md'] }, [{ path: 'AGENTS.md', kind: 'file' }]));
+  const options = toCreateOptions(plan);
+
+  it('drops every capability, forbids new privileges, read-only root, no network, no engine-side log copy', () => {
+    expect(options.HostConfig).toMatchObject({
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges'],
+      ReadonlyRootfs: true,
+      NetworkMode: 'none',
+      PidsLimit: 256,
+      Memory: 512 * 1024 * 1024,
+      MemorySwap: 512 * 1024 * 1024,
+      NanoCpus: 1e9,
+      LogConfig: { Type: 'none', Config: {} },
+    });
+    expect(options.User).toBe('10001:10001');
+    expect(options.HostConfig).not.toHaveProperty('Binds');
+    expect(options.HostConfig).not.toHaveProperty('Privileged');
+    expect(options.HostConfig?.CapAdd).toBeUndefined();
+  });
+
+  it('uses typed mounts, non-recursive binds', () => {
+    expect(options.HostConfig?.Mounts).toEqual([
+      { Type: 'bind', Source: '/h/projects/bot/workspaces/w1', Target: '/workspace', ReadOnly: false, BindOptions: { NonRecursive: true } },
+      { Type: 'bind', Source: '/h/.berth/projects/bot/protected/g1/AGENTS.md', Target: '/workspace/AGENTS.md', ReadOnly: true, BindOptions: { NonRecursive: true } },
+      { Type: 'tmpfs', Target: '/tmp', ReadOnly: false, TmpfsOptions: { SizeBytes: 64 * 1024 * 1024, Mode: 0o1777 } },
+    ]);
+  });
+
+  it('passes the environment as a list built only from the plan', () => {
+    expect(options.Env).toEqual(Object.entries(plan.env).map(([k, v]) => `${k}=${v}`));
+  });
+});

@@ -1,0 +1,153 @@
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { workspaceIdFor } from '../../src/store/secret.js';
+import { ensureWorkspace, listWorkspaces } from '../../src/store/workspaces.js';
+import { listTree, testHome, type TestHome } from '../helpers.js';
+
+let h: TestHome;
+afterEach(async () => {
+  await h?.[Symbol.asyncDispose]();
+});
+
+const secret = Buffer.alloc(32, 7);
+
+describe('project create', () => {
+  it('makes metadata.json, AGENTS.md, .factory/, sessions/ and workspaces/', () => {
+    h = testHome();
+    h.create({ name: 'bot' });
+    expect(listTree(join(h.home, 'projects/bot'))).toEqual([
+      '.factory',
+      '.factory/mcp.json',
+      '.factory/settings.json',
+      'AGENTS.md',
+      'metadata.json',
+      'sessions',
+      'workspaces',
+    ]);
+    expect(JSON.parse(fs.readFileSync(join(h.home, 'projects/bot/metadata.json'), 'utf8'))).toMatchObject({
+      name: 'bot',
+      workspace_isolation: false,
+    });
+  });
+
+  it('refuses bad input and leaves nothing behind', () => {
+    h = testHome();
+    for (const input of [{ name: '../evil' }, { name: 'ok', protected_paths: ['/etc'] }, { name: 'ok', bogus: 1 }]) {
+      expect(() => h.berth.store.create(input as never)).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+    }
+    expect(fs.existsSync(join(h.home, 'projects/ok'))).toBe(false);
+    expect(fs.readdirSync(h.home).filter((n) => n !== '.berth')).toEqual([]);
+    expect(fs.existsSync(join(h.home, '.berth/tmp')) ? fs.readdirSync(join(h.home, '.berth/tmp')) : []).toEqual([]);
+  });
+
+  it('of two creates of one name, exactly one succeeds and the other gets PROJECT_EXISTS', async () => {
+    h = testHome();
+    const bin = join(import.meta.dirname, '../../bin/berth.js');
+    const runs = await Promise.all(
+      [1, 2, 3, 4].map(
+        (i) =>
+          new Promise<number>((resolve) => {
+            const p = spawn(process.execPath, [bin, '--home', h.home, 'project', 'create', 'race', '--image', `img:${i}`]);
+            p.on('exit', (code) => resolve(code ?? -1));
+          }),
+      ),
+    );
+    expect(runs.filter((c) => c === 0)).toHaveLength(1);
+    expect(runs.filter((c) => c === 4)).toHaveLength(3);
+    expect(h.berth.store.get('race').metadata.name).toBe('race');
+    expect(fs.readdirSync(join(h.home, '.berth/tmp'))).toEqual([]);
+  });
+
+  it('update changes only what it names and writes metadata atomically', async () => {
+    h = testHome();
+    h.create({ name: 'bot', limits: { memory_mb: 128 } });
+    await h.berth.store.update('bot', { limits: { timeout_seconds: 9 } });
+    expect(h.berth.store.get('bot').metadata.limits).toMatchObject({ memory_mb: 128, timeout_seconds: 9 });
+    await Promise.all(Array.from({ length: 10 }, (_, i) => h.berth.store.update('bot', { limits: { pids: 100 + i } })));
+    const meta = h.berth.store.get('bot').metadata;
+    expect(meta.limits.pids).toBeGreaterThanOrEqual(100);
+    expect(fs.readdirSync(join(h.home, 'projects/bot')).filter((n) => n.includes('.tmp-'))).toEqual([]);
+  });
+
+  it('reports a missing project as PROJECT_NOT_FOUND', () => {
+    h = testHome();
+    expect(() => h.berth.store.get('nope')).toThrow(expect.objectContaining({ code: 'PROJECT_NOT_FOUND' }));
+  });
+});
+
+describe('workspaces', () => {
+  it('derives a stable id per tenant that depends on the secret', () => {
+    const a = workspaceIdFor(secret, 'bot', 'web:alice');
+    expect(a).toMatch(/^[0-9a-f]{32}$/);
+    expect(workspaceIdFor(secret, 'bot', 'web:alice')).toBe(a);
+    expect(workspaceIdFor(secret, 'bot', 'web:bob')).not.toBe(a);
+    expect(workspaceIdFor(Buffer.alloc(32, 8), 'bot', 'web:alice')).not.toBe(a);
+  });
+
+  it('creates on first contact, seeds when isolated, and is idempotent', () => {
+    h = testHome();
+    h.create({ name: 'bot', workspace_isolation: true });
+    const p = h.berth.store.get('bot');
+    const first = ensureWorkspace({ project: p, secret, tenantKey: 'signal:+4915' });
+    expect(first.created).toBe(true);
+    expect(listTree(first.dir)).toEqual(['.factory', '.factory/mcp.json', '.factory/settings.json', 'AGENTS.md']);
+    fs.writeFileSync(join(first.dir, 'mine.txt'), 'x');
+    const again = ensureWorkspace({ project: p, secret, tenantKey: 'signal:+4915' });
+    expect(again).toMatchObject({ id: first.id, created: false });
+    expect(fs.readFileSync(join(first.dir, 'mine.txt'), 'utf8')).toBe('x');
+    expect(listWorkspaces(p)).toEqual([{ id: first.id, tenant_key: 'signal:+4915', created_at: expect.any(String) }]);
+  });
+
+  it('tenant keys that look like paths create nothing outside workspaces/', () => {
+    h = testHome();
+    h.create({ name: 'bot', workspace_isolation: true });
+    const p = h.berth.store.get('bot');
+    const before = listTree(h.home).filter((x) => !x.startsWith('projects/bot/workspaces/') && !x.startsWith('.berth/'));
+    const keys = ['../../../etc', '/etc/passwd', '..', '.', 'a/b/../../c', '~root', '$(id)', 'ünï/cödé', ' '];
+    const ids = keys.map((tenantKey) => ensureWorkspace({ project: p, secret, tenantKey }).id);
+    expect(new Set(ids).size).toBe(keys.length);
+    const after = listTree(h.home).filter((x) => !x.startsWith('projects/bot/workspaces/') && !x.startsWith('.berth/'));
+    expect(after).toEqual(before);
+    expect(fs.readdirSync(join(h.home, 'projects/bot/workspaces')).sort()).toEqual([...ids].sort());
+    expect(() => ensureWorkspace({ project: p, secret, tenantKey: 'a\0b' })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+    expect(() => ensureWorkspace({ project: p, secret, tenantKey: '' })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+  });
+
+  it('moves a planted symlink aside instead of following it', () => {
+    h = testHome();
+    h.create({ name: 'bot', workspace_isolation: true });
+    const p = h.berth.store.get('bot');
+    const outside = join(h.home, 'outside');
+    fs.mkdirSync(outside);
+    const id = workspaceIdFor(secret, 'bot', 'web:eve');
+    fs.symlinkSync(outside, join(p.paths.workspacesDir, id));
+    const ws = ensureWorkspace({ project: p, secret, tenantKey: 'web:eve' });
+    expect(ws.created).toBe(true);
+    expect(fs.lstatSync(ws.dir).isDirectory()).toBe(true);
+    expect(fs.readdirSync(outside)).toEqual([]);
+    expect(fs.readdirSync(p.paths.workspacesDir).some((n) => n.startsWith(`${id}.displaced-by-berth-`))).toBe(true);
+  });
+
+  it('seeding copies no link, no special file and no huge file, and never blocks on a fifo', () => {
+    h = testHome();
+    h.create({ name: 'bot', workspace_isolation: true });
+    const p = h.berth.store.get('bot');
+    const canary = join(h.home, 'canary');
+    fs.writeFileSync(canary, 'host secret');
+    // What a tenant could have left in the project tree while isolation was off:
+    fs.symlinkSync(canary, join(p.paths.dir, '.factory/link-to-host'));
+    fs.symlinkSync('/', join(p.paths.dir, '.factory/root'));
+    execFileSync('mkfifo', [join(p.paths.dir, '.factory/fifo')]);
+    fs.writeFileSync(join(p.paths.dir, '.factory/huge'), '');
+    fs.truncateSync(join(p.paths.dir, '.factory/huge'), 20 * 1024 * 1024 * 1024);
+    fs.linkSync(canary, join(p.paths.dir, '.factory/hardlink'));
+    const ws = ensureWorkspace({ project: p, secret, tenantKey: 'web:new' });
+    expect(listTree(ws.dir)).toEqual(['.factory', '.factory/hardlink', '.factory/mcp.json', '.factory/settings.json', 'AGENTS.md']);
+    // The hardlink's content is copied into a new inode: editing the copy cannot reach the host file.
+    expect(fs.statSync(join(ws.dir, '.factory/hardlink')).ino).not.toBe(fs.statSync(canary).ino);
+    expect(ws.skipped.map((s) => s.path).sort()).toEqual(['.factory/fifo', '.factory/huge', '.factory/link-to-host', '.factory/root']);
+  });
+});
+
