@@ -8,6 +8,7 @@ run: setup
 	@node bin/berth.js demo
 
 test: setup
+	@npm run --silent typecheck
 	@npx vitest run
 
 bench: setup

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
@@ -31,6 +32,11 @@ export function resolveHome(home: string): string {
   return fs.realpathSync(abs);
 }
 
+/** Stable per berth home; labels its containers so installations sharing an engine stay apart. */
+export function installationId(home: string): string {
+  return createHash('sha256').update(home).digest('hex').slice(0, 16);
+}
+
 export function createBerth(opts: BerthOptions): Berth {
   const home = resolveHome(opts.home);
   const paths = homePaths(home);
@@ -47,7 +53,14 @@ export function createBerth(opts: BerthOptions): Berth {
     logger,
     // The secret is created on first use, so read-only commands never write to the home.
     get runner() {
-      runner ??= createRunner({ store, engine, config, secret: loadOrCreateSecret(paths.secretFile), logger });
+      runner ??= createRunner({
+        store,
+        engine,
+        config,
+        secret: loadOrCreateSecret(paths.secretFile),
+        installation: installationId(home),
+        logger,
+      });
       return runner;
     },
   };

@@ -19,17 +19,15 @@ export function testHome(opts: { config?: string } = {}): TestHome {
   const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-test-')));
   if (opts.config) fs.writeFileSync(join(home, 'berth.yaml'), opts.config);
   const berth = createBerth({ home, logLevel: 'silent' });
-  const created: string[] = [];
   return {
     home,
     berth,
     run: (project, user, message) => berth.runner.run({ project, tenantKey: user, message }),
     create(input) {
       berth.store.create(input);
-      created.push(input.name);
     },
     async [Symbol.asyncDispose]() {
-      for (const p of created) await berth.engine.removeManaged(p);
+      await berth.runner.reapLeftovers();
       fs.rmSync(home, { recursive: true, force: true });
     },
   };

@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import Docker from 'dockerode';
 import { BerthError } from '../errors.js';
 import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
-import { LABELS, MANAGED_FILTER, projectFilter } from './labels.js';
+import { labelFilter, LABELS, type ContainerQuery } from './labels.js';
 
 /**
  * The only file that imports dockerode. It translates a RunPlan into Engine API options and the
@@ -46,9 +46,9 @@ export interface Engine {
   info(): Promise<EngineInfo>;
   imageExists(image: string): Promise<boolean>;
   run(plan: RunPlan): Promise<RunResult>;
-  listManaged(project?: string): Promise<ManagedContainer[]>;
-  /** Force-remove labelled containers (all of berth's, or one project's); returns how many. */
-  removeManaged(project?: string): Promise<number>;
+  listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;
+  /** Force-remove the labelled containers a query matches; returns how many. */
+  removeManaged(query: ContainerQuery): Promise<number>;
   buildImage(options: BuildOptions): Promise<void>;
 }
 
@@ -218,10 +218,8 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
     }
   }
 
-  async function listManaged(project?: string): Promise<ManagedContainer[]> {
-    const list = await engineCall(() =>
-      docker.listContainers({ all: true, filters: project ? projectFilter(project) : MANAGED_FILTER }),
-    );
+  async function listManaged(query: ContainerQuery): Promise<ManagedContainer[]> {
+    const list = await engineCall(() => docker.listContainers({ all: true, filters: labelFilter(query) }));
     return list.map((c) => ({
       id: c.Id,
       project: c.Labels[LABELS.project] ?? '',
@@ -255,8 +253,8 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
     run,
     listManaged,
 
-    async removeManaged(project) {
-      const found = await listManaged(project);
+    async removeManaged(query) {
+      const found = await listManaged(query);
       await Promise.all(found.map((c) => docker.getContainer(c.id).remove({ force: true }).catch(() => undefined)));
       return found.length;
     },

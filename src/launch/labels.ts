@@ -1,14 +1,21 @@
 /** Every container berth starts carries these; listing, reaping and cleanup are label queries. */
 export const LABELS = {
   managed: 'berth.managed',
+  /** Which berth home started it: one installation never reaps another's containers. */
+  installation: 'berth.installation',
   project: 'berth.project',
   workspace: 'berth.workspace',
   session: 'berth.session',
   run: 'berth.run',
 } as const;
 
-export const MANAGED_FILTER = { label: [`${LABELS.managed}=true`] };
+export interface ContainerQuery {
+  installation: string;
+  project?: string;
+}
 
-export function projectFilter(project: string) {
-  return { label: [`${LABELS.managed}=true`, `${LABELS.project}=${project}`] };
+export function labelFilter(q: ContainerQuery) {
+  const label = [`${LABELS.managed}=true`, `${LABELS.installation}=${q.installation}`];
+  if (q.project) label.push(`${LABELS.project}=${q.project}`);
+  return { label };
 }

@@ -55,6 +55,8 @@ export interface PlanInput {
   workspace: { id: string; dir: string };
   protectedSnapshot: ProtectedSnapshot;
   run: { id: string; message: string; network?: 'none' | 'bridge' };
+  /** The berth home's installation id, labelled on every container. */
+  installation: string;
 }
 
 export function imageFor(metadata: ProjectMetadata, config: BerthConfig): string {
@@ -147,6 +149,7 @@ export function planRun(input: PlanInput): RunPlan {
     },
     labels: {
       [LABELS.managed]: 'true',
+      [LABELS.installation]: input.installation,
       [LABELS.project]: meta.name,
       [LABELS.workspace]: workspace.id,
       [LABELS.run]: run.id,

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { BerthConfig } from '../config/berth-config.js';
 import { BerthError } from '../errors.js';
 import type { Owner } from '../fs/tree.js';
-import type { Engine, RunResult } from '../launch/docker.js';
+import type { Engine, ManagedContainer, RunResult } from '../launch/docker.js';
 import { planRun, type RunPlan } from '../plan/run-plan.js';
 import type { ProjectStore } from '../store/projects.js';
 import { snapshotForPlan } from '../store/protected-snapshot.js';
@@ -30,16 +30,25 @@ export interface RunOutcome extends RunResult {
 
 export interface Runner {
   run(request: RunRequest): Promise<RunOutcome>;
-  /** Remove labelled containers a crashed berth left behind. */
+  /** Remove labelled containers a crashed berth of this home left behind. */
   reapLeftovers(): Promise<number>;
+  /** This installation's containers (of one project, or all). */
+  listContainers(project?: string): Promise<ManagedContainer[]>;
 }
 
 export function newRunId(): string {
   return `r${Date.now().toString(36)}${randomBytes(5).toString('hex')}`;
 }
 
-export function createRunner(deps: { store: ProjectStore; engine: Engine; config: BerthConfig; secret: Buffer; logger: Logger }): Runner {
-  const { store, engine, config, secret } = deps;
+export function createRunner(deps: {
+  store: ProjectStore;
+  engine: Engine;
+  config: BerthConfig;
+  secret: Buffer;
+  installation: string;
+  logger: Logger;
+}): Runner {
+  const { store, engine, config, secret, installation } = deps;
   const owner: Owner | undefined =
     process.getuid?.() === 0 ? { uid: config.agent_user.uid, gid: config.agent_user.gid } : undefined;
   // One run at a time per workspace: a tenant's messages queue instead of racing each other's mounts.
@@ -61,6 +70,7 @@ export function createRunner(deps: { store: ProjectStore; engine: Engine; config
         workspace: { id: workspace.id, dir: workspace.dir },
         protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
         run: { id: runId, message: request.message, network: request.network },
+        installation,
       });
       for (const w of plan.warnings) wlog.warn(w);
       prepareMounts({
@@ -83,7 +93,8 @@ export function createRunner(deps: { store: ProjectStore; engine: Engine; config
 
   return {
     run,
-    reapLeftovers: () => engine.removeManaged(),
+    reapLeftovers: () => engine.removeManaged({ installation }),
+    listContainers: (project) => engine.listManaged({ installation, project }),
   };
 }
 

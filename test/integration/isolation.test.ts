@@ -86,7 +86,7 @@ describe('workspace isolation (real containers)', () => {
   });
 
   it('leaves no labelled container behind', async () => {
-    expect(await h.berth.engine.listManaged('iso')).toEqual([]);
-    expect(await h.berth.engine.listManaged('shared')).toEqual([]);
+    expect(await h.berth.runner.listContainers('iso')).toEqual([]);
+    expect(await h.berth.runner.listContainers('shared')).toEqual([]);
   });
 });

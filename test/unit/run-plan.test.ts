@@ -17,6 +17,7 @@ function input(meta: Record<string, unknown>, snapshotEntries: PlanInput['protec
     workspace: { id: 'w1', dir: '/h/projects/bot/workspaces/w1' },
     protectedSnapshot: { dir: '/h/.berth/projects/bot/protected/g1', entries: snapshotEntries },
     run: { id: 'r1', message: 'echo "hi"; ls' },
+    installation: 'inst1',
   };
 }
 
@@ -25,7 +26,7 @@ const commonTail = {
   network: 'none',
   readOnlyRootfs: true,
   limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256, timeoutMs: 300_000, outputBytes: 1048576 },
-  labels: { 'berth.managed': 'true', 'berth.project': 'bot', 'berth.workspace': 'w1', 'berth.run': 'r1' },
+  labels: { 'berth.managed': 'true', 'berth.installation': 'inst1', 'berth.project': 'bot', 'berth.workspace': 'w1', 'berth.run': 'r1' },
   env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/tmp', BERTH_PROJECT: 'bot', BERTH_WORKSPACE: 'w1', BERTH_RUN: 'r1' },
   warnings: [],
 };
