@@ -196,7 +196,9 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       const { StatusCode } = await engineCall(() => exited);
       clearTimeout(timer);
       // The attach stream ends right after exit; don't let a stuck stream hold the run.
-      await Promise.race([ended, new Promise((r) => setTimeout(r, 2000))]);
+      let grace: NodeJS.Timeout | undefined;
+      await Promise.race([ended, new Promise((r) => (grace = setTimeout(r, 2000)))]);
+      clearTimeout(grace);
       const tDone = performance.now();
       return {
         containerId: container.id,
