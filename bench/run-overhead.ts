@@ -1,0 +1,67 @@
+/**
+ * berth's overhead per run against bare Docker, measured in the same process, interleaved, so
+ * machine noise hits both alike. berth: runner.run() (workspace, plan, mount checks, attach,
+ * bounded output, labels, removal). Bare: dockerode create/start/wait/remove of the same image
+ * and command. Prints p50/p95 of each and the ratio; the target is p50 ratio <= 1.10.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import { createBerth } from '../src/main.js';
+import { fmt, summary } from './stats.js';
+
+const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 30);
+const WARMUP = 3;
+const IMAGE = 'berth/shell:latest';
+const COMMAND = 'true';
+
+async function bareRun(docker: Docker): Promise<void> {
+  const c = await docker.createContainer({ Image: IMAGE, Cmd: ['sh', '-c', COMMAND], HostConfig: { NetworkMode: 'none' } });
+  const exited = c.wait({ condition: 'next-exit' });
+  await c.start();
+  await exited;
+  await c.remove({ force: true });
+}
+
+async function main(): Promise<void> {
+  const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-'));
+  const berth = createBerth({ home, logLevel: 'silent' });
+  const docker = new Docker();
+  berth.store.create({ name: 'bench-iso', workspace_isolation: true, protected_paths: ['AGENTS.md', '.factory/'] });
+  berth.store.create({ name: 'bench-shared' });
+  const variants = {
+    bare: () => bareRun(docker),
+    'berth (isolated, 2 protected paths)': async () => {
+      await berth.runner.run({ project: 'bench-iso', tenantKey: 'bench:user', message: COMMAND });
+    },
+    'berth (shared project)': async () => {
+      await berth.runner.run({ project: 'bench-shared', tenantKey: 'bench:user', message: COMMAND });
+    },
+  };
+  const samples: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
+  console.error(`berth bench: ${ITERATIONS} interleaved rounds of "${COMMAND}" in ${IMAGE} (+${WARMUP} warm-up) ...`);
+  try {
+    for (let i = 0; i < ITERATIONS + WARMUP; i++) {
+      for (const [name, fn] of Object.entries(variants)) {
+        const t0 = performance.now();
+        await fn();
+        if (i >= WARMUP) samples[name]?.push(performance.now() - t0);
+      }
+      if ((i + 1) % 10 === 0) console.error(`  round ${i + 1}/${ITERATIONS + WARMUP}`);
+    }
+  } finally {
+    await berth.runner.reapLeftovers();
+    fs.rmSync(home, { recursive: true, force: true });
+  }
+  const bare = summary(samples.bare ?? []);
+  console.log(`\n| variant | p50 | p95 | p50 ratio vs bare | p95 ratio vs bare |`);
+  console.log(`| --- | --- | --- | --- | --- |`);
+  for (const [name, values] of Object.entries(samples)) {
+    const s = summary(values);
+    console.log(`| ${name} | ${fmt(s.p50)} | ${fmt(s.p95)} | ${(s.p50 / bare.p50).toFixed(2)} | ${(s.p95 / bare.p95).toFixed(2)} |`);
+  }
+  console.log(`\n(${ITERATIONS} rounds, ${os.cpus().length} cores, Node ${process.version}; target: berth p50 ratio <= 1.10)`);
+}
+
+await main();

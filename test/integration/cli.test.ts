@@ -1,0 +1,91 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assessRunc } from '../../src/doctor.js';
+import { createDockerEngine } from '../../src/launch/docker.js';
+import { createBerth } from '../../src/main.js';
+import { cli } from '../helpers.js';
+
+let home: string;
+const berth = (...args: string[]) => cli(['--home', home, ...args]);
+
+beforeAll(() => {
+  home = fs.mkdtempSync(join(os.tmpdir(), 'berth-cli-'));
+});
+afterAll(async () => {
+  await createBerth({ home, logLevel: 'silent' }).runner.reapLeftovers();
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+describe('berth CLI (real process, real engine)', () => {
+  it('prints help and version', () => {
+    expect(cli(['--help'])).toMatchObject({ code: 0, stdout: expect.stringContaining('berth [--home DIR] <command>') });
+    expect(cli(['--version']).stdout).toMatch(/^berth \d+\.\d+\.\d+\n$/);
+    expect(cli(['frobnicate'])).toMatchObject({ code: 64, stderr: expect.stringMatching(/^USAGE: unknown command "frobnicate"/) });
+  });
+
+  it('creates a project, refusing bad names and bad protected paths with the field at fault', () => {
+    expect(berth('project', 'create', 'Bad_Name')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^CONFIG_INVALID: .*name: must be 1-63 characters/) });
+    expect(berth('project', 'create', 'ok', '--protect', '../etc')).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('protected_paths.0: "../etc" must not contain ".."'),
+    });
+    expect(fs.existsSync(join(home, 'projects/ok'))).toBe(false);
+    expect(berth('project', 'create', 'bot', '--isolation', '--protect', 'AGENTS.md', '--protect', '.factory/')).toMatchObject({
+      code: 0,
+      stdout: `created project bot at ${fs.realpathSync(home)}/projects/bot\n`,
+    });
+    expect(berth('project', 'create', 'bot')).toMatchObject({ code: 4, stderr: 'PROJECT_EXISTS: project "bot" already exists\n' });
+  });
+
+  it('gets, lists and updates', () => {
+    const got = JSON.parse(berth('project', 'get', 'bot').stdout);
+    expect(got).toMatchObject({ name: 'bot', workspace_isolation: true, protected_paths: ['AGENTS.md', '.factory/'], agent: 'shell' });
+    expect(got.protection.entries.map((e: { path: string }) => e.path)).toEqual(['AGENTS.md', '.factory']);
+    expect(berth('project', 'list').stdout).toMatch(/^bot\tisolation=on\tagent=shell\tprotected=AGENTS.md,.factory\/\tworkspaces=0\n$/);
+    expect(berth('project', 'update', 'bot', '--timeout', '3', '--protect', 'AGENTS.md')).toMatchObject({ code: 0 });
+    expect(JSON.parse(berth('project', 'get', 'bot').stdout)).toMatchObject({ protected_paths: ['AGENTS.md'], limits: { timeout_seconds: 3, memory_mb: 512 } });
+    expect(berth('project', 'update', 'bot', '--protect', 'x', '--no-protect')).toMatchObject({ code: 64 });
+    expect(berth('project', 'update', 'bot', '--timeout', 'soon')).toMatchObject({ code: 2, stderr: expect.stringContaining('limits.timeout_seconds') });
+    expect(berth('project', 'update', 'nope', '--isolation')).toMatchObject({ code: 3, stderr: expect.stringMatching(/^PROJECT_NOT_FOUND: /) });
+    expect(berth('project', 'get', '../../etc')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^CONFIG_INVALID: project name is invalid/) });
+  });
+
+  it('runs: prints the output and exits with the agent exit code', () => {
+    expect(berth('run', 'bot', '--user', 'web:a', '--', 'echo hi; echo oops >&2; exit 3')).toEqual({ code: 3, stdout: 'hi\n', stderr: 'oops\n' });
+    expect(berth('run', 'bot', '--user', 'web:a', '--', 'ls', '-a', '--color=never')).toMatchObject({ code: 0, stdout: expect.stringContaining('AGENTS.md') });
+    expect(cli(['run', 'bot', '--user', 'web:a', '--', 'pwd'], { BERTH_HOME: home })).toMatchObject({ code: 0, stdout: '/workspace\n' });
+    expect(JSON.parse(berth('project', 'get', 'bot').stdout).workspaces).toEqual([
+      { id: expect.stringMatching(/^[0-9a-f]{32}$/), tenant_key: 'web:a', created_at: expect.any(String) },
+    ]);
+  });
+
+  it("berth's own failures: a code and a one-line reason on stderr, non-zero exit", () => {
+    expect(berth('run', 'nope', '--user', 'a', '--', 'true')).toMatchObject({ code: 3, stderr: expect.stringMatching(/^PROJECT_NOT_FOUND: project "nope" does not exist/) });
+    expect(berth('run', 'bot', '--', 'true')).toMatchObject({ code: 64, stderr: 'USAGE: missing --user <tenant-key>\n' });
+    expect(berth('run', 'bot', '--user', 'a')).toMatchObject({ code: 64, stderr: expect.stringMatching(/^USAGE: missing message/) });
+    const t = berth('run', 'bot', '--user', 'web:a', '--', 'echo started; sleep 30');
+    expect(t).toMatchObject({ code: 124, stdout: 'started\n', stderr: expect.stringMatching(/^RUN_TIMEOUT: the run passed its timeout/m) });
+    expect(cli(['--home', home, 'run', 'bot', '--user', 'a', '--', 'true'], { DOCKER_HOST: 'unix:///nonexistent/docker.sock' })).toMatchObject({
+      code: 5,
+      stderr: expect.stringMatching(/^ENGINE_UNAVAILABLE: no Docker engine answers/),
+    });
+  });
+
+  it('doctor reports engine, runc, images and config, and fails when unsafe', async () => {
+    const info = await createDockerEngine().info();
+    const ok = berth('doctor');
+    expect(ok.stdout).toContain(`Docker ${info.version}`);
+    expect(ok.stdout).toContain('image berth/shell:latest');
+    expect(ok.code).toBe(assessRunc(info.runcVersion, false).status === 'fail' ? 1 : 0);
+    // A shared-mount project makes unpatched runc a failure, not a warning.
+    expect(berth('project', 'create', 'shared').code).toBe(0);
+    const shared = berth('doctor');
+    expect(shared.code).toBe(assessRunc(info.runcVersion, true).status === 'fail' ? 1 : 0);
+    fs.writeFileSync(join(home, 'berth.yaml'), 'bogus: 1\n');
+    expect(berth('doctor')).toMatchObject({ code: 2, stderr: expect.stringContaining('bogus: unknown field') });
+    fs.rmSync(join(home, 'berth.yaml'));
+    expect(cli(['--home', home, 'doctor'], { DOCKER_HOST: 'unix:///nonexistent/docker.sock' })).toMatchObject({ code: 1, stdout: expect.stringContaining('FAIL  engine') });
+  });
+});
