@@ -1,8 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import { join } from 'node:path';
 import { loadBerthConfig } from './config/berth-config.js';
 import { homePaths } from './config/home.js';
 import { isBerthError } from './errors.js';
-import type { Berth } from './main.js';
+import { installationId, type Berth } from './main.js';
+import { planPathProbe } from './plan/probe-plan.js';
+import { newRunId } from './runs/runner.js';
 import { imageFor } from './plan/run-plan.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
@@ -92,8 +96,33 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
           : { name: `image ${image}`, status: 'fail', detail: 'missing; build it with "berth images build"' },
       );
     }
+    if (await berth.engine.imageExists(berth.config.images.shell)) checks.push(await probeHostPaths(berth));
   } catch (err) {
     checks.push({ name: 'engine', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) });
   }
   return checks;
+}
+
+/** Do the engine and berth see the same files at the same paths? (berth in a container) */
+async function probeHostPaths(berth: Berth): Promise<Check> {
+  const dir = join(berth.home, '.berth', 'probe');
+  fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+  const file = `path-probe-${randomBytes(6).toString('hex')}`;
+  const token = randomBytes(12).toString('hex');
+  fs.writeFileSync(join(dir, file), token, { mode: 0o644 });
+  try {
+    const plan = planPathProbe({ config: berth.config, dir, file, installation: installationId(berth.home), runId: newRunId() });
+    const result = await berth.engine.run(plan);
+    return result.stdout === token
+      ? { name: 'host paths', status: 'ok', detail: `the engine sees ${berth.home} as berth does` }
+      : {
+          name: 'host paths',
+          status: 'fail',
+          detail: `the engine does not see ${berth.home} as berth does: run berth with its home at the same absolute path on the host and in its container (see README, "berth in a container")`,
+        };
+  } catch (err) {
+    return { name: 'host paths', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) };
+  } finally {
+    fs.rmSync(join(dir, file), { force: true });
+  }
 }

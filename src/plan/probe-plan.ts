@@ -1,0 +1,25 @@
+import type { BerthConfig } from '../config/berth-config.js';
+import { LABELS } from '../launch/labels.js';
+import { CONTAINER_PATH, type RunPlan } from './run-plan.js';
+
+/**
+ * A container that reads a file berth just wrote under its home. If berth runs where its paths
+ * are not the engine's (inside a container without the home at the same absolute path), the
+ * engine mounts something else or nothing, and the probe says so before any tenant run does.
+ */
+export function planPathProbe(input: { config: BerthConfig; dir: string; file: string; installation: string; runId: string }): RunPlan {
+  return {
+    image: input.config.images.shell,
+    argv: ['cat', `/probe/${input.file}`],
+    cwd: '/',
+    user: `${input.config.agent_user.uid}:${input.config.agent_user.gid}`,
+    mounts: [{ type: 'bind', source: input.dir, target: '/probe', readOnly: true }],
+    env: { PATH: CONTAINER_PATH },
+    network: 'none',
+    readOnlyRootfs: true,
+    limits: { memoryBytes: 32 * 1024 * 1024, nanoCpus: 5e8, pids: 16, timeoutMs: 20_000, outputBytes: 4096 },
+    labels: { [LABELS.managed]: 'true', [LABELS.installation]: input.installation, [LABELS.project]: '', [LABELS.workspace]: '', [LABELS.run]: input.runId },
+    prepare: { rwRoot: input.dir, mountpoints: [] },
+    warnings: [],
+  };
+}
