@@ -4,11 +4,12 @@ import { runDoctor } from './doctor.js';
 import { BerthError, isBerthError } from './errors.js';
 import { buildImage, IMAGE_NAMES, type ImageName } from './images/build.js';
 import { createBerth, type Berth } from './main.js';
+import { VERSION } from './version.js';
 import { runDemo } from './demo.js';
+import { runServer, runStdioMcp } from './serve.js';
 import type { Project } from './store/projects.js';
 import { listWorkspaces } from './store/workspaces.js';
 
-export const VERSION = '0.1.0';
 
 export const USAGE = `berth — one kernel-isolated container per tenant, for AI coding agents
 
@@ -25,6 +26,12 @@ Projects
 Runs
   run <project> --user <tenant-key> [--] <message...>
                                 prints the agent's output, exits with its exit code
+
+Server
+  serve [--host HOST] [--port PORT] [--demo]
+                                HTTP admin API, /docs, /openapi.json and MCP at /mcp
+                                (token: berth.yaml admin_token, $BERTH_ADMIN_TOKEN, or generated)
+  mcp                           the admin tools as an MCP server over stdio
 
 Engine
   images build [shell|agent] [--base IMAGE]
@@ -44,7 +51,9 @@ type Out = { out: (s: string) => void; err: (s: string) => void };
 
 interface Command {
   options: ParseArgsConfig['options'];
-  run(berth: () => Berth, values: Record<string, unknown>, positionals: string[], io: Out): Promise<number>;
+  /** Log level when BERTH_LOG_LEVEL is unset. */
+  logLevel?: string;
+  run(berth: () => Berth, values: Record<string, unknown>, positionals: string[], io: Out, env: NodeJS.ProcessEnv): Promise<number>;
 }
 
 function need(positionals: string[], count: number, what: string): void {
@@ -52,15 +61,8 @@ function need(positionals: string[], count: number, what: string): void {
   if (positionals.length > count) throw new BerthError('USAGE', `unexpected argument "${positionals[count]}"`, { hint: 'see "berth --help"' });
 }
 
-function describeProject(berth: Berth, p: Project) {
-  return {
-    ...p.metadata,
-    path: p.paths.dir,
-    protection: p.snapshot
-      ? { taken_at: p.snapshot.taken_at, entries: p.snapshot.entries }
-      : { taken_at: null, entries: [] },
-    workspaces: listWorkspaces(p),
-  };
+function describeProject(berth: Berth, name: string) {
+  return { ...berth.admin.getProject(name), workspaces: berth.admin.listWorkspaces(name) };
 }
 
 function printSkipped(p: Project, io: Out): void {
@@ -131,7 +133,7 @@ const COMMANDS: Record<string, Command> = {
     async run(berth, _v, pos, io) {
       need(pos, 1, 'project name');
       const b = berth();
-      io.out(`${JSON.stringify(describeProject(b, b.store.get(pos[0] as string)), null, 2)}\n`);
+      io.out(`${JSON.stringify(describeProject(b, pos[0] as string), null, 2)}\n`);
       return 0;
     },
   },
@@ -142,7 +144,7 @@ const COMMANDS: Record<string, Command> = {
       const b = berth();
       const projects = b.store.list();
       if (v.json) {
-        io.out(`${JSON.stringify(projects.map((p) => describeProject(b, p)), null, 2)}\n`);
+        io.out(`${JSON.stringify(projects.map((p) => describeProject(b, p.metadata.name)), null, 2)}\n`);
         return 0;
       }
       if (projects.length === 0) {
@@ -204,6 +206,23 @@ const COMMANDS: Record<string, Command> = {
       return failed ? 1 : 0;
     },
   },
+  serve: {
+    options: { host: { type: 'string' }, port: { type: 'string' }, demo: { type: 'boolean' } },
+    logLevel: 'info',
+    async run(berth, v, pos, io, env) {
+      need(pos, 0, '');
+      const port = Number(v.port ?? 8080);
+      if (!Number.isInteger(port) || port < 0 || port > 65535) throw new BerthError('USAGE', `--port must be 0-65535, not "${v.port}"`);
+      return runServer(berth(), { host: (v.host as string | undefined) ?? '127.0.0.1', port, demo: Boolean(v.demo), envToken: env.BERTH_ADMIN_TOKEN }, io);
+    },
+  },
+  mcp: {
+    options: {},
+    async run(berth, _v, pos) {
+      need(pos, 0, '');
+      return runStdioMcp(berth());
+    },
+  },
   demo: {
     options: {},
     async run(berth, _v, pos, io) {
@@ -262,8 +281,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, io: Out): Pro
     }
     const home = (parsed.values.home as string | undefined) ?? split.home ?? env.BERTH_HOME ?? process.cwd();
     let berth: Berth | undefined;
-    const lazyBerth = () => (berth ??= createBerth({ home, logLevel: env.BERTH_LOG_LEVEL ?? 'warn' }));
-    return await command.run(lazyBerth, parsed.values, parsed.positionals, io);
+    const lazyBerth = () => (berth ??= createBerth({ home, logLevel: env.BERTH_LOG_LEVEL ?? command.logLevel ?? 'warn' }));
+    return await command.run(lazyBerth, parsed.values, parsed.positionals, io, env);
   } catch (err) {
     if (isBerthError(err)) {
       io.err(`${err.toLine()}\n`);

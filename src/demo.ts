@@ -14,7 +14,8 @@ const STEPS: Array<{ user: string; say: string; message: string }> = [
 ];
 
 /** The "make run" walk-through: two tenants, one project, and the boundary between them. */
-export async function runDemo(berth: Berth, io: Out): Promise<number> {
+/** The demo project, created the first time: isolated, with AGENTS.md and .factory/ protected. */
+export function ensureDemoProject(berth: Berth, io: Out): void {
   try {
     berth.store.get(DEMO_PROJECT);
   } catch (err) {
@@ -22,6 +23,10 @@ export async function runDemo(berth: Berth, io: Out): Promise<number> {
     berth.store.create({ name: DEMO_PROJECT, workspace_isolation: true, protected_paths: ['AGENTS.md', '.factory/'] });
     io.out(`created project "${DEMO_PROJECT}": workspace_isolation on, AGENTS.md and .factory/ protected\n`);
   }
+}
+
+export async function runDemo(berth: Berth, io: Out): Promise<number> {
+  ensureDemoProject(berth, io);
   const removed = await berth.runner.reapLeftovers();
   if (removed) io.out(`removed ${removed} container(s) a previous berth left behind\n`);
   for (const step of STEPS) {

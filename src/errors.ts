@@ -6,6 +6,7 @@
 export const ERROR_TABLE = {
   CONFIG_INVALID: { status: 400, exit: 2 },
   USAGE: { status: 400, exit: 64 },
+  UNAUTHORIZED: { status: 401, exit: 10 },
   PROJECT_NOT_FOUND: { status: 404, exit: 3 },
   PROJECT_EXISTS: { status: 409, exit: 4 },
   ENGINE_UNAVAILABLE: { status: 503, exit: 5 },

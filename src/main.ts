@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { loadBerthConfig, type BerthConfig } from './config/berth-config.js';
 import { homePaths } from './config/home.js';
+import { createAdminService, type AdminService } from './admin/service.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
 import { createRunner, type Runner } from './runs/runner.js';
 import { createProjectStore, type ProjectStore } from './store/projects.js';
@@ -16,6 +17,8 @@ export interface Berth {
   store: ProjectStore;
   engine: Engine;
   runner: Runner;
+  admin: AdminService;
+  secret: Buffer;
   logger: Logger;
 }
 
@@ -45,23 +48,26 @@ export function createBerth(opts: BerthOptions): Berth {
   const store = createProjectStore({ root: home, config });
   const engine = opts.engine ?? createDockerEngine();
   let runner: Runner | undefined;
+  let secret: Buffer | undefined;
+  let admin: AdminService | undefined;
+  // Created on first use, so read-only commands never write to the home.
+  const getSecret = () => (secret ??= loadOrCreateSecret(paths.secretFile));
+  const getRunner = () =>
+    (runner ??= createRunner({ store, engine, config, secret: getSecret(), installation: installationId(home), logger }));
   return {
     home,
     config,
     store,
     engine,
     logger,
-    // The secret is created on first use, so read-only commands never write to the home.
+    get secret() {
+      return getSecret();
+    },
     get runner() {
-      runner ??= createRunner({
-        store,
-        engine,
-        config,
-        secret: loadOrCreateSecret(paths.secretFile),
-        installation: installationId(home),
-        logger,
-      });
-      return runner;
+      return getRunner();
+    },
+    get admin() {
+      return (admin ??= createAdminService({ store, runner: getRunner, secret: getSecret }));
     },
   };
 }

@@ -21,6 +21,11 @@ export const BerthConfigSchema = z
       })
       .strict()
       .prefault({}),
+    admin_token: z
+      .string()
+      .min(16, 'must be at least 16 characters')
+      .optional()
+      .describe('Bearer token for the HTTP admin API and /mcp; else BERTH_ADMIN_TOKEN, else one is generated.'),
     agent_user: z
       .object({
         uid: z.number().int().min(1).max(2 ** 31).default(10001),

@@ -8,6 +8,7 @@ export interface HomePaths {
   /** berth's private state: never mounted into a container, never tenant-writable. */
   stateDir: string;
   secretFile: string;
+  adminTokenFile: string;
   tmpDir: string;
   trashDir: string;
 }
@@ -20,6 +21,7 @@ export function homePaths(root: string): HomePaths {
     projectsDir: join(root, 'projects'),
     stateDir,
     secretFile: join(stateDir, 'secret'),
+    adminTokenFile: join(stateDir, 'admin-token'),
     tmpDir: join(stateDir, 'tmp'),
     trashDir: join(stateDir, 'trash'),
   };

@@ -1,14 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { BerthConfig } from '../config/berth-config.js';
-import { BerthError } from '../errors.js';
 import type { Owner } from '../fs/tree.js';
 import type { Engine, ManagedContainer, RunResult } from '../launch/docker.js';
 import { planRun, type RunPlan } from '../plan/run-plan.js';
 import type { ProjectStore } from '../store/projects.js';
 import { snapshotForPlan } from '../store/protected-snapshot.js';
+import { appendRunRecord } from '../store/run-log.js';
+import type { RunRecord } from '../admin/views.js';
 import { workspaceIdFor } from '../store/secret.js';
 import { ensureWorkspace } from '../store/workspaces.js';
 import { createKeyedLock } from './keyed-lock.js';
@@ -34,6 +33,8 @@ export interface Runner {
   reapLeftovers(): Promise<number>;
   /** This installation's containers (of one project, or all). */
   listContainers(project?: string): Promise<ManagedContainer[]>;
+  /** Stop and remove one project's containers (runs in flight end with exit 137). */
+  removeContainers(project: string): Promise<number>;
 }
 
 export function newRunId(): string {
@@ -86,7 +87,7 @@ export function createRunner(deps: {
         'run finished',
       );
       const outcome: RunOutcome = { ...result, runId, project: project.metadata.name, workspaceId: workspace.id, warnings: plan.warnings };
-      appendRunRecord(project.paths.sessionsDir, outcome);
+      appendRunRecord(project.paths.sessionsDir, toRunRecord(outcome));
       return outcome;
     });
   }
@@ -95,24 +96,24 @@ export function createRunner(deps: {
     run,
     reapLeftovers: () => engine.removeManaged({ installation }),
     listContainers: (project) => engine.listManaged({ installation, project }),
+    removeContainers: (project) => engine.removeManaged({ installation, project }),
   };
 }
 
-/** A line per run in the project's run log (berth-owned: hidden from every container). */
-function appendRunRecord(sessionsDir: string, o: RunOutcome): void {
-  const record = {
+function roundedTimings(t: RunResult['timings']) {
+  const r = (ms: number) => Math.round(ms * 10) / 10;
+  return { create: r(t.createMs), start: r(t.startMs), run: r(t.runMs), total: r(t.totalMs) };
+}
+
+export function toRunRecord(o: RunOutcome): RunRecord {
+  return {
     run: o.runId,
     workspace: o.workspaceId,
     exit_code: o.exitCode,
     timed_out: o.timedOut,
     truncated: o.truncated,
     output_bytes: Buffer.byteLength(o.stdout) + Buffer.byteLength(o.stderr),
-    timings_ms: o.timings,
+    timings_ms: roundedTimings(o.timings),
     finished_at: new Date().toISOString(),
   };
-  try {
-    fs.appendFileSync(join(sessionsDir, 'runs.jsonl'), `${JSON.stringify(record)}\n`, { mode: 0o600 });
-  } catch (err) {
-    throw new BerthError('INTERNAL', `could not record run ${o.runId}: ${(err as Error).message}`);
-  }
 }

@@ -30,6 +30,8 @@ export interface ProjectStore {
   get(name: string): Project;
   list(): Project[];
   update(name: string, patch: ProjectUpdate): Promise<Project>;
+  /** Move the project (and berth's state for it) to the trash; returns where it went. */
+  trash(name: string): Promise<string>;
 }
 
 /** The agent user owns what tenants may write; berth's own files stay root's. */
@@ -151,18 +153,27 @@ export function createProjectStore(opts: { root: string; config: BerthConfig }):
       .map(get);
   }
 
-  async function update(name: string, rawPatch: ProjectUpdate): Promise<Project> {
-    const patch = parseOrThrow(ProjectUpdateSchema, rawPatch, 'project update');
-    const paths = pathsOf(name);
+  /** One admin change at a time per project, across processes (CLI and server alike). */
+  async function withProjectLock<T>(paths: ProjectPaths, fn: () => T): Promise<T> {
     readMetadata(paths); // PROJECT_NOT_FOUND before taking a lock
     fs.mkdirSync(paths.stateDir, { recursive: true });
     const release = await lockfile.lock(paths.stateDir, {
       lockfilePath: join(paths.stateDir, 'metadata.lock'),
       realpath: false,
       stale: 10_000,
-      retries: { retries: 50, minTimeout: 20, maxTimeout: 200 },
+      retries: { retries: 100, minTimeout: 10, maxTimeout: 100 },
     });
     try {
+      return fn();
+    } finally {
+      await release();
+    }
+  }
+
+  async function update(name: string, rawPatch: ProjectUpdate): Promise<Project> {
+    const patch = parseOrThrow(ProjectUpdateSchema, rawPatch, 'project update');
+    const paths = pathsOf(name);
+    return withProjectLock(paths, () => {
       const current = readMetadata(paths);
       const merged = parseOrThrow(
         ProjectMetadataSchema,
@@ -173,10 +184,20 @@ export function createProjectStore(opts: { root: string; config: BerthConfig }):
       const snapshot = takeProtectedSnapshot({ sourceDir: paths.dir, protectedDir: paths.protectedDir, entries: merged.protected_paths });
       atomicWriteFile(paths.metadataFile, serialize(merged));
       return { paths, metadata: merged, snapshot };
-    } finally {
-      await release();
-    }
+    });
   }
 
-  return { home, create, get, list, update };
+  async function trash(name: string): Promise<string> {
+    const paths = pathsOf(name);
+    const target = join(home.trashDir, `${name}-${new Date().toISOString().replace(/[:.]/g, '-')}-${randomBytes(3).toString('hex')}`);
+    fs.mkdirSync(target, { recursive: true, mode: 0o700 });
+    await withProjectLock(paths, () => {
+      // Renaming the project directory is the one step that makes it gone; state follows.
+      fs.renameSync(paths.dir, join(target, 'project'));
+    });
+    fs.renameSync(paths.stateDir, join(target, 'state'));
+    return target;
+  }
+
+  return { home, create, get, list, update, trash };
 }

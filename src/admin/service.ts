@@ -1,0 +1,88 @@
+import { join } from 'node:path';
+import type { ProjectMetadataInput, ProjectUpdate } from '../config/metadata.js';
+import { BerthError } from '../errors.js';
+import { diskUsage } from '../fs/du.js';
+import { toRunRecord, type RunOutcome, type Runner } from '../runs/runner.js';
+import type { Project, ProjectStore } from '../store/projects.js';
+import { readRunRecords } from '../store/run-log.js';
+import { workspaceIdFor } from '../store/secret.js';
+import { listWorkspaces } from '../store/workspaces.js';
+import type { ProjectView, RunRecord, RunView, WorkspaceView } from './views.js';
+
+/**
+ * What an admin can do, once, for every surface: the HTTP API, the MCP tools and the CLI call
+ * these and only translate inputs and errors.
+ */
+export interface AdminService {
+  createProject(input: ProjectMetadataInput): ProjectView;
+  getProject(name: string): ProjectView;
+  listProjects(): ProjectView[];
+  updateProject(name: string, patch: ProjectUpdate): Promise<ProjectView>;
+  deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
+  listWorkspaces(name: string): WorkspaceView[];
+  runMessage(name: string, request: { user: string; message: string }): Promise<RunView>;
+  listRuns(name: string, filter: { user?: string; limit?: number }): RunRecord[];
+}
+
+export function projectView(p: Project): ProjectView {
+  return {
+    ...p.metadata,
+    path: p.paths.dir,
+    protection: p.snapshot ? { taken_at: p.snapshot.taken_at, entries: p.snapshot.entries } : { taken_at: null, entries: [] },
+    workspace_count: listWorkspaces(p).length,
+  };
+}
+
+export function runView(o: RunOutcome): RunView {
+  const record = toRunRecord(o);
+  return {
+    run: o.runId,
+    project: o.project,
+    workspace: o.workspaceId,
+    exit_code: o.exitCode,
+    stdout: o.stdout,
+    stderr: o.stderr,
+    truncated: o.truncated,
+    timed_out: o.timedOut,
+    timings_ms: record.timings_ms,
+    warnings: o.warnings,
+  };
+}
+
+export function createAdminService(deps: { store: ProjectStore; runner: () => Runner; secret: () => Buffer }): AdminService {
+  const { store } = deps;
+  return {
+    createProject: (input) => projectView(store.create(input)),
+    getProject: (name) => projectView(store.get(name)),
+    listProjects: () => store.list().map(projectView),
+    updateProject: async (name, patch) => projectView(await store.update(name, patch)),
+
+    async deleteProject(name, confirm) {
+      store.get(name);
+      if (confirm !== name) {
+        throw new BerthError('CONFIG_INVALID', `deleting needs confirm=${name}`, {
+          issues: [{ field: 'confirm', reason: `must equal the project name "${name}"` }],
+        });
+      }
+      // Stop its containers first, so nothing writes into the tree while it moves.
+      const removed = await deps.runner().removeContainers(name);
+      const trashedTo = await store.trash(name);
+      return { name, trashed_to: trashedTo, containers_removed: removed };
+    },
+
+    listWorkspaces(name) {
+      const p = store.get(name);
+      return listWorkspaces(p).map((w) => ({ ...w, size_bytes: diskUsage(join(p.paths.workspacesDir, w.id)).bytes }));
+    },
+
+    async runMessage(name, request) {
+      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message }));
+    },
+
+    listRuns(name, filter) {
+      const p = store.get(name);
+      const workspace = filter.user === undefined ? undefined : workspaceIdFor(deps.secret(), name, filter.user);
+      return readRunRecords(p.paths.sessionsDir, { workspace, limit: filter.limit ?? 50 }).records;
+    },
+  };
+}

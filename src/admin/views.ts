@@ -1,0 +1,81 @@
+import { z } from 'zod';
+import { ProjectMetadataSchema, ProjectNameSchema } from '../config/metadata.js';
+import { TenantKeySchema } from '../store/workspaces.js';
+
+/**
+ * What the admin surfaces (HTTP, MCP, CLI JSON) return. Defined once, here, from the same
+ * schemas the store validates with, so every surface speaks the same shapes.
+ */
+
+const SkippedSchema = z.object({ path: z.string(), reason: z.string() });
+
+export const ProtectionViewSchema = z.object({
+  taken_at: z.string().nullable().describe('When berth last copied the protected paths (admin create/update).'),
+  entries: z.array(
+    z.object({
+      path: z.string(),
+      kind: z.enum(['file', 'dir']),
+      source: z.enum(['project', 'empty']).describe('"empty": the path was missing, containers get an empty read-only one.'),
+      skipped: z.array(SkippedSchema).describe('Entries not copied (links, special files, over-size files).'),
+    }),
+  ),
+});
+
+export const ProjectViewSchema = ProjectMetadataSchema.extend({
+  path: z.string().describe('The project directory on the host.'),
+  protection: ProtectionViewSchema,
+  workspace_count: z.number().int(),
+});
+
+export const WorkspaceViewSchema = z.object({
+  id: z.string().describe('Derived from the tenant key with the installation secret; also the directory name.'),
+  tenant_key: z.string(),
+  created_at: z.string(),
+  size_bytes: z.number().int().describe('Bytes of regular files in the workspace (capped walk, links not followed).'),
+});
+
+export const RunRequestSchema = z
+  .object({
+    user: TenantKeySchema,
+    message: z.string().min(1, 'must not be empty').max(256 * 1024).describe('Handed to the agent as one argument.'),
+  })
+  .strict();
+
+export const RunViewSchema = z.object({
+  run: z.string(),
+  project: ProjectNameSchema,
+  workspace: z.string(),
+  exit_code: z.number().int(),
+  stdout: z.string(),
+  stderr: z.string(),
+  truncated: z.boolean().describe('Output passed limits.output_bytes: the run was stopped and the output cut.'),
+  timed_out: z.boolean().describe('The run passed limits.timeout_seconds and was killed.'),
+  timings_ms: z.object({ create: z.number(), start: z.number(), run: z.number(), total: z.number() }),
+  warnings: z.array(z.string()),
+});
+
+export const RunRecordSchema = z.object({
+  run: z.string(),
+  workspace: z.string(),
+  exit_code: z.number().int(),
+  timed_out: z.boolean(),
+  truncated: z.boolean(),
+  output_bytes: z.number().int(),
+  timings_ms: z.object({ create: z.number(), start: z.number(), run: z.number(), total: z.number() }),
+  finished_at: z.string(),
+});
+
+export const ErrorBodySchema = z.object({
+  error: z.object({
+    code: z.string().describe('Stable: match on this, never on the message.'),
+    message: z.string(),
+    issues: z.array(z.object({ field: z.string(), reason: z.string() })).optional(),
+    hint: z.string().optional(),
+    path: z.string().optional(),
+  }),
+});
+
+export type ProjectView = z.infer<typeof ProjectViewSchema>;
+export type WorkspaceView = z.infer<typeof WorkspaceViewSchema>;
+export type RunView = z.infer<typeof RunViewSchema>;
+export type RunRecord = z.infer<typeof RunRecordSchema>;

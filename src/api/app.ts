@@ -1,0 +1,108 @@
+import { randomUUID } from 'node:crypto';
+import { OpenAPIHono, createRoute } from '@hono/zod-openapi';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { AdminService } from '../admin/service.js';
+import type { Engine } from '../launch/docker.js';
+import { createMcpServer } from '../mcp/server.js';
+import { VERSION } from '../version.js';
+import { bearerAuth } from './auth.js';
+import { renderDocsPage } from './docs-page.js';
+import { errorBody, toBerthError, validationError } from './error-response.js';
+import { registerProjectRoutes } from './routes/projects.js';
+import { registerRunRoutes } from './routes/runs.js';
+
+export interface AppDeps {
+  admin: () => AdminService;
+  engine: Engine;
+  token: string;
+  logger: Logger;
+  startedAt?: number;
+}
+
+type Env = { Variables: { requestId: string; log: Logger } };
+
+const OPEN_PATHS = new Set(['/healthz']);
+
+/** The whole HTTP surface, without listening: tests call app.request(). */
+export function createApp(deps: AppDeps): OpenAPIHono<Env> {
+  const startedAt = deps.startedAt ?? Date.now();
+  const app = new OpenAPIHono<Env>({
+    defaultHook: (result) => {
+      if (!result.success) throw validationError(result.error, result.target === 'json' ? 'body' : result.target);
+    },
+  });
+
+  app.use('*', async (c, next) => {
+    const given = c.req.header('x-request-id');
+    const requestId = given && /^[\w.-]{1,64}$/.test(given) ? given : randomUUID();
+    const log = deps.logger.child({ req: requestId });
+    c.set('requestId', requestId);
+    c.set('log', log);
+    const t0 = performance.now();
+    await next();
+    c.header('x-request-id', requestId);
+    log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - t0) }, 'request');
+  });
+  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path)));
+
+  app.onError((err, c) => {
+    const e = toBerthError(err);
+    const log = c.get('log') ?? deps.logger;
+    if (e.status >= 500) log.error({ err, code: e.code }, e.message);
+    else log.warn({ code: e.code }, e.message);
+    return c.json(errorBody(e), e.status as 400);
+  });
+  app.notFound((c) => c.json({ error: { code: 'NOT_FOUND', message: `no route ${c.req.method} ${c.req.path}` } }, 404));
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/healthz',
+      summary: 'Liveness: engine reachable, version, uptime (no token needed)',
+      responses: {
+        200: { description: 'healthy', content: { 'application/json': { schema: HealthSchema } } },
+        503: { description: 'the engine does not answer', content: { 'application/json': { schema: HealthSchema } } },
+      },
+    }),
+    async (c) => {
+      const base = { version: VERSION, uptime_s: Math.round((Date.now() - startedAt) / 1000) };
+      try {
+        const info = await deps.engine.info();
+        return c.json({ ok: true, engine: { reachable: true, version: info.version }, ...base }, 200);
+      } catch {
+        return c.json({ ok: false, engine: { reachable: false, version: null }, ...base }, 503);
+      }
+    },
+  );
+
+  registerProjectRoutes(app as unknown as OpenAPIHono, deps.admin);
+  registerRunRoutes(app as unknown as OpenAPIHono, deps.admin);
+
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
+  const docConfig = {
+    openapi: '3.0.0',
+    info: { title: 'berth', version: VERSION, description: 'Admin API of berth, a multi-tenant runner for AI coding agents.' },
+    security: [{ bearerAuth: [] }],
+  };
+  app.doc('/openapi.json', docConfig);
+  app.get('/docs', (c) => c.html(renderDocsPage(app.getOpenAPIDocument(docConfig) as unknown as Parameters<typeof renderDocsPage>[0])));
+
+  // MCP over Streamable HTTP, stateless: a fresh server and transport per request.
+  app.all('/mcp', async (c) => {
+    const server = createMcpServer(deps.admin);
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    return transport.handleRequest(c.req.raw);
+  });
+
+  return app;
+}
+
+const HealthSchema = z.object({
+  ok: z.boolean(),
+  engine: z.object({ reachable: z.boolean(), version: z.string().nullable() }),
+  version: z.string(),
+  uptime_s: z.number(),
+});

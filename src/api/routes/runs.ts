@@ -1,0 +1,50 @@
+import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
+import { z } from 'zod';
+import { ErrorBodySchema, RunRecordSchema, RunRequestSchema, RunViewSchema } from '../../admin/views.js';
+import type { AdminService } from '../../admin/service.js';
+import { ProjectNameSchema } from '../../config/metadata.js';
+import { TenantKeySchema } from '../../store/workspaces.js';
+
+const NameParams = z.object({ name: ProjectNameSchema });
+const json = <S extends z.ZodType>(schema: S, description: string) => ({ content: { 'application/json': { schema } }, description });
+
+export function registerRunRoutes(app: OpenAPIHono, admin: () => AdminService): void {
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/projects/{name}/runs',
+      summary: "Run the project's agent for a tenant",
+      description:
+        'Creates the tenant workspace on first contact, runs the agent in its own container and returns its output. A run that times out or floods is still a 200: see timed_out and truncated.',
+      request: { params: NameParams, body: { ...json(RunRequestSchema, 'who and what'), required: true } },
+      responses: {
+        200: json(RunViewSchema, 'the run'),
+        400: json(ErrorBodySchema, 'CONFIG_INVALID'),
+        404: json(ErrorBodySchema, 'PROJECT_NOT_FOUND'),
+        424: json(ErrorBodySchema, 'IMAGE_MISSING'),
+        503: json(ErrorBodySchema, 'ENGINE_UNAVAILABLE'),
+      },
+    }),
+    async (c) => c.json(await admin().runMessage(c.req.valid('param').name, c.req.valid('json')), 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/projects/{name}/runs',
+      summary: 'Recent run records, newest first',
+      request: {
+        params: NameParams,
+        query: z.object({
+          user: TenantKeySchema.optional().describe('Only this tenant’s runs.'),
+          limit: z.coerce.number().int().min(1).max(500).default(50),
+        }),
+      },
+      responses: { 200: json(z.object({ runs: z.array(RunRecordSchema) }), 'run records'), 404: json(ErrorBodySchema, 'PROJECT_NOT_FOUND') },
+    }),
+    (c) => {
+      const { user, limit } = c.req.valid('query');
+      return c.json({ runs: admin().listRuns(c.req.valid('param').name, { user, limit }) }, 200);
+    },
+  );
+}

@@ -1,0 +1,70 @@
+import { z } from 'zod';
+import type { AdminService } from '../admin/service.js';
+import { ProjectViewSchema, RunRequestSchema, RunViewSchema, WorkspaceViewSchema } from '../admin/views.js';
+import { ProjectMetadataSchema, ProjectNameSchema, ProjectUpdateSchema } from '../config/metadata.js';
+
+/** berth's MCP tools as data: inputs and outputs are the same zod schemas the HTTP API uses. */
+export interface ToolSpec {
+  name: string;
+  description: string;
+  input: z.ZodObject;
+  output: z.ZodObject;
+  run(admin: AdminService, input: never): Promise<Record<string, unknown>> | Record<string, unknown>;
+}
+
+const ProjectOut = z.object({ project: ProjectViewSchema });
+
+function tool<I extends z.ZodObject, O extends z.ZodObject>(spec: {
+  name: string;
+  description: string;
+  input: I;
+  output: O;
+  run(admin: AdminService, input: z.output<I>): Promise<z.output<O>> | z.output<O>;
+}): ToolSpec {
+  return spec as unknown as ToolSpec;
+}
+
+export const TOOLS: ToolSpec[] = [
+  tool({
+    name: 'project_create',
+    description: 'Create a project (its settings are the metadata.json schema: workspace_isolation, protected_paths, image, agent, limits, env).',
+    input: ProjectMetadataSchema,
+    output: ProjectOut,
+    run: (admin, input) => ({ project: admin.createProject(input) }),
+  }),
+  tool({
+    name: 'project_get',
+    description: "A project's settings, including workspace_isolation and protected_paths, and its protection snapshot.",
+    input: z.object({ name: ProjectNameSchema }).strict(),
+    output: ProjectOut,
+    run: (admin, { name }) => ({ project: admin.getProject(name) }),
+  }),
+  tool({
+    name: 'project_list',
+    description: 'All projects.',
+    input: z.object({}).strict(),
+    output: z.object({ projects: z.array(ProjectViewSchema) }),
+    run: (admin) => ({ projects: admin.listProjects() }),
+  }),
+  tool({
+    name: 'project_update',
+    description: 'Change settings (workspace_isolation, protected_paths — replaces the list —, image, agent, limits, env). Applies to every next run.',
+    input: ProjectUpdateSchema.extend({ name: ProjectNameSchema }).strict(),
+    output: ProjectOut,
+    run: async (admin, { name, ...patch }) => ({ project: await admin.updateProject(name, patch) }),
+  }),
+  tool({
+    name: 'workspace_list',
+    description: "A project's tenant workspaces: id, tenant key, created, size.",
+    input: z.object({ project: ProjectNameSchema }).strict(),
+    output: z.object({ workspaces: z.array(WorkspaceViewSchema) }),
+    run: (admin, { project }) => ({ workspaces: admin.listWorkspaces(project) }),
+  }),
+  tool({
+    name: 'run_message',
+    description: "Run the project's agent for a tenant (user = tenant key) with a message; returns output, exit code, timings.",
+    input: RunRequestSchema.extend({ project: ProjectNameSchema }).strict(),
+    output: z.object({ run: RunViewSchema }),
+    run: async (admin, { project, ...request }) => ({ run: await admin.runMessage(project, request) }),
+  }),
+];

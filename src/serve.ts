@@ -1,0 +1,71 @@
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { createApp } from './api/app.js';
+import { resolveAdminToken } from './api/auth.js';
+import { homePaths } from './config/home.js';
+import { ensureDemoProject, DEMO_PROJECT } from './demo.js';
+import type { Berth } from './main.js';
+import { createMcpServer } from './mcp/server.js';
+import { VERSION } from './version.js';
+
+type Out = { out: (s: string) => void; err: (s: string) => void };
+
+/** `berth serve`: the HTTP admin API and /mcp, until SIGINT/SIGTERM. */
+export async function runServer(
+  berth: Berth,
+  opts: { host: string; port: number; demo: boolean; envToken?: string },
+  io: Out,
+): Promise<number> {
+  const token = resolveAdminToken({ configToken: berth.config.admin_token, envToken: opts.envToken, file: homePaths(berth.home).adminTokenFile });
+  if (opts.demo) ensureDemoProject(berth, io);
+  const reaped = await berth.runner.reapLeftovers();
+  if (reaped) berth.logger.warn({ containers: reaped }, 'removed containers a previous berth left behind');
+  const app = createApp({ admin: () => berth.admin, engine: berth.engine, token: token.token, logger: berth.logger });
+
+  const server = serve({ fetch: app.fetch, hostname: opts.host, port: opts.port });
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
+  io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp)\n`);
+  if (token.source === 'generated' || opts.demo) {
+    io.out(`admin token: ${token.token}${token.file ? `  (stored in ${token.file}, mode 0600)` : ''}\n`);
+  } else {
+    io.out(`admin token: from ${token.source === 'file' ? token.file : token.source === 'env' ? 'BERTH_ADMIN_TOKEN' : 'berth.yaml'}\n`);
+  }
+  if (opts.demo) {
+    io.out(`try:
+  curl -s -H 'Authorization: Bearer ${token.token}' -H 'content-type: application/json' \\
+    -d '{"user": "web:alice", "message": "echo hello from $(whoami); ls -la"}' \\
+    ${url}/api/projects/${DEMO_PROJECT}/runs
+`);
+  }
+  io.out('ready\n');
+
+  await new Promise<void>((resolve) => {
+    const stop = () => {
+      server.close(() => resolve());
+      // Idle keep-alive connections must not hold the shutdown.
+      (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+  return 0;
+}
+
+/** `berth mcp`: the admin tools over stdio, until stdin closes. */
+export async function runStdioMcp(berth: Berth): Promise<number> {
+  const server = createMcpServer(() => berth.admin);
+  const transport = new StdioServerTransport();
+  const closed = new Promise<void>((resolve) => {
+    transport.onclose = () => resolve();
+    process.stdin.once('end', () => resolve());
+  });
+  await server.connect(transport);
+  await closed;
+  return 0;
+}
