@@ -1,10 +1,16 @@
-# The two commands: "make run" (set up, then the demo) and "make test" (set up, then every test).
-.PHONY: setup run test bench build clean
+# The two commands: "make run" (set up, then berth serve with a demo project) and "make test"
+# (set up, then every test). HOST/PORT override where the server listens.
+HOST ?= 127.0.0.1
+PORT ?= 8080
+.PHONY: setup run demo test bench build clean
 
 setup:
 	@./scripts/setup.sh
 
 run: setup
+	@node bin/berth.js serve --demo --host $(HOST) --port $(PORT)
+
+demo: setup
 	@node bin/berth.js demo
 
 test: setup

@@ -9,20 +9,13 @@ import os from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { createBerth } from '../src/main.js';
+import { bareRun, BENCH_IMAGE as IMAGE } from './bare.js';
 import { fmt, summary } from './stats.js';
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 30);
 const WARMUP = 3;
-const IMAGE = 'berth/shell:latest';
 const COMMAND = 'true';
 
-async function bareRun(docker: Docker): Promise<void> {
-  const c = await docker.createContainer({ Image: IMAGE, Cmd: ['sh', '-c', COMMAND], HostConfig: { NetworkMode: 'none' } });
-  const exited = c.wait({ condition: 'next-exit' });
-  await c.start();
-  await exited;
-  await c.remove({ force: true });
-}
 
 async function main(): Promise<void> {
   const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-'));
@@ -31,7 +24,7 @@ async function main(): Promise<void> {
   berth.store.create({ name: 'bench-iso', workspace_isolation: true, protected_paths: ['AGENTS.md', '.factory/'] });
   berth.store.create({ name: 'bench-shared' });
   const variants = {
-    bare: () => bareRun(docker),
+    bare: () => bareRun(docker, COMMAND),
     'berth (isolated, 2 protected paths)': async () => {
       await berth.runner.run({ project: 'bench-iso', tenantKey: 'bench:user', message: COMMAND });
     },

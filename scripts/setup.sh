@@ -28,6 +28,8 @@ if command -v dpkg >/dev/null 2>&1 && ! dpkg -s busybox-static >/dev/null 2>&1; 
   apt_install busybox-static
 fi
 
+command -v curl >/dev/null 2>&1 || apt_install curl ca-certificates
+
 node bin/berth.js images build shell >/dev/null 2>/tmp/berth-image-build.log || {
   cat /tmp/berth-image-build.log >&2
   exit 1

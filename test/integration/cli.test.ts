@@ -57,7 +57,7 @@ describe('berth CLI (real process, real engine)', () => {
     expect(berth('run', 'bot', '--user', 'web:a', '--', 'ls', '-a', '--color=never')).toMatchObject({ code: 0, stdout: expect.stringContaining('AGENTS.md') });
     expect(cli(['run', 'bot', '--user', 'web:a', '--', 'pwd'], { BERTH_HOME: home })).toMatchObject({ code: 0, stdout: '/workspace\n' });
     expect(JSON.parse(berth('project', 'get', 'bot').stdout).workspaces).toEqual([
-      { id: expect.stringMatching(/^[0-9a-f]{32}$/), tenant_key: 'web:a', created_at: expect.any(String) },
+      { id: expect.stringMatching(/^[0-9a-f]{32}$/), tenant_key: 'web:a', created_at: expect.any(String), size_bytes: expect.any(Number) },
     ]);
   });
 

@@ -1,0 +1,74 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createBerth } from '../../src/main.js';
+import { BERTH_BIN } from '../helpers.js';
+
+const homes: string[] = [];
+const servers: ChildProcess[] = [];
+afterAll(async () => {
+  for (const s of servers) s.kill('SIGTERM');
+  for (const home of homes) {
+    await createBerth({ home, logLevel: 'silent' }).runner.reapLeftovers();
+    fs.rmSync(home, { recursive: true, force: true });
+  }
+});
+
+function start(home: string, extra: string[] = []): Promise<{ out: string; proc: ChildProcess }> {
+  const proc = spawn(process.execPath, [BERTH_BIN, '--home', home, 'serve', '--port', '0', ...extra], {
+    env: { PATH: process.env.PATH ?? '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  servers.push(proc);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('ready\n')) resolve({ out, proc });
+    });
+    proc.once('exit', (code) => reject(new Error(`serve exited ${code}: ${out}`)));
+  });
+}
+
+describe('berth serve (a real process)', () => {
+  it('generates a 0600 token once, prints it once, and the printed curl example works (make run)', async () => {
+    const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-serve-'));
+    homes.push(home);
+    const first = await start(home, ['--demo']);
+    expect(first.out).toMatch(/serving http:\/\/127\.0\.0\.1:\d+/);
+    const token = fs.readFileSync(join(home, '.berth/admin-token'), 'utf8').trim();
+    expect(fs.statSync(join(home, '.berth/admin-token')).mode & 0o777).toBe(0o600);
+    expect(first.out).toContain(`admin token: ${token}`);
+    const curl = /try:\n([\s\S]+?)\nready/.exec(first.out)?.[1];
+    expect(curl).toContain('curl');
+    const reply = JSON.parse(execFileSync('sh', ['-c', curl as string], { encoding: 'utf8' }));
+    expect(reply).toMatchObject({ project: 'demo', exit_code: 0, stdout: expect.stringMatching(/^hello from agent\n/) });
+
+    first.proc.kill('SIGTERM');
+    await new Promise((r) => first.proc.once('exit', r));
+    const second = await start(home);
+    expect(second.out).not.toContain(token);
+    expect(second.out).toContain(`admin token: from ${join(fs.realpathSync(home), '.berth/admin-token')}`);
+  });
+
+  it('logs structured JSON with a request id and never the token', async () => {
+    const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-serve-'));
+    homes.push(home);
+    const { out, proc } = await start(home);
+    let logs = '';
+    proc.stderr?.on('data', (d: Buffer) => (logs += d.toString()));
+    const url = /serving (\S+)/.exec(out)?.[1] as string;
+    const token = fs.readFileSync(join(home, '.berth/admin-token'), 'utf8').trim();
+    const res = await fetch(`${url}/api/projects`, { headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-42' } });
+    expect(res.status).toBe(200);
+    await fetch(`${url}/api/projects`, { headers: { authorization: 'Bearer wrong-token-guess' } });
+    await new Promise((r) => setTimeout(r, 200));
+    const lines = logs.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines).toContainEqual(expect.objectContaining({ req: 'req-42', method: 'GET', path: '/api/projects', status: 200 }));
+    expect(lines).toContainEqual(expect.objectContaining({ status: 401 }));
+    expect(logs).not.toContain(token);
+    expect(logs).not.toContain('wrong-token-guess');
+  });
+});
