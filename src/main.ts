@@ -7,7 +7,7 @@ import { homePaths } from './config/home.js';
 import { createAdminService, type AdminService } from './admin/service.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
 import { createRunner, type Runner } from './runs/runner.js';
-import { createProjectStore, type ProjectStore } from './store/projects.js';
+import { createProjectStore, type CreateStep, type ProjectStore } from './store/projects.js';
 import { loadOrCreateSecret } from './store/secret.js';
 
 /** Everything berth needs, built once from the home directory. The only place that wires deps. */
@@ -26,6 +26,7 @@ export interface BerthOptions {
   home: string;
   logLevel?: string;
   engine?: Engine;
+  onCreateStep?: (step: CreateStep) => void;
 }
 
 /** Resolve the home once (real path, so mount-source checks compare like with like). */
@@ -45,7 +46,7 @@ export function createBerth(opts: BerthOptions): Berth {
   const paths = homePaths(home);
   const config = loadBerthConfig(paths.configFile);
   const logger = pino({ level: opts.logLevel ?? 'warn', base: undefined }, pino.destination(2));
-  const store = createProjectStore({ root: home, config });
+  const store = createProjectStore({ root: home, config, onCreateStep: opts.onCreateStep });
   const engine = opts.engine ?? createDockerEngine();
   let runner: Runner | undefined;
   let secret: Buffer | undefined;

@@ -16,6 +16,7 @@ import { parseOrThrow } from '../config/parse.js';
 import { BerthError, errnoOf } from '../errors.js';
 import { atomicWriteFile, type Owner } from '../fs/tree.js';
 import { readSnapshotPointer, takeProtectedSnapshot, type SnapshotPointer } from './protected-snapshot.js';
+import { claimProjectName } from './name-claim.js';
 import { starterFiles } from './starter.js';
 
 export interface Project {
@@ -69,11 +70,30 @@ export function readMetadata(paths: ProjectPaths): ProjectMetadata {
   return metadata;
 }
 
+/** Staging directories a crashed create left behind (never a project: those are renamed out). */
+function removeStaleStaging(tmpDir: string): void {
+  const cutoff = Date.now() - 3600_000;
+  for (const name of fs.readdirSync(tmpDir)) {
+    const full = join(tmpDir, name);
+    if (name.startsWith('create-') && fs.lstatSync(full).mtimeMs < cutoff) fs.rmSync(full, { recursive: true, force: true });
+  }
+}
+
 function serialize(metadata: ProjectMetadata): string {
   return `${JSON.stringify(metadata, null, 2)}\n`;
 }
 
-export function createProjectStore(opts: { root: string; config: BerthConfig }): ProjectStore {
+/** The steps of a create, in order; a crash after any of them must leave a whole project or none. */
+export const CREATE_STEPS = ['staged', 'snapshot', 'claimed', 'state-moved', 'project-moved'] as const;
+export type CreateStep = (typeof CREATE_STEPS)[number];
+
+export function createProjectStore(opts: {
+  root: string;
+  config: BerthConfig;
+  /** Called after each create step; tests use it to crash the process at a precise point. */
+  onCreateStep?: (step: CreateStep) => void;
+}): ProjectStore {
+  const step = opts.onCreateStep ?? (() => undefined);
   const home = homePaths(opts.root);
   const owner: Owner | undefined =
     process.getuid?.() === 0 ? { uid: opts.config.agent_user.uid, gid: opts.config.agent_user.gid } : undefined;
@@ -90,9 +110,9 @@ export function createProjectStore(opts: { root: string; config: BerthConfig }):
   }
 
   /**
-   * All or nothing: the project is built in a staging directory and renamed into place, so a
-   * crash or a refusal leaves no half-made project, and of two concurrent creates exactly one
-   * rename wins.
+   * All or nothing: the project is built in a staging directory and renamed into place under a
+   * claim on its name, so a crash or a refusal leaves no half-made project, and of concurrent
+   * creates of one name exactly one wins.
    */
   function create(input: ProjectMetadataInput): Project {
     const metadata = parseOrThrow(ProjectMetadataSchema, input, 'project settings');
@@ -102,6 +122,7 @@ export function createProjectStore(opts: { root: string; config: BerthConfig }):
     }
     fs.mkdirSync(home.projectsDir, { recursive: true });
     fs.mkdirSync(home.tmpDir, { recursive: true, mode: 0o700 });
+    removeStaleStaging(home.tmpDir);
     const staging = join(home.tmpDir, `create-${metadata.name}-${randomBytes(6).toString('hex')}`);
     const stagedState = `${staging}.state`;
     try {
@@ -114,24 +135,28 @@ export function createProjectStore(opts: { root: string; config: BerthConfig }):
       chownTree(staging, owner);
       fs.mkdirSync(join(staging, 'sessions'), { mode: 0o700 });
       fs.writeFileSync(join(staging, 'metadata.json'), serialize(metadata), { mode: 0o644, flag: 'wx' });
+      step('staged');
       const snapshot = takeProtectedSnapshot({
         sourceDir: staging,
         protectedDir: join(stagedState, 'protected'),
         entries: metadata.protected_paths,
       });
+      step('snapshot');
+      const release = claimProjectName(join(home.stateDir, 'locks'), metadata.name);
       try {
+        step('claimed');
+        if (fs.existsSync(paths.dir)) throw new BerthError('PROJECT_EXISTS', `project "${metadata.name}" already exists`);
+        // State first, project last: a project directory is never there without its state.
+        // State without a project is what a crash between the two renames leaves: stale, replaced.
+        fs.mkdirSync(join(home.stateDir, 'projects'), { recursive: true });
+        fs.rmSync(paths.stateDir, { recursive: true, force: true });
+        fs.renameSync(stagedState, paths.stateDir);
+        step('state-moved');
         fs.renameSync(staging, paths.dir);
-      } catch (err) {
-        const code = errnoOf(err);
-        if (code === 'ENOTEMPTY' || code === 'EEXIST') {
-          throw new BerthError('PROJECT_EXISTS', `project "${metadata.name}" already exists`);
-        }
-        throw err;
+        step('project-moved');
+      } finally {
+        release();
       }
-      // The project is ours now; a stale state directory (a crash after an earlier rename) is replaced.
-      fs.mkdirSync(join(home.stateDir, 'projects'), { recursive: true });
-      fs.rmSync(paths.stateDir, { recursive: true, force: true });
-      fs.renameSync(stagedState, paths.stateDir);
       return { paths, metadata, snapshot };
     } finally {
       fs.rmSync(staging, { recursive: true, force: true });

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -83,6 +84,19 @@ describe('workspace isolation (real containers)', () => {
     expect(o.stdout).not.toContain('"exit_code"');
     expect(o.stdout).toContain("can't open '/workspace/sessions/runs.jsonl'");
     expect(fs.readdirSync(join(h.home, 'projects/shared/sessions'))).toEqual(['runs.jsonl']);
+  });
+
+  it('host submounts below a mount source are not carried in (binds are non-recursive)', async () => {
+    const first = await h.run('iso', 'web:dave', 'mkdir -p sub && echo under > sub/under.txt');
+    const sub = join(h.home, 'projects/iso/workspaces', first.workspaceId, 'sub');
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', sub]);
+    try {
+      fs.writeFileSync(join(sub, 'host-only.txt'), 'host');
+      const o = await h.run('iso', 'web:dave', 'ls sub');
+      expect(o.stdout).toBe('under.txt\n');
+    } finally {
+      execFileSync('umount', [sub]);
+    }
   });
 
   it('leaves no labelled container behind', async () => {

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { workspaceIdFor } from '../../src/store/secret.js';
 import { ensureWorkspace, listWorkspaces } from '../../src/store/workspaces.js';
-import { listTree, testHome, type TestHome } from '../helpers.js';
+import { CREATE_STEPS } from '../../src/store/projects.js';
+import { cli, listTree, testHome, type TestHome } from '../helpers.js';
 
 let h: TestHome;
 afterEach(async () => {
@@ -58,6 +59,18 @@ describe('project create', () => {
     expect(runs.filter((c) => c === 4)).toHaveLength(3);
     expect(h.berth.store.get('race').metadata.name).toBe('race');
     expect(fs.readdirSync(join(h.home, '.berth/tmp'))).toEqual([]);
+  });
+
+  it.each(CREATE_STEPS)('a creator killed right after "%s" leaves a whole project or none, and the name stays usable', (step) => {
+    h = testHome();
+    const r = cli(['--home', h.home, 'project', 'create', 'crash', '--protect', 'AGENTS.md'], { BERTH_TEST_KILL_AFTER_STEP: step });
+    expect(r.code).toBe(-1); // killed by the signal, no exit code
+    const dir = join(h.home, 'projects/crash');
+    expect(fs.existsSync(dir)).toBe(step === 'project-moved');
+    if (!fs.existsSync(dir)) h.create({ name: 'crash', protected_paths: ['AGENTS.md'] }); // the name is free again
+    const p = h.berth.store.get('crash');
+    expect(listTree(dir)).toEqual(['.factory', '.factory/mcp.json', '.factory/settings.json', 'AGENTS.md', 'metadata.json', 'sessions', 'workspaces']);
+    expect(p.snapshot?.entries.map((e) => e.path)).toEqual(['AGENTS.md']);
   });
 
   it('update changes only what it names and writes metadata atomically', async () => {
