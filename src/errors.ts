@@ -14,6 +14,8 @@ export const ERROR_TABLE = {
   RUN_TIMEOUT: { status: 504, exit: 124 },
   RUN_FAILED: { status: 500, exit: 7 },
   E_SANDBOX_VIOLATION: { status: 403, exit: 8 },
+  PERMISSION_DENIED: { status: 403, exit: 11 },
+  SESSION_NOT_FOUND: { status: 404, exit: 12 },
   LOCKED: { status: 409, exit: 9 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
@@ -32,6 +34,8 @@ export interface BerthErrorDetails {
   path?: string;
   /** What the user can do about it (a command to run, a setting to change). */
   hint?: string;
+  /** For PERMISSION_DENIED: the rule that refused. */
+  rule?: string;
 }
 
 export class BerthError extends Error {

@@ -9,6 +9,7 @@ import { createDockerEngine, type Engine } from './launch/docker.js';
 import { createRunner, type Runner } from './runs/runner.js';
 import { createProjectStore, type CreateStep, type ProjectStore } from './store/projects.js';
 import { loadOrCreateSecret } from './store/secret.js';
+import { createSessionStore, type SessionStore } from './store/sessions.js';
 
 /** Everything berth needs, built once from the home directory. The only place that wires deps. */
 export interface Berth {
@@ -18,6 +19,7 @@ export interface Berth {
   engine: Engine;
   runner: Runner;
   admin: AdminService;
+  sessions: SessionStore;
   secret: Buffer;
   logger: Logger;
 }
@@ -53,14 +55,16 @@ export function createBerth(opts: BerthOptions): Berth {
   let admin: AdminService | undefined;
   // Created on first use, so read-only commands never write to the home.
   const getSecret = () => (secret ??= loadOrCreateSecret(paths.secretFile));
+  const sessions = createSessionStore({ projects: store, secret: getSecret });
   const getRunner = () =>
-    (runner ??= createRunner({ store, engine, config, secret: getSecret(), installation: installationId(home), logger }));
+    (runner ??= createRunner({ store, sessions, engine, config, secret: getSecret(), installation: installationId(home), logger }));
   return {
     home,
     config,
     store,
     engine,
     logger,
+    sessions,
     get secret() {
       return getSecret();
     },

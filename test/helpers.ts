@@ -6,11 +6,12 @@ import { join } from 'node:path';
 import { createBerth, type Berth } from '../src/main.js';
 import type { ProjectMetadataInput } from '../src/config/metadata.js';
 import type { RunOutcome } from '../src/runs/runner.js';
+import type { PermissionLevel } from '../src/config/session.js';
 
 export interface TestHome extends AsyncDisposable {
   home: string;
   berth: Berth;
-  run(project: string, user: string, message: string): Promise<RunOutcome>;
+  run(project: string, user: string, message: string, level?: PermissionLevel): Promise<RunOutcome>;
   create(input: ProjectMetadataInput): void;
 }
 
@@ -22,7 +23,7 @@ export function testHome(opts: { config?: string } = {}): TestHome {
   return {
     home,
     berth,
-    run: (project, user, message) => berth.runner.run({ project, tenantKey: user, message }),
+    run: (project, user, message, level) => berth.runner.run({ project, tenantKey: user, message, level }),
     create(input) {
       berth.store.create(input);
     },

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import type { ProjectMetadataInput, ProjectUpdate } from '../config/metadata.js';
+import type { PermissionLevel } from '../config/session.js';
 import { BerthError } from '../errors.js';
 import { diskUsage } from '../fs/du.js';
 import { toRunRecord, type RunOutcome, type Runner } from '../runs/runner.js';
@@ -20,7 +21,7 @@ export interface AdminService {
   updateProject(name: string, patch: ProjectUpdate): Promise<ProjectView>;
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
-  runMessage(name: string, request: { user: string; message: string }): Promise<RunView>;
+  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel }): Promise<RunView>;
   listRuns(name: string, filter: { user?: string; limit?: number }): RunRecord[];
 }
 
@@ -38,6 +39,8 @@ export function runView(o: RunOutcome): RunView {
   return {
     run: o.runId,
     project: o.project,
+    session: o.sessionId,
+    permission_level: o.permissionLevel,
     workspace: o.workspaceId,
     exit_code: o.exitCode,
     stdout: o.stdout,
@@ -76,7 +79,7 @@ export function createAdminService(deps: { store: ProjectStore; runner: () => Ru
     },
 
     async runMessage(name, request) {
-      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message }));
+      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level }));
     },
 
     listRuns(name, filter) {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ProjectMetadataSchema, ProjectNameSchema } from '../config/metadata.js';
+import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import { TenantKeySchema } from '../store/workspaces.js';
 
 /**
@@ -30,6 +31,7 @@ export const ProjectViewSchema = ProjectMetadataSchema.extend({
 export const WorkspaceViewSchema = z.object({
   id: z.string().describe('Derived from the tenant key with the installation secret; also the directory name.'),
   tenant_key: z.string(),
+  session: z.string().optional().describe('Only for session-mode workspaces.'),
   created_at: z.string(),
   size_bytes: z.number().int().describe('Bytes of regular files in the workspace (capped walk, links not followed).'),
 });
@@ -37,6 +39,8 @@ export const WorkspaceViewSchema = z.object({
 export const RunRequestSchema = z
   .object({
     user: TenantKeySchema,
+    session: SessionIdSchema.optional().describe("The conversation; default: the tenant's default session."),
+    level: PermissionLevelSchema.optional().describe("Set the session's permission level (persisted) before the run."),
     message: z.string().min(1, 'must not be empty').max(256 * 1024).describe('Handed to the agent as one argument.'),
   })
   .strict();
@@ -44,6 +48,8 @@ export const RunRequestSchema = z
 export const RunViewSchema = z.object({
   run: z.string(),
   project: ProjectNameSchema,
+  session: z.string(),
+  permission_level: PermissionLevelSchema,
   workspace: z.string(),
   exit_code: z.number().int(),
   stdout: z.string(),
@@ -56,7 +62,11 @@ export const RunViewSchema = z.object({
 
 export const RunRecordSchema = z.object({
   run: z.string(),
+  kind: z.enum(['message', 'shell_run']),
+  session: z.string(),
   workspace: z.string(),
+  permission_level: PermissionLevelSchema,
+  workspace_root: z.string().describe('The host directory mounted as the workspace.'),
   exit_code: z.number().int(),
   timed_out: z.boolean(),
   truncated: z.boolean(),

@@ -33,6 +33,7 @@ export interface ProjectPaths {
   metadataFile: string;
   sessionsDir: string;
   workspacesDir: string;
+  memoryDir: string;
   /** Private per-project state: protected-path snapshots, the workspace registry. */
   stateDir: string;
   protectedDir: string;
@@ -48,6 +49,7 @@ export function projectPaths(home: HomePaths, name: string): ProjectPaths {
     metadataFile: join(dir, 'metadata.json'),
     sessionsDir: join(dir, 'sessions'),
     workspacesDir: join(dir, 'workspaces'),
+    memoryDir: join(dir, 'memory'),
     stateDir,
     protectedDir: join(stateDir, 'protected'),
     workspaceRegistry: join(stateDir, 'workspaces.jsonl'),

@@ -15,7 +15,10 @@ export const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin
 export const TMP_BYTES = 64 * 1024 * 1024;
 
 /** Paths of the project directory that are berth's, not the tenants': read-only or hidden in shared mode. */
-export const RESERVED_PROJECT_PATHS = { metadata: 'metadata.json', sessions: 'sessions' } as const;
+export const RESERVED_PROJECT_PATHS = { metadata: 'metadata.json', sessions: 'sessions', memory: 'memory' } as const;
+
+/** Where long-term memory is mounted (read-only) for levels that may read it. */
+export const MEMORY_MOUNT = '/memory';
 
 export type MountKind = 'file' | 'dir';
 
@@ -30,7 +33,8 @@ export interface RunPlan {
   user: string;
   mounts: PlannedMount[];
   env: Record<string, string>;
-  network: 'none' | 'bridge';
+  /** 'none', or the name of the egress network. */
+  network: string;
   readOnlyRootfs: true;
   limits: { memoryBytes: number; nanoCpus: number; pids: number; timeoutMs: number; outputBytes: number };
   labels: Record<string, string>;
@@ -54,7 +58,17 @@ export interface PlanInput {
   project: { dir: string; metadataFile: string; metadata: ProjectMetadata };
   workspace: { id: string; dir: string };
   protectedSnapshot: ProtectedSnapshot;
-  run: { id: string; message: string; network?: 'none' | 'bridge' };
+  run: {
+    id: string;
+    message: string;
+    /** 'none' (default) or the egress network's name, from the session's permission level. */
+    network?: string;
+    /** Run this argv instead of the agent (the shell tool); the message is then unused. */
+    argv?: string[];
+    session?: string;
+  };
+  /** The project's memory directory, mounted read-only when the level may read memory. */
+  memory?: { dir: string };
   /** The berth home's installation id, labelled on every container. */
   installation: string;
 }
@@ -85,14 +99,11 @@ export function planRun(input: PlanInput): RunPlan {
       target: posix.join(WORKSPACE_MOUNT, RESERVED_PROJECT_PATHS.metadata),
       readOnly: true,
     });
-    mounts.push({
-      type: 'tmpfs',
-      target: posix.join(WORKSPACE_MOUNT, RESERVED_PROJECT_PATHS.sessions),
-      readOnly: true,
-      sizeBytes: 4096,
-      mode: 0o555,
-    });
+    for (const hidden of [RESERVED_PROJECT_PATHS.sessions, RESERVED_PROJECT_PATHS.memory]) {
+      mounts.push({ type: 'tmpfs', target: posix.join(WORKSPACE_MOUNT, hidden), readOnly: true, sizeBytes: 4096, mode: 0o555 });
+    }
   }
+  if (input.memory) mounts.push({ type: 'bind', source: input.memory.dir, target: MEMORY_MOUNT, readOnly: true });
 
   const mountpoints: RunPlan['prepare']['mountpoints'] = [];
   for (const entry of meta.protected_paths) {
@@ -133,7 +144,7 @@ export function planRun(input: PlanInput): RunPlan {
 
   return {
     image: imageFor(meta, config),
-    argv: agentArgv(meta.agent, run.message),
+    argv: run.argv ?? agentArgv(meta.agent, run.message),
     cwd: isolated ? WORKSPACE_MOUNT : posix.join(WORKSPACE_MOUNT, 'workspaces', workspace.id),
     user: `${config.agent_user.uid}:${config.agent_user.gid}`,
     mounts,
@@ -153,6 +164,7 @@ export function planRun(input: PlanInput): RunPlan {
       [LABELS.project]: meta.name,
       [LABELS.workspace]: workspace.id,
       [LABELS.run]: run.id,
+      ...(run.session ? { [LABELS.session]: run.session } : {}),
     },
     prepare: { rwRoot, mountpoints },
     warnings,

@@ -35,6 +35,7 @@ export function prepareMounts(opts: {
         if (!meta) throw new BerthError('PROJECT_NOT_FOUND', 'metadata.json disappeared before launch');
         closeQuietly(meta.fd);
         closeQuietly(ensureDirPath(rwFd, [RESERVED_PROJECT_PATHS.sessions], { displace: true, shownRoot: '', mode: 0o700 }));
+        closeQuietly(ensureDirPath(rwFd, [RESERVED_PROJECT_PATHS.memory], { displace: true, shownRoot: '', mode: 0o755 }));
         closeQuietly(ensureDirPath(rwFd, ['workspaces', opts.workspaceId], { displace: true, owner, shownRoot: '' }));
       }
       for (const { path, kind } of plan.prepare.mountpoints) {

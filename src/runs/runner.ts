@@ -1,14 +1,20 @@
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import type { Logger } from 'pino';
+import type { RunRecord } from '../admin/views.js';
 import type { BerthConfig } from '../config/berth-config.js';
+import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import type { Owner } from '../fs/tree.js';
 import type { Engine, ManagedContainer, RunResult } from '../launch/docker.js';
-import { planRun, type RunPlan } from '../plan/run-plan.js';
-import type { ProjectStore } from '../store/projects.js';
+import { LABELS } from '../launch/labels.js';
+import { LEVEL_PROFILES } from '../plan/permissions.js';
+import { planRun } from '../plan/run-plan.js';
+import { memoryBootstrap } from '../store/memory.js';
+import type { Project, ProjectStore } from '../store/projects.js';
 import { snapshotForPlan } from '../store/protected-snapshot.js';
 import { appendRunRecord } from '../store/run-log.js';
-import type { RunRecord } from '../admin/views.js';
 import { workspaceIdFor } from '../store/secret.js';
+import { workspaceKeyOf, type SessionStore } from '../store/sessions.js';
 import { ensureWorkspace } from '../store/workspaces.js';
 import { createKeyedLock } from './keyed-lock.js';
 import { prepareMounts } from './prepare-mounts.js';
@@ -17,18 +23,26 @@ export interface RunRequest {
   project: string;
   tenantKey: string;
   message: string;
-  network?: RunPlan['network'];
+  /** The conversation; default: the tenant's own default session. */
+  sessionId?: string;
+  /** Set the session's permission level (persisted) before this run. */
+  level?: PermissionLevel;
 }
 
 export interface RunOutcome extends RunResult {
   runId: string;
   project: string;
   workspaceId: string;
+  sessionId: string;
+  permissionLevel: PermissionLevel;
+  workspaceRoot: string;
   warnings: string[];
 }
 
 export interface Runner {
   run(request: RunRequest): Promise<RunOutcome>;
+  /** Run argv (the shell tool) in a container shaped exactly like the session's agent runs. */
+  exec(sessionId: string, argv: string[]): Promise<RunOutcome>;
   /** Remove labelled containers a crashed berth of this home left behind. */
   reapLeftovers(): Promise<number>;
   /** This installation's containers (of one project, or all). */
@@ -41,59 +55,105 @@ export function newRunId(): string {
   return `r${Date.now().toString(36)}${randomBytes(5).toString('hex')}`;
 }
 
+export function egressNetworkName(installation: string): string {
+  return `berth-egress-${installation}`;
+}
+
 export function createRunner(deps: {
   store: ProjectStore;
+  sessions: SessionStore;
   engine: Engine;
   config: BerthConfig;
   secret: Buffer;
   installation: string;
   logger: Logger;
 }): Runner {
-  const { store, engine, config, secret, installation } = deps;
+  const { store, sessions, engine, config, secret, installation } = deps;
   const owner: Owner | undefined =
     process.getuid?.() === 0 ? { uid: config.agent_user.uid, gid: config.agent_user.gid } : undefined;
   // One run at a time per workspace: a tenant's messages queue instead of racing each other's mounts.
   const withWorkspaceLock = createKeyedLock();
+  let egressReady: Promise<void> | undefined;
+  const egress = () => {
+    const name = egressNetworkName(installation);
+    egressReady ??= engine.ensureNetwork(name, { [LABELS.managed]: 'true', [LABELS.installation]: installation }).catch((err) => {
+      egressReady = undefined;
+      throw err;
+    });
+    return egressReady.then(() => name);
+  };
 
-  async function run(request: RunRequest): Promise<RunOutcome> {
-    const project = store.get(request.project);
+  /** The flow of one message (or one shell-tool command) for a session. */
+  async function launch(project: Project, session: SessionRecord, what: { message: string } | { argv: string[] }): Promise<RunOutcome> {
     const runId = newRunId();
-    const log = deps.logger.child({ project: project.metadata.name, run: runId });
-    const lockKey = `${project.metadata.name}/${workspaceIdFor(secret, project.metadata.name, request.tenantKey)}`;
+    const level = session.settings.permission_level;
+    const profile = LEVEL_PROFILES[level];
+    const mode = session.settings.workspace.mode;
+    const log = deps.logger.child({ project: project.metadata.name, session: session.id, level, run: runId });
+    const wsKey = workspaceKeyOf(session, mode);
+    const lockKey = `${project.metadata.name}/${workspaceIdFor(secret, project.metadata.name, wsKey)}`;
     return withWorkspaceLock(lockKey, async () => {
-      const workspace = ensureWorkspace({ project, secret, tenantKey: request.tenantKey, owner });
+      const workspace = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, workspaceKey: wsKey, session: mode === 'session' ? session.id : undefined, owner });
       const wlog = log.child({ workspace: workspace.id });
       if (workspace.created) wlog.info({ skipped: workspace.skipped }, 'workspace created');
       for (const s of workspace.skipped) wlog.warn(s, 'seed entry not copied');
+
+      let message = 'message' in what ? what.message : '';
+      const bootstrap = 'message' in what && session.runs === 0 && project.metadata.agent !== 'shell'
+        ? memoryBootstrap(project.paths.memoryDir, level)
+        : undefined;
+      if (bootstrap) message = `${bootstrap}\n---\n\n${message}`;
+      fs.mkdirSync(project.paths.memoryDir, { recursive: true, mode: 0o755 });
+
       const plan = planRun({
         config,
         project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
         workspace: { id: workspace.id, dir: workspace.dir },
         protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
-        run: { id: runId, message: request.message, network: request.network },
+        run: {
+          id: runId,
+          message,
+          network: profile.network === 'egress' ? await egress() : 'none',
+          argv: 'argv' in what ? what.argv : undefined,
+          session: session.id,
+        },
+        memory: profile.memoryRead ? { dir: project.paths.memoryDir } : undefined,
         installation,
       });
       for (const w of plan.warnings) wlog.warn(w);
-      prepareMounts({
-        plan,
-        projectDir: project.paths.dir,
-        isolated: project.metadata.workspace_isolation,
-        workspaceId: workspace.id,
-        owner,
-      });
+      prepareMounts({ plan, projectDir: project.paths.dir, isolated: project.metadata.workspace_isolation, workspaceId: workspace.id, owner });
       const result = await engine.run(plan);
       wlog.info(
-        { exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs) },
-        'run finished',
+        { exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool: 'argv' in what },
+        'argv' in what ? 'shell tool finished' : 'run finished',
       );
-      const outcome: RunOutcome = { ...result, runId, project: project.metadata.name, workspaceId: workspace.id, warnings: plan.warnings };
-      appendRunRecord(project.paths.sessionsDir, toRunRecord(outcome));
+      const outcome: RunOutcome = {
+        ...result,
+        runId,
+        project: project.metadata.name,
+        workspaceId: workspace.id,
+        sessionId: session.id,
+        permissionLevel: level,
+        workspaceRoot: workspace.dir,
+        warnings: plan.warnings,
+      };
+      appendRunRecord(project.paths.sessionsDir, toRunRecord(outcome, 'argv' in what ? 'shell_run' : 'message'));
+      if ('message' in what) sessions.countRun(project, session.id);
       return outcome;
     });
   }
 
   return {
-    run,
+    async run(request) {
+      const project = store.get(request.project);
+      let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey });
+      if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, request.level);
+      return launch(project, session, { message: request.message });
+    },
+    async exec(sessionId, argv) {
+      const { project, session } = sessions.get(sessionId);
+      return launch(project, session, { argv });
+    },
     reapLeftovers: () => engine.removeManaged({ installation }),
     listContainers: (project) => engine.listManaged({ installation, project }),
     removeContainers: (project) => engine.removeManaged({ installation, project }),
@@ -105,10 +165,14 @@ function roundedTimings(t: RunResult['timings']) {
   return { create: r(t.createMs), start: r(t.startMs), run: r(t.runMs), total: r(t.totalMs) };
 }
 
-export function toRunRecord(o: RunOutcome): RunRecord {
+export function toRunRecord(o: RunOutcome, kind: 'message' | 'shell_run' = 'message'): RunRecord {
   return {
     run: o.runId,
+    kind,
+    session: o.sessionId,
     workspace: o.workspaceId,
+    permission_level: o.permissionLevel,
+    workspace_root: o.workspaceRoot,
     exit_code: o.exitCode,
     timed_out: o.timedOut,
     truncated: o.truncated,

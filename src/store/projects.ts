@@ -134,6 +134,7 @@ export function createProjectStore(opts: {
       fs.mkdirSync(join(staging, 'workspaces'));
       chownTree(staging, owner);
       fs.mkdirSync(join(staging, 'sessions'), { mode: 0o700 });
+      fs.mkdirSync(join(staging, 'memory'), { mode: 0o755 });
       fs.writeFileSync(join(staging, 'metadata.json'), serialize(metadata), { mode: 0o644, flag: 'wx' });
       step('staged');
       const snapshot = takeProtectedSnapshot({

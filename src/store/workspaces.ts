@@ -26,6 +26,8 @@ export interface Workspace {
 export interface WorkspaceRecord {
   id: string;
   tenant_key: string;
+  /** Set for a session-mode workspace: the one session it belongs to. */
+  session?: string;
   created_at: string;
 }
 
@@ -37,7 +39,15 @@ export const SEED_ENTRIES = ['AGENTS.md', '.factory'] as const;
  * only verify it. Every step is a no-follow open from the project directory, so a link or file
  * a tenant planted where a directory belongs is moved aside, never followed.
  */
-export function ensureWorkspace(opts: { project: Project; secret: Buffer; tenantKey: string; owner?: Owner }): Workspace {
+export function ensureWorkspace(opts: {
+  project: Project;
+  secret: Buffer;
+  tenantKey: string;
+  /** What the id is derived from: the tenant key, or a per-session key (session workspace mode). */
+  workspaceKey?: string;
+  session?: string;
+  owner?: Owner;
+}): Workspace {
   const { project, owner } = opts;
   const parsed = TenantKeySchema.safeParse(opts.tenantKey);
   if (!parsed.success) {
@@ -45,7 +55,7 @@ export function ensureWorkspace(opts: { project: Project; secret: Buffer; tenant
       issues: [{ field: 'user', reason: parsed.error.issues[0]?.message ?? 'invalid' }],
     });
   }
-  const id = workspaceIdFor(opts.secret, project.metadata.name, opts.tenantKey);
+  const id = workspaceIdFor(opts.secret, project.metadata.name, opts.workspaceKey ?? opts.tenantKey);
   const shown = `projects/${project.metadata.name}`;
   const skipped: Skipped[] = [];
   let created = false;
@@ -75,11 +85,11 @@ export function ensureWorkspace(opts: { project: Project; secret: Buffer; tenant
     }
   });
 
-  if (created) recordWorkspace(project, { id, tenant_key: opts.tenantKey, created_at: new Date().toISOString() });
+  if (created) recordWorkspace(project, { id, tenant_key: opts.tenantKey, ...(opts.session ? { session: opts.session } : {}), created_at: new Date().toISOString() });
   return { id, dir: join(project.paths.workspacesDir, id), created, skipped };
 }
 
-const RecordSchema = z.object({ id: z.string(), tenant_key: z.string(), created_at: z.string() });
+const RecordSchema = z.object({ id: z.string(), tenant_key: z.string(), session: z.string().optional(), created_at: z.string() });
 
 /** The id → tenant key registry lives in berth's private state, out of every container's reach. */
 function recordWorkspace(project: Project, record: WorkspaceRecord): void {

@@ -1,0 +1,56 @@
+import { z } from 'zod';
+
+export const PERMISSION_LEVELS = ['low', 'medium', 'high'] as const;
+export const PermissionLevelSchema = z.enum(PERMISSION_LEVELS).describe('How much the agent of this session may do.');
+export type PermissionLevel = z.infer<typeof PermissionLevelSchema>;
+export const DEFAULT_PERMISSION_LEVEL: PermissionLevel = 'medium';
+
+export const SessionIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/, 'must be 1-128 characters of A-Z, a-z, 0-9, "_", "." and "-", starting with a letter or digit')
+  .describe('A session id (a conversation). Never used as a path on its own.');
+
+export const WorkspaceModeSchema = z
+  .enum(['tenant', 'session'])
+  .describe('"tenant": the tenant workspace, shared by its sessions; "session": a directory of this session only.');
+
+/** Stored settings: berth decides root_dir, the caller only the mode. */
+export const SessionSettingsSchema = z
+  .object({
+    permission_level: PermissionLevelSchema,
+    workspace: z.object({ mode: WorkspaceModeSchema, root_dir: z.string() }).strict(),
+  })
+  .strict();
+export type SessionSettings = z.infer<typeof SessionSettingsSchema>;
+
+/** PUT /api/sessions/:id/settings body. */
+export const SessionSettingsUpdateSchema = z
+  .object({
+    settings: z
+      .object({
+        permission_level: PermissionLevelSchema.optional(),
+        workspace: z
+          .object({
+            mode: WorkspaceModeSchema.optional(),
+            root_dir: z.string().optional().describe('Decided by berth; if sent, it must equal the current value.'),
+          })
+          .strict()
+          .optional(),
+      })
+      .strict(),
+  })
+  .strict();
+export type SessionSettingsUpdate = z.infer<typeof SessionSettingsUpdateSchema>;
+
+export const SessionRecordSchema = z
+  .object({
+    id: SessionIdSchema,
+    project: z.string(),
+    tenant_key: z.string(),
+    created_at: z.string(),
+    updated_at: z.string(),
+    runs: z.number().int().min(0).describe('How many runs the session has had (0: the next is its first).'),
+    settings: SessionSettingsSchema,
+  })
+  .strict();
+export type SessionRecord = z.infer<typeof SessionRecordSchema>;

@@ -1,0 +1,171 @@
+import fs from 'node:fs';
+import { join } from 'node:path';
+import {
+  DEFAULT_PERMISSION_LEVEL,
+  SessionIdSchema,
+  SessionRecordSchema,
+  type PermissionLevel,
+  type SessionRecord,
+  type SessionSettingsUpdate,
+} from '../config/session.js';
+import { parseOrThrow } from '../config/parse.js';
+import { BerthError, errnoOf } from '../errors.js';
+import { atomicWriteFile } from '../fs/tree.js';
+import type { Project, ProjectStore } from './projects.js';
+import { workspaceIdFor } from './secret.js';
+
+/**
+ * Sessions: one conversation in a workspace, with its settings, stored as
+ * projects/<name>/sessions/<id>.json (berth-owned: hidden from containers). A global index in
+ * .berth/sessions/<id> names the project, so /api/sessions/:id needs no project in the URL.
+ */
+export interface SessionStore {
+  /** Load or create the session a run belongs to; a session never changes tenant. */
+  open(project: Project, opts: { sessionId?: string; tenantKey: string }): SessionRecord;
+  get(sessionId: string): { project: Project; session: SessionRecord };
+  list(project: Project): SessionRecord[];
+  update(sessionId: string, update: SessionSettingsUpdate['settings']): SessionRecord;
+  setLevel(project: Project, sessionId: string, level: PermissionLevel): SessionRecord;
+  countRun(project: Project, sessionId: string): SessionRecord;
+}
+
+/** The workspace key of a session: the tenant's own, or one per session (tenant keys never hold NUL). */
+export function workspaceKeyOf(record: Pick<SessionRecord, 'tenant_key' | 'id'>, mode: 'tenant' | 'session'): string {
+  return mode === 'tenant' ? record.tenant_key : `${record.tenant_key}\0session\0${record.id}`;
+}
+
+export function defaultSessionId(secret: Buffer, project: string, tenantKey: string): string {
+  return `t-${workspaceIdFor(secret, project, tenantKey)}`;
+}
+
+export function createSessionStore(opts: { projects: ProjectStore; secret: () => Buffer }): SessionStore {
+  const indexDir = join(opts.projects.home.stateDir, 'sessions');
+  const file = (project: Project, id: string) => join(project.paths.sessionsDir, `${id}.json`);
+
+  function rootDir(project: Project, tenantKey: string, id: string, mode: 'tenant' | 'session'): string {
+    return join(project.paths.workspacesDir, workspaceIdFor(opts.secret(), project.metadata.name, workspaceKeyOf({ tenant_key: tenantKey, id }, mode)));
+  }
+
+  function read(project: Project, id: string): SessionRecord | undefined {
+    let text: string;
+    try {
+      text = fs.readFileSync(file(project, id), 'utf8');
+    } catch (err) {
+      if (errnoOf(err) === 'ENOENT') return undefined;
+      throw err;
+    }
+    return SessionRecordSchema.parse(JSON.parse(text));
+  }
+
+  function write(project: Project, record: SessionRecord): SessionRecord {
+    atomicWriteFile(file(project, record.id), `${JSON.stringify(record, null, 2)}\n`, 0o600);
+    return record;
+  }
+
+  function claimIndex(id: string, project: string): void {
+    fs.mkdirSync(indexDir, { recursive: true, mode: 0o700 });
+    try {
+      fs.writeFileSync(join(indexDir, id), project, { flag: 'wx', mode: 0o600 });
+    } catch (err) {
+      if (errnoOf(err) !== 'EEXIST') throw err;
+      const owner = fs.readFileSync(join(indexDir, id), 'utf8');
+      if (owner !== project) {
+        throw new BerthError('CONFIG_INVALID', `session "${id}" belongs to another project`, { issues: [{ field: 'session', reason: 'is taken' }] });
+      }
+    }
+  }
+
+  function get(sessionId: string) {
+    parseOrThrow(SessionIdSchema, sessionId, 'session id');
+    let projectName: string;
+    try {
+      projectName = fs.readFileSync(join(indexDir, sessionId), 'utf8');
+    } catch (err) {
+      if (errnoOf(err) === 'ENOENT') throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist`);
+      throw err;
+    }
+    const project = opts.projects.get(projectName);
+    const session = read(project, sessionId);
+    if (!session) throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist`);
+    return { project, session };
+  }
+
+  function modify(project: Project, record: SessionRecord, change: Partial<Pick<SessionRecord, 'runs'>> & { level?: PermissionLevel; mode?: 'tenant' | 'session' }) {
+    const mode = change.mode ?? record.settings.workspace.mode;
+    return write(project, {
+      ...record,
+      runs: change.runs ?? record.runs,
+      updated_at: new Date().toISOString(),
+      settings: {
+        permission_level: change.level ?? record.settings.permission_level,
+        workspace: { mode, root_dir: rootDir(project, record.tenant_key, record.id, mode) },
+      },
+    });
+  }
+
+  return {
+    open(project, { sessionId, tenantKey }) {
+      const id = sessionId ?? defaultSessionId(opts.secret(), project.metadata.name, tenantKey);
+      parseOrThrow(SessionIdSchema, id, 'session id');
+      const existing = read(project, id);
+      if (existing) {
+        if (existing.tenant_key !== tenantKey) {
+          throw new BerthError('PERMISSION_DENIED', `session "${id}" belongs to another tenant`, { rule: 'session_owner' });
+        }
+        return existing;
+      }
+      claimIndex(id, project.metadata.name);
+      const now = new Date().toISOString();
+      return write(project, {
+        id,
+        project: project.metadata.name,
+        tenant_key: tenantKey,
+        created_at: now,
+        updated_at: now,
+        runs: 0,
+        settings: { permission_level: DEFAULT_PERMISSION_LEVEL, workspace: { mode: 'tenant', root_dir: rootDir(project, tenantKey, id, 'tenant') } },
+      });
+    },
+
+    get,
+
+    list(project) {
+      let names: string[];
+      try {
+        names = fs.readdirSync(project.paths.sessionsDir);
+      } catch (err) {
+        if (errnoOf(err) === 'ENOENT') return [];
+        throw err;
+      }
+      return names
+        .filter((n) => n.endsWith('.json'))
+        .map((n) => read(project, n.slice(0, -'.json'.length)))
+        .filter((r): r is SessionRecord => r !== undefined)
+        .sort((a, b) => a.created_at.localeCompare(b.created_at));
+    },
+
+    update(sessionId, settings) {
+      const { project, session } = get(sessionId);
+      const wanted = settings.workspace?.root_dir;
+      const mode = settings.workspace?.mode ?? session.settings.workspace.mode;
+      if (wanted !== undefined && wanted !== rootDir(project, session.tenant_key, session.id, mode)) {
+        throw new BerthError('CONFIG_INVALID', 'settings are invalid', {
+          issues: [{ field: 'settings.workspace.root_dir', reason: 'is decided by berth; omit it or send the current value' }],
+        });
+      }
+      return modify(project, session, { level: settings.permission_level, mode });
+    },
+
+    setLevel(project, sessionId, level) {
+      const session = read(project, sessionId);
+      if (!session) throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist`);
+      return modify(project, session, { level });
+    },
+
+    countRun(project, sessionId) {
+      const session = read(project, sessionId);
+      if (!session) throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist`);
+      return modify(project, session, { runs: session.runs + 1 });
+    },
+  };
+}
