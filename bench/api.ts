@@ -23,7 +23,14 @@ const TOKEN = 'bench-token-0123456789abcdef';
 const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-api-'));
 const berth = createBerth({ home, logLevel: 'silent' });
 berth.store.create({ name: 'bench', workspace_isolation: true, protected_paths: ['AGENTS.md'] });
-const app = createApp({ admin: () => berth.admin, engine: berth.engine, token: TOKEN, logger: pino({ level: 'silent' }) });
+const app = createApp({
+  admin: () => berth.admin,
+  sessionTools: () => berth.sessionTools,
+  tokens: berth.tokens,
+  engine: berth.engine,
+  token: TOKEN,
+  logger: pino({ level: 'silent' }),
+});
 const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
 await new Promise((r) => server.once('listening', r));
 const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -1,6 +1,8 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { AGENT_PRESETS, type ProjectMetadataInput, type ProjectUpdate } from './config/metadata.js';
 import { runDoctor } from './doctor.js';
+import { parseOrThrow } from './config/parse.js';
+import { PermissionLevelSchema, SessionSettingsUpdateSchema } from './config/session.js';
 import { BerthError, isBerthError } from './errors.js';
 import { buildImage, IMAGE_NAMES, type ImageName } from './images/build.js';
 import { createBerth, type Berth } from './main.js';
@@ -23,9 +25,13 @@ Projects
   project get <name>            settings, workspaces and protection as JSON
   project list [--json]
 
-Runs
-  run <project> --user <tenant-key> [--] <message...>
+Runs and sessions
+  run <project> --user <tenant-key> [--session ID] [--level low|medium|high] [--] <message...>
                                 prints the agent's output, exits with its exit code
+                                (--level sets the session's permission level, persisted)
+  session list <project>
+  session get <project> <session-id>
+  session set <project> <session-id> [--level low|medium|high] [--mode tenant|session]
 
 Server
   serve [--host HOST] [--port PORT] [--demo]
@@ -63,6 +69,13 @@ function need(positionals: string[], count: number, what: string): void {
 
 function describeProject(berth: Berth, name: string) {
   return { ...berth.admin.getProject(name), workspaces: berth.admin.listWorkspaces(name) };
+}
+
+/** A session, checked to belong to the project named on the command line. */
+function sessionOf(berth: Berth, project: string, id: string) {
+  const session = berth.admin.getSession(id);
+  if (session.project !== project) throw new BerthError('SESSION_NOT_FOUND', `session "${id}" is not in project "${project}"`);
+  return session;
 }
 
 function printSkipped(p: Project, io: Out): void {
@@ -160,13 +173,14 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   run: {
-    options: { user: { type: 'string' } },
+    options: { user: { type: 'string' }, session: { type: 'string' }, level: { type: 'string' } },
     async run(berth, v, pos, io) {
       if (pos.length < 1) throw new BerthError('USAGE', 'missing project name', { hint: 'berth run <project> --user <key> -- <message>' });
       if (typeof v.user !== 'string') throw new BerthError('USAGE', 'missing --user <tenant-key>');
       const message = pos.slice(1).join(' ');
       if (message.trim() === '') throw new BerthError('USAGE', 'missing message', { hint: 'berth run <project> --user <key> -- <message>' });
-      const outcome = await berth().runner.run({ project: pos[0] as string, tenantKey: v.user, message });
+      const level = v.level === undefined ? undefined : parseOrThrow(PermissionLevelSchema, v.level, '--level');
+      const outcome = await berth().runner.run({ project: pos[0] as string, tenantKey: v.user, message, sessionId: v.session as string | undefined, level });
       io.out(outcome.stdout);
       io.err(outcome.stderr);
       if (outcome.truncated) io.err(`\nberth: output passed the project's cap of ${berth().store.get(outcome.project).metadata.limits.output_bytes} bytes; the run was stopped\n`);
@@ -176,6 +190,40 @@ const COMMANDS: Record<string, Command> = {
         });
       }
       return outcome.exitCode;
+    },
+  },
+  'session list': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 1, 'project name');
+      for (const s of berth().admin.listSessions(pos[0] as string)) {
+        io.out(`${s.id}\tlevel=${s.settings.permission_level}\tmode=${s.settings.workspace.mode}\truns=${s.runs}\ttenant=${s.tenant_key}\n`);
+      }
+      return 0;
+    },
+  },
+  'session get': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 2, 'project name and session id');
+      const session = sessionOf(berth(), pos[0] as string, pos[1] as string);
+      io.out(`${JSON.stringify(session, null, 2)}\n`);
+      return 0;
+    },
+  },
+  'session set': {
+    options: { level: { type: 'string' }, mode: { type: 'string' } },
+    async run(berth, v, pos, io) {
+      need(pos, 2, 'project name and session id');
+      sessionOf(berth(), pos[0] as string, pos[1] as string);
+      const update = parseOrThrow(
+        SessionSettingsUpdateSchema,
+        { settings: { permission_level: v.level, workspace: v.mode === undefined ? undefined : { mode: v.mode } } },
+        'session settings',
+      );
+      const s = berth().admin.updateSession(pos[1] as string, update.settings);
+      io.out(`session ${s.id}: level=${s.settings.permission_level} mode=${s.settings.workspace.mode}\n`);
+      return 0;
     },
   },
   'images build': {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { loadBerthConfig, type BerthConfig } from './config/berth-config.js';
 import { homePaths } from './config/home.js';
@@ -10,6 +10,8 @@ import { createRunner, type Runner } from './runs/runner.js';
 import { createProjectStore, type CreateStep, type ProjectStore } from './store/projects.js';
 import { loadOrCreateSecret } from './store/secret.js';
 import { createSessionStore, type SessionStore } from './store/sessions.js';
+import { createSessionTokens, type SessionTokens } from './store/session-tokens.js';
+import { createSessionTools, type SessionTools } from './sessions/session-tools.js';
 
 /** Everything berth needs, built once from the home directory. The only place that wires deps. */
 export interface Berth {
@@ -20,6 +22,8 @@ export interface Berth {
   runner: Runner;
   admin: AdminService;
   sessions: SessionStore;
+  tokens: SessionTokens;
+  sessionTools: SessionTools;
   secret: Buffer;
   logger: Logger;
 }
@@ -53,6 +57,8 @@ export function createBerth(opts: BerthOptions): Berth {
   let runner: Runner | undefined;
   let secret: Buffer | undefined;
   let admin: AdminService | undefined;
+  let sessionTools: SessionTools | undefined;
+  const tokens = createSessionTokens(join(paths.stateDir, 'session-tokens'));
   // Created on first use, so read-only commands never write to the home.
   const getSecret = () => (secret ??= loadOrCreateSecret(paths.secretFile));
   const sessions = createSessionStore({ projects: store, secret: getSecret });
@@ -72,7 +78,11 @@ export function createBerth(opts: BerthOptions): Berth {
       return getRunner();
     },
     get admin() {
-      return (admin ??= createAdminService({ store, runner: getRunner, secret: getSecret }));
+      return (admin ??= createAdminService({ store, sessions, tokens, runner: getRunner }));
+    },
+    tokens,
+    get sessionTools() {
+      return (sessionTools ??= createSessionTools({ sessions, runner: getRunner, logger }));
     },
   };
 }

@@ -6,7 +6,8 @@ import { resolveAdminToken } from './api/auth.js';
 import { homePaths } from './config/home.js';
 import { ensureDemoProject, DEMO_PROJECT } from './demo.js';
 import type { Berth } from './main.js';
-import { createMcpServer } from './mcp/server.js';
+import { createToolServer } from './mcp/server.js';
+import { ADMIN_TOOLS } from './mcp/tools.js';
 import { VERSION } from './version.js';
 
 type Out = { out: (s: string) => void; err: (s: string) => void };
@@ -21,7 +22,14 @@ export async function runServer(
   if (opts.demo) ensureDemoProject(berth, io);
   const reaped = await berth.runner.reapLeftovers();
   if (reaped) berth.logger.warn({ containers: reaped }, 'removed containers a previous berth left behind');
-  const app = createApp({ admin: () => berth.admin, engine: berth.engine, token: token.token, logger: berth.logger });
+  const app = createApp({
+    admin: () => berth.admin,
+    sessionTools: () => berth.sessionTools,
+    tokens: berth.tokens,
+    engine: berth.engine,
+    token: token.token,
+    logger: berth.logger,
+  });
 
   const server = serve({ fetch: app.fetch, hostname: opts.host, port: opts.port });
   await new Promise<void>((resolve, reject) => {
@@ -59,7 +67,7 @@ export async function runServer(
 
 /** `berth mcp`: the admin tools over stdio, until stdin closes. */
 export async function runStdioMcp(berth: Berth): Promise<number> {
-  const server = createMcpServer(() => berth.admin);
+  const server = createToolServer('berth', ADMIN_TOOLS, () => berth.admin);
   const transport = new StdioServerTransport();
   const closed = new Promise<void>((resolve) => {
     transport.onclose = () => resolve();

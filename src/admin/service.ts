@@ -1,12 +1,13 @@
 import { join } from 'node:path';
 import type { ProjectMetadataInput, ProjectUpdate } from '../config/metadata.js';
-import type { PermissionLevel } from '../config/session.js';
+import type { PermissionLevel, SessionRecord, SessionSettingsUpdate } from '../config/session.js';
+import type { SessionTokens } from '../store/session-tokens.js';
+import type { SessionStore } from '../store/sessions.js';
 import { BerthError } from '../errors.js';
 import { diskUsage } from '../fs/du.js';
 import { toRunRecord, type RunOutcome, type Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords } from '../store/run-log.js';
-import { workspaceIdFor } from '../store/secret.js';
 import { listWorkspaces } from '../store/workspaces.js';
 import type { ProjectView, RunRecord, RunView, WorkspaceView } from './views.js';
 
@@ -23,6 +24,11 @@ export interface AdminService {
   listWorkspaces(name: string): WorkspaceView[];
   runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel }): Promise<RunView>;
   listRuns(name: string, filter: { user?: string; limit?: number }): RunRecord[];
+  listSessions(name: string): SessionRecord[];
+  getSession(id: string): SessionRecord;
+  updateSession(id: string, settings: SessionSettingsUpdate['settings']): SessionRecord;
+  mintSessionToken(id: string, ttlSeconds?: number): { session: string; token: string; expires_at: string };
+  revokeSessionTokens(id: string): { session: string; revoked: number };
 }
 
 export function projectView(p: Project): ProjectView {
@@ -52,8 +58,13 @@ export function runView(o: RunOutcome): RunView {
   };
 }
 
-export function createAdminService(deps: { store: ProjectStore; runner: () => Runner; secret: () => Buffer }): AdminService {
-  const { store } = deps;
+export function createAdminService(deps: {
+  store: ProjectStore;
+  sessions: SessionStore;
+  tokens: SessionTokens;
+  runner: () => Runner;
+}): AdminService {
+  const { store, sessions } = deps;
   return {
     createProject: (input) => projectView(store.create(input)),
     getProject: (name) => projectView(store.get(name)),
@@ -84,8 +95,22 @@ export function createAdminService(deps: { store: ProjectStore; runner: () => Ru
 
     listRuns(name, filter) {
       const p = store.get(name);
-      const workspace = filter.user === undefined ? undefined : workspaceIdFor(deps.secret(), name, filter.user);
-      return readRunRecords(p.paths.sessionsDir, { workspace, limit: filter.limit ?? 50 }).records;
+      const limit = filter.limit ?? 50;
+      if (filter.user === undefined) return readRunRecords(p.paths.sessionsDir, { limit }).records;
+      const mine = new Set(sessions.list(p).filter((s) => s.tenant_key === filter.user).map((s) => s.id));
+      return readRunRecords(p.paths.sessionsDir, { keep: (r) => mine.has(r.session), limit }).records;
+    },
+
+    listSessions: (name) => sessions.list(store.get(name)),
+    getSession: (id) => sessions.get(id).session,
+    updateSession: (id, settings) => sessions.update(id, settings),
+    mintSessionToken(id, ttlSeconds) {
+      sessions.get(id);
+      return { session: id, ...deps.tokens.mint(id, ttlSeconds) };
+    },
+    revokeSessionTokens(id) {
+      sessions.get(id);
+      return { session: id, revoked: deps.tokens.revokeAll(id) };
     },
   };
 }

@@ -5,7 +5,13 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { AdminService } from '../admin/service.js';
 import type { Engine } from '../launch/docker.js';
-import { createMcpServer } from '../mcp/server.js';
+import { createToolServer } from '../mcp/server.js';
+import { SESSION_TOOLS } from '../mcp/session-tools.js';
+import { ADMIN_TOOLS } from '../mcp/tools.js';
+import type { SessionTools } from '../sessions/session-tools.js';
+import type { SessionTokens } from '../store/session-tokens.js';
+import { BerthError } from '../errors.js';
+import { registerSessionRoutes } from './routes/sessions.js';
 import { VERSION } from '../version.js';
 import { bearerAuth } from './auth.js';
 import { renderDocsPage } from './docs-page.js';
@@ -15,6 +21,8 @@ import { registerRunRoutes } from './routes/runs.js';
 
 export interface AppDeps {
   admin: () => AdminService;
+  sessionTools: () => SessionTools;
+  tokens: SessionTokens;
   engine: Engine;
   token: string;
   logger: Logger;
@@ -23,7 +31,8 @@ export interface AppDeps {
 
 type Env = { Variables: { requestId: string; log: Logger } };
 
-const OPEN_PATHS = new Set(['/healthz']);
+// /mcp/session authenticates with a session token instead of the admin token.
+const OPEN_PATHS = new Set(['/healthz', '/mcp/session']);
 
 /** The whole HTTP surface, without listening: tests call app.request(). */
 export function createApp(deps: AppDeps): OpenAPIHono<Env> {
@@ -79,6 +88,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
 
   registerProjectRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerRunRoutes(app as unknown as OpenAPIHono, deps.admin);
+  registerSessionRoutes(app as unknown as OpenAPIHono, deps.admin);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
   const docConfig = {
@@ -90,11 +100,19 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   app.get('/docs', (c) => c.html(renderDocsPage(app.getOpenAPIDocument(docConfig) as unknown as Parameters<typeof renderDocsPage>[0])));
 
   // MCP over Streamable HTTP, stateless: a fresh server and transport per request.
-  app.all('/mcp', async (c) => {
-    const server = createMcpServer(deps.admin);
+  const mcp = async (server: ReturnType<typeof createToolServer>, request: Request) => {
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
-    return transport.handleRequest(c.req.raw);
+    return transport.handleRequest(request);
+  };
+  app.all('/mcp', (c) => mcp(createToolServer('berth', ADMIN_TOOLS, deps.admin), c.req.raw));
+  // The agent's own tools: the session is whoever the token says, nothing in the request can change it.
+  app.all('/mcp/session', (c) => {
+    const match = /^Bearer (.+)$/i.exec(c.req.header('authorization') ?? '');
+    if (!match) throw new BerthError('UNAUTHORIZED', 'missing session token', { hint: 'mint one: POST /api/sessions/:id/token' });
+    const sessionId = deps.tokens.verify(match[1] as string);
+    c.get('log').info({ session: sessionId }, 'session tool call');
+    return mcp(createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), sessionId })), c.req.raw);
   });
 
   return app;

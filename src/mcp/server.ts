@@ -1,12 +1,11 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import type { AdminService } from '../admin/service.js';
 import { errorBody, toBerthError } from '../api/error-response.js';
 import { parseOrThrow } from '../config/parse.js';
 import { BerthError } from '../errors.js';
 import { VERSION } from '../version.js';
-import { TOOLS } from './tools.js';
+import type { ToolSpec } from './tools.js';
 
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output') {
   const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io, target: 'draft-7', unrepresentable: 'any' }) as Record<string, unknown>;
@@ -18,9 +17,9 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output') {
  * arguments itself, so a bad argument is a tool error carrying CONFIG_INVALID and the fields
  * at fault, like every other surface, instead of the SDK's generic message.
  */
-export function createMcpServer(admin: () => AdminService): Server {
-  const server = new Server({ name: 'berth', version: VERSION }, { capabilities: { tools: {} } });
-  const listed = TOOLS.map((t) => ({
+export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context: () => C): Server {
+  const server = new Server({ name, version: VERSION }, { capabilities: { tools: {} } });
+  const listed = tools.map((t) => ({
     name: t.name,
     description: t.description,
     inputSchema: jsonSchema(t.input, 'input'),
@@ -31,10 +30,10 @@ export function createMcpServer(admin: () => AdminService): Server {
 
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
     try {
-      const spec = TOOLS.find((t) => t.name === request.params.name);
+      const spec = tools.find((t) => t.name === request.params.name);
       if (!spec) throw new BerthError('USAGE', `unknown tool "${request.params.name}"`);
       const input = parseOrThrow(spec.input, request.params.arguments ?? {}, `${spec.name} arguments`);
-      const output = await spec.run(admin(), input as never);
+      const output = await spec.run(context(), input as never);
       return { content: [{ type: 'text', text: JSON.stringify(output, null, 2) }], structuredContent: output };
     } catch (err) {
       const e = toBerthError(err);

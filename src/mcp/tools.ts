@@ -2,29 +2,30 @@ import { z } from 'zod';
 import type { AdminService } from '../admin/service.js';
 import { ProjectViewSchema, RunRequestSchema, RunViewSchema, WorkspaceViewSchema } from '../admin/views.js';
 import { ProjectMetadataSchema, ProjectNameSchema, ProjectUpdateSchema } from '../config/metadata.js';
+import { SessionIdSchema, SessionRecordSchema, SessionSettingsUpdateSchema } from '../config/session.js';
 
-/** berth's MCP tools as data: inputs and outputs are the same zod schemas the HTTP API uses. */
-export interface ToolSpec {
+/** berth's admin MCP tools as data: inputs and outputs are the same zod schemas the HTTP API uses. */
+export interface ToolSpec<C = AdminService> {
   name: string;
   description: string;
   input: z.ZodObject;
   output: z.ZodObject;
-  run(admin: AdminService, input: never): Promise<Record<string, unknown>> | Record<string, unknown>;
+  run(context: C, input: never): Promise<Record<string, unknown>> | Record<string, unknown>;
 }
 
 const ProjectOut = z.object({ project: ProjectViewSchema });
 
-function tool<I extends z.ZodObject, O extends z.ZodObject>(spec: {
+export function tool<I extends z.ZodObject, O extends z.ZodObject, C = AdminService>(spec: {
   name: string;
   description: string;
   input: I;
   output: O;
-  run(admin: AdminService, input: z.output<I>): Promise<z.output<O>> | z.output<O>;
-}): ToolSpec {
-  return spec as unknown as ToolSpec;
+  run(context: C, input: z.output<I>): Promise<z.output<O>> | z.output<O>;
+}): ToolSpec<C> {
+  return spec as unknown as ToolSpec<C>;
 }
 
-export const TOOLS: ToolSpec[] = [
+export const ADMIN_TOOLS: ToolSpec[] = [
   tool({
     name: 'project_create',
     description: 'Create a project (its settings are the metadata.json schema: workspace_isolation, protected_paths, image, agent, limits, env).',
@@ -66,5 +67,19 @@ export const TOOLS: ToolSpec[] = [
     input: RunRequestSchema.extend({ project: ProjectNameSchema }).strict(),
     output: z.object({ run: RunViewSchema }),
     run: async (admin, { project, ...request }) => ({ run: await admin.runMessage(project, request) }),
+  }),
+  tool({
+    name: 'session_get',
+    description: "A session's settings (permission_level, workspace) and counters.",
+    input: z.object({ session: SessionIdSchema }).strict(),
+    output: z.object({ session: SessionRecordSchema }),
+    run: (admin, { session }) => ({ session: admin.getSession(session) }),
+  }),
+  tool({
+    name: 'session_update',
+    description: "Change a session's permission_level (low, medium, high) or workspace mode (tenant, session).",
+    input: z.object({ session: SessionIdSchema, settings: SessionSettingsUpdateSchema.shape.settings }).strict(),
+    output: z.object({ session: SessionRecordSchema }),
+    run: (admin, { session, settings }) => ({ session: admin.updateSession(session, settings) }),
   }),
 ];

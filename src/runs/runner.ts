@@ -55,9 +55,12 @@ export function newRunId(): string {
   return `r${Date.now().toString(36)}${randomBytes(5).toString('hex')}`;
 }
 
-export function egressNetworkName(installation: string): string {
-  return `berth-egress-${installation}`;
-}
+/**
+ * One egress network per engine, shared by every installation: inter-container traffic is off
+ * on it, so sharing it connects nobody (and each network would use one of the engine's ~30
+ * address pools).
+ */
+export const EGRESS_NETWORK = 'berth-egress';
 
 export function createRunner(deps: {
   store: ProjectStore;
@@ -75,8 +78,8 @@ export function createRunner(deps: {
   const withWorkspaceLock = createKeyedLock();
   let egressReady: Promise<void> | undefined;
   const egress = () => {
-    const name = egressNetworkName(installation);
-    egressReady ??= engine.ensureNetwork(name, { [LABELS.managed]: 'true', [LABELS.installation]: installation }).catch((err) => {
+    const name = EGRESS_NETWORK;
+    egressReady ??= engine.ensureNetwork(name, { [LABELS.managed]: 'true' }).catch((err) => {
       egressReady = undefined;
       throw err;
     });

@@ -14,7 +14,7 @@ export function appendRunRecord(sessionsDir: string, record: RunRecord): void {
 /** Newest first; a corrupt line (a crash mid-write) is skipped and counted, never fatal. */
 export function readRunRecords(
   sessionsDir: string,
-  filter: { workspace?: string; limit: number },
+  filter: { keep?: (record: RunRecord) => boolean; limit: number },
 ): { records: RunRecord[]; corrupt: number } {
   let text: string;
   try {
@@ -38,7 +38,7 @@ export function readRunRecords(
       corrupt++;
       continue;
     }
-    if (!filter.workspace || parsed.data.workspace === filter.workspace) records.push(parsed.data);
+    if (!filter.keep || filter.keep(parsed.data)) records.push(parsed.data);
   }
   return { records, corrupt };
 }

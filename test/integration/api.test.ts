@@ -9,7 +9,14 @@ let app: ReturnType<typeof createApp>;
 
 beforeAll(() => {
   h = testHome();
-  app = createApp({ admin: () => h.berth.admin, engine: h.berth.engine, token: TOKEN, logger: pino({ level: 'silent' }) });
+  app = createApp({
+    admin: () => h.berth.admin,
+    sessionTools: () => h.berth.sessionTools,
+    tokens: h.berth.tokens,
+    engine: h.berth.engine,
+    token: TOKEN,
+    logger: pino({ level: 'silent' }),
+  });
 });
 afterAll(async () => {
   await h[Symbol.asyncDispose]();
@@ -86,7 +93,16 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
   it('serves OpenAPI generated from the schemas and a readable reference page', async () => {
     const doc = await json('GET', '/openapi.json');
     expect(doc.status).toBe(200);
-    expect(Object.keys(doc.body.paths).sort()).toEqual(['/api/projects', '/api/projects/{name}', '/api/projects/{name}/runs', '/api/projects/{name}/workspaces', '/healthz']);
+    expect(Object.keys(doc.body.paths).sort()).toEqual([
+      '/api/projects',
+      '/api/projects/{name}',
+      '/api/projects/{name}/runs',
+      '/api/projects/{name}/sessions',
+      '/api/projects/{name}/workspaces',
+      '/api/sessions/{sessionId}/settings',
+      '/api/sessions/{sessionId}/token',
+      '/healthz',
+    ]);
     const createSchema = doc.body.paths['/api/projects'].post.requestBody.content['application/json'].schema;
     expect(createSchema.properties.workspace_isolation).toMatchObject({ type: 'boolean', default: false });
     expect(createSchema.additionalProperties).toBe(false);

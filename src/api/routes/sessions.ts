@@ -1,0 +1,79 @@
+import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
+import { z } from 'zod';
+import { ErrorBodySchema } from '../../admin/views.js';
+import type { AdminService } from '../../admin/service.js';
+import { ProjectNameSchema } from '../../config/metadata.js';
+import { SessionIdSchema, SessionRecordSchema, SessionSettingsSchema, SessionSettingsUpdateSchema } from '../../config/session.js';
+
+const SessionParams = z.object({ sessionId: SessionIdSchema });
+const json = <S extends z.ZodType>(schema: S, description: string) => ({ content: { 'application/json': { schema } }, description });
+const errors = {
+  400: json(ErrorBodySchema, 'CONFIG_INVALID: the fields at fault are listed'),
+  401: json(ErrorBodySchema, 'UNAUTHORIZED'),
+  404: json(ErrorBodySchema, 'SESSION_NOT_FOUND'),
+};
+
+export function registerSessionRoutes(app: OpenAPIHono, admin: () => AdminService): void {
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/projects/{name}/sessions',
+      summary: "A project's sessions",
+      request: { params: z.object({ name: ProjectNameSchema }) },
+      responses: { 200: json(z.object({ sessions: z.array(SessionRecordSchema) }), 'oldest first'), ...errors },
+    }),
+    (c) => c.json({ sessions: admin().listSessions(c.req.valid('param').name) }, 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/sessions/{sessionId}/settings',
+      summary: "A session's settings",
+      request: { params: SessionParams },
+      responses: { 200: json(z.object({ settings: SessionSettingsSchema }), 'permission_level and workspace'), ...errors },
+    }),
+    (c) => c.json({ settings: admin().getSession(c.req.valid('param').sessionId).settings }, 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'put',
+      path: '/api/sessions/{sessionId}/settings',
+      summary: "Change a session's settings",
+      description: 'Body {"settings": {"permission_level": "low|medium|high", "workspace": {"mode": "tenant|session"}}}; applies from the next run.',
+      request: { params: SessionParams, body: { ...json(SessionSettingsUpdateSchema, 'settings to change'), required: true } },
+      responses: { 200: json(z.object({ settings: SessionSettingsSchema }), 'the new settings'), ...errors },
+    }),
+    (c) => c.json({ settings: admin().updateSession(c.req.valid('param').sessionId, c.req.valid('json').settings).settings }, 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/sessions/{sessionId}/token',
+      summary: 'Mint a session token for /mcp/session',
+      description: 'Unguessable, stored only as a digest, expires (default 1 h), revocable. The token is the session: its tools take no session or level parameter.',
+      request: {
+        params: SessionParams,
+        body: { ...json(z.object({ ttl_seconds: z.number().int().min(60).max(7 * 86400).optional() }).strict(), 'optional lifetime'), required: false },
+      },
+      responses: { 201: json(z.object({ session: z.string(), token: z.string(), expires_at: z.string() }), 'the token (shown once)'), ...errors },
+    }),
+    async (c) => {
+      const body = c.req.header('content-type')?.includes('json') ? c.req.valid('json') : {};
+      return c.json(admin().mintSessionToken(c.req.valid('param').sessionId, body?.ttl_seconds), 201);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'delete',
+      path: '/api/sessions/{sessionId}/token',
+      summary: "Revoke all of a session's tokens",
+      request: { params: SessionParams },
+      responses: { 200: json(z.object({ session: z.string(), revoked: z.number().int() }), 'revoked'), ...errors },
+    }),
+    (c) => c.json(admin().revokeSessionTokens(c.req.valid('param').sessionId), 200),
+  );
+}

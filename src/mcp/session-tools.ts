@@ -1,0 +1,36 @@
+import { z } from 'zod';
+import { RunViewSchema } from '../admin/views.js';
+import { MemoryEntrySchema, MemorySearchSchema, MemoryWriteSchema } from '../store/memory.js';
+import { ShellRunSchema, type SessionTools } from '../sessions/session-tools.js';
+import { tool, type ToolSpec } from './tools.js';
+
+/** What an agent's session may call at /mcp/session. The session comes from the token, never from input. */
+export interface SessionContext {
+  tools: SessionTools;
+  sessionId: string;
+}
+
+export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
+  tool({
+    name: 'shell_run',
+    description:
+      "Run a command in this session's sandbox (its workspace at /workspace), under the session's permission level: low = file management in the workspace, medium = + information commands, high = any binary, writes only inside the workspace. No shell: ; | & > < ` $() are refused.",
+    input: ShellRunSchema,
+    output: z.object({ run: RunViewSchema }),
+    run: async (ctx: SessionContext, input) => ({ run: await ctx.tools.shellRun(ctx.sessionId, input) }),
+  }),
+  tool({
+    name: 'memory_search',
+    description: "Search the project's long-term memory (medium and high levels).",
+    input: MemorySearchSchema,
+    output: z.object({ entries: z.array(MemoryEntrySchema) }),
+    run: (ctx: SessionContext, input) => ctx.tools.memorySearch(ctx.sessionId, input),
+  }),
+  tool({
+    name: 'memory_write',
+    description: "Add an entry to the project's long-term memory (high level only).",
+    input: MemoryWriteSchema,
+    output: z.object({ entry: MemoryEntrySchema }),
+    run: (ctx: SessionContext, input) => ctx.tools.memoryWrite(ctx.sessionId, input),
+  }),
+];

@@ -1,0 +1,65 @@
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { runView } from '../admin/service.js';
+import type { RunView } from '../admin/views.js';
+import { BerthError } from '../errors.js';
+import { toolAllowed, type SessionTool } from '../plan/permissions.js';
+import type { Runner } from '../runs/runner.js';
+import { memorySearch, memoryWrite, MemorySearchSchema, MemoryWriteSchema, type MemoryEntry } from '../store/memory.js';
+import type { SessionStore } from '../store/sessions.js';
+import { checkShellCommand, splitCommand } from '../tools/shell-policy.js';
+
+export const ShellRunSchema = z
+  .object({
+    argv: z.array(z.string().max(4096)).min(1).max(256).optional().describe('The command as argv (preferred).'),
+    command: z.string().min(1).max(8192).optional().describe('Or a command line, split without a shell: ; | & > < ` $() are refused.'),
+  })
+  .strict()
+  .refine((v) => (v.argv === undefined) !== (v.command === undefined), { message: 'give exactly one of argv or command' });
+
+/**
+ * Tools berth runs for an agent, as the session a connection proves it is (never a parameter).
+ * First gate: the tool policy for the session's level; then each tool's own checks (the shell
+ * command profile, and the memory adapter's level check).
+ */
+export interface SessionTools {
+  shellRun(sessionId: string, input: z.input<typeof ShellRunSchema>): Promise<RunView>;
+  memorySearch(sessionId: string, input: z.input<typeof MemorySearchSchema>): { entries: MemoryEntry[] };
+  memoryWrite(sessionId: string, input: z.input<typeof MemoryWriteSchema>): { entry: MemoryEntry };
+}
+
+export function createSessionTools(deps: { sessions: SessionStore; runner: () => Runner; logger: Logger }): SessionTools {
+  function gate(sessionId: string, tool: SessionTool) {
+    const { project, session } = deps.sessions.get(sessionId);
+    const level = session.settings.permission_level;
+    if (!toolAllowed(level, tool)) {
+      deps.logger.warn({ project: project.metadata.name, session: sessionId, level, tool }, 'tool refused by policy');
+      throw new BerthError('PERMISSION_DENIED', `${tool} is not allowed at permission level ${level}`, { rule: 'tool_not_allowed' });
+    }
+    return { project, session, level };
+  }
+
+  return {
+    async shellRun(sessionId, input) {
+      const { project, level } = gate(sessionId, 'shell_run');
+      const parsed = ShellRunSchema.parse(input);
+      try {
+        const argv = checkShellCommand(level, parsed.argv ?? splitCommand(parsed.command as string));
+        return runView(await deps.runner().exec(sessionId, argv));
+      } catch (err) {
+        if (err instanceof BerthError && err.code === 'PERMISSION_DENIED') {
+          deps.logger.warn({ project: project.metadata.name, session: sessionId, level, rule: err.details.rule }, 'shell_run refused');
+        }
+        throw err;
+      }
+    },
+    memorySearch(sessionId, input) {
+      const { project, level } = gate(sessionId, 'memory_search');
+      return { entries: memorySearch(project.paths.memoryDir, level, input) };
+    },
+    memoryWrite(sessionId, input) {
+      const { project, session, level } = gate(sessionId, 'memory_write');
+      return { entry: memoryWrite(project.paths.memoryDir, level, session.tenant_key, input) };
+    },
+  };
+}
