@@ -189,7 +189,23 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       docker.modem.demuxStream(stream, output.sink('stdout'), output.sink('stderr'));
       const exited = container.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
       exited.catch(() => undefined);
-      await engineCall(() => container.start(), { image: plan.image });
+      try {
+        await container.start();
+      } catch (err) {
+        // The command is not in the image: answer like a shell would (127), not as an engine failure.
+        const text = (err as EngineErrorShape).json?.message ?? (err as Error).message ?? '';
+        if (!/executable file not found|no such file or directory/i.test(text)) throw translateEngineError(err, { image: plan.image });
+        const t = performance.now();
+        return {
+          containerId: container.id,
+          exitCode: 127,
+          stdout: '',
+          stderr: `${plan.argv[0]}: not found in image ${plan.image}\n`,
+          truncated: false,
+          timedOut: false,
+          timings: { createMs: tCreated - t0, startMs: t - tCreated, runMs: 0, totalMs: t - t0 },
+        };
+      }
       const tStarted = performance.now();
       timer = setTimeout(() => {
         timedOut = true;

@@ -61,6 +61,17 @@ describe('berth CLI (real process, real engine)', () => {
     ]);
   });
 
+  it('sessions: run --session --level, session list/get/set', () => {
+    expect(berth('run', 'bot', '--user', 'web:s', '--session', 'chat-1', '--level', 'low', '--', 'ls /sys/class/net')).toMatchObject({ code: 0, stdout: 'lo\n' });
+    expect(berth('session', 'list', 'bot').stdout).toMatch(/^chat-1\tlevel=low\tmode=tenant\truns=1\ttenant=web:s$/m);
+    expect(JSON.parse(berth('session', 'get', 'bot', 'chat-1').stdout)).toMatchObject({ id: 'chat-1', tenant_key: 'web:s', settings: { permission_level: 'low' } });
+    expect(berth('session', 'set', 'bot', 'chat-1', '--level', 'high', '--mode', 'session')).toMatchObject({ code: 0, stdout: 'session chat-1: level=high mode=session\n' });
+    expect(berth('session', 'set', 'bot', 'chat-1', '--level', 'root')).toMatchObject({ code: 2, stderr: expect.stringContaining('settings.permission_level') });
+    expect(berth('run', 'bot', '--user', 'web:s', '--level', 'max', '--', 'true')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^CONFIG_INVALID: --level is invalid/) });
+    expect(berth('session', 'get', 'bot', 'nope')).toMatchObject({ code: 12, stderr: expect.stringMatching(/^SESSION_NOT_FOUND: /) });
+    expect(berth('run', 'bot', '--user', 'web:other', '--session', 'chat-1', '--', 'true')).toMatchObject({ code: 11, stderr: expect.stringMatching(/^PERMISSION_DENIED: session "chat-1" belongs to another tenant/) });
+  });
+
   it("berth's own failures: a code and a one-line reason on stderr, non-zero exit", () => {
     expect(berth('run', 'nope', '--user', 'a', '--', 'true')).toMatchObject({ code: 3, stderr: expect.stringMatching(/^PROJECT_NOT_FOUND: project "nope" does not exist/) });
     expect(berth('run', 'bot', '--', 'true')).toMatchObject({ code: 64, stderr: 'USAGE: missing --user <tenant-key>\n' });

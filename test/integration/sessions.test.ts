@@ -1,0 +1,201 @@
+import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { serve } from '@hono/node-server';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../src/api/app.js';
+import { MEMORY_SOP } from '../../src/store/memory.js';
+import { testHome, type TestHome } from '../helpers.js';
+
+const TOKEN = 'admin-token-for-sessions-test';
+let h: TestHome;
+let base: string;
+let close: () => void;
+
+beforeAll(async () => {
+  h = testHome();
+  h.create({ name: 'lv', workspace_isolation: true });
+  const app = createApp({
+    admin: () => h.berth.admin,
+    sessionTools: () => h.berth.sessionTools,
+    tokens: h.berth.tokens,
+    engine: h.berth.engine,
+    token: TOKEN,
+    logger: pino({ level: 'silent' }),
+  });
+  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
+  await new Promise((r) => server.once('listening', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  close = () => server.close();
+});
+afterAll(async () => {
+  close();
+  await h[Symbol.asyncDispose]();
+});
+
+async function api(method: string, path: string, body?: unknown) {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+/** A session of `user` at `level`, created by a first run, and an MCP client holding its token. */
+async function sessionAt(user: string, level: 'low' | 'medium' | 'high', sessionId: string) {
+  const run = await h.berth.runner.run({ project: 'lv', tenantKey: user, message: 'true', sessionId, level });
+  expect(run.permissionLevel).toBe(level);
+  const minted = await api('POST', `/api/sessions/${sessionId}/token`, {});
+  expect(minted.status).toBe(201);
+  const client = new Client({ name: 'agent-loop', version: '1' });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${base}/mcp/session`), { requestInit: { headers: { authorization: `Bearer ${minted.body.token}` } } }),
+  );
+  return { client, token: minted.body.token as string };
+}
+
+type Result = Awaited<ReturnType<Client['callTool']>>;
+const errorOf = (r: Result) => JSON.parse((r.content as Array<{ text: string }>)[0]?.text ?? '{}').error;
+const shell = (c: Client, command: string) => c.callTool({ name: 'shell_run', arguments: { command } });
+
+describe('session settings API', () => {
+  it('a new session is medium; invalid settings are 400 with a code; valid ones persist', async () => {
+    await h.berth.runner.run({ project: 'lv', tenantKey: 'web:set', message: 'true', sessionId: 'set-1' });
+    const got = await api('GET', '/api/sessions/set-1/settings');
+    expect(got).toMatchObject({ status: 200, body: { settings: { permission_level: 'medium', workspace: { mode: 'tenant', root_dir: expect.stringContaining('/projects/lv/workspaces/') } } } });
+    for (const bad of [
+      { settings: { permission_level: 'root' } },
+      { settings: 'high' },
+      { settings: { workspace: 'session' } },
+      { permission_level: 'low' },
+      { settings: { workspace: { root_dir: '/etc' } } },
+      '{broken',
+    ]) {
+      const r = await api('PUT', '/api/sessions/set-1/settings', bad);
+      expect(r.status, JSON.stringify(bad)).toBe(400);
+      expect(r.body.error.code).toBe('CONFIG_INVALID');
+    }
+    const put = await api('PUT', '/api/sessions/set-1/settings', { settings: { permission_level: 'low' } });
+    expect(put).toMatchObject({ status: 200, body: { settings: { permission_level: 'low' } } });
+    expect((await api('GET', '/api/sessions/set-1/settings')).body.settings.permission_level).toBe('low');
+    expect((await api('GET', '/api/sessions/nope/settings')).body.error.code).toBe('SESSION_NOT_FOUND');
+    expect((await api('GET', '/api/projects/lv/sessions')).body.sessions.map((s: { id: string }) => s.id)).toContain('set-1');
+  });
+});
+
+describe('levels → what the container gets (real containers)', () => {
+  it('low: no network interface but lo, no memory; medium/high: an egress interface and a default route, memory read-only', async () => {
+    const probe = 'ls /sys/class/net | sort | tr "\\n" " "; echo; ip route | grep -c ^default; ls /memory >/dev/null 2>&1 && echo memory-visible || echo no-memory; touch /memory/x 2>&1 | grep -c "Read-only"';
+    const low = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:net', message: probe, sessionId: 'net-low', level: 'low' });
+    expect(low.stdout).toBe('lo \n0\nno-memory\n0\n');
+    for (const level of ['medium', 'high'] as const) {
+      const o = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:net', message: probe, sessionId: `net-${level}`, level });
+      const [ifaces, routes, memory, ro] = o.stdout.split('\n');
+      expect(ifaces?.trim().split(' ').sort()).toEqual(['eth0', 'lo']);
+      expect(routes).toBe('1');
+      expect(memory).toBe('memory-visible');
+      expect(ro).toBe('1');
+    }
+  });
+
+  it('every run record carries its permission level and workspace root', async () => {
+    const runs = (await api('GET', `/api/projects/lv/runs?user=${encodeURIComponent('web:net')}`)).body.runs;
+    expect(runs.map((r: { permission_level: string }) => r.permission_level).sort()).toEqual(['high', 'low', 'medium']);
+    for (const r of runs) expect(r.workspace_root).toContain('/projects/lv/workspaces/');
+  });
+
+  it('workspace mode "session" gives each session its own directory; "tenant" shares one', async () => {
+    await h.berth.runner.run({ project: 'lv', tenantKey: 'web:ws', message: 'echo shared > t.txt', sessionId: 'ws-a' });
+    const b = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:ws', message: 'cat t.txt', sessionId: 'ws-b' });
+    expect(b.stdout).toBe('shared\n');
+    expect((await api('PUT', '/api/sessions/ws-b/settings', { settings: { workspace: { mode: 'session' } } })).status).toBe(200);
+    const own = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:ws', message: 'ls; echo mine > s.txt', sessionId: 'ws-b' });
+    expect(own.stdout).not.toContain('t.txt');
+    expect(own.workspaceId).not.toBe(b.workspaceId);
+    const settings = (await api('GET', '/api/sessions/ws-b/settings')).body.settings;
+    expect(settings.workspace).toEqual({ mode: 'session', root_dir: own.workspaceRoot });
+    expect(fs.existsSync(join(b.workspaceRoot, 's.txt'))).toBe(false);
+  });
+
+  it('a session belongs to one tenant', async () => {
+    await expect(h.berth.runner.run({ project: 'lv', tenantKey: 'web:intruder', message: 'true', sessionId: 'ws-a' })).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+  });
+});
+
+describe('levels → tools (MCP at /mcp/session with a session token, commands run in real containers)', () => {
+  it('low: denies memory_search and curl; allows workspace file management', async () => {
+    const { client } = await sessionAt('web:low', 'low', 'tool-low');
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(['memory_search', 'memory_write', 'shell_run']);
+    for (const t of tools) expect(Object.keys((t.inputSchema as { properties?: object }).properties ?? {})).not.toContain('session');
+    const search = await client.callTool({ name: 'memory_search', arguments: { query: 'anything' } });
+    expect(errorOf(search)).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'tool_not_allowed' });
+    expect(errorOf(await shell(client, 'curl --version'))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'binary_not_allowed' });
+    const ok = await shell(client, 'mkdir -p notes');
+    expect(ok.isError).toBeFalsy();
+    expect((await shell(client, 'ls')).structuredContent).toMatchObject({ run: { exit_code: 0, stdout: expect.stringContaining('notes') } });
+    await client.close();
+  });
+
+  it('high: allows whoami, memory_write and copying an outside file in; denies writes outside the workspace', async () => {
+    const { client } = await sessionAt('web:high', 'high', 'tool-high');
+    expect((await shell(client, 'whoami')).structuredContent).toMatchObject({ run: { exit_code: 0, stdout: 'agent\n', permission_level: 'high' } });
+    const wrote = await client.callTool({ name: 'memory_write', arguments: { text: 'The deploy key rotates on Mondays', tags: ['ops'] } });
+    expect(wrote.structuredContent).toMatchObject({ entry: { text: 'The deploy key rotates on Mondays', author: 'web:high' } });
+    const cp = await shell(client, 'cp /etc/hostname ./copied-hostname');
+    expect(cp.structuredContent).toMatchObject({ run: { exit_code: 0 } });
+    expect((await shell(client, 'ls')).structuredContent).toMatchObject({ run: { stdout: expect.stringContaining('copied-hostname') } });
+    expect(errorOf(await shell(client, 'touch /tmp/x'))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'write_outside_workspace' });
+    expect(errorOf(await shell(client, 'cp copied-hostname /outside/'))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'write_outside_workspace' });
+    expect(errorOf(await shell(client, 'ls; cat /etc/shadow'))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'shell_operator' });
+    await client.close();
+  });
+
+  it('medium: allows memory_search and curl --version; denies memory_write and reads outside the workspace', async () => {
+    const { client } = await sessionAt('web:medium', 'medium', 'tool-medium');
+    const found = await client.callTool({ name: 'memory_search', arguments: { query: 'when does the deploy key rotate' } });
+    expect(found.structuredContent).toMatchObject({ entries: [{ text: 'The deploy key rotates on Mondays' }] });
+    const curl = await shell(client, 'curl --version');
+    // Allowed by the policy and run in the container (busybox has no curl: 127 = not found there).
+    expect(curl.isError).toBeFalsy();
+    expect((curl.structuredContent as { run: { exit_code: number } }).run.exit_code).toBe(127);
+    expect(errorOf(await client.callTool({ name: 'memory_write', arguments: { text: 'x' } }))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'tool_not_allowed' });
+    expect(errorOf(await shell(client, 'cat /etc/passwd'))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'read_outside_workspace' });
+    const bad = await client.callTool({ name: 'shell_run', arguments: { argv: ['id'], session: 'tool-high', level: 'high' } });
+    expect(errorOf(bad)).toMatchObject({ code: 'CONFIG_INVALID' });
+    await client.close();
+  });
+
+  it('a level change applies to the same token at once; a revoked token is refused', async () => {
+    const { client, token } = await sessionAt('web:flip', 'medium', 'tool-flip');
+    expect((await client.callTool({ name: 'memory_search', arguments: { query: 'deploy' } })).isError).toBeFalsy();
+    await api('PUT', '/api/sessions/tool-flip/settings', { settings: { permission_level: 'low' } });
+    expect(errorOf(await client.callTool({ name: 'memory_search', arguments: { query: 'deploy' } })).code).toBe('PERMISSION_DENIED');
+    expect((await api('DELETE', '/api/sessions/tool-flip/token')).body).toEqual({ session: 'tool-flip', revoked: 1 });
+    const res = await fetch(`${base}/mcp/session`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+    expect(res.status).toBe(401);
+    expect((await fetch(`${base}/mcp/session`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: '{}' })).status).toBe(401);
+    await client.close();
+  });
+});
+
+describe('memory bootstrap in the first prompt', () => {
+  it('medium and high sessions get the SOP and entries at their first run only; low gets neither', async () => {
+    // An agent that prints its prompt: a custom argv, run in the shell image.
+    h.create({ name: 'echo-agent', workspace_isolation: true, agent: ['echo', '{message}'] });
+    await h.berth.runner.run({ project: 'echo-agent', tenantKey: 'web:boot', message: 'hi', sessionId: 'boot-h', level: 'high' });
+    h.berth.sessionTools.memoryWrite('boot-h', { text: 'Customers prefer short answers', tags: ['style'] });
+    const first = await h.berth.runner.run({ project: 'echo-agent', tenantKey: 'web:m', message: 'hello', sessionId: 'boot-m', level: 'medium' });
+    expect(first.stdout).toContain(MEMORY_SOP.split('\n')[0]);
+    expect(first.stdout).toContain('Customers prefer short answers');
+    expect(first.stdout.trimEnd().endsWith('hello')).toBe(true);
+    const second = await h.berth.runner.run({ project: 'echo-agent', tenantKey: 'web:m', message: 'hello again', sessionId: 'boot-m' });
+    expect(second.stdout).toBe('hello again\n');
+    const low = await h.berth.runner.run({ project: 'echo-agent', tenantKey: 'web:l', message: 'hello', sessionId: 'boot-l', level: 'low' });
+    expect(low.stdout).toBe('hello\n');
+  });
+});
