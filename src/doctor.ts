@@ -56,7 +56,7 @@ export function assessRunc(version: string, sharedMounts: boolean): Check {
 export async function runDoctor(berth: Berth): Promise<Check[]> {
   const checks: Check[] = [];
   try {
-    loadBerthConfig(homePaths(berth.home).configFile);
+    loadBerthConfig(homePaths(berth.home).configFile, berth.home);
     checks.push({ name: 'config', status: 'ok', detail: fs.existsSync(homePaths(berth.home).configFile) ? 'berth.yaml valid' : 'no berth.yaml (defaults)' });
   } catch (err) {
     checks.push({ name: 'config', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) });
@@ -64,8 +64,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
 
   const projects: Array<{ name: string; image: string; isolated: boolean }> = [];
   let projectProblems = 0;
-  for (const name of fs.existsSync(berth.store.home.projectsDir) ? fs.readdirSync(berth.store.home.projectsDir) : []) {
-    if (!fs.existsSync(`${berth.store.home.projectsDir}/${name}/metadata.json`)) continue;
+  for (const name of berth.store.names()) {
     try {
       const p = berth.store.get(name);
       projects.push({ name, image: imageFor(p.metadata, berth.config), isolated: p.metadata.workspace_isolation });

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
-import { loadBerthConfig, type BerthConfig } from './config/berth-config.js';
+import { createConfigSource, type BerthConfig } from './config/berth-config.js';
+import { isBerthError } from './errors.js';
 import { homePaths } from './config/home.js';
 import { createAdminService, type AdminService } from './admin/service.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
@@ -50,8 +51,10 @@ export function installationId(home: string): string {
 export function createBerth(opts: BerthOptions): Berth {
   const home = resolveHome(opts.home);
   const paths = homePaths(home);
-  const config = loadBerthConfig(paths.configFile);
   const logger = pino({ level: opts.logLevel ?? 'warn', base: undefined }, pino.destination(2));
+  const config = createConfigSource(paths.configFile, home, (err) =>
+    logger.error({ err: isBerthError(err) ? err.toLine() : String(err) }, 'berth.yaml changed but is invalid; keeping the last valid settings'),
+  );
   const store = createProjectStore({ root: home, config, onCreateStep: opts.onCreateStep });
   const engine = opts.engine ?? createDockerEngine();
   let runner: Runner | undefined;
@@ -66,7 +69,9 @@ export function createBerth(opts: BerthOptions): Berth {
     (runner ??= createRunner({ store, sessions, engine, config, secret: getSecret(), installation: installationId(home), logger }));
   return {
     home,
-    config,
+    get config() {
+      return config();
+    },
     store,
     engine,
     logger,

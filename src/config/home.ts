@@ -1,10 +1,10 @@
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import type { BerthConfig } from './berth-config.js';
 
 /** Where everything of one installation lives. Pure: paths only, nothing touched. */
 export interface HomePaths {
   root: string;
   configFile: string;
-  projectsDir: string;
   /** berth's private state: never mounted into a container, never tenant-writable. */
   stateDir: string;
   secretFile: string;
@@ -18,7 +18,6 @@ export function homePaths(root: string): HomePaths {
   return {
     root,
     configFile: join(root, 'berth.yaml'),
-    projectsDir: join(root, 'projects'),
     stateDir,
     secretFile: join(stateDir, 'secret'),
     adminTokenFile: join(stateDir, 'admin-token'),
@@ -40,8 +39,17 @@ export interface ProjectPaths {
   workspaceRegistry: string;
 }
 
-export function projectPaths(home: HomePaths, name: string): ProjectPaths {
-  const dir = join(home.projectsDir, name);
+/** Where private workspaces live by default (workspaces_path, relative to the home). */
+export function projectsDirOf(config: BerthConfig, home: HomePaths): string {
+  return resolve(home.root, config.workspaces_path);
+}
+
+/** A project's private workspace: the operator's override, else <workspaces_path>/<name>. */
+export function privateWorkspaceOf(config: BerthConfig, home: HomePaths, name: string): string {
+  return config.projects[name]?.private_workspace ?? join(projectsDirOf(config, home), name);
+}
+
+export function projectPaths(home: HomePaths, name: string, dir: string): ProjectPaths {
   const stateDir = join(home.stateDir, 'projects', name);
   return {
     name,

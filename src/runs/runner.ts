@@ -66,14 +66,14 @@ export function createRunner(deps: {
   store: ProjectStore;
   sessions: SessionStore;
   engine: Engine;
-  config: BerthConfig;
+  config: () => BerthConfig;
   secret: Buffer;
   installation: string;
   logger: Logger;
 }): Runner {
   const { store, sessions, engine, config, secret, installation } = deps;
-  const owner: Owner | undefined =
-    process.getuid?.() === 0 ? { uid: config.agent_user.uid, gid: config.agent_user.gid } : undefined;
+  const ownerOf = (c: BerthConfig): Owner | undefined =>
+    process.getuid?.() === 0 ? { uid: c.agent_user.uid, gid: c.agent_user.gid } : undefined;
   // One run at a time per workspace: a tenant's messages queue instead of racing each other's mounts.
   const withWorkspaceLock = createKeyedLock();
   let egressReady: Promise<void> | undefined;
@@ -96,6 +96,8 @@ export function createRunner(deps: {
     const wsKey = workspaceKeyOf(session, mode);
     const lockKey = `${project.metadata.name}/${workspaceIdFor(secret, project.metadata.name, wsKey)}`;
     return withWorkspaceLock(lockKey, async () => {
+      const cfg = config();
+      const owner = ownerOf(cfg);
       const workspace = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, workspaceKey: wsKey, session: mode === 'session' ? session.id : undefined, owner });
       const wlog = log.child({ workspace: workspace.id });
       if (workspace.created) wlog.info({ skipped: workspace.skipped }, 'workspace created');
@@ -109,7 +111,7 @@ export function createRunner(deps: {
       fs.mkdirSync(project.paths.memoryDir, { recursive: true, mode: 0o755 });
 
       const plan = planRun({
-        config,
+        config: cfg,
         project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
         workspace: { id: workspace.id, dir: workspace.dir },
         protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),

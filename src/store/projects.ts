@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import lockfile from 'proper-lockfile';
 import type { BerthConfig } from '../config/berth-config.js';
-import { homePaths, projectPaths, type HomePaths, type ProjectPaths } from '../config/home.js';
+import { homePaths, privateWorkspaceOf, projectPaths, projectsDirOf, type HomePaths, type ProjectPaths } from '../config/home.js';
 import {
   ProjectMetadataSchema,
   ProjectNameSchema,
@@ -27,6 +27,9 @@ export interface Project {
 
 export interface ProjectStore {
   home: HomePaths;
+  /** Where projects without an override live (workspaces_path). */
+  projectsDir(): string;
+  names(): string[];
   create(input: ProjectMetadataInput): Project;
   get(name: string): Project;
   list(): Project[];
@@ -71,11 +74,11 @@ export function readMetadata(paths: ProjectPaths): ProjectMetadata {
 }
 
 /** Staging directories a crashed create left behind (never a project: those are renamed out). */
-function removeStaleStaging(tmpDir: string): void {
+function removeStaleStaging(dir: string, prefix: string): void {
   const cutoff = Date.now() - 3600_000;
-  for (const name of fs.readdirSync(tmpDir)) {
-    const full = join(tmpDir, name);
-    if (name.startsWith('create-') && fs.lstatSync(full).mtimeMs < cutoff) fs.rmSync(full, { recursive: true, force: true });
+  for (const name of fs.readdirSync(dir)) {
+    const full = join(dir, name);
+    if (name.startsWith(prefix) && fs.lstatSync(full).mtimeMs < cutoff) fs.rmSync(full, { recursive: true, force: true });
   }
 }
 
@@ -89,18 +92,21 @@ export type CreateStep = (typeof CREATE_STEPS)[number];
 
 export function createProjectStore(opts: {
   root: string;
-  config: BerthConfig;
+  config: () => BerthConfig;
   /** Called after each create step; tests use it to crash the process at a precise point. */
   onCreateStep?: (step: CreateStep) => void;
 }): ProjectStore {
   const step = opts.onCreateStep ?? (() => undefined);
   const home = homePaths(opts.root);
-  const owner: Owner | undefined =
-    process.getuid?.() === 0 ? { uid: opts.config.agent_user.uid, gid: opts.config.agent_user.gid } : undefined;
+  const ownerOf = (): Owner | undefined => {
+    const { uid, gid } = opts.config().agent_user;
+    return process.getuid?.() === 0 ? { uid, gid } : undefined;
+  };
+  const projectsDir = () => projectsDirOf(opts.config(), home);
 
   function pathsOf(name: string): ProjectPaths {
     parseOrThrow(ProjectNameSchema, name, 'project name');
-    return projectPaths(home, name);
+    return projectPaths(home, name, privateWorkspaceOf(opts.config(), home, name));
   }
 
   function get(name: string): Project {
@@ -116,15 +122,20 @@ export function createProjectStore(opts: {
    */
   function create(input: ProjectMetadataInput): Project {
     const metadata = parseOrThrow(ProjectMetadataSchema, input, 'project settings');
-    const paths = projectPaths(home, metadata.name);
+    const paths = pathsOf(metadata.name);
+    const owner = ownerOf();
     if (fs.existsSync(paths.dir)) {
       throw new BerthError('PROJECT_EXISTS', `project "${metadata.name}" already exists`);
     }
-    fs.mkdirSync(home.projectsDir, { recursive: true });
+    const parent = dirname(paths.dir);
+    fs.mkdirSync(parent, { recursive: true });
     fs.mkdirSync(home.tmpDir, { recursive: true, mode: 0o700 });
-    removeStaleStaging(home.tmpDir);
-    const staging = join(home.tmpDir, `create-${metadata.name}-${randomBytes(6).toString('hex')}`);
-    const stagedState = `${staging}.state`;
+    removeStaleStaging(parent, '.berth-create-');
+    removeStaleStaging(home.tmpDir, 'create-');
+    // Staged next to its final place (one filesystem, so the final rename is atomic); hidden name.
+    const tag = `${metadata.name}-${randomBytes(6).toString('hex')}`;
+    const staging = join(parent, `.berth-create-${tag}`);
+    const stagedState = join(home.tmpDir, `create-${tag}.state`);
     try {
       fs.mkdirSync(staging, { mode: 0o755 });
       for (const [rel, content] of Object.entries(starterFiles(metadata.name))) {
@@ -165,19 +176,22 @@ export function createProjectStore(opts: {
     }
   }
 
-  function list(): Project[] {
+  /** Names of projects under workspaces_path, plus those the operator placed elsewhere. */
+  function names(): string[] {
     let names: string[];
     try {
-      names = fs.readdirSync(home.projectsDir);
+      names = fs.readdirSync(projectsDir());
     } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return [];
-      throw err;
+      if (errnoOf(err) !== 'ENOENT') throw err;
+      names = [];
     }
-    return names
-      .filter((n) => ProjectNameSchema.safeParse(n).success && fs.existsSync(join(home.projectsDir, n, 'metadata.json')))
-      .sort()
-      .map(get);
+    const all = new Set([...names, ...Object.keys(opts.config().projects)]);
+    return [...all]
+      .filter((n) => ProjectNameSchema.safeParse(n).success && fs.existsSync(join(privateWorkspaceOf(opts.config(), home, n), 'metadata.json')))
+      .sort();
   }
+
+  const list = () => names().map(get);
 
   /** One admin change at a time per project, across processes (CLI and server alike). */
   async function withProjectLock<T>(paths: ProjectPaths, fn: () => T): Promise<T> {
@@ -225,5 +239,5 @@ export function createProjectStore(opts: {
     return target;
   }
 
-  return { home, create, get, list, update, trash };
+  return { home, projectsDir, names, create, get, list, update, trash };
 }
