@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { serve } from '@hono/node-server';
 import Docker from 'dockerode';
 import { pino } from 'pino';
-import { createApp } from '../src/api/app.js';
+import { appDepsFrom, createApp } from '../src/api/app.js';
 import { createBerth } from '../src/main.js';
 import { bareRun } from './bare.js';
 import { fmt, summary } from './stats.js';
@@ -23,14 +23,7 @@ const TOKEN = 'bench-token-0123456789abcdef';
 const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-api-'));
 const berth = createBerth({ home, logLevel: 'silent' });
 berth.store.create({ name: 'bench', workspace_isolation: true, protected_paths: ['AGENTS.md'] });
-const app = createApp({
-  admin: () => berth.admin,
-  sessionTools: () => berth.sessionTools,
-  tokens: berth.tokens,
-  engine: berth.engine,
-  token: TOKEN,
-  logger: pino({ level: 'silent' }),
-});
+const app = createApp(appDepsFrom(berth, { token: TOKEN, logger: pino({ level: 'silent' }) }));
 const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
 await new Promise((r) => server.once('listening', r));
 const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

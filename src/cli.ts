@@ -9,6 +9,8 @@ import { createBerth, type Berth } from './main.js';
 import { VERSION } from './version.js';
 import { runDemo } from './demo.js';
 import { runServer, runStdioMcp } from './serve.js';
+import { resolveChannel } from './workflows/channels.js';
+import { listWorkflows, runWorkflow } from './workflows/run.js';
 import type { Project } from './store/projects.js';
 import { listWorkspaces } from './store/workspaces.js';
 
@@ -24,6 +26,18 @@ Projects
                         (--protect replaces the list; --no-protect empties it)
   project get <name>            settings, workspaces and protection as JSON
   project list [--json]
+  project show <name>           private workspace and shared-area grants (operator view)
+
+Operator (berth.yaml; comments and order kept)
+  project grant <project> <area> [--rw]
+  project revoke <project> <area>
+  project set-private-workspace <project> <abs-path>   (moves the project there)
+  project unset-private-workspace <project>            (moves it back)
+
+Workflows
+  workflow list <project>
+  workflow run <project> <workflow> [--input TEXT]
+  channel run <channel> [--input TEXT]   the default workflow of a channel profile
 
 Runs and sessions
   run <project> --user <tenant-key> [--session ID] [--level low|medium|high] [--] <message...>
@@ -76,6 +90,30 @@ function sessionOf(berth: Berth, project: string, id: string) {
   const session = berth.admin.getSession(id);
   if (session.project !== project) throw new BerthError('SESSION_NOT_FOUND', `session "${id}" is not in project "${project}"`);
   return session;
+}
+
+async function runWorkflowCli(b: Berth, project: string, workflow: string, input: string | undefined, io: Out): Promise<number> {
+  const record = await runWorkflow(
+    { store: b.store, runner: b.runner, assertGranted: b.operator.assertGranted },
+    {
+      project,
+      workflow,
+      input,
+      onStep: (e) =>
+        io.err(
+          e.phase === 'start'
+            ? `berth: step ${e.index + 1}/${e.total}${e.name ? ` (${e.name})` : ''} ...\n`
+            : `berth: step ${e.index + 1}/${e.total} ${e.exitCode === 0 ? 'ok' : `failed (exit ${e.exitCode})`} in ${e.ms} ms\n`,
+        ),
+    },
+  );
+  for (const s of record.steps) io.out(s.stdout);
+  if (record.error) {
+    const failed = record.steps[record.error.step];
+    if (failed?.stderr) io.err(failed.stderr);
+    throw new BerthError('WORKFLOW_FAILED', `workflow ${workflow} stopped at step ${record.error.step + 1}: ${record.error.message} (run ${record.workflow_run})`);
+  }
+  return 0;
 }
 
 function printSkipped(p: Project, io: Out): void {
@@ -190,6 +228,79 @@ const COMMANDS: Record<string, Command> = {
         });
       }
       return outcome.exitCode;
+    },
+  },
+  'project show': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 1, 'project name');
+      const b = berth();
+      b.store.get(pos[0] as string);
+      const a = b.operator.access(pos[0] as string);
+      io.out(`project ${a.project}\nprivate workspace: ${a.private_workspace}${a.private_workspace_overridden ? ' (override in berth.yaml)' : ''}\n`);
+      io.out(a.shared_access.length ? a.shared_access.map((g) => `shared: /shared/${g.name} → ${g.path} (${g.mode})\n`).join('') : 'shared: none (deny by default)\n');
+      return 0;
+    },
+  },
+  'project grant': {
+    options: { rw: { type: 'boolean' } },
+    async run(berth, v, pos, io) {
+      need(pos, 2, 'project name and shared area');
+      const a = await berth().operator.grant(pos[0] as string, pos[1] as string, v.rw ? 'rw' : 'ro');
+      io.out(`granted ${pos[1]} (${v.rw ? 'rw' : 'ro'}) to ${a.project}\n`);
+      return 0;
+    },
+  },
+  'project revoke': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 2, 'project name and shared area');
+      await berth().operator.revoke(pos[0] as string, pos[1] as string);
+      io.out(`revoked ${pos[1]} from ${pos[0]}\n`);
+      return 0;
+    },
+  },
+  'project set-private-workspace': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 2, 'project name and absolute path');
+      const a = await berth().operator.setPrivateWorkspace(pos[0] as string, pos[1] as string);
+      io.out(`project ${a.project} now lives at ${a.private_workspace}\n`);
+      return 0;
+    },
+  },
+  'project unset-private-workspace': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 1, 'project name');
+      const a = await berth().operator.setPrivateWorkspace(pos[0] as string, undefined);
+      io.out(`project ${a.project} now lives at ${a.private_workspace}\n`);
+      return 0;
+    },
+  },
+  'workflow list': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 1, 'project name');
+      for (const w of listWorkflows(berth().store.get(pos[0] as string))) io.out(`${w}\n`);
+      return 0;
+    },
+  },
+  'workflow run': {
+    options: { input: { type: 'string' } },
+    async run(berth, v, pos, io) {
+      need(pos, 2, 'project name and workflow');
+      return runWorkflowCli(berth(), pos[0] as string, pos[1] as string, v.input as string | undefined, io);
+    },
+  },
+  'channel run': {
+    options: { input: { type: 'string' } },
+    async run(berth, v, pos, io) {
+      need(pos, 1, 'channel');
+      const b = berth();
+      const profile = resolveChannel(b.config, pos[0] as string);
+      io.err(`berth: channel ${pos[0]} → project ${profile.project}, workflow ${profile.workflow}\n`);
+      return runWorkflowCli(b, profile.project, profile.workflow, v.input as string | undefined, io);
     },
   },
   'session list': {

@@ -16,6 +16,9 @@ export const ERROR_TABLE = {
   E_SANDBOX_VIOLATION: { status: 403, exit: 8 },
   PERMISSION_DENIED: { status: 403, exit: 11 },
   SESSION_NOT_FOUND: { status: 404, exit: 12 },
+  WORKFLOW_NOT_FOUND: { status: 404, exit: 13 },
+  WORKFLOW_FAILED: { status: 422, exit: 14 },
+  AREA_NOT_GRANTED: { status: 403, exit: 15 },
   LOCKED: { status: 409, exit: 9 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;

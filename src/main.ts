@@ -5,6 +5,7 @@ import { pino, type Logger } from 'pino';
 import { createConfigSource, type BerthConfig } from './config/berth-config.js';
 import { isBerthError } from './errors.js';
 import { homePaths } from './config/home.js';
+import { createOperatorService, type OperatorService } from './admin/operator.js';
 import { createAdminService, type AdminService } from './admin/service.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
 import { createRunner, type Runner } from './runs/runner.js';
@@ -25,6 +26,7 @@ export interface Berth {
   sessions: SessionStore;
   tokens: SessionTokens;
   sessionTools: SessionTools;
+  operator: OperatorService;
   secret: Buffer;
   logger: Logger;
 }
@@ -61,6 +63,7 @@ export function createBerth(opts: BerthOptions): Berth {
   let secret: Buffer | undefined;
   let admin: AdminService | undefined;
   let sessionTools: SessionTools | undefined;
+  let operator: OperatorService | undefined;
   const tokens = createSessionTokens(join(paths.stateDir, 'session-tokens'));
   // Created on first use, so read-only commands never write to the home.
   const getSecret = () => (secret ??= loadOrCreateSecret(paths.secretFile));
@@ -86,6 +89,9 @@ export function createBerth(opts: BerthOptions): Berth {
       return (admin ??= createAdminService({ store, sessions, tokens, runner: getRunner }));
     },
     tokens,
+    get operator() {
+      return (operator ??= createOperatorService({ home, store, config, logger }));
+    },
     get sessionTools() {
       return (sessionTools ??= createSessionTools({ sessions, runner: getRunner, logger }));
     },

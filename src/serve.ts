@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { createApp } from './api/app.js';
+import { appDepsFrom, createApp } from './api/app.js';
 import { resolveAdminToken } from './api/auth.js';
 import { homePaths } from './config/home.js';
 import { ensureDemoProject, DEMO_PROJECT } from './demo.js';
@@ -22,14 +22,7 @@ export async function runServer(
   if (opts.demo) ensureDemoProject(berth, io);
   const reaped = await berth.runner.reapLeftovers();
   if (reaped) berth.logger.warn({ containers: reaped }, 'removed containers a previous berth left behind');
-  const app = createApp({
-    admin: () => berth.admin,
-    sessionTools: () => berth.sessionTools,
-    tokens: berth.tokens,
-    engine: berth.engine,
-    token: token.token,
-    logger: berth.logger,
-  });
+  const app = createApp(appDepsFrom(berth, { token: token.token, logger: berth.logger }));
 
   const server = serve({ fetch: app.fetch, hostname: opts.host, port: opts.port });
   await new Promise<void>((resolve, reject) => {
@@ -67,7 +60,7 @@ export async function runServer(
 
 /** `berth mcp`: the admin tools over stdio, until stdin closes. */
 export async function runStdioMcp(berth: Berth): Promise<number> {
-  const server = createToolServer('berth', ADMIN_TOOLS, () => berth.admin);
+  const server = createToolServer('berth', ADMIN_TOOLS, () => ({ admin: berth.admin, operator: berth.operator, store: berth.store, runner: berth.runner }));
   const transport = new StdioServerTransport();
   const closed = new Promise<void>((resolve) => {
     transport.onclose = () => resolve();

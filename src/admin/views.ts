@@ -89,3 +89,11 @@ export type ProjectView = z.infer<typeof ProjectViewSchema>;
 export type WorkspaceView = z.infer<typeof WorkspaceViewSchema>;
 export type RunView = z.infer<typeof RunViewSchema>;
 export type RunRecord = z.infer<typeof RunRecordSchema>;
+
+/** A project's operator view: where it lives and which shared areas it may use. */
+export const ProjectAccessSchema = z.object({
+  project: z.string(),
+  private_workspace: z.string(),
+  private_workspace_overridden: z.boolean(),
+  shared_access: z.array(z.object({ name: z.string(), path: z.string(), mode: z.enum(['ro', 'rw']) })),
+});

@@ -12,6 +12,11 @@ import type { SessionTools } from '../sessions/session-tools.js';
 import type { SessionTokens } from '../store/session-tokens.js';
 import { BerthError } from '../errors.js';
 import { registerSessionRoutes } from './routes/sessions.js';
+import { registerOperatorRoutes } from './routes/operator.js';
+import type { OperatorService } from '../admin/operator.js';
+import type { Berth } from '../main.js';
+import type { ProjectStore } from '../store/projects.js';
+import type { Runner } from '../runs/runner.js';
 import { VERSION } from '../version.js';
 import { bearerAuth } from './auth.js';
 import { renderDocsPage } from './docs-page.js';
@@ -23,6 +28,9 @@ export interface AppDeps {
   admin: () => AdminService;
   sessionTools: () => SessionTools;
   tokens: SessionTokens;
+  operator: () => OperatorService;
+  store: ProjectStore;
+  runner: () => Runner;
   engine: Engine;
   token: string;
   logger: Logger;
@@ -30,6 +38,23 @@ export interface AppDeps {
 }
 
 type Env = { Variables: { requestId: string; log: Logger } };
+
+/** The app's dependencies, taken from a composed berth (main.ts). */
+export function appDepsFrom(
+  berth: Pick<Berth, 'admin' | 'sessionTools' | 'tokens' | 'operator' | 'store' | 'runner' | 'engine'>,
+  opts: { token: string; logger: Logger },
+): AppDeps {
+  return {
+    admin: () => berth.admin,
+    sessionTools: () => berth.sessionTools,
+    tokens: berth.tokens,
+    operator: () => berth.operator,
+    store: berth.store,
+    runner: () => berth.runner,
+    engine: berth.engine,
+    ...opts,
+  };
+}
 
 // /mcp/session authenticates with a session token instead of the admin token.
 const OPEN_PATHS = new Set(['/healthz', '/mcp/session']);
@@ -89,6 +114,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   registerProjectRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerRunRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerSessionRoutes(app as unknown as OpenAPIHono, deps.admin);
+  registerOperatorRoutes(app as unknown as OpenAPIHono, deps);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
   const docConfig = {
@@ -105,7 +131,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     await server.connect(transport);
     return transport.handleRequest(request);
   };
-  app.all('/mcp', (c) => mcp(createToolServer('berth', ADMIN_TOOLS, deps.admin), c.req.raw));
+  const adminContext = () => ({ admin: deps.admin(), operator: deps.operator(), store: deps.store, runner: deps.runner() });
+  app.all('/mcp', (c) => mcp(createToolServer('berth', ADMIN_TOOLS, adminContext), c.req.raw));
   // The agent's own tools: the session is whoever the token says, nothing in the request can change it.
   app.all('/mcp/session', (c) => {
     const match = /^Bearer (.+)$/i.exec(c.req.header('authorization') ?? '');

@@ -1,11 +1,24 @@
 import { z } from 'zod';
+import type { OperatorService } from '../admin/operator.js';
 import type { AdminService } from '../admin/service.js';
-import { ProjectViewSchema, RunRequestSchema, RunViewSchema, WorkspaceViewSchema } from '../admin/views.js';
+import type { Runner } from '../runs/runner.js';
+import type { ProjectStore } from '../store/projects.js';
+import { runWorkflow } from '../workflows/run.js';
+import { WorkflowNameSchema, WorkflowRunRecordSchema } from '../workflows/schema.js';
+import { ProjectAccessSchema, ProjectViewSchema, RunRequestSchema, RunViewSchema, WorkspaceViewSchema } from '../admin/views.js';
 import { ProjectMetadataSchema, ProjectNameSchema, ProjectUpdateSchema } from '../config/metadata.js';
 import { SessionIdSchema, SessionRecordSchema, SessionSettingsUpdateSchema } from '../config/session.js';
 
 /** berth's admin MCP tools as data: inputs and outputs are the same zod schemas the HTTP API uses. */
-export interface ToolSpec<C = AdminService> {
+/** What admin tools run against. */
+export interface AdminContext {
+  admin: AdminService;
+  operator: OperatorService;
+  store: ProjectStore;
+  runner: Runner;
+}
+
+export interface ToolSpec<C = AdminContext> {
   name: string;
   description: string;
   input: z.ZodObject;
@@ -15,7 +28,7 @@ export interface ToolSpec<C = AdminService> {
 
 const ProjectOut = z.object({ project: ProjectViewSchema });
 
-export function tool<I extends z.ZodObject, O extends z.ZodObject, C = AdminService>(spec: {
+export function tool<I extends z.ZodObject, O extends z.ZodObject, C = AdminContext>(spec: {
   name: string;
   description: string;
   input: I;
@@ -31,55 +44,78 @@ export const ADMIN_TOOLS: ToolSpec[] = [
     description: 'Create a project (its settings are the metadata.json schema: workspace_isolation, protected_paths, image, agent, limits, env).',
     input: ProjectMetadataSchema,
     output: ProjectOut,
-    run: (admin, input) => ({ project: admin.createProject(input) }),
+    run: ({ admin }, input) => ({ project: admin.createProject(input) }),
   }),
   tool({
     name: 'project_get',
     description: "A project's settings, including workspace_isolation and protected_paths, and its protection snapshot.",
     input: z.object({ name: ProjectNameSchema }).strict(),
     output: ProjectOut,
-    run: (admin, { name }) => ({ project: admin.getProject(name) }),
+    run: ({ admin }, { name }) => ({ project: admin.getProject(name) }),
   }),
   tool({
     name: 'project_list',
     description: 'All projects.',
     input: z.object({}).strict(),
     output: z.object({ projects: z.array(ProjectViewSchema) }),
-    run: (admin) => ({ projects: admin.listProjects() }),
+    run: ({ admin }) => ({ projects: admin.listProjects() }),
   }),
   tool({
     name: 'project_update',
     description: 'Change settings (workspace_isolation, protected_paths — replaces the list —, image, agent, limits, env). Applies to every next run.',
     input: ProjectUpdateSchema.extend({ name: ProjectNameSchema }).strict(),
     output: ProjectOut,
-    run: async (admin, { name, ...patch }) => ({ project: await admin.updateProject(name, patch) }),
+    run: async ({ admin }, { name, ...patch }) => ({ project: await admin.updateProject(name, patch) }),
   }),
   tool({
     name: 'workspace_list',
     description: "A project's tenant workspaces: id, tenant key, created, size.",
     input: z.object({ project: ProjectNameSchema }).strict(),
     output: z.object({ workspaces: z.array(WorkspaceViewSchema) }),
-    run: (admin, { project }) => ({ workspaces: admin.listWorkspaces(project) }),
+    run: ({ admin }, { project }) => ({ workspaces: admin.listWorkspaces(project) }),
   }),
   tool({
     name: 'run_message',
     description: "Run the project's agent for a tenant (user = tenant key) with a message; returns output, exit code, timings.",
     input: RunRequestSchema.extend({ project: ProjectNameSchema }).strict(),
     output: z.object({ run: RunViewSchema }),
-    run: async (admin, { project, ...request }) => ({ run: await admin.runMessage(project, request) }),
+    run: async ({ admin }, { project, ...request }) => ({ run: await admin.runMessage(project, request) }),
   }),
   tool({
     name: 'session_get',
     description: "A session's settings (permission_level, workspace) and counters.",
     input: z.object({ session: SessionIdSchema }).strict(),
     output: z.object({ session: SessionRecordSchema }),
-    run: (admin, { session }) => ({ session: admin.getSession(session) }),
+    run: ({ admin }, { session }) => ({ session: admin.getSession(session) }),
   }),
   tool({
     name: 'session_update',
     description: "Change a session's permission_level (low, medium, high) or workspace mode (tenant, session).",
     input: z.object({ session: SessionIdSchema, settings: SessionSettingsUpdateSchema.shape.settings }).strict(),
     output: z.object({ session: SessionRecordSchema }),
-    run: (admin, { session, settings }) => ({ session: admin.updateSession(session, settings) }),
+    run: ({ admin }, { session, settings }) => ({ session: admin.updateSession(session, settings) }),
+  }),
+  tool({
+    name: 'project_grant',
+    description: "Operator: grant a project a shared area from berth.yaml (read-only unless mode rw). Deny by default.",
+    input: z.object({ project: ProjectNameSchema, area: z.string(), mode: z.enum(['ro', 'rw']).default('ro') }).strict(),
+    output: z.object({ access: ProjectAccessSchema }),
+    run: async ({ operator }, { project, area, mode }) => ({ access: await operator.grant(project, area, mode) }),
+  }),
+  tool({
+    name: 'project_revoke',
+    description: 'Operator: revoke a shared-area grant.',
+    input: z.object({ project: ProjectNameSchema, area: z.string() }).strict(),
+    output: z.object({ access: ProjectAccessSchema }),
+    run: async ({ operator }, { project, area }) => ({ access: await operator.revoke(project, area) }),
+  }),
+  tool({
+    name: 'workflow_run',
+    description: "Run a project's workflow (workflows/<name>.yaml) with an optional input; every step recorded, the first failure stops it.",
+    input: z.object({ project: ProjectNameSchema, workflow: WorkflowNameSchema, input: z.string().max(64 * 1024).optional() }).strict(),
+    output: z.object({ run: WorkflowRunRecordSchema }),
+    run: async ({ store, runner, operator }, { project, workflow, input }) => ({
+      run: await runWorkflow({ store, runner, assertGranted: operator.assertGranted }, { project, workflow, input }),
+    }),
   }),
 ];

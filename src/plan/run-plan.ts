@@ -15,10 +15,12 @@ export const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin
 export const TMP_BYTES = 64 * 1024 * 1024;
 
 /** Paths of the project directory that are berth's, not the tenants': read-only or hidden in shared mode. */
-export const RESERVED_PROJECT_PATHS = { metadata: 'metadata.json', sessions: 'sessions', memory: 'memory' } as const;
+export const RESERVED_PROJECT_PATHS = { metadata: 'metadata.json', sessions: 'sessions', memory: 'memory', workflows: 'workflows' } as const;
 
 /** Where long-term memory is mounted (read-only) for levels that may read it. */
 export const MEMORY_MOUNT = '/memory';
+/** Granted shared areas appear at /shared/<name>. */
+export const SHARED_MOUNT = '/shared';
 
 export type MountKind = 'file' | 'dir';
 
@@ -69,8 +71,31 @@ export interface PlanInput {
   };
   /** The project's memory directory, mounted read-only when the level may read memory. */
   memory?: { dir: string };
+  /** Shared areas granted to the project in berth.yaml (nothing else is ever mounted). */
+  shared?: SharedGrant[];
+  /**
+   * Run in the project's private workspace instead of a tenant's (workflow steps): the whole
+   * project directory at /workspace, cwd at cwdRel below it.
+   */
+  privateWorkspace?: { cwdRel: string };
   /** The berth home's installation id, labelled on every container. */
   installation: string;
+}
+
+export interface SharedGrant {
+  name: string;
+  path: string;
+  mode: 'ro' | 'rw';
+}
+
+/** Pure: a project's grants in berth.yaml → the areas to mount (deny by default). */
+export function sharedGrantsFor(config: BerthConfig, project: string): SharedGrant[] {
+  return (config.projects[project]?.shared_access ?? []).map((g) => {
+    const name = typeof g === 'string' ? g : g.name;
+    const path = config.shared_workspaces[name];
+    if (path === undefined) throw new BerthError('CONFIG_INVALID', `grant of unknown shared area "${name}"`);
+    return { name, path, mode: typeof g === 'string' ? 'ro' : g.mode };
+  });
 }
 
 export function imageFor(metadata: ProjectMetadata, config: BerthConfig): string {
@@ -85,7 +110,9 @@ function isReserved(path: string): boolean {
 export function planRun(input: PlanInput): RunPlan {
   const { config, project, workspace, protectedSnapshot, run } = input;
   const meta = project.metadata;
-  const isolated = meta.workspace_isolation;
+  const privateRun = input.privateWorkspace;
+  // A workflow step works in the private workspace: the whole project, like shared mode.
+  const isolated = meta.workspace_isolation && !privateRun;
   const warnings: string[] = [];
 
   const rwRoot = isolated ? workspace.dir : project.dir;
@@ -93,17 +120,18 @@ export function planRun(input: PlanInput): RunPlan {
 
   if (!isolated) {
     // Shared mode mounts the whole project: berth's own files stay out of tenants' reach.
-    mounts.push({
-      type: 'bind',
-      source: project.metadataFile,
-      target: posix.join(WORKSPACE_MOUNT, RESERVED_PROJECT_PATHS.metadata),
-      readOnly: true,
-    });
+    // The admin's files: readable, never writable by a tenant.
+    for (const adminPath of [RESERVED_PROJECT_PATHS.metadata, RESERVED_PROJECT_PATHS.workflows]) {
+      mounts.push({ type: 'bind', source: posix.join(project.dir, adminPath), target: posix.join(WORKSPACE_MOUNT, adminPath), readOnly: true });
+    }
     for (const hidden of [RESERVED_PROJECT_PATHS.sessions, RESERVED_PROJECT_PATHS.memory]) {
       mounts.push({ type: 'tmpfs', target: posix.join(WORKSPACE_MOUNT, hidden), readOnly: true, sizeBytes: 4096, mode: 0o555 });
     }
   }
   if (input.memory) mounts.push({ type: 'bind', source: input.memory.dir, target: MEMORY_MOUNT, readOnly: true });
+  for (const area of input.shared ?? []) {
+    mounts.push({ type: 'bind', source: area.path, target: posix.join(SHARED_MOUNT, area.name), readOnly: area.mode !== 'rw' });
+  }
 
   const mountpoints: RunPlan['prepare']['mountpoints'] = [];
   for (const entry of meta.protected_paths) {
@@ -145,7 +173,11 @@ export function planRun(input: PlanInput): RunPlan {
   return {
     image: imageFor(meta, config),
     argv: run.argv ?? agentArgv(meta.agent, run.message),
-    cwd: isolated ? WORKSPACE_MOUNT : posix.join(WORKSPACE_MOUNT, 'workspaces', workspace.id),
+    cwd: privateRun
+      ? posix.join(WORKSPACE_MOUNT, privateRun.cwdRel)
+      : isolated
+        ? WORKSPACE_MOUNT
+        : posix.join(WORKSPACE_MOUNT, 'workspaces', workspace.id),
     user: `${config.agent_user.uid}:${config.agent_user.gid}`,
     mounts,
     env,

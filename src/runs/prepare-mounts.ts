@@ -16,12 +16,28 @@ export function prepareMounts(opts: {
   plan: RunPlan;
   projectDir: string;
   isolated: boolean;
-  workspaceId: string;
+  /** The tenant workspace; absent for a run in the private workspace (workflow steps). */
+  workspaceId?: string;
   owner?: Owner;
+  /** Shared areas to mount: each must still be the canonical directory the operator named. */
+  sharedPaths?: string[];
+  /** A directory to create (no-follow) below the rw root, e.g. work/runs/<run_id>. */
+  ensureDir?: string[];
 }): void {
   const { plan, owner } = opts;
+  for (const path of opts.sharedPaths ?? []) {
+    let real: string | undefined;
+    try {
+      real = fs.realpathSync(path);
+    } catch {
+      real = undefined;
+    }
+    if (real !== path || !fs.statSync(path).isDirectory()) {
+      throw new BerthError('E_SANDBOX_VIOLATION', `shared area ${path} is no longer the directory berth.yaml names`, { path });
+    }
+  }
   withFd(openRootDir(opts.projectDir), (projectFd) => {
-    const rwFd = opts.isolated ? openDirPath(projectFd, ['workspaces', opts.workspaceId], '') : dup(projectFd);
+    const rwFd = opts.isolated && opts.workspaceId ? openDirPath(projectFd, ['workspaces', opts.workspaceId], '') : dup(projectFd);
     if (rwFd === undefined) throw new BerthError('E_SANDBOX_VIOLATION', 'the workspace disappeared before launch');
     try {
       const real = fdRealPath(rwFd);
@@ -36,8 +52,10 @@ export function prepareMounts(opts: {
         closeQuietly(meta.fd);
         closeQuietly(ensureDirPath(rwFd, [RESERVED_PROJECT_PATHS.sessions], { displace: true, shownRoot: '', mode: 0o700 }));
         closeQuietly(ensureDirPath(rwFd, [RESERVED_PROJECT_PATHS.memory], { displace: true, shownRoot: '', mode: 0o755 }));
-        closeQuietly(ensureDirPath(rwFd, ['workspaces', opts.workspaceId], { displace: true, owner, shownRoot: '' }));
+        closeQuietly(ensureDirPath(rwFd, [RESERVED_PROJECT_PATHS.workflows], { displace: true, shownRoot: '', mode: 0o755 }));
+        if (opts.workspaceId) closeQuietly(ensureDirPath(rwFd, ['workspaces', opts.workspaceId], { displace: true, owner, shownRoot: '' }));
       }
+      if (opts.ensureDir) closeQuietly(ensureDirPath(rwFd, opts.ensureDir, { displace: true, owner, shownRoot: '' }));
       for (const { path, kind } of plan.prepare.mountpoints) {
         const parts = path.split('/');
         const name = parts.pop() as string;

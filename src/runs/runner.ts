@@ -8,7 +8,7 @@ import type { Owner } from '../fs/tree.js';
 import type { Engine, ManagedContainer, RunResult } from '../launch/docker.js';
 import { LABELS } from '../launch/labels.js';
 import { LEVEL_PROFILES } from '../plan/permissions.js';
-import { planRun } from '../plan/run-plan.js';
+import { planRun, sharedGrantsFor } from '../plan/run-plan.js';
 import { memoryBootstrap } from '../store/memory.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { snapshotForPlan } from '../store/protected-snapshot.js';
@@ -39,8 +39,18 @@ export interface RunOutcome extends RunResult {
   warnings: string[];
 }
 
+/** A workflow step: runs in the project's private workspace, cwd below its root. */
+export interface PrivateTarget {
+  cwdRel: string;
+  /** Created (no-follow) before the step, e.g. ['work', 'runs', '<run_id>']. */
+  ensureDir?: string[];
+  runId?: string;
+}
+
 export interface Runner {
   run(request: RunRequest): Promise<RunOutcome>;
+  /** One workflow step for a session, in the project's private workspace. */
+  runPrivate(project: string, sessionId: string, tenantKey: string, level: PermissionLevel, message: string, target: PrivateTarget): Promise<RunOutcome>;
   /** Run argv (the shell tool) in a container shaped exactly like the session's agent runs. */
   exec(sessionId: string, argv: string[]): Promise<RunOutcome>;
   /** Remove labelled containers a crashed berth of this home left behind. */
@@ -87,18 +97,25 @@ export function createRunner(deps: {
   };
 
   /** The flow of one message (or one shell-tool command) for a session. */
-  async function launch(project: Project, session: SessionRecord, what: { message: string } | { argv: string[] }): Promise<RunOutcome> {
-    const runId = newRunId();
+  async function launch(
+    project: Project,
+    session: SessionRecord,
+    what: { message: string } | { argv: string[] },
+    target?: PrivateTarget,
+  ): Promise<RunOutcome> {
+    const runId = target?.runId ?? newRunId();
     const level = session.settings.permission_level;
     const profile = LEVEL_PROFILES[level];
     const mode = session.settings.workspace.mode;
     const log = deps.logger.child({ project: project.metadata.name, session: session.id, level, run: runId });
     const wsKey = workspaceKeyOf(session, mode);
-    const lockKey = `${project.metadata.name}/${workspaceIdFor(secret, project.metadata.name, wsKey)}`;
+    const lockKey = `${project.metadata.name}/${target ? 'private' : workspaceIdFor(secret, project.metadata.name, wsKey)}`;
     return withWorkspaceLock(lockKey, async () => {
       const cfg = config();
       const owner = ownerOf(cfg);
-      const workspace = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, workspaceKey: wsKey, session: mode === 'session' ? session.id : undefined, owner });
+      const workspace = target
+        ? { id: 'private', dir: project.paths.dir, created: false, skipped: [] }
+        : ensureWorkspace({ project, secret, tenantKey: session.tenant_key, workspaceKey: wsKey, session: mode === 'session' ? session.id : undefined, owner });
       const wlog = log.child({ workspace: workspace.id });
       if (workspace.created) wlog.info({ skipped: workspace.skipped }, 'workspace created');
       for (const s of workspace.skipped) wlog.warn(s, 'seed entry not copied');
@@ -123,10 +140,20 @@ export function createRunner(deps: {
           session: session.id,
         },
         memory: profile.memoryRead ? { dir: project.paths.memoryDir } : undefined,
+        shared: sharedGrantsFor(cfg, project.metadata.name),
+        privateWorkspace: target ? { cwdRel: target.cwdRel } : undefined,
         installation,
       });
       for (const w of plan.warnings) wlog.warn(w);
-      prepareMounts({ plan, projectDir: project.paths.dir, isolated: project.metadata.workspace_isolation, workspaceId: workspace.id, owner });
+      prepareMounts({
+        plan,
+        projectDir: project.paths.dir,
+        isolated: project.metadata.workspace_isolation && !target,
+        workspaceId: target ? undefined : workspace.id,
+        owner,
+        sharedPaths: sharedGrantsFor(cfg, project.metadata.name).map((g) => g.path),
+        ensureDir: target?.ensureDir,
+      });
       const result = await engine.run(plan);
       wlog.info(
         { exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool: 'argv' in what },
@@ -154,6 +181,12 @@ export function createRunner(deps: {
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey });
       if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, request.level);
       return launch(project, session, { message: request.message });
+    },
+    async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
+      const project = store.get(projectName);
+      let session = sessions.open(project, { sessionId, tenantKey });
+      if (level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, level);
+      return launch(project, session, { message }, target);
     },
     async exec(sessionId, argv) {
       const { project, session } = sessions.get(sessionId);

@@ -146,6 +146,7 @@ export function createProjectStore(opts: {
       chownTree(staging, owner);
       fs.mkdirSync(join(staging, 'sessions'), { mode: 0o700 });
       fs.mkdirSync(join(staging, 'memory'), { mode: 0o755 });
+      fs.mkdirSync(join(staging, 'workflows'), { mode: 0o755 });
       fs.writeFileSync(join(staging, 'metadata.json'), serialize(metadata), { mode: 0o644, flag: 'wx' });
       step('staged');
       const snapshot = takeProtectedSnapshot({

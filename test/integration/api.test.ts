@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { createApp } from '../../src/api/app.js';
+import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { testHome, type TestHome } from '../helpers.js';
 
 const TOKEN = 'test-token-0123456789abcdef';
@@ -9,14 +9,7 @@ let app: ReturnType<typeof createApp>;
 
 beforeAll(() => {
   h = testHome();
-  app = createApp({
-    admin: () => h.berth.admin,
-    sessionTools: () => h.berth.sessionTools,
-    tokens: h.berth.tokens,
-    engine: h.berth.engine,
-    token: TOKEN,
-    logger: pino({ level: 'silent' }),
-  });
+  app = createApp(appDepsFrom(h.berth, { token: TOKEN, logger: pino({ level: 'silent' }) }));
 });
 afterAll(async () => {
   await h[Symbol.asyncDispose]();
@@ -96,8 +89,15 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
     expect(Object.keys(doc.body.paths).sort()).toEqual([
       '/api/projects',
       '/api/projects/{name}',
+      '/api/projects/{name}/access',
+      '/api/projects/{name}/grants',
+      '/api/projects/{name}/grants/{area}',
+      '/api/projects/{name}/private-workspace',
       '/api/projects/{name}/runs',
       '/api/projects/{name}/sessions',
+      '/api/projects/{name}/shared/{area}',
+      '/api/projects/{name}/workflows',
+      '/api/projects/{name}/workflows/{workflow}/runs',
       '/api/projects/{name}/workspaces',
       '/api/sessions/{sessionId}/settings',
       '/api/sessions/{sessionId}/token',

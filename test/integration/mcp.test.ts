@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBerth } from '../../src/main.js';
 import { BERTH_BIN } from '../helpers.js';
 
-const TOOLS = ['project_create', 'project_get', 'project_list', 'project_update', 'run_message', 'session_get', 'session_update', 'workspace_list'];
+const TOOLS = ['project_create', 'project_get', 'project_grant', 'project_list', 'project_revoke', 'project_update', 'run_message', 'session_get', 'session_update', 'workflow_run', 'workspace_list'];
 const TOKEN = 'mcp-test-token-0123456789';
 
 let home: string;

@@ -6,7 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../../src/api/app.js';
+import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { MEMORY_SOP } from '../../src/store/memory.js';
 import { testHome, type TestHome } from '../helpers.js';
 
@@ -18,14 +18,7 @@ let close: () => void;
 beforeAll(async () => {
   h = testHome();
   h.create({ name: 'lv', workspace_isolation: true });
-  const app = createApp({
-    admin: () => h.berth.admin,
-    sessionTools: () => h.berth.sessionTools,
-    tokens: h.berth.tokens,
-    engine: h.berth.engine,
-    token: TOKEN,
-    logger: pino({ level: 'silent' }),
-  });
+  const app = createApp(appDepsFrom(h.berth, { token: TOKEN, logger: pino({ level: 'silent' }) }));
   const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
   await new Promise((r) => server.once('listening', r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

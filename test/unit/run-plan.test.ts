@@ -42,6 +42,7 @@ describe('planRun', () => {
       mounts: [
         { type: 'bind', source: '/h/projects/bot', target: '/workspace', readOnly: false },
         { type: 'bind', source: '/h/projects/bot/metadata.json', target: '/workspace/metadata.json', readOnly: true },
+        { type: 'bind', source: '/h/projects/bot/workflows', target: '/workspace/workflows', readOnly: true },
         { type: 'tmpfs', target: '/workspace/sessions', readOnly: true, sizeBytes: 4096, mode: 0o555 },
         { type: 'tmpfs', target: '/workspace/memory', readOnly: true, sizeBytes: 4096, mode: 0o555 },
         tmp,

@@ -26,6 +26,7 @@ describe('project create', () => {
       'memory',
       'metadata.json',
       'sessions',
+      'workflows',
       'workspaces',
     ]);
     expect(JSON.parse(fs.readFileSync(join(h.home, 'projects/bot/metadata.json'), 'utf8'))).toMatchObject({
@@ -70,7 +71,7 @@ describe('project create', () => {
     expect(fs.existsSync(dir)).toBe(step === 'project-moved');
     if (!fs.existsSync(dir)) h.create({ name: 'crash', protected_paths: ['AGENTS.md'] }); // the name is free again
     const p = h.berth.store.get('crash');
-    expect(listTree(dir)).toEqual(['.factory', '.factory/mcp.json', '.factory/settings.json', 'AGENTS.md', 'memory', 'metadata.json', 'sessions', 'workspaces']);
+    expect(listTree(dir)).toEqual(['.factory', '.factory/mcp.json', '.factory/settings.json', 'AGENTS.md', 'memory', 'metadata.json', 'sessions', 'workflows', 'workspaces']);
     expect(p.snapshot?.entries.map((e) => e.path)).toEqual(['AGENTS.md']);
   });
 

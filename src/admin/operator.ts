@@ -1,0 +1,103 @@
+import fs from 'node:fs';
+import { dirname, isAbsolute, normalize } from 'node:path';
+import type { Logger } from 'pino';
+import { type BerthConfig } from '../config/berth-config.js';
+import { homePaths, privateWorkspaceOf } from '../config/home.js';
+import { grantEdit, privateWorkspaceEdit, revokeEdit, editBerthYaml } from '../config/operator-edits.js';
+import { grantMode, grantName } from '../config/operator-checks.js';
+import { BerthError, errnoOf } from '../errors.js';
+import type { ProjectStore } from '../store/projects.js';
+
+export interface ProjectAccess {
+  project: string;
+  private_workspace: string;
+  private_workspace_overridden: boolean;
+  shared_access: Array<{ name: string; path: string; mode: 'ro' | 'rw' }>;
+}
+
+/**
+ * The operator's own changes (berth.yaml): grants and private workspaces. Only the operator's
+ * token or shell reaches these; nothing a project admin or tenant sends does.
+ */
+export function createOperatorService(deps: { home: string; store: ProjectStore; config: () => BerthConfig; logger: Logger }) {
+  const home = homePaths(deps.home);
+  const edit = (fn: Parameters<typeof editBerthYaml>[1]) => editBerthYaml({ file: home.configFile, home: deps.home, lockDir: home.stateDir }, fn);
+
+  function access(project: string, config = deps.config()): ProjectAccess {
+    return {
+      project,
+      private_workspace: privateWorkspaceOf(config, home, project),
+      private_workspace_overridden: config.projects[project]?.private_workspace !== undefined,
+      shared_access: (config.projects[project]?.shared_access ?? []).map((g) => ({
+        name: grantName(g),
+        path: config.shared_workspaces[grantName(g)] as string,
+        mode: grantMode(g),
+      })),
+    };
+  }
+
+  /** Deny by default: the one check for "may this project use this area?" — refusals are logged. */
+  function assertGranted(project: string, area: string, want: 'ro' | 'rw' = 'ro') {
+    const grant = access(project).shared_access.find((g) => g.name === area);
+    if (!grant || (want === 'rw' && grant.mode !== 'rw')) {
+      deps.logger.warn({ project, area, want }, 'shared area refused: not granted');
+      throw new BerthError('AREA_NOT_GRANTED', `project "${project}" has no ${want === 'rw' ? 'read-write ' : ''}grant for shared area "${area}"`, {
+        hint: `the operator grants it: berth project grant ${project} ${area}${want === 'rw' ? ' --rw' : ''}`,
+      });
+    }
+    return grant;
+  }
+
+  async function move(project: string, to: string | undefined) {
+    const from = deps.store.get(project).paths.dir;
+    const config = deps.config();
+    const target = to ?? privateWorkspaceOf({ ...config, projects: { ...config.projects, [project]: { shared_access: [] } } }, home, project);
+    if (to !== undefined && (!isAbsolute(to) || normalize(to) !== to)) {
+      throw new BerthError('CONFIG_INVALID', 'private workspace is invalid', { issues: [{ field: 'path', reason: 'must be an absolute, normalized path' }] });
+    }
+    if (target === from) return;
+    if (fs.existsSync(target)) {
+      if (!fs.statSync(target).isDirectory() || fs.readdirSync(target).length > 0) {
+        throw new BerthError('CONFIG_INVALID', `${target} exists and is not an empty directory`, { issues: [{ field: 'path', reason: 'must not exist, or be an empty directory' }] });
+      }
+      fs.rmdirSync(target);
+    }
+    fs.mkdirSync(dirname(target), { recursive: true });
+    try {
+      fs.renameSync(from, target);
+    } catch (err) {
+      if (errnoOf(err) === 'EXDEV') {
+        throw new BerthError('CONFIG_INVALID', `${target} is on another filesystem than ${from}`, { hint: 'move the directory yourself, then set the override' });
+      }
+      throw err;
+    }
+    return { from, target };
+  }
+
+  return {
+    access,
+    assertGranted,
+    async grant(project: string, area: string, mode: 'ro' | 'rw') {
+      deps.store.get(project);
+      if (!(area in deps.config().shared_workspaces)) {
+        throw new BerthError('CONFIG_INVALID', `no shared area "${area}" in berth.yaml`, { issues: [{ field: 'area', reason: 'names no shared area' }] });
+      }
+      return access(project, await edit(grantEdit(project, area, mode)));
+    },
+    async revoke(project: string, area: string) {
+      deps.store.get(project);
+      return access(project, await edit(revokeEdit(project, area)));
+    },
+    async setPrivateWorkspace(project: string, path: string | undefined) {
+      const moved = await move(project, path);
+      try {
+        return access(project, await edit(privateWorkspaceEdit(project, path)));
+      } catch (err) {
+        if (moved) fs.renameSync(moved.target, moved.from); // berth.yaml refused it: put the project back
+        throw err;
+      }
+    },
+  };
+}
+
+export type OperatorService = ReturnType<typeof createOperatorService>;

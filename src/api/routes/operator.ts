@@ -1,0 +1,112 @@
+import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
+import { z } from 'zod';
+import type { OperatorService } from '../../admin/operator.js';
+import { ErrorBodySchema, ProjectAccessSchema } from '../../admin/views.js';
+import { AREA_NAME_PATTERN } from '../../config/berth-config.js';
+import { ProjectNameSchema } from '../../config/metadata.js';
+import type { ProjectStore } from '../../store/projects.js';
+import type { Runner } from '../../runs/runner.js';
+import { listWorkflows, runWorkflow } from '../../workflows/run.js';
+import { WorkflowNameSchema, WorkflowRunRecordSchema } from '../../workflows/schema.js';
+
+const json = <S extends z.ZodType>(schema: S, description: string) => ({ content: { 'application/json': { schema } }, description });
+const NameParams = z.object({ name: ProjectNameSchema });
+const AreaSchema = z.string().regex(AREA_NAME_PATTERN, 'is not a shared area name');
+const errors = { 400: json(ErrorBodySchema, 'CONFIG_INVALID'), 401: json(ErrorBodySchema, 'UNAUTHORIZED'), 404: json(ErrorBodySchema, 'not found') };
+
+/** Operator routes (the admin token is the operator's): grants, private workspaces, workflows. */
+export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () => OperatorService; store: ProjectStore; runner: () => Runner }): void {
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/projects/{name}/access',
+      summary: "A project's private workspace and shared-area grants",
+      request: { params: NameParams },
+      responses: { 200: json(ProjectAccessSchema, 'resolved from berth.yaml'), ...errors },
+    }),
+    (c) => {
+      const { name } = c.req.valid('param');
+      deps.store.get(name);
+      return c.json(deps.operator().access(name), 200);
+    },
+  );
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/projects/{name}/shared/{area}',
+      summary: 'Check that a project may use a shared area',
+      description: 'Deny by default: 403 AREA_NOT_GRANTED (and a log line with project and area) unless berth.yaml grants it.',
+      request: { params: z.object({ name: ProjectNameSchema, area: AreaSchema }) },
+      responses: { 200: json(z.object({ name: z.string(), path: z.string(), mode: z.enum(['ro', 'rw']) }), 'the grant'), 403: json(ErrorBodySchema, 'AREA_NOT_GRANTED'), ...errors },
+    }),
+    (c) => {
+      const { name, area } = c.req.valid('param');
+      deps.store.get(name);
+      return c.json(deps.operator().assertGranted(name, area), 200);
+    },
+  );
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/projects/{name}/grants',
+      summary: 'Grant a shared area (berth.yaml, comments kept)',
+      request: { params: NameParams, body: { ...json(z.object({ area: AreaSchema, mode: z.enum(['ro', 'rw']).default('ro') }).strict(), 'the grant'), required: true } },
+      responses: { 200: json(ProjectAccessSchema, 'the new access'), ...errors },
+    }),
+    async (c) => {
+      const { area, mode } = c.req.valid('json');
+      return c.json(await deps.operator().grant(c.req.valid('param').name, area, mode), 200);
+    },
+  );
+  app.openapi(
+    createRoute({
+      method: 'delete',
+      path: '/api/projects/{name}/grants/{area}',
+      summary: 'Revoke a shared area',
+      request: { params: z.object({ name: ProjectNameSchema, area: AreaSchema }) },
+      responses: { 200: json(ProjectAccessSchema, 'the new access'), ...errors },
+    }),
+    async (c) => {
+      const { name, area } = c.req.valid('param');
+      return c.json(await deps.operator().revoke(name, area), 200);
+    },
+  );
+  app.openapi(
+    createRoute({
+      method: 'put',
+      path: '/api/projects/{name}/private-workspace',
+      summary: 'Move the project to an operator-chosen directory (or back, with path null)',
+      request: { params: NameParams, body: { ...json(z.object({ path: z.string().nullable() }).strict(), 'absolute path, or null for the default'), required: true } },
+      responses: { 200: json(ProjectAccessSchema, 'the new access'), ...errors },
+    }),
+    async (c) => c.json(await deps.operator().setPrivateWorkspace(c.req.valid('param').name, c.req.valid('json').path ?? undefined), 200),
+  );
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/projects/{name}/workflows',
+      summary: "A project's workflows (workflows/<name>.yaml)",
+      request: { params: NameParams },
+      responses: { 200: json(z.object({ workflows: z.array(z.string()) }), 'names'), ...errors },
+    }),
+    (c) => c.json({ workflows: listWorkflows(deps.store.get(c.req.valid('param').name)) }, 200),
+  );
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/projects/{name}/workflows/{workflow}/runs',
+      summary: 'Run a workflow',
+      description: 'Steps run in order in the private workspace; the first failing step stops the run (status "failed", error names the step).',
+      request: {
+        params: z.object({ name: ProjectNameSchema, workflow: WorkflowNameSchema }),
+        body: { ...json(z.object({ input: z.string().max(64 * 1024).optional() }).strict(), 'replaces {input} in step messages'), required: false },
+      },
+      responses: { 200: json(WorkflowRunRecordSchema, 'the run, every step recorded'), ...errors },
+    }),
+    async (c) => {
+      const { name, workflow } = c.req.valid('param');
+      const body = c.req.header('content-type')?.includes('json') ? c.req.valid('json') : {};
+      return c.json(await runWorkflow({ store: deps.store, runner: deps.runner(), assertGranted: deps.operator().assertGranted }, { project: name, workflow, input: body?.input }), 200);
+    },
+  );
+}

@@ -1,0 +1,80 @@
+import fs from 'node:fs';
+import { join } from 'node:path';
+import lockfile from 'proper-lockfile';
+import { isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml';
+import { errnoOf } from '../errors.js';
+import { atomicWriteFile } from '../fs/tree.js';
+import { parseBerthConfig, type BerthConfig } from './berth-config.js';
+
+/**
+ * Edits of berth.yaml that keep the operator's comments and ordering (a yaml Document is
+ * changed in place), are validated as a whole before anything is written, and land atomically
+ * under a lock.
+ */
+export async function editBerthYaml(
+  opts: { file: string; home: string; lockDir: string },
+  edit: (doc: Document) => void,
+): Promise<BerthConfig> {
+  fs.mkdirSync(opts.lockDir, { recursive: true, mode: 0o700 });
+  const release = await lockfile.lock(opts.lockDir, {
+    lockfilePath: join(opts.lockDir, 'berth-yaml.lock'),
+    realpath: false,
+    stale: 10_000,
+    retries: { retries: 100, minTimeout: 10, maxTimeout: 100 },
+  });
+  try {
+    let text = '';
+    try {
+      text = fs.readFileSync(opts.file, 'utf8');
+    } catch (err) {
+      if (errnoOf(err) !== 'ENOENT') throw err;
+    }
+    const doc = parseDocument(text);
+    edit(doc);
+    const next = doc.toString();
+    const config = parseBerthConfig(next, opts.file, opts.home); // refuses before writing
+    atomicWriteFile(opts.file, next, 0o600);
+    return config;
+  } finally {
+    await release();
+  }
+}
+
+function grantIndex(doc: Document, project: string, area: string): number {
+  const seq = doc.getIn(['projects', project, 'shared_access'], true);
+  if (!isSeq(seq)) return -1;
+  return seq.items.findIndex((item) => {
+    if (isScalar(item)) return item.value === area;
+    if (isMap(item)) return item.get('name') === area;
+    return false;
+  });
+}
+
+export function grantEdit(project: string, area: string, mode: 'ro' | 'rw') {
+  return (doc: Document) => {
+    const value = mode === 'rw' ? doc.createNode({ name: area, mode: 'rw' }) : doc.createNode(area);
+    const seq = doc.getIn(['projects', project, 'shared_access'], true);
+    const at = grantIndex(doc, project, area);
+    if (isSeq(seq)) {
+      if (at >= 0) seq.items[at] = value;
+      else seq.items.push(value);
+    } else {
+      doc.setIn(['projects', project, 'shared_access'], doc.createNode([value]));
+    }
+  };
+}
+
+export function revokeEdit(project: string, area: string) {
+  return (doc: Document) => {
+    const at = grantIndex(doc, project, area);
+    const seq = doc.getIn(['projects', project, 'shared_access'], true);
+    if (isSeq(seq) && at >= 0) seq.items.splice(at, 1);
+  };
+}
+
+export function privateWorkspaceEdit(project: string, path: string | undefined) {
+  return (doc: Document) => {
+    if (path === undefined) doc.deleteIn(['projects', project, 'private_workspace']);
+    else doc.setIn(['projects', project, 'private_workspace'], path);
+  };
+}
