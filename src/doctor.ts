@@ -78,6 +78,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
     }
   }
   if (projectProblems === 0) checks.push({ name: 'projects', status: 'ok', detail: `${projects.length} project(s) valid` });
+  checks.push(...checkRwAreas(berth));
 
   try {
     const info = await berth.engine.info();
@@ -98,6 +99,24 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
     if (await berth.engine.imageExists(berth.config.images.shell)) checks.push(await probeHostPaths(berth));
   } catch (err) {
     checks.push({ name: 'engine', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) });
+  }
+  return checks;
+}
+
+/** A read-write grant is only useful if the agent user can write the area. */
+function checkRwAreas(berth: Berth): Check[] {
+  const { uid, gid } = berth.config.agent_user;
+  const checks: Check[] = [];
+  for (const [project, settings] of Object.entries(berth.config.projects)) {
+    for (const g of settings.shared_access) {
+      if (typeof g === 'string' || g.mode !== 'rw') continue;
+      const path = berth.config.shared_workspaces[g.name] as string;
+      const st = fs.statSync(path);
+      const writable = (st.uid === uid && st.mode & 0o200) || (st.gid === gid && st.mode & 0o020) || st.mode & 0o002;
+      if (!writable) {
+        checks.push({ name: `area ${g.name}`, status: 'warn', detail: `granted rw to ${project}, but ${path} is not writable by the agent user ${uid}:${gid} (chown or chmod it)` });
+      }
+    }
   }
   return checks;
 }

@@ -53,7 +53,7 @@ export function listWorkflows(project: Project): string[] {
 
 /**
  * Run a workflow's steps in order, in the project's private workspace, as the session
- * "wf.<workflow>" at the workflow's level. Every step is recorded; the first failing step stops
+ * "wf.<project>.<workflow>" at the workflow's level. Every step is recorded; the first failing step stops
  * the run. The steps get exactly the project's shared-area grants: a channel profile that
  * points at this workflow gains nothing more.
  */
@@ -75,7 +75,7 @@ export async function runWorkflow(
     opts.onStep?.({ index, total: workflow.steps.length, name: step.name, phase: 'start' });
     const outcome = await deps.runner.runPrivate(
       opts.project,
-      `wf.${opts.workflow}`,
+      `wf.${opts.project}.${opts.workflow}`, // session ids are global: the project is part of it
       `workflow:${opts.workflow}`,
       workflow.permission_level,
       step.message.split('{input}').join(opts.input ?? ''),
