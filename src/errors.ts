@@ -39,6 +39,8 @@ export interface BerthErrorDetails {
   hint?: string;
   /** For PERMISSION_DENIED: the rule that refused. */
   rule?: string;
+  /** For E_SANDBOX_VIOLATION: always "sandbox_violation". */
+  kind?: 'sandbox_violation';
 }
 
 export class BerthError extends Error {

@@ -6,6 +6,7 @@ import { createConfigSource, type BerthConfig } from './config/berth-config.js';
 import { isBerthError } from './errors.js';
 import { homePaths } from './config/home.js';
 import { createOperatorService, type OperatorService } from './admin/operator.js';
+import { createGateway, type Gateway } from './gateway/service.js';
 import { createAdminService, type AdminService } from './admin/service.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
 import { createRunner, type Runner } from './runs/runner.js';
@@ -27,6 +28,7 @@ export interface Berth {
   tokens: SessionTokens;
   sessionTools: SessionTools;
   operator: OperatorService;
+  gateway: Gateway;
   secret: Buffer;
   logger: Logger;
 }
@@ -68,8 +70,24 @@ export function createBerth(opts: BerthOptions): Berth {
   // Created on first use, so read-only commands never write to the home.
   const getSecret = () => (secret ??= loadOrCreateSecret(paths.secretFile));
   const sessions = createSessionStore({ projects: store, secret: getSecret });
+  const gateway = createGateway({
+    store,
+    secret: getSecret,
+    owner: () => (process.getuid?.() === 0 ? config().agent_user : undefined),
+    logger,
+  });
   const getRunner = () =>
-    (runner ??= createRunner({ store, sessions, engine, config, secret: getSecret(), installation: installationId(home), logger }));
+    (runner ??= createRunner({
+      store,
+      sessions,
+      engine,
+      config,
+      secret: getSecret(),
+      installation: installationId(home),
+      logger,
+      gateway,
+      socketsDir: join(paths.stateDir, 'sockets'),
+    }));
   return {
     home,
     get config() {
@@ -89,6 +107,7 @@ export function createBerth(opts: BerthOptions): Berth {
       return (admin ??= createAdminService({ store, sessions, tokens, runner: getRunner }));
     },
     tokens,
+    gateway,
     get operator() {
       return (operator ??= createOperatorService({ home, store, config, logger }));
     },

@@ -127,6 +127,12 @@ export const EnvNamesSchema = z
   .refine((names) => new Set(names).size === names.length, 'must not repeat a name')
   .describe("Variable names passed to the agent; values come from berth.yaml's env, never the host environment.");
 
+const TenantKeyRefSchema = z.string().min(1).max(1024);
+
+export const TeamsSchema = z
+  .record(TenantKeyRefSchema, z.object({ members: z.array(TenantKeyRefSchema).max(1024) }).strict())
+  .describe('Group tenants (e.g. a group chat) and the tenant keys of their members.');
+
 export const ProjectMetadataSchema = z
   .object({
     name: ProjectNameSchema,
@@ -139,6 +145,8 @@ export const ProjectMetadataSchema = z
     agent: AgentSchema.default('shell'),
     limits: LimitsSchema.prefault({}),
     env: EnvNamesSchema.default([]),
+    teams: TeamsSchema.default({}),
+    admins: z.array(TenantKeyRefSchema).max(256).default([]).describe("Tenant keys of the project's leadership (read members' shared folders)."),
   })
   .strict();
 
@@ -156,6 +164,8 @@ export const ProjectUpdateSchema = z
     agent: AgentSchema.optional(),
     limits: LimitsPatchSchema.optional(),
     env: EnvNamesSchema.optional(),
+    teams: TeamsSchema.optional(),
+    admins: z.array(TenantKeyRefSchema).max(256).optional(),
   })
   .strict();
 

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +35,17 @@ export function findStaticBusybox(): string {
   });
 }
 
+/** berth-bridge: a static binary, so it runs in any image (scratch included). */
+export function compileBridge(source: string, output: string): void {
+  try {
+    execFileSync('gcc', ['-static', '-O2', '-s', '-o', output, source], { stdio: ['ignore', 'ignore', 'pipe'] });
+  } catch (err) {
+    throw new BerthError('IMAGE_MISSING', `could not compile berth-bridge: ${(err as Error).message.split('\n')[0]}`, {
+      hint: 'install a C compiler: apt-get install -y gcc libc6-dev',
+    });
+  }
+}
+
 export function imageTag(name: ImageName, config: BerthConfig): string {
   return config.images[name];
 }
@@ -50,7 +62,10 @@ export async function buildImage(opts: {
   const context = fs.mkdtempSync(join(os.tmpdir(), `berth-image-${opts.name}-`));
   try {
     fs.cpSync(join(IMAGES_DIR, opts.name), context, { recursive: true });
-    if (opts.name === 'shell') fs.copyFileSync(findStaticBusybox(), join(context, 'busybox'));
+    if (opts.name === 'shell') {
+      fs.copyFileSync(findStaticBusybox(), join(context, 'busybox'));
+      compileBridge(join(context, 'berth-bridge.c'), join(context, 'berth-bridge'));
+    }
     await opts.engine.buildImage({
       context: tar.pack(context) as unknown as NodeJS.ReadableStream,
       tag,

@@ -19,6 +19,8 @@ export const RESERVED_PROJECT_PATHS = { metadata: 'metadata.json', sessions: 'se
 
 /** Where long-term memory is mounted (read-only) for levels that may read it. */
 export const MEMORY_MOUNT = '/memory';
+/** The per-run gateway socket's directory inside the container. */
+export const GATEWAY_MOUNT = '/run/berth';
 /** Granted shared areas appear at /shared/<name>. */
 export const SHARED_MOUNT = '/shared';
 
@@ -71,6 +73,8 @@ export interface PlanInput {
   };
   /** The project's memory directory, mounted read-only when the level may read memory. */
   memory?: { dir: string };
+  /** This run's gateway socket directory (berth-owned), mounted read-only at /run/berth. */
+  gatewayDir?: string;
   /** Shared areas granted to the project in berth.yaml (nothing else is ever mounted). */
   shared?: SharedGrant[];
   /**
@@ -129,6 +133,7 @@ export function planRun(input: PlanInput): RunPlan {
     }
   }
   if (input.memory) mounts.push({ type: 'bind', source: input.memory.dir, target: MEMORY_MOUNT, readOnly: true });
+  if (input.gatewayDir) mounts.push({ type: 'bind', source: input.gatewayDir, target: GATEWAY_MOUNT, readOnly: true });
   for (const area of input.shared ?? []) {
     mounts.push({ type: 'bind', source: area.path, target: posix.join(SHARED_MOUNT, area.name), readOnly: area.mode !== 'rw' });
   }
@@ -163,6 +168,7 @@ export function planRun(input: PlanInput): RunPlan {
     BERTH_PROJECT: meta.name,
     BERTH_WORKSPACE: workspace.id,
     BERTH_RUN: run.id,
+    ...(input.gatewayDir ? { BERTH_GATEWAY: `${GATEWAY_MOUNT}/gateway.sock` } : {}),
   };
   for (const name of meta.env) {
     const value = config.env[name];

@@ -16,6 +16,9 @@ import { appendRunRecord } from '../store/run-log.js';
 import { workspaceIdFor } from '../store/secret.js';
 import { workspaceKeyOf, type SessionStore } from '../store/sessions.js';
 import { ensureWorkspace } from '../store/workspaces.js';
+import { join } from 'node:path';
+import { openGatewaySocket } from '../gateway/socket-server.js';
+import type { Gateway } from '../gateway/service.js';
 import { createKeyedLock } from './keyed-lock.js';
 import { prepareMounts } from './prepare-mounts.js';
 
@@ -80,6 +83,9 @@ export function createRunner(deps: {
   secret: Buffer;
   installation: string;
   logger: Logger;
+  /** The agent file-tool gateway; each agent run gets its own socket. */
+  gateway?: Gateway;
+  socketsDir?: string;
 }): Runner {
   const { store, sessions, engine, config, secret, installation } = deps;
   const ownerOf = (c: BerthConfig): Owner | undefined =>
@@ -127,51 +133,65 @@ export function createRunner(deps: {
       if (bootstrap) message = `${bootstrap}\n---\n\n${message}`;
       fs.mkdirSync(project.paths.memoryDir, { recursive: true, mode: 0o755 });
 
-      const plan = planRun({
-        config: cfg,
-        project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
-        workspace: { id: workspace.id, dir: workspace.dir },
-        protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
-        run: {
-          id: runId,
-          message,
-          network: profile.network === 'egress' ? await egress() : 'none',
-          argv: 'argv' in what ? what.argv : undefined,
-          session: session.id,
-        },
-        memory: profile.memoryRead ? { dir: project.paths.memoryDir } : undefined,
-        shared: sharedGrantsFor(cfg, project.metadata.name),
-        privateWorkspace: target ? { cwdRel: target.cwdRel } : undefined,
-        installation,
-      });
-      for (const w of plan.warnings) wlog.warn(w);
-      prepareMounts({
-        plan,
-        projectDir: project.paths.dir,
-        isolated: project.metadata.workspace_isolation && !target,
-        workspaceId: target ? undefined : workspace.id,
-        owner,
-        sharedPaths: sharedGrantsFor(cfg, project.metadata.name).map((g) => g.path),
-        ensureDir: target?.ensureDir,
-      });
-      const result = await engine.run(plan);
-      wlog.info(
-        { exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool: 'argv' in what },
-        'argv' in what ? 'shell tool finished' : 'run finished',
-      );
-      const outcome: RunOutcome = {
-        ...result,
-        runId,
-        project: project.metadata.name,
-        workspaceId: workspace.id,
-        sessionId: session.id,
-        permissionLevel: level,
-        workspaceRoot: workspace.dir,
-        warnings: plan.warnings,
-      };
-      appendRunRecord(project.paths.sessionsDir, toRunRecord(outcome, 'argv' in what ? 'shell_run' : 'message'));
-      if ('message' in what) sessions.countRun(project, session.id);
-      return outcome;
+      // The tenant's gateway: a socket only this run's container sees (not for the shell tool).
+      const socket =
+        deps.gateway && deps.socketsDir && 'message' in what
+          ? await openGatewaySocket({
+              dir: join(deps.socketsDir, runId),
+              caller: deps.gateway.forCaller({ project: project.metadata.name, tenantKey: session.tenant_key }),
+              logger: wlog,
+            })
+          : undefined;
+      try {
+        const plan = planRun({
+          config: cfg,
+          project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
+          workspace: { id: workspace.id, dir: workspace.dir },
+          protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
+          run: {
+            id: runId,
+            message,
+            network: profile.network === 'egress' ? await egress() : 'none',
+            argv: 'argv' in what ? what.argv : undefined,
+            session: session.id,
+          },
+          memory: profile.memoryRead ? { dir: project.paths.memoryDir } : undefined,
+          shared: sharedGrantsFor(cfg, project.metadata.name),
+          privateWorkspace: target ? { cwdRel: target.cwdRel } : undefined,
+          gatewayDir: socket?.dir,
+          installation,
+        });
+        for (const w of plan.warnings) wlog.warn(w);
+        prepareMounts({
+          plan,
+          projectDir: project.paths.dir,
+          isolated: project.metadata.workspace_isolation && !target,
+          workspaceId: target ? undefined : workspace.id,
+          owner,
+          sharedPaths: sharedGrantsFor(cfg, project.metadata.name).map((g) => g.path),
+          ensureDir: target?.ensureDir,
+        });
+        const result = await engine.run(plan);
+        wlog.info(
+          { exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool: 'argv' in what },
+          'argv' in what ? 'shell tool finished' : 'run finished',
+        );
+        const outcome: RunOutcome = {
+          ...result,
+          runId,
+          project: project.metadata.name,
+          workspaceId: workspace.id,
+          sessionId: session.id,
+          permissionLevel: level,
+          workspaceRoot: workspace.dir,
+          warnings: plan.warnings,
+        };
+        appendRunRecord(project.paths.sessionsDir, toRunRecord(outcome, 'argv' in what ? 'shell_run' : 'message'));
+        if ('message' in what) sessions.countRun(project, session.id);
+        return outcome;
+      } finally {
+        await socket?.close();
+      }
     });
   }
 

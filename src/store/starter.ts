@@ -8,6 +8,7 @@ Your working directory is your tenant's workspace; keep your files there.
 Some paths may be read-only: the operator protects them, and writing them fails on purpose.
 `,
     '.factory/settings.json': `${JSON.stringify({}, null, 2)}\n`,
-    '.factory/mcp.json': `${JSON.stringify({ mcpServers: {} }, null, 2)}\n`,
+    // berth's file tools: the image's berth-bridge speaks MCP over this run's gateway socket.
+    '.factory/mcp.json': `${JSON.stringify({ mcpServers: { berth: { command: 'berth-bridge', args: ['/run/berth/gateway.sock'] } } }, null, 2)}\n`,
   };
 }

@@ -32,7 +32,7 @@ describe('tenants (real containers)', () => {
     const o = await h.run('many', 'web:env', 'env | sort');
     const names = o.stdout.trim().split('\n').map((l) => l.split('=')[0]);
     // HOSTNAME (the container id) is the engine's own; everything else is the plan's allowlist.
-    expect(names.sort()).toEqual(['API_TOKEN', 'BERTH_PROJECT', 'BERTH_RUN', 'BERTH_WORKSPACE', 'HOME', 'HOSTNAME', 'PATH', 'PWD', 'SHLVL'].sort());
+    expect(names.sort()).toEqual(['API_TOKEN', 'BERTH_GATEWAY', 'BERTH_PROJECT', 'BERTH_RUN', 'BERTH_WORKSPACE', 'HOME', 'HOSTNAME', 'PATH', 'PWD', 'SHLVL'].sort());
     expect(o.stdout).toContain('API_TOKEN=from-berth-yaml');
     expect(o.stdout).not.toContain('host-env-must-not-leak');
     expect(o.warnings).toEqual(['env "UNSET_NAME" is allowed but berth.yaml gives it no value']);

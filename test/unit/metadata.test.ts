@@ -23,6 +23,8 @@ describe('metadata.json schema', () => {
       agent: 'shell',
       limits: { memory_mb: 512, cpus: 1, pids: 256, timeout_seconds: 300, output_bytes: 1048576 },
       env: [],
+      teams: {},
+      admins: [],
     });
   });
 

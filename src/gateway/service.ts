@@ -1,0 +1,126 @@
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { BerthError } from '../errors.js';
+import { closeQuietly } from '../fs/fd-path.js';
+import { openScopeRoot, sandboxDelete, sandboxInfo, sandboxRead, sandboxWrite, type FileInfo } from '../fs/sandbox.js';
+import type { Project, ProjectStore } from '../store/projects.js';
+import { workspaceIdFor } from '../store/secret.js';
+import { listWorkspaces } from '../store/workspaces.js';
+import { decide, type Caller, type Folder, type Operation, type Scope } from './permissions.js';
+
+export const FolderIdSchema = z.string().regex(/^[0-9a-f]{32}$/, 'is not a folder id');
+export const ScopeSchema = z.enum(['private', 'shared']);
+export const ListScopeSchema = z.enum(['my_private', 'my_shared', 'team_private', 'team_shared', 'org_shared']);
+export const FolderRefSchema = z.object({ folderId: FolderIdSchema, scope: ScopeSchema, path: z.string().max(4096).default('') }).strict();
+
+export interface Identity {
+  project: string;
+  tenantKey: string;
+}
+
+export interface FolderEntry {
+  name: string;
+  uuid: string;
+  scope: Scope;
+  path: string;
+}
+
+const MAX_FOLDERS = 200;
+
+/**
+ * Agent file tools, for one caller whose identity came from its connection. Resolve the folder,
+ * ask the permission service, then hand the permitted target to an executor (the sandbox
+ * functions), which does I/O and nothing else. Violations are logged and counted.
+ */
+export function createGateway(deps: { store: ProjectStore; secret: () => Buffer; owner: () => { uid: number; gid: number } | undefined; logger: Logger }) {
+  const violations = new Map<string, number>();
+
+  function callerOf(project: Project, tenantKey: string): Caller {
+    const teams = Object.entries(project.metadata.teams)
+      .filter(([, t]) => t.members.includes(tenantKey))
+      .map(([key]) => key);
+    return { tenantKey, teams, leader: project.metadata.admins.includes(tenantKey) };
+  }
+
+  function folderOf(project: Project, caller: Caller, folderId: string): Folder & { id: string } {
+    const record = listWorkspaces(project).find((w) => w.id === folderId && !w.session);
+    const idOf = (key: string) => workspaceIdFor(deps.secret(), project.metadata.name, key);
+    const owner = record?.tenant_key ?? [caller.tenantKey, ...caller.teams].find((k) => idOf(k) === folderId);
+    const kind = owner !== undefined && owner in project.metadata.teams ? 'team' : 'user';
+    const ownerTeams = owner === undefined ? [] : Object.entries(project.metadata.teams).filter(([, t]) => t.members.includes(owner)).map(([k]) => k);
+    return { id: folderId, owner: owner ?? '', kind, exists: record !== undefined, ownerTeams };
+  }
+
+  function forCaller(identity: Identity) {
+    const log = deps.logger.child({ project: identity.project, tenant: identity.tenantKey });
+    const project = () => deps.store.get(identity.project);
+
+    function guarded<T>(what: string, ref: { folderId: string; scope: Scope; path: string }, op: Operation, act: (rootFd: number) => T, create = false): T {
+      const p = project();
+      const caller = callerOf(p, identity.tenantKey);
+      const folder = folderOf(p, caller, ref.folderId);
+      const d = decide(caller, folder, ref.scope, op);
+      if (!d.allow) {
+        log.warn({ tool: what, folder: ref.folderId, scope: ref.scope, op, reason: d.reason }, 'gateway refused');
+        throw new BerthError('PERMISSION_DENIED', d.reason, { rule: 'folder_permission' });
+      }
+      let rootFd: number | undefined;
+      try {
+        rootFd = openScopeRoot(p.paths.dir, ref.folderId, ref.scope, create, deps.owner());
+        if (rootFd === undefined) throw new BerthError('CONFIG_INVALID', `folder ${ref.folderId} has no ${ref.scope} scope yet`, { issues: [{ field: 'scope', reason: 'is empty' }] });
+        return act(rootFd);
+      } catch (err) {
+        if (err instanceof BerthError && err.code === 'E_SANDBOX_VIOLATION') {
+          violations.set(identity.project, (violations.get(identity.project) ?? 0) + 1);
+          log.warn({ tool: what, folder: ref.folderId, scope: ref.scope, path: err.details.path, kind: 'sandbox_violation' }, err.message);
+        }
+        throw err;
+      } finally {
+        closeQuietly(rootFd);
+      }
+    }
+
+    return {
+      listFolders(scope: z.infer<typeof ListScopeSchema>): FolderEntry[] {
+        const p = project();
+        const caller = callerOf(p, identity.tenantKey);
+        const idOf = (key: string) => workspaceIdFor(deps.secret(), p.metadata.name, key);
+        const entry = (name: string, s: Scope): FolderEntry => ({ name, uuid: idOf(name), scope: s, path: '/' });
+        switch (scope) {
+          case 'my_private':
+            return [entry(caller.tenantKey, 'private')];
+          case 'my_shared':
+            return [entry(caller.tenantKey, 'shared')];
+          case 'team_private':
+            return caller.teams.map((t) => entry(t, 'private'));
+          case 'team_shared':
+            return caller.teams.map((t) => entry(t, 'shared'));
+          case 'org_shared':
+            return listWorkspaces(p)
+              .filter((w) => !w.session && w.tenant_key !== caller.tenantKey)
+              .filter((w) => decide(caller, folderOf(p, caller, w.id), 'shared', 'read').allow)
+              .slice(0, MAX_FOLDERS)
+              .map((w) => ({ name: w.tenant_key, uuid: w.id, scope: 'shared' as const, path: '/' }));
+        }
+      },
+      read: (ref: z.infer<typeof FolderRefSchema>): { path: string; content: string } => {
+        const data = guarded('read_file_by_id', ref, 'read', (fd) => sandboxRead(fd, ref.path));
+        if (data === undefined) throw new BerthError('CONFIG_INVALID', `no file "${ref.path}"`, { issues: [{ field: 'path', reason: 'does not exist' }] });
+        return { path: ref.path, content: data.toString('utf8') };
+      },
+      write: (ref: z.infer<typeof FolderRefSchema>, content: string): FileInfo =>
+        guarded('write_file_by_id', ref, 'write', (fd) => sandboxWrite(fd, ref.path, Buffer.from(content, 'utf8'), deps.owner()), true),
+      remove: (ref: z.infer<typeof FolderRefSchema>): { path: string; deleted: boolean } => ({
+        path: ref.path,
+        deleted: guarded('delete_file_by_id', ref, 'delete', (fd) => sandboxDelete(fd, ref.path)),
+      }),
+      info: (ref: z.infer<typeof FolderRefSchema>): FileInfo | { path: string; exists: false } =>
+        guarded('get_file_info_by_id', ref, 'read', (fd) => sandboxInfo(fd, ref.path)) ?? { path: ref.path, exists: false },
+    };
+  }
+
+  return { forCaller, violations: (project: string) => violations.get(project) ?? 0 };
+}
+
+export type Gateway = ReturnType<typeof createGateway>;
+export type GatewayCaller = ReturnType<Gateway['forCaller']>;

@@ -1,0 +1,45 @@
+import { z } from 'zod';
+import { tool, type ToolSpec } from '../mcp/tools.js';
+import { FolderRefSchema, ListScopeSchema, type GatewayCaller } from './service.js';
+
+const FolderEntrySchema = z.object({ name: z.string(), uuid: z.string(), scope: z.enum(['private', 'shared']), path: z.string() });
+const FileInfoSchema = z.object({ path: z.string(), type: z.enum(['file', 'dir']).optional(), size: z.number().optional(), modified: z.string().optional(), exists: z.boolean().optional() });
+
+/** The agent's file tools on its gateway socket. None takes an agent id, session or level: the socket is the identity. */
+export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
+  tool({
+    name: 'list_folders',
+    description: 'Folders you may see: my_private, my_shared, team_private, team_shared, org_shared (others’ shared folders you may read).',
+    input: z.object({ scope: ListScopeSchema }).strict(),
+    output: z.object({ folders: z.array(FolderEntrySchema) }),
+    run: (g: GatewayCaller, { scope }) => ({ folders: g.listFolders(scope) }),
+  }),
+  tool({
+    name: 'read_file_by_id',
+    description: 'Read a text file: folderId (uuid from list_folders) + scope (private|shared) + path relative to that scope.',
+    input: FolderRefSchema,
+    output: z.object({ path: z.string(), content: z.string() }),
+    run: (g: GatewayCaller, ref) => g.read(ref),
+  }),
+  tool({
+    name: 'write_file_by_id',
+    description: 'Write a text file (atomically) in a folder you may write.',
+    input: FolderRefSchema.extend({ content: z.string().max(4 * 1024 * 1024) }).strict(),
+    output: FileInfoSchema,
+    run: (g: GatewayCaller, { content, ...ref }) => g.write(ref, content),
+  }),
+  tool({
+    name: 'delete_file_by_id',
+    description: 'Delete a file in a folder you may write.',
+    input: FolderRefSchema,
+    output: z.object({ path: z.string(), deleted: z.boolean() }),
+    run: (g: GatewayCaller, ref) => g.remove(ref),
+  }),
+  tool({
+    name: 'get_file_info_by_id',
+    description: 'Type, size and modification time of a path.',
+    input: FolderRefSchema,
+    output: FileInfoSchema,
+    run: (g: GatewayCaller, ref) => g.info(ref),
+  }),
+];
