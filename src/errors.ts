@@ -19,6 +19,7 @@ export const ERROR_TABLE = {
   WORKFLOW_NOT_FOUND: { status: 404, exit: 13 },
   WORKFLOW_FAILED: { status: 422, exit: 14 },
   AREA_NOT_GRANTED: { status: 403, exit: 15 },
+  FILE_CHANGED: { status: 409, exit: 16 },
   LOCKED: { status: 409, exit: 9 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;

@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { BerthError } from '../errors.js';
+import { BerthError, errnoOf } from '../errors.js';
 import { closeQuietly } from '../fs/fd-path.js';
 import { openScopeRoot, sandboxDelete, sandboxInfo, sandboxRead, sandboxWrite, type FileInfo } from '../fs/sandbox.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { workspaceIdFor } from '../store/secret.js';
-import { listWorkspaces } from '../store/workspaces.js';
+import { listWorkspaces, recordWorkspace } from '../store/workspaces.js';
 import { decide, type Caller, type Folder, type Operation, type Scope } from './permissions.js';
 
 export const FolderIdSchema = z.string().regex(/^[0-9a-f]{32}$/, 'is not a folder id');
@@ -67,12 +67,20 @@ export function createGateway(deps: { store: ProjectStore; secret: () => Buffer;
       let rootFd: number | undefined;
       try {
         rootFd = openScopeRoot(p.paths.dir, ref.folderId, ref.scope, create, deps.owner());
+        if (create && !folder.exists && rootFd !== undefined) {
+          recordWorkspace(p, { id: ref.folderId, tenant_key: folder.owner, created_at: new Date().toISOString() });
+        }
         if (rootFd === undefined) throw new BerthError('CONFIG_INVALID', `folder ${ref.folderId} has no ${ref.scope} scope yet`, { issues: [{ field: 'scope', reason: 'is empty' }] });
         return act(rootFd);
       } catch (err) {
         if (err instanceof BerthError && err.code === 'E_SANDBOX_VIOLATION') {
           violations.set(identity.project, (violations.get(identity.project) ?? 0) + 1);
           log.warn({ tool: what, folder: ref.folderId, scope: ref.scope, path: err.details.path, kind: 'sandbox_violation' }, err.message);
+        }
+        // The tenant owns the tree and may change it under us: that fails closed, with a clear code.
+        const code = errnoOf(err);
+        if (code && ['ENOENT', 'ENOTDIR', 'EEXIST', 'EISDIR', 'ENOTEMPTY', 'ELOOP'].includes(code)) {
+          throw new BerthError('FILE_CHANGED', `"${ref.path}" changed while berth worked on it (${code}); try again`, { path: ref.path });
         }
         throw err;
       } finally {

@@ -92,7 +92,7 @@ export function ensureWorkspace(opts: {
 const RecordSchema = z.object({ id: z.string(), tenant_key: z.string(), session: z.string().optional(), created_at: z.string() });
 
 /** The id → tenant key registry lives in berth's private state, out of every container's reach. */
-function recordWorkspace(project: Project, record: WorkspaceRecord): void {
+export function recordWorkspace(project: Project, record: WorkspaceRecord): void {
   const dir = join(project.paths.stateDir, 'workspaces');
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   try {

@@ -1,0 +1,215 @@
+import fs from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { workspaceIdFor } from '../../src/store/secret.js';
+import { testHome, type TestHome } from '../helpers.js';
+
+/**
+ * The agent tool gateway through the real channel: inside a real container, berth-bridge
+ * speaks MCP (stdio framing) over the per-run Unix socket mounted into that container only.
+ * The caller's identity is the socket's; no tool takes an identity.
+ */
+let h: TestHome;
+let canaryDir: string;
+const P = 'org';
+const id = (key: string) => workspaceIdFor(h.berth.secret, P, key);
+
+beforeAll(async () => {
+  h = testHome();
+  h.create({
+    name: P,
+    workspace_isolation: true,
+    teams: { 'team:a': { members: ['web:alice', 'web:bob'] }, 'team:b': { members: ['web:carol'] } },
+    admins: ['web:boss'],
+  });
+  canaryDir = join(h.home, 'canary');
+  fs.mkdirSync(canaryDir);
+  fs.writeFileSync(join(canaryDir, 'secret.txt'), 'host-canary');
+  // First contact creates each folder; owners publish something in their shared scope.
+  for (const who of ['web:bob', 'web:carol', 'web:boss', 'team:b']) {
+    await h.run(P, who, `mkdir -p shared && echo "${who} published" > shared/note.txt && echo "${who} private" > private.txt`, 'low');
+  }
+});
+afterAll(async () => {
+  await h[Symbol.asyncDispose]();
+});
+
+type Call = { name: string; arguments: Record<string, unknown> };
+type Answer = { ok: boolean; value: any; error?: any };
+
+/** Run MCP calls from inside `user`'s container (network none) through berth-bridge. */
+async function inContainer(user: string, calls: Call[]): Promise<Answer[]> {
+  const lines = [
+    { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'in-container', version: '1' } } },
+    { jsonrpc: '2.0', method: 'notifications/initialized' },
+    ...calls.map((c, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: c })),
+  ].map((m) => `'${JSON.stringify(m).replace(/'/g, "'\\''")}'`);
+  const o = await h.run(P, user, `printf '%s\\n' ${lines.join(' ')} | berth-bridge /run/berth/gateway.sock`, 'low');
+  expect(o.exitCode, o.stderr).toBe(0);
+  const byId = new Map<number, any>();
+  for (const line of o.stdout.split('\n').filter(Boolean)) {
+    const msg = JSON.parse(line);
+    byId.set(msg.id, msg.result);
+  }
+  return calls.map((_, i) => {
+    const r = byId.get(i + 1);
+    const text = r?.content?.[0]?.text ?? '{}';
+    return r?.isError ? { ok: false, value: undefined, error: JSON.parse(text).error } : { ok: true, value: r?.structuredContent };
+  });
+}
+
+const ref = (folder: string, scope: 'private' | 'shared', path: string, extra: Record<string, unknown> = {}) => ({ folderId: id(folder), scope, path, ...extra });
+const read = (folder: string, scope: 'private' | 'shared', path: string): Call => ({ name: 'read_file_by_id', arguments: ref(folder, scope, path) });
+const write = (folder: string, scope: 'private' | 'shared', path: string, content = 'x'): Call => ({ name: 'write_file_by_id', arguments: ref(folder, scope, path, { content }) });
+const del = (folder: string, scope: 'private' | 'shared', path: string): Call => ({ name: 'delete_file_by_id', arguments: ref(folder, scope, path) });
+
+describe('gateway: every cell of the permission table, from inside a real container', () => {
+  it('own folder: read / write / delete in both scopes', async () => {
+    const r = await inContainer('web:alice', [
+      write('web:alice', 'private', 'p.txt', 'mine'),
+      read('web:alice', 'private', 'p.txt'),
+      del('web:alice', 'private', 'p.txt'),
+      write('web:alice', 'shared', 'pub.txt', 'published by alice'),
+      read('web:alice', 'shared', 'pub.txt'),
+      write('web:alice', 'shared', 'gone.txt'),
+      del('web:alice', 'shared', 'gone.txt'),
+    ]);
+    expect(r.map((a) => a.ok)).toEqual([true, true, true, true, true, true, true]);
+    expect(r[1]?.value).toEqual({ path: 'p.txt', content: 'mine' });
+    expect(fs.readFileSync(join(h.home, 'projects', P, 'workspaces', id('web:alice'), 'shared/pub.txt'), 'utf8')).toBe('published by alice');
+  });
+
+  it("own team's folder (member): read / write / delete in both scopes; creating it when it does not exist", async () => {
+    expect(fs.existsSync(join(h.home, 'projects', P, 'workspaces', id('team:a')))).toBe(false);
+    const r = await inContainer('web:alice', [
+      write('team:a', 'shared', 'plan.md', 'team plan'),
+      write('team:a', 'private', 'notes.md', 'team notes'),
+      read('team:a', 'private', 'notes.md'),
+      del('team:a', 'private', 'notes.md'),
+    ]);
+    expect(r.map((a) => a.ok)).toEqual([true, true, true, true]);
+    const bob = await inContainer('web:bob', [read('team:a', 'shared', 'plan.md'), write('team:a', 'shared', 'plan.md', 'v2'), del('team:a', 'shared', 'plan.md')]);
+    expect(bob.map((a) => a.ok)).toEqual([true, true, true]);
+  });
+
+  it("another member's folder: private never; shared readable by teammates and leadership only, never writable", async () => {
+    const alice = await inContainer('web:alice', [
+      read('web:bob', 'private', 'private.txt'),
+      read('web:bob', 'shared', 'note.txt'),
+      write('web:bob', 'shared', 'note.txt', 'pwned'),
+      del('web:bob', 'shared', 'note.txt'),
+      write('web:bob', 'private', 'x.txt'),
+    ]);
+    expect(alice.map((a) => a.ok)).toEqual([false, true, false, false, false]);
+    expect(alice[1]?.value.content).toBe('web:bob published\n');
+    for (const a of [alice[0], alice[2], alice[3], alice[4]]) expect(a?.error.code).toBe('PERMISSION_DENIED');
+    const boss = await inContainer('web:boss', [read('web:bob', 'shared', 'note.txt'), read('web:bob', 'private', 'private.txt')]);
+    expect(boss.map((a) => a.ok)).toEqual([true, false]);
+    const carol = await inContainer('web:carol', [read('web:bob', 'shared', 'note.txt')]);
+    expect(carol.map((a) => a.ok)).toEqual([false]);
+    expect(fs.readFileSync(join(h.home, 'projects', P, 'workspaces', id('web:bob'), 'shared/note.txt'), 'utf8')).toBe('web:bob published\n');
+  });
+
+  it("another team's folder: private never; shared readable by every project member, never writable", async () => {
+    const r = await inContainer('web:alice', [
+      read('team:b', 'shared', 'note.txt'),
+      read('team:b', 'private', 'private.txt'),
+      write('team:b', 'shared', 'note.txt', 'pwned'),
+      del('team:b', 'shared', 'note.txt'),
+    ]);
+    expect(r.map((a) => a.ok)).toEqual([true, false, false, false]);
+  });
+
+  it("a folder that does not exist may be created only as one's own or one's team's", async () => {
+    const stranger = 'f'.repeat(32);
+    const r = await inContainer('web:alice', [
+      { name: 'write_file_by_id', arguments: { folderId: stranger, scope: 'shared', path: 'x', content: 'x' } },
+      write('web:nobody', 'private', 'x'),
+    ]);
+    expect(r.map((a) => a.ok)).toEqual([false, false]);
+    expect(fs.existsSync(join(h.home, 'projects', P, 'workspaces', stranger))).toBe(false);
+  });
+
+  it('list_folders shows only what the caller may see; no tool takes an identity', async () => {
+    const r = await inContainer('web:alice', [
+      { name: 'list_folders', arguments: { scope: 'my_private' } },
+      { name: 'list_folders', arguments: { scope: 'team_shared' } },
+      { name: 'list_folders', arguments: { scope: 'org_shared' } },
+      { name: 'read_file_by_id', arguments: { ...ref('web:bob', 'private', 'private.txt'), agent: 'web:bob' } },
+    ]);
+    expect(r[0]?.value.folders).toEqual([{ name: 'web:alice', uuid: id('web:alice'), scope: 'private', path: '/' }]);
+    expect(r[1]?.value.folders).toEqual([{ name: 'team:a', uuid: id('team:a'), scope: 'shared', path: '/' }]);
+    expect(r[2]?.value.folders.map((f: { name: string }) => f.name).sort()).toEqual(['team:a', 'team:b', 'web:bob']);
+    expect(r[3]?.error.code).toBe('CONFIG_INVALID');
+  });
+
+  it('a link a tenant planted is a structured sandbox violation, logged and counted; the host file is untouched', async () => {
+    const before = h.berth.gateway.violations(P);
+    await h.run(P, 'web:alice', `mkdir -p shared && ln -sf ${join(canaryDir, 'secret.txt')} shared/link && ln -sfn ${canaryDir} shared/dirlink`, 'low');
+    const r = await inContainer('web:alice', [
+      read('web:alice', 'shared', 'link'),
+      write('web:alice', 'shared', 'link', 'pwned'),
+      write('web:alice', 'shared', 'dirlink/new.txt', 'pwned'),
+      read('web:alice', 'shared', '../../../canary/secret.txt'),
+      read('web:alice', 'shared', '/etc/passwd'),
+    ]);
+    for (const a of r) expect(a.error).toMatchObject({ code: 'E_SANDBOX_VIOLATION', kind: 'sandbox_violation', path: expect.any(String) });
+    expect(h.berth.gateway.violations(P)).toBe(before + 5);
+    expect(fs.readdirSync(canaryDir)).toEqual(['secret.txt']);
+    expect(fs.readFileSync(join(canaryDir, 'secret.txt'), 'utf8')).toBe('host-canary');
+  });
+});
+
+describe('gateway under a race', () => {
+  it('a tenant swapping directories and symlinks from a running container for 10 s changes no host file and leaks no byte', async () => {
+    h.create({ name: 'race', workspace_isolation: true, limits: { timeout_seconds: 20 } });
+    const attacker = h.berth.runner.run({
+      project: 'race',
+      tenantKey: 'web:mallory',
+      level: 'low',
+      // "x" is a real directory most of the time, and for an instant a link to a host directory.
+      message: `mkdir -p shared/x && echo mine > shared/x/f.txt && ln -sfn ${canaryDir} shared/link
+        n=0; end=$(( $(date +%s) + 12 ))
+        while [ $(date +%s) -lt $end ]; do
+          mv -T shared/x shared/d; mv -T shared/link shared/x; mv -T shared/x shared/link; mv -T shared/d shared/x
+          n=$((n+4))
+        done 2>/dev/null; echo "swaps=$n"`,
+    });
+    await new Promise((r) => setTimeout(r, 1500));
+    const g = h.berth.gateway.forCaller({ project: 'race', tenantKey: 'web:mallory' });
+    const folderId = workspaceIdFor(h.berth.secret, 'race', 'web:mallory');
+    const stats = { ok: 0, refused: 0, reads: 0 };
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline) {
+      for (const op of [
+        () => g.read({ folderId, scope: 'shared', path: 'x/f.txt' }),
+        () => g.write({ folderId, scope: 'shared', path: 'w.txt' }, 'gateway'),
+        () => g.read({ folderId, scope: 'shared', path: 'x/secret.txt' }),
+        () => g.info({ folderId, scope: 'shared', path: 'x/secret.txt' }),
+        () => g.remove({ folderId, scope: 'shared', path: 'x/secret.txt' }),
+        () => g.listFolders('org_shared'),
+      ]) {
+        try {
+          const out = op();
+          stats.ok++;
+          if (out && typeof out === 'object' && 'content' in out) {
+            stats.reads++;
+            expect(out.content).toBe('mine\n');
+          }
+        } catch (err) {
+          expect((err as { code: string }).code).toMatch(/^(E_SANDBOX_VIOLATION|CONFIG_INVALID|FILE_CHANGED)$/);
+          stats.refused++;
+        }
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    const o = await attacker;
+    const swaps = Number(/swaps=(\d+)/.exec(o.stdout)?.[1]);
+    console.log(`race: ${swaps} swaps by the tenant; gateway ${stats.ok} ok (${stats.reads} reads), ${stats.refused} refused`);
+    expect(swaps).toBeGreaterThan(1000);
+    expect(stats.ok + stats.refused).toBeGreaterThan(1000);
+    expect(stats.reads).toBeGreaterThan(100);
+    expect(fs.readdirSync(canaryDir)).toEqual(['secret.txt']);
+    expect(fs.readFileSync(join(canaryDir, 'secret.txt'), 'utf8')).toBe('host-canary');
+  }, 60_000);
+});
