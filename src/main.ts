@@ -104,7 +104,7 @@ export function createBerth(opts: BerthOptions): Berth {
       return getRunner();
     },
     get admin() {
-      return (admin ??= createAdminService({ store, sessions, tokens, runner: getRunner }));
+      return (admin ??= createAdminService({ store, sessions, tokens, runner: getRunner, gateway }));
     },
     tokens,
     gateway,
@@ -112,7 +112,7 @@ export function createBerth(opts: BerthOptions): Berth {
       return (operator ??= createOperatorService({ home, store, config, logger }));
     },
     get sessionTools() {
-      return (sessionTools ??= createSessionTools({ sessions, runner: getRunner, logger }));
+      return (sessionTools ??= createSessionTools({ sessions, runner: getRunner, gateway, logger }));
     },
   };
 }

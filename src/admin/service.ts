@@ -2,6 +2,8 @@ import { join } from 'node:path';
 import type { ProjectMetadataInput, ProjectUpdate } from '../config/metadata.js';
 import type { PermissionLevel, SessionRecord, SessionSettingsUpdate } from '../config/session.js';
 import type { SessionTokens } from '../store/session-tokens.js';
+import type { Gateway } from '../gateway/service.js';
+import type { WorkspaceProfile } from '../gateway/workspace-profile.js';
 import type { SessionStore } from '../store/sessions.js';
 import { BerthError } from '../errors.js';
 import { diskUsage } from '../fs/du.js';
@@ -25,15 +27,17 @@ export interface AdminService {
   runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel }): Promise<RunView>;
   listRuns(name: string, filter: { user?: string; limit?: number }): RunRecord[];
   listSessions(name: string): SessionRecord[];
+  workspaceProfile(name: string, workspaceId: string): WorkspaceProfile;
   getSession(id: string): SessionRecord;
   updateSession(id: string, settings: SessionSettingsUpdate['settings']): SessionRecord;
   mintSessionToken(id: string, ttlSeconds?: number): { session: string; token: string; expires_at: string };
   revokeSessionTokens(id: string): { session: string; revoked: number };
 }
 
-export function projectView(p: Project): ProjectView {
+export function viewOf(p: Project, sandboxViolations: number): ProjectView {
   return {
     ...p.metadata,
+    sandbox_violations: sandboxViolations,
     path: p.paths.dir,
     protection: p.snapshot ? { taken_at: p.snapshot.taken_at, entries: p.snapshot.entries } : { taken_at: null, entries: [] },
     workspace_count: listWorkspaces(p).length,
@@ -63,8 +67,10 @@ export function createAdminService(deps: {
   sessions: SessionStore;
   tokens: SessionTokens;
   runner: () => Runner;
+  gateway: Gateway;
 }): AdminService {
   const { store, sessions } = deps;
+  const projectView = (p: Project) => viewOf(p, deps.gateway.violations(p.metadata.name));
   return {
     createProject: (input) => projectView(store.create(input)),
     getProject: (name) => projectView(store.get(name)),
@@ -102,6 +108,7 @@ export function createAdminService(deps: {
     },
 
     listSessions: (name) => sessions.list(store.get(name)),
+    workspaceProfile: (name, id) => deps.gateway.profileOf(store.get(name), id),
     getSession: (id) => sessions.get(id).session,
     updateSession: (id, settings) => sessions.update(id, settings),
     mintSessionToken(id, ttlSeconds) {

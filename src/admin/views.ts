@@ -26,6 +26,7 @@ export const ProjectViewSchema = ProjectMetadataSchema.extend({
   path: z.string().describe('The project directory on the host.'),
   protection: ProtectionViewSchema,
   workspace_count: z.number().int(),
+  sandbox_violations: z.number().int().describe('Gateway sandbox violations by this project’s agents since berth started.'),
 });
 
 export const WorkspaceViewSchema = z.object({

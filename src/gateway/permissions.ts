@@ -30,7 +30,8 @@ const allow: Decision = { allow: true };
 const deny = (reason: string): Decision => ({ allow: false, reason });
 
 export function decide(caller: Caller, folder: Folder, scope: Scope, op: Operation): Decision {
-  const own = folder.kind === 'user' && folder.owner === caller.tenantKey;
+  // A team's own agent (its group chat) owns the team folder just as a user owns theirs.
+  const own = folder.owner === caller.tenantKey;
   const ownTeam = folder.kind === 'team' && caller.teams.includes(folder.owner);
   if (!folder.exists) {
     if (op === 'write' && (own || ownTeam)) return allow; // created by its owner (or a member) only

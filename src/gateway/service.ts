@@ -7,6 +7,7 @@ import type { Project, ProjectStore } from '../store/projects.js';
 import { workspaceIdFor } from '../store/secret.js';
 import { listWorkspaces, recordWorkspace } from '../store/workspaces.js';
 import { decide, type Caller, type Folder, type Operation, type Scope } from './permissions.js';
+import { detectProfile, workspaceProfile, type WorkspaceProfile } from './workspace-profile.js';
 
 export const FolderIdSchema = z.string().regex(/^[0-9a-f]{32}$/, 'is not a folder id');
 export const ScopeSchema = z.enum(['private', 'shared']);
@@ -111,6 +112,10 @@ export function createGateway(deps: { store: ProjectStore; secret: () => Buffer;
               .map((w) => ({ name: w.tenant_key, uuid: w.id, scope: 'shared' as const, path: '/' }));
         }
       },
+      /** The caller's own workspace profile (ecosystem, package manager, format/lint/test commands). */
+      profile(): WorkspaceProfile {
+        return profileOf(project(), workspaceIdFor(deps.secret(), identity.project, identity.tenantKey));
+      },
       read: (ref: z.infer<typeof FolderRefSchema>): { path: string; content: string } => {
         const data = guarded('read_file_by_id', ref, 'read', (fd) => sandboxRead(fd, ref.path));
         if (data === undefined) throw new BerthError('CONFIG_INVALID', `no file "${ref.path}"`, { issues: [{ field: 'path', reason: 'does not exist' }] });
@@ -127,7 +132,18 @@ export function createGateway(deps: { store: ProjectStore; secret: () => Buffer;
     };
   }
 
-  return { forCaller, violations: (project: string) => violations.get(project) ?? 0 };
+  /** Profile of one workspace of a project (empty when the workspace does not exist yet). */
+  function profileOf(project: Project, folderId: string): WorkspaceProfile {
+    const fd = openScopeRoot(project.paths.dir, folderId, 'private', false);
+    if (fd === undefined) return detectProfile({ files: new Set() });
+    try {
+      return workspaceProfile(fd, `${project.paths.dir}/${folderId}`);
+    } finally {
+      closeQuietly(fd);
+    }
+  }
+
+  return { forCaller, profileOf, violations: (project: string) => violations.get(project) ?? 0 };
 }
 
 export type Gateway = ReturnType<typeof createGateway>;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { tool, type ToolSpec } from '../mcp/tools.js';
 import { FolderRefSchema, ListScopeSchema, type GatewayCaller } from './service.js';
+import { WorkspaceProfileSchema } from './workspace-profile.js';
 
 const FolderEntrySchema = z.object({ name: z.string(), uuid: z.string(), scope: z.enum(['private', 'shared']), path: z.string() });
 const FileInfoSchema = z.object({ path: z.string(), type: z.enum(['file', 'dir']).optional(), size: z.number().optional(), modified: z.string().optional(), exists: z.boolean().optional() });
@@ -13,6 +14,13 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
     input: z.object({ scope: ListScopeSchema }).strict(),
     output: z.object({ folders: z.array(FolderEntrySchema) }),
     run: (g: GatewayCaller, { scope }) => ({ folders: g.listFolders(scope) }),
+  }),
+  tool({
+    name: 'workspace_profile',
+    description: 'Your workspace: ecosystem, package manager, and its format/lint/test commands (detected from its files).',
+    input: z.object({}).strict(),
+    output: WorkspaceProfileSchema,
+    run: (g: GatewayCaller) => g.profile(),
   }),
   tool({
     name: 'read_file_by_id',

@@ -1,4 +1,8 @@
+import { basename } from 'node:path';
 import type { Logger } from 'pino';
+import type { SessionRecord } from '../config/session.js';
+import type { Gateway } from '../gateway/service.js';
+import type { Project } from '../store/projects.js';
 import { z } from 'zod';
 import { runView } from '../admin/service.js';
 import type { RunView } from '../admin/views.js';
@@ -13,9 +17,10 @@ export const ShellRunSchema = z
   .object({
     argv: z.array(z.string().max(4096)).min(1).max(256).optional().describe('The command as argv (preferred).'),
     command: z.string().min(1).max(8192).optional().describe('Or a command line, split without a shell: ; | & > < ` $() are refused.'),
+    task: z.enum(['test', 'lint', 'format']).optional().describe("Or run the workspace's own test/lint/format command (see workspace_profile)."),
   })
   .strict()
-  .refine((v) => (v.argv === undefined) !== (v.command === undefined), { message: 'give exactly one of argv or command' });
+  .refine((v) => [v.argv, v.command, v.task].filter((x) => x !== undefined).length === 1, { message: 'give exactly one of argv, command or task' });
 
 /**
  * Tools berth runs for an agent, as the session a connection proves it is (never a parameter).
@@ -28,7 +33,14 @@ export interface SessionTools {
   memoryWrite(sessionId: string, input: z.input<typeof MemoryWriteSchema>): { entry: MemoryEntry };
 }
 
-export function createSessionTools(deps: { sessions: SessionStore; runner: () => Runner; logger: Logger }): SessionTools {
+export function createSessionTools(deps: { sessions: SessionStore; runner: () => Runner; gateway: Gateway; logger: Logger }): SessionTools {
+  /** "the tests": the command the session workspace's profile detected. */
+  function taskArgv(project: Project, session: SessionRecord, task: 'test' | 'lint' | 'format'): string[] {
+    const argv = deps.gateway.profileOf(project, basename(session.settings.workspace.root_dir)).commands[task];
+    if (!argv) throw new BerthError('CONFIG_INVALID', `no ${task} command detected in this workspace (see workspace_profile)`, { issues: [{ field: 'task', reason: 'not detected' }] });
+    return argv;
+  }
+
   function gate(sessionId: string, tool: SessionTool) {
     const { project, session } = deps.sessions.get(sessionId);
     const level = session.settings.permission_level;
@@ -41,10 +53,10 @@ export function createSessionTools(deps: { sessions: SessionStore; runner: () =>
 
   return {
     async shellRun(sessionId, input) {
-      const { project, level } = gate(sessionId, 'shell_run');
+      const { project, session, level } = gate(sessionId, 'shell_run');
       const parsed = ShellRunSchema.parse(input);
       try {
-        const argv = checkShellCommand(level, parsed.argv ?? splitCommand(parsed.command as string));
+        const argv = checkShellCommand(level, parsed.argv ?? (parsed.task ? taskArgv(project, session, parsed.task) : splitCommand(parsed.command as string)));
         return runView(await deps.runner().exec(sessionId, argv));
       } catch (err) {
         if (err instanceof BerthError && err.code === 'PERMISSION_DENIED') {

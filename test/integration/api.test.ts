@@ -99,6 +99,7 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
       '/api/projects/{name}/workflows',
       '/api/projects/{name}/workflows/{workflow}/runs',
       '/api/projects/{name}/workspaces',
+      '/api/projects/{name}/workspaces/{id}/profile',
       '/api/sessions/{sessionId}/settings',
       '/api/sessions/{sessionId}/token',
       '/healthz',

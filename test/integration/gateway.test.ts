@@ -2,7 +2,9 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workspaceIdFor } from '../../src/store/secret.js';
-import { testHome, type TestHome } from '../helpers.js';
+import { execFileSync } from 'node:child_process';
+import { compileBridge } from '../../src/images/build.js';
+import { REPO_ROOT, testHome, type TestHome } from '../helpers.js';
 
 /**
  * The agent tool gateway through the real channel: inside a real container, berth-bridge
@@ -14,11 +16,27 @@ let canaryDir: string;
 const P = 'org';
 const id = (key: string) => workspaceIdFor(h.berth.secret, P, key);
 
+const CLIENT_IMAGE = 'berth/gateway-client:test';
+
+/** Build the in-container client image: node from the host, the SDK client bundled, berth-bridge. */
+function buildClientImage(): void {
+  const dir = join(REPO_ROOT, 'test/fixtures/gateway-client');
+  const run = (cmd: string, args: string[]) => execFileSync(cmd, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  run(join(REPO_ROOT, 'scripts/make-node-base.sh'), []);
+  run(join(REPO_ROOT, 'node_modules/.bin/esbuild'), [join(dir, 'client.ts'), '--bundle', '--platform=node', '--format=esm', '--target=node20', `--outfile=${join(dir, 'client.mjs')}`,
+    '--banner:js=import { createRequire } from "module"; const require = createRequire(import.meta.url);']);
+  compileBridge(join(REPO_ROOT, 'images/shell/berth-bridge.c'), join(dir, 'berth-bridge'));
+  run('docker', ['build', '-q', '-t', CLIENT_IMAGE, dir]);
+}
+
 beforeAll(async () => {
+  buildClientImage();
   h = testHome();
   h.create({
     name: P,
     workspace_isolation: true,
+    image: CLIENT_IMAGE,
+    agent: ['node', '/usr/local/bin/client.mjs', '{message}'],
     teams: { 'team:a': { members: ['web:alice', 'web:bob'] }, 'team:b': { members: ['web:carol'] } },
     admins: ['web:boss'],
   });
@@ -27,9 +45,9 @@ beforeAll(async () => {
   fs.writeFileSync(join(canaryDir, 'secret.txt'), 'host-canary');
   // First contact creates each folder; owners publish something in their shared scope.
   for (const who of ['web:bob', 'web:carol', 'web:boss', 'team:b']) {
-    await h.run(P, who, `mkdir -p shared && echo "${who} published" > shared/note.txt && echo "${who} private" > private.txt`, 'low');
+    await inContainer(who, [write(who, 'shared', 'note.txt', `${who} published\n`), write(who, 'private', 'private.txt', `${who} private\n`)]);
   }
-});
+}, 180_000);
 afterAll(async () => {
   await h[Symbol.asyncDispose]();
 });
@@ -37,25 +55,13 @@ afterAll(async () => {
 type Call = { name: string; arguments: Record<string, unknown> };
 type Answer = { ok: boolean; value: any; error?: any };
 
-/** Run MCP calls from inside `user`'s container (network none) through berth-bridge. */
+/** Run tool calls with the SDK's Client inside `user`'s container (network none) → berth-bridge → its socket. */
 async function inContainer(user: string, calls: Call[]): Promise<Answer[]> {
-  const lines = [
-    { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'in-container', version: '1' } } },
-    { jsonrpc: '2.0', method: 'notifications/initialized' },
-    ...calls.map((c, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: c })),
-  ].map((m) => `'${JSON.stringify(m).replace(/'/g, "'\\''")}'`);
-  const o = await h.run(P, user, `printf '%s\\n' ${lines.join(' ')} | berth-bridge /run/berth/gateway.sock`, 'low');
+  const o = await h.run(P, user, JSON.stringify(calls), 'low');
   expect(o.exitCode, o.stderr).toBe(0);
-  const byId = new Map<number, any>();
-  for (const line of o.stdout.split('\n').filter(Boolean)) {
-    const msg = JSON.parse(line);
-    byId.set(msg.id, msg.result);
-  }
-  return calls.map((_, i) => {
-    const r = byId.get(i + 1);
-    const text = r?.content?.[0]?.text ?? '{}';
-    return r?.isError ? { ok: false, value: undefined, error: JSON.parse(text).error } : { ok: true, value: r?.structuredContent };
-  });
+  const out = JSON.parse(o.stdout) as { tools: string[]; answers: Answer[] };
+  expect(out.tools.sort()).toEqual(['delete_file_by_id', 'get_file_info_by_id', 'list_folders', 'read_file_by_id', 'workspace_profile', 'write_file_by_id']);
+  return out.answers;
 }
 
 const ref = (folder: string, scope: 'private' | 'shared', path: string, extra: Record<string, unknown> = {}) => ({ folderId: id(folder), scope, path, ...extra });
@@ -145,7 +151,10 @@ describe('gateway: every cell of the permission table, from inside a real contai
 
   it('a link a tenant planted is a structured sandbox violation, logged and counted; the host file is untouched', async () => {
     const before = h.berth.gateway.violations(P);
-    await h.run(P, 'web:alice', `mkdir -p shared && ln -sf ${join(canaryDir, 'secret.txt')} shared/link && ln -sfn ${canaryDir} shared/dirlink`, 'low');
+    const ws = join(h.home, 'projects', P, 'workspaces', id('web:alice'));
+    // What the tenant's own agent could do in its workspace between runs:
+    fs.symlinkSync(join(canaryDir, 'secret.txt'), join(ws, 'shared/link'));
+    fs.symlinkSync(canaryDir, join(ws, 'shared/dirlink'));
     const r = await inContainer('web:alice', [
       read('web:alice', 'shared', 'link'),
       write('web:alice', 'shared', 'link', 'pwned'),
@@ -155,14 +164,29 @@ describe('gateway: every cell of the permission table, from inside a real contai
     ]);
     for (const a of r) expect(a.error).toMatchObject({ code: 'E_SANDBOX_VIOLATION', kind: 'sandbox_violation', path: expect.any(String) });
     expect(h.berth.gateway.violations(P)).toBe(before + 5);
+    expect(h.berth.admin.getProject(P).sandbox_violations).toBe(before + 5);
     expect(fs.readdirSync(canaryDir)).toEqual(['secret.txt']);
     expect(fs.readFileSync(join(canaryDir, 'secret.txt'), 'utf8')).toBe('host-canary');
   });
 });
 
+describe('workspace profile', () => {
+  it('is detected from the workspace files, served to its agent and in the admin API, refreshed when they change', async () => {
+    const r = await inContainer('web:dev', [
+      write('web:dev', 'private', 'package.json', '{"scripts":{"test":"vitest","lint":"eslint ."}}'),
+      { name: 'workspace_profile', arguments: {} },
+      write('web:dev', 'private', 'pnpm-lock.yaml', ''),
+      { name: 'workspace_profile', arguments: {} },
+    ]);
+    expect(r[1]?.value).toMatchObject({ ecosystems: ['node'], package_manager: 'npm', commands: { test: ['npm', 'test'], lint: ['npm', 'run', 'lint'] } });
+    expect(r[3]?.value).toMatchObject({ package_manager: 'pnpm', commands: { test: ['pnpm', 'test'] } });
+    expect(h.berth.admin.workspaceProfile(P, id('web:dev'))).toMatchObject({ package_manager: 'pnpm', detected_from: ['package.json', 'pnpm-lock.yaml'] });
+  });
+});
+
 describe('gateway under a race', () => {
   it('a tenant swapping directories and symlinks from a running container for 10 s changes no host file and leaks no byte', async () => {
-    h.create({ name: 'race', workspace_isolation: true, limits: { timeout_seconds: 20 } });
+    h.create({ name: 'race', workspace_isolation: true, limits: { timeout_seconds: 20 } }); // shell image
     const attacker = h.berth.runner.run({
       project: 'race',
       tenantKey: 'web:mallory',

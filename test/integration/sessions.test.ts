@@ -163,6 +163,19 @@ describe('levels → tools (MCP at /mcp/session with a session token, commands r
     await client.close();
   });
 
+  it('shell_run runs "the tests" by the command the workspace profile detected', async () => {
+    const { client } = await sessionAt('web:tasks', 'high', 'tool-tasks');
+    expect(errorOf(await client.callTool({ name: 'shell_run', arguments: { task: 'test' } }))).toMatchObject({ code: 'CONFIG_INVALID' });
+    const ws = (await api('GET', '/api/sessions/tool-tasks/settings')).body.settings.workspace.root_dir as string;
+    fs.writeFileSync(join(ws, 'package.json'), '{"scripts":{"test":"node --test"}}');
+    const run = await client.callTool({ name: 'shell_run', arguments: { task: 'test' } });
+    // npm is allowed at high and runs in the container (busybox has none: 127 = not found there).
+    expect(run.structuredContent).toMatchObject({ run: { exit_code: 127, stderr: 'npm: not found in image berth/shell:latest\n' } });
+    await api('PUT', '/api/sessions/tool-tasks/settings', { settings: { permission_level: 'low' } });
+    expect(errorOf(await client.callTool({ name: 'shell_run', arguments: { task: 'test' } }))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'binary_not_allowed' });
+    await client.close();
+  });
+
   it('a level change applies to the same token at once; a revoked token is refused', async () => {
     const { client, token } = await sessionAt('web:flip', 'medium', 'tool-flip');
     expect((await client.callTool({ name: 'memory_search', arguments: { query: 'deploy' } })).isError).toBeFalsy();

@@ -3,6 +3,8 @@ import { decide, type Caller, type Folder, type Operation, type Scope } from '..
 
 const alice: Caller = { tenantKey: 'alice', teams: ['team-a'], leader: false };
 const boss: Caller = { tenantKey: 'boss', teams: [], leader: true };
+/** The team's own agent: the group chat is a tenant whose key is the team's. */
+const groupChat: Caller = { tenantKey: 'team-a', teams: [], leader: false };
 const folders: Record<string, Folder> = {
   own: { owner: 'alice', kind: 'user', exists: true, ownerTeams: ['team-a'] },
   ownTeam: { owner: 'team-a', kind: 'team', exists: true, ownerTeams: [] },
@@ -39,11 +41,12 @@ const TABLE: Array<[Caller, string, Scope, Operation, boolean]> = [
   [alice, 'newOther', 'private', 'write', false],
   [alice, 'newOther', 'shared', 'write', false],
   [alice, 'newOwn', 'private', 'read', false],
+  ...SCOPES.flatMap((s) => OPS.map((op): [Caller, string, Scope, Operation, boolean] => [groupChat, 'ownTeam', s, op, true])),
 ];
 
 describe('permission service (the only place that decides)', () => {
   it.each(TABLE.map(([c, f, s, op, ok]) => [c.tenantKey, f, s, op, ok] as const))('%s → %s/%s %s: %s', (callerKey, folder, scope, op, ok) => {
-    const caller = callerKey === 'boss' ? boss : alice;
+    const caller = callerKey === 'boss' ? boss : callerKey === 'team-a' ? groupChat : alice;
     const d = decide(caller, folders[folder] as Folder, scope, op);
     expect(d.allow).toBe(ok);
     if (!d.allow) expect(d.reason).toMatch(/\w/);

@@ -1,6 +1,7 @@
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
 import { ErrorBodySchema, ProjectViewSchema, WorkspaceViewSchema } from '../../admin/views.js';
+import { WorkspaceProfileSchema } from '../../gateway/workspace-profile.js';
 import type { AdminService } from '../../admin/service.js';
 import { ProjectMetadataSchema, ProjectNameSchema, ProjectUpdateSchema } from '../../config/metadata.js';
 
@@ -13,6 +14,20 @@ const errors = {
 };
 
 export function registerProjectRoutes(app: OpenAPIHono, admin: () => AdminService): void {
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/projects/{name}/workspaces/{id}/profile',
+      summary: "A workspace's profile: ecosystem, package manager, format/lint/test commands",
+      request: { params: z.object({ name: ProjectNameSchema, id: z.string().regex(/^[0-9a-f]{32}$/, 'is not a workspace id') }) },
+      responses: { 200: json(WorkspaceProfileSchema, 'detected from its files, cached until they change'), ...errors },
+    }),
+    (c) => {
+      const { name, id } = c.req.valid('param');
+      return c.json(admin().workspaceProfile(name, id), 200);
+    },
+  );
+
   app.openapi(
     createRoute({
       method: 'post',
