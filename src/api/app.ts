@@ -15,6 +15,8 @@ import { registerSessionRoutes } from './routes/sessions.js';
 import { registerOperatorRoutes } from './routes/operator.js';
 import type { OperatorService } from '../admin/operator.js';
 import type { Berth } from '../main.js';
+import type { Gateway } from '../gateway/service.js';
+import type { SessionStore } from '../store/sessions.js';
 import type { ProjectStore } from '../store/projects.js';
 import type { Runner } from '../runs/runner.js';
 import { VERSION } from '../version.js';
@@ -30,6 +32,8 @@ export interface AppDeps {
   tokens: SessionTokens;
   operator: () => OperatorService;
   store: ProjectStore;
+  sessions: SessionStore;
+  gateway: Gateway;
   runner: () => Runner;
   engine: Engine;
   token: string;
@@ -41,7 +45,7 @@ type Env = { Variables: { requestId: string; log: Logger } };
 
 /** The app's dependencies, taken from a composed berth (main.ts). */
 export function appDepsFrom(
-  berth: Pick<Berth, 'admin' | 'sessionTools' | 'tokens' | 'operator' | 'store' | 'runner' | 'engine'>,
+  berth: Pick<Berth, 'admin' | 'sessionTools' | 'tokens' | 'operator' | 'store' | 'runner' | 'engine' | 'sessions' | 'gateway'>,
   opts: { token: string; logger: Logger },
 ): AppDeps {
   return {
@@ -50,6 +54,8 @@ export function appDepsFrom(
     tokens: berth.tokens,
     operator: () => berth.operator,
     store: berth.store,
+    sessions: berth.sessions,
+    gateway: berth.gateway,
     runner: () => berth.runner,
     engine: berth.engine,
     ...opts,
@@ -139,7 +145,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     if (!match) throw new BerthError('UNAUTHORIZED', 'missing session token', { hint: 'mint one: POST /api/sessions/:id/token' });
     const sessionId = deps.tokens.verify(match[1] as string);
     c.get('log').info({ session: sessionId }, 'session tool call');
-    return mcp(createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), sessionId })), c.req.raw);
+    const { project, session } = deps.sessions.get(sessionId);
+    const files = deps.gateway.forCaller({ project: project.metadata.name, tenantKey: session.tenant_key });
+    return mcp(createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), sessionId, files })), c.req.raw);
   });
 
   return app;

@@ -5,7 +5,7 @@ import { closeQuietly } from '../fs/fd-path.js';
 import { openScopeRoot, sandboxDelete, sandboxInfo, sandboxRead, sandboxWrite, type FileInfo } from '../fs/sandbox.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { workspaceIdFor } from '../store/secret.js';
-import { listWorkspaces, recordWorkspace } from '../store/workspaces.js';
+import { listWorkspaces, readWorkspaceRecord, recordWorkspace } from '../store/workspaces.js';
 import { decide, type Caller, type Folder, type Operation, type Scope } from './permissions.js';
 import { detectProfile, workspaceProfile, type WorkspaceProfile } from './workspace-profile.js';
 
@@ -44,7 +44,8 @@ export function createGateway(deps: { store: ProjectStore; secret: () => Buffer;
   }
 
   function folderOf(project: Project, caller: Caller, folderId: string): Folder & { id: string } {
-    const record = listWorkspaces(project).find((w) => w.id === folderId && !w.session);
+    const found = readWorkspaceRecord(project, folderId);
+    const record = found && !found.session ? found : undefined;
     const idOf = (key: string) => workspaceIdFor(deps.secret(), project.metadata.name, key);
     const owner = record?.tenant_key ?? [caller.tenantKey, ...caller.teams].find((k) => idOf(k) === folderId);
     const kind = owner !== undefined && owner in project.metadata.teams ? 'team' : 'user';

@@ -62,10 +62,9 @@ export async function buildImage(opts: {
   const context = fs.mkdtempSync(join(os.tmpdir(), `berth-image-${opts.name}-`));
   try {
     fs.cpSync(join(IMAGES_DIR, opts.name), context, { recursive: true });
-    if (opts.name === 'shell') {
-      fs.copyFileSync(findStaticBusybox(), join(context, 'busybox'));
-      compileBridge(join(context, 'berth-bridge.c'), join(context, 'berth-bridge'));
-    }
+    if (opts.name === 'shell') fs.copyFileSync(findStaticBusybox(), join(context, 'busybox'));
+    // Every image gets berth-bridge, the agent's way to the gateway socket.
+    compileBridge(join(IMAGES_DIR, 'shell', 'berth-bridge.c'), join(context, 'berth-bridge'));
     await opts.engine.buildImage({
       context: tar.pack(context) as unknown as NodeJS.ReadableStream,
       tag,

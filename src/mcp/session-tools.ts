@@ -2,12 +2,16 @@ import { z } from 'zod';
 import { RunViewSchema } from '../admin/views.js';
 import { MemoryEntrySchema, MemorySearchSchema, MemoryWriteSchema } from '../store/memory.js';
 import { ShellRunSchema, type SessionTools } from '../sessions/session-tools.js';
+import { GATEWAY_TOOLS } from '../gateway/tools.js';
+import type { GatewayCaller } from '../gateway/service.js';
 import { tool, type ToolSpec } from './tools.js';
 
 /** What an agent's session may call at /mcp/session. The session comes from the token, never from input. */
 export interface SessionContext {
   tools: SessionTools;
   sessionId: string;
+  /** The session tenant's file tools (the same gateway a container reaches through its socket). */
+  files: GatewayCaller;
 }
 
 export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
@@ -33,4 +37,6 @@ export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
     output: z.object({ entry: MemoryEntrySchema }),
     run: (ctx: SessionContext, input) => ctx.tools.memoryWrite(ctx.sessionId, input),
   }),
+  // Agent loops outside containers get the file tools too, as the session's tenant.
+  ...GATEWAY_TOOLS.map((t): ToolSpec<SessionContext> => ({ ...t, run: (ctx, input) => t.run(ctx.files, input) })),
 ];

@@ -102,6 +102,17 @@ export function recordWorkspace(project: Project, record: WorkspaceRecord): void
   }
 }
 
+/** One registry record, by id (a direct lookup: no scan). */
+export function readWorkspaceRecord(project: Project, id: string): WorkspaceRecord | undefined {
+  if (!/^[0-9a-f]{32}$/.test(id)) return undefined;
+  try {
+    return RecordSchema.parse(JSON.parse(fs.readFileSync(join(project.paths.stateDir, 'workspaces', `${id}.json`), 'utf8')));
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
 export function listWorkspaces(project: Project): WorkspaceRecord[] {
   const dir = join(project.paths.stateDir, 'workspaces');
   let names: string[];

@@ -123,7 +123,19 @@ describe('levels → tools (MCP at /mcp/session with a session token, commands r
   it('low: denies memory_search and curl; allows workspace file management', async () => {
     const { client } = await sessionAt('web:low', 'low', 'tool-low');
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(['memory_search', 'memory_write', 'shell_run']);
+    expect(tools.map((t) => t.name).sort()).toEqual([
+      'delete_file_by_id',
+      'get_file_info_by_id',
+      'list_folders',
+      'memory_search',
+      'memory_write',
+      'read_file_by_id',
+      'shell_run',
+      'workspace_profile',
+      'write_file_by_id',
+    ]);
+    const mine = await client.callTool({ name: 'list_folders', arguments: { scope: 'my_private' } });
+    expect(mine.structuredContent).toMatchObject({ folders: [{ name: 'web:low' }] });
     for (const t of tools) expect(Object.keys((t.inputSchema as { properties?: object }).properties ?? {})).not.toContain('session');
     const search = await client.callTool({ name: 'memory_search', arguments: { query: 'anything' } });
     expect(errorOf(search)).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'tool_not_allowed' });
