@@ -7,6 +7,7 @@ import { isBerthError } from './errors.js';
 import { homePaths } from './config/home.js';
 import { createOperatorService, type OperatorService } from './admin/operator.js';
 import { createGateway, type Gateway } from './gateway/service.js';
+import { sharedGrantsFor } from './plan/run-plan.js';
 import { createAdminService, type AdminService } from './admin/service.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
 import { createRunner, type Runner } from './runs/runner.js';
@@ -70,6 +71,7 @@ export function createBerth(opts: BerthOptions): Berth {
   // Created on first use, so read-only commands never write to the home.
   const getSecret = () => (secret ??= loadOrCreateSecret(paths.secretFile));
   const sessions = createSessionStore({ projects: store, secret: getSecret });
+  const getOperator = () => (operator ??= createOperatorService({ home, store, config, logger }));
   const gateway = createGateway({
     store,
     secret: getSecret,
@@ -109,10 +111,17 @@ export function createBerth(opts: BerthOptions): Berth {
     tokens,
     gateway,
     get operator() {
-      return (operator ??= createOperatorService({ home, store, config, logger }));
+      return getOperator();
     },
     get sessionTools() {
-      return (sessionTools ??= createSessionTools({ sessions, runner: getRunner, gateway, logger }));
+      return (sessionTools ??= createSessionTools({
+        sessions,
+        runner: getRunner,
+        gateway,
+        grants: (project) => sharedGrantsFor(config(), project),
+        assertGranted: (project, area) => getOperator().assertGranted(project, area),
+        logger,
+      }));
     },
   };
 }

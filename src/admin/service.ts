@@ -25,7 +25,7 @@ export interface AdminService {
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
   runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel }): Promise<RunView>;
-  listRuns(name: string, filter: { user?: string; limit?: number }): RunRecord[];
+  listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number };
   listSessions(name: string): SessionRecord[];
   workspaceProfile(name: string, workspaceId: string): WorkspaceProfile;
   getSession(id: string): SessionRecord;
@@ -102,9 +102,9 @@ export function createAdminService(deps: {
     listRuns(name, filter) {
       const p = store.get(name);
       const limit = filter.limit ?? 50;
-      if (filter.user === undefined) return readRunRecords(p.paths.sessionsDir, { limit }).records;
-      const mine = new Set(sessions.list(p).filter((s) => s.tenant_key === filter.user).map((s) => s.id));
-      return readRunRecords(p.paths.sessionsDir, { keep: (r) => mine.has(r.session), limit }).records;
+      const mine = filter.user === undefined ? undefined : new Set(sessions.list(p).filter((s) => s.tenant_key === filter.user).map((s) => s.id));
+      const { records, corrupt } = readRunRecords(p.paths.sessionsDir, { keep: mine && ((r) => mine.has(r.session)), limit });
+      return { runs: records, corrupt_lines: corrupt };
     },
 
     listSessions: (name) => sessions.list(store.get(name)),

@@ -11,7 +11,7 @@ import { toolAllowed, type SessionTool } from '../plan/permissions.js';
 import type { Runner } from '../runs/runner.js';
 import { memorySearch, memoryWrite, MemorySearchSchema, MemoryWriteSchema, type MemoryEntry } from '../store/memory.js';
 import type { SessionStore } from '../store/sessions.js';
-import { checkShellCommand, splitCommand } from '../tools/shell-policy.js';
+import { checkShellCommand, sharedAreaOf, splitCommand } from '../tools/shell-policy.js';
 
 export const ShellRunSchema = z
   .object({
@@ -33,7 +33,15 @@ export interface SessionTools {
   memoryWrite(sessionId: string, input: z.input<typeof MemoryWriteSchema>): { entry: MemoryEntry };
 }
 
-export function createSessionTools(deps: { sessions: SessionStore; runner: () => Runner; gateway: Gateway; logger: Logger }): SessionTools {
+export function createSessionTools(deps: {
+  sessions: SessionStore;
+  runner: () => Runner;
+  gateway: Gateway;
+  /** The project's shared-area grants (berth.yaml), and the operator's refusal (logged). */
+  grants: (project: string) => Array<{ name: string; mode: 'ro' | 'rw' }>;
+  assertGranted: (project: string, area: string) => unknown;
+  logger: Logger;
+}): SessionTools {
   /** "the tests": the command the session workspace's profile detected. */
   function taskArgv(project: Project, session: SessionRecord, task: 'test' | 'lint' | 'format'): string[] {
     const argv = deps.gateway.profileOf(project, basename(session.settings.workspace.root_dir)).commands[task];
@@ -56,7 +64,14 @@ export function createSessionTools(deps: { sessions: SessionStore; runner: () =>
       const { project, session, level } = gate(sessionId, 'shell_run');
       const parsed = ShellRunSchema.parse(input);
       try {
-        const argv = checkShellCommand(level, parsed.argv ?? (parsed.task ? taskArgv(project, session, parsed.task) : splitCommand(parsed.command as string)));
+        const argv = parsed.argv ?? (parsed.task ? taskArgv(project, session, parsed.task) : splitCommand(parsed.command as string));
+        // A path into a shared area the project was not granted: refused and logged (AREA_NOT_GRANTED).
+        const grants = deps.grants(project.metadata.name);
+        for (const arg of argv.slice(1)) {
+          const area = sharedAreaOf(arg);
+          if (area !== undefined && !grants.some((g) => g.name === area)) deps.assertGranted(project.metadata.name, area);
+        }
+        checkShellCommand(level, argv, undefined, grants.map((g) => ({ name: g.name, writable: g.mode === 'rw' })));
         return runView(await deps.runner().exec(sessionId, argv));
       } catch (err) {
         if (err instanceof BerthError && err.code === 'PERMISSION_DENIED') {

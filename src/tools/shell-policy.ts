@@ -100,13 +100,31 @@ export function collectPathIntent(argv: string[]): PathIntent {
   }
 }
 
-function inside(path: string, cwd: string): boolean {
-  const resolved = posix.resolve(cwd, path);
-  return resolved === WORKSPACE_ROOT || resolved.startsWith(`${WORKSPACE_ROOT}/`);
+const under = (path: string, root: string) => path === root || path.startsWith(`${root}/`);
+
+/** A granted shared area, as the container sees it (/shared/<name>). */
+export interface SharedRoot {
+  name: string;
+  writable: boolean;
 }
 
-/** Throws PERMISSION_DENIED naming the rule; returns argv when the level allows it. */
-export function checkShellCommand(level: PermissionLevel, argv: string[], cwd = WORKSPACE_ROOT): string[] {
+/** The shared area a path points into, if any ("/shared/<name>/..."). */
+export function sharedAreaOf(path: string, cwd = WORKSPACE_ROOT): string | undefined {
+  const m = /^\/shared\/([^/]+)/.exec(posix.resolve(cwd, path));
+  return m?.[1];
+}
+
+/**
+ * Throws PERMISSION_DENIED naming the rule; returns argv when the level allows it. Granted
+ * shared areas count as part of the workspace context: readable at every level, writable when
+ * the grant is rw. (Paths into ungranted areas are refused before this, by the caller.)
+ */
+export function checkShellCommand(level: PermissionLevel, argv: string[], cwd = WORKSPACE_ROOT, shared: SharedRoot[] = []): string[] {
+  const inside = (path: string, _cwd: string, write = false) => {
+    const resolved = posix.resolve(cwd, path);
+    if (under(resolved, WORKSPACE_ROOT)) return true;
+    return shared.some((s) => under(resolved, `/shared/${s.name}`) && (!write || s.writable));
+  };
   if (argv.length === 0 || argv[0] === '') throw deny('empty_command', 'no command given');
   const bin = argv[0] as string;
   if (bin.includes('/')) throw deny('binary_path', `give the command name ("${posix.basename(bin)}"), not a path`);
@@ -117,7 +135,7 @@ export function checkShellCommand(level: PermissionLevel, argv: string[], cwd = 
   }
   const intent = collectPathIntent(argv);
   for (const w of intent.writes) {
-    if (!inside(w, cwd)) throw deny('write_outside_workspace', `"${bin}" would write "${w}", outside the workspace`);
+    if (!inside(w, cwd, true)) throw deny('write_outside_workspace', `"${bin}" would write "${w}", outside the workspace`);
   }
   if (!profile.readOutside) {
     for (const r of intent.reads) {

@@ -78,7 +78,10 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
     expect(ws.body.workspaces[0].size_bytes).toBeGreaterThan(3);
     const runs = await json('GET', `/api/projects/web/runs?user=${encodeURIComponent('web:alice')}`);
     expect(runs.body.runs).toEqual([expect.objectContaining({ run: run.body.run, workspace: run.body.workspace, exit_code: 4 })]);
-    expect((await json('GET', '/api/projects/web/runs')).body.runs).toHaveLength(2);
+    expect((await json('GET', '/api/projects/web/runs')).body).toMatchObject({ runs: [{}, {}], corrupt_lines: 0 });
+    const fs = await import('node:fs');
+    fs.appendFileSync(`${h.home}/projects/web/sessions/runs.jsonl`, '{"run": "half-writ');
+    expect((await json('GET', '/api/projects/web/runs')).body).toMatchObject({ runs: [{}, {}], corrupt_lines: 1 });
     expect(await json('POST', '/api/projects/web/runs', { user: '', message: 'x' })).toMatchObject({ status: 400, body: { error: { issues: [{ field: 'user' }] } } });
     expect(await json('POST', '/api/projects/nope/runs', { user: 'a', message: 'x' })).toMatchObject({ status: 404 });
   });

@@ -40,11 +40,11 @@ export function registerRunRoutes(app: OpenAPIHono, admin: () => AdminService): 
           limit: z.coerce.number().int().min(1).max(500).default(50),
         }),
       },
-      responses: { 200: json(z.object({ runs: z.array(RunRecordSchema) }), 'run records'), 404: json(ErrorBodySchema, 'PROJECT_NOT_FOUND') },
+      responses: { 200: json(z.object({ runs: z.array(RunRecordSchema), corrupt_lines: z.number().int().describe('Lines of the log that could not be read (skipped).') }), 'run records'), 404: json(ErrorBodySchema, 'PROJECT_NOT_FOUND') },
     }),
     (c) => {
       const { user, limit } = c.req.valid('query');
-      return c.json({ runs: admin().listRuns(c.req.valid('param').name, { user, limit }) }, 200);
+      return c.json(admin().listRuns(c.req.valid('param').name, { user, limit }), 200);
     },
   );
 }
