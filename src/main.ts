@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
-import { createConfigSource, type BerthConfig } from './config/berth-config.js';
+import { agentOwner, createConfigSource, type BerthConfig } from './config/berth-config.js';
 import { isBerthError } from './errors.js';
 import { homePaths } from './config/home.js';
 import { createOperatorService, type OperatorService } from './admin/operator.js';
@@ -75,7 +75,7 @@ export function createBerth(opts: BerthOptions): Berth {
   const gateway = createGateway({
     store,
     secret: getSecret,
-    owner: () => (process.getuid?.() === 0 ? config().agent_user : undefined),
+    owner: () => agentOwner(config()),
     logger,
   });
   const getRunner = () =>

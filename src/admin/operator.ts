@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { type BerthConfig } from '../config/berth-config.js';
 import { homePaths, privateWorkspaceOf } from '../config/home.js';
 import { grantEdit, privateWorkspaceEdit, revokeEdit, editBerthYaml } from '../config/operator-edits.js';
-import { grantMode, grantName } from '../config/operator-checks.js';
+import { sharedGrantsFor } from '../plan/run-plan.js';
 import { BerthError, errnoOf } from '../errors.js';
 import type { ProjectStore } from '../store/projects.js';
 
@@ -28,11 +28,7 @@ export function createOperatorService(deps: { home: string; store: ProjectStore;
       project,
       private_workspace: privateWorkspaceOf(config, home, project),
       private_workspace_overridden: config.projects[project]?.private_workspace !== undefined,
-      shared_access: (config.projects[project]?.shared_access ?? []).map((g) => ({
-        name: grantName(g),
-        path: config.shared_workspaces[grantName(g)] as string,
-        mode: grantMode(g),
-      })),
+      shared_access: sharedGrantsFor(config, project),
     };
   }
 

@@ -66,6 +66,11 @@ export const BerthConfigSchema = z
 
 export type BerthConfig = z.output<typeof BerthConfigSchema>;
 
+/** Who owns what tenants may write: the agent user, when berth runs as root (else files stay berth's). */
+export function agentOwner(config: BerthConfig): { uid: number; gid: number } | undefined {
+  return process.getuid?.() === 0 ? { uid: config.agent_user.uid, gid: config.agent_user.gid } : undefined;
+}
+
 /** Parse and check berth.yaml text: shape (zod) first, then the operator rules (reads fs). */
 export function parseBerthConfig(text: string, file: string, home: string): BerthConfig {
   let data: unknown;

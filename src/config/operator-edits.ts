@@ -1,8 +1,7 @@
 import fs from 'node:fs';
-import { join } from 'node:path';
-import lockfile from 'proper-lockfile';
 import { isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml';
 import { errnoOf } from '../errors.js';
+import { withFileLock } from '../fs/lock.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { parseBerthConfig, type BerthConfig } from './berth-config.js';
 
@@ -15,14 +14,7 @@ export async function editBerthYaml(
   opts: { file: string; home: string; lockDir: string },
   edit: (doc: Document) => void,
 ): Promise<BerthConfig> {
-  fs.mkdirSync(opts.lockDir, { recursive: true, mode: 0o700 });
-  const release = await lockfile.lock(opts.lockDir, {
-    lockfilePath: join(opts.lockDir, 'berth-yaml.lock'),
-    realpath: false,
-    stale: 10_000,
-    retries: { retries: 100, minTimeout: 10, maxTimeout: 100 },
-  });
-  try {
+  return withFileLock(opts.lockDir, 'berth-yaml.lock', () => {
     let text = '';
     try {
       text = fs.readFileSync(opts.file, 'utf8');
@@ -35,9 +27,7 @@ export async function editBerthYaml(
     const config = parseBerthConfig(next, opts.file, opts.home); // refuses before writing
     atomicWriteFile(opts.file, next, 0o600);
     return config;
-  } finally {
-    await release();
-  }
+  });
 }
 
 function grantIndex(doc: Document, project: string, area: string): number {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { BerthError, errnoOf } from '../errors.js';
-import { at, closeQuietly, openChildDir, withFd } from './fd-path.js';
+import { at, closeQuietly, withFd } from './fd-path.js';
 import { ensureDirPath, openDirPath } from './tree.js';
 
 /**

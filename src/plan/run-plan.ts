@@ -1,6 +1,7 @@
 import { posix } from 'node:path';
 import type { BerthConfig } from '../config/berth-config.js';
 import { protectedPathKey, type ProjectMetadata } from '../config/metadata.js';
+import { grantMode, grantName } from '../config/operator-checks.js';
 import { BerthError } from '../errors.js';
 import { LABELS } from '../launch/labels.js';
 import { agentArgv } from './agent-command.js';
@@ -95,10 +96,10 @@ export interface SharedGrant {
 /** Pure: a project's grants in berth.yaml → the areas to mount (deny by default). */
 export function sharedGrantsFor(config: BerthConfig, project: string): SharedGrant[] {
   return (config.projects[project]?.shared_access ?? []).map((g) => {
-    const name = typeof g === 'string' ? g : g.name;
+    const name = grantName(g);
     const path = config.shared_workspaces[name];
     if (path === undefined) throw new BerthError('CONFIG_INVALID', `grant of unknown shared area "${name}"`);
-    return { name, path, mode: typeof g === 'string' ? 'ro' : g.mode };
+    return { name, path, mode: grantMode(g) };
   });
 }
 

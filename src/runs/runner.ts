@@ -2,9 +2,8 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import type { Logger } from 'pino';
 import type { RunRecord } from '../admin/views.js';
-import type { BerthConfig } from '../config/berth-config.js';
+import { agentOwner, type BerthConfig } from '../config/berth-config.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
-import type { Owner } from '../fs/tree.js';
 import type { Engine, ManagedContainer, RunResult } from '../launch/docker.js';
 import { LABELS } from '../launch/labels.js';
 import { LEVEL_PROFILES } from '../plan/permissions.js';
@@ -88,8 +87,6 @@ export function createRunner(deps: {
   socketsDir?: string;
 }): Runner {
   const { store, sessions, engine, config, secret, installation } = deps;
-  const ownerOf = (c: BerthConfig): Owner | undefined =>
-    process.getuid?.() === 0 ? { uid: c.agent_user.uid, gid: c.agent_user.gid } : undefined;
   // One run at a time per workspace: a tenant's messages queue instead of racing each other's mounts.
   const withWorkspaceLock = createKeyedLock();
   let egressReady: Promise<void> | undefined;
@@ -118,7 +115,7 @@ export function createRunner(deps: {
     const lockKey = `${project.metadata.name}/${target ? 'private' : workspaceIdFor(secret, project.metadata.name, wsKey)}`;
     return withWorkspaceLock(lockKey, async () => {
       const cfg = config();
-      const owner = ownerOf(cfg);
+      const owner = agentOwner(cfg);
       const workspace = target
         ? { id: 'private', dir: project.paths.dir, created: false, skipped: [] }
         : ensureWorkspace({ project, secret, tenantKey: session.tenant_key, workspaceKey: wsKey, session: mode === 'session' ? session.id : undefined, owner });

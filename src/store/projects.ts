@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { dirname, join } from 'node:path';
-import lockfile from 'proper-lockfile';
-import type { BerthConfig } from '../config/berth-config.js';
+import { agentOwner, type BerthConfig } from '../config/berth-config.js';
 import { homePaths, privateWorkspaceOf, projectPaths, projectsDirOf, type HomePaths, type ProjectPaths } from '../config/home.js';
 import {
   ProjectMetadataSchema,
@@ -14,6 +13,7 @@ import {
 } from '../config/metadata.js';
 import { parseOrThrow } from '../config/parse.js';
 import { BerthError, errnoOf } from '../errors.js';
+import { withFileLock } from '../fs/lock.js';
 import { atomicWriteFile, type Owner } from '../fs/tree.js';
 import { readSnapshotPointer, takeProtectedSnapshot, type SnapshotPointer } from './protected-snapshot.js';
 import { claimProjectName } from './name-claim.js';
@@ -98,10 +98,7 @@ export function createProjectStore(opts: {
 }): ProjectStore {
   const step = opts.onCreateStep ?? (() => undefined);
   const home = homePaths(opts.root);
-  const ownerOf = (): Owner | undefined => {
-    const { uid, gid } = opts.config().agent_user;
-    return process.getuid?.() === 0 ? { uid, gid } : undefined;
-  };
+  const ownerOf = (): Owner | undefined => agentOwner(opts.config());
   const projectsDir = () => projectsDirOf(opts.config(), home);
 
   function pathsOf(name: string): ProjectPaths {
@@ -197,18 +194,7 @@ export function createProjectStore(opts: {
   /** One admin change at a time per project, across processes (CLI and server alike). */
   async function withProjectLock<T>(paths: ProjectPaths, fn: () => T): Promise<T> {
     readMetadata(paths); // PROJECT_NOT_FOUND before taking a lock
-    fs.mkdirSync(paths.stateDir, { recursive: true });
-    const release = await lockfile.lock(paths.stateDir, {
-      lockfilePath: join(paths.stateDir, 'metadata.lock'),
-      realpath: false,
-      stale: 10_000,
-      retries: { retries: 100, minTimeout: 10, maxTimeout: 100 },
-    });
-    try {
-      return fn();
-    } finally {
-      await release();
-    }
+    return withFileLock(paths.stateDir, 'metadata.lock', fn);
   }
 
   async function update(name: string, rawPatch: ProjectUpdate): Promise<Project> {

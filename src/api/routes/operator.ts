@@ -8,11 +8,10 @@ import type { ProjectStore } from '../../store/projects.js';
 import type { Runner } from '../../runs/runner.js';
 import { listWorkflows, runWorkflow } from '../../workflows/run.js';
 import { WorkflowNameSchema, WorkflowRunRecordSchema } from '../../workflows/schema.js';
+import { errorResponses, json, NameParams } from './openapi.js';
 
-const json = <S extends z.ZodType>(schema: S, description: string) => ({ content: { 'application/json': { schema } }, description });
-const NameParams = z.object({ name: ProjectNameSchema });
 const AreaSchema = z.string().regex(AREA_NAME_PATTERN, 'is not a shared area name');
-const errors = { 400: json(ErrorBodySchema, 'CONFIG_INVALID'), 401: json(ErrorBodySchema, 'UNAUTHORIZED'), 404: json(ErrorBodySchema, 'not found') };
+const errors = errorResponses('PROJECT_NOT_FOUND or WORKFLOW_NOT_FOUND');
 
 /** Operator routes (the admin token is the operator's): grants, private workspaces, workflows. */
 export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () => OperatorService; store: ProjectStore; runner: () => Runner }): void {

@@ -2,16 +2,11 @@ import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
 import { ErrorBodySchema, ProjectViewSchema, WorkspaceViewSchema } from '../../admin/views.js';
 import { WorkspaceProfileSchema } from '../../gateway/workspace-profile.js';
+import { errorResponses, json, NameParams } from './openapi.js';
 import type { AdminService } from '../../admin/service.js';
 import { ProjectMetadataSchema, ProjectNameSchema, ProjectUpdateSchema } from '../../config/metadata.js';
 
-const NameParams = z.object({ name: ProjectNameSchema });
-const json = <S extends z.ZodType>(schema: S, description: string) => ({ content: { 'application/json': { schema } }, description });
-const errors = {
-  400: json(ErrorBodySchema, 'CONFIG_INVALID: the fields at fault are listed'),
-  401: json(ErrorBodySchema, 'UNAUTHORIZED'),
-  404: json(ErrorBodySchema, 'PROJECT_NOT_FOUND'),
-};
+const errors = errorResponses();
 
 export function registerProjectRoutes(app: OpenAPIHono, admin: () => AdminService): void {
   app.openapi(

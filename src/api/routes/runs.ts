@@ -2,11 +2,9 @@ import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
 import { ErrorBodySchema, RunRecordSchema, RunRequestSchema, RunViewSchema } from '../../admin/views.js';
 import type { AdminService } from '../../admin/service.js';
-import { ProjectNameSchema } from '../../config/metadata.js';
 import { TenantKeySchema } from '../../store/workspaces.js';
+import { json, NameParams } from './openapi.js';
 
-const NameParams = z.object({ name: ProjectNameSchema });
-const json = <S extends z.ZodType>(schema: S, description: string) => ({ content: { 'application/json': { schema } }, description });
 
 export function registerRunRoutes(app: OpenAPIHono, admin: () => AdminService): void {
   app.openapi(

@@ -1,17 +1,12 @@
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { ErrorBodySchema } from '../../admin/views.js';
 import type { AdminService } from '../../admin/service.js';
 import { ProjectNameSchema } from '../../config/metadata.js';
 import { SessionIdSchema, SessionRecordSchema, SessionSettingsSchema, SessionSettingsUpdateSchema } from '../../config/session.js';
+import { errorResponses, json } from './openapi.js';
 
 const SessionParams = z.object({ sessionId: SessionIdSchema });
-const json = <S extends z.ZodType>(schema: S, description: string) => ({ content: { 'application/json': { schema } }, description });
-const errors = {
-  400: json(ErrorBodySchema, 'CONFIG_INVALID: the fields at fault are listed'),
-  401: json(ErrorBodySchema, 'UNAUTHORIZED'),
-  404: json(ErrorBodySchema, 'SESSION_NOT_FOUND'),
-};
+const errors = errorResponses('SESSION_NOT_FOUND');
 
 export function registerSessionRoutes(app: OpenAPIHono, admin: () => AdminService): void {
   app.openapi(
