@@ -9,6 +9,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { createBerth } from '../src/main.js';
+import { EGRESS_NETWORK } from '../src/runs/runner.js';
 import { bareRun, BENCH_IMAGE as IMAGE } from './bare.js';
 import { fmt, summary } from './stats.js';
 
@@ -23,14 +24,23 @@ async function main(): Promise<void> {
   const docker = new Docker();
   berth.store.create({ name: 'bench-iso', workspace_isolation: true, protected_paths: ['AGENTS.md', '.factory/'] });
   berth.store.create({ name: 'bench-shared' });
+  // Like for like: level low has no network, as the bare run; medium/high get the egress
+  // bridge, so they are compared with a bare run on that same network.
+  await berth.runner.run({ project: 'bench-iso', tenantKey: 'bench:warm', message: COMMAND, level: 'medium' }); // creates the network
+  const run = (project: string, level: 'low' | 'medium') => async () => {
+    await berth.runner.run({ project, tenantKey: `bench:${level}`, message: COMMAND, level });
+  };
   const variants = {
-    bare: () => bareRun(docker, COMMAND),
-    'berth (isolated, 2 protected paths)': async () => {
-      await berth.runner.run({ project: 'bench-iso', tenantKey: 'bench:user', message: COMMAND });
-    },
-    'berth (shared project)': async () => {
-      await berth.runner.run({ project: 'bench-shared', tenantKey: 'bench:user', message: COMMAND });
-    },
+    'bare, network none': () => bareRun(docker, COMMAND),
+    'berth low (isolated, 2 protected paths)': run('bench-iso', 'low'),
+    'berth low (shared project)': run('bench-shared', 'low'),
+    'bare, egress network': () => bareRun(docker, COMMAND, EGRESS_NETWORK),
+    'berth medium (isolated, egress)': run('bench-iso', 'medium'),
+  };
+  const baseline: Record<string, string> = {
+    'berth low (isolated, 2 protected paths)': 'bare, network none',
+    'berth low (shared project)': 'bare, network none',
+    'berth medium (isolated, egress)': 'bare, egress network',
   };
   const samples: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
   console.error(`berth bench: ${ITERATIONS} interleaved rounds of "${COMMAND}" in ${IMAGE} (+${WARMUP} warm-up) ...`);
@@ -47,12 +57,12 @@ async function main(): Promise<void> {
     await berth.runner.reapLeftovers();
     fs.rmSync(home, { recursive: true, force: true });
   }
-  const bare = summary(samples.bare ?? []);
   console.log(`\n| variant | p50 | p95 | p50 ratio vs bare | p95 ratio vs bare |`);
   console.log(`| --- | --- | --- | --- | --- |`);
   for (const [name, values] of Object.entries(samples)) {
     const s = summary(values);
-    console.log(`| ${name} | ${fmt(s.p50)} | ${fmt(s.p95)} | ${(s.p50 / bare.p50).toFixed(2)} | ${(s.p95 / bare.p95).toFixed(2)} |`);
+    const b = summary(samples[baseline[name] ?? name] ?? []);
+    console.log(`| ${name} | ${fmt(s.p50)} | ${fmt(s.p95)} | ${(s.p50 / b.p50).toFixed(2)} | ${(s.p95 / b.p95).toFixed(2)} |`);
   }
   console.log(`\n(${ITERATIONS} rounds, ${os.cpus().length} cores, Node ${process.version}; target: berth p50 ratio <= 1.10)`);
 }
