@@ -46,7 +46,6 @@ export interface PrivateTarget {
   cwdRel: string;
   /** Created (no-follow) before the step, e.g. ['work', 'runs', '<run_id>']. */
   ensureDir?: string[];
-  runId?: string;
 }
 
 export interface Runner {
@@ -91,12 +90,11 @@ export function createRunner(deps: {
   const withWorkspaceLock = createKeyedLock();
   let egressReady: Promise<void> | undefined;
   const egress = () => {
-    const name = EGRESS_NETWORK;
-    egressReady ??= engine.ensureNetwork(name, { [LABELS.managed]: 'true' }).catch((err) => {
-      egressReady = undefined;
+    egressReady ??= engine.ensureNetwork(EGRESS_NETWORK, { [LABELS.managed]: 'true' }).catch((err) => {
+      egressReady = undefined; // try again at the next run
       throw err;
     });
-    return egressReady.then(() => name);
+    return egressReady.then(() => EGRESS_NETWORK);
   };
 
   /** The flow of one message (or one shell-tool command) for a session. */
@@ -106,7 +104,7 @@ export function createRunner(deps: {
     what: { message: string } | { argv: string[] },
     target?: PrivateTarget,
   ): Promise<RunOutcome> {
-    const runId = target?.runId ?? newRunId();
+    const runId = newRunId();
     const level = session.settings.permission_level;
     const profile = LEVEL_PROFILES[level];
     const mode = session.settings.workspace.mode;
@@ -116,6 +114,7 @@ export function createRunner(deps: {
     return withWorkspaceLock(lockKey, async () => {
       const cfg = config();
       const owner = agentOwner(cfg);
+      const shared = sharedGrantsFor(cfg, project.metadata.name);
       const workspace = target
         ? { id: 'private', dir: project.paths.dir, created: false, skipped: [] }
         : ensureWorkspace({ project, secret, tenantKey: session.tenant_key, workspaceKey: wsKey, session: mode === 'session' ? session.id : undefined, owner });
@@ -153,7 +152,7 @@ export function createRunner(deps: {
             session: session.id,
           },
           memory: profile.memoryRead ? { dir: project.paths.memoryDir } : undefined,
-          shared: sharedGrantsFor(cfg, project.metadata.name),
+          shared,
           privateWorkspace: target ? { cwdRel: target.cwdRel } : undefined,
           gatewayDir: socket?.dir,
           installation,
@@ -165,7 +164,7 @@ export function createRunner(deps: {
           isolated: project.metadata.workspace_isolation && !target,
           workspaceId: target ? undefined : workspace.id,
           owner,
-          sharedPaths: sharedGrantsFor(cfg, project.metadata.name).map((g) => g.path),
+          sharedPaths: shared.map((g) => g.path),
           ensureDir: target?.ensureDir,
         });
         const result = await engine.run(plan);

@@ -1,0 +1,17 @@
+import type { ParseArgsConfig } from 'node:util';
+import { BerthError } from '../errors.js';
+import type { Berth } from '../main.js';
+
+export type Out = { out: (s: string) => void; err: (s: string) => void };
+
+export interface Command {
+  options: ParseArgsConfig['options'];
+  /** Log level when BERTH_LOG_LEVEL is unset. */
+  logLevel?: string;
+  run(berth: () => Berth, values: Record<string, unknown>, positionals: string[], io: Out, env: NodeJS.ProcessEnv): Promise<number>;
+}
+
+export function need(positionals: string[], count: number, what: string): void {
+  if (positionals.length < count) throw new BerthError('USAGE', `missing ${what}`, { hint: 'see "berth --help"' });
+  if (positionals.length > count) throw new BerthError('USAGE', `unexpected argument "${positionals[count]}"`, { hint: 'see "berth --help"' });
+}

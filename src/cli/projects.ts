@@ -1,0 +1,155 @@
+import { type ProjectMetadataInput, type ProjectUpdate } from '../config/metadata.js';
+import { BerthError } from '../errors.js';
+import type { Berth } from '../main.js';
+import type { Project } from '../store/projects.js';
+import { listWorkspaces } from '../store/workspaces.js';
+import { need, type Command, type Out } from './command.js';
+
+function describeProject(berth: Berth, name: string) {
+  return { ...berth.admin.getProject(name), workspaces: berth.admin.listWorkspaces(name) };
+}
+
+function printSkipped(p: Project, io: Out): void {
+  for (const e of p.snapshot?.entries ?? []) {
+    if (e.source === 'empty') io.err(`berth: protected "${e.path}" does not exist in the project; containers get an empty read-only ${e.kind}\n`);
+    for (const s of e.skipped) io.err(`berth: not protected: ${s.path} (${s.reason})\n`);
+  }
+  if (!p.metadata.workspace_isolation && p.metadata.protected_paths.length > 0) {
+    io.err('berth: note: with workspace isolation off, tenants could edit these files until now; protected content is what is there at this moment\n');
+  }
+}
+
+/** Projects and the operator's settings for them. */
+export const PROJECT_COMMANDS: Record<string, Command> = {
+  'project create': {
+    options: {
+      isolation: { type: 'boolean' },
+      protect: { type: 'string', multiple: true },
+      image: { type: 'string' },
+      agent: { type: 'string' },
+    },
+    async run(berth, v, pos, io) {
+      need(pos, 1, 'project name');
+      const input: ProjectMetadataInput = { name: pos[0] as string };
+      if (v.isolation) input.workspace_isolation = true;
+      if (v.protect) input.protected_paths = v.protect as string[];
+      if (v.image) input.image = v.image as string;
+      if (v.agent) input.agent = v.agent as ProjectMetadataInput['agent'];
+      const b = berth();
+      const p = b.store.create(input);
+      printSkipped(p, io);
+      io.out(`created project ${p.metadata.name} at ${p.paths.dir}\n`);
+      return 0;
+    },
+  },
+  'project update': {
+    options: {
+      isolation: { type: 'boolean' },
+      'no-isolation': { type: 'boolean' },
+      protect: { type: 'string', multiple: true },
+      'no-protect': { type: 'boolean' },
+      timeout: { type: 'string' },
+      image: { type: 'string' },
+      agent: { type: 'string' },
+    },
+    async run(berth, v, pos, io) {
+      need(pos, 1, 'project name');
+      if (v.isolation && v['no-isolation']) throw new BerthError('USAGE', '--isolation and --no-isolation contradict each other');
+      if (v.protect && v['no-protect']) throw new BerthError('USAGE', '--protect and --no-protect contradict each other');
+      const patch: Record<string, unknown> = {};
+      if (v.isolation) patch.workspace_isolation = true;
+      if (v['no-isolation']) patch.workspace_isolation = false;
+      if (v.protect) patch.protected_paths = v.protect;
+      if (v['no-protect']) patch.protected_paths = [];
+      if (v.image) patch.image = v.image;
+      if (v.agent) patch.agent = v.agent;
+      if (v.timeout !== undefined) {
+        const seconds = Number(v.timeout);
+        patch.limits = { timeout_seconds: Number.isFinite(seconds) ? seconds : v.timeout };
+      }
+      const p = await berth().store.update(pos[0] as string, patch as ProjectUpdate);
+      printSkipped(p, io);
+      io.out(`updated project ${p.metadata.name}\n`);
+      return 0;
+    },
+  },
+  'project get': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 1, 'project name');
+      const b = berth();
+      io.out(`${JSON.stringify(describeProject(b, pos[0] as string), null, 2)}\n`);
+      return 0;
+    },
+  },
+  'project list': {
+    options: { json: { type: 'boolean' } },
+    async run(berth, v, pos, io) {
+      need(pos, 0, '');
+      const b = berth();
+      const projects = b.store.list();
+      if (v.json) {
+        io.out(`${JSON.stringify(projects.map((p) => describeProject(b, p.metadata.name)), null, 2)}\n`);
+        return 0;
+      }
+      if (projects.length === 0) {
+        io.out('no projects yet; create one with "berth project create <name>"\n');
+        return 0;
+      }
+      for (const p of projects) {
+        const m = p.metadata;
+        const agent = Array.isArray(m.agent) ? 'custom' : m.agent;
+        io.out(`${m.name}\tisolation=${m.workspace_isolation ? 'on' : 'off'}\tagent=${agent}\tprotected=${m.protected_paths.join(',') || '-'}\tworkspaces=${listWorkspaces(p).length}\n`);
+      }
+      return 0;
+    },
+  },
+  'project show': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 1, 'project name');
+      const b = berth();
+      b.store.get(pos[0] as string);
+      const a = b.operator.access(pos[0] as string);
+      io.out(`project ${a.project}\nprivate workspace: ${a.private_workspace}${a.private_workspace_overridden ? ' (override in berth.yaml)' : ''}\n`);
+      io.out(a.shared_access.length ? a.shared_access.map((g) => `shared: /shared/${g.name} → ${g.path} (${g.mode})\n`).join('') : 'shared: none (deny by default)\n');
+      return 0;
+    },
+  },
+  'project grant': {
+    options: { rw: { type: 'boolean' } },
+    async run(berth, v, pos, io) {
+      need(pos, 2, 'project name and shared area');
+      const a = await berth().operator.grant(pos[0] as string, pos[1] as string, v.rw ? 'rw' : 'ro');
+      io.out(`granted ${pos[1]} (${v.rw ? 'rw' : 'ro'}) to ${a.project}\n`);
+      return 0;
+    },
+  },
+  'project revoke': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 2, 'project name and shared area');
+      await berth().operator.revoke(pos[0] as string, pos[1] as string);
+      io.out(`revoked ${pos[1]} from ${pos[0]}\n`);
+      return 0;
+    },
+  },
+  'project set-private-workspace': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 2, 'project name and absolute path');
+      const a = await berth().operator.setPrivateWorkspace(pos[0] as string, pos[1] as string);
+      io.out(`project ${a.project} now lives at ${a.private_workspace}\n`);
+      return 0;
+    },
+  },
+  'project unset-private-workspace': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 1, 'project name');
+      const a = await berth().operator.setPrivateWorkspace(pos[0] as string, undefined);
+      io.out(`project ${a.project} now lives at ${a.private_workspace}\n`);
+      return 0;
+    },
+  },
+};

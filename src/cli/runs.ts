@@ -1,0 +1,121 @@
+import { parseOrThrow } from '../config/parse.js';
+import { PermissionLevelSchema, SessionSettingsUpdateSchema } from '../config/session.js';
+import { BerthError } from '../errors.js';
+import type { Berth } from '../main.js';
+import { resolveChannel } from '../workflows/channels.js';
+import { listWorkflows, runWorkflow } from '../workflows/run.js';
+import { need, type Command, type Out } from './command.js';
+
+/** A session, checked to belong to the project named on the command line. */
+function sessionOf(berth: Berth, project: string, id: string) {
+  const session = berth.admin.getSession(id);
+  if (session.project !== project) throw new BerthError('SESSION_NOT_FOUND', `session "${id}" is not in project "${project}"`);
+  return session;
+}
+
+async function runWorkflowCli(b: Berth, project: string, workflow: string, input: string | undefined, io: Out): Promise<number> {
+  const record = await runWorkflow(
+    { store: b.store, runner: b.runner, assertGranted: b.operator.assertGranted },
+    {
+      project,
+      workflow,
+      input,
+      onStep: (e) =>
+        io.err(
+          e.phase === 'start'
+            ? `berth: step ${e.index + 1}/${e.total}${e.name ? ` (${e.name})` : ''} ...\n`
+            : `berth: step ${e.index + 1}/${e.total} ${e.exitCode === 0 ? 'ok' : `failed (exit ${e.exitCode})`} in ${e.ms} ms\n`,
+        ),
+    },
+  );
+  for (const s of record.steps) io.out(s.stdout);
+  if (record.error) {
+    const failed = record.steps[record.error.step];
+    if (failed?.stderr) io.err(failed.stderr);
+    throw new BerthError('WORKFLOW_FAILED', `workflow ${workflow} stopped at step ${record.error.step + 1}: ${record.error.message} (run ${record.workflow_run})`);
+  }
+  return 0;
+}
+
+/** Runs, sessions and workflows. */
+export const RUN_COMMANDS: Record<string, Command> = {
+  run: {
+    options: { user: { type: 'string' }, session: { type: 'string' }, level: { type: 'string' } },
+    async run(berth, v, pos, io) {
+      if (pos.length < 1) throw new BerthError('USAGE', 'missing project name', { hint: 'berth run <project> --user <key> -- <message>' });
+      if (typeof v.user !== 'string') throw new BerthError('USAGE', 'missing --user <tenant-key>');
+      const message = pos.slice(1).join(' ');
+      if (message.trim() === '') throw new BerthError('USAGE', 'missing message', { hint: 'berth run <project> --user <key> -- <message>' });
+      const level = v.level === undefined ? undefined : parseOrThrow(PermissionLevelSchema, v.level, '--level');
+      const outcome = await berth().runner.run({ project: pos[0] as string, tenantKey: v.user, message, sessionId: v.session as string | undefined, level });
+      io.out(outcome.stdout);
+      io.err(outcome.stderr);
+      if (outcome.truncated) io.err(`\nberth: output passed the project's cap of ${berth().store.get(outcome.project).metadata.limits.output_bytes} bytes; the run was stopped\n`);
+      if (outcome.timedOut) {
+        throw new BerthError('RUN_TIMEOUT', `the run passed its timeout and was stopped (run ${outcome.runId})`, {
+          hint: 'raise it with "berth project update <name> --timeout SECONDS"',
+        });
+      }
+      return outcome.exitCode;
+    },
+  },
+  'session list': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 1, 'project name');
+      for (const s of berth().admin.listSessions(pos[0] as string)) {
+        io.out(`${s.id}\tlevel=${s.settings.permission_level}\tmode=${s.settings.workspace.mode}\truns=${s.runs}\ttenant=${s.tenant_key}\n`);
+      }
+      return 0;
+    },
+  },
+  'session get': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 2, 'project name and session id');
+      const session = sessionOf(berth(), pos[0] as string, pos[1] as string);
+      io.out(`${JSON.stringify(session, null, 2)}\n`);
+      return 0;
+    },
+  },
+  'session set': {
+    options: { level: { type: 'string' }, mode: { type: 'string' } },
+    async run(berth, v, pos, io) {
+      need(pos, 2, 'project name and session id');
+      sessionOf(berth(), pos[0] as string, pos[1] as string);
+      const update = parseOrThrow(
+        SessionSettingsUpdateSchema,
+        { settings: { permission_level: v.level, workspace: v.mode === undefined ? undefined : { mode: v.mode } } },
+        'session settings',
+      );
+      const s = berth().admin.updateSession(pos[1] as string, update.settings);
+      io.out(`session ${s.id}: level=${s.settings.permission_level} mode=${s.settings.workspace.mode}\n`);
+      return 0;
+    },
+  },
+  'workflow list': {
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 1, 'project name');
+      for (const w of listWorkflows(berth().store.get(pos[0] as string))) io.out(`${w}\n`);
+      return 0;
+    },
+  },
+  'workflow run': {
+    options: { input: { type: 'string' } },
+    async run(berth, v, pos, io) {
+      need(pos, 2, 'project name and workflow');
+      return runWorkflowCli(berth(), pos[0] as string, pos[1] as string, v.input as string | undefined, io);
+    },
+  },
+  'channel run': {
+    options: { input: { type: 'string' } },
+    async run(berth, v, pos, io) {
+      need(pos, 1, 'channel');
+      const b = berth();
+      const profile = resolveChannel(b.config, pos[0] as string);
+      io.err(`berth: channel ${pos[0]} → project ${profile.project}, workflow ${profile.workflow}\n`);
+      return runWorkflowCli(b, profile.project, profile.workflow, v.input as string | undefined, io);
+    },
+  },
+};
