@@ -187,8 +187,6 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
         stream.on('error', () => resolve());
       });
       docker.modem.demuxStream(stream, output.sink('stdout'), output.sink('stderr'));
-      const exited = container.wait({ condition: 'next-exit' }) as Promise<{ StatusCode: number }>;
-      exited.catch(() => undefined);
       try {
         await container.start();
       } catch (err) {
@@ -211,7 +209,9 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
         timedOut = true;
         kill();
       }, plan.limits.timeoutMs);
-      const { StatusCode } = await engineCall(() => exited);
+      // After start, "not-running" returns at once if the container already exited. ("next-exit"
+      // sent before start races: if the engine registers it after the exit, it waits forever.)
+      const { StatusCode } = await engineCall(() => container.wait({ condition: 'not-running' }) as Promise<{ StatusCode: number }>);
       clearTimeout(timer);
       // The attach stream ends right after exit; don't let a stuck stream hold the run.
       let grace: NodeJS.Timeout | undefined;
