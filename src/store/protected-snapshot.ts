@@ -3,8 +3,9 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { protectedPathKey } from '../config/metadata.js';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError } from '../errors.js';
 import { closeQuietly, openRootDir, withFd } from '../fs/fd-path.js';
+import { readJsonFile } from '../fs/json-file.js';
 import { atomicWriteFile, copyEntry, ensureDirPath, kindAt, openDirPath, writeNewFileAt, type Skipped } from '../fs/tree.js';
 import type { ProtectedSnapshot } from '../plan/run-plan.js';
 
@@ -99,14 +100,7 @@ function pruneGenerations(protectedDir: string, keep: string): void {
 }
 
 export function readSnapshotPointer(protectedDir: string): SnapshotPointer | undefined {
-  let text: string;
-  try {
-    text = fs.readFileSync(join(protectedDir, POINTER), 'utf8');
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return undefined;
-    throw err;
-  }
-  return SnapshotPointerSchema.parse(JSON.parse(text));
+  return readJsonFile(join(protectedDir, POINTER), SnapshotPointerSchema);
 }
 
 export function snapshotForPlan(protectedDir: string, pointer: SnapshotPointer | undefined): ProtectedSnapshot {

@@ -10,6 +10,7 @@ import {
 } from '../config/session.js';
 import { parseOrThrow } from '../config/parse.js';
 import { BerthError, errnoOf } from '../errors.js';
+import { readJsonFile } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import type { Project, ProjectStore } from './projects.js';
 import { workspaceIdFor } from './secret.js';
@@ -46,16 +47,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
     return join(project.paths.workspacesDir, workspaceIdFor(opts.secret(), project.metadata.name, workspaceKeyOf({ tenant_key: tenantKey, id }, mode)));
   }
 
-  function read(project: Project, id: string): SessionRecord | undefined {
-    let text: string;
-    try {
-      text = fs.readFileSync(file(project, id), 'utf8');
-    } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return undefined;
-      throw err;
-    }
-    return SessionRecordSchema.parse(JSON.parse(text));
-  }
+  const read = (project: Project, id: string): SessionRecord | undefined => readJsonFile(file(project, id), SessionRecordSchema);
 
   function write(project: Project, record: SessionRecord): SessionRecord {
     atomicWriteFile(file(project, record.id), `${JSON.stringify(record, null, 2)}\n`, 0o600);

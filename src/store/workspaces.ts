@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
 import { closeQuietly, openChildDir, openRootDir, withFd } from '../fs/fd-path.js';
+import { readJsonFile } from '../fs/json-file.js';
 import { copyEntry, displace, ensureDirPath, kindAt, type Owner, type Skipped } from '../fs/tree.js';
 import type { Project } from './projects.js';
 import { workspaceIdFor } from './secret.js';
@@ -105,12 +106,7 @@ export function recordWorkspace(project: Project, record: WorkspaceRecord): void
 /** One registry record, by id (a direct lookup: no scan). */
 export function readWorkspaceRecord(project: Project, id: string): WorkspaceRecord | undefined {
   if (!/^[0-9a-f]{32}$/.test(id)) return undefined;
-  try {
-    return RecordSchema.parse(JSON.parse(fs.readFileSync(join(project.paths.stateDir, 'workspaces', `${id}.json`), 'utf8')));
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return undefined;
-    throw err;
-  }
+  return readJsonFile(join(project.paths.stateDir, 'workspaces', `${id}.json`), RecordSchema);
 }
 
 export function listWorkspaces(project: Project): WorkspaceRecord[] {
