@@ -21,6 +21,12 @@ export const ERROR_TABLE = {
   AREA_NOT_GRANTED: { status: 403, exit: 15 },
   FILE_CHANGED: { status: 409, exit: 16 },
   LOCKED: { status: 409, exit: 9 },
+  PAYLOAD_TOO_LARGE: { status: 413, exit: 17 },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, exit: 18 },
+  NOT_ACCEPTABLE: { status: 406, exit: 19 },
+  METHOD_NOT_ALLOWED: { status: 405, exit: 22 },
+  BUSY: { status: 429, exit: 20 },
+  DISK_FULL: { status: 507, exit: 21 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 
@@ -42,6 +48,8 @@ export interface BerthErrorDetails {
   rule?: string;
   /** For E_SANDBOX_VIOLATION: always "sandbox_violation". */
   kind?: 'sandbox_violation';
+  /** For BUSY: seconds after which trying again makes sense. */
+  retry_after?: number;
 }
 
 export class BerthError extends Error {

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { OpenAPIHono, createRoute } from '@hono/zod-openapi';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { AdminService } from '../admin/service.js';
@@ -21,6 +20,9 @@ import type { ProjectStore } from '../store/projects.js';
 import type { Runner } from '../runs/runner.js';
 import { VERSION } from '../version.js';
 import { bearerAuth } from './auth.js';
+import { createGate, serveMcp } from './mcp-http.js';
+import { API_BODY_BYTES, MCP_HTTP_BOUNDS } from '../config/bounds.js';
+import { bodyLimit } from 'hono/body-limit';
 import { renderDocsPage } from './docs-page.js';
 import { errorBody, toBerthError, validationError } from './error-response.js';
 import { registerProjectRoutes } from './routes/projects.js';
@@ -68,6 +70,14 @@ const OPEN_PATHS = new Set(['/healthz', '/mcp/session']);
 /** The whole HTTP surface, without listening: tests call app.request(). */
 export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   const startedAt = deps.startedAt ?? Date.now();
+  // /healthz answers fast under load: the engine is asked at most once a second.
+  let probe: { at: number; version: Promise<string | undefined> } | undefined;
+  const engineProbe = () => {
+    if (!probe || Date.now() - probe.at > 1000) {
+      probe = { at: Date.now(), version: deps.engine.info().then((i) => i.version, () => undefined) };
+    }
+    return probe.version;
+  };
   const app = new OpenAPIHono<Env>({
     defaultHook: (result) => {
       if (!result.success) throw validationError(result.error, result.target === 'json' ? 'body' : result.target);
@@ -85,13 +95,21 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     c.header('x-request-id', requestId);
     log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - t0) }, 'request');
   });
+  // The URL parser resolves "/a/../b" before routing: a request naming dot segments is refused, not rerouted.
+  app.use('*', async (c, next) => {
+    const raw = (c.env as { incoming?: { url?: string } } | undefined)?.incoming?.url ?? new URL(c.req.url).pathname;
+    if (hasDotSegment(raw)) throw new BerthError('CONFIG_INVALID', 'the URL path has "." or ".." segments', { issues: [{ field: 'path', reason: 'must not contain . or .. segments (also percent-encoded)' }] });
+    await next();
+  });
   app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path)));
+  app.use('/api/*', bodyLimit({ maxSize: API_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${API_BODY_BYTES} bytes`); } }));
 
   app.onError((err, c) => {
     const e = toBerthError(err);
     const log = c.get('log') ?? deps.logger;
     if (e.status >= 500) log.error({ err, code: e.code }, e.message);
     else log.warn({ code: e.code }, e.message);
+    if (e.details.retry_after !== undefined) c.header('retry-after', String(e.details.retry_after));
     return c.json(errorBody(e), e.status as 400);
   });
   app.notFound((c) => c.json({ error: { code: 'NOT_FOUND', message: `no route ${c.req.method} ${c.req.path}` } }, 404));
@@ -108,12 +126,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     }),
     async (c) => {
       const base = { version: VERSION, uptime_s: Math.round((Date.now() - startedAt) / 1000) };
-      try {
-        const info = await deps.engine.info();
-        return c.json({ ok: true, engine: { reachable: true, version: info.version }, ...base }, 200);
-      } catch {
-        return c.json({ ok: false, engine: { reachable: false, version: null }, ...base }, 503);
-      }
+      const version = await engineProbe();
+      if (version !== undefined) return c.json({ ok: true, engine: { reachable: true, version }, ...base }, 200);
+      return c.json({ ok: false, engine: { reachable: false, version: null }, ...base }, 503);
     },
   );
 
@@ -131,14 +146,11 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   app.doc('/openapi.json', docConfig);
   app.get('/docs', (c) => c.html(renderDocsPage(app.getOpenAPIDocument(docConfig) as unknown as Parameters<typeof renderDocsPage>[0])));
 
-  // MCP over Streamable HTTP, stateless: a fresh server and transport per request.
-  const mcp = async (server: ReturnType<typeof createToolServer>, request: Request) => {
-    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    await server.connect(transport);
-    return transport.handleRequest(request);
-  };
+  // MCP over Streamable HTTP, stateless: a fresh server and transport per request, bounded (mcp-http.ts).
+  const adminGate = createGate(MCP_HTTP_BOUNDS.concurrent);
+  const sessionGate = createGate(MCP_HTTP_BOUNDS.concurrent);
   const adminContext = () => ({ admin: deps.admin(), operator: deps.operator(), store: deps.store, runner: deps.runner() });
-  app.all('/mcp', (c) => mcp(createToolServer('berth', ADMIN_TOOLS, adminContext), c.req.raw));
+  app.all('/mcp', (c) => serveMcp(c, createToolServer('berth', ADMIN_TOOLS, adminContext), adminGate));
   // The agent's own tools: the session is whoever the token says, nothing in the request can change it.
   app.all('/mcp/session', (c) => {
     const match = /^Bearer (.+)$/i.exec(c.req.header('authorization') ?? '');
@@ -147,10 +159,19 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     c.get('log').info({ session: sessionId }, 'session tool call');
     const { project, session } = deps.sessions.get(sessionId);
     const files = deps.gateway.forCaller({ project: project.metadata.name, tenantKey: session.tenant_key });
-    return mcp(createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), sessionId, files })), c.req.raw);
+    return serveMcp(c, createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), sessionId, files })), sessionGate);
   });
 
   return app;
+}
+
+/** "." or ".." as a path segment, also percent-encoded ("%2e%2e"). */
+export function hasDotSegment(rawPath: string): boolean {
+  const path = rawPath.split('?')[0] ?? '';
+  return path.split('/').some((seg) => {
+    const s = seg.replace(/%2e/gi, '.');
+    return s === '.' || s === '..';
+  });
 }
 
 const HealthSchema = z.object({

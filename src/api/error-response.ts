@@ -1,15 +1,31 @@
 import { HTTPException } from 'hono/http-exception';
 import type { z } from 'zod';
 import { toFieldIssues } from '../config/parse.js';
-import { BerthError } from '../errors.js';
+import { BerthError, errnoOf } from '../errors.js';
+
+/** hono's own refusals (validators, middleware) → berth's codes: a client's mistake is never a 500. */
+function fromHttpException(err: HTTPException): BerthError {
+  const reason = err.message || 'malformed request';
+  switch (err.status) {
+    case 401:
+      return new BerthError('UNAUTHORIZED', err.message || 'missing or wrong admin token');
+    case 413:
+      return new BerthError('PAYLOAD_TOO_LARGE', `request body is too large (${reason})`);
+    case 415:
+      return new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send the body as JSON with "Content-Type: application/json"', { issues: [{ field: 'content-type', reason: 'must be application/json' }] });
+    default:
+      if (err.status >= 400 && err.status < 500) return new BerthError('CONFIG_INVALID', `request is invalid: ${reason}`);
+      return new BerthError('INTERNAL', reason);
+  }
+}
 
 /** Any failure → berth's error, so the one table decides the HTTP status. */
 export function toBerthError(err: unknown): BerthError {
   if (err instanceof BerthError) return err;
-  if (err instanceof HTTPException) {
-    if (err.status === 400) return new BerthError('CONFIG_INVALID', `request is invalid: ${err.message || 'malformed body'}`);
-    if (err.status === 401) return new BerthError('UNAUTHORIZED', err.message || 'missing or wrong admin token');
-    return new BerthError('INTERNAL', err.message);
+  if (err instanceof HTTPException) return fromHttpException(err);
+  const errno = errnoOf(err);
+  if (errno === 'ENOSPC' || errno === 'EDQUOT') {
+    return new BerthError('DISK_FULL', 'the disk holding berth\'s home is full; nothing was changed', { hint: 'free space, then try again ("berth doctor" shows usage)' }, { cause: err });
   }
   return new BerthError('INTERNAL', 'internal error', {}, { cause: err });
 }

@@ -1,61 +1,54 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
+import { GATEWAY_BOUNDS } from '../config/bounds.js';
+import { errorLine, LineTransport } from '../mcp/line-transport.js';
 import { createToolServer } from '../mcp/server.js';
 import type { GatewayCaller } from './service.js';
 import { GATEWAY_TOOLS } from './tools.js';
 
 export const GATEWAY_SOCKET_NAME = 'gateway.sock';
 
+/** Connections of every run's socket in this process (GATEWAY_BOUNDS.connectionsTotal). */
+let openConnections = 0;
+
 /**
  * One Unix socket per run, in a directory berth owns (never tenant-writable), bind-mounted into
  * that run's container only. Whoever connects is that run's tenant: identity comes from which
  * socket, never from a parameter. Speaks MCP's stdio framing (newline-delimited JSON-RPC), so
- * an agent CLI reaches it through the image's `berth-bridge` with no network.
+ * an agent CLI reaches it through the image's `berth-bridge` with no network. Everything a
+ * connection can make berth hold is bounded (GATEWAY_BOUNDS); a failing connection only ever
+ * ends itself.
  */
 export async function openGatewaySocket(opts: { dir: string; caller: GatewayCaller; logger: Logger }): Promise<{ dir: string; close(): Promise<void> }> {
   fs.mkdirSync(opts.dir, { recursive: true, mode: 0o755 });
   const path = join(opts.dir, GATEWAY_SOCKET_NAME);
   const connections = new Set<net.Socket>();
-  const server = net.createServer((socket) => {
-    connections.add(socket);
-    socket.on('close', () => connections.delete(socket));
+  const server = net.createServer({ pauseOnConnect: true }, (socket) => {
     socket.on('error', () => socket.destroy());
-    const mcp = createToolServer('berth-gateway', GATEWAY_TOOLS, () => opts.caller);
-    const transport = new StdioServerTransport(socket, socket);
-    // Answer everything asked before the client's half-close, then end the connection.
-    let pending = 0;
-    let inputEnded = false;
-    const maybeEnd = () => {
-      if (inputEnded && pending === 0) socket.end();
-    };
-    void mcp.connect(transport).then(() => {
-      const onmessage = transport.onmessage;
-      transport.onmessage = (m: JSONRPCMessage) => {
-        if ('id' in m && 'method' in m) pending++;
-        onmessage?.(m);
-      };
-      const send = transport.send.bind(transport);
-      transport.send = async (m: JSONRPCMessage) => {
-        await send(m);
-        if ('id' in m && !('method' in m)) {
-          pending--;
-          maybeEnd();
-        }
-      };
+    if (connections.size >= GATEWAY_BOUNDS.connectionsPerRun || openConnections >= GATEWAY_BOUNDS.connectionsTotal) {
+      opts.logger.warn({ open: connections.size, total: openConnections }, 'gateway connection refused: too many');
+      socket.end(errorLine(null, -32000, `BUSY: at most ${GATEWAY_BOUNDS.connectionsPerRun} gateway connections per run`));
+      return;
+    }
+    connections.add(socket);
+    openConnections++;
+    socket.once('close', () => {
+      connections.delete(socket);
+      openConnections--;
     });
-    socket.on('end', () => {
-      inputEnded = true;
-      setImmediate(maybeEnd);
+    const mcp = createToolServer('berth-gateway', GATEWAY_TOOLS, () => opts.caller);
+    mcp.connect(new LineTransport(socket, GATEWAY_BOUNDS)).catch((err: unknown) => {
+      opts.logger.warn({ err: String(err) }, 'gateway connection failed');
+      socket.destroy();
     });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(path, () => resolve());
   });
+  server.on('error', (err) => opts.logger.warn({ err: String(err) }, 'gateway socket error'));
   fs.chmodSync(path, 0o666); // the agent user connects; the directory, not the mode, confines it
   return {
     dir: opts.dir,

@@ -1,8 +1,8 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { errorBody, toBerthError } from '../api/error-response.js';
-import { parseOrThrow } from '../config/parse.js';
+import { parseOrThrow, toFieldIssues } from '../config/parse.js';
 import { BerthError } from '../errors.js';
 import { VERSION } from '../version.js';
 import type { ToolSpec } from './tools.js';
@@ -12,13 +12,27 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output') {
   return rest as { type: 'object'; [k: string]: unknown };
 }
 
+/** A tool answer's text (its structuredContent is the same object): one 4 MiB file read, escaped, fits. */
+export const MAX_RESULT_BYTES = 6 * 1024 * 1024;
+
+/** The envelope of a tools/call; the arguments are each tool's own schema. */
+const CallParamsSchema = z.object({
+  name: z.string().max(128),
+  arguments: z.record(z.string(), z.unknown()).optional(),
+  _meta: z.unknown().optional(),
+});
+
 /**
- * berth's admin tools over MCP. The low-level server is used on purpose: berth validates the
- * arguments itself, so a bad argument is a tool error carrying CONFIG_INVALID and the fields
- * at fault, like every other surface, instead of the SDK's generic message.
+ * berth's tools over MCP. tools/call is answered by berth, not the SDK's request schema: a
+ * malformed call is JSON-RPC -32602 (invalid params) with berth's error body (CONFIG_INVALID and
+ * the fields at fault) as its data; arguments that fail a tool's schema are a tool error with
+ * the same body, like every other surface. A result is serialized once, compactly, for the text
+ * block; structuredContent carries the same object.
  */
-export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context: () => C): Server {
+export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context: () => C, opts: { maxResultBytes?: number } = {}): Server {
+  const maxResultBytes = opts.maxResultBytes ?? MAX_RESULT_BYTES;
   const server = new Server({ name, version: VERSION }, { capabilities: { tools: {} } });
+  const byName = new Map(tools.map((t) => [t.name, t]));
   const listed = tools.map((t) => ({
     name: t.name,
     description: t.description,
@@ -28,17 +42,29 @@ export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context:
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: listed }));
 
-  server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
+  // Not setRequestHandler(CallToolRequestSchema): the SDK would answer a malformed envelope with
+  // -32603 and a raw zod dump before berth sees it.
+  server.fallbackRequestHandler = async (request): Promise<CallToolResult> => {
+    if (request.method !== 'tools/call') throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${String(request.method).slice(0, 100)}`);
+    const envelope = CallParamsSchema.safeParse(request.params);
+    if (!envelope.success) {
+      const e = new BerthError('CONFIG_INVALID', 'tools/call params are invalid', { issues: toFieldIssues(envelope.error, 'params') });
+      throw new McpError(ErrorCode.InvalidParams, e.toLine(), errorBody(e));
+    }
     try {
-      const spec = tools.find((t) => t.name === request.params.name);
-      if (!spec) throw new BerthError('USAGE', `unknown tool "${request.params.name}"`);
-      const input = parseOrThrow(spec.input, request.params.arguments ?? {}, `${spec.name} arguments`);
+      const spec = byName.get(envelope.data.name);
+      if (!spec) throw new BerthError('USAGE', `unknown tool "${envelope.data.name}"`, { hint: 'tools/list names them' });
+      const input = parseOrThrow(spec.input, envelope.data.arguments ?? {}, `${spec.name} arguments`);
       const output = await spec.run(context(), input as never);
-      return { content: [{ type: 'text', text: JSON.stringify(output, null, 2) }], structuredContent: output };
+      const text = JSON.stringify(output);
+      if (text.length > maxResultBytes) {
+        throw new BerthError('PAYLOAD_TOO_LARGE', `the answer of ${spec.name} is larger than ${maxResultBytes} bytes`, { hint: 'ask for less at a time' });
+      }
+      return { content: [{ type: 'text', text }], structuredContent: output };
     } catch (err) {
       const e = toBerthError(err);
       return { isError: true, content: [{ type: 'text', text: JSON.stringify(errorBody(e)) }] };
     }
-  });
+  };
   return server;
 }

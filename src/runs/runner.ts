@@ -208,7 +208,12 @@ export function createRunner(deps: {
       const { project, session } = sessions.get(sessionId);
       return launch(project, session, { argv });
     },
-    reapLeftovers: () => engine.removeManaged({ installation }),
+    async reapLeftovers() {
+      const removed = await engine.removeManaged({ installation });
+      // Their gateway sockets went with them (a crashed berth never closed them).
+      if (deps.socketsDir) fs.rmSync(deps.socketsDir, { recursive: true, force: true });
+      return removed;
+    },
     listContainers: (project) => engine.listManaged({ installation, project }),
     removeContainers: (project) => engine.removeManaged({ installation, project }),
   };

@@ -1,0 +1,108 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { Context } from 'hono';
+import { MCP_HTTP_BOUNDS } from '../config/bounds.js';
+import { BerthError } from '../errors.js';
+
+/** At most `limit` holders at once; entering never waits (a full gate is BUSY, not a queue). */
+export function createGate(limit: number) {
+  let open = 0;
+  return {
+    tryEnter(): (() => void) | undefined {
+      if (open >= limit) return undefined;
+      open++;
+      let left = false;
+      return () => {
+        if (!left) open--;
+        left = true;
+      };
+    },
+    get open() {
+      return open;
+    },
+  };
+}
+export type Gate = ReturnType<typeof createGate>;
+
+/** A request body, read up to max bytes (PAYLOAD_TOO_LARGE past it, whatever Content-Length claims). */
+export async function readBodyLimited(req: Request, max: number): Promise<string> {
+  const tooLarge = () => new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`);
+  if (Number(req.headers.get('content-length') ?? 0) > max) throw tooLarge();
+  if (!req.body) return '';
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.length;
+    if (total > max) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+
+/**
+ * MCP over HTTP (stateless, JSON answers), with bounds: berth reads the body itself (size
+ * capped, JSON checked, batches capped) before the SDK's transport sees it, admits at most
+ * `gate` requests at once (BUSY otherwise), and holds the place until the client has read the
+ * whole answer — a slow reader cannot pile answers up; one that stalls is disconnected.
+ * Every refusal here is berth's error body with a stable code, like the rest of the API.
+ */
+export async function serveMcp(c: Context, server: Server, gate: Gate, bounds = MCP_HTTP_BOUNDS): Promise<Response> {
+  if (c.req.method !== 'POST') {
+    throw new BerthError('METHOD_NOT_ALLOWED', `${c.req.method} is not served here: berth's MCP endpoints are stateless, POST JSON-RPC`);
+  }
+  const accept = c.req.header('accept') ?? '';
+  if (!accept.includes('application/json') || !accept.includes('text/event-stream')) {
+    throw new BerthError('NOT_ACCEPTABLE', 'MCP clients must accept both application/json and text/event-stream', { issues: [{ field: 'accept', reason: 'must list application/json and text/event-stream' }] });
+  }
+  if (!JSON_TYPE.test(c.req.header('content-type') ?? '')) {
+    throw new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send JSON-RPC with "Content-Type: application/json"', { issues: [{ field: 'content-type', reason: 'must be application/json' }] });
+  }
+  const leave = gate.tryEnter();
+  if (!leave) throw new BerthError('BUSY', `more than ${bounds.concurrent} MCP requests at once; try again shortly`, { retry_after: 1 });
+  try {
+    const text = await readBodyLimited(c.req.raw, bounds.maxBodyBytes);
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new BerthError('CONFIG_INVALID', 'request body is not JSON', { issues: [{ field: 'body', reason: 'is not JSON' }] });
+    }
+    if (Array.isArray(body) && (body.length === 0 || body.length > bounds.maxBatch)) {
+      throw new BerthError('CONFIG_INVALID', `a batch holds 1 to ${bounds.maxBatch} messages`, { issues: [{ field: 'body', reason: `batch of ${body.length}` }] });
+    }
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    const response = await transport.handleRequest(c.req.raw, { parsedBody: body });
+    leaveWhenRead(c.env as { incoming?: IncomingMessage; outgoing?: ServerResponse } | undefined, bounds.flushTimeoutMs, () => {
+      leave();
+      void server.close();
+    });
+    return response;
+  } catch (err) {
+    leave();
+    throw err;
+  }
+}
+
+/** Call done once the answer is fully handed to the client (or the connection is gone). */
+function leaveWhenRead(env: { incoming?: IncomingMessage; outgoing?: ServerResponse } | undefined, timeoutMs: number, done: () => void): void {
+  const outgoing = env?.outgoing;
+  if (!outgoing) return done(); // in-process requests (tests): nothing is buffered for a client
+  const timer = setTimeout(() => env?.incoming?.socket?.destroy(), timeoutMs);
+  timer.unref();
+  const finish = () => {
+    clearTimeout(timer);
+    done();
+  };
+  outgoing.once('finish', finish);
+  outgoing.once('close', finish);
+}
