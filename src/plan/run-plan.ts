@@ -18,6 +18,11 @@ export const TMP_BYTES = 64 * 1024 * 1024;
 /** Paths of the project directory that are berth's, not the tenants': read-only or hidden in shared mode. */
 export const RESERVED_PROJECT_PATHS = { metadata: 'metadata.json', sessions: 'sessions', memory: 'memory', workflows: 'workflows' } as const;
 
+/** What a new isolated workspace gets from its project (and what a workflow step may only read). */
+export const SEED_ENTRIES = ['AGENTS.md', '.factory'] as const;
+/** Tenant workspaces inside the project directory. */
+export const WORKSPACES_DIR = 'workspaces';
+
 /** Where long-term memory is mounted (read-only) for levels that may read it. */
 export const MEMORY_MOUNT = '/memory';
 /** The per-run gateway socket's directory inside the container. */
@@ -71,6 +76,8 @@ export interface PlanInput {
     /** Run this argv instead of the agent (the shell tool); the message is then unused. */
     argv?: string[];
     session?: string;
+    /** Data for the run, as environment variables (a workflow's input): never pasted into argv text. */
+    env?: Record<string, string>;
   };
   /** The project's memory directory, mounted read-only when the level may read memory. */
   memory?: { dir: string };
@@ -79,10 +86,12 @@ export interface PlanInput {
   /** Shared areas granted to the project in berth.yaml (nothing else is ever mounted). */
   shared?: SharedGrant[];
   /**
-   * Run in the project's private workspace instead of a tenant's (workflow steps): the whole
-   * project directory at /workspace, cwd at cwdRel below it.
+   * Run in the project's private workspace instead of a tenant's (workflow steps): the project
+   * directory at /workspace, cwd at cwdRel below it — but never the tenants' workspaces (hidden)
+   * and never the seed every new tenant gets read-write (mounted read-only from `seeds`, a copy
+   * berth took for this run).
    */
-  privateWorkspace?: { cwdRel: string };
+  privateWorkspace?: { cwdRel: string; seeds: ProtectedSnapshot };
   /** The berth home's installation id, labelled on every container. */
   installation: string;
 }
@@ -129,8 +138,17 @@ export function planRun(input: PlanInput): RunPlan {
     for (const adminPath of [RESERVED_PROJECT_PATHS.metadata, RESERVED_PROJECT_PATHS.workflows]) {
       mounts.push({ type: 'bind', source: posix.join(project.dir, adminPath), target: posix.join(WORKSPACE_MOUNT, adminPath), readOnly: true });
     }
-    for (const hidden of [RESERVED_PROJECT_PATHS.sessions, RESERVED_PROJECT_PATHS.memory]) {
-      mounts.push({ type: 'tmpfs', target: posix.join(WORKSPACE_MOUNT, hidden), readOnly: true, sizeBytes: 4096, mode: 0o555 });
+    const hidden: string[] = [RESERVED_PROJECT_PATHS.sessions, RESERVED_PROJECT_PATHS.memory, ...(privateRun ? [WORKSPACES_DIR] : [])];
+    for (const path of hidden) {
+      mounts.push({ type: 'tmpfs', target: posix.join(WORKSPACE_MOUNT, path), readOnly: true, sizeBytes: 4096, mode: 0o555 });
+    }
+  }
+  const mountpoints: RunPlan['prepare']['mountpoints'] = [];
+  if (privateRun) {
+    mountpoints.push({ path: WORKSPACES_DIR, kind: 'dir' });
+    for (const seed of privateRun.seeds.entries) {
+      mountpoints.push(seed);
+      mounts.push({ type: 'bind', source: posix.join(privateRun.seeds.dir, seed.path), target: posix.join(WORKSPACE_MOUNT, seed.path), readOnly: true });
     }
   }
   if (input.memory) mounts.push({ type: 'bind', source: input.memory.dir, target: MEMORY_MOUNT, readOnly: true });
@@ -139,7 +157,6 @@ export function planRun(input: PlanInput): RunPlan {
     mounts.push({ type: 'bind', source: area.path, target: posix.join(SHARED_MOUNT, area.name), readOnly: area.mode !== 'rw' });
   }
 
-  const mountpoints: RunPlan['prepare']['mountpoints'] = [];
   for (const entry of meta.protected_paths) {
     const path = protectedPathKey(entry);
     if (!isolated && isReserved(path)) {
@@ -170,6 +187,7 @@ export function planRun(input: PlanInput): RunPlan {
     BERTH_WORKSPACE: workspace.id,
     BERTH_RUN: run.id,
     ...(input.gatewayDir ? { BERTH_GATEWAY: `${GATEWAY_MOUNT}/gateway.sock` } : {}),
+    ...run.env,
   };
   for (const name of meta.env) {
     const value = config.env[name];

@@ -14,7 +14,7 @@ import { snapshotForPlan } from '../store/protected-snapshot.js';
 import { appendRunRecord } from '../store/run-log.js';
 import { workspaceIdFor } from '../store/secret.js';
 import { workspaceKeyOf, type SessionStore } from '../store/sessions.js';
-import { ensureWorkspace } from '../store/workspaces.js';
+import { copySeedsForRun, ensureWorkspace } from '../store/workspaces.js';
 import { join } from 'node:path';
 import { openGatewaySocket } from '../gateway/socket-server.js';
 import type { Gateway } from '../gateway/service.js';
@@ -46,6 +46,8 @@ export interface PrivateTarget {
   cwdRel: string;
   /** Created (no-follow) before the step, e.g. ['work', 'runs', '<run_id>']. */
   ensureDir?: string[];
+  /** Data for the step (the workflow input), as environment variables. */
+  env?: Record<string, string>;
 }
 
 export interface Runner {
@@ -129,6 +131,7 @@ export function createRunner(deps: {
       if (bootstrap) message = `${bootstrap}\n---\n\n${message}`;
       fs.mkdirSync(project.paths.memoryDir, { recursive: true, mode: 0o755 });
 
+      const seeds = target ? copySeedsForRun(project, join(store.home.tmpDir, `seed-${runId}`)) : undefined;
       // The tenant's gateway: a socket only this run's container sees (not for the shell tool).
       const socket =
         deps.gateway && deps.socketsDir && 'message' in what
@@ -150,10 +153,11 @@ export function createRunner(deps: {
             network: profile.network === 'egress' ? await egress() : 'none',
             argv: 'argv' in what ? what.argv : undefined,
             session: session.id,
+            env: target?.env,
           },
           memory: profile.memoryRead ? { dir: project.paths.memoryDir } : undefined,
           shared,
-          privateWorkspace: target ? { cwdRel: target.cwdRel } : undefined,
+          privateWorkspace: target && seeds ? { cwdRel: target.cwdRel, seeds } : undefined,
           gatewayDir: socket?.dir,
           installation,
         });
@@ -187,6 +191,7 @@ export function createRunner(deps: {
         return outcome;
       } finally {
         await socket?.close();
+        if (seeds) fs.rmSync(seeds.dir, { recursive: true, force: true });
       }
     });
   }

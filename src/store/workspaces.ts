@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
 import { closeQuietly, openChildDir, openRootDir, withFd } from '../fs/fd-path.js';
 import { readJsonFile } from '../fs/json-file.js';
-import { copyEntry, displace, ensureDirPath, kindAt, type Owner, type Skipped } from '../fs/tree.js';
+import { copyEntry, displace, ensureDirPath, kindAt, writeNewFileAt, type Owner, type Skipped } from '../fs/tree.js';
+import { SEED_ENTRIES, type ProtectedSnapshot } from '../plan/run-plan.js';
 import type { Project } from './projects.js';
 import { workspaceIdFor } from './secret.js';
 
@@ -32,8 +33,6 @@ export interface WorkspaceRecord {
   created_at: string;
 }
 
-/** What a new isolated workspace gets from its project. */
-export const SEED_ENTRIES = ['AGENTS.md', '.factory'] as const;
 
 /**
  * First contact creates workspaces/<id>/ (seeded from the project when isolated); later calls
@@ -122,4 +121,26 @@ export function listWorkspaces(project: Project): WorkspaceRecord[] {
     .filter((n) => n.endsWith('.json'))
     .map((n) => RecordSchema.parse(JSON.parse(fs.readFileSync(join(dir, n), 'utf8'))))
     .sort((a, b) => a.created_at.localeCompare(b.created_at));
+}
+
+/**
+ * A read-only copy of the project's seed (what every new tenant gets) for one workflow step, in
+ * a berth-owned directory: links and special files are not copied (no-follow), and a missing
+ * entry becomes an empty one, so the step can neither change the seed nor plant a new one.
+ */
+export function copySeedsForRun(project: Project, dst: string): ProtectedSnapshot {
+  fs.mkdirSync(dst, { recursive: true, mode: 0o755 });
+  const entries = withFd(openRootDir(project.paths.dir), (src) =>
+    withFd(openRootDir(dst), (out) =>
+      SEED_ENTRIES.map((path) => {
+        copyEntry(src, out, path, { shownPath: path });
+        if (kindAt(out, path) === 'missing') {
+          if (path === 'AGENTS.md') writeNewFileAt(out, path, '');
+          else fs.mkdirSync(`/proc/self/fd/${out}/${path}`, { mode: 0o755 });
+        }
+        return { path, kind: kindAt(out, path) === 'dir' ? ('dir' as const) : ('file' as const) };
+      }),
+    ),
+  );
+  return { dir: dst, entries };
 }

@@ -7,7 +7,7 @@ import { closeQuietly, openRootDir, withFd } from '../fs/fd-path.js';
 import { openDirPath, readFileAt } from '../fs/tree.js';
 import { newRunId, type Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
-import { WorkflowNameSchema, WorkflowSchema, type Workflow, type WorkflowRunRecord } from './schema.js';
+import { INPUT_ENV, WorkflowNameSchema, WorkflowSchema, type Workflow, type WorkflowRunRecord } from './schema.js';
 
 const MAX_WORKFLOW_BYTES = 256 * 1024;
 
@@ -78,8 +78,8 @@ export async function runWorkflow(
       `wf.${opts.project}.${opts.workflow}`, // session ids are global: the project is part of it
       `workflow:${opts.workflow}`,
       workflow.permission_level,
-      step.message.split('{input}').join(opts.input ?? ''),
-      { cwdRel, ensureDir: runWorkspace ? ['work', 'runs', runId] : undefined },
+      step.message,
+      { cwdRel, ensureDir: runWorkspace ? ['work', 'runs', runId] : undefined, env: { [INPUT_ENV]: opts.input ?? '' } },
     );
     steps.push({
       index,

@@ -1,6 +1,11 @@
 import { z } from 'zod';
 import { PermissionLevelSchema } from '../config/session.js';
 
+/** The environment variable that carries a workflow run's input into every step. */
+export const INPUT_ENV = 'BERTH_INPUT';
+/** The old placeholder, refused: it pasted input into shell text. */
+const INPUT_PLACEHOLDER = '{input}';
+
 export const WORKSPACE_MODES = ['orchestrator_workspace', 'run_workspace'] as const;
 
 export const WorkflowNameSchema = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'must be 1-63 characters of a-z, 0-9, "_" and "-"');
@@ -8,7 +13,14 @@ export const WorkflowNameSchema = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/,
 export const WorkflowStepSchema = z
   .object({
     name: z.string().min(1).max(100).optional(),
-    message: z.string().min(1).max(64 * 1024).describe('The agent message; "{input}" is replaced by the run input.'),
+    message: z
+      .string()
+      .min(1)
+      .max(64 * 1024)
+      .refine((m) => !m.includes(INPUT_PLACEHOLDER), {
+        message: `must not contain ${INPUT_PLACEHOLDER}: the run input is never pasted into a message; the step reads it from $${INPUT_ENV} (e.g. 'printf "%s" "$${INPUT_ENV}" > answer.txt')`,
+      })
+      .describe(`The agent message. The run input reaches the step as data, in the environment variable ${INPUT_ENV}.`),
     workspace_mode: z
       .enum(WORKSPACE_MODES, {
         error: (issue) => `must be one of ${WORKSPACE_MODES.join(', ')}${issue.input === undefined ? '' : ` (got ${JSON.stringify(issue.input)})`}`,

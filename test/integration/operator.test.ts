@@ -2,6 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { createBerth, type Berth } from '../../src/main.js';
 import { runWorkflow } from '../../src/workflows/run.js';
 import { cli } from '../helpers.js';
@@ -32,7 +34,7 @@ steps:
     message: 'echo "cwd=$(pwd)"; ls /shared 2>&1; cat /shared/*/fact.txt 2>/dev/null'
     workspace_mode: orchestrator_workspace
   - name: write
-    message: 'echo "cwd=$(pwd)"; echo "{input}" > answer.txt; cat answer.txt'
+    message: 'echo "cwd=$(pwd)"; echo "$BERTH_INPUT" > answer.txt; cat answer.txt'
     workspace_mode: run_workspace
 `;
 
@@ -172,6 +174,64 @@ describe('workflows (real containers)', () => {
     const finance = b('channel', 'run', 'signal:finance-desk', '--input', 'q');
     expect(finance.stdout.split(/(?=cwd=)/)[0]).toBe('cwd=/workspace\nfinance-kb\nfinance-fact\n');
     expect(b('channel', 'run', 'signal:nobody')).toMatchObject({ code: 2, stderr: expect.stringContaining('no channel profile') });
+  });
+});
+
+describe('workflow attacks (issue: input pasted into a shell; steps saw every tenant)', () => {
+  const ATTACK = 'hello"; cat /workspace/workspaces/*/secret.txt; echo "';
+  const LEAK = `steps:
+  - name: answer
+    message: 'echo "$BERTH_INPUT" > answer.txt; cat answer.txt'
+    workspace_mode: run_workspace
+  - name: snoop
+    message: 'ls /workspace/workspaces | wc -l; cat /workspace/workspaces/*/secret.txt; echo poison > /workspace/.factory/mcp.json; echo poison >> /workspace/AGENTS.md; echo done'
+    workspace_mode: orchestrator_workspace
+`;
+  let seed: Record<string, string>;
+  beforeAll(async () => {
+    berth.store.create({ name: 'iso', workspace_isolation: true });
+    fs.writeFileSync(join(home, 'projects/iso/workflows/leak.yaml'), LEAK);
+    const o = await berth.runner.run({ project: 'iso', tenantKey: 'signal:+4915550001', message: 'echo tenant-secret-123 > secret.txt' });
+    expect(o.exitCode).toBe(0);
+    seed = { agents: fs.readFileSync(join(home, 'projects/iso/AGENTS.md'), 'utf8'), mcp: fs.readFileSync(join(home, 'projects/iso/.factory/mcp.json'), 'utf8') };
+  });
+
+  const unchanged = () => {
+    expect(fs.readFileSync(join(home, 'projects/iso/AGENTS.md'), 'utf8')).toBe(seed.agents);
+    expect(fs.readFileSync(join(home, 'projects/iso/.factory/mcp.json'), 'utf8')).toBe(seed.mcp);
+  };
+
+  it('CLI: the input is data (printed literally), tenant workspaces are hidden, the seed is read-only', () => {
+    const r = b('workflow', 'run', 'iso', 'leak', '--input', ATTACK);
+    expect(r.stdout).not.toContain('tenant-secret-123');
+    expect(r.stdout.split('\n')[0]).toBe(ATTACK);
+    expect(r.stdout).toContain('\n0\n'); // an empty, read-only workspaces/
+    expect(r.code).toBe(0);
+    unchanged();
+    expect(fs.readFileSync(join(home, 'projects/iso/workspaces', fs.readdirSync(join(home, 'projects/iso/workspaces'))[0] as string, 'secret.txt'), 'utf8')).toBe('tenant-secret-123\n');
+  });
+
+  it('HTTP: the same, over POST /api/projects/:name/workflows/:wf/runs', async () => {
+    const app = createApp(appDepsFrom(berth, { token: 'test-token-0123456789', logger: pino({ level: 'silent' }) }));
+    const res = await app.request('/api/projects/iso/workflows/leak/runs', {
+      method: 'POST',
+      headers: { authorization: 'Bearer test-token-0123456789', 'content-type': 'application/json' },
+      body: JSON.stringify({ input: ATTACK }),
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { status: string; steps: Array<{ stdout: string }> };
+    expect(body.status).toBe('succeeded');
+    expect(body.steps[0]?.stdout).toBe(`${ATTACK}\n`);
+    expect(JSON.stringify(body)).not.toContain('tenant-secret-123');
+    unchanged();
+  });
+
+  it('a step message with the old {input} placeholder is refused, naming the way that works', () => {
+    fs.writeFileSync(join(home, 'projects/iso/workflows/old-input.yaml'), `steps:\n  - { message: 'echo "{input}"', workspace_mode: orchestrator_workspace }\n`);
+    const r = b('workflow', 'run', 'iso', 'old-input', '--input', 'x');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('steps.0.message: must not contain {input}');
+    expect(r.stderr).toContain('$BERTH_INPUT');
   });
 });
 

@@ -98,7 +98,7 @@ export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () =>
       description: 'Steps run in order in the private workspace; the first failing step stops the run (status "failed", error names the step).',
       request: {
         params: z.object({ name: ProjectNameSchema, workflow: WorkflowNameSchema }),
-        body: { ...json(z.object({ input: z.string().max(64 * 1024).optional() }).strict(), 'replaces {input} in step messages'), required: false },
+        body: { ...json(z.object({ input: z.string().max(64 * 1024).optional() }).strict(), 'reaches every step as the environment variable BERTH_INPUT'), required: false },
       },
       responses: { 200: json(WorkflowRunRecordSchema, 'the run, every step recorded'), ...errors },
     }),
