@@ -28,10 +28,10 @@ export interface AdminService {
   listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number };
   listSessions(name: string): SessionRecord[];
   workspaceProfile(name: string, workspaceId: string): WorkspaceProfile;
-  getSession(id: string): SessionRecord;
-  updateSession(id: string, settings: SessionSettingsUpdate['settings']): SessionRecord;
-  mintSessionToken(id: string, ttlSeconds?: number): { session: string; token: string; expires_at: string };
-  revokeSessionTokens(id: string): { session: string; revoked: number };
+  getSession(project: string, id: string): SessionRecord;
+  updateSession(project: string, id: string, settings: SessionSettingsUpdate['settings']): SessionRecord;
+  mintSessionToken(project: string, id: string, ttlSeconds?: number): { session: string; token: string; expires_at: string };
+  revokeSessionTokens(project: string, id: string): { session: string; revoked: number };
 }
 
 export function viewOf(p: Project, sandboxViolations: number): ProjectView {
@@ -87,6 +87,7 @@ export function createAdminService(deps: {
       // Stop its containers first, so nothing writes into the tree while it moves.
       const removed = await deps.runner().removeContainers(name);
       const trashedTo = await store.trash(name);
+      deps.tokens.revokeProject(name); // a project made again under this name inherits no token
       return { name, trashed_to: trashedTo, containers_removed: removed };
     },
 
@@ -109,15 +110,16 @@ export function createAdminService(deps: {
 
     listSessions: (name) => sessions.list(store.get(name)),
     workspaceProfile: (name, id) => deps.gateway.profileOf(store.get(name), id),
-    getSession: (id) => sessions.get(id).session,
-    updateSession: (id, settings) => sessions.update(id, settings),
-    mintSessionToken(id, ttlSeconds) {
-      sessions.get(id);
-      return { session: id, ...deps.tokens.mint(id, ttlSeconds) };
+    getSession: (project, id) => sessions.get(project, id).session,
+    updateSession: (project, id, settings) => sessions.update(project, id, settings),
+    mintSessionToken(project, id, ttlSeconds) {
+      const { session } = sessions.get(project, id);
+      const binding = { project, session: id, tenant_key: session.tenant_key, session_created_at: session.created_at };
+      return { session: id, ...deps.tokens.mint(binding, ttlSeconds) };
     },
-    revokeSessionTokens(id) {
-      sessions.get(id);
-      return { session: id, revoked: deps.tokens.revokeAll(id) };
+    revokeSessionTokens(project, id) {
+      sessions.get(project, id);
+      return { session: id, revoked: deps.tokens.revokeSession(project, id) };
     },
   };
 }

@@ -154,15 +154,29 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // The agent's own tools: the session is whoever the token says, nothing in the request can change it.
   app.all('/mcp/session', (c) => {
     const match = /^Bearer (.+)$/i.exec(c.req.header('authorization') ?? '');
-    if (!match) throw new BerthError('UNAUTHORIZED', 'missing session token', { hint: 'mint one: POST /api/sessions/:id/token' });
-    const sessionId = deps.tokens.verify(match[1] as string);
-    c.get('log').info({ session: sessionId }, 'session tool call');
-    const { project, session } = deps.sessions.get(sessionId);
-    const files = deps.gateway.forCaller({ project: project.metadata.name, tenantKey: session.tenant_key });
-    return serveMcp(c, createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), sessionId, files })), sessionGate);
+    if (!match) throw new BerthError('UNAUTHORIZED', 'missing session token', { hint: 'mint one: POST /api/projects/:name/sessions/:id/token' });
+    const ref = sessionOfToken(deps, match[1] as string);
+    c.get('log').info({ project: ref.project, session: ref.session }, 'session tool call');
+    const files = deps.gateway.forCaller({ project: ref.project, tenantKey: ref.tenantKey });
+    return serveMcp(c, createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), session: ref, files })), sessionGate);
   });
 
   return app;
+}
+
+/** The session a token stands for, checked against the session as it is now (same tenant, same creation). */
+function sessionOfToken(deps: Pick<AppDeps, 'tokens' | 'sessions'>, token: string): { project: string; session: string; tenantKey: string } {
+  const bound = deps.tokens.verify(token);
+  const gone = () => new BerthError('UNAUTHORIZED', 'the session this token was minted for no longer exists', { hint: 'mint a new one: POST /api/projects/:name/sessions/:id/token' });
+  let session;
+  try {
+    session = deps.sessions.get(bound.project, bound.session).session;
+  } catch (err) {
+    if (err instanceof BerthError && (err.code === 'PROJECT_NOT_FOUND' || err.code === 'SESSION_NOT_FOUND')) throw gone();
+    throw err;
+  }
+  if (session.tenant_key !== bound.tenant_key || session.created_at !== bound.session_created_at) throw gone();
+  return { project: bound.project, session: bound.session, tenantKey: session.tenant_key };
 }
 
 /** "." or ".." as a path segment, also percent-encoded ("%2e%2e"). */

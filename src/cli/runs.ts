@@ -6,12 +6,6 @@ import { resolveChannel } from '../workflows/channels.js';
 import { listWorkflows, runWorkflow } from '../workflows/run.js';
 import { need, type Command, type Out } from './command.js';
 
-/** A session, checked to belong to the project named on the command line. */
-function sessionOf(berth: Berth, project: string, id: string) {
-  const session = berth.admin.getSession(id);
-  if (session.project !== project) throw new BerthError('SESSION_NOT_FOUND', `session "${id}" is not in project "${project}"`);
-  return session;
-}
 
 async function runWorkflowCli(b: Berth, project: string, workflow: string, input: string | undefined, io: Out): Promise<number> {
   const record = await runWorkflow(
@@ -73,7 +67,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 2, 'project name and session id');
-      const session = sessionOf(berth(), pos[0] as string, pos[1] as string);
+      const session = berth().admin.getSession(pos[0] as string, pos[1] as string);
       io.out(`${JSON.stringify(session, null, 2)}\n`);
       return 0;
     },
@@ -82,13 +76,12 @@ export const RUN_COMMANDS: Record<string, Command> = {
     options: { level: { type: 'string' }, mode: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 2, 'project name and session id');
-      sessionOf(berth(), pos[0] as string, pos[1] as string);
       const update = parseOrThrow(
         SessionSettingsUpdateSchema,
         { settings: { permission_level: v.level, workspace: v.mode === undefined ? undefined : { mode: v.mode } } },
         'session settings',
       );
-      const s = berth().admin.updateSession(pos[1] as string, update.settings);
+      const s = berth().admin.updateSession(pos[0] as string, pos[1] as string, update.settings);
       io.out(`session ${s.id}: level=${s.settings.permission_level} mode=${s.settings.workspace.mode}\n`);
       return 0;
     },

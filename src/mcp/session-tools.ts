@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { RunViewSchema } from '../admin/views.js';
 import { MemoryEntrySchema, MemorySearchSchema, MemoryWriteSchema } from '../store/memory.js';
-import { ShellRunSchema, type SessionTools } from '../sessions/session-tools.js';
+import { ShellRunSchema, type SessionRef, type SessionTools } from '../sessions/session-tools.js';
 import { GATEWAY_TOOLS } from '../gateway/tools.js';
 import type { GatewayCaller } from '../gateway/service.js';
 import { tool, type ToolSpec } from './tools.js';
@@ -9,7 +9,7 @@ import { tool, type ToolSpec } from './tools.js';
 /** What an agent's session may call at /mcp/session. The session comes from the token, never from input. */
 export interface SessionContext {
   tools: SessionTools;
-  sessionId: string;
+  session: SessionRef;
   /** The session tenant's file tools (the same gateway a container reaches through its socket). */
   files: GatewayCaller;
 }
@@ -21,21 +21,21 @@ export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
       "Run a command in this session's sandbox (its workspace at /workspace), under the session's permission level: low = file management in the workspace, medium = + information commands, high = any binary, writes only inside the workspace. No shell: ; | & > < ` $() are refused.",
     input: ShellRunSchema,
     output: z.object({ run: RunViewSchema }),
-    run: async (ctx: SessionContext, input) => ({ run: await ctx.tools.shellRun(ctx.sessionId, input) }),
+    run: async (ctx: SessionContext, input) => ({ run: await ctx.tools.shellRun(ctx.session, input) }),
   }),
   tool({
     name: 'memory_search',
     description: "Search the project's long-term memory (medium and high levels).",
     input: MemorySearchSchema,
     output: z.object({ entries: z.array(MemoryEntrySchema) }),
-    run: (ctx: SessionContext, input) => ctx.tools.memorySearch(ctx.sessionId, input),
+    run: (ctx: SessionContext, input) => ctx.tools.memorySearch(ctx.session, input),
   }),
   tool({
     name: 'memory_write',
     description: "Add an entry to the project's long-term memory (high level only).",
     input: MemoryWriteSchema,
     output: z.object({ entry: MemoryEntrySchema }),
-    run: (ctx: SessionContext, input) => ctx.tools.memoryWrite(ctx.sessionId, input),
+    run: (ctx: SessionContext, input) => ctx.tools.memoryWrite(ctx.session, input),
   }),
   // Agent loops outside containers get the file tools too, as the session's tenant.
   ...GATEWAY_TOOLS.map((t): ToolSpec<SessionContext> => ({ ...t, run: (ctx, input) => t.run(ctx.files, input) })),

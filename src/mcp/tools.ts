@@ -84,16 +84,16 @@ export const ADMIN_TOOLS: ToolSpec[] = [
   tool({
     name: 'session_get',
     description: "A session's settings (permission_level, workspace) and counters.",
-    input: z.object({ session: SessionIdSchema }).strict(),
+    input: z.object({ project: ProjectNameSchema, session: SessionIdSchema }).strict(),
     output: z.object({ session: SessionRecordSchema }),
-    run: ({ admin }, { session }) => ({ session: admin.getSession(session) }),
+    run: ({ admin }, { project, session }) => ({ session: admin.getSession(project, session) }),
   }),
   tool({
     name: 'session_update',
     description: "Change a session's permission_level (low, medium, high) or workspace mode (tenant, session).",
-    input: z.object({ session: SessionIdSchema, settings: SessionSettingsUpdateSchema.shape.settings }).strict(),
+    input: z.object({ project: ProjectNameSchema, session: SessionIdSchema, settings: SessionSettingsUpdateSchema.shape.settings }).strict(),
     output: z.object({ session: SessionRecordSchema }),
-    run: ({ admin }, { session, settings }) => ({ session: admin.updateSession(session, settings) }),
+    run: ({ admin }, { project, session, settings }) => ({ session: admin.updateSession(project, session, settings) }),
   }),
   tool({
     name: 'project_grant',

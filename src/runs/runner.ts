@@ -13,7 +13,7 @@ import type { Project, ProjectStore } from '../store/projects.js';
 import { snapshotForPlan } from '../store/protected-snapshot.js';
 import { appendRunRecord } from '../store/run-log.js';
 import { workspaceIdFor } from '../store/secret.js';
-import { workspaceKeyOf, type SessionStore } from '../store/sessions.js';
+import { assertChosenSessionId, workspaceKeyOf, type SessionStore } from '../store/sessions.js';
 import { copySeedsForRun, ensureWorkspace } from '../store/workspaces.js';
 import { join } from 'node:path';
 import { openGatewaySocket } from '../gateway/socket-server.js';
@@ -55,7 +55,7 @@ export interface Runner {
   /** One workflow step for a session, in the project's private workspace. */
   runPrivate(project: string, sessionId: string, tenantKey: string, level: PermissionLevel, message: string, target: PrivateTarget): Promise<RunOutcome>;
   /** Run argv (the shell tool) in a container shaped exactly like the session's agent runs. */
-  exec(sessionId: string, argv: string[]): Promise<RunOutcome>;
+  exec(ref: { project: string; session: string }, argv: string[]): Promise<RunOutcome>;
   /** Remove labelled containers a crashed berth of this home left behind. */
   reapLeftovers(): Promise<number>;
   /** This installation's containers (of one project, or all). */
@@ -110,7 +110,7 @@ export function createRunner(deps: {
     const level = session.settings.permission_level;
     const profile = LEVEL_PROFILES[level];
     const mode = session.settings.workspace.mode;
-    const log = deps.logger.child({ project: project.metadata.name, session: session.id, level, run: runId });
+    const log = deps.logger.child({ project: project.metadata.name, session: session.id, permission_level: level, run: runId });
     const wsKey = workspaceKeyOf(session, mode);
     const lockKey = `${project.metadata.name}/${target ? 'private' : workspaceIdFor(secret, project.metadata.name, wsKey)}`;
     return withWorkspaceLock(lockKey, async () => {
@@ -199,6 +199,7 @@ export function createRunner(deps: {
   return {
     async run(request) {
       const project = store.get(request.project);
+      if (request.sessionId !== undefined) assertChosenSessionId(request.sessionId);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey });
       if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, request.level);
       return launch(project, session, { message: request.message });
@@ -209,8 +210,8 @@ export function createRunner(deps: {
       if (level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, level);
       return launch(project, session, { message }, target);
     },
-    async exec(sessionId, argv) {
-      const { project, session } = sessions.get(sessionId);
+    async exec(ref, argv) {
+      const { project, session } = sessions.get(ref.project, ref.session);
       return launch(project, session, { argv });
     },
     async reapLeftovers() {

@@ -28,9 +28,15 @@ export const ShellRunSchema = z
  * command profile, and the memory adapter's level check).
  */
 export interface SessionTools {
-  shellRun(sessionId: string, input: z.input<typeof ShellRunSchema>): Promise<RunView>;
-  memorySearch(sessionId: string, input: z.input<typeof MemorySearchSchema>): { entries: MemoryEntry[] };
-  memoryWrite(sessionId: string, input: z.input<typeof MemoryWriteSchema>): { entry: MemoryEntry };
+  shellRun(ref: SessionRef, input: z.input<typeof ShellRunSchema>): Promise<RunView>;
+  memorySearch(ref: SessionRef, input: z.input<typeof MemorySearchSchema>): { entries: MemoryEntry[] };
+  memoryWrite(ref: SessionRef, input: z.input<typeof MemoryWriteSchema>): { entry: MemoryEntry };
+}
+
+/** A session is named by its project and its id (ids mean nothing across projects). */
+export interface SessionRef {
+  project: string;
+  session: string;
 }
 
 export function createSessionTools(deps: {
@@ -49,19 +55,19 @@ export function createSessionTools(deps: {
     return argv;
   }
 
-  function gate(sessionId: string, tool: SessionTool) {
-    const { project, session } = deps.sessions.get(sessionId);
+  function gate(ref: SessionRef, tool: SessionTool) {
+    const { project, session } = deps.sessions.get(ref.project, ref.session);
     const level = session.settings.permission_level;
     if (!toolAllowed(level, tool)) {
-      deps.logger.warn({ project: project.metadata.name, session: sessionId, level, tool }, 'tool refused by policy');
+      deps.logger.warn({ project: project.metadata.name, session: ref.session, permission_level: level, tool }, 'tool refused by policy');
       throw new BerthError('PERMISSION_DENIED', `${tool} is not allowed at permission level ${level}`, { rule: 'tool_not_allowed' });
     }
     return { project, session, level };
   }
 
   return {
-    async shellRun(sessionId, input) {
-      const { project, session, level } = gate(sessionId, 'shell_run');
+    async shellRun(ref, input) {
+      const { project, session, level } = gate(ref, 'shell_run');
       const parsed = ShellRunSchema.parse(input);
       try {
         const argv = parsed.argv ?? (parsed.task ? taskArgv(project, session, parsed.task) : splitCommand(parsed.command as string));
@@ -72,20 +78,20 @@ export function createSessionTools(deps: {
           if (area !== undefined && !grants.some((g) => g.name === area)) deps.assertGranted(project.metadata.name, area);
         }
         checkShellCommand(level, argv, undefined, grants.map((g) => ({ name: g.name, writable: g.mode === 'rw' })));
-        return runView(await deps.runner().exec(sessionId, argv));
+        return runView(await deps.runner().exec(ref, argv));
       } catch (err) {
         if (err instanceof BerthError && err.code === 'PERMISSION_DENIED') {
-          deps.logger.warn({ project: project.metadata.name, session: sessionId, level, rule: err.details.rule }, 'shell_run refused');
+          deps.logger.warn({ project: project.metadata.name, session: ref.session, permission_level: level, rule: err.details.rule }, 'shell_run refused');
         }
         throw err;
       }
     },
-    memorySearch(sessionId, input) {
-      const { project, level } = gate(sessionId, 'memory_search');
+    memorySearch(ref, input) {
+      const { project, level } = gate(ref, 'memory_search');
       return { entries: memorySearch(project.paths.memoryDir, level, input) };
     },
-    memoryWrite(sessionId, input) {
-      const { project, session, level } = gate(sessionId, 'memory_write');
+    memoryWrite(ref, input) {
+      const { project, session, level } = gate(ref, 'memory_write');
       return { entry: memoryWrite(project.paths.memoryDir, level, session.tenant_key, input) };
     },
   };

@@ -17,15 +17,15 @@ import { workspaceIdFor } from './secret.js';
 
 /**
  * Sessions: one conversation in a workspace, with its settings, stored as
- * projects/<name>/sessions/<id>.json (berth-owned: hidden from containers). A global index in
- * .berth/sessions/<id> names the project, so /api/sessions/:id needs no project in the URL.
+ * projects/<name>/sessions/<id>.json (berth-owned: hidden from containers). A session id means
+ * something only inside its project: nothing resolves an id across projects.
  */
 export interface SessionStore {
   /** Load or create the session a run belongs to; a session never changes tenant. */
   open(project: Project, opts: { sessionId?: string; tenantKey: string }): SessionRecord;
-  get(sessionId: string): { project: Project; session: SessionRecord };
+  get(project: string, sessionId: string): { project: Project; session: SessionRecord };
   list(project: Project): SessionRecord[];
-  update(sessionId: string, update: SessionSettingsUpdate['settings']): SessionRecord;
+  update(project: string, sessionId: string, update: SessionSettingsUpdate['settings']): SessionRecord;
   setLevel(project: Project, sessionId: string, level: PermissionLevel): SessionRecord;
   countRun(project: Project, sessionId: string): SessionRecord;
 }
@@ -39,8 +39,22 @@ export function defaultSessionId(secret: Buffer, project: string, tenantKey: str
   return `t-${workspaceIdFor(secret, project, tenantKey)}`;
 }
 
+/** Ids berth makes itself (a tenant's default session, a workflow's): never chosen by a caller. */
+export const RESERVED_SESSION_PREFIXES = ['t-', 'wf.'] as const;
+
+export function workflowSessionId(workflow: string): string {
+  return `wf.${workflow}`;
+}
+
+/** A caller-chosen session id: refused when it would squat an id berth makes. */
+export function assertChosenSessionId(id: string): void {
+  parseOrThrow(SessionIdSchema, id, 'session id');
+  if (RESERVED_SESSION_PREFIXES.some((p) => id.startsWith(p))) {
+    throw new BerthError('CONFIG_INVALID', 'session id is invalid', { issues: [{ field: 'session', reason: `ids starting with ${RESERVED_SESSION_PREFIXES.join(' or ')} are made by berth` }] });
+  }
+}
+
 export function createSessionStore(opts: { projects: ProjectStore; secret: () => Buffer }): SessionStore {
-  const indexDir = join(opts.projects.home.stateDir, 'sessions');
   const file = (project: Project, id: string) => join(project.paths.sessionsDir, `${id}.json`);
 
   function rootDir(project: Project, tenantKey: string, id: string, mode: 'tenant' | 'session'): string {
@@ -54,31 +68,11 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
     return record;
   }
 
-  function claimIndex(id: string, project: string): void {
-    fs.mkdirSync(indexDir, { recursive: true, mode: 0o700 });
-    try {
-      fs.writeFileSync(join(indexDir, id), project, { flag: 'wx', mode: 0o600 });
-    } catch (err) {
-      if (errnoOf(err) !== 'EEXIST') throw err;
-      const owner = fs.readFileSync(join(indexDir, id), 'utf8');
-      if (owner !== project) {
-        throw new BerthError('CONFIG_INVALID', `session "${id}" belongs to another project`, { issues: [{ field: 'session', reason: 'is taken' }] });
-      }
-    }
-  }
-
-  function get(sessionId: string) {
-    parseOrThrow(SessionIdSchema, sessionId, 'session id');
-    let projectName: string;
-    try {
-      projectName = fs.readFileSync(join(indexDir, sessionId), 'utf8');
-    } catch (err) {
-      if (errnoOf(err) === 'ENOENT') throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist`);
-      throw err;
-    }
+  function get(projectName: string, sessionId: string) {
     const project = opts.projects.get(projectName);
+    parseOrThrow(SessionIdSchema, sessionId, 'session id');
     const session = read(project, sessionId);
-    if (!session) throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist`);
+    if (!session) throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist in project "${projectName}"`);
     return { project, session };
   }
 
@@ -106,7 +100,6 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
         }
         return existing;
       }
-      claimIndex(id, project.metadata.name);
       const now = new Date().toISOString();
       return write(project, {
         id,
@@ -136,8 +129,8 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
         .sort((a, b) => a.created_at.localeCompare(b.created_at));
     },
 
-    update(sessionId, settings) {
-      const { project, session } = get(sessionId);
+    update(projectName, sessionId, settings) {
+      const { project, session } = get(projectName, sessionId);
       const wanted = settings.workspace?.root_dir;
       const mode = settings.workspace?.mode ?? session.settings.workspace.mode;
       if (wanted !== undefined && wanted !== rootDir(project, session.tenant_key, session.id, mode)) {

@@ -7,6 +7,7 @@ import { closeQuietly, openRootDir, withFd } from '../fs/fd-path.js';
 import { openDirPath, readFileAt } from '../fs/tree.js';
 import { newRunId, type Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
+import { workflowSessionId } from '../store/sessions.js';
 import { INPUT_ENV, WorkflowNameSchema, WorkflowSchema, type Workflow, type WorkflowRunRecord } from './schema.js';
 
 const MAX_WORKFLOW_BYTES = 256 * 1024;
@@ -53,7 +54,7 @@ export function listWorkflows(project: Project): string[] {
 
 /**
  * Run a workflow's steps in order, in the project's private workspace, as the session
- * "wf.<project>.<workflow>" at the workflow's level. Every step is recorded; the first failing step stops
+ * "wf.<workflow>" (of its project) at the workflow's level. Every step is recorded; the first failing step stops
  * the run. The steps get exactly the project's shared-area grants: a channel profile that
  * points at this workflow gains nothing more.
  */
@@ -75,7 +76,7 @@ export async function runWorkflow(
     opts.onStep?.({ index, total: workflow.steps.length, name: step.name, phase: 'start' });
     const outcome = await deps.runner.runPrivate(
       opts.project,
-      `wf.${opts.project}.${opts.workflow}`, // session ids are global: the project is part of it
+      workflowSessionId(opts.workflow),
       `workflow:${opts.workflow}`,
       workflow.permission_level,
       step.message,

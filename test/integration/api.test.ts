@@ -98,13 +98,13 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
       '/api/projects/{name}/private-workspace',
       '/api/projects/{name}/runs',
       '/api/projects/{name}/sessions',
+      '/api/projects/{name}/sessions/{sessionId}/settings',
+      '/api/projects/{name}/sessions/{sessionId}/token',
       '/api/projects/{name}/shared/{area}',
       '/api/projects/{name}/workflows',
       '/api/projects/{name}/workflows/{workflow}/runs',
       '/api/projects/{name}/workspaces',
       '/api/projects/{name}/workspaces/{id}/profile',
-      '/api/sessions/{sessionId}/settings',
-      '/api/sessions/{sessionId}/token',
       '/healthz',
     ]);
     const createSchema = doc.body.paths['/api/projects'].post.requestBody.content['application/json'].schema;

@@ -93,10 +93,10 @@ describe('shared areas (real containers)', () => {
 
   it('the shell tool reads granted areas, refuses ungranted ones (AREA_NOT_GRANTED) and writes to read-only ones', async () => {
     await berth.runner.run({ project: 'finance', tenantKey: 'web:sh', message: 'true', sessionId: 'fin-sh', level: 'medium' });
-    const ok = await berth.sessionTools.shellRun('fin-sh', { command: 'cat /shared/finance-kb/fact.txt' });
+    const ok = await berth.sessionTools.shellRun({ project: 'finance', session: 'fin-sh' }, { command: 'cat /shared/finance-kb/fact.txt' });
     expect(ok).toMatchObject({ exit_code: 0, stdout: 'finance-fact\n' });
-    await expect(berth.sessionTools.shellRun('fin-sh', { command: 'cat /shared/legal-kb/fact.txt' })).rejects.toMatchObject({ code: 'AREA_NOT_GRANTED' });
-    await expect(berth.sessionTools.shellRun('fin-sh', { command: 'touch /shared/finance-kb/x' })).rejects.toMatchObject({ code: 'PERMISSION_DENIED', details: { rule: 'write_outside_workspace' } });
+    await expect(berth.sessionTools.shellRun({ project: 'finance', session: 'fin-sh' }, { command: 'cat /shared/legal-kb/fact.txt' })).rejects.toMatchObject({ code: 'AREA_NOT_GRANTED' });
+    await expect(berth.sessionTools.shellRun({ project: 'finance', session: 'fin-sh' }, { command: 'touch /shared/finance-kb/x' })).rejects.toMatchObject({ code: 'PERMISSION_DENIED', details: { rule: 'write_outside_workspace' } });
   });
 
   it('misconfigured shared areas stop serve, run and doctor, naming the entry', () => {

@@ -42,7 +42,7 @@ async function api(method: string, path: string, body?: unknown) {
 async function sessionAt(user: string, level: 'low' | 'medium' | 'high', sessionId: string) {
   const run = await h.berth.runner.run({ project: 'lv', tenantKey: user, message: 'true', sessionId, level });
   expect(run.permissionLevel).toBe(level);
-  const minted = await api('POST', `/api/sessions/${sessionId}/token`, {});
+  const minted = await api('POST', `/api/projects/lv/sessions/${sessionId}/token`, {});
   expect(minted.status).toBe(201);
   const client = new Client({ name: 'agent-loop', version: '1' });
   await client.connect(
@@ -58,7 +58,7 @@ const shell = (c: Client, command: string) => c.callTool({ name: 'shell_run', ar
 describe('session settings API', () => {
   it('a new session is medium; invalid settings are 400 with a code; valid ones persist', async () => {
     await h.berth.runner.run({ project: 'lv', tenantKey: 'web:set', message: 'true', sessionId: 'set-1' });
-    const got = await api('GET', '/api/sessions/set-1/settings');
+    const got = await api('GET', '/api/projects/lv/sessions/set-1/settings');
     expect(got).toMatchObject({ status: 200, body: { settings: { permission_level: 'medium', workspace: { mode: 'tenant', root_dir: expect.stringContaining('/projects/lv/workspaces/') } } } });
     for (const bad of [
       { settings: { permission_level: 'root' } },
@@ -68,14 +68,14 @@ describe('session settings API', () => {
       { settings: { workspace: { root_dir: '/etc' } } },
       '{broken',
     ]) {
-      const r = await api('PUT', '/api/sessions/set-1/settings', bad);
+      const r = await api('PUT', '/api/projects/lv/sessions/set-1/settings', bad);
       expect(r.status, JSON.stringify(bad)).toBe(400);
       expect(r.body.error.code).toBe('CONFIG_INVALID');
     }
-    const put = await api('PUT', '/api/sessions/set-1/settings', { settings: { permission_level: 'low' } });
+    const put = await api('PUT', '/api/projects/lv/sessions/set-1/settings', { settings: { permission_level: 'low' } });
     expect(put).toMatchObject({ status: 200, body: { settings: { permission_level: 'low' } } });
-    expect((await api('GET', '/api/sessions/set-1/settings')).body.settings.permission_level).toBe('low');
-    expect((await api('GET', '/api/sessions/nope/settings')).body.error.code).toBe('SESSION_NOT_FOUND');
+    expect((await api('GET', '/api/projects/lv/sessions/set-1/settings')).body.settings.permission_level).toBe('low');
+    expect((await api('GET', '/api/projects/lv/sessions/nope/settings')).body.error.code).toBe('SESSION_NOT_FOUND');
     expect((await api('GET', '/api/projects/lv/sessions')).body.sessions.map((s: { id: string }) => s.id)).toContain('set-1');
   });
 });
@@ -105,11 +105,11 @@ describe('levels → what the container gets (real containers)', () => {
     await h.berth.runner.run({ project: 'lv', tenantKey: 'web:ws', message: 'echo shared > t.txt', sessionId: 'ws-a' });
     const b = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:ws', message: 'cat t.txt', sessionId: 'ws-b' });
     expect(b.stdout).toBe('shared\n');
-    expect((await api('PUT', '/api/sessions/ws-b/settings', { settings: { workspace: { mode: 'session' } } })).status).toBe(200);
+    expect((await api('PUT', '/api/projects/lv/sessions/ws-b/settings', { settings: { workspace: { mode: 'session' } } })).status).toBe(200);
     const own = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:ws', message: 'ls; echo mine > s.txt', sessionId: 'ws-b' });
     expect(own.stdout).not.toContain('t.txt');
     expect(own.workspaceId).not.toBe(b.workspaceId);
-    const settings = (await api('GET', '/api/sessions/ws-b/settings')).body.settings;
+    const settings = (await api('GET', '/api/projects/lv/sessions/ws-b/settings')).body.settings;
     expect(settings.workspace).toEqual({ mode: 'session', root_dir: own.workspaceRoot });
     expect(fs.existsSync(join(b.workspaceRoot, 's.txt'))).toBe(false);
   });
@@ -178,12 +178,12 @@ describe('levels → tools (MCP at /mcp/session with a session token, commands r
   it('shell_run runs "the tests" by the command the workspace profile detected', async () => {
     const { client } = await sessionAt('web:tasks', 'high', 'tool-tasks');
     expect(errorOf(await client.callTool({ name: 'shell_run', arguments: { task: 'test' } }))).toMatchObject({ code: 'CONFIG_INVALID' });
-    const ws = (await api('GET', '/api/sessions/tool-tasks/settings')).body.settings.workspace.root_dir as string;
+    const ws = (await api('GET', '/api/projects/lv/sessions/tool-tasks/settings')).body.settings.workspace.root_dir as string;
     fs.writeFileSync(join(ws, 'package.json'), '{"scripts":{"test":"node --test"}}');
     const run = await client.callTool({ name: 'shell_run', arguments: { task: 'test' } });
     // npm is allowed at high and runs in the container (busybox has none: 127 = not found there).
     expect(run.structuredContent).toMatchObject({ run: { exit_code: 127, stderr: 'npm: not found in image berth/shell:latest\n' } });
-    await api('PUT', '/api/sessions/tool-tasks/settings', { settings: { permission_level: 'low' } });
+    await api('PUT', '/api/projects/lv/sessions/tool-tasks/settings', { settings: { permission_level: 'low' } });
     expect(errorOf(await client.callTool({ name: 'shell_run', arguments: { task: 'test' } }))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'binary_not_allowed' });
     await client.close();
   });
@@ -191,13 +191,60 @@ describe('levels → tools (MCP at /mcp/session with a session token, commands r
   it('a level change applies to the same token at once; a revoked token is refused', async () => {
     const { client, token } = await sessionAt('web:flip', 'medium', 'tool-flip');
     expect((await client.callTool({ name: 'memory_search', arguments: { query: 'deploy' } })).isError).toBeFalsy();
-    await api('PUT', '/api/sessions/tool-flip/settings', { settings: { permission_level: 'low' } });
+    await api('PUT', '/api/projects/lv/sessions/tool-flip/settings', { settings: { permission_level: 'low' } });
     expect(errorOf(await client.callTool({ name: 'memory_search', arguments: { query: 'deploy' } })).code).toBe('PERMISSION_DENIED');
-    expect((await api('DELETE', '/api/sessions/tool-flip/token')).body).toEqual({ session: 'tool-flip', revoked: 1 });
+    expect((await api('DELETE', '/api/projects/lv/sessions/tool-flip/token')).body).toEqual({ session: 'tool-flip', revoked: 1 });
     const res = await fetch(`${base}/mcp/session`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
     expect(res.status).toBe(401);
     expect((await fetch(`${base}/mcp/session`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: '{}' })).status).toBe(401);
     await client.close();
+  });
+});
+
+describe('attacks on session identity', () => {
+  const mcpList = (token: string) =>
+    fetch(`${base}/mcp/session`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+
+  it('a token does not outlive its project, nor follow a reused session id to another tenant', async () => {
+    h.create({ name: 'tok1', workspace_isolation: true });
+    await h.berth.runner.run({ project: 'tok1', tenantKey: 'web:first', message: 'echo first > f.txt', sessionId: 'conv-1' });
+    const minted = await api('POST', '/api/projects/tok1/sessions/conv-1/token', {});
+    expect((await mcpList(minted.body.token)).status).toBe(200);
+    expect((await api('DELETE', '/api/projects/tok1?confirm=tok1')).status).toBe(200);
+    expect((await mcpList(minted.body.token)).status).toBe(401);
+    h.create({ name: 'tok1', workspace_isolation: true });
+    await h.berth.runner.run({ project: 'tok1', tenantKey: 'web:second', message: 'echo second-tenant-data > s.txt', sessionId: 'conv-1' });
+    const res = await mcpList(minted.body.token);
+    expect(res.status).toBe(401);
+    expect(await res.text()).not.toContain('second-tenant-data');
+  });
+
+  it('a token minted for a session stops working when the session is made again (same id, same project)', async () => {
+    h.create({ name: 'tok2' });
+    await h.berth.runner.run({ project: 'tok2', tenantKey: 'web:a', message: 'true', sessionId: 'conv-2' });
+    const minted = await api('POST', '/api/projects/tok2/sessions/conv-2/token', {});
+    fs.rmSync(join(h.home, 'projects/tok2/sessions/conv-2.json'));
+    await h.berth.runner.run({ project: 'tok2', tenantKey: 'web:b', message: 'true', sessionId: 'conv-2' });
+    expect((await mcpList(minted.body.token)).status).toBe(401);
+  });
+
+  it("session ids are per project: one project's tenant cannot claim or block another's (nor berth's own ids)", async () => {
+    h.create({ name: 'other' });
+    await expect(h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: 'wf.answer' })).rejects.toMatchObject({
+      code: 'CONFIG_INVALID',
+      details: { issues: [{ field: 'session' }] },
+    });
+    await expect(h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: 't-0123' })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    await h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: 'shared-name' });
+    const theirs = await h.berth.runner.run({ project: 'other', tenantKey: 'web:owner', message: 'true', sessionId: 'shared-name' });
+    expect(theirs.sessionId).toBe('shared-name');
+    expect((await api('GET', '/api/projects/other/sessions/shared-name/settings')).status).toBe(200);
+    expect((await api('GET', '/api/projects/lv/sessions/shared-name/settings')).status).toBe(200);
+    expect((await api('GET', '/api/projects/lv/sessions/nope/settings')).body.error.code).toBe('SESSION_NOT_FOUND');
   });
 });
 
@@ -206,7 +253,7 @@ describe('memory bootstrap in the first prompt', () => {
     // An agent that prints its prompt: a custom argv, run in the shell image.
     h.create({ name: 'echo-agent', workspace_isolation: true, agent: ['echo', '{message}'] });
     await h.berth.runner.run({ project: 'echo-agent', tenantKey: 'web:boot', message: 'hi', sessionId: 'boot-h', level: 'high' });
-    h.berth.sessionTools.memoryWrite('boot-h', { text: 'Customers prefer short answers', tags: ['style'] });
+    h.berth.sessionTools.memoryWrite({ project: 'echo-agent', session: 'boot-h' }, { text: 'Customers prefer short answers', tags: ['style'] });
     const first = await h.berth.runner.run({ project: 'echo-agent', tenantKey: 'web:m', message: 'hello', sessionId: 'boot-m', level: 'medium' });
     expect(first.stdout).toContain(MEMORY_SOP.split('\n')[0]);
     expect(first.stdout).toContain('Customers prefer short answers');

@@ -60,23 +60,28 @@ describe('memory adapter (second gate)', () => {
 });
 
 describe('session tokens', () => {
+  const BOUND = { project: 'p1', session: 's1', tenant_key: 'web:a', session_created_at: '2026-11-23T00:00:00.000Z' };
   it('verify → session; unknown, malformed, expired and revoked tokens are UNAUTHORIZED', () => {
     const tokens = createSessionTokens(tmp());
-    const { token } = tokens.mint('s1', 60);
+    const { token } = tokens.mint(BOUND, 60);
     expect(token).toMatch(/^bst_[A-Za-z0-9_-]{32}$/);
-    expect(tokens.verify(token)).toBe('s1');
+    expect(tokens.verify(token)).toMatchObject(BOUND);
     const altered = `${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`; // one character off
     expect(() => tokens.verify(altered)).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
     expect(() => tokens.verify('admin-token')).toThrow(expect.objectContaining({ code: 'UNAUTHORIZED' }));
-    const expired = tokens.mint('s1', 0).token;
+    const expired = tokens.mint(BOUND, 0).token;
     expect(() => tokens.verify(expired)).toThrow(/expired/);
-    expect(tokens.revokeAll('s1')).toBe(1);
+    const other = tokens.mint({ ...BOUND, project: 'p2' }).token;
+    expect(tokens.revokeSession('p1', 's1')).toBe(1);
     expect(() => tokens.verify(token)).toThrow(/unknown or revoked/);
+    expect(tokens.verify(other).project).toBe('p2'); // the same session id in another project is another session
+    expect(tokens.revokeProject('p2')).toBe(1);
+    expect(() => tokens.verify(other)).toThrow(/unknown or revoked/);
   });
 
   it('stores only a digest of the token', () => {
     const dir = tmp();
-    const { token } = createSessionTokens(dir).mint('s1');
+    const { token } = createSessionTokens(dir).mint(BOUND);
     const stored = fs.readdirSync(dir).map((n) => fs.readFileSync(join(dir, n), 'utf8')).join('') + fs.readdirSync(dir).join('');
     expect(stored).not.toContain(token.slice(4));
   });

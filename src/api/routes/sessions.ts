@@ -5,7 +5,7 @@ import { ProjectNameSchema } from '../../config/metadata.js';
 import { SessionIdSchema, SessionRecordSchema, SessionSettingsSchema, SessionSettingsUpdateSchema } from '../../config/session.js';
 import { errorResponses, json } from './openapi.js';
 
-const SessionParams = z.object({ sessionId: SessionIdSchema });
+const SessionParams = z.object({ name: ProjectNameSchema, sessionId: SessionIdSchema });
 const errors = errorResponses('SESSION_NOT_FOUND');
 
 export function registerSessionRoutes(app: OpenAPIHono, admin: () => AdminService): void {
@@ -23,32 +23,38 @@ export function registerSessionRoutes(app: OpenAPIHono, admin: () => AdminServic
   app.openapi(
     createRoute({
       method: 'get',
-      path: '/api/sessions/{sessionId}/settings',
+      path: '/api/projects/{name}/sessions/{sessionId}/settings',
       summary: "A session's settings",
       request: { params: SessionParams },
       responses: { 200: json(z.object({ settings: SessionSettingsSchema }), 'permission_level and workspace'), ...errors },
     }),
-    (c) => c.json({ settings: admin().getSession(c.req.valid('param').sessionId).settings }, 200),
+    (c) => {
+      const { name, sessionId } = c.req.valid('param');
+      return c.json({ settings: admin().getSession(name, sessionId).settings }, 200);
+    },
   );
 
   app.openapi(
     createRoute({
       method: 'put',
-      path: '/api/sessions/{sessionId}/settings',
+      path: '/api/projects/{name}/sessions/{sessionId}/settings',
       summary: "Change a session's settings",
       description: 'Body {"settings": {"permission_level": "low|medium|high", "workspace": {"mode": "tenant|session"}}}; applies from the next run.',
       request: { params: SessionParams, body: { ...json(SessionSettingsUpdateSchema, 'settings to change'), required: true } },
       responses: { 200: json(z.object({ settings: SessionSettingsSchema }), 'the new settings'), ...errors },
     }),
-    (c) => c.json({ settings: admin().updateSession(c.req.valid('param').sessionId, c.req.valid('json').settings).settings }, 200),
+    (c) => {
+      const { name, sessionId } = c.req.valid('param');
+      return c.json({ settings: admin().updateSession(name, sessionId, c.req.valid('json').settings).settings }, 200);
+    },
   );
 
   app.openapi(
     createRoute({
       method: 'post',
-      path: '/api/sessions/{sessionId}/token',
+      path: '/api/projects/{name}/sessions/{sessionId}/token',
       summary: 'Mint a session token for /mcp/session',
-      description: 'Unguessable, stored only as a digest, expires (default 1 h), revocable. The token is the session: its tools take no session or level parameter.',
+      description: 'Unguessable, stored only as a digest, expires (default 1 h), revocable. The token is the session (bound to its project, tenant and creation; deleting the project revokes it): its tools take no session or level parameter.',
       request: {
         params: SessionParams,
         body: { ...json(z.object({ ttl_seconds: z.number().int().min(60).max(7 * 86400).optional() }).strict(), 'optional lifetime'), required: false },
@@ -56,19 +62,22 @@ export function registerSessionRoutes(app: OpenAPIHono, admin: () => AdminServic
       responses: { 201: json(z.object({ session: z.string(), token: z.string(), expires_at: z.string() }), 'the token (shown once)'), ...errors },
     }),
     async (c) => {
-      const body = c.req.header('content-type')?.includes('json') ? c.req.valid('json') : {};
-      return c.json(admin().mintSessionToken(c.req.valid('param').sessionId, body?.ttl_seconds), 201);
+      const { name, sessionId } = c.req.valid('param');
+      return c.json(admin().mintSessionToken(name, sessionId, c.req.valid('json')?.ttl_seconds), 201);
     },
   );
 
   app.openapi(
     createRoute({
       method: 'delete',
-      path: '/api/sessions/{sessionId}/token',
+      path: '/api/projects/{name}/sessions/{sessionId}/token',
       summary: "Revoke all of a session's tokens",
       request: { params: SessionParams },
       responses: { 200: json(z.object({ session: z.string(), revoked: z.number().int() }), 'revoked'), ...errors },
     }),
-    (c) => c.json(admin().revokeSessionTokens(c.req.valid('param').sessionId), 200),
+    (c) => {
+      const { name, sessionId } = c.req.valid('param');
+      return c.json(admin().revokeSessionTokens(name, sessionId), 200);
+    },
   );
 }
