@@ -7,6 +7,7 @@ import { type Command, type Out } from './cli/command.js';
 import { ENGINE_COMMANDS } from './cli/engine.js';
 import { PROJECT_COMMANDS } from './cli/projects.js';
 import { RUN_COMMANDS } from './cli/runs.js';
+import { own } from './own.js';
 
 export const USAGE = `berth — one kernel-isolated container per tenant, for AI coding agents
 
@@ -84,8 +85,8 @@ function splitCommand(argv: string[]): { home?: string; name?: string; rest: str
     else throw new BerthError('USAGE', `unknown option "${a}"`, { hint: 'see "berth --help"' });
   }
   const two = `${args[0]} ${args[1]}`;
-  if (COMMANDS[two]) return { home, name: two, rest: args.slice(2), help };
-  if (args[0] && COMMANDS[args[0]]) return { home, name: args[0], rest: args.slice(1), help };
+  if (own(COMMANDS, two)) return { home, name: two, rest: args.slice(2), help };
+  if (args[0] && own(COMMANDS, args[0])) return { home, name: args[0], rest: args.slice(1), help };
   if (args.length === 0) return { home, rest: [], help: true };
   throw new BerthError('USAGE', `unknown command "${args.slice(0, 2).join(' ')}"`, { hint: 'see "berth --help"' });
 }
@@ -101,7 +102,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, io: Out): Pro
       io.out(USAGE);
       return 0;
     }
-    const command = COMMANDS[split.name] as Command;
+    const command = own(COMMANDS, split.name) as Command;
     let parsed: ReturnType<typeof parseArgs>;
     try {
       parsed = parseArgs({

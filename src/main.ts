@@ -39,6 +39,8 @@ export interface BerthOptions {
   logLevel?: string;
   engine?: Engine;
   onCreateStep?: (step: CreateStep) => void;
+  /** Where log lines go (default: stderr). */
+  logDestination?: { write(line: string): void };
 }
 
 /** Resolve the home once (real path, so mount-source checks compare like with like). */
@@ -56,7 +58,7 @@ export function installationId(home: string): string {
 export function createBerth(opts: BerthOptions): Berth {
   const home = resolveHome(opts.home);
   const paths = homePaths(home);
-  const logger = pino({ level: opts.logLevel ?? 'warn', base: undefined }, pino.destination(2));
+  const logger = pino({ level: opts.logLevel ?? 'warn', base: undefined }, opts.logDestination ?? pino.destination(2));
   const config = createConfigSource(paths.configFile, home, (err) =>
     logger.error({ err: isBerthError(err) ? err.toLine() : String(err) }, 'berth.yaml changed but is invalid; keeping the last valid settings'),
   );

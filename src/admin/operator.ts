@@ -1,12 +1,23 @@
 import fs from 'node:fs';
-import { dirname, isAbsolute, normalize } from 'node:path';
+import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { type BerthConfig } from '../config/berth-config.js';
 import { homePaths, privateWorkspaceOf } from '../config/home.js';
 import { grantEdit, privateWorkspaceEdit, revokeEdit, editBerthYaml } from '../config/operator-edits.js';
+import { checkOperatorConfig } from '../config/operator-checks.js';
 import { sharedGrantsFor } from '../plan/run-plan.js';
 import { BerthError, errnoOf } from '../errors.js';
 import type { ProjectStore } from '../store/projects.js';
+import { own } from '../own.js';
+
+function lstatOrUndefined(path: string): fs.Stats | undefined {
+  try {
+    return fs.lstatSync(path);
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+}
 
 export interface ProjectAccess {
   project: string;
@@ -27,7 +38,7 @@ export function createOperatorService(deps: { home: string; store: ProjectStore;
     return {
       project,
       private_workspace: privateWorkspaceOf(config, home, project),
-      private_workspace_overridden: config.projects[project]?.private_workspace !== undefined,
+      private_workspace_overridden: own(config.projects, project)?.private_workspace !== undefined,
       shared_access: sharedGrantsFor(config, project),
     };
   }
@@ -44,26 +55,43 @@ export function createOperatorService(deps: { home: string; store: ProjectStore;
     return grant;
   }
 
+  /** Refuse a private-workspace path before anything on disk changes (the same rules as berth.yaml's). */
+  function checkPlacement(project: string, to: string): void {
+    const config = deps.config();
+    const next = { ...config, projects: { ...config.projects, [project]: { shared_access: [], ...own(config.projects, project), private_workspace: to } } };
+    const field = `projects.${project}.private_workspace`;
+    const issues = checkOperatorConfig(next, deps.home)
+      .filter((i) => i.field === field)
+      .map((i) => ({ field: 'path', reason: i.reason }));
+    if (issues.length) throw new BerthError('CONFIG_INVALID', 'private workspace is invalid', { issues });
+  }
+
   async function move(project: string, to: string | undefined) {
     const from = deps.store.get(project).paths.dir;
     const config = deps.config();
+    if (to !== undefined) checkPlacement(project, to);
     const target = to ?? privateWorkspaceOf({ ...config, projects: { ...config.projects, [project]: { shared_access: [] } } }, home, project);
-    if (to !== undefined && (!isAbsolute(to) || normalize(to) !== to)) {
-      throw new BerthError('CONFIG_INVALID', 'private workspace is invalid', { issues: [{ field: 'path', reason: 'must be an absolute, normalized path' }] });
-    }
     if (target === from) return;
-    if (fs.existsSync(target)) {
-      if (!fs.statSync(target).isDirectory() || fs.readdirSync(target).length > 0) {
+    const existing = lstatOrUndefined(target);
+    if (existing) {
+      if (!existing.isDirectory() || fs.readdirSync(target).length > 0) {
         throw new BerthError('CONFIG_INVALID', `${target} exists and is not an empty directory`, { issues: [{ field: 'path', reason: 'must not exist, or be an empty directory' }] });
       }
       fs.rmdirSync(target);
     }
-    fs.mkdirSync(dirname(target), { recursive: true });
+    // Whatever this creates is removed again if the move fails: nothing half-made stays behind.
+    const created = fs.mkdirSync(dirname(target), { recursive: true });
     try {
       fs.renameSync(from, target);
     } catch (err) {
-      if (errnoOf(err) === 'EXDEV') {
+      if (created) fs.rmSync(created, { recursive: true, force: true });
+      if (existing) fs.mkdirSync(target);
+      const code = errnoOf(err);
+      if (code === 'EXDEV') {
         throw new BerthError('CONFIG_INVALID', `${target} is on another filesystem than ${from}`, { hint: 'move the directory yourself, then set the override' });
+      }
+      if (code === 'EINVAL' || code === 'ENAMETOOLONG' || code === 'ENOTDIR' || code === 'EEXIST' || code === 'ENOTEMPTY') {
+        throw new BerthError('CONFIG_INVALID', `cannot move the project to ${target} (${code})`, { issues: [{ field: 'path', reason: code === 'EINVAL' ? 'is inside the project itself' : `refused by the filesystem (${code})` }] });
       }
       throw err;
     }
@@ -75,7 +103,7 @@ export function createOperatorService(deps: { home: string; store: ProjectStore;
     assertGranted,
     async grant(project: string, area: string, mode: 'ro' | 'rw') {
       deps.store.get(project);
-      if (!(area in deps.config().shared_workspaces)) {
+      if (own(deps.config().shared_workspaces, area) === undefined) {
         throw new BerthError('CONFIG_INVALID', `no shared area "${area}" in berth.yaml`, { issues: [{ field: 'area', reason: 'names no shared area' }] });
       }
       return access(project, await edit(grantEdit(project, area, mode)));

@@ -23,6 +23,7 @@ import { bearerAuth } from './auth.js';
 import { createGate, serveMcp } from './mcp-http.js';
 import { API_BODY_BYTES, MCP_HTTP_BOUNDS } from '../config/bounds.js';
 import { bodyLimit } from 'hono/body-limit';
+import { assertPlainInput } from '../config/parse.js';
 import { renderDocsPage } from './docs-page.js';
 import { errorBody, toBerthError, validationError } from './error-response.js';
 import { registerProjectRoutes } from './routes/projects.js';
@@ -103,6 +104,14 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   });
   app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path)));
   app.use('/api/*', bodyLimit({ maxSize: API_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${API_BODY_BYTES} bytes`); } }));
+  // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
+  app.use('/api/*', async (c, next) => {
+    if (c.req.method !== 'GET' && /^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) {
+      const body: unknown = await c.req.json().catch(() => undefined);
+      assertPlainInput(body, 'body');
+    }
+    await next();
+  });
 
   app.onError((err, c) => {
     const e = toBerthError(err);

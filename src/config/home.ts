@@ -1,5 +1,6 @@
 import { join, resolve } from 'node:path';
 import type { BerthConfig } from './berth-config.js';
+import { own } from '../own.js';
 
 /** Where everything of one installation lives. Pure: paths only, nothing touched. */
 export interface HomePaths {
@@ -46,7 +47,7 @@ export function projectsDirOf(config: BerthConfig, home: HomePaths): string {
 
 /** A project's private workspace: the operator's override, else <workspaces_path>/<name>. */
 export function privateWorkspaceOf(config: BerthConfig, home: HomePaths, name: string): string {
-  return config.projects[name]?.private_workspace ?? join(projectsDirOf(config, home), name);
+  return own(config.projects, name)?.private_workspace ?? join(projectsDirOf(config, home), name);
 }
 
 export function projectPaths(home: HomePaths, name: string, dir: string): ProjectPaths {

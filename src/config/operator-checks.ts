@@ -3,6 +3,7 @@ import { isAbsolute, normalize, resolve, sep } from 'node:path';
 import type { FieldIssue } from '../errors.js';
 import { PROJECT_NAME_PATTERN } from './metadata.js';
 import type { BerthConfig, Grant } from './berth-config.js';
+import { own } from '../own.js';
 
 /** Paths no shared area may be, contain, or sit inside: the engine's sockets and state. */
 export const ENGINE_PATHS = ['/var/run', '/run', '/var/lib/docker', '/var/lib/containerd', '/etc/docker'];
@@ -22,7 +23,7 @@ const overlaps = (a: string, b: string) => within(a, b) || within(b, a);
  * that overlap neither each other, nor berth's own trees, nor the engine's; grants naming areas
  * that exist; overrides absolute. fs is only read (realpath, stat). Returns every problem.
  */
-export function checkOperatorConfig(config: BerthConfig, home: string): FieldIssue[] {
+export function checkOperatorConfig(config: BerthConfig, home: string, agentUid = config.agent_user.uid): FieldIssue[] {
   const issues: FieldIssue[] = [];
   const workspacesPath = resolve(home, config.workspaces_path);
   const berthState = resolve(home, '.berth');
@@ -45,15 +46,17 @@ export function checkOperatorConfig(config: BerthConfig, home: string): FieldIss
     const override = settings.private_workspace;
     if (override !== undefined) {
       const field = `projects.${project}.private_workspace`;
-      if (!isAbsolute(override) || normalize(override) !== override || override.endsWith(sep)) issues.push({ field, reason: 'must be an absolute, normalized path' });
-      else if (override === '/' || ENGINE_PATHS.some((p) => overlaps(override, p))) issues.push({ field, reason: "must not be / or one of the engine's directories" });
-      else if (overlaps(override, berthState)) issues.push({ field, reason: "must not overlap berth's state (.berth)" });
+      const problem = privateWorkspaceProblem(override, { workspacesPath, berthState, agentUid });
+      if (problem) issues.push({ field, reason: problem });
       else for (const [area, areaPath] of areas) if (overlaps(override, areaPath)) issues.push({ field, reason: `overlaps shared area "${area}"` });
+      for (const [other, o] of Object.entries(config.projects)) {
+        if (other < project && o.private_workspace !== undefined && overlaps(override, o.private_workspace)) issues.push({ field, reason: `overlaps the private workspace of project "${other}"` });
+      }
     }
     const seen = new Set<string>();
     settings.shared_access.forEach((g, i) => {
       const name = grantName(g);
-      if (!(name in config.shared_workspaces)) issues.push({ field: `projects.${project}.shared_access.${i}`, reason: `names no shared area "${name}"` });
+      if (own(config.shared_workspaces, name) === undefined) issues.push({ field: `projects.${project}.shared_access.${i}`, reason: `names no shared area "${name}"` });
       if (seen.has(name)) issues.push({ field: `projects.${project}.shared_access.${i}`, reason: `grants "${name}" twice` });
       seen.add(name);
     });
@@ -80,5 +83,37 @@ function areaProblem(path: string, workspacesPath: string, berthState: string): 
   }
   if (real !== path) return `is not canonical (its real path is ${real})`;
   if (!fs.statSync(real).isDirectory()) return 'is not a directory';
+  return undefined;
+}
+
+/**
+ * Why a private workspace (a project directory the operator places) is refused, or undefined:
+ * it must be a clean absolute path, outside the engine's and berth's trees, outside
+ * workspaces_path (where every other project and its tenants' workspaces live), and below
+ * directories no tenant can change: no symbolic link, nothing owned by the agent user, nothing
+ * world-writable without the sticky bit. (fs is only read: lstat of the existing ancestors.)
+ */
+export function privateWorkspaceProblem(path: string, ctx: { workspacesPath: string; berthState: string; agentUid: number }): string | undefined {
+  if (path.includes('\0')) return 'must not contain NUL';
+  if (!isAbsolute(path) || normalize(path) !== path || path.endsWith(sep)) return 'must be an absolute, normalized path';
+  if (Buffer.byteLength(path) > 4000) return 'is longer than 4000 bytes';
+  if (path.split(sep).some((c) => Buffer.byteLength(c) > 255)) return 'has a component longer than 255 bytes';
+  if (path === '/' || ENGINE_PATHS.some((p) => overlaps(path, p))) return "must not be / or one of the engine's directories";
+  if (overlaps(path, ctx.berthState)) return "must not overlap berth's state (.berth)";
+  if (overlaps(path, ctx.workspacesPath)) return `must not overlap workspaces_path (${ctx.workspacesPath}), where projects and their tenant workspaces live`;
+  const parts = path.split(sep).filter(Boolean);
+  for (let i = 0; i < parts.length - 1; i++) {
+    const ancestor = `${sep}${parts.slice(0, i + 1).join(sep)}`;
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(ancestor);
+    } catch {
+      break; // berth creates the rest, as root
+    }
+    if (st.isSymbolicLink()) return `has a symbolic link in it (${ancestor})`;
+    if (!st.isDirectory()) return `${ancestor} is not a directory`;
+    if (st.uid === ctx.agentUid) return `lies below ${ancestor}, which the agent user owns (tenants could change it)`;
+    if (st.mode & 0o002 && !(st.mode & 0o1000)) return `lies below ${ancestor}, which anyone may write`;
+  }
   return undefined;
 }

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml';
-import { errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../errors.js';
 import { withFileLock } from '../fs/lock.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { parseBerthConfig, type BerthConfig } from './berth-config.js';
@@ -22,11 +22,20 @@ export async function editBerthYaml(
       if (errnoOf(err) !== 'ENOENT') throw err;
     }
     const doc = parseDocument(text);
+    // An empty file (or one holding only comments or `null`) is an empty mapping, never the document `null`.
+    if (doc.contents === null || (isScalar(doc.contents) && doc.contents.value === null)) doc.contents = doc.createNode({}) as unknown as typeof doc.contents;
+    if (!isMap(doc.contents)) {
+      throw new BerthError('CONFIG_INVALID', `${opts.file} is not a mapping of settings; berth does not edit it`, { issues: [{ field: '(root)', reason: 'must be a mapping' }] });
+    }
     edit(doc);
     const next = doc.toString();
-    const config = parseBerthConfig(next, opts.file, opts.home); // refuses before writing
-    atomicWriteFile(opts.file, next, 0o600);
-    return config;
+    let config: BerthConfig | undefined;
+    // Parsed back from the bytes about to be published: berth never writes a file it cannot read and edit again.
+    atomicWriteFile(opts.file, next, 0o600, (written) => {
+      if (!isMap(parseDocument(written).contents)) throw new BerthError('INTERNAL', `refusing to write ${opts.file}: the edit is not a mapping`);
+      config = parseBerthConfig(written, opts.file, opts.home);
+    });
+    return config as BerthConfig;
   });
 }
 
@@ -64,7 +73,9 @@ export function revokeEdit(project: string, area: string) {
 
 export function privateWorkspaceEdit(project: string, path: string | undefined) {
   return (doc: Document) => {
-    if (path === undefined) doc.deleteIn(['projects', project, 'private_workspace']);
+    if (path === undefined) {
+      if (doc.hasIn(['projects', project, 'private_workspace'])) doc.deleteIn(['projects', project, 'private_workspace']);
+    }
     else doc.setIn(['projects', project, 'private_workspace'], path);
   };
 }

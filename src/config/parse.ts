@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { BerthError, type FieldIssue } from '../errors.js';
+import { inputProblem } from '../own.js';
 
 /** zod issues → berth's field list, one entry per field at fault. */
 export function toFieldIssues(error: z.ZodError, prefix = ''): FieldIssue[] {
@@ -15,8 +16,15 @@ export function toFieldIssues(error: z.ZodError, prefix = ''): FieldIssue[] {
   });
 }
 
+/** Input that no schema may see: a "__proto__" key (parsers drop it silently) or nesting past the bound. */
+export function assertPlainInput(input: unknown, what: string): void {
+  const problem = inputProblem(input);
+  if (problem) throw new BerthError('CONFIG_INVALID', `${what} is invalid`, { issues: [{ field: problem.path, reason: problem.reason }] });
+}
+
 /** Parse or throw CONFIG_INVALID naming every field at fault. */
 export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {
+  assertPlainInput(input, what);
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   throw new BerthError('CONFIG_INVALID', `${what} is invalid`, { issues: toFieldIssues(result.error) });

@@ -29,9 +29,7 @@ export function openChildDir(dirFd: number, name: string, shownPath: string): nu
     const code = errnoOf(err);
     if (code === 'ENOENT') return undefined;
     if (code === 'ELOOP' || code === 'ENOTDIR') {
-      throw new BerthError('E_SANDBOX_VIOLATION', `${shownPath} is not a directory (a symlink or file is in the way)`, {
-        path: shownPath,
-      });
+      throw new BerthError('E_SANDBOX_VIOLATION', `${shownPath} is not a directory (a symlink or file is in the way)`, { path: shownPath }, { cause: err });
     }
     throw err;
   }
@@ -78,5 +76,39 @@ export function withFd<T>(fd: number, fn: (fd: number) => T): T {
     return fn(fd);
   } finally {
     closeQuietly(fd);
+  }
+}
+
+/**
+ * Open an absolute path with no symlink in any component (each one opened no-follow from the
+ * one before), as a directory or a regular file; E_SANDBOX_VIOLATION otherwise. Mount sources
+ * go through this right before launch: the engine would follow a link anywhere in them.
+ */
+export function openNoFollow(absPath: string): { fd: number; kind: 'dir' | 'file' } {
+  if (!absPath.startsWith('/')) throw new BerthError('E_SANDBOX_VIOLATION', `${absPath} is not absolute`, { path: absPath });
+  const parts = absPath.split('/').filter(Boolean);
+  let fd = openRootDir('/');
+  try {
+    for (const [i, name] of parts.entries()) {
+      const shown = `/${parts.slice(0, i + 1).join('/')}`;
+      const last = i === parts.length - 1;
+      let child: number | undefined;
+      try {
+        child = openChildDir(fd, name, shown);
+      } catch (err) {
+        if (!(last && err instanceof BerthError && errnoOf(err.cause) === 'ENOTDIR')) throw err;
+        const file = openRegularFile(fd, name, shown);
+        if (!file) throw new BerthError('E_SANDBOX_VIOLATION', `${shown} disappeared`, { path: shown });
+        closeQuietly(fd);
+        return { fd: file.fd, kind: 'file' };
+      }
+      if (child === undefined) throw new BerthError('E_SANDBOX_VIOLATION', `${shown} does not exist`, { path: shown });
+      closeQuietly(fd);
+      fd = child;
+    }
+    return { fd, kind: 'dir' };
+  } catch (err) {
+    closeQuietly(fd);
+    throw err;
   }
 }

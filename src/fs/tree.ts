@@ -219,8 +219,12 @@ function copyInto(src: number, dst: number, name: string, shown: string, depth: 
   });
 }
 
-/** Write a berth-owned file atomically: temp file in the same directory, fsync, rename. */
-export function atomicWriteFile(path: string, data: string | Uint8Array, mode = 0o644): void {
+/**
+ * Write a berth-owned file atomically: temp file in the same directory, fsync, rename. With
+ * `verify`, the temp file is read back and checked before the rename publishes it: a failed
+ * check (or a full disk) leaves the old file as it was.
+ */
+export function atomicWriteFile(path: string, data: string | Uint8Array, mode = 0o644, verify?: (written: string) => void): void {
   const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
   const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
   try {
@@ -228,6 +232,7 @@ export function atomicWriteFile(path: string, data: string | Uint8Array, mode = 
       fs.writeFileSync(fd, data);
       fs.fsyncSync(fd);
     });
+    verify?.(fs.readFileSync(tmp, 'utf8'));
     fs.renameSync(tmp, path);
   } catch (err) {
     fs.rmSync(tmp, { force: true });

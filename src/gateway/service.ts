@@ -8,6 +8,7 @@ import { workspaceIdFor } from '../store/secret.js';
 import { listWorkspaces, readWorkspaceRecord, recordWorkspace } from '../store/workspaces.js';
 import { decide, type Caller, type Folder, type Operation, type Scope } from './permissions.js';
 import { detectProfile, workspaceProfile, type WorkspaceProfile } from './workspace-profile.js';
+import { own } from '../own.js';
 
 export const FolderIdSchema = z.string().regex(/^[0-9a-f]{32}$/, 'is not a folder id');
 export const ScopeSchema = z.enum(['private', 'shared']);
@@ -48,7 +49,7 @@ export function createGateway(deps: { store: ProjectStore; secret: () => Buffer;
     const record = found && !found.session ? found : undefined;
     const idOf = (key: string) => workspaceIdFor(deps.secret(), project.metadata.name, key);
     const owner = record?.tenant_key ?? [caller.tenantKey, ...caller.teams].find((k) => idOf(k) === folderId);
-    const kind = owner !== undefined && owner in project.metadata.teams ? 'team' : 'user';
+    const kind = owner !== undefined && own(project.metadata.teams, owner) !== undefined ? 'team' : 'user';
     const ownerTeams = owner === undefined ? [] : Object.entries(project.metadata.teams).filter(([, t]) => t.members.includes(owner)).map(([k]) => k);
     return { id: folderId, owner: owner ?? '', kind, exists: record !== undefined, ownerTeams };
   }

@@ -54,7 +54,8 @@ export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context:
     try {
       const spec = byName.get(envelope.data.name);
       if (!spec) throw new BerthError('USAGE', `unknown tool "${envelope.data.name}"`, { hint: 'tools/list names them' });
-      const input = parseOrThrow(spec.input, envelope.data.arguments ?? {}, `${spec.name} arguments`);
+      // The raw arguments, not the envelope's parse (which drops a "__proto__" key unseen).
+      const input = parseOrThrow(spec.input, (request.params as { arguments?: unknown }).arguments ?? {}, `${spec.name} arguments`);
       const output = await spec.run(context(), input as never);
       const text = JSON.stringify(output);
       if (text.length > maxResultBytes) {

@@ -5,6 +5,7 @@ import { grantMode, grantName } from '../config/operator-checks.js';
 import { BerthError } from '../errors.js';
 import { LABELS } from '../launch/labels.js';
 import { agentArgv } from './agent-command.js';
+import { own } from '../own.js';
 
 /**
  * The plan is a pure function of (operator config, project, workspace, run options): everything
@@ -104,9 +105,9 @@ export interface SharedGrant {
 
 /** Pure: a project's grants in berth.yaml → the areas to mount (deny by default). */
 export function sharedGrantsFor(config: BerthConfig, project: string): SharedGrant[] {
-  return (config.projects[project]?.shared_access ?? []).map((g) => {
+  return (own(config.projects, project)?.shared_access ?? []).map((g) => {
     const name = grantName(g);
-    const path = config.shared_workspaces[name];
+    const path = own(config.shared_workspaces, name);
     if (path === undefined) throw new BerthError('CONFIG_INVALID', `grant of unknown shared area "${name}"`);
     return { name, path, mode: grantMode(g) };
   });
@@ -190,7 +191,7 @@ export function planRun(input: PlanInput): RunPlan {
     ...run.env,
   };
   for (const name of meta.env) {
-    const value = config.env[name];
+    const value = own(config.env, name);
     if (value === undefined) warnings.push(`env "${name}" is allowed but berth.yaml gives it no value`);
     else env[name] = value;
   }

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { BerthError } from '../errors.js';
-import { closeQuietly, fdRealPath, openRegularFile, openRootDir, withFd } from '../fs/fd-path.js';
+import { closeQuietly, fdRealPath, openNoFollow, openRegularFile, openRootDir, withFd } from '../fs/fd-path.js';
 import { displace, ensureDirPath, kindAt, openDirPath, writeNewFileAt, type Owner } from '../fs/tree.js';
 import { RESERVED_PROJECT_PATHS, type RunPlan } from '../plan/run-plan.js';
 
@@ -19,23 +19,10 @@ export function prepareMounts(opts: {
   /** The tenant workspace; absent for a run in the private workspace (workflow steps). */
   workspaceId?: string;
   owner?: Owner;
-  /** Shared areas to mount: each must still be the canonical directory the operator named. */
-  sharedPaths?: string[];
   /** A directory to create (no-follow) below the rw root, e.g. work/runs/<run_id>. */
   ensureDir?: string[];
 }): void {
   const { plan, owner } = opts;
-  for (const path of opts.sharedPaths ?? []) {
-    let real: string | undefined;
-    try {
-      real = fs.realpathSync(path);
-    } catch {
-      real = undefined;
-    }
-    if (real !== path || !fs.statSync(path).isDirectory()) {
-      throw new BerthError('E_SANDBOX_VIOLATION', `shared area ${path} is no longer the directory berth.yaml names`, { path });
-    }
-  }
   withFd(openRootDir(opts.projectDir), (projectFd) => {
     const rwFd = opts.isolated && opts.workspaceId ? openDirPath(projectFd, ['workspaces', opts.workspaceId], '') : dup(projectFd);
     if (rwFd === undefined) throw new BerthError('E_SANDBOX_VIOLATION', 'the workspace disappeared before launch');
@@ -75,6 +62,14 @@ export function prepareMounts(opts: {
       closeQuietly(rwFd);
     }
   });
+  // Then every other mount source (memory, metadata, workflows, the gateway socket, snapshots, seeds,
+  // shared areas) must be exactly the path planned, with no link in any component, in every mode.
+  for (const m of plan.mounts) {
+    if (m.type !== 'bind' || m.source === plan.prepare.rwRoot) continue;
+    withFd(openNoFollow(m.source).fd, (fd) => {
+      if (fdRealPath(fd) !== m.source) throw new BerthError('E_SANDBOX_VIOLATION', `mount source ${m.source} is not the path berth planned`, { path: m.source });
+    });
+  }
 }
 
 function dup(fd: number): number {

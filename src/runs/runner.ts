@@ -168,7 +168,6 @@ export function createRunner(deps: {
           isolated: project.metadata.workspace_isolation && !target,
           workspaceId: target ? undefined : workspace.id,
           owner,
-          sharedPaths: shared.map((g) => g.path),
           ensureDir: target?.ensureDir,
         });
         const result = await engine.run(plan);

@@ -209,7 +209,7 @@ export function createProjectStore(opts: {
       );
       // Protection is re-taken from the project directory on every admin update.
       const snapshot = takeProtectedSnapshot({ sourceDir: paths.dir, protectedDir: paths.protectedDir, entries: merged.protected_paths });
-      atomicWriteFile(paths.metadataFile, serialize(merged));
+      atomicWriteFile(paths.metadataFile, serialize(merged), 0o644, (text) => void ProjectMetadataSchema.parse(JSON.parse(text)));
       return { paths, metadata: merged, snapshot };
     });
   }

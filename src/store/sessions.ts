@@ -64,7 +64,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
   const read = (project: Project, id: string): SessionRecord | undefined => readJsonFile(file(project, id), SessionRecordSchema);
 
   function write(project: Project, record: SessionRecord): SessionRecord {
-    atomicWriteFile(file(project, record.id), `${JSON.stringify(record, null, 2)}\n`, 0o600);
+    atomicWriteFile(file(project, record.id), `${JSON.stringify(record, null, 2)}\n`, 0o600, (text) => void SessionRecordSchema.parse(JSON.parse(text)));
     return record;
   }
 

@@ -1,12 +1,13 @@
 import type { BerthConfig } from '../config/berth-config.js';
 import { BerthError } from '../errors.js';
+import { own } from '../own.js';
 
 /**
  * A channel profile names the project (and its default workflow) that answers a bridge
  * channel. It grants nothing: the workflow runs with exactly its project's grants.
  */
 export function resolveChannel(config: BerthConfig, channel: string): { project: string; workflow: string } {
-  const profile = config.channels[channel];
+  const profile = own(config.channels, channel);
   if (!profile) {
     throw new BerthError('CONFIG_INVALID', `no channel profile "${channel}" in berth.yaml`, { issues: [{ field: 'channel', reason: 'has no profile' }] });
   }

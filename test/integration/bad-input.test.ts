@@ -1,0 +1,216 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import { join } from 'node:path';
+import { serve } from '@hono/node-server';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { appDepsFrom, createApp } from '../../src/api/app.js';
+import { loadBerthConfig } from '../../src/config/berth-config.js';
+import { createBerth, type Berth } from '../../src/main.js';
+import { cli } from '../helpers.js';
+
+/**
+ * What the fuzzer and the outside attack found, one test each: bad input gets a stable code
+ * and a 4xx, and leaves every file as valid as it was.
+ */
+const TOKEN = 'bad-input-admin-token';
+let root: string;
+let home: string;
+let berth: Berth;
+let app: ReturnType<typeof createApp>;
+let base: string;
+let close: () => void;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  root = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-bad-')));
+  home = join(root, 'home');
+  fs.mkdirSync(home);
+  berth = createBerth({ home, logLevel: 'info', logDestination: { write: (line) => void logs.push(line) } });
+  for (const name of ['fz', 'other']) berth.store.create({ name });
+  app = createApp(appDepsFrom(berth, { token: TOKEN, logger: berth.logger }));
+  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
+  await new Promise((r) => server.once('listening', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  close = () => server.close();
+});
+afterAll(async () => {
+  close();
+  await berth.runner.reapLeftovers();
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+const auth = { authorization: `Bearer ${TOKEN}` };
+async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = { 'content-type': 'application/json' }) {
+  const res = await app.request(path, { method, headers: { ...auth, ...headers }, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+describe('berth.yaml edits never leave a file berth cannot read', () => {
+  it('a revoke on a home without berth.yaml writes a mapping; grants keep working afterwards', async () => {
+    expect(fs.existsSync(join(home, 'berth.yaml'))).toBe(false);
+    expect((await call('DELETE', '/api/projects/fz/grants/kb')).status).toBe(200);
+    const text = fs.readFileSync(join(home, 'berth.yaml'), 'utf8');
+    expect(text.trim()).not.toBe('null');
+    expect(loadBerthConfig(join(home, 'berth.yaml'), home).projects).toEqual({});
+    expect((await call('DELETE', '/api/projects/fz/grants/kb')).status).toBe(200);
+    expect((await call('PUT', '/api/projects/fz/private-workspace', { path: null })).status).toBe(200);
+  });
+
+  it('a berth.yaml holding `null` (as the bug wrote it) is edited as an empty mapping', async () => {
+    fs.writeFileSync(join(home, 'berth.yaml'), 'null\n');
+    expect((await call('DELETE', '/api/projects/fz/grants/kb')).status).toBe(200);
+    expect(fs.readFileSync(join(home, 'berth.yaml'), 'utf8').trim()).toBe('{}');
+  });
+});
+
+describe('private workspace paths', () => {
+  const put = (path: string) => call('PUT', '/api/projects/fz/private-workspace', { path });
+  const left = () => fs.readdirSync(root).sort();
+
+  it.each([
+    ['a NUL byte', () => join(root, 'x\0y/fz'), 'must not contain NUL'],
+    ['a 256-byte component', () => join(root, 'a'.repeat(256), 'fz'), 'longer than 255 bytes'],
+    ["the project's own subdirectory", () => join(home, 'projects/fz/sub/fz'), 'workspaces_path'],
+    ["another project's workspaces", () => join(home, 'projects/other/workspaces/abc/fz'), 'workspaces_path'],
+    ['inside workspaces_path', () => join(home, 'projects/elsewhere'), 'workspaces_path'],
+    ["berth's state", () => join(home, '.berth/fz'), '.berth'],
+  ])('%s is 400 CONFIG_INVALID naming the path, and creates nothing', async (_what, path, reason) => {
+    const before = left();
+    const r = await put(path());
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('CONFIG_INVALID');
+    expect(r.body.error.issues[0]).toMatchObject({ field: 'path', reason: expect.stringContaining(reason) });
+    expect(left()).toEqual(before);
+    expect(fs.existsSync(join(home, 'projects/fz/metadata.json'))).toBe(true);
+  });
+
+  it('below a symbolic link, or below a directory a tenant (the agent user) owns, is refused', async () => {
+    fs.mkdirSync(join(root, 'real'));
+    fs.symlinkSync(join(root, 'real'), join(root, 'link'));
+    expect((await put(join(root, 'link/fz'))).body.error.issues[0].reason).toContain('symbolic link');
+    fs.mkdirSync(join(root, 'tenantish'));
+    fs.chownSync(join(root, 'tenantish'), 10001, 10001);
+    expect((await put(join(root, 'tenantish/fz'))).body.error.issues[0].reason).toContain('agent user owns');
+    expect(fs.existsSync(join(root, 'real/fz'))).toBe(false);
+  });
+
+  it('a valid move still works and leaves berth.yaml valid', async () => {
+    const r = await put(join(root, 'placed/fz'));
+    expect(r.status).toBe(200);
+    expect(loadBerthConfig(join(home, 'berth.yaml'), home).projects.fz?.private_workspace).toBe(join(root, 'placed/fz'));
+    expect((await call('PUT', '/api/projects/fz/private-workspace', { path: null })).status).toBe(200);
+  });
+});
+
+describe('requests', () => {
+  it.each([
+    ['no content type', {}],
+    ['text/plain', { 'content-type': 'text/plain' }],
+    ['a form', { 'content-type': 'application/x-www-form-urlencoded' }],
+    ['*/*', { 'content-type': '*/*' }],
+  ])('a body sent as %s is 415 UNSUPPORTED_MEDIA_TYPE on every body route, never a 500', async (_what, headers) => {
+    const routes: Array<[string, string]> = [
+      ['POST', '/api/projects'],
+      ['PATCH', '/api/projects/fz'],
+      ['POST', '/api/projects/fz/runs'],
+      ['POST', '/api/projects/fz/grants'],
+      ['PUT', '/api/projects/fz/private-workspace'],
+      ['POST', '/api/projects/fz/workflows/wf/runs'],
+      ['PUT', '/api/projects/fz/sessions/s1/settings'],
+      ['POST', '/api/projects/fz/sessions/s1/token'],
+    ];
+    for (const [method, path] of routes) {
+      const r = await call(method, path, '{"name":"zz"}', headers as Record<string, string>);
+      expect([r.status, r.body.error.code, `${method} ${path}`]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE', `${method} ${path}`]);
+    }
+  });
+
+  it('"__proto__" anywhere in a body is refused with the field named (not dropped unvalidated)', async () => {
+    const r = await call('PATCH', '/api/projects/fz', '{"teams": {"__proto__": {"members": [1, 2]}}}');
+    expect(r.status).toBe(400);
+    expect(r.body.error.issues).toEqual([{ field: 'teams.__proto__', reason: '"__proto__" is not allowed as a key' }]);
+    const deep = await call('POST', '/api/projects', `{"name":"deep","teams":${'['.repeat(5000)}${']'.repeat(5000)}}`);
+    expect(deep.status).toBe(400);
+  });
+
+  it('names like constructor and toString index nothing but their own entries', async () => {
+    for (const area of ['constructor', 'tostring', 'hasownproperty']) {
+      const r = await call('POST', '/api/projects/fz/grants', { area });
+      expect([area, r.status, r.body.error.code]).toEqual([area, 400, 'CONFIG_INVALID']);
+    }
+    for (const name of ['constructor', 'toString', '__proto__']) {
+      const r = cli(['--home', home, 'channel', 'run', name]);
+      expect([name, r.code]).toEqual([name, 2]);
+      expect(r.stderr).toMatch(/^CONFIG_INVALID: no channel profile/);
+      expect(cli(['--home', home, name]).stderr).toMatch(/^USAGE: unknown command/);
+    }
+  });
+
+  it('".." in a URL is refused before routing: PATCH /api/projects/fz/../fz changes nothing', async () => {
+    const before = fs.readFileSync(join(home, 'projects/fz/metadata.json'), 'utf8');
+    for (const path of ['/api/projects/fz/../fz', '/api/projects/fz/%2e%2e/fz', '/api/projects/./fz']) {
+      const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const { hostname, port } = new URL(base);
+        // Not a URL string: node would resolve the dot segments before sending.
+        const req = http.request({ hostname, port, path, method: 'PATCH', headers: { ...auth, 'content-type': 'application/json' } }, (r) => {
+          let body = '';
+          r.on('data', (d) => (body += d));
+          r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify({ workspace_isolation: true }));
+      });
+      expect([path, res.status, JSON.parse(res.body).error.code]).toEqual([path, 400, 'CONFIG_INVALID']);
+    }
+    expect(fs.readFileSync(join(home, 'projects/fz/metadata.json'), 'utf8')).toBe(before);
+  });
+});
+
+describe('MCP', () => {
+  const rpc = (body: unknown) =>
+    fetch(`${base}/mcp`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(body) });
+
+  it('a malformed tools/call is JSON-RPC -32602 with berth\'s error body, never -32603 or a zod dump', async () => {
+    for (const params of [{ name: 'project_get', arguments: 'fz' }, { name: 5 }, {}, { name: 'project_get', arguments: [1] }]) {
+      const res = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/call', params });
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as any;
+      expect(body.error.code).toBe(-32602);
+      expect(body.error.data.error.code).toBe('CONFIG_INVALID');
+      expect(body.error.message).not.toMatch(/"code":\s*"invalid_type"/);
+    }
+  });
+
+  it('arguments that fail a tool schema are a tool error with CONFIG_INVALID and the fields at fault', async () => {
+    const res = await rpc({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'project_get', arguments: { name: 5, __proto__x: 1 } } });
+    const body = (await res.json()) as any;
+    expect(body.result.isError).toBe(true);
+    expect(JSON.parse(body.result.content[0].text).error).toMatchObject({ code: 'CONFIG_INVALID', issues: expect.arrayContaining([expect.objectContaining({ field: 'name' })]) });
+  });
+
+  it('transport-level refusals use berth\'s error body with a stable code', async () => {
+    const busy = await fetch(`${base}/mcp`, { method: 'POST', headers: { ...auth, 'content-type': 'text/plain', accept: 'application/json, text/event-stream' }, body: '{}' });
+    expect([busy.status, ((await busy.json()) as any).error.code]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE']);
+    const get = await fetch(`${base}/mcp`, { headers: { ...auth, accept: 'text/event-stream' } });
+    expect([get.status, ((await get.json()) as any).error.code]).toEqual([405, 'METHOD_NOT_ALLOWED']);
+    const batch = await rpc(Array.from({ length: 5 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'tools/list' })));
+    expect([batch.status, ((await batch.json()) as any).error.code]).toEqual([400, 'CONFIG_INVALID']);
+    const notJson = await fetch(`${base}/mcp`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{' });
+    expect([notJson.status, ((await notJson.json()) as any).error.code]).toEqual([400, 'CONFIG_INVALID']);
+  });
+});
+
+describe('logs', () => {
+  it('no log line carries two "level" keys: the permission level is logged as permission_level', async () => {
+    await berth.runner.run({ project: 'fz', tenantKey: 'web:logs', message: 'true', sessionId: 'logs-1', level: 'low' });
+    await expect(berth.sessionTools.shellRun({ project: 'fz', session: 'logs-1' }, { command: 'whoami' })).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    const lines = logs.join('').trim().split('\n');
+    const refused = lines.find((l) => l.includes('shell_run refused'));
+    expect(refused).toBeDefined();
+    for (const line of lines) expect(line.match(/"level":/g)?.length ?? 0, line).toBe(1);
+    expect(JSON.parse(refused as string)).toMatchObject({ level: 40, permission_level: 'low' });
+  });
+});
