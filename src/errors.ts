@@ -1,3 +1,5 @@
+import { printable } from './printable.js';
+
 /**
  * One error type with stable string codes. Callers match on `code`, never on message text.
  * The table maps every code to an HTTP status and a CLI exit code, so each surface
@@ -71,11 +73,11 @@ export class BerthError extends Error {
     return ERROR_TABLE[this.code].exit;
   }
 
-  /** The one-line form the CLI prints: `<CODE>: <reason>`. */
+  /** The one-line form the CLI prints: `<CODE>: <reason>` (input quoted in it is made printable). */
   toLine(): string {
     const fields = this.details.issues?.map((i) => `${i.field}: ${i.reason}`).join('; ');
     const hint = this.details.hint ? ` (${this.details.hint})` : '';
-    return `${this.code}: ${this.message}${fields ? ` — ${fields}` : ''}${hint}`;
+    return printable(`${this.code}: ${this.message}${fields ? ` — ${fields}` : ''}${hint}`);
   }
 
   toJSON() {

@@ -12,7 +12,7 @@ import { createAdminService, type AdminService } from './admin/service.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
 import { createRunner, type Runner } from './runs/runner.js';
 import { createProjectStore, type CreateStep, type ProjectStore } from './store/projects.js';
-import { loadOrCreateSecret } from './store/secret.js';
+import { loadOrCreateSecret, memoryAuthorFor } from './store/secret.js';
 import { createSessionStore, type SessionStore } from './store/sessions.js';
 import { createSessionTokens, type SessionTokens } from './store/session-tokens.js';
 import { createSessionTools, type SessionTools } from './sessions/session-tools.js';
@@ -122,6 +122,7 @@ export function createBerth(opts: BerthOptions): Berth {
         gateway,
         grants: (project) => sharedGrantsFor(config(), project),
         assertGranted: (project, area) => getOperator().assertGranted(project, area),
+        memoryAuthor: (project, tenantKey) => memoryAuthorFor(getSecret(), project, tenantKey),
         logger,
       }));
     },

@@ -4,6 +4,7 @@ import type { Berth } from '../main.js';
 import type { Project } from '../store/projects.js';
 import { listWorkspaces } from '../store/workspaces.js';
 import { need, type Command, type Out } from './command.js';
+import { printable } from '../printable.js';
 
 function describeProject(berth: Berth, name: string) {
   return { ...berth.admin.getProject(name), workspaces: berth.admin.listWorkspaces(name) };
@@ -11,8 +12,8 @@ function describeProject(berth: Berth, name: string) {
 
 function printSkipped(p: Project, io: Out): void {
   for (const e of p.snapshot?.entries ?? []) {
-    if (e.source === 'empty') io.err(`berth: protected "${e.path}" does not exist in the project; containers get an empty read-only ${e.kind}\n`);
-    for (const s of e.skipped) io.err(`berth: not protected: ${s.path} (${s.reason})\n`);
+    if (e.source === 'empty') io.err(`berth: protected "${printable(e.path)}" does not exist in the project; containers get an empty read-only ${e.kind}\n`);
+    for (const s of e.skipped) io.err(`berth: not protected: ${printable(s.path)} (${s.reason})\n`);
   }
   if (!p.metadata.workspace_isolation && p.metadata.protected_paths.length > 0) {
     io.err('berth: note: with workspace isolation off, tenants could edit these files until now; protected content is what is there at this moment\n');
@@ -121,7 +122,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     async run(berth, v, pos, io) {
       need(pos, 2, 'project name and shared area');
       const a = await berth().operator.grant(pos[0] as string, pos[1] as string, v.rw ? 'rw' : 'ro');
-      io.out(`granted ${pos[1]} (${v.rw ? 'rw' : 'ro'}) to ${a.project}\n`);
+      io.out(`granted ${printable(pos[1] as string)} (${v.rw ? 'rw' : 'ro'}) to ${a.project}\n`);
       return 0;
     },
   },
@@ -130,7 +131,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     async run(berth, _v, pos, io) {
       need(pos, 2, 'project name and shared area');
       await berth().operator.revoke(pos[0] as string, pos[1] as string);
-      io.out(`revoked ${pos[1]} from ${pos[0]}\n`);
+      io.out(`revoked ${printable(pos[1] as string)} from ${printable(pos[0] as string)}\n`);
       return 0;
     },
   },

@@ -5,6 +5,7 @@ import type { Berth } from '../main.js';
 import { resolveChannel } from '../workflows/channels.js';
 import { listWorkflows, runWorkflow } from '../workflows/run.js';
 import { need, type Command, type Out } from './command.js';
+import { printable } from '../printable.js';
 
 
 async function runWorkflowCli(b: Berth, project: string, workflow: string, input: string | undefined, io: Out): Promise<number> {
@@ -17,7 +18,7 @@ async function runWorkflowCli(b: Berth, project: string, workflow: string, input
       onStep: (e) =>
         io.err(
           e.phase === 'start'
-            ? `berth: step ${e.index + 1}/${e.total}${e.name ? ` (${e.name})` : ''} ...\n`
+            ? `berth: step ${e.index + 1}/${e.total}${e.name ? ` (${printable(e.name)})` : ''} ...\n`
             : `berth: step ${e.index + 1}/${e.total} ${e.exitCode === 0 ? 'ok' : `failed (exit ${e.exitCode})`} in ${e.ms} ms\n`,
         ),
     },
@@ -58,7 +59,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
     async run(berth, _v, pos, io) {
       need(pos, 1, 'project name');
       for (const s of berth().admin.listSessions(pos[0] as string)) {
-        io.out(`${s.id}\tlevel=${s.settings.permission_level}\tmode=${s.settings.workspace.mode}\truns=${s.runs}\ttenant=${s.tenant_key}\n`);
+        io.out(`${s.id}\tlevel=${s.settings.permission_level}\tmode=${s.settings.workspace.mode}\truns=${s.runs}\ttenant=${printable(s.tenant_key)}\n`);
       }
       return 0;
     },
@@ -107,7 +108,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
       need(pos, 1, 'channel');
       const b = berth();
       const profile = resolveChannel(b.config, pos[0] as string);
-      io.err(`berth: channel ${pos[0]} → project ${profile.project}, workflow ${profile.workflow}\n`);
+      io.err(`berth: channel ${printable(pos[0] as string)} → project ${profile.project}, workflow ${profile.workflow}\n`);
       return runWorkflowCli(b, profile.project, profile.workflow, v.input as string | undefined, io);
     },
   },

@@ -46,6 +46,8 @@ export function createSessionTools(deps: {
   /** The project's shared-area grants (berth.yaml), and the operator's refusal (logged). */
   grants: (project: string) => Array<{ name: string; mode: 'ro' | 'rw' }>;
   assertGranted: (project: string, area: string) => unknown;
+  /** The opaque author id memory entries carry (never the tenant key). */
+  memoryAuthor: (project: string, tenantKey: string) => string;
   logger: Logger;
 }): SessionTools {
   /** "the tests": the command the session workspace's profile detected. */
@@ -92,7 +94,7 @@ export function createSessionTools(deps: {
     },
     memoryWrite(ref, input) {
       const { project, session, level } = gate(ref, 'memory_write');
-      return { entry: memoryWrite(project.paths.memoryDir, level, session.tenant_key, input) };
+      return { entry: memoryWrite(project.paths.memoryDir, level, deps.memoryAuthor(project.metadata.name, session.tenant_key), input) };
     },
   };
 }

@@ -18,7 +18,7 @@ export const MemoryEntrySchema = z.object({
   id: z.string(),
   text: z.string(),
   tags: z.array(z.string()),
-  author: z.string().describe('Tenant key of the session that wrote it.'),
+  author: z.string().describe('Opaque id of the tenant that wrote it (stable per tenant; never its tenant key).'),
   created_at: z.string(),
 });
 export type MemoryEntry = z.infer<typeof MemoryEntrySchema>;

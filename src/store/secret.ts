@@ -34,3 +34,12 @@ export function loadOrCreateSecret(file: string): Buffer {
 export function workspaceIdFor(secret: Buffer, project: string, tenantKey: string): string {
   return createHmac('sha256', secret).update(`workspace\0${project}\0${tenantKey}`).digest('hex').slice(0, 32);
 }
+
+/**
+ * The author of a memory entry as every reader of /memory sees it: stable per tenant and
+ * project, not the tenant key (a phone number) and not its workspace id (which would let a
+ * reader address the author's folder).
+ */
+export function memoryAuthorFor(secret: Buffer, project: string, tenantKey: string): string {
+  return `a-${createHmac('sha256', secret).update(`memory-author\0${project}\0${tenantKey}`).digest('hex').slice(0, 16)}`;
+}

@@ -4,7 +4,6 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
 import { serve } from '@hono/node-server';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { loadBerthConfig } from '../../src/config/berth-config.js';
@@ -212,5 +211,39 @@ describe('logs', () => {
     expect(refused).toBeDefined();
     for (const line of lines) expect(line.match(/"level":/g)?.length ?? 0, line).toBe(1);
     expect(JSON.parse(refused as string)).toMatchObject({ level: 40, permission_level: 'low' });
+  });
+});
+
+describe('what tenants choose, shown to others', () => {
+  it('tenant keys with newlines, tabs and escape codes cannot forge rows or drive the terminal in `session list`', async () => {
+    const evil = 'web:evil\nforged-row\tlevel=high\u001b]0;pwned\u0007\u001b[2J\u202e';
+    await berth.runner.run({ project: 'other', tenantKey: evil, message: 'true', sessionId: 'evil-1' });
+    await berth.runner.run({ project: 'other', tenantKey: 'web:plain', message: 'true', sessionId: 'plain-1' });
+    const r = cli(['--home', home, 'session', 'list', 'other']);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(2);
+    expect(r.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f\u202e]/);
+    expect(lines.find((l) => l.startsWith('evil-1'))).toContain('tenant=web:evil\\nforged-row\\tlevel=high\\u001b]0;pwned\\u0007\\u001b[2J\\u202e');
+    const err = cli(['--home', home, 'session', 'get', 'other', 'x\u001b[2J']);
+    expect(err.stderr).not.toContain('\u001b');
+  });
+
+  it('memory entries show readers an opaque author id, never the tenant key', async () => {
+    berth.store.create({ name: 'mem' });
+    await berth.runner.run({ project: 'mem', tenantKey: 'signal:+4915550007', message: 'true', sessionId: 'writer', level: 'high' });
+    const { entry } = berth.sessionTools.memoryWrite({ project: 'mem', session: 'writer' }, { text: 'the deploy key rotates on Mondays' });
+    expect(entry.author).toMatch(/^a-[0-9a-f]{16}$/);
+    const reader = await berth.runner.run({ project: 'mem', tenantKey: 'web:reader', message: 'cat /memory/entries.jsonl', level: 'medium' });
+    expect(reader.stdout).toContain('deploy key rotates');
+    expect(reader.stdout).not.toContain('4915550007');
+    const again = berth.sessionTools.memoryWrite({ project: 'mem', session: 'writer' }, { text: 'second' });
+    expect(again.entry.author).toBe(entry.author);
+  });
+
+  it('a message that starts with "-" is never an option to the agent: it reaches it as the message', async () => {
+    const o = await berth.runner.run({ project: 'other', tenantKey: 'web:dash', message: '--help' });
+    expect(o.exitCode).toBe(127);
+    expect(o.stderr).toContain('--help: not found');
   });
 });

@@ -37,7 +37,7 @@ describe('planRun', () => {
     expect(planRun(input({}))).toEqual({
       ...commonTail,
       image: 'berth/shell:latest',
-      argv: ['sh', '-c', 'echo "hi"; ls'],
+      argv: ['sh', '-c', '--', 'echo "hi"; ls'],
       cwd: '/workspace/workspaces/w1',
       mounts: [
         { type: 'bind', source: '/h/projects/bot', target: '/workspace', readOnly: false },
@@ -61,7 +61,7 @@ describe('planRun', () => {
     expect(plan).toEqual({
       ...commonTail,
       image: 'berth/shell:latest',
-      argv: ['sh', '-c', 'echo "hi"; ls'],
+      argv: ['sh', '-c', '--', 'echo "hi"; ls'],
       cwd: '/workspace',
       mounts: [
         { type: 'bind', source: '/h/projects/bot/workspaces/w1', target: '/workspace', readOnly: false },
@@ -104,7 +104,7 @@ describe('planRun', () => {
   });
 
   it('fills {message} into presets and custom argv without a shell of its own', () => {
-    expect(planRun(input({ agent: 'claude' })).argv).toEqual(['claude', '-p', 'echo "hi"; ls']);
+    expect(planRun(input({ agent: 'claude' })).argv).toEqual(['claude', '-p', '--', 'echo "hi"; ls']);
     expect(planRun(input({ agent: 'claude' })).image).toBe('berth/agent:latest');
     expect(planRun(input({ agent: ['bot', '--q={message}'] })).argv).toEqual(['bot', '--q=echo "hi"; ls']);
     expect(planRun(input({ image: 'mine:1' })).image).toBe('mine:1');
@@ -148,5 +148,43 @@ describe('toCreateOptions (engine translation)', () => {
 
   it('passes the environment as a list built only from the plan', () => {
     expect(options.Env).toEqual(Object.entries(plan.env).map(([k, v]) => `${k}=${v}`));
+  });
+});
+
+describe('planRun: messages that look like options', () => {
+  it.each([
+    ['shell', ['sh', '-c', '--', '--help']],
+    ['claude', ['claude', '-p', '--', '--help']],
+    ['codex', ['codex', 'exec', '--', '--help']],
+    ['droid', ['droid', 'exec', '--', '--help']],
+  ])('%s: the message comes after "--"', (agent, argv) => {
+    expect(planRun({ ...input({ agent }), run: { id: 'r1', message: '--help' } }).argv).toEqual(argv);
+  });
+});
+
+describe('planRun: a workflow step (private workspace)', () => {
+  const seeds = { dir: '/h/.berth/tmp/seed-r1', entries: [{ path: 'AGENTS.md', kind: 'file' as const }, { path: '.factory', kind: 'dir' as const }] };
+  const plan = planRun({
+    ...input({ workspace_isolation: true }),
+    run: { id: 'r1', message: 'echo "$BERTH_INPUT"', env: { BERTH_INPUT: 'hello"; cat /etc/passwd; echo "' } },
+    privateWorkspace: { cwdRel: 'work/runs/w1', seeds },
+  });
+
+  it('hides every tenant workspace, mounts the seed read-only from berth\'s copy, and passes the input as data', () => {
+    expect(plan.mounts).toEqual([
+      { type: 'bind', source: '/h/projects/bot', target: '/workspace', readOnly: false },
+      { type: 'bind', source: '/h/projects/bot/metadata.json', target: '/workspace/metadata.json', readOnly: true },
+      { type: 'bind', source: '/h/projects/bot/workflows', target: '/workspace/workflows', readOnly: true },
+      { type: 'tmpfs', target: '/workspace/sessions', readOnly: true, sizeBytes: 4096, mode: 0o555 },
+      { type: 'tmpfs', target: '/workspace/memory', readOnly: true, sizeBytes: 4096, mode: 0o555 },
+      { type: 'tmpfs', target: '/workspace/workspaces', readOnly: true, sizeBytes: 4096, mode: 0o555 },
+      { type: 'bind', source: '/h/.berth/tmp/seed-r1/AGENTS.md', target: '/workspace/AGENTS.md', readOnly: true },
+      { type: 'bind', source: '/h/.berth/tmp/seed-r1/.factory', target: '/workspace/.factory', readOnly: true },
+      { type: 'tmpfs', target: '/tmp', readOnly: false, sizeBytes: 64 * 1024 * 1024, mode: 0o1777 },
+    ]);
+    expect(plan.prepare).toEqual({ rwRoot: '/h/projects/bot', mountpoints: [{ path: 'workspaces', kind: 'dir' }, ...seeds.entries] });
+    expect(plan.argv).toEqual(['sh', '-c', '--', 'echo "$BERTH_INPUT"']);
+    expect(plan.env.BERTH_INPUT).toBe('hello"; cat /etc/passwd; echo "');
+    expect(plan.cwd).toBe('/workspace/work/runs/w1');
   });
 });
