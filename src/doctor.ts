@@ -87,6 +87,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
       checks.push({ name: 'seccomp', status: 'warn', detail: 'the engine runs without a seccomp profile' });
     }
     checks.push(assessRunc(info.runcVersion, projects.some((p) => !p.isolated)));
+    checks.push(assessDisk(berth.home, info.rootDir));
     const wanted = new Set([berth.config.images.shell, ...projects.map((p) => p.image)]);
     for (const image of wanted) {
       const present = await berth.engine.imageExists(image);
@@ -101,6 +102,29 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
     checks.push({ name: 'engine', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) });
   }
   return checks;
+}
+
+/**
+ * Tenant writes are bounded per run (limits.disk_mb per file by the kernel, workspace size and
+ * file count by a one-second check), not by a filesystem quota: say so, louder when berth's home
+ * shares its filesystem with the engine's data or is nearly full.
+ */
+export function assessDisk(home: string, engineRoot: string): Check {
+  const fsOf = (p: string) => {
+    try {
+      return fs.statSync(p).dev;
+    } catch {
+      return undefined;
+    }
+  };
+  const st = fs.statfsSync(home);
+  const free = st.bavail * st.bsize;
+  const pct = Math.round((100 * st.bavail) / Math.max(1, st.blocks));
+  const shared = fsOf(home) !== undefined && fsOf(home) === fsOf(engineRoot);
+  const bound = 'tenant writes are bounded by limits.disk_mb and limits.files per run, not by a filesystem quota';
+  if (pct < 10) return { name: 'disk', status: 'warn', detail: `${Math.round(free / 2 ** 30)} GiB (${pct}%) free where berth's home is; ${bound}` };
+  if (shared) return { name: 'disk', status: 'warn', detail: `berth's home shares a filesystem with the engine's data (${engineRoot}); ${bound}: give projects their own filesystem` };
+  return { name: 'disk', status: 'ok', detail: `${Math.round(free / 2 ** 30)} GiB free; ${bound}` };
 }
 
 /** A read-write grant is only useful if the agent user can write the area. */

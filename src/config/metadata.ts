@@ -97,9 +97,16 @@ const LIMIT_FIELDS = {
     .min(1024)
     .max(64 * 1024 * 1024)
     .describe('Output kept per run; a run that prints more is stopped and its output truncated.'),
+  disk_mb: z
+    .number()
+    .int()
+    .min(1)
+    .max(1024 * 1024)
+    .describe('What a run may leave in its writable workspace (MiB): no single file grows past it (the kernel refuses the write), and a run whose workspace passes it is stopped within about a second.'),
+  files: z.number().int().min(100).max(10_000_000).describe('Files and directories a writable workspace may hold; a run that passes it is stopped within about a second.'),
 };
 
-export const LIMIT_DEFAULTS = { memory_mb: 512, cpus: 1, pids: 256, timeout_seconds: 300, output_bytes: 1024 * 1024 };
+export const LIMIT_DEFAULTS = { memory_mb: 512, cpus: 1, pids: 256, timeout_seconds: 300, output_bytes: 1024 * 1024, disk_mb: 1024, files: 100_000 };
 
 export const LimitsSchema = z
   .object({
@@ -108,6 +115,8 @@ export const LimitsSchema = z
     pids: LIMIT_FIELDS.pids.default(LIMIT_DEFAULTS.pids),
     timeout_seconds: LIMIT_FIELDS.timeout_seconds.default(LIMIT_DEFAULTS.timeout_seconds),
     output_bytes: LIMIT_FIELDS.output_bytes.default(LIMIT_DEFAULTS.output_bytes),
+    disk_mb: LIMIT_FIELDS.disk_mb.default(LIMIT_DEFAULTS.disk_mb),
+    files: LIMIT_FIELDS.files.default(LIMIT_DEFAULTS.files),
   })
   .strict();
 

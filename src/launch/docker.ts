@@ -25,6 +25,8 @@ export interface EngineInfo {
   apiVersion: string;
   runcVersion: string;
   securityOptions: string[];
+  /** Where the engine keeps images and containers. */
+  rootDir: string;
 }
 
 export interface BuildOptions {
@@ -45,7 +47,8 @@ export interface ManagedContainer {
 export interface Engine {
   info(): Promise<EngineInfo>;
   imageExists(image: string): Promise<boolean>;
-  run(plan: RunPlan): Promise<RunResult>;
+  /** Run a plan to its end; aborting `signal` stops the container (the result then says why). */
+  run(plan: RunPlan, opts?: { signal?: AbortSignal }): Promise<RunResult>;
   listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;
   /** Force-remove the labelled containers a query matches; returns how many. */
   removeManaged(query: ContainerQuery): Promise<number>;
@@ -97,6 +100,8 @@ export function toCreateOptions(plan: RunPlan, name?: string): Docker.ContainerC
       NanoCpus: plan.limits.nanoCpus,
       PidsLimit: plan.limits.pids,
       IpcMode: 'private',
+      // No single file grows past what the workspace may hold: the kernel refuses the write (EFBIG / SIGXFSZ).
+      ...(plan.limits.diskBytes ? { Ulimits: [{ Name: 'fsize', Soft: plan.limits.diskBytes, Hard: plan.limits.diskBytes }] } : {}),
       // The engine keeps no copy of the output: berth reads it once, bounded, from attach.
       LogConfig: { Type: 'none', Config: {} },
     },
@@ -169,7 +174,7 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
     }
   };
 
-  async function run(plan: RunPlan): Promise<RunResult> {
+  async function run(plan: RunPlan, opts: { signal?: AbortSignal } = {}): Promise<RunResult> {
     const t0 = performance.now();
     const container = await engineCall(() => docker.createContainer(toCreateOptions(plan)), { image: plan.image });
     const tCreated = performance.now();
@@ -209,6 +214,8 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
         timedOut = true;
         kill();
       }, plan.limits.timeoutMs);
+      if (opts.signal?.aborted) kill();
+      opts.signal?.addEventListener('abort', kill, { once: true });
       // After start, "not-running" returns at once if the container already exited. ("next-exit"
       // sent before start races: if the engine registers it after the exit, it waits forever.)
       const { StatusCode } = await engineCall(() => container.wait({ condition: 'not-running' }) as Promise<{ StatusCode: number }>);
@@ -257,6 +264,7 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
         apiVersion: version.ApiVersion,
         runcVersion: (info as { RuncCommit?: { ID?: string } }).RuncCommit?.ID ?? 'unknown',
         securityOptions: (info as { SecurityOptions?: string[] }).SecurityOptions ?? [],
+        rootDir: (info as { DockerRootDir?: string }).DockerRootDir ?? '/var/lib/docker',
       };
     },
 

@@ -47,7 +47,17 @@ export interface RunPlan {
   /** 'none', or the name of the egress network. */
   network: string;
   readOnlyRootfs: true;
-  limits: { memoryBytes: number; nanoCpus: number; pids: number; timeoutMs: number; outputBytes: number };
+  limits: {
+    memoryBytes: number;
+    nanoCpus: number;
+    pids: number;
+    timeoutMs: number;
+    outputBytes: number;
+    /** The largest file any process may write (RLIMIT_FSIZE), and what the rw root may hold. */
+    diskBytes?: number;
+    /** Entries the rw root may hold. */
+    files?: number;
+  };
   labels: Record<string, string>;
   /**
    * Host-side work the runner must do before launch: the rw root, and the mountpoints inside it
@@ -215,6 +225,8 @@ export function planRun(input: PlanInput): RunPlan {
       pids: meta.limits.pids,
       timeoutMs: meta.limits.timeout_seconds * 1000,
       outputBytes: meta.limits.output_bytes,
+      diskBytes: meta.limits.disk_mb * 1024 * 1024,
+      files: meta.limits.files,
     },
     labels: {
       [LABELS.managed]: 'true',

@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { openGatewaySocket } from '../gateway/socket-server.js';
 import type { Gateway } from '../gateway/service.js';
 import { createKeyedLock } from './keyed-lock.js';
+import { watchDisk } from './disk-watch.js';
 import { prepareMounts } from './prepare-mounts.js';
 
 export interface RunRequest {
@@ -170,7 +171,13 @@ export function createRunner(deps: {
           owner,
           ensureDir: target?.ensureDir,
         });
-        const result = await engine.run(plan);
+        const abort = new AbortController();
+        const disk = watchDisk(plan.prepare.rwRoot, plan.limits, (reason) => {
+          wlog.warn({ reason }, 'run stopped: disk limit');
+          abort.abort();
+        });
+        const result = await engine.run(plan, { signal: abort.signal }).finally(() => disk.stop());
+        const stoppedFor = disk.exceeded();
         wlog.info(
           { exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool: 'argv' in what },
           'argv' in what ? 'shell tool finished' : 'run finished',
@@ -183,7 +190,7 @@ export function createRunner(deps: {
           sessionId: session.id,
           permissionLevel: level,
           workspaceRoot: workspace.dir,
-          warnings: plan.warnings,
+          warnings: stoppedFor ? [...plan.warnings, `stopped: ${stoppedFor}`] : plan.warnings,
         };
         appendRunRecord(project.paths.sessionsDir, toRunRecord(outcome, 'argv' in what ? 'shell_run' : 'message'));
         if ('message' in what) sessions.countRun(project, session.id);

@@ -55,6 +55,21 @@ describe('limits (real containers)', () => {
     expect(o.stdout.trim()).toBe(String(64 * 1024 * 1024));
   });
 
+  it('disk: no file grows past limits.disk_mb (the kernel refuses the write); many files stop the run within seconds', async () => {
+    h.create({ name: 'disk', workspace_isolation: true, limits: { disk_mb: 8, files: 500, timeout_seconds: 30 } });
+    const big = await h.run('disk', 'web:filler', 'dd if=/dev/zero of=big bs=1M count=100 2>/dev/null; echo "dd=$?"; wc -c < big');
+    expect(big.stdout).toBe(`dd=153\n${8 * 1024 * 1024}\n`); // 128 + SIGXFSZ: stopped at 8 MiB
+    const t0 = Date.now();
+    const many = await h.run('disk', 'web:filler', 'mkdir -p d; i=0; while true; do : > d/f$i; i=$((i+1)); done');
+    expect(many.timedOut).toBe(false);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(many.warnings.join()).toContain('limits.files (500 files and directories)');
+    // A run that cleans up is not stopped for what it found.
+    const clean = await h.run('disk', 'web:filler', 'rm -rf d big; echo cleaned');
+    expect(clean).toMatchObject({ exitCode: 0, stdout: 'cleaned\n' });
+    expect(clean.warnings).toEqual([]);
+  });
+
   it('leaves no labelled container behind', async () => {
     expect(await h.berth.runner.listContainers('limits')).toEqual([]);
   });

@@ -21,7 +21,7 @@ describe('metadata.json schema', () => {
       workspace_isolation: false,
       protected_paths: [],
       agent: 'shell',
-      limits: { memory_mb: 512, cpus: 1, pids: 256, timeout_seconds: 300, output_bytes: 1048576 },
+      limits: { memory_mb: 512, cpus: 1, pids: 256, timeout_seconds: 300, output_bytes: 1048576, disk_mb: 1024, files: 100000 },
       env: [],
       teams: {},
       admins: [],

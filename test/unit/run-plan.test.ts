@@ -25,7 +25,7 @@ const commonTail = {
   user: '10001:10001',
   network: 'none',
   readOnlyRootfs: true,
-  limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256, timeoutMs: 300_000, outputBytes: 1048576 },
+  limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256, timeoutMs: 300_000, outputBytes: 1048576, diskBytes: 1024 * 1024 * 1024, files: 100000 },
   labels: { 'berth.managed': 'true', 'berth.installation': 'inst1', 'berth.project': 'bot', 'berth.workspace': 'w1', 'berth.run': 'r1' },
   env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/tmp', BERTH_PROJECT: 'bot', BERTH_WORKSPACE: 'w1', BERTH_RUN: 'r1' },
   warnings: [],
@@ -111,8 +111,9 @@ describe('planRun', () => {
   });
 
   it('converts limits', () => {
-    const plan = planRun(input({ limits: { memory_mb: 64, cpus: 0.5, pids: 32, timeout_seconds: 2, output_bytes: 2048 } }));
-    expect(plan.limits).toEqual({ memoryBytes: 64 * 1024 * 1024, nanoCpus: 5e8, pids: 32, timeoutMs: 2000, outputBytes: 2048 });
+    const plan = planRun(input({ limits: { memory_mb: 64, cpus: 0.5, pids: 32, timeout_seconds: 2, output_bytes: 2048, disk_mb: 20, files: 500 } }));
+    expect(plan.limits).toEqual({ memoryBytes: 64 * 1024 * 1024, nanoCpus: 5e8, pids: 32, timeoutMs: 2000, outputBytes: 2048, diskBytes: 20 * 1024 * 1024, files: 500 });
+    expect(toCreateOptions(plan).HostConfig?.Ulimits).toEqual([{ Name: 'fsize', Soft: 20 * 1024 * 1024, Hard: 20 * 1024 * 1024 }]);
   });
 });
 

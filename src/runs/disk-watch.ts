@@ -1,0 +1,27 @@
+import { diskUsage } from '../fs/du.js';
+
+export const DISK_CHECK_MS = 1000;
+
+/**
+ * Until berth has real quotas: while a run is in flight, its writable root is measured every
+ * second (a bounded, no-follow walk) and the run is stopped once it holds more than
+ * limits.disk_mb or limits.files — but only if it grew past the limit during this run, so a run
+ * that cleans up an over-full workspace is not stopped for what it found.
+ */
+export function watchDisk(dir: string, limits: { diskBytes?: number; files?: number }, stop: (reason: string) => void, everyMs = DISK_CHECK_MS) {
+  const { diskBytes, files } = limits;
+  if (diskBytes === undefined || files === undefined) return { stop: () => undefined, exceeded: () => undefined };
+  const start = diskUsage(dir, files);
+  let exceeded: string | undefined;
+  const timer = setInterval(() => {
+    const now = diskUsage(dir, files);
+    if (!now.complete && start.complete) exceeded = `the workspace passed limits.files (${files} files and directories)`;
+    else if (now.bytes > diskBytes && now.bytes > start.bytes) exceeded = `the workspace passed limits.disk_mb (${Math.round(diskBytes / 1048576)} MiB): it holds ${now.bytes} bytes`;
+    if (exceeded) {
+      clearInterval(timer);
+      stop(exceeded);
+    }
+  }, everyMs);
+  timer.unref();
+  return { stop: () => clearInterval(timer), exceeded: () => exceeded };
+}
