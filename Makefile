@@ -15,6 +15,7 @@ demo: setup
 
 test: setup
 	@npm run --silent typecheck
+	@npm run --silent layers
 	@npx vitest run
 
 bench: setup

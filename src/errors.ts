@@ -93,3 +93,18 @@ export function isBerthError(err: unknown, code?: ErrorCode): err is BerthError 
 export function errnoOf(err: unknown): string | undefined {
   return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
 }
+
+/** Any failure → berth's error: a full disk is DISK_FULL, anything unknown is INTERNAL (a bug). */
+export function asBerthError(err: unknown): BerthError {
+  if (err instanceof BerthError) return err;
+  const errno = errnoOf(err);
+  if (errno === 'ENOSPC' || errno === 'EDQUOT') {
+    return new BerthError('DISK_FULL', "the disk holding berth's home is full; nothing was changed", { hint: 'free space, then try again ("berth doctor" shows usage)' }, { cause: err });
+  }
+  return new BerthError('INTERNAL', 'internal error', {}, { cause: err });
+}
+
+/** The body every surface answers an error with: `{"error": {"code", "message", ...}}`. */
+export function errorBody(err: BerthError) {
+  return { error: err.toJSON() };
+}

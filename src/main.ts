@@ -7,15 +7,16 @@ import { isBerthError } from './errors.js';
 import { homePaths } from './config/home.js';
 import { createOperatorService, type OperatorService } from './admin/operator.js';
 import { createGateway, type Gateway } from './gateway/service.js';
-import { sharedGrantsFor } from './plan/run-plan.js';
+import { sharedGrantsFor } from './config/grants.js';
 import { createAdminService, type AdminService } from './admin/service.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
+import { openGatewaySocket } from './mcp/gateway-socket.js';
 import { createRunner, type Runner } from './runs/runner.js';
 import { createProjectStore, type CreateStep, type ProjectStore } from './store/projects.js';
 import { loadOrCreateSecret, memoryAuthorFor } from './store/secret.js';
 import { createSessionStore, type SessionStore } from './store/sessions.js';
 import { createSessionTokens, type SessionTokens } from './store/session-tokens.js';
-import { createSessionTools, type SessionTools } from './sessions/session-tools.js';
+import { createSessionTools, type SessionTools } from './admin/agent-tools.js';
 
 /** Everything berth needs, built once from the home directory. The only place that wires deps. */
 export interface Berth {
@@ -90,6 +91,7 @@ export function createBerth(opts: BerthOptions): Berth {
       installation: installationId(home),
       logger,
       gateway,
+      openSocket: openGatewaySocket,
       socketsDir: join(paths.stateDir, 'sockets'),
     }));
   return {

@@ -7,7 +7,7 @@ import { homePaths } from './config/home.js';
 import { ensureDemoProject, DEMO_PROJECT } from './demo.js';
 import type { Berth } from './main.js';
 import { createToolServer } from './mcp/server.js';
-import { ADMIN_TOOLS } from './mcp/tools.js';
+import { ADMIN_TOOLS } from './mcp/admin-tools.js';
 import { VERSION } from './version.js';
 
 type Out = { out: (s: string) => void; err: (s: string) => void };

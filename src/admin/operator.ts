@@ -5,7 +5,7 @@ import { type BerthConfig } from '../config/berth-config.js';
 import { homePaths, privateWorkspaceOf } from '../config/home.js';
 import { grantEdit, privateWorkspaceEdit, revokeEdit, editBerthYaml } from '../config/operator-edits.js';
 import { checkOperatorConfig } from '../config/operator-checks.js';
-import { sharedGrantsFor } from '../plan/run-plan.js';
+import { sharedGrantsFor } from '../config/grants.js';
 import { BerthError, errnoOf } from '../errors.js';
 import type { ProjectStore } from '../store/projects.js';
 import { own } from '../own.js';

@@ -9,9 +9,9 @@ import { BerthError } from '../errors.js';
 import { diskUsage } from '../fs/du.js';
 import { toRunRecord, type RunOutcome, type Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
-import { readRunRecords } from '../store/run-log.js';
+import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import { listWorkspaces } from '../store/workspaces.js';
-import type { ProjectView, RunRecord, RunView, WorkspaceView } from './views.js';
+import type { ProjectView, RunView, WorkspaceView } from './views.js';
 
 /**
  * What an admin can do, once, for every surface: the HTTP API, the MCP tools and the CLI call

@@ -61,20 +61,6 @@ export const RunViewSchema = z.object({
   warnings: z.array(z.string()),
 });
 
-export const RunRecordSchema = z.object({
-  run: z.string(),
-  kind: z.enum(['message', 'shell_run']),
-  session: z.string(),
-  workspace: z.string(),
-  permission_level: PermissionLevelSchema,
-  workspace_root: z.string().describe('The host directory mounted as the workspace.'),
-  exit_code: z.number().int(),
-  timed_out: z.boolean(),
-  truncated: z.boolean(),
-  output_bytes: z.number().int(),
-  timings_ms: z.object({ create: z.number(), start: z.number(), run: z.number(), total: z.number() }),
-  finished_at: z.string(),
-});
 
 export const ErrorBodySchema = z.object({
   error: z.object({
@@ -89,7 +75,6 @@ export const ErrorBodySchema = z.object({
 export type ProjectView = z.infer<typeof ProjectViewSchema>;
 export type WorkspaceView = z.infer<typeof WorkspaceViewSchema>;
 export type RunView = z.infer<typeof RunViewSchema>;
-export type RunRecord = z.infer<typeof RunRecordSchema>;
 
 /** A project's operator view: where it lives and which shared areas it may use. */
 export const ProjectAccessSchema = z.object({

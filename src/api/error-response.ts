@@ -1,7 +1,7 @@
 import { HTTPException } from 'hono/http-exception';
 import type { z } from 'zod';
 import { toFieldIssues } from '../config/parse.js';
-import { BerthError, errnoOf } from '../errors.js';
+import { asBerthError, BerthError } from '../errors.js';
 
 /** hono's own refusals (validators, middleware) → berth's codes: a client's mistake is never a 500. */
 function fromHttpException(err: HTTPException): BerthError {
@@ -21,19 +21,11 @@ function fromHttpException(err: HTTPException): BerthError {
 
 /** Any failure → berth's error, so the one table decides the HTTP status. */
 export function toBerthError(err: unknown): BerthError {
-  if (err instanceof BerthError) return err;
-  if (err instanceof HTTPException) return fromHttpException(err);
-  const errno = errnoOf(err);
-  if (errno === 'ENOSPC' || errno === 'EDQUOT') {
-    return new BerthError('DISK_FULL', 'the disk holding berth\'s home is full; nothing was changed', { hint: 'free space, then try again ("berth doctor" shows usage)' }, { cause: err });
-  }
-  return new BerthError('INTERNAL', 'internal error', {}, { cause: err });
+  return err instanceof HTTPException ? fromHttpException(err) : asBerthError(err);
 }
 
 export function validationError(error: z.ZodError, where: string): BerthError {
   return new BerthError('CONFIG_INVALID', `${where} is invalid`, { issues: toFieldIssues(error) });
 }
 
-export function errorBody(err: BerthError) {
-  return { error: err.toJSON() };
-}
+

@@ -1,70 +1,11 @@
 import fs from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { z } from 'zod';
+import { BerthConfigSchema, type BerthConfig } from './berth-config-schema.js';
 import { BerthError, errnoOf } from '../errors.js';
 import { checkOperatorConfig } from './operator-checks.js';
 import { parseOrThrow } from './parse.js';
 
-export const DEFAULT_SHELL_IMAGE = 'berth/shell:latest';
-export const DEFAULT_AGENT_IMAGE = 'berth/agent:latest';
-
-export const AREA_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,62}$/;
-const AreaNameSchema = z.string().regex(AREA_NAME_PATTERN, 'must be 1-63 characters of a-z, 0-9, "_" and "-"');
-
-export const GrantSchema = z.union([
-  AreaNameSchema,
-  z.object({ name: AreaNameSchema, mode: z.enum(['ro', 'rw']).default('ro') }).strict(),
-]);
-export type Grant = z.infer<typeof GrantSchema>;
-
-export const ProjectGrantsSchema = z
-  .object({
-    private_workspace: z.string().optional().describe('Absolute path of the project directory; default <workspaces_path>/<name>.'),
-    shared_access: z.array(GrantSchema).default([]).describe('Shared areas this project may use (deny by default); a bare name is read-only.'),
-  })
-  .strict();
-
-/** berth.yaml: the operator's settings. Nothing a project admin or tenant sends changes it. */
-export const BerthConfigSchema = z
-  .object({
-    workspaces_path: z.string().min(1).default('projects').describe('Where private workspaces (project directories) live; relative to the berth home.'),
-    shared_workspaces: z
-      .record(AreaNameSchema, z.string())
-      .default({})
-      .describe('Named shared areas: logical name → absolute, canonical, existing host directory.'),
-    projects: z.record(z.string(), ProjectGrantsSchema).default({}).describe('Per-project operator settings: private workspace override, shared-area grants.'),
-    channels: z
-      .record(z.string().min(1).max(256), z.object({ project: z.string(), workflow: z.string() }).strict())
-      .default({})
-      .describe('Channel profiles: a bridge channel → the project and default workflow that answer it.'),
-    env: z
-      .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string())
-      .default({})
-      .describe('Values for the environment variable names a project lets through (metadata.json "env").'),
-    images: z
-      .object({
-        shell: z.string().min(1).default(DEFAULT_SHELL_IMAGE).describe('Image for the shell preset.'),
-        agent: z.string().min(1).default(DEFAULT_AGENT_IMAGE).describe('Image for the droid/claude/codex presets.'),
-      })
-      .strict()
-      .prefault({}),
-    admin_token: z
-      .string()
-      .min(16, 'must be at least 16 characters')
-      .optional()
-      .describe('Bearer token for the HTTP admin API and /mcp; else BERTH_ADMIN_TOKEN, else one is generated.'),
-    agent_user: z
-      .object({
-        uid: z.number().int().min(1).max(2 ** 31).default(10001),
-        gid: z.number().int().min(1).max(2 ** 31).default(10001),
-      })
-      .strict()
-      .prefault({})
-      .describe('The non-root user agents run as; tenant workspaces are owned by it.'),
-  })
-  .strict();
-
-export type BerthConfig = z.output<typeof BerthConfigSchema>;
+export * from './berth-config-schema.js';
 
 /** Who owns what tenants may write: the agent user, when berth runs as root (else files stay berth's). */
 export function agentOwner(config: BerthConfig): { uid: number; gid: number } | undefined {

@@ -2,18 +2,12 @@ import fs from 'node:fs';
 import { isAbsolute, normalize, resolve, sep } from 'node:path';
 import type { FieldIssue } from '../errors.js';
 import { PROJECT_NAME_PATTERN } from './metadata.js';
-import type { BerthConfig, Grant } from './berth-config.js';
+import type { BerthConfig } from './berth-config-schema.js';
+import { grantName } from './grants.js';
 import { own } from '../own.js';
 
 /** Paths no shared area may be, contain, or sit inside: the engine's sockets and state. */
 export const ENGINE_PATHS = ['/var/run', '/run', '/var/lib/docker', '/var/lib/containerd', '/etc/docker'];
-
-export function grantName(g: Grant): string {
-  return typeof g === 'string' ? g : g.name;
-}
-export function grantMode(g: Grant): 'ro' | 'rw' {
-  return typeof g === 'string' ? 'ro' : g.mode;
-}
 
 const within = (child: string, parent: string) => child === parent || child.startsWith(parent.endsWith(sep) ? parent : parent + sep);
 const overlaps = (a: string, b: string) => within(a, b) || within(b, a);

@@ -6,7 +6,7 @@ import { openScopeRoot, sandboxDelete, sandboxInfo, sandboxRead, sandboxWrite, t
 import type { Project, ProjectStore } from '../store/projects.js';
 import { workspaceIdFor } from '../store/secret.js';
 import { listWorkspaces, readWorkspaceRecord, recordWorkspace } from '../store/workspaces.js';
-import { decide, type Caller, type Folder, type Operation, type Scope } from './permissions.js';
+import { decide, type Caller, type Folder, type Operation, type Scope } from './folder-access.js';
 import { detectProfile, workspaceProfile, type WorkspaceProfile } from './workspace-profile.js';
 import { own } from '../own.js';
 

@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import Docker from 'dockerode';
 import { BerthError } from '../errors.js';
 import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
-import { labelFilter, LABELS, type ContainerQuery } from './labels.js';
+import { labelFilter, LABELS, type ContainerQuery } from '../plan/labels.js';
 
 /**
  * The only file that imports dockerode. It translates a RunPlan into Engine API options and the

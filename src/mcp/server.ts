@@ -1,11 +1,10 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { errorBody, toBerthError } from '../api/error-response.js';
 import { parseOrThrow, toFieldIssues } from '../config/parse.js';
-import { BerthError } from '../errors.js';
+import { asBerthError, BerthError, errorBody } from '../errors.js';
 import { VERSION } from '../version.js';
-import type { ToolSpec } from './tools.js';
+import type { ToolSpec } from './tool-spec.js';
 
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output') {
   const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io, target: 'draft-7', unrepresentable: 'any' }) as Record<string, unknown>;
@@ -63,7 +62,7 @@ export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context:
       }
       return { content: [{ type: 'text', text }], structuredContent: output };
     } catch (err) {
-      const e = toBerthError(err);
+      const e = asBerthError(err);
       return { isError: true, content: [{ type: 'text', text: JSON.stringify(errorBody(e)) }] };
     }
   };

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { RunViewSchema } from '../admin/views.js';
 import { MemoryEntrySchema, MemorySearchSchema, MemoryWriteSchema } from '../store/memory.js';
-import { ShellRunSchema, type SessionRef, type SessionTools } from '../sessions/session-tools.js';
-import { GATEWAY_TOOLS } from '../gateway/tools.js';
+import { ShellRunSchema, type SessionRef, type SessionTools } from '../admin/agent-tools.js';
+import { GATEWAY_TOOLS } from './gateway-tools.js';
 import type { GatewayCaller } from '../gateway/service.js';
-import { tool, type ToolSpec } from './tools.js';
+import { tool, type ToolSpec } from './tool-spec.js';
 
 /** What an agent's session may call at /mcp/session. The session comes from the token, never from input. */
 export interface SessionContext {

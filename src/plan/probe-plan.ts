@@ -1,5 +1,5 @@
 import type { BerthConfig } from '../config/berth-config.js';
-import { LABELS } from '../launch/labels.js';
+import { LABELS } from './labels.js';
 import { CONTAINER_PATH, type RunPlan } from './run-plan.js';
 
 /**

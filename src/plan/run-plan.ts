@@ -1,11 +1,11 @@
 import { posix } from 'node:path';
 import type { BerthConfig } from '../config/berth-config.js';
 import { protectedPathKey, type ProjectMetadata } from '../config/metadata.js';
-import { grantMode, grantName } from '../config/operator-checks.js';
-import { BerthError } from '../errors.js';
-import { LABELS } from '../launch/labels.js';
-import { agentArgv } from './agent-command.js';
+import type { SharedGrant } from '../config/grants.js';
 import { own } from '../own.js';
+import { BerthError } from '../errors.js';
+import { LABELS } from './labels.js';
+import { agentArgv } from './agent-command.js';
 
 /**
  * The plan is a pure function of (operator config, project, workspace, run options): everything
@@ -105,22 +105,6 @@ export interface PlanInput {
   privateWorkspace?: { cwdRel: string; seeds: ProtectedSnapshot };
   /** The berth home's installation id, labelled on every container. */
   installation: string;
-}
-
-export interface SharedGrant {
-  name: string;
-  path: string;
-  mode: 'ro' | 'rw';
-}
-
-/** Pure: a project's grants in berth.yaml → the areas to mount (deny by default). */
-export function sharedGrantsFor(config: BerthConfig, project: string): SharedGrant[] {
-  return (own(config.projects, project)?.shared_access ?? []).map((g) => {
-    const name = grantName(g);
-    const path = own(config.shared_workspaces, name);
-    if (path === undefined) throw new BerthError('CONFIG_INVALID', `grant of unknown shared area "${name}"`);
-    return { name, path, mode: grantMode(g) };
-  });
 }
 
 export function imageFor(metadata: ProjectMetadata, config: BerthConfig): string {

@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import type { Logger } from 'pino';
-import type { RunRecord } from '../admin/views.js';
+import type { RunRecord } from '../store/run-log.js';
 import { agentOwner, type BerthConfig } from '../config/berth-config.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import type { Engine, ManagedContainer, RunResult } from '../launch/docker.js';
-import { LABELS } from '../launch/labels.js';
-import { LEVEL_PROFILES } from '../plan/permissions.js';
-import { planRun, sharedGrantsFor } from '../plan/run-plan.js';
+import { LABELS } from '../plan/labels.js';
+import { LEVEL_PROFILES } from '../plan/levels.js';
+import { sharedGrantsFor } from '../config/grants.js';
+import { planRun } from '../plan/run-plan.js';
 import { memoryBootstrap } from '../store/memory.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { snapshotForPlan } from '../store/protected-snapshot.js';
@@ -16,8 +17,7 @@ import { workspaceIdFor } from '../store/secret.js';
 import { assertChosenSessionId, workspaceKeyOf, type SessionStore } from '../store/sessions.js';
 import { copySeedsForRun, ensureWorkspace } from '../store/workspaces.js';
 import { join } from 'node:path';
-import { openGatewaySocket } from '../gateway/socket-server.js';
-import type { Gateway } from '../gateway/service.js';
+import type { Gateway, GatewayCaller } from '../gateway/service.js';
 import { createKeyedLock } from './keyed-lock.js';
 import { watchDisk } from './disk-watch.js';
 import { prepareMounts } from './prepare-mounts.js';
@@ -65,6 +65,9 @@ export interface Runner {
   removeContainers(project: string): Promise<number>;
 }
 
+/** Opens a run's gateway socket in a berth-owned directory (the MCP face lives above this layer). */
+export type GatewaySocketOpener = (opts: { dir: string; caller: GatewayCaller; logger: Logger }) => Promise<{ dir: string; close(): Promise<void> }>;
+
 export function newRunId(): string {
   return `r${Date.now().toString(36)}${randomBytes(5).toString('hex')}`;
 }
@@ -84,8 +87,9 @@ export function createRunner(deps: {
   secret: Buffer;
   installation: string;
   logger: Logger;
-  /** The agent file-tool gateway; each agent run gets its own socket. */
+  /** The agent file-tool gateway; each agent run gets its own socket, opened by the composition root's opener. */
   gateway?: Gateway;
+  openSocket?: GatewaySocketOpener;
   socketsDir?: string;
 }): Runner {
   const { store, sessions, engine, config, secret, installation } = deps;
@@ -135,8 +139,8 @@ export function createRunner(deps: {
       const seeds = target ? copySeedsForRun(project, join(store.home.tmpDir, `seed-${runId}`)) : undefined;
       // The tenant's gateway: a socket only this run's container sees (not for the shell tool).
       const socket =
-        deps.gateway && deps.socketsDir && 'message' in what
-          ? await openGatewaySocket({
+        deps.gateway && deps.openSocket && deps.socketsDir && 'message' in what
+          ? await deps.openSocket({
               dir: join(deps.socketsDir, runId),
               caller: deps.gateway.forCaller({ project: project.metadata.name, tenantKey: session.tenant_key }),
               logger: wlog,

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import type { PermissionLevel } from '../config/session.js';
 import { errnoOf } from '../errors.js';
-import { LEVEL_PROFILES } from '../plan/permissions.js';
-import { deny } from '../tools/shell-policy.js';
+import { LEVEL_PROFILES } from '../plan/levels.js';
+import { deny } from '../plan/shell-policy.js';
 
 /**
  * A project's long-term memory: entries in projects/<name>/memory/entries.jsonl (berth-owned:

@@ -1,7 +1,25 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
-import { RunRecordSchema, type RunRecord } from '../admin/views.js';
+import { z } from 'zod';
+import { PermissionLevelSchema } from '../config/session.js';
 import { errnoOf } from '../errors.js';
+
+/** One line of the run log: a run's record (every surface shows these). */
+export const RunRecordSchema = z.object({
+  run: z.string(),
+  kind: z.enum(['message', 'shell_run']),
+  session: z.string(),
+  workspace: z.string(),
+  permission_level: PermissionLevelSchema,
+  workspace_root: z.string().describe('The host directory mounted as the workspace.'),
+  exit_code: z.number().int(),
+  timed_out: z.boolean(),
+  truncated: z.boolean(),
+  output_bytes: z.number().int(),
+  timings_ms: z.object({ create: z.number(), start: z.number(), run: z.number(), total: z.number() }),
+  finished_at: z.string(),
+});
+export type RunRecord = z.infer<typeof RunRecordSchema>;
 
 /** The project's run log: one JSON line per run, in sessions/ (berth-owned, hidden from containers). */
 const FILE = 'runs.jsonl';

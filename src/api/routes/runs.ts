@@ -1,6 +1,7 @@
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { ErrorBodySchema, RunRecordSchema, RunRequestSchema, RunViewSchema } from '../../admin/views.js';
+import { ErrorBodySchema, RunRequestSchema, RunViewSchema } from '../../admin/views.js';
+import { RunRecordSchema } from '../../store/run-log.js';
 import type { AdminService } from '../../admin/service.js';
 import { TenantKeySchema } from '../../store/workspaces.js';
 import { json, NameParams } from './openapi.js';

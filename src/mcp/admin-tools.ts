@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { tool, type ToolSpec } from './tool-spec.js';
 import type { OperatorService } from '../admin/operator.js';
 import type { AdminService } from '../admin/service.js';
 import type { Runner } from '../runs/runner.js';
@@ -9,8 +10,7 @@ import { ProjectAccessSchema, ProjectViewSchema, RunRequestSchema, RunViewSchema
 import { ProjectMetadataSchema, ProjectNameSchema, ProjectUpdateSchema } from '../config/metadata.js';
 import { SessionIdSchema, SessionRecordSchema, SessionSettingsUpdateSchema } from '../config/session.js';
 
-/** berth's admin MCP tools as data: inputs and outputs are the same zod schemas the HTTP API uses. */
-/** What admin tools run against. */
+/** What admin tools run against. berth's admin MCP tools are data: their inputs and outputs are the same zod schemas the HTTP API uses. */
 export interface AdminContext {
   admin: AdminService;
   operator: OperatorService;
@@ -18,27 +18,9 @@ export interface AdminContext {
   runner: Runner;
 }
 
-export interface ToolSpec<C = AdminContext> {
-  name: string;
-  description: string;
-  input: z.ZodObject;
-  output: z.ZodObject;
-  run(context: C, input: never): Promise<Record<string, unknown>> | Record<string, unknown>;
-}
-
 const ProjectOut = z.object({ project: ProjectViewSchema });
 
-export function tool<I extends z.ZodObject, O extends z.ZodObject, C = AdminContext>(spec: {
-  name: string;
-  description: string;
-  input: I;
-  output: O;
-  run(context: C, input: z.output<I>): Promise<z.output<O>> | z.output<O>;
-}): ToolSpec<C> {
-  return spec as unknown as ToolSpec<C>;
-}
-
-export const ADMIN_TOOLS: ToolSpec[] = [
+export const ADMIN_TOOLS: ToolSpec<AdminContext>[] = [
   tool({
     name: 'project_create',
     description: 'Create a project (its settings are the metadata.json schema: workspace_isolation, protected_paths, image, agent, limits, env).',

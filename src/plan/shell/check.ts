@@ -1,6 +1,6 @@
 import { posix } from 'node:path';
 import type { PermissionLevel } from '../../config/session.js';
-import { LEVEL_PROFILES } from '../../plan/permissions.js';
+import { LEVEL_PROFILES } from '../levels.js';
 import { deny } from './deny.js';
 import { collectPathIntent } from './intent.js';
 

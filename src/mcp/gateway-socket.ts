@@ -3,10 +3,10 @@ import net from 'node:net';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { GATEWAY_BOUNDS } from '../config/bounds.js';
-import { errorLine, LineTransport } from '../mcp/line-transport.js';
-import { createToolServer } from '../mcp/server.js';
-import type { GatewayCaller } from './service.js';
-import { GATEWAY_TOOLS } from './tools.js';
+import type { GatewayCaller } from '../gateway/service.js';
+import { GATEWAY_TOOLS } from './gateway-tools.js';
+import { errorLine, LineTransport } from './line-transport.js';
+import { createToolServer } from './server.js';
 
 export const GATEWAY_SOCKET_NAME = 'gateway.sock';
 

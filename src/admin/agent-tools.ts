@@ -7,11 +7,11 @@ import { z } from 'zod';
 import { runView } from '../admin/service.js';
 import type { RunView } from '../admin/views.js';
 import { BerthError } from '../errors.js';
-import { toolAllowed, type SessionTool } from '../plan/permissions.js';
+import { toolAllowed, type SessionTool } from '../plan/levels.js';
 import type { Runner } from '../runs/runner.js';
 import { memorySearch, memoryWrite, MemorySearchSchema, MemoryWriteSchema, type MemoryEntry } from '../store/memory.js';
 import type { SessionStore } from '../store/sessions.js';
-import { checkShellCommand, sharedAreaOf, splitCommand } from '../tools/shell-policy.js';
+import { checkShellCommand, sharedAreaOf, splitCommand } from '../plan/shell-policy.js';
 
 export const ShellRunSchema = z
   .object({

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { tool, type ToolSpec } from '../mcp/tools.js';
-import { FolderRefSchema, ListScopeSchema, type GatewayCaller } from './service.js';
-import { WorkspaceProfileSchema } from './workspace-profile.js';
+import { FolderRefSchema, ListScopeSchema, type GatewayCaller } from '../gateway/service.js';
+import { WorkspaceProfileSchema } from '../gateway/workspace-profile.js';
+import { tool, type ToolSpec } from './tool-spec.js';
 
 const FolderEntrySchema = z.object({ name: z.string(), uuid: z.string(), scope: z.enum(['private', 'shared']), path: z.string() });
 const FileInfoSchema = z.object({ path: z.string(), type: z.enum(['file', 'dir']).optional(), size: z.number().optional(), modified: z.string().optional(), exists: z.boolean().optional() });

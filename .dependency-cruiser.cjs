@@ -1,0 +1,53 @@
+/**
+ * The layer rule of ARCHITECTURE.md, checked by `make test`: a module imports only from its own
+ * layer or the layers below it (types included), and there is no import cycle anywhere.
+ * Lowest first; a layer is a list of path prefixes under src/.
+ */
+const LAYERS = [
+  ['base', ['errors.ts', 'own.ts', 'printable.ts', 'version.ts']],
+  ['fs', ['fs/']],
+  ['config', ['config/']],
+  ['plan', ['plan/']],
+  ['launch', ['launch/']],
+  ['store', ['store/']],
+  ['gateway', ['gateway/']],
+  ['runs', ['runs/', 'workflows/', 'images/']],
+  ['admin', ['admin/']],
+  // The MCP servers and tool lists (the gateway's socket face too): main wires them in.
+  ['mcp', ['mcp/']],
+  ['main', ['main.ts']],
+  ['api', ['api/']],
+  ['cli', ['cli/', 'cli.ts', 'serve.ts', 'demo.ts', 'doctor.ts']],
+];
+
+const escape = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+const pathOf = (prefixes) => `^src/(${prefixes.map(escape).join('|')})`;
+
+const layerRules = LAYERS.slice(0, -1).map(([name, prefixes], i) => ({
+  name: `layer-${name}`,
+  comment: `${name} may import only from ${LAYERS.slice(0, i + 1).map(([n]) => n).join(', ')}`,
+  severity: 'error',
+  from: { path: pathOf(prefixes) },
+  to: { path: pathOf(LAYERS.slice(i + 1).flatMap(([, p]) => p)) },
+}));
+
+module.exports = {
+  forbidden: [
+    { name: 'no-circular', severity: 'error', comment: 'import cycles load only by accident of hoisting', from: {}, to: { circular: true } },
+    {
+      name: 'in-a-layer',
+      severity: 'error',
+      comment: 'every source file belongs to a layer (add new folders to LAYERS)',
+      from: { path: '^src/', pathNot: pathOf(LAYERS.flatMap(([, p]) => p)) },
+      to: {},
+    },
+    ...layerRules,
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^(node_modules|dist|test)' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+  },
+};

@@ -1,0 +1,28 @@
+import { BerthError } from '../errors.js';
+import { own } from '../own.js';
+import type { BerthConfig, Grant } from './berth-config-schema.js';
+
+/** A project's grants of shared areas (berth.yaml), in one place: deny by default. */
+
+export function grantName(g: Grant): string {
+  return typeof g === 'string' ? g : g.name;
+}
+export function grantMode(g: Grant): 'ro' | 'rw' {
+  return typeof g === 'string' ? 'ro' : g.mode;
+}
+
+export interface SharedGrant {
+  name: string;
+  path: string;
+  mode: 'ro' | 'rw';
+}
+
+/** Pure: a project's grants in berth.yaml → the areas to mount (deny by default). */
+export function sharedGrantsFor(config: BerthConfig, project: string): SharedGrant[] {
+  return (own(config.projects, project)?.shared_access ?? []).map((g) => {
+    const name = grantName(g);
+    const path = own(config.shared_workspaces, name);
+    if (path === undefined) throw new BerthError('CONFIG_INVALID', `grant of unknown shared area "${name}"`);
+    return { name, path, mode: grantMode(g) };
+  });
+}

@@ -1,0 +1,21 @@
+import type { z } from 'zod';
+
+/** One MCP tool as data: its zod input and output schemas and what it runs against a context C. */
+export interface ToolSpec<C> {
+  name: string;
+  description: string;
+  input: z.ZodObject;
+  output: z.ZodObject;
+  run(context: C, input: never): Promise<Record<string, unknown>> | Record<string, unknown>;
+}
+
+/** Typed construction of a ToolSpec: `run` sees the parsed input and must return the output schema's shape. */
+export function tool<I extends z.ZodObject, O extends z.ZodObject, C>(spec: {
+  name: string;
+  description: string;
+  input: I;
+  output: O;
+  run(context: C, input: z.output<I>): Promise<z.output<O>> | z.output<O>;
+}): ToolSpec<C> {
+  return spec as unknown as ToolSpec<C>;
+}
