@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LEVEL_PROFILES, toolAllowed } from '../../src/plan/permissions.js';
+import { LEVEL_PROFILES, toolAllowed } from '../../src/plan/levels.js';
 import { memoryBootstrap, memorySearch, memoryWrite, MEMORY_SOP } from '../../src/store/memory.js';
 import { createSessionTokens } from '../../src/store/session-tokens.js';
 
