@@ -13,13 +13,16 @@ export const MAX_NESTING = 64;
 
 /**
  * Where input someone sent carries a "__proto__" key (which every parser here would silently
- * drop, value unvalidated), or nests deeper than MAX_NESTING: the path of the first such place.
+ * drop, value unvalidated), nests deeper than MAX_NESTING, or holds a string that is not valid
+ * Unicode (a lone surrogate: no file, engine or peer can carry it): the first such place.
  */
 export function inputProblem(value: unknown, path: string[] = []): { path: string; reason: string } | undefined {
+  if (typeof value === 'string') return value.isWellFormed() ? undefined : { path: path.join('.') || '(root)', reason: 'is not valid Unicode (a lone surrogate)' };
   if (typeof value !== 'object' || value === null) return undefined;
   if (path.length >= MAX_NESTING) return { path: path.join('.') || '(root)', reason: `nests deeper than ${MAX_NESTING} levels` };
   if (!Array.isArray(value) && Object.hasOwn(value, FORBIDDEN_KEY)) return { path: [...path, FORBIDDEN_KEY].join('.'), reason: `"${FORBIDDEN_KEY}" is not allowed as a key` };
   for (const [key, child] of Object.entries(value)) {
+    if (!key.isWellFormed()) return { path: [...path, key].join('.'), reason: 'is not valid Unicode (a lone surrogate)' };
     const found = inputProblem(child, [...path, key]);
     if (found) return found;
   }

@@ -120,6 +120,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     if (e.status >= 500) log.error({ err, code: e.code }, e.message);
     else log.warn({ code: e.code }, e.message);
     if (e.details.retry_after !== undefined) c.header('retry-after', String(e.details.retry_after));
+    // The rest of an over-size body was never read: end the connection rather than misread it as the next request.
+    if (e.code === 'PAYLOAD_TOO_LARGE') c.header('connection', 'close');
     return c.json(errorBody(e), e.status as 400);
   });
   app.notFound((c) => c.json({ error: { code: 'NOT_FOUND', message: `no route ${c.req.method} ${c.req.path}` } }, 404));

@@ -2,7 +2,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Context } from 'hono';
+import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_HTTP_BOUNDS } from '../config/bounds.js';
+import { assertPlainInput } from '../config/parse.js';
 import { BerthError } from '../errors.js';
 
 /** At most `limit` holders at once; entering never waits (a full gate is BUSY, not a queue). */
@@ -77,8 +79,14 @@ export async function serveMcp(c: Context, server: Server, gate: Gate, bounds = 
       throw new BerthError('CONFIG_INVALID', 'request body is not JSON', { issues: [{ field: 'body', reason: 'is not JSON' }] });
     }
     if (Array.isArray(body) && (body.length === 0 || body.length > bounds.maxBatch)) {
-      throw new BerthError('CONFIG_INVALID', `a batch holds 1 to ${bounds.maxBatch} messages`, { issues: [{ field: 'body', reason: `batch of ${body.length}` }] });
+      throw new BerthError('CONFIG_INVALID', bounds.maxBatch === 1 ? 'JSON-RPC batches are not served: send one message per request' : `a batch holds 1 to ${bounds.maxBatch} messages`, { issues: [{ field: 'body', reason: `batch of ${body.length}` }] });
     }
+    assertPlainInput(body, 'body');
+    (Array.isArray(body) ? body : [body]).forEach((m, i) => {
+      if (!JSONRPCMessageSchema.safeParse(m).success) {
+        throw new BerthError('CONFIG_INVALID', 'not a JSON-RPC 2.0 message', { issues: [{ field: Array.isArray(body) ? `body.${i}` : 'body', reason: 'is not a JSON-RPC 2.0 request, notification or response' }] });
+      }
+    });
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     const response = await transport.handleRequest(c.req.raw, { parsedBody: body });

@@ -11,7 +11,7 @@ export const GATEWAY_BOUNDS = {
   /** Connections across every run of this process. */
   connectionsTotal: 64,
   /** Requests of one connection being answered at once; berth stops reading past it. */
-  inFlightPerConnection: 2,
+  inFlightPerConnection: 1,
   /** One request line (a write carries at most 4 MiB of content). */
   maxRequestBytes: 5 * MiB,
   /** One answer line; a bigger answer is replaced by an error. */
@@ -24,12 +24,12 @@ export const GATEWAY_BOUNDS = {
 export const MCP_HTTP_BOUNDS = {
   /** One request body. */
   maxBodyBytes: 6 * MiB,
-  /** JSON-RPC messages in one batch. */
-  maxBatch: 4,
+  /** JSON-RPC messages in one request: MCP dropped batches, and one message keeps each answer's work short. */
+  maxBatch: 1,
   /** One answer message; a bigger one is replaced by an error. */
   maxResponseBytes: 12 * MiB,
-  /** MCP requests being answered (or their answers still unread) at once, per process; more get 429 BUSY. */
-  concurrent: 4,
+  /** MCP requests being answered (or their answers still unread) at once, per endpoint; more get 429 BUSY. */
+  concurrent: 2,
   /** A client that has not read its whole answer by then is disconnected. */
   flushTimeoutMs: 30_000,
 } as const;

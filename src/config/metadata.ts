@@ -25,6 +25,7 @@ export function protectedPathProblem(entry: string): string | undefined {
   const body = entry.endsWith('/') ? entry.slice(0, -1) : entry;
   const segments = body.split('/');
   if (segments.includes('..')) return 'must not contain ".."';
+  if (segments.some((s) => Buffer.byteLength(s) > 255)) return 'has a component longer than 255 bytes';
   if (body === '' || body === '.') return 'must name a path below /workspace, not /workspace itself';
   const normal = posix.normalize(body);
   if (normal !== body || segments.includes('.') || segments.includes('')) {

@@ -25,11 +25,17 @@ export async function openGatewaySocket(opts: { dir: string; caller: GatewayCall
   fs.mkdirSync(opts.dir, { recursive: true, mode: 0o755 });
   const path = join(opts.dir, GATEWAY_SOCKET_NAME);
   const connections = new Set<net.Socket>();
-  const server = net.createServer({ pauseOnConnect: true }, (socket) => {
+  const accepted = new Set<net.Socket>();
+  // allowHalfOpen: a client that half-closes after its requests (berth-bridge at EOF) still gets every answer.
+  const server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (socket) => {
+    accepted.add(socket);
+    socket.once('close', () => accepted.delete(socket));
     socket.on('error', () => socket.destroy());
     if (connections.size >= GATEWAY_BOUNDS.connectionsPerRun || openConnections >= GATEWAY_BOUNDS.connectionsTotal) {
       opts.logger.warn({ open: connections.size, total: openConnections }, 'gateway connection refused: too many');
-      socket.end(errorLine(null, -32000, `BUSY: at most ${GATEWAY_BOUNDS.connectionsPerRun} gateway connections per run`));
+      // Say why, then reset: a client blocked writing into an unread socket sees the error at once.
+      socket.resume();
+      socket.end(errorLine(null, -32000, `BUSY: at most ${GATEWAY_BOUNDS.connectionsPerRun} gateway connections per run`), () => socket.destroy());
       return;
     }
     connections.add(socket);
@@ -53,7 +59,7 @@ export async function openGatewaySocket(opts: { dir: string; caller: GatewayCall
   return {
     dir: opts.dir,
     async close() {
-      for (const c of connections) c.destroy();
+      for (const c of accepted) c.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       fs.rmSync(opts.dir, { recursive: true, force: true });
     },

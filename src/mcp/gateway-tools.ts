@@ -24,10 +24,11 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
   }),
   tool({
     name: 'read_file_by_id',
-    description: 'Read a text file: folderId (uuid from list_folders) + scope (private|shared) + path relative to that scope.',
+    description: "Read a text file: folderId (uuid from list_folders) + scope (private|shared) + path relative to that scope. The answer's text is the file's content.",
     input: FolderRefSchema,
     output: z.object({ path: z.string(), content: z.string() }),
     run: (g: GatewayCaller, ref) => g.read(ref),
+    text: (out) => out.content,
   }),
   tool({
     name: 'write_file_by_id',

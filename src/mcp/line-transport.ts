@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { JSONRPCMessageSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
 export interface LineBounds {
   maxRequestBytes: number;
@@ -67,7 +67,9 @@ export class LineTransport implements Transport {
     this.socket.write(line);
     if (isResponse(message)) {
       this.inFlight--;
-      this.pump();
+      // The next request waits for the next turn of the event loop: one busy connection never
+      // holds the process through many answers in a row (a health check gets in between).
+      setImmediate(() => this.pump());
     }
   }
 
@@ -150,8 +152,9 @@ export class LineTransport implements Transport {
       this.socket.write(errorLine(null, -32600, 'Invalid Request: batches are not supported on this socket; send one message per line'));
       return;
     }
-    if (typeof message !== 'object' || message === null || (message as { jsonrpc?: unknown }).jsonrpc !== '2.0') {
-      this.socket.write(errorLine(null, -32600, 'Invalid Request: not a JSON-RPC 2.0 message'));
+    if (!JSONRPCMessageSchema.safeParse(message).success) {
+      const id = (message as { id?: unknown } | null)?.id;
+      this.socket.write(errorLine(typeof id === 'string' || typeof id === 'number' ? id : null, -32600, 'Invalid Request: not a JSON-RPC 2.0 message'));
       return;
     }
     if (isRequest(message)) this.inFlight++;

@@ -1,5 +1,5 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, InitializeRequestSchema, ListToolsRequestSchema, McpError, PingRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { parseOrThrow, toFieldIssues } from '../config/parse.js';
 import { asBerthError, BerthError, errorBody } from '../errors.js';
@@ -14,6 +14,21 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output') {
 /** A tool answer's text (its structuredContent is the same object): one 4 MiB file read, escaped, fits. */
 export const MAX_RESULT_BYTES = 6 * 1024 * 1024;
 
+function invalidParams(error: z.ZodError, what: string, prefix = ''): McpError {
+  const e = new BerthError('CONFIG_INVALID', `${what} params are invalid`, { issues: toFieldIssues(error, prefix) });
+  return new McpError(ErrorCode.InvalidParams, e.toLine(), errorBody(e));
+}
+
+/** Register `handle` for schema's method, validating the whole request itself first. */
+function handleChecked(server: Server, schema: z.ZodObject, handle: (request: unknown) => Promise<Record<string, unknown>>): void {
+  const method = (schema.shape.method as z.ZodLiteral<string>).value;
+  server.setRequestHandler(z.object({ method: z.literal(method) }).loose() as never, async (request: unknown) => {
+    const parsed = schema.safeParse(request);
+    if (!parsed.success) throw invalidParams(parsed.error, method);
+    return handle(parsed.data) as never;
+  });
+}
+
 /** The envelope of a tools/call; the arguments are each tool's own schema. */
 const CallParamsSchema = z.object({
   name: z.string().max(128),
@@ -26,7 +41,8 @@ const CallParamsSchema = z.object({
  * malformed call is JSON-RPC -32602 (invalid params) with berth's error body (CONFIG_INVALID and
  * the fields at fault) as its data; arguments that fail a tool's schema are a tool error with
  * the same body, like every other surface. A result is serialized once, compactly, for the text
- * block; structuredContent carries the same object.
+ * block, and structuredContent carries the same object — except for tools whose answer is one
+ * text (a file read), which answer with that text alone.
  */
 export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context: () => C, opts: { maxResultBytes?: number } = {}): Server {
   const maxResultBytes = opts.maxResultBytes ?? MAX_RESULT_BYTES;
@@ -36,31 +52,32 @@ export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context:
     name: t.name,
     description: t.description,
     inputSchema: jsonSchema(t.input, 'input'),
-    outputSchema: jsonSchema(t.output, 'output'),
+    ...(t.text ? {} : { outputSchema: jsonSchema(t.output, 'output') }),
   }));
 
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: listed }));
+  // Each request is checked by berth, so malformed params are -32602 with berth's body (the SDK's own parse would answer -32603 and a zod dump).
+  const sdk = server as unknown as { _oninitialize(request: unknown): Promise<Record<string, unknown>> };
+  handleChecked(server, InitializeRequestSchema, (request) => sdk._oninitialize(request));
+  handleChecked(server, PingRequestSchema, async () => ({}));
+  handleChecked(server, ListToolsRequestSchema, async () => ({ tools: listed }));
 
   // Not setRequestHandler(CallToolRequestSchema): the SDK would answer a malformed envelope with
   // -32603 and a raw zod dump before berth sees it.
   server.fallbackRequestHandler = async (request): Promise<CallToolResult> => {
     if (request.method !== 'tools/call') throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${String(request.method).slice(0, 100)}`);
     const envelope = CallParamsSchema.safeParse(request.params);
-    if (!envelope.success) {
-      const e = new BerthError('CONFIG_INVALID', 'tools/call params are invalid', { issues: toFieldIssues(envelope.error, 'params') });
-      throw new McpError(ErrorCode.InvalidParams, e.toLine(), errorBody(e));
-    }
+    if (!envelope.success) throw invalidParams(envelope.error, 'tools/call', 'params');
     try {
       const spec = byName.get(envelope.data.name);
       if (!spec) throw new BerthError('USAGE', `unknown tool "${envelope.data.name}"`, { hint: 'tools/list names them' });
       // The raw arguments, not the envelope's parse (which drops a "__proto__" key unseen).
       const input = parseOrThrow(spec.input, (request.params as { arguments?: unknown }).arguments ?? {}, `${spec.name} arguments`);
       const output = await spec.run(context(), input as never);
-      const text = JSON.stringify(output);
+      const text = spec.text ? spec.text(output as never) : JSON.stringify(output);
       if (text.length > maxResultBytes) {
         throw new BerthError('PAYLOAD_TOO_LARGE', `the answer of ${spec.name} is larger than ${maxResultBytes} bytes`, { hint: 'ask for less at a time' });
       }
-      return { content: [{ type: 'text', text }], structuredContent: output };
+      return spec.text ? { content: [{ type: 'text', text }] } : { content: [{ type: 'text', text }], structuredContent: output };
     } catch (err) {
       const e = asBerthError(err);
       return { isError: true, content: [{ type: 'text', text: JSON.stringify(errorBody(e)) }] };

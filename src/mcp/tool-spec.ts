@@ -7,6 +7,11 @@ export interface ToolSpec<C> {
   input: z.ZodObject;
   output: z.ZodObject;
   run(context: C, input: never): Promise<Record<string, unknown>> | Record<string, unknown>;
+  /**
+   * A tool whose answer is one text (a file's content): that text alone is the result, with no
+   * structuredContent and no outputSchema — so a 4 MiB file is carried once, not twice.
+   */
+  text?: (output: never) => string;
 }
 
 /** Typed construction of a ToolSpec: `run` sees the parsed input and must return the output schema's shape. */
@@ -16,6 +21,7 @@ export function tool<I extends z.ZodObject, O extends z.ZodObject, C>(spec: {
   input: I;
   output: O;
   run(context: C, input: z.output<I>): Promise<z.output<O>> | z.output<O>;
+  text?: (output: z.output<O>) => string;
 }): ToolSpec<C> {
   return spec as unknown as ToolSpec<C>;
 }

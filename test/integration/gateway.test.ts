@@ -81,7 +81,7 @@ describe('gateway: every cell of the permission table, from inside a real contai
       del('web:alice', 'shared', 'gone.txt'),
     ]);
     expect(r.map((a) => a.ok)).toEqual([true, true, true, true, true, true, true]);
-    expect(r[1]?.value).toEqual({ path: 'p.txt', content: 'mine' });
+    expect(r[1]?.value).toEqual({ text: 'mine' });
     expect(fs.readFileSync(join(h.home, 'projects', P, 'workspaces', id('web:alice'), 'shared/pub.txt'), 'utf8')).toBe('published by alice');
   });
 
@@ -107,7 +107,7 @@ describe('gateway: every cell of the permission table, from inside a real contai
       write('web:bob', 'private', 'x.txt'),
     ]);
     expect(alice.map((a) => a.ok)).toEqual([false, true, false, false, false]);
-    expect(alice[1]?.value.content).toBe('web:bob published\n');
+    expect(alice[1]?.value.text).toBe('web:bob published\n');
     for (const a of [alice[0], alice[2], alice[3], alice[4]]) expect(a?.error.code).toBe('PERMISSION_DENIED');
     const boss = await inContainer('web:boss', [read('web:bob', 'shared', 'note.txt'), read('web:bob', 'private', 'private.txt')]);
     expect(boss.map((a) => a.ok)).toEqual([true, false]);

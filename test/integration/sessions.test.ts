@@ -150,7 +150,7 @@ describe('levels → tools (MCP at /mcp/session with a session token, commands r
     const { client } = await sessionAt('web:high', 'high', 'tool-high');
     expect((await shell(client, 'whoami')).structuredContent).toMatchObject({ run: { exit_code: 0, stdout: 'agent\n', permission_level: 'high' } });
     const wrote = await client.callTool({ name: 'memory_write', arguments: { text: 'The deploy key rotates on Mondays', tags: ['ops'] } });
-    expect(wrote.structuredContent).toMatchObject({ entry: { text: 'The deploy key rotates on Mondays', author: 'web:high' } });
+    expect(wrote.structuredContent).toMatchObject({ entry: { text: 'The deploy key rotates on Mondays', author: expect.stringMatching(/^a-[0-9a-f]{16}$/) } });
     const cp = await shell(client, 'cp /etc/hostname ./copied-hostname');
     expect(cp.structuredContent).toMatchObject({ run: { exit_code: 0 } });
     expect((await shell(client, 'ls')).structuredContent).toMatchObject({ run: { stdout: expect.stringContaining('copied-hostname') } });
