@@ -10,6 +10,7 @@ export const ERROR_TABLE = {
   USAGE: { status: 400, exit: 64 },
   UNAUTHORIZED: { status: 401, exit: 10 },
   PROJECT_NOT_FOUND: { status: 404, exit: 3 },
+  NOT_FOUND: { status: 404, exit: 23 },
   PROJECT_EXISTS: { status: 409, exit: 4 },
   ENGINE_UNAVAILABLE: { status: 503, exit: 5 },
   IMAGE_MISSING: { status: 424, exit: 6 },

@@ -28,6 +28,8 @@ import { renderDocsPage } from './docs-page.js';
 import { errorBody } from '../errors.js';
 import { toBerthError, validationError } from './error-response.js';
 import { registerProjectRoutes } from './routes/projects.js';
+import { finishOpenApiDoc } from './openapi-doc.js';
+import { errorResponses } from './routes/openapi.js';
 import { registerRunRoutes } from './routes/runs.js';
 
 export interface AppDeps {
@@ -108,6 +110,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
     if (c.req.method !== 'GET' && /^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) {
+      // An empty body is an empty object: optional bodies may be left out, required ones name their fields.
+      if ((await c.req.text()).trim() === '') (c.req.bodyCache as Record<string, unknown>).text = Promise.resolve('{}');
       const body: unknown = await c.req.json().catch(() => undefined);
       assertPlainInput(body, 'body');
     }
@@ -124,7 +128,22 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     if (e.code === 'PAYLOAD_TOO_LARGE') c.header('connection', 'close');
     return c.json(errorBody(e), e.status as 400);
   });
-  app.notFound((c) => c.json({ error: { code: 'NOT_FOUND', message: `no route ${c.req.method} ${c.req.path}` } }, 404));
+  app.notFound((c) => {
+    const allowed = allowedMethods(c.req.path);
+    if (allowed.length > 0) {
+      c.header('allow', allowed.join(', '));
+      throw new BerthError('METHOD_NOT_ALLOWED', `${c.req.method} is not served at ${c.req.path} (allowed: ${allowed.join(', ')})`);
+    }
+    throw new BerthError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`, { hint: 'the routes are listed at /docs and /openapi.json' });
+  });
+  // Which methods a path is served with (for 405 and Allow): from the registered routes, once.
+  let routeTable: Array<{ method: string; pattern: RegExp }> | undefined;
+  const allowedMethods = (path: string) => {
+    routeTable ??= app.routes
+      .filter((r) => r.path !== '/*' && r.method !== 'ALL')
+      .map((r) => ({ method: r.method, pattern: new RegExp(`^${r.path.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\\\{[^/]+?\\\}|:[^/]+/g, '[^/]+')}$`) }));
+    return [...new Set(routeTable.filter((r) => r.pattern.test(path)).map((r) => r.method))].sort();
+  };
 
   app.openapi(
     createRoute({
@@ -133,6 +152,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
       summary: 'Liveness: engine reachable, version, uptime (no token needed)',
       responses: {
         200: { description: 'healthy', content: { 'application/json': { schema: HealthSchema } } },
+        400: errorResponses()[400],
         503: { description: 'the engine does not answer', content: { 'application/json': { schema: HealthSchema } } },
       },
     }),
@@ -152,11 +172,12 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
   const docConfig = {
     openapi: '3.0.0',
-    info: { title: 'berth', version: VERSION, description: 'Admin API of berth, a multi-tenant runner for AI coding agents.' },
+    info: { title: 'berth', version: VERSION, description: 'Admin API of berth, a multi-tenant runner for AI coding agents.', license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' } },
     security: [{ bearerAuth: [] }],
   };
-  app.doc('/openapi.json', docConfig);
-  app.get('/docs', (c) => c.html(renderDocsPage(app.getOpenAPIDocument(docConfig) as unknown as Parameters<typeof renderDocsPage>[0])));
+  const document = () => finishOpenApiDoc(app.getOpenAPIDocument(docConfig) as never, (path) => OPEN_PATHS.has(path));
+  app.get('/openapi.json', (c) => c.json(document()));
+  app.get('/docs', (c) => c.html(renderDocsPage(document() as unknown as Parameters<typeof renderDocsPage>[0])));
 
   // MCP over Streamable HTTP, stateless: a fresh server and transport per request, bounded (mcp-http.ts).
   const adminGate = createGate(MCP_HTTP_BOUNDS.concurrent);

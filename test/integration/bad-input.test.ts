@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { loadBerthConfig } from '../../src/config/berth-config.js';
 import { createBerth, type Berth } from '../../src/main.js';
-import { cli } from '../helpers.js';
+import { spawnSync } from 'node:child_process';
+import { cli, REPO_ROOT } from '../helpers.js';
 
 /**
  * What the fuzzer and the outside attack found, one test each: bad input gets a stable code
@@ -245,5 +246,52 @@ describe('what tenants choose, shown to others', () => {
     const o = await berth.runner.run({ project: 'other', tenantKey: 'web:dash', message: '--help' });
     expect(o.exitCode).toBe(127);
     expect(o.stderr).toContain('--help: not found');
+  });
+});
+
+describe('HTTP conventions', () => {
+  it('a known path with another method is 405 with Allow; an unknown path is 404 NOT_FOUND', async () => {
+    const put = await app.request('/api/projects', { method: 'PUT', headers: auth });
+    expect([put.status, put.headers.get('allow'), ((await put.json()) as any).error.code]).toEqual([405, 'GET, POST', 'METHOD_NOT_ALLOWED']);
+    const del = await app.request('/api/projects/fz/runs', { method: 'DELETE', headers: auth });
+    expect([del.status, del.headers.get('allow')]).toEqual([405, 'GET, POST']);
+    const none = await app.request('/api/nothing-here', { headers: auth });
+    expect([none.status, ((await none.json()) as any).error.code]).toEqual([404, 'NOT_FOUND']);
+  });
+
+  it('an optional body may be empty; an empty required body names the missing fields', async () => {
+    await berth.runner.run({ project: 'fz', tenantKey: 'web:empty', message: 'true', sessionId: 'empty-body' });
+    const token = await app.request('/api/projects/fz/sessions/empty-body/token', { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '' });
+    expect(token.status).toBe(201);
+    const create = await call('POST', '/api/projects', '');
+    expect([create.status, create.body.error.issues]).toEqual([400, [{ field: 'name', reason: expect.any(String) }]]);
+  });
+
+  it('OpenAPI: an operationId on every operation, a server, /healthz needs no token, every other operation lists 401', async () => {
+    const doc = (await call('GET', '/openapi.json')).body;
+    const ops = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, m]) => Object.entries(m).map(([method, op]) => ({ path, method, op })));
+    const ids = ops.map((o) => o.op.operationId);
+    expect(ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z]+$/.test(id))).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(doc.servers).toEqual([{ url: '/', description: expect.any(String) }]);
+    for (const { path, op } of ops) {
+      if (path === '/healthz') expect(op.security).toEqual([]);
+      else expect(Object.keys(op.responses), path).toContain('401');
+    }
+    expect(ids).toContain('createProjectsRunsByName');
+  });
+});
+
+describe('OpenAPI lint', () => {
+  it('the served document lints clean with @redocly/cli (recommended rules, no warnings)', async () => {
+    const file = join(root, 'openapi.json');
+    fs.writeFileSync(file, JSON.stringify((await call('GET', '/openapi.json')).body));
+    const r = spawnSync(join(REPO_ROOT, 'node_modules/.bin/redocly'), ['lint', file, '--format=summary'], {
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '', REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' },
+    });
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout + r.stderr).not.toMatch(/^(warning|error)\s/m); // the summary lists each rule that fired
+    expect(r.stdout + r.stderr).toContain('Your API description is valid');
   });
 });
