@@ -71,6 +71,30 @@ Errors print "<CODE>: <reason>" on stderr and exit non-zero.
 
 const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...ENGINE_COMMANDS };
 
+function commandHelp(name: string, command: Command): string {
+  return `Usage: berth [--home DIR] ${command.usage}\n\n(berth --help lists every command)\n`;
+}
+
+/** `berth help [command]`: one command's usage, or the whole list. */
+function helpFor(words: string): string {
+  if (!words) return USAGE;
+  const command = own(COMMANDS, words);
+  if (!command) throw new BerthError('USAGE', `no command "${words}"`, { hint: 'see "berth --help"' });
+  return commandHelp(words, command);
+}
+
+/** Node's parseArgs refusals, in berth's words (the option, the command, its usage). */
+function usageError(name: string, command: Command, err: unknown): BerthError {
+  const code = (err as { code?: string }).code;
+  const option = /'([^']+)'/.exec((err as Error).message)?.[1] ?? '';
+  const hint = `usage: berth ${command.usage.split('\n')[0]}`;
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    return new BerthError('USAGE', `unknown option "${option}" for "berth ${name}"${name === 'run' ? ' (a message starting with - goes after --)' : ''}`, { hint });
+  }
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') return new BerthError('USAGE', `option "${option.split(' ')[0]}" of "berth ${name}" needs a value`, { hint });
+  return new BerthError('USAGE', `"berth ${name}": ${(err as Error).message.split('.')[0]}`, { hint });
+}
+
 /** Split "[--home DIR] <command words> ..." into the home, the command and its arguments. */
 function splitCommand(argv: string[]): { home?: string; name?: string; rest: string[]; help: boolean } {
   const args = [...argv];
@@ -84,6 +108,7 @@ function splitCommand(argv: string[]): { home?: string; name?: string; rest: str
     else if (a === '--version') return { name: '--version', rest: [], help };
     else throw new BerthError('USAGE', `unknown option "${a}"`, { hint: 'see "berth --help"' });
   }
+  if (args[0] === 'help') return { home, name: 'help', rest: args.slice(1), help };
   const two = `${args[0]} ${args[1]}`;
   if (own(COMMANDS, two)) return { home, name: two, rest: args.slice(2), help };
   if (args[0] && own(COMMANDS, args[0])) return { home, name: args[0], rest: args.slice(1), help };
@@ -98,11 +123,19 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, io: Out): Pro
       io.out(`berth ${VERSION}\n`);
       return 0;
     }
-    if (split.help || !split.name) {
+    if (split.name === 'help') {
+      io.out(helpFor(split.rest.join(' ')));
+      return 0;
+    }
+    if (!split.name) {
       io.out(USAGE);
       return 0;
     }
     const command = own(COMMANDS, split.name) as Command;
+    if (split.help) {
+      io.out(commandHelp(split.name, command));
+      return 0;
+    }
     let parsed: ReturnType<typeof parseArgs>;
     try {
       parsed = parseArgs({
@@ -112,10 +145,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, io: Out): Pro
         strict: true,
       });
     } catch (err) {
-      throw new BerthError('USAGE', (err as Error).message, { hint: 'see "berth --help"' });
+      throw usageError(split.name, command, err);
     }
     if (parsed.values.help) {
-      io.out(USAGE);
+      io.out(commandHelp(split.name, command));
       return 0;
     }
     const home = (parsed.values.home as string | undefined) ?? split.home ?? env.BERTH_HOME ?? process.cwd();

@@ -33,7 +33,7 @@ function versionAtLeast(v: number[], min: number[]): boolean {
  * one rw tree into several tenants' containers (workspace_isolation false), the condition the
  * 2025 escapes need besides a hostile image.
  */
-export function assessRunc(version: string, sharedMounts: boolean): Check {
+export function assessRunc(version: string, sharedProjects: string[]): Check {
   const match = /^(\d+)\.(\d+)\.(\d+)(?:-rc\.?(\d+))?/.exec(version);
   if (!match) return { name: 'runc', status: 'warn', detail: `unrecognised runc version "${version}"` };
   const v = [Number(match[1]), Number(match[2]), Number(match[3])];
@@ -48,8 +48,8 @@ export function assessRunc(version: string, sharedMounts: boolean): Check {
     versionAtLeast(v, [1, 4, 0]);
   if (fixed2025) return { name: 'runc', status: 'ok', detail: `runc ${version}: known escapes fixed` };
   const detail = `runc ${version} is not fixed for ${RUNC_2025} (fixed in 1.2.8 / 1.3.3 / 1.4.0); they need a hostile image or a mount shared with a starting container`;
-  return sharedMounts
-    ? { name: 'runc', status: 'fail', detail: `${detail}, and a project with workspace_isolation false shares one: upgrade runc or isolate` }
+  return sharedProjects.length > 0
+    ? { name: 'runc', status: 'fail', detail: `${detail}, and ${sharedProjects.length === 1 ? 'project' : 'projects'} ${sharedProjects.map((p) => `"${p}"`).join(', ')} (workspace_isolation false) share one: upgrade runc, or isolate ${sharedProjects.length === 1 ? 'it' : 'them'} (berth project update <name> --isolation)` }
     : { name: 'runc', status: 'warn', detail: `${detail}; every project here is isolated and images are yours, so the risk is contained` };
 }
 
@@ -86,7 +86,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
     if (!info.securityOptions.some((o) => o.includes('seccomp'))) {
       checks.push({ name: 'seccomp', status: 'warn', detail: 'the engine runs without a seccomp profile' });
     }
-    checks.push(assessRunc(info.runcVersion, projects.some((p) => !p.isolated)));
+    checks.push(assessRunc(info.runcVersion, projects.filter((p) => !p.isolated).map((p) => p.name)));
     checks.push(assessDisk(berth.home, info.rootDir));
     const wanted = new Set([berth.config.images.shell, ...projects.map((p) => p.image)]);
     for (const image of wanted) {

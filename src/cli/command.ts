@@ -5,6 +5,8 @@ import type { Berth } from '../main.js';
 export type Out = { out: (s: string) => void; err: (s: string) => void };
 
 export interface Command {
+  /** Its synopsis line and a line or two on what it does: `berth <command> --help`. */
+  usage: string;
   options: ParseArgsConfig['options'];
   /** Log level when BERTH_LOG_LEVEL is unset. */
   logLevel?: string;

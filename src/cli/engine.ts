@@ -8,6 +8,7 @@ import { need, type Command } from './command.js';
 /** Images, checks, and the long-running surfaces. */
 export const ENGINE_COMMANDS: Record<string, Command> = {
   'images build': {
+    usage: "images build [shell|agent]... [--base IMAGE]\n  Build berth's images offline (default: shell), with progress; --base names the base image of the agent image.",
     options: { base: { type: 'string' } },
     async run(berth, v, pos, io) {
       const names = (pos.length ? pos : ['shell']) as ImageName[];
@@ -24,10 +25,15 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     },
   },
   doctor: {
-    options: {},
-    async run(berth, _v, pos, io) {
+    usage: 'doctor [--json]\n  One screen of checks (config, projects, engine, runc, images, disk, host paths); exits 1 when berth is not safe to run as configured. --json prints {ok, checks}.',
+    options: { json: { type: 'boolean' } },
+    async run(berth, v, pos, io) {
       need(pos, 0, '');
       const checks = await runDoctor(berth());
+      if (v.json) {
+        io.out(`${JSON.stringify({ ok: checks.every((c) => c.status !== 'fail'), checks }, null, 2)}\n`);
+        return checks.some((c) => c.status === 'fail') ? 1 : 0;
+      }
       const mark = { ok: 'ok  ', warn: 'WARN', fail: 'FAIL' } as const;
       for (const c of checks) io.out(`${mark[c.status]}  ${c.name.padEnd(28)} ${c.detail}\n`);
       const failed = checks.filter((c) => c.status === 'fail').length;
@@ -36,6 +42,7 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     },
   },
   serve: {
+    usage: 'serve [--host HOST] [--port PORT] [--demo]\n  The HTTP admin API, /docs, /openapi.json and MCP at /mcp (and /mcp/session), until SIGINT/SIGTERM. --demo makes the demo project first.',
     options: { host: { type: 'string' }, port: { type: 'string' }, demo: { type: 'boolean' } },
     logLevel: 'info',
     async run(berth, v, pos, io, env) {
@@ -46,6 +53,7 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     },
   },
   mcp: {
+    usage: 'mcp\n  The admin tools as an MCP server over stdio, until stdin closes.',
     options: {},
     async run(berth, _v, pos) {
       need(pos, 0, '');
@@ -53,6 +61,7 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     },
   },
   demo: {
+    usage: 'demo\n  Two tenants, one boundary: a scripted walk-through.',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 0, '');

@@ -23,6 +23,7 @@ function printSkipped(p: Project, io: Out): void {
 /** Projects and the operator's settings for them. */
 export const PROJECT_COMMANDS: Record<string, Command> = {
   'project create': {
+    usage: 'project create <name> [--isolation] [--protect PATH]... [--image IMG] [--agent PRESET]\n  Make projects/<name>/ (all or nothing).',
     options: {
       isolation: { type: 'boolean' },
       protect: { type: 'string', multiple: true },
@@ -44,6 +45,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project update': {
+    usage: 'project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect] [--timeout SECONDS] [--image IMG] [--agent PRESET]\n  --protect replaces the list, --no-protect empties it; protection is re-snapshotted.',
     options: {
       isolation: { type: 'boolean' },
       'no-isolation': { type: 'boolean' },
@@ -75,6 +77,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project get': {
+    usage: 'project get <name>\n  Settings, workspaces and protection as JSON.',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 1, 'project name');
@@ -84,6 +87,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project list': {
+    usage: 'project list [--json]\n  One line per project (or JSON).',
     options: { json: { type: 'boolean' } },
     async run(berth, v, pos, io) {
       need(pos, 0, '');
@@ -106,6 +110,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project show': {
+    usage: "project show <name>\n  Private workspace and shared-area grants (the operator's view).",
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 1, 'project name');
@@ -118,6 +123,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project grant': {
+    usage: 'project grant <project> <area> [--rw]\n  Grant a shared area of berth.yaml (read-only unless --rw); comments in berth.yaml are kept.',
     options: { rw: { type: 'boolean' } },
     async run(berth, v, pos, io) {
       need(pos, 2, 'project name and shared area');
@@ -127,6 +133,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project revoke': {
+    usage: 'project revoke <project> <area>\n  Revoke a shared-area grant.',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 2, 'project name and shared area');
@@ -136,6 +143,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project set-private-workspace': {
+    usage: 'project set-private-workspace <project> <abs-path>\n  Move the project directory there (same filesystem) and record it in berth.yaml.',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 2, 'project name and absolute path');
@@ -145,6 +153,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project unset-private-workspace': {
+    usage: 'project unset-private-workspace <project>\n  Move the project back to workspaces_path.',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 1, 'project name');

@@ -35,6 +35,7 @@ async function runWorkflowCli(b: Berth, project: string, workflow: string, input
 /** Runs, sessions and workflows. */
 export const RUN_COMMANDS: Record<string, Command> = {
   run: {
+    usage: "run <project> --user <tenant-key> [--session ID] [--level low|medium|high] [--] <message...>\n  Run the project's agent for a tenant; prints its output and exits with its exit code. Put the message after -- so options in it reach the agent.",
     options: { user: { type: 'string' }, session: { type: 'string' }, level: { type: 'string' } },
     async run(berth, v, pos, io) {
       if (pos.length < 1) throw new BerthError('USAGE', 'missing project name', { hint: 'berth run <project> --user <key> -- <message>' });
@@ -55,6 +56,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   'session list': {
+    usage: "session list <project>\n  The project's sessions, one per line.",
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 1, 'project name');
@@ -65,6 +67,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   'session get': {
+    usage: "session get <project> <session-id>\n  A session's settings and counters as JSON.",
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 2, 'project name and session id');
@@ -74,6 +77,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   'session set': {
+    usage: "session set <project> <session-id> [--level low|medium|high] [--mode tenant|session]\n  Change a session's permission level or workspace mode (from its next run).",
     options: { level: { type: 'string' }, mode: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 2, 'project name and session id');
@@ -88,6 +92,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   'workflow list': {
+    usage: "workflow list <project>\n  The project's workflows (workflows/<name>.yaml).",
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 1, 'project name');
@@ -96,6 +101,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   'workflow run': {
+    usage: "workflow run <project> <workflow> [--input TEXT]\n  Run a workflow's steps with progress; the input reaches every step as $BERTH_INPUT.",
     options: { input: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 2, 'project name and workflow');
@@ -103,6 +109,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   'channel run': {
+    usage: 'channel run <channel> [--input TEXT]\n  Run the default workflow of a channel profile (berth.yaml channels).',
     options: { input: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 1, 'channel');

@@ -25,6 +25,17 @@ describe('berth CLI (real process, real engine)', () => {
     expect(cli(['frobnicate'])).toMatchObject({ code: 64, stderr: expect.stringMatching(/^USAGE: unknown command "frobnicate"/) });
   });
 
+  it('each command has its own help; unknown options get berth\'s own one-line error', () => {
+    expect(cli(['run', '--help'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Usage: berth \[--home DIR\] run <project> --user <tenant-key>/) });
+    expect(cli(['help', 'project', 'create'])).toMatchObject({ code: 0, stdout: expect.stringContaining('project create <name> [--isolation]') });
+    expect(cli(['--help', 'doctor']).stdout).toContain('doctor [--json]');
+    expect(cli(['help', 'nope'])).toMatchObject({ code: 64, stderr: expect.stringMatching(/^USAGE: no command "nope"/) });
+    const bad = cli(['run', 'bot', '--user', 'a', '--frob', 'x']);
+    expect(bad.code).toBe(64);
+    expect(bad.stderr).toBe('USAGE: unknown option "--frob" for "berth run" (a message starting with - goes after --) (usage: berth run <project> --user <tenant-key> [--session ID] [--level low|medium|high] [--] <message...>)\n');
+    expect(cli(['run', 'bot', '--user'])).toMatchObject({ code: 64, stderr: expect.stringMatching(/^USAGE: option "--user" of "berth run" needs a value/) });
+  });
+
   it('creates a project, refusing bad names and bad protected paths with the field at fault', () => {
     expect(berth('project', 'create', 'Bad_Name')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^CONFIG_INVALID: .*name: must be 1-63 characters/) });
     expect(berth('project', 'create', 'ok', '--protect', '../etc')).toMatchObject({
@@ -89,11 +100,15 @@ describe('berth CLI (real process, real engine)', () => {
     const ok = berth('doctor');
     expect(ok.stdout).toContain(`Docker ${info.version}`);
     expect(ok.stdout).toContain('image berth/shell:latest');
-    expect(ok.code).toBe(assessRunc(info.runcVersion, false).status === 'fail' ? 1 : 0);
+    expect(ok.code).toBe(assessRunc(info.runcVersion, []).status === 'fail' ? 1 : 0);
+    const json = JSON.parse(berth('doctor', '--json').stdout) as { ok: boolean; checks: Array<{ name: string; status: string; detail: string }> };
+    expect(json.ok).toBe(ok.code === 0);
+    expect(json.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['config', 'engine', 'runc', 'disk', 'image berth/shell:latest']));
     // A shared-mount project makes unpatched runc a failure, not a warning.
     expect(berth('project', 'create', 'shared').code).toBe(0);
     const shared = berth('doctor');
-    expect(shared.code).toBe(assessRunc(info.runcVersion, true).status === 'fail' ? 1 : 0);
+    expect(shared.code).toBe(assessRunc(info.runcVersion, ['shared']).status === 'fail' ? 1 : 0);
+    if (shared.code === 1) expect(shared.stdout).toMatch(/^FAIL\s+runc .*project "shared" \(workspace_isolation false\)/m);
     fs.writeFileSync(join(home, 'berth.yaml'), 'bogus: 1\n');
     expect(berth('doctor')).toMatchObject({ code: 2, stderr: expect.stringContaining('bogus: unknown field') });
     fs.rmSync(join(home, 'berth.yaml'));

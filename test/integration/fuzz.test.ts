@@ -705,12 +705,13 @@ function buildHttp(op: Op, plan: HttpPlan, ctx: Ctx, index: number, capped: bool
     }
     if (malformed) {
       bodyInvalid = true;
-      if (JSON_CTS.includes(ct) && (op.body.required || corrupt !== 'empty')) reject(`malformed JSON (${corrupt})`);
+      // berth reads an empty JSON body as {}: it is invalid only where {} is.
+      if (JSON_CTS.includes(ct) && (corrupt !== 'empty' || (op.body.required && !matches(op.body.schema, {})))) reject(`malformed JSON (${corrupt})`);
     }
   } else if (op.body) {
     notes.push('no body');
     causes.push('no body');
-    if (op.body.required && JSON_CTS.includes(ct)) reject('no body on a body route');
+    if (op.body.required && JSON_CTS.includes(ct) && !matches(op.body.schema, {})) reject('no body on a body route (and {} is not a valid body)');
   } else if (plan.fault === 'stray') {
     body = '{"zz_stray":1}';
     notes.push('stray body on a body-less route');

@@ -15,11 +15,16 @@ describe('assessRunc', () => {
     ['1.4.0', true, 'ok'],
     ['2.0.0', true, 'ok'],
   ] as const)('runc %s with shared mounts=%s → %s', (version, shared, status) => {
-    expect(assessRunc(version, shared).status).toBe(status);
+    expect(assessRunc(version, shared ? ['bot'] : []).status).toBe(status);
+  });
+
+  it('a failure names the projects it is about and what to do', () => {
+    expect(assessRunc('1.1.5+ds1-1+deb12u1', ['bot', 'web']).detail).toContain('projects "bot", "web" (workspace_isolation false)');
+    expect(assessRunc('1.1.5+ds1-1+deb12u1', ['bot']).detail).toContain('isolate it (berth project update <name> --isolation)');
   });
 
   it('names the CVEs it is worried about', () => {
-    expect(assessRunc('1.1.5+ds1-1+deb12u1', false).detail).toContain('CVE-2025-31133');
-    expect(assessRunc('1.1.5', false).detail).toContain('CVE-2024-21626');
+    expect(assessRunc('1.1.5+ds1-1+deb12u1', []).detail).toContain('CVE-2025-31133');
+    expect(assessRunc('1.1.5', []).detail).toContain('CVE-2024-21626');
   });
 });
