@@ -183,7 +183,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   const adminGate = createGate(MCP_HTTP_BOUNDS.concurrent);
   const sessionGate = createGate(MCP_HTTP_BOUNDS.concurrent);
   const adminContext = () => ({ admin: deps.admin(), operator: deps.operator(), store: deps.store, runner: deps.runner() });
-  app.all('/mcp', (c) => serveMcp(c, createToolServer('berth', ADMIN_TOOLS, adminContext), adminGate));
+  app.all('/mcp', (c) => serveMcp(c, () => createToolServer('berth', ADMIN_TOOLS, adminContext), adminGate));
   // The agent's own tools: the session is whoever the token says, nothing in the request can change it.
   app.all('/mcp/session', (c) => {
     const match = /^Bearer (.+)$/i.exec(c.req.header('authorization') ?? '');
@@ -191,7 +191,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     const ref = sessionOfToken(deps, match[1] as string);
     c.get('log').info({ project: ref.project, session: ref.session }, 'session tool call');
     const files = deps.gateway.forCaller({ project: ref.project, tenantKey: ref.tenantKey });
-    return serveMcp(c, createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), session: ref, files })), sessionGate);
+    return serveMcp(c, () => createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), session: ref, files })), sessionGate);
   });
 
   return app;

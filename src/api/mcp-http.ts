@@ -57,7 +57,7 @@ const JSON_TYPE = /^application\/json\s*(;|$)/i;
  * whole answer — a slow reader cannot pile answers up; one that stalls is disconnected.
  * Every refusal here is berth's error body with a stable code, like the rest of the API.
  */
-export async function serveMcp(c: Context, server: Server, gate: Gate, bounds = MCP_HTTP_BOUNDS): Promise<Response> {
+export async function serveMcp(c: Context, makeServer: () => Server, gate: Gate, bounds = MCP_HTTP_BOUNDS): Promise<Response> {
   if (c.req.method !== 'POST') {
     throw new BerthError('METHOD_NOT_ALLOWED', `${c.req.method} is not served here: berth's MCP endpoints are stateless, POST JSON-RPC`);
   }
@@ -87,6 +87,7 @@ export async function serveMcp(c: Context, server: Server, gate: Gate, bounds = 
         throw new BerthError('CONFIG_INVALID', 'not a JSON-RPC 2.0 message', { issues: [{ field: Array.isArray(body) ? `body.${i}` : 'body', reason: 'is not a JSON-RPC 2.0 request, notification or response' }] });
       }
     });
+    const server = makeServer(); // only once admitted: a refused request costs no server
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     const response = await transport.handleRequest(c.req.raw, { parsedBody: body });

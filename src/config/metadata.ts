@@ -153,7 +153,7 @@ export const ProjectMetadataSchema = z
     protected_paths: ProtectedPathsSchema.default([]),
     image: z.string().min(1).max(512).optional().describe('Container image; defaults by agent preset.'),
     agent: AgentSchema.default('shell'),
-    limits: LimitsSchema.prefault({}),
+    limits: LimitsSchema.prefault({}).describe('Per-container limits: memory_mb, cpus, pids, timeout_seconds, output_bytes, disk_mb, files.'),
     env: EnvNamesSchema.default([]),
     teams: TeamsSchema.default({}),
     admins: z.array(TenantKeyRefSchema).max(256).default([]).describe("Tenant keys of the project's leadership (read members' shared folders)."),
@@ -168,14 +168,14 @@ export type Agent = z.output<typeof AgentSchema>;
 /** The settings an admin may change after creation (everything but the name). */
 export const ProjectUpdateSchema = z
   .object({
-    workspace_isolation: z.boolean().optional(),
+    workspace_isolation: z.boolean().optional().describe('true: a container sees only its tenant workspace; false: the whole project directory.'),
     protected_paths: ProtectedPathsSchema.optional(),
-    image: z.string().min(1).max(512).optional(),
+    image: z.string().min(1).max(512).optional().describe('Container image; defaults by agent preset.'),
     agent: AgentSchema.optional(),
-    limits: LimitsPatchSchema.optional(),
+    limits: LimitsPatchSchema.optional().describe('Limits to change (the others keep their values).'),
     env: EnvNamesSchema.optional(),
     teams: TeamsSchema.optional(),
-    admins: z.array(TenantKeyRefSchema).max(256).optional(),
+    admins: z.array(TenantKeyRefSchema).max(256).optional().describe("Tenant keys of the project's leadership (replaces the list)."),
   })
   .strict();
 

@@ -23,7 +23,7 @@ export const SessionSettingsSchema = z
   .strict();
 export type SessionSettings = z.infer<typeof SessionSettingsSchema>;
 
-/** PUT /api/sessions/:id/settings body. */
+/** PUT /api/projects/:name/sessions/:id/settings body. */
 export const SessionSettingsUpdateSchema = z
   .object({
     settings: z
@@ -35,9 +35,11 @@ export const SessionSettingsUpdateSchema = z
             root_dir: z.string().optional().describe('Decided by berth; if sent, it must equal the current value.'),
           })
           .strict()
-          .optional(),
+          .optional()
+          .describe('The workspace mode (root_dir is decided by berth).'),
       })
-      .strict(),
+      .strict()
+      .describe('What to change: permission_level and/or workspace.mode; applies from the next run.'),
   })
   .strict();
 export type SessionSettingsUpdate = z.infer<typeof SessionSettingsUpdateSchema>;

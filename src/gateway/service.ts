@@ -10,10 +10,12 @@ import { decide, type Caller, type Folder, type Operation, type Scope } from './
 import { detectProfile, workspaceProfile, type WorkspaceProfile } from './workspace-profile.js';
 import { own } from '../own.js';
 
-export const FolderIdSchema = z.string().regex(/^[0-9a-f]{32}$/, 'is not a folder id');
-export const ScopeSchema = z.enum(['private', 'shared']);
-export const ListScopeSchema = z.enum(['my_private', 'my_shared', 'team_private', 'team_shared', 'org_shared']);
-export const FolderRefSchema = z.object({ folderId: FolderIdSchema, scope: ScopeSchema, path: z.string().max(4096).default('') }).strict();
+export const FolderIdSchema = z.string().regex(/^[0-9a-f]{32}$/, 'is not a folder id').describe('A folder (workspace) id: the uuid list_folders gives.');
+export const ScopeSchema = z.enum(['private', 'shared']).describe('"private": the whole folder; "shared": its shared/ subfolder.');
+export const ListScopeSchema = z.enum(['my_private', 'my_shared', 'team_private', 'team_shared', 'org_shared']).describe('Which folders to list.');
+export const FolderRefSchema = z
+  .object({ folderId: FolderIdSchema, scope: ScopeSchema, path: z.string().max(4096).default('').describe('A path relative to the scope ("" is its root); no "..", no links.') })
+  .strict();
 
 export interface Identity {
   project: string;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { FolderRefSchema, ListScopeSchema, type GatewayCaller } from '../gateway/service.js';
 import { WorkspaceProfileSchema } from '../gateway/workspace-profile.js';
-import { tool, type ToolSpec } from './tool-spec.js';
+import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
 
 const FolderEntrySchema = z.object({ name: z.string(), uuid: z.string(), scope: z.enum(['private', 'shared']), path: z.string() });
 const FileInfoSchema = z.object({ path: z.string(), type: z.enum(['file', 'dir']).optional(), size: z.number().optional(), modified: z.string().optional(), exists: z.boolean().optional() });
@@ -10,6 +10,7 @@ const FileInfoSchema = z.object({ path: z.string(), type: z.enum(['file', 'dir']
 export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
   tool({
     name: 'list_folders',
+    annotations: READ_ONLY,
     description: 'Folders you may see: my_private, my_shared, team_private, team_shared, org_shared (others’ shared folders you may read).',
     input: z.object({ scope: ListScopeSchema }).strict(),
     output: z.object({ folders: z.array(FolderEntrySchema) }),
@@ -17,6 +18,7 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
   }),
   tool({
     name: 'workspace_profile',
+    annotations: READ_ONLY,
     description: 'Your workspace: ecosystem, package manager, and its format/lint/test commands (detected from its files).',
     input: z.object({}).strict(),
     output: WorkspaceProfileSchema,
@@ -24,6 +26,7 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
   }),
   tool({
     name: 'read_file_by_id',
+    annotations: READ_ONLY,
     description: "Read a text file: folderId (uuid from list_folders) + scope (private|shared) + path relative to that scope. The answer's text is the file's content.",
     input: FolderRefSchema,
     output: z.object({ path: z.string(), content: z.string() }),
@@ -32,13 +35,15 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
   }),
   tool({
     name: 'write_file_by_id',
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true },
     description: 'Write a text file (atomically) in a folder you may write.',
-    input: FolderRefSchema.extend({ content: z.string().max(4 * 1024 * 1024) }).strict(),
+    input: FolderRefSchema.extend({ content: z.string().max(4 * 1024 * 1024).describe('The whole new content (text, at most 4 MiB).') }).strict(),
     output: FileInfoSchema,
     run: (g: GatewayCaller, { content, ...ref }) => g.write(ref, content),
   }),
   tool({
     name: 'delete_file_by_id',
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true },
     description: 'Delete a file in a folder you may write.',
     input: FolderRefSchema,
     output: z.object({ path: z.string(), deleted: z.boolean() }),
@@ -46,6 +51,7 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
   }),
   tool({
     name: 'get_file_info_by_id',
+    annotations: READ_ONLY,
     description: 'Type, size and modification time of a path.',
     input: FolderRefSchema,
     output: FileInfoSchema,

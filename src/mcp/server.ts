@@ -11,6 +11,24 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output') {
   return rest as { type: 'object'; [k: string]: unknown };
 }
 
+/** tools/list of a tool list, made once (a server is made per HTTP request; JSON Schema is not free). */
+const listings = new WeakMap<readonly ToolSpec<never>[], unknown[]>();
+function listingOf<C>(tools: ToolSpec<C>[]): unknown[] {
+  const key = tools as unknown as readonly ToolSpec<never>[];
+  let listed = listings.get(key);
+  if (!listed) {
+    listed = tools.map((t) => ({
+      name: t.name,
+      description: t.description,
+      inputSchema: jsonSchema(t.input, 'input'),
+      annotations: t.annotations,
+      ...(t.text ? {} : { outputSchema: jsonSchema(t.output, 'output') }),
+    }));
+    listings.set(key, listed);
+  }
+  return listed;
+}
+
 /** A tool answer's text (its structuredContent is the same object): one 4 MiB file read, escaped, fits. */
 export const MAX_RESULT_BYTES = 6 * 1024 * 1024;
 
@@ -48,12 +66,7 @@ export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context:
   const maxResultBytes = opts.maxResultBytes ?? MAX_RESULT_BYTES;
   const server = new Server({ name, version: VERSION }, { capabilities: { tools: {} } });
   const byName = new Map(tools.map((t) => [t.name, t]));
-  const listed = tools.map((t) => ({
-    name: t.name,
-    description: t.description,
-    inputSchema: jsonSchema(t.input, 'input'),
-    ...(t.text ? {} : { outputSchema: jsonSchema(t.output, 'output') }),
-  }));
+  const listed = listingOf(tools);
 
   // Each request is checked by berth, so malformed params are -32602 with berth's body (the SDK's own parse would answer -32603 and a zod dump).
   const sdk = server as unknown as { _oninitialize(request: unknown): Promise<Record<string, unknown>> };

@@ -4,7 +4,7 @@ import { MemoryEntrySchema, MemorySearchSchema, MemoryWriteSchema } from '../sto
 import { ShellRunSchema, type SessionRef, type SessionTools } from '../admin/agent-tools.js';
 import { GATEWAY_TOOLS } from './gateway-tools.js';
 import type { GatewayCaller } from '../gateway/service.js';
-import { tool, type ToolSpec } from './tool-spec.js';
+import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
 
 /** What an agent's session may call at /mcp/session. The session comes from the token, never from input. */
 export interface SessionContext {
@@ -17,6 +17,7 @@ export interface SessionContext {
 export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
   tool({
     name: 'shell_run',
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false },
     description:
       "Run a command in this session's sandbox (its workspace at /workspace), under the session's permission level: low = file management in the workspace, medium = + information commands, high = any binary, writes only inside the workspace. No shell: ; | & > < ` $() are refused.",
     input: ShellRunSchema,
@@ -25,6 +26,7 @@ export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
   }),
   tool({
     name: 'memory_search',
+    annotations: READ_ONLY,
     description: "Search the project's long-term memory (medium and high levels).",
     input: MemorySearchSchema,
     output: z.object({ entries: z.array(MemoryEntrySchema) }),
@@ -32,6 +34,7 @@ export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
   }),
   tool({
     name: 'memory_write',
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false },
     description: "Add an entry to the project's long-term memory (high level only).",
     input: MemoryWriteSchema,
     output: z.object({ entry: MemoryEntrySchema }),

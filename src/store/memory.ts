@@ -26,13 +26,13 @@ export type MemoryEntry = z.infer<typeof MemoryEntrySchema>;
 export const MemoryWriteSchema = z
   .object({
     text: z.string().min(1).max(8000).describe('What to remember.'),
-    tags: z.array(z.string().min(1).max(64)).max(16).default([]),
+    tags: z.array(z.string().min(1).max(64)).max(16).default([]).describe('Words to find it by later.'),
   })
   .strict();
 export const MemorySearchSchema = z
   .object({
     query: z.string().min(1).max(500).describe('Words to look for; entries are ranked by matches.'),
-    limit: z.number().int().min(1).max(20).default(5),
+    limit: z.number().int().min(1).max(20).default(5).describe('How many entries at most.'),
   })
   .strict();
 

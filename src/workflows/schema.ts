@@ -8,7 +8,10 @@ const INPUT_PLACEHOLDER = '{input}';
 
 export const WORKSPACE_MODES = ['orchestrator_workspace', 'run_workspace'] as const;
 
-export const WorkflowNameSchema = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'must be 1-63 characters of a-z, 0-9, "_" and "-"');
+export const WorkflowNameSchema = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'must be 1-63 characters of a-z, 0-9, "_" and "-"')
+  .describe('A workflow: workflows/<name>.yaml of the project.');
 
 export const WorkflowStepSchema = z
   .object({

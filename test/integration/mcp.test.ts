@@ -31,6 +31,13 @@ async function exercise(client: Client, project: string): Promise<void> {
   const create = tools.find((t) => t.name === 'project_create');
   expect(create?.inputSchema.properties).toHaveProperty('workspace_isolation');
   expect(create?.inputSchema.properties).toHaveProperty('protected_paths');
+  // Every tool says what it may do, and every input field says what it is.
+  for (const t of tools) {
+    expect(t.annotations, t.name).toEqual({ readOnlyHint: expect.any(Boolean), destructiveHint: expect.any(Boolean), idempotentHint: expect.any(Boolean) });
+    for (const [field, schema] of Object.entries((t.inputSchema.properties ?? {}) as Record<string, { description?: string }>)) expect(schema.description, `${t.name}.${field}`).toBeTruthy();
+  }
+  expect(tools.find((t) => t.name === 'project_get')?.annotations?.readOnlyHint).toBe(true);
+  expect(tools.find((t) => t.name === 'workflow_run')?.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
 
   const created = await client.callTool({ name: 'project_create', arguments: { name: project, workspace_isolation: true, protected_paths: ['AGENTS.md'] } });
   expect(created.isError).toBeFalsy();

@@ -136,7 +136,11 @@ describe('levels → tools (MCP at /mcp/session with a session token, commands r
     ]);
     const mine = await client.callTool({ name: 'list_folders', arguments: { scope: 'my_private' } });
     expect(mine.structuredContent).toMatchObject({ folders: [{ name: 'web:low' }] });
-    for (const t of tools) expect(Object.keys((t.inputSchema as { properties?: object }).properties ?? {})).not.toContain('session');
+    for (const t of tools) {
+      expect(Object.keys((t.inputSchema as { properties?: object }).properties ?? {})).not.toContain('session');
+      expect(t.annotations, t.name).toEqual({ readOnlyHint: expect.any(Boolean), destructiveHint: expect.any(Boolean), idempotentHint: expect.any(Boolean) });
+      for (const [field, schema] of Object.entries((t.inputSchema.properties ?? {}) as Record<string, { description?: string }>)) expect(schema.description, `${t.name}.${field}`).toBeTruthy();
+    }
     const search = await client.callTool({ name: 'memory_search', arguments: { query: 'anything' } });
     expect(errorOf(search)).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'tool_not_allowed' });
     expect(errorOf(await shell(client, 'curl --version'))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'binary_not_allowed' });
