@@ -52,7 +52,7 @@ export function createSessionTools(deps: {
 }): SessionTools {
   /** "the tests": the command the session workspace's profile detected. */
   function taskArgv(project: Project, session: SessionRecord, task: 'test' | 'lint' | 'format'): string[] {
-    const argv = deps.gateway.profileOf(project, basename(session.settings.workspace.root_dir)).commands[task];
+    const argv = deps.gateway.profileOf(project, session.settings.workspace.id ?? basename(session.settings.workspace.root_dir)).commands[task];
     if (!argv) throw new BerthError('CONFIG_INVALID', `no ${task} command detected in this workspace (see workspace_profile)`, { issues: [{ field: 'task', reason: 'not detected' }] });
     return argv;
   }

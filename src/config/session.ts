@@ -18,7 +18,13 @@ export const WorkspaceModeSchema = z
 export const SessionSettingsSchema = z
   .object({
     permission_level: PermissionLevelSchema,
-    workspace: z.object({ mode: WorkspaceModeSchema, root_dir: z.string() }).strict(),
+    workspace: z
+      .object({
+        mode: WorkspaceModeSchema,
+        id: z.string().optional().describe("The workspace's id (its directory name), kept so nothing recovers it from a path."),
+        root_dir: z.string(),
+      })
+      .strict(),
   })
   .strict();
 export type SessionSettings = z.infer<typeof SessionSettingsSchema>;

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
@@ -56,13 +57,37 @@ export function createGateway(deps: { store: ProjectStore; secret: () => Buffer;
     return { id: folderId, owner: owner ?? '', kind, exists: record !== undefined, ownerTeams };
   }
 
+  /**
+   * One caller's tools. The project and the caller's teams are resolved once and re-read only
+   * when metadata.json changes (an admin edited teams or leadership); the caller's own folder id
+   * is computed once.
+   */
   function forCaller(identity: Identity) {
     const log = deps.logger.child({ project: identity.project, tenant: identity.tenantKey });
-    const project = () => deps.store.get(identity.project);
+    const ownId = workspaceIdFor(deps.secret(), identity.project, identity.tenantKey);
+    let resolved: { stamp: string; project: Project; caller: Caller } | undefined;
+    const stampOf = (file: string) => {
+      try {
+        const st = fs.statSync(file);
+        return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
+      } catch {
+        return 'gone';
+      }
+    };
+    const current = () => {
+      // Stamp before reading: a change that lands while we read makes the next call read again.
+      const file = resolved?.project.paths.metadataFile;
+      const before = file === undefined ? undefined : stampOf(file);
+      if (resolved && before === resolved.stamp && before !== 'gone') return resolved;
+      const p = deps.store.get(identity.project);
+      const stamp = p.paths.metadataFile === file && before !== undefined ? before : stampOf(p.paths.metadataFile);
+      resolved = { stamp, project: p, caller: callerOf(p, identity.tenantKey) };
+      return resolved;
+    };
+    const project = () => current().project;
 
     function guarded<T>(what: string, ref: { folderId: string; scope: Scope; path: string }, op: Operation, act: (rootFd: number) => T, create = false): T {
-      const p = project();
-      const caller = callerOf(p, identity.tenantKey);
+      const { project: p, caller } = current();
       const folder = folderOf(p, caller, ref.folderId);
       const d = decide(caller, folder, ref.scope, op);
       if (!d.allow) {
@@ -95,8 +120,7 @@ export function createGateway(deps: { store: ProjectStore; secret: () => Buffer;
 
     return {
       listFolders(scope: z.infer<typeof ListScopeSchema>): FolderEntry[] {
-        const p = project();
-        const caller = callerOf(p, identity.tenantKey);
+        const { project: p, caller } = current();
         const idOf = (key: string) => workspaceIdFor(deps.secret(), p.metadata.name, key);
         const entry = (name: string, s: Scope): FolderEntry => ({ name, uuid: idOf(name), scope: s, path: '/' });
         switch (scope) {
@@ -118,7 +142,7 @@ export function createGateway(deps: { store: ProjectStore; secret: () => Buffer;
       },
       /** The caller's own workspace profile (ecosystem, package manager, format/lint/test commands). */
       profile(): WorkspaceProfile {
-        return profileOf(project(), workspaceIdFor(deps.secret(), identity.project, identity.tenantKey));
+        return profileOf(project(), ownId);
       },
       read: (ref: z.infer<typeof FolderRefSchema>): { path: string; content: string } => {
         const data = guarded('read_file_by_id', ref, 'read', (fd) => sandboxRead(fd, ref.path));

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { z } from 'zod';
+import { at } from '../fs/fd-path.js';
 import { sandboxRead } from '../fs/sandbox.js';
 
 /**
@@ -97,7 +98,7 @@ export function workspaceProfile(rootFd: number, cacheKey: string): WorkspacePro
   const files = new Set<string>();
   for (const m of MARKERS) {
     try {
-      const st = fs.lstatSync(`/proc/self/fd/${rootFd}/${m}`);
+      const st = fs.lstatSync(at(rootFd, m));
       if (!st.isFile()) continue; // links and specials are not markers
       files.add(m);
       stats.push(`${m}:${st.ino}:${st.size}:${st.mtimeMs}`);

@@ -59,13 +59,25 @@ export interface RunPlan {
     files?: number;
   };
   labels: Record<string, string>;
-  /**
-   * Host-side work the runner must do before launch: the rw root, and the mountpoints inside it
-   * that must be real files/directories (never tenant symlinks) when the engine mounts over them.
-   */
-  prepare: { rwRoot: string; mountpoints: Array<{ path: string; kind: MountKind }> };
+  /** Host-side work before launch, all decided here (prepareMounts only carries it out). */
+  prepare: PreparePlan;
   /** Things an operator should know about (e.g. an allowed env name with no value in berth.yaml). */
   warnings: string[];
+}
+
+/**
+ * What must be true of the host tree when the engine mounts it. The engine follows symlinks in
+ * bind sources and runc in mount targets, so each step is a no-follow walk: the rw root is the
+ * directory at `rwRootPath` below the project (its real path must be `rwRoot`); `files` must be
+ * regular files; `dirs` are made (or a link or file in their way moved aside); `mountpoints` must
+ * be real files/directories of their kind.
+ */
+export interface PreparePlan {
+  rwRoot: string;
+  rwRootPath: string[];
+  files: string[];
+  dirs: Array<{ path: string; mode: number; tenantOwned: boolean }>;
+  mountpoints: Array<{ path: string; kind: MountKind }>;
 }
 
 export interface ProtectedSnapshot {
@@ -102,7 +114,7 @@ export interface PlanInput {
    * and never the seed every new tenant gets read-write (mounted read-only from `seeds`, a copy
    * berth took for this run).
    */
-  privateWorkspace?: { cwdRel: string; seeds: ProtectedSnapshot };
+  privateWorkspace?: { cwdRel: string; seeds: ProtectedSnapshot; ensureDir?: string[] };
   /** The berth home's installation id, labelled on every container. */
   installation: string;
 }
@@ -125,9 +137,16 @@ export function planRun(input: PlanInput): RunPlan {
   const warnings: string[] = [];
 
   const rwRoot = isolated ? workspace.dir : project.dir;
+  const dirs: PreparePlan['dirs'] = [];
   const mounts: PlannedMount[] = [{ type: 'bind', source: rwRoot, target: WORKSPACE_MOUNT, readOnly: false }];
 
   if (!isolated) {
+    dirs.push(
+      { path: RESERVED_PROJECT_PATHS.sessions, mode: 0o700, tenantOwned: false },
+      { path: RESERVED_PROJECT_PATHS.memory, mode: 0o755, tenantOwned: false },
+      { path: RESERVED_PROJECT_PATHS.workflows, mode: 0o755, tenantOwned: false },
+      ...(privateRun ? [] : [{ path: posix.join(WORKSPACES_DIR, workspace.id), mode: 0o755, tenantOwned: true }]),
+    );
     // Shared mode mounts the whole project: berth's own files stay out of tenants' reach.
     // The admin's files: readable, never writable by a tenant.
     for (const adminPath of [RESERVED_PROJECT_PATHS.metadata, RESERVED_PROJECT_PATHS.workflows]) {
@@ -140,6 +159,7 @@ export function planRun(input: PlanInput): RunPlan {
   }
   const mountpoints: RunPlan['prepare']['mountpoints'] = [];
   if (privateRun) {
+    if (privateRun.ensureDir) dirs.push({ path: privateRun.ensureDir.join('/'), mode: 0o755, tenantOwned: true });
     mountpoints.push({ path: WORKSPACES_DIR, kind: 'dir' });
     for (const seed of privateRun.seeds.entries) {
       mountpoints.push(seed);
@@ -220,7 +240,13 @@ export function planRun(input: PlanInput): RunPlan {
       [LABELS.run]: run.id,
       ...(run.session ? { [LABELS.session]: run.session } : {}),
     },
-    prepare: { rwRoot, mountpoints },
+    prepare: {
+      rwRoot,
+      rwRootPath: isolated ? [WORKSPACES_DIR, workspace.id] : [],
+      files: isolated ? [] : [RESERVED_PROJECT_PATHS.metadata],
+      dirs,
+      mountpoints,
+    },
     warnings,
   };
 }

@@ -1,49 +1,31 @@
 import fs from 'node:fs';
 import { BerthError } from '../errors.js';
-import { closeQuietly, fdRealPath, openNoFollow, openRegularFile, openRootDir, withFd } from '../fs/fd-path.js';
+import { at, closeQuietly, fdRealPath, openNoFollow, openRegularFile, openRootDir, withFd } from '../fs/fd-path.js';
 import { displace, ensureDirPath, kindAt, openDirPath, writeNewFileAt, type Owner } from '../fs/tree.js';
-import { RESERVED_PROJECT_PATHS, type RunPlan } from '../plan/run-plan.js';
+import type { RunPlan } from '../plan/run-plan.js';
 
 /**
- * Right before launch, make the host tree match the plan. The engine follows symlinks in bind
- * sources and runc follows them in mount targets, so: the rw root must be the real directory
- * the plan names (checked through a no-follow walk and the descriptor's real path), and every
- * protected mountpoint inside it must be a real file or directory of the planned kind —
- * whatever a tenant left there instead (a link, a fifo, a file where a directory belongs) is
- * moved aside, not followed.
+ * Right before launch, make the host tree what the plan says (plan.prepare): the plan decided
+ * everything, this only walks the tree without following links and moves aside what a tenant
+ * left in the way. Then every other mount source is opened the same way, in every mode.
  */
-export function prepareMounts(opts: {
-  plan: RunPlan;
-  projectDir: string;
-  isolated: boolean;
-  /** The tenant workspace; absent for a run in the private workspace (workflow steps). */
-  workspaceId?: string;
-  owner?: Owner;
-  /** A directory to create (no-follow) below the rw root, e.g. work/runs/<run_id>. */
-  ensureDir?: string[];
-}): void {
-  const { plan, owner } = opts;
-  withFd(openRootDir(opts.projectDir), (projectFd) => {
-    const rwFd = opts.isolated && opts.workspaceId ? openDirPath(projectFd, ['workspaces', opts.workspaceId], '') : dup(projectFd);
+export function prepareMounts(plan: RunPlan, projectDir: string, owner?: Owner): void {
+  const p = plan.prepare;
+  withFd(openRootDir(projectDir), (projectFd) => {
+    const rwFd = openDirPath(projectFd, p.rwRootPath, '');
     if (rwFd === undefined) throw new BerthError('E_SANDBOX_VIOLATION', 'the workspace disappeared before launch');
     try {
       const real = fdRealPath(rwFd);
-      if (real !== plan.prepare.rwRoot) {
-        throw new BerthError('E_SANDBOX_VIOLATION', `mount source resolves to ${real}, not ${plan.prepare.rwRoot}`, {
-          path: plan.prepare.rwRoot,
-        });
+      if (real !== p.rwRoot) throw new BerthError('E_SANDBOX_VIOLATION', `mount source resolves to ${real}, not ${p.rwRoot}`, { path: p.rwRoot });
+      for (const file of p.files) {
+        const opened = openRegularFile(rwFd, file, file);
+        if (!opened) throw new BerthError('PROJECT_NOT_FOUND', `${file} disappeared before launch`);
+        closeQuietly(opened.fd);
       }
-      if (!opts.isolated) {
-        const meta = openRegularFile(rwFd, RESERVED_PROJECT_PATHS.metadata, RESERVED_PROJECT_PATHS.metadata);
-        if (!meta) throw new BerthError('PROJECT_NOT_FOUND', 'metadata.json disappeared before launch');
-        closeQuietly(meta.fd);
-        closeQuietly(ensureDirPath(rwFd, [RESERVED_PROJECT_PATHS.sessions], { displace: true, shownRoot: '', mode: 0o700 }));
-        closeQuietly(ensureDirPath(rwFd, [RESERVED_PROJECT_PATHS.memory], { displace: true, shownRoot: '', mode: 0o755 }));
-        closeQuietly(ensureDirPath(rwFd, [RESERVED_PROJECT_PATHS.workflows], { displace: true, shownRoot: '', mode: 0o755 }));
-        if (opts.workspaceId) closeQuietly(ensureDirPath(rwFd, ['workspaces', opts.workspaceId], { displace: true, owner, shownRoot: '' }));
+      for (const dir of p.dirs) {
+        closeQuietly(ensureDirPath(rwFd, dir.path.split('/'), { displace: true, shownRoot: '', mode: dir.mode, owner: dir.tenantOwned ? owner : undefined }));
       }
-      if (opts.ensureDir) closeQuietly(ensureDirPath(rwFd, opts.ensureDir, { displace: true, owner, shownRoot: '' }));
-      for (const { path, kind } of plan.prepare.mountpoints) {
+      for (const { path, kind } of p.mountpoints) {
         const parts = path.split('/');
         const name = parts.pop() as string;
         withFd(ensureDirPath(rwFd, parts, { displace: true, owner, shownRoot: '' }), (parentFd) => {
@@ -53,8 +35,8 @@ export function prepareMounts(opts: {
           if (kind === 'file') {
             writeNewFileAt(parentFd, name, '', 0o644, owner);
           } else {
-            fs.mkdirSync(`/proc/self/fd/${parentFd}/${name}`, { mode: 0o755 });
-            if (owner) fs.lchownSync(`/proc/self/fd/${parentFd}/${name}`, owner.uid, owner.gid);
+            fs.mkdirSync(at(parentFd, name), { mode: 0o755 });
+            if (owner) fs.lchownSync(at(parentFd, name), owner.uid, owner.gid);
           }
         });
       }
@@ -62,16 +44,10 @@ export function prepareMounts(opts: {
       closeQuietly(rwFd);
     }
   });
-  // Then every other mount source (memory, metadata, workflows, the gateway socket, snapshots, seeds,
-  // shared areas) must be exactly the path planned, with no link in any component, in every mode.
   for (const m of plan.mounts) {
-    if (m.type !== 'bind' || m.source === plan.prepare.rwRoot) continue;
+    if (m.type !== 'bind' || m.source === p.rwRoot) continue;
     withFd(openNoFollow(m.source).fd, (fd) => {
       if (fdRealPath(fd) !== m.source) throw new BerthError('E_SANDBOX_VIOLATION', `mount source ${m.source} is not the path berth planned`, { path: m.source });
     });
   }
-}
-
-function dup(fd: number): number {
-  return fs.openSync(`/proc/self/fd/${fd}`, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
 }

@@ -6,9 +6,10 @@ import { agentOwner, type BerthConfig } from '../config/berth-config.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import type { Engine, ManagedContainer, RunResult } from '../launch/docker.js';
 import { LABELS } from '../plan/labels.js';
-import { LEVEL_PROFILES } from '../plan/levels.js';
-import { sharedGrantsFor } from '../config/grants.js';
-import { planRun } from '../plan/run-plan.js';
+import { LEVEL_PROFILES, type LevelProfile } from '../plan/levels.js';
+import { sharedGrantsFor, type SharedGrant } from '../config/grants.js';
+import { planRun, type RunPlan } from '../plan/run-plan.js';
+import type { Owner } from '../fs/tree.js';
 import { memoryBootstrap } from '../store/memory.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { snapshotForPlan } from '../store/protected-snapshot.js';
@@ -104,106 +105,130 @@ export function createRunner(deps: {
     return egressReady.then(() => EGRESS_NETWORK);
   };
 
-  /** The flow of one message (or one shell-tool command) for a session. */
-  async function launch(
-    project: Project,
-    session: SessionRecord,
-    what: { message: string } | { argv: string[] },
-    target?: PrivateTarget,
-  ): Promise<RunOutcome> {
+  /** What one run works with, resolved once: every step below reads it, none derives it again. */
+  interface RunContext {
+    runId: string;
+    project: Project;
+    session: SessionRecord;
+    level: PermissionLevel;
+    profile: LevelProfile;
+    config: BerthConfig;
+    owner: Owner | undefined;
+    grants: SharedGrant[];
+    /** The tenant's (or session's) workspace; for a workflow step, the private workspace. */
+    workspace: { id: string; dir: string };
+    log: Logger;
+  }
+
+  /** The three kinds of run: a message to the agent, a workflow step, a shell-tool command. */
+  type LaunchSpec =
+    | { kind: 'message'; message: string }
+    | { kind: 'workflow_step'; message: string; target: PrivateTarget }
+    | { kind: 'shell_tool'; argv: string[] };
+
+  function contextOf(project: Project, session: SessionRecord, spec: LaunchSpec): RunContext {
     const runId = newRunId();
+    const cfg = config();
     const level = session.settings.permission_level;
-    const profile = LEVEL_PROFILES[level];
-    const mode = session.settings.workspace.mode;
-    const log = deps.logger.child({ project: project.metadata.name, session: session.id, permission_level: level, run: runId });
-    const wsKey = workspaceKeyOf(session, mode);
-    const lockKey = `${project.metadata.name}/${target ? 'private' : workspaceIdFor(secret, project.metadata.name, wsKey)}`;
-    return withWorkspaceLock(lockKey, async () => {
-      const cfg = config();
-      const owner = agentOwner(cfg);
-      const shared = sharedGrantsFor(cfg, project.metadata.name);
-      const workspace = target
-        ? { id: 'private', dir: project.paths.dir, created: false, skipped: [] }
-        : ensureWorkspace({ project, secret, tenantKey: session.tenant_key, workspaceKey: wsKey, session: mode === 'session' ? session.id : undefined, owner });
-      const wlog = log.child({ workspace: workspace.id });
-      if (workspace.created) wlog.info({ skipped: workspace.skipped }, 'workspace created');
-      for (const s of workspace.skipped) wlog.warn(s, 'seed entry not copied');
+    const ws = session.settings.workspace;
+    const workspace =
+      spec.kind === 'workflow_step'
+        ? { id: 'private', dir: project.paths.dir }
+        : (() => {
+            const id = ws.id ?? workspaceIdFor(secret, project.metadata.name, workspaceKeyOf(session, ws.mode));
+            return { id, dir: join(project.paths.workspacesDir, id) }; // where the project is now (it may have moved)
+          })();
+    return {
+      runId,
+      project,
+      session,
+      level,
+      profile: LEVEL_PROFILES[level],
+      config: cfg,
+      owner: agentOwner(cfg),
+      grants: sharedGrantsFor(cfg, project.metadata.name),
+      workspace,
+      log: deps.logger.child({ project: project.metadata.name, session: session.id, permission_level: level, run: runId, workspace: workspace.id }),
+    };
+  }
 
-      let message = 'message' in what ? what.message : '';
-      const bootstrap = 'message' in what && session.runs === 0 && project.metadata.agent !== 'shell'
-        ? memoryBootstrap(project.paths.memoryDir, level)
-        : undefined;
-      if (bootstrap) message = `${bootstrap}\n---\n\n${message}`;
+  /** The flow of one run: workspace → plan → prepare → launch → record. One run at a time per workspace. */
+  async function launch(project: Project, session: SessionRecord, spec: LaunchSpec): Promise<RunOutcome> {
+    const ctx = contextOf(project, session, spec);
+    return withWorkspaceLock(`${project.metadata.name}/${ctx.workspace.id}`, async () => {
+      if (spec.kind !== 'workflow_step') {
+        const ws = session.settings.workspace;
+        const made = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner });
+        if (made.created) ctx.log.info({ skipped: made.skipped }, 'workspace created');
+        for (const skipped of made.skipped) ctx.log.warn(skipped, 'seed entry not copied');
+      }
       fs.mkdirSync(project.paths.memoryDir, { recursive: true, mode: 0o755 });
-
-      const seeds = target ? copySeedsForRun(project, join(store.home.tmpDir, `seed-${runId}`)) : undefined;
+      const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
       // The tenant's gateway: a socket only this run's container sees (not for the shell tool).
       const socket =
-        deps.gateway && deps.openSocket && deps.socketsDir && 'message' in what
-          ? await deps.openSocket({
-              dir: join(deps.socketsDir, runId),
-              caller: deps.gateway.forCaller({ project: project.metadata.name, tenantKey: session.tenant_key }),
-              logger: wlog,
-            })
+        deps.gateway && deps.openSocket && deps.socketsDir && spec.kind !== 'shell_tool'
+          ? await deps.openSocket({ dir: join(deps.socketsDir, ctx.runId), caller: deps.gateway.forCaller({ project: project.metadata.name, tenantKey: session.tenant_key }), logger: ctx.log })
           : undefined;
       try {
         const plan = planRun({
-          config: cfg,
+          config: ctx.config,
           project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
-          workspace: { id: workspace.id, dir: workspace.dir },
+          workspace: ctx.workspace,
           protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
           run: {
-            id: runId,
-            message,
-            network: profile.network === 'egress' ? await egress() : 'none',
-            argv: 'argv' in what ? what.argv : undefined,
+            id: ctx.runId,
+            message: spec.kind === 'shell_tool' ? '' : withBootstrap(ctx, spec.message),
+            network: ctx.profile.network === 'egress' ? await egress() : 'none',
+            argv: spec.kind === 'shell_tool' ? spec.argv : undefined,
             session: session.id,
-            env: target?.env,
+            env: spec.kind === 'workflow_step' ? spec.target.env : undefined,
           },
-          memory: profile.memoryRead ? { dir: project.paths.memoryDir } : undefined,
-          shared,
-          privateWorkspace: target && seeds ? { cwdRel: target.cwdRel, seeds } : undefined,
+          memory: ctx.profile.memoryRead ? { dir: project.paths.memoryDir } : undefined,
+          shared: ctx.grants,
+          privateWorkspace: spec.kind === 'workflow_step' && seeds ? { cwdRel: spec.target.cwdRel, seeds, ensureDir: spec.target.ensureDir } : undefined,
           gatewayDir: socket?.dir,
           installation,
         });
-        for (const w of plan.warnings) wlog.warn(w);
-        prepareMounts({
-          plan,
-          projectDir: project.paths.dir,
-          isolated: project.metadata.workspace_isolation && !target,
-          workspaceId: target ? undefined : workspace.id,
-          owner,
-          ensureDir: target?.ensureDir,
-        });
-        const abort = new AbortController();
-        const disk = watchDisk(plan.prepare.rwRoot, plan.limits, (reason) => {
-          wlog.warn({ reason }, 'run stopped: disk limit');
-          abort.abort();
-        });
-        const result = await engine.run(plan, { signal: abort.signal }).finally(() => disk.stop());
-        const stoppedFor = disk.exceeded();
-        wlog.info(
-          { exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool: 'argv' in what },
-          'argv' in what ? 'shell tool finished' : 'run finished',
-        );
-        const outcome: RunOutcome = {
-          ...result,
-          runId,
-          project: project.metadata.name,
-          workspaceId: workspace.id,
-          sessionId: session.id,
-          permissionLevel: level,
-          workspaceRoot: workspace.dir,
-          warnings: stoppedFor ? [...plan.warnings, `stopped: ${stoppedFor}`] : plan.warnings,
-        };
-        appendRunRecord(project.paths.sessionsDir, toRunRecord(outcome, 'argv' in what ? 'shell_run' : 'message'));
-        if ('message' in what) sessions.countRun(project, session.id);
-        return outcome;
+        for (const w of plan.warnings) ctx.log.warn(w);
+        prepareMounts(plan, project.paths.dir, ctx.owner);
+        return await execute(ctx, spec, plan);
       } finally {
         await socket?.close();
         if (seeds) fs.rmSync(seeds.dir, { recursive: true, force: true });
       }
     });
+  }
+
+  /** A session's first message to an agent that takes a prompt starts with the memory SOP (medium and high). */
+  function withBootstrap(ctx: RunContext, message: string): string {
+    const bootstrap = ctx.session.runs === 0 && ctx.project.metadata.agent !== 'shell' ? memoryBootstrap(ctx.project.paths.memoryDir, ctx.level) : undefined;
+    return bootstrap ? `${bootstrap}\n---\n\n${message}` : message;
+  }
+
+  /** Run the plan (bounded by its limits and the disk watch), then record it. */
+  async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan): Promise<RunOutcome> {
+    const abort = new AbortController();
+    const disk = watchDisk(plan.prepare.rwRoot, plan.limits, (reason) => {
+      ctx.log.warn({ reason }, 'run stopped: disk limit');
+      abort.abort();
+    });
+    const result = await engine.run(plan, { signal: abort.signal }).finally(() => disk.stop());
+    const stoppedFor = disk.exceeded();
+    const tool = spec.kind === 'shell_tool';
+    ctx.log.info({ exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool }, tool ? 'shell tool finished' : 'run finished');
+    const outcome: RunOutcome = {
+      ...result,
+      runId: ctx.runId,
+      project: ctx.project.metadata.name,
+      workspaceId: ctx.workspace.id,
+      sessionId: ctx.session.id,
+      permissionLevel: ctx.level,
+      workspaceRoot: ctx.workspace.dir,
+      warnings: stoppedFor ? [...plan.warnings, `stopped: ${stoppedFor}`] : plan.warnings,
+    };
+    appendRunRecord(ctx.project.paths.sessionsDir, toRunRecord(outcome, tool ? 'shell_run' : 'message'));
+    if (!tool) sessions.countRun(ctx.project, ctx.session.id);
+    return outcome;
   }
 
   return {
@@ -212,17 +237,17 @@ export function createRunner(deps: {
       if (request.sessionId !== undefined) assertChosenSessionId(request.sessionId);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey });
       if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, request.level);
-      return launch(project, session, { message: request.message });
+      return launch(project, session, { kind: 'message', message: request.message });
     },
     async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
       const project = store.get(projectName);
       let session = sessions.open(project, { sessionId, tenantKey });
       if (level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, level);
-      return launch(project, session, { message }, target);
+      return launch(project, session, { kind: 'workflow_step', message, target });
     },
     async exec(ref, argv) {
       const { project, session } = sessions.get(ref.project, ref.session);
-      return launch(project, session, { argv });
+      return launch(project, session, { kind: 'shell_tool', argv });
     },
     async reapLeftovers() {
       const removed = await engine.removeManaged({ installation });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { protectedPathKey } from '../config/metadata.js';
 import { BerthError } from '../errors.js';
-import { closeQuietly, openRootDir, withFd } from '../fs/fd-path.js';
+import { at, closeQuietly, openRootDir, withFd } from '../fs/fd-path.js';
 import { readJsonFile } from '../fs/json-file.js';
 import { atomicWriteFile, copyEntry, ensureDirPath, kindAt, openDirPath, writeNewFileAt, type Skipped } from '../fs/tree.js';
 import type { ProtectedSnapshot } from '../plan/run-plan.js';
@@ -80,7 +80,7 @@ function snapshotOne(srcRoot: number, genRoot: number, entry: string): SnapshotP
     }
     if (srcKind !== 'missing') skipped.push({ path, reason: srcKind === 'file' ? 'a file, where a directory was named' : `a ${srcKind === 'symlink' ? 'symbolic link' : 'special file'}` });
     // Nothing trustworthy to copy: protect an empty placeholder, so the path is read-only all the same.
-    if (wantDir) fs.mkdirSync(`/proc/self/fd/${dstParent}/${name}`, { mode: 0o755 });
+    if (wantDir) fs.mkdirSync(at(dstParent, name), { mode: 0o755 });
     else writeNewFileAt(dstParent, name, '');
     return { path, kind: wantDir ? 'dir' : 'file', source: 'empty', skipped };
   } finally {

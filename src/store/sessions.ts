@@ -57,11 +57,19 @@ export function assertChosenSessionId(id: string): void {
 export function createSessionStore(opts: { projects: ProjectStore; secret: () => Buffer }): SessionStore {
   const file = (project: Project, id: string) => join(project.paths.sessionsDir, `${id}.json`);
 
-  function rootDir(project: Project, tenantKey: string, id: string, mode: 'tenant' | 'session'): string {
-    return join(project.paths.workspacesDir, workspaceIdFor(opts.secret(), project.metadata.name, workspaceKeyOf({ tenant_key: tenantKey, id }, mode)));
+  /** The session's workspace: decided by berth from tenant, session and mode, never taken from input. */
+  function workspaceOf(project: Project, tenantKey: string, id: string, mode: 'tenant' | 'session') {
+    const wsId = workspaceIdFor(opts.secret(), project.metadata.name, workspaceKeyOf({ tenant_key: tenantKey, id }, mode));
+    return { mode, id: wsId, root_dir: join(project.paths.workspacesDir, wsId) };
   }
 
-  const read = (project: Project, id: string): SessionRecord | undefined => readJsonFile(file(project, id), SessionRecordSchema);
+  /** A session as stored; its root_dir follows the project if the operator moved it. */
+  const read = (project: Project, id: string): SessionRecord | undefined => {
+    const record = readJsonFile(file(project, id), SessionRecordSchema);
+    const ws = record?.settings.workspace;
+    if (!record || !ws?.id) return record;
+    return { ...record, settings: { ...record.settings, workspace: { ...ws, root_dir: join(project.paths.workspacesDir, ws.id) } } };
+  };
 
   function write(project: Project, record: SessionRecord): SessionRecord {
     atomicWriteFile(file(project, record.id), `${JSON.stringify(record, null, 2)}\n`, 0o600, (text) => void SessionRecordSchema.parse(JSON.parse(text)));
@@ -84,7 +92,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       updated_at: new Date().toISOString(),
       settings: {
         permission_level: change.level ?? record.settings.permission_level,
-        workspace: { mode, root_dir: rootDir(project, record.tenant_key, record.id, mode) },
+        workspace: workspaceOf(project, record.tenant_key, record.id, mode),
       },
     });
   }
@@ -108,7 +116,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
         created_at: now,
         updated_at: now,
         runs: 0,
-        settings: { permission_level: DEFAULT_PERMISSION_LEVEL, workspace: { mode: 'tenant', root_dir: rootDir(project, tenantKey, id, 'tenant') } },
+        settings: { permission_level: DEFAULT_PERMISSION_LEVEL, workspace: workspaceOf(project, tenantKey, id, 'tenant') },
       });
     },
 
@@ -133,7 +141,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       const { project, session } = get(projectName, sessionId);
       const wanted = settings.workspace?.root_dir;
       const mode = settings.workspace?.mode ?? session.settings.workspace.mode;
-      if (wanted !== undefined && wanted !== rootDir(project, session.tenant_key, session.id, mode)) {
+      if (wanted !== undefined && wanted !== workspaceOf(project, session.tenant_key, session.id, mode).root_dir) {
         throw new BerthError('CONFIG_INVALID', 'settings are invalid', {
           issues: [{ field: 'settings.workspace.root_dir', reason: 'is decided by berth; omit it or send the current value' }],
         });

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
-import { closeQuietly, openChildDir, openRootDir, withFd } from '../fs/fd-path.js';
+import { at, closeQuietly, openChildDir, openRootDir, withFd } from '../fs/fd-path.js';
 import { readJsonFile } from '../fs/json-file.js';
 import { copyEntry, displace, ensureDirPath, kindAt, writeNewFileAt, type Owner, type Skipped } from '../fs/tree.js';
 import { SEED_ENTRIES, type ProtectedSnapshot } from '../plan/run-plan.js';
@@ -45,6 +45,8 @@ export function ensureWorkspace(opts: {
   tenantKey: string;
   /** What the id is derived from: the tenant key, or a per-session key (session workspace mode). */
   workspaceKey?: string;
+  /** The id, when the caller has it already (a session keeps its workspace's id). */
+  id?: string;
   session?: string;
   owner?: Owner;
 }): Workspace {
@@ -55,7 +57,7 @@ export function ensureWorkspace(opts: {
       issues: [{ field: 'user', reason: parsed.error.issues[0]?.message ?? 'invalid' }],
     });
   }
-  const id = workspaceIdFor(opts.secret, project.metadata.name, opts.workspaceKey ?? opts.tenantKey);
+  const id = opts.id ?? workspaceIdFor(opts.secret, project.metadata.name, opts.workspaceKey ?? opts.tenantKey);
   const shown = `projects/${project.metadata.name}`;
   const skipped: Skipped[] = [];
   let created = false;
@@ -67,7 +69,7 @@ export function ensureWorkspace(opts: {
       if (kind === 'dir') return;
       if (kind !== 'missing') displace(wsRoot, id);
       try {
-        fs.mkdirSync(`/proc/self/fd/${wsRoot}/${id}`, { mode: 0o755 });
+        fs.mkdirSync(at(wsRoot, id), { mode: 0o755 });
       } catch (err) {
         if (errnoOf(err) === 'EEXIST') return; // a concurrent first contact won
         throw err;
@@ -136,7 +138,7 @@ export function copySeedsForRun(project: Project, dst: string): ProtectedSnapsho
         copyEntry(src, out, path, { shownPath: path });
         if (kindAt(out, path) === 'missing') {
           if (path === 'AGENTS.md') writeNewFileAt(out, path, '');
-          else fs.mkdirSync(`/proc/self/fd/${out}/${path}`, { mode: 0o755 });
+          else fs.mkdirSync(at(out, path), { mode: 0o755 });
         }
         return { path, kind: kindAt(out, path) === 'dir' ? ('dir' as const) : ('file' as const) };
       }),

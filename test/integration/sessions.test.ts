@@ -110,7 +110,7 @@ describe('levels → what the container gets (real containers)', () => {
     expect(own.stdout).not.toContain('t.txt');
     expect(own.workspaceId).not.toBe(b.workspaceId);
     const settings = (await api('GET', '/api/projects/lv/sessions/ws-b/settings')).body.settings;
-    expect(settings.workspace).toEqual({ mode: 'session', root_dir: own.workspaceRoot });
+    expect(settings.workspace).toEqual({ mode: 'session', id: own.workspaceId, root_dir: own.workspaceRoot });
     expect(fs.existsSync(join(b.workspaceRoot, 's.txt'))).toBe(false);
   });
 

@@ -47,7 +47,18 @@ describe('planRun', () => {
         { type: 'tmpfs', target: '/workspace/memory', readOnly: true, sizeBytes: 4096, mode: 0o555 },
         tmp,
       ],
-      prepare: { rwRoot: '/h/projects/bot', mountpoints: [] },
+      prepare: {
+        rwRoot: '/h/projects/bot',
+        rwRootPath: [],
+        files: ['metadata.json'],
+        dirs: [
+          { path: 'sessions', mode: 0o700, tenantOwned: false },
+          { path: 'memory', mode: 0o755, tenantOwned: false },
+          { path: 'workflows', mode: 0o755, tenantOwned: false },
+          { path: 'workspaces/w1', mode: 0o755, tenantOwned: true },
+        ],
+        mountpoints: [],
+      },
     });
   });
 
@@ -71,6 +82,9 @@ describe('planRun', () => {
       ],
       prepare: {
         rwRoot: '/h/projects/bot/workspaces/w1',
+        rwRootPath: ['workspaces', 'w1'],
+        files: [],
+        dirs: [],
         mountpoints: [
           { path: 'AGENTS.md', kind: 'file' },
           { path: '.factory', kind: 'dir' },
@@ -168,7 +182,7 @@ describe('planRun: a workflow step (private workspace)', () => {
   const plan = planRun({
     ...input({ workspace_isolation: true }),
     run: { id: 'r1', message: 'echo "$BERTH_INPUT"', env: { BERTH_INPUT: 'hello"; cat /etc/passwd; echo "' } },
-    privateWorkspace: { cwdRel: 'work/runs/w1', seeds },
+    privateWorkspace: { cwdRel: 'work/runs/w1', seeds, ensureDir: ['work', 'runs', 'w1'] },
   });
 
   it('hides every tenant workspace, mounts the seed read-only from berth\'s copy, and passes the input as data', () => {
@@ -183,7 +197,18 @@ describe('planRun: a workflow step (private workspace)', () => {
       { type: 'bind', source: '/h/.berth/tmp/seed-r1/.factory', target: '/workspace/.factory', readOnly: true },
       { type: 'tmpfs', target: '/tmp', readOnly: false, sizeBytes: 64 * 1024 * 1024, mode: 0o1777 },
     ]);
-    expect(plan.prepare).toEqual({ rwRoot: '/h/projects/bot', mountpoints: [{ path: 'workspaces', kind: 'dir' }, ...seeds.entries] });
+    expect(plan.prepare).toEqual({
+      rwRoot: '/h/projects/bot',
+      rwRootPath: [],
+      files: ['metadata.json'],
+      dirs: [
+        { path: 'sessions', mode: 0o700, tenantOwned: false },
+        { path: 'memory', mode: 0o755, tenantOwned: false },
+        { path: 'workflows', mode: 0o755, tenantOwned: false },
+        { path: 'work/runs/w1', mode: 0o755, tenantOwned: true },
+      ],
+      mountpoints: [{ path: 'workspaces', kind: 'dir' }, ...seeds.entries],
+    });
     expect(plan.argv).toEqual(['sh', '-c', '--', 'echo "$BERTH_INPUT"']);
     expect(plan.env.BERTH_INPUT).toBe('hello"; cat /etc/passwd; echo "');
     expect(plan.cwd).toBe('/workspace/work/runs/w1');
