@@ -110,7 +110,7 @@ export function createBerth(opts: BerthOptions): Berth {
       return getRunner();
     },
     get admin() {
-      return (admin ??= createAdminService({ store, sessions, tokens, runner: getRunner, gateway }));
+      return (admin ??= createAdminService({ store, sessions, tokens, runner: getRunner, gateway, config, assertGranted: (project, area) => getOperator().assertGranted(project, area) }));
     },
     tokens,
     gateway,

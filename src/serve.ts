@@ -60,7 +60,7 @@ export async function runServer(
 
 /** `berth mcp`: the admin tools over stdio, until stdin closes. */
 export async function runStdioMcp(berth: Berth): Promise<number> {
-  const server = createToolServer('berth', ADMIN_TOOLS, () => ({ admin: berth.admin, operator: berth.operator, store: berth.store, runner: berth.runner }));
+  const server = createToolServer('berth', ADMIN_TOOLS, () => ({ admin: berth.admin, operator: berth.operator }));
   const transport = new StdioServerTransport();
   const closed = new Promise<void>((resolve) => {
     transport.onclose = () => resolve();

@@ -12,6 +12,10 @@ import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import { listWorkspaces } from '../store/workspaces.js';
 import type { ProjectView, RunView, WorkspaceView } from './views.js';
+import type { BerthConfig } from '../config/berth-config.js';
+import { resolveChannel } from '../workflows/channels.js';
+import { listWorkflows, runWorkflow, type StepEvent } from '../workflows/run.js';
+import type { WorkflowRunRecord } from '../workflows/schema.js';
 
 /**
  * What an admin can do, once, for every surface: the HTTP API, the MCP tools and the CLI call
@@ -32,7 +36,14 @@ export interface AdminService {
   updateSession(project: string, id: string, settings: SessionSettingsUpdate['settings']): SessionRecord;
   mintSessionToken(project: string, id: string, ttlSeconds?: number): { session: string; token: string; expires_at: string };
   revokeSessionTokens(project: string, id: string): { session: string; revoked: number };
+  listWorkflows(project: string): string[];
+  /** Run a workflow (its steps in order, each recorded; the first failure stops it). */
+  runWorkflow(project: string, workflow: string, input?: string, onStep?: StepListener): Promise<WorkflowRunRecord>;
+  /** Run a channel profile's default workflow, with exactly its project's grants. */
+  runChannel(channel: string, input?: string, onStep?: StepListener): Promise<{ project: string; workflow: string; run: WorkflowRunRecord }>;
 }
+
+export type StepListener = (event: StepEvent) => void;
 
 export function viewOf(p: Project, sandboxViolations: number): ProjectView {
   return {
@@ -68,7 +79,12 @@ export function createAdminService(deps: {
   tokens: SessionTokens;
   runner: () => Runner;
   gateway: Gateway;
+  /** The operator's refusal of an ungranted shared area (logged). */
+  assertGranted: (project: string, area: string) => unknown;
+  config: () => BerthConfig;
 }): AdminService {
+  const workflow = (project: string, name: string, input?: string, onStep?: StepListener) =>
+    runWorkflow({ store, runner: deps.runner(), assertGranted: deps.assertGranted }, { project, workflow: name, input, onStep });
   const { store, sessions } = deps;
   const projectView = (p: Project) => viewOf(p, deps.gateway.violations(p.metadata.name));
   return {
@@ -120,6 +136,12 @@ export function createAdminService(deps: {
     revokeSessionTokens(project, id) {
       sessions.get(project, id);
       return { session: id, revoked: deps.tokens.revokeSession(project, id) };
+    },
+    listWorkflows: (project) => listWorkflows(store.get(project)),
+    runWorkflow: workflow,
+    async runChannel(channel, input, onStep) {
+      const profile = resolveChannel(deps.config(), channel);
+      return { ...profile, run: await workflow(profile.project, profile.workflow, input, onStep) };
     },
   };
 }

@@ -16,8 +16,6 @@ import type { OperatorService } from '../admin/operator.js';
 import type { Berth } from '../main.js';
 import type { Gateway } from '../gateway/service.js';
 import type { SessionStore } from '../store/sessions.js';
-import type { ProjectStore } from '../store/projects.js';
-import type { Runner } from '../runs/runner.js';
 import { VERSION } from '../version.js';
 import { bearerAuth } from './auth.js';
 import { createGate, serveMcp } from './mcp-http.js';
@@ -37,10 +35,8 @@ export interface AppDeps {
   sessionTools: () => SessionTools;
   tokens: SessionTokens;
   operator: () => OperatorService;
-  store: ProjectStore;
   sessions: SessionStore;
   gateway: Gateway;
-  runner: () => Runner;
   engine: Engine;
   token: string;
   logger: Logger;
@@ -51,7 +47,7 @@ type Env = { Variables: { requestId: string; log: Logger } };
 
 /** The app's dependencies, taken from a composed berth (main.ts). */
 export function appDepsFrom(
-  berth: Pick<Berth, 'admin' | 'sessionTools' | 'tokens' | 'operator' | 'store' | 'runner' | 'engine' | 'sessions' | 'gateway'>,
+  berth: Pick<Berth, 'admin' | 'sessionTools' | 'tokens' | 'operator' | 'engine' | 'sessions' | 'gateway'>,
   opts: { token: string; logger: Logger },
 ): AppDeps {
   return {
@@ -59,10 +55,8 @@ export function appDepsFrom(
     sessionTools: () => berth.sessionTools,
     tokens: berth.tokens,
     operator: () => berth.operator,
-    store: berth.store,
     sessions: berth.sessions,
     gateway: berth.gateway,
-    runner: () => berth.runner,
     engine: berth.engine,
     ...opts,
   };
@@ -182,7 +176,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // MCP over Streamable HTTP, stateless: a fresh server and transport per request, bounded (mcp-http.ts).
   const adminGate = createGate(MCP_HTTP_BOUNDS.concurrent);
   const sessionGate = createGate(MCP_HTTP_BOUNDS.concurrent);
-  const adminContext = () => ({ admin: deps.admin(), operator: deps.operator(), store: deps.store, runner: deps.runner() });
+  const adminContext = () => ({ admin: deps.admin(), operator: deps.operator() });
   app.all('/mcp', (c) => serveMcp(c, () => createToolServer('berth', ADMIN_TOOLS, adminContext), adminGate));
   // The agent's own tools: the session is whoever the token says, nothing in the request can change it.
   app.all('/mcp/session', (c) => {

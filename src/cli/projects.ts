@@ -1,8 +1,7 @@
 import { type ProjectMetadataInput, type ProjectUpdate } from '../config/metadata.js';
 import { BerthError } from '../errors.js';
 import type { Berth } from '../main.js';
-import type { Project } from '../store/projects.js';
-import { listWorkspaces } from '../store/workspaces.js';
+import type { ProjectView } from '../admin/views.js';
 import { need, type Command, type Out } from './command.js';
 import { printable } from '../printable.js';
 
@@ -10,12 +9,12 @@ function describeProject(berth: Berth, name: string) {
   return { ...berth.admin.getProject(name), workspaces: berth.admin.listWorkspaces(name) };
 }
 
-function printSkipped(p: Project, io: Out): void {
-  for (const e of p.snapshot?.entries ?? []) {
+function printSkipped(p: ProjectView, io: Out): void {
+  for (const e of p.protection.entries) {
     if (e.source === 'empty') io.err(`berth: protected "${printable(e.path)}" does not exist in the project; containers get an empty read-only ${e.kind}\n`);
     for (const s of e.skipped) io.err(`berth: not protected: ${printable(s.path)} (${s.reason})\n`);
   }
-  if (!p.metadata.workspace_isolation && p.metadata.protected_paths.length > 0) {
+  if (!p.workspace_isolation && p.protected_paths.length > 0) {
     io.err('berth: note: with workspace isolation off, tenants could edit these files until now; protected content is what is there at this moment\n');
   }
 }
@@ -37,10 +36,9 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       if (v.protect) input.protected_paths = v.protect as string[];
       if (v.image) input.image = v.image as string;
       if (v.agent) input.agent = v.agent as ProjectMetadataInput['agent'];
-      const b = berth();
-      const p = b.store.create(input);
+      const p = berth().admin.createProject(input);
       printSkipped(p, io);
-      io.out(`created project ${p.metadata.name} at ${p.paths.dir}\n`);
+      io.out(`created project ${p.name} at ${p.path}\n`);
       return 0;
     },
   },
@@ -70,9 +68,9 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
         const seconds = Number(v.timeout);
         patch.limits = { timeout_seconds: Number.isFinite(seconds) ? seconds : v.timeout };
       }
-      const p = await berth().store.update(pos[0] as string, patch as ProjectUpdate);
+      const p = await berth().admin.updateProject(pos[0] as string, patch as ProjectUpdate);
       printSkipped(p, io);
-      io.out(`updated project ${p.metadata.name}\n`);
+      io.out(`updated project ${p.name}\n`);
       return 0;
     },
   },
@@ -92,9 +90,9 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     async run(berth, v, pos, io) {
       need(pos, 0, '');
       const b = berth();
-      const projects = b.store.list();
+      const projects = b.admin.listProjects();
       if (v.json) {
-        io.out(`${JSON.stringify(projects.map((p) => describeProject(b, p.metadata.name)), null, 2)}\n`);
+        io.out(`${JSON.stringify(projects.map((p) => describeProject(b, p.name)), null, 2)}\n`);
         return 0;
       }
       if (projects.length === 0) {
@@ -102,9 +100,8 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
         return 0;
       }
       for (const p of projects) {
-        const m = p.metadata;
-        const agent = Array.isArray(m.agent) ? 'custom' : m.agent;
-        io.out(`${m.name}\tisolation=${m.workspace_isolation ? 'on' : 'off'}\tagent=${agent}\tprotected=${m.protected_paths.join(',') || '-'}\tworkspaces=${listWorkspaces(p).length}\n`);
+        const agent = Array.isArray(p.agent) ? 'custom' : p.agent;
+        io.out(`${p.name}\tisolation=${p.workspace_isolation ? 'on' : 'off'}\tagent=${agent}\tprotected=${p.protected_paths.join(',') || '-'}\tworkspaces=${p.workspace_count}\n`);
       }
       return 0;
     },
@@ -115,7 +112,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     async run(berth, _v, pos, io) {
       need(pos, 1, 'project name');
       const b = berth();
-      b.store.get(pos[0] as string);
+      b.admin.getProject(pos[0] as string);
       const a = b.operator.access(pos[0] as string);
       io.out(`project ${a.project}\nprivate workspace: ${a.private_workspace}${a.private_workspace_overridden ? ' (override in berth.yaml)' : ''}\n`);
       io.out(a.shared_access.length ? a.shared_access.map((g) => `shared: /shared/${g.name} → ${g.path} (${g.mode})\n`).join('') : 'shared: none (deny by default)\n');

@@ -1,28 +1,22 @@
 import { parseOrThrow } from '../config/parse.js';
 import { PermissionLevelSchema, SessionSettingsUpdateSchema } from '../config/session.js';
 import { BerthError } from '../errors.js';
-import type { Berth } from '../main.js';
-import { resolveChannel } from '../workflows/channels.js';
-import { listWorkflows, runWorkflow } from '../workflows/run.js';
+import type { StepListener } from '../admin/service.js';
+import type { WorkflowRunRecord } from '../workflows/schema.js';
 import { need, type Command, type Out } from './command.js';
 import { printable } from '../printable.js';
 
+/** Progress of a workflow on stderr, one line per step start and end. */
+const progress =
+  (io: Out): StepListener =>
+  (e) =>
+    io.err(
+      e.phase === 'start'
+        ? `berth: step ${e.index + 1}/${e.total}${e.name ? ` (${printable(e.name)})` : ''} ...\n`
+        : `berth: step ${e.index + 1}/${e.total} ${e.exitCode === 0 ? 'ok' : `failed (exit ${e.exitCode})`} in ${e.ms} ms\n`,
+    );
 
-async function runWorkflowCli(b: Berth, project: string, workflow: string, input: string | undefined, io: Out): Promise<number> {
-  const record = await runWorkflow(
-    { store: b.store, runner: b.runner, assertGranted: b.operator.assertGranted },
-    {
-      project,
-      workflow,
-      input,
-      onStep: (e) =>
-        io.err(
-          e.phase === 'start'
-            ? `berth: step ${e.index + 1}/${e.total}${e.name ? ` (${printable(e.name)})` : ''} ...\n`
-            : `berth: step ${e.index + 1}/${e.total} ${e.exitCode === 0 ? 'ok' : `failed (exit ${e.exitCode})`} in ${e.ms} ms\n`,
-        ),
-    },
-  );
+function printWorkflow(workflow: string, record: WorkflowRunRecord, io: Out): number {
   for (const s of record.steps) io.out(s.stdout);
   if (record.error) {
     const failed = record.steps[record.error.step];
@@ -43,16 +37,17 @@ export const RUN_COMMANDS: Record<string, Command> = {
       const message = pos.slice(1).join(' ');
       if (message.trim() === '') throw new BerthError('USAGE', 'missing message', { hint: 'berth run <project> --user <key> -- <message>' });
       const level = v.level === undefined ? undefined : parseOrThrow(PermissionLevelSchema, v.level, '--level');
-      const outcome = await berth().runner.run({ project: pos[0] as string, tenantKey: v.user, message, sessionId: v.session as string | undefined, level });
-      io.out(outcome.stdout);
-      io.err(outcome.stderr);
-      if (outcome.truncated) io.err(`\nberth: output passed the project's cap of ${berth().store.get(outcome.project).metadata.limits.output_bytes} bytes; the run was stopped\n`);
-      if (outcome.timedOut) {
-        throw new BerthError('RUN_TIMEOUT', `the run passed its timeout and was stopped (run ${outcome.runId})`, {
+      const run = await berth().admin.runMessage(pos[0] as string, { user: v.user, message, session: v.session as string | undefined, level });
+      io.out(run.stdout);
+      io.err(run.stderr);
+      if (run.truncated) io.err(`\nberth: output passed the project's cap of ${berth().admin.getProject(run.project).limits.output_bytes} bytes; the run was stopped\n`);
+      for (const w of run.warnings.filter((w) => w.startsWith('stopped: '))) io.err(`\nberth: ${w}\n`);
+      if (run.timed_out) {
+        throw new BerthError('RUN_TIMEOUT', `the run passed its timeout and was stopped (run ${run.run})`, {
           hint: 'raise it with "berth project update <name> --timeout SECONDS"',
         });
       }
-      return outcome.exitCode;
+      return run.exit_code;
     },
   },
   'session list': {
@@ -96,7 +91,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 1, 'project name');
-      for (const w of listWorkflows(berth().store.get(pos[0] as string))) io.out(`${w}\n`);
+      for (const w of berth().admin.listWorkflows(pos[0] as string)) io.out(`${w}\n`);
       return 0;
     },
   },
@@ -105,7 +100,8 @@ export const RUN_COMMANDS: Record<string, Command> = {
     options: { input: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 2, 'project name and workflow');
-      return runWorkflowCli(berth(), pos[0] as string, pos[1] as string, v.input as string | undefined, io);
+      const workflow = pos[1] as string;
+      return printWorkflow(workflow, await berth().admin.runWorkflow(pos[0] as string, workflow, v.input as string | undefined, progress(io)), io);
     },
   },
   'channel run': {
@@ -113,10 +109,14 @@ export const RUN_COMMANDS: Record<string, Command> = {
     options: { input: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 1, 'channel');
-      const b = berth();
-      const profile = resolveChannel(b.config, pos[0] as string);
-      io.err(`berth: channel ${printable(pos[0] as string)} → project ${profile.project}, workflow ${profile.workflow}\n`);
-      return runWorkflowCli(b, profile.project, profile.workflow, v.input as string | undefined, io);
+      let started = false;
+      const onStep: StepListener = (e) => {
+        if (!started) io.err(`berth: channel ${printable(pos[0] as string)} → workflow ${e.workflow} of project ${e.project}\n`);
+        started = true;
+        progress(io)(e);
+      };
+      const { workflow, run } = await berth().admin.runChannel(pos[0] as string, v.input as string | undefined, onStep);
+      return printWorkflow(workflow, run, io);
     },
   },
 };

@@ -2,9 +2,6 @@ import { z } from 'zod';
 import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
 import type { OperatorService } from '../admin/operator.js';
 import type { AdminService } from '../admin/service.js';
-import type { Runner } from '../runs/runner.js';
-import type { ProjectStore } from '../store/projects.js';
-import { runWorkflow } from '../workflows/run.js';
 import { WorkflowNameSchema, WorkflowRunRecordSchema } from '../workflows/schema.js';
 import { ProjectAccessSchema, ProjectViewSchema, RunRequestSchema, RunViewSchema, WorkspaceViewSchema } from '../admin/views.js';
 import { ProjectMetadataSchema, ProjectNameSchema, ProjectUpdateSchema } from '../config/metadata.js';
@@ -14,8 +11,6 @@ import { SessionIdSchema, SessionRecordSchema, SessionSettingsUpdateSchema } fro
 export interface AdminContext {
   admin: AdminService;
   operator: OperatorService;
-  store: ProjectStore;
-  runner: Runner;
 }
 
 const ProjectOut = z.object({ project: ProjectViewSchema });
@@ -108,8 +103,8 @@ export const ADMIN_TOOLS: ToolSpec<AdminContext>[] = [
     description: "Run a project's workflow (workflows/<name>.yaml) with an optional input; every step recorded, the first failure stops it.",
     input: z.object({ project: ProjectNameSchema, workflow: WorkflowNameSchema, input: z.string().max(64 * 1024).optional().describe('Reaches every step as $BERTH_INPUT.') }).strict(),
     output: z.object({ run: WorkflowRunRecordSchema }),
-    run: async ({ store, runner, operator }, { project, workflow, input }) => ({
-      run: await runWorkflow({ store, runner, assertGranted: operator.assertGranted }, { project, workflow, input }),
+    run: async ({ admin }, { project, workflow, input }) => ({
+      run: await admin.runWorkflow(project, workflow, input),
     }),
   }),
 ];

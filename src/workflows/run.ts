@@ -12,6 +12,18 @@ import { INPUT_ENV, WorkflowNameSchema, WorkflowSchema, type Workflow, type Work
 
 const MAX_WORKFLOW_BYTES = 256 * 1024;
 
+/** Progress of a workflow run, step by step (the CLI prints it). */
+export interface StepEvent {
+  project: string;
+  workflow: string;
+  index: number;
+  total: number;
+  name?: string;
+  phase: 'start' | 'done';
+  exitCode?: number;
+  ms?: number;
+}
+
 /** Read and validate workflows/<name>.yaml (no-follow, size-capped); errors name the file and step. */
 export function loadWorkflow(project: Project, name: string): Workflow {
   const parsedName = WorkflowNameSchema.safeParse(name);
@@ -60,7 +72,7 @@ export function listWorkflows(project: Project): string[] {
  */
 export async function runWorkflow(
   deps: { store: ProjectStore; runner: Runner; assertGranted: (project: string, area: string) => unknown },
-  opts: { project: string; workflow: string; input?: string; onStep?: (event: { index: number; total: number; name?: string; phase: 'start' | 'done'; exitCode?: number; ms?: number }) => void },
+  opts: { project: string; workflow: string; input?: string; onStep?: (event: StepEvent) => void },
 ): Promise<WorkflowRunRecord> {
   const project = deps.store.get(opts.project);
   const workflow = loadWorkflow(project, opts.workflow);
@@ -73,7 +85,7 @@ export async function runWorkflow(
   for (const [index, step] of workflow.steps.entries()) {
     const runWorkspace = step.workspace_mode === 'run_workspace';
     const cwdRel = runWorkspace ? posix.join('work', 'runs', runId) : '';
-    opts.onStep?.({ index, total: workflow.steps.length, name: step.name, phase: 'start' });
+    opts.onStep?.({ project: opts.project, workflow: opts.workflow, index, total: workflow.steps.length, name: step.name, phase: 'start' });
     const outcome = await deps.runner.runPrivate(
       opts.project,
       workflowSessionId(opts.workflow),
@@ -94,7 +106,7 @@ export async function runWorkflow(
       stderr: outcome.stderr,
       ms: Math.round(outcome.timings.totalMs),
     });
-    opts.onStep?.({ index, total: workflow.steps.length, name: step.name, phase: 'done', exitCode: outcome.exitCode, ms: Math.round(outcome.timings.totalMs) });
+    opts.onStep?.({ project: opts.project, workflow: opts.workflow, index, total: workflow.steps.length, name: step.name, phase: 'done', exitCode: outcome.exitCode, ms: Math.round(outcome.timings.totalMs) });
     if (outcome.exitCode !== 0 || outcome.timedOut) {
       error = { step: index, message: outcome.timedOut ? 'timed out' : `exited with ${outcome.exitCode}` };
       break;

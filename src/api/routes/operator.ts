@@ -4,9 +4,7 @@ import type { OperatorService } from '../../admin/operator.js';
 import { ErrorBodySchema, ProjectAccessSchema } from '../../admin/views.js';
 import { AREA_NAME_PATTERN } from '../../config/berth-config.js';
 import { ProjectNameSchema } from '../../config/metadata.js';
-import type { ProjectStore } from '../../store/projects.js';
-import type { Runner } from '../../runs/runner.js';
-import { listWorkflows, runWorkflow } from '../../workflows/run.js';
+import type { AdminService } from '../../admin/service.js';
 import { WorkflowNameSchema, WorkflowRunRecordSchema } from '../../workflows/schema.js';
 import { errorResponses, json, NameParams } from './openapi.js';
 
@@ -14,7 +12,7 @@ const AreaSchema = z.string().regex(AREA_NAME_PATTERN, 'is not a shared area nam
 const errors = errorResponses('PROJECT_NOT_FOUND or WORKFLOW_NOT_FOUND');
 
 /** Operator routes (the admin token is the operator's): grants, private workspaces, workflows. */
-export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () => OperatorService; store: ProjectStore; runner: () => Runner }): void {
+export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () => OperatorService; admin: () => AdminService }): void {
   app.openapi(
     createRoute({
       method: 'get',
@@ -25,7 +23,7 @@ export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () =>
     }),
     (c) => {
       const { name } = c.req.valid('param');
-      deps.store.get(name);
+      deps.admin().getProject(name);
       return c.json(deps.operator().access(name), 200);
     },
   );
@@ -40,7 +38,7 @@ export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () =>
     }),
     (c) => {
       const { name, area } = c.req.valid('param');
-      deps.store.get(name);
+      deps.admin().getProject(name);
       return c.json(deps.operator().assertGranted(name, area), 200);
     },
   );
@@ -88,7 +86,7 @@ export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () =>
       request: { params: NameParams },
       responses: { 200: json(z.object({ workflows: z.array(z.string()) }), 'names'), ...errors },
     }),
-    (c) => c.json({ workflows: listWorkflows(deps.store.get(c.req.valid('param').name)) }, 200),
+    (c) => c.json({ workflows: deps.admin().listWorkflows(c.req.valid('param').name) }, 200),
   );
   app.openapi(
     createRoute({
@@ -105,7 +103,7 @@ export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () =>
     async (c) => {
       const { name, workflow } = c.req.valid('param');
       const body = c.req.header('content-type')?.includes('json') ? c.req.valid('json') : {};
-      return c.json(await runWorkflow({ store: deps.store, runner: deps.runner(), assertGranted: deps.operator().assertGranted }, { project: name, workflow, input: body?.input }), 200);
+      return c.json(await deps.admin().runWorkflow(name, workflow, body?.input), 200);
     },
   );
 }
