@@ -8,6 +8,7 @@ import { checkOperatorConfig } from '../config/operator-checks.js';
 import { sharedGrantsFor } from '../config/grants.js';
 import { BerthError, errnoOf } from '../errors.js';
 import type { ProjectStore } from '../store/projects.js';
+import type { ProjectAccess } from './views.js';
 import { own } from '../own.js';
 
 function lstatOrUndefined(path: string): fs.Stats | undefined {
@@ -19,12 +20,6 @@ function lstatOrUndefined(path: string): fs.Stats | undefined {
   }
 }
 
-export interface ProjectAccess {
-  project: string;
-  private_workspace: string;
-  private_workspace_overridden: boolean;
-  shared_access: Array<{ name: string; path: string; mode: 'ro' | 'rw' }>;
-}
 
 /**
  * The operator's own changes (berth.yaml): grants and private workspaces. Only the operator's

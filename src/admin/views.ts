@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { ProjectMetadataSchema, ProjectNameSchema } from '../config/metadata.js';
 import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
-import { TenantKeySchema } from '../store/workspaces.js';
+import { SharedGrantSchema } from '../config/grants.js';
+import { TenantKeySchema, WorkspaceRecordSchema } from '../store/workspaces.js';
 
 /**
  * What the admin surfaces (HTTP, MCP, CLI JSON) return. Defined once, here, from the same
@@ -29,11 +30,8 @@ export const ProjectViewSchema = ProjectMetadataSchema.extend({
   sandbox_violations: z.number().int().describe('Gateway sandbox violations by this project’s agents since berth started.'),
 });
 
-export const WorkspaceViewSchema = z.object({
+export const WorkspaceViewSchema = WorkspaceRecordSchema.extend({
   id: z.string().describe('Derived from the tenant key with the installation secret; also the directory name.'),
-  tenant_key: z.string(),
-  session: z.string().optional().describe('Only for session-mode workspaces.'),
-  created_at: z.string(),
   size_bytes: z.number().int().describe('Bytes of regular files in the workspace (capped walk, links not followed).'),
 });
 
@@ -81,5 +79,6 @@ export const ProjectAccessSchema = z.object({
   project: z.string(),
   private_workspace: z.string(),
   private_workspace_overridden: z.boolean(),
-  shared_access: z.array(z.object({ name: z.string(), path: z.string(), mode: z.enum(['ro', 'rw']) })),
+  shared_access: z.array(SharedGrantSchema),
 });
+export type ProjectAccess = z.infer<typeof ProjectAccessSchema>;

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { BerthError } from '../errors.js';
 import { own } from '../own.js';
 import type { BerthConfig, Grant } from './berth-config-schema.js';
@@ -11,11 +12,8 @@ export function grantMode(g: Grant): 'ro' | 'rw' {
   return typeof g === 'string' ? 'ro' : g.mode;
 }
 
-export interface SharedGrant {
-  name: string;
-  path: string;
-  mode: 'ro' | 'rw';
-}
+export const SharedGrantSchema = z.object({ name: z.string(), path: z.string(), mode: z.enum(['ro', 'rw']) });
+export type SharedGrant = z.infer<typeof SharedGrantSchema>;
 
 /** Pure: a project's grants in berth.yaml → the areas to mount (deny by default). */
 export function sharedGrantsFor(config: BerthConfig, project: string): SharedGrant[] {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
 import { at, closeQuietly, withFd } from './fd-path.js';
 import { ensureDirPath, openDirPath } from './tree.js';
@@ -52,12 +53,13 @@ function lstatAt(dirFd: number, name: string): fs.Stats | undefined {
   }
 }
 
-export interface FileInfo {
-  path: string;
-  type: 'file' | 'dir';
-  size: number;
-  modified: string;
-}
+export const FileInfoSchema = z.object({
+  path: z.string(),
+  type: z.enum(['file', 'dir']),
+  size: z.number().describe('Bytes.'),
+  modified: z.string().describe('ISO time of the last change.'),
+});
+export type FileInfo = z.infer<typeof FileInfoSchema>;
 
 export function sandboxInfo(rootFd: number, path: string): FileInfo | undefined {
   const parts = splitSandboxPath(path);

@@ -23,12 +23,8 @@ export interface Identity {
   tenantKey: string;
 }
 
-export interface FolderEntry {
-  name: string;
-  uuid: string;
-  scope: Scope;
-  path: string;
-}
+export const FolderEntrySchema = z.object({ name: z.string(), uuid: z.string(), scope: ScopeSchema, path: z.string() });
+export type FolderEntry = z.infer<typeof FolderEntrySchema>;
 
 const MAX_FOLDERS = 200;
 

@@ -1,10 +1,11 @@
 import { z } from 'zod';
-import { FolderRefSchema, ListScopeSchema, type GatewayCaller } from '../gateway/service.js';
+import { FileInfoSchema as InfoSchema } from '../fs/sandbox.js';
+import { FolderEntrySchema, FolderRefSchema, ListScopeSchema, type GatewayCaller } from '../gateway/service.js';
 import { WorkspaceProfileSchema } from '../gateway/workspace-profile.js';
 import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
 
-const FolderEntrySchema = z.object({ name: z.string(), uuid: z.string(), scope: z.enum(['private', 'shared']), path: z.string() });
-const FileInfoSchema = z.object({ path: z.string(), type: z.enum(['file', 'dir']).optional(), size: z.number().optional(), modified: z.string().optional(), exists: z.boolean().optional() });
+/** A file's info, or `{path, exists: false}`. */
+const FileInfoSchema = InfoSchema.partial({ type: true, size: true, modified: true }).extend({ exists: z.boolean().optional() });
 
 /** The agent's file tools on its gateway socket. None takes an agent id, session or level: the socket is the identity. */
 export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [

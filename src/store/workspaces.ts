@@ -25,13 +25,14 @@ export interface Workspace {
   skipped: Skipped[];
 }
 
-export interface WorkspaceRecord {
-  id: string;
-  tenant_key: string;
-  /** Set for a session-mode workspace: the one session it belongs to. */
-  session?: string;
-  created_at: string;
-}
+/** The registry's record of a workspace (berth's state, never in a container). */
+export const WorkspaceRecordSchema = z.object({
+  id: z.string(),
+  tenant_key: z.string(),
+  session: z.string().optional().describe('Set for a session-mode workspace: the one session it belongs to.'),
+  created_at: z.string(),
+});
+export type WorkspaceRecord = z.infer<typeof WorkspaceRecordSchema>;
 
 
 /**
@@ -91,7 +92,6 @@ export function ensureWorkspace(opts: {
   return { id, dir: join(project.paths.workspacesDir, id), created, skipped };
 }
 
-const RecordSchema = z.object({ id: z.string(), tenant_key: z.string(), session: z.string().optional(), created_at: z.string() });
 
 /** The id → tenant key registry lives in berth's private state, out of every container's reach. */
 export function recordWorkspace(project: Project, record: WorkspaceRecord): void {
@@ -107,7 +107,7 @@ export function recordWorkspace(project: Project, record: WorkspaceRecord): void
 /** One registry record, by id (a direct lookup: no scan). */
 export function readWorkspaceRecord(project: Project, id: string): WorkspaceRecord | undefined {
   if (!/^[0-9a-f]{32}$/.test(id)) return undefined;
-  return readJsonFile(join(project.paths.stateDir, 'workspaces', `${id}.json`), RecordSchema);
+  return readJsonFile(join(project.paths.stateDir, 'workspaces', `${id}.json`), WorkspaceRecordSchema);
 }
 
 export function listWorkspaces(project: Project): WorkspaceRecord[] {
@@ -121,7 +121,7 @@ export function listWorkspaces(project: Project): WorkspaceRecord[] {
   }
   return names
     .filter((n) => n.endsWith('.json'))
-    .map((n) => RecordSchema.parse(JSON.parse(fs.readFileSync(join(dir, n), 'utf8'))))
+    .map((n) => WorkspaceRecordSchema.parse(JSON.parse(fs.readFileSync(join(dir, n), 'utf8'))))
     .sort((a, b) => a.created_at.localeCompare(b.created_at));
 }
 
