@@ -145,6 +145,8 @@ export function createProjectStore(opts: {
       fs.mkdirSync(join(staging, 'memory'), { mode: 0o755 });
       fs.mkdirSync(join(staging, 'workflows'), { mode: 0o755 });
       fs.writeFileSync(join(staging, 'metadata.json'), serialize(metadata), { mode: 0o644, flag: 'wx' });
+      // Parsed back before the rename publishes it, like every write of a project or operator file.
+      ProjectMetadataSchema.parse(JSON.parse(fs.readFileSync(join(staging, 'metadata.json'), 'utf8')));
       step('staged');
       const snapshot = takeProtectedSnapshot({
         sourceDir: staging,
