@@ -29,6 +29,8 @@ if command -v dpkg >/dev/null 2>&1 && ! dpkg -s busybox-static >/dev/null 2>&1; 
 fi
 
 command -v curl >/dev/null 2>&1 || apt_install curl ca-certificates
+# Debian's docker-compose runs the README's compose command (and its test) with no registry.
+command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
 # gcc builds berth-bridge, the static stdio-to-socket bridge in the shell image.
 { command -v gcc >/dev/null 2>&1 && [ -f /usr/include/stdio.h ]; } || apt_install gcc libc6-dev
 
