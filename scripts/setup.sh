@@ -31,6 +31,8 @@ fi
 command -v curl >/dev/null 2>&1 || apt_install curl ca-certificates
 # Debian's docker-compose runs the README's compose command (and its test) with no registry.
 command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
+# Debian's Chromium, for the browser tests (never a downloaded browser).
+[ -x /usr/bin/chromium ] || apt_install chromium
 # gcc builds berth-bridge, the static stdio-to-socket bridge in the shell image.
 { command -v gcc >/dev/null 2>&1 && [ -f /usr/include/stdio.h ]; } || apt_install gcc libc6-dev
 

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import Docker from 'dockerode';
 
 /**
@@ -15,5 +16,8 @@ export default async function setup(): Promise<void> {
     await docker.getImage('berth/shell:latest').inspect();
   } catch {
     throw new Error('Image berth/shell:latest is missing. Run "make test" (or "npx berth images build").');
+  }
+  for (const [tool, what] of [['/usr/bin/chromium', 'Debian\'s chromium'], ['/usr/bin/docker-compose', 'Debian\'s docker-compose']]) {
+    if (!fs.existsSync(tool as string)) throw new Error(`${what} is missing (${tool}). Run "make test", which installs it.`);
   }
 }

@@ -17,7 +17,8 @@ import type { Berth } from '../main.js';
 import type { Gateway } from '../gateway/service.js';
 import type { SessionStore } from '../store/sessions.js';
 import { VERSION } from '../version.js';
-import { bearerAuth } from './auth.js';
+import { bearerAuth, isAdminBearer, isAdminToken } from './auth.js';
+import { DOCS_COOKIE, docsCookieValue, hasDocsCookie, loginPage } from './docs-login.js';
 import { createGate, serveMcp } from './mcp-http.js';
 import { API_BODY_BYTES, MCP_HTTP_BOUNDS } from '../config/bounds.js';
 import { bodyLimit } from 'hono/body-limit';
@@ -99,7 +100,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     if (hasDotSegment(raw)) throw new BerthError('CONFIG_INVALID', 'the URL path has "." or ".." segments', { issues: [{ field: 'path', reason: 'must not contain . or .. segments (also percent-encoded)' }] });
     await next();
   });
-  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path)));
+  // /docs checks the token itself: a browser signs in with a form, not a header.
+  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || path === '/docs' || path === '/docs/login'));
   app.use('/api/*', bodyLimit({ maxSize: API_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${API_BODY_BYTES} bytes`); } }));
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
@@ -171,7 +173,20 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   };
   const document = () => finishOpenApiDoc(app.getOpenAPIDocument(docConfig) as never, (path) => OPEN_PATHS.has(path));
   app.get('/openapi.json', (c) => c.json(document()));
-  app.get('/docs', (c) => c.html(renderDocsPage(document() as unknown as Parameters<typeof renderDocsPage>[0])));
+  app.get('/docs', (c) => {
+    if (!isAdminBearer(c.req.header('authorization'), deps.token) && !hasDocsCookie(c, deps.token)) return c.html(loginPage(), 401);
+    return c.html(renderDocsPage(document() as unknown as Parameters<typeof renderDocsPage>[0]));
+  });
+  app.post('/docs/login', async (c) => {
+    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+    const given = typeof form.token === 'string' ? form.token.trim() : '';
+    if (!given || !isAdminToken(given, deps.token)) {
+      c.get('log').warn({ code: 'UNAUTHORIZED' }, 'docs sign-in refused');
+      return c.html(loginPage('That is not the admin token.'), 401);
+    }
+    c.header('set-cookie', `${DOCS_COOKIE}=${docsCookieValue(deps.token)}; HttpOnly; SameSite=Strict; Path=/docs`);
+    return c.redirect('/docs', 303);
+  });
 
   // MCP over Streamable HTTP, stateless: a fresh server and transport per request, bounded (mcp-http.ts).
   const adminGate = createGate(MCP_HTTP_BOUNDS.concurrent);

@@ -8,14 +8,22 @@ function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
-/** Bearer-token check in constant time (digests make the lengths equal too). */
+/** Whether an Authorization header carries the admin token (constant time: digests make the lengths equal too). */
+export function isAdminBearer(header: string | undefined, token: string): boolean {
+  const match = /^Bearer (.+)$/i.exec(header ?? '');
+  return match !== null && timingSafeEqual(digest(match[1] as string), digest(token));
+}
+
+/** Compare a token someone typed with the admin token, in constant time. */
+export function isAdminToken(given: string, token: string): boolean {
+  return timingSafeEqual(digest(given), digest(token));
+}
+
+/** The admin token on every route but the open ones. */
 export function bearerAuth(token: string, open: (path: string) => boolean): MiddlewareHandler {
-  const expected = digest(token);
   return async (c, next) => {
     if (open(c.req.path)) return next();
-    const header = c.req.header('authorization') ?? '';
-    const match = /^Bearer (.+)$/i.exec(header);
-    if (!match || !timingSafeEqual(digest(match[1] as string), expected)) {
+    if (!isAdminBearer(c.req.header('authorization'), token)) {
       throw new BerthError('UNAUTHORIZED', 'missing or wrong admin token', { hint: 'send "Authorization: Bearer <token>"' });
     }
     return next();

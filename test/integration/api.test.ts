@@ -31,11 +31,14 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
   it('healthz needs no token; everything else does', async () => {
     const health = await json('GET', '/healthz', undefined, null);
     expect(health).toMatchObject({ status: 200, body: { ok: true, engine: { reachable: true }, version: '0.1.0' } });
-    for (const path of ['/api/projects', '/openapi.json', '/docs', '/mcp']) {
+    for (const path of ['/api/projects', '/openapi.json', '/mcp']) {
       const res = await call('GET', path, undefined, null);
       expect(res.status, path).toBe(401);
       expect(((await res.json()) as any).error.code).toBe('UNAUTHORIZED');
     }
+    // A browser cannot send the header: /docs answers with its sign-in form (test/integration/docs-browser.test.ts).
+    const docs = await call('GET', '/docs', undefined, null);
+    expect([docs.status, await docs.text()]).toEqual([401, expect.stringContaining('<form method="post" action="/docs/login">')]);
     expect((await call('GET', '/api/projects', undefined, 'wrong-token')).status).toBe(401);
     expect((await call('GET', '/api/projects', undefined, `${TOKEN}x`)).status).toBe(401);
   });

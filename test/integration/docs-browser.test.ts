@@ -1,0 +1,64 @@
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { chromium, type Browser } from 'playwright-core';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { appDepsFrom, createApp } from '../../src/api/app.js';
+import { testHome, type TestHome } from '../helpers.js';
+
+/**
+ * The "API reference" link `make run` prints, opened in real headless Chromium: a browser
+ * cannot send a bearer header, so /docs signs in with a form — the token never goes in a URL,
+ * and the cookie it gets is HttpOnly and is not the token.
+ */
+const TOKEN = 'docs-browser-admin-token-0123456789';
+let h: TestHome;
+let base: string;
+let close: () => void;
+let browser: Browser;
+
+beforeAll(async () => {
+  h = testHome();
+  const app = createApp(appDepsFrom(h.berth, { token: TOKEN, logger: pino({ level: 'silent' }) }));
+  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
+  await new Promise((r) => server.once('listening', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  close = () => server.close();
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+  close();
+  await h[Symbol.asyncDispose]();
+});
+
+describe('/docs in a browser', () => {
+  it('asks for the token in a form, opens the reference, and never puts the token in a URL or in script reach', async () => {
+    const page = await browser.newPage();
+    const urls: string[] = [];
+    page.on('request', (r) => urls.push(r.url()));
+    const first = await page.goto(`${base}/docs`);
+    expect(first?.status()).toBe(401);
+    await page.fill('input[name=token]', 'not-the-token');
+    await page.click('button[type=submit]');
+    expect(await page.textContent('[role=alert]')).toContain('not the admin token');
+
+    await page.fill('input[name=token]', TOKEN);
+    await Promise.all([page.waitForURL(`${base}/docs`), page.click('button[type=submit]')]);
+    expect(await page.title()).toContain('berth');
+    expect(await page.content()).toContain('/api/projects/{name}/runs');
+    expect(urls.every((u) => !u.includes(TOKEN))).toBe(true);
+    expect(await page.evaluate('document.cookie')).toBe(''); // HttpOnly: no script reads it
+    const [cookie] = await page.context().cookies();
+    expect(cookie).toMatchObject({ name: 'berth_docs', httpOnly: true, sameSite: 'Strict', path: '/docs' });
+    expect(cookie?.value).not.toContain(TOKEN);
+
+    // The cookie opens /docs only: the API still wants the bearer token.
+    const api = await page.goto(`${base}/api/projects`);
+    expect(api?.status()).toBe(401);
+    await page.close();
+  });
+});
