@@ -16,6 +16,7 @@ const LAYERS = [
   // The MCP servers and tool lists (the gateway's socket face too): main wires them in.
   ['mcp', ['mcp/']],
   ['main', ['main.ts']],
+  // The HTTP surface takes its dependencies as an argument: it never imports main.ts.
   ['api', ['api/']],
   ['cli', ['cli/', 'cli.ts', 'serve.ts', 'demo.ts', 'doctor.ts']],
 ];
@@ -42,6 +43,7 @@ module.exports = {
       to: {},
     },
     ...layerRules,
+    { name: 'api-not-main', severity: 'error', comment: 'the composition root hands the app its dependencies', from: { path: '^src/api/' }, to: { path: '^src/main\\.ts$' } },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

@@ -13,7 +13,6 @@ import { BerthError } from '../errors.js';
 import { registerSessionRoutes } from './routes/sessions.js';
 import { registerOperatorRoutes } from './routes/operator.js';
 import type { OperatorService } from '../admin/operator.js';
-import type { Berth } from '../main.js';
 import type { Gateway } from '../gateway/service.js';
 import type { SessionStore } from '../store/sessions.js';
 import { VERSION } from '../version.js';
@@ -46,11 +45,19 @@ export interface AppDeps {
 
 type Env = { Variables: { requestId: string; log: Logger } };
 
-/** The app's dependencies, taken from a composed berth (main.ts). */
-export function appDepsFrom(
-  berth: Pick<Berth, 'admin' | 'sessionTools' | 'tokens' | 'operator' | 'engine' | 'sessions' | 'gateway'>,
-  opts: { token: string; logger: Logger },
-): AppDeps {
+/** What the app takes from a composed berth (main.ts builds one; the app never imports it). */
+export interface AppSources {
+  readonly admin: AdminService;
+  readonly sessionTools: SessionTools;
+  readonly tokens: SessionTokens;
+  readonly operator: OperatorService;
+  readonly engine: Engine;
+  readonly sessions: SessionStore;
+  readonly gateway: Gateway;
+}
+
+/** The app's dependencies, from a composed berth; services stay lazy (made on first use). */
+export function appDepsFrom(berth: AppSources, opts: { token: string; logger: Logger }): AppDeps {
   return {
     admin: () => berth.admin,
     sessionTools: () => berth.sessionTools,
