@@ -3,6 +3,10 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { pino, type Logger } from 'pino';
+import { appDepsFrom, createApp } from '../src/api/app.js';
 import { createBerth, type Berth } from '../src/main.js';
 import type { ProjectMetadataInput } from '../src/config/metadata.js';
 import type { RunOutcome } from '../src/runs/runner.js';
@@ -64,4 +68,12 @@ export function cli(args: string[], env: Record<string, string> = {}): { code: n
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** The HTTP app of a berth, listening on a free loopback port (a real server, for real clients). */
+export async function serveApp(berth: Berth, token: string, logger: Logger = pino({ level: 'silent' })) {
+  const app = createApp(appDepsFrom(berth, { token, logger }));
+  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
+  await new Promise((r) => server.once('listening', r));
+  return { app, base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => void server.close() };
 }

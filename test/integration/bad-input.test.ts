@@ -1,15 +1,13 @@
 import fs from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
-import { serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { appDepsFrom, createApp } from '../../src/api/app.js';
+import type { createApp } from '../../src/api/app.js';
 import { loadBerthConfig } from '../../src/config/berth-config.js';
 import { createBerth, type Berth } from '../../src/main.js';
 import { spawnSync } from 'node:child_process';
-import { cli, REPO_ROOT } from '../helpers.js';
+import { cli, REPO_ROOT, serveApp } from '../helpers.js';
 
 /**
  * What the fuzzer and the outside attack found, one test each: bad input gets a stable code
@@ -30,11 +28,7 @@ beforeAll(async () => {
   fs.mkdirSync(home);
   berth = createBerth({ home, logLevel: 'info', logDestination: { write: (line) => void logs.push(line) } });
   for (const name of ['fz', 'other']) berth.store.create({ name });
-  app = createApp(appDepsFrom(berth, { token: TOKEN, logger: berth.logger }));
-  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
-  await new Promise((r) => server.once('listening', r));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  close = () => server.close();
+  ({ app, base, close } = await serveApp(berth, TOKEN, berth.logger));
 });
 afterAll(async () => {
   close();

@@ -1,10 +1,6 @@
-import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { chromium, type Browser } from 'playwright-core';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { appDepsFrom, createApp } from '../../src/api/app.js';
-import { testHome, type TestHome } from '../helpers.js';
+import { serveApp, testHome, type TestHome } from '../helpers.js';
 
 /**
  * The "API reference" link `make run` prints, opened in real headless Chromium: a browser
@@ -19,11 +15,7 @@ let browser: Browser;
 
 beforeAll(async () => {
   h = testHome();
-  const app = createApp(appDepsFrom(h.berth, { token: TOKEN, logger: pino({ level: 'silent' }) }));
-  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
-  await new Promise((r) => server.once('listening', r));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  close = () => server.close();
+  ({ base, close } = await serveApp(h.berth, TOKEN));
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],

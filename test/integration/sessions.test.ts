@@ -1,14 +1,10 @@
 import fs from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { serve } from '@hono/node-server';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { MEMORY_SOP } from '../../src/store/memory.js';
-import { testHome, type TestHome } from '../helpers.js';
+import { serveApp, testHome, type TestHome } from '../helpers.js';
 
 const TOKEN = 'admin-token-for-sessions-test';
 let h: TestHome;
@@ -18,11 +14,7 @@ let close: () => void;
 beforeAll(async () => {
   h = testHome();
   h.create({ name: 'lv', workspace_isolation: true });
-  const app = createApp(appDepsFrom(h.berth, { token: TOKEN, logger: pino({ level: 'silent' }) }));
-  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
-  await new Promise((r) => server.once('listening', r));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  close = () => server.close();
+  ({ base, close } = await serveApp(h.berth, TOKEN));
 });
 afterAll(async () => {
   close();
