@@ -12,6 +12,7 @@ import { createAdminService, type AdminService } from './admin/service.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
 import { openGatewaySocket } from './mcp/gateway-socket.js';
 import { createRunner, type Runner } from './runs/runner.js';
+import { processIdentity } from './runs/process-owner.js';
 import { createProjectStore, type CreateStep, type ProjectStore } from './store/projects.js';
 import { loadOrCreateSecret, memoryAuthorFor } from './store/secret.js';
 import { createSessionStore, type SessionStore } from './store/sessions.js';
@@ -92,6 +93,7 @@ export function createBerth(opts: BerthOptions): Berth {
       logger,
       gateway,
       openSocket: openGatewaySocket,
+      ownerProcess: processIdentity(),
       socketsDir: join(paths.stateDir, 'sockets'),
     }));
   return {

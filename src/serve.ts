@@ -20,8 +20,10 @@ export async function runServer(
 ): Promise<number> {
   const token = resolveAdminToken({ configToken: berth.config.admin_token, envToken: opts.envToken, file: homePaths(berth.home).adminTokenFile });
   if (opts.demo) ensureDemoProject(berth, io);
-  const reaped = await berth.runner.reapLeftovers();
-  if (reaped) berth.logger.warn({ containers: reaped }, 'removed containers a previous berth left behind');
+  const recovered = await berth.runner.recover();
+  if (recovered.removed || recovered.interrupted.length) {
+    berth.logger.warn({ containers: recovered.removed, interrupted: recovered.interrupted }, 'closed the runs a dead berth left open and removed their containers');
+  }
   const app = createApp(appDepsFrom(berth, { token: token.token, logger: berth.logger }));
 
   const server = serve({ fetch: app.fetch, hostname: opts.host, port: opts.port });

@@ -42,13 +42,17 @@ export interface ManagedContainer {
   workspace: string;
   run: string;
   state: string;
+  /** The berth process that started it, if labelled. */
+  owner?: string;
 }
 
 export interface Engine {
   info(): Promise<EngineInfo>;
   imageExists(image: string): Promise<boolean>;
   /** Run a plan to its end; aborting `signal` stops the container (the result then says why). */
-  run(plan: RunPlan, opts?: { signal?: AbortSignal }): Promise<RunResult>;
+  run(plan: RunPlan, opts?: { signal?: AbortSignal; onCreated?: (containerId: string) => void }): Promise<RunResult>;
+  /** Force-remove the given containers; returns how many. */
+  removeContainers(ids: string[]): Promise<number>;
   listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;
   /** Force-remove the labelled containers a query matches; returns how many. */
   removeManaged(query: ContainerQuery): Promise<number>;
@@ -174,9 +178,15 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
     }
   };
 
-  async function run(plan: RunPlan, opts: { signal?: AbortSignal } = {}): Promise<RunResult> {
+  async function run(plan: RunPlan, opts: { signal?: AbortSignal; onCreated?: (containerId: string) => void } = {}): Promise<RunResult> {
     const t0 = performance.now();
     const container = await engineCall(() => docker.createContainer(toCreateOptions(plan)), { image: plan.image });
+    try {
+      opts.onCreated?.(container.id);
+    } catch (err) {
+      await container.remove({ force: true }).catch(() => undefined);
+      throw err;
+    }
     const tCreated = performance.now();
     let timedOut = false;
     let timer: NodeJS.Timeout | undefined;
@@ -253,6 +263,7 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       workspace: c.Labels[LABELS.workspace] ?? '',
       run: c.Labels[LABELS.run] ?? '',
       state: c.State,
+      owner: c.Labels[LABELS.owner],
     }));
   }
 
@@ -280,6 +291,11 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
 
     run,
     listManaged,
+
+    async removeContainers(ids) {
+      await Promise.all(ids.map((id) => docker.getContainer(id).remove({ force: true }).catch(() => undefined)));
+      return ids.length;
+    },
 
     async removeManaged(query) {
       const found = await listManaged(query);

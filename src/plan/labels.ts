@@ -7,15 +7,19 @@ export const LABELS = {
   workspace: 'berth.workspace',
   session: 'berth.session',
   run: 'berth.run',
+  /** The berth process that started it ("<pid>.<start time>"): a starting berth reaps only dead owners' containers. */
+  owner: 'berth.owner',
 } as const;
 
 export interface ContainerQuery {
   installation: string;
   project?: string;
+  run?: string;
 }
 
 export function labelFilter(q: ContainerQuery) {
   const label = [`${LABELS.managed}=true`, `${LABELS.installation}=${q.installation}`];
   if (q.project) label.push(`${LABELS.project}=${q.project}`);
+  if (q.run) label.push(`${LABELS.run}=${q.run}`);
   return { label };
 }

@@ -117,6 +117,8 @@ export interface PlanInput {
   privateWorkspace?: { cwdRel: string; seeds: ProtectedSnapshot; ensureDir?: string[] };
   /** The berth home's installation id, labelled on every container. */
   installation: string;
+  /** The berth process running it ("<pid>.<start time>"), labelled so a restart reaps only the dead's. */
+  ownerProcess?: string;
 }
 
 export function imageFor(metadata: ProjectMetadata, config: BerthConfig): string {
@@ -239,6 +241,7 @@ export function planRun(input: PlanInput): RunPlan {
       [LABELS.workspace]: workspace.id,
       [LABELS.run]: run.id,
       ...(run.session ? { [LABELS.session]: run.session } : {}),
+      ...(input.ownerProcess ? { [LABELS.owner]: input.ownerProcess } : {}),
     },
     prepare: {
       rwRoot,

@@ -22,6 +22,9 @@ import type { Gateway, GatewayCaller } from '../gateway/service.js';
 import { createKeyedLock } from './keyed-lock.js';
 import { watchDisk } from './disk-watch.js';
 import { prepareMounts } from './prepare-mounts.js';
+import { ownerAlive } from './process-owner.js';
+import { appendJournal, openRuns, type JournalEntry } from '../store/journal.js';
+import { BerthError } from '../errors.js';
 
 export interface RunRequest {
   project: string;
@@ -58,8 +61,13 @@ export interface Runner {
   runPrivate(project: string, sessionId: string, tenantKey: string, level: PermissionLevel, message: string, target: PrivateTarget): Promise<RunOutcome>;
   /** Run argv (the shell tool) in a container shaped exactly like the session's agent runs. */
   exec(ref: { project: string; session: string }, argv: string[]): Promise<RunOutcome>;
-  /** Remove labelled containers a crashed berth of this home left behind. */
+  /** Remove every labelled container of this home (explicit cleanup). */
   reapLeftovers(): Promise<number>;
+  /**
+   * At startup: close the runs a dead berth process of this home left open (journaled as
+   * interrupted) and remove their containers — never those of a berth process still running.
+   */
+  recover(): Promise<{ interrupted: string[]; removed: number }>;
   /** This installation's containers (of one project, or all). */
   listContainers(project?: string): Promise<ManagedContainer[]>;
   /** Stop and remove one project's containers (runs in flight end with exit 137). */
@@ -92,6 +100,8 @@ export function createRunner(deps: {
   gateway?: Gateway;
   openSocket?: GatewaySocketOpener;
   socketsDir?: string;
+  /** This process ("<pid>.<start time>"), recorded on every run it owns. */
+  ownerProcess?: string;
 }): Runner {
   const { store, sessions, engine, config, secret, installation } = deps;
   // One run at a time per workspace: a tenant's messages queue instead of racing each other's mounts.
@@ -152,9 +162,23 @@ export function createRunner(deps: {
     };
   }
 
-  /** The flow of one run: workspace → plan → prepare → launch → record. One run at a time per workspace. */
+  /** The flow of one run: journal → workspace → plan → prepare → launch → record. One run at a time per workspace. */
   async function launch(project: Project, session: SessionRecord, spec: LaunchSpec): Promise<RunOutcome> {
     const ctx = contextOf(project, session, spec);
+    const journal = (entry: Omit<JournalEntry, 'at' | 'run'>) => appendJournal(project.paths.sessionsDir, { run: ctx.runId, ...entry });
+    journal({ phase: 'accepted', owner: deps.ownerProcess, kind: spec.kind, session: session.id });
+    try {
+      const outcome = await locked(ctx, spec, (containerId) => journal({ phase: 'started', container: containerId }));
+      journal({ phase: 'finished', exit_code: outcome.exitCode });
+      return outcome;
+    } catch (err) {
+      journal({ phase: 'failed', reason: err instanceof BerthError ? err.code : 'INTERNAL' });
+      throw err;
+    }
+  }
+
+  async function locked(ctx: RunContext, spec: LaunchSpec, onCreated: (containerId: string) => void): Promise<RunOutcome> {
+    const { project, session } = ctx;
     return withWorkspaceLock(`${project.metadata.name}/${ctx.workspace.id}`, async () => {
       if (spec.kind !== 'workflow_step') {
         const ws = session.settings.workspace;
@@ -188,10 +212,11 @@ export function createRunner(deps: {
           privateWorkspace: spec.kind === 'workflow_step' && seeds ? { cwdRel: spec.target.cwdRel, seeds, ensureDir: spec.target.ensureDir } : undefined,
           gatewayDir: socket?.dir,
           installation,
+          ownerProcess: deps.ownerProcess,
         });
         for (const w of plan.warnings) ctx.log.warn(w);
         prepareMounts(plan, project.paths.dir, ctx.owner);
-        return await execute(ctx, spec, plan);
+        return await execute(ctx, spec, plan, onCreated);
       } finally {
         await socket?.close();
         if (seeds) fs.rmSync(seeds.dir, { recursive: true, force: true });
@@ -206,13 +231,13 @@ export function createRunner(deps: {
   }
 
   /** Run the plan (bounded by its limits and the disk watch), then record it. */
-  async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan): Promise<RunOutcome> {
+  async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan, onCreated: (containerId: string) => void): Promise<RunOutcome> {
     const abort = new AbortController();
     const disk = watchDisk(plan.prepare.rwRoot, plan.limits, (reason) => {
       ctx.log.warn({ reason }, 'run stopped: disk limit');
       abort.abort();
     });
-    const result = await engine.run(plan, { signal: abort.signal }).finally(() => disk.stop());
+    const result = await engine.run(plan, { signal: abort.signal, onCreated }).finally(() => disk.stop());
     const stoppedFor = disk.exceeded();
     const tool = spec.kind === 'shell_tool';
     ctx.log.info({ exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool }, tool ? 'shell tool finished' : 'run finished');
@@ -255,6 +280,30 @@ export function createRunner(deps: {
       if (deps.socketsDir) fs.rmSync(deps.socketsDir, { recursive: true, force: true });
       return removed;
     },
+    async recover() {
+      const interrupted: string[] = [];
+      for (const name of store.names()) {
+        let sessionsDir: string;
+        try {
+          sessionsDir = store.get(name).paths.sessionsDir;
+        } catch {
+          continue; // an invalid project is doctor's business, not a reason not to start
+        }
+        for (const open of openRuns(sessionsDir)) {
+          if (ownerAlive(open.owner)) continue;
+          appendJournal(sessionsDir, { run: open.run, phase: 'interrupted', reason: `the berth process that ran it (${open.owner ?? 'unknown'}) is gone` });
+          interrupted.push(open.run);
+        }
+      }
+      const dead = (await engine.listManaged({ installation })).filter((c) => !ownerAlive(c.owner));
+      const removed = await engine.removeContainers(dead.map((c) => c.id));
+      // Gateway sockets of dead runs: each run's directory is named by its run id.
+      if (deps.socketsDir) {
+        const live = new Set((await engine.listManaged({ installation })).map((c) => c.run));
+        for (const dir of safeReaddir(deps.socketsDir)) if (!live.has(dir)) fs.rmSync(join(deps.socketsDir, dir), { recursive: true, force: true });
+      }
+      return { interrupted, removed };
+    },
     listContainers: (project) => engine.listManaged({ installation, project }),
     removeContainers: (project) => engine.removeManaged({ installation, project }),
   };
@@ -280,4 +329,12 @@ export function toRunRecord(o: RunOutcome, kind: 'message' | 'shell_run' = 'mess
     timings_ms: roundedTimings(o.timings),
     finished_at: new Date().toISOString(),
   };
+}
+
+function safeReaddir(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
 }

@@ -75,7 +75,7 @@ describe('workspace isolation (real containers)', () => {
     const o = await h.run(
       'shared',
       'web:mallory',
-      'echo "{}" > /workspace/metadata.json 2>&1; rm -f /workspace/metadata.json 2>&1; mv /workspace/metadata.json /workspace/m 2>&1; ls -a /workspace/sessions 2>&1; cat /workspace/sessions/runs.jsonl 2>&1; touch /workspace/sessions/x 2>&1',
+      'echo "{}" > /workspace/metadata.json 2>&1; rm -f /workspace/metadata.json 2>&1; mv /workspace/metadata.json /workspace/m 2>&1; ls -a /workspace/sessions 2>&1; cat /workspace/sessions/runs.jsonl 2>&1; cat /workspace/sessions/journal.jsonl 2>&1; touch /workspace/sessions/x 2>&1',
     );
     expect(fs.readFileSync(join(h.home, 'projects/shared/metadata.json'), 'utf8')).toBe(before);
     expect(o.stderr).toContain("can't create /workspace/metadata.json: Read-only file system");
@@ -84,7 +84,8 @@ describe('workspace isolation (real containers)', () => {
     // The run log exists on the host (earlier runs wrote it) but the container cannot see or add to it.
     expect(o.stdout).not.toContain('"exit_code"');
     expect(o.stdout).toContain("can't open '/workspace/sessions/runs.jsonl'");
-    expect(fs.readdirSync(join(h.home, 'projects/shared/sessions')).filter((n) => !/^t-[0-9a-f]{32}\.json$/.test(n))).toEqual(['runs.jsonl']);
+    expect(o.stdout).toContain("can't open '/workspace/sessions/journal.jsonl'");
+    expect(fs.readdirSync(join(h.home, 'projects/shared/sessions')).filter((n) => !/^t-[0-9a-f]{32}\.json$/.test(n))).toEqual(['journal.jsonl', 'runs.jsonl']); // berth's own, written on the host
     expect(o.stdout).not.toContain('permission_level');
   });
 
