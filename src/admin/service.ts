@@ -10,8 +10,9 @@ import { diskUsage } from '../fs/du.js';
 import { toRunRecord, type RunOutcome, type Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
+import { interruptedRuns } from '../store/journal.js';
 import { listWorkspaces } from '../store/workspaces.js';
-import type { ProjectView, RunView, WorkspaceView } from './views.js';
+import type { InterruptedRun, ProjectView, RunView, WorkspaceView } from './views.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import { resolveChannel } from '../workflows/channels.js';
 import { listWorkflows, runWorkflow, type StepEvent } from '../workflows/run.js';
@@ -29,7 +30,7 @@ export interface AdminService {
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
   runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel }): Promise<RunView>;
-  listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number };
+  listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
   listSessions(name: string): SessionRecord[];
   workspaceProfile(name: string, workspaceId: string): WorkspaceProfile;
   getSession(project: string, id: string): SessionRecord;
@@ -121,7 +122,10 @@ export function createAdminService(deps: {
       const limit = filter.limit ?? 50;
       const mine = filter.user === undefined ? undefined : new Set(sessions.list(p).filter((s) => s.tenant_key === filter.user).map((s) => s.id));
       const { records, corrupt } = readRunRecords(p.paths.sessionsDir, { keep: mine && ((r) => mine.has(r.session)), limit });
-      return { runs: records, corrupt_lines: corrupt };
+      const interrupted = interruptedRuns(p.paths.sessionsDir, limit)
+        .filter((r) => !mine || (r.session !== undefined && mine.has(r.session)))
+        .map((r) => ({ run: r.run, session: r.session ?? null, kind: r.kind ?? null, interrupted_at: r.at, reason: r.reason ?? 'its berth process died' }));
+      return { runs: records, corrupt_lines: corrupt, interrupted };
     },
 
     listSessions: (name) => sessions.list(store.get(name)),

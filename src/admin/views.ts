@@ -60,6 +60,15 @@ export const RunViewSchema = z.object({
 });
 
 
+export const InterruptedRunSchema = z.object({
+  run: z.string(),
+  session: z.string().nullable(),
+  kind: z.enum(['message', 'workflow_step', 'shell_tool']).nullable(),
+  interrupted_at: z.string(),
+  reason: z.string(),
+});
+export type InterruptedRun = z.infer<typeof InterruptedRunSchema>;
+
 export const ErrorBodySchema = z.object({
   error: z.object({
     code: z.string().describe('Stable: match on this, never on the message.'),

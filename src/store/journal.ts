@@ -38,8 +38,19 @@ export function appendJournal(sessionsDir: string, entry: Omit<JournalEntry, 'at
   }
 }
 
-/** Runs whose last phase is accepted or started: in flight, or left open by a berth that died. */
-export function openRuns(sessionsDir: string): Array<{ run: string; owner?: string; phase: 'accepted' | 'started' }> {
+/** Each run's journal folded into one record: its last phase, plus what its earlier lines said. */
+export interface RunTrace {
+  run: string;
+  phase: JournalEntry['phase'];
+  at: string;
+  owner?: string;
+  kind?: JournalEntry['kind'];
+  session?: string;
+  container?: string;
+  reason?: string;
+}
+
+function traces(sessionsDir: string): RunTrace[] {
   let text: string;
   try {
     text = fs.readFileSync(join(sessionsDir, FILE), 'utf8');
@@ -47,7 +58,7 @@ export function openRuns(sessionsDir: string): Array<{ run: string; owner?: stri
     if (errnoOf(err) === 'ENOENT') return [];
     throw err;
   }
-  const runs = new Map<string, { run: string; owner?: string; phase: JournalEntry['phase'] }>();
+  const runs = new Map<string, RunTrace>();
   for (const line of text.split('\n')) {
     if (!line) continue;
     let parsed: ReturnType<typeof JournalEntrySchema.safeParse>;
@@ -57,9 +68,21 @@ export function openRuns(sessionsDir: string): Array<{ run: string; owner?: stri
       continue; // a line cut by a crash mid-write
     }
     if (!parsed.success) continue;
-    const e = parsed.data;
-    const known = runs.get(e.run);
-    runs.set(e.run, { run: e.run, owner: e.owner ?? known?.owner, phase: e.phase });
+    const { exit_code: _exit, ...e } = parsed.data;
+    runs.set(e.run, { ...runs.get(e.run), ...Object.fromEntries(Object.entries(e).filter(([, v]) => v !== undefined)) } as RunTrace);
   }
-  return [...runs.values()].filter((r): r is { run: string; owner?: string; phase: 'accepted' | 'started' } => r.phase === 'accepted' || r.phase === 'started');
+  return [...runs.values()];
+}
+
+/** Runs whose last phase is accepted or started: in flight, or left open by a berth that died. */
+export function openRuns(sessionsDir: string): RunTrace[] {
+  return traces(sessionsDir).filter((r) => r.phase === 'accepted' || r.phase === 'started');
+}
+
+/** Runs closed as interrupted (their berth died), newest first. */
+export function interruptedRuns(sessionsDir: string, limit: number): RunTrace[] {
+  return traces(sessionsDir)
+    .filter((r) => r.phase === 'interrupted')
+    .sort((a, b) => b.at.localeCompare(a.at))
+    .slice(0, limit);
 }

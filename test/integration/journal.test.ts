@@ -74,6 +74,11 @@ describe('run journal', () => {
     expect(live.out()).toBe('survived\n');
     expect(journal().filter((e) => e.run === liveRun).map((e) => e.phase)).toEqual(['accepted', 'started', 'finished']);
 
+    // The runs API shows it: the finished run as a record, the killed one as interrupted.
+    const listed = h.berth.admin.listRuns('jr', {});
+    expect(listed.interrupted).toEqual([{ run: doomedRun, session: expect.stringMatching(/^t-/), kind: 'message', interrupted_at: expect.any(String), reason: expect.stringContaining('is gone') }]);
+    expect(listed.runs.map((r) => r.run)).toContain(liveRun);
+
     // Recovering again changes nothing: every run has exactly one closing record.
     expect(await h.berth.runner.recover()).toEqual({ interrupted: [], removed: 0 });
     const closing = new Map<string, number>();

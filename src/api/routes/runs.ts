@@ -1,6 +1,6 @@
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { ErrorBodySchema, RunRequestSchema, RunViewSchema } from '../../admin/views.js';
+import { ErrorBodySchema, InterruptedRunSchema, RunRequestSchema, RunViewSchema } from '../../admin/views.js';
 import { RunRecordSchema } from '../../store/run-log.js';
 import type { AdminService } from '../../admin/service.js';
 import { TenantKeySchema } from '../../store/workspaces.js';
@@ -39,7 +39,17 @@ export function registerRunRoutes(app: OpenAPIHono, admin: () => AdminService): 
           limit: z.coerce.number().int().min(1).max(500).default(50),
         }),
       },
-      responses: { 200: json(z.object({ runs: z.array(RunRecordSchema), corrupt_lines: z.number().int().describe('Lines of the log that could not be read (skipped).') }), 'run records'), 404: json(ErrorBodySchema, 'PROJECT_NOT_FOUND') },
+      responses: {
+        200: json(
+          z.object({
+            runs: z.array(RunRecordSchema),
+            corrupt_lines: z.number().int().describe('Lines of the log that could not be read (skipped).'),
+            interrupted: z.array(InterruptedRunSchema).describe('Runs a berth that died left open, closed at the next start (from the run journal).'),
+          }),
+          'run records',
+        ),
+        404: json(ErrorBodySchema, 'PROJECT_NOT_FOUND'),
+      },
     }),
     (c) => {
       const { user, limit } = c.req.valid('query');
