@@ -136,9 +136,9 @@ export function createRunner(deps: {
     | { kind: 'workflow_step'; message: string; target: PrivateTarget }
     | { kind: 'shell_tool'; argv: string[] };
 
-  function contextOf(project: Project, session: SessionRecord, spec: LaunchSpec): RunContext {
+  /** The run's identity and workspace (known at once) — and the operator's settings, read when it may start. */
+  function contextOf(project: Project, session: SessionRecord, spec: LaunchSpec): Omit<RunContext, 'config' | 'owner' | 'grants'> {
     const runId = newRunId();
-    const cfg = config();
     const level = session.settings.permission_level;
     const ws = session.settings.workspace;
     const workspace =
@@ -154,9 +154,6 @@ export function createRunner(deps: {
       session,
       level,
       profile: LEVEL_PROFILES[level],
-      config: cfg,
-      owner: agentOwner(cfg),
-      grants: sharedGrantsFor(cfg, project.metadata.name),
       workspace,
       log: deps.logger.child({ project: project.metadata.name, session: session.id, permission_level: level, run: runId, workspace: workspace.id }),
     };
@@ -177,9 +174,12 @@ export function createRunner(deps: {
     }
   }
 
-  async function locked(ctx: RunContext, spec: LaunchSpec, onCreated: (containerId: string) => void): Promise<RunOutcome> {
-    const { project, session } = ctx;
-    return withWorkspaceLock(`${project.metadata.name}/${ctx.workspace.id}`, async () => {
+  async function locked(base: ReturnType<typeof contextOf>, spec: LaunchSpec, onCreated: (containerId: string) => void): Promise<RunOutcome> {
+    const { project, session } = base;
+    return withWorkspaceLock(`${project.metadata.name}/${base.workspace.id}`, async () => {
+      // Read now, not when the run was accepted: a grant revoked while it waited is not mounted.
+      const cfg = config();
+      const ctx: RunContext = { ...base, config: cfg, owner: agentOwner(cfg), grants: sharedGrantsFor(cfg, project.metadata.name) };
       if (spec.kind !== 'workflow_step') {
         const ws = session.settings.workspace;
         const made = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner });

@@ -91,6 +91,16 @@ describe('shared areas (real containers)', () => {
     expect(b('project', 'grant', 'finance', 'nope')).toMatchObject({ code: 2, stderr: expect.stringContaining('no shared area "nope"') });
   });
 
+  it('a grant revoked while a run waits for its workspace is not mounted into it', async () => {
+    expect(b('project', 'grant', 'finance', 'drafts')).toMatchObject({ code: 0 });
+    const first = run('finance', 'sleep 2; ls /shared');
+    await new Promise((r) => setTimeout(r, 500)); // the first run holds the tenant's workspace
+    const queued = run('finance', 'ls /shared');
+    expect(b('project', 'revoke', 'finance', 'drafts')).toMatchObject({ code: 0 });
+    expect((await first).stdout).toBe('drafts\nfinance-kb\n'); // in flight: keeps what it started with
+    expect((await queued).stdout).toBe('finance-kb\n');
+  });
+
   it('the shell tool reads granted areas, refuses ungranted ones (AREA_NOT_GRANTED) and writes to read-only ones', async () => {
     await berth.runner.run({ project: 'finance', tenantKey: 'web:sh', message: 'true', sessionId: 'fin-sh', level: 'medium' });
     const ok = await berth.sessionTools.shellRun({ project: 'finance', session: 'fin-sh' }, { command: 'cat /shared/finance-kb/fact.txt' });
