@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ProjectMetadataSchema, ProjectNameSchema } from '../config/metadata.js';
 import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import { SharedGrantSchema } from '../config/grants.js';
+import { RUN_KINDS } from '../store/journal.js';
 import { TenantKeySchema, WorkspaceRecordSchema } from '../store/workspaces.js';
 
 /**
@@ -63,7 +64,7 @@ export const RunViewSchema = z.object({
 export const InterruptedRunSchema = z.object({
   run: z.string(),
   session: z.string().nullable(),
-  kind: z.enum(['message', 'workflow_step', 'shell_tool']).nullable(),
+  kind: z.enum(RUN_KINDS).nullable(),
   interrupted_at: z.string(),
   reason: z.string(),
 });

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { BerthConfigSchema, type BerthConfig } from './berth-config-schema.js';
 import { BerthError, errnoOf } from '../errors.js';
+import { fileStamp } from '../fs/json-file.js';
 import { checkOperatorConfig } from './operator-checks.js';
 import { parseOrThrow } from './parse.js';
 
@@ -44,14 +45,7 @@ export function loadBerthConfig(file: string, home: string): BerthConfig {
  * reports the error once — a running server never continues half-configured.
  */
 export function createConfigSource(file: string, home: string, onError: (err: unknown) => void): () => BerthConfig {
-  const stamp = () => {
-    try {
-      const s = fs.statSync(file);
-      return `${s.mtimeMs}:${s.size}:${s.ino}`;
-    } catch {
-      return 'missing';
-    }
-  };
+  const stamp = () => fileStamp(file) ?? 'missing';
   let seen = stamp();
   let current = loadBerthConfig(file, home);
   return () => {

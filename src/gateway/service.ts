@@ -1,8 +1,8 @@
-import fs from 'node:fs';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
 import { closeQuietly } from '../fs/fd-path.js';
+import { fileStamp } from '../fs/json-file.js';
 import { openScopeRoot, sandboxDelete, sandboxInfo, sandboxRead, sandboxWrite, type FileInfo } from '../fs/sandbox.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { workspaceIdFor } from '../store/secret.js';
@@ -62,14 +62,7 @@ export function createGateway(deps: { store: ProjectStore; secret: () => Buffer;
     const log = deps.logger.child({ project: identity.project, tenant: identity.tenantKey });
     const ownId = workspaceIdFor(deps.secret(), identity.project, identity.tenantKey);
     let resolved: { stamp: string; project: Project; caller: Caller } | undefined;
-    const stampOf = (file: string) => {
-      try {
-        const st = fs.statSync(file);
-        return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
-      } catch {
-        return 'gone';
-      }
-    };
+    const stampOf = (file: string) => fileStamp(file) ?? 'gone';
     const current = () => {
       // Stamp before reading: a change that lands while we read makes the next call read again.
       const file = resolved?.project.paths.metadataFile;

@@ -295,11 +295,11 @@ export function createRunner(deps: {
           interrupted.push(open.run);
         }
       }
-      const dead = (await engine.listManaged({ installation })).filter((c) => !ownerAlive(c.owner));
-      const removed = await engine.removeContainers(dead.map((c) => c.id));
+      const containers = await engine.listManaged({ installation });
+      const removed = await engine.removeContainers(containers.filter((c) => !ownerAlive(c.owner)).map((c) => c.id));
       // Gateway sockets of dead runs: each run's directory is named by its run id.
       if (deps.socketsDir) {
-        const live = new Set((await engine.listManaged({ installation })).map((c) => c.run));
+        const live = new Set(containers.filter((c) => ownerAlive(c.owner)).map((c) => c.run));
         for (const dir of safeReaddir(deps.socketsDir)) if (!live.has(dir)) fs.rmSync(join(deps.socketsDir, dir), { recursive: true, force: true });
       }
       return { interrupted, removed };

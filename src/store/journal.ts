@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { errnoOf } from '../errors.js';
+import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 
 /**
  * The run journal: every run, one JSON line per phase — accepted (before its container exists),
@@ -12,6 +12,8 @@ import { errnoOf } from '../errors.js';
 const FILE = 'journal.jsonl';
 
 export const RUN_PHASES = ['accepted', 'started', 'finished', 'failed', 'interrupted'] as const;
+/** The three kinds of run (a message to the agent, a workflow step, a shell-tool command). */
+export const RUN_KINDS = ['message', 'workflow_step', 'shell_tool'] as const;
 
 export const JournalEntrySchema = z.object({
   run: z.string(),
@@ -19,7 +21,7 @@ export const JournalEntrySchema = z.object({
   at: z.string(),
   /** The berth process that owns the run ("<pid>.<start time>"), set when it is accepted. */
   owner: z.string().optional(),
-  kind: z.enum(['message', 'workflow_step', 'shell_tool']).optional(),
+  kind: z.enum(RUN_KINDS).optional(),
   session: z.string().optional(),
   container: z.string().optional(),
   exit_code: z.number().int().optional(),
@@ -38,37 +40,15 @@ export function appendJournal(sessionsDir: string, entry: Omit<JournalEntry, 'at
   }
 }
 
-/** Each run's journal folded into one record: its last phase, plus what its earlier lines said. */
-export interface RunTrace {
-  run: string;
-  phase: JournalEntry['phase'];
-  at: string;
-  owner?: string;
-  kind?: JournalEntry['kind'];
-  session?: string;
-  container?: string;
-  reason?: string;
-}
+/** Each run's journal folded into one record: its last phase and time, plus what its earlier lines said. */
+export type RunTrace = Omit<JournalEntry, 'exit_code'>;
 
 function traces(sessionsDir: string): RunTrace[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(join(sessionsDir, FILE), 'utf8');
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return [];
-    throw err;
-  }
   const runs = new Map<string, RunTrace>();
-  for (const line of text.split('\n')) {
-    if (!line) continue;
-    let parsed: ReturnType<typeof JournalEntrySchema.safeParse>;
-    try {
-      parsed = JournalEntrySchema.safeParse(JSON.parse(line));
-    } catch {
-      continue; // a line cut by a crash mid-write
-    }
-    if (!parsed.success) continue;
-    const { exit_code: _exit, ...e } = parsed.data;
+  for (const line of readJsonLines(join(sessionsDir, FILE))) {
+    const entry = parseJsonLine(line, JournalEntrySchema); // undefined: a line cut by a crash mid-write
+    if (!entry) continue;
+    const { exit_code: _exit, ...e } = entry;
     runs.set(e.run, { ...runs.get(e.run), ...Object.fromEntries(Object.entries(e).filter(([, v]) => v !== undefined)) } as RunTrace);
   }
   return [...runs.values()];

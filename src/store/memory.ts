@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { PermissionLevel } from '../config/session.js';
-import { errnoOf } from '../errors.js';
+import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { LEVEL_PROFILES } from '../plan/levels.js';
 import { deny } from '../plan/shell-policy.js';
 
@@ -45,24 +45,7 @@ This project keeps long-term memory shared by its sessions. Read it with the mem
 level allows memory_write. Never store secrets.`;
 
 function readAll(memoryDir: string): MemoryEntry[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(join(memoryDir, MEMORY_FILE), 'utf8');
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return [];
-    throw err;
-  }
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .flatMap((line) => {
-      try {
-        const parsed = MemoryEntrySchema.safeParse(JSON.parse(line));
-        return parsed.success ? [parsed.data] : [];
-      } catch {
-        return [];
-      }
-    });
+  return readJsonLines(join(memoryDir, MEMORY_FILE)).flatMap((line) => parseJsonLine(line, MemoryEntrySchema) ?? []);
 }
 
 const words = (s: string) => s.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];

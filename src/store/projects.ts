@@ -13,6 +13,7 @@ import {
 } from '../config/metadata.js';
 import { parseOrThrow } from '../config/parse.js';
 import { BerthError, errnoOf } from '../errors.js';
+import { parsesAs } from '../fs/json-file.js';
 import { withFileLock } from '../fs/lock.js';
 import { atomicWriteFile, type Owner } from '../fs/tree.js';
 import { readSnapshotPointer, takeProtectedSnapshot, type SnapshotPointer } from './protected-snapshot.js';
@@ -146,7 +147,7 @@ export function createProjectStore(opts: {
       fs.mkdirSync(join(staging, 'workflows'), { mode: 0o755 });
       fs.writeFileSync(join(staging, 'metadata.json'), serialize(metadata), { mode: 0o644, flag: 'wx' });
       // Parsed back before the rename publishes it, like every write of a project or operator file.
-      ProjectMetadataSchema.parse(JSON.parse(fs.readFileSync(join(staging, 'metadata.json'), 'utf8')));
+      parsesAs(ProjectMetadataSchema)(fs.readFileSync(join(staging, 'metadata.json'), 'utf8'));
       step('staged');
       const snapshot = takeProtectedSnapshot({
         sourceDir: staging,
@@ -211,7 +212,7 @@ export function createProjectStore(opts: {
       );
       // Protection is re-taken from the project directory on every admin update.
       const snapshot = takeProtectedSnapshot({ sourceDir: paths.dir, protectedDir: paths.protectedDir, entries: merged.protected_paths });
-      atomicWriteFile(paths.metadataFile, serialize(merged), 0o644, (text) => void ProjectMetadataSchema.parse(JSON.parse(text)));
+      atomicWriteFile(paths.metadataFile, serialize(merged), 0o644, parsesAs(ProjectMetadataSchema));
       return { paths, metadata: merged, snapshot };
     });
   }

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { PermissionLevelSchema } from '../config/session.js';
-import { errnoOf } from '../errors.js';
+import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 
 /** One line of the run log: a run's record (every surface shows these). */
 export const RunRecordSchema = z.object({
@@ -34,29 +34,13 @@ export function readRunRecords(
   sessionsDir: string,
   filter: { keep?: (record: RunRecord) => boolean; limit: number },
 ): { records: RunRecord[]; corrupt: number } {
-  let text: string;
-  try {
-    text = fs.readFileSync(join(sessionsDir, FILE), 'utf8');
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return { records: [], corrupt: 0 };
-    throw err;
-  }
   const records: RunRecord[] = [];
   let corrupt = 0;
-  const lines = text.split('\n').filter(Boolean);
+  const lines = readJsonLines(join(sessionsDir, FILE));
   for (let i = lines.length - 1; i >= 0 && records.length < filter.limit; i--) {
-    let parsed: ReturnType<typeof RunRecordSchema.safeParse>;
-    try {
-      parsed = RunRecordSchema.safeParse(JSON.parse(lines[i] as string));
-    } catch {
-      corrupt++;
-      continue;
-    }
-    if (!parsed.success) {
-      corrupt++;
-      continue;
-    }
-    if (!filter.keep || filter.keep(parsed.data)) records.push(parsed.data);
+    const record = parseJsonLine(lines[i] as string, RunRecordSchema);
+    if (!record) corrupt++;
+    else if (!filter.keep || filter.keep(record)) records.push(record);
   }
   return { records, corrupt };
 }

@@ -10,7 +10,7 @@ import {
 } from '../config/session.js';
 import { parseOrThrow } from '../config/parse.js';
 import { BerthError, errnoOf } from '../errors.js';
-import { readJsonFile } from '../fs/json-file.js';
+import { parsesAs, readJsonFile } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import type { Project, ProjectStore } from './projects.js';
 import { workspaceIdFor } from './secret.js';
@@ -72,7 +72,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
   };
 
   function write(project: Project, record: SessionRecord): SessionRecord {
-    atomicWriteFile(file(project, record.id), `${JSON.stringify(record, null, 2)}\n`, 0o600, (text) => void SessionRecordSchema.parse(JSON.parse(text)));
+    atomicWriteFile(file(project, record.id), `${JSON.stringify(record, null, 2)}\n`, 0o600, parsesAs(SessionRecordSchema));
     return record;
   }
 
