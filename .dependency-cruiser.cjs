@@ -11,6 +11,8 @@ const LAYERS = [
   ['launch', ['launch/']],
   ['store', ['store/']],
   ['gateway', ['gateway/']],
+  // How containers reach outside: the model gateway and the egress proxy (one socket per run).
+  ['outbound', ['outbound/']],
   ['runs', ['runs/', 'workflows/', 'images/']],
   ['admin', ['admin/']],
   // The MCP servers and tool lists (the gateway's socket face too): main wires them in.

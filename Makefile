@@ -13,7 +13,10 @@ run: setup
 demo: setup
 	@node bin/berth.js demo
 
+# The agent image (real Claude Code and Codex) is for the tests only: "make run" does not build
+# it. Cold 70-90 s (Debian base, npm downloads, docker build); up to date, about a second.
 test: setup
+	@node bin/berth.js images build agent
 	@npm run --silent typecheck
 	@npm run --silent layers
 	@npx vitest run --exclude '**/gateway-dos.test.ts'

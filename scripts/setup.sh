@@ -33,6 +33,8 @@ command -v curl >/dev/null 2>&1 || apt_install curl ca-certificates
 command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
 # Debian's Chromium, for the browser tests (never a downloaded browser).
 [ -x /usr/bin/chromium ] || apt_install chromium
+# mmdebstrap makes the agent image's Debian base from Debian's packages (no registry).
+command -v mmdebstrap >/dev/null 2>&1 || apt_install mmdebstrap
 # gcc builds berth-bridge, the static stdio-to-socket bridge in the shell image.
 { command -v gcc >/dev/null 2>&1 && [ -f /usr/include/stdio.h ]; } || apt_install gcc libc6-dev
 

@@ -15,9 +15,13 @@ Usage: berth [--home DIR] <command> [options]
 
 Projects
   project create <name> [--isolation] [--protect PATH]... [--image IMG] [--agent PRESET]
+                        [--model UPSTREAM]... [--allow-host HOST]...
   project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect]
                         [--timeout SECONDS] [--image IMG] [--agent PRESET]
-                        (--protect replaces the list; --no-protect empties it)
+                        [--model UPSTREAM]... [--allow-host HOST]... [--no-allow-host]
+                        (--protect replaces the list; --no-protect empties it;
+                        --model: a berth.yaml models entry its agents may call;
+                        --allow-host: HOST, *.SUFFIX or HOST:PORT reachable at medium/high)
   project get <name>            settings, workspaces and protection as JSON
   project list [--json]
   project show <name>           private workspace and shared-area grants (operator view)
@@ -40,6 +44,7 @@ Runs and sessions
   session list <project>
   session get <project> <session-id>
   session set <project> <session-id> [--level low|medium|high] [--mode tenant|session]
+  session delete <project> <session-id>   forget its conversation (agent home) and tokens
 
 Server
   serve [--host HOST] [--port PORT] [--demo]
@@ -48,8 +53,9 @@ Server
   mcp                           the admin tools as an MCP server over stdio
 
 Engine
-  images build [shell|agent] [--base IMAGE]
-                                build berth's images offline (default: shell)
+  images build [shell|agent] [--base IMAGE] [--force]
+                                build berth's images offline (default: shell; agent: real
+                                Claude Code and Codex on a Debian base, about 90 s cold)
   doctor                        engine, runc, images, config: non-zero exit when unsafe
   demo                          two tenants, one boundary: a walk-through
 

@@ -12,6 +12,8 @@ import { createAdminService, type AdminService } from './admin/service.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
 import { openGatewaySocket } from './mcp/gateway-socket.js';
 import { createRunner, type Runner } from './runs/runner.js';
+import { createModelGateway } from './outbound/model-gateway.js';
+import { createEgressProxy } from './outbound/egress-proxy.js';
 import { processIdentity } from './runs/process-owner.js';
 import { createProjectStore, type CreateStep, type ProjectStore } from './store/projects.js';
 import { loadOrCreateSecret, memoryAuthorFor } from './store/secret.js';
@@ -82,6 +84,9 @@ export function createBerth(opts: BerthOptions): Berth {
     owner: () => agentOwner(config()),
     logger,
   });
+  // One of each per process: budgets and connection bounds hold across runs.
+  const models = createModelGateway({ config, logger });
+  const egress = createEgressProxy({ config, logger });
   const getRunner = () =>
     (runner ??= createRunner({
       store,
@@ -91,10 +96,15 @@ export function createBerth(opts: BerthOptions): Berth {
       secret: getSecret(),
       installation: installationId(home),
       logger,
-      gateway,
-      openSocket: openGatewaySocket,
       ownerProcess: processIdentity(),
-      socketsDir: join(paths.stateDir, 'sockets'),
+      sockets: {
+        dir: join(paths.stateDir, 'sockets'),
+        open: {
+          gateway: ({ path, run, logger: log }) => openGatewaySocket({ path, caller: gateway.forCaller({ project: run.project, tenantKey: run.tenantKey }), logger: log }),
+          model: models.open,
+          egress: egress.open,
+        },
+      },
     }));
   return {
     home,

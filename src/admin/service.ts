@@ -37,6 +37,8 @@ export interface AdminService {
   updateSession(project: string, id: string, settings: SessionSettingsUpdate['settings']): SessionRecord;
   mintSessionToken(project: string, id: string, ttlSeconds?: number): { session: string; token: string; expires_at: string };
   revokeSessionTokens(project: string, id: string): { session: string; revoked: number };
+  /** Forget a session: record, agent home (its conversation) and tokens; the next message starts afresh. */
+  deleteSession(project: string, id: string): { session: string; deleted: true; revoked: number };
   listWorkflows(project: string): string[];
   /** Run a workflow (its steps in order, each recorded; the first failure stops it). */
   runWorkflow(project: string, workflow: string, input?: string, onStep?: StepListener): Promise<WorkflowRunRecord>;
@@ -136,6 +138,10 @@ export function createAdminService(deps: {
       const { session } = sessions.get(project, id);
       const binding = { project, session: id, tenant_key: session.tenant_key, session_created_at: session.created_at };
       return { session: id, ...deps.tokens.mint(binding, ttlSeconds) };
+    },
+    deleteSession(project, id) {
+      sessions.remove(project, id);
+      return { session: id, deleted: true, revoked: deps.tokens.revokeSession(project, id) };
     },
     revokeSessionTokens(project, id) {
       sessions.get(project, id);

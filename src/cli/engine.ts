@@ -1,3 +1,4 @@
+import { homePaths } from '../config/home.js';
 import { runDemo } from '../demo.js';
 import { runDoctor } from '../doctor.js';
 import { BerthError } from '../errors.js';
@@ -8,8 +9,9 @@ import { need, type Command } from './command.js';
 /** Images, checks, and the long-running surfaces. */
 export const ENGINE_COMMANDS: Record<string, Command> = {
   'images build': {
-    usage: "images build [shell|agent]... [--base IMAGE]\n  Build berth's images offline (default: shell), with progress; --base names the base image of the agent image.",
-    options: { base: { type: 'string' } },
+    usage:
+      "images build [shell|agent]... [--base IMAGE] [--force]\n  Build berth's images offline (default: shell), with progress. agent: Debian made with mmdebstrap, plus the\n  pinned claude and codex CLIs from npm (cached in .berth/cache); skipped when up to date unless --force;\n  --base IMAGE builds it on a registry image instead.",
+    options: { base: { type: 'string' }, force: { type: 'boolean' } },
     async run(berth, v, pos, io) {
       const names = (pos.length ? pos : ['shell']) as ImageName[];
       for (const name of names) {
@@ -18,8 +20,16 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
       const b = berth();
       for (const name of names) {
         io.err(`berth: building ${b.config.images[name]} ...\n`);
-        const tag = await buildImage({ engine: b.engine, config: b.config, name, base: v.base as string | undefined, onProgress: (l) => io.err(`  ${l}\n`) });
-        io.out(`built ${tag}\n`);
+        const { tag, built } = await buildImage({
+          engine: b.engine,
+          config: b.config,
+          name,
+          cacheDir: homePaths(b.home).cacheDir,
+          base: v.base as string | undefined,
+          force: v.force === true,
+          onProgress: (l) => io.err(`  ${l}\n`),
+        });
+        io.out(built ? `built ${tag}\n` : `${tag} is up to date\n`);
       }
       return 0;
     },

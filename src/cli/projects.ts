@@ -22,12 +22,15 @@ function printSkipped(p: ProjectView, io: Out): void {
 /** Projects and the operator's settings for them. */
 export const PROJECT_COMMANDS: Record<string, Command> = {
   'project create': {
-    usage: 'project create <name> [--isolation] [--protect PATH]... [--image IMG] [--agent PRESET]\n  Make projects/<name>/ (all or nothing).',
+    usage:
+      'project create <name> [--isolation] [--protect PATH]... [--image IMG] [--agent PRESET] [--model UPSTREAM]... [--allow-host HOST]...\n  Make projects/<name>/ (all or nothing). --model names a berth.yaml models entry its agents may call;\n  --allow-host a host (or *.suffix, optionally :port) agents at medium and high may reach.',
     options: {
       isolation: { type: 'boolean' },
       protect: { type: 'string', multiple: true },
       image: { type: 'string' },
       agent: { type: 'string' },
+      model: { type: 'string', multiple: true },
+      'allow-host': { type: 'string', multiple: true },
     },
     async run(berth, v, pos, io) {
       need(pos, 1, 'project name');
@@ -36,6 +39,8 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       if (v.protect) input.protected_paths = v.protect as string[];
       if (v.image) input.image = v.image as string;
       if (v.agent) input.agent = v.agent as ProjectMetadataInput['agent'];
+      if (v.model) input.models = { upstreams: v.model as string[] };
+      if (v['allow-host']) input.egress = { allow: v['allow-host'] as string[] };
       const p = berth().admin.createProject(input);
       printSkipped(p, io);
       io.out(`created project ${p.name} at ${p.path}\n`);
@@ -43,7 +48,8 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project update': {
-    usage: 'project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect] [--timeout SECONDS] [--image IMG] [--agent PRESET]\n  --protect replaces the list, --no-protect empties it; protection is re-snapshotted.',
+    usage:
+      'project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect] [--timeout SECONDS] [--image IMG] [--agent PRESET] [--model UPSTREAM]... [--allow-host HOST]... [--no-allow-host]\n  --protect replaces the list, --no-protect empties it; protection is re-snapshotted.\n  --model and --allow-host replace their lists (the model budget and allowed models stay); --no-allow-host empties the allowlist.',
     options: {
       isolation: { type: 'boolean' },
       'no-isolation': { type: 'boolean' },
@@ -52,9 +58,13 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       timeout: { type: 'string' },
       image: { type: 'string' },
       agent: { type: 'string' },
+      model: { type: 'string', multiple: true },
+      'allow-host': { type: 'string', multiple: true },
+      'no-allow-host': { type: 'boolean' },
     },
     async run(berth, v, pos, io) {
       need(pos, 1, 'project name');
+      if (v['allow-host'] && v['no-allow-host']) throw new BerthError('USAGE', '--allow-host and --no-allow-host contradict each other');
       if (v.isolation && v['no-isolation']) throw new BerthError('USAGE', '--isolation and --no-isolation contradict each other');
       if (v.protect && v['no-protect']) throw new BerthError('USAGE', '--protect and --no-protect contradict each other');
       const patch: Record<string, unknown> = {};
@@ -64,6 +74,9 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       if (v['no-protect']) patch.protected_paths = [];
       if (v.image) patch.image = v.image;
       if (v.agent) patch.agent = v.agent;
+      if (v.model) patch.models = { ...berth().admin.getProject(pos[0] as string).models, upstreams: v.model };
+      if (v['allow-host']) patch.egress = { allow: v['allow-host'] };
+      if (v['no-allow-host']) patch.egress = { allow: [] };
       if (v.timeout !== undefined) {
         const seconds = Number(v.timeout);
         patch.limits = { timeout_seconds: Number.isFinite(seconds) ? seconds : v.timeout };

@@ -86,6 +86,16 @@ export const RUN_COMMANDS: Record<string, Command> = {
       return 0;
     },
   },
+  'session delete': {
+    usage: "session delete <project> <session-id>\n  Forget a session: settings, agent home (its conversation) and tokens. The workspace stays.",
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 2, 'project name and session id');
+      const r = berth().admin.deleteSession(pos[0] as string, pos[1] as string);
+      io.out(`deleted session ${r.session} (${r.revoked} token(s) revoked)\n`);
+      return 0;
+    },
+  },
   'workflow list': {
     usage: "workflow list <project>\n  The project's workflows (workflows/<name>.yaml).",
     options: {},

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ModelUpstreamsSchema, OperatorEgressSchema } from './outbound.js';
 
 /** berth.yaml's shape (the checks beyond its shape are operator-checks.ts; loading is berth-config.ts). */
 export const DEFAULT_SHELL_IMAGE = 'berth/shell:latest';
@@ -36,7 +37,9 @@ export const BerthConfigSchema = z
     env: z
       .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string())
       .default({})
-      .describe('Values for the environment variable names a project lets through (metadata.json "env").'),
+      .describe('Values for the environment variable names a project lets through (metadata.json "env"). Never API keys: those go in models, where no container sees them.'),
+    models: ModelUpstreamsSchema,
+    egress: OperatorEgressSchema.describe("The egress proxy's operator-only settings."),
     images: z
       .object({
         shell: z.string().min(1).default(DEFAULT_SHELL_IMAGE).describe('Image for the shell preset.'),

@@ -36,3 +36,28 @@ export const MCP_HTTP_BOUNDS = {
 
 /** Every other JSON body of the HTTP API. */
 export const API_BODY_BYTES = 1 * MiB;
+
+/** The model gateway (a run's model.sock): what one run's agent can make berth hold. */
+export const MODEL_GATEWAY_BOUNDS = {
+  /** One request body (a long conversation with its tools is a few MiB). */
+  maxRequestBytes: 32 * MiB,
+  /** Model calls of one run in flight at once; more get 429 (retryable). */
+  callsPerRun: 8,
+  /** Across every run of this process. */
+  callsTotal: 128,
+  /** An upstream that sends nothing for this long is cut off (a model may think a while). */
+  idleTimeoutMs: 10 * 60_000,
+  /** Bytes of a non-streamed answer kept to count its tokens (the answer itself passes through). */
+  maxUsageScanBytes: 4 * MiB,
+} as const;
+
+/** The egress proxy (a run's egress.sock). */
+export const EGRESS_BOUNDS = {
+  /** Connections one run may hold open through the proxy at once. */
+  connectionsPerRun: 32,
+  connectionsTotal: 512,
+  /** A request head (CONNECT line and headers). */
+  maxHeaderBytes: 16 * 1024,
+  /** A tunnel or request with no traffic for this long is closed. */
+  idleTimeoutMs: 5 * 60_000,
+} as const;

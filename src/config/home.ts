@@ -12,6 +12,8 @@ export interface HomePaths {
   adminTokenFile: string;
   tmpDir: string;
   trashDir: string;
+  /** Downloads worth keeping between builds (the agent CLIs' npm tarballs). */
+  cacheDir: string;
 }
 
 export function homePaths(root: string): HomePaths {
@@ -24,6 +26,7 @@ export function homePaths(root: string): HomePaths {
     adminTokenFile: join(stateDir, 'admin-token'),
     tmpDir: join(stateDir, 'tmp'),
     trashDir: join(stateDir, 'trash'),
+    cacheDir: join(stateDir, 'cache'),
   };
 }
 

@@ -1,5 +1,6 @@
 import { posix } from 'node:path';
 import { z } from 'zod';
+import { ProjectEgressSchema, ProjectModelsSchema } from './outbound.js';
 
 export const PROJECT_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
 export const AGENT_PRESETS = ['shell', 'droid', 'claude', 'codex'] as const;
@@ -155,6 +156,8 @@ export const ProjectMetadataSchema = z
     agent: AgentSchema.default('shell'),
     limits: LimitsSchema.prefault({}).describe('Per-container limits: memory_mb, cpus, pids, timeout_seconds, output_bytes, disk_mb, files.'),
     env: EnvNamesSchema.default([]),
+    models: ProjectModelsSchema.prefault({}).describe("Model upstreams (berth.yaml's models) and model names this project's agents may call, and each tenant's hourly budget."),
+    egress: ProjectEgressSchema.prefault({}).describe('Hosts agents at medium and high may reach through berth\'s egress proxy.'),
     teams: TeamsSchema.default({}),
     admins: z.array(TenantKeyRefSchema).max(256).default([]).describe("Tenant keys of the project's leadership (read members' shared folders)."),
   })
@@ -174,6 +177,8 @@ export const ProjectUpdateSchema = z
     agent: AgentSchema.optional(),
     limits: LimitsPatchSchema.optional().describe('Limits to change (the others keep their values).'),
     env: EnvNamesSchema.optional(),
+    models: ProjectModelsSchema.optional().describe('Replaces the model settings.'),
+    egress: ProjectEgressSchema.optional().describe('Replaces the egress allowlist.'),
     teams: TeamsSchema.optional(),
     admins: z.array(TenantKeyRefSchema).max(256).optional().describe("Tenant keys of the project's leadership (replaces the list)."),
   })

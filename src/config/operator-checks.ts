@@ -60,7 +60,21 @@ export function checkOperatorConfig(config: BerthConfig, home: string, agentUid 
     if (!PROJECT_NAME_PATTERN.test(profile.project)) issues.push({ field: `channels.${channel}.project`, reason: 'is not a valid project name' });
     if (!/^[a-z0-9][a-z0-9_-]{0,62}$/.test(profile.workflow)) issues.push({ field: `channels.${channel}.workflow`, reason: 'is not a valid workflow name' });
   }
+  issues.push(...keyLeaks(config));
   return issues;
+}
+
+/** Variables agent CLIs read their key from: berth sets them to a placeholder, never to a key. */
+export const MODEL_KEY_VARIABLES = ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'OPENAI_API_KEY', 'CODEX_API_KEY'];
+
+/** berth.yaml's env reaches containers: a model key there is a key any tenant can print. */
+function keyLeaks(config: BerthConfig): FieldIssue[] {
+  const keys = new Set(Object.values(config.models).map((m) => m.api_key));
+  return Object.entries(config.env).flatMap(([name, value]) =>
+    MODEL_KEY_VARIABLES.includes(name) || keys.has(value)
+      ? [{ field: `env.${name}`, reason: 'holds a model API key, which any tenant could read from its environment; put it in models.<name>.api_key (berth adds it outside the container)' }]
+      : [],
+  );
 }
 
 function areaProblem(path: string, workspacesPath: string, berthState: string): string | undefined {

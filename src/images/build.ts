@@ -1,14 +1,16 @@
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import tar from 'tar-fs';
 import type { BerthConfig } from '../config/berth-config.js';
 import { BerthError } from '../errors.js';
 import type { Engine } from '../launch/docker.js';
+import { buildAgentImage } from './agent-image.js';
+import { compileBridge, IMAGES_DIR } from './bridge.js';
+import { createEngineImages, type EngineImages } from '../launch/engine-images.js';
 
-export const IMAGES_DIR = fileURLToPath(new URL('../../images/', import.meta.url));
+// Re-exported for the tests that compile berth-bridge on their own.
+export { compileBridge, IMAGES_DIR } from './bridge.js';
 export const BUSYBOX_PATHS = ['/bin/busybox', '/usr/bin/busybox'];
 export const IMAGE_NAMES = ['shell', 'agent'] as const;
 export type ImageName = (typeof IMAGE_NAMES)[number];
@@ -35,43 +37,41 @@ export function findStaticBusybox(): string {
   });
 }
 
-/** berth-bridge: a static binary, so it runs in any image (scratch included). */
-export function compileBridge(source: string, output: string): void {
-  try {
-    execFileSync('gcc', ['-static', '-O2', '-s', '-o', output, source], { stdio: ['ignore', 'ignore', 'pipe'] });
-  } catch (err) {
-    throw new BerthError('IMAGE_MISSING', `could not compile berth-bridge: ${(err as Error).message.split('\n')[0]}`, {
-      hint: 'install a C compiler: apt-get install -y gcc libc6-dev',
-    });
-  }
-}
-
 export function imageTag(name: ImageName, config: BerthConfig): string {
   return config.images[name];
 }
 
-/** Build one of berth's images offline (the shell image needs no registry at all). */
+/** Build one of berth's images offline; `built` is false when the agent image was up to date. */
 export async function buildImage(opts: {
   engine: Engine;
   config: BerthConfig;
   name: ImageName;
+  /** For the agent image: where CLI downloads are cached (the home's cache dir). */
+  cacheDir: string;
   base?: string;
+  force?: boolean;
+  images?: EngineImages;
   onProgress?: (line: string) => void;
-}): Promise<string> {
+}): Promise<{ tag: string; built: boolean }> {
   const tag = imageTag(opts.name, opts.config);
+  const onProgress = opts.onProgress ?? (() => {});
+  if (opts.name === 'agent') {
+    const images = opts.images ?? createEngineImages();
+    return buildAgentImage({ engine: opts.engine, images, tag, cacheDir: opts.cacheDir, base: opts.base, force: opts.force, onProgress });
+  }
   const context = fs.mkdtempSync(join(os.tmpdir(), `berth-image-${opts.name}-`));
   try {
     fs.cpSync(join(IMAGES_DIR, opts.name), context, { recursive: true });
-    if (opts.name === 'shell') fs.copyFileSync(findStaticBusybox(), join(context, 'busybox'));
+    fs.copyFileSync(findStaticBusybox(), join(context, 'busybox'));
     // Every image gets berth-bridge, the agent's way to the gateway socket.
     compileBridge(join(IMAGES_DIR, 'shell', 'berth-bridge.c'), join(context, 'berth-bridge'));
     await opts.engine.buildImage({
       context: tar.pack(context) as unknown as NodeJS.ReadableStream,
       tag,
       buildArgs: opts.base ? { BASE: opts.base } : undefined,
-      onProgress: opts.onProgress,
+      onProgress,
     });
-    return tag;
+    return { tag, built: true };
   } finally {
     fs.rmSync(context, { recursive: true, force: true });
   }

@@ -5,15 +5,32 @@ import { MESSAGE_PLACEHOLDER } from '../config/metadata.js';
  * The argv each preset runs; "{message}" is replaced by the user's message, never parsed by a
  * shell of ours. The message always follows "--", so one that starts with "-" is never read as
  * an option ("--help", "-x", "--dangerously-…").
+ *
+ * - The agents skip their own permission prompts: nobody is there to answer them, and the
+ *   container is the boundary that holds.
+ * - They continue the session's conversation, kept in its agent home (measured: on a home with
+ *   no conversation yet, `claude -p --continue` and `codex exec resume --last` start one).
+ * - Factory's droid continues only by a session id it prints (`droid exec -s <id>`); berth does
+ *   not track that yet, so each droid message starts afresh.
  */
 export const PRESET_ARGV = {
   shell: ['sh', '-c', '--', MESSAGE_PLACEHOLDER],
-  droid: ['droid', 'exec', '--', MESSAGE_PLACEHOLDER],
-  claude: ['claude', '-p', '--', MESSAGE_PLACEHOLDER],
-  codex: ['codex', 'exec', '--', MESSAGE_PLACEHOLDER],
+  droid: ['droid', 'exec', '--skip-permissions-unsafe', '--', MESSAGE_PLACEHOLDER],
+  claude: ['claude', '-p', '--dangerously-skip-permissions', '--continue', '--', MESSAGE_PLACEHOLDER],
+  codex: ['codex', 'exec', 'resume', '--last', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', MESSAGE_PLACEHOLDER],
 } as const;
 
-export function agentArgv(agent: Agent, message: string): string[] {
-  const template = typeof agent === 'string' ? PRESET_ARGV[agent] : agent;
+/**
+ * Codex ignores OPENAI_BASE_URL (since 0.119): berth's model gateway is named as a provider on
+ * its command line instead, plain HTTP and no websockets (the relay is a byte pipe on loopback).
+ */
+export function codexProviderArgs(baseUrl: string): string[] {
+  const provider = `{name="berth",base_url=${JSON.stringify(baseUrl)},env_key="OPENAI_API_KEY",wire_api="responses",supports_websockets=false}`;
+  return ['-c', `model_providers.berth=${provider}`, '-c', 'model_provider=berth'];
+}
+
+export function agentArgv(agent: Agent, message: string, opts: { openaiBaseUrl?: string } = {}): string[] {
+  let template: readonly string[] = typeof agent === 'string' ? PRESET_ARGV[agent] : agent;
+  if (agent === 'codex' && opts.openaiBaseUrl) template = [...template.slice(0, 4), ...codexProviderArgs(opts.openaiBaseUrl), ...template.slice(4)];
   return template.map((arg) => arg.split(MESSAGE_PLACEHOLDER).join(message));
 }

@@ -1,11 +1,14 @@
 import type { PermissionLevel } from '../config/session.js';
 
 /**
- * What each permission level gets. The first layer is the container (network, memory mount);
- * the second is the policy for tools berth runs on the agent's behalf. Pure data.
+ * What each permission level gets. The first layer is the container (egress, memory mount);
+ * the second is the policy for tools berth runs on the agent's behalf. Pure data. No level has
+ * a network: every container reaches its model through berth's model gateway, and at medium
+ * and high the project's allowed hosts through berth's egress proxy.
  */
 export interface LevelProfile {
-  network: 'none' | 'egress';
+  /** May reach the project's allowlisted hosts through berth's egress proxy. */
+  egress: boolean;
   memoryRead: boolean;
   memoryWrite: boolean;
   memoryBootstrap: boolean;
@@ -28,9 +31,9 @@ const LOW = new Set<string>(LOW_BINS);
 const MEDIUM = new Set<string>([...LOW_BINS, ...MEDIUM_EXTRA_BINS]);
 
 export const LEVEL_PROFILES: Record<PermissionLevel, LevelProfile> = {
-  low: { network: 'none', memoryRead: false, memoryWrite: false, memoryBootstrap: false, shell: { allowBins: LOW, readOutside: false } },
-  medium: { network: 'egress', memoryRead: true, memoryWrite: false, memoryBootstrap: true, shell: { allowBins: MEDIUM, readOutside: false } },
-  high: { network: 'egress', memoryRead: true, memoryWrite: true, memoryBootstrap: true, shell: { allowBins: null, readOutside: true } },
+  low: { egress: false, memoryRead: false, memoryWrite: false, memoryBootstrap: false, shell: { allowBins: LOW, readOutside: false } },
+  medium: { egress: true, memoryRead: true, memoryWrite: false, memoryBootstrap: true, shell: { allowBins: MEDIUM, readOutside: false } },
+  high: { egress: true, memoryRead: true, memoryWrite: true, memoryBootstrap: true, shell: { allowBins: null, readOutside: true } },
 };
 
 export type SessionTool = 'shell_run' | 'memory_search' | 'memory_write';

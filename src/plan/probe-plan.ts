@@ -16,6 +16,7 @@ export function planPathProbe(input: { config: BerthConfig; dir: string; file: s
     mounts: [{ type: 'bind', source: input.dir, target: '/probe', readOnly: true }],
     env: { PATH: CONTAINER_PATH },
     network: 'none',
+    sockets: [],
     readOnlyRootfs: true,
     limits: { memoryBytes: 32 * 1024 * 1024, nanoCpus: 5e8, pids: 16, timeoutMs: 20_000, outputBytes: 4096 },
     labels: { [LABELS.managed]: 'true', [LABELS.installation]: input.installation, [LABELS.project]: '', [LABELS.workspace]: '', [LABELS.run]: input.runId },

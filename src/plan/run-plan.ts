@@ -6,6 +6,7 @@ import { own } from '../own.js';
 import { BerthError } from '../errors.js';
 import { LABELS } from './labels.js';
 import { agentArgv } from './agent-command.js';
+import { planOutbound, withRelays, type RunSocket } from './outbound.js';
 
 /**
  * The plan is a pure function of (operator config, project, workspace, run options): everything
@@ -26,8 +27,10 @@ export const WORKSPACES_DIR = 'workspaces';
 
 /** Where long-term memory is mounted (read-only) for levels that may read it. */
 export const MEMORY_MOUNT = '/memory';
-/** The per-run gateway socket's directory inside the container. */
+/** The run directory (berth's sockets for this run) inside the container. */
 export const GATEWAY_MOUNT = '/run/berth';
+/** The session's persistent agent home, when the run belongs to one. */
+export const AGENT_HOME = '/home/agent';
 /** Granted shared areas appear at /shared/<name>. */
 export const SHARED_MOUNT = '/shared';
 
@@ -44,8 +47,10 @@ export interface RunPlan {
   user: string;
   mounts: PlannedMount[];
   env: Record<string, string>;
-  /** 'none', or the name of the egress network. */
-  network: string;
+  /** No level has a network: the model and allowed hosts are reached through the run's sockets. */
+  network: 'none';
+  /** Sockets berth must open in the run directory before the container starts. */
+  sockets: RunSocket[];
   readOnlyRootfs: true;
   limits: {
     memoryBytes: number;
@@ -94,8 +99,8 @@ export interface PlanInput {
   run: {
     id: string;
     message: string;
-    /** 'none' (default) or the egress network's name, from the session's permission level. */
-    network?: string;
+    /** The level may reach the project's allowlisted hosts (medium, high). */
+    egress?: boolean;
     /** Run this argv instead of the agent (the shell tool); the message is then unused. */
     argv?: string[];
     session?: string;
@@ -104,8 +109,10 @@ export interface PlanInput {
   };
   /** The project's memory directory, mounted read-only when the level may read memory. */
   memory?: { dir: string };
-  /** This run's gateway socket directory (berth-owned), mounted read-only at /run/berth. */
-  gatewayDir?: string;
+  /** This run's socket directory (berth-owned), mounted read-only at /run/berth. */
+  runDir?: string;
+  /** The session's agent home (berth-owned, one per session), mounted read-write at HOME. */
+  home?: { dir: string };
   /** Shared areas granted to the project in berth.yaml (nothing else is ever mounted). */
   shared?: SharedGrant[];
   /**
@@ -169,7 +176,12 @@ export function planRun(input: PlanInput): RunPlan {
     }
   }
   if (input.memory) mounts.push({ type: 'bind', source: input.memory.dir, target: MEMORY_MOUNT, readOnly: true });
-  if (input.gatewayDir) mounts.push({ type: 'bind', source: input.gatewayDir, target: GATEWAY_MOUNT, readOnly: true });
+  const outbound = input.runDir
+    ? planOutbound({ config, metadata: meta, agentRun: !run.argv, egress: run.egress ?? false }, GATEWAY_MOUNT)
+    : { sockets: [], env: {}, warnings: [] };
+  warnings.push(...outbound.warnings);
+  if (input.runDir) mounts.push({ type: 'bind', source: input.runDir, target: GATEWAY_MOUNT, readOnly: true });
+  if (input.home) mounts.push({ type: 'bind', source: input.home.dir, target: AGENT_HOME, readOnly: false });
   for (const area of input.shared ?? []) {
     mounts.push({ type: 'bind', source: area.path, target: posix.join(SHARED_MOUNT, area.name), readOnly: area.mode !== 'rw' });
   }
@@ -199,22 +211,25 @@ export function planRun(input: PlanInput): RunPlan {
 
   const env: Record<string, string> = {
     PATH: CONTAINER_PATH,
-    HOME: '/tmp',
+    HOME: input.home ? AGENT_HOME : '/tmp',
     BERTH_PROJECT: meta.name,
     BERTH_WORKSPACE: workspace.id,
     BERTH_RUN: run.id,
-    ...(input.gatewayDir ? { BERTH_GATEWAY: `${GATEWAY_MOUNT}/gateway.sock` } : {}),
     ...run.env,
   };
+  const modelKeys = new Set(Object.values(config.models).map((m) => m.api_key));
   for (const name of meta.env) {
     const value = own(config.env, name);
     if (value === undefined) warnings.push(`env "${name}" is allowed but berth.yaml gives it no value`);
+    // Fail closed even if berth.yaml's own check was bypassed: a model key never enters a container.
+    else if (modelKeys.has(value)) warnings.push(`env "${name}" holds a model API key and is not passed`);
     else env[name] = value;
   }
+  Object.assign(env, outbound.env); // berth's own variables win over anything a project lets through
 
   return {
     image: imageFor(meta, config),
-    argv: run.argv ?? agentArgv(meta.agent, run.message),
+    argv: withRelays(run.argv ?? agentArgv(meta.agent, run.message, { openaiBaseUrl: outbound.env.OPENAI_BASE_URL }), outbound.sockets, GATEWAY_MOUNT),
     cwd: privateRun
       ? posix.join(WORKSPACE_MOUNT, privateRun.cwdRel)
       : isolated
@@ -223,7 +238,8 @@ export function planRun(input: PlanInput): RunPlan {
     user: `${config.agent_user.uid}:${config.agent_user.gid}`,
     mounts,
     env,
-    network: run.network ?? 'none',
+    network: 'none',
+    sockets: outbound.sockets,
     readOnlyRootfs: true,
     limits: {
       memoryBytes: meta.limits.memory_mb * 1024 * 1024,

@@ -3,18 +3,27 @@ import { diskUsage } from '../fs/du.js';
 export const DISK_CHECK_MS = 1000;
 
 /**
- * Until berth has real quotas: while a run is in flight, its writable root is measured every
+ * Until berth has real quotas: while a run is in flight, its writable root (and agent home) is measured every
  * second (a bounded, no-follow walk) and the run is stopped once it holds more than
  * limits.disk_mb or limits.files — but only if it grew past the limit during this run, so a run
  * that cleans up an over-full workspace is not stopped for what it found.
  */
-export function watchDisk(dir: string, limits: { diskBytes?: number; files?: number }, stop: (reason: string) => void, everyMs = DISK_CHECK_MS) {
+export function watchDisk(dirs: readonly string[], limits: { diskBytes?: number; files?: number }, stop: (reason: string) => void, everyMs = DISK_CHECK_MS) {
   const { diskBytes, files } = limits;
   if (diskBytes === undefined || files === undefined) return { stop: () => undefined, exceeded: () => undefined };
-  const start = diskUsage(dir, files);
+  // The workspace and the agent home count together: a tenant cannot park what the limit refuses in the other.
+  const measure = () =>
+    dirs.reduce(
+      (sum, dir) => {
+        const u = diskUsage(dir, files);
+        return { bytes: sum.bytes + u.bytes, complete: sum.complete && u.complete };
+      },
+      { bytes: 0, complete: true },
+    );
+  const start = measure();
   let exceeded: string | undefined;
   const timer = setInterval(() => {
-    const now = diskUsage(dir, files);
+    const now = measure();
     if (!now.complete && start.complete) exceeded = `the workspace passed limits.files (${files} files and directories)`;
     else if (now.bytes > diskBytes && now.bytes > start.bytes) exceeded = `the workspace passed limits.disk_mb (${Math.round(diskBytes / 1048576)} MiB): it holds ${now.bytes} bytes`;
     if (exceeded) {

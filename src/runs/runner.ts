@@ -5,10 +5,9 @@ import type { RunRecord } from '../store/run-log.js';
 import { agentOwner, type BerthConfig } from '../config/berth-config.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import type { Engine, ManagedContainer, RunResult } from '../launch/docker.js';
-import { LABELS } from '../plan/labels.js';
 import { LEVEL_PROFILES, type LevelProfile } from '../plan/levels.js';
 import { sharedGrantsFor, type SharedGrant } from '../config/grants.js';
-import { planRun, type RunPlan } from '../plan/run-plan.js';
+import { AGENT_HOME, planRun, type RunPlan } from '../plan/run-plan.js';
 import type { Owner } from '../fs/tree.js';
 import { memoryBootstrap } from '../store/memory.js';
 import type { Project, ProjectStore } from '../store/projects.js';
@@ -18,7 +17,10 @@ import { workspaceIdFor } from '../store/secret.js';
 import { assertChosenSessionId, workspaceKeyOf, type SessionStore } from '../store/sessions.js';
 import { copySeedsForRun, ensureWorkspace } from '../store/workspaces.js';
 import { join } from 'node:path';
-import type { Gateway, GatewayCaller } from '../gateway/service.js';
+import type { RunSocket } from '../plan/outbound.js';
+import { SOCKET_NAMES } from '../plan/outbound.js';
+import type { RunIdentity, RunSocketOpener } from '../outbound/run-identity.js';
+import { ensureAgentHome } from '../store/agent-homes.js';
 import { createKeyedLock } from './keyed-lock.js';
 import { watchDisk } from './disk-watch.js';
 import { prepareMounts } from './prepare-mounts.js';
@@ -74,19 +76,9 @@ export interface Runner {
   removeContainers(project: string): Promise<number>;
 }
 
-/** Opens a run's gateway socket in a berth-owned directory (the MCP face lives above this layer). */
-export type GatewaySocketOpener = (opts: { dir: string; caller: GatewayCaller; logger: Logger }) => Promise<{ dir: string; close(): Promise<void> }>;
-
 export function newRunId(): string {
   return `r${Date.now().toString(36)}${randomBytes(5).toString('hex')}`;
 }
-
-/**
- * One egress network per engine, shared by every installation: inter-container traffic is off
- * on it, so sharing it connects nobody (and each network would use one of the engine's ~30
- * address pools).
- */
-export const EGRESS_NETWORK = 'berth-egress';
 
 export function createRunner(deps: {
   store: ProjectStore;
@@ -96,24 +88,17 @@ export function createRunner(deps: {
   secret: Buffer;
   installation: string;
   logger: Logger;
-  /** The agent file-tool gateway; each agent run gets its own socket, opened by the composition root's opener. */
-  gateway?: Gateway;
-  openSocket?: GatewaySocketOpener;
-  socketsDir?: string;
+  /**
+   * Each run's sockets (file tools, model gateway, egress proxy) in its own directory below
+   * `dir`, opened by the composition root's openers.
+   */
+  sockets?: { dir: string; open: Partial<Record<RunSocket, RunSocketOpener>> };
   /** This process ("<pid>.<start time>"), recorded on every run it owns. */
   ownerProcess?: string;
 }): Runner {
   const { store, sessions, engine, config, secret, installation } = deps;
   // One run at a time per workspace: a tenant's messages queue instead of racing each other's mounts.
   const withWorkspaceLock = createKeyedLock();
-  let egressReady: Promise<void> | undefined;
-  const egress = () => {
-    egressReady ??= engine.ensureNetwork(EGRESS_NETWORK, { [LABELS.managed]: 'true' }).catch((err) => {
-      egressReady = undefined; // try again at the next run
-      throw err;
-    });
-    return egressReady.then(() => EGRESS_NETWORK);
-  };
 
   /** What one run works with, resolved once: every step below reads it, none derives it again. */
   interface RunContext {
@@ -188,11 +173,11 @@ export function createRunner(deps: {
       }
       fs.mkdirSync(project.paths.memoryDir, { recursive: true, mode: 0o755 });
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
-      // The tenant's gateway: a socket only this run's container sees (not for the shell tool).
-      const socket =
-        deps.gateway && deps.openSocket && deps.socketsDir && spec.kind !== 'shell_tool'
-          ? await deps.openSocket({ dir: join(deps.socketsDir, ctx.runId), caller: deps.gateway.forCaller({ project: project.metadata.name, tenantKey: session.tenant_key }), logger: ctx.log })
-          : undefined;
+      // The session's agent home: the conversation an agent continues at the next message.
+      const home = ensureAgentHome(project, session.id, ctx.owner);
+      // This run's sockets: a directory only its container sees.
+      const runDir = deps.sockets ? join(deps.sockets.dir, ctx.runId) : undefined;
+      let sockets: { close(): Promise<void> } | undefined;
       try {
         const plan = planRun({
           config: ctx.config,
@@ -202,7 +187,7 @@ export function createRunner(deps: {
           run: {
             id: ctx.runId,
             message: spec.kind === 'shell_tool' ? '' : withBootstrap(ctx, spec.message),
-            network: ctx.profile.network === 'egress' ? await egress() : 'none',
+            egress: ctx.profile.egress,
             argv: spec.kind === 'shell_tool' ? spec.argv : undefined,
             session: session.id,
             env: spec.kind === 'workflow_step' ? spec.target.env : undefined,
@@ -210,18 +195,42 @@ export function createRunner(deps: {
           memory: ctx.profile.memoryRead ? { dir: project.paths.memoryDir } : undefined,
           shared: ctx.grants,
           privateWorkspace: spec.kind === 'workflow_step' && seeds ? { cwdRel: spec.target.cwdRel, seeds, ensureDir: spec.target.ensureDir } : undefined,
-          gatewayDir: socket?.dir,
+          runDir,
+          home: { dir: home },
           installation,
           ownerProcess: deps.ownerProcess,
         });
         for (const w of plan.warnings) ctx.log.warn(w);
+        if (runDir) sockets = await openSockets(ctx, runDir, plan.sockets);
         prepareMounts(plan, project.paths.dir, ctx.owner);
         return await execute(ctx, spec, plan, onCreated);
       } finally {
-        await socket?.close();
+        await sockets?.close();
         if (seeds) fs.rmSync(seeds.dir, { recursive: true, force: true });
       }
     });
+  }
+
+  /** Open what the plan says this run reaches berth through; close() ends them and removes the directory. */
+  async function openSockets(ctx: RunContext, dir: string, wanted: readonly RunSocket[]): Promise<{ close(): Promise<void> }> {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+    const run: RunIdentity = { runId: ctx.runId, project: ctx.project.metadata.name, metadata: ctx.project.metadata, tenantKey: ctx.session.tenant_key, session: ctx.session.id, sessionsDir: ctx.project.paths.sessionsDir };
+    const open: Array<{ close(): Promise<void> }> = [];
+    const close = async () => {
+      await Promise.all(open.map((s) => s.close()));
+      fs.rmSync(dir, { recursive: true, force: true });
+    };
+    try {
+      for (const kind of wanted) {
+        const opener = deps.sockets?.open[kind];
+        if (opener) open.push(await opener({ path: join(dir, SOCKET_NAMES[kind]), run, logger: ctx.log }));
+        else ctx.log.warn({ socket: kind }, 'this berth serves no such socket; the run cannot reach it');
+      }
+    } catch (err) {
+      await close();
+      throw err;
+    }
+    return { close };
   }
 
   /** A session's first message to an agent that takes a prompt starts with the memory SOP (medium and high). */
@@ -233,7 +242,8 @@ export function createRunner(deps: {
   /** Run the plan (bounded by its limits and the disk watch), then record it. */
   async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan, onCreated: (containerId: string) => void): Promise<RunOutcome> {
     const abort = new AbortController();
-    const disk = watchDisk(plan.prepare.rwRoot, plan.limits, (reason) => {
+    const homeMount = plan.mounts.find((m) => m.type === 'bind' && m.target === AGENT_HOME);
+    const disk = watchDisk([plan.prepare.rwRoot, ...(homeMount?.type === 'bind' ? [homeMount.source] : [])], plan.limits, (reason) => {
       ctx.log.warn({ reason }, 'run stopped: disk limit');
       abort.abort();
     });
@@ -276,8 +286,8 @@ export function createRunner(deps: {
     },
     async reapLeftovers() {
       const removed = await engine.removeManaged({ installation });
-      // Their gateway sockets went with them (a crashed berth never closed them).
-      if (deps.socketsDir) fs.rmSync(deps.socketsDir, { recursive: true, force: true });
+      // Their sockets went with them (a crashed berth never closed them).
+      if (deps.sockets) fs.rmSync(deps.sockets.dir, { recursive: true, force: true });
       return removed;
     },
     async recover() {
@@ -297,10 +307,11 @@ export function createRunner(deps: {
       }
       const containers = await engine.listManaged({ installation });
       const removed = await engine.removeContainers(containers.filter((c) => !ownerAlive(c.owner)).map((c) => c.id));
-      // Gateway sockets of dead runs: each run's directory is named by its run id.
-      if (deps.socketsDir) {
+      // Sockets of dead runs: each run's directory is named by its run id.
+      if (deps.sockets) {
         const live = new Set(containers.filter((c) => ownerAlive(c.owner)).map((c) => c.run));
-        for (const dir of safeReaddir(deps.socketsDir)) if (!live.has(dir)) fs.rmSync(join(deps.socketsDir, dir), { recursive: true, force: true });
+        const socketsDir = deps.sockets.dir;
+        for (const dir of safeReaddir(socketsDir)) if (!live.has(dir)) fs.rmSync(join(socketsDir, dir), { recursive: true, force: true });
       }
       return { interrupted, removed };
     },

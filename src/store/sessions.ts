@@ -14,6 +14,7 @@ import { parsesAs, readJsonFile } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import type { Project, ProjectStore } from './projects.js';
 import { workspaceIdFor } from './secret.js';
+import { removeAgentHome } from './agent-homes.js';
 
 /**
  * Sessions: one conversation in a workspace, with its settings, stored as
@@ -28,6 +29,8 @@ export interface SessionStore {
   update(project: string, sessionId: string, update: SessionSettingsUpdate['settings']): SessionRecord;
   setLevel(project: Project, sessionId: string, level: PermissionLevel): SessionRecord;
   countRun(project: Project, sessionId: string): SessionRecord;
+  /** Forget a session: its record and its agent home (the conversation). Its workspace stays. */
+  remove(project: string, sessionId: string): void;
 }
 
 /** The workspace key of a session: the tenant's own, or one per session (tenant keys never hold NUL). */
@@ -153,6 +156,12 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       const session = read(project, sessionId);
       if (!session) throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist`);
       return modify(project, session, { level });
+    },
+
+    remove(projectName, sessionId) {
+      const { project } = get(projectName, sessionId);
+      fs.rmSync(file(project, sessionId), { force: true });
+      removeAgentHome(project, sessionId);
     },
 
     countRun(project, sessionId) {

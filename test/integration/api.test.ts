@@ -101,6 +101,7 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
       '/api/projects/{name}/private-workspace',
       '/api/projects/{name}/runs',
       '/api/projects/{name}/sessions',
+      '/api/projects/{name}/sessions/{sessionId}',
       '/api/projects/{name}/sessions/{sessionId}/settings',
       '/api/projects/{name}/sessions/{sessionId}/token',
       '/api/projects/{name}/shared/{area}',

@@ -24,6 +24,7 @@ function input(meta: Record<string, unknown>, snapshotEntries: PlanInput['protec
 const commonTail = {
   user: '10001:10001',
   network: 'none',
+  sockets: [],
   readOnlyRootfs: true,
   limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256, timeoutMs: 300_000, outputBytes: 1048576, diskBytes: 1024 * 1024 * 1024, files: 100000 },
   labels: { 'berth.managed': 'true', 'berth.installation': 'inst1', 'berth.project': 'bot', 'berth.workspace': 'w1', 'berth.run': 'r1' },
@@ -118,7 +119,7 @@ describe('planRun', () => {
   });
 
   it('fills {message} into presets and custom argv without a shell of its own', () => {
-    expect(planRun(input({ agent: 'claude' })).argv).toEqual(['claude', '-p', '--', 'echo "hi"; ls']);
+    expect(planRun(input({ agent: 'claude' })).argv).toEqual(['claude', '-p', '--dangerously-skip-permissions', '--continue', '--', 'echo "hi"; ls']);
     expect(planRun(input({ agent: 'claude' })).image).toBe('berth/agent:latest');
     expect(planRun(input({ agent: ['bot', '--q={message}'] })).argv).toEqual(['bot', '--q=echo "hi"; ls']);
     expect(planRun(input({ image: 'mine:1' })).image).toBe('mine:1');
@@ -169,9 +170,9 @@ describe('toCreateOptions (engine translation)', () => {
 describe('planRun: messages that look like options', () => {
   it.each([
     ['shell', ['sh', '-c', '--', '--help']],
-    ['claude', ['claude', '-p', '--', '--help']],
-    ['codex', ['codex', 'exec', '--', '--help']],
-    ['droid', ['droid', 'exec', '--', '--help']],
+    ['claude', ['claude', '-p', '--dangerously-skip-permissions', '--continue', '--', '--help']],
+    ['codex', ['codex', 'exec', 'resume', '--last', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', '--help']],
+    ['droid', ['droid', 'exec', '--skip-permissions-unsafe', '--', '--help']],
   ])('%s: the message comes after "--"', (agent, argv) => {
     expect(planRun({ ...input({ agent }), run: { id: 'r1', message: '--help' } }).argv).toEqual(argv);
   });

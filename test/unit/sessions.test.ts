@@ -17,11 +17,11 @@ afterEach(() => {
 });
 
 describe('level profiles (the table in the README)', () => {
-  it('maps each level to network, memory and tools', () => {
-    expect(Object.fromEntries(Object.entries(LEVEL_PROFILES).map(([l, p]) => [l, [p.network, p.memoryRead, p.memoryWrite, p.memoryBootstrap]]))).toEqual({
-      low: ['none', false, false, false],
-      medium: ['egress', true, false, true],
-      high: ['egress', true, true, true],
+  it('maps each level to egress, memory and tools', () => {
+    expect(Object.fromEntries(Object.entries(LEVEL_PROFILES).map(([l, p]) => [l, [p.egress, p.memoryRead, p.memoryWrite, p.memoryBootstrap]]))).toEqual({
+      low: [false, false, false, false],
+      medium: [true, true, false, true],
+      high: [true, true, true, true],
     });
     expect(['low', 'medium', 'high'].map((l) => toolAllowed(l as 'low', 'memory_search'))).toEqual([false, true, true]);
     expect(['low', 'medium', 'high'].map((l) => toolAllowed(l as 'low', 'memory_write'))).toEqual([false, false, true]);

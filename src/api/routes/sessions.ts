@@ -80,4 +80,19 @@ export function registerSessionRoutes(app: OpenAPIHono, admin: () => AdminServic
       return c.json(admin().revokeSessionTokens(name, sessionId), 200);
     },
   );
+
+  app.openapi(
+    createRoute({
+      method: 'delete',
+      path: '/api/projects/{name}/sessions/{sessionId}',
+      summary: 'Delete a session: its settings, its agent home (the conversation) and its tokens',
+      description: "The tenant's workspace stays. The next message of that tenant starts a new conversation.",
+      request: { params: SessionParams },
+      responses: { 200: json(z.object({ session: z.string(), deleted: z.literal(true), revoked: z.number().int() }), 'deleted'), ...errors },
+    }),
+    (c) => {
+      const { name, sessionId } = c.req.valid('param');
+      return c.json(admin().deleteSession(name, sessionId), 200);
+    },
+  );
 }

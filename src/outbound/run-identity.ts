@@ -1,0 +1,15 @@
+import type { ProjectMetadata } from '../config/metadata.js';
+
+/** Who is calling through a run's socket: known from which socket, never from what is sent. */
+export interface RunIdentity {
+  runId: string;
+  project: string;
+  metadata: ProjectMetadata;
+  tenantKey: string;
+  session: string;
+  /** Where the project's outbound log lives. */
+  sessionsDir: string;
+}
+
+/** Serves one run's socket at `path` until closed (model gateway, egress proxy, file tools). */
+export type RunSocketOpener = (opts: { path: string; run: RunIdentity; logger: import('pino').Logger }) => Promise<{ close(): Promise<void> }>;

@@ -1,0 +1,164 @@
+import fs from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KEY_PLACEHOLDER } from '../../src/plan/outbound.js';
+import { conversationIncludes, isMessagesBody, startFakeAnthropic, toolResults, toolResultText, type FakeAnthropic, type RecordedRequest } from '../fakes/anthropic-api.js';
+import os from 'node:os';
+import { startFakeResponses } from '../fakes/openai-responses.js';
+import { cliAsync, sha256, testHome, type TestHome } from '../helpers.js';
+
+/**
+ * The real Claude Code and Codex CLIs (from the agent image, which carries the binary of its npm package)
+ * in a berth container at level low — no network — reaching a fake of the Anthropic Messages
+ * API through berth's model gateway. The fake streams SSE and, as the real API does, answers a
+ * prompt with a tool_use of Bash, then text once the tool_result comes back. Prompts carry
+ * "BASH: <command>" for the fake to ask for; that command then runs inside the container.
+ */
+const KEY = `sk-ant-api03-real-${Math.random().toString(36).slice(2)}`;
+const SECRET = `bob-secret-${Math.random().toString(36).slice(2)}`;
+
+let fake: FakeAnthropic;
+let h: TestHome;
+
+/** What the fake got back from the container for the tool calls of requests from `since` on. */
+function toolOutputs(since: number): string {
+  return fake.requests
+    .filter((r) => r.seq >= since && isMessagesBody(r.body))
+    .flatMap((r) => toolResults(r.body as never).map(toolResultText))
+    .join('\n');
+}
+
+async function ask(user: string, message: string, session?: string) {
+  const since = fake.requests.length;
+  const o = await h.berth.runner.run({ project: 'cc', tenantKey: user, message, level: 'low', sessionId: session });
+  return { ...o, since, requests: fake.requests.slice(since) as RecordedRequest[], tools: toolOutputs(since) };
+}
+
+beforeAll(async () => {
+  fake = await startFakeAnthropic({ apiKey: KEY });
+  h = testHome({ config: ['models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, ''].join('\n') });
+  h.create({ name: 'cc', workspace_isolation: true, agent: 'claude', protected_paths: ['AGENTS.md'], models: { upstreams: ['anthropic'], allow: ['claude-*'] } });
+  h.create({ name: 'cb', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'], budget: { requests_per_hour: 1 } } });
+  const bob = await h.run('cc', 'sig:+bob', 'REPLY: hi bob', 'low');
+  fs.writeFileSync(join(bob.workspaceRoot, 'secret.txt'), SECRET);
+}, 120_000);
+afterAll(async () => {
+  await h?.[Symbol.asyncDispose]();
+  await fake?.close();
+});
+
+describe('the real Claude Code CLI at level low, through the model gateway', () => {
+  it("runs the model's Bash tool in the tenant's workspace; the upstream saw the real key, the container only the placeholder", async () => {
+    const o = await ask('sig:+alice', 'BASH: echo made by claude > made.txt; env | grep -E "^ANTHROPIC_" | sort');
+    expect(o.exitCode, o.stderr).toBe(0);
+    expect(o.stdout).toContain('done');
+    expect(fs.readFileSync(join(o.workspaceRoot, 'made.txt'), 'utf8')).toBe('made by claude\n');
+    expect(o.tools).toContain(`ANTHROPIC_API_KEY=${KEY_PLACEHOLDER}`);
+    expect(o.tools).toContain('ANTHROPIC_BASE_URL=http://127.0.0.1:41400/anthropic');
+    expect(o.requests.length).toBeGreaterThan(0);
+    for (const r of o.requests) {
+      expect(r.headers['x-api-key']).toBe(KEY);
+      expect(r.rawBody).not.toContain(KEY);
+    }
+    expect(o.tools).not.toContain(KEY);
+  });
+
+  it('a protected file stays unchanged when the model asks to overwrite it', async () => {
+    const first = await ask('sig:+alice', 'REPLY: ok');
+    const agents = join(first.workspaceRoot, 'AGENTS.md');
+    const before = sha256(agents);
+    const o = await ask('sig:+alice', 'BASH: echo pwned > AGENTS.md; echo "rc=$?"');
+    expect(o.tools).toMatch(/Read-only file system/);
+    expect(o.tools).toContain('rc=1');
+    expect(sha256(agents)).toBe(before);
+  });
+
+  it("another tenant's file is not readable, by any path the model tries", async () => {
+    const o = await ask('sig:+alice', 'BASH: ls /workspace/.. /workspace/../workspaces 2>&1; cat ../*/secret.txt /workspace/../*/secret.txt 2>&1; grep -rs bob-secret / --include=secret.txt 2>&1 | head -3; echo searched');
+    expect(o.tools).toContain('searched');
+    expect(o.tools).not.toContain(SECRET);
+    for (const r of o.requests) expect(r.rawBody).not.toContain(SECRET);
+  });
+
+  it('a second message continues the same conversation (its request carries the first exchange)', async () => {
+    const first = await ask('sig:+carol', 'BASH: echo first-marker-7731', 'carol-chat');
+    expect(first.exitCode, first.stderr).toBe(0);
+    const second = await ask('sig:+carol', 'REPLY: second answer', 'carol-chat');
+    expect(second.exitCode, second.stderr).toBe(0);
+    expect(second.stdout).toContain('second answer');
+    const main = second.requests.filter((r) => r.main);
+    expect(main.length).toBeGreaterThan(0);
+    expect(conversationIncludes(main[0]!.body as never, 'first-marker-7731')).toBe(true);
+    // A new session (another chat) starts afresh, and so does the same one after it is deleted.
+    const other = await ask('sig:+carol', 'REPLY: fresh', 'carol-other');
+    expect(conversationIncludes(other.requests.filter((r) => r.main)[0]!.body as never, 'first-marker-7731')).toBe(false);
+    h.berth.admin.deleteSession('cc', 'carol-chat');
+    const again = await ask('sig:+carol', 'REPLY: after delete', 'carol-chat');
+    expect(again.exitCode, again.stderr).toBe(0);
+    expect(conversationIncludes(again.requests.filter((r) => r.main)[0]!.body as never, 'first-marker-7731')).toBe(false);
+  });
+});
+
+describe('a spent budget, as the real CLI shows it', () => {
+  it("the agent stops at once with berth's reason (429, not retried); the upstream never sees the call", async () => {
+    const one = await h.berth.runner.run({ project: 'cb', tenantKey: 'sig:+dave', message: 'REPLY: one', level: 'low' });
+    expect(one.stdout).toBe('one\n');
+    const seen = fake.requests.length;
+    const t0 = performance.now();
+    const two = await h.berth.runner.run({ project: 'cb', tenantKey: 'sig:+dave', message: 'REPLY: two', level: 'low' });
+    expect(two.exitCode).toBe(1);
+    expect(two.stdout).toMatch(/429.*berth: this tenant's model budget \(1 model calls per hour\) is spent; it frees up in \d+ s/);
+    expect(performance.now() - t0).toBeLessThan(15_000);
+    expect(fake.requests.length).toBe(seen);
+  });
+});
+
+describe('the README\'s "Run Claude Code" commands, as written (berth.yaml pointed at the fake)', () => {
+  it('create the project, two messages of one user (the second continues), another user apart', async () => {
+    const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-readme-')));
+    fs.writeFileSync(join(home, 'berth.yaml'), ['models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, ''].join('\n'));
+    const berth = (...args: string[]) => cliAsync(['--home', home, ...args]);
+    try {
+      const created = await berth('project', 'create', 'helper', '--isolation', '--agent', 'claude', '--model', 'anthropic', '--protect', 'AGENTS.md');
+      expect(created, created.stderr).toMatchObject({ code: 0 });
+      const one = await berth('run', 'helper', '--user', 'signal:+4915550001', '--', 'BASH: echo readme-marker-5521 > hello.txt');
+      expect(one.code, one.stderr).toBe(0);
+      expect(one.stdout).toContain('done');
+      const two = await berth('run', 'helper', '--user', 'signal:+4915550001', '--', 'REPLY: continued');
+      expect(two.code, two.stderr).toBe(0);
+      const lastMain = fake.requests.filter((r) => r.main).at(-1)!;
+      expect(conversationIncludes(lastMain.body as never, 'readme-marker-5521')).toBe(true);
+      const alice = await berth('run', 'helper', '--user', 'web:alice', '--', 'BASH: ls; cat hello.txt 2>&1');
+      expect(alice.code, alice.stderr).toBe(0);
+      const aliceMain = fake.requests.filter((r) => r.main).at(-1)!;
+      expect(conversationIncludes(aliceMain.body as never, 'readme-marker-5521')).toBe(false);
+      expect(fake.requests.filter((r) => r.main).slice(-2).every((r) => r.headers['x-api-key'] === KEY)).toBe(true);
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the real Codex CLI at level low, through the model gateway (a fake Responses API)', () => {
+  it('answers, with the real key added by berth, and the second message continues the first', async () => {
+    const openai = await startFakeResponses({ apiKey: `${KEY}-openai` });
+    const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-codex-')));
+    fs.writeFileSync(join(home, 'berth.yaml'), ['models:', '  openai:', '    api: openai', `    url: ${openai.url}`, `    api_key: ${KEY}-openai`, ''].join('\n'));
+    const berth = (...args: string[]) => cliAsync(['--home', home, ...args]);
+    try {
+      expect((await berth('project', 'create', 'cx', '--isolation', '--agent', 'codex', '--model', 'openai')).code).toBe(0);
+      const one = await berth('run', 'cx', '--user', 'web:dana', '--level', 'low', '--', 'codex-marker-4410');
+      expect(one.code, one.stderr).toBe(0);
+      expect(one.stdout + one.stderr).toContain('fake reply 1');
+      const two = await berth('run', 'cx', '--user', 'web:dana', '--', 'and again');
+      expect(two.code, two.stderr).toBe(0);
+      expect(openai.requests.length).toBe(2);
+      expect(openai.requests.every((r) => r.headers.authorization === `Bearer ${KEY}-openai`)).toBe(true);
+      expect(openai.requests[1]!.rawBody).toContain('codex-marker-4410');
+      expect(openai.requests[1]!.rawBody).toContain('fake reply 1');
+    } finally {
+      await openai.close();
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
