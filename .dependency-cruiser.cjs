@@ -15,6 +15,8 @@ const LAYERS = [
   ['outbound', ['outbound/']],
   ['runs', ['runs/', 'workflows/', 'images/']],
   ['admin', ['admin/']],
+  // Chat bridges: the core (inbox, lanes, commands) and one adapter per transport.
+  ['bridges', ['bridges/']],
   // The MCP servers and tool lists (the gateway's socket face too): main wires them in.
   ['mcp', ['mcp/']],
   ['main', ['main.ts']],

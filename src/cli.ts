@@ -51,6 +51,9 @@ Server
                                 HTTP admin API, /docs, /openapi.json and MCP at /mcp
                                 (token: berth.yaml admin_token, $BERTH_ADMIN_TOKEN, or generated)
   mcp                           the admin tools as an MCP server over stdio
+  bridge signal                 only the Signal bridge (serve runs it too)
+  bridge pending                senders waiting for the operator's approval
+  bridge approve <sender>       let a sender (signal:<uuid>) talk to the bot
 
 Engine
   images build [shell|agent] [--base IMAGE] [--force]

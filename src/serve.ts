@@ -9,6 +9,8 @@ import type { Berth } from './main.js';
 import { createToolServer } from './mcp/server.js';
 import { ADMIN_TOOLS } from './mcp/admin-tools.js';
 import { VERSION } from './version.js';
+import { startBridges, type RunningBridges } from './bridges/start.js';
+import { processIdentity } from './runs/process-owner.js';
 
 type Out = { out: (s: string) => void; err: (s: string) => void };
 
@@ -25,6 +27,7 @@ export async function runServer(
     berth.logger.warn({ containers: recovered.removed, interrupted: recovered.interrupted }, 'closed the runs a dead berth left open and removed their containers');
   }
   const app = createApp(appDepsFrom(berth, { token: token.token, logger: berth.logger }));
+  const bridges = startConfiguredBridges(berth, io);
 
   const server = serve({ fetch: app.fetch, hostname: opts.host, port: opts.port });
   await new Promise<void>((resolve, reject) => {
@@ -57,6 +60,32 @@ export async function runServer(
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
+  await bridges.stop();
+  return 0;
+}
+
+/** The chat bridges berth.yaml configures; a message journaled by a dead berth is answered now. */
+function startConfiguredBridges(berth: Berth, io: Out): RunningBridges {
+  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity() });
+  const signal = berth.config.bridges.signal;
+  if (signal) io.out(`signal bridge: ${signal.account} through signal-cli at ${signal.url} (senders: ${signal.senders})\n`);
+  return bridges;
+}
+
+/** `berth bridge`: only the chat bridges (no HTTP), until SIGINT/SIGTERM. */
+export async function runBridgesOnly(berth: Berth, io: Out): Promise<number> {
+  if (!berth.config.bridges.signal) {
+    io.err('berth: no bridge is configured: add bridges.signal to berth.yaml (see the README, "Signal")\n');
+    return 2;
+  }
+  await berth.runner.recover();
+  const bridges = startConfiguredBridges(berth, io);
+  io.out('ready\n');
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await bridges.stop();
   return 0;
 }
 

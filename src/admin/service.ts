@@ -4,7 +4,7 @@ import type { PermissionLevel, SessionRecord, SessionSettingsUpdate } from '../c
 import type { SessionTokens } from '../store/session-tokens.js';
 import type { Gateway } from '../gateway/service.js';
 import type { WorkspaceProfile } from '../gateway/workspace-profile.js';
-import type { SessionStore } from '../store/sessions.js';
+import { assertChosenSessionId, type SessionStore } from '../store/sessions.js';
 import { BerthError } from '../errors.js';
 import { diskUsage } from '../fs/du.js';
 import { toRunRecord, type RunOutcome, type Runner } from '../runs/runner.js';
@@ -34,6 +34,8 @@ export interface AdminService {
   listSessions(name: string): SessionRecord[];
   workspaceProfile(name: string, workspaceId: string): WorkspaceProfile;
   getSession(project: string, id: string): SessionRecord;
+  /** The session of a tenant, made (at the default level) if it does not exist yet. */
+  openSession(project: string, id: string, tenantKey: string): SessionRecord;
   updateSession(project: string, id: string, settings: SessionSettingsUpdate['settings']): SessionRecord;
   mintSessionToken(project: string, id: string, ttlSeconds?: number): { session: string; token: string; expires_at: string };
   revokeSessionTokens(project: string, id: string): { session: string; revoked: number };
@@ -133,6 +135,10 @@ export function createAdminService(deps: {
     listSessions: (name) => sessions.list(store.get(name)),
     workspaceProfile: (name, id) => deps.gateway.profileOf(store.get(name), id),
     getSession: (project, id) => sessions.get(project, id).session,
+    openSession(project, id, tenantKey) {
+      assertChosenSessionId(id);
+      return sessions.open(store.get(project), { sessionId: id, tenantKey });
+    },
     updateSession: (project, id, settings) => sessions.update(project, id, settings),
     mintSessionToken(project, id, ttlSeconds) {
       const { session } = sessions.get(project, id);

@@ -3,7 +3,10 @@ import { runDemo } from '../demo.js';
 import { runDoctor } from '../doctor.js';
 import { BerthError } from '../errors.js';
 import { buildImage, IMAGE_NAMES, type ImageName } from '../images/build.js';
-import { runServer, runStdioMcp } from '../serve.js';
+import { runBridgesOnly, runServer, runStdioMcp } from '../serve.js';
+import { bridgeDir } from '../bridges/start.js';
+import { openBridgeState } from '../store/bridge-state.js';
+import { printable } from '../printable.js';
 import { need, type Command } from './command.js';
 
 /** Images, checks, and the long-running surfaces. */
@@ -60,6 +63,39 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
       const port = Number(v.port ?? 8080);
       if (!Number.isInteger(port) || port < 0 || port > 65535) throw new BerthError('USAGE', `--port must be 0-65535, not "${v.port}"`);
       return runServer(berth(), { host: (v.host as string | undefined) ?? '127.0.0.1', port, demo: Boolean(v.demo), envToken: env.BERTH_ADMIN_TOKEN }, io);
+    },
+  },
+  'bridge signal': {
+    usage: "bridge signal\n  Only the Signal bridge (berth.yaml bridges.signal), no HTTP server, until SIGINT/SIGTERM. 'berth serve' runs it too.",
+    options: {},
+    logLevel: 'info',
+    async run(berth, _v, pos, io) {
+      need(pos, 0, '');
+      return runBridgesOnly(berth(), io);
+    },
+  },
+  'bridge pending': {
+    usage: 'bridge pending\n  Senders waiting for approval (bridges.signal.senders: pairing), one per line.',
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 0, '');
+      const state = openBridgeState(bridgeDir(homePaths(berth().home).stateDir), 'signal');
+      const pending = state.pending();
+      if (pending.length === 0) io.out('no sender is waiting\n');
+      for (const p of pending) io.out(`${printable(p.sender)}\t${printable(p.name ?? '')}\tfirst seen ${p.first_seen}\n`);
+      return 0;
+    },
+  },
+  'bridge approve': {
+    usage: 'bridge approve <sender>\n  Let a sender talk to the Signal bot (the key "bridge pending" shows, e.g. signal:<uuid>).',
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 1, 'sender key');
+      const sender = pos[0] as string;
+      if (!/^signal:[0-9a-fA-F-]{1,64}$/.test(sender)) throw new BerthError('CONFIG_INVALID', 'a sender is signal:<uuid>', { issues: [{ field: 'sender', reason: 'must be signal:<uuid> (see "berth bridge pending")' }] });
+      const r = openBridgeState(bridgeDir(homePaths(berth().home).stateDir), 'signal').approve(sender);
+      io.out(`approved ${printable(sender)}${r.was_pending ? '' : ' (it was not waiting)'}\n`);
+      return 0;
     },
   },
   mcp: {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ModelUpstreamsSchema, OperatorEgressSchema } from './outbound.js';
+import { BridgesSchema } from './bridges.js';
 
 /** berth.yaml's shape (the checks beyond its shape are operator-checks.ts; loading is berth-config.ts). */
 export const DEFAULT_SHELL_IMAGE = 'berth/shell:latest';
@@ -31,9 +32,10 @@ export const BerthConfigSchema = z
       .describe('Named shared areas: logical name → absolute, canonical, existing host directory.'),
     projects: z.record(z.string(), ProjectGrantsSchema).default({}).describe('Per-project operator settings: private workspace override, shared-area grants.'),
     channels: z
-      .record(z.string().min(1).max(256), z.object({ project: z.string(), workflow: z.string() }).strict())
+      .record(z.string().min(1).max(256), z.object({ project: z.string(), workflow: z.string().optional() }).strict())
       .default({})
-      .describe('Channel profiles: a bridge channel → the project and default workflow that answer it.'),
+      .describe('Channel profiles: a bridge channel ("signal", "signal:<chat>", "web") → the project (and workflow, if any) that answers it.'),
+    bridges: BridgesSchema,
     env: z
       .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string())
       .default({})

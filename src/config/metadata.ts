@@ -144,6 +144,16 @@ export const TeamsSchema = z
   .record(TenantKeyRefSchema, z.object({ members: z.array(TenantKeyRefSchema).max(1024) }).strict())
   .describe('Group tenants (e.g. a group chat) and the tenant keys of their members.');
 
+export const ChatSettingsSchema = z
+  .object({
+    raise_level: z
+      .enum(['admins', 'anyone'])
+      .default('admins')
+      .describe('Who may raise a chat session\'s level with /level (lowering is always allowed): the project\'s admins, or anyone.'),
+  })
+  .strict()
+  .describe('How chat bridges treat this project\'s users.');
+
 export const ProjectMetadataSchema = z
   .object({
     name: ProjectNameSchema,
@@ -159,6 +169,7 @@ export const ProjectMetadataSchema = z
     models: ProjectModelsSchema.prefault({}).describe("Model upstreams (berth.yaml's models) and model names this project's agents may call, and each tenant's hourly budget."),
     egress: ProjectEgressSchema.prefault({}).describe('Hosts agents at medium and high may reach through berth\'s egress proxy.'),
     teams: TeamsSchema.default({}),
+    chat: ChatSettingsSchema.prefault({}),
     admins: z.array(TenantKeyRefSchema).max(256).default([]).describe("Tenant keys of the project's leadership (read members' shared folders)."),
   })
   .strict();
@@ -180,6 +191,7 @@ export const ProjectUpdateSchema = z
     models: ProjectModelsSchema.optional().describe('Replaces the model settings.'),
     egress: ProjectEgressSchema.optional().describe('Replaces the egress allowlist.'),
     teams: TeamsSchema.optional(),
+    chat: ChatSettingsSchema.optional(),
     admins: z.array(TenantKeyRefSchema).max(256).optional().describe("Tenant keys of the project's leadership (replaces the list)."),
   })
   .strict();

@@ -58,7 +58,7 @@ export function checkOperatorConfig(config: BerthConfig, home: string, agentUid 
 
   for (const [channel, profile] of Object.entries(config.channels)) {
     if (!PROJECT_NAME_PATTERN.test(profile.project)) issues.push({ field: `channels.${channel}.project`, reason: 'is not a valid project name' });
-    if (!/^[a-z0-9][a-z0-9_-]{0,62}$/.test(profile.workflow)) issues.push({ field: `channels.${channel}.workflow`, reason: 'is not a valid workflow name' });
+    if (profile.workflow !== undefined && !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(profile.workflow)) issues.push({ field: `channels.${channel}.workflow`, reason: 'is not a valid workflow name' });
   }
   issues.push(...keyLeaks(config));
   return issues;

@@ -1,10 +1,10 @@
-import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
+import { appendFsyncedLine, foldByKey } from '../fs/fsynced-lines.js';
 
 /**
- * The run journal: every run, one JSON line per phase — accepted (before its container exists),
+ * The run journal (the chat inboxes use the same mechanism, fs/fsynced-lines.ts): every run, one JSON line per phase — accepted (before its container exists),
  * started (the container's id), then finished, failed or interrupted — appended to the project's
  * sessions/journal.jsonl (berth-owned, hidden from containers) and fsynced line by line, so a
  * berth killed at any point leaves a trace of every run it accepted.
@@ -30,28 +30,21 @@ export const JournalEntrySchema = z.object({
 export type JournalEntry = z.infer<typeof JournalEntrySchema>;
 
 export function appendJournal(sessionsDir: string, entry: Omit<JournalEntry, 'at'>): void {
-  const line = `${JSON.stringify({ ...entry, at: new Date().toISOString() })}\n`;
-  const fd = fs.openSync(join(sessionsDir, FILE), fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o600);
-  try {
-    fs.writeSync(fd, line);
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
+  appendFsyncedLine(join(sessionsDir, FILE), { ...entry, at: new Date().toISOString() });
 }
 
 /** Each run's journal folded into one record: its last phase and time, plus what its earlier lines said. */
 export type RunTrace = Omit<JournalEntry, 'exit_code'>;
 
 function traces(sessionsDir: string): RunTrace[] {
-  const runs = new Map<string, RunTrace>();
-  for (const line of readJsonLines(join(sessionsDir, FILE))) {
-    const entry = parseJsonLine(line, JournalEntrySchema); // undefined: a line cut by a crash mid-write
-    if (!entry) continue;
-    const { exit_code: _exit, ...e } = entry;
-    runs.set(e.run, { ...runs.get(e.run), ...Object.fromEntries(Object.entries(e).filter(([, v]) => v !== undefined)) } as RunTrace);
-  }
-  return [...runs.values()];
+  // A line cut by a crash mid-write parses as undefined and is skipped.
+  const entries = readJsonLines(join(sessionsDir, FILE)).flatMap((line) => {
+    const entry = parseJsonLine(line, JournalEntrySchema);
+    if (!entry) return [];
+    const { exit_code: _exit, ...trace } = entry;
+    return [trace];
+  });
+  return [...foldByKey(entries, (e) => e.run).values()];
 }
 
 /** Runs whose last phase is accepted or started: in flight, or left open by a berth that died. */

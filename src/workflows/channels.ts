@@ -11,5 +11,8 @@ export function resolveChannel(config: BerthConfig, channel: string): { project:
   if (!profile) {
     throw new BerthError('CONFIG_INVALID', `no channel profile "${channel}" in berth.yaml`, { issues: [{ field: 'channel', reason: 'has no profile' }] });
   }
-  return profile;
+  if (profile.workflow === undefined) {
+    throw new BerthError('CONFIG_INVALID', `channel "${channel}" has no default workflow (its chats talk to the agent of project "${profile.project}")`, { issues: [{ field: `channels.${channel}.workflow`, reason: 'is not set' }] });
+  }
+  return { project: profile.project, workflow: profile.workflow };
 }

@@ -1,0 +1,84 @@
+import type { AdminService } from '../admin/service.js';
+import { PERMISSION_LEVELS, type PermissionLevel } from '../config/session.js';
+import { BerthError, isBerthError } from '../errors.js';
+import { own } from '../own.js';
+
+/**
+ * Chat commands, answered by berth, never by the agent: /help, /new, /level, /whoami. What a
+ * chat user sees about themselves names tenant, session, level and workspace id — never a
+ * host path.
+ */
+export interface CommandContext {
+  admin: AdminService;
+  project: string;
+  /** The chat's tenant key (sender, or group). */
+  tenant: string;
+  /** The sender's own key (who may raise a level). */
+  sender: string;
+  sessionId: string;
+  /** Start the chat's next conversation; returns its session id. */
+  newSession: () => string;
+}
+
+type Command = (ctx: CommandContext, args: string[]) => Promise<string>;
+
+export const HELP = [
+  'berth commands:',
+  '/help — this text',
+  '/new — start a new conversation (the agent forgets this one; your files stay)',
+  '/level low|medium|high — what your agent may do (low: no internet; medium: allowed hosts and project memory; high: more tools)',
+  '/whoami — your tenant, session, level and workspace',
+  'Anything else goes to your agent.',
+].join('\n');
+
+const ORDER: Record<PermissionLevel, number> = { low: 0, medium: 1, high: 2 };
+
+/** The session as it is, or as it will be made by the chat's next run (a new session is medium). */
+function sessionOrNew(ctx: CommandContext) {
+  try {
+    return ctx.admin.getSession(ctx.project, ctx.sessionId);
+  } catch (err) {
+    if (isBerthError(err) && err.code === 'SESSION_NOT_FOUND') return undefined;
+    throw err;
+  }
+}
+
+const COMMANDS: Record<string, Command> = {
+  async help() {
+    return HELP;
+  },
+  async new(ctx) {
+    const id = ctx.newSession();
+    return `berth: new conversation (session ${id}). Your files are still there.`;
+  },
+  async whoami(ctx) {
+    const s = sessionOrNew(ctx);
+    const level = s?.settings.permission_level ?? 'medium';
+    const workspace = s?.settings.workspace.id ?? '(made at your first message)';
+    return `tenant: ${ctx.tenant}\nproject: ${ctx.project}\nsession: ${ctx.sessionId}${s ? '' : ' (new)'}\nlevel: ${level}\nworkspace: ${workspace}`;
+  },
+  async level(ctx, args) {
+    const wanted = args[0];
+    const current = sessionOrNew(ctx)?.settings.permission_level ?? 'medium';
+    if (wanted === undefined) return `berth: level is ${current} (/level low|medium|high changes it)`;
+    if (!(PERMISSION_LEVELS as readonly string[]).includes(wanted)) throw new BerthError('CONFIG_INVALID', `"${wanted.slice(0, 20)}" is not a level: use low, medium or high`);
+    const level = wanted as PermissionLevel;
+    const project = ctx.admin.getProject(ctx.project);
+    if (ORDER[level] > ORDER[current] && project.chat.raise_level === 'admins' && !project.admins.includes(ctx.sender)) {
+      return `berth: only this project's admins may raise the level (it stays ${current}).`;
+    }
+    ctx.admin.openSession(ctx.project, ctx.sessionId, ctx.tenant);
+    ctx.admin.updateSession(ctx.project, ctx.sessionId, { permission_level: level });
+    return `berth: level is now ${level}.`;
+  },
+};
+
+/** The command a message is, or undefined when it is for the agent. */
+export function chatCommand(text: string): ((ctx: CommandContext) => Promise<string>) | undefined {
+  const m = /^\/([a-z]+)(?:\s+(.*))?$/s.exec(text.trim());
+  if (!m) return undefined;
+  const command = own(COMMANDS, m[1] as string);
+  if (!command) return async () => `berth: unknown command /${(m[1] as string).slice(0, 20)}.\n${HELP}`;
+  const args = (m[2] ?? '').trim().split(/\s+/).filter(Boolean);
+  return (ctx) => command(ctx, args);
+}

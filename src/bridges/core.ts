@@ -1,0 +1,212 @@
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { AdminService } from '../admin/service.js';
+import type { BerthConfig } from '../config/berth-config.js';
+import { isBerthError } from '../errors.js';
+import { own } from '../own.js';
+import type { Inbox, InboxEntry } from '../store/inbox.js';
+import { chatCommand, type CommandContext } from './commands.js';
+import { createLanes } from './lanes.js';
+import type { BridgeState } from '../store/bridge-state.js';
+
+/**
+ * The bridge core: what every chat transport shares. A message is journaled (durable inbox)
+ * before the transport acknowledges it or anything runs; it then waits in its chat's lane
+ * (one at a time per chat, a bounded number of chats at once), is answered by a chat command
+ * or a run of the project's agent in that chat's session, and ends replied or failed — with
+ * the sender told either way. A transport adapter only turns its wire format into
+ * InboundMessage and sends text back.
+ */
+export interface InboundMessage {
+  /** The transport's identity of this message (Signal: sender uuid + timestamp): dedupes re-deliveries. */
+  id: string;
+  /** Where the answer goes (transport address: a uuid, a group id, a web user). */
+  chat: string;
+  /** The tenant key of the chat: the sender ("signal:<uuid>") or the group ("signal-group:<id>"). */
+  tenant: string;
+  /** The sender's own key (who may raise levels, who is paired). */
+  sender: string;
+  senderName?: string;
+  text: string;
+  /** What the transport needs to acknowledge it (Signal: whom to send the read receipt, for which timestamp). */
+  receipt?: { recipient: string; timestamp: number };
+}
+
+export interface ChatTransport {
+  /** "signal", "web": names the inbox, the channel profile and the tenant keys. */
+  readonly name: string;
+  send(chat: string, text: string): Promise<void>;
+  typing(chat: string, on: boolean): Promise<void>;
+  /** Tell the transport the message is safe with berth (Signal: a read receipt). */
+  acknowledge(message: InboundMessage): Promise<void>;
+}
+
+export interface BridgeCore {
+  /** A message arrived; resolves once it is journaled (or known as a re-delivery). */
+  receive(message: InboundMessage): 'accepted' | 'duplicate';
+  /** At startup: answer what a dead berth journaled but never started; tell senders of runs it cut off. */
+  recover(): void;
+  /** Every accepted message has ended (for tests and shutdown). */
+  idle(): Promise<void>;
+}
+
+export interface BridgeDeps {
+  transport: ChatTransport;
+  inbox: Inbox;
+  state: BridgeState;
+  admin: AdminService;
+  config: () => BerthConfig;
+  logger: Logger;
+  /** This berth process ("<pid>.<start time>"), recorded on each message it takes. */
+  owner?: string;
+  /** Sender allowed to talk at all (pairing, allowlist). */
+  senderAllowed: (sender: string) => boolean;
+}
+
+export function createBridgeCore(deps: BridgeDeps): BridgeCore {
+  const { transport, inbox, logger } = deps;
+  const lanes = createLanes(() => deps.config().bridges.max_concurrent_runs);
+  const log = logger.child({ bridge: transport.name });
+
+  const say = async (chat: string, text: string) => {
+    try {
+      await transport.send(chat, text);
+    } catch (err) {
+      log.warn({ err: String(err) }, 'could not send to the chat');
+      throw err;
+    }
+  };
+
+  /** The project (and workflow) answering a chat: "signal:<chat>" first, then "signal". */
+  function profileFor(chat: string) {
+    const channels = deps.config().channels;
+    return own(channels, `${transport.name}:${chat}`) ?? own(channels, transport.name);
+  }
+
+  async function handle(entry: Required<Pick<InboxEntry, 'id' | 'chat' | 'sender' | 'text'>>, tenant: string) {
+    const profile = profileFor(entry.chat);
+    if (!profile) {
+      inbox.mark(entry.id, 'failed', { reason: 'no channel profile' });
+      await say(entry.chat, `berth: this bot is not set up to answer here yet (no "${transport.name}" channel in berth.yaml).`).catch(() => undefined);
+      return;
+    }
+    const ctx: CommandContext = {
+      admin: deps.admin,
+      project: profile.project,
+      tenant,
+      sender: entry.sender,
+      sessionId: chatSessionId(transport.name, entry.chat, deps.state.generation(entry.chat)),
+      newSession: () => chatSessionId(transport.name, entry.chat, deps.state.nextGeneration(entry.chat)),
+    };
+    const command = chatCommand(entry.text);
+    let reply: string;
+    if (command) {
+      reply = await command(ctx).catch((err: unknown) => `berth: ${isBerthError(err) ? err.message : 'that command failed'}`);
+    } else {
+      inbox.mark(entry.id, 'started', { reason: undefined });
+      const typing = startTyping(entry.chat);
+      try {
+        reply = await runFor(ctx, profile.workflow, entry.text);
+      } catch (err) {
+        const reason = isBerthError(err) ? `${err.code}: ${err.message}` : 'internal error';
+        log.warn({ id: entry.id, reason }, 'chat run failed');
+        inbox.mark(entry.id, 'failed', { reason });
+        await say(entry.chat, `berth: your message could not be run (${reason}).`).catch(() => undefined);
+        return;
+      } finally {
+        typing.stop();
+      }
+    }
+    inbox.mark(entry.id, 'answered', { reply });
+    await deliver(entry.id, entry.chat, reply);
+  }
+
+  async function deliver(id: string, chat: string, reply: string) {
+    try {
+      await say(chat, reply);
+      inbox.mark(id, 'replied');
+    } catch (err) {
+      inbox.mark(id, 'failed', { reason: `the reply could not be sent: ${String(err).slice(0, 200)}` });
+    }
+  }
+
+  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string): Promise<string> {
+    if (workflow) {
+      const run = await deps.admin.runWorkflow(ctx.project, workflow, text);
+      const last = run.steps.at(-1);
+      return run.status === 'succeeded' ? (last?.stdout.trim() || 'done') : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}`;
+    }
+    const run = await deps.admin.runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId });
+    const out = run.stdout.trim();
+    if (run.timed_out) return `${out}\n\n[berth: stopped after the time limit]`.trim();
+    if (run.exit_code !== 0) return `${out}${out ? '\n\n' : ''}[exit ${run.exit_code}]${run.stderr.trim() ? `\n${run.stderr.trim().slice(-1500)}` : ''}`;
+    return out || '(no output)';
+  }
+
+  /** Signal shows typing for 15 s: refresh it while the agent works. */
+  function startTyping(chat: string) {
+    const tick = () => void transport.typing(chat, true).catch(() => undefined);
+    tick();
+    const timer = setInterval(tick, 10_000);
+    timer.unref();
+    return {
+      stop() {
+        clearInterval(timer);
+        void transport.typing(chat, false).catch(() => undefined);
+      },
+    };
+  }
+
+  function enqueue(entry: Required<Pick<InboxEntry, 'id' | 'chat' | 'sender' | 'text'>>, tenant: string) {
+    const queued = lanes.run(entry.chat, () => handle(entry, tenant).catch((err) => log.error({ err: String(err), id: entry.id }, 'chat message failed')));
+    if (queued.waiting) void say(entry.chat, `berth: queued (${queued.ahead} ahead of yours); I will answer in order.`).catch(() => undefined);
+  }
+
+  return {
+    receive(message) {
+      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, owner: deps.owner, tenant: message.tenant });
+      // Acknowledged only once on disk; a re-delivery is acknowledged again (the first ack may be what was lost).
+      void transport.acknowledge(message).catch((err) => log.warn({ err: String(err) }, 'acknowledge failed'));
+      if (!fresh) return 'duplicate';
+      if (!deps.senderAllowed(message.sender)) {
+        inbox.mark(message.id, 'failed', { reason: 'sender not approved' });
+        deps.state.addPending(message.sender, message.senderName);
+        void say(message.chat, 'berth: this bot does not know you yet. The operator has been asked to approve you; try again later.').catch(() => undefined);
+        return 'accepted';
+      }
+      enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text }, message.tenant);
+      return 'accepted';
+    },
+
+    recover() {
+      for (const entry of inbox.open()) {
+        if (entry.chat === undefined || entry.sender === undefined || entry.text === undefined) {
+          inbox.mark(entry.id, 'failed', { reason: 'journal entry incomplete' });
+          continue;
+        }
+        const e = { id: entry.id, chat: entry.chat, sender: entry.sender, text: entry.text };
+        if (entry.phase === 'received') {
+          log.info({ id: entry.id }, 'answering a message a previous berth journaled');
+          enqueue(e, entry.tenant ?? entry.sender);
+        } else if (entry.phase === 'answered' && entry.reply !== undefined) {
+          void lanes.run(entry.chat, () => deliver(entry.id, e.chat, entry.reply as string));
+        } else {
+          // Its run had started: running it again could do twice what the agent did once.
+          inbox.mark(entry.id, 'failed', { reason: 'berth restarted while this message was running' });
+          void lanes.run(entry.chat, () => say(e.chat, `berth: I restarted while working on your message "${preview(e.text)}". It was not finished; please send it again.`).catch(() => undefined));
+        }
+      }
+    },
+
+    idle: () => lanes.idle(),
+  };
+}
+
+function preview(text: string): string {
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+/** A stable session id for a chat and its generation (/new starts the next). */
+export function chatSessionId(bridge: string, chat: string, generation: number): string {
+  return `chat-${createHash('sha256').update(`${bridge}\0${chat}`).digest('hex').slice(0, 20)}-${generation}`;
+}

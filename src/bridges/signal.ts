@@ -1,0 +1,204 @@
+import type { Logger } from 'pino';
+import type { ChatTransport, InboundMessage } from './core.js';
+
+/**
+ * The Signal adapter: signal-cli's JSON-RPC daemon over HTTP (`signal-cli -a ACCOUNT daemon
+ * --http=HOST:PORT`). Events come as SSE from GET /api/v1/events (no ids, keepalive comments,
+ * nothing replayed: reconnect with backoff and jitter); sends are JSON-RPC at POST /api/v1/rpc.
+ * Only data messages with text reach the core; receipts, typing, the bot's own sync echoes and
+ * reactions are skipped. Tenants are keyed on the sender's uuid (numbers may be hidden).
+ */
+export const SIGNAL_INLINE_BYTES = 2000;
+const MAX_EVENT_BYTES = 1024 * 1024;
+const OBJECT_REPLACEMENT = '\uFFFC';
+
+export interface SignalOptions {
+  url: string;
+  account: string;
+  logger: Logger;
+  /** Where messages go (the bridge core). */
+  onMessage: (message: InboundMessage) => void;
+  /** Reconnect backoff bounds (tests make them small). */
+  backoffMs?: { min: number; max: number };
+}
+
+type Json = Record<string, unknown>;
+const obj = (v: unknown): Json | undefined => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined);
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+
+/** A group chat's address carries its id; a direct chat's is the sender's uuid. */
+const GROUP = 'group:';
+
+export class SignalRpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+  }
+}
+
+export function createSignalBridge(opts: SignalOptions): ChatTransport & { start(): void; stop(): Promise<void>; connected(): boolean } {
+  const log = opts.logger.child({ bridge: 'signal' });
+  const backoff = opts.backoffMs ?? { min: 1000, max: 10_000 };
+  let rpcId = 0;
+  let stopped = false;
+  let abort: AbortController | undefined;
+  let isConnected = false;
+  let loop: Promise<void> | undefined;
+
+  async function rpc(method: string, params: Json): Promise<unknown> {
+    const res = await fetch(`${opts.url}/api/v1/rpc`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params }),
+      signal: AbortSignal.timeout(30_000),
+    });
+    const body = obj(await res.json().catch(() => undefined));
+    const error = obj(body?.error);
+    if (error) {
+      const results = (obj(obj(obj(error.data)?.response))?.results as unknown[] | undefined) ?? [];
+      const retry = results.map((r) => num(obj(r)?.retryAfterSeconds)).find((n) => n !== undefined);
+      throw new SignalRpcError(num(error.code) ?? -1, str(error.message) ?? 'signal-cli error', retry);
+    }
+    if (!res.ok || !body) throw new SignalRpcError(-1, `signal-cli answered HTTP ${res.status}`);
+    return body.result;
+  }
+
+  const target = (chat: string): Json => (chat.startsWith(GROUP) ? { groupId: chat.slice(GROUP.length) } : { recipient: [chat] });
+
+  /** Send, waiting out one rate limit when Signal says how long (bounded). */
+  async function send(params: Json): Promise<void> {
+    try {
+      await rpc('send', params);
+    } catch (err) {
+      if (err instanceof SignalRpcError && err.code === -5 && err.retryAfterSeconds !== undefined && err.retryAfterSeconds <= 60) {
+        log.warn({ retryAfter: err.retryAfterSeconds }, 'signal rate limit: waiting once');
+        await new Promise((r) => setTimeout(r, err.retryAfterSeconds! * 1000));
+        await rpc('send', params);
+        return;
+      }
+      throw err;
+    }
+  }
+
+  function toMessage(payload: Json): InboundMessage | undefined {
+    if (payload.exception) {
+      log.warn({ exception: obj(payload.exception)?.type }, 'signal-cli reported an exception with an event');
+    }
+    const env = obj(payload.envelope);
+    if (!env) return undefined;
+    const uuid = str(env.sourceUuid);
+    // Receipts, typing, and syncMessage (echoes of what this account sent) are not messages to answer.
+    const edit = obj(env.editMessage);
+    const data = obj(env.dataMessage) ?? obj(edit?.dataMessage);
+    if (!uuid || !data) return undefined;
+    let text = str(data.message);
+    if (text === undefined || text.trim() === '') return undefined; // reactions, stickers, attachments only
+    for (const mention of (Array.isArray(data.mentions) ? data.mentions : []).map(obj)) {
+      if (text.includes(OBJECT_REPLACEMENT)) text = text.replace(OBJECT_REPLACEMENT, `@${str(mention?.name) ?? str(mention?.number) ?? 'someone'}`);
+    }
+    const timestamp = num(data.timestamp) ?? num(env.timestamp);
+    if (timestamp === undefined) return undefined;
+    const groupId = str(obj(data.groupInfo)?.groupId);
+    return {
+      id: `${uuid}:${timestamp}`,
+      chat: groupId ? `${GROUP}${groupId}` : uuid,
+      tenant: groupId ? `signal-group:${groupId}` : `signal:${uuid}`,
+      sender: `signal:${uuid}`,
+      senderName: str(env.sourceName),
+      text: edit ? `(edited) ${text}` : text,
+      receipt: { recipient: uuid, timestamp },
+    };
+  }
+
+  /** One SSE connection until it ends: events are separated by blank lines; ":" lines are keepalives. */
+  async function listen(signal: AbortSignal): Promise<void> {
+    const res = await fetch(`${opts.url}/api/v1/events?account=${encodeURIComponent(opts.account)}`, { headers: { accept: 'text/event-stream' }, signal });
+    if (!res.ok || !res.body) throw new Error(`events: HTTP ${res.status}`);
+    isConnected = true;
+    log.info('connected to signal-cli');
+    const decoder = new TextDecoder();
+    let buffer = '';
+    let data: string[] = [];
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true });
+      if (buffer.length > MAX_EVENT_BYTES) throw new Error('an event passed 1 MiB');
+      let nl: number;
+      while ((nl = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, nl).replace(/\r$/, '');
+        buffer = buffer.slice(nl + 1);
+        if (line === '') {
+          if (data.length) dispatch(data.join('\n'));
+          data = [];
+        } else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+        // "event:", "id:", ":" keepalives: nothing to do
+      }
+    }
+  }
+
+  function dispatch(text: string) {
+    let payload: Json | undefined;
+    try {
+      payload = obj(JSON.parse(text));
+    } catch {
+      log.warn('signal-cli sent an event that is not JSON');
+      return;
+    }
+    const message = payload && toMessage(payload);
+    if (message) opts.onMessage(message);
+  }
+
+  async function run() {
+    let attempt = 0;
+    while (!stopped) {
+      abort = new AbortController();
+      try {
+        await listen(abort.signal);
+        attempt = 0; // a stream that ended cleanly: reconnect at once-ish
+      } catch (err) {
+        if (stopped) break;
+        attempt++;
+        log.warn({ err: String(err).slice(0, 200), attempt }, 'signal-cli events stream failed');
+      }
+      isConnected = false;
+      if (stopped) break;
+      const base = Math.min(backoff.max, backoff.min * 2 ** Math.min(attempt, 10));
+      await new Promise((r) => setTimeout(r, base / 2 + Math.random() * (base / 2))); // jitter: many berths never reconnect in step
+    }
+  }
+
+  return {
+    name: 'signal',
+    start() {
+      loop ??= run();
+    },
+    async stop() {
+      stopped = true;
+      abort?.abort();
+      await loop;
+    },
+    connected: () => isConnected,
+    async send(chat, text) {
+      for (const params of signalMessages(text)) await send({ ...target(chat), ...params });
+    },
+    async typing(chat, on) {
+      await rpc('sendTyping', { ...target(chat), ...(on ? {} : { stop: true }) });
+    },
+    async acknowledge(message) {
+      const receipt = message.receipt;
+      if (receipt) await rpc('sendReceipt', { recipient: receipt.recipient, targetTimestamp: [receipt.timestamp], type: 'read' });
+    },
+  };
+}
+
+/** A reply as Signal takes it: up to 2000 bytes inline; longer, the start inline and the whole as a text attachment. */
+export function signalMessages(text: string): Array<{ message: string; attachments?: string[] }> {
+  if (Buffer.byteLength(text) <= SIGNAL_INLINE_BYTES) return [{ message: text }];
+  const note = '\n[… the whole reply is attached as reply.txt]';
+  let head = Buffer.from(text).subarray(0, SIGNAL_INLINE_BYTES - Buffer.byteLength(note)).toString('utf8');
+  head = head.replace(/\uFFFD$/, ''); // a character cut in half
+  return [{ message: head + note, attachments: [`data:text/plain;filename=reply.txt;base64,${Buffer.from(text).toString('base64')}`] }];
+}

@@ -1,0 +1,26 @@
+import { z } from 'zod';
+
+/**
+ * berth.yaml `bridges`: chat transports in front of berth. Which project answers a chat comes
+ * from `channels` ("signal" for every Signal chat, "signal:<uuid or group id>" for one).
+ */
+export const SignalBridgeSchema = z
+  .object({
+    url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).describe("signal-cli's daemon (signal-cli -a ACCOUNT daemon --http=127.0.0.1:8081)."),
+    account: z.string().regex(/^\+[1-9][0-9]{6,14}$/, 'must be the bot\'s number in E.164 form, e.g. +4915550000').describe("The bot's Signal account."),
+    senders: z
+      .enum(['pairing', 'open'])
+      .default('pairing')
+      .describe('pairing: unknown senders get a short refusal and wait for the operator\'s approval ("berth bridge approve"); open: anyone may talk.'),
+    allow: z.array(z.string().min(1).max(256)).max(10_000).default([]).describe('Sender uuids (or tenant keys signal:<uuid>) always allowed.'),
+  })
+  .strict();
+
+export const BridgesSchema = z
+  .object({
+    max_concurrent_runs: z.number().int().min(1).max(256).default(4).describe('Chats answered at once across bridges; more wait (the sender sees "queued").'),
+    signal: SignalBridgeSchema.optional(),
+  })
+  .strict()
+  .prefault({});
+export type BridgesConfig = z.output<typeof BridgesSchema>;
