@@ -7,7 +7,7 @@ import type { WorkspaceProfile } from '../gateway/workspace-profile.js';
 import { assertChosenSessionId, type SessionStore } from '../store/sessions.js';
 import { BerthError } from '../errors.js';
 import { diskUsage } from '../fs/du.js';
-import { toRunRecord, type RunOutcome, type Runner } from '../runs/runner.js';
+import { toRunRecord, type RunOutcome, type RunRequest, type Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import { interruptedRuns } from '../store/journal.js';
@@ -29,7 +29,7 @@ export interface AdminService {
   updateProject(name: string, patch: ProjectUpdate): Promise<ProjectView>;
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
-  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel }): Promise<RunView>;
+  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput'] }): Promise<RunView>;
   listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
   listSessions(name: string): SessionRecord[];
   workspaceProfile(name: string, workspaceId: string): WorkspaceProfile;
@@ -118,7 +118,7 @@ export function createAdminService(deps: {
     },
 
     async runMessage(name, request) {
-      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level }));
+      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput }));
     },
 
     listRuns(name, filter) {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AdminService } from '../admin/service.js';
 import type { BerthConfig } from '../config/berth-config.js';
+import type { PermissionLevel } from '../config/session.js';
 import { isBerthError } from '../errors.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
@@ -30,6 +31,10 @@ export interface InboundMessage {
   text: string;
   /** What the transport needs to acknowledge it (Signal: whom to send the read receipt, for which timestamp). */
   receipt?: { recipient: string; timestamp: number };
+  /** A transport where the person picks the conversation (web chat): its session id, else the chat's own. */
+  session?: string;
+  /** …and the level to run at (persisted on the session, as the web chat's selector says). */
+  level?: PermissionLevel;
 }
 
 export interface ChatTransport {
@@ -39,6 +44,8 @@ export interface ChatTransport {
   typing(chat: string, on: boolean): Promise<void>;
   /** Tell the transport the message is safe with berth (Signal: a read receipt). */
   acknowledge(message: InboundMessage): Promise<void>;
+  /** The agent's output as it is printed (web chat streams it; Signal shows typing instead). */
+  output?(chat: string, stream: 'stdout' | 'stderr', chunk: string): void;
 }
 
 export interface BridgeCore {
@@ -83,7 +90,9 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     return own(channels, `${transport.name}:${chat}`) ?? own(channels, transport.name);
   }
 
-  async function handle(entry: Required<Pick<InboxEntry, 'id' | 'chat' | 'sender' | 'text'>>, tenant: string) {
+  type Work = Required<Pick<InboxEntry, 'id' | 'chat' | 'sender' | 'text'>> & Pick<InboxEntry, 'session' | 'level'>;
+
+  async function handle(entry: Work, tenant: string) {
     const profile = profileFor(entry.chat);
     if (!profile) {
       inbox.mark(entry.id, 'failed', { reason: 'no channel profile' });
@@ -95,7 +104,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       project: profile.project,
       tenant,
       sender: entry.sender,
-      sessionId: chatSessionId(transport.name, entry.chat, deps.state.generation(entry.chat)),
+      sessionId: entry.session ?? chatSessionId(transport.name, entry.chat, deps.state.generation(entry.chat)),
       newSession: () => chatSessionId(transport.name, entry.chat, deps.state.nextGeneration(entry.chat)),
     };
     const command = chatCommand(entry.text);
@@ -106,7 +115,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       inbox.mark(entry.id, 'started', { reason: undefined });
       const typing = startTyping(entry.chat);
       try {
-        reply = await runFor(ctx, profile.workflow, entry.text);
+        reply = await runFor(ctx, profile.workflow, entry.text, entry.chat, entry.level);
       } catch (err) {
         const reason = isBerthError(err) ? `${err.code}: ${err.message}` : 'internal error';
         log.warn({ id: entry.id, reason }, 'chat run failed');
@@ -130,13 +139,15 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
   }
 
-  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string): Promise<string> {
+  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, level?: PermissionLevel): Promise<string> {
     if (workflow) {
       const run = await deps.admin.runWorkflow(ctx.project, workflow, text);
       const last = run.steps.at(-1);
       return run.status === 'succeeded' ? (last?.stdout.trim() || 'done') : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}`;
     }
-    const run = await deps.admin.runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId });
+    const decoder = { stdout: new TextDecoder(), stderr: new TextDecoder() };
+    const onOutput = transport.output ? (stream: 'stdout' | 'stderr', chunk: Buffer) => transport.output?.(chat, stream, decoder[stream].decode(chunk, { stream: true })) : undefined;
+    const run = await deps.admin.runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, level, onOutput });
     const out = run.stdout.trim();
     if (run.timed_out) return `${out}\n\n[berth: stopped after the time limit]`.trim();
     if (run.exit_code !== 0) return `${out}${out ? '\n\n' : ''}[exit ${run.exit_code}]${run.stderr.trim() ? `\n${run.stderr.trim().slice(-1500)}` : ''}`;
@@ -157,14 +168,14 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     };
   }
 
-  function enqueue(entry: Required<Pick<InboxEntry, 'id' | 'chat' | 'sender' | 'text'>>, tenant: string) {
+  function enqueue(entry: Work, tenant: string) {
     const queued = lanes.run(entry.chat, () => handle(entry, tenant).catch((err) => log.error({ err: String(err), id: entry.id }, 'chat message failed')));
     if (queued.waiting) void say(entry.chat, `berth: queued (${queued.ahead} ahead of yours); I will answer in order.`).catch(() => undefined);
   }
 
   return {
     receive(message) {
-      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, owner: deps.owner, tenant: message.tenant });
+      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, owner: deps.owner, tenant: message.tenant, session: message.session, level: message.level });
       // Acknowledged only once on disk; a re-delivery is acknowledged again (the first ack may be what was lost).
       void transport.acknowledge(message).catch((err) => log.warn({ err: String(err) }, 'acknowledge failed'));
       if (!fresh) return 'duplicate';
@@ -174,7 +185,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         void say(message.chat, 'berth: this bot does not know you yet. The operator has been asked to approve you; try again later.').catch(() => undefined);
         return 'accepted';
       }
-      enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text }, message.tenant);
+      enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session, level: message.level }, message.tenant);
       return 'accepted';
     },
 
@@ -184,7 +195,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
           inbox.mark(entry.id, 'failed', { reason: 'journal entry incomplete' });
           continue;
         }
-        const e = { id: entry.id, chat: entry.chat, sender: entry.sender, text: entry.text };
+        const e = { id: entry.id, chat: entry.chat, sender: entry.sender, text: entry.text, session: entry.session, level: entry.level };
         if (entry.phase === 'received') {
           log.info({ id: entry.id }, 'answering a message a previous berth journaled');
           enqueue(e, entry.tenant ?? entry.sender);

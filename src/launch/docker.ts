@@ -50,7 +50,7 @@ export interface Engine {
   info(): Promise<EngineInfo>;
   imageExists(image: string): Promise<boolean>;
   /** Run a plan to its end; aborting `signal` stops the container (the result then says why). */
-  run(plan: RunPlan, opts?: { signal?: AbortSignal; onCreated?: (containerId: string) => void }): Promise<RunResult>;
+  run(plan: RunPlan, opts?: RunOptions): Promise<RunResult>;
   /** Force-remove the given containers; returns how many. */
   removeContainers(ids: string[]): Promise<number>;
   listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;
@@ -136,6 +136,13 @@ export function translateEngineError(err: unknown, context: { image?: string } =
   return new BerthError('RUN_FAILED', `the engine refused: ${text.trim()}`, {}, { cause: err });
 }
 
+export interface RunOptions {
+  signal?: AbortSignal;
+  onCreated?: (containerId: string) => void;
+  /** Output as the container prints it (what is kept is bounded the same way: past the cap, nothing more). */
+  onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+}
+
 /** Collects output up to a shared cap; past it, calls onOverflow once and drops the rest. */
 class BoundedOutput {
   readonly chunks = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
@@ -144,6 +151,7 @@ class BoundedOutput {
   constructor(
     private readonly cap: number,
     private readonly onOverflow: () => void,
+    private readonly onKept?: RunOptions['onOutput'],
   ) {}
 
   sink(which: 'stdout' | 'stderr'): Writable {
@@ -154,6 +162,11 @@ class BoundedOutput {
           const kept = chunk.length <= room ? chunk : chunk.subarray(0, room);
           this.chunks[which].push(kept);
           this.total += kept.length;
+          try {
+            this.onKept?.(which, kept);
+          } catch {
+            // a listener's failure never touches the run
+          }
         }
         if (chunk.length > room && !this.truncated) {
           this.truncated = true;
@@ -178,7 +191,7 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
     }
   };
 
-  async function run(plan: RunPlan, opts: { signal?: AbortSignal; onCreated?: (containerId: string) => void } = {}): Promise<RunResult> {
+  async function run(plan: RunPlan, opts: RunOptions = {}): Promise<RunResult> {
     const t0 = performance.now();
     const container = await engineCall(() => docker.createContainer(toCreateOptions(plan)), { image: plan.image });
     try {
@@ -194,7 +207,7 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       container.kill({ signal: 'SIGKILL' }).catch(() => undefined);
     };
     try {
-      const output = new BoundedOutput(plan.limits.outputBytes, kill);
+      const output = new BoundedOutput(plan.limits.outputBytes, kill, opts.onOutput);
       const stream = await engineCall(() => container.attach({ stream: true, stdout: true, stderr: true }));
       const ended = new Promise<void>((resolve) => {
         stream.on('end', resolve);

@@ -36,6 +36,8 @@ export interface RunRequest {
   sessionId?: string;
   /** Set the session's permission level (persisted) before this run. */
   level?: PermissionLevel;
+  /** The agent's output as it prints it (the run's record is kept as ever). */
+  onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
 }
 
 export interface RunOutcome extends RunResult {
@@ -117,7 +119,7 @@ export function createRunner(deps: {
 
   /** The three kinds of run: a message to the agent, a workflow step, a shell-tool command. */
   type LaunchSpec =
-    | { kind: 'message'; message: string }
+    | { kind: 'message'; message: string; onOutput?: RunRequest['onOutput'] }
     | { kind: 'workflow_step'; message: string; target: PrivateTarget }
     | { kind: 'shell_tool'; argv: string[] };
 
@@ -247,7 +249,7 @@ export function createRunner(deps: {
       ctx.log.warn({ reason }, 'run stopped: disk limit');
       abort.abort();
     });
-    const result = await engine.run(plan, { signal: abort.signal, onCreated }).finally(() => disk.stop());
+    const result = await engine.run(plan, { signal: abort.signal, onCreated, onOutput: spec.kind === 'message' ? spec.onOutput : undefined }).finally(() => disk.stop());
     const stoppedFor = disk.exceeded();
     const tool = spec.kind === 'shell_tool';
     ctx.log.info({ exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool }, tool ? 'shell tool finished' : 'run finished');
@@ -272,7 +274,7 @@ export function createRunner(deps: {
       if (request.sessionId !== undefined) assertChosenSessionId(request.sessionId);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey });
       if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, request.level);
-      return launch(project, session, { kind: 'message', message: request.message });
+      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput });
     },
     async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
       const project = store.get(projectName);

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { appendFsyncedLine, foldByKey } from '../fs/fsynced-lines.js';
+import { PermissionLevelSchema, type PermissionLevel } from '../config/session.js';
 
 /**
  * A bridge's durable inbox: every chat message, one fsynced JSON line per phase, written with
@@ -21,6 +22,8 @@ export const InboxEntrySchema = z.object({
   chat: z.string().optional().describe('The chat the answer goes to (transport address).'),
   sender: z.string().optional().describe('Key of the sender.'),
   tenant: z.string().optional().describe('Tenant key of the chat (the sender, or the group).'),
+  session: z.string().optional().describe('The session the person picked (web chat); else the chat\'s own.'),
+  level: PermissionLevelSchema.optional(),
   text: z.string().optional(),
   owner: z.string().optional(),
   reply: z.string().optional(),
@@ -30,7 +33,7 @@ export type InboxEntry = z.infer<typeof InboxEntrySchema>;
 
 export interface Inbox {
   /** Record a message; false when its id was received before (a re-delivery: ignore it). */
-  receive(entry: { id: string; chat: string; sender: string; tenant: string; text: string; owner?: string }): boolean;
+  receive(entry: { id: string; chat: string; sender: string; tenant: string; text: string; owner?: string; session?: string; level?: PermissionLevel }): boolean;
   mark(id: string, phase: Exclude<InboxPhase, 'received'>, extra?: { reply?: string; reason?: string }): void;
   /** Messages not yet ended, in the order they arrived. */
   open(): InboxEntry[];
