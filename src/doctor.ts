@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import { checkBridges, checkModels } from './doctor-outbound.js';
+import type { ProjectMetadata } from './config/metadata.js';
 import { join } from 'node:path';
 import { loadBerthConfig } from './config/berth-config.js';
 import { homePaths } from './config/home.js';
@@ -62,12 +64,12 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
     checks.push({ name: 'config', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) });
   }
 
-  const projects: Array<{ name: string; image: string; isolated: boolean }> = [];
+  const projects: Array<{ name: string; image: string; isolated: boolean; metadata: ProjectMetadata }> = [];
   let projectProblems = 0;
   for (const name of berth.store.names()) {
     try {
       const p = berth.store.get(name);
-      projects.push({ name, image: imageFor(p.metadata, berth.config), isolated: p.metadata.workspace_isolation });
+      projects.push({ name, image: imageFor(p.metadata, berth.config), isolated: p.metadata.workspace_isolation, metadata: p.metadata });
       if (p.metadata.protected_paths.length > 0 && !p.snapshot) {
         projectProblems++;
         checks.push({ name: `project ${name}`, status: 'fail', detail: `protected paths have no snapshot; run "berth project update ${name}"` });
@@ -79,6 +81,8 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
   }
   if (projectProblems === 0) checks.push({ name: 'projects', status: 'ok', detail: `${projects.length} project(s) valid` });
   checks.push(...checkRwAreas(berth));
+  checks.push(...checkModels(berth.config, projects));
+  checks.push(...(await checkBridges(berth.config)));
 
   try {
     const info = await berth.engine.info();

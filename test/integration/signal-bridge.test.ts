@@ -7,6 +7,8 @@ import { signalMessages } from '../../src/bridges/signal.js';
 import { homePaths } from '../../src/config/home.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { testHome, type TestHome } from '../helpers.js';
+import { checkBridges } from '../../src/doctor-outbound.js';
+import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 
 /**
  * The Signal bridge against a protocol-faithful fake of signal-cli's HTTP daemon (SSE without
@@ -167,5 +169,13 @@ describe('pairing: who may talk at all', () => {
     const d = say(4, 'echo never-delivered');
     const entry = await fake.waitFor(() => bridges.signal!.inbox.all().find((e) => e.id === `${uuid(4)}:${d.timestamp}` && e.phase === 'failed'));
     expect(entry.reason).toMatch(/could not be sent/);
+  });
+});
+
+describe('doctor shows the bridge', () => {
+  it('signal-cli answering: ok with the account and project; not answering: fail with the command that starts it', async () => {
+    expect(await checkBridges(h.berth.config)).toEqual([{ name: 'bridge signal', status: 'ok', detail: expect.stringContaining(`${fake.account} answers with project "sig"`) }]);
+    const down = BerthConfigSchema.parse({ bridges: { signal: { url: 'http://127.0.0.1:9', account: '+15550000000' } } });
+    expect(await checkBridges(down)).toEqual([{ name: 'bridge signal', status: 'fail', detail: expect.stringContaining('signal-cli -a +15550000000 daemon --http=127.0.0.1:9') }]);
   });
 });

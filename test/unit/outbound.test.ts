@@ -8,6 +8,7 @@ import { isPrivateAddress } from '../../src/outbound/addresses.js';
 import { usageTap } from '../../src/outbound/usage.js';
 import { agentArgv } from '../../src/plan/agent-command.js';
 import { KEY_PLACEHOLDER, planOutbound, withRelays } from '../../src/plan/outbound.js';
+import { checkModels } from '../../src/doctor-outbound.js';
 
 describe('egress allowlist matching', () => {
   const list = ['registry.npmjs.org', '*.debian.org', 'git.example.com:8443'];
@@ -129,5 +130,24 @@ describe("operator check: a model key in berth.yaml's env (which containers get)
   it('by name or by value', () => {
     const config = BerthConfigSchema.parse({ env: { ANTHROPIC_API_KEY: 'x', OTHER: 'sk-real', FINE: 'ok' }, models: { a: { api: 'anthropic', url: 'https://api.anthropic.com', api_key: 'sk-real' } } });
     expect(checkOperatorConfig(config, '/tmp').map((i) => i.field).sort()).toEqual(['env.ANTHROPIC_API_KEY', 'env.OTHER']);
+  });
+});
+
+describe('doctor: projects that need a model', () => {
+  it('says so when an agent preset can call no model, and names an upstream berth.yaml lacks', () => {
+    const config = BerthConfigSchema.parse({ models: { anthropic: { api: 'anthropic', url: 'https://api.anthropic.com', api_key: 'k' } } });
+    const checks = checkModels(config, [
+      { name: 'a', metadata: ProjectMetadataSchema.parse({ name: 'a', agent: 'claude' }) },
+      { name: 'b', metadata: ProjectMetadataSchema.parse({ name: 'b', agent: 'claude', models: { upstreams: ['anthropic'] } }) },
+      { name: 'c', metadata: ProjectMetadataSchema.parse({ name: 'c', models: { upstreams: ['gone'] } }) },
+      { name: 'd', metadata: ProjectMetadataSchema.parse({ name: 'd' }) },
+    ]);
+    expect(checks.map((c) => [c.name, c.status])).toEqual([
+      ['models a', 'warn'],
+      ['models b', 'ok'],
+      ['models c', 'warn'],
+    ]);
+    expect(checks[0]?.detail).toContain('berth project update a --model <upstream>');
+    expect(JSON.stringify(checks)).not.toContain('"k"');
   });
 });

@@ -1,0 +1,37 @@
+import type { BerthConfig } from './config/berth-config.js';
+import type { ProjectMetadata } from './config/metadata.js';
+import { own } from './own.js';
+
+type Check = { name: string; status: 'ok' | 'warn' | 'fail'; detail: string };
+
+/**
+ * What doctor says about the ways out: projects whose agent needs a model but has none it may
+ * call (the agent would fail at its first message), and the chat bridges (is signal-cli there?).
+ */
+export function checkModels(config: BerthConfig, projects: Array<{ name: string; metadata: ProjectMetadata }>): Check[] {
+  const checks: Check[] = [];
+  for (const { name, metadata } of projects) {
+    const needsModel = metadata.agent === 'claude' || metadata.agent === 'codex' || metadata.agent === 'droid';
+    const usable = metadata.models.upstreams.filter((u) => own(config.models, u));
+    const missing = metadata.models.upstreams.filter((u) => !own(config.models, u));
+    if (missing.length) checks.push({ name: `models ${name}`, status: 'warn', detail: `upstream(s) ${missing.join(', ')} allowed but not in berth.yaml's models` });
+    else if (needsModel && usable.length === 0) {
+      checks.push({ name: `models ${name}`, status: 'warn', detail: `agent "${String(metadata.agent)}" needs a model, but the project may call none: berth project update ${name} --model <upstream> (berth.yaml models)` });
+    } else if (usable.length) checks.push({ name: `models ${name}`, status: 'ok', detail: `${usable.join(', ')} through berth's model gateway (keys stay outside)` });
+  }
+  return checks;
+}
+
+export async function checkBridges(config: BerthConfig): Promise<Check[]> {
+  const signal = config.bridges.signal;
+  if (!signal) return [];
+  const profile = own(config.channels, 'signal');
+  const route = profile ? `answers with project "${profile.project}"` : 'no "signal" channel profile: only chats named in channels are answered';
+  try {
+    const res = await fetch(`${signal.url}/api/v1/check`, { signal: AbortSignal.timeout(3000) });
+    if (!res.ok) return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli at ${signal.url} answered HTTP ${res.status}` }];
+    return [{ name: 'bridge signal', status: profile ? 'ok' : 'warn', detail: `signal-cli at ${signal.url} answers; ${signal.account} ${route}; senders: ${signal.senders}` }];
+  } catch (err) {
+    return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli does not answer at ${signal.url} (${(err as Error).message}); start it: signal-cli -a ${signal.account} daemon --http=${new URL(signal.url).host}` }];
+  }
+}
