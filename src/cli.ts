@@ -7,6 +7,7 @@ import { type Command, type Out } from './cli/command.js';
 import { ENGINE_COMMANDS } from './cli/engine.js';
 import { PROJECT_COMMANDS } from './cli/projects.js';
 import { RUN_COMMANDS } from './cli/runs.js';
+import { CHAT_COMMANDS } from './cli/chat.js';
 import { own } from './own.js';
 
 export const USAGE = `berth — one kernel-isolated container per tenant, for AI coding agents
@@ -48,8 +49,10 @@ Runs and sessions
 
 Server
   serve [--host HOST] [--port PORT] [--demo]
-                                HTTP admin API, /docs, /openapi.json and MCP at /mcp
+                                HTTP admin API, /docs, /openapi.json, MCP at /mcp, web chat at /chat
                                 (token: berth.yaml admin_token, $BERTH_ADMIN_TOKEN, or generated)
+  chat-link <project> --user <name> [--base URL] [--ttl SECONDS]
+                                a person's web chat link (tenant web:<name>, 7 days)
   mcp                           the admin tools as an MCP server over stdio
   bridge signal                 only the Signal bridge (serve runs it too)
   bridge pending                senders waiting for the operator's approval
@@ -78,7 +81,7 @@ Errors print "<CODE>: <reason>" on stderr and exit non-zero.
 
 
 
-const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...ENGINE_COMMANDS };
+const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS };
 
 function commandHelp(name: string, command: Command): string {
   return `Usage: berth [--home DIR] ${command.usage}\n\n(berth --help lists every command)\n`;

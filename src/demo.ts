@@ -20,7 +20,8 @@ export function ensureDemoProject(berth: Berth, io: Out): void {
     berth.store.get(DEMO_PROJECT);
   } catch (err) {
     if (!isBerthError(err, 'PROJECT_NOT_FOUND')) throw err;
-    berth.store.create({ name: DEMO_PROJECT, workspace_isolation: true, protected_paths: ['AGENTS.md', '.factory/'] });
+    // raise_level anyone: in the demo's web chat, the level selector goes back up as well as down.
+    berth.store.create({ name: DEMO_PROJECT, workspace_isolation: true, protected_paths: ['AGENTS.md', '.factory/'], chat: { raise_level: 'anyone' } });
     io.out(`created project "${DEMO_PROJECT}": workspace_isolation on, AGENTS.md and .factory/ protected\n`);
   }
 }

@@ -1,3 +1,4 @@
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -11,6 +12,7 @@ import { ADMIN_TOOLS } from './mcp/admin-tools.js';
 import { VERSION } from './version.js';
 import { startBridges, type RunningBridges } from './bridges/start.js';
 import { processIdentity } from './runs/process-owner.js';
+import { attachWebChatSocket } from './bridges/web-socket.js';
 
 type Out = { out: (s: string) => void; err: (s: string) => void };
 
@@ -26,23 +28,17 @@ export async function runServer(
   if (recovered.removed || recovered.interrupted.length) {
     berth.logger.warn({ containers: recovered.removed, interrupted: recovered.interrupted }, 'closed the runs a dead berth left open and removed their containers');
   }
-  const app = createApp(appDepsFrom(berth, { token: token.token, logger: berth.logger }));
-  const bridges = startConfiguredBridges(berth, io);
-
-  const server = serve({ fetch: app.fetch, hostname: opts.host, port: opts.port });
-  await new Promise<void>((resolve, reject) => {
-    server.once('listening', resolve);
-    server.once('error', reject);
-  });
-  const { port } = server.address() as AddressInfo;
-  const url = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
-  io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp)\n`);
+  const http = await listenHttp(berth, { host: opts.host, port: opts.port, token: token.token }, io);
+  const { url } = http;
+  io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat)\n`);
   if (token.source === 'generated' || opts.demo) {
     io.out(`admin token: ${token.token}${token.file ? `  (stored in ${token.file}, mode 0600)` : ''}\n`);
   } else {
     io.out(`admin token: from ${token.source === 'file' ? token.file : token.source === 'env' ? 'BERTH_ADMIN_TOKEN' : 'berth.yaml'}\n`);
   }
   if (opts.demo) {
+    const link = berth.admin.mintChatLink(DEMO_PROJECT, 'alice');
+    io.out(`web chat as alice (link valid until ${link.expires_at}): ${url}${link.path}\n  another person: npx berth chat-link ${DEMO_PROJECT} --user bob --base ${url}\n`);
     io.out(`try:
   curl -s -H 'Authorization: Bearer ${token.token}' -H 'content-type: application/json' \\
     -d '{"user": "web:alice", "message": "echo hello from $(whoami); ls -la"}' \\
@@ -52,21 +48,54 @@ export async function runServer(
   io.out('ready\n');
 
   await new Promise<void>((resolve) => {
-    const stop = () => {
-      server.close(() => resolve());
-      // Idle keep-alive connections must not hold the shutdown.
-      (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-    };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
   });
-  await bridges.stop();
+  await http.close();
   return 0;
 }
 
-/** The chat bridges berth.yaml configures; a message journaled by a dead berth is answered now. */
-function startConfiguredBridges(berth: Berth, io: Out): RunningBridges {
-  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity() });
+export interface HttpSurface {
+  server: Server;
+  url: string;
+  bridges: RunningBridges;
+  close(): Promise<void>;
+}
+
+/**
+ * The HTTP surface of a berth, listening: the admin API, /docs, /mcp and the web chat (its
+ * page, its API and its WebSocket on the server's upgrade event), with the chat bridges started.
+ * `berth serve` and the browser tests run this same wiring.
+ */
+export async function listenHttp(berth: Berth, opts: { host: string; port: number; token: string }, io: Out): Promise<HttpSurface> {
+  const bridges = startConfiguredBridges(berth, io, { web: true });
+  const app = createApp(appDepsFrom(berth, { token: opts.token, logger: berth.logger, webChat: bridges.web }));
+  const server = serve({ fetch: app.fetch, hostname: opts.host, port: opts.port }) as Server;
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  const sockets = bridges.web ? attachWebChatSocket(server, { chat: bridges.web, logger: berth.logger }) : undefined;
+  const { port } = server.address() as AddressInfo;
+  return {
+    server,
+    url: `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`,
+    bridges,
+    async close() {
+      sockets?.close();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // Idle keep-alive connections must not hold the shutdown.
+        server.closeAllConnections();
+      });
+      await bridges.stop();
+    },
+  };
+}
+
+/** The chat bridges berth.yaml configures (and the web chat, when serving HTTP); a message journaled by a dead berth is answered now. */
+function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean } = {}): RunningBridges {
+  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web });
   const signal = berth.config.bridges.signal;
   if (signal) io.out(`signal bridge: ${signal.account} through signal-cli at ${signal.url} (senders: ${signal.senders})\n`);
   return bridges;

@@ -17,6 +17,7 @@ import type { BerthConfig } from '../config/berth-config.js';
 import { resolveChannel } from '../workflows/channels.js';
 import { listWorkflows, runWorkflow, type StepEvent } from '../workflows/run.js';
 import type { WorkflowRunRecord } from '../workflows/schema.js';
+import { createChatLinks, tenantOfChatUser, type ChatLinks, type ChatLogin } from '../store/chat-links.js';
 
 /**
  * What an admin can do, once, for every surface: the HTTP API, the MCP tools and the CLI call
@@ -46,6 +47,21 @@ export interface AdminService {
   runWorkflow(project: string, workflow: string, input?: string, onStep?: StepListener): Promise<WorkflowRunRecord>;
   /** Run a channel profile's default workflow, with exactly its project's grants. */
   runChannel(channel: string, input?: string, onStep?: StepListener): Promise<{ project: string; workflow: string; run: WorkflowRunRecord }>;
+  /** A web chat link for one person of a project (tenant "web:<user>"): its path carries the token, shown once. */
+  mintChatLink(project: string, user: string, ttlSeconds?: number): ChatLinkView;
+  /** Opening a chat link: a login credential for the browser's cookie. */
+  openChatLink(token: string): ChatLogin & { credential: string };
+  /** Whom a chat login credential stands for; UNAUTHORIZED when unknown, expired, or its project is gone. */
+  chatLoginOf(credential: string): ChatLogin;
+}
+
+export interface ChatLinkView {
+  project: string;
+  user: string;
+  tenant: string;
+  /** "/chat/login?token=…": the caller puts its own base URL in front. */
+  path: string;
+  expires_at: string;
 }
 
 export type StepListener = (event: StepEvent) => void;
@@ -87,11 +103,19 @@ export function createAdminService(deps: {
   /** The operator's refusal of an ungranted shared area (logged). */
   assertGranted: (project: string, area: string) => unknown;
   config: () => BerthConfig;
+  /** Web chat links and logins (default: in berth's state directory). */
+  chatLinks?: ChatLinks;
 }): AdminService {
   const workflow = (project: string, name: string, input?: string, onStep?: StepListener) =>
     runWorkflow({ store, runner: deps.runner(), assertGranted: deps.assertGranted }, { project, workflow: name, input, onStep });
   const { store, sessions } = deps;
   const projectView = (p: Project) => viewOf(p, deps.gateway.violations(p.metadata.name));
+  const chatLinks = deps.chatLinks ?? createChatLinks(store.home.stateDir);
+  /** A login whose project was deleted (and maybe made again) logs nobody in. */
+  const stillThere = (login: ChatLogin): ChatLogin => {
+    if (!store.names().includes(login.project)) throw new BerthError('UNAUTHORIZED', 'the project of this chat login no longer exists');
+    return login;
+  };
   return {
     createProject: (input) => projectView(store.create(input)),
     getProject: (name) => projectView(store.get(name)),
@@ -109,6 +133,7 @@ export function createAdminService(deps: {
       const removed = await deps.runner().removeContainers(name);
       const trashedTo = await store.trash(name);
       deps.tokens.revokeProject(name); // a project made again under this name inherits no token
+      chatLinks.revokeProject(name);
       return { name, trashed_to: trashedTo, containers_removed: removed };
     },
 
@@ -159,5 +184,12 @@ export function createAdminService(deps: {
       const profile = resolveChannel(deps.config(), channel);
       return { ...profile, run: await workflow(profile.project, profile.workflow, input, onStep) };
     },
+    mintChatLink(project, user, ttlSeconds) {
+      store.get(project);
+      const { token, expires_at } = chatLinks.mintLink(project, user, ttlSeconds);
+      return { project, user, tenant: tenantOfChatUser(user), path: `/chat/login?token=${token}`, expires_at };
+    },
+    openChatLink: (token) => chatLinks.login(token, stillThere),
+    chatLoginOf: (credential) => stillThere(chatLinks.verifyLogin(credential)),
   };
 }

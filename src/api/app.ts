@@ -29,6 +29,10 @@ import { registerProjectRoutes } from './routes/projects.js';
 import { finishOpenApiDoc } from './openapi-doc.js';
 import { errorResponses } from './routes/openapi.js';
 import { registerRunRoutes } from './routes/runs.js';
+import { registerChatLinkRoutes } from './routes/chat-links.js';
+import { registerChatRoutes, type ChatEnv } from './chat/routes.js';
+import type { WebChat } from '../bridges/web.js';
+import type { Hono } from 'hono';
 
 export interface AppDeps {
   admin: () => AdminService;
@@ -41,6 +45,8 @@ export interface AppDeps {
   token: string;
   logger: Logger;
   startedAt?: number;
+  /** The web chat (/chat), when this process runs it (berth serve). */
+  webChat?: WebChat;
 }
 
 type Env = { Variables: { requestId: string; log: Logger } };
@@ -57,7 +63,7 @@ export interface AppSources {
 }
 
 /** The app's dependencies, from a composed berth; services stay lazy (made on first use). */
-export function appDepsFrom(berth: AppSources, opts: { token: string; logger: Logger }): AppDeps {
+export function appDepsFrom(berth: AppSources, opts: { token: string; logger: Logger; webChat?: WebChat }): AppDeps {
   return {
     admin: () => berth.admin,
     sessionTools: () => berth.sessionTools,
@@ -107,8 +113,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     if (hasDotSegment(raw)) throw new BerthError('CONFIG_INVALID', 'the URL path has "." or ".." segments', { issues: [{ field: 'path', reason: 'must not contain . or .. segments (also percent-encoded)' }] });
     await next();
   });
-  // /docs checks the token itself: a browser signs in with a form, not a header.
-  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || path === '/docs' || path === '/docs/login'));
+  // /docs checks the token itself: a browser signs in with a form, not a header. /chat is the
+  // people's side: its own login (a chat link's cookie), never the admin token.
+  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || path === '/docs' || path === '/docs/login' || path === '/chat' || path.startsWith('/chat/')));
   app.use('/api/*', bodyLimit({ maxSize: API_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${API_BODY_BYTES} bytes`); } }));
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
@@ -171,6 +178,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   registerRunRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerSessionRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerOperatorRoutes(app as unknown as OpenAPIHono, deps);
+  registerChatLinkRoutes(app as unknown as OpenAPIHono, deps.admin);
+  registerChatRoutes(app as unknown as Hono<ChatEnv>, () => deps.webChat);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
   const docConfig = {

@@ -46,6 +46,12 @@ export interface ChatTransport {
   acknowledge(message: InboundMessage): Promise<void>;
   /** The agent's output as it is printed (web chat streams it; Signal shows typing instead). */
   output?(chat: string, stream: 'stdout' | 'stderr', chunk: string): void;
+  /** The project a chat belongs to, when the transport knows it (web chat: its login's); else channel profiles decide. */
+  projectOf?(chat: string): string | undefined;
+  /** /new where the person picks conversations (web chat): the transport makes the session and shows it. */
+  newSession?(chat: string): string;
+  /** The message has ended, answered or failed (web chat: its connection may send the next). */
+  finished?(id: string, chat: string): void;
 }
 
 export interface BridgeCore {
@@ -84,8 +90,10 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
   };
 
-  /** The project (and workflow) answering a chat: "signal:<chat>" first, then "signal". */
-  function profileFor(chat: string) {
+  /** The project (and workflow) answering a chat: the transport's own, else "signal:<chat>", then "signal". */
+  function profileFor(chat: string): { project: string; workflow?: string } | undefined {
+    const project = transport.projectOf?.(chat);
+    if (project !== undefined) return { project };
     const channels = deps.config().channels;
     return own(channels, `${transport.name}:${chat}`) ?? own(channels, transport.name);
   }
@@ -105,7 +113,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       tenant,
       sender: entry.sender,
       sessionId: entry.session ?? chatSessionId(transport.name, entry.chat, deps.state.generation(entry.chat)),
-      newSession: () => chatSessionId(transport.name, entry.chat, deps.state.nextGeneration(entry.chat)),
+      newSession: () => transport.newSession?.(entry.chat) ?? chatSessionId(transport.name, entry.chat, deps.state.nextGeneration(entry.chat)),
     };
     const command = chatCommand(entry.text);
     let reply: string;
@@ -120,7 +128,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         const reason = isBerthError(err) ? `${err.code}: ${err.message}` : 'internal error';
         log.warn({ id: entry.id, reason }, 'chat run failed');
         inbox.mark(entry.id, 'failed', { reason });
-        await say(entry.chat, `berth: your message could not be run (${reason}).`).catch(() => undefined);
+        await say(entry.chat, `berth: your message "${preview(entry.text)}" could not be run (${reason}).`).catch(() => undefined);
         return;
       } finally {
         typing.stop();
@@ -169,7 +177,11 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   }
 
   function enqueue(entry: Work, tenant: string) {
-    const queued = lanes.run(entry.chat, () => handle(entry, tenant).catch((err) => log.error({ err: String(err), id: entry.id }, 'chat message failed')));
+    const queued = lanes.run(entry.chat, () =>
+      handle(entry, tenant)
+        .catch((err) => log.error({ err: String(err), id: entry.id }, 'chat message failed'))
+        .finally(() => transport.finished?.(entry.id, entry.chat)),
+    );
     if (queued.waiting) void say(entry.chat, `berth: queued (${queued.ahead} ahead of yours); I will answer in order.`).catch(() => undefined);
   }
 

@@ -6,10 +6,13 @@ import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
 import { createSignalBridge } from './signal.js';
+import { createWebChat, type WebChat } from './web.js';
 
 /** The bridges berth.yaml configures, started together (by `berth serve` or `berth bridge`). */
 export interface RunningBridges {
   signal?: { core: BridgeCore; inbox: Inbox; state: BridgeState; connected(): boolean };
+  /** The web chat, when asked for (berth serve: it needs the HTTP server). */
+  web?: WebChat;
   stop(): Promise<void>;
 }
 
@@ -17,10 +20,11 @@ export function bridgeDir(stateDir: string): string {
   return join(stateDir, 'bridges');
 }
 
-export function startBridges(deps: { admin: AdminService; config: () => BerthConfig; logger: Logger; stateDir: string; owner?: string; backoffMs?: { min: number; max: number } }): RunningBridges {
-  const signalConfig = deps.config().bridges.signal;
-  if (!signalConfig) return { stop: async () => undefined };
+export function startBridges(deps: { admin: AdminService; config: () => BerthConfig; logger: Logger; stateDir: string; owner?: string; backoffMs?: { min: number; max: number }; web?: boolean }): RunningBridges {
   const dir = bridgeDir(deps.stateDir);
+  const web = deps.web ? createWebChat({ ...deps, bridgeDir: dir }) : undefined;
+  const signalConfig = deps.config().bridges.signal;
+  if (!signalConfig) return { web, stop: async () => undefined };
   const inbox = openInbox(dir, 'signal');
   const state = openBridgeState(dir, 'signal');
   let core: BridgeCore | undefined;
@@ -50,6 +54,7 @@ export function startBridges(deps: { admin: AdminService; config: () => BerthCon
   transport.start();
   return {
     signal: { core, inbox, state, connected: transport.connected },
+    web,
     async stop() {
       await transport.stop();
     },

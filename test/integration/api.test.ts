@@ -96,6 +96,7 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
       '/api/projects',
       '/api/projects/{name}',
       '/api/projects/{name}/access',
+      '/api/projects/{name}/chat-links',
       '/api/projects/{name}/grants',
       '/api/projects/{name}/grants/{area}',
       '/api/projects/{name}/private-workspace',

@@ -60,6 +60,8 @@ it(`loses no message and runs none twice while berth is killed ${KILLS} times un
         child = startBerth();
       }
     }
+    const inboxFile = join(home, '.berth', 'bridges', 'signal.jsonl');
+    const journal = () => (fs.existsSync(inboxFile) ? fs.readFileSync(inboxFile, 'utf8').split('\n').filter(Boolean).flatMap((l) => { try { return [JSON.parse(l) as { id: string; phase: string; text?: string }]; } catch { return []; } }) : []);
     const outcome = (m: { id: string; user: number }) => {
       const replies = fake.repliesTo(uuid(m.user)).map((s) => s.message);
       const answered = replies.filter((r) => r === `ok-${m.id}`).length;
@@ -69,7 +71,7 @@ it(`loses no message and runs none twice while berth is killed ${KILLS} times un
     await fake.waitFor(() => sent.every((m) => {
       const o = outcome(m);
       return o.answered + o.failed > 0;
-    }), 120_000).catch(() => undefined);
+    }), 180_000).catch(() => undefined);
 
     // Runs actually executed, from each tenant's workspace: an id twice means a message ran twice.
     const ran = new Map<string, number>();
@@ -88,6 +90,11 @@ it(`loses no message and runs none twice while berth is killed ${KILLS} times un
       kills: killed,
     };
     console.log(`bridge chaos: ${JSON.stringify(counts)}`);
+    for (const m of sent.filter((x) => outcome(x).answered + outcome(x).failed === 0)) {
+      // What the journal says of a lost message, to tell a slow run from a dropped one.
+      const id = journal().find((e) => e.text?.includes(`echo ${m.id} >>`))?.id;
+      console.log(`lost ${m.id}: journal ${JSON.stringify(journal().filter((e) => id !== undefined && e.id === id))}; replies to its user: ${JSON.stringify(fake.repliesTo(uuid(m.user)).map((r) => r.message).slice(-4))}`);
+    }
     expect(counts.kills).toBe(KILLS);
     expect(counts.lost).toBe(0);
     expect(counts.duplicates).toBe(0);
@@ -98,4 +105,4 @@ it(`loses no message and runs none twice while berth is killed ${KILLS} times un
     child?.kill('SIGKILL');
     await fake.close();
   }
-}, 240_000);
+}, 300_000);

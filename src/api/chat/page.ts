@@ -1,0 +1,264 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * The web chat page: one HTML document, its CSS and script inline (no CDN: it works offline),
+ * allowed by hash in a strict Content-Security-Policy. The script writes only textContent, so
+ * nothing an agent prints becomes markup. Wire shapes: src/bridges/web-protocol.ts.
+ */
+const STYLE = `
+*{box-sizing:border-box}
+[hidden]{display:none!important}
+body{font:15px/1.4 system-ui,sans-serif;margin:0;background:#f6f6f4;color:#111}
+#app{display:flex;flex-direction:column;height:100vh}
+header{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;padding:.5rem .8rem;background:#1d2a3a;color:#fff}
+header h1{font-size:1rem;margin:0 .5rem 0 0}
+header select,header button{font:inherit;padding:.2rem .4rem}
+#status{margin-left:auto;font-size:.85rem;opacity:.8}
+#alert{color:#a00;padding:0 .8rem;min-height:1.4em;white-space:pre-wrap}
+#log{flex:1;overflow:auto;padding:.5rem .8rem}
+.msg{margin:.4rem 0;max-width:100%}
+.msg pre{margin:0;padding:.45rem .6rem;border-radius:6px;white-space:pre-wrap;word-break:break-word;font:13px/1.35 ui-monospace,monospace}
+.msg.user pre{background:#dbe9ff;font-family:inherit;font-size:15px}
+.msg.reply pre{background:#fff;border:1px solid #ddd}
+.msg.live pre{background:#111;color:#d8ffd8}
+.msg.live .stderr{color:#ffb0b0}
+#typing{padding:0 .8rem;font-size:.85rem;color:#555;min-height:1.2em}
+form{display:flex;gap:.5rem;padding:.5rem .8rem;border-top:1px solid #ddd;background:#fff}
+textarea{flex:1;font:inherit;padding:.4rem;min-height:2.6rem;resize:vertical}
+button[type=submit]{font:inherit;padding:.4rem 1rem}
+#out{padding:2rem;max-width:32rem}
+`;
+
+const SCRIPT = `
+'use strict';
+const $ = (id) => document.getElementById(id);
+const state = { me: null, session: null, sessions: [], ws: null, pending: null, retry: 0 };
+const key = (what) => 'berth-chat:' + state.me.project + ':' + state.me.user + ':' + what;
+
+// crypto.randomUUID needs a secure context; a chat served on a LAN address over http is not one.
+function uuid() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 15) | 64; b[8] = (b[8] & 63) | 128;
+  const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  return h.slice(0, 8) + '-' + h.slice(8, 12) + '-' + h.slice(12, 16) + '-' + h.slice(16, 20) + '-' + h.slice(20);
+}
+
+async function api(method, path, body) {
+  const res = await fetch(path, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
+  const data = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    const e = data.error || {};
+    const issue = (e.issues || [])[0];
+    throw Object.assign(new Error(issue ? issue.field + ': ' + issue.reason : e.message || res.statusText), { code: e.code, status: res.status, field: issue && issue.field });
+  }
+  return data;
+}
+
+function showError(e) {
+  $('alert').textContent = e ? (e.code || 'ERROR') + ': ' + e.message : '';
+}
+
+function add(role, text) {
+  const el = document.createElement('div');
+  el.className = 'msg ' + role;
+  const pre = document.createElement('pre');
+  pre.textContent = text;
+  el.append(pre);
+  $('log').append(el);
+  el.scrollIntoView({ block: 'end' });
+  return el;
+}
+
+function liveBlock() {
+  let el = document.querySelector('#log .msg.live');
+  if (!el) el = add('live', '');
+  return el.firstChild;
+}
+
+function setStatus(text) { $('status').textContent = text; }
+function updateSend() {
+  const open = state.ws && state.ws.readyState === WebSocket.OPEN;
+  $('send').disabled = !open || state.pending !== null;
+}
+
+async function loadSessions() {
+  state.sessions = (await api('GET', '/chat/api/sessions')).sessions;
+  const select = $('session');
+  select.replaceChildren(...state.sessions.map((s) => {
+    const o = document.createElement('option');
+    o.value = s.id;
+    o.textContent = s.id + ' (' + s.runs + ' runs, ' + s.created_at.slice(0, 16).replace('T', ' ') + ')';
+    return o;
+  }));
+  if (state.session) select.value = state.session;
+}
+
+function serverLevel(id) {
+  const s = state.sessions.find((x) => x.id === id);
+  return s ? s.permission_level : 'medium';
+}
+
+async function syncLevel(level) {
+  const id = state.session;
+  try {
+    const { session } = await api('PUT', '/chat/api/sessions/' + encodeURIComponent(id) + '/settings', { permission_level: level });
+    localStorage.setItem(key('level:' + id), session.permission_level);
+    $('level').value = session.permission_level;
+    showError(null);
+  } catch (e) {
+    showError(e);
+    await loadSessions();
+    $('level').value = serverLevel(id);
+    localStorage.setItem(key('level:' + id), serverLevel(id));
+  }
+}
+
+/** After a command (/level, /new), the server's settings win over the selector. */
+async function adoptServerLevel() {
+  await loadSessions();
+  $('level').value = serverLevel(state.session);
+  localStorage.setItem(key('level:' + state.session), serverLevel(state.session));
+}
+
+async function selectSession(id) {
+  state.session = id;
+  localStorage.setItem(key('session'), id);
+  $('session').value = id;
+  const stored = localStorage.getItem(key('level:' + id));
+  $('level').value = stored || serverLevel(id);
+  if (stored && stored !== serverLevel(id)) await syncLevel(stored);
+  else localStorage.setItem(key('level:' + id), serverLevel(id));
+  const { entries } = await api('GET', '/chat/api/sessions/' + encodeURIComponent(id) + '/history');
+  $('log').replaceChildren();
+  for (const e of entries) add(e.role, e.text);
+  $('typing').textContent = '';
+}
+
+async function newSession() {
+  const { session } = await api('POST', '/chat/api/sessions');
+  await loadSessions();
+  await selectSession(session.id);
+}
+
+function onMessage(m) {
+  if (m.type === 'error') {
+    showError(m);
+    if (state.pending && m.id === state.pending.id) { state.pending = null; updateSend(); }
+    return;
+  }
+  if (m.type === 'session') {
+    // /new from this window switches to the new session; other windows only learn it exists.
+    const mine = state.pending && state.pending.command;
+    loadSessions().then(() => (mine ? selectSession(m.session_id) : undefined)).catch(showError);
+    return;
+  }
+  if (m.type === 'done') {
+    if (state.pending && m.id === state.pending.id) {
+      const command = state.pending.command;
+      state.pending = null;
+      updateSend();
+      if (command) adoptServerLevel().catch(showError);
+    }
+    return;
+  }
+  if (m.session_id !== state.session) return;
+  if (m.type === 'output') {
+    const span = document.createElement('span');
+    span.className = m.stream;
+    span.textContent = m.chunk;
+    liveBlock().append(span);
+    $('log').lastChild.scrollIntoView({ block: 'end' });
+  } else if (m.type === 'typing') {
+    $('typing').textContent = m.on ? 'the agent is working…' : '';
+  } else if (m.type === 'reply') {
+    const live = document.querySelector('#log .msg.live');
+    if (live) live.remove();
+    add('reply', m.text);
+  }
+}
+
+function connect() {
+  const ws = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/chat/ws');
+  state.ws = ws;
+  setStatus('connecting…');
+  ws.onopen = () => { state.retry = 0; setStatus('connected'); updateSend(); };
+  ws.onmessage = (ev) => { try { onMessage(JSON.parse(ev.data)); } catch (e) { showError(e); } };
+  ws.onclose = () => {
+    state.pending = null;
+    updateSend();
+    setStatus('disconnected: reconnecting…');
+    setTimeout(connect, Math.min(10000, 500 * 2 ** state.retry++));
+  };
+}
+
+function send(ev) {
+  ev.preventDefault();
+  const input = $('input').value;
+  if (!input.trim() || state.pending || !state.ws || state.ws.readyState !== WebSocket.OPEN) return;
+  const id = uuid();
+  state.pending = { id, command: input.trim().startsWith('/') };
+  showError(null);
+  add('user', input);
+  state.ws.send(JSON.stringify({ type: 'run', id, session_id: state.session, permission_level: $('level').value, input }));
+  $('input').value = '';
+  updateSend();
+}
+
+async function boot() {
+  try {
+    state.me = await api('GET', '/chat/api/me');
+  } catch (e) {
+    $('app').hidden = true;
+    $('out').hidden = false;
+    if (e.status !== 401) showError(e);
+    return;
+  }
+  $('who').textContent = state.me.user + ' @ ' + state.me.project;
+  await loadSessions();
+  let pick = localStorage.getItem(key('session'));
+  if (!state.sessions.some((s) => s.id === pick)) pick = state.sessions.length ? state.sessions[state.sessions.length - 1].id : null;
+  if (pick) await selectSession(pick);
+  else await newSession();
+  $('session').onchange = () => selectSession($('session').value).catch(showError);
+  $('new').onclick = () => newSession().catch(showError);
+  $('level').onchange = () => { localStorage.setItem(key('level:' + state.session), $('level').value); syncLevel($('level').value); };
+  $('composer').onsubmit = send;
+  $('input').onkeydown = (ev) => { if (ev.key === 'Enter' && !ev.shiftKey) send(ev); };
+  connect();
+}
+
+boot().catch(showError);
+`;
+
+const BODY = `<div id="app">
+<header><h1>berth chat</h1><span id="who"></span>
+<label>Session <select id="session" aria-label="session"></select></label><button id="new" type="button">New session</button>
+<label>Level <select id="level" aria-label="permission level"><option value="low">low</option><option value="medium">medium</option><option value="high">high</option></select></label>
+<span id="status"></span></header>
+<div id="alert" role="alert"></div>
+<main id="log" aria-live="polite"></main>
+<div id="typing"></div>
+<form id="composer"><textarea id="input" aria-label="message" placeholder="Message your agent (/help for commands)"></textarea><button id="send" type="submit" disabled>Send</button></form>
+</div>
+<div id="out" hidden><h1>berth chat</h1><p>You are not logged in. Open the chat link your admin gave you (it logs this browser in; ask for a new one if it expired).</p></div>`;
+
+const hash = (text: string) => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
+
+/** The page and the headers it needs (its CSP allows exactly its own script and style). */
+export function chatPage(host: string | undefined): { html: string; headers: Record<string, string> } {
+  const socketOrigins = host && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? ` ws://${host} wss://${host}` : '';
+  return {
+    html: `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth chat</title><style>${STYLE}</style></head>\n<body>${BODY}<script>${SCRIPT}</script></body></html>`,
+    headers: {
+      'content-security-policy': `default-src 'none'; script-src ${hash(SCRIPT)}; style-src ${hash(STYLE)}; connect-src 'self'${socketOrigins}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+      'referrer-policy': 'no-referrer',
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+    },
+  };
+}
+
+export function chatLoginFailedPage(reason: string): string {
+  const text = reason.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+  return `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>berth chat</title></head><body><h1>berth chat</h1><p role="alert">${text}</p><p>Ask the admin for a new chat link.</p></body></html>`;
+}

@@ -1,0 +1,59 @@
+import { z } from 'zod';
+import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
+import type { ErrorCode } from '../errors.js';
+
+/**
+ * The web chat's wire: what a browser sends over /chat/ws, what berth pushes back, and the
+ * shapes of /chat/api. Defined once here; the page's script follows them.
+ */
+export const WEB_CHAT_COOKIE = 'berth_chat';
+export const WEB_CHAT_SOCKET_PATH = '/chat/ws';
+export const WEB_INPUT_MAX_CHARS = 64 * 1024;
+
+/** One cookie's value from a Cookie header (the chat's login: for the upgrade and for /chat/api). */
+export function cookieValue(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+export const WebRunMessageSchema = z
+  .object({
+    type: z.literal('run'),
+    id: z.uuid('must be a uuid (the page makes one per message)').describe('The message id: a re-sent message runs once.'),
+    session_id: SessionIdSchema,
+    permission_level: PermissionLevelSchema,
+    input: z
+      .string()
+      .max(WEB_INPUT_MAX_CHARS, `must be at most ${WEB_INPUT_MAX_CHARS} characters`)
+      .refine((s) => s.trim() !== '', 'must not be empty'),
+  })
+  .strict();
+export type WebRunMessage = z.infer<typeof WebRunMessageSchema>;
+
+/** Everything a browser may send (one kind today; the type names it so more can come). */
+export const WebClientMessageSchema = z.discriminatedUnion('type', [WebRunMessageSchema]);
+
+/** What berth pushes to a user's sockets. */
+export type WebServerMessage =
+  | { type: 'accepted'; id: string; session_id: string }
+  | { type: 'output'; session_id: string; stream: 'stdout' | 'stderr'; chunk: string }
+  | { type: 'typing'; session_id: string; on: boolean }
+  | { type: 'reply'; session_id: string; text: string }
+  | { type: 'done'; id: string; session_id: string }
+  | { type: 'session'; session_id: string }
+  | { type: 'error'; code: ErrorCode; field?: string; message: string; id?: string };
+
+export const ChatSessionViewSchema = z.object({
+  id: SessionIdSchema,
+  created_at: z.string(),
+  updated_at: z.string(),
+  runs: z.number().int(),
+  permission_level: PermissionLevelSchema,
+});
+export type ChatSessionView = z.infer<typeof ChatSessionViewSchema>;
+
+/** PUT /chat/api/sessions/:id/settings */
+export const ChatSettingsBodySchema = z.object({ permission_level: PermissionLevelSchema }).strict();

@@ -1,0 +1,217 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { AdminService } from '../admin/service.js';
+import type { BerthConfig } from '../config/berth-config.js';
+import type { PermissionLevel, SessionRecord } from '../config/session.js';
+import { BerthError, isBerthError } from '../errors.js';
+import { tenantOfChatUser, type ChatLogin } from '../store/chat-links.js';
+import { openChatTranscripts, type TranscriptEntry } from '../store/chat-transcripts.js';
+import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
+import { openInbox, type Inbox } from '../store/inbox.js';
+import { chatCommand } from './commands.js';
+import { createBridgeCore, type BridgeCore, type ChatTransport } from './core.js';
+import type { ChatSessionView, WebRunMessage, WebServerMessage } from './web-protocol.js';
+
+/**
+ * The web chat: a second transport on the bridge core. A person is logged in by their chat link
+ * as tenant "web:<user>" of one project; they pick or start sessions, and each message runs
+ * through the core (durable inbox, lanes, commands) like a Signal message. The chat address is
+ * "<project>/<user>/<session>" (none of the three can hold "/"), so the core's per-chat lane is a
+ * session, and everything pushed goes to that user's open sockets.
+ */
+export type WebLogin = Pick<ChatLogin, 'project' | 'user'>;
+
+/** One open socket of a user (web-socket.ts), as the transport sees it. */
+export interface WebClient {
+  push(message: WebServerMessage): void;
+}
+
+const MAX_SOCKETS_PER_USER = 8;
+
+const addressOf = (login: WebLogin, session: string) => `${login.project}/${login.user}/${session}`;
+function parseAddress(chat: string): (WebLogin & { session: string }) | undefined {
+  const [project, user, session, ...rest] = chat.split('/');
+  return project && user && session && rest.length === 0 ? { project, user, session } : undefined;
+}
+/** The inbox id: the page's uuid, prefixed so two users (or projects) never collide. */
+const inboxId = (login: WebLogin, id: string) => `${login.project}/${login.user}/${id}`;
+const clientIdOf = (id: string) => id.slice(id.lastIndexOf('/') + 1);
+
+export const viewOfSession = (s: SessionRecord): ChatSessionView => ({
+  id: s.id,
+  created_at: s.created_at,
+  updated_at: s.updated_at,
+  runs: s.runs,
+  permission_level: s.settings.permission_level,
+});
+
+export interface WebChat {
+  readonly core: BridgeCore;
+  readonly inbox: Inbox;
+  readonly state: BridgeState;
+  /** Opening a chat link: the credential for the cookie. */
+  login(linkToken: string): { credential: string; expires_at: string };
+  loginOf(credential: string): WebLogin;
+  sessions(login: WebLogin): ChatSessionView[];
+  newSession(login: WebLogin): ChatSessionView;
+  history(login: WebLogin, session: string): TranscriptEntry[];
+  /** Set a session's level by the project's rule for /level (raising may need an admin). */
+  setLevel(login: WebLogin, session: string, level: PermissionLevel): Promise<ChatSessionView>;
+  /** A run from a socket: its level set (by the same rule), journaled, then answered through the core. */
+  run(login: WebLogin, message: WebRunMessage): Promise<'accepted' | 'duplicate'>;
+  /** A socket opened; returns how to forget it. BUSY past the per-user bound. */
+  attach(login: WebLogin, client: WebClient): () => void;
+}
+
+export function createWebChat(deps: { admin: AdminService; config: () => BerthConfig; logger: Logger; stateDir: string; bridgeDir: string; owner?: string }): WebChat {
+  const { admin } = deps;
+  const inbox = openInbox(deps.bridgeDir, 'web');
+  const state = openBridgeState(deps.bridgeDir, 'web');
+  const transcripts = openChatTranscripts(deps.stateDir);
+  // Keyed by "<project>/<user>": a Map, never an object's properties.
+  const clients = new Map<string, Set<WebClient>>();
+  const log = deps.logger.child({ bridge: 'web' });
+
+  const push = (login: WebLogin, message: WebServerMessage) => {
+    for (const client of clients.get(`${login.project}/${login.user}`) ?? []) client.push(message);
+  };
+  const addressed = (chat: string) => {
+    const a = parseAddress(chat);
+    if (!a) throw new BerthError('INTERNAL', 'not a web chat address');
+    return a;
+  };
+
+  function createSession(login: WebLogin): SessionRecord {
+    return admin.openSession(login.project, `web-${randomBytes(9).toString('base64url')}`, tenantOfChatUser(login.user));
+  }
+
+  /** The user's own session; another tenant's is as unknown as a missing one. */
+  function ownSession(login: WebLogin, id: string): SessionRecord {
+    const missing = () => new BerthError('SESSION_NOT_FOUND', `you have no session "${id.slice(0, 128)}"`);
+    let session: SessionRecord;
+    try {
+      session = admin.getSession(login.project, id);
+    } catch (err) {
+      if (isBerthError(err, 'SESSION_NOT_FOUND') || isBerthError(err, 'CONFIG_INVALID')) throw missing();
+      throw err;
+    }
+    if (session.tenant_key !== tenantOfChatUser(login.user)) throw missing();
+    return session;
+  }
+
+  const transport: ChatTransport = {
+    name: 'web',
+    async send(chat, text) {
+      const a = addressed(chat);
+      // A "queued" notice is sent from inside core.receive: yield once, so run() has written the
+      // message it answers to the transcript first.
+      await Promise.resolve();
+      // On disk before it is pushed: a person who closed the tab sees the answer when they come back.
+      transcripts.append(a.project, a.session, { role: 'reply', text });
+      push(a, { type: 'reply', session_id: a.session, text });
+    },
+    async typing(chat, on) {
+      const a = addressed(chat);
+      push(a, { type: 'typing', session_id: a.session, on });
+    },
+    async acknowledge(message) {
+      const a = addressed(message.chat);
+      push(a, { type: 'accepted', id: clientIdOf(message.id), session_id: a.session });
+    },
+    output(chat, stream, chunk) {
+      const a = parseAddress(chat); // called from the engine's stream: never throws
+      if (a && chunk) push(a, { type: 'output', session_id: a.session, stream, chunk });
+    },
+    projectOf: (chat) => parseAddress(chat)?.project,
+    newSession(chat) {
+      const a = addressed(chat);
+      const session = createSession(a);
+      push(a, { type: 'session', session_id: session.id });
+      return session.id;
+    },
+    finished(id, chat) {
+      const a = parseAddress(chat);
+      if (a) push(a, { type: 'done', id: clientIdOf(id), session_id: a.session });
+    },
+  };
+
+  const core = createBridgeCore({
+    transport,
+    inbox,
+    state,
+    admin,
+    config: deps.config,
+    logger: deps.logger,
+    owner: deps.owner,
+    // The chat link is the approval: whoever holds a login was let in by an admin.
+    senderAllowed: () => true,
+  });
+  core.recover();
+
+  async function setLevel(login: WebLogin, id: string, level: PermissionLevel): Promise<ChatSessionView> {
+    const session = ownSession(login, id);
+    if (session.settings.permission_level === level) return viewOfSession(session);
+    // The /level command itself, so who may raise a level is decided in one place (commands.ts);
+    // the session's level afterwards says whether it was allowed.
+    const tenant = tenantOfChatUser(login.user);
+    const command = chatCommand(`/level ${level}`) as NonNullable<ReturnType<typeof chatCommand>>;
+    const reply = await command({ admin, project: login.project, tenant, sender: tenant, sessionId: id, newSession: () => createSession(login).id });
+    const after = ownSession(login, id);
+    if (after.settings.permission_level !== level) {
+      throw new BerthError('PERMISSION_DENIED', reply.replace(/^berth: /, ''), { rule: 'raise_level', hint: "a project admin may raise it, or the project's chat.raise_level may be \"anyone\"" });
+    }
+    return viewOfSession(after);
+  }
+
+  return {
+    core,
+    inbox,
+    state,
+    login(linkToken) {
+      const { credential, expires_at } = admin.openChatLink(linkToken);
+      return { credential, expires_at };
+    },
+    loginOf(credential) {
+      const { project, user } = admin.chatLoginOf(credential);
+      return { project, user };
+    },
+    sessions: (login) =>
+      admin
+        .listSessions(login.project)
+        .filter((s) => s.tenant_key === tenantOfChatUser(login.user))
+        .map(viewOfSession),
+    newSession: (login) => viewOfSession(createSession(login)),
+    history(login, id) {
+      ownSession(login, id);
+      return transcripts.read(login.project, id);
+    },
+    setLevel,
+    async run(login, message) {
+      await setLevel(login, message.session_id, message.permission_level);
+      const tenant = tenantOfChatUser(login.user);
+      const outcome = core.receive({
+        id: inboxId(login, message.id),
+        chat: addressOf(login, message.session_id),
+        tenant,
+        sender: tenant,
+        text: message.input,
+        session: message.session_id,
+        level: message.permission_level,
+      });
+      if (outcome === 'accepted') transcripts.append(login.project, message.session_id, { role: 'user', text: message.input, id: message.id });
+      log.info({ project: login.project, session: message.session_id, outcome }, 'web chat message');
+      return outcome;
+    },
+    attach(login, client) {
+      const key = `${login.project}/${login.user}`;
+      const set = clients.get(key) ?? new Set<WebClient>();
+      if (set.size >= MAX_SOCKETS_PER_USER) throw new BerthError('BUSY', `at most ${MAX_SOCKETS_PER_USER} open chat windows per person`, { retry_after: 5 });
+      set.add(client);
+      clients.set(key, set);
+      return () => {
+        set.delete(client);
+        if (set.size === 0 && clients.get(key) === set) clients.delete(key);
+      };
+    },
+  };
+}

@@ -1,0 +1,68 @@
+import fs from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { ProjectNameSchema } from '../config/metadata.js';
+import { parseOrThrow } from '../config/parse.js';
+import { SessionIdSchema } from '../config/session.js';
+import { appendFsyncedLine } from '../fs/fsynced-lines.js';
+import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
+import { atomicWriteFile } from '../fs/tree.js';
+
+/**
+ * A web chat session's transcript (what the person sent, what came back), so a reload shows the
+ * conversation. berth's private state, beside the project's other state so it goes to the trash
+ * with the project: .berth/projects/<project>/chat/<session>.jsonl. Bounded: the last
+ * TRANSCRIPT_KEEP entries of at most TRANSCRIPT_ENTRY_BYTES each.
+ */
+export const TRANSCRIPT_KEEP = 200;
+export const TRANSCRIPT_ENTRY_BYTES = 64 * 1024;
+
+export const TranscriptEntrySchema = z
+  .object({
+    at: z.string(),
+    role: z.enum(['user', 'reply']).describe('"user": what the person sent; "reply": what berth or the agent answered.'),
+    text: z.string(),
+    id: z.string().optional().describe("The person's message id (user entries)."),
+  })
+  .strict();
+export type TranscriptEntry = z.infer<typeof TranscriptEntrySchema>;
+
+/** Cut to the byte bound, never inside a character, saying so. */
+export function boundText(text: string, bytes = TRANSCRIPT_ENTRY_BYTES): string {
+  const size = Buffer.byteLength(text);
+  if (size <= bytes) return text;
+  const note = `\n[… cut: the whole text was ${size} bytes]`;
+  return Buffer.from(text).subarray(0, bytes - Buffer.byteLength(note)).toString('utf8').replace(/\uFFFD$/, '') + note;
+}
+
+export function openChatTranscripts(stateDir: string) {
+  const ParamsSchema = z.object({ project: ProjectNameSchema, session: SessionIdSchema });
+  const dirOf = (project: string) => join(stateDir, 'projects', project, 'chat');
+  const fileOf = (project: string, session: string) => {
+    parseOrThrow(ParamsSchema, { project, session }, 'transcript');
+    return join(dirOf(project), `${session}.jsonl`);
+  };
+  // Lines per file, counted once per process: compaction rewrites only every TRANSCRIPT_KEEP appends.
+  const lines = new Map<string, number>();
+  const read = (file: string) => readJsonLines(file).flatMap((l) => parseJsonLine(l, TranscriptEntrySchema) ?? []);
+
+  return {
+    append(project: string, session: string, entry: Omit<TranscriptEntry, 'at'>): void {
+      const file = fileOf(project, session);
+      fs.mkdirSync(dirOf(project), { recursive: true, mode: 0o700 });
+      appendFsyncedLine(file, { ...entry, text: boundText(entry.text), at: new Date().toISOString() });
+      const count = (lines.get(file) ?? readJsonLines(file).length - 1) + 1;
+      if (count < 2 * TRANSCRIPT_KEEP) {
+        lines.set(file, count);
+        return;
+      }
+      const kept = read(file).slice(-TRANSCRIPT_KEEP);
+      atomicWriteFile(file, kept.map((e) => `${JSON.stringify(e)}\n`).join(''), 0o600);
+      lines.set(file, kept.length);
+    },
+    /** The last TRANSCRIPT_KEEP entries, oldest first ([] for a session with none). */
+    read: (project: string, session: string): TranscriptEntry[] => read(fileOf(project, session)).slice(-TRANSCRIPT_KEEP),
+  };
+}
+
+export type ChatTranscripts = ReturnType<typeof openChatTranscripts>;
