@@ -8,6 +8,7 @@ import { ENGINE_COMMANDS } from './cli/engine.js';
 import { PROJECT_COMMANDS } from './cli/projects.js';
 import { RUN_COMMANDS } from './cli/runs.js';
 import { CHAT_COMMANDS } from './cli/chat.js';
+import { TRUST_COMMANDS } from './cli/trust.js';
 import { own } from './own.js';
 
 export const USAGE = `berth — one kernel-isolated container per tenant, for AI coding agents
@@ -63,6 +64,10 @@ Engine
                                 build berth's images offline (default: shell; agent: real
                                 Claude Code and Codex on a Debian base, about 90 s cold)
   doctor                        engine, runc, images, config: non-zero exit when unsafe
+  verify [--json]               attack this host live (throw-away project): exits 1 on any escape
+  audit [--since T] [--project P] [--actor A] [--kind K] [--json]
+                                the audit log, newest first
+  audit verify                  check the audit log's hash chain (exits 1 where it is broken)
   demo                          two tenants, one boundary: a walk-through
 
 Options
@@ -81,7 +86,7 @@ Errors print "<CODE>: <reason>" on stderr and exit non-zero.
 
 
 
-const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS };
+const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS, ...TRUST_COMMANDS };
 
 function commandHelp(name: string, command: Command): string {
   return `Usage: berth [--home DIR] ${command.usage}\n\n(berth --help lists every command)\n`;

@@ -9,6 +9,8 @@ import { createOperatorService, type OperatorService } from './admin/operator.js
 import { createGateway, type Gateway } from './gateway/service.js';
 import { sharedGrantsFor } from './config/grants.js';
 import { createAdminService, type AdminService } from './admin/service.js';
+import { audited, createAuditTrail, projectAnd, type AuditTrail } from './admin/audit-trail.js';
+import { auditFile } from './store/audit.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
 import { openGatewaySocket } from './mcp/gateway-socket.js';
 import { createRunner, type Runner } from './runs/runner.js';
@@ -24,6 +26,8 @@ import { createSessionTools, type SessionTools } from './admin/agent-tools.js';
 /** Everything berth needs, built once from the home directory. The only place that wires deps. */
 export interface Berth {
   home: string;
+  /** The audit log (admin actions, refusals, sandbox violations), a hash chain. */
+  audit: AuditTrail;
   config: BerthConfig;
   store: ProjectStore;
   engine: Engine;
@@ -54,6 +58,19 @@ export function resolveHome(home: string): string {
   return fs.realpathSync(abs);
 }
 
+/** The admin actions the audit log records: project changes, sessions, tokens, chat links. */
+const ADMIN_AUDIT = {
+  createProject: ['project.create', (args: unknown[]) => ({ project: (args[0] as { name?: string } | undefined)?.name })],
+  updateProject: ['project.update', projectAnd()],
+  deleteProject: ['project.delete', projectAnd()],
+  openSession: ['session.open', projectAnd(1)],
+  updateSession: ['session.settings', projectAnd(1)],
+  deleteSession: ['session.delete', projectAnd(1)],
+  mintSessionToken: ['session.token.mint', projectAnd(1)],
+  revokeSessionTokens: ['session.token.revoke', projectAnd(1)],
+  mintChatLink: ['chat_link.mint', projectAnd(1)],
+} satisfies Partial<Record<keyof AdminService, [string, (args: unknown[]) => { project?: string; target?: string }]>>;
+
 /** Stable per berth home; labels its containers so installations sharing an engine stay apart. */
 export function installationId(home: string): string {
   return createHash('sha256').update(home).digest('hex').slice(0, 16);
@@ -77,7 +94,13 @@ export function createBerth(opts: BerthOptions): Berth {
   // Created on first use, so read-only commands never write to the home.
   const getSecret = () => (secret ??= loadOrCreateSecret(paths.secretFile));
   const sessions = createSessionStore({ projects: store, secret: getSecret });
-  const getOperator = () => (operator ??= createOperatorService({ home, store, config, logger }));
+  const audit = createAuditTrail(auditFile(paths.stateDir), logger);
+  const getOperator = () =>
+    (operator ??= audited(createOperatorService({ home, store, config, logger }), audit, {
+      grant: ['grant', projectAnd(1)],
+      revoke: ['grant.revoke', projectAnd(1)],
+      setPrivateWorkspace: ['private_workspace.move', projectAnd()],
+    }));
   const gateway = createGateway({
     store,
     secret: getSecret,
@@ -108,6 +131,7 @@ export function createBerth(opts: BerthOptions): Berth {
     }));
   return {
     home,
+    audit,
     get config() {
       return config();
     },
@@ -122,7 +146,7 @@ export function createBerth(opts: BerthOptions): Berth {
       return getRunner();
     },
     get admin() {
-      return (admin ??= createAdminService({ store, sessions, tokens, runner: getRunner, gateway, config, assertGranted: (project, area) => getOperator().assertGranted(project, area) }));
+      return (admin ??= audited(createAdminService({ store, sessions, tokens, runner: getRunner, gateway, config, assertGranted: (project, area) => getOperator().assertGranted(project, area) }), audit, ADMIN_AUDIT));
     },
     tokens,
     gateway,

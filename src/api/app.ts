@@ -25,10 +25,12 @@ import { assertPlainInput } from '../config/parse.js';
 import { renderDocsPage } from './docs-page.js';
 import { errorBody } from '../errors.js';
 import { toBerthError, validationError } from './error-response.js';
+import { withActor, type AuditTrail } from '../admin/audit-trail.js';
 import { registerProjectRoutes } from './routes/projects.js';
 import { finishOpenApiDoc } from './openapi-doc.js';
 import { errorResponses } from './routes/openapi.js';
 import { registerRunRoutes } from './routes/runs.js';
+import { registerAuditRoutes } from './routes/audit.js';
 import { registerChatLinkRoutes } from './routes/chat-links.js';
 import { registerChatRoutes, type ChatEnv } from './chat/routes.js';
 import type { WebChat } from '../bridges/web.js';
@@ -47,6 +49,8 @@ export interface AppDeps {
   startedAt?: number;
   /** The web chat (/chat), when this process runs it (berth serve). */
   webChat?: WebChat;
+  /** Where refusals and admin actions are recorded. */
+  audit?: AuditTrail;
 }
 
 type Env = { Variables: { requestId: string; log: Logger } };
@@ -60,12 +64,14 @@ export interface AppSources {
   readonly engine: Engine;
   readonly sessions: SessionStore;
   readonly gateway: Gateway;
+  readonly audit?: AuditTrail;
 }
 
 /** The app's dependencies, from a composed berth; services stay lazy (made on first use). */
 export function appDepsFrom(berth: AppSources, opts: { token: string; logger: Logger; webChat?: WebChat }): AppDeps {
   return {
     admin: () => berth.admin,
+    audit: berth.audit,
     sessionTools: () => berth.sessionTools,
     tokens: berth.tokens,
     operator: () => berth.operator,
@@ -103,7 +109,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     c.set('requestId', requestId);
     c.set('log', log);
     const t0 = performance.now();
-    await next();
+    // Whoever holds the admin token is "admin" in the audit log; /mcp/session narrows it to its session.
+    await withActor(c.req.path === '/mcp/session' || c.req.path.startsWith('/chat') ? 'anonymous' : 'admin', requestId, next);
     c.header('x-request-id', requestId);
     log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - t0) }, 'request');
   });
@@ -133,6 +140,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     const log = c.get('log') ?? deps.logger;
     if (e.status >= 500) log.error({ err, code: e.code }, e.message);
     else log.warn({ code: e.code }, e.message);
+    auditRefusal(deps.audit, e, `${c.req.method} ${c.req.path}`);
     if (e.details.retry_after !== undefined) c.header('retry-after', String(e.details.retry_after));
     // The rest of an over-size body was never read: end the connection rather than misread it as the next request.
     if (e.code === 'PAYLOAD_TOO_LARGE') c.header('connection', 'close');
@@ -179,6 +187,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   registerSessionRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerOperatorRoutes(app as unknown as OpenAPIHono, deps);
   registerChatLinkRoutes(app as unknown as OpenAPIHono, deps.admin);
+  registerAuditRoutes(app as unknown as OpenAPIHono, () => deps.audit);
   registerChatRoutes(app as unknown as Hono<ChatEnv>, () => deps.webChat);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
@@ -208,7 +217,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   const adminGate = createGate(MCP_HTTP_BOUNDS.concurrent);
   const sessionGate = createGate(MCP_HTTP_BOUNDS.concurrent);
   const adminContext = () => ({ admin: deps.admin(), operator: deps.operator() });
-  app.all('/mcp', (c) => serveMcp(c, () => createToolServer('berth', ADMIN_TOOLS, adminContext), adminGate));
+  const onToolError = (tool: string, e: BerthError) => auditRefusal(deps.audit, e, `tool ${tool}`);
+  app.all('/mcp', (c) => serveMcp(c, () => createToolServer('berth', ADMIN_TOOLS, adminContext, { onError: onToolError }), adminGate));
   // The agent's own tools: the session is whoever the token says, nothing in the request can change it.
   app.all('/mcp/session', (c) => {
     const match = /^Bearer (.+)$/i.exec(c.req.header('authorization') ?? '');
@@ -216,10 +226,19 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     const ref = sessionOfToken(deps, match[1] as string);
     c.get('log').info({ project: ref.project, session: ref.session }, 'session tool call');
     const files = deps.gateway.forCaller({ project: ref.project, tenantKey: ref.tenantKey });
-    return serveMcp(c, () => createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), session: ref, files })), sessionGate);
+    return withActor(`session:${ref.project}/${ref.session}`, c.get('requestId'), () =>
+      serveMcp(c, () => createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), session: ref, files }), { onError: onToolError }), sessionGate),
+    );
   });
 
   return app;
+}
+
+/** Authentication failures and permission denials go to the audit log (never the token that failed). */
+function auditRefusal(audit: AuditTrail | undefined, e: BerthError, action: string): void {
+  const kind = e.code === 'UNAUTHORIZED' ? 'auth_failure' : e.code === 'PERMISSION_DENIED' || e.code === 'AREA_NOT_GRANTED' ? 'permission_denied' : undefined;
+  if (!kind || !audit) return;
+  audit.record({ kind, action, outcome: 'refused', code: e.code, ...(kind === 'auth_failure' ? { actor: 'anonymous' } : {}), target: typeof e.details.rule === 'string' ? e.details.rule : undefined });
 }
 
 /** The session a token stands for, checked against the session as it is now (same tenant, same creation). */

@@ -94,6 +94,7 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
       const sender = pos[0] as string;
       if (!/^signal:[0-9a-fA-F-]{1,64}$/.test(sender)) throw new BerthError('CONFIG_INVALID', 'a sender is signal:<uuid>', { issues: [{ field: 'sender', reason: 'must be signal:<uuid> (see "berth bridge pending")' }] });
       const r = openBridgeState(bridgeDir(homePaths(berth().home).stateDir), 'signal').approve(sender);
+      berth().audit.record({ kind: 'admin', action: 'bridge.approve', target: sender, outcome: 'ok' });
       io.out(`approved ${printable(sender)}${r.was_pending ? '' : ' (it was not waiting)'}\n`);
       return 0;
     },

@@ -33,7 +33,14 @@ const MAX_FOLDERS = 200;
  * ask the permission service, then hand the permitted target to an executor (the sandbox
  * functions), which does I/O and nothing else. Violations are logged and counted.
  */
-export function createGateway(deps: { store: ProjectStore; secret: () => Buffer; owner: () => { uid: number; gid: number } | undefined; logger: Logger }) {
+export function createGateway(deps: {
+  store: ProjectStore;
+  secret: () => Buffer;
+  owner: () => { uid: number; gid: number } | undefined;
+  logger: Logger;
+  /** A tenant's tree tried to lead berth outside it (for the audit log). */
+  onViolation?: (v: { project: string; tenantKey: string; tool: string }) => void;
+}) {
   const violations = new Map<string, number>();
 
   function callerOf(project: Project, tenantKey: string): Caller {
@@ -94,6 +101,7 @@ export function createGateway(deps: { store: ProjectStore; secret: () => Buffer;
       } catch (err) {
         if (err instanceof BerthError && err.code === 'E_SANDBOX_VIOLATION') {
           violations.set(identity.project, (violations.get(identity.project) ?? 0) + 1);
+          deps.onViolation?.({ project: identity.project, tenantKey: identity.tenantKey, tool: what });
           log.warn({ tool: what, folder: ref.folderId, scope: ref.scope, path: err.details.path, kind: 'sandbox_violation' }, err.message);
         }
         // The tenant owns the tree and may change it under us: that fails closed, with a clear code.

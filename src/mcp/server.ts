@@ -62,7 +62,7 @@ const CallParamsSchema = z.object({
  * block, and structuredContent carries the same object — except for tools whose answer is one
  * text (a file read), which answer with that text alone.
  */
-export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context: () => C, opts: { maxResultBytes?: number } = {}): Server {
+export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context: () => C, opts: { maxResultBytes?: number; onError?: (tool: string, e: BerthError) => void } = {}): Server {
   const maxResultBytes = opts.maxResultBytes ?? MAX_RESULT_BYTES;
   const server = new Server({ name, version: VERSION }, { capabilities: { tools: {} } });
   const byName = new Map(tools.map((t) => [t.name, t]));
@@ -93,6 +93,7 @@ export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context:
       return spec.text ? { content: [{ type: 'text', text }] } : { content: [{ type: 'text', text }], structuredContent: output };
     } catch (err) {
       const e = asBerthError(err);
+      opts.onError?.(envelope.data.name, e);
       return { isError: true, content: [{ type: 'text', text: JSON.stringify(errorBody(e)) }] };
     }
   };

@@ -93,6 +93,7 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
     const doc = await json('GET', '/openapi.json');
     expect(doc.status).toBe(200);
     expect(Object.keys(doc.body.paths).sort()).toEqual([
+      '/api/audit',
       '/api/projects',
       '/api/projects/{name}',
       '/api/projects/{name}/access',

@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createDockerEngine, type Engine } from '../../src/launch/docker.js';
 import { createBerth } from '../../src/main.js';
 import { runVerify } from '../../src/verify.js';
+import { cli } from '../helpers.js';
 
 /** `berth verify` on this host: every check holds, nothing is left behind — and a weakened engine is caught. */
 const homes: string[] = [];
@@ -25,6 +26,14 @@ describe('berth verify', () => {
     expect(checks.filter((c) => c.status !== 'ok')).toEqual([]);
     expect(berth.store.names()).toEqual([]);
     expect(await berth.runner.listContainers()).toEqual([]);
+  });
+
+  it('"berth verify --json" as an operator runs it: ok, exit 0, every check named', () => {
+    const r = cli(['--home', home(), 'verify', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { ok: boolean; checks: Array<{ status: string }> };
+    expect(out.ok).toBe(true);
+    expect(out.checks).toHaveLength(9);
   });
 
   it('reports an escape when the engine gives containers a network (a weakened host)', async () => {

@@ -1,0 +1,53 @@
+import { AuditQuerySchema } from '../api/routes/audit.js';
+import { parseOrThrow } from '../config/parse.js';
+import { printable } from '../printable.js';
+import { runVerify } from '../verify.js';
+import { need, type Command } from './command.js';
+
+/** What an operator checks: the audit log and its chain, and this host attacked live. */
+export const TRUST_COMMANDS: Record<string, Command> = {
+  audit: {
+    usage: 'audit [--since ISO-TIME] [--project P] [--actor A] [--kind admin|auth_failure|permission_denied|sandbox_violation] [--limit N] [--json]\n  The audit log, newest first (one line per event, or JSON).',
+    options: { since: { type: 'string' }, project: { type: 'string' }, actor: { type: 'string' }, kind: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+    async run(berth, v, pos, io) {
+      need(pos, 0, '');
+      const filter = parseOrThrow(AuditQuerySchema, { since: v.since, project: v.project, actor: v.actor, kind: v.kind, limit: v.limit }, 'audit filter');
+      const entries = berth().audit.list(filter);
+      if (v.json) {
+        io.out(`${JSON.stringify(entries, null, 2)}\n`);
+        return 0;
+      }
+      if (entries.length === 0) io.out('no audit events match\n');
+      for (const e of entries) {
+        const what = [e.project, e.target].filter(Boolean).join('/');
+        io.out(`${e.at}  #${e.seq}  ${e.kind}  ${printable(e.action)}  ${printable(e.actor)}  ${printable(what) || '-'}  ${e.outcome}${e.code ? ` ${e.code}` : ''}\n`);
+      }
+      return 0;
+    },
+  },
+  'audit verify': {
+    usage: "audit verify\n  Walk the audit log's hash chain; exits 1 and names the first line that was cut, edited or reordered.",
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 0, '');
+      const v = berth().audit.verify();
+      if (v.ok) io.out(`audit log intact: ${v.lines} line(s), every one follows the one before\n`);
+      else io.out(`audit log BROKEN at line ${v.broken?.line} of ${v.lines}: ${v.broken?.reason}\n`);
+      return v.ok ? 0 : 1;
+    },
+  },
+  verify: {
+    usage: 'verify [--json]\n  Attack this host live: a throw-away project under the real config and engine, tried the ways the tests do; one line per check; exits 1 on any escape (or a check that could not run). Cleans up after itself.',
+    options: { json: { type: 'boolean' } },
+    logLevel: 'silent',
+    async run(berth, v, pos, io) {
+      need(pos, 0, '');
+      const mark = { ok: 'ok    ', escape: 'ESCAPE', error: 'ERROR ' } as const;
+      const checks = await runVerify(berth(), v.json ? undefined : (c) => io.out(`${mark[c.status]}  ${c.name.padEnd(24)} ${c.detail}\n`));
+      const held = checks.length > 0 && checks.every((c) => c.status === 'ok');
+      if (v.json) io.out(`${JSON.stringify({ ok: held, checks }, null, 2)}\n`);
+      else io.out(held ? `\nevery boundary held (${checks.length} checks)\n` : `\n${checks.filter((c) => c.status !== 'ok').length} check(s) did not hold: this host is not safe for tenants as it is\n`);
+      return held ? 0 : 1;
+    },
+  },
+};
