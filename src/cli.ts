@@ -43,6 +43,7 @@ Runs and sessions
   run <project> --user <tenant-key> [--session ID] [--level low|medium|high] [--] <message...>
                                 prints the agent's output, exits with its exit code
                                 (--level sets the session's permission level, persisted)
+  runs <project> [--user T] [--limit N] [--json]   recent runs and interrupted ones
   session list <project>
   session get <project> <session-id>
   session set <project> <session-id> [--level low|medium|high] [--mode tenant|session]

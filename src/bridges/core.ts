@@ -107,6 +107,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       await say(entry.chat, `berth: this bot is not set up to answer here yet (no "${transport.name}" channel in berth.yaml).`).catch(() => undefined);
       return;
     }
+    // A group chat is a team tenant; who writes in it is a member (the gateway's team folders follow).
+    if (tenant !== entry.sender) await joinTeam(profile.project, tenant, entry.sender);
     const ctx: CommandContext = {
       admin: deps.admin,
       project: profile.project,
@@ -136,6 +138,19 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
     inbox.mark(entry.id, 'answered', { reply });
     await deliver(entry.id, entry.chat, reply);
+  }
+
+  /** Add a group's sender to the project's team of that group, once (an admin may edit the list later). */
+  async function joinTeam(project: string, team: string, member: string) {
+    try {
+      const teams = deps.admin.getProject(project).teams;
+      const current = own(teams, team)?.members ?? [];
+      if (current.includes(member)) return;
+      await deps.admin.updateProject(project, { teams: { ...teams, [team]: { members: [...current, member] } } });
+      log.info({ project, team, member }, 'group member joined its team');
+    } catch (err) {
+      log.warn({ err: String(err).slice(0, 200), team }, 'could not record a group member');
+    }
   }
 
   async function deliver(id: string, chat: string, reply: string) {

@@ -50,6 +50,25 @@ export const RUN_COMMANDS: Record<string, Command> = {
       return run.exit_code;
     },
   },
+  runs: {
+    usage: "runs <project> [--user TENANT] [--limit N] [--json]\n  Recent runs, newest first, and the runs a dead berth left interrupted (from the run journal).",
+    options: { user: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+    async run(berth, v, pos, io) {
+      need(pos, 1, 'project name');
+      const limit = v.limit === undefined ? 20 : Number(v.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new BerthError('USAGE', `--limit must be 1-500, not "${String(v.limit).slice(0, 20)}"`);
+      const r = berth().admin.listRuns(pos[0] as string, { user: v.user as string | undefined, limit });
+      if (v.json) {
+        io.out(`${JSON.stringify(r, null, 2)}\n`);
+        return 0;
+      }
+      for (const x of r.runs) io.out(`${x.finished_at}  ${x.run}  ${x.kind}  session=${printable(x.session)}  level=${x.permission_level}  exit=${x.exit_code}${x.timed_out ? ' timed-out' : ''}${x.truncated ? ' truncated' : ''}  ${Math.round(x.timings_ms.total)} ms\n`);
+      for (const x of r.interrupted) io.out(`${x.interrupted_at}  ${x.run}  ${x.kind ?? 'run'}  session=${printable(x.session ?? '-')}  INTERRUPTED: ${printable(x.reason)}\n`);
+      if (r.runs.length === 0 && r.interrupted.length === 0) io.out('no runs yet\n');
+      if (r.corrupt_lines) io.err(`berth: ${r.corrupt_lines} corrupt line(s) of the run log were skipped\n`);
+      return 0;
+    },
+  },
   'session list': {
     usage: "session list <project>\n  The project's sessions, one per line.",
     options: {},

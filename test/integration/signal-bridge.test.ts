@@ -96,6 +96,8 @@ describe('Signal bridge: a message becomes a run, the answer goes back', () => {
     const g = await fake.waitFor(() => fake.sent().find((s) => s.groupId === groupId && s.ok));
     expect(g.message).toBe('in-group');
     expect(h.berth.admin.listSessions('sig').some((s) => s.tenant_key === `signal-group:${groupId}`)).toBe(true);
+    // Who writes in the group is a member of its team (the gateway's team folders follow).
+    expect(h.berth.admin.getProject('sig').teams[`signal-group:${groupId}`]).toEqual({ members: [`signal:${uuid(6)}`] });
   });
 
   it('receipts, typing and sync echoes of the bot are not messages', async () => {
