@@ -6,8 +6,10 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { pino, type Logger } from 'pino';
+import Docker from 'dockerode';
+import { chromium, type Browser } from 'playwright-core';
 import { appDepsFrom, createApp } from '../src/api/app.js';
-import { createBerth, type Berth } from '../src/main.js';
+import { createBerth, installationId, type Berth } from '../src/main.js';
 import type { ProjectMetadataInput } from '../src/config/metadata.js';
 import type { RunOutcome } from '../src/runs/runner.js';
 import type { PermissionLevel } from '../src/config/session.js';
@@ -88,4 +90,20 @@ export async function serveApp(berth: Berth, token: string, logger: Logger = pin
   const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
   await new Promise((r) => server.once('listening', r));
   return { app, base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => void server.close() };
+}
+
+/** Debian's Chromium, headless, as measured to work here (never a downloaded browser). */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+}
+
+/** Remove every container of a berth home (a test that killed berth cleans up what it left). */
+export async function removeContainersOf(home: string): Promise<void> {
+  const docker = new Docker();
+  for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.installation=${installationId(home)}`] } })) {
+    await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+  }
 }

@@ -2,11 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import Docker from 'dockerode';
 import { afterAll, expect, it } from 'vitest';
-import { installationId } from '../../src/main.js';
 import { startFakeSignalCli } from '../fakes/signal-cli.js';
-import { BERTH_BIN } from '../helpers.js';
+import { BERTH_BIN, removeContainersOf } from '../helpers.js';
 
 /**
  * Chaos: messages stream in from four Signal users while `berth bridge signal` is killed with
@@ -22,8 +20,7 @@ let child: ChildProcess | undefined;
 
 afterAll(async () => {
   child?.kill('SIGKILL');
-  const docker = new Docker();
-  for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.installation=${installationId(home)}`] } })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+  await removeContainersOf(home);
   fs.rmSync(home, { recursive: true, force: true });
 });
 

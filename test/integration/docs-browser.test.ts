@@ -1,6 +1,6 @@
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serveApp, testHome, type TestHome } from '../helpers.js';
+import { serveApp, testHome, type TestHome, launchChromium } from '../helpers.js';
 
 /**
  * The "API reference" link `make run` prints, opened in real headless Chromium: a browser
@@ -16,10 +16,7 @@ let browser: Browser;
 beforeAll(async () => {
   h = testHome();
   ({ base, close } = await serveApp(h.berth, TOKEN));
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

@@ -9,7 +9,7 @@ import { JournalEntrySchema } from '../../src/store/journal.js';
 import { RunRecordSchema } from '../../src/store/run-log.js';
 import { SessionRecordSchema } from '../../src/config/session.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
-import { BERTH_BIN, cli } from '../helpers.js';
+import { BERTH_BIN, cli, removeContainersOf } from '../helpers.js';
 
 /**
  * Chaos for the run journal: runs come in over the HTTP API, 6 at a time, while `berth serve`
@@ -25,8 +25,7 @@ let proc: ChildProcess | undefined;
 
 afterAll(async () => {
   proc?.kill('SIGKILL');
-  const docker = new Docker();
-  for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.installation=${installationId(home)}`] } })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+  await removeContainersOf(home);
   fs.rmSync(home, { recursive: true, force: true });
 });
 

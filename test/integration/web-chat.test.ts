@@ -1,14 +1,14 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import NodeWebSocket from 'ws';
 import { DEMO_PROJECT, ensureDemoProject } from '../../src/demo.js';
 import { listenHttp, type HttpSurface } from '../../src/serve.js';
 import { createChatLinks } from '../../src/store/chat-links.js';
 import { openChatTranscripts, TRANSCRIPT_ENTRY_BYTES, TRANSCRIPT_KEEP } from '../../src/store/chat-transcripts.js';
-import { cliAsync, testHome, type TestHome } from '../helpers.js';
+import { cliAsync, testHome, type TestHome, launchChromium } from '../helpers.js';
 
 /**
  * The web chat in real headless Chromium against a real berth (the same HTTP wiring as
@@ -32,10 +32,7 @@ beforeAll(async () => {
   http = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
   base = http.url;
   aliceLink = `${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'alice').path}`;
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
