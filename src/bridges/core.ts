@@ -103,8 +103,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   async function handle(entry: Work, tenant: string) {
     const profile = profileFor(entry.chat);
     if (!profile) {
-      inbox.mark(entry.id, 'failed', { reason: 'no channel profile' });
-      await say(entry.chat, `berth: this bot is not set up to answer here yet (no "${transport.name}" channel in berth.yaml).`).catch(() => undefined);
+      await fail(entry.id, entry.chat, 'no channel profile', `berth: this bot is not set up to answer here yet (no "${transport.name}" channel in berth.yaml).`);
       return;
     }
     // A group chat is a team tenant; who writes in it is a member (the gateway's team folders follow).
@@ -129,8 +128,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       } catch (err) {
         const reason = isBerthError(err) ? `${err.code}: ${err.message}` : 'internal error';
         log.warn({ id: entry.id, reason }, 'chat run failed');
-        inbox.mark(entry.id, 'failed', { reason });
-        await say(entry.chat, `berth: your message "${preview(entry.text)}" could not be run (${reason}).`).catch(() => undefined);
+        await fail(entry.id, entry.chat, reason, `berth: your message "${preview(entry.text)}" could not be run (${reason}).`);
         return;
       } finally {
         typing.stop();
@@ -153,13 +151,24 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
   }
 
-  async function deliver(id: string, chat: string, reply: string) {
+  /**
+   * Send what was journaled as the answer. `failure`: it is the notice of a failure, and the
+   * message ends failed with that reason once the sender has been told — so a berth killed in
+   * between tells them after its restart, instead of ending the message in silence.
+   */
+  async function deliver(id: string, chat: string, reply: string, failure?: string) {
     try {
       await say(chat, reply);
-      inbox.mark(id, 'replied');
+      inbox.mark(id, failure === undefined ? 'replied' : 'failed', { reason: failure });
     } catch (err) {
-      inbox.mark(id, 'failed', { reason: `the reply could not be sent: ${String(err).slice(0, 200)}` });
+      inbox.mark(id, 'failed', { reason: `${failure ? `${failure}; ` : ''}the reply could not be sent: ${String(err).slice(0, 200)}` });
     }
+  }
+
+  /** A message that will not be answered: journal the notice first, then tell the sender. */
+  async function fail(id: string, chat: string, reason: string, notice: string) {
+    inbox.mark(id, 'answered', { reply: notice, reason });
+    await deliver(id, chat, notice, reason);
   }
 
   async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, level?: PermissionLevel): Promise<string> {
@@ -207,9 +216,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       void transport.acknowledge(message).catch((err) => log.warn({ err: String(err) }, 'acknowledge failed'));
       if (!fresh) return 'duplicate';
       if (!deps.senderAllowed(message.sender)) {
-        inbox.mark(message.id, 'failed', { reason: 'sender not approved' });
         deps.state.addPending(message.sender, message.senderName);
-        void say(message.chat, 'berth: this bot does not know you yet. The operator has been asked to approve you; try again later.').catch(() => undefined);
+        void fail(message.id, message.chat, 'sender not approved', 'berth: this bot does not know you yet. The operator has been asked to approve you; try again later.');
         return 'accepted';
       }
       enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session, level: message.level }, message.tenant);
@@ -227,11 +235,12 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
           log.info({ id: entry.id }, 'answering a message a previous berth journaled');
           enqueue(e, entry.tenant ?? entry.sender);
         } else if (entry.phase === 'answered' && entry.reply !== undefined) {
-          void lanes.run(entry.chat, () => deliver(entry.id, e.chat, entry.reply as string));
+          void lanes.run(entry.chat, () => deliver(entry.id, e.chat, entry.reply as string, entry.reason));
         } else {
           // Its run had started: running it again could do twice what the agent did once.
-          inbox.mark(entry.id, 'failed', { reason: 'berth restarted while this message was running' });
-          void lanes.run(entry.chat, () => say(e.chat, `berth: I restarted while working on your message "${preview(e.text)}". It was not finished; please send it again.`).catch(() => undefined));
+          const notice = `berth: I restarted while working on your message "${preview(e.text)}". It was not finished; please send it again.`;
+          inbox.mark(entry.id, 'answered', { reply: notice, reason: 'berth restarted while this message was running' });
+          void lanes.run(entry.chat, () => deliver(entry.id, e.chat, notice, 'berth restarted while this message was running'));
         }
       }
     },
