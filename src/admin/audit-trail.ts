@@ -25,7 +25,9 @@ export function createAuditTrail(file: string, logger: Logger): AuditTrail {
     record(event) {
       const ctx = context.getStore();
       try {
-        appendAudit(file, { ...event, actor: event.actor ?? ctx?.actor ?? 'operator', request_id: ctx?.requestId });
+        // Names a stranger chose (a URL path) are cut to the schema's bounds, never a reason to write nothing.
+        const cut = (v: string | undefined, n: number) => (v === undefined ? undefined : v.slice(0, n));
+        appendAudit(file, { ...event, action: event.action.slice(0, 128), target: cut(event.target, 512), project: cut(event.project, 128), actor: (event.actor ?? ctx?.actor ?? 'operator').slice(0, 512), request_id: cut(ctx?.requestId, 128) });
       } catch (err) {
         // The action already happened: say loudly that its audit line is missing.
         logger.error({ err: String(err), action: event.action }, 'could not write the audit log');

@@ -4,6 +4,7 @@ import type { AdminService } from '../admin/service.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import type { PermissionLevel } from '../config/session.js';
 import { isBerthError } from '../errors.js';
+import { withActor } from '../admin/audit-trail.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
 import { chatCommand, type CommandContext } from './commands.js';
@@ -33,7 +34,7 @@ export interface InboundMessage {
   receipt?: { recipient: string; timestamp: number };
   /** A transport where the person picks the conversation (web chat): its session id, else the chat's own. */
   session?: string;
-  /** …and the level to run at (persisted on the session, as the web chat's selector says). */
+  /** …and the level the person asked for (the transport applies it by the /level rule when it takes the message; journaled). */
   level?: PermissionLevel;
 }
 
@@ -124,7 +125,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       inbox.mark(entry.id, 'started', { reason: undefined });
       const typing = startTyping(entry.chat);
       try {
-        reply = await runFor(ctx, profile.workflow, entry.text, entry.chat, entry.level);
+        reply = await runFor(ctx, profile.workflow, entry.text, entry.chat);
       } catch (err) {
         const reason = isBerthError(err) ? `${err.code}: ${err.message}` : 'internal error';
         log.warn({ id: entry.id, reason }, 'chat run failed');
@@ -171,7 +172,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     await deliver(id, chat, notice, reason);
   }
 
-  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, level?: PermissionLevel): Promise<string> {
+  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string): Promise<string> {
     if (workflow) {
       const run = await deps.admin.runWorkflow(ctx.project, workflow, text);
       const last = run.steps.at(-1);
@@ -179,7 +180,9 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
     const decoder = { stdout: new TextDecoder(), stderr: new TextDecoder() };
     const onOutput = transport.output ? (stream: 'stdout' | 'stderr', chunk: Buffer) => transport.output?.(chat, stream, decoder[stream].decode(chunk, { stream: true })) : undefined;
-    const run = await deps.admin.runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, level, onOutput });
+    // The level was set (by the /level rule) when the message was taken; the run uses the session's
+    // level as it is now, so a level an admin lowered meanwhile is not raised again by a queued message.
+    const run = await deps.admin.runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, onOutput });
     const out = run.stdout.trim();
     if (run.timed_out) return `${out}\n\n[berth: stopped after the time limit]`.trim();
     if (run.exit_code !== 0) return `${out}${out ? '\n\n' : ''}[exit ${run.exit_code}]${run.stderr.trim() ? `\n${run.stderr.trim().slice(-1500)}` : ''}`;
@@ -202,7 +205,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
 
   function enqueue(entry: Work, tenant: string) {
     const queued = lanes.run(entry.chat, () =>
-      handle(entry, tenant)
+      // What a chat message does is the sender's doing, in the audit log too.
+      withActor(`tenant:${entry.sender}`, entry.id, () => handle(entry, tenant))
         .catch((err) => log.error({ err: String(err), id: entry.id }, 'chat message failed'))
         .finally(() => transport.finished?.(entry.id, entry.chat)),
     );

@@ -49,7 +49,13 @@ export const MODEL_GATEWAY_BOUNDS = {
   idleTimeoutMs: 10 * 60_000,
   /** Bytes of a non-streamed answer kept to count its tokens (the answer itself passes through). */
   maxUsageScanBytes: 4 * MiB,
+  /** Connections to one run's model.sock (the relay's cap is the container's own; this one is berth's). */
+  connectionsPerRun: 16,
+  connectionsTotal: 256,
 } as const;
+
+/** The outbound log is rotated past this size (one older file kept). */
+export const OUTBOUND_LOG_BYTES = 64 * MiB;
 
 /** The egress proxy (a run's egress.sock). */
 export const EGRESS_BOUNDS = {

@@ -53,7 +53,11 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
     async open({ path, run, logger }) {
       let openHere = 0;
       const record = (method: string, host: string, port: number, status: number, reason?: string) => {
-        appendOutbound(run.sessionsDir, { kind: 'egress', at: new Date().toISOString(), run: run.runId, tenant: run.tenantKey, session: run.session, method, host, port, status, reason });
+        try {
+          appendOutbound(run.sessionsDir, { kind: 'egress', at: new Date().toISOString(), run: run.runId, tenant: run.tenantKey, session: run.session, method, host: host.slice(0, 256), port, status, reason });
+        } catch (err) {
+          logger.error({ err: String(err) }, 'could not write the outbound log');
+        }
         if (status === 403) logger.warn({ host, port, reason }, 'egress refused');
         else logger.info({ host, port, method, status }, 'egress');
       };

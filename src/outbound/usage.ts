@@ -6,13 +6,15 @@
 export interface Usage {
   input: number;
   output: number;
+  /** The answer said how many tokens it used (else the caller estimates). */
+  known: boolean;
 }
 
 const MAX_LINE = 1024 * 1024;
 
 export function usageTap(contentType: string | undefined, maxJsonBytes: number) {
   const sse = (contentType ?? '').includes('text/event-stream');
-  const usage: Usage = { input: 0, output: 0 };
+  const usage: Usage = { input: 0, output: 0, known: false };
   let pending = '';
   let json: Buffer[] = [];
   let jsonBytes = 0;
@@ -23,6 +25,7 @@ export function usageTap(contentType: string | undefined, maxJsonBytes: number) 
     // Anthropic reports input at the start and a running output total at the end: keep the largest.
     usage.input = Math.max(usage.input, u.input);
     usage.output = Math.max(usage.output, u.output);
+    usage.known = true;
   };
 
   return {
@@ -60,7 +63,7 @@ function parseOrUndefined(text: string): unknown {
 const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 
-function usageOf(obj: unknown): Usage | undefined {
+function usageOf(obj: unknown): Omit<Usage, 'known'> | undefined {
   if (!isObject(obj)) return undefined;
   const holder = [obj.usage, isObject(obj.message) ? obj.message.usage : undefined, isObject(obj.response) ? obj.response.usage : undefined].find(isObject);
   if (!holder) return undefined;

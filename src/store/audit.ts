@@ -52,10 +52,16 @@ function tail(file: string): { seq: number; hash: string } {
     const length = Math.min(size, 64 * 1024);
     const buf = Buffer.alloc(length);
     fs.readSync(fd, buf, 0, length, size - length);
-    const last = buf.toString('utf8').trimEnd().split('\n').pop();
-    const parsed = last ? AuditEntrySchema.safeParse(JSON.parse(last)) : undefined;
-    return parsed?.success ? { seq: parsed.data.seq, hash: parsed.data.hash } : { seq: 0, hash: GENESIS };
-  } catch {
+    // The last whole entry: a line a crash cut short is passed over (verify will name it), never a reason to restart the chain.
+    for (const line of buf.toString('utf8').trimEnd().split('\n').reverse()) {
+      try {
+        const parsed = AuditEntrySchema.safeParse(JSON.parse(line));
+        if (parsed.success) return { seq: parsed.data.seq, hash: parsed.data.hash };
+      } catch {
+        // not this one
+      }
+    }
+    if (size > 0) throw new Error('the audit log ends in no whole entry: refusing to start a new chain over it');
     return { seq: 0, hash: GENESIS };
   } finally {
     fs.closeSync(fd);

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
+import { OUTBOUND_LOG_BYTES } from '../config/bounds.js';
 
 /**
  * Every call a container made through berth: model calls (with tokens) and egress decisions.
@@ -43,7 +44,11 @@ const FILE = 'outbound.jsonl';
 
 export function appendOutbound(sessionsDir: string, record: OutboundRecord): void {
   fs.mkdirSync(sessionsDir, { recursive: true, mode: 0o700 });
-  fs.appendFileSync(join(sessionsDir, FILE), `${JSON.stringify(record)}\n`, { mode: 0o600 });
+  const file = join(sessionsDir, FILE);
+  // A tenant decides how many lines this gets (every refused request is one): past the bound the
+  // file is rotated, one older file kept, so it never grows past twice the bound.
+  if ((fs.statSync(file, { throwIfNoEntry: false })?.size ?? 0) > OUTBOUND_LOG_BYTES) fs.renameSync(file, `${file}.1`);
+  fs.appendFileSync(file, `${JSON.stringify(record)}\n`, { mode: 0o600 });
 }
 
 /** Newest first, at most `limit`; corrupt lines are skipped. */

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -159,6 +160,61 @@ describe('model gateway: streaming', () => {
     } finally {
       await server.close();
       await slow.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('model gateway: what a tenant sends it directly', () => {
+  it('forwards model calls only (no batches, no compressed or model-less bodies), counts a call the tenant cut short, bounds its connections', async () => {
+    const up = await startFakeAnthropic({ apiKey: KEY, eventDelayMs: 100 });
+    const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-mg2-'));
+    const config = BerthConfigSchema.parse({ models: { up: { api: 'anthropic', url: up.url, api_key: KEY } } });
+    const gateway = createModelGateway({ config: () => config, logger: pino({ level: 'silent' }) });
+    const sessionsDir = join(dir, 'sessions');
+    const metadata = ProjectMetadataSchema.parse({ name: 'p', models: { upstreams: ['up'] } });
+    const socketPath = join(dir, 'model.sock');
+    const server = await gateway.open({ path: socketPath, run: { runId: 'r2', project: 'p', metadata, tenantKey: 't', session: 's', sessionsDir }, logger: pino({ level: 'silent' }) });
+    const call = (path: string, body: string, headers: Record<string, string> = {}) =>
+      new Promise<number>((resolve, reject) => {
+        const req = http.request({ socketPath, path, method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    try {
+      expect(await call('/up/v1/messages/batches', JSON.stringify({ requests: [] }))).toBe(404);
+      expect(await call('/up/v1/files', '{}')).toBe(404);
+      expect(await call('/up/v1/messages', JSON.stringify({ max_tokens: 5, messages: [] }))).toBe(400);
+      expect(await call('/up/v1/messages', JSON.stringify({ model: 'm', messages: [] }), { 'content-encoding': 'gzip' })).toBe(415);
+      expect(up.requests).toHaveLength(0);
+      // A stream the container drops after its first event is still paid for.
+      await new Promise<void>((resolve) => {
+        const req = http.request({ socketPath, path: '/up/v1/messages', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+          res.once('data', () => {
+            req.destroy();
+            resolve();
+          });
+        });
+        req.end(JSON.stringify({ model: 'm', max_tokens: 64, stream: true, messages: [{ role: 'user', content: 'REPLY: a long enough answer to stream in pieces' }] }));
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      const last = readOutbound(sessionsDir, { limit: 1 })[0] as ModelCall;
+      expect(last).toMatchObject({ status: 499, reason: 'the container closed the connection' });
+      expect(last.input_tokens).toBeGreaterThan(0);
+      // Connections past the per-run bound are closed at once, whoever opens them.
+      const sockets = await Promise.all(Array.from({ length: 24 }, () => new Promise<net.Socket>((resolve) => {
+        const s = net.connect(socketPath, () => resolve(s));
+        s.on('error', () => undefined);
+      })));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(sockets.filter((s) => !s.destroyed && s.readyState === 'open').length).toBeLessThanOrEqual(16);
+      for (const s of sockets) s.destroy();
+    } finally {
+      await server.close();
+      await up.close();
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -75,18 +75,18 @@ describe('token counting of what streams past', () => {
       'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":12,"cache_read_input_tokens":3,"output_tokens":1}}}\n\n' +
       'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":40}}\n\n';
     for (let i = 0; i < text.length; i += 7) tap.push(Buffer.from(text.slice(i, i + 7)));
-    expect(tap.result()).toEqual({ input: 15, output: 40 });
+    expect(tap.result()).toEqual({ input: 15, output: 40, known: true });
   });
   it('OpenAI: response.completed or a JSON body; unknown shapes count 0', () => {
     const sse = usageTap('text/event-stream', 1024);
     sse.push(Buffer.from('data: {"type":"response.completed","response":{"usage":{"input_tokens":7,"output_tokens":9}}}\n\n'));
-    expect(sse.result()).toEqual({ input: 7, output: 9 });
+    expect(sse.result()).toEqual({ input: 7, output: 9, known: true });
     const json = usageTap('application/json', 1024);
     json.push(Buffer.from('{"usage":{"prompt_tokens":4,"completion_tokens":6}}'));
-    expect(json.result()).toEqual({ input: 4, output: 6 });
+    expect(json.result()).toEqual({ input: 4, output: 6, known: true });
     const odd = usageTap('application/json', 1024);
     odd.push(Buffer.from('{"usage":{"input_tokens":-5,"output_tokens":"many"}}'));
-    expect(odd.result()).toEqual({ input: 0, output: 0 });
+    expect(odd.result()).toEqual({ input: 0, output: 0, known: true });
   });
 });
 
