@@ -128,8 +128,14 @@ static void serve(int n, int listeners[], const char *sockets[]) {
         close(c); /* the client sees a reset and may retry */
         continue;
       }
+      /* SIGCHLD waits until the count is right: ++ here and -- in the handler never interleave. */
+      sigset_t chld, old;
+      sigemptyset(&chld);
+      sigaddset(&chld, SIGCHLD);
+      sigprocmask(SIG_BLOCK, &chld, &old);
       pid_t pid = fork();
       if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
         for (int j = 0; j < n; j++) close(listeners[j]);
         int one = 1; /* each streamed event goes out as it comes, not batched by Nagle */
         setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -138,6 +144,7 @@ static void serve(int n, int listeners[], const char *sockets[]) {
         _exit(splice_both(c, c, s));
       }
       if (pid > 0) live_connections++;
+      sigprocmask(SIG_SETMASK, &old, NULL);
       close(c);
     }
   }

@@ -5,6 +5,7 @@ import type { BerthConfig } from '../config/berth-config.js';
 import type { PermissionLevel } from '../config/session.js';
 import { isBerthError } from '../errors.js';
 import { withActor } from '../admin/audit-trail.js';
+import { ownerAlive } from '../runs/process-owner.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
 import { chatCommand, type CommandContext } from './commands.js';
@@ -230,6 +231,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
 
     recover() {
       for (const entry of inbox.open()) {
+        // Another live berth of this home (a serve beside a bridge) is still answering it.
+        if (entry.owner !== undefined && entry.owner !== deps.owner && ownerAlive(entry.owner)) continue;
         if (entry.chat === undefined || entry.sender === undefined || entry.text === undefined) {
           inbox.mark(entry.id, 'failed', { reason: 'journal entry incomplete' });
           continue;

@@ -71,7 +71,7 @@ export const MODEL_KEY_VARIABLES = ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN',
 function keyLeaks(config: BerthConfig): FieldIssue[] {
   const keys = new Set(Object.values(config.models).map((m) => m.api_key));
   return Object.entries(config.env).flatMap(([name, value]) =>
-    MODEL_KEY_VARIABLES.includes(name) || keys.has(value)
+    MODEL_KEY_VARIABLES.includes(name) || [...keys].some((key) => value.includes(key))
       ? [{ field: `env.${name}`, reason: 'holds a model API key, which any tenant could read from its environment; put it in models.<name>.api_key (berth adds it outside the container)' }]
       : [],
   );

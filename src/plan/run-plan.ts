@@ -222,7 +222,7 @@ export function planRun(input: PlanInput): RunPlan {
     const value = own(config.env, name);
     if (value === undefined) warnings.push(`env "${name}" is allowed but berth.yaml gives it no value`);
     // Fail closed even if berth.yaml's own check was bypassed: a model key never enters a container.
-    else if (modelKeys.has(value)) warnings.push(`env "${name}" holds a model API key and is not passed`);
+    else if ([...modelKeys].some((key) => value.includes(key))) warnings.push(`env "${name}" holds a model API key and is not passed`);
     else env[name] = value;
   }
   Object.assign(env, outbound.env); // berth's own variables win over anything a project lets through

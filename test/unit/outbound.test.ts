@@ -127,9 +127,9 @@ describe('outbound plan (pure)', () => {
 });
 
 describe("operator check: a model key in berth.yaml's env (which containers get) is refused", () => {
-  it('by name or by value', () => {
-    const config = BerthConfigSchema.parse({ env: { ANTHROPIC_API_KEY: 'x', OTHER: 'sk-real', FINE: 'ok' }, models: { a: { api: 'anthropic', url: 'https://api.anthropic.com', api_key: 'sk-real' } } });
-    expect(checkOperatorConfig(config, '/tmp').map((i) => i.field).sort()).toEqual(['env.ANTHROPIC_API_KEY', 'env.OTHER']);
+  it('by name, by value, or with the key inside the value', () => {
+    const config = BerthConfigSchema.parse({ env: { ANTHROPIC_API_KEY: 'x', OTHER: 'sk-real', WRAPPED: 'Bearer sk-real\n', FINE: 'ok' }, models: { a: { api: 'anthropic', url: 'https://api.anthropic.com', api_key: 'sk-real' } } });
+    expect(checkOperatorConfig(config, '/tmp').map((i) => i.field).sort()).toEqual(['env.ANTHROPIC_API_KEY', 'env.OTHER', 'env.WRAPPED']);
   });
 });
 
