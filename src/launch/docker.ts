@@ -57,8 +57,6 @@ export interface Engine {
   /** Force-remove the labelled containers a query matches; returns how many. */
   removeManaged(query: ContainerQuery): Promise<number>;
   buildImage(options: BuildOptions): Promise<void>;
-  /** Create the named bridge network if missing (no traffic between its containers). */
-  ensureNetwork(name: string, labels: Record<string, string>): Promise<void>;
 }
 
 /** Engine API mount (the typings lag the API: tmpfs has no Source, binds have NonRecursive). */
@@ -316,22 +314,6 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       return found.length;
     },
 
-    async ensureNetwork(name, labels) {
-      const existing = await engineCall(() => docker.listNetworks({ filters: { name: [name] } }));
-      if (existing.some((n) => n.Name === name)) return;
-      try {
-        await docker.createNetwork({
-          Name: name,
-          Driver: 'bridge',
-          CheckDuplicate: true,
-          Labels: labels,
-          // Egress only: containers on it cannot talk to each other.
-          Options: { 'com.docker.network.bridge.enable_icc': 'false' },
-        });
-      } catch (err) {
-        if ((err as EngineErrorShape).statusCode !== 409) throw translateEngineError(err);
-      }
-    },
 
     async buildImage({ context, tag, buildArgs, onProgress }) {
       const stream = await engineCall(() => docker.buildImage(context, { t: tag, buildargs: buildArgs, rm: true, forcerm: true }));
