@@ -1,7 +1,7 @@
-import { AuditQuerySchema } from '../api/routes/audit.js';
 import { parseOrThrow } from '../config/parse.js';
 import { printable } from '../printable.js';
 import { runVerify } from '../verify.js';
+import { AuditFilterSchema } from '../store/audit.js';
 import { need, type Command } from './command.js';
 
 /** What an operator checks: the audit log and its chain, and this host attacked live. */
@@ -11,7 +11,7 @@ export const TRUST_COMMANDS: Record<string, Command> = {
     options: { since: { type: 'string' }, project: { type: 'string' }, actor: { type: 'string' }, kind: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
     async run(berth, v, pos, io) {
       need(pos, 0, '');
-      const filter = parseOrThrow(AuditQuerySchema, { since: v.since, project: v.project, actor: v.actor, kind: v.kind, limit: v.limit }, 'audit filter');
+      const filter = parseOrThrow(AuditFilterSchema, { since: v.since, project: v.project, actor: v.actor, kind: v.kind, limit: v.limit }, 'audit filter');
       const entries = berth().audit.list(filter);
       if (v.json) {
         io.out(`${JSON.stringify(entries, null, 2)}\n`);

@@ -10,7 +10,7 @@ import { hostAllowed } from '../config/outbound.js';
 import { appendOutbound } from '../store/outbound-log.js';
 import { isPrivateAddress } from './addresses.js';
 import type { RunIdentity, RunSocketOpener } from './run-identity.js';
-import { listenOnRunSocket } from './unix-server.js';
+import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix-server.js';
 
 /**
  * The egress proxy: each medium/high run's egress.sock, reached from the container (which has
@@ -28,7 +28,7 @@ export interface EgressProxy {
 type Decision = { ok: true; address: string } | { ok: false; reason: string };
 
 export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger }): EgressProxy {
-  let openTotal = 0;
+  const pool: ConnectionPool = { open: 0 };
 
   async function decide(run: RunIdentity, host: string, port: number): Promise<Decision> {
     const allow = run.metadata.egress.allow;
@@ -51,7 +51,6 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
 
   return {
     async open({ path, run, logger }) {
-      let openHere = 0;
       const record = (method: string, host: string, port: number, status: number, reason?: string) => {
         try {
           appendOutbound(run.sessionsDir, { kind: 'egress', at: new Date().toISOString(), run: run.runId, tenant: run.tenantKey, session: run.session, method, host: host.slice(0, 256), port, status, reason });
@@ -67,20 +66,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
       // busybox wget half-closes after its request and still wants the answer.
       (server as unknown as { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
       server.headersTimeout = 30_000;
-      server.on('connection', (socket: net.Socket) => {
-        if (openHere >= EGRESS_BOUNDS.connectionsPerRun || openTotal >= EGRESS_BOUNDS.connectionsTotal) {
-          logger.warn({ open: openHere }, 'egress connection refused: too many');
-          socket.destroy();
-          return;
-        }
-        openHere++;
-        openTotal++;
-        socket.once('close', () => {
-          openHere--;
-          openTotal--;
-        });
-        socket.setTimeout(EGRESS_BOUNDS.idleTimeoutMs, () => socket.destroy());
-      });
+      limitConnections(server, pool, EGRESS_BOUNDS, (open) => logger.warn({ open }, 'egress connection refused: too many'));
 
       server.on('connect', (req: http.IncomingMessage, client: Duplex, head: Buffer) => {
         client.on('error', () => client.destroy());

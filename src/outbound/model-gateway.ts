@@ -8,7 +8,7 @@ import { own } from '../own.js';
 import { appendOutbound, readOutbound, type ModelCall } from '../store/outbound-log.js';
 import { createBudgets } from './budget.js';
 import type { RunIdentity, RunSocketOpener } from './run-identity.js';
-import { listenOnRunSocket } from './unix-server.js';
+import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix-server.js';
 import { usageTap } from './usage.js';
 
 /**
@@ -42,7 +42,7 @@ export function createModelGateway(deps: { config: () => BerthConfig; logger: Lo
   const budgets = createBudgets();
   const seeded = new Set<string>();
   let inFlightTotal = 0;
-  let connectionsTotal = 0;
+  const pool: ConnectionPool = { open: 0 };
 
   /** A restart keeps the hour's usage: it is read back from the project's outbound log once. */
   function seedFrom(run: RunIdentity) {
@@ -58,7 +58,6 @@ export function createModelGateway(deps: { config: () => BerthConfig; logger: Lo
   return {
     async open({ path, run, logger }) {
       let inFlight = 0;
-      let connections = 0;
       const server = http.createServer({ maxHeaderSize: 64 * 1024 }, (req, res) => {
         const started = performance.now();
         const log = (call: Partial<ModelCall> & { status: number; upstream: string }) => {
@@ -124,21 +123,7 @@ export function createModelGateway(deps: { config: () => BerthConfig; logger: Lo
       });
       server.headersTimeout = 30_000;
       server.requestTimeout = 0; // answers stream for minutes; idleness is bounded instead
-      // The socket is reachable from the container without the relay too: berth bounds it itself.
-      server.on('connection', (socket: import('node:net').Socket) => {
-        if (connections >= MODEL_GATEWAY_BOUNDS.connectionsPerRun || connectionsTotal >= MODEL_GATEWAY_BOUNDS.connectionsTotal) {
-          logger.warn({ open: connections }, 'model gateway connection refused: too many');
-          socket.destroy();
-          return;
-        }
-        connections++;
-        connectionsTotal++;
-        socket.once('close', () => {
-          connections--;
-          connectionsTotal--;
-        });
-        socket.setTimeout(MODEL_GATEWAY_BOUNDS.idleTimeoutMs, () => socket.destroy());
-      });
+      limitConnections(server, pool, MODEL_GATEWAY_BOUNDS, (open) => logger.warn({ open }, 'model gateway connection refused: too many'));
       return listenOnRunSocket(server, path);
     },
   };

@@ -1,6 +1,5 @@
 import fs from 'node:fs';
-import type { Server } from 'node:net';
-import type { Socket } from 'node:net';
+import type { Server, Socket } from 'node:net';
 
 /**
  * Listen on a run's socket path; the agent user connects (the run directory, mounted into this
@@ -23,4 +22,37 @@ export async function listenOnRunSocket(server: Server, path: string): Promise<{
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** Connections of one kind (model gateway, egress proxy) open across every run of this process. */
+export interface ConnectionPool {
+  open: number;
+}
+
+/**
+ * Bound a run's socket: at most connectionsPerRun here and connectionsTotal across the pool
+ * (more are closed at once), and none idle past idleTimeoutMs. The socket is reachable from the
+ * container without the relay too, so berth bounds it itself.
+ */
+export function limitConnections(
+  server: Server,
+  pool: ConnectionPool,
+  bounds: { connectionsPerRun: number; connectionsTotal: number; idleTimeoutMs: number },
+  onRefused: (openHere: number) => void,
+): void {
+  let here = 0;
+  server.on('connection', (socket: Socket) => {
+    if (here >= bounds.connectionsPerRun || pool.open >= bounds.connectionsTotal) {
+      onRefused(here);
+      socket.destroy();
+      return;
+    }
+    here++;
+    pool.open++;
+    socket.once('close', () => {
+      here--;
+      pool.open--;
+    });
+    socket.setTimeout(bounds.idleTimeoutMs, () => socket.destroy());
+  });
 }

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { z } from 'zod';
 import { appendFsyncedLine } from '../fs/fsynced-lines.js';
-import { readJsonLines } from '../fs/json-file.js';
+import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 
 /**
  * The audit log: one fsynced JSON line per event (admin actions, authentication failures,
@@ -102,25 +102,23 @@ export function appendAudit(file: string, event: AuditEvent): AuditEntry {
   });
 }
 
-export interface AuditFilter {
-  since?: string;
-  project?: string;
-  actor?: string;
-  kind?: (typeof AUDIT_KINDS)[number];
-  limit: number;
-}
+/** Which events to read (the HTTP query and the CLI's flags parse with this one schema). */
+export const AuditFilterSchema = z.object({
+  since: z.iso.datetime({ error: 'must be an ISO 8601 time, e.g. 2026-11-23T00:00:00Z' }).optional().describe('Only events at or after this time.'),
+  project: z.string().max(128).optional(),
+  actor: z.string().max(512).optional().describe('"admin", "operator", "anonymous", "session:<project>/<id>", "tenant:<key>".'),
+  kind: z.enum(AUDIT_KINDS).optional(),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+});
+export type AuditFilter = z.output<typeof AuditFilterSchema>;
 
 /** Newest first. */
 export function readAudit(file: string, filter: AuditFilter): AuditEntry[] {
   const out: AuditEntry[] = [];
   const lines = readJsonLines(file);
   for (let i = lines.length - 1; i >= 0 && out.length < filter.limit; i--) {
-    let entry: AuditEntry;
-    try {
-      entry = AuditEntrySchema.parse(JSON.parse(lines[i] as string));
-    } catch {
-      continue;
-    }
+    const entry = parseJsonLine(lines[i] as string, AuditEntrySchema);
+    if (!entry) continue; // verifyAudit names it
     if (filter.since && entry.at < filter.since) break;
     if (filter.project && entry.project !== filter.project) continue;
     if (filter.actor && entry.actor !== filter.actor) continue;

@@ -2,16 +2,8 @@ import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
 import type { AuditTrail } from '../../admin/audit-trail.js';
 import { BerthError } from '../../errors.js';
-import { AUDIT_KINDS, AuditEntrySchema } from '../../store/audit.js';
+import { AuditEntrySchema, AuditFilterSchema } from '../../store/audit.js';
 import { json } from './openapi.js';
-
-export const AuditQuerySchema = z.object({
-  since: z.iso.datetime({ error: 'must be an ISO 8601 time, e.g. 2026-11-23T00:00:00Z' }).optional().describe('Only events at or after this time.'),
-  project: z.string().max(128).optional(),
-  actor: z.string().max(512).optional().describe('"admin", "operator", "anonymous", "session:<project>/<id>", "tenant:<key>".'),
-  kind: z.enum(AUDIT_KINDS).optional(),
-  limit: z.coerce.number().int().min(1).max(1000).default(100),
-});
 
 export function registerAuditRoutes(app: OpenAPIHono, audit: () => AuditTrail | undefined): void {
   app.openapi(
@@ -20,7 +12,7 @@ export function registerAuditRoutes(app: OpenAPIHono, audit: () => AuditTrail | 
       path: '/api/audit',
       summary: 'The audit log, newest first, and whether its hash chain is whole',
       description: 'Admin actions, authentication failures, permission denials and sandbox violations; never a token or a secret.',
-      request: { query: AuditQuerySchema },
+      request: { query: AuditFilterSchema },
       responses: {
         200: json(
           z.object({
