@@ -7,7 +7,7 @@ import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import type { Engine, ManagedContainer, RunResult } from '../launch/docker.js';
 import { LEVEL_PROFILES, type LevelProfile } from '../plan/levels.js';
 import { sharedGrantsFor, type SharedGrant } from '../config/grants.js';
-import { AGENT_HOME, planRun, type RunPlan } from '../plan/run-plan.js';
+import { planRun, type RunPlan } from '../plan/run-plan.js';
 import type { Owner } from '../fs/tree.js';
 import { memoryBootstrap } from '../store/memory.js';
 import type { Project, ProjectStore } from '../store/projects.js';
@@ -205,7 +205,7 @@ export function createRunner(deps: {
         for (const w of plan.warnings) ctx.log.warn(w);
         if (runDir) sockets = await openSockets(ctx, runDir, plan.sockets);
         prepareMounts(plan, project.paths.dir, ctx.owner);
-        return await execute(ctx, spec, plan, onCreated);
+        return await execute(ctx, spec, plan, home, onCreated);
       } finally {
         await sockets?.close();
         if (seeds) fs.rmSync(seeds.dir, { recursive: true, force: true });
@@ -242,10 +242,9 @@ export function createRunner(deps: {
   }
 
   /** Run the plan (bounded by its limits and the disk watch), then record it. */
-  async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan, onCreated: (containerId: string) => void): Promise<RunOutcome> {
+  async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan, home: string, onCreated: (containerId: string) => void): Promise<RunOutcome> {
     const abort = new AbortController();
-    const homeMount = plan.mounts.find((m) => m.type === 'bind' && m.target === AGENT_HOME);
-    const disk = watchDisk([plan.prepare.rwRoot, ...(homeMount?.type === 'bind' ? [homeMount.source] : [])], plan.limits, (reason) => {
+    const disk = watchDisk([plan.prepare.rwRoot, home], plan.limits, (reason) => {
       ctx.log.warn({ reason }, 'run stopped: disk limit');
       abort.abort();
     });
