@@ -29,7 +29,10 @@ export const ERROR_TABLE = {
   NOT_ACCEPTABLE: { status: 406, exit: 19 },
   METHOD_NOT_ALLOWED: { status: 405, exit: 22 },
   BUSY: { status: 429, exit: 20 },
+  /** berth is draining for a shutdown: it admits no new run (75 = sysexits' EX_TEMPFAIL: try again later). */
+  SHUTTING_DOWN: { status: 503, exit: 75 },
   DISK_FULL: { status: 507, exit: 21 },
+  DISK_QUOTA_FAILED: { status: 500, exit: 24 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 

@@ -32,6 +32,8 @@ import { errorResponses } from './routes/openapi.js';
 import { registerRunRoutes } from './routes/runs.js';
 import { registerAuditRoutes } from './routes/audit.js';
 import { registerChatLinkRoutes } from './routes/chat-links.js';
+import { METRICS_PATH, registerMetricsRoutes } from './routes/metrics.js';
+import type { Metrics } from '../metrics.js';
 import { registerChatRoutes, type ChatEnv } from './chat/routes.js';
 import type { WebChat } from '../bridges/web.js';
 import type { Hono } from 'hono';
@@ -51,6 +53,10 @@ export interface AppDeps {
   webChat?: WebChat;
   /** Where refusals and admin actions are recorded. */
   audit?: AuditTrail;
+  /** Served at /metrics; without it /metrics answers 404. */
+  metrics?: Metrics;
+  /** A second token that may read /metrics only (BERTH_METRICS_TOKEN). */
+  metricsToken?: string;
 }
 
 type Env = { Variables: { requestId: string; log: Logger } };
@@ -65,6 +71,9 @@ export interface AppSources {
   readonly sessions: SessionStore;
   readonly gateway: Gateway;
   readonly audit?: AuditTrail;
+  readonly metrics?: Metrics;
+  /** A token that may read /metrics only; whoever builds the sources reads it (BERTH_METRICS_TOKEN). */
+  readonly metricsToken?: string;
 }
 
 /** The app's dependencies, from a composed berth; services stay lazy (made on first use). */
@@ -78,6 +87,8 @@ export function appDepsFrom(berth: AppSources, opts: { token: string; logger: Lo
     sessions: berth.sessions,
     gateway: berth.gateway,
     engine: berth.engine,
+    metrics: berth.metrics,
+    metricsToken: berth.metricsToken,
     ...opts,
   };
 }
@@ -121,8 +132,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     await next();
   });
   // /docs checks the token itself: a browser signs in with a form, not a header. /chat is the
-  // people's side: its own login (a chat link's cookie), never the admin token.
-  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || path === '/docs' || path === '/docs/login' || path === '/chat' || path.startsWith('/chat/')));
+  // people's side: its own login (a chat link's cookie), never the admin token. /metrics takes
+  // the admin token or the metrics token (routes/metrics.ts).
+  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || path === '/docs' || path === '/docs/login' || path === '/chat' || path.startsWith('/chat/') || path === METRICS_PATH));
   app.use('/api/*', bodyLimit({ maxSize: API_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${API_BODY_BYTES} bytes`); } }));
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
@@ -141,6 +153,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     if (e.status >= 500) log.error({ err, code: e.code }, e.message);
     else log.warn({ code: e.code }, e.message);
     auditRefusal(deps.audit, e, `${c.req.method} ${c.req.path}`);
+    countRefusal(deps.metrics, e, 'http');
     if (e.details.retry_after !== undefined) c.header('retry-after', String(e.details.retry_after));
     // The rest of an over-size body was never read: end the connection rather than misread it as the next request.
     if (e.code === 'PAYLOAD_TOO_LARGE') c.header('connection', 'close');
@@ -189,6 +202,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   registerChatLinkRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerAuditRoutes(app as unknown as OpenAPIHono, () => deps.audit);
   registerChatRoutes(app as unknown as Hono<ChatEnv>, () => deps.webChat);
+  registerMetricsRoutes(app as unknown as OpenAPIHono, deps);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
   const docConfig = {
@@ -217,7 +231,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   const adminGate = createGate(MCP_HTTP_BOUNDS.concurrent);
   const sessionGate = createGate(MCP_HTTP_BOUNDS.concurrent);
   const adminContext = () => ({ admin: deps.admin(), operator: deps.operator() });
-  const onToolError = (tool: string, e: BerthError) => auditRefusal(deps.audit, e, `tool ${tool}`);
+  const onToolError = (tool: string, e: BerthError) => {
+    auditRefusal(deps.audit, e, `tool ${tool}`);
+    countRefusal(deps.metrics, e, 'mcp');
+  };
   app.all('/mcp', (c) => serveMcp(c, () => createToolServer('berth', ADMIN_TOOLS, adminContext, { onError: onToolError }), adminGate));
   // The agent's own tools: the session is whoever the token says, nothing in the request can change it.
   app.all('/mcp/session', (c) => {
@@ -239,6 +256,12 @@ function auditRefusal(audit: AuditTrail | undefined, e: BerthError, action: stri
   const kind = e.code === 'UNAUTHORIZED' ? 'auth_failure' : e.code === 'PERMISSION_DENIED' || e.code === 'AREA_NOT_GRANTED' ? 'permission_denied' : undefined;
   if (!kind || !audit) return;
   audit.record({ kind, action, outcome: 'refused', code: e.code, ...(kind === 'auth_failure' ? { actor: 'anonymous' } : {}), target: typeof e.details.rule === 'string' ? e.details.rule : undefined });
+}
+
+/** The same refusals, counted (by surface only: never the token, path or caller). */
+function countRefusal(metrics: Metrics | undefined, e: BerthError, surface: 'http' | 'mcp'): void {
+  if (e.code === 'UNAUTHORIZED') metrics?.authFailure(surface);
+  else if (e.code === 'PERMISSION_DENIED' || e.code === 'AREA_NOT_GRANTED') metrics?.permissionDenied(surface);
 }
 
 /** The session a token stands for, checked against the session as it is now (same tenant, same creation). */

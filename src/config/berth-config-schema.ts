@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ModelUpstreamsSchema, OperatorEgressSchema } from './outbound.js';
 import { BridgesSchema } from './bridges.js';
+import { RunsSchema } from './runs.js';
 
 /** berth.yaml's shape (the checks beyond its shape are operator-checks.ts; loading is berth-config.ts). */
 export const DEFAULT_SHELL_IMAGE = 'berth/shell:latest';
@@ -36,6 +37,7 @@ export const BerthConfigSchema = z
       .default({})
       .describe('Channel profiles: a bridge channel ("signal", "signal:<chat>", "web") → the project (and workflow, if any) that answers it.'),
     bridges: BridgesSchema,
+    runs: RunsSchema,
     env: z
       .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string())
       .default({})
@@ -49,6 +51,12 @@ export const BerthConfigSchema = z
       })
       .strict()
       .prefault({}),
+    disk_quotas: z
+      .enum(['off', 'loop'])
+      .default('off')
+      .describe(
+        'How limits.disk_mb holds for isolated tenant workspaces. "loop": each workspace is its own ext4 image (the kernel answers ENOSPC at the quota; needs root, mkfs.ext4 and loop devices). "off": a per-run check stops a run that grows past it.',
+      ),
     admin_token: z
       .string()
       .min(16, 'must be at least 16 characters')

@@ -112,6 +112,7 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
       '/api/projects/{name}/workspaces',
       '/api/projects/{name}/workspaces/{id}/profile',
       '/healthz',
+      '/metrics',
     ]);
     const createSchema = doc.body.paths['/api/projects'].post.requestBody.content['application/json'].schema;
     expect(createSchema.properties.workspace_isolation).toMatchObject({ type: 'boolean', default: false });

@@ -1,0 +1,95 @@
+import os from 'node:os';
+import { z } from 'zod';
+
+/** berth.yaml `runs:`: how many runs at once, how many may wait, how long a shutdown waits for them. */
+export const MAX_CONCURRENT_RUNS = 1024;
+export const MAX_QUEUED_RUNS = 100_000;
+export const DEFAULT_DRAIN_SECONDS = 30;
+
+const Count = z.number().int().min(1).max(MAX_CONCURRENT_RUNS);
+
+export const RunsSchema = z
+  .object({
+    max_concurrent: Count.optional().describe("Runs at once on this host; default from its cores and memory (4 per core, at most one per 512 MiB, at least 2)."),
+    per_project: Count.optional().describe('Runs at once of one project; default max_concurrent.'),
+    per_tenant: Count.optional().describe('Runs at once of one tenant (a chat user or team) of a project; default 2.'),
+    queue: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_QUEUED_RUNS)
+      .optional()
+      .describe('Runs that may wait for a slot (served round-robin across tenants); past it a run is refused with 429 BUSY. Default 25 × max_concurrent; 0 refuses instead of waiting.'),
+    drain_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(3600)
+      .default(DEFAULT_DRAIN_SECONDS)
+      .describe('On SIGTERM: how long runs in flight may finish before their containers are stopped and the runs recorded as interrupted.'),
+  })
+  .strict()
+  .superRefine((runs, ctx) => {
+    const max = runs.max_concurrent;
+    for (const field of ['per_project', 'per_tenant'] as const) {
+      const value = runs[field];
+      if (max !== undefined && value !== undefined && value > max) ctx.addIssue({ code: 'custom', path: [field], message: `must be at most max_concurrent (${max})` });
+    }
+    if (runs.per_project !== undefined && runs.per_tenant !== undefined && runs.per_tenant > runs.per_project) {
+      ctx.addIssue({ code: 'custom', path: ['per_tenant'], message: `must be at most per_project (${runs.per_project})` });
+    }
+  })
+  .prefault({})
+  .describe('Admission control: concurrent runs (global, per project, per tenant), the wait queue, the shutdown drain.');
+
+export type RunsSettings = z.output<typeof RunsSchema>;
+
+/** The limits admission applies, all resolved (see admissionLimitsOf). */
+export interface AdmissionLimits {
+  /** Runs in flight on this host. */
+  global: number;
+  /** Runs in flight of one project. */
+  perProject: number;
+  /** Runs in flight of one tenant of a project. */
+  perTenant: number;
+  /** Runs waiting for a slot; past it, BUSY. */
+  queue: number;
+}
+
+export interface HostResources {
+  cpus: number;
+  memoryBytes: number;
+}
+
+const MiB = 1024 * 1024;
+
+/** What this host offers (read here, once per call; the defaults below are pure). */
+export function hostResources(): HostResources {
+  return { cpus: os.availableParallelism(), memoryBytes: os.totalmem() };
+}
+
+/**
+ * Limits for a host nobody configured. A run is mostly a container waiting on a model (I/O, not
+ * CPU), so 4 per core; each holds a container of a few hundred MiB, so at most one per 512 MiB;
+ * never fewer than 2 so one stuck run cannot stall the host.
+ */
+export function defaultAdmissionLimits(host: HostResources): AdmissionLimits {
+  const byCpu = Math.max(1, Math.floor(host.cpus)) * 4;
+  const byMemory = Math.floor(host.memoryBytes / (512 * MiB));
+  const global = Math.min(MAX_CONCURRENT_RUNS, Math.max(2, Math.min(byCpu, byMemory)));
+  return { global, perProject: global, perTenant: Math.min(2, global), queue: Math.min(MAX_QUEUED_RUNS, global * 25) };
+}
+
+/**
+ * berth.yaml's `runs:` over the host's defaults. The schema refuses a per-project or per-tenant
+ * limit above an explicit max_concurrent; above a host-derived one it is cut to it (the same
+ * berth.yaml must not fail on a smaller host).
+ */
+export function admissionLimitsOf(config: { runs: RunsSettings }, host: HostResources = hostResources()): AdmissionLimits {
+  const defaults = defaultAdmissionLimits(host);
+  const { max_concurrent, per_project, per_tenant, queue } = config.runs;
+  const global = max_concurrent ?? defaults.global;
+  const perProject = Math.min(global, per_project ?? global);
+  const perTenant = Math.min(perProject, per_tenant ?? defaults.perTenant);
+  return { global, perProject, perTenant, queue: queue ?? Math.min(MAX_QUEUED_RUNS, global * 25) };
+}
