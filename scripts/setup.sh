@@ -37,6 +37,8 @@ command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
 command -v mmdebstrap >/dev/null 2>&1 || apt_install mmdebstrap
 # gcc builds berth-bridge, the static stdio-to-socket bridge in the shell image.
 { command -v gcc >/dev/null 2>&1 && [ -f /usr/include/stdio.h ]; } || apt_install gcc libc6-dev
+# disk_quotas: loop (and its tests): ext4 images, loop-mounted.
+{ command -v mkfs.ext4 >/dev/null 2>&1 && command -v resize2fs >/dev/null 2>&1; } || apt_install e2fsprogs
 
 node bin/berth.js images build shell >/dev/null 2>/tmp/berth-image-build.log || {
   cat /tmp/berth-image-build.log >&2

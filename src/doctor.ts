@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import { checkBridges, checkModels } from './doctor-outbound.js';
 import type { ProjectMetadata } from './config/metadata.js';
 import { join } from 'node:path';
-import { loadBerthConfig } from './config/berth-config.js';
+import { loadBerthConfig, type BerthConfig } from './config/berth-config.js';
+import { loopQuotaSupport } from './fs/loop-quota.js';
 import { homePaths } from './config/home.js';
 import { isBerthError } from './errors.js';
 import { installationId, type Berth } from './main.js';
@@ -91,7 +92,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
       checks.push({ name: 'seccomp', status: 'warn', detail: 'the engine runs without a seccomp profile' });
     }
     checks.push(assessRunc(info.runcVersion, projects.filter((p) => !p.isolated).map((p) => p.name)));
-    checks.push(assessDisk(berth.home, info.rootDir));
+    checks.push(assessDisk(berth.home, info.rootDir, berth.config.disk_quotas));
     const wanted = new Set([berth.config.images.shell, ...projects.map((p) => p.image)]);
     for (const image of wanted) {
       const present = await berth.engine.imageExists(image);
@@ -109,11 +110,11 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
 }
 
 /**
- * Tenant writes are bounded per run (limits.disk_mb per file by the kernel, workspace size and
- * file count by a one-second check), not by a filesystem quota: say so, louder when berth's home
- * shares its filesystem with the engine's data or is nearly full.
+ * Which bound holds tenant writes: with disk_quotas: loop, the kernel (an ext4 image per
+ * workspace); else a per-run check (limits.disk_mb and limits.files, about once a second). Louder
+ * when berth's home shares its filesystem with the engine's data or is nearly full.
  */
-export function assessDisk(home: string, engineRoot: string): Check {
+export function assessDisk(home: string, engineRoot: string, quotas: BerthConfig['disk_quotas'], support = loopQuotaSupport()): Check {
   const fsOf = (p: string) => {
     try {
       return fs.statSync(p).dev;
@@ -125,10 +126,16 @@ export function assessDisk(home: string, engineRoot: string): Check {
   const free = st.bavail * st.bsize;
   const pct = Math.round((100 * st.bavail) / Math.max(1, st.blocks));
   const shared = fsOf(home) !== undefined && fsOf(home) === fsOf(engineRoot);
-  const bound = 'tenant writes are bounded by limits.disk_mb and limits.files per run, not by a filesystem quota';
-  if (pct < 10) return { name: 'disk', status: 'warn', detail: `${Math.round(free / 2 ** 30)} GiB (${pct}%) free where berth's home is; ${bound}` };
-  if (shared) return { name: 'disk', status: 'warn', detail: `berth's home shares a filesystem with the engine's data (${engineRoot}); ${bound}: give projects their own filesystem` };
-  return { name: 'disk', status: 'ok', detail: `${Math.round(free / 2 ** 30)} GiB free; ${bound}` };
+  const gib = `${Math.round(free / 2 ** 30)} GiB`;
+  if (quotas === 'loop') {
+    if (!support.ok) return { name: 'disk quotas', status: 'fail', detail: `disk_quotas: loop, but ${support.detail}: runs of isolated projects will fail` };
+    const detail = `disk_quotas: loop (the kernel bounds each isolated workspace at limits.disk_mb); ${gib} (${pct}%) free where berth's home is`;
+    return { name: 'disk quotas', status: pct < 10 ? 'warn' : 'ok', detail };
+  }
+  const bound = `disk_quotas: off, so tenant writes are bounded by limits.disk_mb and limits.files per run, not by the kernel${support.ok ? ' (this host can do disk_quotas: loop)' : ''}`;
+  if (pct < 10) return { name: 'disk quotas', status: 'warn', detail: `${gib} (${pct}%) free where berth's home is; ${bound}` };
+  if (shared) return { name: 'disk quotas', status: 'warn', detail: `berth's home shares a filesystem with the engine's data (${engineRoot}); ${bound}` };
+  return { name: 'disk quotas', status: 'ok', detail: `${gib} free; ${bound}` };
 }
 
 /** A read-write grant is only useful if the agent user can write the area. */

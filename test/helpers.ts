@@ -10,6 +10,7 @@ import Docker from 'dockerode';
 import { chromium, type Browser } from 'playwright-core';
 import { appDepsFrom, createApp } from '../src/api/app.js';
 import { createBerth, installationId, type Berth } from '../src/main.js';
+import { releaseMountsUnder } from '../src/fs/loop-quota.js';
 import type { ProjectMetadataInput } from '../src/config/metadata.js';
 import type { RunOutcome } from '../src/runs/runner.js';
 import type { PermissionLevel } from '../src/config/session.js';
@@ -35,6 +36,7 @@ export function testHome(opts: { config?: string } = {}): TestHome {
     },
     async [Symbol.asyncDispose]() {
       await berth.runner.reapLeftovers();
+      releaseMountsUnder(home); // workspace quotas: an rm -rf over a live mount fails
       fs.rmSync(home, { recursive: true, force: true });
     },
   };

@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import type { ProjectMetadataInput, ProjectUpdate } from '../config/metadata.js';
 import type { PermissionLevel, SessionRecord, SessionSettingsUpdate } from '../config/session.js';
 import type { SessionTokens } from '../store/session-tokens.js';
@@ -6,12 +5,11 @@ import type { Gateway } from '../gateway/service.js';
 import type { WorkspaceProfile } from '../gateway/workspace-profile.js';
 import { assertChosenSessionId, type SessionStore } from '../store/sessions.js';
 import { BerthError } from '../errors.js';
-import { diskUsage } from '../fs/du.js';
 import { toRunRecord, type RunOutcome, type RunRequest, type Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import { interruptedRuns } from '../store/journal.js';
-import { listWorkspaces } from '../store/workspaces.js';
+import { listWorkspaces, workspaceUsage } from '../store/workspaces.js';
 import type { InterruptedRun, ProjectView, RunView, WorkspaceView } from './views.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import { resolveChannel } from '../workflows/channels.js';
@@ -139,7 +137,7 @@ export function createAdminService(deps: {
 
     listWorkspaces(name) {
       const p = store.get(name);
-      return listWorkspaces(p).map((w) => ({ ...w, size_bytes: diskUsage(join(p.paths.workspacesDir, w.id)).bytes }));
+      return listWorkspaces(p).map((w) => ({ ...w, ...workspaceUsage(p, w.id) }));
     },
 
     async runMessage(name, request) {

@@ -33,7 +33,15 @@ export const ProjectViewSchema = ProjectMetadataSchema.extend({
 
 export const WorkspaceViewSchema = WorkspaceRecordSchema.extend({
   id: z.string().describe('Derived from the tenant key with the installation secret; also the directory name.'),
-  size_bytes: z.number().int().describe('Bytes of regular files in the workspace (capped walk, links not followed).'),
+  size_bytes: z.number().int().describe('Bytes the workspace holds: its filesystem\'s used blocks under a quota, else the regular files (capped walk, links not followed).'),
+  quota: z
+    .object({
+      size_bytes: z.number().int().describe('What the workspace filesystem holds in all (limits.disk_mb, less ext4 overhead).'),
+      files: z.number().int(),
+      files_max: z.number().int().describe('Inodes: limits.files, at most one per 8 KiB.'),
+    })
+    .optional()
+    .describe('Present when the workspace is its own loop-mounted filesystem (berth.yaml disk_quotas: loop).'),
 });
 
 export const RunRequestSchema = z

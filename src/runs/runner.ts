@@ -15,7 +15,7 @@ import { snapshotForPlan } from '../store/protected-snapshot.js';
 import { appendRunRecord } from '../store/run-log.js';
 import { workspaceIdFor } from '../store/secret.js';
 import { assertChosenSessionId, workspaceKeyOf, type SessionStore } from '../store/sessions.js';
-import { copySeedsForRun, ensureWorkspace } from '../store/workspaces.js';
+import { copySeedsForRun, ensureWorkspace, mountQuotaImages, type WorkspaceQuota } from '../store/workspaces.js';
 import { join } from 'node:path';
 import type { RunSocket } from '../plan/outbound.js';
 import { SOCKET_NAMES } from '../plan/outbound.js';
@@ -23,6 +23,7 @@ import type { RunIdentity, RunSocketOpener } from '../outbound/run-identity.js';
 import { ensureAgentHome } from '../store/agent-homes.js';
 import { createKeyedLock } from './keyed-lock.js';
 import { watchDisk } from './disk-watch.js';
+import { isMounted } from '../fs/loop-quota.js';
 import { prepareMounts } from './prepare-mounts.js';
 import { ownerAlive } from './process-owner.js';
 import { appendJournal, openRuns, type JournalEntry } from '../store/journal.js';
@@ -169,7 +170,7 @@ export function createRunner(deps: {
       const ctx: RunContext = { ...base, config: cfg, owner: agentOwner(cfg), grants: sharedGrantsFor(cfg, project.metadata.name) };
       if (spec.kind !== 'workflow_step') {
         const ws = session.settings.workspace;
-        const made = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner });
+        const made = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota: quotaOf(project, cfg, ctx.log) });
         if (made.created) ctx.log.info({ skipped: made.skipped }, 'workspace created');
         for (const skipped of made.skipped) ctx.log.warn(skipped, 'seed entry not copied');
       }
@@ -213,6 +214,22 @@ export function createRunner(deps: {
     });
   }
 
+  /** The kernel bound for a workspace (berth.yaml disk_quotas, the project's limits). */
+  function quotaOf(project: Project, cfg: BerthConfig, log: Logger): WorkspaceQuota {
+    const { disk_mb, files } = project.metadata.limits;
+    return {
+      mode: cfg.disk_quotas,
+      sizeBytes: disk_mb * 1024 * 1024,
+      files,
+      scratchDir: store.home.tmpDir,
+      onEnsured: (id, e) => {
+        if (e.created) log.info({ workspace: id, migrated: e.migrated }, 'workspace quota created');
+        if (e.resized) log.info({ workspace: id, ...e.resized }, 'workspace quota resized');
+        if (e.warning) log.warn({ workspace: id }, e.warning);
+      },
+    };
+  }
+
   /** Open what the plan says this run reaches berth through; close() ends them and removes the directory. */
   async function openSockets(ctx: RunContext, dir: string, wanted: readonly RunSocket[]): Promise<{ close(): Promise<void> }> {
     fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
@@ -244,7 +261,9 @@ export function createRunner(deps: {
   /** Run the plan (bounded by its limits and the disk watch), then record it. */
   async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan, home: string, onCreated: (containerId: string) => void): Promise<RunOutcome> {
     const abort = new AbortController();
-    const disk = watchDisk([plan.prepare.rwRoot, home], plan.limits, (reason) => {
+    // A workspace with its own filesystem is bounded by the kernel; the check keeps the rest.
+    const watched = isMounted(plan.prepare.rwRoot) ? [home] : [plan.prepare.rwRoot, home];
+    const disk = watchDisk(watched, plan.limits, (reason) => {
       ctx.log.warn({ reason }, 'run stopped: disk limit');
       abort.abort();
     });
@@ -293,12 +312,20 @@ export function createRunner(deps: {
     },
     async recover() {
       const interrupted: string[] = [];
+      const cfg = config();
       for (const name of store.names()) {
-        let sessionsDir: string;
+        let project: Project;
         try {
-          sessionsDir = store.get(name).paths.sessionsDir;
+          project = store.get(name);
         } catch {
           continue; // an invalid project is doctor's business, not a reason not to start
+        }
+        const { sessionsDir } = project.paths;
+        try {
+          // After a reboot no quota is mounted: mount them before anything writes a bare workspace.
+          mountQuotaImages(project, quotaOf(project, cfg, deps.logger.child({ project: name })), agentOwner(cfg));
+        } catch (err) {
+          deps.logger.error({ project: name, err: String(err) }, 'could not mount the workspace quotas');
         }
         for (const open of openRuns(sessionsDir)) {
           if (ownerAlive(open.owner)) continue;

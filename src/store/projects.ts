@@ -15,6 +15,7 @@ import { parseOrThrow } from '../config/parse.js';
 import { BerthError, errnoOf } from '../errors.js';
 import { parsesAs } from '../fs/json-file.js';
 import { withFileLock } from '../fs/lock.js';
+import { releaseMountsUnder } from '../fs/loop-quota.js';
 import { atomicWriteFile, type Owner } from '../fs/tree.js';
 import { readSnapshotPointer, takeProtectedSnapshot, type SnapshotPointer } from './protected-snapshot.js';
 import { claimProjectName } from './name-claim.js';
@@ -222,6 +223,8 @@ export function createProjectStore(opts: {
     const target = join(home.trashDir, `${name}-${new Date().toISOString().replace(/[:.]/g, '-')}-${randomBytes(3).toString('hex')}`);
     fs.mkdirSync(target, { recursive: true, mode: 0o700 });
     await withProjectLock(paths, () => {
+      // Workspace quotas are mounts: they go first (their images move with the state).
+      releaseMountsUnder(paths.workspacesDir);
       // Renaming the project directory is the one step that makes it gone; state follows.
       fs.renameSync(paths.dir, join(target, 'project'));
     });

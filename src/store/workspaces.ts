@@ -4,6 +4,8 @@ import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
 import { at, closeQuietly, openChildDir, openRootDir, withFd } from '../fs/fd-path.js';
 import { readJsonFile } from '../fs/json-file.js';
+import { diskUsage } from '../fs/du.js';
+import { ensureLoopQuota, isMounted, quotaUsage, type QuotaEnsured } from '../fs/loop-quota.js';
 import { copyEntry, displace, ensureDirPath, kindAt, writeNewFileAt, type Owner, type Skipped } from '../fs/tree.js';
 import { SEED_ENTRIES, type ProtectedSnapshot } from '../plan/run-plan.js';
 import type { Project } from './projects.js';
@@ -50,6 +52,8 @@ export function ensureWorkspace(opts: {
   id?: string;
   session?: string;
   owner?: Owner;
+  /** berth.yaml disk_quotas and the project's limits: the kernel bound for this workspace. */
+  quota?: WorkspaceQuota;
 }): Workspace {
   const { project, owner } = opts;
   const parsed = TenantKeySchema.safeParse(opts.tenantKey);
@@ -67,12 +71,22 @@ export function ensureWorkspace(opts: {
     const wsRoot = ensureDirPath(projectFd, ['workspaces'], { owner, displace: true, shownRoot: shown });
     try {
       const kind = kindAt(wsRoot, id);
-      if (kind === 'dir') return;
+      if (kind === 'dir') {
+        quotaFor(project, id, opts);
+        return;
+      }
       if (kind !== 'missing') displace(wsRoot, id);
       try {
         fs.mkdirSync(at(wsRoot, id), { mode: 0o755 });
       } catch (err) {
         if (errnoOf(err) === 'EEXIST') return; // a concurrent first contact won
+        throw err;
+      }
+      // The quota is mounted before the seed is copied in, so the seed lands inside it.
+      try {
+        quotaFor(project, id, opts);
+      } catch (err) {
+        fs.rmdirSync(at(wsRoot, id)); // nothing half-created: the next contact starts over
         throw err;
       }
       created = true;
@@ -92,6 +106,55 @@ export function ensureWorkspace(opts: {
   return { id, dir: join(project.paths.workspacesDir, id), created, skipped };
 }
 
+
+export interface WorkspaceQuota {
+  mode: 'off' | 'loop';
+  sizeBytes: number;
+  files: number;
+  /** Where a pre-quota workspace is mounted while its content is copied in. */
+  scratchDir: string;
+  onEnsured?: (id: string, ensured: QuotaEnsured) => void;
+}
+
+/** A workspace's ext4 image, in berth's private state (never in a container's reach). */
+export const quotaImageOf = (project: Project, id: string) => join(project.paths.stateDir, 'quotas', `${id}.ext4`);
+
+/**
+ * A workspace that has an image always runs with it mounted, whatever disk_quotas says now: its
+ * content lives there, and a bare directory written meanwhile would be shadowed by the next mount.
+ */
+function quotaFor(project: Project, id: string, opts: { quota?: WorkspaceQuota; owner?: Owner }): void {
+  const { quota } = opts;
+  if (!quota || !project.metadata.workspace_isolation) return;
+  const image = quotaImageOf(project, id);
+  if (quota.mode !== 'loop' && !fs.existsSync(image)) return;
+  const ensured = ensureLoopQuota({ image, mountpoint: join(project.paths.workspacesDir, id), sizeBytes: quota.sizeBytes, files: quota.files, owner: opts.owner }, quota.scratchDir);
+  quota.onEnsured?.(id, ensured);
+}
+
+/**
+ * At startup: mount every workspace image that is not mounted (after a reboot none are), before
+ * anything can write into a bare workspace directory. Returns how many it looked at.
+ */
+export function mountQuotaImages(project: Project, quota: WorkspaceQuota, owner?: Owner): number {
+  let names: string[];
+  try {
+    names = fs.readdirSync(join(project.paths.stateDir, 'quotas'));
+  } catch {
+    return 0;
+  }
+  const ids = names.map((n) => /^([0-9a-f]{32})\.ext4$/.exec(n)?.[1]).filter((id): id is string => id !== undefined && fs.existsSync(join(project.paths.workspacesDir, id)));
+  for (const id of ids) quotaFor(project, id, { quota, owner });
+  return ids.length;
+}
+
+/** What a workspace holds: from its filesystem when it has a quota (no walk), else a capped walk. */
+export function workspaceUsage(project: Project, id: string): { size_bytes: number; quota?: { size_bytes: number; files: number; files_max: number } } {
+  const dir = join(project.paths.workspacesDir, id);
+  if (!isMounted(dir)) return { size_bytes: diskUsage(dir).bytes };
+  const u = quotaUsage(dir);
+  return { size_bytes: u.usedBytes, quota: { size_bytes: u.sizeBytes, files: u.files, files_max: u.filesMax } };
+}
 
 /** The id → tenant key registry lives in berth's private state, out of every container's reach. */
 export function recordWorkspace(project: Project, record: WorkspaceRecord): void {

@@ -103,7 +103,7 @@ describe('berth CLI (real process, real engine)', () => {
     expect(ok.code).toBe(assessRunc(info.runcVersion, []).status === 'fail' ? 1 : 0);
     const json = JSON.parse(berth('doctor', '--json').stdout) as { ok: boolean; checks: Array<{ name: string; status: string; detail: string }> };
     expect(json.ok).toBe(ok.code === 0);
-    expect(json.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['config', 'engine', 'runc', 'disk', 'image berth/shell:latest']));
+    expect(json.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['config', 'engine', 'runc', 'disk quotas', 'image berth/shell:latest']));
     // A shared-mount project makes unpatched runc a failure, not a warning.
     expect(berth('project', 'create', 'shared').code).toBe(0);
     const shared = berth('doctor');
