@@ -22,6 +22,8 @@ test: setup
 	@npx vitest run --exclude '**/gateway-dos.test.ts'
 	@# The flood test measures latency: it runs alone, not beside other files' containers.
 	@npx vitest run test/integration/gateway-dos.test.ts
+	@# The attack tests again, with warm session containers (a message is an exec into the session's container).
+	@BERTH_TEST_WARM=1 npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts
 
 bench: setup
 	@npm run --silent bench

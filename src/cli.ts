@@ -174,7 +174,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, io: Out): Pro
     // Fault injection for the crash tests: die (no cleanup, like a power cut) after a create step.
     const killAt = env.BERTH_TEST_KILL_AFTER_STEP;
     const onCreateStep = killAt ? (step: string) => void (step === killAt && process.kill(process.pid, 'SIGKILL')) : undefined;
-    const lazyBerth = () => (berth ??= createBerth({ home, logLevel: env.BERTH_LOG_LEVEL ?? command.logLevel ?? 'warn', onCreateStep }));
+    const lazyBerth = () => (berth ??= createBerth({ home, logLevel: env.BERTH_LOG_LEVEL ?? command.logLevel ?? 'warn', onCreateStep, metricsToken: env.BERTH_METRICS_TOKEN, processMetrics: command.longRunning, warm: command.longRunning }));
     return await command.run(lazyBerth, parsed.values, parsed.positionals, io, env);
   } catch (err) {
     if (isBerthError(err)) {

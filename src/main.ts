@@ -14,6 +14,10 @@ import { auditFile } from './store/audit.js';
 import { createDockerEngine, type Engine } from './launch/docker.js';
 import { openGatewaySocket } from './mcp/gateway-socket.js';
 import { createRunner, type Runner } from './runs/runner.js';
+import { createAdmission, type Admission } from './runs/admission.js';
+import { createWarmPool } from './runs/warm-pool.js';
+import { admissionLimitsOf } from './config/runs.js';
+import { createMetrics, type Metrics } from './metrics.js';
 import { createModelGateway } from './outbound/model-gateway.js';
 import { createEgressProxy } from './outbound/egress-proxy.js';
 import { processIdentity } from './runs/process-owner.js';
@@ -40,6 +44,12 @@ export interface Berth {
   gateway: Gateway;
   secret: Buffer;
   logger: Logger;
+  /** Prometheus metrics of this process (GET /metrics). */
+  metrics: Metrics;
+  /** A token that opens /metrics only (BERTH_METRICS_TOKEN); the admin token opens it too. */
+  metricsToken?: string;
+  /** Concurrent runs: global, per project, per tenant, and the fair queue beyond them. */
+  admission: Admission;
 }
 
 export interface BerthOptions {
@@ -49,6 +59,11 @@ export interface BerthOptions {
   onCreateStep?: (step: CreateStep) => void;
   /** Where log lines go (default: stderr). */
   logDestination?: { write(line: string): void };
+  metricsToken?: string;
+  /** Also export the process's own metrics (CPU, memory, event loop): for a long-running server. */
+  processMetrics?: boolean;
+  /** Keep each session's container warm between messages (berth.yaml runs.warm_*): for a long-running server. */
+  warm?: boolean;
 }
 
 /** Resolve the home once (real path, so mount-source checks compare like with like). */
@@ -101,15 +116,24 @@ export function createBerth(opts: BerthOptions): Berth {
       revoke: ['grant.revoke', projectAnd(1)],
       setPrivateWorkspace: ['private_workspace.move', projectAnd()],
     }));
+  const metrics = createMetrics({ processMetrics: opts.processMetrics ?? false });
+  const admission = createAdmission({
+    limits: () => admissionLimitsOf(config()),
+    onChange: (s) => {
+      metrics.setQueueDepth(s.queued);
+      metrics.setRunsInFlight(s.inFlight);
+    },
+  });
   const gateway = createGateway({
+    metrics,
     store,
     secret: getSecret,
     owner: () => agentOwner(config()),
     logger,
   });
   // One of each per process: budgets and connection bounds hold across runs.
-  const models = createModelGateway({ config, logger });
-  const egress = createEgressProxy({ config, logger });
+  const models = createModelGateway({ config, logger, metrics });
+  const egress = createEgressProxy({ config, logger, metrics });
   const getRunner = () =>
     (runner ??= createRunner({
       store,
@@ -120,6 +144,17 @@ export function createBerth(opts: BerthOptions): Berth {
       installation: installationId(home),
       logger,
       ownerProcess: processIdentity(),
+      admission,
+      metrics,
+      warm: opts.warm
+        ? createWarmPool({
+            engine,
+            idleMs: () => config().runs.warm_idle_seconds * 1000,
+            max: () => config().runs.warm_max,
+            logger,
+            onSize: (n) => metrics.setWarmContainers(n),
+          })
+        : undefined,
       sockets: {
         dir: join(paths.stateDir, 'sockets'),
         open: {
@@ -132,6 +167,9 @@ export function createBerth(opts: BerthOptions): Berth {
   return {
     home,
     audit,
+    metrics,
+    metricsToken: opts.metricsToken,
+    admission,
     get config() {
       return config();
     },

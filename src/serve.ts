@@ -47,12 +47,32 @@ export async function runServer(
   }
   io.out('ready\n');
 
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
+  await drainOnSignal(berth, io);
   await http.close();
   return 0;
+}
+
+/**
+ * Wait for SIGINT or SIGTERM, then drain: no new runs (SHUTTING_DOWN, 503), the runs in flight
+ * get runs.drain_seconds to finish, then their containers are stopped and they are journaled as
+ * interrupted. A second signal ends the wait at once. The HTTP surface keeps answering meanwhile,
+ * so a run that finishes in time still reaches its caller.
+ */
+async function drainOnSignal(berth: Berth, io: Out): Promise<void> {
+  const signal = await new Promise<string>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+  const seconds = berth.config.runs.drain_seconds;
+  const { inFlight, queued } = berth.admission.stats();
+  io.out(`berth: ${signal}: draining (${inFlight} run(s) in flight, up to ${seconds} s; ${queued} waiting run(s) refused; send it again to stop at once)\n`);
+  const now = () => void berth.runner.drain(0);
+  process.once('SIGINT', now);
+  process.once('SIGTERM', now);
+  const { interrupted } = await berth.runner.drain(seconds * 1000);
+  process.off('SIGINT', now);
+  process.off('SIGTERM', now);
+  if (interrupted) io.out(`berth: ${interrupted} run(s) interrupted: their containers were stopped\n`);
 }
 
 export interface HttpSurface {
@@ -85,8 +105,9 @@ export async function listenHttp(berth: Berth, opts: { host: string; port: numbe
       sockets?.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
-        // Idle keep-alive connections must not hold the shutdown.
-        server.closeAllConnections();
+        // Idle keep-alive connections must not hold the shutdown; an answer being written gets a moment.
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), 1000).unref();
       });
       await bridges.stop();
     },
@@ -110,10 +131,7 @@ export async function runBridgesOnly(berth: Berth, io: Out): Promise<number> {
   await berth.runner.recover();
   const bridges = startConfiguredBridges(berth, io);
   io.out('ready\n');
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
+  await drainOnSignal(berth, io);
   await bridges.stop();
   return 0;
 }

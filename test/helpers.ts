@@ -18,18 +18,25 @@ import type { PermissionLevel } from '../src/config/session.js';
 export interface TestHome extends AsyncDisposable {
   home: string;
   berth: Berth;
+  /** Its sessions' containers stay warm between messages. */
+  warm: boolean;
   run(project: string, user: string, message: string, level?: PermissionLevel): Promise<RunOutcome>;
   create(input: ProjectMetadataInput): void;
 }
 
 /** A fresh berth home in a temp dir; disposing it removes its containers and files. */
-export function testHome(opts: { config?: string } = {}): TestHome {
+/** BERTH_TEST_WARM=1: the attack tests run again with warm session containers (make test does both). */
+export const WARM = process.env.BERTH_TEST_WARM === '1';
+
+export function testHome(opts: { config?: string; warm?: boolean } = {}): TestHome {
   const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-test-')));
   if (opts.config) fs.writeFileSync(join(home, 'berth.yaml'), opts.config);
-  const berth = createBerth({ home, logLevel: 'silent' });
+  const warm = opts.warm ?? WARM;
+  const berth = createBerth({ home, logLevel: 'silent', warm });
   return {
     home,
     berth,
+    warm,
     run: (project, user, message, level) => berth.runner.run({ project, tenantKey: user, message, level }),
     create(input) {
       berth.store.create(input);

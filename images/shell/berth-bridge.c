@@ -12,6 +12,12 @@
  *     gateway and egress proxy, which hold the real keys and the allowlist outside.
  *     The listeners are open before COMMAND starts, so its first request never races them.
  *
+ *   berth-bridge idle
+ *     A warm container's keep-alive: blocks doing nothing but reaping children (as pid 1 it
+ *     inherits every orphan of the commands berth execs into the container); exits 0 on
+ *     SIGTERM. As pid 1 it takes SIGTERM only from outside the container (the engine's stop),
+ *     so what runs inside cannot end it. It may also be the COMMAND of a relay.
+ *
  * Static, no dependencies; built by "berth images build".
  */
 #include <errno.h>
@@ -193,7 +199,45 @@ static int relay(int argc, char **argv) {
   return errno == ENOENT ? 127 : 126;
 }
 
+static volatile sig_atomic_t got_child = 0, got_term = 0;
+
+static void on_idle_signal(int sig, siginfo_t *info, void *context) {
+  (void)context;
+  if (sig == SIGCHLD) got_child = 1;
+  /* A sender outside our pid namespace shows as pid 0. */
+  else if (getpid() != 1 || info->si_pid == 0) got_term = 1;
+}
+
+static int idle(void) {
+  /* Pid 1 drops every signal it has no handler for (SIGKILL from outside aside): SIGTERM needs one. */
+  struct sigaction sa = {.sa_sigaction = on_idle_signal, .sa_flags = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP};
+  sigset_t wanted, old;
+  sigemptyset(&wanted);
+  sigaddset(&wanted, SIGCHLD);
+  sigaddset(&wanted, SIGTERM);
+  sigaddset(&wanted, SIGINT);
+  /* Blocked outside sigsuspend: a signal arriving between the checks and the wait is not lost. */
+  sigprocmask(SIG_BLOCK, &wanted, &old);
+  sigaction(SIGCHLD, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigdelset(&old, SIGCHLD);
+  sigdelset(&old, SIGTERM);
+  sigdelset(&old, SIGINT);
+  /* A relay's children are ours too (the relay execs us): reap what exited before the handler. */
+  got_child = 1;
+  for (;;) {
+    if (got_term) return 0;
+    if (got_child) {
+      got_child = 0;
+      while (waitpid(-1, NULL, WNOHANG) > 0) continue;
+    }
+    sigsuspend(&old);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "relay") == 0) return relay(argc, argv);
+  if (argc == 2 && strcmp(argv[1], "idle") == 0) return idle();
   return stdio_bridge(argc > 1 ? argv[1] : "/run/berth/gateway.sock");
 }

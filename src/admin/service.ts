@@ -88,6 +88,7 @@ export function runView(o: RunOutcome): RunView {
     truncated: o.truncated,
     timed_out: o.timedOut,
     timings_ms: record.timings_ms,
+    warm: o.warm,
     warnings: o.warnings,
   };
 }
@@ -170,6 +171,7 @@ export function createAdminService(deps: {
     },
     deleteSession(project, id) {
       sessions.remove(project, id);
+      void deps.runner().forgetSession(project, id).catch(() => undefined);
       return { session: id, deleted: true, revoked: deps.tokens.revokeSession(project, id) };
     },
     revokeSessionTokens(project, id) {

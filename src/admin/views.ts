@@ -65,6 +65,7 @@ export const RunViewSchema = z.object({
   truncated: z.boolean().describe('Output passed limits.output_bytes: the run was stopped and the output cut.'),
   timed_out: z.boolean().describe('The run passed limits.timeout_seconds and was killed.'),
   timings_ms: z.object({ create: z.number(), start: z.number(), run: z.number(), total: z.number() }),
+  warm: z.boolean().describe("It ran in the session's warm container (an exec), not a new one (berth serve keeps them; runs.warm_idle_seconds)."),
   warnings: z.array(z.string()),
 });
 

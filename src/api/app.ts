@@ -53,8 +53,8 @@ export interface AppDeps {
   webChat?: WebChat;
   /** Where refusals and admin actions are recorded. */
   audit?: AuditTrail;
-  /** Served at /metrics; without it /metrics answers 404. */
-  metrics?: Metrics;
+  /** Served at /metrics. */
+  metrics: Metrics;
   /** A second token that may read /metrics only (BERTH_METRICS_TOKEN). */
   metricsToken?: string;
 }
@@ -71,7 +71,7 @@ export interface AppSources {
   readonly sessions: SessionStore;
   readonly gateway: Gateway;
   readonly audit?: AuditTrail;
-  readonly metrics?: Metrics;
+  readonly metrics: Metrics;
   /** A token that may read /metrics only; whoever builds the sources reads it (BERTH_METRICS_TOKEN). */
   readonly metricsToken?: string;
 }
@@ -259,9 +259,9 @@ function auditRefusal(audit: AuditTrail | undefined, e: BerthError, action: stri
 }
 
 /** The same refusals, counted (by surface only: never the token, path or caller). */
-function countRefusal(metrics: Metrics | undefined, e: BerthError, surface: 'http' | 'mcp'): void {
-  if (e.code === 'UNAUTHORIZED') metrics?.authFailure(surface);
-  else if (e.code === 'PERMISSION_DENIED' || e.code === 'AREA_NOT_GRANTED') metrics?.permissionDenied(surface);
+function countRefusal(metrics: Metrics, e: BerthError, surface: 'http' | 'mcp'): void {
+  if (e.code === 'UNAUTHORIZED') metrics.authFailure(surface);
+  else if (e.code === 'PERMISSION_DENIED' || e.code === 'AREA_NOT_GRANTED') metrics.permissionDenied(surface);
 }
 
 /** The session a token stands for, checked against the session as it is now (same tenant, same creation). */

@@ -126,8 +126,13 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       inbox.mark(entry.id, 'started', { reason: undefined });
       const typing = startTyping(entry.chat);
       try {
-        reply = await runFor(ctx, profile.workflow, entry.text, entry.chat);
+        reply = await whenAdmitted(() => runFor(ctx, profile.workflow, entry.text, entry.chat));
       } catch (err) {
+        if (isBerthError(err, 'SHUTTING_DOWN')) {
+          // Its run never started: the next berth answers it (recover() re-queues 'received').
+          inbox.mark(entry.id, 'received', { reason: 'berth was stopping; it is answered after the restart' });
+          return;
+        }
         const reason = isBerthError(err) ? `${err.code}: ${err.message}` : 'internal error';
         log.warn({ id: entry.id, reason }, 'chat run failed');
         await fail(entry.id, entry.chat, reason, `berth: your message "${preview(entry.text)}" could not be run (${reason}).`);
@@ -138,6 +143,21 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
     inbox.mark(entry.id, 'answered', { reply });
     await deliver(entry.id, entry.chat, reply);
+  }
+
+  /**
+   * A chat message is already journaled: a full run queue (BUSY) makes it wait its Retry-After
+   * and try again (a few times, about ten minutes at most) instead of failing at once.
+   */
+  async function whenAdmitted<T>(fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (!isBerthError(err, 'BUSY') || attempt >= BUSY_ATTEMPTS) throw err;
+        await new Promise((r) => setTimeout(r, (err.details.retry_after ?? 5) * 1000));
+      }
+    }
   }
 
   /** Add a group's sender to the project's team of that group, once (an admin may edit the list later). */
@@ -255,6 +275,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     idle: () => lanes.idle(),
   };
 }
+
+const BUSY_ATTEMPTS = 10;
 
 function preview(text: string): string {
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;

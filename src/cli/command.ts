@@ -10,6 +10,8 @@ export interface Command {
   options: ParseArgsConfig['options'];
   /** Log level when BERTH_LOG_LEVEL is unset. */
   logLevel?: string;
+  /** A server (serve, bridge): its metrics include the process's own, and sessions' containers stay warm. */
+  longRunning?: boolean;
   run(berth: () => Berth, values: Record<string, unknown>, positionals: string[], io: Out, env: NodeJS.ProcessEnv): Promise<number>;
 }
 

@@ -55,9 +55,11 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     },
   },
   serve: {
-    usage: 'serve [--host HOST] [--port PORT] [--demo]\n  The HTTP admin API, /docs, /openapi.json and MCP at /mcp (and /mcp/session), until SIGINT/SIGTERM. --demo makes the demo project first.',
+    usage:
+      'serve [--host HOST] [--port PORT] [--demo]\n  The HTTP admin API, /docs, /openapi.json, MCP at /mcp (and /mcp/session), the web chat at /chat and /metrics, until SIGINT/SIGTERM (SIGTERM drains: no new runs, runs in flight get berth.yaml runs.drain_seconds). --demo makes the demo project first. BERTH_METRICS_TOKEN: a token for /metrics alone.',
     options: { host: { type: 'string' }, port: { type: 'string' }, demo: { type: 'boolean' } },
     logLevel: 'info',
+    longRunning: true,
     async run(berth, v, pos, io, env) {
       need(pos, 0, '');
       const port = Number(v.port ?? 8080);
@@ -69,6 +71,7 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     usage: "bridge signal\n  Only the Signal bridge (berth.yaml bridges.signal), no HTTP server, until SIGINT/SIGTERM. 'berth serve' runs it too.",
     options: {},
     logLevel: 'info',
+    longRunning: true,
     async run(berth, _v, pos, io) {
       need(pos, 0, '');
       return runBridgesOnly(berth(), io);

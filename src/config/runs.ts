@@ -5,6 +5,9 @@ import { z } from 'zod';
 export const MAX_CONCURRENT_RUNS = 1024;
 export const MAX_QUEUED_RUNS = 100_000;
 export const DEFAULT_DRAIN_SECONDS = 30;
+export const DEFAULT_WARM_IDLE_SECONDS = 300;
+/** An idle warm container costs well under 1 MiB (measured); the bound is for the engine's sake. */
+export const DEFAULT_WARM_MAX = 200;
 
 const Count = z.number().int().min(1).max(MAX_CONCURRENT_RUNS);
 
@@ -27,6 +30,20 @@ export const RunsSchema = z
       .max(3600)
       .default(DEFAULT_DRAIN_SECONDS)
       .describe('On SIGTERM: how long runs in flight may finish before their containers are stopped and the runs recorded as interrupted.'),
+    warm_idle_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(86_400)
+      .default(DEFAULT_WARM_IDLE_SECONDS)
+      .describe("A session's container stays up this long after a message, and the next message is an exec into it; 0: a new container for every message. Only `berth serve` and `berth bridge` keep containers warm."),
+    warm_max: z
+      .number()
+      .int()
+      .min(0)
+      .max(10_000)
+      .default(DEFAULT_WARM_MAX)
+      .describe('Warm containers kept at most; past it the one idle longest is removed.'),
   })
   .strict()
   .superRefine((runs, ctx) => {
@@ -40,7 +57,7 @@ export const RunsSchema = z
     }
   })
   .prefault({})
-  .describe('Admission control: concurrent runs (global, per project, per tenant), the wait queue, the shutdown drain.');
+  .describe('Admission control: concurrent runs (global, per project, per tenant), the wait queue, the shutdown drain; warm session containers.');
 
 export type RunsSettings = z.output<typeof RunsSchema>;
 

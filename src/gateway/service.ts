@@ -10,6 +10,7 @@ import { listWorkspaces, readWorkspaceRecord, recordWorkspace } from '../store/w
 import { decide, type Caller, type Folder, type Operation, type Scope } from './folder-access.js';
 import { detectProfile, workspaceProfile, type WorkspaceProfile } from './workspace-profile.js';
 import { own } from '../own.js';
+import { noMetrics, type Metrics } from '../metrics.js';
 
 export const FolderIdSchema = z.string().regex(/^[0-9a-f]{32}$/, 'is not a folder id').describe('A folder (workspace) id: the uuid list_folders gives.');
 export const ScopeSchema = z.enum(['private', 'shared']).describe('"private": the whole folder; "shared": its shared/ subfolder.');
@@ -40,7 +41,9 @@ export function createGateway(deps: {
   logger: Logger;
   /** A tenant's tree tried to lead berth outside it (for the audit log). */
   onViolation?: (v: { project: string; tenantKey: string; tool: string }) => void;
+  metrics?: Metrics;
 }) {
+  const metrics = deps.metrics ?? noMetrics();
   const violations = new Map<string, number>();
 
   function callerOf(project: Project, tenantKey: string): Caller {
@@ -88,6 +91,7 @@ export function createGateway(deps: {
       const d = decide(caller, folder, ref.scope, op);
       if (!d.allow) {
         log.warn({ tool: what, folder: ref.folderId, scope: ref.scope, op, reason: d.reason }, 'gateway refused');
+        metrics.gatewayCall({ kind: 'tools', outcome: 'refused' });
         throw new BerthError('PERMISSION_DENIED', d.reason, { rule: 'folder_permission' });
       }
       let rootFd: number | undefined;
@@ -97,9 +101,13 @@ export function createGateway(deps: {
           recordWorkspace(p, { id: ref.folderId, tenant_key: folder.owner, created_at: new Date().toISOString() });
         }
         if (rootFd === undefined) throw new BerthError('CONFIG_INVALID', `folder ${ref.folderId} has no ${ref.scope} scope yet`, { issues: [{ field: 'scope', reason: 'is empty' }] });
-        return act(rootFd);
+        const done = act(rootFd);
+        metrics.gatewayCall({ kind: 'tools', outcome: 'allowed' });
+        return done;
       } catch (err) {
+        metrics.gatewayCall({ kind: 'tools', outcome: 'error' });
         if (err instanceof BerthError && err.code === 'E_SANDBOX_VIOLATION') {
+          metrics.sandboxViolation(identity.project);
           violations.set(identity.project, (violations.get(identity.project) ?? 0) + 1);
           deps.onViolation?.({ project: identity.project, tenantKey: identity.tenantKey, tool: what });
           log.warn({ tool: what, folder: ref.folderId, scope: ref.scope, path: err.details.path, kind: 'sandbox_violation' }, err.message);

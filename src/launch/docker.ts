@@ -3,10 +3,12 @@ import Docker from 'dockerode';
 import { BerthError } from '../errors.js';
 import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
 import { labelFilter, LABELS, type ContainerQuery } from '../plan/labels.js';
+import { leftoverProcesses, watchKeepAlive, type KeepAlive } from './docker-exec.js';
 
 /**
- * The only file that imports dockerode. It translates a RunPlan into Engine API options and the
- * engine's failures into berth's error codes; it decides nothing about isolation.
+ * One of the launch folder's docker files (only they import dockerode). It translates a RunPlan
+ * into Engine API options and the engine's failures into berth's error codes; it decides nothing
+ * about isolation.
  */
 
 export interface RunResult {
@@ -18,6 +20,18 @@ export interface RunResult {
   truncated: boolean;
   timedOut: boolean;
   timings: { createMs: number; startMs: number; runMs: number; totalMs: number };
+}
+
+/** An exec's result; `clean: false` means the container must not take another message. */
+export interface ExecResult extends RunResult {
+  clean: boolean;
+  /** Why it is not clean (stopped, processes left behind, or no way to tell). */
+  uncleanReason?: string;
+}
+
+export interface IdleContainer {
+  containerId: string;
+  timings: { createMs: number; startMs: number };
 }
 
 export interface EngineInfo {
@@ -51,6 +65,19 @@ export interface Engine {
   imageExists(image: string): Promise<boolean>;
   /** Run a plan to its end; aborting `signal` stops the container (the result then says why). */
   run(plan: RunPlan, opts?: RunOptions): Promise<RunResult>;
+  /**
+   * Start a warm container: created exactly as `run` would create it, but running `keepAliveArgv`
+   * (e.g. `berth-bridge idle`, wrapped in the plan's relays) until it is removed.
+   */
+  startIdle(plan: RunPlan, keepAliveArgv: string[], opts?: { onCreated?(id: string): void }): Promise<IdleContainer>;
+  /**
+   * Run `argv` in a warm container with the plan's env, user, cwd and limits (the container's
+   * cgroup). A timeout, an output overflow or an abort removes the whole container (Docker cannot
+   * kill an exec). Otherwise the container stays, and `clean: false` tells the caller to remove it:
+   * something the exec started still runs, or that cannot be known. One exec at a time per
+   * container. Throws RUN_FAILED if the container is gone or stopped.
+   */
+  execIn(containerId: string, plan: RunPlan, argv: string[], opts?: RunOptions): Promise<ExecResult>;
   /** Force-remove the given containers; returns how many. */
   removeContainers(ids: string[]): Promise<number>;
   listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;
@@ -74,16 +101,23 @@ export function toEngineMount(m: PlannedMount): EngineMount {
   return { Type: 'bind', Source: m.source, Target: m.target, ReadOnly: m.readOnly, BindOptions: { NonRecursive: true } };
 }
 
-/** Engine API options for a plan; exported so tests can check the translation as data. */
-export function toCreateOptions(plan: RunPlan, name?: string): Docker.ContainerCreateOptions {
+function toEnv(plan: RunPlan): string[] {
+  return Object.entries(plan.env).map(([k, v]) => `${k}=${v}`);
+}
+
+/**
+ * Engine API options for a plan; exported so tests can check the translation as data. `cmd`
+ * replaces the plan's argv (a warm container's keep-alive), nothing else.
+ */
+export function toCreateOptions(plan: RunPlan, name?: string, cmd: string[] = plan.argv): Docker.ContainerCreateOptions {
   return {
     name,
     Image: plan.image,
-    Cmd: plan.argv,
+    Cmd: cmd,
     Entrypoint: [],
     WorkingDir: plan.cwd,
     User: plan.user,
-    Env: Object.entries(plan.env).map(([k, v]) => `${k}=${v}`),
+    Env: toEnv(plan),
     Labels: plan.labels,
     AttachStdout: true,
     AttachStderr: true,
@@ -180,6 +214,10 @@ class BoundedOutput {
   }
 }
 
+function notFound(argv: string[], image: string): string {
+  return `${argv[0]}: not found in image ${image}\n`;
+}
+
 export function createDockerEngine(docker: Docker = new Docker()): Engine {
   const engineCall = async <T>(fn: () => Promise<T>, context: { image?: string } = {}): Promise<T> => {
     try {
@@ -224,7 +262,7 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
           containerId: container.id,
           exitCode: 127,
           stdout: '',
-          stderr: `${plan.argv[0]}: not found in image ${plan.image}\n`,
+          stderr: notFound(plan.argv, plan.image),
           truncated: false,
           timedOut: false,
           timings: { createMs: tCreated - t0, startMs: t - tCreated, runMs: 0, totalMs: t - t0 },
@@ -266,6 +304,118 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
     }
   }
 
+  /** Warm containers this engine started: their keep-alive's processes, for the exec checks. */
+  const warm = new Map<string, KeepAlive>();
+
+  async function remove(id: string): Promise<void> {
+    warm.delete(id);
+    await docker.getContainer(id).remove({ force: true }).catch(() => undefined);
+  }
+
+  async function startIdle(plan: RunPlan, keepAliveArgv: string[], opts: { onCreated?(id: string): void } = {}): Promise<IdleContainer> {
+    const t0 = performance.now();
+    const container = await engineCall(() => docker.createContainer(toCreateOptions(plan, undefined, keepAliveArgv)), { image: plan.image });
+    const tCreated = performance.now();
+    try {
+      opts.onCreated?.(container.id);
+      await engineCall(() => container.start(), { image: plan.image });
+      const { State } = await engineCall(() => container.inspect());
+      if (!State.Running) {
+        throw new BerthError('RUN_FAILED', `the keep-alive "${keepAliveArgv.join(' ')}" exited at once (status ${State.ExitCode})`);
+      }
+      warm.set(container.id, await watchKeepAlive(State.Pid, keepAliveArgv));
+    } catch (err) {
+      await remove(container.id);
+      throw err;
+    }
+    return { containerId: container.id, timings: { createMs: tCreated - t0, startMs: performance.now() - tCreated } };
+  }
+
+  async function execIn(containerId: string, plan: RunPlan, argv: string[], opts: RunOptions = {}): Promise<ExecResult> {
+    const t0 = performance.now();
+    const container = docker.getContainer(containerId);
+    const exec = await engineCall(() =>
+      container.exec({ Cmd: argv, Env: toEnv(plan), User: plan.user, WorkingDir: plan.cwd, AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false }),
+    );
+    opts.onCreated?.(containerId);
+    const tCreated = performance.now();
+    // Docker has no way to stop an exec: stopping it means removing its container.
+    let stopped: Promise<void> | undefined;
+    let timedOut = false;
+    const stop = () => {
+      stopped ??= remove(containerId);
+    };
+    const output = new BoundedOutput(plan.limits.outputBytes, stop, opts.onOutput);
+    const stream = await engineCall(() => exec.start({ hijack: true, stdin: false }));
+    const tStarted = performance.now();
+    const timer = setTimeout(() => {
+      timedOut = true;
+      stop();
+    }, plan.limits.timeoutMs);
+    if (opts.signal?.aborted) stop();
+    opts.signal?.addEventListener('abort', stop, { once: true });
+    try {
+      // The stream ends when the exec's output closes: at its exit, or at most ~2 s later when a
+      // process it left holds the pipes (the engine's grace).
+      const ended = new Promise<void>((resolve) => {
+        stream.on('end', resolve);
+        stream.on('close', resolve);
+        stream.on('error', () => resolve());
+      });
+      docker.modem.demuxStream(stream, output.sink('stdout'), output.sink('stderr'));
+      await ended;
+      // Usually exited by now; a command that closed its output may still run (until the timeout).
+      let exitCode: number | undefined;
+      for (let delay = 10; !stopped; delay = Math.min(delay * 2, 250)) {
+        const info = await exec.inspect().catch(() => undefined);
+        if (!info) break; // the container went away under the exec
+        if (!info.Running) {
+          exitCode = info.ExitCode ?? undefined;
+          break;
+        }
+        await new Promise((r) => setTimeout(r, delay));
+      }
+      clearTimeout(timer);
+      opts.signal?.removeEventListener('abort', stop);
+      let uncleanReason: string | undefined;
+      if (stopped || exitCode === undefined) {
+        stop();
+        await stopped;
+        uncleanReason = timedOut ? 'timed out' : output.truncated ? 'output past the cap' : opts.signal?.aborted ? 'aborted' : 'the container went away';
+      } else {
+        const keepAlive = warm.get(containerId);
+        const left = keepAlive && leftoverProcesses(keepAlive);
+        if (!keepAlive) uncleanReason = 'this engine did not start it, so has no baseline to compare with';
+        else if (!left) uncleanReason = "its processes cannot be read from this host (berth needs the host's pid namespace and cgroup files)";
+        else if (left.running.length) uncleanReason = `it left processes running: ${left.running.join(', ')}`;
+        else if (left.gone.length) uncleanReason = `the keep-alive lost processes: ${left.gone.join(', ')}`;
+      }
+      let stdout = output.text('stdout');
+      let stderr = output.text('stderr');
+      // The command is not in the image: answer as `run` does (127), not with runc's message.
+      if (exitCode === 126 && /^OCI runtime exec failed: .*exec: "[^"]*": (executable file not found|no such file or directory)/.test(stdout)) {
+        [exitCode, stdout, stderr] = [127, '', notFound(argv, plan.image)];
+      }
+      const tDone = performance.now();
+      return {
+        containerId,
+        // A stopped exec died with its container's SIGKILL, as a stopped `run` does.
+        exitCode: exitCode ?? 137,
+        stdout,
+        stderr,
+        truncated: output.truncated,
+        timedOut,
+        clean: !uncleanReason,
+        ...(uncleanReason ? { uncleanReason } : {}),
+        timings: { createMs: tCreated - t0, startMs: tStarted - tCreated, runMs: tDone - tStarted, totalMs: tDone - t0 },
+      };
+    } finally {
+      clearTimeout(timer);
+      opts.signal?.removeEventListener('abort', stop);
+      stream.destroy();
+    }
+  }
+
   async function listManaged(query: ContainerQuery): Promise<ManagedContainer[]> {
     const list = await engineCall(() => docker.listContainers({ all: true, filters: labelFilter(query) }));
     return list.map((c) => ({
@@ -301,16 +451,18 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
     },
 
     run,
+    startIdle,
+    execIn,
     listManaged,
 
     async removeContainers(ids) {
-      await Promise.all(ids.map((id) => docker.getContainer(id).remove({ force: true }).catch(() => undefined)));
+      await Promise.all(ids.map(remove));
       return ids.length;
     },
 
     async removeManaged(query) {
       const found = await listManaged(query);
-      await Promise.all(found.map((c) => docker.getContainer(c.id).remove({ force: true }).catch(() => undefined)));
+      await Promise.all(found.map((c) => remove(c.id)));
       return found.length;
     },
 

@@ -8,6 +8,7 @@ import type { BerthConfig } from '../config/berth-config.js';
 import { EGRESS_BOUNDS } from '../config/bounds.js';
 import { hostAllowed } from '../config/outbound.js';
 import { appendOutbound } from '../store/outbound-log.js';
+import { noMetrics, type Metrics } from '../metrics.js';
 import { isPrivateAddress } from './addresses.js';
 import type { RunIdentity, RunSocketOpener } from './run-identity.js';
 import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix-server.js';
@@ -27,7 +28,8 @@ export interface EgressProxy {
 
 type Decision = { ok: true; address: string } | { ok: false; reason: string };
 
-export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger }): EgressProxy {
+export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics }): EgressProxy {
+  const metrics = deps.metrics ?? noMetrics();
   const pool: ConnectionPool = { open: 0 };
 
   async function decide(run: RunIdentity, host: string, port: number): Promise<Decision> {
@@ -57,6 +59,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         } catch (err) {
           logger.error({ err: String(err) }, 'could not write the outbound log');
         }
+        metrics.gatewayCall({ kind: 'egress', outcome: status === 403 ? 'refused' : status >= 500 ? 'error' : 'allowed' });
         if (status === 403) logger.warn({ host, port, reason }, 'egress refused');
         else logger.info({ host, port, method, status }, 'egress');
       };

@@ -6,6 +6,7 @@ import { MODEL_GATEWAY_BOUNDS } from '../config/bounds.js';
 import { modelAllowed, type ModelApi } from '../config/outbound.js';
 import { own } from '../own.js';
 import { appendOutbound, readOutbound, type ModelCall } from '../store/outbound-log.js';
+import { noMetrics, type Metrics } from '../metrics.js';
 import { createBudgets } from './budget.js';
 import type { RunIdentity, RunSocketOpener } from './run-identity.js';
 import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix-server.js';
@@ -38,7 +39,8 @@ export interface ModelGateway {
 
 type Refusal = { status: number; type: string; message: string; headers?: Record<string, string> };
 
-export function createModelGateway(deps: { config: () => BerthConfig; logger: Logger }): ModelGateway {
+export function createModelGateway(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics }): ModelGateway {
+  const metrics = deps.metrics ?? noMetrics();
   const budgets = createBudgets();
   const seeded = new Set<string>();
   let inFlightTotal = 0;
@@ -67,6 +69,7 @@ export function createModelGateway(deps: { config: () => BerthConfig; logger: Lo
           } catch (err) {
             logger.error({ err: String(err) }, 'could not write the outbound log');
           }
+          metrics.gatewayCall({ kind: 'model', outcome: record.status >= 500 ? 'error' : record.reason !== undefined && record.status >= 400 ? 'refused' : 'allowed' });
           logger.info({ upstream: record.upstream, model: record.model, status: record.status, input_tokens: record.input_tokens, output_tokens: record.output_tokens, ms: record.ms, reason: record.reason }, 'model call');
         };
         const [, name = '', ...rest] = (req.url ?? '/').split('/');

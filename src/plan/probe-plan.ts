@@ -1,5 +1,6 @@
 import type { BerthConfig } from '../config/berth-config.js';
 import { LABELS } from './labels.js';
+import { RELAY_BIN } from './outbound.js';
 import { CONTAINER_PATH, type RunPlan } from './run-plan.js';
 
 /**
@@ -11,6 +12,8 @@ export function planPathProbe(input: { config: BerthConfig; dir: string; file: s
   return {
     image: input.config.images.shell,
     argv: ['cat', `/probe/${input.file}`],
+    exec: ['cat', `/probe/${input.file}`],
+    keepAlive: [RELAY_BIN, 'idle'],
     cwd: '/',
     user: `${input.config.agent_user.uid}:${input.config.agent_user.gid}`,
     mounts: [{ type: 'bind', source: input.dir, target: '/probe', readOnly: true }],

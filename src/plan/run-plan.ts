@@ -6,7 +6,7 @@ import { own } from '../own.js';
 import { BerthError } from '../errors.js';
 import { LABELS } from './labels.js';
 import { agentArgv } from './agent-command.js';
-import { planOutbound, withRelays, type RunSocket } from './outbound.js';
+import { planOutbound, RELAY_BIN, withRelays, type RunSocket } from './outbound.js';
 
 /**
  * The plan is a pure function of (operator config, project, workspace, run options): everything
@@ -42,7 +42,12 @@ export type PlannedMount =
 
 export interface RunPlan {
   image: string;
+  /** What a new container runs: the agent's argv, behind berth-bridge's relays when it has sockets. */
   argv: string[];
+  /** The agent's argv alone: what a warm container execs for one message (its relays already run). */
+  exec: string[];
+  /** A warm container's main process: the same relays around `berth-bridge idle`. */
+  keepAlive: string[];
   cwd: string;
   user: string;
   mounts: PlannedMount[];
@@ -227,9 +232,12 @@ export function planRun(input: PlanInput): RunPlan {
   }
   Object.assign(env, outbound.env); // berth's own variables win over anything a project lets through
 
+  const exec = run.argv ?? agentArgv(meta.agent, run.message, { openaiBaseUrl: outbound.env.OPENAI_BASE_URL });
   return {
     image: imageFor(meta, config),
-    argv: withRelays(run.argv ?? agentArgv(meta.agent, run.message, { openaiBaseUrl: outbound.env.OPENAI_BASE_URL }), outbound.sockets, GATEWAY_MOUNT),
+    argv: withRelays(exec, outbound.sockets, GATEWAY_MOUNT),
+    exec,
+    keepAlive: withRelays([RELAY_BIN, 'idle'], outbound.sockets, GATEWAY_MOUNT),
     cwd: privateRun
       ? posix.join(WORKSPACE_MOUNT, privateRun.cwdRel)
       : isolated

@@ -47,6 +47,8 @@ const DEFAULT_RUN_MS = 5_000;
 /** Weight of the newest run in the moving mean of run durations. */
 const RUN_MS_WEIGHT = 0.2;
 const RETRY_AFTER_MAX_SECONDS = 60;
+/** How many waiting runs one tenant may hold. */
+export const tenantShare = (limits: AdmissionLimits) => Math.max(1, Math.ceil(limits.queue / 4));
 
 type State = 'waiting' | 'admitted' | 'done';
 
@@ -209,14 +211,14 @@ export function createAdmission(opts: AdmissionOptions): Admission {
         changed();
         return ticket;
       }
-      if (queued >= limits.queue) {
-        const seconds = retryAfterSeconds(limits);
-        throw new BerthError('BUSY', `${queued} runs are waiting already (the queue holds ${limits.queue})`, {
-          retry_after: seconds,
-          hint: `the server is busy; try again in ${seconds} s`,
-        });
-      }
       const queue = queues.get(entry.tenantKey);
+      // One tenant may hold a quarter of the queue: a burst cannot turn everyone else away.
+      const mine = queue?.length ?? 0;
+      if (queued >= limits.queue || mine >= tenantShare(limits)) {
+        const seconds = retryAfterSeconds(limits);
+        const why = queued >= limits.queue ? `${queued} runs are waiting already (the queue holds ${limits.queue})` : `this tenant has ${mine} runs waiting already (its share of the queue)`;
+        throw new BerthError('BUSY', why, { retry_after: seconds, hint: `the server is busy; try again in ${seconds} s` });
+      }
       if (queue) queue.push(entry);
       else {
         queues.set(entry.tenantKey, [entry]);

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { RunRecord } from '../store/run-log.js';
 import { agentOwner, type BerthConfig } from '../config/berth-config.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
-import type { Engine, ManagedContainer, RunResult } from '../launch/docker.js';
+import type { Engine, ExecResult, ManagedContainer, RunOptions, RunResult } from '../launch/docker.js';
 import { LEVEL_PROFILES, type LevelProfile } from '../plan/levels.js';
 import { sharedGrantsFor, type SharedGrant } from '../config/grants.js';
 import { planRun, type RunPlan } from '../plan/run-plan.js';
@@ -27,7 +27,11 @@ import { isMounted } from '../fs/loop-quota.js';
 import { prepareMounts } from './prepare-mounts.js';
 import { ownerAlive } from './process-owner.js';
 import { appendJournal, openRuns, type JournalEntry } from '../store/journal.js';
-import { BerthError } from '../errors.js';
+import { BerthError, isBerthError } from '../errors.js';
+import { noMetrics, type Metrics } from '../metrics.js';
+import type { Admission, Ticket } from './admission.js';
+import type { WarmContainer, WarmPool } from './warm-pool.js';
+import { warmIdentity } from '../plan/warm.js';
 
 export interface RunRequest {
   project: string;
@@ -49,6 +53,8 @@ export interface RunOutcome extends RunResult {
   permissionLevel: PermissionLevel;
   workspaceRoot: string;
   warnings: string[];
+  /** It ran in the session's warm container (an exec), not a new one. */
+  warm: boolean;
 }
 
 /** A workflow step: runs in the project's private workspace, cwd below its root. */
@@ -66,6 +72,16 @@ export interface Runner {
   runPrivate(project: string, sessionId: string, tenantKey: string, level: PermissionLevel, message: string, target: PrivateTarget): Promise<RunOutcome>;
   /** Run argv (the shell tool) in a container shaped exactly like the session's agent runs. */
   exec(ref: { project: string; session: string }, argv: string[]): Promise<RunOutcome>;
+  /**
+   * Stop: admit nothing more (SHUTTING_DOWN), let runs in flight finish for up to `deadlineMs`,
+   * then stop this process's containers; those runs are journaled as interrupted. The warm
+   * containers are removed either way.
+   */
+  drain(deadlineMs: number): Promise<{ interrupted: number }>;
+  /** A deleted session's warm container goes with it (a new session of that id must not inherit it). */
+  forgetSession(project: string, session: string): Promise<void>;
+  /** Remove the idle warm containers now (berth stops; tests); returns how many. */
+  releaseWarm(): Promise<number>;
   /** Remove every labelled container of this home (explicit cleanup). */
   reapLeftovers(): Promise<number>;
   /**
@@ -98,8 +114,16 @@ export function createRunner(deps: {
   sockets?: { dir: string; open: Partial<Record<RunSocket, RunSocketOpener>> };
   /** This process ("<pid>.<start time>"), recorded on every run it owns. */
   ownerProcess?: string;
+  /** Admission control (one per process); without it every run starts at once. */
+  admission?: Admission;
+  /** Warm session containers (berth serve, berth bridge); without it each message gets a new container. */
+  warm?: WarmPool;
+  metrics?: Metrics;
 }): Runner {
   const { store, sessions, engine, config, secret, installation } = deps;
+  const metrics = deps.metrics ?? noMetrics();
+  /** Runs of this process past admission: a drain that runs out of time marks them interrupted. */
+  const inFlight = new Set<{ interrupted: boolean }>();
   // One run at a time per workspace: a tenant's messages queue instead of racing each other's mounts.
   const withWorkspaceLock = createKeyedLock();
 
@@ -147,18 +171,46 @@ export function createRunner(deps: {
     };
   }
 
-  /** The flow of one run: journal → workspace → plan → prepare → launch → record. One run at a time per workspace. */
+  /**
+   * The flow of one run: admission → journal → (its turn) → workspace → plan → prepare → launch →
+   * record. One run at a time per workspace.
+   */
   async function launch(project: Project, session: SessionRecord, spec: LaunchSpec): Promise<RunOutcome> {
     const ctx = contextOf(project, session, spec);
-    const journal = (entry: Omit<JournalEntry, 'at' | 'run'>) => appendJournal(project.paths.sessionsDir, { run: ctx.runId, ...entry });
-    journal({ phase: 'accepted', owner: deps.ownerProcess, kind: spec.kind, session: session.id });
+    const labels = { project: project.metadata.name, level: ctx.level, kind: spec.kind };
+    // A shell-tool command runs inside an admitted agent run (its tool call): a slot of its own could deadlock.
+    let ticket: Ticket | undefined;
     try {
+      ticket = spec.kind === 'shell_tool' ? undefined : deps.admission?.enter({ project: project.metadata.name, tenant: session.tenant_key });
+    } catch (err) {
+      metrics.runFinished({ ...labels, outcome: 'busy', warm: false });
+      throw err; // BUSY or SHUTTING_DOWN: never accepted, so never journaled
+    }
+    const journal = (entry: Omit<JournalEntry, 'at' | 'run'>) => appendJournal(project.paths.sessionsDir, { run: ctx.runId, ...entry });
+    const flight = { interrupted: false };
+    try {
+      journal({ phase: 'accepted', owner: deps.ownerProcess, kind: spec.kind, session: session.id });
+      if (ticket) {
+        await ticket.ready;
+        metrics.observeQueueWait(ticket.waitedMs() / 1000);
+      }
+      inFlight.add(flight);
       const outcome = await locked(ctx, spec, (containerId) => journal({ phase: 'started', container: containerId }));
-      journal({ phase: 'finished', exit_code: outcome.exitCode });
+      if (flight.interrupted) journal({ phase: 'interrupted', reason: 'berth stopped: the drain deadline passed' });
+      else journal({ phase: 'finished', exit_code: outcome.exitCode });
+      const t = outcome.timings;
+      metrics.observeContainerStart((t.createMs + t.startMs) / 1000, outcome.warm);
+      metrics.observeRun(t.runMs / 1000);
+      metrics.runFinished({ ...labels, outcome: flight.interrupted ? 'interrupted' : outcome.timedOut ? 'timeout' : outcome.exitCode === 0 ? 'ok' : 'error', warm: outcome.warm });
       return outcome;
     } catch (err) {
       journal({ phase: 'failed', reason: err instanceof BerthError ? err.code : 'INTERNAL' });
+      metrics.runFinished({ ...labels, outcome: 'failed', warm: false });
+      if (isBerthError(err, 'E_SANDBOX_VIOLATION')) metrics.sandboxViolation(project.metadata.name);
       throw err;
+    } finally {
+      inFlight.delete(flight);
+      ticket?.release();
     }
   }
 
@@ -178,11 +230,11 @@ export function createRunner(deps: {
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
       // The session's agent home: the conversation an agent continues at the next message.
       const home = ensureAgentHome(project, session.id, ctx.owner);
-      // This run's sockets: a directory only its container sees.
-      const runDir = deps.sockets ? join(deps.sockets.dir, ctx.runId) : undefined;
-      let sockets: { close(): Promise<void> } | undefined;
-      try {
-        const plan = planRun({
+      // A message may go to the session's warm container: taken from the pool for this run alone.
+      const warmKey = spec.kind === 'message' && deps.warm ? warmKeyOf(project.metadata.name, session.id) : undefined;
+      let warm = warmKey ? deps.warm?.take(warmKey) : undefined;
+      const planFor = (runDir: string | undefined) =>
+        planRun({
           config: ctx.config,
           project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
           workspace: ctx.workspace,
@@ -203,10 +255,24 @@ export function createRunner(deps: {
           installation,
           ownerProcess: deps.ownerProcess,
         });
+      // This run's sockets: a directory only its container sees (a warm container's, if it has one).
+      const freshDir = deps.sockets ? join(deps.sockets.dir, ctx.runId) : undefined;
+      let plan = planFor(warm?.runDir ?? freshDir);
+      if (warm && warm.identity !== warmIdentity(plan)) {
+        // Anything in the plan changed (level, grants, protection, limits, image, env): a new container.
+        ctx.log.info({ container: warm.containerId.slice(0, 12) }, 'warm container recycled: the plan changed');
+        await deps.warm?.discard(warm);
+        warm = undefined;
+        plan = planFor(freshDir);
+      }
+      const runDir = warm?.runDir ?? freshDir;
+      let sockets: { close(): Promise<void> } | undefined;
+      try {
         for (const w of plan.warnings) ctx.log.warn(w);
-        if (runDir) sockets = await openSockets(ctx, runDir, plan.sockets);
+        // A container that outlives the run keeps its run directory: only the sockets go.
+        if (runDir) sockets = await openSockets(ctx, runDir, plan.sockets, { keepDir: warmKey !== undefined });
         prepareMounts(plan, project.paths.dir, ctx.owner);
-        return await execute(ctx, spec, plan, home, onCreated);
+        return await execute(ctx, spec, plan, home, onCreated, warmKey === undefined ? undefined : { key: warmKey, reuse: warm, runDir });
       } finally {
         await sockets?.close();
         if (seeds) fs.rmSync(seeds.dir, { recursive: true, force: true });
@@ -230,14 +296,19 @@ export function createRunner(deps: {
     };
   }
 
-  /** Open what the plan says this run reaches berth through; close() ends them and removes the directory. */
-  async function openSockets(ctx: RunContext, dir: string, wanted: readonly RunSocket[]): Promise<{ close(): Promise<void> }> {
+  /**
+   * Open what the plan says this run reaches berth through; close() ends them and removes the
+   * directory (or, for a warm container's directory, only the sockets: between messages it
+   * reaches nothing).
+   */
+  async function openSockets(ctx: RunContext, dir: string, wanted: readonly RunSocket[], opts: { keepDir: boolean }): Promise<{ close(): Promise<void> }> {
     fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
     const run: RunIdentity = { runId: ctx.runId, project: ctx.project.metadata.name, metadata: ctx.project.metadata, tenantKey: ctx.session.tenant_key, session: ctx.session.id, sessionsDir: ctx.project.paths.sessionsDir };
     const open: Array<{ close(): Promise<void> }> = [];
     const close = async () => {
       await Promise.all(open.map((s) => s.close()));
-      fs.rmSync(dir, { recursive: true, force: true });
+      if (!opts.keepDir) fs.rmSync(dir, { recursive: true, force: true });
+      else for (const kind of wanted) fs.rmSync(join(dir, SOCKET_NAMES[kind]), { force: true });
     };
     try {
       for (const kind of wanted) {
@@ -258,8 +329,49 @@ export function createRunner(deps: {
     return bootstrap ? `${bootstrap}\n---\n\n${message}` : message;
   }
 
+  /**
+   * A message in the session's warm container: an exec into the one it has, or into a new one
+   * that stays. A container that is not clean afterwards (stopped, or something the message
+   * started still runs) is removed; a clean one goes back to the pool.
+   */
+  async function runWarm(ctx: RunContext, plan: RunPlan, spec: { key: string; reuse?: WarmContainer; runDir?: string }, opts: RunOptions): Promise<RunResult & { warm: boolean }> {
+    const pool = deps.warm as WarmPool;
+    let warm = spec.reuse;
+    if (warm) {
+      try {
+        const result = await engine.execIn(warm.containerId, plan, plan.exec, opts);
+        settle(pool, spec.key, warm, result.clean, ctx.log, result.uncleanReason);
+        return { ...result, warm: true };
+      } catch (err) {
+        // Gone (removed with its project, or by hand): the message gets a new one.
+        if (!isBerthError(err, 'RUN_FAILED')) throw err;
+        ctx.log.info({ container: warm.containerId.slice(0, 12), err: err.message }, 'warm container unusable; starting a new one');
+        await pool.discard(warm);
+      }
+    }
+    const started = await engine.startIdle(plan, plan.keepAlive);
+    warm = { containerId: started.containerId, identity: warmIdentity(plan), runDir: spec.runDir };
+    let result: ExecResult;
+    try {
+      result = await engine.execIn(warm.containerId, plan, plan.exec, opts);
+    } catch (err) {
+      await pool.discard(warm);
+      throw err;
+    }
+    settle(pool, spec.key, warm, result.clean, ctx.log, result.uncleanReason);
+    const t = result.timings;
+    return { ...result, warm: false, timings: { ...t, createMs: started.timings.createMs + t.createMs, startMs: started.timings.startMs + t.startMs, totalMs: started.timings.createMs + started.timings.startMs + t.totalMs } };
+  }
+
   /** Run the plan (bounded by its limits and the disk watch), then record it. */
-  async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan, home: string, onCreated: (containerId: string) => void): Promise<RunOutcome> {
+  async function execute(
+    ctx: RunContext,
+    spec: LaunchSpec,
+    plan: RunPlan,
+    home: string,
+    onCreated: (containerId: string) => void,
+    warmSpec?: { key: string; reuse?: WarmContainer; runDir?: string },
+  ): Promise<RunOutcome> {
     const abort = new AbortController();
     // A workspace with its own filesystem is bounded by the kernel; the check keeps the rest.
     const watched = isMounted(plan.prepare.rwRoot) ? [home] : [plan.prepare.rwRoot, home];
@@ -267,7 +379,8 @@ export function createRunner(deps: {
       ctx.log.warn({ reason }, 'run stopped: disk limit');
       abort.abort();
     });
-    const result = await engine.run(plan, { signal: abort.signal, onCreated, onOutput: spec.kind === 'message' ? spec.onOutput : undefined }).finally(() => disk.stop());
+    const opts: RunOptions = { signal: abort.signal, onCreated, onOutput: spec.kind === 'message' ? spec.onOutput : undefined };
+    const result = await (warmSpec ? runWarm(ctx, plan, warmSpec, opts) : engine.run(plan, opts).then((r) => ({ ...r, warm: false }))).finally(() => disk.stop());
     const stoppedFor = disk.exceeded();
     const tool = spec.kind === 'shell_tool';
     ctx.log.info({ exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool }, tool ? 'shell tool finished' : 'run finished');
@@ -303,6 +416,29 @@ export function createRunner(deps: {
     async exec(ref, argv) {
       const { project, session } = sessions.get(ref.project, ref.session);
       return launch(project, session, { kind: 'shell_tool', argv });
+    },
+    async drain(deadlineMs) {
+      deps.admission?.drain();
+      let timer: NodeJS.Timeout | undefined;
+      const idle = deps.admission ? deps.admission.idle() : Promise.resolve();
+      const finished = await Promise.race([idle.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), deadlineMs)))]);
+      clearTimeout(timer);
+      if (finished) {
+        await deps.warm?.close(); // the warm containers go with berth
+        return { interrupted: 0 };
+      }
+      const interrupted = inFlight.size;
+      for (const flight of inFlight) flight.interrupted = true;
+      const mine = (await engine.listManaged({ installation })).filter((c) => c.owner === deps.ownerProcess);
+      await engine.removeContainers(mine.map((c) => c.id));
+      await idle;
+      await deps.warm?.close();
+      return { interrupted };
+    },
+    releaseWarm: async () => (deps.warm ? deps.warm.close() : 0),
+    async forgetSession(project, session) {
+      const warm = deps.warm?.take(warmKeyOf(project, session));
+      if (warm) await deps.warm?.discard(warm);
     },
     async reapLeftovers() {
       const removed = await engine.removeManaged({ installation });
@@ -346,6 +482,16 @@ export function createRunner(deps: {
     listContainers: (project) => engine.listManaged({ installation, project }),
     removeContainers: (project) => engine.removeManaged({ installation, project }),
   };
+}
+
+/** One warm container per session of a project (a project name has no NUL). */
+const warmKeyOf = (project: string, session: string) => `${project}\0${session}`;
+
+/** After a warm message: a clean container waits for the next one; any other is removed. */
+function settle(pool: WarmPool, key: string, warm: WarmContainer, clean: boolean, log: Logger, why?: string): void {
+  if (clean) return pool.put(key, warm);
+  log.info({ container: warm.containerId.slice(0, 12), why }, 'warm container removed after the message');
+  void pool.discard(warm).catch(() => undefined);
 }
 
 function roundedTimings(t: RunResult['timings']) {

@@ -34,7 +34,8 @@ export type InboxEntry = z.infer<typeof InboxEntrySchema>;
 export interface Inbox {
   /** Record a message; false when its id was received before (a re-delivery: ignore it). */
   receive(entry: { id: string; chat: string; sender: string; tenant: string; text: string; owner?: string; session?: string; level?: PermissionLevel }): boolean;
-  mark(id: string, phase: Exclude<InboxPhase, 'received'>, extra?: { reply?: string; reason?: string }): void;
+  /** A new phase; 'received' again puts back a message whose run never started (berth was stopping). */
+  mark(id: string, phase: InboxPhase, extra?: { reply?: string; reason?: string }): void;
   /** Messages not yet ended, in the order they arrived. */
   open(): InboxEntry[];
   /** Every message's folded state (for counts and tests). */

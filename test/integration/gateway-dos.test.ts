@@ -633,7 +633,12 @@ describe('gateway and /mcp/session under a tenant flood (one berth serve process
     TEST_TIMEOUT,
   );
 
-  it('no container of this installation and no gateway socket directory remain', () => {
+  it('once berth serve stops (SIGTERM: drain), no container of this installation and no gateway socket directory remain', async () => {
+    // Warm session containers are kept while serve runs; a stop removes them with everything else.
+    const s = srv();
+    s.proc.kill('SIGTERM');
+    await Promise.race([s.exited, sleep(30_000)]);
+    expect(s.exit).toMatchObject({ code: 0 });
     const left = execFileSync(
       'docker',
       ['ps', '-a', '--filter', 'label=berth.managed=true', '--filter', `label=berth.installation=${installationId(home)}`, '--format', '{{.ID}} {{.Status}} {{.Label "berth.run"}}'],

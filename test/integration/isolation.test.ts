@@ -102,7 +102,8 @@ describe('workspace isolation (real containers)', () => {
     }
   });
 
-  it('leaves no labelled container behind', async () => {
+  it('leaves no labelled container behind (warm: once the idle ones are released, as when berth stops)', async () => {
+    if (h.warm) expect(await h.berth.runner.releaseWarm()).toBeGreaterThan(0);
     expect(await h.berth.runner.listContainers('iso')).toEqual([]);
     expect(await h.berth.runner.listContainers('shared')).toEqual([]);
   });

@@ -105,8 +105,12 @@ describe('admission', () => {
   });
 
   it("serves tenants round-robin: one tenant's burst does not hold back another's first run", async () => {
-    const { enter, admitted } = setup({ global: 2, perTenant: 2 });
-    const burst = Array.from({ length: 50 }, (_, i) => enter(`A${i + 1}`, key('alice')));
+    const { admission, enter, admitted } = setup({ global: 2, perTenant: 2 });
+    // 2 run, 25 wait: a quarter of the queue (100) is one tenant's share; the next is BUSY.
+    const burst = Array.from({ length: 27 }, (_, i) => enter(`A${i + 1}`, key('alice')));
+    const refused = thrown(() => admission.enter(key('alice')));
+    expect(refused.code).toBe('BUSY');
+    expect(refused.message).toContain('this tenant has 25 runs waiting');
     const b = enter('B1', key('bob'));
     await settle();
     expect(admitted).toEqual(['A1', 'A2']);
@@ -322,12 +326,12 @@ describe('berth.yaml runs:', () => {
     throw new Error('expected a refusal');
   };
 
-  it('is optional; drain_seconds defaults to 30', () => {
-    expect(BerthConfigSchema.parse({}).runs).toEqual({ drain_seconds: 30 });
+  it('is optional; drain_seconds defaults to 30, warm containers to 5 minutes idle and 200 at most', () => {
+    expect(BerthConfigSchema.parse({}).runs).toEqual({ drain_seconds: 30, warm_idle_seconds: 300, warm_max: 200 });
   });
 
   it('takes every key', () => {
-    const runs = { max_concurrent: 8, per_project: 4, per_tenant: 2, queue: 100, drain_seconds: 10 };
+    const runs = { max_concurrent: 8, per_project: 4, per_tenant: 2, queue: 100, drain_seconds: 10, warm_idle_seconds: 0, warm_max: 5 };
     expect(parse(runs)).toEqual(runs);
   });
 

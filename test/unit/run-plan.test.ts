@@ -3,6 +3,7 @@ import { BerthConfigSchema } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { toCreateOptions } from '../../src/launch/docker.js';
 import { planRun, type PlanInput } from '../../src/plan/run-plan.js';
+import { warmIdentity } from '../../src/plan/warm.js';
 
 const config = BerthConfigSchema.parse({ env: { API_KEY: 'k-123', OTHER: 'not allowed' } });
 
@@ -39,6 +40,8 @@ describe('planRun', () => {
       ...commonTail,
       image: 'berth/shell:latest',
       argv: ['sh', '-c', '--', 'echo "hi"; ls'],
+      exec: ['sh', '-c', '--', 'echo "hi"; ls'],
+      keepAlive: ['berth-bridge', 'idle'],
       cwd: '/workspace/workspaces/w1',
       mounts: [
         { type: 'bind', source: '/h/projects/bot', target: '/workspace', readOnly: false },
@@ -74,6 +77,8 @@ describe('planRun', () => {
       ...commonTail,
       image: 'berth/shell:latest',
       argv: ['sh', '-c', '--', 'echo "hi"; ls'],
+      exec: ['sh', '-c', '--', 'echo "hi"; ls'],
+      keepAlive: ['berth-bridge', 'idle'],
       cwd: '/workspace',
       mounts: [
         { type: 'bind', source: '/h/projects/bot/workspaces/w1', target: '/workspace', readOnly: false },
@@ -213,5 +218,23 @@ describe('planRun: a workflow step (private workspace)', () => {
     expect(plan.argv).toEqual(['sh', '-c', '--', 'echo "$BERTH_INPUT"']);
     expect(plan.env.BERTH_INPUT).toBe('hello"; cat /etc/passwd; echo "');
     expect(plan.cwd).toBe('/workspace/work/runs/w1');
+  });
+});
+
+describe('warmIdentity: which plans may share a warm container', () => {
+  it('ignores the message and the run id, and sees every other change', () => {
+    const base = planRun(input({}));
+    const next = planRun({ ...input({}), run: { ...input({}).run, id: 'r2', message: 'another message' } });
+    expect(warmIdentity(next)).toBe(warmIdentity(base));
+    const changed = [
+      { ...base, limits: { ...base.limits, memoryBytes: base.limits.memoryBytes * 2 } },
+      { ...base, mounts: base.mounts.slice(1) },
+      { ...base, env: { ...base.env, EXTRA: '1' } },
+      { ...base, image: 'berth/other:latest' },
+      { ...base, user: '10002:10002' },
+      { ...base, sockets: ['model' as const] },
+      { ...base, keepAlive: ['berth-bridge', 'relay', '41400=/run/berth/model.sock', '--', 'berth-bridge', 'idle'] },
+    ];
+    for (const plan of changed) expect(warmIdentity(plan)).not.toBe(warmIdentity(base));
   });
 });

@@ -12,7 +12,7 @@ export const METRICS_PATH = '/metrics';
  * GET /metrics in Prometheus text format. The app-wide admin check skips this path: a scraper may
  * hold only the metrics token, so this route accepts either token itself (both compared in constant time).
  */
-export function registerMetricsRoutes(app: OpenAPIHono, deps: { token: string; metricsToken?: string; metrics?: Metrics }): void {
+export function registerMetricsRoutes(app: OpenAPIHono, deps: { token: string; metricsToken?: string; metrics: Metrics }): void {
   app.openapi(
     createRoute({
       method: 'get',
@@ -23,14 +23,12 @@ export function registerMetricsRoutes(app: OpenAPIHono, deps: { token: string; m
       responses: {
         200: { description: 'Prometheus text exposition format 0.0.4', content: { 'text/plain': { schema: z.string() } } },
         401: json(ErrorBodySchema, 'UNAUTHORIZED: neither the admin token nor the metrics token'),
-        404: json(ErrorBodySchema, 'NOT_FOUND: this server records no metrics'),
       },
     }),
     async (c) => {
       const header = c.req.header('authorization');
       const allowed = isAdminBearer(header, deps.token) || (deps.metricsToken !== undefined && deps.metricsToken !== '' && isAdminBearer(header, deps.metricsToken));
       if (!allowed) throw new BerthError('UNAUTHORIZED', 'missing or wrong admin or metrics token', { hint: 'send "Authorization: Bearer <token>"' });
-      if (!deps.metrics) throw new BerthError('NOT_FOUND', 'this server records no metrics');
       const { contentType, body } = await deps.metrics.render();
       return c.text(body, 200, { 'Content-Type': contentType });
     },

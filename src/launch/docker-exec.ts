@@ -1,0 +1,130 @@
+import fs from 'node:fs';
+import { posix } from 'node:path';
+
+/**
+ * The host's view of a warm container's processes, for the execs berth runs in it (docker.ts
+ * makes the engine calls; this file only reads /proc and the cgroup filesystem, and needs the
+ * host's pid namespace to do it). Docker cannot kill an exec, so after each one berth checks that
+ * nothing it started is still alive before the container takes the next message.
+ */
+
+/** The cgroup directory of `pid` for a controller (v1), or its unified cgroup (v2); undefined if unknown. */
+export function cgroupDir(pid: number, controller: 'pids' | 'memory'): string | undefined {
+  const own = readText(`/proc/${pid}/cgroup`);
+  const mounts = readText('/proc/self/mountinfo');
+  if (own === undefined || mounts === undefined) return undefined;
+  // "4:memory:/docker/<id>" (v1) or "0::/system.slice/docker-<id>.scope" (v2).
+  const lines = own.split('\n').map((l) => l.split(':'));
+  const v1 = lines.find((f) => f.length >= 3 && f[1]!.split(',').includes(controller));
+  const v2 = lines.find((f) => f.length >= 3 && f[0] === '0' && f[1] === '');
+  for (const line of mounts.split('\n')) {
+    // "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids"
+    const [before, after] = line.split(' - ');
+    const [, , , root, mountPoint] = (before ?? '').split(' ');
+    const [type, , superOptions] = (after ?? '').split(' ');
+    if (!root || !mountPoint) continue;
+    const path = v1
+      ? type === 'cgroup' && (superOptions ?? '').split(',').includes(controller) && v1.slice(2).join(':')
+      : type === 'cgroup2' && v2?.slice(2).join(':');
+    if (!path) continue;
+    const rel = posix.relative(root, path);
+    if (rel.startsWith('..')) return undefined; // outside what this mount shows (another cgroup namespace)
+    return posix.join(mountPoint, rel);
+  }
+  return undefined;
+}
+
+/** The processes of a warm container berth has seen while nothing of a tenant ran in it. */
+export interface KeepAlive {
+  /** Host path of the container's cgroup.procs; undefined when it could not be found. */
+  procsFile?: string;
+  /** The container's first process (host pid). */
+  initPid: number;
+  /**
+   * The keep-alive's own processes (the init and, under berth-bridge's relay, its listener), each
+   * with its start time: a pid the kernel hands out again is not mistaken for one of them.
+   */
+  baseline: Map<number, string>;
+}
+
+/** What an exec left behind: processes still running ("pid comm"), keep-alive processes gone (pids). */
+export interface Leftovers {
+  running: string[];
+  gone: number[];
+}
+
+/**
+ * Takes the baseline once the keep-alive has settled. A wrapper like `berth-bridge relay … --
+ * COMMAND` forks its helper and then execs COMMAND, so it is settled when the init runs COMMAND.
+ * If it never does, the baseline misses the helper and every later check says "not clean": the
+ * safe way to be wrong.
+ */
+export async function watchKeepAlive(initPid: number, keepAliveArgv: string[], settleMs = 1000): Promise<KeepAlive> {
+  const dir = cgroupDir(initPid, 'pids');
+  const procsFile = dir && posix.join(dir, 'cgroup.procs');
+  // The file is the container's only if its init is listed there, seen from this pid namespace.
+  const usable = procsFile && readPids(procsFile)?.includes(initPid) ? procsFile : undefined;
+  const dash = keepAliveArgv.indexOf('--');
+  const final = (dash >= 0 ? keepAliveArgv.slice(dash + 1) : keepAliveArgv).join('\0');
+  for (const deadline = Date.now() + settleMs; Date.now() < deadline; ) {
+    if (readText(`/proc/${initPid}/cmdline`)?.replace(/\0$/, '') === final) break;
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  const baseline = new Map<number, string>();
+  for (const pid of usable ? (readPids(usable) ?? []) : []) {
+    const stat = readStat(pid);
+    if (stat) baseline.set(pid, stat.start);
+  }
+  return { procsFile: usable, initPid, baseline };
+}
+
+/**
+ * What is alive in the container beyond the keep-alive, and which keep-alive processes are gone (a
+ * tenant may kill its relay: the container then no longer works as planned). Undefined when the
+ * host gives no answer (berth not root or in another pid namespace, an unknown cgroup layout): the
+ * caller then takes the container as not clean. Ignored: zombies (they run nothing and the init
+ * reaps them) and berth-bridge's per-connection relay children, whose parent is a baseline helper
+ * (never the init: a tenant's orphan is re-parented to the init, whatever name it gives itself).
+ * One exec at a time: a second one running meanwhile would count as left behind.
+ */
+export function leftoverProcesses(keepAlive: KeepAlive): Leftovers | undefined {
+  if (!keepAlive.procsFile) return undefined;
+  const pids = readPids(keepAlive.procsFile);
+  if (!pids) return undefined;
+  const gone = [...keepAlive.baseline].filter(([pid, start]) => readStat(pid)?.start !== start).map(([pid]) => pid);
+  const kept = (pid: number) => keepAlive.baseline.has(pid) && !gone.includes(pid);
+  const running: string[] = [];
+  for (const pid of pids) {
+    if (kept(pid)) continue;
+    const stat = readStat(pid);
+    if (!stat || stat.state === 'Z' || stat.state === 'X') continue; // gone, or a zombie
+    const relayChild = stat.comm === 'berth-bridge' && stat.ppid !== keepAlive.initPid && kept(stat.ppid);
+    if (!relayChild) running.push(`${pid} ${stat.comm}`);
+  }
+  return { running, gone };
+}
+
+function readText(file: string): string | undefined {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+function readPids(file: string): number[] | undefined {
+  return readText(file)
+    ?.split('\n')
+    .filter(Boolean)
+    .map(Number);
+}
+
+/** /proc/<pid>/stat: "pid (comm) state ppid … starttime(22nd) …"; comm may hold spaces and parentheses. */
+function readStat(pid: number): { comm: string; state: string; ppid: number; start: string } | undefined {
+  const text = readText(`/proc/${pid}/stat`);
+  if (!text) return undefined;
+  const open = text.indexOf('(');
+  const close = text.lastIndexOf(')');
+  const fields = text.slice(close + 2).split(' '); // fields[0] is the 3rd field
+  return { comm: text.slice(open + 1, close), state: fields[0] ?? '', ppid: Number(fields[1]), start: fields[19] ?? '' };
+}

@@ -1,0 +1,128 @@
+import fs from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createBerth } from '../../src/main.js';
+import { testHome, type TestHome } from '../helpers.js';
+
+/** Warm session containers on the real engine: reuse, recycling, reaping, one session per container. */
+let h: TestHome;
+const run = (user: string, message: string, opts: { session?: string; level?: 'low' | 'medium' | 'high' } = {}) =>
+  h.berth.runner.run({ project: 'w', tenantKey: user, message, sessionId: opts.session, level: opts.level });
+
+beforeAll(() => {
+  h = testHome({ warm: true, config: 'runs: { warm_idle_seconds: 60 }\n' });
+  h.create({ name: 'w', workspace_isolation: true, limits: { timeout_seconds: 3 } });
+});
+afterAll(async () => {
+  await h[Symbol.asyncDispose]();
+});
+
+describe('warm session containers', () => {
+  it("a session's second message is an exec into its container: same user, cwd, env and limits; /tmp kept", async () => {
+    const probe = 'id -u; pwd; echo "$BERTH_RUN"; cat /sys/fs/cgroup/pids/pids.max; cat /tmp/mark 2>/dev/null || echo none; echo here > /tmp/mark';
+    const first = await run('web:alice', probe);
+    const second = await run('web:alice', probe);
+    expect(first.warm).toBe(false);
+    expect(second.warm).toBe(true);
+    expect(second.containerId).toBe(first.containerId);
+    const [uid1, cwd1, run1, pids1, mark1] = first.stdout.trim().split('\n');
+    const [uid2, cwd2, run2, pids2, mark2] = second.stdout.trim().split('\n');
+    expect([uid2, cwd2, pids2]).toEqual([uid1, cwd1, pids1]);
+    expect(uid1).toBe('10001');
+    expect([run1, run2]).toEqual([first.runId, second.runId]); // each message is its own run
+    expect([mark1, mark2]).toEqual(['none', 'here']);
+    // Faster: no container to create and start.
+    expect(second.timings.totalMs).toBeLessThan(first.timings.totalMs);
+  });
+
+  it('one container serves one session of one tenant, never another', async () => {
+    const a = await run('web:alice', 'hostname');
+    const other = await run('web:alice', 'hostname; cat /tmp/mark 2>/dev/null || echo none', { session: 'second' });
+    const bob = await run('web:bob', 'hostname; cat /tmp/mark 2>/dev/null || echo none; ls /workspace');
+    expect(new Set([a.containerId, other.containerId, bob.containerId]).size).toBe(3);
+    expect(other.stdout).toContain('none');
+    expect(bob.stdout).toContain('none');
+    const workspaces = await h.berth.runner.listContainers('w');
+    expect(new Set(workspaces.map((c) => c.workspace)).size).toBe(2); // alice's two sessions share her workspace, bob has his
+  });
+
+  it('any change to the plan recycles the container: level, limits, protected paths', async () => {
+    const base = await run('web:carol', 'true');
+    const same = await run('web:carol', 'true');
+    expect(same.containerId).toBe(base.containerId);
+    const level = await run('web:carol', 'true', { level: 'low' }); // medium → low: no egress socket
+    expect(level.warm).toBe(false);
+    expect(level.containerId).not.toBe(base.containerId);
+    await h.berth.admin.updateProject('w', { limits: { timeout_seconds: 3, memory_mb: 256 } });
+    const limits = await run('web:carol', 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes', { level: 'low' });
+    expect(limits.containerId).not.toBe(level.containerId);
+    expect(limits.stdout.trim()).toBe(String(256 * 1024 * 1024));
+    fs.writeFileSync(join(h.berth.store.get('w').paths.dir, 'RULES.md'), 'v1\n');
+    await h.berth.admin.updateProject('w', { protected_paths: ['RULES.md'] });
+    const prot = await run('web:carol', 'cat RULES.md; echo x > RULES.md 2>&1 || echo refused', { level: 'low' });
+    expect(prot.containerId).not.toBe(limits.containerId);
+    expect(prot.stdout).toContain('refused');
+    // The replaced containers are gone, not parked.
+    const ids = (await h.berth.runner.listContainers('w')).map((c) => c.id);
+    for (const old of [base.containerId, level.containerId, limits.containerId]) expect(ids).not.toContain(old);
+  });
+
+  it('a deleted session takes its container along: the next session of that id starts afresh', async () => {
+    const first = await run('web:hal', 'echo remembered > /tmp/mark');
+    h.berth.admin.deleteSession('w', first.sessionId);
+    // Removed in the background (deleting a session does not wait for the engine).
+    for (let i = 0; i < 50 && (await h.berth.runner.listContainers('w')).some((c) => c.id === first.containerId); i++) await new Promise((r) => setTimeout(r, 100));
+    expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).not.toContain(first.containerId);
+    const again = await run('web:hal', 'cat /tmp/mark 2>/dev/null || echo none');
+    expect(again.sessionId).toBe(first.sessionId);
+    expect(again.warm).toBe(false);
+    expect(again.stdout).toBe('none\n');
+  });
+
+  it('a timeout kills the message (its container goes), and the next message starts clean', async () => {
+    const slow = await run('web:dave', 'echo started; sleep 30 & sleep 30');
+    expect(slow.timedOut).toBe(true);
+    const next = await run('web:dave', 'ps -o pid,comm | grep -c sleep || true');
+    expect(next.warm).toBe(false);
+    expect(next.containerId).not.toBe(slow.containerId);
+    expect(next.stdout.trim()).toBe('0');
+  });
+
+  it('a message that leaves a process behind never shares its container with the next message', async () => {
+    const daemon = await run('web:erin', 'setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo planted');
+    expect(daemon.stdout).toBe('planted\n');
+    const next = await run('web:erin', 'ps -o comm | grep -c sleep || true');
+    expect(next.containerId).not.toBe(daemon.containerId);
+    expect(next.stdout.trim()).toBe('0');
+    expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).not.toContain(daemon.containerId);
+  });
+
+  it('between messages the container reaches nothing: its run directory holds no socket', async () => {
+    const o = await run('web:frank', 'ls /run/berth | wc -l', { level: 'low' });
+    expect(Number(o.stdout.trim())).toBeGreaterThan(0); // during the message: the model socket
+    const again = await run('web:frank', 'true', { level: 'low' });
+    expect(again.warm).toBe(true);
+    const sockets = join(h.home, '.berth', 'sockets');
+    const dirs = fs.readdirSync(sockets);
+    for (const d of dirs) expect(fs.readdirSync(join(sockets, d))).toEqual([]);
+  });
+
+  it('idle containers are removed after warm_idle_seconds; restart leaves none behind', async () => {
+    fs.writeFileSync(join(h.home, 'berth.yaml'), 'runs: { warm_idle_seconds: 1 }\n');
+    const o = await run('web:gina', 'true');
+    expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).toContain(o.containerId);
+    await new Promise((r) => setTimeout(r, 2500));
+    expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).not.toContain(o.containerId);
+
+    // A berth that dies leaves its warm containers to the next one's startup reaper.
+    fs.writeFileSync(join(h.home, 'berth.yaml'), 'runs: { warm_idle_seconds: 60 }\n');
+    await run('web:gina', 'true');
+    expect((await h.berth.runner.listContainers('w')).length).toBeGreaterThan(0);
+    const next = createBerth({ home: h.home, logLevel: 'silent' });
+    // This process is alive, so its containers stay: the reaper spares a live owner's.
+    await next.runner.recover();
+    expect((await h.berth.runner.listContainers('w')).length).toBeGreaterThan(0);
+    expect(await h.berth.runner.releaseWarm()).toBeGreaterThan(0);
+    expect(await h.berth.runner.listContainers('w')).toEqual([]);
+  });
+});
