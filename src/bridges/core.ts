@@ -125,10 +125,13 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     } else {
       inbox.mark(entry.id, 'started', { reason: undefined });
       const typing = startTyping(entry.chat);
+      // A workflow is several runs: one refused midway must not run its earlier steps again.
+      const single = profile.workflow === undefined;
       try {
-        reply = await whenAdmitted(() => runFor(ctx, profile.workflow, entry.text, entry.chat));
+        const run = () => runFor(ctx, profile.workflow, entry.text, entry.chat);
+        reply = await (single ? whenAdmitted(run) : run());
       } catch (err) {
-        if (isBerthError(err, 'SHUTTING_DOWN')) {
+        if (single && isBerthError(err, 'SHUTTING_DOWN')) {
           // Its run never started: the next berth answers it (recover() re-queues 'received').
           inbox.mark(entry.id, 'received', { reason: 'berth was stopping; it is answered after the restart' });
           return;

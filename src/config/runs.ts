@@ -13,7 +13,7 @@ const Count = z.number().int().min(1).max(MAX_CONCURRENT_RUNS);
 
 export const RunsSchema = z
   .object({
-    max_concurrent: Count.optional().describe("Runs at once on this host; default from its cores and memory (4 per core, at most one per 512 MiB, at least 2)."),
+    max_concurrent: Count.optional().describe("Runs at once in this berth process (berth serve: the host's runs); default from its cores and memory (4 per core, at most one per 512 MiB, at least 2)."),
     per_project: Count.optional().describe('Runs at once of one project; default max_concurrent.'),
     per_tenant: Count.optional().describe('Runs at once of one tenant (a chat user or team) of a project; default 2.'),
     queue: z

@@ -34,6 +34,8 @@ export interface QuotaEnsured {
 }
 
 const MIB = 1024 * 1024;
+/** Never fill berth's own filesystem with tenant images past this much free space. */
+const HOST_RESERVE_BYTES = 1024 * MIB;
 const MOUNT_OPTIONS = 'loop,nodev,nosuid';
 
 /** Run a tool (argv, no shell); `okExits` lists the non-zero exits that are not failures. */
@@ -43,10 +45,14 @@ function run(cmd: string, args: string[], okExits: number[] = []): string {
   } catch (err) {
     const e = err as { stderr?: string; stdout?: string; message: string; status?: number | null };
     if (e.status != null && okExits.includes(e.status)) return e.stdout ?? '';
+    // The tool's own words name host paths: they go to berth's log (the cause), never to a chat.
     const why = [e.stderr, e.stdout, e.message].map((t) => t?.trim()).find(Boolean)?.split('\n').slice(-2).join(' / ');
-    throw new BerthError('DISK_QUOTA_FAILED', `${cmd} failed: ${why}`, {
-      hint: 'disk_quotas: loop needs root, loop devices and e2fsprogs (mkfs.ext4, e2fsck, resize2fs); "berth doctor" checks them, or set disk_quotas: off',
-    });
+    throw new BerthError(
+      'DISK_QUOTA_FAILED',
+      `the workspace's filesystem could not be set up (${cmd} failed)`,
+      { hint: 'disk_quotas: loop needs root, loop devices and e2fsprogs (mkfs.ext4, e2fsck, resize2fs); "berth doctor" checks them, or set disk_quotas: off' },
+      { cause: new Error(`${cmd} ${args.join(' ')}: ${why}`) },
+    );
   }
 }
 
@@ -94,6 +100,13 @@ const inodesFor = (spec: LoopQuotaSpec) => Math.max(64, Math.min(spec.files, Mat
 /** A new image, complete before it gets its name: a crash leaves a temp file, never half an image. */
 function createImage(spec: LoopQuotaSpec): string {
   fs.mkdirSync(dirname(spec.image), { recursive: true, mode: 0o700 });
+  // Each image is real disk on berth's own filesystem: a new tenant never takes the room its journal needs.
+  const st = fs.statfsSync(dirname(spec.image));
+  if (st.bavail * st.bsize < spec.sizeBytes + HOST_RESERVE_BYTES) {
+    throw new BerthError('DISK_FULL', `no room for another workspace of ${Math.round(spec.sizeBytes / MIB)} MiB (berth keeps ${HOST_RESERVE_BYTES / MIB} MiB free for its own files)`, {
+      hint: 'free space where berth keeps its state, or lower limits.disk_mb',
+    });
+  }
   const tmp = `${spec.image}.${randomBytes(4).toString('hex')}.tmp`;
   try {
     // fallocate, not truncate: the host disk is never promised to more tenants than it holds.
@@ -127,9 +140,13 @@ const isEmptyDir = (dir: string) => fs.readdirSync(dir).length === 0;
  * refused with nothing changed. Later: mounted again if it is not (after a reboot), resized
  * offline if limits.disk_mb changed.
  */
-export function ensureLoopQuota(spec: LoopQuotaSpec, scratchDir: string): QuotaEnsured {
+export function ensureLoopQuota(spec: LoopQuotaSpec, scratchDir: string, opts: { inUse?: boolean } = {}): QuotaEnsured {
   const result: QuotaEnsured = { created: false, migrated: false };
   if (!fs.existsSync(spec.image)) {
+    if (opts.inUse && !isEmptyDir(spec.mountpoint)) {
+      // A container of this workspace runs (another berth's): its tenant could change the tree under the copy.
+      return { ...result, warning: 'the workspace gets its own filesystem at a run when no container of it is running' };
+    }
     const tmp = createImage(spec);
     try {
       if (!isEmptyDir(spec.mountpoint)) {
@@ -142,29 +159,49 @@ export function ensureLoopQuota(spec: LoopQuotaSpec, scratchDir: string): QuotaE
     }
     result.created = true;
   }
+  const current = fs.statSync(spec.image).size;
   if (!isMounted(spec.mountpoint)) {
-    const current = fs.statSync(spec.image).size;
-    if (current !== spec.sizeBytes) {
-      const warning = resize(spec.image, current, spec.sizeBytes);
-      if (warning) result.warning = warning;
-      else result.resized = { fromBytes: current, toBytes: spec.sizeBytes };
-    }
+    if (current !== spec.sizeBytes) resizeInto(result, spec, current);
     const kept = mountOver(spec, result.migrated);
     if (kept) result.warning = `files written while the workspace's image was not mounted were moved to ${kept}`;
-  } else if (fs.statSync(spec.image).size !== spec.sizeBytes) {
-    // Mounted at the old size: resize needs it unmounted (runs of this workspace hold its lock).
-    const current = fs.statSync(spec.image).size;
+  } else if (current !== spec.sizeBytes) {
+    // Mounted at the old size: a resize needs it unmounted (runs of this workspace hold its lock).
     try {
       releaseLoopQuota(spec.mountpoint);
     } catch (err) {
       return { ...result, warning: `limits.disk_mb changed, but the workspace is in use: ${(err as Error).message}` };
     }
-    const warning = resize(spec.image, current, spec.sizeBytes);
-    if (warning) result.warning = warning;
-    else result.resized = { fromBytes: current, toBytes: spec.sizeBytes };
-    mountImage(spec.image, spec.mountpoint);
+    try {
+      resizeInto(result, spec, current);
+    } finally {
+      mountImage(spec.image, spec.mountpoint); // a failed resize leaves it at its old size, never unmounted
+    }
   }
   return result;
+}
+
+/**
+ * Resize unless the filesystem is still alive somewhere: a container's bind mount (another mount
+ * namespace) keeps the loop device attached after the host's unmount, and fsck or resize2fs on a
+ * live filesystem would corrupt it. Then the old size holds until nothing uses it.
+ */
+function resizeInto(result: QuotaEnsured, spec: LoopQuotaSpec, current: number): void {
+  if (loopAttached(spec.image)) {
+    result.warning = `limits.disk_mb is now ${Math.round(spec.sizeBytes / MIB)} MiB, but a container still uses the workspace; it keeps ${Math.round(current / MIB)} MiB until then`;
+    return;
+  }
+  const warning = resize(spec.image, current, spec.sizeBytes);
+  if (warning) result.warning = warning;
+  else result.resized = { fromBytes: current, toBytes: spec.sizeBytes };
+}
+
+/** Is the image attached to a loop device (mounted in some namespace)? Detaching after the last unmount may take a moment. */
+function loopAttached(image: string): boolean {
+  for (let i = 0; i < 20; i++) {
+    if (run('losetup', ['-j', image]).trim() === '') return false;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10); // 10 ms, synchronously
+  }
+  return true;
 }
 
 /**
@@ -196,10 +233,12 @@ function copyInto(image: string, from: string, scratchDir: string): void {
     try {
       run('cp', ['-a', '--no-dereference', '--', `${from}/.`, `${at}/`]);
     } catch (err) {
-      throw new BerthError('DISK_QUOTA_FAILED', `the workspace holds more than limits.disk_mb allows, so it cannot get its quota: ${(err as Error).message}`, {
-        path: from,
-        hint: 'raise limits.disk_mb for the project, or clear the workspace; nothing was changed',
-      });
+      throw new BerthError(
+        'DISK_QUOTA_FAILED',
+        'the workspace holds more than limits.disk_mb allows, so it cannot get its own filesystem',
+        { hint: 'raise limits.disk_mb for the project, or clear the workspace; nothing was changed' },
+        { cause: err },
+      );
     } finally {
       releaseLoopQuota(at);
     }
@@ -241,7 +280,7 @@ export function quotaUsage(mountpoint: string): { usedBytes: number; sizeBytes: 
 export function loopQuotaSupport(): { ok: boolean; detail: string } {
   if (process.platform !== 'linux') return { ok: false, detail: 'loop quotas need Linux' };
   if (process.getuid?.() !== 0) return { ok: false, detail: 'loop quotas need berth to run as root (mount)' };
-  for (const tool of ['mkfs.ext4', 'e2fsck', 'resize2fs', 'fallocate', 'mount', 'umount']) {
+  for (const tool of ['mkfs.ext4', 'e2fsck', 'resize2fs', 'fallocate', 'losetup', 'mount', 'umount']) {
     try {
       execFileSync('which', [tool], { stdio: 'ignore' });
     } catch {

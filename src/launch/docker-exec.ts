@@ -38,6 +38,15 @@ export function cgroupDir(pid: number, controller: 'pids' | 'memory'): string | 
 export interface KeepAlive {
   /** Host path of the container's cgroup.procs; undefined when it could not be found. */
   procsFile?: string;
+  /**
+   * Every thread of the container (v1 `tasks`, v2 `cgroup.threads`): a process whose main thread
+   * exited while its other threads run shows as a zombie in cgroup.procs (or not at all), but
+   * its live threads are here.
+   */
+  tasksFile?: string;
+  /** The container's memory use (v1 memory.usage_in_bytes, v2 memory.current), and what it was idle. */
+  memoryFile?: string;
+  memoryBaseline?: number;
   /** The container's first process (host pid). */
   initPid: number;
   /**
@@ -75,7 +84,18 @@ export async function watchKeepAlive(initPid: number, keepAliveArgv: string[], s
     const stat = readStat(pid);
     if (stat) baseline.set(pid, stat.start);
   }
-  return { procsFile: usable, initPid, baseline };
+  const tasks = dir && [posix.join(dir, 'tasks'), posix.join(dir, 'cgroup.threads')].find((f) => readPids(f)?.includes(initPid));
+  const memDir = cgroupDir(initPid, 'memory');
+  const memoryFile = memDir && [posix.join(memDir, 'memory.usage_in_bytes'), posix.join(memDir, 'memory.current')].find((f) => readText(f) !== undefined);
+  const memoryBaseline = memoryFile ? Number(readText(memoryFile)) : undefined;
+  return { procsFile: usable, tasksFile: usable ? tasks : undefined, memoryFile, memoryBaseline, initPid, baseline };
+}
+
+/** Bytes the container holds beyond what it held idle (a tmpfs file, shared memory, cache); undefined if unknown. */
+export function memoryGrowth(keepAlive: KeepAlive): number | undefined {
+  if (!keepAlive.memoryFile || keepAlive.memoryBaseline === undefined) return undefined;
+  const now = Number(readText(keepAlive.memoryFile));
+  return Number.isFinite(now) ? Math.max(0, now - keepAlive.memoryBaseline) : undefined;
 }
 
 /**
@@ -88,20 +108,30 @@ export async function watchKeepAlive(initPid: number, keepAliveArgv: string[], s
  * One exec at a time: a second one running meanwhile would count as left behind.
  */
 export function leftoverProcesses(keepAlive: KeepAlive): Leftovers | undefined {
-  if (!keepAlive.procsFile) return undefined;
-  const pids = readPids(keepAlive.procsFile);
-  if (!pids) return undefined;
+  if (!keepAlive.procsFile || !keepAlive.tasksFile) return undefined;
+  // Threads, not processes: a live thread of a process whose leader is a zombie still runs.
+  const tids = readPids(keepAlive.tasksFile);
+  if (!tids) return undefined;
   const gone = [...keepAlive.baseline].filter(([pid, start]) => readStat(pid)?.start !== start).map(([pid]) => pid);
   const kept = (pid: number) => keepAlive.baseline.has(pid) && !gone.includes(pid);
   const running: string[] = [];
-  for (const pid of pids) {
-    if (kept(pid)) continue;
-    const stat = readStat(pid);
+  for (const tid of tids) {
+    const stat = readStat(tid);
     if (!stat || stat.state === 'Z' || stat.state === 'X') continue; // gone, or a zombie
-    const relayChild = stat.comm === 'berth-bridge' && stat.ppid !== keepAlive.initPid && kept(stat.ppid);
-    if (!relayChild) running.push(`${pid} ${stat.comm}`);
+    const tgid = tgidOf(tid);
+    if (tgid === undefined) continue; // gone meanwhile
+    if (kept(tgid)) continue;
+    const leader = readStat(tgid) ?? stat;
+    const relayChild = leader.comm === 'berth-bridge' && leader.ppid !== keepAlive.initPid && kept(leader.ppid);
+    if (!relayChild) running.push(`${tgid}${tid === tgid ? '' : `/${tid}`} ${stat.comm}`);
   }
   return { running, gone };
+}
+
+/** The process a thread belongs to (/proc/<tid>/status "Tgid:"). */
+function tgidOf(tid: number): number | undefined {
+  const m = /^Tgid:\s+(\d+)$/m.exec(readText(`/proc/${tid}/status`) ?? '');
+  return m ? Number(m[1]) : undefined;
 }
 
 function readText(file: string): string | undefined {

@@ -3,7 +3,10 @@ import Docker from 'dockerode';
 import { BerthError } from '../errors.js';
 import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
 import { labelFilter, LABELS, type ContainerQuery } from '../plan/labels.js';
-import { leftoverProcesses, watchKeepAlive, type KeepAlive } from './docker-exec.js';
+import { leftoverProcesses, memoryGrowth, watchKeepAlive, type KeepAlive } from './docker-exec.js';
+
+/** A warm container that holds more memory than this beyond its idle self is not kept: idle, it would pin it. */
+const WARM_MEMORY_SLACK = 32 * 2 ** 20;
 
 /**
  * One of the launch folder's docker files (only they import dockerode). It translates a RunPlan
@@ -389,6 +392,7 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
         else if (!left) uncleanReason = "its processes cannot be read from this host (berth needs the host's pid namespace and cgroup files)";
         else if (left.running.length) uncleanReason = `it left processes running: ${left.running.join(', ')}`;
         else if (left.gone.length) uncleanReason = `the keep-alive lost processes: ${left.gone.join(', ')}`;
+        else if ((memoryGrowth(keepAlive) ?? 0) > WARM_MEMORY_SLACK) uncleanReason = `it holds ${Math.round((memoryGrowth(keepAlive) ?? 0) / 2 ** 20)} MiB more than when idle (a tmpfs file, shared memory, cache)`;
       }
       let stdout = output.text('stdout');
       let stderr = output.text('stderr');

@@ -15,7 +15,7 @@ import { snapshotForPlan } from '../store/protected-snapshot.js';
 import { appendRunRecord } from '../store/run-log.js';
 import { workspaceIdFor } from '../store/secret.js';
 import { assertChosenSessionId, workspaceKeyOf, type SessionStore } from '../store/sessions.js';
-import { copySeedsForRun, ensureWorkspace, mountQuotaImages, type WorkspaceQuota } from '../store/workspaces.js';
+import { copySeedsForRun, ensureWorkspace, mountQuotaImages, quotaChangePending, type WorkspaceQuota } from '../store/workspaces.js';
 import { join } from 'node:path';
 import type { RunSocket } from '../plan/outbound.js';
 import { SOCKET_NAMES } from '../plan/outbound.js';
@@ -122,8 +122,8 @@ export function createRunner(deps: {
 }): Runner {
   const { store, sessions, engine, config, secret, installation } = deps;
   const metrics = deps.metrics ?? noMetrics();
-  /** Runs of this process past admission: a drain that runs out of time marks them interrupted. */
-  const inFlight = new Set<{ interrupted: boolean }>();
+  /** Runs of this process past admission: a drain that runs out of time interrupts them. */
+  const inFlight = new Set<Flight>();
   // One run at a time per workspace: a tenant's messages queue instead of racing each other's mounts.
   const withWorkspaceLock = createKeyedLock();
 
@@ -178,16 +178,15 @@ export function createRunner(deps: {
   async function launch(project: Project, session: SessionRecord, spec: LaunchSpec): Promise<RunOutcome> {
     const ctx = contextOf(project, session, spec);
     const labels = { project: project.metadata.name, level: ctx.level, kind: spec.kind };
-    // A shell-tool command runs inside an admitted agent run (its tool call): a slot of its own could deadlock.
     let ticket: Ticket | undefined;
     try {
-      ticket = spec.kind === 'shell_tool' ? undefined : deps.admission?.enter({ project: project.metadata.name, tenant: session.tenant_key });
+      ticket = deps.admission?.enter({ project: project.metadata.name, tenant: session.tenant_key });
     } catch (err) {
-      metrics.runFinished({ ...labels, outcome: 'busy', warm: false });
+      metrics.runFinished({ ...labels, outcome: isBerthError(err, 'BUSY') ? 'busy' : 'failed', warm: false });
       throw err; // BUSY or SHUTTING_DOWN: never accepted, so never journaled
     }
     const journal = (entry: Omit<JournalEntry, 'at' | 'run'>) => appendJournal(project.paths.sessionsDir, { run: ctx.runId, ...entry });
-    const flight = { interrupted: false };
+    const flight: Flight = { interrupted: false, abort: new AbortController() };
     try {
       journal({ phase: 'accepted', owner: deps.ownerProcess, kind: spec.kind, session: session.id });
       if (ticket) {
@@ -195,8 +194,8 @@ export function createRunner(deps: {
         metrics.observeQueueWait(ticket.waitedMs() / 1000);
       }
       inFlight.add(flight);
-      const outcome = await locked(ctx, spec, (containerId) => journal({ phase: 'started', container: containerId }));
-      if (flight.interrupted) journal({ phase: 'interrupted', reason: 'berth stopped: the drain deadline passed' });
+      const outcome = await locked(ctx, spec, (containerId) => journal({ phase: 'started', container: containerId }), flight.abort.signal);
+      if (flight.interrupted) journal({ phase: 'interrupted', reason: DRAIN_REASON });
       else journal({ phase: 'finished', exit_code: outcome.exitCode });
       const t = outcome.timings;
       metrics.observeContainerStart((t.createMs + t.startMs) / 1000, outcome.warm);
@@ -204,8 +203,9 @@ export function createRunner(deps: {
       metrics.runFinished({ ...labels, outcome: flight.interrupted ? 'interrupted' : outcome.timedOut ? 'timeout' : outcome.exitCode === 0 ? 'ok' : 'error', warm: outcome.warm });
       return outcome;
     } catch (err) {
-      journal({ phase: 'failed', reason: err instanceof BerthError ? err.code : 'INTERNAL' });
-      metrics.runFinished({ ...labels, outcome: 'failed', warm: false });
+      if (flight.interrupted) journal({ phase: 'interrupted', reason: DRAIN_REASON });
+      else journal({ phase: 'failed', reason: err instanceof BerthError ? err.code : 'INTERNAL' });
+      metrics.runFinished({ ...labels, outcome: flight.interrupted ? 'interrupted' : 'failed', warm: false });
       if (isBerthError(err, 'E_SANDBOX_VIOLATION')) metrics.sandboxViolation(project.metadata.name);
       throw err;
     } finally {
@@ -214,7 +214,7 @@ export function createRunner(deps: {
     }
   }
 
-  async function locked(base: ReturnType<typeof contextOf>, spec: LaunchSpec, onCreated: (containerId: string) => void): Promise<RunOutcome> {
+  async function locked(base: ReturnType<typeof contextOf>, spec: LaunchSpec, onCreated: (containerId: string) => void, stop: AbortSignal): Promise<RunOutcome> {
     const { project, session } = base;
     return withWorkspaceLock(`${project.metadata.name}/${base.workspace.id}`, async () => {
       // Read now, not when the run was accepted: a grant revoked while it waited is not mounted.
@@ -222,7 +222,15 @@ export function createRunner(deps: {
       const ctx: RunContext = { ...base, config: cfg, owner: agentOwner(cfg), grants: sharedGrantsFor(cfg, project.metadata.name) };
       if (spec.kind !== 'workflow_step') {
         const ws = session.settings.workspace;
-        const made = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota: quotaOf(project, cfg, ctx.log) });
+        // A workspace filesystem about to be made, mounted or resized: no container may hold the
+        // workspace meanwhile. Our warm ones let go; another berth's running one defers the change.
+        const quota = quotaOf(project, cfg, ctx.log);
+        if (quotaChangePending(project, ctx.workspace.id, quota)) {
+          const workspace = warmWorkspaceOf(project.metadata.name, ctx.workspace.id);
+          await deps.warm?.discardWhere((_, w) => w.workspace === workspace);
+          quota.inUse = (await engine.listManaged({ installation, project: project.metadata.name })).some((c) => c.workspace === ctx.workspace.id);
+        }
+        const made = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota });
         if (made.created) ctx.log.info({ skipped: made.skipped }, 'workspace created');
         for (const skipped of made.skipped) ctx.log.warn(skipped, 'seed entry not copied');
       }
@@ -272,7 +280,9 @@ export function createRunner(deps: {
         // A container that outlives the run keeps its run directory: only the sockets go.
         if (runDir) sockets = await openSockets(ctx, runDir, plan.sockets, { keepDir: warmKey !== undefined });
         prepareMounts(plan, project.paths.dir, ctx.owner);
-        return await execute(ctx, spec, plan, home, onCreated, warmKey === undefined ? undefined : { key: warmKey, reuse: warm, runDir });
+        // A drain that ran out of time while this run waited or prepared: no container for it.
+        if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
+        return await execute(ctx, spec, plan, home, onCreated, stop, warmKey === undefined ? undefined : { key: warmKey, reuse: warm, runDir });
       } finally {
         await sockets?.close();
         if (seeds) fs.rmSync(seeds.dir, { recursive: true, force: true });
@@ -349,8 +359,11 @@ export function createRunner(deps: {
         await pool.discard(warm);
       }
     }
-    const started = await engine.startIdle(plan, plan.keepAlive);
-    warm = { containerId: started.containerId, identity: warmIdentity(plan), runDir: spec.runDir };
+    const started = await engine.startIdle(plan, plan.keepAlive).catch((err: unknown) => {
+      if (spec.runDir) fs.rmSync(spec.runDir, { recursive: true, force: true }); // no container will show it
+      throw err;
+    });
+    warm = { containerId: started.containerId, identity: warmIdentity(plan), workspace: warmWorkspaceOf(ctx.project.metadata.name, ctx.workspace.id), runDir: spec.runDir, since: Date.now() };
     let result: ExecResult;
     try {
       result = await engine.execIn(warm.containerId, plan, plan.exec, opts);
@@ -370,9 +383,12 @@ export function createRunner(deps: {
     plan: RunPlan,
     home: string,
     onCreated: (containerId: string) => void,
+    stop: AbortSignal,
     warmSpec?: { key: string; reuse?: WarmContainer; runDir?: string },
   ): Promise<RunOutcome> {
     const abort = new AbortController();
+    const stopNow = () => abort.abort();
+    stop.addEventListener('abort', stopNow, { once: true });
     // A workspace with its own filesystem is bounded by the kernel; the check keeps the rest.
     const watched = isMounted(plan.prepare.rwRoot) ? [home] : [plan.prepare.rwRoot, home];
     const disk = watchDisk(watched, plan.limits, (reason) => {
@@ -380,7 +396,10 @@ export function createRunner(deps: {
       abort.abort();
     });
     const opts: RunOptions = { signal: abort.signal, onCreated, onOutput: spec.kind === 'message' ? spec.onOutput : undefined };
-    const result = await (warmSpec ? runWarm(ctx, plan, warmSpec, opts) : engine.run(plan, opts).then((r) => ({ ...r, warm: false }))).finally(() => disk.stop());
+    const result = await (warmSpec ? runWarm(ctx, plan, warmSpec, opts) : engine.run(plan, opts).then((r) => ({ ...r, warm: false }))).finally(() => {
+      disk.stop();
+      stop.removeEventListener('abort', stopNow);
+    });
     const stoppedFor = disk.exceeded();
     const tool = spec.kind === 'shell_tool';
     ctx.log.info({ exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool }, tool ? 'shell tool finished' : 'run finished');
@@ -428,7 +447,10 @@ export function createRunner(deps: {
         return { interrupted: 0 };
       }
       const interrupted = inFlight.size;
-      for (const flight of inFlight) flight.interrupted = true;
+      for (const flight of inFlight) {
+        flight.interrupted = true;
+        flight.abort.abort(); // stops its container, or keeps one from being made
+      }
       const mine = (await engine.listManaged({ installation })).filter((c) => c.owner === deps.ownerProcess);
       await engine.removeContainers(mine.map((c) => c.id));
       await idle;
@@ -436,10 +458,7 @@ export function createRunner(deps: {
       return { interrupted };
     },
     releaseWarm: async () => (deps.warm ? deps.warm.close() : 0),
-    async forgetSession(project, session) {
-      const warm = deps.warm?.take(warmKeyOf(project, session));
-      if (warm) await deps.warm?.discard(warm);
-    },
+    forgetSession: async (project, session) => deps.warm?.forget(warmKeyOf(project, session)),
     async reapLeftovers() {
       const removed = await engine.removeManaged({ installation });
       // Their sockets went with them (a crashed berth never closed them).
@@ -447,6 +466,9 @@ export function createRunner(deps: {
       return removed;
     },
     async recover() {
+      // A dead berth's containers go first: nothing may hold a workspace whose filesystem is mounted (or resized) below.
+      const containers = await engine.listManaged({ installation });
+      const removed = await engine.removeContainers(containers.filter((c) => !ownerAlive(c.owner)).map((c) => c.id));
       const interrupted: string[] = [];
       const cfg = config();
       for (const name of store.names()) {
@@ -469,8 +491,6 @@ export function createRunner(deps: {
           interrupted.push(open.run);
         }
       }
-      const containers = await engine.listManaged({ installation });
-      const removed = await engine.removeContainers(containers.filter((c) => !ownerAlive(c.owner)).map((c) => c.id));
       // Sockets of dead runs: each run's directory is named by its run id.
       if (deps.sockets) {
         const live = new Set(containers.filter((c) => ownerAlive(c.owner)).map((c) => c.run));
@@ -480,12 +500,24 @@ export function createRunner(deps: {
       return { interrupted, removed };
     },
     listContainers: (project) => engine.listManaged({ installation, project }),
-    removeContainers: (project) => engine.removeManaged({ installation, project }),
+    async removeContainers(project) {
+      await deps.warm?.discardWhere((key) => key.startsWith(`${project}\0`));
+      return engine.removeManaged({ installation, project });
+    },
   };
 }
 
+/** A run past admission; a drain that runs out of time interrupts it. */
+interface Flight {
+  interrupted: boolean;
+  abort: AbortController;
+}
+
+const DRAIN_REASON = 'berth stopped: the drain deadline passed';
+
 /** One warm container per session of a project (a project name has no NUL). */
 const warmKeyOf = (project: string, session: string) => `${project}\0${session}`;
+const warmWorkspaceOf = (project: string, workspace: string) => `${project}\0${workspace}`;
 
 /** After a warm message: a clean container waits for the next one; any other is removed. */
 function settle(pool: WarmPool, key: string, warm: WarmContainer, clean: boolean, log: Logger, why?: string): void {

@@ -6,9 +6,16 @@ import type { Engine } from '../launch/docker.js';
 export interface WarmContainer {
   containerId: string;
   identity: string;
+  /** Project and workspace id: the workspace it has mounted (shared by a tenant's sessions). */
+  workspace: string;
   /** The run directory its /run/berth mount shows (each message's sockets are opened there). */
   runDir?: string;
+  /** When it was started (ms since the epoch): past MAX_AGE_MS it is not used again. */
+  since: number;
 }
+
+/** A warm container serves messages for at most an hour, then the session gets a fresh one. */
+export const MAX_AGE_MS = 60 * 60 * 1000;
 
 export interface WarmPool {
   /** The session's idle container, taken out of the pool for one message (nothing else can reap or use it meanwhile). */
@@ -17,6 +24,13 @@ export interface WarmPool {
   put(key: string, warm: WarmContainer): void;
   /** Remove its container and its run directory (recycled, unclean, reaped). */
   discard(warm: WarmContainer): Promise<void>;
+  /** Remove the idle containers a test picks (by key: project + session, or by the workspace they have mounted). */
+  discardWhere(pick: (key: string, warm: WarmContainer) => boolean): Promise<void>;
+  /**
+   * The session is gone: remove its idle container, and the one a message in flight holds when
+   * it comes back (a new session of that id must never inherit it).
+   */
+  forget(key: string): Promise<void>;
   /** Remove every idle warm container (berth stops); returns how many. */
   close(): Promise<number>;
   size(): number;
@@ -28,7 +42,9 @@ export interface WarmPool {
  * its owner label). Bounded by `max` (the one idle longest goes first) and by the idle timeout.
  */
 export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max: () => number; logger: Logger; onSize?: (n: number) => void }): WarmPool {
-  const idle = new Map<string, { warm: WarmContainer; timer: NodeJS.Timeout }>();
+  const idle = new Map<string, { warm: WarmContainer; timer: NodeJS.Timeout; since: number }>();
+  /** Sessions deleted while a message held their container (cleared when it comes back). */
+  const forgotten = new Set<string>();
   const changed = () => deps.onSize?.(idle.size);
 
   async function discard(warm: WarmContainer): Promise<void> {
@@ -46,25 +62,32 @@ export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max
     void discard(held.warm).catch((err: unknown) => deps.logger.warn({ err: String(err) }, 'could not remove a warm container'));
   }
 
+  function take(key: string): WarmContainer | undefined {
+    const held = idle.get(key);
+    if (!held) return undefined;
+    idle.delete(key);
+    clearTimeout(held.timer);
+    changed();
+    if (Date.now() - held.since > MAX_AGE_MS) {
+      // Old enough to be on an image rebuilt since, or to have gathered what a fresh one would not.
+      void discard(held.warm).catch(() => undefined);
+      return undefined;
+    }
+    return held.warm;
+  }
+
   return {
-    take(key) {
-      const held = idle.get(key);
-      if (!held) return undefined;
-      idle.delete(key);
-      clearTimeout(held.timer);
-      changed();
-      return held.warm;
-    },
+    take,
     put(key, warm) {
       const ms = deps.idleMs();
-      if (ms <= 0 || deps.max() <= 0) {
+      if (forgotten.delete(key) || ms <= 0 || deps.max() <= 0) {
         void discard(warm).catch(() => undefined);
         return;
       }
       evict(key, 'replaced'); // never two for one session
       const timer = setTimeout(() => evict(key, 'idle'), ms);
       timer.unref();
-      idle.set(key, { warm, timer });
+      idle.set(key, { warm, timer, since: warm.since });
       // Map order is insertion order: the first entries have been idle longest.
       for (const oldest of idle.keys()) {
         if (idle.size <= deps.max()) break;
@@ -73,6 +96,16 @@ export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max
       changed();
     },
     discard,
+    async discardWhere(pick) {
+      const keys = [...idle].filter(([key, held]) => pick(key, held.warm)).map(([key]) => key);
+      const taken = keys.map((key) => take(key)).filter((w): w is WarmContainer => w !== undefined);
+      await Promise.all(taken.map(discard));
+    },
+    async forget(key) {
+      forgotten.add(key);
+      const warm = take(key);
+      if (warm) await discard(warm);
+    },
     async close() {
       const all = [...idle.values()];
       idle.clear();

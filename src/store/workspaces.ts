@@ -5,7 +5,7 @@ import { BerthError, errnoOf } from '../errors.js';
 import { at, closeQuietly, openChildDir, openRootDir, withFd } from '../fs/fd-path.js';
 import { readJsonFile } from '../fs/json-file.js';
 import { diskUsage } from '../fs/du.js';
-import { ensureLoopQuota, isMounted, quotaUsage, type QuotaEnsured } from '../fs/loop-quota.js';
+import { ensureLoopQuota, isMounted, mountPoints, quotaUsage, type QuotaEnsured } from '../fs/loop-quota.js';
 import { copyEntry, displace, ensureDirPath, kindAt, writeNewFileAt, type Owner, type Skipped } from '../fs/tree.js';
 import { SEED_ENTRIES, type ProtectedSnapshot } from '../plan/run-plan.js';
 import type { Project } from './projects.js';
@@ -113,6 +113,8 @@ export interface WorkspaceQuota {
   files: number;
   /** Where a pre-quota workspace is mounted while its content is copied in. */
   scratchDir: string;
+  /** A container of this workspace is running: no copy into a new image, no resize, this time. */
+  inUse?: boolean;
   onEnsured?: (id: string, ensured: QuotaEnsured) => void;
 }
 
@@ -128,7 +130,7 @@ function quotaFor(project: Project, id: string, opts: { quota?: WorkspaceQuota; 
   if (!quota || !project.metadata.workspace_isolation) return;
   const image = quotaImageOf(project, id);
   if (quota.mode !== 'loop' && !fs.existsSync(image)) return;
-  const ensured = ensureLoopQuota({ image, mountpoint: join(project.paths.workspacesDir, id), sizeBytes: quota.sizeBytes, files: quota.files, owner: opts.owner }, quota.scratchDir);
+  const ensured = ensureLoopQuota({ image, mountpoint: join(project.paths.workspacesDir, id), sizeBytes: quota.sizeBytes, files: quota.files, owner: opts.owner }, quota.scratchDir, { inUse: quota.inUse });
   quota.onEnsured?.(id, ensured);
 }
 
@@ -148,10 +150,30 @@ export function mountQuotaImages(project: Project, quota: WorkspaceQuota, owner?
   return ids.length;
 }
 
-/** What a workspace holds: from its filesystem when it has a quota (no walk), else a capped walk. */
-export function workspaceUsage(project: Project, id: string): { size_bytes: number; quota?: { size_bytes: number; files: number; files_max: number } } {
+/**
+ * Will this run change the workspace's filesystem (make its image, mount it, resize it)? Then no
+ * container may have the workspace mounted meanwhile: the caller lets its own go first.
+ */
+export function quotaChangePending(project: Project, id: string, quota: WorkspaceQuota): boolean {
+  if (!project.metadata.workspace_isolation) return false;
   const dir = join(project.paths.workspacesDir, id);
-  if (!isMounted(dir)) return { size_bytes: diskUsage(dir).bytes };
+  let size: number | undefined;
+  try {
+    size = fs.statSync(quotaImageOf(project, id)).size;
+  } catch {
+    return quota.mode === 'loop' && fs.existsSync(dir); // a first image; a new workspace is empty anyway
+  }
+  return size !== quota.sizeBytes || !isMounted(dir);
+}
+
+/** What a workspace holds: from its filesystem when it has a quota (no walk), else a capped walk. */
+export function workspaceUsage(
+  project: Project,
+  id: string,
+  mounted: ReadonlySet<string> = new Set(mountPoints()),
+): { size_bytes: number; quota?: { size_bytes: number; files: number; files_max: number } } {
+  const dir = join(project.paths.workspacesDir, id);
+  if (!mounted.has(dir)) return { size_bytes: diskUsage(dir).bytes };
   const u = quotaUsage(dir);
   return { size_bytes: u.usedBytes, quota: { size_bytes: u.sizeBytes, files: u.files, files_max: u.filesMax } };
 }

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBerth } from '../../src/main.js';
+import Docker from 'dockerode';
+import { createBerth, installationId } from '../../src/main.js';
 import { isMounted, releaseMountsUnder } from '../../src/fs/loop-quota.js';
 import { assessDisk } from '../../src/doctor.js';
 import { testHome, type TestHome } from '../helpers.js';
@@ -133,5 +134,54 @@ describe('disk quotas: one loop-mounted ext4 image per tenant workspace', () => 
     const unsupported = assessDisk(h.home, '/nonexistent', 'loop', { ok: false, detail: 'no loop devices' });
     expect(unsupported).toMatchObject({ status: 'fail' });
     expect(unsupported.detail).toContain('no loop devices');
+  });
+});
+
+describe('disk quotas with warm containers', () => {
+  let w: TestHome;
+  beforeAll(() => {
+    w = testHome({ warm: true, config: 'disk_quotas: loop\nruns: { warm_idle_seconds: 60 }\n' });
+    w.create({ name: 'wq', workspace_isolation: true, limits: { disk_mb: 16 } });
+  });
+  afterAll(async () => {
+    await w[Symbol.asyncDispose]();
+  });
+  const df = (o: { stdout: string }) => Number(o.stdout.trim().split(/\s+/)[1]) * 1024;
+
+  it("a resize waits for no container to hold the filesystem: the session's warm containers are let go first", async () => {
+    const first = await w.run('wq', 'web:ann', 'echo kept > f; df -k /workspace | tail -1');
+    await w.berth.runner.run({ project: 'wq', tenantKey: 'web:ann', sessionId: 'other', message: 'true' }); // a second session, same workspace
+    expect(df(first)).toBeLessThanOrEqual(16 * MiB);
+    await w.berth.admin.updateProject('wq', { limits: { disk_mb: 40 } });
+    const after = await w.run('wq', 'web:ann', 'cat f; df -k /workspace | tail -1');
+    expect(after.warm).toBe(false);
+    expect(after.stdout.split('\n')[0]).toBe('kept');
+    expect(df({ stdout: after.stdout.split('\n')[1] ?? '' })).toBeGreaterThan(30 * MiB);
+  });
+
+  it('never resizes a filesystem another container still has mounted (fsck on a live filesystem corrupts it)', async () => {
+    const o = await w.run('wq', 'web:bea', 'echo safe > f');
+    const dir = join(w.berth.store.get('wq').paths.workspacesDir, o.workspaceId);
+    await w.berth.runner.releaseWarm();
+    const docker = new Docker();
+    const holder = await docker.createContainer({
+      Image: 'berth/shell:latest',
+      Cmd: ['berth-bridge', 'idle'],
+      Labels: { 'berth.managed': 'true', 'berth.installation': installationId(w.home) },
+      HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'bind', Source: dir, Target: '/held', ReadOnly: true }] as never },
+    });
+    await holder.start();
+    try {
+      await w.berth.admin.updateProject('wq', { limits: { disk_mb: 24 } });
+      const next = await w.run('wq', 'web:bea', 'cat f; df -k /workspace | tail -1');
+      expect(next.stdout.split('\n')[0]).toBe('safe');
+      expect(df({ stdout: next.stdout.split('\n')[1] ?? '' })).toBeGreaterThan(30 * MiB); // still 40 MiB
+    } finally {
+      await holder.remove({ force: true });
+    }
+    await w.berth.runner.releaseWarm();
+    const resized = await w.run('wq', 'web:bea', 'cat f; df -k /workspace | tail -1');
+    expect(resized.stdout.split('\n')[0]).toBe('safe');
+    expect(df({ stdout: resized.stdout.split('\n')[1] ?? '' })).toBeLessThanOrEqual(24 * MiB);
   });
 });

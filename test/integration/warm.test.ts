@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -95,6 +96,46 @@ describe('warm session containers', () => {
     expect(next.containerId).not.toBe(daemon.containerId);
     expect(next.stdout.trim()).toBe('0');
     expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).not.toContain(daemon.containerId);
+  });
+
+  it('a process whose main thread exits while another thread runs is caught too (its leader is a zombie)', async () => {
+    const first = await run('web:ivy', 'true');
+    const dir = join(h.berth.store.get('w').paths.workspacesDir, first.workspaceId);
+    const src = join(h.home, 'zl.c');
+    fs.writeFileSync(src, '#include <pthread.h>\n#include <unistd.h>\nstatic void *spin(void *a) { (void)a; sleep(300); return 0; }\nint main(void) { pthread_t t; pthread_create(&t, 0, spin, 0); pthread_exit(0); }\n');
+    execFileSync('gcc', ['-static', '-O2', '-pthread', '-o', join(dir, 'zl'), src]);
+    const planted = await run('web:ivy', './zl & sleep 0.2; echo planted');
+    expect(planted.stdout).toBe('planted\n');
+    expect(planted.containerId).toBe(first.containerId);
+    const next = await run('web:ivy', 'true');
+    expect(next.containerId).not.toBe(planted.containerId);
+    expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).not.toContain(planted.containerId);
+  });
+
+  it("a message cannot ptrace the keep-alive or the relay (same uid): they are not dumpable", async () => {
+    const first = await run('web:kim', 'true'); // medium: the egress relay runs beside the keep-alive
+    const dir = join(h.berth.store.get('w').paths.workspacesDir, first.workspaceId);
+    const src = join(h.home, 'pt.c');
+    fs.writeFileSync(
+      src,
+      '#include <errno.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <sys/ptrace.h>\n' +
+        'int main(int c, char **v) { for (int i = 1; i < c; i++) { long r = ptrace(PTRACE_ATTACH, atoi(v[i]), 0, 0); printf("%s %s\\n", v[i], r == 0 ? "attached" : strerror(errno)); } return 0; }\n',
+    );
+    execFileSync('gcc', ['-static', '-O2', '-o', join(dir, 'pt'), src]);
+    // pid 1 is the idle keep-alive; the relay listener is the other berth-bridge.
+    const o = await run('web:kim', 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = berth-bridge ] && echo ${p#/proc/}; done | xargs ./pt');
+    expect(o.warm).toBe(true);
+    const lines = o.stdout.trim().split('\n');
+    expect(lines.length).toBeGreaterThanOrEqual(2);
+    for (const line of lines) expect(line).toMatch(/Operation not permitted$/);
+  });
+
+  it('a message that leaves memory held (a big /tmp file) does not park it in an idle container', async () => {
+    const big = await run('web:jo', 'head -c 48000000 /dev/zero > /tmp/big; echo written');
+    expect(big.stdout).toBe('written\n');
+    const next = await run('web:jo', 'ls /tmp');
+    expect(next.containerId).not.toBe(big.containerId);
+    expect(next.stdout).toBe('');
   });
 
   it('between messages the container reaches nothing: its run directory holds no socket', async () => {
