@@ -269,12 +269,13 @@ export function createRunner(deps: {
       if (warm && warm.identity !== warmIdentity(plan)) {
         // Anything in the plan changed (level, grants, protection, limits, image, env): a new container.
         ctx.log.info({ container: warm.containerId.slice(0, 12) }, 'warm container recycled: the plan changed');
-        await deps.warm?.discard(warm);
+        await deps.warm?.discard(warm); // the session stays this message's: it gets a new container
         warm = undefined;
         plan = planFor(freshDir);
       }
       const runDir = warm?.runDir ?? freshDir;
       let sockets: { close(): Promise<void> } | undefined;
+      let handedOff = false;
       try {
         for (const w of plan.warnings) ctx.log.warn(w);
         // A container that outlives the run keeps its run directory: only the sockets go.
@@ -282,7 +283,12 @@ export function createRunner(deps: {
         prepareMounts(plan, project.paths.dir, ctx.owner);
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
+        handedOff = true; // from here the warm container goes back to the pool or away (execute settles it)
         return await execute(ctx, spec, plan, home, onCreated, stop, warmKey === undefined ? undefined : { key: warmKey, reuse: warm, runDir });
+      } catch (err) {
+        // Taken from the pool but never used (the mounts failed a check, berth is stopping): not kept.
+        if (warmKey && !handedOff) await deps.warm?.drop(warmKey, warm);
+        throw err;
       } finally {
         await sockets?.close();
         if (seeds) fs.rmSync(seeds.dir, { recursive: true, force: true });
@@ -353,13 +359,18 @@ export function createRunner(deps: {
         settle(pool, spec.key, warm, result.clean, ctx.log, result.uncleanReason);
         return { ...result, warm: true };
       } catch (err) {
-        // Gone (removed with its project, or by hand): the message gets a new one.
-        if (!isBerthError(err, 'RUN_FAILED')) throw err;
+        if (!isBerthError(err, 'RUN_FAILED')) {
+          await pool.drop(spec.key, warm);
+          throw err;
+        }
+        // Gone (removed with its project, or by hand): the message gets a new one, on the same run
+        // directory (this run's sockets are open there), so only the container goes.
+        await engine.removeContainers([warm.containerId]);
         ctx.log.info({ container: warm.containerId.slice(0, 12), err: err.message }, 'warm container unusable; starting a new one');
-        await pool.discard(warm);
       }
     }
-    const started = await engine.startIdle(plan, plan.keepAlive).catch((err: unknown) => {
+    const started = await engine.startIdle(plan, plan.keepAlive).catch(async (err: unknown) => {
+      await pool.drop(spec.key);
       if (spec.runDir) fs.rmSync(spec.runDir, { recursive: true, force: true }); // no container will show it
       throw err;
     });
@@ -368,7 +379,7 @@ export function createRunner(deps: {
     try {
       result = await engine.execIn(warm.containerId, plan, plan.exec, opts);
     } catch (err) {
-      await pool.discard(warm);
+      await pool.drop(spec.key, warm);
       throw err;
     }
     settle(pool, spec.key, warm, result.clean, ctx.log, result.uncleanReason);
@@ -523,7 +534,7 @@ const warmWorkspaceOf = (project: string, workspace: string) => `${project}\0${w
 function settle(pool: WarmPool, key: string, warm: WarmContainer, clean: boolean, log: Logger, why?: string): void {
   if (clean) return pool.put(key, warm);
   log.info({ container: warm.containerId.slice(0, 12), why }, 'warm container removed after the message');
-  void pool.discard(warm).catch(() => undefined);
+  void pool.drop(key, warm).catch(() => undefined);
 }
 
 function roundedTimings(t: RunResult['timings']) {

@@ -18,12 +18,18 @@ export interface WarmContainer {
 export const MAX_AGE_MS = 60 * 60 * 1000;
 
 export interface WarmPool {
-  /** The session's idle container, taken out of the pool for one message (nothing else can reap or use it meanwhile). */
+  /**
+   * The session's idle container, taken out of the pool for one message (nothing else can reap
+   * or use it meanwhile); undefined if it has none. Either way the session is the message's until
+   * put() or drop().
+   */
   take(key: string): WarmContainer | undefined;
   /** Its message is done and it is clean: idle again, until the next message or the idle timeout. */
   put(key: string, warm: WarmContainer): void;
-  /** Remove its container and its run directory (recycled, unclean, reaped). */
+  /** Remove its container and its run directory (one that was never in the pool). */
   discard(warm: WarmContainer): Promise<void>;
+  /** The message is done with the session without a container to keep (recycled, unclean, failed): remove it, if any. */
+  drop(key: string, warm?: WarmContainer): Promise<void>;
   /** Remove the idle containers a test picks (by key: project + session, or by the workspace they have mounted). */
   discardWhere(pick: (key: string, warm: WarmContainer) => boolean): Promise<void>;
   /**
@@ -43,7 +49,9 @@ export interface WarmPool {
  */
 export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max: () => number; logger: Logger; onSize?: (n: number) => void }): WarmPool {
   const idle = new Map<string, { warm: WarmContainer; timer: NodeJS.Timeout; since: number }>();
-  /** Sessions deleted while a message held their container (cleared when it comes back). */
+  /** Sessions whose container a message holds now (taken, not yet put back or dropped). */
+  const taken = new Set<string>();
+  /** Of those, the sessions deleted meanwhile: their container is removed when it comes back. */
   const forgotten = new Set<string>();
   const changed = () => deps.onSize?.(idle.size);
 
@@ -63,6 +71,7 @@ export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max
   }
 
   function take(key: string): WarmContainer | undefined {
+    taken.add(key);
     const held = idle.get(key);
     if (!held) return undefined;
     idle.delete(key);
@@ -79,6 +88,7 @@ export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max
   return {
     take,
     put(key, warm) {
+      taken.delete(key);
       const ms = deps.idleMs();
       if (forgotten.delete(key) || ms <= 0 || deps.max() <= 0) {
         void discard(warm).catch(() => undefined);
@@ -96,15 +106,23 @@ export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max
       changed();
     },
     discard,
+    async drop(key, warm) {
+      taken.delete(key);
+      forgotten.delete(key);
+      if (warm) await discard(warm);
+    },
     async discardWhere(pick) {
-      const keys = [...idle].filter(([key, held]) => pick(key, held.warm)).map(([key]) => key);
-      const taken = keys.map((key) => take(key)).filter((w): w is WarmContainer => w !== undefined);
-      await Promise.all(taken.map(discard));
+      const picked = [...idle].filter(([key, held]) => pick(key, held.warm));
+      for (const [key] of picked) evict(key, 'let go');
+      await Promise.all(picked.map(([, held]) => discard(held.warm).catch(() => undefined)));
     },
     async forget(key) {
-      forgotten.add(key);
-      const warm = take(key);
-      if (warm) await discard(warm);
+      if (taken.has(key)) forgotten.add(key); // a message holds it: removed when it comes back
+      const held = idle.get(key);
+      if (held) {
+        evict(key, 'session deleted');
+        await discard(held.warm).catch(() => undefined);
+      }
     },
     async close() {
       const all = [...idle.values()];

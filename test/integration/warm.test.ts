@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import Docker from 'dockerode';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBerth } from '../../src/main.js';
@@ -78,6 +79,32 @@ describe('warm session containers', () => {
     expect(again.sessionId).toBe(first.sessionId);
     expect(again.warm).toBe(false);
     expect(again.stdout).toBe('none\n');
+  });
+
+  it('a session deleted while its first message runs does not leave that container to a new session of the id', async () => {
+    const before = new Set((await h.berth.runner.listContainers('w')).map((c) => c.id));
+    const running = run('web:lee', 'sleep 1; echo done').catch((err: unknown) => err); // its session vanishes under it
+    await new Promise((r) => setTimeout(r, 600));
+    const mine = (await h.berth.runner.listContainers('w')).map((c) => c.id).filter((id) => !before.has(id));
+    expect(mine).toHaveLength(1);
+    const sessionId = h.berth.sessions.list(h.berth.store.get('w')).find((x) => x.tenant_key === 'web:lee')?.id;
+    h.berth.admin.deleteSession('w', sessionId as string);
+    await running;
+    for (let i = 0; i < 50 && (await h.berth.runner.listContainers('w')).some((c) => c.id === mine[0]); i++) await new Promise((r) => setTimeout(r, 100));
+    expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).not.toContain(mine[0]);
+    const again = await run('web:lee', 'true');
+    expect(again.warm).toBe(false);
+  });
+
+  it('a warm container removed behind berth\'s back: the next message gets a new one and runs', async () => {
+    const first = await run('web:max', 'true');
+    await new Docker().getContainer(first.containerId).remove({ force: true });
+    const next = await run('web:max', 'echo ran');
+    expect(next.stdout).toBe('ran\n');
+    expect(next.warm).toBe(false);
+    expect(next.containerId).not.toBe(first.containerId);
+    const third = await run('web:max', 'echo again');
+    expect(third.warm).toBe(true);
   });
 
   it('a timeout kills the message (its container goes), and the next message starts clean', async () => {
