@@ -5,6 +5,7 @@ import type { ProjectMetadata } from './config/metadata.js';
 import { join } from 'node:path';
 import { loadBerthConfig, type BerthConfig } from './config/berth-config.js';
 import { loopQuotaSupport } from './fs/loop-quota.js';
+import { admissionLimitsOf } from './config/runs.js';
 import { homePaths } from './config/home.js';
 import { isBerthError } from './errors.js';
 import { installationId, type Berth } from './main.js';
@@ -82,6 +83,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
   }
   if (projectProblems === 0) checks.push({ name: 'projects', status: 'ok', detail: `${projects.length} project(s) valid` });
   checks.push(...checkRwAreas(berth));
+  checks.push(describeRuns(berth.config));
   checks.push(...checkModels(berth.config, projects));
   checks.push(...(await checkBridges(berth.config)));
 
@@ -136,6 +138,14 @@ export function assessDisk(home: string, engineRoot: string, quotas: BerthConfig
   if (pct < 10) return { name: 'disk quotas', status: 'warn', detail: `${gib} (${pct}%) free where berth's home is; ${bound}` };
   if (shared) return { name: 'disk quotas', status: 'warn', detail: `berth's home shares a filesystem with the engine's data (${engineRoot}); ${bound}` };
   return { name: 'disk quotas', status: 'ok', detail: `${gib} free; ${bound}` };
+}
+
+/** What admission control and warm containers will do with this berth.yaml on this host. */
+export function describeRuns(config: BerthConfig): Check {
+  const l = admissionLimitsOf(config);
+  const { warm_idle_seconds: idle, warm_max: max, drain_seconds: drain } = config.runs;
+  const warm = idle > 0 && max > 0 ? `sessions stay warm ${idle} s (at most ${max}) under serve` : 'no warm containers';
+  return { name: 'runs', status: 'ok', detail: `${l.global} at once (${l.perProject} per project, ${l.perTenant} per tenant), ${l.queue} may wait; ${warm}; SIGTERM drains for ${drain} s` };
 }
 
 /** A read-write grant is only useful if the agent user can write the area. */

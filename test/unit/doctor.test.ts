@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { assessRunc } from '../../src/doctor.js';
+import { assessRunc, describeRuns } from '../../src/doctor.js';
+import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 
 describe('assessRunc', () => {
   it.each([
@@ -26,5 +27,13 @@ describe('assessRunc', () => {
   it('names the CVEs it is worried about', () => {
     expect(assessRunc('1.1.5+ds1-1+deb12u1', []).detail).toContain('CVE-2025-31133');
     expect(assessRunc('1.1.5', []).detail).toContain('CVE-2024-21626');
+  });
+});
+
+describe('describeRuns: what admission and warm containers will do', () => {
+  it('names the limits in force and whether sessions stay warm', () => {
+    const on = describeRuns(BerthConfigSchema.parse({ runs: { max_concurrent: 4, per_tenant: 1, queue: 12 } }));
+    expect(on.detail).toBe('4 at once (4 per project, 1 per tenant), 12 may wait; sessions stay warm 300 s (at most 200) under serve; SIGTERM drains for 30 s');
+    expect(describeRuns(BerthConfigSchema.parse({ runs: { warm_idle_seconds: 0 } })).detail).toContain('no warm containers');
   });
 });
