@@ -104,7 +104,7 @@ const LIMIT_FIELDS = {
     .int()
     .min(1)
     .max(1024 * 1024)
-    .describe('What a run may leave in its writable workspace (MiB): no single file grows past it (the kernel refuses the write), and a run whose workspace passes it is stopped within about a second.'),
+    .describe('What a run may leave in its writable workspace (MiB): no single file grows past it (the kernel refuses the write), and a run whose workspace passes it is stopped within about a second (with berth.yaml disk_quotas: loop, the workspace is a filesystem of this size: ENOSPC).'),
   files: z.number().int().min(100).max(10_000_000).describe('Files and directories a writable workspace may hold; a run that passes it is stopped within about a second.'),
 };
 

@@ -401,11 +401,17 @@ export function createRunner(deps: {
     const stopNow = () => abort.abort();
     stop.addEventListener('abort', stopNow, { once: true });
     // A workspace with its own filesystem is bounded by the kernel; the check keeps the rest.
-    const watched = isMounted(plan.prepare.rwRoot) ? [home] : [plan.prepare.rwRoot, home];
-    const disk = watchDisk(watched, plan.limits, (reason) => {
-      ctx.log.warn({ reason }, 'run stopped: disk limit');
-      abort.abort();
-    });
+    const own = isMounted(plan.prepare.rwRoot);
+    const disk = watchDisk(
+      own ? [home] : [plan.prepare.rwRoot, home],
+      plan.limits,
+      (reason) => {
+        ctx.log.warn({ reason }, 'run stopped: disk limit');
+        abort.abort();
+      },
+      undefined,
+      own ? [plan.prepare.rwRoot] : [],
+    );
     const opts: RunOptions = { signal: abort.signal, onCreated, onOutput: spec.kind === 'message' ? spec.onOutput : undefined };
     const result = await (warmSpec ? runWarm(ctx, plan, warmSpec, opts) : engine.run(plan, opts).then((r) => ({ ...r, warm: false }))).finally(() => {
       disk.stop();

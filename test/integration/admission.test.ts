@@ -5,7 +5,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readJsonLines } from '../../src/fs/json-file.js';
 import Docker from 'dockerode';
-import { installationId } from '../../src/main.js';
+import { pino } from 'pino';
+import { createBerth, installationId } from '../../src/main.js';
+import { createBridgeCore, type ChatTransport } from '../../src/bridges/core.js';
+import { openInbox } from '../../src/store/inbox.js';
+import { openBridgeState } from '../../src/store/bridge-state.js';
 import { BERTH_BIN, cli, removeContainersOf, serveApp, testHome, type TestHome } from '../helpers.js';
 
 /** Admission control on the real API and engine: limits, the fair queue, 429 BUSY, and the SIGTERM drain. */
@@ -128,5 +132,55 @@ describe('SIGTERM drains berth serve', () => {
     expect(last[0]?.reason).toContain('drain deadline');
     const docker = new Docker();
     expect(await docker.listContainers({ all: true, filters: { label: [`berth.installation=${installationId(home)}`] } })).toEqual([]);
+  });
+});
+
+describe('chat bridges under admission (bridge core, real runs)', () => {
+  let c: TestHome;
+  const sent: Array<{ chat: string; text: string }> = [];
+  const transport: ChatTransport = {
+    name: 'test',
+    send: async (chat, text) => void sent.push({ chat, text }),
+    typing: async () => undefined,
+    acknowledge: async () => undefined,
+    projectOf: () => 'chat',
+  };
+  const coreOf = (berth: TestHome['berth']) => {
+    const dir = join(c.home, '.berth', 'bridges');
+    return createBridgeCore({ transport, inbox: openInbox(dir, 'test'), state: openBridgeState(dir, 'test'), admin: berth.admin, config: () => berth.config, logger: pino({ level: 'silent' }), senderAllowed: () => true });
+  };
+  const message = (id: string, text: string) => ({ id, chat: `c-${id}`, tenant: `test:${id}`, sender: `test:${id}`, text });
+  beforeAll(() => {
+    c = testHome({ config: 'runs: { max_concurrent: 1, per_tenant: 1, queue: 0 }\n' });
+    c.create({ name: 'chat', workspace_isolation: true });
+  });
+  afterAll(async () => {
+    await c[Symbol.asyncDispose]();
+  });
+
+  it('a BUSY chat message waits its Retry-After and is answered, not bounced to the person', async () => {
+    const core = coreOf(c.berth);
+    const hog = c.berth.runner.run({ project: 'chat', tenantKey: 'api:hog', message: 'sleep 2' }); // holds the one slot
+    await new Promise((r) => setTimeout(r, 300));
+    expect(core.receive(message('m1', 'echo answered'))).toBe('accepted');
+    await hog;
+    await core.idle();
+    expect(sent.filter((s) => s.chat === 'c-m1').map((s) => s.text)).toEqual(['answered']);
+  });
+
+  it('a message refused because berth is stopping goes back to its inbox and is answered after the restart', async () => {
+    const core = coreOf(c.berth);
+    c.berth.admission.drain();
+    core.receive(message('m2', 'echo after restart'));
+    await core.idle();
+    expect(sent.filter((s) => s.chat === 'c-m2')).toEqual([]);
+    const inbox = openInbox(join(c.home, '.berth', 'bridges'), 'test');
+    expect(inbox.all().find((e) => e.id === 'm2')?.phase).toBe('received');
+    // The next berth of this home answers it.
+    const next = createBerth({ home: c.home, logLevel: 'silent' });
+    const again = coreOf(next);
+    again.recover();
+    await again.idle();
+    expect(sent.filter((s) => s.chat === 'c-m2').map((s) => s.text)).toEqual(['after restart']);
   });
 });

@@ -93,6 +93,15 @@ describe('disk quotas: one loop-mounted ext4 image per tenant workspace', () => 
     expect((await h.run('q', 'web:neighbour', 'wc -c < f')).stdout).toBe(`${4 * MiB}\n`);
   });
 
+  it('a lower limits.files still holds for a workspace whose filesystem was made with more inodes', async () => {
+    await h.berth.admin.updateProject('q', { limits: { disk_mb: 8, files: 100 } });
+    const o = await h.run('q', 'web:neighbour', 'mkdir -p many; i=0; while [ $i -lt 250 ]; do touch many/f$i; i=$((i+1)); sleep 0.01; done; echo finished');
+    expect(o.stdout).not.toContain('finished');
+    expect(o.warnings.join()).toContain('limits.files (100 files and directories)');
+    await h.run('q', 'web:neighbour', 'rm -rf many');
+    await h.berth.admin.updateProject('q', { limits: { files: 300 } });
+  });
+
   it('a workspace made before quotas were on is moved into its image with its content', async () => {
     h.create({ name: 'late', workspace_isolation: true, limits: { disk_mb: 16 } });
     fs.writeFileSync(join(h.home, 'berth.yaml'), 'disk_quotas: off\n');
