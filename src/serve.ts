@@ -30,7 +30,7 @@ export async function runServer(
   }
   const http = await listenHttp(berth, { host: opts.host, port: opts.port, token: token.token }, io);
   const { url } = http;
-  io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat)\n`);
+  io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat, metrics: ${url}/metrics)\n`);
   if (token.source === 'generated' || opts.demo) {
     io.out(`admin token: ${token.token}${token.file ? `  (stored in ${token.file}, mode 0600)` : ''}\n`);
   } else {
