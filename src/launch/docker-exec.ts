@@ -9,7 +9,7 @@ import { posix } from 'node:path';
  */
 
 /** The cgroup directory of `pid` for a controller (v1), or its unified cgroup (v2); undefined if unknown. */
-export function cgroupDir(pid: number, controller: 'pids' | 'memory'): string | undefined {
+export function cgroupDir(pid: number, controller: 'pids' | 'memory' | 'freezer'): string | undefined {
   const own = readText(`/proc/${pid}/cgroup`);
   const mounts = readText('/proc/self/mountinfo');
   if (own === undefined || mounts === undefined) return undefined;
@@ -44,9 +44,11 @@ export interface KeepAlive {
    * its live threads are here.
    */
   tasksFile?: string;
-  /** The container's memory use (v1 memory.usage_in_bytes, v2 memory.current), and what it was idle. */
+  /** The container's memory.stat, and what it held idle (anonymous plus shared memory: tmpfs files count, page cache does not). */
   memoryFile?: string;
   memoryBaseline?: number;
+  /** Its freezer (v1 freezer.state, v2 cgroup.freeze): the task list is read while nothing in it can fork. */
+  freezeFile?: string;
   /** The container's first process (host pid). */
   initPid: number;
   /**
@@ -86,16 +88,55 @@ export async function watchKeepAlive(initPid: number, keepAliveArgv: string[], s
   }
   const tasks = dir && [posix.join(dir, 'tasks'), posix.join(dir, 'cgroup.threads')].find((f) => readPids(f)?.includes(initPid));
   const memDir = cgroupDir(initPid, 'memory');
-  const memoryFile = memDir && [posix.join(memDir, 'memory.usage_in_bytes'), posix.join(memDir, 'memory.current')].find((f) => readText(f) !== undefined);
-  const memoryBaseline = memoryFile ? Number(readText(memoryFile)) : undefined;
-  return { procsFile: usable, tasksFile: usable ? tasks : undefined, memoryFile, memoryBaseline, initPid, baseline };
+  const memoryFile = memDir && posix.join(memDir, 'memory.stat');
+  const memoryBaseline = memoryFile ? heldMemory(memoryFile) : undefined;
+  const freezerDir = cgroupDir(initPid, 'freezer');
+  const freezeFile = [freezerDir && posix.join(freezerDir, 'freezer.state'), dir && posix.join(dir, 'cgroup.freeze')].find((f): f is string => !!f && readText(f) !== undefined);
+  return { procsFile: usable, tasksFile: usable ? tasks : undefined, memoryFile, memoryBaseline, freezeFile, initPid, baseline };
 }
 
-/** Bytes the container holds beyond what it held idle (a tmpfs file, shared memory, cache); undefined if unknown. */
+/** Anonymous plus shared memory (v1 rss + shmem, v2 anon + shmem): what an idle container would pin; undefined if unknown. */
+function heldMemory(statFile: string): number | undefined {
+  const text = readText(statFile);
+  if (text === undefined) return undefined;
+  const field = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+  const anon = Number.isFinite(field('total_rss')) ? field('total_rss') : field('anon');
+  const shmem = Number.isFinite(field('total_shmem')) ? field('total_shmem') : field('shmem');
+  return Number.isFinite(anon) && Number.isFinite(shmem) ? anon + shmem : undefined;
+}
+
+/** Bytes the container holds beyond what it held idle (a tmpfs file, shared memory, a live heap); undefined if unknown. */
 export function memoryGrowth(keepAlive: KeepAlive): number | undefined {
   if (!keepAlive.memoryFile || keepAlive.memoryBaseline === undefined) return undefined;
-  const now = Number(readText(keepAlive.memoryFile));
-  return Number.isFinite(now) ? Math.max(0, now - keepAlive.memoryBaseline) : undefined;
+  const now = heldMemory(keepAlive.memoryFile);
+  return now === undefined ? undefined : Math.max(0, now - keepAlive.memoryBaseline);
+}
+
+/**
+ * Run `read` with the container frozen, so no process in it can fork between the reads (a
+ * fork-and-exit loop would otherwise always be one step ahead of a snapshot). Without a freezer
+ * it reads anyway; the thread list is then a snapshot.
+ */
+function whileFrozen<T>(freezeFile: string | undefined, read: () => T): T {
+  if (!freezeFile) return read();
+  const v2 = freezeFile.endsWith('cgroup.freeze');
+  try {
+    fs.writeFileSync(freezeFile, v2 ? '1' : 'FROZEN');
+    // v1 passes through FREEZING; v2 reports in cgroup.events. A few ms at most.
+    const frozenFile = v2 ? posix.join(posix.dirname(freezeFile), 'cgroup.events') : freezeFile;
+    for (let i = 0; i < 200; i++) {
+      const state = readText(frozenFile) ?? '';
+      if (v2 ? /^frozen 1$/m.test(state) : state.trim() === 'FROZEN') break;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+    }
+    return read();
+  } finally {
+    try {
+      fs.writeFileSync(freezeFile, v2 ? '0' : 'THAWED');
+    } catch {
+      // the container is gone
+    }
+  }
 }
 
 /**
@@ -108,6 +149,10 @@ export function memoryGrowth(keepAlive: KeepAlive): number | undefined {
  * One exec at a time: a second one running meanwhile would count as left behind.
  */
 export function leftoverProcesses(keepAlive: KeepAlive): Leftovers | undefined {
+  return whileFrozen(keepAlive.freezeFile, () => readLeftovers(keepAlive));
+}
+
+function readLeftovers(keepAlive: KeepAlive): Leftovers | undefined {
   if (!keepAlive.procsFile || !keepAlive.tasksFile) return undefined;
   // Threads, not processes: a live thread of a process whose leader is a zombie still runs.
   const tids = readPids(keepAlive.tasksFile);

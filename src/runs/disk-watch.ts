@@ -30,8 +30,12 @@ export function watchDisk(
       { bytes: 0, complete: true },
     );
     const inodes = filesystems.reduce((sum, dir) => {
-      const st = fs.statfsSync(dir);
-      return sum + (st.files - st.ffree);
+      try {
+        const st = fs.statfsSync(dir);
+        return sum + (st.files - st.ffree);
+      } catch {
+        return sum; // gone under the run (its project deleted): nothing to count, never a crash
+      }
     }, 0);
     return { bytes: walked.bytes, complete: walked.complete && inodes <= files };
   };

@@ -227,7 +227,7 @@ export function createRunner(deps: {
         const quota = quotaOf(project, cfg, ctx.log);
         if (quotaChangePending(project, ctx.workspace.id, quota)) {
           const workspace = warmWorkspaceOf(project.metadata.name, ctx.workspace.id);
-          await deps.warm?.discardWhere((_, w) => w.workspace === workspace);
+          await deps.warm?.discardWhere((_, w) => w?.workspace === workspace);
           quota.inUse = (await engine.listManaged({ installation, project: project.metadata.name })).some((c) => c.workspace === ctx.workspace.id);
         }
         const made = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota });
@@ -241,53 +241,58 @@ export function createRunner(deps: {
       // A message may go to the session's warm container: taken from the pool for this run alone.
       const warmKey = spec.kind === 'message' && deps.warm ? warmKeyOf(project.metadata.name, session.id) : undefined;
       let warm = warmKey ? deps.warm?.take(warmKey) : undefined;
-      const planFor = (runDir: string | undefined) =>
-        planRun({
-          config: ctx.config,
-          project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
-          workspace: ctx.workspace,
-          protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
-          run: {
-            id: ctx.runId,
-            message: spec.kind === 'shell_tool' ? '' : withBootstrap(ctx, spec.message),
-            egress: ctx.profile.egress,
-            argv: spec.kind === 'shell_tool' ? spec.argv : undefined,
-            session: session.id,
-            env: spec.kind === 'workflow_step' ? spec.target.env : undefined,
-          },
-          memory: ctx.profile.memoryRead ? { dir: project.paths.memoryDir } : undefined,
-          shared: ctx.grants,
-          privateWorkspace: spec.kind === 'workflow_step' && seeds ? { cwdRel: spec.target.cwdRel, seeds, ensureDir: spec.target.ensureDir } : undefined,
-          runDir,
-          home: { dir: home },
-          installation,
-          ownerProcess: deps.ownerProcess,
-        });
-      // This run's sockets: a directory only its container sees (a warm container's, if it has one).
-      const freshDir = deps.sockets ? join(deps.sockets.dir, ctx.runId) : undefined;
-      let plan = planFor(warm?.runDir ?? freshDir);
-      if (warm && warm.identity !== warmIdentity(plan)) {
-        // Anything in the plan changed (level, grants, protection, limits, image, env): a new container.
-        ctx.log.info({ container: warm.containerId.slice(0, 12) }, 'warm container recycled: the plan changed');
-        await deps.warm?.discard(warm); // the session stays this message's: it gets a new container
-        warm = undefined;
-        plan = planFor(freshDir);
-      }
-      const runDir = warm?.runDir ?? freshDir;
+      // Set once runWarm has the container: from then on it settles it (put back or removed).
+      const hand = { off: false };
+      let runDir: string | undefined;
       let sockets: { close(): Promise<void> } | undefined;
-      let handedOff = false;
       try {
+        const planFor = (dir: string | undefined) =>
+          planRun({
+            config: ctx.config,
+            project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
+            workspace: ctx.workspace,
+            protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
+            run: {
+              id: ctx.runId,
+              message: spec.kind === 'shell_tool' ? '' : withBootstrap(ctx, spec.message),
+              egress: ctx.profile.egress,
+              argv: spec.kind === 'shell_tool' ? spec.argv : undefined,
+              session: session.id,
+              env: spec.kind === 'workflow_step' ? spec.target.env : undefined,
+            },
+            memory: ctx.profile.memoryRead ? { dir: project.paths.memoryDir } : undefined,
+            shared: ctx.grants,
+            privateWorkspace: spec.kind === 'workflow_step' && seeds ? { cwdRel: spec.target.cwdRel, seeds, ensureDir: spec.target.ensureDir } : undefined,
+            runDir: dir,
+            home: { dir: home },
+            installation,
+            ownerProcess: deps.ownerProcess,
+          });
+        // This run's sockets: a directory only its container sees (a warm container's, if it has one).
+        const freshDir = deps.sockets ? join(deps.sockets.dir, ctx.runId) : undefined;
+        let plan = planFor(warm?.runDir ?? freshDir);
+        if (warm && warm.identity !== warmIdentity(plan)) {
+          // Anything in the plan changed (level, grants, protection, limits, image, env): a new container.
+          ctx.log.info({ container: warm.containerId.slice(0, 12) }, 'warm container recycled: the plan changed');
+          const old = warm;
+          warm = undefined;
+          await deps.warm?.discard(old); // the session stays this message's: it gets a new container
+          plan = planFor(freshDir);
+        }
+        runDir = warm?.runDir ?? freshDir;
         for (const w of plan.warnings) ctx.log.warn(w);
         // A container that outlives the run keeps its run directory: only the sockets go.
         if (runDir) sockets = await openSockets(ctx, runDir, plan.sockets, { keepDir: warmKey !== undefined });
         prepareMounts(plan, project.paths.dir, ctx.owner);
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
-        handedOff = true; // from here the warm container goes back to the pool or away (execute settles it)
-        return await execute(ctx, spec, plan, home, onCreated, stop, warmKey === undefined ? undefined : { key: warmKey, reuse: warm, runDir });
+        return await execute(ctx, spec, plan, home, onCreated, stop, warmKey === undefined ? undefined : { key: warmKey, reuse: warm, runDir, hand });
       } catch (err) {
-        // Taken from the pool but never used (the mounts failed a check, berth is stopping): not kept.
-        if (warmKey && !handedOff) await deps.warm?.drop(warmKey, warm);
+        // The session's container was never used (a plan or mount check failed, berth is stopping): not kept.
+        if (warmKey && !hand.off) {
+          await deps.warm?.drop(warmKey, warm);
+          if (!warm && runDir) fs.rmSync(runDir, { recursive: true, force: true }); // a new directory no container shows
+        }
         throw err;
       } finally {
         await sockets?.close();
@@ -350,8 +355,9 @@ export function createRunner(deps: {
    * that stays. A container that is not clean afterwards (stopped, or something the message
    * started still runs) is removed; a clean one goes back to the pool.
    */
-  async function runWarm(ctx: RunContext, plan: RunPlan, spec: { key: string; reuse?: WarmContainer; runDir?: string }, opts: RunOptions): Promise<RunResult & { warm: boolean }> {
+  async function runWarm(ctx: RunContext, plan: RunPlan, spec: WarmSpec, opts: RunOptions): Promise<RunResult & { warm: boolean }> {
     const pool = deps.warm as WarmPool;
+    spec.hand.off = true;
     let warm = spec.reuse;
     if (warm) {
       try {
@@ -369,7 +375,9 @@ export function createRunner(deps: {
         ctx.log.info({ container: warm.containerId.slice(0, 12), err: err.message }, 'warm container unusable; starting a new one');
       }
     }
-    const started = await engine.startIdle(plan, plan.keepAlive).catch(async (err: unknown) => {
+    // A drain past its deadline (or a disk stop) while the old container was given up: no new one.
+    const start = opts.signal?.aborted ? Promise.reject(new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start')) : engine.startIdle(plan, plan.keepAlive);
+    const started = await start.catch(async (err: unknown) => {
       await pool.drop(spec.key);
       if (spec.runDir) fs.rmSync(spec.runDir, { recursive: true, force: true }); // no container will show it
       throw err;
@@ -395,7 +403,7 @@ export function createRunner(deps: {
     home: string,
     onCreated: (containerId: string) => void,
     stop: AbortSignal,
-    warmSpec?: { key: string; reuse?: WarmContainer; runDir?: string },
+    warmSpec?: WarmSpec,
   ): Promise<RunOutcome> {
     const abort = new AbortController();
     const stopNow = () => abort.abort();
@@ -522,6 +530,15 @@ export function createRunner(deps: {
       return engine.removeManaged({ installation, project });
     },
   };
+}
+
+/** A message's warm container (or the lack of one), as runWarm takes it over. */
+interface WarmSpec {
+  key: string;
+  reuse?: WarmContainer;
+  runDir?: string;
+  /** Set by runWarm: from then on it settles the container. */
+  hand: { off: boolean };
 }
 
 /** A run past admission; a drain that runs out of time interrupts it. */

@@ -30,8 +30,11 @@ export interface WarmPool {
   discard(warm: WarmContainer): Promise<void>;
   /** The message is done with the session without a container to keep (recycled, unclean, failed): remove it, if any. */
   drop(key: string, warm?: WarmContainer): Promise<void>;
-  /** Remove the idle containers a test picks (by key: project + session, or by the workspace they have mounted). */
-  discardWhere(pick: (key: string, warm: WarmContainer) => boolean): Promise<void>;
+  /**
+   * Remove the idle containers `pick` chooses (by key: project + session, or by the workspace they
+   * have mounted); one a message holds now (no `warm` given) is removed when it comes back.
+   */
+  discardWhere(pick: (key: string, warm?: WarmContainer) => boolean): Promise<void>;
   /**
    * The session is gone: remove its idle container, and the one a message in flight holds when
    * it comes back (a new session of that id must never inherit it).
@@ -60,14 +63,15 @@ export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max
     if (warm.runDir) fs.rmSync(warm.runDir, { recursive: true, force: true });
   }
 
-  function evict(key: string, why: string) {
+  /** Out of the pool and removed; the promise settles once the container is gone (never rejects). */
+  function evict(key: string, why: string): Promise<void> {
     const held = idle.get(key);
-    if (!held) return;
+    if (!held) return Promise.resolve();
     idle.delete(key);
     clearTimeout(held.timer);
     changed();
     deps.logger.info({ container: held.warm.containerId.slice(0, 12), why }, 'warm container removed');
-    void discard(held.warm).catch((err: unknown) => deps.logger.warn({ err: String(err) }, 'could not remove a warm container'));
+    return discard(held.warm).catch((err: unknown) => deps.logger.warn({ err: String(err) }, 'could not remove a warm container'));
   }
 
   function take(key: string): WarmContainer | undefined {
@@ -94,14 +98,14 @@ export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max
         void discard(warm).catch(() => undefined);
         return;
       }
-      evict(key, 'replaced'); // never two for one session
-      const timer = setTimeout(() => evict(key, 'idle'), ms);
+      void evict(key, 'replaced'); // never two for one session
+      const timer = setTimeout(() => void evict(key, 'idle'), ms);
       timer.unref();
       idle.set(key, { warm, timer, since: warm.since });
       // Map order is insertion order: the first entries have been idle longest.
       for (const oldest of idle.keys()) {
         if (idle.size <= deps.max()) break;
-        evict(oldest, 'warm_max');
+        void evict(oldest, 'warm_max');
       }
       changed();
     },
@@ -112,17 +116,14 @@ export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max
       if (warm) await discard(warm);
     },
     async discardWhere(pick) {
-      const picked = [...idle].filter(([key, held]) => pick(key, held.warm));
-      for (const [key] of picked) evict(key, 'let go');
-      await Promise.all(picked.map(([, held]) => discard(held.warm).catch(() => undefined)));
+      // Held by a message now: removed when it comes back (a project deleted under its message).
+      for (const key of taken) if (pick(key)) forgotten.add(key);
+      const picked = [...idle].filter(([key, held]) => pick(key, held.warm)).map(([key]) => key);
+      await Promise.all(picked.map((key) => evict(key, 'let go')));
     },
     async forget(key) {
       if (taken.has(key)) forgotten.add(key); // a message holds it: removed when it comes back
-      const held = idle.get(key);
-      if (held) {
-        evict(key, 'session deleted');
-        await discard(held.warm).catch(() => undefined);
-      }
+      await evict(key, 'session deleted');
     },
     async close() {
       const all = [...idle.values()];

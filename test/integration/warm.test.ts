@@ -157,6 +157,29 @@ describe('warm session containers', () => {
     for (const line of lines) expect(line).toMatch(/Operation not permitted$/);
   });
 
+  it('a process that keeps forking a successor and exiting is caught (the container is frozen while its threads are read)', async () => {
+    const first = await run('web:nia', 'true');
+    const dir = join(h.berth.store.get('w').paths.workspacesDir, first.workspaceId);
+    const src = join(h.home, 'hop.c');
+    fs.writeFileSync(src, '#include <unistd.h>\nint main(void) { for (;;) { if (fork() > 0) _exit(0); usleep(200); } }\n');
+    execFileSync('gcc', ['-static', '-O2', '-o', join(dir, 'hop'), src]);
+    for (let i = 0; i < 2; i++) {
+      const planted = await run('web:nia', './hop & sleep 0.2; echo planted');
+      expect(planted.stdout).toBe('planted\n');
+      const next = await run('web:nia', 'true');
+      expect(next.containerId).not.toBe(planted.containerId);
+    }
+  });
+
+  it('page cache is not held against a container: writing a big workspace file keeps it warm', async () => {
+    await run('web:ola', 'true');
+    const big = await run('web:ola', 'dd if=/dev/zero of=big bs=1M count=64 2>/dev/null; sync; echo written');
+    expect(big.stdout).toBe('written\n');
+    const next = await run('web:ola', 'rm big; echo gone');
+    expect(next.containerId).toBe(big.containerId);
+    expect(next.warm).toBe(true);
+  });
+
   it('a message that leaves memory held (a big /tmp file) does not park it in an idle container', async () => {
     const big = await run('web:jo', 'head -c 48000000 /dev/zero > /tmp/big; echo written');
     expect(big.stdout).toBe('written\n');
