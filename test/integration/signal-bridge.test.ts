@@ -81,7 +81,7 @@ describe('Signal bridge: a message becomes a run, the answer goes back', () => {
     say(4, 'sleep 1; echo four');
     say(5, 'sleep 1; echo five');
     const answers = () => repliesOf(3);
-    await fake.waitFor(() => answers().length >= 3);
+    await fake.waitFor(() => answers().length >= 3, 30_000);
     expect(answers()).toEqual(['m0', 'm1', 'm2']);
     await waitReplies(4, 1);
     await waitReplies(5, 1);
@@ -93,7 +93,7 @@ describe('Signal bridge: a message becomes a run, the answer goes back', () => {
     expect(await waitReplies(6, 1), JSON.stringify(fake.sent().slice(-3))).toEqual(['hidden']);
     const groupId = Buffer.from('group-one-id-0123456789abcdef').toString('base64');
     say(6, 'echo "$BERTH_WORKSPACE" > /dev/null; echo in-group', { groupId });
-    const g = await fake.waitFor(() => fake.sent().find((s) => s.groupId === groupId && s.ok));
+    const g = await fake.waitFor(() => fake.sent().find((s) => s.groupId === groupId && s.ok), 30_000); // a new tenant: its first container
     expect(g.message).toBe('in-group');
     expect(h.berth.admin.listSessions('sig').some((s) => s.tenant_key === `signal-group:${groupId}`)).toBe(true);
     // Who writes in the group is a member of its team (the gateway's team folders follow).
@@ -106,13 +106,13 @@ describe('Signal bridge: a message becomes a run, the answer goes back', () => {
     fake.deliverTyping({ fromUuid: uuid(1), fromNumber: null, action: 'STARTED' });
     fake.deliverSyncSent({ destinationUuid: uuid(1), text: 'echo should-not-run' });
     say(1, 'echo after');
-    await fake.waitFor(() => repliesOf(1).includes('after'));
+    await fake.waitFor(() => repliesOf(1).includes('after'), 30_000);
     expect(fake.sent().slice(before).filter((s) => s.recipients.includes(uuid(1))).map((s) => s.message)).toEqual(['after']);
   });
 
   it('a reply over 2000 bytes is sent as its start and the whole as a text attachment', async () => {
     say(1, 'i=0; while [ $i -lt 400 ]; do echo "line $i of a long answer"; i=$((i+1)); done');
-    const long = await fake.waitFor(() => fake.repliesTo(uuid(1)).find((s) => s.attachments.length > 0));
+    const long = await fake.waitFor(() => fake.repliesTo(uuid(1)).find((s) => s.attachments.length > 0), 30_000);
     expect(Buffer.byteLength(long.message)).toBeLessThanOrEqual(2000);
     expect(long.files[0]?.data?.toString()).toContain('line 399 of a long answer');
     expect(signalMessages('é'.repeat(1500))[0]!.message).not.toContain('\uFFFD');
@@ -123,7 +123,7 @@ describe('Signal bridge: a message becomes a run, the answer goes back', () => {
     fake.dropConnections({ abrupt: true });
     await fake.waitFor(() => fake.connections() > connections, 10_000);
     say(1, 'echo reconnected');
-    await fake.waitFor(() => repliesOf(1).includes('reconnected'));
+    await fake.waitFor(() => repliesOf(1).includes('reconnected'), 30_000);
   });
 });
 
@@ -139,7 +139,7 @@ describe('chat commands (berth answers, not the agent)', () => {
     say(5, '/level low');
     await fake.waitFor(() => repliesOf(5).includes('berth: level is now low.'));
     say(5, 'ls /sys/class/net; echo "proxy=${HTTPS_PROXY:-none}"');
-    await fake.waitFor(() => repliesOf(5).includes('lo\nproxy=none'));
+    await fake.waitFor(() => repliesOf(5).includes('lo\nproxy=none'), 30_000);
     say(5, '/level high');
     await fake.waitFor(() => repliesOf(5).some((m) => m.includes("only this project's admins may raise the level")));
     say(7, '/level high');
