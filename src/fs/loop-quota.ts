@@ -24,6 +24,8 @@ export interface LoopQuotaSpec {
 }
 
 export interface QuotaEnsured {
+  /** The workspace is its image, mounted (false only when its first image had to wait). */
+  mounted: boolean;
   created: boolean;
   /** Content that was in the directory before it had a quota, moved into the image. */
   migrated: boolean;
@@ -141,11 +143,11 @@ const isEmptyDir = (dir: string) => fs.readdirSync(dir).length === 0;
  * offline if limits.disk_mb changed.
  */
 export function ensureLoopQuota(spec: LoopQuotaSpec, scratchDir: string, opts: { inUse?: boolean } = {}): QuotaEnsured {
-  const result: QuotaEnsured = { created: false, migrated: false };
+  const result: QuotaEnsured = { mounted: true, created: false, migrated: false };
   if (!fs.existsSync(spec.image)) {
     if (opts.inUse && !isEmptyDir(spec.mountpoint)) {
       // A container of this workspace runs (another berth's): its tenant could change the tree under the copy.
-      return { ...result, warning: 'the workspace gets its own filesystem at a run when no container of it is running' };
+      return { ...result, mounted: false, warning: 'the workspace gets its own filesystem at a run when no container of it is running' };
     }
     const tmp = createImage(spec);
     try {

@@ -23,7 +23,6 @@ import type { RunIdentity, RunSocketOpener } from '../outbound/run-identity.js';
 import { ensureAgentHome } from '../store/agent-homes.js';
 import { createKeyedLock } from './keyed-lock.js';
 import { watchDisk } from './disk-watch.js';
-import { isMounted } from '../fs/loop-quota.js';
 import { prepareMounts } from './prepare-mounts.js';
 import { ownerAlive } from './process-owner.js';
 import { appendJournal, openRuns, type JournalEntry } from '../store/journal.js';
@@ -138,7 +137,7 @@ export function createRunner(deps: {
     owner: Owner | undefined;
     grants: SharedGrant[];
     /** The tenant's (or session's) workspace; for a workflow step, the private workspace. */
-    workspace: { id: string; dir: string };
+    workspace: { id: string; dir: string; ownFilesystem?: boolean };
     log: Logger;
   }
 
@@ -231,6 +230,7 @@ export function createRunner(deps: {
           quota.inUse = (await engine.listManaged({ installation, project: project.metadata.name })).some((c) => c.workspace === ctx.workspace.id);
         }
         const made = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota });
+        ctx.workspace = { ...ctx.workspace, ownFilesystem: made.ownFilesystem };
         if (made.created) ctx.log.info({ skipped: made.skipped }, 'workspace created');
         for (const skipped of made.skipped) ctx.log.warn(skipped, 'seed entry not copied');
       }
@@ -409,7 +409,7 @@ export function createRunner(deps: {
     const stopNow = () => abort.abort();
     stop.addEventListener('abort', stopNow, { once: true });
     // A workspace with its own filesystem is bounded by the kernel; the check keeps the rest.
-    const own = isMounted(plan.prepare.rwRoot);
+    const own = ctx.workspace.ownFilesystem === true;
     const disk = watchDisk(
       own ? [home] : [plan.prepare.rwRoot, home],
       plan.limits,

@@ -25,6 +25,8 @@ export interface Workspace {
   created: boolean;
   /** Seed entries that were not copied (links, special files, over-size files). */
   skipped: Skipped[];
+  /** It is its own filesystem (disk_quotas: loop), mounted: the kernel bounds its bytes. */
+  ownFilesystem: boolean;
 }
 
 /** The registry's record of a workspace (berth's state, never in a container). */
@@ -66,13 +68,14 @@ export function ensureWorkspace(opts: {
   const shown = `projects/${project.metadata.name}`;
   const skipped: Skipped[] = [];
   let created = false;
+  let ownFilesystem = false;
 
   withFd(openRootDir(project.paths.dir), (projectFd) => {
     const wsRoot = ensureDirPath(projectFd, ['workspaces'], { owner, displace: true, shownRoot: shown });
     try {
       const kind = kindAt(wsRoot, id);
       if (kind === 'dir') {
-        quotaFor(project, id, opts);
+        ownFilesystem = quotaFor(project, id, opts);
         return;
       }
       if (kind !== 'missing') displace(wsRoot, id);
@@ -84,7 +87,7 @@ export function ensureWorkspace(opts: {
       }
       // The quota is mounted before the seed is copied in, so the seed lands inside it.
       try {
-        quotaFor(project, id, opts);
+        ownFilesystem = quotaFor(project, id, opts);
       } catch (err) {
         fs.rmdirSync(at(wsRoot, id)); // nothing half-created: the next contact starts over
         throw err;
@@ -103,7 +106,7 @@ export function ensureWorkspace(opts: {
   });
 
   if (created) recordWorkspace(project, { id, tenant_key: opts.tenantKey, ...(opts.session ? { session: opts.session } : {}), created_at: new Date().toISOString() });
-  return { id, dir: join(project.paths.workspacesDir, id), created, skipped };
+  return { id, dir: join(project.paths.workspacesDir, id), created, skipped, ownFilesystem };
 }
 
 
@@ -125,13 +128,14 @@ export const quotaImageOf = (project: Project, id: string) => join(project.paths
  * A workspace that has an image always runs with it mounted, whatever disk_quotas says now: its
  * content lives there, and a bare directory written meanwhile would be shadowed by the next mount.
  */
-function quotaFor(project: Project, id: string, opts: { quota?: WorkspaceQuota; owner?: Owner }): void {
+function quotaFor(project: Project, id: string, opts: { quota?: WorkspaceQuota; owner?: Owner }): boolean {
   const { quota } = opts;
-  if (!quota || !project.metadata.workspace_isolation) return;
+  if (!quota || !project.metadata.workspace_isolation) return false;
   const image = quotaImageOf(project, id);
-  if (quota.mode !== 'loop' && !fs.existsSync(image)) return;
+  if (quota.mode !== 'loop' && !fs.existsSync(image)) return false;
   const ensured = ensureLoopQuota({ image, mountpoint: join(project.paths.workspacesDir, id), sizeBytes: quota.sizeBytes, files: quota.files, owner: opts.owner }, quota.scratchDir, { inUse: quota.inUse });
   quota.onEnsured?.(id, ensured);
+  return ensured.mounted;
 }
 
 /**
