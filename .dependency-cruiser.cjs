@@ -22,7 +22,7 @@ const LAYERS = [
   ['main', ['main.ts']],
   // The HTTP surface takes its dependencies as an argument: it never imports main.ts.
   ['api', ['api/']],
-  ['cli', ['cli/', 'cli.ts', 'serve.ts', 'demo.ts', 'doctor.ts', 'doctor-outbound.ts', 'verify.ts']],
+  ['cli', ['cli/', 'cli.ts', 'serve.ts', 'demo.ts', 'doctor.ts', 'doctor-outbound.ts', 'verify.ts', 'verify/']],
 ];
 
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');

@@ -34,7 +34,8 @@ const http = await listenHttp(berth, { host: '127.0.0.1', port: 0, token: 'bench
 try {
   const chat = http.bridges.web!;
   const link = berth.admin.mintChatLink('bench', 'bench');
-  const login = await fetch(`${http.url}${link.path}`, { redirect: 'manual' });
+  // The link's page asks first; its button posts the token (and uses the link up).
+  const login = await fetch(`${http.url}/chat/login`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ token: new URL(link.path, http.url).searchParams.get('token') ?? '' }) });
   const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] as string;
   const { session } = (await (await fetch(`${http.url}/chat/api/sessions`, { method: 'POST', headers: { cookie } })).json()) as { session: { id: string } };
 

@@ -54,8 +54,12 @@ Server
                                 HTTP admin API, /docs, /openapi.json, MCP at /mcp, web chat at /chat
                                 (token: berth.yaml admin_token, $BERTH_ADMIN_TOKEN, or generated)
   chat-link <project> --user <name> [--base URL] [--ttl SECONDS]
-                                a person's web chat link (tenant web:<name>, 7 days)
-  mcp                           the admin tools as an MCP server over stdio
+                                a person's web chat link (tenant web:<name>): works once,
+                                within a day; the login lasts 7 days (--ttl, at most 30)
+  chat-link logins <project> [--user <name>] [--json]   who is logged in, unused links
+  chat-link revoke <project> --user <name>   log a person out everywhere, void their links
+  mcp [--print-config]          the admin tools as an MCP server over stdio
+                                (--print-config: the config an MCP client needs to start it)
   bridge signal                 only the Signal bridge (serve runs it too)
   bridge pending                senders waiting for the operator's approval
   bridge approve <sender>       let a sender (signal:<uuid>) talk to the bot

@@ -28,8 +28,9 @@ export function ensureDemoProject(berth: Berth, io: Out): void {
 
 export async function runDemo(berth: Berth, io: Out): Promise<number> {
   ensureDemoProject(berth, io);
-  const removed = await berth.runner.reapLeftovers();
-  if (removed) io.out(`removed ${removed} container(s) a previous berth left behind\n`);
+  // Only what dead berth processes left: a live `berth serve` of this home keeps its runs, warm containers and sockets.
+  const { removed } = await berth.runner.recover();
+  if (removed) io.out(`removed ${removed} container(s) a berth process that is gone left behind\n`);
   for (const step of STEPS) {
     io.out(`\n== ${step.user}: ${step.say}\n$ ${step.message}\n`);
     const o = await berth.runner.run({ project: DEMO_PROJECT, tenantKey: step.user, message: step.message, level: step.level });

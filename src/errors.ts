@@ -33,6 +33,12 @@ export const ERROR_TABLE = {
   SHUTTING_DOWN: { status: 503, exit: 75 },
   DISK_FULL: { status: 507, exit: 21 },
   DISK_QUOTA_FAILED: { status: 500, exit: 24 },
+  /** serve's port is taken (another berth, or another program): it exits before starting anything. */
+  ADDRESS_IN_USE: { status: 503, exit: 25 },
+  /** Another live process of this home already does this (a bridge has one consumer per home). */
+  ALREADY_RUNNING: { status: 409, exit: 26 },
+  /** A per-person bound was reached (sessions per chat user, logins, session creations per minute). */
+  LIMIT_REACHED: { status: 429, exit: 27 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 

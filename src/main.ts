@@ -16,7 +16,7 @@ import { openGatewaySocket } from './mcp/gateway-socket.js';
 import { createRunner, type Runner } from './runs/runner.js';
 import { createAdmission, type Admission } from './runs/admission.js';
 import { createWarmPool } from './runs/warm-pool.js';
-import { admissionLimitsOf } from './config/runs.js';
+import { admissionLimitsOf, DEFAULT_WARM_PER_TENANT } from './config/runs.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createModelGateway } from './outbound/model-gateway.js';
 import { createEgressProxy } from './outbound/egress-proxy.js';
@@ -84,6 +84,7 @@ const ADMIN_AUDIT = {
   mintSessionToken: ['session.token.mint', projectAnd(1)],
   revokeSessionTokens: ['session.token.revoke', projectAnd(1)],
   mintChatLink: ['chat_link.mint', projectAnd(1)],
+  revokeChatUser: ['chat_link.revoke', projectAnd(1)],
 } satisfies Partial<Record<keyof AdminService, [string, (args: unknown[]) => { project?: string; target?: string }]>>;
 
 /** Stable per berth home; labels its containers so installations sharing an engine stay apart. */
@@ -151,6 +152,7 @@ export function createBerth(opts: BerthOptions): Berth {
             engine,
             idleMs: () => config().runs.warm_idle_seconds * 1000,
             max: () => config().runs.warm_max,
+            perTenant: () => config().runs.warm_per_tenant ?? DEFAULT_WARM_PER_TENANT,
             logger,
             onSize: (n) => metrics.setWarmContainers(n),
           })

@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
+import { createAdaptorServer } from '@hono/node-server';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { appDepsFrom, createApp } from './api/app.js';
 import { resolveAdminToken } from './api/auth.js';
@@ -10,7 +10,8 @@ import type { Berth } from './main.js';
 import { createToolServer } from './mcp/server.js';
 import { ADMIN_TOOLS } from './mcp/admin-tools.js';
 import { VERSION } from './version.js';
-import { startBridges, type RunningBridges } from './bridges/start.js';
+import { BerthError, errnoOf } from './errors.js';
+import { claimBridges, startBridges, type BridgeClaim, type RunningBridges } from './bridges/start.js';
 import { processIdentity } from './runs/process-owner.js';
 import { attachWebChatSocket } from './bridges/web-socket.js';
 
@@ -22,13 +23,26 @@ export async function runServer(
   opts: { host: string; port: number; demo: boolean; envToken?: string },
   io: Out,
 ): Promise<number> {
-  const token = resolveAdminToken({ configToken: berth.config.admin_token, envToken: opts.envToken, file: homePaths(berth.home).adminTokenFile });
-  if (opts.demo) ensureDemoProject(berth, io);
-  const recovered = await berth.runner.recover();
-  if (recovered.removed || recovered.interrupted.length) {
-    berth.logger.warn({ containers: recovered.removed, interrupted: recovered.interrupted }, 'closed the runs a dead berth left open and removed their containers');
+  // The port first, then the bridges' claim: a second berth of this home fails here, before it
+  // connects a bridge, recovers or removes anything (ADDRESS_IN_USE, ALREADY_RUNNING).
+  const bound = await bindHttp(opts);
+  let claim: BridgeClaim | undefined;
+  let token: ReturnType<typeof resolveAdminToken>;
+  let http: HttpSurface;
+  try {
+    claim = claimBridges({ config: () => berth.config, stateDir: homePaths(berth.home).stateDir });
+    token = resolveAdminToken({ configToken: berth.config.admin_token, envToken: opts.envToken, file: homePaths(berth.home).adminTokenFile });
+    if (opts.demo) ensureDemoProject(berth, io);
+    const recovered = await berth.runner.recover();
+    if (recovered.removed || recovered.interrupted.length) {
+      berth.logger.warn({ containers: recovered.removed, interrupted: recovered.interrupted }, 'closed the runs a dead berth left open and removed their containers');
+    }
+    http = answerHttp(berth, bound, claim, token.token, io);
+  } catch (err) {
+    claim?.release();
+    await bound.close();
+    throw err;
   }
-  const http = await listenHttp(berth, { host: opts.host, port: opts.port, token: token.token }, io);
   const { url } = http;
   io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat, metrics: ${url}/metrics)\n`);
   if (token.source === 'generated' || opts.demo) {
@@ -38,7 +52,7 @@ export async function runServer(
   }
   if (opts.demo) {
     const link = berth.admin.mintChatLink(DEMO_PROJECT, 'alice');
-    io.out(`web chat as alice (link valid until ${link.expires_at}): ${url}${link.path}\n  another person: npx berth chat-link ${DEMO_PROJECT} --user bob --base ${url}\n`);
+    io.out(`web chat as alice (the link works once, until ${link.expires_at}): ${url}${link.path}\n  another person: npx berth chat-link ${DEMO_PROJECT} --user bob --base ${url}\n`);
     io.out(`try:
   curl -s -H 'Authorization: Bearer ${token.token}' -H 'content-type: application/json' \\
     -d '{"user": "web:alice", "message": "echo hello from $(whoami); ls -la"}' \\
@@ -49,6 +63,7 @@ export async function runServer(
 
   await drainOnSignal(berth, io);
   await http.close();
+  berth.audit.flush(); // the last minute's count of unauthenticated requests
   return 0;
 }
 
@@ -82,24 +97,70 @@ export interface HttpSurface {
   close(): Promise<void>;
 }
 
+/** A port berth listens on, before anything answers there (requests meanwhile get 503). */
+export interface BoundHttp {
+  server: Server;
+  url: string;
+  handle(fetch: (req: Request, env: unknown) => Response | Promise<Response>): void;
+  close(): Promise<void>;
+}
+
+/**
+ * Listen on host:port with nothing else started: a taken port is ADDRESS_IN_USE at once, one
+ * line, before any bridge connects or any recovery or cleanup runs (a second `berth serve` of a
+ * home once kept running beside the first, its Signal bridge answering every message again).
+ */
+export async function bindHttp(opts: { host: string; port: number }): Promise<BoundHttp> {
+  let handler: ((req: Request, env: unknown) => Response | Promise<Response>) | undefined;
+  const server = createAdaptorServer({ fetch: (req: Request, env: unknown) => (handler ? handler(req, env) : new Response('berth is starting\n', { status: 503, headers: { 'retry-after': '1' } })) }) as Server;
+  const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('listening', resolve);
+      server.once('error', reject);
+      server.listen(opts.port, opts.host);
+    });
+  } catch (err) {
+    if (errnoOf(err) === 'EADDRINUSE') throw new BerthError('ADDRESS_IN_USE', `${host}:${opts.port} is in use (another berth serve?): stop it, or pick another port with --port`);
+    throw err;
+  }
+  const { port } = server.address() as AddressInfo;
+  return {
+    server,
+    url: `http://${host}:${port}`,
+    handle: (fetch) => void (handler = fetch),
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
 /**
  * The HTTP surface of a berth, listening: the admin API, /docs, /mcp and the web chat (its
  * page, its API and its WebSocket on the server's upgrade event), with the chat bridges started.
  * `berth serve` and the browser tests run this same wiring.
  */
 export async function listenHttp(berth: Berth, opts: { host: string; port: number; token: string }, io: Out): Promise<HttpSurface> {
-  const bridges = startConfiguredBridges(berth, io, { web: true });
-  const app = createApp(appDepsFrom(berth, { token: opts.token, logger: berth.logger, webChat: bridges.web }));
-  const server = serve({ fetch: app.fetch, hostname: opts.host, port: opts.port }) as Server;
-  await new Promise<void>((resolve, reject) => {
-    server.once('listening', resolve);
-    server.once('error', reject);
-  });
+  const bound = await bindHttp(opts);
+  let claim: BridgeClaim | undefined;
+  try {
+    claim = claimBridges({ config: () => berth.config, stateDir: homePaths(berth.home).stateDir });
+    return answerHttp(berth, bound, claim, opts.token, io);
+  } catch (err) {
+    claim?.release();
+    await bound.close();
+    throw err;
+  }
+}
+
+/** On a bound port: start the bridges (under their claim) and answer with the app. */
+function answerHttp(berth: Berth, bound: BoundHttp, claim: BridgeClaim, token: string, io: Out): HttpSurface {
+  const bridges = startConfiguredBridges(berth, io, { web: true, claim });
+  const app = createApp(appDepsFrom(berth, { token, logger: berth.logger, webChat: bridges.web }));
+  bound.handle((req, env) => app.fetch(req, env as Parameters<typeof app.fetch>[1]));
+  const { server } = bound;
   const sockets = bridges.web ? attachWebChatSocket(server, { chat: bridges.web, logger: berth.logger }) : undefined;
-  const { port } = server.address() as AddressInfo;
   return {
     server,
-    url: `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`,
+    url: bound.url,
     bridges,
     async close() {
       sockets?.close();
@@ -115,8 +176,8 @@ export async function listenHttp(berth: Berth, opts: { host: string; port: numbe
 }
 
 /** The chat bridges berth.yaml configures (and the web chat, when serving HTTP); a message journaled by a dead berth is answered now. */
-function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean } = {}): RunningBridges {
-  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web });
+function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; claim: BridgeClaim }): RunningBridges {
+  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web, claim: opts.claim });
   const signal = berth.config.bridges.signal;
   if (signal) io.out(`signal bridge: ${signal.account} through signal-cli at ${signal.url} (senders: ${signal.senders})\n`);
   return bridges;
@@ -128,8 +189,16 @@ export async function runBridgesOnly(berth: Berth, io: Out): Promise<number> {
     io.err('berth: no bridge is configured: add bridges.signal to berth.yaml (see the README, "Signal")\n');
     return 2;
   }
-  await berth.runner.recover();
-  const bridges = startConfiguredBridges(berth, io);
+  // Claimed before anything else: beside a live consumer of this home it refuses (ALREADY_RUNNING).
+  const claim = claimBridges({ config: () => berth.config, stateDir: homePaths(berth.home).stateDir });
+  let bridges: RunningBridges;
+  try {
+    await berth.runner.recover();
+    bridges = startConfiguredBridges(berth, io, { claim });
+  } catch (err) {
+    claim.release();
+    throw err;
+  }
   io.out('ready\n');
   await drainOnSignal(berth, io);
   await bridges.stop();

@@ -2,24 +2,34 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { isBerthError } from './errors.js';
-import type { Berth } from './main.js';
+import { createContainerInspector, type ContainerInspector } from './launch/engine-inspect.js';
+import { createBerth, type Berth } from './main.js';
 import { workspaceIdFor } from './store/secret.js';
+import { CONFINEMENT_CHECKS, judge } from './verify/confinement.js';
+import { readHostFacts } from './verify/host-facts.js';
+import { parseProbe, PROBE_SCRIPT, type ProbeFacts } from './verify/probe.js';
+import type { VerifyCheck } from './verify/verify-check.js';
+import { watchEngine } from './verify/watched-engine.js';
 
-/**
- * `berth verify`: this host, attacked live. A throw-away project under the real config and
- * engine, attacked the ways the integration tests do — from real containers as real tenants —
- * one line per check; any escape is a non-zero exit. Everything it made is removed.
- */
-export interface VerifyCheck {
-  name: string;
-  status: 'ok' | 'escape' | 'error';
-  detail: string;
-}
+export type { VerifyCheck } from './verify/verify-check.js';
 
 const A = 'verify:alice';
 const B = 'verify:bob';
 
-export async function runVerify(berth: Berth, onCheck: (c: VerifyCheck) => void = () => undefined): Promise<VerifyCheck[]> {
+/**
+ * `berth verify`: this host, attacked live. A throw-away project under the real config and
+ * engine, attacked the ways the integration tests do — from real containers as real tenants —
+ * one line per check; any escape is a non-zero exit. Then the kernel's side of every container
+ * it made: what each said from inside (seccomp, LSM label, namespaces, cgroup limits) and what
+ * the engine says it holds, against the plan it was created from. Everything it made is removed.
+ */
+export async function runVerify(given: Berth, onCheck: (c: VerifyCheck) => void = () => undefined, inspector: ContainerInspector = createContainerInspector()): Promise<VerifyCheck[]> {
+  // The same home and engine, through an engine that records each container's plan and inspect.
+  const watched = watchEngine(given.engine, inspector);
+  const berth = createBerth({ home: given.home, engine: watched.engine, logLevel: given.logger.level });
+  const host = readHostFacts();
+  /** What each container said from inside, by container id. */
+  const inside = new Map<string, ProbeFacts>();
   const project = `verify-${randomBytes(4).toString('hex')}`;
   const secret = `verify-secret-${randomBytes(8).toString('hex')}`;
   const marker = `BERTH_VERIFY_HOST_${randomBytes(4).toString('hex').toUpperCase()}`;
@@ -37,7 +47,13 @@ export async function runVerify(berth: Berth, onCheck: (c: VerifyCheck) => void 
       record({ name, status: 'error', detail: isBerthError(err) ? err.toLine() : String(err).slice(0, 300) });
     }
   };
-  const run = (tenant: string, message: string, level: 'low' | 'medium' | 'high' = 'low') => berth.runner.run({ project, tenantKey: tenant, message, level });
+  /** Every verify run first reports its confinement from inside (on stderr; the check reads stdout). */
+  const run = async (tenant: string, message: string, level: 'low' | 'medium' | 'high' = 'low') => {
+    const o = await berth.runner.run({ project, tenantKey: tenant, message: PROBE_SCRIPT + message, level });
+    const facts = parseProbe(o.stderr);
+    if (facts) inside.set(o.containerId, facts);
+    return o;
+  };
 
   process.env[marker] = 'must-not-reach-a-container';
   try {
@@ -123,6 +139,11 @@ export async function runVerify(berth: Berth, onCheck: (c: VerifyCheck) => void 
     record({ name: 'setup', status: 'error', detail: isBerthError(err) ? err.toLine() : String(err).slice(0, 300) });
   } finally {
     delete process.env[marker];
+  }
+  try {
+    const containers = (await watched.created()).map((c) => ({ ...c, inside: inside.get(c.id) }));
+    for (const c of CONFINEMENT_CHECKS) record(judge(c, containers, host));
+  } finally {
     await cleanUp(berth, project);
   }
   return checks;

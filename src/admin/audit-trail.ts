@@ -1,7 +1,8 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Logger } from 'pino';
 import { asBerthError } from '../errors.js';
-import { appendAudit, readAudit, verifyAudit, type AuditEntry, type AuditEvent, type AuditFilter } from '../store/audit.js';
+import { AUDIT_ROTATION, appendAudit, readAudit, verifyAudit, type AuditEntry, type AuditEvent, type AuditFilter, type AuditRotation, type AuditVerdict } from '../store/audit.js';
+import { createUnauthenticatedSummary } from './unauthenticated-summary.js';
 
 /**
  * Who is acting, for the audit log: set once per HTTP request (the admin token, a session
@@ -14,24 +15,48 @@ export function withActor<T>(actor: string, requestId: string | undefined, fn: (
   return context.run({ actor, requestId }, fn);
 }
 
-export interface AuditTrail {
-  record(event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor?: string }): void;
-  list(filter: AuditFilter): AuditEntry[];
-  verify(): ReturnType<typeof verifyAudit>;
+/**
+ * The request's caller turned out to be someone (a chat login checked inside the route): what
+ * the rest of this request records names them. Outside a request it changes nothing.
+ */
+export function identifyActor(actor: string): void {
+  const ctx = context.getStore();
+  if (ctx) ctx.actor = actor;
 }
 
-export function createAuditTrail(file: string, logger: Logger): AuditTrail {
+/** How a tenant acting for themselves (a chat user, a Signal sender) is named in the log. */
+export const tenantActor = (tenantKey: string) => `tenant:${tenantKey}`;
+
+export interface AuditTrail {
+  record(event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor?: string }): void;
+  /** A request refused for want of a valid login: counted, and written once per surface and minute (unauthenticated-summary.ts). */
+  unauthenticated(surface: string, request: string): void;
+  /** Write the counted refusals now (shutdown, tests). */
+  flush(): void;
+  list(filter: AuditFilter): AuditEntry[];
+  verify(): AuditVerdict;
+}
+
+export function createAuditTrail(file: string, logger: Logger, opts: { rotation?: AuditRotation; now?: () => number } = {}): AuditTrail {
+  const rotation = opts.rotation ?? AUDIT_ROTATION;
+  const append = (event: AuditEvent) => {
+    try {
+      appendAudit(file, event, rotation);
+    } catch (err) {
+      // The action already happened: say loudly that its audit line is missing.
+      logger.error({ err: String(err), action: event.action }, 'could not write the audit log');
+    }
+  };
+  // A summary belongs to no one request: written outside whichever request ended its window.
+  const summary = createUnauthenticatedSummary({ write: (event) => context.exit(() => append(event)), now: opts.now });
   return {
+    unauthenticated: (surface, request) => summary.note(surface, request),
+    flush: () => summary.flush(),
     record(event) {
       const ctx = context.getStore();
-      try {
-        // Names a stranger chose (a URL path) are cut to the schema's bounds, never a reason to write nothing.
-        const cut = (v: string | undefined, n: number) => (v === undefined ? undefined : v.slice(0, n));
-        appendAudit(file, { ...event, action: event.action.slice(0, 128), target: cut(event.target, 512), project: cut(event.project, 128), actor: (event.actor ?? ctx?.actor ?? 'operator').slice(0, 512), request_id: cut(ctx?.requestId, 128) });
-      } catch (err) {
-        // The action already happened: say loudly that its audit line is missing.
-        logger.error({ err: String(err), action: event.action }, 'could not write the audit log');
-      }
+      // Names a stranger chose (a URL path) are cut to the schema's bounds, never a reason to write nothing.
+      const cut = (v: string | undefined, n: number) => (v === undefined ? undefined : v.slice(0, n));
+      append({ ...event, action: event.action.slice(0, 128), target: cut(event.target, 512), project: cut(event.project, 128), actor: (event.actor ?? ctx?.actor ?? 'operator').slice(0, 512), request_id: cut(ctx?.requestId, 128) });
     },
     list: (filter) => readAudit(file, filter),
     verify: () => verifyAudit(file),

@@ -1,4 +1,4 @@
-import type { ProjectMetadataInput, ProjectUpdate } from '../config/metadata.js';
+import type { ProjectMetadata, ProjectMetadataInput, ProjectUpdate } from '../config/metadata.js';
 import type { PermissionLevel, SessionRecord, SessionSettingsUpdate } from '../config/session.js';
 import type { SessionTokens } from '../store/session-tokens.js';
 import type { Gateway } from '../gateway/service.js';
@@ -16,7 +16,7 @@ import type { BerthConfig } from '../config/berth-config.js';
 import { resolveChannel } from '../workflows/channels.js';
 import { listWorkflows, runWorkflow, type StepEvent } from '../workflows/run.js';
 import type { WorkflowRunRecord } from '../workflows/schema.js';
-import { createChatLinks, tenantOfChatUser, type ChatLinks, type ChatLogin } from '../store/chat-links.js';
+import { checkChatUser, createChatLinks, tenantOfChatUser, type ChatAccessEntry, type ChatLinks, type ChatLogin } from '../store/chat-links.js';
 
 /**
  * What an admin can do, once, for every surface: the HTTP API, the MCP tools and the CLI call
@@ -26,12 +26,14 @@ export interface AdminService {
   createProject(input: ProjectMetadataInput): ProjectView;
   getProject(name: string): ProjectView;
   listProjects(): ProjectView[];
-  updateProject(name: string, patch: ProjectUpdate): Promise<ProjectView>;
+  /** A patch, or a function making one from the settings as they are under the project lock. */
+  updateProject(name: string, patch: ProjectUpdate | ((current: ProjectMetadata) => ProjectUpdate)): Promise<ProjectView>;
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
-  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput'] }): Promise<RunView>;
+  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; whenReady?: RunRequest['whenReady'] }): Promise<RunView>;
   listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
-  listSessions(name: string): SessionRecord[];
+  /** A project's sessions; with a tenant key, that tenant's only (read through its index). */
+  listSessions(name: string, tenantKey?: string): SessionRecord[];
   workspaceProfile(name: string, workspaceId: string): WorkspaceProfile;
   getSession(project: string, id: string): SessionRecord;
   /** The session of a tenant, made (at the default level) if it does not exist yet. */
@@ -48,10 +50,18 @@ export interface AdminService {
   runChannel(channel: string, input?: string, onStep?: StepListener): Promise<{ project: string; workflow: string; run: WorkflowRunRecord }>;
   /** A web chat link for one person of a project (tenant "web:<user>"): its path carries the token, shown once. */
   mintChatLink(project: string, user: string, ttlSeconds?: number): ChatLinkView;
-  /** Opening a chat link: a login credential for the browser's cookie. */
+  /** Whom a chat link would log in, without using it up. */
+  peekChatLink(token: string): ChatLogin;
+  /** Opening a chat link (it works once): a login credential for the browser's cookie. */
   openChatLink(token: string): ChatLogin & { credential: string };
+  /** A project's unused chat links and active chat logins (of one user, or everyone's). */
+  listChatAccess(project: string, user?: string): { project: string; links: ChatAccessEntry[]; logins: ChatAccessEntry[] };
+  /** Revoke a person's unused chat links and log them out everywhere. */
+  revokeChatUser(project: string, user: string): { project: string; user: string; tenant: string; links_revoked: number; logins_revoked: number };
   /** Whom a chat login credential stands for; UNAUTHORIZED when unknown, expired, or its project is gone. */
   chatLoginOf(credential: string): ChatLogin;
+  /** Be told when chat logins end in this process: a person's (revoke), or a whole project's (delete; no user). */
+  onChatLogout(listener: (project: string, user?: string) => void): () => void;
 }
 
 export interface ChatLinkView {
@@ -60,7 +70,10 @@ export interface ChatLinkView {
   tenant: string;
   /** "/chat/login?token=…": the caller puts its own base URL in front. */
   path: string;
+  /** The link works once, until then. */
   expires_at: string;
+  /** The login it opens ends then. */
+  login_expires_at: string;
 }
 
 export type StepListener = (event: StepEvent) => void;
@@ -111,6 +124,10 @@ export function createAdminService(deps: {
   const { store, sessions } = deps;
   const projectView = (p: Project) => viewOf(p, deps.gateway.violations(p.metadata.name));
   const chatLinks = deps.chatLinks ?? createChatLinks(store.home.stateDir);
+  const logoutListeners = new Set<(project: string, user?: string) => void>();
+  const loggedOut = (project: string, user?: string) => {
+    for (const listener of logoutListeners) listener(project, user);
+  };
   /** A login whose project was deleted (and maybe made again) logs nobody in. */
   const stillThere = (login: ChatLogin): ChatLogin => {
     if (!store.names().includes(login.project)) throw new BerthError('UNAUTHORIZED', 'the project of this chat login no longer exists');
@@ -120,7 +137,13 @@ export function createAdminService(deps: {
     createProject: (input) => projectView(store.create(input)),
     getProject: (name) => projectView(store.get(name)),
     listProjects: () => store.list().map(projectView),
-    updateProject: async (name, patch) => projectView(await store.update(name, patch)),
+    async updateProject(name, patch) {
+      const wasIsolated = store.get(name).metadata.workspace_isolation;
+      const updated = await store.update(name, patch);
+      // Isolation on: a shared run's view of every workspace does not outlive the switch (and would hold off quotas).
+      if (!wasIsolated && updated.metadata.workspace_isolation) await deps.runner().retireSharedContainers(name);
+      return projectView(updated);
+    },
 
     async deleteProject(name, confirm) {
       store.get(name);
@@ -134,6 +157,7 @@ export function createAdminService(deps: {
       const trashedTo = await store.trash(name);
       deps.tokens.revokeProject(name); // a project made again under this name inherits no token
       chatLinks.revokeProject(name);
+      loggedOut(name);
       return { name, trashed_to: trashedTo, containers_removed: removed };
     },
 
@@ -144,13 +168,13 @@ export function createAdminService(deps: {
     },
 
     async runMessage(name, request) {
-      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput }));
+      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, whenReady: request.whenReady }));
     },
 
     listRuns(name, filter) {
       const p = store.get(name);
       const limit = filter.limit ?? 50;
-      const mine = filter.user === undefined ? undefined : new Set(sessions.list(p).filter((s) => s.tenant_key === filter.user).map((s) => s.id));
+      const mine = filter.user === undefined ? undefined : new Set(sessions.list(p, { tenantKey: filter.user }).map((s) => s.id));
       const { records, corrupt } = readRunRecords(p.paths.sessionsDir, { keep: mine && ((r) => mine.has(r.session)), limit });
       const interrupted = interruptedRuns(p.paths.sessionsDir, limit)
         .filter((r) => !mine || (r.session !== undefined && mine.has(r.session)))
@@ -158,7 +182,7 @@ export function createAdminService(deps: {
       return { runs: records, corrupt_lines: corrupt, interrupted };
     },
 
-    listSessions: (name) => sessions.list(store.get(name)),
+    listSessions: (name, tenantKey) => sessions.list(store.get(name), { tenantKey }),
     workspaceProfile: (name, id) => deps.gateway.profileOf(store.get(name), id),
     getSession: (project, id) => sessions.get(project, id).session,
     openSession(project, id, tenantKey) {
@@ -188,10 +212,27 @@ export function createAdminService(deps: {
     },
     mintChatLink(project, user, ttlSeconds) {
       store.get(project);
-      const { token, expires_at } = chatLinks.mintLink(project, user, ttlSeconds);
-      return { project, user, tenant: tenantOfChatUser(user), path: `/chat/login?token=${token}`, expires_at };
+      const { token, expires_at, login_expires_at } = chatLinks.mintLink(project, user, ttlSeconds);
+      return { project, user, tenant: tenantOfChatUser(user), path: `/chat/login?token=${token}`, expires_at, login_expires_at };
     },
+    peekChatLink: (token) => stillThere(chatLinks.peekLink(token)),
     openChatLink: (token) => chatLinks.login(token, stillThere),
+    listChatAccess(project, user) {
+      store.get(project);
+      if (user !== undefined) checkChatUser(user);
+      return { project, ...chatLinks.listActive(project, user) };
+    },
+    revokeChatUser(project, user) {
+      store.get(project);
+      checkChatUser(user);
+      const revoked = chatLinks.revokeUser(project, user);
+      loggedOut(project, user);
+      return { project, user, tenant: tenantOfChatUser(user), links_revoked: revoked.links, logins_revoked: revoked.logins };
+    },
     chatLoginOf: (credential) => stillThere(chatLinks.verifyLogin(credential)),
+    onChatLogout(listener) {
+      logoutListeners.add(listener);
+      return () => void logoutListeners.delete(listener);
+    },
   };
 }

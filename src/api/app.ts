@@ -25,7 +25,9 @@ import { assertPlainInput } from '../config/parse.js';
 import { renderDocsPage } from './docs-page.js';
 import { errorBody } from '../errors.js';
 import { toBerthError, validationError } from './error-response.js';
-import { withActor, type AuditTrail } from '../admin/audit-trail.js';
+import { identifyActor, tenantActor, withActor, type AuditTrail } from '../admin/audit-trail.js';
+import { tenantOfChatUser } from '../store/chat-links.js';
+import { isBrowserProbe, surfaceOf } from './request-surface.js';
 import { registerProjectRoutes } from './routes/projects.js';
 import { finishOpenApiDoc } from './openapi-doc.js';
 import { errorResponses } from './routes/openapi.js';
@@ -120,8 +122,11 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     c.set('requestId', requestId);
     c.set('log', log);
     const t0 = performance.now();
-    // Whoever holds the admin token is "admin" in the audit log; /mcp/session narrows it to its session.
+    // Whoever holds the admin token is "admin" in the audit log; /mcp/session narrows it to its
+    // session, and a chat login names its user once checked (chatNamingItsUser below).
     await withActor(c.req.path === '/mcp/session' || c.req.path.startsWith('/chat') ? 'anonymous' : 'admin', requestId, next);
+    // Every 401, however it was answered (an error, the docs' or a chat link's login page), is counted, not written one by one.
+    if (c.res.status === 401) countUnauthenticated(deps, surfaceOf(c.req.path), `${c.req.method} ${c.req.path}`);
     c.header('x-request-id', requestId);
     log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - t0) }, 'request');
   });
@@ -134,7 +139,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // /docs checks the token itself: a browser signs in with a form, not a header. /chat is the
   // people's side: its own login (a chat link's cookie), never the admin token. /metrics takes
   // the admin token or the metrics token (routes/metrics.ts).
-  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || path === '/docs' || path === '/docs/login' || path === '/chat' || path.startsWith('/chat/') || path === METRICS_PATH));
+  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || isBrowserProbe(path) || path === '/docs' || path === '/docs/login' || path === '/chat' || path.startsWith('/chat/') || path === METRICS_PATH));
   app.use('/api/*', bodyLimit({ maxSize: API_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${API_BODY_BYTES} bytes`); } }));
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
@@ -201,7 +206,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   registerOperatorRoutes(app as unknown as OpenAPIHono, deps);
   registerChatLinkRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerAuditRoutes(app as unknown as OpenAPIHono, () => deps.audit);
-  registerChatRoutes(app as unknown as Hono<ChatEnv>, () => deps.webChat);
+  const chat = deps.webChat && chatNamingItsUser(deps.webChat);
+  registerChatRoutes(app as unknown as Hono<ChatEnv>, () => chat);
   registerMetricsRoutes(app as unknown as OpenAPIHono, deps);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
@@ -232,6 +238,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   const sessionGate = createGate(MCP_HTTP_BOUNDS.concurrent);
   const adminContext = () => ({ admin: deps.admin(), operator: deps.operator() });
   const onToolError = (tool: string, e: BerthError) => {
+    // Inside a 200 answer: the status check above does not see it.
+    if (e.code === 'UNAUTHORIZED') countUnauthenticated(deps, 'mcp', `tool ${tool}`);
     auditRefusal(deps.audit, e, `tool ${tool}`);
     countRefusal(deps.metrics, e, 'mcp');
   };
@@ -251,17 +259,38 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   return app;
 }
 
-/** Authentication failures and permission denials go to the audit log (never the token that failed). */
+/**
+ * Permission denials go to the audit log, a line each: the caller is known, so is who to ask.
+ * Authentication failures are counted instead (countUnauthenticated): anyone can send them.
+ */
 function auditRefusal(audit: AuditTrail | undefined, e: BerthError, action: string): void {
-  const kind = e.code === 'UNAUTHORIZED' ? 'auth_failure' : e.code === 'PERMISSION_DENIED' || e.code === 'AREA_NOT_GRANTED' ? 'permission_denied' : undefined;
-  if (!kind || !audit) return;
-  audit.record({ kind, action, outcome: 'refused', code: e.code, ...(kind === 'auth_failure' ? { actor: 'anonymous' } : {}), target: typeof e.details.rule === 'string' ? e.details.rule : undefined });
+  if (!audit || (e.code !== 'PERMISSION_DENIED' && e.code !== 'AREA_NOT_GRANTED')) return;
+  audit.record({ kind: 'permission_denied', action, outcome: 'refused', code: e.code, target: typeof e.details.rule === 'string' ? e.details.rule : undefined });
 }
 
-/** The same refusals, counted (by surface only: never the token, path or caller). */
+/** A request without a valid login: into the audit log's per-minute summary and the Prometheus counter, by surface (never the token). */
+function countUnauthenticated(deps: Pick<AppDeps, 'audit' | 'metrics'>, surface: string, request: string): void {
+  deps.audit?.unauthenticated(surface, request);
+  deps.metrics.authFailure(surface);
+}
+
+/** Permission denials, counted (by surface only: never the path or caller). */
 function countRefusal(metrics: Metrics, e: BerthError, surface: 'http' | 'mcp'): void {
-  if (e.code === 'UNAUTHORIZED') metrics.authFailure(surface);
-  else if (e.code === 'PERMISSION_DENIED' || e.code === 'AREA_NOT_GRANTED') metrics.permissionDenied(surface);
+  if (e.code === 'PERMISSION_DENIED' || e.code === 'AREA_NOT_GRANTED') metrics.permissionDenied(surface);
+}
+
+/**
+ * The web chat as its routes see it: checking a chat login also names its user in the audit log
+ * ("tenant:web:<user>") for the rest of the request, refusals included. Everything else is the chat itself.
+ */
+function chatNamingItsUser(web: WebChat): WebChat {
+  return Object.assign(Object.create(web) as WebChat, {
+    loginOf(credential: string) {
+      const login = web.loginOf(credential);
+      identifyActor(tenantActor(tenantOfChatUser(login.user)));
+      return login;
+    },
+  });
 }
 
 /** The session a token stands for, checked against the session as it is now (same tenant, same creation). */

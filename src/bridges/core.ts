@@ -2,23 +2,26 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AdminService } from '../admin/service.js';
 import type { BerthConfig } from '../config/berth-config.js';
+import { admissionLimitsOf } from '../config/runs.js';
 import type { PermissionLevel } from '../config/session.js';
-import { isBerthError } from '../errors.js';
+import { BerthError, isBerthError, type ErrorCode } from '../errors.js';
 import { withActor } from '../admin/audit-trail.js';
 import { ownerAlive } from '../runs/process-owner.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
 import { chatCommand, type CommandContext } from './commands.js';
-import { createLanes } from './lanes.js';
+import { createLanes, type LaneKey, type LaneLimits, type Slot } from './lanes.js';
 import type { BridgeState } from '../store/bridge-state.js';
 
 /**
  * The bridge core: what every chat transport shares. A message is journaled (durable inbox)
  * before the transport acknowledges it or anything runs; it then waits in its chat's lane
- * (one at a time per chat, a bounded number of chats at once), is answered by a chat command
- * or a run of the project's agent in that chat's session, and ends replied or failed — with
- * the sender told either way. A transport adapter only turns its wire format into
- * InboundMessage and sends text back.
+ * (one at a time per chat; a run slot only once its run is admitted, round-robin by tenant), is
+ * answered by a chat command or a run of the project's agent in that chat's session, and ends
+ * replied or failed — with the sender told either way (also when the session they picked was
+ * deleted, or their login ended, while it waited: it is then not run). A sender nobody approved runs nothing:
+ * only the start of what they said is journaled, and they hear one refusal per hour. A transport
+ * adapter only turns its wire format into InboundMessage and sends text back.
  */
 export interface InboundMessage {
   /** The transport's identity of this message (Signal: sender uuid + timestamp): dedupes re-deliveries. */
@@ -76,11 +79,16 @@ export interface BridgeDeps {
   owner?: string;
   /** Sender allowed to talk at all (pairing, allowlist). */
   senderAllowed: (sender: string) => boolean;
+  /**
+   * Asked again when a message's turn comes and right before its run starts (web chat: the login
+   * that sent it still holds). False: it ends failed, unrun, and the sender is told.
+   */
+  stillAllowed?: (message: { id: string; chat: string; sender: string }) => boolean;
 }
 
 export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   const { transport, inbox, logger } = deps;
-  const lanes = createLanes(() => deps.config().bridges.max_concurrent_runs);
+  const lanes = createLanes(() => laneLimitsOf(deps.config()));
   const log = logger.child({ bridge: transport.name });
 
   const say = async (chat: string, text: string) => {
@@ -102,10 +110,15 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
 
   type Work = Required<Pick<InboxEntry, 'id' | 'chat' | 'sender' | 'text'>> & Pick<InboxEntry, 'session' | 'level'>;
 
-  async function handle(entry: Work, tenant: string) {
+  async function handle(entry: Work, tenant: string, slot: Slot, told: { queued: boolean }) {
     const profile = profileFor(entry.chat);
     if (!profile) {
       await fail(entry.id, entry.chat, 'no channel profile', `berth: this bot is not set up to answer here yet (no "${transport.name}" channel in berth.yaml).`);
+      return;
+    }
+    const stale = lapsed(entry, profile.project, tenant);
+    if (stale) {
+      await fail(entry.id, entry.chat, stale.reason, stale.notice);
       return;
     }
     // A group chat is a team tenant; who writes in it is a member (the gateway's team folders follow).
@@ -123,14 +136,44 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     if (command) {
       reply = await command(ctx).catch((err: unknown) => `berth: ${isBerthError(err) ? err.message : 'that command failed'}`);
     } else {
-      inbox.mark(entry.id, 'started', { reason: undefined });
       const typing = startTyping(entry.chat);
       // A workflow is several runs: one refused midway must not run its earlier steps again.
       const single = profile.workflow === undefined;
+      // 'started' only once its run may start: until then a restart answers it afresh (nothing of it ran).
+      let started = false;
+      const start = () => {
+        if (!started) inbox.mark(entry.id, 'started', { reason: undefined });
+        started = true;
+      };
+      // Asked again where waiting ends: a run opens its session (making a missing one), then waits
+      // for admission and its slot; the person may have deleted it or been logged out meanwhile.
+      let stopped: Lapsed | undefined;
+      const recheck = () => {
+        stopped = lapsed(entry, profile.project, tenant);
+        if (stopped) throw new BerthError(stopped.code, stopped.reason);
+      };
+      // A message's run takes its slot once admitted and holding its workspace (see lanes.ts).
+      const ready = async () => {
+        await slot.take(() => {
+          if (told.queued) return;
+          told.queued = true;
+          void say(entry.chat, 'berth: queued; I will answer as soon as I can.').catch(() => undefined);
+        });
+        recheck();
+        start();
+      };
       try {
-        const run = () => runFor(ctx, profile.workflow, entry.text, entry.chat);
+        const run = async () => {
+          recheck(); // in the same tick as the runner opening the session
+          return runFor(ctx, profile.workflow, entry.text, entry.chat, profile.workflow === undefined ? ready : start);
+        };
         reply = await (single ? whenAdmitted(run) : run());
       } catch (err) {
+        const lapsedMeanwhile = stopped as Lapsed | undefined;
+        if (lapsedMeanwhile) {
+          await fail(entry.id, entry.chat, lapsedMeanwhile.reason, lapsedMeanwhile.notice);
+          return;
+        }
         if (single && isBerthError(err, 'SHUTTING_DOWN')) {
           // Its run never started: the next berth answers it (recover() re-queues 'received').
           inbox.mark(entry.id, 'received', { reason: 'berth was stopping; it is answered after the restart' });
@@ -142,10 +185,34 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         return;
       } finally {
         typing.stop();
+        slot.release(); // the reply may take a while to send: the slot is for runs
       }
     }
     inbox.mark(entry.id, 'answered', { reply });
     await deliver(entry.id, entry.chat, reply);
+  }
+
+  type Lapsed = { code: ErrorCode; reason: string; notice: string };
+
+  /** Why a message taken from its lane may no longer run: its sender was logged out, or the session they picked is gone. */
+  function lapsed(entry: Work, project: string, tenant: string): Lapsed | undefined {
+    if (deps.stillAllowed && !deps.stillAllowed(entry)) {
+      return { code: 'UNAUTHORIZED', reason: 'its sender was logged out before it ran', notice: `berth: you were logged out before your message "${preview(entry.text)}" ran; it was not run.` };
+    }
+    if (entry.session !== undefined && !sessionStillThere(project, entry.session, tenant)) {
+      return { code: 'SESSION_NOT_FOUND', reason: 'its session was deleted before it ran', notice: `berth: that conversation was deleted; your message "${preview(entry.text)}" was not run.` };
+    }
+    return undefined;
+  }
+
+  /** The session the person picked is there and still theirs. Any other trouble is the run's to report. */
+  function sessionStillThere(project: string, id: string, tenant: string): boolean {
+    try {
+      return deps.admin.getSession(project, id).tenant_key === tenant;
+    } catch (err) {
+      if (isBerthError(err, 'SESSION_NOT_FOUND') || isBerthError(err, 'CONFIG_INVALID')) return false;
+      return true;
+    }
   }
 
   /**
@@ -166,11 +233,16 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   /** Add a group's sender to the project's team of that group, once (an admin may edit the list later). */
   async function joinTeam(project: string, team: string, member: string) {
     try {
-      const teams = deps.admin.getProject(project).teams;
-      const current = own(teams, team)?.members ?? [];
-      if (current.includes(member)) return;
-      await deps.admin.updateProject(project, { teams: { ...teams, [team]: { members: [...current, member] } } });
-      log.info({ project, team, member }, 'group member joined its team');
+      if (own(deps.admin.getProject(project).teams, team)?.members.includes(member)) return;
+      let joined = false;
+      // Read and written under the project lock: two groups' first messages, or an admin's edit, lose nothing.
+      await deps.admin.updateProject(project, (current) => {
+        const members = own(current.teams, team)?.members ?? [];
+        if (members.includes(member)) return {};
+        joined = true;
+        return { teams: { ...current.teams, [team]: { members: [...members, member] } } };
+      });
+      if (joined) log.info({ project, team, member }, 'group member joined its team');
     } catch (err) {
       log.warn({ err: String(err).slice(0, 200), team }, 'could not record a group member');
     }
@@ -196,8 +268,12 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     await deliver(id, chat, notice, reason);
   }
 
-  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string): Promise<string> {
+  /** `ready`: called when the run may start (a message's, by the runner once admitted; a workflow's, first). */
+  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>): Promise<string> {
     if (workflow) {
+      // No lane slot: its steps wait for admission one by one, and a slot held meanwhile could wait
+      // on runs that wait for it. Admission bounds them per tenant; the lane keeps them one per chat.
+      await ready();
       const run = await deps.admin.runWorkflow(ctx.project, workflow, text);
       const last = run.steps.at(-1);
       return run.status === 'succeeded' ? (last?.stdout.trim() || 'done') : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}`;
@@ -206,7 +282,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     const onOutput = transport.output ? (stream: 'stdout' | 'stderr', chunk: Buffer) => transport.output?.(chat, stream, decoder[stream].decode(chunk, { stream: true })) : undefined;
     // The level was set (by the /level rule) when the message was taken; the run uses the session's
     // level as it is now, so a level an admin lowered meanwhile is not raised again by a queued message.
-    const run = await deps.admin.runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, onOutput });
+    const run = await deps.admin.runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, onOutput, whenReady: async () => ready() });
     const out = run.stdout.trim();
     if (run.timed_out) return `${out}\n\n[berth: stopped after the time limit]`.trim();
     if (run.exit_code !== 0) return `${out}${out ? '\n\n' : ''}[exit ${run.exit_code}]${run.stderr.trim() ? `\n${run.stderr.trim().slice(-1500)}` : ''}`;
@@ -228,24 +304,48 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   }
 
   function enqueue(entry: Work, tenant: string) {
-    const queued = lanes.run(entry.chat, () =>
+    const told = { queued: false };
+    const queued = lanes.run({ chat: entry.chat, tenant, sender: entry.sender }, (slot) =>
       // What a chat message does is the sender's doing, in the audit log too.
-      withActor(`tenant:${entry.sender}`, entry.id, () => handle(entry, tenant))
+      withActor(`tenant:${entry.sender}`, entry.id, () => handle(entry, tenant, slot, told))
         .catch((err) => log.error({ err: String(err), id: entry.id }, 'chat message failed'))
         .finally(() => transport.finished?.(entry.id, entry.chat)),
     );
-    if (queued.waiting) void say(entry.chat, `berth: queued (${queued.ahead} ahead of yours); I will answer in order.`).catch(() => undefined);
+    if (!queued.accepted) {
+      // Journaled already: it ends failed, and the sender is told it was not run.
+      log.warn({ id: entry.id, full: queued.full }, 'chat message refused: too many waiting');
+      void fail(entry.id, entry.chat, `too many messages waiting (${queued.full})`, refusedNotice(queued.full, entry.text)).finally(() => transport.finished?.(entry.id, entry.chat));
+      return;
+    }
+    // Only this chat's own messages are counted: never how many other people's wait.
+    if (queued.ahead > 0) {
+      told.queued = true;
+      void say(entry.chat, `berth: queued (${queued.ahead} of your messages in this chat ahead of it); I will answer in order.`).catch(() => undefined);
+    }
+  }
+
+  /**
+   * A sender nobody approved: nothing runs. The operator is told once per new sender; the sender
+   * hears one refusal per hour (Signal rate-limits the bot, not them); later messages end without one.
+   */
+  function refuseStranger(m: { id: string; chat: string; sender: string; senderName?: string }) {
+    const seen = deps.state.noteStranger(m.sender, m.senderName, new Date(), STRANGER_REPLY_EVERY_MS);
+    if (seen.first) log.info({ sender: m.sender, name: m.senderName?.slice(0, 64) }, `a new sender waits for approval (berth bridge approve ${m.sender})`);
+    if (seen.reply) void fail(m.id, m.chat, 'sender not approved', STRANGER_NOTICE);
+    else inbox.mark(m.id, 'failed', { reason: 'sender not approved (refused already this hour: no reply)' });
   }
 
   return {
     receive(message) {
-      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, owner: deps.owner, tenant: message.tenant, session: message.session, level: message.level });
+      const allowed = deps.senderAllowed(message.sender);
+      // A stranger's message never runs: its start is enough for the operator, not a megabyte of it.
+      const text = allowed ? message.text : message.text.slice(0, STRANGER_TEXT_CHARS);
+      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text, owner: deps.owner, tenant: message.tenant, session: message.session, level: message.level });
       // Acknowledged only once on disk; a re-delivery is acknowledged again (the first ack may be what was lost).
       void transport.acknowledge(message).catch((err) => log.warn({ err: String(err) }, 'acknowledge failed'));
       if (!fresh) return 'duplicate';
-      if (!deps.senderAllowed(message.sender)) {
-        deps.state.addPending(message.sender, message.senderName);
-        void fail(message.id, message.chat, 'sender not approved', 'berth: this bot does not know you yet. The operator has been asked to approve you; try again later.');
+      if (!allowed) {
+        refuseStranger(message);
         return 'accepted';
       }
       enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session, level: message.level }, message.tenant);
@@ -261,16 +361,20 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
           continue;
         }
         const e = { id: entry.id, chat: entry.chat, sender: entry.sender, text: entry.text, session: entry.session, level: entry.level };
-        if (entry.phase === 'received') {
+        const lane: LaneKey = { chat: entry.chat, tenant: entry.tenant ?? entry.sender, sender: entry.sender };
+        if (entry.phase === 'received' && !deps.senderAllowed(entry.sender)) {
+          // A stranger's message a dead berth journaled but never refused: it is refused now, never run.
+          refuseStranger(e);
+        } else if (entry.phase === 'received') {
           log.info({ id: entry.id }, 'answering a message a previous berth journaled');
           enqueue(e, entry.tenant ?? entry.sender);
         } else if (entry.phase === 'answered' && entry.reply !== undefined) {
-          void lanes.run(entry.chat, () => deliver(entry.id, e.chat, entry.reply as string, entry.reason));
+          void lanes.run(lane, () => deliver(entry.id, e.chat, entry.reply as string, entry.reason), { bounded: false });
         } else {
           // Its run had started: running it again could do twice what the agent did once.
           const notice = `berth: I restarted while working on your message "${preview(e.text)}". It was not finished; please send it again.`;
           inbox.mark(entry.id, 'answered', { reply: notice, reason: 'berth restarted while this message was running' });
-          void lanes.run(entry.chat, () => deliver(entry.id, e.chat, notice, 'berth restarted while this message was running'));
+          void lanes.run(lane, () => deliver(entry.id, e.chat, notice, 'berth restarted while this message was running'), { bounded: false });
         }
       }
     },
@@ -280,6 +384,30 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
 }
 
 const BUSY_ATTEMPTS = 10;
+
+/** Messages one chat may have waiting or running; one tenant across its chats (and one sender across theirs and their groups); a whole bridge. */
+export const CHAT_PENDING_MAX = 20;
+export const TENANT_PENDING_MAX = 50;
+export const BRIDGE_PENDING_MAX = 500;
+/** What is kept of an unapproved sender's message (it never runs), and how often they hear a refusal. */
+export const STRANGER_TEXT_CHARS = 200;
+export const STRANGER_REPLY_EVERY_MS = 60 * 60 * 1000;
+export const STRANGER_NOTICE = 'berth: this bot does not know you yet. The operator has been asked to approve you; you will get a message when you can talk.';
+/** Sent (by `berth bridge approve`) to a sender who waited. */
+export const APPROVED_NOTICE = 'berth: the operator approved you: you can talk to this bot now (/help lists what it understands).';
+
+/** The lanes' bounds: berth.yaml's bridges.max_concurrent_runs run slots, at most runs.per_tenant of them per tenant and per sender. */
+export function laneLimitsOf(config: BerthConfig): LaneLimits {
+  const slots = config.bridges.max_concurrent_runs;
+  return { slots, perTenant: Math.min(slots, admissionLimitsOf(config).perTenant), chatPending: CHAT_PENDING_MAX, tenantPending: TENANT_PENDING_MAX, totalPending: BRIDGE_PENDING_MAX };
+}
+
+function refusedNotice(full: 'chat' | 'tenant' | 'sender' | 'bridge', text: string): string {
+  const again = 'Send it again once I have answered the others.';
+  if (full === 'chat') return `berth: ${CHAT_PENDING_MAX} of your messages in this chat are waiting already, so "${preview(text)}" was not run. ${again}`;
+  if (full === 'tenant' || full === 'sender') return `berth: ${TENANT_PENDING_MAX} of your messages are waiting already, so "${preview(text)}" was not run. ${again}`;
+  return `berth: I am too busy to take more messages right now, so "${preview(text)}" was not run. Please send it again in a few minutes.`;
+}
 
 function preview(text: string): string {
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;

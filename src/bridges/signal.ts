@@ -1,5 +1,7 @@
 import type { Logger } from 'pino';
+import { isBerthError } from '../errors.js';
 import type { ChatTransport, InboundMessage } from './core.js';
+import { createSseReader, type OversizedEvent } from './sse-events.js';
 
 /**
  * The Signal adapter: signal-cli's JSON-RPC daemon over HTTP (`signal-cli -a ACCOUNT daemon
@@ -9,7 +11,8 @@ import type { ChatTransport, InboundMessage } from './core.js';
  * reactions are skipped. Tenants are keyed on the sender's uuid (numbers may be hidden).
  */
 export const SIGNAL_INLINE_BYTES = 2000;
-const MAX_EVENT_BYTES = 1024 * 1024;
+/** An event bigger than this is skipped (and logged by sender), never buffered. */
+export const SIGNAL_MAX_EVENT_BYTES = 1024 * 1024;
 const OBJECT_REPLACEMENT = '\uFFFC';
 
 export interface SignalOptions {
@@ -114,29 +117,24 @@ export function createSignalBridge(opts: SignalOptions): ChatTransport & { start
     };
   }
 
-  /** One SSE connection until it ends: events are separated by blank lines; ":" lines are keepalives. */
+  /**
+   * One SSE connection until it ends. An event over the bound is skipped where it stands (signal-cli
+   * has already taken it off Signal's servers): dropping the connection would lose every event read
+   * with it, and the events behind it are what the stream goes on with.
+   */
   async function listen(signal: AbortSignal): Promise<void> {
     const res = await fetch(`${opts.url}/api/v1/events?account=${encodeURIComponent(opts.account)}`, { headers: { accept: 'text/event-stream' }, signal });
     if (!res.ok || !res.body) throw new Error(`events: HTTP ${res.status}`);
     isConnected = true;
     log.info('connected to signal-cli');
-    const decoder = new TextDecoder();
-    let buffer = '';
-    let data: string[] = [];
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      buffer += decoder.decode(chunk, { stream: true });
-      if (buffer.length > MAX_EVENT_BYTES) throw new Error('an event passed 1 MiB');
-      let nl: number;
-      while ((nl = buffer.indexOf('\n')) >= 0) {
-        const line = buffer.slice(0, nl).replace(/\r$/, '');
-        buffer = buffer.slice(nl + 1);
-        if (line === '') {
-          if (data.length) dispatch(data.join('\n'));
-          data = [];
-        } else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
-        // "event:", "id:", ":" keepalives: nothing to do
-      }
-    }
+    const reader = createSseReader({ maxEventBytes: SIGNAL_MAX_EVENT_BYTES, onEvent: dispatch, onOversized: skipped });
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) reader.push(chunk);
+  }
+
+  /** Who sent an event too big to read: its envelope names the sender first (never its text in the log). */
+  function skipped(event: OversizedEvent) {
+    const uuid = /"sourceUuid"\s*:\s*"([0-9a-fA-F-]{36})"/.exec(event.head)?.[1];
+    log.warn({ sender: uuid ? `signal:${uuid}` : 'unknown', bytes: event.bytes, bound: SIGNAL_MAX_EVENT_BYTES }, 'skipped a signal-cli event over the size bound');
   }
 
   function dispatch(text: string) {
@@ -148,7 +146,14 @@ export function createSignalBridge(opts: SignalOptions): ChatTransport & { start
       return;
     }
     const message = payload && toMessage(payload);
-    if (message) opts.onMessage(message);
+    if (!message) return;
+    // One message the core could not take (its inbox lock timed out) must not lose the events
+    // read after it in the same chunk: logged by sender and id, never its text.
+    try {
+      opts.onMessage(message);
+    } catch (err) {
+      log.error({ sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a signal message; it is lost');
+    }
   }
 
   async function run() {

@@ -6,18 +6,8 @@ import type { ErrorCode } from '../errors.js';
  * The web chat's wire: what a browser sends over /chat/ws, what berth pushes back, and the
  * shapes of /chat/api. Defined once here; the page's script follows them.
  */
-export const WEB_CHAT_COOKIE = 'berth_chat';
 export const WEB_CHAT_SOCKET_PATH = '/chat/ws';
 export const WEB_INPUT_MAX_CHARS = 64 * 1024;
-
-/** One cookie's value from a Cookie header (the chat's login: for the upgrade and for /chat/api). */
-export function cookieValue(header: string | undefined, name: string): string | undefined {
-  for (const part of (header ?? '').split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return undefined;
-}
 
 export const WebRunMessageSchema = z
   .object({

@@ -1,21 +1,28 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { asBerthError, type BerthError } from '../errors.js';
 import type { WebChat, WebLogin } from './web.js';
-import { cookieValue, WEB_CHAT_COOKIE, WEB_CHAT_SOCKET_PATH, WebClientMessageSchema, type WebServerMessage } from './web-protocol.js';
+import { chatCredentialOf, reachedOverHttps } from './web-cookie.js';
+import { WEB_CHAT_SOCKET_PATH, WebClientMessageSchema, type WebServerMessage } from './web-protocol.js';
 
 /**
  * The web chat's WebSocket, on the HTTP server's `upgrade` event (the hono app never sees it).
  * Only /chat/ws, only with a chat login cookie (401 otherwise) from a page of this origin;
- * messages are bounded in size, and a connection has one message in flight at a time.
+ * messages are bounded in size, and a connection has one message in flight at a time. The login
+ * is checked again at every message and every ping, at a push a second or more after the last
+ * check, and at once when this process revokes it: a revoked or expired login (possibly by a
+ * `berth chat-link revoke` in another process) closes the socket before anything more is sent.
  */
 export const WEB_SOCKET_BOUNDS = {
   maxPayloadBytes: 256 * 1024,
   /** A client that reads slower than berth pushes is dropped (it reloads its history on return). */
   maxBufferedBytes: 4 * 1024 * 1024,
   pingMs: 30_000,
+  /** A push re-checks the login when the last check is older than this (a revoke by another process). */
+  pushRecheckMs: 1000,
 } as const;
 
 const REFUSALS = { 401: ['Unauthorized', 'UNAUTHORIZED'], 403: ['Forbidden', 'PERMISSION_DENIED'], 404: ['Not Found', 'NOT_FOUND'] } as const;
@@ -55,17 +62,24 @@ export function attachWebChatSocket(server: Server, deps: { chat: WebChat; logge
     const path = (req.url ?? '').split('?')[0];
     if (path !== WEB_CHAT_SOCKET_PATH) return refuse(socket, 404, 'no WebSocket here');
     if (!sameOrigin(req)) return refuse(socket, 403, 'the chat socket opens from its own page only');
+    let credential: string | undefined;
+    try {
+      credential = chatCredentialOf(req.headers.cookie, reachedOverHttps({ tls: (req.socket as TLSSocket).encrypted === true, forwardedProto: req.headers['x-forwarded-proto'] }));
+    } catch (err) {
+      log.warn({ code: asBerthError(err).code }, 'chat socket refused: two login cookies');
+      return refuse(socket, 401, asBerthError(err).message);
+    }
     let login: WebLogin;
     try {
-      login = deps.chat.loginOf(cookieValue(req.headers.cookie, WEB_CHAT_COOKIE) ?? '');
+      login = deps.chat.loginOf(credential ?? '');
     } catch (err) {
       log.warn({ code: asBerthError(err).code }, 'chat socket refused');
       return refuse(socket, 401, 'open your chat link first');
     }
-    wss.handleUpgrade(req, socket, head, (ws) => connected(ws, login));
+    wss.handleUpgrade(req, socket, head, (ws) => connected(ws, login, credential as string));
   };
 
-  function connected(ws: WebSocket, login: WebLogin) {
+  function connected(ws: WebSocket, login: WebLogin, credential: string) {
     let pending: string | undefined;
     let alive = true;
     const send = (message: WebServerMessage) => {
@@ -73,13 +87,32 @@ export function attachWebChatSocket(server: Server, deps: { chat: WebChat; logge
       if (ws.bufferedAmount > WEB_SOCKET_BOUNDS.maxBufferedBytes) return void ws.terminate();
       ws.send(JSON.stringify(message));
     };
+    /** Still logged in? If not (revoked, expired, project gone), say so and close: nothing more is sent or run. */
+    const stillLoggedIn = (): boolean => {
+      try {
+        deps.chat.loginOf(credential);
+        return true;
+      } catch (err) {
+        send({ type: 'error', code: 'UNAUTHORIZED', message: `${asBerthError(err).message}: open a new chat link` });
+        ws.close(4401, 'logged out');
+        return false;
+      }
+    };
+    let checkedAt = Date.now();
+    const recheck = () => {
+      checkedAt = Date.now();
+      return stillLoggedIn();
+    };
     let detach: () => void;
     try {
       detach = deps.chat.attach(login, {
         push(message) {
+          if (ws.readyState !== WebSocket.OPEN) return;
+          if (Date.now() - checkedAt >= WEB_SOCKET_BOUNDS.pushRecheckMs && !recheck()) return;
           if (message.type === 'done' && message.id === pending) pending = undefined;
           send(message);
         },
+        recheckLogin: () => void (ws.readyState === WebSocket.OPEN && recheck()),
       });
     } catch (err) {
       send(errorMessage(asBerthError(err)));
@@ -87,6 +120,7 @@ export function attachWebChatSocket(server: Server, deps: { chat: WebChat; logge
     }
     const ping = setInterval(() => {
       if (!alive) return void ws.terminate();
+      if (!recheck()) return;
       alive = false;
       ws.ping();
     }, WEB_SOCKET_BOUNDS.pingMs);
@@ -99,6 +133,7 @@ export function attachWebChatSocket(server: Server, deps: { chat: WebChat; logge
     });
 
     ws.on('message', (data: RawData, isBinary: boolean) => {
+      if (!recheck()) return;
       let raw: unknown;
       try {
         if (isBinary) throw new Error('binary');
@@ -118,7 +153,7 @@ export function attachWebChatSocket(server: Server, deps: { chat: WebChat; logge
         return send({ type: 'error', code: 'BUSY', message: 'one message at a time: wait for the answer to the last one', id: message.id });
       }
       pending = message.id;
-      deps.chat.run(login, message).then(
+      deps.chat.run(login, message, credential).then(
         (outcome) => {
           // A re-sent message runs once; its first copy's answer is already on its way.
           if (outcome === 'duplicate' && pending === message.id) {

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { AdminService } from '../admin/service.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
+import { tenantActor, withActor } from '../admin/audit-trail.js';
 import { BerthError, isBerthError } from '../errors.js';
 import { tenantOfChatUser, type ChatLogin } from '../store/chat-links.js';
 import { openChatTranscripts, type TranscriptEntry } from '../store/chat-transcripts.js';
@@ -24,6 +25,8 @@ export type WebLogin = Pick<ChatLogin, 'project' | 'user'>;
 /** One open socket of a user (web-socket.ts), as the transport sees it. */
 export interface WebClient {
   push(message: WebServerMessage): void;
+  /** Its person's logins were revoked in this process: check its own now (closed when it ended). */
+  recheckLogin?(): void;
 }
 
 const MAX_SOCKETS_PER_USER = 8;
@@ -49,16 +52,25 @@ export interface WebChat {
   readonly core: BridgeCore;
   readonly inbox: Inbox;
   readonly state: BridgeState;
-  /** Opening a chat link: the credential for the cookie. */
+  /** Whom a chat link would log in (the page that asks first); UNAUTHORIZED when it does not work. */
+  peekLink(linkToken: string): WebLogin;
+  /** Opening a chat link (it is used up): the credential for the cookie, and when it ends. */
   login(linkToken: string): { credential: string; expires_at: string };
   loginOf(credential: string): WebLogin;
   sessions(login: WebLogin): ChatSessionView[];
+  /** A new session of the person's: LIMIT_REACHED past bridges.web.max_sessions_per_user or new_sessions_per_minute. */
   newSession(login: WebLogin): ChatSessionView;
+  /** Delete one of the person's own sessions, as the admin's delete does (container, agent home, transcript). */
+  deleteSession(login: WebLogin, session: string): { session: string; deleted: true };
   history(login: WebLogin, session: string): TranscriptEntry[];
   /** Set a session's level by the project's rule for /level (raising may need an admin). */
   setLevel(login: WebLogin, session: string, level: PermissionLevel): Promise<ChatSessionView>;
-  /** A run from a socket: its level set (by the same rule), journaled, then answered through the core. */
-  run(login: WebLogin, message: WebRunMessage): Promise<'accepted' | 'duplicate'>;
+  /**
+   * A run from a socket: its level set (by the same rule), journaled, then answered through the
+   * core. `credential`: the login it came with, checked again when its turn comes (a revoked or
+   * expired one: it is not run); none for a caller of this process that has no login.
+   */
+  run(login: WebLogin, message: WebRunMessage, credential?: string): Promise<'accepted' | 'duplicate'>;
   /** A socket opened; returns how to forget it. BUSY past the per-user bound. */
   attach(login: WebLogin, client: WebClient): () => void;
 }
@@ -75,14 +87,73 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
   const push = (login: WebLogin, message: WebServerMessage) => {
     for (const client of clients.get(`${login.project}/${login.user}`) ?? []) client.push(message);
   };
+  // A revoke (or a project deleted) in this process: that person's sockets close now, not at their next message.
+  admin.onChatLogout((project, user) => {
+    for (const [key, set] of clients) {
+      const theirs = user === undefined ? key.startsWith(`${project}/`) : key === `${project}/${user}`;
+      if (!theirs) continue;
+      for (const client of [...set]) {
+        try {
+          client.recheckLogin?.();
+        } catch (err) {
+          log.warn({ err: String(err).slice(0, 200) }, 'could not close a logged-out chat socket'); // the revoke itself stands
+        }
+      }
+    }
+  });
+  // The login each waiting message came with (inbox id → credential; null: a caller without one).
+  // In memory only: a credential is never journaled.
+  const credentials = new Map<string, string | null>();
+
+  /** Whether a message may still run: its login holds (one journaled before a restart: its person still has a login). */
+  function loginHolds(message: { id: string; chat: string }): boolean {
+    const credential = credentials.get(message.id);
+    if (credential === null) return true;
+    try {
+      if (credential !== undefined) return admin.chatLoginOf(credential) !== undefined;
+      const a = parseAddress(message.chat);
+      return a !== undefined && admin.listChatAccess(a.project, a.user).logins.length > 0;
+    } catch {
+      return false; // revoked, expired, or the project is gone
+    }
+  }
+
+  /** The session is still there (a reply for one deleted meanwhile is shown, never written: its transcript went with it). */
+  const sessionThere = (a: WebLogin & { session: string }) => {
+    try {
+      admin.getSession(a.project, a.session);
+      return true;
+    } catch {
+      return false;
+    }
+  };
   const addressed = (chat: string) => {
     const a = parseAddress(chat);
     if (!a) throw new BerthError('INTERNAL', 'not a web chat address');
     return a;
   };
 
+  // When each person started their recent sessions (this process; keyed "<project>/<user>").
+  const started = new Map<string, number[]>();
+
+  /** A new session, inside the person's bounds (checked and taken with no await between: one process decides). */
   function createSession(login: WebLogin): SessionRecord {
-    return admin.openSession(login.project, `web-${randomBytes(9).toString('base64url')}`, tenantOfChatUser(login.user));
+    const { max_sessions_per_user: cap, new_sessions_per_minute: perMinute } = deps.config().bridges.web;
+    const tenant = tenantOfChatUser(login.user);
+    const held = admin.listSessions(login.project, tenant).length;
+    if (held >= cap) throw new BerthError('LIMIT_REACHED', `you have ${held} conversations; delete one to start another`);
+    const key = `${login.project}/${login.user}`;
+    const now = Date.now();
+    const recent = (started.get(key) ?? []).filter((at) => at > now - 60_000);
+    if (recent.length >= perMinute) {
+      started.set(key, recent);
+      const retryAfter = Math.max(1, Math.ceil(((recent[0] as number) + 60_000 - now) / 1000));
+      throw new BerthError('LIMIT_REACHED', `you started ${recent.length} conversations in the last minute; wait a minute before starting another`, { retry_after: retryAfter });
+    }
+    const session = admin.openSession(login.project, `web-${randomBytes(9).toString('base64url')}`, tenant);
+    started.set(key, [...recent, now]);
+    for (const [k, times] of started) if (!times.some((at) => at > now - 60_000)) started.delete(k); // bounded by who started one this minute
+    return session;
   }
 
   /** The user's own session; another tenant's is as unknown as a missing one. */
@@ -107,7 +178,7 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
       // message it answers to the transcript first.
       await Promise.resolve();
       // On disk before it is pushed: a person who closed the tab sees the answer when they come back.
-      transcripts.append(a.project, a.session, { role: 'reply', text });
+      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text });
       push(a, { type: 'reply', session_id: a.session, text });
     },
     async typing(chat, on) {
@@ -130,6 +201,7 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
       return session.id;
     },
     finished(id, chat) {
+      credentials.delete(id);
       const a = parseAddress(chat);
       if (a) push(a, { type: 'done', id: clientIdOf(id), session_id: a.session });
     },
@@ -145,6 +217,8 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
     owner: deps.owner,
     // The chat link is the approval: whoever holds a login was let in by an admin.
     senderAllowed: () => true,
+    // …and a message whose login was revoked (or ended) while it waited is not run.
+    stillAllowed: loginHolds,
   });
   core.recover();
 
@@ -167,6 +241,10 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
     core,
     inbox,
     state,
+    peekLink(linkToken) {
+      const { project, user } = admin.peekChatLink(linkToken);
+      return { project, user };
+    },
     login(linkToken) {
       const { credential, expires_at } = admin.openChatLink(linkToken);
       return { credential, expires_at };
@@ -175,19 +253,21 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
       const { project, user } = admin.chatLoginOf(credential);
       return { project, user };
     },
-    sessions: (login) =>
-      admin
-        .listSessions(login.project)
-        .filter((s) => s.tenant_key === tenantOfChatUser(login.user))
-        .map(viewOfSession),
+    sessions: (login) => admin.listSessions(login.project, tenantOfChatUser(login.user)).map(viewOfSession),
     newSession: (login) => viewOfSession(createSession(login)),
+    deleteSession(login, id) {
+      ownSession(login, id);
+      admin.deleteSession(login.project, id);
+      return { session: id, deleted: true };
+    },
     history(login, id) {
       ownSession(login, id);
       return transcripts.read(login.project, id);
     },
     setLevel,
-    async run(login, message) {
-      await setLevel(login, message.session_id, message.permission_level);
+    async run(login, message, credential) {
+      // A socket message is no HTTP request: name the user for the audit log here (the run itself is named by the core).
+      await withActor(tenantActor(tenantOfChatUser(login.user)), message.id, () => setLevel(login, message.session_id, message.permission_level));
       const tenant = tenantOfChatUser(login.user);
       const outcome = core.receive({
         id: inboxId(login, message.id),
@@ -198,7 +278,11 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
         session: message.session_id,
         level: message.permission_level,
       });
-      if (outcome === 'accepted') transcripts.append(login.project, message.session_id, { role: 'user', text: message.input, id: message.id });
+      if (outcome === 'accepted') {
+        // Before its turn can come (the lane takes it in a later tick).
+        credentials.set(inboxId(login, message.id), credential ?? null);
+        transcripts.append(login.project, message.session_id, { role: 'user', text: message.input, id: message.id });
+      }
       log.info({ project: login.project, session: message.session_id, outcome }, 'web chat message');
       return outcome;
     },

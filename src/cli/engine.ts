@@ -4,7 +4,10 @@ import { runDoctor } from '../doctor.js';
 import { BerthError } from '../errors.js';
 import { buildImage, IMAGE_NAMES, type ImageName } from '../images/build.js';
 import { runBridgesOnly, runServer, runStdioMcp } from '../serve.js';
+import { installedBin, mcpClientConfig } from '../mcp/client-config.js';
 import { bridgeDir } from '../bridges/start.js';
+import { APPROVED_NOTICE } from '../bridges/core.js';
+import { createSignalBridge } from '../bridges/signal.js';
 import { openBridgeState } from '../store/bridge-state.js';
 import { printable } from '../printable.js';
 import { need, type Command } from './command.js';
@@ -56,7 +59,7 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
   },
   serve: {
     usage:
-      'serve [--host HOST] [--port PORT] [--demo]\n  The HTTP admin API, /docs, /openapi.json, MCP at /mcp (and /mcp/session), the web chat at /chat and /metrics, until SIGINT/SIGTERM (SIGTERM drains: no new runs, runs in flight get berth.yaml runs.drain_seconds). --demo makes the demo project first. BERTH_METRICS_TOKEN: a token for /metrics alone.',
+      'serve [--host HOST] [--port PORT] [--demo]\n  The HTTP admin API, /docs, /openapi.json, MCP at /mcp (and /mcp/session), the web chat at /chat and /metrics, until SIGINT/SIGTERM (SIGTERM drains: no new runs, runs in flight get berth.yaml runs.drain_seconds). --demo makes the demo project first. BERTH_METRICS_TOKEN: a token for /metrics alone. It binds the port before anything else (taken: ADDRESS_IN_USE, exit 25) and refuses to start beside a live consumer of the Signal bridge of this home (ALREADY_RUNNING, exit 26).',
     options: { host: { type: 'string' }, port: { type: 'string' }, demo: { type: 'boolean' } },
     logLevel: 'info',
     longRunning: true,
@@ -68,7 +71,8 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     },
   },
   'bridge signal': {
-    usage: "bridge signal\n  Only the Signal bridge (berth.yaml bridges.signal), no HTTP server, until SIGINT/SIGTERM. 'berth serve' runs it too.",
+    usage:
+      "bridge signal\n  Only the Signal bridge (berth.yaml bridges.signal), no HTTP server, until SIGINT/SIGTERM. 'berth serve' runs it too: one consumer per bridge and home, so beside a live one it refuses (ALREADY_RUNNING, exit 26).",
     options: {},
     logLevel: 'info',
     longRunning: true,
@@ -99,14 +103,29 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
       const r = openBridgeState(bridgeDir(homePaths(berth().home).stateDir), 'signal').approve(sender);
       berth().audit.record({ kind: 'admin', action: 'bridge.approve', target: sender, outcome: 'ok' });
       io.out(`approved ${printable(sender)}${r.was_pending ? '' : ' (it was not waiting)'}\n`);
+      // They wrote, were refused, and wait to hear: one message says they can talk now.
+      const signal = berth().config.bridges.signal;
+      if (signal && r.was_pending && !r.already) {
+        try {
+          await createSignalBridge({ url: signal.url, account: signal.account, logger: berth().logger, onMessage: () => undefined }).send(sender.slice('signal:'.length), APPROVED_NOTICE);
+          io.out('told them they can talk now\n');
+        } catch (err) {
+          io.err(`berth: approved, but could not tell them (${printable(String(err).slice(0, 200))}); they can talk now all the same\n`);
+        }
+      }
       return 0;
     },
   },
   mcp: {
-    usage: 'mcp\n  The admin tools as an MCP server over stdio, until stdin closes.',
-    options: {},
-    async run(berth, _v, pos) {
+    usage:
+      "mcp [--print-config]\n  The admin tools as an MCP server over stdio, until stdin closes. --print-config prints the mcpServers entry an MCP client needs to start it: this node and this install's bin/berth.js by absolute path, and this home.",
+    options: { 'print-config': { type: 'boolean' } },
+    async run(berth, v, pos, io) {
       need(pos, 0, '');
+      if (v['print-config']) {
+        io.out(`${JSON.stringify(mcpClientConfig({ node: process.execPath, bin: installedBin(), home: berth().home }), null, 2)}\n`);
+        return 0;
+      }
       return runStdioMcp(berth());
     },
   },

@@ -20,24 +20,27 @@ export const TRUST_COMMANDS: Record<string, Command> = {
       if (entries.length === 0) io.out('no audit events match\n');
       for (const e of entries) {
         const what = [e.project, e.target].filter(Boolean).join('/');
-        io.out(`${e.at}  #${e.seq}  ${e.kind}  ${printable(e.action)}  ${printable(e.actor)}  ${printable(what) || '-'}  ${e.outcome}${e.code ? ` ${e.code}` : ''}\n`);
+        const summary = e.count === undefined ? '' : `  ×${e.count} since ${e.first_at ?? '?'}${e.samples?.length ? `: ${e.samples.map(printable).join(', ')}` : ''}`;
+        io.out(`${e.at}  #${e.seq}  ${e.kind}  ${printable(e.action)}  ${printable(e.actor)}  ${printable(what) || '-'}  ${e.outcome}${e.code ? ` ${e.code}` : ''}${summary}\n`);
       }
       return 0;
     },
   },
   'audit verify': {
-    usage: "audit verify\n  Walk the audit log's hash chain; exits 1 and names the first line that was cut, edited or reordered.",
+    usage:
+      "audit verify\n  Walk the audit log's hash chain across its rotated files up to the head berth recorded beside it; exits 1 and names the first line that was cut, edited or reordered, or says how many lines were cut off the end.",
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 0, '');
       const v = berth().audit.verify();
-      if (v.ok) io.out(`audit log intact: ${v.lines} line(s), every one follows the one before\n`);
-      else io.out(`audit log BROKEN at line ${v.broken?.line} of ${v.lines}: ${v.broken?.reason}\n`);
+      if (v.ok) io.out(`audit log intact: ${v.lines} line(s) in ${v.files} file(s), every one follows the one before, up to the recorded head\n`);
+      else if (v.broken && v.broken.line > 0) io.out(`audit log BROKEN at ${v.broken.file} line ${v.broken.line}: ${v.broken.reason}\n`);
+      else io.out(`audit log BROKEN: ${v.broken?.reason}\n`);
       return v.ok ? 0 : 1;
     },
   },
   verify: {
-    usage: 'verify [--json]\n  Attack this host live: a throw-away project under the real config and engine, tried the ways the tests do; one line per check; exits 1 on any escape (or a check that could not run). Cleans up after itself.',
+    usage: 'verify [--json]\n  Attack this host live: a throw-away project under the real config and engine, tried the ways the tests do, then check the confinement of each container from inside (seccomp, no-new-privileges, capabilities, own PID and IPC namespaces, pids and memory limits) and what the engine recorded for it against the plan; one line per check; exits 1 on any escape or weakening (or a check that could not run). Cleans up after itself.',
     options: { json: { type: 'boolean' } },
     logLevel: 'silent',
     async run(berth, v, pos, io) {

@@ -52,7 +52,22 @@ export const MODEL_GATEWAY_BOUNDS = {
   /** Connections to one run's model.sock (the relay's cap is the container's own; this one is berth's). */
   connectionsPerRun: 16,
   connectionsTotal: 256,
+  /**
+   * Request bodies being received are held whole (berth re-serializes what it checked), so their
+   * bytes share a budget: one tenant (all its runs) at most one largest body, the process two.
+   * A call past it gets 429 (retryable) before its body is read.
+   */
+  bufferedBytesPerTenant: 32 * MiB,
+  bufferedBytesTotal: 64 * MiB,
+  /** A body must arrive whole within this (a stalled upload would keep its share of the budget). */
+  bodyTimeoutMs: 30_000,
+  /**
+   * How deeply a body's JSON may nest (a tool's schema is a few dozen levels). Re-serializing it
+   * recurses once per level: thousands of levels would overflow the stack of the whole process.
+   */
+  maxBodyDepth: 128,
 } as const;
+export type ModelGatewayBounds = { readonly [K in keyof typeof MODEL_GATEWAY_BOUNDS]: number };
 
 /** The outbound log is rotated past this size (one older file kept). */
 export const OUTBOUND_LOG_BYTES = 64 * MiB;

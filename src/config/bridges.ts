@@ -16,10 +16,20 @@ export const SignalBridgeSchema = z
   })
   .strict();
 
+/** The web chat (berth serve's /chat): what one person may hold. */
+export const WebChatBridgeSchema = z
+  .object({
+    max_sessions_per_user: z.number().int().min(1).max(1000).default(20).describe('Conversations one chat user may hold in a project; past it they delete one first (429 LIMIT_REACHED).'),
+    new_sessions_per_minute: z.number().int().min(1).max(600).default(10).describe('Conversations one chat user may start per minute (429 LIMIT_REACHED, with retry_after).'),
+  })
+  .strict()
+  .prefault({});
+
 export const BridgesSchema = z
   .object({
     max_concurrent_runs: z.number().int().min(1).max(256).default(4).describe('Chats answered at once across bridges; more wait (the sender sees "queued").'),
     signal: SignalBridgeSchema.optional(),
+    web: WebChatBridgeSchema,
   })
   .strict()
   .prefault({});

@@ -8,6 +8,12 @@ export const DEFAULT_DRAIN_SECONDS = 30;
 export const DEFAULT_WARM_IDLE_SECONDS = 300;
 /** An idle warm container costs well under 1 MiB (measured); the bound is for the engine's sake. */
 export const DEFAULT_WARM_MAX = 200;
+/**
+ * Warm containers one tenant (a chat user or team, of one project) keeps idle. A tenant opens
+ * sessions at will, and an idle one may hold up to the 32 MiB held-memory slack over its ~1 MiB
+ * self: 4 bound a tenant to ~132 MiB between messages.
+ */
+export const DEFAULT_WARM_PER_TENANT = 4;
 
 const Count = z.number().int().min(1).max(MAX_CONCURRENT_RUNS);
 
@@ -44,6 +50,13 @@ export const RunsSchema = z
       .max(10_000)
       .default(DEFAULT_WARM_MAX)
       .describe('Warm containers kept at most; past it the one idle longest is removed.'),
+    warm_per_tenant: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000)
+      .optional()
+      .describe(`Warm containers one tenant (a chat user or team) of a project keeps, one per session; past it that tenant's own least recently used one is removed, never another tenant's. Default ${DEFAULT_WARM_PER_TENANT}.`),
   })
   .strict()
   .superRefine((runs, ctx) => {

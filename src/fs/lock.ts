@@ -1,6 +1,9 @@
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import lockfile from 'proper-lockfile';
+import { errnoOf } from '../errors.js';
+import { ownerAlive, selfIdentity } from './process-identity.js';
 
 /**
  * Run fn holding a cross-process lock (CLI and server alike) kept as <dir>/<name>. A lock left
@@ -18,5 +21,143 @@ export async function withFileLock<T>(dir: string, name: string, fn: () => T | P
     return await fn();
   } finally {
     await release();
+  }
+}
+
+/** An owner lock this process holds; release() gives it back (only if it is still this holder's). */
+export interface OwnerLock {
+  readonly path: string;
+  release(): void;
+}
+
+/** Who an owner lock goes by, and how a holder is known to be gone (defaults: this process, /proc). */
+export interface LockOwner {
+  owner?: string;
+  alive?: (owner: string) => boolean;
+}
+
+/**
+ * Take the lock file <path> for `owner` without waiting, across processes: the file names its
+ * holder ("<pid>.<start time>"), written whole before it appears (a link of a finished file).
+ * A holder that is gone (`alive` says no: killed, crashed) is taken over at once, and by
+ * exactly one taker: replacing the dead holder's name needs "<path>.takeover-<dead holder>",
+ * itself an owner lock (so a taker that dies midway is taken over the same way). Those takeover
+ * files stay (a slow taker that read the dead name late must still find it taken); ones older
+ * than an hour are removed. Returns the live holder's name when someone else has it.
+ */
+export function tryOwnerLock(path: string, who: LockOwner = {}): OwnerLock | { heldBy: string } {
+  const owner = who.owner ?? selfIdentity();
+  const alive = who.alive ?? ownerAlive;
+  for (let attempt = 0; attempt < 10; attempt++) {
+    if (createHolding(path, owner)) return holding(path, owner);
+    const holder = holderOf(path);
+    if (holder === undefined) continue; // released meanwhile: try again
+    if (holder === owner || alive(holder)) return { heldBy: holder };
+    const takeover = tryOwnerLock(`${path}.takeover-${fileSafe(holder)}`, { owner, alive });
+    if (!('release' in takeover)) return { heldBy: takeover.heldBy }; // another taker is replacing it right now
+    if (holderOf(path) !== holder) continue; // cannot happen (only the takeover's holder replaces it): look again
+    writeWhole(path, owner, (tmp) => fs.renameSync(tmp, path));
+    pruneTakeovers(path);
+    return holding(path, owner);
+  }
+  return { heldBy: holderOf(path) ?? 'unknown' };
+}
+
+/**
+ * Run fn holding the owner lock <path>, waiting (the thread sleeps) while a live holder has it:
+ * for short, synchronous sections (a check-and-append). After `timeoutMs` it throws.
+ */
+export function withOwnerLockSync<T>(path: string, fn: () => T, who: LockOwner & { timeoutMs?: number } = {}): T {
+  const owner = who.owner ?? selfIdentity();
+  const deadline = Date.now() + (who.timeoutMs ?? 10_000);
+  for (let pause = 1; ; pause = Math.min(pause * 2, 20)) {
+    const lock = tryOwnerLock(path, { owner, alive: who.alive });
+    if ('release' in lock) {
+      try {
+        return fn();
+      } finally {
+        lock.release();
+      }
+    }
+    // A section of this very process cannot be waiting: that is a nested call, which would never end.
+    if (lock.heldBy === owner) throw new Error(`${path} is already held by this process (nested lock)`);
+    if (Date.now() > deadline) throw new Error(`${path} is held by berth process ${lock.heldBy} for more than ${who.timeoutMs ?? 10_000} ms`);
+    Atomics.wait(SLEEPER, 0, 0, pause);
+  }
+}
+
+const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
+const TAKEOVER_KEPT_MS = 60 * 60 * 1000;
+
+function holding(path: string, owner: string): OwnerLock {
+  return {
+    path,
+    release() {
+      if (holderOf(path) === owner) fs.rmSync(path, { force: true });
+    },
+  };
+}
+
+/** Create <path> naming owner, atomically and only if nothing is there (link fails on any existing name). */
+function createHolding(path: string, owner: string): boolean {
+  try {
+    writeWhole(path, owner, (tmp) => fs.linkSync(tmp, path));
+    return true;
+  } catch (err) {
+    if (errnoOf(err) === 'EEXIST') return false;
+    throw err;
+  }
+}
+
+/** Write the owner's name into a temporary file beside path, then put it in place with `place`. */
+function writeWhole(path: string, owner: string, place: (tmp: string) => void): void {
+  const tmp = `${path}.${fileSafe(owner)}.${randomBytes(4).toString('hex')}.tmp`;
+  const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+  const fd = fs.openSync(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  try {
+    fs.writeSync(fd, owner);
+  } finally {
+    fs.closeSync(fd);
+  }
+  try {
+    place(tmp);
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
+/** The holder a lock file names; undefined when there is none. Never through a link. */
+function holderOf(path: string): string | undefined {
+  let fd: number;
+  try {
+    fd = fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+  try {
+    const buf = Buffer.alloc(256);
+    return buf.subarray(0, fs.readSync(fd, buf, 0, buf.length, 0)).toString('utf8');
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** A holder's name as part of a file name (what berth writes is "<pid>.<start>"; anything else is hashed). */
+function fileSafe(holder: string): string {
+  return /^[\w.-]{1,64}$/.test(holder) ? holder : `h${createHash('sha256').update(holder).digest('hex').slice(0, 16)}`;
+}
+
+/** Takeover claims older than an hour, and temporary files a holder killed while taking the lock left. */
+function pruneTakeovers(path: string): void {
+  const dir = dirname(path);
+  const prefix = `${basename(path)}.`;
+  for (const name of fs.readdirSync(dir)) {
+    if (!name.startsWith(prefix) || !(name.startsWith(`${prefix}takeover-`) || name.endsWith('.tmp'))) continue;
+    try {
+      if (Date.now() - fs.lstatSync(join(dir, name)).mtimeMs > TAKEOVER_KEPT_MS) fs.rmSync(join(dir, name), { force: true });
+    } catch {
+      // gone meanwhile
+    }
   }
 }

@@ -3,7 +3,9 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { BerthError, errnoOf } from '../errors.js';
-import type { Owner } from './tree.js';
+import { copyTreeExact, treeFits } from './copy-tree-exact.js';
+import { at, openChildDir, openNoFollow, withFd } from './fd-path.js';
+import { removeTreeAt, type Owner } from './tree.js';
 
 /**
  * Kernel-enforced disk quotas where the host has no project quotas: each tenant workspace is its
@@ -15,7 +17,13 @@ import type { Owner } from './tree.js';
 export interface LoopQuotaSpec {
   /** The ext4 image, in berth's private state. */
   image: string;
-  /** The workspace directory it is mounted at. */
+  /**
+   * The directory that holds the workspace (opened no-follow by the caller) and the workspace's
+   * name in it: berth reaches the workspace only through these, never by its path.
+   */
+  parentFd: number;
+  name: string;
+  /** The workspace's host path: where the kernel must show the mount (checked, never followed). */
   mountpoint: string;
   sizeBytes: number;
   /** Inodes: the kernel's bound on files and directories. */
@@ -35,15 +43,27 @@ export interface QuotaEnsured {
   warning?: string;
 }
 
+/** What else runs while berth changes a workspace's filesystem. */
+export interface QuotaHolds {
+  /** A container of this workspace: no copy of its tree into a new image this time. */
+  inUse?: boolean;
+  /** A container that sees every workspace (shared mode): no image is made, filled or resized while it lives. */
+  seesAll?: boolean;
+}
+
 const MIB = 1024 * 1024;
 /** Never fill berth's own filesystem with tenant images past this much free space. */
 const HOST_RESERVE_BYTES = 1024 * MIB;
 const MOUNT_OPTIONS = 'loop,nodev,nosuid';
+/** Named, never probed: a tenant's bytes could make its image look like another filesystem type. */
+const MOUNT_TYPE = ['-t', 'ext4'];
+/** A descriptor handed to a tool is its fd 3: mount and umount act on what it holds, never on a path. */
+const CHILD_FD = '/proc/self/fd/3';
 
-/** Run a tool (argv, no shell); `okExits` lists the non-zero exits that are not failures. */
-function run(cmd: string, args: string[], okExits: number[] = []): string {
+/** Run a tool (argv, no shell); `okExits` lists the non-zero exits that are not failures; `fd` becomes its fd 3. */
+function run(cmd: string, args: string[], okExits: number[] = [], fd?: number): string {
   try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe', ...(fd === undefined ? [] : [fd])], timeout: 120_000 });
   } catch (err) {
     const e = err as { stderr?: string; stdout?: string; message: string; status?: number | null };
     if (e.status != null && okExits.includes(e.status)) return e.stdout ?? '';
@@ -61,14 +81,21 @@ function run(cmd: string, args: string[], okExits: number[] = []): string {
 /** Decode mountinfo's octal escapes (\040 is a space). */
 const unescapeMount = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 
-/** Mount points of this process's namespace, in mount order. */
-export function mountPoints(): string[] {
-  const text = fs.readFileSync('/proc/self/mountinfo', 'utf8');
-  return text
+/** This process's mounts, in mount order: where each is, and what it mounts (a device, for a loop mount). */
+function mountTable(): Array<{ point: string; source: string }> {
+  return fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .filter(Boolean)
-    .map((line) => unescapeMount(line.split(' ')[4] ?? ''));
+    .map((line) => {
+      const fields = line.split(' ');
+      const tail = line.split(' - ')[1]?.split(' ') ?? [];
+      return { point: unescapeMount(fields[4] ?? ''), source: unescapeMount(tail[1] ?? '') };
+    });
 }
+
+/** Mount points of this process's namespace, in mount order. */
+export const mountPoints = (): string[] => mountTable().map((m) => m.point);
 
 export const isMounted = (path: string): boolean => mountPoints().includes(path);
 
@@ -80,11 +107,24 @@ export function mountsUnder(dir: string): string[] {
     .sort((a, b) => b.length - a.length);
 }
 
-/** Unmount every mount at path (a second berth may have stacked one); true if any was there. */
+/** Detach the mount whose root the descriptor holds (lazily: berth's own descriptor would make it busy). */
+const unmountFd = (fd: number) => run('umount', ['-l', '--no-canonicalize', CHILD_FD], [], fd);
+
+/**
+ * Unmount every mount at path (a second berth may have stacked one); true if any was there. The
+ * path is opened component by component without following a link: a link in the way is not
+ * followed to some other mount, and what is there stays.
+ */
 export function releaseLoopQuota(path: string): boolean {
   let any = false;
   for (let i = 0; i < 8 && isMounted(path); i++) {
-    run('umount', [path]);
+    let opened: { fd: number; kind: string };
+    try {
+      opened = openNoFollow(path);
+    } catch {
+      break;
+    }
+    withFd(opened.fd, unmountFd);
     any = true;
   }
   return any;
@@ -123,36 +163,84 @@ function createImage(spec: LoopQuotaSpec): string {
   return tmp;
 }
 
-function mountImage(image: string, mountpoint: string): void {
-  run('mount', ['-o', MOUNT_OPTIONS, image, mountpoint]);
-  // e2fsck re-creates lost+found when it needs one; the tenant's tree starts empty.
-  try {
-    fs.rmdirSync(join(mountpoint, 'lost+found'));
-  } catch {
-    // not there, or not empty: either way it is harmless
-  }
+/** A directory an image is mounted on: reached by a no-follow open, and where the kernel must show the mount. */
+interface MountPlace {
+  open(): number;
+  path: string;
 }
 
-const isEmptyDir = (dir: string) => fs.readdirSync(dir).length === 0;
+function workspacePlace(spec: LoopQuotaSpec): MountPlace {
+  return {
+    path: spec.mountpoint,
+    open() {
+      const fd = openChildDir(spec.parentFd, spec.name, `workspaces/${spec.name}`);
+      if (fd === undefined) throw new BerthError('E_SANDBOX_VIOLATION', `workspace ${spec.name} vanished`, { path: `workspaces/${spec.name}` });
+      return fd;
+    },
+  };
+}
+
+/** The workspace is a filesystem of its own (its directory is on another device than the one holding it). */
+const isOwnFilesystem = (spec: LoopQuotaSpec, place: MountPlace) => withFd(place.open(), (fd) => fs.fstatSync(fd).dev !== fs.fstatSync(spec.parentFd).dev);
 
 /**
- * Make sure spec.mountpoint (an existing directory) is its image, mounted, at spec.sizeBytes.
- * First time: a new image; what the directory already holds is copied in (cp -a: links, modes
- * and hardlinks kept, nothing followed), and a directory that holds more than the quota is
- * refused with nothing changed. Later: mounted again if it is not (after a reboot), resized
- * offline if limits.disk_mb changed.
+ * Mount the image on the directory the place's descriptor holds (mount follows no path), then
+ * make sure the kernel shows it there and nowhere else: a directory moved in between puts the
+ * mount where it went, and that mount is undone and the step refused.
  */
-export function ensureLoopQuota(spec: LoopQuotaSpec, scratchDir: string, opts: { inUse?: boolean } = {}): QuotaEnsured {
+function mountOn(image: string, place: MountPlace): void {
+  let failed: unknown;
+  try {
+    withFd(place.open(), (fd) => run('mount', ['--no-canonicalize', ...MOUNT_TYPE, '-o', MOUNT_OPTIONS, image, CHILD_FD], [], fd));
+  } catch (err) {
+    failed = err; // mount(8) may fail after the kernel mounted: what it left is checked all the same
+  }
+  const devices = new Set(run('losetup', ['-j', image]).split('\n').map((l) => /^(\/dev\/loop\d+):/.exec(l)?.[1]).filter(Boolean));
+  const mine = mountTable().filter((m) => devices.has(m.source));
+  const stray = mine.filter((m) => m.point !== place.path);
+  for (const m of stray) releaseLoopQuota(m.point);
+  if (failed) throw failed;
+  if (stray.length > 0 || !mine.some((m) => m.point === place.path)) {
+    throw new BerthError('E_SANDBOX_VIOLATION', 'the workspace moved while berth gave it its filesystem; berth undid the mount', { path: basename(place.path) });
+  }
+  // e2fsck re-creates lost+found when it needs one; the tenant's tree starts empty.
+  withFd(place.open(), (root) => {
+    try {
+      fs.rmdirSync(at(root, 'lost+found'));
+    } catch {
+      // not there, or not empty: either way it is harmless
+    }
+  });
+}
+
+const isEmptyDir = (fd: number) => fs.readdirSync(`/proc/self/fd/${fd}`).length === 0;
+
+/**
+ * Make sure the workspace (an existing directory) is its image, mounted, at spec.sizeBytes.
+ * First time: a new image; what the directory already holds is copied in (by descriptor: links,
+ * modes and hardlinks kept, nothing followed), and a directory that holds more than the quota
+ * is refused with nothing changed. Later: mounted again if it is not (after a reboot), resized
+ * offline if limits.disk_mb changed. While a container that sees every workspace lives, no
+ * image is made or resized: it could move the directory under berth.
+ */
+export function ensureLoopQuota(spec: LoopQuotaSpec, scratchDir: string, holds: QuotaHolds = {}): QuotaEnsured {
   const result: QuotaEnsured = { mounted: true, created: false, migrated: false };
+  const place = workspacePlace(spec);
   if (!fs.existsSync(spec.image)) {
-    if (opts.inUse && !isEmptyDir(spec.mountpoint)) {
-      // A container of this workspace runs (another berth's): its tenant could change the tree under the copy.
-      return { ...result, mounted: false, warning: 'the workspace gets its own filesystem at a run when no container of it is running' };
+    const empty = withFd(place.open(), isEmptyDir);
+    if (holds.seesAll || (holds.inUse && !empty)) {
+      // A running container could change the tree under the copy (or, seeing every workspace, move it).
+      return { ...result, mounted: false, warning: 'the workspace gets its own filesystem at a run when no container of it (or of the whole project) is running' };
+    }
+    if (!empty) {
+      // Counted first (names and sizes only): a tree that cannot fit costs a walk, not a copy into ENOSPC.
+      const fit = withFd(place.open(), (fd) => treeFits(fd, { bytes: spec.sizeBytes, entries: inodesFor(spec) }));
+      if (!fit.fits) throw tooFull(fit.why);
     }
     const tmp = createImage(spec);
     try {
-      if (!isEmptyDir(spec.mountpoint)) {
-        copyInto(tmp, spec.mountpoint, scratchDir);
+      if (!empty) {
+        withFd(place.open(), (fd) => copyInto(tmp, fd, scratchDir));
         result.migrated = true;
       }
       fs.renameSync(tmp, spec.image); // the commit point: from here the image is the workspace
@@ -162,21 +250,22 @@ export function ensureLoopQuota(spec: LoopQuotaSpec, scratchDir: string, opts: {
     result.created = true;
   }
   const current = fs.statSync(spec.image).size;
-  if (!isMounted(spec.mountpoint)) {
-    if (current !== spec.sizeBytes) resizeInto(result, spec, current);
-    const kept = mountOver(spec, result.migrated);
+  const held = `limits.disk_mb is now ${Math.round(spec.sizeBytes / MIB)} MiB, but a container that sees every workspace still runs; it keeps ${Math.round(current / MIB)} MiB until then`;
+  if (!isOwnFilesystem(spec, place)) {
+    if (current !== spec.sizeBytes) {
+      if (holds.seesAll) result.warning = held;
+      else resizeInto(result, spec, current);
+    }
+    const kept = mountOver(spec, place, result.migrated);
     if (kept) result.warning = `files written while the workspace's image was not mounted were moved to ${kept}`;
   } else if (current !== spec.sizeBytes) {
+    if (holds.seesAll) return { ...result, warning: held };
     // Mounted at the old size: a resize needs it unmounted (runs of this workspace hold its lock).
-    try {
-      releaseLoopQuota(spec.mountpoint);
-    } catch (err) {
-      return { ...result, warning: `limits.disk_mb changed, but the workspace is in use: ${(err as Error).message}` };
-    }
+    withFd(place.open(), unmountFd);
     try {
       resizeInto(result, spec, current);
     } finally {
-      mountImage(spec.image, spec.mountpoint); // a failed resize leaves it at its old size, never unmounted
+      mountOn(spec.image, place); // a failed resize leaves it at its old size, never unmounted
     }
   }
   return result;
@@ -207,45 +296,49 @@ function loopAttached(image: string): boolean {
 }
 
 /**
- * Mount the image at the directory. Anything in the bare directory is moved aside first: right
+ * Mount the image at the workspace. Anything in the bare directory is moved aside first: right
  * after a migration it is the copy the image now holds (dropped); otherwise someone wrote there
  * while the image was not mounted, and it is kept beside the workspace for the operator.
  */
-function mountOver(spec: LoopQuotaSpec, justCopied: boolean): string | undefined {
-  const dir = spec.mountpoint;
-  if (isEmptyDir(dir)) {
-    mountImage(spec.image, dir);
+function mountOver(spec: LoopQuotaSpec, place: MountPlace, justCopied: boolean): string | undefined {
+  if (withFd(place.open(), isEmptyDir)) {
+    mountOn(spec.image, place);
     return undefined;
   }
-  const aside = join(dirname(dir), `.${basename(dir)}.unmounted-${Date.now()}`);
-  fs.renameSync(dir, aside);
-  fs.mkdirSync(dir, { mode: 0o755 });
-  mountImage(spec.image, dir);
-  if (!justCopied) return aside;
-  fs.rmSync(aside, { recursive: true, force: true });
+  const aside = `.${spec.name}.unmounted-${Date.now()}`;
+  fs.renameSync(at(spec.parentFd, spec.name), at(spec.parentFd, aside));
+  fs.mkdirSync(at(spec.parentFd, spec.name), { mode: 0o755 });
+  mountOn(spec.image, place);
+  if (!justCopied) return join(dirname(spec.mountpoint), aside);
+  removeTreeAt(spec.parentFd, aside);
   return undefined;
 }
 
-/** Copy a directory's content into a new image (mounted at a scratch point for the copy). */
-function copyInto(image: string, from: string, scratchDir: string): void {
-  const at = join(scratchDir, `quota-${randomBytes(6).toString('hex')}`);
-  fs.mkdirSync(at, { recursive: true, mode: 0o700 });
+function tooFull(why: string, cause?: unknown): BerthError {
+  return new BerthError(
+    'DISK_QUOTA_FAILED',
+    `the workspace cannot get its own filesystem: ${why}`,
+    { hint: 'raise limits.disk_mb (or limits.files) for the project, or clear the workspace; nothing was changed' },
+    { cause },
+  );
+}
+
+/** Copy a directory's content (by descriptor) into a new image, mounted at a scratch point only berth reaches. */
+function copyInto(image: string, fromFd: number, scratchDir: string): void {
+  const path = join(scratchDir, `quota-${randomBytes(6).toString('hex')}`);
+  fs.mkdirSync(path, { recursive: true, mode: 0o700 });
   try {
-    mountImage(image, at);
+    mountOn(image, { path, open: () => openNoFollow(path).fd });
     try {
-      run('cp', ['-a', '--no-dereference', '--', `${from}/.`, `${at}/`]);
+      withFd(openNoFollow(path).fd, (to) => copyTreeExact(fromFd, to));
     } catch (err) {
-      throw new BerthError(
-        'DISK_QUOTA_FAILED',
-        'the workspace holds more than limits.disk_mb allows, so it cannot get its own filesystem',
-        { hint: 'raise limits.disk_mb for the project, or clear the workspace; nothing was changed' },
-        { cause: err },
-      );
+      if (err instanceof BerthError) throw err;
+      throw tooFull(`it holds more than limits.disk_mb or limits.files allow`, err);
     } finally {
-      releaseLoopQuota(at);
+      releaseLoopQuota(path);
     }
   } finally {
-    fs.rmSync(at, { recursive: true, force: true });
+    fs.rmSync(path, { recursive: true, force: true });
   }
 }
 

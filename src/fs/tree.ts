@@ -239,3 +239,23 @@ export function atomicWriteFile(path: string, data: string | Uint8Array, mode = 
     throw err;
   }
 }
+
+/**
+ * Remove name below dirFd and everything in it, one no-follow open at a time: no path is ever
+ * built, so a tree deeper than PATH_MAX goes too, and a link in it is removed, never followed.
+ */
+export function removeTreeAt(dirFd: number, name: string): void {
+  const st = fs.lstatSync(at(dirFd, name), { throwIfNoEntry: false });
+  if (!st) return;
+  if (!st.isDirectory()) {
+    fs.unlinkSync(at(dirFd, name));
+    return;
+  }
+  const child = openChildDir(dirFd, name, name);
+  if (child !== undefined) {
+    withFd(child, (fd) => {
+      for (const entry of fs.readdirSync(`/proc/self/fd/${fd}`)) removeTreeAt(fd, entry);
+    });
+  }
+  fs.rmdirSync(at(dirFd, name));
+}

@@ -1,12 +1,17 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { posix } from 'node:path';
 
 /**
  * The host's view of a warm container's processes, for the execs berth runs in it (docker.ts
- * makes the engine calls; this file only reads /proc and the cgroup filesystem, and needs the
- * host's pid namespace to do it). Docker cannot kill an exec, so after each one berth checks that
- * nothing it started is still alive before the container takes the next message.
+ * makes the engine calls; this file only reads /proc, the cgroup filesystem and the container's
+ * IPC namespace, and needs the host's pid namespace and root to do it). Docker cannot kill an
+ * exec, so after each one berth checks that nothing it started is still alive, or left behind
+ * in kernel memory, before the container takes the next message.
  */
+
+/** A warm container that holds more memory than this beyond its idle self is not kept: idle, it would pin it. */
+export const WARM_MEMORY_SLACK = 32 * 2 ** 20;
 
 /** The cgroup directory of `pid` for a controller (v1), or its unified cgroup (v2); undefined if unknown. */
 export function cgroupDir(pid: number, controller: 'pids' | 'memory' | 'freezer'): string | undefined {
@@ -44,8 +49,8 @@ export interface KeepAlive {
    * its live threads are here.
    */
   tasksFile?: string;
-  /** The container's memory.stat, and what it held idle (anonymous plus shared memory: tmpfs files count, page cache does not). */
-  memoryFile?: string;
+  /** The container's memory cgroup, and what it held idle (heldMemory). */
+  memoryDir?: string;
   memoryBaseline?: number;
   /** Its freezer (v1 freezer.state, v2 cgroup.freeze): the task list is read while nothing in it can fork. */
   freezeFile?: string;
@@ -58,10 +63,14 @@ export interface KeepAlive {
   baseline: Map<number, string>;
 }
 
-/** What an exec left behind: processes still running ("pid comm"), keep-alive processes gone (pids). */
+/**
+ * What an exec left behind: processes still running ("pid comm"), keep-alive processes gone
+ * (pids), and the keep-alive's processes still there (its own and its relay's per-connection children).
+ */
 export interface Leftovers {
   running: string[];
   gone: number[];
+  kept: number[];
 }
 
 /**
@@ -87,29 +96,50 @@ export async function watchKeepAlive(initPid: number, keepAliveArgv: string[], s
     if (stat) baseline.set(pid, stat.start);
   }
   const tasks = dir && [posix.join(dir, 'tasks'), posix.join(dir, 'cgroup.threads')].find((f) => readPids(f)?.includes(initPid));
-  const memDir = cgroupDir(initPid, 'memory');
-  const memoryFile = memDir && posix.join(memDir, 'memory.stat');
-  const memoryBaseline = memoryFile ? heldMemory(memoryFile) : undefined;
+  const memoryDir = cgroupDir(initPid, 'memory');
+  const memoryBaseline = memoryDir ? heldMemory(memoryDir) : undefined;
   const freezerDir = cgroupDir(initPid, 'freezer');
   const freezeFile = [freezerDir && posix.join(freezerDir, 'freezer.state'), dir && posix.join(dir, 'cgroup.freeze')].find((f): f is string => !!f && readText(f) !== undefined);
-  return { procsFile: usable, tasksFile: usable ? tasks : undefined, memoryFile, memoryBaseline, freezeFile, initPid, baseline };
+  return { procsFile: usable, tasksFile: usable ? tasks : undefined, memoryDir, memoryBaseline, freezeFile, initPid, baseline };
 }
 
-/** Anonymous plus shared memory (v1 rss + shmem, v2 anon + shmem): what an idle container would pin; undefined if unknown. */
-function heldMemory(statFile: string): number | undefined {
-  const text = readText(statFile);
-  if (text === undefined) return undefined;
-  const field = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
-  const anon = Number.isFinite(field('total_rss')) ? field('total_rss') : field('anon');
-  const shmem = Number.isFinite(field('total_shmem')) ? field('total_shmem') : field('shmem');
-  return Number.isFinite(anon) && Number.isFinite(shmem) ? anon + shmem : undefined;
+/**
+ * What the container's cgroup is charged for, less page cache: anonymous memory, tmpfs and shared
+ * memory, and kernel memory (message queues, semaphores, sockets, dentries). v1: usage_in_bytes −
+ * (total_cache − total_shmem); v2: memory.current − (file − shmem). Both kernels count tmpfs and
+ * SysV shared memory in the cache figure, but it cannot be dropped: it stays held. Undefined if unknown.
+ */
+function heldMemory(dir: string): number | undefined {
+  const stat = readText(posix.join(dir, 'memory.stat'));
+  const usage = Number(readText(posix.join(dir, 'memory.usage_in_bytes')) ?? readText(posix.join(dir, 'memory.current')) ?? NaN);
+  if (stat === undefined || !Number.isFinite(usage)) return undefined;
+  const field = (v1: string, v2: string) => Number(new RegExp(`^(?:${v1}|${v2}) (\\d+)$`, 'm').exec(stat)?.[1] ?? NaN);
+  const cache = field('total_cache', 'file');
+  const shmem = field('total_shmem', 'shmem');
+  return Number.isFinite(cache) && Number.isFinite(shmem) ? usage - cache + shmem : undefined;
 }
 
-/** Bytes the container holds beyond what it held idle (a tmpfs file, shared memory, a live heap); undefined if unknown. */
+/** Bytes the container holds beyond what it held idle (a tmpfs file, shared memory, kernel memory, a live heap); undefined if unknown. */
 export function memoryGrowth(keepAlive: KeepAlive): number | undefined {
-  if (!keepAlive.memoryFile || keepAlive.memoryBaseline === undefined) return undefined;
-  const now = heldMemory(keepAlive.memoryFile);
+  if (!keepAlive.memoryDir || keepAlive.memoryBaseline === undefined) return undefined;
+  const now = heldMemory(keepAlive.memoryDir);
   return now === undefined ? undefined : Math.max(0, now - keepAlive.memoryBaseline);
+}
+
+/**
+ * memoryGrowth once the kernel has taken back what it can. Kernel memory includes the dentries
+ * and inodes of every file a message touched (20,000 new files: ~26 MiB), which the kernel drops
+ * under pressure; so past the slack berth asks the cgroup to reclaim (v1 memory.force_empty, v2
+ * memory.reclaim: page cache and those caches go, anonymous, tmpfs and IPC memory stay) and
+ * judges again. Only then: it costs ~100-200 ms, off the event loop.
+ */
+async function settledMemoryGrowth(keepAlive: KeepAlive): Promise<number | undefined> {
+  const growth = memoryGrowth(keepAlive);
+  if (growth === undefined || growth <= WARM_MEMORY_SLACK || !keepAlive.memoryDir) return growth;
+  const v1 = posix.join(keepAlive.memoryDir, 'memory.force_empty');
+  const v2 = posix.join(keepAlive.memoryDir, 'memory.reclaim');
+  await fs.promises.writeFile(fs.existsSync(v1) ? v1 : v2, fs.existsSync(v1) ? '0' : String(growth)).catch(() => undefined); // v2: EAGAIN when less could go
+  return memoryGrowth(keepAlive);
 }
 
 /**
@@ -160,6 +190,7 @@ function readLeftovers(keepAlive: KeepAlive): Leftovers | undefined {
   const gone = [...keepAlive.baseline].filter(([pid, start]) => readStat(pid)?.start !== start).map(([pid]) => pid);
   const kept = (pid: number) => keepAlive.baseline.has(pid) && !gone.includes(pid);
   const running: string[] = [];
+  const relayChildren = new Set<number>();
   for (const tid of tids) {
     const stat = readStat(tid);
     if (!stat || stat.state === 'Z' || stat.state === 'X') continue; // gone, or a zombie
@@ -168,9 +199,156 @@ function readLeftovers(keepAlive: KeepAlive): Leftovers | undefined {
     if (kept(tgid)) continue;
     const leader = readStat(tgid) ?? stat;
     const relayChild = leader.comm === 'berth-bridge' && leader.ppid !== keepAlive.initPid && kept(leader.ppid);
-    if (!relayChild) running.push(`${tgid}${tid === tgid ? '' : `/${tid}`} ${stat.comm}`);
+    if (relayChild) relayChildren.add(tgid);
+    else running.push(`${tgid}${tid === tgid ? '' : `/${tid}`} ${stat.comm}`);
   }
-  return { running, gone };
+  return { running, gone, kept: [...keepAlive.baseline.keys()].filter(kept).concat([...relayChildren]) };
+}
+
+/**
+ * SIGKILL, SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU as bits of a /proc signal mask: sent by a process
+ * that exited just before the check, they may still be pending (the keep-alive's own blocked
+ * SIGCHLD, SIGTERM and SIGINT are not in it).
+ */
+const STOP_OR_KILL = [9, 19, 20, 21, 22].reduce((mask, sig) => mask | (1n << BigInt(sig - 1)), 0n);
+
+/**
+ * The keep-alive's processes that are not sleeping or running ("pid comm state"): stopped (a
+ * tenant's SIGSTOP to the relay: alive, same start time, relaying nothing), traced, a zombie, or
+ * with a stop or kill signal on its way. Read once nothing of the tenant's runs that could change
+ * it, after the thaw: frozen, every task shows D, and a task just thawed may still show D until
+ * it runs again (seen: 1 in ~250 messages), so a D is read again for up to 50 ms.
+ */
+async function stalledKeepAlive(pids: number[]): Promise<string[]> {
+  const stalled: string[] = [];
+  for (const pid of pids) {
+    let stat = readStat(pid);
+    for (let i = 0; stat?.state === 'D' && i < 50; i++) {
+      await new Promise((r) => setTimeout(r, 1));
+      stat = readStat(pid);
+    }
+    if (!stat) {
+      stalled.push(`${pid} gone`);
+      continue;
+    }
+    const status = readText(`/proc/${pid}/status`) ?? '';
+    const pending = ['SigPnd', 'ShdPnd'].map((f) => BigInt(`0x${new RegExp(`^${f}:\\s+([0-9a-f]+)$`, 'm').exec(status)?.[1] ?? '0'}`));
+    const stopping = pending.some((mask) => (mask & STOP_OR_KILL) !== 0n);
+    if ((stat.state !== 'S' && stat.state !== 'R') || stopping) stalled.push(`${pid} ${stat.comm} ${stat.state}${stopping ? ' (stop or kill pending)' : ''}`);
+  }
+  return stalled;
+}
+
+/**
+ * The IPC reader's print of /proc/sysvipc/{msg,shm,sem}: "msg 3", "shm 1", "sem 2" for each kind
+ * present; undefined unless all three tables were there.
+ */
+function countSysvIpc(text: string): string[] | undefined {
+  const counts = new Map<string, number>();
+  let kind: string | undefined;
+  for (const line of text.split('\n')) {
+    const header = /^\s*key\s+(msq|shm|sem)id\b/.exec(line);
+    if (header) counts.set((kind = header[1] === 'msq' ? 'msg' : header[1]!), 0);
+    else if (kind && line.trim()) counts.set(kind, (counts.get(kind) ?? 0) + 1);
+  }
+  if (counts.size !== 3) return undefined;
+  return [...counts].filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`);
+}
+
+/**
+ * Reads the IPC objects in the container's namespace: SysV message queues, shared memory segments
+ * and semaphore sets, and POSIX message queues ("msg 3", "mqueue 1", ...). They outlive the
+ * message that made them, in memory no process owns. /proc/sysvipc lists the reader's own
+ * namespace (not the one of the /proc it is read through), so a host shell joins the container's
+ * IPC namespace alone (nsenter; no other namespace, nothing of the container's filesystem runs)
+ * and prints the three tables when told to. It is started while the exec runs, so its start
+ * (a few ms) is hidden behind it, and told to read after the exec, once no process of the
+ * tenant's is left to make another object. POSIX queues are files of the container's
+ * /dev/mqueue. read() gives undefined if it cannot tell (no nsenter, not root, the container's
+ * init gone meanwhile); close() ends it, read or not.
+ */
+export interface IpcReader {
+  read(): Promise<string[] | undefined>;
+  close(): void;
+}
+
+/** Waits for a line, then prints the three tables with shell builtins only (no exec: ~0.6 ms, against ~1.6 with cat). */
+const IPC_TABLES = 'read go || exit 1; for f in msg shm sem; do while IFS= read -r l; do printf "%s\\n" "$l"; done < /proc/sysvipc/$f; done';
+const IPC_OUTPUT_BYTES = 1 << 20;
+
+export function openIpcReader(keepAlive: KeepAlive): IpcReader {
+  const { initPid } = keepAlive;
+  const start = keepAlive.baseline.get(initPid);
+  if (start === undefined || readStat(initPid)?.start !== start) return { read: async () => undefined, close: () => undefined };
+  const child = spawn('nsenter', [`--ipc=/proc/${initPid}/ns/ipc`, '--', 'sh', '-c', IPC_TABLES], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const printed = new Promise<string | undefined>((resolve) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > IPC_OUTPUT_BYTES) child.kill('SIGKILL');
+      else chunks.push(chunk);
+    });
+    child.on('error', () => resolve(undefined));
+    child.on('close', (code) => resolve(code === 0 && size <= IPC_OUTPUT_BYTES ? Buffer.concat(chunks).toString('utf8') : undefined));
+  });
+  child.stdin.on('error', () => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  const close = () => {
+    clearTimeout(timer);
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  };
+  return {
+    async read() {
+      child.stdin.end('go\n');
+      timer = setTimeout(close, 5000);
+      const sysv = await printed;
+      clearTimeout(timer);
+      let mqueues: string[];
+      try {
+        mqueues = fs.readdirSync(`/proc/${initPid}/root/dev/mqueue`);
+      } catch {
+        return undefined;
+      }
+      const counts = sysv === undefined ? undefined : countSysvIpc(sysv);
+      // The same init throughout: its pid was not handed to another process's namespace meanwhile.
+      if (!counts || readStat(initPid)?.start !== start) return undefined;
+      return [...counts, ...(mqueues.length ? [`mqueue ${mqueues.length}`] : [])];
+    },
+    close,
+  };
+}
+
+/** The IPC objects in the container's namespace now (see IpcReader). */
+export async function leftoverIpc(keepAlive: KeepAlive): Promise<string[] | undefined> {
+  const reader = openIpcReader(keepAlive);
+  try {
+    return await reader.read();
+  } finally {
+    reader.close();
+  }
+}
+
+/**
+ * Why a warm container must not take another message after an exec, or undefined when it may:
+ * nothing of the exec still runs, the keep-alive is whole and running, no IPC object is left in
+ * its namespace, and it holds no more memory than the slack beyond its idle self. One exec at a
+ * time (a second one running meanwhile would count as left behind). `ipcReader`: one opened
+ * when the exec started (the caller closes it); without it, one is started now.
+ */
+export async function uncleanReasonOf(keepAlive: KeepAlive, ipcReader?: IpcReader): Promise<string | undefined> {
+  const left = leftoverProcesses(keepAlive);
+  if (!left) return "its processes cannot be read from this host (berth needs the host's pid namespace and cgroup files)";
+  if (left.running.length) return `it left processes running: ${left.running.join(', ')}`;
+  if (left.gone.length) return `the keep-alive lost processes: ${left.gone.join(', ')}`;
+  const stalled = await stalledKeepAlive(left.kept);
+  if (stalled.length) return `the keep-alive is not running: ${stalled.join(', ')}`;
+  const ipc = await (ipcReader ? ipcReader.read() : leftoverIpc(keepAlive));
+  if (!ipc) return "its IPC namespace cannot be read from this host (berth needs root and nsenter, from util-linux)";
+  if (ipc.length) return `it left IPC objects: ${ipc.join(', ')}`;
+  const growth = await settledMemoryGrowth(keepAlive);
+  if ((growth ?? 0) > WARM_MEMORY_SLACK) return `it holds ${Math.round((growth ?? 0) / 2 ** 20)} MiB more than when idle (a tmpfs file, shared memory, kernel memory)`;
+  return undefined;
 }
 
 /** The process a thread belongs to (/proc/<tid>/status "Tgid:"). */

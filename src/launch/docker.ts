@@ -3,10 +3,7 @@ import Docker from 'dockerode';
 import { BerthError } from '../errors.js';
 import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
 import { labelFilter, LABELS, type ContainerQuery } from '../plan/labels.js';
-import { leftoverProcesses, memoryGrowth, watchKeepAlive, type KeepAlive } from './docker-exec.js';
-
-/** A warm container that holds more memory than this beyond its idle self is not kept: idle, it would pin it. */
-const WARM_MEMORY_SLACK = 32 * 2 ** 20;
+import { openIpcReader, uncleanReasonOf, watchKeepAlive, type KeepAlive } from './docker-exec.js';
 
 /**
  * One of the launch folder's docker files (only they import dockerode). It translates a RunPlan
@@ -59,6 +56,8 @@ export interface ManagedContainer {
   workspace: string;
   run: string;
   state: string;
+  /** What its writable /workspace reaches (plan/labels.ts); missing on containers of an older berth. */
+  reach?: string;
   /** The berth process that started it, if labelled. */
   owner?: string;
 }
@@ -139,6 +138,8 @@ export function toCreateOptions(plan: RunPlan, name?: string, cmd: string[] = pl
       NanoCpus: plan.limits.nanoCpus,
       PidsLimit: plan.limits.pids,
       IpcMode: 'private',
+      // Scoped to that private IPC namespace (run-plan.ts IPC_SYSCTLS).
+      Sysctls: { ...plan.sysctls },
       // No single file grows past what the workspace may hold: the kernel refuses the write (EFBIG / SIGXFSZ).
       ...(plan.limits.diskBytes ? { Ulimits: [{ Name: 'fsize', Soft: plan.limits.diskBytes, Hard: plan.limits.diskBytes }] } : {}),
       // The engine keeps no copy of the output: berth reads it once, bounded, from attach.
@@ -357,6 +358,8 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
     }, plan.limits.timeoutMs);
     if (opts.signal?.aborted) stop();
     opts.signal?.addEventListener('abort', stop, { once: true });
+    const started = warm.get(containerId);
+    const ipcReader = started && openIpcReader(started); // started now, read after the exec
     try {
       // The stream ends when the exec's output closes: at its exit, or at most ~2 s later when a
       // process it left holds the pipes (the engine's grace).
@@ -387,12 +390,7 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
         uncleanReason = timedOut ? 'timed out' : output.truncated ? 'output past the cap' : opts.signal?.aborted ? 'aborted' : 'the container went away';
       } else {
         const keepAlive = warm.get(containerId);
-        const left = keepAlive && leftoverProcesses(keepAlive);
-        if (!keepAlive) uncleanReason = 'this engine did not start it, so has no baseline to compare with';
-        else if (!left) uncleanReason = "its processes cannot be read from this host (berth needs the host's pid namespace and cgroup files)";
-        else if (left.running.length) uncleanReason = `it left processes running: ${left.running.join(', ')}`;
-        else if (left.gone.length) uncleanReason = `the keep-alive lost processes: ${left.gone.join(', ')}`;
-        else if ((memoryGrowth(keepAlive) ?? 0) > WARM_MEMORY_SLACK) uncleanReason = `it holds ${Math.round((memoryGrowth(keepAlive) ?? 0) / 2 ** 20)} MiB more than when idle (a tmpfs file, shared memory, cache)`;
+        uncleanReason = keepAlive ? await uncleanReasonOf(keepAlive, ipcReader) : 'this engine did not start it, so has no baseline to compare with';
       }
       let stdout = output.text('stdout');
       let stderr = output.text('stderr');
@@ -417,6 +415,7 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       clearTimeout(timer);
       opts.signal?.removeEventListener('abort', stop);
       stream.destroy();
+      ipcReader?.close();
     }
   }
 
@@ -428,6 +427,7 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       workspace: c.Labels[LABELS.workspace] ?? '',
       run: c.Labels[LABELS.run] ?? '',
       state: c.State,
+      reach: c.Labels[LABELS.reach],
       owner: c.Labels[LABELS.owner],
     }));
   }

@@ -7,6 +7,12 @@ export const LABELS = {
   workspace: 'berth.workspace',
   session: 'berth.session',
   run: 'berth.run',
+  /**
+   * What its writable /workspace reaches: "workspace" (isolated: its own), "project" (shared mode:
+   * the whole project tree, every workspace in it) or "private" (a workflow step: workspaces hidden).
+   * While a "project" container lives, no workspace of the project gets or changes its filesystem.
+   */
+  reach: 'berth.reach',
   /** The berth process that started it ("<pid>.<start time>"): a starting berth reaps only dead owners' containers. */
   owner: 'berth.owner',
 } as const;

@@ -1,7 +1,7 @@
 import type { BerthConfig } from '../config/berth-config.js';
 import { LABELS } from './labels.js';
 import { RELAY_BIN } from './outbound.js';
-import { CONTAINER_PATH, type RunPlan } from './run-plan.js';
+import { CONTAINER_PATH, IPC_SYSCTLS, type RunPlan } from './run-plan.js';
 
 /**
  * A container that reads a file berth just wrote under its home. If berth runs where its paths
@@ -21,6 +21,7 @@ export function planPathProbe(input: { config: BerthConfig; dir: string; file: s
     network: 'none',
     sockets: [],
     readOnlyRootfs: true,
+    sysctls: { ...IPC_SYSCTLS },
     limits: { memoryBytes: 32 * 1024 * 1024, nanoCpus: 5e8, pids: 16, timeoutMs: 20_000, outputBytes: 4096 },
     labels: { [LABELS.managed]: 'true', [LABELS.installation]: input.installation, [LABELS.project]: '', [LABELS.workspace]: '', [LABELS.run]: input.runId },
     prepare: { rwRoot: input.dir, rwRootPath: [], files: [], dirs: [], mountpoints: [] },

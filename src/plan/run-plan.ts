@@ -17,6 +17,28 @@ export const WORKSPACE_MOUNT = '/workspace';
 export const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 export const TMP_BYTES = 64 * 1024 * 1024;
 
+/**
+ * The IPC namespace's limits (every container has its own namespace; these sysctls are scoped to
+ * it). SysV objects outlive the process that made them, in kernel memory no process owns, so the
+ * kernel's counts (32,000 queues, 32,000 semaphore sets, unlimited shared memory) would let one
+ * message pin the container's whole memory limit. Sizes of one object stay the kernel's defaults
+ * (a queue holds 16 KiB: two messages of msgmax's 8 KiB; a set holds 250 semaphores), so a program
+ * that works on a stock Linux works here; what shrinks is how many: 16 of each kind, which covers
+ * the programs that still use SysV IPC (PostgreSQL: one segment, a set per 16 connections).
+ * Shared memory may hold what /tmp may. At the limits: queues 16 × 16 KiB of text (headers of
+ * empty messages: ~18 MiB of kernel memory, measured), semaphores ~256 KiB, shared memory 64 MiB,
+ * all charged to the container's memory cgroup; a warm container with any of them left is removed.
+ */
+export const IPC_SYSCTLS: Readonly<Record<string, string>> = {
+  'kernel.msgmni': '16',
+  'kernel.msgmnb': '16384',
+  'kernel.shmmni': '16',
+  'kernel.shmmax': String(TMP_BYTES),
+  'kernel.shmall': String(TMP_BYTES / 4096), // in pages of 4 KiB
+  /** SEMMSL (per set), SEMMNS (in all), SEMOPM (per semop call), SEMMNI (sets). */
+  'kernel.sem': '250 4000 32 16',
+};
+
 /** Paths of the project directory that are berth's, not the tenants': read-only or hidden in shared mode. */
 export const RESERVED_PROJECT_PATHS = { metadata: 'metadata.json', sessions: 'sessions', memory: 'memory', workflows: 'workflows' } as const;
 
@@ -57,6 +79,8 @@ export interface RunPlan {
   /** Sockets berth must open in the run directory before the container starts. */
   sockets: RunSocket[];
   readOnlyRootfs: true;
+  /** Namespaced kernel settings of the container (IPC_SYSCTLS). */
+  sysctls: Record<string, string>;
   limits: {
     memoryBytes: number;
     nanoCpus: number;
@@ -249,6 +273,7 @@ export function planRun(input: PlanInput): RunPlan {
     network: 'none',
     sockets: outbound.sockets,
     readOnlyRootfs: true,
+    sysctls: { ...IPC_SYSCTLS },
     limits: {
       memoryBytes: meta.limits.memory_mb * 1024 * 1024,
       nanoCpus: Math.round(meta.limits.cpus * 1e9),
@@ -264,6 +289,7 @@ export function planRun(input: PlanInput): RunPlan {
       [LABELS.project]: meta.name,
       [LABELS.workspace]: workspace.id,
       [LABELS.run]: run.id,
+      [LABELS.reach]: privateRun ? 'private' : isolated ? 'workspace' : 'project',
       ...(run.session ? { [LABELS.session]: run.session } : {}),
       ...(input.ownerProcess ? { [LABELS.owner]: input.ownerProcess } : {}),
     },

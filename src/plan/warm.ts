@@ -21,6 +21,7 @@ export function warmIdentity(plan: RunPlan): string {
     network: plan.network,
     sockets: plan.sockets,
     readOnlyRootfs: plan.readOnlyRootfs,
+    sysctls: Object.entries(plan.sysctls).sort(([a], [b]) => a.localeCompare(b)),
     limits: plan.limits,
     labels: Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)),
   };

@@ -42,6 +42,11 @@ export interface RunRequest {
   level?: PermissionLevel;
   /** The agent's output as it prints it (the run's record is kept as ever). */
   onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+  /**
+   * Awaited once the run is admitted and holds its workspace lock, before anything is prepared:
+   * a chat bridge takes its run slot here, so a message waiting for its turn holds none.
+   */
+  whenReady?: () => Promise<void>;
 }
 
 export interface RunOutcome extends RunResult {
@@ -92,7 +97,15 @@ export interface Runner {
   listContainers(project?: string): Promise<ManagedContainer[]>;
   /** Stop and remove one project's containers (runs in flight end with exit 137). */
   removeContainers(project: string): Promise<number>;
+  /**
+   * Remove the project's containers that see every workspace (shared mode, or unlabelled) and its
+   * warm ones: switching isolation on, no shared view outlives the switch. Returns how many.
+   */
+  retireSharedContainers(project: string): Promise<number>;
 }
+
+/** Does this container's writable view hold every workspace of its project? (unlabelled: assume so) */
+const seesAllWorkspaces = (c: ManagedContainer) => c.reach !== 'workspace' && c.reach !== 'private';
 
 export function newRunId(): string {
   return `r${Date.now().toString(36)}${randomBytes(5).toString('hex')}`;
@@ -143,7 +156,7 @@ export function createRunner(deps: {
 
   /** The three kinds of run: a message to the agent, a workflow step, a shell-tool command. */
   type LaunchSpec =
-    | { kind: 'message'; message: string; onOutput?: RunRequest['onOutput'] }
+    | { kind: 'message'; message: string; onOutput?: RunRequest['onOutput']; whenReady?: RunRequest['whenReady'] }
     | { kind: 'workflow_step'; message: string; target: PrivateTarget }
     | { kind: 'shell_tool'; argv: string[] };
 
@@ -214,11 +227,16 @@ export function createRunner(deps: {
   }
 
   async function locked(base: ReturnType<typeof contextOf>, spec: LaunchSpec, onCreated: (containerId: string) => void, stop: AbortSignal): Promise<RunOutcome> {
-    const { project, session } = base;
-    return withWorkspaceLock(`${project.metadata.name}/${base.workspace.id}`, async () => {
-      // Read now, not when the run was accepted: a grant revoked while it waited is not mounted.
+    const { session } = base;
+    const name = base.project.metadata.name;
+    return withWorkspaceLock(`${name}/${base.workspace.id}`, async () => {
+      if (spec.kind === 'message') await spec.whenReady?.();
+      // Read now, not when the run was accepted: a grant revoked while it waited is not mounted, and
+      // isolation switched on meanwhile holds for it (no whole-project container after the switch).
       const cfg = config();
-      const ctx: RunContext = { ...base, config: cfg, owner: agentOwner(cfg), grants: sharedGrantsFor(cfg, project.metadata.name) };
+      const project = store.get(name);
+      const workspace = { ...base.workspace, dir: spec.kind === 'workflow_step' ? project.paths.dir : join(project.paths.workspacesDir, base.workspace.id) };
+      const ctx: RunContext = { ...base, project, workspace, config: cfg, owner: agentOwner(cfg), grants: sharedGrantsFor(cfg, name) };
       if (spec.kind !== 'workflow_step') {
         const ws = session.settings.workspace;
         // A workspace filesystem about to be made, mounted or resized: no container may hold the
@@ -227,7 +245,9 @@ export function createRunner(deps: {
         if (quotaChangePending(project, ctx.workspace.id, quota)) {
           const workspace = warmWorkspaceOf(project.metadata.name, ctx.workspace.id);
           await deps.warm?.discardWhere((_, w) => w?.workspace === workspace);
-          quota.inUse = (await engine.listManaged({ installation, project: project.metadata.name })).some((c) => c.workspace === ctx.workspace.id);
+          const alive = await engine.listManaged({ installation, project: project.metadata.name });
+          // One that sees every workspace could move this one under berth: no image is made or resized meanwhile.
+          quota.holds = { inUse: alive.some((c) => c.workspace === ctx.workspace.id), seesAll: alive.some(seesAllWorkspaces) };
         }
         const made = ensureWorkspace({ project, secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota });
         ctx.workspace = { ...ctx.workspace, ownFilesystem: made.ownFilesystem };
@@ -449,7 +469,7 @@ export function createRunner(deps: {
       if (request.sessionId !== undefined) assertChosenSessionId(request.sessionId);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey });
       if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, request.level);
-      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput });
+      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, whenReady: request.whenReady });
     },
     async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
       const project = store.get(projectName);
@@ -491,9 +511,13 @@ export function createRunner(deps: {
       return removed;
     },
     async recover() {
+      // Socket directories as they are before anything is looked at: one a live run makes later is not judged.
+      const socketDirs = deps.sockets ? safeReaddir(deps.sockets.dir) : [];
+      const liveRuns = new Set<string>();
       // A dead berth's containers go first: nothing may hold a workspace whose filesystem is mounted (or resized) below.
       const containers = await engine.listManaged({ installation });
       const removed = await engine.removeContainers(containers.filter((c) => !ownerAlive(c.owner)).map((c) => c.id));
+      const live = containers.filter((c) => ownerAlive(c.owner));
       const interrupted: string[] = [];
       const cfg = config();
       for (const name of store.names()) {
@@ -505,22 +529,30 @@ export function createRunner(deps: {
         }
         const { sessionsDir } = project.paths;
         try {
-          // After a reboot no quota is mounted: mount them before anything writes a bare workspace.
-          mountQuotaImages(project, quotaOf(project, cfg, deps.logger.child({ project: name })), agentOwner(cfg));
+          // After a reboot no quota is mounted: mount them before anything writes a bare workspace
+          // (but resize none while a live berth's container sees every workspace of the project).
+          const quota = quotaOf(project, cfg, deps.logger.child({ project: name }));
+          quota.holds = { seesAll: live.some((c) => c.project === name && seesAllWorkspaces(c)) };
+          for (const { id, err } of mountQuotaImages(project, quota, agentOwner(cfg)).failed) {
+            deps.logger.error({ project: name, workspace: id, err: String(err) }, 'could not mount a workspace quota');
+          }
         } catch (err) {
           deps.logger.error({ project: name, err: String(err) }, 'could not mount the workspace quotas');
         }
         for (const open of openRuns(sessionsDir)) {
-          if (ownerAlive(open.owner)) continue;
+          if (ownerAlive(open.owner)) {
+            liveRuns.add(open.run); // its sockets may exist before its container does
+            continue;
+          }
           appendJournal(sessionsDir, { run: open.run, phase: 'interrupted', reason: `the berth process that ran it (${open.owner ?? 'unknown'}) is gone` });
           interrupted.push(open.run);
         }
       }
       // Sockets of dead runs: each run's directory is named by its run id.
       if (deps.sockets) {
-        const live = new Set(containers.filter((c) => ownerAlive(c.owner)).map((c) => c.run));
+        for (const c of live) liveRuns.add(c.run);
         const socketsDir = deps.sockets.dir;
-        for (const dir of safeReaddir(socketsDir)) if (!live.has(dir)) fs.rmSync(join(socketsDir, dir), { recursive: true, force: true });
+        for (const dir of socketDirs) if (!liveRuns.has(dir)) fs.rmSync(join(socketsDir, dir), { recursive: true, force: true });
       }
       return { interrupted, removed };
     },
@@ -528,6 +560,11 @@ export function createRunner(deps: {
     async removeContainers(project) {
       await deps.warm?.discardWhere((key) => key.startsWith(`${project}\0`));
       return engine.removeManaged({ installation, project });
+    },
+    async retireSharedContainers(project) {
+      await deps.warm?.discardWhere((key) => key.startsWith(`${project}\0`));
+      const shared = (await engine.listManaged({ installation, project })).filter(seesAllWorkspaces);
+      return engine.removeContainers(shared.map((c) => c.id));
     },
   };
 }

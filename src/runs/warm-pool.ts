@@ -48,9 +48,19 @@ export interface WarmPool {
 /**
  * Warm session containers, one per session (key: project + session), in memory: a berth that
  * stops removes them, and one that dies leaves them to the next one's startup reaper (they carry
- * its owner label). Bounded by `max` (the one idle longest goes first) and by the idle timeout.
+ * its owner label). Bounded by `perTenant` (idle containers of one workspace: a tenant's own least
+ * recently used goes first), by `max` (the one idle longest goes first) and by the idle timeout.
+ * A tenant's containers in use are not counted until they come back: at most its admission
+ * limit (runs.per_tenant) more.
  */
-export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max: () => number; logger: Logger; onSize?: (n: number) => void }): WarmPool {
+export function createWarmPool(deps: {
+  engine: Engine;
+  idleMs: () => number;
+  max: () => number;
+  perTenant: () => number;
+  logger: Logger;
+  onSize?: (n: number) => void;
+}): WarmPool {
   const idle = new Map<string, { warm: WarmContainer; timer: NodeJS.Timeout; since: number }>();
   /** Sessions whose container a message holds now (taken, not yet put back or dropped). */
   const taken = new Set<string>();
@@ -102,7 +112,10 @@ export function createWarmPool(deps: { engine: Engine; idleMs: () => number; max
       const timer = setTimeout(() => void evict(key, 'idle'), ms);
       timer.unref();
       idle.set(key, { warm, timer, since: warm.since });
-      // Map order is insertion order: the first entries have been idle longest.
+      // Map order is insertion order: the first entries have been idle longest. A tenant with
+      // many sessions pushes out its own, never another tenant's.
+      const tenants = [...idle].filter(([, held]) => held.warm.workspace === warm.workspace).map(([k]) => k);
+      for (const oldest of tenants.slice(0, Math.max(0, tenants.length - deps.perTenant()))) void evict(oldest, 'warm_per_tenant');
       for (const oldest of idle.keys()) {
         if (idle.size <= deps.max()) break;
         void evict(oldest, 'warm_max');

@@ -1,19 +1,24 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { z } from 'zod';
+import { errnoOf } from '../errors.js';
 import { appendFsyncedLine } from '../fs/fsynced-lines.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
+import { AUDIT_ROTATION, GENESIS, headFile, lastPointOf, logFiles, readHead, rotate, rotatedFiles, sizeOf, writeHead, type AuditHead, type AuditRotation, type ChainPoint } from './audit-files.js';
+
+export { AUDIT_ROTATION, type AuditRotation } from './audit-files.js';
 
 /**
- * The audit log: one fsynced JSON line per event (admin actions, authentication failures,
- * permission denials, sandbox violations) in berth's private state. Each line carries the hash
- * of the line before it and its own, so a line cut out, edited or reordered breaks the chain at
- * that line (`berth audit verify`). Never a token, a key or a message body: targets are names.
+ * The audit log: one fsynced JSON line per event (admin actions, permission denials, sandbox
+ * violations, and per surface and minute a count of unauthenticated requests) in berth's private
+ * state. Each line carries the hash of the line before it and its own, so a line cut out, edited
+ * or reordered breaks the chain at that line (`berth audit verify`); the chain runs on across
+ * rotated files, and a head record beside the log (audit-files.ts) shows lines cut off the end.
+ * Never a token, a key or a message body: targets are names.
  */
 export const AUDIT_KINDS = ['admin', 'auth_failure', 'permission_denied', 'sandbox_violation'] as const;
-const GENESIS = '0'.repeat(64);
 
 export const AuditEventSchema = z.object({
   kind: z.enum(AUDIT_KINDS),
@@ -28,10 +33,15 @@ export const AuditEventSchema = z.object({
   outcome: z.enum(['ok', 'refused', 'error']),
   /** berth's error code when refused or failed. */
   code: z.string().max(64).optional(),
+  /** A summary line (unauthenticated requests): how many, since when, and a few of the paths asked for. */
+  count: z.number().int().min(1).optional(),
+  first_at: z.string().max(40).optional(),
+  samples: z.array(z.string().max(128)).max(8).optional(),
 });
 export type AuditEvent = z.infer<typeof AuditEventSchema>;
 
-export const AuditEntrySchema = AuditEventSchema.extend({ seq: z.number().int().min(1), at: z.string(), prev: z.string(), hash: z.string() });
+// Strict: a field added to a line is outside its hash, so it is an edit, not a line to accept.
+export const AuditEntrySchema = AuditEventSchema.extend({ seq: z.number().int().min(1), at: z.string(), prev: z.string(), hash: z.string() }).strict();
 export type AuditEntry = z.infer<typeof AuditEntrySchema>;
 
 function hashOf(entry: Omit<AuditEntry, 'hash'>): string {
@@ -39,34 +49,10 @@ function hashOf(entry: Omit<AuditEntry, 'hash'>): string {
   return createHash('sha256').update(`${entry.prev}\n${canonical}`).digest('hex');
 }
 
-/** The last line's seq and hash, read from the file's tail (the log only grows). */
-function tail(file: string): { seq: number; hash: string } {
-  let fd: number;
-  try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-  } catch {
-    return { seq: 0, hash: GENESIS };
-  }
-  try {
-    const size = fs.fstatSync(fd).size;
-    const length = Math.min(size, 64 * 1024);
-    const buf = Buffer.alloc(length);
-    fs.readSync(fd, buf, 0, length, size - length);
-    // The last whole entry: a line a crash cut short is passed over (verify will name it), never a reason to restart the chain.
-    for (const line of buf.toString('utf8').trimEnd().split('\n').reverse()) {
-      try {
-        const parsed = AuditEntrySchema.safeParse(JSON.parse(line));
-        if (parsed.success) return { seq: parsed.data.seq, hash: parsed.data.hash };
-      } catch {
-        // not this one
-      }
-    }
-    if (size > 0) throw new Error('the audit log ends in no whole entry: refusing to start a new chain over it');
-    return { seq: 0, hash: GENESIS };
-  } finally {
-    fs.closeSync(fd);
-  }
-}
+const pointOfLine = (line: string): ChainPoint | undefined => {
+  const entry = parseJsonLine(line, AuditEntrySchema);
+  return entry && { seq: entry.seq, hash: entry.hash };
+};
 
 /** Hold the log's lock (across processes: CLI and server append to one chain), briefly. */
 function locked<T>(file: string, fn: () => T): T {
@@ -91,13 +77,34 @@ export function auditFile(stateDir: string): string {
   return join(stateDir, 'audit.jsonl');
 }
 
-export function appendAudit(file: string, event: AuditEvent): AuditEntry {
+/**
+ * The point the next line chains to. The head record says what berth wrote last; when the file
+ * no longer holds it (lines cut off the end, an older copy put back), the next line chains on from
+ * the head anyway, so the gap stays visible to verify instead of being written over.
+ */
+function chainPoint(file: string, head: AuditHead | undefined): ChainPoint {
+  const last = lastPointOf(file, pointOfLine);
+  if (last && (!head || last.seq > head.seq || (last.seq === head.seq && last.hash === head.hash))) return last; // the usual case, or a crash between the line and its head
+  if (head) return head;
+  // No head yet (a log from before heads, or a fresh one): the newest file that holds a line.
+  for (const [, path] of rotatedFiles(file).reverse()) {
+    const point = lastPointOf(path, pointOfLine);
+    if (point) return point;
+  }
+  return { seq: 0, hash: GENESIS };
+}
+
+export function appendAudit(file: string, event: AuditEvent, rotation: AuditRotation = AUDIT_ROTATION): AuditEntry {
+  const parsed = AuditEventSchema.parse(event);
   fs.mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   return locked(file, () => {
-    const last = tail(file);
-    const body = { ...AuditEventSchema.parse(event), seq: last.seq + 1, at: new Date().toISOString(), prev: last.hash };
+    let head = readHead(file);
+    const last = chainPoint(file, head);
+    if (sizeOf(file) >= rotation.rotateBytes) head = rotate(file, rotation, { ...last, base: head?.base }, pointOfLine);
+    const body = { ...parsed, seq: last.seq + 1, at: new Date().toISOString(), prev: last.hash };
     const entry = { ...body, hash: hashOf(body) };
     appendFsyncedLine(file, entry);
+    writeHead(file, { seq: entry.seq, hash: entry.hash, ...(head?.base ? { base: head.base } : {}) });
     return entry;
   });
 }
@@ -112,41 +119,101 @@ export const AuditFilterSchema = z.object({
 });
 export type AuditFilter = z.output<typeof AuditFilterSchema>;
 
-/** Newest first. */
+/** Newest first, across the rotated files. */
 export function readAudit(file: string, filter: AuditFilter): AuditEntry[] {
   const out: AuditEntry[] = [];
-  const lines = readJsonLines(file);
-  for (let i = lines.length - 1; i >= 0 && out.length < filter.limit; i--) {
-    const entry = parseJsonLine(lines[i] as string, AuditEntrySchema);
-    if (!entry) continue; // verifyAudit names it
-    if (filter.since && entry.at < filter.since) break;
-    if (filter.project && entry.project !== filter.project) continue;
-    if (filter.actor && entry.actor !== filter.actor) continue;
-    if (filter.kind && entry.kind !== filter.kind) continue;
-    out.push(entry);
+  for (const path of logFiles(file).reverse()) {
+    const lines = readLines(path);
+    for (let i = lines.length - 1; i >= 0 && out.length < filter.limit; i--) {
+      const entry = parseJsonLine(lines[i] as string, AuditEntrySchema);
+      if (!entry) continue; // verifyAudit names it
+      if (filter.since && entry.at < filter.since) return out;
+      if (filter.project && entry.project !== filter.project) continue;
+      if (filter.actor && entry.actor !== filter.actor) continue;
+      if (filter.kind && entry.kind !== filter.kind) continue;
+      out.push(entry);
+    }
+    if (out.length >= filter.limit) break;
   }
   return out;
 }
 
-/** Walk the chain from the first line; the first line that does not follow names where it broke. */
-export function verifyAudit(file: string): { ok: boolean; lines: number; broken?: { line: number; reason: string } } {
-  const lines = readJsonLines(file);
-  let prev = GENESIS;
-  let seq = 0;
-  for (const [i, line] of lines.entries()) {
-    const n = i + 1;
-    let entry: AuditEntry;
-    try {
-      entry = AuditEntrySchema.parse(JSON.parse(line));
-    } catch {
-      return { ok: false, lines: lines.length, broken: { line: n, reason: 'not an audit entry (cut or edited)' } };
-    }
-    if (entry.prev !== prev) return { ok: false, lines: lines.length, broken: { line: n, reason: 'does not follow the line before it (a line was removed, inserted or reordered)' } };
-    if (entry.seq !== seq + 1) return { ok: false, lines: lines.length, broken: { line: n, reason: `sequence ${entry.seq} after ${seq}` } };
-    const { hash, ...body } = entry;
-    if (hashOf(body) !== hash) return { ok: false, lines: lines.length, broken: { line: n, reason: 'its content does not match its hash (edited)' } };
-    prev = hash;
-    seq = entry.seq;
+/** A file rotated away between listing and reading reads as empty: verify then retries. */
+function readLines(path: string): string[] {
+  try {
+    return readJsonLines(path);
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT') return [];
+    throw err;
   }
-  return { ok: true, lines: lines.length };
+}
+
+export interface AuditVerdict {
+  ok: boolean;
+  /** Lines checked, in all files. */
+  lines: number;
+  files: number;
+  /** Where the chain broke: a file's name and its line (1-based), or the log's end when lines were cut off it. */
+  broken?: { file: string; line: number; reason: string };
+}
+
+/**
+ * Walk the chain from the oldest kept line to the head record; the first line that does not
+ * follow names where it broke, and a log that ends before the head was cut.
+ */
+export function verifyAudit(file: string): AuditVerdict {
+  for (let attempt = 0; ; attempt++) {
+    const before = rotatedFiles(file).map(([n]) => n).join();
+    const verdict = verifyOnce(file);
+    // A rotation while reading makes a file look cut or missing: read again, the lock is not taken.
+    if (verdict.ok || attempt === 2 || rotatedFiles(file).map(([n]) => n).join() === before) return verdict;
+  }
+}
+
+function verifyOnce(file: string): AuditVerdict {
+  const head = readHeadOrBroken(file);
+  if ('broken' in head) return { ok: false, lines: 0, files: 0, broken: head.broken };
+  const files = logFiles(file);
+  let prev = head.record?.base?.hash ?? GENESIS;
+  let seq = head.record?.base?.seq ?? 0;
+  let checked = 0;
+  const at = (path: string, line: number, reason: string): AuditVerdict => ({ ok: false, lines: checked, files: files.length, broken: { file: basename(path), line, reason } });
+  for (const path of files) {
+    for (const [i, line] of readLines(path).entries()) {
+      let entry: AuditEntry;
+      try {
+        entry = AuditEntrySchema.parse(JSON.parse(line));
+      } catch {
+        return at(path, i + 1, 'not an audit entry (cut or edited)');
+      }
+      // Lines the rotation already gave up (their file was being deleted when berth stopped).
+      if (head.record?.base && checked === 0 && entry.seq <= head.record.base.seq) continue;
+      checked++;
+      if (entry.prev !== prev) return at(path, i + 1, 'does not follow the line before it (a line was removed, inserted or reordered)');
+      if (entry.seq !== seq + 1) return at(path, i + 1, `sequence ${entry.seq} after ${seq}`);
+      const { hash, ...body } = entry;
+      if (hashOf(body) !== hash) return at(path, i + 1, 'its content does not match its hash (edited)');
+      if (entry.seq === head.record?.seq && hash !== head.record.hash) return at(path, i + 1, `not the line #${entry.seq} berth wrote last (recorded in ${basename(headFile(file))}): the end of the log was replaced`);
+      prev = hash;
+      seq = entry.seq;
+    }
+  }
+  const verdict = { ok: true, lines: checked, files: files.filter((p) => sizeOf(p) > 0).length };
+  if (!head.record) {
+    if (checked === 0) return verdict;
+    return { ...verdict, ok: false, broken: { file: basename(headFile(file)), line: 0, reason: `there is no head record (${basename(headFile(file))}), so lines cut off the end could not show; berth writes it with every event (after an upgrade, with the next one)` } };
+  }
+  if (seq < head.record.seq) {
+    return { ...verdict, ok: false, broken: { file: basename(file), line: 0, reason: `the log ends at #${seq} but berth last wrote #${head.record.seq} (recorded in ${basename(headFile(file))}): ${head.record.seq - seq} line(s) were cut from the end` } };
+  }
+  // Lines past the head are those of a berth stopped between a line and its head (the head's own line was checked above).
+  return verdict;
+}
+
+function readHeadOrBroken(file: string): { record?: AuditHead } | { broken: { file: string; line: number; reason: string } } {
+  try {
+    return { record: readHead(file) };
+  } catch (err) {
+    return { broken: { file: basename(headFile(file)), line: 0, reason: String((err as Error).message ?? err) } };
+  }
 }

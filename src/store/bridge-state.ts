@@ -14,7 +14,16 @@ const MAX_PENDING = 1000;
 const StateSchema = z.object({
   generations: z.array(z.tuple([z.string(), z.number().int().min(0)])).default([]),
   approved: z.array(z.string()).default([]),
-  pending: z.array(z.object({ sender: z.string(), name: z.string().optional(), first_seen: z.string() })).default([]),
+  pending: z
+    .array(
+      z.object({
+        sender: z.string(),
+        name: z.string().optional(),
+        first_seen: z.string(),
+        refused_at: z.string().optional().describe('When the sender was last told they are not approved (one refusal per period).'),
+      }),
+    )
+    .default([]),
 });
 type State = z.infer<typeof StateSchema>;
 
@@ -23,9 +32,15 @@ export interface BridgeState {
   /** Start the chat's next conversation; returns its generation. */
   nextGeneration(chat: string): number;
   isApproved(sender: string): boolean;
-  addPending(sender: string, name?: string): void;
+  /**
+   * An unapproved sender wrote: record them as waiting. `first`: they were not waiting before (tell
+   * the operator); `reply`: tell them they are not approved (at most once per `everyMs`). Past
+   * MAX_PENDING waiting senders a new one is neither recorded nor answered.
+   */
+  noteStranger(sender: string, name: string | undefined, now: Date, everyMs: number): { first: boolean; reply: boolean };
   pending(): State['pending'];
-  approve(sender: string): { approved: boolean; was_pending: boolean };
+  /** `was_pending`: they had written and wait to hear (berth bridge approve tells them). */
+  approve(sender: string): { approved: boolean; was_pending: boolean; already: boolean };
 }
 
 export function openBridgeState(dir: string, bridge: string): BridgeState {
@@ -45,17 +60,28 @@ export function openBridgeState(dir: string, bridge: string): BridgeState {
       return next;
     },
     isApproved: (sender) => load().approved.includes(sender),
-    addPending(sender, name) {
+    noteStranger(sender, name, now, everyMs) {
       const state = load();
-      if (state.approved.includes(sender) || state.pending.some((p) => p.sender === sender) || state.pending.length >= MAX_PENDING) return;
-      save({ ...state, pending: [...state.pending, { sender, name: name?.slice(0, 128), first_seen: new Date().toISOString() }] });
+      const at = now.toISOString();
+      const waiting = state.pending.find((p) => p.sender === sender);
+      if (!waiting) {
+        if (state.approved.includes(sender) || state.pending.length >= MAX_PENDING) return { first: false, reply: false };
+        save({ ...state, pending: [...state.pending, { sender, name: name?.slice(0, 128), first_seen: at, refused_at: at }] });
+        return { first: true, reply: true };
+      }
+      // Written only when a refusal is due: a stranger's flood costs no write per message.
+      const last = waiting.refused_at === undefined ? Number.NaN : Date.parse(waiting.refused_at);
+      if (now.getTime() - last < everyMs) return { first: false, reply: false };
+      save({ ...state, pending: state.pending.map((p) => (p === waiting ? { ...p, refused_at: at } : p)) });
+      return { first: false, reply: true };
     },
     pending: () => load().pending,
     approve(sender) {
       const state = load();
       const wasPending = state.pending.some((p) => p.sender === sender);
-      save({ ...state, approved: state.approved.includes(sender) ? state.approved : [...state.approved, sender], pending: state.pending.filter((p) => p.sender !== sender) });
-      return { approved: true, was_pending: wasPending };
+      const already = state.approved.includes(sender);
+      save({ ...state, approved: already ? state.approved : [...state.approved, sender], pending: state.pending.filter((p) => p.sender !== sender) });
+      return { approved: true, was_pending: wasPending, already };
     },
   };
 }

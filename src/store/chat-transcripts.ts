@@ -35,6 +35,12 @@ export function boundText(text: string, bytes = TRANSCRIPT_ENTRY_BYTES): string 
   return Buffer.from(text).subarray(0, bytes - Buffer.byteLength(note)).toString('utf8').replace(/\uFFFD$/, '') + note;
 }
 
+/** A deleted session's transcript goes with it (projectStateDir: .berth/projects/<name>). */
+export function removeChatTranscript(projectStateDir: string, session: string): void {
+  parseOrThrow(SessionIdSchema, session, 'transcript');
+  fs.rmSync(join(projectStateDir, 'chat', `${session}.jsonl`), { force: true });
+}
+
 export function openChatTranscripts(stateDir: string) {
   const ParamsSchema = z.object({ project: ProjectNameSchema, session: SessionIdSchema });
   const dirOf = (project: string) => join(stateDir, 'projects', project, 'chat');

@@ -1,8 +1,12 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { errnoOf } from '../errors.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { appendFsyncedLine, foldByKey } from '../fs/fsynced-lines.js';
+import { withOwnerLockSync, type LockOwner } from '../fs/lock.js';
+import { selfIdentity } from '../fs/process-identity.js';
+import { atomicWriteFile } from '../fs/tree.js';
 import { PermissionLevelSchema, type PermissionLevel } from '../config/session.js';
 
 /**
@@ -10,7 +14,9 @@ import { PermissionLevelSchema, type PermissionLevel } from '../config/session.j
  * the run journal's mechanism. `received` is on disk before the transport is told the message
  * arrived or anything runs; `started` before its run starts (so a restart never runs it twice);
  * `answered` holds the reply before it is sent; `replied` or `failed` ends it. Keyed by the
- * transport's identity of the message, which also deduplicates re-deliveries.
+ * transport's identity of the message, which also deduplicates re-deliveries — across
+ * processes too: every append happens under the inbox's lock, after reading what other
+ * processes appended, so two processes can never both accept one id.
  */
 export const INBOX_PHASES = ['received', 'started', 'answered', 'replied', 'failed'] as const;
 export type InboxPhase = (typeof INBOX_PHASES)[number];
@@ -40,28 +46,143 @@ export interface Inbox {
   open(): InboxEntry[];
   /** Every message's folded state (for counts and tests). */
   all(): InboxEntry[];
+  /** How many message ids this process holds in memory (bounded by INBOX_KEEP). */
+  remembered(): number;
 }
 
-export function openInbox(dir: string, bridge: string): Inbox {
+/**
+ * What an inbox keeps of ended messages (replied or failed): for `days` after they ended, and
+ * at most `ended` of them (the newest). Forgotten ones leave the journal and memory together; a
+ * re-delivery of one that old would run again. Messages not ended are always kept.
+ */
+export const INBOX_KEEP = { days: 7, ended: 10_000 };
+export type InboxKeep = typeof INBOX_KEEP;
+
+/** What the inbox knows of one message: its last phase, and when it got it (ms). */
+export interface InboxMark {
+  phase: InboxPhase;
+  at: number;
+}
+
+const ended = (phase: InboxPhase) => phase === 'replied' || phase === 'failed';
+
+/** Which messages an inbox forgets now: ended ones past the retention, then the oldest ended beyond the count bound. */
+export function inboxIdsToForget(marks: ReadonlyMap<string, InboxMark>, now: number, keep: InboxKeep): string[] {
+  const done = [...marks].filter(([, m]) => ended(m.phase)).sort(([, a], [, b]) => b.at - a.at);
+  const cutoff = now - keep.days * 24 * 60 * 60 * 1000;
+  return done.filter(([, m], i) => m.at < cutoff || i >= keep.ended).map(([id]) => id);
+}
+
+export interface InboxOptions extends LockOwner {
+  keep?: InboxKeep;
+  now?: () => number;
+}
+
+export function openInbox(dir: string, bridge: string, opts: InboxOptions = {}): Inbox {
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, `${bridge}.jsonl`);
+  const keep = opts.keep ?? INBOX_KEEP;
+  const now = opts.now ?? Date.now;
+  const who = { owner: opts.owner ?? selfIdentity(), alive: opts.alive };
+  const locked = <T>(fn: () => T): T => withOwnerLockSync(`${file}.lock`, fn, who);
   const read = () => [...foldByKey(readJsonLines(file).flatMap((l) => parseJsonLine(l, InboxEntrySchema) ?? []), (e) => e.id).values()];
-  // Ids seen, loaded once: a Map keyed by the transport's id (never an object's properties).
-  const seen = new Map(read().map((e) => [e.id, e.phase] as const));
-  const append = (entry: Omit<InboxEntry, 'at'>) => {
-    appendFsyncedLine(file, { ...entry, at: new Date().toISOString() });
-    seen.set(entry.id, entry.phase);
-  };
+
+  // Ids seen: a Map keyed by the transport's id (never an object's properties), kept up to date
+  // with the file by reading what was appended since (by any process) before each append.
+  let seen = new Map<string, InboxMark>();
+  let position = { dev: -1, ino: -1, offset: 0 };
+  let lastCompaction = 0;
+
+  /** Fold in the lines appended since this process last looked; true when the file ends mid-line (a cut write). */
+  function catchUp(): boolean {
+    let fd: number;
+    try {
+      fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    } catch (err) {
+      if (errnoOf(err) !== 'ENOENT') throw err;
+      seen = new Map();
+      position = { dev: -1, ino: -1, offset: 0 };
+      return false;
+    }
+    try {
+      const st = fs.fstatSync(fd);
+      // Another file (compacted by some process) or a shorter one: read it from the start.
+      if (st.dev !== position.dev || st.ino !== position.ino || st.size < position.offset) {
+        seen = new Map();
+        position = { dev: st.dev, ino: st.ino, offset: 0 };
+      }
+      if (st.size === position.offset) return false;
+      const buf = Buffer.alloc(st.size - position.offset);
+      let got = 0;
+      while (got < buf.length) {
+        const n = fs.readSync(fd, buf, got, buf.length - got, position.offset + got);
+        if (n === 0) break;
+        got += n;
+      }
+      const whole = buf.lastIndexOf(0x0a, got - 1) + 1;
+      for (const line of buf.subarray(0, whole).toString('utf8').split('\n')) {
+        const e = line ? parseJsonLine(line, InboxEntrySchema) : undefined;
+        if (e) seen.set(e.id, { phase: e.phase, at: Date.parse(e.at) || 0 });
+      }
+      position.offset += whole;
+      return whole < got;
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  /** Append one line under the lock, after what others appended; a line a crash cut short is closed first. */
+  function append(entry: Omit<InboxEntry, 'at'>, unless?: () => boolean): boolean {
+    return locked(() => {
+      const cut = catchUp();
+      if (unless?.()) return false;
+      if (cut) closeCutLine(file);
+      appendFsyncedLine(file, { ...entry, at: new Date(now()).toISOString() });
+      catchUp();
+      compactIfDue();
+      return true;
+    });
+  }
+
+  /** Forget old ended messages: from the journal (rewritten whole, atomically) and so from memory. Under the lock. */
+  function compactIfDue(force = false) {
+    const over = seen.size > keep.ended + Math.ceil(keep.ended / 10);
+    if (!over && !force && now() - lastCompaction < 60 * 60 * 1000) return;
+    lastCompaction = now();
+    const forget = new Set(inboxIdsToForget(seen, now(), keep));
+    if (forget.size === 0) return;
+    const kept = readJsonLines(file).filter((l) => {
+      const e = parseJsonLine(l, InboxEntrySchema);
+      return e !== undefined && !forget.has(e.id);
+    });
+    atomicWriteFile(file, kept.map((l) => `${l}\n`).join(''), 0o600);
+    catchUp(); // a new file: read again from its start
+  }
+
+  locked(() => {
+    catchUp();
+    compactIfDue(true);
+  });
+
   return {
     receive(entry) {
-      if (seen.has(entry.id)) return false;
-      append({ ...entry, phase: 'received' });
-      return true;
+      return append({ ...entry, phase: 'received' }, () => seen.has(entry.id));
     },
     mark(id, phase, extra = {}) {
       append({ id, phase, ...extra });
     },
-    open: () => read().filter((e) => e.phase !== 'replied' && e.phase !== 'failed'),
+    open: () => read().filter((e) => !ended(e.phase)),
     all: read,
+    remembered: () => seen.size,
   };
+}
+
+/** End a line a crash cut short, so the next line is not glued to it (the cut one stays unreadable and is skipped). */
+function closeCutLine(file: string): void {
+  const fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_NOFOLLOW);
+  try {
+    fs.writeSync(fd, '\n');
+  } finally {
+    fs.closeSync(fd);
+  }
 }

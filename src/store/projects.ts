@@ -35,7 +35,8 @@ export interface ProjectStore {
   create(input: ProjectMetadataInput): Project;
   get(name: string): Project;
   list(): Project[];
-  update(name: string, patch: ProjectUpdate): Promise<Project>;
+  /** A patch, or one made from the settings as they are under the project lock (a read-modify-write that loses no concurrent change). */
+  update(name: string, patch: ProjectUpdate | ((current: ProjectMetadata) => ProjectUpdate)): Promise<Project>;
   /** Move the project (and berth's state for it) to the trash; returns where it went. */
   trash(name: string): Promise<string>;
 }
@@ -201,11 +202,14 @@ export function createProjectStore(opts: {
     return withFileLock(paths.stateDir, 'metadata.lock', fn);
   }
 
-  async function update(name: string, rawPatch: ProjectUpdate): Promise<Project> {
-    const patch = parseOrThrow(ProjectUpdateSchema, rawPatch, 'project update');
+  async function update(name: string, rawPatch: ProjectUpdate | ((current: ProjectMetadata) => ProjectUpdate)): Promise<Project> {
+    const parse = (p: ProjectUpdate) => parseOrThrow(ProjectUpdateSchema, p, 'project update');
+    // A given patch is checked before the lock is waited for; a made one, from the settings under it.
+    const given = typeof rawPatch === 'function' ? undefined : parse(rawPatch);
     const paths = pathsOf(name);
     return withProjectLock(paths, () => {
       const current = readMetadata(paths);
+      const patch = given ?? parse((rawPatch as (current: ProjectMetadata) => ProjectUpdate)(current));
       const merged = parseOrThrow(
         ProjectMetadataSchema,
         { ...current, ...patch, limits: { ...current.limits, ...patch.limits } },

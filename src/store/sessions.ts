@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -15,6 +16,7 @@ import { atomicWriteFile } from '../fs/tree.js';
 import type { Project, ProjectStore } from './projects.js';
 import { workspaceIdFor } from './secret.js';
 import { removeAgentHome } from './agent-homes.js';
+import { removeChatTranscript } from './chat-transcripts.js';
 
 /**
  * Sessions: one conversation in a workspace, with its settings, stored as
@@ -25,11 +27,12 @@ export interface SessionStore {
   /** Load or create the session a run belongs to; a session never changes tenant. */
   open(project: Project, opts: { sessionId?: string; tenantKey: string }): SessionRecord;
   get(project: string, sessionId: string): { project: Project; session: SessionRecord };
-  list(project: Project): SessionRecord[];
+  /** Every session of the project, oldest first; with a tenant, that tenant's only (read through its index, not the whole directory). */
+  list(project: Project, filter?: { tenantKey?: string }): SessionRecord[];
   update(project: string, sessionId: string, update: SessionSettingsUpdate['settings']): SessionRecord;
   setLevel(project: Project, sessionId: string, level: PermissionLevel): SessionRecord;
   countRun(project: Project, sessionId: string): SessionRecord;
-  /** Forget a session: its record and its agent home (the conversation). Its workspace stays. */
+  /** Forget a session: its record, its agent home (the conversation) and its chat transcript. Its workspace stays. */
   remove(project: string, sessionId: string): void;
 }
 
@@ -57,8 +60,58 @@ export function assertChosenSessionId(id: string): void {
   }
 }
 
+/**
+ * The per-tenant index: .berth/projects/<name>/session-index/<digest of the tenant key>/<session id>,
+ * empty files, so listing one person's sessions reads theirs and not every session of the
+ * project. An entry is written before its session file and removed after it: a crash in between
+ * leaves an entry without a session (skipped), never a session its tenant cannot list. A project
+ * from before the index gets it built from its session files on first use.
+ */
+const INDEX_DIR = 'session-index';
+const INDEX_BUILT = '.built';
+const tenantDirName = (tenantKey: string) => createHash('sha256').update(tenantKey).digest('hex').slice(0, 32);
+
 export function createSessionStore(opts: { projects: ProjectStore; secret: () => Buffer }): SessionStore {
   const file = (project: Project, id: string) => join(project.paths.sessionsDir, `${id}.json`);
+  const indexDir = (project: Project) => join(project.paths.stateDir, INDEX_DIR);
+  const tenantIndexDir = (project: Project, tenantKey: string) => join(indexDir(project), tenantDirName(tenantKey));
+
+  function indexAdd(project: Project, tenantKey: string, id: string): void {
+    const dir = tenantIndexDir(project, tenantKey);
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    fs.writeFileSync(join(dir, id), '', { mode: 0o600 });
+  }
+
+  function sessionFileIds(project: Project): string[] {
+    try {
+      return fs.readdirSync(project.paths.sessionsDir).filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -'.json'.length));
+    } catch (err) {
+      if (errnoOf(err) === 'ENOENT') return [];
+      throw err;
+    }
+  }
+
+  /** Once per project (a marker says it is done): an entry for every session file already there. */
+  function ensureIndex(project: Project): void {
+    const marker = join(indexDir(project), INDEX_BUILT);
+    if (fs.existsSync(marker)) return;
+    for (const id of sessionFileIds(project)) {
+      const record = read(project, id);
+      if (record) indexAdd(project, record.tenant_key, id);
+    }
+    fs.mkdirSync(indexDir(project), { recursive: true, mode: 0o700 });
+    fs.writeFileSync(marker, '', { mode: 0o600 });
+  }
+
+  function tenantSessionIds(project: Project, tenantKey: string): string[] {
+    ensureIndex(project);
+    try {
+      return fs.readdirSync(tenantIndexDir(project, tenantKey));
+    } catch (err) {
+      if (errnoOf(err) === 'ENOENT') return [];
+      throw err;
+    }
+  }
 
   /** The session's workspace: decided by berth from tenant, session and mode, never taken from input. */
   function workspaceOf(project: Project, tenantKey: string, id: string, mode: 'tenant' | 'session') {
@@ -112,6 +165,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
         return existing;
       }
       const now = new Date().toISOString();
+      indexAdd(project, tenantKey, id);
       return write(project, {
         id,
         project: project.metadata.name,
@@ -125,19 +179,14 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
 
     get,
 
-    list(project) {
-      let names: string[];
-      try {
-        names = fs.readdirSync(project.paths.sessionsDir);
-      } catch (err) {
-        if (errnoOf(err) === 'ENOENT') return [];
-        throw err;
-      }
-      return names
-        .filter((n) => n.endsWith('.json'))
-        .map((n) => read(project, n.slice(0, -'.json'.length)))
-        .filter((r): r is SessionRecord => r !== undefined)
-        .sort((a, b) => a.created_at.localeCompare(b.created_at));
+    list(project, filter = {}) {
+      const { tenantKey } = filter;
+      const ids = tenantKey === undefined ? sessionFileIds(project) : tenantSessionIds(project, tenantKey).filter((id) => SessionIdSchema.safeParse(id).success);
+      return ids
+        .map((id) => read(project, id))
+        // An index entry whose session is gone, or whose id another tenant took since: not theirs.
+        .filter((r): r is SessionRecord => r !== undefined && (tenantKey === undefined || r.tenant_key === tenantKey))
+        .sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
     },
 
     update(projectName, sessionId, settings) {
@@ -159,9 +208,11 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
     },
 
     remove(projectName, sessionId) {
-      const { project } = get(projectName, sessionId);
+      const { project, session } = get(projectName, sessionId);
       fs.rmSync(file(project, sessionId), { force: true });
+      fs.rmSync(join(tenantIndexDir(project, session.tenant_key), sessionId), { force: true });
       removeAgentHome(project, sessionId);
+      removeChatTranscript(project.paths.stateDir, sessionId);
     },
 
     countRun(project, sessionId) {

@@ -2,11 +2,11 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
-import { at, closeQuietly, openChildDir, openRootDir, withFd } from '../fs/fd-path.js';
+import { at, closeQuietly, openChildDir, openNoFollow, openRootDir, withFd } from '../fs/fd-path.js';
 import { readJsonFile } from '../fs/json-file.js';
 import { diskUsage } from '../fs/du.js';
-import { ensureLoopQuota, isMounted, mountPoints, quotaUsage, type QuotaEnsured } from '../fs/loop-quota.js';
-import { copyEntry, displace, ensureDirPath, kindAt, writeNewFileAt, type Owner, type Skipped } from '../fs/tree.js';
+import { ensureLoopQuota, isMounted, mountPoints, quotaUsage, type QuotaEnsured, type QuotaHolds } from '../fs/loop-quota.js';
+import { copyEntry, displace, ensureDirPath, kindAt, openDirPath, writeNewFileAt, type Owner, type Skipped } from '../fs/tree.js';
 import { SEED_ENTRIES, type ProtectedSnapshot } from '../plan/run-plan.js';
 import type { Project } from './projects.js';
 import { workspaceIdFor } from './secret.js';
@@ -75,7 +75,7 @@ export function ensureWorkspace(opts: {
     try {
       const kind = kindAt(wsRoot, id);
       if (kind === 'dir') {
-        ownFilesystem = quotaFor(project, id, opts);
+        ownFilesystem = quotaFor(project, wsRoot, id, opts);
         return;
       }
       if (kind !== 'missing') displace(wsRoot, id);
@@ -87,9 +87,13 @@ export function ensureWorkspace(opts: {
       }
       // The quota is mounted before the seed is copied in, so the seed lands inside it.
       try {
-        ownFilesystem = quotaFor(project, id, opts);
+        ownFilesystem = quotaFor(project, wsRoot, id, opts);
       } catch (err) {
-        fs.rmdirSync(at(wsRoot, id)); // nothing half-created: the next contact starts over
+        try {
+          fs.rmdirSync(at(wsRoot, id)); // nothing half-created: the next contact starts over
+        } catch {
+          // something else is there now (moved in meanwhile): the next contact displaces it
+        }
         throw err;
       }
       created = true;
@@ -98,7 +102,13 @@ export function ensureWorkspace(opts: {
       withFd(wsFd, (fd) => {
         if (owner) fs.fchownSync(fd, owner.uid, owner.gid);
         if (!project.metadata.workspace_isolation) return;
-        for (const entry of SEED_ENTRIES) copyEntry(projectFd, fd, entry, { shownPath: entry, owner, skipped });
+        try {
+          for (const entry of SEED_ENTRIES) copyEntry(projectFd, fd, entry, { shownPath: entry, owner, skipped });
+        } catch (err) {
+          // The seed never lands on an existing entry (O_EXCL): one there means another directory was moved in.
+          if (errnoOf(err) !== 'EEXIST') throw err;
+          throw new BerthError('E_SANDBOX_VIOLATION', `${shown}/workspaces/${id} changed while it was being created`, { path: `${shown}/workspaces/${id}` }, { cause: err });
+        }
       });
     } finally {
       closeQuietly(wsRoot);
@@ -116,8 +126,8 @@ export interface WorkspaceQuota {
   files: number;
   /** Where a pre-quota workspace is mounted while its content is copied in. */
   scratchDir: string;
-  /** A container of this workspace is running: no copy into a new image, no resize, this time. */
-  inUse?: boolean;
+  /** What else runs: a container of this workspace, or one that sees every workspace (shared mode). */
+  holds?: QuotaHolds;
   onEnsured?: (id: string, ensured: QuotaEnsured) => void;
 }
 
@@ -127,31 +137,46 @@ export const quotaImageOf = (project: Project, id: string) => join(project.paths
 /**
  * A workspace that has an image always runs with it mounted, whatever disk_quotas says now: its
  * content lives there, and a bare directory written meanwhile would be shadowed by the next mount.
+ * Every step reaches the workspace through wsRoot (workspaces/, opened no-follow), never its path.
  */
-function quotaFor(project: Project, id: string, opts: { quota?: WorkspaceQuota; owner?: Owner }): boolean {
+function quotaFor(project: Project, wsRoot: number, id: string, opts: { quota?: WorkspaceQuota; owner?: Owner }): boolean {
   const { quota } = opts;
   if (!quota || !project.metadata.workspace_isolation) return false;
   const image = quotaImageOf(project, id);
   if (quota.mode !== 'loop' && !fs.existsSync(image)) return false;
-  const ensured = ensureLoopQuota({ image, mountpoint: join(project.paths.workspacesDir, id), sizeBytes: quota.sizeBytes, files: quota.files, owner: opts.owner }, quota.scratchDir, { inUse: quota.inUse });
+  const spec = { image, parentFd: wsRoot, name: id, mountpoint: join(project.paths.workspacesDir, id), sizeBytes: quota.sizeBytes, files: quota.files, owner: opts.owner };
+  const ensured = ensureLoopQuota(spec, quota.scratchDir, quota.holds);
   quota.onEnsured?.(id, ensured);
   return ensured.mounted;
 }
 
 /**
  * At startup: mount every workspace image that is not mounted (after a reboot none are), before
- * anything can write into a bare workspace directory. Returns how many it looked at.
+ * anything can write into a bare workspace directory. One that cannot be mounted does not stop
+ * the others: it is reported, and its own runs fail until it can.
  */
-export function mountQuotaImages(project: Project, quota: WorkspaceQuota, owner?: Owner): number {
+export function mountQuotaImages(project: Project, quota: WorkspaceQuota, owner?: Owner): { looked: number; failed: Array<{ id: string; err: unknown }> } {
   let names: string[];
   try {
     names = fs.readdirSync(join(project.paths.stateDir, 'quotas'));
   } catch {
-    return 0;
+    return { looked: 0, failed: [] };
   }
-  const ids = names.map((n) => /^([0-9a-f]{32})\.ext4$/.exec(n)?.[1]).filter((id): id is string => id !== undefined && fs.existsSync(join(project.paths.workspacesDir, id)));
-  for (const id of ids) quotaFor(project, id, { quota, owner });
-  return ids.length;
+  const ids = names.map((n) => /^([0-9a-f]{32})\.ext4$/.exec(n)?.[1]).filter((id): id is string => id !== undefined);
+  const wsRoot = withFd(openRootDir(project.paths.dir), (projectFd) => openDirPath(projectFd, ['workspaces'], `projects/${project.metadata.name}`));
+  if (wsRoot === undefined) return { looked: 0, failed: [] };
+  return withFd(wsRoot, (root) => {
+    const present = ids.filter((id) => kindAt(root, id) === 'dir'); // a link where a workspace was is not followed
+    const failed: Array<{ id: string; err: unknown }> = [];
+    for (const id of present) {
+      try {
+        quotaFor(project, root, id, { quota, owner });
+      } catch (err) {
+        failed.push({ id, err });
+      }
+    }
+    return { looked: present.length, failed };
+  });
 }
 
 /**
@@ -160,14 +185,13 @@ export function mountQuotaImages(project: Project, quota: WorkspaceQuota, owner?
  */
 export function quotaChangePending(project: Project, id: string, quota: WorkspaceQuota): boolean {
   if (!project.metadata.workspace_isolation) return false;
-  const dir = join(project.paths.workspacesDir, id);
   let size: number | undefined;
   try {
     size = fs.statSync(quotaImageOf(project, id)).size;
   } catch {
-    return quota.mode === 'loop' && fs.existsSync(dir); // a first image; a new workspace is empty anyway
+    return quota.mode === 'loop'; // a first image (of a new workspace too: what runs decides whether it is made now)
   }
-  return size !== quota.sizeBytes || !isMounted(dir);
+  return size !== quota.sizeBytes || !isMounted(join(project.paths.workspacesDir, id));
 }
 
 /** What a workspace holds: from its filesystem when it has a quota (no walk), else a capped walk. */
@@ -178,7 +202,8 @@ export function workspaceUsage(
 ): { size_bytes: number; quota?: { size_bytes: number; files: number; files_max: number } } {
   const dir = join(project.paths.workspacesDir, id);
   if (!mounted.has(dir)) return { size_bytes: diskUsage(dir).bytes };
-  const u = quotaUsage(dir);
+  // statfs through a no-follow descriptor: a link swapped in would report some other filesystem.
+  const u = withFd(openNoFollow(dir).fd, (fd) => quotaUsage(`/proc/self/fd/${fd}`));
   return { size_bytes: u.usedBytes, quota: { size_bytes: u.sizeBytes, files: u.files, files_max: u.filesMax } };
 }
 

@@ -161,12 +161,14 @@ describe('correctness under concurrency', () => {
     expect(fs.readdirSync(`${h.home}/projects/race`).filter((n) => n.includes('.tmp-'))).toEqual([]);
   });
 
-  it('a settings change applies to the next run; a run in flight keeps what it started with', async () => {
+  it('a settings change applies to the next run; isolation switched on retires a shared run in flight', async () => {
     const inFlight = call('POST', '/api/projects/race/runs', { user: 'web:a', message: 'sleep 1.5; ls /workspace | grep -c workspaces' });
     await new Promise((r) => setTimeout(r, 700));
     expect((await call('PATCH', '/api/projects/race', { workspace_isolation: true })).status).toBe(200);
     const first = (await (await inFlight).json()) as any;
-    expect(first.stdout).toBe('1\n'); // started shared: saw the whole project
+    // Its view of every workspace does not outlive the switch: its container is removed, it prints nothing.
+    expect(first.stdout ?? '').toBe('');
+    expect(first.exit_code).not.toBe(0);
     const next = (await json('POST', '/api/projects/race/runs', { user: 'web:a', message: 'ls /workspace | grep -c workspaces' })).body;
     expect(next.stdout).toBe('0\n'); // isolated now
   });

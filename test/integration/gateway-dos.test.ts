@@ -334,9 +334,15 @@ async function runAsTenant(script: string, returnsWithinMs = 150_000): Promise<R
   return json;
 }
 
-function readCall(id: number) {
-  return { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'read_file_by_id', arguments: { folderId, scope: 'private', path: 'big.txt' } } };
+function readCall(id: number, path = 'big.txt') {
+  return { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'read_file_by_id', arguments: { folderId, scope: 'private', path } } };
 }
+/**
+ * A file whose answer doubles in JSON ('"' is sent as '\\"'): 6 MB, just inside the answer bound.
+ * A 4 MB answer fits whole in a loopback socket's kernel buffers on kernels that grow the send
+ * buffer to tcp_wmem's 4 MiB, and a reader that never reads then holds nothing: this one does not fit.
+ */
+const WIDE_BYTES = 3_000_000;
 
 // ---------------------------------------------------------------------------------------------
 
@@ -351,7 +357,7 @@ beforeAll(async () => {
   });
   expect(created.status, JSON.stringify(created.json)).toBeLessThan(300);
   // The tenant's 4 MB file, in its own private scope (= /workspace with isolation).
-  const first = await runAsTenant(`echo "$BERTH_WORKSPACE"; head -c ${BIG_BYTES} /dev/zero | tr '\\0' a > big.txt; wc -c < big.txt`);
+  const first = await runAsTenant(`echo "$BERTH_WORKSPACE"; head -c ${BIG_BYTES} /dev/zero | tr '\\0' a > big.txt; head -c ${WIDE_BYTES} /dev/zero | tr '\\0' '"' > wide.txt; wc -c < big.txt`);
   expect(first.exit_code, first.stderr).toBe(0);
   const [id, size] = first.stdout.trim().split('\n').map((l) => l.trim());
   expect(id).toMatch(/^[0-9a-f]{32}$/);
@@ -491,7 +497,7 @@ describe('gateway and /mcp/session under a tenant flood (one berth serve process
   );
 
   it(
-    'attack 3: /mcp/session reads of a 4 MB file (single and batched) from clients that never read the answer',
+    'attack 3: /mcp/session reads of a 3 MB file that answers 6 MB (single) and a 4 MB one (batched) from clients that never read the answer',
     async () => {
       assertAlive();
       // Waves of clients that send and never read: single reads (the answers a slow reader could
@@ -511,7 +517,7 @@ describe('gateway and /mcp/session under a tenant flood (one berth serve process
           'attack 3',
           (async () => {
             for (const wave of WAVES) {
-              const body = JSON.stringify(wave.batch === 0 ? readCall(1) : Array.from({ length: wave.batch }, (_, i) => readCall(i + 1)));
+              const body = JSON.stringify(wave.batch === 0 ? readCall(1, 'wide.txt') : Array.from({ length: wave.batch }, (_, i) => readCall(i + 1)));
               for (let i = 0; i < wave.sockets; i++) {
                 const sock = net.connect(Number(port), hostname);
                 // Never read: the kernel buffers fill and the server's writes no longer drain.

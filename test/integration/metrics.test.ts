@@ -43,7 +43,7 @@ describe('GET /metrics (real HTTP server)', () => {
       expect(await res.json()).toEqual({ error: { code: 'UNAUTHORIZED', message: 'missing or wrong admin or metrics token', hint: 'send "Authorization: Bearer <token>"' } });
     }
     const body = await (await get(server.base, '/metrics', METRICS_TOKEN)).text();
-    expect(body).toMatch(/^berth_auth_failures_total\{surface="http"\} ([4-9]|\d\d+)$/m);
+    expect(body).toMatch(/^berth_auth_failures_total\{surface="metrics"\} ([4-9]|\d\d+)$/m);
   });
 
   it('answers the admin token and the metrics token with Prometheus text', async () => {

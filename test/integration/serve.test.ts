@@ -2,9 +2,10 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
+import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createBerth } from '../../src/main.js';
-import { BERTH_BIN } from '../helpers.js';
+import { createBerth, installationId } from '../../src/main.js';
+import { BERTH_BIN, cliAsync } from '../helpers.js';
 
 const homes: string[] = [];
 const servers: ChildProcess[] = [];
@@ -71,4 +72,32 @@ describe('berth serve (a real process)', () => {
     expect(logs).not.toContain(token);
     expect(logs).not.toContain('wrong-token-guess');
   });
+});
+
+describe('berth demo beside a live berth serve (first hour: make demo killed live runs)', () => {
+  it("a run in flight on the server still finishes with exit 0 while `berth demo` runs; the demo removes none of the server's containers", async () => {
+    const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-serve-')));
+    homes.push(home);
+    const { out } = await start(home, ['--demo']);
+    const url = /serving (\S+)/.exec(out)?.[1] as string;
+    const token = fs.readFileSync(join(home, '.berth/admin-token'), 'utf8').trim();
+    const post = (user: string, message: string) =>
+      fetch(`${url}/api/projects/demo/runs`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ user, message }) }).then((r) => r.json() as Promise<{ exit_code: number; stdout: string; warm: boolean }>);
+    // A warm container the server keeps between messages, and a run in flight.
+    expect(await post('web:carol', 'echo warm')).toMatchObject({ exit_code: 0 });
+    const inFlight = post('web:dave', 'sleep 5; echo done');
+    const docker = new Docker();
+    const running = async () => (await docker.listContainers({ filters: { label: [`berth.installation=${installationId(home)}`] } })).length;
+    const t0 = Date.now();
+    while ((await running()) < 2) {
+      if (Date.now() - t0 > 20_000) throw new Error('the in-flight run never got its container');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const demo = await cliAsync(['--home', home, 'demo']);
+    expect(demo.code, demo.stderr).toBe(0);
+    expect(await inFlight).toMatchObject({ exit_code: 0, stdout: 'done\n' });
+    expect(demo.stdout).not.toMatch(/removed \d+ container/);
+    // The server's warm container was spared too: its next message reuses it.
+    expect(await post('web:carol', 'echo again')).toMatchObject({ exit_code: 0, warm: true });
+  }, 120_000);
 });

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -7,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema, type ProjectMetadataInput } from '../../src/config/metadata.js';
 import { buildImage } from '../../src/images/build.js';
-import { cgroupDir } from '../../src/launch/docker-exec.js';
+import { cgroupDir, memoryGrowth, watchKeepAlive } from '../../src/launch/docker-exec.js';
 import { createDockerEngine, type Engine } from '../../src/launch/docker.js';
 import { installationId } from '../../src/main.js';
 import { withRelays } from '../../src/plan/outbound.js';
@@ -72,6 +73,13 @@ async function state(id: string): Promise<'running' | 'exited' | 'gone'> {
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** test/fixtures/ipc-probe.c built static into the plan's workspace, as a tenant would upload it: `./ipc-probe`. */
+function buildIpcProbe(): void {
+  const out = join(home, 'workspaces', 'w1', 'ipc-probe');
+  fs.mkdirSync(join(home, 'workspaces', 'w1'), { recursive: true });
+  if (!fs.existsSync(out)) execFileSync('gcc', ['-static', '-O2', '-o', out, join(import.meta.dirname, '..', 'fixtures', 'ipc-probe.c')]);
+}
 
 describe('warm containers: startIdle + execIn (real engine)', () => {
   it('startIdle keeps the container running; execIn gives stdout, stderr, exit code, as plan.user in plan.cwd with plan.env', async () => {
@@ -316,5 +324,65 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
         `cold run total ms: ${cold.map((t) => t.toFixed(0)).join(', ')}; execIn total ms: ${warm.map((t) => t.toFixed(0)).join(', ')}`,
     );
     expect(median(warm)).toBeLessThan(median(cold));
+  });
+  // outside-attack-3 H2: what a message leaves in the container's IPC namespace outlives it, in
+  // kernel memory no process owns. Each kind is a leftover: the container is not kept.
+  it.each([
+    ['SysV message queues', './ipc-probe msgq 3', /^msgq 3 queues/, 'msg'],
+    ['a SysV shared memory segment', './ipc-probe shm 1', /^shm 1 MiB/, 'shm'],
+    ['SysV semaphore sets', './ipc-probe sem 2', /^sem 2 sets/, 'sem'],
+    ['a POSIX message queue', './ipc-probe mq /q1', /^mq \d+ messages/, 'mqueue'],
+  ])('%s left in the IPC namespace: clean false, and the objects are named', async (_name, script, made, kind) => {
+    buildIpcProbe();
+    const p = plan();
+    const { containerId } = await engine.startIdle(p, IDLE);
+    const r = await engine.execIn(containerId, p, sh(script));
+    expect(r.stdout).toMatch(made);
+    expect(r).toMatchObject({ exitCode: 0, clean: false });
+    expect(r.uncleanReason).toMatch(new RegExp(`^it left IPC objects: .*\\b${kind} `));
+    expect(await state(containerId)).toBe('running'); // the caller removes it
+  });
+
+  it('the IPC sysctls are in force in a cold run and in an exec; the limits bite, ordinary use works', async () => {
+    buildIpcProbe();
+    const read = 'cat /proc/sys/kernel/msgmnb /proc/sys/kernel/msgmni /proc/sys/kernel/shmmax /proc/sys/kernel/shmall /proc/sys/kernel/shmmni /proc/sys/kernel/sem';
+    const expected = '16384\n16\n67108864\n16384\n16\n250\t4000\t32\t16\n';
+    const p = plan({ argv: sh(read) });
+    expect((await engine.run(p)).stdout).toBe(expected);
+    const { containerId } = await engine.startIdle(p, IDLE);
+    expect((await engine.execIn(containerId, p, sh(read))).stdout).toBe(expected);
+    // Past the limits the kernel refuses (ENOSPC, EINVAL); within them the objects work.
+    const bite = await engine.run(plan({ argv: sh('./ipc-probe msgq 1000; ./ipc-probe sem 1000; ./ipc-probe shm 65; ./ipc-probe shm 64') }));
+    expect(bite.stdout).toBe('msgq 16 queues 32 messages 262144 bytes\nsem 16 sets\nshmget: Invalid argument\nshm 64 MiB\n');
+    expect(bite.stderr).toBe('msgget: No space left on device\nsemget: No space left on device\n');
+  });
+
+  it("held memory is the cgroup's whole charge less page cache: a message queue's kernel memory counts", async () => {
+    buildIpcProbe();
+    const p = plan();
+    const { containerId } = await engine.startIdle(p, IDLE);
+    const pid = (await docker.getContainer(containerId).inspect()).State.Pid;
+    const keepAlive = await watchKeepAlive(pid, IDLE);
+    // Empty messages: one kernel header each, up to msgmnb per queue (16 × 16384 × ~64 bytes).
+    const r = await engine.execIn(containerId, p, sh('./ipc-probe msgq0 16'));
+    expect(r.stdout).toBe('msgq 16 queues 262144 messages 0 bytes\n');
+    expect(memoryGrowth(keepAlive)).toBeGreaterThan(12 * 2 ** 20);
+  });
+
+  it('reclaimable kernel memory is not held against a container: 40,000 new workspace files keep it clean', async () => {
+    const p = plan({ limits: { timeout_seconds: 60 } });
+    const { containerId } = await engine.startIdle(p, IDLE);
+    const r = await engine.execIn(containerId, p, sh('mkdir many && cd many && seq 40000 | xargs touch && ls | wc -l'));
+    expect(r).toMatchObject({ exitCode: 0, stdout: '40000\n', clean: true });
+    fs.rmSync(join(home, 'workspaces', 'w1', 'many'), { recursive: true, force: true });
+  }, 90_000);
+
+  // outside-attack-3 L6: a stopped relay is alive (same pid, same start time) but relays nothing.
+  it("a tenant that stops the relay's listener (SIGSTOP) leaves the container not clean", async () => {
+    const p = plan();
+    const { containerId } = await engine.startIdle(p, withRelays(IDLE, ['model'], GATEWAY_MOUNT));
+    const r = await engine.execIn(containerId, p, sh("kill -STOP $(ps -o pid,ppid,args | awk '$2 == 1 && / relay / { print $1 }'); kill -STOP 1"));
+    expect(r).toMatchObject({ exitCode: 0, stderr: '', clean: false });
+    expect(r.uncleanReason).toMatch(/^the keep-alive is not running: \d+ berth-bridge (T|[SR] \(stop or kill pending\))$/); // stopped, or about to be
   });
 });

@@ -1,12 +1,14 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import NodeWebSocket from 'ws';
 import { DEMO_PROJECT, ensureDemoProject } from '../../src/demo.js';
 import { listenHttp, type HttpSurface } from '../../src/serve.js';
-import { createChatLinks } from '../../src/store/chat-links.js';
+import { CHAT_LINK_OPEN_SECONDS, createChatLinks, MAX_CHAT_LOGINS_PER_USER } from '../../src/store/chat-links.js';
 import { openChatTranscripts, TRANSCRIPT_ENTRY_BYTES, TRANSCRIPT_KEEP } from '../../src/store/chat-transcripts.js';
 import { cliAsync, testHome, type TestHome, launchChromium } from '../helpers.js';
 
@@ -14,41 +16,72 @@ import { cliAsync, testHome, type TestHome, launchChromium } from '../helpers.js
  * The web chat in real headless Chromium against a real berth (the same HTTP wiring as
  * `berth serve`: app, chat bridge, WebSocket on the upgrade event) and real containers of the
  * demo project's shell preset: log in by link, watch output stream in, change the level, reload,
- * and a second person who sees nothing of the first.
+ * and a second person who sees nothing of the first. Then who gets in (outside attack 3, M5 and
+ * L7): a link works once and can be revoked, logins are listed and bounded, and the login cookie
+ * cannot be shadowed by another page of the host.
  */
 const TOKEN = 'web-chat-admin-token-0123456789';
 const quiet = { out: () => undefined, err: () => undefined };
 let h: TestHome;
-let http: HttpSurface;
+let server: HttpSurface;
 let base: string;
 let browser: Browser;
 let aliceLink: string;
+let alice: BrowserContext;
 let aliceSession: string;
 const pageErrors: string[] = [];
 
 beforeAll(async () => {
   h = testHome();
   ensureDemoProject(h.berth, quiet);
-  http = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
-  base = http.url;
+  server = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
+  base = server.url;
   aliceLink = `${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'alice').path}`;
   browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
-  await http?.close();
+  await server?.close();
   await h?.[Symbol.asyncDispose]();
 });
 
-async function openChat(link: string): Promise<Page> {
-  const context = await browser.newContext();
+async function newPage(context: BrowserContext): Promise<Page> {
   const page = await context.newPage();
   page.on('pageerror', (e) => pageErrors.push(String(e)));
-  page.on('console', (m) => void (m.type() === 'error' && pageErrors.push(m.text())));
+  page.on('console', (m) => void (m.type() === 'error' && !/status of 401/.test(m.text()) && pageErrors.push(m.text())));
+  return page;
+}
+
+/** A new browser logged in by a link: the link's page asks, the button logs in (and uses the link up). */
+async function openChat(link: string, user?: string): Promise<Page> {
+  const page = await newPage(await browser.newContext());
   await page.goto(link);
+  if (user) expect(await page.textContent('#login')).toBe(`Log in as ${user}`);
+  await page.click('#login');
   await page.waitForURL(`${base}/chat`);
   await connected(page);
   return page;
+}
+
+/** Alice's browser again (her link worked once; her cookie stays). */
+async function openAlice(): Promise<Page> {
+  const page = await newPage(alice);
+  await page.goto(`${base}/chat`);
+  await connected(page);
+  return page;
+}
+
+const tokenOf = (link: string) => new URL(link, base).searchParams.get('token') as string;
+/** The link page's button, as a client without a browser sends it. */
+const postLogin = (token: string, headers: Record<string, string> = {}) =>
+  fetch(`${base}/chat/login`, { method: 'POST', redirect: 'manual', headers, body: new URLSearchParams({ token }) });
+const cookieFrom = (res: Response) => (res.headers.get('set-cookie') ?? '').split(';')[0] as string;
+const me = (cookie: string, headers: Record<string, string> = {}) => fetch(`${base}/chat/api/me`, { headers: { cookie, ...headers } });
+/** A logged-in cookie of `user` (through the HTTP login). */
+async function loginCookie(user: string): Promise<string> {
+  const res = await postLogin(tokenOf(h.berth.admin.mintChatLink(DEMO_PROJECT, user).path));
+  expect(res.status).toBe(303);
+  return cookieFrom(res);
 }
 
 // The page's globals as far as this file uses them (the project's TypeScript has no DOM types).
@@ -98,7 +131,8 @@ function socketExchange(page: Page, message: unknown): Promise<Array<Record<stri
 
 describe('web chat in a browser', () => {
   it('a chat link logs the person in with an HttpOnly cookie, the output streams in while the run goes on', async () => {
-    const page = await openChat(aliceLink);
+    const page = await openChat(aliceLink, 'alice');
+    alice = page.context();
     const [cookie] = await page.context().cookies();
     expect(cookie).toMatchObject({ name: 'berth_chat', httpOnly: true, sameSite: 'Strict', path: '/chat' });
     expect(await page.evaluate('document.cookie')).toBe('');
@@ -118,12 +152,12 @@ describe('web chat in a browser', () => {
     expect(await nthReply(page, 1)).toBe('line 1\nline 2\nline 3');
     expect(await page.$('#log .msg.live')).toBeNull(); // the live block became the reply
     // The message went through the bridge core's durable inbox, keyed by user and message id.
-    expect(http.bridges.web!.inbox.all().find((e) => e.sender === 'web:alice')).toMatchObject({ phase: 'replied', tenant: 'web:alice', session: aliceSession, id: expect.stringMatching(/^demo\/alice\/[0-9a-f-]{36}$/) });
+    expect(server.bridges.web!.inbox.all().find((e) => e.sender === 'web:alice')).toMatchObject({ phase: 'replied', tenant: 'web:alice', session: aliceSession, id: expect.stringMatching(/^demo\/alice\/[0-9a-f-]{36}$/) });
     await page.close();
   });
 
   it('level low takes the network away from the next run; a reload keeps the level and the history', async () => {
-    const page = await openChat(aliceLink);
+    const page = await openAlice();
     expect(await page.inputValue('#session')).toBe(aliceSession);
     await page.selectOption('#level', 'low');
     await expect.poll(() => h.berth.admin.getSession(DEMO_PROJECT, aliceSession).settings.permission_level).toBe('low');
@@ -149,7 +183,7 @@ describe('web chat in a browser', () => {
     expect(minted.status).toBe(201);
     const link = (await minted.json()) as { url: string; tenant: string };
     expect(link.tenant).toBe('web:bob');
-    const page = await openChat(link.url);
+    const page = await openChat(link.url, 'bob');
     const options = await page.$$eval('#session option', (els) => els.map((e) => e.getAttribute('value') ?? ''));
     expect(options).toHaveLength(1);
     expect(options).not.toContain(aliceSession);
@@ -167,11 +201,20 @@ describe('web chat in a browser', () => {
     await send(page, '/new');
     await page.waitForFunction((first) => document.querySelector('#session')?.value !== first, options[0]);
     expect(await page.$$eval('#session option', (els) => els.length)).toBe(2);
+
+    // The page's Delete button removes the shown session (after asking), and shows the other one.
+    const shown = await page.inputValue('#session');
+    page.once('dialog', (d) => void d.accept());
+    await page.click('#delete');
+    await page.waitForFunction(() => document.querySelectorAll('#session option').length === 1);
+    expect(await page.inputValue('#session')).toBe(options[0]);
+    expect(h.berth.admin.listSessions(DEMO_PROJECT, 'web:bob').map((s) => s.id)).toEqual(options);
+    expect(() => h.berth.admin.getSession(DEMO_PROJECT, shown)).toThrow(/does not exist/);
     await page.close();
   });
 
   it('an invalid level over the WebSocket is a clear error naming the field, and nothing runs', async () => {
-    const page = await openChat(aliceLink);
+    const page = await openAlice();
     const runsBefore = h.berth.admin.getSession(DEMO_PROJECT, aliceSession).runs;
     const got = await socketExchange(page, { type: 'run', id: crypto.randomUUID(), session_id: aliceSession, permission_level: 'root', input: 'echo nope' });
     expect(got).toEqual([{ type: 'error', code: 'CONFIG_INVALID', field: 'permission_level', message: expect.stringMatching(/^permission_level: .*"low"\|"medium"\|"high"/), id: expect.any(String) }]);
@@ -203,10 +246,12 @@ describe('web chat: who gets in', () => {
     h.create({ name: 'strict', workspace_isolation: true }); // chat.raise_level: admins (the default)
     const r = await cliAsync(['--home', h.home, 'chat-link', 'strict', '--user', 'carol', '--base', base]);
     expect(r).toMatchObject({ code: 0, stdout: expect.stringMatching(new RegExp(`^${base}/chat/login\\?token=bcl_[A-Za-z0-9_-]{32}\\n$`)) });
+    expect(r.stderr).toMatch(/^berth: a chat link for web:carol in project strict: it works once, until \S+; the login it opens lasts until \S+\. Whoever opens it first chats as web:carol\.\n$/);
     expect((await cliAsync(['--home', h.home, 'chat-link', 'strict', '--user', 'no/slash'])).stderr).toMatch(/^CONFIG_INVALID: .*user: must be 1-64 characters/);
-    const login = await fetch(r.stdout.trim(), { redirect: 'manual' });
+    expect((await cliAsync(['--home', h.home, 'chat-link', 'strict', '--user', 'carol', '--ttl', String(30 * 86400 + 1)])).stderr).toMatch(/^USAGE: --ttl must be 60-2592000 seconds/);
+    const login = await postLogin(tokenOf(r.stdout.trim()));
     expect(login.status).toBe(303);
-    const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] as string;
+    const cookie = cookieFrom(login);
     const call = (method: string, path: string, body?: unknown) =>
       fetch(`${base}${path}`, { method, headers: { cookie, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
     const { session } = (await (await call('POST', '/chat/api/sessions')).json()) as { session: { id: string } };
@@ -244,10 +289,191 @@ describe('web chat state on disk', () => {
       expect(fs.readdirSync(join(dir, 'chat-links')).join()).not.toContain(token.slice(4)); // stored as a digest only
       const login = links.login(token);
       expect(links.verifyLogin(login.credential)).toMatchObject({ project: 'p', user: 'dave' });
-      expect(links.revokeProject('p')).toBe(2);
-      expect(() => links.verifyLogin(login.credential)).toThrow(/unknown or revoked/);
+      expect(() => links.login(token)).toThrow(/unknown, used or revoked/); // used up
+      links.mintLink('p', 'erin');
+      expect(links.revokeProject('p')).toBe(2); // dave's login, erin's unused link
+      expect(() => links.verifyLogin(login.credential)).toThrow(/unknown, used or revoked/);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** A socket as a client without a browser opens it; resolves once open (or with the refusal's status). */
+function nodeSocket(headers: Record<string, string>): Promise<NodeWebSocket | number> {
+  return new Promise((resolve) => {
+    const ws = new NodeWebSocket(`${base.replace('http', 'ws')}/chat/ws`, { headers });
+    ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+    ws.on('open', () => resolve(ws));
+    ws.on('error', () => undefined);
+  });
+}
+
+describe('chat links: once, revocable, bounded (M5)', () => {
+  it('opening a link asks and mints nothing; the first login uses it up; a second, even at the same moment, gets the plain page and no cookie', async () => {
+    const link = h.berth.admin.mintChatLink(DEMO_PROJECT, 'gina');
+    const asked = await fetch(`${base}${link.path}`, { redirect: 'manual' });
+    expect(asked.status).toBe(200);
+    expect(asked.headers.get('set-cookie')).toBeNull();
+    expect(asked.headers.get('content-security-policy')).toContain("form-action 'self'");
+    expect(await asked.text()).toContain('Log in as gina</button>');
+    expect(h.berth.admin.listChatAccess(DEMO_PROJECT, 'gina')).toMatchObject({ links: [{ user: 'gina' }], logins: [] });
+
+    const both = await Promise.all([postLogin(tokenOf(link.path)), postLogin(tokenOf(link.path))]);
+    expect(both.map((r) => r.status).sort()).toEqual([303, 401]);
+    const [won, lost] = both[0]!.status === 303 ? both : [both[1]!, both[0]!];
+    expect(won!.headers.get('set-cookie')).toMatch(/^berth_chat=bcs_/);
+    expect(lost!.headers.get('set-cookie')).toBeNull();
+    expect(await lost!.text()).toContain('This chat link does not work.');
+    const again = await fetch(`${base}${link.path}`, { redirect: 'manual' });
+    expect(again.status).toBe(401);
+    expect(again.headers.get('set-cookie')).toBeNull();
+    expect(await again.text()).toContain('ask the admin for a new one');
+    expect(h.berth.admin.listChatAccess(DEMO_PROJECT, 'gina')).toMatchObject({ links: [], logins: [{ user: 'gina' }] });
+    expect((await me(cookieFrom(won!))).status).toBe(200);
+  });
+
+  it("another site's form cannot log a browser in (login CSRF), and the link stays unused", async () => {
+    const { path } = h.berth.admin.mintChatLink(DEMO_PROJECT, 'mallory');
+    expect((await postLogin(tokenOf(path), { origin: 'http://evil.example' })).status).toBe(403);
+    expect((await postLogin(tokenOf(path), { origin: 'null' })).status).toBe(403);
+    expect((await postLogin(tokenOf(path), { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+    // The same from a real browser: a page on another port submits a form with the attacker's token.
+    const evil = http.createServer((_req, res) => {
+      res.setHeader('content-type', 'text/html');
+      res.end(`<!doctype html><form method="post" action="${base}/chat/login"><input type="hidden" name="token" value="${tokenOf(path)}"></form><script>document.forms[0].submit()</script>`);
+    });
+    await new Promise<void>((r) => evil.listen(0, '127.0.0.1', r));
+    try {
+      const context = await browser.newContext();
+      const page = await context.newPage();
+      const refused = page.waitForResponse(`${base}/chat/login`);
+      await page.goto(`http://127.0.0.1:${(evil.address() as AddressInfo).port}/`);
+      expect((await refused).status()).toBe(403);
+      expect(await context.cookies()).toEqual([]);
+      await context.close();
+    } finally {
+      evil.close();
+    }
+    expect(h.berth.admin.listChatAccess(DEMO_PROJECT, 'mallory')).toMatchObject({ links: [{ user: 'mallory' }], logins: [] });
+    expect((await postLogin(tokenOf(path), { origin: base, 'sec-fetch-site': 'same-origin' })).status).toBe(303);
+  });
+
+  it('revoke (CLI and API) logs a person out everywhere: cookies refused, an open socket closed, an open page logged out, unused links void', async () => {
+    const first = await loginCookie('henry');
+    const second = await loginCookie('henry');
+    const unused = h.berth.admin.mintChatLink(DEMO_PROJECT, 'henry');
+    const page = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'henry').path}`, 'henry');
+    const socket = await nodeSocket({ cookie: first });
+    if (typeof socket === 'number') throw new Error(`socket refused: ${socket}`);
+    const bystander = await loginCookie('ivy');
+
+    const listed = await cliAsync(['--home', h.home, 'chat-link', 'logins', DEMO_PROJECT, '--user', 'henry']);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout.split('\n').filter(Boolean).map((l) => l.split('  ').slice(0, 2).join(' | '))).toEqual(['henry | login', 'henry | login', 'henry | login', 'henry | link (unused)']);
+    const api = await fetch(`${base}/api/projects/${DEMO_PROJECT}/chat-links?user=henry`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    const access = (await api.json()) as { logins: unknown[]; links: unknown[] };
+    expect(access).toMatchObject({ project: DEMO_PROJECT, logins: [{ user: 'henry', created_at: expect.any(String), expires_at: expect.any(String) }, {}, {}], links: [{ user: 'henry' }] });
+    expect(JSON.stringify(access)).not.toMatch(/bc[ls]_/); // never a token
+
+    const revoked = await cliAsync(['--home', h.home, 'chat-link', 'revoke', DEMO_PROJECT, '--user', 'henry']);
+    expect(revoked).toMatchObject({ code: 0, stdout: `web:henry in project ${DEMO_PROJECT}: 3 login(s) ended, 1 unused link(s) voided\n` });
+    for (const cookie of [first, second]) expect((await me(cookie)).status).toBe(401);
+    expect((await fetch(`${base}${unused.path}`, { redirect: 'manual' })).status).toBe(401);
+    // The socket opened before the revoke is refused at its next message and closed.
+    const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
+    const answer = new Promise<Record<string, unknown>>((resolve) => socket.once('message', (d) => resolve(JSON.parse(d.toString()))));
+    socket.send(JSON.stringify({ type: 'run', id: crypto.randomUUID(), session_id: 'x', permission_level: 'low', input: 'echo still here' }));
+    expect(await answer).toMatchObject({ type: 'error', code: 'UNAUTHORIZED' });
+    expect(await closed).toBe(4401);
+    expect(await nodeSocket({ cookie: second })).toBe(401);
+    // The open page: its next request finds it logged out, and it says so.
+    await page.click('#new');
+    await page.waitForSelector('#out', { state: 'visible' });
+    expect(await page.textContent('#out')).toContain('ask the admin for a new one');
+    await page.close();
+
+    const viaApi = await fetch(`${base}/api/projects/${DEMO_PROJECT}/chat-links?user=ivy`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(await viaApi.json()).toEqual({ project: DEMO_PROJECT, user: 'ivy', tenant: 'web:ivy', links_revoked: 0, logins_revoked: 1 });
+    expect((await me(bystander)).status).toBe(401);
+    expect((await fetch(`${base}/api/projects/${DEMO_PROJECT}/chat-links?user=a%20b`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(400);
+    const audited = fs.readFileSync(join(h.home, '.berth/audit.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { action: string; target?: string });
+    expect(audited.filter((e) => e.action === 'chat_link.revoke').map((e) => e.target)).toEqual(['henry', 'ivy']);
+  });
+
+  it(`a person holds at most ${MAX_CHAT_LOGINS_PER_USER} logins: a new one ends the oldest`, async () => {
+    const cookies: string[] = [];
+    for (let i = 0; i < MAX_CHAT_LOGINS_PER_USER + 2; i++) cookies.push(await loginCookie('jack'));
+    expect(h.berth.admin.listChatAccess(DEMO_PROJECT, 'jack').logins).toHaveLength(MAX_CHAT_LOGINS_PER_USER);
+    expect(await Promise.all(cookies.map(async (c) => (await me(c)).status))).toEqual([401, 401, ...Array(MAX_CHAT_LOGINS_PER_USER).fill(200)]);
+    expect(fs.readdirSync(join(h.home, '.berth/chat-logins')).length).toBeLessThan(40); // every person's, bounded
+  });
+
+  it('a link works within a day; the login it opens lasts the access asked for (default 7 days, at most 30)', async () => {
+    const now = Date.now();
+    const link = h.berth.admin.mintChatLink(DEMO_PROJECT, 'kate');
+    expect(Date.parse(link.expires_at) - now).toBeGreaterThan(CHAT_LINK_OPEN_SECONDS * 1000 - 5000);
+    expect(Date.parse(link.expires_at) - now).toBeLessThanOrEqual(CHAT_LINK_OPEN_SECONDS * 1000 + 1000);
+    expect(Date.parse(link.login_expires_at) - now).toBeGreaterThan(7 * 86400_000 - 5000);
+    const res = await postLogin(tokenOf(link.path));
+    expect(Number(/Max-Age=(\d+)/.exec(res.headers.get('set-cookie') ?? '')?.[1])).toBeGreaterThan(7 * 86400 - 10);
+    expect(h.berth.admin.listChatAccess(DEMO_PROJECT, 'kate').logins[0]?.expires_at).toBe(link.login_expires_at);
+    const short = h.berth.admin.mintChatLink(DEMO_PROJECT, 'kate', 600);
+    expect(short.expires_at).toBe(short.login_expires_at);
+    const tooLong = await fetch(`${base}/api/projects/${DEMO_PROJECT}/chat-links`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ user: 'kate', ttl_seconds: 31 * 86400 }),
+    });
+    expect(await tooLong.json()).toMatchObject({ error: { code: 'CONFIG_INVALID', issues: [{ field: 'ttl_seconds' }] } });
+  });
+});
+
+describe('the login cookie cannot be shadowed (L7)', () => {
+  it('over https it is __Host-berth_chat (Secure, Path=/, no Domain), and a plain berth_chat beside it counts for nothing', async () => {
+    const https = { 'x-forwarded-proto': 'https' };
+    const res = await postLogin(tokenOf(h.berth.admin.mintChatLink(DEMO_PROJECT, 'liam').path), https);
+    const set = res.headers.get('set-cookie') ?? '';
+    expect(set).toMatch(/^__Host-berth_chat=bcs_[A-Za-z0-9_-]{32}; HttpOnly; Secure; SameSite=Strict; Path=\/; Max-Age=\d+$/);
+    const credential = cookieFrom(res).split('=')[1] as string;
+    expect((await me(`__Host-berth_chat=${credential}`, https)).status).toBe(200);
+    expect((await me(`berth_chat=${credential}`, https)).status).toBe(401); // a name any page of the host can set
+    expect((await me(`__Host-berth_chat=${credential}`)).status).toBe(401); // over http only berth_chat counts
+    const socket = await nodeSocket({ cookie: `__Host-berth_chat=${credential}`, ...https });
+    expect(socket).toBeInstanceOf(NodeWebSocket);
+    (socket as NodeWebSocket).close();
+  });
+
+  it('a request carrying two chat cookies is refused with words, on the API and the socket (not "first wins")', async () => {
+    const victim = await loginCookie('nina');
+    const attacker = await loginCookie('oscar');
+    const refused = await me(`${attacker}; ${victim}`);
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toMatchObject({ error: { code: 'UNAUTHORIZED', message: expect.stringContaining('your browser sent two chat logins for this site') } });
+    expect(await nodeSocket({ cookie: `${attacker}; ${victim}` })).toBe(401);
+    expect((await me(victim)).status).toBe(200);
+  });
+
+  it("a page on another port of the host tosses its own login at /chat/api: the victim's page is refused, never logged in as the attacker", async () => {
+    const attacker = (await loginCookie('oscar2')).split('=')[1] as string;
+    const evil = http.createServer((_req, res) => {
+      res.setHeader('content-type', 'text/html');
+      res.end(`<!doctype html><script>document.cookie = "berth_chat=${attacker}; path=/chat/api"</script>ok`);
+    });
+    await new Promise<void>((r) => evil.listen(0, '127.0.0.1', r));
+    try {
+      const victim = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'paula').path}`, 'paula');
+      expect(await victim.textContent('#who')).toBe(`paula @ ${DEMO_PROJECT}`);
+      const tosser = await victim.context().newPage();
+      await tosser.goto(`http://127.0.0.1:${(evil.address() as AddressInfo).port}/`);
+      await expect.poll(async () => (await victim.context().cookies()).filter((c) => c.name === 'berth_chat').length).toBe(2);
+      await victim.reload();
+      await victim.waitForSelector('#out', { state: 'visible' });
+      expect(await victim.textContent('#why')).toMatch(/^your browser sent two chat logins for this site/);
+      expect(await victim.textContent('#who')).not.toContain('oscar2');
+      await victim.context().close();
+    } finally {
+      evil.close();
     }
   });
 });

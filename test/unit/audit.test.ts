@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { appendAudit, readAudit, verifyAudit } from '../../src/store/audit.js';
+import { createUnauthenticatedSummary, UNAUTHENTICATED_SUMMARY } from '../../src/admin/unauthenticated-summary.js';
+import { appendAudit, readAudit, verifyAudit, type AuditEvent } from '../../src/store/audit.js';
 
 const dirs: string[] = [];
 const tmp = () => {
@@ -20,7 +21,7 @@ describe('audit log: a hash chain', () => {
   it('verifies a whole log, and filters newest first', () => {
     const file = tmp();
     for (let i = 0; i < 6; i++) appendAudit(file, event(i));
-    expect(verifyAudit(file)).toEqual({ ok: true, lines: 6 });
+    expect(verifyAudit(file)).toEqual({ ok: true, lines: 6, files: 1 });
     expect(readAudit(file, { project: 'p1', limit: 10 }).map((e) => e.target)).toEqual(['t5', 't3', 't1']);
     expect(readAudit(file, { limit: 2 }).map((e) => e.seq)).toEqual([6, 5]);
   });
@@ -30,6 +31,7 @@ describe('audit log: a hash chain', () => {
     ['a removed line', (lines: string[]) => lines.splice(3, 1), 4, /removed, inserted or reordered/],
     ['two lines swapped', (lines: string[]) => ([lines[1], lines[2]] = [lines[2] as string, lines[1] as string]), 2, /does not follow/],
     ['a line cut in half', (lines: string[]) => (lines[4] = (lines[4] as string).slice(0, 40)), 5, /not an audit entry/],
+    ['a field added to a line (outside its hash)', (lines: string[]) => (lines[3] = (lines[3] as string).replace('{', '{"note":"all fine",')), 4, /not an audit entry/],
   ])('names the line where %s breaks the chain', (_what, tamper, line, reason) => {
     const file = tmp();
     for (let i = 0; i < 6; i++) appendAudit(file, event(i));
@@ -38,25 +40,159 @@ describe('audit log: a hash chain', () => {
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
     const v = verifyAudit(file);
     expect(v.ok).toBe(false);
-    expect(v.broken?.line).toBe(line);
+    expect(v.broken).toMatchObject({ file: 'audit.jsonl', line });
     expect(v.broken?.reason).toMatch(reason);
   });
 
   it('several processes appending at once keep one chain', async () => {
     const file = tmp();
-    const script = `import { appendAudit } from ${JSON.stringify(join(process.cwd(), 'src/store/audit.ts'))}; for (let i = 0; i < 15; i++) appendAudit(process.argv[1], { kind: 'admin', action: 'x', actor: 'p' + process.pid, outcome: 'ok' });`;
+    // Rotating every ~2 KiB on the way: rotation happens under the same lock as the append.
+    const script = `import { appendAudit } from ${JSON.stringify(join(process.cwd(), 'src/store/audit.ts'))}; for (let i = 0; i < 15; i++) appendAudit(process.argv[1], { kind: 'admin', action: 'x', actor: 'p' + process.pid, outcome: 'ok' }, { rotateBytes: 2048, keep: 100 });`;
     await Promise.all(
       Array.from({ length: 3 }, () => new Promise<void>((resolve, reject) => {
         const p = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, file], { stdio: 'inherit' });
         p.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
       })),
     );
-    expect(verifyAudit(file)).toEqual({ ok: true, lines: 45 });
+    expect(verifyAudit(file)).toMatchObject({ ok: true, lines: 45 });
+    expect(verifyAudit(file).files).toBeGreaterThan(1);
   }, 30_000);
 
   it('refuses an event that does not fit its schema, writing nothing', () => {
     const file = tmp();
     expect(() => appendAudit(file, { ...event(1), outcome: 'maybe' as never })).toThrow();
     expect(fs.existsSync(file)).toBe(false);
+  });
+});
+
+const names = (file: string) => fs.readdirSync(join(file, '..')).filter((n) => !n.endsWith('.lock')).sort();
+const linesOf = (path: string) => fs.readFileSync(path, 'utf8').trimEnd().split('\n');
+
+describe('audit log: rotation keeps one chain across files', () => {
+  const small = { rotateBytes: 600, keep: 3 };
+
+  it('rotates at the size bound, keeps the newest files, and still verifies from the first kept line', () => {
+    const file = tmp();
+    for (let i = 0; i < 30; i++) appendAudit(file, event(i), small);
+    expect(names(file)).toEqual(['audit.jsonl', 'audit.jsonl.7', 'audit.jsonl.8', 'audit.jsonl.9', 'audit.jsonl.head']);
+    for (const n of ['audit.jsonl.7', 'audit.jsonl.8', 'audit.jsonl.9']) expect(fs.statSync(join(file, '..', n)).size).toBeGreaterThanOrEqual(600);
+    // The first line of the oldest kept file chains to the last line of a deleted one: the head names that point.
+    const head = JSON.parse(fs.readFileSync(`${file}.head`, 'utf8'));
+    const firstKept = JSON.parse(linesOf(join(file, '..', 'audit.jsonl.7'))[0] as string);
+    expect(head).toMatchObject({ seq: 30, base: { seq: firstKept.seq - 1, hash: firstKept.prev } });
+    const v = verifyAudit(file);
+    expect(v).toEqual({ ok: true, lines: 30 - head.base.seq, files: 4 });
+    expect(readAudit(file, { limit: 1000 }).map((e) => e.seq)).toEqual(Array.from({ length: v.lines }, (_, i) => 30 - i));
+    // Each new file's first line follows the last line of the file before it.
+    const last10 = JSON.parse(linesOf(join(file, '..', 'audit.jsonl.7')).at(-1) as string);
+    expect(JSON.parse(linesOf(join(file, '..', 'audit.jsonl.8'))[0] as string).prev).toBe(last10.hash);
+  });
+
+  it('an edit in an older file, or a kept file deleted, is found', () => {
+    const file = tmp();
+    for (let i = 0; i < 30; i++) appendAudit(file, event(i), small);
+    const older = join(file, '..', 'audit.jsonl.8');
+    const original = fs.readFileSync(older, 'utf8');
+    const lines = linesOf(older);
+    lines[1] = (lines[1] as string).replace('"outcome":"ok"', '"outcome":"refused"');
+    fs.writeFileSync(older, `${lines.join('\n')}\n`);
+    expect(verifyAudit(file)).toMatchObject({ ok: false, broken: { file: 'audit.jsonl.8', line: 2, reason: expect.stringMatching(/edited/) } });
+    fs.writeFileSync(older, original);
+    expect(verifyAudit(file).ok).toBe(true);
+    fs.rmSync(join(file, '..', 'audit.jsonl.7'));
+    expect(verifyAudit(file)).toMatchObject({ ok: false, broken: { file: 'audit.jsonl.8', line: 1, reason: expect.stringMatching(/does not follow/) } });
+  });
+});
+
+describe('audit log: the head kept beside the log shows lines cut off its end (L5)', () => {
+  it('a cut tail fails verify and says how many lines; the next line keeps the gap visible', () => {
+    const file = tmp();
+    for (let i = 0; i < 8; i++) appendAudit(file, event(i));
+    const lines = linesOf(file);
+    fs.writeFileSync(file, `${lines.slice(0, 5).join('\n')}\n`);
+    expect(verifyAudit(file)).toMatchObject({ ok: false, lines: 5, broken: { file: 'audit.jsonl', line: 0, reason: 'the log ends at #5 but berth last wrote #8 (recorded in audit.jsonl.head): 3 line(s) were cut from the end' } });
+    const next = appendAudit(file, event(9));
+    expect(next).toMatchObject({ seq: 9, prev: JSON.parse(lines[7] as string).hash });
+    expect(verifyAudit(file)).toMatchObject({ ok: false, broken: { line: 6, reason: expect.stringMatching(/does not follow/) } });
+  });
+
+  it('the whole end replaced by a shorter valid chain, or a whole rotated-away tail, is found', () => {
+    const file = tmp();
+    for (let i = 0; i < 4; i++) appendAudit(file, event(i));
+    const lines = linesOf(file);
+    // The same seq as the head, but another line: an older copy of the log put back with one line forged after it.
+    fs.writeFileSync(file, `${lines.slice(0, 3).join('\n')}\n`);
+    fs.copyFileSync(`${file}.head`, `${file}.head.saved`);
+    fs.rmSync(`${file}.head`);
+    appendAudit(file, { ...event(7), target: 'forged' });
+    fs.renameSync(`${file}.head.saved`, `${file}.head`);
+    expect(verifyAudit(file)).toMatchObject({ ok: false, broken: { line: 4, reason: expect.stringMatching(/not the line #4 berth wrote last/) } });
+  });
+
+  it('a log with lines but no head fails (deleting the head is no way around it); a berth stopped between a line and its head passes', () => {
+    const file = tmp();
+    for (let i = 0; i < 3; i++) appendAudit(file, event(i));
+    const head = fs.readFileSync(`${file}.head`, 'utf8');
+    for (let i = 3; i < 5; i++) appendAudit(file, event(i));
+    fs.writeFileSync(`${file}.head`, head); // the head two lines behind: as after kill -9 between a line and its head
+    expect(verifyAudit(file)).toEqual({ ok: true, lines: 5, files: 1 });
+    fs.rmSync(`${file}.head`);
+    expect(verifyAudit(file)).toMatchObject({ ok: false, broken: { file: 'audit.jsonl.head', reason: expect.stringMatching(/no head record/) } });
+    appendAudit(file, event(5)); // an upgraded berth writes its first head with the next event
+    expect(verifyAudit(file)).toEqual({ ok: true, lines: 6, files: 1 });
+  });
+});
+
+describe('unauthenticated requests: a count per surface and minute, not a line each (M6)', () => {
+  const harness = () => {
+    let t = Date.parse('2026-11-24T10:00:00Z');
+    const written: AuditEvent[] = [];
+    const summary = createUnauthenticatedSummary({ write: (e) => written.push(e), now: () => t });
+    return { summary, written, advance: (ms: number) => (t += ms) };
+  };
+
+  it('300 refusals in a minute are one line with the count and at most five printable, bounded samples', () => {
+    const { summary, written, advance } = harness();
+    for (let i = 0; i < 300; i++) {
+      summary.note('api', i === 0 ? `GET /api/${'Z'.repeat(300)}` : `GET /api/projects/${i % 7}\u001b[2J\n`);
+      advance(100);
+    }
+    expect(written).toEqual([]);
+    summary.flush();
+    expect(written).toHaveLength(1);
+    const [line] = written as [AuditEvent];
+    expect(line).toMatchObject({ kind: 'auth_failure', action: 'unauthenticated api', actor: 'anonymous', outcome: 'refused', code: 'UNAUTHORIZED', count: 300, first_at: '2026-11-24T10:00:00.000Z' });
+    expect(line.samples).toHaveLength(UNAUTHENTICATED_SUMMARY.samples);
+    for (const s of line.samples ?? []) {
+      expect(s.length).toBeLessThanOrEqual(UNAUTHENTICATED_SUMMARY.sampleChars);
+      expect(s).not.toMatch(/[\u0000-\u001f]/);
+    }
+  });
+
+  it('one line per surface per window; a new window starts with the first refusal after the last one ended', () => {
+    const { summary, written, advance } = harness();
+    summary.note('api', 'GET /api/a');
+    summary.note('metrics', 'GET /metrics');
+    summary.note('api', 'GET /api/b');
+    advance(60_000);
+    summary.note('api', 'GET /api/c');
+    expect(written.map((e) => [e.action, e.count, e.samples])).toEqual([
+      ['unauthenticated api', 2, ['GET /api/a', 'GET /api/b']],
+      ['unauthenticated metrics', 1, ['GET /metrics']],
+    ]);
+    summary.flush();
+    expect(written.at(-1)).toMatchObject({ action: 'unauthenticated api', count: 1, first_at: '2026-11-24T10:01:00.000Z' });
+    summary.flush();
+    expect(written).toHaveLength(3); // nothing counted, nothing written
+  });
+
+  it('surfaces are bounded: a name that is no short slug, or one past the bound, is counted as "other"', () => {
+    const { summary, written } = harness();
+    for (let i = 0; i < 40; i++) summary.note(`s${i}`, '/x');
+    summary.note('Bearer secret', '/x');
+    summary.flush();
+    expect(written).toHaveLength(UNAUTHENTICATED_SUMMARY.surfaces);
+    expect(written.at(-1)).toMatchObject({ action: 'unauthenticated other', count: 40 - (UNAUTHENTICATED_SUMMARY.surfaces - 1) + 1 });
+    expect(JSON.stringify(written)).not.toContain('secret');
   });
 });

@@ -27,6 +27,15 @@ const commonTail = {
   network: 'none',
   sockets: [],
   readOnlyRootfs: true,
+  // The IPC namespace's own limits: 16 of each kind of object, stock sizes, shared memory as /tmp.
+  sysctls: {
+    'kernel.msgmni': '16',
+    'kernel.msgmnb': '16384',
+    'kernel.shmmni': '16',
+    'kernel.shmmax': String(64 * 1024 * 1024),
+    'kernel.shmall': '16384',
+    'kernel.sem': '250 4000 32 16',
+  },
   limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256, timeoutMs: 300_000, outputBytes: 1048576, diskBytes: 1024 * 1024 * 1024, files: 100000 },
   labels: { 'berth.managed': 'true', 'berth.installation': 'inst1', 'berth.project': 'bot', 'berth.workspace': 'w1', 'berth.run': 'r1' },
   env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/tmp', BERTH_PROJECT: 'bot', BERTH_WORKSPACE: 'w1', BERTH_RUN: 'r1' },
@@ -38,6 +47,7 @@ describe('planRun', () => {
   it('isolation off: the whole project at /workspace, cwd in the workspace, berth files read-only or hidden', () => {
     expect(planRun(input({}))).toEqual({
       ...commonTail,
+      labels: { ...commonTail.labels, 'berth.reach': 'project' }, // sees every workspace: holds off quota changes
       image: 'berth/shell:latest',
       argv: ['sh', '-c', '--', 'echo "hi"; ls'],
       exec: ['sh', '-c', '--', 'echo "hi"; ls'],
@@ -75,6 +85,7 @@ describe('planRun', () => {
     );
     expect(plan).toEqual({
       ...commonTail,
+      labels: { ...commonTail.labels, 'berth.reach': 'workspace' },
       image: 'berth/shell:latest',
       argv: ['sh', '-c', '--', 'echo "hi"; ls'],
       exec: ['sh', '-c', '--', 'echo "hi"; ls'],
@@ -154,6 +165,8 @@ describe('toCreateOptions (engine translation)', () => {
       LogConfig: { Type: 'none', Config: {} },
     });
     expect(options.User).toBe('10001:10001');
+    expect(options.HostConfig?.IpcMode).toBe('private');
+    expect(options.HostConfig?.Sysctls).toEqual(commonTail.sysctls);
     expect(options.HostConfig).not.toHaveProperty('Binds');
     expect(options.HostConfig).not.toHaveProperty('Privileged');
     expect(options.HostConfig?.CapAdd).toBeUndefined();
@@ -234,6 +247,7 @@ describe('warmIdentity: which plans may share a warm container', () => {
       { ...base, user: '10002:10002' },
       { ...base, sockets: ['model' as const] },
       { ...base, keepAlive: ['berth-bridge', 'relay', '41400=/run/berth/model.sock', '--', 'berth-bridge', 'idle'] },
+      { ...base, sysctls: { ...base.sysctls, 'kernel.msgmni': '32000' } },
     ];
     for (const plan of changed) expect(warmIdentity(plan)).not.toBe(warmIdentity(base));
   });

@@ -32,7 +32,7 @@ button[type=submit]{font:inherit;padding:.4rem 1rem}
 const SCRIPT = `
 'use strict';
 const $ = (id) => document.getElementById(id);
-const state = { me: null, session: null, sessions: [], ws: null, pending: null, retry: 0 };
+const state = { me: null, session: null, sessions: [], ws: null, pending: null, retry: 0, out: false };
 const key = (what) => 'berth-chat:' + state.me.project + ':' + state.me.user + ':' + what;
 
 // crypto.randomUUID needs a secure context; a chat served on a LAN address over http is not one.
@@ -55,7 +55,16 @@ async function api(method, path, body) {
 }
 
 function showError(e) {
+  if (e && e.status === 401) return loggedOut(e);
   $('alert').textContent = e ? (e.code || 'ERROR') + ': ' + e.message : '';
+}
+
+/** No login (never, expired, revoked, or two cookies): the page says so and stops reconnecting. */
+function loggedOut(e) {
+  state.out = true;
+  $('app').hidden = true;
+  $('out').hidden = false;
+  $('why').textContent = e && e.message && !/^not logged in/.test(e.message) ? e.message + '.' : '';
 }
 
 function add(role, text) {
@@ -140,6 +149,18 @@ async function newSession() {
   await selectSession(session.id);
 }
 
+async function deleteSession() {
+  const id = state.session;
+  if (!id || !confirm('Delete this conversation? Its history and what the agent remembers of it go; your files stay.')) return;
+  await api('DELETE', '/chat/api/sessions/' + encodeURIComponent(id));
+  localStorage.removeItem(key('level:' + id));
+  state.session = null;
+  showError(null);
+  await loadSessions();
+  if (state.sessions.length) await selectSession(state.sessions[state.sessions.length - 1].id);
+  else await newSession();
+}
+
 function onMessage(m) {
   if (m.type === 'error') {
     showError(m);
@@ -186,8 +207,11 @@ function connect() {
   ws.onclose = () => {
     state.pending = null;
     updateSend();
+    if (state.out) return;
     setStatus('disconnected: reconnecting…');
-    setTimeout(connect, Math.min(10000, 500 * 2 ** state.retry++));
+    // A socket closed for a login that ended (revoked, expired) is not opened again.
+    const again = () => setTimeout(connect, Math.min(10000, 500 * 2 ** state.retry++));
+    api('GET', '/chat/api/me').then(again, (e) => (e.status === 401 ? loggedOut(e) : again()));
   };
 }
 
@@ -208,9 +232,7 @@ async function boot() {
   try {
     state.me = await api('GET', '/chat/api/me');
   } catch (e) {
-    $('app').hidden = true;
-    $('out').hidden = false;
-    if (e.status !== 401) showError(e);
+    loggedOut(e);
     return;
   }
   $('who').textContent = state.me.user + ' @ ' + state.me.project;
@@ -221,6 +243,7 @@ async function boot() {
   else await newSession();
   $('session').onchange = () => selectSession($('session').value).catch(showError);
   $('new').onclick = () => newSession().catch(showError);
+  $('delete').onclick = () => deleteSession().catch(showError);
   $('level').onchange = () => { localStorage.setItem(key('level:' + state.session), $('level').value); syncLevel($('level').value); };
   $('composer').onsubmit = send;
   $('input').onkeydown = (ev) => { if (ev.key === 'Enter' && !ev.shiftKey) send(ev); };
@@ -232,7 +255,7 @@ boot().catch(showError);
 
 const BODY = `<div id="app">
 <header><h1>berth chat</h1><span id="who"></span>
-<label>Session <select id="session" aria-label="session"></select></label><button id="new" type="button">New session</button>
+<label>Session <select id="session" aria-label="session"></select></label><button id="new" type="button">New session</button><button id="delete" type="button">Delete session</button>
 <label>Level <select id="level" aria-label="permission level"><option value="low">low</option><option value="medium">medium</option><option value="high">high</option></select></label>
 <span id="status"></span></header>
 <div id="alert" role="alert"></div>
@@ -240,7 +263,7 @@ const BODY = `<div id="app">
 <div id="typing"></div>
 <form id="composer"><textarea id="input" aria-label="message" placeholder="Message your agent (/help for commands)"></textarea><button id="send" type="submit" disabled>Send</button></form>
 </div>
-<div id="out" hidden><h1>berth chat</h1><p>You are not logged in. Open the chat link your admin gave you (it logs this browser in; ask for a new one if it expired).</p></div>`;
+<div id="out" hidden><h1>berth chat</h1><p>You are not logged in. <span id="why"></span></p><p>Open the chat link your admin gave you: it logs this browser in, once. If you used it already, or it expired, ask the admin for a new one.</p></div>`;
 
 const hash = (text: string) => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
 
@@ -258,7 +281,33 @@ export function chatPage(host: string | undefined): { html: string; headers: Rec
   };
 }
 
-export function chatLoginFailedPage(reason: string): string {
-  const text = reason.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
-  return `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>berth chat</title></head><body><h1>berth chat</h1><p role="alert">${text}</p><p>Ask the admin for a new chat link.</p></body></html>`;
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+const plainPage = (body: string) => `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth chat</title></head><body><h1>berth chat</h1>${body}</body></html>`;
+
+/**
+ * The login pages (/chat/login): no script, no style, a form that may post to this origin only,
+ * never framed. Referrer policy same-origin, not no-referrer: with no-referrer the browser sends
+ * "Origin: null" on the form's POST, and the login could not tell its own page from a stranger's.
+ */
+export const LOGIN_PAGE_HEADERS: Record<string, string> = {
+  'content-security-policy': "default-src 'none'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'referrer-policy': 'same-origin',
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+};
+
+/** A link that works, opened: it asks first, so a link-preview fetcher's GET uses nothing up. */
+export function chatLoginConfirmPage(token: string, who: { project: string; user: string }): string {
+  const user = escapeHtml(who.user);
+  return plainPage(
+    `<p>This link logs this browser in to the chat as <strong>${user}</strong> in project <strong>${escapeHtml(who.project)}</strong>. It works once.</p>` +
+      `<form method="post" action="/chat/login"><input type="hidden" name="token" value="${escapeHtml(token)}"><button type="submit" id="login">Log in as ${user}</button></form>`,
+  );
+}
+
+/** The one page for a link that does not work, whatever the reason (used, expired, revoked, unknown). */
+export function chatLoginFailedPage(reason = 'This chat link does not work.'): string {
+  return plainPage(
+    `<p role="alert">${escapeHtml(reason)}</p><p>A chat link works once and for a short time. If you opened it before, that browser is logged in; otherwise ask the admin for a new one.</p>`,
+  );
 }

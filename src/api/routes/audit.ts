@@ -11,13 +11,19 @@ export function registerAuditRoutes(app: OpenAPIHono, audit: () => AuditTrail | 
       method: 'get',
       path: '/api/audit',
       summary: 'The audit log, newest first, and whether its hash chain is whole',
-      description: 'Admin actions, authentication failures, permission denials and sandbox violations; never a token or a secret.',
+      description:
+        'Admin actions, permission denials, sandbox violations, and per surface and minute a count of unauthenticated requests; never a token or a secret. Reads across the rotated files; the chain is checked up to the head berth records beside the log.',
       request: { query: AuditFilterSchema },
       responses: {
         200: json(
           z.object({
             entries: z.array(AuditEntrySchema),
-            chain: z.object({ ok: z.boolean(), lines: z.number().int(), broken: z.object({ line: z.number().int(), reason: z.string() }).optional() }),
+            chain: z.object({
+              ok: z.boolean(),
+              lines: z.number().int(),
+              files: z.number().int().describe('The current file and the rotated ones still kept.'),
+              broken: z.object({ file: z.string(), line: z.number().int().describe('1-based; 0 when the break is at the end of the log (lines cut off it) or in the head record.'), reason: z.string() }).optional(),
+            }),
           }),
           'events',
         ),

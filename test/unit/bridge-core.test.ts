@@ -1,0 +1,89 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { AdminService } from '../../src/admin/service.js';
+import { CHAT_PENDING_MAX, createBridgeCore, TENANT_PENDING_MAX, type ChatTransport, type InboundMessage } from '../../src/bridges/core.js';
+import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
+import { openBridgeState } from '../../src/store/bridge-state.js';
+import { openInbox } from '../../src/store/inbox.js';
+
+/**
+ * The bridge core's queue bounds, in memory: the runs are a fake admin service that waits until
+ * the test lets it finish; the inbox and state are real files in a temporary directory.
+ */
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function setup() {
+  const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
+  dirs.push(dir);
+  const sent: Array<{ chat: string; text: string }> = [];
+  const transport: ChatTransport = {
+    name: 'test',
+    send: async (chat, text) => void sent.push({ chat, text }),
+    typing: async () => undefined,
+    acknowledge: async () => undefined,
+    projectOf: () => 'p',
+  };
+  const gates: Array<() => void> = [];
+  let ran = 0;
+  const admin = {
+    async runMessage(_project: string, request: { message: string; whenReady?: () => Promise<void> }) {
+      await request.whenReady?.();
+      ran++;
+      await new Promise<void>((r) => gates.push(r));
+      return { exit_code: 0, stdout: `done ${request.message}`, stderr: '', timed_out: false };
+    },
+  } as unknown as AdminService;
+  const inbox = openInbox(dir, 'test');
+  const config = BerthConfigSchema.parse({ bridges: { max_concurrent_runs: 4 } });
+  const core = createBridgeCore({ transport, inbox, state: openBridgeState(dir, 'test'), admin, config: () => config, logger: pino({ level: 'silent' }), senderAllowed: () => true });
+  let n = 0;
+  const message = (tenant: string, chat: string, text: string): InboundMessage => ({ id: `m${n++}`, chat, tenant, sender: tenant, text });
+  const releaseAll = async () => {
+    while (core && (gates.length > 0 || inbox.open().length > 0)) {
+      gates.splice(0).forEach((g) => g());
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  };
+  return { core, inbox, sent, message, releaseAll, ran: () => ran, to: (chat: string) => sent.filter((s) => s.chat === chat).map((s) => s.text) };
+}
+
+describe('bridge core: bounded queues, with a clear answer', () => {
+  it(`a chat's messages past ${CHAT_PENDING_MAX} are not run: the sender is told, the journal ends them failed`, async () => {
+    const t = setup();
+    const ids = Array.from({ length: CHAT_PENDING_MAX + 3 }, (_, i) => {
+      const m = t.message('signal:a', 'a', `echo ${i}`);
+      t.core.receive(m);
+      return m.id;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    const refused = t.to('a').filter((s) => s.includes('was not run'));
+    expect(refused).toHaveLength(3);
+    expect(refused[0]).toBe(`berth: ${CHAT_PENDING_MAX} of your messages in this chat are waiting already, so "echo ${CHAT_PENDING_MAX}" was not run. Send it again once I have answered the others.`);
+    // What they are told about their queue counts their own messages only.
+    expect(t.to('a').filter((s) => s.startsWith('berth: queued (')).at(-1)).toBe(`berth: queued (${CHAT_PENDING_MAX - 1} of your messages in this chat ahead of it); I will answer in order.`);
+    for (const id of ids.slice(CHAT_PENDING_MAX)) expect(t.inbox.all().find((e) => e.id === id)).toMatchObject({ phase: 'failed', reason: 'too many messages waiting (chat)' });
+    // Another person is neither refused nor told about a's queue.
+    t.core.receive(t.message('signal:b', 'b', 'echo b'));
+    await t.releaseAll();
+    expect(t.to('b')).toEqual(['done echo b']);
+    expect(t.to('a').filter((s) => s.startsWith('done'))).toEqual(Array.from({ length: CHAT_PENDING_MAX }, (_, i) => `done echo ${i}`));
+    await t.core.idle();
+  });
+
+  it(`one tenant's chats together hold at most ${TENANT_PENDING_MAX} waiting messages`, async () => {
+    const t = setup();
+    for (let i = 0; i < TENANT_PENDING_MAX + 1; i++) t.core.receive(t.message('web:alice', `p/alice/s${i}`, `echo ${i}`));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(t.to(`p/alice/s${TENANT_PENDING_MAX}`)).toEqual([`berth: ${TENANT_PENDING_MAX} of your messages are waiting already, so "echo ${TENANT_PENDING_MAX}" was not run. Send it again once I have answered the others.`]);
+    // Four slots, one tenant: it holds at most runs.per_tenant (2 by default) of them.
+    expect(t.ran()).toBe(2);
+    await t.releaseAll();
+    await t.core.idle();
+  });
+});
