@@ -102,8 +102,11 @@ describe('MCP server with the SDK Client', () => {
         server.once('exit', (code) => reject(new Error(`berth serve exited with ${code}: ${out}`)));
       });
     });
-    afterAll(() => {
+    afterAll(async () => {
+      // Waited for: a stopping serve still writes (the audit's last summary) into the home removed next.
+      const exited = new Promise((r) => server.once('exit', r));
       server.kill('SIGTERM');
+      await exited;
     });
 
     it('needs the admin token', async () => {

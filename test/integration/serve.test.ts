@@ -10,7 +10,8 @@ import { BERTH_BIN, cliAsync } from '../helpers.js';
 const homes: string[] = [];
 const servers: ChildProcess[] = [];
 afterAll(async () => {
-  for (const s of servers) s.kill('SIGTERM');
+  // Waited for: a stopping serve still writes (the audit's last summary) into the home removed next.
+  await Promise.all(servers.map((s) => (s.exitCode !== null || s.signalCode !== null ? undefined : new Promise((r) => (s.once('exit', r), s.kill('SIGTERM'))))));
   for (const home of homes) {
     await createBerth({ home, logLevel: 'silent' }).runner.reapLeftovers();
     fs.rmSync(home, { recursive: true, force: true });
