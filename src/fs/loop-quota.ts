@@ -213,7 +213,15 @@ function mountOn(image: string, place: MountPlace): void {
   });
 }
 
-const isEmptyDir = (fd: number) => fs.readdirSync(`/proc/self/fd/${fd}`).length === 0;
+/** One entry read, not all of them: a tenant's directory may hold millions. */
+function isEmptyDir(fd: number): boolean {
+  const dir = fs.opendirSync(`/proc/self/fd/${fd}`);
+  try {
+    return dir.readSync() === null;
+  } finally {
+    dir.closeSync();
+  }
+}
 
 /**
  * Make sure the workspace (an existing directory) is its image, mounted, at spec.sizeBytes.
