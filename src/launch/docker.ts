@@ -3,7 +3,7 @@ import Docker from 'dockerode';
 import { BerthError } from '../errors.js';
 import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
 import { labelFilter, LABELS, type ContainerQuery } from '../plan/labels.js';
-import { openIpcReader, uncleanReasonOf, watchKeepAlive, type KeepAlive } from './docker-exec.js';
+import { openIpcReader, uncleanReasonOf, watchKeepAlive, type IpcReader, type KeepAlive } from './docker-exec.js';
 
 /**
  * One of the launch folder's docker files (only they import dockerode). It translates a RunPlan
@@ -310,9 +310,13 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
 
   /** Warm containers this engine started: their keep-alive's processes, for the exec checks. */
   const warm = new Map<string, KeepAlive>();
+  /** Their IPC readers, one for each container's life (started with it, ended with it). */
+  const ipcReaders = new Map<string, IpcReader>();
 
   async function remove(id: string): Promise<void> {
     warm.delete(id);
+    ipcReaders.get(id)?.close();
+    ipcReaders.delete(id);
     await docker.getContainer(id).remove({ force: true }).catch(() => undefined);
   }
 
@@ -327,7 +331,9 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       if (!State.Running) {
         throw new BerthError('RUN_FAILED', `the keep-alive "${keepAliveArgv.join(' ')}" exited at once (status ${State.ExitCode})`);
       }
-      warm.set(container.id, await watchKeepAlive(State.Pid, keepAliveArgv));
+      const keepAlive = await watchKeepAlive(State.Pid, keepAliveArgv);
+      warm.set(container.id, keepAlive);
+      ipcReaders.set(container.id, openIpcReader(keepAlive));
     } catch (err) {
       await remove(container.id);
       throw err;
@@ -358,8 +364,6 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
     }, plan.limits.timeoutMs);
     if (opts.signal?.aborted) stop();
     opts.signal?.addEventListener('abort', stop, { once: true });
-    const started = warm.get(containerId);
-    const ipcReader = started && openIpcReader(started); // started now, read after the exec
     try {
       // The stream ends when the exec's output closes: at its exit, or at most ~2 s later when a
       // process it left holds the pipes (the engine's grace).
@@ -390,7 +394,7 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
         uncleanReason = timedOut ? 'timed out' : output.truncated ? 'output past the cap' : opts.signal?.aborted ? 'aborted' : 'the container went away';
       } else {
         const keepAlive = warm.get(containerId);
-        uncleanReason = keepAlive ? await uncleanReasonOf(keepAlive, ipcReader) : 'this engine did not start it, so has no baseline to compare with';
+        uncleanReason = keepAlive ? await uncleanReasonOf(keepAlive, ipcReaders.get(containerId)) : 'this engine did not start it, so has no baseline to compare with';
       }
       let stdout = output.text('stdout');
       let stderr = output.text('stderr');
@@ -415,7 +419,6 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       clearTimeout(timer);
       opts.signal?.removeEventListener('abort', stop);
       stream.destroy();
-      ipcReader?.close();
     }
   }
 
