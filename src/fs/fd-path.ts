@@ -56,6 +56,16 @@ export function openRegularFile(dirFd: number, name: string, shownPath: string):
   return { fd, size: stat.size };
 }
 
+/** Open a berth-owned file for reading without following a link; undefined when it does not exist. */
+export function openIfExists(path: string): number | undefined {
+  try {
+    return fs.openSync(path, O_RDONLY | O_NOFOLLOW);
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
 /** The path the kernel says a descriptor refers to. */
 export function fdRealPath(fd: number): string {
   return fs.readlinkSync(`/proc/self/fd/${fd}`);

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { errnoOf } from '../errors.js';
+import { openIfExists } from './fd-path.js';
 import { ownerAlive, selfIdentity } from './process-identity.js';
 
 /**
@@ -128,13 +129,8 @@ function writeWhole(path: string, owner: string, place: (tmp: string) => void): 
 
 /** The holder a lock file names; undefined when there is none. Never through a link. */
 function holderOf(path: string): string | undefined {
-  let fd: number;
-  try {
-    fd = fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return undefined;
-    throw err;
-  }
+  const fd = openIfExists(path);
+  if (fd === undefined) return undefined;
   try {
     const buf = Buffer.alloc(256);
     return buf.subarray(0, fs.readSync(fd, buf, 0, buf.length, 0)).toString('utf8');

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 import { errnoOf } from '../errors.js';
+import { openIfExists } from '../fs/fd-path.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { parseJsonLine } from '../fs/json-file.js';
 
@@ -76,13 +77,8 @@ export function writeHead(file: string, head: AuditHead): void {
  * reason to restart the chain.
  */
 export function lastPointOf(path: string, isEntry: (line: string) => ChainPoint | undefined): ChainPoint | undefined {
-  let fd: number;
-  try {
-    fd = fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return undefined;
-    throw err;
-  }
+  const fd = openIfExists(path);
+  if (fd === undefined) return undefined;
   try {
     const size = fs.fstatSync(fd).size;
     const length = Math.min(size, 64 * 1024);
