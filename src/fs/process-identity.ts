@@ -1,10 +1,12 @@
 import fs from 'node:fs';
 
 /**
- * Which berth process owns something (a run, a lock, a bridge): "<pid>.<start time>" (the start
- * time, from /proc, tells a live owner from a new process that reuses the pid). Containers carry
- * it as a label, the journals record it and owner locks hold it, so a starting berth takes over
- * only what dead processes left.
+ * Which berth process owns something (a run, a lock, a bridge): "<pid>.<start time>.<boot>" (the
+ * start time, from /proc, tells a live owner from a new process that reuses the pid; the boot id
+ * tells it from a process of a later boot with the same pid and start time, as a service started
+ * at boot may get). Containers carry it as a label, the journals record it and owner locks hold
+ * it, so a starting berth takes over only what dead processes left. An identity of an older berth
+ * ("<pid>.<start time>") is judged without the boot.
  */
 export function processIdentity(pid: number = process.pid): string | undefined {
   return statOf(pid)?.identity;
@@ -21,7 +23,21 @@ export function ownerAlive(owner: string | undefined): boolean {
   const pid = Number(owner.split('.')[0]);
   if (!Number.isInteger(pid) || pid <= 0) return false;
   const stat = statOf(pid);
-  return stat !== undefined && stat.identity === owner && stat.state !== 'Z' && stat.state !== 'X';
+  const same = owner.split('.').length === 2 ? stat?.identity.startsWith(`${owner}.`) : stat?.identity === owner;
+  return stat !== undefined && same === true && stat.state !== 'Z' && stat.state !== 'X';
+}
+
+/** This boot's id (8 hex characters of the kernel's boot_id), read once; "noboot" where there is none. */
+let bootTag: string | undefined;
+function thisBoot(): string {
+  if (bootTag === undefined) {
+    try {
+      bootTag = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').replace(/[^0-9a-f]/g, '').slice(0, 8) || 'noboot';
+    } catch {
+      bootTag = 'noboot';
+    }
+  }
+  return bootTag;
 }
 
 function statOf(pid: number): { identity: string; state: string } | undefined {
@@ -30,7 +46,7 @@ function statOf(pid: number): { identity: string; state: string } | undefined {
     // Fields after the command name, which may hold spaces and parentheses: state is field 3, starttime field 22.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const start = fields[19];
-    return start ? { identity: `${pid}.${start}`, state: fields[0] ?? '' } : undefined;
+    return start ? { identity: `${pid}.${start}.${thisBoot()}`, state: fields[0] ?? '' } : undefined;
   } catch {
     return undefined;
   }
