@@ -40,14 +40,24 @@ function thisBoot(): string {
   return bootTag;
 }
 
-function statOf(pid: number): { identity: string; state: string } | undefined {
+/**
+ * A process's (or thread's) /proc/<pid>/stat: command name, state (field 3), parent (field 4) and
+ * start time (field 22, clock ticks after boot); undefined when there is no such process. The
+ * name may hold spaces and parentheses: the fields are counted after its last ")".
+ */
+export function procStat(pid: number): { comm: string; state: string; ppid: number; start: string } | undefined {
+  let text: string;
   try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name, which may hold spaces and parentheses: state is field 3, starttime field 22.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const start = fields[19];
-    return start ? { identity: `${pid}.${start}.${thisBoot()}`, state: fields[0] ?? '' } : undefined;
+    text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
   } catch {
     return undefined;
   }
+  const close = text.lastIndexOf(')');
+  const fields = text.slice(close + 2).split(' '); // fields[0] is the 3rd field
+  return { comm: text.slice(text.indexOf('(') + 1, close), state: fields[0] ?? '', ppid: Number(fields[1]), start: fields[19] ?? '' };
+}
+
+function statOf(pid: number): { identity: string; state: string } | undefined {
+  const stat = procStat(pid);
+  return stat?.start ? { identity: `${pid}.${stat.start}.${thisBoot()}`, state: stat.state } : undefined;
 }

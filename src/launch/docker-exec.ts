@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { posix } from 'node:path';
+import { procStat } from '../fs/process-identity.js';
 
 /**
  * The host's view of a warm container's processes, for the execs berth runs in it (docker.ts
@@ -92,7 +93,7 @@ export async function watchKeepAlive(initPid: number, keepAliveArgv: string[], s
   }
   const baseline = new Map<number, string>();
   for (const pid of usable ? (readPids(usable) ?? []) : []) {
-    const stat = readStat(pid);
+    const stat = procStat(pid);
     if (stat) baseline.set(pid, stat.start);
   }
   const tasks = dir && [posix.join(dir, 'tasks'), posix.join(dir, 'cgroup.threads')].find((f) => readPids(f)?.includes(initPid));
@@ -187,17 +188,17 @@ function readLeftovers(keepAlive: KeepAlive): Leftovers | undefined {
   // Threads, not processes: a live thread of a process whose leader is a zombie still runs.
   const tids = readPids(keepAlive.tasksFile);
   if (!tids) return undefined;
-  const gone = [...keepAlive.baseline].filter(([pid, start]) => readStat(pid)?.start !== start).map(([pid]) => pid);
+  const gone = [...keepAlive.baseline].filter(([pid, start]) => procStat(pid)?.start !== start).map(([pid]) => pid);
   const kept = (pid: number) => keepAlive.baseline.has(pid) && !gone.includes(pid);
   const running: string[] = [];
   const relayChildren = new Set<number>();
   for (const tid of tids) {
-    const stat = readStat(tid);
+    const stat = procStat(tid);
     if (!stat || stat.state === 'Z' || stat.state === 'X') continue; // gone, or a zombie
     const tgid = tgidOf(tid);
     if (tgid === undefined) continue; // gone meanwhile
     if (kept(tgid)) continue;
-    const leader = readStat(tgid) ?? stat;
+    const leader = procStat(tgid) ?? stat;
     const relayChild = leader.comm === 'berth-bridge' && leader.ppid !== keepAlive.initPid && kept(leader.ppid);
     if (relayChild) relayChildren.add(tgid);
     else running.push(`${tgid}${tid === tgid ? '' : `/${tid}`} ${stat.comm}`);
@@ -222,10 +223,10 @@ const STOP_OR_KILL = [9, 19, 20, 21, 22].reduce((mask, sig) => mask | (1n << Big
 async function stalledKeepAlive(pids: number[]): Promise<string[]> {
   const stalled: string[] = [];
   for (const pid of pids) {
-    let stat = readStat(pid);
+    let stat = procStat(pid);
     for (let i = 0; stat?.state === 'D' && i < 50; i++) {
       await new Promise((r) => setTimeout(r, 1));
-      stat = readStat(pid);
+      stat = procStat(pid);
     }
     if (!stat) {
       stalled.push(`${pid} gone`);
@@ -283,7 +284,7 @@ const IPC_READ_MS = 5000;
 export function openIpcReader(keepAlive: KeepAlive): IpcReader {
   const { initPid } = keepAlive;
   const start = keepAlive.baseline.get(initPid);
-  if (start === undefined || readStat(initPid)?.start !== start) return { read: async () => undefined, close: () => undefined };
+  if (start === undefined || procStat(initPid)?.start !== start) return { read: async () => undefined, close: () => undefined };
   const child = spawn('nsenter', [`--ipc=/proc/${initPid}/ns/ipc`, '--', 'sh', '-c', IPC_TABLES], { stdio: ['pipe', 'pipe', 'ignore'] });
   let buffered = '';
   let waiting: ((text: string | undefined) => void) | undefined;
@@ -325,7 +326,7 @@ export function openIpcReader(keepAlive: KeepAlive): IpcReader {
       }
       const counts = sysv === undefined ? undefined : countSysvIpc(sysv);
       // The same init throughout: its pid was not handed to another process's namespace meanwhile.
-      if (!counts || readStat(initPid)?.start !== start) return undefined;
+      if (!counts || procStat(initPid)?.start !== start) return undefined;
       return [...counts, ...(mqueues.length ? [`mqueue ${mqueues.length}`] : [])];
     },
     close,
@@ -385,12 +386,3 @@ function readPids(file: string): number[] | undefined {
     .map(Number);
 }
 
-/** /proc/<pid>/stat: "pid (comm) state ppid … starttime(22nd) …"; comm may hold spaces and parentheses. */
-function readStat(pid: number): { comm: string; state: string; ppid: number; start: string } | undefined {
-  const text = readText(`/proc/${pid}/stat`);
-  if (!text) return undefined;
-  const open = text.indexOf('(');
-  const close = text.lastIndexOf(')');
-  const fields = text.slice(close + 2).split(' '); // fields[0] is the 3rd field
-  return { comm: text.slice(open + 1, close), state: fields[0] ?? '', ppid: Number(fields[1]), start: fields[19] ?? '' };
-}
