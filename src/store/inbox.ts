@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { errnoOf } from '../errors.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { appendFsyncedLine, foldByKey } from '../fs/fsynced-lines.js';
+import { openIfExists } from '../fs/fd-path.js';
 import { withOwnerLockSync, type LockOwner } from '../fs/lock.js';
 import { selfIdentity } from '../fs/process-identity.js';
 import { atomicWriteFile } from '../fs/tree.js';
@@ -95,11 +95,8 @@ export function openInbox(dir: string, bridge: string, opts: InboxOptions = {}):
 
   /** Fold in the lines appended since this process last looked; true when the file ends mid-line (a cut write). */
   function catchUp(): boolean {
-    let fd: number;
-    try {
-      fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-    } catch (err) {
-      if (errnoOf(err) !== 'ENOENT') throw err;
+    const fd = openIfExists(file);
+    if (fd === undefined) {
       seen = new Map();
       position = { dev: -1, ino: -1, offset: 0 };
       return false;
