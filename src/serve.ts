@@ -23,26 +23,25 @@ export async function runServer(
   opts: { host: string; port: number; demo: boolean; envToken?: string },
   io: Out,
 ): Promise<number> {
-  // The port first, then the bridges' claim: a second berth of this home fails here, before it
-  // connects a bridge, recovers or removes anything (ADDRESS_IN_USE, ALREADY_RUNNING).
-  const bound = await bindHttp(opts);
-  let claim: BridgeClaim | undefined;
-  let token: ReturnType<typeof resolveAdminToken>;
-  let http: HttpSurface;
-  try {
-    claim = claimBridges({ config: () => berth.config, stateDir: homePaths(berth.home).stateDir });
-    token = resolveAdminToken({ configToken: berth.config.admin_token, envToken: opts.envToken, file: homePaths(berth.home).adminTokenFile });
-    if (opts.demo) ensureDemoProject(berth, io);
-    const recovered = await berth.runner.recover();
-    if (recovered.removed || recovered.interrupted.length) {
-      berth.logger.warn({ containers: recovered.removed, interrupted: recovered.interrupted }, 'closed the runs a dead berth left open and removed their containers');
-    }
-    http = answerHttp(berth, bound, claim, token.token, io);
-  } catch (err) {
-    claim?.release();
-    await bound.close();
-    throw err;
-  }
+  let token!: ReturnType<typeof resolveAdminToken>;
+  const http = await listenHttp(
+    berth,
+    {
+      host: opts.host,
+      port: opts.port,
+      // Once the port is bound and the bridges claimed: a second berth of this home has failed by now.
+      token: async () => {
+        token = resolveAdminToken({ configToken: berth.config.admin_token, envToken: opts.envToken, file: homePaths(berth.home).adminTokenFile });
+        if (opts.demo) ensureDemoProject(berth, io);
+        const recovered = await berth.runner.recover();
+        if (recovered.removed || recovered.interrupted.length) {
+          berth.logger.warn({ containers: recovered.removed, interrupted: recovered.interrupted }, 'closed the runs a dead berth left open and removed their containers');
+        }
+        return token.token;
+      },
+    },
+    io,
+  );
   const { url } = http;
   io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat, metrics: ${url}/metrics)\n`);
   if (token.source === 'generated' || opts.demo) {
@@ -138,12 +137,20 @@ export async function bindHttp(opts: { host: string; port: number }): Promise<Bo
  * page, its API and its WebSocket on the server's upgrade event), with the chat bridges started.
  * `berth serve` and the browser tests run this same wiring.
  */
-export async function listenHttp(berth: Berth, opts: { host: string; port: number; token: string }, io: Out): Promise<HttpSurface> {
+export async function listenHttp(
+  berth: Berth,
+  /** token: the admin token, or the step that readies the server and gives it (run once the port is bound and the bridges claimed). */
+  opts: { host: string; port: number; token: string | (() => Promise<string>) },
+  io: Out,
+): Promise<HttpSurface> {
+  // The port first, then the bridges' claim: a second berth of this home fails here, before it
+  // connects a bridge, recovers or removes anything (ADDRESS_IN_USE, ALREADY_RUNNING).
   const bound = await bindHttp(opts);
   let claim: BridgeClaim | undefined;
   try {
     claim = claimBridges({ config: () => berth.config, stateDir: homePaths(berth.home).stateDir });
-    return answerHttp(berth, bound, claim, opts.token, io);
+    const token = typeof opts.token === 'string' ? opts.token : await opts.token();
+    return answerHttp(berth, bound, claim, token, io);
   } catch (err) {
     claim?.release();
     await bound.close();
