@@ -9,3 +9,15 @@ export async function bareRun(docker: Docker, command: string, network = 'none')
   await c.wait({ condition: 'not-running' });
   await c.remove({ force: true });
 }
+
+/** The baseline of a warm message: one exec of `true` into a running container, to its exit code. */
+export async function bareExec(container: Docker.Container): Promise<void> {
+  const exec = await container.exec({ Cmd: ['sh', '-c', 'true'], AttachStdout: true, AttachStderr: true });
+  const stream = await exec.start({ hijack: true, stdin: false });
+  await new Promise<void>((r) => {
+    stream.on('end', r);
+    stream.on('close', r);
+    stream.resume();
+  });
+  await exec.inspect();
+}

@@ -16,7 +16,7 @@ import Docker from 'dockerode';
 import { pino } from 'pino';
 import { appDepsFrom, createApp } from '../src/api/app.js';
 import { createBerth, type Berth } from '../src/main.js';
-import { BENCH_IMAGE, bareRun } from './bare.js';
+import { BENCH_IMAGE, bareExec, bareRun } from './bare.js';
 import { fmt, summary } from './stats.js';
 
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 100);
@@ -83,16 +83,6 @@ try {
   const warmBerth = await serveBerth('runs: { warm_idle_seconds: 600, warm_max: 500 }\n', true);
   const bareIdle = await docker.createContainer({ Image: BENCH_IMAGE, Cmd: ['berth-bridge', 'idle'], HostConfig: { NetworkMode: 'none' } });
   await bareIdle.start();
-  const bareExec = async () => {
-    const exec = await bareIdle.exec({ Cmd: ['sh', '-c', 'true'], AttachStdout: true, AttachStderr: true });
-    const stream = await exec.start({ hijack: true, stdin: false });
-    await new Promise<void>((r) => {
-      stream.on('end', r);
-      stream.on('close', r);
-      stream.resume();
-    });
-    await exec.inspect();
-  };
   const warmTimes: number[] = [];
   const libTimes: number[] = [];
   const bareExecTimes: number[] = [];
@@ -108,7 +98,7 @@ try {
     if (!(await lib()).warm) throw new Error('the library message was not warm');
     if (i >= 2) libTimes.push(performance.now() - t0);
     t0 = performance.now();
-    await bareExec();
+    await bareExec(bareIdle);
     if (i >= 2) bareExecTimes.push(performance.now() - t0);
   }
   await bareIdle.remove({ force: true });
