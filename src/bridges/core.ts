@@ -75,7 +75,7 @@ export interface BridgeDeps {
   admin: AdminService;
   config: () => BerthConfig;
   logger: Logger;
-  /** This berth process ("<pid>.<start time>"), recorded on each message it takes. */
+  /** This berth process (its process identity, "<pid>.<start time>.<boot>"), recorded on each message it takes. */
   owner?: string;
   /** Sender allowed to talk at all (pairing, allowlist). */
   senderAllowed: (sender: string) => boolean;

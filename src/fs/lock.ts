@@ -39,7 +39,7 @@ export interface LockOwner {
 
 /**
  * Take the lock file <path> for `owner` without waiting, across processes: the file names its
- * holder ("<pid>.<start time>"), written whole before it appears (a link of a finished file).
+ * holder (its process identity, "<pid>.<start time>.<boot>"), written whole before it appears (a link of a finished file).
  * A holder that is gone (`alive` says no: killed, crashed) is taken over at once, and by
  * exactly one taker: replacing the dead holder's name needs "<path>.takeover-<dead holder>",
  * itself an owner lock (so a taker that dies midway is taken over the same way). Those takeover
@@ -139,7 +139,7 @@ function holderOf(path: string): string | undefined {
   }
 }
 
-/** A holder's name as part of a file name (what berth writes is "<pid>.<start>"; anything else is hashed). */
+/** A holder's name as part of a file name (what berth writes is "<pid>.<start>.<boot>"; anything else is hashed). */
 function fileSafe(holder: string): string {
   return /^[\w.-]{1,64}$/.test(holder) ? holder : `h${createHash('sha256').update(holder).digest('hex').slice(0, 16)}`;
 }

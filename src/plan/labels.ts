@@ -13,7 +13,7 @@ export const LABELS = {
    * While a "project" container lives, no workspace of the project gets or changes its filesystem.
    */
   reach: 'berth.reach',
-  /** The berth process that started it ("<pid>.<start time>"): a starting berth reaps only dead owners' containers. */
+  /** The berth process that started it (its process identity, "<pid>.<start time>.<boot>"): a starting berth reaps only dead owners' containers. */
   owner: 'berth.owner',
 } as const;
 

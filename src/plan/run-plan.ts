@@ -153,7 +153,7 @@ export interface PlanInput {
   privateWorkspace?: { cwdRel: string; seeds: ProtectedSnapshot; ensureDir?: string[] };
   /** The berth home's installation id, labelled on every container. */
   installation: string;
-  /** The berth process running it ("<pid>.<start time>"), labelled so a restart reaps only the dead's. */
+  /** The berth process running it (its process identity, "<pid>.<start time>.<boot>"), labelled so a restart reaps only the dead's. */
   ownerProcess?: string;
 }
 

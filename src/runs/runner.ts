@@ -124,7 +124,7 @@ export function createRunner(deps: {
    * `dir`, opened by the composition root's openers.
    */
   sockets?: { dir: string; open: Partial<Record<RunSocket, RunSocketOpener>> };
-  /** This process ("<pid>.<start time>"), recorded on every run it owns. */
+  /** This process (its process identity, "<pid>.<start time>.<boot>"), recorded on every run it owns. */
   ownerProcess?: string;
   /** Admission control (one per process); without it every run starts at once. */
   admission?: Admission;

@@ -19,7 +19,7 @@ export const JournalEntrySchema = z.object({
   run: z.string(),
   phase: z.enum(RUN_PHASES),
   at: z.string(),
-  /** The berth process that owns the run ("<pid>.<start time>"), set when it is accepted. */
+  /** The berth process that owns the run (its process identity, "<pid>.<start time>.<boot>"), set when it is accepted. */
   owner: z.string().optional(),
   kind: z.enum(RUN_KINDS).optional(),
   session: z.string().optional(),
