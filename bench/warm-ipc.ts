@@ -18,7 +18,8 @@ import os from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { DEFAULT_WARM_PER_TENANT } from '../src/config/runs.js';
-import { cgroupDir, leftoverIpc, openIpcReader, uncleanReasonOf, watchKeepAlive, WARM_MEMORY_SLACK } from '../src/launch/docker-exec.js';
+import { cgroupDir, leftoverIpc, observeLeftovers, openIpcReader, watchKeepAlive } from '../src/launch/docker-leftovers.js';
+import { WARM_MEMORY_SLACK, warmVerdict } from '../src/launch/lifecycle.js';
 import { createBerth, type Berth } from '../src/main.js';
 import { BENCH_IMAGE, bareExec } from './bare.js';
 import { fmt, summary } from './stats.js';
@@ -156,7 +157,7 @@ try {
     if ((await reader.read())?.length !== 0) throw new Error('the IPC check failed on a clean container');
     if (i >= 2) ipcAhead.push(performance.now() - t0);
     t0 = performance.now();
-    const why = await uncleanReasonOf(keepAlive, reader);
+    const why = warmVerdict(await observeLeftovers(keepAlive, reader));
     if (why !== undefined) throw new Error(`a clean container judged not clean: ${why}`);
     if (i >= 2) verdict.push(performance.now() - t0);
     t0 = performance.now();

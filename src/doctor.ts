@@ -57,6 +57,30 @@ export function assessRunc(version: string, sharedProjects: string[]): Check {
     : { name: 'runc', status: 'warn', detail: `${detail}; every project here is isolated and images are yours, so the risk is contained` };
 }
 
+/** Every runtime a project may run under: its own and its levels'. */
+function projectRuntimes(meta: ProjectMetadata): string[] {
+  return [...new Set([meta.runtime, ...Object.values(meta.level_runtimes)])];
+}
+
+/**
+ * Pure: the runtimes the engine has (with versions), and each one berth.yaml offers or a project
+ * picks that the engine lacks (a project's runs would be refused with RUNTIME_MISSING).
+ */
+export function assessRuntimes(engine: Array<{ name: string; version?: string }>, offered: string[], projects: Array<{ name: string; metadata: ProjectMetadata }>): Check[] {
+  const has = new Set(engine.map((r) => r.name));
+  const checks: Check[] = [{ name: 'runtimes', status: 'ok', detail: engine.map((r) => `${r.name}${r.version ? ` (${r.version})` : ''}`).join(', ') || 'none reported' }];
+  for (const name of offered.filter((r) => !has.has(r))) {
+    checks.push({ name: `runtime ${name}`, status: 'warn', detail: `berth.yaml offers it but the engine has no such runtime${name === 'runsc' ? ' (README: "Stronger isolation: gVisor")' : ''}` });
+  }
+  for (const p of projects) {
+    for (const runtime of projectRuntimes(p.metadata)) {
+      if (!offered.includes(runtime)) checks.push({ name: `project ${p.name}`, status: 'fail', detail: `runtime "${runtime}" is not in berth.yaml's runtimes (${offered.join(', ')}): its runs are refused` });
+      else if (!has.has(runtime)) checks.push({ name: `project ${p.name}`, status: 'fail', detail: `runtime "${runtime}" is not registered with the engine: its runs are refused` });
+    }
+  }
+  return checks;
+}
+
 export async function runDoctor(berth: Berth): Promise<Check[]> {
   const checks: Check[] = [];
   try {
@@ -88,23 +112,25 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
   checks.push(...(await checkBridges(berth.config)));
 
   try {
-    const info = await berth.engine.info();
-    checks.push({ name: 'engine', status: 'ok', detail: `Docker ${info.version} (API ${info.apiVersion})` });
+    const info = await berth.launcher.info();
+    checks.push({ name: 'engine', status: 'ok', detail: `${info.name} (API ${info.apiVersion})` });
     if (!info.securityOptions.some((o) => o.includes('seccomp'))) {
       checks.push({ name: 'seccomp', status: 'warn', detail: 'the engine runs without a seccomp profile' });
     }
-    checks.push(assessRunc(info.runcVersion, projects.filter((p) => !p.isolated).map((p) => p.name)));
+    const runc = info.runtimes.find((r) => r.name === 'runc');
+    if (runc) checks.push(assessRunc(runc.version ?? 'unknown', projects.filter((p) => !p.isolated && projectRuntimes(p.metadata).includes('runc')).map((p) => p.name)));
+    checks.push(...assessRuntimes(info.runtimes, berth.config.runtimes, projects));
     checks.push(assessDisk(berth.home, info.rootDir, berth.config.disk_quotas));
     const wanted = new Set([berth.config.images.shell, ...projects.map((p) => p.image)]);
     for (const image of wanted) {
-      const present = await berth.engine.imageExists(image);
+      const present = await berth.images.exists(image);
       checks.push(
         present
           ? { name: `image ${image}`, status: 'ok', detail: 'present' }
           : { name: `image ${image}`, status: 'fail', detail: 'missing; build it with "berth images build"' },
       );
     }
-    if (await berth.engine.imageExists(berth.config.images.shell)) checks.push(await probeHostPaths(berth));
+    if (await berth.images.exists(berth.config.images.shell)) checks.push(await probeHostPaths(berth));
   } catch (err) {
     checks.push({ name: 'engine', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) });
   }
@@ -175,7 +201,7 @@ async function probeHostPaths(berth: Berth): Promise<Check> {
   fs.writeFileSync(join(dir, file), token, { mode: 0o644 });
   try {
     const plan = planPathProbe({ config: berth.config, dir, file, installation: installationId(berth.home), runId: newRunId() });
-    const result = await berth.engine.run(plan);
+    const result = await berth.launcher.run(plan);
     return result.stdout === token
       ? { name: 'host paths', status: 'ok', detail: `the engine sees ${berth.home} as berth does` }
       : {

@@ -39,6 +39,10 @@ export const ERROR_TABLE = {
   ALREADY_RUNNING: { status: 409, exit: 26 },
   /** A per-person bound was reached (sessions per chat user, logins, session creations per minute). */
   LIMIT_REACHED: { status: 429, exit: 27 },
+  /** The project's OCI runtime (runc, runsc, ...) is not one the engine offers, or not one berth.yaml names. */
+  RUNTIME_MISSING: { status: 424, exit: 28 },
+  /** The launcher cannot do what this needs (host paths, Unix sockets, loop quotas): refused, never half-done. */
+  LAUNCHER_UNSUPPORTED: { status: 501, exit: 29 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 

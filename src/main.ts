@@ -11,7 +11,10 @@ import { sharedGrantsFor } from './config/grants.js';
 import { createAdminService, type AdminService } from './admin/service.js';
 import { audited, createAuditTrail, projectAnd, type AuditTrail } from './admin/audit-trail.js';
 import { auditFile } from './store/audit.js';
-import { createDockerEngine, type Engine } from './launch/docker.js';
+import { createDockerLauncher } from './launch/docker.js';
+import { createDockerImages } from './launch/docker-images.js';
+import type { ImageStore } from './launch/images.js';
+import type { Launcher } from './launch/launcher.js';
 import { openGatewaySocket } from './mcp/gateway-socket.js';
 import { createRunner, type Runner } from './runs/runner.js';
 import { createAdmission, type Admission } from './runs/admission.js';
@@ -34,7 +37,9 @@ export interface Berth {
   audit: AuditTrail;
   config: BerthConfig;
   store: ProjectStore;
-  engine: Engine;
+  /** What runs the plans (launch/launcher.ts), and where their images are. */
+  launcher: Launcher;
+  images: ImageStore;
   runner: Runner;
   admin: AdminService;
   sessions: SessionStore;
@@ -55,7 +60,8 @@ export interface Berth {
 export interface BerthOptions {
   home: string;
   logLevel?: string;
-  engine?: Engine;
+  launcher?: Launcher;
+  images?: ImageStore;
   onCreateStep?: (step: CreateStep) => void;
   /** Where log lines go (default: stderr). */
   logDestination?: { write(line: string): void };
@@ -100,7 +106,8 @@ export function createBerth(opts: BerthOptions): Berth {
     logger.error({ err: isBerthError(err) ? err.toLine() : String(err) }, 'berth.yaml changed but is invalid; keeping the last valid settings'),
   );
   const store = createProjectStore({ root: home, config, onCreateStep: opts.onCreateStep });
-  const engine = opts.engine ?? createDockerEngine();
+  const launcher = opts.launcher ?? createDockerLauncher();
+  const images = opts.images ?? createDockerImages();
   let runner: Runner | undefined;
   let secret: Buffer | undefined;
   let admin: AdminService | undefined;
@@ -139,7 +146,7 @@ export function createBerth(opts: BerthOptions): Berth {
     (runner ??= createRunner({
       store,
       sessions,
-      engine,
+      launcher,
       config,
       secret: getSecret(),
       installation: installationId(home),
@@ -149,7 +156,7 @@ export function createBerth(opts: BerthOptions): Berth {
       metrics,
       warm: opts.warm
         ? createWarmPool({
-            engine,
+            launcher,
             idleMs: () => config().runs.warm_idle_seconds * 1000,
             max: () => config().runs.warm_max,
             perTenant: () => config().runs.warm_per_tenant ?? DEFAULT_WARM_PER_TENANT,
@@ -160,7 +167,7 @@ export function createBerth(opts: BerthOptions): Berth {
       sockets: {
         dir: join(paths.stateDir, 'sockets'),
         open: {
-          gateway: ({ path, run, logger: log }) => openGatewaySocket({ path, caller: gateway.forCaller({ project: run.project, tenantKey: run.tenantKey }), logger: log }),
+          gateway: ({ path, run, logger: log }) => openGatewaySocket({ path, caller: gateway.forCaller({ project: run.project, tenantKey: run.tenantKey, workspaceId: run.workspaceId }), logger: log }),
           model: models.open,
           egress: egress.open,
         },
@@ -176,7 +183,8 @@ export function createBerth(opts: BerthOptions): Berth {
       return config();
     },
     store,
-    engine,
+    launcher,
+    images,
     logger,
     sessions,
     get secret() {

@@ -2,14 +2,14 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { isBerthError } from './errors.js';
-import { createContainerInspector, type ContainerInspector } from './launch/engine-inspect.js';
+import { createContainerInspector, type ContainerInspector } from './launch/docker-inspect.js';
 import { createBerth, type Berth } from './main.js';
 import { workspaceIdFor } from './store/secret.js';
 import { CONFINEMENT_CHECKS, judge } from './verify/confinement.js';
 import { readHostFacts } from './verify/host-facts.js';
 import { parseProbe, PROBE_SCRIPT, type ProbeFacts } from './verify/probe.js';
 import type { VerifyCheck } from './verify/verify-check.js';
-import { watchEngine } from './verify/watched-engine.js';
+import { watchLauncher } from './verify/watched-launcher.js';
 
 export type { VerifyCheck } from './verify/verify-check.js';
 
@@ -23,10 +23,15 @@ const B = 'verify:bob';
  * it made: what each said from inside (seccomp, LSM label, namespaces, cgroup limits) and what
  * the engine says it holds, against the plan it was created from. Everything it made is removed.
  */
-export async function runVerify(given: Berth, onCheck: (c: VerifyCheck) => void = () => undefined, inspector: ContainerInspector = createContainerInspector()): Promise<VerifyCheck[]> {
+export async function runVerify(
+  given: Berth,
+  onCheck: (c: VerifyCheck) => void = () => undefined,
+  inspector: ContainerInspector = createContainerInspector(),
+  opts: { runtime?: string } = {},
+): Promise<VerifyCheck[]> {
   // The same home and engine, through an engine that records each container's plan and inspect.
-  const watched = watchEngine(given.engine, inspector);
-  const berth = createBerth({ home: given.home, engine: watched.engine, logLevel: given.logger.level });
+  const watched = watchLauncher(given.launcher, inspector);
+  const berth = createBerth({ home: given.home, launcher: watched.launcher, images: given.images, logLevel: given.logger.level });
   const host = readHostFacts();
   /** What each container said from inside, by container id. */
   const inside = new Map<string, ProbeFacts>();
@@ -57,7 +62,7 @@ export async function runVerify(given: Berth, onCheck: (c: VerifyCheck) => void 
 
   process.env[marker] = 'must-not-reach-a-container';
   try {
-    berth.store.create({ name: project, workspace_isolation: true, protected_paths: ['AGENTS.md'] });
+    berth.store.create({ name: project, workspace_isolation: true, protected_paths: ['AGENTS.md'], ...(opts.runtime ? { runtime: opts.runtime } : {}) });
     const p = berth.store.get(project);
     const agents = join(p.paths.dir, 'AGENTS.md');
     const before = fs.readFileSync(agents, 'utf8');

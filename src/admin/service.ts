@@ -4,8 +4,9 @@ import type { SessionTokens } from '../store/session-tokens.js';
 import type { Gateway } from '../gateway/service.js';
 import type { WorkspaceProfile } from '../gateway/workspace-profile.js';
 import { assertChosenSessionId, type SessionStore } from '../store/sessions.js';
+import { runtimeChoiceIssues } from '../config/runtimes.js';
 import { BerthError } from '../errors.js';
-import { toRunRecord, type RunOutcome, type RunRequest, type Runner } from '../runs/runner.js';
+import { type RunOutcome, type RunRequest, type Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import { interruptedRuns } from '../store/journal.js';
@@ -88,8 +89,14 @@ export function viewOf(p: Project, sandboxViolations: number): ProjectView {
   };
 }
 
+/** A runtime berth.yaml does not offer is refused with the list to choose from. */
+function assertRuntimeChoice(choice: Parameters<typeof runtimeChoiceIssues>[0], offered: readonly string[]): void {
+  const issues = runtimeChoiceIssues(choice, offered);
+  if (issues.length) throw new BerthError('CONFIG_INVALID', issues[0]!.reason, { issues, hint: 'register the runtime with the engine and add it to berth.yaml runtimes (README: "Stronger isolation: gVisor")' });
+}
+
 export function runView(o: RunOutcome): RunView {
-  const record = toRunRecord(o);
+  const { record } = o;
   return {
     run: o.runId,
     project: o.project,
@@ -134,12 +141,20 @@ export function createAdminService(deps: {
     return login;
   };
   return {
-    createProject: (input) => projectView(store.create(input)),
+    createProject(input) {
+      assertRuntimeChoice(input, deps.config().runtimes);
+      return projectView(store.create(input));
+    },
     getProject: (name) => projectView(store.get(name)),
     listProjects: () => store.list().map(projectView),
     async updateProject(name, patch) {
       const wasIsolated = store.get(name).metadata.workspace_isolation;
-      const updated = await store.update(name, patch);
+      const offered = deps.config().runtimes;
+      const updated = await store.update(name, (current) => {
+        const change = typeof patch === 'function' ? patch(current) : patch;
+        assertRuntimeChoice(change, offered);
+        return change;
+      });
       // Isolation on: a shared run's view of every workspace does not outlive the switch (and would hold off quotas).
       if (!wasIsolated && updated.metadata.workspace_isolation) await deps.runner().retireSharedContainers(name);
       return projectView(updated);

@@ -3,7 +3,7 @@ import { OpenAPIHono, createRoute } from '@hono/zod-openapi';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { AdminService } from '../admin/service.js';
-import type { Engine } from '../launch/docker.js';
+import type { Launcher } from '../launch/launcher.js';
 import { createToolServer } from '../mcp/server.js';
 import { SESSION_TOOLS } from '../mcp/session-tools.js';
 import { ADMIN_TOOLS } from '../mcp/admin-tools.js';
@@ -47,7 +47,7 @@ export interface AppDeps {
   operator: () => OperatorService;
   sessions: SessionStore;
   gateway: Gateway;
-  engine: Engine;
+  launcher: Launcher;
   token: string;
   logger: Logger;
   startedAt?: number;
@@ -69,7 +69,7 @@ export interface AppSources {
   readonly sessionTools: SessionTools;
   readonly tokens: SessionTokens;
   readonly operator: OperatorService;
-  readonly engine: Engine;
+  readonly launcher: Launcher;
   readonly sessions: SessionStore;
   readonly gateway: Gateway;
   readonly audit?: AuditTrail;
@@ -88,7 +88,7 @@ export function appDepsFrom(berth: AppSources, opts: { token: string; logger: Lo
     operator: () => berth.operator,
     sessions: berth.sessions,
     gateway: berth.gateway,
-    engine: berth.engine,
+    launcher: berth.launcher,
     metrics: berth.metrics,
     metricsToken: berth.metricsToken,
     ...opts,
@@ -105,7 +105,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   let probe: { at: number; version: Promise<string | undefined> } | undefined;
   const engineProbe = () => {
     if (!probe || Date.now() - probe.at > 1000) {
-      probe = { at: Date.now(), version: deps.engine.info().then((i) => i.version, () => undefined) };
+      probe = { at: Date.now(), version: deps.launcher.info().then((i) => i.version, () => undefined) };
     }
     return probe.version;
   };

@@ -27,7 +27,7 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
       for (const name of names) {
         io.err(`berth: building ${b.config.images[name]} ...\n`);
         const { tag, built } = await buildImage({
-          engine: b.engine,
+          images: b.images,
           config: b.config,
           name,
           cacheDir: homePaths(b.home).cacheDir,

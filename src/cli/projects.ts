@@ -23,12 +23,13 @@ function printSkipped(p: ProjectView, io: Out): void {
 export const PROJECT_COMMANDS: Record<string, Command> = {
   'project create': {
     usage:
-      'project create <name> [--isolation] [--protect PATH]... [--image IMG] [--agent PRESET] [--model UPSTREAM]... [--allow-host HOST]...\n  Make projects/<name>/ (all or nothing). --model names a berth.yaml models entry its agents may call;\n  --allow-host a host (or *.suffix, optionally :port) agents at medium and high may reach.',
+      'project create <name> [--isolation] [--protect PATH]... [--image IMG] [--agent PRESET] [--runtime NAME] [--model UPSTREAM]... [--allow-host HOST]...\n  Make projects/<name>/ (all or nothing). --runtime: an OCI runtime berth.yaml offers (runc; runsc for gVisor);\n  --model names a berth.yaml models entry its agents may call;\n  --allow-host a host (or *.suffix, optionally :port) agents at medium and high may reach.',
     options: {
       isolation: { type: 'boolean' },
       protect: { type: 'string', multiple: true },
       image: { type: 'string' },
       agent: { type: 'string' },
+      runtime: { type: 'string' },
       model: { type: 'string', multiple: true },
       'allow-host': { type: 'string', multiple: true },
     },
@@ -39,6 +40,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       if (v.protect) input.protected_paths = v.protect as string[];
       if (v.image) input.image = v.image as string;
       if (v.agent) input.agent = v.agent as ProjectMetadataInput['agent'];
+      if (v.runtime) input.runtime = v.runtime as string;
       if (v.model) input.models = { upstreams: v.model as string[] };
       if (v['allow-host']) input.egress = { allow: v['allow-host'] as string[] };
       const p = berth().admin.createProject(input);
@@ -49,7 +51,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
   },
   'project update': {
     usage:
-      'project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect] [--timeout SECONDS] [--image IMG] [--agent PRESET] [--model UPSTREAM]... [--allow-host HOST]... [--no-allow-host]\n  --protect replaces the list, --no-protect empties it; protection is re-snapshotted.\n  --model and --allow-host replace their lists (the model budget and allowed models stay); --no-allow-host empties the allowlist.',
+      'project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect] [--timeout SECONDS] [--image IMG] [--agent PRESET] [--runtime NAME] [--model UPSTREAM]... [--allow-host HOST]... [--no-allow-host]\n  --runtime: the OCI runtime its runs use from the next message (warm containers are recycled).\n  --protect replaces the list, --no-protect empties it; protection is re-snapshotted.\n  --model and --allow-host replace their lists (the model budget and allowed models stay); --no-allow-host empties the allowlist.',
     options: {
       isolation: { type: 'boolean' },
       'no-isolation': { type: 'boolean' },
@@ -58,6 +60,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       timeout: { type: 'string' },
       image: { type: 'string' },
       agent: { type: 'string' },
+      runtime: { type: 'string' },
       model: { type: 'string', multiple: true },
       'allow-host': { type: 'string', multiple: true },
       'no-allow-host': { type: 'boolean' },
@@ -74,6 +77,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       if (v['no-protect']) patch.protected_paths = [];
       if (v.image) patch.image = v.image;
       if (v.agent) patch.agent = v.agent;
+      if (v.runtime) patch.runtime = v.runtime;
       if (v.model) patch.models = { ...berth().admin.getProject(pos[0] as string).models, upstreams: v.model };
       if (v['allow-host']) patch.egress = { allow: v['allow-host'] };
       if (v['no-allow-host']) patch.egress = { allow: [] };

@@ -40,13 +40,13 @@ export const TRUST_COMMANDS: Record<string, Command> = {
     },
   },
   verify: {
-    usage: 'verify [--json]\n  Attack this host live: a throw-away project under the real config and engine, tried the ways the tests do, then check the confinement of each container from inside (seccomp, no-new-privileges, capabilities, own PID and IPC namespaces, pids and memory limits) and what the engine recorded for it against the plan; one line per check; exits 1 on any escape or weakening (or a check that could not run). Cleans up after itself.',
-    options: { json: { type: 'boolean' } },
+    usage: 'verify [--runtime NAME] [--json]\n  --runtime: check under that OCI runtime (one berth.yaml offers, e.g. runsc), proven from inside.\n  Attack this host live: a throw-away project under the real config and engine, tried the ways the tests do, then check the confinement of each container from inside (seccomp, no-new-privileges, capabilities, own PID and IPC namespaces, pids and memory limits) and what the engine recorded for it against the plan; one line per check; exits 1 on any escape or weakening (or a check that could not run). Cleans up after itself.',
+    options: { json: { type: 'boolean' }, runtime: { type: 'string' } },
     logLevel: 'silent',
     async run(berth, v, pos, io) {
       need(pos, 0, '');
       const mark = { ok: 'ok    ', escape: 'ESCAPE', error: 'ERROR ' } as const;
-      const checks = await runVerify(berth(), v.json ? undefined : (c) => io.out(`${mark[c.status]}  ${c.name.padEnd(24)} ${c.detail}\n`));
+      const checks = await runVerify(berth(), v.json ? undefined : (c) => io.out(`${mark[c.status]}  ${c.name.padEnd(24)} ${c.detail}\n`), undefined, { runtime: v.runtime as string | undefined });
       const held = checks.length > 0 && checks.every((c) => c.status === 'ok');
       if (v.json) io.out(`${JSON.stringify({ ok: held, checks }, null, 2)}\n`);
       else io.out(held ? `\nevery boundary held (${checks.length} checks)\n` : `\n${checks.filter((c) => c.status !== 'ok').length} check(s) did not hold: this host is not safe for tenants as it is\n`);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ModelUpstreamsSchema, OperatorEgressSchema } from './outbound.js';
 import { BridgesSchema } from './bridges.js';
 import { RunsSchema } from './runs.js';
+import { OperatorRuntimesSchema } from './runtimes.js';
 
 /** berth.yaml's shape (the checks beyond its shape are operator-checks.ts; loading is berth-config.ts). */
 export const DEFAULT_SHELL_IMAGE = 'berth/shell:latest';
@@ -51,6 +52,7 @@ export const BerthConfigSchema = z
       })
       .strict()
       .prefault({}),
+    runtimes: OperatorRuntimesSchema,
     disk_quotas: z
       .enum(['off', 'loop'])
       .default('off')

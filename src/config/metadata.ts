@@ -1,6 +1,7 @@
 import { posix } from 'node:path';
 import { z } from 'zod';
 import { ProjectEgressSchema, ProjectModelsSchema } from './outbound.js';
+import { DEFAULT_RUNTIME, LevelRuntimesSchema, RuntimeNameSchema } from './runtimes.js';
 
 export const PROJECT_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
 export const AGENT_PRESETS = ['shell', 'droid', 'claude', 'codex'] as const;
@@ -164,6 +165,8 @@ export const ProjectMetadataSchema = z
     protected_paths: ProtectedPathsSchema.default([]),
     image: z.string().min(1).max(512).optional().describe('Container image; defaults by agent preset.'),
     agent: AgentSchema.default('shell'),
+    runtime: RuntimeNameSchema.default(DEFAULT_RUNTIME),
+    level_runtimes: LevelRuntimesSchema,
     limits: LimitsSchema.prefault({}).describe('Per-container limits: memory_mb, cpus, pids, timeout_seconds, output_bytes, disk_mb, files.'),
     env: EnvNamesSchema.default([]),
     models: ProjectModelsSchema.prefault({}).describe("Model upstreams (berth.yaml's models) and model names this project's agents may call, and each tenant's hourly budget."),
@@ -186,6 +189,8 @@ export const ProjectUpdateSchema = z
     protected_paths: ProtectedPathsSchema.optional(),
     image: z.string().min(1).max(512).optional().describe('Container image; defaults by agent preset.'),
     agent: AgentSchema.optional(),
+    runtime: RuntimeNameSchema.optional(),
+    level_runtimes: LevelRuntimesSchema.removeDefault().optional().describe('Replaces the per-level runtimes.'),
     limits: LimitsPatchSchema.optional().describe('Limits to change (the others keep their values).'),
     env: EnvNamesSchema.optional(),
     models: ProjectModelsSchema.optional().describe('Replaces the model settings.'),

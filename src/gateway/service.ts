@@ -22,6 +22,8 @@ export const FolderRefSchema = z
 export interface Identity {
   project: string;
   tenantKey: string;
+  /** The caller's workspace when a run knows it (a session-mode workspace is not the tenant key's). */
+  workspaceId?: string;
 }
 
 export const FolderEntrySchema = z.object({ name: z.string(), uuid: z.string(), scope: ScopeSchema, path: z.string() });
@@ -70,7 +72,7 @@ export function createGateway(deps: {
    */
   function forCaller(identity: Identity) {
     const log = deps.logger.child({ project: identity.project, tenant: identity.tenantKey });
-    const ownId = workspaceIdFor(deps.secret(), identity.project, identity.tenantKey);
+    const ownId = identity.workspaceId ?? workspaceIdFor(deps.secret(), identity.project, identity.tenantKey);
     let resolved: { stamp: string; project: Project; caller: Caller } | undefined;
     const stampOf = (file: string) => fileStamp(file) ?? 'gone';
     const current = () => {

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { BerthError } from '../errors.js';
-import type { EngineImages } from '../launch/engine-images.js';
+import type { ImageStore } from '../launch/images.js';
 import { megabytes, secondsSince } from './progress.js';
 
 /** The agent image's default base: Debian bookworm made from Debian's packages, no registry. */
@@ -34,7 +34,7 @@ export function mmdebstrapArgs(tarFile: string): string[] {
 }
 
 /** Make the base image unless the engine has it already; returns its name. */
-export async function ensureAgentBase(images: EngineImages, onProgress: (line: string) => void): Promise<string> {
+export async function ensureAgentBase(images: ImageStore, onProgress: (line: string) => void): Promise<string> {
   if (await images.inspect(AGENT_BASE_IMAGE)) {
     onProgress(`base: ${AGENT_BASE_IMAGE} exists, not rebuilt (docker rmi it to make it again)`);
     return AGENT_BASE_IMAGE;

@@ -2,18 +2,16 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import tar from 'tar-fs';
-import type { Engine } from '../launch/docker.js';
 import { ensureAgentBase } from './agent-base.js';
 import { AGENT_CLIS } from './agent-clis.js';
 import { compileBridge, IMAGES_DIR } from './bridge.js';
-import type { EngineImages } from '../launch/engine-images.js';
+import type { ImageStore } from '../launch/images.js';
 import { extractCliBinary, fetchCliTarball } from './fetch-cli.js';
 import { imageInputsHash, INPUTS_LABEL } from './image-inputs.js';
 import { megabytes, secondsSince } from './progress.js';
 
 export interface AgentImageOptions {
-  engine: Engine;
-  images: EngineImages;
+  images: ImageStore;
   tag: string;
   /** Where downloaded CLI tarballs are kept between builds. */
   cacheDir: string;
@@ -51,7 +49,7 @@ export async function buildAgentImage(opts: AgentImageOptions): Promise<{ tag: s
     }
     const started = Date.now();
     onProgress(`docker build ${tag} from ${base} (sends about 700 MB of binaries to the engine) ...`);
-    await opts.engine.buildImage({
+    await images.build({
       context: tar.pack(context) as unknown as NodeJS.ReadableStream,
       tag,
       buildArgs: { BASE: base, BERTH_INPUTS: hash },

@@ -4,10 +4,9 @@ import { join } from 'node:path';
 import tar from 'tar-fs';
 import type { BerthConfig } from '../config/berth-config.js';
 import { BerthError } from '../errors.js';
-import type { Engine } from '../launch/docker.js';
 import { buildAgentImage } from './agent-image.js';
 import { compileBridge, IMAGES_DIR } from './bridge.js';
-import { createEngineImages, type EngineImages } from '../launch/engine-images.js';
+import type { ImageStore } from '../launch/images.js';
 
 // Re-exported for the tests that compile berth-bridge on their own.
 export { compileBridge, IMAGES_DIR } from './bridge.js';
@@ -43,21 +42,19 @@ export function imageTag(name: ImageName, config: BerthConfig): string {
 
 /** Build one of berth's images offline; `built` is false when the agent image was up to date. */
 export async function buildImage(opts: {
-  engine: Engine;
   config: BerthConfig;
   name: ImageName;
   /** For the agent image: where CLI downloads are cached (the home's cache dir). */
   cacheDir: string;
   base?: string;
   force?: boolean;
-  images?: EngineImages;
+  images: ImageStore;
   onProgress?: (line: string) => void;
 }): Promise<{ tag: string; built: boolean }> {
   const tag = imageTag(opts.name, opts.config);
   const onProgress = opts.onProgress ?? (() => {});
   if (opts.name === 'agent') {
-    const images = opts.images ?? createEngineImages();
-    return buildAgentImage({ engine: opts.engine, images, tag, cacheDir: opts.cacheDir, base: opts.base, force: opts.force, onProgress });
+    return buildAgentImage({ images: opts.images, tag, cacheDir: opts.cacheDir, base: opts.base, force: opts.force, onProgress });
   }
   const context = fs.mkdtempSync(join(os.tmpdir(), `berth-image-${opts.name}-`));
   try {
@@ -65,7 +62,7 @@ export async function buildImage(opts: {
     fs.copyFileSync(findStaticBusybox(), join(context, 'busybox'));
     // Every image gets berth-bridge, the agent's way to the gateway socket.
     compileBridge(join(IMAGES_DIR, 'shell', 'berth-bridge.c'), join(context, 'berth-bridge'));
-    await opts.engine.buildImage({
+    await opts.images.build({
       context: tar.pack(context) as unknown as NodeJS.ReadableStream,
       tag,
       buildArgs: opts.base ? { BASE: opts.base } : undefined,

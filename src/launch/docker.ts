@@ -1,92 +1,18 @@
-import { Writable } from 'node:stream';
+import { execFile } from 'node:child_process';
 import Docker from 'dockerode';
 import { BerthError } from '../errors.js';
 import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
 import { labelFilter, LABELS, type ContainerQuery } from '../plan/labels.js';
-import { openIpcReader, uncleanReasonOf, watchKeepAlive, type IpcReader, type KeepAlive } from './docker-exec.js';
+import { engineMessage, translateEngineError } from './docker-errors.js';
+import { observeLeftovers, openIpcReader, watchKeepAlive, type IpcReader, type KeepAlive } from './docker-leftovers.js';
+import type { ContainerGone, EngineInfo, ExecResult, IdleContainer, Launcher, LauncherCapabilities, ManagedContainer, RunOptions, RunResult } from './launcher.js';
+import { commandNotFound, runBounds, STOPPED_EXIT } from './lifecycle.js';
 
 /**
- * One of the launch folder's docker files (only they import dockerode). It translates a RunPlan
- * into Engine API options and the engine's failures into berth's error codes; it decides nothing
- * about isolation.
+ * The Docker launcher (launcher.ts): it translates a RunPlan into Engine API options and the
+ * engine's answers into the contract's results; the run's rules come from lifecycle.ts, and it
+ * decides nothing about isolation. Only the docker files import dockerode.
  */
-
-export interface RunResult {
-  containerId: string;
-  exitCode: number;
-  stdout: string;
-  stderr: string;
-  /** Output went past the plan's cap: the run was stopped and the output cut there. */
-  truncated: boolean;
-  timedOut: boolean;
-  timings: { createMs: number; startMs: number; runMs: number; totalMs: number };
-}
-
-/** An exec's result; `clean: false` means the container must not take another message. */
-export interface ExecResult extends RunResult {
-  clean: boolean;
-  /** Why it is not clean (stopped, processes left behind, or no way to tell). */
-  uncleanReason?: string;
-}
-
-export interface IdleContainer {
-  containerId: string;
-  timings: { createMs: number; startMs: number };
-}
-
-export interface EngineInfo {
-  version: string;
-  apiVersion: string;
-  runcVersion: string;
-  securityOptions: string[];
-  /** Where the engine keeps images and containers. */
-  rootDir: string;
-}
-
-export interface BuildOptions {
-  context: NodeJS.ReadableStream;
-  tag: string;
-  buildArgs?: Record<string, string>;
-  onProgress?: (line: string) => void;
-}
-
-export interface ManagedContainer {
-  id: string;
-  project: string;
-  workspace: string;
-  run: string;
-  state: string;
-  /** What its writable /workspace reaches (plan/labels.ts); missing on containers of an older berth. */
-  reach?: string;
-  /** The berth process that started it, if labelled. */
-  owner?: string;
-}
-
-export interface Engine {
-  info(): Promise<EngineInfo>;
-  imageExists(image: string): Promise<boolean>;
-  /** Run a plan to its end; aborting `signal` stops the container (the result then says why). */
-  run(plan: RunPlan, opts?: RunOptions): Promise<RunResult>;
-  /**
-   * Start a warm container: created exactly as `run` would create it, but running `keepAliveArgv`
-   * (e.g. `berth-bridge idle`, wrapped in the plan's relays) until it is removed.
-   */
-  startIdle(plan: RunPlan, keepAliveArgv: string[], opts?: { onCreated?(id: string): void }): Promise<IdleContainer>;
-  /**
-   * Run `argv` in a warm container with the plan's env, user, cwd and limits (the container's
-   * cgroup). A timeout, an output overflow or an abort removes the whole container (Docker cannot
-   * kill an exec). Otherwise the container stays, and `clean: false` tells the caller to remove it:
-   * something the exec started still runs, or that cannot be known. One exec at a time per
-   * container. Throws RUN_FAILED if the container is gone or stopped.
-   */
-  execIn(containerId: string, plan: RunPlan, argv: string[], opts?: RunOptions): Promise<ExecResult>;
-  /** Force-remove the given containers; returns how many. */
-  removeContainers(ids: string[]): Promise<number>;
-  listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;
-  /** Force-remove the labelled containers a query matches; returns how many. */
-  removeManaged(query: ContainerQuery): Promise<number>;
-  buildImage(options: BuildOptions): Promise<void>;
-}
 
 /** Engine API mount (the typings lag the API: tmpfs has no Source, binds have NonRecursive). */
 export type EngineMount =
@@ -130,6 +56,7 @@ export function toCreateOptions(plan: RunPlan, name?: string, cmd: string[] = pl
     HostConfig: {
       Mounts: plan.mounts.map(toEngineMount) as unknown as Docker.MountConfig,
       NetworkMode: plan.network,
+      Runtime: plan.runtime,
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges'],
       ReadonlyRootfs: plan.readOnlyRootfs,
@@ -148,81 +75,14 @@ export function toCreateOptions(plan: RunPlan, name?: string, cmd: string[] = pl
   };
 }
 
-interface EngineErrorShape {
-  statusCode?: number;
-  code?: string;
-  json?: { message?: string };
-  message?: string;
-}
+/** A warm container's command is not in the image: runc says so in the exec's output (exit 126). */
+const EXEC_NOT_FOUND = /^OCI runtime exec failed: .*exec: "[^"]*": (executable file not found|no such file or directory)/;
+const START_NOT_FOUND = /executable file not found|no such file or directory/i;
 
-export function translateEngineError(err: unknown, context: { image?: string } = {}): BerthError {
-  if (err instanceof BerthError) return err;
-  const e = (err ?? {}) as EngineErrorShape;
-  const text = e.json?.message ?? e.message ?? String(err);
-  if (e.code === 'ECONNREFUSED' || e.code === 'ENOENT' || e.code === 'EACCES' || e.code === 'ECONNRESET') {
-    return new BerthError('ENGINE_UNAVAILABLE', `no Docker engine answers (${e.code})`, {
-      hint: 'start one: "make run" does it on Debian as root, or "sudo dockerd &"; berth honours DOCKER_HOST',
-    });
-  }
-  if (e.statusCode === 404 && context.image && /image/i.test(text)) {
-    return new BerthError('IMAGE_MISSING', `image ${context.image} is not on this engine`, {
-      hint: 'build it with "berth images build"',
-    });
-  }
-  return new BerthError('RUN_FAILED', `the engine refused: ${text.trim()}`, {}, { cause: err });
-}
+/** Runtimes whose containers' processes are host processes: the leftover check reads them from /proc. */
+const HOST_PROCESS_RUNTIMES = new Set(['runc', 'crun']);
 
-export interface RunOptions {
-  signal?: AbortSignal;
-  onCreated?: (containerId: string) => void;
-  /** Output as the container prints it (what is kept is bounded the same way: past the cap, nothing more). */
-  onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
-}
-
-/** Collects output up to a shared cap; past it, calls onOverflow once and drops the rest. */
-class BoundedOutput {
-  readonly chunks = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
-  private total = 0;
-  truncated = false;
-  constructor(
-    private readonly cap: number,
-    private readonly onOverflow: () => void,
-    private readonly onKept?: RunOptions['onOutput'],
-  ) {}
-
-  sink(which: 'stdout' | 'stderr'): Writable {
-    return new Writable({
-      write: (chunk: Buffer, _enc, done) => {
-        const room = this.cap - this.total;
-        if (room > 0) {
-          const kept = chunk.length <= room ? chunk : chunk.subarray(0, room);
-          this.chunks[which].push(kept);
-          this.total += kept.length;
-          try {
-            this.onKept?.(which, kept);
-          } catch {
-            // a listener's failure never touches the run
-          }
-        }
-        if (chunk.length > room && !this.truncated) {
-          this.truncated = true;
-          this.onOverflow();
-        }
-        done();
-      },
-    });
-  }
-
-  text(which: 'stdout' | 'stderr'): string {
-    return Buffer.concat(this.chunks[which]).toString('utf8');
-  }
-}
-
-function notFound(argv: string[], image: string): string {
-  return `${argv[0]}: not found in image ${image}\n`;
-}
-
-export function createDockerEngine(docker: Docker = new Docker()): Engine {
+export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
   const engineCall = async <T>(fn: () => Promise<T>, context: { image?: string } = {}): Promise<T> => {
     try {
       return await fn();
@@ -241,48 +101,26 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       throw err;
     }
     const tCreated = performance.now();
-    let timedOut = false;
-    let timer: NodeJS.Timeout | undefined;
-    const kill = () => {
-      container.kill({ signal: 'SIGKILL' }).catch(() => undefined);
-    };
+    const bounds = runBounds(plan, opts, () => void container.kill({ signal: 'SIGKILL' }).catch(() => undefined));
     try {
-      const output = new BoundedOutput(plan.limits.outputBytes, kill, opts.onOutput);
       const stream = await engineCall(() => container.attach({ stream: true, stdout: true, stderr: true }));
-      const ended = new Promise<void>((resolve) => {
-        stream.on('end', resolve);
-        stream.on('close', resolve);
-        stream.on('error', () => resolve());
-      });
-      docker.modem.demuxStream(stream, output.sink('stdout'), output.sink('stderr'));
+      const ended = streamEnd(stream);
+      docker.modem.demuxStream(stream, bounds.output.sink('stdout'), bounds.output.sink('stderr'));
       try {
         await container.start();
       } catch (err) {
         // The command is not in the image: answer like a shell would (127), not as an engine failure.
-        const text = (err as EngineErrorShape).json?.message ?? (err as Error).message ?? '';
-        if (!/executable file not found|no such file or directory/i.test(text)) throw translateEngineError(err, { image: plan.image });
+        if (!START_NOT_FOUND.test(engineMessage(err))) throw translateEngineError(err, { image: plan.image });
         const t = performance.now();
-        return {
-          containerId: container.id,
-          exitCode: 127,
-          stdout: '',
-          stderr: notFound(plan.argv, plan.image),
-          truncated: false,
-          timedOut: false,
-          timings: { createMs: tCreated - t0, startMs: t - tCreated, runMs: 0, totalMs: t - t0 },
-        };
+        const timings = { createMs: tCreated - t0, startMs: t - tCreated, runMs: 0, totalMs: t - t0 };
+        return { containerId: container.id, ...commandNotFound(plan.argv, plan.image), truncated: false, timedOut: false, timings };
       }
       const tStarted = performance.now();
-      timer = setTimeout(() => {
-        timedOut = true;
-        kill();
-      }, plan.limits.timeoutMs);
-      if (opts.signal?.aborted) kill();
-      opts.signal?.addEventListener('abort', kill, { once: true });
+      bounds.arm();
       // After start, "not-running" returns at once if the container already exited. ("next-exit"
       // sent before start races: if the engine registers it after the exit, it waits forever.)
       const { StatusCode } = await engineCall(() => container.wait({ condition: 'not-running' }) as Promise<{ StatusCode: number }>);
-      clearTimeout(timer);
+      bounds.disarm();
       // The attach stream ends right after exit; don't let a stuck stream hold the run.
       let grace: NodeJS.Timeout | undefined;
       await Promise.race([ended, new Promise((r) => (grace = setTimeout(r, 2000)))]);
@@ -291,24 +129,19 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       return {
         containerId: container.id,
         exitCode: StatusCode,
-        stdout: output.text('stdout'),
-        stderr: output.text('stderr'),
-        truncated: output.truncated,
-        timedOut,
-        timings: {
-          createMs: tCreated - t0,
-          startMs: tStarted - tCreated,
-          runMs: tDone - tStarted,
-          totalMs: tDone - t0,
-        },
+        stdout: bounds.output.text('stdout'),
+        stderr: bounds.output.text('stderr'),
+        truncated: bounds.output.truncated,
+        timedOut: bounds.timedOut,
+        timings: { createMs: tCreated - t0, startMs: tStarted - tCreated, runMs: tDone - tStarted, totalMs: tDone - t0 },
       };
     } finally {
-      clearTimeout(timer);
+      bounds.disarm();
       await container.remove({ force: true }).catch(() => undefined);
     }
   }
 
-  /** Warm containers this engine started: their keep-alive's processes, for the exec checks. */
+  /** Warm containers this launcher started: their keep-alive's processes, for the leftover check. */
   const warm = new Map<string, KeepAlive>();
   /** Their IPC readers, one for each container's life (started with it, ended with it). */
   const ipcReaders = new Map<string, IpcReader>();
@@ -331,9 +164,11 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
       if (!State.Running) {
         throw new BerthError('RUN_FAILED', `the keep-alive "${keepAliveArgv.join(' ')}" exited at once (status ${State.ExitCode})`);
       }
-      const keepAlive = await watchKeepAlive(State.Pid, keepAliveArgv);
-      warm.set(container.id, keepAlive);
-      ipcReaders.set(container.id, openIpcReader(keepAlive));
+      if (HOST_PROCESS_RUNTIMES.has(plan.runtime)) {
+        const keepAlive = await watchKeepAlive(State.Pid, keepAliveArgv);
+        warm.set(container.id, keepAlive);
+        ipcReaders.set(container.id, openIpcReader(keepAlive));
+      }
     } catch (err) {
       await remove(container.id);
       throw err;
@@ -341,42 +176,35 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
     return { containerId: container.id, timings: { createMs: tCreated - t0, startMs: performance.now() - tCreated } };
   }
 
-  async function execIn(containerId: string, plan: RunPlan, argv: string[], opts: RunOptions = {}): Promise<ExecResult> {
+  async function execIn(containerId: string, plan: RunPlan, argv: string[], opts: RunOptions = {}): Promise<ExecResult | ContainerGone> {
     const t0 = performance.now();
     const container = docker.getContainer(containerId);
-    const exec = await engineCall(() =>
-      container.exec({ Cmd: argv, Env: toEnv(plan), User: plan.user, WorkingDir: plan.cwd, AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false }),
-    );
+    let exec: Docker.Exec;
+    try {
+      exec = await container.exec({ Cmd: argv, Env: toEnv(plan), User: plan.user, WorkingDir: plan.cwd, AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false });
+    } catch (err) {
+      // Gone or stopped (removed with its project, or by hand): the caller starts a new one.
+      const status = (err as { statusCode?: number }).statusCode;
+      if (status === 404 || status === 409) return { gone: true, reason: engineMessage(err).trim() };
+      throw translateEngineError(err);
+    }
     opts.onCreated?.(containerId);
     const tCreated = performance.now();
     // Docker has no way to stop an exec: stopping it means removing its container.
-    let stopped: Promise<void> | undefined;
-    let timedOut = false;
-    const stop = () => {
-      stopped ??= remove(containerId);
-    };
-    const output = new BoundedOutput(plan.limits.outputBytes, stop, opts.onOutput);
+    let removed: Promise<void> | undefined;
+    const bounds = runBounds(plan, opts, () => void (removed ??= remove(containerId)));
     const stream = await engineCall(() => exec.start({ hijack: true, stdin: false }));
     const tStarted = performance.now();
-    const timer = setTimeout(() => {
-      timedOut = true;
-      stop();
-    }, plan.limits.timeoutMs);
-    if (opts.signal?.aborted) stop();
-    opts.signal?.addEventListener('abort', stop, { once: true });
+    bounds.arm();
     try {
       // The stream ends when the exec's output closes: at its exit, or at most ~2 s later when a
       // process it left holds the pipes (the engine's grace).
-      const ended = new Promise<void>((resolve) => {
-        stream.on('end', resolve);
-        stream.on('close', resolve);
-        stream.on('error', () => resolve());
-      });
-      docker.modem.demuxStream(stream, output.sink('stdout'), output.sink('stderr'));
+      const ended = streamEnd(stream);
+      docker.modem.demuxStream(stream, bounds.output.sink('stdout'), bounds.output.sink('stderr'));
       await ended;
       // Usually exited by now; a command that closed its output may still run (until the timeout).
       let exitCode: number | undefined;
-      for (let delay = 10; !stopped; delay = Math.min(delay * 2, 250)) {
+      for (let delay = 10; !bounds.stopped; delay = Math.min(delay * 2, 250)) {
         const info = await exec.inspect().catch(() => undefined);
         if (!info) break; // the container went away under the exec
         if (!info.Running) {
@@ -385,39 +213,33 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
         }
         await new Promise((r) => setTimeout(r, delay));
       }
-      clearTimeout(timer);
-      opts.signal?.removeEventListener('abort', stop);
-      let uncleanReason: string | undefined;
-      if (stopped || exitCode === undefined) {
-        stop();
-        await stopped;
-        uncleanReason = timedOut ? 'timed out' : output.truncated ? 'output past the cap' : opts.signal?.aborted ? 'aborted' : 'the container went away';
-      } else {
-        const keepAlive = warm.get(containerId);
-        uncleanReason = keepAlive ? await uncleanReasonOf(keepAlive, ipcReaders.get(containerId)) : 'this engine did not start it, so has no baseline to compare with';
+      bounds.disarm();
+      let stopped: string | undefined;
+      if (bounds.stopped || exitCode === undefined) {
+        stopped = bounds.why() ?? 'the container went away';
+        await (removed ??= remove(containerId));
       }
-      let stdout = output.text('stdout');
-      let stderr = output.text('stderr');
+      let stdout = bounds.output.text('stdout');
+      let stderr = bounds.output.text('stderr');
       // The command is not in the image: answer as `run` does (127), not with runc's message.
-      if (exitCode === 126 && /^OCI runtime exec failed: .*exec: "[^"]*": (executable file not found|no such file or directory)/.test(stdout)) {
-        [exitCode, stdout, stderr] = [127, '', notFound(argv, plan.image)];
-      }
+      if (exitCode === 126 && EXEC_NOT_FOUND.test(stdout)) ({ exitCode, stdout, stderr } = commandNotFound(argv, plan.image));
+      const keepAlive = warm.get(containerId);
+      const leftovers = stopped || !keepAlive ? {} : await observeLeftovers(keepAlive, ipcReaders.get(containerId));
       const tDone = performance.now();
       return {
         containerId,
         // A stopped exec died with its container's SIGKILL, as a stopped `run` does.
-        exitCode: exitCode ?? 137,
+        exitCode: exitCode ?? STOPPED_EXIT,
         stdout,
         stderr,
-        truncated: output.truncated,
-        timedOut,
-        clean: !uncleanReason,
-        ...(uncleanReason ? { uncleanReason } : {}),
+        truncated: bounds.output.truncated,
+        timedOut: bounds.timedOut,
+        ...(stopped ? { stopped } : {}),
+        leftovers,
         timings: { createMs: tCreated - t0, startMs: tStarted - tCreated, runMs: tDone - tStarted, totalMs: tDone - t0 },
       };
     } finally {
-      clearTimeout(timer);
-      opts.signal?.removeEventListener('abort', stop);
+      bounds.disarm();
       stream.destroy();
     }
   }
@@ -435,61 +257,69 @@ export function createDockerEngine(docker: Docker = new Docker()): Engine {
     }));
   }
 
+  async function info(): Promise<EngineInfo> {
+    const [version, raw] = await engineCall(() => Promise.all([docker.version(), docker.info()]));
+    const facts = raw as { RuncCommit?: { ID?: string }; SecurityOptions?: string[]; DockerRootDir?: string; Runtimes?: Record<string, { path?: string }>; DefaultRuntime?: string };
+    const runtimes = await Promise.all(
+      Object.entries(facts.Runtimes ?? { runc: {} }).map(async ([name, r]) => ({
+        name,
+        path: r.path,
+        version: name === 'runc' && facts.RuncCommit?.ID ? facts.RuncCommit.ID : await runtimeVersion(r.path ?? name),
+      })),
+    );
+    return {
+      name: `Docker ${version.Version}`,
+      version: version.Version,
+      apiVersion: version.ApiVersion,
+      securityOptions: facts.SecurityOptions ?? [],
+      rootDir: facts.DockerRootDir ?? '/var/lib/docker',
+      runtimes,
+      defaultRuntime: facts.DefaultRuntime ?? 'runc',
+    };
+  }
+
   return {
-    async info() {
-      const [version, info] = await engineCall(() => Promise.all([docker.version(), docker.info()]));
+    info,
+    async capabilities(): Promise<LauncherCapabilities> {
+      const raw = (await engineCall(() => docker.info())) as { Runtimes?: Record<string, unknown>; DefaultRuntime?: string };
+      // An engine reached through a Unix socket runs on berth's host; one over TCP may not.
+      const onThisHost = Boolean((docker.modem as { socketPath?: string }).socketPath);
       return {
-        version: version.Version,
-        apiVersion: version.ApiVersion,
-        runcVersion: (info as { RuncCommit?: { ID?: string } }).RuncCommit?.ID ?? 'unknown',
-        securityOptions: (info as { SecurityOptions?: string[] }).SecurityOptions ?? [],
-        rootDir: (info as { DockerRootDir?: string }).DockerRootDir ?? '/var/lib/docker',
+        runtimes: Object.keys(raw.Runtimes ?? { runc: {} }),
+        defaultRuntime: raw.DefaultRuntime ?? 'runc',
+        hostPaths: onThisHost,
+        unixSockets: onThisHost,
+        loopQuotas: onThisHost,
+        warm: (runtime) => onThisHost && HOST_PROCESS_RUNTIMES.has(runtime),
       };
     },
-
-    async imageExists(image) {
-      try {
-        await docker.getImage(image).inspect();
-        return true;
-      } catch (err) {
-        if ((err as EngineErrorShape).statusCode === 404) return false;
-        throw translateEngineError(err);
-      }
-    },
-
     run,
     startIdle,
     execIn,
     listManaged,
-
     async removeContainers(ids) {
       await Promise.all(ids.map(remove));
       return ids.length;
     },
-
     async removeManaged(query) {
       const found = await listManaged(query);
       await Promise.all(found.map((c) => remove(c.id)));
       return found.length;
     },
-
-
-    async buildImage({ context, tag, buildArgs, onProgress }) {
-      const stream = await engineCall(() => docker.buildImage(context, { t: tag, buildargs: buildArgs, rm: true, forcerm: true }));
-      await new Promise<void>((resolve, reject) => {
-        docker.modem.followProgress(
-          stream,
-          (err: Error | null, events: Array<{ error?: string }>) => {
-            const failed = err?.message ?? events.find((e) => e.error)?.error;
-            if (failed) reject(new BerthError('RUN_FAILED', `building ${tag} failed: ${failed.trim()}`));
-            else resolve();
-          },
-          (event: { stream?: string; status?: string; error?: string }) => {
-            const line = (event.stream ?? event.status ?? event.error ?? '').trimEnd();
-            if (line) onProgress?.(line);
-          },
-        );
-      });
-    },
   };
+}
+
+function streamEnd(stream: NodeJS.ReadableStream): Promise<void> {
+  return new Promise<void>((resolve) => {
+    stream.on('end', resolve);
+    stream.on('close', resolve);
+    stream.on('error', () => resolve());
+  });
+}
+
+/** A runtime binary's own first line of `--version` (runsc, crun, kata); undefined if it says nothing in time. */
+function runtimeVersion(path: string): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    execFile(path, ['--version'], { timeout: 2000, maxBuffer: 64 * 1024 }, (err, stdout) => resolve(err ? undefined : stdout.split('\n')[0]?.trim() || undefined));
+  });
 }

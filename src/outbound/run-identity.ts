@@ -7,6 +7,8 @@ export interface RunIdentity {
   metadata: ProjectMetadata;
   tenantKey: string;
   session: string;
+  /** Its workspace, as the runner derived it (never derived again). */
+  workspaceId: string;
   /** Where the project's outbound log lives. */
   sessionsDir: string;
 }

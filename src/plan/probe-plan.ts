@@ -1,4 +1,5 @@
 import type { BerthConfig } from '../config/berth-config.js';
+import { DEFAULT_RUNTIME } from '../config/runtimes.js';
 import { LABELS } from './labels.js';
 import { RELAY_BIN } from './outbound.js';
 import { CONTAINER_PATH, IPC_SYSCTLS, type RunPlan } from './run-plan.js';
@@ -11,6 +12,7 @@ import { CONTAINER_PATH, IPC_SYSCTLS, type RunPlan } from './run-plan.js';
 export function planPathProbe(input: { config: BerthConfig; dir: string; file: string; installation: string; runId: string }): RunPlan {
   return {
     image: input.config.images.shell,
+    runtime: DEFAULT_RUNTIME,
     argv: ['cat', `/probe/${input.file}`],
     exec: ['cat', `/probe/${input.file}`],
     keepAlive: [RELAY_BIN, 'idle'],

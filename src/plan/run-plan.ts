@@ -5,6 +5,9 @@ import type { SharedGrant } from '../config/grants.js';
 import { own } from '../own.js';
 import { BerthError } from '../errors.js';
 import { LABELS } from './labels.js';
+import { LEVEL_PROFILES } from './levels.js';
+import type { PermissionLevel } from '../config/session.js';
+import { DEFAULT_RUNTIME, RUNSC_MIN_PIDS, runtimeFor } from '../config/runtimes.js';
 import { agentArgv } from './agent-command.js';
 import { planOutbound, RELAY_BIN, withRelays, type RunSocket } from './outbound.js';
 
@@ -64,6 +67,8 @@ export type PlannedMount =
 
 export interface RunPlan {
   image: string;
+  /** The OCI runtime (berth.yaml runtimes; the project's, or its level's). */
+  runtime: string;
   /** What a new container runs: the agent's argv, behind berth-bridge's relays when it has sockets. */
   argv: string[];
   /** The agent's argv alone: what a warm container execs for one message (its relays already run). */
@@ -128,15 +133,15 @@ export interface PlanInput {
   run: {
     id: string;
     message: string;
-    /** The level may reach the project's allowlisted hosts (medium, high). */
-    egress?: boolean;
+    /** The session's permission level: what the container reaches (egress, memory) and its runtime follow from it here. */
+    level: PermissionLevel;
     /** Run this argv instead of the agent (the shell tool); the message is then unused. */
     argv?: string[];
     session?: string;
     /** Data for the run, as environment variables (a workflow's input): never pasted into argv text. */
     env?: Record<string, string>;
   };
-  /** The project's memory directory, mounted read-only when the level may read memory. */
+  /** The project's memory directory, mounted read-only when the level may read memory (LEVEL_PROFILES). */
   memory?: { dir: string };
   /** This run's socket directory (berth-owned), mounted read-only at /run/berth. */
   runDir?: string;
@@ -204,9 +209,10 @@ export function planRun(input: PlanInput): RunPlan {
       mounts.push({ type: 'bind', source: posix.join(privateRun.seeds.dir, seed.path), target: posix.join(WORKSPACE_MOUNT, seed.path), readOnly: true });
     }
   }
-  if (input.memory) mounts.push({ type: 'bind', source: input.memory.dir, target: MEMORY_MOUNT, readOnly: true });
+  const profile = LEVEL_PROFILES[run.level];
+  if (input.memory && profile.memoryRead) mounts.push({ type: 'bind', source: input.memory.dir, target: MEMORY_MOUNT, readOnly: true });
   const outbound = input.runDir
-    ? planOutbound({ config, metadata: meta, agentRun: !run.argv, egress: run.egress ?? false }, GATEWAY_MOUNT)
+    ? planOutbound({ config, metadata: meta, agentRun: !run.argv, egress: profile.egress }, GATEWAY_MOUNT)
     : { sockets: [], env: {}, warnings: [] };
   warnings.push(...outbound.warnings);
   if (input.runDir) mounts.push({ type: 'bind', source: input.runDir, target: GATEWAY_MOUNT, readOnly: true });
@@ -259,6 +265,7 @@ export function planRun(input: PlanInput): RunPlan {
   const exec = run.argv ?? agentArgv(meta.agent, run.message, { openaiBaseUrl: outbound.env.OPENAI_BASE_URL });
   return {
     image: imageFor(meta, config),
+    runtime: planRuntime(meta, config, run.level),
     argv: withRelays(exec, outbound.sockets, GATEWAY_MOUNT),
     exec,
     keepAlive: withRelays([RELAY_BIN, 'idle'], outbound.sockets, GATEWAY_MOUNT),
@@ -302,4 +309,20 @@ export function planRun(input: PlanInput): RunPlan {
     },
     warnings,
   };
+}
+
+/** The run's OCI runtime: one berth.yaml offers (fail closed), with what it needs of the limits. */
+function planRuntime(meta: ProjectMetadata, config: BerthConfig, level: PermissionLevel): string {
+  const runtime = runtimeFor(meta, level);
+  if (!config.runtimes.includes(runtime)) {
+    throw new BerthError('RUNTIME_MISSING', `runtime "${runtime}" is not one berth.yaml offers (runtimes: ${config.runtimes.join(', ')})`, {
+      hint: `add it to berth.yaml's runtimes once the engine has it, or "berth project update ${meta.name} --runtime ${DEFAULT_RUNTIME}"`,
+    });
+  }
+  if (runtime === 'runsc' && meta.limits.pids < RUNSC_MIN_PIDS) {
+    throw new BerthError('CONFIG_INVALID', `runsc needs limits.pids of at least ${RUNSC_MIN_PIDS} (gVisor's own threads count), not ${meta.limits.pids}`, {
+      issues: [{ field: 'limits.pids', reason: `must be at least ${RUNSC_MIN_PIDS} under runsc` }],
+    });
+  }
+  return runtime;
 }

@@ -13,6 +13,7 @@ export function warmIdentity(plan: RunPlan): string {
   const { BERTH_RUN: _id, ...env } = plan.env;
   const kept = {
     image: plan.image,
+    runtime: plan.runtime,
     keepAlive: plan.keepAlive,
     cwd: plan.cwd,
     user: plan.user,

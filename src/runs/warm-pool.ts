@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import type { Logger } from 'pino';
-import type { Engine } from '../launch/docker.js';
+import type { Launcher } from '../launch/launcher.js';
 
 /** A session's warm container: made from a plan with this identity, its sockets in `runDir`. */
 export interface WarmContainer {
@@ -54,7 +54,7 @@ export interface WarmPool {
  * limit (runs.per_tenant) more.
  */
 export function createWarmPool(deps: {
-  engine: Engine;
+  launcher: Launcher;
   idleMs: () => number;
   max: () => number;
   perTenant: () => number;
@@ -69,7 +69,7 @@ export function createWarmPool(deps: {
   const changed = () => deps.onSize?.(idle.size);
 
   async function discard(warm: WarmContainer): Promise<void> {
-    await deps.engine.removeContainers([warm.containerId]);
+    await deps.launcher.removeContainers([warm.containerId]);
     if (warm.runDir) fs.rmSync(warm.runDir, { recursive: true, force: true });
   }
 

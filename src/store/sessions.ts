@@ -148,7 +148,8 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       updated_at: new Date().toISOString(),
       settings: {
         permission_level: change.level ?? record.settings.permission_level,
-        workspace: workspaceOf(project, record.tenant_key, record.id, mode),
+        // The id is derived only when the mode changes (or an old record lacks it): kept otherwise.
+        workspace: mode === record.settings.workspace.mode && record.settings.workspace.id ? record.settings.workspace : workspaceOf(project, record.tenant_key, record.id, mode),
       },
     });
   }

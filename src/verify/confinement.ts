@@ -1,4 +1,4 @@
-import type { ContainerSettings } from '../launch/engine-inspect.js';
+import type { ContainerSettings } from '../launch/docker-inspect.js';
 import type { RunPlan } from '../plan/run-plan.js';
 import { compareEngineSettings } from './engine-settings.js';
 import type { HostFacts } from './host-facts.js';
@@ -83,6 +83,29 @@ export function memoryLimitProblems(f: ProbeFacts, plan: RunPlan): string[] {
   return Number(raw) === planned ? [] : [`memory limit ${mib(Number(raw))} (planned ${mib(planned)})`];
 }
 
+/**
+ * The runtime the plan chose is the one that answers inside: runc shares the host's kernel (its
+ * release), gVisor's sentry announces itself and reports its own release, and any other runtime
+ * (a VM) must not be the host's kernel.
+ */
+export function runtimeProblems(f: ProbeFacts, plan: RunPlan, host: HostFacts): string[] {
+  if (!f.kernel) return ['its kernel release is unreadable'];
+  const hostKernel = f.kernel === host.kernel;
+  if (plan.runtime === 'runc' || plan.runtime === 'crun') return hostKernel ? [] : [`${plan.runtime} planned, but the kernel inside is ${f.kernel}, not the host's ${host.kernel}`];
+  if (plan.runtime === 'runsc' && !f.sentry) return [`runsc planned, but gVisor did not answer inside (kernel ${f.kernel})`];
+  return hostKernel ? [`${plan.runtime} planned, but the host's kernel (${f.kernel}) answers inside`] : [];
+}
+
+/** "runsc: gVisor (kernel 4.4.0)", once per runtime seen. */
+function runtimesSeen(containers: ObservedContainer[]): string {
+  const seen = new Map<string, string>();
+  for (const c of containers) {
+    if (!c.inside || seen.has(c.plan.runtime)) continue;
+    seen.set(c.plan.runtime, `${c.plan.runtime}: ${c.inside.sentry ? "gVisor's kernel" : c.plan.runtime === 'runc' || c.plan.runtime === 'crun' ? "the host's kernel" : 'its own kernel'} (${c.inside.kernel})`);
+  }
+  return [...seen.values()].join('; ');
+}
+
 export interface ConfinementCheck {
   name: string;
   /** The verify line when it held in every container. */
@@ -98,6 +121,7 @@ const inside =
     c.inside ? fn(c.inside, c, host) : ['it printed no facts from inside (the probe did not run)'];
 
 export const CONFINEMENT_CHECKS: ConfinementCheck[] = [
+  { name: 'runtime', held: (_host, cs) => `the planned runtime answers inside: ${runtimesSeen(cs)}`, problems: inside((f, c, host) => runtimeProblems(f, c.plan, host)) },
   { name: 'seccomp', held: () => 'Seccomp: 2 (a filter in force)', problems: inside((f) => seccompProblems(f)) },
   { name: 'capabilities', held: () => 'CapEff 0 and NoNewPrivs 1', problems: inside((f) => privilegeProblems(f)) },
   {

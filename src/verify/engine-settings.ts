@@ -1,4 +1,4 @@
-import type { ContainerSettings } from '../launch/engine-inspect.js';
+import type { ContainerSettings } from '../launch/docker-inspect.js';
 import type { RunPlan } from '../plan/run-plan.js';
 
 /** A security option that switches a confinement off (seccomp, AppArmor, SELinux labels, masked /proc paths). */
@@ -16,6 +16,7 @@ export function compareEngineSettings(got: ContainerSettings, plan: RunPlan): st
   const want = (field: keyof ContainerSettings, planned: string | number | boolean) => {
     if (got[field] !== planned) diffs.push(`${field} ${JSON.stringify(got[field])} (planned ${JSON.stringify(planned)})`);
   };
+  want('Runtime', plan.runtime);
   want('User', plan.user);
   want('NetworkMode', plan.network);
   want('ReadonlyRootfs', plan.readOnlyRootfs);

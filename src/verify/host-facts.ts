@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 
 /** What berth's side of the host says, to compare with what each container says from inside. */
 export interface HostFacts {
@@ -9,6 +10,8 @@ export interface HostFacts {
   apparmor: boolean;
   /** SELinux is enforcing (/sys/fs/selinux/enforce = 1). */
   selinux: boolean;
+  /** The host kernel's release (uname -r): a container under runc answers the same; gVisor or a VM does not. */
+  kernel: string;
 }
 
 const readlink = (path: string) => {
@@ -32,5 +35,6 @@ export function readHostFacts(): HostFacts {
     ipcNamespaces: [...new Set([...readlink('/proc/1/ns/ipc'), ...readlink('/proc/self/ns/ipc')])],
     apparmor: read('/sys/module/apparmor/parameters/enabled') === 'Y',
     selinux: read('/sys/fs/selinux/enforce') === '1',
+    kernel: os.release(),
   };
 }

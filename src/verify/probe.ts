@@ -3,7 +3,7 @@
  * inside, where the kernel (not the engine's word) decides. One `@verify <key> <value>` line per
  * fact, on stderr, so each check's own stdout is as before. busybox sh and coreutils both run it.
  */
-export const PROBE_KEYS = ['Seccomp', 'NoNewPrivs', 'CapEff', 'pidns', 'ipcns', 'init', 'label', 'apparmor', 'pids.max', 'memory.max'] as const;
+export const PROBE_KEYS = ['Seccomp', 'NoNewPrivs', 'CapEff', 'pidns', 'ipcns', 'init', 'label', 'apparmor', 'pids.max', 'memory.max', 'kernel', 'sentry'] as const;
 export type ProbeKey = (typeof PROBE_KEYS)[number];
 /** A fact that could not be read is "". */
 export type ProbeFacts = Record<ProbeKey, string>;
@@ -26,6 +26,9 @@ export const PROBE_SCRIPT = `{ ${[
   // cgroup v1 (its own hierarchy per controller), else v2 (one unified file per limit).
   fact('pids.max', 'cat /sys/fs/cgroup/pids/pids.max || cat /sys/fs/cgroup/pids.max'),
   fact('memory.max', 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes || cat /sys/fs/cgroup/memory.max'),
+  fact('kernel', 'uname -r'),
+  // gVisor's kernel names itself in its log, which any user may read there (the host's is restricted).
+  fact('sentry', 'dmesg | grep -o -m 1 "Starting gVisor"'),
 ].join('; ')}; } 3>&2 2>/dev/null >&3; `;
 
 /** The probe's facts from a run's stderr; undefined when it printed none (it never ran). */

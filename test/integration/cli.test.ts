@@ -3,7 +3,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assessRunc } from '../../src/doctor.js';
-import { createDockerEngine } from '../../src/launch/docker.js';
+import { createDockerLauncher } from '../../src/launch/docker.js';
 import { createBerth } from '../../src/main.js';
 import { cli } from '../helpers.js';
 
@@ -96,18 +96,19 @@ describe('berth CLI (real process, real engine)', () => {
   });
 
   it('doctor reports engine, runc, images and config, and fails when unsafe', async () => {
-    const info = await createDockerEngine().info();
+    const info = await createDockerLauncher().info();
+    const runc = info.runtimes.find((r) => r.name === 'runc')?.version ?? 'unknown';
     const ok = berth('doctor');
     expect(ok.stdout).toContain(`Docker ${info.version}`);
     expect(ok.stdout).toContain('image berth/shell:latest');
-    expect(ok.code).toBe(assessRunc(info.runcVersion, []).status === 'fail' ? 1 : 0);
+    expect(ok.code).toBe(assessRunc(runc, []).status === 'fail' ? 1 : 0);
     const json = JSON.parse(berth('doctor', '--json').stdout) as { ok: boolean; checks: Array<{ name: string; status: string; detail: string }> };
     expect(json.ok).toBe(ok.code === 0);
-    expect(json.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['config', 'engine', 'runc', 'disk quotas', 'image berth/shell:latest']));
+    expect(json.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['config', 'engine', 'runc', 'runtimes', 'disk quotas', 'image berth/shell:latest']));
     // A shared-mount project makes unpatched runc a failure, not a warning.
     expect(berth('project', 'create', 'shared').code).toBe(0);
     const shared = berth('doctor');
-    expect(shared.code).toBe(assessRunc(info.runcVersion, ['shared']).status === 'fail' ? 1 : 0);
+    expect(shared.code).toBe(assessRunc(runc, ['shared']).status === 'fail' ? 1 : 0);
     if (shared.code === 1) expect(shared.stdout).toMatch(/^FAIL\s+runc .*project "shared" \(workspace_isolation false\)/m);
     fs.writeFileSync(join(home, 'berth.yaml'), 'bogus: 1\n');
     expect(berth('doctor')).toMatchObject({ code: 2, stderr: expect.stringContaining('bogus: unknown field') });

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDockerEngine } from '../../src/launch/docker.js';
+import { createDockerLauncher } from '../../src/launch/docker.js';
 import { installationId } from '../../src/main.js';
 import { JournalEntrySchema } from '../../src/store/journal.js';
 import { BERTH_BIN, testHome, type TestHome } from '../helpers.js';
@@ -13,7 +13,7 @@ import { BERTH_BIN, testHome, type TestHome } from '../helpers.js';
  * interrupted and removes its container — and never touches a run another live berth owns.
  */
 let h: TestHome;
-const engine = createDockerEngine();
+const engine = createDockerLauncher();
 beforeAll(() => {
   h = testHome();
   h.create({ name: 'jr', workspace_isolation: true, limits: { timeout_seconds: 60 } });

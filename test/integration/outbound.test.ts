@@ -166,7 +166,7 @@ describe('model gateway: streaming', () => {
     const gateway = createModelGateway({ config: () => config, logger: pino({ level: 'silent' }) });
     const sessionsDir = join(dir, 'sessions');
     const metadata = ProjectMetadataSchema.parse({ name: 'p', models: { upstreams: ['up'], budget: { requests_per_hour: 100 } } });
-    const server = await gateway.open({ path: join(dir, 'model.sock'), run: { runId: 'r1', project: 'p', metadata, tenantKey: 't', session: 's', sessionsDir }, logger: pino({ level: 'silent' }) });
+    const server = await gateway.open({ path: join(dir, 'model.sock'), run: { runId: 'r1', project: 'p', metadata, tenantKey: 't', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }) });
     const stream = () =>
       new Promise<{ events: number[]; total: number; status: number }>((resolve, reject) => {
         const t0 = performance.now();
@@ -210,7 +210,7 @@ describe('model gateway: what a tenant sends it directly', () => {
     const sessionsDir = join(dir, 'sessions');
     const metadata = ProjectMetadataSchema.parse({ name: 'p', models: { upstreams: ['up'] } });
     const socketPath = join(dir, 'model.sock');
-    const server = await gateway.open({ path: socketPath, run: { runId: 'r2', project: 'p', metadata, tenantKey: 't', session: 's', sessionsDir }, logger: pino({ level: 'silent' }) });
+    const server = await gateway.open({ path: socketPath, run: { runId: 'r2', project: 'p', metadata, tenantKey: 't', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }) });
     const call = (path: string, body: string, headers: Record<string, string> = {}) =>
       new Promise<number>((resolve, reject) => {
         const req = http.request({ socketPath, path, method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
@@ -434,7 +434,7 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
     const gateway = createModelGateway({ config: () => config, logger: pino({ level: 'silent' }) });
     const metadata = ProjectMetadataSchema.parse({ name: 'p', models: { upstreams: ['up'], budget: { requests_per_hour: 100 } } });
     const sessionsDir = join(dir, 'sessions');
-    const open = (tenant: string) => gateway.open({ path: join(dir, `${tenant}.sock`), run: { runId: `r-${tenant}`, project: 'p', metadata, tenantKey: tenant, session: 's', sessionsDir }, logger: pino({ level: 'silent' }) });
+    const open = (tenant: string) => gateway.open({ path: join(dir, `${tenant}.sock`), run: { runId: `r-${tenant}`, project: 'p', metadata, tenantKey: tenant, session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }) });
     const servers = [await open('a'), await open('b'), await open('c')];
     const sock = (tenant: string) => join(dir, `${tenant}.sock`);
     try {
@@ -485,7 +485,7 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
 
       // A body that stops arriving is cut off (408) and its bytes freed: bodies come whole within bodyTimeoutMs.
       const quick = createModelGateway({ config: () => config, logger: pino({ level: 'silent' }), bounds: { ...MODEL_GATEWAY_BOUNDS, bodyTimeoutMs: 300 } });
-      const q = await quick.open({ path: join(dir, 'q.sock'), run: { runId: 'r-q', project: 'p', metadata, tenantKey: 'q', session: 's', sessionsDir }, logger: pino({ level: 'silent' }) });
+      const q = await quick.open({ path: join(dir, 'q.sock'), run: { runId: 'r-q', project: 'p', metadata, tenantKey: 'q', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }) });
       servers.push(q);
       const stalled = partialBody(join(dir, 'q.sock'), 30 * MiB, 1024);
       expect(await stalled.status(3000)).toBe(408);

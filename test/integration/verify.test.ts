@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createDockerEngine, type Engine } from '../../src/launch/docker.js';
+import { createDockerLauncher } from '../../src/launch/docker.js';
+import type { Launcher } from '../../src/launch/launcher.js';
 import { createBerth } from '../../src/main.js';
 import { runVerify } from '../../src/verify.js';
 import { cli, cliAsync } from '../helpers.js';
@@ -20,7 +21,7 @@ afterAll(() => {
 });
 
 const ATTACKS = ["neighbour's workspace", 'protected path', 'symlinked mount source', 'network', 'host environment', 'privileges', 'Docker socket', 'gateway escapes', 'model key'];
-const CONFINEMENT = ['seccomp', 'capabilities', 'LSM label', 'pid namespace', 'IPC namespace', 'pids limit', 'memory limit', 'engine settings'];
+const CONFINEMENT = ['runtime', 'seccomp', 'capabilities', 'LSM label', 'pid namespace', 'IPC namespace', 'pids limit', 'memory limit', 'engine settings'];
 
 describe('berth verify', () => {
   it('attacks a throw-away project on the real engine: every check holds, and it cleans up after itself', async () => {
@@ -41,10 +42,10 @@ describe('berth verify', () => {
   });
 
   it('reports an escape when the engine gives containers a network (a weakened host)', async () => {
-    const real = createDockerEngine();
+    const real = createDockerLauncher();
     // What a bad engine upgrade or a patched launcher could do: a network berth did not plan.
-    const weakened: Engine = { ...real, run: (plan, opts) => real.run({ ...plan, network: 'bridge' as 'none' }, opts) };
-    const berth = createBerth({ home: home(), logLevel: 'silent', engine: weakened });
+    const weakened: Launcher = { ...real, run: (plan, opts) => real.run({ ...plan, network: 'bridge' as 'none' }, opts) };
+    const berth = createBerth({ home: home(), logLevel: 'silent', launcher: weakened });
     const checks = await runVerify(berth);
     expect(checks.find((c) => c.name === 'network')).toMatchObject({ status: 'escape', detail: expect.stringContaining('eth0') });
     // The engine's own record says so too: each container's inspect against the plan it was made from.

@@ -8,8 +8,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema, type ProjectMetadataInput } from '../../src/config/metadata.js';
 import { buildImage } from '../../src/images/build.js';
-import { cgroupDir, memoryGrowth, watchKeepAlive } from '../../src/launch/docker-exec.js';
-import { createDockerEngine, type Engine } from '../../src/launch/docker.js';
+import { cgroupDir, memoryGrowth, watchKeepAlive } from '../../src/launch/docker-leftovers.js';
+import { createDockerLauncher } from '../../src/launch/docker.js';
+import { createDockerImages } from '../../src/launch/docker-images.js';
+import { isGone, type ExecResult, type Launcher, type RunOptions } from '../../src/launch/launcher.js';
+import { execVerdict } from '../../src/launch/lifecycle.js';
 import { installationId } from '../../src/main.js';
 import { withRelays } from '../../src/plan/outbound.js';
 import { GATEWAY_MOUNT, planRun, type RunPlan } from '../../src/plan/run-plan.js';
@@ -24,13 +27,23 @@ const IMAGE = 'berth/shell:warm-exec-test';
 const IDLE = ['berth-bridge', 'idle'];
 const docker = new Docker();
 let home: string;
-let engine: Engine;
+/** The Docker launcher, each exec judged as the runner judges it (lifecycle.execVerdict): `clean`, and why not. */
+let engine: Omit<Launcher, 'execIn'> & { execIn(id: string, p: RunPlan, argv: string[], opts?: RunOptions): Promise<ExecResult & { clean: boolean; uncleanReason?: string }> };
 
 beforeAll(async () => {
   home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-warm-')));
-  engine = createDockerEngine(docker);
+  const launcher = createDockerLauncher(docker);
+  engine = {
+    ...launcher,
+    async execIn(id, p, argv, opts) {
+      const r = await launcher.execIn(id, p, argv, opts);
+      if (isGone(r)) throw new Error(`the container is gone: ${r.reason}`);
+      const why = execVerdict(r);
+      return { ...r, clean: !why, ...(why ? { uncleanReason: why } : {}) };
+    },
+  };
   const config = BerthConfigSchema.parse({ images: { shell: IMAGE } });
-  await buildImage({ engine, config, name: 'shell', cacheDir: join(home, 'cache') });
+  await buildImage({ images: createDockerImages(docker), config, name: 'shell', cacheDir: join(home, 'cache') });
 }, 120_000);
 
 // Every container a test made carries this home's installation label, whatever the test did.
@@ -56,7 +69,7 @@ function plan(opts: { limits?: ProjectMetadataInput['limits']; run?: string; arg
     },
     workspace: { id: 'w1', dir },
     protectedSnapshot: { dir: join(home, 'snapshot'), entries: [] },
-    run: { id: opts.run ?? 'r1', message: 'unused', argv: opts.argv ?? ['true'] },
+    run: { id: opts.run ?? 'r1', level: 'medium', message: 'unused', argv: opts.argv ?? ['true'] },
     installation: installationId(home),
   });
 }
@@ -284,7 +297,7 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
     const { containerId } = await engine.startIdle(p, withRelays(IDLE, ['model'], GATEWAY_MOUNT));
     const r = await engine.execIn(containerId, p, sh("kill -9 $(ps -o pid,ppid,args | awk '$2 == 1 && / relay / { print $1 }')"));
     expect(r).toMatchObject({ exitCode: 0, stderr: '', clean: false });
-    expect(r.uncleanReason).toMatch(/^the keep-alive lost processes: \d+$/);
+    expect(r.uncleanReason).toMatch(/^the keep-alive is not running: \d+ gone$/);
   });
 
   it('an idle container stays small (memory of its cgroup under 20 MiB), and removing it removes it', async () => {

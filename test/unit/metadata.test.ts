@@ -21,6 +21,8 @@ describe('metadata.json schema', () => {
       workspace_isolation: false,
       protected_paths: [],
       agent: 'shell',
+      runtime: 'runc',
+      level_runtimes: {},
       limits: { memory_mb: 512, cpus: 1, pids: 256, timeout_seconds: 300, output_bytes: 1048576, disk_mb: 1024, files: 100000 },
       env: [],
       models: { upstreams: [], allow: ['*'], budget: { requests_per_hour: 200, tokens_per_hour: 2_000_000 } },

@@ -17,12 +17,13 @@ function input(meta: Record<string, unknown>, snapshotEntries: PlanInput['protec
     },
     workspace: { id: 'w1', dir: '/h/projects/bot/workspaces/w1' },
     protectedSnapshot: { dir: '/h/.berth/projects/bot/protected/g1', entries: snapshotEntries },
-    run: { id: 'r1', message: 'echo "hi"; ls' },
+    run: { id: 'r1', level: 'medium', message: 'echo "hi"; ls' },
     installation: 'inst1',
   };
 }
 
 const commonTail = {
+  runtime: 'runc',
   user: '10001:10001',
   network: 'none',
   sockets: [],
@@ -192,7 +193,7 @@ describe('planRun: messages that look like options', () => {
     ['codex', ['codex', 'exec', 'resume', '--last', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', '--help']],
     ['droid', ['droid', 'exec', '--skip-permissions-unsafe', '--', '--help']],
   ])('%s: the message comes after "--"', (agent, argv) => {
-    expect(planRun({ ...input({ agent }), run: { id: 'r1', message: '--help' } }).argv).toEqual(argv);
+    expect(planRun({ ...input({ agent }), run: { id: 'r1', level: 'medium', message: '--help' } }).argv).toEqual(argv);
   });
 });
 
@@ -200,7 +201,7 @@ describe('planRun: a workflow step (private workspace)', () => {
   const seeds = { dir: '/h/.berth/tmp/seed-r1', entries: [{ path: 'AGENTS.md', kind: 'file' as const }, { path: '.factory', kind: 'dir' as const }] };
   const plan = planRun({
     ...input({ workspace_isolation: true }),
-    run: { id: 'r1', message: 'echo "$BERTH_INPUT"', env: { BERTH_INPUT: 'hello"; cat /etc/passwd; echo "' } },
+    run: { id: 'r1', level: 'medium', message: 'echo "$BERTH_INPUT"', env: { BERTH_INPUT: 'hello"; cat /etc/passwd; echo "' } },
     privateWorkspace: { cwdRel: 'work/runs/w1', seeds, ensureDir: ['work', 'runs', 'w1'] },
   });
 

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { toCreateOptions } from '../../src/launch/docker.js';
-import { toContainerSettings, type ContainerSettings } from '../../src/launch/engine-inspect.js';
+import { toContainerSettings, type ContainerSettings } from '../../src/launch/docker-inspect.js';
 import { IPC_SYSCTLS, type RunPlan } from '../../src/plan/run-plan.js';
 import {
   CONFINEMENT_CHECKS,
+  runtimeProblems,
   ipcNamespaceProblems,
   judge,
   lsmProblems,
@@ -21,6 +22,7 @@ import { parseProbe, type ProbeFacts } from '../../src/verify/probe.js';
 /** `berth verify`'s kernel-side checks as data: what a container said (or the engine holds) against its plan. */
 const plan: RunPlan = {
   image: 'berth/shell:latest',
+  runtime: 'runc',
   argv: ['sh', '-c', 'echo hi'],
   exec: ['sh', '-c', 'echo hi'],
   keepAlive: ['berth-bridge', 'idle'],
@@ -39,7 +41,7 @@ const plan: RunPlan = {
 };
 const relayed: RunPlan = { ...plan, argv: ['/usr/local/bin/berth-bridge', 'relay', '41401=/run/berth/egress.sock', '--', 'sh', '-c', 'echo hi'] };
 
-const host: HostFacts = { pidNamespaces: ['pid:[4026531836]'], ipcNamespaces: ['ipc:[4026531839]'], apparmor: false, selinux: false };
+const host: HostFacts = { pidNamespaces: ['pid:[4026531836]'], ipcNamespaces: ['ipc:[4026531839]'], apparmor: false, selinux: false, kernel: '6.18.0-test' };
 
 /** What the probe printed in a berth container on this host (cgroup v1). */
 const confined: ProbeFacts = {
@@ -53,6 +55,8 @@ const confined: ProbeFacts = {
   apparmor: '',
   'pids.max': '256',
   'memory.max': '536870912',
+  kernel: '6.18.0-test',
+  sentry: '',
 };
 /** ... and through the weakening Docker-socket proxy (M3). */
 const weakened: ProbeFacts = { ...confined, Seccomp: '0', pidns: 'pid:[4026531836]', ipcns: 'ipc:[4026531839]', init: 'process_api', 'pids.max': 'max', 'memory.max': '9223372036854771712' };
@@ -65,6 +69,24 @@ describe('the probe', () => {
 
   it('says nothing when the probe never ran', () => {
     expect(parseProbe('sh: not found\n')).toBeUndefined();
+  });
+});
+
+describe('the runtime that answers inside', () => {
+  const runsc: RunPlan = { ...plan, runtime: 'runsc' };
+  const gvisor: ProbeFacts = { ...confined, kernel: '4.4.0', sentry: 'Starting gVisor' };
+  it('runc: the host kernel answers; gVisor or another kernel there is a problem', () => {
+    expect(runtimeProblems(confined, plan, host)).toEqual([]);
+    expect(runtimeProblems(gvisor, plan, host)).toEqual(["runc planned, but the kernel inside is 4.4.0, not the host's 6.18.0-test"]);
+  });
+  it('runsc: gVisor must announce itself; the host kernel answering means the runtime was not used', () => {
+    expect(runtimeProblems(gvisor, runsc, host)).toEqual([]);
+    expect(runtimeProblems(confined, runsc, host)).toEqual(['runsc planned, but gVisor did not answer inside (kernel 6.18.0-test)']);
+    expect(runtimeProblems({ ...confined, kernel: '' }, runsc, host)).toEqual(['its kernel release is unreadable']);
+  });
+  it('any other runtime (a VM) must not show the host kernel', () => {
+    expect(runtimeProblems(confined, { ...plan, runtime: 'kata' }, host)).toEqual(["kata planned, but the host's kernel (6.18.0-test) answers inside"]);
+    expect(runtimeProblems({ ...confined, kernel: '6.1.0-kata' }, { ...plan, runtime: 'kata' }, host)).toEqual([]);
   });
 });
 
@@ -175,7 +197,7 @@ describe("the engine's inspect against the plan", () => {
 
   it('an inspect answer with missing fields reads as no limit, no options', () => {
     expect(toContainerSettings({ Config: {} as never, HostConfig: { PidsLimit: null } as never })).toEqual({
-      User: '', NetworkMode: '', ReadonlyRootfs: false, Privileged: false, CapAdd: [], CapDrop: [], SecurityOpt: [], Memory: 0, MemorySwap: 0, NanoCpus: 0, PidsLimit: 0, PidMode: '', IpcMode: '', Sysctls: {},
+      User: '', NetworkMode: '', ReadonlyRootfs: false, Privileged: false, CapAdd: [], CapDrop: [], SecurityOpt: [], Memory: 0, MemorySwap: 0, NanoCpus: 0, PidsLimit: 0, PidMode: '', IpcMode: '', Sysctls: {}, Runtime: '',
     });
   });
 });

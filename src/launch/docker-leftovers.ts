@@ -2,6 +2,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { posix } from 'node:path';
 import { procStat } from '../fs/process-identity.js';
+import type { ExecLeftovers } from './launcher.js';
+import { WARM_MEMORY_SLACK } from './lifecycle.js';
 
 /**
  * The host's view of a warm container's processes, for the execs berth runs in it (docker.ts
@@ -10,9 +12,6 @@ import { procStat } from '../fs/process-identity.js';
  * exec, so after each one berth checks that nothing it started is still alive, or left behind
  * in kernel memory, before the container takes the next message.
  */
-
-/** A warm container that holds more memory than this beyond its idle self is not kept: idle, it would pin it. */
-export const WARM_MEMORY_SLACK = 32 * 2 ** 20;
 
 /** The cgroup directory of `pid` for a controller (v1), or its unified cgroup (v2); undefined if unknown. */
 export function cgroupDir(pid: number, controller: 'pids' | 'memory' | 'freezer'): string | undefined {
@@ -344,25 +343,20 @@ export async function leftoverIpc(keepAlive: KeepAlive): Promise<string[] | unde
 }
 
 /**
- * Why a warm container must not take another message after an exec, or undefined when it may:
- * nothing of the exec still runs, the keep-alive is whole and running, no IPC object is left in
- * its namespace, and it holds no more memory than the slack beyond its idle self. One exec at a
- * time (a second one running meanwhile would count as left behind). `ipcReader`: one opened
- * when the exec started (the caller closes it); without it, one is started now.
+ * What an exec left in a warm container, as this host sees it (lifecycle.warmVerdict judges):
+ * processes, the keep-alive's health, IPC objects and memory. A part that cannot be read stays
+ * undefined. One exec at a time (a second one running meanwhile would count as left behind).
+ * `ipcReader`: one opened with the container (the caller closes it); without it, one is started now.
  */
-export async function uncleanReasonOf(keepAlive: KeepAlive, ipcReader?: IpcReader): Promise<string | undefined> {
+export async function observeLeftovers(keepAlive: KeepAlive, ipcReader?: IpcReader): Promise<ExecLeftovers> {
   const left = leftoverProcesses(keepAlive);
-  if (!left) return "its processes cannot be read from this host (berth needs the host's pid namespace and cgroup files)";
-  if (left.running.length) return `it left processes running: ${left.running.join(', ')}`;
-  if (left.gone.length) return `the keep-alive lost processes: ${left.gone.join(', ')}`;
-  const stalled = await stalledKeepAlive(left.kept);
-  if (stalled.length) return `the keep-alive is not running: ${stalled.join(', ')}`;
+  if (!left) return {};
+  if (left.running.length) return { running: left.running };
+  const hurt = [...left.gone.map((pid) => `${pid} gone`), ...(await stalledKeepAlive(left.kept))];
+  if (hurt.length) return { running: [], keepAliveHurt: hurt };
   const ipc = await (ipcReader ? ipcReader.read() : leftoverIpc(keepAlive));
-  if (!ipc) return "its IPC namespace cannot be read from this host (berth needs root and nsenter, from util-linux)";
-  if (ipc.length) return `it left IPC objects: ${ipc.join(', ')}`;
-  const growth = await settledMemoryGrowth(keepAlive);
-  if ((growth ?? 0) > WARM_MEMORY_SLACK) return `it holds ${Math.round((growth ?? 0) / 2 ** 20)} MiB more than when idle (a tmpfs file, shared memory, kernel memory)`;
-  return undefined;
+  if (!ipc?.length) return { running: [], keepAliveHurt: [], ipc, memoryGrowth: ipc ? await settledMemoryGrowth(keepAlive) : undefined };
+  return { running: [], keepAliveHurt: [], ipc };
 }
 
 /** The process a thread belongs to (/proc/<tid>/status "Tgid:"). */

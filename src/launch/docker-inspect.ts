@@ -1,5 +1,5 @@
 import Docker from 'dockerode';
-import { translateEngineError } from './docker.js';
+import { translateEngineError } from './docker-errors.js';
 
 /**
  * What the engine says a container was created with, beside the launch Engine: thin, like
@@ -24,6 +24,8 @@ export interface ContainerSettings {
   IpcMode: string;
   /** Namespaced kernel settings. */
   Sysctls: Record<string, string>;
+  /** The OCI runtime it runs under (runc, runsc, ...). */
+  Runtime: string;
 }
 
 export interface ContainerInspector {
@@ -48,6 +50,7 @@ export function toContainerSettings(info: Pick<Docker.ContainerInspectInfo, 'Con
     PidMode: hc.PidMode ?? '',
     IpcMode: hc.IpcMode ?? '',
     Sysctls: hc.Sysctls ?? {},
+    Runtime: (hc as { Runtime?: string }).Runtime ?? '',
   };
 }
 

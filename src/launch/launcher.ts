@@ -1,0 +1,136 @@
+import type { ContainerQuery } from '../plan/labels.js';
+import type { RunPlan } from '../plan/run-plan.js';
+
+/**
+ * The launcher contract: what berth asks of whatever runs a RunPlan (Docker today; a cluster
+ * next). A launcher translates and reports; it decides nothing about isolation or about the run's
+ * life: the rules every launcher follows (output bound, timeout, exit mapping, the warm reuse
+ * verdict) are written once in lifecycle.ts. Images are another interface (images.ts): a cluster
+ * runs images, it does not build them. `test/contract/` checks every launcher berth ships.
+ */
+
+export interface RunTimings {
+  createMs: number;
+  startMs: number;
+  runMs: number;
+  totalMs: number;
+}
+
+export interface RunResult {
+  containerId: string;
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  /** Output went past the plan's cap: the run was stopped and the output cut there. */
+  truncated: boolean;
+  timedOut: boolean;
+  timings: RunTimings;
+}
+
+/**
+ * What a warm container holds after an exec, as the launcher sees it (lifecycle.ts judges it).
+ * A field the launcher cannot observe is undefined: "cannot tell" is never "clean".
+ */
+export interface ExecLeftovers {
+  /** Processes of the exec's still running ("pid comm"), beyond the keep-alive's own. */
+  running?: string[];
+  /** The keep-alive's processes that are gone, stopped or about to be ("pid comm state"). */
+  keepAliveHurt?: string[];
+  /** IPC objects left in the container's namespace ("shm 1", "mqueue 2"). */
+  ipc?: string[];
+  /** Bytes it holds beyond its idle self once what can be reclaimed is (lifecycle.WARM_MEMORY_SLACK). */
+  memoryGrowth?: number;
+}
+
+/** An exec's result. */
+export interface ExecResult extends RunResult {
+  /** Why its container was removed to stop it (timed out, output past the cap, aborted); absent if it ran its course. */
+  stopped?: string;
+  /** What it left behind; empty when stopped (the container is gone) or not observable. */
+  leftovers: ExecLeftovers;
+}
+
+/** The warm container is not there any more (removed with its project, by hand, or it exited). */
+export interface ContainerGone {
+  gone: true;
+  reason: string;
+}
+
+export interface IdleContainer {
+  containerId: string;
+  timings: { createMs: number; startMs: number };
+}
+
+export interface ManagedContainer {
+  id: string;
+  project: string;
+  workspace: string;
+  run: string;
+  state: string;
+  /** What its writable /workspace reaches (plan/labels.ts); missing on containers of an older berth. */
+  reach?: string;
+  /** The berth process that started it, if labelled. */
+  owner?: string;
+}
+
+export interface RunOptions {
+  signal?: AbortSignal;
+  onCreated?: (containerId: string) => void;
+  /** Output as the container prints it (what is kept is bounded the same way: past the cap, nothing more). */
+  onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+}
+
+/**
+ * What a launcher can do beyond the core (run, list, remove by labels). Each is an assumption the
+ * run path would otherwise make silently; a feature that needs one is refused without it
+ * (LAUNCHER_UNSUPPORTED), never half-done.
+ */
+export interface LauncherCapabilities {
+  /** OCI runtimes the engine offers (a plan's `runtime` must be one). */
+  runtimes: string[];
+  /** The default runtime (a plan without one runs under it). */
+  defaultRuntime: string;
+  /** Containers run on berth's host: bind sources are berth's own paths (workspaces, snapshots, homes). */
+  hostPaths: boolean;
+  /** Unix sockets in a bind-mounted run directory reach berth (model gateway, egress proxy, file tools). */
+  unixSockets: boolean;
+  /** A loop-mounted workspace filesystem (disk_quotas: loop) is what the container's /workspace shows. */
+  loopQuotas: boolean;
+  /** Warm containers (startIdle, execIn) with leftovers observed after each exec, per runtime. */
+  warm: (runtime: string) => boolean;
+}
+
+export interface EngineInfo {
+  /** "Docker 20.10.24" and the like: what answers. */
+  name: string;
+  version: string;
+  apiVersion: string;
+  securityOptions: string[];
+  /** Where the engine keeps images and containers (on berth's host, when hostPaths). */
+  rootDir: string;
+  /** Each runtime the engine offers, with its version when it says. */
+  runtimes: Array<{ name: string; version?: string; path?: string }>;
+  defaultRuntime: string;
+}
+
+export interface Launcher {
+  info(): Promise<EngineInfo>;
+  capabilities(): Promise<LauncherCapabilities>;
+  /** Run a plan to its end (lifecycle.ts rules: output bound, timeout, 127, abort = stop). */
+  run(plan: RunPlan, opts?: RunOptions): Promise<RunResult>;
+  /** Start a warm container: created as `run` would, running `keepAliveArgv` until it is removed. */
+  startIdle(plan: RunPlan, keepAliveArgv: string[], opts?: { onCreated?(id: string): void }): Promise<IdleContainer>;
+  /**
+   * Run `argv` in a warm container with the plan's env, user, cwd and limits. Stopping it (timeout,
+   * cap, abort) removes the container. Otherwise it reports what the exec left behind; the caller
+   * judges (lifecycle.warmVerdict). One exec at a time per container.
+   */
+  execIn(containerId: string, plan: RunPlan, argv: string[], opts?: RunOptions): Promise<ExecResult | ContainerGone>;
+  /** Force-remove the given containers; returns how many. */
+  removeContainers(ids: string[]): Promise<number>;
+  listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;
+  /** Force-remove the labelled containers a query matches; returns how many. */
+  removeManaged(query: ContainerQuery): Promise<number>;
+}
+
+export const isGone = (r: ExecResult | ContainerGone): r is ContainerGone => 'gone' in r;

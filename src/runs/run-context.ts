@@ -1,0 +1,95 @@
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { agentOwner, type BerthConfig } from '../config/berth-config.js';
+import { sharedGrantsFor, type SharedGrant } from '../config/grants.js';
+import type { PermissionLevel, SessionRecord } from '../config/session.js';
+import type { Owner } from '../fs/tree.js';
+import { LEVEL_PROFILES, type LevelProfile } from '../plan/levels.js';
+import { memoryBootstrap } from '../store/memory.js';
+import type { Project } from '../store/projects.js';
+import { workspaceIdFor } from '../store/secret.js';
+import { workspaceKeyOf } from '../store/sessions.js';
+import type { WorkspaceQuota } from '../store/workspaces.js';
+import { newRunId } from './run-record.js';
+
+/** A workflow step: runs in the project's private workspace, cwd below its root. */
+export interface PrivateTarget {
+  cwdRel: string;
+  /** Created (no-follow) before the step, e.g. ['work', 'runs', '<run_id>']. */
+  ensureDir?: string[];
+  /** Data for the step (the workflow input), as environment variables. */
+  env?: Record<string, string>;
+}
+
+export type OutputListener = (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+
+/** The three kinds of run: a message to the agent, a workflow step, a shell-tool command. */
+export type LaunchSpec =
+  | { kind: 'message'; message: string; onOutput?: OutputListener; whenReady?: () => Promise<void> }
+  | { kind: 'workflow_step'; message: string; target: PrivateTarget }
+  | { kind: 'shell_tool'; argv: string[] };
+
+/** What a run is, known the moment it is accepted: every step below reads it, none derives it again. */
+export interface RunIdentityContext {
+  runId: string;
+  project: Project;
+  session: SessionRecord;
+  level: PermissionLevel;
+  profile: LevelProfile;
+  /** The tenant's (or session's) workspace id; for a workflow step, the private workspace. */
+  workspaceId: string;
+  log: Logger;
+}
+
+/** ... and what it works with, read once it holds its workspace lock (the operator's settings as they are then). */
+export interface RunContext extends RunIdentityContext {
+  config: BerthConfig;
+  owner: Owner | undefined;
+  grants: SharedGrant[];
+  workspace: { id: string; dir: string; ownFilesystem?: boolean };
+}
+
+/** The run's identity, derived once: its id, level, and the workspace id (the HMAC of the tenant key, or the one the session stores). */
+export function identityOf(project: Project, session: SessionRecord, spec: LaunchSpec, secret: Buffer, logger: Logger): RunIdentityContext {
+  const runId = newRunId();
+  const level = session.settings.permission_level;
+  const ws = session.settings.workspace;
+  const workspaceId = spec.kind === 'workflow_step' ? 'private' : (ws.id ?? workspaceIdFor(secret, project.metadata.name, workspaceKeyOf(session, ws.mode)));
+  return {
+    runId,
+    project,
+    session,
+    level,
+    profile: LEVEL_PROFILES[level],
+    workspaceId,
+    log: logger.child({ project: project.metadata.name, session: session.id, permission_level: level, run: runId, workspace: workspaceId }),
+  };
+}
+
+/** The full context, from the project as it is now (it may have moved) and the config read now. */
+export function contextOf(base: RunIdentityContext, project: Project, config: BerthConfig, spec: LaunchSpec): RunContext {
+  const dir = spec.kind === 'workflow_step' ? project.paths.dir : join(project.paths.workspacesDir, base.workspaceId);
+  return { ...base, project, config, owner: agentOwner(config), grants: sharedGrantsFor(config, project.metadata.name), workspace: { id: base.workspaceId, dir } };
+}
+
+/** The kernel bound for a workspace (berth.yaml disk_quotas, the project's limits). */
+export function quotaOf(project: Project, cfg: BerthConfig, scratchDir: string, log: Logger): WorkspaceQuota {
+  const { disk_mb, files } = project.metadata.limits;
+  return {
+    mode: cfg.disk_quotas,
+    sizeBytes: disk_mb * 1024 * 1024,
+    files,
+    scratchDir,
+    onEnsured: (id, e) => {
+      if (e.created) log.info({ workspace: id, migrated: e.migrated }, 'workspace quota created');
+      if (e.resized) log.info({ workspace: id, ...e.resized }, 'workspace quota resized');
+      if (e.warning) log.warn({ workspace: id }, e.warning);
+    },
+  };
+}
+
+/** A session's first message to an agent that takes a prompt starts with the memory SOP (medium and high). */
+export function withBootstrap(ctx: RunContext, message: string): string {
+  const bootstrap = ctx.session.runs === 0 && ctx.project.metadata.agent !== 'shell' ? memoryBootstrap(ctx.project.paths.memoryDir, ctx.level) : undefined;
+  return bootstrap ? `${bootstrap}\n---\n\n${message}` : message;
+}

@@ -1,0 +1,45 @@
+import { randomBytes } from 'node:crypto';
+import type { PermissionLevel } from '../config/session.js';
+import type { RunResult, RunTimings } from '../launch/launcher.js';
+import type { RunRecord } from '../store/run-log.js';
+
+/** What a run's caller gets: the launcher's result, the run's identity, and its record (built once). */
+export interface RunOutcome extends RunResult {
+  runId: string;
+  project: string;
+  workspaceId: string;
+  sessionId: string;
+  permissionLevel: PermissionLevel;
+  workspaceRoot: string;
+  warnings: string[];
+  /** It ran in the session's warm container (an exec), not a new one. */
+  warm: boolean;
+  /** The line appended to the project's run log. */
+  record: RunRecord;
+}
+
+export function newRunId(): string {
+  return `r${Date.now().toString(36)}${randomBytes(5).toString('hex')}`;
+}
+
+function roundedTimings(t: RunTimings) {
+  const r = (ms: number) => Math.round(ms * 10) / 10;
+  return { create: r(t.createMs), start: r(t.startMs), run: r(t.runMs), total: r(t.totalMs) };
+}
+
+export function toRunRecord(o: Omit<RunOutcome, 'record'>, kind: RunRecord['kind']): RunRecord {
+  return {
+    run: o.runId,
+    kind,
+    session: o.sessionId,
+    workspace: o.workspaceId,
+    permission_level: o.permissionLevel,
+    workspace_root: o.workspaceRoot,
+    exit_code: o.exitCode,
+    timed_out: o.timedOut,
+    truncated: o.truncated,
+    output_bytes: Buffer.byteLength(o.stdout) + Buffer.byteLength(o.stderr),
+    timings_ms: roundedTimings(o.timings),
+    finished_at: new Date().toISOString(),
+  };
+}
