@@ -17,6 +17,8 @@ demo: setup
 # it. Cold 70-90 s (Debian base, npm downloads, docker build); up to date, about a second.
 test: setup
 	@node bin/berth.js images build agent
+	@# gVisor: Debian's runsc, registered with the engine as runtime "runsc" (daemon.json + SIGHUP, no restart).
+	@./scripts/ensure-runsc.sh
 	@npm run --silent typecheck
 	@npm run --silent layers
 	@# The flood test measures latency: it runs alone and first, while the engine is quiet (not
@@ -25,6 +27,8 @@ test: setup
 	@npx vitest run --exclude '**/gateway-dos.test.ts'
 	@# The attack tests again, with warm session containers (a message is an exec into the session's container).
 	@BERTH_TEST_WARM=1 npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts
+	@# And under gVisor: every project the attack tests make runs with --runtime runsc.
+	@BERTH_TEST_RUNTIME=runsc npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts
 
 bench: setup
 	@npm run --silent bench

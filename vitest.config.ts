@@ -1,13 +1,34 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Two tiers. `unit` needs no engine (the launcher contract runs there against the in-memory
+ * fake); `integration` needs Docker and berth's images, which its global setup checks loudly.
+ * Global setup belongs to the integration project alone: vitest runs a project's global setup
+ * only when files of that project are selected (and always the root's, so the root has none).
+ */
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
     // Two cores: more parallel container files only add noise and timeouts.
     maxWorkers: 2,
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts', 'test/contract/fake.test.ts'],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts', 'test/contract/docker-*.test.ts'],
+          globalSetup: ['test/global-setup.ts'],
+        },
+      },
+    ],
   },
 });

@@ -7,7 +7,7 @@ import { createBerth, type Berth } from './main.js';
 import { workspaceIdFor } from './store/secret.js';
 import { CONFINEMENT_CHECKS, judge } from './verify/confinement.js';
 import { readHostFacts } from './verify/host-facts.js';
-import { parseProbe, PROBE_SCRIPT, type ProbeFacts } from './verify/probe.js';
+import { GVISOR_PROC_VERSION, parseProbe, PROBE_SCRIPT, type ProbeFacts } from './verify/probe.js';
 import type { VerifyCheck } from './verify/verify-check.js';
 import { watchLauncher } from './verify/watched-launcher.js';
 
@@ -93,8 +93,8 @@ export async function runVerify(
       }
     });
     await check('network', async () => {
-      const low = await run(A, 'ls /sys/class/net | tr "\\n" " "; ip route | wc -l', 'low');
-      const high = await run(A, 'ls /sys/class/net | tr "\\n" " "; ip route | wc -l', 'high');
+      const low = await run(A, 'ls /sys/class/net | tr "\\n" " "; ip route | grep -v " dev lo " | wc -l', 'low');
+      const high = await run(A, 'ls /sys/class/net | tr "\\n" " "; ip route | grep -v " dev lo " | wc -l', 'high');
       const seen = (o: { stdout: string }) => o.stdout.replace(/\s+/g, ' ').trim();
       const held = seen(low) === 'lo 0' && seen(high) === 'lo 0';
       return { held, detail: held ? "only lo, no route, at low and at high (egress only through berth's proxy)" : `interfaces and routes: low "${seen(low)}", high "${seen(high)}"` };
@@ -104,8 +104,10 @@ export async function runVerify(
       return { held: !o.stdout.includes(marker), detail: o.stdout.includes(marker) ? "berth's own environment reached the container" : "berth's environment does not reach containers" };
     });
     await check('privileges', async () => {
-      const o = await run(A, 'id -u; grep -E "^(CapEff|CapBnd|NoNewPrivs)" /proc/self/status | tr -s "\\t" " "; touch /root-write 2>/dev/null && echo ROOT-WRITABLE || echo ro');
-      const held = /^10001\n/.test(o.stdout) && /CapEff: 0+\n/.test(o.stdout) && /NoNewPrivs: 1/.test(o.stdout) && o.stdout.trim().endsWith('ro');
+      const o = await run(A, `id -u; grep -E "^(CapEff|CapBnd|NoNewPrivs)" /proc/self/status | tr -s "\\t" " "; grep -q "^${GVISOR_PROC_VERSION}" /proc/version && echo under-gVisor; touch /root-write 2>/dev/null && echo ROOT-WRITABLE || echo ro`);
+      // gVisor's kernel reports no NoNewPrivs line: its sentry's host process holds it (and the capabilities check reads the engine's record).
+      const noNewPrivs = /NoNewPrivs: 1/.test(o.stdout) || (opts.runtime === 'runsc' && o.stdout.includes('under-gVisor'));
+      const held = /^10001\n/.test(o.stdout) && /CapEff: 0+\n/.test(o.stdout) && noNewPrivs && o.stdout.trim().endsWith('ro');
       return { held, detail: held ? 'uid 10001, no capabilities, no new privileges, read-only root' : o.stdout.replace(/\n/g, ' ').slice(0, 200) };
     });
     await check('Docker socket', async () => {

@@ -13,6 +13,8 @@ import { createBerth, installationId, type Berth } from '../src/main.js';
 import { releaseMountsUnder } from '../src/fs/loop-quota.js';
 import type { ProjectMetadataInput } from '../src/config/metadata.js';
 import type { RunOutcome } from '../src/runs/runner.js';
+import type { Launcher } from '../src/launch/launcher.js';
+import { createFakeLauncher } from './helpers/fake-launcher.js';
 import type { PermissionLevel } from '../src/config/session.js';
 
 export interface TestHome extends AsyncDisposable {
@@ -28,18 +30,27 @@ export interface TestHome extends AsyncDisposable {
 /** BERTH_TEST_WARM=1: the attack tests run again with warm session containers (make test does both). */
 export const WARM = process.env.BERTH_TEST_WARM === '1';
 
-export function testHome(opts: { config?: string; warm?: boolean } = {}): TestHome {
+/**
+ * BERTH_TEST_RUNTIME=runsc: the attack tests run again with every project they create under that
+ * OCI runtime (gVisor; make test registers it). berth.yaml offers it beside runc.
+ */
+export const RUNTIME = process.env.BERTH_TEST_RUNTIME;
+/** A write the kernel refused, in its words: runc's EROFS, or gVisor's gofer's EACCES on a read-only mount. */
+export const WRITE_REFUSED = /Read-only file system|Permission denied/;
+
+export function testHome(opts: { config?: string; warm?: boolean; launcher?: Launcher } = {}): TestHome {
   const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-test-')));
-  if (opts.config) fs.writeFileSync(join(home, 'berth.yaml'), opts.config);
+  const config = RUNTIME ? `${opts.config ?? ''}\nruntimes: [runc, ${RUNTIME}]\n` : opts.config;
+  if (config) fs.writeFileSync(join(home, 'berth.yaml'), config);
   const warm = opts.warm ?? WARM;
-  const berth = createBerth({ home, logLevel: 'silent', warm });
+  const berth = createBerth({ home, logLevel: 'silent', warm, launcher: opts.launcher });
   return {
     home,
     berth,
     warm,
     run: (project, user, message, level) => berth.runner.run({ project, tenantKey: user, message, level }),
     create(input) {
-      berth.store.create(input);
+      berth.store.create(RUNTIME && !input.runtime ? { ...input, runtime: RUNTIME } : input);
     },
     async [Symbol.asyncDispose]() {
       await berth.runner.reapLeftovers();
@@ -48,6 +59,9 @@ export function testHome(opts: { config?: string; warm?: boolean } = {}): TestHo
     },
   };
 }
+
+/** A test home on the in-memory launcher: the unit tier runs with no engine. */
+export const unitHome = (opts: { config?: string } = {}): TestHome => testHome({ ...opts, warm: false, launcher: createFakeLauncher() });
 
 export function sha256(path: string): string {
   return createHash('sha256').update(fs.readFileSync(path)).digest('hex');

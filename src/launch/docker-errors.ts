@@ -28,7 +28,7 @@ export function translateEngineError(err: unknown, context: { image?: string } =
       hint: 'build it with "berth images build"',
     });
   }
-  if (/unknown or invalid runtime name/i.test(text)) {
+  if (/unknown (or invalid )?runtime/i.test(text)) {
     return new BerthError('RUNTIME_MISSING', `the engine has no such runtime: ${text.trim()}`, {
       hint: 'register it with the engine (README: "Stronger isolation: gVisor"), or choose another with "berth project update <name> --runtime runc"',
     });

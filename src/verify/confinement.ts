@@ -114,6 +114,25 @@ export interface ConfinementCheck {
   problems(c: ObservedContainer, host: HostFacts): string[];
 }
 
+/**
+ * gVisor's kernel reports no NoNewPrivs, IPC namespace or cgroup limits inside: under its sentry
+ * (proven by the runtime check) those facts are read from the engine's record of the container
+ * instead, and the verify line says so.
+ */
+const underSentry = (c: ObservedContainer) => c.plan.runtime === 'runsc' && !!c.inside?.sentry;
+
+function engineRecordProblems(c: ObservedContainer, what: 'NoNewPrivs' | 'IpcMode' | 'PidsLimit' | 'Memory'): string[] {
+  if ('error' in c.engine) return [`could not inspect it: ${c.engine.error}`];
+  const e = c.engine;
+  const ok = {
+    NoNewPrivs: () => e.SecurityOpt.some((o) => /^no-new-privileges([=:]true)?$/.test(o)),
+    IpcMode: () => e.IpcMode === 'private',
+    PidsLimit: () => e.PidsLimit === c.plan.limits.pids,
+    Memory: () => e.Memory === c.plan.limits.memoryBytes,
+  }[what]();
+  return ok ? [] : [`under gVisor, the engine's record lacks ${what} as planned`];
+}
+
 /** Checks read from inside need the probe's facts; without them nothing can be said of that container. */
 const inside =
   (fn: (f: ProbeFacts, c: ObservedContainer, host: HostFacts) => string[]) =>
@@ -123,7 +142,11 @@ const inside =
 export const CONFINEMENT_CHECKS: ConfinementCheck[] = [
   { name: 'runtime', held: (_host, cs) => `the planned runtime answers inside: ${runtimesSeen(cs)}`, problems: inside((f, c, host) => runtimeProblems(f, c.plan, host)) },
   { name: 'seccomp', held: () => 'Seccomp: 2 (a filter in force)', problems: inside((f) => seccompProblems(f)) },
-  { name: 'capabilities', held: () => 'CapEff 0 and NoNewPrivs 1', problems: inside((f) => privilegeProblems(f)) },
+  {
+    name: 'capabilities',
+    held: (_h, cs) => `CapEff 0 and NoNewPrivs 1${cs.some(underSentry) ? " (under gVisor: NoNewPrivs from the engine's record)" : ''}`,
+    problems: inside((f, c) => (underSentry(c) ? [...privilegeProblems({ ...f, NoNewPrivs: '1' }), ...engineRecordProblems(c, 'NoNewPrivs')] : privilegeProblems(f))),
+  },
   {
     name: 'LSM label',
     held: (host, cs) => {
@@ -133,9 +156,9 @@ export const CONFINEMENT_CHECKS: ConfinementCheck[] = [
     problems: inside((f, _c, host) => lsmProblems(f, host)),
   },
   { name: 'pid namespace', held: () => 'its own: pid 1 is its own process, no host process is visible', problems: inside((f, c, host) => pidNamespaceProblems(f, c.plan, host)) },
-  { name: 'IPC namespace', held: () => 'its own, not the host\'s', problems: inside((f, _c, host) => ipcNamespaceProblems(f, host)) },
-  { name: 'pids limit', held: () => 'pids.max as planned', problems: inside((f, c) => pidsLimitProblems(f, c.plan)) },
-  { name: 'memory limit', held: () => 'the memory limit as planned', problems: inside((f, c) => memoryLimitProblems(f, c.plan)) },
+  { name: 'IPC namespace', held: () => 'its own, not the host\'s', problems: inside((f, c, host) => (underSentry(c) ? engineRecordProblems(c, 'IpcMode') : ipcNamespaceProblems(f, host))) },
+  { name: 'pids limit', held: () => 'pids.max as planned', problems: inside((f, c) => (underSentry(c) ? engineRecordProblems(c, 'PidsLimit') : pidsLimitProblems(f, c.plan))) },
+  { name: 'memory limit', held: () => 'the memory limit as planned', problems: inside((f, c) => (underSentry(c) ? engineRecordProblems(c, 'Memory') : memoryLimitProblems(f, c.plan))) },
   {
     name: 'engine settings',
     held: () => "the engine's inspect matches the plan (user, network, read-only root, capabilities, no-new-privileges, seccomp/AppArmor, pids, memory, CPU, pid and IPC mode, IPC sysctls)",

@@ -9,6 +9,8 @@ export type ProbeKey = (typeof PROBE_KEYS)[number];
 export type ProbeFacts = Record<ProbeKey, string>;
 
 const MARK = '@verify';
+/** What gVisor's sentry answers in /proc/version (any release so far). */
+export const GVISOR_PROC_VERSION = 'Linux version 4.4.0 #1 SMP Sun Jan 10 15:06:54 PST 2016';
 
 const status = (key: string) => `echo "${MARK} ${key} $(sed -n "s/^${key}:[[:space:]]*//p" /proc/self/status)"`;
 const fact = (key: ProbeKey, command: string) => `echo "${MARK} ${key} $(${command})"`;
@@ -27,8 +29,8 @@ export const PROBE_SCRIPT = `{ ${[
   fact('pids.max', 'cat /sys/fs/cgroup/pids/pids.max || cat /sys/fs/cgroup/pids.max'),
   fact('memory.max', 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes || cat /sys/fs/cgroup/memory.max'),
   fact('kernel', 'uname -r'),
-  // gVisor's kernel names itself in its log, which any user may read there (the host's is restricted).
-  fact('sentry', 'dmesg | grep -o -m 1 "Starting gVisor"'),
+  // gVisor's sentry: its log names it (where seccomp lets dmesg run), and its /proc/version is its own fixed line.
+  fact('sentry', `{ dmesg | grep -o -m 1 "Starting gVisor"; grep -q "^${GVISOR_PROC_VERSION}" /proc/version && echo gVisor; } | head -n 1`),
 ].join('; ')}; } 3>&2 2>/dev/null >&3; `;
 
 /** The probe's facts from a run's stderr; undefined when it printed none (it never ran). */

@@ -33,6 +33,21 @@ describe('berth verify', () => {
     expect(await berth.runner.listContainers()).toEqual([]);
   });
 
+  it('--runtime runsc: every check holds under gVisor, and the runtime check proves the sentry answered; runc says the host kernel', () => {
+    const h = home();
+    fs.writeFileSync(join(h, 'berth.yaml'), 'runtimes: [runc, runsc]\n');
+    const gvisor = cli(['--home', h, 'verify', '--runtime', 'runsc']);
+    expect(gvisor.code, gvisor.stdout).toBe(0);
+    expect(gvisor.stdout).toMatch(/^ok\s+runtime\s+the planned runtime answers inside: runsc: gVisor's kernel \(4\.4\.0\)/m);
+    const runc = cli(['--home', h, 'verify']);
+    expect(runc.code, runc.stdout).toBe(0);
+    expect(runc.stdout).toContain(`runc: the host's kernel (${os.release()})`);
+    // A runtime berth.yaml does not offer is refused before anything starts.
+    const refused = cli(['--home', home(), 'verify', '--runtime', 'runsc']);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toContain('RUNTIME_MISSING');
+  });
+
   it('"berth verify --json" as an operator runs it: ok, exit 0, every check named', () => {
     const r = cli(['--home', home(), 'verify', '--json']);
     expect(r.code, r.stderr).toBe(0);

@@ -2,10 +2,10 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { workspaceIdFor } from '../../src/store/secret.js';
-import { testHome } from '../helpers.js';
+import { unitHome } from '../helpers.js';
 
 /** A gateway caller resolves its project once per connection, but never serves a stale team table. */
-const h = testHome();
+const h = unitHome();
 afterAll(() => h[Symbol.asyncDispose]());
 
 describe('gateway caller', () => {

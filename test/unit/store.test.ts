@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { workspaceIdFor } from '../../src/store/secret.js';
 import { ensureWorkspace, listWorkspaces } from '../../src/store/workspaces.js';
 import { CREATE_STEPS } from '../../src/store/projects.js';
-import { cli, listTree, testHome, type TestHome } from '../helpers.js';
+import { cli, listTree, unitHome, type TestHome } from '../helpers.js';
 
 let h: TestHome;
 afterEach(async () => {
@@ -16,7 +16,7 @@ const secret = Buffer.alloc(32, 7);
 
 describe('project create', () => {
   it('makes metadata.json, AGENTS.md, .factory/, sessions/ and workspaces/', () => {
-    h = testHome();
+    h = unitHome();
     h.create({ name: 'bot' });
     expect(listTree(join(h.home, 'projects/bot'))).toEqual([
       '.factory',
@@ -36,7 +36,7 @@ describe('project create', () => {
   });
 
   it('refuses bad input and leaves nothing behind', () => {
-    h = testHome();
+    h = unitHome();
     for (const input of [{ name: '../evil' }, { name: 'ok', protected_paths: ['/etc'] }, { name: 'ok', bogus: 1 }]) {
       expect(() => h.berth.store.create(input as never)).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
     }
@@ -46,7 +46,7 @@ describe('project create', () => {
   });
 
   it('of two creates of one name, exactly one succeeds and the other gets PROJECT_EXISTS', async () => {
-    h = testHome();
+    h = unitHome();
     const bin = join(import.meta.dirname, '../../bin/berth.js');
     const runs = await Promise.all(
       [1, 2, 3, 4].map(
@@ -64,7 +64,7 @@ describe('project create', () => {
   });
 
   it.each(CREATE_STEPS)('a creator killed right after "%s" leaves a whole project or none, and the name stays usable', (step) => {
-    h = testHome();
+    h = unitHome();
     const r = cli(['--home', h.home, 'project', 'create', 'crash', '--protect', 'AGENTS.md'], { BERTH_TEST_KILL_AFTER_STEP: step });
     expect(r.code).toBe(-1); // killed by the signal, no exit code
     const dir = join(h.home, 'projects/crash');
@@ -76,7 +76,7 @@ describe('project create', () => {
   });
 
   it('update changes only what it names and writes metadata atomically', async () => {
-    h = testHome();
+    h = unitHome();
     h.create({ name: 'bot', limits: { memory_mb: 128 } });
     await h.berth.store.update('bot', { limits: { timeout_seconds: 9 } });
     expect(h.berth.store.get('bot').metadata.limits).toMatchObject({ memory_mb: 128, timeout_seconds: 9 });
@@ -87,7 +87,7 @@ describe('project create', () => {
   });
 
   it('reports a missing project as PROJECT_NOT_FOUND', () => {
-    h = testHome();
+    h = unitHome();
     expect(() => h.berth.store.get('nope')).toThrow(expect.objectContaining({ code: 'PROJECT_NOT_FOUND' }));
   });
 });
@@ -102,7 +102,7 @@ describe('workspaces', () => {
   });
 
   it('creates on first contact, seeds when isolated, and is idempotent', () => {
-    h = testHome();
+    h = unitHome();
     h.create({ name: 'bot', workspace_isolation: true });
     const p = h.berth.store.get('bot');
     const first = ensureWorkspace({ project: p, secret, tenantKey: 'signal:+4915' });
@@ -116,7 +116,7 @@ describe('workspaces', () => {
   });
 
   it('tenant keys that look like paths create nothing outside workspaces/', () => {
-    h = testHome();
+    h = unitHome();
     h.create({ name: 'bot', workspace_isolation: true });
     const p = h.berth.store.get('bot');
     const before = listTree(h.home).filter((x) => !x.startsWith('projects/bot/workspaces/') && !x.startsWith('.berth/'));
@@ -131,7 +131,7 @@ describe('workspaces', () => {
   });
 
   it('moves a planted symlink aside instead of following it', () => {
-    h = testHome();
+    h = unitHome();
     h.create({ name: 'bot', workspace_isolation: true });
     const p = h.berth.store.get('bot');
     const outside = join(h.home, 'outside');
@@ -146,7 +146,7 @@ describe('workspaces', () => {
   });
 
   it('seeding copies no link, no special file and no huge file, and never blocks on a fifo', () => {
-    h = testHome();
+    h = unitHome();
     h.create({ name: 'bot', workspace_isolation: true });
     const p = h.berth.store.get('bot');
     const canary = join(h.home, 'canary');
