@@ -161,19 +161,9 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
     return { running: [...c.processes], keepAliveHurt: [], ipc: [...c.ipc], memoryGrowth: 0 };
   }
 
-  const newPid = () => nextPid++;
-
-  /** Programs that need the launcher's state (pids). */
-  const stateful: Record<string, Program> = {
-    bg: (p) => {
-      p.container.processes.push(`${newPid()} sleep`);
-      return 0;
-    },
-  };
-
   function resolveProgram(argv: string[]): Program | undefined {
     const name = argv[0] ?? '';
-    return stateful[name] ?? PROGRAMS[name];
+    return launcherPrograms[name] ?? PROGRAMS[name];
   }
 
   async function runArgv(p: Proc): Promise<number> {
@@ -186,26 +176,28 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
     return program(p);
   }
 
-  // The wrappers run what they wrap, through the same dispatch.
-  const wrapped = (inner: (argv: string[]) => string[] | undefined): Program => (p) => {
-    const argv = inner(p.argv);
-    if (!argv?.length) {
-      p.out('stderr', `${p.argv[0]}: usage\n`);
+  /** Programs that need the launcher: its pids, or its dispatch (the wrappers run what they wrap). */
+  const launcherPrograms: Record<string, Program> = {
+    bg: (p) => {
+      p.container.processes.push(`${nextPid++} sleep`);
+      return 0;
+    },
+    sh: (p) => {
+      const script = p.argv[1] !== '-c' ? undefined : p.argv[2] === '--' ? p.argv[3] : p.argv[2];
+      const argv = script?.trim().split(/\s+/).filter(Boolean);
+      if (!argv?.length) {
+        p.out('stderr', 'sh: the fake runs `sh -c "PROGRAM ARGS"` only\n');
+        return 2;
+      }
+      return runArgv({ ...p, argv });
+    },
+    'berth-bridge': (p) => {
+      const sep = p.argv.indexOf('--');
+      if (p.argv[1] === 'relay' && sep > 0) return runArgv({ ...p, argv: p.argv.slice(sep + 1) });
+      if (p.argv[1] === 'idle') return p.killed.then(() => STOPPED_EXIT);
+      p.out('stderr', 'berth-bridge: usage\n');
       return 2;
-    }
-    return runArgv({ ...p, argv });
-  };
-  stateful.sh = wrapped((argv) => {
-    if (argv[1] !== '-c') return undefined;
-    const script = argv[2] === '--' ? argv[3] : argv[2];
-    return script?.trim().split(/\s+/).filter(Boolean);
-  });
-  stateful['berth-bridge'] = (p) => {
-    const sep = p.argv.indexOf('--');
-    if (p.argv[1] === 'relay' && sep > 0) return runArgv({ ...p, argv: p.argv.slice(sep + 1) });
-    if (p.argv[1] === 'idle') return p.killed.then(() => STOPPED_EXIT);
-    p.out('stderr', 'berth-bridge: usage\n');
-    return 2;
+    },
   };
 
   function query(q: ContainerQuery): FakeContainer[] {
