@@ -2,10 +2,10 @@ import { execFile } from 'node:child_process';
 import Docker from 'dockerode';
 import { BerthError } from '../errors.js';
 import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
-import { labelFilter, LABELS, type ContainerQuery } from '../plan/labels.js';
+import { labelFilter, type ContainerQuery } from '../plan/labels.js';
 import { engineMessage, translateEngineError } from './docker-errors.js';
 import { observeLeftovers, openIpcReader, watchKeepAlive, type IpcReader, type KeepAlive } from './docker-leftovers.js';
-import type { ContainerGone, EngineInfo, ExecResult, IdleContainer, Launcher, LauncherCapabilities, ManagedContainer, RunOptions, RunResult } from './launcher.js';
+import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
 import { commandNotFound, runBounds, STOPPED_EXIT } from './lifecycle.js';
 
 /**
@@ -246,15 +246,7 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
 
   async function listManaged(query: ContainerQuery): Promise<ManagedContainer[]> {
     const list = await engineCall(() => docker.listContainers({ all: true, filters: labelFilter(query) }));
-    return list.map((c) => ({
-      id: c.Id,
-      project: c.Labels[LABELS.project] ?? '',
-      workspace: c.Labels[LABELS.workspace] ?? '',
-      run: c.Labels[LABELS.run] ?? '',
-      state: c.State,
-      reach: c.Labels[LABELS.reach],
-      owner: c.Labels[LABELS.owner],
-    }));
+    return list.map((c) => managedContainer(c.Id, c.State, c.Labels));
   }
 
   async function info(): Promise<EngineInfo> {

@@ -1,4 +1,4 @@
-import type { ContainerQuery } from '../plan/labels.js';
+import { LABELS, type ContainerQuery } from '../plan/labels.js';
 import type { RunPlan } from '../plan/run-plan.js';
 
 /**
@@ -73,11 +73,26 @@ export interface ManagedContainer {
   owner?: string;
 }
 
+/** A container as every launcher lists it: what its labels (plan/labels.ts) say, and its state. */
+export function managedContainer(id: string, state: string, labels: Readonly<Record<string, string>>): ManagedContainer {
+  return {
+    id,
+    project: labels[LABELS.project] ?? '',
+    workspace: labels[LABELS.workspace] ?? '',
+    run: labels[LABELS.run] ?? '',
+    state,
+    reach: labels[LABELS.reach],
+    owner: labels[LABELS.owner],
+  };
+}
+
+export type OutputListener = (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+
 export interface RunOptions {
   signal?: AbortSignal;
   onCreated?: (containerId: string) => void;
   /** Output as the container prints it (what is kept is bounded the same way: past the cap, nothing more). */
-  onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+  onOutput?: OutputListener;
 }
 
 /**

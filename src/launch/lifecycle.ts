@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import type { RunPlan } from '../plan/run-plan.js';
-import type { ExecLeftovers, ExecResult, RunOptions } from './launcher.js';
+import type { ExecLeftovers, ExecResult, OutputListener, RunOptions } from './launcher.js';
 
 /**
  * The rules of a run's life, written once above every launcher: output is kept up to the plan's
@@ -29,7 +29,7 @@ export class BoundedOutput {
   constructor(
     private readonly cap: number,
     private readonly onOverflow: () => void,
-    private readonly onKept?: RunOptions['onOutput'],
+    private readonly onKept?: OutputListener,
   ) {}
 
   /** Take a chunk of one stream: kept while there is room, then the overflow fires once. */

@@ -7,7 +7,7 @@ import { BerthError } from '../errors.js';
 import { LABELS } from './labels.js';
 import { LEVEL_PROFILES } from './levels.js';
 import type { PermissionLevel } from '../config/session.js';
-import { DEFAULT_RUNTIME, RUNSC_MIN_PIDS, runtimeFor } from '../config/runtimes.js';
+import { DEFAULT_RUNTIME, RUNSC_MIN_PIDS, runtimeChoiceIssues, runtimeFor } from '../config/runtimes.js';
 import { agentArgv } from './agent-command.js';
 import { planOutbound, RELAY_BIN, withRelays, type RunSocket } from './outbound.js';
 
@@ -314,8 +314,9 @@ export function planRun(input: PlanInput): RunPlan {
 /** The run's OCI runtime: one berth.yaml offers (fail closed), with what it needs of the limits. */
 function planRuntime(meta: ProjectMetadata, config: BerthConfig, level: PermissionLevel): string {
   const runtime = runtimeFor(meta, level);
-  if (!config.runtimes.includes(runtime)) {
-    throw new BerthError('RUNTIME_MISSING', `runtime "${runtime}" is not one berth.yaml offers (runtimes: ${config.runtimes.join(', ')})`, {
+  const [notOffered] = runtimeChoiceIssues({ runtime }, config.runtimes);
+  if (notOffered) {
+    throw new BerthError('RUNTIME_MISSING', notOffered.reason, {
       hint: `add it to berth.yaml's runtimes once the engine has it, or "berth project update ${meta.name} --runtime ${DEFAULT_RUNTIME}"`,
     });
   }

@@ -9,6 +9,7 @@ import { mountQuotaImages } from '../store/workspaces.js';
 import { ownerAlive } from './process-owner.js';
 import { quotaOf } from './run-context.js';
 import type { WarmPool } from './warm-pool.js';
+import { isWarmKeyOf } from './warm-session.js';
 
 /**
  * This home's containers as a whole: listing, removing, and putting things right at startup after
@@ -44,7 +45,7 @@ export function createFleet(deps: {
 }): Fleet {
   const { launcher, installation } = deps;
   const list = (project?: string) => launcher.listManaged({ installation, project });
-  const discardWarm = (project: string) => deps.warm?.discardWhere((key) => key.startsWith(`${project}\0`));
+  const discardWarm = (project: string) => deps.warm?.discardWhere(isWarmKeyOf(project));
 
   return {
     list,

@@ -4,6 +4,7 @@ import { agentOwner, type BerthConfig } from '../config/berth-config.js';
 import { sharedGrantsFor, type SharedGrant } from '../config/grants.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import type { Owner } from '../fs/tree.js';
+import type { OutputListener } from '../launch/launcher.js';
 import { LEVEL_PROFILES, type LevelProfile } from '../plan/levels.js';
 import { memoryBootstrap } from '../store/memory.js';
 import type { Project } from '../store/projects.js';
@@ -20,8 +21,6 @@ export interface PrivateTarget {
   /** Data for the step (the workflow input), as environment variables. */
   env?: Record<string, string>;
 }
-
-export type OutputListener = (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
 
 /** The three kinds of run: a message to the agent, a workflow step, a shell-tool command. */
 export type LaunchSpec =

@@ -10,6 +10,8 @@ import type { WarmContainer, WarmPool } from './warm-pool.js';
 /** One warm container per session of a project (a project name has no NUL). */
 export const warmKeyOf = (project: string, session: string) => `${project}\0${session}`;
 export const warmWorkspaceOf = (project: string, workspace: string) => `${project}\0${workspace}`;
+/** Is this warm key one of the project's sessions? */
+export const isWarmKeyOf = (project: string) => (key: string) => key.startsWith(`${project}\0`);
 
 /**
  * A message's hold on its session's warm container (or on the lack of one). Whoever holds the

@@ -121,16 +121,14 @@ export interface ConfinementCheck {
  */
 const underSentry = (c: ObservedContainer) => c.plan.runtime === 'runsc' && !!c.inside?.sentry;
 
-function engineRecordProblems(c: ObservedContainer, what: 'NoNewPrivs' | 'IpcMode' | 'PidsLimit' | 'Memory'): string[] {
+/** What compareEngineSettings says of each fact gVisor's kernel does not report inside (its lines start so). */
+const ENGINE_RECORD = { NoNewPrivs: 'SecurityOpt without no-new-privileges', IpcMode: 'IpcMode ', PidsLimit: 'PidsLimit ', Memory: 'Memory ' } as const;
+
+function engineRecordProblems(c: ObservedContainer, what: keyof typeof ENGINE_RECORD): string[] {
   if ('error' in c.engine) return [`could not inspect it: ${c.engine.error}`];
-  const e = c.engine;
-  const ok = {
-    NoNewPrivs: () => e.SecurityOpt.some((o) => /^no-new-privileges([=:]true)?$/.test(o)),
-    IpcMode: () => e.IpcMode === 'private',
-    PidsLimit: () => e.PidsLimit === c.plan.limits.pids,
-    Memory: () => e.Memory === c.plan.limits.memoryBytes,
-  }[what]();
-  return ok ? [] : [`under gVisor, the engine's record lacks ${what} as planned`];
+  return compareEngineSettings(c.engine, c.plan)
+    .filter((d) => d.startsWith(ENGINE_RECORD[what]))
+    .map((d) => `under gVisor, the engine's record: ${d}`);
 }
 
 /** Checks read from inside need the probe's facts; without them nothing can be said of that container. */

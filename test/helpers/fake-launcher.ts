@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import { posix } from 'node:path';
 import { BerthError } from '../../src/errors.js';
-import type { ContainerGone, EngineInfo, ExecLeftovers, ExecResult, IdleContainer, Launcher, LauncherCapabilities, ManagedContainer, RunOptions, RunResult } from '../../src/launch/launcher.js';
+import { managedContainer, type ContainerGone, type EngineInfo, type ExecLeftovers, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type ManagedContainer, type RunOptions, type RunResult } from '../../src/launch/launcher.js';
 import { commandNotFound, runBounds, STOPPED_EXIT } from '../../src/launch/lifecycle.js';
-import { LABELS, labelFilter, type ContainerQuery } from '../../src/plan/labels.js';
+import { labelFilter, type ContainerQuery } from '../../src/plan/labels.js';
 import type { PlannedMount, RunPlan } from '../../src/plan/run-plan.js';
 
 /**
@@ -206,15 +206,7 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
     return [...live.values()].filter((c) => wanted.every(([k, v]) => c.labels[k] === v));
   }
 
-  const managed = (c: FakeContainer): ManagedContainer => ({
-    id: c.id,
-    project: c.labels[LABELS.project] ?? '',
-    workspace: c.labels[LABELS.workspace] ?? '',
-    run: c.labels[LABELS.run] ?? '',
-    state: c.state,
-    reach: c.labels[LABELS.reach],
-    owner: c.labels[LABELS.owner],
-  });
+  const managed = (c: FakeContainer): ManagedContainer => managedContainer(c.id, c.state, c.labels);
 
   function created(c: FakeContainer, onCreated?: (id: string) => void): void {
     try {

@@ -1,9 +1,8 @@
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startBridges, type RunningBridges } from '../../src/bridges/start.js';
-import { homePaths } from '../../src/config/home.js';
+import type { RunningBridges } from '../../src/bridges/start.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { testHome, type TestHome } from '../helpers.js';
+import { capturingLogger, startSignalBridges, stopSignalRig } from '../helpers/signal-rig.js';
 
 /**
  * The Signal events stream under an oversized event (attack report L2): signal-cli has already
@@ -21,15 +20,9 @@ beforeAll(async () => {
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   h = testHome({ config: ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open', 'channels:', '  signal: { project: big }', ''].join('\n') });
   h.create({ name: 'big', workspace_isolation: true });
-  const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
-  bridges = startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger, stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 } });
-  await fake.waitForClients(1, 10_000);
+  bridges = await startSignalBridges(h, fake, capturingLogger(logs));
 });
-afterAll(async () => {
-  await bridges?.stop();
-  await h?.[Symbol.asyncDispose]();
-  await fake?.close();
-});
+afterAll(() => stopSignalRig({ bridges, h, fake }));
 
 describe('Signal: an event over the size bound (L2)', () => {
   it('a 1.1 MB message is skipped and logged by sender; the message 20 ms behind it is answered on the same connection', async () => {

@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startBridges, type RunningBridges } from '../../src/bridges/start.js';
+import type { RunningBridges } from '../../src/bridges/start.js';
 import { signalMessages } from '../../src/bridges/signal.js';
 import { homePaths } from '../../src/config/home.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { testHome, type TestHome } from '../helpers.js';
+import { startSignalBridges, stopSignalRig } from '../helpers/signal-rig.js';
 import { checkBridges } from '../../src/doctor-outbound.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 
@@ -45,14 +45,9 @@ beforeAll(async () => {
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   h = testHome({ config: config('pairing', [uuid(1), uuid(2), uuid(3), uuid(4), uuid(5), uuid(6), uuid(7)]) });
   h.create({ name: 'sig', workspace_isolation: true, admins: [`signal:${uuid(7)}`] });
-  bridges = startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger: pino({ level: 'silent' }), stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 } });
-  await fake.waitForClients(1, 10_000);
+  bridges = await startSignalBridges(h, fake);
 });
-afterAll(async () => {
-  await bridges?.stop();
-  await h?.[Symbol.asyncDispose]();
-  await fake?.close();
-});
+afterAll(() => stopSignalRig({ bridges, h, fake }));
 
 describe('Signal bridge: a message becomes a run, the answer goes back', () => {
   it('journals, acknowledges (read receipt), shows typing while the agent works, answers the sender', async () => {

@@ -1,13 +1,13 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli.js';
-import { bridgeDir, startBridges, type RunningBridges } from '../../src/bridges/start.js';
+import { bridgeDir, type RunningBridges } from '../../src/bridges/start.js';
 import { homePaths } from '../../src/config/home.js';
 import { openInbox } from '../../src/store/inbox.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { testHome, type TestHome } from '../helpers.js';
+import { capturingLogger, startSignalBridges, stopSignalRig } from '../helpers/signal-rig.js';
 
 /**
  * L1 (outside attack 3): strangers on Signal. A sender nobody approved never runs anything, so
@@ -33,15 +33,9 @@ beforeAll(async () => {
   inboxFile = join(dir, 'signal.jsonl');
   // A dead berth journaled a stranger's message and died before refusing it: it must never run.
   openInbox(dir, 'signal').receive({ id: 'left-open', chat: uuid(7), sender: `signal:${uuid(7)}`, tenant: `signal:${uuid(7)}`, text: 'echo ran-after-restart' });
-  const logger = pino({ level: 'info' }, { write: (line: string) => void logLines.push(JSON.parse(line) as { msg: string }) });
-  bridges = startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger, stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 } });
-  await fake.waitForClients(1, 10_000);
+  bridges = await startSignalBridges(h, fake, capturingLogger(logLines));
 });
-afterAll(async () => {
-  await bridges?.stop();
-  await h?.[Symbol.asyncDispose]();
-  await fake?.close();
-});
+afterAll(() => stopSignalRig({ bridges, h, fake }));
 
 describe('Signal strangers (unapproved senders)', () => {
   it('a stranger\'s message journaled before a restart is refused at recovery, never run', async () => {

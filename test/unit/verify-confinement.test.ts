@@ -228,6 +228,19 @@ describe('one verify line per check over every container', () => {
     expect(judge(byName('engine settings'), [{ ...good, engine: { error: 'no such container' } }], host)).toMatchObject({ status: 'escape', detail: expect.stringContaining('could not inspect it: no such container') });
   });
 
+  it('under gVisor, what its kernel does not report inside is read from the engine\'s record: held when planned, an escape when weakened', () => {
+    const runscPlan: RunPlan = { ...plan, runtime: 'runsc' };
+    const gvisor: ObservedContainer = { id: 'g', plan: runscPlan, engine: { ...settings, Runtime: 'runsc' }, inside: { ...confined, NoNewPrivs: '', ipcns: '', 'pids.max': '', 'memory.max': '', kernel: '4.4.0', sentry: 'gVisor' } };
+    for (const name of ['capabilities', 'IPC namespace', 'pids limit', 'memory limit']) expect(judge(byName(name), [gvisor], host)).toMatchObject({ status: 'ok' });
+    const weakened: ObservedContainer = { ...gvisor, engine: { ...settings, Runtime: 'runsc', SecurityOpt: [], IpcMode: 'host', PidsLimit: 0, Memory: 0 } };
+    expect(judge(byName('capabilities'), [weakened], host).detail).toBe("under gVisor, the engine's record: SecurityOpt without no-new-privileges (1 of 1 containers)");
+    expect(judge(byName('IPC namespace'), [weakened], host).detail).toBe("under gVisor, the engine's record: IpcMode host (planned private) (1 of 1 containers)");
+    expect(judge(byName('pids limit'), [weakened], host).detail).toBe("under gVisor, the engine's record: PidsLimit 0 (planned 256) (1 of 1 containers)");
+    expect(judge(byName('memory limit'), [weakened], host).detail).toBe("under gVisor, the engine's record: Memory 0 (planned 536870912) (1 of 1 containers)");
+    // Without the sentry's word, the inside facts count as they are (unreadable: an escape).
+    expect(judge(byName('pids limit'), [{ ...gvisor, inside: { ...gvisor.inside!, sentry: '' } }], host).status).toBe('escape');
+  });
+
   it('no container at all: the check could not run', () => {
     expect(judge(byName('memory limit'), [], host)).toEqual({ name: 'memory limit', status: 'error', detail: 'no container ran, so nothing could be read' });
   });
