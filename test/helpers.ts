@@ -38,9 +38,14 @@ export const RUNTIME = process.env.BERTH_TEST_RUNTIME;
 /** A write the kernel refused, in its words: runc's EROFS, or gVisor's gofer's EACCES on a read-only mount. */
 export const WRITE_REFUSED = /Read-only file system|Permission denied/;
 
+/** berth.yaml text for a test, offering RUNTIME beside runc when set (a test that rewrites berth.yaml uses it too). */
+export function testConfig(config?: string): string | undefined {
+  return RUNTIME ? `${config ?? ''}\nruntimes: [runc, ${RUNTIME}]\n` : config;
+}
+
 export function testHome(opts: { config?: string; warm?: boolean; launcher?: Launcher } = {}): TestHome {
   const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-test-')));
-  const config = RUNTIME ? `${opts.config ?? ''}\nruntimes: [runc, ${RUNTIME}]\n` : opts.config;
+  const config = testConfig(opts.config);
   if (config) fs.writeFileSync(join(home, 'berth.yaml'), config);
   const warm = opts.warm ?? WARM;
   const berth = createBerth({ home, logLevel: 'silent', warm, launcher: opts.launcher });

@@ -17,19 +17,40 @@
  *     inherits every orphan of the commands berth execs into the container); exits 0 on
  *     SIGTERM. As pid 1 it takes SIGTERM only from outside the container (the engine's stop),
  *     so what runs inside cannot end it. It may also be the COMMAND of a relay.
+ *     For each line on its stdin (berth's attach: nothing in the container holds that pipe) it
+ *     prints a report of what the container holds: where berth cannot read the container's
+ *     processes from the host (gVisor: they live in the sentry), this is how it sees them.
+ *
+ *   berth-bridge seccomp -- COMMAND [ARG ...]
+ *     Runs COMMAND under a seccomp filter refusing what Docker's default profile refuses a
+ *     process without capabilities (namespaces, mounts, keyrings, modules, BPF, perf, clocks...):
+ *     gVisor applies the engine's profile to a container's first process only, not to execs.
  *
  * Static, no dependencies; built by "berth images build".
  */
+#define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
 #include <sys/prctl.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -190,6 +211,13 @@ static int relay(int argc, char **argv) {
   }
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* the relay lives as long as the command */
+    /* The command's stdin and stdout are its own (idle's: berth's report channel). */
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, 0);
+      dup2(null, 1);
+      if (null > 1) close(null);
+    }
     /* Not dumpable: the agent runs as the same uid, and must not ptrace its way into the relay
        (in a warm container the relay outlives each message). */
     prctl(PR_SET_DUMPABLE, 0);
@@ -211,9 +239,92 @@ static void on_idle_signal(int sig, siginfo_t *info, void *context) {
   else if (getpid() != 1 || info->si_pid == 0) got_term = 1;
 }
 
+static int numeric(const char *name) {
+  if (!*name || strlen(name) > 10) return 0; /* a pid or tid has at most 10 digits */
+  for (const char *c = name; *c; c++)
+    if (*c < '0' || *c > '9') return 0;
+  return 1;
+}
+
+/* One thread: "t TGID TID PPID STATE START THREADS COMM" from its stat (THREADS: its process's
+   count). The name is the tenant's to pick (a space, a newline, a ")"), so only [!-~] is printed
+   as is. tid NULL: the process's own stat, where its task list cannot be read (gVisor, once the
+   leader is a zombie: its other threads may still run, and THREADS says so). */
+static void report_thread(const char *tgid, const char *tid) {
+  char path[64], stat[1024];
+  if (tid) snprintf(path, sizeof path, "/proc/%s/task/%s/stat", tgid, tid);
+  else snprintf(path, sizeof path, "/proc/%s/stat", tgid);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return; /* exited meanwhile */
+  ssize_t n = read(fd, stat, sizeof stat - 1);
+  close(fd);
+  if (n <= 0) return;
+  stat[n] = 0;
+  char *open_paren = strchr(stat, '('), *close_paren = strrchr(stat, ')');
+  if (!open_paren || !close_paren || close_paren < open_paren) return;
+  char comm[64];
+  size_t len = (size_t)(close_paren - open_paren - 1);
+  if (len >= sizeof comm) len = sizeof comm - 1;
+  for (size_t i = 0; i < len; i++) comm[i] = open_paren[1 + i] > ' ' && open_paren[1 + i] < 127 ? open_paren[1 + i] : '?';
+  comm[len] = 0;
+  /* After the name: state (3), ppid (4), ... num_threads (20), starttime (22). */
+  char state = 0;
+  long ppid = 0, threads = 0;
+  unsigned long long start = 0;
+  char *rest = close_paren + 2;
+  if (sscanf(rest, "%c %ld", &state, &ppid) != 2) return;
+  for (int field = 3; field < 20 && rest; field++) rest = strchr(rest + 1, ' ');
+  if (!rest || sscanf(rest, " %ld %*s %llu", &threads, &start) != 2) return;
+  printf("t %s %s %ld %c %llu %ld %s\n", tgid, tid ? tid : tgid, ppid, state, start, threads, comm[0] ? comm : "?");
+}
+
+static long mqueue_count(void) {
+  DIR *d = opendir("/dev/mqueue");
+  if (!d) return -1;
+  long n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+  closedir(d);
+  return n;
+}
+
+union semun {
+  int val;
+  struct semid_ds *buf;
+  unsigned short *array;
+  struct seminfo *__buf;
+};
+
+/* What the container holds now: every thread, then its IPC namespace ("ipc SHM_PAGES
+   MSG_QUEUES SEM_SETS MQUEUES", -1 where the kernel did not say), then "end". */
+static void report(void) {
+  DIR *proc = opendir("/proc");
+  for (struct dirent *p; proc && (p = readdir(proc));) {
+    if (!numeric(p->d_name)) continue;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%s/task", p->d_name);
+    DIR *tasks = opendir(path);
+    if (!tasks) report_thread(p->d_name, NULL);
+    for (struct dirent *t; tasks && (t = readdir(tasks));)
+      if (numeric(t->d_name)) report_thread(p->d_name, t->d_name);
+    if (tasks) closedir(tasks);
+  }
+  if (proc) closedir(proc);
+  struct shm_info shm;
+  struct msginfo msg;
+  struct seminfo sem;
+  union semun arg = {.__buf = &sem};
+  long shm_pages = shmctl(0, SHM_INFO, (struct shmid_ds *)&shm) < 0 ? -1 : (long)shm.shm_tot;
+  long queues = msgctl(0, MSG_INFO, (struct msqid_ds *)&msg) < 0 ? -1 : (long)msg.msgpool;
+  long sets = semctl(0, 0, SEM_INFO, arg) < 0 ? -1 : (long)sem.semusz;
+  printf("ipc %ld %ld %ld %ld\nend\n", shm_pages, queues, sets, mqueue_count());
+  fflush(stdout);
+}
+
 static int idle(void) {
   /* Exec made us dumpable again: what a message runs (same uid) must not ptrace the keep-alive. */
   prctl(PR_SET_DUMPABLE, 0);
+  signal(SIGPIPE, SIG_IGN); /* berth closing the attach ends the reports, not the keep-alive */
   /* Pid 1 drops every signal it has no handler for (SIGKILL from outside aside): SIGTERM needs one. */
   struct sigaction sa = {.sa_sigaction = on_idle_signal, .sa_flags = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP};
   sigset_t wanted, old;
@@ -221,7 +332,7 @@ static int idle(void) {
   sigaddset(&wanted, SIGCHLD);
   sigaddset(&wanted, SIGTERM);
   sigaddset(&wanted, SIGINT);
-  /* Blocked outside sigsuspend: a signal arriving between the checks and the wait is not lost. */
+  /* Blocked outside ppoll: a signal arriving between the checks and the wait is not lost. */
   sigprocmask(SIG_BLOCK, &wanted, &old);
   sigaction(SIGCHLD, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
@@ -231,18 +342,238 @@ static int idle(void) {
   sigdelset(&old, SIGINT);
   /* A relay's children are ours too (the relay execs us): reap what exited before the handler. */
   got_child = 1;
+  /* stdin: berth's report requests, or /dev/null (end of file at once: no reports wanted). */
+  struct pollfd in = {.fd = 0, .events = POLLIN};
   for (;;) {
     if (got_term) return 0;
     if (got_child) {
       got_child = 0;
       while (waitpid(-1, NULL, WNOHANG) > 0) continue;
     }
-    sigsuspend(&old);
+    if (ppoll(&in, 1, NULL, &old) < 0 || in.fd < 0 || !(in.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    char buf[256];
+    ssize_t n = read(0, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      in.fd = -1; /* ppoll ignores it from now on, and waits for signals only */
+      continue;
+    }
+    for (ssize_t i = 0; i < n; i++)
+      if (buf[i] == '\n') report();
   }
+}
+
+/* Syscalls Docker's default profile (moby profiles/seccomp/default.json) refuses a process with
+   no capabilities; each exists on some architectures only. */
+static const long refused[] = {
+#define R(name) SYS_##name,
+#ifdef SYS_acct
+    R(acct)
+#endif
+#ifdef SYS_add_key
+    R(add_key)
+#endif
+#ifdef SYS_bpf
+    R(bpf)
+#endif
+#ifdef SYS_clock_adjtime
+    R(clock_adjtime)
+#endif
+#ifdef SYS_clock_settime
+    R(clock_settime)
+#endif
+#ifdef SYS_delete_module
+    R(delete_module)
+#endif
+#ifdef SYS_finit_module
+    R(finit_module)
+#endif
+#ifdef SYS_fsconfig
+    R(fsconfig)
+#endif
+#ifdef SYS_fsmount
+    R(fsmount)
+#endif
+#ifdef SYS_fsopen
+    R(fsopen)
+#endif
+#ifdef SYS_fspick
+    R(fspick)
+#endif
+#ifdef SYS_get_mempolicy
+    R(get_mempolicy)
+#endif
+#ifdef SYS_init_module
+    R(init_module)
+#endif
+#ifdef SYS_ioperm
+    R(ioperm)
+#endif
+#ifdef SYS_iopl
+    R(iopl)
+#endif
+#ifdef SYS_kcmp
+    R(kcmp)
+#endif
+#ifdef SYS_kexec_file_load
+    R(kexec_file_load)
+#endif
+#ifdef SYS_kexec_load
+    R(kexec_load)
+#endif
+#ifdef SYS_keyctl
+    R(keyctl)
+#endif
+#ifdef SYS_lookup_dcookie
+    R(lookup_dcookie)
+#endif
+#ifdef SYS_mbind
+    R(mbind)
+#endif
+#ifdef SYS_mount
+    R(mount)
+#endif
+#ifdef SYS_move_mount
+    R(move_mount)
+#endif
+#ifdef SYS_move_pages
+    R(move_pages)
+#endif
+#ifdef SYS_name_to_handle_at
+    R(name_to_handle_at)
+#endif
+#ifdef SYS_open_by_handle_at
+    R(open_by_handle_at)
+#endif
+#ifdef SYS_open_tree
+    R(open_tree)
+#endif
+#ifdef SYS_perf_event_open
+    R(perf_event_open)
+#endif
+#ifdef SYS_pivot_root
+    R(pivot_root)
+#endif
+#ifdef SYS_process_vm_readv
+    R(process_vm_readv)
+#endif
+#ifdef SYS_process_vm_writev
+    R(process_vm_writev)
+#endif
+#ifdef SYS_quotactl
+    R(quotactl)
+#endif
+#ifdef SYS_reboot
+    R(reboot)
+#endif
+#ifdef SYS_request_key
+    R(request_key)
+#endif
+#ifdef SYS_set_mempolicy
+    R(set_mempolicy)
+#endif
+#ifdef SYS_setns
+    R(setns)
+#endif
+#ifdef SYS_settimeofday
+    R(settimeofday)
+#endif
+#ifdef SYS_swapoff
+    R(swapoff)
+#endif
+#ifdef SYS_swapon
+    R(swapon)
+#endif
+#ifdef SYS_sysfs
+    R(sysfs)
+#endif
+#ifdef SYS__sysctl
+    R(_sysctl)
+#endif
+#ifdef SYS_syslog
+    R(syslog)
+#endif
+#ifdef SYS_umount2
+    R(umount2)
+#endif
+#ifdef SYS_unshare
+    R(unshare)
+#endif
+#ifdef SYS_uselib
+    R(uselib)
+#endif
+#ifdef SYS_userfaultfd
+    R(userfaultfd)
+#endif
+#ifdef SYS_ustat
+    R(ustat)
+#endif
+#ifdef SYS_vhangup
+    R(vhangup)
+#endif
+#undef R
+};
+
+#if defined(__x86_64__)
+#define BERTH_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define BERTH_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "berth-bridge seccomp: no audit arch for this architecture"
+#endif
+
+/* clone(2) flags that make namespaces (the profile allows clone without them). */
+#define NAMESPACE_FLAGS (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET)
+
+static int seccomp_exec(int argc, char **argv) {
+  if (argc < 4 || strcmp(argv[2], "--") != 0) {
+    fprintf(stderr, "berth-bridge: seccomp wants \"-- COMMAND [ARG ...]\"\n");
+    return 2;
+  }
+  struct sock_filter prog[8 + 2 * sizeof refused / sizeof refused[0] + 8];
+  unsigned n = 0;
+#define OP(code, k) (prog[n++] = (struct sock_filter)BPF_STMT(code, k))
+#define JUMP(code, k, jt, jf) (prog[n++] = (struct sock_filter)BPF_JUMP(code, k, jt, jf))
+  OP(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, BERTH_AUDIT_ARCH, 1, 0);
+  OP(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+  OP(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+#if defined(__x86_64__)
+  JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1); /* the x32 ABI: not in the profile either */
+  OP(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+#endif
+  /* clone: refused with namespace flags (x86_64 and arm64 both take the flags first). */
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 4);
+  OP(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
+  JUMP(BPF_JMP | BPF_JSET | BPF_K, NAMESPACE_FLAGS, 0, 1);
+  OP(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
+  OP(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+#ifdef SYS_clone3
+  /* clone3's flags are in memory the filter cannot read: ENOSYS makes libc fall back to clone. */
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1);
+  OP(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS);
+#endif
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)refused[i], 0, 1);
+    OP(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
+  }
+  OP(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+#undef OP
+#undef JUMP
+  struct sock_fprog fprog = {.len = (unsigned short)n, .filter = prog};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) < 0) {
+    fprintf(stderr, "berth-bridge: cannot install the seccomp filter: %s\n", strerror(errno));
+    return 126;
+  }
+  execvp(argv[3], argv + 3);
+  if (errno == ENOENT) fprintf(stderr, "%s: not found in this image\n", argv[3]);
+  else fprintf(stderr, "berth-bridge: cannot run %s: %s\n", argv[3], strerror(errno));
+  return errno == ENOENT ? 127 : 126;
 }
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "relay") == 0) return relay(argc, argv);
   if (argc == 2 && strcmp(argv[1], "idle") == 0) return idle();
+  if (argc > 1 && strcmp(argv[1], "seccomp") == 0) return seccomp_exec(argc, argv);
   return stdio_bridge(argc > 1 ? argv[1] : "/run/berth/gateway.sock");
 }

@@ -8,8 +8,18 @@ import { PermissionLevelSchema, type PermissionLevel } from './session.js';
  * runsc (gVisor) puts a user-space kernel between the agent and the host's.
  */
 export const DEFAULT_RUNTIME = 'runc';
-/** gVisor's sentry and gofer threads count against the pids limit (an idle container holds ~38). */
-export const RUNSC_MIN_PIDS = 128;
+/**
+ * The engine's pids limit under runsc bounds the sandbox's host tasks, not the agent's processes
+ * (gVisor enforces none inside): the sentry, the gofer and ~30 ptrace stubs per process running at
+ * once, kept after they exit (measured: 50 idle, 420-450 with 8 processes at once, 986 with 32).
+ * Past it the whole sandbox ends. So a runsc plan gets at least this many.
+ */
+export const RUNSC_MIN_PIDS = 1024;
+
+/** The engine pids limit for a project's limit under a runtime. */
+export function enginePids(pids: number, runtime: string): number {
+  return runtime === 'runsc' ? Math.max(pids, RUNSC_MIN_PIDS) : pids;
+}
 
 export const RuntimeNameSchema = z
   .string()

@@ -96,8 +96,7 @@ export async function watchKeepAlive(initPid: number, keepAliveArgv: string[], s
     if (stat) baseline.set(pid, stat.start);
   }
   const tasks = dir && [posix.join(dir, 'tasks'), posix.join(dir, 'cgroup.threads')].find((f) => readPids(f)?.includes(initPid));
-  const memoryDir = cgroupDir(initPid, 'memory');
-  const memoryBaseline = memoryDir ? heldMemory(memoryDir) : undefined;
+  const { memoryDir, memoryBaseline } = watchMemory(initPid);
   const freezerDir = cgroupDir(initPid, 'freezer');
   const freezeFile = [freezerDir && posix.join(freezerDir, 'freezer.state'), dir && posix.join(dir, 'cgroup.freeze')].find((f): f is string => !!f && readText(f) !== undefined);
   return { procsFile: usable, tasksFile: usable ? tasks : undefined, memoryDir, memoryBaseline, freezeFile, initPid, baseline };
@@ -119,8 +118,16 @@ function heldMemory(dir: string): number | undefined {
   return Number.isFinite(cache) && Number.isFinite(shmem) ? usage - cache + shmem : undefined;
 }
 
+/** A container's memory cgroup (found through one of its host processes) and what it holds now, taken as its idle self. */
+export type MemoryWatch = Pick<KeepAlive, 'memoryDir' | 'memoryBaseline'>;
+
+export function watchMemory(pid: number): MemoryWatch {
+  const memoryDir = cgroupDir(pid, 'memory');
+  return { memoryDir, memoryBaseline: memoryDir ? heldMemory(memoryDir) : undefined };
+}
+
 /** Bytes the container holds beyond what it held idle (a tmpfs file, shared memory, kernel memory, a live heap); undefined if unknown. */
-export function memoryGrowth(keepAlive: KeepAlive): number | undefined {
+export function memoryGrowth(keepAlive: MemoryWatch): number | undefined {
   if (!keepAlive.memoryDir || keepAlive.memoryBaseline === undefined) return undefined;
   const now = heldMemory(keepAlive.memoryDir);
   return now === undefined ? undefined : Math.max(0, now - keepAlive.memoryBaseline);
@@ -133,7 +140,7 @@ export function memoryGrowth(keepAlive: KeepAlive): number | undefined {
  * memory.reclaim: page cache and those caches go, anonymous, tmpfs and IPC memory stay) and
  * judges again. Only then: it costs ~100-200 ms, off the event loop.
  */
-async function settledMemoryGrowth(keepAlive: KeepAlive): Promise<number | undefined> {
+export async function settledMemoryGrowth(keepAlive: MemoryWatch): Promise<number | undefined> {
   const growth = memoryGrowth(keepAlive);
   if (growth === undefined || growth <= WARM_MEMORY_SLACK || !keepAlive.memoryDir) return growth;
   const v1 = posix.join(keepAlive.memoryDir, 'memory.force_empty');
@@ -358,6 +365,23 @@ export async function observeLeftovers(keepAlive: KeepAlive, ipcReader?: IpcRead
   // Memory is weighed only once nothing else keeps the container (a reclaim costs 100-200 ms).
   const memoryGrowth = ipc?.length === 0 ? await settledMemoryGrowth(keepAlive) : undefined;
   return { running: [], keepAliveHurt: [], ipc, memoryGrowth };
+}
+
+/**
+ * How the Docker launcher looks into one warm container after each exec: from the host (this
+ * file, for runtimes whose processes are host processes) or through the keep-alive's reports
+ * (docker-reports.ts, gVisor). `close` when the container goes.
+ */
+export interface LeftoverObserver {
+  observe(): Promise<ExecLeftovers>;
+  close(): void;
+}
+
+/** The host's view: /proc and the cgroup for processes, the container's IPC namespace, its memory cgroup. */
+export async function hostObserver(initPid: number, keepAliveArgv: string[]): Promise<LeftoverObserver> {
+  const keepAlive = await watchKeepAlive(initPid, keepAliveArgv);
+  const ipcReader = openIpcReader(keepAlive);
+  return { observe: () => observeLeftovers(keepAlive, ipcReader), close: () => ipcReader.close() };
 }
 
 /** The process a thread belongs to (/proc/<tid>/status "Tgid:"). */

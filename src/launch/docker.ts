@@ -1,10 +1,12 @@
 import { execFile } from 'node:child_process';
 import Docker from 'dockerode';
 import { BerthError } from '../errors.js';
+import { RELAY_BIN } from '../plan/outbound.js';
 import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
 import { labelFilter, type ContainerQuery } from '../plan/labels.js';
 import { engineMessage, translateEngineError } from './docker-errors.js';
-import { observeLeftovers, openIpcReader, watchKeepAlive, type IpcReader, type KeepAlive } from './docker-leftovers.js';
+import { hostObserver, type LeftoverObserver } from './docker-leftovers.js';
+import { reportObserver } from './docker-reports.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
 import { commandNotFound, runBounds, STOPPED_EXIT } from './lifecycle.js';
 
@@ -35,9 +37,10 @@ function toEnv(plan: RunPlan): string[] {
 
 /**
  * Engine API options for a plan; exported so tests can check the translation as data. `cmd`
- * replaces the plan's argv (a warm container's keep-alive), nothing else.
+ * replaces the plan's argv (a warm container's keep-alive), nothing else; `reports` opens the
+ * keep-alive's stdin to berth's attach (docker-reports.ts).
  */
-export function toCreateOptions(plan: RunPlan, name?: string, cmd: string[] = plan.argv): Docker.ContainerCreateOptions {
+export function toCreateOptions(plan: RunPlan, name?: string, cmd: string[] = plan.argv, reports = false): Docker.ContainerCreateOptions {
   return {
     name,
     Image: plan.image,
@@ -49,8 +52,9 @@ export function toCreateOptions(plan: RunPlan, name?: string, cmd: string[] = pl
     Labels: plan.labels,
     AttachStdout: true,
     AttachStderr: true,
-    AttachStdin: false,
-    OpenStdin: false,
+    AttachStdin: reports,
+    OpenStdin: reports,
+    StdinOnce: false,
     Tty: false,
     StopTimeout: 1,
     HostConfig: {
@@ -81,6 +85,14 @@ const START_NOT_FOUND = /executable file not found|no such file or directory/i;
 
 /** Runtimes whose containers' processes are host processes: the leftover check reads them from /proc. */
 const HOST_PROCESS_RUNTIMES = new Set(['runc', 'crun']);
+/**
+ * Runtimes whose processes live in a sandbox's own kernel (gVisor's sentry): berth sees a warm
+ * container's through its keep-alive's reports, and runs each exec under berth-bridge's seccomp
+ * filter, since runsc applies the engine's profile to a container's first process only.
+ */
+const SANDBOX_RUNTIMES = new Set(['runsc']);
+/** The filter wrapper's answer when the command is not in the image (berth-bridge.c). */
+const notInImage = (argv: string[]) => `${argv[0]}: not found in this image\n`;
 
 export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
   const engineCall = async <T>(fn: () => Promise<T>, context: { image?: string } = {}): Promise<T> => {
@@ -141,21 +153,19 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
     }
   }
 
-  /** Warm containers this launcher started: their keep-alive's processes, for the leftover check. */
-  const warm = new Map<string, KeepAlive>();
-  /** Their IPC readers, one for each container's life (started with it, ended with it). */
-  const ipcReaders = new Map<string, IpcReader>();
+  /** Warm containers this launcher started, each with what looks into it after an exec (one for its life). */
+  const warm = new Map<string, LeftoverObserver>();
 
   async function remove(id: string): Promise<void> {
+    warm.get(id)?.close();
     warm.delete(id);
-    ipcReaders.get(id)?.close();
-    ipcReaders.delete(id);
     await docker.getContainer(id).remove({ force: true }).catch(() => undefined);
   }
 
   async function startIdle(plan: RunPlan, keepAliveArgv: string[], opts: { onCreated?(id: string): void } = {}): Promise<IdleContainer> {
     const t0 = performance.now();
-    const container = await engineCall(() => docker.createContainer(toCreateOptions(plan, undefined, keepAliveArgv)), { image: plan.image });
+    const sandboxed = SANDBOX_RUNTIMES.has(plan.runtime);
+    const container = await engineCall(() => docker.createContainer(toCreateOptions(plan, undefined, keepAliveArgv, sandboxed)), { image: plan.image });
     const tCreated = performance.now();
     try {
       opts.onCreated?.(container.id);
@@ -164,11 +174,8 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
       if (!State.Running) {
         throw new BerthError('RUN_FAILED', `the keep-alive "${keepAliveArgv.join(' ')}" exited at once (status ${State.ExitCode})`);
       }
-      if (HOST_PROCESS_RUNTIMES.has(plan.runtime)) {
-        const keepAlive = await watchKeepAlive(State.Pid, keepAliveArgv);
-        warm.set(container.id, keepAlive);
-        ipcReaders.set(container.id, openIpcReader(keepAlive));
-      }
+      if (HOST_PROCESS_RUNTIMES.has(plan.runtime)) warm.set(container.id, await hostObserver(State.Pid, keepAliveArgv));
+      else if (sandboxed) warm.set(container.id, await reportObserver(docker, container, State.Pid));
     } catch (err) {
       await remove(container.id);
       throw err;
@@ -179,9 +186,10 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
   async function execIn(containerId: string, plan: RunPlan, argv: string[], opts: RunOptions = {}): Promise<ExecResult | ContainerGone> {
     const t0 = performance.now();
     const container = docker.getContainer(containerId);
+    const sandboxed = SANDBOX_RUNTIMES.has(plan.runtime);
     let exec: Docker.Exec;
     try {
-      exec = await container.exec({ Cmd: argv, Env: toEnv(plan), User: plan.user, WorkingDir: plan.cwd, AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false });
+      exec = await container.exec({ Cmd: sandboxed ? [RELAY_BIN, 'seccomp', '--', ...argv] : argv, Env: toEnv(plan), User: plan.user, WorkingDir: plan.cwd, AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false });
     } catch (err) {
       // Gone or stopped (removed with its project, or by hand): the caller starts a new one.
       const status = (err as { statusCode?: number }).statusCode;
@@ -192,7 +200,14 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
     const tCreated = performance.now();
     // Docker has no way to stop an exec: stopping it means removing its container.
     let removed: Promise<void> | undefined;
-    const bounds = runBounds(plan, opts, () => void (removed ??= remove(containerId)));
+    // The stream of an exec whose sandbox died can stay open for many minutes after its container
+    // is removed (seen under gVisor): once stopped, it gets the engine's grace and no more.
+    let startGrace: (() => void) | undefined;
+    const stoppedAndGrace = new Promise<void>((resolve) => (startGrace = () => void removed?.then(() => setTimeout(resolve, 2000).unref())));
+    const bounds = runBounds(plan, opts, () => {
+      removed ??= remove(containerId);
+      startGrace?.();
+    });
     const stream = await engineCall(() => exec.start({ hijack: true, stdin: false }));
     const tStarted = performance.now();
     bounds.arm();
@@ -201,7 +216,7 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
       // process it left holds the pipes (the engine's grace).
       const ended = streamEnd(stream);
       docker.modem.demuxStream(stream, bounds.output.sink('stdout'), bounds.output.sink('stderr'));
-      await ended;
+      await Promise.race([ended, stoppedAndGrace]);
       // Usually exited by now; a command that closed its output may still run (until the timeout).
       let exitCode: number | undefined;
       for (let delay = 10; !bounds.stopped; delay = Math.min(delay * 2, 250)) {
@@ -221,10 +236,11 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
       }
       let stdout = bounds.output.text('stdout');
       let stderr = bounds.output.text('stderr');
-      // The command is not in the image: answer as `run` does (127), not with runc's message.
-      if (exitCode === 126 && EXEC_NOT_FOUND.test(stdout)) ({ exitCode, stdout, stderr } = commandNotFound(argv, plan.image));
-      const keepAlive = warm.get(containerId);
-      const leftovers = stopped || !keepAlive ? {} : await observeLeftovers(keepAlive, ipcReaders.get(containerId));
+      // The command is not in the image: answer as `run` does (127), not with runc's or the filter's message.
+      const notFound = sandboxed ? exitCode === 127 && stdout === '' && stderr === notInImage(argv) : exitCode === 126 && EXEC_NOT_FOUND.test(stdout);
+      if (notFound) ({ exitCode, stdout, stderr } = commandNotFound(argv, plan.image));
+      const observer = warm.get(containerId);
+      const leftovers = stopped || !observer ? {} : await observer.observe();
       const tDone = performance.now();
       return {
         containerId,
@@ -282,7 +298,7 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
         hostPaths: onThisHost,
         unixSockets: onThisHost,
         loopQuotas: onThisHost,
-        warm: (runtime) => onThisHost && HOST_PROCESS_RUNTIMES.has(runtime),
+        warm: (runtime) => onThisHost && (HOST_PROCESS_RUNTIMES.has(runtime) || SANDBOX_RUNTIMES.has(runtime)),
       };
     },
     run,

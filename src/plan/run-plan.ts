@@ -7,7 +7,7 @@ import { BerthError } from '../errors.js';
 import { LABELS } from './labels.js';
 import { LEVEL_PROFILES } from './levels.js';
 import type { PermissionLevel } from '../config/session.js';
-import { DEFAULT_RUNTIME, RUNSC_MIN_PIDS, runtimeChoiceIssues, runtimeFor } from '../config/runtimes.js';
+import { DEFAULT_RUNTIME, enginePids, runtimeChoiceIssues, runtimeFor } from '../config/runtimes.js';
 import { agentArgv } from './agent-command.js';
 import { planOutbound, RELAY_BIN, withRelays, type RunSocket } from './outbound.js';
 
@@ -263,9 +263,10 @@ export function planRun(input: PlanInput): RunPlan {
   Object.assign(env, outbound.env); // berth's own variables win over anything a project lets through
 
   const exec = run.argv ?? agentArgv(meta.agent, run.message, { openaiBaseUrl: outbound.env.OPENAI_BASE_URL });
+  const runtime = planRuntime(meta, config, run.level);
   return {
     image: imageFor(meta, config),
-    runtime: planRuntime(meta, config, run.level),
+    runtime,
     argv: withRelays(exec, outbound.sockets, GATEWAY_MOUNT),
     exec,
     keepAlive: withRelays([RELAY_BIN, 'idle'], outbound.sockets, GATEWAY_MOUNT),
@@ -284,7 +285,7 @@ export function planRun(input: PlanInput): RunPlan {
     limits: {
       memoryBytes: meta.limits.memory_mb * 1024 * 1024,
       nanoCpus: Math.round(meta.limits.cpus * 1e9),
-      pids: meta.limits.pids,
+      pids: enginePids(meta.limits.pids, runtime),
       timeoutMs: meta.limits.timeout_seconds * 1000,
       outputBytes: meta.limits.output_bytes,
       diskBytes: meta.limits.disk_mb * 1024 * 1024,
@@ -311,18 +312,13 @@ export function planRun(input: PlanInput): RunPlan {
   };
 }
 
-/** The run's OCI runtime: one berth.yaml offers (fail closed), with what it needs of the limits. */
+/** The run's OCI runtime: one berth.yaml offers (fail closed). */
 function planRuntime(meta: ProjectMetadata, config: BerthConfig, level: PermissionLevel): string {
   const runtime = runtimeFor(meta, level);
   const [notOffered] = runtimeChoiceIssues({ runtime }, config.runtimes);
   if (notOffered) {
     throw new BerthError('RUNTIME_MISSING', notOffered.reason, {
       hint: `add it to berth.yaml's runtimes once the engine has it, or "berth project update ${meta.name} --runtime ${DEFAULT_RUNTIME}"`,
-    });
-  }
-  if (runtime === 'runsc' && meta.limits.pids < RUNSC_MIN_PIDS) {
-    throw new BerthError('CONFIG_INVALID', `runsc needs limits.pids of at least ${RUNSC_MIN_PIDS} (gVisor's own threads count), not ${meta.limits.pids}`, {
-      issues: [{ field: 'limits.pids', reason: `must be at least ${RUNSC_MIN_PIDS} under runsc` }],
     });
   }
   return runtime;

@@ -3,7 +3,6 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { agentOwner, BerthConfigSchema, type BerthConfig } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema, type ProjectMetadataInput } from '../../src/config/metadata.js';
-import { RUNSC_MIN_PIDS } from '../../src/config/runtimes.js';
 import { installationId } from '../../src/main.js';
 import { planRun, type RunPlan } from '../../src/plan/run-plan.js';
 import { prepareMounts } from '../../src/runs/prepare-mounts.js';
@@ -83,7 +82,7 @@ export function contractHome(opts: { image: string; runtime: string }): Contract
           workspace_isolation: true,
           protected_paths: ['AGENTS.md'],
           runtime: opts.runtime,
-          limits: { timeout_seconds: 30, pids: RUNSC_MIN_PIDS * 2, ...o.limits },
+          limits: { timeout_seconds: 30, ...o.limits },
         }),
       },
       workspace: { id: tenant, dir: workspaceDir(tenant, project) },

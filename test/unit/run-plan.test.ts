@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
+import { RUNSC_MIN_PIDS } from '../../src/config/runtimes.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { toCreateOptions } from '../../src/launch/docker.js';
 import { planRun, type PlanInput } from '../../src/plan/run-plan.js';
@@ -146,6 +147,14 @@ describe('planRun', () => {
     const plan = planRun(input({ limits: { memory_mb: 64, cpus: 0.5, pids: 32, timeout_seconds: 2, output_bytes: 2048, disk_mb: 20, files: 500 } }));
     expect(plan.limits).toEqual({ memoryBytes: 64 * 1024 * 1024, nanoCpus: 5e8, pids: 32, timeoutMs: 2000, outputBytes: 2048, diskBytes: 20 * 1024 * 1024, files: 500 });
     expect(toCreateOptions(plan).HostConfig?.Ulimits).toEqual([{ Name: 'fsize', Soft: 20 * 1024 * 1024, Hard: 20 * 1024 * 1024 }]);
+  });
+
+  it("under runsc the engine's pids limit is at least RUNSC_MIN_PIDS (it bounds the sandbox's host tasks); a higher limit stays", () => {
+    const offered = { ...input({}), config: BerthConfigSchema.parse({ runtimes: ['runc', 'runsc'] }) };
+    const plan = (meta: Record<string, unknown>) => planRun({ ...offered, project: input(meta).project });
+    expect(plan({ runtime: 'runsc', limits: { pids: 32 } }).limits.pids).toBe(RUNSC_MIN_PIDS);
+    expect(plan({ runtime: 'runsc', limits: { pids: 4096 } }).limits.pids).toBe(4096);
+    expect(plan({ runtime: 'runc', limits: { pids: 32 } }).limits.pids).toBe(32);
   });
 });
 

@@ -1,0 +1,101 @@
+import { Writable } from 'node:stream';
+import type Docker from 'dockerode';
+import fs from 'node:fs';
+import { posix } from 'node:path';
+import { cgroupDir, settledMemoryGrowth, watchMemory, type LeftoverObserver } from './docker-leftovers.js';
+import { judgeReport, parseReport, REPORT_END, reportBaseline, type KeepAliveReport } from './keepalive-report.js';
+
+/**
+ * A warm container seen through its keep-alive's reports (keepalive-report.ts), over berth's
+ * attach to the keep-alive's stdin and stdout: for runtimes whose processes the host cannot read
+ * (gVisor). Its memory is still read from the host: the sentry's memory is charged to the
+ * container's cgroup (`sandboxPid` is a host process in it).
+ */
+
+/** A report lists every thread (each ~60 bytes; the pids limit bounds them): far more means something is wrong. */
+const REPORT_BYTES = 4 << 20;
+const REPORT_MS = 5000;
+
+export async function reportObserver(docker: Docker, container: Docker.Container, sandboxPid: number): Promise<LeftoverObserver> {
+  const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as NodeJS.ReadWriteStream & { destroy(): void };
+  let buffered = '';
+  let waiting: ((text: string | undefined) => void) | undefined;
+  let dead = false;
+  const close = () => {
+    dead = true;
+    waiting?.(undefined);
+    waiting = undefined;
+    stream.destroy();
+  };
+  const stdout = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      buffered += chunk.toString('utf8');
+      if (buffered.length > REPORT_BYTES) {
+        close();
+        return done();
+      }
+      const end = buffered.indexOf(REPORT_END);
+      // Only an answer to a request: the keep-alive prints nothing unasked.
+      if (end >= 0 && (end === 0 || buffered[end - 1] === '\n')) {
+        const text = buffered.slice(0, end);
+        buffered = buffered.slice(end + REPORT_END.length);
+        const done = waiting;
+        waiting = undefined;
+        if (done) done(text);
+        else close();
+      }
+      done();
+    },
+  });
+  const ignore = new Writable({ write: (_chunk, _enc, done) => done() });
+  docker.modem.demuxStream(stream, stdout, ignore);
+  for (const event of ['end', 'close', 'error']) stream.on(event, close);
+
+  /** One report; undefined if none came in time or it was not one (the channel is then closed). */
+  async function read(): Promise<KeepAliveReport | undefined> {
+    if (dead || waiting) return undefined; // one at a time, as one exec at a time
+    const answered = new Promise<string | undefined>((resolve) => (waiting = resolve));
+    stream.write('\n');
+    const timer = setTimeout(close, REPORT_MS);
+    const text = await answered;
+    clearTimeout(timer);
+    const report = text === undefined ? undefined : parseReport(text);
+    if (!report) close();
+    return report;
+  }
+
+  // Before anything of a tenant ran: the keep-alive's own processes, and its memory idle.
+  const first = await read();
+  if (!first) return { observe: async () => ({}), close };
+  const baseline = reportBaseline(first);
+  const memory = watchMemory(sandboxPid);
+  const pidsDir = cgroupDir(sandboxPid, 'pids');
+  return {
+    async observe() {
+      const report = await read();
+      if (!report) return {};
+      const left = judgeReport(baseline, report);
+      const tasks = pidsDir && hostTasksNearLimit(pidsDir);
+      if (tasks && left.keepAliveHurt) return { ...left, keepAliveHurt: [...left.keepAliveHurt, tasks] };
+      // Memory is weighed only once nothing else keeps the container (a reclaim costs 100-200 ms).
+      return left.ipc?.length === 0 ? { ...left, memoryGrowth: await settledMemoryGrowth(memory) } : left;
+    },
+    close,
+  };
+}
+
+/**
+ * The sandbox's host tasks against the engine's pids limit: gVisor keeps a ptrace stub for each
+ * process that ever ran at once, and at the limit the whole sandbox ends. Past half of it the
+ * container is not kept for another message (a new one starts with ~50).
+ */
+export function hostTasksNearLimit(dir: string): string | undefined {
+  const read = (file: string) => Number(fs.readFileSync(posix.join(dir, file), 'utf8').trim());
+  try {
+    const current = read('pids.current');
+    const max = read('pids.max'); // "max" (no limit) reads as NaN: nothing to be near
+    return current > max / 2 ? `the sandbox holds ${current} of its ${max} host tasks` : undefined;
+  } catch {
+    return 'its host tasks cannot be read';
+  }
+}

@@ -1,0 +1,102 @@
+import type { ExecLeftovers } from './launcher.js';
+
+/**
+ * The keep-alive's report (berth-bridge idle prints one for each line berth writes to its stdin):
+ * the container's threads and IPC objects as its pid 1 sees them. It is how berth looks into a
+ * container whose processes are not host processes (gVisor: they live in the sentry). The
+ * keep-alive is berth's, started before anything of a tenant, not dumpable (nothing of the
+ * tenant's can ptrace it), and its stdout goes to berth's attach alone; the thread names are the
+ * tenant's, printed as [!-~] only. Pure: parsing and judging, no I/O.
+ */
+
+export interface ReportThread {
+  tgid: number;
+  tid: number;
+  ppid: number;
+  state: string;
+  /** Start time (clock ticks since boot): a pid handed out again is not taken for the old one. */
+  start: string;
+  /** Its process's thread count: a zombie leader with more than one has threads still running. */
+  threads: number;
+  comm: string;
+}
+
+export interface KeepAliveReport {
+  threads: ReportThread[];
+  /** Pages of SysV shared memory, message queues and semaphore sets; undefined where the kernel did not say. */
+  shmPages?: number;
+  msgQueues?: number;
+  semSets?: number;
+  /** POSIX message queues; undefined where there is no /dev/mqueue (gVisor has none). */
+  mqueues?: number;
+}
+
+/** The line that ends a report. */
+export const REPORT_END = 'end\n';
+
+const THREAD = /^t (\d+) (\d+) (\d+) (\S) (\d+) (\d+) ([!-~]+)$/;
+const IPC = /^ipc (-?\d+) (-?\d+) (-?\d+) (-?\d+)$/;
+
+/** One report's text (without its end line); undefined if any line is not the keep-alive's. */
+export function parseReport(text: string): KeepAliveReport | undefined {
+  const threads: ReportThread[] = [];
+  let ipc: RegExpExecArray | null = null;
+  for (const line of text.split('\n')) {
+    if (!line) continue;
+    const t = THREAD.exec(line);
+    if (t && !ipc) {
+      threads.push({ tgid: Number(t[1]), tid: Number(t[2]), ppid: Number(t[3]), state: t[4]!, start: t[5]!, threads: Number(t[6]), comm: t[7]! });
+      continue;
+    }
+    if (ipc || !(ipc = IPC.exec(line))) return undefined;
+  }
+  if (!ipc) return undefined;
+  const count = (s: string) => (Number(s) < 0 ? undefined : Number(s));
+  return { threads, shmPages: count(ipc[1]!), msgQueues: count(ipc[2]!), semSets: count(ipc[3]!), mqueues: count(ipc[4]!) };
+}
+
+/** The keep-alive's own processes (pid → start), from the report taken before anything of a tenant ran. */
+export function reportBaseline(report: KeepAliveReport): Map<number, string> {
+  return new Map(report.threads.filter((t) => t.tid === t.tgid).map((t) => [t.tgid, t.start]));
+}
+
+/** The keep-alive is the container's pid 1 in its own pid namespace. */
+const INIT = 1;
+
+/**
+ * What an exec left, judged from a report against the baseline (as the host check judges /proc):
+ * threads beyond the keep-alive's (zombies aside: they run nothing and the init reaps them;
+ * berth-bridge's per-connection relay children aside: their parent is a keep-alive process, never
+ * the init, to which a tenant's orphan is re-parented whatever name it gives itself); keep-alive
+ * processes gone or not sleeping or running (a tenant's SIGSTOP to the relay); IPC objects.
+ * POSIX queues gVisor cannot list count only through the memory they hold (weighed apart).
+ */
+export function judgeReport(baseline: Map<number, string>, report: KeepAliveReport): Omit<ExecLeftovers, 'memoryGrowth'> {
+  const leaders = new Map(report.threads.filter((t) => t.tid === t.tgid).map((t) => [t.tgid, t]));
+  const kept = (pid: number) => baseline.has(pid) && leaders.get(pid)?.start === baseline.get(pid);
+  const running: string[] = [];
+  for (const t of report.threads) {
+    // A zombie runs nothing, unless it is a leader with threads still running (gVisor then shows no task list).
+    const zombie = (t.state === 'Z' || t.state === 'X') && (t.tid !== t.tgid || t.threads <= 1);
+    if (zombie || kept(t.tgid)) continue;
+    const leader = leaders.get(t.tgid) ?? t;
+    if (leader.comm === 'berth-bridge' && leader.ppid !== INIT && kept(leader.ppid)) continue;
+    running.push(`${t.tgid}${t.tid === t.tgid ? '' : `/${t.tid}`} ${t.comm}`);
+  }
+  if (running.length) return { running };
+  const hurt = [...baseline.keys()].flatMap((pid) => {
+    const leader = leaders.get(pid);
+    if (!kept(pid)) return [`${pid} gone`];
+    return leader && leader.state !== 'S' && leader.state !== 'R' ? [`${pid} ${leader.comm} ${leader.state}`] : [];
+  });
+  if (hurt.length) return { running: [], keepAliveHurt: hurt };
+  const { shmPages, msgQueues, semSets, mqueues } = report;
+  if (shmPages === undefined || msgQueues === undefined || semSets === undefined) return { running: [], keepAliveHurt: [] };
+  const ipc = [
+    ...(shmPages ? [`shm ${shmPages} page${shmPages === 1 ? '' : 's'}`] : []),
+    ...(msgQueues ? [`msg ${msgQueues}`] : []),
+    ...(semSets ? [`sem ${semSets}`] : []),
+    ...(mqueues ? [`mqueue ${mqueues}`] : []),
+  ];
+  return { running: [], keepAliveHurt: [], ipc };
+}

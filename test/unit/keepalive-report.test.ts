@@ -1,0 +1,78 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { hostTasksNearLimit } from '../../src/launch/docker-reports.js';
+import { judgeReport, parseReport, reportBaseline } from '../../src/launch/keepalive-report.js';
+import { warmVerdict } from '../../src/launch/lifecycle.js';
+
+/** The keep-alive's report as berth-bridge idle prints it (pid 1 idle, pid 2 its relay). */
+const IDLE = ['t 1 1 0 R 11 1 berth-bridge', 't 2 2 1 S 13 1 berth-bridge'];
+const CLEAN_IPC = 'ipc 0 0 0 -1';
+const report = (...lines: string[]) => parseReport(`${lines.join('\n')}\n`);
+const baseline = reportBaseline(report(...IDLE, CLEAN_IPC)!);
+const judge = (...lines: string[]) => judgeReport(baseline, report(...lines)!);
+
+describe("the keep-alive's report", () => {
+  it('the idle container, as it was: clean (memory is weighed apart)', () => {
+    expect(judge(...IDLE, CLEAN_IPC)).toEqual({ running: [], keepAliveHurt: [], ipc: [] });
+    expect(warmVerdict({ ...judge(...IDLE, CLEAN_IPC), memoryGrowth: 0 })).toBeUndefined();
+  });
+
+  it("a tenant's process left running is named, whatever it calls itself", () => {
+    expect(judge(...IDLE, 't 9 9 0 S 120 1 sleep', CLEAN_IPC).running).toEqual(['9 sleep']);
+    // An orphan re-parented to the init that names itself berth-bridge is still the tenant's.
+    expect(judge(...IDLE, 't 9 9 1 S 120 1 berth-bridge', CLEAN_IPC).running).toEqual(['9 berth-bridge']);
+  });
+
+  it("the relay's per-connection children are the keep-alive's; zombies run nothing", () => {
+    expect(judge(...IDLE, 't 7 7 2 S 90 1 berth-bridge', 't 8 8 1 Z 95 1 sh', CLEAN_IPC)).toEqual({ running: [], keepAliveHurt: [], ipc: [] });
+  });
+
+  it('a zombie leader whose other threads still run is caught, with or without a task list', () => {
+    expect(judge(...IDLE, 't 3 3 1 Z 69 2 zl', CLEAN_IPC).running).toEqual(['3 zl']); // gVisor: no task list
+    expect(judge(...IDLE, 't 3 3 1 Z 69 2 zl', 't 3 4 1 S 69 2 zl', CLEAN_IPC).running).toEqual(['3 zl', '3/4 zl']);
+  });
+
+  it('a keep-alive process stopped, killed, or replaced by another with its pid hurts it', () => {
+    expect(judge('t 1 1 0 R 11 1 berth-bridge', 't 2 2 1 T 13 1 berth-bridge', CLEAN_IPC).keepAliveHurt).toEqual(['2 berth-bridge T']);
+    expect(judge('t 1 1 0 R 11 1 berth-bridge', CLEAN_IPC).keepAliveHurt).toEqual(['2 gone']);
+    // Pid 2 again, started later: not the relay berth saw, and so a process of the tenant's.
+    expect(judge('t 1 1 0 R 11 1 berth-bridge', 't 2 2 1 S 500 1 berth-bridge', CLEAN_IPC).running).toEqual(['2 berth-bridge']);
+  });
+
+  it('IPC objects left are named; a table the kernel would not show is "cannot tell", never clean', () => {
+    expect(judge(...IDLE, 'ipc 256 1 2 3').ipc).toEqual(['shm 256 pages', 'msg 1', 'sem 2', 'mqueue 3']);
+    const unknown = judge(...IDLE, 'ipc -1 0 0 0');
+    expect(unknown.ipc).toBeUndefined();
+    expect(warmVerdict({ ...unknown, memoryGrowth: 0 })).toMatch(/IPC namespace cannot be read/);
+  });
+
+  it('anything but the keep-alive\'s lines is not a report', () => {
+    for (const bad of [
+      [...IDLE].join('\n'), // no ipc line
+      `${IDLE.join('\n')}\nt 9 9 1 S 1 1 a b\n${CLEAN_IPC}`, // a name with a space
+      `${IDLE.join('\n')}\n${CLEAN_IPC}\nt 9 9 1 S 1 1 late`, // a thread after the ipc line
+      `${CLEAN_IPC}\n${CLEAN_IPC}`,
+      `hello\n${CLEAN_IPC}`,
+    ]) {
+      expect(parseReport(`${bad}\n`)).toBeUndefined();
+    }
+  });
+});
+
+describe("a gVisor sandbox's host tasks (docker-reports.ts)", () => {
+  const cgroup = (current: string, max: string) => {
+    const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-pids-'));
+    fs.writeFileSync(join(dir, 'pids.current'), `${current}\n`);
+    fs.writeFileSync(join(dir, 'pids.max'), `${max}\n`);
+    return dir;
+  };
+
+  it('past half the limit the container is not kept; below it, or with no limit, it may be; unreadable is never fine', () => {
+    expect(hostTasksNearLimit(cgroup('564', '1024'))).toBe('the sandbox holds 564 of its 1024 host tasks');
+    expect(hostTasksNearLimit(cgroup('321', '1024'))).toBeUndefined();
+    expect(hostTasksNearLimit(cgroup('5000', 'max'))).toBeUndefined();
+    expect(hostTasksNearLimit(join(os.tmpdir(), 'berth-no-such-cgroup'))).toBe('its host tasks cannot be read');
+  });
+});
