@@ -36,7 +36,7 @@ export async function runDemo(berth: Berth, io: Out): Promise<number> {
     const o = await berth.runner.run({ project: DEMO_PROJECT, tenantKey: step.user, message: step.message, level: step.level });
     io.out(o.stdout);
     if (o.stderr) io.out(o.stderr);
-    io.out(`(exit ${o.exitCode}, ${Math.round(o.timings.totalMs)} ms, level ${o.permissionLevel}, workspace ${o.workspaceId.slice(0, 8)}…)\n`);
+    io.out(`(exit ${o.exitCode}, ${Math.round(o.timings.totalMs)} ms, level ${o.permissionLevel}, runtime ${o.runtime}, workspace ${o.workspaceId.slice(0, 8)}…)\n`);
   }
   io.out(`
 Each tenant ran in its own container with only its own workspace mounted, no capabilities,

@@ -3,11 +3,12 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { pino, type Logger } from 'pino';
 import Docker from 'dockerode';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { appDepsFrom, createApp } from '../src/api/app.js';
 import { createBerth, installationId, type Berth } from '../src/main.js';
 import { releaseMountsUnder } from '../src/fs/loop-quota.js';
@@ -126,6 +127,16 @@ export function launchChromium(): Promise<Browser> {
     executablePath: '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
   });
+}
+
+/** Where browser tests write screenshots a person can open (test-results/screens/<name>.png; not committed). */
+export const SCREENS_DIR = fileURLToPath(new URL('../test-results/screens/', import.meta.url));
+
+export async function screenshot(page: Page, name: string): Promise<string> {
+  fs.mkdirSync(SCREENS_DIR, { recursive: true });
+  const file = join(SCREENS_DIR, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  return file;
 }
 
 /** Remove every container of a berth home (a test that killed berth cleans up what it left). */

@@ -250,18 +250,18 @@ static int numeric(const char *name) {
    count). The name is the tenant's to pick (a space, a newline, a ")"), so only [!-~] is printed
    as is. tid NULL: the process's own stat, where its task list cannot be read (gVisor, once the
    leader is a zombie: its other threads may still run, and THREADS says so). */
-static void report_thread(const char *tgid, const char *tid) {
+static int report_thread(FILE *out, const char *tgid, const char *tid) {
   char path[64], stat[1024];
   if (tid) snprintf(path, sizeof path, "/proc/%s/task/%s/stat", tgid, tid);
   else snprintf(path, sizeof path, "/proc/%s/stat", tgid);
   int fd = open(path, O_RDONLY);
-  if (fd < 0) return; /* exited meanwhile */
+  if (fd < 0) return 0; /* exited meanwhile */
   ssize_t n = read(fd, stat, sizeof stat - 1);
   close(fd);
-  if (n <= 0) return;
+  if (n <= 0) return 0;
   stat[n] = 0;
   char *open_paren = strchr(stat, '('), *close_paren = strrchr(stat, ')');
-  if (!open_paren || !close_paren || close_paren < open_paren) return;
+  if (!open_paren || !close_paren || close_paren < open_paren) return 0;
   char comm[64];
   size_t len = (size_t)(close_paren - open_paren - 1);
   if (len >= sizeof comm) len = sizeof comm - 1;
@@ -272,10 +272,11 @@ static void report_thread(const char *tgid, const char *tid) {
   long ppid = 0, threads = 0;
   unsigned long long start = 0;
   char *rest = close_paren + 2;
-  if (sscanf(rest, "%c %ld", &state, &ppid) != 2) return;
+  if (sscanf(rest, "%c %ld", &state, &ppid) != 2) return 0;
   for (int field = 3; field < 20 && rest; field++) rest = strchr(rest + 1, ' ');
-  if (!rest || sscanf(rest, " %ld %*s %llu", &threads, &start) != 2) return;
-  printf("t %s %s %ld %c %llu %ld %s\n", tgid, tid ? tid : tgid, ppid, state, start, threads, comm[0] ? comm : "?");
+  if (!rest || sscanf(rest, " %ld %*s %llu", &threads, &start) != 2) return 0;
+  fprintf(out, "t %s %s %ld %c %llu %ld %s\n", tgid, tid ? tid : tgid, ppid, state, start, threads, comm[0] ? comm : "?");
+  return 1;
 }
 
 static long mqueue_count(void) {
@@ -295,21 +296,47 @@ union semun {
   struct seminfo *__buf;
 };
 
-/* What the container holds now: every thread, then its IPC namespace ("ipc SHM_PAGES
-   MSG_QUEUES SEM_SETS MQUEUES", -1 where the kernel did not say), then "end". */
-static void report(void) {
+/* Every thread listed in /proc, into `out`; returns how many were listed but gone when read. */
+static int scan_threads(FILE *out) {
+  int vanished = 0;
   DIR *proc = opendir("/proc");
   for (struct dirent *p; proc && (p = readdir(proc));) {
     if (!numeric(p->d_name)) continue;
     char path[64];
     snprintf(path, sizeof path, "/proc/%s/task", p->d_name);
     DIR *tasks = opendir(path);
-    if (!tasks) report_thread(p->d_name, NULL);
+    if (!tasks && !report_thread(out, p->d_name, NULL)) vanished++;
     for (struct dirent *t; tasks && (t = readdir(tasks));)
-      if (numeric(t->d_name)) report_thread(p->d_name, t->d_name);
+      if (numeric(t->d_name) && !report_thread(out, p->d_name, t->d_name)) vanished++;
     if (tasks) closedir(tasks);
   }
   if (proc) closedir(proc);
+  return vanished;
+}
+
+/* Scans before one without a thread gone while it was read: nothing of a tenant's should be
+   exiting once its exec has ended, and a process that forks a successor and exits may be missed
+   by a scan it outran. Past them: "churn N", which berth takes as something still running. */
+#define SCAN_TRIES 20
+
+/* What the container holds now: every thread, then its IPC namespace ("ipc SHM_PAGES
+   MSG_QUEUES SEM_SETS MQUEUES", -1 where the kernel did not say), then "end". */
+static void report(void) {
+  char *text = NULL;
+  size_t len = 0;
+  int vanished = 0;
+  for (int try = 0; try < SCAN_TRIES; try++) {
+    free(text);
+    text = NULL;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) break;
+    vanished = scan_threads(out);
+    fclose(out);
+    if (!vanished) break;
+  }
+  if (text) fwrite(text, 1, len, stdout);
+  free(text);
+  if (vanished) printf("churn %d\n", vanished);
   struct shm_info shm;
   struct msginfo msg;
   struct seminfo sem;

@@ -3,7 +3,7 @@ import type { PermissionLevel, SessionRecord, SessionSettingsUpdate } from '../c
 import type { SessionTokens } from '../store/session-tokens.js';
 import type { Gateway } from '../gateway/service.js';
 import type { WorkspaceProfile } from '../gateway/workspace-profile.js';
-import { assertChosenSessionId, type SessionStore } from '../store/sessions.js';
+import type { SessionStore } from '../store/sessions.js';
 import { runtimeChoiceIssues } from '../config/runtimes.js';
 import { BerthError } from '../errors.js';
 import { type RunOutcome, type RunRequest, type Runner } from '../runs/runner.js';
@@ -201,8 +201,7 @@ export function createAdminService(deps: {
     workspaceProfile: (name, id) => deps.gateway.profileOf(store.get(name), id),
     getSession: (project, id) => sessions.get(project, id).session,
     openSession(project, id, tenantKey) {
-      assertChosenSessionId(id);
-      return sessions.open(store.get(project), { sessionId: id, tenantKey });
+      return sessions.open(store.get(project), { sessionId: id, tenantKey, chosen: true });
     },
     updateSession: (project, id, settings) => sessions.update(project, id, settings),
     mintSessionToken(project, id, ttlSeconds) {

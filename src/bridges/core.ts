@@ -9,6 +9,7 @@ import { withActor } from '../admin/audit-trail.js';
 import { ownerAlive } from '../runs/process-owner.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
+import { chatFailure } from './chat-words.js';
 import { chatCommand, type CommandContext } from './commands.js';
 import { createLanes, type LaneKey, type LaneLimits, type Slot } from './lanes.js';
 import type { BridgeState } from '../store/bridge-state.js';
@@ -181,7 +182,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         }
         const reason = isBerthError(err) ? `${err.code}: ${err.message}` : 'internal error';
         log.warn({ id: entry.id, reason }, 'chat run failed');
-        await fail(entry.id, entry.chat, reason, `berth: your message "${preview(entry.text)}" could not be run (${reason}).`);
+        await fail(entry.id, entry.chat, reason, chatFailure(preview(entry.text), err));
         return;
       } finally {
         typing.stop();

@@ -3,7 +3,7 @@ import type Docker from 'dockerode';
 import fs from 'node:fs';
 import { posix } from 'node:path';
 import { cgroupDir, settledMemoryGrowth, watchMemory, type LeftoverObserver } from './docker-leftovers.js';
-import { judgeReport, parseReport, REPORT_END, reportBaseline, type KeepAliveReport } from './keepalive-report.js';
+import { judgeReport, parseReport, reportBaseline, takeReport, type KeepAliveReport } from './keepalive-report.js';
 
 /**
  * A warm container seen through its keep-alive's reports (keepalive-report.ts), over berth's
@@ -34,11 +34,11 @@ export async function reportObserver(docker: Docker, container: Docker.Container
         close();
         return done();
       }
-      const end = buffered.indexOf(REPORT_END);
+      const report = takeReport(buffered);
       // Only an answer to a request: the keep-alive prints nothing unasked.
-      if (end >= 0 && (end === 0 || buffered[end - 1] === '\n')) {
-        const text = buffered.slice(0, end);
-        buffered = buffered.slice(end + REPORT_END.length);
+      if (report) {
+        const { text } = report;
+        buffered = report.rest;
         const done = waiting;
         waiting = undefined;
         if (done) done(text);

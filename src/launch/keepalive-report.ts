@@ -23,6 +23,11 @@ export interface ReportThread {
 
 export interface KeepAliveReport {
   threads: ReportThread[];
+  /**
+   * Threads listed but gone when read, in each of the keep-alive's scans (it scans again until
+   * one is steady, a bounded number of times): something still forks and exits.
+   */
+  churn?: number;
   /** Pages of SysV shared memory, message queues and semaphore sets; undefined where the kernel did not say. */
   shmPages?: number;
   msgQueues?: number;
@@ -32,27 +37,44 @@ export interface KeepAliveReport {
 }
 
 /** The line that ends a report. */
-export const REPORT_END = 'end\n';
+const REPORT_END = 'end\n';
+
+/**
+ * The first whole report in what the keep-alive printed so far, and what follows it; undefined
+ * until one is complete. Its end line follows the ipc line: "end\n" closing a thread's name
+ * ("backend") is not it.
+ */
+export function takeReport(printed: string): { text: string; rest: string } | undefined {
+  const end = printed.indexOf(`\n${REPORT_END}`);
+  return end < 0 ? undefined : { text: printed.slice(0, end + 1), rest: printed.slice(end + 1 + REPORT_END.length) };
+}
 
 const THREAD = /^t (\d+) (\d+) (\d+) (\S) (\d+) (\d+) ([!-~]+)$/;
+const CHURN = /^churn (\d+)$/;
 const IPC = /^ipc (-?\d+) (-?\d+) (-?\d+) (-?\d+)$/;
 
 /** One report's text (without its end line); undefined if any line is not the keep-alive's. */
 export function parseReport(text: string): KeepAliveReport | undefined {
   const threads: ReportThread[] = [];
+  let churn: number | undefined;
   let ipc: RegExpExecArray | null = null;
   for (const line of text.split('\n')) {
     if (!line) continue;
-    const t = THREAD.exec(line);
-    if (t && !ipc) {
+    const t = churn === undefined && !ipc ? THREAD.exec(line) : null;
+    if (t) {
       threads.push({ tgid: Number(t[1]), tid: Number(t[2]), ppid: Number(t[3]), state: t[4]!, start: t[5]!, threads: Number(t[6]), comm: t[7]! });
+      continue;
+    }
+    const c = churn === undefined && !ipc ? CHURN.exec(line) : null;
+    if (c) {
+      churn = Number(c[1]);
       continue;
     }
     if (ipc || !(ipc = IPC.exec(line))) return undefined;
   }
   if (!ipc) return undefined;
   const count = (s: string) => (Number(s) < 0 ? undefined : Number(s));
-  return { threads, shmPages: count(ipc[1]!), msgQueues: count(ipc[2]!), semSets: count(ipc[3]!), mqueues: count(ipc[4]!) };
+  return { threads, ...(churn ? { churn } : {}), shmPages: count(ipc[1]!), msgQueues: count(ipc[2]!), semSets: count(ipc[3]!), mqueues: count(ipc[4]!) };
 }
 
 /** The keep-alive's own processes (pid → start), from the report taken before anything of a tenant ran. */
@@ -74,7 +96,7 @@ const INIT = 1;
 export function judgeReport(baseline: Map<number, string>, report: KeepAliveReport): Omit<ExecLeftovers, 'memoryGrowth'> {
   const leaders = new Map(report.threads.filter((t) => t.tid === t.tgid).map((t) => [t.tgid, t]));
   const kept = (pid: number) => baseline.has(pid) && leaders.get(pid)?.start === baseline.get(pid);
-  const running: string[] = [];
+  const running: string[] = report.churn ? [`processes that exit as they are read (${report.churn} gone mid-read, scan after scan)`] : [];
   for (const t of report.threads) {
     // A zombie runs nothing, unless it is a leader with threads still running (gVisor then shows no task list).
     const zombie = (t.state === 'Z' || t.state === 'X') && (t.tid !== t.tgid || t.threads <= 1);

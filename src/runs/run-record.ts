@@ -10,6 +10,8 @@ export interface RunOutcome extends RunResult {
   workspaceId: string;
   sessionId: string;
   permissionLevel: PermissionLevel;
+  /** The OCI runtime it ran under (the plan's). */
+  runtime: string;
   workspaceRoot: string;
   warnings: string[];
   /** It ran in the session's warm container (an exec), not a new one. */
@@ -34,6 +36,7 @@ export function toRunRecord(o: Omit<RunOutcome, 'record'>, kind: RunRecord['kind
     session: o.sessionId,
     workspace: o.workspaceId,
     permission_level: o.permissionLevel,
+    runtime: o.runtime,
     workspace_root: o.workspaceRoot,
     exit_code: o.exitCode,
     timed_out: o.timedOut,

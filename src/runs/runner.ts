@@ -15,7 +15,7 @@ import { appendJournal, type JournalEntry } from '../store/journal.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { snapshotForPlan } from '../store/protected-snapshot.js';
 import { appendRunRecord } from '../store/run-log.js';
-import { assertChosenSessionId, type SessionStore } from '../store/sessions.js';
+import type { SessionStore } from '../store/sessions.js';
 import { copySeedsForRun, ensureWorkspace, quotaChangePending } from '../store/workspaces.js';
 import type { Admission, Ticket } from './admission.js';
 import { watchDisk } from './disk-watch.js';
@@ -290,6 +290,7 @@ export function createRunner(deps: {
       workspaceId: ctx.workspace.id,
       sessionId: ctx.session.id,
       permissionLevel: ctx.level,
+      runtime: plan.runtime,
       workspaceRoot: ctx.workspace.dir,
       warnings: stoppedFor ? [...plan.warnings, `stopped: ${stoppedFor}`] : plan.warnings,
     };
@@ -302,8 +303,7 @@ export function createRunner(deps: {
   return {
     async run(request) {
       const project = store.get(request.project);
-      if (request.sessionId !== undefined) assertChosenSessionId(request.sessionId);
-      let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey });
+      let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey, chosen: true });
       if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, request.level);
       return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, whenReady: request.whenReady });
     },

@@ -11,6 +11,7 @@ export const RunRecordSchema = z.object({
   session: z.string(),
   workspace: z.string(),
   permission_level: PermissionLevelSchema,
+  runtime: z.string().optional().describe('The OCI runtime it ran under (runc, runsc, ...); absent in records of an older berth.'),
   workspace_root: z.string().describe('The host directory mounted as the workspace.'),
   exit_code: z.number().int(),
   timed_out: z.boolean(),

@@ -25,7 +25,13 @@ import { removeChatTranscript } from './chat-transcripts.js';
  */
 export interface SessionStore {
   /** Load or create the session a run belongs to; a session never changes tenant. */
-  open(project: Project, opts: { sessionId?: string; tenantKey: string }): SessionRecord;
+  /**
+   * The tenant's session `sessionId` (made if new), or its default one. `chosen`: the id came from
+   * a caller (the API, a chat): it may name one of the tenant's own sessions, its default among
+   * them, or a new one; never an id berth makes for someone else (a squatted default would lock
+   * its tenant out), which is refused alike whether that session exists or not.
+   */
+  open(project: Project, opts: { sessionId?: string; tenantKey: string; chosen?: boolean }): SessionRecord;
   get(project: string, sessionId: string): { project: Project; session: SessionRecord };
   /** Every session of the project, oldest first; with a tenant, that tenant's only (read through its index, not the whole directory). */
   list(project: Project, filter?: { tenantKey?: string }): SessionRecord[];
@@ -52,13 +58,6 @@ export function workflowSessionId(workflow: string): string {
   return `wf.${workflow}`;
 }
 
-/** A caller-chosen session id: refused when it would squat an id berth makes. */
-export function assertChosenSessionId(id: string): void {
-  parseOrThrow(SessionIdSchema, id, 'session id');
-  if (RESERVED_SESSION_PREFIXES.some((p) => id.startsWith(p))) {
-    throw new BerthError('CONFIG_INVALID', 'session id is invalid', { issues: [{ field: 'session', reason: `ids starting with ${RESERVED_SESSION_PREFIXES.join(' or ')} are made by berth` }] });
-  }
-}
 
 /**
  * The per-tenant index: .berth/projects/<name>/session-index/<digest of the tenant key>/<session id>,
@@ -155,10 +154,16 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
   }
 
   return {
-    open(project, { sessionId, tenantKey }) {
-      const id = sessionId ?? defaultSessionId(opts.secret(), project.metadata.name, tenantKey);
+    open(project, { sessionId, tenantKey, chosen = false }) {
+      const own = defaultSessionId(opts.secret(), project.metadata.name, tenantKey);
+      const id = sessionId ?? own;
       parseOrThrow(SessionIdSchema, id, 'session id');
       const existing = read(project, id);
+      if (chosen && id !== own && existing?.tenant_key !== tenantKey && RESERVED_SESSION_PREFIXES.some((p) => id.startsWith(p))) {
+        throw new BerthError('CONFIG_INVALID', `session "${id}" is one berth names itself: pick another name for a new session`, {
+          issues: [{ field: 'session', reason: `new session ids starting with ${RESERVED_SESSION_PREFIXES.join(' or ')} are made by berth` }],
+        });
+      }
       if (existing) {
         if (existing.tenant_key !== tenantKey) {
           throw new BerthError('PERMISSION_DENIED', `session "${id}" belongs to another tenant`, { rule: 'session_owner' });

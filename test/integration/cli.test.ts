@@ -116,3 +116,26 @@ describe('berth CLI (real process, real engine)', () => {
     expect(cli(['--home', home, 'doctor'], { DOCKER_HOST: 'unix:///nonexistent/docker.sock' })).toMatchObject({ code: 1, stdout: expect.stringContaining('FAIL  engine') });
   });
 });
+
+describe('the demo under gVisor', () => {
+  it('a demo project with --runtime runsc runs every step of `berth demo` in the sentry, with the same boundary', async () => {
+    const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-demo-runsc-'));
+    try {
+      fs.writeFileSync(join(dir, 'berth.yaml'), 'runtimes: [runc, runsc]\n');
+      const made = cli(['--home', dir, 'project', 'create', 'demo', '--isolation', '--protect', 'AGENTS.md', '--protect', '.factory/', '--runtime', 'runsc']);
+      expect(made.code, made.stderr).toBe(0);
+      const demo = cli(['--home', dir, 'demo']);
+      expect(demo.code, demo.stderr).toBe(0);
+      const steps = demo.stdout.match(/^\(exit \d+, \d+ ms, level \w+, runtime \w+, workspace/gm) ?? [];
+      expect(steps).toHaveLength(5);
+      for (const step of steps) expect(step).toMatch(/^\(exit 0, .*runtime runsc,/);
+      expect(demo.stdout).toContain('found: 0'); // bob finds no notes.txt of alice's
+      expect(demo.stdout).toMatch(/AGENTS\.md: (Read-only file system|Permission denied)/);
+      expect(demo.stdout).toContain('default routes: 0');
+      expect(demo.stdout).toMatch(/\$ cat notes\.txt\nalice was here\n/);
+    } finally {
+      await createBerth({ home: dir, logLevel: 'silent' }).runner.reapLeftovers();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -231,6 +231,17 @@ describe('attacks on session identity', () => {
       details: { issues: [{ field: 'session' }] },
     });
     await expect(h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: 't-0123' })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    // Its own default session, made by a message without an id (the API, the CLI), is the tenant's
+    // to name: the web chat lists it and sends to it, and changes its level (first hour: alice).
+    const made = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:alice', message: 'true' });
+    expect(made.sessionId).toMatch(/^t-/);
+    const again = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:alice', message: 'true', sessionId: made.sessionId });
+    expect(again.sessionId).toBe(made.sessionId);
+    expect(h.berth.admin.openSession('lv', made.sessionId, 'web:alice').id).toBe(made.sessionId);
+    // Another tenant naming it is refused as a made-up berth id is: its existence is not told.
+    for (const id of [made.sessionId, 't-0123']) {
+      await expect(h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: id })).rejects.toMatchObject({ code: 'CONFIG_INVALID', details: { issues: [{ field: 'session' }] } });
+    }
     await h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: 'shared-name' });
     const theirs = await h.berth.runner.run({ project: 'other', tenantKey: 'web:owner', message: 'true', sessionId: 'shared-name' });
     expect(theirs.sessionId).toBe('shared-name');

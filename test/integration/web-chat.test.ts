@@ -10,7 +10,7 @@ import { DEMO_PROJECT, ensureDemoProject } from '../../src/demo.js';
 import { listenHttp, type HttpSurface } from '../../src/serve.js';
 import { CHAT_LINK_OPEN_SECONDS, createChatLinks, MAX_CHAT_LOGINS_PER_USER } from '../../src/store/chat-links.js';
 import { openChatTranscripts, TRANSCRIPT_ENTRY_BYTES, TRANSCRIPT_KEEP } from '../../src/store/chat-transcripts.js';
-import { cliAsync, testHome, type TestHome, launchChromium } from '../helpers.js';
+import { cliAsync, testHome, type TestHome, launchChromium, screenshot } from '../helpers.js';
 
 /**
  * The web chat in real headless Chromium against a real berth (the same HTTP wiring as
@@ -210,6 +210,28 @@ describe('web chat in a browser', () => {
     expect(await page.inputValue('#session')).toBe(options[0]);
     expect(h.berth.admin.listSessions(DEMO_PROJECT, 'web:bob').map((s) => s.id)).toEqual(options);
     expect(() => h.berth.admin.getSession(DEMO_PROJECT, shown)).toThrow(/does not exist/);
+    await page.close();
+  });
+
+  it('a person whose default session the API made (the README: curl as carol, then her link) chats in it and changes its level', async () => {
+    const viaApi = await fetch(`${base}/api/projects/${DEMO_PROJECT}/runs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ user: 'web:carol', message: 'echo from the api > api.txt' }),
+    });
+    expect(viaApi.status).toBe(200);
+    const made = ((await viaApi.json()) as { session: string }).session;
+    expect(made).toMatch(/^t-/);
+    const page = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'carol').path}`, 'carol');
+    expect(await page.inputValue('#session')).toBe(made); // the page picks the session she has
+    await send(page, 'cat api.txt');
+    expect(await nthReply(page, 1)).toBe('from the api');
+    await page.selectOption('#level', 'low');
+    await expect.poll(() => h.berth.admin.getSession(DEMO_PROJECT, made).settings.permission_level).toBe('low');
+    await send(page, 'ls /sys/class/net');
+    expect(await nthReply(page, 2)).toBe('lo');
+    expect(await page.$$eval('.error, #error', (els) => els.map((e) => e.textContent).filter(Boolean))).toEqual([]);
+    await screenshot(page, 'web-chat-api-session-then-chat');
     await page.close();
   });
 

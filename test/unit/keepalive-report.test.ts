@@ -3,7 +3,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { hostTasksNearLimit } from '../../src/launch/docker-reports.js';
-import { judgeReport, parseReport, reportBaseline } from '../../src/launch/keepalive-report.js';
+import { judgeReport, parseReport, reportBaseline, takeReport } from '../../src/launch/keepalive-report.js';
 import { warmVerdict } from '../../src/launch/lifecycle.js';
 
 /** The keep-alive's report as berth-bridge idle prints it (pid 1 idle, pid 2 its relay). */
@@ -29,6 +29,11 @@ describe("the keep-alive's report", () => {
     expect(judge(...IDLE, 't 7 7 2 S 90 1 berth-bridge', 't 8 8 1 Z 95 1 sh', CLEAN_IPC)).toEqual({ running: [], keepAliveHurt: [], ipc: [] });
   });
 
+  it('a process that forks a successor and exits, outrunning every scan, is caught as churn', () => {
+    expect(judge(...IDLE, 'churn 1', CLEAN_IPC).running).toEqual(['processes that exit as they are read (1 gone mid-read, scan after scan)']);
+    expect(parseReport(`${IDLE.join('\n')}\nchurn 1\nt 9 9 1 S 1 1 late\n${CLEAN_IPC}\n`)).toBeUndefined(); // churn closes the thread list
+  });
+
   it('a zombie leader whose other threads still run is caught, with or without a task list', () => {
     expect(judge(...IDLE, 't 3 3 1 Z 69 2 zl', CLEAN_IPC).running).toEqual(['3 zl']); // gVisor: no task list
     expect(judge(...IDLE, 't 3 3 1 Z 69 2 zl', 't 3 4 1 S 69 2 zl', CLEAN_IPC).running).toEqual(['3 zl', '3/4 zl']);
@@ -46,6 +51,14 @@ describe("the keep-alive's report", () => {
     const unknown = judge(...IDLE, 'ipc -1 0 0 0');
     expect(unknown.ipc).toBeUndefined();
     expect(warmVerdict({ ...unknown, memoryGrowth: 0 })).toMatch(/IPC namespace cannot be read/);
+  });
+
+  it('a report ends at its end line, not at a thread named like one ("backend")', () => {
+    const printed = `${IDLE.join('\n')}\nt 9 9 1 S 120 1 backend\n${CLEAN_IPC}\nend\nt 1`;
+    expect(takeReport(printed.slice(0, printed.indexOf('ipc')))).toBeUndefined();
+    const taken = takeReport(printed)!;
+    expect(taken.rest).toBe('t 1');
+    expect(judgeReport(baseline, parseReport(taken.text)!).running).toEqual(['9 backend']);
   });
 
   it('anything but the keep-alive\'s lines is not a report', () => {
