@@ -14,12 +14,33 @@ export function checkModels(config: BerthConfig, projects: Array<{ name: string;
     const needsModel = metadata.agent === 'claude' || metadata.agent === 'codex' || metadata.agent === 'droid';
     const usable = metadata.models.upstreams.filter((u) => own(config.models, u));
     const missing = metadata.models.upstreams.filter((u) => !own(config.models, u));
-    if (missing.length) checks.push({ name: `models ${name}`, status: 'warn', detail: `upstream(s) ${missing.join(', ')} allowed but not in berth.yaml's models` });
+    if (missing.length) {
+      const fix = `berth project update ${name} --model <one of: ${Object.keys(config.models).join(', ') || 'none yet'}>, or add it to berth.yaml's models`;
+      checks.push({ name: `models ${name}`, status: 'fail', detail: `upstream(s) ${missing.join(', ')} not in berth.yaml's models: its agents' model calls fail (${fix})` });
+    }
     else if (needsModel && usable.length === 0) {
       checks.push({ name: `models ${name}`, status: 'warn', detail: `agent "${String(metadata.agent)}" needs a model, but the project may call none: berth project update ${name} --model <upstream> (berth.yaml models)` });
     } else if (usable.length) checks.push({ name: `models ${name}`, status: 'ok', detail: `${usable.join(', ')} through berth's model gateway (keys stay outside)` });
   }
   return checks;
+}
+
+/**
+ * Every channel profile answers with a project that exists (and a workflow it has): otherwise
+ * each message there fails, and only the person in the chat would find out.
+ */
+export function checkChannels(config: BerthConfig, workflowsOf: ReadonlyMap<string, readonly string[]>): Check[] {
+  return Object.entries(config.channels).flatMap(([channel, profile]): Check[] => {
+    const workflows = workflowsOf.get(profile.project);
+    if (!workflows) {
+      const made = [...workflowsOf.keys()];
+      return [{ name: `channel ${channel}`, status: 'fail', detail: `answers with project "${profile.project}", which does not exist: its messages fail (berth project create ${profile.project}, or name one of: ${made.join(', ') || 'none yet'})` }];
+    }
+    if (profile.workflow !== undefined && !workflows.includes(profile.workflow)) {
+      return [{ name: `channel ${channel}`, status: 'fail', detail: `runs workflow "${profile.workflow}", which project "${profile.project}" does not have (workflows: ${workflows.join(', ') || 'none'})` }];
+    }
+    return [{ name: `channel ${channel}`, status: 'ok', detail: `answered by project "${profile.project}"${profile.workflow ? `, workflow "${profile.workflow}"` : ''}` }];
+  });
 }
 
 export async function checkBridges(config: BerthConfig): Promise<Check[]> {

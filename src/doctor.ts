@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import { checkBridges, checkModels } from './doctor-outbound.js';
+import { checkBridges, checkChannels, checkModels } from './doctor-outbound.js';
 import type { ProjectMetadata } from './config/metadata.js';
 import { join } from 'node:path';
 import { loadBerthConfig, type BerthConfig } from './config/berth-config.js';
@@ -12,6 +12,7 @@ import { installationId, type Berth } from './main.js';
 import { planPathProbe } from './plan/probe-plan.js';
 import { newRunId } from './runs/runner.js';
 import { imageFor } from './plan/run-plan.js';
+import { listWorkflows } from './workflows/run.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 export interface Check {
@@ -109,6 +110,8 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
   checks.push(...checkRwAreas(berth));
   checks.push(describeRuns(berth.config));
   checks.push(...checkModels(berth.config, projects));
+  const valid = new Set(projects.map((p) => p.name));
+  checks.push(...checkChannels(berth.config, new Map(berth.store.names().map((n) => [n, valid.has(n) ? listWorkflows(berth.store.get(n)) : []]))));
   checks.push(...(await checkBridges(berth.config)));
 
   try {

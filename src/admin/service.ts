@@ -4,6 +4,7 @@ import type { SessionTokens } from '../store/session-tokens.js';
 import type { Gateway } from '../gateway/service.js';
 import type { WorkspaceProfile } from '../gateway/workspace-profile.js';
 import type { SessionStore } from '../store/sessions.js';
+import { modelChoiceIssues } from '../config/outbound.js';
 import { runtimeChoiceIssues } from '../config/runtimes.js';
 import { BerthError } from '../errors.js';
 import { type RunOutcome, type RunRequest, type Runner } from '../runs/runner.js';
@@ -89,10 +90,16 @@ export function viewOf(p: Project, sandboxViolations: number): ProjectView {
   };
 }
 
-/** A runtime berth.yaml does not offer is refused with the list to choose from. */
-function assertRuntimeChoice(choice: Parameters<typeof runtimeChoiceIssues>[0], offered: readonly string[]): void {
-  const issues = runtimeChoiceIssues(choice, offered);
-  if (issues.length) throw new BerthError('CONFIG_INVALID', issues[0]!.reason, { issues, hint: 'register the runtime with the engine and add it to berth.yaml runtimes (README: "Stronger isolation: gVisor")' });
+/** A runtime or model upstream berth.yaml does not offer is refused with the list to choose from. */
+function assertOperatorChoices(choice: Parameters<typeof runtimeChoiceIssues>[0] & Parameters<typeof modelChoiceIssues>[0], config: BerthConfig): void {
+  const runtimes = runtimeChoiceIssues(choice, config.runtimes);
+  const models = modelChoiceIssues(choice, Object.keys(config.models));
+  const issues = [...runtimes, ...models];
+  if (!issues.length) return;
+  const hint = runtimes.length
+    ? 'register the runtime with the engine and add it to berth.yaml runtimes (README: "Stronger isolation: gVisor")'
+    : "add the upstream to berth.yaml's models (with its key), or name one it has";
+  throw new BerthError('CONFIG_INVALID', issues[0]!.reason, { issues, hint });
 }
 
 export function runView(o: RunOutcome): RunView {
@@ -142,17 +149,17 @@ export function createAdminService(deps: {
   };
   return {
     createProject(input) {
-      assertRuntimeChoice(input, deps.config().runtimes);
+      assertOperatorChoices(input, deps.config());
       return projectView(store.create(input));
     },
     getProject: (name) => projectView(store.get(name)),
     listProjects: () => store.list().map(projectView),
     async updateProject(name, patch) {
       const wasIsolated = store.get(name).metadata.workspace_isolation;
-      const offered = deps.config().runtimes;
+      const config = deps.config();
       const updated = await store.update(name, (current) => {
         const change = typeof patch === 'function' ? patch(current) : patch;
-        assertRuntimeChoice(change, offered);
+        assertOperatorChoices(change, config);
         return change;
       });
       // Isolation on: a shared run's view of every workspace does not outlive the switch (and would hold off quotas).

@@ -87,6 +87,18 @@ export const ProjectEgressSchema = z
   })
   .strict();
 
+/**
+ * A project's model upstreams against berth.yaml's models: the fields at fault, so a create or
+ * update is refused with the names to choose from, never stored to fail in the chat ("Not logged
+ * in") at the first message.
+ */
+export function modelChoiceIssues(choice: { models?: { upstreams?: unknown } }, defined: readonly string[]): Array<{ field: string; reason: string }> {
+  const upstreams = choice.models?.upstreams;
+  if (!Array.isArray(upstreams)) return []; // a value of the wrong shape is the schema's to refuse
+  const known = defined.length ? `models: ${defined.join(', ')}` : 'it defines no models (README: "Run Claude Code or Codex")';
+  return upstreams.flatMap((name, i) => (typeof name === 'string' && !defined.includes(name) ? [{ field: `models.upstreams.${i}`, reason: `model upstream "${name}" is not one berth.yaml defines (${known})` }] : []));
+}
+
 /** "*" in a model pattern matches any run of characters; everything else is literal. */
 export function modelAllowed(patterns: readonly string[], model: string): boolean {
   return patterns.some((p) => new RegExp(`^${p.split('*').map(escapeRegExp).join('.*')}$`).test(model));

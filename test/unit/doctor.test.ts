@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { assessRunc, describeRuns } from '../../src/doctor.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
+import { ProjectMetadataSchema } from '../../src/config/metadata.js';
+import { checkChannels, checkModels } from '../../src/doctor-outbound.js';
 
 describe('assessRunc', () => {
   it.each([
@@ -35,5 +37,28 @@ describe('describeRuns: what admission and warm containers will do', () => {
     const on = describeRuns(BerthConfigSchema.parse({ runs: { max_concurrent: 4, per_tenant: 1, queue: 12 } }));
     expect(on.detail).toBe('4 at once (4 per project, 1 per tenant), 12 may wait; sessions stay warm 300 s (at most 200) under serve; SIGTERM drains for 30 s');
     expect(describeRuns(BerthConfigSchema.parse({ runs: { warm_idle_seconds: 0 } })).detail).toContain('no warm containers');
+  });
+});
+
+describe('doctor: what a chat user would otherwise find first', () => {
+  const meta = (upstreams: string[]) => ProjectMetadataSchema.parse({ name: 'bot', agent: 'claude', models: { upstreams } });
+  const config = (extra: Record<string, unknown> = {}) =>
+    BerthConfigSchema.parse({ models: { anthropic: { api: 'anthropic', url: 'https://api.anthropic.com', api_key: 'k' } }, ...extra });
+
+  it('a project allowed a model upstream berth.yaml does not define FAILs, with the ones it has', () => {
+    const [check] = checkModels(config(), [{ name: 'bot', metadata: meta(['openai']) }]);
+    expect(check).toEqual({ name: 'models bot', status: 'fail', detail: expect.stringContaining('openai not in berth.yaml\'s models') });
+    expect(check!.detail).toContain('--model <one of: anthropic>');
+    expect(checkModels(config(), [{ name: 'bot', metadata: meta(['anthropic']) }])[0]!.status).toBe('ok');
+  });
+
+  it('a channel answered by a project that does not exist, or a workflow it lacks, FAILs; a good one is ok', () => {
+    const channels = { signal: { project: 'helper' }, 'signal:g1': { project: 'bot', workflow: 'nightly' }, web: { project: 'bot', workflow: 'triage' } };
+    const checks = checkChannels(config({ channels }), new Map([['bot', ['triage']]]));
+    expect(checks).toEqual([
+      { name: 'channel signal', status: 'fail', detail: 'answers with project "helper", which does not exist: its messages fail (berth project create helper, or name one of: bot)' },
+      { name: 'channel signal:g1', status: 'fail', detail: 'runs workflow "nightly", which project "bot" does not have (workflows: triage)' },
+      { name: 'channel web', status: 'ok', detail: 'answered by project "bot", workflow "triage"' },
+    ]);
   });
 });

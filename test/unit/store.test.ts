@@ -45,6 +45,20 @@ describe('project create', () => {
     expect(fs.existsSync(join(h.home, '.berth/tmp')) ? fs.readdirSync(join(h.home, '.berth/tmp')) : []).toEqual([]);
   });
 
+  it('a model upstream berth.yaml does not define is refused at create and update, with the ones it has; nothing is made or changed', async () => {
+    h = unitHome({ config: 'models:\n  anthropic: { api: anthropic, url: "https://api.anthropic.com", api_key: k-secret-1 }\n' });
+    const refused = { code: 'CONFIG_INVALID', details: expect.objectContaining({ issues: [{ field: 'models.upstreams.1', reason: 'model upstream "openai" is not one berth.yaml defines (models: anthropic)' }] }) };
+    expect(() => h.berth.admin.createProject({ name: 'bot', agent: 'claude', models: { upstreams: ['anthropic', 'openai'] } })).toThrow(expect.objectContaining(refused));
+    expect(fs.existsSync(join(h.home, 'projects/bot'))).toBe(false);
+    h.berth.admin.createProject({ name: 'bot', agent: 'claude', models: { upstreams: ['anthropic'] } });
+    await expect(h.berth.admin.updateProject('bot', { models: { ...h.berth.store.get('bot').metadata.models, upstreams: ['anthropic', 'openai'] } })).rejects.toMatchObject(refused);
+    expect(h.berth.store.get('bot').metadata.models.upstreams).toEqual(['anthropic']);
+    // The CLI says it in words, with the field, and exits 2.
+    const cliRefused = cli(['--home', h.home, 'project', 'update', 'bot', '--model', 'openai']);
+    expect(cliRefused.code).toBe(2);
+    expect(cliRefused.stderr).toContain('model upstream "openai" is not one berth.yaml defines (models: anthropic)');
+  });
+
   it('of two creates of one name, exactly one succeeds and the other gets PROJECT_EXISTS', async () => {
     h = unitHome();
     const bin = join(import.meta.dirname, '../../bin/berth.js');
