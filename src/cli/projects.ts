@@ -91,6 +91,18 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       return 0;
     },
   },
+  'project delete': {
+    usage: 'project delete <name> --confirm <name>\n  Stops its containers, releases its workspace quotas and moves the project to the trash (.berth/trash/); its session tokens and chat logins end.',
+    options: { confirm: { type: 'string' } },
+    async run(berth, v, pos, io) {
+      need(pos, 1, 'project name');
+      const name = pos[0] as string;
+      if (v.confirm === undefined) throw new BerthError('USAGE', `deleting needs --confirm ${name}`, { hint: 'the name twice, so a slip of the shell deletes nothing' });
+      const done = await berth().admin.deleteProject(name, v.confirm as string);
+      io.out(`deleted project ${done.name}: moved to ${done.trashed_to}${done.containers_removed ? `; ${done.containers_removed} container(s) stopped` : ''}\n`);
+      return 0;
+    },
+  },
   'project get': {
     usage: 'project get <name>\n  Settings, workspaces and protection as JSON.',
     options: {},

@@ -110,8 +110,19 @@ export function appendAudit(file: string, event: AuditEvent, rotation: AuditRota
 }
 
 /** Which events to read (the HTTP query and the CLI's flags parse with this one schema). */
+/** "90s", "10m", "2h", "7d": a span back from now. */
+const SPAN = /^(\d{1,6})([smhd])$/;
+const SPAN_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
 export const AuditFilterSchema = z.object({
-  since: z.iso.datetime({ error: 'must be an ISO 8601 time, e.g. 2026-11-23T00:00:00Z' }).optional().describe('Only events at or after this time.'),
+  since: z
+    .union([z.iso.datetime(), z.string().regex(SPAN)], { error: 'must be an ISO 8601 time (2026-11-23T00:00:00Z) or a span back from now (90s, 10m, 2h, 7d)' })
+    .transform((v) => {
+      const span = SPAN.exec(v);
+      return span ? new Date(Date.now() - Number(span[1]) * SPAN_MS[span[2] as keyof typeof SPAN_MS]).toISOString() : v;
+    })
+    .optional()
+    .describe('Only events at or after this time: ISO 8601, or a span back from now (10m, 2h, 7d).'),
   project: z.string().max(128).optional(),
   actor: z.string().max(512).optional().describe('"admin", "operator", "anonymous", "session:<project>/<id>", "tenant:<key>".'),
   kind: z.enum(AUDIT_KINDS).optional(),

@@ -139,3 +139,27 @@ describe('the demo under gVisor', () => {
     }
   });
 });
+
+describe('berth project delete', () => {
+  it('needs the name twice; then stops the containers, moves the project to the trash and names where', async () => {
+    const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-delete-'));
+    try {
+      expect(cli(['--home', dir, 'project', 'create', 'gone', '--isolation']).code).toBe(0);
+      expect(cli(['--home', dir, 'run', 'gone', '--user', 'web:a', '--', 'echo kept > note.txt']).code).toBe(0);
+      const unconfirmed = cli(['--home', dir, 'project', 'delete', 'gone']);
+      expect(unconfirmed).toMatchObject({ code: 64, stderr: 'USAGE: deleting needs --confirm gone (the name twice, so a slip of the shell deletes nothing)\n' });
+      expect(cli(['--home', dir, 'project', 'delete', 'gone', '--confirm', 'other']).code).toBe(2);
+      expect(fs.existsSync(join(dir, 'projects', 'gone'))).toBe(true);
+      const done = cli(['--home', dir, 'project', 'delete', 'gone', '--confirm', 'gone']);
+      expect(done.code, done.stderr).toBe(0);
+      const trashed = /^deleted project gone: moved to (\S+)/.exec(done.stdout)?.[1];
+      expect(trashed).toMatch(new RegExp(`^${dir}/\\.berth/trash/gone-`));
+      expect(fs.existsSync(join(dir, 'projects', 'gone'))).toBe(false);
+      expect(fs.readdirSync(join(trashed!, 'project', 'workspaces')).length).toBe(1); // the tenant's workspace went along, not lost
+      expect(cli(['--home', dir, 'project', 'get', 'gone']).code).toBe(3); // PROJECT_NOT_FOUND
+    } finally {
+      await createBerth({ home: dir, logLevel: 'silent' }).runner.reapLeftovers();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -407,7 +407,7 @@ describe('doctor: projects that need a model', () => {
     expect(checks.map((c) => [c.name, c.status])).toEqual([
       ['models a', 'warn'],
       ['models b', 'ok'],
-      ['models c', 'warn'],
+      ['models c', 'fail'], // its agents' model calls would fail: doctor fails it
     ]);
     expect(checks[0]?.detail).toContain('berth project update a --model <upstream>');
     expect(JSON.stringify(checks)).not.toContain('"k"');
