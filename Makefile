@@ -2,8 +2,6 @@
 # (set up, then every test). HOST/PORT override where the server listens.
 HOST ?= 127.0.0.1
 PORT ?= 8080
-# Node 24 from scripts/ensure-node.sh (run by setup) when the machine's node is older than 22.19.
-export PATH := $(CURDIR)/.node/bin:$(PATH)
 .PHONY: setup run demo test bench build clean
 
 setup:

@@ -1,5 +1,4 @@
 import { parseArgs } from 'node:util';
-import v8 from 'node:v8';
 import { AGENT_PRESETS } from './config/metadata.js';
 import { BerthError, isBerthError } from './errors.js';
 import { createBerth, type Berth } from './main.js';
@@ -189,12 +188,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, io: Out): Pro
       io.out(commandHelp(split.name, command));
       return 0;
     }
-    // A server's memory is what its bounds promise (config/bounds.ts): what a tenant floods it with
-    // (4 MB file reads answered as JSON) is garbage at once, and V8 12+ (Node 22, 24) let it pile up
-    // before collecting: 304-334 MiB at the gateway flood's peak, with a live heap under 128 MiB
-    // (the server answered all 300 reads with old space capped there). Sized for memory, the peak
-    // is 187-194 MiB (Node 20 without it: 156) and /healthz stays within its bound.
-    if (command.longRunning) v8.setFlagsFromString('--optimize-for-size');
     const home = (parsed.values.home as string | undefined) ?? split.home ?? env.BERTH_HOME ?? process.cwd();
     let berth: Berth | undefined;
     // Fault injection for the crash tests: die (no cleanup, like a power cut) after a create step.
