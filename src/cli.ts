@@ -17,9 +17,9 @@ Usage: berth [--home DIR] <command> [options]
 
 Projects
   project create <name> [--isolation] [--protect PATH]... [--image IMG] [--agent PRESET]
-                        [--model UPSTREAM]... [--allow-host HOST]...
+                        [--runtime NAME] [--model UPSTREAM]... [--allow-host HOST]...
   project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect]
-                        [--timeout SECONDS] [--image IMG] [--agent PRESET]
+                        [--timeout SECONDS] [--image IMG] [--agent PRESET] [--runtime NAME]
                         [--model UPSTREAM]... [--allow-host HOST]... [--no-allow-host]
                         (--protect replaces the list; --no-protect empties it;
                         --model: a berth.yaml models entry its agents may call;
@@ -27,6 +27,9 @@ Projects
   project get <name>            settings, workspaces and protection as JSON
   project list [--json]
   project show <name>           private workspace and shared-area grants (operator view)
+  project delete <name> --confirm <name>
+                                stop its containers, move it to .berth/trash/
+  project --help                the project commands (any group: chat-link, session, ...)
 
 Operator (berth.yaml; comments and order kept)
   project grant <project> <area> [--rw]
@@ -71,7 +74,7 @@ Engine
   doctor                        engine, runc, images, config: non-zero exit when unsafe
   verify [--json]               attack this host live (throw-away project): exits 1 on any escape
   audit [--since T] [--project P] [--actor A] [--kind K] [--json]
-                                the audit log, newest first
+                                the audit log, newest first (T: ISO time, or 10m, 2h, 7d)
   audit verify                  check the audit log's hash chain (exits 1 where it is broken)
   demo                          two tenants, one boundary: a walk-through
 

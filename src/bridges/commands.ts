@@ -1,5 +1,5 @@
 import type { AdminService } from '../admin/service.js';
-import { PERMISSION_LEVELS, type PermissionLevel } from '../config/session.js';
+import { PERMISSION_LEVELS, type PermissionLevel, type SessionRecord } from '../config/session.js';
 import { BerthError, isBerthError } from '../errors.js';
 import { own } from '../own.js';
 
@@ -43,6 +43,21 @@ function sessionOrNew(ctx: CommandContext) {
   }
 }
 
+/**
+ * A chat user's level change, decided once for /level and the web page's selector: a raise
+ * past what the project lets chat users take is refused (the words say why); otherwise the
+ * session (made now if new) gets the level. `current`: the session as the caller has read it.
+ */
+export function changeLevel(ctx: CommandContext, level: PermissionLevel, current: SessionRecord | undefined): { session?: SessionRecord; refused?: string } {
+  const now = current?.settings.permission_level ?? 'medium';
+  const project = ctx.admin.getProject(ctx.project);
+  if (ORDER[level] > ORDER[now] && project.chat.raise_level === 'admins' && !project.admins.includes(ctx.sender)) {
+    return { refused: `only this project's admins may raise the level (it stays ${now}).` };
+  }
+  if (!current) ctx.admin.openSession(ctx.project, ctx.sessionId, ctx.tenant);
+  return { session: ctx.admin.updateSession(ctx.project, ctx.sessionId, { permission_level: level }) };
+}
+
 const COMMANDS: Record<string, Command> = {
   async help() {
     return HELP;
@@ -59,17 +74,12 @@ const COMMANDS: Record<string, Command> = {
   },
   async level(ctx, args) {
     const wanted = args[0];
-    const current = sessionOrNew(ctx)?.settings.permission_level ?? 'medium';
+    const session = sessionOrNew(ctx);
+    const current = session?.settings.permission_level ?? 'medium';
     if (wanted === undefined) return `berth: level is ${current} (/level low|medium|high changes it)`;
     if (!(PERMISSION_LEVELS as readonly string[]).includes(wanted)) throw new BerthError('CONFIG_INVALID', `"${wanted.slice(0, 20)}" is not a level: use low, medium or high`);
-    const level = wanted as PermissionLevel;
-    const project = ctx.admin.getProject(ctx.project);
-    if (ORDER[level] > ORDER[current] && project.chat.raise_level === 'admins' && !project.admins.includes(ctx.sender)) {
-      return `berth: only this project's admins may raise the level (it stays ${current}).`;
-    }
-    ctx.admin.openSession(ctx.project, ctx.sessionId, ctx.tenant);
-    ctx.admin.updateSession(ctx.project, ctx.sessionId, { permission_level: level });
-    return `berth: level is now ${level}.`;
+    const { refused } = changeLevel(ctx, wanted as PermissionLevel, session);
+    return refused ? `berth: ${refused}` : `berth: level is now ${wanted}.`;
   },
 };
 

@@ -9,7 +9,7 @@ import { tenantOfChatUser, type ChatLogin } from '../store/chat-links.js';
 import { openChatTranscripts, type TranscriptEntry } from '../store/chat-transcripts.js';
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
-import { chatCommand } from './commands.js';
+import { changeLevel } from './commands.js';
 import { createBridgeCore, type BridgeCore, type ChatTransport } from './core.js';
 import type { ChatSessionView, WebRunMessage, WebServerMessage } from './web-protocol.js';
 
@@ -225,16 +225,13 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
   async function setLevel(login: WebLogin, id: string, level: PermissionLevel): Promise<ChatSessionView> {
     const session = ownSession(login, id);
     if (session.settings.permission_level === level) return viewOfSession(session);
-    // The /level command itself, so who may raise a level is decided in one place (commands.ts);
-    // the session's level afterwards says whether it was allowed.
+    // The /level command's decision (commands.ts), so who may raise a level is decided in one place.
     const tenant = tenantOfChatUser(login.user);
-    const command = chatCommand(`/level ${level}`) as NonNullable<ReturnType<typeof chatCommand>>;
-    const reply = await command({ admin, project: login.project, tenant, sender: tenant, sessionId: id, newSession: () => createSession(login).id });
-    const after = ownSession(login, id);
-    if (after.settings.permission_level !== level) {
-      throw new BerthError('PERMISSION_DENIED', reply.replace(/^berth: /, ''), { rule: 'raise_level', hint: "a project admin may raise it, or the project's chat.raise_level may be \"anyone\"" });
+    const changed = changeLevel({ admin, project: login.project, tenant, sender: tenant, sessionId: id, newSession: () => createSession(login).id }, level, session);
+    if (!changed.session) {
+      throw new BerthError('PERMISSION_DENIED', changed.refused ?? 'the level was not changed', { rule: 'raise_level', hint: "a project admin may raise it, or the project's chat.raise_level may be \"anyone\"" });
     }
-    return viewOfSession(after);
+    return viewOfSession(changed.session);
   }
 
   return {
