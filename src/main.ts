@@ -86,6 +86,7 @@ const ADMIN_AUDIT = {
   deleteProject: ['project.delete', projectAnd()],
   openSession: ['session.open', projectAnd(1)],
   updateSession: ['session.settings', projectAnd(1)],
+  renameSession: ['session.rename', projectAnd(1)],
   deleteSession: ['session.delete', projectAnd(1)],
   mintSessionToken: ['session.token.mint', projectAnd(1)],
   revokeSessionTokens: ['session.token.revoke', projectAnd(1)],

@@ -41,6 +41,7 @@ export interface AdminService {
   /** The session of a tenant, made (at the default level) if it does not exist yet. */
   openSession(project: string, id: string, tenantKey: string): SessionRecord;
   updateSession(project: string, id: string, settings: SessionSettingsUpdate['settings']): SessionRecord;
+  renameSession(project: string, id: string, title: string): SessionRecord;
   mintSessionToken(project: string, id: string, ttlSeconds?: number): { session: string; token: string; expires_at: string };
   revokeSessionTokens(project: string, id: string): { session: string; revoked: number };
   /** Forget a session: record, agent home (its conversation) and tokens; the next message starts afresh. */
@@ -211,6 +212,7 @@ export function createAdminService(deps: {
       return sessions.open(store.get(project), { sessionId: id, tenantKey, chosen: true });
     },
     updateSession: (project, id, settings) => sessions.update(project, id, settings),
+    renameSession: (project, id, title) => sessions.setTitle(project, id, title),
     mintSessionToken(project, id, ttlSeconds) {
       const { session } = sessions.get(project, id);
       const binding = { project, session: id, tenant_key: session.tenant_key, session_created_at: session.created_at };

@@ -38,6 +38,7 @@ export type WebServerMessage =
 
 export const ChatSessionViewSchema = z.object({
   id: SessionIdSchema,
+  title: z.string().nullable(),
   created_at: z.string(),
   updated_at: z.string(),
   runs: z.number().int(),

@@ -42,6 +42,7 @@ const clientIdOf = (id: string) => id.slice(id.lastIndexOf('/') + 1);
 
 export const viewOfSession = (s: SessionRecord): ChatSessionView => ({
   id: s.id,
+  title: s.title ?? null,
   created_at: s.created_at,
   updated_at: s.updated_at,
   runs: s.runs,
@@ -65,6 +66,8 @@ export interface WebChat {
   history(login: WebLogin, session: string): TranscriptEntry[];
   /** Set a session's level by the project's rule for /level (raising may need an admin). */
   setLevel(login: WebLogin, session: string, level: PermissionLevel): Promise<ChatSessionView>;
+  /** Its person names one of their sessions. */
+  rename(login: WebLogin, session: string, title: string): ChatSessionView;
   /**
    * A run from a socket: its level set (by the same rule), journaled, then answered through the
    * core. `credential`: the login it came with, checked again when its turn comes (a revoked or
@@ -234,6 +237,11 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
     return viewOfSession(changed.session);
   }
 
+  function rename(login: WebLogin, id: string, title: string): ChatSessionView {
+    ownSession(login, id);
+    return viewOfSession(admin.renameSession(login.project, id, title));
+  }
+
   return {
     core,
     inbox,
@@ -262,6 +270,7 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
       return transcripts.read(login.project, id);
     },
     setLevel,
+    rename,
     async run(login, message, credential) {
       // A socket message is no HTTP request: name the user for the audit log here (the run itself is named by the core).
       await withActor(tenantActor(tenantOfChatUser(login.user)), message.id, () => setLevel(login, message.session_id, message.permission_level));

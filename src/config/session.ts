@@ -50,9 +50,34 @@ export const SessionSettingsUpdateSchema = z
   .strict();
 export type SessionSettingsUpdate = z.infer<typeof SessionSettingsUpdateSchema>;
 
+/** A conversation's name, as a person reads it in a list: one line of text. */
+export const SessionTitleSchema = z
+  .string()
+  .trim()
+  .min(1, 'must not be empty')
+  .max(80, 'must be at most 80 characters')
+  .regex(/^[^\u0000-\u001f\u007f]*$/, 'must be one line of text')
+  .describe("The conversation's name (berth titles it from its first message; its person may rename it).");
+
+/** PUT /chat/api/sessions/:id (and the store's rename): the new name. */
+export const SessionTitleUpdateSchema = z.object({ title: SessionTitleSchema }).strict();
+
+const TITLE_FROM_CHARS = 60;
+
+/** A title from a conversation's first message: its first line with text, whitespace collapsed, cut short. */
+export function titleFrom(message: string): string | undefined {
+  const line = message
+    .split('\n')
+    .map((l) => l.replace(/[\u0000-\u001f\u007f]/g, ' ').replace(/\s+/g, ' ').trim())
+    .find(Boolean);
+  if (!line) return undefined;
+  return line.length > TITLE_FROM_CHARS ? `${line.slice(0, TITLE_FROM_CHARS - 1).trimEnd()}…` : line;
+}
+
 export const SessionRecordSchema = z
   .object({
     id: SessionIdSchema,
+    title: SessionTitleSchema.optional(),
     project: z.string(),
     tenant_key: z.string(),
     created_at: z.string(),

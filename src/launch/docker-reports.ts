@@ -37,11 +37,10 @@ export async function reportObserver(docker: Docker, container: Docker.Container
       const report = takeReport(buffered);
       // Only an answer to a request: the keep-alive prints nothing unasked.
       if (report) {
-        const { text } = report;
         buffered = report.rest;
-        const done = waiting;
+        const answer = waiting;
         waiting = undefined;
-        if (done) done(text);
+        if (answer) answer(report.text);
         else close();
       }
       done();

@@ -296,7 +296,8 @@ export function createRunner(deps: {
     };
     const record = toRunRecord(done, tool ? 'shell_run' : 'message');
     appendRunRecord(ctx.project.paths.sessionsDir, record);
-    if (!tool) sessions.countRun(ctx.project, ctx.session.id); // read again: a level set while it ran is kept
+    // Read again: a level set while it ran is kept. A message's first run names an untitled session.
+    if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined);
     return { ...done, record };
   }
 

@@ -5,6 +5,8 @@ import {
   DEFAULT_PERMISSION_LEVEL,
   SessionIdSchema,
   SessionRecordSchema,
+  SessionTitleUpdateSchema,
+  titleFrom,
   type PermissionLevel,
   type SessionRecord,
   type SessionSettingsUpdate,
@@ -24,9 +26,9 @@ import { removeChatTranscript } from './chat-transcripts.js';
  * something only inside its project: nothing resolves an id across projects.
  */
 export interface SessionStore {
-  /** Load or create the session a run belongs to; a session never changes tenant. */
   /**
-   * The tenant's session `sessionId` (made if new), or its default one. `chosen`: the id came from
+   * Load or create the session a run belongs to (a session never changes tenant): the tenant's
+   * session `sessionId` (made if new), or its default one. `chosen`: the id came from
    * a caller (the API, a chat): it may name one of the tenant's own sessions, its default among
    * them, or a new one; never an id berth makes for someone else (a squatted default would lock
    * its tenant out), which is refused alike whether that session exists or not.
@@ -37,7 +39,10 @@ export interface SessionStore {
   list(project: Project, filter?: { tenantKey?: string }): SessionRecord[];
   update(project: string, sessionId: string, update: SessionSettingsUpdate['settings']): SessionRecord;
   setLevel(project: Project, sessionId: string, level: PermissionLevel): SessionRecord;
-  countRun(project: Project, sessionId: string): SessionRecord;
+  /** One more run; the first message of an untitled session names it (config/session.ts titleFrom). */
+  countRun(project: Project, sessionId: string, message?: string): SessionRecord;
+  /** Its person's name for it. */
+  setTitle(project: string, sessionId: string, title: string): SessionRecord;
   /** Forget a session: its record, its agent home (the conversation) and its chat transcript. Its workspace stays. */
   remove(project: string, sessionId: string): void;
 }
@@ -57,7 +62,6 @@ export const RESERVED_SESSION_PREFIXES = ['t-', 'wf.'] as const;
 export function workflowSessionId(workflow: string): string {
   return `wf.${workflow}`;
 }
-
 
 /**
  * The per-tenant index: .berth/projects/<name>/session-index/<digest of the tenant key>/<session id>,
@@ -139,10 +143,12 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
     return { project, session };
   }
 
-  function modify(project: Project, record: SessionRecord, change: Partial<Pick<SessionRecord, 'runs'>> & { level?: PermissionLevel; mode?: 'tenant' | 'session' }) {
+  function modify(project: Project, record: SessionRecord, change: Partial<Pick<SessionRecord, 'runs' | 'title'>> & { level?: PermissionLevel; mode?: 'tenant' | 'session' }) {
     const mode = change.mode ?? record.settings.workspace.mode;
+    const title = change.title ?? record.title;
     return write(project, {
       ...record,
+      ...(title === undefined ? {} : { title }),
       runs: change.runs ?? record.runs,
       updated_at: new Date().toISOString(),
       settings: {
@@ -155,11 +161,11 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
 
   return {
     open(project, { sessionId, tenantKey, chosen = false }) {
-      const own = defaultSessionId(opts.secret(), project.metadata.name, tenantKey);
-      const id = sessionId ?? own;
+      const ownDefault = defaultSessionId(opts.secret(), project.metadata.name, tenantKey);
+      const id = sessionId ?? ownDefault;
       parseOrThrow(SessionIdSchema, id, 'session id');
       const existing = read(project, id);
-      if (chosen && id !== own && existing?.tenant_key !== tenantKey && RESERVED_SESSION_PREFIXES.some((p) => id.startsWith(p))) {
+      if (chosen && id !== ownDefault && existing?.tenant_key !== tenantKey && RESERVED_SESSION_PREFIXES.some((p) => id.startsWith(p))) {
         throw new BerthError('CONFIG_INVALID', `session "${id}" is one berth names itself: pick another name for a new session`, {
           issues: [{ field: 'session', reason: `new session ids starting with ${RESERVED_SESSION_PREFIXES.join(' or ')} are made by berth` }],
         });
@@ -221,10 +227,16 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       removeChatTranscript(project.paths.stateDir, sessionId);
     },
 
-    countRun(project, sessionId) {
+    countRun(project, sessionId, message) {
       const session = read(project, sessionId);
       if (!session) throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist`);
-      return modify(project, session, { runs: session.runs + 1 });
+      const title = session.title === undefined && message !== undefined ? titleFrom(message) : undefined;
+      return modify(project, session, { runs: session.runs + 1, title });
+    },
+
+    setTitle(projectName, sessionId, title) {
+      const { project, session } = get(projectName, sessionId);
+      return modify(project, session, parseOrThrow(SessionTitleUpdateSchema, { title }, 'session name'));
     },
   };
 }

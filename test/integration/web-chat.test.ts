@@ -235,6 +235,35 @@ describe('web chat in a browser', () => {
     await page.close();
   });
 
+  it('a conversation is named by its first message and renamed by its person (kept over a reload); the list shows level and last activity; nobody else can rename it', async () => {
+    const page = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'dora').path}`, 'dora');
+    const id = await page.inputValue('#session');
+    const shown = () => page.$eval('#session', (el) => (el as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]?.textContent ?? '');
+    expect(await shown()).toBe('new conversation · medium · just now');
+    await send(page, 'echo  planning   the release\necho second line');
+    expect(await nthReply(page, 1)).toBe('planning the release\nsecond line');
+    await page.waitForFunction(() => /^echo planning the release · medium · just now$/.test((document.querySelector('#session') as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]?.textContent ?? ''));
+    page.once('dialog', (d) => void d.accept('Release plan'));
+    await page.click('#rename');
+    await page.waitForFunction(() => ((document.querySelector('#session') as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]?.textContent ?? '').startsWith('Release plan · '));
+    expect(h.berth.admin.getSession(DEMO_PROJECT, id).title).toBe('Release plan');
+    await page.reload();
+    await connected(page);
+    expect(await shown()).toBe('Release plan · medium · just now');
+    await screenshot(page, 'web-chat-named-conversation');
+
+    // A name is one line of at most 80 characters: refused with the field, nothing changed.
+    const put = (cookiePage: Page, session: string, body: string) =>
+      cookiePage.evaluate(async ([path, b]) => { const r = await fetch(path, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: b }); return { status: r.status, body: await r.json() }; }, [`/chat/api/sessions/${session}`, body] as const);
+    expect(await put(page, id, JSON.stringify({ title: 'x'.repeat(81) }))).toMatchObject({ status: 400, body: { error: { code: 'CONFIG_INVALID', issues: [{ field: 'title' }] } } });
+    // Another person cannot rename it (it is not theirs: not found), and their page never shows it.
+    const other = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'eve').path}`, 'eve');
+    expect(await put(other, id, JSON.stringify({ title: 'mine now' }))).toMatchObject({ status: 404, body: { error: { code: 'SESSION_NOT_FOUND' } } });
+    expect(h.berth.admin.getSession(DEMO_PROJECT, id).title).toBe('Release plan');
+    await other.close();
+    await page.close();
+  });
+
   it('an invalid level over the WebSocket is a clear error naming the field, and nothing runs', async () => {
     const page = await openAlice();
     const runsBefore = h.berth.admin.getSession(DEMO_PROJECT, aliceSession).runs;

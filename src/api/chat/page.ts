@@ -96,10 +96,30 @@ async function loadSessions() {
   select.replaceChildren(...state.sessions.map((s) => {
     const o = document.createElement('option');
     o.value = s.id;
-    o.textContent = s.id + ' (' + s.runs + ' runs, ' + s.created_at.slice(0, 16).replace('T', ' ') + ')';
+    o.textContent = (s.title || 'new conversation') + ' · ' + s.permission_level + ' · ' + ago(s.updated_at);
+    o.title = s.id;
     return o;
   }));
   if (state.session) select.value = state.session;
+}
+
+/** "just now", "5 min ago", "3 h ago", or the date: when a conversation last changed. */
+function ago(iso) {
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return 'just now';
+  if (s < 3600) return Math.floor(s / 60) + ' min ago';
+  if (s < 86400) return Math.floor(s / 3600) + ' h ago';
+  return iso.slice(0, 10);
+}
+
+async function renameSession() {
+  const id = state.session;
+  const current = (state.sessions.find((s) => s.id === id) || {}).title || '';
+  const title = prompt('Name this conversation', current);
+  if (title === null || title.trim() === current) return;
+  await api('PUT', '/chat/api/sessions/' + encodeURIComponent(id), { title });
+  showError(null);
+  await loadSessions();
 }
 
 function serverLevel(id) {
@@ -180,6 +200,8 @@ function onMessage(m) {
       updateSend();
       if (command) adoptServerLevel().catch(showError);
     }
+    // The list shows each conversation's name, level and last activity: a run changed them.
+    loadSessions().catch(showError);
     return;
   }
   if (m.session_id !== state.session) return;
@@ -244,6 +266,7 @@ async function boot() {
   $('session').onchange = () => selectSession($('session').value).catch(showError);
   $('new').onclick = () => newSession().catch(showError);
   $('delete').onclick = () => deleteSession().catch(showError);
+  $('rename').onclick = () => renameSession().catch(showError);
   $('level').onchange = () => { localStorage.setItem(key('level:' + state.session), $('level').value); syncLevel($('level').value); };
   $('composer').onsubmit = send;
   $('input').onkeydown = (ev) => { if (ev.key === 'Enter' && !ev.shiftKey) send(ev); };
@@ -255,7 +278,7 @@ boot().catch(showError);
 
 const BODY = `<div id="app">
 <header><h1>berth chat</h1><span id="who"></span>
-<label>Session <select id="session" aria-label="session"></select></label><button id="new" type="button">New session</button><button id="delete" type="button">Delete session</button>
+<label>Session <select id="session" aria-label="session"></select></label><button id="new" type="button">New session</button><button id="rename" type="button">Rename</button><button id="delete" type="button">Delete session</button>
 <label>Level <select id="level" aria-label="permission level"><option value="low">low</option><option value="medium">medium</option><option value="high">high</option></select></label>
 <span id="status"></span></header>
 <div id="alert" role="alert"></div>

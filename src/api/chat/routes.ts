@@ -3,7 +3,7 @@ import { bodyLimit } from 'hono/body-limit';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { parseOrThrow } from '../../config/parse.js';
-import { SessionIdSchema } from '../../config/session.js';
+import { SessionIdSchema, SessionTitleUpdateSchema } from '../../config/session.js';
 import { BerthError } from '../../errors.js';
 import { tenantOfChatUser } from '../../store/chat-links.js';
 import type { WebChat, WebLogin } from '../../bridges/web.js';
@@ -130,6 +130,13 @@ export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | und
   app.get('/chat/api/sessions/:id/history', (c) => {
     const login = loginOf(c);
     return c.json({ entries: running().history(login, sessionOf(c)) });
+  });
+
+  app.put('/chat/api/sessions/:id', async (c) => {
+    const login = loginOf(c);
+    const id = sessionOf(c);
+    const body = parseOrThrow(SessionTitleUpdateSchema, await jsonBody(c), 'session');
+    return c.json({ session: running().rename(login, id, body.title) });
   });
 
   app.put('/chat/api/sessions/:id/settings', async (c) => {
