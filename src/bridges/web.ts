@@ -287,7 +287,7 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
       if (outcome === 'accepted') {
         // Before its turn can come (the lane takes it in a later tick).
         credentials.set(inboxId(login, message.id), credential ?? null);
-        transcripts.append(login.project, message.session_id, { role: 'user', text: message.input, id: message.id });
+        transcripts.append(login.project, message.session_id, { role: 'user', text: message.input, id: message.id, level: message.permission_level });
       }
       log.info({ project: login.project, session: message.session_id, outcome }, 'web chat message');
       return outcome;

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { ProjectNameSchema } from '../config/metadata.js';
 import { parseOrThrow } from '../config/parse.js';
-import { SessionIdSchema } from '../config/session.js';
+import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import { appendFsyncedLine } from '../fs/fsynced-lines.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
@@ -23,6 +23,7 @@ export const TranscriptEntrySchema = z
     role: z.enum(['user', 'reply']).describe('"user": what the person sent; "reply": what berth or the agent answered.'),
     text: z.string(),
     id: z.string().optional().describe("The person's message id (user entries)."),
+    level: PermissionLevelSchema.optional().describe('The permission level the message was sent at (user entries).'),
   })
   .strict();
 export type TranscriptEntry = z.infer<typeof TranscriptEntrySchema>;

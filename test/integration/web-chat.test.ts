@@ -170,6 +170,8 @@ describe('web chat in a browser', () => {
     expect(await page.inputValue('#session')).toBe(aliceSession);
     expect(await page.$$eval('#log .msg.user pre', (els) => els.map((e) => e.textContent))).toEqual(['for i in 1 2 3; do echo line $i; sleep 0.3; done', 'ls /sys/class/net; echo ${HTTPS_PROXY:-none}']);
     expect(await replies(page)).toEqual(['line 1\nline 2\nline 3', 'lo\nnone']);
+    // The history says at which level the messages ran, and where it changed.
+    expect(await page.$$eval('#log .msg.note', (els) => els.map((e) => e.textContent))).toEqual(['level medium', 'level changed to low']);
     expect(pageErrors).toEqual([]); // no script error, nothing the page's CSP refused
     await page.close();
   });

@@ -22,6 +22,7 @@ header select,header button{font:inherit;padding:.2rem .4rem}
 .msg.reply pre{background:#fff;border:1px solid #ddd}
 .msg.live pre{background:#111;color:#d8ffd8}
 .msg.live .stderr{color:#ffb0b0}
+.msg.note{color:#555;font-size:.8rem;text-align:center;margin:.6rem 0 .2rem}
 #typing{padding:0 .8rem;font-size:.85rem;color:#555;min-height:1.2em}
 form{display:flex;gap:.5rem;padding:.5rem .8rem;border-top:1px solid #ddd;background:#fff}
 textarea{flex:1;font:inherit;padding:.4rem;min-height:2.6rem;resize:vertical}
@@ -76,6 +77,16 @@ function add(role, text) {
   $('log').append(el);
   el.scrollIntoView({ block: 'end' });
   return el;
+}
+
+/** Where the level changes in a conversation (and what it starts at): a note before the message. */
+function noteLevel(level) {
+  if (!level || level === state.lastLevel) return;
+  const el = document.createElement('div');
+  el.className = 'msg note';
+  el.textContent = (state.lastLevel ? 'level changed to ' : 'level ') + level;
+  $('log').append(el);
+  state.lastLevel = level;
 }
 
 function liveBlock() {
@@ -159,7 +170,11 @@ async function selectSession(id) {
   else localStorage.setItem(key('level:' + id), serverLevel(id));
   const { entries } = await api('GET', '/chat/api/sessions/' + encodeURIComponent(id) + '/history');
   $('log').replaceChildren();
-  for (const e of entries) add(e.role, e.text);
+  state.lastLevel = null;
+  for (const e of entries) {
+    if (e.role === 'user') noteLevel(e.level);
+    add(e.role, e.text);
+  }
   $('typing').textContent = '';
 }
 
@@ -244,6 +259,7 @@ function send(ev) {
   const id = uuid();
   state.pending = { id, command: input.trim().startsWith('/') };
   showError(null);
+  noteLevel($('level').value);
   add('user', input);
   state.ws.send(JSON.stringify({ type: 'run', id, session_id: state.session, permission_level: $('level').value, input }));
   $('input').value = '';
