@@ -43,7 +43,7 @@ const config = BerthConfigSchema.parse({ models: { up: { api: 'anthropic', url: 
 const gateway = createModelGateway({ config: () => config, logger: pino({ level: 'silent' }) });
 const metadata = ProjectMetadataSchema.parse({ name: 'bench', models: { upstreams: ['up'], budget: { requests_per_hour: 1_000_000 } } });
 const socketPath = join(dir, 'model.sock');
-const server = await gateway.open({ path: socketPath, run: { runId: 'rbench', project: 'bench', metadata, tenantKey: 'bench:t', session: 's', workspaceId: 'wbench', sessionsDir: join(dir, 'sessions') }, logger: pino({ level: 'silent' }) });
+const server = await gateway.open({ path: socketPath, run: { runId: 'rbench', project: 'bench', metadata, tenantKey: 'bench:t', session: 's', workspaceId: 'wbench', sessionsDir: join(dir, 'sessions') }, logger: pino({ level: 'silent' }), stopRun: () => undefined });
 const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-mgc-'));
 try {
   console.error(`berth bench (model gateway): ${N} interleaved streamed calls each ...`);

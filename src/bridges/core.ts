@@ -7,6 +7,7 @@ import type { PermissionLevel } from '../config/session.js';
 import { BerthError, isBerthError, type ErrorCode } from '../errors.js';
 import { withActor } from '../admin/audit-trail.js';
 import { ownerAlive } from '../runs/process-owner.js';
+import { STOPPED_WARNING } from '../runs/run-halt.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
 import { chatFailure } from './chat-words.js';
@@ -286,6 +287,9 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     const run = await deps.admin.runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, onOutput, whenReady: async () => ready() });
     const out = run.stdout.trim();
     if (run.timed_out) return `${out}\n\n[berth: stopped after the time limit]`.trim();
+    // Stopped by berth for a reason of its own (disk limit, an unreachable model service): say it.
+    const stopped = run.warnings.find((w) => w.startsWith(STOPPED_WARNING));
+    if (stopped) return `${out}${out ? '\n\n' : ''}[berth stopped the agent: ${stopped.slice(STOPPED_WARNING.length)}]`;
     if (run.exit_code !== 0) return `${out}${out ? '\n\n' : ''}[exit ${run.exit_code}]${run.stderr.trim() ? `\n${run.stderr.trim().slice(-1500)}` : ''}`;
     return out || '(no output)';
   }

@@ -53,8 +53,10 @@ export function createModelGateway(deps: { config: () => BerthConfig; logger: Lo
   }
 
   return {
-    async open({ path, run, logger }) {
+    async open({ path, run, logger, stopRun }) {
       let inFlight = 0;
+      /** Calls in a row whose upstream could not be reached: past UNREACHABLE_STOP the run ends. */
+      let unreachable = 0;
       const key = `${run.project}\0${run.tenantKey}`;
       const server = http.createServer({ maxHeaderSize: 64 * 1024 }, (req, res) => {
         const started = performance.now();
@@ -119,6 +121,11 @@ export function createModelGateway(deps: { config: () => BerthConfig; logger: Lo
           forward({ method, res, body, headers, upstream, target: upstreamUrl, bounds, sent: () => lease.release() }, (outcome) => {
             budgets.spend(key, outcome.input + outcome.output); // estimated when the answer did not say
             log({ upstream: name, model, status: outcome.status, input_tokens: outcome.input, output_tokens: outcome.output, reason: outcome.reason });
+            // An agent CLI retries an unreachable service for minutes: the person waits for nothing.
+            unreachable = outcome.unreachable ? unreachable + 1 : 0;
+            if (unreachable >= UNREACHABLE_STOP) {
+              stopRun(`its model service cannot be reached ("${name}": ${outcome.reason}). The operator must fix it (berth doctor); send the message again later.`);
+            }
           });
         };
         if (method === 'GET') return send(undefined, undefined);
@@ -152,7 +159,12 @@ interface Forwarded {
   input: number;
   output: number;
   reason?: string;
+  /** No answer came at all: the upstream could not be connected to, or said nothing in time. */
+  unreachable?: boolean;
 }
+
+/** Model calls in a row that reach no upstream before berth stops the run (the CLIs retry the first at once). */
+export const UNREACHABLE_STOP = 2;
 
 function forward(
   call: {
@@ -190,7 +202,9 @@ function forward(
     finished = true;
     done(o);
   };
+  let answered = false;
   const upstreamReq = (url.protocol === 'https:' ? https : http).request(url, { method: call.method, headers, timeout: bounds.idleTimeoutMs }, (up) => {
+    answered = true;
     res.writeHead(up.statusCode ?? 502, returnedHeaders(up.headers));
     res.flushHeaders();
     tap = usageTap(up.headers['content-type'], bounds.maxUsageScanBytes);
@@ -218,7 +232,7 @@ function forward(
   upstreamReq.on('error', (err) => {
     if (!res.headersSent) sendError(res, upstream.api, { status: 502, type: 'api_error', message: `berth: the model upstream could not be reached (${err.message})` });
     else res.destroy();
-    finish({ status: 502, input: 0, output: 0, reason: err.message });
+    finish({ status: 502, input: 0, output: 0, reason: err.message, unreachable: !answered });
   });
   // The container went away: stop paying for an answer nobody reads.
   res.once('close', () => {

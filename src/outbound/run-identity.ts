@@ -13,5 +13,9 @@ export interface RunIdentity {
   sessionsDir: string;
 }
 
-/** Serves one run's socket at `path` until closed (model gateway, egress proxy, file tools). */
-export type RunSocketOpener = (opts: { path: string; run: RunIdentity; logger: import('pino').Logger }) => Promise<{ close(): Promise<void> }>;
+/**
+ * Serves one run's socket at `path` until closed (model gateway, egress proxy, file tools).
+ * `stopRun`: the run cannot go on (its model service cannot be reached): berth stops it, and the
+ * reason, in words a chat user reads, goes into its record and reply.
+ */
+export type RunSocketOpener = (opts: { path: string; run: RunIdentity; logger: import('pino').Logger; stopRun: (reason: string) => void }) => Promise<{ close(): Promise<void> }>;

@@ -19,7 +19,7 @@ export interface OpenSockets {
  * directory (or, for a warm container's directory, only the sockets: between messages it
  * reaches nothing).
  */
-export async function openRunSockets(sockets: RunSocketsConfig, ctx: RunContext, dir: string, wanted: readonly RunSocket[], opts: { keepDir: boolean }): Promise<OpenSockets> {
+export async function openRunSockets(sockets: RunSocketsConfig, ctx: RunContext, dir: string, wanted: readonly RunSocket[], opts: { keepDir: boolean; stopRun: (reason: string) => void }): Promise<OpenSockets> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
   const run: RunIdentity = {
     runId: ctx.runId,
@@ -39,7 +39,7 @@ export async function openRunSockets(sockets: RunSocketsConfig, ctx: RunContext,
   try {
     for (const kind of wanted) {
       const opener = sockets.open[kind];
-      if (opener) open.push(await opener({ path: join(dir, SOCKET_NAMES[kind]), run, logger: ctx.log }));
+      if (opener) open.push(await opener({ path: join(dir, SOCKET_NAMES[kind]), run, logger: ctx.log, stopRun: opts.stopRun }));
       else ctx.log.warn({ socket: kind }, 'this berth serves no such socket; the run cannot reach it');
     }
   } catch (err) {

@@ -25,6 +25,7 @@ import { prepareMounts } from './prepare-mounts.js';
 import { contextOf, identityOf, quotaOf, withBootstrap, type LaunchSpec, type PrivateTarget, type RunContext, type RunIdentityContext } from './run-context.js';
 import { toRunRecord, type RunOutcome } from './run-record.js';
 import { openRunSockets, type OpenSockets, type RunSocketsConfig } from './run-sockets.js';
+import { runHalt, STOPPED_WARNING, type RunHalt } from './run-halt.js';
 import { createWarmSessions, warmKeyOf, warmWorkspaceOf, type WarmLease } from './warm-session.js';
 import type { WarmPool } from './warm-pool.js';
 
@@ -180,6 +181,11 @@ export function createRunner(deps: {
       const warmOk = spec.kind === 'message' && launcherCaps.warm(runtimeFor(ctx.project.metadata, ctx.level));
       const lease = warmOk ? warmSessions?.lease(name, ctx.session.id, warmWorkspaceOf(name, ctx.workspace.id)) : undefined;
       let sockets: OpenSockets | undefined;
+      const halt = runHalt(stop);
+      const stopRun = (reason: string) => {
+        if (!halt.signal.aborted) ctx.log.warn({ reason }, 'run stopped');
+        halt.stop(reason);
+      };
       try {
         const planFor = (runDir: string | undefined) => planOf(ctx, spec, { home, seeds, runDir });
         // This run's sockets: a directory only its container sees (a warm container's, if it has one).
@@ -195,15 +201,16 @@ export function createRunner(deps: {
         assertLaunchable(launcherCaps, plan, { loopQuota: ctx.workspace.ownFilesystem === true });
         for (const w of plan.warnings) ctx.log.warn(w);
         // A container that outlives the run keeps its run directory: only the sockets go.
-        if (runDir && deps.sockets) sockets = await openRunSockets(deps.sockets, ctx, runDir, plan.sockets, { keepDir: lease !== undefined });
+        if (runDir && deps.sockets) sockets = await openRunSockets(deps.sockets, ctx, runDir, plan.sockets, { keepDir: lease !== undefined, stopRun });
         prepareMounts(plan, ctx.project.paths.dir, ctx.owner);
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
-        return await execute(ctx, spec, plan, home, onCreated, stop, lease);
+        return await execute(ctx, spec, plan, home, onCreated, { halt, stopRun }, lease);
       } catch (err) {
         if (lease) await warmSessions?.release(lease); // never used (a plan or mount check failed, berth is stopping): not kept
         throw err;
       } finally {
+        halt.release();
         await sockets?.close();
         if (seeds) fs.rmSync(seeds.dir, { recursive: true, force: true });
       }
@@ -257,30 +264,16 @@ export function createRunner(deps: {
     });
   }
 
-  /** Run the plan (bounded by its limits and the disk watch), then record it. */
-  async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan, home: string, onCreated: (containerId: string) => void, stop: AbortSignal, lease?: WarmLease): Promise<RunOutcome> {
-    const abort = new AbortController();
-    const stopNow = () => abort.abort();
-    stop.addEventListener('abort', stopNow, { once: true });
+  /** Run the plan (bounded by its limits, the disk watch and its sockets' verdicts), then record it. */
+  async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan, home: string, onCreated: (containerId: string) => void, stopping: { halt: RunHalt; stopRun: (reason: string) => void }, lease?: WarmLease): Promise<RunOutcome> {
+    const { halt, stopRun } = stopping;
     // A workspace with its own filesystem is bounded by the kernel; the check keeps the rest.
     const own = ctx.workspace.ownFilesystem === true;
-    const disk = watchDisk(
-      own ? [home] : [plan.prepare.rwRoot, home],
-      plan.limits,
-      (reason) => {
-        ctx.log.warn({ reason }, 'run stopped: disk limit');
-        abort.abort();
-      },
-      undefined,
-      own ? [plan.prepare.rwRoot] : [],
-    );
-    const opts: RunOptions = { signal: abort.signal, onCreated, onOutput: spec.kind === 'message' ? spec.onOutput : undefined };
+    const disk = watchDisk(own ? [home] : [plan.prepare.rwRoot, home], plan.limits, stopRun, undefined, own ? [plan.prepare.rwRoot] : []);
+    const opts: RunOptions = { signal: halt.signal, onCreated, onOutput: spec.kind === 'message' ? spec.onOutput : undefined };
     const running = lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
-    const result = await running.finally(() => {
-      disk.stop();
-      stop.removeEventListener('abort', stopNow);
-    });
-    const stoppedFor = disk.exceeded();
+    const result = await running.finally(() => disk.stop());
+    const stoppedFor = halt.reason();
     const tool = spec.kind === 'shell_tool';
     ctx.log.info({ exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool }, tool ? 'shell tool finished' : 'run finished');
     const done = {
@@ -292,7 +285,7 @@ export function createRunner(deps: {
       permissionLevel: ctx.level,
       runtime: plan.runtime,
       workspaceRoot: ctx.workspace.dir,
-      warnings: stoppedFor ? [...plan.warnings, `stopped: ${stoppedFor}`] : plan.warnings,
+      warnings: stoppedFor ? [...plan.warnings, `${STOPPED_WARNING}${stoppedFor}`] : plan.warnings,
     };
     const record = toRunRecord(done, tool ? 'shell_run' : 'message');
     appendRunRecord(ctx.project.paths.sessionsDir, record);

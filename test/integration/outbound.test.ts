@@ -62,6 +62,11 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
   const echoUrl = `http://127.0.0.1:${(echo.address() as AddressInfo).port}/base`;
+  // A loopback port nothing listens on: a model service that cannot be reached.
+  const closed = http.createServer();
+  await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+  const gonePort = (closed.address() as AddressInfo).port;
+  await new Promise<void>((r) => closed.close(() => r()));
   h = testHome({
     config: [
       'models:',
@@ -77,6 +82,10 @@ beforeAll(async () => {
       '    api: anthropic',
       `    url: ${echoUrl}`,
       `    api_key: ${ECHO_KEY}`,
+      '  gone:',
+      '    api: anthropic',
+      `    url: http://127.0.0.1:${gonePort}`,
+      `    api_key: ${KEY}`,
       'egress:',
       `  private_hosts: ['localhost:${webPort}']`,
       '',
@@ -84,6 +93,7 @@ beforeAll(async () => {
   });
   h.create({ name: 'ob', workspace_isolation: true, models: { upstreams: ['anthropic'], allow: ['claude-*'], budget: { requests_per_hour: 4 } }, egress: { allow: [`localhost:${webPort}`, 'localhost'] } });
   h.create({ name: 'nomodel', workspace_isolation: true });
+  h.create({ name: 'obgone', workspace_isolation: true, models: { upstreams: ['gone'], allow: ['claude-*'] } });
   h.create({ name: 'ob3', workspace_isolation: true, models: { upstreams: ['echo', 'echoa'], allow: ['gpt-cheap*', 'claude-*'], budget: { requests_per_hour: 1000 } } });
 });
 afterAll(async () => {
@@ -158,6 +168,21 @@ describe('model gateway: keys never enter a container', () => {
   });
 });
 
+describe('model gateway: a model service that cannot be reached', () => {
+  it('stops the run within seconds at the second call in a row that reaches nothing, and its record says why in words (not minutes of CLI retries)', async () => {
+    const t0 = Date.now();
+    // As an agent CLI does: call, get 502, call again.
+    const o = await h.run('obgone', 'sig:+300', `while true; do ${messagesCall('claude-test-1')} >/dev/null; sleep 0.2; done`, 'low');
+    expect(Date.now() - t0).toBeLessThan(15_000);
+    expect(o.timedOut).toBe(false);
+    expect(o.exitCode).not.toBe(0);
+    expect(o.warnings.at(-1)).toMatch(/^stopped: its model service cannot be reached \("gone": connect ECONNREFUSED 127\.0\.0\.1:\d+\)\. The operator must fix it \(berth doctor\); send the message again later\.$/);
+    expect(o.record.run).toBe(o.runId);
+    const calls = readOutbound(h.berth.store.get('obgone').paths.sessionsDir, { limit: 10 });
+    expect(calls.filter((c) => c.kind === 'model').map((c) => (c as { status: number }).status)).toEqual([502, 502]);
+  });
+});
+
 describe('model gateway: streaming', () => {
   it('forwards each event as it arrives, and concurrent streams do not wait for each other', async () => {
     const slow = await startFakeAnthropic({ apiKey: KEY, eventDelayMs: 150 });
@@ -166,7 +191,7 @@ describe('model gateway: streaming', () => {
     const gateway = createModelGateway({ config: () => config, logger: pino({ level: 'silent' }) });
     const sessionsDir = join(dir, 'sessions');
     const metadata = ProjectMetadataSchema.parse({ name: 'p', models: { upstreams: ['up'], budget: { requests_per_hour: 100 } } });
-    const server = await gateway.open({ path: join(dir, 'model.sock'), run: { runId: 'r1', project: 'p', metadata, tenantKey: 't', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }) });
+    const server = await gateway.open({ path: join(dir, 'model.sock'), run: { runId: 'r1', project: 'p', metadata, tenantKey: 't', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }), stopRun: () => undefined });
     const stream = () =>
       new Promise<{ events: number[]; total: number; status: number }>((resolve, reject) => {
         const t0 = performance.now();
@@ -210,7 +235,7 @@ describe('model gateway: what a tenant sends it directly', () => {
     const sessionsDir = join(dir, 'sessions');
     const metadata = ProjectMetadataSchema.parse({ name: 'p', models: { upstreams: ['up'] } });
     const socketPath = join(dir, 'model.sock');
-    const server = await gateway.open({ path: socketPath, run: { runId: 'r2', project: 'p', metadata, tenantKey: 't', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }) });
+    const server = await gateway.open({ path: socketPath, run: { runId: 'r2', project: 'p', metadata, tenantKey: 't', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }), stopRun: () => undefined });
     const call = (path: string, body: string, headers: Record<string, string> = {}) =>
       new Promise<number>((resolve, reject) => {
         const req = http.request({ socketPath, path, method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
@@ -434,7 +459,7 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
     const gateway = createModelGateway({ config: () => config, logger: pino({ level: 'silent' }) });
     const metadata = ProjectMetadataSchema.parse({ name: 'p', models: { upstreams: ['up'], budget: { requests_per_hour: 100 } } });
     const sessionsDir = join(dir, 'sessions');
-    const open = (tenant: string) => gateway.open({ path: join(dir, `${tenant}.sock`), run: { runId: `r-${tenant}`, project: 'p', metadata, tenantKey: tenant, session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }) });
+    const open = (tenant: string) => gateway.open({ path: join(dir, `${tenant}.sock`), run: { runId: `r-${tenant}`, project: 'p', metadata, tenantKey: tenant, session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }), stopRun: () => undefined });
     const servers = [await open('a'), await open('b'), await open('c')];
     const sock = (tenant: string) => join(dir, `${tenant}.sock`);
     try {
@@ -485,7 +510,7 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
 
       // A body that stops arriving is cut off (408) and its bytes freed: bodies come whole within bodyTimeoutMs.
       const quick = createModelGateway({ config: () => config, logger: pino({ level: 'silent' }), bounds: { ...MODEL_GATEWAY_BOUNDS, bodyTimeoutMs: 300 } });
-      const q = await quick.open({ path: join(dir, 'q.sock'), run: { runId: 'r-q', project: 'p', metadata, tenantKey: 'q', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }) });
+      const q = await quick.open({ path: join(dir, 'q.sock'), run: { runId: 'r-q', project: 'p', metadata, tenantKey: 'q', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }), stopRun: () => undefined });
       servers.push(q);
       const stalled = partialBody(join(dir, 'q.sock'), 30 * MiB, 1024);
       expect(await stalled.status(3000)).toBe(408);

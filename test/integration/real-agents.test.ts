@@ -1,4 +1,6 @@
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KEY_PLACEHOLDER } from '../../src/plan/outbound.js';
@@ -36,9 +38,15 @@ async function ask(user: string, message: string, session?: string) {
 
 beforeAll(async () => {
   fake = await startFakeAnthropic({ apiKey: KEY });
-  h = testHome({ config: ['models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, ''].join('\n') });
+  // A loopback port nothing listens on: a model service that cannot be reached.
+  const closed = http.createServer();
+  await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+  const gone = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+  await new Promise<void>((r) => closed.close(() => r()));
+  h = testHome({ config: ['models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, '  gone:', '    api: anthropic', `    url: ${gone}`, `    api_key: ${KEY}`, ''].join('\n') });
   h.create({ name: 'cc', workspace_isolation: true, agent: 'claude', protected_paths: ['AGENTS.md'], models: { upstreams: ['anthropic'], allow: ['claude-*'] } });
   h.create({ name: 'cb', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'], budget: { requests_per_hour: 1 } } });
+  h.create({ name: 'cg', workspace_isolation: true, agent: 'claude', models: { upstreams: ['gone'] } });
   const bob = await h.run('cc', 'sig:+bob', 'REPLY: hi bob', 'low');
   fs.writeFileSync(join(bob.workspaceRoot, 'secret.txt'), SECRET);
 }, 120_000);
@@ -96,6 +104,16 @@ describe('the real Claude Code CLI at level low, through the model gateway', () 
     const again = await ask('sig:+carol', 'REPLY: after delete', 'carol-chat');
     expect(again.exitCode, again.stderr).toBe(0);
     expect(conversationIncludes(again.requests.filter((r) => r.main)[0]!.body as never, 'first-marker-7731')).toBe(false);
+  });
+});
+
+describe('a model service that cannot be reached, as the real CLI meets it', () => {
+  it('berth stops the agent within seconds (not after the CLI\'s minutes of retries) and says why in words', async () => {
+    const t0 = performance.now();
+    const o = await h.berth.runner.run({ project: 'cg', tenantKey: 'sig:+gina', message: 'REPLY: hello', level: 'low' });
+    expect(performance.now() - t0).toBeLessThan(20_000);
+    expect(o.exitCode).not.toBe(0);
+    expect(o.warnings.at(-1)).toMatch(/^stopped: its model service cannot be reached \("gone": connect ECONNREFUSED 127\.0\.0\.1:\d+\)\. The operator must fix it \(berth doctor\); send the message again later\.$/);
   });
 });
 

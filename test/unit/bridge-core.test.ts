@@ -18,7 +18,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
 
-function setup() {
+function setup(result: (message: string) => Record<string, unknown> = (message) => ({ exit_code: 0, stdout: `done ${message}`, stderr: '', timed_out: false, warnings: [] })) {
   const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
   dirs.push(dir);
   const sent: Array<{ chat: string; text: string }> = [];
@@ -36,7 +36,7 @@ function setup() {
       await request.whenReady?.();
       ran++;
       await new Promise<void>((r) => gates.push(r));
-      return { exit_code: 0, stdout: `done ${request.message}`, stderr: '', timed_out: false };
+      return result(request.message);
     },
   } as unknown as AdminService;
   const inbox = openInbox(dir, 'test');
@@ -52,6 +52,17 @@ function setup() {
   };
   return { core, inbox, sent, message, releaseAll, ran: () => ran, to: (chat: string) => sent.filter((s) => s.chat === chat).map((s) => s.text) };
 }
+
+describe('bridge core: a run berth stopped', () => {
+  it('the reply says why, in words (an unreachable model service, a disk limit), after what the agent printed', async () => {
+    const reason = 'its model service cannot be reached ("anthropic": connect ECONNREFUSED 127.0.0.1:9). The operator must fix it (berth doctor); send the message again later.';
+    const t = setup(() => ({ exit_code: 137, stdout: 'thinking…\n', stderr: 'API Error: 502', timed_out: false, warnings: ['env "X" is allowed but berth.yaml gives it no value', `stopped: ${reason}`] }));
+    t.core.receive(t.message('signal:a', 'a', 'fix the bug'));
+    await t.releaseAll();
+    expect(t.to('a')).toEqual([`thinking…\n\n[berth stopped the agent: ${reason}]`]);
+    await t.core.idle();
+  });
+});
 
 describe('bridge core: bounded queues, with a clear answer', () => {
   it(`a chat's messages past ${CHAT_PENDING_MAX} are not run: the sender is told, the journal ends them failed`, async () => {
