@@ -43,6 +43,30 @@ export function checkChannels(config: BerthConfig, workflowsOf: ReadonlyMap<stri
   });
 }
 
+/**
+ * Each model upstream berth.yaml defines, asked one cheap authenticated question (GET /v1/models,
+ * the key as berth sends it), with the answer's status: a key refused, a wrong URL or an upstream
+ * that does not answer is found here, not by a chat user waiting on their agent.
+ */
+export async function checkModelUpstreams(config: BerthConfig, timeoutMs = 5000): Promise<Check[]> {
+  return Promise.all(
+    Object.entries(config.models).map(async ([name, upstream]): Promise<Check> => {
+      const url = `${upstream.url.replace(/\/$/, '')}/v1/models`;
+      const headers: Record<string, string> = upstream.api === 'anthropic' ? { 'x-api-key': upstream.api_key, 'anthropic-version': '2023-06-01' } : { authorization: `Bearer ${upstream.api_key}` };
+      try {
+        const res = await fetch(url, { headers, signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' });
+        await res.body?.cancel();
+        if (res.ok) return { name: `model ${name}`, status: 'ok', detail: `${upstream.url} answers with its key (HTTP ${res.status})` };
+        if (res.status === 401 || res.status === 403) return { name: `model ${name}`, status: 'fail', detail: `${upstream.url} refuses berth.yaml's key (HTTP ${res.status}): every model call fails; set models.${name}.api_key` };
+        return { name: `model ${name}`, status: 'warn', detail: `${upstream.url} answered GET /v1/models with HTTP ${res.status}; is models.${name}.url the API's base URL?` };
+      } catch (err) {
+        const why = (err as Error).name === 'TimeoutError' ? `no answer in ${timeoutMs / 1000} s` : ((err as { cause?: { code?: string; message?: string } }).cause?.code ?? (err as Error).message);
+        return { name: `model ${name}`, status: 'fail', detail: `${upstream.url} cannot be reached (${why}): agents' model calls fail; check models.${name}.url` };
+      }
+    }),
+  );
+}
+
 export async function checkBridges(config: BerthConfig): Promise<Check[]> {
   const signal = config.bridges.signal;
   if (!signal) return [];

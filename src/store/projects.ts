@@ -81,7 +81,9 @@ function removeStaleStaging(dir: string, prefix: string): void {
   const cutoff = Date.now() - 3600_000;
   for (const name of fs.readdirSync(dir)) {
     const full = join(dir, name);
-    if (name.startsWith(prefix) && fs.lstatSync(full).mtimeMs < cutoff) fs.rmSync(full, { recursive: true, force: true });
+    // Another create may move its own staging directory away between the listing and the look.
+    const stat = name.startsWith(prefix) ? fs.lstatSync(full, { throwIfNoEntry: false }) : undefined;
+    if (stat && stat.mtimeMs < cutoff) fs.rmSync(full, { recursive: true, force: true });
   }
 }
 

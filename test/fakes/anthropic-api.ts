@@ -7,6 +7,8 @@
  *   (`text_delta` / `input_json_delta`), `content_block_stop`, `message_delta`,
  *   `message_stop`), written and flushed one by one; otherwise the JSON Message object.
  * - `POST {prefix}/v1/messages/count_tokens` → `{ input_tokens }`.
+ * - `GET {prefix}/v1/models` → the model list (`{ data: [{ type: "model", id, display_name,
+ *   created_at }], has_more, first_id, last_id }`), as the Models API answers.
  * - Anything else → 404 with the API's error shape.
  *
  * Every request is recorded (method, path, query, headers, parsed JSON body). A `reply`
@@ -111,7 +113,7 @@ export interface Message {
 // ---------------------------------------------------------------------------------------------
 // Recording
 
-export type RequestKind = 'messages' | 'count_tokens' | 'other';
+export type RequestKind = 'messages' | 'count_tokens' | 'models' | 'other';
 
 export interface RecordedRequest {
   /** 0-based arrival order over every request the fake saw. */
@@ -547,7 +549,9 @@ export async function startFakeAnthropic(opts: FakeAnthropicOptions = {}): Promi
         ? 'messages'
         : req.method === 'POST' && path === `${prefix}/v1/messages/count_tokens`
           ? 'count_tokens'
-          : 'other';
+          : req.method === 'GET' && path === `${prefix}/v1/models`
+            ? 'models'
+            : 'other';
     const rec: RecordedRequest = {
       seq: seq++,
       method: req.method ?? 'GET',
@@ -574,6 +578,13 @@ export async function startFakeAnthropic(opts: FakeAnthropicOptions = {}): Promi
       if (req.headers['x-api-key'] !== opts.apiKey && bearer !== opts.apiKey) {
         return answerError(401, 'authentication_error', 'invalid x-api-key');
       }
+    }
+    if (kind === 'models') {
+      rec.status = 200;
+      const data = [{ type: 'model', id: 'claude-test-1', display_name: 'Claude Test 1', created_at: '2026-01-01T00:00:00Z' }];
+      res.writeHead(200, { 'content-type': 'application/json', 'request-id': newId('req') });
+      res.end(JSON.stringify({ data, has_more: false, first_id: data[0]!.id, last_id: data[0]!.id }));
+      return;
     }
     if (!isMessagesBody(body)) return answerError(400, 'invalid_request_error', 'messages: Field required');
     if (kind === 'count_tokens') {

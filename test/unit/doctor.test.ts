@@ -1,8 +1,11 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { assessRunc, describeRuns } from '../../src/doctor.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
-import { checkChannels, checkModels } from '../../src/doctor-outbound.js';
+import { checkChannels, checkModels, checkModelUpstreams } from '../../src/doctor-outbound.js';
+import { startFakeAnthropic } from '../fakes/anthropic-api.js';
 
 describe('assessRunc', () => {
   it.each([
@@ -60,5 +63,38 @@ describe('doctor: what a chat user would otherwise find first', () => {
       { name: 'channel signal:g1', status: 'fail', detail: 'runs workflow "nightly", which project "bot" does not have (workflows: triage)' },
       { name: 'channel web', status: 'ok', detail: 'answered by project "bot", workflow "triage"' },
     ]);
+  });
+});
+
+describe('doctor asks each model upstream one cheap authenticated question', () => {
+  it('ok with the key; FAIL for a refused key or an upstream that cannot be reached; WARN for a URL that is not the API base', async () => {
+    const fake = await startFakeAnthropic({ apiKey: 'k-right-0123456789' });
+    const closed = http.createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const gone = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+    await new Promise<void>((r) => closed.close(() => r()));
+    try {
+      const upstream = (url: string, key: string) => ({ api: 'anthropic', url, api_key: key });
+      const config = BerthConfigSchema.parse({
+        models: { good: upstream(fake.url, 'k-right-0123456789'), badkey: upstream(fake.url, 'k-wrong'), gone: upstream(gone, 'k'), wrongurl: upstream(`${fake.url}/nested`, 'k-right-0123456789') },
+      });
+      const checks = await checkModelUpstreams(config);
+      expect(checks.map((c) => [c.name, c.status])).toEqual([
+        ['model good', 'ok'],
+        ['model badkey', 'fail'],
+        ['model gone', 'fail'],
+        ['model wrongurl', 'warn'],
+      ]);
+      expect(checks[1]!.detail).toBe(`${fake.url} refuses berth.yaml's key (HTTP 401): every model call fails; set models.badkey.api_key`);
+      expect(checks[2]!.detail).toBe(`${gone} cannot be reached (ECONNREFUSED): agents' model calls fail; check models.gone.url`);
+      expect(JSON.stringify(checks)).not.toContain('k-right'); // never the key
+      // The question it asked: the Models API, with the key as berth sends it on a model call.
+      expect(fake.requests.filter((r) => r.path === '/v1/models').map((r) => [r.method, r.headers['x-api-key'], r.headers['anthropic-version']])).toEqual([
+        ['GET', 'k-right-0123456789', '2023-06-01'],
+        ['GET', 'k-wrong', '2023-06-01'],
+      ]);
+    } finally {
+      await fake.close();
+    }
   });
 });
