@@ -1,5 +1,7 @@
 import type { BerthConfig } from './config/berth-config.js';
 import type { ProjectMetadata } from './config/metadata.js';
+import { signalConsumerLock } from './bridges/start.js';
+import { liveHolderOf } from './fs/lock.js';
 import { own } from './own.js';
 
 type Check = { name: string; status: 'ok' | 'warn' | 'fail'; detail: string };
@@ -65,6 +67,18 @@ export async function checkModelUpstreams(config: BerthConfig, timeoutMs = 5000)
       }
     }),
   );
+}
+
+/**
+ * Which configured bridge a live berth process answers now (berth serve, or berth bridge signal):
+ * a bridge nobody consumes leaves its messages waiting, which doctor says.
+ */
+export function checkBridgeConsumers(config: BerthConfig, stateDir: string): Check[] {
+  if (!config.bridges.signal) return [];
+  const holder = liveHolderOf(signalConsumerLock(stateDir));
+  return holder
+    ? [{ name: 'bridge signal consumer', status: 'ok', detail: `berth process ${holder.split('.')[0]} answers it (berth serve or berth bridge signal)` }]
+    : [{ name: 'bridge signal consumer', status: 'warn', detail: 'no running berth answers it: messages wait in signal-cli until "berth serve" (or "berth bridge signal") runs' }];
 }
 
 export async function checkBridges(config: BerthConfig): Promise<Check[]> {

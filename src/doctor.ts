@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import { checkBridges, checkChannels, checkModels, checkModelUpstreams } from './doctor-outbound.js';
+import { checkBridgeConsumers, checkBridges, checkChannels, checkModels, checkModelUpstreams } from './doctor-outbound.js';
 import type { ProjectMetadata } from './config/metadata.js';
 import { join } from 'node:path';
 import { loadBerthConfig, type BerthConfig } from './config/berth-config.js';
@@ -114,6 +114,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
   const valid = new Set(projects.map((p) => p.name));
   checks.push(...checkChannels(berth.config, new Map(berth.store.names().map((n) => [n, valid.has(n) ? listWorkflows(berth.store.get(n)) : []]))));
   checks.push(...(await checkBridges(berth.config)));
+  checks.push(...checkBridgeConsumers(berth.config, homePaths(berth.home).stateDir));
 
   try {
     const info = await berth.launcher.info();

@@ -23,6 +23,11 @@ export function bridgeDir(stateDir: string): string {
   return join(stateDir, 'bridges');
 }
 
+/** The owner lock of the Signal bridge's one consumer (claimBridges). */
+export function signalConsumerLock(stateDir: string): string {
+  return join(bridgeDir(stateDir), 'signal.consumer');
+}
+
 /** The bridges this process may consume, claimed for its whole life (released by stop or by its death). */
 export interface BridgeClaim {
   release(): void;
@@ -40,7 +45,7 @@ export function claimBridges(deps: { config: () => BerthConfig; stateDir: string
   if (deps.config().bridges.signal) {
     const dir = bridgeDir(deps.stateDir);
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const lock = tryOwnerLock(join(dir, 'signal.consumer'));
+    const lock = tryOwnerLock(signalConsumerLock(deps.stateDir));
     if (!('release' in lock)) {
       const pid = lock.heldBy.split('.')[0];
       throw new BerthError('ALREADY_RUNNING', `the signal bridge of this home already runs in berth process ${pid} ("berth serve" or "berth bridge signal"); one consumer per bridge, else every message is answered twice: stop that one first`);

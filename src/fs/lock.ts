@@ -64,6 +64,12 @@ export function tryOwnerLock(path: string, who: LockOwner = {}): OwnerLock | { h
   return { heldBy: holderOf(path) ?? 'unknown' };
 }
 
+/** The live holder of the owner lock <path> (its identity), without taking it; undefined if free or its holder is gone. */
+export function liveHolderOf(path: string, alive: (owner: string) => boolean = ownerAlive): string | undefined {
+  const holder = holderOf(path);
+  return holder !== undefined && alive(holder) ? holder : undefined;
+}
+
 /**
  * Run fn holding the owner lock <path>, waiting (the thread sleeps) while a live holder has it:
  * for short, synchronous sections (a check-and-append). After `timeoutMs` it throws.

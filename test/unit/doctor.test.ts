@@ -1,10 +1,14 @@
+import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { assessRunc, describeRuns } from '../../src/doctor.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
-import { checkChannels, checkModels, checkModelUpstreams } from '../../src/doctor-outbound.js';
+import { claimBridges } from '../../src/bridges/start.js';
+import { checkBridgeConsumers, checkChannels, checkModels, checkModelUpstreams } from '../../src/doctor-outbound.js';
 import { startFakeAnthropic } from '../fakes/anthropic-api.js';
 
 describe('assessRunc', () => {
@@ -95,6 +99,23 @@ describe('doctor asks each model upstream one cheap authenticated question', () 
       ]);
     } finally {
       await fake.close();
+    }
+  });
+});
+
+describe('doctor says whether a live berth answers the Signal bridge', () => {
+  it('warns while no running berth consumes it; names the process that does', () => {
+    const stateDir = fs.mkdtempSync(join(os.tmpdir(), 'berth-doctor-bridge-'));
+    try {
+      const config = BerthConfigSchema.parse({ bridges: { signal: { url: 'http://127.0.0.1:8081', account: '+4915550000' } } });
+      expect(checkBridgeConsumers(BerthConfigSchema.parse({}), stateDir)).toEqual([]); // no bridge, nothing to say
+      expect(checkBridgeConsumers(config, stateDir)).toEqual([{ name: 'bridge signal consumer', status: 'warn', detail: 'no running berth answers it: messages wait in signal-cli until "berth serve" (or "berth bridge signal") runs' }]);
+      const claim = claimBridges({ config: () => config, stateDir });
+      expect(checkBridgeConsumers(config, stateDir)).toEqual([{ name: 'bridge signal consumer', status: 'ok', detail: `berth process ${process.pid} answers it (berth serve or berth bridge signal)` }]);
+      claim.release();
+      expect(checkBridgeConsumers(config, stateDir)[0]!.status).toBe('warn');
+    } finally {
+      fs.rmSync(stateDir, { recursive: true, force: true });
     }
   });
 });
