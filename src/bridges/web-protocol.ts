@@ -31,7 +31,7 @@ export type WebServerMessage =
   | { type: 'accepted'; id: string; session_id: string }
   | { type: 'output'; session_id: string; stream: 'stdout' | 'stderr'; chunk: string }
   | { type: 'typing'; session_id: string; on: boolean }
-  | { type: 'reply'; session_id: string; text: string }
+  | { type: 'reply'; session_id: string; text: string; format: 'markdown' | 'text' }
   | { type: 'done'; id: string; session_id: string }
   | { type: 'session'; session_id: string }
   | { type: 'error'; code: ErrorCode; field?: string; message: string; id?: string };

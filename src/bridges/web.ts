@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AdminService } from '../admin/service.js';
 import type { BerthConfig } from '../config/berth-config.js';
+import { chatFormatOf } from '../config/metadata.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import { tenantActor, withActor } from '../admin/audit-trail.js';
 import { BerthError, isBerthError } from '../errors.js';
@@ -181,8 +182,9 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
       // message it answers to the transcript first.
       await Promise.resolve();
       // On disk before it is pushed: a person who closed the tab sees the answer when they come back.
-      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text });
-      push(a, { type: 'reply', session_id: a.session, text });
+      const format = chatFormatOf(admin.getProject(a.project));
+      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text, format });
+      push(a, { type: 'reply', session_id: a.session, text, format });
     },
     async typing(chat, on) {
       const a = addressed(chat);

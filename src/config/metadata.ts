@@ -151,6 +151,10 @@ export const ChatSettingsSchema = z
       .enum(['admins', 'anyone'])
       .default('admins')
       .describe('Who may raise a chat session\'s level with /level (lowering is always allowed): the project\'s admins, or anyone.'),
+    format: z
+      .enum(['markdown', 'text'])
+      .optional()
+      .describe('How the web chat shows answers: markdown (rendered, sanitized) or text (as printed). Default: markdown for the claude, codex and droid presets, text otherwise.'),
   })
   .strict()
   .describe('How chat bridges treat this project\'s users.');
@@ -202,3 +206,8 @@ export const ProjectUpdateSchema = z
   .strict();
 
 export type ProjectUpdate = z.output<typeof ProjectUpdateSchema>;
+
+/** How a project's answers read in the web chat (ChatSettingsSchema format, or its preset's way). */
+export function chatFormatOf(metadata: Pick<ProjectMetadata, 'chat' | 'agent'>): 'markdown' | 'text' {
+  return metadata.chat.format ?? (metadata.agent === 'claude' || metadata.agent === 'codex' || metadata.agent === 'droid' ? 'markdown' : 'text');
+}

@@ -24,6 +24,7 @@ export const TranscriptEntrySchema = z
     text: z.string(),
     id: z.string().optional().describe("The person's message id (user entries)."),
     level: PermissionLevelSchema.optional().describe('The permission level the message was sent at (user entries).'),
+    format: z.enum(['markdown', 'text']).optional().describe('How the page shows it (reply entries): the project\'s chat format when it was sent.'),
   })
   .strict();
 export type TranscriptEntry = z.infer<typeof TranscriptEntrySchema>;

@@ -266,6 +266,48 @@ describe('web chat in a browser', () => {
     await page.close();
   });
 
+  it("a project whose answers are Markdown: rendered and sanitized (no script, no handler, no image loads), links open outside, code has a copy button; the shell demo's stay text", async () => {
+    pageErrors.length = 0; // the tests before refuse requests on purpose (400, 404): the console says so
+    h.create({ name: 'md', workspace_isolation: true, chat: { raise_level: 'anyone', format: 'markdown' } });
+    const page = await openChat(`${base}${h.berth.admin.mintChatLink('md', 'mia').path}`, 'mia');
+    const fence = '```';
+    const answer = ['# Plan', '', '- one', '- **two**', '', '[the docs](https://example.com/x)', '', fence, 'code here', fence, '', '<img src="/chat/api/me" onerror="document.title=1"><script>document.title=2</script><a href="javascript:document.title=3">x</a>'].join('\n');
+    await send(page, `cat <<'EOF'\n${answer}\nEOF`);
+    await page.waitForSelector('#log .msg.reply .md h1');
+    const md = await page.$eval('#log .msg.reply .md', (el) => {
+      const box = el as unknown as { querySelector(s: string): { textContent: string; getAttribute(n: string): string | null } | null; querySelectorAll(s: string): { length: number }; innerHTML: string };
+      const link = box.querySelector('a[href^="https:"]');
+      return {
+        h1: box.querySelector('h1')?.textContent,
+        items: box.querySelectorAll('li').length,
+        strong: box.querySelector('strong')?.textContent,
+        link: link && [link.getAttribute('href'), link.getAttribute('target'), link.getAttribute('rel')],
+        code: box.querySelector('pre code')?.textContent,
+        copy: box.querySelector('pre button.copy')?.textContent,
+        html: box.innerHTML,
+      };
+    });
+    expect(md).toMatchObject({ h1: 'Plan', items: 2, strong: 'two', link: ['https://example.com/x', '_blank', 'noopener noreferrer'], code: 'code here\n', copy: 'Copy' });
+    expect(md.html).not.toMatch(/<script|<img|onerror|javascript:/i);
+    expect(await page.title()).toBe('berth chat'); // nothing the answer carried ran
+    await page.click('#log .msg.reply .md pre button.copy');
+    await page.waitForFunction(() => document.querySelector('#log .msg.reply .md pre button.copy')?.textContent === 'Copied');
+    await screenshot(page, 'web-chat-markdown-answer');
+    // The history shows it the same way after a reload.
+    await page.reload();
+    await connected(page);
+    await page.waitForSelector('#log .msg.reply .md h1');
+    // The libraries come from berth itself, cacheable, named by their content.
+    const assets = await page.$$eval('script[src]', (els) => els.map((e) => e.getAttribute('src') ?? ''));
+    expect(assets).toEqual([expect.stringMatching(/^\/chat\/assets\/marked-[0-9a-f]{12}\.js$/), expect.stringMatching(/^\/chat\/assets\/purify-[0-9a-f]{12}\.js$/)]);
+    const res = await fetch(`${base}${assets[0]}`);
+    expect([res.status, res.headers.get('content-type'), res.headers.get('cache-control')]).toEqual([200, 'text/javascript; charset=utf-8', 'public, max-age=31536000, immutable']);
+    // The one complaint: the page's CSP refusing the handler the answer carried (as DOMPurify parsed it, inert).
+    expect(pageErrors.filter((e) => !/^Executing inline event handler violates the following Content Security Policy directive/.test(e))).toEqual([]);
+    pageErrors.length = 0;
+    await page.close();
+  });
+
   it('an invalid level over the WebSocket is a clear error naming the field, and nothing runs', async () => {
     const page = await openAlice();
     const runsBefore = h.berth.admin.getSession(DEMO_PROJECT, aliceSession).runs;

@@ -1,9 +1,12 @@
 import { createHash } from 'node:crypto';
+import { chatAssets } from './assets.js';
 
 /**
  * The web chat page: one HTML document, its CSS and script inline (no CDN: it works offline),
- * allowed by hash in a strict Content-Security-Policy. The script writes only textContent, so
- * nothing an agent prints becomes markup. Wire shapes: src/bridges/web-protocol.ts.
+ * allowed by hash in a strict Content-Security-Policy, beside the two libraries berth serves
+ * itself (assets.ts). The script writes textContent, except an answer in Markdown (the project's
+ * chat format): rendered by marked and sanitized by DOMPurify before it is shown, its links
+ * opening outside, its code blocks with a copy button. Wire shapes: src/bridges/web-protocol.ts.
  */
 const STYLE = `
 *{box-sizing:border-box}
@@ -23,6 +26,11 @@ header select,header button{font:inherit;padding:.2rem .4rem}
 .msg.live pre{background:#111;color:#d8ffd8}
 .msg.live .stderr{color:#ffb0b0}
 .msg.note{color:#555;font-size:.8rem;text-align:center;margin:.6rem 0 .2rem}
+.msg.reply .md{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.2rem .8rem;overflow-wrap:anywhere}
+.md pre{position:relative;background:#f2f2f0;border:1px solid #e2e2de;padding:.5rem .6rem;overflow:auto}
+.md code{font:13px/1.35 ui-monospace,monospace}
+.md button.copy{position:absolute;top:.25rem;right:.25rem;font-size:.75rem;padding:.1rem .4rem}
+.md table{border-collapse:collapse}.md td,.md th{border:1px solid #ddd;padding:.2rem .4rem}
 #typing{padding:0 .8rem;font-size:.85rem;color:#555;min-height:1.2em}
 form{display:flex;gap:.5rem;padding:.5rem .8rem;border-top:1px solid #ddd;background:#fff}
 textarea{flex:1;font:inherit;padding:.4rem;min-height:2.6rem;resize:vertical}
@@ -68,12 +76,56 @@ function loggedOut(e) {
   $('why').textContent = e && e.message && !/^not logged in/.test(e.message) ? e.message + '.' : '';
 }
 
-function add(role, text) {
+/** Copy a code block's text (the clipboard API needs a secure context: else a selection and copy). */
+async function copyText(text, button) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch {
+    const area = document.createElement('textarea');
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    document.execCommand('copy');
+    area.remove();
+  }
+  button.textContent = 'Copied';
+  setTimeout(() => (button.textContent = 'Copy'), 1500);
+}
+
+/**
+ * An answer in Markdown: rendered, then sanitized (no script, no handler, no form, no image: an
+ * image would be a request the answer makes for itself, and the page's CSP loads none) before it
+ * is shown.
+ */
+function markdown(text) {
+  const box = document.createElement('div');
+  box.className = 'md';
+  box.innerHTML = DOMPurify.sanitize(marked.parse(text, { gfm: true, breaks: true }), { USE_PROFILES: { html: true }, FORBID_TAGS: ['style', 'form', 'input', 'button', 'img'], FORBID_ATTR: ['style'] });
+  for (const a of box.querySelectorAll('a[href]')) {
+    a.target = '_blank';
+    a.rel = 'noopener noreferrer';
+  }
+  for (const pre of box.querySelectorAll('pre')) {
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.className = 'copy';
+    button.textContent = 'Copy';
+    button.setAttribute('aria-label', 'copy this code');
+    button.onclick = () => copyText(pre.querySelector('code') ? pre.querySelector('code').textContent : pre.textContent, button);
+    pre.append(button);
+  }
+  return box;
+}
+
+function add(role, text, format) {
   const el = document.createElement('div');
   el.className = 'msg ' + role;
-  const pre = document.createElement('pre');
-  pre.textContent = text;
-  el.append(pre);
+  if (role === 'reply' && format === 'markdown' && window.marked && window.DOMPurify) el.append(markdown(text));
+  else {
+    const pre = document.createElement('pre');
+    pre.textContent = text;
+    el.append(pre);
+  }
   $('log').append(el);
   el.scrollIntoView({ block: 'end' });
   return el;
@@ -173,7 +225,7 @@ async function selectSession(id) {
   state.lastLevel = null;
   for (const e of entries) {
     if (e.role === 'user') noteLevel(e.level);
-    add(e.role, e.text);
+    add(e.role, e.text, e.format);
   }
   $('typing').textContent = '';
 }
@@ -231,7 +283,7 @@ function onMessage(m) {
   } else if (m.type === 'reply') {
     const live = document.querySelector('#log .msg.live');
     if (live) live.remove();
-    add('reply', m.text);
+    add('reply', m.text, m.format);
   }
 }
 
@@ -309,10 +361,11 @@ const hash = (text: string) => `'sha256-${createHash('sha256').update(text).dige
 /** The page and the headers it needs (its CSP allows exactly its own script and style). */
 export function chatPage(host: string | undefined): { html: string; headers: Record<string, string> } {
   const socketOrigins = host && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? ` ws://${host} wss://${host}` : '';
+  const { marked, purify } = chatAssets();
   return {
-    html: `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth chat</title><style>${STYLE}</style></head>\n<body>${BODY}<script>${SCRIPT}</script></body></html>`,
+    html: `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth chat</title><style>${STYLE}</style></head>\n<body>${BODY}<script src="${marked.path}"></script><script src="${purify.path}"></script><script>${SCRIPT}</script></body></html>`,
     headers: {
-      'content-security-policy': `default-src 'none'; script-src ${hash(SCRIPT)}; style-src ${hash(STYLE)}; connect-src 'self'${socketOrigins}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+      'content-security-policy': `default-src 'none'; script-src 'self' ${hash(SCRIPT)}; style-src ${hash(STYLE)}; connect-src 'self'${socketOrigins}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
       'referrer-policy': 'no-referrer',
       'cache-control': 'no-store',
       'x-content-type-options': 'nosniff',

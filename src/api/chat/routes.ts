@@ -9,6 +9,7 @@ import { tenantOfChatUser } from '../../store/chat-links.js';
 import type { WebChat, WebLogin } from '../../bridges/web.js';
 import { ChatSettingsBodySchema } from '../../bridges/web-protocol.js';
 import { chatCredentialOf, chatLoginCookie, fromOwnOrigin, reachedOverHttps } from '../../bridges/web-cookie.js';
+import { CHAT_ASSET_HEADERS, chatAssets } from './assets.js';
 import { chatLoginConfirmPage, chatLoginFailedPage, chatPage, LOGIN_PAGE_HEADERS } from './page.js';
 
 /**
@@ -47,6 +48,13 @@ export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | und
       throw new BerthError('CONFIG_INVALID', 'the body is not JSON', { issues: [{ field: 'body', reason: 'must be a JSON object' }] });
     }
   };
+
+  for (const asset of Object.values(chatAssets())) {
+    app.get(asset.path, (c) => {
+      for (const [name, value] of Object.entries(CHAT_ASSET_HEADERS)) c.header(name, value);
+      return c.body(asset.body);
+    });
+  }
 
   app.get('/chat', (c) => {
     const page = chatPage(c.req.header('host'));
