@@ -308,6 +308,30 @@ describe('web chat in a browser', () => {
     await page.close();
   });
 
+  it('on a phone (360 px), by keyboard alone: nothing scrolls sideways, Tab reaches the message box, Enter sends; the page names its parts for a screen reader', async () => {
+    const context = await browser.newContext({ viewport: { width: 360, height: 740 } });
+    const page = await newPage(context);
+    await page.goto(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'pia').path}`);
+    await page.click('#login');
+    await page.waitForURL(`${base}/chat`);
+    await connected(page);
+    let focused = '';
+    for (let i = 0; i < 12 && focused !== 'input'; i++) {
+      await page.keyboard.press('Tab');
+      focused = await page.evaluate(() => (document as unknown as { activeElement: { id: string } | null }).activeElement?.id ?? '');
+    }
+    expect(focused).toBe('input');
+    await page.keyboard.type(`printf 'a%.0s' $(seq 400); echo; echo done`);
+    await page.keyboard.press('Enter');
+    expect((await nthReply(page, 1)).endsWith('\ndone')).toBe(true);
+    const width = await page.evaluate(() => { const d = (document as unknown as { documentElement: { scrollWidth: number; clientWidth: number } }).documentElement; return [d.scrollWidth, d.clientWidth]; });
+    expect(width).toEqual([360, 360]);
+    const roles = await page.evaluate(() => ['#log', '#alert', '#session', '#level', '#input'].map((sel) => { const el = document.querySelector(sel) as unknown as { getAttribute(n: string): string | null }; return [el.getAttribute('aria-live') ?? el.getAttribute('role') ?? el.getAttribute('aria-label')]; }));
+    expect(roles).toEqual([['polite'], ['alert'], ['session'], ['permission level'], ['message']]);
+    await screenshot(page, 'web-chat-phone-360');
+    await context.close();
+  });
+
   it('an invalid level over the WebSocket is a clear error naming the field, and nothing runs', async () => {
     const page = await openAlice();
     const runsBefore = h.berth.admin.getSession(DEMO_PROJECT, aliceSession).runs;

@@ -16,6 +16,8 @@ body{font:15px/1.4 system-ui,sans-serif;margin:0;background:#f6f6f4;color:#111}
 header{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;padding:.5rem .8rem;background:#1d2a3a;color:#fff}
 header h1{font-size:1rem;margin:0 .5rem 0 0}
 header select,header button{font:inherit;padding:.2rem .4rem}
+header label{display:flex;align-items:center;gap:.3rem;max-width:100%;min-width:0}
+header select{max-width:100%;min-width:0;text-overflow:ellipsis}
 #status{margin-left:auto;font-size:.85rem;opacity:.8}
 #alert{color:#a00;padding:0 .8rem;min-height:1.4em;white-space:pre-wrap}
 #log{flex:1;overflow:auto;padding:.5rem .8rem}
