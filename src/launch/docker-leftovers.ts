@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import { posix } from 'node:path';
 import { procStat } from '../fs/process-identity.js';
 import type { ExecLeftovers } from './launcher.js';
+import { askedChannel } from './asked-channel.js';
 import { WARM_MEMORY_SLACK } from './lifecycle.js';
 
 /**
@@ -292,50 +293,37 @@ export function openIpcReader(keepAlive: KeepAlive): IpcReader {
   const start = keepAlive.baseline.get(initPid);
   if (start === undefined || procStat(initPid)?.start !== start) return { read: async () => undefined, close: () => undefined };
   const child = spawn('nsenter', [`--ipc=/proc/${initPid}/ns/ipc`, '--', 'sh', '-c', IPC_TABLES], { stdio: ['pipe', 'pipe', 'ignore'] });
-  let buffered = '';
-  let waiting: ((text: string | undefined) => void) | undefined;
-  let dead = false;
-  const close = () => {
-    dead = true;
-    waiting?.(undefined);
-    waiting = undefined;
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  };
-  child.stdout.setEncoding('utf8');
-  child.stdout.on('data', (chunk: string) => {
-    buffered += chunk;
-    if (buffered.length > IPC_OUTPUT_BYTES) return close();
-    const end = buffered.indexOf(IPC_END);
-    if (end < 0 || !waiting) return;
-    const text = buffered.slice(0, end);
-    buffered = buffered.slice(end + IPC_END.length);
-    const done = waiting;
-    waiting = undefined;
-    done(text);
+  const channel = askedChannel({
+    question: () => child.stdin.write('go\n'),
+    stop: () => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL')),
+    take: (printed) => {
+      const end = printed.indexOf(IPC_END);
+      return end < 0 ? undefined : { text: printed.slice(0, end), rest: printed.slice(end + IPC_END.length) };
+    },
+    maxBytes: IPC_OUTPUT_BYTES,
+    timeoutMs: IPC_READ_MS,
   });
-  child.on('error', close);
-  child.on('close', close);
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk: string) => channel.feed(chunk));
+  child.on('error', channel.close);
+  child.on('close', channel.close);
   child.stdin.on('error', () => undefined);
   return {
     async read() {
-      if (dead || waiting) return undefined; // one read at a time, as one exec at a time
-      const printed = new Promise<string | undefined>((resolve) => (waiting = resolve));
-      child.stdin.write('go\n');
-      const timer = setTimeout(close, IPC_READ_MS);
-      const sysv = await printed;
-      clearTimeout(timer);
+      const sysv = await channel.ask();
+      if (sysv === undefined) return undefined;
       let mqueues: string[];
       try {
         mqueues = fs.readdirSync(`/proc/${initPid}/root/dev/mqueue`);
       } catch {
         return undefined;
       }
-      const counts = sysv === undefined ? undefined : countSysvIpc(sysv);
+      const counts = countSysvIpc(sysv);
       // The same init throughout: its pid was not handed to another process's namespace meanwhile.
       if (!counts || procStat(initPid)?.start !== start) return undefined;
       return [...counts, ...(mqueues.length ? [`mqueue ${mqueues.length}`] : [])];
     },
-    close,
+    close: channel.close,
   };
 }
 

@@ -3,6 +3,7 @@ import type Docker from 'dockerode';
 import fs from 'node:fs';
 import { posix } from 'node:path';
 import { cgroupDir, settledMemoryGrowth, watchMemory, type LeftoverObserver } from './docker-leftovers.js';
+import { askedChannel } from './asked-channel.js';
 import { judgeReport, parseReport, reportBaseline, takeReport, type KeepAliveReport } from './keepalive-report.js';
 
 /**
@@ -18,31 +19,12 @@ const REPORT_MS = 5000;
 
 export async function reportObserver(docker: Docker, container: Docker.Container, sandboxPid: number): Promise<LeftoverObserver> {
   const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as NodeJS.ReadWriteStream & { destroy(): void };
-  let buffered = '';
-  let waiting: ((text: string | undefined) => void) | undefined;
-  let dead = false;
-  const close = () => {
-    dead = true;
-    waiting?.(undefined);
-    waiting = undefined;
-    stream.destroy();
-  };
+  // The keep-alive prints nothing unasked: an answer nobody asked for closes the channel.
+  const channel = askedChannel({ question: () => stream.write('\n'), stop: () => stream.destroy(), take: takeReport, maxBytes: REPORT_BYTES, timeoutMs: REPORT_MS });
+  const close = channel.close;
   const stdout = new Writable({
     write(chunk: Buffer, _enc, done) {
-      buffered += chunk.toString('utf8');
-      if (buffered.length > REPORT_BYTES) {
-        close();
-        return done();
-      }
-      const report = takeReport(buffered);
-      // Only an answer to a request: the keep-alive prints nothing unasked.
-      if (report) {
-        buffered = report.rest;
-        const answer = waiting;
-        waiting = undefined;
-        if (answer) answer(report.text);
-        else close();
-      }
+      channel.feed(chunk.toString('utf8'));
       done();
     },
   });
@@ -52,12 +34,7 @@ export async function reportObserver(docker: Docker, container: Docker.Container
 
   /** One report; undefined if none came in time or it was not one (the channel is then closed). */
   async function read(): Promise<KeepAliveReport | undefined> {
-    if (dead || waiting) return undefined; // one at a time, as one exec at a time
-    const answered = new Promise<string | undefined>((resolve) => (waiting = resolve));
-    stream.write('\n');
-    const timer = setTimeout(close, REPORT_MS);
-    const text = await answered;
-    clearTimeout(timer);
+    const text = await channel.ask();
     const report = text === undefined ? undefined : parseReport(text);
     if (!report) close();
     return report;

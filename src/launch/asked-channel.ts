@@ -1,0 +1,55 @@
+/**
+ * One question at a time over a stream only berth writes to, and its framed answer: `question`
+ * writes it, `feed` takes what the other side printed, `take` finds a whole answer in it. Bounded
+ * (past `maxBytes` unanswered the channel closes), timed (no answer in `timeoutMs`: closed), one
+ * question open at most; an answer nobody asked for closes it too. `ask` gives undefined when no
+ * answer came: the caller counts that as "cannot tell". Used by the host's IPC reader
+ * (docker-leftovers.ts) and the keep-alive's reports (docker-reports.ts).
+ */
+export interface AskedChannel {
+  ask(): Promise<string | undefined>;
+  feed(chunk: string): void;
+  close(): void;
+}
+
+export function askedChannel(opts: {
+  question: () => void;
+  stop: () => void;
+  take: (printed: string) => { text: string; rest: string } | undefined;
+  maxBytes: number;
+  timeoutMs: number;
+}): AskedChannel {
+  let buffered = '';
+  let waiting: ((text: string | undefined) => void) | undefined;
+  let dead = false;
+  const close = () => {
+    if (!dead) opts.stop();
+    dead = true;
+    waiting?.(undefined);
+    waiting = undefined;
+  };
+  return {
+    feed(chunk) {
+      if (dead) return;
+      buffered += chunk;
+      if (buffered.length > opts.maxBytes) return close();
+      const answer = opts.take(buffered);
+      if (!answer) return;
+      buffered = answer.rest;
+      const answered = waiting;
+      waiting = undefined;
+      if (answered) answered(answer.text);
+      else close();
+    },
+    async ask() {
+      if (dead || waiting) return undefined; // one at a time, as one exec at a time
+      const answered = new Promise<string | undefined>((resolve) => (waiting = resolve));
+      opts.question();
+      const timer = setTimeout(close, opts.timeoutMs);
+      const text = await answered;
+      clearTimeout(timer);
+      return text;
+    },
+    close,
+  };
+}
