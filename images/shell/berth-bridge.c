@@ -275,6 +275,11 @@ static int report_thread(FILE *out, const char *tgid, const char *tid) {
   if (sscanf(rest, "%c %ld", &state, &ppid) != 2) return 0;
   for (int field = 3; field < 20 && rest; field++) rest = strchr(rest + 1, ' ');
   if (!rest || sscanf(rest, " %ld %*s %llu", &threads, &start) != 2) return 0;
+  /* A process that has exited is gone, as one whose entry vanished: the scan reaped its own
+     children first, so a zombie now exited during the scan (a process forking a successor and
+     exiting leaves one, while the successor was born after the listing). A zombie leader whose
+     other threads still run is not gone. */
+  if ((state == 'Z' || state == 'X') && threads <= 1 && (!tid || strcmp(tid, tgid) == 0)) return 0;
   fprintf(out, "t %s %s %ld %c %llu %ld %s\n", tgid, tid ? tid : tgid, ppid, state, start, threads, comm[0] ? comm : "?");
   return 1;
 }
@@ -314,9 +319,10 @@ static int scan_threads(FILE *out) {
   return vanished;
 }
 
-/* Scans before one without a thread gone while it was read: nothing of a tenant's should be
-   exiting once its exec has ended, and a process that forks a successor and exits may be missed
-   by a scan it outran. Past them: "churn N", which berth takes as something still running. */
+/* Scans before one without a thread gone (vanished, or a zombie) while it was read: nothing of
+   a tenant's should be exiting once its exec has ended, and a process that forks a successor and
+   exits may be missed by a scan it outran. Past them: "churn N", which berth takes as something
+   still running. */
 #define SCAN_TRIES 20
 
 /* What the container holds now: every thread, then its IPC namespace ("ipc SHM_PAGES
@@ -326,6 +332,7 @@ static void report(void) {
   size_t len = 0;
   int vanished = 0;
   for (int try = 0; try < SCAN_TRIES; try++) {
+    while (waitpid(-1, NULL, WNOHANG) > 0) continue; /* orphans re-parented to us: not the tenant's */
     free(text);
     text = NULL;
     FILE *out = open_memstream(&text, &len);
