@@ -7,7 +7,7 @@ import type { PermissionLevel } from '../config/session.js';
 import { BerthError, isBerthError, type ErrorCode } from '../errors.js';
 import { withActor } from '../admin/audit-trail.js';
 import { ownerAlive } from '../runs/process-owner.js';
-import { STOPPED_WARNING } from '../runs/run-halt.js';
+import { LOST_WARNING, STOPPED_WARNING } from '../runs/run-halt.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
 import { chatFailure } from './chat-words.js';
@@ -290,6 +290,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     // Stopped by berth for a reason of its own (disk limit, an unreachable model service): say it.
     const stopped = run.warnings.find((w) => w.startsWith(STOPPED_WARNING));
     if (stopped) return `${out}${out ? '\n\n' : ''}[berth stopped the agent: ${stopped.slice(STOPPED_WARNING.length)}]`;
+    const lost = run.warnings.find((w) => w.startsWith(LOST_WARNING));
+    if (lost) return `${out}${out ? '\n\n' : ''}[the agent's container ended before it finished: ${lost.slice(LOST_WARNING.length)}]`;
     if (run.exit_code !== 0) return `${out}${out ? '\n\n' : ''}[exit ${run.exit_code}]${run.stderr.trim() ? `\n${run.stderr.trim().slice(-1500)}` : ''}`;
     return out || '(no output)';
   }

@@ -8,7 +8,7 @@ import { engineMessage, translateEngineError } from './docker-errors.js';
 import { hostObserver, type LeftoverObserver } from './docker-leftovers.js';
 import { reportObserver } from './docker-reports.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
-import { commandNotFound, runBounds, STOPPED_EXIT } from './lifecycle.js';
+import { commandNotFound, CONTAINER_LOST, runBounds, STOPPED_EXIT } from './lifecycle.js';
 
 /**
  * The Docker launcher (launcher.ts): it translates a RunPlan into Engine API options and the
@@ -94,6 +94,9 @@ const SANDBOX_RUNTIMES = new Set(['runsc']);
 /** The filter wrapper's answer when the command is not in the image (berth-bridge.c). */
 const notInImage = (argv: string[]) => `${argv[0]}: not found in this image\n`;
 
+/** Why a container ended under its command when the engine says the memory limit ended it. */
+const OUT_OF_MEMORY = 'it ran out of memory (limits.memory_mb)';
+
 export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
   const engineCall = async <T>(fn: () => Promise<T>, context: { image?: string } = {}): Promise<T> => {
     try {
@@ -137,10 +140,13 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
       let grace: NodeJS.Timeout | undefined;
       await Promise.race([ended, new Promise((r) => (grace = setTimeout(r, 2000)))]);
       clearTimeout(grace);
+      // Killed by a signal: the memory limit's doing, if the engine says so.
+      const lost = !bounds.stopped && StatusCode > 128 ? await container.inspect().then(({ State }) => (State.OOMKilled ? OUT_OF_MEMORY : undefined), () => undefined) : undefined;
       const tDone = performance.now();
       return {
         containerId: container.id,
         exitCode: StatusCode,
+        ...(lost ? { lost } : {}),
         stdout: bounds.output.text('stdout'),
         stderr: bounds.output.text('stderr'),
         truncated: bounds.output.truncated,
@@ -211,17 +217,43 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
     const stream = await engineCall(() => exec.start({ hijack: true, stdin: false }));
     const tStarted = performance.now();
     bounds.arm();
+    // The container ending under the exec (removed by hand, its sandbox died) ends the exec too: an
+    // exec's own status then reads 137 (runc) or its stream stays open until the timeout (gVisor).
+    const watch = new AbortController();
+    let lost: string | undefined;
+    const containerEnded = container
+      .wait({ condition: 'not-running', abortSignal: watch.signal })
+      .then(
+        () => container.inspect().then(({ State }) => (State.OOMKilled ? OUT_OF_MEMORY : `it stopped (status ${State.ExitCode})`)),
+        (err: unknown) => (watch.signal.aborted ? undefined : engineMessage(err).trim()),
+      )
+      .catch(() => 'it was removed')
+      .then((why) => void (lost = why));
+    const lostAndGrace = containerEnded.then(() => (lost ? new Promise((r) => setTimeout(r, 2000).unref()) : new Promise(() => undefined)));
     try {
       // The stream ends when the exec's output closes: at its exit, or at most ~2 s later when a
       // process it left holds the pipes (the engine's grace).
       const ended = streamEnd(stream);
       docker.modem.demuxStream(stream, bounds.output.sink('stdout'), bounds.output.sink('stderr'));
-      await Promise.race([ended, stoppedAndGrace]);
+      await Promise.race([ended, stoppedAndGrace, lostAndGrace]);
       // Usually exited by now; a command that closed its output may still run (until the timeout).
       let exitCode: number | undefined;
-      for (let delay = 10; !bounds.stopped; delay = Math.min(delay * 2, 250)) {
-        const info = await exec.inspect().catch(() => undefined);
-        if (!info) break; // the container went away under the exec
+      for (let delay = 10; !bounds.stopped && !lost; delay = Math.min(delay * 2, 250)) {
+        const asked = await exec.inspect().then(
+          (info) => ({ info }),
+          (err: unknown) => ({ err }),
+        );
+        if ('err' in asked) {
+          // Not found: the container went away under the exec. Any other engine error (a busy
+          // daemon) is asked again, until the run's timeout.
+          if ((asked.err as { statusCode?: number }).statusCode !== 404) {
+            await new Promise((r) => setTimeout(r, delay));
+            continue;
+          }
+          lost = 'it was removed';
+          break;
+        }
+        const { info } = asked;
         if (!info.Running) {
           exitCode = info.ExitCode ?? undefined;
           break;
@@ -229,9 +261,17 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
         await new Promise((r) => setTimeout(r, delay));
       }
       bounds.disarm();
+      // Killed by a signal: by its own doing, or by its container's end, which the engine reports
+      // a moment after the exec's (runc: the exec dies with the container's init).
+      if (!bounds.stopped && !lost && exitCode !== undefined && exitCode > 128) {
+        let settle: NodeJS.Timeout | undefined;
+        await Promise.race([containerEnded, new Promise((r) => (settle = setTimeout(r, 500)))]);
+        clearTimeout(settle);
+      }
       let stopped: string | undefined;
-      if (bounds.stopped || exitCode === undefined) {
-        stopped = bounds.why() ?? 'the container went away';
+      if (bounds.stopped || lost || exitCode === undefined) {
+        stopped = bounds.why() ?? CONTAINER_LOST;
+        lost ??= 'the engine gave the exec no exit status';
         await (removed ??= remove(containerId));
       }
       let stdout = bounds.output.text('stdout');
@@ -251,11 +291,13 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
         truncated: bounds.output.truncated,
         timedOut: bounds.timedOut,
         ...(stopped ? { stopped } : {}),
+        ...(stopped === CONTAINER_LOST ? { lost } : {}),
         leftovers,
         timings: { createMs: tCreated - t0, startMs: tStarted - tCreated, runMs: tDone - tStarted, totalMs: tDone - t0 },
       };
     } finally {
       bounds.disarm();
+      watch.abort();
       stream.destroy();
     }
   }

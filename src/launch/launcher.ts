@@ -24,6 +24,8 @@ export interface RunResult {
   /** Output went past the plan's cap: the run was stopped and the output cut there. */
   truncated: boolean;
   timedOut: boolean;
+  /** The container ended under the command, by no doing of berth's: why, in words ("it ran out of memory (limits.memory_mb)", "it was removed"). */
+  lost?: string;
   timings: RunTimings;
 }
 

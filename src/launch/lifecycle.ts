@@ -13,6 +13,9 @@ import type { ExecLeftovers, ExecResult, OutputListener, RunOptions } from './la
 /** A warm container that holds more memory than this beyond its idle self is not kept: idle, it would pin it. */
 export const WARM_MEMORY_SLACK = 32 * 2 ** 20;
 
+/** Why an exec's container was removed when berth did not stop it: it was not there any more. */
+export const CONTAINER_LOST = 'the container went away';
+
 /** The exit status of a run stopped by berth (SIGKILL), on every launcher. */
 export const STOPPED_EXIT = 137;
 

@@ -6,6 +6,8 @@
  */
 /** How a run's record names why berth stopped it (a warning: "stopped: <reason>"). */
 export const STOPPED_WARNING = 'stopped: ';
+/** How a run's record says its container ended under it by no doing of berth's ("container lost: <what was seen>"). */
+export const LOST_WARNING = 'container lost: ';
 
 export interface RunHalt {
   readonly signal: AbortSignal;

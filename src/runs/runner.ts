@@ -25,7 +25,7 @@ import { prepareMounts } from './prepare-mounts.js';
 import { contextOf, identityOf, quotaOf, withBootstrap, type LaunchSpec, type PrivateTarget, type RunContext, type RunIdentityContext } from './run-context.js';
 import { toRunRecord, type RunOutcome } from './run-record.js';
 import { openRunSockets, type OpenSockets, type RunSocketsConfig } from './run-sockets.js';
-import { runHalt, STOPPED_WARNING, type RunHalt } from './run-halt.js';
+import { LOST_WARNING, runHalt, STOPPED_WARNING, type RunHalt } from './run-halt.js';
 import { createWarmSessions, warmKeyOf, warmWorkspaceOf, type WarmLease } from './warm-session.js';
 import type { WarmPool } from './warm-pool.js';
 
@@ -285,7 +285,7 @@ export function createRunner(deps: {
       permissionLevel: ctx.level,
       runtime: plan.runtime,
       workspaceRoot: ctx.workspace.dir,
-      warnings: stoppedFor ? [...plan.warnings, `${STOPPED_WARNING}${stoppedFor}`] : plan.warnings,
+      warnings: [...plan.warnings, ...(stoppedFor ? [`${STOPPED_WARNING}${stoppedFor}`] : []), ...(result.lost ? [`${LOST_WARNING}${result.lost}`] : [])],
     };
     const record = toRunRecord(done, tool ? 'shell_run' : 'message');
     appendRunRecord(ctx.project.paths.sessionsDir, record);

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isGone, type ContainerGone, type ExecResult, type Launcher, type ManagedContainer, type RunOptions } from '../../src/launch/launcher.js';
-import { commandNotFound, execVerdict, STOPPED_EXIT } from '../../src/launch/lifecycle.js';
+import { commandNotFound, CONTAINER_LOST, execVerdict, STOPPED_EXIT } from '../../src/launch/lifecycle.js';
 import { LABELS, type ContainerQuery } from '../../src/plan/labels.js';
 import { WORKSPACE_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
 import { CONTRACT_OWNER, PROTECTED_TEXT, SECRET_TEXT, type ContractPlanOptions } from './contract-plan.js';
@@ -264,6 +264,14 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
         const r = await exec(id, cmd.sleep(30), {}, { signal: ac.signal, onCreated: () => void setTimeout(() => ac.abort(), 200) });
         expect(r).toMatchObject({ exitCode: STOPPED_EXIT, timedOut: false, truncated: false, stopped: 'aborted' });
         expect(await exists(id)).toBe(false);
+      });
+
+      it('an exec whose container is removed under it (by hand) ends 137, says it was lost, and is not taken for a timeout', async () => {
+        const id = await idle();
+        const r = await exec(id, cmd.sleep(30), { timeoutMs: 20_000 }, { onCreated: () => void setTimeout(() => void launcher().removeContainers([id]), 300) });
+        expect(r).toMatchObject({ exitCode: STOPPED_EXIT, timedOut: false, truncated: false, stopped: CONTAINER_LOST });
+        expect(r.lost).toMatch(/\S/);
+        expect(execVerdict(r)).toBe(CONTAINER_LOST);
       });
 
       it('execIn into a removed container answers ContainerGone, never throws', async () => {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { posix } from 'node:path';
 import { BerthError } from '../../src/errors.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecLeftovers, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type ManagedContainer, type RunOptions, type RunResult } from '../../src/launch/launcher.js';
-import { commandNotFound, runBounds, STOPPED_EXIT } from '../../src/launch/lifecycle.js';
+import { commandNotFound, CONTAINER_LOST, runBounds, STOPPED_EXIT } from '../../src/launch/lifecycle.js';
 import { labelFilter, type ContainerQuery } from '../../src/plan/labels.js';
 import type { PlannedMount, RunPlan } from '../../src/plan/run-plan.js';
 
@@ -150,7 +150,7 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
       truncated: bounds.output.truncated,
       timedOut: bounds.timedOut,
       // Stopped by its bounds, or by its container going away under it.
-      stopped: bounds.why() ?? (killedFlag ? 'the container went away' : undefined),
+      stopped: bounds.why() ?? (killedFlag ? CONTAINER_LOST : undefined),
       ranMs: performance.now() - t0,
     };
   }
@@ -299,6 +299,7 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
           truncated: r.truncated,
           timedOut: r.timedOut,
           ...(r.stopped ? { stopped: r.stopped } : {}),
+          ...(r.stopped === CONTAINER_LOST ? { lost: 'it was removed' } : {}),
           leftovers: r.stopped ? {} : leftoversOf(c),
           timings: { createMs: 0, startMs: 0, runMs: r.ranMs, totalMs: tDone - t0 },
         };

@@ -64,6 +64,16 @@ describe('bridge core: a run berth stopped', () => {
   });
 });
 
+describe('bridge core: a run whose container ended under it', () => {
+  it('the reply says why in words (out of memory), not a bare "[exit 137]"', async () => {
+    const t = setup(() => ({ exit_code: 137, stdout: '', stderr: '', timed_out: false, warnings: ['container lost: it ran out of memory (limits.memory_mb)'] }));
+    t.core.receive(t.message('signal:a', 'a', 'build it'));
+    await t.releaseAll();
+    expect(t.to('a')).toEqual(["[the agent's container ended before it finished: it ran out of memory (limits.memory_mb)]"]);
+    await t.core.idle();
+  });
+});
+
 describe('bridge core: bounded queues, with a clear answer', () => {
   it(`a chat's messages past ${CHAT_PENDING_MAX} are not run: the sender is told, the journal ends them failed`, async () => {
     const t = setup();
