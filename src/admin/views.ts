@@ -3,6 +3,7 @@ import { ProjectMetadataSchema, ProjectNameSchema } from '../config/metadata.js'
 import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import { SharedGrantSchema } from '../config/grants.js';
 import { RUN_KINDS } from '../store/journal.js';
+import { RunRecordSchema } from '../store/run-log.js';
 import { TenantKeySchema, WorkspaceRecordSchema } from '../store/workspaces.js';
 
 /**
@@ -67,6 +68,8 @@ export const RunViewSchema = z.object({
   timings_ms: z.object({ create: z.number(), start: z.number(), run: z.number(), total: z.number() }),
   warm: z.boolean().describe("It ran in the session's warm container (an exec), not a new one (berth serve keeps them; runs.warm_idle_seconds)."),
   warnings: z.array(z.string()),
+  steps: RunRecordSchema.shape.steps,
+  more_steps: RunRecordSchema.shape.more_steps,
 });
 
 

@@ -7,6 +7,9 @@ import type { PermissionLevel } from '../config/session.js';
 import { BerthError, isBerthError, type ErrorCode } from '../errors.js';
 import { withActor } from '../admin/audit-trail.js';
 import { ownerAlive } from '../runs/process-owner.js';
+import type { RunView } from '../admin/views.js';
+import { progressSentence, STEPS_MAX, type ProgressStep, type ProgressUpdate } from '../runs/agent-progress.js';
+import type { RunStep } from '../store/run-log.js';
 import { LOST_WARNING, STOPPED_WARNING } from '../runs/run-halt.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
@@ -47,12 +50,15 @@ export interface InboundMessage {
 export interface ChatTransport {
   /** "signal", "web": names the inbox, the channel profile and the tenant keys. */
   readonly name: string;
-  send(chat: string, text: string): Promise<void>;
+  /** `reply`: the message's answer (not a notice), with the agent's steps on the way to it. */
+  send(chat: string, text: string, reply?: { steps?: RunStep[] }): Promise<void>;
   typing(chat: string, on: boolean): Promise<void>;
   /** Tell the transport the message is safe with berth (Signal: a read receipt). */
   acknowledge(message: InboundMessage): Promise<void>;
-  /** The agent's output as it is printed (web chat streams it; Signal shows typing instead). */
+  /** The agent's plain output as it is printed (web chat streams it; Signal shows typing instead). */
   output?(chat: string, stream: 'stdout' | 'stderr', chunk: string): void;
+  /** The agent at work, live: its tool calls as they start and end, its words between them (web chat). Without it: one progress message for a long run. */
+  progress?(chat: string, update: ProgressUpdate): void;
   /** The project a chat belongs to, when the transport knows it (web chat: its login's); else channel profiles decide. */
   projectOf?(chat: string): string | undefined;
   /** /new where the person picks conversations (web chat): the transport makes the session and shows it. */
@@ -93,9 +99,9 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   const lanes = createLanes(() => laneLimitsOf(deps.config()));
   const log = logger.child({ bridge: transport.name });
 
-  const say = async (chat: string, text: string) => {
+  const say = async (chat: string, text: string, reply?: { steps?: RunStep[] }) => {
     try {
-      await transport.send(chat, text);
+      await transport.send(chat, text, reply);
     } catch (err) {
       log.warn({ err: String(err) }, 'could not send to the chat');
       throw err;
@@ -135,6 +141,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     };
     const command = chatCommand(entry.text);
     let reply: string;
+    let steps: RunStep[] | undefined;
     if (command) {
       reply = await command(ctx).catch((err: unknown) => `berth: ${isBerthError(err) ? err.message : 'that command failed'}`);
     } else {
@@ -169,7 +176,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
           recheck(); // in the same tick as the runner opening the session
           return runFor(ctx, profile.workflow, entry.text, entry.chat, profile.workflow === undefined ? ready : start);
         };
-        reply = await (single ? whenAdmitted(run) : run());
+        ({ text: reply, steps } = await (single ? whenAdmitted(run) : run()));
       } catch (err) {
         const lapsedMeanwhile = stopped as Lapsed | undefined;
         if (lapsedMeanwhile) {
@@ -191,7 +198,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       }
     }
     inbox.mark(entry.id, 'answered', { reply });
-    await deliver(entry.id, entry.chat, reply);
+    await deliver(entry.id, entry.chat, reply, undefined, steps);
   }
 
   type Lapsed = { code: ErrorCode; reason: string; notice: string };
@@ -255,9 +262,9 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
    * message ends failed with that reason once the sender has been told — so a berth killed in
    * between tells them after its restart, instead of ending the message in silence.
    */
-  async function deliver(id: string, chat: string, reply: string, failure?: string) {
+  async function deliver(id: string, chat: string, reply: string, failure?: string, steps?: RunStep[]) {
     try {
-      await say(chat, reply);
+      await say(chat, reply, { steps });
       inbox.mark(id, failure === undefined ? 'replied' : 'failed', { reason: failure });
     } catch (err) {
       inbox.mark(id, 'failed', { reason: `${failure ? `${failure}; ` : ''}the reply could not be sent: ${String(err).slice(0, 200)}` });
@@ -271,20 +278,26 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   }
 
   /** `ready`: called when the run may start (a message's, by the runner once admitted; a workflow's, first). */
-  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>): Promise<string> {
+  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>): Promise<{ text: string; steps?: RunStep[] }> {
     if (workflow) {
       // No lane slot: its steps wait for admission one by one, and a slot held meanwhile could wait
       // on runs that wait for it. Admission bounds them per tenant; the lane keeps them one per chat.
       await ready();
       const run = await deps.admin.runWorkflow(ctx.project, workflow, text);
       const last = run.steps.at(-1);
-      return run.status === 'succeeded' ? (last?.stdout.trim() || 'done') : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}`;
+      return { text: run.status === 'succeeded' ? last?.stdout.trim() || 'done' : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}` };
     }
     const decoder = { stdout: new TextDecoder(), stderr: new TextDecoder() };
     const onOutput = transport.output ? (stream: 'stdout' | 'stderr', chunk: Buffer) => transport.output?.(chat, stream, decoder[stream].decode(chunk, { stream: true })) : undefined;
     // The level was set (by the /level rule) when the message was taken; the run uses the session's
     // level as it is now, so a level an admin lowered meanwhile is not raised again by a queued message.
-    const run = await deps.admin.runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, onOutput, whenReady: async () => ready() });
+    const watch = watchProgress(chat);
+    const run = await deps.admin.runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, whenReady: async () => ready() }).finally(watch.stop);
+    return { text: replyText(run), ...(run.steps ? { steps: run.steps } : {}) };
+  }
+
+  /** A run's answer as the chat shows it: what the agent said, and why it ended if not on its own. */
+  function replyText(run: RunView): string {
     const out = run.stdout.trim();
     if (run.timed_out) return `${out}\n\n[berth: stopped after the time limit]`.trim();
     // Stopped by berth for a reason of its own (disk limit, an unreachable model service): say it.
@@ -294,6 +307,25 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     if (lost) return `${out}${out ? '\n\n' : ''}[the agent's container ended before it finished: ${lost.slice(LOST_WARNING.length)}]`;
     if (run.exit_code !== 0) return `${out}${out ? '\n\n' : ''}[exit ${run.exit_code}]${run.stderr.trim() ? `\n${run.stderr.trim().slice(-1500)}` : ''}`;
     return out || '(no output)';
+  }
+
+  /**
+   * The agent at work: live where the transport shows it (web chat); elsewhere (Signal) one short
+   * message once a run takes progress_message_after_seconds, never more: typing says the rest.
+   */
+  function watchProgress(chat: string): { onProgress?: (u: ProgressUpdate) => void; stop: () => void } {
+    if (transport.progress) return { onProgress: (u) => transport.progress?.(chat, u), stop: () => undefined };
+    const after = deps.config().bridges.progress_message_after_seconds;
+    if (after <= 0) return { stop: () => undefined };
+    const steps = new Map<string, ProgressStep>();
+    const timer = setTimeout(() => void say(chat, `berth: still working (${progressSentence([...steps.values()])})`).catch(() => undefined), after * 1000);
+    timer.unref();
+    return {
+      onProgress(u) {
+        if (u.type === 'step' && (steps.has(u.step.id) || steps.size < STEPS_MAX)) steps.set(u.step.id, u.step);
+      },
+      stop: () => clearTimeout(timer),
+    };
   }
 
   /** Signal shows typing for 15 s: refresh it while the agent works. */

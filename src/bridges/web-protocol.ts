@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import type { ErrorCode } from '../errors.js';
+import type { ProgressStep } from '../runs/agent-progress.js';
 
 /**
  * The web chat's wire: what a browser sends over /chat/ws, what berth pushes back, and the
@@ -30,6 +31,8 @@ export const WebClientMessageSchema = z.discriminatedUnion('type', [WebRunMessag
 export type WebServerMessage =
   | { type: 'accepted'; id: string; session_id: string }
   | { type: 'output'; session_id: string; stream: 'stdout' | 'stderr'; chunk: string }
+  | { type: 'step'; session_id: string; step: ProgressStep }
+  | { type: 'note'; session_id: string; text: string }
   | { type: 'typing'; session_id: string; on: boolean }
   | { type: 'reply'; session_id: string; text: string; format: 'markdown' | 'text' }
   | { type: 'done'; id: string; session_id: string }

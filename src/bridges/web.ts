@@ -176,14 +176,14 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
 
   const transport: ChatTransport = {
     name: 'web',
-    async send(chat, text) {
+    async send(chat, text, reply) {
       const a = addressed(chat);
       // A "queued" notice is sent from inside core.receive: yield once, so run() has written the
       // message it answers to the transcript first.
       await Promise.resolve();
       // On disk before it is pushed: a person who closed the tab sees the answer when they come back.
       const format = chatFormatOf(admin.getProject(a.project));
-      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text, format });
+      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text, format, ...(reply?.steps?.length ? { steps: reply.steps } : {}) });
       push(a, { type: 'reply', session_id: a.session, text, format });
     },
     async typing(chat, on) {
@@ -197,6 +197,11 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
     output(chat, stream, chunk) {
       const a = parseAddress(chat); // called from the engine's stream: never throws
       if (a && chunk) push(a, { type: 'output', session_id: a.session, stream, chunk });
+    },
+    progress(chat, update) {
+      const a = parseAddress(chat); // called from the engine's stream: never throws
+      if (!a) return;
+      push(a, update.type === 'note' ? { type: 'note', session_id: a.session, text: update.text } : { type: 'step', session_id: a.session, step: update.step });
     },
     projectOf: (chat) => parseAddress(chat)?.project,
     newSession(chat) {

@@ -28,6 +28,13 @@ export const WebChatBridgeSchema = z
 export const BridgesSchema = z
   .object({
     max_concurrent_runs: z.number().int().min(1).max(256).default(4).describe('Chats answered at once across bridges; more wait (the sender sees "queued").'),
+    progress_message_after_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(3600)
+      .default(30)
+      .describe('A chat that cannot show the agent at work live (Signal) gets one short progress message ("ran 3 commands; now: npm test") once a run takes this long; 0: never.'),
     signal: SignalBridgeSchema.optional(),
     web: WebChatBridgeSchema,
   })

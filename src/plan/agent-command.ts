@@ -16,9 +16,27 @@ import { MESSAGE_PLACEHOLDER } from '../config/metadata.js';
 export const PRESET_ARGV = {
   shell: ['sh', '-c', '--', MESSAGE_PLACEHOLDER],
   droid: ['droid', 'exec', '--skip-permissions-unsafe', '--', MESSAGE_PLACEHOLDER],
-  claude: ['claude', '-p', '--dangerously-skip-permissions', '--continue', '--', MESSAGE_PLACEHOLDER],
-  codex: ['codex', 'exec', 'resume', '--last', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', MESSAGE_PLACEHOLDER],
+  claude: ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', MESSAGE_PLACEHOLDER],
+  codex: ['codex', 'exec', 'resume', '--last', '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', MESSAGE_PLACEHOLDER],
 } as const;
+
+/** How berth reads an agent's output as it works (runs/agent-progress.ts): steps, notes, the answer. */
+export type ProgressFormat = 'claude-stream-json' | 'codex-json' | 'shell-trace';
+
+/** The shell preset's PS4 (in its env always, so a warm container's identity does not depend on it): a trace line starts with it. */
+export const SHELL_TRACE_PS4 = '\x1fberth-step\x1f ';
+
+/**
+ * The format a preset's output is read in. Claude Code and Codex always stream events (their
+ * answer is read from them); the shell traces its commands only when someone watches (`live`):
+ * the trace costs output bytes. Droid and custom argv: plain output.
+ */
+export function progressFormatOf(agent: Agent, live: boolean): ProgressFormat | undefined {
+  if (agent === 'claude') return 'claude-stream-json';
+  if (agent === 'codex') return 'codex-json';
+  if (agent === 'shell' && live) return 'shell-trace';
+  return undefined;
+}
 
 /**
  * Codex ignores OPENAI_BASE_URL (since 0.119): berth's model gateway is named as a provider on
@@ -29,8 +47,9 @@ export function codexProviderArgs(baseUrl: string): string[] {
   return ['-c', `model_providers.berth=${provider}`, '-c', 'model_provider=berth'];
 }
 
-export function agentArgv(agent: Agent, message: string, opts: { openaiBaseUrl?: string } = {}): string[] {
+export function agentArgv(agent: Agent, message: string, opts: { openaiBaseUrl?: string; progress?: ProgressFormat } = {}): string[] {
   let template: readonly string[] = typeof agent === 'string' ? PRESET_ARGV[agent] : agent;
+  if (opts.progress === 'shell-trace') template = ['sh', '-x', ...template.slice(1)];
   if (agent === 'codex' && opts.openaiBaseUrl) template = [...template.slice(0, 4), ...codexProviderArgs(opts.openaiBaseUrl), ...template.slice(4)];
   return template.map((arg) => arg.split(MESSAGE_PLACEHOLDER).join(message));
 }

@@ -8,7 +8,7 @@ import { LABELS } from './labels.js';
 import { LEVEL_PROFILES } from './levels.js';
 import type { PermissionLevel } from '../config/session.js';
 import { DEFAULT_RUNTIME, enginePids, runtimeChoiceIssues, runtimeFor } from '../config/runtimes.js';
-import { agentArgv } from './agent-command.js';
+import { agentArgv, progressFormatOf, SHELL_TRACE_PS4, type ProgressFormat } from './agent-command.js';
 import { planOutbound, RELAY_BIN, withRelays, type RunSocket } from './outbound.js';
 
 /**
@@ -73,6 +73,8 @@ export interface RunPlan {
   argv: string[];
   /** The agent's argv alone: what a warm container execs for one message (its relays already run). */
   exec: string[];
+  /** How the agent's output is read as it works (steps, notes, its answer); absent: plain output. */
+  progress?: ProgressFormat;
   /** A warm container's main process: the same relays around `berth-bridge idle`. */
   keepAlive: string[];
   cwd: string;
@@ -140,6 +142,8 @@ export interface PlanInput {
     session?: string;
     /** Data for the run, as environment variables (a workflow's input): never pasted into argv text. */
     env?: Record<string, string>;
+    /** Someone watches it live (a chat): the shell preset then traces its commands as steps. */
+    live?: boolean;
   };
   /** The project's memory directory, mounted read-only when the level may read memory (LEVEL_PROFILES). */
   memory?: { dir: string };
@@ -262,13 +266,16 @@ export function planRun(input: PlanInput): RunPlan {
   }
   Object.assign(env, outbound.env); // berth's own variables win over anything a project lets through
 
-  const exec = run.argv ?? agentArgv(meta.agent, run.message, { openaiBaseUrl: outbound.env.OPENAI_BASE_URL });
+  if (meta.agent === 'shell') env.PS4 = SHELL_TRACE_PS4;
+  const progress = run.argv ? undefined : progressFormatOf(meta.agent, run.live === true);
+  const exec = run.argv ?? agentArgv(meta.agent, run.message, { openaiBaseUrl: outbound.env.OPENAI_BASE_URL, progress });
   const runtime = planRuntime(meta, config, run.level);
   return {
     image: imageFor(meta, config),
     runtime,
     argv: withRelays(exec, outbound.sockets, GATEWAY_MOUNT),
     exec,
+    ...(progress ? { progress } : {}),
     keepAlive: withRelays([RELAY_BIN, 'idle'], outbound.sockets, GATEWAY_MOUNT),
     cwd: privateRun
       ? posix.join(WORKSPACE_MOUNT, privateRun.cwdRel)

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { PermissionLevel } from '../config/session.js';
 import type { RunResult, RunTimings } from '../launch/launcher.js';
 import type { RunRecord } from '../store/run-log.js';
+import type { ProgressStep } from './agent-progress.js';
 
 /** What a run's caller gets: the launcher's result, the run's identity, and its record (built once). */
 export interface RunOutcome extends RunResult {
@@ -16,6 +17,9 @@ export interface RunOutcome extends RunResult {
   warnings: string[];
   /** It ran in the session's warm container (an exec), not a new one. */
   warm: boolean;
+  /** The agent's tool calls, read from its output (plan.progress); absent when its output has none. */
+  steps?: ProgressStep[];
+  moreSteps?: number;
   /** The line appended to the project's run log. */
   record: RunRecord;
 }
@@ -44,5 +48,7 @@ export function toRunRecord(o: Omit<RunOutcome, 'record'>, kind: RunRecord['kind
     output_bytes: Buffer.byteLength(o.stdout) + Buffer.byteLength(o.stderr),
     timings_ms: roundedTimings(o.timings),
     finished_at: new Date().toISOString(),
+    ...(o.steps?.length ? { steps: o.steps.map((s) => ({ tool: s.tool, detail: s.detail, state: s.state, ...(s.ms !== undefined ? { ms: Math.round(s.ms) } : {}) })) } : {}),
+    ...(o.moreSteps ? { more_steps: o.moreSteps } : {}),
   };
 }

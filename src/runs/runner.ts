@@ -25,6 +25,7 @@ import { prepareMounts } from './prepare-mounts.js';
 import { contextOf, identityOf, quotaOf, withBootstrap, type LaunchSpec, type PrivateTarget, type RunContext, type RunIdentityContext } from './run-context.js';
 import { toRunRecord, type RunOutcome } from './run-record.js';
 import { openRunSockets, type OpenSockets, type RunSocketsConfig } from './run-sockets.js';
+import { progressTap, type ProgressListener } from './progress-tap.js';
 import { LOST_WARNING, runHalt, STOPPED_WARNING, type RunHalt } from './run-halt.js';
 import { createWarmSessions, warmKeyOf, warmWorkspaceOf, type WarmLease } from './warm-session.js';
 import type { WarmPool } from './warm-pool.js';
@@ -41,8 +42,10 @@ export interface RunRequest {
   sessionId?: string;
   /** Set the session's permission level (persisted) before this run. */
   level?: PermissionLevel;
-  /** The agent's output as it prints it (the run's record is kept as ever). */
+  /** The agent's plain output as it prints it (never an event stream: that is read into onProgress). */
   onOutput?: OutputListener;
+  /** The agent's tool calls and words as it works (agents whose output berth reads: plan.progress). */
+  onProgress?: ProgressListener;
   /**
    * Awaited once the run is admitted and holds its workspace lock, before anything is prepared:
    * a chat bridge takes its run slot here, so a message waiting for its turn holds none.
@@ -253,6 +256,7 @@ export function createRunner(deps: {
         argv: spec.kind === 'shell_tool' ? spec.argv : undefined,
         session: ctx.session.id,
         env: spec.kind === 'workflow_step' ? spec.target.env : undefined,
+        live: spec.kind === 'message' && spec.onProgress !== undefined,
       },
       memory: { dir: project.paths.memoryDir },
       shared: ctx.grants,
@@ -270,9 +274,11 @@ export function createRunner(deps: {
     // A workspace with its own filesystem is bounded by the kernel; the check keeps the rest.
     const own = ctx.workspace.ownFilesystem === true;
     const disk = watchDisk(own ? [home] : [plan.prepare.rwRoot, home], plan.limits, stopRun, undefined, own ? [plan.prepare.rwRoot] : []);
-    const opts: RunOptions = { signal: halt.signal, onCreated, onOutput: spec.kind === 'message' ? spec.onOutput : undefined };
+    const tap = progressTap(plan, spec.kind === 'message' ? spec : {});
+    const opts: RunOptions = { signal: halt.signal, onCreated, onOutput: tap.onOutput };
     const running = lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
-    const result = await running.finally(() => disk.stop());
+    const launched = await running.finally(() => disk.stop());
+    const result = { ...launched, ...tap.finish(launched) };
     const stoppedFor = halt.reason();
     const tool = spec.kind === 'shell_tool';
     ctx.log.info({ exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool }, tool ? 'shell tool finished' : 'run finished');
@@ -299,7 +305,7 @@ export function createRunner(deps: {
       const project = store.get(request.project);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey, chosen: true });
       if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, request.level);
-      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, whenReady: request.whenReady });
+      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, whenReady: request.whenReady });
     },
     async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
       const project = store.get(projectName);

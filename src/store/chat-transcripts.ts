@@ -7,6 +7,7 @@ import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import { appendFsyncedLine } from '../fs/fsynced-lines.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
+import { RUN_STEPS_MAX, RunStepSchema } from './run-log.js';
 
 /**
  * A web chat session's transcript (what the person sent, what came back), so a reload shows the
@@ -25,6 +26,7 @@ export const TranscriptEntrySchema = z
     id: z.string().optional().describe("The person's message id (user entries)."),
     level: PermissionLevelSchema.optional().describe('The permission level the message was sent at (user entries).'),
     format: z.enum(['markdown', 'text']).optional().describe('How the page shows it (reply entries): the project\'s chat format when it was sent.'),
+    steps: z.array(RunStepSchema).max(RUN_STEPS_MAX).optional().describe("The agent's tool calls on the way to this reply (reply entries)."),
   })
   .strict();
 export type TranscriptEntry = z.infer<typeof TranscriptEntrySchema>;

@@ -4,6 +4,19 @@ import { z } from 'zod';
 import { PermissionLevelSchema } from '../config/session.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 
+/** The most steps a run keeps (its record, a transcript's reply); more are counted, not kept. */
+export const RUN_STEPS_MAX = 200;
+
+/** One of a run's tool calls, as kept in its record. */
+export const RunStepSchema = z.object({
+  tool: z.string(),
+  detail: z.string(),
+  state: z.enum(['running', 'ok', 'failed', 'ended']),
+  ms: z.number().optional(),
+});
+
+export type RunStep = z.infer<typeof RunStepSchema>;
+
 /** One line of the run log: a run's record (every surface shows these). */
 export const RunRecordSchema = z.object({
   run: z.string(),
@@ -19,6 +32,12 @@ export const RunRecordSchema = z.object({
   output_bytes: z.number().int(),
   timings_ms: z.object({ create: z.number(), start: z.number(), run: z.number(), total: z.number() }),
   finished_at: z.string(),
+  steps: z
+    .array(RunStepSchema)
+    .max(RUN_STEPS_MAX)
+    .optional()
+    .describe("The agent's tool calls as berth read them from its output (Claude Code, Codex; the shell when watched), in order; absent when its output has no steps."),
+  more_steps: z.number().int().optional().describe('Steps past the ones kept.'),
 });
 export type RunRecord = z.infer<typeof RunRecordSchema>;
 

@@ -7,6 +7,7 @@ import { KEY_PLACEHOLDER } from '../../src/plan/outbound.js';
 import { conversationIncludes, isMessagesBody, startFakeAnthropic, toolResults, toolResultText, type FakeAnthropic, type RecordedRequest } from '../fakes/anthropic-api.js';
 import os from 'node:os';
 import { startFakeResponses } from '../fakes/openai-responses.js';
+import type { ProgressUpdate } from '../../src/runs/agent-progress.js';
 import { cliAsync, sha256, testHome, type TestHome } from '../helpers.js';
 
 /**
@@ -69,6 +70,22 @@ describe('the real Claude Code CLI at level low, through the model gateway', () 
       expect(r.rawBody).not.toContain(KEY);
     }
     expect(o.tools).not.toContain(KEY);
+  });
+
+  it('the agent at work: its Bash call shows as a step when it starts and when it ends (with its output), then the answer alone', async () => {
+    const updates: ProgressUpdate[] = [];
+    const since = fake.requests.length;
+    const o = await h.berth.runner.run({ project: 'cc', tenantKey: 'sig:+watcher', message: 'BASH: echo step-output-7; ls /nonexistent-9', level: 'low', onProgress: (u) => updates.push(u) });
+    expect(fake.requests.length).toBeGreaterThan(since);
+    const steps = updates.flatMap((u) => (u.type === 'step' ? [u.step] : []));
+    expect(steps.map((s) => [s.tool, s.detail, s.state])).toEqual([
+      ['Bash', 'echo step-output-7; ls /nonexistent-9', 'running'],
+      ['Bash', 'echo step-output-7; ls /nonexistent-9', 'failed'],
+    ]);
+    expect(steps[1]?.result).toContain('step-output-7');
+    expect(steps[1]?.result).toContain('nonexistent-9');
+    expect(o.stdout).toBe('done\n'); // the answer, not the event stream
+    expect(o.record.steps).toEqual([{ tool: 'Bash', detail: 'echo step-output-7; ls /nonexistent-9', state: 'failed', ms: expect.any(Number) }]);
   });
 
   it('a protected file stays unchanged when the model asks to overwrite it', async () => {
@@ -168,6 +185,7 @@ describe('the real Codex CLI at level low, through the model gateway (a fake Res
       const one = await berth('run', 'cx', '--user', 'web:dana', '--level', 'low', '--', 'codex-marker-4410');
       expect(one.code, one.stderr).toBe(0);
       expect(one.stdout + one.stderr).toContain('fake reply 1');
+      expect(one.stdout).not.toContain('"type":'); // its --json event stream is read, not printed
       const two = await berth('run', 'cx', '--user', 'web:dana', '--', 'and again');
       expect(two.code, two.stderr).toBe(0);
       expect(openai.requests.length).toBe(2);

@@ -266,6 +266,36 @@ describe('web chat in a browser', () => {
     await page.close();
   });
 
+  it("the agent at work: each of the demo shell's commands shows as a step when it starts and ends, above the answer; the history keeps them folded", async () => {
+    pageErrors.length = 0; // the tests before refuse requests on purpose (400, 404): the console says so
+    const page = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'stepper').path}`, 'stepper');
+    await send(page, 'echo one; sleep 1; ls /nope; echo two');
+    // While it runs: the sleep shows as running before any answer.
+    const running = await page.waitForFunction(() => {
+      const steps = document.querySelector('#log .msg.steps.current');
+      return steps?.textContent?.includes('sleep 1') && steps.textContent.includes('running…') ? { replies: document.querySelectorAll('#log .msg.reply').length } : undefined;
+    });
+    expect(((await running.jsonValue()) as { replies: number }).replies).toBe(0);
+    expect(await nthReply(page, 1)).toBe('one\ntwo');
+    const shown = () => page.$$eval('#log .msg.steps .step', (els) => els.map((e) => [e.className, e.querySelector('.tool')?.textContent, e.querySelector('.tool + span')?.textContent]));
+    expect(await shown()).toEqual([
+      ['step ended', '· sh', 'echo one'],
+      ['step ended', '· sh', 'sleep 1'],
+      ['step ended', '· sh', 'ls /nope'],
+      ['step ok', '✓ sh', 'echo two'],
+    ]);
+    // The steps come before the answer they led to.
+    expect(await page.$$eval('#log .msg', (els) => els.map((e) => e.className))).toEqual(['msg note', 'msg user', 'msg steps', 'msg live', 'msg reply'].filter((c) => c !== 'msg live'));
+    await screenshot(page, 'web-chat-agent-steps');
+    await page.reload();
+    await connected(page);
+    await page.waitForFunction(() => document.querySelectorAll('#log .msg.reply').length === 1);
+    expect(await page.textContent('#log details.steps summary')).toBe('4 steps');
+    expect(await shown()).toHaveLength(4);
+    expect(pageErrors).toEqual([]);
+    await page.close();
+  });
+
   it("a project whose answers are Markdown: rendered and sanitized (no script, no handler, no image loads), links open outside, code has a copy button; the shell demo's stay text", async () => {
     pageErrors.length = 0; // the tests before refuse requests on purpose (400, 404): the console says so
     h.create({ name: 'md', workspace_isolation: true, chat: { raise_level: 'anyone', format: 'markdown' } });

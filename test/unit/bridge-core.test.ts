@@ -8,6 +8,7 @@ import { CHAT_PENDING_MAX, createBridgeCore, TENANT_PENDING_MAX, type ChatTransp
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
+import type { ProgressUpdate } from '../../src/runs/agent-progress.js';
 
 /**
  * The bridge core's queue bounds, in memory: the runs are a fake admin service that waits until
@@ -18,7 +19,10 @@ afterEach(() => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
 
-function setup(result: (message: string) => Record<string, unknown> = (message) => ({ exit_code: 0, stdout: `done ${message}`, stderr: '', timed_out: false, warnings: [] })) {
+function setup(
+  result: (message: string) => Record<string, unknown> = (message) => ({ exit_code: 0, stdout: `done ${message}`, stderr: '', timed_out: false, warnings: [] }),
+  opts: { progressAfter?: number; during?: (onProgress: ((u: ProgressUpdate) => void) | undefined) => void } = {},
+) {
   const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
   dirs.push(dir);
   const sent: Array<{ chat: string; text: string }> = [];
@@ -32,15 +36,16 @@ function setup(result: (message: string) => Record<string, unknown> = (message) 
   const gates: Array<() => void> = [];
   let ran = 0;
   const admin = {
-    async runMessage(_project: string, request: { message: string; whenReady?: () => Promise<void> }) {
+    async runMessage(_project: string, request: { message: string; whenReady?: () => Promise<void>; onProgress?: (u: ProgressUpdate) => void }) {
       await request.whenReady?.();
       ran++;
+      opts.during?.(request.onProgress);
       await new Promise<void>((r) => gates.push(r));
       return result(request.message);
     },
   } as unknown as AdminService;
   const inbox = openInbox(dir, 'test');
-  const config = BerthConfigSchema.parse({ bridges: { max_concurrent_runs: 4 } });
+  const config = BerthConfigSchema.parse({ bridges: { max_concurrent_runs: 4, ...(opts.progressAfter !== undefined ? { progress_message_after_seconds: opts.progressAfter } : {}) } });
   const core = createBridgeCore({ transport, inbox, state: openBridgeState(dir, 'test'), admin, config: () => config, logger: pino({ level: 'silent' }), senderAllowed: () => true });
   let n = 0;
   const message = (tenant: string, chat: string, text: string): InboundMessage => ({ id: `m${n++}`, chat, tenant, sender: tenant, text });
@@ -71,6 +76,35 @@ describe('bridge core: a run whose container ended under it', () => {
     await t.releaseAll();
     expect(t.to('a')).toEqual(["[the agent's container ended before it finished: it ran out of memory (limits.memory_mb)]"]);
     await t.core.idle();
+  });
+});
+
+describe('bridge core: a chat that cannot show the agent at work (Signal)', () => {
+  const step = (id: string, detail: string, state: 'running' | 'ok') => ({ type: 'step' as const, step: { id, tool: 'Bash', detail, state, at: 0 } });
+
+  it('a run past progress_message_after_seconds gets one short progress message, never more; then the answer', async () => {
+    const t = setup(undefined, {
+      progressAfter: 1,
+      during: (onProgress) => {
+        for (const u of [step('a', 'npm ci', 'running'), step('a', 'npm ci', 'ok'), step('b', 'npm test', 'running')]) onProgress?.(u);
+      },
+    });
+    t.core.receive(t.message('signal:a', 'a', 'fix it'));
+    await new Promise((r) => setTimeout(r, 2600)); // past the threshold twice over: still one message
+    expect(t.to('a')).toEqual(['berth: still working (ran 2 commands; now: npm test)']);
+    await t.releaseAll();
+    expect(t.to('a')).toEqual(['berth: still working (ran 2 commands; now: npm test)', 'done fix it']);
+    await t.core.idle();
+  });
+
+  it('a run that ends before the threshold sends no progress message; 0 turns them off', async () => {
+    for (const progressAfter of [30, 0]) {
+      const t = setup(undefined, { progressAfter, during: (onProgress) => onProgress?.(step('a', 'ls', 'running')) });
+      t.core.receive(t.message('signal:a', 'a', 'quick'));
+      await t.releaseAll();
+      expect(t.to('a')).toEqual(['done quick']);
+      await t.core.idle();
+    }
   });
 });
 

@@ -377,12 +377,12 @@ describe('outbound plan (pure)', () => {
   });
 
   it("presets continue the session's conversation; codex is told where berth's gateway is", () => {
-    expect(agentArgv('claude', 'hi')).toEqual(['claude', '-p', '--dangerously-skip-permissions', '--continue', '--', 'hi']);
+    expect(agentArgv('claude', 'hi')).toEqual(['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', 'hi']);
     expect(agentArgv('codex', 'hi', { openaiBaseUrl: 'http://127.0.0.1:41400/oai/v1' })).toEqual([
       'codex', 'exec', 'resume', '--last',
       '-c', 'model_providers.berth={name="berth",base_url="http://127.0.0.1:41400/oai/v1",env_key="OPENAI_API_KEY",wire_api="responses",supports_websockets=false}',
       '-c', 'model_provider=berth',
-      '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', 'hi',
+      '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', 'hi',
     ]);
     expect(agentArgv('shell', 'echo')).toEqual(['sh', '-c', '--', 'echo']);
   });

@@ -4,6 +4,7 @@ import { RUNSC_MIN_PIDS } from '../../src/config/runtimes.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { toCreateOptions } from '../../src/launch/docker.js';
 import { planRun, type PlanInput } from '../../src/plan/run-plan.js';
+import { SHELL_TRACE_PS4 } from '../../src/plan/agent-command.js';
 import { warmIdentity } from '../../src/plan/warm.js';
 
 const config = BerthConfigSchema.parse({ env: { API_KEY: 'k-123', OTHER: 'not allowed' } });
@@ -40,7 +41,7 @@ const commonTail = {
   },
   limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256, timeoutMs: 300_000, outputBytes: 1048576, diskBytes: 1024 * 1024 * 1024, files: 100000 },
   labels: { 'berth.managed': 'true', 'berth.installation': 'inst1', 'berth.project': 'bot', 'berth.workspace': 'w1', 'berth.run': 'r1' },
-  env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/tmp', BERTH_PROJECT: 'bot', BERTH_WORKSPACE: 'w1', BERTH_RUN: 'r1' },
+  env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/tmp', BERTH_PROJECT: 'bot', BERTH_WORKSPACE: 'w1', BERTH_RUN: 'r1', PS4: SHELL_TRACE_PS4 },
   warnings: [],
 };
 const tmp = { type: 'tmpfs', target: '/tmp', readOnly: false, sizeBytes: 64 * 1024 * 1024, mode: 0o1777 };
@@ -137,7 +138,7 @@ describe('planRun', () => {
   });
 
   it('fills {message} into presets and custom argv without a shell of its own', () => {
-    expect(planRun(input({ agent: 'claude' })).argv).toEqual(['claude', '-p', '--dangerously-skip-permissions', '--continue', '--', 'echo "hi"; ls']);
+    expect(planRun(input({ agent: 'claude' })).argv).toEqual(['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', 'echo "hi"; ls']);
     expect(planRun(input({ agent: 'claude' })).image).toBe('berth/agent:latest');
     expect(planRun(input({ agent: ['bot', '--q={message}'] })).argv).toEqual(['bot', '--q=echo "hi"; ls']);
     expect(planRun(input({ image: 'mine:1' })).image).toBe('mine:1');
@@ -198,11 +199,26 @@ describe('toCreateOptions (engine translation)', () => {
 describe('planRun: messages that look like options', () => {
   it.each([
     ['shell', ['sh', '-c', '--', '--help']],
-    ['claude', ['claude', '-p', '--dangerously-skip-permissions', '--continue', '--', '--help']],
-    ['codex', ['codex', 'exec', 'resume', '--last', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', '--help']],
+    ['claude', ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', '--help']],
+    ['codex', ['codex', 'exec', 'resume', '--last', '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', '--help']],
     ['droid', ['droid', 'exec', '--skip-permissions-unsafe', '--', '--help']],
   ])('%s: the message comes after "--"', (agent, argv) => {
     expect(planRun({ ...input({ agent }), run: { id: 'r1', level: 'medium', message: '--help' } }).argv).toEqual(argv);
+  });
+});
+
+describe('planRun: reading the agent at work', () => {
+  it('claude and codex always stream events; the shell traces only when watched; a custom argv and the shell tool never', () => {
+    const plan = (agent: unknown, live: boolean, argv?: string[]) => planRun({ ...input({ agent }), run: { id: 'r1', level: 'medium', message: 'ls', live, argv } });
+    expect(plan('claude', false).progress).toBe('claude-stream-json');
+    expect(plan('codex', false).progress).toBe('codex-json');
+    expect(plan('shell', false)).not.toHaveProperty('progress');
+    expect(plan('shell', false).exec).toEqual(['sh', '-c', '--', 'ls']);
+    expect(plan('shell', true)).toMatchObject({ progress: 'shell-trace', exec: ['sh', '-x', '-c', '--', 'ls'] });
+    expect(plan(['bot', '{message}'], true)).not.toHaveProperty('progress');
+    expect(plan('shell', true, ['cat', 'x'])).not.toHaveProperty('progress');
+    // Watched or not, the same warm container serves: PS4 is in its env either way.
+    expect(warmIdentity(plan('shell', true))).toBe(warmIdentity(plan('shell', false)));
   });
 });
 

@@ -28,6 +28,13 @@ header select{max-width:100%;min-width:0;text-overflow:ellipsis}
 .msg.live pre{background:#111;color:#d8ffd8}
 .msg.live .stderr{color:#ffb0b0}
 .msg.note{color:#555;font-size:.8rem;text-align:center;margin:.6rem 0 .2rem}
+.msg.steps{font:13px/1.35 ui-monospace,monospace}
+.msg.steps summary{color:#555;cursor:pointer}
+.step{padding:.2rem .5rem;border-left:3px solid #999;margin:.15rem 0;background:#f7f7f5;overflow-wrap:anywhere}
+.step.running{border-color:#c90}.step.ok{border-color:#2a2}.step.failed{border-color:#c22}
+.step .tool{font-weight:600;margin-right:.4rem}.step .ms{color:#777;margin-left:.4rem}
+.step .res{color:#555;white-space:pre-wrap;margin:.15rem 0 0}
+.agent-note{color:#333;font-family:inherit;font-size:14px;margin:.2rem 0 .2rem .2rem;white-space:pre-wrap}
 .msg.reply .md{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.2rem .8rem;overflow-wrap:anywhere}
 .md pre{position:relative;background:#f2f2f0;border:1px solid #e2e2de;padding:.5rem .6rem;overflow:auto}
 .md code{font:13px/1.35 ui-monospace,monospace}
@@ -43,7 +50,7 @@ button[type=submit]{font:inherit;padding:.4rem 1rem}
 const SCRIPT = `
 'use strict';
 const $ = (id) => document.getElementById(id);
-const state = { me: null, session: null, sessions: [], ws: null, pending: null, retry: 0, out: false };
+const state = { me: null, session: null, sessions: [], ws: null, pending: null, retry: 0, out: false, steps: new Map() };
 const key = (what) => 'berth-chat:' + state.me.project + ':' + state.me.user + ':' + what;
 
 // crypto.randomUUID needs a secure context; a chat served on a LAN address over http is not one.
@@ -143,6 +150,84 @@ function noteLevel(level) {
   state.lastLevel = level;
 }
 
+/** The agent's steps for the message in flight (live), or for a reply from the history (folded). */
+function stepsBox(live) {
+  if (live) {
+    let el = document.querySelector('#log .msg.steps.current');
+    if (el) return el;
+    el = document.createElement('div');
+    el.className = 'msg steps current';
+    el.setAttribute('role', 'log');
+    el.setAttribute('aria-live', 'polite');
+    el.setAttribute('aria-label', 'what the agent is doing');
+    $('log').append(el);
+    state.steps = new Map();
+    return el;
+  }
+  const el = document.createElement('details');
+  el.className = 'msg steps';
+  $('log').append(el);
+  return el;
+}
+
+const STEP_MARK = { running: '▸', ok: '✓', failed: '✗', ended: '·' };
+
+/** One tool call: its mark, tool, what it works on, how long it took, a short result. */
+function renderStep(el, step) {
+  el.className = 'step ' + step.state;
+  el.replaceChildren();
+  const tool = document.createElement('span');
+  tool.className = 'tool';
+  tool.textContent = (STEP_MARK[step.state] || '·') + ' ' + step.tool;
+  const detail = document.createElement('span');
+  detail.textContent = step.detail;
+  el.append(tool, detail);
+  const ms = document.createElement('span');
+  ms.className = 'ms';
+  ms.textContent = step.state === 'running' ? 'running…' : step.ms !== undefined ? (step.ms < 1000 ? Math.round(step.ms) + ' ms' : (step.ms / 1000).toFixed(1) + ' s') : '';
+  el.append(ms);
+  if (step.result) {
+    const res = document.createElement('div');
+    res.className = 'res';
+    res.textContent = step.result;
+    el.append(res);
+  }
+  el.setAttribute('aria-label', step.tool + ' ' + step.detail + ': ' + step.state);
+}
+
+function onStep(step) {
+  const box = stepsBox(true);
+  let el = state.steps.get(step.id);
+  if (!el) {
+    el = document.createElement('div');
+    state.steps.set(step.id, el);
+    box.append(el);
+  }
+  renderStep(el, step);
+  el.scrollIntoView({ block: 'end' });
+}
+
+function onNote(text) {
+  const el = document.createElement('div');
+  el.className = 'agent-note';
+  el.textContent = text;
+  stepsBox(true).append(el);
+  el.scrollIntoView({ block: 'end' });
+}
+
+/** A reply's steps from the history: folded under a count. */
+function addSteps(steps) {
+  const box = stepsBox(false);
+  const summary = document.createElement('summary');
+  summary.textContent = steps.length + (steps.length === 1 ? ' step' : ' steps') + (steps.some((s) => s.state === 'failed') ? ' (some failed)' : '');
+  box.append(summary);
+  for (const step of steps) {
+    const el = document.createElement('div');
+    renderStep(el, step);
+    box.append(el);
+  }
+}
+
 function liveBlock() {
   let el = document.querySelector('#log .msg.live');
   if (!el) el = add('live', '');
@@ -227,6 +312,7 @@ async function selectSession(id) {
   state.lastLevel = null;
   for (const e of entries) {
     if (e.role === 'user') noteLevel(e.level);
+    if (e.steps && e.steps.length) addSteps(e.steps);
     add(e.role, e.text, e.format);
   }
   $('typing').textContent = '';
@@ -282,9 +368,22 @@ function onMessage(m) {
     $('log').lastChild.scrollIntoView({ block: 'end' });
   } else if (m.type === 'typing') {
     $('typing').textContent = m.on ? 'the agent is working…' : '';
+  } else if (m.type === 'step') {
+    onStep(m.step);
+  } else if (m.type === 'note') {
+    onNote(m.text);
   } else if (m.type === 'reply') {
     const live = document.querySelector('#log .msg.live');
     if (live) live.remove();
+    // The steps stay above the answer they led to.
+    const steps = document.querySelector('#log .msg.steps.current');
+    if (steps) {
+      steps.classList.remove('current');
+      // The agent's last words are the answer: shown once, below.
+      const last = steps.lastElementChild;
+      if (last && last.className === 'agent-note' && last.textContent.trim() === m.text.trim()) last.remove();
+      if (!steps.firstChild) steps.remove();
+    }
     add('reply', m.text, m.format);
   }
 }

@@ -1,0 +1,348 @@
+import { SHELL_TRACE_PS4, type ProgressFormat } from '../plan/agent-command.js';
+import { RUN_STEPS_MAX } from '../store/run-log.js';
+
+/**
+ * An agent at work, read from its machine-readable output as it streams: each tool call a step
+ * that starts and ends, the agent's words between them, and its final answer. Pure: bytes in,
+ * updates out. Three formats: Claude Code's `--output-format stream-json --verbose`, Codex's
+ * `exec --json`, and the shell preset's trace (`sh -x` with berth's PS4: each command a step).
+ *
+ * Everything here is the tenant's to forge (it controls the agent and its output): it shapes that
+ * tenant's own view only, and every part is bounded (line length, step count, text lengths).
+ */
+
+/** Ended: the step finished and its outcome is not known (a shell command that another followed). */
+export type StepState = 'running' | 'ok' | 'failed' | 'ended';
+
+export interface ProgressStep {
+  /** Unique within the run. */
+  id: string;
+  /** The tool, as the agent names it ("Bash", "Edit", "command", "sh"). */
+  tool: string;
+  /** What it works on: the command, the file, the pattern (at most DETAIL_MAX characters). */
+  detail: string;
+  state: StepState;
+  /** A short result (at most RESULT_MAX characters, its end kept), once it ended. */
+  result?: string;
+  /** Milliseconds from the run's start. */
+  at: number;
+  /** How long it took, once it ended. */
+  ms?: number;
+}
+
+export type ProgressUpdate = { type: 'step'; step: ProgressStep } | { type: 'note'; text: string };
+
+export interface ProgressSummary {
+  /** The run's stdout as people read it: the agent's answer, else what it printed that was not an event (a CLI's plain error); absent: stdout as it came. */
+  stdout?: string;
+  /** stderr without the trace's lines (shell-trace); absent: stderr as it came. */
+  stderr?: string;
+  steps: ProgressStep[];
+  /** Steps past STEPS_MAX: counted, not kept. */
+  moreSteps: number;
+  /** The steps the end of the run ended (a watcher saw them running). */
+  ended: ProgressUpdate[];
+}
+
+export interface ProgressReader {
+  push(stream: 'stdout' | 'stderr', chunk: string, atMs: number): ProgressUpdate[];
+  finish(exitCode: number, atMs: number): ProgressSummary;
+}
+
+export const DETAIL_MAX = 160;
+export const RESULT_MAX = 400;
+export const NOTE_MAX = 2000;
+export const STEPS_MAX = RUN_STEPS_MAX;
+/** A line longer than this is not read as an event (its bytes still count against the output cap). */
+export const LINE_MAX = 1024 * 1024;
+
+const oneLine = (s: string, max: number) => {
+  const flat = s.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+};
+const tail = (s: string, max: number) => {
+  const t = s.trim();
+  return t.length > max ? `…${t.slice(t.length - max + 1)}` : t;
+};
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const obj = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
+const own = (o: Record<string, unknown> | undefined, key: string): unknown => (o && Object.hasOwn(o, key) ? o[key] : undefined);
+
+/** Steps by id (a Map: an id is the agent's text, never an object key), bounded. */
+class Steps {
+  private readonly byId = new Map<string, ProgressStep>();
+  private readonly order: ProgressStep[] = [];
+  more = 0;
+
+  start(id: string, tool: string, detail: string, at: number): ProgressUpdate[] {
+    if (this.byId.has(id)) return [];
+    if (this.order.length >= STEPS_MAX) {
+      this.more++;
+      return [];
+    }
+    const step: ProgressStep = { id, tool: oneLine(tool, 40) || 'tool', detail: oneLine(detail, DETAIL_MAX), state: 'running', at };
+    this.byId.set(id, step);
+    this.order.push(step);
+    return [{ type: 'step', step: { ...step } }];
+  }
+
+  end(id: string, state: Exclude<StepState, 'running'>, result: string | undefined, at: number): ProgressUpdate[] {
+    const step = this.byId.get(id);
+    if (!step || step.state !== 'running') return [];
+    step.state = state;
+    if (result !== undefined && result.trim() !== '') step.result = tail(result, RESULT_MAX);
+    step.ms = Math.max(0, at - step.at);
+    return [{ type: 'step', step: { ...step } }];
+  }
+
+  running(): ProgressStep[] {
+    return this.order.filter((s) => s.state === 'running');
+  }
+
+  all(): ProgressStep[] {
+    return this.order.map((s) => ({ ...s }));
+  }
+}
+
+/** Splits a stream into lines; a line past LINE_MAX is skipped whole. */
+class Lines {
+  private buf = '';
+  private skipping = false;
+
+  push(chunk: string): string[] {
+    const out: string[] = [];
+    let text = chunk;
+    for (;;) {
+      const nl = text.indexOf('\n');
+      if (nl < 0) break;
+      const line = this.buf + text.slice(0, nl);
+      text = text.slice(nl + 1);
+      this.buf = '';
+      if (!this.skipping) out.push(line);
+      this.skipping = false;
+    }
+    if (!this.skipping) {
+      this.buf += text;
+      if (this.buf.length > LINE_MAX) {
+        this.buf = '';
+        this.skipping = true;
+      }
+    }
+    return out;
+  }
+
+  rest(): string {
+    const r = this.skipping ? '' : this.buf;
+    this.buf = '';
+    return r;
+  }
+}
+
+export function createProgressReader(format: ProgressFormat): ProgressReader {
+  if (format === 'shell-trace') return shellTraceReader();
+  return jsonLinesReader(format === 'claude-stream-json' ? claudeEvent : codexEvent);
+}
+
+interface JsonState {
+  steps: Steps;
+  answer?: string;
+  /** The last thing the agent said (Codex: its last message is the answer). */
+  lastMessage?: string;
+}
+
+type EventHandler = (event: Record<string, unknown>, state: JsonState, at: number) => ProgressUpdate[];
+
+function jsonLinesReader(handle: EventHandler): ProgressReader {
+  const state: JsonState = { steps: new Steps() };
+  const lines = new Lines();
+  const plain: string[] = [];
+  let plainChars = 0;
+  const keepPlain = (line: string) => {
+    if (plainChars > 64 * 1024) return;
+    plain.push(line);
+    plainChars += line.length;
+  };
+  const read = (line: string, at: number): ProgressUpdate[] => {
+    if (!line.trim()) return [];
+    let event: unknown;
+    try {
+      event = JSON.parse(line);
+    } catch {
+      keepPlain(line);
+      return [];
+    }
+    const o = obj(event);
+    if (!o) {
+      keepPlain(line);
+      return [];
+    }
+    return handle(o, state, at);
+  };
+  return {
+    push(stream, chunk, at) {
+      return stream === 'stdout' ? lines.push(chunk).flatMap((line) => read(line, at)) : [];
+    },
+    finish(exitCode, at) {
+      const ended = read(lines.rest(), at);
+      for (const s of state.steps.running()) ended.push(...state.steps.end(s.id, exitCode === 0 ? 'ended' : 'failed', undefined, at));
+      // As the CLIs print their answer in text mode: one line break after it.
+      const answer = state.answer ?? state.lastMessage;
+      const stdout = answer !== undefined ? (answer === '' || answer.endsWith('\n') ? answer : `${answer}\n`) : plain.map((l) => `${l}\n`).join('');
+      return { stdout, steps: state.steps.all(), moreSteps: state.steps.more, ended };
+    },
+  };
+}
+
+/** What a Claude Code tool call works on, by its tool's input. */
+function claudeDetail(tool: string, input: Record<string, unknown> | undefined): string {
+  for (const key of ['command', 'file_path', 'notebook_path', 'path', 'pattern', 'url', 'query', 'description', 'prompt']) {
+    const v = str(own(input, key));
+    if (v) return v;
+  }
+  return input ? JSON.stringify(input).slice(0, DETAIL_MAX) : tool;
+}
+
+/** A tool_result's text: a string, or text blocks. */
+function resultText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((b) => str(own(obj(b), 'text')) ?? '').join('\n');
+}
+
+const claudeEvent: EventHandler = (event, state, at) => {
+  const type = own(event, 'type');
+  const content = own(obj(own(event, 'message')), 'content');
+  const blocks = Array.isArray(content) ? content.map(obj) : [];
+  const updates: ProgressUpdate[] = [];
+  if (type === 'assistant') {
+    for (const b of blocks) {
+      const kind = own(b, 'type');
+      if (kind === 'tool_use') {
+        const id = str(own(b, 'id'));
+        const tool = str(own(b, 'name')) ?? 'tool';
+        if (id) updates.push(...state.steps.start(id, tool, claudeDetail(tool, obj(own(b, 'input'))), at));
+      } else if (kind === 'text') {
+        const text = str(own(b, 'text'))?.trim();
+        if (text) {
+          state.lastMessage = text;
+          updates.push({ type: 'note', text: text.slice(0, NOTE_MAX) });
+        }
+      }
+    }
+  } else if (type === 'user') {
+    for (const b of blocks) {
+      if (own(b, 'type') !== 'tool_result') continue;
+      const id = str(own(b, 'tool_use_id'));
+      if (id) updates.push(...state.steps.end(id, own(b, 'is_error') === true ? 'failed' : 'ok', resultText(own(b, 'content')), at));
+    }
+  } else if (type === 'result') {
+    const result = str(own(event, 'result'));
+    if (result !== undefined) state.answer = result;
+  }
+  return updates;
+};
+
+/** A Codex item as a step: its tool and what it works on (undefined: not a tool call). */
+function codexStep(item: Record<string, unknown>): { tool: string; detail: string } | undefined {
+  switch (own(item, 'type')) {
+    case 'command_execution':
+      return { tool: 'command', detail: str(own(item, 'command')) ?? '' };
+    case 'file_change': {
+      const changes = own(item, 'changes');
+      const paths = Array.isArray(changes) ? changes.map((c) => `${str(own(obj(c), 'kind')) ?? 'change'} ${str(own(obj(c), 'path')) ?? ''}`.trim()) : [];
+      return { tool: 'edit', detail: paths.join(', ') };
+    }
+    case 'mcp_tool_call':
+      return { tool: str(own(item, 'tool')) ?? 'mcp', detail: str(own(item, 'server')) ?? '' };
+    case 'web_search':
+      return { tool: 'web search', detail: str(own(item, 'query')) ?? '' };
+    default:
+      return undefined;
+  }
+}
+
+const codexEvent: EventHandler = (event, state, at) => {
+  const type = own(event, 'type');
+  const item = obj(own(event, 'item'));
+  if ((type === 'item.started' || type === 'item.updated' || type === 'item.completed') && item) {
+    const id = str(own(item, 'id'));
+    if (own(item, 'type') === 'agent_message' && type === 'item.completed') {
+      const text = str(own(item, 'text'))?.trim();
+      if (!text) return [];
+      state.lastMessage = text;
+      return [{ type: 'note', text: text.slice(0, NOTE_MAX) }];
+    }
+    const step = codexStep(item);
+    if (!id || !step) return [];
+    const updates = state.steps.start(id, step.tool, step.detail, at);
+    if (type !== 'item.completed') return updates;
+    const exit = own(item, 'exit_code');
+    const status = own(item, 'status');
+    const failed = status === 'failed' || status === 'declined' || (typeof exit === 'number' && exit !== 0);
+    return [...updates, ...state.steps.end(id, failed ? 'failed' : 'ok', str(own(item, 'aggregated_output')), at)];
+  }
+  if (type === 'turn.failed' || type === 'error') {
+    const message = str(own(obj(own(event, 'error')), 'message')) ?? str(own(event, 'message'));
+    if (message) state.answer ??= `error: ${message}`;
+  }
+  return [];
+};
+
+/**
+ * `sh -x` with SHELL_TRACE_PS4: each trace line starts a step (the one before it ended, its
+ * outcome unknown); the last step takes the run's exit status. Trace lines are taken out of stderr.
+ */
+function shellTraceReader(): ProgressReader {
+  const steps = new Steps();
+  const lines = new Lines();
+  let stderr = '';
+  let n = 0;
+  let current: string | undefined;
+  const read = (line: string, at: number): ProgressUpdate[] => {
+    const i = line.indexOf(SHELL_TRACE_PS4);
+    if (i < 0) {
+      stderr += `${line}\n`;
+      return [];
+    }
+    if (i > 0) stderr += line.slice(0, i); // a partial line the trace interrupted
+    const updates = current ? steps.end(current, 'ended', undefined, at) : [];
+    current = `s${++n}`;
+    return [...updates, ...steps.start(current, 'sh', line.slice(i + SHELL_TRACE_PS4.length), at)];
+  };
+  return {
+    push(stream, chunk, at) {
+      if (stream === 'stdout') return [];
+      return lines.push(chunk).flatMap((line) => read(line, at));
+    },
+    finish(exitCode, at) {
+      const rest = lines.rest();
+      const ended = rest.includes(SHELL_TRACE_PS4) ? read(rest, at) : [];
+      if (!rest.includes(SHELL_TRACE_PS4)) stderr += rest;
+      if (current) ended.push(...steps.end(current, exitCode === 0 ? 'ok' : 'failed', undefined, at));
+      return { stderr, steps: steps.all(), moreSteps: steps.more, ended };
+    },
+  };
+}
+
+/** A one-line account of the work so far, for a chat that cannot show steps live ("ran 3 commands, edited 1 file; now: npm test"). */
+export function progressSentence(steps: readonly ProgressStep[], more = 0): string {
+  const kinds = new Map<string, number>();
+  const kindOf = (s: ProgressStep) => {
+    const t = s.tool.toLowerCase();
+    if (t === 'bash' || t === 'command' || t === 'sh') return 'command';
+    if (t === 'edit' || t === 'write' || t === 'multiedit' || t === 'notebookedit') return 'edit';
+    if (t === 'read' || t === 'grep' || t === 'glob' || t === 'ls') return 'read';
+    return 'other';
+  };
+  for (const s of steps) kinds.set(kindOf(s), (kinds.get(kindOf(s)) ?? 0) + 1);
+  const words: Record<string, [string, string]> = { command: ['ran 1 command', 'ran %d commands'], edit: ['made 1 edit', 'made %d edits'], read: ['read 1 file', 'read %d files'], other: ['used 1 other tool', 'used %d other tools'] };
+  const parts = ['command', 'edit', 'read', 'other'].filter((k) => kinds.has(k)).map((k) => {
+    const count = kinds.get(k) ?? 0;
+    const [one, many] = words[k] as [string, string];
+    return count === 1 ? one : many.replace('%d', String(count));
+  });
+  if (more > 0) parts.push(`${more} more steps`);
+  const now = [...steps].reverse().find((s) => s.state === 'running');
+  const head = parts.length ? parts.join(', ') : 'working';
+  return now ? `${head}; now: ${oneLine(now.detail || now.tool, 80)}` : head;
+}

@@ -1,0 +1,47 @@
+import type { OutputListener } from '../launch/launcher.js';
+import type { RunPlan } from '../plan/run-plan.js';
+import { createProgressReader, type ProgressStep, type ProgressUpdate } from './agent-progress.js';
+
+export type ProgressListener = (update: ProgressUpdate) => void;
+
+type Output = { stdout: string; stderr: string };
+
+/**
+ * Between the launcher and a message's listeners: the agent's output, read as it streams when
+ * the plan has a progress format (steps and notes go to `onProgress`; only plain output, never
+ * an event stream, to `onOutput`), and the result rewritten once it ended (stdout: the agent's
+ * answer; stderr without the shell's trace; the steps beside them). A listener's failure never
+ * touches the run.
+ */
+export function progressTap(plan: Pick<RunPlan, 'progress'>, listeners: { onOutput?: OutputListener; onProgress?: ProgressListener }) {
+  const { onOutput, onProgress } = listeners;
+  const format = plan.progress;
+  if (!format) return { onOutput, finish: (r: Output): Output & { steps?: ProgressStep[]; moreSteps?: number } => ({ stdout: r.stdout, stderr: r.stderr }) };
+  const reader = createProgressReader(format);
+  const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
+  const t0 = performance.now();
+  const tell = (update: ProgressUpdate) => {
+    try {
+      onProgress?.(update);
+    } catch {
+      // the run goes on
+    }
+  };
+  return {
+    onOutput(stream: 'stdout' | 'stderr', chunk: Buffer) {
+      for (const update of reader.push(stream, decoders[stream].decode(chunk, { stream: true }), performance.now() - t0)) tell(update);
+      // The shell's stdout is the agent's own words; an event stream is not for people.
+      if (format === 'shell-trace' && stream === 'stdout') onOutput?.(stream, chunk);
+    },
+    /** The run's output as people read it, and its steps. */
+    finish(r: Output & { exitCode: number }): Output & { steps?: ProgressStep[]; moreSteps?: number } {
+      for (const stream of ['stdout', 'stderr'] as const) {
+        const rest = decoders[stream].decode();
+        if (rest) reader.push(stream, rest, performance.now() - t0);
+      }
+      const summary = reader.finish(r.exitCode, performance.now() - t0);
+      for (const update of summary.ended) tell(update);
+      return { stdout: summary.stdout ?? r.stdout, stderr: summary.stderr ?? r.stderr, steps: summary.steps, moreSteps: summary.moreSteps };
+    },
+  };
+}
