@@ -6,7 +6,7 @@ import { ensureAgentBase } from './agent-base.js';
 import { AGENT_CLIS } from './agent-clis.js';
 import { compileBridge, IMAGES_DIR } from './bridge.js';
 import type { ImageStore } from '../launch/images.js';
-import { extractCliBinary, fetchCliTarball } from './fetch-cli.js';
+import { extractCliBinaries, fetchCliTarball } from './fetch-cli.js';
 import { imageInputsHash, INPUTS_LABEL } from './image-inputs.js';
 import { megabytes, secondsSince } from './progress.js';
 
@@ -44,8 +44,9 @@ export async function buildAgentImage(opts: AgentImageOptions): Promise<{ tag: s
     for (const cli of AGENT_CLIS) {
       const tarball = await fetchCliTarball(cli, opts.cacheDir, onProgress);
       const started = Date.now();
-      const binary = await extractCliBinary(cli, tarball, context);
-      onProgress(`${cli.name} ${cli.version}: ${cli.pathInTarball} (${megabytes(fs.statSync(binary).size)}) extracted in ${secondsSince(started)}`);
+      const binaries = await extractCliBinaries(cli, tarball, context);
+      const sizes = binaries.map((b, i) => `${cli.binaries[i]?.binary} (${megabytes(fs.statSync(b).size)})`);
+      onProgress(`${cli.name} ${cli.version}: ${sizes.join(', ')} extracted in ${secondsSince(started)}`);
     }
     const started = Date.now();
     onProgress(`docker build ${tag} from ${base} (sends about 700 MB of binaries to the engine) ...`);

@@ -65,16 +65,19 @@ export async function fetchCliTarball(cli: AgentCli, cacheDir: string, onProgres
   }
 }
 
-/** Copy the CLI's binary out of its tarball into `dir` (as `cli.binary`, mode kept). */
-export async function extractCliBinary(cli: AgentCli, tarball: string, dir: string): Promise<string> {
+/** Copy the CLI's binaries out of its tarball into `dir` (each as its `binary`, mode kept); their paths. */
+export async function extractCliBinaries(cli: AgentCli, tarball: string, dir: string): Promise<string[]> {
   const scratch = fs.mkdtempSync(join(dir, '.extract-'));
+  const paths = cli.binaries.map((b) => b.pathInTarball);
   try {
-    await run('tar', ['-xzf', tarball, '-C', scratch, '--no-same-owner', '--', cli.pathInTarball]);
-    const out = join(dir, cli.binary);
-    fs.renameSync(join(scratch, cli.pathInTarball), out);
-    return out;
+    await run('tar', ['-xzf', tarball, '-C', scratch, '--no-same-owner', '--', ...paths]);
+    return cli.binaries.map(({ pathInTarball, binary }) => {
+      const out = join(dir, binary);
+      fs.renameSync(join(scratch, pathInTarball), out);
+      return out;
+    });
   } catch (err) {
-    throw new BerthError('IMAGE_MISSING', `could not extract ${cli.pathInTarball} from ${tarball}: ${gistOf(err)}`);
+    throw new BerthError('IMAGE_MISSING', `could not extract ${paths.join(', ')} from ${tarball}: ${gistOf(err)}`);
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }

@@ -16,7 +16,7 @@ export interface ImageInputs {
 export function imageInputsHash(inputs: ImageInputs): string {
   const canonical = JSON.stringify([
     inputs.dockerfile,
-    inputs.clis.map((c) => [c.spec, c.integrity, c.pathInTarball, c.binary]),
+    inputs.clis.map((c) => [c.spec, c.integrity, c.binaries.map((b) => [b.pathInTarball, b.binary])]),
     inputs.bridgeSource,
     inputs.baseId,
   ]);

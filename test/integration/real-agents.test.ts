@@ -197,4 +197,28 @@ describe('the real Codex CLI at level low, through the model gateway (a fake Res
       fs.rmSync(home, { recursive: true, force: true });
     }
   });
+
+  it('runs a command through its code-mode host (in the image beside it): the file is made in the workspace, the command shows as a step, the answer is the reply', async () => {
+    const openai = await startFakeResponses({ apiKey: `${KEY}-openai` });
+    const cx = testHome({ config: ['models:', '  openai:', '    api: openai', `    url: ${openai.url}`, `    api_key: ${KEY}-openai`, ''].join('\n') });
+    try {
+      cx.create({ name: 'cx', workspace_isolation: true, agent: 'codex', models: { upstreams: ['openai'] } });
+      const updates: ProgressUpdate[] = [];
+      const o = await cx.berth.runner.run({ project: 'cx', tenantKey: 'web:erin', message: 'EXEC: echo made-by-codex > made.txt; echo codex-ran-7', level: 'low', onProgress: (u) => updates.push(u) });
+      expect(o.exitCode, o.stderr).toBe(0);
+      expect(fs.readFileSync(join(o.workspaceRoot, 'made.txt'), 'utf8')).toBe('made-by-codex\n');
+      const steps = updates.flatMap((u) => (u.type === 'step' ? [u.step] : []));
+      expect(steps.map((s) => [s.tool, s.state])).toEqual([
+        ['command', 'running'],
+        ['command', 'ok'],
+      ]);
+      expect(steps[0]?.detail).toContain('echo made-by-codex > made.txt; echo codex-ran-7');
+      expect(steps[1]?.result).toBe('codex-ran-7');
+      expect(o.stdout).toMatch(/^ran: [\s\S]*codex-ran-7\n$/);
+      expect(o.stdout).not.toContain('Code Mode is unavailable');
+    } finally {
+      await cx[Symbol.asyncDispose]();
+      await openai.close();
+    }
+  });
 });

@@ -45,8 +45,7 @@ describe('fetchCliTarball cache', () => {
     spec: 'file:/nonexistent/berth-fake-cli',
     version: '1.0.0',
     integrity,
-    pathInTarball: 'package/fake',
-    binary: 'fake',
+    binaries: [{ pathInTarball: 'package/fake', binary: 'fake' }],
   });
 
   it('fileIntegrity is npm\'s sha512 form', async () => {

@@ -61,6 +61,17 @@ describe('Codex exec --json', () => {
     expect(summary).toMatchObject({ stdout: 'fake reply 1\n', steps: [] });
   });
 
+  it('captured from codex 0.169.0 running a command through its code-mode host: a command step, failed with its output, then the answer', () => {
+    const { updates, summary } = feed('codex-json', [['stdout', fixture('codex-0.169.0-exec.jsonl')]], 17);
+    const steps = updates.flatMap((u) => (u.type === 'step' ? [u.step] : []));
+    expect(steps.map((s) => [s.tool, s.detail, s.state])).toEqual([
+      ['command', "/bin/bash -c 'echo made-by-codex > made.txt; echo hi; ls /nonexistent'", 'running'],
+      ['command', "/bin/bash -c 'echo made-by-codex > made.txt; echo hi; ls /nonexistent'", 'failed'],
+    ]);
+    expect(steps[1]?.result).toBe("hi\nls: cannot access '/nonexistent': No such file or directory");
+    expect(summary.stdout).toMatch(/^ran: Script completed\n[\s\S]*No such file or directory\n$/);
+  });
+
   it('a command and a file change (the documented item shapes) become steps with their outcome', () => {
     const events = [
       { type: 'item.started', item: { id: 'item_1', type: 'command_execution', command: 'bash -lc "npm test"', aggregated_output: '', exit_code: null, status: 'in_progress' } },
