@@ -2,6 +2,8 @@ import fs from 'node:fs';
 import { diskUsage } from '../fs/du.js';
 
 export const DISK_CHECK_MS = 1000;
+/** What a run that starts over limits.disk_mb (or past limits.files: its bytes then partly counted) may add before it is stopped. */
+export const OVER_LIMIT_SLACK = 256 * 1024;
 
 /**
  * While a run is in flight, its writable root (and agent home) is measured every second (a
@@ -40,11 +42,15 @@ export function watchDisk(
     return { bytes: walked.bytes, complete: walked.complete && inodes <= files };
   };
   const start = measure();
+  // Over the limit already, or not known (a walk cut short counts only part of the bytes): the
+  // run is stopped for what it adds, past a slack — not for the few bytes the agent home gains
+  // (a conversation's files) while it cleans up.
+  const atLimit = start.bytes > diskBytes || !start.complete;
   let exceeded: string | undefined;
   const timer = setInterval(() => {
     const now = measure();
     if (!now.complete && start.complete) exceeded = `the workspace passed limits.files (${files} files and directories)`;
-    else if (now.bytes > diskBytes && now.bytes > start.bytes) exceeded = `the workspace passed limits.disk_mb (${Math.round(diskBytes / 1048576)} MiB): it holds ${now.bytes} bytes`;
+    else if (now.bytes > diskBytes && now.bytes > start.bytes + (atLimit ? OVER_LIMIT_SLACK : 0)) exceeded = `the workspace passed limits.disk_mb (${Math.round(diskBytes / 1048576)} MiB): it holds ${now.bytes} bytes`;
     if (exceeded) {
       clearInterval(timer);
       stop(exceeded);
