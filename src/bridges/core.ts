@@ -74,6 +74,8 @@ export interface BridgeCore {
   recover(): void;
   /** Every accepted message has ended (for tests and shutdown). */
   idle(): Promise<void>;
+  /** The bridge stops: held first messages are no longer watched here (the next start holds them again). */
+  close(): void;
 }
 
 export interface BridgeDeps {
@@ -367,24 +369,56 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
    * A sender nobody approved: nothing runs. The operator is told once per new sender; the sender
    * hears one refusal per hour (Signal rate-limits the bot, not them); later messages end without one.
    */
-  function refuseStranger(m: { id: string; chat: string; sender: string; senderName?: string }) {
+  function refuseStranger(m: { id: string; chat: string; sender: string; text: string; senderName?: string }, tenant: string, whole: boolean) {
     const seen = deps.state.noteStranger(m.sender, m.senderName, new Date(), STRANGER_REPLY_EVERY_MS);
     if (seen.first) log.info({ sender: m.sender, name: m.senderName?.slice(0, 64) }, `a new sender waits for approval (berth bridge approve ${m.sender})`);
+    // Their first message is kept, whole, and answered once they are approved.
+    if (seen.first && whole) {
+      inbox.mark(m.id, 'held', { reason: 'sender not approved yet: answered once the operator approves them' });
+      hold({ id: m.id, chat: m.chat, sender: m.sender, text: m.text }, tenant);
+      void say(m.chat, STRANGER_HELD_NOTICE).catch(() => undefined);
+      return;
+    }
     if (seen.reply) void fail(m.id, m.chat, 'sender not approved', STRANGER_NOTICE);
     else inbox.mark(m.id, 'failed', { reason: 'sender not approved (refused already this hour: no reply)' });
+  }
+
+  // Strangers' first messages held for the operator's approval (at most bridge-state's MAX_PENDING:
+  // one per pending sender), and a check every HELD_CHECK_MS while any wait: approval may come from
+  // another process (the CLI), so it is read, not told.
+  const held = new Map<string, { work: Work; tenant: string }>();
+  let heldTimer: NodeJS.Timeout | undefined;
+  function hold(work: Work, tenant: string) {
+    held.set(work.id, { work, tenant });
+    heldTimer ??= setInterval(releaseApproved, HELD_CHECK_MS);
+    heldTimer.unref();
+  }
+  function releaseApproved() {
+    for (const [id, { work, tenant }] of held) {
+      if (!deps.senderAllowed(work.sender)) continue;
+      held.delete(id);
+      log.info({ id, sender: work.sender }, 'a held first message is answered: its sender was approved');
+      inbox.mark(id, 'received', { reason: 'its sender was approved' });
+      enqueue(work, tenant);
+    }
+    if (held.size === 0 && heldTimer) {
+      clearInterval(heldTimer);
+      heldTimer = undefined;
+    }
   }
 
   return {
     receive(message) {
       const allowed = deps.senderAllowed(message.sender);
-      // A stranger's message never runs: its start is enough for the operator, not a megabyte of it.
-      const text = allowed ? message.text : message.text.slice(0, STRANGER_TEXT_CHARS);
+      // A stranger's message never runs unapproved: what is kept of it is bounded (a first message
+      // up to STRANGER_HELD_CHARS, held for approval; else its start, for the operator).
+      const text = allowed || message.text.length <= STRANGER_HELD_CHARS ? message.text : message.text.slice(0, STRANGER_TEXT_CHARS);
       const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text, owner: deps.owner, tenant: message.tenant, session: message.session, level: message.level });
       // Acknowledged only once on disk; a re-delivery is acknowledged again (the first ack may be what was lost).
       void transport.acknowledge(message).catch((err) => log.warn({ err: String(err) }, 'acknowledge failed'));
       if (!fresh) return 'duplicate';
       if (!allowed) {
-        refuseStranger(message);
+        refuseStranger({ ...message, text }, message.tenant, text === message.text);
         return 'accepted';
       }
       enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session, level: message.level }, message.tenant);
@@ -401,9 +435,12 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         }
         const e = { id: entry.id, chat: entry.chat, sender: entry.sender, text: entry.text, session: entry.session, level: entry.level };
         const lane: LaneKey = { chat: entry.chat, tenant: entry.tenant ?? entry.sender, sender: entry.sender };
-        if (entry.phase === 'received' && !deps.senderAllowed(entry.sender)) {
+        if (entry.phase === 'held') {
+          // A stranger's first message: answered once they are approved (now, if they were meanwhile).
+          hold(e, entry.tenant ?? entry.sender);
+        } else if (entry.phase === 'received' && !deps.senderAllowed(entry.sender)) {
           // A stranger's message a dead berth journaled but never refused: it is refused now, never run.
-          refuseStranger(e);
+          refuseStranger(e, entry.tenant ?? entry.sender, false); // its text may be the cut one
         } else if (entry.phase === 'received') {
           log.info({ id: entry.id }, 'answering a message a previous berth journaled');
           enqueue(e, entry.tenant ?? entry.sender);
@@ -416,9 +453,16 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
           void lanes.run(lane, () => deliver(entry.id, e.chat, notice, 'berth restarted while this message was running'), { bounded: false });
         }
       }
+      releaseApproved();
     },
 
     idle: () => lanes.idle(),
+
+    close() {
+      held.clear();
+      clearInterval(heldTimer);
+      heldTimer = undefined;
+    },
   };
 }
 
@@ -432,8 +476,16 @@ export const BRIDGE_PENDING_MAX = 500;
 export const STRANGER_TEXT_CHARS = 200;
 export const STRANGER_REPLY_EVERY_MS = 60 * 60 * 1000;
 export const STRANGER_NOTICE = 'berth: this bot does not know you yet. The operator has been asked to approve you; you will get a message when you can talk.';
+/** What a stranger hears of their first message, which is kept: answered once they are approved. */
+export const STRANGER_HELD_NOTICE = 'berth: this bot does not know you yet. The operator has been asked to approve you; your message is kept and answered as soon as they do.';
+/** The longest first message of a stranger that is kept for after their approval (longer: refused, to be sent again). */
+export const STRANGER_HELD_CHARS = 4000;
+/** How often held first messages are checked for their sender's approval. */
+export const HELD_CHECK_MS = 2000;
 /** Sent (by `berth bridge approve`) to a sender who waited. */
 export const APPROVED_NOTICE = 'berth: the operator approved you: you can talk to this bot now (/help lists what it understands).';
+/** The same, to a sender whose first message was kept. */
+export const APPROVED_HELD_NOTICE = 'berth: the operator approved you: your first message is being answered (/help lists what this bot understands).';
 
 /** The lanes' bounds: berth.yaml's bridges.max_concurrent_runs run slots, at most runs.per_tenant of them per tenant and per sender. */
 export function laneLimitsOf(config: BerthConfig): LaneLimits {

@@ -104,6 +104,7 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
     signal: { core, inbox, state, connected: transport.connected },
     web,
     async stop() {
+      core.close();
       await transport.stop();
       claim.release();
     },

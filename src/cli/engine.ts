@@ -6,9 +6,10 @@ import { buildImage, IMAGE_NAMES, type ImageName } from '../images/build.js';
 import { runBridgesOnly, runServer, runStdioMcp } from '../serve.js';
 import { installedBin, mcpClientConfig } from '../mcp/client-config.js';
 import { bridgeDir } from '../bridges/start.js';
-import { APPROVED_NOTICE } from '../bridges/core.js';
+import { APPROVED_HELD_NOTICE, APPROVED_NOTICE } from '../bridges/core.js';
 import { createSignalBridge } from '../bridges/signal.js';
 import { openBridgeState } from '../store/bridge-state.js';
+import { openInbox } from '../store/inbox.js';
 import { printable } from '../printable.js';
 import { need, type Command } from './command.js';
 
@@ -100,14 +101,17 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
       need(pos, 1, 'sender key');
       const sender = pos[0] as string;
       if (!/^signal:[0-9a-fA-F-]{1,64}$/.test(sender)) throw new BerthError('CONFIG_INVALID', 'a sender is signal:<uuid>', { issues: [{ field: 'sender', reason: 'must be signal:<uuid> (see "berth bridge pending")' }] });
-      const r = openBridgeState(bridgeDir(homePaths(berth().home).stateDir), 'signal').approve(sender);
+      const dir = bridgeDir(homePaths(berth().home).stateDir);
+      const r = openBridgeState(dir, 'signal').approve(sender);
+      // Their first message, kept: the running bridge answers it within seconds (or the next one at its start).
+      const held = openInbox(dir, 'signal').open().some((e) => e.phase === 'held' && e.sender === sender);
       berth().audit.record({ kind: 'admin', action: 'bridge.approve', target: sender, outcome: 'ok' });
-      io.out(`approved ${printable(sender)}${r.was_pending ? '' : ' (it was not waiting)'}\n`);
+      io.out(`approved ${printable(sender)}${r.was_pending ? '' : ' (it was not waiting)'}${held ? '; their first message is answered by the running bridge (or at its next start)' : ''}\n`);
       // They wrote, were refused, and wait to hear: one message says they can talk now.
       const signal = berth().config.bridges.signal;
       if (signal && r.was_pending && !r.already) {
         try {
-          await createSignalBridge({ url: signal.url, account: signal.account, logger: berth().logger, onMessage: () => undefined }).send(sender.slice('signal:'.length), APPROVED_NOTICE);
+          await createSignalBridge({ url: signal.url, account: signal.account, logger: berth().logger, onMessage: () => undefined }).send(sender.slice('signal:'.length), held ? APPROVED_HELD_NOTICE : APPROVED_NOTICE);
           io.out('told them they can talk now\n');
         } catch (err) {
           io.err(`berth: approved, but could not tell them (${printable(String(err).slice(0, 200))}); they can talk now all the same\n`);

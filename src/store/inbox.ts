@@ -16,9 +16,10 @@ import { PermissionLevelSchema, type PermissionLevel } from '../config/session.j
  * `answered` holds the reply before it is sent; `replied` or `failed` ends it. Keyed by the
  * transport's identity of the message, which also deduplicates re-deliveries — across
  * processes too: every append happens under the inbox's lock, after reading what other
- * processes appended, so two processes can never both accept one id.
+ * processes appended, so two processes can never both accept one id. `held`: a stranger's first
+ * message, kept until the operator approves them (then `received` again) — never run before.
  */
-export const INBOX_PHASES = ['received', 'started', 'answered', 'replied', 'failed'] as const;
+export const INBOX_PHASES = ['received', 'started', 'answered', 'replied', 'failed', 'held'] as const;
 export type InboxPhase = (typeof INBOX_PHASES)[number];
 
 export const InboxEntrySchema = z.object({

@@ -80,4 +80,28 @@ describe('Signal strangers (unapproved senders)', () => {
     await new Promise((r) => setTimeout(r, 500));
     expect(fake.repliesTo(uuid(1)).length).toBe(1);
   });
+
+  it("a stranger's first message is kept, not run, and answered once the operator approves them (from the CLI, another process's doing)", async () => {
+    const newcomer = uuid(20);
+    fake.deliverText({ fromUuid: newcomer, fromNumber: null, name: 'newcomer', text: 'echo first-message-kept' });
+    const told = await fake.waitFor(() => fake.repliesTo(newcomer)[0], 10_000);
+    expect(told.message).toMatch(/your message is kept and answered as soon as they do/);
+    const entry = bridges.signal!.inbox.all().find((e) => e.sender === `signal:${newcomer}`);
+    expect(entry).toMatchObject({ phase: 'held', text: 'echo first-message-kept' });
+    // A second message before approval is not kept: they already heard this hour.
+    fake.deliverText({ fromUuid: newcomer, fromNumber: null, text: 'echo second-not-kept' });
+    await new Promise((r) => setTimeout(r, 2500)); // past a check for approvals: still nothing runs
+    expect(fake.repliesTo(newcomer)).toHaveLength(1);
+    expect(h.berth.admin.listSessions('sig').filter((x) => x.tenant_key === `signal:${newcomer}`)).toEqual([]);
+
+    const out: string[] = [];
+    const io = { out: (t: string) => void out.push(t), err: (t: string) => void out.push(t) };
+    expect(await main(['--home', h.home, 'bridge', 'approve', `signal:${newcomer}`], {}, io)).toBe(0);
+    expect(out.join('')).toMatch(/their first message is answered by the running bridge/);
+    const answered = await fake.waitFor(() => fake.repliesTo(newcomer).find((m) => m.message === 'first-message-kept'), 15_000);
+    expect(answered).toBeDefined();
+    expect(fake.repliesTo(newcomer).map((m) => m.message)).toContain('berth: the operator approved you: your first message is being answered (/help lists what this bot understands).');
+    expect(fake.repliesTo(newcomer).some((m) => m.message.includes('second-not-kept'))).toBe(false);
+    await fake.waitFor(() => bridges.signal!.inbox.all().find((e) => e.id === entry!.id && e.phase === 'replied'), 10_000);
+  });
 });

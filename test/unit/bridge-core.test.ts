@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AdminService } from '../../src/admin/service.js';
-import { CHAT_PENDING_MAX, createBridgeCore, TENANT_PENDING_MAX, type ChatTransport, type InboundMessage } from '../../src/bridges/core.js';
+import { CHAT_PENDING_MAX, createBridgeCore, HELD_CHECK_MS, STRANGER_HELD_CHARS, STRANGER_HELD_NOTICE, TENANT_PENDING_MAX, type ChatTransport, type InboundMessage } from '../../src/bridges/core.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
@@ -21,7 +21,7 @@ afterEach(() => {
 
 function setup(
   result: (message: string) => Record<string, unknown> = (message) => ({ exit_code: 0, stdout: `done ${message}`, stderr: '', timed_out: false, warnings: [] }),
-  opts: { progressAfter?: number; during?: (onProgress: ((u: ProgressUpdate) => void) | undefined) => void } = {},
+  opts: { progressAfter?: number; during?: (onProgress: ((u: ProgressUpdate) => void) | undefined) => void; allowed?: Set<string> } = {},
 ) {
   const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
   dirs.push(dir);
@@ -46,7 +46,9 @@ function setup(
   } as unknown as AdminService;
   const inbox = openInbox(dir, 'test');
   const config = BerthConfigSchema.parse({ bridges: { max_concurrent_runs: 4, ...(opts.progressAfter !== undefined ? { progress_message_after_seconds: opts.progressAfter } : {}) } });
-  const core = createBridgeCore({ transport, inbox, state: openBridgeState(dir, 'test'), admin, config: () => config, logger: pino({ level: 'silent' }), senderAllowed: () => true });
+  const senderAllowed = (sender: string) => opts.allowed?.has(sender) ?? true;
+  const coreOn = () => createBridgeCore({ transport, inbox, state: openBridgeState(dir, 'test'), admin, config: () => config, logger: pino({ level: 'silent' }), senderAllowed });
+  const core = coreOn();
   let n = 0;
   const message = (tenant: string, chat: string, text: string): InboundMessage => ({ id: `m${n++}`, chat, tenant, sender: tenant, text });
   const releaseAll = async () => {
@@ -55,7 +57,7 @@ function setup(
       await new Promise((r) => setTimeout(r, 5));
     }
   };
-  return { core, inbox, sent, message, releaseAll, ran: () => ran, to: (chat: string) => sent.filter((s) => s.chat === chat).map((s) => s.text) };
+  return { core, coreOn, inbox, sent, message, releaseAll, ran: () => ran, to: (chat: string) => sent.filter((s) => s.chat === chat).map((s) => s.text) };
 }
 
 describe('bridge core: a run berth stopped', () => {
@@ -105,6 +107,34 @@ describe('bridge core: a chat that cannot show the agent at work (Signal)', () =
       expect(t.to('a')).toEqual(['done quick']);
       await t.core.idle();
     }
+  });
+});
+
+describe('bridge core: a stranger (pairing)', () => {
+  it("the first message is kept over a restart and answered once the sender is approved; longer ones and later ones are not kept", async () => {
+    const allowed = new Set<string>();
+    const t = setup(undefined, { allowed });
+    t.core.receive(t.message('signal:s', 's', 'echo kept'));
+    t.core.receive(t.message('signal:s', 's', 'echo later'));
+    t.core.receive(t.message('signal:long', 'long', 'x'.repeat(STRANGER_HELD_CHARS + 1)));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(t.inbox.all().map((e) => [e.sender, e.phase])).toEqual([
+      ['signal:s', 'held'],
+      ['signal:s', 'failed'],
+      ['signal:long', 'failed'],
+    ]);
+    expect(t.to('s')).toEqual([STRANGER_HELD_NOTICE]);
+    expect(t.ran()).toBe(0);
+    // berth restarts: the held message is held again, and runs once they are approved.
+    t.core.close();
+    const again = t.coreOn();
+    again.recover();
+    allowed.add('signal:s');
+    await new Promise((r) => setTimeout(r, HELD_CHECK_MS + 500));
+    await t.releaseAll();
+    expect(t.ran()).toBe(1);
+    expect(t.to('s')).toEqual([STRANGER_HELD_NOTICE, 'done echo kept']);
+    await again.idle();
   });
 });
 
