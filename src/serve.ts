@@ -182,12 +182,31 @@ function answerHttp(berth: Berth, bound: BoundHttp, claim: BridgeClaim, token: s
   };
 }
 
-/** The chat bridges berth.yaml configures (and the web chat, when serving HTTP); a message journaled by a dead berth is answered now. */
+/** How often a running berth looks at berth.yaml's bridges (a bridge added, removed or pointed elsewhere). */
+export const BRIDGES_RECHECK_MS = 2000;
+
+/**
+ * The chat bridges berth.yaml configures (and the web chat, when serving HTTP); a message
+ * journaled by a dead berth is answered now. berth.yaml's bridges are followed while it runs.
+ */
 function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; claim: BridgeClaim }): RunningBridges {
   const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web, claim: opts.claim });
   const signal = berth.config.bridges.signal;
   if (signal) io.out(`signal bridge: ${signal.account} through signal-cli at ${signal.url} (senders: ${signal.senders})\n`);
-  return bridges;
+  const recheck = setInterval(() => {
+    const changed = bridges.reconfigure();
+    if (!changed) return;
+    berth.logger.info({ change: changed }, 'berth.yaml changed: bridges followed');
+    io.out(`berth: berth.yaml changed: ${changed}\n`);
+  }, BRIDGES_RECHECK_MS);
+  recheck.unref();
+  const stop = bridges.stop.bind(bridges);
+  return Object.assign(bridges, {
+    async stop() {
+      clearInterval(recheck);
+      await stop();
+    },
+  });
 }
 
 /** `berth bridge`: only the chat bridges (no HTTP), until SIGINT/SIGTERM. */

@@ -70,8 +70,12 @@ export interface ChatTransport {
 export interface BridgeCore {
   /** A message arrived; resolves once it is journaled (or known as a re-delivery). */
   receive(message: InboundMessage): 'accepted' | 'duplicate';
-  /** At startup: answer what a dead berth journaled but never started; tell senders of runs it cut off. */
-  recover(): void;
+  /**
+   * At startup: answer what a dead berth journaled but never started; tell senders of runs it cut
+   * off. `heldOnly`: a bridge restarted in this process (the one before answers its own): only the
+   * strangers' held first messages are taken over.
+   */
+  recover(opts?: { heldOnly?: boolean }): void;
   /** Every accepted message has ended (for tests and shutdown). */
   idle(): Promise<void>;
   /** The bridge stops: held first messages are no longer watched here (the next start holds them again). */
@@ -425,8 +429,9 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       return 'accepted';
     },
 
-    recover() {
+    recover(opts = {}) {
       for (const entry of inbox.open()) {
+        if (opts.heldOnly && entry.phase !== 'held') continue;
         // Another live berth of this home (a serve beside a bridge) is still answering it.
         if (entry.owner !== undefined && entry.owner !== deps.owner && ownerAlive(entry.owner)) continue;
         if (entry.chat === undefined || entry.sender === undefined || entry.text === undefined) {

@@ -13,9 +13,16 @@ import { createWebChat, type WebChat } from './web.js';
 
 /** The bridges berth.yaml configures, started together (by `berth serve` or `berth bridge`). */
 export interface RunningBridges {
-  signal?: { core: BridgeCore; inbox: Inbox; state: BridgeState; connected(): boolean };
+  /** The Signal bridge running now (berth.yaml's, as of the last reconfigure). */
+  readonly signal?: { core: BridgeCore; inbox: Inbox; state: BridgeState; connected(): boolean };
   /** The web chat, when asked for (berth serve: it needs the HTTP server). */
   web?: WebChat;
+  /**
+   * Follow berth.yaml's `bridges.signal` as it is now: a bridge added is started, one removed is
+   * stopped, one pointed at another signal-cli or account is restarted (senders and allow are read
+   * per message already). Messages in flight finish and are answered. Says what it did, if anything.
+   */
+  reconfigure(): string | undefined;
   stop(): Promise<void>;
 }
 
@@ -71,8 +78,51 @@ export function startBridges(deps: BridgeDeps & { claim?: BridgeClaim }): Runnin
 function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
   const dir = bridgeDir(deps.stateDir);
   const web = deps.web ? createWebChat({ ...deps, bridgeDir: dir }) : undefined;
+  // The consumer lock: the startup claim's while the Signal bridge runs, or one taken when berth.yaml adds it.
+  let lock: { release(): void } | undefined = deps.config().bridges.signal ? claim : undefined;
+  let signal = deps.config().bridges.signal ? startSignal(deps, dir, { heldOnly: false }) : undefined;
+  const stopping: Array<Promise<void>> = [];
+  const keyOf = (c: BerthConfig['bridges']['signal']) => (c ? `${c.account} at ${c.url}` : undefined);
+  return {
+    get signal() {
+      return signal?.view;
+    },
+    web,
+    reconfigure() {
+      const want = deps.config().bridges.signal;
+      const running = signal?.key;
+      if (keyOf(want) === running) return undefined;
+      if (signal) stopping.push(signal.stop());
+      signal = undefined;
+      if (!want) {
+        lock?.release();
+        lock = undefined;
+        return `signal bridge stopped (berth.yaml has no bridges.signal now; it was ${running})`;
+      }
+      if (!lock) {
+        fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+        const taken = tryOwnerLock(signalConsumerLock(deps.stateDir));
+        if (!('release' in taken)) return `signal bridge not started: it already runs in berth process ${taken.heldBy.split('.')[0]}; one consumer per bridge`;
+        lock = taken;
+      }
+      // Only a dead berth's messages are recovered at startup; a bridge stopped in this process finishes its own.
+      signal = startSignal(deps, dir, { heldOnly: running !== undefined || stopping.length > 0 });
+      return running ? `signal bridge restarted: ${signal.key} (was ${running})` : `signal bridge started: ${signal.key}`;
+    },
+    async stop() {
+      if (signal) stopping.push(signal.stop());
+      signal = undefined;
+      await Promise.all(stopping);
+      lock?.release();
+      claim.release();
+    },
+  };
+}
+
+/** The Signal bridge as berth.yaml has it now: its transport, its core on the durable inbox, recovered and receiving. */
+function startSignal(deps: BridgeDeps, dir: string, recovery: { heldOnly: boolean }) {
   const signalConfig = deps.config().bridges.signal;
-  if (!signalConfig) return { web, stop: async () => claim.release() };
+  if (!signalConfig) throw new BerthError('INTERNAL', 'no signal bridge configured');
   const inbox = openInbox(dir, 'signal');
   const state = openBridgeState(dir, 'signal');
   let core: BridgeCore | undefined;
@@ -98,15 +148,16 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
       return now.allow.includes(uuid) || now.allow.includes(sender) || state.isApproved(sender);
     },
   });
-  core.recover();
+  core.recover(recovery);
   transport.start();
+  const started = core;
   return {
-    signal: { core, inbox, state, connected: transport.connected },
-    web,
+    key: `${signalConfig.account} at ${signalConfig.url}`,
+    view: { core: started, inbox, state, connected: transport.connected },
+    /** Receive no more; held first messages are left to the next core; runs in flight still answer (sending needs no receiver). */
     async stop() {
-      core.close();
+      started.close();
       await transport.stop();
-      claim.release();
     },
   };
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createBerth, installationId } from '../../src/main.js';
+import { startFakeSignalCli } from '../fakes/signal-cli.js';
 import { BERTH_BIN, cliAsync } from '../helpers.js';
 
 const homes: string[] = [];
@@ -101,4 +102,20 @@ describe('berth demo beside a live berth serve (first hour: make demo killed liv
     // The server's warm container was spared too: its next message reuses it.
     expect(await post('web:carol', 'echo again')).toMatchObject({ exit_code: 0, warm: true });
   }, 120_000);
+
+  it('a Signal bridge added to berth.yaml while it runs is started within seconds, and said so (no restart)', async () => {
+    const fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
+    try {
+      const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-serve-'));
+      homes.push(home);
+      const served = await start(home);
+      let out = served.out;
+      served.proc.stdout?.on('data', (d: Buffer) => void (out += d.toString()));
+      fs.writeFileSync(join(home, 'berth.yaml'), ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, ''].join('\n'));
+      await fake.waitForClients(1, 15_000);
+      await expect.poll(() => out, { timeout: 5000 }).toContain(`berth: berth.yaml changed: signal bridge started: ${fake.account} at ${fake.url}\n`);
+    } finally {
+      await fake.close();
+    }
+  });
 });
