@@ -16,6 +16,7 @@ demo: setup
 # The agent image (real Claude Code and Codex) is for the tests only: "make run" does not build
 # it. Cold 70-90 s (Debian base, npm downloads, docker build); up to date, about a second.
 test: setup
+	@./scripts/setup-test.sh
 	@node bin/berth.js images build agent
 	@# gVisor: Debian's runsc, registered with the engine as runtime "runsc" (daemon.json + SIGHUP, no restart).
 	@./scripts/ensure-runsc.sh

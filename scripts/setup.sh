@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Everything "make run" and "make test" need, on a fresh machine: npm packages, the build,
-# a Docker engine, Debian's static busybox and berth's offline images. Safe to run again.
+# What running berth needs ("make run"), on a fresh machine: npm packages, the build, a Docker
+# engine, Debian's static busybox and gcc, and berth's offline images. What only the tests need
+# is scripts/setup-test.sh's ("make test"). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,16 +29,11 @@ if command -v dpkg >/dev/null 2>&1 && ! dpkg -s busybox-static >/dev/null 2>&1; 
   apt_install busybox-static
 fi
 
+# curl: the example "make run" prints.
 command -v curl >/dev/null 2>&1 || apt_install curl ca-certificates
-# Debian's docker-compose runs the README's compose command (and its test) with no registry.
-command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
-# Debian's Chromium, for the browser tests (never a downloaded browser).
-[ -x /usr/bin/chromium ] || apt_install chromium
-# mmdebstrap makes the agent image's Debian base from Debian's packages (no registry).
-command -v mmdebstrap >/dev/null 2>&1 || apt_install mmdebstrap
 # gcc builds berth-bridge, the static stdio-to-socket bridge in the shell image.
 { command -v gcc >/dev/null 2>&1 && [ -f /usr/include/stdio.h ]; } || apt_install gcc libc6-dev
-# disk_quotas: loop (and its tests): ext4 images, loop-mounted.
+# disk_quotas: loop: ext4 images, loop-mounted.
 { command -v mkfs.ext4 >/dev/null 2>&1 && command -v resize2fs >/dev/null 2>&1; } || apt_install e2fsprogs
 
 node bin/berth.js images build shell >/dev/null 2>/tmp/berth-image-build.log || {

@@ -44,6 +44,7 @@ export async function runServer(
   );
   const { url } = http;
   io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat, metrics: ${url}/metrics)\n`);
+  io.out(`home: ${berth.home}  (projects, berth.yaml and berth's state; --home or BERTH_HOME names another)\n`);
   if (token.source === 'generated' || opts.demo) {
     io.out(`admin token: ${token.token}${token.file ? `  (stored in ${token.file}, mode 0600)` : ''}\n`);
   } else {

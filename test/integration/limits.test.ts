@@ -53,7 +53,14 @@ describe('limits (real containers)', () => {
     // shell needs no pid of its own to wait, so a full pid table cannot end the run early.)
     // Under gVisor the bomb exhausts the sandbox's host threads first and the sandbox ends (measured: status 2, within a second).
     if (RUNTIME === 'runsc') expect(o.exitCode).not.toBe(0);
-    else expect({ stopped: o.timedOut || o.truncated }).toEqual({ stopped: true });
+    // Or the pid table is full before the script's own shell forks the bomb's first pipeline:
+    // that shell then fails ("can't fork", exit 2; seen about 1 run in 8). Or the bomb's shells
+    // fill the memory limit first and the kernel kills the container's init (the record says so).
+    else {
+      const refusedTheScript = o.exitCode === 2 && o.stderr.includes("can't fork");
+      const outOfMemory = o.warnings.includes('container lost: it ran out of memory (limits.memory_mb)');
+      expect({ stopped: o.timedOut || o.truncated || refusedTheScript || outOfMemory, exitCode: o.exitCode, warnings: o.warnings, stderr: o.stderr.slice(0, 300) }).toMatchObject({ stopped: true });
+    }
     expect(Date.now() - t0).toBeLessThan(15_000);
     expect((await h.run('limits', 'web:a', 'echo fine')).stdout).toBe('fine\n');
   });
