@@ -9,6 +9,7 @@ import { PROJECT_COMMANDS } from './cli/projects.js';
 import { RUN_COMMANDS } from './cli/runs.js';
 import { CHAT_COMMANDS } from './cli/chat.js';
 import { TRUST_COMMANDS } from './cli/trust.js';
+import { CONFIG_COMMANDS } from './cli/config.js';
 import { own } from './own.js';
 
 export const USAGE = `berth — one kernel-isolated container per tenant, for AI coding agents
@@ -36,6 +37,10 @@ Operator (berth.yaml; comments and order kept)
   project revoke <project> <area>
   project set-private-workspace <project> <abs-path>   (moves the project there)
   project unset-private-workspace <project>            (moves it back)
+  config get [<path>]           berth.yaml as berth reads it (secrets shown as "(set)")
+  config set <path> <value>     one setting, e.g. config set bridges.signal.url http://127.0.0.1:8081
+                                (checked with the whole file first; a running serve follows it)
+  config unset <path>           remove one setting: its default applies again
 
 Workflows
   workflow list <project>
@@ -94,7 +99,7 @@ Errors print "<CODE>: <reason>" on stderr and exit non-zero.
 
 
 
-const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS, ...TRUST_COMMANDS };
+const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS, ...TRUST_COMMANDS, ...CONFIG_COMMANDS };
 
 function commandHelp(name: string, command: Command): string {
   const related = groupOf(name).map((n) => `  berth ${(own(COMMANDS, n) as Command).usage.split('\n')[0]}`);

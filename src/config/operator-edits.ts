@@ -79,3 +79,41 @@ export function privateWorkspaceEdit(project: string, path: string | undefined) 
     else doc.setIn(['projects', project, 'private_workspace'], path);
   };
 }
+
+/** Keys a config path may not name: they would reach an object's prototype, not a setting. */
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+export const CONFIG_PATH_MAX_DEPTH = 8;
+
+/**
+ * A berth.yaml path as `berth config` takes it: keys joined by dots (`bridges.signal.url`,
+ * `channels.signal:+4915550000.project`). Bounded, and never a prototype's name.
+ */
+export function parseConfigPath(text: string): string[] {
+  const keys = text.split('.');
+  const bad = (reason: string) => new BerthError('CONFIG_INVALID', `"${text.slice(0, 200)}" is not a berth.yaml path: ${reason}`, { issues: [{ field: 'path', reason }] });
+  if (text.length > 512 || keys.length > CONFIG_PATH_MAX_DEPTH) throw bad(`at most ${CONFIG_PATH_MAX_DEPTH} keys, 512 characters`);
+  for (const key of keys) {
+    if (key === '') throw bad('a key is empty (two dots, or a dot at an end)');
+    if (FORBIDDEN_KEYS.has(key)) throw bad(`"${key}" is not a setting`);
+    if (!/^[\x21-\x7e]+$/.test(key)) throw bad('keys are printable ASCII without spaces');
+  }
+  return keys;
+}
+
+/** Set one value (creating the maps on the way); validated with the whole file before it is written. */
+export function setEdit(path: string[], value: unknown) {
+  return (doc: Document) => {
+    const node = doc.getIn(path, true);
+    // A scalar replaced by a scalar keeps its node, and so the comment beside it.
+    if (isScalar(node) && (value === null || typeof value !== 'object')) node.value = value;
+    else doc.setIn(path, doc.createNode(value));
+  };
+}
+
+/** Remove one setting (its default applies again); a missing one is CONFIG_INVALID, naming it. */
+export function unsetEdit(path: string[]) {
+  return (doc: Document) => {
+    if (!doc.hasIn(path)) throw new BerthError('CONFIG_INVALID', `berth.yaml has no ${path.join('.')}`, { issues: [{ field: path.join('.'), reason: 'not set' }] });
+    doc.deleteIn(path);
+  };
+}

@@ -1,0 +1,75 @@
+import { parse, stringify } from 'yaml';
+import { editBerthYaml, parseConfigPath, setEdit, unsetEdit } from '../config/operator-edits.js';
+import { homePaths } from '../config/home.js';
+import { BerthError } from '../errors.js';
+import { own } from '../own.js';
+import { need, type Command } from './command.js';
+
+/** Settings whose values are secrets: shown as set or not, never printed. */
+const SECRET_KEYS = new Set(['api_key', 'admin_token', 'token', 'password']);
+
+/** The value with every secret replaced by "(set)". */
+function redacted(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(redacted);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, SECRET_KEYS.has(k) && v !== undefined ? '(set)' : redacted(v)]));
+  }
+  return value;
+}
+
+/** A command-line value as YAML reads it: `8081`, `true`, `[a, b]`, `{ project: sig }`; anything else is text. */
+function valueOf(text: string): unknown {
+  try {
+    return parse(text);
+  } catch {
+    return text;
+  }
+}
+
+const editOf = (berth: () => { home: string }) => {
+  const home = homePaths(berth().home);
+  return { file: home.configFile, home: berth().home, lockDir: home.stateDir };
+};
+
+export const CONFIG_COMMANDS: Record<string, Command> = {
+  'config get': {
+    usage: 'config get [<path>]\n  berth.yaml as berth reads it (defaults filled in; secrets shown as "(set)"), or one setting: a dotted path, e.g. bridges.signal or runs.warm_idle_seconds.',
+    options: {},
+    async run(berth, _v, pos, io) {
+      if (pos.length > 1) need(pos, 1, 'path');
+      let value: unknown = berth().config;
+      const path = pos[0] === undefined ? [] : parseConfigPath(pos[0]);
+      for (const key of path) {
+        value = value && typeof value === 'object' ? own(value as Record<string, unknown>, key) : undefined;
+        if (value === undefined) throw new BerthError('CONFIG_INVALID', `berth.yaml has no setting ${pos[0]}`, { issues: [{ field: pos[0] as string, reason: 'no such setting (see "berth config get")' }] });
+      }
+      io.out(stringify(SECRET_KEYS.has(path.at(-1) ?? '') ? '(set)' : redacted(value)));
+      return 0;
+    },
+  },
+  'config set': {
+    usage:
+      'config set <path> <value>\n  Set one berth.yaml setting, keeping the file\'s comments; the whole file is checked before it is written, and a bad value changes nothing. The value is YAML: 8081, true, "[a, b]", "{ project: sig }". A running berth serve follows it within seconds.',
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 2, 'path and value');
+      const path = parseConfigPath(pos[0] as string);
+      await editBerthYaml(editOf(berth), setEdit(path, valueOf(pos[1] as string)));
+      berth().audit.record({ kind: 'admin', action: 'config.set', target: path.join('.'), outcome: 'ok' });
+      io.out(`set ${path.join('.')}\n`);
+      return 0;
+    },
+  },
+  'config unset': {
+    usage: 'config unset <path>\n  Remove one berth.yaml setting (its default applies again), keeping the file\'s comments.',
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 1, 'path');
+      const path = parseConfigPath(pos[0] as string);
+      await editBerthYaml(editOf(berth), unsetEdit(path));
+      berth().audit.record({ kind: 'admin', action: 'config.unset', target: path.join('.'), outcome: 'ok' });
+      io.out(`unset ${path.join('.')}\n`);
+      return 0;
+    },
+  },
+};
