@@ -317,20 +317,29 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
 
   /**
    * The agent at work: live where the transport shows it (web chat); elsewhere (Signal) one short
-   * message once a run takes progress_message_after_seconds, never more: typing says the rest.
+   * message once the agent has worked progress_message_after_seconds since its first step, never
+   * more: typing says the rest (an agent whose output has no steps gets typing alone).
    */
   function watchProgress(chat: string): { onProgress?: (u: ProgressUpdate) => void; stop: () => void } {
     if (transport.progress) return { onProgress: (u) => transport.progress?.(chat, u), stop: () => undefined };
     const after = deps.config().bridges.progress_message_after_seconds;
     if (after <= 0) return { stop: () => undefined };
     const steps = new Map<string, ProgressStep>();
-    const timer = setTimeout(() => void say(chat, `berth: still working (${progressSentence([...steps.values()])})`).catch(() => undefined), after * 1000);
-    timer.unref();
+    // Counted from the agent's first step (its container is up and it works), not from a queue
+    // or a container start: what the message then says is the work so far.
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
     return {
       onProgress(u) {
         if (u.type === 'step' && (steps.has(u.step.id) || steps.size < STEPS_MAX)) steps.set(u.step.id, u.step);
+        if (timer || stopped) return;
+        timer = setTimeout(() => void say(chat, `berth: still working (${progressSentence([...steps.values()])})`).catch(() => undefined), after * 1000);
+        timer.unref();
       },
-      stop: () => clearTimeout(timer),
+      stop: () => {
+        stopped = true;
+        clearTimeout(timer);
+      },
     };
   }
 

@@ -34,7 +34,7 @@ export const BridgesSchema = z
       .min(0)
       .max(3600)
       .default(30)
-      .describe('A chat that cannot show the agent at work live (Signal) gets one short progress message ("ran 3 commands; now: npm test") once a run takes this long; 0: never.'),
+      .describe('A chat that cannot show the agent at work live (Signal) gets one short progress message ("ran 3 commands; now: npm test") once the agent has worked this long since its first step; 0: never.'),
     signal: SignalBridgeSchema.optional(),
     web: WebChatBridgeSchema,
   })
