@@ -379,8 +379,9 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   }
 
   /**
-   * A sender nobody approved: nothing runs. The operator is told once per new sender; the sender
-   * hears one refusal per hour (Signal rate-limits the bot, not them); later messages end without one.
+   * A sender nobody approved: nothing runs. The operator is told once per new sender. Their first
+   * message (whole, if short enough) is held and answered once they are approved; otherwise they
+   * hear one refusal per hour (Signal rate-limits the bot, not them); later messages end without one.
    */
   function refuseStranger(m: { id: string; chat: string; sender: string; text: string; senderName?: string }, tenant: string, whole: boolean) {
     const seen = deps.state.noteStranger(m.sender, m.senderName, new Date(), STRANGER_REPLY_EVERY_MS);
