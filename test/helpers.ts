@@ -101,6 +101,28 @@ export function cli(args: string[], env: Record<string, string> = {}): { code: n
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
+/**
+ * The README's `npx berth …` lines of one section (from its heading to the next "## "), run as
+ * written by a shell, on `home`, after `swap` replaced what only a real deployment has (a real
+ * URL, a real key). The docs' commands are the tested ones.
+ */
+export function readmeCommands(section: string, prefix: string): string[] {
+  const text = fs.readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  const start = text.indexOf(`\n## ${section}\n`);
+  if (start < 0) throw new Error(`README has no section "${section}"`);
+  const end = text.indexOf('\n## ', start + 1);
+  const lines = text.slice(start, end < 0 ? undefined : end).split('\n').filter((l) => l.startsWith(prefix));
+  if (lines.length === 0) throw new Error(`README section "${section}" has no line starting "${prefix}"`);
+  return lines;
+}
+
+export function runReadmeLine(line: string, home: string, swap: Array<[string, string]> = []): { code: number; stdout: string; stderr: string } {
+  let cmd = line.replace(/^npx berth /, `${JSON.stringify(process.execPath)} ${JSON.stringify(BERTH_BIN)} --home ${JSON.stringify(home)} `);
+  for (const [from, to] of swap) cmd = cmd.split(from).join(to);
+  const r = spawnSync('sh', ['-c', cmd], { env: { PATH: process.env.PATH ?? '' }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
 /** The same, without blocking this process (for a CLI that talks to a server the test runs). */
 export function cliAsync(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

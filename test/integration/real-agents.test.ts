@@ -8,7 +8,7 @@ import { conversationIncludes, isMessagesBody, startFakeAnthropic, toolResults, 
 import os from 'node:os';
 import { startFakeResponses } from '../fakes/openai-responses.js';
 import type { ProgressUpdate } from '../../src/runs/agent-progress.js';
-import { cliAsync, sha256, testHome, type TestHome } from '../helpers.js';
+import { cliAsync, readmeCommands, runReadmeLine, sha256, testHome, type TestHome } from '../helpers.js';
 
 /**
  * The real Claude Code and Codex CLIs (from the agent image, which carries the binary of its npm package)
@@ -151,7 +151,10 @@ describe('a spent budget, as the real CLI shows it', () => {
 describe('the README\'s "Run Claude Code" commands, as written (berth.yaml pointed at the fake)', () => {
   it('create the project, two messages of one user (the second continues), another user apart', async () => {
     const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-readme-')));
-    fs.writeFileSync(join(home, 'berth.yaml'), ['models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, ''].join('\n'));
+    // berth.yaml as the README sets it, pointed at the fake.
+    for (const line of readmeCommands('Run Claude Code (or Codex) for your Signal/web users', 'npx berth config set ')) {
+      expect(runReadmeLine(line, home, [['https://api.anthropic.com', fake.url], ['sk-ant-...', KEY]])).toMatchObject({ code: 0 });
+    }
     const berth = (...args: string[]) => cliAsync(['--home', home, ...args]);
     try {
       const created = await berth('project', 'create', 'helper', '--isolation', '--agent', 'claude', '--model', 'anthropic', '--protect', 'AGENTS.md');
