@@ -97,6 +97,21 @@ const notInImage = (argv: string[]) => `${argv[0]}: not found in this image\n`;
 /** Why a container ended under its command when the engine says the memory limit ended it. */
 const OUT_OF_MEMORY = 'it ran out of memory (limits.memory_mb)';
 
+/**
+ * Whether the engine says the memory limit ended the container. Its OOM event can come a moment
+ * after the exit (seen under gVisor: a SIGKILL'd sandbox read OOMKilled false, then true): a
+ * SIGKILL is asked again for up to half a second.
+ */
+async function outOfMemory(container: Docker.Container, status: number): Promise<string | undefined> {
+  for (let attempt = 0; attempt < (status === STOPPED_EXIT ? 6 : 1); attempt++) {
+    if (attempt > 0) await new Promise((r) => setTimeout(r, 100));
+    const state = await container.inspect().then(({ State }) => State, () => undefined);
+    if (!state) return undefined;
+    if (state.OOMKilled) return OUT_OF_MEMORY;
+  }
+  return undefined;
+}
+
 export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
   const engineCall = async <T>(fn: () => Promise<T>, context: { image?: string } = {}): Promise<T> => {
     try {
@@ -141,7 +156,7 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
       await Promise.race([ended, new Promise((r) => (grace = setTimeout(r, 2000)))]);
       clearTimeout(grace);
       // Killed by a signal: the memory limit's doing, if the engine says so.
-      const lost = !bounds.stopped && StatusCode > 128 ? await container.inspect().then(({ State }) => (State.OOMKilled ? OUT_OF_MEMORY : undefined), () => undefined) : undefined;
+      const lost = !bounds.stopped && StatusCode > 128 ? await outOfMemory(container, StatusCode) : undefined;
       const tDone = performance.now();
       return {
         containerId: container.id,
@@ -224,7 +239,7 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
     const containerEnded = container
       .wait({ condition: 'not-running', abortSignal: watch.signal })
       .then(
-        () => container.inspect().then(({ State }) => (State.OOMKilled ? OUT_OF_MEMORY : `it stopped (status ${State.ExitCode})`)),
+        () => container.inspect().then(async ({ State }) => (await outOfMemory(container, State.ExitCode)) ?? `it stopped (status ${State.ExitCode})`),
         (err: unknown) => (watch.signal.aborted ? undefined : engineMessage(err).trim()),
       )
       .catch(() => 'it was removed')
