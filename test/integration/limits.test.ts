@@ -78,7 +78,10 @@ describe('limits (real containers)', () => {
     expect(big.timedOut).toBe(false);
     if (RUNTIME === 'runsc') {
       // gVisor's sentry takes the whole sandbox down with it (137); the record says why.
-      expect({ exitCode: big.exitCode, stdout: big.stdout, warnings: big.warnings }).toEqual({ exitCode: 137, stdout: '', warnings: ['container lost: it ran out of memory (limits.memory_mb)'] });
+      // Docker learns of the OOM from runsc's shim, and not always (a fresh clone saw "it stopped
+      // (status 137)" once in about ten; runc's are reported): either way the record says the
+      // container ended under the run, not a bare 137.
+      expect({ exitCode: big.exitCode, stdout: big.stdout, warnings: big.warnings }).toEqual({ exitCode: 137, stdout: '', warnings: [expect.stringMatching(/^container lost: it (ran out of memory \(limits\.memory_mb\)|stopped \(status 137\))$/)] });
     } else expect(big.stdout).toMatch(/^exit (137|1)\n$/); // runc kills the process; the shell goes on
     expect((await h.run('memory', 'web:a', 'echo fine')).stdout).toBe('fine\n');
   });
