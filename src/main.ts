@@ -124,6 +124,8 @@ export function createBerth(opts: BerthOptions): Berth {
       grant: ['grant', projectAnd(1)],
       revoke: ['grant.revoke', projectAnd(1)],
       setPrivateWorkspace: ['private_workspace.move', projectAnd()],
+      setConfig: ['config.set', (args) => ({ target: (args[0] as string[]).join('.') })],
+      unsetConfig: ['config.unset', (args) => ({ target: (args[0] as string[]).join('.') })],
     }));
   const metrics = createMetrics({ processMetrics: opts.processMetrics ?? false });
   const admission = createAdmission({

@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { type BerthConfig } from '../config/berth-config.js';
 import { homePaths, privateWorkspaceOf } from '../config/home.js';
-import { grantEdit, privateWorkspaceEdit, revokeEdit, editBerthYaml } from '../config/operator-edits.js';
+import { grantEdit, privateWorkspaceEdit, revokeEdit, editBerthYaml, setEdit, unsetEdit } from '../config/operator-edits.js';
 import { checkOperatorConfig } from '../config/operator-checks.js';
 import { sharedGrantsFor } from '../config/grants.js';
 import { BerthError, errnoOf } from '../errors.js';
@@ -116,6 +116,10 @@ export function createOperatorService(deps: { home: string; store: ProjectStore;
         throw err;
       }
     },
+    /** One berth.yaml setting at a path (`berth config set`), checked with the whole file first. */
+    setConfig: (path: string[], value: unknown) => edit(setEdit(path, value)),
+    /** One berth.yaml setting removed: its default applies again. */
+    unsetConfig: (path: string[]) => edit(unsetEdit(path)),
   };
 }
 

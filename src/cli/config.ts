@@ -1,6 +1,5 @@
 import { parse, stringify } from 'yaml';
-import { editBerthYaml, parseConfigPath, setEdit, unsetEdit } from '../config/operator-edits.js';
-import { homePaths } from '../config/home.js';
+import { parseConfigPath } from '../config/operator-edits.js';
 import { BerthError } from '../errors.js';
 import { own } from '../own.js';
 import { need, type Command } from './command.js';
@@ -26,11 +25,6 @@ function valueOf(text: string): unknown {
   }
 }
 
-const editOf = (berth: () => { home: string }) => {
-  const home = homePaths(berth().home);
-  return { file: home.configFile, home: berth().home, lockDir: home.stateDir };
-};
-
 export const CONFIG_COMMANDS: Record<string, Command> = {
   'config get': {
     usage: 'config get [<path>]\n  berth.yaml as berth reads it (defaults filled in; secrets shown as "(set)"), or one setting: a dotted path, e.g. bridges.signal or runs.warm_idle_seconds.',
@@ -54,8 +48,7 @@ export const CONFIG_COMMANDS: Record<string, Command> = {
     async run(berth, _v, pos, io) {
       need(pos, 2, 'path and value');
       const path = parseConfigPath(pos[0] as string);
-      await editBerthYaml(editOf(berth), setEdit(path, valueOf(pos[1] as string)));
-      berth().audit.record({ kind: 'admin', action: 'config.set', target: path.join('.'), outcome: 'ok' });
+      await berth().operator.setConfig(path, valueOf(pos[1] as string));
       io.out(`set ${path.join('.')}\n`);
       return 0;
     },
@@ -66,8 +59,7 @@ export const CONFIG_COMMANDS: Record<string, Command> = {
     async run(berth, _v, pos, io) {
       need(pos, 1, 'path');
       const path = parseConfigPath(pos[0] as string);
-      await editBerthYaml(editOf(berth), unsetEdit(path));
-      berth().audit.record({ kind: 'admin', action: 'config.unset', target: path.join('.'), outcome: 'ok' });
+      await berth().operator.unsetConfig(path);
       io.out(`unset ${path.join('.')}\n`);
       return 0;
     },

@@ -36,6 +36,14 @@ describe('berth config', () => {
     expect((await berth(h, 'config', 'get', 'bridges.signal.account')).out).toBe('"+4915550000"\n');
     expect((await berth(h, 'config', 'get', 'runs.warm_idle_seconds')).out).toBe('45\n');
     expect((await berth(h, 'config', 'get', 'bridges.signal')).out).toContain('senders: pairing'); // the default, filled in
+    // Audited as the operator's other berth.yaml edits are: the refused one too.
+    const audit = fs.readFileSync(join(h, '.berth/audit.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { action: string; target?: string; outcome: string });
+    expect(audit.filter((e) => e.action === 'config.set').map((e) => [e.target, e.outcome])).toEqual([
+      ['bridges.signal.url', 'refused'],
+      ['bridges.signal', 'ok'],
+      ['channels.signal', 'ok'],
+      ['runs.warm_idle_seconds', 'ok'],
+    ]);
   });
 
   it('a bad value changes nothing and names the field; unset brings the default back', async () => {
