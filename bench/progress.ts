@@ -13,18 +13,16 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import WebSocket from 'ws';
-import type { WebServerMessage } from '../src/bridges/web-protocol.js';
 import { createBerth } from '../src/main.js';
 import type { ProgressUpdate } from '../src/runs/agent-progress.js';
 import { listenHttp } from '../src/serve.js';
 import { defaultReply, startFakeAnthropic, type ReplyFn } from '../test/fakes/anthropic-api.js';
+import { chatSocket, wallNow } from './chat-socket.js';
 import { summary } from './stats.js';
 
 const TOOL_RUNS = Number(process.env.BENCH_PROGRESS_TOOL_RUNS ?? 12);
 const RUNS = Number(process.env.BENCH_PROGRESS_RUNS ?? 30);
 const ms = (v: number) => `${v.toFixed(1)} ms`;
-const wallNow = () => performance.timeOrigin + performance.now();
 const KEY = `sk-ant-api03-bench-${randomUUID()}`;
 
 // The fake notes when it sends each tool call (its events follow at once: eventDelayMs 0).
@@ -43,14 +41,7 @@ berth.store.create({ name: 'cc', workspace_isolation: true, agent: 'claude', mod
 berth.store.create({ name: 'sh', workspace_isolation: true });
 const http = await listenHttp(berth, { host: '127.0.0.1', port: 0, token: 'bench-admin-token-0123456789' }, quiet);
 try {
-  const link = berth.admin.mintChatLink('cc', 'bench');
-  const login = await fetch(`${http.url}/chat/login`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ token: new URL(link.path, http.url).searchParams.get('token') ?? '' }) });
-  const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] as string;
-  const { session } = (await (await fetch(`${http.url}/chat/api/sessions`, { method: 'POST', headers: { cookie } })).json()) as { session: { id: string } };
-  const ws = new WebSocket(`${http.url.replace('http', 'ws')}/chat/ws`, { headers: { cookie } });
-  await new Promise((resolve, reject) => (ws.once('open', resolve), ws.once('error', reject)));
-  let onMessage: (m: WebServerMessage, at: number) => void = () => undefined;
-  ws.on('message', (data) => onMessage(JSON.parse(data.toString()) as WebServerMessage, wallNow()));
+  const { session, ws, listen } = await chatSocket(berth, http.url, 'cc', 'bench');
 
   // 1. The first tool call of each message, in the page's socket.
   const firstStep: number[] = [];
@@ -61,11 +52,11 @@ try {
     let stepAt: number | undefined;
     const t0 = performance.now();
     await new Promise<void>((resolve, reject) => {
-      onMessage = (m, at) => {
+      listen((m, at) => {
         if (m.type === 'step' && m.step.state === 'running') stepAt ??= at;
         else if (m.type === 'done') resolve();
         else if (m.type === 'error') reject(new Error(m.message));
-      };
+      });
       ws.send(JSON.stringify({ type: 'run', id: randomUUID(), session_id: session.id, permission_level: 'low', input: `BASH: echo bench-${r}` }));
     });
     const sent = toolSentAt[sentBefore];

@@ -13,10 +13,9 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import WebSocket from 'ws';
-import type { WebServerMessage } from '../src/bridges/web-protocol.js';
 import { createBerth } from '../src/main.js';
 import { listenHttp } from '../src/serve.js';
+import { chatSocket } from './chat-socket.js';
 import { summary } from './stats.js';
 
 const LINES = Number(process.env.BENCH_WEB_LINES ?? 40);
@@ -24,7 +23,6 @@ const STREAM_RUNS = Number(process.env.BENCH_WEB_STREAM_RUNS ?? 3);
 const RUNS = Number(process.env.BENCH_WEB_RUNS ?? 30);
 const SPACING_MS = 200;
 const ms = (v: number) => `${v.toFixed(2)} ms`;
-const wallNow = () => performance.timeOrigin + performance.now();
 
 const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-web-'));
 const quiet = { out: () => undefined, err: () => undefined };
@@ -33,17 +31,9 @@ berth.store.create({ name: 'bench', workspace_isolation: true });
 const http = await listenHttp(berth, { host: '127.0.0.1', port: 0, token: 'bench-admin-token-0123456789' }, quiet);
 try {
   const chat = http.bridges.web!;
-  const link = berth.admin.mintChatLink('bench', 'bench');
-  // The link's page asks first; its button posts the token (and uses the link up).
-  const login = await fetch(`${http.url}/chat/login`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ token: new URL(link.path, http.url).searchParams.get('token') ?? '' }) });
-  const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] as string;
-  const { session } = (await (await fetch(`${http.url}/chat/api/sessions`, { method: 'POST', headers: { cookie } })).json()) as { session: { id: string } };
+  const { session, ws, listen } = await chatSocket(berth, http.url, 'bench', 'bench');
 
   // 1. Streaming over the real socket.
-  const ws = new WebSocket(`${http.url.replace('http', 'ws')}/chat/ws`, { headers: { cookie } });
-  await new Promise((resolve, reject) => (ws.once('open', resolve), ws.once('error', reject)));
-  let onMessage: (m: WebServerMessage, at: number) => void = () => undefined;
-  ws.on('message', (data) => onMessage(JSON.parse(data.toString()) as WebServerMessage, wallNow()));
   const stamp = "adjtimex | awk -v i=$i '/tv_sec/{s=$2} /tv_usec/{u=$2} END{printf \"line %d %d%06d\\n\", i, s, u}'";
   const script = `i=0; while [ $i -lt ${LINES} ]; do ${stamp}; sleep ${SPACING_MS / 1000}; i=$((i+1)); done`;
   const latency: number[] = [];
@@ -53,7 +43,7 @@ try {
     const lines: Array<{ stampedUs: number; at: number }> = [];
     let partial = '';
     const done = new Promise<void>((resolve, reject) => {
-      onMessage = (m, at) => {
+      listen((m, at) => {
         if (m.type === 'output' && m.stream === 'stdout') {
           partial += m.chunk;
           let nl: number;
@@ -64,7 +54,7 @@ try {
           }
         } else if (m.type === 'done') resolve();
         else if (m.type === 'error') reject(new Error(m.message));
-      };
+      });
     });
     ws.send(JSON.stringify({ type: 'run', id: randomUUID(), session_id: session.id, permission_level: 'medium', input: script }));
     await done;
