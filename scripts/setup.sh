@@ -5,16 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_install() {
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "berth: installing $* from Debian ..."
-    apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null
-  else
-    echo "berth: please install $* (needs root on Debian)" >&2
-    return 1
-  fi
-}
+# shellcheck source=scripts/apt-install.sh
+. ./scripts/apt-install.sh
 
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "berth: installing npm packages ..."
