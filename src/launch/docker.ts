@@ -98,18 +98,17 @@ const notInImage = (argv: string[]) => `${argv[0]}: not found in this image\n`;
 const OUT_OF_MEMORY = 'it ran out of memory (limits.memory_mb)';
 
 /**
- * Whether the engine says the memory limit ended the container. Its OOM event can come a moment
- * after the exit (seen under gVisor: a SIGKILL'd sandbox read OOMKilled false, then true): a
- * SIGKILL is asked again for up to half a second.
+ * How the engine says an ended container ended: the memory limit, or its exit status; undefined
+ * when it is gone. Its OOM event can come a moment after the exit (seen under gVisor: a SIGKILL'd
+ * sandbox read OOMKilled false, then true): a SIGKILL is asked again for up to half a second.
  */
-async function outOfMemory(container: Docker.Container, status: number): Promise<string | undefined> {
-  for (let attempt = 0; attempt < (status === STOPPED_EXIT ? 6 : 1); attempt++) {
-    if (attempt > 0) await new Promise((r) => setTimeout(r, 100));
+async function endOf(container: Docker.Container): Promise<{ outOfMemory: boolean; exitCode: number } | undefined> {
+  for (let attempt = 0; ; attempt++) {
     const state = await container.inspect().then(({ State }) => State, () => undefined);
     if (!state) return undefined;
-    if (state.OOMKilled) return OUT_OF_MEMORY;
+    if (state.OOMKilled || state.ExitCode !== STOPPED_EXIT || attempt === 5) return { outOfMemory: state.OOMKilled, exitCode: state.ExitCode };
+    await new Promise((r) => setTimeout(r, 100));
   }
-  return undefined;
 }
 
 export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
@@ -156,7 +155,7 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
       await Promise.race([ended, new Promise((r) => (grace = setTimeout(r, 2000)))]);
       clearTimeout(grace);
       // Killed by a signal: the memory limit's doing, if the engine says so.
-      const lost = !bounds.stopped && StatusCode > 128 ? await outOfMemory(container, StatusCode) : undefined;
+      const lost = !bounds.stopped && StatusCode > 128 && (await endOf(container))?.outOfMemory ? OUT_OF_MEMORY : undefined;
       const tDone = performance.now();
       return {
         containerId: container.id,
@@ -239,7 +238,7 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
     const containerEnded = container
       .wait({ condition: 'not-running', abortSignal: watch.signal })
       .then(
-        () => container.inspect().then(async ({ State }) => (await outOfMemory(container, State.ExitCode)) ?? `it stopped (status ${State.ExitCode})`),
+        () => endOf(container).then((end) => (!end ? 'it was removed' : end.outOfMemory ? OUT_OF_MEMORY : `it stopped (status ${end.exitCode})`)),
         (err: unknown) => (watch.signal.aborted ? undefined : engineMessage(err).trim()),
       )
       .catch(() => 'it was removed')
