@@ -8,8 +8,8 @@ import { BerthError, isBerthError, type ErrorCode } from '../errors.js';
 import { withActor } from '../admin/audit-trail.js';
 import { ownerAlive } from '../runs/process-owner.js';
 import type { RunView } from '../admin/views.js';
-import { progressSentence, STEPS_MAX, type ProgressStep, type ProgressUpdate } from '../runs/agent-progress.js';
-import type { RunStep } from '../store/run-log.js';
+import { progressSentence, type ProgressStep, type ProgressUpdate } from '../runs/agent-progress.js';
+import { RUN_STEPS_MAX, type RunStep } from '../store/run-log.js';
 import { LOST_WARNING, STOPPED_WARNING } from '../runs/run-halt.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
@@ -331,7 +331,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     let stopped = false;
     return {
       onProgress(u) {
-        if (u.type === 'step' && (steps.has(u.step.id) || steps.size < STEPS_MAX)) steps.set(u.step.id, u.step);
+        if (u.type === 'step' && (steps.has(u.step.id) || steps.size < RUN_STEPS_MAX)) steps.set(u.step.id, u.step);
         if (timer || stopped) return;
         timer = setTimeout(() => void say(chat, `berth: still working (${progressSentence([...steps.values()])})`).catch(() => undefined), after * 1000);
         timer.unref();

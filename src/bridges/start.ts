@@ -82,7 +82,6 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
   let lock: { release(): void } | undefined = deps.config().bridges.signal ? claim : undefined;
   let signal = deps.config().bridges.signal ? startSignal(deps, dir, { heldOnly: false }) : undefined;
   const stopping: Array<Promise<void>> = [];
-  const keyOf = (c: BerthConfig['bridges']['signal']) => (c ? `${c.account} at ${c.url}` : undefined);
   return {
     get signal() {
       return signal?.view;
@@ -91,7 +90,7 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
     reconfigure() {
       const want = deps.config().bridges.signal;
       const running = signal?.key;
-      if (keyOf(want) === running) return undefined;
+      if ((want && signalKey(want)) === running) return undefined;
       if (signal) stopping.push(signal.stop());
       signal = undefined;
       if (!want) {
@@ -118,6 +117,9 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
     },
   };
 }
+
+/** Which Signal bridge runs: a change of either is a restart (senders and allow are read per message). */
+const signalKey = (c: { account: string; url: string }) => `${c.account} at ${c.url}`;
 
 /** The Signal bridge as berth.yaml has it now: its transport, its core on the durable inbox, recovered and receiving. */
 function startSignal(deps: BridgeDeps, dir: string, recovery: { heldOnly: boolean }) {
@@ -152,7 +154,7 @@ function startSignal(deps: BridgeDeps, dir: string, recovery: { heldOnly: boolea
   transport.start();
   const started = core;
   return {
-    key: `${signalConfig.account} at ${signalConfig.url}`,
+    key: signalKey(signalConfig),
     view: { core: started, inbox, state, connected: transport.connected },
     /** Receive no more; held first messages are left to the next core; runs in flight still answer (sending needs no receiver). */
     async stop() {

@@ -38,7 +38,7 @@ export interface ProgressSummary {
   /** stderr without the trace's lines (shell-trace); absent: stderr as it came. */
   stderr?: string;
   steps: ProgressStep[];
-  /** Steps past STEPS_MAX: counted, not kept. */
+  /** Steps past RUN_STEPS_MAX: counted, not kept. */
   moreSteps: number;
   /** The steps the end of the run ended (a watcher saw them running). */
   ended: ProgressUpdate[];
@@ -52,7 +52,6 @@ export interface ProgressReader {
 export const DETAIL_MAX = 160;
 export const RESULT_MAX = 400;
 export const NOTE_MAX = 2000;
-export const STEPS_MAX = RUN_STEPS_MAX;
 /** A line longer than this is not read as an event (its bytes still count against the output cap). */
 export const LINE_MAX = 1024 * 1024;
 
@@ -76,7 +75,7 @@ class Steps {
 
   start(id: string, tool: string, detail: string, at: number): ProgressUpdate[] {
     if (this.byId.has(id)) return [];
-    if (this.order.length >= STEPS_MAX) {
+    if (this.order.length >= RUN_STEPS_MAX) {
       this.more++;
       return [];
     }

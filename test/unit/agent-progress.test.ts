@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { SHELL_TRACE_PS4 } from '../../src/plan/agent-command.js';
-import { createProgressReader, LINE_MAX, progressSentence, STEPS_MAX, type ProgressUpdate } from '../../src/runs/agent-progress.js';
+import { createProgressReader, LINE_MAX, progressSentence, type ProgressUpdate } from '../../src/runs/agent-progress.js';
+import { RUN_STEPS_MAX as STEPS_MAX } from '../../src/store/run-log.js';
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/agent-streams/${name}`, import.meta.url), 'utf8');
 
