@@ -10,6 +10,7 @@ import { RUN_COMMANDS } from './cli/runs.js';
 import { CHAT_COMMANDS } from './cli/chat.js';
 import { TRUST_COMMANDS } from './cli/trust.js';
 import { CONFIG_COMMANDS } from './cli/config.js';
+import { APPROVAL_COMMANDS } from './cli/approvals.js';
 import { own } from './own.js';
 
 export const USAGE = `berth — one kernel-isolated container per tenant, for AI coding agents
@@ -22,9 +23,11 @@ Projects
   project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect]
                         [--timeout SECONDS] [--image IMG] [--agent PRESET] [--runtime NAME]
                         [--model UPSTREAM]... [--allow-host HOST]... [--no-allow-host]
+                        [--approvals person|operator|off]
                         (--protect replaces the list; --no-protect empties it;
                         --model: a berth.yaml models entry its agents may call;
-                        --allow-host: HOST, *.SUFFIX or HOST:PORT reachable at medium/high)
+                        --allow-host: HOST, *.SUFFIX or HOST:PORT reachable at medium/high;
+                        --approvals: who is asked for a host outside it, default person)
   project get <name>            settings, workspaces and protection as JSON
   project list [--json]
   project show <name>           private workspace and shared-area grants (operator view)
@@ -71,6 +74,9 @@ Server
   bridge signal                 only the Signal bridge (serve runs it too)
   bridge pending                senders waiting for the operator's approval
   bridge approve <sender>       let a sender (signal:<uuid>) talk to the bot
+  approvals list [--project P] [--json]   what agents wait for (a host outside the allowlist)
+  approvals allow <id> [--session]        let the waiting run reach it (--session: its conversation)
+  approvals deny <id>                     refuse it
 
 Engine
   images build [shell|agent] [--base IMAGE] [--force]
@@ -99,7 +105,7 @@ Errors print "<CODE>: <reason>" on stderr and exit non-zero.
 
 
 
-const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS, ...TRUST_COMMANDS, ...CONFIG_COMMANDS };
+const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS, ...TRUST_COMMANDS, ...CONFIG_COMMANDS, ...APPROVAL_COMMANDS };
 
 function commandHelp(name: string, command: Command): string {
   const related = groupOf(name).map((n) => `  berth ${(own(COMMANDS, n) as Command).usage.split('\n')[0]}`);

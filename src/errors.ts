@@ -43,6 +43,8 @@ export const ERROR_TABLE = {
   RUNTIME_MISSING: { status: 424, exit: 28 },
   /** The launcher cannot do what this needs (host paths, Unix sockets, loop quotas): refused, never half-done. */
   LAUNCHER_UNSUPPORTED: { status: 501, exit: 29 },
+  /** No request of that id waits for an answer (answered already, timed out, its run ended, or someone else's). */
+  APPROVAL_NOT_FOUND: { status: 404, exit: 30 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 

@@ -23,6 +23,8 @@ import { admissionLimitsOf, DEFAULT_WARM_PER_TENANT } from './config/runs.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createModelGateway } from './outbound/model-gateway.js';
 import { createEgressProxy } from './outbound/egress-proxy.js';
+import { createApprovals, type Approvals } from './outbound/approvals.js';
+import { openApprovalStore } from './store/approvals.js';
 import { processIdentity } from './runs/process-owner.js';
 import { createProjectStore, type CreateStep, type ProjectStore } from './store/projects.js';
 import { loadOrCreateSecret, memoryAuthorFor } from './store/secret.js';
@@ -55,6 +57,8 @@ export interface Berth {
   metricsToken?: string;
   /** Concurrent runs: global, per project, per tenant, and the fair queue beyond them. */
   admission: Admission;
+  /** What runs wait for someone to allow (a host outside the egress allowlist). */
+  approvals: Approvals;
 }
 
 export interface BerthOptions {
@@ -144,7 +148,20 @@ export function createBerth(opts: BerthOptions): Berth {
   });
   // One of each per process: budgets and connection bounds hold across runs.
   const models = createModelGateway({ config, logger, metrics });
-  const egress = createEgressProxy({ config, logger, metrics });
+  const approvals = createApprovals({
+    store: openApprovalStore(paths.stateDir),
+    logger,
+    audit: (event) => audit.record(event),
+    sessionHosts: (project, session) => {
+      try {
+        return sessions.get(project, session).session.approved_hosts ?? [];
+      } catch {
+        return []; // the session is gone: it allows nothing
+      }
+    },
+    approveForSession: (project, session, target) => void sessions.approveHost(project, session, target),
+  });
+  const egress = createEgressProxy({ config, logger, metrics, approvals });
   const getRunner = () =>
     (runner ??= createRunner({
       store,
@@ -182,6 +199,7 @@ export function createBerth(opts: BerthOptions): Berth {
     metrics,
     metricsToken: opts.metricsToken,
     admission,
+    approvals,
     get config() {
       return config();
     },

@@ -191,7 +191,7 @@ export const BRIDGES_RECHECK_MS = 2000;
  * journaled by a dead berth is answered now. berth.yaml's bridges are followed while it runs.
  */
 function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; claim: BridgeClaim }): RunningBridges {
-  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web, claim: opts.claim });
+  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web, claim: opts.claim, approvals: berth.approvals });
   const signal = berth.config.bridges.signal;
   if (signal) io.out(`signal bridge: ${signal.account} through signal-cli at ${signal.url} (senders: ${signal.senders})\n`);
   const recheck = setInterval(() => {

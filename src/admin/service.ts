@@ -32,7 +32,7 @@ export interface AdminService {
   updateProject(name: string, patch: ProjectUpdate | ((current: ProjectMetadata) => ProjectUpdate)): Promise<ProjectView>;
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
-  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; whenReady?: RunRequest['whenReady'] }): Promise<RunView>;
+  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady'] }): Promise<RunView>;
   listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
   /** A project's sessions; with a tenant key, that tenant's only (read through its index). */
   listSessions(name: string, tenantKey?: string): SessionRecord[];
@@ -193,7 +193,7 @@ export function createAdminService(deps: {
     },
 
     async runMessage(name, request) {
-      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, whenReady: request.whenReady }));
+      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady }));
     },
 
     listRuns(name, filter) {

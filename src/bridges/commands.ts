@@ -28,6 +28,7 @@ export const HELP = [
   '/new — start a new conversation (the agent forgets this one; your files stay)',
   '/level low|medium|high — what your agent may do (low: no internet; medium: allowed hosts and project memory; high: more tools)',
   '/whoami — your tenant, session, level and workspace',
+  '/yes, /yes session, /no — answer your agent when it asks to reach a host this project does not allow',
   'Anything else goes to your agent.',
 ].join('\n');
 
@@ -58,7 +59,16 @@ export function changeLevel(ctx: CommandContext, level: PermissionLevel, current
   return { session: ctx.admin.updateSession(ctx.project, ctx.sessionId, { permission_level: level }) };
 }
 
+/** A /yes or /no with no question waiting (a waiting one is answered before the chat's lane: core.ts). */
+export const NOTHING_ASKED = 'berth: nothing is waiting for your answer.';
+
 const COMMANDS: Record<string, Command> = {
+  async yes() {
+    return NOTHING_ASKED;
+  },
+  async no() {
+    return NOTHING_ASKED;
+  },
   async help() {
     return HELP;
   },

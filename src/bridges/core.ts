@@ -13,8 +13,10 @@ import { RUN_STEPS_MAX, type RunStep } from '../store/run-log.js';
 import { LOST_WARNING, STOPPED_WARNING } from '../runs/run-halt.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
+import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../store/approvals.js';
+import type { Approvals } from '../outbound/approvals.js';
 import { chatFailure } from './chat-words.js';
-import { chatCommand, type CommandContext } from './commands.js';
+import { chatCommand, NOTHING_ASKED, type CommandContext } from './commands.js';
 import { createLanes, type LaneKey, type LaneLimits, type Slot } from './lanes.js';
 import type { BridgeState } from '../store/bridge-state.js';
 
@@ -65,6 +67,8 @@ export interface ChatTransport {
   newSession?(chat: string): string;
   /** The message has ended, answered or failed (web chat: its connection may send the next). */
   finished?(id: string, chat: string): void;
+  /** The run asks its person (a card with its answers, web chat); without it: a question answered by /yes or /no. */
+  approval?(chat: string, event: ApprovalEvent): void;
 }
 
 export interface BridgeCore {
@@ -98,6 +102,8 @@ export interface BridgeDeps {
    * that sent it still holds). False: it ends failed, unrun, and the sender is told.
    */
   stillAllowed?: (message: { id: string; chat: string; sender: string }) => boolean;
+  /** Where a person's /yes and /no go (a run's request to reach a host outside the allowlist). */
+  approvals?: Pick<Approvals, 'answer'>;
 }
 
 export function createBridgeCore(deps: BridgeDeps): BridgeCore {
@@ -298,7 +304,10 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     // The level was set (by the /level rule) when the message was taken; the run uses the session's
     // level as it is now, so a level an admin lowered meanwhile is not raised again by a queued message.
     const watch = watchProgress(chat);
-    const run = await deps.admin.runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, whenReady: async () => ready() }).finally(watch.stop);
+    const onApproval = (event: ApprovalEvent) => (transport.approval ? transport.approval(chat, event) : askInChat(chat, event));
+    const run = await deps.admin
+      .runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, onApproval, whenReady: async () => ready() })
+      .finally(watch.stop);
     return { text: replyText(run), ...(run.steps ? { steps: run.steps } : {}) };
   }
 
@@ -341,6 +350,42 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         clearTimeout(timer);
       },
     };
+  }
+
+  // Questions a run asked in a chat without cards (Signal), oldest first: /yes and /no answer the first.
+  const asked = new Map<string, ApprovalView[]>();
+
+  /** A run's request, as a question in the chat; the answer (/yes, /no) comes outside the chat's lane, which the run holds. */
+  function askInChat(chat: string, event: ApprovalEvent) {
+    if (event.type === 'asked') {
+      const a = event.approval;
+      asked.set(chat, [...(asked.get(chat) ?? []), a]);
+      void say(chat, approvalQuestion(a)).catch(() => undefined);
+      return;
+    }
+    const left = (asked.get(chat) ?? []).filter((a) => a.id !== event.id);
+    const answered = asked.get(chat)?.find((a) => a.id === event.id);
+    if (left.length) asked.set(chat, left);
+    else asked.delete(chat);
+    // A person's own /yes or /no is confirmed by its reply; the rest is told here.
+    if (answered && (event.by === 'timeout' || event.by === 'operator')) void say(chat, approvalOutcome(answered, event)).catch(() => undefined);
+  }
+
+  /** /yes, /yes session, /no: answered at once (never queued behind the run that waits for it), once. */
+  function answerInChat(m: InboundMessage, decision: ApprovalDecision) {
+    const waiting = asked.get(m.chat)?.[0];
+    let reply: string;
+    if (!waiting || !deps.approvals) reply = NOTHING_ASKED;
+    else {
+      try {
+        deps.approvals.answer(waiting.id, decision, { actor: `tenant:${m.sender}`, project: waiting.project, tenant: m.tenant });
+        reply = approvalOutcome(waiting, { decision });
+      } catch (err) {
+        reply = `berth: ${isBerthError(err) ? err.message : 'that answer could not be taken'}`;
+      }
+    }
+    inbox.mark(m.id, 'answered', { reply });
+    void deliver(m.id, m.chat, reply);
   }
 
   /** Signal shows typing for 15 s: refresh it while the agent works. */
@@ -435,6 +480,11 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         refuseStranger({ ...message, text }, message.tenant, text === message.text);
         return 'accepted';
       }
+      const decision = approvalAnswerOf(message.text);
+      if (decision && asked.has(message.chat)) {
+        answerInChat(message, decision);
+        return 'accepted';
+      }
       enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session, level: message.level }, message.tenant);
       return 'accepted';
     },
@@ -482,6 +532,32 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
 }
 
 const BUSY_ATTEMPTS = 10;
+
+/** A person's answer to a run's question: /yes (this run), /yes session (this conversation), /no. */
+export function approvalAnswerOf(text: string): ApprovalDecision | undefined {
+  const t = text.trim().toLowerCase();
+  if (t === '/yes' || t === '/yes once') return 'once';
+  if (t === '/yes session') return 'session';
+  if (t === '/no') return 'deny';
+  return undefined;
+}
+
+const seconds = (a: ApprovalView) => Math.max(1, Math.round((Date.parse(a.expires_at) - Date.parse(a.asked_at)) / 1000));
+const within = (a: ApprovalView) => (seconds(a) % 60 === 0 ? `${seconds(a) / 60} min` : `${seconds(a)} s`);
+
+/** How a chat without cards asks its person (or tells them the operator was asked). */
+export function approvalQuestion(a: ApprovalView): string {
+  if (a.approver === 'operator') return `berth: your agent wants to reach ${a.target}, which this project does not allow. The operator has been asked; it waits up to ${within(a)}.`;
+  return `berth: your agent wants to reach ${a.target}, which this project does not allow. Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within ${within(a)}: no.)`;
+}
+
+/** What was decided, in the chat's words. */
+export function approvalOutcome(a: ApprovalView, answer: { decision: ApprovalDecision; by?: string }): string {
+  if (answer.by === 'timeout') return `berth: nobody answered in time: your agent was not let through to ${a.target}.`;
+  const who = answer.by === 'operator' ? 'the operator ' : '';
+  if (answer.decision === 'deny') return `berth: ${who}denied: your agent was not let through to ${a.target}.`;
+  return `berth: ${who}allowed ${a.target} ${answer.decision === 'session' ? 'for this conversation' : 'for this message'}.`;
+}
 
 /** Messages one chat may have waiting or running; one tenant across its chats (and one sender across theirs and their groups); a whole bridge. */
 export const CHAT_PENDING_MAX = 20;

@@ -7,6 +7,7 @@ import { BerthError } from '../errors.js';
 import { tryOwnerLock, type OwnerLock } from '../fs/lock.js';
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
+import type { Approvals } from '../outbound/approvals.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
 import { createSignalBridge } from './signal.js';
 import { createWebChat, type WebChat } from './web.js';
@@ -62,7 +63,17 @@ export function claimBridges(deps: { config: () => BerthConfig; stateDir: string
   return { release: () => held.splice(0).forEach((l) => l.release()) };
 }
 
-type BridgeDeps = { admin: AdminService; config: () => BerthConfig; logger: Logger; stateDir: string; owner?: string; backoffMs?: { min: number; max: number }; web?: boolean };
+type BridgeDeps = {
+  admin: AdminService;
+  config: () => BerthConfig;
+  logger: Logger;
+  stateDir: string;
+  owner?: string;
+  backoffMs?: { min: number; max: number };
+  web?: boolean;
+  /** Where people's answers to their agents' requests go (/yes, /no, a card's buttons). */
+  approvals?: Pick<Approvals, 'answer' | 'pending'>;
+};
 
 /** Start the configured bridges, holding their claim (taken now unless the caller took it first); stop() gives it back. */
 export function startBridges(deps: BridgeDeps & { claim?: BridgeClaim }): RunningBridges {
@@ -143,6 +154,7 @@ function startSignal(deps: BridgeDeps, dir: string, recovery: { heldOnly: boolea
     config: deps.config,
     logger: deps.logger,
     owner: deps.owner,
+    approvals: deps.approvals,
     senderAllowed: (sender) => {
       const now = deps.config().bridges.signal;
       if (!now || now.senders === 'open') return true;

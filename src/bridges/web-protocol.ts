@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import type { ErrorCode } from '../errors.js';
 import type { ProgressStep } from '../runs/agent-progress.js';
+import { APPROVAL_DECISIONS, APPROVAL_ID_PATTERN, type ApprovalDecision, type ApprovalView } from '../store/approvals.js';
 
 /**
  * The web chat's wire: what a browser sends over /chat/ws, what berth pushes back, and the
@@ -24,8 +25,18 @@ export const WebRunMessageSchema = z
   .strict();
 export type WebRunMessage = z.infer<typeof WebRunMessageSchema>;
 
-/** Everything a browser may send (one kind today; the type names it so more can come). */
-export const WebClientMessageSchema = z.discriminatedUnion('type', [WebRunMessageSchema]);
+/** The person's answer to their agent's request (an approval card's button). */
+export const WebApproveMessageSchema = z
+  .object({
+    type: z.literal('approve'),
+    id: z.string().regex(APPROVAL_ID_PATTERN, 'must be the id of an approval card'),
+    decision: z.enum(APPROVAL_DECISIONS).describe('once: this message; session: this conversation; deny.'),
+  })
+  .strict();
+export type WebApproveMessage = z.infer<typeof WebApproveMessageSchema>;
+
+/** Everything a browser may send. */
+export const WebClientMessageSchema = z.discriminatedUnion('type', [WebRunMessageSchema, WebApproveMessageSchema]);
 
 /** What berth pushes to a user's sockets. */
 export type WebServerMessage =
@@ -37,6 +48,8 @@ export type WebServerMessage =
   | { type: 'reply'; session_id: string; text: string; format: 'markdown' | 'text' }
   | { type: 'done'; id: string; session_id: string }
   | { type: 'session'; session_id: string }
+  | { type: 'approval'; session_id: string; approval: ApprovalView }
+  | { type: 'approval_answered'; session_id: string; id: string; decision: ApprovalDecision; by: string }
   | { type: 'error'; code: ErrorCode; field?: string; message: string; id?: string };
 
 export const ChatSessionViewSchema = z.object({

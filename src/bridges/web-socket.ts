@@ -149,6 +149,15 @@ export function attachWebChatSocket(server: Server, deps: { chat: WebChat; logge
         return send({ type: 'error', code: 'CONFIG_INVALID', field, message: `${field}: ${issue?.code === 'unrecognized_keys' ? 'unknown field' : (issue?.message ?? 'invalid')}`, ...(id ? { id } : {}) });
       }
       const message = parsed.data;
+      // An answer to the agent's request comes while its message runs: never queued behind it.
+      if (message.type === 'approve') {
+        try {
+          deps.chat.answer(login, message.id, message.decision);
+        } catch (err) {
+          send(errorMessage(asBerthError(err), message.id));
+        }
+        return;
+      }
       if (pending !== undefined) {
         return send({ type: 'error', code: 'BUSY', message: 'one message at a time: wait for the answer to the last one', id: message.id });
       }

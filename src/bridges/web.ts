@@ -13,6 +13,8 @@ import { openInbox, type Inbox } from '../store/inbox.js';
 import { changeLevel } from './commands.js';
 import { createBridgeCore, type BridgeCore, type ChatTransport } from './core.js';
 import type { ChatSessionView, WebRunMessage, WebServerMessage } from './web-protocol.js';
+import type { ApprovalDecision } from '../store/approvals.js';
+import type { Approvals } from '../outbound/approvals.js';
 
 /**
  * The web chat: a second transport on the bridge core. A person is logged in by their chat link
@@ -75,11 +77,21 @@ export interface WebChat {
    * expired one: it is not run); none for a caller of this process that has no login.
    */
   run(login: WebLogin, message: WebRunMessage, credential?: string): Promise<'accepted' | 'duplicate'>;
-  /** A socket opened; returns how to forget it. BUSY past the per-user bound. */
+  /** A socket opened (it is shown what waits for its person's answer); returns how to forget it. BUSY past the per-user bound. */
   attach(login: WebLogin, client: WebClient): () => void;
+  /** The person answers their agent's request (an approval card): APPROVAL_NOT_FOUND unless it is theirs and waits. */
+  answer(login: WebLogin, id: string, decision: ApprovalDecision): void;
 }
 
-export function createWebChat(deps: { admin: AdminService; config: () => BerthConfig; logger: Logger; stateDir: string; bridgeDir: string; owner?: string }): WebChat {
+export function createWebChat(deps: {
+  admin: AdminService;
+  config: () => BerthConfig;
+  logger: Logger;
+  stateDir: string;
+  bridgeDir: string;
+  owner?: string;
+  approvals?: Pick<Approvals, 'answer' | 'pending'>;
+}): WebChat {
   const { admin } = deps;
   const inbox = openInbox(deps.bridgeDir, 'web');
   const state = openBridgeState(deps.bridgeDir, 'web');
@@ -203,6 +215,11 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
       if (!a) return;
       push(a, update.type === 'note' ? { type: 'note', session_id: a.session, text: update.text } : { type: 'step', session_id: a.session, step: update.step });
     },
+    approval(chat, event) {
+      const a = parseAddress(chat); // called from the egress proxy: never throws
+      if (!a) return;
+      push(a, event.type === 'asked' ? { type: 'approval', session_id: a.session, approval: event.approval } : { type: 'approval_answered', session_id: a.session, id: event.id, decision: event.decision, by: event.by });
+    },
     projectOf: (chat) => parseAddress(chat)?.project,
     newSession(chat) {
       const a = addressed(chat);
@@ -227,6 +244,7 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
     owner: deps.owner,
     // The chat link is the approval: whoever holds a login was let in by an admin.
     senderAllowed: () => true,
+    approvals: deps.approvals,
     // …and a message whose login was revoked (or ended) while it waited is not run.
     stillAllowed: loginHolds,
   });
@@ -299,12 +317,21 @@ export function createWebChat(deps: { admin: AdminService; config: () => BerthCo
       log.info({ project: login.project, session: message.session_id, outcome }, 'web chat message');
       return outcome;
     },
+    answer(login, id, decision) {
+      if (!deps.approvals) throw new BerthError('APPROVAL_NOT_FOUND', 'nothing waits for your answer here');
+      const tenant = tenantOfChatUser(login.user);
+      withActor(tenantActor(tenant), undefined, () => deps.approvals?.answer(id, decision, { actor: tenantActor(tenant), project: login.project, tenant }));
+    },
     attach(login, client) {
       const key = `${login.project}/${login.user}`;
       const set = clients.get(key) ?? new Set<WebClient>();
       if (set.size >= MAX_SOCKETS_PER_USER) throw new BerthError('BUSY', `at most ${MAX_SOCKETS_PER_USER} open chat windows per person`, { retry_after: 5 });
       set.add(client);
       clients.set(key, set);
+      // A page opened (or reloaded) while its agent waits for an answer: the cards come back.
+      for (const approval of deps.approvals?.pending({ project: login.project, tenant: tenantOfChatUser(login.user) }) ?? []) {
+        client.push({ type: 'approval', session_id: approval.session, approval });
+      }
       return () => {
         set.delete(client);
         if (set.size === 0 && clients.get(key) === set) clients.delete(key);

@@ -51,7 +51,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
   },
   'project update': {
     usage:
-      'project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect] [--timeout SECONDS] [--image IMG] [--agent PRESET] [--runtime NAME] [--model UPSTREAM]... [--allow-host HOST]... [--no-allow-host]\n  --runtime: the OCI runtime its runs use from the next message (warm containers are recycled).\n  --protect replaces the list, --no-protect empties it; protection is re-snapshotted.\n  --model and --allow-host replace their lists (the model budget and allowed models stay); --no-allow-host empties the allowlist.',
+      'project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect] [--timeout SECONDS] [--image IMG] [--agent PRESET] [--runtime NAME] [--model UPSTREAM]... [--allow-host HOST]... [--no-allow-host] [--approvals WHO]\n  --runtime: the OCI runtime its runs use from the next message (warm containers are recycled).\n  --protect replaces the list, --no-protect empties it; protection is re-snapshotted.\n  --model and --allow-host replace their lists (the model budget and allowed models stay); --no-allow-host empties the allowlist.\n  --approvals: who is asked when an agent wants a host outside the allowlist: person (the chat\'s, or the operator), operator (only), off (refused).',
     options: {
       isolation: { type: 'boolean' },
       'no-isolation': { type: 'boolean' },
@@ -64,6 +64,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       model: { type: 'string', multiple: true },
       'allow-host': { type: 'string', multiple: true },
       'no-allow-host': { type: 'boolean' },
+      approvals: { type: 'string' },
     },
     async run(berth, v, pos, io) {
       need(pos, 1, 'project name');
@@ -81,6 +82,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       if (v.model) patch.models = { ...berth().admin.getProject(pos[0] as string).models, upstreams: v.model };
       if (v['allow-host']) patch.egress = { allow: v['allow-host'] };
       if (v['no-allow-host']) patch.egress = { allow: [] };
+      if (v.approvals !== undefined) patch.chat = { ...berth().admin.getProject(pos[0] as string).chat, approvals: v.approvals };
       if (v.timeout !== undefined) {
         const seconds = Number(v.timeout);
         patch.limits = { timeout_seconds: Number.isFinite(seconds) ? seconds : v.timeout };

@@ -6,6 +6,9 @@ import { DEFAULT_RUNTIME, LevelRuntimesSchema, RuntimeNameSchema } from './runti
 export const PROJECT_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
 export const AGENT_PRESETS = ['shell', 'droid', 'claude', 'codex'] as const;
 export const MESSAGE_PLACEHOLDER = '{message}';
+/** Who may allow what a run asks for beyond its grant (ChatSettingsSchema approvals). */
+export const APPROVERS = ['person', 'operator', 'off'] as const;
+export type Approver = (typeof APPROVERS)[number];
 
 // eslint-disable-next-line no-control-regex
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
@@ -155,6 +158,17 @@ export const ChatSettingsSchema = z
       .enum(['markdown', 'text'])
       .optional()
       .describe('How the web chat shows answers: markdown (rendered, sanitized) or text (as printed). Default: markdown for the claude, codex and droid presets, text otherwise.'),
+    approvals: z
+      .enum(APPROVERS)
+      .default('person')
+      .describe('Who is asked when an agent at medium or high wants a host outside the egress allowlist: "person" (the person in the chat: a card in the web chat, /yes or /no on Signal), "operator" (only the operator: berth approvals), or "off" (refused at once, nobody asked).'),
+    approval_timeout_seconds: z
+      .number()
+      .int()
+      .min(10)
+      .max(3600)
+      .default(120)
+      .describe('How long a held request waits for an answer; none by then: denied.'),
   })
   .strict()
   .describe('How chat bridges treat this project\'s users.');

@@ -4,6 +4,8 @@ export const PERMISSION_LEVELS = ['low', 'medium', 'high'] as const;
 export const PermissionLevelSchema = z.enum(PERMISSION_LEVELS).describe('How much the agent of this session may do.');
 export type PermissionLevel = z.infer<typeof PermissionLevelSchema>;
 export const DEFAULT_PERMISSION_LEVEL: PermissionLevel = 'medium';
+/** Hosts one conversation may have allowed (the oldest goes first past it). */
+export const APPROVED_HOSTS_MAX = 32;
 
 export const SessionIdSchema = z
   .string()
@@ -84,6 +86,11 @@ export const SessionRecordSchema = z
     updated_at: z.string(),
     runs: z.number().int().min(0).describe('How many runs the session has had (0: the next is its first).'),
     settings: SessionSettingsSchema,
+    approved_hosts: z
+      .array(z.string().max(260))
+      .max(APPROVED_HOSTS_MAX)
+      .optional()
+      .describe('Hosts ("name:port") its person allowed for this conversation when its agent asked (the egress approvals): reached as if on the allowlist.'),
   })
   .strict();
 export type SessionRecord = z.infer<typeof SessionRecordSchema>;

@@ -10,6 +10,7 @@ import { hostAllowed } from '../config/outbound.js';
 import { appendOutbound } from '../store/outbound-log.js';
 import { noMetrics, type Metrics } from '../metrics.js';
 import { isPrivateAddress } from './addresses.js';
+import type { Approvals } from './approvals.js';
 import type { RunIdentity, RunSocketOpener } from './run-identity.js';
 import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix-server.js';
 
@@ -18,8 +19,11 @@ import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix
  * no network) through berth-bridge on its loopback, as HTTP_PROXY/HTTPS_PROXY. It speaks CONNECT
  * and absolute-URI HTTP(S), lets through only hosts on the project's allowlist, and connects to
  * the address it resolved itself — never to a private one unless the operator named the host.
+ * A host outside the allowlist is asked for (approvals.ts): the connection waits for the answer.
  * Every decision is logged; a refusal is a 403 that says why.
  */
+/** A DNS name (or an IPv4 address) as a person can read it in a question: never an IPv6 literal or odd bytes. */
+const HOST_NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 const HOP = new Set(['connection', 'keep-alive', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
 
 export interface EgressProxy {
@@ -28,15 +32,21 @@ export interface EgressProxy {
 
 type Decision = { ok: true; address: string } | { ok: false; reason: string };
 
-export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics }): EgressProxy {
+export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals }): EgressProxy {
   const metrics = deps.metrics ?? noMetrics();
   const pool: ConnectionPool = { open: 0 };
 
-  async function decide(run: RunIdentity, host: string, port: number): Promise<Decision> {
+  async function decide(run: RunIdentity, rawHost: string, port: number): Promise<Decision> {
     const allow = run.metadata.egress.allow;
+    const host = rawHost.replace(/\.$/, '');
     if (!host || !Number.isInteger(port) || port < 1 || port > 65535) return { ok: false, reason: 'not a host:port berth can check' };
     if (!hostAllowed(allow, host, port)) {
-      return { ok: false, reason: `${host}:${port} is not in project "${run.project}"'s egress allowlist (${allow.join(', ') || 'empty'})` };
+      const notListed = `${host}:${port} is not in project "${run.project}"'s egress allowlist (${allow.join(', ') || 'empty'})`;
+      // Only a plain host name is worth a question (and nothing is looked up before the answer:
+      // a lookup of a name the agent made up would be a way out on its own).
+      if (!deps.approvals || !HOST_NAME.test(host)) return { ok: false, reason: notListed };
+      const verdict = await deps.approvals.request(run, `${host}:${port}`);
+      if (!verdict.allowed) return { ok: false, reason: verdict.reason };
     }
     let addresses: Array<{ address: string }>;
     try {
@@ -141,7 +151,13 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         req.pipe(upstream);
       }
 
-      return listenOnRunSocket(server, path);
+      const listening = await listenOnRunSocket(server, path);
+      return {
+        async close() {
+          deps.approvals?.endRun(run.runId);
+          await listening.close();
+        },
+      };
     },
   };
 }

@@ -1,3 +1,4 @@
+import type { ApprovalListener } from '../store/approvals.js';
 import type { ProjectMetadata } from '../config/metadata.js';
 
 /** Who is calling through a run's socket: known from which socket, never from what is sent. */
@@ -11,6 +12,8 @@ export interface RunIdentity {
   workspaceId: string;
   /** Where the project's outbound log lives. */
   sessionsDir: string;
+  /** The chat watching this run, which can ask its person (egress approvals); none: an API or CLI run. */
+  ask?: ApprovalListener;
 }
 
 /**

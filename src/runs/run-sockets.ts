@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { SOCKET_NAMES, type RunSocket } from '../plan/outbound.js';
 import type { RunIdentity, RunSocketOpener } from '../outbound/run-identity.js';
 import type { RunContext } from './run-context.js';
+import type { ApprovalListener } from '../store/approvals.js';
 
 /** Each run's sockets (file tools, model gateway, egress proxy) in its own directory below `dir`. */
 export interface RunSocketsConfig {
@@ -19,7 +20,7 @@ export interface OpenSockets {
  * directory (or, for a warm container's directory, only the sockets: between messages it
  * reaches nothing).
  */
-export async function openRunSockets(sockets: RunSocketsConfig, ctx: RunContext, dir: string, wanted: readonly RunSocket[], opts: { keepDir: boolean; stopRun: (reason: string) => void }): Promise<OpenSockets> {
+export async function openRunSockets(sockets: RunSocketsConfig, ctx: RunContext, dir: string, wanted: readonly RunSocket[], opts: { keepDir: boolean; stopRun: (reason: string) => void; ask?: ApprovalListener }): Promise<OpenSockets> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
   const run: RunIdentity = {
     runId: ctx.runId,
@@ -29,6 +30,7 @@ export async function openRunSockets(sockets: RunSocketsConfig, ctx: RunContext,
     session: ctx.session.id,
     workspaceId: ctx.workspace.id,
     sessionsDir: ctx.project.paths.sessionsDir,
+    ...(opts.ask ? { ask: opts.ask } : {}),
   };
   const open: OpenSockets[] = [];
   const close = async () => {

@@ -24,6 +24,7 @@ import { createKeyedLock } from './keyed-lock.js';
 import { prepareMounts } from './prepare-mounts.js';
 import { contextOf, identityOf, quotaOf, withBootstrap, type LaunchSpec, type PrivateTarget, type RunContext, type RunIdentityContext } from './run-context.js';
 import { toRunRecord, type RunOutcome } from './run-record.js';
+import type { ApprovalListener } from '../store/approvals.js';
 import { openRunSockets, type OpenSockets, type RunSocketsConfig } from './run-sockets.js';
 import { progressTap, type ProgressListener } from './progress-tap.js';
 import { LOST_WARNING, runHalt, STOPPED_WARNING, type RunHalt } from './run-halt.js';
@@ -46,6 +47,8 @@ export interface RunRequest {
   onOutput?: OutputListener;
   /** The agent's tool calls and words as it works (agents whose output berth reads: plan.progress). */
   onProgress?: ProgressListener;
+  /** The chat watching this run, which can ask its person (a host outside the egress allowlist). */
+  onApproval?: ApprovalListener;
   /**
    * Awaited once the run is admitted and holds its workspace lock, before anything is prepared:
    * a chat bridge takes its run slot here, so a message waiting for its turn holds none.
@@ -204,7 +207,7 @@ export function createRunner(deps: {
         assertLaunchable(launcherCaps, plan, { loopQuota: ctx.workspace.ownFilesystem === true });
         for (const w of plan.warnings) ctx.log.warn(w);
         // A container that outlives the run keeps its run directory: only the sockets go.
-        if (runDir && deps.sockets) sockets = await openRunSockets(deps.sockets, ctx, runDir, plan.sockets, { keepDir: lease !== undefined, stopRun });
+        if (runDir && deps.sockets) sockets = await openRunSockets(deps.sockets, ctx, runDir, plan.sockets, { keepDir: lease !== undefined, stopRun, ask: spec.kind === 'message' ? spec.onApproval : undefined });
         prepareMounts(plan, ctx.project.paths.dir, ctx.owner);
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
@@ -305,7 +308,7 @@ export function createRunner(deps: {
       const project = store.get(request.project);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey, chosen: true });
       if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, request.level);
-      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, whenReady: request.whenReady });
+      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady });
     },
     async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
       const project = store.get(projectName);

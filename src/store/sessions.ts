@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import {
+  APPROVED_HOSTS_MAX,
   DEFAULT_PERMISSION_LEVEL,
   SessionIdSchema,
   SessionRecordSchema,
@@ -43,6 +44,8 @@ export interface SessionStore {
   countRun(project: Project, sessionId: string, message?: string): SessionRecord;
   /** Its person's name for it. */
   setTitle(project: string, sessionId: string, title: string): SessionRecord;
+  /** Its person allowed `target` ("host:port") for this conversation when its agent asked (the oldest goes past APPROVED_HOSTS_MAX). */
+  approveHost(project: string, sessionId: string, target: string): SessionRecord;
   /** Forget a session: its record, its agent home (the conversation) and its chat transcript. Its workspace stays. */
   remove(project: string, sessionId: string): void;
 }
@@ -143,12 +146,13 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
     return { project, session };
   }
 
-  function modify(project: Project, record: SessionRecord, change: Partial<Pick<SessionRecord, 'runs' | 'title'>> & { level?: PermissionLevel; mode?: 'tenant' | 'session' }) {
+  function modify(project: Project, record: SessionRecord, change: Partial<Pick<SessionRecord, 'runs' | 'title' | 'approved_hosts'>> & { level?: PermissionLevel; mode?: 'tenant' | 'session' }) {
     const mode = change.mode ?? record.settings.workspace.mode;
     const title = change.title ?? record.title;
     return write(project, {
       ...record,
       ...(title === undefined ? {} : { title }),
+      ...(change.approved_hosts === undefined ? {} : { approved_hosts: change.approved_hosts }),
       runs: change.runs ?? record.runs,
       updated_at: new Date().toISOString(),
       settings: {
@@ -232,6 +236,12 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       if (!session) throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist`);
       const title = session.title === undefined && message !== undefined ? titleFrom(message) : undefined;
       return modify(project, session, { runs: session.runs + 1, title });
+    },
+
+    approveHost(projectName, sessionId, target) {
+      const { project, session } = get(projectName, sessionId);
+      const hosts = (session.approved_hosts ?? []).filter((h) => h !== target);
+      return modify(project, session, { approved_hosts: [...hosts, target].slice(-APPROVED_HOSTS_MAX) });
     },
 
     setTitle(projectName, sessionId, title) {

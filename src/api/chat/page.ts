@@ -40,6 +40,11 @@ header select{max-width:100%;min-width:0;text-overflow:ellipsis}
 .md code{font:13px/1.35 ui-monospace,monospace}
 .md button.copy{position:absolute;top:.25rem;right:.25rem;font-size:.75rem;padding:.1rem .4rem}
 .md table{border-collapse:collapse}.md td,.md th{border:1px solid #ddd;padding:.2rem .4rem}
+.msg.approval{background:#fff8e1;border:1px solid #d9a400;border-radius:6px;padding:.5rem .7rem;overflow-wrap:anywhere}
+.approval p{margin:.2rem 0}.approval .when{color:#555;font-size:.8rem}
+.approval .choices{display:flex;flex-wrap:wrap;gap:.4rem;margin:.4rem 0}
+.approval button{font:inherit;padding:.35rem .8rem}
+.approval .outcome{font-weight:600}
 #typing{padding:0 .8rem;font-size:.85rem;color:#555;min-height:1.2em}
 form{display:flex;gap:.5rem;padding:.5rem .8rem;border-top:1px solid #ddd;background:#fff}
 textarea{flex:1;font:inherit;padding:.4rem;min-height:2.6rem;resize:vertical}
@@ -50,7 +55,7 @@ button[type=submit]{font:inherit;padding:.4rem 1rem}
 const SCRIPT = `
 'use strict';
 const $ = (id) => document.getElementById(id);
-const state = { me: null, session: null, sessions: [], ws: null, pending: null, retry: 0, out: false, steps: new Map() };
+const state = { me: null, session: null, sessions: [], ws: null, pending: null, retry: 0, out: false, steps: new Map(), approvals: new Map() };
 const key = (what) => 'berth-chat:' + state.me.project + ':' + state.me.user + ':' + what;
 
 // crypto.randomUUID needs a secure context; a chat served on a LAN address over http is not one.
@@ -228,6 +233,68 @@ function addSteps(steps) {
   }
 }
 
+const CHOICES = [['once', 'Allow once'], ['session', 'Allow for this session'], ['deny', 'Deny']];
+const ANSWERED = { once: 'Allowed for this message', session: 'Allowed for this conversation', deny: 'Denied' };
+
+/** The agent asks for a host outside the project's allowlist: the person answers here (or is told the operator was asked). */
+function showApproval(a) {
+  if (document.getElementById('approval-' + a.id)) return;
+  const el = document.createElement('div');
+  el.className = 'msg approval';
+  el.id = 'approval-' + a.id;
+  el.setAttribute('role', 'group');
+  el.setAttribute('aria-label', 'your agent asks to reach ' + a.target);
+  const what = document.createElement('p');
+  what.append('Your agent wants to reach ');
+  const host = document.createElement('strong');
+  host.textContent = a.target;
+  what.append(host, ', which this project does not allow.');
+  const when = document.createElement('p');
+  when.className = 'when';
+  const mins = Math.max(1, Math.round((Date.parse(a.expires_at) - Date.parse(a.asked_at)) / 60000));
+  el.append(what);
+  if (a.approver === 'operator') {
+    when.textContent = 'The operator has been asked to allow it; it waits up to ' + mins + ' min.';
+  } else {
+    const choices = document.createElement('div');
+    choices.className = 'choices';
+    for (const [decision, label] of CHOICES) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.textContent = label;
+      b.dataset.decision = decision;
+      b.onclick = () => answerApproval(a.id, decision, el);
+      choices.append(b);
+    }
+    el.append(choices);
+    when.textContent = 'No answer within ' + mins + ' min: denied.';
+  }
+  el.append(when);
+  $('log').append(el);
+  el.scrollIntoView({ block: 'end' });
+}
+
+function answerApproval(id, decision, el) {
+  if (!state.ws || state.ws.readyState !== WebSocket.OPEN) return showError({ code: 'DISCONNECTED', message: 'not connected: answer again once the page reconnects' });
+  for (const b of el.querySelectorAll('button')) b.disabled = true;
+  state.ws.send(JSON.stringify({ type: 'approve', id, decision }));
+}
+
+function settleApproval(m) {
+  state.approvals.delete(m.id);
+  const el = document.getElementById('approval-' + m.id);
+  if (!el) return;
+  const outcome = document.createElement('p');
+  outcome.className = 'outcome';
+  outcome.setAttribute('role', 'status');
+  outcome.textContent = m.text ? m.text : m.by === 'berth' ? 'No longer waiting: the agent finished' : m.by === 'timeout' ? 'Nobody answered in time: denied' : (ANSWERED[m.decision] || 'Answered') + (m.by === 'operator' ? ' (by the operator)' : '');
+  const choices = el.querySelector('.choices');
+  if (choices) choices.replaceWith(outcome);
+  else el.querySelector('.when').replaceWith(outcome);
+  const when = el.querySelector('.when');
+  if (when) when.remove();
+}
+
 function liveBlock() {
   let el = document.querySelector('#log .msg.live');
   if (!el) el = add('live', '');
@@ -315,6 +382,7 @@ async function selectSession(id) {
     if (e.steps && e.steps.length) addSteps(e.steps);
     add(e.role, e.text, e.format);
   }
+  for (const a of state.approvals.values()) if (a.session === id) showApproval(a);
   $('typing').textContent = '';
 }
 
@@ -337,7 +405,17 @@ async function deleteSession() {
 }
 
 function onMessage(m) {
+  if (m.type === 'approval') {
+    state.approvals.set(m.approval.id, m.approval);
+    if (m.session_id === state.session) showApproval(m.approval);
+    return;
+  }
+  if (m.type === 'approval_answered') return settleApproval(m);
   if (m.type === 'error') {
+    // A card answered too late (answered already, timed out, its run ended) waits no more.
+    const card = m.id && document.getElementById('approval-' + m.id);
+    if (card && m.code === 'APPROVAL_NOT_FOUND') return settleApproval({ id: m.id, text: 'No longer waiting: ' + m.message });
+    if (card) for (const b of card.querySelectorAll('button')) b.disabled = false;
     showError(m);
     if (state.pending && m.id === state.pending.id) { state.pending = null; updateSend(); }
     return;

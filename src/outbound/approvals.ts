@@ -1,0 +1,216 @@
+import type { Logger } from 'pino';
+import type { AuditEvent } from '../store/audit.js';
+import { BerthError } from '../errors.js';
+import { selfIdentity } from '../fs/process-identity.js';
+import type { ApprovalAnswer, ApprovalDecision, ApprovalRequest, ApprovalStore, ApprovalView } from '../store/approvals.js';
+import type { RunIdentity } from './run-identity.js';
+
+/**
+ * Ask before a run goes past its grant: a host outside its project's egress allowlist. The run's
+ * connections wait in the proxy (the agent retries nothing; one that gives up meanwhile denies nothing) while its project's approver is asked:
+ * the person watching the run in a chat (a card, /yes /no) or the operator only (berth approvals,
+ * the console). An answer is "once" (this run may reach the host), "session" (this conversation
+ * may, from now on) or "deny"; none within chat.approval_timeout_seconds is a denial. Every
+ * answer is audited. The requests are on disk (store/approvals.ts), so the CLI of another
+ * process answers them too; this process reads those answers every ANSWER_POLL_MS while any wait.
+ */
+
+/** Who answers: the operator (CLI, console), or a person of the chat (only their own tenant's requests, only when the project lets the person answer). */
+export type Answerer = { operator: true; actor: string } | { operator?: false; actor: string; project: string; tenant: string };
+
+export type Verdict = { allowed: true } | { allowed: false; reason: string };
+
+export interface Approvals {
+  /** May this run reach `target` ("host:port"), which its allowlist does not name? Asks, and waits for the answer. */
+  request(run: RunIdentity, target: string): Promise<Verdict>;
+  /** An answer from this process (a chat, the console): APPROVAL_NOT_FOUND unless it waits and is the answerer's to give. */
+  answer(id: string, decision: ApprovalDecision, by: Answerer): ApprovalView;
+  /** What waits (in any process of the home), oldest first; a person's filter shows their own only. */
+  pending(filter?: { project?: string; tenant?: string }): ApprovalView[];
+  /** The run's connections are closed: what it still waits for is denied, what it was allowed once is forgotten. */
+  endRun(runId: string): void;
+}
+
+export const APPROVAL_BOUNDS = {
+  /** Requests one run may make (each a card or a message someone must read). */
+  asksPerRun: 8,
+  /** Requests waiting at once in this process. */
+  pendingMax: 200,
+} as const;
+export const ANSWER_POLL_MS = 500;
+
+interface RunState {
+  allowed: Set<string>;
+  denied: Map<string, string>;
+  asks: number;
+  waiting: Map<string, Promise<Verdict>>;
+}
+
+interface Waiter {
+  request: ApprovalRequest;
+  run: RunIdentity;
+  settle: (answer: ApprovalAnswer) => void;
+}
+
+export function createApprovals(deps: {
+  store: ApprovalStore;
+  logger: Logger;
+  audit: (event: Omit<AuditEvent, 'request_id'>) => void;
+  /** Hosts the run's conversation was allowed before (read when asked: a grant given meanwhile counts). */
+  sessionHosts: (project: string, session: string) => readonly string[];
+  approveForSession: (project: string, session: string, target: string) => void;
+  now?: () => number;
+}): Approvals {
+  const now = deps.now ?? Date.now;
+  const runs = new Map<string, RunState>();
+  const waiters = new Map<string, Waiter>();
+  let poll: NodeJS.Timeout | undefined;
+  const owner = selfIdentity();
+
+  const stateOf = (runId: string): RunState => {
+    let s = runs.get(runId);
+    if (!s) runs.set(runId, (s = { allowed: new Set(), denied: new Map(), asks: 0, waiting: new Map() }));
+    return s;
+  };
+  const viewOf = ({ owner: _o, run: _r, ...view }: ApprovalRequest): ApprovalView => view;
+
+  /** The answer that stands (the first published) is applied once: recorded, told, remembered. */
+  function settle(id: string, answer: ApprovalAnswer) {
+    const w = waiters.get(id);
+    if (!w) return;
+    waiters.delete(id);
+    deps.store.remove(id);
+    if (waiters.size === 0) stopPolling();
+    const { request, run } = w;
+    if (answer.decision === 'session') {
+      try {
+        deps.approveForSession(request.project, request.session, request.target);
+      } catch (err) {
+        deps.logger.warn({ err: String(err).slice(0, 200), id }, 'could not keep the approval for the session (this run has it)');
+      }
+    }
+    const action = answer.by === 'timeout' ? 'approval.timeout' : `approval.${answer.decision === 'deny' ? 'deny' : answer.decision === 'once' ? 'allow_once' : 'allow_session'}`;
+    deps.audit({ kind: 'admin', action, actor: answer.by === 'timeout' ? 'berth' : answer.by, project: request.project, target: `${request.target} for ${request.tenant} (session ${request.session})`, outcome: 'ok' });
+    deps.logger.info({ id, target: request.target, decision: answer.decision, by: answer.by }, 'approval answered');
+    run.ask?.({ type: 'answered', id, decision: answer.decision, by: answer.by });
+    w.settle(answer);
+  }
+
+  function startPolling() {
+    poll ??= setInterval(() => {
+      for (const id of [...waiters.keys()]) {
+        const answer = deps.store.answerOf(id);
+        if (answer) settle(id, answer);
+      }
+    }, ANSWER_POLL_MS);
+    poll.unref();
+  }
+  function stopPolling() {
+    clearInterval(poll);
+    poll = undefined;
+  }
+
+  /** Publish an answer (the first one wins, in this process or another) and apply the one that stands. */
+  function publish(id: string, answer: ApprovalAnswer) {
+    deps.store.answer(id, answer);
+    const standing = deps.store.answerOf(id);
+    if (standing) settle(id, standing);
+  }
+
+  async function ask(run: RunIdentity, state: RunState, target: string): Promise<Verdict> {
+    const { approvals: approver, approval_timeout_seconds: timeout } = run.metadata.chat;
+    const notListed = `${target} is not in project "${run.project}"'s egress allowlist`;
+    if (approver === 'off') return { allowed: false, reason: notListed };
+    if (approver === 'person' && !run.ask) return { allowed: false, reason: `${notListed}, and nobody watches this run to allow it (a chat asks its person)` };
+    if (state.asks >= APPROVAL_BOUNDS.asksPerRun) return { allowed: false, reason: `${notListed}, and this run asked ${APPROVAL_BOUNDS.asksPerRun} times already` };
+    if (waiters.size >= APPROVAL_BOUNDS.pendingMax) return { allowed: false, reason: `${notListed}, and too many requests wait for an answer` };
+    state.asks++;
+    const at = now();
+    const request: ApprovalRequest = {
+      id: deps.store.newId(),
+      kind: 'egress',
+      project: run.project,
+      tenant: run.tenantKey,
+      session: run.session,
+      run: run.runId,
+      target,
+      approver,
+      asked_at: new Date(at).toISOString(),
+      expires_at: new Date(at + timeout * 1000).toISOString(),
+      owner,
+    };
+    deps.store.put(request);
+    const answer = await new Promise<ApprovalAnswer>((resolve) => {
+      const timer = setTimeout(() => publish(request.id, { decision: 'deny', by: 'timeout', at: new Date().toISOString() }), timeout * 1000);
+      timer.unref();
+      waiters.set(request.id, {
+        request,
+        run,
+        settle: (a) => {
+          clearTimeout(timer);
+          resolve(a);
+        },
+      });
+      startPolling();
+      const view = viewOf(request);
+      deps.logger.info({ id: request.id, target, project: run.project, tenant: run.tenantKey, approver }, approver === 'operator' ? `a run asks to reach ${target}: berth approvals allow ${request.id} (or deny)` : 'a run asks its person to reach a host');
+      run.ask?.({ type: 'asked', approval: view });
+    });
+    if (answer.decision === 'deny') {
+      const reason = answer.by === 'timeout' ? `${notListed}, and nobody allowed it within ${timeout} s` : `${notListed}, and the request to reach it was denied`;
+      state.denied.set(target, reason);
+      return { allowed: false, reason };
+    }
+    state.allowed.add(target);
+    return { allowed: true };
+  }
+
+  return {
+    async request(run, target) {
+      const state = stateOf(run.runId);
+      if (state.allowed.has(target)) return { allowed: true };
+      const denied = state.denied.get(target);
+      if (denied) return { allowed: false, reason: denied };
+      if (deps.sessionHosts(run.project, run.session).includes(target)) {
+        state.allowed.add(target);
+        return { allowed: true };
+      }
+      // Connections to one host wait on one question.
+      let verdict = state.waiting.get(target);
+      if (!verdict) {
+        verdict = ask(run, state, target).finally(() => state.waiting.delete(target));
+        state.waiting.set(target, verdict);
+      }
+      return verdict;
+    },
+
+    answer(id, decision, by) {
+      // Its request, wherever it waits (a CLI answers for the serving process through the store).
+      const request = waiters.get(id)?.request ?? deps.store.get(id);
+      if (!request || (!by.operator && (request.project !== by.project || request.tenant !== by.tenant))) {
+        throw new BerthError('APPROVAL_NOT_FOUND', 'nothing of that id waits for your answer (answered already, timed out, or its run ended)');
+      }
+      if (!by.operator && request.approver === 'operator') {
+        throw new BerthError('PERMISSION_DENIED', 'only the operator may answer this request (the project\'s chat.approvals is "operator")', { rule: 'approver' });
+      }
+      if (!deps.store.answer(id, { decision, by: by.actor, at: new Date().toISOString() })) {
+        throw new BerthError('APPROVAL_NOT_FOUND', 'that request was answered already');
+      }
+      const standing = deps.store.answerOf(id);
+      if (standing) settle(id, standing); // a request of another process: it reads the answer within ANSWER_POLL_MS
+      return viewOf(request);
+    },
+
+    pending(filter = {}) {
+      return deps.store
+        .list()
+        .filter((r) => (filter.project === undefined || r.project === filter.project) && (filter.tenant === undefined || r.tenant === filter.tenant))
+        .map(viewOf);
+    },
+
+    endRun(runId) {
+      for (const [id, w] of waiters) if (w.request.run === runId) publish(id, { decision: 'deny', by: 'berth', at: new Date().toISOString() });
+      runs.delete(runId);
+    },
+  };
+}

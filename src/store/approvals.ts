@@ -1,0 +1,143 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { BerthError, errnoOf } from '../errors.js';
+import { parsesAs, readJsonFile } from '../fs/json-file.js';
+import { ownerAlive } from '../fs/process-identity.js';
+import { atomicWriteFile } from '../fs/tree.js';
+
+/**
+ * What runs wait for someone to allow, on disk so that another process of the home (the CLI)
+ * sees and answers them: `<state>/approvals/<id>.json`, the request, written by the process whose
+ * run asked; `<id>.decision`, the answer, published by a hard link so that exactly one answer
+ * wins (the person's chat, the operator's CLI or the timeout, whichever comes first). The asking
+ * process reads the answers to its own requests and removes both files; a request whose process
+ * is gone is nobody's and is removed when listed.
+ */
+export const APPROVAL_ID_PATTERN = /^[a-f0-9]{10}$/;
+export const APPROVAL_DECISIONS = ['once', 'session', 'deny'] as const;
+export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
+
+export const ApprovalRequestSchema = z
+  .object({
+    id: z.string().regex(APPROVAL_ID_PATTERN),
+    kind: z.literal('egress').describe('egress: a host outside the project\'s egress allowlist.'),
+    project: z.string().max(128),
+    tenant: z.string().max(1024),
+    session: z.string().max(128),
+    run: z.string().max(128),
+    /** "host:port", a name the proxy checked (never a URL, never more than a host). */
+    target: z.string().max(260),
+    approver: z.enum(['person', 'operator']).describe('Who may answer: the person in the chat (or the operator), or the operator only.'),
+    asked_at: z.string(),
+    expires_at: z.string(),
+    owner: z.string().max(128).describe('The berth process whose run waits.'),
+  })
+  .strict();
+export type ApprovalRequest = z.infer<typeof ApprovalRequestSchema>;
+
+export const ApprovalAnswerSchema = z
+  .object({
+    decision: z.enum(APPROVAL_DECISIONS),
+    /** Who answered: "tenant:<key>", "operator", or "timeout". */
+    by: z.string().max(512),
+    at: z.string(),
+  })
+  .strict();
+export type ApprovalAnswer = z.infer<typeof ApprovalAnswerSchema>;
+
+/** A request as the people who answer it see it. */
+export type ApprovalView = Omit<ApprovalRequest, 'owner' | 'run'>;
+export type ApprovalEvent = { type: 'asked'; approval: ApprovalView } | { type: 'answered'; id: string; decision: ApprovalDecision; by: string };
+/** Someone who can be asked: the chat watching a run. */
+export type ApprovalListener = (event: ApprovalEvent) => void;
+
+/** Requests listed at most (a store holds one per waiting connection, bounded by the broker). */
+const LIST_MAX = 1000;
+
+export interface ApprovalStore {
+  newId(): string;
+  put(request: ApprovalRequest): void;
+  /** Requests whose process lives, oldest first (stale ones are removed on the way). */
+  list(): ApprovalRequest[];
+  get(id: string): ApprovalRequest | undefined;
+  /** Publish an answer: false when another answer was there first (nothing is changed then). */
+  answer(id: string, answer: ApprovalAnswer): boolean;
+  answerOf(id: string): ApprovalAnswer | undefined;
+  remove(id: string): void;
+}
+
+export function openApprovalStore(stateDir: string): ApprovalStore {
+  const dir = join(stateDir, 'approvals');
+  const requestFile = (id: string) => join(dir, `${checkedId(id)}.json`);
+  const answerFile = (id: string) => join(dir, `${checkedId(id)}.decision`);
+  const read = <S extends z.ZodType>(file: string, schema: S): z.output<S> | undefined => {
+    try {
+      return readJsonFile(file, schema);
+    } catch {
+      return undefined; // torn by a crash or edited by hand: not a request anyone can answer
+    }
+  };
+  const remove = (id: string) => {
+    fs.rmSync(requestFile(id), { force: true });
+    fs.rmSync(answerFile(id), { force: true });
+  };
+
+  return {
+    newId: () => randomBytes(5).toString('hex'),
+    put(request) {
+      fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+      atomicWriteFile(requestFile(request.id), JSON.stringify(request), 0o600, parsesAs(ApprovalRequestSchema));
+    },
+    list() {
+      let names: string[];
+      try {
+        names = fs.readdirSync(dir).filter((n) => n.endsWith('.json')).slice(0, LIST_MAX);
+      } catch (err) {
+        if (errnoOf(err) === 'ENOENT') return [];
+        throw err;
+      }
+      const requests: ApprovalRequest[] = [];
+      for (const name of names) {
+        const id = name.slice(0, -'.json'.length);
+        if (!APPROVAL_ID_PATTERN.test(id)) continue;
+        const request = read(requestFile(id), ApprovalRequestSchema);
+        if (request?.id !== id) continue;
+        if (!ownerAlive(request.owner)) {
+          remove(id);
+          continue;
+        }
+        requests.push(request);
+      }
+      return requests.sort((a, b) => a.asked_at.localeCompare(b.asked_at));
+    },
+    get(id) {
+      if (!APPROVAL_ID_PATTERN.test(id)) return undefined;
+      const request = read(requestFile(id), ApprovalRequestSchema);
+      return request?.id === id && ownerAlive(request.owner) ? request : undefined;
+    },
+    answer(id, answer) {
+      const tmp = `${answerFile(id)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+      atomicWriteFile(tmp, JSON.stringify(ApprovalAnswerSchema.parse(answer)), 0o600);
+      try {
+        fs.linkSync(tmp, answerFile(id)); // fails when an answer is there: the first one stands
+        return true;
+      } catch (err) {
+        if (errnoOf(err) === 'EEXIST') return false;
+        throw err;
+      } finally {
+        fs.rmSync(tmp, { force: true });
+      }
+    },
+    answerOf(id) {
+      return read(answerFile(id), ApprovalAnswerSchema);
+    },
+    remove,
+  };
+}
+
+function checkedId(id: string): string {
+  if (!APPROVAL_ID_PATTERN.test(id)) throw new BerthError('APPROVAL_NOT_FOUND', `"${id.slice(0, 20)}" is not an approval id (10 characters of 0-9, a-f)`);
+  return id;
+}
