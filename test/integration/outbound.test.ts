@@ -12,6 +12,7 @@ import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { MODEL_GATEWAY_BOUNDS } from '../../src/config/bounds.js';
 import { createModelGateway } from '../../src/outbound/model-gateway.js';
 import { readOutbound, type ModelCall } from '../../src/store/outbound-log.js';
+import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../../src/store/approvals.js';
 import { startFakeAnthropic, type FakeAnthropic } from '../fakes/anthropic-api.js';
 import { BERTH_BIN, REPO_ROOT, cli, removeContainersOf, testHome, type TestHome } from '../helpers.js';
 
@@ -93,6 +94,8 @@ beforeAll(async () => {
   });
   h.create({ name: 'ob', workspace_isolation: true, models: { upstreams: ['anthropic'], allow: ['claude-*'], budget: { requests_per_hour: 4 } }, egress: { allow: [`localhost:${webPort}`, 'localhost'] } });
   h.create({ name: 'nomodel', workspace_isolation: true });
+  h.create({ name: 'ask', workspace_isolation: true });
+  h.create({ name: 'askop', workspace_isolation: true, chat: { approvals: 'operator', approval_timeout_seconds: 60 } });
   h.create({ name: 'obgone', workspace_isolation: true, models: { upstreams: ['gone'], allow: ['claude-*'] } });
   h.create({ name: 'ob3', workspace_isolation: true, models: { upstreams: ['echo', 'echoa'], allow: ['gpt-cheap*', 'claude-*'], budget: { requests_per_hour: 1000 } } });
 });
@@ -647,5 +650,78 @@ describe('egress proxy (medium and high)', () => {
     expect(privateName.stdout).toContain('403 Forbidden');
     expect(privateName.stdout).toContain('resolves to a private or loopback address');
     expect(webHits).toBe(1);
+  });
+});
+
+describe('egress approvals: a host outside the allowlist is asked for, the connection waits in the proxy', () => {
+  /** A run watched as a chat watches it: each question is answered by `answer` (a person's chat). */
+  const watched = (project: string, tenant: string, message: string, answer: (a: ApprovalView) => ApprovalDecision) => {
+    const events: ApprovalEvent[] = [];
+    const run = h.berth.runner.run({
+      project,
+      tenantKey: tenant,
+      message,
+      level: 'medium',
+      onApproval: (e) => {
+        events.push(e);
+        if (e.type === 'asked') h.berth.approvals.answer(e.approval.id, answer(e.approval), { actor: `tenant:${tenant}`, project, tenant });
+      },
+    });
+    return { run, events };
+  };
+  const fetch = (path: string) => `wget -q -O - http://localhost:${webPort}/${path} 2>&1; echo rc=$?`;
+
+  it('denied: the agent gets 403 with the reason and the host is never reached; allowed once: the same request goes through', async () => {
+    webHits = 0;
+    const denied = watched('ask', 'web:ann', fetch('denied'), () => 'deny');
+    const d = await denied.run;
+    expect(d.stdout).toMatch(/403/);
+    expect(d.stdout).toMatch(/rc=1/);
+    expect(denied.events.map((e) => e.type)).toEqual(['asked', 'answered']);
+    expect(denied.events[0]).toMatchObject({ approval: { target: `localhost:${webPort}`, tenant: 'web:ann', project: 'ask', approver: 'person' } });
+    expect(webHits).toBe(0);
+    const allowed = watched('ask', 'web:ann', fetch('allowed'), () => 'once');
+    expect((await allowed.run).stdout).toBe(`hello from loopback /allowed\nrc=0\n`);
+    expect(webHits).toBe(1);
+    const log = readOutbound(h.berth.store.get('ask').paths.sessionsDir, { limit: 2, keep: (r) => r.kind === 'egress' });
+    expect(log.map((r) => (r.kind === 'egress' ? r.status : 0))).toEqual([200, 403]);
+    // "once" is this message's: a run that nobody watches is refused again, at once.
+    const api = await h.run('ask', 'web:ann', fetch('api'), 'medium');
+    expect(api.stdout).toMatch(/403/);
+    expect(webHits).toBe(1);
+    const actions = h.berth.audit.list({ project: 'ask', limit: 10 }).map((e) => [e.action, e.actor]);
+    expect(actions).toEqual(expect.arrayContaining([['approval.deny', 'tenant:web:ann'], ['approval.allow_once', 'tenant:web:ann']]));
+  });
+
+  it('allowed for the session: the conversation keeps it, so its next run reaches the host with nobody asked', async () => {
+    webHits = 0;
+    const first = watched('ask', 'web:sam', fetch('one'), () => 'session');
+    expect((await first.run).stdout).toContain('hello from loopback /one');
+    expect(h.berth.sessions.list(h.berth.store.get('ask'), { tenantKey: 'web:sam' })[0]?.approved_hosts).toEqual([`localhost:${webPort}`]);
+    const next = await h.run('ask', 'web:sam', fetch('two'), 'medium');
+    expect(next.stdout).toContain('hello from loopback /two');
+    expect(webHits).toBe(2);
+  });
+
+  it('approvals "operator": the run waits for "berth approvals allow" from another process (the CLI)', async () => {
+    webHits = 0;
+    // Nobody watches this run (an API run): the operator is asked all the same.
+    const run = h.run('askop', 'sig:+300', fetch('operator'), 'medium');
+    let id = '';
+    await expect
+      .poll(() => {
+        const listed = cli(['--home', h.home, 'approvals', 'list', '--json']);
+        id = (JSON.parse(listed.stdout || '[]') as ApprovalView[])[0]?.id ?? '';
+        return id;
+      }, { timeout: 20_000, interval: 300 })
+      .not.toBe('');
+    expect(cli(['--home', h.home, 'approvals', 'list']).stdout).toMatch(new RegExp(`^${id}  askop  sig:\\+300  session \\S+  wants localhost:${webPort}  \\(operator only;`));
+    const bogus = cli(['--home', h.home, 'approvals', 'allow', 'ffffffffff']);
+    expect(bogus).toMatchObject({ code: 30, stderr: expect.stringMatching(/^APPROVAL_NOT_FOUND: /) });
+    const allowed = cli(['--home', h.home, 'approvals', 'allow', id]);
+    expect(allowed).toMatchObject({ code: 0, stdout: expect.stringMatching(/^allowed once: localhost:\d+ for sig:\+300 in askop/) });
+    expect((await run).stdout).toContain('hello from loopback /operator');
+    expect(cli(['--home', h.home, 'approvals', 'deny', id])).toMatchObject({ code: 30 });
+    expect(h.berth.audit.list({ project: 'askop', limit: 5 })).toEqual(expect.arrayContaining([expect.objectContaining({ action: 'approval.allow_once', actor: 'operator' })]));
   });
 });
