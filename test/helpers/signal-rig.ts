@@ -11,7 +11,7 @@ export function capturingLogger<T>(lines: T[]): Logger {
 
 /** berth's bridges on a test home, as serve starts them (fast backoff), once the fake signal-cli has them connected. */
 export async function startSignalBridges(h: TestHome, fake: FakeSignalCli, logger: Logger = pino({ level: 'silent' })): Promise<RunningBridges> {
-  const bridges = startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger, stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 } });
+  const bridges = startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger, stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 }, approvals: h.berth.approvals });
   await fake.waitForClients(1, 10_000);
   return bridges;
 }

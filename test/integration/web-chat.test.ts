@@ -362,6 +362,69 @@ describe('web chat in a browser', () => {
     await context.close();
   });
 
+  it('the agent asks before it reaches a host outside the allowlist: a card (allow once, for this session, deny) that a reload keeps; allowed, the request goes through; denied, it gets 403; nobody else can answer it', async () => {
+    pageErrors.length = 0;
+    let hits = 0;
+    const site = http.createServer((req, res) => {
+      hits++;
+      res.end(`fetched ${req.url}\n`);
+    });
+    await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
+    const port = (site.address() as AddressInfo).port;
+    // A loopback "site" stands in for the internet: the operator lets the proxy reach it at all.
+    await h.berth.operator.setConfig(['egress', 'private_hosts'], [`localhost:${port}`]);
+    try {
+      const context = await browser.newContext({ viewport: { width: 360, height: 740 } });
+      const page = await newPage(context);
+      await page.goto(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'asker').path}`);
+      await page.click('#login');
+      await page.waitForURL(`${base}/chat`);
+      await connected(page);
+      await send(page, `wget -q -O - http://localhost:${port}/card 2>&1; echo rc=$?`);
+      const card = '#log .msg.approval';
+      await page.waitForSelector(`${card} button`);
+      expect(await page.textContent(`${card} p`)).toBe(`Your agent wants to reach localhost:${port}, which this project does not allow.`);
+      expect(await page.$$eval(`${card} button`, (els) => els.map((e) => e.textContent))).toEqual(['Allow once', 'Allow for this session', 'Deny']);
+      expect(await page.textContent(`${card} .when`)).toBe('No answer within 2 min: denied.');
+      const width = await page.evaluate(() => (document as unknown as { documentElement: { scrollWidth: number } }).documentElement.scrollWidth);
+      expect(width).toBe(360);
+      await screenshot(page, 'web-chat-approval-card-phone');
+      // The page is reloaded while the agent waits: the question is still there to answer.
+      await page.reload();
+      await connected(page);
+      await page.waitForSelector(`${card} button`);
+      expect(hits).toBe(0);
+      // Someone else's page cannot answer it (the id is as unknown to them as a made-up one).
+      const id = (await page.$eval(card, (e) => (e as unknown as { id: string }).id)).slice('approval-'.length);
+      const other = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'mallory').path}`);
+      expect(await socketExchange(other, { type: 'approve', id, decision: 'once' })).toEqual([{ type: 'error', code: 'APPROVAL_NOT_FOUND', message: expect.stringMatching(/nothing of that id waits for your answer/), id }]);
+      await other.close();
+      await page.click(`${card} button[data-decision="once"]`);
+      expect(await nthReply(page, 1)).toBe('fetched /card\nrc=0');
+      expect(await page.textContent(`${card} .outcome`)).toBe('Allowed for this message');
+      expect(hits).toBe(1);
+      await screenshot(page, 'web-chat-approval-answered-phone');
+      // Denied: the waiting request gets 403, and the site is never reached.
+      await send(page, `wget -q -O - http://localhost:${port}/denied 2>&1; echo rc=$?`);
+      await page.waitForSelector(`${card}:not([id="approval-${id}"]) button[data-decision="deny"]`);
+      await page.click(`${card}:not([id="approval-${id}"]) button[data-decision="deny"]`);
+      const denied = await nthReply(page, 2);
+      expect(denied).toMatch(/403/);
+      expect(denied).toMatch(/rc=1/);
+      expect(hits).toBe(1);
+      expect(await page.$$eval(`${card} .outcome`, (els) => els.map((e) => e.textContent))).toEqual(['Allowed for this message', 'Denied']);
+      expect(h.berth.audit.list({ project: DEMO_PROJECT, limit: 20 }).filter((e) => e.action.startsWith('approval.')).map((e) => [e.action, e.actor])).toEqual([
+        ['approval.deny', 'tenant:web:asker'],
+        ['approval.allow_once', 'tenant:web:asker'],
+      ]);
+      expect(pageErrors).toEqual([]);
+      await context.close();
+    } finally {
+      await h.berth.operator.unsetConfig(['egress', 'private_hosts']);
+      site.close();
+    }
+  });
+
   it('an invalid level over the WebSocket is a clear error naming the field, and nothing runs', async () => {
     const page = await openAlice();
     const runsBefore = h.berth.admin.getSession(DEMO_PROJECT, aliceSession).runs;
