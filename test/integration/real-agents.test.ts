@@ -8,6 +8,7 @@ import { conversationIncludes, isMessagesBody, startFakeAnthropic, toolResults, 
 import os from 'node:os';
 import { startFakeResponses } from '../fakes/openai-responses.js';
 import type { ProgressUpdate } from '../../src/runs/agent-progress.js';
+import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../../src/store/approvals.js';
 import { cliAsync, readmeCommands, runReadmeLine, sha256, testHome, type TestHome } from '../helpers.js';
 
 /**
@@ -22,6 +23,10 @@ const SECRET = `bob-secret-${Math.random().toString(36).slice(2)}`;
 
 let fake: FakeAnthropic;
 let h: TestHome;
+/** A loopback "site" outside every allowlist (the operator lets the proxy reach it at all: egress.private_hosts). */
+let site: http.Server;
+let sitePort: number;
+let siteHits: string[] = [];
 
 /** What the fake got back from the container for the tool calls of requests from `since` on. */
 function toolOutputs(since: number): string {
@@ -44,16 +49,26 @@ beforeAll(async () => {
   await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
   const gone = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
   await new Promise<void>((r) => closed.close(() => r()));
-  h = testHome({ config: ['models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, '  gone:', '    api: anthropic', `    url: ${gone}`, `    api_key: ${KEY}`, ''].join('\n') });
+  site = http.createServer((req, res) => {
+    siteHits.push(req.url ?? '');
+    res.end(`fetched ${req.url}\n`);
+  });
+  await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
+  sitePort = (site.address() as AddressInfo).port;
+  h = testHome({
+    config: ['models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, '  gone:', '    api: anthropic', `    url: ${gone}`, `    api_key: ${KEY}`, 'egress:', `  private_hosts: ['localhost:${sitePort}']`, ''].join('\n'),
+  });
   h.create({ name: 'cc', workspace_isolation: true, agent: 'claude', protected_paths: ['AGENTS.md'], models: { upstreams: ['anthropic'], allow: ['claude-*'] } });
   h.create({ name: 'cb', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'], budget: { requests_per_hour: 1 } } });
   h.create({ name: 'cg', workspace_isolation: true, agent: 'claude', models: { upstreams: ['gone'] } });
+  h.create({ name: 'ce', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'] } });
   const bob = await h.run('cc', 'sig:+bob', 'REPLY: hi bob', 'low');
   fs.writeFileSync(join(bob.workspaceRoot, 'secret.txt'), SECRET);
 }, 120_000);
 afterAll(async () => {
   await h?.[Symbol.asyncDispose]();
   await fake?.close();
+  site?.close();
 });
 
 describe('the real Claude Code CLI at level low, through the model gateway', () => {
@@ -121,6 +136,47 @@ describe('the real Claude Code CLI at level low, through the model gateway', () 
     const again = await ask('sig:+carol', 'REPLY: after delete', 'carol-chat');
     expect(again.exitCode, again.stderr).toBe(0);
     expect(conversationIncludes(again.requests.filter((r) => r.main)[0]!.body as never, 'first-marker-7731')).toBe(false);
+  });
+});
+
+describe('the real Claude Code CLI at level medium: a tool call that fetches a host outside the allowlist', () => {
+  // Bash's own /dev/tcp, through the egress proxy as HTTP_PROXY names it (the image has no curl).
+  const fetchCall = (path: string) => `BASH: exec 3<>/dev/tcp/127.0.0.1/41401; printf 'GET http://localhost:${sitePort}/${path} HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3`;
+  const watched = async (tenant: string, path: string, decide: (a: ApprovalView) => ApprovalDecision) => {
+    const since = fake.requests.length;
+    const events: ApprovalEvent[] = [];
+    const o = await h.berth.runner.run({
+      project: 'ce',
+      tenantKey: tenant,
+      message: fetchCall(path),
+      level: 'medium',
+      onApproval: (e) => {
+        events.push(e);
+        if (e.type === 'asked') h.berth.approvals.answer(e.approval.id, decide(e.approval), { actor: `tenant:${tenant}`, project: 'ce', tenant });
+      },
+    });
+    return { o, events, tools: toolOutputs(since) };
+  };
+
+  it('is held in the proxy and asked for: refused with nobody to ask, refused when denied, fetched once allowed', async () => {
+    siteHits = [];
+    const since = fake.requests.length;
+    const api = await h.berth.runner.run({ project: 'ce', tenantKey: 'web:dora', message: fetchCall('unwatched'), level: 'medium' });
+    expect(api.exitCode).toBe(0);
+    expect(toolOutputs(since)).toMatch(/403 Forbidden[\s\S]*nobody watches this run/);
+    const denied = await watched('web:dora', 'denied', () => 'deny');
+    expect(denied.tools).toMatch(/403 Forbidden[\s\S]*the request to reach it was denied/);
+    expect(siteHits).toEqual([]);
+    const allowed = await watched('web:dora', 'allowed', () => 'once');
+    expect(allowed.tools).toContain('fetched /allowed');
+    expect(siteHits).toEqual(['/allowed']);
+    // Claude Code itself asked for nothing else: the one question was the tool call's.
+    for (const run of [denied, allowed]) {
+      expect(run.events.map((e) => (e.type === 'asked' ? ['asked', e.approval.target] : ['answered', e.decision]))).toEqual([
+        ['asked', `localhost:${sitePort}`],
+        ['answered', run === denied ? 'deny' : 'once'],
+      ]);
+    }
   });
 });
 
