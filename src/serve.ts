@@ -52,7 +52,7 @@ export async function runServer(
   }
   if (opts.demo) {
     const link = berth.admin.mintChatLink(DEMO_PROJECT, 'alice');
-    io.out(`web chat as alice (the link works once, until ${link.expires_at}): ${url}${link.path}\n  another person: npx berth chat-link ${DEMO_PROJECT} --user bob --base ${url}\n`);
+    io.out(`web chat as alice (the link works once, until ${link.expires_at}): ${url}${link.path}\n  another person: npx berth chat-link ${DEMO_PROJECT} --user bob --base ${url}\n  in the chat, try: wget -qO- http://example.com  (the agent asks you before it reaches a host the project does not allow)\n`);
     io.out(`try:
   curl -s -H 'Authorization: Bearer ${token.token}' -H 'content-type: application/json' \\
     -d '{"user": "web:alice", "message": "echo hello from $(whoami); ls -la"}' \\

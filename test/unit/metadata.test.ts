@@ -28,7 +28,7 @@ describe('metadata.json schema', () => {
       models: { upstreams: [], allow: ['*'], budget: { requests_per_hour: 200, tokens_per_hour: 2_000_000 } },
       egress: { allow: [] },
       teams: {},
-      chat: { raise_level: 'admins' },
+      chat: { raise_level: 'admins', approvals: 'person', approval_timeout_seconds: 120 },
       admins: [],
     });
   });
