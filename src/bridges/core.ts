@@ -9,10 +9,11 @@ import { withActor } from '../admin/audit-trail.js';
 import { ownerAlive } from '../runs/process-owner.js';
 import type { RunView } from '../admin/views.js';
 import { progressSentence, type ProgressStep, type ProgressUpdate } from '../runs/agent-progress.js';
-import { RUN_STEPS_MAX, type RunStep } from '../store/run-log.js';
+import { RUN_STEPS_MAX } from '../store/run-log.js';
 import { LOST_WARNING, STOPPED_WARNING } from '../runs/run-halt.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
+import { REPLY_OUTPUT_CHARS, REPLY_OUTPUT_SEGMENTS, type OutputSegment, type ReplyParts } from '../store/chat-transcripts.js';
 import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../store/approvals.js';
 import type { Approvals } from '../outbound/approvals.js';
 import { chatFailure } from './chat-words.js';
@@ -52,8 +53,8 @@ export interface InboundMessage {
 export interface ChatTransport {
   /** "signal", "web": names the inbox, the channel profile and the tenant keys. */
   readonly name: string;
-  /** `reply`: the message's answer (not a notice), with the agent's steps on the way to it. */
-  send(chat: string, text: string, reply?: { steps?: RunStep[] }): Promise<void>;
+  /** `reply`: the message's answer (not a notice), with the agent's steps on the way to it and its output in order. */
+  send(chat: string, text: string, reply?: ReplyParts): Promise<void>;
   typing(chat: string, on: boolean): Promise<void>;
   /** Tell the transport the message is safe with berth (Signal: a read receipt). */
   acknowledge(message: InboundMessage): Promise<void>;
@@ -111,7 +112,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   const lanes = createLanes(() => laneLimitsOf(deps.config()));
   const log = logger.child({ bridge: transport.name });
 
-  const say = async (chat: string, text: string, reply?: { steps?: RunStep[] }) => {
+  const say = async (chat: string, text: string, reply?: ReplyParts) => {
     try {
       await transport.send(chat, text, reply);
     } catch (err) {
@@ -153,7 +154,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     };
     const command = chatCommand(entry.text);
     let reply: string;
-    let steps: RunStep[] | undefined;
+    let parts: ReplyParts | undefined;
     if (command) {
       reply = await command(ctx).catch((err: unknown) => `berth: ${isBerthError(err) ? err.message : 'that command failed'}`);
     } else {
@@ -188,7 +189,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
           recheck(); // in the same tick as the runner opening the session
           return runFor(ctx, profile.workflow, entry.text, entry.chat, profile.workflow === undefined ? ready : start);
         };
-        ({ text: reply, steps } = await (single ? whenAdmitted(run) : run()));
+        ({ text: reply, ...parts } = await (single ? whenAdmitted(run) : run()));
       } catch (err) {
         const lapsedMeanwhile = stopped as Lapsed | undefined;
         if (lapsedMeanwhile) {
@@ -210,7 +211,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       }
     }
     inbox.mark(entry.id, 'answered', { reply });
-    await deliver(entry.id, entry.chat, reply, undefined, steps);
+    await deliver(entry.id, entry.chat, reply, undefined, parts);
   }
 
   type Lapsed = { code: ErrorCode; reason: string; notice: string };
@@ -274,9 +275,9 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
    * message ends failed with that reason once the sender has been told — so a berth killed in
    * between tells them after its restart, instead of ending the message in silence.
    */
-  async function deliver(id: string, chat: string, reply: string, failure?: string, steps?: RunStep[]) {
+  async function deliver(id: string, chat: string, reply: string, failure?: string, parts?: ReplyParts) {
     try {
-      await say(chat, reply, { steps });
+      await say(chat, reply, parts);
       inbox.mark(id, failure === undefined ? 'replied' : 'failed', { reason: failure });
     } catch (err) {
       inbox.mark(id, 'failed', { reason: `${failure ? `${failure}; ` : ''}the reply could not be sent: ${String(err).slice(0, 200)}` });
@@ -290,7 +291,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   }
 
   /** `ready`: called when the run may start (a message's, by the runner once admitted; a workflow's, first). */
-  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>): Promise<{ text: string; steps?: RunStep[] }> {
+  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>): Promise<{ text: string } & ReplyParts> {
     if (workflow) {
       // No lane slot: its steps wait for admission one by one, and a slot held meanwhile could wait
       // on runs that wait for it. Admission bounds them per tenant; the lane keeps them one per chat.
@@ -300,7 +301,15 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       return { text: run.status === 'succeeded' ? last?.stdout.trim() || 'done' : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}` };
     }
     const decoder = { stdout: new TextDecoder(), stderr: new TextDecoder() };
-    const onOutput = transport.output ? (stream: 'stdout' | 'stderr', chunk: Buffer) => transport.output?.(chat, stream, decoder[stream].decode(chunk, { stream: true })) : undefined;
+    // Where output is shown live (web chat), the reply keeps it in order too, stdout and stderr apart.
+    const printed = transport.output ? collectOutput() : undefined;
+    const onOutput = transport.output
+      ? (stream: 'stdout' | 'stderr', chunk: Buffer) => {
+          const text = decoder[stream].decode(chunk, { stream: true });
+          printed?.push(stream, text);
+          transport.output?.(chat, stream, text);
+        }
+      : undefined;
     // The level was set (by the /level rule) when the message was taken; the run uses the session's
     // level as it is now, so a level an admin lowered meanwhile is not raised again by a queued message.
     const watch = watchProgress(chat);
@@ -308,7 +317,13 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     const run = await deps.admin
       .runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, onApproval, whenReady: async () => ready() })
       .finally(watch.stop);
-    return { text: replyText(run), ...(run.steps ? { steps: run.steps } : {}) };
+    const output = printed?.segments();
+    return {
+      text: replyText(run),
+      ...(run.steps ? { steps: run.steps } : {}),
+      // Only a run that wrote to stderr needs its order kept; its exit status is shown when not 0.
+      ...(output?.some((o) => o.stream === 'stderr') ? { output, ...(run.exit_code !== 0 ? { exit: run.exit_code } : {}) } : {}),
+    };
   }
 
   /** A run's answer as the chat shows it: what the agent said, and why it ended if not on its own. */
@@ -532,6 +547,29 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
 }
 
 const BUSY_ATTEMPTS = 10;
+
+/** A run's output as it was printed: consecutive chunks of one stream joined, bounded (REPLY_OUTPUT_CHARS, REPLY_OUTPUT_SEGMENTS). */
+export function collectOutput() {
+  const out: OutputSegment[] = [];
+  let chars = 0;
+  let cut = false;
+  return {
+    push(stream: 'stdout' | 'stderr', text: string) {
+      if (!text || cut) return;
+      const last = out.at(-1);
+      const room = last?.stream !== stream && out.length >= REPLY_OUTPUT_SEGMENTS - 1 ? 0 : REPLY_OUTPUT_CHARS - chars;
+      const kept = text.slice(0, Math.max(0, room));
+      chars += kept.length;
+      if (kept && last?.stream === stream) last.text += kept;
+      else if (kept) out.push({ stream, text: kept });
+      if (kept.length < text.length) {
+        cut = true;
+        out.push({ stream: 'stdout', text: '\n[… the rest of the output is cut]' });
+      }
+    },
+    segments: (): OutputSegment[] => out,
+  };
+}
 
 /** A person's answer to a run's question: /yes (this run), /yes session (this conversation), /no. */
 export function approvalAnswerOf(text: string): ApprovalDecision | undefined {

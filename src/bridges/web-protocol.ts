@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import type { ErrorCode } from '../errors.js';
 import type { ProgressStep } from '../runs/agent-progress.js';
+import type { OutputSegment } from '../store/chat-transcripts.js';
 import { APPROVAL_DECISIONS, APPROVAL_ID_PATTERN, type ApprovalDecision, type ApprovalView } from '../store/approvals.js';
 
 /**
@@ -45,7 +46,7 @@ export type WebServerMessage =
   | { type: 'step'; session_id: string; step: ProgressStep }
   | { type: 'note'; session_id: string; text: string }
   | { type: 'typing'; session_id: string; on: boolean }
-  | { type: 'reply'; session_id: string; text: string; format: 'markdown' | 'text' }
+  | { type: 'reply'; session_id: string; text: string; format: 'markdown' | 'text'; output?: OutputSegment[]; exit?: number }
   | { type: 'done'; id: string; session_id: string }
   | { type: 'session'; session_id: string }
   | { type: 'approval'; session_id: string; approval: ApprovalView }

@@ -195,8 +195,9 @@ export function createWebChat(deps: {
       await Promise.resolve();
       // On disk before it is pushed: a person who closed the tab sees the answer when they come back.
       const format = chatFormatOf(admin.getProject(a.project));
-      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text, format, ...(reply?.steps?.length ? { steps: reply.steps } : {}) });
-      push(a, { type: 'reply', session_id: a.session, text, format });
+      const output = reply?.output?.length ? { output: reply.output, ...(reply.exit !== undefined ? { exit: reply.exit } : {}) } : {};
+      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text, format, ...(reply?.steps?.length ? { steps: reply.steps } : {}), ...output });
+      push(a, { type: 'reply', session_id: a.session, text, format, ...output });
     },
     async typing(chat, on) {
       const a = addressed(chat);

@@ -7,7 +7,7 @@ import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import { appendFsyncedLine } from '../fs/fsynced-lines.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
-import { RUN_STEPS_MAX, RunStepSchema } from './run-log.js';
+import { RUN_STEPS_MAX, RunStepSchema, type RunStep } from './run-log.js';
 
 /**
  * A web chat session's transcript (what the person sent, what came back), so a reload shows the
@@ -18,6 +18,20 @@ import { RUN_STEPS_MAX, RunStepSchema } from './run-log.js';
 export const TRANSCRIPT_KEEP = 200;
 export const TRANSCRIPT_ENTRY_BYTES = 64 * 1024;
 
+/** How much of a reply's output is kept in order, stdout and stderr apart (the rest is cut, saying so). */
+export const REPLY_OUTPUT_CHARS = 32 * 1024;
+export const REPLY_OUTPUT_SEGMENTS = 256;
+
+export const OutputSegmentSchema = z.object({ stream: z.enum(['stdout', 'stderr']), text: z.string() }).strict();
+export type OutputSegment = z.infer<typeof OutputSegmentSchema>;
+
+/** A reply's parts beside its text: the agent's steps, its output in order (when it wrote to stderr), its exit status when not 0. */
+export interface ReplyParts {
+  steps?: RunStep[];
+  output?: OutputSegment[];
+  exit?: number;
+}
+
 export const TranscriptEntrySchema = z
   .object({
     at: z.string(),
@@ -27,6 +41,8 @@ export const TranscriptEntrySchema = z
     level: PermissionLevelSchema.optional().describe('The permission level the message was sent at (user entries).'),
     format: z.enum(['markdown', 'text']).optional().describe('How the page shows it (reply entries): the project\'s chat format when it was sent.'),
     steps: z.array(RunStepSchema).max(RUN_STEPS_MAX).optional().describe("The agent's tool calls on the way to this reply (reply entries)."),
+    output: z.array(OutputSegmentSchema).max(REPLY_OUTPUT_SEGMENTS).optional().describe('The output in the order it was printed, stdout and stderr apart (reply entries of a run that wrote to stderr).'),
+    exit: z.number().int().optional().describe('The exit status, when not 0 (reply entries with output).'),
   })
   .strict();
 export type TranscriptEntry = z.infer<typeof TranscriptEntrySchema>;

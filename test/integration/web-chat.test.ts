@@ -338,6 +338,32 @@ describe('web chat in a browser', () => {
     await page.close();
   });
 
+  it('plain output keeps its order: stdout and stderr apart as printed, the exit status only when it is not 0 (also after a reload)', async () => {
+    pageErrors.length = 0;
+    // A custom argv: berth reads no progress from it, so its output is shown as it was printed.
+    h.create({ name: 'plain', workspace_isolation: true, agent: ['sh', '-c', '{message}'] });
+    const page = await openChat(`${base}${h.berth.admin.mintChatLink('plain', 'olga').path}`, 'olga');
+    const parts = () => page.$$eval('#log .msg.reply pre', (els) => els.map((pre) => [...(pre as unknown as { children: Array<{ className: string; textContent: string }> }).children].map((c) => [c.className, c.textContent])));
+    // Low: an agent's first message at medium starts with the memory instructions, which sh would run.
+    await page.selectOption('#level', 'low');
+    await send(page, 'echo out1; sleep 0.2; echo err1 >&2; sleep 0.2; echo out2; exit 3');
+    await nthReply(page, 1);
+    const failed = [['stdout', 'out1\n'], ['stderr', 'err1\n'], ['stdout', 'out2\n'], ['exit', 'exit 3']];
+    expect(await parts()).toEqual([failed]);
+    await send(page, 'echo fine; sleep 0.2; echo note >&2');
+    await nthReply(page, 2);
+    expect((await parts())[1]).toEqual([['stdout', 'fine\n'], ['stderr', 'note\n']]);
+    await send(page, 'echo quiet');
+    expect(await nthReply(page, 3)).toBe('quiet');
+    await screenshot(page, 'web-chat-output-in-order');
+    await page.reload();
+    await connected(page);
+    await page.waitForFunction(() => document.querySelectorAll('#log .msg.reply').length === 3);
+    expect(await parts()).toEqual([failed, [['stdout', 'fine\n'], ['stderr', 'note\n']], []]);
+    expect(pageErrors).toEqual([]);
+    await page.close();
+  });
+
   it('on a phone (360 px), by keyboard alone: nothing scrolls sideways, Tab reaches the message box, Enter sends; the page names its parts for a screen reader', async () => {
     const context = await browser.newContext({ viewport: { width: 360, height: 740 } });
     const page = await newPage(context);

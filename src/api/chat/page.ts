@@ -26,6 +26,8 @@ header select{max-width:100%;min-width:0;text-overflow:ellipsis}
 .msg.user pre{background:#dbe9ff;font-family:inherit;font-size:15px}
 .msg.reply pre{background:#fff;border:1px solid #ddd}
 .msg.live pre{background:#111;color:#d8ffd8}
+.msg.reply .stderr{color:#a00}
+.msg.reply .exit{margin-top:.3rem;color:#a00;font-weight:600}
 .msg.live .stderr{color:#ffb0b0}
 .msg.note{color:#555;font-size:.8rem;text-align:center;margin:.6rem 0 .2rem}
 .msg.steps{font:13px/1.35 ui-monospace,monospace}
@@ -131,10 +133,30 @@ function markdown(text) {
   return box;
 }
 
-function add(role, text, format) {
+/** A reply's output as it was printed: stdout and stderr in order, stderr marked; the exit status when not 0. */
+function printedOutput(output, exit) {
+  const pre = document.createElement('pre');
+  for (const part of output) {
+    const span = document.createElement('span');
+    span.className = part.stream;
+    if (part.stream === 'stderr') span.title = 'stderr';
+    span.textContent = part.text;
+    pre.append(span);
+  }
+  if (exit !== undefined && exit !== 0) {
+    const status = document.createElement('div');
+    status.className = 'exit';
+    status.textContent = 'exit ' + exit;
+    pre.append(status);
+  }
+  return pre;
+}
+
+function add(role, text, format, output, exit) {
   const el = document.createElement('div');
   el.className = 'msg ' + role;
-  if (role === 'reply' && format === 'markdown' && window.marked && window.DOMPurify) el.append(markdown(text));
+  if (role === 'reply' && output && output.length) el.append(printedOutput(output, exit));
+  else if (role === 'reply' && format === 'markdown' && window.marked && window.DOMPurify) el.append(markdown(text));
   else {
     const pre = document.createElement('pre');
     pre.textContent = text;
@@ -380,7 +402,7 @@ async function selectSession(id) {
   for (const e of entries) {
     if (e.role === 'user') noteLevel(e.level);
     if (e.steps && e.steps.length) addSteps(e.steps);
-    add(e.role, e.text, e.format);
+    add(e.role, e.text, e.format, e.output, e.exit);
   }
   for (const a of state.approvals.values()) if (a.session === id) showApproval(a);
   $('typing').textContent = '';
@@ -462,7 +484,7 @@ function onMessage(m) {
       if (last && last.className === 'agent-note' && last.textContent.trim() === m.text.trim()) last.remove();
       if (!steps.firstChild) steps.remove();
     }
-    add('reply', m.text, m.format);
+    add('reply', m.text, m.format, m.output, m.exit);
   }
 }
 
