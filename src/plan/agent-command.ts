@@ -15,25 +15,26 @@ import { MESSAGE_PLACEHOLDER } from '../config/metadata.js';
  */
 export const PRESET_ARGV = {
   shell: ['sh', '-c', '--', MESSAGE_PLACEHOLDER],
-  droid: ['droid', 'exec', '--skip-permissions-unsafe', '--', MESSAGE_PLACEHOLDER],
+  droid: ['droid', 'exec', '--skip-permissions-unsafe', '--output-format', 'stream-json', '--', MESSAGE_PLACEHOLDER],
   claude: ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', MESSAGE_PLACEHOLDER],
   codex: ['codex', 'exec', 'resume', '--last', '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', MESSAGE_PLACEHOLDER],
 } as const;
 
 /** How berth reads an agent's output as it works (runs/agent-progress.ts): steps, notes, the answer. */
-export type ProgressFormat = 'claude-stream-json' | 'codex-json' | 'shell-trace';
+export type ProgressFormat = 'claude-stream-json' | 'codex-json' | 'droid-stream-json' | 'shell-trace';
 
 /** The shell preset's PS4 (in its env always, so a warm container's identity does not depend on it): a trace line starts with it. */
 export const SHELL_TRACE_PS4 = '\x1fberth-step\x1f ';
 
 /**
- * The format a preset's output is read in. Claude Code and Codex always stream events (their
- * answer is read from them); the shell traces its commands only when someone watches (`live`):
- * the trace costs output bytes. Droid and custom argv: plain output.
+ * The format a preset's output is read in. Claude Code, Codex and droid always stream events
+ * (their answer is read from them); the shell traces its commands only when someone watches
+ * (`live`): the trace costs output bytes. Custom argv: plain output.
  */
 export function progressFormatOf(agent: Agent, live: boolean): ProgressFormat | undefined {
   if (agent === 'claude') return 'claude-stream-json';
   if (agent === 'codex') return 'codex-json';
+  if (agent === 'droid') return 'droid-stream-json';
   if (agent === 'shell' && live) return 'shell-trace';
   return undefined;
 }

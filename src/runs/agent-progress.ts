@@ -4,8 +4,9 @@ import { RUN_STEPS_MAX } from '../store/run-log.js';
 /**
  * An agent at work, read from its machine-readable output as it streams: each tool call a step
  * that starts and ends, the agent's words between them, and its final answer. Pure: bytes in,
- * updates out. Three formats: Claude Code's `--output-format stream-json --verbose`, Codex's
- * `exec --json`, and the shell preset's trace (`sh -x` with berth's PS4: each command a step).
+ * updates out. Four formats: Claude Code's `--output-format stream-json --verbose`, Codex's
+ * `exec --json`, droid's `exec --output-format stream-json`, and the shell preset's trace (`sh -x`
+ * with berth's PS4: each command a step).
  *
  * Everything here is the tenant's to forge (it controls the agent and its output): it shapes that
  * tenant's own view only, and every part is bounded (line length, step count, text lengths).
@@ -139,7 +140,7 @@ class Lines {
 
 export function createProgressReader(format: ProgressFormat): ProgressReader {
   if (format === 'shell-trace') return shellTraceReader();
-  return jsonLinesReader(format === 'claude-stream-json' ? claudeEvent : codexEvent);
+  return jsonLinesReader(format === 'claude-stream-json' ? claudeEvent : format === 'droid-stream-json' ? droidEvent : codexEvent);
 }
 
 interface JsonState {
@@ -192,12 +193,15 @@ function jsonLinesReader(handle: EventHandler): ProgressReader {
   };
 }
 
-/** What a Claude Code tool call works on, by its tool's input. */
-function claudeDetail(tool: string, input: Record<string, unknown> | undefined): string {
-  for (const key of ['command', 'file_path', 'notebook_path', 'path', 'pattern', 'url', 'query', 'description', 'prompt']) {
+/** What a tool call works on, by its input (Claude Code's and droid's names for it). */
+function toolDetail(tool: string, input: Record<string, unknown> | undefined): string {
+  for (const key of ['command', 'file_path', 'notebook_path', 'path', 'directory_path', 'folder', 'pattern', 'url', 'query', 'description', 'prompt']) {
     const v = str(own(input, key));
     if (v) return v;
   }
+  // droid's ApplyPatch: the files its patch names.
+  const patch = str(own(input, 'input'));
+  if (patch) return [...patch.matchAll(/^\*\*\* (?:Update|Add|Delete) File: (.+)$/gm)].map((m) => m[1]).join(', ') || tool;
   return input ? JSON.stringify(input).slice(0, DETAIL_MAX) : tool;
 }
 
@@ -219,7 +223,7 @@ const claudeEvent: EventHandler = (event, state, at) => {
       if (kind === 'tool_use') {
         const id = str(own(b, 'id'));
         const tool = str(own(b, 'name')) ?? 'tool';
-        if (id) updates.push(...state.steps.start(id, tool, claudeDetail(tool, obj(own(b, 'input'))), at));
+        if (id) updates.push(...state.steps.start(id, tool, toolDetail(tool, obj(own(b, 'input'))), at));
       } else if (kind === 'text') {
         const text = str(own(b, 'text'))?.trim();
         if (text) {
@@ -288,6 +292,41 @@ const codexEvent: EventHandler = (event, state, at) => {
 };
 
 /**
+ * Factory droid's `exec --output-format stream-json`: tool calls and results are events of their
+ * own, linked by `id`; an Execute result ends with "[Process exited with code N]"; the answer is
+ * the completion's `finalText` (older droids end without one: their last assistant message).
+ */
+const droidEvent: EventHandler = (event, state, at) => {
+  const type = own(event, 'type');
+  const id = str(own(event, 'id'));
+  if (type === 'tool_call' && id) {
+    const tool = str(own(event, 'toolName')) ?? str(own(event, 'toolId')) ?? 'tool';
+    return state.steps.start(id, tool, toolDetail(tool, obj(own(event, 'parameters'))), at);
+  }
+  if (type === 'tool_result' && id) {
+    const value = str(own(event, 'value'));
+    const error = str(own(obj(own(event, 'error')), 'message'));
+    const exit = value === undefined ? undefined : /\[Process exited with code (-?\d+)\]\s*$/.exec(value);
+    const failed = own(event, 'isError') === true || (exit !== undefined && exit !== null && exit[1] !== '0');
+    return state.steps.end(id, failed ? 'failed' : 'ok', value ?? error, at);
+  }
+  if (type === 'message' && own(event, 'role') === 'assistant') {
+    const text = str(own(event, 'text'))?.trim();
+    if (!text) return [];
+    state.lastMessage = text;
+    return [{ type: 'note', text: text.slice(0, NOTE_MAX) }];
+  }
+  if (type === 'completion') {
+    const text = str(own(event, 'finalText'));
+    if (text !== undefined) state.answer = text;
+  } else if (type === 'error') {
+    const message = str(own(event, 'message'));
+    if (message) state.answer ??= `error: ${message}`;
+  }
+  return [];
+};
+
+/**
  * `sh -x` with SHELL_TRACE_PS4: each trace line starts a step (the one before it ended, its
  * outcome unknown); the last step takes the run's exit status. Trace lines are taken out of stderr.
  */
@@ -328,8 +367,8 @@ export function progressSentence(steps: readonly ProgressStep[], more = 0): stri
   const kinds = new Map<string, number>();
   const kindOf = (s: ProgressStep) => {
     const t = s.tool.toLowerCase();
-    if (t === 'bash' || t === 'command' || t === 'sh') return 'command';
-    if (t === 'edit' || t === 'write' || t === 'multiedit' || t === 'notebookedit') return 'edit';
+    if (t === 'bash' || t === 'command' || t === 'sh' || t === 'execute') return 'command';
+    if (t === 'edit' || t === 'write' || t === 'multiedit' || t === 'notebookedit' || t === 'create' || t === 'applypatch') return 'edit';
     if (t === 'read' || t === 'grep' || t === 'glob' || t === 'ls') return 'read';
     return 'other';
   };

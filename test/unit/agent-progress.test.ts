@@ -89,6 +89,32 @@ describe('Codex exec --json', () => {
   });
 });
 
+describe('droid exec --output-format stream-json (written from the format of public captures: droid is not on npm, so not in the image)', () => {
+  it('tool calls and results linked by id (parallel calls too), an Execute exit code read from its trailer, the completion as the answer', () => {
+    const { updates, summary } = feed('droid-stream-json', [['stdout', fixture('droid-stream-json.jsonl')]]);
+    const steps = updates.flatMap((u) => (u.type === 'step' ? [[u.step.tool, u.step.detail, u.step.state]] : []));
+    expect(steps).toEqual([
+      ['Execute', 'echo hi; ls /nonexistent', 'running'],
+      ['Execute', 'echo hi; ls /nonexistent', 'failed'],
+      ['ApplyPatch', '/workspace/app.py', 'running'],
+      ['Read', '/workspace/missing.txt', 'running'],
+      ['ApplyPatch', '/workspace/app.py', 'ok'],
+      ['Read', '/workspace/missing.txt', 'failed'],
+    ]);
+    expect(summary.steps.map((s) => s.result)).toEqual([expect.stringContaining('[Process exited with code 2]'), expect.stringContaining('"success":true'), 'Error: file not found']);
+    expect(updates.filter((u) => u.type === 'note')).toEqual([{ type: 'note', text: 'Fixed the typo in app.py.' }]);
+    expect(summary.stdout).toBe('Fixed the typo in app.py.\n');
+    expect(progressSentence(summary.steps)).toBe('ran 1 command, made 1 edit, read 1 file');
+  });
+
+  it('an older droid ends without a completion (its last words are the answer); an error line is the answer when there is none', () => {
+    const noCompletion = fixture('droid-stream-json.jsonl').split('\n').filter((l) => !l.includes('"completion"')).join('\n');
+    expect(feed('droid-stream-json', [['stdout', noCompletion]]).summary.stdout).toBe('Fixed the typo in app.py.\n');
+    const error = '{"type":"error","source":"cli","message":"Exec ended early: insufficient permission to proceed.","timestamp":1}\n';
+    expect(feed('droid-stream-json', [['stdout', error]], 7, 1).summary.stdout).toBe('error: Exec ended early: insufficient permission to proceed.\n');
+  });
+});
+
 describe('the shell trace (sh -x with berth PS4)', () => {
   it("each command is a step; the last takes the run's status; trace lines leave stderr, the rest stays", () => {
     const stderr = `${SHELL_TRACE_PS4}echo 'alice was here'\n${SHELL_TRACE_PS4}ls nope\nls: nope: No such file or directory\npartial${SHELL_TRACE_PS4}false\n`;

@@ -201,7 +201,7 @@ describe('planRun: messages that look like options', () => {
     ['shell', ['sh', '-c', '--', '--help']],
     ['claude', ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', '--help']],
     ['codex', ['codex', 'exec', 'resume', '--last', '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', '--help']],
-    ['droid', ['droid', 'exec', '--skip-permissions-unsafe', '--', '--help']],
+    ['droid', ['droid', 'exec', '--skip-permissions-unsafe', '--output-format', 'stream-json', '--', '--help']],
   ])('%s: the message comes after "--"', (agent, argv) => {
     expect(planRun({ ...input({ agent }), run: { id: 'r1', level: 'medium', message: '--help' } }).argv).toEqual(argv);
   });
