@@ -160,6 +160,7 @@ export function createBerth(opts: BerthOptions): Berth {
       }
     },
     approveForSession: (project, session, target) => void sessions.approveHost(project, session, target),
+    raiseLevel: (project, session, level) => void sessions.setLevel(store.get(project), session, level),
   });
   const egress = createEgressProxy({ config, logger, metrics, approvals });
   const getRunner = () =>

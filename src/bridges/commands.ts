@@ -18,6 +18,8 @@ export interface CommandContext {
   sessionId: string;
   /** Start the chat's next conversation; returns its session id. */
   newSession: () => string;
+  /** Ask the operator for a level this person may not take (outbound/approvals.ts): what to tell them, or undefined (nobody to ask). */
+  askRaise?: (level: PermissionLevel) => string | undefined;
 }
 
 type Command = (ctx: CommandContext, args: string[]) => Promise<string>;
@@ -53,7 +55,12 @@ export function changeLevel(ctx: CommandContext, level: PermissionLevel, current
   const now = current?.settings.permission_level ?? 'medium';
   const project = ctx.admin.getProject(ctx.project);
   if (ORDER[level] > ORDER[now] && project.chat.raise_level === 'admins' && !project.admins.includes(ctx.sender)) {
-    return { refused: `only this project's admins may raise the level (it stays ${now}).` };
+    const refused = `only this project's admins may raise the level (it stays ${now}).`;
+    if (project.chat.approvals === 'off' || !ctx.askRaise) return { refused };
+    // The operator may allow it: the session must be there for the answer to land on.
+    if (!current) ctx.admin.openSession(ctx.project, ctx.sessionId, ctx.tenant);
+    const asked = ctx.askRaise(level);
+    return { refused: asked ? `${refused} ${asked}` : refused };
   }
   if (!current) ctx.admin.openSession(ctx.project, ctx.sessionId, ctx.tenant);
   return { session: ctx.admin.updateSession(ctx.project, ctx.sessionId, { permission_level: level }) };

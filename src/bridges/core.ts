@@ -104,7 +104,7 @@ export interface BridgeDeps {
    */
   stillAllowed?: (message: { id: string; chat: string; sender: string }) => boolean;
   /** Where a person's /yes and /no go (a run's request to reach a host outside the allowlist). */
-  approvals?: Pick<Approvals, 'answer'>;
+  approvals?: Pick<Approvals, 'answer' | 'requestLevel'>;
 }
 
 export function createBridgeCore(deps: BridgeDeps): BridgeCore {
@@ -152,6 +152,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       sessionId: entry.session ?? chatSessionId(transport.name, entry.chat, deps.state.generation(entry.chat)),
       newSession: () => transport.newSession?.(entry.chat) ?? chatSessionId(transport.name, entry.chat, deps.state.nextGeneration(entry.chat)),
     };
+    ctx.askRaise = levelAsker(deps.approvals, ctx, (text) => void say(entry.chat, text).catch(() => undefined));
     const command = chatCommand(entry.text);
     let reply: string;
     let parts: ReplyParts | undefined;
@@ -568,6 +569,31 @@ export function collectOutput() {
       }
     },
     segments: (): OutputSegment[] => out,
+  };
+}
+
+/**
+ * The level request of a chat (Signal's /level, the web page's selector) when its person may not
+ * take the level: the operator is asked; the chat hears the answer (and `onRaised` runs when it
+ * was raised: the web page's selector follows).
+ */
+export function levelAsker(
+  approvals: Pick<Approvals, 'requestLevel'> | undefined,
+  ctx: Pick<CommandContext, 'admin' | 'project' | 'tenant' | 'sessionId'>,
+  tell: (text: string) => void,
+  onRaised?: (level: PermissionLevel) => void,
+): CommandContext['askRaise'] {
+  if (!approvals) return undefined;
+  return (level) => {
+    const timeoutSeconds = ctx.admin.getProject(ctx.project).chat.approval_timeout_seconds;
+    const a = approvals.requestLevel({ project: ctx.project, tenant: ctx.tenant, session: ctx.sessionId, level, timeoutSeconds }, (answer) => {
+      if (answer.decision === 'deny') tell(answer.by === 'timeout' ? `berth: the operator did not answer in time: the level stays as it was (not ${level}).` : `berth: the operator did not allow level ${level}: it stays as it was.`);
+      else {
+        tell(`berth: the operator raised this conversation's level to ${level}.`);
+        onRaised?.(level);
+      }
+    });
+    return `I asked the operator to allow ${level}; you will hear here when they answer (it waits up to ${within(a)}).`;
   };
 }
 

@@ -72,7 +72,7 @@ type BridgeDeps = {
   backoffMs?: { min: number; max: number };
   web?: boolean;
   /** Where people's answers to their agents' requests go (/yes, /no, a card's buttons). */
-  approvals?: Pick<Approvals, 'answer' | 'pending'>;
+  approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'>;
 };
 
 /** Start the configured bridges, holding their claim (taken now unless the caller took it first); stop() gives it back. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
+import { PermissionLevelSchema, SessionIdSchema, type PermissionLevel } from '../config/session.js';
 import type { ErrorCode } from '../errors.js';
 import type { ProgressStep } from '../runs/agent-progress.js';
 import type { OutputSegment } from '../store/chat-transcripts.js';
@@ -49,6 +49,7 @@ export type WebServerMessage =
   | { type: 'reply'; session_id: string; text: string; format: 'markdown' | 'text'; output?: OutputSegment[]; exit?: number }
   | { type: 'done'; id: string; session_id: string }
   | { type: 'session'; session_id: string }
+  | { type: 'level'; session_id: string; permission_level: PermissionLevel }
   | { type: 'approval'; session_id: string; approval: ApprovalView }
   | { type: 'approval_answered'; session_id: string; id: string; decision: ApprovalDecision; by: string }
   | { type: 'error'; code: ErrorCode; field?: string; message: string; id?: string };

@@ -10,8 +10,8 @@ import { tenantOfChatUser, type ChatLogin } from '../store/chat-links.js';
 import { openChatTranscripts, type TranscriptEntry } from '../store/chat-transcripts.js';
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
-import { changeLevel } from './commands.js';
-import { createBridgeCore, type BridgeCore, type ChatTransport } from './core.js';
+import { changeLevel, type CommandContext } from './commands.js';
+import { createBridgeCore, levelAsker, type BridgeCore, type ChatTransport } from './core.js';
 import type { ChatSessionView, WebRunMessage, WebServerMessage } from './web-protocol.js';
 import type { ApprovalDecision } from '../store/approvals.js';
 import type { Approvals } from '../outbound/approvals.js';
@@ -90,7 +90,7 @@ export function createWebChat(deps: {
   stateDir: string;
   bridgeDir: string;
   owner?: string;
-  approvals?: Pick<Approvals, 'answer' | 'pending'>;
+  approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'>;
 }): WebChat {
   const { admin } = deps;
   const inbox = openInbox(deps.bridgeDir, 'web');
@@ -256,7 +256,16 @@ export function createWebChat(deps: {
     if (session.settings.permission_level === level) return viewOfSession(session);
     // The /level command's decision (commands.ts), so who may raise a level is decided in one place.
     const tenant = tenantOfChatUser(login.user);
-    const changed = changeLevel({ admin, project: login.project, tenant, sender: tenant, sessionId: id, newSession: () => createSession(login).id }, level, session);
+    const ctx: CommandContext = { admin, project: login.project, tenant, sender: tenant, sessionId: id, newSession: () => createSession(login).id };
+    const chat = addressOf(login, id);
+    // Refused, the operator may be asked: the answer comes as a reply, and the selector follows a raise.
+    ctx.askRaise = levelAsker(
+      deps.approvals,
+      ctx,
+      (text) => void transport.send(chat, text).catch(() => undefined),
+      (raised) => push(login, { type: 'level', session_id: id, permission_level: raised }),
+    );
+    const changed = changeLevel(ctx, level, session);
     if (!changed.session) {
       throw new BerthError('PERMISSION_DENIED', changed.refused ?? 'the level was not changed', { rule: 'raise_level', hint: "a project admin may raise it, or the project's chat.raise_level may be \"anyone\"" });
     }

@@ -4,9 +4,11 @@ import { BerthError } from '../errors.js';
 import { selfIdentity } from '../fs/process-identity.js';
 import type { ApprovalAnswer, ApprovalDecision, ApprovalRequest, ApprovalStore, ApprovalView } from '../store/approvals.js';
 import type { RunIdentity } from './run-identity.js';
+import type { PermissionLevel } from '../config/session.js';
 
 /**
- * Ask before a run goes past its grant: a host outside its project's egress allowlist. The run's
+ * Ask before going past a grant: a run's host outside its project's egress allowlist, or a chat
+ * person's level above what the project lets them take (operator only; no run waits). The run's
  * connections wait in the proxy (the agent retries nothing; one that gives up meanwhile denies nothing) while its project's approver is asked:
  * the person watching the run in a chat (a card, /yes /no) or the operator only (berth approvals,
  * the console). An answer is "once" (this run may reach the host), "session" (this conversation
@@ -29,6 +31,12 @@ export interface Approvals {
   pending(filter?: { project?: string; tenant?: string }): ApprovalView[];
   /** The run's connections are closed: what it still waits for is denied, what it was allowed once is forgotten. */
   endRun(runId: string): void;
+  /**
+   * A chat session's person asks for a level above what the project lets them take: only the
+   * operator may allow it (the session's level is raised then). `told`: the answer, for the chat.
+   * One request per session waits at a time (asking again returns it).
+   */
+  requestLevel(req: { project: string; tenant: string; session: string; level: PermissionLevel; timeoutSeconds: number }, told: (answer: ApprovalAnswer) => void): ApprovalView;
 }
 
 export const APPROVAL_BOUNDS = {
@@ -48,7 +56,8 @@ interface RunState {
 
 interface Waiter {
   request: ApprovalRequest;
-  run: RunIdentity;
+  /** The run that waits (egress requests). */
+  run?: RunIdentity;
   settle: (answer: ApprovalAnswer) => void;
 }
 
@@ -59,6 +68,8 @@ export function createApprovals(deps: {
   /** Hosts the run's conversation was allowed before (read when asked: a grant given meanwhile counts). */
   sessionHosts: (project: string, session: string) => readonly string[];
   approveForSession: (project: string, session: string, target: string) => void;
+  /** A level request the operator allowed: the session gets it. */
+  raiseLevel: (project: string, session: string, level: PermissionLevel) => void;
   now?: () => number;
 }): Approvals {
   const now = deps.now ?? Date.now;
@@ -75,24 +86,31 @@ export function createApprovals(deps: {
   const viewOf = ({ owner: _o, run: _r, ...view }: ApprovalRequest): ApprovalView => view;
 
   /** The answer that stands (the first published) is applied once: recorded, told, remembered. */
-  function settle(id: string, answer: ApprovalAnswer) {
+  function settle(id: string, given: ApprovalAnswer) {
+    let answer = given;
     const w = waiters.get(id);
     if (!w) return;
     waiters.delete(id);
     deps.store.remove(id);
     if (waiters.size === 0) stopPolling();
     const { request, run } = w;
-    if (answer.decision === 'session') {
-      try {
-        deps.approveForSession(request.project, request.session, request.target);
-      } catch (err) {
-        deps.logger.warn({ err: String(err).slice(0, 200), id }, 'could not keep the approval for the session (this run has it)');
-      }
+    const allowed = answer.decision !== 'deny';
+    try {
+      if (request.kind === 'level' && allowed) deps.raiseLevel(request.project, request.session, request.target as PermissionLevel);
+      else if (answer.decision === 'session') deps.approveForSession(request.project, request.session, request.target);
+    } catch (err) {
+      deps.logger.warn({ err: String(err).slice(0, 200), id }, 'could not keep the approval for the session');
+      if (request.kind === 'level') answer = { ...answer, decision: 'deny' }; // the level stays: the chat must not hear otherwise
     }
-    const action = answer.by === 'timeout' ? 'approval.timeout' : `approval.${answer.decision === 'deny' ? 'deny' : answer.decision === 'once' ? 'allow_once' : 'allow_session'}`;
+    const action =
+      answer.by === 'timeout' ? 'approval.timeout'
+      : answer.decision === 'deny' ? 'approval.deny'
+      : request.kind === 'level' ? 'approval.raise_level'
+      : answer.decision === 'once' ? 'approval.allow_once'
+      : 'approval.allow_session';
     deps.audit({ kind: 'admin', action, actor: answer.by === 'timeout' ? 'berth' : answer.by, project: request.project, target: `${request.target} for ${request.tenant} (session ${request.session})`, outcome: 'ok' });
     deps.logger.info({ id, target: request.target, decision: answer.decision, by: answer.by }, 'approval answered');
-    run.ask?.({ type: 'answered', id, decision: answer.decision, by: answer.by });
+    run?.ask?.({ type: 'answered', id, decision: answer.decision, by: answer.by });
     w.settle(answer);
   }
 
@@ -206,6 +224,43 @@ export function createApprovals(deps: {
         .list()
         .filter((r) => (filter.project === undefined || r.project === filter.project) && (filter.tenant === undefined || r.tenant === filter.tenant))
         .map(viewOf);
+    },
+
+    requestLevel(req, told) {
+      const waiting = [...waiters.values()].find((w) => w.request.kind === 'level' && w.request.project === req.project && w.request.session === req.session);
+      if (waiting) return viewOf(waiting.request);
+      if (waiters.size >= APPROVAL_BOUNDS.pendingMax) throw new BerthError('BUSY', 'too many requests wait for an answer; ask again later', { retry_after: 60 });
+      const at = now();
+      const request: ApprovalRequest = {
+        id: deps.store.newId(),
+        kind: 'level',
+        project: req.project,
+        tenant: req.tenant,
+        session: req.session,
+        run: '',
+        target: req.level,
+        approver: 'operator',
+        asked_at: new Date(at).toISOString(),
+        expires_at: new Date(at + req.timeoutSeconds * 1000).toISOString(),
+        owner,
+      };
+      deps.store.put(request);
+      const timer = setTimeout(() => publish(request.id, { decision: 'deny', by: 'timeout', at: new Date().toISOString() }), req.timeoutSeconds * 1000);
+      timer.unref();
+      waiters.set(request.id, {
+        request,
+        settle: (a) => {
+          clearTimeout(timer);
+          try {
+            told(a);
+          } catch (err) {
+            deps.logger.warn({ err: String(err).slice(0, 200) }, 'could not tell the chat about its level request');
+          }
+        },
+      });
+      startPolling();
+      deps.logger.info({ id: request.id, project: req.project, tenant: req.tenant, session: req.session, level: req.level }, `a chat user asks for level ${req.level}: berth approvals allow ${request.id} (or deny)`);
+      return viewOf(request);
     },
 
     endRun(runId) {

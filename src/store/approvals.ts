@@ -22,12 +22,13 @@ export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
 export const ApprovalRequestSchema = z
   .object({
     id: z.string().regex(APPROVAL_ID_PATTERN),
-    kind: z.literal('egress').describe('egress: a host outside the project\'s egress allowlist.'),
+    kind: z.enum(['egress', 'level']).describe('egress: a host outside the project\'s egress allowlist; level: a chat session\'s level above what the project lets its person take.'),
     project: z.string().max(128),
     tenant: z.string().max(1024),
     session: z.string().max(128),
+    /** The run that waits (egress); "" for a level, which no run waits for. */
     run: z.string().max(128),
-    /** "host:port", a name the proxy checked (never a URL, never more than a host). */
+    /** egress: "host:port", a name the proxy checked (never a URL, never more than a host); level: the level asked for. */
     target: z.string().max(260),
     approver: z.enum(['person', 'operator']).describe('Who may answer: the person in the chat (or the operator), or the operator only.'),
     asked_at: z.string(),

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningBridges } from '../../src/bridges/start.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
-import { testHome, type TestHome } from '../helpers.js';
+import { cliAsync, testHome, type TestHome } from '../helpers.js';
 import { startSignalBridges, stopSignalRig } from '../helpers/signal-rig.js';
 
 /**
@@ -90,5 +90,21 @@ describe('Signal: the agent asks before it reaches a host outside the allowlist'
         ['approval.deny', `tenant:signal:${ALICE}`],
       ]),
     );
+  });
+
+  it('/level high beyond what the project lets its person take: the operator is asked, and their answer (the CLI) raises it and is told', async () => {
+    const from = fake.repliesTo(ALICE).length;
+    fake.deliverText({ fromUuid: ALICE, fromNumber: null, text: '/level high' });
+    await fake.waitFor(() => said(from).length >= 1, 30_000);
+    expect(said(from)).toEqual(["berth: only this project's admins may raise the level (it stays medium). I asked the operator to allow high; you will hear here when they answer (it waits up to 2 min)."]);
+    const listed = JSON.parse((await cliAsync(['--home', h.home, 'approvals', 'list', '--json'])).stdout) as Array<{ id: string; kind: string; target: string; tenant: string }>;
+    expect(listed).toEqual([expect.objectContaining({ kind: 'level', target: 'high', tenant: `signal:${ALICE}` })]);
+    const allowed = await cliAsync(['--home', h.home, 'approvals', 'allow', listed[0]!.id]);
+    expect(allowed).toMatchObject({ code: 0, stdout: expect.stringMatching(/^allowed: level high \(the session is raised\) for signal:/) });
+    await fake.waitFor(() => said(from).length >= 2, 30_000);
+    expect(said(from)[1]).toBe("berth: the operator raised this conversation's level to high.");
+    const sessions = h.berth.admin.listSessions('sig', `signal:${ALICE}`);
+    expect(sessions.map((s) => s.settings.permission_level)).toEqual(['high']);
+    expect(h.berth.audit.list({ project: 'sig', limit: 5 }).map((e) => [e.action, e.actor])).toContainEqual(['approval.raise_level', 'operator']);
   });
 });

@@ -496,7 +496,14 @@ describe('web chat: who gets in', () => {
     expect((await call('PUT', `/chat/api/sessions/${session.id}/settings`, { permission_level: 'low' })).status).toBe(200);
     const raise = await call('PUT', `/chat/api/sessions/${session.id}/settings`, { permission_level: 'high' });
     expect(raise.status).toBe(403);
-    expect(await raise.json()).toMatchObject({ error: { code: 'PERMISSION_DENIED', rule: 'raise_level' } });
+    expect(await raise.json()).toMatchObject({ error: { code: 'PERMISSION_DENIED', rule: 'raise_level', message: expect.stringMatching(/it stays low\)\. I asked the operator to allow high; you will hear here when they answer/) } });
+    // The operator allows it from the CLI (another process): the session is raised, the chat told.
+    const listed = JSON.parse((await cliAsync(['--home', h.home, 'approvals', 'list', '--json', '--project', 'strict'])).stdout) as Array<{ id: string; kind: string; target: string }>;
+    expect(listed).toEqual([expect.objectContaining({ kind: 'level', target: 'high' })]);
+    expect(await cliAsync(['--home', h.home, 'approvals', 'allow', listed[0]!.id])).toMatchObject({ code: 0 });
+    await expect.poll(() => h.berth.admin.getSession('strict', session.id).settings.permission_level, { timeout: 5000 }).toBe('high');
+    const history = (await (await call('GET', `/chat/api/sessions/${session.id}/history`)).json()) as { entries: Array<{ text: string }> };
+    expect(history.entries.map((e) => e.text)).toContain("berth: the operator raised this conversation's level to high.");
     const bad = await call('PUT', `/chat/api/sessions/${session.id}/settings`, { permission_level: 'banana' });
     expect(await bad.json()).toMatchObject({ error: { code: 'CONFIG_INVALID', issues: [{ field: 'permission_level' }] } });
     // Deleting the project logs its chat users out.

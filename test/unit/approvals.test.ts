@@ -21,14 +21,16 @@ function rig(opts: { sessionHosts?: string[] } = {}) {
   const store = openApprovalStore(dir);
   const audit: Array<Omit<AuditEvent, 'request_id'>> = [];
   const granted: string[] = [...(opts.sessionHosts ?? [])];
+  const raised: string[] = [];
   const approvals = createApprovals({
     store,
     logger: pino({ level: 'silent' }),
     audit: (e) => audit.push(e),
     sessionHosts: () => granted,
     approveForSession: (_p, _s, target) => void granted.push(target),
+    raiseLevel: (_p, session, level) => void raised.push(`${session}:${level}`),
   });
-  return { dir, store, approvals, audit, granted };
+  return { dir, store, approvals, audit, granted, raised };
 }
 
 /** A run of tenant `tenant` in project p, watched by a chat (its events collected) unless `watched` is false. */
@@ -193,5 +195,26 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
     expect(store.get('abcdef0123')).toBeUndefined();
     expect(store.list()).toEqual([]);
     expect(fs.readdirSync(join(dir, 'approvals'))).toEqual([]);
+  });
+
+  it("a person's level request: only the operator may allow it (the session's level is raised then), one waits per session, and the chat is told", async () => {
+    const { approvals, audit, raised } = rig();
+    const told: string[] = [];
+    const ask = () => approvals.requestLevel({ project: 'p', tenant: 'web:alice', session: 's1', level: 'high', timeoutSeconds: 60 }, (a) => told.push(`${a.decision} by ${a.by}`));
+    const a = ask();
+    expect(a).toMatchObject({ kind: 'level', target: 'high', approver: 'operator', tenant: 'web:alice' });
+    expect(ask().id).toBe(a.id);
+    expect(approvals.pending()).toHaveLength(1);
+    expect(() => approvals.answer(a.id, 'once', alice)).toThrow(expect.objectContaining({ code: 'PERMISSION_DENIED' }));
+    expect(raised).toEqual([]);
+    approvals.answer(a.id, 'once', { operator: true, actor: 'operator' });
+    expect(raised).toEqual(['s1:high']);
+    expect(told).toEqual(['once by operator']);
+    expect(audit.map((e) => [e.action, e.actor])).toEqual([['approval.raise_level', 'operator']]);
+    const again = ask();
+    expect(again.id).not.toBe(a.id);
+    approvals.answer(again.id, 'deny', { operator: true, actor: 'operator' });
+    expect(raised).toEqual(['s1:high']);
+    expect(told).toEqual(['once by operator', 'deny by operator']);
   });
 });

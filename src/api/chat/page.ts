@@ -433,6 +433,13 @@ function onMessage(m) {
     return;
   }
   if (m.type === 'approval_answered') return settleApproval(m);
+  if (m.type === 'level') {
+    // The operator allowed a level this person asked for: the selector (and what it sends next) follows.
+    localStorage.setItem(key('level:' + m.session_id), m.permission_level);
+    if (m.session_id === state.session) $('level').value = m.permission_level;
+    loadSessions().catch(showError);
+    return;
+  }
   if (m.type === 'error') {
     // A card answered too late (answered already, timed out, its run ended) waits no more.
     const card = m.id && document.getElementById('approval-' + m.id);
