@@ -422,7 +422,7 @@ describe('web chat in a browser', () => {
       expect(hits).toBe(0);
       // Someone else's page cannot answer it (the id is as unknown to them as a made-up one).
       const id = (await page.$eval(card, (e) => (e as unknown as { id: string }).id)).slice('approval-'.length);
-      const other = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'mallory').path}`);
+      const other = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'bystander').path}`);
       expect(await socketExchange(other, { type: 'approve', id, decision: 'once' })).toEqual([{ type: 'error', code: 'APPROVAL_NOT_FOUND', message: expect.stringMatching(/nothing of that id waits for your answer/), id }]);
       await other.close();
       await page.click(`${card} button[data-decision="once"]`);
