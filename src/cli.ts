@@ -62,7 +62,8 @@ Runs and sessions
 
 Server
   serve [--host HOST] [--port PORT] [--demo]
-                                HTTP admin API, /docs, /openapi.json, MCP at /mcp, web chat at /chat
+                                HTTP admin API, /docs, /openapi.json, MCP at /mcp, web chat at /chat,
+                                the operator's console at /console
                                 (token: berth.yaml admin_token, $BERTH_ADMIN_TOKEN, or generated)
   chat-link <project> --user <name> [--base URL] [--ttl SECONDS]
                                 a person's web chat link (tenant web:<name>): works once,
@@ -74,6 +75,7 @@ Server
   bridge signal                 only the Signal bridge (serve runs it too)
   bridge pending                senders waiting for the operator's approval
   bridge approve <sender>       let a sender (signal:<uuid>) talk to the bot
+  bridge deny <sender>          turn a waiting sender away (their kept first message is dropped)
   approvals list [--project P] [--json]   what agents wait for (a host outside the allowlist)
   approvals allow <id> [--session]        let the waiting run reach it (--session: its conversation)
   approvals deny <id>                     refuse it

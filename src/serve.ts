@@ -11,7 +11,11 @@ import { createToolServer } from './mcp/server.js';
 import { ADMIN_TOOLS } from './mcp/admin-tools.js';
 import { VERSION } from './version.js';
 import { BerthError, errnoOf } from './errors.js';
-import { claimBridges, startBridges, type BridgeClaim, type RunningBridges } from './bridges/start.js';
+import { bridgeDir, claimBridges, startBridges, type BridgeClaim, type RunningBridges } from './bridges/start.js';
+import { approveSender, denySender } from './bridges/senders.js';
+import { openBridgeState } from './store/bridge-state.js';
+import { createMetricsHistory } from './admin/metrics-history.js';
+import type { ConsoleSenders } from './api/console/state.js';
 import { processIdentity } from './runs/process-owner.js';
 import { attachWebChatSocket } from './bridges/web-socket.js';
 
@@ -43,7 +47,7 @@ export async function runServer(
     io,
   );
   const { url } = http;
-  io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat, metrics: ${url}/metrics)\n`);
+  io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat, console: ${url}/console, metrics: ${url}/metrics)\n`);
   io.out(`home: ${berth.home}  (projects, berth.yaml and berth's state; --home or BERTH_HOME names another)\n`);
   if (token.source === 'generated' || opts.demo) {
     io.out(`admin token: ${token.token}${token.file ? `  (stored in ${token.file}, mode 0600)` : ''}\n`);
@@ -162,7 +166,17 @@ export async function listenHttp(
 /** On a bound port: start the bridges (under their claim) and answer with the app. */
 function answerHttp(berth: Berth, bound: BoundHttp, claim: BridgeClaim, token: string, io: Out): HttpSurface {
   const bridges = startConfiguredBridges(berth, io, { web: true, claim });
-  const app = createApp(appDepsFrom(berth, { token, logger: berth.logger, webChat: bridges.web }));
+  const stateDir = homePaths(berth.home).stateDir;
+  // The console's charts: this process's metrics, sampled (the first sample now).
+  const history = createMetricsHistory(berth.metrics.registry);
+  void history.sample().catch(() => undefined);
+  const senders = (): ConsoleSenders | undefined =>
+    berth.config.bridges.signal && {
+      pending: () => openBridgeState(bridgeDir(stateDir), 'signal').pending(),
+      approve: (sender) => approveSender({ config: berth.config, stateDir, logger: berth.logger }, sender),
+      deny: (sender) => denySender(stateDir, sender),
+    };
+  const app = createApp({ ...appDepsFrom(berth, { token, logger: berth.logger, webChat: bridges.web }), approvals: berth.approvals, senders, history });
   bound.handle((req, env) => app.fetch(req, env as Parameters<typeof app.fetch>[1]));
   const { server } = bound;
   const sockets = bridges.web ? attachWebChatSocket(server, { chat: bridges.web, logger: berth.logger }) : undefined;
@@ -171,6 +185,7 @@ function answerHttp(berth: Berth, bound: BoundHttp, claim: BridgeClaim, token: s
     url: bound.url,
     bridges,
     async close() {
+      history.stop();
       sockets?.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

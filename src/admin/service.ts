@@ -10,7 +10,8 @@ import { BerthError } from '../errors.js';
 import { type RunOutcome, type RunRequest, type Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
-import { interruptedRuns } from '../store/journal.js';
+import { interruptedRuns, openRuns } from '../store/journal.js';
+import { readOutbound } from '../store/outbound-log.js';
 import { listWorkspaces, workspaceUsage } from '../store/workspaces.js';
 import { mountPoints } from '../fs/loop-quota.js';
 import type { InterruptedRun, ProjectView, RunView, WorkspaceView } from './views.js';
@@ -34,6 +35,10 @@ export interface AdminService {
   listWorkspaces(name: string): WorkspaceView[];
   runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady'] }): Promise<RunView>;
   listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
+  /** Runs accepted or started and not ended (in flight now, or left open by a berth that died and not yet recovered). */
+  openRuns(name: string): Array<{ run: string; session: string | null; kind: string | null; phase: string; since: string }>;
+  /** Each tenant's model calls in the last hour against the project's budget (the console's view). */
+  modelUse(name: string): { budget: { requests_per_hour: number; tokens_per_hour: number }; tenants: Array<{ tenant: string; requests: number; tokens: number }> };
   /** A project's sessions; with a tenant key, that tenant's only (read through its index). */
   listSessions(name: string, tenantKey?: string): SessionRecord[];
   workspaceProfile(name: string, workspaceId: string): WorkspaceProfile;
@@ -205,6 +210,25 @@ export function createAdminService(deps: {
         .filter((r) => !mine || (r.session !== undefined && mine.has(r.session)))
         .map((r) => ({ run: r.run, session: r.session ?? null, kind: r.kind ?? null, interrupted_at: r.at, reason: r.reason ?? 'its berth process died' }));
       return { runs: records, corrupt_lines: corrupt, interrupted };
+    },
+
+    openRuns(name) {
+      return openRuns(store.get(name).paths.sessionsDir).map((r) => ({ run: r.run, session: r.session ?? null, kind: r.kind ?? null, phase: r.phase, since: r.at }));
+    },
+
+    modelUse(name) {
+      const p = store.get(name);
+      const since = new Date(Date.now() - 3600_000).toISOString();
+      const tenants = new Map<string, { tenant: string; requests: number; tokens: number }>();
+      for (const r of readOutbound(p.paths.sessionsDir, { since, limit: 100_000, keep: (x) => x.kind === 'model' })) {
+        if (r.kind !== 'model') continue;
+        const t = tenants.get(r.tenant) ?? { tenant: r.tenant, requests: 0, tokens: 0 };
+        t.requests++;
+        t.tokens += r.input_tokens + r.output_tokens;
+        tenants.set(r.tenant, t);
+      }
+      const { requests_per_hour, tokens_per_hour } = p.metadata.models.budget;
+      return { budget: { requests_per_hour, tokens_per_hour }, tenants: [...tenants.values()].sort((a, b) => b.tokens - a.tokens || b.requests - a.requests) };
     },
 
     listSessions: (name, tenantKey) => sessions.list(store.get(name), { tenantKey }),

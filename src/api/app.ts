@@ -17,7 +17,10 @@ import type { Gateway } from '../gateway/service.js';
 import type { SessionStore } from '../store/sessions.js';
 import { VERSION } from '../version.js';
 import { bearerAuth, isAdminBearer, isAdminToken } from './auth.js';
-import { DOCS_COOKIE, docsCookieValue, hasDocsCookie, loginPage } from './docs-login.js';
+import { DOCS_COOKIE, docsCookieValue, hasDocsCookie, loginPage, type SignInPage } from './docs-login.js';
+import { registerConsoleRoutes } from './console/routes.js';
+import type { ConsoleSources } from './console/state.js';
+import type { MetricsHistory } from '../admin/metrics-history.js';
 import { createGate, serveMcp } from './mcp-http.js';
 import { API_BODY_BYTES, MCP_HTTP_BOUNDS } from '../config/bounds.js';
 import { bodyLimit } from 'hono/body-limit';
@@ -59,6 +62,12 @@ export interface AppDeps {
   metrics: Metrics;
   /** A second token that may read /metrics only (BERTH_METRICS_TOKEN). */
   metricsToken?: string;
+  /** What waits for an answer (the console answers it). */
+  approvals?: ConsoleSources['approvals'];
+  /** The Signal bot's strangers, when this process runs the bridge (the console approves or turns them away). */
+  senders?: ConsoleSources['senders'];
+  /** The last hour of this process's metrics (the console's charts; berth serve samples them). */
+  history?: MetricsHistory;
 }
 
 type Env = { Variables: { requestId: string; log: Logger } };
@@ -139,7 +148,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // /docs checks the token itself: a browser signs in with a form, not a header. /chat is the
   // people's side: its own login (a chat link's cookie), never the admin token. /metrics takes
   // the admin token or the metrics token (routes/metrics.ts).
-  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || isBrowserProbe(path) || path === '/docs' || path === '/docs/login' || path === '/chat' || path.startsWith('/chat/') || path === METRICS_PATH));
+  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || isBrowserProbe(path) || path === '/docs' || path === '/docs/login' || path === '/console' || path.startsWith('/console/') || path === '/chat' || path.startsWith('/chat/') || path === METRICS_PATH));
   app.use('/api/*', bodyLimit({ maxSize: API_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${API_BODY_BYTES} bytes`); } }));
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
@@ -200,6 +209,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     },
   );
 
+  // berth's pages have no icon: the browser's own request for one is answered with nothing, not an error.
+  app.get('/favicon.ico', (c) => c.body(null, 204));
   registerProjectRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerRunRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerSessionRoutes(app as unknown as OpenAPIHono, deps.admin);
@@ -209,6 +220,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   const chat = deps.webChat && chatNamingItsUser(deps.webChat);
   registerChatRoutes(app as unknown as Hono<ChatEnv>, () => chat);
   registerMetricsRoutes(app as unknown as OpenAPIHono, deps);
+  registerConsoleRoutes(app as unknown as Hono, { token: deps.token, audit: deps.audit, sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history } });
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
   const docConfig = {
@@ -225,12 +237,14 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   app.post('/docs/login', async (c) => {
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const given = typeof form.token === 'string' ? form.token.trim() : '';
+    // Where to go after: one of the signed-in pages, never a URL the form names.
+    const next: SignInPage = form.next === '/console' ? '/console' : '/docs';
     if (!given || !isAdminToken(given, deps.token)) {
       c.get('log').warn({ code: 'UNAUTHORIZED' }, 'docs sign-in refused');
-      return c.html(loginPage('That is not the admin token.'), 401);
+      return c.html(loginPage('That is not the admin token.', next), 401);
     }
-    c.header('set-cookie', `${DOCS_COOKIE}=${docsCookieValue(deps.token)}; HttpOnly; SameSite=Strict; Path=/docs`);
-    return c.redirect('/docs', 303);
+    c.header('set-cookie', `${DOCS_COOKIE}=${docsCookieValue(deps.token)}; HttpOnly; SameSite=Strict; Path=/`);
+    return c.redirect(next, 303);
   });
 
   // MCP over Streamable HTTP, stateless: a fresh server and transport per request, bounded (mcp-http.ts).

@@ -2,10 +2,13 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Context } from 'hono';
 
 /**
- * /docs in a browser, which cannot send a bearer header: a login form posts the admin token
- * once (never in a URL), and berth answers with an HttpOnly, SameSite=Strict cookie holding a
- * value derived from the token — it opens /docs and nothing else, and is not the token.
+ * /docs and /console in a browser, which cannot send a bearer header: a login form posts the
+ * admin token once (never in a URL), and berth answers with an HttpOnly, SameSite=Strict cookie
+ * holding a value derived from the token — it opens /docs and /console and nothing else (not
+ * /api), and is not the token.
  */
+export const SIGN_IN_PAGES = { '/docs': 'Open the API reference', '/console': 'Open the console' } as const;
+export type SignInPage = keyof typeof SIGN_IN_PAGES;
 export const DOCS_COOKIE = 'berth_docs';
 
 export function docsCookieValue(token: string): string {
@@ -17,12 +20,12 @@ export function hasDocsCookie(c: Context, token: string): boolean {
   return given !== undefined && timingSafeEqual(Buffer.from(given), Buffer.from(docsCookieValue(token)));
 }
 
-export function loginPage(error?: string): string {
+export function loginPage(error?: string, next: SignInPage = '/docs'): string {
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>berth — sign in to the API reference</title>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth — sign in</title>
 <style>body{font:16px system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}input,button{font:inherit;padding:.4rem;width:100%;box-sizing:border-box;margin:.3rem 0}.error{color:#b00}</style></head>
-<body><h1>berth</h1><p>The API reference needs the admin token (<code>make run</code> prints it; it is also in <code>.berth/admin-token</code>).</p>
+<body><h1>berth</h1><p>The ${next === '/console' ? 'console' : 'API reference'} needs the admin token (<code>make run</code> prints it; it is also in <code>.berth/admin-token</code>).</p>
 ${error ? `<p class="error" role="alert">${error}</p>` : ''}
-<form method="post" action="/docs/login"><label>Admin token <input type="password" name="token" autocomplete="current-password" required autofocus></label><button type="submit">Open the API reference</button></form>
+<form method="post" action="/docs/login"><input type="hidden" name="next" value="${next}"><label>Admin token <input type="password" name="token" autocomplete="current-password" required autofocus></label><button type="submit">${SIGN_IN_PAGES[next]}</button></form>
 </body></html>`;
 }

@@ -103,6 +103,8 @@ export interface BridgeDeps {
    * that sent it still holds). False: it ends failed, unrun, and the sender is told.
    */
   stillAllowed?: (message: { id: string; chat: string; sender: string }) => boolean;
+  /** A stranger the operator turned away: their held first message is dropped, unrun. */
+  senderDenied?: (sender: string) => boolean;
   /** Where a person's /yes and /no go (a run's request to reach a host outside the allowlist). */
   approvals?: Pick<Approvals, 'answer' | 'requestLevel'>;
 }
@@ -470,6 +472,11 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   }
   function releaseApproved() {
     for (const [id, { work, tenant }] of held) {
+      if (deps.senderDenied?.(work.sender)) {
+        held.delete(id);
+        inbox.mark(id, 'failed', { reason: 'its sender was turned away by the operator: not run, not answered' });
+        continue;
+      }
       if (!deps.senderAllowed(work.sender)) continue;
       held.delete(id);
       log.info({ id, sender: work.sender }, 'a held first message is answered: its sender was approved');

@@ -155,6 +155,7 @@ function startSignal(deps: BridgeDeps, dir: string, recovery: { heldOnly: boolea
     logger: deps.logger,
     owner: deps.owner,
     approvals: deps.approvals,
+    senderDenied: (sender) => state.isDenied(sender),
     senderAllowed: (sender) => {
       const now = deps.config().bridges.signal;
       if (!now || now.senders === 'open') return true;

@@ -6,10 +6,8 @@ import { buildImage, IMAGE_NAMES, type ImageName } from '../images/build.js';
 import { runBridgesOnly, runServer, runStdioMcp } from '../serve.js';
 import { installedBin, mcpClientConfig } from '../mcp/client-config.js';
 import { bridgeDir } from '../bridges/start.js';
-import { APPROVED_HELD_NOTICE, APPROVED_NOTICE } from '../bridges/core.js';
-import { createSignalBridge } from '../bridges/signal.js';
+import { approveSender, denySender } from '../bridges/senders.js';
 import { openBridgeState } from '../store/bridge-state.js';
-import { openInbox } from '../store/inbox.js';
 import { printable } from '../printable.js';
 import { need, type Command } from './command.js';
 
@@ -98,25 +96,26 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     usage: 'bridge approve <sender>\n  Let a sender talk to the Signal bot (the key "bridge pending" shows, e.g. signal:<uuid>).',
     options: {},
     async run(berth, _v, pos, io) {
-      need(pos, 1, 'sender key');
-      const sender = pos[0] as string;
-      if (!/^signal:[0-9a-fA-F-]{1,64}$/.test(sender)) throw new BerthError('CONFIG_INVALID', 'a sender is signal:<uuid>', { issues: [{ field: 'sender', reason: 'must be signal:<uuid> (see "berth bridge pending")' }] });
-      const dir = bridgeDir(homePaths(berth().home).stateDir);
-      const r = openBridgeState(dir, 'signal').approve(sender);
-      // Their first message, kept: the running bridge answers it within seconds (or the next one at its start).
-      const held = openInbox(dir, 'signal').open().some((e) => e.phase === 'held' && e.sender === sender);
-      berth().audit.record({ kind: 'admin', action: 'bridge.approve', target: sender, outcome: 'ok' });
-      io.out(`approved ${printable(sender)}${r.was_pending ? '' : ' (it was not waiting)'}${held ? '; their first message is answered by the running bridge (or at its next start)' : ''}\n`);
-      // They wrote, were refused, and wait to hear: one message says they can talk now.
-      const signal = berth().config.bridges.signal;
-      if (signal && r.was_pending && !r.already) {
-        try {
-          await createSignalBridge({ url: signal.url, account: signal.account, logger: berth().logger, onMessage: () => undefined }).send(sender.slice('signal:'.length), held ? APPROVED_HELD_NOTICE : APPROVED_NOTICE);
-          io.out('told them they can talk now\n');
-        } catch (err) {
-          io.err(`berth: approved, but could not tell them (${printable(String(err).slice(0, 200))}); they can talk now all the same\n`);
-        }
-      }
+      const sender = senderArg(pos);
+      const b = berth();
+      const r = await approveSender({ config: b.config, stateDir: homePaths(b.home).stateDir, logger: b.logger }, sender);
+      b.audit.record({ kind: 'admin', action: 'bridge.approve', target: sender, outcome: 'ok' });
+      io.out(`approved ${printable(sender)}${r.was_pending ? '' : ' (it was not waiting)'}${r.held ? '; their first message is answered by the running bridge (or at its next start)' : ''}\n`);
+      if (r.told === true) io.out('told them they can talk now\n');
+      else if (r.told) io.err(`berth: approved, but could not tell them (${printable(r.told)}); they can talk now all the same\n`);
+      return 0;
+    },
+  },
+  'bridge deny': {
+    usage: 'bridge deny <sender>\n  Turn a waiting sender away: no longer pending, never asked about again, their kept first message dropped unrun ("bridge approve" lets them in later).',
+    options: {},
+    async run(berth, _v, pos, io) {
+      const sender = senderArg(pos);
+      const b = berth();
+      const r = denySender(homePaths(b.home).stateDir, sender);
+      if (!r.was_pending) throw new BerthError('NOT_FOUND', `${sender} is not waiting for approval`, { hint: 'berth bridge pending lists who is' });
+      b.audit.record({ kind: 'admin', action: 'bridge.deny', target: sender, outcome: 'ok' });
+      io.out(`turned away ${printable(sender)}\n`);
       return 0;
     },
   },
@@ -142,3 +141,11 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     },
   },
 };
+
+/** The sender argument of bridge approve|deny: signal:<uuid>. */
+function senderArg(pos: string[]): string {
+  need(pos, 1, 'sender key');
+  const sender = pos[0] as string;
+  if (!/^signal:[0-9a-fA-F-]{1,64}$/.test(sender)) throw new BerthError('CONFIG_INVALID', 'a sender is signal:<uuid>', { issues: [{ field: 'sender', reason: 'must be signal:<uuid> (see "berth bridge pending")' }] });
+  return sender;
+}

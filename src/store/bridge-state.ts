@@ -24,6 +24,7 @@ const StateSchema = z.object({
       }),
     )
     .default([]),
+  denied: z.array(z.string()).default([]).describe('Senders the operator turned away: never asked about again, never answered.'),
 });
 type State = z.infer<typeof StateSchema>;
 
@@ -41,6 +42,9 @@ export interface BridgeState {
   pending(): State['pending'];
   /** `was_pending`: they had written and wait to hear (berth bridge approve tells them). */
   approve(sender: string): { approved: boolean; was_pending: boolean; already: boolean };
+  /** The operator turns a waiting sender away: no longer pending, never asked about again (approve lets them in later). */
+  deny(sender: string): { was_pending: boolean };
+  isDenied(sender: string): boolean;
 }
 
 export function openBridgeState(dir: string, bridge: string): BridgeState {
@@ -65,7 +69,7 @@ export function openBridgeState(dir: string, bridge: string): BridgeState {
       const at = now.toISOString();
       const waiting = state.pending.find((p) => p.sender === sender);
       if (!waiting) {
-        if (state.approved.includes(sender) || state.pending.length >= MAX_PENDING) return { first: false, reply: false };
+        if (state.approved.includes(sender) || state.denied.includes(sender) || state.pending.length >= MAX_PENDING) return { first: false, reply: false };
         save({ ...state, pending: [...state.pending, { sender, name: name?.slice(0, 128), first_seen: at, refused_at: at }] });
         return { first: true, reply: true };
       }
@@ -80,8 +84,16 @@ export function openBridgeState(dir: string, bridge: string): BridgeState {
       const state = load();
       const wasPending = state.pending.some((p) => p.sender === sender);
       const already = state.approved.includes(sender);
-      save({ ...state, approved: already ? state.approved : [...state.approved, sender], pending: state.pending.filter((p) => p.sender !== sender) });
+      save({ ...state, approved: already ? state.approved : [...state.approved, sender], pending: state.pending.filter((p) => p.sender !== sender), denied: state.denied.filter((d) => d !== sender) });
       return { approved: true, was_pending: wasPending, already };
     },
+    deny(sender) {
+      const state = load();
+      const wasPending = state.pending.some((p) => p.sender === sender);
+      if (!wasPending) return { was_pending: false };
+      save({ ...state, pending: state.pending.filter((p) => p.sender !== sender), denied: [...state.denied.filter((d) => d !== sender), sender].slice(-MAX_PENDING) });
+      return { was_pending: true };
+    },
+    isDenied: (sender) => load().denied.includes(sender),
   };
 }

@@ -9,7 +9,8 @@ import { tenantOfChatUser } from '../../store/chat-links.js';
 import type { WebChat, WebLogin } from '../../bridges/web.js';
 import { ChatSettingsBodySchema } from '../../bridges/web-protocol.js';
 import { chatCredentialOf, chatLoginCookie, fromOwnOrigin, reachedOverHttps } from '../../bridges/web-cookie.js';
-import { CHAT_ASSET_HEADERS, chatAssets } from './assets.js';
+import { chatAssets } from './assets.js';
+import { assetHeaders } from '../package-assets.js';
 import { chatLoginConfirmPage, chatLoginFailedPage, chatPage, LOGIN_PAGE_HEADERS } from './page.js';
 
 /**
@@ -51,7 +52,7 @@ export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | und
 
   for (const asset of Object.values(chatAssets())) {
     app.get(asset.path, (c) => {
-      for (const [name, value] of Object.entries(CHAT_ASSET_HEADERS)) c.header(name, value);
+      for (const [name, value] of Object.entries(assetHeaders(asset))) c.header(name, value);
       return c.body(asset.body);
     });
   }

@@ -1,0 +1,94 @@
+import type { Context, Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { z } from 'zod';
+import { parseOrThrow } from '../../config/parse.js';
+import { BerthError } from '../../errors.js';
+import { fromOwnOrigin } from '../../bridges/web-cookie.js';
+import type { AuditTrail } from '../../admin/audit-trail.js';
+import { APPROVAL_DECISIONS } from '../../store/approvals.js';
+import { AuditFilterSchema } from '../../store/audit.js';
+import { isAdminBearer } from '../auth.js';
+import { hasDocsCookie, loginPage } from '../docs-login.js';
+import { assetHeaders } from '../package-assets.js';
+import { consoleAssets, consolePage } from './page.js';
+import { consoleState, type ConsoleSources } from './state.js';
+
+/**
+ * The operator's console at /console, behind the same sign-in as /docs (a form posts the admin
+ * token once; the HttpOnly, SameSite=Strict cookie it gets is derived from the token, never the
+ * token, and never in a URL). Its page polls /console/api/state; its answers (a request to go
+ * past a grant, a stranger of the Signal bot) are JSON POSTs from this origin only.
+ */
+const ApproveBodySchema = z.object({ decision: z.enum(APPROVAL_DECISIONS) }).strict();
+const SenderBodySchema = z.object({ decision: z.enum(['approve', 'deny']) }).strict();
+const SenderParamSchema = z.string().regex(/^signal:[0-9a-fA-F-]{1,64}$/, 'must be signal:<uuid>');
+const CONSOLE_BODY_BYTES = 4 * 1024;
+
+export function registerConsoleRoutes(app: Hono, deps: { token: string; sources: ConsoleSources; audit?: AuditTrail }): void {
+  const signedIn = (c: Context) => isAdminBearer(c.req.header('authorization'), deps.token) || hasDocsCookie(c, deps.token);
+  const operatorOnly = (c: Context) => {
+    if (!signedIn(c)) throw new BerthError('UNAUTHORIZED', 'sign in to the console first', { hint: 'open /console and give the admin token' });
+  };
+  /** An answer: JSON from this origin only (a cross-site form cannot send JSON, and SameSite=Strict holds the cookie back). */
+  const answerBody = async <S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> => {
+    operatorOnly(c);
+    if (!fromOwnOrigin({ origin: c.req.header('origin'), host: c.req.header('host'), fetchSite: c.req.header('sec-fetch-site') })) {
+      throw new BerthError('PERMISSION_DENIED', 'answers come from the console page itself', { rule: 'same_origin' });
+    }
+    if (!/^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) throw new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send JSON (content-type: application/json)');
+    const body: unknown = await c.req.json().catch(() => {
+      throw new BerthError('CONFIG_INVALID', 'the body is not JSON', { issues: [{ field: 'body', reason: 'must be a JSON object' }] });
+    });
+    return parseOrThrow(schema, body, 'body');
+  };
+
+  for (const asset of Object.values(consoleAssets())) {
+    app.get(asset.path, (c) => {
+      for (const [name, value] of Object.entries(assetHeaders(asset))) c.header(name, value);
+      return c.body(asset.body);
+    });
+  }
+
+  app.get('/console', (c) => {
+    if (!signedIn(c)) return c.html(loginPage(undefined, '/console'), 401);
+    const page = consolePage();
+    for (const [name, value] of Object.entries(page.headers)) c.header(name, value);
+    return c.html(page.html);
+  });
+
+  app.get('/console/api/state', (c) => {
+    operatorOnly(c);
+    c.header('cache-control', 'no-store');
+    return c.json(consoleState(deps.sources));
+  });
+
+  app.get('/console/api/audit', (c) => {
+    operatorOnly(c);
+    if (!deps.audit) throw new BerthError('NOT_FOUND', 'this berth keeps no audit log');
+    const q = c.req.query();
+    const filter = parseOrThrow(AuditFilterSchema, { since: q.since || undefined, project: q.project || undefined, actor: q.actor || undefined, kind: q.kind || undefined, limit: q.limit || undefined }, 'audit filter');
+    c.header('cache-control', 'no-store');
+    return c.json({ entries: deps.audit.list(filter) });
+  });
+
+  const limit = bodyLimit({ maxSize: CONSOLE_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${CONSOLE_BODY_BYTES} bytes`); } });
+
+  app.post('/console/api/approvals/:id', limit, async (c) => {
+    const { decision } = await answerBody(c, ApproveBodySchema);
+    if (!deps.sources.approvals) throw new BerthError('APPROVAL_NOT_FOUND', 'nothing waits for an answer here');
+    const approval = deps.sources.approvals.answer(c.req.param('id'), decision, { operator: true, actor: 'operator' });
+    return c.json({ approval, decision });
+  });
+
+  app.post('/console/api/senders/:sender', limit, async (c) => {
+    const { decision } = await answerBody(c, SenderBodySchema);
+    const sender = parseOrThrow(SenderParamSchema, c.req.param('sender'), 'sender');
+    const senders = deps.sources.senders?.();
+    if (!senders) throw new BerthError('NOT_FOUND', 'no Signal bridge is configured (berth.yaml bridges.signal)');
+    if (!senders.pending().some((p) => p.sender === sender)) throw new BerthError('NOT_FOUND', `${sender} is not waiting for approval`);
+    if (decision === 'approve') await senders.approve(sender);
+    else senders.deny(sender);
+    deps.audit?.record({ kind: 'admin', action: decision === 'approve' ? 'bridge.approve' : 'bridge.deny', actor: 'operator', target: sender, outcome: 'ok' });
+    return c.json({ sender, decision });
+  });
+}
