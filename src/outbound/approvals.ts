@@ -9,12 +9,13 @@ import type { PermissionLevel } from '../config/session.js';
 /**
  * Ask before going past a grant: a run's host outside its project's egress allowlist, or a chat
  * person's level above what the project lets them take (operator only; no run waits). The run's
- * connections wait in the proxy (the agent retries nothing; one that gives up meanwhile denies nothing) while its project's approver is asked:
- * the person watching the run in a chat (a card, /yes /no) or the operator only (berth approvals,
- * the console). An answer is "once" (this run may reach the host), "session" (this conversation
- * may, from now on) or "deny"; none within chat.approval_timeout_seconds is a denial. Every
- * answer is audited. The requests are on disk (store/approvals.ts), so the CLI of another
- * process answers them too; this process reads those answers every ANSWER_POLL_MS while any wait.
+ * connections wait in the proxy (the agent retries nothing; one that gives up meanwhile denies
+ * nothing) while its project's approver is asked: the person watching the run in a chat (a card,
+ * /yes /no) or the operator only (berth approvals, the console). An answer is "once" (this run
+ * may reach the host), "session" (this conversation may, from now on) or "deny"; none within
+ * chat.approval_timeout_seconds is a denial. Every answer is audited. The requests are on disk
+ * (store/approvals.ts), so the CLI of another process answers them too; this process reads those
+ * answers every ANSWER_POLL_MS while any wait.
  */
 
 /** Who answers: the operator (CLI, console), or a person of the chat (only their own tenant's requests, only when the project lets the person answer). */

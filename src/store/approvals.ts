@@ -100,6 +100,11 @@ export function openApprovalStore(stateDir: string): ApprovalStore {
         throw err;
       }
       const requests: ApprovalRequest[] = [];
+      // An answer published as its request ended (a CLI a moment late) has nothing left to answer.
+      for (const name of fs.readdirSync(dir).filter((n) => n.endsWith('.decision')).slice(0, LIST_MAX)) {
+        const id = name.slice(0, -'.decision'.length);
+        if (APPROVAL_ID_PATTERN.test(id) && !fs.existsSync(requestFile(id))) fs.rmSync(answerFile(id), { force: true });
+      }
       for (const name of names) {
         const id = name.slice(0, -'.json'.length);
         if (!APPROVAL_ID_PATTERN.test(id)) continue;
