@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { AGENT_PRESETS } from './config/metadata.js';
 import { BerthError, isBerthError } from './errors.js';
@@ -12,6 +13,10 @@ import { TRUST_COMMANDS } from './cli/trust.js';
 import { CONFIG_COMMANDS } from './cli/config.js';
 import { APPROVAL_COMMANDS } from './cli/approvals.js';
 import { own } from './own.js';
+import { defaultHome, homePaths } from './config/home.js';
+
+/** A directory that already is a berth home: its berth.yaml or its state. */
+const isBerthHome = (dir: string) => fs.existsSync(homePaths(dir).configFile) || fs.existsSync(homePaths(dir).stateDir);
 
 export const USAGE = `berth — one kernel-isolated container per tenant, for AI coding agents
 
@@ -92,7 +97,8 @@ Engine
   demo                          two tenants, one boundary: a walk-through
 
 Options
-  --home DIR    the berth home (default: $BERTH_HOME or the current directory)
+  --home DIR    the berth home (default: $BERTH_HOME, else the current directory if it is one
+                (berth.yaml or .berth/ there), else ~/.local/share/berth)
   -h, --help    this text        --version    berth's version
 
 Agent presets: ${AGENT_PRESETS.join(', ')} (or a custom argv with {message} in metadata.json).
@@ -204,7 +210,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, io: Out): Pro
       io.out(commandHelp(split.name, command));
       return 0;
     }
-    const home = (parsed.values.home as string | undefined) ?? split.home ?? env.BERTH_HOME ?? process.cwd();
+    const home = (parsed.values.home as string | undefined) ?? split.home ?? env.BERTH_HOME ?? defaultHome(env, process.cwd(), isBerthHome);
     let berth: Berth | undefined;
     // Fault injection for the crash tests: die (no cleanup, like a power cut) after a create step.
     const killAt = env.BERTH_TEST_KILL_AFTER_STEP;

@@ -24,7 +24,7 @@ export function loginPage(error?: string, next: SignInPage = '/docs'): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth — sign in</title>
 <style>body{font:16px system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}input,button{font:inherit;padding:.4rem;width:100%;box-sizing:border-box;margin:.3rem 0}.error{color:#b00}</style></head>
-<body><h1>berth</h1><p>The ${next === '/console' ? 'console' : 'API reference'} needs the admin token (<code>make run</code> prints it; it is also in <code>.berth/admin-token</code>).</p>
+<body><h1>berth</h1><p>The ${next === '/console' ? 'console' : 'API reference'} needs the admin token (<code>make run</code> prints it; it is also in <code>.berth/admin-token</code> in berth's home).</p>
 ${error ? `<p class="error" role="alert">${error}</p>` : ''}
 <form method="post" action="/docs/login"><input type="hidden" name="next" value="${next}"><label>Admin token <input type="password" name="token" autocomplete="current-password" required autofocus></label><button type="submit">${SIGN_IN_PAGES[next]}</button></form>
 </body></html>`;

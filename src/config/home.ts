@@ -16,6 +16,17 @@ export interface HomePaths {
   cacheDir: string;
 }
 
+/**
+ * The home when none is named (--home, $BERTH_HOME): the current directory if it already is a
+ * berth home (it has berth.yaml or .berth/: an older berth's default, kept working), else a
+ * directory outside any source checkout, $XDG_DATA_HOME/berth or ~/.local/share/berth. Pure.
+ */
+export function defaultHome(env: NodeJS.ProcessEnv, cwd: string, isHome: (dir: string) => boolean): string {
+  if (isHome(cwd)) return cwd;
+  const data = env.XDG_DATA_HOME && env.XDG_DATA_HOME.startsWith('/') ? env.XDG_DATA_HOME : join(env.HOME || '/root', '.local', 'share');
+  return join(data, 'berth');
+}
+
 export function homePaths(root: string): HomePaths {
   const stateDir = join(root, '.berth');
   return {

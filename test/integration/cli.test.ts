@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assessRunc } from '../../src/doctor.js';
 import { createDockerLauncher } from '../../src/launch/docker.js';
 import { createBerth } from '../../src/main.js';
-import { cli, readmeCommands, runReadmeLine } from '../helpers.js';
+import { spawnSync } from 'node:child_process';
+import { BERTH_BIN, cli, readmeCommands, runReadmeLine } from '../helpers.js';
 
 let home: string;
 const berth = (...args: string[]) => cli(['--home', home, ...args]);
@@ -33,6 +34,23 @@ describe('berth CLI (real process, real engine)', () => {
       expect(text).toContain('warm_idle_seconds: 45');
     } finally {
       fs.rmSync(own, { recursive: true, force: true });
+    }
+  });
+
+  it('with no --home or BERTH_HOME, the home is ~/.local/share/berth (outside any checkout), or the current directory if it already is a home', () => {
+    const user = fs.mkdtempSync(join(os.tmpdir(), 'berth-user-'));
+    const checkout = fs.mkdtempSync(join(os.tmpdir(), 'berth-checkout-'));
+    const bare = (cwd: string, ...args: string[]) => spawnSync(process.execPath, [BERTH_BIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', HOME: user }, encoding: 'utf8' });
+    try {
+      expect(bare(checkout, 'project', 'create', 'elsewhere')).toMatchObject({ status: 0, stdout: `created project elsewhere at ${join(user, '.local/share/berth/projects/elsewhere')}\n` });
+      expect(fs.readdirSync(checkout)).toEqual([]);
+      // An older berth's home in the current directory keeps being used.
+      fs.writeFileSync(join(checkout, 'berth.yaml'), '');
+      expect(bare(checkout, 'project', 'create', 'here')).toMatchObject({ status: 0, stdout: `created project here at ${join(fs.realpathSync(checkout), 'projects/here')}\n` });
+      expect(spawnSync(process.execPath, [BERTH_BIN, 'project', 'list'], { cwd: checkout, env: { PATH: process.env.PATH ?? '', HOME: user, XDG_DATA_HOME: join(user, 'xdg') }, encoding: 'utf8' }).stdout).toMatch(/^here\t/);
+    } finally {
+      fs.rmSync(user, { recursive: true, force: true });
+      fs.rmSync(checkout, { recursive: true, force: true });
     }
   });
 
