@@ -17,7 +17,7 @@ import type { Gateway } from '../gateway/service.js';
 import type { SessionStore } from '../store/sessions.js';
 import { VERSION } from '../version.js';
 import { bearerAuth, isAdminBearer, isAdminToken } from './auth.js';
-import { DOCS_COOKIE, docsCookieValue, hasDocsCookie, loginPage, type SignInPage } from './docs-login.js';
+import { DOCS_COOKIE, docsCookieValue, hasDocsCookie, loginPage, SIGN_IN_PAGES, type SignInPage } from './docs-login.js';
 import { registerConsoleRoutes } from './console/routes.js';
 import type { ConsoleSources } from './console/state.js';
 import type { MetricsHistory } from '../admin/metrics-history.js';
@@ -243,7 +243,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
       c.get('log').warn({ code: 'UNAUTHORIZED' }, 'docs sign-in refused');
       return c.html(loginPage('That is not the admin token.', next), 401);
     }
-    c.header('set-cookie', `${DOCS_COOKIE}=${docsCookieValue(deps.token)}; HttpOnly; SameSite=Strict; Path=/`);
+    // One cookie per signed-in page, each on its own path: it never travels to /api or /chat.
+    for (const page of Object.keys(SIGN_IN_PAGES)) c.header('set-cookie', `${DOCS_COOKIE}=${docsCookieValue(deps.token)}; HttpOnly; SameSite=Strict; Path=${page}`, { append: true });
     return c.redirect(next, 303);
   });
 

@@ -3,9 +3,9 @@ import type { Context } from 'hono';
 
 /**
  * /docs and /console in a browser, which cannot send a bearer header: a login form posts the
- * admin token once (never in a URL), and berth answers with an HttpOnly, SameSite=Strict cookie
- * holding a value derived from the token — it opens /docs and /console and nothing else (not
- * /api), and is not the token.
+ * admin token once (never in a URL), and berth answers with HttpOnly, SameSite=Strict cookies
+ * (one with Path=/docs, one with Path=/console) holding a value derived from the token — they open
+ * /docs and /console and nothing else (they never travel to /api or /chat), and are not the token.
  */
 export const SIGN_IN_PAGES = { '/docs': 'Open the API reference', '/console': 'Open the console' } as const;
 export type SignInPage = keyof typeof SIGN_IN_PAGES;

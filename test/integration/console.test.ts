@@ -125,8 +125,9 @@ describe('the operator console', () => {
     expect((await fetch(`${base}/console/api/state`)).status).toBe(401);
     const login = await fetch(`${base}/docs/login`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ token: TOKEN, next: '/console' }) });
     expect([login.status, login.headers.get('location')]).toEqual([303, '/console']);
-    const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] as string;
-    expect(login.headers.get('set-cookie')).toMatch(/HttpOnly; SameSite=Strict; Path=\//);
+    const set = login.headers.getSetCookie();
+    expect(set.map((c) => c.split('; ').slice(1).join('; '))).toEqual(['HttpOnly; SameSite=Strict; Path=/docs', 'HttpOnly; SameSite=Strict; Path=/console']);
+    const cookie = (set[1] ?? '').split(';')[0] as string;
     expect((await fetch(`${base}/console/api/state`, { headers: { cookie } })).status).toBe(200);
     expect((await fetch(`${base}/api/projects`, { headers: { cookie } })).status).toBe(401);
     const answer = (headers: Record<string, string>, body = '{"decision":"deny"}') => fetch(`${base}/console/api/approvals/abcdef0123`, { method: 'POST', headers: { cookie, ...headers }, body });

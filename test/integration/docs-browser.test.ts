@@ -41,11 +41,14 @@ describe('/docs in a browser', () => {
     expect(await page.content()).toContain('/api/projects/{name}/runs');
     expect(urls.every((u) => !u.includes(TOKEN))).toBe(true);
     expect(await page.evaluate('document.cookie')).toBe(''); // HttpOnly: no script reads it
-    const [cookie] = await page.context().cookies();
-    expect(cookie).toMatchObject({ name: 'berth_docs', httpOnly: true, sameSite: 'Strict', path: '/docs' });
-    expect(cookie?.value).not.toContain(TOKEN);
+    const cookies = await page.context().cookies();
+    expect(cookies.map((c) => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite, path: c.path })).sort((a, b) => a.path.localeCompare(b.path))).toEqual([
+      { name: 'berth_docs', httpOnly: true, sameSite: 'Strict', path: '/console' },
+      { name: 'berth_docs', httpOnly: true, sameSite: 'Strict', path: '/docs' },
+    ]);
+    for (const cookie of cookies) expect(cookie.value).not.toContain(TOKEN);
 
-    // The cookie opens /docs only: the API still wants the bearer token.
+    // The cookies open /docs and /console only: the API still wants the bearer token.
     const api = await page.goto(`${base}/api/projects`);
     expect(api?.status()).toBe(401);
     await page.close();
