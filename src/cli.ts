@@ -49,6 +49,7 @@ Operator (berth.yaml; comments and order kept)
   config set <path> <value>     one setting, e.g. config set bridges.signal.url http://127.0.0.1:8081
                                 (checked with the whole file first; a running serve follows it)
   config unset <path>           remove one setting: its default applies again
+  home                          the home this berth uses (where projects, berth.yaml and state live)
 
 Workflows
   workflow list <project>

@@ -71,7 +71,7 @@ export function assessRuntimes(engine: Array<{ name: string; version?: string }>
   const has = new Set(engine.map((r) => r.name));
   const checks: Check[] = [{ name: 'runtimes', status: 'ok', detail: engine.map((r) => `${r.name}${r.version ? ` (${r.version})` : ''}`).join(', ') || 'none reported' }];
   for (const name of offered.filter((r) => !has.has(r))) {
-    checks.push({ name: `runtime ${name}`, status: 'warn', detail: `berth.yaml offers it but the engine has no such runtime${name === 'runsc' ? ' (README: "Stronger isolation: gVisor")' : ''}` });
+    checks.push({ name: `runtime ${name}`, status: 'warn', detail: `berth.yaml offers it but the engine has no such runtime${name === 'runsc' ? ' (docs/security.md, "Stronger isolation: gVisor")' : ''}` });
   }
   for (const p of projects) {
     for (const runtime of projectRuntimes(p.metadata)) {
@@ -212,7 +212,7 @@ async function probeHostPaths(berth: Berth): Promise<Check> {
       : {
           name: 'host paths',
           status: 'fail',
-          detail: `the engine does not see ${berth.home} as berth does: run berth with its home at the same absolute path on the host and in its container (see README, "berth in a container")`,
+          detail: `the engine does not see ${berth.home} as berth does: run berth with its home at the same absolute path on the host and in its container (see docs/production.md, "berth in a container")`,
         };
   } catch (err) {
     return { name: 'host paths', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) };

@@ -228,7 +228,7 @@ function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; cl
 /** `berth bridge`: only the chat bridges (no HTTP), until SIGINT/SIGTERM. */
 export async function runBridgesOnly(berth: Berth, io: Out): Promise<number> {
   if (!berth.config.bridges.signal) {
-    io.err('berth: no bridge is configured: add bridges.signal to berth.yaml (see the README, "Signal")\n');
+    io.err('berth: no bridge is configured: add bridges.signal to berth.yaml (see docs/signal.md)\n');
     return 2;
   }
   // Claimed before anything else: beside a live consumer of this home it refuses (ALREADY_RUNNING).

@@ -102,25 +102,48 @@ export function cli(args: string[], env: Record<string, string> = {}): { code: n
 }
 
 /**
- * The README's `npx berth …` lines of one section (from its heading to the next "## "), run as
- * written by a shell, on `home`, after `swap` replaced what only a real deployment has (a real
- * URL, a real key). The docs' commands are the tested ones.
+ * The docs' shell commands: the lines of a guide's ```sh blocks (README.md or docs/<guide>.md;
+ * with `section`, only from that "## " heading to the next), starting with `prefix`. The docs'
+ * commands are the tested ones.
  */
-export function readmeCommands(section: string, prefix: string): string[] {
-  const text = fs.readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-  const start = text.indexOf(`\n## ${section}\n`);
-  if (start < 0) throw new Error(`README has no section "${section}"`);
-  const end = text.indexOf('\n## ', start + 1);
-  const lines = text.slice(start, end < 0 ? undefined : end).split('\n').filter((l) => l.startsWith(prefix));
-  if (lines.length === 0) throw new Error(`README section "${section}" has no line starting "${prefix}"`);
+export function docCommands(file: string, prefix: string, section?: string): string[] {
+  let text = fs.readFileSync(join(REPO_ROOT, file), 'utf8');
+  if (section !== undefined) {
+    const start = text.indexOf(`\n## ${section}\n`);
+    if (start < 0) throw new Error(`${file} has no section "${section}"`);
+    const end = text.indexOf('\n## ', start + 1);
+    text = text.slice(start, end < 0 ? undefined : end);
+  }
+  const lines = [...text.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].flatMap((m) => (m[1] as string).split('\n')).filter((l) => l.startsWith(prefix));
+  if (lines.length === 0) throw new Error(`${file}${section ? ` section "${section}"` : ''} has no command starting "${prefix}"`);
   return lines;
 }
 
-export function runReadmeLine(line: string, home: string, swap: Array<[string, string]> = []): { code: number; stdout: string; stderr: string } {
-  let cmd = line.replace(/^npx berth /, `${JSON.stringify(process.execPath)} ${JSON.stringify(BERTH_BIN)} --home ${JSON.stringify(home)} `);
-  for (const [from, to] of swap) cmd = cmd.split(from).join(to);
-  const r = spawnSync('sh', ['-c', cmd], { env: { PATH: process.env.PATH ?? '' }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Run a docs line as written by a shell, on `home` (every `npx berth` in it is this checkout's
+ * berth on that home), after `swap` replaced what only a real deployment has (a real URL, a key).
+ */
+export function runDocLine(line: string, home: string, swap: Array<[string, string]> = []): { code: number; stdout: string; stderr: string } {
+  const r = spawnSync('sh', ['-c', docShellLine(line, home, swap)], { env: { PATH: process.env.PATH ?? '' }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** The same, without blocking this process (a fake the line talks to answers from here). */
+export function runDocLineAsync(line: string, home: string, swap: Array<[string, string]> = []): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn('sh', ['-c', docShellLine(line, home, swap)], { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d));
+    child.stderr.on('data', (d: Buffer) => (stderr += d));
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+function docShellLine(line: string, home: string, swap: Array<[string, string]>): string {
+  let cmd = line.split('npx berth ').join(`${JSON.stringify(process.execPath)} ${JSON.stringify(BERTH_BIN)} --home ${JSON.stringify(home)} `);
+  for (const [from, to] of swap) cmd = cmd.split(from).join(to);
+  return cmd;
 }
 
 /** The same, without blocking this process (for a CLI that talks to a server the test runs). */

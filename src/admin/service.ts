@@ -103,7 +103,7 @@ function assertOperatorChoices(choice: Parameters<typeof runtimeChoiceIssues>[0]
   const issues = [...runtimes, ...models];
   if (!issues.length) return;
   const hint = runtimes.length
-    ? 'register the runtime with the engine and add it to berth.yaml runtimes (README: "Stronger isolation: gVisor")'
+    ? 'register the runtime with the engine and add it to berth.yaml runtimes (docs/security.md, "Stronger isolation: gVisor")'
     : "add the upstream to berth.yaml's models (with its key), or name one it has";
   throw new BerthError('CONFIG_INVALID', issues[0]!.reason, { issues, hint });
 }

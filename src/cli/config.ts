@@ -26,6 +26,15 @@ function valueOf(text: string): unknown {
 }
 
 export const CONFIG_COMMANDS: Record<string, Command> = {
+  home: {
+    usage: 'home\n  The home this berth uses: --home, $BERTH_HOME, the current directory if it already is one, else ~/.local/share/berth.',
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 0, '');
+      io.out(`${berth().home}\n`);
+      return 0;
+    },
+  },
   'config get': {
     usage: 'config get [<path>]\n  berth.yaml as berth reads it (defaults filled in; secrets shown as "(set)"), or one setting: a dotted path, e.g. bridges.signal or runs.warm_idle_seconds.',
     options: {},

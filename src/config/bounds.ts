@@ -1,6 +1,6 @@
 /**
  * Every bound on what a tenant, a token holder or a stranger can make berth hold in memory, in
- * one place. The README's security section states these numbers; tests attack them.
+ * one place. docs/security.md states these numbers; tests attack them.
  */
 const MiB = 1024 * 1024;
 

@@ -95,7 +95,7 @@ export const ProjectEgressSchema = z
 export function modelChoiceIssues(choice: { models?: { upstreams?: unknown } }, defined: readonly string[]): Array<{ field: string; reason: string }> {
   const upstreams = choice.models?.upstreams;
   if (!Array.isArray(upstreams)) return []; // a value of the wrong shape is the schema's to refuse
-  const known = defined.length ? `models: ${defined.join(', ')}` : 'it defines no models (README: "Run Claude Code or Codex")';
+  const known = defined.length ? `models: ${defined.join(', ')}` : 'it defines no models (docs/agents.md)';
   return upstreams.flatMap((name, i) => (typeof name === 'string' && !defined.includes(name) ? [{ field: `models.upstreams.${i}`, reason: `model upstream "${name}" is not one berth.yaml defines (${known})` }] : []));
 }
 

@@ -30,7 +30,7 @@ export function translateEngineError(err: unknown, context: { image?: string } =
   }
   if (/unknown (or invalid )?runtime/i.test(text)) {
     return new BerthError('RUNTIME_MISSING', `the engine has no such runtime: ${text.trim()}`, {
-      hint: 'register it with the engine (README: "Stronger isolation: gVisor"), or choose another with "berth project update <name> --runtime runc"',
+      hint: 'register it with the engine (docs/security.md, "Stronger isolation: gVisor"), or choose another with "berth project update <name> --runtime runc"',
     });
   }
   return new BerthError('RUN_FAILED', `the engine refused: ${text.trim()}`, {}, { cause: err });

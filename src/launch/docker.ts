@@ -100,13 +100,15 @@ const OUT_OF_MEMORY = 'it ran out of memory (limits.memory_mb)';
 /**
  * How the engine says an ended container ended: the memory limit, or its exit status; undefined
  * when it is gone. Its OOM event can come a moment after the exit (seen under gVisor: a SIGKILL'd
- * sandbox read OOMKilled false, then true): a SIGKILL is asked again for up to half a second.
+ * sandbox read OOMKilled false, then true): a SIGKILL is asked again for up to 1.5 s. Under
+ * gVisor the engine hears of the OOM from runsc's shim, and not always (measured: about one run
+ * in ten reads OOMKilled false however long it is asked); such a run ends as a bare 137.
  */
 async function endOf(container: Docker.Container): Promise<{ outOfMemory: boolean; exitCode: number } | undefined> {
   for (let attempt = 0; ; attempt++) {
     const state = await container.inspect().then(({ State }) => State, () => undefined);
     if (!state) return undefined;
-    if (state.OOMKilled || state.ExitCode !== STOPPED_EXIT || attempt === 5) return { outOfMemory: state.OOMKilled, exitCode: state.ExitCode };
+    if (state.OOMKilled || state.ExitCode !== STOPPED_EXIT || attempt === 15) return { outOfMemory: state.OOMKilled, exitCode: state.ExitCode };
     await new Promise((r) => setTimeout(r, 100));
   }
 }

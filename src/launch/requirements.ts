@@ -9,7 +9,7 @@ import type { LauncherCapabilities } from './launcher.js';
 export function assertLaunchable(caps: LauncherCapabilities, plan: RunPlan, opts: { loopQuota: boolean }): void {
   if (!caps.runtimes.includes(plan.runtime)) {
     throw new BerthError('RUNTIME_MISSING', `the engine has no runtime "${plan.runtime}" (it offers: ${caps.runtimes.join(', ')})`, {
-      hint: plan.runtime === 'runsc' ? 'install gVisor and register it with the engine (README: "Stronger isolation: gVisor"); "berth doctor" checks it' : 'register it with the engine, or choose another runtime for the project',
+      hint: plan.runtime === 'runsc' ? 'install gVisor and register it with the engine (docs/security.md, "Stronger isolation: gVisor"); "berth doctor" checks it' : 'register it with the engine, or choose another runtime for the project',
     });
   }
   const need = (what: string) =>

@@ -6,7 +6,7 @@ import { assessRunc } from '../../src/doctor.js';
 import { createDockerLauncher } from '../../src/launch/docker.js';
 import { createBerth } from '../../src/main.js';
 import { spawnSync } from 'node:child_process';
-import { BERTH_BIN, cli, readmeCommands, runReadmeLine } from '../helpers.js';
+import { BERTH_BIN, cli, docCommands, runDocLine } from '../helpers.js';
 
 let home: string;
 const berth = (...args: string[]) => cli(['--home', home, ...args]);
@@ -20,13 +20,13 @@ afterAll(async () => {
 });
 
 describe('berth CLI (real process, real engine)', () => {
-  it("the README's Signal setup lines, as written, configure the bridge by command (no heredoc that could clobber berth.yaml)", () => {
+  it("the Signal guide's setup lines, as written, configure the bridge by command (no heredoc that could clobber berth.yaml)", () => {
     const own = fs.mkdtempSync(join(os.tmpdir(), 'berth-readme-signal-'));
     try {
       fs.writeFileSync(join(own, 'berth.yaml'), '# the operator\'s own notes stay\nruns:\n  warm_idle_seconds: 45\n');
-      const lines = readmeCommands('Chat bridges: a Signal bot', 'npx berth config set ');
+      const lines = docCommands('docs/signal.md', 'npx berth config set ');
       expect(lines.length).toBeGreaterThanOrEqual(2);
-      for (const line of lines) expect(runReadmeLine(line, own)).toMatchObject({ code: 0 });
+      for (const line of lines) expect(runDocLine(line, own)).toMatchObject({ code: 0 });
       expect(cli(['--home', own, 'config', 'get', 'bridges.signal']).stdout).toBe('url: http://127.0.0.1:8081\naccount: "+4915550000"\nsenders: pairing\nallow: []\n');
       expect(cli(['--home', own, 'config', 'get', 'channels.signal.project']).stdout).toBe('helper\n');
       const text = fs.readFileSync(join(own, 'berth.yaml'), 'utf8');

@@ -55,8 +55,8 @@ describe('berth mcp --print-config', () => {
     expect(fs.existsSync(join(elsewhere, 'IMPOSTOR-RAN'))).toBe(false);
   });
 
-  it("the README's MCP client config is this command and its output, not npx", () => {
-    const readme = fs.readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  it("the API guide's MCP client config is this command and its output, not npx", () => {
+    const readme = fs.readFileSync(join(REPO_ROOT, 'docs/api.md'), 'utf8');
     expect(readme).not.toMatch(/"command":\s*"npx"/);
     const snippet = /```sh\n(node bin\/berth\.js --home \/srv\/berth mcp --print-config)\n```\n```json\n(.*)\n```/.exec(readme);
     expect(snippet).not.toBeNull();

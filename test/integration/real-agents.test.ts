@@ -9,7 +9,7 @@ import os from 'node:os';
 import { startFakeResponses } from '../fakes/openai-responses.js';
 import type { ProgressUpdate } from '../../src/runs/agent-progress.js';
 import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../../src/store/approvals.js';
-import { cliAsync, readmeCommands, runReadmeLine, sha256, testHome, type TestHome } from '../helpers.js';
+import { cliAsync, docCommands, runDocLine, sha256, testHome, type TestHome } from '../helpers.js';
 
 /**
  * The real Claude Code and Codex CLIs (from the agent image, which carries the binary of its npm package)
@@ -204,12 +204,12 @@ describe('a spent budget, as the real CLI shows it', () => {
   });
 });
 
-describe('the README\'s "Run Claude Code" commands, as written (berth.yaml pointed at the fake)', () => {
+describe('the agents guide\'s commands, as written (berth.yaml pointed at the fake)', () => {
   it('create the project, two messages of one user (the second continues), another user apart', async () => {
     const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-readme-')));
-    // berth.yaml as the README sets it, pointed at the fake.
-    for (const line of readmeCommands('Run Claude Code (or Codex) for your Signal/web users', 'npx berth config set ')) {
-      expect(runReadmeLine(line, home, [['https://api.anthropic.com', fake.url], ['sk-ant-...', KEY]])).toMatchObject({ code: 0 });
+    // berth.yaml as the guide sets it, pointed at the fake.
+    for (const line of docCommands('docs/agents.md', 'npx berth config set ')) {
+      expect(runDocLine(line, home, [['https://api.anthropic.com', fake.url], ['sk-ant-...', KEY]])).toMatchObject({ code: 0 });
     }
     const berth = (...args: string[]) => cliAsync(['--home', home, ...args]);
     try {

@@ -1,0 +1,116 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { homePaths } from '../../src/config/home.js';
+import { bridgeDir } from '../../src/bridges/start.js';
+import { createBerth } from '../../src/main.js';
+import { openBridgeState } from '../../src/store/bridge-state.js';
+import { startFakeAnthropic, type FakeAnthropic } from '../fakes/anthropic-api.js';
+import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
+import { docCommands, runDocLine, runDocLineAsync } from '../helpers.js';
+
+/**
+ * A fresh home driven through the quickstart (README) and each guide's commands, as written and
+ * in order: every line of a guide's ```sh blocks that runs berth (`npx berth …`, also inside
+ * another command). What only a real deployment has is swapped for this machine's fakes (a model
+ * API, signal-cli); the lines left out are named here with the reason.
+ */
+const NOT_HERE: Array<[RegExp, string]> = [
+  [/^npx berth serve\b/, 'serves until stopped: the serve, bridge and web chat tests run it'],
+  [/^npx berth bridge signal\b/, 'serves until stopped: bridge-reconfigure and signal tests run it'],
+];
+
+const homes: string[] = [];
+let anthropic: FakeAnthropic;
+let signal: FakeSignalCli;
+const KEY = `sk-ant-docs-${Math.random().toString(36).slice(2)}`;
+const STRANGER = '99999999-9999-4999-8999-999999999901';
+
+beforeAll(async () => {
+  anthropic = await startFakeAnthropic({ apiKey: KEY });
+  signal = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
+});
+afterAll(async () => {
+  for (const home of homes) {
+    await createBerth({ home, logLevel: 'silent' }).runner.reapLeftovers();
+    fs.rmSync(home, { recursive: true, force: true });
+  }
+  await anthropic?.close();
+  await signal?.close();
+});
+
+function freshHome(): string {
+  const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-guide-')));
+  homes.push(home);
+  return home;
+}
+
+/** Run the lines of `file` in order on a fresh home; each must succeed. Returns what each printed. */
+async function walk(file: string, swap: Array<[string, string]> = [], before?: (home: string) => void): Promise<Array<{ line: string; stdout: string }>> {
+  const home = freshHome();
+  before?.(home);
+  const lines = [...new Set([...docCommands(file, 'npx berth '), ...(() => { try { return docCommands(file, 'tar '); } catch { return []; } })()])];
+  const ran: Array<{ line: string; stdout: string }> = [];
+  for (const line of lines) {
+    if (NOT_HERE.some(([pattern]) => pattern.test(line))) continue;
+    const r = await runDocLineAsync(line, home, swap);
+    expect(r.code, `${file}: ${line}\n${r.stderr}${r.stdout}`).toBe(0);
+    ran.push({ line, stdout: r.stdout });
+  }
+  return ran;
+}
+
+describe("the docs' commands, as written, on a fresh home", () => {
+  it('README: the first steps (projects, runs of two tenants, doctor)', async () => {
+    const ran = await walk('README.md');
+    expect(ran.map((r) => /^npx berth (\S+(?: \S+)?)/.exec(r.line)?.[1])).toEqual(expect.arrayContaining(['project create', 'run bot', 'doctor']));
+    const alice = ran.find((r) => r.line.includes('--user web:alice'));
+    expect(alice?.stdout).toContain('no notes.txt here'); // her own workspace: the other tenant's notes.txt is not there
+  });
+
+  it('Signal guide: the bridge and the channel by command, doctor, pending, approve (signal-cli is the fake)', async () => {
+    const ran = await walk(
+      'docs/signal.md',
+      [['http://127.0.0.1:8081', signal.url], ['+4915550000', signal.account], ['signal:<uuid>', `signal:${STRANGER}`]],
+      (home) => void openBridgeState(bridgeDir(homePaths(home).stateDir), 'signal').noteStranger(`signal:${STRANGER}`, 'Sam', new Date(), 3600_000),
+    );
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge signal .*answers/);
+    expect(ran.find((r) => r.line.startsWith('npx berth bridge pending'))?.stdout).toContain(`signal:${STRANGER}`);
+    expect(ran.find((r) => r.line.startsWith('npx berth bridge approve'))?.stdout).toContain(`approved signal:${STRANGER}`);
+  });
+
+  it('agents guide: the real-agent image, a model upstream by command, Claude Code runs of two tenants, the allowlist (the model API is the fake)', async () => {
+    const before = anthropic.requests.length;
+    const ran = await walk('docs/agents.md', [['https://api.anthropic.com', anthropic.url], ['sk-ant-...', KEY]]);
+    expect(ran.filter((r) => r.line.includes(' run helper ')).map((r) => r.stdout)).toEqual(['done\n', 'done\n', 'done\n', 'done\n']);
+    expect(anthropic.requests.length).toBeGreaterThan(before);
+  });
+
+  it('web chat guide: approvals by the operator only, and what waits', async () => {
+    const ran = await walk('docs/web-chat.md');
+    expect(ran.at(-1)?.stdout).toBe('nothing waits for an answer\n');
+  });
+
+  it('security guide: gVisor offered by berth.yaml, a project on it, and verify under it', async () => {
+    const ran = await walk('docs/security.md');
+    expect(ran.at(-1)?.stdout).toMatch(/runtime +.*gVisor/);
+  }, 240_000);
+
+  it('production guide: the checks before it serves, and a backup of the home that restores', async () => {
+    const backup = join(freshHome(), 'backup.tgz');
+    // A home with something in it: a project, a tenant's file, berth's secret.
+    const ran = await walk('docs/production.md', [['/tmp/berth-backup.tgz', backup]], (home) => {
+      expect(runDocLine("npx berth project create stock --isolation && npx berth run stock --user web:a -- 'echo kept > f'", home)).toMatchObject({ code: 0 });
+    });
+    expect(ran.map((r) => r.line.split(' ')[0])).toContain('tar');
+    const listed = runDocLine(`tar -tzf ${backup}`, freshHome());
+    expect(listed.stdout).toMatch(/^\.\/\.berth\/secret$/m);
+    expect(listed.stdout).toMatch(/^\.\/projects\/stock\/workspaces\/[0-9a-f]+\/f$/m);
+    // Restored into an empty home: the tenant finds their file (same secret, same workspace id).
+    const restored = freshHome();
+    expect(runDocLine(`tar -C ${restored} -xzf ${backup}`, restored)).toMatchObject({ code: 0 });
+    expect(runDocLine("npx berth run stock --user web:a -- 'cat f'", restored)).toMatchObject({ code: 0, stdout: 'kept\n' });
+    expect(listed.stdout).not.toMatch(/\.berth\/(tmp|sockets|cache)\//);
+  });
+});
