@@ -13,10 +13,12 @@ import { RUN_STEPS_MAX } from '../store/run-log.js';
 import { LOST_WARNING, STOPPED_WARNING } from '../runs/run-halt.js';
 import { own } from '../own.js';
 import type { Inbox, InboxEntry } from '../store/inbox.js';
-import { REPLY_OUTPUT_CHARS, REPLY_OUTPUT_SEGMENTS, type OutputSegment, type ReplyParts } from '../store/chat-transcripts.js';
+import type { ReplyParts } from '../store/chat-transcripts.js';
 import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../store/approvals.js';
 import type { Approvals } from '../outbound/approvals.js';
+import { approvalAnswerOf, approvalOutcome, approvalQuestion, levelAsker } from './approval-words.js';
 import { chatFailure } from './chat-words.js';
+import { collectOutput } from './reply-output.js';
 import { chatCommand, NOTHING_ASKED, type CommandContext } from './commands.js';
 import { createLanes, type LaneKey, type LaneLimits, type Slot } from './lanes.js';
 import type { BridgeState } from '../store/bridge-state.js';
@@ -555,80 +557,6 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
 }
 
 const BUSY_ATTEMPTS = 10;
-
-/** A run's output as it was printed: consecutive chunks of one stream joined, bounded (REPLY_OUTPUT_CHARS, REPLY_OUTPUT_SEGMENTS). */
-export function collectOutput() {
-  const out: OutputSegment[] = [];
-  let chars = 0;
-  let cut = false;
-  return {
-    push(stream: 'stdout' | 'stderr', text: string) {
-      if (!text || cut) return;
-      const last = out.at(-1);
-      const room = last?.stream !== stream && out.length >= REPLY_OUTPUT_SEGMENTS - 1 ? 0 : REPLY_OUTPUT_CHARS - chars;
-      const kept = text.slice(0, Math.max(0, room));
-      chars += kept.length;
-      if (kept && last?.stream === stream) last.text += kept;
-      else if (kept) out.push({ stream, text: kept });
-      if (kept.length < text.length) {
-        cut = true;
-        out.push({ stream: 'stdout', text: '\n[… the rest of the output is cut]' });
-      }
-    },
-    segments: (): OutputSegment[] => out,
-  };
-}
-
-/**
- * The level request of a chat (Signal's /level, the web page's selector) when its person may not
- * take the level: the operator is asked; the chat hears the answer (and `onRaised` runs when it
- * was raised: the web page's selector follows).
- */
-export function levelAsker(
-  approvals: Pick<Approvals, 'requestLevel'> | undefined,
-  ctx: Pick<CommandContext, 'admin' | 'project' | 'tenant' | 'sessionId'>,
-  tell: (text: string) => void,
-  onRaised?: (level: PermissionLevel) => void,
-): CommandContext['askRaise'] {
-  if (!approvals) return undefined;
-  return (level) => {
-    const timeoutSeconds = ctx.admin.getProject(ctx.project).chat.approval_timeout_seconds;
-    const a = approvals.requestLevel({ project: ctx.project, tenant: ctx.tenant, session: ctx.sessionId, level, timeoutSeconds }, (answer) => {
-      if (answer.decision === 'deny') tell(answer.by === 'timeout' ? `berth: the operator did not answer in time: the level stays as it was (not ${level}).` : `berth: the operator did not allow level ${level}: it stays as it was.`);
-      else {
-        tell(`berth: the operator raised this conversation's level to ${level}.`);
-        onRaised?.(level);
-      }
-    });
-    return `I asked the operator to allow ${level}; you will hear here when they answer (it waits up to ${within(a)}).`;
-  };
-}
-
-/** A person's answer to a run's question: /yes (this run), /yes session (this conversation), /no. */
-export function approvalAnswerOf(text: string): ApprovalDecision | undefined {
-  const t = text.trim().toLowerCase();
-  if (t === '/yes' || t === '/yes once') return 'once';
-  if (t === '/yes session') return 'session';
-  if (t === '/no') return 'deny';
-  return undefined;
-}
-
-const seconds = (a: ApprovalView) => Math.max(1, Math.round((Date.parse(a.expires_at) - Date.parse(a.asked_at)) / 1000));
-const within = (a: ApprovalView) => (seconds(a) % 60 === 0 ? `${seconds(a) / 60} min` : `${seconds(a)} s`);
-
-/** How a chat without cards asks its person (or tells them the operator was asked). */
-export function approvalQuestion(a: ApprovalView): string {
-  if (a.approver === 'operator') return `berth: your agent wants to reach ${a.target}, which this project does not allow. The operator has been asked; it waits up to ${within(a)}.`;
-  return `berth: your agent wants to reach ${a.target}, which this project does not allow. Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within ${within(a)}: no.)`;
-}
-
-/** What was decided, in the chat's words. */
-export function approvalOutcome(a: ApprovalView, answer: { decision: ApprovalDecision; by?: string }): string {
-  if (answer.by === 'timeout') return `berth: nobody answered in time: your agent was not let through to ${a.target}.`;
-  const who = answer.by === 'operator' ? 'the operator ' : '';
-  if (answer.decision === 'deny') return `berth: ${who}denied: your agent was not let through to ${a.target}.`;
-  return `berth: ${who}allowed ${a.target} ${answer.decision === 'session' ? 'for this conversation' : 'for this message'}.`;
-}
 
 /** Messages one chat may have waiting or running; one tenant across its chats (and one sender across theirs and their groups); a whole bridge. */
 export const CHAT_PENDING_MAX = 20;

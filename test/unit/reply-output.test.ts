@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { collectOutput } from '../../src/bridges/core.js';
+import { collectOutput } from '../../src/bridges/reply-output.js';
 import { REPLY_OUTPUT_CHARS, REPLY_OUTPUT_SEGMENTS } from '../../src/store/chat-transcripts.js';
 
 describe("a reply's output in order (stdout and stderr apart)", () => {

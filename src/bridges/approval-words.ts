@@ -1,0 +1,60 @@
+import type { PermissionLevel } from '../config/session.js';
+import type { Approvals } from '../outbound/approvals.js';
+import type { ApprovalDecision, ApprovalView } from '../store/approvals.js';
+import type { CommandContext } from './commands.js';
+
+/**
+ * Approvals as a chat says them: the question a chat without cards (Signal) asks, the answers a
+ * person types (/yes, /yes session, /no), what was decided, and a person's request for a level
+ * the project does not let them take (asked of the operator; the chat hears the answer).
+ */
+/** A person's answer to a run's question: /yes (this run), /yes session (this conversation), /no. */
+export function approvalAnswerOf(text: string): ApprovalDecision | undefined {
+  const t = text.trim().toLowerCase();
+  if (t === '/yes' || t === '/yes once') return 'once';
+  if (t === '/yes session') return 'session';
+  if (t === '/no') return 'deny';
+  return undefined;
+}
+
+const seconds = (a: ApprovalView) => Math.max(1, Math.round((Date.parse(a.expires_at) - Date.parse(a.asked_at)) / 1000));
+const within = (a: ApprovalView) => (seconds(a) % 60 === 0 ? `${seconds(a) / 60} min` : `${seconds(a)} s`);
+
+/** How a chat without cards asks its person (or tells them the operator was asked). */
+export function approvalQuestion(a: ApprovalView): string {
+  if (a.approver === 'operator') return `berth: your agent wants to reach ${a.target}, which this project does not allow. The operator has been asked; it waits up to ${within(a)}.`;
+  return `berth: your agent wants to reach ${a.target}, which this project does not allow. Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within ${within(a)}: no.)`;
+}
+
+/** What was decided, in the chat's words. */
+export function approvalOutcome(a: ApprovalView, answer: { decision: ApprovalDecision; by?: string }): string {
+  if (answer.by === 'timeout') return `berth: nobody answered in time: your agent was not let through to ${a.target}.`;
+  const who = answer.by === 'operator' ? 'the operator ' : '';
+  if (answer.decision === 'deny') return `berth: ${who}denied: your agent was not let through to ${a.target}.`;
+  return `berth: ${who}allowed ${a.target} ${answer.decision === 'session' ? 'for this conversation' : 'for this message'}.`;
+}
+
+/**
+ * The level request of a chat (Signal's /level, the web page's selector) when its person may not
+ * take the level: the operator is asked; the chat hears the answer (and `onRaised` runs when it
+ * was raised: the web page's selector follows).
+ */
+export function levelAsker(
+  approvals: Pick<Approvals, 'requestLevel'> | undefined,
+  ctx: Pick<CommandContext, 'admin' | 'project' | 'tenant' | 'sessionId'>,
+  tell: (text: string) => void,
+  onRaised?: (level: PermissionLevel) => void,
+): CommandContext['askRaise'] {
+  if (!approvals) return undefined;
+  return (level) => {
+    const timeoutSeconds = ctx.admin.getProject(ctx.project).chat.approval_timeout_seconds;
+    const a = approvals.requestLevel({ project: ctx.project, tenant: ctx.tenant, session: ctx.sessionId, level, timeoutSeconds }, (answer) => {
+      if (answer.decision === 'deny') tell(answer.by === 'timeout' ? `berth: the operator did not answer in time: the level stays as it was (not ${level}).` : `berth: the operator did not allow level ${level}: it stays as it was.`);
+      else {
+        tell(`berth: the operator raised this conversation's level to ${level}.`);
+        onRaised?.(level);
+      }
+    });
+    return `I asked the operator to allow ${level}; you will hear here when they answer (it waits up to ${within(a)}).`;
+  };
+}
