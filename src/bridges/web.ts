@@ -340,8 +340,9 @@ export function createWebChat(deps: {
       set.add(client);
       clients.set(key, set);
       // A page opened (or reloaded) while its agent waits for an answer: the cards come back.
+      // (A level request is the operator's to answer: its person hears the outcome as a reply.)
       for (const approval of deps.approvals?.pending({ project: login.project, tenant: tenantOfChatUser(login.user) }) ?? []) {
-        client.push({ type: 'approval', session_id: approval.session, approval });
+        if (approval.kind === 'egress') client.push({ type: 'approval', session_id: approval.session, approval });
       }
       return () => {
         set.delete(client);

@@ -500,6 +500,14 @@ describe('web chat: who gets in', () => {
     // The operator allows it from the CLI (another process): the session is raised, the chat told.
     const listed = JSON.parse((await cliAsync(['--home', h.home, 'approvals', 'list', '--json', '--project', 'strict'])).stdout) as Array<{ id: string; kind: string; target: string }>;
     expect(listed).toEqual([expect.objectContaining({ kind: 'level', target: 'high' })]);
+    // The person's page gets no card for it (the operator answers; the person hears the outcome).
+    const pushed: string[] = [];
+    const socket = new NodeWebSocket(`${base.replace('http', 'ws')}/chat/ws`, { headers: { cookie, origin: base } });
+    socket.on('message', (d) => pushed.push(String(d)));
+    await new Promise((r) => socket.once('open', r));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(pushed.filter((m) => m.includes('"approval"'))).toEqual([]);
+    socket.close();
     expect(await cliAsync(['--home', h.home, 'approvals', 'allow', listed[0]!.id])).toMatchObject({ code: 0 });
     await expect.poll(() => h.berth.admin.getSession('strict', session.id).settings.permission_level, { timeout: 5000 }).toBe('high');
     const history = (await (await call('GET', `/chat/api/sessions/${session.id}/history`)).json()) as { entries: Array<{ text: string }> };

@@ -260,7 +260,7 @@ const ANSWERED = { once: 'Allowed for this message', session: 'Allowed for this 
 
 /** The agent asks for a host outside the project's allowlist: the person answers here (or is told the operator was asked). */
 function showApproval(a) {
-  if (document.getElementById('approval-' + a.id)) return;
+  if (a.kind !== 'egress' || document.getElementById('approval-' + a.id)) return;
   const el = document.createElement('div');
   el.className = 'msg approval';
   el.id = 'approval-' + a.id;
