@@ -60,11 +60,15 @@ export class LineTransport implements Transport {
 
   async send(message: JSONRPCMessage): Promise<void> {
     if (this.closed) return;
-    let line = `${JSON.stringify(message)}\n`;
-    if (Buffer.byteLength(line) > this.bounds.maxResponseBytes && isResponse(message)) {
-      line = errorLine(message.id, -32000, `RESPONSE_TOO_LARGE: the answer is larger than ${this.bounds.maxResponseBytes} bytes`);
+    // The JSON and its newline are written apart: "json + \n" would be one more copy of a 4 MiB
+    // answer (a cons string, flattened by the byte count).
+    const json = JSON.stringify(message);
+    if (Buffer.byteLength(json) + 1 > this.bounds.maxResponseBytes && isResponse(message)) {
+      this.socket.write(errorLine(message.id, -32000, `RESPONSE_TOO_LARGE: the answer is larger than ${this.bounds.maxResponseBytes} bytes`));
+    } else {
+      this.socket.write(json);
+      this.socket.write('\n');
     }
-    this.socket.write(line);
     if (isResponse(message)) {
       this.inFlight--;
       // The next request waits for the next turn of the event loop: one busy connection never
