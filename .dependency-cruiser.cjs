@@ -4,7 +4,7 @@
  * Lowest first; a layer is a list of path prefixes under src/.
  */
 const LAYERS = [
-  ['base', ['errors.ts', 'metrics.ts', 'own.ts', 'printable.ts', 'version.ts']],
+  ['base', ['errors.ts', 'metrics.ts', 'node-support.ts', 'own.ts', 'printable.ts', 'version.ts']],
   ['fs', ['fs/']],
   ['config', ['config/']],
   ['plan', ['plan/']],

@@ -10,6 +10,7 @@ import { homePaths } from './config/home.js';
 import { isBerthError } from './errors.js';
 import { installationId, type Berth } from './main.js';
 import { planPathProbe } from './plan/probe-plan.js';
+import { nodeSupport } from './node-support.js';
 import { newRunId } from './runs/runner.js';
 import { imageFor } from './plan/run-plan.js';
 import { listWorkflows } from './workflows/run.js';
@@ -83,7 +84,8 @@ export function assessRuntimes(engine: Array<{ name: string; version?: string }>
 }
 
 export async function runDoctor(berth: Berth): Promise<Check[]> {
-  const checks: Check[] = [];
+  const node = nodeSupport(process.version, new Date());
+  const checks: Check[] = [{ name: 'node', status: node.ok ? 'ok' : 'warn', detail: node.detail }];
   try {
     loadBerthConfig(homePaths(berth.home).configFile, berth.home);
     checks.push({ name: 'config', status: 'ok', detail: fs.existsSync(homePaths(berth.home).configFile) ? 'berth.yaml valid' : 'no berth.yaml (defaults)' });

@@ -6,6 +6,7 @@ import { appDepsFrom, createApp } from './api/app.js';
 import { resolveAdminToken } from './api/auth.js';
 import { homePaths } from './config/home.js';
 import { ensureDemoProject, DEMO_PROJECT } from './demo.js';
+import { nodeSupport } from './node-support.js';
 import type { Berth } from './main.js';
 import { createToolServer } from './mcp/server.js';
 import { ADMIN_TOOLS } from './mcp/admin-tools.js';
@@ -49,6 +50,12 @@ export async function runServer(
   const { url } = http;
   io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat, console: ${url}/console, metrics: ${url}/metrics)\n`);
   io.out(`home: ${berth.home}  (projects, berth.yaml and berth's state; --home or BERTH_HOME names another)\n`);
+  const node = nodeSupport(process.version, new Date());
+  if (!node.ok) {
+    // Beside the startup lines for the person who started it, and in the log for whoever reads that.
+    io.out(`warning: ${node.detail}\n`);
+    berth.logger.warn({ node: process.version }, node.detail);
+  }
   if (token.source === 'generated' || opts.demo) {
     io.out(`admin token: ${token.token}${token.file ? `  (stored in ${token.file}, mode 0600)` : ''}\n`);
   } else {

@@ -1,0 +1,14 @@
+/**
+ * Whether the Node running berth still gets security fixes: each LTS line's end of life (the
+ * Node.js release schedule). berth is tested on Node 20 today; 22 and 24 are the supported lines
+ * it is moving to (docs/production.md). Pure.
+ */
+const END_OF_LIFE: Record<number, string> = { 18: '2025-04-30', 20: '2026-04-30', 22: '2027-04-30', 24: '2028-04-30' };
+
+export function nodeSupport(version: string, today: Date): { ok: boolean; detail: string } {
+  const major = Number(/^v?(\d+)\./.exec(version)?.[1]);
+  const eol = Object.hasOwn(END_OF_LIFE, major) ? END_OF_LIFE[major] : undefined;
+  if (eol === undefined) return { ok: major > 24, detail: `Node ${version}${major > 24 ? '' : ': not a line berth knows'}` };
+  if (today.toISOString().slice(0, 10) > eol) return { ok: false, detail: `Node ${version} is end-of-life since ${eol} (no more security fixes): run berth on Node 22 or 24 LTS` };
+  return { ok: true, detail: `Node ${version} (supported until ${eol})` };
+}
