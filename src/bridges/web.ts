@@ -331,7 +331,8 @@ export function createWebChat(deps: {
     answer(login, id, decision) {
       if (!deps.approvals) throw new BerthError('APPROVAL_NOT_FOUND', 'nothing waits for your answer here');
       const tenant = tenantOfChatUser(login.user);
-      withActor(tenantActor(tenant), undefined, () => deps.approvals?.answer(id, decision, { actor: tenantActor(tenant), project: login.project, tenant }));
+      // Audited where the answer is applied (approvals.ts settle), with this actor.
+      deps.approvals.answer(id, decision, { actor: tenantActor(tenant), project: login.project, tenant });
     },
     attach(login, client) {
       const key = `${login.project}/${login.user}`;

@@ -136,6 +136,25 @@ export function createApprovals(deps: {
     if (standing) settle(id, standing);
   }
 
+  /** A request on disk, waiting: denied at its timeout unless an answer (from any process) comes first; `onAnswer` gets the one that stands. */
+  function hold(fields: Omit<ApprovalRequest, 'id' | 'asked_at' | 'expires_at' | 'owner'>, timeoutSeconds: number, run: RunIdentity | undefined, onAnswer: (answer: ApprovalAnswer) => void): ApprovalRequest {
+    const at = now();
+    const request: ApprovalRequest = { ...fields, id: deps.store.newId(), asked_at: new Date(at).toISOString(), expires_at: new Date(at + timeoutSeconds * 1000).toISOString(), owner };
+    deps.store.put(request);
+    const timer = setTimeout(() => publish(request.id, { decision: 'deny', by: 'timeout', at: new Date().toISOString() }), timeoutSeconds * 1000);
+    timer.unref();
+    waiters.set(request.id, {
+      request,
+      run,
+      settle: (answer) => {
+        clearTimeout(timer);
+        onAnswer(answer);
+      },
+    });
+    startPolling();
+    return request;
+  }
+
   async function ask(run: RunIdentity, state: RunState, target: string): Promise<Verdict> {
     const { approvals: approver, approval_timeout_seconds: timeout } = run.metadata.chat;
     const notListed = `${target} is not in project "${run.project}"'s egress allowlist`;
@@ -144,36 +163,10 @@ export function createApprovals(deps: {
     if (state.asks >= APPROVAL_BOUNDS.asksPerRun) return { allowed: false, reason: `${notListed}, and this run asked ${APPROVAL_BOUNDS.asksPerRun} times already` };
     if (waiters.size >= APPROVAL_BOUNDS.pendingMax) return { allowed: false, reason: `${notListed}, and too many requests wait for an answer` };
     state.asks++;
-    const at = now();
-    const request: ApprovalRequest = {
-      id: deps.store.newId(),
-      kind: 'egress',
-      project: run.project,
-      tenant: run.tenantKey,
-      session: run.session,
-      run: run.runId,
-      target,
-      approver,
-      asked_at: new Date(at).toISOString(),
-      expires_at: new Date(at + timeout * 1000).toISOString(),
-      owner,
-    };
-    deps.store.put(request);
     const answer = await new Promise<ApprovalAnswer>((resolve) => {
-      const timer = setTimeout(() => publish(request.id, { decision: 'deny', by: 'timeout', at: new Date().toISOString() }), timeout * 1000);
-      timer.unref();
-      waiters.set(request.id, {
-        request,
-        run,
-        settle: (a) => {
-          clearTimeout(timer);
-          resolve(a);
-        },
-      });
-      startPolling();
-      const view = viewOf(request);
+      const request = hold({ kind: 'egress', project: run.project, tenant: run.tenantKey, session: run.session, run: run.runId, target, approver }, timeout, run, resolve);
       deps.logger.info({ id: request.id, target, project: run.project, tenant: run.tenantKey, approver }, approver === 'operator' ? `a run asks to reach ${target}: berth approvals allow ${request.id} (or deny)` : 'a run asks its person to reach a host');
-      run.ask?.({ type: 'asked', approval: view });
+      run.ask?.({ type: 'asked', approval: viewOf(request) });
     });
     if (answer.decision === 'deny') {
       const reason = answer.by === 'timeout' ? `${notListed}, and nobody allowed it within ${timeout} s` : `${notListed}, and the request to reach it was denied`;
@@ -231,35 +224,13 @@ export function createApprovals(deps: {
       const waiting = [...waiters.values()].find((w) => w.request.kind === 'level' && w.request.project === req.project && w.request.session === req.session);
       if (waiting) return viewOf(waiting.request);
       if (waiters.size >= APPROVAL_BOUNDS.pendingMax) throw new BerthError('BUSY', 'too many requests wait for an answer; ask again later', { retry_after: 60 });
-      const at = now();
-      const request: ApprovalRequest = {
-        id: deps.store.newId(),
-        kind: 'level',
-        project: req.project,
-        tenant: req.tenant,
-        session: req.session,
-        run: '',
-        target: req.level,
-        approver: 'operator',
-        asked_at: new Date(at).toISOString(),
-        expires_at: new Date(at + req.timeoutSeconds * 1000).toISOString(),
-        owner,
-      };
-      deps.store.put(request);
-      const timer = setTimeout(() => publish(request.id, { decision: 'deny', by: 'timeout', at: new Date().toISOString() }), req.timeoutSeconds * 1000);
-      timer.unref();
-      waiters.set(request.id, {
-        request,
-        settle: (a) => {
-          clearTimeout(timer);
-          try {
-            told(a);
-          } catch (err) {
-            deps.logger.warn({ err: String(err).slice(0, 200) }, 'could not tell the chat about its level request');
-          }
-        },
+      const request = hold({ kind: 'level', project: req.project, tenant: req.tenant, session: req.session, run: '', target: req.level, approver: 'operator' }, req.timeoutSeconds, undefined, (a) => {
+        try {
+          told(a);
+        } catch (err) {
+          deps.logger.warn({ err: String(err).slice(0, 200) }, 'could not tell the chat about its level request');
+        }
       });
-      startPolling();
       deps.logger.info({ id: request.id, project: req.project, tenant: req.tenant, session: req.session, level: req.level }, `a chat user asks for level ${req.level}: berth approvals allow ${request.id} (or deny)`);
       return viewOf(request);
     },
