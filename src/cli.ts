@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
+import v8 from 'node:v8';
 import { AGENT_PRESETS } from './config/metadata.js';
 import { BerthError, isBerthError } from './errors.js';
 import { createBerth, type Berth } from './main.js';
@@ -13,6 +14,7 @@ import { TRUST_COMMANDS } from './cli/trust.js';
 import { CONFIG_COMMANDS } from './cli/config.js';
 import { APPROVAL_COMMANDS } from './cli/approvals.js';
 import { own } from './own.js';
+import { SERVING_V8_FLAGS } from './node-support.js';
 import { defaultHome, homePaths } from './config/home.js';
 
 /** A directory that already is a berth home: its berth.yaml or its state. */
@@ -212,6 +214,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, io: Out): Pro
       return 0;
     }
     const home = (parsed.values.home as string | undefined) ?? split.home ?? env.BERTH_HOME ?? defaultHome(env, process.cwd(), isBerthHome);
+    if (command.longRunning) v8.setFlagsFromString(SERVING_V8_FLAGS);
     let berth: Berth | undefined;
     // Fault injection for the crash tests: die (no cleanup, like a power cut) after a create step.
     const killAt = env.BERTH_TEST_KILL_AFTER_STEP;

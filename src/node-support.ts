@@ -12,3 +12,12 @@ export function nodeSupport(version: string, today: Date): { ok: boolean; detail
   if (today.toISOString().slice(0, 10) > eol) return { ok: false, detail: `Node ${version} is end-of-life since ${eol} (no more security fixes): run berth on Node 22 or 24 LTS` };
   return { ok: true, detail: `Node ${version} (supported until ${eol})` };
 }
+
+/**
+ * V8 for a long-running berth: the young generation stays at its first size. Node 22+ grows it
+ * (up to 2 × 32 MiB semi-spaces, kept committed) under a flood of gateway answers, which took a
+ * serving berth from ~165 to ~300 MiB resident; at its first size the same flood peaked at about
+ * Node 20's figure, and scavenges stay sub-millisecond (README, Security). The growth factor is
+ * the one young-generation flag V8 reads after start (the size flags only at start).
+ */
+export const SERVING_V8_FLAGS = '--semi-space-growth-factor=1';

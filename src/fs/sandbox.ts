@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import { StringDecoder } from 'node:string_decoder';
 import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
 import { at, closeQuietly, withFd } from './fd-path.js';
@@ -79,6 +80,38 @@ export function sandboxInfo(rootFd: number, path: string): FileInfo | undefined 
 }
 
 export function sandboxRead(rootFd: number, path: string, maxBytes = MAX_FILE_BYTES): Buffer | undefined {
+  return withFileAt(rootFd, path, maxBytes, (f, size) => {
+    const buf = Buffer.alloc(size);
+    const n = fs.readSync(f, buf, 0, size, 0);
+    return buf.subarray(0, n);
+  });
+}
+
+/** Bytes decoded at a time by sandboxReadText (small enough to stay an ordinary heap string). */
+const TEXT_SLICE = 64 * 1024;
+const textSlice = Buffer.alloc(TEXT_SLICE);
+
+/**
+ * A file as UTF-8 text (invalid sequences become U+FFFD), decoded a slice at a time into one
+ * reused buffer: a 4 MiB file read whole was a 4 MiB buffer plus a 4 MiB string outside V8's
+ * heap per read, garbage V8 collects late (under a flood of reads they were most of berth's memory).
+ */
+export function sandboxReadText(rootFd: number, path: string, maxBytes = MAX_FILE_BYTES): string | undefined {
+  return withFileAt(rootFd, path, maxBytes, (f, size) => {
+    const decoder = new StringDecoder('utf8');
+    let text = '';
+    for (let pos = 0; pos < size; ) {
+      const n = fs.readSync(f, textSlice, 0, Math.min(TEXT_SLICE, size - pos), pos);
+      if (n === 0) break;
+      text += decoder.write(textSlice.subarray(0, n));
+      pos += n;
+    }
+    return text + decoder.end();
+  });
+}
+
+/** Open a regular file under the root without following links, and read it with `read(fd, size)`. */
+function withFileAt<T>(rootFd: number, path: string, maxBytes: number, read: (fd: number, size: number) => T): T | undefined {
   const parts = splitSandboxPath(path);
   if (parts.length === 0) throw violation('the folder root is not a file', path);
   const parent = parentOf(rootFd, parts, path, false);
@@ -97,9 +130,7 @@ export function sandboxRead(rootFd: number, path: string, maxBytes = MAX_FILE_BY
       const st = fs.fstatSync(f);
       if (!st.isFile()) throw violation('not a regular file', path);
       if (st.size > maxBytes) throw violation(`file is larger than ${maxBytes} bytes`, path);
-      const buf = Buffer.alloc(st.size);
-      const n = fs.readSync(f, buf, 0, st.size, 0);
-      return buf.subarray(0, n);
+      return read(f, st.size);
     });
   });
 }

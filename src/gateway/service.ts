@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
 import { closeQuietly } from '../fs/fd-path.js';
 import { fileStamp } from '../fs/json-file.js';
-import { openScopeRoot, sandboxDelete, sandboxInfo, sandboxRead, sandboxWrite, type FileInfo } from '../fs/sandbox.js';
+import { openScopeRoot, sandboxDelete, sandboxInfo, sandboxReadText, sandboxWrite, type FileInfo } from '../fs/sandbox.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { workspaceIdFor } from '../store/secret.js';
 import { listWorkspaces, readWorkspaceRecord, recordWorkspace } from '../store/workspaces.js';
@@ -152,9 +152,9 @@ export function createGateway(deps: {
         return profileOf(project(), ownId);
       },
       read: (ref: z.infer<typeof FolderRefSchema>): { path: string; content: string } => {
-        const data = guarded('read_file_by_id', ref, 'read', (fd) => sandboxRead(fd, ref.path));
-        if (data === undefined) throw new BerthError('CONFIG_INVALID', `no file "${ref.path}"`, { issues: [{ field: 'path', reason: 'does not exist' }] });
-        return { path: ref.path, content: data.toString('utf8') };
+        const content = guarded('read_file_by_id', ref, 'read', (fd) => sandboxReadText(fd, ref.path));
+        if (content === undefined) throw new BerthError('CONFIG_INVALID', `no file "${ref.path}"`, { issues: [{ field: 'path', reason: 'does not exist' }] });
+        return { path: ref.path, content };
       },
       write: (ref: z.infer<typeof FolderRefSchema>, content: string): FileInfo =>
         guarded('write_file_by_id', ref, 'write', (fd) => sandboxWrite(fd, ref.path, Buffer.from(content, 'utf8'), deps.owner()), true),

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { sandboxDelete, sandboxInfo, sandboxRead, sandboxWrite } from '../../src/fs/sandbox.js';
+import { sandboxDelete, sandboxInfo, sandboxRead, sandboxReadText, sandboxWrite } from '../../src/fs/sandbox.js';
 
 let base: string;
 let root: string;
@@ -49,17 +49,35 @@ describe('path sandbox: escapes fail closed', () => {
 
   it.each(['/etc/passwd', '../outside/secret.txt', 'dir/../../outside/secret.txt', 'a\0b'])('refuses the path %j', (p) => {
     expect(() => sandboxRead(rootFd, p)).toThrow(violation);
+    expect(() => sandboxReadText(rootFd, p)).toThrow(violation);
     expect(() => sandboxWrite(rootFd, p, Buffer.from('x'))).toThrow(violation);
   });
 
   it.each(['abs-link', 'rel-link', 'dangling', 'chained', 'loop-a', 'linked-dir/secret.txt', 'fifo'])('%s: read, write, delete, info are violations and the outside is untouched', (p) => {
     plant();
     expect(() => sandboxRead(rootFd, p)).toThrow(violation);
+    expect(() => sandboxReadText(rootFd, p)).toThrow(violation);
     expect(() => sandboxWrite(rootFd, p, Buffer.from('pwned'))).toThrow(violation);
     expect(() => sandboxDelete(rootFd, p)).toThrow(violation);
     expect(() => sandboxInfo(rootFd, p)).toThrow(violation);
     expect(fs.readFileSync(join(base, 'outside/secret.txt'), 'utf8')).toBe(CANARY);
     expect(fs.readdirSync(join(base, 'outside'))).toEqual(['secret.txt']);
+  });
+
+  it('a text read decodes as one Buffer.toString would: characters split across its 64 KiB slices, invalid bytes as U+FFFD', () => {
+    // Multi-byte characters at every offset around each slice boundary, a broken sequence and a lone continuation byte.
+    const unit = Buffer.concat([Buffer.from('a€😀ü'), Buffer.from([0xe2, 0x82]), Buffer.from('b'), Buffer.from([0x80]), Buffer.from('\n"\\')]);
+    for (const lead of [0, 1, 2, 3]) {
+      const bytes = Buffer.concat([Buffer.alloc(lead, 'x'), ...Array.from({ length: 20_000 }, () => unit)]);
+      fs.writeFileSync(join(root, 'text.txt'), bytes);
+      const text = sandboxReadText(rootFd, 'text.txt');
+      expect(text?.length).toBe(bytes.toString('utf8').length);
+      expect(text === bytes.toString('utf8'), `lead ${lead}`).toBe(true);
+    }
+    expect(sandboxReadText(rootFd, 'dir/ok.txt')).toBe('inside');
+    expect(sandboxReadText(rootFd, 'missing.txt')).toBeUndefined();
+    fs.writeFileSync(join(root, 'empty.txt'), '');
+    expect(sandboxReadText(rootFd, 'empty.txt')).toBe('');
   });
 
   it('a hardlink to an outside file is a regular file inside: writes replace the link, not the outside content', () => {
