@@ -4,8 +4,8 @@
 # this container and on the host (docker-compose.yml does that; "berth doctor" checks it).
 #
 # Build after "make setup" (uses the host's npm install and build, so no registry is needed
-# beyond the base image):   docker build --build-arg BASE=node:20-bookworm-slim -t berth .
-ARG BASE=node:20-bookworm-slim
+# beyond the base image):   docker build --build-arg BASE=node:24-bookworm-slim -t berth .
+ARG BASE=node:24-bookworm-slim
 FROM ${BASE}
 WORKDIR /opt/berth
 COPY package.json package-lock.json ./

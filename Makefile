@@ -2,6 +2,8 @@
 # (set up, then every test). HOST/PORT override where the server listens.
 HOST ?= 127.0.0.1
 PORT ?= 8080
+# Node 24 from scripts/ensure-node.sh (run by setup) when the machine's node is older than 22.19.
+export PATH := $(CURDIR)/.node/bin:$(PATH)
 .PHONY: setup run demo test bench build clean
 
 setup:
@@ -22,6 +24,8 @@ test: setup
 	@./scripts/ensure-runsc.sh
 	@npm run --silent typecheck
 	@npm run --silent layers
+	@# The unit tier on Node 22 too (the whole suite runs on Node 24, or the machine's newer node).
+	@PATH="$(CURDIR)/.node22/bin:$$PATH" npx vitest run --project unit
 	@# The flood test measures latency: it runs alone and first, while the engine is quiet (not
 	@# beside other files' containers, nor while it still removes the main run's).
 	@npx vitest run test/integration/gateway-dos.test.ts

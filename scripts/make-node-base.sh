@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# A Node base image for berth's Dockerfile with no registry: the host's own node binary, the
+# A Node base image for berth's Dockerfile with no registry: berth's node binary (.node/, or the host's), the
 # shared libraries it links (at their absolute paths, dynamic loader included), minimal
 # /etc/passwd and /etc/group and a 1777 /tmp, imported as berth/node-base:local.
 #
 #   scripts/make-node-base.sh [--force] [IMAGE]
 #   docker build --build-arg BASE=berth/node-base:local -t berth .
 #
-# Skips the work when the image already exists, unless --force.
+# Skips the work when the image already exists with this node's version, unless --force.
 set -euo pipefail
 
 force=0
@@ -23,13 +23,15 @@ for arg in "$@"; do
   esac
 done
 
-if [ "$force" = 0 ] && docker image inspect "$image" >/dev/null 2>&1; then
-  echo "make-node-base: $image already exists (use --force to rebuild)"
+# The node berth runs on: the one scripts/ensure-node.sh installed, else the machine's.
+repo_node="$(dirname "$0")/../.node/bin/node"
+if [ -x "$repo_node" ]; then node_bin="$repo_node"; else node_bin="$(command -v node)" || { echo "make-node-base: no node on PATH" >&2; exit 1; }; fi
+node_bin="$(readlink -f "$node_bin")"
+node_version="$("$node_bin" --version)"
+if [ "$force" = 0 ] && [ "$(docker image inspect -f '{{index .Config.Labels "berth.node"}}' "$image" 2>/dev/null)" = "$node_version" ]; then
+  echo "make-node-base: $image already has node $node_version (use --force to rebuild)"
   exit 0
 fi
-
-node_bin="$(command -v node)" || { echo "make-node-base: no node on PATH" >&2; exit 1; }
-node_bin="$(readlink -f "$node_bin")"
 echo "make-node-base: node $("$node_bin" --version) from $node_bin"
 
 root="$(mktemp -d "${TMPDIR:-/tmp}/berth-node-base.XXXXXX")"
@@ -73,6 +75,7 @@ tar -C "$root" --numeric-owner --owner=0 --group=0 -cf - . |
   docker import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'CMD ["node"]' \
+    --change "LABEL berth.node=$node_version" \
     - "$image" >/dev/null
 
 version="$(docker run --rm --network none "$image" node --version)"

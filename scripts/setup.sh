@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/apt-install.sh
 . ./scripts/apt-install.sh
 
+# A supported Node first (the machine's, or Node 24 into .node/): everything below runs on it.
+./scripts/ensure-node.sh
+export PATH="$PWD/.node/bin:$PATH"
+
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "berth: installing npm packages ..."
   npm ci --no-audit --no-fund --loglevel=error

@@ -189,7 +189,7 @@ describe('web chat in a browser', () => {
     const options = await page.$$eval('#session option', (els) => els.map((e) => e.getAttribute('value') ?? ''));
     expect(options).toHaveLength(1);
     expect(options).not.toContain(aliceSession);
-    const asBob = (path: string, init: RequestInit = {}) => page.evaluate(async ([p, i]) => (await fetch(p, i)).status, [path, init] as const);
+    const asBob = (path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) => page.evaluate(async ([p, i]) => (await fetch(p, i)).status, [path, init] as const);
     expect(await asBob(`/chat/api/sessions/${aliceSession}/history`)).toBe(404);
     expect(await asBob(`/chat/api/sessions/${aliceSession}/settings`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{"permission_level":"high"}' })).toBe(404);
     const listed = (await page.evaluate(async () => (await fetch('/chat/api/sessions')).json())) as { sessions: Array<{ id: string }> };
