@@ -32,10 +32,12 @@ test: setup
 	@npx vitest run --exclude '**/gateway-dos.test.ts'
 	@# The attack tests again, with warm session containers (a message is an exec into the session's container).
 	@BERTH_TEST_WARM=1 npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts
+	@# And on pre-started containers: every new session's container is a pool container its mounts were attached to.
+	@BERTH_TEST_POOL=1 npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts
 	@# And under gVisor: every project the attack tests make runs with --runtime runsc, cold, then
 	@# warm (with the warm-container attacks: leftovers, ptrace, fork chains, zombie leaders).
 	@BERTH_TEST_RUNTIME=runsc npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts
-	@BERTH_TEST_RUNTIME=runsc BERTH_TEST_WARM=1 npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts test/integration/warm.test.ts
+	@BERTH_TEST_RUNTIME=runsc BERTH_TEST_WARM=1 npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts test/integration/warm.test.ts test/integration/prestart-pool.test.ts
 
 bench: setup
 	@npm run --silent bench

@@ -19,6 +19,8 @@ import { openGatewaySocket } from './mcp/gateway-socket.js';
 import { createRunner, type Runner } from './runs/runner.js';
 import { createAdmission, type Admission } from './runs/admission.js';
 import { createWarmPool } from './runs/warm-pool.js';
+import { createPrestartPool } from './runs/prestart-pool.js';
+import { mountHelper } from './launch/late-mounts.js';
 import { admissionLimitsOf, DEFAULT_WARM_PER_TENANT } from './config/runs.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createModelGateway } from './outbound/model-gateway.js';
@@ -74,6 +76,8 @@ export interface BerthOptions {
   processMetrics?: boolean;
   /** Keep each session's container warm between messages (berth.yaml runs.warm_*): for a long-running server. */
   warm?: boolean;
+  /** Tests: with warm, every new session's container comes from the pre-started pool (runs/prestart-pool.ts `always`). */
+  pool?: 'always';
 }
 
 /** Resolve the home once (real path, so mount-source checks compare like with like). */
@@ -111,7 +115,7 @@ export function createBerth(opts: BerthOptions): Berth {
     logger.error({ err: isBerthError(err) ? err.toLine() : String(err) }, 'berth.yaml changed but is invalid; keeping the last valid settings'),
   );
   const store = createProjectStore({ root: home, config, onCreateStep: opts.onCreateStep });
-  const launcher = opts.launcher ?? createDockerLauncher();
+  const launcher = opts.launcher ?? createDockerLauncher(undefined, { mountHelper: () => mountHelper(paths.cacheDir) });
   const images = opts.images ?? createDockerImages();
   let runner: Runner | undefined;
   let secret: Buffer | undefined;
@@ -175,6 +179,17 @@ export function createBerth(opts: BerthOptions): Berth {
       ownerProcess: processIdentity(),
       admission,
       metrics,
+      prestarted: opts.warm
+        ? createPrestartPool({
+            launcher,
+            // Tests' `always`: each claim starts its own, nothing waits in the background.
+            size: () => (opts.pool === 'always' ? 0 : config().runs.pool),
+            blankDir: join(paths.cacheDir, 'pool'),
+            logger,
+            onSize: (n) => metrics.setPoolContainers(n),
+            always: opts.pool === 'always',
+          })
+        : undefined,
       warm: opts.warm
         ? createWarmPool({
             launcher,

@@ -38,6 +38,7 @@ export interface Metrics {
   setQueueDepth(n: number): void;
   setRunsInFlight(n: number): void;
   setWarmContainers(n: number): void;
+  setPoolContainers(n: number): void;
   sandboxViolation(project: string): void;
   permissionDenied(surface: DenialSurface): void;
   gatewayCall(l: { kind: GatewayCallKind; outcome: GatewayCallOutcome }): void;
@@ -85,6 +86,7 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
   const queueDepth = new Gauge({ name: 'berth_run_queue_depth', help: 'Runs accepted and waiting to start.', registers });
   const inFlight = new Gauge({ name: 'berth_runs_in_flight', help: 'Runs started and not yet ended.', registers });
   const warmContainers = new Gauge({ name: 'berth_warm_containers', help: 'Containers kept warm between messages.', registers });
+  const poolContainers = new Gauge({ name: 'berth_pool_containers', help: "Containers started ahead of need, waiting for a new session's first message (runs.pool).", registers });
   const violations = new Counter({ name: 'berth_sandbox_violations_total', help: 'Paths refused by the path sandbox (E_SANDBOX_VIOLATION), by project.', labelNames: ['project'] as const, registers });
   const denials = new Counter({ name: 'berth_permission_denials_total', help: 'Requests refused by a permission decision, by surface.', labelNames: ['surface'] as const, registers });
   const gatewayCalls = new Counter({ name: 'berth_gateway_calls_total', help: 'Calls through the gateways (model, egress, tools), by outcome.', labelNames: ['kind', 'outcome'] as const, registers });
@@ -111,6 +113,9 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
     setWarmContainers: (n) => {
       if (valid(n)) warmContainers.set(n);
     },
+    setPoolContainers: (n) => {
+      if (valid(n)) poolContainers.set(n);
+    },
     sandboxViolation: (p) => violations.inc({ project: project(p) }),
     permissionDenied: (s) => denials.inc({ surface: s }),
     gatewayCall: (l) => gatewayCalls.inc({ kind: l.kind, outcome: l.outcome }),
@@ -132,6 +137,7 @@ export function noMetrics(): Metrics {
     setQueueDepth: nothing,
     setRunsInFlight: nothing,
     setWarmContainers: nothing,
+    setPoolContainers: nothing,
     sandboxViolation: nothing,
     permissionDenied: nothing,
     gatewayCall: nothing,

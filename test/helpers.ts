@@ -30,6 +30,11 @@ export interface TestHome extends AsyncDisposable {
 /** A fresh berth home in a temp dir; disposing it removes its containers and files. */
 /** BERTH_TEST_WARM=1: the attack tests run again with warm session containers (make test does both). */
 export const WARM = process.env.BERTH_TEST_WARM === '1';
+/**
+ * BERTH_TEST_POOL=1: the attack tests run again on pre-started containers (warm, and every new
+ * session's container is a pool container its mounts were attached to: runs/prestart-pool.ts).
+ */
+export const POOL = process.env.BERTH_TEST_POOL === '1';
 
 /**
  * BERTH_TEST_RUNTIME=runsc: the attack tests run again with every project they create under that
@@ -44,12 +49,14 @@ export function testConfig(config?: string): string | undefined {
   return RUNTIME ? `${config ?? ''}\nruntimes: [runc, ${RUNTIME}]\n` : config;
 }
 
-export function testHome(opts: { config?: string; warm?: boolean; launcher?: Launcher } = {}): TestHome {
+export function testHome(opts: { config?: string; warm?: boolean; launcher?: Launcher; pool?: 'always' } = {}): TestHome {
   const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-test-')));
   const config = testConfig(opts.config);
   if (config) fs.writeFileSync(join(home, 'berth.yaml'), config);
-  const warm = opts.warm ?? WARM;
-  const berth = createBerth({ home, logLevel: 'silent', warm, launcher: opts.launcher });
+  // A test that names its pool (even none) keeps it; the others follow BERTH_TEST_POOL.
+  const pool = 'pool' in opts ? opts.pool : POOL && opts.warm !== false ? 'always' : undefined;
+  const warm = opts.warm ?? (WARM || pool !== undefined);
+  const berth = createBerth({ home, logLevel: 'silent', warm, launcher: opts.launcher, pool });
   return {
     home,
     berth,

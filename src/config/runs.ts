@@ -14,6 +14,12 @@ export const DEFAULT_WARM_MAX = 200;
  * self: 4 bound a tenant to ~132 MiB between messages.
  */
 export const DEFAULT_WARM_PER_TENANT = 4;
+/**
+ * Pre-started containers kept per shape (a project's image, level and limits): a new person's
+ * first message claims one. Each waits at the cost of an idle container (README, Speed); at most
+ * runs/prestart-pool.ts MAX_SHAPES shapes are kept.
+ */
+export const DEFAULT_POOL = 2;
 
 const Count = z.number().int().min(1).max(MAX_CONCURRENT_RUNS);
 
@@ -57,6 +63,15 @@ export const RunsSchema = z
       .max(10_000)
       .optional()
       .describe(`Warm containers one tenant (a chat user or team) of a project keeps, one per session; past it that tenant's own least recently used one is removed, never another tenant's. Default ${DEFAULT_WARM_PER_TENANT}.`),
+    pool: z
+      .number()
+      .int()
+      .min(0)
+      .max(64)
+      .default(DEFAULT_POOL)
+      .describe(
+        "Containers started ahead of need for each shape of run (a project's image, level and limits, learnt from its first new session): a new person's first message takes one and has its workspace mounted into it, instead of starting a container. 0: none. Only with warm containers (berth serve, berth bridge), under runc or crun, for isolated workspaces.",
+      ),
   })
   .strict()
   .superRefine((runs, ctx) => {

@@ -9,6 +9,8 @@ import { hostObserver, type LeftoverObserver } from './docker-leftovers.js';
 import { reportObserver } from './docker-reports.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
 import { commandNotFound, CONTAINER_LOST, runBounds, STOPPED_EXIT } from './lifecycle.js';
+import { attachMounts } from './late-mounts.js';
+import { bindsInOrder } from '../plan/pool.js';
 
 /**
  * The Docker launcher (launcher.ts): it translates a RunPlan into Engine API options and the
@@ -113,13 +115,30 @@ async function endOf(container: Docker.Container): Promise<{ outOfMemory: boolea
   }
 }
 
-export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
+/**
+ * `mountHelper` builds (once) and names the late-mount helper (late-mounts.ts), for the
+ * pre-started pool; without it the launcher has no late mounts.
+ */
+export function createDockerLauncher(docker: Docker = new Docker(), opts: { mountHelper?: () => string } = {}): Launcher {
   const engineCall = async <T>(fn: () => Promise<T>, context: { image?: string } = {}): Promise<T> => {
     try {
       return await fn();
     } catch (err) {
       throw translateEngineError(err, context);
     }
+  };
+
+  /** The late-mount helper's path; undefined (and logged by the caller's capability check) when it cannot be built or berth is not root. */
+  let helperPath: string | null | undefined;
+  const helper = (): string | undefined => {
+    if (helperPath === undefined) {
+      try {
+        helperPath = opts.mountHelper && process.getuid?.() === 0 ? opts.mountHelper() : null;
+      } catch {
+        helperPath = null;
+      }
+    }
+    return helperPath ?? undefined;
   };
 
   async function run(plan: RunPlan, opts: RunOptions = {}): Promise<RunResult> {
@@ -177,10 +196,19 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
 
   /** Warm containers this launcher started, each with what looks into it after an exec (one for its life). */
   const warm = new Map<string, LeftoverObserver>();
+  /** Their first process's host pid (runc, crun): where attachMounts enters. */
+  const pids = new Map<string, number>();
+  /**
+   * What a pre-started container's labels would say had it been started for the plan whose
+   * mounts it took (the engine's labels are fixed at creation): listManaged reports these.
+   */
+  const claimedLabels = new Map<string, Readonly<Record<string, string>>>();
 
   async function remove(id: string): Promise<void> {
     warm.get(id)?.close();
     warm.delete(id);
+    pids.delete(id);
+    claimedLabels.delete(id);
     await docker.getContainer(id).remove({ force: true }).catch(() => undefined);
   }
 
@@ -196,7 +224,10 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
       if (!State.Running) {
         throw new BerthError('RUN_FAILED', `the keep-alive "${keepAliveArgv.join(' ')}" exited at once (status ${State.ExitCode})`);
       }
-      if (HOST_PROCESS_RUNTIMES.has(plan.runtime)) warm.set(container.id, await hostObserver(State.Pid, keepAliveArgv));
+      if (HOST_PROCESS_RUNTIMES.has(plan.runtime)) {
+        warm.set(container.id, await hostObserver(State.Pid, keepAliveArgv));
+        pids.set(container.id, State.Pid);
+      }
       else if (sandboxed) warm.set(container.id, await reportObserver(docker, container, State.Pid));
     } catch (err) {
       await remove(container.id);
@@ -320,7 +351,7 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
 
   async function listManaged(query: ContainerQuery): Promise<ManagedContainer[]> {
     const list = await engineCall(() => docker.listContainers({ all: true, filters: labelFilter(query) }));
-    return list.map((c) => managedContainer(c.Id, c.State, c.Labels));
+    return list.map((c) => managedContainer(c.Id, c.State, claimedLabels.get(c.Id) ?? c.Labels));
   }
 
   async function info(): Promise<EngineInfo> {
@@ -357,11 +388,19 @@ export function createDockerLauncher(docker: Docker = new Docker()): Launcher {
         unixSockets: onThisHost,
         loopQuotas: onThisHost,
         warm: (runtime) => onThisHost && (HOST_PROCESS_RUNTIMES.has(runtime) || SANDBOX_RUNTIMES.has(runtime)),
+        lateMounts: (runtime) => onThisHost && HOST_PROCESS_RUNTIMES.has(runtime) && helper() !== undefined,
       };
     },
     run,
     startIdle,
     execIn,
+    async attachMounts(containerId, plan) {
+      const pid = pids.get(containerId);
+      const bin = helper();
+      if (pid === undefined || !bin) throw new BerthError('LAUNCHER_UNSUPPORTED', 'mounts can be attached only to a runc or crun container this berth started, with the mount helper built');
+      await attachMounts(bin, pid, bindsInOrder(plan));
+      claimedLabels.set(containerId, plan.labels);
+    },
     listManaged,
     async removeContainers(ids) {
       await Promise.all(ids.map(remove));

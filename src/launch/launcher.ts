@@ -115,6 +115,11 @@ export interface LauncherCapabilities {
   loopQuotas: boolean;
   /** Warm containers (startIdle, execIn) with leftovers observed after each exec, per runtime. */
   warm: (runtime: string) => boolean;
+  /**
+   * Bind mounts attached to a started container (attachMounts), per runtime: what the pre-started
+   * pool needs. A sandbox with its own kernel (gVisor) does not see mounts made after its start.
+   */
+  lateMounts: (runtime: string) => boolean;
 }
 
 export interface EngineInfo {
@@ -143,6 +148,13 @@ export interface Launcher {
    * judges (lifecycle.warmVerdict). One exec at a time per container.
    */
   execIn(containerId: string, plan: RunPlan, argv: string[], opts?: RunOptions): Promise<ExecResult | ContainerGone>;
+  /**
+   * Attach the plan's bind mounts to a container startIdle made with blank stand-ins at their
+   * targets (capability lateMounts; plan/pool.ts). Sources are opened without following links and
+   * must be what the plan named. From then on the container is listed with the plan's labels. On
+   * failure the caller removes the container.
+   */
+  attachMounts(containerId: string, plan: RunPlan): Promise<void>;
   /** Force-remove the given containers; returns how many. */
   removeContainers(ids: string[]): Promise<number>;
   listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;

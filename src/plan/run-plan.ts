@@ -64,6 +64,7 @@ export type MountKind = 'file' | 'dir';
 export type PlannedMount =
   | { type: 'bind'; source: string; target: string; readOnly: boolean }
   | { type: 'tmpfs'; target: string; readOnly: boolean; sizeBytes: number; mode: number };
+export type BindMount = Extract<PlannedMount, { type: 'bind' }>;
 
 export interface RunPlan {
   image: string;

@@ -30,6 +30,8 @@ import { progressTap, type ProgressListener } from './progress-tap.js';
 import { LOST_WARNING, runHalt, STOPPED_WARNING, type RunHalt } from './run-halt.js';
 import { createWarmSessions, warmKeyOf, warmWorkspaceOf, type WarmLease } from './warm-session.js';
 import type { WarmPool } from './warm-pool.js';
+import type { PrestartPool } from './prestart-pool.js';
+import { POOLED } from '../plan/pool.js';
 
 export type { RunOutcome } from './run-record.js';
 export type { PrivateTarget } from './run-context.js';
@@ -109,12 +111,14 @@ export function createRunner(deps: {
   admission?: Admission;
   /** Warm session containers (berth serve, berth bridge); without it each message gets a new container. */
   warm?: WarmPool;
+  /** Containers started before their tenant is known (with warm only): a new session's first message claims one. */
+  prestarted?: PrestartPool;
   metrics?: Metrics;
 }): Runner {
   const { store, sessions, launcher, config, installation } = deps;
   const metrics = deps.metrics ?? noMetrics();
   const fleet = createFleet({ launcher, store, config, installation, ownerProcess: deps.ownerProcess, warm: deps.warm, socketsDir: deps.sockets?.dir, logger: deps.logger });
-  const warmSessions = deps.warm ? createWarmSessions(launcher, deps.warm) : undefined;
+  const warmSessions = deps.warm ? createWarmSessions(launcher, deps.warm, deps.prestarted) : undefined;
   /** Runs of this process past admission: a drain that runs out of time interrupts them. */
   const inFlight = new Set<Flight>();
   // One run at a time per workspace: a tenant's messages queue instead of racing each other's mounts.
@@ -236,7 +240,10 @@ export function createRunner(deps: {
       await deps.warm?.discardWhere((_, w) => w?.workspace === workspace);
       const alive = await fleet.list(project.metadata.name);
       // One that sees every workspace could move this one under berth: no image is made or resized meanwhile.
-      quota.holds = { inUse: alive.some((c) => c.workspace === ctx.workspace.id), seesAll: alive.some(seesAllWorkspaces) };
+      // A claimed pool container's labels say "pool", not whose workspace it took: any but this
+      // process's own waiting ones may hold this one.
+      const holds = (c: ManagedContainer) => c.workspace === ctx.workspace.id || (c.workspace === POOLED && !deps.prestarted?.isWaiting(c.id));
+      quota.holds = { inUse: alive.some(holds), seesAll: alive.some(seesAllWorkspaces) };
     }
     const ws = session.settings.workspace;
     const made = ensureWorkspace({ project, secret: deps.secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota });
@@ -327,6 +334,7 @@ export function createRunner(deps: {
       const finished = await Promise.race([idle.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), deadlineMs)))]);
       clearTimeout(timer);
       if (finished) {
+        await deps.prestarted?.close();
         await deps.warm?.close(); // the warm containers go with berth
         return { interrupted: 0 };
       }
@@ -335,6 +343,7 @@ export function createRunner(deps: {
         flight.interrupted = true;
         flight.abort.abort(); // stops its container, or keeps one from being made
       }
+      await deps.prestarted?.close();
       await fleet.removeMine();
       await idle;
       await deps.warm?.close();

@@ -5,6 +5,7 @@ import { isGone, type ExecResult, type Launcher, type RunOptions, type RunResult
 import { execVerdict } from '../launch/lifecycle.js';
 import type { RunPlan } from '../plan/run-plan.js';
 import { warmIdentity } from '../plan/warm.js';
+import type { PrestartPool } from './prestart-pool.js';
 import type { WarmContainer, WarmPool } from './warm-pool.js';
 
 /** One warm container per session of a project (a project name has no NUL). */
@@ -39,7 +40,7 @@ export interface WarmSessions {
   release(lease: WarmLease): Promise<void>;
 }
 
-export function createWarmSessions(launcher: Launcher, pool: WarmPool): WarmSessions {
+export function createWarmSessions(launcher: Launcher, pool: WarmPool, prestarted?: PrestartPool): WarmSessions {
   /** After a message: a clean container waits for the next one; any other is removed. */
   function settle(lease: WarmLease, warm: WarmContainer, result: ExecResult, log: Logger): void {
     const why = execVerdict(result);
@@ -86,7 +87,10 @@ export function createWarmSessions(launcher: Launcher, pool: WarmPool): WarmSess
         log.info({ container: lease.reuse.containerId.slice(0, 12), why: result.reason }, 'warm container unusable; starting a new one');
       }
       // A drain past its deadline (or a disk stop) while the old container was given up: no new one.
-      const start = opts.signal?.aborted ? Promise.reject(new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start')) : launcher.startIdle(plan, plan.keepAlive);
+      // A pre-started container with the plan's mounts attached, else a new one.
+      const start = opts.signal?.aborted
+        ? Promise.reject(new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start'))
+        : (async () => (await prestarted?.claim(plan, log)) ?? launcher.startIdle(plan, plan.keepAlive))();
       const started = await start.catch(async (err: unknown) => {
         await pool.drop(lease.key);
         if (lease.runDir) fs.rmSync(lease.runDir, { recursive: true, force: true }); // no container will show it

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createDockerLauncher } from '../../src/launch/docker.js';
+import { mountHelper } from '../../src/launch/late-mounts.js';
 import { isGone } from '../../src/launch/launcher.js';
 import { execVerdict } from '../../src/launch/lifecycle.js';
 import { removeContainersOf } from '../helpers.js';
@@ -31,15 +32,17 @@ for (const runtime of RUNTIMES) {
     async () => {
       const home = dockerHome(runtime);
       return {
-        launcher: createDockerLauncher(new Docker()),
+        launcher: createDockerLauncher(new Docker(), { mountHelper: () => mountHelper(join(home.home, 'cache')) }),
         plan: home.plan,
+        blankDir: home.home,
         async cleanup() {
           await removeContainersOf(home.home);
           await home.cleanup();
         },
       };
     },
-    { runtime, warm: true, cmd: SHELL_COMMANDS },
+    // gVisor's sentry does not see mounts made after its start.
+    { runtime, warm: true, lateMounts: runtime !== 'runsc', cmd: SHELL_COMMANDS },
   );
 }
 

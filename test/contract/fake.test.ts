@@ -15,9 +15,9 @@ const FAKE_COMMANDS: ContractCommands = {
 
 const subject = (options: FakeLauncherOptions) => async () => {
   const home = contractHome({ image: 'berth/shell:latest', runtime: 'runc' });
-  return { launcher: createFakeLauncher(options), plan: home.plan, cleanup: home.cleanup };
+  return { launcher: createFakeLauncher(options), plan: home.plan, blankDir: home.home, cleanup: home.cleanup };
 };
 
-describeLauncherContract('fake', subject({}), { runtime: 'runc', warm: true, cmd: FAKE_COMMANDS });
+describeLauncherContract('fake', subject({}), { runtime: 'runc', warm: true, lateMounts: false, cmd: FAKE_COMMANDS });
 // A launcher that keeps no warm containers for the runtime: the contract's other branch.
-describeLauncherContract('fake without warm containers', subject({ warm: false }), { runtime: 'runc', warm: false, cmd: FAKE_COMMANDS });
+describeLauncherContract('fake without warm containers', subject({ warm: false }), { runtime: 'runc', warm: false, lateMounts: false, cmd: FAKE_COMMANDS });

@@ -5,6 +5,7 @@ import { isGone, type ContainerGone, type ExecResult, type Launcher, type Manage
 import { commandNotFound, CONTAINER_LOST, execVerdict, STOPPED_EXIT } from '../../src/launch/lifecycle.js';
 import { LABELS, type ContainerQuery } from '../../src/plan/labels.js';
 import { WORKSPACE_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
+import { blankPlanOf, POOLED } from '../../src/plan/pool.js';
 import { CONTRACT_OWNER, PROTECTED_TEXT, SECRET_TEXT, type ContractPlanOptions } from './contract-plan.js';
 
 /**
@@ -33,6 +34,8 @@ export interface LauncherUnderTest {
   launcher: Launcher;
   /** A plan from contract-plan.ts's home (its layout: tenants a and b, a's secret.txt, a protected AGENTS.md). */
   plan(opts: ContractPlanOptions): RunPlan;
+  /** A directory of the test's for blank stand-ins. */
+  blankDir: string;
   cleanup(): Promise<void>;
 }
 
@@ -41,6 +44,8 @@ export interface ContractOptions {
   runtime: string;
   /** Whether the launcher keeps warm containers for it (its capabilities are held to this). */
   warm: boolean;
+  /** Whether it attaches mounts to a started container for it (the pre-started pool; held the same way). */
+  lateMounts: boolean;
   cmd: ContractCommands;
 }
 
@@ -310,6 +315,48 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
         expect(await launcher().removeContainers([ids.get('lbl-3')!])).toBe(1);
         expect((await runs[2]!).exitCode).toBe(STOPPED_EXIT);
         expect(await list()).toEqual([]);
+      });
+    });
+
+    describe('late mounts (the pre-started pool)', () => {
+      const launcher = () => subject().launcher;
+      /** A container started from the plan's blank twin (plan/pool.ts): stand-ins of each source's kind. */
+      async function blankFor(p: RunPlan): Promise<string> {
+        const dir = fs.mkdtempSync(join(subject().blankDir, 'blank-'));
+        const blank = blankPlanOf(p, (i, m) => {
+          const path = join(dir, `b${i}`);
+          if (m.type === 'bind' && fs.statSync(m.source).isDirectory()) fs.mkdirSync(path);
+          else fs.writeFileSync(path, '');
+          return path;
+        });
+        return (await launcher().startIdle(blank, blank.keepAlive)).containerId;
+      }
+
+      if (!opts.lateMounts) {
+        it(`capabilities say runtime ${runtime} has no late mounts, and attachMounts refuses (LAUNCHER_UNSUPPORTED)`, async () => {
+          expect((await launcher().capabilities()).lateMounts(runtime)).toBe(false);
+          const p = plan({ argv: ['true'] });
+          const { containerId } = await launcher().startIdle(p, p.keepAlive);
+          await expect(launcher().attachMounts(containerId, p)).rejects.toMatchObject({ code: 'LAUNCHER_UNSUPPORTED' });
+        });
+        return;
+      }
+
+      it(`capabilities say runtime ${runtime} takes late mounts; a blank container then shows the tenant's workspace alone, protected files read-only, and is listed as that tenant's`, async () => {
+        expect((await launcher().capabilities()).lateMounts(runtime)).toBe(true);
+        const p = plan({ argv: ['true'], tenant: 'a' });
+        const id = await blankFor(p);
+        expect((await list()).find((c) => c.id === id)?.workspace).toBe(POOLED);
+        await launcher().attachMounts(id, p);
+        const exec = async (argv: string[]) => {
+          const r = await launcher().execIn(id, p, argv);
+          if (isGone(r)) throw new Error(`gone: ${r.reason}`);
+          return r;
+        };
+        expect((await exec(cmd.cat(`${WORKSPACE_MOUNT}/secret.txt`))).stdout).toBe(SECRET_TEXT);
+        expect((await exec(cmd.cat(`${WORKSPACE_MOUNT}/AGENTS.md`))).stdout).toBe(PROTECTED_TEXT);
+        expect((await exec(cmd.write(`${WORKSPACE_MOUNT}/AGENTS.md`, 'changed'))).exitCode).not.toBe(0);
+        expect((await list()).find((c) => c.id === id)?.workspace).toBe(p.labels[LABELS.workspace]);
       });
     });
 

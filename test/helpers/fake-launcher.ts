@@ -86,6 +86,8 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
     unixSockets: options.unixSockets ?? true,
     loopQuotas: options.loopQuotas ?? true,
     warm: (runtime) => runtimes.includes(runtime) && (typeof options.warm === 'function' ? options.warm(runtime) : (options.warm ?? true)),
+    // A fake container has no mount namespace to attach to: the pool's other branch.
+    lateMounts: () => false,
   };
   const live = new Map<string, FakeContainer>();
   const events: FakeEvent[] = [];
@@ -220,6 +222,9 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
   return {
     events,
     containers: () => [...live.values()],
+    async attachMounts() {
+      throw new BerthError('LAUNCHER_UNSUPPORTED', 'the fake launcher attaches no mounts');
+    },
     vanish(id, how = 'removed') {
       const c = live.get(id);
       if (!c) throw new Error(`no container ${id}`);

@@ -326,12 +326,12 @@ describe('berth.yaml runs:', () => {
     throw new Error('expected a refusal');
   };
 
-  it('is optional; drain_seconds defaults to 30, warm containers to 5 minutes idle and 200 at most', () => {
-    expect(BerthConfigSchema.parse({}).runs).toEqual({ drain_seconds: 30, warm_idle_seconds: 300, warm_max: 200 });
+  it('is optional; drain_seconds defaults to 30, warm containers to 5 minutes idle and 200 at most, 2 pre-started per shape', () => {
+    expect(BerthConfigSchema.parse({}).runs).toEqual({ drain_seconds: 30, warm_idle_seconds: 300, warm_max: 200, pool: 2 });
   });
 
   it('takes every key', () => {
-    const runs = { max_concurrent: 8, per_project: 4, per_tenant: 2, queue: 100, drain_seconds: 10, warm_idle_seconds: 0, warm_max: 5 };
+    const runs = { max_concurrent: 8, per_project: 4, per_tenant: 2, queue: 100, drain_seconds: 10, warm_idle_seconds: 0, warm_max: 5, pool: 0 };
     expect(parse(runs)).toEqual(runs);
   });
 

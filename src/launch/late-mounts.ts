@@ -1,0 +1,69 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BerthError } from '../errors.js';
+import { closeQuietly, fdRealPath, openNoFollow } from '../fs/fd-path.js';
+import type { BindMount } from '../plan/run-plan.js';
+
+/**
+ * Mounts attached to a running container (the pre-started pool), through native/berth-mount.c:
+ * berth opens each source without following links, checks it is the path the plan named, and
+ * hands the helper the descriptors, never a path to resolve again. Host-side and root-only.
+ */
+
+const SOURCE = fileURLToPath(new URL('../../native/berth-mount.c', import.meta.url));
+/** A claim attaches a handful of mounts in ~10 ms; one that takes this long is stuck. */
+const ATTACH_TIMEOUT_MS = 10_000;
+
+/**
+ * The helper's binary, compiled once per source version into the home's cache (gcc, which setup
+ * installs for berth-bridge). Throws LAUNCHER_UNSUPPORTED when it cannot be built.
+ */
+export function mountHelper(cacheDir: string): string {
+  const source = fs.readFileSync(SOURCE);
+  const bin = join(cacheDir, `berth-mount-${createHash('sha256').update(source).digest('hex').slice(0, 12)}`);
+  if (fs.existsSync(bin)) return bin;
+  fs.mkdirSync(cacheDir, { recursive: true, mode: 0o700 });
+  const tmp = `${bin}.${randomBytes(4).toString('hex')}.tmp`;
+  try {
+    execFileSync('gcc', ['-O2', '-s', '-o', tmp, SOURCE], { stdio: ['ignore', 'ignore', 'pipe'] });
+    fs.renameSync(tmp, bin);
+  } catch (err) {
+    fs.rmSync(tmp, { force: true });
+    throw new BerthError('LAUNCHER_UNSUPPORTED', `could not build the mount helper: ${(err as Error).message.split('\n')[0]}`, { hint: 'install a C compiler (apt-get install -y gcc libc6-dev), or set runs.pool: 0' });
+  }
+  return bin;
+}
+
+/**
+ * Attach `binds` (in order: a mount before any below it) into the mount namespace of the
+ * container whose first process is `pid`. Each source must still be what the plan named
+ * (E_SANDBOX_VIOLATION otherwise); a target is resolved inside the container without following
+ * any link (the helper fails on one). On any failure the container must be thrown away.
+ */
+export async function attachMounts(helper: string, pid: number, binds: Array<BindMount>): Promise<void> {
+  const fds: number[] = [];
+  try {
+    for (const m of binds) {
+      const { fd } = openNoFollow(m.source);
+      fds.push(fd);
+      if (fdRealPath(fd) !== m.source) throw new BerthError('E_SANDBOX_VIOLATION', `mount source ${m.source} is not the path berth planned`, { path: m.source });
+    }
+    // The child's descriptors 3, 4, ... are the sources, in order.
+    const specs = binds.map((m, i) => `${3 + i}:${m.readOnly ? 'r' : 'w'}:${m.target}`);
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(helper, [String(pid), ...specs], { stdio: ['ignore', 'ignore', 'pipe', ...fds], timeout: ATTACH_TIMEOUT_MS, killSignal: 'SIGKILL' });
+      let stderr = '';
+      child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
+      child.on('error', reject);
+      child.on('close', (code, signal) => {
+        if (code === 0) resolve();
+        else reject(new BerthError('RUN_FAILED', `could not attach the workspace to a pre-started container: ${stderr.trim() || `berth-mount ended with ${signal ?? code}`}`));
+      });
+    });
+  } finally {
+    for (const fd of fds) closeQuietly(fd);
+  }
+}

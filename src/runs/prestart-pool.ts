@@ -1,0 +1,172 @@
+import fs from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { openNoFollow, closeQuietly } from '../fs/fd-path.js';
+import type { IdleContainer, Launcher } from '../launch/launcher.js';
+import { blankPlanOf, poolable, poolShape } from '../plan/pool.js';
+import type { RunPlan } from '../plan/run-plan.js';
+import { MAX_AGE_MS } from './warm-pool.js';
+
+/**
+ * Containers started before their tenant is known (plan/pool.ts), so a new person's first
+ * message is an attach and an exec, not a container start. A shape is learnt from the first
+ * plan that asks for it (that message starts its container as before); from then on `size()`
+ * containers of that shape wait, refilled one at a time in the background. A claimed container
+ * is its tenant's (it becomes the session's warm container, and is removed like any other):
+ * none ever goes back to the pool. Under a runtime without late mounts (gVisor), for a
+ * shared-mode plan, or with `runs.pool: 0`, claims return nothing and runs start as before.
+ */
+export interface PrestartPool {
+  /** A started container for this plan with its bind mounts attached, or undefined: the caller starts one. */
+  claim(plan: RunPlan, log: Logger): Promise<IdleContainer | undefined>;
+  /** Is this one of the pool's own waiting containers (it holds no workspace)? */
+  isWaiting(containerId: string): boolean;
+  /** Containers waiting now. */
+  size(): number;
+  /** Remove every waiting container and stop refilling (berth stops); returns how many. */
+  close(): Promise<number>;
+}
+
+/** Shapes kept at once; past it the one claimed least recently lets its containers go. */
+export const MAX_SHAPES = 8;
+/** A shape whose container would not start is not tried again for this long. */
+const RETRY_AFTER_MS = 30_000;
+
+interface Waiting {
+  container: IdleContainer;
+  since: number;
+}
+
+interface Shape {
+  key: string;
+  blank: RunPlan;
+  waiting: Waiting[];
+  failedAt?: number;
+}
+
+export function createPrestartPool(deps: {
+  launcher: Launcher;
+  /** Containers kept waiting per shape (berth.yaml runs.pool); 0: no pool. */
+  size: () => number;
+  /** Berth's own directory for the blank stand-ins (home cache). */
+  blankDir: string;
+  logger: Logger;
+  onSize?: (n: number) => void;
+  /**
+   * Tests: every claim is served from the pool, starting a container at once when none waits,
+   * and a failed attach fails the run instead of falling back (the attack tests run on claimed
+   * containers alone).
+   */
+  always?: boolean;
+}): PrestartPool {
+  const shapes = new Map<string, Shape>();
+  let closed = false;
+  let refilling = false;
+  let lateMounts: Promise<(runtime: string) => boolean> | undefined;
+  const count = () => [...shapes.values()].reduce((n, s) => n + s.waiting.length, 0);
+  const changed = () => deps.onSize?.(count());
+
+  /** Each bind's blank stand-in: an empty directory or file of the source's kind, berth's own. */
+  function blankSources(shape: string, plan: RunPlan): string[] {
+    const dir = join(deps.blankDir, shape);
+    fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+    return plan.mounts.flatMap((m) => {
+      if (m.type !== 'bind') return [];
+      const { fd, kind } = openNoFollow(m.source);
+      closeQuietly(fd);
+      const blank = join(dir, `b${plan.mounts.indexOf(m)}-${kind}`);
+      if (kind === 'dir') fs.mkdirSync(blank, { recursive: true, mode: 0o755 });
+      else if (!fs.existsSync(blank)) fs.writeFileSync(blank, '', { mode: 0o444 });
+      return [blank];
+    });
+  }
+
+  function learn(key: string, plan: RunPlan): Shape {
+    const known = shapes.get(key);
+    if (known) {
+      shapes.delete(key); // Map order is recency: claimed now
+      shapes.set(key, known);
+      return known;
+    }
+    const blanks = blankSources(key, plan);
+    const shape: Shape = { key, blank: blankPlanOf(plan, (i) => blanks[i] as string), waiting: [] };
+    shapes.set(key, shape);
+    for (const [oldKey, old] of shapes) {
+      if (shapes.size <= MAX_SHAPES) break;
+      shapes.delete(oldKey);
+      void remove(old.waiting.map((w) => w.container.containerId));
+    }
+    return shape;
+  }
+
+  async function remove(ids: string[]): Promise<void> {
+    if (ids.length) await deps.launcher.removeContainers(ids).catch(() => undefined);
+    changed();
+  }
+
+  async function start(shape: Shape): Promise<IdleContainer> {
+    return deps.launcher.startIdle(shape.blank, shape.blank.keepAlive);
+  }
+
+  /** One container at a time, in the background, until every shape has size() waiting. */
+  function refill(): void {
+    if (refilling || closed) return;
+    refilling = true;
+    void (async () => {
+      try {
+        for (;;) {
+          const now = Date.now();
+          const short = [...shapes.values()].find((s) => s.waiting.length < deps.size() && !(s.failedAt && now - s.failedAt < RETRY_AFTER_MS));
+          if (!short || closed) return;
+          try {
+            const container = await start(short);
+            if (closed || shapes.get(short.key) !== short) await remove([container.containerId]);
+            else short.waiting.push({ container, since: Date.now() });
+            changed();
+          } catch (err) {
+            short.failedAt = Date.now();
+            deps.logger.warn({ err: String(err) }, 'could not start a pre-started container');
+          }
+        }
+      } finally {
+        refilling = false;
+      }
+    })();
+  }
+
+  return {
+    async claim(plan, log) {
+      if (closed || (!deps.always && deps.size() <= 0) || !poolable(plan)) return undefined;
+      lateMounts ??= deps.launcher.capabilities().then((c) => c.lateMounts);
+      if (!(await lateMounts)(plan.runtime)) return undefined;
+      const shape = learn(poolShape(plan), plan);
+      // Older than a warm container may be: perhaps on an image rebuilt since.
+      const stale = shape.waiting.filter((w) => Date.now() - w.since > MAX_AGE_MS);
+      shape.waiting = shape.waiting.filter((w) => !stale.includes(w));
+      void remove(stale.map((w) => w.container.containerId));
+      const taken = shape.waiting.shift()?.container ?? (deps.always ? await start(shape) : undefined);
+      changed();
+      refill();
+      if (!taken) return undefined;
+      const t0 = performance.now();
+      try {
+        await deps.launcher.attachMounts(taken.containerId, plan);
+      } catch (err) {
+        await remove([taken.containerId]);
+        if (deps.always) throw err;
+        log.warn({ err: String(err) }, 'a pre-started container could not take the workspace; starting one');
+        return undefined;
+      }
+      return { containerId: taken.containerId, timings: { createMs: 0, startMs: performance.now() - t0 } };
+    },
+    isWaiting: (id) => [...shapes.values()].some((s) => s.waiting.some((w) => w.container.containerId === id)),
+    size: count,
+    async close() {
+      closed = true;
+      const ids = [...shapes.values()].flatMap((s) => s.waiting.map((w) => w.container.containerId));
+      shapes.clear();
+      await remove(ids);
+      return ids.length;
+    },
+  };
+}
