@@ -76,8 +76,11 @@ export interface BerthOptions {
   processMetrics?: boolean;
   /** Keep each session's container warm between messages (berth.yaml runs.warm_*): for a long-running server. */
   warm?: boolean;
-  /** Tests: with warm, every new session's container comes from the pre-started pool (runs/prestart-pool.ts `always`). */
-  pool?: 'always';
+  /**
+   * Tests: with warm, `always` takes every new session's container from the pre-started pool
+   * (runs/prestart-pool.ts), `off` keeps none; otherwise berth.yaml runs.pool decides.
+   */
+  pool?: 'always' | 'off';
 }
 
 /** Resolve the home once (real path, so mount-source checks compare like with like). */
@@ -179,17 +182,18 @@ export function createBerth(opts: BerthOptions): Berth {
       ownerProcess: processIdentity(),
       admission,
       metrics,
-      prestarted: opts.warm
-        ? createPrestartPool({
-            launcher,
-            // Tests' `always`: each claim starts its own, nothing waits in the background.
-            size: () => (opts.pool === 'always' ? 0 : config().runs.pool),
-            blankDir: join(paths.cacheDir, 'pool'),
-            logger,
-            onSize: (n) => metrics.setPoolContainers(n),
-            always: opts.pool === 'always',
-          })
-        : undefined,
+      prestarted:
+        opts.warm && opts.pool !== 'off'
+          ? createPrestartPool({
+              launcher,
+              // Tests' `always`: each claim starts its own, nothing waits in the background.
+              size: () => (opts.pool === 'always' ? 0 : config().runs.pool),
+              blankDir: join(paths.cacheDir, 'pool'),
+              logger,
+              onSize: (n) => metrics.setPoolContainers(n),
+              always: opts.pool === 'always',
+            })
+          : undefined,
       warm: opts.warm
         ? createWarmPool({
             launcher,

@@ -49,13 +49,14 @@ export function testConfig(config?: string): string | undefined {
   return RUNTIME ? `${config ?? ''}\nruntimes: [runc, ${RUNTIME}]\n` : config;
 }
 
-export function testHome(opts: { config?: string; warm?: boolean; launcher?: Launcher; pool?: 'always' } = {}): TestHome {
+export function testHome(opts: { config?: string; warm?: boolean; launcher?: Launcher; pool?: 'always' | 'off' } = {}): TestHome {
   const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-test-')));
   const config = testConfig(opts.config);
   if (config) fs.writeFileSync(join(home, 'berth.yaml'), config);
-  // A test that names its pool (even none) keeps it; the others follow BERTH_TEST_POOL.
-  const pool = 'pool' in opts ? opts.pool : POOL && opts.warm !== false ? 'always' : undefined;
-  const warm = opts.warm ?? (WARM || pool !== undefined);
+  // A test that names its pool (undefined: berth.yaml's runs.pool) keeps it; the others have
+  // none unless BERTH_TEST_POOL asks (their container counts are a warm container's).
+  const pool = 'pool' in opts ? opts.pool : POOL && opts.warm !== false ? 'always' : 'off';
+  const warm = opts.warm ?? (WARM || pool === 'always');
   const berth = createBerth({ home, logLevel: 'silent', warm, launcher: opts.launcher, pool });
   return {
     home,

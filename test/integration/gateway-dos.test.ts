@@ -349,6 +349,9 @@ const WIDE_BYTES = 3_000_000;
 beforeAll(async () => {
   assertDistFresh();
   home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-dos-')));
+  // No pre-started pool: each attack's run is a new session, and the pool's refill (a container
+  // start, ~0.4 s of the engine's CPU on this 2-core VM) would land inside the attack it measures.
+  fs.writeFileSync(join(home, 'berth.yaml'), 'runs: { pool: 0 }\n');
   server = await startServer(home);
   const created = await api('POST', '/api/projects', {
     name: PROJECT,
