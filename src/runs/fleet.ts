@@ -8,6 +8,7 @@ import type { Project, ProjectStore } from '../store/projects.js';
 import { mountQuotaImages } from '../store/workspaces.js';
 import { ownerAlive } from './process-owner.js';
 import { quotaOf } from './run-context.js';
+import type { PrestartPool } from './prestart-pool.js';
 import type { WarmPool } from './warm-pool.js';
 import { isWarmKeyOf } from './warm-session.js';
 
@@ -40,6 +41,7 @@ export function createFleet(deps: {
   installation: string;
   ownerProcess?: string;
   warm?: WarmPool;
+  prestarted?: PrestartPool;
   socketsDir?: string;
   logger: Logger;
 }): Fleet {
@@ -51,6 +53,7 @@ export function createFleet(deps: {
     list,
     async removeProject(project) {
       await discardWarm(project);
+      await deps.prestarted?.forgetProject(project);
       return launcher.removeManaged({ installation, project });
     },
     async retireShared(project) {

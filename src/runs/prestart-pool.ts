@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { openNoFollow, closeQuietly } from '../fs/fd-path.js';
 import type { IdleContainer, Launcher } from '../launch/launcher.js';
+import { LABELS } from '../plan/labels.js';
 import { blankPlanOf, poolable, poolShape } from '../plan/pool.js';
 import type { RunPlan } from '../plan/run-plan.js';
 import { MAX_AGE_MS } from './warm-pool.js';
@@ -19,6 +20,8 @@ import { MAX_AGE_MS } from './warm-pool.js';
 export interface PrestartPool {
   /** A started container for this plan with its bind mounts attached, or undefined: the caller starts one. */
   claim(plan: RunPlan, log: Logger): Promise<IdleContainer | undefined>;
+  /** The project is gone (or its containers are): its shapes are forgotten and their containers removed. */
+  forgetProject(project: string): Promise<void>;
   /** Is this one of the pool's own waiting containers (it holds no workspace)? */
   isWaiting(containerId: string): boolean;
   /** Containers waiting now. */
@@ -134,12 +137,25 @@ export function createPrestartPool(deps: {
     })();
   }
 
-  return {
-    async claim(plan, log) {
-      if (closed || (!deps.always && deps.size() <= 0) || !poolable(plan)) return undefined;
+  /** The shape's entry, learnt now if new; undefined (the run starts its container) when the pool cannot serve the plan. */
+  async function shapeFor(plan: RunPlan, log: Logger): Promise<Shape | undefined> {
+    if (closed || (!deps.always && deps.size() <= 0) || !poolable(plan)) return undefined;
+    try {
       lateMounts ??= deps.launcher.capabilities().then((c) => c.lateMounts);
       if (!(await lateMounts)(plan.runtime)) return undefined;
-      const shape = learn(poolShape(plan), plan);
+      return learn(poolShape(plan), plan);
+    } catch (err) {
+      lateMounts = undefined; // asked again next time (the engine may have been away)
+      if (deps.always) throw err;
+      log.warn({ err: String(err) }, 'the pre-started pool could not serve this run; starting a container');
+      return undefined;
+    }
+  }
+
+  return {
+    async claim(plan, log) {
+      const shape = await shapeFor(plan, log);
+      if (!shape) return undefined;
       // Older than a warm container may be: perhaps on an image rebuilt since.
       const stale = shape.waiting.filter((w) => Date.now() - w.since > MAX_AGE_MS);
       shape.waiting = shape.waiting.filter((w) => !stale.includes(w));
@@ -158,6 +174,11 @@ export function createPrestartPool(deps: {
         return undefined;
       }
       return { containerId: taken.containerId, timings: { createMs: 0, startMs: performance.now() - t0 } };
+    },
+    async forgetProject(project) {
+      const gone = [...shapes].filter(([, s]) => s.blank.labels[LABELS.project] === project);
+      for (const [key] of gone) shapes.delete(key);
+      await remove(gone.flatMap(([, s]) => s.waiting.map((w) => w.container.containerId)));
     },
     isWaiting: (id) => [...shapes.values()].some((s) => s.waiting.some((w) => w.container.containerId === id)),
     size: count,

@@ -117,7 +117,7 @@ export function createRunner(deps: {
 }): Runner {
   const { store, sessions, launcher, config, installation } = deps;
   const metrics = deps.metrics ?? noMetrics();
-  const fleet = createFleet({ launcher, store, config, installation, ownerProcess: deps.ownerProcess, warm: deps.warm, socketsDir: deps.sockets?.dir, logger: deps.logger });
+  const fleet = createFleet({ launcher, store, config, installation, ownerProcess: deps.ownerProcess, warm: deps.warm, prestarted: deps.prestarted, socketsDir: deps.sockets?.dir, logger: deps.logger });
   const warmSessions = deps.warm ? createWarmSessions(launcher, deps.warm, deps.prestarted) : undefined;
   /** Runs of this process past admission: a drain that runs out of time interrupts them. */
   const inFlight = new Set<Flight>();

@@ -1,0 +1,137 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { BerthError } from '../../src/errors.js';
+import { BerthConfigSchema } from '../../src/config/berth-config.js';
+import { ProjectMetadataSchema } from '../../src/config/metadata.js';
+import type { Launcher, LauncherCapabilities } from '../../src/launch/launcher.js';
+import { POOLED } from '../../src/plan/pool.js';
+import { planRun, type RunPlan } from '../../src/plan/run-plan.js';
+import { createPrestartPool, MAX_SHAPES } from '../../src/runs/prestart-pool.js';
+import { createFakeLauncher, type FakeLauncher } from '../helpers/fake-launcher.js';
+
+/**
+ * The pre-started pool's bookkeeping (runs/prestart-pool.ts) on the fake launcher, told it can
+ * attach mounts: learning shapes, refilling, falling back, forgetting. The real attach is
+ * test/integration/prestart-pool.test.ts and late-mounts.test.ts.
+ */
+const log = pino({ level: 'silent' });
+let dir: string;
+let fake: FakeLauncher;
+let attached: Array<{ id: string; workspace: string }>;
+let attachFails: Error | undefined;
+let lateMounts: boolean;
+
+function launcher(): Launcher {
+  return {
+    ...fake,
+    capabilities: async (): Promise<LauncherCapabilities> => ({ ...(await fake.capabilities()), lateMounts: () => lateMounts }),
+    async attachMounts(id, plan) {
+      if (attachFails) throw attachFails;
+      attached.push({ id, workspace: plan.labels['berth.workspace'] as string });
+    },
+  };
+}
+
+/** A plan of project `project` for `tenant`, its sources real directories and files. */
+function plan(tenant: string, project = 'bot', meta: Record<string, unknown> = {}): RunPlan {
+  const projectDir = join(dir, 'projects', project);
+  fs.mkdirSync(join(projectDir, 'workspaces', `ws-${tenant}`), { recursive: true });
+  fs.mkdirSync(join(dir, 'snap'), { recursive: true });
+  fs.writeFileSync(join(dir, 'snap', 'AGENTS.md'), 'rules');
+  return planRun({
+    config: BerthConfigSchema.parse({}),
+    project: { dir: projectDir, metadataFile: join(projectDir, 'metadata.json'), metadata: ProjectMetadataSchema.parse({ name: project, workspace_isolation: true, ...meta }) },
+    workspace: { id: `ws-${tenant}`, dir: join(projectDir, 'workspaces', `ws-${tenant}`) },
+    protectedSnapshot: { dir: join(dir, 'snap'), entries: [{ path: 'AGENTS.md', kind: 'file' }] },
+    run: { id: `run-${tenant}`, level: 'low', message: 'true', session: `s-${tenant}` },
+    installation: 'inst1',
+  });
+}
+
+const pool = (size = 2) => createPrestartPool({ launcher: launcher(), size: () => size, blankDir: join(dir, 'pool'), logger: log });
+const live = () => fake.containers().filter((c) => c.state === 'running');
+async function settled(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 5));
+  expect(check()).toBe(true);
+}
+
+beforeEach(() => {
+  dir = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-pool-')));
+  fake = createFakeLauncher();
+  attached = [];
+  attachFails = undefined;
+  lateMounts = true;
+});
+afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+describe('the pre-started pool', () => {
+  it("learns a shape from its first plan (that run starts its own), then keeps size() waiting, and the next tenant's claim takes one with its mounts attached", async () => {
+    const p = pool(2);
+    expect(await p.claim(plan('alice'), log)).toBeUndefined();
+    await settled(() => p.size() === 2);
+    const waiting = live().map((c) => c.id);
+    expect(waiting).toHaveLength(2);
+    // Started from the blank twin: the stand-ins under the pool's directory, no tenant in sight.
+    for (const c of live()) {
+      expect(c.plan.labels['berth.workspace']).toBe(POOLED);
+      expect(c.plan.mounts.filter((m) => m.type === 'bind').every((m) => m.type === 'bind' && m.source.startsWith(join(dir, 'pool')))).toBe(true);
+    }
+    const got = await p.claim(plan('bob'), log);
+    expect(waiting).toContain(got?.containerId);
+    expect(attached).toEqual([{ id: got?.containerId, workspace: 'ws-bob' }]);
+    expect(p.isWaiting(got?.containerId as string)).toBe(false);
+    // Refilled: two wait again, the claimed one is not among them.
+    await settled(() => p.size() === 2);
+    expect(live()).toHaveLength(3);
+  });
+
+  it('a failed attach removes the container and the run starts its own; nothing is attached twice', async () => {
+    const p = pool(1);
+    await p.claim(plan('alice'), log);
+    await settled(() => p.size() === 1);
+    const [first] = live();
+    attachFails = new BerthError('RUN_FAILED', 'berth-mount: the mount point /workspace/AGENTS.md: Too many levels of symbolic links');
+    expect(await p.claim(plan('bob'), log)).toBeUndefined();
+    expect(fake.containers().find((c) => c.id === first?.id)).toBeUndefined();
+    expect(attached).toEqual([]);
+  });
+
+  it('without late mounts (gVisor), for shared mode, or with size 0: no claim, no container', async () => {
+    lateMounts = false;
+    const p = pool(2);
+    expect(await p.claim(plan('alice'), log)).toBeUndefined();
+    lateMounts = true;
+    expect(await p.claim(plan('carol', 'shared', { workspace_isolation: false }), log)).toBeUndefined();
+    expect(await pool(0).claim(plan('dave'), log)).toBeUndefined();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(fake.containers()).toEqual([]);
+  });
+
+  it('another shape (another project, other limits) gets its own containers; past MAX_SHAPES the least recently claimed lets its go', async () => {
+    const p = pool(1);
+    for (let i = 0; i <= MAX_SHAPES; i++) {
+      await p.claim(plan('alice', `p${i}`), log);
+      await settled(() => p.size() === Math.min(i + 1, MAX_SHAPES));
+    }
+    const projects = new Set(live().map((c) => c.plan.labels['berth.project']));
+    expect(projects.size).toBe(MAX_SHAPES);
+    expect(projects.has('p0')).toBe(false);
+  });
+
+  it("a deleted project's shapes are forgotten and their containers removed; close() removes the rest and refills stop", async () => {
+    const p = pool(1);
+    await p.claim(plan('alice', 'gone'), log);
+    await p.claim(plan('alice', 'kept'), log);
+    await settled(() => p.size() === 2);
+    await p.forgetProject('gone');
+    expect(live().map((c) => c.plan.labels['berth.project'])).toEqual(['kept']);
+    expect(await p.close()).toBe(1);
+    expect(live()).toEqual([]);
+    expect(await p.claim(plan('bob', 'kept'), log)).toBeUndefined();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(live()).toEqual([]);
+  });
+});
