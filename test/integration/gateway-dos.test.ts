@@ -289,8 +289,12 @@ function expectHealthy(r: Report): void {
   expect.soft(r.failed.map((p) => `${p.status} ${p.error ?? ''} after ${p.ms.toFixed(0)} ms`), `${r.attack}: every /healthz poll answers 200`).toEqual([]);
   // On a 2-core VM where the attacker's container saturates one core, the scheduler (not berth:
   // its answers are ~20 ms of work, with a turn of the event loop between them) puts a rare poll
-  // past 100 ms: 99 % of polls must be within HEALTHZ_MAX_MS, and none may take a second.
-  expect.soft(r.p99Ms, `${r.attack}: 99th percentile of /healthz (ms)`).toBeLessThan(HEALTHZ_MAX_MS);
+  // past 100 ms: 99 % of polls must be within HEALTHZ_MAX_MS, and none may take a second. Counted
+  // as polls (at most 1 in 100, rounded up): an attack of 80 polls may have one slow poll, where
+  // a nearest-rank p99 of 80 would be their maximum. Measured: one poll of 124-234 ms in some runs
+  // of attack 2, with the test process's own event loop 50-77 ms late at the time, whichever Node
+  // runs the server (20 or 24).
+  expect.soft(r.over, `${r.attack}: polls at or over ${HEALTHZ_MAX_MS} ms, of ${r.polls} (at most 1 %)`).toBeLessThanOrEqual(Math.ceil(r.polls / 100));
   expect.soft(r.maxMs, `${r.attack}: slowest /healthz poll (ms)`).toBeLessThan(1000);
   expect.soft(r.peakRssMb, `${r.attack}: peak RSS of berth serve (MiB)`).toBeLessThan(MEMORY_BOUND_MB);
 }
