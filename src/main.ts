@@ -207,7 +207,7 @@ export function createBerth(opts: BerthOptions): Berth {
       sockets: {
         dir: join(paths.stateDir, 'sockets'),
         open: {
-          gateway: ({ path, run, logger: log }) => openGatewaySocket({ path, caller: gateway.forCaller({ project: run.project, tenantKey: run.tenantKey, workspaceId: run.workspaceId }), logger: log }),
+          gateway: ({ path, run, logger: log }) => openGatewaySocket({ path, caller: gateway.forCaller({ project: run.project, tenantKey: run.tenantKey, workspaceId: run.workspaceId }, { keepOpen: true }), logger: log }),
           model: models.open,
           egress: egress.open,
         },

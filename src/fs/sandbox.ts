@@ -36,13 +36,21 @@ export function splitSandboxPath(path: string): string[] {
   return parts;
 }
 
-function parentOf(rootFd: number, parts: string[], path: string, create: boolean, owner?: { uid: number; gid: number }): number | undefined {
+/**
+ * Run `act` in the directory that holds the path's last component: the root itself for a name
+ * directly in it, else each parent opened without following links (made, with `create`).
+ * Undefined when a parent does not exist.
+ */
+function inParent<T>(rootFd: number, parts: string[], path: string, create: boolean, act: (dirFd: number) => T, owner?: { uid: number; gid: number }): T | undefined {
+  if (parts.length === 1) return act(rootFd);
+  let parent: number | undefined;
   try {
-    return create ? ensureDirPath(rootFd, parts.slice(0, -1), { shownRoot: '', owner }) : openDirPath(rootFd, parts.slice(0, -1), '');
+    parent = create ? ensureDirPath(rootFd, parts.slice(0, -1), { shownRoot: '', owner }) : openDirPath(rootFd, parts.slice(0, -1), '');
   } catch (err) {
     if (err instanceof BerthError && err.code === 'E_SANDBOX_VIOLATION') throw violation('a parent directory is a link or a file', path);
     throw err;
   }
+  return parent === undefined ? undefined : withFd(parent, act);
 }
 
 function lstatAt(dirFd: number, name: string): fs.Stats | undefined {
@@ -68,9 +76,7 @@ export function sandboxInfo(rootFd: number, path: string): FileInfo | undefined 
     const st = fs.fstatSync(rootFd);
     return { path: '', type: 'dir', size: st.size, modified: st.mtime.toISOString() };
   }
-  const parent = parentOf(rootFd, parts, path, false);
-  if (parent === undefined) return undefined;
-  return withFd(parent, (p) => {
+  return inParent(rootFd, parts, path, false, (p) => {
     const st = lstatAt(p, parts.at(-1) as string);
     if (!st) return undefined;
     if (st.isSymbolicLink()) throw violation('the path is a link', path);
@@ -114,9 +120,7 @@ export function sandboxReadText(rootFd: number, path: string, maxBytes = MAX_FIL
 function withFileAt<T>(rootFd: number, path: string, maxBytes: number, read: (fd: number, size: number) => T): T | undefined {
   const parts = splitSandboxPath(path);
   if (parts.length === 0) throw violation('the folder root is not a file', path);
-  const parent = parentOf(rootFd, parts, path, false);
-  if (parent === undefined) return undefined;
-  return withFd(parent, (p) => {
+  return inParent(rootFd, parts, path, false, (p) => {
     let fd: number;
     try {
       fd = fs.openSync(at(p, parts.at(-1) as string), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
@@ -140,8 +144,7 @@ export function sandboxWrite(rootFd: number, path: string, data: Buffer, owner?:
   const parts = splitSandboxPath(path);
   if (parts.length === 0) throw violation('the folder root is not a file', path);
   if (data.length > MAX_FILE_BYTES) throw violation(`content is larger than ${MAX_FILE_BYTES} bytes`, path);
-  const parent = parentOf(rootFd, parts, path, true, owner) as number;
-  return withFd(parent, (p) => {
+  const write = (p: number): FileInfo => {
     const name = parts.at(-1) as string;
     const existing = lstatAt(p, name);
     if (existing && !existing.isFile()) throw violation(existing.isSymbolicLink() ? 'the path is a link' : 'not a regular file', path);
@@ -161,16 +164,16 @@ export function sandboxWrite(rootFd: number, path: string, data: Buffer, owner?:
     }
     const st = fs.lstatSync(at(p, name));
     return { path: parts.join('/'), type: 'file', size: st.size, modified: st.mtime.toISOString() };
-  });
+  };
+  // With create, every parent is made: there always is one.
+  return inParent(rootFd, parts, path, true, write, owner) as FileInfo;
 }
 
 /** Delete a regular file (unlink never follows a link; a link itself is a violation). */
 export function sandboxDelete(rootFd: number, path: string): boolean {
   const parts = splitSandboxPath(path);
   if (parts.length === 0) throw violation('the folder root cannot be deleted', path);
-  const parent = parentOf(rootFd, parts, path, false);
-  if (parent === undefined) return false;
-  return withFd(parent, (p) => {
+  const deleted = inParent(rootFd, parts, path, false, (p) => {
     const name = parts.at(-1) as string;
     const st = lstatAt(p, name);
     if (!st) return false;
@@ -178,6 +181,7 @@ export function sandboxDelete(rootFd: number, path: string): boolean {
     fs.unlinkSync(at(p, name));
     return true;
   });
+  return deleted ?? false;
 }
 
 /** Open a folder scope root: <project>/workspaces/<id>[/shared], no-follow all the way. */

@@ -69,7 +69,8 @@ export function ensureDirPath(
   components: readonly string[],
   opts: { owner?: Owner; displace?: boolean; shownRoot: string; mode?: number },
 ): number {
-  let fd = fs.openSync(`/proc/self/fd/${rootFd}`, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+  if (components.length === 0) return dupDir(rootFd);
+  let fd = rootFd;
   let shown = opts.shownRoot;
   try {
     for (const name of components) {
@@ -91,34 +92,41 @@ export function ensureDirPath(
         if (child === undefined) throw new BerthError('INTERNAL', `could not create ${shown}`);
         chownFd(child, opts.owner);
       }
-      closeQuietly(fd);
+      if (fd !== rootFd) closeQuietly(fd);
       fd = child;
     }
     return fd;
   } catch (err) {
-    closeQuietly(fd);
+    if (fd !== rootFd) closeQuietly(fd);
     throw err;
   }
 }
 
 /** Open an existing directory path, refusing any symlink on the way; undefined if missing. */
 export function openDirPath(rootFd: number, components: readonly string[], shownRoot: string): number | undefined {
-  let fd = fs.openSync(`/proc/self/fd/${rootFd}`, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+  // The walk starts at the root itself (never closed here); only an empty walk duplicates it.
+  if (components.length === 0) return dupDir(rootFd);
+  let fd = rootFd;
   let shown = shownRoot;
   try {
     for (const name of components) {
       shown = `${shown}/${name}`;
       const child = openChildDir(fd, name, shown);
-      closeQuietly(fd);
+      if (fd !== rootFd) closeQuietly(fd);
       fd = -1;
       if (child === undefined) return undefined;
       fd = child;
     }
     return fd;
   } catch (err) {
-    if (fd >= 0) closeQuietly(fd);
+    if (fd >= 0 && fd !== rootFd) closeQuietly(fd);
     throw err;
   }
+}
+
+/** A second descriptor of an open directory (the caller closes it). */
+function dupDir(fd: number): number {
+  return fs.openSync(`/proc/self/fd/${fd}`, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
 }
 
 /** Create a new file (never through a symlink, never over an existing entry) with the given content. */

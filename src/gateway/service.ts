@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
@@ -30,6 +32,16 @@ export const FolderEntrySchema = z.object({ name: z.string(), uuid: z.string(), 
 export type FolderEntry = z.infer<typeof FolderEntrySchema>;
 
 const MAX_FOLDERS = 200;
+/** Folders and open scope roots one caller keeps (past it they are dropped and looked up again). */
+const MAX_KEPT = 16;
+
+function lstatQuietly(path: string): fs.Stats | undefined {
+  try {
+    return fs.lstatSync(path);
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * Agent file tools, for one caller whose identity came from its connection. Resolve the folder,
@@ -68,9 +80,13 @@ export function createGateway(deps: {
   /**
    * One caller's tools. The project and the caller's teams are resolved once and re-read only
    * when metadata.json changes (an admin edited teams or leadership); the caller's own folder id
-   * is computed once.
+   * is computed once; a folder found to exist keeps its owner and kind until then too (a
+   * workspace's owner never changes). With `keepOpen` (a run's gateway socket, which calls
+   * close()), each scope's root directory stays open between calls, used again only while its
+   * path still leads to that same directory (one lstat; a moved or remounted workspace is opened
+   * afresh, without following links, as every call did before).
    */
-  function forCaller(identity: Identity) {
+  function forCaller(identity: Identity, opts: { keepOpen?: boolean } = {}) {
     const log = deps.logger.child({ project: identity.project, tenant: identity.tenantKey });
     const ownId = identity.workspaceId ?? workspaceIdFor(deps.secret(), identity.project, identity.tenantKey);
     let resolved: { stamp: string; project: Project; caller: Caller } | undefined;
@@ -83,13 +99,50 @@ export function createGateway(deps: {
       const p = deps.store.get(identity.project);
       const stamp = p.paths.metadataFile === file && before !== undefined ? before : stampOf(p.paths.metadataFile);
       resolved = { stamp, project: p, caller: callerOf(p, identity.tenantKey) };
+      folders.clear();
       return resolved;
     };
+    /** Folders known to exist, by id, for the metadata `resolved` was read from. */
+    const folders = new Map<string, Folder & { id: string }>();
+    const folderFor = (p: Project, caller: Caller, folderId: string) => {
+      const known = folders.get(folderId);
+      if (known) return known;
+      const folder = folderOf(p, caller, folderId);
+      if (folder.exists) {
+        if (folders.size >= MAX_KEPT) folders.clear();
+        folders.set(folderId, folder);
+      }
+      return folder;
+    };
+    /** Open scope roots (keepOpen), by folder and scope, with the directory each was. */
+    const roots = new Map<string, { fd: number; path: string; dev: number; ino: number }>();
+    const closeRoots = () => {
+      for (const r of roots.values()) closeQuietly(r.fd);
+      roots.clear();
+    };
+    /** The scope's root directory, and whether the caller must close it (not when it is kept). */
+    function rootOf(p: Project, ref: { folderId: string; scope: Scope }, create: boolean): { fd: number | undefined; kept: boolean } {
+      const key = `${ref.folderId}/${ref.scope}`;
+      const path = join(p.paths.dir, 'workspaces', ref.folderId, ...(ref.scope === 'shared' ? ['shared'] : []));
+      const kept = roots.get(key);
+      if (kept) {
+        const st = lstatQuietly(path);
+        if (st && st.isDirectory() && st.dev === kept.dev && st.ino === kept.ino && kept.path === path) return { fd: kept.fd, kept: true };
+        closeQuietly(kept.fd);
+        roots.delete(key);
+      }
+      const fd = openScopeRoot(p.paths.dir, ref.folderId, ref.scope, create, deps.owner());
+      if (fd === undefined || !opts.keepOpen) return { fd, kept: false };
+      if (roots.size >= MAX_KEPT) closeRoots();
+      const st = fs.fstatSync(fd);
+      roots.set(key, { fd, path, dev: st.dev, ino: st.ino });
+      return { fd, kept: true };
+    }
     const project = () => current().project;
 
     function guarded<T>(what: string, ref: { folderId: string; scope: Scope; path: string }, op: Operation, act: (rootFd: number) => T, create = false): T {
       const { project: p, caller } = current();
-      const folder = folderOf(p, caller, ref.folderId);
+      const folder = folderFor(p, caller, ref.folderId);
       const d = decide(caller, folder, ref.scope, op);
       if (!d.allow) {
         log.warn({ tool: what, folder: ref.folderId, scope: ref.scope, op, reason: d.reason }, 'gateway refused');
@@ -97,8 +150,9 @@ export function createGateway(deps: {
         throw new BerthError('PERMISSION_DENIED', d.reason, { rule: 'folder_permission' });
       }
       let rootFd: number | undefined;
+      let kept = false;
       try {
-        rootFd = openScopeRoot(p.paths.dir, ref.folderId, ref.scope, create, deps.owner());
+        ({ fd: rootFd, kept } = rootOf(p, ref, create));
         if (create && !folder.exists && rootFd !== undefined) {
           recordWorkspace(p, { id: ref.folderId, tenant_key: folder.owner, created_at: new Date().toISOString() });
         }
@@ -121,11 +175,13 @@ export function createGateway(deps: {
         }
         throw err;
       } finally {
-        closeQuietly(rootFd);
+        if (!kept) closeQuietly(rootFd);
       }
     }
 
     return {
+      /** Close the scope roots kept open (keepOpen); the tools still work, opening them per call. */
+      close: closeRoots,
       listFolders(scope: z.infer<typeof ListScopeSchema>): FolderEntry[] {
         const { project: p, caller } = current();
         const idOf = (key: string) => workspaceIdFor(deps.secret(), p.metadata.name, key);

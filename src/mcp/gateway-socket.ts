@@ -43,5 +43,11 @@ export async function openGatewaySocket(opts: { path: string; caller: GatewayCal
     });
   });
   server.on('error', (err) => opts.logger.warn({ err: String(err) }, 'gateway socket error'));
-  return listenOnRunSocket(server, opts.path);
+  const listening = await listenOnRunSocket(server, opts.path);
+  return {
+    async close() {
+      await listening.close();
+      opts.caller.close(); // the scope roots its calls kept open
+    },
+  };
 }
