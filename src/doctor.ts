@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import { mountHelper } from './launch/late-mounts.js';
 import { checkBridgeConsumers, checkBridges, checkChannels, checkModels, checkModelUpstreams } from './doctor-outbound.js';
 import type { ProjectMetadata } from './config/metadata.js';
 import { join } from 'node:path';
@@ -138,6 +139,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
       );
     }
     if (await berth.images.exists(berth.config.images.shell)) checks.push(await probeHostPaths(berth));
+    checks.push(await checkPool(berth));
   } catch (err) {
     checks.push({ name: 'engine', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) });
   }
@@ -171,6 +173,25 @@ export function assessDisk(home: string, engineRoot: string, quotas: BerthConfig
   if (pct < 10) return { name: 'disk quotas', status: 'warn', detail: `${gib} (${pct}%) free where berth's home is; ${bound}` };
   if (shared) return { name: 'disk quotas', status: 'warn', detail: `berth's home shares a filesystem with the engine's data (${engineRoot}); ${bound}` };
   return { name: 'disk quotas', status: 'ok', detail: `${gib} free; ${bound}` };
+}
+
+/** Whether `runs.pool` can do its work here: containers that take their mounts late (runc, crun; root; the helper built). */
+async function checkPool(berth: Berth): Promise<Check> {
+  const size = berth.config.runs.pool;
+  if (size === 0) return { name: 'pool', status: 'ok', detail: 'runs.pool: 0 (a new session starts its container)' };
+  const caps = await berth.launcher.capabilities();
+  const late = caps.runtimes.filter((r) => caps.lateMounts(r));
+  if (late.length) return { name: 'pool', status: 'ok', detail: `${size} pre-started per shape under serve, for isolated projects on ${late.join(', ')}` };
+  let why = 'the engine is not on this host, or no runtime here is runc or crun';
+  if (process.getuid?.() !== 0) why = 'berth is not root (attaching mounts needs it)';
+  else {
+    try {
+      mountHelper(homePaths(berth.home).cacheDir);
+    } catch (err) {
+      why = isBerthError(err) ? err.toLine() : String(err);
+    }
+  }
+  return { name: 'pool', status: 'warn', detail: `runs.pool is ${size}, but no container here can take its mounts late (${why}): a new person's first message starts a container` };
 }
 
 /** What admission control and warm containers will do with this berth.yaml on this host. */

@@ -128,7 +128,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     }
   };
 
-  /** The late-mount helper's path; undefined (and logged by the caller's capability check) when it cannot be built or berth is not root. */
+  /** The late-mount helper's path; undefined when it cannot be built or berth is not root (capabilities then say no late mounts, and the pool keeps nothing). */
   let helperPath: string | null | undefined;
   const helper = (): string | undefined => {
     if (helperPath === undefined) {
@@ -227,8 +227,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       if (HOST_PROCESS_RUNTIMES.has(plan.runtime)) {
         warm.set(container.id, await hostObserver(State.Pid, keepAliveArgv));
         pids.set(container.id, State.Pid);
-      }
-      else if (sandboxed) warm.set(container.id, await reportObserver(docker, container, State.Pid));
+      } else if (sandboxed) warm.set(container.id, await reportObserver(docker, container, State.Pid));
     } catch (err) {
       await remove(container.id);
       throw err;

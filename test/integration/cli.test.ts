@@ -139,7 +139,12 @@ describe('berth CLI (real process, real engine)', () => {
     expect(ok.code).toBe(assessRunc(runc, []).status === 'fail' ? 1 : 0);
     const json = JSON.parse(berth('doctor', '--json').stdout) as { ok: boolean; checks: Array<{ name: string; status: string; detail: string }> };
     expect(json.ok).toBe(ok.code === 0);
-    expect(json.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['config', 'engine', 'runc', 'runtimes', 'disk quotas', 'image berth/shell:latest']));
+    expect(json.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['config', 'engine', 'runc', 'runtimes', 'disk quotas', 'image berth/shell:latest', 'pool']));
+    // As root, with gcc (setup installs it): the pool can attach mounts under runc.
+    expect(json.checks.find((c) => c.name === 'pool')).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^2 pre-started per shape under serve, for isolated projects on .*runc/) });
+    fs.writeFileSync(join(home, 'berth.yaml'), 'runs: { pool: 0 }\n');
+    expect(berth('doctor').stdout).toMatch(/^ok +pool +runs\.pool: 0 \(a new session starts its container\)$/m);
+    fs.rmSync(join(home, 'berth.yaml'));
     // A shared-mount project makes unpatched runc a failure, not a warning.
     expect(berth('project', 'create', 'shared').code).toBe(0);
     const shared = berth('doctor');
