@@ -93,6 +93,9 @@ const HOST_PROCESS_RUNTIMES = new Set(['runc', 'crun']);
  * filter, since runsc applies the engine's profile to a container's first process only.
  */
 const SANDBOX_RUNTIMES = new Set(['runsc']);
+/** Containers the engine removes at once for this launcher (the rest wait their turn). */
+export const REMOVE_CONCURRENCY = 8;
+
 /** The filter wrapper's answer when the command is not in the image (berth-bridge.c). */
 const notInImage = (argv: string[]) => `${argv[0]}: not found in this image\n`;
 
@@ -204,12 +207,29 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
    */
   const claimedLabels = new Map<string, Readonly<Record<string, string>>>();
 
+  // Removals the engine is asked for at once. A drain with 1,000 warm containers asked for all
+  // of them at once, and Docker 20.10 wedged: containerd killed their shims on a deadline, the
+  // containers stayed "Up", and every later remove hung until dockerd was restarted (measured).
+  let removing = 0;
+  const removeQueue: Array<() => void> = [];
+  const removeSlot = () => (removing < REMOVE_CONCURRENCY ? (removing++, Promise.resolve()) : new Promise<void>((r) => removeQueue.push(r)));
+  const freeRemoveSlot = () => {
+    const next = removeQueue.shift();
+    if (next) next(); // the slot passes on
+    else removing--;
+  };
+
   async function remove(id: string): Promise<void> {
     warm.get(id)?.close();
     warm.delete(id);
     pids.delete(id);
     claimedLabels.delete(id);
-    await docker.getContainer(id).remove({ force: true }).catch(() => undefined);
+    await removeSlot();
+    try {
+      await docker.getContainer(id).remove({ force: true }).catch(() => undefined);
+    } finally {
+      freeRemoveSlot();
+    }
   }
 
   async function startIdle(plan: RunPlan, keepAliveArgv: string[], opts: { onCreated?(id: string): void } = {}): Promise<IdleContainer> {
