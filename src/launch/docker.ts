@@ -328,8 +328,9 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       }
       bounds.disarm();
       // Killed by a signal: by its own doing, or by its container's end, which the engine reports
-      // a moment after the exec's (runc: the exec dies with the container's init).
-      if (!bounds.stopped && !lost && exitCode !== undefined && exitCode > 128) {
+      // a moment after the exec's (runc: the exec dies with the container's init). 128 too: an
+      // exec whose gVisor sandbox died under it can read 128, not 137 (seen in a fresh clone).
+      if (!bounds.stopped && !lost && exitCode !== undefined && exitCode >= 128) {
         let settle: NodeJS.Timeout | undefined;
         await Promise.race([containerEnded, new Promise((r) => (settle = setTimeout(r, 500)))]);
         clearTimeout(settle);
@@ -350,8 +351,9 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       const tDone = performance.now();
       return {
         containerId,
-        // A stopped exec died with its container's SIGKILL, as a stopped `run` does.
-        exitCode: exitCode ?? STOPPED_EXIT,
+        // A stopped exec died with its container's SIGKILL, as a stopped `run` does; so did one
+        // whose container ended under it, whatever status the engine read for the exec.
+        exitCode: stopped === CONTAINER_LOST ? STOPPED_EXIT : (exitCode ?? STOPPED_EXIT),
         stdout,
         stderr,
         truncated: bounds.output.truncated,
