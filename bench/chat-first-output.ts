@@ -1,0 +1,93 @@
+/**
+ * From a chat message to the agent's first output in the chat (issue 24, item 2b, the web chat):
+ * a person's WebSocket frame `{type: "run"}` to the first step or output frame back, for a new
+ * person (their first message: a pre-started container takes their workspace) and for the same
+ * person again (an exec into their warm container), against a bare dockerode exec of the same
+ * command in the same run. A real berth (the `berth serve` wiring, warm containers, runs.pool 4)
+ * and real containers; the demo's shell preset, `echo hi`.
+ */
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import { createBerth } from '../src/main.js';
+import { listenHttp } from '../src/serve.js';
+import { BENCH_IMAGE, bareExec } from './bare.js';
+import { chatSocket, wallNow } from './chat-socket.js';
+import { fmt, summary } from './stats.js';
+
+const ROUNDS = Number(process.env.BENCH_ITERATIONS ?? 20);
+const POOL = 4;
+const quiet = { out: () => undefined, err: () => undefined };
+const docker = new Docker();
+
+const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-chat-first-'));
+fs.writeFileSync(join(home, 'berth.yaml'), `runs: { pool: ${POOL} }\n`);
+const berth = createBerth({ home, logLevel: 'silent', warm: true });
+berth.store.create({ name: 'bench', workspace_isolation: true });
+const http = await listenHttp(berth, { host: '127.0.0.1', port: 0, token: 'bench-admin-token-0123456789' }, quiet);
+const idle = await docker.createContainer({ Image: BENCH_IMAGE, Cmd: ['sleep', '3600'], HostConfig: { NetworkMode: 'none' } });
+await idle.start();
+
+const poolSize = async () => (await berth.metrics.registry.getSingleMetric('berth_pool_containers')?.get())?.values[0]?.value ?? 0;
+async function refilled(): Promise<void> {
+  const end = Date.now() + 60_000;
+  while ((await poolSize()) < POOL) {
+    if (Date.now() > end) throw new Error('the pool did not refill within 60 s');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** One message from this person's socket: ms to its first step or output frame, then waits for its end. */
+async function firstOutput(person: Awaited<ReturnType<typeof chatSocket>>): Promise<number> {
+  let first: number | undefined;
+  const t0 = wallNow();
+  const done = new Promise<void>((resolve, reject) => {
+    person.listen((m, at) => {
+      if ((m.type === 'step' || m.type === 'output') && first === undefined) first = at - t0;
+      else if (m.type === 'done') resolve();
+      else if (m.type === 'error') reject(new Error(m.message));
+    });
+  });
+  person.ws.send(JSON.stringify({ type: 'run', id: randomUUID(), session_id: person.session.id, permission_level: 'low', input: 'echo hi' }));
+  await done;
+  if (first === undefined) throw new Error('the run ended with no step and no output');
+  return first;
+}
+
+try {
+  console.error(`berth bench (chat, first output): ${ROUNDS} rounds of a new person, the same person again, and a bare exec ...`);
+  const seed = await chatSocket(berth, http.url, 'bench', 'seed');
+  await firstOutput(seed); // teaches the pool the shape
+  seed.ws.close();
+  const t = { fresh: [] as number[], again: [] as number[], exec: [] as number[] };
+  for (let i = 0; i < ROUNDS; i++) {
+    await refilled();
+    const person = await chatSocket(berth, http.url, 'bench', `person-${i}`);
+    t.fresh.push(await firstOutput(person));
+    t.again.push(await firstOutput(person));
+    person.ws.close();
+    const t0 = performance.now();
+    await bareExec(idle);
+    t.exec.push(performance.now() - t0);
+  }
+  const exec = summary(t.exec);
+  const row = (what: string, v: number[]) => {
+    const s = summary(v);
+    return `| ${what} | ${fmt(s.p50)} | ${fmt(s.p95)} | ${(s.p50 / exec.p50).toFixed(2)} |`;
+  };
+  console.log(`\n| web chat: message → first step or output (${ROUNDS} rounds) | p50 | p95 | ÷ bare exec (p50) |`);
+  console.log('| --- | --- | --- | --- |');
+  console.log(row('bare dockerode exec of `true` (to its exit)', t.exec));
+  console.log(row(`a new person (pool of ${POOL} warm)`, t.fresh));
+  console.log(row('the same person again (warm container)', t.again));
+  const again = summary(t.again);
+  console.log(`\ntarget: a returning person ≤ 1.2× a bare exec: ${(again.p50 / exec.p50).toFixed(2)}× ${again.p50 / exec.p50 <= 1.2 ? 'met' : 'MISSED'}`);
+} finally {
+  await http.close();
+  await berth.runner.drain(5000);
+  await berth.runner.reapLeftovers();
+  await idle.remove({ force: true });
+  fs.rmSync(home, { recursive: true, force: true });
+}
