@@ -90,6 +90,19 @@ export function withFd<T>(fd: number, fn: (fd: number) => T): T {
 }
 
 /**
+ * A mount source opened as openNoFollow does, and still the very path berth planned (the kernel's
+ * name for the descriptor): E_SANDBOX_VIOLATION otherwise. The caller closes the descriptor.
+ */
+export function openPlannedSource(source: string): number {
+  const { fd } = openNoFollow(source);
+  if (fdRealPath(fd) !== source) {
+    closeQuietly(fd);
+    throw new BerthError('E_SANDBOX_VIOLATION', `mount source ${source} is not the path berth planned`, { path: source });
+  }
+  return fd;
+}
+
+/**
  * Open an absolute path with no symlink in any component (each one opened no-follow from the
  * one before), as a directory or a regular file; E_SANDBOX_VIOLATION otherwise. Mount sources
  * go through this right before launch: the engine would follow a link anywhere in them.

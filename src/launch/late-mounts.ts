@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BerthError } from '../errors.js';
-import { closeQuietly, fdRealPath, openNoFollow } from '../fs/fd-path.js';
+import { closeQuietly, openPlannedSource } from '../fs/fd-path.js';
 import type { BindMount } from '../plan/run-plan.js';
 
 /**
@@ -46,11 +46,7 @@ export function mountHelper(cacheDir: string): string {
 export async function attachMounts(helper: string, pid: number, binds: Array<BindMount>): Promise<void> {
   const fds: number[] = [];
   try {
-    for (const m of binds) {
-      const { fd } = openNoFollow(m.source);
-      fds.push(fd);
-      if (fdRealPath(fd) !== m.source) throw new BerthError('E_SANDBOX_VIOLATION', `mount source ${m.source} is not the path berth planned`, { path: m.source });
-    }
+    for (const m of binds) fds.push(openPlannedSource(m.source));
     // The child's descriptors 3, 4, ... are the sources, in order.
     const specs = binds.map((m, i) => `${3 + i}:${m.readOnly ? 'r' : 'w'}:${m.target}`);
     await new Promise<void>((resolve, reject) => {

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { BerthError } from '../errors.js';
-import { at, closeQuietly, fdRealPath, openNoFollow, openRegularFile, openRootDir, withFd } from '../fs/fd-path.js';
+import { at, closeQuietly, fdRealPath, openPlannedSource, openRegularFile, openRootDir, withFd } from '../fs/fd-path.js';
 import { displace, ensureDirPath, kindAt, openDirPath, writeNewFileAt, type Owner } from '../fs/tree.js';
 import type { RunPlan } from '../plan/run-plan.js';
 
@@ -45,9 +45,6 @@ export function prepareMounts(plan: RunPlan, projectDir: string, owner?: Owner):
     }
   });
   for (const m of plan.mounts) {
-    if (m.type !== 'bind' || m.source === p.rwRoot) continue;
-    withFd(openNoFollow(m.source).fd, (fd) => {
-      if (fdRealPath(fd) !== m.source) throw new BerthError('E_SANDBOX_VIOLATION', `mount source ${m.source} is not the path berth planned`, { path: m.source });
-    });
+    if (m.type === 'bind' && m.source !== p.rwRoot) closeQuietly(openPlannedSource(m.source));
   }
 }
