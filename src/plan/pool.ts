@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { LABELS } from './labels.js';
 import type { BindMount, PlannedMount, RunPlan } from './run-plan.js';
+import { creationHash } from './warm.js';
 
 /**
  * The pre-started pool, as data (runs/prestart-pool.ts carries it out). A pool container is
@@ -39,21 +39,9 @@ export function bindsInOrder(plan: RunPlan): Array<BindMount> {
  * (every exec carries the plan's) are not.
  */
 export function poolShape(plan: RunPlan): string {
-  const labels = Object.entries(plan.labels).filter(([k]) => !PER_TENANT_LABELS.includes(k));
-  const kept = {
-    image: plan.image,
-    runtime: plan.runtime,
-    keepAlive: plan.keepAlive,
-    cwd: plan.cwd,
-    user: plan.user,
-    mounts: plan.mounts.map((m) => (m.type === 'bind' ? { type: m.type, target: m.target, readOnly: m.readOnly } : m)),
-    network: plan.network,
-    readOnlyRootfs: plan.readOnlyRootfs,
-    sysctls: Object.entries(plan.sysctls).sort(([a], [b]) => a.localeCompare(b)),
-    limits: plan.limits,
-    labels: labels.sort(([a], [b]) => a.localeCompare(b)),
-  };
-  return createHash('sha256').update(JSON.stringify(kept)).digest('hex').slice(0, 24);
+  const labels = Object.fromEntries(Object.entries(plan.labels).filter(([k]) => !PER_TENANT_LABELS.includes(k)));
+  const mounts = plan.mounts.map((m) => (m.type === 'bind' ? { type: m.type, target: m.target, readOnly: m.readOnly } : m));
+  return creationHash(plan, { mounts, labels }).slice(0, 24);
 }
 
 /**
