@@ -1,5 +1,3 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenHttp, type HttpSurface } from '../../src/serve.js';
@@ -8,6 +6,7 @@ import { bridgeDir } from '../../src/bridges/start.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { launchChromium, screenshot, testHome, type TestHome } from '../helpers.js';
+import { startLoopbackSite } from '../helpers/loopback-site.js';
 
 /**
  * The operator's console in real headless Chromium against a real berth serving HTTP (the same
@@ -25,18 +24,13 @@ let fake: FakeSignalCli;
 let server: HttpSurface;
 let base: string;
 let browser: Browser;
-let site: http.Server;
+let site: Awaited<ReturnType<typeof startLoopbackSite>>;
 let port: number;
-let hits = 0;
 const pageErrors: string[] = [];
 
 beforeAll(async () => {
-  site = http.createServer((req, res) => {
-    hits++;
-    res.end(`fetched ${req.url}\n`);
-  });
-  await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
-  port = (site.address() as AddressInfo).port;
+  site = await startLoopbackSite();
+  port = site.port;
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   h = testHome({
     config: ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, 'channels:', '  signal: { project: ops }', 'egress:', `  private_hosts: ['localhost:${port}']`, ''].join('\n'),
@@ -95,7 +89,7 @@ describe('the operator console', () => {
     await screenshot(page, 'console-desktop-waiting');
     await page.click('#approvals button:text-is("Allow once")');
     expect((await run).stdout).toBe('fetched /console\nrc=0\n');
-    expect(hits).toBe(1);
+    expect(site.hits()).toBe(1);
     await page.click('#senders button:text-is("Deny")');
     await page.waitForFunction(() => document.querySelectorAll('#senders table').length === 0 && document.querySelectorAll('#approvals table').length === 0);
     expect(openBridgeState(bridgeDir(homePaths(h.home).stateDir), 'signal').isDenied(STRANGER)).toBe(true);

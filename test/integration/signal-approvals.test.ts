@@ -1,10 +1,9 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningBridges } from '../../src/bridges/start.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { cliAsync, testHome, type TestHome } from '../helpers.js';
 import { startSignalBridges, stopSignalRig } from '../helpers/signal-rig.js';
+import { startLoopbackSite } from '../helpers/loopback-site.js';
 
 /**
  * Signal has no cards: a run that wants a host outside its project's allowlist asks its person
@@ -15,17 +14,12 @@ const ALICE = '77777777-7777-4777-8777-777777777701';
 let fake: FakeSignalCli;
 let h: TestHome;
 let bridges: RunningBridges;
-let web: http.Server;
+let web: Awaited<ReturnType<typeof startLoopbackSite>>;
 let port: number;
-let hits = 0;
 
 beforeAll(async () => {
-  web = http.createServer((req, res) => {
-    hits++;
-    res.end(`fetched ${req.url}\n`);
-  });
-  await new Promise<void>((r) => web.listen(0, '127.0.0.1', r));
-  port = (web.address() as AddressInfo).port;
+  web = await startLoopbackSite();
+  port = web.port;
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   h = testHome({
     config: [
@@ -59,11 +53,11 @@ describe('Signal: the agent asks before it reaches a host outside the allowlist'
     const from = fake.repliesTo(ALICE).length;
     fake.deliverText({ fromUuid: ALICE, fromNumber: null, text: fetchOf('yes') });
     await fake.waitFor(() => said(from).includes(QUESTION(port)), 30_000);
-    expect(hits).toBe(0);
+    expect(web.hits()).toBe(0);
     fake.deliverText({ fromUuid: ALICE, fromNumber: null, text: '/yes' });
     await fake.waitFor(() => said(from).includes('fetched /yes\nrc=0'), 30_000);
     expect(said(from)).toEqual([QUESTION(port), `berth: allowed localhost:${port} for this message.`, 'fetched /yes\nrc=0']);
-    expect(hits).toBe(1);
+    expect(web.hits()).toBe(1);
   });
 
   it('/no refuses it: the agent gets 403, the host is never reached', async () => {
@@ -76,7 +70,7 @@ describe('Signal: the agent asks before it reaches a host outside the allowlist'
     expect([question, confirmed]).toEqual([QUESTION(port), `berth: denied: your agent was not let through to localhost:${port}.`]);
     expect(answer).toMatch(/403/);
     expect(answer).toMatch(/rc=1/);
-    expect(hits).toBe(1);
+    expect(web.hits()).toBe(1);
   });
 
   it('/yes with nothing waiting says so, and runs nothing', async () => {

@@ -11,6 +11,7 @@ import { listenHttp, type HttpSurface } from '../../src/serve.js';
 import { CHAT_LINK_OPEN_SECONDS, createChatLinks, MAX_CHAT_LOGINS_PER_USER } from '../../src/store/chat-links.js';
 import { openChatTranscripts, TRANSCRIPT_ENTRY_BYTES, TRANSCRIPT_KEEP } from '../../src/store/chat-transcripts.js';
 import { cliAsync, testHome, type TestHome, launchChromium, screenshot } from '../helpers.js';
+import { startLoopbackSite } from '../helpers/loopback-site.js';
 
 /**
  * The web chat in real headless Chromium against a real berth (the same HTTP wiring as
@@ -390,13 +391,8 @@ describe('web chat in a browser', () => {
 
   it('the agent asks before it reaches a host outside the allowlist: a card (allow once, for this session, deny) that a reload keeps; allowed, the request goes through; denied, it gets 403; nobody else can answer it', async () => {
     pageErrors.length = 0;
-    let hits = 0;
-    const site = http.createServer((req, res) => {
-      hits++;
-      res.end(`fetched ${req.url}\n`);
-    });
-    await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
-    const port = (site.address() as AddressInfo).port;
+    const site = await startLoopbackSite();
+    const port = site.port;
     // A loopback "site" stands in for the internet: the operator lets the proxy reach it at all.
     await h.berth.operator.setConfig(['egress', 'private_hosts'], [`localhost:${port}`]);
     try {
@@ -419,7 +415,7 @@ describe('web chat in a browser', () => {
       await page.reload();
       await connected(page);
       await page.waitForSelector(`${card} button`);
-      expect(hits).toBe(0);
+      expect(site.hits()).toBe(0);
       // Someone else's page cannot answer it (the id is as unknown to them as a made-up one).
       const id = (await page.$eval(card, (e) => (e as unknown as { id: string }).id)).slice('approval-'.length);
       const other = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'bystander').path}`);
@@ -428,7 +424,7 @@ describe('web chat in a browser', () => {
       await page.click(`${card} button[data-decision="once"]`);
       expect(await nthReply(page, 1)).toBe('fetched /card\nrc=0');
       expect(await page.textContent(`${card} .outcome`)).toBe('Allowed for this message');
-      expect(hits).toBe(1);
+      expect(site.hits()).toBe(1);
       await screenshot(page, 'web-chat-approval-answered-phone');
       // Denied: the waiting request gets 403, and the site is never reached.
       await send(page, `wget -q -O - http://localhost:${port}/denied 2>&1; echo rc=$?`);
@@ -437,7 +433,7 @@ describe('web chat in a browser', () => {
       const denied = await nthReply(page, 2);
       expect(denied).toMatch(/403/);
       expect(denied).toMatch(/rc=1/);
-      expect(hits).toBe(1);
+      expect(site.hits()).toBe(1);
       expect(await page.$$eval(`${card} .outcome`, (els) => els.map((e) => e.textContent))).toEqual(['Allowed for this message', 'Denied']);
       expect(h.berth.audit.list({ project: DEMO_PROJECT, limit: 20 }).filter((e) => e.action.startsWith('approval.')).map((e) => [e.action, e.actor])).toEqual([
         ['approval.deny', 'tenant:web:asker'],
