@@ -11,7 +11,7 @@ import { noMetrics, type Metrics } from '../metrics.js';
 import { planRun, type RunPlan } from '../plan/run-plan.js';
 import { warmIdentity } from '../plan/warm.js';
 import { ensureAgentHome } from '../store/agent-homes.js';
-import { appendJournal, type JournalEntry } from '../store/journal.js';
+import { appendJournal, noteStarted, type JournalEntry } from '../store/journal.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { snapshotForPlan } from '../store/protected-snapshot.js';
 import { appendRunRecord } from '../store/run-log.js';
@@ -144,26 +144,28 @@ export function createRunner(deps: {
       metrics.runFinished({ ...labels, outcome: isBerthError(err, 'BUSY') ? 'busy' : 'failed', warm: false });
       throw err; // BUSY or SHUTTING_DOWN: never accepted, so never journaled
     }
-    const journal = (entry: Omit<JournalEntry, 'at' | 'run'>) => appendJournal(project.paths.sessionsDir, { run: base.runId, ...entry });
+    const { sessionsDir } = project.paths;
+    const journal = (entry: Omit<JournalEntry, 'at' | 'run'>) => appendJournal(sessionsDir, { run: base.runId, ...entry });
     const flight: Flight = { interrupted: false, abort: new AbortController() };
     try {
-      journal({ phase: 'accepted', owner: deps.ownerProcess, kind: spec.kind, session: session.id });
+      // Written now; its sync overlaps the wait for a turn, and ends before anything is started.
+      const accepted = journal({ phase: 'accepted', owner: deps.ownerProcess, kind: spec.kind, session: session.id });
       if (ticket) {
-        await ticket.ready;
+        await Promise.all([ticket.ready, accepted]);
         metrics.observeQueueWait(ticket.waitedMs() / 1000);
-      }
+      } else await accepted;
       inFlight.add(flight);
-      const outcome = await locked(base, spec, (containerId) => journal({ phase: 'started', container: containerId }), flight.abort.signal);
-      if (flight.interrupted) journal({ phase: 'interrupted', reason: DRAIN_REASON });
-      else journal({ phase: 'finished', exit_code: outcome.exitCode });
+      const outcome = await locked(base, spec, (containerId) => noteStarted(sessionsDir, { run: base.runId, container: containerId }), flight.abort.signal);
+      if (flight.interrupted) await journal({ phase: 'interrupted', reason: DRAIN_REASON });
+      else await journal({ phase: 'finished', exit_code: outcome.exitCode });
       const t = outcome.timings;
       metrics.observeContainerStart((t.createMs + t.startMs) / 1000, outcome.warm);
       metrics.observeRun(t.runMs / 1000);
       metrics.runFinished({ ...labels, outcome: flight.interrupted ? 'interrupted' : outcome.timedOut ? 'timeout' : outcome.exitCode === 0 ? 'ok' : 'error', warm: outcome.warm });
       return outcome;
     } catch (err) {
-      if (flight.interrupted) journal({ phase: 'interrupted', reason: DRAIN_REASON });
-      else journal({ phase: 'failed', reason: err instanceof BerthError ? err.code : 'INTERNAL' });
+      if (flight.interrupted) await journal({ phase: 'interrupted', reason: DRAIN_REASON });
+      else await journal({ phase: 'failed', reason: err instanceof BerthError ? err.code : 'INTERNAL' });
       metrics.runFinished({ ...labels, outcome: flight.interrupted ? 'interrupted' : 'failed', warm: false });
       if (isBerthError(err, 'E_SANDBOX_VIOLATION')) metrics.sandboxViolation(project.metadata.name);
       throw err;

@@ -1,13 +1,15 @@
 import { join } from 'node:path';
 import { z } from 'zod';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
-import { appendFsyncedLine, foldByKey } from '../fs/fsynced-lines.js';
+import { foldByKey } from '../fs/fsynced-lines.js';
+import { journalCommit } from '../fs/group-commit.js';
 
 /**
  * The run journal (the chat inboxes use the same mechanism, fs/fsynced-lines.ts): every run, one JSON line per phase — accepted (before its container exists),
  * started (the container's id), then finished, failed or interrupted — appended to the project's
- * sessions/journal.jsonl (berth-owned, hidden from containers) and fsynced line by line, so a
- * berth killed at any point leaves a trace of every run it accepted.
+ * sessions/journal.jsonl (berth-owned, hidden from containers). Every line is written before the
+ * run goes on, so a berth killed at any point leaves a trace of every run it accepted; lines are
+ * fsynced by group commit (fs/group-commit.ts), concurrent runs sharing one fdatasync.
  */
 const FILE = 'journal.jsonl';
 
@@ -29,8 +31,18 @@ export const JournalEntrySchema = z.object({
 });
 export type JournalEntry = z.infer<typeof JournalEntrySchema>;
 
-export function appendJournal(sessionsDir: string, entry: Omit<JournalEntry, 'at'>): void {
-  appendFsyncedLine(join(sessionsDir, FILE), { ...entry, at: new Date().toISOString() });
+/** Append a line; resolves once it is on disk. */
+export function appendJournal(sessionsDir: string, entry: Omit<JournalEntry, 'at'>): Promise<void> {
+  return journalCommit.append(join(sessionsDir, FILE), { ...entry, at: new Date().toISOString() });
+}
+
+/**
+ * Append a `started` line with no sync of its own (a kill -9 keeps it; the run's next line syncs
+ * it). Lost to a power cut, the run reads as accepted, which a restart closes as interrupted just
+ * as it would a started one; its container is found by its labels, not by this line.
+ */
+export function noteStarted(sessionsDir: string, entry: Omit<JournalEntry, 'at' | 'phase'>): void {
+  journalCommit.note(join(sessionsDir, FILE), { ...entry, phase: 'started', at: new Date().toISOString() });
 }
 
 /** Each run's journal folded into one record: its last phase and time, plus what its earlier lines said. */
