@@ -57,6 +57,8 @@ export interface Inbox {
  * re-delivery of one that old would run again. Messages not ended are always kept.
  */
 export const INBOX_KEEP = { days: 7, ended: 10_000 };
+/** Growth allowed past twice the last rewrite's size before the next one. */
+const COMPACT_SLACK_BYTES = 256 * 1024;
 export type InboxKeep = typeof INBOX_KEEP;
 
 /** What the inbox knows of one message: its last phase, and when it got it (ms). */
@@ -93,6 +95,7 @@ export function openInbox(dir: string, bridge: string, opts: InboxOptions = {}):
   let seen = new Map<string, InboxMark>();
   let position = { dev: -1, ino: -1, offset: 0 };
   let lastCompaction = 0;
+  let compactedBytes = 0;
 
   /** Fold in the lines appended since this process last looked; true when the file ends mid-line (a cut write). */
   function catchUp(): boolean {
@@ -142,18 +145,33 @@ export function openInbox(dir: string, bridge: string, opts: InboxOptions = {}):
     });
   }
 
-  /** Forget old ended messages: from the journal (rewritten whole, atomically) and so from memory. Under the lock. */
+  /**
+   * Rewrite the journal (whole, atomically) under the lock: old ended messages forgotten (from
+   * memory too), the other ended ones cut to one short line (their id is all a re-delivery needs),
+   * messages not ended kept line for line. Due hourly, past the count bound, or once the file
+   * has doubled since the last rewrite (so a busy day's traffic never piles up for an hour).
+   */
   function compactIfDue(force = false) {
     const over = seen.size > keep.ended + Math.ceil(keep.ended / 10);
-    if (!over && !force && now() - lastCompaction < 60 * 60 * 1000) return;
+    const grown = position.offset > 2 * compactedBytes + COMPACT_SLACK_BYTES;
+    if (!over && !force && !grown && now() - lastCompaction < 60 * 60 * 1000) return;
     lastCompaction = now();
     const forget = new Set(inboxIdsToForget(seen, now(), keep));
-    if (forget.size === 0) return;
-    const kept = readJsonLines(file).filter((l) => {
+    const lines: string[] = [];
+    const endedDone = new Set<string>();
+    for (const l of readJsonLines(file)) {
       const e = parseJsonLine(l, InboxEntrySchema);
-      return e !== undefined && !forget.has(e.id);
-    });
-    atomicWriteFile(file, kept.map((l) => `${l}\n`).join(''), 0o600);
+      if (!e || forget.has(e.id)) continue;
+      const mark = seen.get(e.id);
+      if (!mark || !ended(mark.phase)) lines.push(l);
+      else if (!endedDone.has(e.id)) {
+        endedDone.add(e.id);
+        lines.push(JSON.stringify({ id: e.id, phase: mark.phase, at: new Date(mark.at).toISOString() }));
+      }
+    }
+    const text = lines.map((l) => `${l}\n`).join('');
+    atomicWriteFile(file, text, 0o600);
+    compactedBytes = Buffer.byteLength(text);
     catchUp(); // a new file: read again from its start
   }
 
