@@ -41,7 +41,7 @@ const fake = await startFakeSignalCli({ receiveMode: 'on-connection' });
 fs.writeFileSync(
   join(home, 'berth.yaml'),
   [
-    `runs: { pool: 2, warm_idle_seconds: ${WARM_IDLE_S}, max_concurrent: 8, per_tenant: 2 }`,
+    `runs: { pool: 2, warm_idle_seconds: ${WARM_IDLE_S}, warm_max: 600, max_concurrent: 8, per_tenant: 2 }`,
     'bridges:',
     '  max_concurrent_runs: 8',
     '  signal:',
@@ -254,7 +254,7 @@ if (PLOT) {
   fs.mkdirSync(dirname(PLOT), { recursive: true });
   fs.writeFileSync(
     PLOT,
-    smallMultiples(`berth soak: ${MESSAGES} messages from ${PEOPLE} people in ${MINUTES} min (Signal, web chat, HTTP API); lost ${lost}, duplicated ${duplicated}`, minutes, [
+    smallMultiples(`berth soak: ${MESSAGES} messages from ${PEOPLE} people in ${MINUTES} min\nover Signal, the web chat and the HTTP API; lost ${lost}, duplicated ${duplicated}; every 10 s`, minutes, [
       { title: 'berth RSS', unit: 'MiB', values: samples.map((s) => s.rssMiB) },
       { title: 'open fds', unit: 'count', values: samples.map((s) => s.fds) },
       { title: 'event-loop lag p99', unit: 'ms', values: samples.map((s) => (Number.isFinite(s.lagMs) ? s.lagMs : 0)) },

@@ -35,16 +35,19 @@ function panel(s: Series, minutes: number[], x0: number, y0: number): string {
   ].join('\n');
 }
 
+/** title: its first line as the heading, further lines (\n) below it. */
 export function smallMultiples(title: string, minutes: number[], series: Series[]): string {
   const rows = Math.ceil(series.length / COLS);
   const width = COLS * W;
-  const height = rows * H + 30;
-  const panels = series.map((s, i) => panel(s, minutes, (i % COLS) * W, 30 + Math.floor(i / COLS) * H));
+  const heading = title.split('\n');
+  const top = 12 + 18 * heading.length;
+  const height = rows * H + top;
+  const panels = series.map((s, i) => panel(s, minutes, (i % COLS) * W, top + Math.floor(i / COLS) * H));
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif">`,
     '<style>.t{font-size:12px;fill:#222}.l{font-size:10px;fill:#555}.a{stroke:#999;stroke-width:1}.p{fill:none;stroke:#1f6feb;stroke-width:1.5}</style>',
     `<rect width="${width}" height="${height}" fill="#fff"/>`,
-    `<text x="12" y="20" font-size="14" fill="#111">${esc(title)}</text>`,
+    ...heading.map((line, i) => `<text x="12" y="${20 + 18 * i}" font-size="${i === 0 ? 14 : 12}" fill="#111">${esc(line)}</text>`),
     ...panels,
     '</svg>',
     '',
