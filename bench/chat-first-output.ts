@@ -1,10 +1,13 @@
 /**
- * From a chat message to the agent's first output in the chat (issue 24, item 2b, the web chat):
- * a person's WebSocket frame `{type: "run"}` to the first step or output frame back, for a new
- * person (their first message: a pre-started container takes their workspace) and for the same
- * person again (an exec into their warm container), against a bare dockerode exec of the same
- * command in the same run. A real berth (the `berth serve` wiring, warm containers, runs.pool 4)
- * and real containers; the demo's shell preset, `echo hi`.
+ * From a chat message to the agent's first output in the chat (issue 24, item 2b):
+ * - the web chat: a person's WebSocket frame `{type: "run"}` to the first step or output frame back;
+ * - Signal: a message event from the fake signal-cli (its SSE stream, as the real daemon sends
+ *   it) to the bridge's first `send` of the answer (Signal shows no live output: the reply is the
+ *   first output a person sees), timed by the fake's clock (ms);
+ * each for a new person (their first message: a pre-started container takes their workspace) and
+ * for the same person again (an exec into their warm container), against a bare dockerode exec of
+ * the same command in the same run. A real berth (the `berth serve` wiring, warm containers,
+ * runs.pool 4) and real containers; the demo's shell preset, `echo hi`.
  */
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -13,6 +16,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { createBerth } from '../src/main.js';
 import { listenHttp } from '../src/serve.js';
+import { startFakeSignalCli } from '../test/fakes/signal-cli.js';
 import { BENCH_IMAGE, bareExec } from './bare.js';
 import { chatSocket, wallNow } from './chat-socket.js';
 import { fmt, summary } from './stats.js';
@@ -23,7 +27,11 @@ const quiet = { out: () => undefined, err: () => undefined };
 const docker = new Docker();
 
 const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-chat-first-'));
-fs.writeFileSync(join(home, 'berth.yaml'), `runs: { pool: ${POOL} }\n`);
+const signal = await startFakeSignalCli({ receiveMode: 'on-connection' });
+fs.writeFileSync(
+  join(home, 'berth.yaml'),
+  [`runs: { pool: ${POOL} }`, 'bridges:', '  signal:', `    url: ${signal.url}`, `    account: '${signal.account}'`, '    senders: open', 'channels:', '  signal: { project: bench }', ''].join('\n'),
+);
 const berth = createBerth({ home, logLevel: 'silent', warm: true });
 berth.store.create({ name: 'bench', workspace_isolation: true });
 const http = await listenHttp(berth, { host: '127.0.0.1', port: 0, token: 'bench-admin-token-0123456789' }, quiet);
@@ -56,18 +64,33 @@ async function firstOutput(person: Awaited<ReturnType<typeof chatSocket>>): Prom
   return first;
 }
 
+/** One Signal message from this person: ms from its event to the bridge's first send to them. */
+async function signalReply(uuid: string): Promise<number> {
+  const before = signal.repliesTo(uuid).length;
+  const t0 = Date.now();
+  signal.deliverText({ fromUuid: uuid, fromNumber: null, text: 'echo hi' });
+  const reply = await signal.waitFor(() => signal.repliesTo(uuid)[before], 30_000);
+  if (reply.message.trim() !== 'hi') throw new Error(`the Signal answer was ${JSON.stringify(reply.message)}`);
+  return reply.at - t0;
+}
+const signalUuid = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
+
 try {
+  await signal.waitForClients(1, 20_000);
   console.error(`berth bench (chat, first output): ${ROUNDS} rounds of a new person, the same person again, and a bare exec ...`);
   const seed = await chatSocket(berth, http.url, 'bench', 'seed');
   await firstOutput(seed); // teaches the pool the shape
   seed.ws.close();
-  const t = { fresh: [] as number[], again: [] as number[], exec: [] as number[] };
+  const t = { fresh: [] as number[], again: [] as number[], signalFresh: [] as number[], signalAgain: [] as number[], exec: [] as number[] };
   for (let i = 0; i < ROUNDS; i++) {
     await refilled();
     const person = await chatSocket(berth, http.url, 'bench', `person-${i}`);
     t.fresh.push(await firstOutput(person));
     t.again.push(await firstOutput(person));
     person.ws.close();
+    await refilled();
+    t.signalFresh.push(await signalReply(signalUuid(i)));
+    t.signalAgain.push(await signalReply(signalUuid(i)));
     const t0 = performance.now();
     await bareExec(idle);
     t.exec.push(performance.now() - t0);
@@ -77,17 +100,23 @@ try {
     const s = summary(v);
     return `| ${what} | ${fmt(s.p50)} | ${fmt(s.p95)} | ${(s.p50 / exec.p50).toFixed(2)} |`;
   };
-  console.log(`\n| web chat: message → first step or output (${ROUNDS} rounds) | p50 | p95 | ÷ bare exec (p50) |`);
+  console.log(`\n| chat: message → first output in the chat (${ROUNDS} rounds) | p50 | p95 | ÷ bare exec (p50) |`);
   console.log('| --- | --- | --- | --- |');
   console.log(row('bare dockerode exec of `true` (to its exit)', t.exec));
-  console.log(row(`a new person (pool of ${POOL} warm)`, t.fresh));
-  console.log(row('the same person again (warm container)', t.again));
-  const again = summary(t.again);
-  console.log(`\ntarget: a returning person ≤ 1.2× a bare exec: ${(again.p50 / exec.p50).toFixed(2)}× ${again.p50 / exec.p50 <= 1.2 ? 'met' : 'MISSED'}`);
+  console.log(row(`web chat, a new person (pool of ${POOL} warm): first step or output frame`, t.fresh));
+  console.log(row('web chat, the same person again (warm container)', t.again));
+  console.log(row(`Signal, a new person (pool of ${POOL} warm): the answer sent`, t.signalFresh));
+  console.log(row('Signal, the same person again (warm container)', t.signalAgain));
+  const verdict = (what: string, v: number[]) => {
+    const r = summary(v).p50 / exec.p50;
+    return `${what} ${r.toFixed(2)}× ${r <= 1.2 ? 'met' : 'MISSED'}`;
+  };
+  console.log(`\ntarget: a returning person ≤ 1.2× a bare exec: ${verdict('web chat', t.again)}; ${verdict('Signal', t.signalAgain)}`);
 } finally {
   await http.close();
   await berth.runner.drain(5000);
   await berth.runner.reapLeftovers();
   await idle.remove({ force: true });
+  await signal.close();
   fs.rmSync(home, { recursive: true, force: true });
 }
