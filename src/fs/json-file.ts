@@ -26,6 +26,45 @@ export function readJsonLines(path: string): string[] {
   return text.split('\n').filter(Boolean);
 }
 
+/**
+ * The lines of a berth-owned JSON-lines file from the last to the first, read from the end in
+ * 64 KiB slices, until `visit` says stop: a reader that wants the newest few never reads a whole
+ * day's log. Nothing when it does not exist.
+ */
+export function visitLinesNewestFirst(path: string, visit: (line: string) => boolean): void {
+  let fd: number;
+  try {
+    fd = fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT') return;
+    throw err;
+  }
+  try {
+    const slice = Buffer.alloc(64 * 1024);
+    let end = fs.fstatSync(fd).size;
+    let carry = Buffer.alloc(0); // the start of a line whose beginning is in an earlier slice
+    while (end > 0) {
+      const start = Math.max(0, end - slice.length);
+      const n = fs.readSync(fd, slice, 0, end - start, start);
+      end = start;
+      let chunk = Buffer.concat([slice.subarray(0, n), carry]);
+      let nl = chunk.lastIndexOf(0x0a);
+      // Lines are cut at newline bytes, which never occur inside a UTF-8 character.
+      while (nl !== -1) {
+        const line = chunk.subarray(nl + 1).toString('utf8');
+        if (line && !visit(line)) return;
+        chunk = chunk.subarray(0, nl);
+        nl = chunk.lastIndexOf(0x0a);
+      }
+      carry = Buffer.from(chunk);
+    }
+    const first = carry.toString('utf8');
+    if (first) visit(first);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /** One line validated by its schema; undefined for a line a crash cut short or that fails the schema. */
 export function parseJsonLine<S extends z.ZodType>(line: string, schema: S): z.output<S> | undefined {
   try {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { PermissionLevelSchema } from '../config/session.js';
-import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
+import { parseJsonLine, visitLinesNewestFirst } from '../fs/json-file.js';
 
 /** The most steps a run keeps (its record, a transcript's reply); more are counted, not kept. */
 export const RUN_STEPS_MAX = 200;
@@ -56,11 +56,12 @@ export function readRunRecords(
 ): { records: RunRecord[]; corrupt: number } {
   const records: RunRecord[] = [];
   let corrupt = 0;
-  const lines = readJsonLines(join(sessionsDir, FILE));
-  for (let i = lines.length - 1; i >= 0 && records.length < filter.limit; i--) {
-    const record = parseJsonLine(lines[i] as string, RunRecordSchema);
+  if (filter.limit <= 0) return { records, corrupt };
+  visitLinesNewestFirst(join(sessionsDir, FILE), (line) => {
+    const record = parseJsonLine(line, RunRecordSchema);
     if (!record) corrupt++;
     else if (!filter.keep || filter.keep(record)) records.push(record);
-  }
+    return records.length < filter.limit;
+  });
   return { records, corrupt };
 }
