@@ -191,6 +191,7 @@ export function createBerth(opts: BerthOptions): Berth {
               blankDir: join(paths.cacheDir, 'pool'),
               logger,
               onSize: (n) => metrics.setPoolContainers(n),
+              busy: () => admission.stats().queued > 0,
               always: opts.pool === 'always',
             })
           : undefined,

@@ -12,7 +12,8 @@ import { MAX_AGE_MS } from './warm-pool.js';
  * Containers started before their tenant is known (plan/pool.ts), so a new person's first
  * message is an attach and an exec, not a container start. A shape is learnt from the first
  * plan that asks for it (that message starts its container as before); from then on `size()`
- * containers of that shape wait, refilled one at a time in the background. A claimed container
+ * containers of that shape wait, refilled one at a time in the background, and not while runs
+ * wait for a slot (the engine's starts go to them first). A claimed container
  * is its tenant's (it becomes the session's warm container, and is removed like any other):
  * none ever goes back to the pool. Under a runtime without late mounts (gVisor), for a
  * shared-mode plan, or with `runs.pool: 0`, claims return nothing and runs start as before.
@@ -32,6 +33,8 @@ export interface PrestartPool {
 
 /** Shapes kept at once; past it the one claimed least recently lets its containers go. */
 export const MAX_SHAPES = 8;
+/** While runs wait for a slot, the refill looks again this often. */
+const BUSY_RECHECK_MS = 50;
 /** A shape whose container would not start is not tried again for this long. */
 const RETRY_AFTER_MS = 30_000;
 
@@ -55,6 +58,8 @@ export function createPrestartPool(deps: {
   blankDir: string;
   logger: Logger;
   onSize?: (n: number) => void;
+  /** True while runs wait for a slot (admission's queue): the refill starts nothing meanwhile, the engine's starts are theirs. */
+  busy?: () => boolean;
   /**
    * Tests: every claim is served from the pool, starting a container at once when none waits,
    * and a failed attach fails the run instead of falling back (the attack tests run on claimed
@@ -121,6 +126,10 @@ export function createPrestartPool(deps: {
           const now = Date.now();
           const short = [...shapes.values()].find((s) => s.waiting.length < deps.size() && !(s.failedAt && now - s.failedAt < RETRY_AFTER_MS));
           if (!short || closed) return;
+          if (deps.busy?.()) {
+            await new Promise((r) => setTimeout(r, BUSY_RECHECK_MS));
+            continue;
+          }
           try {
             const container = await start(short);
             if (closed || shapes.get(short.key) !== short) await remove([container.containerId]);

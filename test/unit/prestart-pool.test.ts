@@ -88,6 +88,17 @@ describe('the pre-started pool', () => {
     expect(live()).toHaveLength(3);
   });
 
+  it('starts nothing while runs wait for a slot, and refills once they have one', async () => {
+    let queued = 3;
+    const p = createPrestartPool({ launcher: launcher(), size: () => 2, blankDir: join(dir, 'pool'), logger: log, busy: () => queued > 0 });
+    expect(await p.claim(plan('alice'), log)).toBeUndefined();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(live()).toEqual([]);
+    queued = 0;
+    await settled(() => p.size() === 2);
+    expect(live()).toHaveLength(2);
+  });
+
   it('a failed attach removes the container and the run starts its own; nothing is attached twice', async () => {
     const p = pool(1);
     await p.claim(plan('alice'), log);
