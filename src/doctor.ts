@@ -36,6 +36,24 @@ function versionAtLeast(v: number[], min: number[]): boolean {
 }
 
 /**
+ * Pure: the engine, and whether its version is one a busy bot can lock up. Docker 20.10 before
+ * 20.10.27 deadlocks in libnetwork when two containers' network clean-ups overlap
+ * (moby/moby#46661): every later start, removal and listing hangs until dockerd restarts.
+ */
+export function assessEngine(info: { name: string; version: string; apiVersion: string }): Check {
+  const detail = `${info.name} (API ${info.apiVersion})`;
+  const m = /^(\d+)\.(\d+)\.(\d+)/.exec(info.version);
+  if (info.name.startsWith('Docker') && m && Number(m[1]) === 20 && Number(m[2]) === 10 && Number(m[3]) < 27) {
+    return {
+      name: 'engine',
+      status: 'warn',
+      detail: `${detail} can lock up under container churn (a libnetwork deadlock, moby/moby#46661, fixed in 20.10.27; berth's soak hit it after 29 minutes of about 2 container starts and removals a second); for a busy bot use Docker 20.10.27 or later`,
+    };
+  }
+  return { name: 'engine', status: 'ok', detail };
+}
+
+/**
  * Pure: what a runc version means for berth. "sharedMounts" says whether some project mounts
  * one rw tree into several tenants' containers (workspace_isolation false), the condition the
  * 2025 escapes need besides a hostile image.
@@ -121,7 +139,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
 
   try {
     const info = await berth.launcher.info();
-    checks.push({ name: 'engine', status: 'ok', detail: `${info.name} (API ${info.apiVersion})` });
+    checks.push(assessEngine(info));
     if (!info.securityOptions.some((o) => o.includes('seccomp'))) {
       checks.push({ name: 'seccomp', status: 'warn', detail: 'the engine runs without a seccomp profile' });
     }

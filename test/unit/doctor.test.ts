@@ -4,12 +4,26 @@ import os from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { assessRunc, describeRuns } from '../../src/doctor.js';
+import { assessEngine, assessRunc, describeRuns } from '../../src/doctor.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { claimBridges } from '../../src/bridges/start.js';
 import { checkBridgeConsumers, checkChannels, checkModels, checkModelUpstreams } from '../../src/doctor-outbound.js';
 import { startFakeAnthropic } from '../fakes/anthropic-api.js';
+
+describe('assessEngine', () => {
+  it.each([
+    ['Docker 20.10.24+dfsg1', '20.10.24+dfsg1', 'warn'],
+    ['Docker 20.10.5', '20.10.5', 'warn'],
+    ['Docker 20.10.27', '20.10.27', 'ok'],
+    ['Docker 24.0.7', '24.0.7', 'ok'],
+    ['Podman Engine 4.3.1', '20.10.0', 'ok'],
+  ])('%s: %s', (name, version, status) => {
+    const c = assessEngine({ name, version, apiVersion: '1.41' });
+    expect(c.status).toBe(status);
+    if (status === 'warn') expect(c.detail).toContain('moby/moby#46661');
+  });
+});
 
 describe('assessRunc', () => {
   it.each([
