@@ -64,7 +64,7 @@ export function createGroupCommit(sync: Sync = fs.fdatasync): GroupCommit {
     let failure: Error | undefined;
     const done = () => {
       for (const w of group) {
-        fs.close(w.fd, () => {});
+        fs.closeSync(w.fd); // closed before anyone hears it is done
         w.settle(failure);
       }
       state.syncing = false;
