@@ -8,7 +8,7 @@ import { foldByKey } from '../fs/fsynced-lines.js';
 import { journalCommit } from '../fs/group-commit.js';
 
 /**
- * The run journal (the chat inboxes use the same mechanism, fs/fsynced-lines.ts): every run, one JSON line per phase — accepted (before its container exists),
+ * The run journal: every run, one JSON line per phase — accepted (before its container exists),
  * started (the container's id), then finished, failed or interrupted — appended to the project's
  * sessions/journal.jsonl (berth-owned, hidden from containers). Every line is written before the
  * run goes on, so a berth killed at any point leaves a trace of every run it accepted; lines are
@@ -46,7 +46,11 @@ export type JournalEntry = z.infer<typeof JournalEntrySchema>;
 /** Append a line; resolves once it is on disk. */
 export function appendJournal(sessionsDir: string, entry: Omit<JournalEntry, 'at'>): Promise<void> {
   const done = journalCommit.append(join(sessionsDir, FILE), { ...entry, at: new Date().toISOString() });
-  if (entry.phase !== 'accepted') rotateIfDue(sessionsDir);
+  try {
+    if (entry.phase !== 'accepted') rotateIfDue(sessionsDir);
+  } catch {
+    // Housekeeping: a journal that could not rotate now only grows until the next try.
+  }
   return done;
 }
 
