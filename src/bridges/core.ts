@@ -424,22 +424,29 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
 
   function enqueue(entry: Work, tenant: string) {
     const told = { queued: false };
-    const queued = lanes.run({ chat: entry.chat, tenant, sender: entry.sender }, (slot) =>
+    let turn = false;
+    const queued = lanes.run({ chat: entry.chat, tenant, sender: entry.sender }, (slot) => {
+      turn = true;
       // What a chat message does is the sender's doing, in the audit log too.
-      withActor(`tenant:${entry.sender}`, entry.id, () => handle(entry, tenant, slot, told))
+      return withActor(`tenant:${entry.sender}`, entry.id, () => handle(entry, tenant, slot, told))
         .catch((err) => log.error({ err: String(err), id: entry.id }, 'chat message failed'))
-        .finally(() => transport.finished?.(entry.id, entry.chat)),
-    );
+        .finally(() => transport.finished?.(entry.id, entry.chat));
+    });
     if (!queued.accepted) {
       // Journaled already: it ends failed, and the sender is told it was not run.
       log.warn({ id: entry.id, full: queued.full }, 'chat message refused: too many waiting');
       void fail(entry.id, entry.chat, `too many messages waiting (${queued.full})`, refusedNotice(queued.full, entry.text)).finally(() => transport.finished?.(entry.id, entry.chat));
       return;
     }
-    // Only this chat's own messages are counted: never how many other people's wait.
+    // Only this chat's own messages are counted: never how many other people's wait. Said only
+    // if it still waits after a moment: the one ahead may be no more than its reply being sent.
     if (queued.ahead > 0) {
-      told.queued = true;
-      void say(entry.chat, `berth: queued (${queued.ahead} of your messages in this chat ahead of it); I will answer in order.`).catch(() => undefined);
+      const { ahead } = queued;
+      setTimeout(() => {
+        if (turn || told.queued) return;
+        told.queued = true;
+        void say(entry.chat, `berth: queued (${ahead} of your messages in this chat ahead of it); I will answer in order.`).catch(() => undefined);
+      }, QUEUED_NOTICE_AFTER_MS).unref();
     }
   }
 
@@ -560,6 +567,8 @@ const BUSY_ATTEMPTS = 10;
 
 /** Messages one chat may have waiting or running; one tenant across its chats (and one sender across theirs and their groups); a whole bridge. */
 export const CHAT_PENDING_MAX = 20;
+/** A message that waits behind the chat's own for this long is told it is queued. */
+export const QUEUED_NOTICE_AFTER_MS = 1000;
 export const TENANT_PENDING_MAX = 50;
 export const BRIDGE_PENDING_MAX = 500;
 /** What is kept of an unapproved sender's message (it never runs), and how often they hear a refusal. */

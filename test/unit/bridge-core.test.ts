@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AdminService } from '../../src/admin/service.js';
-import { CHAT_PENDING_MAX, createBridgeCore, HELD_CHECK_MS, STRANGER_HELD_CHARS, STRANGER_HELD_NOTICE, TENANT_PENDING_MAX, type ChatTransport, type InboundMessage } from '../../src/bridges/core.js';
+import { CHAT_PENDING_MAX, createBridgeCore, HELD_CHECK_MS, QUEUED_NOTICE_AFTER_MS, STRANGER_HELD_CHARS, STRANGER_HELD_NOTICE, TENANT_PENDING_MAX, type ChatTransport, type InboundMessage } from '../../src/bridges/core.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
@@ -138,6 +138,22 @@ describe('bridge core: a stranger (pairing)', () => {
   });
 });
 
+describe('bridge core: the queued notice', () => {
+  it('a message behind one that ends at once is answered with no "queued" notice; one still waiting after a moment is told', async () => {
+    const t = setup();
+    t.core.receive(t.message('signal:a', 'a', 'echo first'));
+    t.core.receive(t.message('signal:a', 'a', 'echo second'));
+    await t.releaseAll(); // the first ends within milliseconds: the second never waited long
+    expect(t.to('a')).toEqual(['done echo first', 'done echo second']);
+    t.core.receive(t.message('signal:a', 'a', 'echo slow'));
+    t.core.receive(t.message('signal:a', 'a', 'echo behind'));
+    await new Promise((r) => setTimeout(r, QUEUED_NOTICE_AFTER_MS + 100));
+    expect(t.to('a').slice(2)).toEqual(['berth: queued (1 of your messages in this chat ahead of it); I will answer in order.']);
+    await t.releaseAll();
+    expect(t.to('a').slice(3)).toEqual(['done echo slow', 'done echo behind']);
+  });
+});
+
 describe('bridge core: bounded queues, with a clear answer', () => {
   it(`a chat's messages past ${CHAT_PENDING_MAX} are not run: the sender is told, the journal ends them failed`, async () => {
     const t = setup();
@@ -146,7 +162,7 @@ describe('bridge core: bounded queues, with a clear answer', () => {
       t.core.receive(m);
       return m.id;
     });
-    await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, QUEUED_NOTICE_AFTER_MS + 100));
     const refused = t.to('a').filter((s) => s.includes('was not run'));
     expect(refused).toHaveLength(3);
     expect(refused[0]).toBe(`berth: ${CHAT_PENDING_MAX} of your messages in this chat are waiting already, so "echo ${CHAT_PENDING_MAX}" was not run. Send it again once I have answered the others.`);
