@@ -27,12 +27,15 @@ const BURST = 200;
 const TOKEN = 'bench-token-0123456789abcdef';
 const docker = new Docker();
 const homes: string[] = [];
+/** Every berth served here: drained at the end, so their warm containers' idle timers do not keep the process up. */
+const served: Berth[] = [];
 
 async function serveBerth(config: string, warm: boolean) {
   const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-load-')));
   homes.push(home);
   fs.writeFileSync(join(home, 'berth.yaml'), config);
   const berth = createBerth({ home, logLevel: 'silent', warm });
+  served.push(berth);
   berth.store.create({ name: 'load', workspace_isolation: true });
   const app = createApp(appDepsFrom(berth, { token: TOKEN, logger: pino({ level: 'silent' }) }));
   const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
@@ -167,6 +170,7 @@ try {
   rows.push(`| a quiet tenant's message while another sends ${BURST} at once (${ran} ran, ${busy} got 429) | ${fmt(quietUnderBurst)} (alone: ${fmt(alone)}) | +${fmt(quietUnderBurst - alone)} | < one run (${fmt(alone)}) |`);
   console.log(rows.join('\n'));
 } finally {
+  for (const b of served) await b.runner.drain(5000);
   for (const home of homes) {
     const b: Berth = createBerth({ home, logLevel: 'silent' });
     await b.runner.reapLeftovers();
