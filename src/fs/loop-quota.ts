@@ -198,7 +198,7 @@ function mountOn(image: string, place: MountPlace): void {
   const devices = new Set(run('losetup', ['-j', image]).split('\n').map((l) => /^(\/dev\/loop\d+):/.exec(l)?.[1]).filter(Boolean));
   const mine = mountTable().filter((m) => devices.has(m.source));
   const stray = mine.filter((m) => m.point !== place.path);
-  for (const m of stray) releaseLoopQuota(m.point);
+  for (const m of stray) detachStray(m);
   if (failed) throw failed;
   if (stray.length > 0 || !mine.some((m) => m.point === place.path)) {
     throw new BerthError('E_SANDBOX_VIOLATION', 'the workspace moved while berth gave it its filesystem; berth undid the mount', { path: basename(place.path) });
@@ -211,6 +211,34 @@ function mountOn(image: string, place: MountPlace): void {
       // not there, or not empty: either way it is harmless
     }
   });
+}
+
+/** Quota steps are synchronous (they run under the workspace's lock): a short wait blocks too. */
+const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+
+/** How long berth keeps trying to reach a mount whose directory was moved (the mover may still be at it). */
+const STRAY_DETACH_MS = 2_000;
+
+/**
+ * Undo a mount the kernel shows at a name other than the workspace's. That name may be swapped
+ * for a link or another directory at any moment, so each try opens it without following and
+ * detaches only a directory that is this loop device's root (never a neighbour's mount); while
+ * the name points elsewhere it tries again. A mover that never stops leaves the mount where it
+ * put it: still the tenant's own directory, and the step is refused all the same.
+ */
+function detachStray(m: { point: string; source: string }): void {
+  const dev = fs.statSync(m.source).rdev;
+  const shown = () => mountTable().some((t) => t.point === m.point && t.source === m.source);
+  for (const end = Date.now() + STRAY_DETACH_MS; shown() && Date.now() < end; ) {
+    try {
+      withFd(openNoFollow(m.point).fd, (fd) => {
+        if (fs.fstatSync(fd).dev === dev) unmountFd(fd);
+      });
+    } catch {
+      // the name is a link or gone right now
+    }
+    if (shown()) sleepSync(5);
+  }
 }
 
 /** One entry read, not all of them: a tenant's directory may hold millions. */
@@ -298,7 +326,7 @@ function resizeInto(result: QuotaEnsured, spec: LoopQuotaSpec, current: number):
 function loopAttached(image: string): boolean {
   for (let i = 0; i < 20; i++) {
     if (run('losetup', ['-j', image]).trim() === '') return false;
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10); // 10 ms, synchronously
+    sleepSync(10);
   }
   return true;
 }
