@@ -6,6 +6,9 @@
 const LAYERS = [
   ['base', ['errors.ts', 'metrics.ts', 'node-support.ts', 'own.ts', 'printable.ts', 'version.ts']],
   ['fs', ['fs/']],
+  // Chat channels: each one module (its berth.yaml schema, wire protocol and doctor check) that
+  // config/ assembles into berth.yaml's bridges and bridges/ runs on the core.
+  ['channels', ['channels/']],
   ['config', ['config/']],
   ['plan', ['plan/']],
   ['launch', ['launch/']],

@@ -80,9 +80,9 @@ Server
   chat-link revoke <project> --user <name>   log a person out everywhere, void their links
   mcp [--print-config]          the admin tools as an MCP server over stdio
                                 (--print-config: the config an MCP client needs to start it)
-  bridge signal                 only the Signal bridge (serve runs it too)
+  bridge signal|telegram        only that chat bridge (serve runs them all, and /hooks/)
   bridge pending                senders waiting for the operator's approval
-  bridge approve <sender>       let a sender (signal:<uuid>) talk to the bot
+  bridge approve <sender>       let a sender (signal:<uuid>, telegram:<id>) talk to the bot
   bridge deny <sender>          turn a waiting sender away (their kept first message is dropped)
   approvals list [--project P] [--json]   what agents wait for (a host outside the allowlist)
   approvals allow <id> [--session]        let the waiting run reach it (--session: its conversation)

@@ -1,6 +1,7 @@
 import type { BerthConfig } from './config/berth-config.js';
 import type { ProjectMetadata } from './config/metadata.js';
-import { signalConsumerLock } from './bridges/start.js';
+import { consumerLock, needsConsumerLock } from './bridges/start.js';
+import { configuredChannels } from './config/bridges.js';
 import { liveHolderOf } from './fs/lock.js';
 import { own } from './own.js';
 
@@ -8,7 +9,7 @@ type Check = { name: string; status: 'ok' | 'warn' | 'fail'; detail: string };
 
 /**
  * What doctor says about the ways out: projects whose agent needs a model but has none it may
- * call (the agent would fail at its first message), and the chat bridges (is signal-cli there?).
+ * call (the agent would fail at its first message), and the chat bridges (is each service there, does it take berth's credentials?).
  */
 export function checkModels(config: BerthConfig, projects: Array<{ name: string; metadata: ProjectMetadata }>): Check[] {
   const checks: Check[] = [];
@@ -70,27 +71,29 @@ export async function checkModelUpstreams(config: BerthConfig, timeoutMs = 5000)
 }
 
 /**
- * Which configured bridge a live berth process answers now (berth serve, or berth bridge signal):
- * a bridge nobody consumes leaves its messages waiting, which doctor says.
+ * Which configured channel a live berth process answers now (berth serve, or berth bridge <name>):
+ * a channel nobody consumes leaves its messages waiting, which doctor says. Channels sent their
+ * messages by HTTP are answered by berth serve alone: nothing to hold.
  */
 export function checkBridgeConsumers(config: BerthConfig, stateDir: string): Check[] {
-  if (!config.bridges.signal) return [];
-  const holder = liveHolderOf(signalConsumerLock(stateDir));
-  return holder
-    ? [{ name: 'bridge signal consumer', status: 'ok', detail: `berth process ${holder.split('.')[0]} answers it (berth serve or berth bridge signal)` }]
-    : [{ name: 'bridge signal consumer', status: 'warn', detail: 'no running berth answers it: messages wait in signal-cli until "berth serve" (or "berth bridge signal") runs' }];
+  return configuredChannels(config.bridges)
+    .filter(({ channel, config: c }) => needsConsumerLock(channel, c))
+    .map(({ channel }) => {
+      const holder = liveHolderOf(consumerLock(stateDir, channel.name));
+      const name = `bridge ${channel.name} consumer`;
+      return holder
+        ? { name, status: 'ok' as const, detail: `berth process ${holder.split('.')[0]} answers it (berth serve or berth bridge ${channel.name})` }
+        : { name, status: 'warn' as const, detail: `no running berth answers it: messages wait at ${channel.title} until "berth serve" (or "berth bridge ${channel.name}") runs` };
+    });
 }
 
+/** Each configured channel's own check (is its service there, does it take berth's credentials, which project answers). */
 export async function checkBridges(config: BerthConfig): Promise<Check[]> {
-  const signal = config.bridges.signal;
-  if (!signal) return [];
-  const profile = own(config.channels, 'signal');
-  const route = profile ? `answers with project "${profile.project}"` : 'no "signal" channel profile: only chats named in channels are answered';
-  try {
-    const res = await fetch(`${signal.url}/api/v1/check`, { signal: AbortSignal.timeout(3000) });
-    if (!res.ok) return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli at ${signal.url} answered HTTP ${res.status}` }];
-    return [{ name: 'bridge signal', status: profile ? 'ok' : 'warn', detail: `signal-cli at ${signal.url} answers; ${signal.account} ${route}; senders: ${signal.senders}` }];
-  } catch (err) {
-    return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli does not answer at ${signal.url} (${(err as Error).message}); start it: signal-cli -a ${signal.account} daemon --http=${new URL(signal.url).host}` }];
-  }
+  const checks = await Promise.all(
+    configuredChannels(config.bridges).map(({ channel, config: c }) => {
+      const profile = own(config.channels, channel.name);
+      return channel.doctor(c, profile ? `answers with project "${profile.project}"` : undefined);
+    }),
+  );
+  return checks.flat();
 }

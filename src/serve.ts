@@ -12,9 +12,10 @@ import { createToolServer } from './mcp/server.js';
 import { ADMIN_TOOLS } from './mcp/admin-tools.js';
 import { VERSION } from './version.js';
 import { BerthError, errnoOf } from './errors.js';
-import { bridgeDir, claimBridges, startBridges, type BridgeClaim, type RunningBridges } from './bridges/start.js';
-import { approveSender, denySender } from './bridges/senders.js';
-import { openBridgeState } from './store/bridge-state.js';
+import { claimBridges, startBridges, type BridgeClaim, type RunningBridges } from './bridges/start.js';
+import { approveSender, channelsWithPairing, denySender, pendingSenders } from './bridges/senders.js';
+import { configuredChannels } from './config/bridges.js';
+import { channelNamed, CHANNEL_NAMES } from './channels/registry.js';
 import { createMetricsHistory } from './admin/metrics-history.js';
 import type { ConsoleSenders } from './api/console/state.js';
 import { processIdentity } from './runs/process-owner.js';
@@ -178,12 +179,14 @@ function answerHttp(berth: Berth, bound: BoundHttp, claim: BridgeClaim, token: s
   const history = createMetricsHistory(berth.metrics.registry);
   void history.sample().catch(() => undefined);
   const senders = (): ConsoleSenders | undefined =>
-    berth.config.bridges.signal && {
-      pending: () => openBridgeState(bridgeDir(stateDir), 'signal').pending(),
-      approve: (sender) => approveSender({ config: berth.config, stateDir, logger: berth.logger }, sender),
-      deny: (sender) => denySender(stateDir, sender),
-    };
-  const app = createApp({ ...appDepsFrom(berth, { token, logger: berth.logger, webChat: bridges.web }), approvals: berth.approvals, senders, history });
+    channelsWithPairing(berth.config).length === 0
+      ? undefined
+      : {
+          pending: () => pendingSenders(berth.config, stateDir),
+          approve: (sender) => approveSender({ config: berth.config, stateDir, logger: berth.logger }, sender),
+          deny: (sender) => denySender(stateDir, sender),
+        };
+  const app = createApp({ ...appDepsFrom(berth, { token, logger: berth.logger, webChat: bridges.web }), approvals: berth.approvals, senders, history, hooks: (req, path) => bridges.hook(req, path) });
   bound.handle((req, env) => app.fetch(req, env as Parameters<typeof app.fetch>[1]));
   const { server } = bound;
   const sockets = bridges.web ? attachWebChatSocket(server, { chat: bridges.web, logger: berth.logger }) : undefined;
@@ -212,10 +215,11 @@ export const BRIDGES_RECHECK_MS = 2000;
  * The chat bridges berth.yaml configures (and the web chat, when serving HTTP); a message
  * journaled by a dead berth is answered now. berth.yaml's bridges are followed while it runs.
  */
-function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; claim: BridgeClaim }): RunningBridges {
-  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web, claim: opts.claim, approvals: berth.approvals });
-  const signal = berth.config.bridges.signal;
-  if (signal) io.out(`signal bridge: ${signal.account} through signal-cli at ${signal.url} (senders: ${signal.senders})\n`);
+function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; claim: BridgeClaim; only?: string }): RunningBridges {
+  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web, claim: opts.claim, approvals: berth.approvals, only: opts.only });
+  for (const { channel, config } of configuredChannels(berth.config.bridges)) {
+    if (opts.only === undefined || opts.only === channel.name) io.out(`${channel.name} bridge: ${channel.describe(config)}\n`);
+  }
   const recheck = setInterval(() => {
     const changed = bridges.reconfigure();
     if (!changed) return;
@@ -232,18 +236,24 @@ function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; cl
   });
 }
 
-/** `berth bridge`: only the chat bridges (no HTTP), until SIGINT/SIGTERM. */
-export async function runBridgesOnly(berth: Berth, io: Out): Promise<number> {
-  if (!berth.config.bridges.signal) {
-    io.err('berth: no bridge is configured: add bridges.signal to berth.yaml (see docs/signal.md)\n');
+/** `berth bridge <name>`: only that chat channel (no HTTP), until SIGINT/SIGTERM. */
+export async function runBridgesOnly(berth: Berth, io: Out, name: string): Promise<number> {
+  const channel = channelNamed(name);
+  if (!channel) throw new BerthError('USAGE', `no bridge is named "${name}" (there are: ${CHANNEL_NAMES.join(', ')})`);
+  const configured = configuredChannels(berth.config.bridges).find((c) => c.channel.name === name);
+  if (!configured) {
+    io.err(`berth: the ${name} bridge is not configured: add bridges.${name} to berth.yaml (see docs/${name === 'webhook' ? 'webhooks' : name}.md)\n`);
     return 2;
   }
+  if (configured.channel.receives(configured.config) === 'webhook') {
+    throw new BerthError('USAGE', `the ${name} bridge is sent its messages by HTTP: "berth serve" answers them at /hooks/, not "berth bridge ${name}"`);
+  }
   // Claimed before anything else: beside a live consumer of this home it refuses (ALREADY_RUNNING).
-  const claim = claimBridges({ config: () => berth.config, stateDir: homePaths(berth.home).stateDir });
+  const claim = claimBridges({ config: () => berth.config, stateDir: homePaths(berth.home).stateDir, only: name });
   let bridges: RunningBridges;
   try {
     await berth.runner.recover();
-    bridges = startConfiguredBridges(berth, io, { claim });
+    bridges = startConfiguredBridges(berth, io, { claim, only: name });
   } catch (err) {
     claim.release();
     throw err;

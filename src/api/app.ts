@@ -64,10 +64,12 @@ export interface AppDeps {
   metricsToken?: string;
   /** What waits for an answer (the console answers it). */
   approvals?: ConsoleSources['approvals'];
-  /** The Signal bot's strangers, when this process runs the bridge (the console approves or turns them away). */
+  /** The chat bots' strangers, when this process runs a bridge with pairing (the console approves or turns them away). */
   senders?: ConsoleSources['senders'];
   /** The last hour of this process's metrics (the console's charts; berth serve samples them). */
   history?: MetricsHistory;
+  /** /hooks/<path>: the chat channels that are sent their messages by HTTP (each checks its own signature or secret). */
+  hooks?: (req: Request, path: string) => Promise<Response>;
 }
 
 type Env = { Variables: { requestId: string; log: Logger } };
@@ -148,7 +150,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // /docs checks the token itself: a browser signs in with a form, not a header. /chat is the
   // people's side: its own login (a chat link's cookie), never the admin token. /metrics takes
   // the admin token or the metrics token (routes/metrics.ts).
-  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || isBrowserProbe(path) || path === '/docs' || path === '/docs/login' || path === '/console' || path.startsWith('/console/') || path === '/chat' || path.startsWith('/chat/') || path === METRICS_PATH));
+  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || isBrowserProbe(path) || path === '/docs' || path === '/docs/login' || path === '/console' || path.startsWith('/console/') || path === '/chat' || path.startsWith('/chat/') || path.startsWith('/hooks/') || path === METRICS_PATH));
   app.use('/api/*', bodyLimit({ maxSize: API_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${API_BODY_BYTES} bytes`); } }));
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
@@ -220,6 +222,11 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   const chat = deps.webChat && chatNamingItsUser(deps.webChat);
   registerChatRoutes(app as unknown as Hono<ChatEnv>, () => chat);
   registerMetricsRoutes(app as unknown as OpenAPIHono, deps);
+  // Signed by their senders, not by berth's token: each channel checks its own.
+  app.all('/hooks/*', (c) => {
+    if (!deps.hooks) throw new BerthError('NOT_FOUND', 'this berth serves no webhooks (berth.yaml bridges)');
+    return deps.hooks(c.req.raw, c.req.path.slice('/hooks/'.length));
+  });
   registerConsoleRoutes(app as unknown as Hono, { token: deps.token, audit: deps.audit, sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history } });
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });

@@ -22,6 +22,7 @@ import { collectOutput } from './reply-output.js';
 import { chatCommand, NOTHING_ASKED, type CommandContext } from './commands.js';
 import { createLanes, type LaneKey, type LaneLimits, type Slot } from './lanes.js';
 import type { BridgeState } from '../store/bridge-state.js';
+import type { ChannelMessage, ChannelSender } from '../channels/contract.js';
 
 /**
  * The bridge core: what every chat transport shares. A message is journaled (durable inbox)
@@ -33,33 +34,17 @@ import type { BridgeState } from '../store/bridge-state.js';
  * only the start of what they said is journaled, and they hear one refusal per hour. A transport
  * adapter only turns its wire format into InboundMessage and sends text back.
  */
-export interface InboundMessage {
-  /** The transport's identity of this message (Signal: sender uuid + timestamp): dedupes re-deliveries. */
-  id: string;
-  /** Where the answer goes (transport address: a uuid, a group id, a web user). */
-  chat: string;
-  /** The tenant key of the chat: the sender ("signal:<uuid>") or the group ("signal-group:<id>"). */
-  tenant: string;
-  /** The sender's own key (who may raise levels, who is paired). */
-  sender: string;
-  senderName?: string;
-  text: string;
-  /** What the transport needs to acknowledge it (Signal: whom to send the read receipt, for which timestamp). */
-  receipt?: { recipient: string; timestamp: number };
+export interface InboundMessage extends ChannelMessage {
   /** A transport where the person picks the conversation (web chat): its session id, else the chat's own. */
   session?: string;
   /** …and the level the person asked for (the transport applies it by the /level rule when it takes the message; journaled). */
   level?: PermissionLevel;
 }
 
-export interface ChatTransport {
-  /** "signal", "web": names the inbox, the channel profile and the tenant keys. */
-  readonly name: string;
+/** A channel's sending side (channels/contract.ts), and what the web chat adds to it. */
+export interface ChatTransport extends Omit<ChannelSender, 'send'> {
   /** `reply`: the message's answer (not a notice), with the agent's steps on the way to it and its output in order. */
   send(chat: string, text: string, reply?: ReplyParts): Promise<void>;
-  typing(chat: string, on: boolean): Promise<void>;
-  /** Tell the transport the message is safe with berth (Signal: a read receipt). */
-  acknowledge(message: InboundMessage): Promise<void>;
   /** The agent's plain output as it is printed (web chat streams it; Signal shows typing instead). */
   output?(chat: string, stream: 'stdout' | 'stderr', chunk: string): void;
   /** The agent at work, live: its tool calls as they start and end, its words between them (web chat). Without it: one progress message for a long run. */
@@ -68,8 +53,6 @@ export interface ChatTransport {
   projectOf?(chat: string): string | undefined;
   /** /new where the person picks conversations (web chat): the transport makes the session and shows it. */
   newSession?(chat: string): string;
-  /** The message has ended, answered or failed (web chat: its connection may send the next). */
-  finished?(id: string, chat: string): void;
   /** The run asks its person (a card with its answers, web chat); without it: a question answered by /yes or /no. */
   approval?(chat: string, event: ApprovalEvent): void;
 }
@@ -125,12 +108,16 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
   };
 
-  /** The project (and workflow) answering a chat: the transport's own, else "signal:<chat>", then "signal". */
+  /** The project (and workflow) answering a chat: the transport's own, else its channel profiles ("signal:<chat>", then "signal"). */
   function profileFor(chat: string): { project: string; workflow?: string } | undefined {
     const project = transport.projectOf?.(chat);
     if (project !== undefined) return { project };
     const channels = deps.config().channels;
-    return own(channels, `${transport.name}:${chat}`) ?? own(channels, transport.name);
+    for (const key of transport.profileKeys?.(chat) ?? [`${transport.name}:${chat}`, transport.name]) {
+      const profile = own(channels, key);
+      if (profile) return profile;
+    }
+    return undefined;
   }
 
   type Work = Required<Pick<InboxEntry, 'id' | 'chat' | 'sender' | 'text'>> & Pick<InboxEntry, 'session' | 'level'>;
@@ -408,11 +395,11 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     void deliver(m.id, m.chat, reply);
   }
 
-  /** Signal shows typing for 15 s: refresh it while the agent works. */
+  /** A chat's typing indicator fades (Signal's after 15 s): refresh it while the agent works. */
   function startTyping(chat: string) {
     const tick = () => void transport.typing(chat, true).catch(() => undefined);
     tick();
-    const timer = setInterval(tick, 10_000);
+    const timer = setInterval(tick, transport.typingEveryMs ?? 10_000);
     timer.unref();
     return {
       stop() {
@@ -542,12 +529,12 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
           log.info({ id: entry.id }, 'answering a message a previous berth journaled');
           enqueue(e, entry.tenant ?? entry.sender);
         } else if (entry.phase === 'answered' && entry.reply !== undefined) {
-          void lanes.run(lane, () => deliver(entry.id, e.chat, entry.reply as string, entry.reason), { bounded: false });
+          void lanes.run(lane, () => deliver(entry.id, e.chat, entry.reply as string, entry.reason).finally(() => transport.finished?.(entry.id, e.chat)), { bounded: false });
         } else {
           // Its run had started: running it again could do twice what the agent did once.
           const notice = `berth: I restarted while working on your message "${preview(e.text)}". It was not finished; please send it again.`;
           inbox.mark(entry.id, 'answered', { reply: notice, reason: 'berth restarted while this message was running' });
-          void lanes.run(lane, () => deliver(entry.id, e.chat, notice, 'berth restarted while this message was running'), { bounded: false });
+          void lanes.run(lane, () => deliver(entry.id, e.chat, notice, 'berth restarted while this message was running').finally(() => transport.finished?.(entry.id, e.chat)), { bounded: false });
         }
       }
       releaseApproved();

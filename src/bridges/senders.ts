@@ -1,16 +1,21 @@
 import type { Logger } from 'pino';
 import type { BerthConfig } from '../config/berth-config.js';
+import { channelConfig, configuredChannels } from '../config/bridges.js';
+import { channelOfSender } from '../channels/registry.js';
+import type { ChannelModule } from '../channels/contract.js';
+import { BerthError } from '../errors.js';
 import { openBridgeState } from '../store/bridge-state.js';
 import { openInbox } from '../store/inbox.js';
 import { APPROVED_HELD_NOTICE, APPROVED_NOTICE } from './core.js';
-import { createSignalBridge } from './signal.js';
+import { createPostOut } from './post-out.js';
 import { bridgeDir } from './start.js';
 
 /**
- * The operator's answer to a stranger of the Signal bot (`berth bridge approve|deny`, the
+ * The operator's answer to a stranger of a chat channel (`berth bridge approve|deny`, the
  * console): approved, they may talk, and one message tells them so (their kept first message is
  * answered by the running bridge within seconds); turned away, they are no longer pending, never
- * asked about again, and their kept first message is dropped unrun. Any process of the home.
+ * asked about again, and their kept first message is dropped unrun. Any process of the home. The
+ * sender's key names its channel (signal:<uuid>, telegram:<id>).
  */
 export interface SenderAnswer {
   was_pending: boolean;
@@ -20,21 +25,43 @@ export interface SenderAnswer {
   told?: true | string;
 }
 
+/** The channel a sender key belongs to, among those with pairing; a clear error for anything else. */
+export function pairingChannelOf(sender: string): ChannelModule {
+  const channel = channelOfSender(sender) as ChannelModule | undefined;
+  if (!channel || channel.name === 'webhook') {
+    throw new BerthError('CONFIG_INVALID', `"${sender.slice(0, 80)}" is not a sender key`, { issues: [{ field: 'sender', reason: 'must be a sender key as "berth bridge pending" shows it, e.g. signal:<uuid> or telegram:<id>' }] });
+  }
+  return channel;
+}
+
 export async function approveSender(deps: { config: BerthConfig; stateDir: string; logger: Logger }, sender: string): Promise<SenderAnswer> {
+  const channel = pairingChannelOf(sender);
   const dir = bridgeDir(deps.stateDir);
-  const r = openBridgeState(dir, 'signal').approve(sender);
-  const held = openInbox(dir, 'signal').open().some((e) => e.phase === 'held' && e.sender === sender);
-  const signal = deps.config.bridges.signal;
-  // They wrote, were refused, and wait to hear: one message says they can talk now.
-  if (!signal || !r.was_pending || r.already) return { was_pending: r.was_pending, held };
+  const r = openBridgeState(dir, channel.name).approve(sender);
+  const held = openInbox(dir, channel.name).open().some((e) => e.phase === 'held' && e.sender === sender);
+  const config = channelConfig(deps.config.bridges, channel.name);
+  // They wrote, were refused, and wait to hear: one direct message says they can talk now.
+  if (config === undefined || !r.was_pending || r.already) return { was_pending: r.was_pending, held };
   try {
-    await createSignalBridge({ url: signal.url, account: signal.account, logger: deps.logger, onMessage: () => undefined }).send(sender.slice('signal:'.length), held ? APPROVED_HELD_NOTICE : APPROVED_NOTICE);
+    const transport = channel.create({ config, logger: deps.logger, dir, take: () => 'duplicate', postOut: createPostOut(() => deps.config) });
+    await transport.send(sender.slice(channel.name.length + 1), held ? APPROVED_HELD_NOTICE : APPROVED_NOTICE);
     return { was_pending: true, held, told: true };
   } catch (err) {
-    return { was_pending: true, held, told: String(err).slice(0, 200) };
+    return { was_pending: true, held, told: String((err as Error).message ?? err).slice(0, 200) };
   }
 }
 
 export function denySender(stateDir: string, sender: string): SenderAnswer {
-  return openBridgeState(bridgeDir(stateDir), 'signal').deny(sender);
+  return openBridgeState(bridgeDir(stateDir), pairingChannelOf(sender).name).deny(sender);
+}
+
+/** Every channel's senders waiting for approval. */
+export function pendingSenders(config: BerthConfig, stateDir: string): Array<{ channel: string; sender: string; name?: string; first_seen: string }> {
+  const dir = bridgeDir(stateDir);
+  return channelsWithPairing(config).flatMap((channel) => openBridgeState(dir, channel.name).pending().map((p) => ({ channel: channel.name, ...p })));
+}
+
+/** The configured channels where strangers wait for the operator. */
+export function channelsWithPairing(config: BerthConfig): ChannelModule[] {
+  return configuredChannels(config.bridges).filter(({ channel, config: c }) => channel.senders(c) !== undefined).map((c) => c.channel);
 }

@@ -3,25 +3,40 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AdminService } from '../admin/service.js';
 import type { BerthConfig } from '../config/berth-config.js';
+import { channelConfig, configuredChannels } from '../config/bridges.js';
+import type { ChannelHttp, ChannelModule } from '../channels/contract.js';
 import { BerthError } from '../errors.js';
 import { tryOwnerLock, type OwnerLock } from '../fs/lock.js';
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
 import type { Approvals } from '../outbound/approvals.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
-import { createSignalBridge } from './signal.js';
+import { createPostOut } from './post-out.js';
 import { createWebChat, type WebChat } from './web.js';
 
-/** The bridges berth.yaml configures, started together (by `berth serve` or `berth bridge`). */
+/** A chat channel running on the bridge core. */
+export interface RunningBridge {
+  name: string;
+  core: BridgeCore;
+  inbox: Inbox;
+  state: BridgeState;
+  connected(): boolean;
+}
+
+/** The bridges berth.yaml configures, started together (by `berth serve` or `berth bridge <name>`). */
 export interface RunningBridges {
-  /** The Signal bridge running now (berth.yaml's, as of the last reconfigure). */
-  readonly signal?: { core: BridgeCore; inbox: Inbox; state: BridgeState; connected(): boolean };
+  /** A channel running now (berth.yaml's, as of the last reconfigure). */
+  channel(name: string): RunningBridge | undefined;
+  running(): RunningBridge[];
   /** The web chat, when asked for (berth serve: it needs the HTTP server). */
   web?: WebChat;
+  /** berth serve's /hooks/<path>: a channel's own (/hooks/telegram), else a signed webhook's name. */
+  hook(req: Request, path: string): Promise<Response>;
   /**
-   * Follow berth.yaml's `bridges.signal` as it is now: a bridge added is started, one removed is
-   * stopped, one pointed at another signal-cli or account is restarted (senders and allow are read
-   * per message already). Messages in flight finish and are answered. Says what it did, if anything.
+   * Follow berth.yaml's bridges as they are now: a channel added is started, one removed is
+   * stopped, one whose identity changed (another service, account or token) is restarted;
+   * other settings are read per message. Messages in flight finish and are answered. Says what
+   * it did, if anything.
    */
   reconfigure(): string | undefined;
   stop(): Promise<void>;
@@ -31,37 +46,66 @@ export function bridgeDir(stateDir: string): string {
   return join(stateDir, 'bridges');
 }
 
-/** The owner lock of the Signal bridge's one consumer (claimBridges). */
-export function signalConsumerLock(stateDir: string): string {
-  return join(bridgeDir(stateDir), 'signal.consumer');
+/** The owner lock of a channel's one consumer (claimBridges). */
+export function consumerLock(stateDir: string, channel: string): string {
+  return join(bridgeDir(stateDir), `${channel}.consumer`);
 }
+
+/** A channel that pulls its messages (a stream, a long poll) has one consumer per home; one that is sent them by HTTP needs none. */
+export const needsConsumerLock = (channel: ChannelModule, config: unknown) => channel.receives(config) !== 'webhook';
 
 /** The bridges this process may consume, claimed for its whole life (released by stop or by its death). */
 export interface BridgeClaim {
   release(): void;
+  /** The claim's lock of a channel, handed to the bridge that runs it. */
+  take(channel: string): OwnerLock | undefined;
 }
 
+type Selection = { only?: string };
+
 /**
- * One consumer per bridge per home: signal-cli hands every event to every connected client, so a
- * second process of this home on the Signal bridge (a serve beside `berth bridge signal`, a second
- * serve) would run and answer every message twice. Claims the configured bridges with an owner
- * lock each (a dead holder's is taken over at once), or throws ALREADY_RUNNING naming the live
- * holder. The web chat needs none: its messages come only through this process's own HTTP server.
+ * One consumer per pulling channel per home: signal-cli hands every event to every connected
+ * client, and Telegram ends one getUpdates with the next, so a second process of this home on
+ * the same channel would answer every message twice or fight for it. Claims the configured
+ * channels with an owner lock each (a dead holder's is taken over at once), or throws
+ * ALREADY_RUNNING naming the live holder. Channels sent their messages by HTTP (the web chat, signed
+ * webhooks) need none: their messages come only through this process's own server.
  */
-export function claimBridges(deps: { config: () => BerthConfig; stateDir: string }): BridgeClaim {
-  const held: OwnerLock[] = [];
-  if (deps.config().bridges.signal) {
-    const dir = bridgeDir(deps.stateDir);
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const lock = tryOwnerLock(signalConsumerLock(deps.stateDir));
-    if (!('release' in lock)) {
-      const pid = lock.heldBy.split('.')[0];
-      throw new BerthError('ALREADY_RUNNING', `the signal bridge of this home already runs in berth process ${pid} ("berth serve" or "berth bridge signal"); one consumer per bridge, else every message is answered twice: stop that one first`);
+export function claimBridges(deps: { config: () => BerthConfig; stateDir: string } & Selection): BridgeClaim {
+  const held = new Map<string, OwnerLock>();
+  const release = () => {
+    for (const lock of held.values()) lock.release();
+    held.clear();
+  };
+  try {
+    for (const { channel, config } of selected(deps.config(), deps)) {
+      if (!needsConsumerLock(channel, config)) continue;
+      const lock = lockConsumer(deps.stateDir, channel.name);
+      if (!('release' in lock)) {
+        throw new BerthError('ALREADY_RUNNING', `the ${channel.name} bridge of this home already runs in berth process ${lock.heldBy.split('.')[0]} ("berth serve" or "berth bridge ${channel.name}"); one consumer per bridge, else every message is answered twice: stop that one first`);
+      }
+      held.set(channel.name, lock);
     }
-    held.push(lock);
+  } catch (err) {
+    release();
+    throw err;
   }
-  return { release: () => held.splice(0).forEach((l) => l.release()) };
+  return {
+    release,
+    take(name) {
+      const lock = held.get(name);
+      held.delete(name);
+      return lock;
+    },
+  };
 }
+
+function lockConsumer(stateDir: string, channel: string) {
+  fs.mkdirSync(bridgeDir(stateDir), { recursive: true, mode: 0o700 });
+  return tryOwnerLock(consumerLock(stateDir, channel));
+}
+
+const selected = (config: BerthConfig, sel: Selection) => configuredChannels(config.bridges).filter((c) => sel.only === undefined || c.channel.name === sel.only);
 
 type BridgeDeps = {
   admin: AdminService;
@@ -73,7 +117,7 @@ type BridgeDeps = {
   web?: boolean;
   /** Where people's answers to their agents' requests go (/yes, /no, a card's buttons). */
   approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'>;
-};
+} & Selection;
 
 /** Start the configured bridges, holding their claim (taken now unless the caller took it first); stop() gives it back. */
 export function startBridges(deps: BridgeDeps & { claim?: BridgeClaim }): RunningBridges {
@@ -86,65 +130,94 @@ export function startBridges(deps: BridgeDeps & { claim?: BridgeClaim }): Runnin
   }
 }
 
+type Started = { key: string; lock?: { release(): void }; view: RunningBridge; http?: ChannelHttp; stop(): Promise<void> };
+
 function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
   const dir = bridgeDir(deps.stateDir);
   const web = deps.web ? createWebChat({ ...deps, bridgeDir: dir }) : undefined;
-  // The consumer lock: the startup claim's while the Signal bridge runs, or one taken when berth.yaml adds it.
-  let lock: { release(): void } | undefined = deps.config().bridges.signal ? claim : undefined;
-  let signal = deps.config().bridges.signal ? startSignal(deps, dir, { heldOnly: false }) : undefined;
+  const running = new Map<string, Started>();
   const stopping: Array<Promise<void>> = [];
+  for (const { channel, config } of selected(deps.config(), deps)) {
+    running.set(channel.name, startChannel(deps, dir, channel, config, claim.take(channel.name), { heldOnly: false }));
+  }
+
+  /** Channels that ran in this process: one started again finishes its own messages (only a dead berth's are recovered). */
+  const ranHere = new Set(running.keys());
+
+  /** Stop a running channel: it receives no more; its messages in flight still answer. Returns its consumer lock when it is kept for the next. */
+  function retire(name: string, keepLock = false) {
+    const r = running.get(name);
+    if (!r) return undefined;
+    running.delete(name);
+    stopping.push(r.stop().finally(() => (keepLock ? undefined : r.lock?.release())));
+    return keepLock ? r.lock : undefined;
+  }
+
   return {
-    get signal() {
-      return signal?.view;
-    },
+    channel: (name) => running.get(name)?.view,
+    running: () => [...running.values()].map((r) => r.view),
     web,
+    async hook(req, path) {
+      const [first = '', ...rest] = path.split('/');
+      const own = running.get(first)?.http;
+      if (own) return own(req, rest.join('/'));
+      const hooks = running.get('webhook')?.http;
+      if (hooks) return hooks(req, path);
+      throw new BerthError('NOT_FOUND', `nothing is served at /hooks/${path}`, { hint: 'berth.yaml bridges names the channels and webhooks berth serve answers' });
+    },
     reconfigure() {
-      const want = deps.config().bridges.signal;
-      const running = signal?.key;
-      if ((want && signalKey(want)) === running) return undefined;
-      if (signal) stopping.push(signal.stop());
-      signal = undefined;
-      if (!want) {
-        lock?.release();
-        lock = undefined;
-        return `signal bridge stopped (berth.yaml has no bridges.signal now; it was ${running})`;
+      const said: string[] = [];
+      const want = new Map(selected(deps.config(), deps).map((c) => [c.channel.name, c]));
+      for (const [name, r] of [...running]) {
+        if (want.has(name)) continue;
+        retire(name);
+        said.push(`${name} bridge stopped (berth.yaml has no bridges.${name} now; it was ${r.key})`);
       }
-      if (!lock) {
-        fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-        const taken = tryOwnerLock(signalConsumerLock(deps.stateDir));
-        if (!('release' in taken)) return `signal bridge not started: it already runs in berth process ${taken.heldBy.split('.')[0]}; one consumer per bridge`;
-        lock = taken;
+      for (const [name, { channel, config }] of want) {
+        const r = running.get(name);
+        if (r?.key === channel.key(config)) continue;
+        said.push(restart(channel, config, r?.key, r ? retire(name, true) : undefined));
       }
-      // Only a dead berth's messages are recovered at startup; a bridge stopped in this process finishes its own.
-      signal = startSignal(deps, dir, { heldOnly: running !== undefined || stopping.length > 0 });
-      return running ? `signal bridge restarted: ${signal.key} (was ${running})` : `signal bridge started: ${signal.key}`;
+      return said.length > 0 ? said.join('; ') : undefined;
     },
     async stop() {
-      if (signal) stopping.push(signal.stop());
-      signal = undefined;
+      for (const name of [...running.keys()]) retire(name);
       await Promise.all(stopping);
-      lock?.release();
       claim.release();
     },
   };
+
+  function restart(channel: ChannelModule, config: unknown, was: string | undefined, kept: { release(): void } | undefined): string {
+    let lock = kept;
+    if (!lock && needsConsumerLock(channel, config)) {
+      const taken = lockConsumer(deps.stateDir, channel.name);
+      if (!('release' in taken)) return `${channel.name} bridge not started: it already runs in berth process ${taken.heldBy.split('.')[0]}; one consumer per bridge`;
+      lock = taken;
+    }
+    const started = startChannel(deps, dir, channel, config, lock, { heldOnly: ranHere.has(channel.name) });
+    running.set(channel.name, started);
+    ranHere.add(channel.name);
+    return was ? `${channel.name} bridge restarted: ${started.key} (was ${was})` : `${channel.name} bridge started: ${started.key}`;
+  }
 }
 
-/** Which Signal bridge runs: a change of either is a restart (senders and allow are read per message). */
-const signalKey = (c: { account: string; url: string }) => `${c.account} at ${c.url}`;
-
-/** The Signal bridge as berth.yaml has it now: its transport, its core on the durable inbox, recovered and receiving. */
-function startSignal(deps: BridgeDeps, dir: string, recovery: { heldOnly: boolean }) {
-  const signalConfig = deps.config().bridges.signal;
-  if (!signalConfig) throw new BerthError('INTERNAL', 'no signal bridge configured');
-  const inbox = openInbox(dir, 'signal');
-  const state = openBridgeState(dir, 'signal');
+/** A channel as berth.yaml has it now: its transport, its core on the durable inbox, recovered and receiving. */
+function startChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, config: unknown, lock: { release(): void } | undefined, recovery: { heldOnly: boolean }): Started {
+  const inbox = openInbox(dir, channel.name);
+  const state = openBridgeState(dir, channel.name);
+  const own = join(dir, channel.name);
+  fs.mkdirSync(own, { recursive: true, mode: 0o700 });
   let core: BridgeCore | undefined;
-  const transport = createSignalBridge({
-    url: signalConfig.url,
-    account: signalConfig.account,
+  const transport = channel.create({
+    config,
     logger: deps.logger,
+    dir: own,
     backoffMs: deps.backoffMs,
-    onMessage: (m) => core?.receive(m),
+    postOut: createPostOut(deps.config),
+    take: (m) => {
+      if (!core) throw new BerthError('BUSY', `the ${channel.name} bridge is starting`, { retry_after: 1 });
+      return core.receive(m);
+    },
   });
   core = createBridgeCore({
     transport,
@@ -156,23 +229,29 @@ function startSignal(deps: BridgeDeps, dir: string, recovery: { heldOnly: boolea
     owner: deps.owner,
     approvals: deps.approvals,
     senderDenied: (sender) => state.isDenied(sender),
-    senderAllowed: (sender) => {
-      const now = deps.config().bridges.signal;
-      if (!now || now.senders === 'open') return true;
-      const uuid = sender.replace(/^signal:/, '');
-      return now.allow.includes(uuid) || now.allow.includes(sender) || state.isApproved(sender);
-    },
+    senderAllowed: (sender) => senderAllowed(channel, channelConfig(deps.config().bridges, channel.name), state, sender),
   });
   core.recover(recovery);
   transport.start();
   const started = core;
   return {
-    key: signalKey(signalConfig),
-    view: { core: started, inbox, state, connected: transport.connected },
+    key: channel.key(config),
+    lock,
+    http: transport.http,
+    view: { name: channel.name, core: started, inbox, state, connected: transport.connected },
     /** Receive no more; held first messages are left to the next core; runs in flight still answer (sending needs no receiver). */
     async stop() {
       started.close();
       await transport.stop();
     },
   };
+}
+
+/** Pairing, as berth.yaml says it now: open, allowed by id or tenant key, or approved by the operator. */
+function senderAllowed(channel: ChannelModule, config: unknown, state: BridgeState, sender: string): boolean {
+  if (config === undefined) return true; // removed from berth.yaml: the messages it took already still answer
+  const rules = channel.senders(config);
+  if (!rules || rules.senders === 'open') return true;
+  const id = sender.slice(channel.name.length + 1);
+  return rules.allow.includes(id) || rules.allow.includes(sender) || state.isApproved(sender);
 }

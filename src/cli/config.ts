@@ -5,7 +5,7 @@ import { own } from '../own.js';
 import { need, type Command } from './command.js';
 
 /** Settings whose values are secrets: shown as set or not, never printed. */
-const SECRET_KEYS = new Set(['api_key', 'admin_token', 'token', 'password']);
+const SECRET_KEYS = new Set(['api_key', 'admin_token', 'token', 'password', 'secret', 'webhook_secret', 'signing_secret', 'access_token', 'app_token']);
 
 /** The value with every secret replaced by "(set)". */
 function redacted(value: unknown): unknown {

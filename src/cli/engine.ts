@@ -5,9 +5,8 @@ import { BerthError } from '../errors.js';
 import { buildImage, IMAGE_NAMES, type ImageName } from '../images/build.js';
 import { runBridgesOnly, runServer, runStdioMcp } from '../serve.js';
 import { installedBin, mcpClientConfig } from '../mcp/client-config.js';
-import { bridgeDir } from '../bridges/start.js';
-import { approveSender, denySender } from '../bridges/senders.js';
-import { openBridgeState } from '../store/bridge-state.js';
+import { approveSender, denySender, pairingChannelOf, pendingSenders } from '../bridges/senders.js';
+import { CHANNELS } from '../channels/registry.js';
 import { printable } from '../printable.js';
 import { need, type Command } from './command.js';
 
@@ -58,7 +57,7 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
   },
   serve: {
     usage:
-      'serve [--host HOST] [--port PORT] [--demo]\n  The HTTP admin API, /docs, /openapi.json, MCP at /mcp (and /mcp/session), the web chat at /chat and /metrics, until SIGINT/SIGTERM (SIGTERM drains: no new runs, runs in flight get berth.yaml runs.drain_seconds). --demo makes the demo project first. BERTH_METRICS_TOKEN: a token for /metrics alone. It binds the port before anything else (taken: ADDRESS_IN_USE, exit 25) and refuses to start beside a live consumer of the Signal bridge of this home (ALREADY_RUNNING, exit 26).',
+      'serve [--host HOST] [--port PORT] [--demo]\n  The HTTP admin API, /docs, /openapi.json, MCP at /mcp (and /mcp/session), the web chat at /chat and /metrics, until SIGINT/SIGTERM (SIGTERM drains: no new runs, runs in flight get berth.yaml runs.drain_seconds). --demo makes the demo project first. BERTH_METRICS_TOKEN: a token for /metrics alone. It binds the port before anything else (taken: ADDRESS_IN_USE, exit 25) and refuses to start beside a live consumer of a chat bridge of this home (ALREADY_RUNNING, exit 26). Channels sent their messages by HTTP (Telegram in webhook mode, signed webhooks) are answered at /hooks/.',
     options: { host: { type: 'string' }, port: { type: 'string' }, demo: { type: 'boolean' } },
     logLevel: 'info',
     longRunning: true,
@@ -69,31 +68,21 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
       return runServer(berth(), { host: (v.host as string | undefined) ?? '127.0.0.1', port, demo: Boolean(v.demo), envToken: env.BERTH_ADMIN_TOKEN }, io);
     },
   },
-  'bridge signal': {
-    usage:
-      "bridge signal\n  Only the Signal bridge (berth.yaml bridges.signal), no HTTP server, until SIGINT/SIGTERM. 'berth serve' runs it too: one consumer per bridge and home, so beside a live one it refuses (ALREADY_RUNNING, exit 26).",
-    options: {},
-    logLevel: 'info',
-    longRunning: true,
-    async run(berth, _v, pos, io) {
-      need(pos, 0, '');
-      return runBridgesOnly(berth(), io);
-    },
-  },
+  ...bridgeCommands(),
   'bridge pending': {
-    usage: 'bridge pending\n  Senders waiting for approval (bridges.signal.senders: pairing), one per line.',
+    usage: 'bridge pending\n  Senders waiting for approval (a bridge with senders: pairing), one per line: the sender key, their name, when first seen.',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 0, '');
-      const state = openBridgeState(bridgeDir(homePaths(berth().home).stateDir), 'signal');
-      const pending = state.pending();
+      const b = berth();
+      const pending = pendingSenders(b.config, homePaths(b.home).stateDir);
       if (pending.length === 0) io.out('no sender is waiting\n');
       for (const p of pending) io.out(`${printable(p.sender)}\t${printable(p.name ?? '')}\tfirst seen ${p.first_seen}\n`);
       return 0;
     },
   },
   'bridge approve': {
-    usage: 'bridge approve <sender>\n  Let a sender talk to the Signal bot (the key "bridge pending" shows, e.g. signal:<uuid>).',
+    usage: 'bridge approve <sender>\n  Let a sender talk to the bot (the key "bridge pending" shows, e.g. signal:<uuid> or telegram:<id>).',
     options: {},
     async run(berth, _v, pos, io) {
       const sender = senderArg(pos);
@@ -142,10 +131,29 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
   },
 };
 
-/** The sender argument of bridge approve|deny: signal:<uuid>. */
+/** The sender argument of bridge approve|deny: a sender key of a channel with pairing (signal:<uuid>, telegram:<id>). */
 function senderArg(pos: string[]): string {
   need(pos, 1, 'sender key');
   const sender = pos[0] as string;
-  if (!/^signal:[0-9a-fA-F-]{1,64}$/.test(sender)) throw new BerthError('CONFIG_INVALID', 'a sender is signal:<uuid>', { issues: [{ field: 'sender', reason: 'must be signal:<uuid> (see "berth bridge pending")' }] });
+  pairingChannelOf(sender);
   return sender;
+}
+
+/** `berth bridge <name>` for every channel of the registry. */
+function bridgeCommands(): Record<string, Command> {
+  return Object.fromEntries(
+    CHANNELS.map((channel): [string, Command] => [
+      `bridge ${channel.name}`,
+      {
+        usage: `bridge ${channel.name}\n  Only the ${channel.title} bridge (berth.yaml bridges.${channel.name}), no HTTP server, until SIGINT/SIGTERM. 'berth serve' runs it too: one consumer per bridge and home, so beside a live one it refuses (ALREADY_RUNNING, exit 26).${channel.name === 'webhook' ? ' Webhooks are sent by HTTP: only berth serve answers them.' : ''}`,
+        options: {},
+        logLevel: 'info',
+        longRunning: true,
+        async run(berth, _v, pos, io) {
+          need(pos, 0, '');
+          return runBridgesOnly(berth(), io, channel.name);
+        },
+      },
+    ]),
+  );
 }

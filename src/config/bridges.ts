@@ -1,20 +1,12 @@
 import { z } from 'zod';
+import { CHANNELS, type Channel } from '../channels/registry.js';
+import type { ChannelModule } from '../channels/contract.js';
 
 /**
- * berth.yaml `bridges`: chat transports in front of berth. Which project answers a chat comes
- * from `channels` ("signal" for every Signal chat, "signal:<uuid or group id>" for one).
+ * berth.yaml `bridges`: chat transports in front of berth, one key per channel of the registry
+ * (channels/registry.ts), each with its own module's schema. Which project answers a chat comes
+ * from `channels` ("telegram" for every Telegram chat, "telegram:<chat>" for one).
  */
-export const SignalBridgeSchema = z
-  .object({
-    url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).describe("signal-cli's daemon (signal-cli -a ACCOUNT daemon --http=127.0.0.1:8081)."),
-    account: z.string().regex(/^\+[1-9][0-9]{6,14}$/, 'must be the bot\'s number in E.164 form, e.g. +4915550000').describe("The bot's Signal account."),
-    senders: z
-      .enum(['pairing', 'open'])
-      .default('pairing')
-      .describe('pairing: unknown senders get a short refusal and wait for the operator\'s approval ("berth bridge approve"); open: anyone may talk.'),
-    allow: z.array(z.string().min(1).max(256)).max(10_000).default([]).describe('Sender uuids (or tenant keys signal:<uuid>) always allowed.'),
-  })
-  .strict();
 
 /** The web chat (berth serve's /chat): what one person may hold. */
 export const WebChatBridgeSchema = z
@@ -25,6 +17,9 @@ export const WebChatBridgeSchema = z
   .strict()
   .prefault({});
 
+type ChannelShape = { [C in Channel as C['name']]: z.ZodOptional<C['schema']> };
+const channelShape = Object.fromEntries(CHANNELS.map((c) => [c.name, c.schema.optional()])) as ChannelShape;
+
 export const BridgesSchema = z
   .object({
     max_concurrent_runs: z.number().int().min(1).max(256).default(4).describe('Chats answered at once across bridges; more wait (the sender sees "queued").'),
@@ -34,10 +29,28 @@ export const BridgesSchema = z
       .min(0)
       .max(3600)
       .default(30)
-      .describe('A chat that cannot show the agent at work live (Signal) gets one short progress message ("ran 3 commands; now: npm test") once the agent has worked this long since its first step; 0: never.'),
-    signal: SignalBridgeSchema.optional(),
+      .describe('A chat that cannot show the agent at work live (Signal, Telegram, …) gets one short progress message ("ran 3 commands; now: npm test") once the agent has worked this long since its first step; 0: never.'),
     web: WebChatBridgeSchema,
+    ...channelShape,
   })
   .strict()
+  .superRefine((b, ctx) => {
+    // A signed webhook is served at /hooks/<name>, beside the channels that receive there.
+    for (const name of Object.keys(b.webhook?.hooks ?? {})) {
+      if (CHANNELS.some((c) => c.name === name)) ctx.addIssue({ code: 'custom', path: ['webhook', 'hooks', name], message: `"${name}" is a channel's own /hooks path: name the webhook otherwise` });
+    }
+  })
   .prefault({});
 export type BridgesConfig = z.output<typeof BridgesSchema>;
+
+/** The channels berth.yaml configures, each with its settings (in the registry's order). */
+export function configuredChannels(bridges: BridgesConfig): Array<{ channel: ChannelModule; config: unknown }> {
+  const byName = bridges as unknown as Record<string, unknown>;
+  return (CHANNELS as readonly ChannelModule[]).flatMap((channel) => (Object.hasOwn(byName, channel.name) && byName[channel.name] !== undefined ? [{ channel, config: byName[channel.name] }] : []));
+}
+
+/** One channel's settings, when berth.yaml has it. */
+export function channelConfig(bridges: BridgesConfig, name: string): unknown {
+  const byName = bridges as unknown as Record<string, unknown>;
+  return CHANNELS.some((c) => c.name === name) && Object.hasOwn(byName, name) ? byName[name] : undefined;
+}

@@ -40,7 +40,7 @@ afterAll(async () => {
 
 describe('berth.yaml bridges, followed while berth runs', () => {
   it('nothing configured: nothing runs, and nothing changes until berth.yaml does', () => {
-    expect(bridges.signal).toBeUndefined();
+    expect(bridges.channel('signal')).toBeUndefined();
     expect(bridges.reconfigure()).toBeUndefined();
   });
 
@@ -55,7 +55,7 @@ describe('berth.yaml bridges, followed while berth runs', () => {
 
   it('pointed at another signal-cli: restarted there; a message in flight on the old one is still answered, once', async () => {
     one.deliverText({ fromUuid: ALICE, fromNumber: null, text: 'sleep 2; echo slow-on-one' });
-    await one.waitFor(() => bridges.signal!.inbox.all().some((e) => e.text === 'sleep 2; echo slow-on-one' && e.phase === 'started'), 15_000);
+    await one.waitFor(() => bridges.channel('signal')!.inbox.all().some((e) => e.text === 'sleep 2; echo slow-on-one' && e.phase === 'started'), 15_000);
     writeConfig(two.url, two.account);
     expect(bridges.reconfigure()).toBe(`signal bridge restarted: ${two.account} at ${two.url} (was ${one.account} at ${one.url})`);
     await one.waitForClients(0, 10_000);
@@ -71,6 +71,6 @@ describe('berth.yaml bridges, followed while berth runs', () => {
     writeConfig();
     expect(bridges.reconfigure()).toBe(`signal bridge stopped (berth.yaml has no bridges.signal now; it was ${two.account} at ${two.url})`);
     await two.waitForClients(0, 10_000);
-    expect(bridges.signal).toBeUndefined();
+    expect(bridges.channel('signal')).toBeUndefined();
   });
 });

@@ -39,7 +39,7 @@ describe('Signal: an event over the size bound (L2)', () => {
     expect(warning).toMatchObject({ level: 40, sender: `signal:${SENDER}`, bytes: expect.any(Number) });
     expect(JSON.stringify(logs)).not.toContain(secret);
     // Nothing of it reached the inbox: only the second message.
-    expect(bridges.signal!.inbox.all().map((e) => e.text)).toEqual(['echo second-message-after-big']);
+    expect(bridges.channel('signal')!.inbox.all().map((e) => e.text)).toEqual(['echo second-message-after-big']);
   });
 
   it('an oversized event whose sender cannot be read is still skipped, and the stream goes on', async () => {

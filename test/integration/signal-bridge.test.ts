@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningBridges } from '../../src/bridges/start.js';
-import { signalMessages } from '../../src/bridges/signal.js';
+import { signalMessages } from '../../src/channels/signal.js';
 import { homePaths } from '../../src/config/home.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { testHome, type TestHome } from '../helpers.js';
@@ -56,7 +56,7 @@ describe('Signal bridge: a message becomes a run, the answer goes back', () => {
     expect(fake.receipts().some((r) => r.recipient === uuid(1) && r.targetTimestamps.includes(d.timestamp))).toBe(true);
     expect(fake.typing().filter((t) => t.recipients.includes(uuid(1))).map((t) => t.stop)).toEqual(expect.arrayContaining([false, true]));
     // 'replied' is journaled right after the send returns.
-    const entry = await fake.waitFor(() => bridges.signal!.inbox.all().find((e) => e.id === `${uuid(1)}:${d.timestamp}` && e.phase === 'replied'));
+    const entry = await fake.waitFor(() => bridges.channel('signal')!.inbox.all().find((e) => e.id === `${uuid(1)}:${d.timestamp}` && e.phase === 'replied'));
     expect(entry).toMatchObject({ sender: `signal:${uuid(1)}`, tenant: `signal:${uuid(1)}` });
   });
 
@@ -156,8 +156,8 @@ describe('pairing: who may talk at all', () => {
   it('an unknown sender is refused and waits for the operator; approved, it is answered', async () => {
     say(9, 'echo let me in');
     await fake.waitFor(() => repliesOf(9).some((m) => m.includes('does not know you yet')));
-    expect(bridges.signal!.state.pending().map((p) => p.sender)).toContain(`signal:${uuid(9)}`);
-    bridges.signal!.state.approve(`signal:${uuid(9)}`);
+    expect(bridges.channel('signal')!.state.pending().map((p) => p.sender)).toContain(`signal:${uuid(9)}`);
+    bridges.channel('signal')!.state.approve(`signal:${uuid(9)}`);
     say(9, 'echo in now');
     await fake.waitFor(() => repliesOf(9).includes('in now'));
     expect(fs.existsSync(join(homePaths(h.home).stateDir, 'bridges', 'signal.jsonl'))).toBe(true);
@@ -166,7 +166,7 @@ describe('pairing: who may talk at all', () => {
   it('a send the network refuses (rate limit, untrusted identity) ends the message failed, logged in the inbox', async () => {
     fake.failNextSend({ type: 'untrusted' }, { recipient: uuid(4) });
     const d = say(4, 'echo never-delivered');
-    const entry = await fake.waitFor(() => bridges.signal!.inbox.all().find((e) => e.id === `${uuid(4)}:${d.timestamp}` && e.phase === 'failed'));
+    const entry = await fake.waitFor(() => bridges.channel('signal')!.inbox.all().find((e) => e.id === `${uuid(4)}:${d.timestamp}` && e.phase === 'failed'));
     expect(entry.reason).toMatch(/could not be sent/);
   });
 });

@@ -123,7 +123,7 @@ describe('doctor says whether a live berth answers the Signal bridge', () => {
     try {
       const config = BerthConfigSchema.parse({ bridges: { signal: { url: 'http://127.0.0.1:8081', account: '+4915550000' } } });
       expect(checkBridgeConsumers(BerthConfigSchema.parse({}), stateDir)).toEqual([]); // no bridge, nothing to say
-      expect(checkBridgeConsumers(config, stateDir)).toEqual([{ name: 'bridge signal consumer', status: 'warn', detail: 'no running berth answers it: messages wait in signal-cli until "berth serve" (or "berth bridge signal") runs' }]);
+      expect(checkBridgeConsumers(config, stateDir)).toEqual([{ name: 'bridge signal consumer', status: 'warn', detail: 'no running berth answers it: messages wait at Signal until "berth serve" (or "berth bridge signal") runs' }]);
       const claim = claimBridges({ config: () => config, stateDir });
       expect(checkBridgeConsumers(config, stateDir)).toEqual([{ name: 'bridge signal consumer', status: 'ok', detail: `berth process ${process.pid} answers it (berth serve or berth bridge signal)` }]);
       claim.release();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createSseReader, type OversizedEvent } from '../../src/bridges/sse-events.js';
+import { createSseReader, type OversizedEvent } from '../../src/channels/sse-events.js';
 
 /**
  * The bounded SSE reader under the Signal bridge (attack report L2): events come out whole

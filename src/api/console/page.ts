@@ -107,7 +107,7 @@ function renderWaiting(w) {
           button('Allow for the session', () => api('POST', '/console/api/approvals/' + a.id, { decision: 'session' })),
           button('Deny', () => api('POST', '/console/api/approvals/' + a.id, { decision: 'deny' }))),
   ]), 'Nothing waits for your answer.');
-  if (w.senders === null) { table('senders', [], [], 'No Signal bridge is configured.'); return; }
+  if (w.senders === null) { table('senders', [], [], 'No chat bridge with pairing is configured.'); return; }
   table('senders', ['first seen', 'sender', 'name', ''], w.senders.map((s) => [
     cell(ago(s.first_seen)), cell(s.sender), cell(s.name),
     actions(button('Approve', () => api('POST', '/console/api/senders/' + encodeURIComponent(s.sender), { decision: 'approve' })), button('Deny', () => api('POST', '/console/api/senders/' + encodeURIComponent(s.sender), { decision: 'deny' }))),
@@ -197,7 +197,7 @@ const section = (id: string, title: string, body: string) => `<section id="s-${i
 const BODY = `<header><h1>berth console</h1><nav aria-label="sections"><a href="#s-waiting">Waiting</a><a href="#s-charts">Last hour</a><a href="#s-runs">Runs</a><a href="#s-projects">Projects</a><a href="#s-sessions">Sessions</a><a href="#s-models">Model use</a><a href="#s-audit">Audit log</a><a href="/docs">API</a></nav><span id="updated" role="status"></span></header>
 <main>
 <div id="alert" role="alert"></div>
-${section('waiting', 'Waiting for you', '<h3>Requests to go past a grant</h3><div id="approvals"></div><h3>Strangers of the Signal bot</h3><div id="senders"></div>')}
+${section('waiting', 'Waiting for you', '<h3>Requests to go past a grant</h3><div id="approvals"></div><h3>Strangers of the chat bots</h3><div id="senders"></div>')}
 ${section('charts', 'The last hour', '<div id="charts"><div class="chart"><h3>Runs per minute</h3><div id="chart-runs"></div></div><div class="chart"><h3>Run latency p50 / p95 (ms)</h3><div id="chart-latency"></div></div><div class="chart"><h3>Warm containers</h3><div id="chart-warm"></div></div><div class="chart"><h3>Refusals per minute</h3><div id="chart-refusals"></div></div></div>')}
 ${section('runs', 'Runs', '<h3>In flight</h3><div id="live"></div><h3>Recent</h3><div id="recent"></div><h3>Interrupted</h3><div id="interrupted"></div>')}
 ${section('projects', 'Projects', '<div id="projects"></div>')}

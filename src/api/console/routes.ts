@@ -1,6 +1,7 @@
 import type { Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
+import { channelOfSender } from '../../channels/registry.js';
 import { parseOrThrow } from '../../config/parse.js';
 import { BerthError } from '../../errors.js';
 import { fromOwnOrigin } from '../../bridges/web-cookie.js';
@@ -17,11 +18,14 @@ import { consoleState, type ConsoleSources } from './state.js';
  * The operator's console at /console, behind the same sign-in as /docs (a form posts the admin
  * token once; the HttpOnly, SameSite=Strict cookie it gets is derived from the token, never the
  * token, and never in a URL). Its page polls /console/api/state; its answers (a request to go
- * past a grant, a stranger of the Signal bot) are JSON POSTs from this origin only.
+ * past a grant, a stranger of a chat bot) are JSON POSTs from this origin only.
  */
 const ApproveBodySchema = z.object({ decision: z.enum(APPROVAL_DECISIONS) }).strict();
 const SenderBodySchema = z.object({ decision: z.enum(['approve', 'deny']) }).strict();
-const SenderParamSchema = z.string().regex(/^signal:[0-9a-fA-F-]{1,64}$/, 'must be signal:<uuid>');
+const SenderParamSchema = z
+  .string()
+  .max(300)
+  .refine((s) => channelOfSender(s)?.senders !== undefined && channelOfSender(s)?.name !== 'webhook', 'must be a sender key, e.g. signal:<uuid> or telegram:<id>');
 const CONSOLE_BODY_BYTES = 4 * 1024;
 
 export function registerConsoleRoutes(app: Hono, deps: { token: string; sources: ConsoleSources; audit?: AuditTrail }): void {
@@ -84,7 +88,7 @@ export function registerConsoleRoutes(app: Hono, deps: { token: string; sources:
     const { decision } = await answerBody(c, SenderBodySchema);
     const sender = parseOrThrow(SenderParamSchema, c.req.param('sender'), 'sender');
     const senders = deps.sources.senders?.();
-    if (!senders) throw new BerthError('NOT_FOUND', 'no Signal bridge is configured (berth.yaml bridges.signal)');
+    if (!senders) throw new BerthError('NOT_FOUND', 'no chat bridge with pairing is configured (berth.yaml bridges)');
     if (!senders.pending().some((p) => p.sender === sender)) throw new BerthError('NOT_FOUND', `${sender} is not waiting for approval`);
     if (decision === 'approve') await senders.approve(sender);
     else senders.deny(sender);

@@ -6,7 +6,7 @@ import type { RunRecord } from '../../store/run-log.js';
 
 /**
  * What the operator's console shows, read fresh at each poll: what waits for them (requests to
- * go past a grant, strangers of the Signal bot), the last hour in charts, runs in flight and
+ * go past a grant, strangers of the chat bots), the last hour in charts, runs in flight and
  * recent ones (with the interrupted), projects, sessions and each tenant's model use. Bounded:
  * the newest RUNS_SHOWN runs and SESSIONS_SHOWN sessions across projects.
  */
@@ -23,7 +23,7 @@ export interface ConsoleSenders {
 export interface ConsoleSources {
   admin: () => AdminService;
   approvals?: Pick<Approvals, 'pending' | 'answer'>;
-  /** The Signal bot's strangers, when berth.yaml has the bridge. */
+  /** The chat bots' strangers, when berth.yaml has a bridge with pairing. */
   senders?: () => ConsoleSenders | undefined;
   history?: MetricsHistory;
 }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
+import { z } from 'zod';
 import { isBerthError } from '../errors.js';
-import type { ChatTransport, InboundMessage } from './core.js';
+import { backoffDelay, cutUtf8, defineChannel, senderFields, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { createSseReader, type OversizedEvent } from './sse-events.js';
 
 /**
@@ -20,7 +21,7 @@ export interface SignalOptions {
   account: string;
   logger: Logger;
   /** Where messages go (the bridge core). */
-  onMessage: (message: InboundMessage) => void;
+  onMessage: (message: ChannelMessage) => void;
   /** Reconnect backoff bounds (tests make them small). */
   backoffMs?: { min: number; max: number };
 }
@@ -43,9 +44,9 @@ export class SignalRpcError extends Error {
   }
 }
 
-export function createSignalBridge(opts: SignalOptions): ChatTransport & { start(): void; stop(): Promise<void>; connected(): boolean } {
+export function createSignalBridge(opts: SignalOptions): ChannelTransport {
   const log = opts.logger.child({ bridge: 'signal' });
-  const backoff = opts.backoffMs ?? { min: 1000, max: 10_000 };
+  const backoff = opts.backoffMs;
   let rpcId = 0;
   let stopped = false;
   let abort: AbortController | undefined;
@@ -87,7 +88,7 @@ export function createSignalBridge(opts: SignalOptions): ChatTransport & { start
     }
   }
 
-  function toMessage(payload: Json): InboundMessage | undefined {
+  function toMessage(payload: Json): ChannelMessage | undefined {
     if (payload.exception) {
       log.warn({ exception: obj(payload.exception)?.type }, 'signal-cli reported an exception with an event');
     }
@@ -170,8 +171,7 @@ export function createSignalBridge(opts: SignalOptions): ChatTransport & { start
       }
       isConnected = false;
       if (stopped) break;
-      const base = Math.min(backoff.max, backoff.min * 2 ** Math.min(attempt, 10));
-      await new Promise((r) => setTimeout(r, base / 2 + Math.random() * (base / 2))); // jitter: many berths never reconnect in step
+      await new Promise((r) => setTimeout(r, backoffDelay(attempt, backoff)));
     }
   }
 
@@ -203,7 +203,39 @@ export function createSignalBridge(opts: SignalOptions): ChatTransport & { start
 export function signalMessages(text: string): Array<{ message: string; attachments?: string[] }> {
   if (Buffer.byteLength(text) <= SIGNAL_INLINE_BYTES) return [{ message: text }];
   const note = '\n[… the whole reply is attached as reply.txt]';
-  let head = Buffer.from(text).subarray(0, SIGNAL_INLINE_BYTES - Buffer.byteLength(note)).toString('utf8');
-  head = head.replace(/\uFFFD$/, ''); // a character cut in half
+  const head = cutUtf8(text, SIGNAL_INLINE_BYTES - Buffer.byteLength(note));
   return [{ message: head + note, attachments: [`data:text/plain;filename=reply.txt;base64,${Buffer.from(text).toString('base64')}`] }];
 }
+
+export const SignalBridgeSchema = z
+  .object({
+    url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).describe("signal-cli's daemon (signal-cli -a ACCOUNT daemon --http=127.0.0.1:8081)."),
+    account: z.string().regex(/^\+[1-9][0-9]{6,14}$/, 'must be the bot\'s number in E.164 form, e.g. +4915550000').describe("The bot's Signal account."),
+    ...senderFields('Sender uuids (or tenant keys signal:<uuid>)'),
+  })
+  .strict();
+
+/** Signal, through signal-cli's JSON-RPC daemon (docs/signal.md). */
+export const signalChannel = defineChannel({
+  name: 'signal',
+  title: 'Signal',
+  schema: SignalBridgeSchema,
+  receives: () => 'stream',
+  sends: { typing: true, inlineLimit: `${SIGNAL_INLINE_BYTES} bytes`, longReplies: 'the start inline, the whole as reply.txt' },
+  tenants: { direct: 'signal:<sender uuid>', group: 'signal-group:<group id>', groups: 'a Signal group is one tenant: its members share a workspace' },
+  senderKey: /^signal:[0-9a-fA-F-]{1,64}$/,
+  senders: (c) => c,
+  key: (c) => `${c.account} at ${c.url}`,
+  describe: (c) => `${c.account} through signal-cli at ${c.url} (senders: ${c.senders})`,
+  create: (ctx) => createSignalBridge({ url: ctx.config.url, account: ctx.config.account, logger: ctx.logger, backoffMs: ctx.backoffMs, onMessage: ctx.take }),
+  async doctor(c, route) {
+    const routed = route ?? 'no "signal" channel profile: only chats named in channels are answered';
+    try {
+      const res = await fetch(`${c.url}/api/v1/check`, { signal: AbortSignal.timeout(3000) });
+      if (!res.ok) return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli at ${c.url} answered HTTP ${res.status}` }];
+      return [{ name: 'bridge signal', status: route ? 'ok' : 'warn', detail: `signal-cli at ${c.url} answers; ${c.account} ${routed}; senders: ${c.senders}` }];
+    } catch (err) {
+      return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli does not answer at ${c.url} (${(err as Error).message}); start it: signal-cli -a ${c.account} daemon --http=${new URL(c.url).host}` }];
+    }
+  },
+});

@@ -1,0 +1,154 @@
+import type { Logger } from 'pino';
+import { z } from 'zod';
+
+/**
+ * What a chat channel is to berth: one module that declares its berth.yaml schema, how it
+ * receives and sends, its tenant keys and its doctor check, and turns its wire protocol into
+ * ChannelMessages. Everything else (the durable inbox, lanes, pairing, commands, approvals,
+ * the console) is the bridge core's, the same for every channel. A new channel is a module here
+ * and one entry in registry.ts.
+ */
+
+/** A message as a channel hands it over: the core journals it before anything else happens. */
+export interface ChannelMessage {
+  /** The channel's identity of this message (stable across re-deliveries: it dedupes them). */
+  id: string;
+  /** Where the answer goes (the channel's address: a uuid, a chat id, a room, a thread). */
+  chat: string;
+  /** Whose workspace and session: the sender in a direct chat, the group in a group. */
+  tenant: string;
+  /** The sender's own key, `<channel>:<id>` (who is paired, who may raise levels). */
+  sender: string;
+  senderName?: string;
+  text: string;
+  /** What the channel needs to acknowledge it once journaled (its own fields; Signal: a read receipt's). */
+  receipt?: Readonly<Record<string, string | number>>;
+}
+
+/** How the core answers through a channel. */
+export interface ChannelSender {
+  /** The channel's name: names its inbox, its channel profile ("telegram", "telegram:<chat>") and tenant keys. */
+  readonly name: string;
+  send(chat: string, text: string): Promise<void>;
+  typing(chat: string, on: boolean): Promise<void>;
+  /** The message is safe with berth (journaled): a read receipt, a confirmed offset, an HTTP 200. */
+  acknowledge(message: ChannelMessage): Promise<void>;
+  /** The message has ended, answered or failed (a synchronous webhook answers its request now). */
+  finished?(id: string, chat: string): void;
+  /** The channel profiles that may answer a chat, most specific first (default: "<name>:<chat>", then "<name>"). */
+  profileKeys?(chat: string): string[];
+  /** How often typing is said again while the agent works (the service's indicator fades). */
+  readonly typingEveryMs?: number;
+}
+
+/** An HTTP request for a channel that receives by webhook (berth serve's /hooks/<channel>[/…]). */
+export type ChannelHttp = (req: Request, subpath: string) => Promise<Response>;
+
+export interface ChannelTransport extends ChannelSender {
+  start(): void;
+  /** Receive no more (sending still works: runs in flight answer). */
+  stop(): Promise<void>;
+  /** Receiving now (a stream or long poll is up; a webhook channel: its endpoint is served). */
+  connected(): boolean;
+  /** Set for a channel that receives by HTTP: berth serve routes /hooks/<name>[/…] here. */
+  http?: ChannelHttp;
+}
+
+/** What the core does with a message: journal it (synchronously) or know it as a re-delivery. */
+export type Take = (message: ChannelMessage) => 'accepted' | 'duplicate';
+
+export interface ChannelContext<C> {
+  config: C;
+  logger: Logger;
+  /** The channel's own directory under the home's bridge state (offsets, sync tokens). */
+  dir: string;
+  take: Take;
+  /** A POST to a URL the operator configured, on the egress proxy's address rules (no private address unless egress.private_hosts names it). */
+  postOut: PostOut;
+  /** Reconnect backoff bounds (tests make them small). */
+  backoffMs?: { min: number; max: number };
+}
+
+export type PostOut = (url: string, body: string, headers: Record<string, string>) => Promise<{ status: number }>;
+
+export interface ChannelCheck {
+  name: string;
+  status: 'ok' | 'warn' | 'fail';
+  detail: string;
+}
+
+/** Who may talk: every chat channel with strangers in it has the same two settings. */
+export const senderFields = (who: string) => ({
+  senders: z
+    .enum(['pairing', 'open'])
+    .default('pairing')
+    .describe('pairing: unknown senders get a short refusal and wait for the operator\'s approval ("berth bridge approve"); open: anyone may talk.'),
+  allow: z.array(z.string().min(1).max(256)).max(10_000).default([]).describe(`${who} always allowed.`),
+});
+
+export interface SenderRules {
+  senders: 'pairing' | 'open';
+  allow: string[];
+}
+
+export interface ChannelModule<N extends string = string, S extends z.ZodType = z.ZodType> {
+  readonly name: N;
+  /** As people know it ("Signal"). */
+  readonly title: string;
+  /** berth.yaml `bridges.<name>`, described (the reference and `berth config` read it). */
+  readonly schema: S;
+  /** How it receives: a stream it holds open, a long poll, or HTTP requests into berth serve. */
+  receives(config: z.output<S>): 'stream' | 'poll' | 'webhook';
+  /** How it sends: the longest text in one message, and what a longer reply becomes. */
+  readonly sends: { typing: boolean; inlineLimit: string; longReplies: string };
+  /** Tenant keys it makes: direct chats, groups, and what a group is. */
+  readonly tenants: { direct: string; group: string; groups: string };
+  /** A sender key of this channel, as `bridge approve` takes it. */
+  readonly senderKey: RegExp;
+  /** Pairing rules; undefined: every message is already authenticated (a signed webhook). */
+  senders(config: z.output<S>): SenderRules | undefined;
+  /** What identifies the running bridge: a change of it is a restart (other settings are read per message). */
+  key(config: z.output<S>): string;
+  /** One line for berth serve's start and the logs (never a secret). */
+  describe(config: z.output<S>): string;
+  create(ctx: ChannelContext<z.output<S>>): ChannelTransport;
+  /** doctor: is the service there, and does it take berth's credentials? `route` says which project answers. */
+  doctor(config: z.output<S>, route: string | undefined): Promise<ChannelCheck[]>;
+}
+
+/** A channel module, its name kept as a literal (berth.yaml's types come from the registry). */
+export const defineChannel = <const N extends string, S extends z.ZodType>(m: ChannelModule<N, S>): ChannelModule<N, S> => m;
+
+/** Characters of a cut: a character split in half is dropped. */
+export function cutUtf8(text: string, maxBytes: number): string {
+  return Buffer.from(text).subarray(0, maxBytes).toString('utf8').replace(/\uFFFD$/, '');
+}
+
+/** An outside API's error, with how long it asks to wait when it rate-limits. */
+export class ChannelApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** Send once more after one rate limit the service names a short wait for (bounded); anything else is thrown. */
+export async function withOneRetry<T>(log: Logger, what: string, call: () => Promise<T>, maxWaitSeconds = 60): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (!(err instanceof ChannelApiError) || err.retryAfterSeconds === undefined || err.retryAfterSeconds > maxWaitSeconds) throw err;
+    log.warn({ retryAfter: err.retryAfterSeconds, what }, 'rate limited: waiting once');
+    await new Promise((r) => setTimeout(r, err.retryAfterSeconds! * 1000));
+    return call();
+  }
+}
+
+/** Reconnect and re-poll delays: exponential, capped, with jitter (many berths never retry in step). */
+export function backoffDelay(attempt: number, bounds = { min: 1000, max: 10_000 }): number {
+  const base = Math.min(bounds.max, bounds.min * 2 ** Math.min(attempt, 10));
+  return base / 2 + Math.random() * (base / 2);
+}

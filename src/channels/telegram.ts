@@ -1,0 +1,285 @@
+import { z } from 'zod';
+import { BerthError, isBerthError } from '../errors.js';
+import { oneSecret, readBodyBounded, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+import { backoffDelay, ChannelApiError, defineChannel, senderFields, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { splitForLimit, toMarkdownV2 } from './telegram-text.js';
+
+/**
+ * Telegram, through the Bot API (https://core.telegram.org/bots/api). Two ways in:
+ * - poll (default): `getUpdates` long polling. An update is confirmed to Telegram only by the
+ *   next call's offset, which is sent after the update is journaled: a crash in between gets it
+ *   again, and the inbox knows it (exactly once into the inbox). A take that fails stops the
+ *   batch there; the rest comes again.
+ * - webhook: Telegram POSTs updates to berth serve's /hooks/telegram, with the secret token
+ *   header berth gave setWebhook; the 200 goes back only once the update is journaled.
+ * Private chats are one tenant per person; a group is one tenant (its members share a
+ * workspace), each member still paired on their own. The token is in every API URL: no URL is
+ * ever logged.
+ */
+export const TELEGRAM_TEXT_LIMIT = 4096;
+/** Longer replies than this many messages go as a document. */
+const TELEGRAM_MAX_PARTS = 4;
+const POLL_SECONDS = 25;
+export const TELEGRAM_MAX_UPDATE_BYTES = 1024 * 1024;
+
+export const TelegramBridgeSchema = z
+  .object({
+    ...secretFields('token', 'The bot token @BotFather gave (123456:ABC…)'),
+    api_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('https://api.telegram.org').describe('The Bot API server (a local Bot API server, or a test fake).'),
+    mode: z.enum(['poll', 'webhook']).default('poll').describe('poll: getUpdates long polling (no public URL needed); webhook: Telegram POSTs to public_url + /hooks/telegram (berth serve only).'),
+    public_url: z.url({ protocol: /^https$/, error: 'must be an https URL' }).optional().describe('webhook mode: the public https base URL that reaches berth serve (Telegram calls <public_url>/hooks/telegram).'),
+    webhook_secret: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{16,256}$/, 'must be 16-256 characters of A-Z, a-z, 0-9, "_" and "-"')
+      .optional()
+      .describe('webhook mode: the secret Telegram sends in X-Telegram-Bot-Api-Secret-Token; requests without it are refused.'),
+    ...senderFields('Telegram user ids (or tenant keys telegram:<id>)'),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    oneSecret(c, 'token', ctx);
+    if (c.mode !== 'webhook') return;
+    if (!c.public_url) ctx.addIssue({ code: 'custom', path: ['public_url'], message: 'webhook mode needs public_url (or use mode: poll)' });
+    if (!c.webhook_secret) ctx.addIssue({ code: 'custom', path: ['webhook_secret'], message: 'webhook mode needs webhook_secret' });
+  });
+type TelegramConfig = z.output<typeof TelegramBridgeSchema>;
+
+type Json = Record<string, unknown>;
+const obj = (v: unknown): Json | undefined => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined);
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const int = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) ? v : undefined);
+
+/** A chat address: the chat id, and the forum topic when the message was in one. */
+const chatAddress = (chatId: number, thread?: number) => (thread === undefined ? String(chatId) : `${chatId}/${thread}`);
+function parseChat(chat: string): { chat_id: number; message_thread_id?: number } {
+  const [id, thread] = chat.split('/');
+  return { chat_id: Number(id), ...(thread ? { message_thread_id: Number(thread) } : {}) };
+}
+
+/** An update as berth takes it, or undefined for what is not a text message to answer. */
+export function telegramMessage(update: unknown): ChannelMessage | undefined {
+  const u = obj(update);
+  const edited = obj(u?.edited_message);
+  const m = obj(u?.message) ?? edited;
+  const chat = obj(m?.chat);
+  const from = obj(m?.from);
+  const chatId = int(chat?.id);
+  const fromId = int(from?.id);
+  const messageId = int(m?.message_id);
+  let text = str(m?.text);
+  if (!m || chatId === undefined || fromId === undefined || messageId === undefined || text === undefined || text.trim() === '' || from?.is_bot === true) return undefined;
+  const type = str(chat?.type);
+  if (type !== 'private' && type !== 'group' && type !== 'supergroup') return undefined; // channel posts: nobody to answer
+  text = text.replace(/^(\/[A-Za-z0-9_]+)@[A-Za-z0-9_]+/, '$1'); // /help@berthbot is /help
+  const thread = m.is_topic_message === true ? int(m.message_thread_id) : undefined;
+  const name = [str(from?.first_name), str(from?.last_name)].filter(Boolean).join(' ') || str(from?.username);
+  const editDate = int(edited?.edit_date);
+  return {
+    id: `${chatId}:${messageId}${edited ? `:e${editDate ?? 0}` : ''}`,
+    chat: chatAddress(chatId, thread),
+    tenant: type === 'private' ? `telegram:${fromId}` : `telegram-group:${chatId}`,
+    sender: `telegram:${fromId}`,
+    senderName: name,
+    text: edited ? `(edited) ${text}` : text,
+  };
+}
+
+export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): ChannelTransport {
+  const config = ctx.config;
+  const token = readSecret(config, 'token');
+  const log = ctx.logger.child({ bridge: 'telegram' });
+  let stopped = false;
+  let loop: Promise<void> | undefined;
+  let abort: AbortController | undefined;
+  let live = false;
+
+  /** One Bot API call; its error (never its URL: the token is in it) as a ChannelApiError. */
+  async function call(method: string, params: Json, signal?: AbortSignal): Promise<unknown> {
+    let res: Response;
+    try {
+      res = await fetch(`${config.api_url}/bot${token}/${method}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(params),
+        signal: signal ?? AbortSignal.timeout(30_000),
+      });
+    } catch (err) {
+      if ((err as Error).name === 'AbortError') throw err;
+      throw new ChannelApiError(`the Bot API cannot be reached (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`, 0);
+    }
+    const body = obj(await res.json().catch(() => undefined));
+    if (body?.ok === true) return body.result;
+    const retry = int(obj(body?.parameters)?.retry_after);
+    throw new ChannelApiError(`${method}: ${str(body?.description) ?? `HTTP ${res.status}`}`, int(body?.error_code) ?? res.status, retry);
+  }
+
+  const sendOnce = (method: string, params: Json) => withOneRetry(log, method, () => call(method, params));
+
+  async function sendText(chat: string, text: string): Promise<void> {
+    const where = parseChat(chat);
+    try {
+      await sendOnce('sendMessage', { ...where, text: toMarkdownV2(text), parse_mode: 'MarkdownV2', link_preview_options: { is_disabled: true } });
+    } catch (err) {
+      // Markup Telegram will not take is sent as it is: the words matter more than the code blocks.
+      if (!(err instanceof ChannelApiError) || !/can't parse entities/.test(err.message)) throw err;
+      await sendOnce('sendMessage', { ...where, text, link_preview_options: { is_disabled: true } });
+    }
+  }
+
+  async function sendDocument(chat: string, text: string): Promise<void> {
+    const form = new FormData();
+    for (const [k, v] of Object.entries(parseChat(chat))) form.set(k, String(v));
+    form.set('caption', 'the whole reply');
+    form.set('document', new Blob([text], { type: 'text/plain' }), 'reply.txt');
+    await withOneRetry(log, 'sendDocument', async () => {
+      const res = await fetch(`${config.api_url}/bot${token}/sendDocument`, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) });
+      const body = obj(await res.json().catch(() => undefined));
+      if (body?.ok !== true) throw new ChannelApiError(`sendDocument: ${str(body?.description) ?? `HTTP ${res.status}`}`, res.status, int(obj(body?.parameters)?.retry_after));
+    });
+  }
+
+  /** Take the updates in order; the offset after the last. A failed take throws: the next poll asks from the old offset, and what was taken already is known to the inbox. */
+  function takeAll(updates: unknown, offset: number): number {
+    for (const update of Array.isArray(updates) ? updates : []) {
+      const id = int(obj(update)?.update_id);
+      if (id === undefined || id < offset) continue;
+      const message = telegramMessage(update);
+      if (message) takeOrBusy(message);
+      offset = id + 1;
+    }
+    return offset;
+  }
+
+  async function poll() {
+    let offset = 0;
+    let attempt = 0;
+    let webhookCleared = false;
+    while (!stopped) {
+      abort = new AbortController();
+      const timeout = setTimeout(() => abort?.abort(), (POLL_SECONDS + 15) * 1000);
+      try {
+        // A webhook left from webhook mode blocks getUpdates (409): removed, keeping what it queued.
+        if (!webhookCleared) webhookCleared = (await call('deleteWebhook', { drop_pending_updates: false }, abort.signal)) !== undefined;
+        const updates = await call('getUpdates', { offset, timeout: POLL_SECONDS, allowed_updates: ['message', 'edited_message'] }, abort.signal);
+        live = true;
+        attempt = 0;
+        offset = takeAll(updates, offset);
+      } catch (err) {
+        if (stopped) break;
+        live = false;
+        attempt++;
+        const why = err instanceof ChannelApiError && err.status === 409 ? 'another process polls this bot token (or a webhook is set)' : String((err as Error).message).slice(0, 200);
+        log.warn({ err: why, attempt }, 'telegram getUpdates failed');
+        await new Promise((r) => setTimeout(r, backoffDelay(attempt, ctx.backoffMs)));
+      } finally {
+        clearTimeout(timeout);
+      }
+    }
+    live = false;
+  }
+
+  async function registerWebhook() {
+    for (let attempt = 0; !stopped; attempt++) {
+      try {
+        await call('setWebhook', { url: `${config.public_url}/hooks/telegram`, secret_token: config.webhook_secret, allowed_updates: ['message', 'edited_message'] });
+        live = true;
+        log.info('telegram webhook set');
+        return;
+      } catch (err) {
+        log.warn({ err: String((err as Error).message).slice(0, 200), attempt }, 'telegram setWebhook failed');
+        await new Promise((r) => setTimeout(r, backoffDelay(attempt + 1, ctx.backoffMs)));
+      }
+    }
+  }
+
+  async function http(req: Request): Promise<Response> {
+    if (config.mode !== 'webhook') throw new BerthError('NOT_FOUND', 'the telegram bridge is in poll mode: it takes no webhook');
+    if (req.method !== 'POST') throw new BerthError('METHOD_NOT_ALLOWED', `${req.method} is not served at /hooks/telegram (allowed: POST)`);
+    if (!sameSecret(req.headers.get('x-telegram-bot-api-secret-token') ?? '', config.webhook_secret ?? '')) {
+      throw new BerthError('UNAUTHORIZED', 'missing or wrong X-Telegram-Bot-Api-Secret-Token');
+    }
+    let update: unknown;
+    try {
+      update = JSON.parse((await readBodyBounded(req, TELEGRAM_MAX_UPDATE_BYTES)).toString('utf8'));
+    } catch (err) {
+      if (isBerthError(err)) throw err;
+      throw new BerthError('CONFIG_INVALID', 'the update is not JSON', { issues: [{ field: 'body', reason: 'not JSON' }] });
+    }
+    const message = telegramMessage(update);
+    // Not a text message: confirmed, nothing to do. One that cannot be journaled: not 2xx, so Telegram sends it again.
+    if (message) takeOrBusy(message);
+    return new Response(null, { status: 200 });
+  }
+
+  function takeOrBusy(message: ChannelMessage) {
+    try {
+      ctx.take(message);
+    } catch (err) {
+      log.error({ sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a telegram message; Telegram sends it again');
+      throw new BerthError('BUSY', 'the message could not be journaled; send it again', { retry_after: 1 });
+    }
+  }
+
+  return {
+    name: 'telegram',
+    typingEveryMs: 4000, // Telegram shows "typing" for 5 s
+    start() {
+      loop ??= config.mode === 'poll' ? poll() : registerWebhook();
+    },
+    async stop() {
+      stopped = true;
+      abort?.abort();
+      await loop;
+    },
+    connected: () => live,
+    http,
+    async send(chat, text) {
+      const parts = splitForLimit(text, TELEGRAM_TEXT_LIMIT);
+      if (parts.length > TELEGRAM_MAX_PARTS) {
+        await sendText(chat, `${parts[0]}\n[… the whole reply is attached as reply.txt]`.slice(0, TELEGRAM_TEXT_LIMIT));
+        await sendDocument(chat, text);
+        return;
+      }
+      for (const part of parts) await sendText(chat, part);
+    },
+    async typing(chat, on) {
+      if (on) await call('sendChatAction', { ...parseChat(chat), action: 'typing' });
+    },
+    async acknowledge() {
+      // poll: the next getUpdates' offset confirms; webhook: the 200.
+    },
+  };
+}
+
+export const telegramChannel = defineChannel({
+  name: 'telegram',
+  title: 'Telegram',
+  schema: TelegramBridgeSchema,
+  receives: (c) => (c.mode === 'poll' ? 'poll' : 'webhook'),
+  sends: { typing: true, inlineLimit: `${TELEGRAM_TEXT_LIMIT} characters`, longReplies: `split at line breaks into up to ${TELEGRAM_MAX_PARTS} messages; longer, the start and the whole as reply.txt` },
+  tenants: { direct: 'telegram:<user id>', group: 'telegram-group:<chat id>', groups: 'a group is one tenant (its members share a workspace); each member is paired on their own' },
+  senderKey: /^telegram:[0-9]{1,20}$/,
+  senders: (c) => c,
+  key: (c) => `${c.mode} at ${c.api_url} with ${secretIdentity(c, 'token')}`,
+  describe: (c) => `the Bot API at ${c.api_url}, ${c.mode === 'poll' ? 'long polling' : `webhook at ${c.public_url}/hooks/telegram`} (senders: ${c.senders})`,
+  create: createTelegramBridge,
+  async doctor(c, route) {
+    const name = 'bridge telegram';
+    let token: string;
+    try {
+      token = readSecret(c, 'token');
+    } catch (err) {
+      return [{ name, status: 'fail', detail: (err as Error).message }];
+    }
+    try {
+      const res = await fetch(`${c.api_url}/bot${token}/getMe`, { signal: AbortSignal.timeout(5000) });
+      const body = obj(await res.json().catch(() => undefined));
+      if (res.status === 401 || res.status === 404) return [{ name, status: 'fail', detail: `the Bot API at ${c.api_url} refuses the token (HTTP ${res.status}): check bridges.telegram.token` }];
+      if (body?.ok !== true) return [{ name, status: 'fail', detail: `the Bot API at ${c.api_url} answered HTTP ${res.status}` }];
+      const bot = str(obj(body.result)?.username);
+      return [{ name, status: route ? 'ok' : 'warn', detail: `@${bot ?? '?'} ${route ?? 'has no "telegram" channel profile: only chats named in channels are answered'}; ${c.mode}; senders: ${c.senders}` }];
+    } catch (err) {
+      return [{ name, status: 'fail', detail: `the Bot API at ${c.api_url} cannot be reached (${(err as Error).name}): is api_url right, and may berth reach it?` }];
+    }
+  },
+});

@@ -1,0 +1,225 @@
+import { createHmac } from 'node:crypto';
+import { z } from 'zod';
+import { BerthError, isBerthError } from '../errors.js';
+import { defineChannel, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { oneSecret, readBodyBounded, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+
+/**
+ * Signed webhooks, for any system that is not a messenger: `POST /hooks/<name>` on berth serve.
+ * - Signed: `X-Berth-Timestamp: <unix seconds>` and `X-Berth-Signature: v1=<hex HMAC-SHA256 of
+ *   "<timestamp>.<raw body>" under the hook's secret>`; a timestamp outside the window is a
+ *   replay and refused, before the body is read as anything.
+ * - Body: `{"id": stable message id, "user": who, "text": …, "conversation"?: …}`; the id
+ *   dedupes re-sends (the same id is answered once: a second gets status "duplicate").
+ * - Answered in the request (`reply: sync`: 200 with the reply, or 202 if it takes longer than
+ *   reply_timeout_seconds), or at once with 202 and later by a POST to callback_url, signed the
+ *   same way, on the egress proxy's address rules.
+ * A signed request is already authenticated: no pairing. Each (hook, user) is a tenant; a
+ * conversation is a chat of its own, with its own session.
+ */
+export const WEBHOOK_MAX_BODY_BYTES = 256 * 1024;
+const HOOK_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+
+const HookSchema = z
+  .object({
+    ...secretFields('secret', 'The HMAC-SHA256 key the caller signs with (at least 32 characters)'),
+    reply: z.enum(['sync', 'callback']).default('sync').describe('sync: the answer is the HTTP response (202 if it takes longer than reply_timeout_seconds); callback: 202 at once, the answer POSTed to callback_url.'),
+    callback_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional().describe('Where answers are POSTed (signed like the requests); needed for reply: callback, used by sync for answers that came too late.'),
+    window_seconds: z.number().int().min(10).max(3600).default(300).describe('A request whose timestamp is further from berth\'s clock than this is refused as a replay.'),
+    reply_timeout_seconds: z.number().int().min(1).max(900).default(120).describe('sync: how long the request is held for the answer.'),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    oneSecret(c, 'secret', ctx);
+    if (typeof c.secret === 'string' && c.secret.length < 32) ctx.addIssue({ code: 'custom', path: ['secret'], message: 'must be at least 32 characters' });
+    if (c.reply === 'callback' && !c.callback_url) ctx.addIssue({ code: 'custom', path: ['callback_url'], message: 'reply: callback needs callback_url' });
+  });
+
+export const WebhookBridgeSchema = z
+  .object({
+    hooks: z
+      .record(z.string().regex(HOOK_NAME, 'must be 1-63 characters of a-z, 0-9, "_" and "-"'), HookSchema)
+      .refine((h) => Object.keys(h).length <= 64, 'at most 64 hooks')
+      .describe('Named webhooks: POST /hooks/<name>.'),
+  })
+  .strict();
+type WebhookConfig = z.output<typeof WebhookBridgeSchema>;
+type HookConfig = z.output<typeof HookSchema>;
+
+/** What a caller sends (bounded: ids and names short, text as long as a chat message may be). */
+const BodySchema = z
+  .object({
+    id: z.string().min(1).max(200).describe('A stable id of this message: a re-send with the same id is answered once.'),
+    user: z.string().min(1).max(200).regex(/^[^\u0000-\u001f]+$/, 'must be printable').describe('Who sent it (their tenant: hook:<name>:<user>).'),
+    text: z.string().min(1).max(16_000),
+    conversation: z.string().min(1).max(200).regex(/^[^\u0000-\u001f/]+$/, 'must be printable, without "/"').optional().describe("A conversation of the user's own: its own session."),
+  })
+  .strict();
+
+/** The signature berth checks and sends: v1=HMAC-SHA256(secret, "<timestamp>.<body>"). */
+export function webhookSignature(secret: string, timestamp: string, body: Buffer | string): string {
+  return `v1=${createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex')}`;
+}
+
+/** A chat of a hook: "<hook>/<user>[/<conversation>]" (a user name may hold "/": the hook and conversation never do). */
+const chatOf = (hook: string, user: string, conversation?: string) => JSON.stringify([hook, user, conversation ?? null]);
+const parseChat = (chat: string) => JSON.parse(chat) as [string, string, string | null];
+
+export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): ChannelTransport {
+  const log = ctx.logger.child({ bridge: 'webhook' });
+  const secrets = new Map<string, string>();
+  const secretOf = (name: string, hook: HookConfig) => {
+    let s = secrets.get(name);
+    if (s === undefined) secrets.set(name, (s = readSecret(hook, 'secret')));
+    return s;
+  };
+  /** Per chat, the messages taken and not yet ended (lanes answer a chat's messages in order), with what was said to each. */
+  type Open = { id: string; said: string[]; answer?: (text: string | undefined) => void };
+  const open = new Map<string, Open[]>();
+  /** What was said in a chat with no message open here: a message a dead berth took, answered after a restart. */
+  const orphans = new Map<string, string[]>();
+
+  const hookOf = (name: string): HookConfig | undefined => (Object.hasOwn(ctx.config.hooks, name) ? ctx.config.hooks[name] : undefined);
+
+  async function http(req: Request, subpath: string): Promise<Response> {
+    const name = subpath;
+    const hook = hookOf(name);
+    if (!hook) throw new BerthError('NOT_FOUND', `no webhook named "${name}" (berth.yaml bridges.webhook.hooks)`);
+    if (req.method !== 'POST') throw new BerthError('METHOD_NOT_ALLOWED', `${req.method} is not served at /hooks/${name} (allowed: POST)`);
+    const timestamp = req.headers.get('x-berth-timestamp') ?? '';
+    const ts = /^[0-9]{1,12}$/.test(timestamp) ? Number(timestamp) : NaN;
+    if (!Number.isFinite(ts)) throw new BerthError('UNAUTHORIZED', 'X-Berth-Timestamp must be the unix time in seconds', { hint: 'see docs/webhooks.md' });
+    if (Math.abs(Date.now() / 1000 - ts) > hook.window_seconds) {
+      throw new BerthError('UNAUTHORIZED', `X-Berth-Timestamp is more than ${hook.window_seconds} s from berth's clock: refused as a replay`, { hint: 'sign each request when it is sent; check the sender\'s clock' });
+    }
+    const raw = await readBodyBounded(req, WEBHOOK_MAX_BODY_BYTES);
+    if (!sameSecret(req.headers.get('x-berth-signature') ?? '', webhookSignature(secretOf(name, hook), timestamp, raw))) {
+      log.warn({ hook: name }, 'a webhook request with a wrong signature was refused');
+      throw new BerthError('UNAUTHORIZED', 'X-Berth-Signature does not match the body', { hint: 'v1=<hex HMAC-SHA256 of "<timestamp>.<body>" under the hook\'s secret>; see docs/webhooks.md' });
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(raw.toString('utf8'));
+    } catch {
+      throw new BerthError('CONFIG_INVALID', 'the body is not JSON', { issues: [{ field: 'body', reason: 'not JSON' }] });
+    }
+    const parsed = BodySchema.safeParse(json);
+    if (!parsed.success) {
+      const issues = parsed.error.issues.map((i) => ({ field: i.path.join('.') || 'body', reason: i.message }));
+      throw new BerthError('CONFIG_INVALID', `the webhook body is not valid: ${issues.map((i) => `${i.field}: ${i.reason}`).join('; ')}`, { issues });
+    }
+    const body = parsed.data;
+    const chat = chatOf(name, body.user, body.conversation);
+    const message: ChannelMessage = { id: `${name}:${body.id}`, chat, tenant: `hook:${name}:${body.user}`, sender: `hook:${name}:${body.user}`, text: body.text };
+    const entry = note(chat, message.id, hook.reply === 'sync' ? hook.reply_timeout_seconds * 1000 : undefined);
+    let taken: 'accepted' | 'duplicate';
+    try {
+      taken = ctx.take(message);
+    } catch (err) {
+      forget(chat, message.id);
+      log.error({ hook: name, id: body.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a webhook message');
+      throw new BerthError('BUSY', 'the message could not be journaled; send it again', { retry_after: 1 });
+    }
+    if (taken === 'duplicate') {
+      forget(chat, message.id);
+      return Response.json({ id: body.id, status: 'duplicate' }, { status: 200 });
+    }
+    const reply = await entry.answered;
+    return reply === undefined ? Response.json({ id: body.id, status: 'accepted' }, { status: 202 }) : Response.json({ id: body.id, status: 'answered', reply }, { status: 200 });
+  }
+
+  /**
+   * Note a message as its chat's next. sync: `answered` resolves with its answer, or undefined
+   * once the request has waited `waitMs` (the answer then goes to the callback, if any);
+   * callback: it resolves undefined at once.
+   */
+  function note(chat: string, id: string, waitMs: number | undefined): Open & { answered: Promise<string | undefined> } {
+    let answer: ((text: string | undefined) => void) | undefined;
+    const answered = new Promise<string | undefined>((resolve) => (answer = resolve));
+    const entry: Open = { id, said: [], answer: waitMs === undefined ? undefined : answer };
+    open.set(chat, [...(open.get(chat) ?? []), entry]);
+    if (waitMs === undefined) answer?.(undefined);
+    else
+      setTimeout(() => {
+        entry.answer = undefined;
+        answer?.(undefined);
+      }, waitMs).unref();
+    return Object.assign(entry, { answered });
+  }
+
+  function forget(chat: string, id: string) {
+    const left = (open.get(chat) ?? []).filter((e) => e.id !== id);
+    if (left.length > 0) open.set(chat, left);
+    else open.delete(chat);
+  }
+
+  /** The answer to a message POSTed to the hook's callback_url, signed like the requests. */
+  async function callback(chat: string, id: string, reply: string) {
+    const [name, user, conversation] = parseChat(chat);
+    const hook = hookOf(name);
+    if (!hook?.callback_url) return;
+    const body = JSON.stringify({ id: id.slice(name.length + 1), user, ...(conversation === null ? {} : { conversation }), reply });
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    try {
+      const res = await ctx.postOut(hook.callback_url, body, { 'content-type': 'application/json', 'x-berth-timestamp': timestamp, 'x-berth-signature': webhookSignature(secretOf(name, hook), timestamp, body) });
+      if (res.status >= 300) log.warn({ hook: name, status: res.status }, 'the webhook callback did not take the answer');
+    } catch (err) {
+      log.warn({ hook: name, err: String((err as Error).message).slice(0, 200) }, 'the webhook callback could not be reached');
+    }
+  }
+
+  return {
+    name: 'webhook',
+    start() {},
+    async stop() {},
+    connected: () => true,
+    http,
+    async send(chat, text) {
+      // Said while a message of this chat is open: its answer is the last thing said before it ends.
+      // Nothing open (berth restarted in between): kept for the message that ends next in this chat.
+      const head = open.get(chat)?.[0];
+      if (head) head.said.push(text);
+      else orphans.set(chat, [...(orphans.get(chat) ?? []), text].slice(-4));
+    },
+    async typing() {},
+    async acknowledge() {},
+    profileKeys: (chat) => [`webhook:${parseChat(chat)[0]}`, 'webhook'],
+    finished(id, chat) {
+      const entry = open.get(chat)?.find((e) => e.id === id);
+      forget(chat, id);
+      const said = entry?.said ?? orphans.get(chat) ?? [];
+      if (!entry) orphans.delete(chat);
+      const reply = said.at(-1);
+      if (entry?.answer) entry.answer(reply);
+      else if (reply !== undefined) void callback(chat, id, reply);
+    },
+  };
+}
+
+export const webhookChannel = defineChannel({
+  name: 'webhook',
+  title: 'Signed webhooks',
+  schema: WebhookBridgeSchema,
+  receives: () => 'webhook',
+  sends: { typing: false, inlineLimit: 'the whole reply', longReplies: 'the whole reply, in the response or the callback' },
+  tenants: { direct: 'hook:<name>:<user>', group: 'none', groups: 'no groups: each (hook, user) is a tenant; a conversation is a session of its own' },
+  senderKey: /^hook:[a-z0-9][a-z0-9_-]{0,62}:.{1,200}$/,
+  senders: () => undefined,
+  key: (c) => Object.entries(c.hooks).map(([name, h]) => `${name} (${secretIdentity(h, 'secret')})`).join(', '),
+  describe: (c) => `${Object.keys(c.hooks).length} hook(s) at /hooks/<name>: ${Object.keys(c.hooks).join(', ')}`,
+  create: createWebhookBridge,
+  async doctor(c, route) {
+    return Object.entries(c.hooks).map(([name, h]) => {
+      try {
+        readSecret(h, 'secret');
+      } catch (err) {
+        return { name: `bridge webhook ${name}`, status: 'fail' as const, detail: (err as Error).message };
+      }
+      return {
+        name: `bridge webhook ${name}`,
+        status: route ? ('ok' as const) : ('warn' as const),
+        detail: `POST /hooks/${name} (reply: ${h.reply}${h.callback_url ? `, callback ${new URL(h.callback_url).host}` : ''}); ${route ?? 'no "webhook" channel profile: only hooks named in channels (webhook:<chat>) are answered'}`,
+      };
+    });
+  },
+});
