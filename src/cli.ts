@@ -48,7 +48,7 @@ Operator (berth.yaml; comments and order kept)
   project set-private-workspace <project> <abs-path>   (moves the project there)
   project unset-private-workspace <project>            (moves it back)
   config get [<path>]           berth.yaml as berth reads it (secrets shown as "(set)")
-  config set <path> <value>     one setting, e.g. config set bridges.signal.url http://127.0.0.1:8081
+  config set <path> <value>     one setting, e.g. config set runs.warm_idle_seconds 300
                                 (checked with the whole file first; a running serve follows it)
   config unset <path>           remove one setting: its default applies again
   home                          the home this berth uses (where projects, berth.yaml and state live)

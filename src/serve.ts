@@ -242,10 +242,10 @@ export async function runBridgesOnly(berth: Berth, io: Out, name: string): Promi
   if (!channel) throw new BerthError('USAGE', `no bridge is named "${name}" (there are: ${CHANNEL_NAMES.join(', ')})`);
   const configured = configuredChannels(berth.config.bridges).find((c) => c.channel.name === name);
   if (!configured) {
-    io.err(`berth: the ${name} bridge is not configured: add bridges.${name} to berth.yaml (see docs/${name === 'webhook' ? 'webhooks' : name}.md)\n`);
+    io.err(`berth: the ${name} bridge is not configured: add bridges.${name} to berth.yaml (see ${channel.guide})\n`);
     return 2;
   }
-  if (configured.channel.receives(configured.config) === 'webhook') {
+  if (configured.channel.receives(configured.config) === 'http') {
     throw new BerthError('USAGE', `the ${name} bridge is sent its messages by HTTP: "berth serve" answers them at /hooks/, not "berth bridge ${name}"`);
   }
   // Claimed before anything else: beside a live consumer of this home it refuses (ALREADY_RUNNING).

@@ -55,6 +55,8 @@ export interface ChatTransport extends Omit<ChannelSender, 'send'> {
   newSession?(chat: string): string;
   /** The run asks its person (a card with its answers, web chat); without it: a question answered by /yes or /no. */
   approval?(chat: string, event: ApprovalEvent): void;
+  /** The message has ended, answered or failed (web chat: its connection may send the next). */
+  finished?(id: string, chat: string): void;
 }
 
 export interface BridgeCore {
@@ -270,6 +272,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   async function deliver(id: string, chat: string, reply: string, failure?: string, parts?: ReplyParts) {
     try {
       await say(chat, reply, parts);
+      transport.answered?.(id, chat, reply);
       inbox.mark(id, failure === undefined ? 'replied' : 'failed', { reason: failure });
     } catch (err) {
       inbox.mark(id, 'failed', { reason: `${failure ? `${failure}; ` : ''}the reply could not be sent: ${String(err).slice(0, 200)}` });
@@ -529,12 +532,12 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
           log.info({ id: entry.id }, 'answering a message a previous berth journaled');
           enqueue(e, entry.tenant ?? entry.sender);
         } else if (entry.phase === 'answered' && entry.reply !== undefined) {
-          void lanes.run(lane, () => deliver(entry.id, e.chat, entry.reply as string, entry.reason).finally(() => transport.finished?.(entry.id, e.chat)), { bounded: false });
+          void lanes.run(lane, () => deliver(entry.id, e.chat, entry.reply as string, entry.reason), { bounded: false });
         } else {
           // Its run had started: running it again could do twice what the agent did once.
           const notice = `berth: I restarted while working on your message "${preview(e.text)}". It was not finished; please send it again.`;
           inbox.mark(entry.id, 'answered', { reply: notice, reason: 'berth restarted while this message was running' });
-          void lanes.run(lane, () => deliver(entry.id, e.chat, notice, 'berth restarted while this message was running').finally(() => transport.finished?.(entry.id, e.chat)), { bounded: false });
+          void lanes.run(lane, () => deliver(entry.id, e.chat, notice, 'berth restarted while this message was running'), { bounded: false });
         }
       }
       releaseApproved();

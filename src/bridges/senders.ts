@@ -28,7 +28,7 @@ export interface SenderAnswer {
 /** The channel a sender key belongs to, among those with pairing; a clear error for anything else. */
 export function pairingChannelOf(sender: string): ChannelModule {
   const channel = channelOfSender(sender) as ChannelModule | undefined;
-  if (!channel || channel.name === 'webhook') {
+  if (!channel?.pairing) {
     throw new BerthError('CONFIG_INVALID', `"${sender.slice(0, 80)}" is not a sender key`, { issues: [{ field: 'sender', reason: 'must be a sender key as "berth bridge pending" shows it, e.g. signal:<uuid> or telegram:<id>' }] });
   }
   return channel;
@@ -38,13 +38,17 @@ export async function approveSender(deps: { config: BerthConfig; stateDir: strin
   const channel = pairingChannelOf(sender);
   const dir = bridgeDir(deps.stateDir);
   const r = openBridgeState(dir, channel.name).approve(sender);
-  const held = openInbox(dir, channel.name).open().some((e) => e.phase === 'held' && e.sender === sender);
+  const inbox = openInbox(dir, channel.name);
+  const kept = inbox.open().find((e) => e.phase === 'held' && e.sender === sender);
+  const held = kept !== undefined;
+  // Told where they wrote (a Matrix room, a Signal group), else in a direct chat.
+  const chat = kept?.chat ?? inbox.all().findLast((e) => e.sender === sender)?.chat ?? sender.slice(channel.name.length + 1);
   const config = channelConfig(deps.config.bridges, channel.name);
-  // They wrote, were refused, and wait to hear: one direct message says they can talk now.
+  // They wrote, were refused, and wait to hear: one message says they can talk now.
   if (config === undefined || !r.was_pending || r.already) return { was_pending: r.was_pending, held };
   try {
     const transport = channel.create({ config, logger: deps.logger, dir, take: () => 'duplicate', postOut: createPostOut(() => deps.config) });
-    await transport.send(sender.slice(channel.name.length + 1), held ? APPROVED_HELD_NOTICE : APPROVED_NOTICE);
+    await transport.send(chat, held ? APPROVED_HELD_NOTICE : APPROVED_NOTICE);
     return { was_pending: true, held, told: true };
   } catch (err) {
     return { was_pending: true, held, told: String((err as Error).message ?? err).slice(0, 200) };
@@ -63,5 +67,5 @@ export function pendingSenders(config: BerthConfig, stateDir: string): Array<{ c
 
 /** The configured channels where strangers wait for the operator. */
 export function channelsWithPairing(config: BerthConfig): ChannelModule[] {
-  return configuredChannels(config.bridges).filter(({ channel, config: c }) => channel.senders(c) !== undefined).map((c) => c.channel);
+  return configuredChannels(config.bridges).filter(({ channel }) => channel.pairing).map((c) => c.channel);
 }

@@ -52,7 +52,7 @@ export function consumerLock(stateDir: string, channel: string): string {
 }
 
 /** A channel that pulls its messages (a stream, a long poll) has one consumer per home; one that is sent them by HTTP needs none. */
-export const needsConsumerLock = (channel: ChannelModule, config: unknown) => channel.receives(config) !== 'webhook';
+export const needsConsumerLock = (channel: ChannelModule, config: unknown) => channel.receives(config) !== 'http';
 
 /** The bridges this process may consume, claimed for its whole life (released by stop or by its death). */
 export interface BridgeClaim {
@@ -130,7 +130,7 @@ export function startBridges(deps: BridgeDeps & { claim?: BridgeClaim }): Runnin
   }
 }
 
-type Started = { key: string; lock?: { release(): void }; view: RunningBridge; http?: ChannelHttp; stop(): Promise<void> };
+type Started = { key: string; lock?: { release(): void }; view: RunningBridge; http?: ChannelHttp; namedHooks?: boolean; stop(): Promise<void> };
 
 function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
   const dir = bridgeDir(deps.stateDir);
@@ -161,8 +161,8 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
       const [first = '', ...rest] = path.split('/');
       const own = running.get(first)?.http;
       if (own) return own(req, rest.join('/'));
-      const hooks = running.get('webhook')?.http;
-      if (hooks) return hooks(req, path);
+      const named = [...running.values()].find((r) => r.namedHooks)?.http;
+      if (named) return named(req, path);
       throw new BerthError('NOT_FOUND', `nothing is served at /hooks/${path}`, { hint: 'berth.yaml bridges names the channels and webhooks berth serve answers' });
     },
     reconfigure() {
@@ -238,6 +238,7 @@ function startChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, con
     key: channel.key(config),
     lock,
     http: transport.http,
+    namedHooks: channel.namedHooks !== undefined,
     view: { name: channel.name, core: started, inbox, state, connected: transport.connected },
     /** Receive no more; held first messages are left to the next core; runs in flight still answer (sending needs no receiver). */
     async stop() {

@@ -33,8 +33,8 @@ export interface ChannelSender {
   typing(chat: string, on: boolean): Promise<void>;
   /** The message is safe with berth (journaled): a read receipt, a confirmed offset, an HTTP 200. */
   acknowledge(message: ChannelMessage): Promise<void>;
-  /** The message has ended, answered or failed (a synchronous webhook answers its request now). */
-  finished?(id: string, chat: string): void;
+  /** A message's answer (or the notice it failed with) was sent: a webhook returns it in its request, or posts it to its callback. */
+  answered?(id: string, chat: string, text: string): void;
   /** The channel profiles that may answer a chat, most specific first (default: "<name>:<chat>", then "<name>"). */
   profileKeys?(chat: string): string[];
   /** How often typing is said again while the agent works (the service's indicator fades). */
@@ -98,15 +98,21 @@ export interface ChannelModule<N extends string = string, S extends z.ZodType = 
   /** berth.yaml `bridges.<name>`, described (the reference and `berth config` read it). */
   readonly schema: S;
   /** How it receives: a stream it holds open, a long poll, or HTTP requests into berth serve. */
-  receives(config: z.output<S>): 'stream' | 'poll' | 'webhook';
+  receives(config: z.output<S>): 'stream' | 'poll' | 'http';
   /** How it sends: the longest text in one message, and what a longer reply becomes. */
   readonly sends: { typing: boolean; inlineLimit: string; longReplies: string };
   /** Tenant keys it makes: direct chats, groups, and what a group is. */
   readonly tenants: { direct: string; group: string; groups: string };
   /** A sender key of this channel, as `bridge approve` takes it. */
   readonly senderKey: RegExp;
-  /** Pairing rules; undefined: every message is already authenticated (a signed webhook). */
+  /** Strangers wait for the operator's approval (`berth bridge pending/approve`); false: every message is already authenticated (a signed webhook). */
+  readonly pairing: boolean;
+  /** Pairing rules as berth.yaml has them now (pairing channels). */
   senders(config: z.output<S>): SenderRules | undefined;
+  /** The names it serves at /hooks/<name> (signed webhooks), besides its own /hooks/<channel>. */
+  namedHooks?(config: z.output<S>): string[];
+  /** Its step-by-step guide. */
+  readonly guide: string;
   /** What identifies the running bridge: a change of it is a restart (other settings are read per message). */
   key(config: z.output<S>): string;
   /** One line for berth serve's start and the logs (never a secret). */

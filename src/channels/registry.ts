@@ -1,4 +1,6 @@
+import { matrixChannel } from './matrix.js';
 import { signalChannel } from './signal.js';
+import { slackChannel } from './slack.js';
 import { telegramChannel } from './telegram.js';
 import { webhookChannel } from './webhook.js';
 
@@ -7,7 +9,7 @@ import { webhookChannel } from './webhook.js';
  * pairing commands, doctor and berth serve's /hooks all come from this list. A new channel is
  * one module beside these and one entry here.
  */
-export const CHANNELS = [signalChannel, telegramChannel, webhookChannel] as const;
+export const CHANNELS = [signalChannel, telegramChannel, slackChannel, matrixChannel, webhookChannel] as const;
 
 export type Channel = (typeof CHANNELS)[number];
 export type ChannelName = Channel['name'];

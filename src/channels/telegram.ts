@@ -27,7 +27,7 @@ export const TelegramBridgeSchema = z
     ...secretFields('token', 'The bot token @BotFather gave (123456:ABC…)'),
     api_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('https://api.telegram.org').describe('The Bot API server (a local Bot API server, or a test fake).'),
     mode: z.enum(['poll', 'webhook']).default('poll').describe('poll: getUpdates long polling (no public URL needed); webhook: Telegram POSTs to public_url + /hooks/telegram (berth serve only).'),
-    public_url: z.url({ protocol: /^https$/, error: 'must be an https URL' }).optional().describe('webhook mode: the public https base URL that reaches berth serve (Telegram calls <public_url>/hooks/telegram).'),
+    public_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional().describe('webhook mode: the public base URL that reaches berth serve (Telegram calls <public_url>/hooks/telegram; the real Bot API calls https URLs only).'),
     webhook_secret: z
       .string()
       .regex(/^[A-Za-z0-9_-]{16,256}$/, 'must be 16-256 characters of A-Z, a-z, 0-9, "_" and "-"')
@@ -255,11 +255,13 @@ export const telegramChannel = defineChannel({
   name: 'telegram',
   title: 'Telegram',
   schema: TelegramBridgeSchema,
-  receives: (c) => (c.mode === 'poll' ? 'poll' : 'webhook'),
+  receives: (c) => (c.mode === 'poll' ? 'poll' : 'http'),
   sends: { typing: true, inlineLimit: `${TELEGRAM_TEXT_LIMIT} characters`, longReplies: `split at line breaks into up to ${TELEGRAM_MAX_PARTS} messages; longer, the start and the whole as reply.txt` },
   tenants: { direct: 'telegram:<user id>', group: 'telegram-group:<chat id>', groups: 'a group is one tenant (its members share a workspace); each member is paired on their own' },
   senderKey: /^telegram:[0-9]{1,20}$/,
+  pairing: true,
   senders: (c) => c,
+  guide: 'docs/telegram.md',
   key: (c) => `${c.mode} at ${c.api_url} with ${secretIdentity(c, 'token')}`,
   describe: (c) => `the Bot API at ${c.api_url}, ${c.mode === 'poll' ? 'long polling' : `webhook at ${c.public_url}/hooks/telegram`} (senders: ${c.senders})`,
   create: createTelegramBridge,

@@ -73,11 +73,8 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     if (s === undefined) secrets.set(name, (s = readSecret(hook, 'secret')));
     return s;
   };
-  /** Per chat, the messages taken and not yet ended (lanes answer a chat's messages in order), with what was said to each. */
-  type Open = { id: string; said: string[]; answer?: (text: string | undefined) => void };
-  const open = new Map<string, Open[]>();
-  /** What was said in a chat with no message open here: a message a dead berth took, answered after a restart. */
-  const orphans = new Map<string, string[]>();
+  /** Sync requests waiting for their message's answer, by message id (bounded by the inbox's own bounds on waiting messages). */
+  const waiting = new Map<string, (text: string | undefined) => void>();
 
   const hookOf = (name: string): HookConfig | undefined => (Object.hasOwn(ctx.config.hooks, name) ? ctx.config.hooks[name] : undefined);
 
@@ -111,46 +108,32 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     const body = parsed.data;
     const chat = chatOf(name, body.user, body.conversation);
     const message: ChannelMessage = { id: `${name}:${body.id}`, chat, tenant: `hook:${name}:${body.user}`, sender: `hook:${name}:${body.user}`, text: body.text };
-    const entry = note(chat, message.id, hook.reply === 'sync' ? hook.reply_timeout_seconds * 1000 : undefined);
+    const answered = hook.reply === 'sync' ? waitForAnswer(message.id, hook.reply_timeout_seconds * 1000) : undefined;
     let taken: 'accepted' | 'duplicate';
     try {
       taken = ctx.take(message);
     } catch (err) {
-      forget(chat, message.id);
+      waiting.delete(message.id);
       log.error({ hook: name, id: body.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a webhook message');
       throw new BerthError('BUSY', 'the message could not be journaled; send it again', { retry_after: 1 });
     }
     if (taken === 'duplicate') {
-      forget(chat, message.id);
+      waiting.delete(message.id);
       return Response.json({ id: body.id, status: 'duplicate' }, { status: 200 });
     }
-    const reply = await entry.answered;
+    const reply = await answered;
     return reply === undefined ? Response.json({ id: body.id, status: 'accepted' }, { status: 202 }) : Response.json({ id: body.id, status: 'answered', reply }, { status: 200 });
   }
 
-  /**
-   * Note a message as its chat's next. sync: `answered` resolves with its answer, or undefined
-   * once the request has waited `waitMs` (the answer then goes to the callback, if any);
-   * callback: it resolves undefined at once.
-   */
-  function note(chat: string, id: string, waitMs: number | undefined): Open & { answered: Promise<string | undefined> } {
-    let answer: ((text: string | undefined) => void) | undefined;
-    const answered = new Promise<string | undefined>((resolve) => (answer = resolve));
-    const entry: Open = { id, said: [], answer: waitMs === undefined ? undefined : answer };
-    open.set(chat, [...(open.get(chat) ?? []), entry]);
-    if (waitMs === undefined) answer?.(undefined);
-    else
+  /** The message's answer, or undefined once the request has waited `ms` (the answer then goes to the callback, if any). */
+  function waitForAnswer(id: string, ms: number): Promise<string | undefined> {
+    return new Promise((resolve) => {
+      waiting.set(id, resolve);
       setTimeout(() => {
-        entry.answer = undefined;
-        answer?.(undefined);
-      }, waitMs).unref();
-    return Object.assign(entry, { answered });
-  }
-
-  function forget(chat: string, id: string) {
-    const left = (open.get(chat) ?? []).filter((e) => e.id !== id);
-    if (left.length > 0) open.set(chat, left);
-    else open.delete(chat);
+        waiting.delete(id);
+        resolve(undefined);
+      }, ms).unref();
+    });
   }
 
   /** The answer to a message POSTed to the hook's callback_url, signed like the requests. */
@@ -174,24 +157,17 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     async stop() {},
     connected: () => true,
     http,
-    async send(chat, text) {
-      // Said while a message of this chat is open: its answer is the last thing said before it ends.
-      // Nothing open (berth restarted in between): kept for the message that ends next in this chat.
-      const head = open.get(chat)?.[0];
-      if (head) head.said.push(text);
-      else orphans.set(chat, [...(orphans.get(chat) ?? []), text].slice(-4));
+    async send() {
+      // Notices on the way ("queued", "still working") are not part of a webhook's answer: answered() carries that.
     },
     async typing() {},
     async acknowledge() {},
     profileKeys: (chat) => [`webhook:${parseChat(chat)[0]}`, 'webhook'],
-    finished(id, chat) {
-      const entry = open.get(chat)?.find((e) => e.id === id);
-      forget(chat, id);
-      const said = entry?.said ?? orphans.get(chat) ?? [];
-      if (!entry) orphans.delete(chat);
-      const reply = said.at(-1);
-      if (entry?.answer) entry.answer(reply);
-      else if (reply !== undefined) void callback(chat, id, reply);
+    answered(id, chat, text) {
+      const waiter = waiting.get(id);
+      waiting.delete(id);
+      if (waiter) waiter(text);
+      else void callback(chat, id, text); // callback mode, a sync request that stopped waiting, or a message a dead berth took
     },
   };
 }
@@ -200,11 +176,14 @@ export const webhookChannel = defineChannel({
   name: 'webhook',
   title: 'Signed webhooks',
   schema: WebhookBridgeSchema,
-  receives: () => 'webhook',
+  receives: () => 'http',
   sends: { typing: false, inlineLimit: 'the whole reply', longReplies: 'the whole reply, in the response or the callback' },
   tenants: { direct: 'hook:<name>:<user>', group: 'none', groups: 'no groups: each (hook, user) is a tenant; a conversation is a session of its own' },
   senderKey: /^hook:[a-z0-9][a-z0-9_-]{0,62}:.{1,200}$/,
+  pairing: false,
   senders: () => undefined,
+  namedHooks: (c) => Object.keys(c.hooks),
+  guide: 'docs/webhooks.md',
   key: (c) => Object.entries(c.hooks).map(([name, h]) => `${name} (${secretIdentity(h, 'secret')})`).join(', '),
   describe: (c) => `${Object.keys(c.hooks).length} hook(s) at /hooks/<name>: ${Object.keys(c.hooks).join(', ')}`,
   create: createWebhookBridge,

@@ -35,16 +35,18 @@ export const BridgesSchema = z
   })
   .strict()
   .superRefine((b, ctx) => {
-    // A signed webhook is served at /hooks/<name>, beside the channels that receive there.
-    for (const name of Object.keys(b.webhook?.hooks ?? {})) {
-      if (CHANNELS.some((c) => c.name === name)) ctx.addIssue({ code: 'custom', path: ['webhook', 'hooks', name], message: `"${name}" is a channel's own /hooks path: name the webhook otherwise` });
+    // Named hooks are served at /hooks/<name>, beside the channels that receive there.
+    for (const { channel, config } of configuredChannels(b)) {
+      for (const name of channel.namedHooks?.(config) ?? []) {
+        if (CHANNELS.some((c) => c.name === name)) ctx.addIssue({ code: 'custom', path: [channel.name], message: `a hook named "${name}" would be served at /hooks/${name}, the ${name} channel's own: name it otherwise` });
+      }
     }
   })
   .prefault({});
 export type BridgesConfig = z.output<typeof BridgesSchema>;
 
 /** The channels berth.yaml configures, each with its settings (in the registry's order). */
-export function configuredChannels(bridges: BridgesConfig): Array<{ channel: ChannelModule; config: unknown }> {
+export function configuredChannels(bridges: Partial<Record<string, unknown>> | BridgesConfig): Array<{ channel: ChannelModule; config: unknown }> {
   const byName = bridges as unknown as Record<string, unknown>;
   return (CHANNELS as readonly ChannelModule[]).flatMap((channel) => (Object.hasOwn(byName, channel.name) && byName[channel.name] !== undefined ? [{ channel, config: byName[channel.name] }] : []));
 }

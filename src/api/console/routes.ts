@@ -25,7 +25,7 @@ const SenderBodySchema = z.object({ decision: z.enum(['approve', 'deny']) }).str
 const SenderParamSchema = z
   .string()
   .max(300)
-  .refine((s) => channelOfSender(s)?.senders !== undefined && channelOfSender(s)?.name !== 'webhook', 'must be a sender key, e.g. signal:<uuid> or telegram:<id>');
+  .refine((s) => channelOfSender(s)?.pairing === true, 'must be a sender key, e.g. signal:<uuid> or telegram:<id>');
 const CONSOLE_BODY_BYTES = 4 * 1024;
 
 export function registerConsoleRoutes(app: Hono, deps: { token: string; sources: ConsoleSources; audit?: AuditTrail }): void {

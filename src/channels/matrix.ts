@@ -1,0 +1,228 @@
+import fs from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { isBerthError } from '../errors.js';
+import { atomicWriteFile } from '../fs/tree.js';
+import { backoffDelay, ChannelApiError, defineChannel, senderFields, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
+
+/**
+ * Matrix, through the client-server API (https://spec.matrix.org/latest/client-server-api/):
+ * the self-hosted channel for a self-hosted runner. `/sync` long polling; its `next_batch` is
+ * written to berth's state only after every message of the batch is journaled, so a crash
+ * syncs from the old token again and the inbox knows what it has (exactly once into the inbox).
+ * The first sync of a new home only takes the token: history is not answered. Rooms are chats:
+ * a room of two (the person and the bot) is the person's own tenant, a bigger room is one tenant.
+ * Replies are m.notice (bots do not answer notices: no two bots talk in circles); typing is
+ * shown while the agent works; invites are accepted when auto_join says so.
+ */
+export const MATRIX_TEXT_LIMIT = 12_000;
+const MATRIX_MAX_PARTS = 8;
+const SYNC_MS = 25_000;
+const MEMBERS_TTL_MS = 10 * 60 * 1000;
+
+export const MatrixBridgeSchema = z
+  .object({
+    homeserver: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).describe("The bot account's homeserver (its client-server API base, e.g. https://matrix.example.org)."),
+    user_id: z.string().regex(/^@[a-z0-9._=\-/+]{1,255}:[A-Za-z0-9.:\-[\]]{1,255}$/, 'must be a Matrix user id, e.g. @berth:example.org').describe("The bot's user id."),
+    ...secretFields('access_token', "The bot's access token (from a login of the bot account)"),
+    auto_join: z.boolean().default(true).describe('Accept invites to rooms (whoever invites still has to be approved to be answered).'),
+    ...senderFields('Matrix user ids (or tenant keys matrix:@user:server)'),
+  })
+  .strict()
+  .superRefine((c, ctx) => oneSecret(c, 'access_token', ctx));
+type MatrixConfig = z.output<typeof MatrixBridgeSchema>;
+
+type Json = Record<string, unknown>;
+const obj = (v: unknown): Json | undefined => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined);
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+
+/** A timeline event as berth takes it, or undefined for what is not a person's text to answer. */
+export function matrixMessage(roomId: string, event: unknown, bot: string, direct: boolean): ChannelMessage | undefined {
+  const e = obj(event);
+  const content = obj(e?.content);
+  const sender = str(e?.sender);
+  const eventId = str(e?.event_id);
+  if (e?.type !== 'm.room.message' || !content || !sender || !eventId || sender === bot) return undefined;
+  const relates = obj(content['m.relates_to']);
+  const edit = relates?.rel_type === 'm.replace' ? obj(content['m.new_content']) : undefined;
+  const shown = edit ?? content;
+  const body = str(shown.body);
+  if (shown.msgtype !== 'm.text' || body === undefined || body.trim() === '') return undefined; // notices (other bots), images, files
+  return {
+    id: eventId,
+    chat: roomId,
+    tenant: direct ? `matrix:${sender}` : `matrix-room:${roomId}`,
+    sender: `matrix:${sender}`,
+    text: edit ? `(edited) ${body}` : body,
+    receipt: { room: roomId, event: eventId },
+  };
+}
+
+export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTransport {
+  const config = ctx.config;
+  const token = readSecret(config, 'access_token');
+  const log = ctx.logger.child({ bridge: 'matrix' });
+  const tokenFile = join(ctx.dir, 'next_batch');
+  const members = new Map<string, { count: number; at: number }>();
+  let stopped = false;
+  let live = false;
+  let abort: AbortController | undefined;
+  let loop: Promise<void> | undefined;
+
+  async function call(method: string, path: string, body?: Json, signal?: AbortSignal): Promise<Json> {
+    let res: Response;
+    try {
+      res = await fetch(`${config.homeserver}/_matrix/client/v3${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+        signal: signal ?? AbortSignal.timeout(30_000),
+      });
+    } catch (err) {
+      if ((err as Error).name === 'AbortError') throw err;
+      throw new ChannelApiError(`the homeserver cannot be reached (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`, 0);
+    }
+    const json = obj(await res.json().catch(() => undefined)) ?? {};
+    if (res.ok) return json;
+    const retryMs = typeof json.retry_after_ms === 'number' ? json.retry_after_ms : undefined;
+    throw new ChannelApiError(`${str(json.errcode) ?? `HTTP ${res.status}`}: ${str(json.error) ?? ''}`.trim(), res.status, retryMs === undefined ? undefined : Math.ceil(retryMs / 1000));
+  }
+
+  const room = (id: string) => encodeURIComponent(id);
+
+  /** Is the room the person's and the bot's alone? (asked once per room now and then: membership changes) */
+  async function isDirect(roomId: string): Promise<boolean> {
+    const known = members.get(roomId);
+    if (known && Date.now() - known.at < MEMBERS_TTL_MS) return known.count <= 2;
+    const joined = obj((await call('GET', `/rooms/${room(roomId)}/joined_members`)).joined) ?? {};
+    const count = Object.keys(joined).length;
+    members.set(roomId, { count, at: Date.now() });
+    return count <= 2;
+  }
+
+  const readToken = () => {
+    try {
+      return fs.readFileSync(tokenFile, 'utf8').trim() || undefined;
+    } catch {
+      return undefined;
+    }
+  };
+
+  /** Journal a sync's messages in order; a take that fails throws: the token is not moved on, and the batch comes again. */
+  async function takeBatch(sync: Json) {
+    const rooms = obj(sync.rooms);
+    for (const [roomId, joined] of Object.entries(obj(rooms?.join) ?? {})) {
+      const events = list(obj(obj(joined)?.timeline)?.events);
+      if (events.length === 0) continue;
+      const direct = await isDirect(roomId);
+      for (const event of events) {
+        const message = matrixMessage(roomId, event, config.user_id, direct);
+        if (!message) continue;
+        try {
+          ctx.take(message);
+        } catch (err) {
+          log.error({ sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a matrix message; it comes again with the next sync');
+          throw err;
+        }
+      }
+    }
+    if (config.auto_join) {
+      for (const roomId of Object.keys(obj(rooms?.invite) ?? {})) {
+        await call('POST', `/join/${room(roomId)}`, {}).catch((err: Error) => log.warn({ err: err.message.slice(0, 200) }, 'could not join a room berth was invited to'));
+      }
+    }
+  }
+
+  async function run() {
+    let since = readToken();
+    let attempt = 0;
+    while (!stopped) {
+      abort = new AbortController();
+      const timer = setTimeout(() => abort?.abort(), SYNC_MS + 15_000);
+      try {
+        const query = since ? `?since=${encodeURIComponent(since)}&timeout=${SYNC_MS}` : '?timeout=0';
+        const sync = await call('GET', `/sync${query}`, undefined, abort.signal);
+        live = true;
+        attempt = 0;
+        const next = str(sync.next_batch);
+        if (since) await takeBatch(sync); // a new home's first sync is history: only its token is taken
+        if (next && next !== since) {
+          atomicWriteFile(tokenFile, `${next}\n`);
+          since = next;
+        }
+      } catch (err) {
+        if (stopped) break;
+        live = false;
+        attempt++;
+        log.warn({ err: String((err as Error).message).slice(0, 200), attempt }, 'matrix sync failed');
+        await new Promise((r) => setTimeout(r, backoffDelay(attempt, ctx.backoffMs)));
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+    live = false;
+  }
+
+  async function sendNotice(roomId: string, body: string) {
+    const txn = `berth-${Date.now()}-${randomBytes(6).toString('hex')}`; // one per message: a retry with it is not a second message
+    await withOneRetry(log, 'send', () => call('PUT', `/rooms/${room(roomId)}/send/m.room.message/${txn}`, { msgtype: 'm.notice', body }));
+  }
+
+  return {
+    name: 'matrix',
+    typingEveryMs: 20_000,
+    start() {
+      loop ??= run();
+    },
+    async stop() {
+      stopped = true;
+      abort?.abort();
+      await loop;
+    },
+    connected: () => live,
+    async send(chat, text) {
+      const parts: string[] = [];
+      for (let rest = text; rest.length > 0 && parts.length < MATRIX_MAX_PARTS; rest = rest.slice(MATRIX_TEXT_LIMIT)) parts.push(rest.slice(0, MATRIX_TEXT_LIMIT));
+      if (text.length > MATRIX_TEXT_LIMIT * MATRIX_MAX_PARTS) parts[parts.length - 1] += '\n[… the reply was cut here]';
+      for (const part of parts.length > 0 ? parts : ['(empty)']) await sendNotice(chat, part);
+    },
+    async typing(chat, on) {
+      await call('PUT', `/rooms/${room(chat)}/typing/${encodeURIComponent(config.user_id)}`, on ? { typing: true, timeout: 30_000 } : { typing: false });
+    },
+    async acknowledge(message) {
+      const r = message.receipt;
+      if (r) await call('POST', `/rooms/${room(String(r.room))}/receipt/m.read/${encodeURIComponent(String(r.event))}`, {});
+    },
+  };
+}
+
+export const matrixChannel = defineChannel({
+  name: 'matrix',
+  title: 'Matrix',
+  schema: MatrixBridgeSchema,
+  receives: () => 'poll',
+  sends: { typing: true, inlineLimit: `${MATRIX_TEXT_LIMIT} characters`, longReplies: `split into up to ${MATRIX_MAX_PARTS} notices` },
+  tenants: { direct: 'matrix:<user id>', group: 'matrix-room:<room id>', groups: 'a room with more than the person and the bot is one tenant; each member is paired on their own' },
+  senderKey: /^matrix:@[^\s:]{1,255}:[^\s]{1,255}$/,
+  pairing: true,
+  senders: (c) => c,
+  guide: 'docs/matrix.md',
+  key: (c) => `${c.user_id} at ${c.homeserver} with ${secretIdentity(c, 'access_token')}`,
+  describe: (c) => `${c.user_id} at ${c.homeserver} (senders: ${c.senders})`,
+  create: createMatrixBridge,
+  async doctor(c, route) {
+    const name = 'bridge matrix';
+    try {
+      const res = await fetch(`${c.homeserver}/_matrix/client/v3/account/whoami`, { headers: { authorization: `Bearer ${readSecret(c, 'access_token')}` }, signal: AbortSignal.timeout(5000) });
+      const body = obj(await res.json().catch(() => undefined));
+      if (!res.ok) return [{ name, status: 'fail', detail: `${c.homeserver} refuses the access token (${str(body?.errcode) ?? `HTTP ${res.status}`}): check bridges.matrix.access_token` }];
+      if (body?.user_id !== c.user_id) return [{ name, status: 'fail', detail: `the access token is ${str(body?.user_id) ?? 'someone else'}'s, not ${c.user_id}'s` }];
+      return [{ name, status: route ? 'ok' : 'warn', detail: `${c.user_id} at ${c.homeserver} ${route ?? 'has no "matrix" channel profile: only rooms named in channels are answered'}; senders: ${c.senders}` }];
+    } catch (err) {
+      return [{ name, status: 'fail', detail: isBerthError(err) ? err.message : `${c.homeserver} cannot be reached (${(err as Error).name})` }];
+    }
+  },
+});

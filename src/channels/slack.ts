@@ -1,0 +1,275 @@
+import { createHmac } from 'node:crypto';
+import { WebSocket } from 'ws';
+import { z } from 'zod';
+import { BerthError, isBerthError } from '../errors.js';
+import { backoffDelay, ChannelApiError, defineChannel, senderFields, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { oneSecret, readBodyBounded, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+
+/**
+ * Slack, as a Slack app's bot (https://docs.slack.dev). Two ways in:
+ * - events: the Events API POSTs to berth serve's /hooks/slack; each request is checked against
+ *   the signing secret (X-Slack-Signature over "v0:<timestamp>:<body>", the timestamp within 5
+ *   minutes) before anything is read from it, and answered 200 only once journaled (Slack
+ *   retries otherwise; the retry is known to the inbox).
+ * - socket: Socket Mode, for hosts without a public URL: apps.connections.open with the app-level
+ *   token, a WebSocket, each envelope acknowledged once journaled (unacknowledged, Slack sends it
+ *   again); reconnects when Slack asks or the socket drops.
+ * Direct messages are one tenant per person; in a channel berth answers when mentioned, in a
+ * thread of the message (a thread is one conversation), and the channel is one tenant. Replies
+ * are escaped for mrkdwn (&, <, >): no agent text becomes a mention or a link markup.
+ */
+export const SLACK_TEXT_LIMIT = 3900;
+/** Past this many parts a reply is cut (Slack truncates one message at 40,000 characters anyway). */
+const SLACK_MAX_PARTS = 10;
+export const SLACK_MAX_EVENT_BYTES = 1024 * 1024;
+const SIGNATURE_WINDOW_SECONDS = 5 * 60;
+
+export const SlackBridgeSchema = z
+  .object({
+    ...secretFields('bot_token', "The bot's token (xoxb-…), from the app's OAuth page"),
+    mode: z.enum(['events', 'socket']).default('events').describe('events: Slack POSTs to <public URL>/hooks/slack (berth serve); socket: Socket Mode over a WebSocket (no public URL; needs app_token).'),
+    ...secretFields('signing_secret', "events mode: the app's signing secret (Basic Information)"),
+    ...secretFields('app_token', 'socket mode: an app-level token with connections:write (xapp-…)'),
+    api_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('https://slack.com/api').describe('The Web API base (a test fake).'),
+    ...senderFields('Slack user ids (or tenant keys slack:<id>)'),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    oneSecret(c, 'bot_token', ctx);
+    if (c.mode === 'events') oneSecret(c, 'signing_secret', ctx);
+    else oneSecret(c, 'app_token', ctx);
+  });
+type SlackConfig = z.output<typeof SlackBridgeSchema>;
+
+type Json = Record<string, unknown>;
+const obj = (v: unknown): Json | undefined => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined);
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const ID = /^[A-Z0-9]{2,32}$/;
+const TS = /^[0-9]{1,12}\.[0-9]{1,9}$/;
+
+/** Text for mrkdwn: only &, < and > are control characters there. */
+export const escapeMrkdwn = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+/** What a person wrote, as words: mentions and links as Slack shows them, entities decoded. */
+const plainText = (text: string) =>
+  text
+    .replace(/<@([A-Z0-9]+)(\|[^>]*)?>/g, '@$1')
+    .replace(/<([^>|]+)\|([^>]+)>/g, '$2')
+    .replace(/<([^>]+)>/g, '$1')
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
+
+/** A chat: the channel, and the thread in it (a thread is one conversation). */
+const chatOf = (channel: string, thread?: string) => (thread ? `${channel}/${thread}` : channel);
+const parseChat = (chat: string) => {
+  const [channel = '', thread] = chat.split('/');
+  return { channel, ...(thread ? { thread_ts: thread } : {}) };
+};
+
+/** An event_callback body as berth takes it, or undefined for what is not a message to answer. */
+export function slackMessage(body: unknown, botUser?: string): ChannelMessage | undefined {
+  const event = obj(obj(body)?.event);
+  const type = str(event?.type);
+  const user = str(event?.user);
+  const channel = str(event?.channel);
+  const ts = str(event?.ts);
+  const raw = str(event?.text);
+  if (!event || !user || !channel || !ts || raw === undefined || !ID.test(user) || !ID.test(channel) || !TS.test(ts)) return undefined;
+  if (event.bot_id !== undefined || event.subtype !== undefined || (botUser !== undefined && user === botUser)) return undefined; // berth's own, edits, joins
+  const thread = str(event.thread_ts);
+  const direct = type === 'message' && event.channel_type === 'im';
+  if (!direct && type !== 'app_mention') return undefined; // a channel's other messages are not for berth
+  const text = plainText(direct ? raw : raw.replace(/^\s*<@[A-Z0-9]+>\s*/, '')).trim();
+  if (text === '') return undefined;
+  return {
+    id: `${channel}:${ts}`,
+    // In a channel every mention starts (or continues) a thread: that thread is the conversation.
+    chat: direct ? chatOf(channel, thread && TS.test(thread) ? thread : undefined) : chatOf(channel, thread && TS.test(thread) ? thread : ts),
+    tenant: direct ? `slack:${user}` : `slack-channel:${channel}`,
+    sender: `slack:${user}`,
+    text,
+  };
+}
+
+export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTransport {
+  const config = ctx.config;
+  const botToken = readSecret(config, 'bot_token');
+  const log = ctx.logger.child({ bridge: 'slack' });
+  let stopped = false;
+  let live = config.mode === 'events';
+  let loop: Promise<void> | undefined;
+  let socket: WebSocket | undefined;
+  let botUser: string | undefined;
+
+  async function call(method: string, params: Json, token = botToken): Promise<Json> {
+    let res: Response;
+    try {
+      res = await fetch(`${config.api_url}/${method}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json; charset=utf-8', authorization: `Bearer ${token}` },
+        body: JSON.stringify(params),
+        signal: AbortSignal.timeout(30_000),
+      });
+    } catch (err) {
+      throw new ChannelApiError(`${method}: Slack cannot be reached (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`, 0);
+    }
+    if (res.status === 429) {
+      await res.body?.cancel();
+      throw new ChannelApiError(`${method}: rate limited`, 429, Number(res.headers.get('retry-after') ?? 1));
+    }
+    const body = obj(await res.json().catch(() => undefined));
+    if (body?.ok === true) return body;
+    throw new ChannelApiError(`${method}: ${str(body?.error) ?? `HTTP ${res.status}`}`, res.status);
+  }
+
+  function takeOrBusy(message: ChannelMessage) {
+    try {
+      ctx.take(message);
+    } catch (err) {
+      log.error({ sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a slack message; Slack sends it again');
+      throw new BerthError('BUSY', 'the message could not be journaled; send it again', { retry_after: 1 });
+    }
+  }
+
+  const signingSecret = config.mode === 'events' ? readSecret(config, 'signing_secret') : '';
+  async function http(req: Request): Promise<Response> {
+    if (config.mode !== 'events') throw new BerthError('NOT_FOUND', 'the slack bridge is in socket mode: it takes no events by HTTP');
+    if (req.method !== 'POST') throw new BerthError('METHOD_NOT_ALLOWED', `${req.method} is not served at /hooks/slack (allowed: POST)`);
+    const timestamp = req.headers.get('x-slack-request-timestamp') ?? '';
+    if (!/^[0-9]{1,12}$/.test(timestamp) || Math.abs(Date.now() / 1000 - Number(timestamp)) > SIGNATURE_WINDOW_SECONDS) {
+      throw new BerthError('UNAUTHORIZED', 'X-Slack-Request-Timestamp is missing or more than 5 minutes off: refused as a replay');
+    }
+    const raw = await readBodyBounded(req, SLACK_MAX_EVENT_BYTES);
+    const expected = `v0=${createHmac('sha256', signingSecret).update(`v0:${timestamp}:`).update(raw).digest('hex')}`;
+    if (!sameSecret(req.headers.get('x-slack-signature') ?? '', expected)) {
+      log.warn('a request to /hooks/slack with a wrong signature was refused');
+      throw new BerthError('UNAUTHORIZED', 'X-Slack-Signature does not match the body');
+    }
+    let body: Json | undefined;
+    try {
+      body = obj(JSON.parse(raw.toString('utf8')));
+    } catch {
+      throw new BerthError('CONFIG_INVALID', 'the event is not JSON', { issues: [{ field: 'body', reason: 'not JSON' }] });
+    }
+    if (body?.type === 'url_verification') return Response.json({ challenge: str(body.challenge) ?? '' });
+    const message = body?.type === 'event_callback' ? slackMessage(body, botUser) : undefined;
+    if (message) takeOrBusy(message);
+    return new Response(null, { status: 200 });
+  }
+
+  /** One Socket Mode connection, until it closes. Envelopes are acknowledged once journaled. */
+  async function connectOnce(): Promise<void> {
+    const opened = await call('apps.connections.open', {}, readSecret(config, 'app_token'));
+    const url = str(opened.url);
+    if (!url) throw new ChannelApiError('apps.connections.open: no url', 0);
+    await new Promise<void>((resolve) => {
+      const ws = new WebSocket(url, { maxPayload: SLACK_MAX_EVENT_BYTES });
+      socket = ws;
+      ws.on('message', (data) => {
+        let frame: Json | undefined;
+        try {
+          frame = obj(JSON.parse(String(data)));
+        } catch {
+          return;
+        }
+        if (frame?.type === 'hello') {
+          live = true;
+          log.info('connected to slack (socket mode)');
+        } else if (frame?.type === 'disconnect') ws.close(1000);
+        else if (frame?.type === 'events_api' && typeof frame.envelope_id === 'string') {
+          const message = slackMessage(frame.payload, botUser);
+          try {
+            if (message) takeOrBusy(message);
+            ws.send(JSON.stringify({ envelope_id: frame.envelope_id }));
+          } catch {
+            // not acknowledged: Slack sends it again
+          }
+        } else if (typeof frame?.envelope_id === 'string') ws.send(JSON.stringify({ envelope_id: frame.envelope_id })); // slash commands, interactivity: not used, but acknowledged
+      });
+      ws.on('error', (err) => log.warn({ err: String(err.message).slice(0, 200) }, 'slack socket error'));
+      ws.on('close', () => {
+        live = false;
+        socket = undefined;
+        resolve();
+      });
+    });
+  }
+
+  async function runSocket() {
+    let attempt = 0;
+    while (!stopped) {
+      const began = Date.now();
+      try {
+        await connectOnce();
+        if (Date.now() - began > 30_000) attempt = 0;
+      } catch (err) {
+        log.warn({ err: String((err as Error).message).slice(0, 200), attempt }, 'slack socket mode failed');
+      }
+      if (stopped) break;
+      attempt++;
+      await new Promise((r) => setTimeout(r, backoffDelay(attempt, ctx.backoffMs)));
+    }
+  }
+
+  async function whoAmI() {
+    try {
+      botUser = str((await call('auth.test', {})).user_id);
+    } catch (err) {
+      log.warn({ err: String((err as Error).message).slice(0, 200) }, 'slack auth.test failed');
+    }
+  }
+
+  return {
+    name: 'slack',
+    start() {
+      loop ??= whoAmI().then(() => (config.mode === 'socket' ? runSocket() : undefined));
+    },
+    async stop() {
+      stopped = true;
+      socket?.close(1000);
+      await loop;
+    },
+    connected: () => live,
+    http,
+    async send(chat, text) {
+      const where = parseChat(chat);
+      const parts: string[] = [];
+      for (let rest = text; rest.length > 0 && parts.length < SLACK_MAX_PARTS; rest = rest.slice(SLACK_TEXT_LIMIT)) parts.push(rest.slice(0, SLACK_TEXT_LIMIT));
+      if (text.length > SLACK_TEXT_LIMIT * SLACK_MAX_PARTS) parts[parts.length - 1] += '\n[… the reply was cut here]';
+      for (const part of parts.length > 0 ? parts : ['(empty)']) await withOneRetry(log, 'chat.postMessage', () => call('chat.postMessage', { ...where, text: escapeMrkdwn(part), mrkdwn: true }));
+    },
+    async typing() {
+      // Slack has no typing indicator for a bot outside its assistant threads.
+    },
+    async acknowledge() {
+      // events: the 200; socket: the envelope's ack.
+    },
+  };
+}
+
+export const slackChannel = defineChannel({
+  name: 'slack',
+  title: 'Slack',
+  schema: SlackBridgeSchema,
+  receives: (c) => (c.mode === 'events' ? 'http' : 'stream'),
+  sends: { typing: false, inlineLimit: `${SLACK_TEXT_LIMIT} characters`, longReplies: `split into up to ${SLACK_MAX_PARTS} messages in the thread` },
+  tenants: { direct: 'slack:<user id>', group: 'slack-channel:<channel id>', groups: 'a channel is one tenant; each mention starts a thread, and a thread is one conversation' },
+  senderKey: /^slack:[A-Z0-9]{2,32}$/,
+  pairing: true,
+  senders: (c) => c,
+  guide: 'docs/slack.md',
+  key: (c) => `${c.mode} at ${c.api_url} with ${secretIdentity(c, 'bot_token')}`,
+  describe: (c) => `${c.mode === 'events' ? 'the Events API at /hooks/slack' : 'Socket Mode'}, Web API at ${c.api_url} (senders: ${c.senders})`,
+  create: createSlackBridge,
+  async doctor(c, route) {
+    const name = 'bridge slack';
+    try {
+      const res = await fetch(`${c.api_url}/auth.test`, { method: 'POST', headers: { authorization: `Bearer ${readSecret(c, 'bot_token')}` }, signal: AbortSignal.timeout(5000) });
+      const body = obj(await res.json().catch(() => undefined));
+      if (body?.ok !== true) return [{ name, status: 'fail', detail: `Slack refuses the bot token (${str(body?.error) ?? `HTTP ${res.status}`}): check bridges.slack.bot_token` }];
+      return [{ name, status: route ? 'ok' : 'warn', detail: `bot ${str(body.user) ?? '?'} in ${str(body.team) ?? '?'} ${route ?? 'has no "slack" channel profile: only chats named in channels are answered'}; ${c.mode}; senders: ${c.senders}` }];
+    } catch (err) {
+      return [{ name, status: 'fail', detail: isBerthError(err) ? err.message : `Slack cannot be reached at ${c.api_url} (${(err as Error).name})` }];
+    }
+  },
+});
