@@ -8,6 +8,10 @@ import { createBerth } from '../../src/main.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { startFakeAnthropic, type FakeAnthropic } from '../fakes/anthropic-api.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
+import { startFakeTelegram, type FakeTelegram } from '../fakes/telegram.js';
+import { startFakeSlack, type FakeSlack } from '../fakes/slack.js';
+import { startFakeMatrix, type FakeMatrix } from '../fakes/matrix.js';
+import { CHANNEL_NAMES } from '../../src/channels/registry.js';
 import { docCommands, runDocLine, runDocLineAsync } from '../helpers.js';
 
 /**
@@ -18,18 +22,24 @@ import { docCommands, runDocLine, runDocLineAsync } from '../helpers.js';
  */
 const NOT_HERE: Array<[RegExp, string]> = [
   [/^npx berth serve\b/, 'serves until stopped: the serve, bridge and web chat tests run it'],
-  [/^npx berth bridge signal\b/, 'serves until stopped: bridge-reconfigure and signal tests run it'],
+  [new RegExp(`^npx berth bridge (${CHANNEL_NAMES.join('|')})\\b`), "serves until stopped: each channel's bridge test and the chaos test run it"],
 ];
 
 const homes: string[] = [];
 let anthropic: FakeAnthropic;
 let signal: FakeSignalCli;
+let telegram: FakeTelegram;
+let slack: FakeSlack;
+let matrix: FakeMatrix;
 const KEY = `sk-ant-docs-${Math.random().toString(36).slice(2)}`;
 const STRANGER = '99999999-9999-4999-8999-999999999901';
 
 beforeAll(async () => {
   anthropic = await startFakeAnthropic({ apiKey: KEY });
   signal = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
+  telegram = await startFakeTelegram();
+  slack = await startFakeSlack();
+  matrix = await startFakeMatrix();
 });
 afterAll(async () => {
   for (const home of homes) {
@@ -38,7 +48,19 @@ afterAll(async () => {
   }
   await anthropic?.close();
   await signal?.close();
+  await telegram?.close();
+  await slack?.close();
+  await matrix?.close();
 });
+
+/** A stranger waiting on a channel of a fresh home, as `bridge pending` shows them. */
+const stranger = (channel: string, sender: string) => (home: string) => void openBridgeState(bridgeDir(homePaths(home).stateDir), channel).noteStranger(sender, 'Sam', new Date(), 3600_000);
+
+/** The guide's pairing lines: pending names the stranger, approve lets them in. */
+function expectPairing(ran: Array<{ line: string; stdout: string }>, sender: string) {
+  expect(ran.find((r) => r.line.startsWith('npx berth bridge pending'))?.stdout).toContain(sender);
+  expect(ran.find((r) => r.line.startsWith('npx berth bridge approve'))?.stdout).toContain(`approved ${sender}`);
+}
 
 function freshHome(): string {
   const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-guide-')));
@@ -73,11 +95,37 @@ describe("the docs' commands, as written, on a fresh home", () => {
     const ran = await walk(
       'docs/signal.md',
       [['http://127.0.0.1:8081', signal.url], ['+4915550000', signal.account], ['signal:<uuid>', `signal:${STRANGER}`]],
-      (home) => void openBridgeState(bridgeDir(homePaths(home).stateDir), 'signal').noteStranger(`signal:${STRANGER}`, 'Sam', new Date(), 3600_000),
+      stranger('signal', `signal:${STRANGER}`),
     );
     expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge signal .*answers/);
     expect(ran.find((r) => r.line.startsWith('npx berth bridge pending'))?.stdout).toContain(`signal:${STRANGER}`);
     expect(ran.find((r) => r.line.startsWith('npx berth bridge approve'))?.stdout).toContain(`approved signal:${STRANGER}`);
+  });
+
+  it('Telegram guide: the bot by command, doctor names it, pending, approve (the Bot API is the fake)', async () => {
+    const sender = 'telegram:7000999';
+    const ran = await walk('docs/telegram.md', [['"123456:ABC-DEF1234ghIkl"', `"${telegram.token}", api_url: "${telegram.url}"`], ['telegram:<user id>', sender]], stranger('telegram', sender));
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(new RegExp(`bridge telegram .*@${telegram.bot.username} answers with project "helper"`));
+    expectPairing(ran, sender);
+  });
+
+  it('Slack guide: Socket Mode by command, doctor names the bot, pending, approve (Slack is the fake)', async () => {
+    const sender = 'slack:U0SAM0001';
+    const ran = await walk('docs/slack.md', [['"xoxb-1-berth"', `"${slack.botToken}", api_url: "${slack.url}/api"`], ['"xapp-1-berth"', `"${slack.appToken}"`], ['slack:<user id>', sender]], stranger('slack', sender));
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge slack .*answers with project "helper"; socket/);
+    expectPairing(ran, sender);
+  });
+
+  it('Matrix guide: the bot account by command, doctor checks its token, pending, approve (the homeserver is the fake)', async () => {
+    const sender = `matrix:@sam:${matrix.serverName}`;
+    const ran = await walk('docs/matrix.md', [['https://matrix.example.org', matrix.url], ['@berth:example.org', matrix.botUserId], ['syt_berth_token', matrix.botAccessToken], ['matrix:@sam:example.org', sender]], stranger('matrix', sender));
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge matrix .*answers with project "helper"/);
+    expectPairing(ran, sender);
+  });
+
+  it('webhooks guide: a hook by command, and doctor names where it is served', async () => {
+    const ran = await walk('docs/webhooks.md');
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge webhook tickets .*POST \/hooks\/tickets \(reply: sync\)/);
   });
 
   it('agents guide: the real-agent image, a model upstream by command, Claude Code runs of two tenants, the allowlist (the model API is the fake)', async () => {
