@@ -116,6 +116,21 @@ describe('Matrix bridge', () => {
     expect(repliesIn(aliceRoom).filter((r) => r === 'after-the-limit')).toHaveLength(1);
   });
 
+  it('malformed events from the homeserver are passed over; the bridge goes on answering', async () => {
+    const before = bridges.channel('matrix')!.inbox.all().length;
+    for (const content of [null, 'text', 42, { msgtype: 'm.text' }, { msgtype: 'm.text', body: 42 }, { msgtype: 'm.text', body: '   ' }, { body: 'echo no-msgtype' }, { msgtype: 'm.text', body: 'x', 'm.relates_to': { rel_type: 'm.replace' } }]) {
+      fake.sendRaw(aliceRoom, { type: 'm.room.message', sender: alice, content: content as never });
+    }
+    fake.sendRaw(aliceRoom, { type: 'm.room.message', sender: 'not-a-user-id', content: { msgtype: 'm.text', body: 'echo odd-sender' } });
+    fake.sendText(aliceRoom, alice, 'echo still-here');
+    await fake.waitFor(() => repliesIn(aliceRoom).includes('still-here'), 30_000);
+    // The edit without new content is read as its own body; nothing else became a message.
+    const taken = bridges.channel('matrix')!.inbox.all().slice(before).map((m) => m.text);
+    expect(taken).not.toContain('echo no-msgtype');
+    expect(taken).toContain('echo still-here');
+    expect(taken.length).toBeLessThanOrEqual(3);
+  });
+
   it('doctor checks the token is the bot\'s; berth.yaml names a bad user id', async () => {
     expect(await checkBridges(h.berth.config)).toEqual([{ name: 'bridge matrix', status: 'ok', detail: expect.stringContaining('answers with project "mx"') }]);
     const wrong = BerthConfigSchema.parse({ bridges: { matrix: { homeserver: fake.url, user_id: fake.botUserId, access_token: 'nope' } } });

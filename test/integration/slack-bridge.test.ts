@@ -151,4 +151,13 @@ describe('Slack bridge (Events API, through berth serve)', () => {
     expect((await fake.postRaw(event, { 'X-Slack-Signature': null })).status).toBe(401);
     expect(server.bridges.channel('slack')!.inbox.all().length).toBe(before);
   });
+
+  it('signed but malformed: not JSON is a 400; an event missing its fields, or with ids that are not Slack ids, runs nothing', async () => {
+    const before = server.bridges.channel('slack')!.inbox.all().length;
+    expect((await fake.postRaw('{"type": "event_callback", ')).status).toBe(400);
+    for (const event of [{}, { type: 'message', channel_type: 'im' }, { type: 'message', channel_type: 'im', channel: 'D0X', user: 'U0X/../x', text: 'echo bad-user', ts: '1.2' }, { type: 'message', channel_type: 'im', channel: 'D0X/1', user: ALICE, text: 'echo bad-channel', ts: '1.2' }, { type: 'message', channel_type: 'im', channel: dm(ALICE), user: ALICE, text: 42, ts: '1.2' }]) {
+      expect((await fake.postRaw({ type: 'event_callback', event_id: 'Ev0BAD', event })).status).toBe(200);
+    }
+    expect(server.bridges.channel('slack')!.inbox.all().length).toBe(before);
+  });
 });
