@@ -221,7 +221,14 @@ function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; cl
     if (opts.only === undefined || opts.only === channel.name) io.out(`${channel.name} bridge: ${channel.describe(config)}\n`);
   }
   const recheck = setInterval(() => {
-    const changed = bridges.reconfigure();
+    let changed: string | undefined;
+    try {
+      changed = bridges.reconfigure();
+    } catch (err) {
+      // Following berth.yaml is housekeeping: whatever it meets, the server and the running bridges go on.
+      berth.logger.error({ err: String((err as Error).message).slice(0, 300) }, 'berth.yaml changed, but the bridges could not follow it');
+      return;
+    }
     if (!changed) return;
     berth.logger.info({ change: changed }, 'berth.yaml changed: bridges followed');
     io.out(`berth: berth.yaml changed: ${changed}\n`);

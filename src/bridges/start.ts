@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -41,6 +42,9 @@ export interface RunningBridges {
   reconfigure(): string | undefined;
   stop(): Promise<void>;
 }
+
+/** /hooks requests answered at once, across channels (a sync webhook's wait included). */
+export const HOOKS_IN_FLIGHT_MAX = 64;
 
 export function bridgeDir(stateDir: string): string {
   return join(stateDir, 'bridges');
@@ -130,7 +134,8 @@ export function startBridges(deps: BridgeDeps & { claim?: BridgeClaim }): Runnin
   }
 }
 
-type Started = { key: string; lock?: { release(): void }; view: RunningBridge; http?: ChannelHttp; namedHooks?: boolean; stop(): Promise<void> };
+type Started = { key: string; fingerprint: string; lock?: { release(): void }; view: RunningBridge; http?: ChannelHttp; namedHooks?: boolean; stop(): Promise<void> };
+type Built = Started & { go(recovery: { heldOnly: boolean }): void };
 
 function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
   const dir = bridgeDir(deps.stateDir);
@@ -138,11 +143,15 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
   const running = new Map<string, Started>();
   const stopping: Array<Promise<void>> = [];
   for (const { channel, config } of selected(deps.config(), deps)) {
-    running.set(channel.name, startChannel(deps, dir, channel, config, claim.take(channel.name), { heldOnly: false }));
+    const built = buildChannel(deps, dir, channel, config);
+    built.lock = claim.take(channel.name);
+    running.set(channel.name, built);
+    built.go({ heldOnly: false });
   }
 
   /** Channels that ran in this process: one started again finishes its own messages (only a dead berth's are recovered). */
   const ranHere = new Set(running.keys());
+  let hooksInFlight = 0;
 
   /** Stop a running channel: it receives no more; its messages in flight still answer. Returns its consumer lock when it is kept for the next. */
   function retire(name: string, keepLock = false) {
@@ -153,6 +162,33 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
     return keepLock ? r.lock : undefined;
   }
 
+  /**
+   * A channel as berth.yaml has it now, in place of the running one (if any). Built first: one
+   * that cannot be (a credential file unreadable) leaves the running one as it is.
+   */
+  function replace(channel: ChannelModule, config: unknown): string {
+    const was = running.get(channel.name);
+    let built: Built;
+    try {
+      built = buildChannel(deps, dir, channel, config);
+    } catch (err) {
+      const why = (err as Error).message;
+      deps.logger.error({ bridge: channel.name, err: why }, 'berth.yaml changed, but the bridge could not be started as it says');
+      return was ? `${channel.name} bridge not restarted: ${why}; the running one goes on` : `${channel.name} bridge not started: ${why}`;
+    }
+    let lock = was ? retire(channel.name, true) : undefined;
+    if (!lock && needsConsumerLock(channel, config)) {
+      const taken = lockConsumer(deps.stateDir, channel.name);
+      if (!('release' in taken)) return `${channel.name} bridge not started: it already runs in berth process ${taken.heldBy.split('.')[0]}; one consumer per bridge`;
+      lock = taken;
+    }
+    built.lock = lock;
+    running.set(channel.name, built);
+    built.go({ heldOnly: ranHere.has(channel.name) });
+    ranHere.add(channel.name);
+    return was ? `${channel.name} bridge restarted: ${built.key} (was ${was.key})` : `${channel.name} bridge started: ${built.key}`;
+  }
+
   return {
     channel: (name) => running.get(name)?.view,
     running: () => [...running.values()].map((r) => r.view),
@@ -160,10 +196,16 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
     async hook(req, path) {
       const [first = '', ...rest] = path.split('/');
       const own = running.get(first)?.http;
-      if (own) return own(req, rest.join('/'));
       const named = [...running.values()].find((r) => r.namedHooks)?.http;
-      if (named) return named(req, path);
-      throw new BerthError('NOT_FOUND', `nothing is served at /hooks/${path}`, { hint: 'berth.yaml bridges names the channels and webhooks berth serve answers' });
+      if (!own && !named) throw new BerthError('NOT_FOUND', `nothing is served at /hooks/${path}`, { hint: 'berth.yaml bridges names the channels and webhooks berth serve answers' });
+      // Anyone may call /hooks: what it holds at once (bodies being read, sync answers awaited) is bounded.
+      if (hooksInFlight >= HOOKS_IN_FLIGHT_MAX) throw new BerthError('BUSY', `${HOOKS_IN_FLIGHT_MAX} webhook requests are being answered already; send it again shortly`, { retry_after: 1 });
+      hooksInFlight++;
+      try {
+        return await (own ? own(req, rest.join('/')) : named!(req, path));
+      } finally {
+        hooksInFlight--;
+      }
     },
     reconfigure() {
       const said: string[] = [];
@@ -174,9 +216,7 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
         said.push(`${name} bridge stopped (berth.yaml has no bridges.${name} now; it was ${r.key})`);
       }
       for (const [name, { channel, config }] of want) {
-        const r = running.get(name);
-        if (r?.key === channel.key(config)) continue;
-        said.push(restart(channel, config, r?.key, r ? retire(name, true) : undefined));
+        if (running.get(name)?.fingerprint !== fingerprintOf(config)) said.push(replace(channel, config));
       }
       return said.length > 0 ? said.join('; ') : undefined;
     },
@@ -186,23 +226,41 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
       claim.release();
     },
   };
+}
 
-  function restart(channel: ChannelModule, config: unknown, was: string | undefined, kept: { release(): void } | undefined): string {
-    let lock = kept;
-    if (!lock && needsConsumerLock(channel, config)) {
-      const taken = lockConsumer(deps.stateDir, channel.name);
-      if (!('release' in taken)) return `${channel.name} bridge not started: it already runs in berth process ${taken.heldBy.split('.')[0]}; one consumer per bridge`;
-      lock = taken;
-    }
-    const started = startChannel(deps, dir, channel, config, lock, { heldOnly: ranHere.has(channel.name) });
-    running.set(channel.name, started);
-    ranHere.add(channel.name);
-    return was ? `${channel.name} bridge restarted: ${started.key} (was ${was})` : `${channel.name} bridge started: ${started.key}`;
+/**
+ * What a running channel was started with: every setting but the pairing rules (read per
+ * message), and what its credential files hold, hashed. Any other change restarts it: a rotated
+ * secret, token file or callback takes effect within seconds, never only at the next start.
+ */
+function fingerprintOf(config: unknown): string {
+  const hash = createHash('sha256');
+  const walk = (value: unknown, top: boolean): unknown => {
+    if (Array.isArray(value)) return value.map((v) => walk(v, false));
+    if (value === null || typeof value !== 'object') return value;
+    return Object.fromEntries(
+      Object.entries(value)
+        .filter(([k]) => !(top && (k === 'senders' || k === 'allow')))
+        .map(([k, v]) => {
+          if (k.endsWith('_file') && typeof v === 'string') hash.update(`${k}\0${fileDigest(v)}\0`);
+          return [k, walk(v, false)];
+        }),
+    );
+  };
+  hash.update(JSON.stringify(walk(config, true)));
+  return hash.digest('hex');
+}
+
+function fileDigest(path: string): string {
+  try {
+    return createHash('sha256').update(fs.readFileSync(path)).digest('hex');
+  } catch (err) {
+    return `unreadable ${(err as NodeJS.ErrnoException).code ?? ''}`;
   }
 }
 
-/** A channel as berth.yaml has it now: its transport, its core on the durable inbox, recovered and receiving. */
-function startChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, config: unknown, lock: { release(): void } | undefined, recovery: { heldOnly: boolean }): Started {
+/** A channel as berth.yaml has it now: its transport and its core on the durable inbox; `go` recovers and starts receiving. */
+function buildChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, config: unknown): Built {
   const inbox = openInbox(dir, channel.name);
   const state = openBridgeState(dir, channel.name);
   const own = join(dir, channel.name);
@@ -219,7 +277,7 @@ function startChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, con
       return core.receive(m);
     },
   });
-  core = createBridgeCore({
+  const started = createBridgeCore({
     transport,
     inbox,
     state,
@@ -231,15 +289,17 @@ function startChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, con
     senderDenied: (sender) => state.isDenied(sender),
     senderAllowed: (sender) => senderAllowed(channel, channelConfig(deps.config().bridges, channel.name), state, sender),
   });
-  core.recover(recovery);
-  transport.start();
-  const started = core;
   return {
     key: channel.key(config),
-    lock,
+    fingerprint: fingerprintOf(config),
     http: transport.http,
     namedHooks: channel.namedHooks !== undefined,
     view: { name: channel.name, core: started, inbox, state, connected: transport.connected },
+    go(recovery) {
+      core = started;
+      started.recover(recovery);
+      transport.start();
+    },
     /** Receive no more; held first messages are left to the next core; runs in flight still answer (sending needs no receiver). */
     async stop() {
       started.close();

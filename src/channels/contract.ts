@@ -35,7 +35,7 @@ export interface ChannelSender {
   acknowledge(message: ChannelMessage): Promise<void>;
   /** A message's answer (or the notice it failed with) was sent: a webhook returns it in its request, or posts it to its callback. */
   answered?(id: string, chat: string, text: string): void;
-  /** The channel profiles that may answer a chat, most specific first (default: "<name>:<chat>", then "<name>"). */
+  /** The channel profiles that may answer a chat, most specific first (default: "<name>:<chat>", "<name>:<chat before its /thread>", "<name>"). */
   profileKeys?(chat: string): string[];
   /** How often typing is said again while the agent works (the service's indicator fades). */
   readonly typingEveryMs?: number;

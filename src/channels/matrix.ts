@@ -13,14 +13,16 @@ import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.j
  * written to berth's state only after every message of the batch is journaled, so a crash
  * syncs from the old token again and the inbox knows what it has (exactly once into the inbox).
  * The first sync of a new home only takes the token: history is not answered. Rooms are chats:
- * a room of two (the person and the bot) is the person's own tenant, a bigger room is one tenant.
+ * a room whose joined members are exactly the person and the bot is the person's own tenant;
+ * any other room is one tenant (a room that grows becomes one at its next membership change).
  * Replies are m.notice (bots do not answer notices: no two bots talk in circles); typing is
  * shown while the agent works; invites are accepted when auto_join says so.
  */
 export const MATRIX_TEXT_LIMIT = 12_000;
 const MATRIX_MAX_PARTS = 8;
 const SYNC_MS = 25_000;
-const MEMBERS_TTL_MS = 10 * 60 * 1000;
+const MEMBERS_TTL_MS = 60 * 1000;
+const JOIN_QUEUE = 100;
 
 export const MatrixBridgeSchema = z
   .object({
@@ -66,7 +68,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
   const token = readSecret(config, 'access_token');
   const log = ctx.logger.child({ bridge: 'matrix' });
   const tokenFile = join(ctx.dir, 'next_batch');
-  const members = new Map<string, { count: number; at: number }>();
+  const members = new Map<string, { ids: Set<string>; at: number }>();
   let stopped = false;
   let live = false;
   let abort: AbortController | undefined;
@@ -93,14 +95,35 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
 
   const room = (id: string) => encodeURIComponent(id);
 
-  /** Is the room the person's and the bot's alone? (asked once per room now and then: membership changes) */
-  async function isDirect(roomId: string): Promise<boolean> {
-    const known = members.get(roomId);
-    if (known && Date.now() - known.at < MEMBERS_TTL_MS) return known.count <= 2;
-    const joined = obj((await call('GET', `/rooms/${room(roomId)}/joined_members`)).joined) ?? {};
-    const count = Object.keys(joined).length;
-    members.set(roomId, { count, at: Date.now() });
-    return count <= 2;
+  /**
+   * Is the room the person's and the bot's alone? Its joined members must be exactly those two:
+   * a room of two strangers' choosing, or one that grew, is a group. Asked again after any
+   * membership change the sync shows, and at least every minute.
+   */
+  async function isDirect(roomId: string, sender: string): Promise<boolean> {
+    let known = members.get(roomId);
+    if (!known || Date.now() - known.at > MEMBERS_TTL_MS) {
+      const joined = obj((await call('GET', `/rooms/${room(roomId)}/joined_members`)).joined) ?? {};
+      known = { ids: new Set(Object.keys(joined).slice(0, 3)), at: Date.now() };
+      members.set(roomId, known);
+    }
+    return known.ids.size === 2 && known.ids.has(sender) && known.ids.has(config.user_id);
+  }
+
+  /** Invites are joined one at a time beside the sync loop (a slow federation join never holds anyone's message), at most JOIN_QUEUE waiting. */
+  const joins: string[] = [];
+  let joining = false;
+  function queueJoin(roomId: string) {
+    if (joins.length >= JOIN_QUEUE || joins.includes(roomId)) return;
+    joins.push(roomId);
+    if (joining) return;
+    joining = true;
+    void (async () => {
+      for (let next = joins.shift(); next !== undefined && !stopped; next = joins.shift()) {
+        await call('POST', `/join/${room(next)}`, {}, AbortSignal.timeout(15_000)).catch((err: Error) => log.warn({ err: err.message.slice(0, 200) }, 'could not join a room berth was invited to'));
+      }
+      joining = false;
+    })();
   }
 
   const readToken = () => {
@@ -116,10 +139,12 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     const rooms = obj(sync.rooms);
     for (const [roomId, joined] of Object.entries(obj(rooms?.join) ?? {})) {
       const events = list(obj(obj(joined)?.timeline)?.events);
-      if (events.length === 0) continue;
-      const direct = await isDirect(roomId);
+      const state = list(obj(obj(joined)?.state)?.events);
+      if ([...state, ...events].some((e) => obj(e)?.type === 'm.room.member')) members.delete(roomId);
       for (const event of events) {
-        const message = matrixMessage(roomId, event, config.user_id, direct);
+        const sender = str(obj(event)?.sender);
+        if (!sender || obj(event)?.type !== 'm.room.message') continue;
+        const message = matrixMessage(roomId, event, config.user_id, await isDirect(roomId, sender));
         if (!message) continue;
         try {
           ctx.take(message);
@@ -129,11 +154,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
         }
       }
     }
-    if (config.auto_join) {
-      for (const roomId of Object.keys(obj(rooms?.invite) ?? {})) {
-        await call('POST', `/join/${room(roomId)}`, {}).catch((err: Error) => log.warn({ err: err.message.slice(0, 200) }, 'could not join a room berth was invited to'));
-      }
-    }
+    if (config.auto_join) for (const roomId of Object.keys(obj(rooms?.invite) ?? {})) queueJoin(roomId);
   }
 
   async function run() {

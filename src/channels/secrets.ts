@@ -43,21 +43,35 @@ export function secretIdentity(c: Record<string, unknown>, key: string): string 
   return `${key} #${createHash('sha256').update(String(c[key] ?? '')).digest('hex').slice(0, 8)}`;
 }
 
-/** A request body up to max bytes (PAYLOAD_TOO_LARGE past it, read no further). */
-export async function readBodyBounded(req: Request, max: number): Promise<Buffer> {
+/** A request body up to max bytes (PAYLOAD_TOO_LARGE past it, read no further), within a deadline (a body sent a byte at a time holds nothing long). */
+export async function readBodyBounded(req: Request, max: number, deadlineMs = BODY_DEADLINE_MS): Promise<Buffer> {
   const tooLarge = () => new BerthError('PAYLOAD_TOO_LARGE', `the request body is larger than ${max} bytes`);
   if (Number(req.headers.get('content-length') ?? 0) > max) throw tooLarge();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  if (req.body) {
-    for await (const chunk of req.body as unknown as AsyncIterable<Uint8Array>) {
-      size += chunk.byteLength;
+  if (!req.body) return Buffer.alloc(0);
+  const reader = req.body.getReader();
+  let late = false;
+  const timer = setTimeout(() => {
+    late = true;
+    void reader.cancel().catch(() => undefined);
+  }, deadlineMs);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
       if (size > max) throw tooLarge();
-      chunks.push(chunk);
+      chunks.push(value);
     }
+  } finally {
+    clearTimeout(timer);
   }
+  if (late) throw new BerthError('BUSY', `the request body did not arrive within ${deadlineMs / 1000} s`, { retry_after: 1 });
   return Buffer.concat(chunks);
 }
+
+const BODY_DEADLINE_MS = 10_000;
 
 /** Two secrets (or signatures) compared in constant time. */
 export function sameSecret(given: string | Buffer, expected: string | Buffer): boolean {

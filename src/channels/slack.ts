@@ -52,9 +52,10 @@ export const escapeMrkdwn = (text: string) => text.replace(/&/g, '&amp;').replac
 /** What a person wrote, as words: mentions and links as Slack shows them, entities decoded. */
 const plainText = (text: string) =>
   text
-    .replace(/<@([A-Z0-9]+)(\|[^>]*)?>/g, '@$1')
-    .replace(/<([^>|]+)\|([^>]+)>/g, '$2')
-    .replace(/<([^>]+)>/g, '$1')
+    // Classes without "<": a text of many "<" is read in one pass, not once per "<".
+    .replace(/<@([A-Z0-9]+)(\|[^<>]*)?>/g, '@$1')
+    .replace(/<([^<>|]+)\|([^<>]+)>/g, '$2')
+    .replace(/<([^<>]+)>/g, '$1')
     .replace(/&lt;/g, '<')
     .replace(/&gt;/g, '>')
     .replace(/&amp;/g, '&');

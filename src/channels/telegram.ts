@@ -132,7 +132,9 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     form.set('caption', 'the whole reply');
     form.set('document', new Blob([text], { type: 'text/plain' }), 'reply.txt');
     await withOneRetry(log, 'sendDocument', async () => {
-      const res = await fetch(`${config.api_url}/bot${token}/sendDocument`, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) });
+      const res = await fetch(`${config.api_url}/bot${token}/sendDocument`, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) }).catch((err: unknown) => {
+        throw new ChannelApiError(`sendDocument: the Bot API cannot be reached (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`, 0); // never the URL: the token is in it
+      });
       const body = obj(await res.json().catch(() => undefined));
       if (body?.ok !== true) throw new ChannelApiError(`sendDocument: ${str(body?.description) ?? `HTTP ${res.status}`}`, res.status, int(obj(body?.parameters)?.retry_after));
     });

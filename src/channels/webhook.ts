@@ -18,6 +18,7 @@ import { oneSecret, readBodyBounded, readSecret, sameSecret, secretFields, secre
  * conversation is a chat of its own, with its own session.
  */
 export const WEBHOOK_MAX_BODY_BYTES = 256 * 1024;
+const MIN_SECRET = 32;
 const HOOK_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
 const HookSchema = z
@@ -31,7 +32,7 @@ const HookSchema = z
   .strict()
   .superRefine((c, ctx) => {
     oneSecret(c, 'secret', ctx);
-    if (typeof c.secret === 'string' && c.secret.length < 32) ctx.addIssue({ code: 'custom', path: ['secret'], message: 'must be at least 32 characters' });
+    if (typeof c.secret === 'string' && c.secret.length < MIN_SECRET) ctx.addIssue({ code: 'custom', path: ['secret'], message: `must be at least ${MIN_SECRET} characters` });
     if (c.reply === 'callback' && !c.callback_url) ctx.addIssue({ code: 'custom', path: ['callback_url'], message: 'reply: callback needs callback_url' });
   });
 
@@ -65,15 +66,29 @@ export function webhookSignature(secret: string, timestamp: string, body: Buffer
 const chatOf = (hook: string, user: string, conversation?: string) => JSON.stringify([hook, user, conversation ?? null]);
 const parseChat = (chat: string) => JSON.parse(chat) as [string, string, string | null];
 
+/** A message's id in the inbox: the hook's and the user's own (another user's same id is another message). */
+const messageId = (hook: string, user: string, id: string) => `${hook}:${JSON.stringify([user, id])}`;
+const callerId = (messageId: string) => (JSON.parse(messageId.slice(messageId.indexOf(':') + 1)) as [string, string])[1];
+
 export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): ChannelTransport {
   const log = ctx.logger.child({ bridge: 'webhook' });
+  // Read once, at start: a hook whose secret cannot be read (or is short) answers 500 and says why in berth's log, never to the caller.
   const secrets = new Map<string, string>();
-  const secretOf = (name: string, hook: HookConfig) => {
-    let s = secrets.get(name);
-    if (s === undefined) secrets.set(name, (s = readSecret(hook, 'secret')));
-    return s;
+  for (const [name, hook] of Object.entries(ctx.config.hooks)) {
+    try {
+      const secret = readSecret(hook, 'secret');
+      if (secret.length < MIN_SECRET) throw new Error(`its secret is shorter than ${MIN_SECRET} characters`);
+      secrets.set(name, secret);
+    } catch (err) {
+      log.error({ hook: name, err: (err as Error).message }, 'this webhook is not served: its secret cannot be used');
+    }
+  }
+  const secretOf = (name: string) => {
+    const secret = secrets.get(name);
+    if (secret === undefined) throw new BerthError('INTERNAL', `webhook "${name}" is not available: berth's log says why`);
+    return secret;
   };
-  /** Sync requests waiting for their message's answer, by message id (bounded by the inbox's own bounds on waiting messages). */
+  /** Sync requests waiting for their message's answer, by message id (one per message: a duplicate waits for nothing). */
   const waiting = new Map<string, (text: string | undefined) => void>();
 
   const hookOf = (name: string): HookConfig | undefined => (Object.hasOwn(ctx.config.hooks, name) ? ctx.config.hooks[name] : undefined);
@@ -90,7 +105,7 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
       throw new BerthError('UNAUTHORIZED', `X-Berth-Timestamp is more than ${hook.window_seconds} s from berth's clock: refused as a replay`, { hint: 'sign each request when it is sent; check the sender\'s clock' });
     }
     const raw = await readBodyBounded(req, WEBHOOK_MAX_BODY_BYTES);
-    if (!sameSecret(req.headers.get('x-berth-signature') ?? '', webhookSignature(secretOf(name, hook), timestamp, raw))) {
+    if (!sameSecret(req.headers.get('x-berth-signature') ?? '', webhookSignature(secretOf(name), timestamp, raw))) {
       log.warn({ hook: name }, 'a webhook request with a wrong signature was refused');
       throw new BerthError('UNAUTHORIZED', 'X-Berth-Signature does not match the body', { hint: 'v1=<hex HMAC-SHA256 of "<timestamp>.<body>" under the hook\'s secret>; see docs/webhooks.md' });
     }
@@ -107,32 +122,35 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     }
     const body = parsed.data;
     const chat = chatOf(name, body.user, body.conversation);
-    const message: ChannelMessage = { id: `${name}:${body.id}`, chat, tenant: `hook:${name}:${body.user}`, sender: `hook:${name}:${body.user}`, text: body.text };
-    const answered = hook.reply === 'sync' ? waitForAnswer(message.id, hook.reply_timeout_seconds * 1000) : undefined;
+    const message: ChannelMessage = { id: messageId(name, body.user, body.id), chat, tenant: `hook:${name}:${body.user}`, sender: `hook:${name}:${body.user}`, text: body.text };
     let taken: 'accepted' | 'duplicate';
     try {
       taken = ctx.take(message);
     } catch (err) {
-      waiting.delete(message.id);
-      log.error({ hook: name, id: body.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a webhook message');
+      log.error({ hook: name, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a webhook message');
       throw new BerthError('BUSY', 'the message could not be journaled; send it again', { retry_after: 1 });
     }
-    if (taken === 'duplicate') {
-      waiting.delete(message.id);
-      return Response.json({ id: body.id, status: 'duplicate' }, { status: 200 });
-    }
-    const reply = await answered;
+    if (taken === 'duplicate') return Response.json({ id: body.id, status: 'duplicate' }, { status: 200 });
+    // Waited for only once taken (its answer comes later, never within this tick); a caller that hangs up leaves it to the callback.
+    const reply = hook.reply === 'sync' ? await waitForAnswer(message.id, hook.reply_timeout_seconds * 1000, req.signal) : undefined;
     return reply === undefined ? Response.json({ id: body.id, status: 'accepted' }, { status: 202 }) : Response.json({ id: body.id, status: 'answered', reply }, { status: 200 });
   }
 
-  /** The message's answer, or undefined once the request has waited `ms` (the answer then goes to the callback, if any). */
-  function waitForAnswer(id: string, ms: number): Promise<string | undefined> {
+  /** The message's answer, or undefined once the request has waited `ms` or its caller went away (the answer then goes to the callback, if any). */
+  function waitForAnswer(id: string, ms: number, gone: AbortSignal): Promise<string | undefined> {
     return new Promise((resolve) => {
-      waiting.set(id, resolve);
-      setTimeout(() => {
+      const done = (text: string | undefined) => {
+        if (waiting.get(id) !== done) return;
         waiting.delete(id);
-        resolve(undefined);
-      }, ms).unref();
+        clearTimeout(timer);
+        gone.removeEventListener('abort', away);
+        resolve(text);
+      };
+      const away = () => done(undefined);
+      const timer = setTimeout(away, ms);
+      timer.unref();
+      gone.addEventListener('abort', away, { once: true });
+      waiting.set(id, done);
     });
   }
 
@@ -141,10 +159,10 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     const [name, user, conversation] = parseChat(chat);
     const hook = hookOf(name);
     if (!hook?.callback_url) return;
-    const body = JSON.stringify({ id: id.slice(name.length + 1), user, ...(conversation === null ? {} : { conversation }), reply });
+    const body = JSON.stringify({ id: callerId(id), user, ...(conversation === null ? {} : { conversation }), reply });
     const timestamp = String(Math.floor(Date.now() / 1000));
     try {
-      const res = await ctx.postOut(hook.callback_url, body, { 'content-type': 'application/json', 'x-berth-timestamp': timestamp, 'x-berth-signature': webhookSignature(secretOf(name, hook), timestamp, body) });
+      const res = await ctx.postOut(hook.callback_url, body, { 'content-type': 'application/json', 'x-berth-timestamp': timestamp, 'x-berth-signature': webhookSignature(secretOf(name), timestamp, body) });
       if (res.status >= 300) log.warn({ hook: name, status: res.status }, 'the webhook callback did not take the answer');
     } catch (err) {
       log.warn({ hook: name, err: String((err as Error).message).slice(0, 200) }, 'the webhook callback could not be reached');
@@ -165,7 +183,6 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     profileKeys: (chat) => [`webhook:${parseChat(chat)[0]}`, 'webhook'],
     answered(id, chat, text) {
       const waiter = waiting.get(id);
-      waiting.delete(id);
       if (waiter) waiter(text);
       else void callback(chat, id, text); // callback mode, a sync request that stopped waiting, or a message a dead berth took
     },
@@ -190,7 +207,7 @@ export const webhookChannel = defineChannel({
   async doctor(c, route) {
     return Object.entries(c.hooks).map(([name, h]) => {
       try {
-        readSecret(h, 'secret');
+        if (readSecret(h, 'secret').length < MIN_SECRET) throw new Error(`the secret of hook ${name} is shorter than ${MIN_SECRET} characters`);
       } catch (err) {
         return { name: `bridge webhook ${name}`, status: 'fail' as const, detail: (err as Error).message };
       }

@@ -38,7 +38,7 @@ beforeAll(async () => {
   bobRoom = fake.createRoom({ members: [bob], direct: true });
   fake.sendText(aliceRoom, alice, 'echo history-is-not-answered');
   h = testHome({
-    config: ['bridges:', '  matrix:', `    homeserver: ${fake.url}`, `    user_id: '${fake.botUserId}'`, `    access_token: ${fake.botAccessToken}`, '    senders: pairing', `    allow: ['${alice}', 'matrix:${bob}']`, 'channels:', '  matrix: { project: mx }', ''].join('\n'),
+    config: ['bridges:', '  matrix:', `    homeserver: ${fake.url}`, `    user_id: '${fake.botUserId}'`, `    access_token: ${fake.botAccessToken}`, '    senders: pairing', `    allow: ['${alice}', 'matrix:${bob}', '@mallory:${fake.serverName}', '@carol:${fake.serverName}']`, 'channels:', '  matrix: { project: mx }', ''].join('\n'),
   });
   h.create({ name: 'mx', workspace_isolation: true });
   bridges = startHomeBridges();
@@ -75,6 +75,21 @@ describe('Matrix bridge', () => {
     fake.sendText(room, alice, 'echo after');
     await fake.waitFor(() => repliesIn(room).includes('after'), 30_000);
     expect(bridges.channel('matrix')!.inbox.all().length).toBe(before + 1);
+  });
+
+  it("a room of two is someone's own only while it is that person and the bot: once a third joins, it is a group", async () => {
+    const mallory = `@mallory:${fake.serverName}`;
+    const carol = `@carol:${fake.serverName}`;
+    const room = fake.createRoom({ members: [mallory], direct: true });
+    const m1 = fake.sendText(room, mallory, 'echo hi');
+    await fake.waitFor(() => repliesIn(room).length > 0, 30_000);
+    expect(bridges.channel('matrix')!.inbox.all().find((m) => m.id === m1.event_id)?.tenant).toBe(`matrix:${mallory}`);
+    fake.invite(room, mallory, carol);
+    fake.join(room, carol);
+    const c1 = fake.sendText(room, carol, 'ls');
+    await fake.waitFor(() => repliesIn(room).length > 1, 30_000);
+    // Carol's message never runs in her own workspace with its answer in Mallory's room.
+    expect(bridges.channel('matrix')!.inbox.all().find((m) => m.id === c1.event_id)?.tenant).toBe(`matrix-room:${room}`);
   });
 
   it('an edit is a new message, marked as one', async () => {

@@ -123,6 +123,24 @@ describe('Telegram bridge (long polling)', () => {
     expect(bridges.channel('telegram')!.inbox.all().length).toBe(before + 1);
   });
 
+  it('berth.yaml pointing at a token file that cannot be read: the running bridge goes on; once the file is there, it restarts with it', async () => {
+    const file = join(h.home, 'telegram.token');
+    const write = (lines: string[]) => fs.writeFileSync(join(h.home, 'berth.yaml'), testConfig(config(lines).replace(`    token: '${fake.token}'\n`, '')) ?? '');
+    write([`    token_file: ${file}`]);
+    expect(bridges.reconfigure()).toMatch(/^telegram bridge not restarted: token_file .* cannot be read; the running one goes on$/);
+    say(ALICE, 'echo still-answering');
+    await fake.waitFor(() => repliesOf(ALICE).includes('still-answering'), 30_000);
+    fs.writeFileSync(file, `${fake.token}\n`, { mode: 0o600 });
+    expect(bridges.reconfigure()).toMatch(/^telegram bridge restarted: poll at .* with token_file .*telegram\.token/);
+    expect(bridges.reconfigure()).toBeUndefined();
+    // The file's content is part of what the bridge runs with: a rotated token restarts it.
+    fs.writeFileSync(file, `${fake.token} \n`, { mode: 0o600 });
+    expect(bridges.reconfigure()).toMatch(/^telegram bridge restarted/);
+    await fake.waitFor(() => fake.longPolling(), 10_000);
+    say(ALICE, 'echo after-the-rotation');
+    await fake.waitFor(() => repliesOf(ALICE).includes('after-the-rotation'), 30_000);
+  });
+
   it('doctor names the bot, or says the token is refused', async () => {
     expect(await checkBridges(h.berth.config)).toEqual([{ name: 'bridge telegram', status: 'ok', detail: expect.stringContaining(`@${fake.bot.username} answers with project "tg"`) }]);
     const wrong = BerthConfigSchema.parse({ bridges: { telegram: { token: '1:wrong', api_url: fake.url } } });

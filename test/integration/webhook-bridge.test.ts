@@ -1,7 +1,9 @@
 import http from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenHttp, type HttpSurface } from '../../src/serve.js';
+import { HOOKS_IN_FLIGHT_MAX } from '../../src/bridges/start.js';
 import { webhookSignature } from '../../src/channels/webhook.js';
 import { testHome, type TestHome } from '../helpers.js';
 
@@ -58,6 +60,8 @@ beforeAll(async () => {
       `        secret: ${CB_SECRET}`,
       '        reply: callback',
       `        callback_url: http://127.0.0.1:${receiverPort}/answers`,
+      '      broken:',
+      '        secret_file: /nonexistent/berth-test/hook.key',
       '      nowhere:',
       `        secret: ${CB_SECRET}`,
       '        reply: callback',
@@ -118,6 +122,46 @@ describe('signed webhooks', () => {
     expect(inboxIds().length).toBe(before);
   });
 
+  it('the same request sent again while the first waits takes nothing from it: the first gets the answer, the copy "duplicate"', async () => {
+    const body = JSON.stringify({ id: 'slow-1', user: 'ci-bot', text: 'sleep 1; echo slow answer' });
+    const ts = String(Math.floor(Date.now() / 1000));
+    const send = () => fetch(`${server.url}/hooks/ci`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(SYNC_SECRET, ts, body) }, body }).then(async (r) => ({ status: r.status, body: await r.json() }));
+    const first = send();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await send()).toEqual({ status: 200, body: { id: 'slow-1', status: 'duplicate' } });
+    expect(await first).toEqual({ status: 200, body: { id: 'slow-1', status: 'answered', reply: 'slow answer' } });
+    // Another user's message with the same id is theirs, not a duplicate.
+    expect((await post('ci', { id: 'slow-1', user: 'someone-else', text: 'echo mine' })).body).toEqual({ id: 'slow-1', status: 'answered', reply: 'mine' });
+  });
+
+  it('a hook whose secret file cannot be read answers 500 without saying where it is', async () => {
+    const res = await post('broken', { id: 'b-1', user: 'u', text: 'echo x' });
+    expect(res.status).toBe(500);
+    expect(JSON.stringify(res.body)).not.toContain('/nonexistent');
+  });
+
+  it(`at most ${HOOKS_IN_FLIGHT_MAX} requests are held at once (bodies trickling in, answers awaited): the next is told to come back`, async () => {
+    const { port } = new URL(server.url);
+    const held = await Promise.all(
+      Array.from({ length: HOOKS_IN_FLIGHT_MAX }, () => new Promise<net.Socket>((resolve) => {
+        const socket = net.connect(Number(port), '127.0.0.1', () => {
+          socket.write(`POST /hooks/ci HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nX-Berth-Timestamp: ${Math.floor(Date.now() / 1000)}\r\n\r\n{"id":`);
+          setTimeout(() => resolve(socket), 50);
+        });
+      })),
+    );
+    try {
+      for (let i = 0; i < 50 && (await post('ci', { id: 'over', user: 'u', text: 'echo x' })).status !== 429; i++) await new Promise((r) => setTimeout(r, 50));
+      const over = await post('ci', { id: 'over', user: 'u', text: 'echo x' });
+      expect(over).toMatchObject({ status: 429, body: { error: { code: 'BUSY' } } });
+    } finally {
+      for (const s of held) s.destroy();
+    }
+    // Freed as they go: the next request is answered.
+    for (let i = 0; i < 50 && (await post('ci', { id: `after-${i}`, user: 'u', text: 'echo back' })).status === 429; i++) await new Promise((r) => setTimeout(r, 100));
+    expect((await post('ci', { id: 'after-x', user: 'u', text: 'echo back' })).body.reply).toBe('back');
+  });
+
   it('reply: callback answers 202 at once and POSTs the answer, signed, to the callback URL', async () => {
     const res = await post('tickets', { id: 't-7', user: 'helpdesk', conversation: 'ticket-7', text: 'echo ticket seven' }, { secret: CB_SECRET });
     expect(res).toEqual({ status: 202, body: { id: 't-7', status: 'accepted' } });
@@ -132,7 +176,7 @@ describe('signed webhooks', () => {
     const seen = callbacks.length;
     const res = await post('nowhere', { id: 'n-1', user: 'u', text: 'echo unseen' }, { secret: CB_SECRET });
     expect(res.status).toBe(202);
-    const entry = async () => server.bridges.channel('webhook')!.inbox.all().find((e) => e.id === 'nowhere:n-1');
+    const entry = async () => server.bridges.channel('webhook')!.inbox.all().find((e) => e.text === 'echo unseen');
     for (let i = 0; i < 300 && (await entry())?.phase !== 'replied'; i++) await new Promise((r) => setTimeout(r, 100));
     expect((await entry())?.phase).toBe('replied');
     expect(callbacks.length).toBe(seen);

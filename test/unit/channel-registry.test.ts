@@ -7,6 +7,8 @@ import type { ChannelModule } from '../../src/channels/contract.js';
 import { BridgesSchema } from '../../src/config/bridges.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { ENGINE_COMMANDS } from '../../src/cli/engine.js';
+import { defaultProfileKeys } from '../../src/bridges/core.js';
+import { slackMessage } from '../../src/channels/slack.js';
 
 /**
  * A new chat channel is one module in src/channels/ and one entry in its registry (issue 27):
@@ -75,5 +77,20 @@ describe('the channel registry', () => {
         });
     }
     expect(offenders).toEqual([]);
+  });
+});
+
+describe('what every channel shares', () => {
+  it("a chat's profiles: the chat, the chat without its thread, then the channel (channels.slack:C123 answers every thread in C123)", () => {
+    expect(defaultProfileKeys('slack', 'C0TEAM001/1700000000.000100')).toEqual(['slack:C0TEAM001/1700000000.000100', 'slack:C0TEAM001', 'slack']);
+    expect(defaultProfileKeys('telegram', '-1001234/7')).toEqual(['telegram:-1001234/7', 'telegram:-1001234', 'telegram']);
+    expect(defaultProfileKeys('signal', 'group:abc')).toEqual(['signal:group:abc', 'signal']);
+  });
+
+  it('a Slack text of 40,000 "<" is read in one pass, not once per "<"', () => {
+    const started = performance.now();
+    const m = slackMessage({ type: 'event_callback', event: { type: 'message', channel_type: 'im', channel: 'D0X1', user: 'U0X1', ts: '1.2', text: '<'.repeat(40_000) } });
+    expect(m?.text.length).toBe(40_000);
+    expect(performance.now() - started).toBeLessThan(100);
   });
 });
