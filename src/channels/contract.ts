@@ -102,7 +102,7 @@ export interface ChannelModule<N extends string = string, S extends z.ZodType = 
   /** How it sends: the longest text in one message, and what a longer reply becomes. */
   readonly sends: { typing: boolean; inlineLimit: string; longReplies: string };
   /** Tenant keys it makes: direct chats, groups, and what a group is. */
-  readonly tenants: { direct: string; group: string; groups: string };
+  readonly tenants: { direct: string; groups: string };
   /** A sender key of this channel, as `bridge approve` takes it. */
   readonly senderKey: RegExp;
   /** Strangers wait for the operator's approval (`berth bridge pending/approve`); false: every message is already authenticated (a signed webhook). */

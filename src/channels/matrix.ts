@@ -226,7 +226,7 @@ export const matrixChannel = defineChannel({
   schema: MatrixBridgeSchema,
   receives: () => 'poll',
   sends: { typing: true, inlineLimit: `${MATRIX_TEXT_LIMIT} characters`, longReplies: `split into up to ${MATRIX_MAX_PARTS} notices` },
-  tenants: { direct: 'matrix:<user id>', group: 'matrix-room:<room id>', groups: 'a room with more than the person and the bot is one tenant; each member is paired on their own' },
+  tenants: { direct: 'matrix:<user id> (a room of the person and the bot alone)', groups: 'matrix-room:<room id> for any other room: its members share a workspace, each paired on their own' },
   senderKey: /^matrix:@[^\s:]{1,255}:[^\s]{1,255}$/,
   pairing: true,
   senders: (c) => c,

@@ -222,7 +222,7 @@ export const signalChannel = defineChannel({
   schema: SignalBridgeSchema,
   receives: () => 'stream',
   sends: { typing: true, inlineLimit: `${SIGNAL_INLINE_BYTES} bytes`, longReplies: 'the start inline, the whole as reply.txt' },
-  tenants: { direct: 'signal:<sender uuid>', group: 'signal-group:<group id>', groups: 'a Signal group is one tenant: its members share a workspace' },
+  tenants: { direct: 'signal:<sender uuid>', groups: 'signal-group:<group id>: its members share a workspace, each paired on their own' },
   senderKey: /^signal:[0-9a-fA-F-]{1,64}$/,
   pairing: true,
   senders: (c) => c,

@@ -254,7 +254,7 @@ export const slackChannel = defineChannel({
   schema: SlackBridgeSchema,
   receives: (c) => (c.mode === 'events' ? 'http' : 'stream'),
   sends: { typing: false, inlineLimit: `${SLACK_TEXT_LIMIT} characters`, longReplies: `split into up to ${SLACK_MAX_PARTS} messages in the thread` },
-  tenants: { direct: 'slack:<user id>', group: 'slack-channel:<channel id>', groups: 'a channel is one tenant; each mention starts a thread, and a thread is one conversation' },
+  tenants: { direct: 'slack:<user id> (direct messages)', groups: 'slack-channel:<channel id> when mentioned in a channel; each mention starts a thread, and a thread is one conversation' },
   senderKey: /^slack:[A-Z0-9]{2,32}$/,
   pairing: true,
   senders: (c) => c,

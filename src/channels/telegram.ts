@@ -259,7 +259,7 @@ export const telegramChannel = defineChannel({
   schema: TelegramBridgeSchema,
   receives: (c) => (c.mode === 'poll' ? 'poll' : 'http'),
   sends: { typing: true, inlineLimit: `${TELEGRAM_TEXT_LIMIT} characters`, longReplies: `split at line breaks into up to ${TELEGRAM_MAX_PARTS} messages; longer, the start and the whole as reply.txt` },
-  tenants: { direct: 'telegram:<user id>', group: 'telegram-group:<chat id>', groups: 'a group is one tenant (its members share a workspace); each member is paired on their own' },
+  tenants: { direct: 'telegram:<user id>', groups: 'telegram-group:<chat id>: its members share a workspace, each paired on their own' },
   senderKey: /^telegram:[0-9]{1,20}$/,
   pairing: true,
   senders: (c) => c,

@@ -195,7 +195,7 @@ export const webhookChannel = defineChannel({
   schema: WebhookBridgeSchema,
   receives: () => 'http',
   sends: { typing: false, inlineLimit: 'the whole reply', longReplies: 'the whole reply, in the response or the callback' },
-  tenants: { direct: 'hook:<name>:<user>', group: 'none', groups: 'no groups: each (hook, user) is a tenant; a conversation is a session of its own' },
+  tenants: { direct: 'hook:<name>:<user>; a conversation is a session of its own', groups: 'none: every signed request names its user' },
   senderKey: /^hook:[a-z0-9][a-z0-9_-]{0,62}:.{1,200}$/,
   pairing: false,
   senders: () => undefined,
