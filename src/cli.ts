@@ -14,6 +14,7 @@ import { TRUST_COMMANDS } from './cli/trust.js';
 import { CONFIG_COMMANDS } from './cli/config.js';
 import { APPROVAL_COMMANDS } from './cli/approvals.js';
 import { own } from './own.js';
+import { CHANNEL_NAMES } from './channels/registry.js';
 import { SERVING_V8_FLAGS } from './node-support.js';
 import { defaultHome, homePaths } from './config/home.js';
 
@@ -80,7 +81,8 @@ Server
   chat-link revoke <project> --user <name>   log a person out everywhere, void their links
   mcp [--print-config]          the admin tools as an MCP server over stdio
                                 (--print-config: the config an MCP client needs to start it)
-  bridge signal|telegram        only that chat bridge (serve runs them all, and /hooks/)
+  bridge ${CHANNEL_NAMES.join('|')}
+                                only that chat bridge (serve runs them all, and /hooks/)
   bridge pending                senders waiting for the operator's approval
   bridge approve <sender>       let a sender (signal:<uuid>, telegram:<id>) talk to the bot
   bridge deny <sender>          turn a waiting sender away (their kept first message is dropped)

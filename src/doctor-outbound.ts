@@ -2,10 +2,11 @@ import type { BerthConfig } from './config/berth-config.js';
 import type { ProjectMetadata } from './config/metadata.js';
 import { consumerLock, needsConsumerLock } from './bridges/start.js';
 import { configuredChannels } from './config/bridges.js';
+import type { ChannelCheck } from './channels/contract.js';
 import { liveHolderOf } from './fs/lock.js';
 import { own } from './own.js';
 
-type Check = { name: string; status: 'ok' | 'warn' | 'fail'; detail: string };
+type Check = ChannelCheck;
 
 /**
  * What doctor says about the ways out: projects whose agent needs a model but has none it may

@@ -110,12 +110,12 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
   };
 
-  /** The project (and workflow) answering a chat: the transport's own, else its channel profiles (defaultProfileKeys). */
+  /** The project (and workflow) answering a chat: the transport's own, else its channel profiles ("<name>:<chat>", then "<name>", unless the channel names them). */
   function profileFor(chat: string): { project: string; workflow?: string } | undefined {
     const project = transport.projectOf?.(chat);
     if (project !== undefined) return { project };
     const channels = deps.config().channels;
-    for (const key of transport.profileKeys?.(chat) ?? defaultProfileKeys(transport.name, chat)) {
+    for (const key of transport.profileKeys?.(chat) ?? [`${transport.name}:${chat}`, transport.name]) {
       const profile = own(channels, key);
       if (profile) return profile;
     }
@@ -591,12 +591,6 @@ function refusedNotice(full: 'chat' | 'tenant' | 'sender' | 'bridge', text: stri
 
 function preview(text: string): string {
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
-}
-
-/** A chat's channel profiles, most specific first: the chat, the chat without its thread ("C123/1700.1" → "C123"), the channel. */
-export function defaultProfileKeys(channel: string, chat: string): string[] {
-  const slash = chat.indexOf('/');
-  return [`${channel}:${chat}`, ...(slash > 0 ? [`${channel}:${chat.slice(0, slash)}`] : []), channel];
 }
 
 /** A stable session id for a chat and its generation (/new starts the next). */

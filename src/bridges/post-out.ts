@@ -35,6 +35,8 @@ export function createPostOut(config: () => BerthConfig, timeoutMs = 15_000): Po
       const req = (target.protocol === 'https:' ? https : http).request(target, { method: 'POST', headers: { ...headers, 'content-length': Buffer.byteLength(body) }, lookup: guarded, timeout: timeoutMs }, (res) => {
         res.resume();
         res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+        res.on('error', reject);
+        res.on('aborted', () => reject(new Error('the answer was cut off')));
       });
       req.on('timeout', () => req.destroy(new Error(`no answer in ${timeoutMs / 1000} s`)));
       req.on('error', reject);

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { BerthConfig } from '../config/berth-config.js';
 import { channelConfig, configuredChannels } from '../config/bridges.js';
@@ -47,7 +48,7 @@ export async function approveSender(deps: { config: BerthConfig; stateDir: strin
   // They wrote, were refused, and wait to hear: one message says they can talk now.
   if (config === undefined || !r.was_pending || r.already) return { was_pending: r.was_pending, held };
   try {
-    const transport = channel.create({ config, logger: deps.logger, dir, take: () => 'duplicate', postOut: createPostOut(() => deps.config) });
+    const transport = channel.create({ config, logger: deps.logger, dir: join(dir, channel.name), take: () => 'duplicate', postOut: createPostOut(() => deps.config) });
     await transport.send(chat, held ? APPROVED_HELD_NOTICE : APPROVED_NOTICE);
     return { was_pending: true, held, told: true };
   } catch (err) {

@@ -35,8 +35,8 @@ export interface RunningBridges {
   hook(req: Request, path: string): Promise<Response>;
   /**
    * Follow berth.yaml's bridges as they are now: a channel added is started, one removed is
-   * stopped, one whose identity changed (another service, account or token) is restarted;
-   * other settings are read per message. Messages in flight finish and are answered. Says what
+   * stopped, one whose settings or credential files changed is restarted (the pairing rules are
+   * read per message: no restart for them). Messages in flight finish and are answered. Says what
    * it did, if anything.
    */
   reconfigure(): string | undefined;
@@ -134,59 +134,73 @@ export function startBridges(deps: BridgeDeps & { claim?: BridgeClaim }): Runnin
   }
 }
 
-type Started = { key: string; fingerprint: string; lock?: { release(): void }; view: RunningBridge; http?: ChannelHttp; namedHooks?: boolean; stop(): Promise<void> };
+type Started = { label: string; fingerprint: string; lock?: { release(): void }; view: RunningBridge; http?: ChannelHttp; namedHooks?: boolean; stop(): Promise<void> };
 type Built = Started & { go(recovery: { heldOnly: boolean }): void };
 
 function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
   const dir = bridgeDir(deps.stateDir);
   const web = deps.web ? createWebChat({ ...deps, bridgeDir: dir }) : undefined;
   const running = new Map<string, Started>();
-  const stopping: Array<Promise<void>> = [];
-  for (const { channel, config } of selected(deps.config(), deps)) {
-    const built = buildChannel(deps, dir, channel, config);
-    built.lock = claim.take(channel.name);
-    running.set(channel.name, built);
-    built.go({ heldOnly: false });
+  const stopping = new Set<Promise<void>>();
+  // Every channel built before any starts: one that cannot be (a credential file unreadable) fails the start with nothing running.
+  const built = selected(deps.config(), deps).map(({ channel, config }) => buildChannel(deps, dir, channel, config, fingerprintOf(config)));
+  for (const b of built) {
+    b.lock = claim.take(b.view.name);
+    running.set(b.view.name, b);
+    b.go({ heldOnly: false });
   }
 
   /** Channels that ran in this process: one started again finishes its own messages (only a dead berth's are recovered). */
   const ranHere = new Set(running.keys());
-  let hooksInFlight = 0;
+  /** berth.yaml as it was when a channel could not be built from it: tried again only once it changes. */
+  const failed = new Map<string, string>();
+  /** /hooks requests each channel is answering (bodies being read, sync answers awaited). */
+  const hooksInFlight = new Map<string, number>();
 
-  /** Stop a running channel: it receives no more; its messages in flight still answer. Returns its consumer lock when it is kept for the next. */
+  /** Stop a running channel: it receives no more; its messages in flight still answer. Its lock is released, unless it is handed on. */
   function retire(name: string, keepLock = false) {
     const r = running.get(name);
-    if (!r) return undefined;
+    if (!r) return;
     running.delete(name);
-    stopping.push(r.stop().finally(() => (keepLock ? undefined : r.lock?.release())));
-    return keepLock ? r.lock : undefined;
+    const done: Promise<void> = r
+      .stop()
+      .catch((err: unknown) => deps.logger.warn({ bridge: name, err: String(err).slice(0, 200) }, 'a bridge did not stop cleanly'))
+      .finally(() => {
+        if (!keepLock) r.lock?.release();
+        stopping.delete(done);
+      });
+    stopping.add(done);
   }
 
   /**
-   * A channel as berth.yaml has it now, in place of the running one (if any). Built first: one
-   * that cannot be (a credential file unreadable) leaves the running one as it is.
+   * A channel as berth.yaml has it now, in place of the running one (if any). Built first, its
+   * lock taken next: one that cannot be built or locked leaves the running one as it is.
    */
-  function replace(channel: ChannelModule, config: unknown): string {
+  function replace(channel: ChannelModule, config: unknown, fingerprint: string): string {
     const was = running.get(channel.name);
-    let built: Built;
+    const not = was ? `${channel.name} bridge not restarted` : `${channel.name} bridge not started`;
+    let next: Built;
     try {
-      built = buildChannel(deps, dir, channel, config);
+      next = buildChannel(deps, dir, channel, config, fingerprint);
     } catch (err) {
       const why = (err as Error).message;
+      failed.set(channel.name, fingerprint);
       deps.logger.error({ bridge: channel.name, err: why }, 'berth.yaml changed, but the bridge could not be started as it says');
-      return was ? `${channel.name} bridge not restarted: ${why}; the running one goes on` : `${channel.name} bridge not started: ${why}`;
+      return `${not}: ${why}${was ? '; the running one goes on' : ''}`;
     }
-    let lock = was ? retire(channel.name, true) : undefined;
+    failed.delete(channel.name);
+    let lock = was?.lock;
     if (!lock && needsConsumerLock(channel, config)) {
       const taken = lockConsumer(deps.stateDir, channel.name);
-      if (!('release' in taken)) return `${channel.name} bridge not started: it already runs in berth process ${taken.heldBy.split('.')[0]}; one consumer per bridge`;
+      if (!('release' in taken)) return `${not}: it already runs in berth process ${taken.heldBy.split('.')[0]}; one consumer per bridge`;
       lock = taken;
     }
-    built.lock = lock;
-    running.set(channel.name, built);
-    built.go({ heldOnly: ranHere.has(channel.name) });
+    if (was) retire(channel.name, lock === was.lock);
+    next.lock = lock;
+    running.set(channel.name, next);
+    next.go({ heldOnly: ranHere.has(channel.name) });
     ranHere.add(channel.name);
-    return was ? `${channel.name} bridge restarted: ${built.key} (was ${was.key})` : `${channel.name} bridge started: ${built.key}`;
+    return was ? `${channel.name} bridge restarted: ${next.label} (was ${was.label})` : `${channel.name} bridge started: ${next.label}`;
   }
 
   return {
@@ -195,16 +209,18 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
     web,
     async hook(req, path) {
       const [first = '', ...rest] = path.split('/');
-      const own = running.get(first)?.http;
-      const named = [...running.values()].find((r) => r.namedHooks)?.http;
-      if (!own && !named) throw new BerthError('NOT_FOUND', `nothing is served at /hooks/${path}`, { hint: 'berth.yaml bridges names the channels and webhooks berth serve answers' });
-      // Anyone may call /hooks: what it holds at once (bodies being read, sync answers awaited) is bounded.
-      if (hooksInFlight >= HOOKS_IN_FLIGHT_MAX) throw new BerthError('BUSY', `${HOOKS_IN_FLIGHT_MAX} webhook requests are being answered already; send it again shortly`, { retry_after: 1 });
-      hooksInFlight++;
+      const own = running.get(first)?.http ? running.get(first) : undefined;
+      const target = own ?? [...running.values()].find((r) => r.namedHooks);
+      if (!target?.http) throw new BerthError('NOT_FOUND', `nothing is served at /hooks/${path}`, { hint: 'berth.yaml bridges names the channels and webhooks berth serve answers' });
+      // Anyone may call /hooks: what each channel holds at once is bounded (one channel's callers never crowd out another's).
+      const name = target.view.name;
+      const now = hooksInFlight.get(name) ?? 0;
+      if (now >= HOOKS_IN_FLIGHT_MAX) throw new BerthError('BUSY', `${HOOKS_IN_FLIGHT_MAX} requests to the ${name} bridge are being answered already; send it again shortly`, { retry_after: 1 });
+      hooksInFlight.set(name, now + 1);
       try {
-        return await (own ? own(req, rest.join('/')) : named!(req, path));
+        return await target.http(req, own ? rest.join('/') : path);
       } finally {
-        hooksInFlight--;
+        hooksInFlight.set(name, (hooksInFlight.get(name) ?? 1) - 1);
       }
     },
     reconfigure() {
@@ -213,16 +229,18 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
       for (const [name, r] of [...running]) {
         if (want.has(name)) continue;
         retire(name);
-        said.push(`${name} bridge stopped (berth.yaml has no bridges.${name} now; it was ${r.key})`);
+        said.push(`${name} bridge stopped (berth.yaml has no bridges.${name} now; it was ${r.label})`);
       }
       for (const [name, { channel, config }] of want) {
-        if (running.get(name)?.fingerprint !== fingerprintOf(config)) said.push(replace(channel, config));
+        const fingerprint = fingerprintOf(config);
+        if (running.get(name)?.fingerprint === fingerprint || failed.get(name) === fingerprint) continue;
+        said.push(replace(channel, config, fingerprint));
       }
       return said.length > 0 ? said.join('; ') : undefined;
     },
     async stop() {
       for (const name of [...running.keys()]) retire(name);
-      await Promise.all(stopping);
+      await Promise.all([...stopping]);
       claim.release();
     },
   };
@@ -260,7 +278,7 @@ function fileDigest(path: string): string {
 }
 
 /** A channel as berth.yaml has it now: its transport and its core on the durable inbox; `go` recovers and starts receiving. */
-function buildChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, config: unknown): Built {
+function buildChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, config: unknown, fingerprint: string): Built {
   const inbox = openInbox(dir, channel.name);
   const state = openBridgeState(dir, channel.name);
   const own = join(dir, channel.name);
@@ -290,8 +308,8 @@ function buildChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, con
     senderAllowed: (sender) => senderAllowed(channel, channelConfig(deps.config().bridges, channel.name), state, sender),
   });
   return {
-    key: channel.key(config),
-    fingerprint: fingerprintOf(config),
+    label: channel.label(config),
+    fingerprint,
     http: transport.http,
     namedHooks: channel.namedHooks !== undefined,
     view: { name: channel.name, core: started, inbox, state, connected: transport.connected },

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { BerthError, isBerthError } from '../errors.js';
 
 /**
  * What a chat channel is to berth: one module that declares its berth.yaml schema, how it
@@ -35,7 +36,7 @@ export interface ChannelSender {
   acknowledge(message: ChannelMessage): Promise<void>;
   /** A message's answer (or the notice it failed with) was sent: a webhook returns it in its request, or posts it to its callback. */
   answered?(id: string, chat: string, text: string): void;
-  /** The channel profiles that may answer a chat, most specific first (default: "<name>:<chat>", "<name>:<chat before its /thread>", "<name>"). */
+  /** The channel profiles that may answer a chat, most specific first (default: "<name>:<chat>", then "<name>"). */
   profileKeys?(chat: string): string[];
   /** How often typing is said again while the agent works (the service's indicator fades). */
   readonly typingEveryMs?: number;
@@ -86,10 +87,7 @@ export const senderFields = (who: string) => ({
   allow: z.array(z.string().min(1).max(256)).max(10_000).default([]).describe(`${who} always allowed.`),
 });
 
-export interface SenderRules {
-  senders: 'pairing' | 'open';
-  allow: string[];
-}
+export type SenderRules = z.output<z.ZodObject<ReturnType<typeof senderFields>>>;
 
 export interface ChannelModule<N extends string = string, S extends z.ZodType = z.ZodType> {
   readonly name: N;
@@ -113,8 +111,8 @@ export interface ChannelModule<N extends string = string, S extends z.ZodType = 
   namedHooks?(config: z.output<S>): string[];
   /** Its step-by-step guide. */
   readonly guide: string;
-  /** What identifies the running bridge: a change of it is a restart (other settings are read per message). */
-  key(config: z.output<S>): string;
+  /** How the running bridge is named in berth's messages ("telegram bridge restarted: <label>"): its service and account, a credential only by a hash or file name. */
+  label(config: z.output<S>): string;
   /** One line for berth serve's start and the logs (never a secret). */
   describe(config: z.output<S>): string;
   create(ctx: ChannelContext<z.output<S>>): ChannelTransport;
@@ -124,6 +122,9 @@ export interface ChannelModule<N extends string = string, S extends z.ZodType = 
 
 /** A channel module, its name kept as a literal (berth.yaml's types come from the registry). */
 export const defineChannel = <const N extends string, S extends z.ZodType>(m: ChannelModule<N, S>): ChannelModule<N, S> => m;
+
+/** Profiles of a chat that is a thread of a channel ("<channel>/<thread>"): the thread, the channel, every chat. */
+export const threadProfileKeys = (name: string, channel: string, thread?: string): string[] => [...(thread ? [`${name}:${channel}/${thread}`] : []), `${name}:${channel}`, name];
 
 /** Characters of a cut: a character split in half is dropped. */
 export function cutUtf8(text: string, maxBytes: number): string {
@@ -138,6 +139,19 @@ export class ChannelApiError extends Error {
     readonly retryAfterSeconds?: number,
   ) {
     super(message);
+  }
+}
+
+/**
+ * Journal a message now, or BUSY: logged by sender and id (never its text), and the service,
+ * told no (a non-2xx, no ack, no offset), sends it again.
+ */
+export function takeOrBusy(take: Take, log: Logger, message: ChannelMessage): 'accepted' | 'duplicate' {
+  try {
+    return take(message);
+  } catch (err) {
+    log.error({ sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a message; it comes again');
+    throw new BerthError('BUSY', 'the message could not be journaled; send it again', { retry_after: 1 });
   }
 }
 

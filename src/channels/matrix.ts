@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { isBerthError } from '../errors.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { backoffDelay, ChannelApiError, defineChannel, senderFields, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { obj, str, list, type Json } from './json.js';
 import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
 
 /**
@@ -36,10 +37,6 @@ export const MatrixBridgeSchema = z
   .superRefine((c, ctx) => oneSecret(c, 'access_token', ctx));
 type MatrixConfig = z.output<typeof MatrixBridgeSchema>;
 
-type Json = Record<string, unknown>;
-const obj = (v: unknown): Json | undefined => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined);
-const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
 /** A timeline event as berth takes it, or undefined for what is not a person's text to answer. */
 export function matrixMessage(roomId: string, event: unknown, bot: string, direct: boolean): ChannelMessage | undefined {
@@ -112,17 +109,17 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
 
   /** Invites are joined one at a time beside the sync loop (a slow federation join never holds anyone's message), at most JOIN_QUEUE waiting. */
   const joins: string[] = [];
-  let joining = false;
-  function queueJoin(roomId: string) {
-    if (joins.length >= JOIN_QUEUE || joins.includes(roomId)) return;
-    joins.push(roomId);
-    if (joining) return;
-    joining = true;
-    void (async () => {
+  let joining: Promise<void> | undefined;
+  const stopJoins = new AbortController();
+  function queueJoins(sync: Json) {
+    if (!config.auto_join) return;
+    for (const roomId of Object.keys(obj(obj(sync.rooms)?.invite) ?? {})) if (joins.length < JOIN_QUEUE && !joins.includes(roomId)) joins.push(roomId);
+    joining ??= (async () => {
       for (let next = joins.shift(); next !== undefined && !stopped; next = joins.shift()) {
-        await call('POST', `/join/${room(next)}`, {}, AbortSignal.timeout(15_000)).catch((err: Error) => log.warn({ err: err.message.slice(0, 200) }, 'could not join a room berth was invited to'));
+        const signal = AbortSignal.any([stopJoins.signal, AbortSignal.timeout(15_000)]);
+        await call('POST', `/join/${room(next)}`, {}, signal).catch((err: Error) => log.warn({ err: err.message.slice(0, 200) }, 'could not join a room berth was invited to'));
       }
-      joining = false;
+      joining = undefined;
     })();
   }
 
@@ -154,7 +151,6 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
         }
       }
     }
-    if (config.auto_join) for (const roomId of Object.keys(obj(rooms?.invite) ?? {})) queueJoin(roomId);
   }
 
   async function run() {
@@ -169,7 +165,8 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
         live = true;
         attempt = 0;
         const next = str(sync.next_batch);
-        if (since) await takeBatch(sync); // a new home's first sync is history: only its token is taken
+        if (since) await takeBatch(sync); // a new home's first sync is history: only its token (and its invites) are taken
+        queueJoins(sync);
         if (next && next !== since) {
           atomicWriteFile(tokenFile, `${next}\n`);
           since = next;
@@ -201,7 +198,9 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     async stop() {
       stopped = true;
       abort?.abort();
+      stopJoins.abort();
       await loop;
+      await joining;
     },
     connected: () => live,
     async send(chat, text) {
@@ -231,7 +230,7 @@ export const matrixChannel = defineChannel({
   pairing: true,
   senders: (c) => c,
   guide: 'docs/matrix.md',
-  key: (c) => `${c.user_id} at ${c.homeserver} with ${secretIdentity(c, 'access_token')}`,
+  label: (c) => `${c.user_id} at ${c.homeserver} with ${secretIdentity(c, 'access_token')}`,
   describe: (c) => `${c.user_id} at ${c.homeserver} (senders: ${c.senders})`,
   create: createMatrixBridge,
   async doctor(c, route) {

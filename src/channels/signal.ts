@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { isBerthError } from '../errors.js';
 import { backoffDelay, cutUtf8, defineChannel, senderFields, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { obj, str, num, type Json } from './json.js';
 import { createSseReader, type OversizedEvent } from './sse-events.js';
 
 /**
@@ -26,10 +27,6 @@ export interface SignalOptions {
   backoffMs?: { min: number; max: number };
 }
 
-type Json = Record<string, unknown>;
-const obj = (v: unknown): Json | undefined => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined);
-const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 
 /** A group chat's address carries its id; a direct chat's is the sender's uuid. */
 const GROUP = 'group:';
@@ -173,6 +170,7 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
       if (stopped) break;
       await new Promise((r) => setTimeout(r, backoffDelay(attempt, backoff)));
     }
+    isConnected = false;
   }
 
   return {
@@ -227,7 +225,7 @@ export const signalChannel = defineChannel({
   pairing: true,
   senders: (c) => c,
   guide: 'docs/signal.md',
-  key: (c) => `${c.account} at ${c.url}`,
+  label: (c) => `${c.account} at ${c.url}`,
   describe: (c) => `${c.account} through signal-cli at ${c.url} (senders: ${c.senders})`,
   create: (ctx) => createSignalBridge({ url: ctx.config.url, account: ctx.config.account, logger: ctx.logger, backoffMs: ctx.backoffMs, onMessage: ctx.take }),
   async doctor(c, route) {

@@ -2,8 +2,10 @@ import { createHmac } from 'node:crypto';
 import { WebSocket } from 'ws';
 import { z } from 'zod';
 import { BerthError, isBerthError } from '../errors.js';
-import { backoffDelay, ChannelApiError, defineChannel, senderFields, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
-import { oneSecret, readBodyBounded, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { obj, str, type Json } from './json.js';
+import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
+import { readBodyBounded, sameSecret } from './http-body.js';
 
 /**
  * Slack, as a Slack app's bot (https://docs.slack.dev). Two ways in:
@@ -23,6 +25,7 @@ export const SLACK_TEXT_LIMIT = 3900;
 const SLACK_MAX_PARTS = 10;
 export const SLACK_MAX_EVENT_BYTES = 1024 * 1024;
 const SIGNATURE_WINDOW_SECONDS = 5 * 60;
+const SOCKET_SILENCE_MS = 60_000;
 
 export const SlackBridgeSchema = z
   .object({
@@ -41,9 +44,6 @@ export const SlackBridgeSchema = z
   });
 type SlackConfig = z.output<typeof SlackBridgeSchema>;
 
-type Json = Record<string, unknown>;
-const obj = (v: unknown): Json | undefined => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined);
-const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 const ID = /^[A-Z0-9]{2,32}$/;
 const TS = /^[0-9]{1,12}\.[0-9]{1,9}$/;
 
@@ -123,14 +123,6 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     throw new ChannelApiError(`${method}: ${str(body?.error) ?? `HTTP ${res.status}`}`, res.status);
   }
 
-  function takeOrBusy(message: ChannelMessage) {
-    try {
-      ctx.take(message);
-    } catch (err) {
-      log.error({ sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a slack message; Slack sends it again');
-      throw new BerthError('BUSY', 'the message could not be journaled; send it again', { retry_after: 1 });
-    }
-  }
 
   const signingSecret = config.mode === 'events' ? readSecret(config, 'signing_secret') : '';
   async function http(req: Request): Promise<Response> {
@@ -154,7 +146,7 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     }
     if (body?.type === 'url_verification') return Response.json({ challenge: str(body.challenge) ?? '' });
     const message = body?.type === 'event_callback' ? slackMessage(body, botUser) : undefined;
-    if (message) takeOrBusy(message);
+    if (message) takeOrBusy(ctx.take, log, message);
     return new Response(null, { status: 200 });
   }
 
@@ -163,10 +155,20 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     const opened = await call('apps.connections.open', {}, readSecret(config, 'app_token'));
     const url = str(opened.url);
     if (!url) throw new ChannelApiError('apps.connections.open: no url', 0);
+    if (stopped) return;
     await new Promise<void>((resolve) => {
       const ws = new WebSocket(url, { maxPayload: SLACK_MAX_EVENT_BYTES });
       socket = ws;
+      // Slack pings every few seconds: a socket silent for a minute is half-open, and given up.
+      let silence: NodeJS.Timeout | undefined;
+      const heard = () => {
+        clearTimeout(silence);
+        silence = setTimeout(() => ws.terminate(), SOCKET_SILENCE_MS);
+      };
+      heard();
+      ws.on('ping', heard);
       ws.on('message', (data) => {
+        heard();
         let frame: Json | undefined;
         try {
           frame = obj(JSON.parse(String(data)));
@@ -180,7 +182,7 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
         else if (frame?.type === 'events_api' && typeof frame.envelope_id === 'string') {
           const message = slackMessage(frame.payload, botUser);
           try {
-            if (message) takeOrBusy(message);
+            if (message) takeOrBusy(ctx.take, log, message);
             ws.send(JSON.stringify({ envelope_id: frame.envelope_id }));
           } catch {
             // not acknowledged: Slack sends it again
@@ -189,6 +191,7 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
       });
       ws.on('error', (err) => log.warn({ err: String(err.message).slice(0, 200) }, 'slack socket error'));
       ws.on('close', () => {
+        clearTimeout(silence);
         live = false;
         socket = undefined;
         resolve();
@@ -227,7 +230,7 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     },
     async stop() {
       stopped = true;
-      socket?.close(1000);
+      socket?.terminate();
       await loop;
     },
     connected: () => live,
@@ -245,6 +248,10 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     async acknowledge() {
       // events: the 200; socket: the envelope's ack.
     },
+    profileKeys: (chat) => {
+      const { channel, thread_ts } = parseChat(chat);
+      return threadProfileKeys('slack', channel, thread_ts);
+    },
   };
 }
 
@@ -259,7 +266,7 @@ export const slackChannel = defineChannel({
   pairing: true,
   senders: (c) => c,
   guide: 'docs/slack.md',
-  key: (c) => `${c.mode} at ${c.api_url} with ${secretIdentity(c, 'bot_token')}`,
+  label: (c) => `${c.mode} at ${c.api_url} with ${secretIdentity(c, 'bot_token')}`,
   describe: (c) => `${c.mode === 'events' ? 'the Events API at /hooks/slack' : 'Socket Mode'}, Web API at ${c.api_url} (senders: ${c.senders})`,
   create: createSlackBridge,
   async doctor(c, route) {

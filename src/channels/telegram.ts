@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { BerthError, isBerthError } from '../errors.js';
-import { oneSecret, readBodyBounded, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
-import { backoffDelay, ChannelApiError, defineChannel, senderFields, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
+import { readBodyBounded, sameSecret } from './http-body.js';
+import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { obj, str, int, type Json } from './json.js';
 import { splitForLimit, toMarkdownV2 } from './telegram-text.js';
 
 /**
@@ -44,10 +46,6 @@ export const TelegramBridgeSchema = z
   });
 type TelegramConfig = z.output<typeof TelegramBridgeSchema>;
 
-type Json = Record<string, unknown>;
-const obj = (v: unknown): Json | undefined => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined);
-const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-const int = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) ? v : undefined);
 
 /** A chat address: the chat id, and the forum topic when the message was in one. */
 const chatAddress = (chatId: number, thread?: number) => (thread === undefined ? String(chatId) : `${chatId}/${thread}`);
@@ -146,7 +144,7 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
       const id = int(obj(update)?.update_id);
       if (id === undefined || id < offset) continue;
       const message = telegramMessage(update);
-      if (message) takeOrBusy(message);
+      if (message) takeOrBusy(ctx.take, log, message);
       offset = id + 1;
     }
     return offset;
@@ -209,18 +207,10 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     }
     const message = telegramMessage(update);
     // Not a text message: confirmed, nothing to do. One that cannot be journaled: not 2xx, so Telegram sends it again.
-    if (message) takeOrBusy(message);
+    if (message) takeOrBusy(ctx.take, log, message);
     return new Response(null, { status: 200 });
   }
 
-  function takeOrBusy(message: ChannelMessage) {
-    try {
-      ctx.take(message);
-    } catch (err) {
-      log.error({ sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a telegram message; Telegram sends it again');
-      throw new BerthError('BUSY', 'the message could not be journaled; send it again', { retry_after: 1 });
-    }
-  }
 
   return {
     name: 'telegram',
@@ -238,7 +228,8 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     async send(chat, text) {
       const parts = splitForLimit(text, TELEGRAM_TEXT_LIMIT);
       if (parts.length > TELEGRAM_MAX_PARTS) {
-        await sendText(chat, `${parts[0]}\n[… the whole reply is attached as reply.txt]`.slice(0, TELEGRAM_TEXT_LIMIT));
+        const note = '\n[… the whole reply is attached as reply.txt]';
+        await sendText(chat, `${(parts[0] ?? '').slice(0, TELEGRAM_TEXT_LIMIT - note.length)}${note}`);
         await sendDocument(chat, text);
         return;
       }
@@ -249,6 +240,10 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     },
     async acknowledge() {
       // poll: the next getUpdates' offset confirms; webhook: the 200.
+    },
+    profileKeys: (chat) => {
+      const { chat_id, message_thread_id } = parseChat(chat);
+      return threadProfileKeys('telegram', String(chat_id), message_thread_id === undefined ? undefined : String(message_thread_id));
     },
   };
 }
@@ -264,7 +259,7 @@ export const telegramChannel = defineChannel({
   pairing: true,
   senders: (c) => c,
   guide: 'docs/telegram.md',
-  key: (c) => `${c.mode} at ${c.api_url} with ${secretIdentity(c, 'token')}`,
+  label: (c) => `${c.mode} at ${c.api_url} with ${secretIdentity(c, 'token')}`,
   describe: (c) => `the Bot API at ${c.api_url}, ${c.mode === 'poll' ? 'long polling' : `webhook at ${c.public_url}/hooks/telegram`} (senders: ${c.senders})`,
   create: createTelegramBridge,
   async doctor(c, route) {

@@ -1,8 +1,9 @@
 import { createHmac } from 'node:crypto';
 import { z } from 'zod';
-import { BerthError, isBerthError } from '../errors.js';
-import { defineChannel, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
-import { oneSecret, readBodyBounded, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+import { BerthError } from '../errors.js';
+import { defineChannel, takeOrBusy, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
+import { readBodyBounded, sameSecret } from './http-body.js';
 
 /**
  * Signed webhooks, for any system that is not a messenger: `POST /hooks/<name>` on berth serve.
@@ -123,14 +124,7 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     const body = parsed.data;
     const chat = chatOf(name, body.user, body.conversation);
     const message: ChannelMessage = { id: messageId(name, body.user, body.id), chat, tenant: `hook:${name}:${body.user}`, sender: `hook:${name}:${body.user}`, text: body.text };
-    let taken: 'accepted' | 'duplicate';
-    try {
-      taken = ctx.take(message);
-    } catch (err) {
-      log.error({ hook: name, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a webhook message');
-      throw new BerthError('BUSY', 'the message could not be journaled; send it again', { retry_after: 1 });
-    }
-    if (taken === 'duplicate') return Response.json({ id: body.id, status: 'duplicate' }, { status: 200 });
+    if (takeOrBusy(ctx.take, log, message) === 'duplicate') return Response.json({ id: body.id, status: 'duplicate' }, { status: 200 });
     // Waited for only once taken (its answer comes later, never within this tick); a caller that hangs up leaves it to the callback.
     const reply = hook.reply === 'sync' ? await waitForAnswer(message.id, hook.reply_timeout_seconds * 1000, req.signal) : undefined;
     return reply === undefined ? Response.json({ id: body.id, status: 'accepted' }, { status: 202 }) : Response.json({ id: body.id, status: 'answered', reply }, { status: 200 });
@@ -156,16 +150,18 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
 
   /** The answer to a message POSTed to the hook's callback_url, signed like the requests. */
   async function callback(chat: string, id: string, reply: string) {
-    const [name, user, conversation] = parseChat(chat);
-    const hook = hookOf(name);
-    if (!hook?.callback_url) return;
-    const body = JSON.stringify({ id: callerId(id), user, ...(conversation === null ? {} : { conversation }), reply });
-    const timestamp = String(Math.floor(Date.now() / 1000));
+    let name = '?';
     try {
+      const [hookName, user, conversation] = parseChat(chat);
+      name = hookName;
+      const hook = hookOf(name);
+      if (!hook?.callback_url) return;
+      const body = JSON.stringify({ id: callerId(id), user, ...(conversation === null ? {} : { conversation }), reply });
+      const timestamp = String(Math.floor(Date.now() / 1000));
       const res = await ctx.postOut(hook.callback_url, body, { 'content-type': 'application/json', 'x-berth-timestamp': timestamp, 'x-berth-signature': webhookSignature(secretOf(name), timestamp, body) });
       if (res.status >= 300) log.warn({ hook: name, status: res.status }, 'the webhook callback did not take the answer');
     } catch (err) {
-      log.warn({ hook: name, err: String((err as Error).message).slice(0, 200) }, 'the webhook callback could not be reached');
+      log.warn({ hook: name, err: String((err as Error).message).slice(0, 200) }, 'the answer could not be posted to the webhook callback');
     }
   }
 
@@ -201,7 +197,7 @@ export const webhookChannel = defineChannel({
   senders: () => undefined,
   namedHooks: (c) => Object.keys(c.hooks),
   guide: 'docs/webhooks.md',
-  key: (c) => Object.entries(c.hooks).map(([name, h]) => `${name} (${secretIdentity(h, 'secret')})`).join(', '),
+  label: (c) => Object.entries(c.hooks).map(([name, h]) => `${name} (${secretIdentity(h, 'secret')})`).join(', '),
   describe: (c) => `${Object.keys(c.hooks).length} hook(s) at /hooks/<name>: ${Object.keys(c.hooks).join(', ')}`,
   create: createWebhookBridge,
   async doctor(c, route) {

@@ -5,13 +5,14 @@ import { own } from '../own.js';
 import { need, type Command } from './command.js';
 
 /** Settings whose values are secrets: shown as set or not, never printed. */
-const SECRET_KEYS = new Set(['api_key', 'admin_token', 'token', 'password', 'secret', 'webhook_secret', 'signing_secret', 'access_token', 'app_token']);
+/** A setting that holds a credential, by its name (token, bot_token, signing_secret, api_key, …; a *_file names a file, not a secret). */
+const isSecretKey = (key: string) => /(^|_)(token|secret|password|api_key)$/.test(key);
 
 /** The value with every secret replaced by "(set)". */
 function redacted(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(redacted);
   if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, SECRET_KEYS.has(k) && v !== undefined ? '(set)' : redacted(v)]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, isSecretKey(k) && v !== undefined ? '(set)' : redacted(v)]));
   }
   return value;
 }
@@ -46,7 +47,7 @@ export const CONFIG_COMMANDS: Record<string, Command> = {
         value = value && typeof value === 'object' ? own(value as Record<string, unknown>, key) : undefined;
         if (value === undefined) throw new BerthError('CONFIG_INVALID', `berth.yaml has no setting ${pos[0]}`, { issues: [{ field: pos[0] as string, reason: 'no such setting (see "berth config get")' }] });
       }
-      io.out(stringify(SECRET_KEYS.has(path.at(-1) ?? '') ? '(set)' : redacted(value)));
+      io.out(stringify(isSecretKey(path.at(-1) ?? '') ? '(set)' : redacted(value)));
       return 0;
     },
   },

@@ -7,8 +7,9 @@ import type { ChannelModule } from '../../src/channels/contract.js';
 import { BridgesSchema } from '../../src/config/bridges.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { ENGINE_COMMANDS } from '../../src/cli/engine.js';
-import { defaultProfileKeys } from '../../src/bridges/core.js';
-import { slackMessage } from '../../src/channels/slack.js';
+import { pino } from 'pino';
+import { slackChannel, slackMessage } from '../../src/channels/slack.js';
+import { telegramChannel } from '../../src/channels/telegram.js';
 
 /**
  * A new chat channel is one module in src/channels/ and one entry in its registry (issue 27):
@@ -81,10 +82,14 @@ describe('the channel registry', () => {
 });
 
 describe('what every channel shares', () => {
-  it("a chat's profiles: the chat, the chat without its thread, then the channel (channels.slack:C123 answers every thread in C123)", () => {
-    expect(defaultProfileKeys('slack', 'C0TEAM001/1700000000.000100')).toEqual(['slack:C0TEAM001/1700000000.000100', 'slack:C0TEAM001', 'slack']);
-    expect(defaultProfileKeys('telegram', '-1001234/7')).toEqual(['telegram:-1001234/7', 'telegram:-1001234', 'telegram']);
-    expect(defaultProfileKeys('signal', 'group:abc')).toEqual(['signal:group:abc', 'signal']);
+  it("a thread's profiles: the thread, its channel or group, then every chat (channels.slack:C123 answers every thread in C123)", () => {
+    const ctx = { logger: pino({ level: 'silent' }), dir: '/nonexistent', take: () => 'duplicate' as const, postOut: async () => ({ status: 200 }) };
+    const slack = slackChannel.create({ ...ctx, config: slackChannel.schema.parse({ bot_token: 'xoxb-x', signing_secret: 's' }) });
+    expect(slack.profileKeys!('C0TEAM001/1700000000.000100')).toEqual(['slack:C0TEAM001/1700000000.000100', 'slack:C0TEAM001', 'slack']);
+    expect(slack.profileKeys!('D0ALICE01')).toEqual(['slack:D0ALICE01', 'slack']);
+    const telegram = telegramChannel.create({ ...ctx, config: telegramChannel.schema.parse({ token: '1:x' }) });
+    expect(telegram.profileKeys!('-1001234/7')).toEqual(['telegram:-1001234/7', 'telegram:-1001234', 'telegram']);
+    expect(telegram.profileKeys!('5001')).toEqual(['telegram:5001', 'telegram']);
   });
 
   it('a Slack text of 40,000 "<" is read in one pass, not once per "<"', () => {
