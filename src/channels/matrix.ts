@@ -114,13 +114,18 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
   function queueJoins(sync: Json) {
     if (!config.auto_join) return;
     for (const roomId of Object.keys(obj(obj(sync.rooms)?.invite) ?? {})) if (joins.length < JOIN_QUEUE && !joins.includes(roomId)) joins.push(roomId);
-    joining ??= (async () => {
-      for (let next = joins.shift(); next !== undefined && !stopped; next = joins.shift()) {
-        const signal = AbortSignal.any([stopJoins.signal, AbortSignal.timeout(15_000)]);
-        await call('POST', `/join/${room(next)}`, {}, signal).catch((err: Error) => log.warn({ err: err.message.slice(0, 200) }, 'could not join a room berth was invited to'));
-      }
-      joining = undefined;
-    })();
+    pumpJoins();
+  }
+  function pumpJoins() {
+    const next = joining || stopped ? undefined : joins.shift();
+    if (next === undefined) return;
+    const signal = AbortSignal.any([stopJoins.signal, AbortSignal.timeout(15_000)]);
+    joining = call('POST', `/join/${room(next)}`, {}, signal)
+      .then(() => undefined, (err: Error) => log.warn({ err: err.message.slice(0, 200) }, 'could not join a room berth was invited to'))
+      .then(() => {
+        joining = undefined;
+        pumpJoins();
+      });
   }
 
   const readToken = () => {

@@ -6,6 +6,7 @@ import { BerthError, errnoOf } from '../errors.js';
 import { parsesAs, readJsonFile } from '../fs/json-file.js';
 import { ownerAlive } from '../fs/process-identity.js';
 import { atomicWriteFile } from '../fs/tree.js';
+import { readdirIfExists } from '../fs/dir.js';
 
 /**
  * What runs wait for someone to allow, on disk so that another process of the home (the CLI)
@@ -92,16 +93,11 @@ export function openApprovalStore(stateDir: string): ApprovalStore {
       atomicWriteFile(requestFile(request.id), JSON.stringify(request), 0o600, parsesAs(ApprovalRequestSchema));
     },
     list() {
-      let names: string[];
-      try {
-        names = fs.readdirSync(dir).filter((n) => n.endsWith('.json')).slice(0, LIST_MAX);
-      } catch (err) {
-        if (errnoOf(err) === 'ENOENT') return [];
-        throw err;
-      }
+      const all = readdirIfExists(dir);
+      const names = all.filter((n) => n.endsWith('.json')).slice(0, LIST_MAX);
       const requests: ApprovalRequest[] = [];
       // An answer published as its request ended (a CLI a moment late) has nothing left to answer.
-      for (const name of fs.readdirSync(dir).filter((n) => n.endsWith('.decision')).slice(0, LIST_MAX)) {
+      for (const name of all.filter((n) => n.endsWith('.decision')).slice(0, LIST_MAX)) {
         const id = name.slice(0, -'.decision'.length);
         if (APPROVAL_ID_PATTERN.test(id) && !fs.existsSync(requestFile(id))) fs.rmSync(answerFile(id), { force: true });
       }

@@ -5,6 +5,7 @@ import { errnoOf } from '../errors.js';
 import { openIfExists } from '../fs/fd-path.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { parseJsonLine } from '../fs/json-file.js';
+import { readdirIfExists } from '../fs/dir.js';
 
 /**
  * The files of one audit log: the current file (`audit.jsonl`), the rotated ones
@@ -36,14 +37,7 @@ export const headFile = (file: string) => `${file}.head`;
 /** The rotated files, oldest first, as [generation, path]. */
 export function rotatedFiles(file: string): Array<[number, string]> {
   const prefix = `${basename(file)}.`;
-  let names: string[];
-  try {
-    names = fs.readdirSync(dirname(file));
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return [];
-    throw err;
-  }
-  return names
+  return readdirIfExists(dirname(file))
     .filter((n) => n.startsWith(prefix) && /^\d{1,9}$/.test(n.slice(prefix.length)))
     .map((n): [number, string] => [Number(n.slice(prefix.length)), join(dirname(file), n)])
     .sort((a, b) => a[0] - b[0]);

@@ -6,6 +6,7 @@ import { parseOrThrow } from '../config/parse.js';
 import { BerthError, errnoOf } from '../errors.js';
 import { parsesAs } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
+import { readdirIfExists } from '../fs/dir.js';
 
 /**
  * Who is who in the web chat. An admin mints a link for (project, user); the first login through
@@ -95,15 +96,8 @@ export function createChatLinks(stateDir: string) {
 
   /** Every stored link or login (expired ones are removed on the way). */
   function all(kind: Kind): Array<{ file: string; record: Binding }> {
-    let names: string[];
-    try {
-      names = fs.readdirSync(dirOf(kind));
-    } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return [];
-      throw err;
-    }
     const now = Date.now();
-    return names
+    return readdirIfExists(dirOf(kind))
       .filter((n) => n.endsWith('.json'))
       .flatMap((name) => {
         const file = join(dirOf(kind), name);

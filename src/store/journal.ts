@@ -6,6 +6,7 @@ import { errnoOf } from '../errors.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { foldByKey } from '../fs/fsynced-lines.js';
 import { journalCommit } from '../fs/group-commit.js';
+import { readdirIfExists } from '../fs/dir.js';
 
 /**
  * The run journal: every run, one JSON line per phase — accepted (before its container exists),
@@ -56,14 +57,9 @@ export function appendJournal(sessionsDir: string, entry: Omit<JournalEntry, 'at
 
 /** The journal's segments, oldest first (their names sort by the time they were made). */
 function segments(sessionsDir: string): string[] {
-  let names: string[];
-  try {
-    names = fs.readdirSync(sessionsDir);
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return [];
-    throw err;
-  }
-  return names.filter((n) => SEGMENT.test(n)).sort();
+  return readdirIfExists(sessionsDir)
+    .filter((n) => SEGMENT.test(n))
+    .sort();
 }
 
 /** Past its size bound the current file becomes a segment; then segments no reader needs go. */

@@ -20,6 +20,7 @@ import { atomicWriteFile, type Owner } from '../fs/tree.js';
 import { readSnapshotPointer, takeProtectedSnapshot, type SnapshotPointer } from './protected-snapshot.js';
 import { claimProjectName } from './name-claim.js';
 import { starterFiles } from './starter.js';
+import { readdirIfExists } from '../fs/dir.js';
 
 export interface Project {
   paths: ProjectPaths;
@@ -183,14 +184,7 @@ export function createProjectStore(opts: {
 
   /** Names of projects under workspaces_path, plus those the operator placed elsewhere. */
   function names(): string[] {
-    let names: string[];
-    try {
-      names = fs.readdirSync(projectsDir());
-    } catch (err) {
-      if (errnoOf(err) !== 'ENOENT') throw err;
-      names = [];
-    }
-    const all = new Set([...names, ...Object.keys(opts.config().projects)]);
+    const all = new Set([...readdirIfExists(projectsDir()), ...Object.keys(opts.config().projects)]);
     return [...all]
       .filter((n) => ProjectNameSchema.safeParse(n).success && fs.existsSync(join(privateWorkspaceOf(opts.config(), home, n), 'metadata.json')))
       .sort();

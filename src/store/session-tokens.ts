@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { BerthError, errnoOf } from '../errors.js';
 import { atomicWriteFile } from '../fs/tree.js';
+import { readdirIfExists } from '../fs/dir.js';
 
 /**
  * Per-session tokens for agent loops that run outside containers: unguessable (192 bits),
@@ -30,15 +31,8 @@ export function createSessionTokens(dir: string) {
 
   /** Remove every token whose binding matches; returns how many. */
   function revokeWhere(match: (record: z.infer<typeof TokenRecordSchema>) => boolean): number {
-    let names: string[];
-    try {
-      names = fs.readdirSync(dir);
-    } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return 0;
-      throw err;
-    }
     let revoked = 0;
-    for (const name of names.filter((n) => n.endsWith('.json'))) {
+    for (const name of readdirIfExists(dir).filter((n) => n.endsWith('.json'))) {
       const parsed = (() => {
         try {
           return TokenRecordSchema.safeParse(JSON.parse(fs.readFileSync(join(dir, name), 'utf8')));

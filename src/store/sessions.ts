@@ -13,13 +13,14 @@ import {
   type SessionSettingsUpdate,
 } from '../config/session.js';
 import { parseOrThrow } from '../config/parse.js';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError } from '../errors.js';
 import { parsesAs, readJsonFile } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import type { Project, ProjectStore } from './projects.js';
 import { workspaceIdFor } from './secret.js';
 import { removeAgentHome } from './agent-homes.js';
 import { removeChatTranscript } from './chat-transcripts.js';
+import { readdirIfExists } from '../fs/dir.js';
 
 /**
  * Sessions: one conversation in a workspace, with its settings, stored as
@@ -89,12 +90,9 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
   }
 
   function sessionFileIds(project: Project): string[] {
-    try {
-      return fs.readdirSync(project.paths.sessionsDir).filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -'.json'.length));
-    } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return [];
-      throw err;
-    }
+    return readdirIfExists(project.paths.sessionsDir)
+      .filter((n) => n.endsWith('.json'))
+      .map((n) => n.slice(0, -'.json'.length));
   }
 
   /** Once per project (a marker says it is done): an entry for every session file already there. */
@@ -111,12 +109,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
 
   function tenantSessionIds(project: Project, tenantKey: string): string[] {
     ensureIndex(project);
-    try {
-      return fs.readdirSync(tenantIndexDir(project, tenantKey));
-    } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return [];
-      throw err;
-    }
+    return readdirIfExists(tenantIndexDir(project, tenantKey));
   }
 
   /** The session's workspace: decided by berth from tenant, session and mode, never taken from input. */

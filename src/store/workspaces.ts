@@ -10,6 +10,7 @@ import { copyEntry, displace, ensureDirPath, kindAt, openDirPath, writeNewFileAt
 import { SEED_ENTRIES, type ProtectedSnapshot } from '../plan/run-plan.js';
 import type { Project } from './projects.js';
 import { workspaceIdFor } from './secret.js';
+import { readdirIfExists } from '../fs/dir.js';
 
 export const TenantKeySchema = z
   .string()
@@ -226,14 +227,7 @@ export function readWorkspaceRecord(project: Project, id: string): WorkspaceReco
 
 export function listWorkspaces(project: Project): WorkspaceRecord[] {
   const dir = join(project.paths.stateDir, 'workspaces');
-  let names: string[];
-  try {
-    names = fs.readdirSync(dir);
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return [];
-    throw err;
-  }
-  return names
+  return readdirIfExists(dir)
     .filter((n) => n.endsWith('.json'))
     .map((n) => WorkspaceRecordSchema.parse(JSON.parse(fs.readFileSync(join(dir, n), 'utf8'))))
     .sort((a, b) => a.created_at.localeCompare(b.created_at));
