@@ -31,8 +31,8 @@ import type { ChannelMessage, ChannelSender } from '../channels/contract.js';
  * answered by a chat command or a run of the project's agent in that chat's session, and ends
  * replied or failed — with the sender told either way (also when the session they picked was
  * deleted, or their login ended, while it waited: it is then not run). A sender nobody approved runs nothing:
- * only the start of what they said is journaled, and they hear one refusal per hour. A transport
- * adapter only turns its wire format into InboundMessage and sends text back.
+ * only the start of what they said is journaled, and they hear one refusal per hour. A channel
+ * (channels/) only turns its wire format into ChannelMessages and sends text back.
  */
 export interface InboundMessage extends ChannelMessage {
   /** A transport where the person picks the conversation (web chat): its session id, else the chat's own. */
@@ -53,10 +53,10 @@ export interface ChatTransport extends Omit<ChannelSender, 'send'> {
   projectOf?(chat: string): string | undefined;
   /** /new where the person picks conversations (web chat): the transport makes the session and shows it. */
   newSession?(chat: string): string;
-  /** The run asks its person (a card with its answers, web chat); without it: a question answered by /yes or /no. */
-  approval?(chat: string, event: ApprovalEvent): void;
   /** The message has ended, answered or failed (web chat: its connection may send the next). */
   finished?(id: string, chat: string): void;
+  /** The run asks its person (a card with its answers, web chat); without it: a question answered by /yes or /no. */
+  approval?(chat: string, event: ApprovalEvent): void;
 }
 
 export interface BridgeCore {

@@ -18,7 +18,7 @@ export interface ChannelMessage {
   chat: string;
   /** Whose workspace and session: the sender in a direct chat, the group in a group. */
   tenant: string;
-  /** The sender's own key, `<channel>:<id>` (who is paired, who may raise levels). */
+  /** The sender's own key, `<prefix>:<id>` (who is paired, who may raise levels); a pairing channel's prefix is its name. */
   sender: string;
   senderName?: string;
   text: string;

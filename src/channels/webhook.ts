@@ -63,7 +63,7 @@ export function webhookSignature(secret: string, timestamp: string, body: Buffer
   return `v1=${createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex')}`;
 }
 
-/** A chat of a hook: "<hook>/<user>[/<conversation>]" (a user name may hold "/": the hook and conversation never do). */
+/** A chat of a hook: its name, the user and the conversation, JSON-encoded (a user name may hold any character). */
 const chatOf = (hook: string, user: string, conversation?: string) => JSON.stringify([hook, user, conversation ?? null]);
 const parseChat = (chat: string) => JSON.parse(chat) as [string, string, string | null];
 
