@@ -134,8 +134,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     c.set('log', log);
     const t0 = performance.now();
     // Whoever holds the admin token is "admin" in the audit log; /mcp/session narrows it to its
-    // session, and a chat login names its user once checked (chatNamingItsUser below).
-    await withActor(c.req.path === '/mcp/session' || c.req.path.startsWith('/chat') ? 'anonymous' : 'admin', requestId, next);
+    // session, and a chat login names its user once checked (chatNamingItsUser below). /hooks are
+    // strangers' requests, checked by their channel's own signature: never the admin.
+    const anonymous = c.req.path === '/mcp/session' || c.req.path.startsWith('/chat') || c.req.path.startsWith('/hooks/');
+    await withActor(anonymous ? 'anonymous' : 'admin', requestId, next);
     // Every 401, however it was answered (an error, the docs' or a chat link's login page), is counted, not written one by one.
     if (c.res.status === 401) countUnauthenticated(deps, surfaceOf(c.req.path), `${c.req.method} ${c.req.path}`);
     c.header('x-request-id', requestId);

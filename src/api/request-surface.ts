@@ -2,7 +2,7 @@
  * Which surface of the HTTP server a path belongs to: the name refusals are counted under (audit
  * summary, Prometheus label). A fixed, short list: never the path itself.
  */
-export type RequestSurface = 'api' | 'mcp' | 'metrics' | 'chat' | 'docs' | 'other';
+export type RequestSurface = 'api' | 'mcp' | 'metrics' | 'chat' | 'hooks' | 'docs' | 'other';
 
 const under = (path: string, root: string) => path === root || path.startsWith(`${root}/`);
 
@@ -11,6 +11,7 @@ export function surfaceOf(path: string): RequestSurface {
   if (under(path, '/mcp')) return 'mcp';
   if (path === '/metrics') return 'metrics';
   if (under(path, '/chat')) return 'chat';
+  if (under(path, '/hooks')) return 'hooks';
   if (under(path, '/docs') || path === '/openapi.json') return 'docs';
   return 'other';
 }
