@@ -130,7 +130,8 @@ describe('signed webhooks', () => {
     const ts = String(Math.floor(Date.now() / 1000));
     const send = () => fetch(`${server.url}/hooks/ci`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(SYNC_SECRET, ts, body) }, body }).then(async (r) => ({ status: r.status, body: await r.json() }));
     const first = send();
-    await new Promise((r) => setTimeout(r, 200));
+    // The copy comes once the first is journaled (and waits for its answer).
+    for (const end = Date.now() + 10_000; Date.now() < end && !server.bridges.channel('webhook')!.inbox.all().some((e) => e.text === 'sleep 1; echo slow answer'); ) await new Promise((r) => setTimeout(r, 20));
     expect(await send()).toEqual({ status: 200, body: { id: 'slow-1', status: 'duplicate' } });
     expect(await first).toEqual({ status: 200, body: { id: 'slow-1', status: 'answered', reply: 'slow answer' } });
     // Another user's message with the same id is theirs, not a duplicate.

@@ -96,6 +96,6 @@ describe('what every channel shares', () => {
     const started = performance.now();
     const m = slackMessage({ type: 'event_callback', event: { type: 'message', channel_type: 'im', channel: 'D0X1', user: 'U0X1', ts: '1.2', text: '<'.repeat(40_000) } });
     expect(m?.text.length).toBe(40_000);
-    expect(performance.now() - started).toBeLessThan(100);
+    expect(performance.now() - started).toBeLessThan(500); // once per "<" took 1.5 s here
   });
 });
