@@ -22,7 +22,7 @@ import { collectOutput } from './reply-output.js';
 import { chatCommand, NOTHING_ASKED, type CommandContext } from './commands.js';
 import { createLanes, type LaneKey, type LaneLimits, type Slot } from './lanes.js';
 import type { BridgeState } from '../store/bridge-state.js';
-import type { ChannelMessage, ChannelSender } from '../channels/contract.js';
+import type { ChannelMessage, ChannelSender, SendAbout } from '../channels/contract.js';
 
 /**
  * The bridge core: what every chat transport shares. A message is journaled (durable inbox)
@@ -43,8 +43,8 @@ export interface InboundMessage extends ChannelMessage {
 
 /** A channel's sending side (channels/contract.ts), and what the web chat adds to it. */
 export interface ChatTransport extends Omit<ChannelSender, 'send'> {
-  /** `reply`: the message's answer (not a notice), with the agent's steps on the way to it and its output in order. */
-  send(chat: string, text: string, reply?: ReplyParts): Promise<void>;
+  /** `reply`: a message's answer, with the agent's steps on the way to it and its output in order (web chat), and which message it answers. */
+  send(chat: string, text: string, reply?: ReplyParts & SendAbout): Promise<void>;
   /** The agent's plain output as it is printed (web chat streams it; Signal shows typing instead). */
   output?(chat: string, stream: 'stdout' | 'stderr', chunk: string): void;
   /** The agent at work, live: its tool calls as they start and end, its words between them (web chat). Without it: one progress message for a long run. */
@@ -101,7 +101,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   const lanes = createLanes(() => laneLimitsOf(deps.config()));
   const log = logger.child({ bridge: transport.name });
 
-  const say = async (chat: string, text: string, reply?: ReplyParts) => {
+  const say = async (chat: string, text: string, reply?: ReplyParts & SendAbout) => {
     try {
       await transport.send(chat, text, reply);
     } catch (err) {
@@ -271,7 +271,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
    */
   async function deliver(id: string, chat: string, reply: string, failure?: string, parts?: ReplyParts) {
     try {
-      await say(chat, reply, parts);
+      await say(chat, reply, { ...parts, answerTo: id });
       transport.answered?.(id, chat, reply);
       inbox.mark(id, failure === undefined ? 'replied' : 'failed', { reason: failure });
     } catch (err) {

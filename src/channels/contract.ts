@@ -30,7 +30,8 @@ export interface ChannelMessage {
 export interface ChannelSender {
   /** The channel's name: names its inbox, its channel profile ("telegram", "telegram:<chat>") and tenant keys. */
   readonly name: string;
-  send(chat: string, text: string): Promise<void>;
+  /** `about.answerTo`: the message this text answers (its inbox id), so a channel can make a re-send after a crash the same send. */
+  send(chat: string, text: string, about?: SendAbout): Promise<void>;
   typing(chat: string, on: boolean): Promise<void>;
   /** The message is safe with berth (journaled): a read receipt, a confirmed offset, an HTTP 200. */
   acknowledge(message: ChannelMessage): Promise<void>;
@@ -40,6 +41,10 @@ export interface ChannelSender {
   profileKeys?(chat: string): string[];
   /** How often typing is said again while the agent works (the service's indicator fades). */
   readonly typingEveryMs?: number;
+}
+
+export interface SendAbout {
+  answerTo?: string;
 }
 
 /** An HTTP request for a channel that receives by webhook (berth serve's /hooks/<channel>[/…]). */

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { isBerthError } from '../errors.js';
@@ -189,8 +189,14 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     live = false;
   }
 
-  async function sendNotice(roomId: string, body: string) {
-    const txn = `berth-${Date.now()}-${randomBytes(6).toString('hex')}`; // one per message: a retry with it is not a second message
+  /**
+   * A notice under a transaction id: the homeserver sends one event per id. An answer's id comes
+   * from the message it answers and its part, so the same answer sent again after a crash (the
+   * inbox had it answered, not yet replied) is the same send; a notice that answers nothing gets
+   * a fresh id.
+   */
+  async function sendNotice(roomId: string, body: string, answerTo: string | undefined, part: number) {
+    const txn = answerTo === undefined ? `berth-${Date.now()}-${randomBytes(6).toString('hex')}` : `berth-a-${createHash('sha256').update(`${answerTo}\0${part}`).digest('hex').slice(0, 40)}`;
     await withOneRetry(log, 'send', () => call('PUT', `/rooms/${room(roomId)}/send/m.room.message/${txn}`, { msgtype: 'm.notice', body }));
   }
 
@@ -208,11 +214,11 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
       await joining;
     },
     connected: () => live,
-    async send(chat, text) {
+    async send(chat, text, about) {
       const parts: string[] = [];
       for (let rest = text; rest.length > 0 && parts.length < MATRIX_MAX_PARTS; rest = rest.slice(MATRIX_TEXT_LIMIT)) parts.push(rest.slice(0, MATRIX_TEXT_LIMIT));
       if (text.length > MATRIX_TEXT_LIMIT * MATRIX_MAX_PARTS) parts[parts.length - 1] += '\n[… the reply was cut here]';
-      for (const part of parts.length > 0 ? parts : ['(empty)']) await sendNotice(chat, part);
+      for (const [i, part] of (parts.length > 0 ? parts : ['(empty)']).entries()) await sendNotice(chat, part, about?.answerTo, i);
     },
     async typing(chat, on) {
       await call('PUT', `/rooms/${room(chat)}/typing/${encodeURIComponent(config.user_id)}`, on ? { typing: true, timeout: 30_000 } : { typing: false });

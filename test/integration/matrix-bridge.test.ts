@@ -8,6 +8,7 @@ import { homePaths } from '../../src/config/home.js';
 import { checkBridges } from '../../src/doctor-outbound.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { startFakeMatrix, type FakeMatrix } from '../fakes/matrix.js';
+import { matrixChannel } from '../../src/channels/matrix.js';
 import { testHome, type TestHome } from '../helpers.js';
 
 /**
@@ -129,6 +130,16 @@ describe('Matrix bridge', () => {
     fake.sendText(aliceRoom, alice, 'echo after-the-limit');
     await fake.waitFor(() => repliesIn(aliceRoom).includes('after-the-limit'), 30_000);
     expect(repliesIn(aliceRoom).filter((r) => r === 'after-the-limit')).toHaveLength(1);
+  });
+
+  it("an answer sent again (berth restarted between sending it and noting it sent) is the same event: the homeserver keeps one", async () => {
+    const transport = matrixChannel.create({ config: h.berth.config.bridges.matrix!, logger: pino({ level: 'silent' }), dir: '/nonexistent', take: () => 'duplicate', postOut: async () => ({ status: 200 }) });
+    const before = fake.repliesIn(bobRoom).length;
+    await transport.send(bobRoom, 'the answer', { answerTo: '$event-answered-twice' });
+    await transport.send(bobRoom, 'the answer', { answerTo: '$event-answered-twice' });
+    await transport.send(bobRoom, 'a notice', {});
+    await transport.send(bobRoom, 'a notice', {});
+    expect(fake.repliesIn(bobRoom).slice(before).map((e) => e.content.body)).toEqual(['the answer', 'a notice', 'a notice']);
   });
 
   it('malformed events from the homeserver are passed over; the bridge goes on answering', async () => {
