@@ -6,6 +6,7 @@ import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_HTTP_BOUNDS } from '../config/bounds.js';
 import { assertPlainInput } from '../config/parse.js';
 import { BerthError } from '../errors.js';
+import { readBodyBounded } from '../http-body.js';
 
 /** At most `limit` holders at once; entering never waits (a full gate is BUSY, not a queue). */
 export function createGate(limit: number) {
@@ -27,26 +28,6 @@ export function createGate(limit: number) {
 }
 export type Gate = ReturnType<typeof createGate>;
 
-/** A request body, read up to max bytes (PAYLOAD_TOO_LARGE past it, whatever Content-Length claims). */
-export async function readBodyLimited(req: Request, max: number): Promise<string> {
-  const tooLarge = () => new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`);
-  if (Number(req.headers.get('content-length') ?? 0) > max) throw tooLarge();
-  if (!req.body) return '';
-  const reader = req.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.length;
-    if (total > max) {
-      await reader.cancel().catch(() => undefined);
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 
@@ -71,7 +52,7 @@ export async function serveMcp(c: Context, makeServer: () => Server, gate: Gate,
   const leave = gate.tryEnter();
   if (!leave) throw new BerthError('BUSY', `more than ${bounds.concurrent} MCP requests at once; try again shortly`, { retry_after: 1 });
   try {
-    const text = await readBodyLimited(c.req.raw, bounds.maxBodyBytes);
+    const text = (await readBodyBounded(c.req.raw, bounds.maxBodyBytes)).toString('utf8');
     let body: unknown;
     try {
       body = JSON.parse(text);

@@ -131,6 +131,9 @@ export const defineChannel = <const N extends string, S extends z.ZodType>(m: Ch
 /** Profiles of a chat that is a thread of a channel ("<channel>/<thread>"): the thread, the channel, every chat. */
 export const threadProfileKeys = (name: string, channel: string, thread?: string): string[] => [...(thread ? [`${name}:${channel}/${thread}`] : []), `${name}:${channel}`, name];
 
+/** How long a request to /hooks may take to send its body. */
+export const HOOK_BODY_DEADLINE_MS = 10_000;
+
 /** Characters of a cut: a character split in half is dropped. */
 export function cutUtf8(text: string, maxBytes: number): string {
   return Buffer.from(text).subarray(0, maxBytes).toString('utf8').replace(/\uFFFD$/, '');

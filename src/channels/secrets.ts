@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { createHash } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { BerthError } from '../errors.js';
 
@@ -41,4 +41,11 @@ export function secretIdentity(c: Record<string, unknown>, key: string): string 
   const file = c[`${key}_file`];
   if (typeof file === 'string') return `${key}_file ${file}`;
   return `${key} #${createHash('sha256').update(String(c[key] ?? '')).digest('hex').slice(0, 8)}`;
+}
+
+/** Two secrets (or signatures) compared in constant time. */
+export function sameSecret(given: string | Buffer, expected: string | Buffer): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
 }

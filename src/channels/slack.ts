@@ -2,10 +2,10 @@ import { createHmac } from 'node:crypto';
 import { WebSocket } from 'ws';
 import { z } from 'zod';
 import { BerthError, isBerthError } from '../errors.js';
-import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { obj, str, type Json } from './json.js';
-import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
-import { readBodyBounded, sameSecret } from './http-body.js';
+import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+import { readBodyBounded } from '../http-body.js';
 
 /**
  * Slack, as a Slack app's bot (https://docs.slack.dev). Two ways in:
@@ -132,7 +132,7 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     if (!/^[0-9]{1,12}$/.test(timestamp) || Math.abs(Date.now() / 1000 - Number(timestamp)) > SIGNATURE_WINDOW_SECONDS) {
       throw new BerthError('UNAUTHORIZED', 'X-Slack-Request-Timestamp is missing or more than 5 minutes off: refused as a replay');
     }
-    const raw = await readBodyBounded(req, SLACK_MAX_EVENT_BYTES);
+    const raw = await readBodyBounded(req, SLACK_MAX_EVENT_BYTES, HOOK_BODY_DEADLINE_MS);
     const expected = `v0=${createHmac('sha256', signingSecret).update(`v0:${timestamp}:`).update(raw).digest('hex')}`;
     if (!sameSecret(req.headers.get('x-slack-signature') ?? '', expected)) {
       log.warn('a request to /hooks/slack with a wrong signature was refused');

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { BerthError, isBerthError } from '../errors.js';
-import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
-import { readBodyBounded, sameSecret } from './http-body.js';
-import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+import { readBodyBounded } from '../http-body.js';
+import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { obj, str, int, type Json } from './json.js';
 import { splitForLimit, toMarkdownV2 } from './telegram-text.js';
 
@@ -200,7 +200,7 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     }
     let update: unknown;
     try {
-      update = JSON.parse((await readBodyBounded(req, TELEGRAM_MAX_UPDATE_BYTES)).toString('utf8'));
+      update = JSON.parse((await readBodyBounded(req, TELEGRAM_MAX_UPDATE_BYTES, HOOK_BODY_DEADLINE_MS)).toString('utf8'));
     } catch (err) {
       if (isBerthError(err)) throw err;
       throw new BerthError('CONFIG_INVALID', 'the update is not JSON', { issues: [{ field: 'body', reason: 'not JSON' }] });

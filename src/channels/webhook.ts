@@ -1,9 +1,9 @@
 import { createHmac } from 'node:crypto';
 import { z } from 'zod';
 import { BerthError } from '../errors.js';
-import { defineChannel, takeOrBusy, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
-import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
-import { readBodyBounded, sameSecret } from './http-body.js';
+import { defineChannel, HOOK_BODY_DEADLINE_MS, takeOrBusy, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+import { readBodyBounded } from '../http-body.js';
 
 /**
  * Signed webhooks, for any system that is not a messenger: `POST /hooks/<name>` on berth serve.
@@ -105,7 +105,7 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     if (Math.abs(Date.now() / 1000 - ts) > hook.window_seconds) {
       throw new BerthError('UNAUTHORIZED', `X-Berth-Timestamp is more than ${hook.window_seconds} s from berth's clock: refused as a replay`, { hint: 'sign each request when it is sent; check the sender\'s clock' });
     }
-    const raw = await readBodyBounded(req, WEBHOOK_MAX_BODY_BYTES);
+    const raw = await readBodyBounded(req, WEBHOOK_MAX_BODY_BYTES, HOOK_BODY_DEADLINE_MS);
     if (!sameSecret(req.headers.get('x-berth-signature') ?? '', webhookSignature(secretOf(name), timestamp, raw))) {
       log.warn({ hook: name }, 'a webhook request with a wrong signature was refused');
       throw new BerthError('UNAUTHORIZED', 'X-Berth-Signature does not match the body', { hint: 'v1=<hex HMAC-SHA256 of "<timestamp>.<body>" under the hook\'s secret>; see docs/webhooks.md' });
