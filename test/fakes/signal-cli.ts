@@ -41,6 +41,7 @@ import http from 'node:http';
 import fs from 'node:fs';
 import { createHash } from 'node:crypto';
 import type { AddressInfo, Socket } from 'node:net';
+import { pollUntil } from './poll.js';
 
 // ---------------------------------------------------------------------------------------------
 // Wire types (the subset the fake writes)
@@ -1076,24 +1077,7 @@ export async function startFakeSignalCli(opts: FakeSignalCliOptions = {}): Promi
       });
     },
 
-    waitFor<T>(pred: () => T | undefined | null | false | 0 | '', timeoutMs = 5_000): Promise<T> {
-      return new Promise<T>((resolve, reject) => {
-        const deadline = Date.now() + timeoutMs;
-        const tick = (): void => {
-          let v;
-          try {
-            v = pred();
-          } catch (e) {
-            reject(e as Error);
-            return;
-          }
-          if (v) resolve(v as T);
-          else if (Date.now() >= deadline) reject(new Error(`waitFor: condition not met within ${timeoutMs} ms`));
-          else setTimeout(tick, 10);
-        };
-        tick();
-      });
-    },
+    waitFor: <T>(pred: () => T | undefined | null | false | 0 | '', timeoutMs = 5_000): Promise<T> => pollUntil(pred, timeoutMs),
 
     async close() {
       for (const c of [...sse]) {

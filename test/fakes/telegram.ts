@@ -99,6 +99,7 @@
 import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo, Socket } from 'node:net';
+import { pollUntil } from './poll.js';
 
 // ---------------------------------------------------------------------------------------------
 // Wire types (the subset the fake reads and writes)
@@ -2248,24 +2249,7 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
     longPolling: () => longPoll !== undefined,
     messages: (chatId) => [...(chats.get(chatId)?.messages.values() ?? [])].sort((a, b) => a.message_id - b.message_id),
 
-    waitFor<T>(pred: () => T | undefined | null | false | 0 | '', timeoutMs = 5_000): Promise<T> {
-      return new Promise<T>((resolve, reject) => {
-        const deadline = Date.now() + timeoutMs;
-        const tick = (): void => {
-          let v;
-          try {
-            v = pred();
-          } catch (e) {
-            reject(e as Error);
-            return;
-          }
-          if (v) resolve(v as T);
-          else if (Date.now() >= deadline) reject(new Error(`waitFor: condition not met within ${timeoutMs} ms`));
-          else setTimeout(tick, 10);
-        };
-        tick();
-      });
-    },
+    waitFor: <T>(pred: () => T | undefined | null | false | 0 | '', timeoutMs = 5_000): Promise<T> => pollUntil(pred, timeoutMs),
 
     async close() {
       if (closed) return;
