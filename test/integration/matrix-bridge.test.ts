@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startBridges, type RunningBridges } from '../../src/bridges/start.js';
+import type { RunningBridges } from '../../src/bridges/start.js';
+import { startTestBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
 import { approveSender } from '../../src/bridges/senders.js';
 import { homePaths } from '../../src/config/home.js';
 import { checkBridges } from '../../src/doctor-outbound.js';
@@ -27,7 +28,6 @@ let bobRoom: string;
 
 const repliesIn = (room: string) => fake.repliesIn(room).map((e) => String((e.content as { body?: unknown }).body ?? '')).filter((t) => !t.startsWith('berth: queued'));
 const waitIn = (room: string, count: number) => fake.waitFor(() => repliesIn(room).length >= count && repliesIn(room), 30_000);
-const startHomeBridges = () => startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger: pino({ level: 'silent' }), stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 } });
 /** The bot holds a sync open: its first one (timeout 0, history) is taken, and it listens. */
 const listening = () => fake.waitForPoll(10_000);
 
@@ -42,14 +42,10 @@ beforeAll(async () => {
     config: ['bridges:', '  matrix:', `    homeserver: ${fake.url}`, `    user_id: '${fake.botUserId}'`, `    access_token: ${fake.botAccessToken}`, '    senders: pairing', `    allow: ['${alice}', 'matrix:${bob}', '@mallory:${fake.serverName}', '@carol:${fake.serverName}']`, 'channels:', '  matrix: { project: mx }', ''].join('\n'),
   });
   h.create({ name: 'mx', workspace_isolation: true });
-  bridges = startHomeBridges();
+  bridges = startTestBridges(h);
   await listening();
 });
-afterAll(async () => {
-  await bridges?.stop();
-  await h?.[Symbol.asyncDispose]();
-  await fake?.close();
-});
+afterAll(() => stopBridgeRig({ bridges, h, fake }));
 
 describe('Matrix bridge', () => {
   it('a message in a room of two runs as its sender and is answered as a notice; typing and a read receipt; history before berth is not answered', async () => {
@@ -104,7 +100,7 @@ describe('Matrix bridge', () => {
   it('restarted, berth syncs from the token it kept: what came meanwhile is answered once, nothing twice', async () => {
     await bridges.stop();
     fake.sendText(bobRoom, bob, 'echo once >> once.txt; wc -l < once.txt');
-    bridges = startHomeBridges();
+    bridges = startTestBridges(h);
     await fake.waitFor(() => repliesIn(bobRoom).includes('1'), 30_000);
     fake.sendText(bobRoom, bob, 'wc -l < once.txt');
     expect((await waitIn(bobRoom, 4)).at(-1)).toBe('1');

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningBridges } from '../../src/bridges/start.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { cliAsync, testHome, type TestHome } from '../helpers.js';
-import { startSignalBridges, stopSignalRig } from '../helpers/signal-rig.js';
+import { startSignalBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
 import { startLoopbackSite } from '../helpers/loopback-site.js';
 
 /**
@@ -40,7 +40,7 @@ beforeAll(async () => {
   bridges = await startSignalBridges(h, fake);
 });
 afterAll(async () => {
-  await stopSignalRig({ bridges, h, fake });
+  await stopBridgeRig({ bridges, h, fake });
   web.close();
 });
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningBridges } from '../../src/bridges/start.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { testHome, type TestHome } from '../helpers.js';
-import { capturingLogger, startSignalBridges, stopSignalRig } from '../helpers/signal-rig.js';
+import { capturingLogger, startSignalBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
 
 /**
  * The Signal events stream under an oversized event (attack report L2): signal-cli has already
@@ -22,7 +22,7 @@ beforeAll(async () => {
   h.create({ name: 'big', workspace_isolation: true });
   bridges = await startSignalBridges(h, fake, capturingLogger(logs));
 });
-afterAll(() => stopSignalRig({ bridges, h, fake }));
+afterAll(() => stopBridgeRig({ bridges, h, fake }));
 
 describe('Signal: an event over the size bound (L2)', () => {
   it('a 1.1 MB message is skipped and logged by sender; the message 20 ms behind it is answered on the same connection', async () => {

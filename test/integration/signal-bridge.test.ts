@@ -6,7 +6,7 @@ import { signalMessages } from '../../src/channels/signal.js';
 import { homePaths } from '../../src/config/home.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { testHome, type TestHome } from '../helpers.js';
-import { startSignalBridges, stopSignalRig } from '../helpers/signal-rig.js';
+import { startSignalBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
 import { checkBridges } from '../../src/doctor-outbound.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 
@@ -47,7 +47,7 @@ beforeAll(async () => {
   h.create({ name: 'sig', workspace_isolation: true, admins: [`signal:${uuid(7)}`] });
   bridges = await startSignalBridges(h, fake);
 });
-afterAll(() => stopSignalRig({ bridges, h, fake }));
+afterAll(() => stopBridgeRig({ bridges, h, fake }));
 
 describe('Signal bridge: a message becomes a run, the answer goes back', () => {
   it('journals, acknowledges (read receipt), shows typing while the agent works, answers the sender', async () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningBridges } from '../../src/bridges/start.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { testHome, type TestHome } from '../helpers.js';
-import { startSignalBridges, stopSignalRig } from '../helpers/signal-rig.js';
+import { startSignalBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
 
 /**
  * Signal cannot show the agent at work live: a long run gets one short progress message
@@ -22,7 +22,7 @@ beforeAll(async () => {
   h.create({ name: 'sig', workspace_isolation: true });
   bridges = await startSignalBridges(h, fake);
 });
-afterAll(() => stopSignalRig({ bridges, h, fake }));
+afterAll(() => stopBridgeRig({ bridges, h, fake }));
 
 describe('Signal: the agent at work', () => {
   it('a run past the threshold gets one progress message naming what runs now, then the answer', async () => {

@@ -7,7 +7,7 @@ import { homePaths } from '../../src/config/home.js';
 import { openInbox } from '../../src/store/inbox.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { testHome, type TestHome } from '../helpers.js';
-import { capturingLogger, startSignalBridges, stopSignalRig } from '../helpers/signal-rig.js';
+import { capturingLogger, startSignalBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
 
 /**
  * L1 (outside attack 3): strangers on Signal. A sender nobody approved never runs anything, so
@@ -35,7 +35,7 @@ beforeAll(async () => {
   openInbox(dir, 'signal').receive({ id: 'left-open', chat: uuid(7), sender: `signal:${uuid(7)}`, tenant: `signal:${uuid(7)}`, text: 'echo ran-after-restart' });
   bridges = await startSignalBridges(h, fake, capturingLogger(logLines));
 });
-afterAll(() => stopSignalRig({ bridges, h, fake }));
+afterAll(() => stopBridgeRig({ bridges, h, fake }));
 
 describe('Signal strangers (unapproved senders)', () => {
   it('a stranger\'s message journaled before a restart is refused at recovery, never run', async () => {

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startBridges, type RunningBridges } from '../../src/bridges/start.js';
+import type { RunningBridges } from '../../src/bridges/start.js';
+import { startTestBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
 import { approveSender } from '../../src/bridges/senders.js';
 import { homePaths } from '../../src/config/home.js';
 import { checkBridges } from '../../src/doctor-outbound.js';
@@ -37,14 +38,10 @@ beforeAll(async () => {
   fake = await startFakeSlack({ ackTimeoutMs: 2000, retryDelaysMs: [50, 50, 50] });
   h = testHome({ config: config(['    mode: socket', `    app_token: ${fake.appToken}`]) });
   h.create({ name: 'sl', workspace_isolation: true });
-  bridges = startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger: pino({ level: 'silent' }), stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 } });
+  bridges = startTestBridges(h);
   await fake.waitForSocketClients(1, 10_000);
 });
-afterAll(async () => {
-  await bridges?.stop();
-  await h?.[Symbol.asyncDispose]();
-  await fake?.close();
-});
+afterAll(() => stopBridgeRig({ bridges, h, fake }));
 
 describe('Slack bridge (Socket Mode)', () => {
   it('a direct message runs as its sender, is acknowledged once journaled, and answered in the DM', async () => {

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startBridges, type RunningBridges } from '../../src/bridges/start.js';
+import type { RunningBridges } from '../../src/bridges/start.js';
+import { startTestBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
 import { approveSender, pendingSenders } from '../../src/bridges/senders.js';
 import { homePaths } from '../../src/config/home.js';
 import { checkBridges } from '../../src/doctor-outbound.js';
@@ -39,14 +40,10 @@ beforeAll(async () => {
   fake = await startFakeTelegram({ longPollCapMs: 500 });
   h = testHome({ config: config() });
   h.create({ name: 'tg', workspace_isolation: true });
-  bridges = startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger: pino({ level: 'silent' }), stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 } });
+  bridges = startTestBridges(h);
   await fake.waitFor(() => fake.longPolling(), 10_000);
 });
-afterAll(async () => {
-  await bridges?.stop();
-  await h?.[Symbol.asyncDispose]();
-  await fake?.close();
-});
+afterAll(() => stopBridgeRig({ bridges, h, fake }));
 
 describe('Telegram bridge (long polling)', () => {
   it('a private message runs as its sender and is answered in MarkdownV2 Telegram accepts; typing while it works', async () => {

@@ -9,15 +9,20 @@ export function capturingLogger<T>(lines: T[]): Logger {
   return pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as T) });
 }
 
-/** berth's bridges on a test home, as serve starts them (fast backoff), once the fake signal-cli has them connected. */
+/** berth's bridges on a test home, as serve starts them, with fast reconnects. */
+export function startTestBridges(h: TestHome, logger: Logger = pino({ level: 'silent' })): RunningBridges {
+  return startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger, stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 }, approvals: h.berth.approvals });
+}
+
+/** The same, once the fake signal-cli has them connected. */
 export async function startSignalBridges(h: TestHome, fake: FakeSignalCli, logger: Logger = pino({ level: 'silent' })): Promise<RunningBridges> {
-  const bridges = startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger, stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 }, approvals: h.berth.approvals });
+  const bridges = startTestBridges(h, logger);
   await fake.waitForClients(1, 10_000);
   return bridges;
 }
 
 /** Bridges first (they hold the home's inbox and the fake's connection), then the home, then the fake. */
-export async function stopSignalRig(rig: { bridges?: RunningBridges; h?: TestHome; fake?: FakeSignalCli }): Promise<void> {
+export async function stopBridgeRig(rig: { bridges?: RunningBridges; h?: TestHome; fake?: { close(): Promise<void> } }): Promise<void> {
   await rig.bridges?.stop();
   await rig.h?.[Symbol.asyncDispose]();
   await rig.fake?.close();
