@@ -163,6 +163,19 @@ export function takeOrBusy(take: Take, log: Logger, message: ChannelMessage): 'a
   }
 }
 
+/**
+ * A call to the channel's service; a failure to connect is said by the service's name and the
+ * cause's code, never the URL (a token may be in it). An abort is the caller's own: it passes.
+ */
+export async function reach(service: string, url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    if ((err as Error).name === 'AbortError') throw err;
+    throw new ChannelApiError(`${service} cannot be reached (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`, 0);
+  }
+}
+
 /** Send once more after one rate limit the service names a short wait for (bounded); anything else is thrown. */
 export async function withOneRetry<T>(log: Logger, what: string, call: () => Promise<T>, maxWaitSeconds = 60): Promise<T> {
   try {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { isBerthError } from '../errors.js';
 import { atomicWriteFile } from '../fs/tree.js';
-import { backoffDelay, ChannelApiError, defineChannel, senderFields, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { backoffDelay, ChannelApiError, defineChannel, reach, senderFields, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { obj, str, list, type Json } from './json.js';
 import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
 
@@ -72,18 +72,12 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
   let loop: Promise<void> | undefined;
 
   async function call(method: string, path: string, body?: Json, signal?: AbortSignal): Promise<Json> {
-    let res: Response;
-    try {
-      res = await fetch(`${config.homeserver}/_matrix/client/v3${path}`, {
-        method,
-        headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-        body: body ? JSON.stringify(body) : undefined,
-        signal: signal ?? AbortSignal.timeout(30_000),
-      });
-    } catch (err) {
-      if ((err as Error).name === 'AbortError') throw err;
-      throw new ChannelApiError(`the homeserver cannot be reached (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`, 0);
-    }
+    const res = await reach('the homeserver', `${config.homeserver}/_matrix/client/v3${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+      signal: signal ?? AbortSignal.timeout(30_000),
+    });
     const json = obj(await res.json().catch(() => undefined)) ?? {};
     if (res.ok) return json;
     const retryMs = typeof json.retry_after_ms === 'number' ? json.retry_after_ms : undefined;

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { WebSocket } from 'ws';
 import { z } from 'zod';
 import { BerthError, isBerthError } from '../errors.js';
-import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { obj, str, type Json } from './json.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
 import { readBodyBounded } from '../http-body.js';
@@ -103,17 +103,12 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
   let botUser: string | undefined;
 
   async function call(method: string, params: Json, token = botToken): Promise<Json> {
-    let res: Response;
-    try {
-      res = await fetch(`${config.api_url}/${method}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json; charset=utf-8', authorization: `Bearer ${token}` },
-        body: JSON.stringify(params),
-        signal: AbortSignal.timeout(30_000),
-      });
-    } catch (err) {
-      throw new ChannelApiError(`${method}: Slack cannot be reached (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`, 0);
-    }
+    const res = await reach(`${method}: Slack`, `${config.api_url}/${method}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json; charset=utf-8', authorization: `Bearer ${token}` },
+      body: JSON.stringify(params),
+      signal: AbortSignal.timeout(30_000),
+    });
     if (res.status === 429) {
       await res.body?.cancel();
       throw new ChannelApiError(`${method}: rate limited`, 429, Number(res.headers.get('retry-after') ?? 1));

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { BerthError, isBerthError } from '../errors.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
 import { readBodyBounded } from '../http-body.js';
-import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { obj, str, int, type Json } from './json.js';
 import { splitForLimit, toMarkdownV2 } from './telegram-text.js';
 
@@ -93,18 +93,12 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
 
   /** One Bot API call; its error (never its URL: the token is in it) as a ChannelApiError. */
   async function call(method: string, params: Json, signal?: AbortSignal): Promise<unknown> {
-    let res: Response;
-    try {
-      res = await fetch(`${config.api_url}/bot${token}/${method}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(params),
-        signal: signal ?? AbortSignal.timeout(30_000),
-      });
-    } catch (err) {
-      if ((err as Error).name === 'AbortError') throw err;
-      throw new ChannelApiError(`the Bot API cannot be reached (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`, 0);
-    }
+    const res = await reach('the Bot API', `${config.api_url}/bot${token}/${method}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(params),
+      signal: signal ?? AbortSignal.timeout(30_000),
+    });
     const body = obj(await res.json().catch(() => undefined));
     if (body?.ok === true) return body.result;
     const retry = int(obj(body?.parameters)?.retry_after);
@@ -130,9 +124,7 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     form.set('caption', 'the whole reply');
     form.set('document', new Blob([text], { type: 'text/plain' }), 'reply.txt');
     await withOneRetry(log, 'sendDocument', async () => {
-      const res = await fetch(`${config.api_url}/bot${token}/sendDocument`, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) }).catch((err: unknown) => {
-        throw new ChannelApiError(`sendDocument: the Bot API cannot be reached (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`, 0); // never the URL: the token is in it
-      });
+      const res = await reach('sendDocument: the Bot API', `${config.api_url}/bot${token}/sendDocument`, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) });
       const body = obj(await res.json().catch(() => undefined));
       if (body?.ok !== true) throw new ChannelApiError(`sendDocument: ${str(body?.description) ?? `HTTP ${res.status}`}`, res.status, int(obj(body?.parameters)?.retry_after));
     });
