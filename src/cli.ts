@@ -12,6 +12,7 @@ import { RUN_COMMANDS } from './cli/runs.js';
 import { CHAT_COMMANDS } from './cli/chat.js';
 import { TRUST_COMMANDS } from './cli/trust.js';
 import { CONFIG_COMMANDS } from './cli/config.js';
+import { SECRET_COMMANDS } from './cli/secrets.js';
 import { APPROVAL_COMMANDS } from './cli/approvals.js';
 import { own } from './own.js';
 import { CHANNEL_NAMES } from './channels/registry.js';
@@ -53,6 +54,14 @@ Operator (berth.yaml; comments and order kept)
                                 (checked with the whole file first; a running serve follows it)
   config unset <path>           remove one setting: its default applies again
   home                          the home this berth uses (where projects, berth.yaml and state live)
+  secret set <NAME> (--from-file PATH | --from-env VAR | --from-command CMD | --stdin)
+                                a credential agents use without holding it (never printed)
+  secret grant <NAME> --project P --host HOST [--path-prefix /P] [--methods M,..]
+                        [--header H] [--format "token {}" | --basic-user U] [--per-minute N]
+                                berth adds it to P's HTTPS requests to HOST (docs/secrets.md)
+  secret revoke <NAME> --project P [--host HOST]   takes effect at the next request
+  secret list [--json]          sources, readable or not, grants
+  secret rm <NAME>              forget it and its grants
 
 Workflows
   workflow list <project>
@@ -118,7 +127,7 @@ Errors print "<CODE>: <reason>" on stderr and exit non-zero.
 
 
 
-const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS, ...TRUST_COMMANDS, ...CONFIG_COMMANDS, ...APPROVAL_COMMANDS };
+const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS, ...TRUST_COMMANDS, ...CONFIG_COMMANDS, ...SECRET_COMMANDS, ...APPROVAL_COMMANDS };
 
 function commandHelp(name: string, command: Command): string {
   const related = groupOf(name).map((n) => `  berth ${(own(COMMANDS, n) as Command).usage.split('\n')[0]}`);

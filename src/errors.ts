@@ -45,6 +45,8 @@ export const ERROR_TABLE = {
   LAUNCHER_UNSUPPORTED: { status: 501, exit: 29 },
   /** No request of that id waits for an answer (answered already, timed out, its run ended, or someone else's). */
   APPROVAL_NOT_FOUND: { status: 404, exit: 30 },
+  /** A brokered secret's value cannot be had: its file is missing or readable by others, its variable unset, its command failed. */
+  SECRET_UNAVAILABLE: { status: 503, exit: 31 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 

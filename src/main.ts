@@ -25,6 +25,9 @@ import { admissionLimitsOf, DEFAULT_WARM_PER_TENANT } from './config/runs.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createModelGateway } from './outbound/model-gateway.js';
 import { createEgressProxy } from './outbound/egress-proxy.js';
+import { loadOrCreateEgressCa, type EgressCa } from './outbound/egress-ca.js';
+import { createSecretBroker } from './outbound/secret-broker.js';
+import { createSecretValues } from './store/secret-values.js';
 import { createApprovals, type Approvals } from './outbound/approvals.js';
 import { openApprovalStore } from './store/approvals.js';
 import { processIdentity } from './runs/process-owner.js';
@@ -169,7 +172,11 @@ export function createBerth(opts: BerthOptions): Berth {
     approveForSession: (project, session, target) => void sessions.approveHost(project, session, target),
     raiseLevel: (project, session, level) => void sessions.setLevel(store.get(project), session, level),
   });
-  const egress = createEgressProxy({ config, logger, metrics, approvals });
+  const broker = createSecretBroker({ config, values: createSecretValues(), metrics, audit: (event) => audit.record(event) });
+  let egressCa: EgressCa | undefined;
+  // Made on first use: an installation that brokers no secret never has one.
+  const ca = () => (egressCa ??= loadOrCreateEgressCa(paths.stateDir));
+  const egress = createEgressProxy({ config, logger, metrics, approvals, broker, ca });
   const getRunner = () =>
     (runner ??= createRunner({
       store,

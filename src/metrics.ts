@@ -16,6 +16,8 @@ export type RunOutcome = 'ok' | 'error' | 'timeout' | 'failed' | 'busy' | 'inter
 export type DenialSurface = 'http' | 'mcp' | 'gateway';
 export type GatewayCallKind = 'model' | 'egress' | 'tools';
 export type GatewayCallOutcome = 'allowed' | 'refused' | 'error';
+/** injected: the value went into the request; not_granted: a placeholder toward a host, path or method without a grant; rate_limited: past the grant's per-tenant rate; unavailable: the value could not be read. */
+export type SecretUseOutcome = 'injected' | 'not_granted' | 'rate_limited' | 'unavailable';
 
 export interface RunLabels {
   project: string;
@@ -44,6 +46,8 @@ export interface Metrics {
   gatewayCall(l: { kind: GatewayCallKind; outcome: GatewayCallOutcome }): void;
   /** A missing or wrong token; `surface` is a short name ("http", "mcp", "metrics"), never the token. */
   authFailure(surface: string): void;
+  /** A request through the egress proxy that a brokered secret went into, or was refused one (by the secret's name, never its value). */
+  secretUse(l: { secret: string; outcome: SecretUseOutcome }): void;
   /** The exposition text and its content type, for the HTTP route. */
   render(): Promise<{ contentType: string; body: string }>;
   readonly registry: Registry;
@@ -91,6 +95,7 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
   const denials = new Counter({ name: 'berth_permission_denials_total', help: 'Requests refused by a permission decision, by surface.', labelNames: ['surface'] as const, registers });
   const gatewayCalls = new Counter({ name: 'berth_gateway_calls_total', help: 'Calls through the gateways (model, egress, tools), by outcome.', labelNames: ['kind', 'outcome'] as const, registers });
   const authFailures = new Counter({ name: 'berth_auth_failures_total', help: 'Requests with a missing or wrong token, by surface.', labelNames: ['surface'] as const, registers });
+  const secretUses = new Counter({ name: 'berth_secret_requests_total', help: 'Requests through the egress proxy a brokered secret was added to (injected) or refused for, by secret name.', labelNames: ['secret', 'outcome'] as const, registers });
 
   return {
     registry,
@@ -120,6 +125,7 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
     permissionDenied: (s) => denials.inc({ surface: s }),
     gatewayCall: (l) => gatewayCalls.inc({ kind: l.kind, outcome: l.outcome }),
     authFailure: (s) => authFailures.inc({ surface: surface(s) }),
+    secretUse: (l) => secretUses.inc({ secret: l.secret, outcome: l.outcome }),
     render: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
   };
 }
@@ -142,6 +148,7 @@ export function noMetrics(): Metrics {
     permissionDenied: nothing,
     gatewayCall: nothing,
     authFailure: nothing,
+    secretUse: nothing,
     render: async () => ({ contentType: registry.contentType, body: '' }),
   };
 }

@@ -3,6 +3,7 @@ import { ModelUpstreamsSchema, OperatorEgressSchema } from './outbound.js';
 import { BridgesSchema } from './bridges.js';
 import { RunsSchema } from './runs.js';
 import { OperatorRuntimesSchema } from './runtimes.js';
+import { SecretsSchema } from './secrets.js';
 
 /** berth.yaml's shape (the checks beyond its shape are operator-checks.ts; loading is berth-config.ts). */
 export const DEFAULT_SHELL_IMAGE = 'berth/shell:latest';
@@ -45,6 +46,7 @@ export const BerthConfigSchema = z
       .describe('Values for the environment variable names a project lets through (metadata.json "env"). Never API keys: those go in models, where no container sees them.'),
     models: ModelUpstreamsSchema,
     egress: OperatorEgressSchema.describe("The egress proxy's operator-only settings."),
+    secrets: SecretsSchema,
     images: z
       .object({
         shell: z.string().min(1).default(DEFAULT_SHELL_IMAGE).describe('Image for the shell preset.'),

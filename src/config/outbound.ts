@@ -50,6 +50,11 @@ export const OperatorEgressSchema = z
       .max(256)
       .default([])
       .describe('Hosts the egress proxy may reach although they resolve to private or loopback addresses (an internal mirror); nothing else ever does.'),
+    trust_ca_files: z
+      .array(z.string().min(1).max(4096).refine((p) => p.startsWith('/'), 'must be an absolute path'))
+      .max(16)
+      .default([])
+      .describe('PEM files of CAs the egress proxy trusts, beside the public ones, when it verifies a host it adds a secret for (a company CA).'),
   })
   .strict()
   .prefault({});

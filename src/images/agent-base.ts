@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -6,11 +7,14 @@ import { BerthError } from '../errors.js';
 import type { ImageStore } from '../launch/images.js';
 import { megabytes, secondsSince } from './progress.js';
 
-/** The agent image's default base: Debian bookworm made from Debian's packages, no registry. */
-export const AGENT_BASE_IMAGE = 'berth/agent-base:bookworm';
-
 /** What agents expect beyond minbase (bash is already essential). */
-export const AGENT_BASE_PACKAGES = ['ca-certificates', 'git', 'ripgrep', 'procps', 'less'];
+export const AGENT_BASE_PACKAGES = ['ca-certificates', 'git', 'curl', 'ripgrep', 'procps', 'less'];
+
+/**
+ * The agent image's default base: Debian bookworm made from Debian's packages, no registry.
+ * Named by its package list, so a package added here makes a new base (and so a new agent image).
+ */
+export const AGENT_BASE_IMAGE = `berth/agent-base:bookworm-${createHash('sha256').update(AGENT_BASE_PACKAGES.join(',')).digest('hex').slice(0, 8)}`;
 
 const MIRRORS = [
   'deb http://deb.debian.org/debian bookworm main',

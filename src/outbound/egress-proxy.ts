@@ -1,16 +1,25 @@
 import { lookup } from 'node:dns/promises';
+import fs from 'node:fs';
+import { dirname, join } from 'node:path';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import type { Duplex } from 'node:stream';
+import { pipeline, type Duplex, type Readable } from 'node:stream';
+import tls from 'node:tls';
+import zlib from 'node:zlib';
 import type { Logger } from 'pino';
 import type { BerthConfig } from '../config/berth-config.js';
 import { EGRESS_BOUNDS } from '../config/bounds.js';
 import { hostAllowed } from '../config/outbound.js';
+import { secretsGrantedTo } from '../config/secrets.js';
+import { CA_FILES } from '../plan/outbound.js';
 import { appendOutbound } from '../store/outbound-log.js';
 import { noMetrics, type Metrics } from '../metrics.js';
 import { isPrivateAddress } from './addresses.js';
 import type { Approvals } from './approvals.js';
+import type { EgressCa } from './egress-ca.js';
+import { maskText, redactStream } from './redact-stream.js';
+import type { SecretBroker } from './secret-broker.js';
 import type { RunIdentity, RunSocketOpener } from './run-identity.js';
 import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix-server.js';
 
@@ -21,6 +30,11 @@ import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix
  * the address it resolved itself — never to a private one unless the operator named the host.
  * A host outside the allowlist is asked for (approvals.ts): the connection waits for the answer.
  * Every decision is logged; a refusal is a 403 that says why.
+ *
+ * Toward a host the project holds a secret grant for (secret-broker.ts), a CONNECT is answered
+ * by berth itself: TLS with a certificate from berth's CA (egress-ca.ts), each request read,
+ * its secrets added, and sent on over a new TLS connection that verifies the real host. Every
+ * other host stays a blind tunnel.
  */
 /** A DNS name (or an IPv4 address) as a person can read it in a question: never an IPv6 literal or odd bytes. */
 const HOST_NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
@@ -31,16 +45,47 @@ export interface EgressProxy {
 }
 
 type Decision = { ok: true; address: string } | { ok: false; reason: string };
+/** Where a request read by the proxy goes: fixed by the CONNECT (or the absolute URL), never by its Host header. */
+interface Target {
+  https: boolean;
+  host: string;
+  port: number;
+  address: string;
+}
 
-export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals }): EgressProxy {
+const TLS_VERIFY_ERRORS = /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|ERR_TLS_CERT|HOSTNAME_MISMATCH|ERR_SSL)/;
+const DECODERS: Record<string, () => Duplex> = { gzip: () => zlib.createGunzip(), 'x-gzip': () => zlib.createGunzip(), deflate: () => zlib.createInflate(), br: () => zlib.createBrotliDecompress() };
+
+export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals; broker?: SecretBroker; ca?: () => EgressCa }): EgressProxy {
   const metrics = deps.metrics ?? noMetrics();
   const pool: ConnectionPool = { open: 0 };
+  let upstream: { key: string; agent: https.Agent } | undefined;
+
+  /** The TLS agent toward hosts berth terminates for: public roots plus the operator's CAs, kept alive between requests. */
+  function upstreamAgent(): https.Agent {
+    const files = deps.config().egress.trust_ca_files;
+    const key = files.join('\n');
+    if (upstream?.key !== key) {
+      upstream?.agent.destroy();
+      const extra = files.map((f) => {
+        try {
+          return fs.readFileSync(f, 'utf8');
+        } catch (err) {
+          deps.logger.error({ file: f, err: String(err) }, 'egress.trust_ca_files: cannot read a CA file; it is not trusted');
+          return '';
+        }
+      });
+      upstream = { key, agent: new https.Agent({ keepAlive: true, maxSockets: 64, ca: [...tls.rootCertificates, ...extra.filter(Boolean)] }) };
+    }
+    return upstream.agent;
+  }
 
   async function decide(run: RunIdentity, rawHost: string, port: number): Promise<Decision> {
     const allow = run.metadata.egress.allow;
     const host = rawHost.replace(/\.$/, '');
     if (!host || !Number.isInteger(port) || port < 1 || port > 65535) return { ok: false, reason: 'not a host:port berth can check' };
-    if (!hostAllowed(allow, host, port)) {
+    // The operator's grant of a secret toward a host lets the project reach it.
+    if (!hostAllowed(allow, host, port) && !deps.broker?.terminates(run.project, host, port)) {
       const notListed = `${host}:${port} is not in project "${run.project}"'s egress allowlist (${allow.join(', ') || 'empty'})`;
       // Only a plain host name is worth a question (and nothing is looked up before the answer:
       // a lookup of a name the agent made up would be a way out on its own).
@@ -63,15 +108,15 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
 
   return {
     async open({ path, run, logger }) {
-      const record = (method: string, host: string, port: number, status: number, reason?: string) => {
+      const record = (method: string, host: string, port: number, status: number, reason?: string, about?: { path?: string; secret?: string }) => {
         try {
-          appendOutbound(run.sessionsDir, { kind: 'egress', at: new Date().toISOString(), run: run.runId, tenant: run.tenantKey, session: run.session, method, host: host.slice(0, 256), port, status, reason });
+          appendOutbound(run.sessionsDir, { kind: 'egress', at: new Date().toISOString(), run: run.runId, tenant: run.tenantKey, session: run.session, method, host: host.slice(0, 256), port, status, reason, ...(about?.secret ? { path: about.path?.slice(0, 512), secret: about.secret } : {}) });
         } catch (err) {
           logger.error({ err: String(err) }, 'could not write the outbound log');
         }
         metrics.gatewayCall({ kind: 'egress', outcome: status === 403 ? 'refused' : status >= 500 ? 'error' : 'allowed' });
         if (status === 403) logger.warn({ host, port, reason }, 'egress refused');
-        else logger.info({ host, port, method, status }, 'egress');
+        else logger.info({ host, port, method, status, secret: about?.secret }, 'egress');
       };
       const server = http.createServer({ maxHeaderSize: EGRESS_BOUNDS.maxHeaderBytes }, (req, res) => {
         void proxyRequest(req, res);
@@ -80,6 +125,15 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
       (server as unknown as { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
       server.headersTimeout = 30_000;
       limitConnections(server, pool, EGRESS_BOUNDS, (open) => logger.warn({ open }, 'egress connection refused: too many'));
+      // Requests read from connections berth terminated TLS for, each tied to its CONNECT's target.
+      const targets = new WeakMap<object, Target>();
+      const terminated = http.createServer({ maxHeaderSize: EGRESS_BOUNDS.maxHeaderBytes }, (req, res) => {
+        const target = targets.get(req.socket);
+        if (target) void forward(req, res, target, req.url ?? '/');
+        else res.destroy();
+      });
+      terminated.headersTimeout = 30_000;
+      const trust = deps.broker && deps.ca && secretsGranted(deps.config(), run.project) ? writeTrustFiles(dirname(path), deps.ca()) : undefined;
 
       server.on('connect', (req: http.IncomingMessage, client: Duplex, head: Buffer) => {
         client.on('error', () => client.destroy());
@@ -88,6 +142,10 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           if (!d.ok) {
             record('CONNECT', host, port, 403, d.reason);
             client.end(`HTTP/1.1 403 Forbidden\r\nx-berth-error: egress_denied\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nberth: ${d.reason}\n`);
+            return;
+          }
+          if (trust && deps.broker?.terminates(run.project, host, port)) {
+            terminate(client as net.Socket, head, { https: true, host, port, address: d.address }, trust);
             return;
           }
           const upstream = net.connect({ host: d.address, port });
@@ -109,6 +167,34 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         });
       });
 
+      /** Answer the CONNECT as the host (berth's CA), then read its requests as plain HTTP. */
+      function terminate(client: net.Socket, head: Buffer, target: Target, ca: EgressCa) {
+        if (head.length) {
+          // Bytes sent before the 200 would have to be fed under the TLS layer; every common client waits.
+          record('CONNECT', target.host, target.port, 400, 'TLS sent before the CONNECT was answered');
+          client.end('HTTP/1.1 400 Bad Request\r\nx-berth-error: bad_proxy_request\r\nconnection: close\r\n\r\nberth: wait for the 200 before starting TLS toward this host\n');
+          return;
+        }
+        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+        const secure = new tls.TLSSocket(client, { isServer: true, secureContext: ca.contextFor(target.host), ALPNProtocols: ['http/1.1'] });
+        let handshaken = false;
+        let refusal = 'it closed the connection';
+        secure.once('secure', () => {
+          handshaken = true;
+        });
+        secure.on('error', (err: NodeJS.ErrnoException) => {
+          refusal = err.code ?? err.message;
+          secure.destroy();
+        });
+        // A client that does not trust the certificate sends an alert and hangs up, often with no error here.
+        secure.once('close', () => {
+          if (handshaken) return;
+          record('TLS', target.host, target.port, 495, `the client ended TLS with berth (${refusal}): it does not trust berth's CA for this host (a pinned certificate, or a client that ignores SSL_CERT_FILE and NODE_EXTRA_CA_CERTS); berth adds secrets only to connections it can read`);
+        });
+        targets.set(secure, target);
+        terminated.emit('connection', secure);
+      }
+
       async function proxyRequest(req: http.IncomingMessage, res: http.ServerResponse) {
         let url: URL;
         try {
@@ -120,31 +206,78 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           return;
         }
         const host = url.hostname.replace(/^\[|\]$/g, '');
-        const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
-        const method = req.method ?? 'GET';
+        const https_ = url.protocol === 'https:';
+        const port = Number(url.port || (https_ ? 443 : 80));
         const d = await decide(run, host, port);
         if (!d.ok) {
-          record(method, host, port, 403, d.reason);
+          record(req.method ?? 'GET', host, port, 403, d.reason);
           res.writeHead(403, { 'content-type': 'text/plain', 'x-berth-error': 'egress_denied', connection: 'close' });
           res.end(`berth: ${d.reason}\n`);
           return;
         }
-        const headers: http.OutgoingHttpHeaders = { host: url.host };
+        await forward(req, res, { https: https_, host, port, address: d.address }, `${url.pathname}${url.search}`);
+      }
+
+      /** One request berth can read: its secrets (if any) added, sent to the target, the answer masked. */
+      async function forward(req: http.IncomingMessage, res: http.ServerResponse, target: Target, pathAndQuery: string) {
+        const { host, port } = target;
+        const method = req.method ?? 'GET';
+        const about = { path: pathAndQuery.split('?')[0] };
+        const prepared = deps.broker ? await deps.broker.prepare(run, { https: target.https, host, port, method, target: pathAndQuery, headers: req.headers }) : undefined;
+        if (prepared && !prepared.ok) {
+          record(method, host, port, prepared.status, prepared.reason, { ...about, secret: prepared.secret });
+          res.writeHead(prepared.status, { 'content-type': 'text/plain', 'x-berth-error': prepared.code });
+          res.end(`berth: ${prepared.reason}\n`);
+          req.resume();
+          return;
+        }
+        const needles = prepared?.needles ?? [];
+        const secret = prepared?.secrets.join(',') || undefined;
+        const headers: http.OutgoingHttpHeaders = { host: defaultPort(target) ? host : `${host}:${port}` };
         for (const [name, value] of Object.entries(req.headers)) if (!HOP.has(name) && value !== undefined) headers[name] = value;
-        const options = { host: d.address, port, path: `${url.pathname}${url.search}`, method, headers, servername: host, timeout: EGRESS_BOUNDS.idleTimeoutMs };
-        const upstream = (url.protocol === 'https:' ? https : http).request(options, (up) => {
-          record(method, host, port, up.statusCode ?? 502);
+        Object.assign(headers, prepared?.set);
+        // An answer that echoes the secret is masked; one berth cannot read (compressed) it asks not to get.
+        if (needles.length) headers['accept-encoding'] = 'identity';
+        const name = net.isIP(host) ? {} : { servername: host };
+        const options = {
+          host: target.address,
+          port,
+          path: pathAndQuery,
+          method,
+          headers,
+          timeout: EGRESS_BOUNDS.idleTimeoutMs,
+          ...(target.https ? { ...name, agent: upstreamAgent(), checkServerIdentity: (_: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(host, cert) } : {}),
+        };
+        const upstream = (target.https ? https : http).request(options, (up) => {
+          const encoding = String(up.headers['content-encoding'] ?? 'identity').toLowerCase();
+          const decode = needles.length && encoding !== 'identity' ? DECODERS[encoding] : undefined;
+          if (needles.length && encoding !== 'identity' && !decode) {
+            record(method, host, port, 502, `an answer in ${encoding} berth cannot check for the secret`, { ...about, secret });
+            res.writeHead(502, { 'content-type': 'text/plain', 'x-berth-error': 'unreadable_answer' });
+            res.end(`berth: ${host} answered in ${encoding.slice(0, 32)}, which berth cannot check for the secret it sent\n`);
+            up.destroy();
+            return;
+          }
+          record(method, host, port, up.statusCode ?? 502, undefined, { ...about, secret });
           const out: http.OutgoingHttpHeaders = {};
-          for (const [name, value] of Object.entries(up.headers)) if (!HOP.has(name) && value !== undefined) out[name] = value;
+          for (const [key, value] of Object.entries(up.headers)) {
+            if (HOP.has(key) || value === undefined) continue;
+            if (decode && (key === 'content-encoding' || key === 'content-length')) continue;
+            out[key] = needles.length ? (Array.isArray(value) ? value.map((v) => maskText(v, needles)) : maskText(String(value), needles)) : value;
+          }
           res.writeHead(up.statusCode ?? 502, out);
-          up.pipe(res);
+          const stages: Array<Readable | Duplex | NodeJS.WritableStream> = [up, ...(decode ? [decode()] : []), ...(needles.length ? [redactStream(needles)] : []), res];
+          if (stages.length === 2) up.pipe(res);
+          else pipeline(stages as unknown as [Readable, ...Duplex[], NodeJS.WritableStream], () => undefined);
         });
         upstream.on('timeout', () => upstream.destroy(new Error('idle')));
-        upstream.on('error', (err) => {
-          record(method, host, port, 502, err.message);
+        upstream.on('error', (err: NodeJS.ErrnoException) => {
+          const tlsFailure = target.https && TLS_VERIFY_ERRORS.test(err.code ?? '');
+          const reason = tlsFailure ? `${host}'s certificate could not be verified (${err.code}); berth talks only to hosts that prove who they are` : `${host}:${port} could not be reached`;
+          record(method, host, port, 502, tlsFailure ? reason : err.message, { ...about, secret });
           if (!res.headersSent) {
-            res.writeHead(502, { 'content-type': 'text/plain' });
-            res.end(`berth: ${host}:${port} could not be reached\n`);
+            res.writeHead(502, { 'content-type': 'text/plain', ...(tlsFailure ? { 'x-berth-error': 'upstream_tls' } : {}) });
+            res.end(`berth: ${reason}\n`);
           } else res.destroy();
         });
         res.once('close', () => upstream.destroy());
@@ -155,11 +288,32 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
       return {
         async close() {
           deps.approvals?.endRun(run.runId);
+          deps.broker?.endRun(run.runId);
+          terminated.close();
           await listening.close();
         },
       };
     },
   };
+}
+
+function defaultPort(t: Target): boolean {
+  return t.port === (t.https ? 443 : 80);
+}
+
+function secretsGranted(config: BerthConfig, project: string): boolean {
+  return secretsGrantedTo(config.secrets, project).length > 0;
+}
+
+/** Beside the run's sockets: the CA a container trusts for the hosts berth terminates (public files). */
+function writeTrustFiles(dir: string, ca: EgressCa): EgressCa {
+  for (const [name, text] of [[CA_FILES.ca, ca.certPem], [CA_FILES.bundle, ca.bundlePem]] as const) {
+    const file = join(dir, name);
+    const tmp = `${file}.tmp`;
+    fs.writeFileSync(tmp, text, { mode: 0o644 });
+    fs.renameSync(tmp, file);
+  }
+  return ca;
 }
 
 function splitHostPort(target: string): { host: string; port: number } {

@@ -1,5 +1,6 @@
 import type { BerthConfig } from '../config/berth-config.js';
 import type { ProjectMetadata } from '../config/metadata.js';
+import { placeholderOf, secretsGrantedTo } from '../config/secrets.js';
 import { own } from '../own.js';
 
 /**
@@ -17,6 +18,12 @@ export const EGRESS_PORT = 41401;
 /** What agents find where they look for a key: the real one is added by berth, outside. */
 export const KEY_PLACEHOLDER = 'berth-model-gateway-holds-the-key';
 export const RELAY_BIN = 'berth-bridge';
+/**
+ * Beside the sockets, for a run whose project holds secret grants: berth's CA (public) and the
+ * public roots with it. The egress proxy writes them; the variables below point every common
+ * client at them.
+ */
+export const CA_FILES = { ca: 'egress-ca.pem', bundle: 'ca-bundle.pem' } as const;
 
 export interface OutboundInput {
   config: BerthConfig;
@@ -64,6 +71,14 @@ export function planOutbound(input: OutboundInput, mount: string): OutboundPlan 
     sockets.push('egress');
     const proxy = `http://127.0.0.1:${EGRESS_PORT}`;
     Object.assign(env, { HTTP_PROXY: proxy, HTTPS_PROXY: proxy, http_proxy: proxy, https_proxy: proxy, NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost' });
+    // Node's own fetch and http follow the variables above only when asked (Node 24+).
+    env.NODE_USE_ENV_PROXY = '1';
+    const secrets = secretsGrantedTo(config.secrets, metadata.name);
+    if (secrets.length) {
+      for (const name of secrets) env[name] = placeholderOf(name);
+      const bundle = `${mount}/${CA_FILES.bundle}`;
+      Object.assign(env, { NODE_EXTRA_CA_CERTS: `${mount}/${CA_FILES.ca}`, SSL_CERT_FILE: bundle, REQUESTS_CA_BUNDLE: bundle, CURL_CA_BUNDLE: bundle, GIT_SSL_CAINFO: bundle });
+    }
   }
   return { sockets, env, warnings };
 }

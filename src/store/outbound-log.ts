@@ -34,6 +34,8 @@ export const EgressCallSchema = z.object({
   host: z.string(),
   port: z.number().int(),
   method: z.string(),
+  path: z.string().optional().describe('The request path (no query), for requests a brokered secret went into or was refused for.'),
+  secret: z.string().optional().describe('The brokered secrets the request carried (names, comma-separated), or the one it was refused.'),
 });
 
 export const OutboundRecordSchema = z.discriminatedUnion('kind', [ModelCallSchema, EgressCallSchema]);

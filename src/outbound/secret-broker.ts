@@ -1,0 +1,149 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { BerthConfig } from '../config/berth-config.js';
+import { grantCovers, grantsToward, headerValueOf, PLACEHOLDER_PATTERN, secretEntry, type GrantedUse } from '../config/secrets.js';
+import { isBerthError } from '../errors.js';
+import type { AuditEvent } from '../store/audit.js';
+import type { SecretValues } from '../store/secret-values.js';
+import type { Metrics } from '../metrics.js';
+import { printable } from '../printable.js';
+import type { RunIdentity } from './run-identity.js';
+
+/**
+ * What the egress proxy does with brokered secrets on one request it can read (a TLS
+ * connection it terminated, or plain HTTP): the grants of the run's project toward the host
+ * that cover the method and path put their value in their header, over HTTPS only; a
+ * placeholder the request carries toward anything its secret is not granted for refuses the
+ * request (403, audited once per run), so a prompt-injected agent learns nothing it can send
+ * elsewhere. Grants are read from berth.yaml on every request: a revoked one holds at once.
+ */
+export type Prepared =
+  | { ok: true; set: Record<string, string>; needles: string[]; secrets: string[] }
+  | { ok: false; status: 403 | 429 | 502; code: 'secret_not_granted' | 'secret_rate_limited' | 'secret_unavailable'; reason: string; secret: string };
+
+export interface RequestView {
+  https: boolean;
+  host: string;
+  port: number;
+  method: string;
+  /** The path with its query, as sent. */
+  target: string;
+  headers: IncomingHttpHeaders;
+}
+
+export interface SecretBroker {
+  /** Does this project hold a grant toward host:port (then CONNECTs there are terminated)? */
+  terminates(project: string, host: string, port: number): boolean;
+  prepare(run: RunIdentity, req: RequestView): Promise<Prepared>;
+  /** A run ended: forget what it was audited for. */
+  endRun(runId: string): void;
+}
+
+const WINDOW_MS = 60_000;
+/** Rate windows kept (secret × tenant); past it the idlest are dropped. */
+const MAX_WINDOWS = 10_000;
+/** Refusals audited per run: one line per secret and host, at most this many. */
+const AUDITS_PER_RUN = 32;
+
+/** Every placeholder a request carries: in any header (Basic credentials decoded) or its target. */
+export function placeholdersIn(req: Pick<RequestView, 'target' | 'headers'>): Set<string> {
+  const texts = [req.target];
+  for (const value of Object.values(req.headers)) {
+    for (const v of Array.isArray(value) ? value : value === undefined ? [] : [value]) {
+      texts.push(v);
+      const basic = /^\s*basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(v);
+      if (basic) texts.push(Buffer.from(basic[1] as string, 'base64').toString('latin1'));
+    }
+  }
+  const names = new Set<string>();
+  for (const text of texts) for (const m of text.matchAll(PLACEHOLDER_PATTERN)) names.add(m[1] as string);
+  return names;
+}
+
+export function createSecretBroker(deps: { config: () => BerthConfig; values: SecretValues; metrics: Metrics; audit?: (event: AuditEvent) => void }): SecretBroker {
+  const windows = new Map<string, number[]>();
+  const audited = new Map<string, Set<string>>();
+
+  function underRate(use: GrantedUse, tenant: string): boolean {
+    const limit = use.grant.per_tenant_per_minute;
+    if (limit === undefined) return true;
+    const key = `${use.name}\0${tenant}`;
+    const now = Date.now();
+    const recent = (windows.get(key) ?? []).filter((t) => t > now - WINDOW_MS);
+    windows.delete(key);
+    if (windows.size >= MAX_WINDOWS) windows.delete(windows.keys().next().value as string);
+    const ok = recent.length < limit;
+    if (ok) recent.push(now);
+    windows.set(key, recent);
+    return ok;
+  }
+
+  function refuse(run: RunIdentity, req: RequestView, secret: string, code: Extract<Prepared, { ok: false }>['code'], status: 403 | 429 | 502, reason: string): Prepared {
+    const known = secretEntry(deps.config().secrets, secret) !== undefined;
+    deps.metrics.secretUse({ secret: known ? secret : '(unknown)', outcome: code === 'secret_not_granted' ? 'not_granted' : code === 'secret_rate_limited' ? 'rate_limited' : 'unavailable' });
+    if (code === 'secret_not_granted' && deps.audit) {
+      const seen = audited.get(run.runId) ?? new Set<string>();
+      const key = `${secret} ${req.host}:${req.port}`;
+      if (!seen.has(key) && seen.size < AUDITS_PER_RUN) {
+        seen.add(key);
+        audited.set(run.runId, seen);
+        deps.audit({
+          kind: 'permission_denied',
+          action: 'secret.use',
+          actor: `tenant:${run.tenantKey}`.slice(0, 512),
+          project: run.project,
+          target: printable(`${secret} → ${req.method} ${req.host}:${req.port}${req.target.split('?')[0]}`).slice(0, 512),
+          outcome: 'refused',
+          code: 'SECRET_NOT_GRANTED',
+        });
+      }
+    }
+    return { ok: false, status, code, reason, secret };
+  }
+
+  return {
+    terminates(project, host, port) {
+      return grantsToward(deps.config().secrets, project, host, port).length > 0;
+    },
+
+    async prepare(run, req) {
+      const secrets = deps.config().secrets;
+      const path = req.target.split('?')[0] as string;
+      const covering = req.https ? grantsToward(secrets, run.project, req.host, req.port).filter((u) => grantCovers(u.grant, req.method, path)) : [];
+      for (const name of placeholdersIn(req)) {
+        if (covering.some((u) => u.name === name)) continue;
+        const where = `${req.method} ${req.https ? 'https' : 'http'}://${req.host}:${req.port}${path}`;
+        const reason = secretEntry(secrets, name)
+          ? `the request carries the placeholder of secret ${name}, which project "${run.project}" is not granted for ${printable(where).slice(0, 300)}${req.https ? '' : ' (secrets go over HTTPS only)'}`
+          : `the request carries the placeholder of a secret berth does not keep (${name})`;
+        return refuse(run, req, name, 'secret_not_granted', 403, reason);
+      }
+      const set: Record<string, string> = {};
+      const needles: string[] = [];
+      const used: string[] = [];
+      for (const use of covering) {
+        const header = use.grant.header.toLowerCase();
+        if (Object.hasOwn(set, header)) continue; // the first grant for a header wins
+        if (!underRate(use, run.tenantKey)) {
+          return refuse(run, req, use.name, 'secret_rate_limited', 429, `secret ${use.name} may be used ${use.grant.per_tenant_per_minute} times a minute per person; try again in a minute`);
+        }
+        const entry = secretEntry(secrets, use.name);
+        let value: string;
+        try {
+          if (!entry) throw new Error('gone');
+          value = await deps.values.get(use.name, entry);
+        } catch (err) {
+          return refuse(run, req, use.name, 'secret_unavailable', 502, isBerthError(err) ? err.message : `secret ${use.name} cannot be read`);
+        }
+        set[header] = headerValueOf(use.grant, value);
+        needles.push(value, set[header] as string);
+        used.push(use.name);
+        deps.metrics.secretUse({ secret: use.name, outcome: 'injected' });
+      }
+      return { ok: true, set, needles, secrets: used };
+    },
+
+    endRun(runId) {
+      audited.delete(runId);
+    },
+  };
+}
