@@ -189,6 +189,7 @@ export function createBerth(opts: BerthOptions): Berth {
       ownerProcess: processIdentity(),
       admission,
       metrics,
+      egressTrust: () => ca().files,
       prestarted:
         opts.warm && opts.pool !== 'off'
           ? createPrestartPool({

@@ -18,6 +18,25 @@ export interface EgressCa {
   bundlePem: string;
   /** A TLS context presenting a certificate for `host`, signed by the CA (made once per host and week). */
   contextFor(host: string): tls.SecureContext;
+  /** The two public files (0644) a run that reaches a terminated host gets mounted. */
+  files: EgressTrustFiles;
+}
+
+export interface EgressTrustFiles {
+  ca: string;
+  bundle: string;
+}
+
+/** Rewrite a public file only when its content changed (a mounted file keeps its inode otherwise). */
+function writePublic(file: string, text: string): void {
+  try {
+    if (fs.readFileSync(file, 'utf8') === text) return;
+  } catch (err) {
+    if (errnoOf(err) !== 'ENOENT') throw err;
+  }
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, text, { mode: 0o644 });
+  fs.renameSync(tmp, file);
 }
 
 export const EGRESS_CA_FILE = 'egress-ca.pem';
@@ -67,9 +86,16 @@ export function loadOrCreateEgressCa(stateDir: string): EgressCa {
   let leafKey: KeyObject | undefined;
   let leafKeyPem: string | undefined;
   const contexts = new Map<string, { context: tls.SecureContext; until: number }>();
+  const bundlePem = `${tls.rootCertificates.join('\n')}\n${authority.certPem}`;
+  const trustDir = join(stateDir, 'egress-trust');
+  fs.mkdirSync(trustDir, { recursive: true, mode: 0o755 });
+  const files = { ca: join(trustDir, 'berth-egress-ca.crt'), bundle: join(trustDir, 'ca-certificates.crt') };
+  writePublic(files.ca, authority.certPem);
+  writePublic(files.bundle, bundlePem);
   return {
     certPem: authority.certPem,
-    bundlePem: `${tls.rootCertificates.join('\n')}\n${authority.certPem}`,
+    bundlePem,
+    files,
     contextFor(host) {
       const known = contexts.get(host);
       if (known && known.until > Date.now()) return known.context;

@@ -1,6 +1,5 @@
 import { lookup } from 'node:dns/promises';
 import fs from 'node:fs';
-import { dirname, join } from 'node:path';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
@@ -11,8 +10,6 @@ import type { Logger } from 'pino';
 import type { BerthConfig } from '../config/berth-config.js';
 import { EGRESS_BOUNDS } from '../config/bounds.js';
 import { hostAllowed } from '../config/outbound.js';
-import { secretsGrantedTo } from '../config/secrets.js';
-import { CA_FILES } from '../plan/outbound.js';
 import { appendOutbound } from '../store/outbound-log.js';
 import { noMetrics, type Metrics } from '../metrics.js';
 import { isPrivateAddress } from './addresses.js';
@@ -133,7 +130,6 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         else res.destroy();
       });
       terminated.headersTimeout = 30_000;
-      const trust = deps.broker && deps.ca && secretsGranted(deps.config(), run.project) ? writeTrustFiles(dirname(path), deps.ca()) : undefined;
 
       server.on('connect', (req: http.IncomingMessage, client: Duplex, head: Buffer) => {
         client.on('error', () => client.destroy());
@@ -144,8 +140,8 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
             client.end(`HTTP/1.1 403 Forbidden\r\nx-berth-error: egress_denied\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nberth: ${d.reason}\n`);
             return;
           }
-          if (trust && deps.broker?.terminates(run.project, host, port)) {
-            terminate(client as net.Socket, head, { https: true, host, port, address: d.address }, trust);
+          if (deps.ca && deps.broker?.terminates(run.project, host, port)) {
+            terminate(client as net.Socket, head, { https: true, host, port, address: d.address }, deps.ca());
             return;
           }
           const upstream = net.connect({ host: d.address, port });
@@ -299,21 +295,6 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
 
 function defaultPort(t: Target): boolean {
   return t.port === (t.https ? 443 : 80);
-}
-
-function secretsGranted(config: BerthConfig, project: string): boolean {
-  return secretsGrantedTo(config.secrets, project).length > 0;
-}
-
-/** Beside the run's sockets: the CA a container trusts for the hosts berth terminates (public files). */
-function writeTrustFiles(dir: string, ca: EgressCa): EgressCa {
-  for (const [name, text] of [[CA_FILES.ca, ca.certPem], [CA_FILES.bundle, ca.bundlePem]] as const) {
-    const file = join(dir, name);
-    const tmp = `${file}.tmp`;
-    fs.writeFileSync(tmp, text, { mode: 0o644 });
-    fs.renameSync(tmp, file);
-  }
-  return ca;
 }
 
 function splitHostPort(target: string): { host: string; port: number } {

@@ -19,11 +19,12 @@ export const EGRESS_PORT = 41401;
 export const KEY_PLACEHOLDER = 'berth-model-gateway-holds-the-key';
 export const RELAY_BIN = 'berth-bridge';
 /**
- * Beside the sockets, for a run whose project holds secret grants: berth's CA (public) and the
- * public roots with it. The egress proxy writes them; the variables below point every common
- * client at them.
+ * Where a run whose project holds secret grants finds berth's CA (public; the egress proxy
+ * terminates TLS with it for granted hosts): mounted read-only over the image's system store
+ * (Debian's path, which OpenSSL, Go, Python and Rust read through SSL_CERT_FILE too) as the
+ * public roots plus berth's CA, and alone where update-ca-certificates looks.
  */
-export const CA_FILES = { ca: 'egress-ca.pem', bundle: 'ca-bundle.pem' } as const;
+export const TRUST_MOUNTS = { bundle: '/etc/ssl/certs/ca-certificates.crt', ca: '/usr/local/share/ca-certificates/berth-egress-ca.crt' } as const;
 
 export interface OutboundInput {
   config: BerthConfig;
@@ -32,6 +33,8 @@ export interface OutboundInput {
   agentRun: boolean;
   /** The level may reach the project's allowlisted hosts. */
   egress: boolean;
+  /** berth's CA files are mounted (TRUST_MOUNTS): the project holds secret grants. */
+  trust?: boolean;
 }
 
 export interface OutboundPlan {
@@ -73,11 +76,10 @@ export function planOutbound(input: OutboundInput, mount: string): OutboundPlan 
     Object.assign(env, { HTTP_PROXY: proxy, HTTPS_PROXY: proxy, http_proxy: proxy, https_proxy: proxy, NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost' });
     // Node's own fetch and http follow the variables above only when asked (Node 24+).
     env.NODE_USE_ENV_PROXY = '1';
-    const secrets = secretsGrantedTo(config.secrets, metadata.name);
-    if (secrets.length) {
-      for (const name of secrets) env[name] = placeholderOf(name);
-      const bundle = `${mount}/${CA_FILES.bundle}`;
-      Object.assign(env, { NODE_EXTRA_CA_CERTS: `${mount}/${CA_FILES.ca}`, SSL_CERT_FILE: bundle, REQUESTS_CA_BUNDLE: bundle, CURL_CA_BUNDLE: bundle, GIT_SSL_CAINFO: bundle });
+    for (const name of secretsGrantedTo(config.secrets, metadata.name)) env[name] = placeholderOf(name);
+    if (input.trust) {
+      const bundle = TRUST_MOUNTS.bundle;
+      Object.assign(env, { NODE_EXTRA_CA_CERTS: TRUST_MOUNTS.ca, SSL_CERT_FILE: bundle, REQUESTS_CA_BUNDLE: bundle, CURL_CA_BUNDLE: bundle, GIT_SSL_CAINFO: bundle });
     }
   }
   return { sockets, env, warnings };

@@ -9,7 +9,7 @@ import { LEVEL_PROFILES } from './levels.js';
 import type { PermissionLevel } from '../config/session.js';
 import { DEFAULT_RUNTIME, enginePids, runtimeChoiceIssues, runtimeFor } from '../config/runtimes.js';
 import { agentArgv, progressFormatOf, SHELL_TRACE_PS4, type ProgressFormat } from './agent-command.js';
-import { planOutbound, RELAY_BIN, withRelays, type RunSocket } from './outbound.js';
+import { planOutbound, RELAY_BIN, TRUST_MOUNTS, withRelays, type RunSocket } from './outbound.js';
 
 /**
  * The plan is a pure function of (operator config, project, workspace, run options): everything
@@ -154,6 +154,8 @@ export interface PlanInput {
   home?: { dir: string };
   /** Shared areas granted to the project in berth.yaml (nothing else is ever mounted). */
   shared?: SharedGrant[];
+  /** berth's egress CA files (host paths), given when the project holds secret grants: mounted at TRUST_MOUNTS when the level has egress. */
+  egressTrust?: { ca: string; bundle: string };
   /**
    * Run in the project's private workspace instead of a tenant's (workflow steps): the project
    * directory at /workspace, cwd at cwdRel below it — but never the tenants' workspaces (hidden)
@@ -216,11 +218,16 @@ export function planRun(input: PlanInput): RunPlan {
   }
   const profile = LEVEL_PROFILES[run.level];
   if (input.memory && profile.memoryRead) mounts.push({ type: 'bind', source: input.memory.dir, target: MEMORY_MOUNT, readOnly: true });
+  const trust = input.runDir !== undefined && profile.egress && input.egressTrust !== undefined;
   const outbound = input.runDir
-    ? planOutbound({ config, metadata: meta, agentRun: !run.argv, egress: profile.egress }, GATEWAY_MOUNT)
+    ? planOutbound({ config, metadata: meta, agentRun: !run.argv, egress: profile.egress, trust }, GATEWAY_MOUNT)
     : { sockets: [], env: {}, warnings: [] };
   warnings.push(...outbound.warnings);
   if (input.runDir) mounts.push({ type: 'bind', source: input.runDir, target: GATEWAY_MOUNT, readOnly: true });
+  if (trust && input.egressTrust) {
+    mounts.push({ type: 'bind', source: input.egressTrust.bundle, target: TRUST_MOUNTS.bundle, readOnly: true });
+    mounts.push({ type: 'bind', source: input.egressTrust.ca, target: TRUST_MOUNTS.ca, readOnly: true });
+  }
   if (input.home) mounts.push({ type: 'bind', source: input.home.dir, target: AGENT_HOME, readOnly: false });
   for (const area of input.shared ?? []) {
     mounts.push({ type: 'bind', source: area.path, target: posix.join(SHARED_MOUNT, area.name), readOnly: area.mode !== 'rw' });

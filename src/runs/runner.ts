@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { BerthConfig } from '../config/berth-config.js';
+import { secretsGrantedTo } from '../config/secrets.js';
 import { runtimeFor } from '../config/runtimes.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import { BerthError, isBerthError } from '../errors.js';
@@ -114,6 +115,8 @@ export function createRunner(deps: {
   /** Containers started before their tenant is known (with warm only): a new session's first message claims one. */
   prestarted?: PrestartPool;
   metrics?: Metrics;
+  /** berth's egress CA files (made on first call), for runs whose project holds secret grants. */
+  egressTrust?: () => { ca: string; bundle: string };
 }): Runner {
   const { store, sessions, launcher, config, installation } = deps;
   const metrics = deps.metrics ?? noMetrics();
@@ -272,6 +275,7 @@ export function createRunner(deps: {
       },
       memory: { dir: project.paths.memoryDir },
       shared: ctx.grants,
+      egressTrust: secretsGrantedTo(ctx.config.secrets, project.metadata.name).length ? deps.egressTrust?.() : undefined,
       privateWorkspace: spec.kind === 'workflow_step' && at.seeds ? { cwdRel: spec.target.cwdRel, seeds: at.seeds, ensureDir: spec.target.ensureDir } : undefined,
       runDir: at.runDir,
       home: { dir: at.home },

@@ -56,7 +56,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => api.listen(0, '127.0.0.1', r));
   apiPort = (api.address() as AddressInfo).port;
-  h = testHome({ warm: false, pool: 'off' });
+  h = testHome({ warm: true, pool: 'always' });
   files = join(h.home, 'operator-files');
   fs.mkdirSync(files, { mode: 0o700 });
   fs.writeFileSync(join(files, 'git-ca.pem'), git.caPem);
@@ -128,8 +128,8 @@ describe('brokered secrets: the agent uses tokens it never holds', () => {
         `node -e "fetch('https://localhost:${apiPort}/v1/node').then(r => r.text()).then(t => console.log('node:', t))"`,
         // The placeholder toward a path the grant does not cover: refused, nothing sent.
         `curl -sS -H "Authorization: Bearer $API_TOKEN" https://localhost:${apiPort}/admin/delete-everything`,
-        // A client that ignores berth's bundle (as a pinned one would) fails the handshake, plainly.
-        `curl -sS --cacert /etc/ssl/certs/ca-certificates.crt https://localhost:${apiPort}/v1/pinned || echo "pinned client: exit $?"`,
+        // A client that trusts only its own CA (a pinned one) fails the handshake, plainly.
+        `curl -sS --cacert /usr/share/ca-certificates/mozilla/ISRG_Root_X1.crt https://localhost:${apiPort}/v1/pinned || echo "pinned client: exit $?"`,
       ].join('; '),
       'medium',
     );
@@ -159,12 +159,13 @@ describe('brokered secrets: the agent uses tokens it never holds', () => {
     expect(o.stdout).not.toContain(API_TOKEN);
     expect(o.stdout).toContain('GH_TOKEN=berth-placeholder-GH_TOKEN');
     expect(o.stdout).toContain('API_TOKEN=berth-placeholder-API_TOKEN');
-    expect(o.stdout).toMatch(/SSL_CERT_FILE=\/run\/berth\/ca-bundle\.pem/);
+    expect(o.stdout).toContain('SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt');
+    expect(o.stdout).toContain('NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/berth-egress-ca.crt');
     expect(o.stdout.split('--- files holding a token:\n')[1]).toBe('/tmp/k.pat\n--- end\n');
     // At level low there is no proxy and no placeholder at all.
-    const low = await h.run('dev', 'sig:+2', 'echo "gh=${GH_TOKEN:-none}"; ls /run/berth', 'low');
+    const low = await h.run('dev', 'sig:+2', 'echo "gh=${GH_TOKEN:-none}"; grep -c "BEGIN CERT" /etc/ssl/certs/ca-certificates.crt; ls /usr/local/share/ca-certificates', 'low');
     expect(low.stdout).toContain('gh=none');
-    expect(low.stdout).not.toContain('ca-bundle');
+    expect(low.stdout).not.toContain('berth-egress-ca.crt');
   }, 120_000);
 
   it('a revoked grant holds at the next request: the host is out of reach again', async () => {

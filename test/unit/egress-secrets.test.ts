@@ -17,7 +17,6 @@ import { loadOrCreateEgressCa } from '../../src/outbound/egress-ca.js';
 import { createEgressProxy } from '../../src/outbound/egress-proxy.js';
 import type { RunIdentity } from '../../src/outbound/run-identity.js';
 import { createSecretBroker } from '../../src/outbound/secret-broker.js';
-import { CA_FILES } from '../../src/plan/outbound.js';
 import type { AuditEvent } from '../../src/store/audit.js';
 import { readOutbound } from '../../src/store/outbound-log.js';
 import { createSecretValues } from '../../src/store/secret-values.js';
@@ -327,7 +326,7 @@ describe('brokered secrets on the egress proxy', () => {
     }
   });
 
-  it('leaves a host with no grant a blind tunnel, and writes the trust files beside the socket', async () => {
+  it('leaves a host with no grant a blind tunnel; keeps its CA key private and its certificate public', async () => {
     const kept = config;
     config = configWith({ GH_TOKEN: { file: tokenFile, grants: [{ project: 'p', host: 'example.invalid' }] } });
     try {
@@ -341,8 +340,10 @@ describe('brokered secrets on the egress proxy', () => {
     } finally {
       config = kept;
     }
-    expect(fs.readFileSync(join(dir, 'run', CA_FILES.ca), 'utf8')).toBe(berthCa.certPem);
-    expect(fs.readFileSync(join(dir, 'run', CA_FILES.bundle), 'utf8')).toContain(berthCa.certPem);
+    expect(fs.readFileSync(berthCa.files.ca, 'utf8')).toBe(berthCa.certPem);
+    expect(fs.readFileSync(berthCa.files.bundle, 'utf8')).toContain(berthCa.certPem);
+    expect(fs.readFileSync(berthCa.files.bundle, 'utf8')).not.toContain('PRIVATE KEY');
+    expect(fs.statSync(berthCa.files.bundle).mode & 0o777).toBe(0o644);
     expect(fs.readFileSync(join(dir, 'state', 'egress-ca.pem')).toString()).toContain('PRIVATE KEY');
     expect(fs.statSync(join(dir, 'state', 'egress-ca.pem')).mode & 0o777).toBe(0o600);
   });

@@ -2,7 +2,7 @@
  * The fake git host against the host's real `git` client over loopback HTTPS: credentials are
  * required (none, a wrong token → 401 and git gives up), a Bearer header or Basic auth with the
  * token as password clone; pushes land (small, and a 2 MB one sent as a chunked POST); a fetch
- * with many `have` lines sends a gzip body, which http-backend inflates.
+ * with many `want` lines sends a gzip body, which http-backend inflates.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -122,19 +122,23 @@ describe('fake git host (smart HTTP over TLS via git http-backend)', () => {
     expect(host.log('demo')).toEqual(['Add a big blob', 'Add notes', 'Initial commit']);
   });
 
-  it('inflates gzip request bodies (a fetch with many haves)', async () => {
+  it('inflates gzip request bodies (a fetch that wants many refs)', async () => {
     const a = newDir();
     const b = newDir();
     await ok([...bearer(), 'clone', '--quiet', `${host.url}/demo.git`, a]);
     await ok([...bearer(), 'clone', '--quiet', `${host.url}/demo.git`, b]);
-    // Local commits in b the host has never seen: the fetch negotiation lists them as haves.
-    for (let i = 0; i < 40; i++) await ok([...IDENT, 'commit', '--quiet', '--allow-empty', '-m', `local ${i}`], b);
-    await ok([...IDENT, 'commit', '--quiet', '--allow-empty', '-m', 'Upstream change'], a);
-    await ok([...bearer(), 'push', '--quiet', 'origin', 'main'], a);
+    // 30 new branches, each at its own commit: b's fetch lists 30 `want` lines (~50 bytes each),
+    // over the 1 KiB past which git gzips an upload-pack request.
+    for (let i = 0; i < 30; i++) {
+      await ok([...IDENT, 'commit', '--quiet', '--allow-empty', '-m', `Topic ${i}`], a);
+      await ok(['branch', `topic-${i}`], a);
+    }
+    await ok([...bearer(), 'push', '--quiet', 'origin', '--all'], a);
 
     const before = host.requests.length;
     await ok([...bearer(), 'fetch', '--quiet', 'origin'], b);
-    expect((await ok(['log', '-1', '--format=%s', 'origin/main'], b)).trim()).toBe('Upstream change');
+    expect((await ok(['log', '-1', '--format=%s', 'origin/topic-29'], b)).trim()).toBe('Topic 29');
+    expect((await ok(['for-each-ref', '--format=%(refname)', 'refs/remotes/origin/topic-*'], b)).trim().split('\n')).toHaveLength(30);
     const gzipped = host.requests.slice(before).filter((q) => q.contentEncoding === 'gzip');
     expect(gzipped.length).toBeGreaterThan(0);
     expect(gzipped.every((q) => q.method === 'POST' && q.path === '/demo.git/git-upload-pack' && q.status === 200)).toBe(true);
