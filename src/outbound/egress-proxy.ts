@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import { pipeline, type Duplex, type Readable } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import tls from 'node:tls';
 import zlib from 'node:zlib';
 import type { Logger } from 'pino';
@@ -242,7 +242,9 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           method,
           headers,
           timeout: EGRESS_BOUNDS.idleTimeoutMs,
-          ...(target.https ? { ...name, agent: upstreamAgent(), checkServerIdentity: (_: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(host, cert) } : {}),
+          // The certificate is checked against the servername (a name), or the address itself (an IP
+          // literal, which is then what `host` is). No per-request checkServerIdentity: it keeps the agent from reusing connections.
+          ...(target.https ? { ...name, agent: upstreamAgent() } : {}),
         };
         const upstream = (target.https ? https : http).request(options, (up) => {
           const encoding = String(up.headers['content-encoding'] ?? 'identity').toLowerCase();
@@ -262,9 +264,12 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
             out[key] = needles.length ? (Array.isArray(value) ? value.map((v) => maskText(v, needles)) : maskText(String(value), needles)) : value;
           }
           res.writeHead(up.statusCode ?? 502, out);
-          const stages: Array<Readable | Duplex | NodeJS.WritableStream> = [up, ...(decode ? [decode()] : []), ...(needles.length ? [redactStream(needles)] : []), res];
-          if (stages.length === 2) up.pipe(res);
-          else pipeline(stages as unknown as [Readable, ...Duplex[], NodeJS.WritableStream], () => undefined);
+          // pipe, not pipeline: pipeline would destroy `up` (and the pooled connection under it) when `res` ends.
+          let body: Readable = up;
+          if (decode) body = body.pipe(decode());
+          if (needles.length) body = body.pipe(redactStream(needles));
+          body.on('error', () => res.destroy());
+          body.pipe(res);
         });
         upstream.on('timeout', () => upstream.destroy(new Error('idle')));
         upstream.on('error', (err: NodeJS.ErrnoException) => {
@@ -276,7 +281,10 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
             res.end(`berth: ${reason}\n`);
           } else res.destroy();
         });
-        res.once('close', () => upstream.destroy());
+        // A client gone before its answer ends the upstream request; a finished one leaves the connection to the agent's pool.
+        res.once('close', () => {
+          if (!res.writableFinished) upstream.destroy();
+        });
         req.pipe(upstream);
       }
 

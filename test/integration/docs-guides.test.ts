@@ -123,6 +123,18 @@ describe("the docs' commands, as written, on a fresh home", () => {
     expectPairing(ran, sender);
   });
 
+  it('secrets guide: a token from a 0600 file, granted, listed (never printed), revoked, removed', async () => {
+    const tokenFile = join(freshHome(), 'gh-token');
+    fs.writeFileSync(tokenFile, 'ghp_docsGuideToken123\n', { mode: 0o600 });
+    const ran = await walk('docs/secrets.md', [['/etc/berth/gh-token', tokenFile]]);
+    const list = ran.find((r) => r.line.startsWith('npx berth secret list'))?.stdout ?? '';
+    expect(list).toMatch(/GH_TOKEN {2}from file .* {2}readable/);
+    expect(list).toContain('granted: dev → github.com, Authorization: Basic (x-access-token:…)');
+    expect(ran.find((r) => r.line.includes('grant API_TOKEN'))?.stdout).toBe('granted API_TOKEN: dev → api.acme.example/v1/, GET,POST, Authorization: Bearer {}, ≤ 60/min per person\n');
+    expect(ran.map((r) => r.stdout).join('')).not.toContain('ghp_docsGuideToken123');
+    expect(ran.find((r) => r.line.startsWith('npx berth secret revoke'))?.stdout).toContain('revoked 1 grant(s) of GH_TOKEN from dev');
+  });
+
   it('webhooks guide: a hook by command, and doctor names where it is served', async () => {
     const ran = await walk('docs/webhooks.md');
     expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge webhook tickets .*POST \/hooks\/tickets \(reply: sync\)/);
