@@ -81,4 +81,9 @@ export const EGRESS_BOUNDS = {
   maxHeaderBytes: 16 * 1024,
   /** A tunnel or request with no traffic for this long is closed. */
   idleTimeoutMs: 5 * 60_000,
+  /** Requests berth reads (terminated TLS, absolute-URI HTTP) being answered at once: on one connection (pipelined), and per run. */
+  inFlightPerConnection: 4,
+  inFlightPerRun: 32,
+  /** Connections a run's requests may hold open to the hosts berth reads for (per scheme). */
+  upstreamPerRun: 8,
 } as const;

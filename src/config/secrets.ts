@@ -107,12 +107,13 @@ export function grantsToward(secrets: Secrets, project: string, host: string, po
 }
 
 /**
- * A path as every server reads it: no dot segments (plain or %2e), no encoded or back slashes.
- * "/acme/../admin" starts with "/acme/" but is "/admin" to the server: such a path is covered by
- * no path-prefix grant.
+ * A path as every server reads it alike: no dot segments (plain or escaped), no encoded or back
+ * slashes, no ";" (Tomcat and Jetty read "/acme/..;/admin" as "/admin"), no escape of "%" itself,
+ * of a control character or of anything outside ASCII, no "%u". "/acme/../admin" starts with
+ * "/acme/" but is "/admin" to the server: such a path is covered by no path-prefix grant.
  */
 export function isCanonicalPath(path: string): boolean {
-  if (!path.startsWith('/') || /%2f|%5c|\\/i.test(path)) return false;
+  if (!path.startsWith('/') || !/^[\x21-\x7e]*$/.test(path) || /[;\\]|%(2f|5c|3b|25|2e|[01][0-9a-f]|7f|[89a-f][0-9a-f])|%u/i.test(path)) return false;
   try {
     return new URL(path, 'https://berth.invalid').pathname === path;
   } catch {

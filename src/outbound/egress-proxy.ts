@@ -56,25 +56,24 @@ const DECODERS: Record<string, () => Duplex> = { gzip: () => zlib.createGunzip()
 export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals; broker?: SecretBroker; ca?: () => EgressCa }): EgressProxy {
   const metrics = deps.metrics ?? noMetrics();
   const pool: ConnectionPool = { open: 0 };
-  let upstream: { key: string; agent: https.Agent } | undefined;
 
-  /** The TLS agent toward hosts berth terminates for: public roots plus the operator's CAs, kept alive between requests. */
-  function upstreamAgent(): https.Agent {
+  /** Public roots plus the operator's CAs (egress.trust_ca_files), read again when the list changes. */
+  let roots: { key: string; ca: string[] } | undefined;
+  function trustedRoots(): { key: string; ca: string[] } {
     const files = deps.config().egress.trust_ca_files;
     const key = files.join('\n');
-    if (upstream?.key !== key) {
-      upstream?.agent.destroy();
-      const extra = files.map((f) => {
+    if (roots?.key !== key) {
+      const extra = files.flatMap((f) => {
         try {
-          return fs.readFileSync(f, 'utf8');
+          return [fs.readFileSync(f, 'utf8')];
         } catch (err) {
           deps.logger.error({ file: f, err: String(err) }, 'egress.trust_ca_files: cannot read a CA file; it is not trusted');
-          return '';
+          return [];
         }
       });
-      upstream = { key, agent: new https.Agent({ keepAlive: true, maxSockets: 64, ca: [...tls.rootCertificates, ...extra.filter(Boolean)] }) };
+      roots = { key, ca: [...tls.rootCertificates, ...extra] };
     }
-    return upstream.agent;
+    return roots;
   }
 
   async function decide(run: RunIdentity, rawHost: string, port: number): Promise<Decision> {
@@ -115,6 +114,20 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         if (status === 403) logger.warn({ host, port, reason }, 'egress refused');
         else logger.info({ host, port, method, status, secret: about?.secret }, 'egress');
       };
+      // This run's own connections upstream: a connection kept alive never carries another run's requests.
+      let tlsAgent: { key: string; agent: https.Agent } | undefined;
+      const plainAgent = new http.Agent({ maxSockets: EGRESS_BOUNDS.upstreamPerRun });
+      const upstreamAgent = (): https.Agent => {
+        const { key, ca } = trustedRoots();
+        if (tlsAgent?.key !== key) {
+          tlsAgent?.agent.destroy();
+          tlsAgent = { key, agent: new https.Agent({ keepAlive: true, maxSockets: EGRESS_BOUNDS.upstreamPerRun, ca }) };
+        }
+        return tlsAgent.agent;
+      };
+      // Requests being answered: per connection (pipelined ones are read at once) and per run.
+      const inFlight = new WeakMap<object, number>();
+      let inFlightRun = 0;
       const server = http.createServer({ maxHeaderSize: EGRESS_BOUNDS.maxHeaderBytes }, (req, res) => {
         void proxyRequest(req, res);
       });
@@ -126,8 +139,13 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
       const targets = new WeakMap<object, Target>();
       const terminated = http.createServer({ maxHeaderSize: EGRESS_BOUNDS.maxHeaderBytes }, (req, res) => {
         const target = targets.get(req.socket);
-        if (target) void forward(req, res, target, req.url ?? '/');
-        else res.destroy();
+        if (!target) return void res.destroy();
+        // Inside a tunnel a request names a path only: an absolute URL would name some other host.
+        if (!req.url?.startsWith('/')) {
+          res.writeHead(400, { 'content-type': 'text/plain', 'x-berth-error': 'bad_proxy_request' });
+          return void res.end(`berth: inside this connection to ${target.host}, send a path (GET /...), not a URL\n`);
+        }
+        void forward(req, res, target, req.url);
       });
       terminated.headersTimeout = 30_000;
 
@@ -216,6 +234,19 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
 
       /** One request berth can read: its secrets (if any) added, sent to the target, the answer masked. */
       async function forward(req: http.IncomingMessage, res: http.ServerResponse, target: Target, pathAndQuery: string) {
+        const here = inFlight.get(req.socket) ?? 0;
+        if (here >= EGRESS_BOUNDS.inFlightPerConnection || inFlightRun >= EGRESS_BOUNDS.inFlightPerRun) {
+          record(req.method ?? 'GET', target.host, target.port, 429, here >= EGRESS_BOUNDS.inFlightPerConnection ? 'too many pipelined requests on one connection' : 'too many requests of this run at once');
+          res.writeHead(429, { 'content-type': 'text/plain', 'x-berth-error': 'egress_busy', connection: 'close', 'retry-after': '1' });
+          res.end('berth: too many requests at once through the egress proxy\n');
+          return;
+        }
+        inFlight.set(req.socket, here + 1);
+        inFlightRun++;
+        res.once('close', () => {
+          inFlight.set(req.socket, (inFlight.get(req.socket) ?? 1) - 1);
+          inFlightRun--;
+        });
         const { host, port } = target;
         const method = req.method ?? 'GET';
         const about = { path: pathAndQuery.split('?')[0] };
@@ -231,9 +262,17 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         const secret = prepared?.secrets.join(',') || undefined;
         const headers: http.OutgoingHttpHeaders = { host: defaultPort(target) ? host : `${host}:${port}` };
         for (const [name, value] of Object.entries(req.headers)) if (!HOP.has(name) && value !== undefined) headers[name] = value;
+        // A chunked body stays chunked: Node frames no body of a GET, HEAD, DELETE or OPTIONS on its
+        // own, and unframed bytes on a kept connection would be read upstream as the next request.
+        if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
         Object.assign(headers, prepared?.set);
-        // An answer that echoes the secret is masked; one berth cannot read (compressed) it asks not to get.
-        if (needles.length) headers['accept-encoding'] = 'identity';
+        if (needles.length) {
+          // An answer that echoes the secret is masked: berth asks for one it can read whole
+          // (uncompressed, and not in ranges that could cut a value in two).
+          headers['accept-encoding'] = 'identity';
+          delete headers.range;
+          delete headers['if-range'];
+        }
         const name = net.isIP(host) ? {} : { servername: host };
         const options = {
           host: target.address,
@@ -244,13 +283,15 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           timeout: EGRESS_BOUNDS.idleTimeoutMs,
           // The certificate is checked against the servername (a name), or the address itself (an IP
           // literal, which is then what `host` is). No per-request checkServerIdentity: it keeps the agent from reusing connections.
-          ...(target.https ? { ...name, agent: upstreamAgent() } : {}),
+          ...(target.https ? { ...name, agent: upstreamAgent() } : { agent: plainAgent }),
         };
         const upstream = (target.https ? https : http).request(options, (up) => {
-          const encoding = String(up.headers['content-encoding'] ?? 'identity').toLowerCase();
-          const decode = needles.length && encoding !== 'identity' ? DECODERS[encoding] : undefined;
-          if (needles.length && encoding !== 'identity' && !decode) {
-            record(method, host, port, 502, `an answer in ${encoding} berth cannot check for the secret`, { ...about, secret });
+          up.on('error', () => res.destroy());
+          const bodiless = method === 'HEAD' || up.statusCode === 204 || up.statusCode === 304;
+          const encoding = maskText(String(up.headers['content-encoding'] ?? 'identity').toLowerCase(), needles);
+          const decode = needles.length && encoding !== 'identity' && !bodiless ? DECODERS[encoding] : undefined;
+          if (needles.length && encoding !== 'identity' && !bodiless && !decode) {
+            record(method, host, port, 502, `an answer in ${encoding.slice(0, 32)} berth cannot check for the secret`, { ...about, secret });
             res.writeHead(502, { 'content-type': 'text/plain', 'x-berth-error': 'unreadable_answer' });
             res.end(`berth: ${host} answered in ${encoding.slice(0, 32)}, which berth cannot check for the secret it sent\n`);
             up.destroy();
@@ -265,10 +306,12 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           }
           res.writeHead(up.statusCode ?? 502, out);
           // pipe, not pipeline: pipeline would destroy `up` (and the pooled connection under it) when `res` ends.
+          // Each stage gets its own error listener: pipe passes no error on, and one unheard would end berth.
           let body: Readable = up;
-          if (decode) body = body.pipe(decode());
-          if (needles.length) body = body.pipe(redactStream(needles));
-          body.on('error', () => res.destroy());
+          for (const stage of [...(decode ? [decode()] : []), ...(needles.length ? [redactStream(needles)] : [])]) {
+            stage.on('error', () => res.destroy());
+            body = body.pipe(stage);
+          }
           body.pipe(res);
         });
         upstream.on('timeout', () => upstream.destroy(new Error('idle')));
@@ -294,6 +337,8 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           deps.approvals?.endRun(run.runId);
           deps.broker?.endRun(run.runId);
           terminated.close();
+          tlsAgent?.agent.destroy();
+          plainAgent.destroy();
           await listening.close();
         },
       };

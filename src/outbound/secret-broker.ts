@@ -38,6 +38,10 @@ export interface SecretBroker {
   endRun(runId: string): void;
 }
 
+/** Ways a request asks a server to treat it as another method or path than its request line says. */
+const OVERRIDE_HEADERS = ['x-http-method-override', 'x-http-method', 'x-method-override', 'x-original-url', 'x-rewrite-url'];
+const OVERRIDE_QUERY = /[?&](_method|x-http-method-override)=/i;
+
 const WINDOW_MS = 60_000;
 /** Rate windows kept (secret × tenant); past it the idlest are dropped. */
 const MAX_WINDOWS = 10_000;
@@ -108,7 +112,10 @@ export function createSecretBroker(deps: { config: () => BerthConfig; values: Se
     async prepare(run, req) {
       const secrets = deps.config().secrets;
       const path = req.target.split('?')[0] as string;
-      const covering = req.https ? grantsToward(secrets, run.project, req.host, req.port).filter((u) => grantCovers(u.grant, req.method, path)) : [];
+      const toward = req.https ? grantsToward(secrets, run.project, req.host, req.port) : [];
+      // A grant scoped by method or path cannot hold if the request asks to be read as another one.
+      const overridden = OVERRIDE_HEADERS.some((h) => req.headers[h] !== undefined) || OVERRIDE_QUERY.test(req.target);
+      const covering = toward.filter((u) => grantCovers(u.grant, req.method, path) && !(overridden && (u.grant.methods !== undefined || u.grant.path_prefix !== undefined)));
       for (const name of placeholdersIn(req)) {
         if (covering.some((u) => u.name === name)) continue;
         const where = `${req.method} ${req.https ? 'https' : 'http'}://${req.host}:${req.port}${path}`;
@@ -138,6 +145,14 @@ export function createSecretBroker(deps: { config: () => BerthConfig; values: Se
         needles.push(value, set[header] as string);
         used.push(use.name);
         deps.metrics.secretUse({ secret: use.name, outcome: 'injected' });
+      }
+      // Every answer from this host is masked with every value the project may send it, not only
+      // answers to requests that carried one: another request's value must not come back here.
+      for (const use of toward) {
+        if (used.includes(use.name)) continue;
+        const entry = secretEntry(secrets, use.name);
+        const value = entry ? await deps.values.get(use.name, entry).catch(() => undefined) : undefined;
+        if (value !== undefined) needles.push(value, headerValueOf(use.grant, value));
       }
       return { ok: true, set, needles, secrets: used };
     },
