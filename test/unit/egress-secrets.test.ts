@@ -146,6 +146,17 @@ async function tunnel(targetPort: number, ca: string): Promise<{ request(method:
 
 const lastSeen = () => seen.at(-1);
 
+/** Run `fn` with berth.yaml's secrets set to `secrets`, then put the suite's own back. */
+async function withSecrets(secrets: unknown, fn: () => Promise<void>): Promise<void> {
+  const kept = config;
+  config = configWith(secrets);
+  try {
+    await fn();
+  } finally {
+    config = kept;
+  }
+}
+
 /** Write bytes into a terminated session and read until the proxy closes it. */
 function rawExchange(secure: tls.TLSSocket, text: string): Promise<string> {
   return new Promise((resolve) => {
@@ -315,72 +326,56 @@ describe('brokered secrets on the egress proxy', () => {
     const t = await tunnel(port, berthCa.certPem);
     expect((await t.request('GET', '/acme/x')).status).toBe(200);
     expect(lastSeen()?.headers.authorization).toBe(`Bearer ${TOKEN}`);
-    const kept = config;
-    config = configWith({ GH_TOKEN: { file: tokenFile, grants: [grant({ path_prefix: '/nothing-now/' })] } });
-    try {
+    await withSecrets({ GH_TOKEN: { file: tokenFile, grants: [grant({ path_prefix: '/nothing-now/' })] } }, async () => {
       expect((await t.request('GET', '/acme/x')).status).toBe(200);
       expect(lastSeen()?.headers.authorization).toBeUndefined();
-    } finally {
-      config = kept;
-      t.close();
-    }
+    });
+    t.close();
   });
 
   it('sends Basic credentials, custom headers and environment values; bounds a tenant by rate', async () => {
-    const kept = config;
-    config = configWith({
+    await withSecrets({
       REPO_TOKEN: { file: tokenFile, grants: [grant({ basic_user: 'x-access-token', path_prefix: '/git/' })] },
       API_KEY: { env: 'API_KEY_ENV', grants: [grant({ header: 'X-Api-Key', format: '{}', path_prefix: '/api/', methods: ['POST'], per_tenant_per_minute: 2 })] },
+    }, async () => {
+    const t = await tunnel(port, berthCa.certPem);
+    await t.request('GET', '/git/info/refs');
+    expect(lastSeen()?.headers.authorization).toBe(`Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`);
+    expect((await t.request('GET', '/api/v1')).status).toBe(200); // GET is not granted: nothing added
+    expect(lastSeen()?.headers['x-api-key']).toBeUndefined();
+    expect((await t.request('POST', '/api/v1')).status).toBe(200);
+    expect(lastSeen()?.headers['x-api-key']).toBe('from-env-value-123');
+    expect((await t.request('POST', '/api/v1')).status).toBe(200);
+    const third = await t.request('POST', '/api/v1');
+    expect(third.status).toBe(429);
+    expect(third.headers['x-berth-error']).toBe('secret_rate_limited');
+    t.close();
     });
-    try {
-      const t = await tunnel(port, berthCa.certPem);
-      await t.request('GET', '/git/info/refs');
-      expect(lastSeen()?.headers.authorization).toBe(`Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`);
-      expect((await t.request('GET', '/api/v1')).status).toBe(200); // GET is not granted: nothing added
-      expect(lastSeen()?.headers['x-api-key']).toBeUndefined();
-      expect((await t.request('POST', '/api/v1')).status).toBe(200);
-      expect(lastSeen()?.headers['x-api-key']).toBe('from-env-value-123');
-      expect((await t.request('POST', '/api/v1')).status).toBe(200);
-      const third = await t.request('POST', '/api/v1');
-      expect(third.status).toBe(429);
-      expect(third.headers['x-berth-error']).toBe('secret_rate_limited');
-      t.close();
-    } finally {
-      config = kept;
-    }
   });
 
   it('masks the token in a compressed echo', async () => {
-    const kept = config;
-    config = configWith({ GH_TOKEN: { file: tokenFile, grants: [grant()] } });
-    try {
-      const t = await tunnel(port, berthCa.certPem);
-      const a = await t.request('GET', '/gzip');
-      expect(a.status).toBe(200);
-      expect(a.headers['content-encoding']).toBeUndefined();
-      expect(a.body).toContain('*'.repeat(TOKEN.length));
-      expect(a.body).not.toContain(TOKEN);
-      t.close();
-    } finally {
-      config = kept;
-    }
+    await withSecrets({ GH_TOKEN: { file: tokenFile, grants: [grant()] } }, async () => {
+    const t = await tunnel(port, berthCa.certPem);
+    const a = await t.request('GET', '/gzip');
+    expect(a.status).toBe(200);
+    expect(a.headers['content-encoding']).toBeUndefined();
+    expect(a.body).toContain('*'.repeat(TOKEN.length));
+    expect(a.body).not.toContain(TOKEN);
+    t.close();
+    });
   });
 
   it('gives nothing to a host that cannot prove itself, and says so', async () => {
-    const kept = config;
-    config = configWith({ GH_TOKEN: { file: tokenFile, grants: [{ project: 'p', host: `localhost:${untrustedPort}` }] } });
-    try {
-      const before = seen.length;
-      const t = await tunnel(untrustedPort, berthCa.certPem);
-      const a = await t.request('GET', '/');
-      expect(a.status).toBe(502);
-      expect(a.headers['x-berth-error']).toBe('upstream_tls');
-      expect(a.body).toMatch(/certificate could not be verified \(SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT_LOCALLY/);
-      expect(seen.length).toBe(before);
-      t.close();
-    } finally {
-      config = kept;
-    }
+    await withSecrets({ GH_TOKEN: { file: tokenFile, grants: [{ project: 'p', host: `localhost:${untrustedPort}` }] } }, async () => {
+    const before = seen.length;
+    const t = await tunnel(untrustedPort, berthCa.certPem);
+    const a = await t.request('GET', '/');
+    expect(a.status).toBe(502);
+    expect(a.headers['x-berth-error']).toBe('upstream_tls');
+    expect(a.body).toMatch(/certificate could not be verified \(SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT_LOCALLY/);
+    expect(seen.length).toBe(before);
+    t.close();
+    });
   });
 
   it('says plainly when the client refuses berth\'s certificate (a pinned client)', async () => {
@@ -394,35 +389,27 @@ describe('brokered secrets on the egress proxy', () => {
   it('a secret file others may read is refused, by name, never by value', async () => {
     const loose = join(dir, 'loose');
     fs.writeFileSync(loose, TOKEN, { mode: 0o644 });
-    const kept = config;
-    config = configWith({ GH_TOKEN: { file: loose, grants: [grant()] } });
-    try {
-      const t = await tunnel(port, berthCa.certPem);
-      const a = await t.request('GET', '/');
-      expect(a.status).toBe(502);
-      expect(a.headers['x-berth-error']).toBe('secret_unavailable');
-      expect(a.body).toContain('may be read by others');
-      expect(a.body).not.toContain(TOKEN);
-      t.close();
-    } finally {
-      config = kept;
-    }
+    await withSecrets({ GH_TOKEN: { file: loose, grants: [grant()] } }, async () => {
+    const t = await tunnel(port, berthCa.certPem);
+    const a = await t.request('GET', '/');
+    expect(a.status).toBe(502);
+    expect(a.headers['x-berth-error']).toBe('secret_unavailable');
+    expect(a.body).toContain('may be read by others');
+    expect(a.body).not.toContain(TOKEN);
+    t.close();
+    });
   });
 
   it('leaves a host with no grant a blind tunnel; keeps its CA key private and its certificate public', async () => {
-    const kept = config;
-    config = configWith({ GH_TOKEN: { file: tokenFile, grants: [{ project: 'p', host: 'example.invalid' }] } });
-    try {
-      // On the project's allowlist, with no grant toward it: the host's own certificate comes through,
-      // and a placeholder travels as it is (berth cannot read it; it is worth nothing to the host).
-      const t = await tunnel(port, publicCa.certPem);
-      expect(t.peerIssuer).toBe('test public CA');
-      expect((await t.request('GET', '/acme/x', { authorization: `Bearer ${placeholderOf('GH_TOKEN')}` })).status).toBe(200);
-      expect(lastSeen()?.headers.authorization).toBe(`Bearer ${placeholderOf('GH_TOKEN')}`);
-      t.close();
-    } finally {
-      config = kept;
-    }
+    await withSecrets({ GH_TOKEN: { file: tokenFile, grants: [{ project: 'p', host: 'example.invalid' }] } }, async () => {
+    // On the project's allowlist, with no grant toward it: the host's own certificate comes through,
+    // and a placeholder travels as it is (berth cannot read it; it is worth nothing to the host).
+    const t = await tunnel(port, publicCa.certPem);
+    expect(t.peerIssuer).toBe('test public CA');
+    expect((await t.request('GET', '/acme/x', { authorization: `Bearer ${placeholderOf('GH_TOKEN')}` })).status).toBe(200);
+    expect(lastSeen()?.headers.authorization).toBe(`Bearer ${placeholderOf('GH_TOKEN')}`);
+    t.close();
+    });
     expect(fs.readFileSync(berthCa.files.ca, 'utf8')).toBe(berthCa.certPem);
     expect(fs.readFileSync(berthCa.files.bundle, 'utf8')).toContain(berthCa.certPem);
     expect(fs.readFileSync(berthCa.files.bundle, 'utf8')).not.toContain('PRIVATE KEY');
