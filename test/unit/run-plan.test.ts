@@ -278,3 +278,28 @@ describe('warmIdentity: which plans may share a warm container', () => {
     for (const plan of changed) expect(warmIdentity(plan)).not.toBe(warmIdentity(base));
   });
 });
+
+describe('planRun: brokered secrets', () => {
+  const withGrant = BerthConfigSchema.parse({ secrets: { GH_TOKEN: { file: '/etc/berth/gh', grants: [{ project: 'bot', host: 'github.com' }] }, OTHER: { env: 'X', grants: [{ project: 'elsewhere', host: 'x.example' }] } } });
+  const trust = { ca: '/h/.berth/egress-trust/berth-egress-ca.crt', bundle: '/h/.berth/egress-trust/ca-certificates.crt' };
+  const plan = (level: 'low' | 'medium') => planRun({ ...input({}), config: withGrant, runDir: '/h/.berth/sockets/r1', egressTrust: trust, run: { id: 'r1', level, message: 'x' } });
+
+  it('at medium: a placeholder for each secret granted to the project (no other), and berth\'s CA over the system store', () => {
+    const p = plan('medium');
+    expect(p.env.GH_TOKEN).toBe('berth-placeholder-GH_TOKEN');
+    expect(p.env.OTHER).toBeUndefined();
+    expect(p.env).toMatchObject({ SSL_CERT_FILE: '/etc/ssl/certs/ca-certificates.crt', GIT_SSL_CAINFO: '/etc/ssl/certs/ca-certificates.crt', NODE_EXTRA_CA_CERTS: '/usr/local/share/ca-certificates/berth-egress-ca.crt', NODE_USE_ENV_PROXY: '1' });
+    expect(p.mounts).toEqual(expect.arrayContaining([
+      { type: 'bind', source: trust.bundle, target: '/etc/ssl/certs/ca-certificates.crt', readOnly: true },
+      { type: 'bind', source: trust.ca, target: '/usr/local/share/ca-certificates/berth-egress-ca.crt', readOnly: true },
+    ]));
+    expect(JSON.stringify(p)).not.toContain('/etc/berth/gh');
+  });
+
+  it('at low (no egress): neither placeholders nor berth\'s CA', () => {
+    const p = plan('low');
+    expect(p.env.GH_TOKEN).toBeUndefined();
+    expect(p.env.SSL_CERT_FILE).toBeUndefined();
+    expect(p.mounts.some((m) => m.target.startsWith('/etc/ssl'))).toBe(false);
+  });
+});
