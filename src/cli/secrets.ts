@@ -1,4 +1,4 @@
-import fs from 'node:fs';
+import { resolve } from 'node:path';
 import { homePaths } from '../config/home.js';
 import { SECRET_METHODS, SecretGrantSchema, SecretNameSchema, secretEntry, type SecretEntry, type SecretGrant } from '../config/secrets.js';
 import { BerthError } from '../errors.js';
@@ -74,7 +74,8 @@ export const SECRET_COMMANDS: Record<string, Command> = {
       const stateDir = homePaths(b.home).stateDir;
       let source: Partial<SecretEntry>;
       if (v.stdin) source = { file: storeSecretValue(stateDir, name, await readStdin()) };
-      else if (v['from-file'] !== undefined) source = { file: fs.realpathSync.native(String(v['from-file'])) };
+      // As given, made absolute: a link the operator rotates (a mounted secret) keeps being followed.
+      else if (v['from-file'] !== undefined) source = { file: resolve(String(v['from-file'])) };
       else if (v['from-env'] !== undefined) source = { env: String(v['from-env']) };
       else source = { command: commandArgv(String(v['from-command'])) };
       const entry = { ...(kept?.grants.length ? { grants: kept.grants } : {}), ...(kept && source.command ? { refresh_seconds: kept.refresh_seconds } : {}), ...source };
