@@ -1861,6 +1861,24 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       entry.error = { code: e.rule.code, description: e.rule.body ?? description };
     }
   }
+  /** Run a send method's body; a failure is recorded on its entry, then answered as Telegram would. */
+  function recording(entry: { ok: boolean; error?: { code: number; description: string } }, body: () => void): void {
+    try {
+      body();
+    } catch (e) {
+      recordError(entry, e);
+      throw e;
+    }
+  }
+
+  /** A message sent: kept for later calls, noted on its entry, answered. */
+  function delivered(ctx: Ctx, entry: SentMessage, msg: Message): void {
+    rememberMessage(msg);
+    entry.ok = true;
+    entry.message = structuredClone(msg);
+    answerOk(ctx, msg);
+  }
+
 
   function sendMessage(ctx: Ctx): void {
     const a = ctx.args;
@@ -1874,7 +1892,7 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       at: ctx.call.at,
     };
     sent.push(entry);
-    try {
+    recording(entry, () => {
       const threadId = Math.max(0, toInteger(a.get('message_thread_id') ?? ''));
       if (threadId) entry.messageThreadId = threadId;
       const preview = linkPreviewOptions(a);
@@ -1895,14 +1913,8 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       msg.text = fixed.text;
       if (fixed.entities.length) msg.entities = fixed.entities;
       if (isObject(preview)) msg.link_preview_options = preview;
-      rememberMessage(msg);
-      entry.ok = true;
-      entry.message = structuredClone(msg);
-      answerOk(ctx, msg);
-    } catch (e) {
-      recordError(entry, e);
-      throw e;
-    }
+      delivered(ctx, entry, msg);
+    });
   }
 
   function sendDocument(ctx: Ctx): void {
@@ -1917,7 +1929,7 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       at: ctx.call.at,
     };
     sent.push(entry);
-    try {
+    recording(entry, () => {
       // get_input_file: a string value (file_id, URL or attach://name) or a file part named `document`.
       const ref = a.get('document') ?? '';
       let file: UploadedFile | undefined;
@@ -1974,21 +1986,15 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
         msg.caption = fixed.text;
         if (fixed.entities.length) msg.caption_entities = fixed.entities;
       }
-      rememberMessage(msg);
-      entry.ok = true;
-      entry.message = structuredClone(msg);
-      answerOk(ctx, msg);
-    } catch (e) {
-      recordError(entry, e);
-      throw e;
-    }
+      delivered(ctx, entry, msg);
+    });
   }
 
   function sendChatAction(ctx: Ctx): void {
     const a = ctx.args;
     const entry: ChatActionCall = { chatIdParam: a.get('chat_id') ?? '', action: a.get('action') ?? '', ok: false, at: ctx.call.at };
     actions.push(entry);
-    try {
+    recording(entry, () => {
       const threadId = Math.max(0, toInteger(a.get('message_thread_id') ?? ''));
       if (threadId) entry.messageThreadId = threadId;
       if (!CHAT_ACTIONS.has(entry.action.toLowerCase())) throw badRequest('wrong parameter action in request');
@@ -1999,10 +2005,7 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       checkBlocked(st);
       entry.ok = true;
       answerOk(ctx, true);
-    } catch (e) {
-      recordError(entry, e);
-      throw e;
-    }
+    });
   }
 
   function getMe(ctx: Ctx): void {
