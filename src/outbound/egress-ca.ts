@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import type { KeyObject } from 'node:crypto';
 import { errnoOf } from '../errors.js';
+import { atomicWriteFile } from '../fs/tree.js';
 import { issueServerCert, LEAF_LIFETIME_MS, loadAuthority, makeAuthority, newRsaKey, type Authority } from './certs.js';
 
 /**
@@ -34,9 +35,7 @@ function writePublic(file: string, text: string): void {
   } catch (err) {
     if (errnoOf(err) !== 'ENOENT') throw err;
   }
-  const tmp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, text, { mode: 0o644 });
-  fs.renameSync(tmp, file);
+  atomicWriteFile(file, text, 0o644);
 }
 
 export const EGRESS_CA_FILE = 'egress-ca.pem';

@@ -41,7 +41,8 @@ export interface EgressProxy {
   open: RunSocketOpener;
 }
 
-type Decision = { ok: true; address: string } | { ok: false; reason: string };
+/** `granted`: the project holds a secret grant toward the host (its CONNECTs are terminated). */
+type Decision = { ok: true; address: string; granted: boolean } | { ok: false; reason: string };
 /** Where a request read by the proxy goes: fixed by the CONNECT (or the absolute URL), never by its Host header. */
 interface Target {
   https: boolean;
@@ -81,7 +82,8 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
     const host = rawHost.replace(/\.$/, '');
     if (!host || !Number.isInteger(port) || port < 1 || port > 65535) return { ok: false, reason: 'not a host:port berth can check' };
     // The operator's grant of a secret toward a host lets the project reach it.
-    if (!hostAllowed(allow, host, port) && !deps.broker?.terminates(run.project, host, port)) {
+    const granted = deps.broker?.terminates(run.project, host, port) ?? false;
+    if (!hostAllowed(allow, host, port) && !granted) {
       const notListed = `${host}:${port} is not in project "${run.project}"'s egress allowlist (${allow.join(', ') || 'empty'})`;
       // Only a plain host name is worth a question (and nothing is looked up before the answer:
       // a lookup of a name the agent made up would be a way out on its own).
@@ -99,7 +101,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
     if (!privateOk && (addresses.length === 0 || addresses.some((a) => isPrivateAddress(a.address)))) {
       return { ok: false, reason: `${host} resolves to a private or loopback address (the operator may allow it in berth.yaml egress.private_hosts)` };
     }
-    return { ok: true, address: (addresses[0] as { address: string }).address };
+    return { ok: true, address: (addresses[0] as { address: string }).address, granted };
   }
 
   return {
@@ -158,7 +160,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
             client.end(`HTTP/1.1 403 Forbidden\r\nx-berth-error: egress_denied\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nberth: ${d.reason}\n`);
             return;
           }
-          if (deps.ca && deps.broker?.terminates(run.project, host, port)) {
+          if (deps.ca && d.granted) {
             terminate(client as net.Socket, head, { https: true, host, port, address: d.address }, deps.ca());
             return;
           }

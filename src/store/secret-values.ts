@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import type { SecretEntry } from '../config/secrets.js';
 import { BerthError, errnoOf } from '../errors.js';
+import { atomicWriteFile } from '../fs/tree.js';
 
 /**
  * The values of brokered secrets, read where berth.yaml says (a 0600 file, berth's own
@@ -119,15 +120,7 @@ export function storeSecretValue(stateDir: string, name: string, raw: string): s
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   fs.chmodSync(dir, 0o700);
   const file = join(dir, name);
-  const tmp = `${file}.${process.pid}.tmp`;
-  const fd = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o600);
-  try {
-    fs.writeFileSync(fd, `${value}\n`);
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-  fs.renameSync(tmp, file);
+  atomicWriteFile(file, `${value}\n`, 0o600);
   return file;
 }
 
