@@ -12,6 +12,8 @@ import { createAdminService, type AdminService } from './admin/service.js';
 import { audited, createAuditTrail, projectAnd, type AuditTrail } from './admin/audit-trail.js';
 import { auditFile } from './store/audit.js';
 import { createDockerLauncher } from './launch/docker.js';
+import { createKubeSetup, type KubeSetup } from './launch/kube-setup.js';
+import { KubernetesSchema } from './config/kubernetes.js';
 import { createDockerImages } from './launch/docker-images.js';
 import type { ImageStore } from './launch/images.js';
 import type { Launcher } from './launch/launcher.js';
@@ -46,6 +48,8 @@ export interface Berth {
   store: ProjectStore;
   /** What runs the plans (launch/launcher.ts), and where their images are. */
   launcher: Launcher;
+  /** launcher: kubernetes: the listener its pods' relays reach (serve opens it). */
+  kubeRelay?: KubeSetup['relay'];
   images: ImageStore;
   runner: Runner;
   admin: AdminService;
@@ -121,7 +125,9 @@ export function createBerth(opts: BerthOptions): Berth {
     logger.error({ err: isBerthError(err) ? err.toLine() : String(err) }, 'berth.yaml changed but is invalid; keeping the last valid settings'),
   );
   const store = createProjectStore({ root: home, config, onCreateStep: opts.onCreateStep });
-  const launcher = opts.launcher ?? createDockerLauncher(undefined, { mountHelper: () => mountHelper(paths.cacheDir) });
+  // berth.yaml launcher: kubernetes (read once: a change takes a restart, as a new engine would).
+  const kube = !opts.launcher && config().launcher === 'kubernetes' ? createKubeSetup(config().kubernetes ?? KubernetesSchema.parse({}), (why) => logger.warn({ why }, 'refused a relay connection')) : undefined;
+  const launcher = opts.launcher ?? kube?.launcher ?? createDockerLauncher(undefined, { mountHelper: () => mountHelper(paths.cacheDir) });
   const images = opts.images ?? createDockerImages();
   let runner: Runner | undefined;
   let secret: Buffer | undefined;
@@ -234,6 +240,7 @@ export function createBerth(opts: BerthOptions): Berth {
     },
     store,
     launcher,
+    ...(kube ? { kubeRelay: kube.relay } : {}),
     images,
     logger,
     sessions,

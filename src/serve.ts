@@ -49,6 +49,11 @@ export async function runServer(
     io,
   );
   const { url } = http;
+  const relay = berth.kubeRelay;
+  if (relay) {
+    await new Promise<void>((resolve, reject) => relay.server.once('error', reject).listen(relay.port, relay.host, resolve));
+    io.out(`kubernetes: pods' relays reach berth on ${relay.host}:${relay.port}\n`);
+  }
   io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat, console: ${url}/console, metrics: ${url}/metrics)\n`);
   io.out(`home: ${berth.home}  (projects, berth.yaml and berth's state; --home or BERTH_HOME names another)\n`);
   const node = nodeSupport(process.version, new Date());
@@ -75,6 +80,7 @@ export async function runServer(
 
   await drainOnSignal(berth, io);
   await http.close();
+  relay?.server.close();
   berth.audit.flush(); // the last minute's count of unauthenticated requests
   return 0;
 }

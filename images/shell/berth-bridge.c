@@ -26,6 +26,11 @@
  *     process without capabilities (namespaces, mounts, keyrings, modules, BPF, perf, clocks...):
  *     gVisor applies the engine's profile to a container's first process only, not to execs.
  *
+ * On Kubernetes (no Unix socket crosses nodes) the pod's environment names BERTH_RELAY_TCP
+ * (an IPv4 address:port, never a name: pods get no DNS) and BERTH_RELAY_TOKEN: each connection to
+ * a socket then goes there over TCP, opened with "BERTH1 <token> <socket's file name>\n"
+ * (src/launch/kube-relay.ts), and berth splices it to that socket of the run.
+ *
  * Static, no dependencies; built by "berth images build".
  */
 #define _GNU_SOURCE
@@ -37,6 +42,7 @@
 #include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -74,7 +80,42 @@ static int pump(int from, int to) {
   return 1;
 }
 
+/* The run's socket through berth's relay listener (Kubernetes): TCP to an IPv4 address, then the opening line. */
+static int connect_relay(const char *relay, const char *token, const char *path) {
+  char host[64];
+  const char *colon = strrchr(relay, ':');
+  const char *name = strrchr(path, '/');
+  name = name ? name + 1 : path;
+  if (!colon || (size_t)(colon - relay) >= sizeof host || strlen(token) > 128 || strlen(name) > 64) {
+    errno = EINVAL;
+    return -1;
+  }
+  memcpy(host, relay, (size_t)(colon - relay));
+  host[colon - relay] = 0;
+  char *end;
+  long port = strtol(colon + 1, &end, 10);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  if (*end || port < 1 || port > 65535 || inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+    errno = EINVAL;
+    return -1;
+  }
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) return -1;
+  char line[256];
+  int n = snprintf(line, sizeof line, "BERTH1 %s %s\n", token, name);
+  if (connect(s, (struct sockaddr *)&addr, sizeof addr) < 0 || write(s, line, (size_t)n) != n) {
+    int saved = errno;
+    close(s);
+    errno = saved;
+    return -1;
+  }
+  return s;
+}
+
 static int connect_unix(const char *path) {
+  const char *relay = getenv("BERTH_RELAY_TCP");
+  const char *token = getenv("BERTH_RELAY_TOKEN");
+  if (relay && *relay && token && *token) return connect_relay(relay, token, path);
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
   if (strlen(path) >= sizeof addr.sun_path) {
     errno = ENAMETOOLONG;

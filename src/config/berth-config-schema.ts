@@ -3,6 +3,7 @@ import { ModelUpstreamsSchema, OperatorEgressSchema } from './outbound.js';
 import { BridgesSchema } from './bridges.js';
 import { RunsSchema } from './runs.js';
 import { OperatorRuntimesSchema } from './runtimes.js';
+import { KubernetesSchema, LauncherNameSchema } from './kubernetes.js';
 import { SecretsSchema } from './secrets.js';
 
 /** berth.yaml's shape (the checks beyond its shape are operator-checks.ts; loading is berth-config.ts). */
@@ -55,6 +56,8 @@ export const BerthConfigSchema = z
       .strict()
       .prefault({}),
     runtimes: OperatorRuntimesSchema,
+    launcher: LauncherNameSchema,
+    kubernetes: KubernetesSchema.optional(),
     disk_quotas: z
       .enum(['off', 'loop'])
       .default('off')

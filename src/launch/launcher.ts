@@ -109,6 +109,8 @@ export interface LauncherCapabilities {
   defaultRuntime: string;
   /** Containers run on berth's host: bind sources are berth's own paths (workspaces, snapshots, homes). */
   hostPaths: boolean;
+  /** Without host paths: workspaces and homes on the cluster's volumes, berth's read-only files carried to the pod (kube-objects.ts). */
+  clusterVolumes?: boolean;
   /** Unix sockets in a bind-mounted run directory reach berth (model gateway, egress proxy, file tools). */
   unixSockets: boolean;
   /** A loop-mounted workspace filesystem (disk_quotas: loop) is what the container's /workspace shows. */

@@ -14,7 +14,7 @@ export function assertLaunchable(caps: LauncherCapabilities, plan: RunPlan, opts
   }
   const need = (what: string) =>
     new BerthError('LAUNCHER_UNSUPPORTED', `this launcher cannot ${what}`, { hint: 'run berth beside its engine (a Docker engine on this host), or turn the feature off' });
-  if (!caps.hostPaths && plan.mounts.some((m) => m.type === 'bind')) throw need("bind berth's host paths (workspaces, snapshots, agent homes) into a container");
+  if (!caps.hostPaths && !caps.clusterVolumes && plan.mounts.some((m) => m.type === 'bind')) throw need("bind berth's host paths (workspaces, snapshots, agent homes) into a container");
   if (!caps.unixSockets && plan.sockets.length) throw need("reach berth's Unix sockets (model gateway, egress proxy, file tools) from a container");
   if (!caps.loopQuotas && opts.loopQuota) throw need('show a loop-mounted workspace filesystem (disk_quotas: loop)');
 }

@@ -1,0 +1,330 @@
+import fs from 'node:fs';
+import { posix, join } from 'node:path';
+import { Writable } from 'node:stream';
+import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, NodeV1Api, VersionApi, type V1Pod, type V1Status } from '@kubernetes/client-node';
+import type { KubernetesSettings } from '../config/kubernetes.js';
+import { BerthError } from '../errors.js';
+import { LABELS, type ContainerQuery } from '../plan/labels.js';
+import { GATEWAY_MOUNT, type RunPlan } from '../plan/run-plan.js';
+import { AGENT_CONTAINER, berthLabelsOf, kubeSelector, renderKubeRun, SANDBOX_API, type SnapshotFile } from './kube-objects.js';
+import type { RelayTokens } from './kube-relay.js';
+import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
+import { commandNotFound, CONTAINER_LOST, runBounds, STOPPED_EXIT } from './lifecycle.js';
+
+/**
+ * The Kubernetes launcher (docs/kubernetes.md): each container berth would start on Docker is an
+ * agent-sandbox Sandbox whose pod runs the plan's keep-alive; a command is a pods/exec into it,
+ * through the API server. Volumes that outlive a run (a tenant's workspace, a session's home) are
+ * PVCs; berth's read-only files go in a ConfigMap per run. Only this file talks to the cluster.
+ */
+
+export interface KubeLauncherOptions {
+  kubeConfig: KubeConfig;
+  settings: KubernetesSettings;
+  /** The gateway listener's tokens and the address pods reach it at (an IP:port: pods get no DNS). */
+  relay?: { address: string; tokens: RelayTokens };
+}
+
+/** At most this much of a read-only mount is read into a ConfigMap (kube-objects.ts bounds the sum). */
+const FILE_BYTES = 1024 * 1024;
+const FILE_COUNT = 512;
+
+/** berth's own read-only content of a bind mount (seeds, protected paths, memory, CA), read without following links. */
+function readSnapshot(source: string): SnapshotFile[] {
+  const files: SnapshotFile[] = [];
+  let bytes = 0;
+  const walk = (abs: string, rel: string) => {
+    const st = fs.lstatSync(abs);
+    if (st.isSymbolicLink()) return; // berth's copies hold none; a link is never followed
+    if (st.isFile()) {
+      bytes += st.size;
+      if (bytes > FILE_BYTES || files.length >= FILE_COUNT) {
+        throw new BerthError('LAUNCHER_UNSUPPORTED', `the Kubernetes launcher cannot carry ${source}: more than ${FILE_BYTES} bytes or ${FILE_COUNT} files`);
+      }
+      files.push({ path: rel, data: fs.readFileSync(abs), mode: st.mode & 0o777 });
+      return;
+    }
+    if (st.isDirectory()) for (const name of fs.readdirSync(abs).sort()) walk(join(abs, name), rel ? posix.join(rel, name) : name);
+  };
+  walk(source, '');
+  return files;
+}
+
+const statusCode = (err: unknown) => (err as { code?: number }).code;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Why a pod that is not running will not run (a status the kubelet reported), or undefined while it may still. */
+function podTrouble(pod: V1Pod): string | undefined {
+  const phase = pod.status?.phase;
+  if (phase === 'Failed' || phase === 'Succeeded') return `its pod ended (${phase}${pod.status?.reason ? `: ${pod.status.reason}` : ''}${pod.status?.message ? `, ${pod.status.message}` : ''})`;
+  for (const cs of [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])]) {
+    const waiting = cs.state?.waiting;
+    if (waiting && /ErrImage|ImagePull|InvalidImageName|CreateContainerConfigError|CreateContainerError/.test(waiting.reason ?? '')) return `${waiting.reason}: ${waiting.message ?? ''}`.trim();
+    const ended = cs.state?.terminated;
+    if (ended) return `its container ended (${ended.reason ?? 'exit'} ${ended.exitCode})`;
+  }
+  return undefined;
+}
+
+export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
+  const { kubeConfig, settings } = opts;
+  const ns = settings.namespace;
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const exec = new Exec(kubeConfig);
+  /** Relay tokens of the pods this process made. */
+  const tokens = new Map<string, string>();
+  let relayAddress: Promise<string> | undefined;
+  /** Pods get no DNS (a way out of its own): a Service name in kubernetes.gateway.address becomes its cluster IP. */
+  const resolveRelay = (address: string) =>
+    (relayAddress ??= (async () => {
+      const colon = address.lastIndexOf(':');
+      const host = address.slice(0, colon);
+      if (/^\d{1,3}(\.\d{1,3}){3}$/.test(host)) return address;
+      const svc = await clusterCall(`Service ${host}`, () => core.readNamespacedService({ name: host, namespace: ns }));
+      const ip = svc.spec?.clusterIP;
+      if (!ip || !/^\d{1,3}(\.\d{1,3}){3}$/.test(ip)) throw new BerthError('RUN_FAILED', `Service ${host} has no IPv4 cluster IP (${ip ?? 'none'})`, { hint: 'kubernetes.gateway.address names berth\'s gateway Service (deploy/) or an IP:port' });
+      return `${ip}:${address.slice(colon + 1)}`;
+    })().catch((err: unknown) => {
+      relayAddress = undefined;
+      throw err;
+    }));
+
+  const clusterCall = async <T>(what: string, call: () => Promise<T>): Promise<T> => {
+    try {
+      return await call();
+    } catch (err) {
+      if (err instanceof BerthError) throw err;
+      const code = statusCode(err);
+      const body = (err as { body?: unknown }).body;
+      const message = typeof body === 'string' ? body.slice(0, 400) : ((body as { message?: string } | undefined)?.message ?? (err as Error).message);
+      if (code === undefined) throw new BerthError('ENGINE_UNAVAILABLE', `the Kubernetes API server did not answer (${what}): ${message}`, { hint: 'check kubernetes.kubeconfig in berth.yaml; "berth doctor" says what answers' });
+      throw new BerthError('RUN_FAILED', `the cluster refused ${what} (${code}): ${message}`);
+    }
+  };
+
+  async function createIfAbsent(create: () => Promise<unknown>, what: string): Promise<void> {
+    try {
+      await create();
+    } catch (err) {
+      if (statusCode(err) !== 409) await clusterCall(what, () => Promise.reject(err));
+    }
+  }
+
+  async function removeOne(name: string): Promise<void> {
+    const token = tokens.get(name);
+    if (token) opts.relay?.tokens.revoke(token);
+    tokens.delete(name);
+    const gone = (p: Promise<unknown>) => p.catch((err: unknown) => (statusCode(err) === 404 ? undefined : Promise.reject(err)));
+    await clusterCall(`removing ${name}`, () =>
+      Promise.all([
+        gone(custom.deleteNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, name, gracePeriodSeconds: 0 })),
+        gone(core.deleteNamespacedConfigMap({ name: `${name}-files`, namespace: ns })),
+        // The pod too: the Sandbox's controller would, but a removed run must not wait on it.
+        gone(core.deleteNamespacedPod({ name, namespace: ns, gracePeriodSeconds: 0 })),
+      ]),
+    );
+  }
+
+  async function waitRunning(name: string): Promise<void> {
+    const end = Date.now() + settings.start_timeout_seconds * 1000;
+    for (let delay = 50; ; delay = Math.min(delay * 2, 500)) {
+      const pod = await core.readNamespacedPod({ name, namespace: ns }).catch((err: unknown) => (statusCode(err) === 404 ? undefined : Promise.reject(err)));
+      if (pod?.status?.phase === 'Running' && pod.status.containerStatuses?.every((c) => c.state?.running)) return;
+      const trouble = pod && podTrouble(pod);
+      if (trouble) throw new BerthError('RUN_FAILED', `the agent's pod did not start: ${trouble}`);
+      if (Date.now() > end) {
+        throw new BerthError('RUN_FAILED', `the agent's pod did not run within ${settings.start_timeout_seconds} s (${pod ? `phase ${pod.status?.phase ?? 'unknown'}` : 'no pod: is agent-sandbox\'s controller running?'})`, {
+          hint: 'kubectl describe sandbox/pod in berth\'s namespace says why (scheduling, image, volumes)',
+        });
+      }
+      await sleep(delay);
+    }
+  }
+
+  async function startIdle(plan: RunPlan, keepAliveArgv: string[], o: { onCreated?(id: string): void } = {}): Promise<IdleContainer> {
+    const t0 = performance.now();
+    const name = `berth-${plan.labels[LABELS.run] ?? 'run'}`.toLowerCase().slice(0, 52);
+    const files = new Map<string, SnapshotFile[]>();
+    let token: string | undefined;
+    for (const m of plan.mounts) {
+      if (m.type !== 'bind' || !m.readOnly || m.target === GATEWAY_MOUNT) continue;
+      if (m.target.startsWith('/shared')) continue; // refused by the renderer, in words
+      files.set(m.target, readSnapshot(m.source));
+    }
+    const runDir = plan.mounts.find((m) => m.type === 'bind' && m.target === GATEWAY_MOUNT);
+    const address = runDir && opts.relay ? await resolveRelay(opts.relay.address) : undefined;
+    if (runDir?.type === 'bind' && opts.relay) token = opts.relay.tokens.issue(runDir.source);
+    try {
+      const objects = renderKubeRun({
+        plan: { ...plan, keepAlive: keepAliveArgv },
+        name,
+        namespace: ns,
+        files,
+        storageClass: settings.storage_class,
+        pullPolicy: settings.pull_policy,
+        ...(token && address ? { relay: { address, token } } : {}),
+      });
+      for (const claim of objects.claims) await createIfAbsent(() => core.createNamespacedPersistentVolumeClaim({ namespace: ns, body: claim }), `volume ${claim.metadata?.name}`);
+      if (objects.configMap) { const body = objects.configMap; await clusterCall('a ConfigMap', () => core.createNamespacedConfigMap({ namespace: ns, body })); }
+      await clusterCall('a Sandbox', () => custom.createNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, body: objects.sandbox }));
+      if (token) tokens.set(name, token);
+      token = undefined;
+      o.onCreated?.(name);
+      const tCreated = performance.now();
+      try {
+        await waitRunning(name);
+      } catch (err) {
+        await removeOne(name).catch(() => undefined);
+        throw err;
+      }
+      return { containerId: name, timings: { createMs: tCreated - t0, startMs: performance.now() - tCreated } };
+    } finally {
+      if (token) opts.relay?.tokens.revoke(token);
+    }
+  }
+
+  /** The exec's own environment: the plan's, plus the pod's relay settings (exec has no env of its own). */
+  async function envArgv(name: string, plan: RunPlan, argv: string[]): Promise<string[]> {
+    const env = { ...plan.env };
+    const pod = await core.readNamespacedPod({ name, namespace: ns });
+    for (const e of pod.spec?.containers.find((c) => c.name === AGENT_CONTAINER)?.env ?? []) {
+      if (e.name.startsWith('BERTH_RELAY_') && e.value !== undefined) env[e.name] = e.value;
+    }
+    // `env -i` with argv entries: values are never parsed by a shell.
+    return ['env', '-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...argv];
+  }
+
+  async function execIn(containerId: string, plan: RunPlan, argv: string[], o: RunOptions = {}): Promise<ExecResult | ContainerGone> {
+    const t0 = performance.now();
+    let command: string[];
+    try {
+      command = await envArgv(containerId, plan, argv);
+    } catch (err) {
+      if (statusCode(err) === 404) return { gone: true, reason: 'its pod is gone' };
+      return clusterCall('reading the pod', () => Promise.reject(err));
+    }
+    o.onCreated?.(containerId);
+    const tCreated = performance.now();
+    let removed: Promise<void> | undefined;
+    const bounds = runBounds(plan, o, () => void (removed ??= removeOne(containerId).catch(() => undefined)));
+    let status: V1Status | undefined;
+    let socketClosed!: () => void;
+    const closed = new Promise<void>((r) => (socketClosed = r));
+    const sink = (which: 'stdout' | 'stderr') => new Writable({ write: (chunk: Buffer, _e, done) => (bounds.output.push(which, chunk), done()) });
+    const ws = await clusterCall('an exec', () => exec.exec(ns, containerId, AGENT_CONTAINER, command, sink('stdout'), sink('stderr'), null, false, (s) => void (status = s)));
+    ws.on('close', () => socketClosed());
+    const tStarted = performance.now();
+    bounds.arm();
+    const stoppedWait = new Promise<void>((r) => {
+      const tick = setInterval(() => bounds.stopped && (clearInterval(tick), r()), 50);
+      void closed.then(() => clearInterval(tick));
+    });
+    await Promise.race([closed, stoppedWait]);
+    bounds.disarm();
+    if (bounds.stopped) {
+      ws.close();
+      await removed;
+    }
+    let exitCode: number | undefined;
+    if (status?.status === 'Success') exitCode = 0;
+    else if (status?.reason === 'NonZeroExitCode') exitCode = Number(status.details?.causes?.find((c) => c.reason === 'ExitCode')?.message);
+    let lost: string | undefined;
+    let stopped = bounds.why();
+    if (!stopped && (exitCode === undefined || Number.isNaN(exitCode))) {
+      stopped = CONTAINER_LOST;
+      lost = status?.message ?? 'the exec ended without an exit status';
+      await removeOne(containerId).catch(() => undefined);
+    }
+    let stdout = bounds.output.text('stdout');
+    let stderr = bounds.output.text('stderr');
+    // `env` answers 127 for a command it cannot find, as a shell would.
+    if (exitCode === 127 && stdout === '' && /env: .*(No such file|can't execute|not found)/.test(stderr)) ({ exitCode, stdout, stderr } = commandNotFound(argv, plan.image));
+    const tDone = performance.now();
+    return {
+      containerId,
+      exitCode: stopped ? STOPPED_EXIT : (exitCode ?? STOPPED_EXIT),
+      stdout,
+      stderr,
+      truncated: bounds.output.truncated,
+      timedOut: bounds.timedOut,
+      ...(stopped ? { stopped } : {}),
+      ...(lost ? { lost } : {}),
+      // What an exec left in the pod is not observed here yet: never "clean" (lifecycle.warmVerdict).
+      leftovers: {},
+      timings: { createMs: tCreated - t0, startMs: tStarted - tCreated, runMs: tDone - tStarted, totalMs: tDone - t0 },
+    };
+  }
+
+  async function run(plan: RunPlan, o: RunOptions = {}): Promise<RunResult> {
+    const t0 = performance.now();
+    const idle = await startIdle(plan, plan.keepAlive, { onCreated: o.onCreated });
+    try {
+      const r = await execIn(idle.containerId, plan, plan.exec, { ...o, onCreated: undefined });
+      if ('gone' in r) return { containerId: idle.containerId, exitCode: STOPPED_EXIT, stdout: '', stderr: '', truncated: false, timedOut: false, lost: r.reason, timings: { ...idle.timings, runMs: 0, totalMs: performance.now() - t0 } };
+      const { stopped: _s, leftovers: _l, ...result } = r;
+      return { ...result, timings: { createMs: idle.timings.createMs, startMs: idle.timings.startMs, runMs: r.timings.runMs, totalMs: performance.now() - t0 } };
+    } finally {
+      await removeOne(idle.containerId).catch(() => undefined);
+    }
+  }
+
+  async function listManaged(query: ContainerQuery): Promise<ManagedContainer[]> {
+    const labelSelector = kubeSelector({ [LABELS.managed]: 'true', [LABELS.installation]: query.installation, [LABELS.project]: query.project, [LABELS.run]: query.run });
+    const list = (await clusterCall('listing sandboxes', () => custom.listNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, labelSelector }))) as {
+      items: Array<{ metadata: { name: string; annotations?: Record<string, string>; deletionTimestamp?: string }; status?: { conditions?: Array<{ type: string; status: string }> } }>;
+    };
+    return list.items.map((s) => {
+      const ready = s.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+      return managedContainer(s.metadata.name, s.metadata.deletionTimestamp ? 'removing' : ready ? 'running' : 'created', berthLabelsOf(s.metadata.annotations));
+    });
+  }
+
+  async function removeContainers(ids: string[]): Promise<number> {
+    await Promise.all(ids.map((id) => removeOne(id)));
+    return ids.length;
+  }
+
+  async function info(): Promise<EngineInfo> {
+    const version = await clusterCall('its version', () => kubeConfig.makeApiClient(VersionApi).getCode());
+    const classes = await clusterCall('its RuntimeClasses', () => kubeConfig.makeApiClient(NodeV1Api).listRuntimeClass());
+    return {
+      name: `Kubernetes ${version.gitVersion}`,
+      version: version.gitVersion,
+      apiVersion: `${version.major}.${version.minor}`,
+      securityOptions: ['seccomp=RuntimeDefault'],
+      rootDir: '',
+      runtimes: [{ name: 'runc' }, ...classes.items.map((c) => ({ name: c.metadata?.name ?? '', path: c.handler }))],
+      defaultRuntime: 'runc',
+    };
+  }
+
+  async function capabilities(): Promise<LauncherCapabilities> {
+    const e = await info();
+    return {
+      runtimes: e.runtimes.map((r) => r.name),
+      defaultRuntime: 'runc',
+      hostPaths: false,
+      clusterVolumes: true,
+      unixSockets: opts.relay !== undefined,
+      loopQuotas: false,
+      warm: () => false,
+      lateMounts: () => false,
+    };
+  }
+
+  return {
+    info,
+    capabilities,
+    run,
+    startIdle,
+    execIn,
+    attachMounts: () => Promise.reject(new BerthError('LAUNCHER_UNSUPPORTED', 'the Kubernetes launcher cannot attach mounts to a started pod')),
+    removeContainers,
+    listManaged,
+    async removeManaged(query) {
+      const found = await listManaged(query);
+      return removeContainers(found.map((c) => c.id));
+    },
+  };
+}

@@ -1,0 +1,119 @@
+import fs from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { berthLabelsOf, kubeLabelValue, kubeSelector, renderKubeRun, renderNetworkPolicy, type KubeRunInput, type SnapshotFile } from '../../src/launch/kube-objects.js';
+import { LABELS } from '../../src/plan/labels.js';
+import { GATEWAY_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
+import { contractHome, PROTECTED_TEXT } from '../contract/contract-plan.js';
+
+/** The pure translation of a RunPlan to cluster objects (docs/kubernetes.md, "The mapping"). */
+
+const home = contractHome({ image: 'berth/shell:latest', runtime: 'runc' });
+afterAll(() => home.cleanup());
+
+const filesOf = (plan: RunPlan): Map<string, SnapshotFile[]> =>
+  new Map(plan.mounts.flatMap((m) => (m.type === 'bind' && m.readOnly && fs.existsSync(m.source) ? [[m.target, [{ path: '', data: fs.readFileSync(m.source), mode: 0o644 }]]] : [])));
+
+const render = (plan: RunPlan, extra: Partial<KubeRunInput> = {}) => renderKubeRun({ plan, name: 'berth-r1', namespace: 'berth', files: filesOf(plan), pullPolicy: 'IfNotPresent', ...extra });
+
+describe('renderKubeRun', () => {
+  it('hardens the pod as the Docker launcher does its container', () => {
+    const plan = home.plan({ argv: ['true'] });
+    const { sandbox } = render(plan);
+    const pod = sandbox.spec.podTemplate.spec;
+    expect(sandbox.apiVersion).toBe('agents.x-k8s.io/v1beta1');
+    expect(pod).toMatchObject({ restartPolicy: 'Never', automountServiceAccountToken: false, enableServiceLinks: false });
+    expect(pod.runtimeClassName).toBeUndefined(); // runc: the cluster's default
+    expect(pod.securityContext).toMatchObject({ runAsUser: 10001, runAsGroup: 10001, runAsNonRoot: true, fsGroup: 10001, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(pod.securityContext?.sysctls?.map((s) => s.name)).toContain('kernel.msgmni');
+    const [c] = pod.containers;
+    expect(c?.securityContext).toEqual({ allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] }, readOnlyRootFilesystem: true, runAsNonRoot: true });
+    expect(c?.command).toEqual(plan.keepAlive);
+    expect(c?.workingDir).toBe(plan.cwd);
+    expect(c?.resources?.limits).toEqual(c?.resources?.requests); // Guaranteed
+    expect(c?.resources?.limits?.memory).toBe(String(plan.limits.memoryBytes));
+    expect(Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value]))).toEqual(plan.env);
+    expect(pod.hostNetwork ?? false).toBe(false);
+    expect(pod.hostPID ?? false).toBe(false);
+  });
+
+  it('puts the workspace on its tenant\'s own PVC, whole: never a subPath into a volume a tenant writes', () => {
+    const a1 = render(home.plan({ argv: ['true'], tenant: 'a' }));
+    const a2 = render(home.plan({ argv: ['true'], tenant: 'a' }));
+    const b = render(home.plan({ argv: ['true'], tenant: 'b' }));
+    const claimOf = (o: typeof a1) => o.claims.map((c) => c.metadata?.name);
+    expect(claimOf(a1)).toEqual(claimOf(a2));
+    expect(claimOf(a1)).not.toEqual(claimOf(b));
+    expect(a1.claims[0]?.metadata?.name).toMatch(/^berth-ws-[0-9a-f]{20}$/);
+    expect(a1.claims[0]?.spec?.resources?.requests?.storage).toBe(String(home.plan({ argv: ['true'] }).limits.diskBytes));
+    const pod = a1.sandbox.spec.podTemplate.spec;
+    const claimVolumes = new Set(pod.volumes?.filter((v) => v.persistentVolumeClaim).map((v) => v.name));
+    const ws = pod.containers[0]?.volumeMounts?.find((m) => m.mountPath === '/workspace');
+    expect(claimVolumes.has(ws?.name ?? '')).toBe(true);
+    for (const m of pod.containers[0]?.volumeMounts ?? []) if (claimVolumes.has(m.name)) expect(m.subPath).toBeUndefined();
+  });
+
+  it('serves a protected path from berth\'s snapshot in a ConfigMap, read-only, over the workspace', () => {
+    const { sandbox, configMap } = render(home.plan({ argv: ['true'] }));
+    const pod = sandbox.spec.podTemplate.spec;
+    const mount = pod.containers[0]?.volumeMounts?.find((m) => m.mountPath === '/workspace/AGENTS.md');
+    expect(mount).toMatchObject({ readOnly: true, subPath: 'AGENTS.md' });
+    const volume = pod.volumes?.find((v) => v.name === mount?.name);
+    expect(volume?.configMap?.name).toBe(configMap?.metadata?.name);
+    const key = volume?.configMap?.items?.[0]?.key ?? '';
+    expect(Buffer.from(configMap?.binaryData?.[key] ?? '', 'base64').toString()).toBe(PROTECTED_TEXT);
+    expect(volume?.configMap?.items?.[0]?.mode).toBe(0o444);
+  });
+
+  it('makes /tmp a memory emptyDir of the plan\'s size', () => {
+    const plan = home.plan({ argv: ['true'] });
+    const tmp = plan.mounts.find((m) => m.target === '/tmp');
+    const pod = render(plan).sandbox.spec.podTemplate.spec;
+    const mount = pod.containers[0]?.volumeMounts?.find((m) => m.mountPath === '/tmp');
+    expect(pod.volumes?.find((v) => v.name === mount?.name)?.emptyDir).toEqual({ medium: 'Memory', sizeLimit: String(tmp?.type === 'tmpfs' ? tmp.sizeBytes : 0) });
+  });
+
+  it('relays the run\'s sockets over TCP with its token, or refuses the plan without a gateway', () => {
+    const base = home.plan({ argv: ['true'] });
+    const plan: RunPlan = { ...base, mounts: [...base.mounts, { type: 'bind', source: '/nonexistent/run', target: GATEWAY_MOUNT, readOnly: true }] };
+    expect(() => render(plan)).toThrow(expect.objectContaining({ code: 'LAUNCHER_UNSUPPORTED' }));
+    const pod = render(plan, { relay: { address: '10.0.0.5:41500', token: 'f'.repeat(64) } }).sandbox.spec.podTemplate.spec;
+    const env = Object.fromEntries((pod.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ BERTH_RELAY_TCP: '10.0.0.5:41500', BERTH_RELAY_TOKEN: 'f'.repeat(64) });
+    expect(pod.containers[0]?.volumeMounts?.some((m) => m.mountPath === GATEWAY_MOUNT)).toBe(false);
+  });
+
+  it('refuses what a cluster cannot carry: a shared area from berth\'s host, too much for a ConfigMap', () => {
+    const base = home.plan({ argv: ['true'] });
+    const shared: RunPlan = { ...base, mounts: [...base.mounts, { type: 'bind', source: '/srv/data', target: '/shared/data', readOnly: true }] };
+    expect(() => render(shared)).toThrow(expect.objectContaining({ code: 'LAUNCHER_UNSUPPORTED' }));
+    const big = new Map(filesOf(base));
+    big.set('/workspace/AGENTS.md', [{ path: '', data: Buffer.alloc(1024 * 1024), mode: 0o644 }]);
+    expect(() => render(base, { files: big })).toThrow(/ConfigMap/);
+  });
+
+  it('names the runtime\'s RuntimeClass for any runtime but runc', () => {
+    const plan = { ...home.plan({ argv: ['true'] }), runtime: 'runsc' };
+    expect(render(plan).sandbox.spec.podTemplate.spec.runtimeClassName).toBe('runsc');
+  });
+
+  it('labels with values Kubernetes takes, and keeps the exact ones as annotations', () => {
+    const plan = home.plan({ argv: ['true'] });
+    const odd = { ...plan, labels: { ...plan.labels, [LABELS.workspace]: 'signal:+4915112345678/ünïcode' } };
+    const { sandbox } = render(odd);
+    const value = sandbox.metadata.labels[LABELS.workspace];
+    expect(value).toMatch(/^h-[0-9a-f]{40}$/);
+    expect(berthLabelsOf(sandbox.metadata.annotations)[LABELS.workspace]).toBe('signal:+4915112345678/ünïcode');
+    expect(kubeSelector({ [LABELS.workspace]: 'signal:+4915112345678/ünïcode', [LABELS.run]: undefined })).toBe(`${LABELS.workspace}=${value}`);
+    expect(kubeLabelValue('r1abc')).toBe('r1abc');
+    expect(kubeLabelValue('x'.repeat(64))).toMatch(/^h-/);
+    expect(kubeLabelValue('-lead')).toMatch(/^h-/);
+  });
+
+  it('writes one NetworkPolicy: no way in, out only to berth\'s gateway port', () => {
+    const np = renderNetworkPolicy({ namespace: 'berth', installation: 'abc123', gatewayPort: 41500, berthPodLabels: { 'app.kubernetes.io/name': 'berth' } });
+    expect(np.spec?.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(np.spec?.ingress).toEqual([]);
+    expect(np.spec?.egress).toEqual([{ to: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'berth' } } }], ports: [{ protocol: 'TCP', port: 41500 }] }]);
+    expect(np.spec?.podSelector?.matchLabels).toEqual({ [LABELS.managed]: 'true', [LABELS.installation]: 'abc123' });
+  });
+});

@@ -1,0 +1,87 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRelayServer, createRelayTokens, parsePreamble, RELAY_BOUNDS } from '../../src/launch/kube-relay.js';
+
+/**
+ * The relay listener pods reach berth through on Kubernetes: a connection opens one socket of the
+ * run its token was issued for, and nothing else. Attacks: no token, a guessed or revoked one,
+ * another name than the run's sockets, a path, an endless opening line, a flood of connections.
+ */
+
+const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-relay-'));
+const refused: string[] = [];
+const tokens = createRelayTokens();
+let port = 0;
+let server: net.Server;
+let echo: net.Server;
+
+beforeAll(async () => {
+  echo = net.createServer((s) => s.on('data', (d) => s.write(`model says ${d.toString()}`)));
+  await new Promise<void>((r) => echo.listen(join(dir, 'model.sock'), r));
+  server = createRelayServer(tokens, (why) => refused.push(why));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  port = (server.address() as net.AddressInfo).port;
+});
+afterAll(() => {
+  server.close();
+  echo.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** Send `bytes`, then collect what comes back until the relay closes or 1 s passes. */
+function talk(bytes: string, opts: { wait?: number } = {}): Promise<string> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    let got = '';
+    s.on('data', (d) => (got += d.toString()));
+    s.on('error', () => undefined);
+    s.on('close', () => resolve(got));
+    s.write(bytes);
+    setTimeout(() => s.destroy(), opts.wait ?? 1000);
+  });
+}
+
+describe('relay tokens and listener', () => {
+  it('splices a token\'s connection to its run\'s socket', async () => {
+    const token = tokens.issue(dir);
+    expect(await talk(`BERTH1 ${token} model.sock\nhello`)).toBe('model says hello');
+  });
+
+  it('refuses no token, a guessed one, a revoked one, and names that are not a run socket', async () => {
+    const token = tokens.issue(dir);
+    tokens.revoke(token);
+    const before = refused.length;
+    for (const line of ['hello\n', `BERTH1 ${'0'.repeat(64)} model.sock\n`, `BERTH1 ${token} model.sock\n`, `BERTH1 ${tokens.issue(dir)} ../model.sock\n`, `BERTH1 ${tokens.issue(dir)} /etc/passwd\n`]) {
+      expect(await talk(`${line}hello`)).toBe('');
+    }
+    expect(refused.slice(before)).toEqual(['not a berth relay', 'unknown or revoked token', 'unknown or revoked token', 'no socket "../model.sock"', 'no socket "/etc/passwd"']);
+    expect(parsePreamble('BERTH1 a b c')).toEqual({ refused: 'not a berth relay' });
+  });
+
+  it('bounds the opening line and the connections of one run', async () => {
+    expect(await talk('B'.repeat(RELAY_BOUNDS.lineBytes + 10))).toBe('');
+    expect(refused).toContain('opening line too long');
+    const token = tokens.issue(dir);
+    const held = await Promise.all(
+      Array.from({ length: RELAY_BOUNDS.connectionsPerToken }, () =>
+        new Promise<net.Socket>((resolve) => {
+          const s = net.connect(port, '127.0.0.1', () => s.write(`BERTH1 ${token} model.sock\nx`));
+          s.once('data', () => resolve(s));
+        }),
+      ),
+    );
+    expect(await talk(`BERTH1 ${token} model.sock\nhello`, { wait: 500 })).toBe('');
+    expect(refused).toContain('too many connections for one run');
+    for (const s of held) s.destroy();
+  });
+
+  it('holds at most its bound of live tokens', () => {
+    const t = createRelayTokens();
+    for (let i = 0; i < RELAY_BOUNDS.tokens; i++) t.issue('/x');
+    expect(() => t.issue('/x')).toThrow(/relay tokens/);
+    expect(t.lookup('not-hex')).toBeUndefined();
+  });
+});
