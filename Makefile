@@ -22,6 +22,8 @@ test: setup
 	@node bin/berth.js images build agent
 	@# gVisor: Debian's runsc, registered with the engine as runtime "runsc" (daemon.json + SIGHUP, no restart).
 	@./scripts/ensure-runsc.sh
+	@# Kubernetes: a real kube-apiserver, etcd and kubectl 1.20 built from Debian's packages, once (3.5 min), cached.
+	@./scripts/ensure-kube.sh >/dev/null
 	@npm run --silent typecheck
 	@npm run --silent layers
 	@# The unit tier on Node 22 too (the whole suite runs on Node 24, or the machine's newer node).

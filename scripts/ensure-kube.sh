@@ -8,10 +8,10 @@
 #   (unpacked, not installed) by the tree's own `make WHAT=cmd/kube-apiserver` (plain `go build`
 #   lacks the generated OpenAPI code). 3.5 minutes here (FACTS measured 13), the first time only.
 # - etcd from Debian's etcd-server .deb (unpacked, not installed).
-# Not yet run by make test (issue 25's first piece). Measured with it: the API server answers
-# /readyz within 1 s of its start; agent-sandbox v0.5.6's SandboxClaim and SandboxWarmPool CRDs
-# install, its Sandbox and SandboxTemplate CRDs are refused by 1.20's validation (`default: ""` on
-# fields of newer pod types, e.g. probes' grpc.service) until those defaults are stripped.
+# - kubectl from Debian's kubernetes-client (1.20.2 too), for deploy/'s test.
+# Run by make test before the suite; the tests start the server per file (test/helpers/kube-cluster.ts).
+# agent-sandbox v0.5.6's Sandbox and SandboxTemplate CRDs are refused by 1.20's validation
+# (`default: ""` on fields of newer pod types) until those defaults are stripped (the helper does).
 # Measured facts: /work/shared/FACTS.md, "Kubernetes here". The cache is the default berth home's
 # (BERTH_KUBE_CACHE overrides it): a fresh clone finds it there. Safe to run again.
 set -euo pipefail
@@ -19,12 +19,23 @@ cd "$(dirname "$0")/.."
 
 CACHE=${BERTH_KUBE_CACHE:-${XDG_DATA_HOME:-$HOME/.local/share}/berth/.berth/cache/kube}
 BIN="$CACHE/v1.20.2"
-if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ]; then
+if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ] && [ -x "$BIN/kubectl" ]; then
   echo "$BIN"
   exit 0
 fi
 
 die() { echo "berth: $*" >&2; exit 1; }
+
+# kubectl 1.20 (Debian's kubernetes-client, the server's own version: kustomize v2 and the same
+# OpenAPI) beside a cache built before kubectl was part of it: a download, not a rebuild.
+if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ]; then
+  K=$(mktemp -d "${TMPDIR:-/tmp}/berth-kubectl.XXXXXX")
+  (cd "$K" && apt-get -q -o APT::Sandbox::User=root download kubernetes-client >/dev/null && dpkg-deb -x kubernetes-client_*.deb root)
+  cp "$K/root/usr/bin/kubectl" "$BIN/kubectl.tmp" && mv "$BIN/kubectl.tmp" "$BIN/kubectl"
+  rm -rf "$K"
+  echo "$BIN"
+  exit 0
+fi
 [ "$(id -u)" = 0 ] || die "building the test API server needs root (apt-get); run make test as root"
 command -v rsync >/dev/null 2>&1 || { . ./scripts/apt-install.sh; apt_install rsync; } >&2
 command -v dpkg-source >/dev/null 2>&1 || { . ./scripts/apt-install.sh; apt_install dpkg-dev; } >&2
@@ -40,7 +51,7 @@ echo "berth: building the test Kubernetes API server from Debian's source, once 
 apt-get "${APT[@]}" -q update >/dev/null
 (cd "$WORK" && apt-get "${APT[@]}" -q source --download-only kubernetes >/dev/null)
 (cd "$WORK" && dpkg-source -q -x --no-check kubernetes_*.dsc src >/dev/null)
-(cd "$WORK/debs" && apt-get -q -o APT::Sandbox::User=root download golang-1.19-go golang-1.19-src etcd-server golang-github-modern-go-reflect2-dev >/dev/null)
+(cd "$WORK/debs" && apt-get -q -o APT::Sandbox::User=root download golang-1.19-go golang-1.19-src etcd-server kubernetes-client golang-github-modern-go-reflect2-dev >/dev/null)
 for deb in "$WORK"/debs/*.deb; do dpkg-deb -x "$deb" "$WORK/root"; done
 
 # The tree vendors modern-go/reflect2 1.0.1, whose map iteration faults under Go >= 1.18 (measured:
@@ -64,6 +75,7 @@ GOROOT="$WORK/root/usr/lib/go-1.19"
 mkdir -p "$BIN.tmp"
 cp "$WORK/src/_output/bin/kube-apiserver" "$BIN.tmp/kube-apiserver"
 cp "$WORK/root/usr/bin/etcd" "$BIN.tmp/etcd"
+cp "$WORK/root/usr/bin/kubectl" "$BIN.tmp/kubectl"
 "$BIN.tmp/kube-apiserver" --version >&2
 rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
 echo "$BIN"

@@ -22,6 +22,9 @@ export const CONFIGMAP_BYTES = 900 * 1024;
 /** berth-bridge in a pod: where its relays reach berth (tcp host:port) and the run's token. */
 export const RELAY_ENV = { address: 'BERTH_RELAY_TCP', token: 'BERTH_RELAY_TOKEN' } as const;
 
+/** How berth's own pod is labelled (deploy/): the one place tenant pods may reach. */
+export const BERTH_POD_LABELS: Readonly<Record<string, string>> = { 'app.kubernetes.io/name': 'berth' };
+
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
 /** A label value for any string: itself when Kubernetes takes it, else a hash (the exact value is an annotation). */
@@ -144,7 +147,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
     const volume = `m${i}`;
     if (m.type === 'tmpfs') {
       volumes.push({ name: volume, emptyDir: { medium: 'Memory', sizeLimit: String(m.sizeBytes) } });
-      mounts.push({ name: volume, mountPath: m.target, readOnly: m.readOnly });
+      mounts.push({ name: volume, mountPath: m.target, ...(m.readOnly ? { readOnly: true } : {}) });
       return;
     }
     if (m.target === GATEWAY_MOUNT) {
@@ -165,6 +168,12 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
     if (!m.readOnly) throw unsupported(`mount ${m.target} read-write from berth's host`);
     const files = input.files.get(m.target);
     if (!files) throw unsupported(`mount ${m.target}: berth did not read its content`);
+    if (!files.length) {
+      // Nothing to show (an empty memory directory): an empty read-only directory, as the bind would be.
+      volumes.push({ name: volume, emptyDir: { sizeLimit: '4Ki' } });
+      mounts.push({ name: volume, mountPath: m.target, readOnly: true });
+      return;
+    }
     const items = files.map((f, j) => {
       const key = `${volume}.${j}`;
       binaryData[key] = f.data.toString('base64');
@@ -184,7 +193,8 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   if (relayed && input.relay) env.push({ name: RELAY_ENV.address, value: input.relay.address }, { name: RELAY_ENV.token, value: input.relay.token });
 
   const cpuMillis = Math.max(1, Math.round(plan.limits.nanoCpus / 1e6));
-  const limits = { cpu: `${cpuMillis}m`, memory: String(plan.limits.memoryBytes) };
+  // Quantities as the server writes them back ("1", not "1000m"), so what is stored is what was sent.
+  const limits = { cpu: cpuMillis % 1000 === 0 ? String(cpuMillis / 1000) : `${cpuMillis}m`, memory: String(plan.limits.memoryBytes) };
   const meta = metaOf(plan.labels);
   const spec: V1PodSpec = {
     restartPolicy: 'Never',
@@ -238,16 +248,16 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
  * The namespace's one NetworkPolicy for an installation's tenant pods: nothing comes in; the only
  * way out is berth's gateway port on berth's own pods (no DNS: the launcher gives pods an IP).
  */
-export function renderNetworkPolicy(opts: { namespace: string; installation: string; gatewayPort: number; berthPodLabels: Record<string, string> }): V1NetworkPolicy {
+export function renderNetworkPolicy(opts: { namespace: string; installation: string; gatewayPort: number; berthPodLabels: Readonly<Record<string, string>> }): V1NetworkPolicy {
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
     metadata: { name: `berth-tenants-${kubeLabelValue(opts.installation)}`.slice(0, 63), namespace: opts.namespace, labels: { [LABELS.managed]: 'true', [LABELS.installation]: kubeLabelValue(opts.installation) } },
     spec: {
       podSelector: { matchLabels: { [LABELS.managed]: 'true', [LABELS.installation]: kubeLabelValue(opts.installation) } },
+      // Ingress in policyTypes with no ingress rule: nothing comes in.
       policyTypes: ['Ingress', 'Egress'],
-      ingress: [],
-      egress: [{ to: [{ podSelector: { matchLabels: opts.berthPodLabels } }], ports: [{ protocol: 'TCP', port: opts.gatewayPort }] }],
+      egress: [{ to: [{ podSelector: { matchLabels: { ...opts.berthPodLabels } } }], ports: [{ protocol: 'TCP', port: opts.gatewayPort }] }],
     },
   };
 }

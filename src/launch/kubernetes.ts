@@ -1,12 +1,13 @@
 import fs from 'node:fs';
 import { posix, join } from 'node:path';
 import { Writable } from 'node:stream';
-import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, NodeV1Api, VersionApi, type V1Pod, type V1Status } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, NetworkingV1Api, NodeV1Api, VersionApi, type V1Pod, type V1Status } from '@kubernetes/client-node';
 import type { KubernetesSettings } from '../config/kubernetes.js';
 import { BerthError } from '../errors.js';
 import { LABELS, type ContainerQuery } from '../plan/labels.js';
 import { GATEWAY_MOUNT, type RunPlan } from '../plan/run-plan.js';
-import { AGENT_CONTAINER, berthLabelsOf, kubeSelector, renderKubeRun, SANDBOX_API, type SnapshotFile } from './kube-objects.js';
+import { KUBE_GATEWAY_PORT } from '../config/kubernetes.js';
+import { AGENT_CONTAINER, berthLabelsOf, BERTH_POD_LABELS, kubeSelector, renderKubeRun, renderNetworkPolicy, SANDBOX_API, type SnapshotFile } from './kube-objects.js';
 import type { RelayTokens } from './kube-relay.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
 import { commandNotFound, CONTAINER_LOST, runBounds, STOPPED_EXIT } from './lifecycle.js';
@@ -111,6 +112,21 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     }
   }
 
+  const policies = new Map<string, Promise<void>>();
+  /** The installation's NetworkPolicy, made once before its first pod: no pod of berth's runs without it. */
+  const ensurePolicy = (installation: string, relayAddress: string | undefined) => {
+    let made = policies.get(installation);
+    if (!made) {
+      const port = relayAddress ? Number(relayAddress.slice(relayAddress.lastIndexOf(':') + 1)) : KUBE_GATEWAY_PORT;
+      const body = renderNetworkPolicy({ namespace: ns, installation, gatewayPort: port, berthPodLabels: BERTH_POD_LABELS });
+      const net = kubeConfig.makeApiClient(NetworkingV1Api);
+      made = createIfAbsent(() => net.createNamespacedNetworkPolicy({ namespace: ns, body }), 'the tenants\' NetworkPolicy');
+      made.catch(() => policies.delete(installation));
+      policies.set(installation, made);
+    }
+    return made;
+  };
+
   async function removeOne(name: string): Promise<void> {
     const token = tokens.get(name);
     if (token) opts.relay?.tokens.revoke(token);
@@ -165,6 +181,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
         pullPolicy: settings.pull_policy,
         ...(token && address ? { relay: { address, token } } : {}),
       });
+      await ensurePolicy(plan.labels[LABELS.installation] ?? '', address);
       for (const claim of objects.claims) await createIfAbsent(() => core.createNamespacedPersistentVolumeClaim({ namespace: ns, body: claim }), `volume ${claim.metadata?.name}`);
       if (objects.configMap) { const body = objects.configMap; await clusterCall('a ConfigMap', () => core.createNamespacedConfigMap({ namespace: ns, body })); }
       await clusterCall('a Sandbox', () => custom.createNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, body: objects.sandbox }));
