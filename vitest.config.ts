@@ -25,7 +25,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'integration',
-          include: ['test/integration/**/*.test.ts', 'test/contract/docker.test.ts'],
+          include: ['test/integration/**/*.test.ts', 'test/contract/docker.test.ts', 'test/contract/kubernetes.test.ts'],
           globalSetup: ['test/global-setup.ts'],
         },
       },

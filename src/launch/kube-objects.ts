@@ -92,10 +92,16 @@ export interface KubeRunObjects {
   claims: V1PersistentVolumeClaim[];
 }
 
+/**
+ * The kubelet expands `$(NAME)` in a container's command and env values from its env (`$$` is a
+ * `$`): berth's strings are data, so each `$` is written as `$$` and reaches the pod as it was.
+ */
+export const kubeLiteral = (s: string): string => s.replaceAll('$', '$$$$');
+
 function uidGid(user: string): { uid: number; gid: number } {
-  const [uid, gid] = user.split(':').map(Number);
-  if (!Number.isInteger(uid) || !Number.isInteger(gid) || !uid || !gid) throw new BerthError('CONFIG_INVALID', `the plan's user "${user}" is not uid:gid`);
-  return { uid, gid };
+  const m = /^(\d{1,10}):(\d{1,10})$/.exec(user);
+  if (!m) throw new BerthError('CONFIG_INVALID', `the plan's user "${user}" is not uid:gid`);
+  return { uid: Number(m[1]), gid: Number(m[2]) };
 }
 
 const unsupported = (what: string) =>
@@ -189,7 +195,8 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
     throw unsupported(`carry ${configBytes} bytes of seeds, protected paths and memory in one ConfigMap (at most ${CONFIGMAP_BYTES})`);
   }
 
-  const env = Object.entries(plan.env).map(([k, v]) => ({ name: k, value: v }));
+  // An empty value is no value to the API (omitempty), which is an empty variable in the container.
+  const env = Object.entries(plan.env).map(([k, v]) => (v === '' ? { name: k } : { name: k, value: kubeLiteral(v) }));
   if (relayed && input.relay) env.push({ name: RELAY_ENV.address, value: input.relay.address }, { name: RELAY_ENV.token, value: input.relay.token });
 
   const cpuMillis = Math.max(1, Math.round(plan.limits.nanoCpus / 1e6));
@@ -205,7 +212,8 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
     securityContext: {
       runAsUser: uid,
       runAsGroup: gid,
-      runAsNonRoot: true,
+      // berth's agent user is never root (agent_user); a plan that says root is translated as it is.
+      runAsNonRoot: uid !== 0,
       fsGroup: gid,
       seccompProfile: { type: 'RuntimeDefault' },
       sysctls: Object.entries(plan.sysctls).map(([k, v]) => ({ name: k, value: v })),
@@ -215,7 +223,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
         name: AGENT_CONTAINER,
         image: plan.image,
         imagePullPolicy: input.pullPolicy,
-        command: plan.keepAlive,
+        command: plan.keepAlive.map(kubeLiteral),
         workingDir: plan.cwd,
         env,
         // Requests equal to limits: a Guaranteed pod, never the first a node evicts.
@@ -225,7 +233,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
           privileged: false,
           capabilities: { drop: ['ALL'] },
           readOnlyRootFilesystem: plan.readOnlyRootfs,
-          runAsNonRoot: true,
+          runAsNonRoot: uid !== 0,
         },
         volumeMounts: mounts,
       },

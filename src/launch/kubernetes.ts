@@ -158,8 +158,20 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     }
   }
 
+  /** A runtime other than runc is a RuntimeClass the cluster must have: refused before anything is made. */
+  async function assertRuntime(runtime: string): Promise<void> {
+    if (runtime === 'runc') return;
+    try {
+      await kubeConfig.makeApiClient(NodeV1Api).readRuntimeClass({ name: runtime });
+    } catch (err) {
+      if (statusCode(err) !== 404) return clusterCall(`RuntimeClass ${runtime}`, () => Promise.reject(err));
+      throw new BerthError('RUNTIME_MISSING', `the cluster has no RuntimeClass "${runtime}"`, { hint: 'create it (its handler is the runtime on the nodes, e.g. runsc), or choose another runtime for the project' });
+    }
+  }
+
   async function startIdle(plan: RunPlan, keepAliveArgv: string[], o: { onCreated?(id: string): void } = {}): Promise<IdleContainer> {
     const t0 = performance.now();
+    await assertRuntime(plan.runtime);
     const name = `berth-${plan.labels[LABELS.run] ?? 'run'}`.toLowerCase().slice(0, 52);
     const files = new Map<string, SnapshotFile[]>();
     let token: string | undefined;
@@ -229,7 +241,15 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     let socketClosed!: () => void;
     const closed = new Promise<void>((r) => (socketClosed = r));
     const sink = (which: 'stdout' | 'stderr') => new Writable({ write: (chunk: Buffer, _e, done) => (bounds.output.push(which, chunk), done()) });
-    const ws = await clusterCall('an exec', () => exec.exec(ns, containerId, AGENT_CONTAINER, command, sink('stdout'), sink('stderr'), null, false, (s) => void (status = s)));
+    let ws: Awaited<ReturnType<Exec['exec']>>;
+    try {
+      ws = await exec.exec(ns, containerId, AGENT_CONTAINER, command, sink('stdout'), sink('stderr'), null, false, (s) => void (status = s));
+    } catch (err) {
+      // A kubelet refuses an exec into a container that is not running before the upgrade.
+      const pod = await core.readNamespacedPod({ name: containerId, namespace: ns }).catch(() => undefined);
+      if (!pod || pod.metadata?.deletionTimestamp || pod.status?.phase !== 'Running') return { gone: true, reason: pod ? (podTrouble(pod) ?? `its pod is ${pod.status?.phase ?? 'not running'}`) : 'its pod is gone' };
+      return clusterCall('an exec', () => Promise.reject(err));
+    }
     ws.on('close', () => socketClosed());
     const tStarted = performance.now();
     bounds.arm();

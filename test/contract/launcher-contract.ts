@@ -47,6 +47,11 @@ export interface ContractOptions {
   /** Whether it attaches mounts to a started container for it (the pre-started pool; held the same way). */
   lateMounts: boolean;
   cmd: ContractCommands;
+  /**
+   * Whether a run's /workspace is the plan's host directory (Docker). A cluster's is a volume
+   * berth cannot reach from the host: the cases then put files there with a run, and judge by runs.
+   */
+  hostWorkspaces?: boolean;
 }
 
 const FLOOD_LINE = 'berth-flood\n';
@@ -55,6 +60,7 @@ const PROMPTLY_MS = 15_000;
 
 export function describeLauncherContract(name: string, make: () => Promise<LauncherUnderTest>, opts: ContractOptions): void {
   const { cmd, runtime } = opts;
+  const hostWorkspaces = opts.hostWorkspaces ?? true;
 
   describe(`launcher contract: ${name}, runtime ${runtime}`, () => {
     let s: LauncherUnderTest | undefined;
@@ -85,6 +91,9 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
       it("a run's /workspace is its own tenant's planned workspace", async () => {
         const p = plan({ tenant: 'b', argv: cmd.cat(`${WORKSPACE_MOUNT}/whoami.txt`) });
         expect(bindAt(p, WORKSPACE_MOUNT).source).toMatch(/\/workspaces\/b$/);
+        if (!hostWorkspaces) {
+          for (const tenant of ['a', 'b'] as const) expect(await run({ tenant, argv: cmd.write(`${WORKSPACE_MOUNT}/whoami.txt`, `tenant ${tenant}\n`) })).toMatchObject({ exitCode: 0 });
+        }
         expect(await launcher().run(p)).toMatchObject({ exitCode: 0, stdout: 'tenant b\n' });
         expect(await run({ tenant: 'a', argv: cmd.cat(`${WORKSPACE_MOUNT}/whoami.txt`) })).toMatchObject({ exitCode: 0, stdout: 'tenant a\n' });
       });
@@ -92,6 +101,7 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
       it("tenant A's file is not readable by a run planned for tenant B: not at /workspace, not at A's host path", async () => {
         const hostSecret = join(bindAt(plan({ tenant: 'a', argv: ['true'] }), WORKSPACE_MOUNT).source, 'secret.txt');
         expect(fs.readFileSync(hostSecret, 'utf8')).toBe(SECRET_TEXT);
+        if (!hostWorkspaces) expect(await run({ tenant: 'a', argv: cmd.write(`${WORKSPACE_MOUNT}/secret.txt`, SECRET_TEXT) })).toMatchObject({ exitCode: 0 });
         expect(await run({ tenant: 'a', argv: cmd.cat(`${WORKSPACE_MOUNT}/secret.txt`) })).toMatchObject({ exitCode: 0, stdout: SECRET_TEXT });
         for (const path of [`${WORKSPACE_MOUNT}/secret.txt`, hostSecret]) {
           const r = await run({ tenant: 'b', argv: cmd.cat(path) });
@@ -123,8 +133,12 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
         const host = join(bindAt(p, WORKSPACE_MOUNT).source, 'written.txt');
         fs.rmSync(host, { force: true });
         expect(await launcher().run(p)).toMatchObject({ exitCode: 0, stderr: '' });
-        expect(fs.readFileSync(host, 'utf8')).toBe('by the run');
-        fs.rmSync(host);
+        if (hostWorkspaces) {
+          expect(fs.readFileSync(host, 'utf8')).toBe('by the run');
+          fs.rmSync(host);
+        } else {
+          expect(await run({ argv: cmd.cat(`${WORKSPACE_MOUNT}/written.txt`) })).toMatchObject({ exitCode: 0, stdout: 'by the run' });
+        }
       });
     });
 

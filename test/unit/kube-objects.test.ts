@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { berthLabelsOf, kubeLabelValue, kubeSelector, renderKubeRun, renderNetworkPolicy, type KubeRunInput, type SnapshotFile } from '../../src/launch/kube-objects.js';
+import { berthLabelsOf, kubeLabelValue, kubeLiteral, kubeSelector, renderKubeRun, renderNetworkPolicy, type KubeRunInput, type SnapshotFile } from '../../src/launch/kube-objects.js';
 import { LABELS } from '../../src/plan/labels.js';
 import { GATEWAY_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
 import { contractHome, PROTECTED_TEXT } from '../contract/contract-plan.js';
@@ -31,7 +31,8 @@ describe('renderKubeRun', () => {
     expect(c?.workingDir).toBe(plan.cwd);
     expect(c?.resources?.limits).toEqual(c?.resources?.requests); // Guaranteed
     expect(c?.resources?.limits?.memory).toBe(String(plan.limits.memoryBytes));
-    expect(Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value]))).toEqual(plan.env);
+    expect(Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value ?? '']))).toEqual(Object.fromEntries(Object.entries(plan.env).map(([k, v]) => [k, kubeLiteral(v)])));
+    expect(kubeLiteral('a$(HOME)b$$c')).toBe('a$$(HOME)b$$$$c'); // the kubelet reads $$ as $
     expect(pod.hostNetwork ?? false).toBe(false);
     expect(pod.hostPID ?? false).toBe(false);
   });

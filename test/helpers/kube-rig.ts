@@ -1,0 +1,61 @@
+import fs from 'node:fs';
+import type net from 'node:net';
+import os from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api } from '@kubernetes/client-node';
+import Docker from 'dockerode';
+import { KubernetesSchema } from '../../src/config/kubernetes.js';
+import { createRelayServer, createRelayTokens } from '../../src/launch/kube-relay.js';
+import { createKubernetesLauncher } from '../../src/launch/kubernetes.js';
+import type { Launcher } from '../../src/launch/launcher.js';
+import { startSandboxController } from '../fakes/agent-sandbox-controller.js';
+import { startTestKubelet, type TestKubelet } from '../fakes/kubelet.js';
+import { installAgentSandbox, startKubeCluster, type KubeCluster } from './kube-cluster.js';
+
+/**
+ * A cluster for berth's Kubernetes launcher: the real API server with agent-sandbox's CRDs, the
+ * fake agent-sandbox controller, the test kubelet running pods on the local Docker engine on an
+ * internal network (no route out), berth's relay listener on that network's host side, and the
+ * launcher itself, as berth.yaml `launcher: kubernetes` makes it.
+ */
+export interface KubeRig {
+  cluster: KubeCluster;
+  namespace: string;
+  launcher: Launcher;
+  kubelet: TestKubelet;
+  stop(): Promise<void>;
+}
+
+export async function startKubeRig(namespace = 'berth'): Promise<KubeRig> {
+  const docker = new Docker();
+  const dataDir = fs.mkdtempSync(join(os.tmpdir(), 'berth-kubelet-'));
+  const cleanups: Array<() => Promise<unknown> | void> = [() => fs.rmSync(dataDir, { recursive: true, force: true })];
+  const stop = async () => {
+    for (const c of cleanups.reverse()) await Promise.resolve(c()).catch(() => undefined);
+  };
+  try {
+    const cluster = await startKubeCluster();
+    cleanups.push(() => cluster.stop());
+    await installAgentSandbox(cluster.kubeConfig);
+    await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
+    const network = await docker.createNetwork({ Name: `berth-test-kube-${process.pid}-${Date.now().toString(36)}`, Internal: true, CheckDuplicate: true });
+    cleanups.push(() => network.remove());
+    const gatewayIp = ((await network.inspect()) as { IPAM: { Config: Array<{ Gateway: string }> } }).IPAM.Config[0]!.Gateway;
+    const tokens = createRelayTokens();
+    const relay: net.Server = createRelayServer(tokens);
+    await new Promise<void>((r) => relay.listen(0, gatewayIp, r));
+    cleanups.push(() => void relay.close());
+    const address = `${gatewayIp}:${(relay.address() as net.AddressInfo).port}`;
+    // As a node must be for berth (docs/kubernetes.md): its IPC sysctls are namespaced but "unsafe" to Kubernetes.
+    const kubelet = await startTestKubelet({ kubeConfig: cluster.kubeConfig, dataDir, network: network.id, allowedUnsafeSysctls: ['kernel.shm*', 'kernel.msg*', 'kernel.sem'] });
+    cleanups.push(() => kubelet.stop());
+    const controller = await startSandboxController({ kubeConfig: cluster.kubeConfig, namespace });
+    cleanups.push(() => controller.stop());
+    const settings = KubernetesSchema.parse({ namespace, gateway: { address }, start_timeout_seconds: 60 });
+    const launcher = createKubernetesLauncher({ kubeConfig: cluster.kubeConfig, settings, relay: { address, tokens } });
+    return { cluster, namespace, launcher, kubelet, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

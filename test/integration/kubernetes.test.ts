@@ -1,0 +1,181 @@
+import Docker from 'dockerode';
+import { CoreV1Api, CustomObjectsApi, NetworkingV1Api } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BERTH_POD_LABELS, renderKubeRun, renderNetworkPolicy, SANDBOX_API } from '../../src/launch/kube-objects.js';
+import { contractHome, CONTRACT_OWNER, PROTECTED_TEXT } from '../contract/contract-plan.js';
+import type { Launcher } from '../../src/launch/launcher.js';
+import { LABELS } from '../../src/plan/labels.js';
+import { testHome, type TestHome } from '../helpers.js';
+import { installationId } from '../../src/main.js';
+import type { KubeCluster } from '../helpers/kube-cluster.js';
+import { startKubeRig, type KubeRig } from '../helpers/kube-rig.js';
+import { startLoopbackSite } from '../helpers/loopback-site.js';
+import { checkAgainstOpenApi, keptFields, type OpenApiDoc } from '../helpers/openapi-check.js';
+
+/**
+ * berth on Kubernetes, end to end, against a real kube-apiserver (v1.20.2, built from Debian's
+ * source) with agent-sandbox's CRDs: a chat message goes through the runner to a Sandbox, which
+ * the fake agent-sandbox controller turns into a Pod, which the test kubelet runs on the local
+ * Docker engine; the command is a pods/exec through the API server; the pod reaches berth's
+ * egress proxy through berth-bridge's TCP relay with the run's token. The fakes stand for the
+ * parts of a cluster no package here ships (test/fakes/kubelet.ts, agent-sandbox-controller.ts).
+ */
+
+let rig: KubeRig;
+let cluster: KubeCluster;
+let h: TestHome;
+let launcher: Launcher;
+let NS = '';
+
+beforeAll(async () => {
+  rig = await startKubeRig();
+  ({ cluster, launcher, namespace: NS } = rig);
+  h = testHome({ launcher, warm: false, pool: 'off', config: 'launcher: kubernetes\n' });
+}, 600_000);
+
+afterAll(async () => {
+  await h?.[Symbol.asyncDispose]();
+  await rig?.stop();
+});
+
+const custom = () => cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+const sandboxes = async () =>
+  ((await custom().listNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: NS, plural: SANDBOX_API.plural })) as { items: unknown[] }).items;
+
+describe('the Kubernetes launcher, end to end', () => {
+  it('answers a message from a pod the cluster ran: the plan\'s user, a read-only root, its own workspace volume, nothing left after', async () => {
+    h.create({ name: 'kube', workspace_isolation: true, agent: 'shell' });
+    const r = await h.run('kube', 'web:alice', 'id -u; echo made > /workspace/note.txt; touch /etc/x 2>/dev/null || echo root-ro; cat /workspace/note.txt');
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout.split('\n')).toEqual(expect.arrayContaining(['10001', 'root-ro', 'made']));
+    expect(await sandboxes()).toEqual([]);
+    expect(await launcher.listManaged({ installation: installationId(h.home) })).toEqual([]);
+    // The next run of the same person finds the volume; another person's run has its own.
+    const again = await h.run('kube', 'web:alice', 'cat /workspace/note.txt');
+    expect(again.stdout).toBe('made\n');
+    const bob = await h.run('kube', 'web:bob', 'cat /workspace/note.txt 2>&1; echo rc=$?');
+    expect(bob.stdout).toMatch(/No such file[\s\S]*rc=1/);
+    const claims = await cluster.kubeConfig.makeApiClient(CoreV1Api).listNamespacedPersistentVolumeClaim({ namespace: NS });
+    expect(claims.items.map((c) => c.metadata?.name).filter((n) => n?.startsWith('berth-ws-'))).toHaveLength(2);
+  });
+
+  it('reaches the egress proxy from the pod only through the relay, with the run\'s token', async () => {
+    const site = await startLoopbackSite();
+    try {
+      await h.berth.operator.setConfig(['egress', 'private_hosts'], [`localhost:${site.port}`]);
+      h.create({ name: 'kube-egress', workspace_isolation: true, agent: 'shell', egress: { allow: [`localhost:${site.port}`] } });
+      const r = await h.run('kube-egress', 'web:alice', `wget -qO- http://localhost:${site.port}/through-the-relay 2>&1; echo rc=$?; echo "token=\${#BERTH_RELAY_TOKEN}"`, 'medium');
+      expect(r.stdout).toContain('fetched /through-the-relay');
+      expect(r.stdout).toContain('rc=0');
+      expect(r.stdout).toContain('token=64');
+      expect(site.hits()).toBe(1);
+      // The pod is gone, and its token with it: the relay refuses the token it held.
+    } finally {
+      site.close();
+      await h.berth.operator.unsetConfig(['egress', 'private_hosts']);
+    }
+  });
+
+  it('stops a run past its timeout: exit 137, the pod removed', async () => {
+    h.create({ name: 'kube-slow', workspace_isolation: true, agent: 'shell', limits: { timeout_seconds: 2 } });
+    const t0 = Date.now();
+    const r = await h.run('kube-slow', 'web:alice', 'echo started; sleep 60');
+    expect(r.timedOut).toBe(true);
+    expect(r.exitCode).toBe(137);
+    expect(r.stdout).toBe('started\n');
+    expect(Date.now() - t0).toBeLessThan(30_000);
+    expect(await sandboxes()).toEqual([]);
+  });
+});
+
+describe('the Kubernetes launcher on its own', () => {
+  const contract = contractHome({ image: 'berth/shell:latest', runtime: 'runc' });
+  afterAll(() => contract.cleanup());
+
+  it('passes exit codes through, answers 127 for a command the image lacks, serves protected paths read-only from berth\'s snapshot', async () => {
+    const exit3 = await launcher.run(contract.plan({ argv: ['sh', '-c', 'echo out; echo err >&2; exit 3'] }));
+    expect(exit3).toMatchObject({ exitCode: 3, stdout: 'out\n', stderr: 'err\n', truncated: false, timedOut: false });
+    const missing = await launcher.run(contract.plan({ argv: ['no-such-command'] }));
+    expect(missing).toMatchObject({ exitCode: 127, stderr: 'no-such-command: not found in image berth/shell:latest\n' });
+    const prot = await launcher.run(contract.plan({ argv: ['sh', '-c', 'cat /workspace/AGENTS.md; echo x > /workspace/AGENTS.md 2>/dev/null || echo refused'] }));
+    expect(prot.stdout).toBe(`${PROTECTED_TEXT}refused\n`);
+  });
+
+  it('gives the pod the plan\'s strings as they are: the kubelet expands no $(NAME) of berth\'s', async () => {
+    const base = contract.plan({ argv: ['true'] });
+    const plan = { ...base, env: { ...base.env, PROBE: 'a$(HOME)b$$c$' } };
+    const { containerId } = await launcher.startIdle(plan, plan.keepAlive);
+    try {
+      // What the kubelet made of the pod's env: the container's own, as the engine has it.
+      const docker = new Docker();
+      const id = rig.kubelet.containerOf(NS, containerId);
+      const env = ((await docker.getContainer(id ?? 'none').inspect()).Config.Env ?? []).filter((e) => e.startsWith('PROBE='));
+      expect(env).toEqual(['PROBE=a$(HOME)b$$c$']);
+    } finally {
+      await launcher.removeContainers([containerId]);
+    }
+  });
+
+  it('bounds output: past the plan\'s cap the run is stopped and the output cut there', async () => {
+    const plan = contract.plan({ argv: ['sh', '-c', 'while true; do echo berth-flood; done'], limits: { output_bytes: 4096 } });
+    const r = await launcher.run(plan);
+    expect(r.truncated).toBe(true);
+    expect(r.stdout.length + r.stderr.length).toBeLessThanOrEqual(4096);
+    expect(r.exitCode).toBe(137);
+  });
+
+  it('lists and removes by labels, and a starting berth reaps what a dead berth left', async () => {
+    const installation = installationId(h.home);
+    const mine = (o: Parameters<typeof contract.plan>[0], owner: string) => {
+      const p = contract.plan(o);
+      return { ...p, labels: { ...p.labels, [LABELS.installation]: installation, [LABELS.owner]: owner } };
+    };
+    const a = mine({ argv: ['true'], project: 'p1' }, CONTRACT_OWNER);
+    const b = mine({ argv: ['true'], project: 'p2' }, CONTRACT_OWNER);
+    await launcher.startIdle(a, a.keepAlive);
+    await launcher.startIdle(b, b.keepAlive);
+    const listed = await launcher.listManaged({ installation });
+    expect(listed.map((c) => [c.project, c.workspace, c.owner]).sort()).toEqual([['p1', 'a', CONTRACT_OWNER], ['p2', 'a', CONTRACT_OWNER]]);
+    expect(await launcher.removeManaged({ installation, project: 'p1' })).toBe(1);
+    expect((await launcher.listManaged({ installation })).map((c) => c.project)).toEqual(['p2']);
+    // CONTRACT_OWNER is no live process: recovery removes its pod.
+    const recovered = await h.berth.runner.recover();
+    expect(recovered.removed).toBe(1);
+    expect(await launcher.listManaged({ installation })).toEqual([]);
+    expect(await sandboxes()).toEqual([]);
+  });
+
+  it('renders objects the API server takes as they are: the published OpenAPI, the CRD\'s schema, nothing dropped', async () => {
+    const doc = (await cluster.get('/openapi/v2')) as OpenApiDoc;
+    // An empty value too: the test server once took "" in a custom resource for null (ensure-kube.sh).
+    const base = contract.plan({ argv: ['true'] });
+    const plan = { ...base, env: { ...base.env, EMPTY: '' } };
+    const files = new Map([['/workspace/AGENTS.md', [{ path: '', data: Buffer.from(PROTECTED_TEXT), mode: 0o644 }]]]);
+    const objects = renderKubeRun({ plan, name: 'berth-render-check', namespace: 'render-check', files, pullPolicy: 'IfNotPresent' });
+    const policy = renderNetworkPolicy({ namespace: 'render-check', installation: plan.labels[LABELS.installation] ?? '', gatewayPort: 41500, berthPodLabels: BERTH_POD_LABELS });
+    expect(checkAgainstOpenApi(doc, 'io.k8s.api.core.v1.PodSpec', objects.sandbox.spec.podTemplate.spec)).toEqual([]);
+    expect(checkAgainstOpenApi(doc, 'io.k8s.api.core.v1.ConfigMap', objects.configMap)).toEqual([]);
+    for (const claim of objects.claims) expect(checkAgainstOpenApi(doc, 'io.k8s.api.core.v1.PersistentVolumeClaim', claim)).toEqual([]);
+    expect(checkAgainstOpenApi(doc, 'io.k8s.api.networking.v1.NetworkPolicy', policy)).toEqual([]);
+    // The checker itself refuses what a 1.20 server would silently drop.
+    expect(checkAgainstOpenApi(doc, 'io.k8s.api.core.v1.PodSpec', { ...objects.sandbox.spec.podTemplate.spec, hostUsers: false })).toEqual(['PodSpec.hostUsers: unknown field']);
+
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: 'render-check' } } });
+    const storedMap = await core.createNamespacedConfigMap({ namespace: 'render-check', body: objects.configMap! });
+    const storedClaim = await core.createNamespacedPersistentVolumeClaim({ namespace: 'render-check', body: objects.claims[0]! });
+    const storedPolicy = await cluster.kubeConfig.makeApiClient(NetworkingV1Api).createNamespacedNetworkPolicy({ namespace: 'render-check', body: policy });
+    const storedSandbox = await custom().createNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: 'render-check', plural: SANDBOX_API.plural, body: objects.sandbox });
+    expect(keptFields(objects.configMap, storedMap)).toEqual([]);
+    expect(keptFields(objects.claims[0], storedClaim)).toEqual([]);
+    expect(keptFields(policy, storedPolicy)).toEqual([]);
+    // A CRD's schema prunes unknown fields silently: everything sent must be there.
+    expect(keptFields(objects.sandbox, storedSandbox)).toEqual([]);
+    // And the pod the controller makes of it is one the server accepts as a Pod (defaults added).
+    const pod = await core.createNamespacedPod({ namespace: 'render-check', body: { metadata: { name: 'berth-render-check' }, spec: objects.sandbox.spec.podTemplate.spec } });
+    expect(keptFields(objects.sandbox.spec.podTemplate.spec, pod.spec)).toEqual([]);
+    expect(pod.spec?.containers[0]?.terminationMessagePolicy).toBe('File'); // defaulted by the server
+    // No namespace controller runs here: what was made is removed one by one.
+    await core.deleteNamespacedPod({ namespace: 'render-check', name: 'berth-render-check', gracePeriodSeconds: 0 });
+  });
+});
