@@ -13,8 +13,8 @@ import { SOCKET_NAMES } from '../plan/outbound.js';
  */
 
 export const RELAY_PREAMBLE = 'BERTH1';
-/** Bounds: the opening line, the time to send it, tokens alive, connections per token. */
-export const RELAY_BOUNDS = { lineBytes: 128, lineMs: 5000, tokens: 4096, connectionsPerToken: 64 } as const;
+/** Bounds: the opening line, the time to send it, tokens alive, connections per token, connections not yet past their opening line. */
+export const RELAY_BOUNDS = { lineBytes: 128, lineMs: 5000, tokens: 4096, connectionsPerToken: 64, opening: 256 } as const;
 
 export interface RelayTokens {
   /** A token for the run whose sockets are in `runDir` (a path on berth's host). */
@@ -59,12 +59,22 @@ export function parsePreamble(line: string): { token: string; socket: string } |
 /** The listener: each connection's first line picks a run's socket, then bytes flow both ways. */
 export function createRelayServer(tokens: RelayTokens, onRefused?: (why: string) => void): net.Server {
   const open = new Map<string, number>();
+  let opening = 0;
   return net.createServer({ pauseOnConnect: false }, (sock) => {
     let buffered = Buffer.alloc(0);
+    let counted = true;
+    opening++;
+    const opened = () => {
+      if (counted) opening--;
+      counted = false;
+    };
     const refuse = (why: string) => {
+      opened();
       onRefused?.(why);
       sock.destroy();
     };
+    sock.on('close', opened);
+    if (opening > RELAY_BOUNDS.opening) return refuse('too many connections opening at once');
     const timer = setTimeout(() => refuse('no opening line in time'), RELAY_BOUNDS.lineMs);
     sock.on('error', () => undefined);
     const onData = (chunk: Buffer) => {
@@ -76,6 +86,7 @@ export function createRelayServer(tokens: RelayTokens, onRefused?: (why: string)
       }
       sock.off('data', onData);
       clearTimeout(timer);
+      opened();
       if (nl > RELAY_BOUNDS.lineBytes) return refuse('opening line too long');
       const parsed = parsePreamble(buffered.subarray(0, nl).toString('latin1'));
       if ('refused' in parsed) return refuse(parsed.refused);

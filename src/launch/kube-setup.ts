@@ -1,8 +1,7 @@
+import fs from 'node:fs';
 import type net from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
 import type { KubernetesSettings } from '../config/kubernetes.js';
 import { BerthError } from '../errors.js';
-import { createKubernetesLauncher } from './kubernetes.js';
 import { createRelayServer, createRelayTokens } from './kube-relay.js';
 import type { Launcher } from './launcher.js';
 
@@ -12,18 +11,46 @@ export interface KubeSetup {
   relay: { server: net.Server; host: string; port: number };
 }
 
+/**
+ * The Kubernetes launcher, loaded on first use: @kubernetes/client-node adds about 80 MiB to a
+ * process (measured), which a berth on Docker must not carry.
+ */
 export function createKubeSetup(settings: KubernetesSettings, onRefused?: (why: string) => void): KubeSetup {
-  const kubeConfig = new KubeConfig();
+  const kubeconfig = settings.kubeconfig;
   try {
-    if (settings.kubeconfig) kubeConfig.loadFromFile(settings.kubeconfig);
-    else kubeConfig.loadFromCluster();
+    if (kubeconfig) fs.accessSync(kubeconfig, fs.constants.R_OK);
   } catch (err) {
-    throw new BerthError('CONFIG_INVALID', `kubernetes.kubeconfig: ${(err as Error).message}`, { issues: [{ field: 'kubernetes.kubeconfig', reason: (err as Error).message }], hint: 'name a kubeconfig file, or run berth in the cluster (deploy/)' });
+    throw new BerthError('CONFIG_INVALID', `kubernetes.kubeconfig: ${(err as Error).message}`, { issues: [{ field: 'kubernetes.kubeconfig', reason: 'cannot be read' }], hint: 'name a kubeconfig file, or run berth in the cluster (deploy/)' });
   }
   const tokens = createRelayTokens();
+  let loaded: Promise<Launcher> | undefined;
+  const load = () =>
+    (loaded ??= (async () => {
+      const [{ KubeConfig }, { createKubernetesLauncher }] = await Promise.all([import('@kubernetes/client-node'), import('./kubernetes.js')]);
+      const kubeConfig = new KubeConfig();
+      try {
+        if (kubeconfig) kubeConfig.loadFromFile(kubeconfig);
+        else kubeConfig.loadFromCluster();
+      } catch (err) {
+        loaded = undefined;
+        throw new BerthError('CONFIG_INVALID', `kubernetes.kubeconfig: ${(err as Error).message}`, { issues: [{ field: 'kubernetes.kubeconfig', reason: (err as Error).message }], hint: 'name a kubeconfig file, or run berth in the cluster (deploy/)' });
+      }
+      return createKubernetesLauncher({ kubeConfig, settings, relay: { address: settings.gateway.address, tokens } });
+    })());
+  const launcher: Launcher = {
+    info: () => load().then((l) => l.info()),
+    capabilities: () => load().then((l) => l.capabilities()),
+    run: (plan, o) => load().then((l) => l.run(plan, o)),
+    startIdle: (plan, argv, o) => load().then((l) => l.startIdle(plan, argv, o)),
+    execIn: (id, plan, argv, o) => load().then((l) => l.execIn(id, plan, argv, o)),
+    attachMounts: (id, plan) => load().then((l) => l.attachMounts(id, plan)),
+    removeContainers: (ids) => load().then((l) => l.removeContainers(ids)),
+    listManaged: (q) => load().then((l) => l.listManaged(q)),
+    removeManaged: (q) => load().then((l) => l.removeManaged(q)),
+  };
   const colon = settings.gateway.listen.lastIndexOf(':');
   return {
-    launcher: createKubernetesLauncher({ kubeConfig, settings, relay: { address: settings.gateway.address, tokens } }),
+    launcher,
     relay: { server: createRelayServer(tokens, onRefused), host: settings.gateway.listen.slice(0, colon), port: Number(settings.gateway.listen.slice(colon + 1)) },
   };
 }

@@ -195,15 +195,18 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       });
       await ensurePolicy(plan.labels[LABELS.installation] ?? '', address);
       for (const claim of objects.claims) await createIfAbsent(() => core.createNamespacedPersistentVolumeClaim({ namespace: ns, body: claim }), `volume ${claim.metadata?.name}`);
-      if (objects.configMap) { const body = objects.configMap; await clusterCall('a ConfigMap', () => core.createNamespacedConfigMap({ namespace: ns, body })); }
-      await clusterCall('a Sandbox', () => custom.createNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, body: objects.sandbox }));
       if (token) tokens.set(name, token);
       token = undefined;
-      o.onCreated?.(name);
-      const tCreated = performance.now();
+      let tCreated = 0;
       try {
+        const configMap = objects.configMap;
+        if (configMap) await clusterCall('a ConfigMap', () => core.createNamespacedConfigMap({ namespace: ns, body: configMap }));
+        await clusterCall('a Sandbox', () => custom.createNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, body: objects.sandbox }));
+        o.onCreated?.(name);
+        tCreated = performance.now();
         await waitRunning(name);
       } catch (err) {
+        // Nothing half-made stays: the ConfigMap, the Sandbox and its pod go (and the token with them).
         await removeOne(name).catch(() => undefined);
         throw err;
       }
@@ -236,7 +239,13 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     o.onCreated?.(containerId);
     const tCreated = performance.now();
     let removed: Promise<void> | undefined;
-    const bounds = runBounds(plan, o, () => void (removed ??= removeOne(containerId).catch(() => undefined)));
+    let onStopped!: () => void;
+    const stoppedWait = new Promise<void>((r) => (onStopped = r));
+    // Stopping an exec means removing its pod (as Docker removes the container).
+    const bounds = runBounds(plan, o, () => {
+      removed ??= removeOne(containerId).catch(() => undefined);
+      onStopped();
+    });
     let status: V1Status | undefined;
     let socketClosed!: () => void;
     const closed = new Promise<void>((r) => (socketClosed = r));
@@ -253,10 +262,6 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     ws.on('close', () => socketClosed());
     const tStarted = performance.now();
     bounds.arm();
-    const stoppedWait = new Promise<void>((r) => {
-      const tick = setInterval(() => bounds.stopped && (clearInterval(tick), r()), 50);
-      void closed.then(() => clearInterval(tick));
-    });
     await Promise.race([closed, stoppedWait]);
     bounds.disarm();
     if (bounds.stopped) {

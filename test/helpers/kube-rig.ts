@@ -23,6 +23,8 @@ export interface KubeRig {
   namespace: string;
   launcher: Launcher;
   kubelet: TestKubelet;
+  /** The host side of the pods' network: where a relay listener of berth's must listen. */
+  gatewayIp: string;
   stop(): Promise<void>;
 }
 
@@ -53,7 +55,7 @@ export async function startKubeRig(namespace = 'berth'): Promise<KubeRig> {
     cleanups.push(() => controller.stop());
     const settings = KubernetesSchema.parse({ namespace, gateway: { address }, start_timeout_seconds: 60 });
     const launcher = createKubernetesLauncher({ kubeConfig: cluster.kubeConfig, settings, relay: { address, tokens } });
-    return { cluster, namespace, launcher, kubelet, stop };
+    return { cluster, namespace, launcher, kubelet, gatewayIp, stop };
   } catch (err) {
     await stop();
     throw err;

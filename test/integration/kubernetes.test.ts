@@ -10,6 +10,7 @@ import { installationId } from '../../src/main.js';
 import type { KubeCluster } from '../helpers/kube-cluster.js';
 import { startKubeRig, type KubeRig } from '../helpers/kube-rig.js';
 import { startLoopbackSite } from '../helpers/loopback-site.js';
+import { freePort } from '../helpers/chaos-rigs.js';
 import { checkAgainstOpenApi, keptFields, type OpenApiDoc } from '../helpers/openapi-check.js';
 
 /**
@@ -85,6 +86,42 @@ describe('the Kubernetes launcher, end to end', () => {
     expect(r.stdout).toBe('started\n');
     expect(Date.now() - t0).toBeLessThan(30_000);
     expect(await sandboxes()).toEqual([]);
+  });
+});
+
+describe('berth.yaml launcher: kubernetes', () => {
+  it('is all a berth needs: the launcher loaded on first use, its relay listener as serve opens it', async () => {
+    const port = await freePort();
+    const yaml = [
+      'launcher: kubernetes',
+      'kubernetes:',
+      `  kubeconfig: ${cluster.kubeConfigFile}`,
+      `  namespace: ${NS}`,
+      `  gateway: { listen: "${rig.gatewayIp}:${port}", address: "${rig.gatewayIp}:${port}" }`,
+      '  start_timeout_seconds: 60',
+      '',
+    ].join('\n');
+    await using own = testHome({ warm: false, pool: 'off', config: yaml });
+    const relay = own.berth.kubeRelay;
+    expect(relay).toMatchObject({ host: rig.gatewayIp, port });
+    await new Promise<void>((r) => relay!.server.listen(relay!.port, relay!.host, r));
+    const site = await startLoopbackSite();
+    try {
+      await own.berth.operator.setConfig(['egress', 'private_hosts'], [`localhost:${site.port}`]);
+      own.create({ name: 'from-yaml', workspace_isolation: true, agent: 'shell', egress: { allow: [`localhost:${site.port}`] } });
+      const r = await own.run('from-yaml', 'web:carol', `wget -qO- http://localhost:${site.port}/via-berth-yaml; id -u`, 'medium');
+      expect(r.stdout).toBe('fetched /via-berth-yaml\n10001\n');
+      expect((await own.berth.launcher.info()).name).toBe('Kubernetes v1.20.2');
+    } finally {
+      site.close();
+      relay!.server.close();
+    }
+  });
+
+  it('refuses a kubeconfig it cannot read, naming the field', () => {
+    expect(() => testHome({ warm: false, config: 'launcher: kubernetes\nkubernetes: { kubeconfig: /nonexistent/kubeconfig }\n' })).toThrow(
+      expect.objectContaining({ code: 'CONFIG_INVALID', details: expect.objectContaining({ issues: [{ field: 'kubernetes.kubeconfig', reason: 'cannot be read' }] }) }),
+    );
   });
 });
 

@@ -78,6 +78,23 @@ describe('relay tokens and listener', () => {
     for (const s of held) s.destroy();
   });
 
+  it('holds at most its bound of connections that have not said their opening line', async () => {
+    const idle = await Promise.all(
+      Array.from({ length: RELAY_BOUNDS.opening }, () => new Promise<net.Socket>((resolve) => {
+        const s = net.connect(port, '127.0.0.1', () => resolve(s));
+        s.on('error', () => undefined);
+      })),
+    );
+    const token = tokens.issue(dir);
+    // Past the bound: refused at once, even with a good token; once they go, a connection is served again.
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await talk(`BERTH1 ${token} model.sock\nhello`, { wait: 500 })).toBe('');
+    expect(refused).toContain('too many connections opening at once');
+    for (const s of idle) s.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await talk(`BERTH1 ${token} model.sock\nhello`, { wait: 500 })).toBe('model says hello');
+  });
+
   it('holds at most its bound of live tokens', () => {
     const t = createRelayTokens();
     for (let i = 0; i < RELAY_BOUNDS.tokens; i++) t.issue('/x');
