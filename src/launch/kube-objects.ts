@@ -15,7 +15,7 @@ import { AGENT_HOME, GATEWAY_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan 
 export const SANDBOX_API = { group: 'agents.x-k8s.io', version: 'v1beta1', plural: 'sandboxes', kind: 'Sandbox' } as const;
 /** The one container of a tenant pod. */
 export const AGENT_CONTAINER = 'agent';
-/** Exact values of berth's labels (a label value is at most 63 characters of a small alphabet). */
+/** Where the exact values of berth's labels go (a label value is at most 63 characters of a small alphabet): annotations `berth.dev/<label>`. */
 export const ANNOTATION_PREFIX = 'berth.dev/';
 /** A ConfigMap holds at most 1 MiB; berth keeps room for the object's own fields. */
 export const CONFIGMAP_BYTES = 900 * 1024;
@@ -49,7 +49,8 @@ function metaOf(labels: Record<string, string>) {
 
 /** The exact labels of an object berth made (its annotations), as plan/labels.ts names them. */
 export function berthLabelsOf(annotations: Readonly<Record<string, string>> | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
+  // The cluster's keys: a table with no prototype, so no key names anything but itself.
+  const out: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const [k, v] of Object.entries(annotations ?? {})) if (k.startsWith(ANNOTATION_PREFIX)) out[k.slice(ANNOTATION_PREFIX.length)] = v;
   return out;
 }

@@ -38,11 +38,18 @@ function readSnapshot(source: string): SnapshotFile[] {
     const st = fs.lstatSync(abs);
     if (st.isSymbolicLink()) return; // berth's copies hold none; a link is never followed
     if (st.isFile()) {
-      bytes += st.size;
-      if (bytes > FILE_BYTES || files.length >= FILE_COUNT) {
-        throw new BerthError('LAUNCHER_UNSUPPORTED', `the Kubernetes launcher cannot carry ${source}: more than ${FILE_BYTES} bytes or ${FILE_COUNT} files`);
+      // Read through the descriptor that was checked: no link followed, the size the one read.
+      const fd = fs.openSync(abs, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+      try {
+        const fst = fs.fstatSync(fd);
+        bytes += fst.size;
+        if (!fst.isFile() || bytes > FILE_BYTES || files.length >= FILE_COUNT) {
+          throw new BerthError('LAUNCHER_UNSUPPORTED', `the Kubernetes launcher cannot carry ${source}: more than ${FILE_BYTES} bytes or ${FILE_COUNT} files`);
+        }
+        files.push({ path: rel, data: fs.readFileSync(fd), mode: fst.mode & 0o777 });
+      } finally {
+        fs.closeSync(fd);
       }
-      files.push({ path: rel, data: fs.readFileSync(abs), mode: st.mode & 0o777 });
       return;
     }
     if (st.isDirectory()) for (const name of fs.readdirSync(abs).sort()) walk(join(abs, name), rel ? posix.join(rel, name) : name);
@@ -142,11 +149,19 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     );
   }
 
-  async function waitRunning(name: string): Promise<void> {
+  /** Until the pod runs; a string when it was removed meanwhile (its Sandbox gone, or the pod once seen is). */
+  async function waitRunning(name: string): Promise<string | undefined> {
     const end = Date.now() + settings.start_timeout_seconds * 1000;
+    let seen = false;
     for (let delay = 50; ; delay = Math.min(delay * 2, 500)) {
       const pod = await core.readNamespacedPod({ name, namespace: ns }).catch((err: unknown) => (statusCode(err) === 404 ? undefined : Promise.reject(err)));
-      if (pod?.status?.phase === 'Running' && pod.status.containerStatuses?.every((c) => c.state?.running)) return;
+      if (pod?.status?.phase === 'Running' && pod.status.containerStatuses?.every((c) => c.state?.running)) return undefined;
+      if (pod?.metadata?.deletionTimestamp || (seen && !pod)) return 'it was removed';
+      seen ||= pod !== undefined;
+      if (!pod) {
+        const sandbox = await custom.getNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, name }).catch((err: unknown) => (statusCode(err) === 404 ? undefined : Promise.reject(err)));
+        if (!sandbox) return 'it was removed';
+      }
       const trouble = pod && podTrouble(pod);
       if (trouble) throw new BerthError('RUN_FAILED', `the agent's pod did not start: ${trouble}`);
       if (Date.now() > end) {
@@ -170,6 +185,13 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   }
 
   async function startIdle(plan: RunPlan, keepAliveArgv: string[], o: { onCreated?(id: string): void } = {}): Promise<IdleContainer> {
+    const started = await startPod(plan, keepAliveArgv, o);
+    if ('gone' in started) throw new BerthError('RUN_FAILED', `the agent's pod went before it ran: ${started.gone}`);
+    return started;
+  }
+
+  /** Make the run's objects and wait for its pod; `gone` when it was removed meanwhile (by berth's reaping, or by hand). */
+  async function startPod(plan: RunPlan, keepAliveArgv: string[], o: { onCreated?(id: string): void }): Promise<IdleContainer | { gone: string; containerId: string }> {
     const t0 = performance.now();
     await assertRuntime(plan.runtime);
     const name = `berth-${plan.labels[LABELS.run] ?? 'run'}`.toLowerCase().slice(0, 52);
@@ -204,7 +226,11 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
         await clusterCall('a Sandbox', () => custom.createNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, body: objects.sandbox }));
         o.onCreated?.(name);
         tCreated = performance.now();
-        await waitRunning(name);
+        const gone = await waitRunning(name);
+        if (gone) {
+          await removeOne(name).catch(() => undefined);
+          return { gone, containerId: name };
+        }
       } catch (err) {
         // Nothing half-made stays: the ConfigMap, the Sandbox and its pod go (and the token with them).
         await removeOne(name).catch(() => undefined);
@@ -300,7 +326,10 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
 
   async function run(plan: RunPlan, o: RunOptions = {}): Promise<RunResult> {
     const t0 = performance.now();
-    const idle = await startIdle(plan, plan.keepAlive, { onCreated: o.onCreated });
+    const started = await startPod(plan, plan.keepAlive, { onCreated: o.onCreated });
+    // Removed before it ran (reaped, removed by hand): ended as a stopped run is.
+    if ('gone' in started) return { containerId: started.containerId, exitCode: STOPPED_EXIT, stdout: '', stderr: '', truncated: false, timedOut: false, lost: started.gone, timings: { createMs: 0, startMs: 0, runMs: 0, totalMs: performance.now() - t0 } };
+    const idle = started;
     try {
       const r = await execIn(idle.containerId, plan, plan.exec, { ...o, onCreated: undefined });
       if ('gone' in r) return { containerId: idle.containerId, exitCode: STOPPED_EXIT, stdout: '', stderr: '', truncated: false, timedOut: false, lost: r.reason, timings: { ...idle.timings, runMs: 0, totalMs: performance.now() - t0 } };
