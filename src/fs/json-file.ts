@@ -2,28 +2,25 @@ import fs from 'node:fs';
 import type { z } from 'zod';
 import { errnoOf } from '../errors.js';
 
-/** A berth-owned JSON file, validated by its schema; undefined when it does not exist. */
-export function readJsonFile<S extends z.ZodType>(path: string, schema: S): z.output<S> | undefined {
-  let text: string;
+/** A berth-owned text file's content; undefined when it does not exist (any other failure is thrown). */
+export function readTextIfExists(path: string): string | undefined {
   try {
-    text = fs.readFileSync(path, 'utf8');
+    return fs.readFileSync(path, 'utf8');
   } catch (err) {
     if (errnoOf(err) === 'ENOENT') return undefined;
     throw err;
   }
-  return schema.parse(JSON.parse(text));
+}
+
+/** A berth-owned JSON file, validated by its schema; undefined when it does not exist. */
+export function readJsonFile<S extends z.ZodType>(path: string, schema: S): z.output<S> | undefined {
+  const text = readTextIfExists(path);
+  return text === undefined ? undefined : schema.parse(JSON.parse(text));
 }
 
 /** The lines of a berth-owned JSON-lines file (a log, a journal); [] when it does not exist. */
 export function readJsonLines(path: string): string[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(path, 'utf8');
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return [];
-    throw err;
-  }
-  return text.split('\n').filter(Boolean);
+  return (readTextIfExists(path) ?? '').split('\n').filter(Boolean);
 }
 
 /**

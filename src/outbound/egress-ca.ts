@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import type { KeyObject } from 'node:crypto';
 import { errnoOf } from '../errors.js';
+import { readTextIfExists } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { issueServerCert, LEAF_LIFETIME_MS, loadAuthority, makeAuthority, newRsaKey, type Authority } from './certs.js';
 
@@ -30,12 +31,7 @@ export interface EgressTrustFiles {
 
 /** Rewrite a public file only when its content changed (a mounted file keeps its inode otherwise). */
 function writePublic(file: string, text: string): void {
-  try {
-    if (fs.readFileSync(file, 'utf8') === text) return;
-  } catch (err) {
-    if (errnoOf(err) !== 'ENOENT') throw err;
-  }
-  atomicWriteFile(file, text, 0o644);
+  if (readTextIfExists(file) !== text) atomicWriteFile(file, text, 0o644);
 }
 
 export const EGRESS_CA_FILE = 'egress-ca.pem';
@@ -45,13 +41,8 @@ const MAX_HOSTS = 512;
 function loadOrCreateAuthority(stateDir: string): Authority {
   const file = join(stateDir, EGRESS_CA_FILE);
   const read = (): Authority | undefined => {
-    let text: string;
-    try {
-      text = fs.readFileSync(file, 'utf8');
-    } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return undefined;
-      throw err;
-    }
+    const text = readTextIfExists(file);
+    if (text === undefined) return undefined;
     const key = /-----BEGIN PRIVATE KEY-----[\s\S]+?-----END PRIVATE KEY-----/.exec(text)?.[0];
     const cert = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/.exec(text)?.[0];
     if (!key || !cert) throw new Error(`${file} does not hold berth's egress CA; remove it to make a new one (containers trust the new one from their next run)`);

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { errnoOf } from '../errors.js';
 import { openIfExists } from '../fs/fd-path.js';
 import { atomicWriteFile } from '../fs/tree.js';
-import { parseJsonLine } from '../fs/json-file.js';
+import { parseJsonLine, readTextIfExists } from '../fs/json-file.js';
 import { readdirIfExists } from '../fs/dir.js';
 
 /**
@@ -49,13 +49,8 @@ export function logFiles(file: string): string[] {
 }
 
 export function readHead(file: string): AuditHead | undefined {
-  let text: string;
-  try {
-    text = fs.readFileSync(headFile(file), 'utf8');
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return undefined;
-    throw err;
-  }
+  const text = readTextIfExists(headFile(file));
+  if (text === undefined) return undefined;
   const parsed = parseJsonLine(text, AuditHeadSchema);
   if (!parsed) throw new Error(`${basename(headFile(file))} is not a head record: refusing to chain on from a guess`);
   return parsed;
