@@ -234,11 +234,7 @@ describe('brokered secrets on the egress proxy', () => {
     // Node's own client would take the header for a new connection's name).
     const raw = await tunnel(port, berthCa.certPem);
     raw.secure.write('GET /acme/x HTTP/1.1\r\nhost: attacker.example\r\nconnection: close\r\n\r\n');
-    const answer = await new Promise<string>((resolve) => {
-      let text = '';
-      raw.secure.on('data', (c: Buffer) => (text += c.toString()));
-      raw.secure.on('close', () => resolve(text));
-    });
+    const answer = await untilClose(raw.secure);
     expect(answer).toMatch(/^HTTP\/1.1 200/);
     expect(lastSeen()?.headers.host).toBe(`localhost:${port}`);
     expect(lastSeen()?.headers.authorization).toBe(`Bearer ${TOKEN}`);
@@ -246,11 +242,7 @@ describe('brokered secrets on the egress proxy', () => {
     const other = await tunnel(port, berthCa.certPem);
     const before2 = seen.length;
     other.secure.write('GET https://attacker.example/acme/x HTTP/1.1\r\nhost: attacker.example\r\nconnection: close\r\n\r\n');
-    const refused = await new Promise<string>((resolve) => {
-      let text = '';
-      other.secure.on('data', (c: Buffer) => (text += c.toString()));
-      other.secure.on('close', () => resolve(text));
-    });
+    const refused = await untilClose(other.secure);
     expect(refused).toMatch(/^HTTP\/1.1 400/);
     expect(seen.length).toBe(before2);
   });
@@ -315,11 +307,7 @@ describe('brokered secrets on the egress proxy', () => {
     const raw = net.connect(socketPath);
     await new Promise((r) => raw.once('connect', r));
     raw.write(`CONNECT localhost:${port} HTTP/1.1\r\nhost: localhost:${port}\r\n\r\n\x16\x03\x01\x00\x05hello`);
-    const answer = await new Promise<string>((resolve) => {
-      let text = '';
-      raw.on('data', (c) => (text += c.toString()));
-      raw.on('close', () => resolve(text));
-    });
+    const answer = await untilClose(raw);
     expect(answer).toMatch(/^HTTP\/1.1 400/);
     expect(answer).toContain('wait for the 200');
   });
@@ -420,3 +408,12 @@ describe('brokered secrets on the egress proxy', () => {
     expect(fs.statSync(join(dir, 'state', 'egress-ca.pem')).mode & 0o777).toBe(0o600);
   });
 });
+
+/** Everything a socket says until it closes. */
+function untilClose(socket: NodeJS.ReadableStream): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    socket.on('data', (c: Buffer) => (text += c.toString()));
+    socket.on('close', () => resolve(text));
+  });
+}
