@@ -5,7 +5,7 @@ import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, NetworkingV1Api, NodeV1A
 import type { KubernetesSettings } from '../config/kubernetes.js';
 import { BerthError } from '../errors.js';
 import { LABELS, type ContainerQuery } from '../plan/labels.js';
-import { GATEWAY_MOUNT, type RunPlan } from '../plan/run-plan.js';
+import { GATEWAY_MOUNT, SHARED_MOUNT, type RunPlan } from '../plan/run-plan.js';
 import { KUBE_GATEWAY_PORT } from '../config/kubernetes.js';
 import { AGENT_CONTAINER, berthLabelsOf, BERTH_POD_LABELS, kubeSelector, renderKubeRun, renderNetworkPolicy, SANDBOX_API, type SnapshotFile } from './kube-objects.js';
 import type { RelayTokens } from './kube-relay.js';
@@ -59,6 +59,17 @@ function readSnapshot(source: string): SnapshotFile[] {
 }
 
 const statusCode = (err: unknown) => (err as { code?: number }).code;
+/** What a refused or failed API call means to berth, in its error codes. */
+function clusterError(what: string, err: unknown): BerthError {
+  if (err instanceof BerthError) return err;
+  const code = statusCode(err);
+  const body = (err as { body?: unknown }).body;
+  const message = typeof body === 'string' ? body.slice(0, 400) : ((body as { message?: string } | undefined)?.message ?? (err as Error).message);
+  if (code === undefined) return new BerthError('ENGINE_UNAVAILABLE', `the Kubernetes API server did not answer (${what}): ${message}`, { hint: 'check kubernetes.kubeconfig in berth.yaml; "berth doctor" says what answers' });
+  return new BerthError('RUN_FAILED', `the cluster refused ${what} (${code}): ${message}`);
+}
+/** An object that may be gone: undefined for a 404, the error otherwise. */
+const unlessGone = <T>(p: Promise<T>): Promise<T | undefined> => p.catch((err: unknown) => (statusCode(err) === 404 ? undefined : Promise.reject(err)));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Why a pod that is not running will not run (a status the kubelet reported), or undefined while it may still. */
@@ -102,12 +113,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     try {
       return await call();
     } catch (err) {
-      if (err instanceof BerthError) throw err;
-      const code = statusCode(err);
-      const body = (err as { body?: unknown }).body;
-      const message = typeof body === 'string' ? body.slice(0, 400) : ((body as { message?: string } | undefined)?.message ?? (err as Error).message);
-      if (code === undefined) throw new BerthError('ENGINE_UNAVAILABLE', `the Kubernetes API server did not answer (${what}): ${message}`, { hint: 'check kubernetes.kubeconfig in berth.yaml; "berth doctor" says what answers' });
-      throw new BerthError('RUN_FAILED', `the cluster refused ${what} (${code}): ${message}`);
+      throw clusterError(what, err);
     }
   };
 
@@ -115,7 +121,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     try {
       await create();
     } catch (err) {
-      if (statusCode(err) !== 409) await clusterCall(what, () => Promise.reject(err));
+      if (statusCode(err) !== 409) throw clusterError(what, err);
     }
   }
 
@@ -138,13 +144,12 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     const token = tokens.get(name);
     if (token) opts.relay?.tokens.revoke(token);
     tokens.delete(name);
-    const gone = (p: Promise<unknown>) => p.catch((err: unknown) => (statusCode(err) === 404 ? undefined : Promise.reject(err)));
     await clusterCall(`removing ${name}`, () =>
       Promise.all([
-        gone(custom.deleteNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, name, gracePeriodSeconds: 0 })),
-        gone(core.deleteNamespacedConfigMap({ name: `${name}-files`, namespace: ns })),
+        unlessGone(custom.deleteNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, name, gracePeriodSeconds: 0 })),
+        unlessGone(core.deleteNamespacedConfigMap({ name: `${name}-files`, namespace: ns })),
         // The pod too: the Sandbox's controller would, but a removed run must not wait on it.
-        gone(core.deleteNamespacedPod({ name, namespace: ns, gracePeriodSeconds: 0 })),
+        unlessGone(core.deleteNamespacedPod({ name, namespace: ns, gracePeriodSeconds: 0 })),
       ]),
     );
   }
@@ -154,12 +159,12 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     const end = Date.now() + settings.start_timeout_seconds * 1000;
     let seen = false;
     for (let delay = 50; ; delay = Math.min(delay * 2, 500)) {
-      const pod = await core.readNamespacedPod({ name, namespace: ns }).catch((err: unknown) => (statusCode(err) === 404 ? undefined : Promise.reject(err)));
+      const pod = await unlessGone(core.readNamespacedPod({ name, namespace: ns }));
       if (pod?.status?.phase === 'Running' && pod.status.containerStatuses?.every((c) => c.state?.running)) return undefined;
       if (pod?.metadata?.deletionTimestamp || (seen && !pod)) return 'it was removed';
       seen ||= pod !== undefined;
       if (!pod) {
-        const sandbox = await custom.getNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, name }).catch((err: unknown) => (statusCode(err) === 404 ? undefined : Promise.reject(err)));
+        const sandbox = await unlessGone(custom.getNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, name }));
         if (!sandbox) return 'it was removed';
       }
       const trouble = pod && podTrouble(pod);
@@ -179,7 +184,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     try {
       await kubeConfig.makeApiClient(NodeV1Api).readRuntimeClass({ name: runtime });
     } catch (err) {
-      if (statusCode(err) !== 404) return clusterCall(`RuntimeClass ${runtime}`, () => Promise.reject(err));
+      if (statusCode(err) !== 404) throw clusterError(`RuntimeClass ${runtime}`, err);
       throw new BerthError('RUNTIME_MISSING', `the cluster has no RuntimeClass "${runtime}"`, { hint: 'create it (its handler is the runtime on the nodes, e.g. runsc), or choose another runtime for the project' });
     }
   }
@@ -199,7 +204,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     let token: string | undefined;
     for (const m of plan.mounts) {
       if (m.type !== 'bind' || !m.readOnly || m.target === GATEWAY_MOUNT) continue;
-      if (m.target.startsWith('/shared')) continue; // refused by the renderer, in words
+      if (m.target === SHARED_MOUNT || m.target.startsWith(`${SHARED_MOUNT}/`)) continue; // refused by the renderer, in words
       files.set(m.target, readSnapshot(m.source));
     }
     const runDir = plan.mounts.find((m) => m.type === 'bind' && m.target === GATEWAY_MOUNT);
@@ -260,7 +265,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       command = await envArgv(containerId, plan, argv);
     } catch (err) {
       if (statusCode(err) === 404) return { gone: true, reason: 'its pod is gone' };
-      return clusterCall('reading the pod', () => Promise.reject(err));
+      throw clusterError('reading the pod', err);
     }
     o.onCreated?.(containerId);
     const tCreated = performance.now();
@@ -283,7 +288,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       // A kubelet refuses an exec into a container that is not running before the upgrade.
       const pod = await core.readNamespacedPod({ name: containerId, namespace: ns }).catch(() => undefined);
       if (!pod || pod.metadata?.deletionTimestamp || pod.status?.phase !== 'Running') return { gone: true, reason: pod ? (podTrouble(pod) ?? `its pod is ${pod.status?.phase ?? 'not running'}`) : 'its pod is gone' };
-      return clusterCall('an exec', () => Promise.reject(err));
+      throw clusterError('an exec', err);
     }
     ws.on('close', () => socketClosed());
     const tStarted = performance.now();
