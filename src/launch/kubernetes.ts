@@ -308,6 +308,14 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       stopped = CONTAINER_LOST;
       lost = status?.message ?? 'the exec ended without an exit status';
       await removeOne(containerId).catch(() => undefined);
+    } else if (!stopped && exitCode !== 0) {
+      // A pod removed under the exec (reaped, by hand) fails it with the runtime's status (126,
+      // 137, ...), not the command's: as on Docker, its container went away.
+      const pod = await unlessGone(core.readNamespacedPod({ name: containerId, namespace: ns })).catch(() => undefined);
+      if (!pod || pod.metadata?.deletionTimestamp || pod.status?.phase !== 'Running') {
+        stopped = CONTAINER_LOST;
+        lost = pod ? (podTrouble(pod) ?? 'it was removed') : 'it was removed';
+      }
     }
     let stdout = bounds.output.text('stdout');
     let stderr = bounds.output.text('stderr');
