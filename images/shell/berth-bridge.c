@@ -366,8 +366,49 @@ static int scan_threads(FILE *out) {
    still running. */
 #define SCAN_TRIES 20
 
+/* A number from the start of a cgroup file, or of the line "KEY N" in it (KEY NULL: the first
+   line's); -1 if it cannot be read. */
+static long long cgroup_number(const char *path, const char *key) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[8192];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  const char *at = buf;
+  if (key) {
+    size_t len = strlen(key);
+    for (char *line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+      if (strncmp(line, key, len) == 0 && line[len] == ' ') {
+        at = line + len + 1;
+        break;
+      }
+    if (at == buf) return -1;
+  }
+  char *end;
+  long long v = strtoll(at, &end, 10);
+  return end == at || v < 0 ? -1 : v;
+}
+
+/* The container's memory as its own cgroup counts it ("mem USAGE CACHE SHMEM", -1 where not
+   readable): what berth weighs where it cannot read the cgroup from its host (a cluster's node).
+   The cgroup files are the kernel's, mounted read-only: nothing in the container writes them. */
+static void report_memory(void) {
+  long long usage = cgroup_number("/sys/fs/cgroup/memory.current", NULL), cache = -1, shmem = -1;
+  if (usage >= 0) {
+    cache = cgroup_number("/sys/fs/cgroup/memory.stat", "file");
+    shmem = cgroup_number("/sys/fs/cgroup/memory.stat", "shmem");
+  } else if ((usage = cgroup_number("/sys/fs/cgroup/memory/memory.usage_in_bytes", NULL)) >= 0) {
+    cache = cgroup_number("/sys/fs/cgroup/memory/memory.stat", "total_cache");
+    shmem = cgroup_number("/sys/fs/cgroup/memory/memory.stat", "total_shmem");
+  }
+  printf("mem %lld %lld %lld\n", usage, cache, shmem);
+}
+
 /* What the container holds now: every thread, then its IPC namespace ("ipc SHM_PAGES
-   MSG_QUEUES SEM_SETS MQUEUES", -1 where the kernel did not say), then "end". */
+   MSG_QUEUES SEM_SETS MQUEUES", -1 where the kernel did not say), its memory (report_memory),
+   then "end". */
 static void report(void) {
   char *text = NULL;
   size_t len = 0;
@@ -392,7 +433,9 @@ static void report(void) {
   long shm_pages = shmctl(0, SHM_INFO, (struct shmid_ds *)&shm) < 0 ? -1 : (long)shm.shm_tot;
   long queues = msgctl(0, MSG_INFO, (struct msqid_ds *)&msg) < 0 ? -1 : (long)msg.msgpool;
   long sets = semctl(0, 0, SEM_INFO, arg) < 0 ? -1 : (long)sem.semusz;
-  printf("ipc %ld %ld %ld %ld\nend\n", shm_pages, queues, sets, mqueue_count());
+  printf("ipc %ld %ld %ld %ld\n", shm_pages, queues, sets, mqueue_count());
+  report_memory();
+  printf("end\n");
   fflush(stdout);
 }
 

@@ -2,8 +2,9 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { posix } from 'node:path';
 import { procStat } from '../fs/process-identity.js';
-import type { ExecLeftovers } from './launcher.js';
+import type { ExecLeftovers, LeftoverObserver } from './launcher.js';
 import { askedChannel } from './asked-channel.js';
+import { heldBytes } from './keepalive-report.js';
 import { WARM_MEMORY_SLACK } from './lifecycle.js';
 
 /**
@@ -114,9 +115,7 @@ function heldMemory(dir: string): number | undefined {
   const usage = Number(readText(posix.join(dir, 'memory.usage_in_bytes')) ?? readText(posix.join(dir, 'memory.current')) ?? NaN);
   if (stat === undefined || !Number.isFinite(usage)) return undefined;
   const field = (v1: string, v2: string) => Number(new RegExp(`^(?:${v1}|${v2}) (\\d+)$`, 'm').exec(stat)?.[1] ?? NaN);
-  const cache = field('total_cache', 'file');
-  const shmem = field('total_shmem', 'shmem');
-  return Number.isFinite(cache) && Number.isFinite(shmem) ? usage - cache + shmem : undefined;
+  return heldBytes(usage, field('total_cache', 'file'), field('total_shmem', 'shmem'));
 }
 
 /** A container's memory cgroup (found through one of its host processes) and what it holds now, taken as its idle self. */
@@ -360,11 +359,6 @@ export async function observeLeftovers(keepAlive: KeepAlive, ipcReader?: IpcRead
  * file, for runtimes whose processes are host processes) or through the keep-alive's reports
  * (docker-reports.ts, gVisor). `close` when the container goes.
  */
-export interface LeftoverObserver {
-  observe(): Promise<ExecLeftovers>;
-  close(): void;
-}
-
 /** The host's view: /proc and the cgroup for processes, the container's IPC namespace, its memory cgroup. */
 export async function hostObserver(initPid: number, keepAliveArgv: string[]): Promise<LeftoverObserver> {
   const keepAlive = await watchKeepAlive(initPid, keepAliveArgv);

@@ -2,9 +2,10 @@ import { Writable } from 'node:stream';
 import type Docker from 'dockerode';
 import fs from 'node:fs';
 import { posix } from 'node:path';
-import { cgroupDir, settledMemoryGrowth, watchMemory, type LeftoverObserver } from './docker-leftovers.js';
+import { cgroupDir, settledMemoryGrowth, watchMemory } from './docker-leftovers.js';
+import type { LeftoverObserver } from './launcher.js';
 import { askedChannel } from './asked-channel.js';
-import { judgeReport, parseReport, reportBaseline, takeReport, type KeepAliveReport } from './keepalive-report.js';
+import { askReport, judgeReport, reportBaseline, REPORT_BYTES, REPORT_MS, takeReport } from './keepalive-report.js';
 
 /**
  * A warm container seen through its keep-alive's reports (keepalive-report.ts), over berth's
@@ -12,10 +13,6 @@ import { judgeReport, parseReport, reportBaseline, takeReport, type KeepAliveRep
  * (gVisor). Its memory is still read from the host: the sentry's memory is charged to the
  * container's cgroup (`sandboxPid` is a host process in it).
  */
-
-/** A report lists every thread (each ~60 bytes; the pids limit bounds them): far more means something is wrong. */
-const REPORT_BYTES = 4 << 20;
-const REPORT_MS = 5000;
 
 export async function reportObserver(docker: Docker, container: Docker.Container, sandboxPid: number): Promise<LeftoverObserver> {
   const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as NodeJS.ReadWriteStream & { destroy(): void };
@@ -32,23 +29,15 @@ export async function reportObserver(docker: Docker, container: Docker.Container
   docker.modem.demuxStream(stream, stdout, ignore);
   for (const event of ['end', 'close', 'error']) stream.on(event, close);
 
-  /** One report; undefined if none came in time or it was not one (the channel is then closed). */
-  async function read(): Promise<KeepAliveReport | undefined> {
-    const text = await channel.ask();
-    const report = text === undefined ? undefined : parseReport(text);
-    if (!report) close();
-    return report;
-  }
-
   // Before anything of a tenant ran: the keep-alive's own processes, and its memory idle.
-  const first = await read();
+  const first = await askReport(channel);
   if (!first) return { observe: async () => ({}), close };
   const baseline = reportBaseline(first);
   const memory = watchMemory(sandboxPid);
   const pidsDir = cgroupDir(sandboxPid, 'pids');
   return {
     async observe() {
-      const report = await read();
+      const report = await askReport(channel);
       if (!report) return {};
       const left = judgeReport(baseline, report);
       const tasks = pidsDir && hostTasksNearLimit(pidsDir);

@@ -1,3 +1,4 @@
+import type { AskedChannel } from './asked-channel.js';
 import type { ExecLeftovers } from './launcher.js';
 
 /**
@@ -6,7 +7,7 @@ import type { ExecLeftovers } from './launcher.js';
  * container whose processes are not host processes (gVisor: they live in the sentry). The
  * keep-alive is berth's, started before anything of a tenant, not dumpable (nothing of the
  * tenant's can ptrace it), and its stdout goes to berth's attach alone; the thread names are the
- * tenant's, printed as [!-~] only. Pure: parsing and judging, no I/O.
+ * tenant's, printed as [!-~] only. Parsing and judging; its one question goes through the caller's channel.
  */
 
 export interface ReportThread {
@@ -34,14 +35,23 @@ export interface KeepAliveReport {
   semSets?: number;
   /** POSIX message queues; undefined where there is no /dev/mqueue (gVisor has none). */
   mqueues?: number;
+  /**
+   * Bytes the container holds as its own cgroup counts them (heldMemory's sum: usage less page
+   * cache, plus shared memory); undefined where the keep-alive could not read them.
+   */
+  memoryHeld?: number;
 }
+
+/** A report lists every thread (each ~60 bytes; the pids limit bounds them): far more means something is wrong. */
+export const REPORT_BYTES = 4 << 20;
+export const REPORT_MS = 5000;
 
 /** The line that ends a report. */
 const REPORT_END = 'end\n';
 
 /**
  * The first whole report in what the keep-alive printed so far, and what follows it; undefined
- * until one is complete. Its end line follows the ipc line: "end\n" closing a thread's name
+ * until one is complete. Its end line follows the ipc and mem lines: "end\n" closing a thread's name
  * ("backend") is not it.
  */
 export function takeReport(printed: string): { text: string; rest: string } | undefined {
@@ -52,29 +62,50 @@ export function takeReport(printed: string): { text: string; rest: string } | un
 const THREAD = /^t (\d+) (\d+) (\d+) (\S) (\d+) (\d+) ([!-~]+)$/;
 const CHURN = /^churn (\d+)$/;
 const IPC = /^ipc (-?\d+) (-?\d+) (-?\d+) (-?\d+)$/;
+const MEM = /^mem (-?\d+) (-?\d+) (-?\d+)$/;
+
+/** What a container holds: usage less the page cache the kernel can drop, plus shared memory (tmpfs, IPC), which it cannot. */
+export function heldBytes(usage: number, cache: number, shmem: number): number | undefined {
+  return [usage, cache, shmem].every((n) => Number.isFinite(n) && n >= 0) ? usage - cache + shmem : undefined;
+}
 
 /** One report's text (without its end line); undefined if any line is not the keep-alive's. */
 export function parseReport(text: string): KeepAliveReport | undefined {
   const threads: ReportThread[] = [];
   let churn: number | undefined;
   let ipc: RegExpExecArray | null = null;
+  let mem: RegExpExecArray | null = null;
   for (const line of text.split('\n')) {
     if (!line) continue;
-    const t = churn === undefined && !ipc ? THREAD.exec(line) : null;
+    // After the ipc line, one mem line at most, then nothing.
+    if (ipc) {
+      if (mem || !(mem = MEM.exec(line))) return undefined;
+      continue;
+    }
+    const t = churn === undefined ? THREAD.exec(line) : null;
     if (t) {
       threads.push({ tgid: Number(t[1]), tid: Number(t[2]), ppid: Number(t[3]), state: t[4]!, start: t[5]!, threads: Number(t[6]), comm: t[7]! });
       continue;
     }
-    const c = churn === undefined && !ipc ? CHURN.exec(line) : null;
+    const c = churn === undefined ? CHURN.exec(line) : null;
     if (c) {
       churn = Number(c[1]);
       continue;
     }
-    if (ipc || !(ipc = IPC.exec(line))) return undefined;
+    if (!(ipc = IPC.exec(line))) return undefined;
   }
   if (!ipc) return undefined;
   const count = (s: string) => (Number(s) < 0 ? undefined : Number(s));
-  return { threads, ...(churn ? { churn } : {}), shmPages: count(ipc[1]!), msgQueues: count(ipc[2]!), semSets: count(ipc[3]!), mqueues: count(ipc[4]!) };
+  const memoryHeld = mem ? heldBytes(Number(mem[1]), Number(mem[2]), Number(mem[3])) : undefined;
+  return { threads, ...(churn ? { churn } : {}), shmPages: count(ipc[1]!), msgQueues: count(ipc[2]!), semSets: count(ipc[3]!), mqueues: count(ipc[4]!), ...(memoryHeld === undefined ? {} : { memoryHeld }) };
+}
+
+/** One report asked over the keep-alive's channel; undefined if none came in time or it was not one (the channel is then closed). */
+export async function askReport(channel: AskedChannel): Promise<KeepAliveReport | undefined> {
+  const text = await channel.ask();
+  const report = text === undefined ? undefined : parseReport(text);
+  if (!report) channel.close();
+  return report;
 }
 
 /** The keep-alive's own processes (pid → start), from the report taken before anything of a tenant ran. */

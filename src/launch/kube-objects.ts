@@ -225,6 +225,9 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
         image: plan.image,
         imagePullPolicy: input.pullPolicy,
         command: plan.keepAlive.map(kubeLiteral),
+        // The keep-alive's stdin is berth's report channel (kube-reports.ts, through pods/attach);
+        // execs never get it, so nothing of a tenant's holds that pipe.
+        stdin: true,
         workingDir: plan.cwd,
         env,
         // Requests equal to limits: a Guaranteed pod, never the first a node evicts.

@@ -9,14 +9,17 @@ import { GATEWAY_MOUNT, SHARED_MOUNT, type RunPlan } from '../plan/run-plan.js';
 import { KUBE_GATEWAY_PORT } from '../config/kubernetes.js';
 import { AGENT_CONTAINER, berthLabelsOf, BERTH_POD_LABELS, kubeSelector, renderKubeRun, renderNetworkPolicy, SANDBOX_API, type SnapshotFile } from './kube-objects.js';
 import type { RelayTokens } from './kube-relay.js';
-import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
+import { podObserver } from './kube-reports.js';
+import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type LeftoverObserver, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
 import { commandNotFound, CONTAINER_LOST, runBounds, STOPPED_EXIT } from './lifecycle.js';
 
 /**
  * The Kubernetes launcher (docs/kubernetes.md): each container berth would start on Docker is an
  * agent-sandbox Sandbox whose pod runs the plan's keep-alive; a command is a pods/exec into it,
  * through the API server. Volumes that outlive a run (a tenant's workspace, a session's home) are
- * PVCs; berth's read-only files go in a ConfigMap per run. Only this file talks to the cluster.
+ * PVCs; berth's read-only files go in a ConfigMap per run. A warm session's pod takes its next
+ * message once its keep-alive's report (kube-reports.ts) says the last one left nothing behind.
+ * Only this file and kube-reports.ts talk to the cluster.
  */
 
 export interface KubeLauncherOptions {
@@ -93,6 +96,8 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   const exec = new Exec(kubeConfig);
   /** Relay tokens of the pods this process made. */
   const tokens = new Map<string, string>();
+  /** How each warm pod is watched (startIdle's pods; a one-off run's pod is never asked). */
+  const observers = new Map<string, LeftoverObserver>();
   let relayAddress: Promise<string> | undefined;
   /** Pods get no DNS (a way out of its own): a Service name in kubernetes.gateway.address becomes its cluster IP. */
   const resolveRelay = (address: string) =>
@@ -144,6 +149,8 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     const token = tokens.get(name);
     if (token) opts.relay?.tokens.revoke(token);
     tokens.delete(name);
+    observers.get(name)?.close();
+    observers.delete(name);
     await clusterCall(`removing ${name}`, () =>
       Promise.all([
         unlessGone(custom.deleteNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, name, gracePeriodSeconds: 0 })),
@@ -192,6 +199,8 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   async function startIdle(plan: RunPlan, keepAliveArgv: string[], o: { onCreated?(id: string): void } = {}): Promise<IdleContainer> {
     const started = await startPod(plan, keepAliveArgv, o);
     if ('gone' in started) throw new BerthError('RUN_FAILED', `the agent's pod went before it ran: ${started.gone}`);
+    // Its baseline is taken now, before anything of a tenant's ran in it.
+    observers.set(started.containerId, await podObserver(kubeConfig, ns, started.containerId, AGENT_CONTAINER));
     return started;
   }
 
@@ -331,8 +340,8 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       timedOut: bounds.timedOut,
       ...(stopped ? { stopped } : {}),
       ...(lost ? { lost } : {}),
-      // What an exec left in the pod is not observed here yet: never "clean" (lifecycle.warmVerdict).
-      leftovers: {},
+      // A stopped exec's pod is gone; one berth cannot ask is never "clean" (lifecycle.warmVerdict).
+      leftovers: stopped ? {} : ((await observers.get(containerId)?.observe()) ?? {}),
       timings: { createMs: tCreated - t0, startMs: tStarted - tCreated, runMs: tDone - tStarted, totalMs: tDone - t0 },
     };
   }
@@ -392,7 +401,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       clusterVolumes: true,
       unixSockets: opts.relay !== undefined,
       loopQuotas: false,
-      warm: () => false,
+      warm: () => true,
       lateMounts: () => false,
     };
   }

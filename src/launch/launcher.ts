@@ -44,6 +44,12 @@ export interface ExecLeftovers {
   memoryGrowth?: number;
 }
 
+/** How a launcher watches one warm container: what each exec left (`observe`), until `close`. */
+export interface LeftoverObserver {
+  observe(): Promise<ExecLeftovers>;
+  close(): void;
+}
+
 /** An exec's result. */
 export interface ExecResult extends RunResult {
   /** Why its container was removed to stop it (timed out, output past the cap, aborted); absent if it ran its course. */

@@ -10,5 +10,6 @@ export const SHELL_COMMANDS: ContractCommands = {
   background: () => ['sh', '-c', 'sleep 1000 &'],
   // test/fixtures/ipc-probe.c, built into tenant a's workspace (buildIpcProbe): one 1 MiB SysV segment.
   ipc: () => ['/workspace/ipc-probe', 'shm', '1'],
+  hold: (mib) => ['dd', 'if=/dev/zero', 'of=/tmp/held', 'bs=1048576', `count=${mib}`],
   exit: (code) => ['sh', '-c', `exit ${code}`],
 };

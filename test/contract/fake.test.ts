@@ -10,6 +10,7 @@ const FAKE_COMMANDS: ContractCommands = {
   flood: () => ['yes', 'berth-flood'],
   background: () => ['bg'],
   ipc: () => ['ipc'],
+  hold: (mib) => ['hold', String(mib)],
   exit: (code) => ['exit', String(code)],
 };
 

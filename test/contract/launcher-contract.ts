@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isGone, type ContainerGone, type ExecResult, type Launcher, type ManagedContainer, type RunOptions } from '../../src/launch/launcher.js';
-import { commandNotFound, CONTAINER_LOST, execVerdict, STOPPED_EXIT } from '../../src/launch/lifecycle.js';
+import { commandNotFound, CONTAINER_LOST, execVerdict, STOPPED_EXIT, WARM_MEMORY_SLACK } from '../../src/launch/lifecycle.js';
 import { LABELS, type ContainerQuery } from '../../src/plan/labels.js';
 import { WORKSPACE_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
 import { blankPlanOf, POOLED } from '../../src/plan/pool.js';
@@ -27,6 +27,8 @@ export interface ContractCommands {
   background(): string[];
   /** Exit 0, leaving an IPC object in the container's IPC namespace. */
   ipc(): string[];
+  /** Exit 0, leaving `mib` MiB held in memory (a file in /tmp, a tmpfs). */
+  hold(mib: number): string[];
   exit(code: number): string[];
 }
 
@@ -252,6 +254,14 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
         const r = await exec(id, cmd.ipc());
         expect(r.exitCode).toBe(0);
         expect(execVerdict(r)).toMatch(/^it left IPC objects: /);
+      });
+
+      it('an exec that leaves memory held (48 MiB in /tmp, past the slack) is not clean', async () => {
+        const id = await idle();
+        const r = await exec(id, cmd.hold(48));
+        expect(r.exitCode).toBe(0);
+        expect(execVerdict(r)).toMatch(/^it holds \d+ MiB more than when idle/);
+        expect(r.leftovers.memoryGrowth).toBeGreaterThan(WARM_MEMORY_SLACK);
       });
 
       it('a timed-out exec is stopped (137) and its container removed; execIn then answers ContainerGone', async () => {

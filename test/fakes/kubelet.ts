@@ -1,8 +1,8 @@
 /**
  * A test kubelet (and scheduler) for the real kube-apiserver of test/helpers/kube-cluster.ts: it
  * registers a Node, binds unscheduled pods to it, runs them on the local Docker engine, keeps their
- * status true to the containers, and serves the kubelet API the apiserver proxies `pods/exec` and
- * `pods/log` to (HTTPS on 127.0.0.1, the port in the Node's daemonEndpoints).
+ * status true to the containers, and serves the kubelet API the apiserver proxies `pods/exec`,
+ * `pods/attach` and `pods/log` to (HTTPS on 127.0.0.1, the port in the Node's daemonEndpoints).
  *
  * Behaviour follows kubelet 1.20 with dockershim, where it matters to a client: status shapes and
  * reasons, `$(VAR)` expansion, fsGroup ownership, Unconfined seccomp unless asked, sysctl
@@ -548,7 +548,13 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
   };
 
   const terminatedOf = async (run: Run) => {
-    const info = await docker.getContainer(run.id!).inspect();
+    let info = await docker.getContainer(run.id!).inspect();
+    // Docker records an OOM kill from the cgroup's event, which can come after the exit is seen
+    // (seen under load): a SIGKILLed exit is looked at again for a moment before it is "Error".
+    for (let i = 0; i < 10 && info.State.ExitCode === 137 && !info.State.OOMKilled; i++) {
+      await sleep(50);
+      info = await docker.getContainer(run.id!).inspect();
+    }
     const code = info.State.ExitCode;
     run.status.ready = false;
     run.status.started = false;
@@ -779,7 +785,7 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
   };
 
   // -------------------------------------------------------------------------------------------
-  // The kubelet API: /containerLogs and /exec
+  // The kubelet API: /containerLogs, /exec and /attach
 
   const containerLogs = async (req: IncomingMessage, res: ServerResponse, ns: string, podName: string, containerName: string, q: URLSearchParams) => {
     const fail = (code: number, message: string) => res.writeHead(code, { 'content-type': 'text/plain' }).end(`${message}\n`);
@@ -927,6 +933,55 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     }
   };
 
+  /**
+   * One attach to a container's first process, on the same channel protocol: its stdin (the
+   * container's, open when the pod's container says `stdin: true`), its stdout and stderr as it
+   * prints them from now on. Leaving detaches; it never closes the container's stdin (no
+   * `stdinOnce`). Ends with a status, as the kubelet's ServeAttach does, when the container ends.
+   */
+  const attachTo = async (ws: WebSocket, w: Worker | undefined, containerName: string, q: URLSearchParams) => {
+    const v4 = ws.protocol === 'v4.channel.k8s.io';
+    const flag = (...names: string[]) => names.some((k) => q.get(k) === '1' || q.get(k) === 'true');
+    const want = { stdin: flag('input', 'stdin'), stdout: flag('output', 'stdout'), stderr: flag('error', 'stderr'), tty: flag('tty') };
+    const send = (channel: number, data: Buffer) => ws.readyState === WebSocket.OPEN && ws.send(Buffer.concat([Buffer.of(channel), data]));
+    const finish = (status: Status) => {
+      if (v4) send(3, Buffer.from(JSON.stringify(status)));
+      else if (status.status === 'Failure') send(3, Buffer.from(status.message ?? ''));
+      ws.close(1000);
+    };
+    const run = w?.runs.find((r) => r.spec.name === containerName);
+    send(want.stdout ? 1 : want.stderr ? 2 : 3, Buffer.alloc(0));
+    if (!run?.id || !run.status.state?.running) return finish(internalError(`error attaching to container: container not found ("${containerName}")`));
+    const early: Buffer[] = [];
+    let stream: Duplex | undefined;
+    ws.on('message', (data: Buffer) => {
+      if (data[0] !== 0 || !want.stdin) return;
+      if (stream) stream.write(data.subarray(1));
+      else early.push(data.subarray(1));
+    });
+    ws.on('close', () => stream?.destroy());
+    try {
+      const container = docker.getContainer(run.id);
+      const info = await container.inspect();
+      if (!info.State.Running) return finish(internalError(`error attaching to container: container not running (${run.id})`));
+      if (want.stdin && !info.Config.OpenStdin) return finish(internalError('error attaching to container: stdin is not enabled for this container'));
+      stream = (await container.attach({ stream: true, stdin: want.stdin, stdout: want.stdout, stderr: want.stderr, hijack: true })) as Duplex;
+      if (ws.readyState !== WebSocket.OPEN) return void stream.destroy();
+      for (const b of early) stream.write(b);
+      const channel = (n: number) => new Writable({ write: (chunk: Buffer, _e, done) => (send(n, chunk), done()) });
+      if (info.Config.Tty) stream.on('data', (d: Buffer) => send(1, d));
+      else docker.modem.demuxStream(stream, channel(1), channel(2));
+      await new Promise<void>((resolve) => {
+        stream!.once('end', resolve);
+        stream!.once('close', resolve);
+        stream!.once('error', () => resolve());
+      });
+      finish({ metadata: {}, status: 'Success' });
+    } catch (e) {
+      finish(internalError(`error attaching to container: ${(e as Error).message}`));
+    }
+  };
+
   const wss = new WebSocketServer({
     noServer: true,
     // The first protocol the client offers that kubelet 1.20 speaks (client-node offers v5 first).
@@ -943,13 +998,13 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     const reject = (code: number, text: string, message: string) => {
       socket.end(`HTTP/1.1 ${code} ${text}\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(message)}\r\nconnection: close\r\n\r\n${message}`);
     };
-    if (parts[0] !== 'exec' || (parts.length !== 4 && parts.length !== 5)) return reject(404, 'Not Found', 'not found');
+    if ((parts[0] !== 'exec' && parts[0] !== 'attach') || (parts.length !== 4 && parts.length !== 5)) return reject(404, 'Not Found', 'not found');
     if (req.headers.upgrade?.toLowerCase() !== 'websocket') return reject(400, 'Bad Request', 'the test kubelet speaks WebSocket only (no SPDY)');
     const [, ns = '', podName = ''] = parts;
     const containerName = parts[parts.length - 1] ?? '';
     const w = byName(ns, podName);
     if (!w) return reject(404, 'Not Found', `pod does not exist\n`);
-    wss.handleUpgrade(req, socket, head, (ws) => void execIn(ws, w, containerName, q));
+    wss.handleUpgrade(req, socket, head, (ws) => void (parts[0] === 'exec' ? execIn : attachTo)(ws, w, containerName, q));
   };
 
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
@@ -962,7 +1017,7 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
         else res.end();
       });
     }
-    if (parts[0] === 'exec') return void res.writeHead(400, { 'content-type': 'text/plain' }).end('Upgrade request required\n');
+    if (parts[0] === 'exec' || parts[0] === 'attach') return void res.writeHead(400, { 'content-type': 'text/plain' }).end('Upgrade request required\n');
     res.writeHead(404).end();
   };
 

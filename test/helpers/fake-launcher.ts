@@ -15,7 +15,8 @@ import type { PlannedMount, RunPlan } from '../../src/plan/run-plan.js';
  * refuses writes.
  *
  * Programs: true, false, exit N, echo ARGS, cat PATH, write PATH TEXT, sleep MS, yes TEXT
- * (floods), bg (leaves a process running), ipc (leaves an IPC object), and the wrappers a plan
+ * (floods), bg (leaves a process running), ipc (leaves an IPC object), hold MIB (leaves memory
+ * held), and the wrappers a plan
  * puts around them: `sh -c [--] "PROGRAM ARGS"` (not a shell: the words of one command, so a
  * shell-agent message can name a program) and `berth-bridge relay ... -- ARGV`. The keep-alive
  * is `berth-bridge idle`.
@@ -32,6 +33,8 @@ export interface FakeContainer {
   processes: string[];
   /** IPC objects execs left ("shm 1"). */
   ipc: string[];
+  /** Bytes execs left held (hold MIB). */
+  held: number;
   /** Files of its tmpfs mounts, by container path: they live and die with the container. */
   tmpfs: Map<string, string>;
   /** Stops each program running in it (removing the container kills them). */
@@ -99,7 +102,7 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
     if (!runtimes.includes(plan.runtime)) throw new BerthError('RUNTIME_MISSING', `the engine has no such runtime: ${plan.runtime}`);
     if (options.images && !options.images.includes(plan.image)) throw new BerthError('IMAGE_MISSING', `image ${plan.image} is not on this engine`);
     const id = `fake${String(nextId++).padStart(12, '0')}`;
-    const c: FakeContainer = { id, plan, labels: { ...plan.labels }, state: 'running', cmd, processes: [], ipc: [], tmpfs: new Map(), kills: new Set(), busy: false };
+    const c: FakeContainer = { id, plan, labels: { ...plan.labels }, state: 'running', cmd, processes: [], ipc: [], held: 0, tmpfs: new Map(), kills: new Set(), busy: false };
     live.set(id, c);
     return c;
   }
@@ -160,7 +163,7 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
   function leftoversOf(c: FakeContainer): ExecLeftovers {
     // A runtime it does not keep warm is one it cannot look into: nothing observed, never "clean".
     if (!caps.warm(c.plan.runtime)) return {};
-    return { running: [...c.processes], keepAliveHurt: [], ipc: [...c.ipc], memoryGrowth: 0 };
+    return { running: [...c.processes], keepAliveHurt: [], ipc: [...c.ipc], memoryGrowth: c.held };
   }
 
   function resolveProgram(argv: string[]): Program | undefined {
@@ -406,6 +409,10 @@ const PROGRAMS: Record<string, Program> = {
   },
   ipc: (p) => {
     p.container.ipc.push(`shm ${p.container.ipc.length + 1}`);
+    return 0;
+  },
+  hold: (p) => {
+    p.container.held += Number(p.argv[1] ?? 0) * 2 ** 20;
     return 0;
   },
 };

@@ -25,6 +25,8 @@ export interface KubeRig {
   kubelet: TestKubelet;
   /** The host side of the pods' network: where a relay listener of berth's must listen. */
   gatewayIp: string;
+  /** Where the test kubelet keeps a PVC's files (the node's disk, not berth's). */
+  claimDir(claim: string): string;
   stop(): Promise<void>;
 }
 
@@ -55,7 +57,7 @@ export async function startKubeRig(namespace = 'berth'): Promise<KubeRig> {
     cleanups.push(() => controller.stop());
     const settings = KubernetesSchema.parse({ namespace, gateway: { address }, start_timeout_seconds: 60 });
     const launcher = createKubernetesLauncher({ kubeConfig: cluster.kubeConfig, settings, relay: { address, tokens } });
-    return { cluster, namespace, launcher, kubelet, gatewayIp, stop };
+    return { cluster, namespace, launcher, kubelet, gatewayIp, claimDir: (claim) => join(dataDir, 'pvc', namespace, claim), stop };
   } catch (err) {
     await stop();
     throw err;

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CoreV1Api, CustomObjectsApi, Exec, type V1Pod, type V1Status } from '@kubernetes/client-node';
+import { Attach, CoreV1Api, CustomObjectsApi, Exec, type V1Pod, type V1Status } from '@kubernetes/client-node';
 import { installAgentSandbox, startKubeCluster, type KubeCluster } from '../helpers/kube-cluster.js';
 import { KUBELET_LABEL, startTestKubelet, type TestKubelet } from '../fakes/kubelet.js';
 import { SANDBOX_HASH_LABEL, sandboxNameHash, startSandboxController, type Sandbox } from '../fakes/agent-sandbox-controller.js';
@@ -187,6 +187,42 @@ describe('test kubelet', () => {
     await gone('p2');
 
     console.info(`test kubelet: pod to Running ${toRunning} ms; exec round trip through the API server ${[...rounds].sort((a, b) => a - b)[2]} ms (median of 5)`);
+  });
+
+  it("attaches through the API server to a container's first process: its stdin, its output from then on; leaving detaches and leaves its stdin open", async () => {
+    const body = (name: string, stdin: boolean): V1Pod => ({
+      metadata: { name },
+      spec: {
+        restartPolicy: 'Never',
+        terminationGracePeriodSeconds: 1,
+        securityContext: { runAsUser: 10001, runAsGroup: 10001, runAsNonRoot: true },
+        containers: [{ name: 'main', image: IMAGE, imagePullPolicy: 'Never', stdin, command: ['sh', '-c', 'echo before; while read l; do echo "got $l"; done; echo eof'] }],
+      },
+    });
+    await core.createNamespacedPod({ namespace: ns, body: body('att', true) });
+    await core.createNamespacedPod({ namespace: ns, body: body('att-closed', false) });
+    await phaseIs('att', 'Running');
+    /** One attach: write a line, read until its answer, leave. */
+    const ask = async (pod: string, line: string) => {
+      const out = new PassThrough();
+      const input = new PassThrough();
+      let printed = '';
+      out.on('data', (d: Buffer) => (printed += d.toString()));
+      const ws = await new Attach(cluster.kubeConfig).attach(ns, pod, 'main', out, null, input, false);
+      input.write(`${line}\n`);
+      await waitFor(`an answer to ${line}`, async () => printed.includes(`got ${line}\n`) || ws.readyState === ws.CLOSED, 10_000);
+      ws.close();
+      return printed;
+    };
+    // What it printed before the attach is not replayed; each attach sees its own answer.
+    expect(await ask('att', 'one')).toBe('got one\n');
+    expect(await ask('att', 'two')).toBe('got two\n');
+    expect((await readPod('att'))?.status?.phase).toBe('Running'); // detaching sent no end of file
+    await phaseIs('att-closed', 'Succeeded'); // no stdin: end of file at once
+    expect(await core.readNamespacedPodLog({ name: 'att', namespace: ns })).toBe('before\ngot one\ngot two\n');
+    await core.deleteNamespacedPod({ name: 'att', namespace: ns });
+    await core.deleteNamespacedPod({ name: 'att-closed', namespace: ns });
+    await Promise.all([gone('att'), gone('att-closed')]);
   });
 
   it('reports what a kubelet and scheduler would: missing image, failed init container, refused subPath, missing claim, unsafe sysctl, exits', async () => {

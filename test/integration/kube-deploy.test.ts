@@ -132,9 +132,9 @@ function grants(rules: V1PolicyRule[] | undefined): string[] {
 /** What berth's Role allows, exactly (docs/kubernetes.md, src/launch/kubernetes.ts). */
 const ROLE: Array<[group: string, resources: string[], verbs: string[]]> = [
   ['agents.x-k8s.io', ['sandboxes'], ['get', 'list', 'watch', 'create', 'delete', 'patch']],
-  ['extensions.agents.x-k8s.io', ['sandboxclaims', 'sandboxwarmpools'], ['get', 'list', 'watch', 'create', 'delete', 'patch']],
   ['', ['pods'], ['get', 'list', 'watch', 'delete']],
   ['', ['pods/exec'], ['create', 'get']],
+  ['', ['pods/attach'], ['create', 'get']],
   ['', ['pods/log'], ['get']],
   ['', ['persistentvolumeclaims'], ['get', 'list', 'create', 'delete']],
   ['', ['configmaps'], ['get', 'list', 'create', 'delete']],
@@ -302,7 +302,9 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
       { verb: 'get', resource: 'secrets', namespace: NS, name: 'berth-admin' },
       { verb: 'create', resource: 'pods', namespace: NS },
       { verb: 'update', resource: 'pods', namespace: NS },
-      { verb: 'create', resource: 'pods', subresource: 'attach', namespace: NS },
+      // Warm pools and claims are not how berth keeps a session warm (docs/kubernetes.md): no grant.
+      { verb: 'create', group: 'extensions.agents.x-k8s.io', resource: 'sandboxclaims', namespace: NS },
+      { verb: 'create', group: 'extensions.agents.x-k8s.io', resource: 'sandboxwarmpools', namespace: NS },
       { verb: 'create', resource: 'pods', subresource: 'portforward', namespace: NS },
       { verb: 'create', resource: 'pods', subresource: 'ephemeralcontainers', namespace: NS },
       { verb: 'update', group: 'agents.x-k8s.io', resource: 'sandboxes', namespace: NS },

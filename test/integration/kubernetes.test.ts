@@ -89,6 +89,36 @@ describe('the Kubernetes launcher, end to end', () => {
   });
 });
 
+describe('warm sessions on Kubernetes', () => {
+  it("a session's next message is an exec into its pod, once its keep-alive's report says the last left nothing; one that leaves a process gets the session a new pod", async () => {
+    await using w = testHome({ launcher, warm: true, pool: 'off', config: 'launcher: kubernetes\n' });
+    const installation = installationId(w.home);
+    w.create({ name: 'kube-warm', workspace_isolation: true, agent: 'shell' });
+    const first = await w.run('kube-warm', 'web:alice', 'echo one > /tmp/state; echo made');
+    expect(first).toMatchObject({ exitCode: 0, warm: false, stdout: 'made\n' });
+    // Idle between messages: the session's Sandbox stays, and nothing else.
+    const idle = await launcher.listManaged({ installation });
+    expect(idle.map((c) => c.id)).toEqual([first.containerId]);
+    const second = await w.run('kube-warm', 'web:alice', 'cat /tmp/state');
+    expect(second).toMatchObject({ exitCode: 0, warm: true, stdout: 'one\n', containerId: first.containerId });
+    // Another person's session is a pod of its own.
+    const bob = await w.run('kube-warm', 'web:bob', 'cat /tmp/state 2>&1; echo rc=$?');
+    expect(bob).toMatchObject({ warm: false });
+    expect(bob.containerId).not.toBe(first.containerId);
+    expect(bob.stdout).toMatch(/No such file[\s\S]*rc=1/);
+    // A process left running: the pod is removed after the message (its answer is kept) ...
+    const left = await w.run('kube-warm', 'web:alice', 'sleep 600 > /dev/null 2>&1 & echo left');
+    expect(left).toMatchObject({ exitCode: 0, warm: true, stdout: 'left\n' });
+    await expect.poll(async () => (await launcher.listManaged({ installation })).map((c) => c.id), { timeout: 15_000 }).not.toContain(first.containerId);
+    // ... and the session's next message starts a new one, on the same volumes.
+    const after = await w.run('kube-warm', 'web:alice', 'cat /tmp/state 2>/dev/null || echo fresh');
+    expect(after).toMatchObject({ exitCode: 0, warm: false, stdout: 'fresh\n' });
+    expect(after.containerId).not.toBe(first.containerId);
+    const ms = (r: { timings: { totalMs: number } }) => Math.round(r.timings.totalMs);
+    console.info(`kubernetes warm session: first message ${ms(first)} ms (a new pod), second ${ms(second)} ms (an exec into it)`);
+  });
+});
+
 describe('berth.yaml launcher: kubernetes', () => {
   it('is all a berth needs: the launcher loaded on first use, its relay listener as serve opens it', async () => {
     const port = await freePort();

@@ -61,6 +61,14 @@ describe("the keep-alive's report", () => {
     expect(judgeReport(baseline, parseReport(taken.text)!).running).toEqual(['9 backend']);
   });
 
+  it("the container's memory as its cgroup counts it: usage less page cache, plus shared memory; -1 anywhere is unknown", () => {
+    expect(report(...IDLE, CLEAN_IPC, 'mem 50000000 20000000 4096')?.memoryHeld).toBe(30004096);
+    expect(report(...IDLE, CLEAN_IPC, 'mem 50000000 -1 4096')).not.toHaveProperty('memoryHeld');
+    expect(report(...IDLE, CLEAN_IPC, 'mem -1 -1 -1')).not.toHaveProperty('memoryHeld');
+    // An older keep-alive without the line: still a report, its memory unknown.
+    expect(report(...IDLE, CLEAN_IPC)).not.toHaveProperty('memoryHeld');
+  });
+
   it('anything but the keep-alive\'s lines is not a report', () => {
     for (const bad of [
       [...IDLE].join('\n'), // no ipc line
@@ -68,6 +76,9 @@ describe("the keep-alive's report", () => {
       `${IDLE.join('\n')}\n${CLEAN_IPC}\nt 9 9 1 S 1 1 late`, // a thread after the ipc line
       `${CLEAN_IPC}\n${CLEAN_IPC}`,
       `hello\n${CLEAN_IPC}`,
+      `${IDLE.join('\n')}\n${CLEAN_IPC}\nmem 1 2 3\nmem 1 2 3`, // two mem lines
+      `${IDLE.join('\n')}\nmem 1 2 3\n${CLEAN_IPC}`, // mem before ipc
+      `${IDLE.join('\n')}\n${CLEAN_IPC}\nmem 1 2`,
     ]) {
       expect(parseReport(`${bad}\n`)).toBeUndefined();
     }
