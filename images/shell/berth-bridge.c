@@ -26,6 +26,11 @@
  *     process without capabilities (namespaces, mounts, keyrings, modules, BPF, perf, clocks...):
  *     gVisor applies the engine's profile to a container's first process only, not to execs.
  *
+ *   berth-bridge prepare ROOT (dir|file):PATH ...
+ *     A pod's init container (on Kubernetes, where berth's host cannot reach the tenant's volume):
+ *     makes each PATH below ROOT a real directory or regular file, moving aside, without
+ *     following links, whatever a tenant left in the way, before anything is mounted over it.
+ *
  * On Kubernetes (no Unix socket crosses nodes) the pod's environment names BERTH_RELAY_TCP
  * (an IPv4 address:port, never a name: pods get no DNS) and BERTH_RELAY_TOKEN: each connection to
  * a socket then goes there over TCP, opened with "BERTH1 <token> <socket's file name>\n"
@@ -56,9 +61,11 @@
 #include <sys/sem.h>
 #include <sys/shm.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_RELAYS 8
@@ -689,9 +696,124 @@ static int seccomp_exec(int argc, char **argv) {
   return errno == ENOENT ? 127 : 126;
 }
 
+/* ---- prepare: a pod's init container makes its volume what the plan says ---- */
+
+/* Move what is at NAME out of the way, kept under a telling name (src/fs/tree.ts displace). */
+static int aside(int dir, const char *name) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  char to[512];
+  snprintf(to, sizeof to, "%s.displaced-by-berth-%lld", name, (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+  if (renameat(dir, name, dir, to) < 0) return -1;
+  fprintf(stderr, "berth-bridge prepare: moved %s aside to %s\n", name, to);
+  return 0;
+}
+
+/* The directory NAME below DIR, made if missing; anything else there (a link, a file, a fifo) is
+   moved aside first. Never follows a link. */
+static int dir_at(int dir, const char *name) {
+  for (int tries = 0; tries < 3; tries++) {
+    int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) return fd;
+    if (errno == ENOENT) {
+      if (mkdirat(dir, name, 0755) < 0 && errno != EEXIST) return -1;
+    } else if (errno == ENOTDIR || errno == ELOOP) {
+      if (aside(dir, name) < 0) return -1;
+    } else {
+      return -1;
+    }
+  }
+  errno = EAGAIN;
+  return -1;
+}
+
+/* A regular file NAME below DIR, made empty if missing; anything else there is moved aside. */
+static int file_at(int dir, const char *name) {
+  for (int tries = 0; tries < 3; tries++) {
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (S_ISREG(st.st_mode)) return 0;
+      if (aside(dir, name) < 0) return -1;
+      continue;
+    }
+    if (errno != ENOENT) return -1;
+    int fd = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) return close(fd), 0;
+    if (errno != EEXIST) return -1;
+  }
+  errno = EAGAIN;
+  return -1;
+}
+
+/* Whether PATH is relative, with no empty, "." or ".." part, and short enough to move aside. */
+static int plain_relative(const char *path) {
+  if (!*path || strlen(path) >= 4096) return 0;
+  for (const char *part = path; part;) {
+    const char *slash = strchr(part, '/');
+    size_t len = slash ? (size_t)(slash - part) : strlen(part);
+    if (len == 0 || len > 200 || (len == 1 && part[0] == '.') || (len == 2 && part[0] == '.' && part[1] == '.')) return 0;
+    part = slash ? slash + 1 : NULL;
+  }
+  return 1;
+}
+
+/* berth-bridge prepare ROOT KIND:PATH...: each PATH (relative, no "." or ".." or empty part)
+   below ROOT becomes a directory (dir) or a regular file (file), its parents directories, each
+   step opened without following links: what the container runtime then mounts over is a real
+   entry of the volume, not wherever a tenant's link points (Docker's host-side prepare step,
+   src/runs/prepare-mounts.ts, for a volume berth's host cannot reach). */
+static int prepare(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: berth-bridge prepare ROOT (dir|file):PATH ...\n");
+    return 2;
+  }
+  int root = open(argv[2], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root < 0) {
+    fprintf(stderr, "berth-bridge prepare: cannot open %s: %s\n", argv[2], strerror(errno));
+    return 1;
+  }
+  /* Every entry is checked before anything is made: a bad one changes nothing. */
+  for (int i = 3; i < argc; i++) {
+    if (strncmp(argv[i], "dir:", 4) != 0 && strncmp(argv[i], "file:", 5) != 0) {
+      fprintf(stderr, "berth-bridge prepare: %s is not dir:PATH or file:PATH\n", argv[i]);
+      return 2;
+    }
+    if (!plain_relative(strchr(argv[i], ':') + 1)) {
+      fprintf(stderr, "berth-bridge prepare: %s: not a plain relative path\n", strchr(argv[i], ':') + 1);
+      return 2;
+    }
+  }
+  for (int i = 3; i < argc; i++) {
+    char *colon = strchr(argv[i], ':');
+    int want_file = argv[i][0] == 'f';
+    char path[4096];
+    snprintf(path, sizeof path, "%s", colon + 1);
+    int dir = dup(root);
+    char *next = path;
+    for (char *part = strsep(&next, "/"); part; part = strsep(&next, "/")) {
+      int last = next == NULL;
+      if (last && want_file) {
+        if (file_at(dir, part) < 0) goto failed;
+        break;
+      }
+      int sub = dir_at(dir, part);
+      if (sub < 0) goto failed;
+      close(dir);
+      dir = sub;
+      continue;
+    failed:
+      fprintf(stderr, "berth-bridge prepare: %s: %s: %s\n", colon + 1, part, strerror(errno));
+      return 1;
+    }
+    close(dir);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "relay") == 0) return relay(argc, argv);
   if (argc == 2 && strcmp(argv[1], "idle") == 0) return idle();
   if (argc > 1 && strcmp(argv[1], "seccomp") == 0) return seccomp_exec(argc, argv);
+  if (argc > 1 && strcmp(argv[1], "prepare") == 0) return prepare(argc, argv);
   return stdio_bridge(argc > 1 ? argv[1] : "/run/berth/gateway.sock");
 }

@@ -140,6 +140,21 @@ function claimFor(plan: RunPlan, target: string, namespace: string, storageClass
   };
 }
 
+/** The init container that makes the workspace volume what the plan's prepare step says (berth-bridge prepare). */
+export const PREPARE_CONTAINER = 'prepare';
+
+/**
+ * What Docker's prepare step (runs/prepare-mounts.ts) makes of berth's host tree, as berth-bridge
+ * prepare's entries for the volume at /workspace: directories, then the files and mountpoints
+ * that must be real entries of their kind before anything is mounted over them. The container
+ * runtime follows a link at a mount target (within the container's root): without this, a
+ * tenant's link there moves berth's read-only copy, and the link stays the tenant's to remove.
+ */
+export function prepareEntries(plan: RunPlan): string[] {
+  const p = plan.prepare;
+  return [...p.dirs.map((d) => `dir:${d.path}`), ...p.files.map((f) => `file:${f}`), ...p.mountpoints.map((m) => `${m.kind}:${m.path}`)];
+}
+
 export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   const { plan, name, namespace } = input;
   const { uid, gid } = uidGid(plan.user);
@@ -149,6 +164,8 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   const binaryData: Record<string, string> = {};
   let configBytes = 0;
   let relayed = false;
+  /** The volume /workspace is (the plan's rw root): what the prepare init container works on. */
+  let workspaceVolume: string | undefined;
 
   plan.mounts.forEach((m, i) => {
     const volume = `m${i}`;
@@ -169,6 +186,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
       // The whole volume, never a subPath into it: subPath into what a tenant writes had host-escape CVEs.
       volumes.push({ name: volume, persistentVolumeClaim: { claimName: claim.metadata!.name! } });
       mounts.push({ name: volume, mountPath: m.target });
+      if (m.target === WORKSPACE_MOUNT) workspaceVolume = volume;
       return;
     }
     if (m.target === SHARED_MOUNT || m.target.startsWith(`${SHARED_MOUNT}/`)) throw unsupported('mount a shared area (a path on berth\'s host) into a pod');
@@ -204,6 +222,15 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   // Quantities as the server writes them back ("1", not "1000m"), so what is stored is what was sent.
   const limits = { cpu: cpuMillis % 1000 === 0 ? String(cpuMillis / 1000) : `${cpuMillis}m`, memory: String(plan.limits.memoryBytes) };
   const meta = metaOf(plan.labels);
+  const containerSecurity = {
+    allowPrivilegeEscalation: false,
+    privileged: false,
+    capabilities: { drop: ['ALL'] },
+    readOnlyRootFilesystem: plan.readOnlyRootfs,
+    runAsNonRoot: uid !== 0,
+  };
+  const entries = prepareEntries(plan);
+  if (entries.length && !workspaceVolume) throw unsupported('prepare a workspace that is not a volume of its own');
   const spec: V1PodSpec = {
     restartPolicy: 'Never',
     automountServiceAccountToken: false,
@@ -219,6 +246,24 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
       seccompProfile: { type: 'RuntimeDefault' },
       sysctls: Object.entries(plan.sysctls).map(([k, v]) => ({ name: k, value: v })),
     },
+    // As the agent, on the workspace volume alone: nothing of a tenant's runs in the pod yet.
+    ...(entries.length && workspaceVolume
+      ? {
+          initContainers: [
+            {
+              name: PREPARE_CONTAINER,
+              image: plan.image,
+              imagePullPolicy: input.pullPolicy,
+              command: ['berth-bridge', 'prepare', WORKSPACE_MOUNT, ...entries].map(kubeLiteral),
+              resources: { limits, requests: limits },
+              securityContext: containerSecurity,
+              volumeMounts: [{ name: workspaceVolume, mountPath: WORKSPACE_MOUNT }],
+              // Why it failed (berth-bridge's words) is the pod's status: the run's error quotes it.
+              terminationMessagePolicy: 'FallbackToLogsOnError',
+            },
+          ],
+        }
+      : {}),
     containers: [
       {
         name: AGENT_CONTAINER,
@@ -232,13 +277,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
         env,
         // Requests equal to limits: a Guaranteed pod, never the first a node evicts.
         resources: { limits, requests: limits },
-        securityContext: {
-          allowPrivilegeEscalation: false,
-          privileged: false,
-          capabilities: { drop: ['ALL'] },
-          readOnlyRootFilesystem: plan.readOnlyRootfs,
-          runAsNonRoot: uid !== 0,
-        },
+        securityContext: containerSecurity,
         volumeMounts: mounts,
       },
     ],

@@ -77,14 +77,17 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Why a pod that is not running will not run (a status the kubelet reported), or undefined while it may still. */
 function podTrouble(pod: V1Pod): string | undefined {
-  const phase = pod.status?.phase;
-  if (phase === 'Failed' || phase === 'Succeeded') return `its pod ended (${phase}${pod.status?.reason ? `: ${pod.status.reason}` : ''}${pod.status?.message ? `, ${pod.status.message}` : ''})`;
-  for (const cs of [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])]) {
+  // A container's own words first: they say more than the pod's phase.
+  const statuses = [...(pod.status?.initContainerStatuses ?? []).map((cs) => ({ cs, init: true })), ...(pod.status?.containerStatuses ?? []).map((cs) => ({ cs, init: false }))];
+  for (const { cs, init } of statuses) {
     const waiting = cs.state?.waiting;
     if (waiting && /ErrImage|ImagePull|InvalidImageName|CreateContainerConfigError|CreateContainerError/.test(waiting.reason ?? '')) return `${waiting.reason}: ${waiting.message ?? ''}`.trim();
     const ended = cs.state?.terminated;
-    if (ended) return `its container ended (${ended.reason ?? 'exit'} ${ended.exitCode})`;
+    // An init container is done when it ends 0 (the workspace's prepare step).
+    if (ended && !(init && ended.exitCode === 0)) return `${init ? `its ${cs.name} step` : 'its container'} ended (${ended.reason ?? 'exit'} ${ended.exitCode}${ended.message ? `: ${ended.message.trim().slice(0, 300)}` : ''})`;
   }
+  const phase = pod.status?.phase;
+  if (phase === 'Failed' || phase === 'Succeeded') return `its pod ended (${phase}${pod.status?.reason ? `: ${pod.status.reason}` : ''}${pod.status?.message ? `, ${pod.status.message}` : ''})`;
   return undefined;
 }
 

@@ -556,11 +556,19 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       info = await docker.getContainer(run.id!).inspect();
     }
     const code = info.State.ExitCode;
+    // FallbackToLogsOnError: a failed container's message is its log's end, 80 lines or 2048 bytes at most (kubelet's kuberuntime).
+    let message: string | undefined;
+    if (code !== 0 && run.spec.terminationMessagePolicy === 'FallbackToLogsOnError') {
+      const logs = await docker.getContainer(run.id!).logs({ stdout: true, stderr: true, follow: false, tail: 80 });
+      const text = (info.Config.Tty ? logs : demuxBuffer(logs)).subarray(-2048).toString('utf8');
+      if (text) message = text;
+    }
     run.status.ready = false;
     run.status.started = false;
     run.status.state = {
       terminated: {
         exitCode: code,
+        ...(message ? { message } : {}),
         reason: info.State.OOMKilled ? 'OOMKilled' : code === 0 ? 'Completed' : 'Error',
         startedAt: new Date(info.State.StartedAt),
         finishedAt: new Date(info.State.FinishedAt),

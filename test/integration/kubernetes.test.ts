@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import { join } from 'node:path';
 import Docker from 'dockerode';
 import { CoreV1Api, CustomObjectsApi, NetworkingV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,6 +77,47 @@ describe('the Kubernetes launcher, end to end', () => {
       site.close();
       await h.berth.operator.unsetConfig(['egress', 'private_hosts']);
     }
+  });
+
+  it("moves aside what a tenant left where a protected path is mounted (a link, a file in place of a directory) before the agent starts, as Docker's prepare step does", async () => {
+    h.create({ name: 'kube-prep', workspace_isolation: true, agent: 'shell' });
+    // Before the operator protects them: the tenant's links where the protected paths will be.
+    const planted = await h.run('kube-prep', 'web:alice', 'echo mine > mine.md && ln -s mine.md AGENTS.md && mkdir -p mydir && ln -s mydir .cfg && echo planted');
+    expect(planted.stdout, planted.stderr).toBe('planted\n');
+    const project = h.berth.store.get('kube-prep');
+    fs.writeFileSync(join(project.paths.dir, 'AGENTS.md'), "operator's rules\n");
+    fs.mkdirSync(join(project.paths.dir, '.cfg'));
+    fs.writeFileSync(join(project.paths.dir, '.cfg', 'settings.json'), '{"hooks": "none"}\n');
+    await h.berth.store.update('kube-prep', { protected_paths: ['AGENTS.md', '.cfg/settings.json'] });
+    const r = await h.run(
+      'kube-prep',
+      'web:alice',
+      [
+        'cat AGENTS.md .cfg/settings.json',
+        'test -L AGENTS.md && echo agents-is-link',
+        'test -L .cfg && echo cfg-is-link',
+        'rm -f AGENTS.md 2>/dev/null; mv .cfg/settings.json x 2>/dev/null; cat AGENTS.md .cfg/settings.json',
+        'cat mine.md mydir/settings.json 2>&1',
+        'ls -a | grep -c displaced-by-berth',
+      ].join('; '),
+    );
+    expect(r.stdout.split('\n')).toEqual([
+      "operator's rules",
+      '{"hooks": "none"}',
+      // Still the operator's: the mounts are on real entries, which nothing in the pod can remove.
+      "operator's rules",
+      '{"hooks": "none"}',
+      // The tenant's own files are kept, under a telling name where they were in the way.
+      'mine',
+      'cat: can\'t open \'mydir/settings.json\': No such file or directory',
+      '2',
+      '',
+    ]);
+    // A tenant that locks a directory on the way to a protected path stops its own runs, with the reason.
+    await h.run('kube-prep', 'web:alice', 'chmod 0 .cfg');
+    const locked = await h.run('kube-prep', 'web:alice', 'echo never').catch((err: unknown) => err);
+    expect(locked).toMatchObject({ code: 'RUN_FAILED', message: expect.stringMatching(/its prepare step ended \(Error 1: berth-bridge prepare: \.cfg\/settings\.json: \.cfg: Permission denied/) });
+    expect(await sandboxes()).toEqual([]);
   });
 
   it('stops a run past its timeout: exit 137, the pod removed', async () => {

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { berthLabelsOf, kubeLabelValue, kubeLiteral, kubeSelector, renderKubeRun, renderNetworkPolicy, type KubeRunInput, type SnapshotFile } from '../../src/launch/kube-objects.js';
+import { berthLabelsOf, kubeLabelValue, kubeLiteral, kubeSelector, prepareEntries, PREPARE_CONTAINER, renderKubeRun, renderNetworkPolicy, type KubeRunInput, type SnapshotFile } from '../../src/launch/kube-objects.js';
 import { LABELS } from '../../src/plan/labels.js';
 import { GATEWAY_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
 import { contractHome, PROTECTED_TEXT } from '../contract/contract-plan.js';
@@ -63,6 +63,30 @@ describe('renderKubeRun', () => {
     const key = volume?.configMap?.items?.[0]?.key ?? '';
     expect(Buffer.from(configMap?.binaryData?.[key] ?? '', 'base64').toString()).toBe(PROTECTED_TEXT);
     expect(volume?.configMap?.items?.[0]?.mode).toBe(0o444);
+  });
+
+  it("prepares the workspace volume first, as the agent, on that volume alone: the protected path's mountpoint made a real file", () => {
+    const plan = home.plan({ argv: ['true'] });
+    const pod = render(plan).sandbox.spec.podTemplate.spec;
+    expect(prepareEntries(plan)).toEqual(['file:AGENTS.md']);
+    const [init, ...others] = pod.initContainers ?? [];
+    expect(others).toEqual([]);
+    const workspace = pod.containers[0]?.volumeMounts?.find((m) => m.mountPath === '/workspace');
+    expect(init).toMatchObject({
+      name: PREPARE_CONTAINER,
+      image: plan.image,
+      command: ['berth-bridge', 'prepare', '/workspace', 'file:AGENTS.md'],
+      volumeMounts: [{ name: workspace?.name, mountPath: '/workspace' }],
+      securityContext: pod.containers[0]?.securityContext,
+      resources: pod.containers[0]?.resources,
+      terminationMessagePolicy: 'FallbackToLogsOnError',
+    });
+    // A path is data: a `$` in it reaches berth-bridge as it is.
+    const dollar = { ...plan, prepare: { ...plan.prepare, mountpoints: [{ path: '$(HOME)', kind: 'dir' as const }] } };
+    expect(render(dollar).sandbox.spec.podTemplate.spec.initContainers?.[0]?.command?.at(-1)).toBe('dir:$$(HOME)');
+    // Nothing to prepare: no init container.
+    const bare = { ...plan, prepare: { ...plan.prepare, mountpoints: [] } };
+    expect(render(bare).sandbox.spec.podTemplate.spec.initContainers).toBeUndefined();
   });
 
   it('makes /tmp a memory emptyDir of the plan\'s size', () => {
