@@ -12,7 +12,8 @@ export function grantMode(g: Grant): 'ro' | 'rw' {
   return typeof g === 'string' ? 'ro' : g.mode;
 }
 
-export const SharedGrantSchema = z.object({ name: z.string(), path: z.string(), mode: z.enum(['ro', 'rw']) });
+/** `claim`: the cluster volume holding the area (kubernetes.shared_claims), for a launcher that carries volumes. */
+export const SharedGrantSchema = z.object({ name: z.string(), path: z.string(), mode: z.enum(['ro', 'rw']), claim: z.string().optional() });
 export type SharedGrant = z.infer<typeof SharedGrantSchema>;
 
 /** Pure: a project's grants in berth.yaml → the areas to mount (deny by default). */
@@ -21,6 +22,7 @@ export function sharedGrantsFor(config: BerthConfig, project: string): SharedGra
     const name = grantName(g);
     const path = own(config.shared_workspaces, name);
     if (path === undefined) throw new BerthError('CONFIG_INVALID', `grant of unknown shared area "${name}"`);
-    return { name, path, mode: grantMode(g) };
+    const claim = own(config.kubernetes?.shared_claims ?? {}, name);
+    return { name, path, mode: grantMode(g), ...(claim ? { claim } : {}) };
   });
 }

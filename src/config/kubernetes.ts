@@ -26,6 +26,10 @@ export const KubernetesSchema = z
       })
       .strict()
       .prefault({}),
+    shared_claims: z
+      .record(z.string().max(63), z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, 'must be a PersistentVolumeClaim name'))
+      .default({})
+      .describe("A shared area (shared_workspaces) → the PersistentVolumeClaim in berth's namespace that holds it on the cluster; mounted at /shared/<area> for granted projects, read-only unless the grant says rw. A granted area without one is refused."),
     pull_policy: z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('imagePullPolicy of tenant pods.'),
     start_timeout_seconds: z.number().int().min(5).max(3600).default(300).describe('How long a pod may take to run (scheduling, image pull, volumes) before the run fails.'),
   })

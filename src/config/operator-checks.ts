@@ -51,9 +51,16 @@ export function checkOperatorConfig(config: BerthConfig, home: string, agentUid 
     settings.shared_access.forEach((g, i) => {
       const name = grantName(g);
       if (own(config.shared_workspaces, name) === undefined) issues.push({ field: `projects.${project}.shared_access.${i}`, reason: `names no shared area "${name}"` });
+      else if (config.launcher === 'kubernetes' && own(config.kubernetes?.shared_claims ?? {}, name) === undefined) {
+        issues.push({ field: `projects.${project}.shared_access.${i}`, reason: `grants "${name}", which has no volume on the cluster: name its PersistentVolumeClaim in kubernetes.shared_claims.${name}` });
+      }
       if (seen.has(name)) issues.push({ field: `projects.${project}.shared_access.${i}`, reason: `grants "${name}" twice` });
       seen.add(name);
     });
+  }
+
+  for (const area of Object.keys(config.kubernetes?.shared_claims ?? {})) {
+    if (own(config.shared_workspaces, area) === undefined) issues.push({ field: `kubernetes.shared_claims.${area}`, reason: `names no shared area "${area}"` });
   }
 
   for (const [channel, profile] of Object.entries(config.channels)) {

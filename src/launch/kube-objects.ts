@@ -189,7 +189,13 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
       if (m.target === WORKSPACE_MOUNT) workspaceVolume = volume;
       return;
     }
-    if (m.target === SHARED_MOUNT || m.target.startsWith(`${SHARED_MOUNT}/`)) throw unsupported('mount a shared area (a path on berth\'s host) into a pod');
+    if (m.target === SHARED_MOUNT || m.target.startsWith(`${SHARED_MOUNT}/`)) {
+      // A shared area is the operator's PVC (kubernetes.shared_claims), mounted whole, read-only unless granted rw.
+      if (!m.claim) throw unsupported(`mount the shared area at ${m.target}: it has no volume on the cluster (kubernetes.shared_claims.${posix.basename(m.target)})`);
+      volumes.push({ name: volume, persistentVolumeClaim: { claimName: m.claim, ...(m.readOnly ? { readOnly: true } : {}) } });
+      mounts.push({ name: volume, mountPath: m.target, ...(m.readOnly ? { readOnly: true } : {}) });
+      return;
+    }
     if (!m.readOnly) throw unsupported(`mount ${m.target} read-write from berth's host`);
     const files = input.files.get(m.target);
     if (!files) throw unsupported(`mount ${m.target}: berth did not read its content`);

@@ -62,7 +62,8 @@ export const SHARED_MOUNT = '/shared';
 export type MountKind = 'file' | 'dir';
 
 export type PlannedMount =
-  | { type: 'bind'; source: string; target: string; readOnly: boolean }
+  /** `claim`: where a cluster keeps the same data (a shared area's PVC): what a launcher without host paths mounts instead of `source`. */
+  | { type: 'bind'; source: string; target: string; readOnly: boolean; claim?: string }
   | { type: 'tmpfs'; target: string; readOnly: boolean; sizeBytes: number; mode: number };
 export type BindMount = Extract<PlannedMount, { type: 'bind' }>;
 
@@ -230,7 +231,7 @@ export function planRun(input: PlanInput): RunPlan {
   }
   if (input.home) mounts.push({ type: 'bind', source: input.home.dir, target: AGENT_HOME, readOnly: false });
   for (const area of input.shared ?? []) {
-    mounts.push({ type: 'bind', source: area.path, target: posix.join(SHARED_MOUNT, area.name), readOnly: area.mode !== 'rw' });
+    mounts.push({ type: 'bind', source: area.path, target: posix.join(SHARED_MOUNT, area.name), readOnly: area.mode !== 'rw', ...(area.claim ? { claim: area.claim } : {}) });
   }
 
   for (const entry of meta.protected_paths) {

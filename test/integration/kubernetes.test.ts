@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { CoreV1Api, CustomObjectsApi, NetworkingV1Api } from '@kubernetes/client-node';
@@ -118,6 +119,39 @@ describe('the Kubernetes launcher, end to end', () => {
     const locked = await h.run('kube-prep', 'web:alice', 'echo never').catch((err: unknown) => err);
     expect(locked).toMatchObject({ code: 'RUN_FAILED', message: expect.stringMatching(/its prepare step ended \(Error 1: berth-bridge prepare: \.cfg\/settings\.json: \.cfg: Permission denied/) });
     expect(await sandboxes()).toEqual([]);
+  });
+
+  it("mounts a granted shared area as the operator's PVC, read-only; a project without the grant has no /shared", async () => {
+    await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespacedPersistentVolumeClaim({
+      namespace: NS,
+      body: { metadata: { name: 'team-docs' }, spec: { accessModes: ['ReadOnlyMany'], resources: { requests: { storage: '1Gi' } } } },
+    });
+    fs.mkdirSync(rig.claimDir('team-docs'), { recursive: true });
+    fs.writeFileSync(join(rig.claimDir('team-docs'), 'handbook.md'), 'the team handbook\n');
+    // berth's own view of the area (its checks want an existing directory): in a cluster, berth's pod mounts the same claim there.
+    const areaDir = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-area-')));
+    const operator = h.berth.operator;
+    try {
+      await operator.setConfig(['shared_workspaces', 'docs'], areaDir);
+      // A grant before the area has a volume on the cluster is refused, naming what is missing.
+      h.create({ name: 'kube-shared', workspace_isolation: true, agent: 'shell' });
+      h.create({ name: 'kube-unshared', workspace_isolation: true, agent: 'shell' });
+      await expect(operator.setConfig(['projects', 'kube-shared', 'shared_access'], ['docs'])).rejects.toMatchObject({
+        code: 'CONFIG_INVALID',
+        details: { issues: [{ field: 'projects.kube-shared.shared_access.0', reason: expect.stringContaining('kubernetes.shared_claims.docs') }] },
+      });
+      await operator.setConfig(['kubernetes', 'shared_claims', 'docs'], 'team-docs');
+      await operator.setConfig(['projects', 'kube-shared', 'shared_access'], ['docs']);
+      const r = await h.run('kube-shared', 'web:alice', 'cat /shared/docs/handbook.md; touch /shared/docs/x 2>/dev/null || echo read-only');
+      expect(r.stdout, r.stderr).toBe('the team handbook\nread-only\n');
+      const other = await h.run('kube-unshared', 'web:alice', 'ls /shared 2>&1; echo rc=$?');
+      expect(other.stdout).toMatch(/No such file[\s\S]*rc=1/);
+    } finally {
+      await operator.unsetConfig(['projects', 'kube-shared']).catch(() => undefined);
+      await operator.unsetConfig(['kubernetes']).catch(() => undefined);
+      await operator.unsetConfig(['shared_workspaces', 'docs']).catch(() => undefined);
+      fs.rmSync(areaDir, { recursive: true, force: true });
+    }
   });
 
   it('stops a run past its timeout: exit 137, the pod removed', async () => {

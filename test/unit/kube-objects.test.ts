@@ -107,10 +107,21 @@ describe('renderKubeRun', () => {
     expect(pod.containers[0]?.volumeMounts?.some((m) => m.mountPath === GATEWAY_MOUNT)).toBe(false);
   });
 
-  it('refuses what a cluster cannot carry: a shared area from berth\'s host, too much for a ConfigMap', () => {
+  it("mounts a granted shared area as the operator's PVC, whole, read-only unless the grant is rw", () => {
+    const base = home.plan({ argv: ['true'] });
+    const withArea = (readOnly: boolean): RunPlan => ({ ...base, mounts: [...base.mounts, { type: 'bind', source: '/srv/data', target: '/shared/data', readOnly, claim: 'team-data' }] });
+    for (const readOnly of [true, false]) {
+      const pod = render(withArea(readOnly)).sandbox.spec.podTemplate.spec;
+      const mount = pod.containers[0]?.volumeMounts?.find((m) => m.mountPath === '/shared/data');
+      expect(mount).toEqual({ name: mount?.name, mountPath: '/shared/data', ...(readOnly ? { readOnly: true } : {}) });
+      expect(pod.volumes?.find((v) => v.name === mount?.name)).toEqual({ name: mount?.name, persistentVolumeClaim: { claimName: 'team-data', ...(readOnly ? { readOnly: true } : {}) } });
+    }
+  });
+
+  it('refuses what a cluster cannot carry: a shared area with no volume there, too much for a ConfigMap', () => {
     const base = home.plan({ argv: ['true'] });
     const shared: RunPlan = { ...base, mounts: [...base.mounts, { type: 'bind', source: '/srv/data', target: '/shared/data', readOnly: true }] };
-    expect(() => render(shared)).toThrow(expect.objectContaining({ code: 'LAUNCHER_UNSUPPORTED' }));
+    expect(() => render(shared)).toThrow(expect.objectContaining({ code: 'LAUNCHER_UNSUPPORTED', message: expect.stringContaining('kubernetes.shared_claims.data') }));
     const big = new Map(filesOf(base));
     big.set('/workspace/AGENTS.md', [{ path: '', data: Buffer.alloc(1024 * 1024), mode: 0o644 }]);
     expect(() => render(base, { files: big })).toThrow(/ConfigMap/);
