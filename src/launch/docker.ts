@@ -1,14 +1,13 @@
 import { execFile } from 'node:child_process';
 import Docker from 'dockerode';
 import { BerthError } from '../errors.js';
-import { RELAY_BIN } from '../plan/outbound.js';
 import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
 import { labelFilter, type ContainerQuery } from '../plan/labels.js';
 import { engineMessage, translateEngineError } from './docker-errors.js';
 import { hostObserver } from './docker-leftovers.js';
 import { reportObserver } from './docker-reports.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type LeftoverObserver, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
-import { commandNotFound, CONTAINER_LOST, runBounds, STOPPED_EXIT } from './lifecycle.js';
+import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from './lifecycle.js';
 import { attachMounts } from './late-mounts.js';
 import { bindsInOrder } from '../plan/pool.js';
 
@@ -87,17 +86,9 @@ const START_NOT_FOUND = /executable file not found|no such file or directory/i;
 
 /** Runtimes whose containers' processes are host processes: the leftover check reads them from /proc. */
 const HOST_PROCESS_RUNTIMES = new Set(['runc', 'crun']);
-/**
- * Runtimes whose processes live in a sandbox's own kernel (gVisor's sentry): berth sees a warm
- * container's through its keep-alive's reports, and runs each exec under berth-bridge's seccomp
- * filter, since runsc applies the engine's profile to a container's first process only.
- */
-const SANDBOX_RUNTIMES = new Set(['runsc']);
 /** Containers the engine removes at once for this launcher (the rest wait their turn). */
 export const REMOVE_CONCURRENCY = 8;
 
-/** The filter wrapper's answer when the command is not in the image (berth-bridge.c). */
-const notInImage = (argv: string[]) => `${argv[0]}: not found in this image\n`;
 
 /** Why a container ended under its command when the engine says the memory limit ended it. */
 const OUT_OF_MEMORY = 'it ran out of memory (limits.memory_mb)';
@@ -234,7 +225,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
 
   async function startIdle(plan: RunPlan, keepAliveArgv: string[], opts: { onCreated?(id: string): void } = {}): Promise<IdleContainer> {
     const t0 = performance.now();
-    const sandboxed = SANDBOX_RUNTIMES.has(plan.runtime);
+    const sandboxed = SENTRY_RUNTIMES.has(plan.runtime);
     const container = await engineCall(() => docker.createContainer(toCreateOptions(plan, undefined, keepAliveArgv, sandboxed)), { image: plan.image });
     const tCreated = performance.now();
     try {
@@ -258,10 +249,10 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
   async function execIn(containerId: string, plan: RunPlan, argv: string[], opts: RunOptions = {}): Promise<ExecResult | ContainerGone> {
     const t0 = performance.now();
     const container = docker.getContainer(containerId);
-    const sandboxed = SANDBOX_RUNTIMES.has(plan.runtime);
+    const sandboxed = SENTRY_RUNTIMES.has(plan.runtime);
     let exec: Docker.Exec;
     try {
-      exec = await container.exec({ Cmd: sandboxed ? [RELAY_BIN, 'seccomp', '--', ...argv] : argv, Env: toEnv(plan), User: plan.user, WorkingDir: plan.cwd, AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false });
+      exec = await container.exec({ Cmd: sentryExec(plan.runtime, argv), Env: toEnv(plan), User: plan.user, WorkingDir: plan.cwd, AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false });
     } catch (err) {
       // Gone or stopped (removed with its project, or by hand): the caller starts a new one.
       const status = (err as { statusCode?: number }).statusCode;
@@ -408,7 +399,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
         hostPaths: onThisHost,
         unixSockets: onThisHost,
         loopQuotas: onThisHost,
-        warm: (runtime) => onThisHost && (HOST_PROCESS_RUNTIMES.has(runtime) || SANDBOX_RUNTIMES.has(runtime)),
+        warm: (runtime) => onThisHost && (HOST_PROCESS_RUNTIMES.has(runtime) || SENTRY_RUNTIMES.has(runtime)),
         lateMounts: (runtime) => onThisHost && HOST_PROCESS_RUNTIMES.has(runtime) && helper() !== undefined,
       };
     },

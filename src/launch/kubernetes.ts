@@ -11,7 +11,7 @@ import { AGENT_CONTAINER, berthLabelsOf, BERTH_POD_LABELS, kubeSelector, renderK
 import type { RelayTokens } from './kube-relay.js';
 import { podObserver } from './kube-reports.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type LeftoverObserver, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
-import { commandNotFound, CONTAINER_LOST, runBounds, STOPPED_EXIT } from './lifecycle.js';
+import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from './lifecycle.js';
 
 /**
  * The Kubernetes launcher (docs/kubernetes.md): each container berth would start on Docker is an
@@ -266,8 +266,8 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     for (const e of pod.spec?.containers.find((c) => c.name === AGENT_CONTAINER)?.env ?? []) {
       if (e.name.startsWith('BERTH_RELAY_') && e.value !== undefined) env[e.name] = e.value;
     }
-    // `env -i` with argv entries: values are never parsed by a shell.
-    return ['env', '-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...argv];
+    // `env -i` with argv entries: values are never parsed by a shell. In a sentry, under berth-bridge's filter.
+    return ['env', '-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...sentryExec(plan.runtime, argv)];
   }
 
   async function execIn(containerId: string, plan: RunPlan, argv: string[], o: RunOptions = {}): Promise<ExecResult | ContainerGone> {
@@ -331,8 +331,9 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     }
     let stdout = bounds.output.text('stdout');
     let stderr = bounds.output.text('stderr');
-    // `env` answers 127 for a command it cannot find, as a shell would.
-    if (exitCode === 127 && stdout === '' && /env: .*(No such file|can't execute|not found)/.test(stderr)) ({ exitCode, stdout, stderr } = commandNotFound(argv, plan.image));
+    // `env` (or, in a sentry, berth-bridge's filter) answers 127 for a command it cannot find, as a shell would.
+    const missing = SENTRY_RUNTIMES.has(plan.runtime) ? stderr === notInImage(argv) : /env: .*(No such file|can't execute|not found)/.test(stderr);
+    if (exitCode === 127 && stdout === '' && missing) ({ exitCode, stdout, stderr } = commandNotFound(argv, plan.image));
     const tDone = performance.now();
     return {
       containerId,
@@ -404,7 +405,9 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       clusterVolumes: true,
       unixSockets: opts.relay !== undefined,
       loopQuotas: false,
-      warm: () => true,
+      // In a sentry the pod has no cgroup filesystem (gVisor mounts none: measured), so the
+      // keep-alive's report has no memory figure and an exec would never be judged clean.
+      warm: (runtime) => !SENTRY_RUNTIMES.has(runtime),
       lateMounts: () => false,
     };
   }

@@ -1,4 +1,5 @@
 import { Writable } from 'node:stream';
+import { RELAY_BIN } from '../plan/outbound.js';
 import type { RunPlan } from '../plan/run-plan.js';
 import type { ExecLeftovers, ExecResult, OutputListener, RunOptions } from './launcher.js';
 
@@ -12,6 +13,20 @@ import type { ExecLeftovers, ExecResult, OutputListener, RunOptions } from './la
 
 /** A warm container that holds more memory than this beyond its idle self is not kept: idle, it would pin it. */
 export const WARM_MEMORY_SLACK = 32 * 2 ** 20;
+
+/**
+ * Runtimes whose processes live in a sandbox's own kernel (gVisor's sentry): runsc applies the
+ * engine's seccomp profile to a container's first process only, so every exec runs under
+ * berth-bridge's filter (`sentryExec`), on any launcher; berth sees their warm containers through
+ * the keep-alive's reports.
+ */
+export const SENTRY_RUNTIMES: ReadonlySet<string> = new Set(['runsc']);
+
+/** The argv an exec runs in a container of this runtime: under berth-bridge's seccomp filter in a sentry. */
+export const sentryExec = (runtime: string, argv: string[]): string[] => (SENTRY_RUNTIMES.has(runtime) ? [RELAY_BIN, 'seccomp', '--', ...argv] : argv);
+
+/** What berth-bridge's filter wrapper prints when the command is not in the image (berth-bridge.c), exit 127. */
+export const notInImage = (argv: string[]) => `${argv[0]}: not found in this image\n`;
 
 /** Why an exec's container was removed when berth did not stop it: it was not there any more. */
 export const CONTAINER_LOST = 'the container went away';

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
-import { CoreV1Api, CustomObjectsApi, NetworkingV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, NetworkingV1Api, NodeV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BERTH_POD_LABELS, renderKubeRun, renderNetworkPolicy, SANDBOX_API } from '../../src/launch/kube-objects.js';
 import { contractHome, CONTRACT_OWNER, PROTECTED_TEXT } from '../contract/contract-plan.js';
@@ -243,6 +243,24 @@ describe('the Kubernetes launcher on its own', () => {
     expect(missing).toMatchObject({ exitCode: 127, stderr: 'no-such-command: not found in image berth/shell:latest\n' });
     const prot = await launcher.run(contract.plan({ argv: ['sh', '-c', 'cat /workspace/AGENTS.md; echo x > /workspace/AGENTS.md 2>/dev/null || echo refused'] }));
     expect(prot.stdout).toBe(`${PROTECTED_TEXT}refused\n`);
+  });
+
+  it('runs a runsc project in gVisor through its RuntimeClass: each exec under berth-bridge\'s seccomp filter (runsc gives the profile to the first process only), 127 for a missing command, no warm pods', async () => {
+    await cluster.kubeConfig.makeApiClient(NodeV1Api).createRuntimeClass({ body: { apiVersion: 'node.k8s.io/v1', kind: 'RuntimeClass', metadata: { name: 'runsc' }, handler: 'runsc' } });
+    const gvisor = contractHome({ image: 'berth/shell:latest', runtime: 'runsc' });
+    try {
+      // gVisor's sentry says it is Linux 4.4.0, whatever the host runs.
+      const r = await launcher.run(gvisor.plan({ argv: ['sh', '-c', 'grep ^Seccomp: /proc/self/status; uname -r'] }));
+      expect(r, r.stderr).toMatchObject({ exitCode: 0, stdout: 'Seccomp:\t2\n4.4.0\n' });
+      expect(os.release()).not.toBe('4.4.0');
+      const missing = await launcher.run(gvisor.plan({ argv: ['no-such-command'] }));
+      expect(missing).toMatchObject({ exitCode: 127, stderr: 'no-such-command: not found in image berth/shell:latest\n' });
+      // gVisor mounts no cgroup filesystem in the pod: the keep-alive's report has no memory, so no pod is kept.
+      const caps = await launcher.capabilities();
+      expect([caps.warm('runsc'), caps.warm('runc')]).toEqual([false, true]);
+    } finally {
+      await gvisor.cleanup();
+    }
   });
 
   it('gives the pod the plan\'s strings as they are: the kubelet expands no $(NAME) of berth\'s', async () => {
