@@ -50,10 +50,11 @@ describe('docker-compose (offline, as the README writes it)', () => {
     const up = compose('up', '-d', '--build');
     expect(up.status, `${up.error ?? ''} ${up.stderr}`).toBe(0);
     let health: Response | undefined;
-    for (let i = 0; i < 120 && !health; i++) {
-      // docker-proxy accepts before berth listens inside: a try may hang, so each is bounded.
+    for (let i = 0; i < 120 && health?.status !== 200; i++) {
+      // docker-proxy accepts before berth listens inside: a try may hang, so each is bounded. A
+      // berth still starting answers 503 (seen once in a fresh run, under load): asked again.
       health = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2000) }).catch(() => undefined);
-      if (!health) await new Promise((r) => setTimeout(r, 250));
+      if (health?.status !== 200) await new Promise((r) => setTimeout(r, 250));
     }
     expect(health?.status, compose('logs').stdout).toBe(200);
     const token = fs.readFileSync(join(home, '.berth/admin-token'), 'utf8').trim();
