@@ -13,7 +13,7 @@ import { audited, createAuditTrail, projectAnd, type AuditTrail } from './admin/
 import { auditFile } from './store/audit.js';
 import { createDockerLauncher } from './launch/docker.js';
 import { createKubeSetup, type KubeSetup } from './launch/kube-setup.js';
-import { KubernetesSchema } from './config/kubernetes.js';
+import { KUBE_NO_FILE_TOOLS, KubernetesSchema } from './config/kubernetes.js';
 import { createDockerImages } from './launch/docker-images.js';
 import type { ImageStore } from './launch/images.js';
 import type { Launcher } from './launch/launcher.js';
@@ -222,7 +222,14 @@ export function createBerth(opts: BerthOptions): Berth {
       sockets: {
         dir: join(paths.stateDir, 'sockets'),
         open: {
-          gateway: ({ path, run, logger: log }) => openGatewaySocket({ path, caller: gateway.forCaller({ project: run.project, tenantKey: run.tenantKey, workspaceId: run.workspaceId }, { keepOpen: true }), logger: log }),
+          gateway: ({ path, run, logger: log }) =>
+            openGatewaySocket({
+              path,
+              caller: gateway.forCaller({ project: run.project, tenantKey: run.tenantKey, workspaceId: run.workspaceId }, { keepOpen: true }),
+              logger: log,
+              // The file tools work on berth's own copies of workspaces; a pod's workspace is its volume.
+              ...(config().launcher === 'kubernetes' ? { withoutFiles: KUBE_NO_FILE_TOOLS } : {}),
+            }),
           model: models.open,
           egress: egress.open,
         },

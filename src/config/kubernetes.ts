@@ -11,6 +11,10 @@ export const LauncherNameSchema = z.enum(LAUNCHERS).default('docker').describe('
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const HOST_PORT = /^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$/;
 
+/** What a pod's agent is told in place of berth's file tools (they serve berth's host copies of workspaces, which a pod never sees). */
+export const KUBE_NO_FILE_TOOLS =
+  "berth's file tools are not offered here: this agent runs on Kubernetes, where its workspace is the volume at /workspace in its own pod. Use your own tools to read and write files there.";
+
 /** The gateway port berth listens on for its pods' relays (berth-bridge, per-run tokens). */
 export const KUBE_GATEWAY_PORT = 41500;
 

@@ -60,7 +60,9 @@ export function parsePreamble(line: string): { token: string; socket: string } |
 export function createRelayServer(tokens: RelayTokens, onRefused?: (why: string) => void): net.Server {
   const open = new Map<string, number>();
   let opening = 0;
-  return net.createServer({ pauseOnConnect: false }, (sock) => {
+  // allowHalfOpen on both sides: a client's half-close (berth-bridge at the end of its input) is
+  // passed on, and the answers still come back; a connection closes once both ways have ended.
+  return net.createServer({ pauseOnConnect: false, allowHalfOpen: true }, (sock) => {
     let buffered = Buffer.alloc(0);
     let counted = true;
     opening++;
@@ -74,6 +76,9 @@ export function createRelayServer(tokens: RelayTokens, onRefused?: (why: string)
       sock.destroy();
     };
     sock.on('close', opened);
+    let spliced = false;
+    // Half-open is for a spliced connection: one that ends before its opening line is done with.
+    sock.on('end', () => spliced || sock.destroy());
     if (opening > RELAY_BOUNDS.opening) return refuse('too many connections opening at once');
     const timer = setTimeout(() => refuse('no opening line in time'), RELAY_BOUNDS.lineMs);
     sock.on('error', () => undefined);
@@ -96,8 +101,9 @@ export function createRelayServer(tokens: RelayTokens, onRefused?: (why: string)
       if (count >= RELAY_BOUNDS.connectionsPerToken) return refuse('too many connections for one run');
       open.set(parsed.token, count + 1);
       const rest = buffered.subarray(nl + 1);
+      spliced = true;
       sock.pause();
-      const upstream = net.connect(posix.join(dir, parsed.socket));
+      const upstream = net.connect({ path: posix.join(dir, parsed.socket), allowHalfOpen: true });
       const done = () => {
         const n = (open.get(parsed.token) ?? 1) - 1;
         if (n > 0) open.set(parsed.token, n);

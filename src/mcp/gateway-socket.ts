@@ -18,7 +18,13 @@ let openConnections = 0;
  * connection can make berth hold is bounded (GATEWAY_BOUNDS); a failing connection only ever
  * ends itself.
  */
-export async function openGatewaySocket(opts: { path: string; caller: GatewayCaller; logger: Logger }): Promise<{ close(): Promise<void> }> {
+export async function openGatewaySocket(opts: {
+  path: string;
+  caller: GatewayCaller;
+  logger: Logger;
+  /** Why this run gets no file tools (its workspace is not berth's host copy: launcher kubernetes); the server lists none and says so. */
+  withoutFiles?: string;
+}): Promise<{ close(): Promise<void> }> {
   const connections = new Set<net.Socket>();
   // allowHalfOpen: a client that half-closes after its requests (berth-bridge at EOF) still gets every answer.
   const server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (socket) => {
@@ -36,7 +42,7 @@ export async function openGatewaySocket(opts: { path: string; caller: GatewayCal
       connections.delete(socket);
       openConnections--;
     });
-    const mcp = createToolServer('berth-gateway', GATEWAY_TOOLS, () => opts.caller);
+    const mcp = opts.withoutFiles ? createToolServer('berth-gateway', [], () => opts.caller, { instructions: opts.withoutFiles }) : createToolServer('berth-gateway', GATEWAY_TOOLS, () => opts.caller);
     mcp.connect(new LineTransport(socket, GATEWAY_BOUNDS)).catch((err: unknown) => {
       opts.logger.warn({ err: String(err) }, 'gateway connection failed');
       socket.destroy();

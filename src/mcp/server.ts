@@ -62,9 +62,9 @@ const CallParamsSchema = z.object({
  * block, and structuredContent carries the same object — except for tools whose answer is one
  * text (a file read), which answer with that text alone.
  */
-export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context: () => C, opts: { maxResultBytes?: number; onError?: (tool: string, e: BerthError) => void } = {}): Server {
+export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context: () => C, opts: { maxResultBytes?: number; onError?: (tool: string, e: BerthError) => void; instructions?: string } = {}): Server {
   const maxResultBytes = opts.maxResultBytes ?? MAX_RESULT_BYTES;
-  const server = new Server({ name, version: VERSION }, { capabilities: { tools: {} } });
+  const server = new Server({ name, version: VERSION }, { capabilities: { tools: {} }, ...(opts.instructions ? { instructions: opts.instructions } : {}) });
   const byName = new Map(tools.map((t) => [t.name, t]));
   const listed = listingOf(tools);
 

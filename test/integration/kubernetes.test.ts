@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BERTH_POD_LABELS, renderKubeRun, renderNetworkPolicy, SANDBOX_API } from '../../src/launch/kube-objects.js';
 import { contractHome, CONTRACT_OWNER, PROTECTED_TEXT } from '../contract/contract-plan.js';
 import type { Launcher } from '../../src/launch/launcher.js';
+import { KUBE_NO_FILE_TOOLS } from '../../src/config/kubernetes.js';
 import { LABELS } from '../../src/plan/labels.js';
 import { testHome, type TestHome } from '../helpers.js';
 import { installationId } from '../../src/main.js';
@@ -152,6 +153,16 @@ describe('the Kubernetes launcher, end to end', () => {
       await operator.unsetConfig(['shared_workspaces', 'docs']).catch(() => undefined);
       fs.rmSync(areaDir, { recursive: true, force: true });
     }
+  });
+
+  it("offers the pod's agent no file tools (they serve berth's host copies), and says why, through the relay", async () => {
+    h.create({ name: 'kube-tools', workspace_isolation: true, agent: 'shell' });
+    const init = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '1' } } });
+    const list = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' });
+    const r = await h.run('kube-tools', 'web:alice', `printf '%s\\n%s\\n' '${init}' '${list}' | berth-bridge`);
+    const answers = r.stdout.trim().split('\n').map((line) => JSON.parse(line) as { id: number; result: { instructions?: string; tools?: unknown[] } });
+    expect(answers.find((a) => a.id === 1)?.result.instructions).toBe(KUBE_NO_FILE_TOOLS);
+    expect(answers.find((a) => a.id === 2)?.result.tools).toEqual([]);
   });
 
   it('stops a run past its timeout: exit 137, the pod removed', async () => {

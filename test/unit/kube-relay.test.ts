@@ -50,6 +50,32 @@ describe('relay tokens and listener', () => {
     expect(await talk(`BERTH1 ${token} model.sock\nhello`)).toBe('model says hello');
   });
 
+  it('passes a half-close on and the answer back: a client that ends its requests (berth-bridge at end of input) still reads every answer', async () => {
+    // The run's socket answers only once its input has ended, as an MCP server answering a batch does.
+    const late = net.createServer({ allowHalfOpen: true }, (s) => {
+      let asked = '';
+      s.on('data', (d) => (asked += d.toString()));
+      s.on('end', () => setTimeout(() => s.end(`answers to ${asked}`), 50));
+    });
+    const lateDir = fs.mkdtempSync(join(os.tmpdir(), 'berth-relay-late-'));
+    await new Promise<void>((r) => late.listen(join(lateDir, 'gateway.sock'), r));
+    try {
+      const token = tokens.issue(lateDir);
+      const answer = await new Promise<string>((resolve) => {
+        const s = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+        let got = '';
+        s.on('data', (d) => (got += d.toString()));
+        s.on('end', () => resolve(got));
+        s.on('error', () => resolve(`error after ${got}`));
+        s.end(`BERTH1 ${token} gateway.sock\nq1 q2`);
+      });
+      expect(answer).toBe('answers to q1 q2');
+    } finally {
+      late.close();
+      fs.rmSync(lateDir, { recursive: true, force: true });
+    }
+  });
+
   it('refuses no token, a guessed one, a revoked one, and names that are not a run socket', async () => {
     const token = tokens.issue(dir);
     tokens.revoke(token);
