@@ -850,8 +850,11 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     code: 500,
   });
 
-  /** One exec, on the channel protocol: a byte of channel, then data (0 stdin, 1 stdout, 2 stderr, 3 status, 4 resize). */
-  const execIn = async (ws: WebSocket, w: Worker | undefined, containerName: string, q: URLSearchParams) => {
+  /**
+   * The channel protocol of exec and attach: a byte of channel, then data (0 stdin, 1 stdout,
+   * 2 stderr, 3 status, 4 resize); which streams the request wants; its closing status.
+   */
+  const channels = (ws: WebSocket, q: URLSearchParams) => {
     const v4 = ws.protocol === 'v4.channel.k8s.io';
     // The apiserver names them input/output/error/tty toward the kubelet (its clients say stdin/stdout/stderr).
     const flag = (...names: string[]) => names.some((k) => q.get(k) === '1' || q.get(k) === 'true');
@@ -863,6 +866,12 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       else if (status.status === 'Failure') send(3, Buffer.from(status.message ?? ''));
       ws.close(1000);
     };
+    return { want, send, finish };
+  };
+
+  /** One exec, on the channel protocol. */
+  const execIn = async (ws: WebSocket, w: Worker | undefined, containerName: string, q: URLSearchParams) => {
+    const { want, send, finish } = channels(ws, q);
     let stdin: Duplex | undefined;
     let resize: ((size: { Width: number; Height: number }) => void) | undefined;
     const early: Buffer[] = [];
@@ -948,15 +957,7 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
    * `stdinOnce`). Ends with a status, as the kubelet's ServeAttach does, when the container ends.
    */
   const attachTo = async (ws: WebSocket, w: Worker | undefined, containerName: string, q: URLSearchParams) => {
-    const v4 = ws.protocol === 'v4.channel.k8s.io';
-    const flag = (...names: string[]) => names.some((k) => q.get(k) === '1' || q.get(k) === 'true');
-    const want = { stdin: flag('input', 'stdin'), stdout: flag('output', 'stdout'), stderr: flag('error', 'stderr'), tty: flag('tty') };
-    const send = (channel: number, data: Buffer) => ws.readyState === WebSocket.OPEN && ws.send(Buffer.concat([Buffer.of(channel), data]));
-    const finish = (status: Status) => {
-      if (v4) send(3, Buffer.from(JSON.stringify(status)));
-      else if (status.status === 'Failure') send(3, Buffer.from(status.message ?? ''));
-      ws.close(1000);
-    };
+    const { want, send, finish } = channels(ws, q);
     const run = w?.runs.find((r) => r.spec.name === containerName);
     send(want.stdout ? 1 : want.stderr ? 2 : 3, Buffer.alloc(0));
     if (!run?.id || !run.status.state?.running) return finish(internalError(`error attaching to container: container not found ("${containerName}")`));
