@@ -157,7 +157,7 @@ try {
     if ((await reader.read())?.length !== 0) throw new Error('the IPC check failed on a clean container');
     if (i >= 2) ipcAhead.push(performance.now() - t0);
     t0 = performance.now();
-    const why = warmVerdict(await observeLeftovers(keepAlive, reader));
+    const why = warmVerdict(await observeLeftovers(keepAlive, [], reader));
     if (why !== undefined) throw new Error(`a clean container judged not clean: ${why}`);
     if (i >= 2) verdict.push(performance.now() - t0);
     t0 = performance.now();

@@ -413,9 +413,30 @@ static void report_memory(void) {
   printf("mem %lld %lld %lld\n", usage, cache, shmem);
 }
 
+/* The mount points in the workspace ("mnt PATH", escaped as mountinfo writes them), at most
+   1,024: berth checks that its mounts are still where it put them (a directory holding one can be
+   renamed, and the mount moves with it). */
+static void report_mounts(void) {
+  FILE *f = fopen("/proc/self/mountinfo", "re");
+  if (!f) return; /* no lines: berth finds none of its mounts, and keeps nothing */
+  char line[8192];
+  for (int n = 0; n < 1024 && fgets(line, sizeof line, f);) {
+    char *point = line;
+    for (int field = 0; field < 4 && point; field++) point = strchr(point, ' ') ? strchr(point, ' ') + 1 : NULL;
+    char *end = point ? strchr(point, ' ') : NULL;
+    if (!end) continue;
+    *end = 0;
+    if (strcmp(point, "/workspace") == 0 || strncmp(point, "/workspace/", 11) == 0) {
+      printf("mnt %s\n", point);
+      n++;
+    }
+  }
+  fclose(f);
+}
+
 /* What the container holds now: every thread, then its IPC namespace ("ipc SHM_PAGES
    MSG_QUEUES SEM_SETS MQUEUES", -1 where the kernel did not say), its memory (report_memory),
-   then "end". */
+   its workspace's mount points (report_mounts), then "end". */
 static void report(void) {
   char *text = NULL;
   size_t len = 0;
@@ -442,6 +463,7 @@ static void report(void) {
   long sets = semctl(0, 0, SEM_INFO, arg) < 0 ? -1 : (long)sem.semusz;
   printf("ipc %ld %ld %ld %ld\n", shm_pages, queues, sets, mqueue_count());
   report_memory();
+  report_mounts();
   printf("end\n");
   fflush(stdout);
 }

@@ -5,6 +5,7 @@ import { procStat } from '../fs/process-identity.js';
 import type { ExecLeftovers, LeftoverObserver } from './launcher.js';
 import { askedChannel } from './asked-channel.js';
 import { heldBytes } from './keepalive-report.js';
+import { missingMounts, mountPointsOf } from './mount-check.js';
 import { WARM_MEMORY_SLACK } from './lifecycle.js';
 
 /**
@@ -342,16 +343,21 @@ export async function leftoverIpc(keepAlive: KeepAlive): Promise<string[] | unde
  * undefined. One exec at a time (a second one running meanwhile would count as left behind).
  * `ipcReader`: one opened with the container (the caller closes it); without it, one is started now.
  */
-export async function observeLeftovers(keepAlive: KeepAlive, ipcReader?: IpcReader): Promise<ExecLeftovers> {
+export async function observeLeftovers(keepAlive: KeepAlive, mountTargets: readonly string[], ipcReader?: IpcReader): Promise<ExecLeftovers> {
   const left = leftoverProcesses(keepAlive);
   if (!left) return {};
   if (left.running.length) return { running: left.running };
   const hurt = [...left.gone.map((pid) => `${pid} gone`), ...(await stalledKeepAlive(left.kept))];
   if (hurt.length) return { running: [], keepAliveHurt: hurt };
+  // The container's mount table as its pid 1 sees it (paths in the container's root).
+  const table = readText(`/proc/${keepAlive.initPid}/mountinfo`);
+  if (table === undefined) return { running: [], keepAliveHurt: [] };
+  const mountsMissing = missingMounts(mountTargets, mountPointsOf(table));
+  if (mountsMissing.length) return { running: [], keepAliveHurt: [], mountsMissing };
   const ipc = await (ipcReader ? ipcReader.read() : leftoverIpc(keepAlive));
   // Memory is weighed only once nothing else keeps the container (a reclaim costs 100-200 ms).
   const memoryGrowth = ipc?.length === 0 ? await settledMemoryGrowth(keepAlive) : undefined;
-  return { running: [], keepAliveHurt: [], ipc, memoryGrowth };
+  return { running: [], keepAliveHurt: [], mountsMissing, ipc, memoryGrowth };
 }
 
 /**
@@ -363,7 +369,7 @@ export async function observeLeftovers(keepAlive: KeepAlive, ipcReader?: IpcRead
 export async function hostObserver(initPid: number, keepAliveArgv: string[]): Promise<LeftoverObserver> {
   const keepAlive = await watchKeepAlive(initPid, keepAliveArgv);
   const ipcReader = openIpcReader(keepAlive);
-  return { observe: () => observeLeftovers(keepAlive, ipcReader), close: () => ipcReader.close() };
+  return { observe: (mountTargets) => observeLeftovers(keepAlive, mountTargets, ipcReader), close: () => ipcReader.close() };
 }
 
 /** The process a thread belongs to (/proc/<tid>/status "Tgid:"). */

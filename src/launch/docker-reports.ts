@@ -36,10 +36,10 @@ export async function reportObserver(docker: Docker, container: Docker.Container
   const memory = watchMemory(sandboxPid);
   const pidsDir = cgroupDir(sandboxPid, 'pids');
   return {
-    async observe() {
+    async observe(mountTargets) {
       const report = await askReport(channel);
       if (!report) return {};
-      const left = judgeReport(baseline, report);
+      const left = judgeReport(baseline, report, mountTargets);
       const tasks = pidsDir && hostTasksNearLimit(pidsDir);
       if (tasks && left.keepAliveHurt) return { ...left, keepAliveHurt: [...left.keepAliveHurt, tasks] };
       // Memory is weighed only once nothing else keeps the container (a reclaim costs 100-200 ms).

@@ -7,6 +7,7 @@ import { engineMessage, translateEngineError } from './docker-errors.js';
 import { hostObserver } from './docker-leftovers.js';
 import { reportObserver } from './docker-reports.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type LeftoverObserver, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
+import { workspaceMountTargets } from './mount-check.js';
 import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from './lifecycle.js';
 import { attachMounts } from './late-mounts.js';
 import { bindsInOrder } from '../plan/pool.js';
@@ -338,7 +339,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       const notFound = sandboxed ? exitCode === 127 && stdout === '' && stderr === notInImage(argv) : exitCode === 126 && EXEC_NOT_FOUND.test(stdout);
       if (notFound) ({ exitCode, stdout, stderr } = commandNotFound(argv, plan.image));
       const observer = warm.get(containerId);
-      const leftovers = stopped || !observer ? {} : await observer.observe();
+      const leftovers = stopped || !observer ? {} : await observer.observe(workspaceMountTargets(plan));
       const tDone = performance.now();
       return {
         containerId,

@@ -1,5 +1,6 @@
 import type { AskedChannel } from './asked-channel.js';
 import type { ExecLeftovers } from './launcher.js';
+import { missingMounts, unescapeMountPoint } from './mount-check.js';
 
 /**
  * The keep-alive's report (berth-bridge idle prints one for each line berth writes to its stdin):
@@ -40,6 +41,8 @@ export interface KeepAliveReport {
    * cache, plus shared memory); undefined where the keep-alive could not read them.
    */
   memoryHeld?: number;
+  /** Mount points in the workspace (mount-check.ts); undefined from a keep-alive that does not list them. */
+  mounts?: string[];
 }
 
 /** A report lists every thread (each ~60 bytes; the pids limit bounds them): far more means something is wrong. */
@@ -63,6 +66,7 @@ const THREAD = /^t (\d+) (\d+) (\d+) (\S) (\d+) (\d+) ([!-~]+)$/;
 const CHURN = /^churn (\d+)$/;
 const IPC = /^ipc (-?\d+) (-?\d+) (-?\d+) (-?\d+)$/;
 const MEM = /^mem (-?\d+) (-?\d+) (-?\d+)$/;
+const MNT = /^mnt (\/\S*)$/;
 
 /** What a container holds: usage less the page cache the kernel can drop, plus shared memory (tmpfs, IPC), which it cannot. */
 export function heldBytes(usage: number, cache: number, shmem: number): number | undefined {
@@ -75,11 +79,14 @@ export function parseReport(text: string): KeepAliveReport | undefined {
   let churn: number | undefined;
   let ipc: RegExpExecArray | null = null;
   let mem: RegExpExecArray | null = null;
+  let mounts: string[] | undefined;
   for (const line of text.split('\n')) {
     if (!line) continue;
-    // After the ipc line, one mem line at most, then nothing.
+    // After the ipc line: its mem line, then its mount points; nothing else.
     if (ipc) {
-      if (mem || !(mem = MEM.exec(line))) return undefined;
+      const m = mem ? MNT.exec(line) : null;
+      if (m) (mounts ??= []).push(unescapeMountPoint(m[1]!));
+      else if (mem || !(mem = MEM.exec(line))) return undefined;
       continue;
     }
     const t = churn === undefined ? THREAD.exec(line) : null;
@@ -97,7 +104,7 @@ export function parseReport(text: string): KeepAliveReport | undefined {
   if (!ipc) return undefined;
   const count = (s: string) => (Number(s) < 0 ? undefined : Number(s));
   const memoryHeld = mem ? heldBytes(Number(mem[1]), Number(mem[2]), Number(mem[3])) : undefined;
-  return { threads, ...(churn ? { churn } : {}), shmPages: count(ipc[1]!), msgQueues: count(ipc[2]!), semSets: count(ipc[3]!), mqueues: count(ipc[4]!), ...(memoryHeld === undefined ? {} : { memoryHeld }) };
+  return { threads, ...(churn ? { churn } : {}), shmPages: count(ipc[1]!), msgQueues: count(ipc[2]!), semSets: count(ipc[3]!), mqueues: count(ipc[4]!), ...(memoryHeld === undefined ? {} : { memoryHeld }), ...(mounts ? { mounts } : {}) };
 }
 
 /** One report asked over the keep-alive's channel; undefined if none came in time or it was not one (the channel is then closed). */
@@ -124,7 +131,7 @@ const INIT = 1;
  * processes gone or not sleeping or running (a tenant's SIGSTOP to the relay); IPC objects.
  * POSIX queues gVisor cannot list count only through the memory they hold (weighed apart).
  */
-export function judgeReport(baseline: Map<number, string>, report: KeepAliveReport): Omit<ExecLeftovers, 'memoryGrowth'> {
+export function judgeReport(baseline: Map<number, string>, report: KeepAliveReport, mountTargets: readonly string[]): Omit<ExecLeftovers, 'memoryGrowth'> {
   const leaders = new Map(report.threads.filter((t) => t.tid === t.tgid).map((t) => [t.tgid, t]));
   const kept = (pid: number) => baseline.has(pid) && leaders.get(pid)?.start === baseline.get(pid);
   const running: string[] = report.churn ? [`processes that exit as they are read (${report.churn} gone mid-read, scan after scan)`] : [];
@@ -143,13 +150,16 @@ export function judgeReport(baseline: Map<number, string>, report: KeepAliveRepo
     return leader && leader.state !== 'S' && leader.state !== 'R' ? [`${pid} ${leader.comm} ${leader.state}`] : [];
   });
   if (hurt.length) return { running: [], keepAliveHurt: hurt };
+  if (!report.mounts) return { running: [], keepAliveHurt: [] };
+  const mountsMissing = missingMounts(mountTargets, report.mounts);
+  if (mountsMissing.length) return { running: [], keepAliveHurt: [], mountsMissing };
   const { shmPages, msgQueues, semSets, mqueues } = report;
-  if (shmPages === undefined || msgQueues === undefined || semSets === undefined) return { running: [], keepAliveHurt: [] };
+  if (shmPages === undefined || msgQueues === undefined || semSets === undefined) return { running: [], keepAliveHurt: [], mountsMissing };
   const ipc = [
     ...(shmPages ? [`shm ${shmPages} page${shmPages === 1 ? '' : 's'}`] : []),
     ...(msgQueues ? [`msg ${msgQueues}`] : []),
     ...(semSets ? [`sem ${semSets}`] : []),
     ...(mqueues ? [`mqueue ${mqueues}`] : []),
   ];
-  return { running: [], keepAliveHurt: [], ipc };
+  return { running: [], keepAliveHurt: [], mountsMissing, ipc };
 }

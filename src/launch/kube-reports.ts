@@ -39,10 +39,10 @@ export async function podObserver(kubeConfig: KubeConfig, namespace: string, pod
   if (!first) return BLIND;
   const baseline = reportBaseline(first);
   return {
-    async observe() {
+    async observe(mountTargets) {
       const report = await askReport(channel);
       if (!report) return {};
-      const left = judgeReport(baseline, report);
+      const left = judgeReport(baseline, report, mountTargets);
       if (left.ipc?.length !== 0) return left;
       // No reclaim from here (the cgroup is the node's): page cache is left out of the figure, but
       // the kernel's caches of the files a message touched count until the kernel drops them.

@@ -11,6 +11,7 @@ import { AGENT_CONTAINER, berthLabelsOf, BERTH_POD_LABELS, kubeSelector, renderK
 import type { RelayTokens } from './kube-relay.js';
 import { podObserver } from './kube-reports.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type LeftoverObserver, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
+import { workspaceMountTargets } from './mount-check.js';
 import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from './lifecycle.js';
 
 /**
@@ -345,7 +346,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       ...(stopped ? { stopped } : {}),
       ...(lost ? { lost } : {}),
       // A stopped exec's pod is gone; one berth cannot ask is never "clean" (lifecycle.warmVerdict).
-      leftovers: stopped ? {} : ((await observers.get(containerId)?.observe()) ?? {}),
+      leftovers: stopped ? {} : ((await observers.get(containerId)?.observe(workspaceMountTargets(plan))) ?? {}),
       timings: { createMs: tCreated - t0, startMs: tStarted - tCreated, runMs: tDone - tStarted, totalMs: tDone - t0 },
     };
   }

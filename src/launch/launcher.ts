@@ -42,11 +42,13 @@ export interface ExecLeftovers {
   ipc?: string[];
   /** Bytes it holds beyond its idle self once what can be reclaimed is (lifecycle.WARM_MEMORY_SLACK). */
   memoryGrowth?: number;
+  /** The plan's mounts in the workspace no longer where it put them (mount-check.ts): a directory holding one was renamed. */
+  mountsMissing?: string[];
 }
 
-/** How a launcher watches one warm container: what each exec left (`observe`), until `close`. */
+/** How a launcher watches one warm container: what each exec left (`observe`, given where the plan mounts in the workspace), until `close`. */
 export interface LeftoverObserver {
-  observe(): Promise<ExecLeftovers>;
+  observe(mountTargets: readonly string[]): Promise<ExecLeftovers>;
   close(): void;
 }
 

@@ -146,6 +146,8 @@ export function warmVerdict(left: ExecLeftovers): string | undefined {
   if (left.running.length) return `it left processes running: ${left.running.join(', ')}`;
   if (!left.keepAliveHurt) return 'its keep-alive cannot be checked by this launcher';
   if (left.keepAliveHurt.length) return `the keep-alive is not running: ${left.keepAliveHurt.join(', ')}`;
+  if (!left.mountsMissing) return 'its mounts cannot be read by this launcher';
+  if (left.mountsMissing.length) return `a protected path was moved from its mount: ${left.mountsMissing.join(', ')}`;
   if (!left.ipc) return 'its IPC namespace cannot be read by this launcher';
   if (left.ipc.length) return `it left IPC objects: ${left.ipc.join(', ')}`;
   if (left.memoryGrowth === undefined) return 'its memory cannot be read by this launcher';

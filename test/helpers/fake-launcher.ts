@@ -163,7 +163,7 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
   function leftoversOf(c: FakeContainer): ExecLeftovers {
     // A runtime it does not keep warm is one it cannot look into: nothing observed, never "clean".
     if (!caps.warm(c.plan.runtime)) return {};
-    return { running: [...c.processes], keepAliveHurt: [], ipc: [...c.ipc], memoryGrowth: c.held };
+    return { running: [...c.processes], keepAliveHurt: [], mountsMissing: [], ipc: [...c.ipc], memoryGrowth: c.held };
   }
 
   function resolveProgram(argv: string[]): Program | undefined {

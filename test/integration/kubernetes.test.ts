@@ -202,6 +202,14 @@ describe('warm sessions on Kubernetes', () => {
     const after = await w.run('kube-warm', 'web:alice', 'cat /tmp/state 2>/dev/null || echo fresh');
     expect(after).toMatchObject({ exitCode: 0, warm: false, stdout: 'fresh\n' });
     expect(after.containerId).not.toBe(first.containerId);
+    // A protected path's directory renamed (its mount goes along) and replaced: that pod is not kept either.
+    await w.berth.store.update('kube-warm', { protected_paths: ['.factory/mcp.json'] });
+    const base = await w.run('kube-warm', 'web:carol', 'cat .factory/mcp.json > /dev/null && echo ok');
+    const moved = await w.run('kube-warm', 'web:carol', 'mv .factory .moved && mkdir .factory && echo evil > .factory/mcp.json && echo replaced');
+    expect([base.stdout, moved.stdout, moved.warm, moved.containerId]).toEqual(['ok\n', 'replaced\n', true, base.containerId]);
+    const next = await w.run('kube-warm', 'web:carol', 'cat .factory/mcp.json');
+    expect(next.warm).toBe(false);
+    expect(next.stdout).toContain('"mcpServers"');
     const ms = (r: { timings: { totalMs: number } }) => Math.round(r.timings.totalMs);
     console.info(`kubernetes warm session: first message ${ms(first)} ms (a new pod), second ${ms(second)} ms (an exec into it)`);
   });

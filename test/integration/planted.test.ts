@@ -87,6 +87,19 @@ describe('links planted before protection (real containers)', () => {
     expect(o.stderr).toMatch(WRITE_REFUSED);
   });
 
+  it("warm: a protected path's directory renamed in one message (its mount goes along) does not leave the tenant's own file there for the next message", async () => {
+    await using w = testHome({ warm: true, pool: 'off' });
+    w.create({ name: 'nest-warm', workspace_isolation: true });
+    await w.berth.store.update('nest-warm', { protected_paths: ['.factory/mcp.json'] });
+    const first = await w.run('nest-warm', 'web:eve', 'mv .factory .moved 2>&1 && mkdir .factory && echo evil > .factory/mcp.json && echo replaced');
+    const second = await w.run('nest-warm', 'web:eve', 'cat .factory/mcp.json');
+    expect(second.stdout).toContain('"mcpServers"');
+    expect(second.stdout).not.toContain('evil');
+    // Under runc the rename goes through, and the container is not kept; gVisor refuses it.
+    if (first.stdout === 'replaced\n') expect(second.warm).toBe(false);
+    else expect(first.stdout).toMatch(/Permission denied|Device or resource busy/);
+  });
+
   it('shared: a hardlink to a file made before protection cannot alter the protected content', async () => {
     h.create({ name: 'hl-off' });
     const plant = await h.run('hl-off', 'web:eve', 'ln /workspace/AGENTS.md my-link && echo linked');

@@ -5,17 +5,19 @@ import { describe, expect, it } from 'vitest';
 import { hostTasksNearLimit } from '../../src/launch/docker-reports.js';
 import { judgeReport, parseReport, reportBaseline, takeReport } from '../../src/launch/keepalive-report.js';
 import { warmVerdict } from '../../src/launch/lifecycle.js';
+import { missingMounts, mountPointsOf } from '../../src/launch/mount-check.js';
 
 /** The keep-alive's report as berth-bridge idle prints it (pid 1 idle, pid 2 its relay). */
 const IDLE = ['t 1 1 0 R 11 1 berth-bridge', 't 2 2 1 S 13 1 berth-bridge'];
 const CLEAN_IPC = 'ipc 0 0 0 -1';
 const report = (...lines: string[]) => parseReport(`${lines.join('\n')}\n`);
 const baseline = reportBaseline(report(...IDLE, CLEAN_IPC)!);
-const judge = (...lines: string[]) => judgeReport(baseline, report(...lines)!);
+/** A report ending with the given ipc line, its memory unknown and /workspace mounted where planned. */
+const judge = (...lines: string[]) => judgeReport(baseline, report(...lines, 'mem -1 -1 -1', 'mnt /workspace')!, ['/workspace']);
 
 describe("the keep-alive's report", () => {
   it('the idle container, as it was: clean (memory is weighed apart)', () => {
-    expect(judge(...IDLE, CLEAN_IPC)).toEqual({ running: [], keepAliveHurt: [], ipc: [] });
+    expect(judge(...IDLE, CLEAN_IPC)).toEqual({ running: [], keepAliveHurt: [], mountsMissing: [], ipc: [] });
     expect(warmVerdict({ ...judge(...IDLE, CLEAN_IPC), memoryGrowth: 0 })).toBeUndefined();
   });
 
@@ -26,7 +28,7 @@ describe("the keep-alive's report", () => {
   });
 
   it("the relay's per-connection children are the keep-alive's; zombies run nothing", () => {
-    expect(judge(...IDLE, 't 7 7 2 S 90 1 berth-bridge', 't 8 8 1 Z 95 1 sh', CLEAN_IPC)).toEqual({ running: [], keepAliveHurt: [], ipc: [] });
+    expect(judge(...IDLE, 't 7 7 2 S 90 1 berth-bridge', 't 8 8 1 Z 95 1 sh', CLEAN_IPC)).toEqual({ running: [], keepAliveHurt: [], mountsMissing: [], ipc: [] });
   });
 
   it('a process that forks a successor and exits, outrunning every scan, is caught as churn', () => {
@@ -58,7 +60,7 @@ describe("the keep-alive's report", () => {
     expect(takeReport(printed.slice(0, printed.indexOf('ipc')))).toBeUndefined();
     const taken = takeReport(printed)!;
     expect(taken.rest).toBe('t 1');
-    expect(judgeReport(baseline, parseReport(taken.text)!).running).toEqual(['9 backend']);
+    expect(judgeReport(baseline, parseReport(taken.text)!, []).running).toEqual(['9 backend']);
   });
 
   it("the container's memory as its cgroup counts it: usage less page cache, plus shared memory; -1 anywhere is unknown", () => {
@@ -67,6 +69,18 @@ describe("the keep-alive's report", () => {
     expect(report(...IDLE, CLEAN_IPC, 'mem -1 -1 -1')).not.toHaveProperty('memoryHeld');
     // An older keep-alive without the line: still a report, its memory unknown.
     expect(report(...IDLE, CLEAN_IPC)).not.toHaveProperty('memoryHeld');
+  });
+
+  it("a planned mount moved away (a renamed directory took it along) is not clean; a report listing no mounts cannot tell", () => {
+    const moved = judgeReport(baseline, report(...IDLE, CLEAN_IPC, 'mem -1 -1 -1', 'mnt /workspace', 'mnt /workspace/.moved/settings.json')!, ['/workspace', '/workspace/.cfg/settings.json']);
+    expect(moved).toEqual({ running: [], keepAliveHurt: [], mountsMissing: ['/workspace/.cfg/settings.json'] });
+    expect(warmVerdict(moved)).toBe('a protected path was moved from its mount: /workspace/.cfg/settings.json');
+    // The kernel's escapes are read back: a space in a name is \040.
+    expect(report(...IDLE, CLEAN_IPC, 'mem -1 -1 -1', 'mnt /workspace/my\\040notes/x')?.mounts).toEqual(['/workspace/my notes/x']);
+    const blind = judgeReport(baseline, report(...IDLE, CLEAN_IPC)!, ['/workspace']);
+    expect(warmVerdict({ ...blind, memoryGrowth: 0 })).toBe('its mounts cannot be read by this launcher');
+    expect(mountPointsOf('36 25 0:31 / /workspace rw,relatime - ext4 /dev/x rw\n37 36 0:5 /f /workspace/a\\040b ro - ext4 /dev/x ro\n')).toEqual(['/workspace', '/workspace/a b']);
+    expect(missingMounts(['/workspace', '/workspace/a b'], ['/workspace'])).toEqual(['/workspace/a b']);
   });
 
   it('anything but the keep-alive\'s lines is not a report', () => {
@@ -79,6 +93,8 @@ describe("the keep-alive's report", () => {
       `${IDLE.join('\n')}\n${CLEAN_IPC}\nmem 1 2 3\nmem 1 2 3`, // two mem lines
       `${IDLE.join('\n')}\nmem 1 2 3\n${CLEAN_IPC}`, // mem before ipc
       `${IDLE.join('\n')}\n${CLEAN_IPC}\nmem 1 2`,
+      `${IDLE.join('\n')}\n${CLEAN_IPC}\nmnt /workspace`, // mounts before the mem line
+      `${IDLE.join('\n')}\n${CLEAN_IPC}\nmem 1 2 3\nmnt relative`,
     ]) {
       expect(parseReport(`${bad}\n`)).toBeUndefined();
     }
