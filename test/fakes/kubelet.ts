@@ -549,11 +549,14 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
 
   const terminatedOf = async (run: Run) => {
     let info = await docker.getContainer(run.id!).inspect();
-    // Docker records an OOM kill from the cgroup's event, which can come after the exit is seen
-    // (seen under load): a SIGKILLed exit is looked at again for a moment before it is "Error".
-    for (let i = 0; i < 10 && info.State.ExitCode === 137 && !info.State.OOMKilled; i++) {
+    // Docker records an OOM kill from the cgroup's event, which can come well after the exit is
+    // seen (under a fresh run's load: past 500 ms once): a SIGKILLed exit of a container with a
+    // memory limit is looked at again for up to 3 s before it is "Error".
+    for (let i = 0; i < 60 && info.State.ExitCode === 137 && info.HostConfig.Memory && !info.State.OOMKilled; i++) {
       await sleep(50);
-      info = await docker.getContainer(run.id!).inspect();
+      const again = await docker.getContainer(run.id!).inspect().catch(() => undefined);
+      if (!again) break;
+      info = again;
     }
     const code = info.State.ExitCode;
     // FallbackToLogsOnError: a failed container's message is its log's end, 80 lines or 2048 bytes at most (kubelet's kuberuntime).
