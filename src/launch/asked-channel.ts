@@ -1,3 +1,5 @@
+import { Writable } from 'node:stream';
+
 /**
  * One question at a time over a stream only berth writes to, and its framed answer: `question`
  * writes it, `feed` takes what the other side printed, `take` finds a whole answer in it. Bounded
@@ -10,6 +12,16 @@ export interface AskedChannel {
   ask(): Promise<string | undefined>;
   feed(chunk: string): void;
   close(): void;
+}
+
+/** A stream whose every chunk (text) is fed to the channel: the other side's output. */
+export function feeding(channel: AskedChannel): Writable {
+  return new Writable({
+    write(chunk: Buffer, _enc, done) {
+      channel.feed(chunk.toString('utf8'));
+      done();
+    },
+  });
 }
 
 export function askedChannel(opts: {

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import { posix } from 'node:path';
 import { cgroupDir, settledMemoryGrowth, watchMemory } from './docker-leftovers.js';
 import type { LeftoverObserver } from './launcher.js';
-import { askedChannel } from './asked-channel.js';
+import { askedChannel, feeding } from './asked-channel.js';
 import { askReport, judgeReport, reportBaseline, REPORT_BYTES, REPORT_MS, takeReport } from './keepalive-report.js';
 
 /**
@@ -19,12 +19,7 @@ export async function reportObserver(docker: Docker, container: Docker.Container
   // The keep-alive prints nothing unasked: an answer nobody asked for closes the channel.
   const channel = askedChannel({ question: () => stream.write('\n'), stop: () => stream.destroy(), take: takeReport, maxBytes: REPORT_BYTES, timeoutMs: REPORT_MS });
   const close = channel.close;
-  const stdout = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      channel.feed(chunk.toString('utf8'));
-      done();
-    },
-  });
+  const stdout = feeding(channel);
   const ignore = new Writable({ write: (_chunk, _enc, done) => done() });
   docker.modem.demuxStream(stream, stdout, ignore);
   for (const event of ['end', 'close', 'error']) stream.on(event, close);

@@ -1,6 +1,6 @@
-import { PassThrough, Writable } from 'node:stream';
+import { PassThrough } from 'node:stream';
 import { Attach, type KubeConfig } from '@kubernetes/client-node';
-import { askedChannel } from './asked-channel.js';
+import { askedChannel, feeding } from './asked-channel.js';
 import { askReport, judgeReport, reportBaseline, REPORT_BYTES, REPORT_MS, takeReport } from './keepalive-report.js';
 import type { LeftoverObserver } from './launcher.js';
 
@@ -19,12 +19,7 @@ export async function podObserver(kubeConfig: KubeConfig, namespace: string, pod
   let socket: { close(): void } | undefined;
   // The keep-alive prints nothing unasked: an answer nobody asked for closes the channel.
   const channel = askedChannel({ question: () => stdin.write('\n'), stop: () => socket?.close(), take: takeReport, maxBytes: REPORT_BYTES, timeoutMs: REPORT_MS });
-  const stdout = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      channel.feed(chunk.toString('utf8'));
-      done();
-    },
-  });
+  const stdout = feeding(channel);
   try {
     const ws = await new Attach(kubeConfig).attach(namespace, pod, container, stdout, null, stdin, false);
     socket = ws;

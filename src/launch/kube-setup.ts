@@ -15,12 +15,15 @@ export interface KubeSetup {
  * The Kubernetes launcher, loaded on first use: @kubernetes/client-node adds about 80 MiB to a
  * process (measured), which a berth on Docker must not carry.
  */
+const kubeconfigError = (err: unknown, reason: string) =>
+  new BerthError('CONFIG_INVALID', `kubernetes.kubeconfig: ${(err as Error).message}`, { issues: [{ field: 'kubernetes.kubeconfig', reason }], hint: 'name a kubeconfig file, or run berth in the cluster (deploy/)' });
+
 export function createKubeSetup(settings: KubernetesSettings, onRefused?: (why: string) => void): KubeSetup {
   const kubeconfig = settings.kubeconfig;
   try {
     if (kubeconfig) fs.accessSync(kubeconfig, fs.constants.R_OK);
   } catch (err) {
-    throw new BerthError('CONFIG_INVALID', `kubernetes.kubeconfig: ${(err as Error).message}`, { issues: [{ field: 'kubernetes.kubeconfig', reason: 'cannot be read' }], hint: 'name a kubeconfig file, or run berth in the cluster (deploy/)' });
+    throw kubeconfigError(err, 'cannot be read');
   }
   const tokens = createRelayTokens();
   let loaded: Promise<Launcher> | undefined;
@@ -33,7 +36,7 @@ export function createKubeSetup(settings: KubernetesSettings, onRefused?: (why: 
         else kubeConfig.loadFromCluster();
       } catch (err) {
         loaded = undefined;
-        throw new BerthError('CONFIG_INVALID', `kubernetes.kubeconfig: ${(err as Error).message}`, { issues: [{ field: 'kubernetes.kubeconfig', reason: (err as Error).message }], hint: 'name a kubeconfig file, or run berth in the cluster (deploy/)' });
+        throw kubeconfigError(err, (err as Error).message);
       }
       return createKubernetesLauncher({ kubeConfig, settings, relay: { address: settings.gateway.address, tokens } });
     })());

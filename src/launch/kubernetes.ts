@@ -189,6 +189,22 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     }
   }
 
+  /**
+   * Why the pod no longer runs (gone, being deleted, ended), in the kubelet's words where it gave
+   * some, else `other(phase)` or `gone`; undefined while it runs (or cannot be read).
+   */
+  async function notRunning(name: string, other: (phase: string) => string, gone: string): Promise<string | undefined> {
+    let pod: V1Pod | undefined;
+    try {
+      pod = await unlessGone(core.readNamespacedPod({ name, namespace: ns }));
+    } catch {
+      return gone; // unreadable: taken for gone
+    }
+    if (!pod) return gone;
+    if (!pod.metadata?.deletionTimestamp && pod.status?.phase === 'Running') return undefined;
+    return podTrouble(pod) ?? other(pod.status?.phase ?? 'not running');
+  }
+
   /** A runtime other than runc is a RuntimeClass the cluster must have: refused before anything is made. */
   async function assertRuntime(runtime: string): Promise<void> {
     if (runtime === 'runc') return;
@@ -299,8 +315,8 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       ws = await exec.exec(ns, containerId, AGENT_CONTAINER, command, sink('stdout'), sink('stderr'), null, false, (s) => void (status = s));
     } catch (err) {
       // A kubelet refuses an exec into a container that is not running before the upgrade.
-      const pod = await core.readNamespacedPod({ name: containerId, namespace: ns }).catch(() => undefined);
-      if (!pod || pod.metadata?.deletionTimestamp || pod.status?.phase !== 'Running') return { gone: true, reason: pod ? (podTrouble(pod) ?? `its pod is ${pod.status?.phase ?? 'not running'}`) : 'its pod is gone' };
+      const why = await notRunning(containerId, (phase) => `its pod is ${phase}`, 'its pod is gone');
+      if (why) return { gone: true, reason: why };
       throw clusterError('an exec', err);
     }
     ws.on('close', () => socketClosed());
@@ -324,10 +340,10 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     } else if (!stopped && exitCode !== 0) {
       // A pod removed under the exec (reaped, by hand) fails it with the runtime's status (126,
       // 137, ...), not the command's: as on Docker, its container went away.
-      const pod = await unlessGone(core.readNamespacedPod({ name: containerId, namespace: ns })).catch(() => undefined);
-      if (!pod || pod.metadata?.deletionTimestamp || pod.status?.phase !== 'Running') {
+      const why = await notRunning(containerId, () => 'it was removed', 'it was removed');
+      if (why) {
         stopped = CONTAINER_LOST;
-        lost = pod ? (podTrouble(pod) ?? 'it was removed') : 'it was removed';
+        lost = why;
       }
     }
     let stdout = bounds.output.text('stdout');
@@ -353,13 +369,23 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
 
   async function run(plan: RunPlan, o: RunOptions = {}): Promise<RunResult> {
     const t0 = performance.now();
+    // Its pod removed before the command ran (reaped, removed by hand): ended as a stopped run is.
+    const lostRun = (containerId: string, lost: string, started = { createMs: 0, startMs: 0 }): RunResult => ({
+      containerId,
+      exitCode: STOPPED_EXIT,
+      stdout: '',
+      stderr: '',
+      truncated: false,
+      timedOut: false,
+      lost,
+      timings: { ...started, runMs: 0, totalMs: performance.now() - t0 },
+    });
     const started = await startPod(plan, plan.keepAlive, { onCreated: o.onCreated });
-    // Removed before it ran (reaped, removed by hand): ended as a stopped run is.
-    if ('gone' in started) return { containerId: started.containerId, exitCode: STOPPED_EXIT, stdout: '', stderr: '', truncated: false, timedOut: false, lost: started.gone, timings: { createMs: 0, startMs: 0, runMs: 0, totalMs: performance.now() - t0 } };
+    if ('gone' in started) return lostRun(started.containerId, started.gone);
     const idle = started;
     try {
       const r = await execIn(idle.containerId, plan, plan.exec, { ...o, onCreated: undefined });
-      if ('gone' in r) return { containerId: idle.containerId, exitCode: STOPPED_EXIT, stdout: '', stderr: '', truncated: false, timedOut: false, lost: r.reason, timings: { ...idle.timings, runMs: 0, totalMs: performance.now() - t0 } };
+      if ('gone' in r) return lostRun(idle.containerId, r.reason, idle.timings);
       const { stopped: _s, leftovers: _l, ...result } = r;
       return { ...result, timings: { createMs: idle.timings.createMs, startMs: idle.timings.startMs, runMs: r.timings.runMs, totalMs: performance.now() - t0 } };
     } finally {

@@ -42,7 +42,7 @@ export async function openGatewaySocket(opts: {
       connections.delete(socket);
       openConnections--;
     });
-    const mcp = opts.withoutFiles ? createToolServer('berth-gateway', [], () => opts.caller, { instructions: opts.withoutFiles }) : createToolServer('berth-gateway', GATEWAY_TOOLS, () => opts.caller);
+    const mcp = createToolServer('berth-gateway', opts.withoutFiles ? [] : GATEWAY_TOOLS, () => opts.caller, { instructions: opts.withoutFiles });
     mcp.connect(new LineTransport(socket, GATEWAY_BOUNDS)).catch((err: unknown) => {
       opts.logger.warn({ err: String(err) }, 'gateway connection failed');
       socket.destroy();
