@@ -3,8 +3,14 @@
  * pre-started pool: a container started before its tenant is known gets the tenant's workspace
  * when it is claimed). berth runs it as root on its own host, for runc/crun containers.
  *
- *   berth-mount PID SPEC...      SPEC = FD:MODE:TARGET
+ *   berth-mount PROCFD CONTAINER STARTTIME SPEC...      SPEC = FD:MODE:TARGET
  *
+ * PROCFD is a descriptor on /proc/PID of the container's first process, which berth opened when it
+ * started the container and kept: it names that process, not a number, so once the process is
+ * gone every open through it fails, even when another process holds the same PID by now. Through
+ * it the helper opens the process's root and mount namespace, then checks the process still is the
+ * container's (its cgroup names CONTAINER, the 64-hex engine id; its start time, field 22 of stat,
+ * is STARTTIME) and that its mount namespace is not the helper's own.
  * FD is a descriptor berth opened (without following links) and passed down; MODE is r (read-only)
  * or w; TARGET is an absolute path inside the container where a blank stand-in is mounted (the
  * pool container was made with one at each); the stand-ins are unmounted first, deepest first, so
@@ -27,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -45,16 +52,79 @@ static int parse_int(const char *s, int max) {
   return (int)v;
 }
 
+/* The whole of a small /proc file opened at `dirfd`, NUL-terminated; -1 if it cannot be read. */
+static ssize_t read_at(int dirfd, const char *name, char *buf, size_t size) {
+  int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return -1;
+  size_t got = 0;
+  for (ssize_t r; got < size - 1 && (r = read(fd, buf + got, size - 1 - got)) != 0; got += (size_t)r) {
+    if (r < 0) {
+      close(fd);
+      return -1;
+    }
+  }
+  close(fd);
+  buf[got] = '\0';
+  return (ssize_t)got;
+}
+
+/* Field 22 of /proc/PID/stat (after the command's closing parenthesis, which may itself hold any byte). */
+static int start_time_of(int procfd, char *out, size_t size) {
+  char stat[4096];
+  if (read_at(procfd, "stat", stat, sizeof stat) < 0) return -1;
+  char *p = strrchr(stat, ')');
+  if (!p) return -1;
+  for (int field = 2; field < 22; field++) {
+    p = strchr(p + 1, ' ');
+    if (!p) return -1;
+  }
+  size_t len = strcspn(p + 1, " ");
+  if (len == 0 || len >= size) return -1;
+  memcpy(out, p + 1, len);
+  out[len] = '\0';
+  return 0;
+}
+
+/* The container's process is gone, or is not the container's: exit 3, nothing touched. */
+static int gone(const char *why) {
+  fprintf(stderr, "berth-mount: %s\n", why);
+  return 3;
+}
+
+static int is_digits(const char *s) {
+  if (!*s || strlen(s) > 20) return 0;
+  for (const char *c = s; *c; c++) {
+    if (*c < '0' || *c > '9') return 0;
+  }
+  return 1;
+}
+
+static int is_engine_id(const char *s) {
+  if (strlen(s) != 64) return 0;
+  for (const char *c = s; *c; c++) {
+    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return 0;
+  }
+  return 1;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 3 || argc - 2 > MAX_SPECS) {
-    fprintf(stderr, "usage: berth-mount PID FD:r|w:TARGET... (at most %d)\n", MAX_SPECS);
+  if (argc < 5 || argc - 4 > MAX_SPECS) {
+    fprintf(stderr, "usage: berth-mount PROCFD CONTAINER STARTTIME FD:r|w:TARGET... (at most %d)\n", MAX_SPECS);
     return 2;
   }
-  int pid = parse_int(argv[1], INT_MAX);
-  if (pid <= 0) {
-    fprintf(stderr, "berth-mount: bad pid \"%s\"\n", argv[1]);
+  int procfd = parse_int(argv[1], 1 << 20);
+  if (procfd < 3) {
+    fprintf(stderr, "berth-mount: bad process descriptor \"%s\"\n", argv[1]);
     return 2;
   }
+  const char *container = argv[2];
+  const char *started = argv[3];
+  if (!is_engine_id(container) || !is_digits(started)) {
+    fprintf(stderr, "berth-mount: bad container id or start time\n");
+    return 2;
+  }
+  argc -= 2;
+  argv += 2;
   int n = argc - 2;
   int trees[MAX_SPECS];
   const char *targets[MAX_SPECS];
@@ -80,13 +150,20 @@ int main(int argc, char **argv) {
     close(fd);
   }
 
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/root", pid);
-  int root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) return fail("the container's root", path);
-  snprintf(path, sizeof path, "/proc/%d/ns/mnt", pid);
-  int ns = open(path, O_RDONLY | O_CLOEXEC);
-  if (ns < 0) return fail("the container's mount namespace", path);
+  int root = openat(procfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return gone("the container's process is gone (its root cannot be opened)");
+  int ns = openat(procfd, "ns/mnt", O_RDONLY | O_CLOEXEC);
+  if (ns < 0) return gone("the container's process is gone (its mount namespace cannot be opened)");
+  /* Checked after both are open: what they came from is the process checked here. */
+  char cgroup[8192], start[32];
+  if (read_at(procfd, "cgroup", cgroup, sizeof cgroup) < 0 || start_time_of(procfd, start, sizeof start) < 0) {
+    return gone("the container's process is gone (its cgroup and start time cannot be read)");
+  }
+  if (!strstr(cgroup, container) || strcmp(start, started) != 0) return gone("the process is not the container's first process any more");
+  struct stat theirs, ours;
+  if (fstat(ns, &theirs) < 0 || stat("/proc/self/ns/mnt", &ours) < 0) return fail("the mount namespaces", NULL);
+  if (theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev) return gone("the process is in the host's mount namespace, not a container's");
+  close(procfd);
   if (setns(ns, CLONE_NEWNS) < 0) return fail("entering the container's mount namespace", NULL);
   /* Paths below resolve as they do in the container. */
   if (fchdir(root) < 0 || chroot(".") < 0) return fail("entering the container's root", NULL);

@@ -41,14 +41,15 @@ function thisBoot(): string {
 }
 
 /**
- * A process's (or thread's) /proc/<pid>/stat: command name, state (field 3), parent (field 4) and
+ * A process's (or thread's) /proc/<pid>/stat (or <pid> a /proc directory's path): command name, state (field 3), parent (field 4) and
  * start time (field 22, clock ticks after boot); undefined when there is no such process. The
  * name may hold spaces and parentheses: the fields are counted after its last ")".
  */
-export function procStat(pid: number): { comm: string; state: string; ppid: number; start: string } | undefined {
+export function procStat(pid: number | string): { comm: string; state: string; ppid: number; start: string } | undefined {
   let text: string;
   try {
-    text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // A number is looked up now; a path is a /proc directory already held (proc-handle.ts).
+    text = fs.readFileSync(`${typeof pid === 'number' ? `/proc/${pid}` : pid}/stat`, 'utf8');
   } catch {
     return undefined;
   }

@@ -5,7 +5,7 @@ import { procStat } from '../fs/process-identity.js';
 import type { ExecLeftovers, LeftoverObserver } from './launcher.js';
 import { askedChannel } from './asked-channel.js';
 import { heldBytes } from './keepalive-report.js';
-import { missingMounts, mountPointsOf } from './mount-check.js';
+import { missingMounts, mountPointsOf, wrongSources, type PlannedBind } from './mount-check.js';
 import { WARM_MEMORY_SLACK } from './lifecycle.js';
 
 /**
@@ -343,7 +343,7 @@ export async function leftoverIpc(keepAlive: KeepAlive): Promise<string[] | unde
  * undefined. One exec at a time (a second one running meanwhile would count as left behind).
  * `ipcReader`: one opened with the container (the caller closes it); without it, one is started now.
  */
-export async function observeLeftovers(keepAlive: KeepAlive, mountTargets: readonly string[], ipcReader?: IpcReader): Promise<ExecLeftovers> {
+export async function observeLeftovers(keepAlive: KeepAlive, mountTargets: readonly string[], ipcReader?: IpcReader, binds: readonly PlannedBind[] = []): Promise<ExecLeftovers> {
   const left = leftoverProcesses(keepAlive);
   if (!left) return {};
   if (left.running.length) return { running: left.running };
@@ -352,7 +352,7 @@ export async function observeLeftovers(keepAlive: KeepAlive, mountTargets: reado
   // The container's mount table as its pid 1 sees it (paths in the container's root).
   const table = readText(`/proc/${keepAlive.initPid}/mountinfo`);
   if (table === undefined) return { running: [], keepAliveHurt: [] };
-  const mountsMissing = missingMounts(mountTargets, mountPointsOf(table));
+  const mountsMissing = [...missingMounts(mountTargets, mountPointsOf(table)), ...(sourcesNotPlanned(table, binds) ?? [])];
   if (mountsMissing.length) return { running: [], keepAliveHurt: [], mountsMissing };
   const ipc = await (ipcReader ? ipcReader.read() : leftoverIpc(keepAlive));
   // Memory is weighed only once nothing else keeps the container (a reclaim costs 100-200 ms).
@@ -369,7 +369,35 @@ export async function observeLeftovers(keepAlive: KeepAlive, mountTargets: reado
 export async function hostObserver(initPid: number, keepAliveArgv: string[]): Promise<LeftoverObserver> {
   const keepAlive = await watchKeepAlive(initPid, keepAliveArgv);
   const ipcReader = openIpcReader(keepAlive);
-  return { observe: (mountTargets) => observeLeftovers(keepAlive, mountTargets, ipcReader), close: () => ipcReader.close() };
+  return { observe: (mountTargets, binds) => observeLeftovers(keepAlive, mountTargets, ipcReader, binds), close: () => ipcReader.close() };
+}
+
+/**
+ * The plan's bind targets in a container that show something other than their planned source
+ * (mount-check.ts wrongSources), from the container's mount table as its first process sees it
+ * (`procDir`: /proc/<pid>, or a held /proc directory); undefined when it cannot be read (the
+ * process is gone).
+ */
+export function mountsNotPlanned(procDir: string, binds: readonly PlannedBind[]): string[] | undefined {
+  const table = readText(`${procDir}/mountinfo`);
+  return table === undefined ? undefined : (sourcesNotPlanned(table, binds) ?? []);
+}
+
+function sourcesNotPlanned(table: string, binds: readonly PlannedBind[]): string[] | undefined {
+  const host = binds.length ? readText('/proc/self/mountinfo') : undefined;
+  return host === undefined ? undefined : wrongSources(binds, table, host, deviceOf);
+}
+
+/** A host path's device as mountinfo writes it ("major:minor", glibc's dev_t split); undefined if it cannot be read. */
+function deviceOf(path: string): string | undefined {
+  try {
+    const dev = fs.lstatSync(path, { bigint: true }).dev;
+    const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn);
+    const minor = (dev & 0xffn) | ((dev >> 12n) & ~0xffn);
+    return `${major}:${minor}`;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The process a thread belongs to (/proc/<tid>/status "Tgid:"). */

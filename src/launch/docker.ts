@@ -4,13 +4,15 @@ import { BerthError } from '../errors.js';
 import type { PlannedMount, RunPlan } from '../plan/run-plan.js';
 import { labelFilter, type ContainerQuery } from '../plan/labels.js';
 import { engineMessage, translateEngineError } from './docker-errors.js';
-import { hostObserver } from './docker-leftovers.js';
+import { hostObserver, mountsNotPlanned } from './docker-leftovers.js';
 import { reportObserver } from './docker-reports.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type LeftoverObserver, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
-import { workspaceMountTargets } from './mount-check.js';
+import { plannedBinds, workspaceMountTargets } from './mount-check.js';
 import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from './lifecycle.js';
 import { attachMounts } from './late-mounts.js';
-import { bindsInOrder } from '../plan/pool.js';
+import { bindsInOrder, claimedName, claimOfName } from '../plan/pool.js';
+import { engineEnds } from './docker-events.js';
+import { holdProcess, releaseProcess, type ProcessHandle } from './proc-handle.js';
 
 /**
  * The Docker launcher (launcher.ts): it translates a RunPlan into Engine API options and the
@@ -191,13 +193,9 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
 
   /** Warm containers this launcher started, each with what looks into it after an exec (one for its life). */
   const warm = new Map<string, LeftoverObserver>();
-  /** Their first process's host pid (runc, crun): where attachMounts enters. */
-  const pids = new Map<string, number>();
-  /**
-   * What a pre-started container's labels would say had it been started for the plan whose
-   * mounts it took (the engine's labels are fixed at creation): listManaged reports these.
-   */
-  const claimedLabels = new Map<string, Readonly<Record<string, string>>>();
+  /** Their first process (runc, crun), held, and when the engine says it started: where attachMounts enters. */
+  const procs = new Map<string, { proc: ProcessHandle; startedAt: string }>();
+  const watchEnded = engineEnds(docker);
 
   // Removals the engine is asked for at once. A drain with 1,000 warm containers asked for all
   // of them at once, and Docker 20.10 wedged: containerd killed their shims on a deadline, the
@@ -214,8 +212,8 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
   async function remove(id: string): Promise<void> {
     warm.get(id)?.close();
     warm.delete(id);
-    pids.delete(id);
-    claimedLabels.delete(id);
+    releaseProcess(procs.get(id)?.proc);
+    procs.delete(id);
     await removeSlot();
     try {
       await docker.getContainer(id).remove({ force: true }).catch(() => undefined);
@@ -238,7 +236,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       }
       if (HOST_PROCESS_RUNTIMES.has(plan.runtime)) {
         warm.set(container.id, await hostObserver(State.Pid, keepAliveArgv));
-        pids.set(container.id, State.Pid);
+        procs.set(container.id, { proc: holdProcess(State.Pid, container.id), startedAt: State.StartedAt });
       } else if (sandboxed) warm.set(container.id, await reportObserver(docker, container, State.Pid));
     } catch (err) {
       await remove(container.id);
@@ -249,6 +247,12 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
 
   async function execIn(containerId: string, plan: RunPlan, argv: string[], opts: RunOptions = {}): Promise<ExecResult | ContainerGone> {
     const t0 = performance.now();
+    // Before anything runs in it: a container whose mounts are not this plan's (another tenant's
+    // workspace was put there behind berth's back) is as good as gone; so is one whose process ended.
+    const held = procs.get(containerId);
+    const wrong = held && mountsNotPlanned(held.proc.dir, plannedBinds(plan));
+    if (held && !wrong) return { gone: true, reason: 'its first process is gone' };
+    if (wrong?.length) return { gone: true, reason: `what is mounted at ${wrong.join(', ')} is not what the plan mounts there` };
     const container = docker.getContainer(containerId);
     const sandboxed = SENTRY_RUNTIMES.has(plan.runtime);
     let exec: Docker.Exec;
@@ -339,7 +343,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       const notFound = sandboxed ? exitCode === 127 && stdout === '' && stderr === notInImage(argv) : exitCode === 126 && EXEC_NOT_FOUND.test(stdout);
       if (notFound) ({ exitCode, stdout, stderr } = commandNotFound(argv, plan.image));
       const observer = warm.get(containerId);
-      const leftovers = stopped || !observer ? {} : await observer.observe(workspaceMountTargets(plan));
+      const leftovers = stopped || !observer ? {} : await observer.observe(workspaceMountTargets(plan), plannedBinds(plan));
       const tDone = performance.now();
       return {
         containerId,
@@ -364,7 +368,8 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
 
   async function listManaged(query: ContainerQuery): Promise<ManagedContainer[]> {
     const list = await engineCall(() => docker.listContainers({ all: true, filters: labelFilter(query) }));
-    return list.map((c) => managedContainer(c.Id, c.State, claimedLabels.get(c.Id) ?? c.Labels));
+    // A claimed pool container's labels still say "pool" (fixed at creation); its name says whose it is now.
+    return list.map((c) => managedContainer(c.Id, c.State, { ...c.Labels, ...claimOfName(c.Names?.[0]) }));
   }
 
   async function info(): Promise<EngineInfo> {
@@ -408,12 +413,23 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     startIdle,
     execIn,
     async attachMounts(containerId, plan) {
-      const pid = pids.get(containerId);
+      const held = procs.get(containerId);
       const bin = helper();
-      if (pid === undefined || !bin) throw new BerthError('LAUNCHER_UNSUPPORTED', 'mounts can be attached only to a runc or crun container this berth started, with the mount helper built');
-      await attachMounts(bin, pid, bindsInOrder(plan));
-      claimedLabels.set(containerId, plan.labels);
+      if (held === undefined || !bin) throw new BerthError('LAUNCHER_UNSUPPORTED', 'mounts can be attached only to a runc or crun container this berth started, with the mount helper built');
+      // Still running, as the very process it started with (the helper checks the same through the held descriptor).
+      const container = docker.getContainer(containerId);
+      const state = await container.inspect().then(({ State }) => State, (err: unknown) => ((err as { statusCode?: number }).statusCode === 404 ? undefined : Promise.reject(translateEngineError(err))));
+      if (!state?.Running || state.Pid !== held.proc.pid || state.StartedAt !== held.startedAt) return { gone: true, reason: state ? 'it is not the container it was when it started' : 'it was removed' };
+      // The claim is written where every process sees it (docker ps, another berth's list) before any mount.
+      const renamed = await container.rename({ name: claimedName(plan) }).then(
+        () => true,
+        (err: unknown) => ((err as { statusCode?: number }).statusCode === 404 ? false : Promise.reject(translateEngineError(err))),
+      );
+      if (!renamed) return { gone: true, reason: 'it was removed' };
+      const attached = await attachMounts(bin, held.proc, containerId, bindsInOrder(plan));
+      return attached ? undefined : { gone: true, reason: 'its first process is gone' };
     },
+    watchEnded,
     listManaged,
     async removeContainers(ids) {
       await Promise.all(ids.map(remove));

@@ -1,5 +1,6 @@
 import { LABELS, type ContainerQuery } from '../plan/labels.js';
 import type { RunPlan } from '../plan/run-plan.js';
+import type { PlannedBind } from './mount-check.js';
 
 /**
  * The launcher contract: what berth asks of whatever runs a RunPlan (Docker today; a cluster
@@ -42,13 +43,13 @@ export interface ExecLeftovers {
   ipc?: string[];
   /** Bytes it holds beyond its idle self once what can be reclaimed is (lifecycle.WARM_MEMORY_SLACK). */
   memoryGrowth?: number;
-  /** The plan's mounts in the workspace no longer where it put them (mount-check.ts): a directory holding one was renamed. */
+  /** The plan's mounts no longer where it put them, or not its sources (mount-check.ts): a directory holding one was renamed, another's mount is there. */
   mountsMissing?: string[];
 }
 
-/** How a launcher watches one warm container: what each exec left (`observe`, given where the plan mounts in the workspace), until `close`. */
+/** How a launcher watches one warm container: what each exec left (`observe`, given where the plan mounts in the workspace, and, where it can check them, every bind's source), until `close`. */
 export interface LeftoverObserver {
-  observe(mountTargets: readonly string[]): Promise<ExecLeftovers>;
+  observe(mountTargets: readonly string[], binds?: readonly PlannedBind[]): Promise<ExecLeftovers>;
   close(): void;
 }
 
@@ -161,10 +162,18 @@ export interface Launcher {
   /**
    * Attach the plan's bind mounts to a container startIdle made with blank stand-ins at their
    * targets (capability lateMounts; plan/pool.ts). Sources are opened without following links and
-   * must be what the plan named. From then on the container is listed with the plan's labels. On
-   * failure the caller removes the container.
+   * must be what the plan named. The container is entered as the process startIdle started, never
+   * whatever holds its number now: a container that ended (or is no longer that process) is
+   * ContainerGone, and nothing is mounted. From then on the container is listed with the plan's
+   * workspace and run, by every process that lists it. On failure the caller removes the container.
    */
-  attachMounts(containerId: string, plan: RunPlan): Promise<void>;
+  attachMounts(containerId: string, plan: RunPlan): Promise<ContainerGone | undefined>;
+  /**
+   * Be told when containers of berth's end (the engine's die and destroy events): an id, or
+   * undefined when the launcher lost sight of the engine (it restarted, the stream broke) and any
+   * may have ended meanwhile. Returns the unsubscribe. Optional: a launcher without it tells nothing.
+   */
+  watchEnded?(listener: (containerId?: string) => void): () => void;
   /** Force-remove the given containers; returns how many. */
   removeContainers(ids: string[]): Promise<number>;
   listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;

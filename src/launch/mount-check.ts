@@ -29,3 +29,49 @@ export function missingMounts(targets: readonly string[], points: readonly strin
   const at = new Set(points);
   return targets.filter((t) => !at.has(t));
 }
+
+/** A bind mount of the plan: what is at `target` must be `source` (and nothing else). */
+export interface PlannedBind {
+  target: string;
+  source: string;
+}
+
+export const plannedBinds = (plan: RunPlan): PlannedBind[] => plan.mounts.flatMap((m) => (m.type === 'bind' ? [{ target: m.target, source: m.source }] : []));
+
+/** One line of a mountinfo table: the device, the path within it that is mounted, and where. */
+interface MountLine {
+  device: string;
+  root: string;
+  point: string;
+}
+
+function mountLines(mountinfo: string): MountLine[] {
+  return mountinfo.split('\n').flatMap((line) => {
+    const [, , device, root, point] = line.split(' ');
+    return device && root && point ? [{ device, root: unescapeMountPoint(root), point: unescapeMountPoint(point) }] : [];
+  });
+}
+
+/**
+ * The plan's bind targets that show something other than their planned source: a container whose
+ * /workspace (or home, or run directory) is another tenant's must never be kept for this one.
+ * A source is known by its device ("major:minor", `deviceOf`) and its path within that device,
+ * which the host's own mount table gives (its deepest mount holding the source); the
+ * container's table says the same of what is at each target (its top mount there). A source
+ * whose device or host mount cannot be read is not judged here (the targets check still is).
+ */
+export function wrongSources(binds: readonly PlannedBind[], container: string, host: string, deviceOf: (source: string) => string | undefined): string[] {
+  const inContainer = new Map(mountLines(container).map((l) => [l.point, l] as const));
+  const onHost = mountLines(host);
+  return binds.flatMap(({ target, source }) => {
+    const device = deviceOf(source);
+    const holder = onHost
+      .filter((l) => l.device === device && (source === l.point || source.startsWith(l.point === '/' ? '/' : `${l.point}/`)))
+      .sort((a, b) => b.point.length - a.point.length)[0];
+    if (!device || !holder) return [];
+    const rest = source.slice(holder.point === '/' ? 0 : holder.point.length);
+    const root = holder.root === '/' ? rest || '/' : `${holder.root}${rest}`;
+    const seen = inContainer.get(target);
+    return seen && seen.device === device && seen.root === root ? [] : [target];
+  });
+}

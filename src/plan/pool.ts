@@ -59,3 +59,23 @@ export function blankPlanOf(plan: RunPlan, blankOf: (bindIndex: number, mount: P
   const prepare = { rwRoot: '', rwRootPath: [], files: [], dirs: [], mountpoints: [] };
   return { ...plan, mounts, env: {}, labels, argv: plan.keepAlive, exec: plan.keepAlive, sockets: [], prepare, warnings: [] };
 }
+
+/**
+ * A claimed pool container's engine name: labels are fixed at creation, a name is not, so the
+ * claim is written there for every process that lists containers (another berth, the CLI, an
+ * operator's `docker ps`). It carries the claimer's workspace and run, which are berth's own
+ * words (hex and base36), never a tenant's.
+ */
+const CLAIMED = /^\/?berth-claimed\.([0-9a-f]{1,64})\.([a-z0-9]{1,40})$/;
+
+export function claimedName(plan: RunPlan): string {
+  const name = `berth-claimed.${plan.labels[LABELS.workspace]}.${plan.labels[LABELS.run]}`;
+  if (!CLAIMED.test(name)) throw new Error(`a pooled plan's workspace and run are berth's own ids: ${name}`);
+  return name;
+}
+
+/** The workspace and run labels a claimed container's name gives (nothing for any other name). */
+export function claimOfName(name: string | undefined): Record<string, string> {
+  const m = name ? CLAIMED.exec(name) : null;
+  return m ? { [LABELS.workspace]: m[1] as string, [LABELS.run]: m[2] as string } : {};
+}

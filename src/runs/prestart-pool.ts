@@ -17,6 +17,9 @@ import { MAX_AGE_MS } from './warm-pool.js';
  * is its tenant's (it becomes the session's warm container, and is removed like any other):
  * none ever goes back to the pool. Under a runtime without late mounts (gVisor), for a
  * shared-mode plan, or with `runs.pool: 0`, claims return nothing and runs start as before.
+ * A waiting container the engine says ended is dropped at once; when the launcher loses sight of
+ * the engine (it restarted), every waiting one is. A claim whose container is gone all the same
+ * takes the next one, or returns nothing (the run starts its own).
  */
 export interface PrestartPool {
   /** A started container for this plan with its bind mounts attached, or undefined: the caller starts one. */
@@ -37,6 +40,8 @@ export const MAX_SHAPES = 8;
 const BUSY_RECHECK_MS = 50;
 /** A shape whose container would not start is not tried again for this long. */
 const RETRY_AFTER_MS = 30_000;
+/** Waiting containers one claim tries before the run starts its own (each found gone). */
+const CLAIM_TRIES = 3;
 
 interface Waiting {
   container: IdleContainer;
@@ -73,6 +78,21 @@ export function createPrestartPool(deps: {
   let lateMounts: Promise<(runtime: string) => boolean> | undefined;
   const count = () => [...shapes.values()].reduce((n, s) => n + s.waiting.length, 0);
   const changed = () => deps.onSize?.(count());
+
+  /** Waiting containers that ended (the id), or all of them (undefined: the engine was out of sight). */
+  function dropEnded(containerId?: string): void {
+    const ended = (w: Waiting) => containerId === undefined || w.container.containerId === containerId;
+    const dropped: string[] = [];
+    for (const shape of shapes.values()) {
+      dropped.push(...shape.waiting.filter(ended).map((w) => w.container.containerId));
+      shape.waiting = shape.waiting.filter((w) => !ended(w));
+    }
+    if (!dropped.length) return;
+    deps.logger.info({ containers: dropped.map((id) => id.slice(0, 12)) }, containerId ? 'a pre-started container ended; dropped' : 'the engine was out of sight; pre-started containers dropped');
+    void remove(dropped);
+    refill();
+  }
+  const unwatch = deps.launcher.watchEnded?.(dropEnded);
 
   /** Each bind's blank stand-in: an empty directory or file of the source's kind, berth's own. */
   function blankSources(shape: string, plan: RunPlan): string[] {
@@ -169,20 +189,28 @@ export function createPrestartPool(deps: {
       const stale = shape.waiting.filter((w) => Date.now() - w.since > MAX_AGE_MS);
       shape.waiting = shape.waiting.filter((w) => !stale.includes(w));
       void remove(stale.map((w) => w.container.containerId));
-      const taken = shape.waiting.shift()?.container ?? (deps.always ? await start(shape) : undefined);
-      changed();
-      refill();
-      if (!taken) return undefined;
-      const t0 = performance.now();
-      try {
-        await deps.launcher.attachMounts(taken.containerId, plan);
-      } catch (err) {
-        await remove([taken.containerId]);
-        if (deps.always) throw err;
-        log.warn({ err: String(err) }, 'a pre-started container could not take the workspace; starting one');
-        return undefined;
+      for (let tries = 0; tries < CLAIM_TRIES; tries++) {
+        const taken = shape.waiting.shift()?.container ?? (deps.always ? await start(shape) : undefined);
+        changed();
+        refill();
+        if (!taken) return undefined;
+        const t0 = performance.now();
+        try {
+          const gone = await deps.launcher.attachMounts(taken.containerId, plan);
+          if (gone) {
+            log.info({ container: taken.containerId.slice(0, 12), why: gone.reason }, 'a pre-started container was gone at its claim; trying another');
+            await remove([taken.containerId]);
+            continue;
+          }
+        } catch (err) {
+          await remove([taken.containerId]);
+          if (deps.always) throw err;
+          log.warn({ err: String(err) }, 'a pre-started container could not take the workspace; starting one');
+          return undefined;
+        }
+        return { containerId: taken.containerId, timings: { createMs: 0, startMs: performance.now() - t0 } };
       }
-      return { containerId: taken.containerId, timings: { createMs: 0, startMs: performance.now() - t0 } };
+      return undefined;
     },
     async forgetProject(project) {
       const gone = [...shapes].filter(([, s]) => s.blank.labels[LABELS.project] === project);
@@ -193,6 +221,7 @@ export function createPrestartPool(deps: {
     size: count,
     async close() {
       closed = true;
+      unwatch?.();
       const ids = [...shapes.values()].flatMap((s) => s.waiting.map((w) => w.container.containerId));
       shapes.clear();
       await remove(ids);

@@ -86,26 +86,38 @@ export function createWarmSessions(launcher: Launcher, pool: WarmPool, prestarte
         await launcher.removeContainers([lease.reuse.containerId]);
         log.info({ container: lease.reuse.containerId.slice(0, 12), why: result.reason }, 'warm container unusable; starting a new one');
       }
-      // A drain past its deadline (or a disk stop) while the old container was given up: no new one.
-      // A pre-started container with the plan's mounts attached, else a new one.
-      const start = opts.signal?.aborted
-        ? Promise.reject(new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start'))
-        : (async () => (await prestarted?.claim(plan, log)) ?? launcher.startIdle(plan, plan.keepAlive))();
-      const started = await start.catch(async (err: unknown) => {
-        await pool.drop(lease.key);
-        if (lease.runDir) fs.rmSync(lease.runDir, { recursive: true, force: true }); // no container will show it
-        throw err;
-      });
-      const warm: WarmContainer = { containerId: started.containerId, identity: warmIdentity(plan), workspace: lease.workspace, runDir: lease.runDir, since: Date.now() };
-      const result = await execIn(lease, warm, plan, opts);
-      if (isGone(result)) {
-        await pool.drop(lease.key, warm);
-        throw new BerthError('RUN_FAILED', `the new warm container went away before the message ran: ${result.reason}`);
+      // A pre-started container with the plan's mounts attached, else a new one. One that went
+      // away between its claim and the message (removed behind berth's back) gives way to a new
+      // one, on the same run directory: the person's message is answered all the same.
+      for (let fromPool = prestarted !== undefined; ; fromPool = false) {
+        // A drain past its deadline (or a disk stop) while the old container was given up: no new one.
+        const start = opts.signal?.aborted
+          ? Promise.reject(new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start'))
+          : (async () => {
+              const claimed = fromPool ? await prestarted?.claim(plan, log) : undefined;
+              return { claimed: claimed !== undefined, container: claimed ?? (await launcher.startIdle(plan, plan.keepAlive)) };
+            })();
+        const { claimed, container: started } = await start.catch(async (err: unknown) => {
+          await pool.drop(lease.key);
+          if (lease.runDir) fs.rmSync(lease.runDir, { recursive: true, force: true }); // no container will show it
+          throw err;
+        });
+        const warm: WarmContainer = { containerId: started.containerId, identity: warmIdentity(plan), workspace: lease.workspace, runDir: lease.runDir, since: Date.now() };
+        const result = await execIn(lease, warm, plan, opts);
+        if (isGone(result)) {
+          if (claimed && !opts.signal?.aborted) {
+            log.info({ container: started.containerId.slice(0, 12), why: result.reason }, 'a pre-started container went away before the message ran; starting a new one');
+            await launcher.removeContainers([started.containerId]);
+            continue;
+          }
+          await pool.drop(lease.key, warm);
+          throw new BerthError('RUN_FAILED', `the new warm container went away before the message ran: ${result.reason}`);
+        }
+        settle(lease, warm, result, log);
+        const t = result.timings;
+        const timings = { ...t, createMs: started.timings.createMs + t.createMs, startMs: started.timings.startMs + t.startMs, totalMs: started.timings.createMs + started.timings.startMs + t.totalMs };
+        return { ...runResultOf(result), warm: false, timings };
       }
-      settle(lease, warm, result, log);
-      const t = result.timings;
-      const timings = { ...t, createMs: started.timings.createMs + t.createMs, startMs: started.timings.startMs + t.startMs, totalMs: started.timings.createMs + started.timings.startMs + t.totalMs };
-      return { ...runResultOf(result), warm: false, timings };
     },
 
     async release(lease) {

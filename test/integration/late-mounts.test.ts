@@ -5,19 +5,22 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attachMounts, mountHelper } from '../../src/launch/late-mounts.js';
+import { holdProcess, type ProcessHandle } from '../../src/launch/proc-handle.js';
+import { pidAt } from '../helpers/pid-at.js';
 
 /**
  * The late-mount helper (native/berth-mount.c via launch/late-mounts.ts) against a real runc
- * container, as the pre-started pool uses it, attacked the way a tenant could: a link where a
- * protected file is to be mounted, a link in a source's path.
+ * container, as the pre-started pool uses it, attacked the way a tenant could (a link where a
+ * protected file is to be mounted, a link in a source's path) and the way a busy host does: the
+ * container's process gone and its number handed to a process of another container.
  */
 const docker = new Docker();
 let dir: string;
 let helper: string;
 const containers: string[] = [];
 
-/** A container like a pool container: blank stand-ins at /workspace and /workspace/AGENTS.md; returns its pid and id. */
-async function blankContainer(): Promise<{ id: string; pid: number }> {
+/** A container like a pool container: blank stand-ins at /workspace and /workspace/AGENTS.md; returns its id and its first process, held. */
+async function blankContainer(): Promise<{ id: string; proc: ProcessHandle }> {
   const blank = fs.mkdtempSync(join(dir, 'blank-'));
   fs.writeFileSync(join(dir, 'blank-file'), '');
   const c = await docker.createContainer({
@@ -38,7 +41,7 @@ async function blankContainer(): Promise<{ id: string; pid: number }> {
   containers.push(c.id);
   await c.start();
   const { State } = await c.inspect();
-  return { id: c.id, pid: State.Pid };
+  return { id: c.id, proc: holdProcess(State.Pid, c.id) };
 }
 
 const inside = async (id: string, script: string): Promise<string> => {
@@ -73,9 +76,9 @@ afterAll(async () => {
 
 describe('late mounts into a running runc container', () => {
   it("the workspace and a read-only file land where the plan says; the container's mount table shows them alone", async () => {
-    const { id, pid } = await blankContainer();
+    const { id, proc } = await blankContainer();
     const t0 = performance.now();
-    await attachMounts(helper, pid, [
+    await attachMounts(helper, proc, id, [
       { type: 'bind', source: join(dir, 'ws'), target: '/workspace', readOnly: false },
       { type: 'bind', source: join(dir, 'protected-AGENTS.md'), target: '/workspace/AGENTS.md', readOnly: true },
     ]);
@@ -90,12 +93,12 @@ describe('late mounts into a running runc container', () => {
   });
 
   it('a link where a file is to be mounted fails the attach: the mount never follows it', async () => {
-    const { id, pid } = await blankContainer();
+    const { id, proc } = await blankContainer();
     const ws = fs.mkdtempSync(join(dir, 'ws-evil-'));
     fs.symlinkSync('/etc/passwd', join(ws, 'AGENTS.md'));
     const before = await inside(id, 'cat /etc/passwd');
     await expect(
-      attachMounts(helper, pid, [
+      attachMounts(helper, proc, id, [
         { type: 'bind', source: ws, target: '/workspace', readOnly: false },
         { type: 'bind', source: join(dir, 'protected-AGENTS.md'), target: '/workspace/AGENTS.md', readOnly: true },
       ]),
@@ -105,9 +108,9 @@ describe('late mounts into a running runc container', () => {
   });
 
   it('a source whose path goes through a link is refused before the helper runs', async () => {
-    const { pid } = await blankContainer();
+    const { id, proc } = await blankContainer();
     fs.symlinkSync(join(dir, 'ws'), join(dir, 'ws-link'));
-    await expect(attachMounts(helper, pid, [{ type: 'bind', source: join(dir, 'ws-link'), target: '/workspace', readOnly: false }])).rejects.toMatchObject({ code: 'E_SANDBOX_VIOLATION' });
+    await expect(attachMounts(helper, proc, id, [{ type: 'bind', source: join(dir, 'ws-link'), target: '/workspace', readOnly: false }])).rejects.toMatchObject({ code: 'E_SANDBOX_VIOLATION' });
   });
 
   it('bad specs are refused with the usage, never half-applied', () => {
@@ -119,10 +122,48 @@ describe('late mounts into a running runc container', () => {
         return (err as { status: number }).status;
       }
     };
+    const id = 'a'.repeat(64);
     expect(r([])).toBe(2);
-    expect(r(['1', '3:x:/workspace'])).toBe(2);
-    expect(r(['1', '3:r:workspace'])).toBe(2);
-    expect(r(['1', '0:r:/workspace'])).toBe(2);
-    expect(r(['-5', '3:r:/workspace'])).toBe(2);
+    expect(r(['3', id, '1', '4:x:/workspace'])).toBe(2);
+    expect(r(['3', id, '1', '4:r:workspace'])).toBe(2);
+    expect(r(['3', id, '1', '0:r:/workspace'])).toBe(2);
+    expect(r(['-5', id, '1', '4:r:/workspace'])).toBe(2);
+    expect(r(['3', 'not-an-engine-id', '1', '4:r:/workspace'])).toBe(2);
+    expect(r(['3', id, '12x', '4:r:/workspace'])).toBe(2);
+  });
+
+  it("a container whose process is gone, its number now held by another container's process: nothing is mounted anywhere", async () => {
+    const pool = await blankContainer();
+    const victim = await blankContainer();
+    await attachMounts(helper, victim.proc, victim.id, [{ type: 'bind', source: join(dir, 'ws'), target: '/workspace', readOnly: false }]);
+    const victimTable = await inside(victim.id, 'cat /proc/1/mountinfo');
+    // The pool container goes behind berth's back; a process in the victim's mount namespace takes its number.
+    await docker.getContainer(pool.id).remove({ force: true });
+    const squatter = await pidAt(pool.proc.pid, victim.proc.pid);
+    try {
+      const other = fs.mkdtempSync(join(dir, 'other-'));
+      fs.writeFileSync(join(other, 'other.txt'), 'another tenant\n');
+      const attached = await attachMounts(helper, pool.proc, pool.id, [
+        { type: 'bind', source: other, target: '/workspace', readOnly: false },
+        { type: 'bind', source: join(dir, 'protected-AGENTS.md'), target: '/workspace/AGENTS.md', readOnly: true },
+      ]);
+      expect(attached).toBe(false);
+      expect(await inside(victim.id, 'cat /proc/1/mountinfo')).toBe(victimTable);
+      expect(await inside(victim.id, 'cat /workspace/notes.txt')).toBe('mine\n');
+    } finally {
+      squatter.kill();
+    }
+  });
+
+  it("a live process that is not the named container's is refused: the helper checks its cgroup and start time", async () => {
+    const a = await blankContainer();
+    const b = await blankContainer();
+    const before = await inside(b.id, 'cat /proc/1/mountinfo');
+    const source = [{ type: 'bind' as const, source: join(dir, 'ws'), target: '/workspace', readOnly: false }];
+    // b's process handed over as container a's.
+    expect(await attachMounts(helper, b.proc, a.id, source)).toBe(false);
+    // b's process with a start time it does not have.
+    expect(await attachMounts(helper, { ...b.proc, startTime: String(Number(b.proc.startTime) + 1) }, b.id, source)).toBe(false);
+    expect(await inside(b.id, 'cat /proc/1/mountinfo')).toBe(before);
   });
 });

@@ -22,6 +22,11 @@ let dir: string;
 let fake: FakeLauncher;
 let attached: Array<{ id: string; workspace: string }>;
 let attachFails: Error | undefined;
+/** Containers attachMounts finds gone (their process ended unseen). */
+let goneAtClaim: Set<string>;
+let allGoneAtClaim: boolean;
+/** The pool's listener for the engine's word that a container ended. */
+let ended: ((id?: string) => void) | undefined;
 let lateMounts: boolean;
 
 function launcher(): Launcher {
@@ -30,7 +35,13 @@ function launcher(): Launcher {
     capabilities: async (): Promise<LauncherCapabilities> => ({ ...(await fake.capabilities()), lateMounts: () => lateMounts }),
     async attachMounts(id, plan) {
       if (attachFails) throw attachFails;
+      if (allGoneAtClaim || goneAtClaim.has(id)) return { gone: true as const, reason: 'its first process is gone' };
       attached.push({ id, workspace: plan.labels['berth.workspace'] as string });
+      return undefined;
+    },
+    watchEnded(listener) {
+      ended = listener;
+      return () => (ended = undefined);
     },
   };
 }
@@ -63,6 +74,9 @@ beforeEach(() => {
   fake = createFakeLauncher();
   attached = [];
   attachFails = undefined;
+  goneAtClaim = new Set();
+  allGoneAtClaim = false;
+  ended = undefined;
   lateMounts = true;
 });
 afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -108,6 +122,43 @@ describe('the pre-started pool', () => {
     expect(await p.claim(plan('bob'), log)).toBeUndefined();
     expect(fake.containers().find((c) => c.id === first?.id)).toBeUndefined();
     expect(attached).toEqual([]);
+  });
+
+  it("a waiting container the engine says ended is dropped (removed, refilled); losing sight of the engine drops them all", async () => {
+    const p = pool(2);
+    await p.claim(plan('alice'), log);
+    await settled(() => p.size() === 2);
+    const [first, second] = live().map((c) => c.id);
+    ended?.(first);
+    expect(p.isWaiting(first as string)).toBe(false);
+    expect(p.isWaiting(second as string)).toBe(true);
+    await settled(() => p.size() === 2 && !fake.containers().some((c) => c.id === first));
+    const before = live().map((c) => c.id);
+    ended?.(undefined);
+    expect(p.size()).toBe(0);
+    await settled(() => p.size() === 2 && !fake.containers().some((c) => before.includes(c.id)));
+    // An id the pool does not hold changes nothing.
+    ended?.('not-a-pool-container');
+    expect(p.size()).toBe(2);
+    await p.close();
+    expect(ended).toBeUndefined();
+  });
+
+  it("a claim whose container is gone (its process ended unseen) takes the next one; with none left, the run starts its own", async () => {
+    const p = pool(2);
+    await p.claim(plan('alice'), log);
+    await settled(() => p.size() === 2);
+    const [first, second] = live().map((c) => c.id);
+    goneAtClaim.add(first as string);
+    const got = await p.claim(plan('bob'), log);
+    expect(got?.containerId).toBe(second);
+    expect(attached).toEqual([{ id: second, workspace: 'ws-bob' }]);
+    expect(fake.containers().some((c) => c.id === first)).toBe(false);
+    await settled(() => p.size() === 2);
+    allGoneAtClaim = true;
+    const none = await p.claim(plan('carol'), log);
+    expect(none).toBeUndefined();
+    expect(attached.map((a) => a.workspace)).toEqual(['ws-bob']);
   });
 
   it('without late mounts (gVisor), for shared mode, or with size 0: no claim, no container', async () => {
