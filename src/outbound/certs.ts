@@ -1,11 +1,13 @@
 import crypto, { type KeyObject } from 'node:crypto';
+import { promisify } from 'node:util';
 import forge from 'node-forge';
 
 /**
  * X.509 for the egress proxy's TLS termination: berth's CA and the short-lived certificates it
  * signs for the hosts a project holds secrets for. node-forge builds the certificate structure
  * (Node has no certificate builder); every key is made and every signature computed by Node's
- * native crypto, so a new host's certificate costs about a millisecond, not forge's JS RSA.
+ * native crypto, so a new host's certificate costs about a millisecond, not forge's JS RSA
+ * (and issueServerCertAsync computes it in libuv's thread pool, off the event loop).
  */
 export interface Authority {
   key: KeyObject;
@@ -21,21 +23,33 @@ export function newRsaKey(): KeyObject {
   return crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
 }
 
+/** forge's copy of a public key, parsed once per key (a leaf key signs many certificates). */
+const forgeKeys = new WeakMap<KeyObject, forge.pki.PublicKey>();
 function forgePublicKey(key: KeyObject): forge.pki.PublicKey {
-  return forge.pki.publicKeyFromPem(crypto.createPublicKey(key).export({ type: 'spki', format: 'pem' }).toString());
+  let known = forgeKeys.get(key);
+  if (!known) {
+    known = forge.pki.publicKeyFromPem(crypto.createPublicKey(key).export({ type: 'spki', format: 'pem' }).toString());
+    forgeKeys.set(key, known);
+  }
+  return known;
 }
 
-/** Sign with Node's crypto: forge lays out the TBS structure, Node computes the signature. */
-function signNatively(cert: forge.pki.Certificate, key: KeyObject): string {
+/** The bytes to sign: forge lays out the TBS structure, Node computes the signature. */
+function toBeSigned(cert: forge.pki.Certificate): Buffer {
   const withInfo = cert as forge.pki.Certificate & { siginfo: { algorithmOid: string }; tbsCertificate: forge.asn1.Asn1 };
   withInfo.signatureOid = forge.pki.oids.sha256WithRSAEncryption as string;
   withInfo.siginfo.algorithmOid = withInfo.signatureOid;
   // getTBSCertificate exists in node-forge but not in its type definitions.
   withInfo.tbsCertificate = (forge.pki as unknown as { getTBSCertificate(c: forge.pki.Certificate): forge.asn1.Asn1 }).getTBSCertificate(cert);
-  const tbs = Buffer.from(forge.asn1.toDer(withInfo.tbsCertificate).getBytes(), 'binary');
-  cert.signature = crypto.sign('sha256', tbs, key).toString('binary');
+  return Buffer.from(forge.asn1.toDer(withInfo.tbsCertificate).getBytes(), 'binary');
+}
+
+function signNatively(cert: forge.pki.Certificate, key: KeyObject): string {
+  cert.signature = crypto.sign('sha256', toBeSigned(cert), key).toString('binary');
   return forge.pki.certificateToPem(cert);
 }
+
+const signInPool = promisify(crypto.sign);
 
 function serial(): string {
   // Positive (leading bit clear), 16 random bytes: unique without a counter to keep.
@@ -68,8 +82,19 @@ export function loadAuthority(keyPem: string, certPem: string): Authority {
   return { key: crypto.createPrivateKey(keyPem), certPem, cert: forge.pki.certificateFromPem(certPem) };
 }
 
-/** A server certificate for one host name or IP address, signed by `ca`, for `key`. */
+/** A server certificate for one host name (or `*.parent`) or IP address, signed by `ca`, for `key`. */
 export function issueServerCert(ca: Authority, host: string, key: KeyObject, lifetimeMs = LEAF_LIFETIME_MS): string {
+  return signNatively(serverCert(ca, host, key, lifetimeMs), ca.key);
+}
+
+/** The same, its signature computed in libuv's thread pool. */
+export async function issueServerCertAsync(ca: Authority, host: string, key: KeyObject, lifetimeMs = LEAF_LIFETIME_MS): Promise<string> {
+  const cert = serverCert(ca, host, key, lifetimeMs);
+  cert.signature = (await signInPool('sha256', toBeSigned(cert), ca.key)).toString('binary');
+  return forge.pki.certificateToPem(cert);
+}
+
+function serverCert(ca: Authority, host: string, key: KeyObject, lifetimeMs: number): forge.pki.Certificate {
   const cert = forge.pki.createCertificate();
   cert.publicKey = forgePublicKey(key);
   cert.serialNumber = serial();
@@ -84,5 +109,5 @@ export function issueServerCert(ca: Authority, host: string, key: KeyObject, lif
     { name: 'extKeyUsage', serverAuth: true },
     { name: 'subjectAltName', altNames: [altName] },
   ]);
-  return signNatively(cert, ca.key);
+  return cert;
 }

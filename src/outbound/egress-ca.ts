@@ -1,11 +1,12 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
+import crypto, { type KeyObject } from 'node:crypto';
 import tls from 'node:tls';
-import type { KeyObject } from 'node:crypto';
-import { errnoOf } from '../errors.js';
+import { promisify } from 'node:util';
+import { BerthError, errnoOf } from '../errors.js';
 import { readTextIfExists } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
-import { issueServerCert, LEAF_LIFETIME_MS, loadAuthority, makeAuthority, newRsaKey, type Authority } from './certs.js';
+import { issueServerCertAsync, LEAF_LIFETIME_MS, loadAuthority, makeAuthority, type Authority } from './certs.js';
 
 /**
  * berth's own CA, one per installation: the egress proxy signs with it a certificate for each
@@ -18,8 +19,12 @@ export interface EgressCa {
   certPem: string;
   /** The public roots Node trusts plus berth's CA: what SSL_CERT_FILE, curl, git and requests read. */
   bundlePem: string;
-  /** A TLS context presenting a certificate for `host`, signed by the CA (made once per host and week). */
-  contextFor(host: string): tls.SecureContext;
+  /**
+   * A TLS context presenting a certificate for `name` (a host, or `*.parent`), signed by the CA:
+   * made once per name and week, off the event loop. A name not at hand is signed only if
+   * `allowNew` (the caller's budget) says yes; else BUSY.
+   */
+  contextFor(name: string, allowNew?: () => boolean): Promise<tls.SecureContext>;
   /** The two public files (0644) a run that reaches a terminated host gets mounted. */
   files: EgressTrustFiles;
 }
@@ -35,8 +40,10 @@ function writePublic(file: string, text: string): void {
 }
 
 export const EGRESS_CA_FILE = 'egress-ca.pem';
-/** Hosts whose certificates are kept; past it the oldest is made again when next needed. */
-const MAX_HOSTS = 512;
+/** Names whose certificates are kept; past it the least recently used is made again when next needed. */
+export const MAX_CERT_NAMES = 512;
+/** Certificates signed at once: each takes a thread of libuv's pool, which file and DNS work share. */
+const SIGNING_AT_ONCE = 2;
 
 function loadOrCreateAuthority(stateDir: string): Authority {
   const file = join(stateDir, EGRESS_CA_FILE);
@@ -73,30 +80,59 @@ function loadOrCreateAuthority(stateDir: string): Authority {
 
 export function loadOrCreateEgressCa(stateDir: string): EgressCa {
   const authority = loadOrCreateAuthority(stateDir);
-  let leafKey: KeyObject | undefined;
-  let leafKeyPem: string | undefined;
+  let leaf: Promise<{ key: KeyObject; pem: string }> | undefined;
+  const leafKey = () =>
+    (leaf ??= promisify(crypto.generateKeyPair)('rsa', { modulusLength: 2048 }).then(({ privateKey }) => ({
+      key: privateKey,
+      pem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    })));
+  // In order of use, least recent first: a name in use is never the one dropped.
   const contexts = new Map<string, { context: tls.SecureContext; until: number }>();
+  const making = new Map<string, Promise<tls.SecureContext>>();
+  const signing = { now: 0, waiting: [] as Array<() => void> };
   const bundlePem = `${tls.rootCertificates.join('\n')}\n${authority.certPem}`;
   const trustDir = join(stateDir, 'egress-trust');
   fs.mkdirSync(trustDir, { recursive: true, mode: 0o755 });
   const files = { ca: join(trustDir, 'berth-egress-ca.crt'), bundle: join(trustDir, 'ca-certificates.crt') };
   writePublic(files.ca, authority.certPem);
   writePublic(files.bundle, bundlePem);
+
+  async function make(name: string): Promise<tls.SecureContext> {
+    // A slot of SIGNING_AT_ONCE, or one handed over by a signing that ended.
+    if (signing.now >= SIGNING_AT_ONCE) await new Promise<void>((resolve) => signing.waiting.push(resolve));
+    else signing.now++;
+    try {
+      const { key, pem } = await leafKey();
+      const context = tls.createSecureContext({ key: pem, cert: await issueServerCertAsync(authority, name, key), minVersion: 'TLSv1.2' });
+      contexts.delete(name);
+      if (contexts.size >= MAX_CERT_NAMES) contexts.delete(contexts.keys().next().value as string);
+      // Made again a day before it expires, so no client sees one about to run out.
+      contexts.set(name, { context, until: Date.now() + LEAF_LIFETIME_MS - 24 * 3600 * 1000 });
+      return context;
+    } finally {
+      const next = signing.waiting.shift();
+      if (next) next();
+      else signing.now--;
+    }
+  }
+
   return {
     certPem: authority.certPem,
     bundlePem,
     files,
-    contextFor(host) {
-      const known = contexts.get(host);
-      if (known && known.until > Date.now()) return known.context;
-      leafKey ??= newRsaKey();
-      leafKeyPem ??= leafKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-      const context = tls.createSecureContext({ key: leafKeyPem, cert: issueServerCert(authority, host, leafKey), minVersion: 'TLSv1.2' });
-      contexts.delete(host);
-      if (contexts.size >= MAX_HOSTS) contexts.delete(contexts.keys().next().value as string);
-      // Made again a day before it expires, so no client sees one about to run out.
-      contexts.set(host, { context, until: Date.now() + LEAF_LIFETIME_MS - 24 * 3600 * 1000 });
-      return context;
+    async contextFor(name, allowNew) {
+      const known = contexts.get(name);
+      if (known && known.until > Date.now()) {
+        contexts.delete(name);
+        contexts.set(name, known);
+        return known.context;
+      }
+      const pending = making.get(name);
+      if (pending) return pending;
+      if (allowNew && !allowNew()) throw new BerthError('BUSY', `no new certificate is made for ${name.slice(0, 256)} now: the budget of new host names is spent (names already in use still work)`, { retry_after: 60 });
+      const made = make(name).finally(() => making.delete(name));
+      making.set(name, made);
+      return made;
     },
   };
 }

@@ -10,12 +10,14 @@ import type { Logger } from 'pino';
 import type { BerthConfig } from '../config/berth-config.js';
 import { EGRESS_BOUNDS } from '../config/bounds.js';
 import { hostAllowed } from '../config/outbound.js';
+import { isBerthError } from '../errors.js';
 import { appendOutbound } from '../store/outbound-log.js';
 import { noMetrics, type Metrics } from '../metrics.js';
 import { isPrivateAddress } from './addresses.js';
 import type { Approvals } from './approvals.js';
+import { peekBody, sendBody, type PeekedBody } from './body-peek.js';
 import type { EgressCa } from './egress-ca.js';
-import { maskText, redactStream } from './redact-stream.js';
+import { maskHeaders, maskText, redactStream } from './redact-stream.js';
 import type { SecretBroker } from './secret-broker.js';
 import type { RunIdentity, RunSocketOpener } from './run-identity.js';
 import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix-server.js';
@@ -54,8 +56,14 @@ interface Target {
 const TLS_VERIFY_ERRORS = /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|ERR_TLS_CERT|HOSTNAME_MISMATCH|ERR_SSL)/;
 const DECODERS: Record<string, () => Duplex> = { gzip: () => zlib.createGunzip(), 'x-gzip': () => zlib.createGunzip(), deflate: () => zlib.createInflate(), br: () => zlib.createBrotliDecompress() };
 
-export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals; broker?: SecretBroker; ca?: () => EgressCa }): EgressProxy {
+/** Names a run may have berth sign a new certificate for, per minute (names under a wildcard grant share one). */
+export const NEW_CERT_NAMES_PER_MINUTE = 32;
+
+type Resolve = (host: string) => Promise<Array<{ address: string }>>;
+
+export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals; broker?: SecretBroker; ca?: () => EgressCa; lookup?: Resolve }): EgressProxy {
   const metrics = deps.metrics ?? noMetrics();
+  const resolve: Resolve = deps.lookup ?? ((host) => lookup(host, { all: true }));
   const pool: ConnectionPool = { open: 0 };
 
   /** Public roots plus the operator's CAs (egress.trust_ca_files), read again when the list changes. */
@@ -93,7 +101,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
     }
     let addresses: Array<{ address: string }>;
     try {
-      addresses = await lookup(host, { all: true });
+      addresses = await resolve(host);
     } catch {
       return { ok: false, reason: `${host} does not resolve` };
     }
@@ -126,6 +134,15 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           tlsAgent = { key, agent: new https.Agent({ keepAlive: true, maxSockets: EGRESS_BOUNDS.upstreamPerRun, ca }) };
         }
         return tlsAgent.agent;
+      };
+      // New certificate names this run made berth sign, in the last minute.
+      let signedFor: number[] = [];
+      const mayMakeName = (): boolean => {
+        const now = Date.now();
+        signedFor = signedFor.filter((t) => t > now - 60_000);
+        if (signedFor.length >= NEW_CERT_NAMES_PER_MINUTE) return false;
+        signedFor.push(now);
+        return true;
       };
       // Requests being answered: per connection (pipelined ones are read at once) and per run.
       const inFlight = new WeakMap<object, number>();
@@ -161,7 +178,10 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
             return;
           }
           if (deps.ca && d.granted) {
-            terminate(client as net.Socket, head, { https: true, host, port, address: d.address }, deps.ca());
+            terminate(client as net.Socket, head, { https: true, host, port, address: d.address }, deps.ca()).catch((err: unknown) => {
+              logger.error({ host, port, err: String(err) }, 'egress: could not answer a CONNECT berth terminates');
+              client.destroy();
+            });
             return;
           }
           const upstream = net.connect({ host: d.address, port });
@@ -184,15 +204,27 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
       });
 
       /** Answer the CONNECT as the host (berth's CA), then read its requests as plain HTTP. */
-      function terminate(client: net.Socket, head: Buffer, target: Target, ca: EgressCa) {
+      async function terminate(client: net.Socket, head: Buffer, target: Target, ca: EgressCa) {
         if (head.length) {
           // Bytes sent before the 200 would have to be fed under the TLS layer; every common client waits.
           record('CONNECT', target.host, target.port, 400, 'TLS sent before the CONNECT was answered');
           client.end('HTTP/1.1 400 Bad Request\r\nx-berth-error: bad_proxy_request\r\nconnection: close\r\n\r\nberth: wait for the 200 before starting TLS toward this host\n');
           return;
         }
+        let secureContext: tls.SecureContext;
+        try {
+          const name = deps.broker?.certificateName(run.project, target.host, target.port) ?? target.host;
+          secureContext = await ca.contextFor(name, mayMakeName);
+        } catch (err) {
+          const busy = isBerthError(err, 'BUSY');
+          const reason = busy ? `this run made berth sign certificates for ${NEW_CERT_NAMES_PER_MINUTE} new host names in the last minute; try again in a minute` : `berth could not make a certificate for ${target.host}`;
+          record('CONNECT', target.host, target.port, busy ? 429 : 502, busy ? reason : `${reason}: ${String(err)}`);
+          client.end(`HTTP/1.1 ${busy ? '429 Too Many Requests\r\nx-berth-error: egress_busy\r\nretry-after: 60' : '502 Bad Gateway'}\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nberth: ${reason}\n`);
+          return;
+        }
+        if (client.destroyed) return;
         client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-        const secure = new tls.TLSSocket(client, { isServer: true, secureContext: ca.contextFor(target.host), ALPNProtocols: ['http/1.1'] });
+        const secure = new tls.TLSSocket(client, { isServer: true, secureContext, ALPNProtocols: ['http/1.1'] });
         let handshaken = false;
         let refusal = 'it closed the connection';
         secure.once('secure', () => {
@@ -252,7 +284,13 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         const { host, port } = target;
         const method = req.method ?? 'GET';
         const about = { path: pathAndQuery.split('?')[0] };
-        const prepared = deps.broker ? await deps.broker.prepare(run, { https: target.https, host, port, method, target: pathAndQuery, headers: req.headers }) : undefined;
+        // A body the broker reads ahead (does it ask for another method?) goes on from what was read.
+        let peeked: PeekedBody | undefined;
+        const body = async (limit: number) => {
+          peeked = await peekBody(req, limit);
+          return { bytes: Buffer.concat(peeked.chunks), complete: peeked.complete };
+        };
+        const prepared = deps.broker ? await deps.broker.prepare(run, { https: target.https, host, port, method, target: pathAndQuery, headers: req.headers, body }) : undefined;
         if (prepared && !prepared.ok) {
           record(method, host, port, prepared.status, prepared.reason, { ...about, secret: prepared.secret });
           res.writeHead(prepared.status, { 'content-type': 'text/plain', 'x-berth-error': prepared.code });
@@ -300,12 +338,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
             return;
           }
           record(method, host, port, up.statusCode ?? 502, undefined, { ...about, secret });
-          const out: http.OutgoingHttpHeaders = {};
-          for (const [key, value] of Object.entries(up.headers)) {
-            if (HOP.has(key) || value === undefined) continue;
-            if (decode && (key === 'content-encoding' || key === 'content-length')) continue;
-            out[key] = needles.length ? (Array.isArray(value) ? value.map((v) => maskText(v, needles)) : maskText(String(value), needles)) : value;
-          }
+          const out = maskHeaders(up.headers, needles, (key) => HOP.has(key) || (decode !== undefined && (key === 'content-encoding' || key === 'content-length')));
           res.writeHead(up.statusCode ?? 502, out);
           // pipe, not pipeline: pipeline would destroy `up` (and the pooled connection under it) when `res` ends.
           // Each stage gets its own error listener: pipe passes no error on, and one unheard would end berth.
@@ -330,7 +363,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         res.once('close', () => {
           if (!res.writableFinished) upstream.destroy();
         });
-        req.pipe(upstream);
+        sendBody(req, peeked, upstream);
       }
 
       const listening = await listenOnRunSocket(server, path);

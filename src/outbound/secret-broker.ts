@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import net from 'node:net';
 import type { BerthConfig } from '../config/berth-config.js';
 import { grantCovers, grantsToward, headerValueOf, PLACEHOLDER_PATTERN, secretEntry, type GrantedUse } from '../config/secrets.js';
 import { isBerthError } from '../errors.js';
@@ -6,6 +7,7 @@ import type { AuditEvent } from '../store/audit.js';
 import type { SecretValues } from '../store/secret-values.js';
 import type { Metrics } from '../metrics.js';
 import { printable } from '../printable.js';
+import { bodyMayOverride, bodyOverrides, OVERRIDE_BODY_LIMIT, overrideHeader, queryOverrides } from './method-override.js';
 import type { RunIdentity } from './run-identity.js';
 
 /**
@@ -15,6 +17,10 @@ import type { RunIdentity } from './run-identity.js';
  * placeholder the request carries toward anything its secret is not granted for refuses the
  * request (403, audited once per run), so a prompt-injected agent learns nothing it can send
  * elsewhere. Grants are read from berth.yaml on every request: a revoked one holds at once.
+ *
+ * `needles` are the values whose every form is masked in answers from the host: each secret
+ * the project may send there, and for a Basic grant its credential (base64 of user:value, a
+ * secret of its own: a host that echoes it without its scheme would hand the value back).
  */
 export type Prepared =
   | { ok: true; set: Record<string, string>; needles: string[]; secrets: string[] }
@@ -28,19 +34,19 @@ export interface RequestView {
   /** The path with its query, as sent. */
   target: string;
   headers: IncomingHttpHeaders;
+  /** The body's first bytes (up to `limit`), read and kept for the proxy to send on; `complete` when that was all of it. */
+  body?: (limit: number) => Promise<{ bytes: Buffer; complete: boolean }>;
 }
 
 export interface SecretBroker {
   /** Does this project hold a grant toward host:port (then CONNECTs there are terminated)? */
   terminates(project: string, host: string, port: number): boolean;
+  /** The name berth's certificate for host is made for: `*.parent` under a wildcard grant (one for all its names), else host. */
+  certificateName(project: string, host: string, port: number): string;
   prepare(run: RunIdentity, req: RequestView): Promise<Prepared>;
   /** A run ended: forget what it was audited for. */
   endRun(runId: string): void;
 }
-
-/** Ways a request asks a server to treat it as another method or path than its request line says. */
-const OVERRIDE_HEADERS = ['x-http-method-override', 'x-http-method', 'x-method-override', 'x-original-url', 'x-rewrite-url'];
-const OVERRIDE_QUERY = /[?&](_method|x-http-method-override)=/i;
 
 const WINDOW_MS = 60_000;
 /** Rate windows kept (secret × tenant); past it the idlest are dropped. */
@@ -61,6 +67,11 @@ export function placeholdersIn(req: Pick<RequestView, 'target' | 'headers'>): Se
   const names = new Set<string>();
   for (const text of texts) for (const m of text.matchAll(PLACEHOLDER_PATTERN)) names.add(m[1] as string);
   return names;
+}
+
+/** The values masked for one grant: the secret, and a Basic grant's credential. */
+function maskedFor(use: GrantedUse, value: string): string[] {
+  return use.grant.basic_user === undefined ? [value] : [value, Buffer.from(`${use.grant.basic_user}:${value}`).toString('base64')];
 }
 
 export function createSecretBroker(deps: { config: () => BerthConfig; values: SecretValues; metrics: Metrics; audit?: (event: AuditEvent) => void }): SecretBroker {
@@ -109,13 +120,26 @@ export function createSecretBroker(deps: { config: () => BerthConfig; values: Se
       return grantsToward(deps.config().secrets, project, host, port).length > 0;
     },
 
+    certificateName(project, host, port) {
+      const name = host.toLowerCase().replace(/\.$/, '');
+      const parent = name.slice(name.indexOf('.') + 1);
+      // A wildcard certificate covers one label, and clients take none for a top-level "*.tld".
+      const shared = !net.isIP(name) && name.includes('.') && parent.includes('.') && grantsToward(deps.config().secrets, project, name, port).some((u) => u.grant.host.startsWith('*.'));
+      return shared ? `*.${parent}` : host;
+    },
+
     async prepare(run, req) {
       const secrets = deps.config().secrets;
       const path = req.target.split('?')[0] as string;
       const toward = req.https ? grantsToward(secrets, run.project, req.host, req.port) : [];
       // A grant scoped by method or path cannot hold if the request asks to be read as another one.
-      const overridden = OVERRIDE_HEADERS.some((h) => req.headers[h] !== undefined) || OVERRIDE_QUERY.test(req.target);
-      const covering = toward.filter((u) => grantCovers(u.grant, req.method, path) && !(overridden && (u.grant.methods !== undefined || u.grant.path_prefix !== undefined)));
+      const overridden = overrideHeader(req.headers) !== undefined || queryOverrides(req.target);
+      let covering = toward.filter((u) => grantCovers(u.grant, req.method, path) && !(overridden && (u.grant.methods !== undefined || u.grant.path_prefix !== undefined)));
+      // Nor a grant scoped by method on a POST whose body names another method (or is too long to tell).
+      if (covering.some((u) => u.grant.methods !== undefined) && bodyMayOverride(req.method, req.headers)) {
+        const body = req.body ? await req.body(OVERRIDE_BODY_LIMIT) : undefined;
+        if (!body?.complete || bodyOverrides(body.bytes, req.headers)) covering = covering.filter((u) => u.grant.methods === undefined);
+      }
       for (const name of placeholdersIn(req)) {
         if (covering.some((u) => u.name === name)) continue;
         const where = `${req.method} ${req.https ? 'https' : 'http'}://${req.host}:${req.port}${path}`;
@@ -142,7 +166,7 @@ export function createSecretBroker(deps: { config: () => BerthConfig; values: Se
           return refuse(run, req, use.name, 'secret_unavailable', 502, isBerthError(err) ? err.message : `secret ${use.name} cannot be read`);
         }
         set[header] = headerValueOf(use.grant, value);
-        needles.push(value, set[header] as string);
+        needles.push(...maskedFor(use, value));
         used.push(use.name);
         deps.metrics.secretUse({ secret: use.name, outcome: 'injected' });
       }
@@ -152,9 +176,9 @@ export function createSecretBroker(deps: { config: () => BerthConfig; values: Se
         if (used.includes(use.name)) continue;
         const entry = secretEntry(secrets, use.name);
         const value = entry ? await deps.values.get(use.name, entry).catch(() => undefined) : undefined;
-        if (value !== undefined) needles.push(value, headerValueOf(use.grant, value));
+        if (value !== undefined) needles.push(...maskedFor(use, value));
       }
-      return { ok: true, set, needles, secrets: used };
+      return { ok: true, set, needles: [...new Set(needles)], secrets: used };
     },
 
     endRun(runId) {

@@ -52,6 +52,9 @@ beforeAll(async () => {
       res.writeHead(401, { 'content-type': 'text/plain' }).end('who are you?\n');
       return;
     }
+    // A host that writes the header back in another form: base64 in the body, percent-encoded in a redirect.
+    if (req.url === '/v1/echo-b64') return void res.writeHead(200, { 'content-type': 'text/plain' }).end(`${b64(String(req.headers.authorization))}\n`);
+    if (req.url === '/v1/echo-location') return void res.writeHead(302, { location: `https://elsewhere.example/cb?t=${encodeURIComponent(String(req.headers.authorization))}` }).end();
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ hello: 'agent', path: req.url }));
   });
   await new Promise<void>((r) => api.listen(0, '127.0.0.1', r));
@@ -144,6 +147,30 @@ describe('brokered secrets: the agent uses tokens it never holds', () => {
     expect(audit[0]?.target).toContain('API_TOKEN');
     const tls = readOutbound(join(h.home, 'projects', 'dev', 'sessions'), { limit: 100 }).find((r) => r.kind === 'egress' && r.method === 'TLS');
     expect(tls?.reason).toMatch(/does not trust berth's CA/);
+  }, 120_000);
+
+  it('a host that writes the token back in base64 or percent-encoded hands nothing back; a request asking for another method gets no token', async () => {
+    const before = apiSeen.length;
+    const o = await h.run(
+      'dev',
+      'sig:+1',
+      [
+        VIA_PROXY,
+        `curl -sS https://localhost:${apiPort}/v1/echo-b64`,
+        `curl -sS -o /dev/null -D - https://localhost:${apiPort}/v1/echo-location`,
+        `curl -sS -X POST "https://localhost:${apiPort}/v1/items?%5Fmethod=DELETE"`,
+      ].join('; '),
+      'medium',
+    );
+    const seen = apiSeen.slice(before);
+    // The host got the token on the first two, and wrote it back ...
+    expect(seen.slice(0, 2).map((s) => s.authorization)).toEqual([`Bearer ${API_TOKEN}`, `Bearer ${API_TOKEN}`]);
+    // ... which the container does not see, in any of its forms.
+    for (const form of [API_TOKEN, b64(API_TOKEN).slice(4, -4), b64(`Bearer ${API_TOKEN}`).slice(12, -4), encodeURIComponent(API_TOKEN)]) expect(o.stdout).not.toContain(form);
+    expect(o.stdout).toMatch(/location: https:\/\/elsewhere\.example\/cb\?t=Bearer%20\*+/i);
+    // "%5Fmethod" is "_method" to a server: the grant (limited to /v1/) does not cover it.
+    expect(seen[2]).toEqual({ url: '/v1/items?%5Fmethod=DELETE', authorization: undefined });
+    expect(o.stdout).toContain('who are you?');
   }, 120_000);
 
   it('the tokens are nowhere in the container: environment, processes, files, the agent home', async () => {
