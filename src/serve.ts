@@ -192,7 +192,7 @@ function answerHttp(berth: Berth, bound: BoundHttp, claim: BridgeClaim, token: s
           approve: (sender) => approveSender({ config: berth.config, stateDir, logger: berth.logger }, sender),
           deny: (sender) => denySender(stateDir, sender),
         };
-  const app = createApp({ ...appDepsFrom(berth, { token, logger: berth.logger, webChat: bridges.web }), approvals: berth.approvals, senders, history, hooks: (req, path) => bridges.hook(req, path) });
+  const app = createApp({ ...appDepsFrom(berth, { token, logger: berth.logger, webChat: bridges.web }), approvals: berth.approvals, senders, history, hooks: (req, path, source) => bridges.hook(req, path, source) });
   bound.handle((req, env) => app.fetch(req, env as Parameters<typeof app.fetch>[1]));
   const { server } = bound;
   const sockets = bridges.web ? attachWebChatSocket(server, { chat: bridges.web, logger: berth.logger }) : undefined;

@@ -5,7 +5,8 @@ import type { Logger } from 'pino';
 import type { AdminService } from '../admin/service.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import { channelConfig, configuredChannels } from '../config/bridges.js';
-import type { ChannelHttp, ChannelModule } from '../channels/contract.js';
+import type { ChannelModule } from '../channels/contract.js';
+import { createHookGate, HOOK_BOUNDS, type HookAdmission } from '../channels/hook-admission.js';
 import { BerthError } from '../errors.js';
 import { tryOwnerLock, type OwnerLock } from '../fs/lock.js';
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
@@ -31,8 +32,12 @@ export interface RunningBridges {
   running(): RunningBridge[];
   /** The web chat, when asked for (berth serve: it needs the HTTP server). */
   web?: WebChat;
-  /** berth serve's /hooks/<path>: a channel's own (/hooks/telegram), else a signed webhook's name. */
-  hook(req: Request, path: string): Promise<Response>;
+  /**
+   * berth serve's /hooks/<path>: a channel's own (/hooks/telegram), else a signed webhook's name.
+   * `source`: the caller's address as the socket has it (behind a reverse proxy, the proxy's);
+   * undefined is one source shared by all. See hook-admission.ts for what each request may hold.
+   */
+  hook(req: Request, path: string, source?: string): Promise<Response>;
   /**
    * Follow berth.yaml's bridges as they are now: a channel added is started, one removed is
    * stopped, one whose settings or credential files changed is restarted (the pairing rules are
@@ -43,8 +48,8 @@ export interface RunningBridges {
   stop(): Promise<void>;
 }
 
-/** /hooks requests answered at once, across channels (a sync webhook's wait included). */
-export const HOOKS_IN_FLIGHT_MAX = 64;
+/** Authenticated /hooks requests each channel answers at once (a sync webhook's wait included). */
+export const HOOKS_IN_FLIGHT_MAX = HOOK_BOUNDS.inFlightPerChannel;
 
 export function bridgeDir(stateDir: string): string {
   return join(stateDir, 'bridges');
@@ -134,7 +139,9 @@ export function startBridges(deps: BridgeDeps & { claim?: BridgeClaim }): Runnin
   }
 }
 
-type Started = { label: string; fingerprint: string; lock?: { release(): void }; view: RunningBridge; http?: ChannelHttp; namedHooks?: boolean; stop(): Promise<void> };
+/** A channel's /hooks handler, given its request's admission (a channel that receives by HTTP takes it as a third argument). */
+type HookHttp = (req: Request, subpath: string, admission: HookAdmission) => Promise<Response>;
+type Started = { label: string; fingerprint: string; lock?: { release(): void }; view: RunningBridge; http?: HookHttp; namedHooks?: boolean; stop(): Promise<void> };
 type Built = Started & { go(recovery: { heldOnly: boolean }): void };
 
 function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
@@ -154,8 +161,8 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
   const ranHere = new Set(running.keys());
   /** berth.yaml as it was when a channel could not be built from it: tried again only once it changes. */
   const failed = new Map<string, string>();
-  /** /hooks requests each channel is answering (bodies being read, sync answers awaited). */
-  const hooksInFlight = new Map<string, number>();
+  /** What /hooks requests hold: strangers' body reads, and each channel's authenticated work. */
+  const hookGate = createHookGate();
 
   /** Stop a running channel: it receives no more; its messages in flight still answer. Its lock is released, unless it is handed on. */
   function retire(name: string, keepLock = false) {
@@ -207,20 +214,18 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
     channel: (name) => running.get(name)?.view,
     running: () => [...running.values()].map((r) => r.view),
     web,
-    async hook(req, path) {
+    async hook(req, path, source) {
       const [first = '', ...rest] = path.split('/');
       const own = running.get(first)?.http ? running.get(first) : undefined;
       const target = own ?? [...running.values()].find((r) => r.namedHooks);
       if (!target?.http) throw new BerthError('NOT_FOUND', `nothing is served at /hooks/${path}`, { hint: 'berth.yaml bridges names the channels and webhooks berth serve answers' });
-      // Anyone may call /hooks: what each channel holds at once is bounded (one channel's callers never crowd out another's).
-      const name = target.view.name;
-      const now = hooksInFlight.get(name) ?? 0;
-      if (now >= HOOKS_IN_FLIGHT_MAX) throw new BerthError('BUSY', `${HOOKS_IN_FLIGHT_MAX} requests to the ${name} bridge are being answered already; send it again shortly`, { retry_after: 1 });
-      hooksInFlight.set(name, now + 1);
+      // Anyone may call /hooks: a stranger's body read is bounded on its own, and only an
+      // authenticated request takes one of its channel's slots (one channel's callers never crowd out another's).
+      const ticket = hookGate.admit(target.view.name, source);
       try {
-        return await target.http(req, own ? rest.join('/') : path);
+        return await target.http(req, own ? rest.join('/') : path, ticket);
       } finally {
-        hooksInFlight.set(name, (hooksInFlight.get(name) ?? 1) - 1);
+        ticket.release();
       }
     },
     reconfigure() {

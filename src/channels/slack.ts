@@ -2,17 +2,18 @@ import { createHmac } from 'node:crypto';
 import { WebSocket } from 'ws';
 import { z } from 'zod';
 import { BerthError, isBerthError } from '../errors.js';
-import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, reach, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { obj, str, type Json } from './json.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
-import { readBodyBounded } from '../http-body.js';
 
 /**
  * Slack, as a Slack app's bot (https://docs.slack.dev). Two ways in:
  * - events: the Events API POSTs to berth serve's /hooks/slack; each request is checked against
  *   the signing secret (X-Slack-Signature over "v0:<timestamp>:<body>", the timestamp within 5
- *   minutes) before anything is read from it, and answered 200 only once journaled (Slack
- *   retries otherwise; the retry is known to the inbox).
+ *   minutes) before anything is read from it (its body is read as a stranger's until then: see
+ *   hook-admission.ts), and answered 200 only once journaled (Slack retries otherwise; the retry
+ *   is known to the inbox).
  * - socket: Socket Mode, for hosts without a public URL: apps.connections.open with the app-level
  *   token, a WebSocket, each envelope acknowledged once journaled (unacknowledged, Slack sends it
  *   again); reconnects when Slack asks or the socket drops.
@@ -25,6 +26,8 @@ export const SLACK_TEXT_LIMIT = 3900;
 const SLACK_MAX_PARTS = 10;
 export const SLACK_MAX_EVENT_BYTES = 1024 * 1024;
 const SIGNATURE_WINDOW_SECONDS = 5 * 60;
+/** What Slack sends in X-Slack-Signature: anything else is refused before the body is read. */
+const SIGNATURE = /^v0=[0-9a-f]{64}$/;
 const SOCKET_SILENCE_MS = 60_000;
 
 export const SlackBridgeSchema = z
@@ -120,19 +123,22 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
 
 
   const signingSecret = config.mode === 'events' ? readSecret(config, 'signing_secret') : '';
-  async function http(req: Request): Promise<Response> {
+  async function http(req: Request, _subpath = '', admission: HookAdmission = aloneAdmission('slack')): Promise<Response> {
     if (config.mode !== 'events') throw new BerthError('NOT_FOUND', 'the slack bridge is in socket mode: it takes no events by HTTP');
     if (req.method !== 'POST') throw new BerthError('METHOD_NOT_ALLOWED', `${req.method} is not served at /hooks/slack (allowed: POST)`);
     const timestamp = req.headers.get('x-slack-request-timestamp') ?? '';
     if (!/^[0-9]{1,12}$/.test(timestamp) || Math.abs(Date.now() / 1000 - Number(timestamp)) > SIGNATURE_WINDOW_SECONDS) {
       throw new BerthError('UNAUTHORIZED', 'X-Slack-Request-Timestamp is missing or more than 5 minutes off: refused as a replay');
     }
-    const raw = await readBodyBounded(req, SLACK_MAX_EVENT_BYTES, HOOK_BODY_DEADLINE_MS);
+    const signature = req.headers.get('x-slack-signature') ?? '';
+    if (!SIGNATURE.test(signature)) throw new BerthError('UNAUTHORIZED', 'X-Slack-Signature is missing (or not v0=<64 hex digits>)');
+    const raw = await admission.unverifiedBody(req, SLACK_MAX_EVENT_BYTES);
     const expected = `v0=${createHmac('sha256', signingSecret).update(`v0:${timestamp}:`).update(raw).digest('hex')}`;
-    if (!sameSecret(req.headers.get('x-slack-signature') ?? '', expected)) {
+    if (!sameSecret(signature, expected)) {
       log.warn('a request to /hooks/slack with a wrong signature was refused');
       throw new BerthError('UNAUTHORIZED', 'X-Slack-Signature does not match the body');
     }
+    admission.verified();
     let body: Json | undefined;
     try {
       body = obj(JSON.parse(raw.toString('utf8')));

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { BerthError, isBerthError } from '../errors.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
 import { readBodyBounded } from '../http-body.js';
+import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { obj, str, int, type Json } from './json.js';
 import { splitForLimit, toMarkdownV2 } from './telegram-text.js';
@@ -184,12 +185,14 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     }
   }
 
-  async function http(req: Request): Promise<Response> {
+  async function http(req: Request, _subpath = '', admission: HookAdmission = aloneAdmission('telegram')): Promise<Response> {
     if (config.mode !== 'webhook') throw new BerthError('NOT_FOUND', 'the telegram bridge is in poll mode: it takes no webhook');
     if (req.method !== 'POST') throw new BerthError('METHOD_NOT_ALLOWED', `${req.method} is not served at /hooks/telegram (allowed: POST)`);
     if (!sameSecret(req.headers.get('x-telegram-bot-api-secret-token') ?? '', config.webhook_secret ?? '')) {
       throw new BerthError('UNAUTHORIZED', 'missing or wrong X-Telegram-Bot-Api-Secret-Token');
     }
+    // Known before a byte of the body is read: the read is authenticated work, within its channel's slots.
+    admission.verified();
     let update: unknown;
     try {
       update = JSON.parse((await readBodyBounded(req, TELEGRAM_MAX_UPDATE_BYTES, HOOK_BODY_DEADLINE_MS)).toString('utf8'));

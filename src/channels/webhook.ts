@@ -1,15 +1,16 @@
 import { createHmac } from 'node:crypto';
 import { z } from 'zod';
 import { BerthError } from '../errors.js';
-import { defineChannel, HOOK_BODY_DEADLINE_MS, takeOrBusy, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { defineChannel, takeOrBusy, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
-import { readBodyBounded } from '../http-body.js';
 
 /**
  * Signed webhooks, for any system that is not a messenger: `POST /hooks/<name>` on berth serve.
  * - Signed: `X-Berth-Timestamp: <unix seconds>` and `X-Berth-Signature: v1=<hex HMAC-SHA256 of
  *   "<timestamp>.<raw body>" under the hook's secret>`; a timestamp outside the window is a
- *   replay and refused, before the body is read as anything.
+ *   replay and refused, before the body is read as anything; until the signature matches, the
+ *   body is read as a stranger's (see hook-admission.ts).
  * - Body: `{"id": stable message id, "user": who, "text": …, "conversation"?: …}`; the id
  *   dedupes re-sends (the same id is answered once: a second gets status "duplicate").
  * - Answered in the request (`reply: sync`: 200 with the reply, or 202 if it takes longer than
@@ -21,6 +22,8 @@ import { readBodyBounded } from '../http-body.js';
 export const WEBHOOK_MAX_BODY_BYTES = 256 * 1024;
 const MIN_SECRET = 32;
 const HOOK_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+/** What berth signs with: anything else in X-Berth-Signature is refused before the body is read. */
+const SIGNATURE = /^v1=[0-9a-f]{64}$/;
 
 const HookSchema = z
   .object({
@@ -94,7 +97,7 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
 
   const hookOf = (name: string): HookConfig | undefined => (Object.hasOwn(ctx.config.hooks, name) ? ctx.config.hooks[name] : undefined);
 
-  async function http(req: Request, subpath: string): Promise<Response> {
+  async function http(req: Request, subpath: string, admission: HookAdmission = aloneAdmission('webhook')): Promise<Response> {
     const name = subpath;
     const hook = hookOf(name);
     if (!hook) throw new BerthError('NOT_FOUND', `no webhook named "${name}" (berth.yaml bridges.webhook.hooks)`);
@@ -105,11 +108,16 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     if (Math.abs(Date.now() / 1000 - ts) > hook.window_seconds) {
       throw new BerthError('UNAUTHORIZED', `X-Berth-Timestamp is more than ${hook.window_seconds} s from berth's clock: refused as a replay`, { hint: 'sign each request when it is sent; check the sender\'s clock' });
     }
-    const raw = await readBodyBounded(req, WEBHOOK_MAX_BODY_BYTES, HOOK_BODY_DEADLINE_MS);
-    if (!sameSecret(req.headers.get('x-berth-signature') ?? '', webhookSignature(secretOf(name), timestamp, raw))) {
+    const signature = req.headers.get('x-berth-signature') ?? '';
+    const signing = { hint: 'v1=<hex HMAC-SHA256 of "<timestamp>.<body>" under the hook\'s secret>; see docs/webhooks.md' };
+    if (!SIGNATURE.test(signature)) throw new BerthError('UNAUTHORIZED', 'X-Berth-Signature is missing (or not v1=<64 hex digits>)', signing);
+    const secret = secretOf(name);
+    const raw = await admission.unverifiedBody(req, WEBHOOK_MAX_BODY_BYTES);
+    if (!sameSecret(signature, webhookSignature(secret, timestamp, raw))) {
       log.warn({ hook: name }, 'a webhook request with a wrong signature was refused');
-      throw new BerthError('UNAUTHORIZED', 'X-Berth-Signature does not match the body', { hint: 'v1=<hex HMAC-SHA256 of "<timestamp>.<body>" under the hook\'s secret>; see docs/webhooks.md' });
+      throw new BerthError('UNAUTHORIZED', 'X-Berth-Signature does not match the body', signing);
     }
+    admission.verified();
     let json: unknown;
     try {
       json = JSON.parse(raw.toString('utf8'));
