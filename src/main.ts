@@ -225,7 +225,7 @@ export function createBerth(opts: BerthOptions): Berth {
           gateway: ({ path, run, logger: log }) =>
             openGatewaySocket({
               path,
-              caller: gateway.forCaller({ project: run.project, tenantKey: run.tenantKey, workspaceId: run.workspaceId }, { keepOpen: true }),
+              caller: gateway.forCaller({ project: run.project, tenantKey: run.tenantKey, workspaceId: run.workspaceId, ...(run.workspaceSession ? { session: run.workspaceSession } : {}) }, { keepOpen: true }),
               logger: log,
               // The file tools work on berth's own copies of workspaces; a pod's workspace is its volume.
               ...(config().launcher === 'kubernetes' ? { withoutFiles: KUBE_NO_FILE_TOOLS } : {}),

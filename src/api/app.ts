@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
 import { OpenAPIHono, createRoute } from '@hono/zod-openapi';
 import type { Logger } from 'pino';
 import { z } from 'zod';
@@ -17,7 +18,10 @@ import type { Gateway } from '../gateway/service.js';
 import type { SessionStore } from '../store/sessions.js';
 import { VERSION } from '../version.js';
 import { bearerAuth, isAdminBearer, isAdminToken } from './auth.js';
-import { DOCS_COOKIE, docsCookieValue, hasDocsCookie, loginPage, SIGN_IN_PAGES, type SignInPage } from './docs-login.js';
+import { docsCookies, docsLoginIds, hasDocsLogin, loginPage, type SignInPage } from './docs-login.js';
+import { createConsoleLogins, type ConsoleLogins } from '../store/console-logins.js';
+import { fromOwnOrigin } from '../bridges/web-cookie.js';
+import { homePaths } from '../config/home.js';
 import { registerConsoleRoutes } from './console/routes.js';
 import type { ConsoleSources } from './console/state.js';
 import type { MetricsHistory } from '../admin/metrics-history.js';
@@ -69,7 +73,9 @@ export interface AppDeps {
   /** The last hour of this process's metrics (the console's charts; berth serve samples them). */
   history?: MetricsHistory;
   /** /hooks/<path>: the chat channels that are sent their messages by HTTP (each checks its own signature or secret). */
-  hooks?: (req: Request, path: string) => Promise<Response>;
+  hooks?: (req: Request, path: string, source?: string) => Promise<Response>;
+  /** The browser logins of /docs and /console (in memory when not given: they end with the process). */
+  consoleLogins?: ConsoleLogins;
 }
 
 type Env = { Variables: { requestId: string; log: Logger } };
@@ -87,6 +93,8 @@ export interface AppSources {
   readonly metrics: Metrics;
   /** A token that may read /metrics only; whoever builds the sources reads it (BERTH_METRICS_TOKEN). */
   readonly metricsToken?: string;
+  /** berth's home: the console's logins are kept in its state, so they outlive a restart. */
+  readonly home?: string;
 }
 
 /** The app's dependencies, from a composed berth; services stay lazy (made on first use). */
@@ -102,6 +110,7 @@ export function appDepsFrom(berth: AppSources, opts: { token: string; logger: Lo
     launcher: berth.launcher,
     metrics: berth.metrics,
     metricsToken: berth.metricsToken,
+    consoleLogins: createConsoleLogins(berth.home === undefined ? undefined : join(homePaths(berth.home).stateDir, 'console-logins')),
     ...opts,
   };
 }
@@ -112,6 +121,7 @@ const OPEN_PATHS = new Set(['/healthz', '/mcp/session']);
 /** The whole HTTP surface, without listening: tests call app.request(). */
 export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   const startedAt = deps.startedAt ?? Date.now();
+  const logins = deps.consoleLogins ?? createConsoleLogins();
   // /healthz answers fast under load: the engine is asked at most once a second.
   let probe: { at: number; version: Promise<string | undefined> } | undefined;
   const engineProbe = () => {
@@ -152,7 +162,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // /docs checks the token itself: a browser signs in with a form, not a header. /chat is the
   // people's side: its own login (a chat link's cookie), never the admin token. /metrics takes
   // the admin token or the metrics token (routes/metrics.ts).
-  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || isBrowserProbe(path) || path === '/docs' || path === '/docs/login' || path === '/console' || path.startsWith('/console/') || path === '/chat' || path.startsWith('/chat/') || path.startsWith('/hooks/') || path === METRICS_PATH));
+  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || isBrowserProbe(path) || path === '/docs' || path === '/docs/login' || path === '/docs/logout' || path === '/console' || path.startsWith('/console/') || path === '/chat' || path.startsWith('/chat/') || path.startsWith('/hooks/') || path === METRICS_PATH));
   app.use('/api/*', bodyLimit({ maxSize: API_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${API_BODY_BYTES} bytes`); } }));
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
@@ -227,9 +237,11 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // Signed by their senders, not by berth's token: each channel checks its own.
   app.all('/hooks/*', (c) => {
     if (!deps.hooks) throw new BerthError('NOT_FOUND', 'this berth serves no webhooks (berth.yaml bridges)');
-    return deps.hooks(c.req.raw, c.req.path.slice('/hooks/'.length));
+    // The caller's address: unsigned bodies are budgeted per source (channels/hook-admission.ts).
+    const source = (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress;
+    return deps.hooks(c.req.raw, c.req.path.slice('/hooks/'.length), source);
   });
-  registerConsoleRoutes(app as unknown as Hono, { token: deps.token, audit: deps.audit, sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history } });
+  registerConsoleRoutes(app as unknown as Hono, { token: deps.token, logins, audit: deps.audit, sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history } });
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
   const docConfig = {
@@ -240,7 +252,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   const document = () => finishOpenApiDoc(app.getOpenAPIDocument(docConfig) as never, (path) => OPEN_PATHS.has(path));
   app.get('/openapi.json', (c) => c.json(document()));
   app.get('/docs', (c) => {
-    if (!isAdminBearer(c.req.header('authorization'), deps.token) && !hasDocsCookie(c, deps.token)) return c.html(loginPage(), 401);
+    if (!isAdminBearer(c.req.header('authorization'), deps.token) && !hasDocsLogin(c, logins, deps.token)) return c.html(loginPage(), 401);
     return c.html(renderDocsPage(document() as unknown as Parameters<typeof renderDocsPage>[0]));
   });
   app.post('/docs/login', async (c) => {
@@ -252,9 +264,20 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
       c.get('log').warn({ code: 'UNAUTHORIZED' }, 'docs sign-in refused');
       return c.html(loginPage('That is not the admin token.', next), 401);
     }
-    // One cookie per signed-in page, each on its own path: it never travels to /api or /chat.
-    for (const page of Object.keys(SIGN_IN_PAGES)) c.header('set-cookie', `${DOCS_COOKIE}=${docsCookieValue(deps.token)}; HttpOnly; SameSite=Strict; Path=${page}`, { append: true });
+    // A login of its own per sign-in (docs-login.ts decides the cookie's name and paths by scheme).
+    const login = logins.open(deps.token);
+    for (const cookie of docsCookies(c, login.id, login.max_age_seconds)) c.header('set-cookie', cookie, { append: true });
     return c.redirect(next, 303);
+  });
+  // Sign-out from berth's own pages only (another site may not end the operator's login either).
+  app.post('/docs/logout', async (c) => {
+    if (!fromOwnOrigin({ origin: c.req.header('origin'), host: c.req.header('host'), fetchSite: c.req.header('sec-fetch-site') })) {
+      throw new BerthError('PERMISSION_DENIED', 'sign-out comes from berth’s own pages', { rule: 'same_origin' });
+    }
+    for (const id of docsLoginIds(c)) logins.close(id);
+    for (const cookie of docsCookies(c, '', 0)) c.header('set-cookie', cookie, { append: true });
+    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+    return c.redirect(form.next === '/console' ? '/console' : '/docs', 303);
   });
 
   // MCP over Streamable HTTP, stateless: a fresh server and transport per request, bounded (mcp-http.ts).
@@ -272,9 +295,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   app.all('/mcp/session', (c) => {
     const match = /^Bearer (.+)$/i.exec(c.req.header('authorization') ?? '');
     if (!match) throw new BerthError('UNAUTHORIZED', 'missing session token', { hint: 'mint one: POST /api/projects/:name/sessions/:id/token' });
-    const ref = sessionOfToken(deps, match[1] as string);
+    const { workspace, ...ref } = sessionOfToken(deps, match[1] as string);
     c.get('log').info({ project: ref.project, session: ref.session }, 'session tool call');
-    const files = deps.gateway.forCaller({ project: ref.project, tenantKey: ref.tenantKey });
+    // The file tools act on the workspace the session's runs mount: its own one in workspace mode "session".
+    const files = deps.gateway.forCaller({ project: ref.project, tenantKey: ref.tenantKey, ...(workspace.mode === 'session' ? { session: ref.session, workspaceId: workspace.id } : {}) });
     return withActor(`session:${ref.project}/${ref.session}`, c.get('requestId'), () =>
       serveMcp(c, () => createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), session: ref, files }), { onError: onToolError }), sessionGate),
     );
@@ -317,8 +341,8 @@ function chatNamingItsUser(web: WebChat): WebChat {
   });
 }
 
-/** The session a token stands for, checked against the session as it is now (same tenant, same creation). */
-function sessionOfToken(deps: Pick<AppDeps, 'tokens' | 'sessions'>, token: string): { project: string; session: string; tenantKey: string } {
+/** The session a token stands for, checked against the session as it is now (same tenant, same creation), with its workspace settings as they are now. */
+function sessionOfToken(deps: Pick<AppDeps, 'tokens' | 'sessions'>, token: string): { project: string; session: string; tenantKey: string; workspace: { mode: 'tenant' | 'session'; id?: string } } {
   const bound = deps.tokens.verify(token);
   const gone = () => new BerthError('UNAUTHORIZED', 'the session this token was minted for no longer exists', { hint: 'mint a new one: POST /api/projects/:name/sessions/:id/token' });
   let session;
@@ -329,7 +353,7 @@ function sessionOfToken(deps: Pick<AppDeps, 'tokens' | 'sessions'>, token: strin
     throw err;
   }
   if (session.tenant_key !== bound.tenant_key || session.created_at !== bound.session_created_at) throw gone();
-  return { project: bound.project, session: bound.session, tenantKey: session.tenant_key };
+  return { project: bound.project, session: bound.session, tenantKey: session.tenant_key, workspace: session.settings.workspace };
 }
 
 /** "." or ".." as a path segment, also percent-encoded ("%2e%2e"). */

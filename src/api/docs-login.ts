@@ -1,23 +1,45 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Context } from 'hono';
+import { reachedOverHttps } from '../bridges/web-cookie.js';
+import type { ConsoleLogins } from '../store/console-logins.js';
 
 /**
  * /docs and /console in a browser, which cannot send a bearer header: a login form posts the
- * admin token once (never in a URL), and berth answers with HttpOnly, SameSite=Strict cookies
- * (one with Path=/docs, one with Path=/console) holding a value derived from the token — they open
- * /docs and /console and nothing else (they never travel to /api or /chat), and are not the token.
+ * admin token once (never in a URL), and berth answers with a cookie holding a random login id of
+ * its own (store/console-logins.ts: it expires, signs out, and ends when the token changes), never
+ * the token. HttpOnly, SameSite=Strict, with Max-Age. Over https (TLS, or X-Forwarded-Proto from
+ * the proxy in front, as the chat's cookie decides) it is `__Host-berth_docs` (Secure, Path=/, no
+ * Domain): a page on another port or a sibling host cannot set or shadow it. Over plain http it is
+ * `berth_docs` twice, on Path=/docs and Path=/console, so it never travels to /api or /chat.
+ * Only the name of the request's scheme counts.
  */
 export const SIGN_IN_PAGES = { '/docs': 'Open the API reference', '/console': 'Open the console' } as const;
 export type SignInPage = keyof typeof SIGN_IN_PAGES;
 export const DOCS_COOKIE = 'berth_docs';
+export const DOCS_HTTPS_COOKIE = '__Host-berth_docs';
 
-export function docsCookieValue(token: string): string {
-  return createHmac('sha256', token).update('berth /docs session').digest('hex');
+export function overHttps(c: Context): boolean {
+  return reachedOverHttps({ tls: new URL(c.req.url).protocol === 'https:', forwardedProto: c.req.header('x-forwarded-proto') });
 }
 
-export function hasDocsCookie(c: Context, token: string): boolean {
-  const given = /(?:^|;\s*)berth_docs=([0-9a-f]{64})(?:;|$)/.exec(c.req.header('cookie') ?? '')?.[1];
-  return given !== undefined && timingSafeEqual(Buffer.from(given), Buffer.from(docsCookieValue(token)));
+/** Every login id the request carries under its scheme's cookie name (another page of the host may have added one). */
+export function docsLoginIds(c: Context): string[] {
+  const name = overHttps(c) ? DOCS_HTTPS_COOKIE : DOCS_COOKIE;
+  return (c.req.header('cookie') ?? '').split(';').flatMap((part) => {
+    const eq = part.indexOf('=');
+    return eq > 0 && part.slice(0, eq).trim() === name ? [part.slice(eq + 1).trim()] : [];
+  });
+}
+
+/** Whether the request carries a live console login (a stray cookie beside it does not hide it). */
+export function hasDocsLogin(c: Context, logins: ConsoleLogins, token: string): boolean {
+  return docsLoginIds(c).some((id) => logins.verify(id, token));
+}
+
+/** The Set-Cookie values that sign a browser in (value = the login id) or out (empty, Max-Age=0). */
+export function docsCookies(c: Context, id: string, maxAgeSeconds: number): string[] {
+  const maxAge = Math.max(0, Math.floor(maxAgeSeconds));
+  if (overHttps(c)) return [`${DOCS_HTTPS_COOKIE}=${id}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=${maxAge}`];
+  return Object.keys(SIGN_IN_PAGES).map((page) => `${DOCS_COOKIE}=${id}; HttpOnly; SameSite=Strict; Path=${page}; Max-Age=${maxAge}`);
 }
 
 export function loginPage(error?: string, next: SignInPage = '/docs'): string {

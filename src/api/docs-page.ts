@@ -40,8 +40,8 @@ ${params ? `<p>Parameters: ${params}</p>` : ''}${body ? `<h3>Body</h3>${fields(b
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escape(doc.info.title)} API</title>
 <style>body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
 code{background:#f3f3f3;padding:0 .2em}table{border-collapse:collapse;width:100%}td,th{border:1px solid #ddd;padding:.3em .5em;text-align:left;vertical-align:top}
-.m{display:inline-block;min-width:4.5em;color:#fff;background:#345;padding:0 .4em;border-radius:3px}section{border-top:1px solid #ddd;margin-top:1.5rem}</style></head>
-<body><h1>${escape(doc.info.title)} <small>${escape(doc.info.version)}</small></h1>
+.m{display:inline-block;min-width:4.5em;color:#fff;background:#345;padding:0 .4em;border-radius:3px}section{border-top:1px solid #ddd;margin-top:1.5rem}form.out{float:right}</style></head>
+<body><form class="out" method="post" action="/docs/logout"><button type="submit">Sign out</button></form><h1>${escape(doc.info.title)} <small>${escape(doc.info.version)}</small></h1>
 <p>Every route but <code>/healthz</code> needs <code>Authorization: Bearer &lt;admin token&gt;</code>. Errors are
 <code>{"error": {"code", "message", "issues"?, "hint"?}}</code>; match on <code>code</code>. Machine-readable: <a href="/openapi.json">/openapi.json</a>.
 MCP (Streamable HTTP): <code>/mcp</code>, same token.</p>

@@ -9,6 +9,7 @@ import { openScopeRoot, sandboxDelete, sandboxInfo, sandboxReadText, sandboxWrit
 import type { Project, ProjectStore } from '../store/projects.js';
 import { workspaceIdFor } from '../store/secret.js';
 import { listWorkspaces, readWorkspaceRecord, recordWorkspace } from '../store/workspaces.js';
+import { workspaceKeyOf } from '../store/sessions.js';
 import { decide, type Caller, type Folder, type Operation, type Scope } from './folder-access.js';
 import { detectProfile, workspaceProfile, type WorkspaceProfile } from './workspace-profile.js';
 import { own } from '../own.js';
@@ -26,6 +27,12 @@ export interface Identity {
   tenantKey: string;
   /** The caller's workspace when a run knows it (a session-mode workspace is not the tenant key's). */
   workspaceId?: string;
+  /**
+   * Set when the caller's workspace is its session's own (workspace mode "session"): that session's
+   * id. Its own folder is then that workspace, and the tenant's default one (its other sessions')
+   * is out of its reach, as it is out of that session's container.
+   */
+  session?: string;
 }
 
 export const FolderEntrySchema = z.object({ name: z.string(), uuid: z.string(), scope: ScopeSchema, path: z.string() });
@@ -77,6 +84,11 @@ export function createGateway(deps: {
     return { id: folderId, owner: owner ?? '', kind, exists: record !== undefined, ownerTeams };
   }
 
+  /** A session-mode caller's own folder: its session's workspace, recorded (by a run or a tool) or not yet. */
+  function sessionFolderOf(project: Project, caller: Caller, folderId: string): Folder & { id: string } {
+    return { id: folderId, owner: caller.tenantKey, kind: 'user', exists: readWorkspaceRecord(project, folderId) !== undefined, ownerTeams: caller.teams };
+  }
+
   /**
    * One caller's tools. The project and the caller's teams are resolved once and re-read only
    * when metadata.json changes (an admin edited teams or leadership); the caller's own folder id
@@ -88,7 +100,11 @@ export function createGateway(deps: {
    */
   function forCaller(identity: Identity, opts: { keepOpen?: boolean } = {}) {
     const log = deps.logger.child({ project: identity.project, tenant: identity.tenantKey });
-    const ownId = identity.workspaceId ?? workspaceIdFor(deps.secret(), identity.project, identity.tenantKey);
+    const { session } = identity;
+    const ownKey = session === undefined ? identity.tenantKey : workspaceKeyOf({ tenant_key: identity.tenantKey, id: session }, 'session');
+    const ownId = identity.workspaceId ?? workspaceIdFor(deps.secret(), identity.project, ownKey);
+    /** The tenant's default workspace, which a session-mode caller does not own. */
+    const tenantId = session === undefined ? undefined : workspaceIdFor(deps.secret(), identity.project, identity.tenantKey);
     let resolved: { stamp: string; project: Project; caller: Caller } | undefined;
     const stampOf = (file: string) => fileStamp(file) ?? 'gone';
     const current = () => {
@@ -107,7 +123,7 @@ export function createGateway(deps: {
     const folderFor = (p: Project, caller: Caller, folderId: string) => {
       const known = folders.get(folderId);
       if (known) return known;
-      const folder = folderOf(p, caller, folderId);
+      const folder = session !== undefined && folderId === ownId ? sessionFolderOf(p, caller, folderId) : folderOf(p, caller, folderId);
       if (folder.exists) {
         if (folders.size >= MAX_KEPT) folders.clear();
         folders.set(folderId, folder);
@@ -143,7 +159,8 @@ export function createGateway(deps: {
     function guarded<T>(what: string, ref: { folderId: string; scope: Scope; path: string }, op: Operation, act: (rootFd: number) => T, create = false): T {
       const { project: p, caller } = current();
       const folder = folderFor(p, caller, ref.folderId);
-      const d = decide(caller, folder, ref.scope, op);
+      const d: ReturnType<typeof decide> =
+        ref.folderId === tenantId && tenantId !== ownId ? { allow: false, reason: 'this session has a workspace of its own (workspace mode "session"): the tenant’s default workspace is not its' } : decide(caller, folder, ref.scope, op);
       if (!d.allow) {
         log.warn({ tool: what, folder: ref.folderId, scope: ref.scope, op, reason: d.reason }, 'gateway refused');
         metrics.gatewayCall({ kind: 'tools', outcome: 'refused' });
@@ -154,7 +171,8 @@ export function createGateway(deps: {
       try {
         ({ fd: rootFd, kept } = rootOf(p, ref, create));
         if (create && !folder.exists && rootFd !== undefined) {
-          recordWorkspace(p, { id: ref.folderId, tenant_key: folder.owner, created_at: new Date().toISOString() });
+          // A session's own workspace made here is recorded as that session's, as a run would record it.
+          recordWorkspace(p, { id: ref.folderId, tenant_key: folder.owner, ...(session !== undefined && ref.folderId === ownId ? { session } : {}), created_at: new Date().toISOString() });
         }
         if (rootFd === undefined) throw new BerthError('CONFIG_INVALID', `folder ${ref.folderId} has no ${ref.scope} scope yet`, { issues: [{ field: 'scope', reason: 'is empty' }] });
         const done = act(rootFd);
@@ -186,11 +204,13 @@ export function createGateway(deps: {
         const { project: p, caller } = current();
         const idOf = (key: string) => workspaceIdFor(deps.secret(), p.metadata.name, key);
         const entry = (name: string, s: Scope): FolderEntry => ({ name, uuid: idOf(name), scope: s, path: '/' });
+        // A session-mode caller's own folder is its session's workspace (ownId); otherwise the tenant's.
+        const mine = (s: Scope): FolderEntry => ({ name: caller.tenantKey, uuid: session === undefined ? idOf(caller.tenantKey) : ownId, scope: s, path: '/' });
         switch (scope) {
           case 'my_private':
-            return [entry(caller.tenantKey, 'private')];
+            return [mine('private')];
           case 'my_shared':
-            return [entry(caller.tenantKey, 'shared')];
+            return [mine('shared')];
           case 'team_private':
             return caller.teams.map((t) => entry(t, 'private'));
           case 'team_shared':

@@ -10,6 +10,8 @@ export interface RunIdentity {
   session: string;
   /** Its workspace, as the runner derived it (never derived again). */
   workspaceId: string;
+  /** Set when that workspace is the session's own (workspace mode "session"): the session, for the file tools. */
+  workspaceSession?: string;
   /** Where the project's outbound log lives. */
   sessionsDir: string;
   /** The chat watching this run, which can ask its person (egress approvals); none: an API or CLI run. */

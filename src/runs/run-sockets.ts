@@ -29,6 +29,7 @@ export async function openRunSockets(sockets: RunSocketsConfig, ctx: RunContext,
     tenantKey: ctx.session.tenant_key,
     session: ctx.session.id,
     workspaceId: ctx.workspace.id,
+    ...(ctx.session.settings.workspace.mode === 'session' ? { workspaceSession: ctx.session.id } : {}),
     sessionsDir: ctx.project.paths.sessionsDir,
     ...(opts.ask ? { ask: opts.ask } : {}),
   };

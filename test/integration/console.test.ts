@@ -7,6 +7,7 @@ import { openBridgeState } from '../../src/store/bridge-state.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { launchChromium, screenshot, testHome, type TestHome } from '../helpers.js';
 import { startLoopbackSite } from '../helpers/loopback-site.js';
+import { CONSOLE_LOGIN_SECONDS } from '../../src/store/console-logins.js';
 
 /**
  * The operator's console in real headless Chromium against a real berth serving HTTP (the same
@@ -115,12 +116,28 @@ describe('the operator console', () => {
     await page.context().close();
   });
 
+  it('"Sign out" ends the login: back at the sign-in form, and the cookie it had opens nothing any more', async () => {
+    const page = await signIn(1280);
+    const [cookie] = (await page.context().cookies()).filter((c) => c.path === '/console');
+    expect(cookie?.name).toBe('berth_docs');
+    const header = `${cookie?.name}=${cookie?.value}`;
+    expect((await fetch(`${base}/console/api/state`, { headers: { cookie: header } })).status).toBe(200);
+    await page.click('header button:text-is("Sign out")');
+    await page.waitForSelector('input[name=token]');
+    expect(await page.textContent('button[type=submit]')).toBe('Open the console');
+    expect(await page.context().cookies()).toEqual([]);
+    // A copy of the cookie (a proxy log, a second browser) is refused too: the login ended on the server.
+    expect((await fetch(`${base}/console/api/state`, { headers: { cookie: header } })).status).toBe(401);
+    expect(pageErrors).toEqual([]);
+    await page.context().close();
+  });
+
   it('its API takes the sign-in cookie only, answers only JSON from its own page, and the cookie opens no admin API', async () => {
     expect((await fetch(`${base}/console/api/state`)).status).toBe(401);
     const login = await fetch(`${base}/docs/login`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ token: TOKEN, next: '/console' }) });
     expect([login.status, login.headers.get('location')]).toEqual([303, '/console']);
     const set = login.headers.getSetCookie();
-    expect(set.map((c) => c.split('; ').slice(1).join('; '))).toEqual(['HttpOnly; SameSite=Strict; Path=/docs', 'HttpOnly; SameSite=Strict; Path=/console']);
+    expect(set.map((c) => c.split('; ').slice(1).join('; '))).toEqual([`HttpOnly; SameSite=Strict; Path=/docs; Max-Age=${CONSOLE_LOGIN_SECONDS}`, `HttpOnly; SameSite=Strict; Path=/console; Max-Age=${CONSOLE_LOGIN_SECONDS}`]);
     const cookie = (set[1] ?? '').split(';')[0] as string;
     expect((await fetch(`${base}/console/api/state`, { headers: { cookie } })).status).toBe(200);
     expect((await fetch(`${base}/api/projects`, { headers: { cookie } })).status).toBe(401);

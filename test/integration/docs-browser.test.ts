@@ -51,6 +51,14 @@ describe('/docs in a browser', () => {
     // The cookies open /docs and /console only: the API still wants the bearer token.
     const api = await page.goto(`${base}/api/projects`);
     expect(api?.status()).toBe(401);
+
+    // "Sign out" ends the login: the reference asks for the token again, and the old cookie opens nothing.
+    const header = `berth_docs=${cookies[0]?.value}`;
+    await page.goto(`${base}/docs`);
+    await page.click('button:text-is("Sign out")');
+    await page.waitForSelector('input[name=token]');
+    expect(await page.context().cookies()).toEqual([]);
+    expect((await fetch(`${base}/docs`, { headers: { cookie: header } })).status).toBe(401);
     await page.close();
   });
 });

@@ -149,6 +149,27 @@ describe('gateway: every cell of the permission table, from inside a real contai
     expect(r[3]?.error.code).toBe('CONFIG_INVALID');
   });
 
+  it("in workspace mode \"session\", the file tools of the session's container act on that session's workspace; the tenant's default one is out of reach", async () => {
+    const inSession = async (session: string, calls: Call[]) => {
+      const o = await h.berth.runner.run({ project: P, tenantKey: 'web:dora', sessionId: session, message: JSON.stringify(calls), level: 'low' });
+      expect(o.exitCode, o.stderr).toBe(0);
+      return { answers: (JSON.parse(o.stdout) as { answers: Answer[] }).answers, workspaceId: o.workspaceId };
+    };
+    // dora's default workspace holds a private note; then one of her sessions gets its own workspace.
+    await inSession('dora-own', [write('web:dora', 'private', 'default.txt', 'in the default workspace')]);
+    h.berth.admin.updateSession(P, 'dora-own', { workspace: { mode: 'session' } });
+    const { answers, workspaceId } = await inSession('dora-own', [{ name: 'list_folders', arguments: { scope: 'my_private' } }]);
+    expect(workspaceId).not.toBe(id('web:dora'));
+    expect(answers[0]?.value.folders.map((f: { uuid: string }) => f.uuid)).toEqual([workspaceId]);
+    const own = (path: string, content?: string): Call =>
+      content === undefined ? { name: 'read_file_by_id', arguments: { folderId: workspaceId, scope: 'private', path } } : { name: 'write_file_by_id', arguments: { folderId: workspaceId, scope: 'private', path, content } };
+    const r = (await inSession('dora-own', [own('session.txt', 'in the session workspace'), own('session.txt'), read('web:dora', 'private', 'default.txt'), write('web:dora', 'private', 'default.txt', 'overwritten')])).answers;
+    expect(r.map((a) => a.ok)).toEqual([true, true, false, false]);
+    expect(r[1]?.value).toEqual({ text: 'in the session workspace' });
+    expect(r[2]?.error.code).toBe('PERMISSION_DENIED');
+    expect(fs.readFileSync(join(h.home, 'projects', P, 'workspaces', id('web:dora'), 'default.txt'), 'utf8')).toBe('in the default workspace');
+  });
+
   it('a link a tenant planted is a structured sandbox violation, logged and counted; the host file is untouched', async () => {
     const before = h.berth.gateway.violations(P);
     const ws = join(h.home, 'projects', P, 'workspaces', id('web:alice'));

@@ -187,6 +187,12 @@ async function loadAudit(ev) {
 }
 
 $('audit-form').onsubmit = loadAudit;
+// Sign-out ends this login on the server too (the cookie alone could be copied); then the sign-in form.
+$('signout').onclick = async () => {
+  $('signout').disabled = true;
+  try { await fetch('/docs/logout', { method: 'POST', body: new URLSearchParams({ next: '/console' }), redirect: 'manual' }); } catch (e) { /* the page below says whether it worked */ }
+  location.assign('/console');
+};
 refresh();
 loadAudit();
 setInterval(refresh, ${POLL_MS});
@@ -194,7 +200,7 @@ setInterval(refresh, ${POLL_MS});
 
 const section = (id: string, title: string, body: string) => `<section id="s-${id}" aria-labelledby="h-${id}"><h2 id="h-${id}">${title}</h2>${body}</section>`;
 
-const BODY = `<header><h1>berth console</h1><nav aria-label="sections"><a href="#s-waiting">Waiting</a><a href="#s-charts">Last hour</a><a href="#s-runs">Runs</a><a href="#s-projects">Projects</a><a href="#s-sessions">Sessions</a><a href="#s-models">Model use</a><a href="#s-audit">Audit log</a><a href="/docs">API</a></nav><span id="updated" role="status"></span></header>
+const BODY = `<header><h1>berth console</h1><nav aria-label="sections"><a href="#s-waiting">Waiting</a><a href="#s-charts">Last hour</a><a href="#s-runs">Runs</a><a href="#s-projects">Projects</a><a href="#s-sessions">Sessions</a><a href="#s-models">Model use</a><a href="#s-audit">Audit log</a><a href="/docs">API</a></nav><span id="updated" role="status"></span><button id="signout" type="button">Sign out</button></header>
 <main>
 <div id="alert" role="alert"></div>
 ${section('waiting', 'Waiting for you', '<h3>Requests to go past a grant</h3><div id="approvals"></div><h3>Strangers of the chat bots</h3><div id="senders"></div>')}

@@ -9,15 +9,16 @@ import type { AuditTrail } from '../../admin/audit-trail.js';
 import { APPROVAL_DECISIONS } from '../../store/approvals.js';
 import { AuditFilterSchema } from '../../store/audit.js';
 import { isAdminBearer } from '../auth.js';
-import { hasDocsCookie, loginPage } from '../docs-login.js';
+import { hasDocsLogin, loginPage } from '../docs-login.js';
+import type { ConsoleLogins } from '../../store/console-logins.js';
 import { assetHeaders } from '../package-assets.js';
 import { consoleAssets, consolePage } from './page.js';
 import { consoleState, type ConsoleSources } from './state.js';
 
 /**
  * The operator's console at /console, behind the same sign-in as /docs (a form posts the admin
- * token once; the HttpOnly, SameSite=Strict cookie it gets is derived from the token, never the
- * token, and never in a URL). Its page polls /console/api/state; its answers (a request to go
+ * token once; the HttpOnly, SameSite=Strict cookie it gets holds a random login that expires and
+ * signs out (docs-login.ts), never the token, and never in a URL). Its page polls /console/api/state; its answers (a request to go
  * past a grant, a stranger of a chat bot) are JSON POSTs from this origin only.
  */
 const ApproveBodySchema = z.object({ decision: z.enum(APPROVAL_DECISIONS) }).strict();
@@ -28,8 +29,8 @@ const SenderParamSchema = z
   .refine((s) => channelOfSender(s)?.pairing === true, 'must be a sender key, e.g. signal:<uuid> or telegram:<id>');
 const CONSOLE_BODY_BYTES = 4 * 1024;
 
-export function registerConsoleRoutes(app: Hono, deps: { token: string; sources: ConsoleSources; audit?: AuditTrail }): void {
-  const signedIn = (c: Context) => isAdminBearer(c.req.header('authorization'), deps.token) || hasDocsCookie(c, deps.token);
+export function registerConsoleRoutes(app: Hono, deps: { token: string; logins: ConsoleLogins; sources: ConsoleSources; audit?: AuditTrail }): void {
+  const signedIn = (c: Context) => isAdminBearer(c.req.header('authorization'), deps.token) || hasDocsLogin(c, deps.logins, deps.token);
   const operatorOnly = (c: Context) => {
     if (!signedIn(c)) throw new BerthError('UNAUTHORIZED', 'sign in to the console first', { hint: 'open /console and give the admin token' });
   };
