@@ -15,6 +15,8 @@ import { nodeSupport } from './node-support.js';
 import { newRunId } from './runs/runner.js';
 import { imageFor } from './plan/run-plan.js';
 import { listWorkflows } from './workflows/run.js';
+import { projectGrantsOf } from './config/grants.js';
+import { retiredVolumes } from './launch/kube-volumes.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 export interface Check {
@@ -134,6 +136,9 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
   checks.push(...(await checkModelUpstreams(berth.config)));
   const valid = new Set(projects.map((p) => p.name));
   checks.push(...checkChannels(berth.config, new Map(berth.store.names().map((n) => [n, valid.has(n) ? listWorkflows(berth.store.get(n)) : []]))));
+  checks.push(...checkGrants(berth.config, berth.store.names()));
+  const retired = checkRetiredVolumes(berth);
+  if (retired) checks.push(retired);
   checks.push(...(await checkBridges(berth.config)));
   checks.push(...checkBridgeConsumers(berth.config, homePaths(berth.home).stateDir));
 
@@ -210,6 +215,35 @@ async function checkPool(berth: Berth): Promise<Check> {
     }
   }
   return { name: 'pool', status: 'warn', detail: `runs.pool is ${size}, but no container here can take its mounts late (${why}): a new person's first message starts a container` };
+}
+
+/**
+ * Pure: every grant in berth.yaml (a secret's, a shared area's) names a project that exists. One
+ * that does not is a FAIL: a project made under that name (by anyone who may create projects)
+ * would hold it from its first run. `project delete` takes a project's grants with it; these are
+ * hand edits, or left by a berth from before that.
+ */
+export function checkGrants(config: BerthConfig, projects: readonly string[]): Check[] {
+  const exists = new Set(projects);
+  const grants = projectGrantsOf(config);
+  const missing = grants.filter((g) => !exists.has(g.project));
+  if (!missing.length) return [{ name: 'grants', status: 'ok', detail: `${grants.length} grant(s) in berth.yaml, each to a project that exists` }];
+  return missing.map((g) => {
+    const secret = /^secrets\.([^.]+)\./.exec(g.field)?.[1];
+    const undo = secret ? `berth secret revoke ${secret} --project ${g.project}` : `berth project revoke ${g.project} ${g.what.replace(/^shared area "(.*)"$/, '$1')}, or remove ${g.field} from berth.yaml`;
+    return { name: `grant ${g.field}`, status: 'fail', detail: `grants ${g.what} to project "${g.project}", which does not exist: a project made under that name would hold it; ${undo}` };
+  });
+}
+
+/** launcher: kubernetes: cluster volumes of deleted sessions and projects that wait for the cluster to delete them (never mounted again meanwhile). */
+function checkRetiredVolumes(berth: Berth): Check | undefined {
+  const { waiting } = retiredVolumes(homePaths(berth.home).stateDir, 0);
+  if (!waiting) return undefined;
+  return {
+    name: 'cluster volumes',
+    status: 'warn',
+    detail: `${waiting} volume(s) of deleted sessions or projects are not deleted on the cluster yet (it did not answer, or berth runs on Docker now); none is mounted again. berth retries at each session or project delete, and every few minutes while it serves`,
+  };
 }
 
 /** What admission control and warm containers will do with this berth.yaml on this host. */

@@ -20,6 +20,13 @@ import { resolveChannel } from '../workflows/channels.js';
 import { listWorkflows, runWorkflow, type StepEvent } from '../workflows/run.js';
 import type { WorkflowRunRecord } from '../workflows/schema.js';
 import { checkChatUser, createChatLinks, tenantOfChatUser, type ChatAccessEntry, type ChatLinks, type ChatLogin } from '../store/chat-links.js';
+import { agentHomeDir, agentHomesDir } from '../store/agent-homes.js';
+import { trashedProjectPaths } from '../store/projects.js';
+import { KubernetesSchema } from '../config/kubernetes.js';
+import { editBerthYaml, projectGrantsEdit } from '../config/operator-edits.js';
+import { projectGrantsOf } from '../config/grants.js';
+import { forgetRetired, readVolumeId, recordRetired, retiredVolumes, volumeIdsBelow } from '../launch/kube-volumes.js';
+import { deleteRetiredClaims } from '../launch/kube-setup.js';
 
 /**
  * What an admin can do, once, for every surface: the HTTP API, the MCP tools and the CLI call
@@ -31,6 +38,11 @@ export interface AdminService {
   listProjects(): ProjectView[];
   /** A patch, or a function making one from the settings as they are under the project lock. */
   updateProject(name: string, patch: ProjectUpdate | ((current: ProjectMetadata) => ProjectUpdate)): Promise<ProjectView>;
+  /**
+   * Stop its containers, take its grants out of berth.yaml (secrets' and shared areas': a project
+   * made again under the name inherits none), move it to the trash, end its tokens and logins,
+   * and retire its cluster volumes (retireVolumes).
+   */
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
   runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady'] }): Promise<RunView>;
@@ -49,8 +61,15 @@ export interface AdminService {
   renameSession(project: string, id: string, title: string): SessionRecord;
   mintSessionToken(project: string, id: string, ttlSeconds?: number): { session: string; token: string; expires_at: string };
   revokeSessionTokens(project: string, id: string): { session: string; revoked: number };
-  /** Forget a session: record, agent home (its conversation) and tokens; the next message starts afresh. */
+  /** Forget a session: record, agent home (its conversation, on the cluster too: retireVolumes) and tokens; the next message starts afresh. */
   deleteSession(project: string, id: string): { session: string; deleted: true; revoked: number };
+  /**
+   * Delete the cluster volumes (launcher: kubernetes) of deleted sessions and projects: each was
+   * retired when its session or project went (never mounted again from then on), and waits in
+   * berth's state until the cluster has taken it. Session and project delete start a pass; this
+   * waits for it, or runs one (the CLI before it exits, tests). One pass at a time.
+   */
+  retireVolumes(): Promise<{ deleted: number; waiting: number }>;
   listWorkflows(project: string): string[];
   /** Run a workflow (its steps in order, each recorded; the first failure stops it). */
   runWorkflow(project: string, workflow: string, input?: string, onStep?: StepListener): Promise<WorkflowRunRecord>;
@@ -85,6 +104,12 @@ export interface ChatLinkView {
 }
 
 export type StepListener = (event: StepEvent) => void;
+
+/** Retired volumes asked of the cluster in one pass, and how long a pass may wait for it. */
+const RETIRE_PASS_MAX = 1000;
+const RETIRE_PASS_MS = 15_000;
+/** What the cluster did not take is asked again this much later, while berth runs. */
+const RETIRE_RETRY_MS = 5 * 60_000;
 
 export function viewOf(p: Project, sandboxViolations: number): ProjectView {
   return {
@@ -155,6 +180,58 @@ export function createAdminService(deps: {
     if (!store.names().includes(login.project)) throw new BerthError('UNAUTHORIZED', 'the project of this chat login no longer exists');
     return login;
   };
+
+  /** One pass over the retired volumes: their claims deleted on the cluster, those it took forgotten. */
+  const retirePass = async (): Promise<{ deleted: number; waiting: number }> => {
+    const config = deps.config();
+    const { ids, waiting } = retiredVolumes(store.home.stateDir, RETIRE_PASS_MAX);
+    // A berth on Docker has no cluster to ask: what a former Kubernetes launcher left waits.
+    if (!ids.length || config.launcher !== 'kubernetes') return { deleted: 0, waiting };
+    let timer: NodeJS.Timeout | undefined;
+    const gone = await Promise.race([
+      deleteRetiredClaims(config.kubernetes ?? KubernetesSchema.parse({}), ids).then((r) => r.gone),
+      new Promise<string[]>((resolve) => (timer = setTimeout(() => resolve([]), RETIRE_PASS_MS))),
+    ])
+      .catch(() => [] as string[]) // the cluster did not answer (or berth.yaml cannot reach it): they wait for the next pass
+      .finally(() => clearTimeout(timer));
+    forgetRetired(store.home.stateDir, gone);
+    return { deleted: gone.length, waiting: retiredVolumes(store.home.stateDir, 0).waiting };
+  };
+  let retiring: Promise<unknown> = Promise.resolve();
+  let retry: NodeJS.Timeout | undefined;
+  const retireVolumes = () => {
+    const pass = retiring.then(retirePass);
+    retiring = pass.catch(() => undefined);
+    // What the cluster did not take is asked again later, while this process lives (never kept alive for it).
+    void pass.then((r) => r.waiting > 0 && deps.config().launcher === 'kubernetes' && retryLater(), () => undefined);
+    return pass;
+  };
+  const retryLater = () => {
+    if (retry) return;
+    retry = setTimeout(() => {
+      retry = undefined;
+      void retireVolumes().catch(() => undefined);
+    }, RETIRE_RETRY_MS);
+    retry.unref();
+  };
+  // Volumes an earlier process could not have deleted (the cluster did not answer, the CLI exited).
+  if (deps.config().launcher === 'kubernetes' && retiredVolumes(store.home.stateDir, 0).waiting > 0) retryLater();
+  /** Volumes of what just went: listed (from now on nothing mounts them: their directories are gone), then a pass. */
+  const retire = (ids: string[]) => {
+    if (!ids.length) return;
+    try {
+      recordRetired(store.home.stateDir, ids);
+    } catch {
+      return; // not listed (a full disk): left on the cluster, unreachable all the same; the delete itself is done
+    }
+    void retireVolumes().catch(() => undefined);
+  };
+
+  /** Take a project's grants out of berth.yaml (its secrets' grants, its shared areas'): nothing of them for a project made again under its name. */
+  async function removeProjectGrants(name: string): Promise<void> {
+    if (!projectGrantsOf(deps.config(), name).length) return;
+    await editBerthYaml({ file: store.home.configFile, home: store.home.root, lockDir: store.home.stateDir }, projectGrantsEdit(name));
+  }
   return {
     createProject(input) {
       assertOperatorChoices(input, deps.config());
@@ -184,10 +261,15 @@ export function createAdminService(deps: {
       }
       // Stop its containers first, so nothing writes into the tree while it moves.
       const removed = await deps.runner().removeContainers(name);
+      // Its grants before the project: a failed edit (berth.yaml invalid meanwhile) deletes nothing.
+      await removeProjectGrants(name);
       const trashedTo = await store.trash(name);
       deps.tokens.revokeProject(name); // a project made again under this name inherits no token
       chatLinks.revokeProject(name);
       loggedOut(name);
+      // Its cluster volumes: every directory they were bound to is in the trash now.
+      const trashed = trashedProjectPaths(trashedTo);
+      retire([readVolumeId(trashed.dir), ...volumeIdsBelow(trashed.workspacesDir), ...volumeIdsBelow(agentHomesDir(trashed.stateDir))].filter((id): id is string => id !== undefined));
       return { name, trashed_to: trashedTo, containers_removed: removed };
     },
 
@@ -245,10 +327,15 @@ export function createAdminService(deps: {
       return { session: id, ...deps.tokens.mint(binding, ttlSeconds) };
     },
     deleteSession(project, id) {
+      // Its home's cluster volume, read before the home goes; retired once it has.
+      const volume = readVolumeId(agentHomeDir(sessions.get(project, id).project, id));
       sessions.remove(project, id);
       void deps.runner().forgetSession(project, id).catch(() => undefined);
-      return { session: id, deleted: true, revoked: deps.tokens.revokeSession(project, id) };
+      const revoked = deps.tokens.revokeSession(project, id);
+      if (volume) retire([volume]);
+      return { session: id, deleted: true, revoked };
     },
+    retireVolumes,
     revokeSessionTokens(project, id) {
       sessions.get(project, id);
       return { session: id, revoked: deps.tokens.revokeSession(project, id) };

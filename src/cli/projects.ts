@@ -19,6 +19,12 @@ function printSkipped(p: ProjectView, io: Out): void {
   }
 }
 
+/** What a delete did to cluster volumes (launcher: kubernetes). */
+export function describeRetired(r: { deleted: number; waiting: number }): string {
+  if (!r.deleted && !r.waiting) return '';
+  return `cluster volumes: ${r.deleted} deleted${r.waiting ? `; ${r.waiting} wait for the cluster to answer (never mounted again; berth retries)` : ''}\n`;
+}
+
 /** Projects and the operator's settings for them. */
 export const PROJECT_COMMANDS: Record<string, Command> = {
   'project create': {
@@ -94,14 +100,17 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project delete': {
-    usage: 'project delete <name> --confirm <name>\n  Stops its containers, releases its workspace quotas and moves the project to the trash (.berth/trash/); its session tokens and chat logins end.',
+    usage: 'project delete <name> --confirm <name>\n  Stops its containers, releases its workspace quotas and moves the project to the trash (.berth/trash/); its session tokens and chat logins end, its grants leave berth.yaml (secrets\', shared areas\'), and on Kubernetes its volumes are deleted.',
     options: { confirm: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 1, 'project name');
       const name = pos[0] as string;
       if (v.confirm === undefined) throw new BerthError('USAGE', `deleting needs --confirm ${name}`, { hint: 'the name twice, so a slip of the shell deletes nothing' });
-      const done = await berth().admin.deleteProject(name, v.confirm as string);
+      const b = berth();
+      const done = await b.admin.deleteProject(name, v.confirm as string);
       io.out(`deleted project ${done.name}: moved to ${done.trashed_to}${done.containers_removed ? `; ${done.containers_removed} container(s) stopped` : ''}\n`);
+      // launcher: kubernetes: its volumes on the cluster, before this process ends.
+      if (b.config.launcher === 'kubernetes') io.out(describeRetired(await b.admin.retireVolumes()));
       return 0;
     },
   },

@@ -5,6 +5,7 @@ import type { StepListener } from '../admin/service.js';
 import type { WorkflowRunRecord } from '../workflows/schema.js';
 import { need, type Command, type Out } from './command.js';
 import { printable } from '../printable.js';
+import { describeRetired } from './projects.js';
 
 /** Progress of a workflow on stderr, one line per step start and end. */
 const progress =
@@ -110,8 +111,11 @@ export const RUN_COMMANDS: Record<string, Command> = {
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 2, 'project name and session id');
-      const r = berth().admin.deleteSession(pos[0] as string, pos[1] as string);
+      const b = berth();
+      const r = b.admin.deleteSession(pos[0] as string, pos[1] as string);
       io.out(`deleted session ${r.session} (${r.revoked} token(s) revoked)\n`);
+      // launcher: kubernetes: its home's volume on the cluster, before this process ends.
+      if (b.config.launcher === 'kubernetes') io.out(describeRetired(await b.admin.retireVolumes()));
       return 0;
     },
   },

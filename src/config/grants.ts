@@ -26,3 +26,26 @@ export function sharedGrantsFor(config: BerthConfig, project: string): SharedGra
     return { name, path, mode: grantMode(g), ...(claim ? { claim } : {}) };
   });
 }
+
+/** A grant berth.yaml holds for a project: a shared area's (`projects.<p>.shared_access`) or a secret's (`secrets.<NAME>.grants`). */
+export interface ProjectGrant {
+  project: string;
+  /** Where it is in berth.yaml, and what it grants. */
+  field: string;
+  what: string;
+}
+
+/** Every grant in berth.yaml, of every project (or of one), by own properties only. Pure. */
+export function projectGrantsOf(config: Pick<BerthConfig, 'projects' | 'secrets'>, project?: string): ProjectGrant[] {
+  const out: ProjectGrant[] = [];
+  for (const [name, settings] of Object.entries(config.projects)) {
+    if (project !== undefined && name !== project) continue;
+    settings.shared_access.forEach((g, i) => out.push({ project: name, field: `projects.${name}.shared_access.${i}`, what: `shared area "${grantName(g)}"` }));
+  }
+  for (const [secret, entry] of Object.entries(config.secrets)) {
+    entry.grants.forEach((g, i) => {
+      if (project === undefined || g.project === project) out.push({ project: g.project, field: `secrets.${secret}.grants.${i}`, what: `secret ${secret} toward ${g.host}` });
+    });
+  }
+  return out;
+}

@@ -71,6 +71,26 @@ export function revokeEdit(project: string, area: string) {
   };
 }
 
+/**
+ * Take every grant to a project out of berth.yaml (its project is deleted: one made again under
+ * the name starts with none): its shared areas (`projects.<p>.shared_access`, and `projects.<p>`
+ * once nothing else is left in it) and each secret's grants to it (`secrets.<NAME>.grants`).
+ */
+export function projectGrantsEdit(project: string) {
+  return (doc: Document) => {
+    if (doc.hasIn(['projects', project, 'shared_access'])) doc.deleteIn(['projects', project, 'shared_access']);
+    const settings = doc.getIn(['projects', project], true);
+    if (isMap(settings) && settings.items.length === 0) doc.deleteIn(['projects', project]);
+    const secrets = doc.get('secrets', true);
+    if (!isMap(secrets)) return;
+    for (const pair of secrets.items) {
+      const grants = isMap(pair.value) ? pair.value.get('grants', true) : undefined;
+      if (!isSeq(grants)) continue;
+      grants.items = grants.items.filter((g) => !(isMap(g) && g.get('project') === project));
+    }
+  };
+}
+
 export function privateWorkspaceEdit(project: string, path: string | undefined) {
   return (doc: Document) => {
     if (path === undefined) {

@@ -4,6 +4,7 @@ import type { V1ConfigMap, V1NetworkPolicy, V1PersistentVolumeClaim, V1PodSpec, 
 import { BerthError } from '../errors.js';
 import { LABELS } from '../plan/labels.js';
 import { AGENT_HOME, GATEWAY_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan } from '../plan/run-plan.js';
+import { VOLUME_LABEL } from './kube-volumes.js';
 
 /**
  * RunPlan → Kubernetes objects, pure (docs/kubernetes.md, "The mapping"). One agent-sandbox
@@ -76,6 +77,11 @@ export interface KubeRunInput {
   pullPolicy: string;
   /** How the pod's berth-bridge reaches berth (an IP:port the NetworkPolicy lets through) and with what token. */
   relay?: { address: string; token: string };
+  /**
+   * The volume id of each persistent mount's host directory, by target (kube-volumes.ts): what
+   * binds its claim to that directory. Required for every read-write /workspace and home mount.
+   */
+  volumes: ReadonlyMap<string, string>;
 }
 
 export interface Sandbox {
@@ -89,7 +95,7 @@ export interface KubeRunObjects {
   sandbox: Sandbox;
   /** The read-only files, when the plan has any (deleted with the run, by its labels). */
   configMap?: V1ConfigMap;
-  /** Volumes that outlive the run (a tenant's workspace, a session's home): created if absent, never by a run deleted. */
+  /** Volumes that outlive the run (a tenant's workspace, a session's home): created if absent, never by a run deleted (by session and project delete). */
   claims: V1PersistentVolumeClaim[];
 }
 
@@ -108,24 +114,28 @@ function uidGid(user: string): { uid: number; gid: number } {
 const unsupported = (what: string) =>
   new BerthError('LAUNCHER_UNSUPPORTED', `the Kubernetes launcher cannot ${what}`, { hint: 'docs/kubernetes.md says what differs from Docker' });
 
-/** The claim a persistent mount lives on: named by what it belongs to, so every run of it finds the same volume. */
-function claimFor(plan: RunPlan, target: string, namespace: string, storageClass: string | undefined): V1PersistentVolumeClaim {
+/**
+ * The claim a persistent mount lives on: named by what it belongs to and by its host directory's
+ * volume id (kube-volumes.ts), so every run of it finds the same volume, and a session or project
+ * made again under a deleted one's name (a new directory, a new id) never does.
+ */
+function claimFor(plan: RunPlan, target: string, volumeId: string, namespace: string, storageClass: string | undefined): V1PersistentVolumeClaim {
   const l = plan.labels;
   const installation = l[LABELS.installation] ?? '';
   const project = l[LABELS.project] ?? '';
   let name: string;
-  const labels: Record<string, string> = { [LABELS.managed]: 'true', [LABELS.installation]: installation, [LABELS.project]: project };
+  const labels: Record<string, string> = { [LABELS.managed]: 'true', [LABELS.installation]: installation, [LABELS.project]: project, [VOLUME_LABEL]: volumeId };
   if (target === AGENT_HOME) {
     const session = l[LABELS.session] ?? l[LABELS.run] ?? '';
-    name = `berth-home-${nameHash(installation, project, session)}`;
+    name = `berth-home-${nameHash(installation, project, session, volumeId)}`;
     labels[LABELS.session] = session;
   } else if (l[LABELS.reach] === 'workspace') {
     const workspace = l[LABELS.workspace] ?? '';
-    name = `berth-ws-${nameHash(installation, project, workspace)}`;
+    name = `berth-ws-${nameHash(installation, project, workspace, volumeId)}`;
     labels[LABELS.workspace] = workspace;
   } else {
     // Shared mode and workflow steps work in the project's tree: one volume for the project.
-    name = `berth-project-${nameHash(installation, project)}`;
+    name = `berth-project-${nameHash(installation, project, volumeId)}`;
   }
   const size = plan.limits.diskBytes ?? 1024 ** 3;
   return {
@@ -181,7 +191,10 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
       return;
     }
     if (!m.readOnly && (m.target === WORKSPACE_MOUNT || m.target === AGENT_HOME)) {
-      const claim = claimFor(plan, m.target, namespace, input.storageClass);
+      const volumeId = input.volumes.get(m.target);
+      // Never a claim named by its owner alone: a later owner of that name would find it.
+      if (volumeId === undefined) throw new BerthError('INTERNAL', `the Kubernetes launcher has no volume id for ${m.target}`);
+      const claim = claimFor(plan, m.target, volumeId, namespace, input.storageClass);
       claims.push(claim);
       // The whole volume, never a subPath into it: subPath into what a tenant writes had host-escape CVEs.
       volumes.push({ name: volume, persistentVolumeClaim: { claimName: claim.metadata!.name! } });

@@ -18,6 +18,34 @@ export interface KubeSetup {
 const kubeconfigError = (err: unknown, reason: string) =>
   new BerthError('CONFIG_INVALID', `kubernetes.kubeconfig: ${(err as Error).message}`, { issues: [{ field: 'kubernetes.kubeconfig', reason }], hint: 'name a kubeconfig file, or run berth in the cluster (deploy/)' });
 
+/** The cluster berth.yaml names (its kubeconfig, or the pod's own service account), with the client loaded on first use. */
+async function loadKubeConfig(settings: KubernetesSettings) {
+  const kubeconfig = settings.kubeconfig;
+  try {
+    if (kubeconfig) fs.accessSync(kubeconfig, fs.constants.R_OK);
+  } catch (err) {
+    throw kubeconfigError(err, 'cannot be read');
+  }
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kubeConfig = new KubeConfig();
+  try {
+    if (kubeconfig) kubeConfig.loadFromFile(kubeconfig);
+    else kubeConfig.loadFromCluster();
+  } catch (err) {
+    throw kubeconfigError(err, (err as Error).message);
+  }
+  return kubeConfig;
+}
+
+/**
+ * Delete the claims of retired volumes (kube-volumes.ts) on the cluster berth.yaml names: the
+ * ids whose claims are gone, and why the others are not (yet).
+ */
+export async function deleteRetiredClaims(settings: KubernetesSettings, ids: readonly string[]): Promise<{ gone: string[]; error?: BerthError }> {
+  const [kubeConfig, { deleteVolumeClaims }] = await Promise.all([loadKubeConfig(settings), import('./kubernetes.js')]);
+  return deleteVolumeClaims(kubeConfig, settings.namespace, ids);
+}
+
 export function createKubeSetup(settings: KubernetesSettings, onRefused?: (why: string) => void): KubeSetup {
   const kubeconfig = settings.kubeconfig;
   try {
@@ -29,17 +57,12 @@ export function createKubeSetup(settings: KubernetesSettings, onRefused?: (why: 
   let loaded: Promise<Launcher> | undefined;
   const load = () =>
     (loaded ??= (async () => {
-      const [{ KubeConfig }, { createKubernetesLauncher }] = await Promise.all([import('@kubernetes/client-node'), import('./kubernetes.js')]);
-      const kubeConfig = new KubeConfig();
-      try {
-        if (kubeconfig) kubeConfig.loadFromFile(kubeconfig);
-        else kubeConfig.loadFromCluster();
-      } catch (err) {
-        loaded = undefined;
-        throw kubeconfigError(err, (err as Error).message);
-      }
+      const [kubeConfig, { createKubernetesLauncher }] = await Promise.all([loadKubeConfig(settings), import('./kubernetes.js')]);
       return createKubernetesLauncher({ kubeConfig, settings, relay: { address: settings.gateway.address, tokens } });
-    })());
+    })().catch((err: unknown) => {
+      loaded = undefined;
+      throw err;
+    }));
   const launcher: Launcher = {
     info: () => load().then((l) => l.info()),
     capabilities: () => load().then((l) => l.capabilities()),

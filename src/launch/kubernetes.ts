@@ -1,13 +1,14 @@
 import fs from 'node:fs';
 import { posix, join } from 'node:path';
 import { Writable } from 'node:stream';
-import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, NetworkingV1Api, NodeV1Api, VersionApi, type V1Pod, type V1Status } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, NetworkingV1Api, NodeV1Api, VersionApi, type V1PersistentVolumeClaim, type V1Pod, type V1Status } from '@kubernetes/client-node';
 import type { KubernetesSettings } from '../config/kubernetes.js';
 import { BerthError } from '../errors.js';
 import { LABELS, type ContainerQuery } from '../plan/labels.js';
-import { GATEWAY_MOUNT, SHARED_MOUNT, type RunPlan } from '../plan/run-plan.js';
+import { AGENT_HOME, GATEWAY_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan } from '../plan/run-plan.js';
 import { KUBE_GATEWAY_PORT } from '../config/kubernetes.js';
 import { AGENT_CONTAINER, berthLabelsOf, BERTH_POD_LABELS, kubeSelector, renderKubeRun, renderNetworkPolicy, SANDBOX_API, type SnapshotFile } from './kube-objects.js';
+import { VOLUME_LABEL, volumeIdOf } from './kube-volumes.js';
 import type { RelayTokens } from './kube-relay.js';
 import { podObserver } from './kube-reports.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type LeftoverObserver, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
@@ -92,6 +93,33 @@ function podTrouble(pod: V1Pod): string | undefined {
   return undefined;
 }
 
+/** Volume ids per list call: a label selector `berth.volume in (...)` of at most this many. */
+const RETIRE_CHUNK = 50;
+
+/**
+ * Delete the claims of these volume ids (kube-volumes.ts: their session or project was deleted).
+ * Returns the ids whose claims are gone (deleted now, or not there at all), and the error that
+ * stopped the rest, if any: they are asked again at the next pass.
+ */
+export async function deleteVolumeClaims(kubeConfig: KubeConfig, namespace: string, ids: readonly string[]): Promise<{ gone: string[]; error?: BerthError }> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const gone: string[] = [];
+  try {
+    for (let i = 0; i < ids.length; i += RETIRE_CHUNK) {
+      const chunk = ids.slice(i, i + RETIRE_CHUNK);
+      const list = await core.listNamespacedPersistentVolumeClaim({ namespace, labelSelector: `${LABELS.managed}=true,${VOLUME_LABEL} in (${chunk.join(',')})` });
+      for (const claim of list.items) {
+        if (claim.metadata?.deletionTimestamp) continue;
+        await unlessGone(core.deleteNamespacedPersistentVolumeClaim({ name: claim.metadata?.name ?? '', namespace }));
+      }
+      gone.push(...chunk);
+    }
+    return { gone };
+  } catch (err) {
+    return { gone, error: clusterError('deleting volumes', err) };
+  }
+}
+
 export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   const { kubeConfig, settings } = opts;
   const ns = settings.namespace;
@@ -132,6 +160,26 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     } catch (err) {
       if (statusCode(err) !== 409) throw clusterError(what, err);
     }
+  }
+
+  /**
+   * A run's claim, made if absent. One already there is mounted only if it is this very volume
+   * (its volume id, installation and project labels) and not on its way out (a retired claim
+   * being deleted: the run fails rather than wait for it or mount it).
+   */
+  async function ensureClaim(claim: V1PersistentVolumeClaim): Promise<void> {
+    const name = claim.metadata?.name ?? '';
+    try {
+      await core.createNamespacedPersistentVolumeClaim({ namespace: ns, body: claim });
+      return;
+    } catch (err) {
+      if (statusCode(err) !== 409) throw clusterError(`volume ${name}`, err);
+    }
+    const found = await clusterCall(`volume ${name}`, () => core.readNamespacedPersistentVolumeClaim({ name, namespace: ns }));
+    const want = claim.metadata?.labels ?? {};
+    const differs = [VOLUME_LABEL, LABELS.installation, LABELS.project].filter((k) => found.metadata?.labels?.[k] !== want[k]);
+    if (differs.length) throw new BerthError('RUN_FAILED', `volume ${name} on the cluster is not this run's (its ${differs.join(', ')} differ): berth does not mount it`);
+    if (found.metadata?.deletionTimestamp) throw new BerthError('RUN_FAILED', `volume ${name} is being deleted (its session or project was deleted meanwhile)`);
   }
 
   const policies = new Map<string, Promise<void>>();
@@ -236,6 +284,11 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       if (m.target === SHARED_MOUNT || m.target.startsWith(`${SHARED_MOUNT}/`)) continue; // refused by the renderer, in words
       files.set(m.target, readSnapshot(m.source));
     }
+    // Each volume is bound to the host directory Docker would mount (kube-volumes.ts): its id names the claim.
+    const volumes = new Map<string, string>();
+    for (const m of plan.mounts) {
+      if (m.type === 'bind' && !m.readOnly && (m.target === WORKSPACE_MOUNT || m.target === AGENT_HOME)) volumes.set(m.target, volumeIdOf(m.source));
+    }
     const runDir = plan.mounts.find((m) => m.type === 'bind' && m.target === GATEWAY_MOUNT);
     const address = runDir && opts.relay ? await resolveRelay(opts.relay.address) : undefined;
     if (runDir?.type === 'bind' && opts.relay) token = opts.relay.tokens.issue(runDir.source);
@@ -247,10 +300,11 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
         files,
         storageClass: settings.storage_class,
         pullPolicy: settings.pull_policy,
+        volumes,
         ...(token && address ? { relay: { address, token } } : {}),
       });
       await ensurePolicy(plan.labels[LABELS.installation] ?? '', address);
-      for (const claim of objects.claims) await createIfAbsent(() => core.createNamespacedPersistentVolumeClaim({ namespace: ns, body: claim }), `volume ${claim.metadata?.name}`);
+      for (const claim of objects.claims) await ensureClaim(claim);
       if (token) tokens.set(name, token);
       token = undefined;
       let tCreated = 0;

@@ -13,8 +13,11 @@ import type { Project } from './projects.js';
 const HOMES = 'homes';
 
 export function agentHomeDir(project: Project, sessionId: string): string {
-  return join(project.paths.stateDir, HOMES, sessionId);
+  return join(agentHomesDir(project.paths.stateDir), sessionId);
 }
+
+/** Where a project's session homes are, given its state directory (a trashed project's too). */
+export const agentHomesDir = (stateDir: string) => join(stateDir, HOMES);
 
 /** Make the session's home (no-follow, owned by the agent user) and return its path. */
 export function ensureAgentHome(project: Project, sessionId: string, owner: Owner | undefined): string {

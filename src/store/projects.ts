@@ -42,6 +42,12 @@ export interface ProjectStore {
   trash(name: string): Promise<string>;
 }
 
+/** Where a trashed project's parts are (ProjectStore.trash's target): its directory, and berth's state for it. */
+export function trashedProjectPaths(target: string): Pick<ProjectPaths, 'dir' | 'stateDir' | 'workspacesDir'> {
+  const dir = join(target, 'project');
+  return { dir, stateDir: join(target, 'state'), workspacesDir: join(dir, 'workspaces') };
+}
+
 /** The agent user owns what tenants may write; berth's own files stay root's. */
 function chownTree(path: string, owner: Owner | undefined): void {
   if (!owner) return;
@@ -226,9 +232,9 @@ export function createProjectStore(opts: {
       // Workspace quotas are mounts: they go first (their images move with the state).
       releaseMountsUnder(paths.workspacesDir);
       // Renaming the project directory is the one step that makes it gone; state follows.
-      fs.renameSync(paths.dir, join(target, 'project'));
+      fs.renameSync(paths.dir, trashedProjectPaths(target).dir);
     });
-    fs.renameSync(paths.stateDir, join(target, 'state'));
+    fs.renameSync(paths.stateDir, trashedProjectPaths(target).stateDir);
     return target;
   }
 

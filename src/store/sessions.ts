@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -13,7 +13,7 @@ import {
   type SessionSettingsUpdate,
 } from '../config/session.js';
 import { parseOrThrow } from '../config/parse.js';
-import { BerthError } from '../errors.js';
+import { BerthError, errnoOf } from '../errors.js';
 import { parsesAs, readJsonFile } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import type { Project, ProjectStore } from './projects.js';
@@ -76,6 +76,8 @@ export function workflowSessionId(workflow: string): string {
  */
 const INDEX_DIR = 'session-index';
 const INDEX_BUILT = '.built';
+/** What link(2) says on a filesystem that has no hard links. */
+const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
 const tenantDirName = (tenantKey: string) => createHash('sha256').update(tenantKey).digest('hex').slice(0, 32);
 
 export function createSessionStore(opts: { projects: ProjectStore; secret: () => Buffer }): SessionStore {
@@ -131,6 +133,52 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
     return record;
   }
 
+  /**
+   * A new session's record, written only if no record of that id is there (two first messages
+   * at once, of two tenants or one: one record wins, never the last writer): false when one is.
+   */
+  function writeNew(project: Project, record: SessionRecord): boolean {
+    const text = `${JSON.stringify(record, null, 2)}\n`;
+    parsesAs(SessionRecordSchema)(text);
+    const target = file(project, record.id);
+    const tmp = `${target}.new-${process.pid}-${randomBytes(6).toString('hex')}`;
+    fs.mkdirSync(project.paths.sessionsDir, { recursive: true, mode: 0o700 });
+    const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+    try {
+      const fd = fs.openSync(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+      try {
+        fs.writeFileSync(fd, text);
+        fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+      try {
+        fs.linkSync(tmp, target); // EEXIST: someone else's record is the session
+      } catch (err) {
+        // A filesystem without hard links: the last writer's record, as a rename gives (checked just before).
+        if (!NO_LINKS.has(errnoOf(err) ?? '')) throw err;
+        if (fs.existsSync(target)) return false;
+        fs.renameSync(tmp, target);
+      }
+      return true;
+    } catch (err) {
+      if (errnoOf(err) === 'EEXIST') return false;
+      throw err;
+    } finally {
+      fs.rmSync(tmp, { force: true });
+    }
+  }
+
+  /**
+   * What a session of this id left that no record owns any more (a removal cut short, a run that
+   * was still going when its session was deleted and made its home again): a new session of the
+   * id, whoever's, starts without it, as one made for the first time does.
+   */
+  function clearLeftovers(project: Project, id: string): void {
+    removeAgentHome(project, id);
+    removeChatTranscript(project.paths.stateDir, id);
+  }
+
   function get(projectName: string, sessionId: string) {
     const project = opts.projects.get(projectName);
     parseOrThrow(SessionIdSchema, sessionId, 'session id');
@@ -174,8 +222,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
         return existing;
       }
       const now = new Date().toISOString();
-      indexAdd(project, tenantKey, id);
-      return write(project, {
+      const record: SessionRecord = {
         id,
         project: project.metadata.name,
         tenant_key: tenantKey,
@@ -183,7 +230,18 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
         updated_at: now,
         runs: 0,
         settings: { permission_level: DEFAULT_PERMISSION_LEVEL, workspace: workspaceOf(project, tenantKey, id, 'tenant') },
-      });
+      };
+      indexAdd(project, tenantKey, id);
+      // No record of the id: nothing of a former holder's may stay for the new one (on any launcher:
+      // a cluster volume is bound to its home directory, launch/kube-volumes.ts).
+      clearLeftovers(project, id);
+      if (writeNew(project, record)) return record;
+      // Another first message of the id won the race: its record is the session.
+      const won = read(project, id);
+      if (won?.tenant_key !== tenantKey) fs.rmSync(join(tenantIndexDir(project, tenantKey), id), { force: true });
+      if (!won) throw new BerthError('INTERNAL', `session "${id}" was made and removed at once`);
+      if (won.tenant_key !== tenantKey) throw new BerthError('PERMISSION_DENIED', `session "${id}" belongs to another tenant`, { rule: 'session_owner' });
+      return won;
     },
 
     get,
@@ -218,10 +276,11 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
 
     remove(projectName, sessionId) {
       const { project, session } = get(projectName, sessionId);
+      // Its home and transcript first, the record after: a removal cut short leaves a session
+      // without its conversation, never a conversation without its session for the id's next holder.
+      clearLeftovers(project, sessionId);
       fs.rmSync(file(project, sessionId), { force: true });
       fs.rmSync(join(tenantIndexDir(project, session.tenant_key), sessionId), { force: true });
-      removeAgentHome(project, sessionId);
-      removeChatTranscript(project.paths.stateDir, sessionId);
     },
 
     countRun(project, sessionId, message) {

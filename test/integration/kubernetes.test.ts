@@ -332,7 +332,8 @@ describe('the Kubernetes launcher on its own', () => {
     const base = contract.plan({ argv: ['true'] });
     const plan = { ...base, env: { ...base.env, EMPTY: '' } };
     const files = new Map([['/workspace/AGENTS.md', [{ path: '', data: Buffer.from(PROTECTED_TEXT), mode: 0o644 }]]]);
-    const objects = renderKubeRun({ plan, name: 'berth-render-check', namespace: 'render-check', files, pullPolicy: 'IfNotPresent' });
+    const volumes = new Map([['/workspace', 'a'.repeat(32)]]);
+    const objects = renderKubeRun({ plan, name: 'berth-render-check', namespace: 'render-check', files, pullPolicy: 'IfNotPresent', volumes });
     const policy = renderNetworkPolicy({ namespace: 'render-check', installation: plan.labels[LABELS.installation] ?? '', gatewayPort: 41500, berthPodLabels: BERTH_POD_LABELS });
     expect(checkAgainstOpenApi(doc, 'io.k8s.api.core.v1.PodSpec', objects.sandbox.spec.podTemplate.spec)).toEqual([]);
     expect(checkAgainstOpenApi(doc, 'io.k8s.api.core.v1.ConfigMap', objects.configMap)).toEqual([]);

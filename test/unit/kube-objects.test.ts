@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { berthLabelsOf, kubeLabelValue, kubeLiteral, kubeSelector, prepareEntries, PREPARE_CONTAINER, renderKubeRun, renderNetworkPolicy, type KubeRunInput, type SnapshotFile } from '../../src/launch/kube-objects.js';
@@ -13,7 +14,11 @@ afterAll(() => home.cleanup());
 const filesOf = (plan: RunPlan): Map<string, SnapshotFile[]> =>
   new Map(plan.mounts.flatMap((m) => (m.type === 'bind' && m.readOnly && fs.existsSync(m.source) ? [[m.target, [{ path: '', data: fs.readFileSync(m.source), mode: 0o644 }]]] : [])));
 
-const render = (plan: RunPlan, extra: Partial<KubeRunInput> = {}) => renderKubeRun({ plan, name: 'berth-r1', namespace: 'berth', files: filesOf(plan), pullPolicy: 'IfNotPresent', ...extra });
+/** Each persistent mount's volume id (what the launcher reads from its host directory, kube-volumes.ts): here one per source. */
+const volumesOf = (plan: RunPlan): Map<string, string> =>
+  new Map(plan.mounts.flatMap((m) => (m.type === 'bind' && !m.readOnly ? [[m.target, createHash('sha256').update(m.source).digest('hex').slice(0, 32)]] : [])));
+
+const render = (plan: RunPlan, extra: Partial<KubeRunInput> = {}) => renderKubeRun({ plan, name: 'berth-r1', namespace: 'berth', files: filesOf(plan), pullPolicy: 'IfNotPresent', volumes: volumesOf(plan), ...extra });
 
 describe('renderKubeRun', () => {
   it('hardens the pod as the Docker launcher does its container', () => {
