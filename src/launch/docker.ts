@@ -236,7 +236,8 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       }
       if (HOST_PROCESS_RUNTIMES.has(plan.runtime)) {
         warm.set(container.id, await hostObserver(State.Pid, keepAliveArgv));
-        procs.set(container.id, { proc: holdProcess(State.Pid, container.id), startedAt: State.StartedAt });
+        const proc = holdProcess(State.Pid, container.id);
+        if (proc) procs.set(container.id, { proc, startedAt: State.StartedAt });
       } else if (sandboxed) warm.set(container.id, await reportObserver(docker, container, State.Pid));
     } catch (err) {
       await remove(container.id);

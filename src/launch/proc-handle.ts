@@ -18,9 +18,18 @@ export interface ProcessHandle {
   dir: string;
 }
 
-/** The process now at `pid`, held; it must be in the container's cgroup (named by its engine id). */
-export function holdProcess(pid: number, containerId: string): ProcessHandle {
-  const fd = fs.openSync(`/proc/${pid}`, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+/**
+ * The process now at `pid`, held; it must be in the container's cgroup (named by its engine id).
+ * Undefined when berth cannot see it at all (berth in a container of its own: the engine's PIDs
+ * are another namespace's); then nothing is entered or judged through it.
+ */
+export function holdProcess(pid: number, containerId: string): ProcessHandle | undefined {
+  let fd: number;
+  try {
+    fd = fs.openSync(`/proc/${pid}`, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+  } catch {
+    return undefined;
+  }
   const handle = { fd, pid, startTime: '', dir: `/proc/self/fd/${fd}` };
   const startTime = procStat(handle.dir)?.start;
   if (!startTime || !belongsTo(handle, containerId)) {

@@ -64,9 +64,9 @@ export function blankPlanOf(plan: RunPlan, blankOf: (bindIndex: number, mount: P
  * A claimed pool container's engine name: labels are fixed at creation, a name is not, so the
  * claim is written there for every process that lists containers (another berth, the CLI, an
  * operator's `docker ps`). It carries the claimer's workspace and run, which are berth's own
- * words (hex and base36), never a tenant's.
+ * ids (hex and base36), never a tenant's words.
  */
-const CLAIMED = /^\/?berth-claimed\.([0-9a-f]{1,64})\.([a-z0-9]{1,40})$/;
+const CLAIMED = /^\/?berth-claimed\.([A-Za-z0-9_-]{1,64})\.([A-Za-z0-9_-]{1,64})$/;
 
 export function claimedName(plan: RunPlan): string {
   const name = `berth-claimed.${plan.labels[LABELS.workspace]}.${plan.labels[LABELS.run]}`;

@@ -15,7 +15,7 @@ import { testHome, type TestHome } from '../helpers.js';
  * M1 (outside attack 3): one chat user with many sessions must not starve the others. Alice's
  * eight web chat sessions share one workspace, so their runs go one at a time (its lock); while
  * they wait for it they must not hold the bridge's run slots. Bob, another person, is answered
- * within about one of alice's run times — real containers, the web chat's own core.
+ * while alice's runs have barely begun — real containers, the web chat's own core.
  */
 const RUN_SECONDS = 6;
 let h: TestHome;
@@ -49,7 +49,7 @@ async function waitFor<T>(fn: () => T | undefined | false, timeoutMs: number): P
 }
 
 describe('bridge lanes: one chat user cannot starve another', () => {
-  it(`bob's echo is answered within about one run time while alice's 8 sessions each run sleep ${RUN_SECONDS}`, async () => {
+  it(`bob's echo is answered before alice's 8 sessions (each running sleep ${RUN_SECONDS}) are past their first two`, async () => {
     const sessions = Array.from({ length: 8 }, () => chat.newSession(alice).id);
     for (const s of sessions) await send(alice, s, `sleep ${RUN_SECONDS}; echo alice-done`);
     await new Promise((r) => setTimeout(r, 1500));
@@ -57,9 +57,12 @@ describe('bridge lanes: one chat user cannot starve another', () => {
     const t0 = Date.now();
     await send(bob, bobSession, 'echo bob-hi');
     await waitFor(() => repliesTo('bob').includes('bob-hi'), 120_000);
-    const waited = Date.now() - t0;
-    console.log(`bob waited ${waited} ms`);
-    expect(waited).toBeLessThan(RUN_SECONDS * 1000 + 2000);
+    // Measured by order, not the clock (a busy machine stretches every run alike): bob is answered
+    // while alice's runs, one at a time on her workspace, have barely begun (at most the one
+    // running when he wrote, and the next); queued behind them he would wait for all eight.
+    const aliceDoneBeforeBob = repliesTo('alice').filter((t) => t === 'alice-done').length;
+    console.log(`bob waited ${Date.now() - t0} ms; alice had ${aliceDoneBeforeBob} of 8 done`);
+    expect(aliceDoneBeforeBob).toBeLessThanOrEqual(2);
     // Nobody is told how many of other people's messages wait.
     expect(repliesTo('bob').filter((t) => /\d+ ahead/.test(t))).toEqual([]);
     // Alice loses nothing: all eight are answered, one at a time on her workspace.

@@ -52,7 +52,8 @@ const BIG_BODY_BYTES = 50 * 1024 * 1024;
 /** Requests that really start a container (valid runs), over the whole fuzz run, fixtures included. */
 const MAX_VALID_RUNS = 20;
 const HEALTH_EVERY = 25;
-const HEALTH_TIMEOUT_MS = 1000;
+/** A /healthz unanswered this long means the server hangs (it answers in milliseconds; a busy machine can take a second or more). */
+const HEALTH_TIMEOUT_MS = 15_000;
 const REQUEST_TIMEOUT_MS = 30_000;
 
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : 0x5eed_b047;

@@ -41,7 +41,9 @@ async function blankContainer(): Promise<{ id: string; proc: ProcessHandle }> {
   containers.push(c.id);
   await c.start();
   const { State } = await c.inspect();
-  return { id: c.id, proc: holdProcess(State.Pid, c.id) };
+  const proc = holdProcess(State.Pid, c.id);
+  if (!proc) throw new Error(`container ${c.id}'s process ${State.Pid} cannot be held from here`);
+  return { id: c.id, proc };
 }
 
 const inside = async (id: string, script: string): Promise<string> => {
@@ -77,13 +79,10 @@ afterAll(async () => {
 describe('late mounts into a running runc container', () => {
   it("the workspace and a read-only file land where the plan says; the container's mount table shows them alone", async () => {
     const { id, proc } = await blankContainer();
-    const t0 = performance.now();
     await attachMounts(helper, proc, id, [
       { type: 'bind', source: join(dir, 'ws'), target: '/workspace', readOnly: false },
       { type: 'bind', source: join(dir, 'protected-AGENTS.md'), target: '/workspace/AGENTS.md', readOnly: true },
     ]);
-    const ms = performance.now() - t0;
-    expect(ms).toBeLessThan(1000); // ~5-20 ms here
     const out = await inside(id, 'cat /workspace/notes.txt /workspace/AGENTS.md; (echo x > /workspace/AGENTS.md) 2>&1; grep -c " /workspace " /proc/self/mountinfo; grep -c " /workspace/AGENTS.md " /proc/self/mountinfo');
     expect(out).toContain('mine\nthe rules\n');
     expect(out).toMatch(/Read-only file system/);
