@@ -109,7 +109,7 @@ Engine
   audit [--since T] [--project P] [--actor A] [--kind K] [--json]
                                 the audit log, newest first (T: ISO time, or 10m, 2h, 7d)
   audit verify                  check the audit log's hash chain (exits 1 where it is broken)
-  demo                          two tenants, one boundary: a walk-through
+  demo                          two tenants, one boundary: a walk-through (as demo:alice, demo:bob)
 
 Options
   --home DIR    the berth home (default: $BERTH_HOME, else the current directory if it is one
