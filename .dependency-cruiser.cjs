@@ -4,7 +4,7 @@
  * Lowest first; a layer is a list of path prefixes under src/.
  */
 const LAYERS = [
-  ['base', ['errors.ts', 'http-body.ts', 'metrics.ts', 'node-support.ts', 'own.ts', 'printable.ts', 'version.ts']],
+  ['base', ['did-you-mean.ts', 'errors.ts', 'http-body.ts', 'metrics.ts', 'node-support.ts', 'own.ts', 'printable.ts', 'version.ts']],
   ['fs', ['fs/']],
   // Chat channels: each one module (its berth.yaml schema, wire protocol and doctor check) that
   // config/ assembles into berth.yaml's bridges and bridges/ runs on the core.

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
-import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import { AGENT_PRESETS } from './config/metadata.js';
 import { BerthError, isBerthError } from './errors.js';
+import { closestName, didYouMean } from './did-you-mean.js';
 import { createBerth, type Berth } from './main.js';
 import { VERSION } from './version.js';
 import { type Command, type Out } from './cli/command.js';
@@ -18,6 +18,7 @@ import { own } from './own.js';
 import { CHANNEL_NAMES } from './channels/registry.js';
 import { SERVING_V8_FLAGS } from './node-support.js';
 import { defaultHome, homePaths } from './config/home.js';
+import { parseCommandArgs } from './cli/args.js';
 
 /** A directory that already is a berth home: its berth.yaml or its state. */
 const isBerthHome = (dir: string) => fs.existsSync(homePaths(dir).configFile) || fs.existsSync(homePaths(dir).stateDir);
@@ -108,7 +109,7 @@ Engine
   audit [--since T] [--project P] [--actor A] [--kind K] [--json]
                                 the audit log, newest first (T: ISO time, or 10m, 2h, 7d)
   audit verify                  check the audit log's hash chain (exits 1 where it is broken)
-  demo                          two tenants, one boundary: a walk-through
+  demo                          two tenants, one boundary: a walk-through (as demo:alice, demo:bob)
 
 Options
   --home DIR    the berth home (default: $BERTH_HOME, else the current directory if it is one
@@ -159,7 +160,10 @@ function usageError(name: string, command: Command, err: unknown): BerthError {
   const option = /'([^']+)'/.exec((err as Error).message)?.[1] ?? '';
   const hint = `usage: berth ${command.usage.split('\n')[0]}`;
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
-    return new BerthError('USAGE', `unknown option "${option}" for "berth ${name}"${name === 'run' ? ' (a message starting with - goes after --)' : ''}`, { hint });
+    const known = ['home', 'help', ...Object.keys(command.options ?? {})].map((o) => `--${o}`);
+    const suggestion = didYouMean(option, known);
+    const run = name === 'run' && !suggestion ? ' (a message starting with - goes after --)' : '';
+    return new BerthError('USAGE', `unknown option "${option}" for "berth ${name}"${suggestion}${run}`, { hint });
   }
   if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') return new BerthError('USAGE', `option "${option.split(' ')[0]}" of "berth ${name}" needs a value`, { hint });
   return new BerthError('USAGE', `"berth ${name}": ${(err as Error).message.split('.')[0]}`, { hint });
@@ -176,7 +180,7 @@ function splitCommand(argv: string[]): { home?: string; name?: string; rest: str
     else if (a.startsWith('--home=')) home = a.slice('--home='.length);
     else if (a === '-h' || a === '--help') help = true;
     else if (a === '--version') return { name: '--version', rest: [], help };
-    else throw new BerthError('USAGE', `unknown option "${a}"`, { hint: 'see "berth --help"' });
+    else throw new BerthError('USAGE', `unknown option "${a}"${didYouMean(a.split('=')[0] as string, ['--home', '--help', '--version'])}`, { hint: 'see "berth --help"' });
   }
   if (args[0] === 'help') return { home, name: 'help', rest: args.slice(1), help };
   const two = `${args[0]} ${args[1]}`;
@@ -186,7 +190,24 @@ function splitCommand(argv: string[]): { home?: string; name?: string; rest: str
   const group = args[0] ? groupOf(args[0]) : [];
   if (group.length && (args[1] === undefined || args[1] === '--help' || args[1] === '-h')) return { home, name: 'help', rest: [args[0] as string], help: true };
   const hint = group.length ? `"berth ${args[0]} --help" lists its commands: ${group.map((n) => n.split(' ')[1]).join(', ')}` : 'see "berth --help"';
-  throw new BerthError('USAGE', `unknown command "${args.slice(0, 2).join(' ')}"`, { hint });
+  const suggestion = closestCommand(args);
+  throw new BerthError('USAGE', `unknown command "${args.slice(0, 2).join(' ')}"${suggestion ? `; did you mean "berth ${suggestion}"?` : ''}`, { hint });
+}
+
+/**
+ * The command a mistyped one most likely meant: its first word as a command or group
+ * ("projct" → "project"), then the second as one of that group's ("projct lst" → "project list").
+ */
+function closestCommand(args: string[]): string | undefined {
+  const [first = '', second] = args;
+  const heads = [...new Set(Object.keys(COMMANDS).map((n) => n.split(' ')[0] as string))];
+  const head = heads.includes(first) ? first : closestName(first, heads);
+  if (head === undefined) return undefined;
+  const subs = groupOf(head).map((n) => n.split(' ')[1] as string);
+  if (!subs.length || second === undefined || second.startsWith('-')) return head === first ? undefined : head;
+  const sub = subs.includes(second) ? second : closestName(second, subs);
+  if (sub === undefined) return head === first ? undefined : head;
+  return `${head} ${sub}`;
 }
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv, io: Out): Promise<number> {
@@ -209,14 +230,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, io: Out): Pro
       io.out(commandHelp(split.name, command));
       return 0;
     }
-    let parsed: ReturnType<typeof parseArgs>;
+    let parsed: ReturnType<typeof parseCommandArgs>;
     try {
-      parsed = parseArgs({
-        args: split.rest,
-        options: { ...command.options, home: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-        allowPositionals: true,
-        strict: true,
-      });
+      parsed = parseCommandArgs(split.rest, { ...command.options, home: { type: 'string' }, help: { type: 'boolean', short: 'h' } });
     } catch (err) {
       throw usageError(split.name, command, err);
     }

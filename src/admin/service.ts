@@ -123,14 +123,15 @@ export function viewOf(p: Project, sandboxViolations: number): ProjectView {
 
 /** A runtime or model upstream berth.yaml does not offer is refused with the list to choose from. */
 function assertOperatorChoices(choice: Parameters<typeof runtimeChoiceIssues>[0] & Parameters<typeof modelChoiceIssues>[0], config: BerthConfig): void {
+  const defined = Object.keys(config.models);
   const runtimes = runtimeChoiceIssues(choice, config.runtimes);
-  const models = modelChoiceIssues(choice, Object.keys(config.models));
-  const issues = [...runtimes, ...models];
+  const issues = [...runtimes, ...modelChoiceIssues(choice, defined)];
   if (!issues.length) return;
   const hint = runtimes.length
     ? 'register the runtime with the engine and add it to berth.yaml runtimes (docs/security.md, "Stronger isolation: gVisor")'
-    : "add the upstream to berth.yaml's models (with its key), or name one it has";
-  throw new BerthError('CONFIG_INVALID', issues[0]!.reason, { issues, hint });
+    : `${defined.length ? `berth.yaml's models: ${defined.join(', ')}` : 'berth.yaml defines no models yet'}; docs/agents.md adds one with its key`;
+  // The value is named once, in its field's reason; the message only says what was refused.
+  throw new BerthError('CONFIG_INVALID', 'project settings is invalid', { issues, hint });
 }
 
 export function runView(o: RunOutcome): RunView {

@@ -1,5 +1,6 @@
 import { parse, stringify } from 'yaml';
 import { parseConfigPath } from '../config/operator-edits.js';
+import { closestName } from '../did-you-mean.js';
 import { BerthError } from '../errors.js';
 import { own } from '../own.js';
 import { need, type Command } from './command.js';
@@ -43,9 +44,14 @@ export const CONFIG_COMMANDS: Record<string, Command> = {
       if (pos.length > 1) need(pos, 1, 'path');
       let value: unknown = berth().config;
       const path = pos[0] === undefined ? [] : parseConfigPath(pos[0]);
-      for (const key of path) {
-        value = value && typeof value === 'object' ? own(value as Record<string, unknown>, key) : undefined;
-        if (value === undefined) throw new BerthError('CONFIG_INVALID', `berth.yaml has no setting ${pos[0]}`, { issues: [{ field: pos[0] as string, reason: 'no such setting (see "berth config get")' }] });
+      for (const [i, key] of path.entries()) {
+        const parent = value && typeof value === 'object' ? (value as Record<string, unknown>) : {};
+        value = own(parent, key);
+        if (value === undefined) {
+          // The path is named once (the field); the reason offers the closest key there.
+          const near = closestName(key, Object.keys(parent));
+          throw new BerthError('CONFIG_INVALID', 'no such berth.yaml setting', { issues: [{ field: pos[0] as string, reason: near === undefined ? 'not a setting' : `did you mean "${[...path.slice(0, i), near].join('.')}"?` }], hint: 'see "berth config get"' });
+        }
       }
       io.out(stringify(isSecretKey(path.at(-1) ?? '') ? '(set)' : redacted(value)));
       return 0;

@@ -122,7 +122,7 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     },
   },
   demo: {
-    usage: 'demo\n  Two tenants, one boundary: a scripted walk-through.',
+    usage: 'demo\n  Two tenants, one boundary: a scripted walk-through, as tenants of its own (demo:alice, demo:bob), so the people of the demo project keep their files and sessions as they left them.',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 0, '');

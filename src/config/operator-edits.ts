@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf, isBerthError } from '../errors.js';
 import { withFileLock } from '../fs/lock.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { parseBerthConfig, type BerthConfig } from './berth-config.js';
@@ -33,7 +33,13 @@ export async function editBerthYaml(
     // Parsed back from the bytes about to be published: berth never writes a file it cannot read and edit again.
     atomicWriteFile(opts.file, next, 0o600, (written) => {
       if (!isMap(parseDocument(written).contents)) throw new BerthError('INTERNAL', `refusing to write ${opts.file}: the edit is not a mapping`);
-      config = parseBerthConfig(written, opts.file, opts.home);
+      try {
+        config = parseBerthConfig(written, opts.file, opts.home);
+      } catch (err) {
+        // Said of the edit, not the file: the file may not exist yet, and it was not written.
+        if (!isBerthError(err, 'CONFIG_INVALID')) throw err;
+        throw new BerthError('CONFIG_INVALID', `${opts.file} with this change would be invalid; nothing was written`, err.details, { cause: err });
+      }
     });
     return config as BerthConfig;
   });
@@ -133,7 +139,7 @@ export function setEdit(path: string[], value: unknown) {
 /** Remove one setting (its default applies again); a missing one is CONFIG_INVALID, naming it. */
 export function unsetEdit(path: string[]) {
   return (doc: Document) => {
-    if (!doc.hasIn(path)) throw new BerthError('CONFIG_INVALID', `berth.yaml has no ${path.join('.')}`, { issues: [{ field: path.join('.'), reason: 'not set' }] });
+    if (!doc.hasIn(path)) throw new BerthError('CONFIG_INVALID', 'nothing to unset', { issues: [{ field: path.join('.'), reason: 'not set in berth.yaml' }] });
     doc.deleteIn(path);
   };
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { didYouMean } from '../did-you-mean.js';
 
 /**
  * How a container reaches anything outside: its model (through berth's model gateway, which
@@ -93,15 +94,14 @@ export const ProjectEgressSchema = z
   .strict();
 
 /**
- * A project's model upstreams against berth.yaml's models: the fields at fault, so a create or
- * update is refused with the names to choose from, never stored to fail in the chat ("Not logged
+ * A project's model upstreams against berth.yaml's models: the fields at fault (with the closest
+ * name it has), so a create or update is refused, never stored to fail in the chat ("Not logged
  * in") at the first message.
  */
 export function modelChoiceIssues(choice: { models?: { upstreams?: unknown } }, defined: readonly string[]): Array<{ field: string; reason: string }> {
   const upstreams = choice.models?.upstreams;
   if (!Array.isArray(upstreams)) return []; // a value of the wrong shape is the schema's to refuse
-  const known = defined.length ? `models: ${defined.join(', ')}` : 'it defines no models (docs/agents.md)';
-  return upstreams.flatMap((name, i) => (typeof name === 'string' && !defined.includes(name) ? [{ field: `models.upstreams.${i}`, reason: `model upstream "${name}" is not one berth.yaml defines (${known})` }] : []));
+  return upstreams.flatMap((name, i) => (typeof name === 'string' && !defined.includes(name) ? [{ field: `models.upstreams.${i}`, reason: `model upstream "${name}" is not one berth.yaml defines${didYouMean(name, defined)}` }] : []));
 }
 
 /** "*" in a model pattern matches any run of characters; everything else is literal. */

@@ -1,15 +1,21 @@
 import type { z } from 'zod';
 import { BerthError, type FieldIssue } from '../errors.js';
+import { didYouMean } from '../did-you-mean.js';
 import { inputProblem } from '../own.js';
+import { knownKeysAt } from './schema-keys.js';
 
-/** zod issues → berth's field list, one entry per field at fault. */
-export function toFieldIssues(error: z.ZodError, prefix = ''): FieldIssue[] {
+/**
+ * zod issues → berth's field list, one entry per field at fault. Given the schema, an unknown
+ * key names the closest one the schema has ("unknown field; did you mean "warm_idle_seconds"?").
+ */
+export function toFieldIssues(error: z.ZodError, prefix = '', schema?: z.ZodType): FieldIssue[] {
   return error.issues.flatMap((issue): FieldIssue[] => {
     const base = [prefix, ...issue.path.map(String)].filter(Boolean).join('.');
     if (issue.code === 'unrecognized_keys') {
+      const known = schema ? knownKeysAt(schema, issue.path) : [];
       return issue.keys.map((key) => ({
         field: base ? `${base}.${key}` : key,
-        reason: 'unknown field',
+        reason: `unknown field${didYouMean(key, known)}`,
       }));
     }
     return [{ field: base || '(root)', reason: issue.message }];
@@ -27,5 +33,5 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown, wha
   assertPlainInput(input, what);
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  throw new BerthError('CONFIG_INVALID', `${what} is invalid`, { issues: toFieldIssues(result.error) });
+  throw new BerthError('CONFIG_INVALID', `${what} is invalid`, { issues: toFieldIssues(result.error, '', schema) });
 }

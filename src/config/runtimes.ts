@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { didYouMean } from '../did-you-mean.js';
 import { own } from '../own.js';
 import { PermissionLevelSchema, type PermissionLevel } from './session.js';
 
@@ -43,7 +44,7 @@ export const LevelRuntimesSchema = z
  * or update is refused with the list to choose from (CONFIG_INVALID), never stored to fail at run time.
  */
 export function runtimeChoiceIssues(choice: { runtime?: string; level_runtimes?: Partial<Record<PermissionLevel, string>> }, offered: readonly string[]): Array<{ field: string; reason: string }> {
-  const reason = (name: string) => `runtime "${name}" is not one berth.yaml offers (runtimes: ${offered.join(', ')})`;
+  const reason = (name: string) => `runtime "${name}" is not one berth.yaml offers${didYouMean(name, offered)} (runtimes: ${offered.join(', ')})`;
   // Only names are judged here; a value of the wrong shape is the schema's to refuse.
   const issues = typeof choice.runtime === 'string' && !offered.includes(choice.runtime) ? [{ field: 'runtime', reason: reason(choice.runtime) }] : [];
   const byLevel = typeof choice.level_runtimes === 'object' && choice.level_runtimes !== null ? choice.level_runtimes : {};

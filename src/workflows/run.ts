@@ -46,7 +46,7 @@ export function loadWorkflow(project: Project, name: string): Workflow {
   }
   const parsed = WorkflowSchema.safeParse(data);
   if (!parsed.success) {
-    const issues = toFieldIssues(parsed.error);
+    const issues = toFieldIssues(parsed.error, '', WorkflowSchema);
     throw new BerthError('CONFIG_INVALID', `workflow file ${file} is invalid`, { issues, path: file });
   }
   return parsed.data;

@@ -180,6 +180,35 @@ describe('the demo under gVisor', () => {
   });
 });
 
+describe('make demo after make run (first hour, round 4, step 7)', () => {
+  it("alice's notes.txt in the default home's demo project survives `berth demo`, and bob's session keeps its level", async () => {
+    const data = fs.mkdtempSync(join(os.tmpdir(), 'berth-demo-default-'));
+    const env = { XDG_DATA_HOME: data, HOME: data };
+    const home = join(data, 'berth'); // the default home: no --home, no BERTH_HOME
+    const user = (tenant: string, message: string) => cli(['run', 'demo', '--user', tenant, '--', message], env);
+    try {
+      // make run's demo project, then alice's and bob's chats.
+      expect(cli(['project', 'create', 'demo', '--isolation', '--protect', 'AGENTS.md', '--protect', '.factory/'], env)).toMatchObject({ code: 0 });
+      expect(user('web:alice', 'echo hi > notes.txt')).toMatchObject({ code: 0 });
+      expect(user('web:bob', 'true')).toMatchObject({ code: 0 });
+      const sessions = () => cli(['session', 'list', 'demo'], env).stdout.split('\n').filter((l) => l.includes('tenant=web:')).sort();
+      const before = sessions();
+      expect(before).toHaveLength(2);
+
+      const demo = cli(['demo'], env);
+      expect(demo.code, demo.stderr).toBe(0);
+      expect(demo.stdout).toContain(`The demo runs as its own tenants demo:alice and demo:bob in project "demo" of ${home}; no one else's workspace or session is touched.`);
+      expect(demo.stdout).toMatch(/\$ cat notes\.txt\nalice was here\n/);
+
+      expect(sessions()).toEqual(before); // neither ran in, and web:bob's is not left at level low
+      expect(user('web:alice', 'cat notes.txt')).toMatchObject({ code: 0, stdout: 'hi\n' });
+    } finally {
+      await createBerth({ home, logLevel: 'silent' }).runner.reapLeftovers();
+      fs.rmSync(data, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('berth project delete', () => {
   it('needs the name twice; then stops the containers, moves the project to the trash and names where', async () => {
     const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-delete-'));

@@ -335,8 +335,9 @@ describe('berth.yaml runs:', () => {
     expect(parse(runs)).toEqual(runs);
   });
 
-  it('refuses an unknown key', () => {
-    expect(issuesOf({ max_concurent: 4 })).toEqual([{ field: 'runs.max_concurent', reason: 'unknown field' }]);
+  it('refuses an unknown key, naming the closest one it has', () => {
+    expect(issuesOf({ max_concurent: 4 })).toEqual([{ field: 'runs.max_concurent', reason: 'unknown field; did you mean "max_concurrent"?' }]);
+    expect(issuesOf({ bogus: 4 })).toEqual([{ field: 'runs.bogus', reason: 'unknown field' }]);
   });
 
   it('refuses per_tenant or per_project above max_concurrent, naming the field', () => {

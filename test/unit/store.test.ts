@@ -47,7 +47,7 @@ describe('project create', () => {
 
   it('a model upstream berth.yaml does not define is refused at create and update, with the ones it has; nothing is made or changed', async () => {
     h = unitHome({ config: 'models:\n  anthropic: { api: anthropic, url: "https://api.anthropic.com", api_key: k-secret-1 }\n' });
-    const refused = { code: 'CONFIG_INVALID', details: expect.objectContaining({ issues: [{ field: 'models.upstreams.1', reason: 'model upstream "openai" is not one berth.yaml defines (models: anthropic)' }] }) };
+    const refused = { code: 'CONFIG_INVALID', details: expect.objectContaining({ issues: [{ field: 'models.upstreams.1', reason: 'model upstream "openai" is not one berth.yaml defines' }], hint: "berth.yaml's models: anthropic; docs/agents.md adds one with its key" }) };
     expect(() => h.berth.admin.createProject({ name: 'bot', agent: 'claude', models: { upstreams: ['anthropic', 'openai'] } })).toThrow(expect.objectContaining(refused));
     expect(fs.existsSync(join(h.home, 'projects/bot'))).toBe(false);
     h.berth.admin.createProject({ name: 'bot', agent: 'claude', models: { upstreams: ['anthropic'] } });
@@ -56,7 +56,7 @@ describe('project create', () => {
     // The CLI says it in words, with the field, and exits 2.
     const cliRefused = cli(['--home', h.home, 'project', 'update', 'bot', '--model', 'openai']);
     expect(cliRefused.code).toBe(2);
-    expect(cliRefused.stderr).toContain('model upstream "openai" is not one berth.yaml defines (models: anthropic)');
+    expect(cliRefused.stderr).toBe('CONFIG_INVALID: project settings is invalid — models.upstreams.0: model upstream "openai" is not one berth.yaml defines (berth.yaml\'s models: anthropic; docs/agents.md adds one with its key)\n');
   });
 
   it('of two creates of one name, exactly one succeeds and the other gets PROJECT_EXISTS', async () => {
