@@ -8,8 +8,11 @@ import { own } from '../own.js';
  * chat user sees about themselves names tenant, session, level and workspace id — never a
  * host path.
  */
+/** What the commands (and a level request) ask of the admin service. */
+export type CommandAdmin = Pick<AdminService, 'getProject' | 'getSession' | 'openSession' | 'updateSession'>;
+
 export interface CommandContext {
-  admin: AdminService;
+  admin: CommandAdmin;
   project: string;
   /** The chat's tenant key (sender, or group). */
   tenant: string;

@@ -11,7 +11,8 @@ import { openChatTranscripts, type TranscriptEntry } from '../store/chat-transcr
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
 import { changeLevel, type CommandContext } from './commands.js';
-import { createBridgeCore, type BridgeCore, type ChatTransport } from './core.js';
+import type { ChatTransport } from './chat-transport.js';
+import { createBridgeCore, type BridgeCore } from './core.js';
 import { levelAsker } from './approval-words.js';
 import type { ChatSessionView, WebRunMessage, WebServerMessage } from './web-protocol.js';
 import type { ApprovalDecision } from '../store/approvals.js';

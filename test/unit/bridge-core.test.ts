@@ -3,16 +3,19 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AdminService } from '../../src/admin/service.js';
-import { CHAT_PENDING_MAX, createBridgeCore, HELD_CHECK_MS, QUEUED_NOTICE_AFTER_MS, STRANGER_HELD_CHARS, STRANGER_HELD_NOTICE, STRANGER_NOTICE, TENANT_PENDING_MAX, type BridgeDeps, type ChatTransport, type InboundMessage } from '../../src/bridges/core.js';
+import type { RunView } from '../../src/admin/views.js';
+import type { ChatTransport, InboundMessage } from '../../src/bridges/chat-transport.js';
 import { NOTHING_ASKED } from '../../src/bridges/commands.js';
+import { createBridgeCore, QUEUED_NOTICE_AFTER_MS, type BridgeDeps } from '../../src/bridges/core.js';
+import { CHAT_PENDING_MAX, TENANT_PENDING_MAX } from '../../src/bridges/lanes.js';
+import { HELD_CHECK_MS, STRANGER_HELD_CHARS, STRANGER_HELD_NOTICE, STRANGER_NOTICE } from '../../src/bridges/strangers.js';
 import { processIdentity } from '../../src/fs/process-identity.js';
 import type { RunRequest } from '../../src/runs/runner.js';
 import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../../src/store/approvals.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
-import type { ProgressUpdate } from '../../src/runs/agent-progress.js';
+import { fakeCoreAdmin, runViewOf } from '../fakes/core-admin.js';
 
 /**
  * The bridge core's queue bounds, in memory: the runs are a fake admin service that waits until
@@ -24,7 +27,7 @@ afterEach(() => {
 });
 
 function setup(
-  result: (message: string) => Record<string, unknown> = (message) => ({ exit_code: 0, stdout: `done ${message}`, stderr: '', timed_out: false, warnings: [] }),
+  result: (message: string) => Partial<RunView> = (message) => ({ stdout: `done ${message}` }),
   opts: { progressAfter?: number; during?: (request: Pick<RunRequest, 'onProgress' | 'onApproval'>) => void; allowed?: Set<string>; approvals?: BridgeDeps['approvals'] } = {},
 ) {
   const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
@@ -39,15 +42,15 @@ function setup(
   };
   const gates: Array<() => void> = [];
   let ran = 0;
-  const admin = {
-    async runMessage(_project: string, request: { message: string; whenReady?: () => Promise<void>; onProgress?: (u: ProgressUpdate) => void; onApproval?: (e: ApprovalEvent) => void }) {
+  const admin = fakeCoreAdmin({
+    async runMessage(_project, request) {
       await request.whenReady?.();
       ran++;
       opts.during?.(request);
       await new Promise<void>((r) => gates.push(r));
-      return result(request.message);
+      return runViewOf(result(request.message));
     },
-  } as unknown as AdminService;
+  });
   const inbox = openInbox(dir, 'test');
   const config = BerthConfigSchema.parse({ bridges: { max_concurrent_runs: 4, ...(opts.progressAfter !== undefined ? { progress_message_after_seconds: opts.progressAfter } : {}) } });
   const senderAllowed = (sender: string) => opts.allowed?.has(sender) ?? true;
