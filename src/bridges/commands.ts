@@ -8,8 +8,8 @@ import { own } from '../own.js';
  * chat user sees about themselves names tenant, session, level and workspace id — never a
  * host path.
  */
-/** What the commands (and a level request) ask of the admin service. */
-export type CommandAdmin = Pick<AdminService, 'getProject' | 'getSession' | 'openSession' | 'updateSession'>;
+/** What the commands (and a level request) ask of the admin service: the project's settings alone, never its view (which reads every workspace record). */
+export type CommandAdmin = Pick<AdminService, 'getProjectMetadata' | 'getSession' | 'openSession' | 'updateSession'>;
 
 export interface CommandContext {
   admin: CommandAdmin;
@@ -56,7 +56,7 @@ function sessionOrNew(ctx: CommandContext) {
  */
 export function changeLevel(ctx: CommandContext, level: PermissionLevel, current: SessionRecord | undefined): { session?: SessionRecord; refused?: string } {
   const now = current?.settings.permission_level ?? 'medium';
-  const project = ctx.admin.getProject(ctx.project);
+  const project = ctx.admin.getProjectMetadata(ctx.project);
   if (ORDER[level] > ORDER[now] && project.chat.raise_level === 'admins' && !project.admins.includes(ctx.sender)) {
     const refused = `only this project's admins may raise the level (it stays ${now}).`;
     if (project.chat.approvals === 'off' || !ctx.askRaise) return { refused };

@@ -46,7 +46,7 @@ export interface BridgeCore {
 }
 
 /** What the core asks of the admin service: chat commands, a group's team, runs. */
-export type CoreAdmin = CommandAdmin & Pick<AdminService, 'getProjectMetadata' | 'updateProject' | 'runMessage' | 'runWorkflow'>;
+export type CoreAdmin = CommandAdmin & Pick<AdminService, 'updateProject' | 'runMessage' | 'runWorkflow'>;
 
 export interface BridgeDeps {
   transport: ChatTransport;
@@ -250,7 +250,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   /** Add a group's sender to the project's team of that group, once (an admin may edit the list later). */
   async function joinTeam(project: string, team: string, member: string) {
     try {
-      // Asked on every group message: the settings alone, not the project's view (which reads every workspace record).
+      // Asked on every group message: the settings alone (CommandAdmin).
       if (own(deps.admin.getProjectMetadata(project).teams, team)?.members.includes(member)) return;
       let joined = false;
       // Read and written under the project lock: two groups' first messages, or an admin's edit, lose nothing.

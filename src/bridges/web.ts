@@ -196,7 +196,7 @@ export function createWebChat(deps: {
       // message it answers to the transcript first.
       await Promise.resolve();
       // On disk before it is pushed: a person who closed the tab sees the answer when they come back.
-      const format = chatFormatOf(admin.getProject(a.project));
+      const format = chatFormatOf(admin.getProjectMetadata(a.project));
       const output = reply?.output?.length ? { output: reply.output, ...(reply.exit !== undefined ? { exit: reply.exit } : {}) } : {};
       if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text, format, ...(reply?.steps?.length ? { steps: reply.steps } : {}), ...output });
       push(a, { type: 'reply', session_id: a.session, text, format, ...output });

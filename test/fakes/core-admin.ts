@@ -12,7 +12,6 @@ export function fakeCoreAdmin(methods: Partial<CoreAdmin>): CoreAdmin {
     throw new Error(`the test's admin service has no ${name}`);
   };
   return {
-    getProject: missing('getProject'),
     getProjectMetadata: missing('getProjectMetadata'),
     updateProject: missing('updateProject'),
     getSession: missing('getSession'),

@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunView } from '../../src/admin/views.js';
 import type { ChatTransport, InboundMessage } from '../../src/bridges/chat-transport.js';
-import { NOTHING_ASKED } from '../../src/bridges/commands.js';
+import { HELP, NOTHING_ASKED } from '../../src/bridges/commands.js';
 import { createBridgeCore, QUEUED_NOTICE_AFTER_MS, type BridgeDeps } from '../../src/bridges/core.js';
 import { CHAT_PENDING_MAX, TENANT_PENDING_MAX } from '../../src/bridges/lanes.js';
 import { HELD_CHECK_MS, STRANGER_HELD_CHARS, STRANGER_HELD_NOTICE, STRANGER_NOTICE } from '../../src/bridges/strangers.js';
@@ -16,6 +16,7 @@ import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
 import { fakeCoreAdmin, runViewOf } from '../fakes/core-admin.js';
+import { unitHome } from '../helpers.js';
 
 /**
  * The bridge core's queue bounds, in memory: the runs are a fake admin service that waits until
@@ -268,5 +269,81 @@ describe('bridge core: a run asks in a chat without cards (Signal)', () => {
     await t.core.idle();
     expect(t.to('a').slice(4)).toEqual(['done fetch it', NOTHING_ASKED]);
     expect(answers).toHaveLength(1);
+  });
+});
+
+describe('bridge core: a group chat\'s writers join its team', () => {
+  it('a new writer is recorded once; a member\'s message reads the settings only, never the workspace records', async () => {
+    await using h = unitHome();
+    h.create({ name: 'groups' });
+    const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
+    dirs.push(dir);
+    const warnings: string[] = [];
+    const sent: string[] = [];
+    const core = createBridgeCore({
+      transport: { name: 'test', send: async (_chat, text) => void sent.push(text), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'groups' },
+      inbox: openInbox(dir, 'test'),
+      state: openBridgeState(dir, 'test'),
+      admin: h.berth.admin,
+      config: () => h.berth.config,
+      logger: pino({ level: 'warn' }, { write: (line: string) => void warnings.push(line) }),
+      senderAllowed: () => true,
+    });
+    const say = (id: string) => core.receive({ id, chat: 'g1', tenant: 'test-group:g1', sender: 'test:bob', text: '/help' });
+    say('m1');
+    await core.idle();
+    expect(h.berth.admin.getProjectMetadata('groups').teams).toEqual({ 'test-group:g1': { members: ['test:bob'] } });
+    // A workspace record nobody can parse: a member's next message is answered all the same, with nothing to warn about.
+    const records = join(h.berth.store.get('groups').paths.stateDir, 'workspaces');
+    fs.mkdirSync(records, { recursive: true });
+    fs.writeFileSync(join(records, 'broken.json'), '{');
+    say('m2');
+    await core.idle();
+    expect(sent).toEqual([HELP, HELP]);
+    expect(warnings).toEqual([]);
+  });
+});
+
+describe('bridge core: /level, by the project\'s rule', () => {
+  it('a person may lower it, only an admin raise it; else the operator is asked (for as long as the project says); the settings alone are read', async () => {
+    await using h = unitHome();
+    h.create({ name: 'lv', admins: ['test:boss'] });
+    // A workspace record nobody can parse: /level reads the project's settings, not its view.
+    const records = join(h.berth.store.get('lv').paths.stateDir, 'workspaces');
+    fs.mkdirSync(records, { recursive: true });
+    fs.writeFileSync(join(records, 'broken.json'), '{');
+    const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
+    dirs.push(dir);
+    const sent: Array<{ chat: string; text: string }> = [];
+    const asked: Array<{ level: string; timeoutSeconds: number }> = [];
+    const core = createBridgeCore({
+      transport: { name: 'test', send: async (chat, text) => void sent.push({ chat, text }), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'lv' },
+      inbox: openInbox(dir, 'test'),
+      state: openBridgeState(dir, 'test'),
+      admin: h.berth.admin,
+      config: () => h.berth.config,
+      logger: pino({ level: 'silent' }),
+      senderAllowed: () => true,
+      approvals: {
+        answer: () => {
+          throw new Error('not answered in this test');
+        },
+        requestLevel: (request) => {
+          asked.push({ level: request.level, timeoutSeconds: request.timeoutSeconds });
+          return { id: 'a1', kind: 'level', project: 'lv', tenant: request.tenant, session: request.session, target: request.level, approver: 'operator', asked_at: '2026-01-01T00:00:00.000Z', expires_at: '2026-01-01T00:02:00.000Z' };
+        },
+      },
+    });
+    let n = 0;
+    const say = async (sender: string, text: string) => {
+      core.receive({ id: `l${n++}`, chat: sender, tenant: sender, sender, text });
+      await core.idle();
+      return sent.at(-1)?.text;
+    };
+    expect(await say('test:ann', '/level low')).toBe('berth: level is now low.');
+    expect(await say('test:ann', '/level high')).toBe("berth: only this project's admins may raise the level (it stays low). I asked the operator to allow high; you will hear here when they answer (it waits up to 2 min).");
+    expect(asked).toEqual([{ level: 'high', timeoutSeconds: 120 }]);
+    expect(await say('test:boss', '/level high')).toBe('berth: level is now high.');
+    expect(await say('test:boss', '/level')).toBe('berth: level is high (/level low|medium|high changes it)');
   });
 });
