@@ -69,7 +69,7 @@ export function changeLevel(ctx: CommandContext, level: PermissionLevel, current
   return { session: ctx.admin.updateSession(ctx.project, ctx.sessionId, { permission_level: level }) };
 }
 
-/** A /yes or /no with no question waiting (a waiting one is answered before the chat's lane: core.ts). */
+/** A /yes or /no with no question waiting (a waiting one is answered before the chat's lane: chat-approvals.ts). */
 export const NOTHING_ASKED = 'berth: nothing is waiting for your answer.';
 
 const COMMANDS: Record<string, Command> = {
