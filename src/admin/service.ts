@@ -35,6 +35,8 @@ import { deleteRetiredClaims } from '../launch/kube-setup.js';
 export interface AdminService {
   createProject(input: ProjectMetadataInput): ProjectView;
   getProject(name: string): ProjectView;
+  /** A project's own settings alone, for what each chat message reads (getProject's view also counts every workspace record). */
+  getProjectMetadata(name: string): ProjectMetadata;
   listProjects(): ProjectView[];
   /** A patch, or a function making one from the settings as they are under the project lock. */
   updateProject(name: string, patch: ProjectUpdate | ((current: ProjectMetadata) => ProjectUpdate)): Promise<ProjectView>;
@@ -239,6 +241,7 @@ export function createAdminService(deps: {
       return projectView(store.create(input));
     },
     getProject: (name) => projectView(store.get(name)),
+    getProjectMetadata: (name) => store.get(name).metadata,
     listProjects: () => store.list().map(projectView),
     async updateProject(name, patch) {
       const wasIsolated = store.get(name).metadata.workspace_isolation;

@@ -47,7 +47,7 @@ export function levelAsker(
 ): CommandContext['askRaise'] {
   if (!approvals) return undefined;
   return (level) => {
-    const timeoutSeconds = ctx.admin.getProject(ctx.project).chat.approval_timeout_seconds;
+    const timeoutSeconds = ctx.admin.getProjectMetadata(ctx.project).chat.approval_timeout_seconds;
     const a = approvals.requestLevel({ project: ctx.project, tenant: ctx.tenant, session: ctx.sessionId, level, timeoutSeconds }, (answer) => {
       if (answer.decision === 'deny') tell(answer.by === 'timeout' ? `berth: the operator did not answer in time: the level stays as it was (not ${level}).` : `berth: the operator did not allow level ${level}: it stays as it was.`);
       else {

@@ -8,8 +8,11 @@ import { own } from '../own.js';
  * chat user sees about themselves names tenant, session, level and workspace id — never a
  * host path.
  */
+/** What the commands (and a level request) ask of the admin service: the project's settings alone, never its view (which reads every workspace record). */
+export type CommandAdmin = Pick<AdminService, 'getProjectMetadata' | 'getSession' | 'openSession' | 'updateSession'>;
+
 export interface CommandContext {
-  admin: AdminService;
+  admin: CommandAdmin;
   project: string;
   /** The chat's tenant key (sender, or group). */
   tenant: string;
@@ -53,7 +56,7 @@ function sessionOrNew(ctx: CommandContext) {
  */
 export function changeLevel(ctx: CommandContext, level: PermissionLevel, current: SessionRecord | undefined): { session?: SessionRecord; refused?: string } {
   const now = current?.settings.permission_level ?? 'medium';
-  const project = ctx.admin.getProject(ctx.project);
+  const project = ctx.admin.getProjectMetadata(ctx.project);
   if (ORDER[level] > ORDER[now] && project.chat.raise_level === 'admins' && !project.admins.includes(ctx.sender)) {
     const refused = `only this project's admins may raise the level (it stays ${now}).`;
     if (project.chat.approvals === 'off' || !ctx.askRaise) return { refused };
@@ -66,7 +69,7 @@ export function changeLevel(ctx: CommandContext, level: PermissionLevel, current
   return { session: ctx.admin.updateSession(ctx.project, ctx.sessionId, { permission_level: level }) };
 }
 
-/** A /yes or /no with no question waiting (a waiting one is answered before the chat's lane: core.ts). */
+/** A /yes or /no with no question waiting (a waiting one is answered before the chat's lane: chat-approvals.ts). */
 export const NOTHING_ASKED = 'berth: nothing is waiting for your answer.';
 
 const COMMANDS: Record<string, Command> = {

@@ -1,3 +1,6 @@
+import type { BerthConfig } from '../config/berth-config.js';
+import { admissionLimitsOf } from '../config/runs.js';
+
 /**
  * One lane per chat: a chat's messages are handled one after another, in arrival order, and
  * lanes run side by side. A message holds no run slot while it waits for its turn, nor while its
@@ -20,6 +23,17 @@ export interface LaneLimits {
   tenantPending: number;
   /** …every chat of the bridge. */
   totalPending: number;
+}
+
+/** Messages one chat may have waiting or running; one tenant across its chats (and one sender across theirs and their groups); a whole bridge. */
+export const CHAT_PENDING_MAX = 20;
+export const TENANT_PENDING_MAX = 50;
+export const BRIDGE_PENDING_MAX = 500;
+
+/** The lanes' bounds: berth.yaml's bridges.max_concurrent_runs run slots, at most runs.per_tenant of them per tenant and per sender. */
+export function laneLimitsOf(config: BerthConfig): LaneLimits {
+  const slots = config.bridges.max_concurrent_runs;
+  return { slots, perTenant: Math.min(slots, admissionLimitsOf(config).perTenant), chatPending: CHAT_PENDING_MAX, tenantPending: TENANT_PENDING_MAX, totalPending: BRIDGE_PENDING_MAX };
 }
 
 /** Whose message it is: its chat (the lane), the tenant that chat is, and who sent it. */

@@ -7,9 +7,9 @@ import type { ChannelModule } from '../channels/contract.js';
 import { BerthError } from '../errors.js';
 import { openBridgeState } from '../store/bridge-state.js';
 import { openInbox } from '../store/inbox.js';
-import { APPROVED_HELD_NOTICE, APPROVED_NOTICE } from './core.js';
 import { createPostOut } from './post-out.js';
 import { bridgeDir } from './start.js';
+import { APPROVED_HELD_NOTICE, APPROVED_NOTICE } from './strangers.js';
 
 /**
  * The operator's answer to a stranger of a chat channel (`berth bridge approve|deny`, the

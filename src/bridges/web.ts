@@ -11,7 +11,8 @@ import { openChatTranscripts, type TranscriptEntry } from '../store/chat-transcr
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
 import { changeLevel, type CommandContext } from './commands.js';
-import { createBridgeCore, type BridgeCore, type ChatTransport } from './core.js';
+import type { ChatTransport } from './chat-transport.js';
+import { createBridgeCore, type BridgeCore } from './core.js';
 import { levelAsker } from './approval-words.js';
 import type { ChatSessionView, WebRunMessage, WebServerMessage } from './web-protocol.js';
 import type { ApprovalDecision } from '../store/approvals.js';
@@ -195,7 +196,7 @@ export function createWebChat(deps: {
       // message it answers to the transcript first.
       await Promise.resolve();
       // On disk before it is pushed: a person who closed the tab sees the answer when they come back.
-      const format = chatFormatOf(admin.getProject(a.project));
+      const format = chatFormatOf(admin.getProjectMetadata(a.project));
       const output = reply?.output?.length ? { output: reply.output, ...(reply.exit !== undefined ? { exit: reply.exit } : {}) } : {};
       if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text, format, ...(reply?.steps?.length ? { steps: reply.steps } : {}), ...output });
       push(a, { type: 'reply', session_id: a.session, text, format, ...output });

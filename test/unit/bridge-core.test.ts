@@ -3,12 +3,20 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AdminService } from '../../src/admin/service.js';
-import { CHAT_PENDING_MAX, createBridgeCore, HELD_CHECK_MS, QUEUED_NOTICE_AFTER_MS, STRANGER_HELD_CHARS, STRANGER_HELD_NOTICE, TENANT_PENDING_MAX, type ChatTransport, type InboundMessage } from '../../src/bridges/core.js';
+import type { RunView } from '../../src/admin/views.js';
+import type { ChatTransport, InboundMessage } from '../../src/bridges/chat-transport.js';
+import { HELP, NOTHING_ASKED } from '../../src/bridges/commands.js';
+import { createBridgeCore, QUEUED_NOTICE_AFTER_MS, type BridgeDeps } from '../../src/bridges/core.js';
+import { CHAT_PENDING_MAX, TENANT_PENDING_MAX } from '../../src/bridges/lanes.js';
+import { HELD_CHECK_MS, STRANGER_HELD_CHARS, STRANGER_HELD_NOTICE, STRANGER_NOTICE } from '../../src/bridges/strangers.js';
+import { processIdentity } from '../../src/fs/process-identity.js';
+import type { RunRequest } from '../../src/runs/runner.js';
+import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../../src/store/approvals.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
-import type { ProgressUpdate } from '../../src/runs/agent-progress.js';
+import { fakeCoreAdmin, runViewOf } from '../fakes/core-admin.js';
+import { unitHome } from '../helpers.js';
 
 /**
  * The bridge core's queue bounds, in memory: the runs are a fake admin service that waits until
@@ -20,8 +28,8 @@ afterEach(() => {
 });
 
 function setup(
-  result: (message: string) => Record<string, unknown> = (message) => ({ exit_code: 0, stdout: `done ${message}`, stderr: '', timed_out: false, warnings: [] }),
-  opts: { progressAfter?: number; during?: (onProgress: ((u: ProgressUpdate) => void) | undefined) => void; allowed?: Set<string> } = {},
+  result: (message: string) => Partial<RunView> = (message) => ({ stdout: `done ${message}` }),
+  opts: { progressAfter?: number; during?: (request: Pick<RunRequest, 'onProgress' | 'onApproval'>) => void; allowed?: Set<string>; approvals?: BridgeDeps['approvals'] } = {},
 ) {
   const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
   dirs.push(dir);
@@ -35,24 +43,25 @@ function setup(
   };
   const gates: Array<() => void> = [];
   let ran = 0;
-  const admin = {
-    async runMessage(_project: string, request: { message: string; whenReady?: () => Promise<void>; onProgress?: (u: ProgressUpdate) => void }) {
+  const admin = fakeCoreAdmin({
+    async runMessage(_project, request) {
       await request.whenReady?.();
       ran++;
-      opts.during?.(request.onProgress);
+      opts.during?.(request);
       await new Promise<void>((r) => gates.push(r));
-      return result(request.message);
+      return runViewOf(result(request.message));
     },
-  } as unknown as AdminService;
+  });
   const inbox = openInbox(dir, 'test');
   const config = BerthConfigSchema.parse({ bridges: { max_concurrent_runs: 4, ...(opts.progressAfter !== undefined ? { progress_message_after_seconds: opts.progressAfter } : {}) } });
   const senderAllowed = (sender: string) => opts.allowed?.has(sender) ?? true;
-  const coreOn = () => createBridgeCore({ transport, inbox, state: openBridgeState(dir, 'test'), admin, config: () => config, logger: pino({ level: 'silent' }), senderAllowed });
+  const coreOn = () => createBridgeCore({ transport, inbox, state: openBridgeState(dir, 'test'), admin, config: () => config, logger: pino({ level: 'silent' }), senderAllowed, approvals: opts.approvals });
   const core = coreOn();
   let n = 0;
   const message = (tenant: string, chat: string, text: string): InboundMessage => ({ id: `m${n++}`, chat, tenant, sender: tenant, text });
-  const releaseAll = async () => {
-    while (core && (gates.length > 0 || inbox.open().length > 0)) {
+  /** Let every run end until nothing but `left` (ids) is open. */
+  const releaseAll = async (left: string[] = []) => {
+    while (core && (gates.length > 0 || inbox.open().some((e) => !left.includes(e.id)))) {
       gates.splice(0).forEach((g) => g());
       await new Promise((r) => setTimeout(r, 5));
     }
@@ -87,7 +96,7 @@ describe('bridge core: a chat that cannot show the agent at work (Signal)', () =
   it('a run past progress_message_after_seconds gets one short progress message, never more; then the answer', async () => {
     const t = setup(undefined, {
       progressAfter: 1,
-      during: (onProgress) => {
+      during: ({ onProgress }) => {
         for (const u of [step('a', 'npm ci', 'running'), step('a', 'npm ci', 'ok'), step('b', 'npm test', 'running')]) onProgress?.(u);
       },
     });
@@ -101,7 +110,7 @@ describe('bridge core: a chat that cannot show the agent at work (Signal)', () =
 
   it('a run that ends before the threshold sends no progress message; 0 turns them off', async () => {
     for (const progressAfter of [30, 0]) {
-      const t = setup(undefined, { progressAfter, during: (onProgress) => onProgress?.(step('a', 'ls', 'running')) });
+      const t = setup(undefined, { progressAfter, during: ({ onProgress }) => onProgress?.(step('a', 'ls', 'running')) });
       t.core.receive(t.message('signal:a', 'a', 'quick'));
       await t.releaseAll();
       expect(t.to('a')).toEqual(['done quick']);
@@ -186,5 +195,155 @@ describe('bridge core: bounded queues, with a clear answer', () => {
     expect(t.ran()).toBe(2);
     await t.releaseAll();
     await t.core.idle();
+  });
+});
+
+describe('bridge core: recovery after a restart', () => {
+  it('each open phase a dead berth left is ended its own way; a live berth\'s messages are left to it', async () => {
+    const t = setup(undefined, { allowed: new Set(['signal:a']) });
+    const put = (id: string, sender: string, text: string, phase?: 'started' | 'answered', extra: { reply?: string; owner?: string } = {}) => {
+      t.inbox.receive({ id, chat: sender.slice(7), sender, tenant: sender, text, owner: extra.owner });
+      if (phase) t.inbox.mark(id, phase, { reply: extra.reply });
+    };
+    put('r-received', 'signal:a', 'echo again');
+    put('r-stranger', 'signal:s', 'echo stranger');
+    put('r-answered', 'signal:b', 'echo b', 'answered', { reply: 'the kept answer' });
+    put('r-started', 'signal:c', 'echo c', 'started');
+    put('r-live', 'signal:d', 'echo d', undefined, { owner: processIdentity() });
+    t.core.recover();
+    await t.releaseAll(['r-live']);
+    await t.core.idle();
+    expect(t.ran()).toBe(1);
+    expect([t.to('a'), t.to('s'), t.to('b'), t.to('c'), t.to('d')]).toEqual([
+      ['done echo again'],
+      [STRANGER_NOTICE],
+      ['the kept answer'],
+      ['berth: I restarted while working on your message "echo c". It was not finished; please send it again.'],
+      [],
+    ]);
+    expect(Object.fromEntries(t.inbox.all().map((e) => [e.id, [e.phase, e.reason]]))).toEqual({
+      'r-received': ['replied', undefined],
+      'r-stranger': ['failed', 'sender not approved'],
+      'r-answered': ['replied', undefined],
+      'r-started': ['failed', 'berth restarted while this message was running'],
+      'r-live': ['received', undefined],
+    });
+  });
+});
+
+describe('bridge core: a run asks in a chat without cards (Signal)', () => {
+  it('the question is said; /yes is answered at once, past the lane the run holds; an answer by timeout is told; a /yes with nothing asked is a command', async () => {
+    const question = (id: string): ApprovalView => ({ id, kind: 'egress', project: 'p', tenant: 'signal:a', session: 's', target: 'example.com:443', approver: 'person', asked_at: '2026-01-01T00:00:00.000Z', expires_at: '2026-01-01T00:01:00.000Z' });
+    const answers: Array<[string, ApprovalDecision, unknown]> = [];
+    let ask: ((e: ApprovalEvent) => void) | undefined;
+    const t = setup(undefined, {
+      during: ({ onApproval }) => {
+        ask = onApproval;
+        onApproval?.({ type: 'asked', approval: question('q1') });
+      },
+      approvals: {
+        answer: (id, decision, by) => {
+          answers.push([id, decision, by]);
+          return question(id);
+        },
+        requestLevel: () => {
+          throw new Error('not asked in this test');
+        },
+      },
+    });
+    t.core.receive(t.message('signal:a', 'a', 'fetch it'));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(t.to('a')).toEqual(['berth: your agent wants to reach example.com:443, which this project does not allow. Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within 1 min: no.)']);
+    t.core.receive(t.message('signal:a', 'a', '/yes'));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(answers).toEqual([['q1', 'once', { actor: 'tenant:signal:a', project: 'p', tenant: 'signal:a' }]]);
+    expect(t.to('a').at(-1)).toBe('berth: allowed example.com:443 for this message.');
+    // Its own answer comes back from the broker: nothing more is said. One answered by timeout is told.
+    ask?.({ type: 'answered', id: 'q1', decision: 'once', by: 'tenant:signal:a' });
+    ask?.({ type: 'asked', approval: question('q2') });
+    ask?.({ type: 'answered', id: 'q2', decision: 'deny', by: 'timeout' });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(t.to('a').slice(2)).toEqual([expect.stringContaining('berth: your agent wants to reach'), 'berth: nobody answered in time: your agent was not let through to example.com:443.']);
+    t.core.receive(t.message('signal:a', 'a', '/yes'));
+    await t.releaseAll();
+    await t.core.idle();
+    expect(t.to('a').slice(4)).toEqual(['done fetch it', NOTHING_ASKED]);
+    expect(answers).toHaveLength(1);
+  });
+});
+
+describe('bridge core: a group chat\'s writers join its team', () => {
+  it('a new writer is recorded once; a member\'s message reads the settings only, never the workspace records', async () => {
+    await using h = unitHome();
+    h.create({ name: 'groups' });
+    const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
+    dirs.push(dir);
+    const warnings: string[] = [];
+    const sent: string[] = [];
+    const core = createBridgeCore({
+      transport: { name: 'test', send: async (_chat, text) => void sent.push(text), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'groups' },
+      inbox: openInbox(dir, 'test'),
+      state: openBridgeState(dir, 'test'),
+      admin: h.berth.admin,
+      config: () => h.berth.config,
+      logger: pino({ level: 'warn' }, { write: (line: string) => void warnings.push(line) }),
+      senderAllowed: () => true,
+    });
+    const say = (id: string) => core.receive({ id, chat: 'g1', tenant: 'test-group:g1', sender: 'test:bob', text: '/help' });
+    say('m1');
+    await core.idle();
+    expect(h.berth.admin.getProjectMetadata('groups').teams).toEqual({ 'test-group:g1': { members: ['test:bob'] } });
+    // A workspace record nobody can parse: a member's next message is answered all the same, with nothing to warn about.
+    const records = join(h.berth.store.get('groups').paths.stateDir, 'workspaces');
+    fs.mkdirSync(records, { recursive: true });
+    fs.writeFileSync(join(records, 'broken.json'), '{');
+    say('m2');
+    await core.idle();
+    expect(sent).toEqual([HELP, HELP]);
+    expect(warnings).toEqual([]);
+  });
+});
+
+describe('bridge core: /level, by the project\'s rule', () => {
+  it('a person may lower it, only an admin raise it; else the operator is asked (for as long as the project says); the settings alone are read', async () => {
+    await using h = unitHome();
+    h.create({ name: 'lv', admins: ['test:boss'] });
+    // A workspace record nobody can parse: /level reads the project's settings, not its view.
+    const records = join(h.berth.store.get('lv').paths.stateDir, 'workspaces');
+    fs.mkdirSync(records, { recursive: true });
+    fs.writeFileSync(join(records, 'broken.json'), '{');
+    const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
+    dirs.push(dir);
+    const sent: Array<{ chat: string; text: string }> = [];
+    const asked: Array<{ level: string; timeoutSeconds: number }> = [];
+    const core = createBridgeCore({
+      transport: { name: 'test', send: async (chat, text) => void sent.push({ chat, text }), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'lv' },
+      inbox: openInbox(dir, 'test'),
+      state: openBridgeState(dir, 'test'),
+      admin: h.berth.admin,
+      config: () => h.berth.config,
+      logger: pino({ level: 'silent' }),
+      senderAllowed: () => true,
+      approvals: {
+        answer: () => {
+          throw new Error('not answered in this test');
+        },
+        requestLevel: (request) => {
+          asked.push({ level: request.level, timeoutSeconds: request.timeoutSeconds });
+          return { id: 'a1', kind: 'level', project: 'lv', tenant: request.tenant, session: request.session, target: request.level, approver: 'operator', asked_at: '2026-01-01T00:00:00.000Z', expires_at: '2026-01-01T00:02:00.000Z' };
+        },
+      },
+    });
+    let n = 0;
+    const say = async (sender: string, text: string) => {
+      core.receive({ id: `l${n++}`, chat: sender, tenant: sender, sender, text });
+      await core.idle();
+      return sent.at(-1)?.text;
+    };
+    expect(await say('test:ann', '/level low')).toBe('berth: level is now low.');
+    expect(await say('test:ann', '/level high')).toBe("berth: only this project's admins may raise the level (it stays low). I asked the operator to allow high; you will hear here when they answer (it waits up to 2 min).");
+    expect(asked).toEqual([{ level: 'high', timeoutSeconds: 120 }]);
+    expect(await say('test:boss', '/level high')).toBe('berth: level is now high.');
+    expect(await say('test:boss', '/level')).toBe('berth: level is high (/level low|medium|high changes it)');
   });
 });

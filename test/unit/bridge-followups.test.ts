@@ -5,15 +5,16 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AdminService } from '../../src/admin/service.js';
-import { createBridgeCore, TENANT_PENDING_MAX, type BridgeDeps, type InboundMessage } from '../../src/bridges/core.js';
-import { createLanes, type LaneKey } from '../../src/bridges/lanes.js';
+import type { InboundMessage } from '../../src/bridges/chat-transport.js';
+import { createBridgeCore, type BridgeDeps } from '../../src/bridges/core.js';
+import { createLanes, TENANT_PENDING_MAX, type LaneKey } from '../../src/bridges/lanes.js';
 import { createSignalBridge } from '../../src/channels/signal.js';
 import { createSseReader } from '../../src/channels/sse-events.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { BerthError } from '../../src/errors.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
+import { fakeCoreAdmin, runViewOf, sessionOf } from '../fakes/core-admin.js';
 
 /**
  * Follow-ups of the chat bridges' security review, in memory: waiting messages bounded per
@@ -39,20 +40,20 @@ function setup(over: Partial<BridgeDeps> = {}) {
   const admissions: Array<() => void> = [];
   const gates: Array<() => void> = [];
   let admitAtOnce = true;
-  const admin = {
-    getSession(_project: string, id: string) {
+  const admin = fakeCoreAdmin({
+    getSession(_project, id) {
       if (!sessions.has(id)) throw new BerthError('SESSION_NOT_FOUND', `no session ${id}`);
-      return { id, tenant_key: 'web:alice' };
+      return sessionOf(id, 'web:alice');
     },
-    async runMessage(_project: string, request: { message: string; session?: string; whenReady?: () => Promise<void> }) {
+    async runMessage(_project, request) {
       if (request.session) sessions.add(request.session); // the runner's sessions.open: made if missing
       if (!admitAtOnce) await new Promise<void>((r) => admissions.push(r));
       await request.whenReady?.();
       ran.push(request.message);
       await new Promise<void>((r) => gates.push(r));
-      return { exit_code: 0, stdout: `done ${request.message}`, stderr: '', timed_out: false };
+      return runViewOf({ stdout: `done ${request.message}` });
     },
-  } as unknown as AdminService;
+  });
   const inbox = openInbox(dir, 'test');
   const config = BerthConfigSchema.parse({ bridges: { max_concurrent_runs: 4 } });
   const core = createBridgeCore({
