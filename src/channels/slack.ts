@@ -6,6 +6,7 @@ import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields,
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { obj, str, type Json } from './json.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+import { splitParts } from './text-cut.js';
 
 /**
  * Slack, as a Slack app's bot (https://docs.slack.dev). Two ways in:
@@ -238,10 +239,7 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     http,
     async send(chat, text) {
       const where = parseChat(chat);
-      const parts: string[] = [];
-      for (let rest = text; rest.length > 0 && parts.length < SLACK_MAX_PARTS; rest = rest.slice(SLACK_TEXT_LIMIT)) parts.push(rest.slice(0, SLACK_TEXT_LIMIT));
-      if (text.length > SLACK_TEXT_LIMIT * SLACK_MAX_PARTS) parts[parts.length - 1] += '\n[… the reply was cut here]';
-      for (const part of parts.length > 0 ? parts : ['(empty)']) await withOneRetry(log, 'chat.postMessage', () => call('chat.postMessage', { ...where, text: escapeMrkdwn(part), mrkdwn: true }));
+      for (const part of splitParts(text, { units: SLACK_TEXT_LIMIT, parts: SLACK_MAX_PARTS })) await withOneRetry(log, 'chat.postMessage', () => call('chat.postMessage', { ...where, text: escapeMrkdwn(part), mrkdwn: true }));
     },
     async typing() {
       // Slack has no typing indicator for a bot outside its assistant threads.
