@@ -33,6 +33,7 @@ export function toldRooms(file: string): ToldRooms {
   return {
     has: (room) => told.has(room),
     add(room) {
+      if (/\s/.test(room)) return; // one room a line: a room id never holds a space, so a malformed one is not kept
       told.add(room);
       for (const oldest of told) {
         if (told.size <= MAX_ROOMS) break;

@@ -53,12 +53,22 @@ const TS = /^[0-9]{1,12}\.[0-9]{1,9}$/;
 
 /** Text for mrkdwn: only &, < and > are control characters there. */
 export const escapeMrkdwn = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+/**
+ * A labelled link as words: "label (url)", so the agent gets the address too; a label that is
+ * the address itself (Slack links a bare URL, domain or mail address so) once; a channel or user
+ * group (no scheme) by its name.
+ */
+function linkText(target: string, label: string): string {
+  if (!/^[a-z][a-z0-9+.-]{0,31}:/i.test(target)) return label;
+  const bare = target.replace(/^(?:https?:\/\/|mailto:)/i, '').replace(/\/$/, '');
+  return label === target || label === bare ? label : `${label} (${target})`;
+}
 /** What a person wrote, as words: mentions and links as Slack shows them, entities decoded. */
 const plainText = (text: string) =>
   text
     // Classes without "<": a text of many "<" is read in one pass, not once per "<".
     .replace(/<@([A-Z0-9]+)(\|[^<>]*)?>/g, '@$1')
-    .replace(/<([^<>|]+)\|([^<>]+)>/g, '$2')
+    .replace(/<([^<>|]+)\|([^<>]+)>/g, (_, target: string, label: string) => linkText(target, label))
     .replace(/<([^<>]+)>/g, '$1')
     .replace(/&lt;/g, '<')
     .replace(/&gt;/g, '>')

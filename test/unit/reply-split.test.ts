@@ -7,6 +7,7 @@ import type { ChannelContext, ChannelTransport } from '../../src/channels/contra
 import { createMatrixBridge, MatrixBridgeSchema } from '../../src/channels/matrix.js';
 import { createSlackBridge, SlackBridgeSchema } from '../../src/channels/slack.js';
 import { splitForLimit } from '../../src/channels/telegram-text.js';
+import { graphemeCut, splitParts } from '../../src/channels/text-cut.js';
 import { startFakeMatrix, type FakeMatrix } from '../fakes/matrix.js';
 import { startFakeSlack, type FakeSlack } from '../fakes/slack.js';
 
@@ -87,6 +88,35 @@ describe('Matrix: send', () => {
     const bodies = fake.repliesIn(room).map((e) => String(e.content.body));
     expect(bodies.length).toBeGreaterThan(1);
     expect(bodies.join('')).toBe(text);
+  });
+
+  it('a homeserver with a lower size limit (M_TOO_LARGE for a part) gets that part in halves, not nothing', async () => {
+    const { fake, bridge, room } = await matrix();
+    fake.failNext('/send/', { status: 413, errcode: 'M_TOO_LARGE', error: 'event too large' });
+    const text = `${'x'.repeat(4000)}${SMILE}${'y'.repeat(4000)}`;
+    await bridge.send(room, text, { answerTo: '$big' });
+    const bodies = fake.repliesIn(room).map((e) => String(e.content.body));
+    expect(bodies.length).toBe(2);
+    expect(bodies.every(wellFormed)).toBe(true);
+    expect(bodies.join('')).toBe(text);
+  });
+});
+
+describe('splitParts and graphemeCut', () => {
+  it('a single cluster longer than a part (a letter under hundreds of combining marks) is cut between code points, never through a pair', () => {
+    const zalgo = `a${'\u0301'.repeat(300)}${SMILE.repeat(200)}`;
+    const parts = splitParts(zalgo, { units: 101, parts: 100 });
+    expect(parts.join('')).toBe(zalgo);
+    expect(parts.every(wellFormed)).toBe(true);
+    expect(parts.every((p) => p.length <= 101)).toBe(true);
+  });
+
+  it('more than the parts allowed: the last part says the reply was cut, within the limit', () => {
+    const parts = splitParts(SMILE.repeat(100), { units: 51, parts: 2 });
+    expect(parts).toHaveLength(2);
+    expect(parts[1]).toMatch(/the reply was cut here\]$/);
+    expect(parts.every((p) => p.length <= 51 && wellFormed(p))).toBe(true);
+    expect(graphemeCut(`ab${SMILE}`, 3)).toBe(2);
   });
 });
 
