@@ -15,6 +15,8 @@ export interface Gap {
   events: unknown[];
   /** False when a bound stopped the paging before the gap's start: older events were not fetched. */
   complete: boolean;
+  /** Pages asked for. */
+  pages: number;
 }
 
 /**
@@ -24,9 +26,11 @@ export interface Gap {
  */
 export async function fetchGap(get: (path: string) => Promise<Json>, roomId: string, from: string, to: string | undefined, bot: string, bounds: GapBounds = GAP_BOUNDS): Promise<Gap> {
   const newestFirst: unknown[] = [];
-  const done = (complete: boolean): Gap => ({ events: newestFirst.reverse(), complete });
+  let pages = 0;
+  const done = (complete: boolean): Gap => ({ events: newestFirst.reverse(), complete, pages });
   let token = from;
-  for (let page = 0; page < bounds.pages; page++) {
+  for (; pages < bounds.pages; ) {
+    pages++;
     const query = new URLSearchParams({ dir: 'b', from: token, limit: String(Math.min(bounds.perPage, bounds.events - newestFirst.length)) });
     if (to !== undefined) query.set('to', to);
     const answer = await get(`/rooms/${encodeURIComponent(roomId)}/messages?${query}`);

@@ -7,17 +7,21 @@ import { obj, str } from './json.js';
  * how a thread is a chat of its own.
  */
 
-/** A chat is a room, or a thread in it: `<room id>/<thread root event id>`. */
+/**
+ * A chat is a room, or a thread in it: `<room id>/<thread root event id>`. Room ids homeservers
+ * make hold no "/$" (random letters; room version 12: unpadded URL-safe base64), event ids of
+ * room versions 4 and later no "/".
+ */
 export function matrixChat(chat: string): { room: string; thread?: string } {
-  const slash = chat.indexOf('/');
-  return slash < 0 ? { room: chat } : { room: chat.slice(0, slash), thread: chat.slice(slash + 1) };
+  const at = chat.lastIndexOf('/$');
+  return at <= 0 ? { room: chat } : { room: chat.slice(0, at), thread: chat.slice(at + 1) };
 }
 
-/** The chat a message in `roomId` is answered in: its thread when it is in one (a room id holding "/" is never threaded: the chat could not be read back). */
+/** The chat a message in `roomId` is answered in: its thread when it is in one and the two read back apart. */
 function chatOf(roomId: string, content: Record<string, unknown>): string {
   const relates = obj(content['m.relates_to']);
   const root = relates?.rel_type === 'm.thread' ? str(relates.event_id) : undefined;
-  return root && root.startsWith('$') && !roomId.includes('/') && !/\s/.test(root) && root.length <= 255 ? `${roomId}/${root}` : roomId;
+  return root && /^\$[^/\s]{1,254}$/.test(root) && !roomId.includes('/$') ? `${roomId}/${root}` : roomId;
 }
 
 /** A timeline event as berth takes it, or undefined for what is not a person's text to answer. */

@@ -7,7 +7,7 @@ import { atomicWriteFile } from '../fs/tree.js';
 import { backoffDelay, ChannelApiError, defineChannel, reach, senderFields, threadProfileKeys, withOneRetry, type ChannelContext, type ChannelTransport } from './contract.js';
 import { obj, str, list, type Json } from './json.js';
 import { ENCRYPTED_ROOM_NOTICE, isEncryptionSign, toldRooms } from './matrix-encrypted.js';
-import { fetchGap, joinGap } from './matrix-gap.js';
+import { fetchGap, GAP_BOUNDS, joinGap } from './matrix-gap.js';
 import { afterArrival, isBotArrival, matrixChat, matrixMessage } from './matrix-timeline.js';
 import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
 import { graphemeCut, splitParts } from './text-cut.js';
@@ -35,6 +35,8 @@ const MATRIX_MAX_PARTS = 8;
 const SYNC_MS = 25_000;
 const MEMBERS_TTL_MS = 60 * 1000;
 const JOIN_QUEUE = 100;
+/** /messages pages one sync may ask for across its rooms (each room: GAP_BOUNDS.pages): many rooms back from downtime do not hold the sync for long. */
+const SYNC_GAP_PAGES = 100;
 
 export const MatrixBridgeSchema = z
   .object({
@@ -122,9 +124,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
   const told = toldRooms(join(ctx.dir, 'encrypted-rooms'));
 
   /** Say once in an encrypted room that berth cannot read it; a send that fails is tried again at the next sign. */
-  function tellEncrypted(roomId: string, event: unknown) {
-    const e = obj(event);
-    if (e?.type === 'm.room.encrypted') log.info({ room: roomId, sender: str(e.sender), id: str(e.event_id) }, 'an encrypted matrix message: berth cannot read it');
+  function tellEncrypted(roomId: string) {
     if (told.has(roomId)) return;
     told.add(roomId);
     log.warn({ room: roomId }, 'matrix room is end-to-end encrypted: berth cannot read it; telling the room once');
@@ -141,32 +141,41 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
    * after the bot's arrival. A gap the homeserver refuses (4xx) is logged and skipped; any
    * other failure throws, so the token is not moved on and the sync comes again.
    */
-  async function roomEvents(roomId: string, joined: Json | undefined, since: string): Promise<unknown[]> {
+  async function roomEvents(roomId: string, joined: Json | undefined, since: string, pagesLeft: number): Promise<{ events: unknown[]; pages: number }> {
     const timeline = obj(joined?.timeline);
     const events = list(timeline?.events);
     const state = list(obj(joined?.state)?.events);
     const arrived = [...state, ...events].some((e) => isBotArrival(e, config.user_id));
     const prevBatch = str(timeline?.prev_batch);
-    if (timeline?.limited !== true || prevBatch === undefined) return afterArrival(events, config.user_id);
+    if (timeline?.limited !== true || prevBatch === undefined) return { events: afterArrival(events, config.user_id), pages: 0 };
     try {
-      const gap = await fetchGap((path) => call('GET', path), roomId, prevBatch, arrived ? undefined : since, config.user_id);
+      const gap = await fetchGap((path) => call('GET', path), roomId, prevBatch, arrived ? undefined : since, config.user_id, { ...GAP_BOUNDS, pages: Math.min(GAP_BOUNDS.pages, pagesLeft) });
       if (!gap.complete) log.warn({ room: roomId, fetched: gap.events.length }, 'matrix sync gap too long: older messages of this room were not fetched');
-      return afterArrival(joinGap(gap.events, events), config.user_id);
+      return { events: afterArrival(joinGap(gap.events, events), config.user_id), pages: gap.pages };
     } catch (err) {
       if (!(err instanceof ChannelApiError) || err.status < 400 || err.status >= 500 || err.status === 429) throw err;
       log.warn({ room: roomId, err: err.message.slice(0, 200) }, 'the homeserver refused the messages of a sync gap; only the timeline is taken');
-      return afterArrival(events, config.user_id);
+      return { events: afterArrival(events, config.user_id), pages: 0 };
     }
   }
 
   /** Journal a sync's messages in order; a take that fails throws: the token is not moved on, and the batch comes again. */
   async function takeBatch(sync: Json, since: string) {
     const rooms = obj(sync.rooms);
+    let pagesLeft = SYNC_GAP_PAGES;
     for (const [roomId, joined] of Object.entries(obj(rooms?.join) ?? {})) {
       const state = list(obj(obj(joined)?.state)?.events);
-      const events = await roomEvents(roomId, obj(joined), since);
+      const timeline = list(obj(obj(joined)?.timeline)?.events);
+      const { events, pages } = await roomEvents(roomId, obj(joined), since, pagesLeft);
+      pagesLeft -= pages;
       if ([...state, ...events].some((e) => obj(e)?.type === 'm.room.member')) members.delete(roomId);
-      for (const event of [...state, ...events]) if (isEncryptionSign(event, config.user_id)) tellEncrypted(roomId, event);
+      // The room's encryption may be history (set before the bot came): it is still this room's.
+      if ([...state, ...timeline].some((e) => obj(e)?.type === 'm.room.encryption')) tellEncrypted(roomId);
+      for (const event of events) {
+        if (!isEncryptionSign(event, config.user_id)) continue;
+        log.info({ room: roomId, sender: str(obj(event)?.sender), id: str(obj(event)?.event_id) }, 'an encrypted matrix message: berth cannot read it');
+        tellEncrypted(roomId);
+      }
       for (const event of events) {
         const sender = str(obj(event)?.sender);
         if (!sender || obj(event)?.type !== 'm.room.message') continue;
