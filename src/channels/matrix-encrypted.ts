@@ -47,8 +47,8 @@ export function toldRooms(file: string): ToldRooms {
   };
 }
 
-/** The room is encrypted (its m.room.encryption state), or someone wrote an encrypted message in it. */
-export const isEncryptionSign = (event: unknown, bot: string): boolean => {
-  const e = event as { type?: unknown; sender?: unknown } | undefined;
-  return e?.type === 'm.room.encryption' || (e?.type === 'm.room.encrypted' && e.sender !== bot);
+/** Someone else's encrypted message: berth cannot read it. */
+export const isEncryptedMessage = (event: unknown, bot: string): boolean => {
+  const e = event as { type?: unknown; sender?: unknown } | null | undefined;
+  return e?.type === 'm.room.encrypted' && e.sender !== bot;
 };

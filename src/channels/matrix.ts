@@ -6,7 +6,7 @@ import { isBerthError } from '../errors.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { backoffDelay, ChannelApiError, defineChannel, reach, senderFields, threadProfileKeys, withOneRetry, type ChannelContext, type ChannelTransport } from './contract.js';
 import { obj, str, list, type Json } from './json.js';
-import { ENCRYPTED_ROOM_NOTICE, isEncryptionSign, toldRooms } from './matrix-encrypted.js';
+import { ENCRYPTED_ROOM_NOTICE, isEncryptedMessage, toldRooms } from './matrix-encrypted.js';
 import { fetchGap, GAP_BOUNDS, joinGap } from './matrix-gap.js';
 import { afterArrival, isBotArrival, matrixChat, matrixMessage } from './matrix-timeline.js';
 import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
@@ -122,6 +122,8 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
   };
 
   const told = toldRooms(join(ctx.dir, 'encrypted-rooms'));
+  /** A stop ends a gap's paging at once (the sync's token is not moved on: it comes again). */
+  const stopGaps = new AbortController();
 
   /** Say once in an encrypted room that berth cannot read it; a send that fails is tried again at the next sign. */
   function tellEncrypted(roomId: string) {
@@ -149,7 +151,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     const prevBatch = str(timeline?.prev_batch);
     if (timeline?.limited !== true || prevBatch === undefined) return { events: afterArrival(events, config.user_id), pages: 0 };
     try {
-      const gap = await fetchGap((path) => call('GET', path), roomId, prevBatch, arrived ? undefined : since, config.user_id, { ...GAP_BOUNDS, pages: Math.min(GAP_BOUNDS.pages, pagesLeft) });
+      const gap = await fetchGap((path) => call('GET', path, undefined, AbortSignal.any([stopGaps.signal, AbortSignal.timeout(30_000)])), roomId, prevBatch, arrived ? undefined : since, config.user_id, { ...GAP_BOUNDS, pages: Math.min(GAP_BOUNDS.pages, pagesLeft) });
       if (!gap.complete) log.warn({ room: roomId, fetched: gap.events.length }, 'matrix sync gap too long: older messages of this room were not fetched');
       return { events: afterArrival(joinGap(gap.events, events), config.user_id), pages: gap.pages };
     } catch (err) {
@@ -172,7 +174,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
       // The room's encryption may be history (set before the bot came): it is still this room's.
       if ([...state, ...timeline].some((e) => obj(e)?.type === 'm.room.encryption')) tellEncrypted(roomId);
       for (const event of events) {
-        if (!isEncryptionSign(event, config.user_id)) continue;
+        if (!isEncryptedMessage(event, config.user_id)) continue;
         log.info({ room: roomId, sender: str(obj(event)?.sender), id: str(obj(event)?.event_id) }, 'an encrypted matrix message: berth cannot read it');
         tellEncrypted(roomId);
       }
@@ -255,6 +257,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
       stopped = true;
       abort?.abort();
       stopJoins.abort();
+      stopGaps.abort();
       await loop;
       await joining;
     },
