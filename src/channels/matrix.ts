@@ -4,9 +4,15 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { isBerthError } from '../errors.js';
 import { atomicWriteFile } from '../fs/tree.js';
-import { backoffDelay, ChannelApiError, defineChannel, reach, senderFields, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { backoffDelay, ChannelApiError, defineChannel, reach, senderFields, threadProfileKeys, withOneRetry, type ChannelContext, type ChannelTransport } from './contract.js';
 import { obj, str, list, type Json } from './json.js';
+import { ENCRYPTED_ROOM_NOTICE, isEncryptedMessage, toldRooms } from './matrix-encrypted.js';
+import { fetchGap, GAP_BOUNDS, joinGap } from './matrix-gap.js';
+import { afterArrival, isBotArrival, matrixChat, matrixMessage } from './matrix-timeline.js';
 import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
+import { graphemeCut, splitParts } from './text-cut.js';
+
+export { matrixMessage } from './matrix-timeline.js';
 
 /**
  * Matrix, through the client-server API (https://spec.matrix.org/latest/client-server-api/):
@@ -16,14 +22,21 @@ import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.j
  * The first sync of a new home only takes the token: history is not answered. Rooms are chats:
  * a room whose joined members are exactly the person and the bot is the person's own tenant;
  * any other room is one tenant (a room that grows becomes one at its next membership change).
- * Replies are m.notice (bots do not answer notices: no two bots talk in circles); typing is
- * shown while the agent works; invites are accepted when auto_join says so.
+ * Replies are m.notice (bots do not answer notices: no two bots talk in circles), in the thread a
+ * message came in; typing is shown while the agent works; invites are accepted when auto_join
+ * says so. A `limited` timeline's gap is paged back (matrix-gap.ts); what came before the bot's
+ * arrival in a room is history, never a message (matrix-timeline.ts); an encrypted room is told
+ * once that berth cannot read it (matrix-encrypted.ts).
  */
 export const MATRIX_TEXT_LIMIT = 12_000;
+/** A part's body as JSON, in bytes: Synapse refuses an event over 65,536 (M_TOO_LARGE), its envelope and relations included. */
+const MATRIX_BODY_BYTES = 56_000;
 const MATRIX_MAX_PARTS = 8;
 const SYNC_MS = 25_000;
 const MEMBERS_TTL_MS = 60 * 1000;
 const JOIN_QUEUE = 100;
+/** /messages pages one sync may ask for across its rooms (each room: GAP_BOUNDS.pages): many rooms back from downtime do not hold the sync for long. */
+const SYNC_GAP_PAGES = 100;
 
 export const MatrixBridgeSchema = z
   .object({
@@ -37,28 +50,6 @@ export const MatrixBridgeSchema = z
   .superRefine((c, ctx) => oneSecret(c, 'access_token', ctx));
 type MatrixConfig = z.output<typeof MatrixBridgeSchema>;
 
-
-/** A timeline event as berth takes it, or undefined for what is not a person's text to answer. */
-export function matrixMessage(roomId: string, event: unknown, bot: string, direct: boolean): ChannelMessage | undefined {
-  const e = obj(event);
-  const content = obj(e?.content);
-  const sender = str(e?.sender);
-  const eventId = str(e?.event_id);
-  if (e?.type !== 'm.room.message' || !content || !sender || !eventId || sender === bot) return undefined;
-  const relates = obj(content['m.relates_to']);
-  const edit = relates?.rel_type === 'm.replace' ? obj(content['m.new_content']) : undefined;
-  const shown = edit ?? content;
-  const body = str(shown.body);
-  if (shown.msgtype !== 'm.text' || body === undefined || body.trim() === '') return undefined; // notices (other bots), images, files
-  return {
-    id: eventId,
-    chat: roomId,
-    tenant: direct ? `matrix:${sender}` : `matrix-room:${roomId}`,
-    sender: `matrix:${sender}`,
-    text: edit ? `(edited) ${body}` : body,
-    receipt: { room: roomId, event: eventId },
-  };
-}
 
 export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTransport {
   const config = ctx.config;
@@ -130,13 +121,63 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     }
   };
 
+  const told = toldRooms(join(ctx.dir, 'encrypted-rooms'));
+  /** A stop ends a gap's paging at once (the sync's token is not moved on: it comes again). */
+  const stopGaps = new AbortController();
+
+  /** Say once in an encrypted room that berth cannot read it; a send that fails is tried again at the next sign. */
+  function tellEncrypted(roomId: string) {
+    if (told.has(roomId)) return;
+    told.add(roomId);
+    log.warn({ room: roomId }, 'matrix room is end-to-end encrypted: berth cannot read it; telling the room once');
+    const txn = `berth-e2e-${createHash('sha256').update(roomId).digest('hex').slice(0, 40)}`;
+    void withOneRetry(log, 'send', () => call('PUT', `/rooms/${room(roomId)}/send/m.room.message/${txn}`, { msgtype: 'm.notice', body: ENCRYPTED_ROOM_NOTICE })).catch((err: Error) => {
+      told.delete(roomId);
+      log.warn({ room: roomId, err: err.message.slice(0, 200) }, 'could not tell an encrypted room that berth cannot read it');
+    });
+  }
+
+  /**
+   * A room's events of this sync, oldest first: a `limited` timeline's gap paged back first
+   * (to the token berth had; or, when the bot arrived in this sync, to its invite), then cut
+   * after the bot's arrival. A gap the homeserver refuses (4xx) is logged and skipped; any
+   * other failure throws, so the token is not moved on and the sync comes again.
+   */
+  async function roomEvents(roomId: string, joined: Json | undefined, since: string, pagesLeft: number): Promise<{ events: unknown[]; pages: number }> {
+    const timeline = obj(joined?.timeline);
+    const events = list(timeline?.events);
+    const state = list(obj(joined?.state)?.events);
+    const arrived = [...state, ...events].some((e) => isBotArrival(e, config.user_id));
+    const prevBatch = str(timeline?.prev_batch);
+    if (timeline?.limited !== true || prevBatch === undefined) return { events: afterArrival(events, config.user_id), pages: 0 };
+    try {
+      const gap = await fetchGap((path) => call('GET', path, undefined, AbortSignal.any([stopGaps.signal, AbortSignal.timeout(30_000)])), roomId, prevBatch, arrived ? undefined : since, config.user_id, { ...GAP_BOUNDS, pages: Math.min(GAP_BOUNDS.pages, pagesLeft) });
+      if (!gap.complete) log.warn({ room: roomId, fetched: gap.events.length }, 'matrix sync gap too long: older messages of this room were not fetched');
+      return { events: afterArrival(joinGap(gap.events, events), config.user_id), pages: gap.pages };
+    } catch (err) {
+      if (!(err instanceof ChannelApiError) || err.status < 400 || err.status >= 500 || err.status === 429) throw err;
+      log.warn({ room: roomId, err: err.message.slice(0, 200) }, 'the homeserver refused the messages of a sync gap; only the timeline is taken');
+      return { events: afterArrival(events, config.user_id), pages: 0 };
+    }
+  }
+
   /** Journal a sync's messages in order; a take that fails throws: the token is not moved on, and the batch comes again. */
-  async function takeBatch(sync: Json) {
+  async function takeBatch(sync: Json, since: string) {
     const rooms = obj(sync.rooms);
+    let pagesLeft = SYNC_GAP_PAGES;
     for (const [roomId, joined] of Object.entries(obj(rooms?.join) ?? {})) {
-      const events = list(obj(obj(joined)?.timeline)?.events);
       const state = list(obj(obj(joined)?.state)?.events);
+      const timeline = list(obj(obj(joined)?.timeline)?.events);
+      const { events, pages } = await roomEvents(roomId, obj(joined), since, pagesLeft);
+      pagesLeft -= pages;
       if ([...state, ...events].some((e) => obj(e)?.type === 'm.room.member')) members.delete(roomId);
+      // The room's encryption may be history (set before the bot came): it is still this room's.
+      if ([...state, ...timeline].some((e) => obj(e)?.type === 'm.room.encryption')) tellEncrypted(roomId);
+      for (const event of events) {
+        if (!isEncryptedMessage(event, config.user_id)) continue;
+        log.info({ room: roomId, sender: str(obj(event)?.sender), id: str(obj(event)?.event_id) }, 'an encrypted matrix message: berth cannot read it');
+        tellEncrypted(roomId);
+      }
       for (const event of events) {
         const sender = str(obj(event)?.sender);
         if (!sender || obj(event)?.type !== 'm.room.message') continue;
@@ -164,7 +205,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
         live = true;
         attempt = 0;
         const next = str(sync.next_batch);
-        if (since) await takeBatch(sync); // a new home's first sync is history: only its token (and its invites) are taken
+        if (since) await takeBatch(sync, since); // a new home's first sync is history: only its token (and its invites) are taken
         queueJoins(sync);
         if (next && next !== since) {
           atomicWriteFile(tokenFile, `${next}\n`);
@@ -187,11 +228,23 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
    * A notice under a transaction id: the homeserver sends one event per id. An answer's id comes
    * from the message it answers and its part, so the same answer sent again after a crash (the
    * inbox had it answered, not yet replied) is the same send; a notice that answers nothing gets
-   * a fresh id.
+   * a fresh id. In a thread it is the thread's (with the reply fallback the spec asks for, for
+   * clients without threads). A homeserver that still finds a part too large (M_TOO_LARGE: its
+   * limit is lower) gets it in two halves, twice at most, rather than nothing.
    */
-  async function sendNotice(roomId: string, body: string, answerTo: string | undefined, part: number) {
+  async function sendNotice(chat: string, body: string, answerTo: string | undefined, part: string, halvings = 2): Promise<void> {
+    const { room: roomId, thread } = matrixChat(chat);
     const txn = answerTo === undefined ? `berth-${Date.now()}-${randomBytes(6).toString('hex')}` : `berth-a-${createHash('sha256').update(`${answerTo}\0${part}`).digest('hex').slice(0, 40)}`;
-    await withOneRetry(log, 'send', () => call('PUT', `/rooms/${room(roomId)}/send/m.room.message/${txn}`, { msgtype: 'm.notice', body }));
+    const relates = thread === undefined ? {} : { 'm.relates_to': { rel_type: 'm.thread', event_id: thread, is_falling_back: true, 'm.in_reply_to': { event_id: answerTo?.startsWith('$') ? answerTo : thread } } };
+    try {
+      await withOneRetry(log, 'send', () => call('PUT', `/rooms/${room(roomId)}/send/m.room.message/${txn}`, { msgtype: 'm.notice', body, ...relates }));
+    } catch (err) {
+      const half = graphemeCut(body, Math.floor(body.length / 2));
+      if (!(err instanceof ChannelApiError) || err.status !== 413 || halvings === 0 || half === 0 || half >= body.length) throw err;
+      log.warn({ room: roomId, length: body.length }, 'the homeserver found a reply part too large: sending it in two halves');
+      await sendNotice(chat, body.slice(0, half), answerTo, `${part}a`, halvings - 1);
+      await sendNotice(chat, body.slice(half), answerTo, `${part}b`, halvings - 1);
+    }
   }
 
   return {
@@ -204,18 +257,21 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
       stopped = true;
       abort?.abort();
       stopJoins.abort();
+      stopGaps.abort();
       await loop;
       await joining;
     },
     connected: () => live,
     async send(chat, text, about) {
-      const parts: string[] = [];
-      for (let rest = text; rest.length > 0 && parts.length < MATRIX_MAX_PARTS; rest = rest.slice(MATRIX_TEXT_LIMIT)) parts.push(rest.slice(0, MATRIX_TEXT_LIMIT));
-      if (text.length > MATRIX_TEXT_LIMIT * MATRIX_MAX_PARTS) parts[parts.length - 1] += '\n[… the reply was cut here]';
-      for (const [i, part] of (parts.length > 0 ? parts : ['(empty)']).entries()) await sendNotice(chat, part, about?.answerTo, i);
+      const parts = splitParts(text, { units: MATRIX_TEXT_LIMIT, jsonBytes: MATRIX_BODY_BYTES, parts: MATRIX_MAX_PARTS });
+      for (const [i, part] of parts.entries()) await sendNotice(chat, part, about?.answerTo, String(i));
     },
     async typing(chat, on) {
-      await call('PUT', `/rooms/${room(chat)}/typing/${encodeURIComponent(config.user_id)}`, on ? { typing: true, timeout: 30_000 } : { typing: false });
+      await call('PUT', `/rooms/${room(matrixChat(chat).room)}/typing/${encodeURIComponent(config.user_id)}`, on ? { typing: true, timeout: 30_000 } : { typing: false });
+    },
+    profileKeys: (chat) => {
+      const { room: roomId, thread } = matrixChat(chat);
+      return threadProfileKeys('matrix', roomId, thread);
     },
     async acknowledge(message) {
       const r = message.receipt;

@@ -54,7 +54,8 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
     const res = await fetch(`${opts.url}/api/v1/rpc`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params }),
+      // The account in every call: a daemon started without -a (multi-account) needs it, one with -a ignores it.
+      body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params: { ...params, account: opts.account } }),
       signal: AbortSignal.timeout(30_000),
     });
     const body = obj(await res.json().catch(() => undefined));
@@ -122,6 +123,7 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
    */
   async function listen(signal: AbortSignal): Promise<void> {
     const res = await fetch(`${opts.url}/api/v1/events?account=${encodeURIComponent(opts.account)}`, { headers: { accept: 'text/event-stream' }, signal });
+    if (res.status === 400) throw new Error(`events: HTTP 400: signal-cli does not hold account ${opts.account} (a daemon started without -a): link or register it there, or start it with -a ${opts.account}`);
     if (!res.ok || !res.body) throw new Error(`events: HTTP ${res.status}`);
     isConnected = true;
     log.info('connected to signal-cli');
@@ -214,6 +216,17 @@ export const SignalBridgeSchema = z
   .strict();
 
 /** Signal, through signal-cli's JSON-RPC daemon (docs/signal.md). */
+/**
+ * The accounts a daemon started without -a holds (`listAccounts`); undefined for one started
+ * with -a (it answers "Method not implemented" and serves its one account) or one that does not say.
+ */
+async function heldAccounts(url: string): Promise<string[] | undefined> {
+  const res = await fetch(`${url}/api/v1/rpc`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'listAccounts' }), signal: AbortSignal.timeout(3000) });
+  const result = obj(await res.json().catch(() => undefined))?.result;
+  if (!Array.isArray(result)) return undefined;
+  return result.slice(0, 1000).flatMap((a) => str(obj(a)?.number) ?? []);
+}
+
 export const signalChannel = defineChannel({
   name: 'signal',
   title: 'Signal',
@@ -233,6 +246,10 @@ export const signalChannel = defineChannel({
     try {
       const res = await fetch(`${c.url}/api/v1/check`, { signal: AbortSignal.timeout(3000) });
       if (!res.ok) return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli at ${c.url} answered HTTP ${res.status}` }];
+      const held = await heldAccounts(c.url);
+      if (held !== undefined && !held.includes(c.account)) {
+        return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli at ${c.url} does not hold ${c.account} (it holds ${held.length > 0 ? held.slice(0, 5).join(', ') : 'no account'}): link or register ${c.account} there, or start it with signal-cli -a ${c.account} daemon --http=${new URL(c.url).host}` }];
+      }
       return [{ name: 'bridge signal', status: route ? 'ok' : 'warn', detail: `signal-cli at ${c.url} answers; ${c.account} ${routed}; senders: ${c.senders}` }];
     } catch (err) {
       return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli does not answer at ${c.url} (${(err as Error).message}); start it: signal-cli -a ${c.account} daemon --http=${new URL(c.url).host}` }];

@@ -6,6 +6,7 @@ import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields,
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { obj, str, type Json } from './json.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+import { splitParts } from './text-cut.js';
 
 /**
  * Slack, as a Slack app's bot (https://docs.slack.dev). Two ways in:
@@ -52,12 +53,22 @@ const TS = /^[0-9]{1,12}\.[0-9]{1,9}$/;
 
 /** Text for mrkdwn: only &, < and > are control characters there. */
 export const escapeMrkdwn = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+/**
+ * A labelled link as words: "label (url)", so the agent gets the address too; a label that is
+ * the address itself (Slack links a bare URL, domain or mail address so) once; a channel or user
+ * group (no scheme) by its name.
+ */
+function linkText(target: string, label: string): string {
+  if (!/^[a-z][a-z0-9+.-]{0,31}:/i.test(target)) return label;
+  const bare = target.replace(/^(?:https?:\/\/|mailto:)/i, '').replace(/\/$/, '');
+  return label === target || label === bare ? label : `${label} (${target})`;
+}
 /** What a person wrote, as words: mentions and links as Slack shows them, entities decoded. */
 const plainText = (text: string) =>
   text
     // Classes without "<": a text of many "<" is read in one pass, not once per "<".
     .replace(/<@([A-Z0-9]+)(\|[^<>]*)?>/g, '@$1')
-    .replace(/<([^<>|]+)\|([^<>]+)>/g, '$2')
+    .replace(/<([^<>|]+)\|([^<>]+)>/g, (_, target: string, label: string) => linkText(target, label))
     .replace(/<([^<>]+)>/g, '$1')
     .replace(/&lt;/g, '<')
     .replace(/&gt;/g, '>')
@@ -238,10 +249,7 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     http,
     async send(chat, text) {
       const where = parseChat(chat);
-      const parts: string[] = [];
-      for (let rest = text; rest.length > 0 && parts.length < SLACK_MAX_PARTS; rest = rest.slice(SLACK_TEXT_LIMIT)) parts.push(rest.slice(0, SLACK_TEXT_LIMIT));
-      if (text.length > SLACK_TEXT_LIMIT * SLACK_MAX_PARTS) parts[parts.length - 1] += '\n[… the reply was cut here]';
-      for (const part of parts.length > 0 ? parts : ['(empty)']) await withOneRetry(log, 'chat.postMessage', () => call('chat.postMessage', { ...where, text: escapeMrkdwn(part), mrkdwn: true }));
+      for (const part of splitParts(text, { units: SLACK_TEXT_LIMIT, parts: SLACK_MAX_PARTS })) await withOneRetry(log, 'chat.postMessage', () => call('chat.postMessage', { ...where, text: escapeMrkdwn(part), mrkdwn: true }));
     },
     async typing() {
       // Slack has no typing indicator for a bot outside its assistant threads.

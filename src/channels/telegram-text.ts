@@ -1,3 +1,5 @@
+import { graphemeCut } from './text-cut.js';
+
 /**
  * A reply as Telegram shows it: MarkdownV2 where the agent's code stays code (``` blocks and
  * `spans`) and every other character Telegram reserves is escaped, so nothing an agent (or a
@@ -23,7 +25,7 @@ export function toMarkdownV2(text: string): string {
 
 const FENCE = '```';
 
-/** Parts of at most `limit` characters, cut at line breaks where it can; a code block cut in two is closed and opened again. */
+/** Parts of at most `limit` characters, cut at line breaks where it can (a longer line between graphemes); a code block cut in two is closed and opened again. */
 export function splitForLimit(text: string, limit: number): string[] {
   if (text.length <= limit) return [text];
   const room = limit - (FENCE.length + 1) * 2; // a reopened fence before, a closing one after
@@ -36,7 +38,7 @@ export function splitForLimit(text: string, limit: number): string[] {
   };
   for (const line of text.split('\n')) {
     for (let piece = line, first = true; first || piece.length > 0; first = false) {
-      const take = piece.slice(0, room);
+      const take = piece.slice(0, graphemeCut(piece, room));
       piece = piece.slice(take.length);
       const add = current === '' || current === `${FENCE}\n` ? take : `\n${take}`;
       if (current.length + add.length > room) {

@@ -6,6 +6,7 @@ import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { obj, str, int, type Json } from './json.js';
 import { splitForLimit, toMarkdownV2 } from './telegram-text.js';
+import { graphemeCut } from './text-cut.js';
 
 /**
  * Telegram, through the Bot API (https://core.telegram.org/bots/api). Two ways in:
@@ -224,7 +225,8 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
       const parts = splitForLimit(text, TELEGRAM_TEXT_LIMIT);
       if (parts.length > TELEGRAM_MAX_PARTS) {
         const note = '\n[… the whole reply is attached as reply.txt]';
-        await sendText(chat, `${(parts[0] ?? '').slice(0, TELEGRAM_TEXT_LIMIT - note.length)}${note}`);
+        const first = parts[0] ?? '';
+        await sendText(chat, `${first.slice(0, graphemeCut(first, TELEGRAM_TEXT_LIMIT - note.length))}${note}`);
         await sendDocument(chat, text);
         return;
       }

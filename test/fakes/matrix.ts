@@ -34,7 +34,8 @@
  *   else (as Synapse's transaction cache wraps the handler); failed attempts (429, 403, …) are
  *   not remembered, so a retry after a 429 sends. Body must be a JSON object. Event over 65536
  *   bytes in federation format (estimated: the content plus a room-v10 PDU envelope) or type
- *   over 255 bytes → 413 `M_TOO_LARGE` "event too large". Malformed room id → 400
+ *   over 255 bytes → 413 `M_TOO_LARGE` "event too large". Half a surrogate pair anywhere in the
+ *   content → 500 `M_UNKNOWN` (Synapse's UnicodeEncodeError). Malformed room id → 400
  *   `M_INVALID_PARAM`; unknown room → 404 `M_NOT_FOUND`; not joined → 403 `M_FORBIDDEN`.
  * - `PUT rooms/{roomId}/typing/{userId}` `{typing, timeout}` → `{}`, recorded. Another user's id
  *   → 400 `M_FORBIDDEN` "Cannot set another user's typing state" (Synapse's status; the spec
@@ -299,6 +300,8 @@ export interface CreateRoomOptions {
   direct?: boolean;
   /** The bot is invited but has not joined (it accepts with POST /join). Default false. */
   invite?: boolean;
+  /** The bot is not in the room at all (a room with history it is invited into later with `invite`). Default false. */
+  withoutBot?: boolean;
   /** `#alias:server`, set as m.room.canonical_alias and joinable by alias. */
   alias?: string;
   /** Default 'invite'. 'public' rooms can be joined without an invite. */
@@ -460,6 +463,13 @@ const ROOM_ID = /^![^:\s]+:[^\s]+$/;
 const ALIAS = /^#[^:\s]+:[^\s]+$/;
 
 const MAX_PDU_BYTES = 65_536;
+
+/** A string anywhere in a JSON value (keys too) holding half a surrogate pair. */
+function hasLoneSurrogate(v: unknown): boolean {
+  if (typeof v === 'string') return /\p{Cs}/u.test(v);
+  if (Array.isArray(v)) return v.some(hasLoneSurrogate);
+  return isObject(v) && Object.entries(v).some(([k, x]) => hasLoneSurrogate(k) || hasLoneSurrogate(x));
+}
 const MAX_TIMELINE_LIMIT = 100;
 const MAX_TYPING_TIMEOUT = 120_000;
 const RECEIPT_TYPES = ['m.read', 'm.read.private', 'm.fully_read'];
@@ -1141,6 +1151,9 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     requireJoined(room, s.userId);
     if (Buffer.byteLength(eventType, 'utf8') > 255) throw new MatrixError(413, 'M_TOO_LARGE', "'type' too large");
     if (pduBytes(room, eventType, s.userId, content) > MAX_PDU_BYTES) throw new MatrixError(413, 'M_TOO_LARGE', 'event too large');
+    // Synapse hashes the event as UTF-8: a lone surrogate (a "\ud83d" escape in the JSON) raises
+    // UnicodeEncodeError ("surrogates not allowed") and the client gets a bare 500.
+    if (hasLoneSurrogate(content)) throw new MatrixError(500, 'M_UNKNOWN', 'Internal server error');
     const ev = append(room, { type: eventType, sender: s.userId, content, txn: { userId: s.userId, deviceId: s.deviceId, txnId } });
     txns.set(key, ev.eventId);
     if (s.userId === botUserId) {
@@ -1668,7 +1681,7 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
       for (const m of people) ensureUser(m);
       const creator = o.creator ?? people[0] ?? botUserId;
       ensureUser(creator);
-      if (creator === botUserId && o.invite) throw new Error('fake matrix: invite: true needs another member to invite the bot');
+      if (creator === botUserId && (o.invite || o.withoutBot)) throw new Error('fake matrix: invite or withoutBot needs another member to create the room');
       const roomId = o.roomId ?? `!${randomLetters(18)}:${serverName}`;
       if (!ROOM_ID.test(roomId) || rooms.has(roomId)) throw new Error(`fake matrix: bad or duplicate room id ${roomId}`);
       if (o.alias !== undefined && (!ALIAS.test(o.alias) || aliases.has(o.alias))) throw new Error(`fake matrix: bad or duplicate alias ${o.alias}`);
@@ -1709,7 +1722,7 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
       if (o.encrypted) st('m.room.encryption', { algorithm: 'm.megolm.v1.aes-sha2' });
       if (o.name !== undefined) st('m.room.name', { name: o.name });
       if (o.topic !== undefined) st('m.room.topic', { topic: o.topic });
-      for (const m of [...people, botUserId]) {
+      for (const m of o.withoutBot ? people : [...people, botUserId]) {
         if (m === creator) continue;
         inviteEvent(room, creator, m, room.direct);
         if (m === botUserId && o.invite) continue;

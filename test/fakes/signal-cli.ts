@@ -9,7 +9,8 @@
  * - `GET /api/v1/events[?account=]` → 200 `text/event-stream`; each event is
  *   `event:receive\ndata:<json>\n\n` (never an `id:` line), a keepalive comment `:\n` every
  *   `keepaliveMs`. Every connected client gets every event. `?account=` is ignored, as in
- *   single-account (`-a`) mode. Other methods → 405.
+ *   single-account (`-a`) mode; in multi-account mode (`multiAccount`) an account the daemon does
+ *   not hold → 400, empty body. Other methods → 405.
  * - `POST /api/v1/rpc`: JSON-RPC 2.0, a single request or a batch array. Not POST → 405;
  *   Content-Type not starting with `application/json` → 415 (both with empty bodies). Otherwise
  *   always HTTP 200 with a JSON-RPC body (errors too; `"data":null` when an error has no data,
@@ -20,7 +21,8 @@
  * RPC methods: `send`, `sendTyping`, `sendReceipt` (see the handlers for params). List params
  * take a single value or an array, singular or plural name (`recipient`/`recipients`,
  * `attachment`/`attachments`, `groupId`/`groupIds`, `targetTimestamp`/`targetTimestamps`),
- * like signal-cli's JsonRpcNamespace. An `account` param is ignored (single-account mode).
+ * like signal-cli's JsonRpcNamespace. An `account` param is ignored in single-account mode; in
+ * multi-account mode it is required and chooses the account (SignalJsonRpcCommandHandler).
  *
  * Incoming messages are injected by the test (`deliverText`, `deliverRaw`, …) and published to
  * SSE clients according to `receiveMode` ('on-start': dropped when nobody listens; 'on-connection':
@@ -256,6 +258,12 @@ export interface FakeSignalCliOptions {
   account?: string;
   /** The bot's ACI. Default '0b0b0b0b-0000-4000-8000-000000000001'. */
   accountUuid?: string;
+  /** `daemon` without `-a` (multi-account mode) holding these accounts (none: `[]`): every
+   * account command needs an `account` param naming one of them (-32602 "Method requires valid
+   * account parameter" / "Specified account does not exist"), `listAccounts` answers
+   * `[{number}]`, and `/api/v1/events?account=` of an account it does not hold is 400. Default:
+   * single-account mode (`-a`), where `account` is ignored and `listAccounts` is not implemented. */
+  multiAccount?: string[];
   /** signal-cli's --receive-mode. Default 'on-start'. */
   receiveMode?: 'on-start' | 'on-connection';
   /** Test switch: a dataMessage/editMessage stays unacknowledged until the bot sends a receipt
@@ -817,7 +825,16 @@ export async function startFakeSignalCli(opts: FakeSignalCliOptions = {}): Promi
     const fn = Object.hasOwn(methods, node.method) ? methods[node.method] : undefined;
     let response: unknown;
     try {
+      if (opts.multiAccount !== undefined && node.method === 'listAccounts') {
+        call.result = opts.multiAccount.map((number) => ({ number }));
+        return isNotification ? undefined : { jsonrpc: '2.0', result: call.result, id };
+      }
       if (!fn) throw new RpcError(METHOD_NOT_FOUND, 'Method not implemented');
+      if (opts.multiAccount !== undefined) {
+        const named = isObject(params) ? params.account : undefined;
+        if (named === undefined || named === null) throw new RpcError(INVALID_PARAMS, 'Method requires valid account parameter');
+        if (!opts.multiAccount.includes(String(named))) throw new RpcError(INVALID_PARAMS, 'Specified account does not exist');
+      }
       call.result = fn(params, call.at);
       response = { jsonrpc: '2.0', result: call.result, id };
     } catch (e) {
@@ -871,6 +888,8 @@ export async function startFakeSignalCli(opts: FakeSignalCliOptions = {}): Promi
     }
     if (path === '/api/v1/events') {
       if (req.method !== 'GET') return empty(res, 405);
+      const named = new URL(req.url ?? '/', 'http://fake').searchParams.get('account');
+      if (opts.multiAccount !== undefined && named !== null && !opts.multiAccount.includes(named)) return empty(res, 400);
       return openEvents(res);
     }
     if (path === '/api/v1/rpc') {

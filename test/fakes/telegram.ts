@@ -55,7 +55,8 @@
  *   allow_sending_without_reply, message_thread_id, link_preview_options | disable_web_page_preview)
  *   → Message (message_id increasing per chat, from = the bot, chat, date, text, entities,
  *   reply_to_message, message_thread_id + is_topic_message in forum chats). Checks in the reference
- *   server's order: `message text is empty` (text param empty); `text is too long` (> 32768 bytes
+ *   server's order: `message text is empty` (text param empty); `text must be encoded in UTF-8`
+ *   (half a surrogate pair, as tdlib refuses it); `text is too long` (> 32768 bytes
  *   before parsing); `unsupported parse_mode`; `can't parse entities: …` (MarkdownV2, HTML and
  *   legacy Markdown parsed like tdlib, e.g. `Character '.' is reserved and must be escaped with the
  *   preceding '\'`, `Can't find end of Bold entity at byte offset 0`); reply/link-preview JSON;
@@ -1898,6 +1899,8 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       const preview = linkPreviewOptions(a);
       if (preview !== undefined) entry.linkPreviewOptions = preview;
       if (entry.text === '') throw badRequest('message text is empty');
+      // tdlib checks the text is UTF-8 before parsing it: half a surrogate pair is not.
+      if (/\p{Cs}/u.test(entry.text!)) throw badRequest('text must be encoded in UTF-8');
       const formatted = formatText(entry.text!, a.get('parse_mode') ?? '', a.get('entities') ?? '');
       const target = replyParameters(a);
       if (target) entry.replyToMessageId = target.messageId;

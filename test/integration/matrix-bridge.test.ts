@@ -107,6 +107,31 @@ describe('Matrix bridge', () => {
     expect(fs.readFileSync(join(homePaths(h.home).stateDir, 'bridges', 'matrix', 'next_batch'), 'utf8').trim()).not.toBe('');
   });
 
+  it('15 messages while berth is stopped (more than a sync timeline holds): each is answered once, in order', async () => {
+    const room = fake.createRoom({ members: [alice], direct: true });
+    fake.sendText(room, alice, 'echo up');
+    await waitIn(room, 1);
+    await bridges.stop();
+    for (let i = 1; i <= 15; i++) fake.sendText(room, alice, `echo down${i}`);
+    bridges = startTestBridges(h);
+    const answers = await fake.waitFor(() => repliesIn(room).length >= 16 && repliesIn(room), 60_000);
+    expect(answers).toEqual(['up', ...Array.from({ length: 15 }, (_, i) => `down${i + 1}`)]);
+  });
+
+  it('a room with history that invites the bot: the history is not run, what comes after is; a thread is answered in its thread', async () => {
+    const room = fake.createRoom({ members: [alice, bob], name: 'history', withoutBot: true });
+    for (let i = 1; i <= 6; i++) fake.sendText(room, i % 2 ? alice : bob, `echo history-${i}`);
+    fake.invite(room, alice);
+    await fake.waitFor(() => fake.members(room)[fake.botUserId] === 'join', 10_000);
+    const root = fake.sendText(room, alice, 'echo after-the-invite');
+    expect(await waitIn(room, 1)).toEqual(['after-the-invite']);
+    const inThread = fake.sendText(room, bob, 'echo in-the-thread', { threadRoot: root.event_id });
+    await fake.waitFor(() => repliesIn(room).includes('in-the-thread'), 30_000);
+    const reply = fake.repliesIn(room).find((e) => e.content.body === 'in-the-thread')!;
+    expect(reply.content['m.relates_to']).toEqual({ rel_type: 'm.thread', event_id: root.event_id, is_falling_back: true, 'm.in_reply_to': { event_id: inThread.event_id } });
+    expect(repliesIn(room).some((t) => t.includes('history-'))).toBe(false);
+  });
+
   it('an invite is accepted; a stranger there is held for pairing, then approved, told and answered', async () => {
     const stranger = `@sam:${fake.serverName}`;
     const room = fake.createRoom({ members: [stranger], invite: true, direct: true });
