@@ -417,16 +417,17 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       const held = procs.get(containerId);
       const bin = helper();
       if (held === undefined || !bin) throw new BerthError('LAUNCHER_UNSUPPORTED', 'mounts can be attached only to a runc or crun container this berth started, with the mount helper built');
-      // Still running, as the very process it started with (the helper checks the same through the held descriptor).
+      // Still running, as the very process it started with (the helper checks the same through the
+      // held descriptor); and the claim written where every process sees it (docker ps, another
+      // berth's list) before any mount. Both at once: a claim is one round trip to the engine.
       const container = docker.getContainer(containerId);
-      const state = await container.inspect().then(({ State }) => State, (err: unknown) => ((err as { statusCode?: number }).statusCode === 404 ? undefined : Promise.reject(translateEngineError(err))));
-      if (!state?.Running || state.Pid !== held.proc.pid || state.StartedAt !== held.startedAt) return { gone: true, reason: state ? 'it is not the container it was when it started' : 'it was removed' };
-      // The claim is written where every process sees it (docker ps, another berth's list) before any mount.
-      const renamed = await container.rename({ name: claimedName(plan) }).then(
-        () => true,
-        (err: unknown) => ((err as { statusCode?: number }).statusCode === 404 ? false : Promise.reject(translateEngineError(err))),
-      );
-      if (!renamed) return { gone: true, reason: 'it was removed' };
+      const orGone = (err: unknown) => ((err as { statusCode?: number }).statusCode === 404 ? undefined : Promise.reject(translateEngineError(err)));
+      const [state, renamed] = await Promise.all([
+        container.inspect().then(({ State }) => State, orGone),
+        container.rename({ name: claimedName(plan) }).then(() => true, orGone),
+      ]);
+      if (!state || !renamed) return { gone: true, reason: 'it was removed' };
+      if (!state.Running || state.Pid !== held.proc.pid || state.StartedAt !== held.startedAt) return { gone: true, reason: 'it is not the container it was when it started' };
       const attached = await attachMounts(bin, held.proc, containerId, bindsInOrder(plan));
       return attached ? undefined : { gone: true, reason: 'its first process is gone' };
     },
