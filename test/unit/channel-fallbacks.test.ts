@@ -6,12 +6,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ChatTransport } from '../../src/bridges/chat-transport.js';
 import { createBridgeCore } from '../../src/bridges/core.js';
 import { createSignalBridge } from '../../src/channels/signal.js';
+import { createSlackBridge, SlackBridgeSchema } from '../../src/channels/slack.js';
 import { createTelegramBridge, TelegramBridgeSchema } from '../../src/channels/telegram.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
 import { fakeCoreAdmin, runViewOf } from '../fakes/core-admin.js';
 import { startFakeSignalCli } from '../fakes/signal-cli.js';
+import { startFakeSlack } from '../fakes/slack.js';
 import { startFakeTelegram } from '../fakes/telegram.js';
 
 /**
@@ -103,6 +105,21 @@ describe('Signal: file', () => {
     const { waits, entry } = await answerThrough(transport, uuid, 'the answer');
     expect(waits).toEqual([2000, 4000]);
     expect(fake.sent().filter((s) => s.ok).map((s) => s.message)).toEqual(['the answer']);
+    expect(entry.phase).toBe('replied');
+  });
+});
+
+describe('Slack: plain', () => {
+  it('sendPlain: no mrkdwn formatting, & < > still escaped as Slack asks of every text; a send refused (invalid_blocks) goes plain', async () => {
+    const fake = await startFakeSlack({ channels: { D1: 'im' } });
+    cleanups.push(() => fake.close());
+    const transport = createSlackBridge({ config: SlackBridgeSchema.parse({ bot_token: fake.botToken, signing_secret: fake.signingSecret, api_url: `${fake.url}/api` }), logger, dir: os.tmpdir(), take: () => 'accepted', postOut: async () => ({ status: 200 }) });
+    fake.failNext('chat.postMessage', 'invalid_blocks');
+    const { entry } = await answerThrough(transport, 'D1', 'a *b* <c>');
+    expect(fake.posted.map((p) => [p.ok, p.text, (p.params as { mrkdwn?: boolean }).mrkdwn])).toEqual([
+      [false, 'a *b* &lt;c&gt;', true],
+      [true, 'a *b* &lt;c&gt;', false],
+    ]);
     expect(entry.phase).toBe('replied');
   });
 });
