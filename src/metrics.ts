@@ -48,6 +48,8 @@ export interface Metrics {
   authFailure(surface: string): void;
   /** A request through the egress proxy that a brokered secret went into, or was refused one (by the secret's name, never its value). */
   secretUse(l: { secret: string; outcome: SecretUseOutcome }): void;
+  /** A chat reply that no way of sending delivered (the person was told, if even that could be sent), by channel. */
+  replyUndelivered(channel: string): void;
   /** The exposition text and its content type, for the HTTP route. */
   render(): Promise<{ contentType: string; body: string }>;
   readonly registry: Registry;
@@ -82,6 +84,7 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
   const project = labelGuard(MAX_PROJECTS);
   const level = labelGuard(16);
   const surface = labelGuard(16);
+  const channel = labelGuard(32);
 
   const runs = new Counter({ name: 'berth_runs_total', help: 'Runs ended, by project, permission level, kind, outcome and whether the container was warm.', labelNames: ['project', 'level', 'kind', 'outcome', 'warm'] as const, registers });
   const queueWait = new Histogram({ name: 'berth_run_queue_wait_seconds', help: 'Time a run waited between being accepted and starting.', buckets: DURATION_BUCKETS, registers });
@@ -95,6 +98,7 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
   const denials = new Counter({ name: 'berth_permission_denials_total', help: 'Requests refused by a permission decision, by surface.', labelNames: ['surface'] as const, registers });
   const gatewayCalls = new Counter({ name: 'berth_gateway_calls_total', help: 'Calls through the gateways (model, egress, tools), by outcome.', labelNames: ['kind', 'outcome'] as const, registers });
   const authFailures = new Counter({ name: 'berth_auth_failures_total', help: 'Requests with a missing or wrong token, by surface.', labelNames: ['surface'] as const, registers });
+  const undelivered = new Counter({ name: 'berth_undelivered_replies_total', help: 'Chat replies that could not be delivered by any way the channel has (message, plain text, file), by channel.', labelNames: ['channel'] as const, registers });
   const secretUses = new Counter({ name: 'berth_secret_requests_total', help: 'Requests through the egress proxy a brokered secret was added to (injected) or refused for, by secret name.', labelNames: ['secret', 'outcome'] as const, registers });
 
   return {
@@ -126,6 +130,7 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
     gatewayCall: (l) => gatewayCalls.inc({ kind: l.kind, outcome: l.outcome }),
     authFailure: (s) => authFailures.inc({ surface: surface(s) }),
     secretUse: (l) => secretUses.inc({ secret: l.secret, outcome: l.outcome }),
+    replyUndelivered: (c) => undelivered.inc({ channel: channel(c) }),
     render: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
   };
 }
@@ -149,6 +154,7 @@ export function noMetrics(): Metrics {
     gatewayCall: nothing,
     authFailure: nothing,
     secretUse: nothing,
+    replyUndelivered: nothing,
     render: async () => ({ contentType: registry.contentType, body: '' }),
   };
 }

@@ -222,7 +222,7 @@ export const BRIDGES_RECHECK_MS = 2000;
  * journaled by a dead berth is answered now. berth.yaml's bridges are followed while it runs.
  */
 function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; claim: BridgeClaim; only?: string }): RunningBridges {
-  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web, claim: opts.claim, approvals: berth.approvals, only: opts.only });
+  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web, claim: opts.claim, approvals: berth.approvals, metrics: berth.metrics, only: opts.only });
   for (const { channel, config } of configuredChannels(berth.config.bridges)) {
     if (opts.only === undefined || opts.only === channel.name) io.out(`${channel.name} bridge: ${channel.describe(config)}\n`);
   }

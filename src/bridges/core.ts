@@ -10,17 +10,19 @@ import type { ApprovalEvent } from '../store/approvals.js';
 import { own } from '../own.js';
 import type { BridgeState } from '../store/bridge-state.js';
 import type { ReplyParts } from '../store/chat-transcripts.js';
-import type { Inbox } from '../store/inbox.js';
+import type { DeliveryStep, Inbox } from '../store/inbox.js';
+import type { Metrics } from '../metrics.js';
 import { approvalAnswerOf, levelAsker } from './approval-words.js';
 import { createChatQuestions } from './chat-approvals.js';
 import type { ChatTransport, InboundMessage, JournaledMessage } from './chat-transport.js';
 import { chatFailure } from './chat-words.js';
+import { DELIVERY_BOUNDS, nextDelivery, sendFailureOf, type DeliveryAt, type DeliveryBounds } from './delivery-policy.js';
 import { chatCommand, type CommandAdmin, type CommandContext } from './commands.js';
 import { createLanes, laneLimitsOf, type LaneKey, type Slot } from './lanes.js';
 import { startTyping, watchProgress } from './progress.js';
 import { recoverInbox } from './recover.js';
 import { collectOutput } from './reply-output.js';
-import { loggedOutNotice, preview, refusedNotice, replyText, sessionGoneNotice } from './reply-words.js';
+import { loggedOutNotice, preview, refusedNotice, replyText, sessionGoneNotice, undeliveredNotice } from './reply-words.js';
 import { createStrangers, keptText } from './strangers.js';
 
 /**
@@ -68,6 +70,10 @@ export interface BridgeDeps {
   senderDenied?: (sender: string) => boolean;
   /** Where a person's /yes and /no go (a run's request to reach a host outside the allowlist). */
   approvals?: Pick<Approvals, 'answer' | 'requestLevel'>;
+  /** Replies no way of sending delivered are counted here, by channel. */
+  metrics?: Pick<Metrics, 'replyUndelivered'>;
+  /** The deliver step's waits and clock (tests record the waits instead of sleeping), and its bounds. */
+  delivery?: { sleep?: (ms: number) => Promise<void>; now?: () => number; bounds?: DeliveryBounds };
 }
 
 type Lapsed = { code: ErrorCode; reason: string; notice: string };
@@ -306,19 +312,66 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     };
   }
 
+  const sleep = deps.delivery?.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const now = deps.delivery?.now ?? Date.now;
+  const can = { plain: transport.sendPlain !== undefined, file: transport.sendFile !== undefined };
+
+  /** One way of sending (delivery-policy.ts): the reply as the channel sends it, without markup, as a file, or the short notice that none went. */
+  async function sendBy(step: DeliveryStep, id: string, chat: string, reply: string, parts: ReplyParts | undefined, refused: boolean): Promise<string> {
+    const about = { answerTo: id };
+    if (step === 'send') await transport.send(chat, reply, { ...parts, ...about });
+    else if (step === 'plain' && transport.sendPlain) await transport.sendPlain(chat, reply, about);
+    else if (step === 'file' && transport.sendFile) await transport.sendFile(chat, { name: 'reply.txt', text: reply }, 'the answer, as a file: it could not be sent as a message', about);
+    else {
+      const notice = undeliveredNotice(id, refused);
+      await (transport.sendPlain ? transport.sendPlain(chat, notice) : transport.send(chat, notice));
+      return notice;
+    }
+    return reply;
+  }
+
   /**
    * Send what was journaled as the answer. `failure`: it is the notice of a failure, and the
    * message ends failed with that reason once the sender has been told — so a berth killed in
-   * between tells them after its restart, instead of ending the message in silence.
+   * between tells them after its restart, instead of ending the message in silence. A send that
+   * fails is tried again the ways delivery-policy.ts says, each journaled before it is tried
+   * (`from`: where a restart goes on), so a crash never goes back to a way that already failed;
+   * if none goes through, the person is told in a short notice, and the operator by the journal,
+   * an error log line and berth_undelivered_replies_total.
    */
-  async function deliver(id: string, chat: string, reply: string, failure?: string, parts?: ReplyParts) {
-    try {
-      await say(chat, reply, { ...parts, answerTo: id });
-      transport.answered?.(id, chat, reply);
-      inbox.mark(id, failure === undefined ? 'replied' : 'failed', { reason: failure });
-    } catch (err) {
-      inbox.mark(id, 'failed', { reason: `${failure ? `${failure}; ` : ''}the reply could not be sent: ${String(err).slice(0, 200)}` });
+  async function deliver(id: string, chat: string, reply: string, failure?: string, parts?: ReplyParts, from: DeliveryStep = 'send') {
+    const began = now();
+    const bounds = deps.delivery?.bounds ?? DELIVERY_BOUNDS;
+    let at: DeliveryAt = { step: from, attempt: 1 };
+    const errors: string[] = [];
+    let refused = false;
+    for (;;) {
+      try {
+        const sent = await sendBy(at.step, id, chat, reply, parts, refused);
+        transport.answered?.(id, chat, sent);
+        if (at.step === 'notice') break;
+        const how = at.step === 'send' ? undefined : `sent ${at.step === 'plain' ? 'without markup' : 'as a file'} after: ${errors.join('; ')}`;
+        const reason = [failure, how].filter(Boolean).join('; ') || undefined;
+        inbox.mark(id, failure === undefined ? 'replied' : 'failed', { reason });
+        return;
+      } catch (err) {
+        const failed = sendFailureOf(err);
+        if (at.step !== 'notice') refused ||= failed.kind === 'refused';
+        const status = (err as { status?: unknown })?.status;
+        errors.push(`${at.step}: ${typeof status === 'number' && status > 0 ? `HTTP ${status} ` : ''}${String((err as Error)?.message ?? err).slice(0, 200)}`);
+        const next = nextDelivery(at, failed, can, now() - began, bounds);
+        log.warn({ id, step: at.step, attempt: at.attempt, err: errors.at(-1), next: next.step }, 'a reply could not be sent this way');
+        if (next.step === 'give-up') break;
+        if (next.step !== at.step) inbox.mark(id, 'answered', { delivery: next.step });
+        if (next.afterMs > 0) await sleep(next.afterMs);
+        at = next;
+      }
     }
+    // Not delivered: the journal, the log and the metric say so, whether the notice went or not.
+    const reason = `${failure ? `${failure}; ` : ''}the reply could not be delivered (${errors.join('; ')})`;
+    log.error({ id, tried: errors.length, told: errors.at(-1)?.startsWith('notice') !== true }, 'a reply could not be delivered');
+    deps.metrics?.replyUndelivered(transport.name);
+    inbox.mark(id, 'failed', { reason });
   }
 
   /** A message that will not be answered: journal the notice first, then tell the sender. */
@@ -352,7 +405,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     },
 
     recover(opts = {}) {
-      const redeliver = (lane: LaneKey, id: string, reply: string, failure?: string) => void lanes.run(lane, () => deliver(id, lane.chat, reply, failure), { bounded: false });
+      const redeliver = (lane: LaneKey, id: string, reply: string, failure?: string, from?: DeliveryStep) => void lanes.run(lane, () => deliver(id, lane.chat, reply, failure, undefined, from), { bounded: false });
       recoverInbox({ inbox, log, owner: deps.owner, senderAllowed: deps.senderAllowed, strangers, enqueue, redeliver }, opts);
     },
 

@@ -39,5 +39,9 @@ export const loggedOutNotice = (text: string) => `berth: you were logged out bef
 /** The session its sender picked was deleted while it waited. */
 export const sessionGoneNotice = (text: string) => `berth: that conversation was deleted; your message "${preview(text)}" was not run.`;
 
+/** No way of sending the answer went through; the notice is short, so it may still go. `refused`: the service would not take it, else it failed. */
+export const undeliveredNotice = (id: string, refused: boolean) =>
+  `berth: the answer to your message could not be delivered here (the chat service ${refused ? 'refused it' : 'failed'}). The operator can find it as message ${id}.`;
+
 /** berth restarted while it ran: it is not run again (that could do twice what the agent did once). */
 export const restartedNotice = (text: string) => `berth: I restarted while working on your message "${preview(text)}". It was not finished; please send it again.`;

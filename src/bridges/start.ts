@@ -12,6 +12,7 @@ import { tryOwnerLock, type OwnerLock } from '../fs/lock.js';
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
 import type { Approvals } from '../outbound/approvals.js';
+import type { Metrics } from '../metrics.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
 import { createPostOut } from './post-out.js';
 import { createWebChat, type WebChat } from './web.js';
@@ -126,6 +127,8 @@ type BridgeDeps = {
   web?: boolean;
   /** Where people's answers to their agents' requests go (/yes, /no, a card's buttons). */
   approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'>;
+  /** Where a reply that could not be delivered is counted. */
+  metrics?: Pick<Metrics, 'replyUndelivered'>;
 } & Selection;
 
 /** Start the configured bridges, holding their claim (taken now unless the caller took it first); stop() gives it back. */
@@ -309,6 +312,7 @@ function buildChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, con
     logger: deps.logger,
     owner: deps.owner,
     approvals: deps.approvals,
+    metrics: deps.metrics,
     senderDenied: (sender) => state.isDenied(sender),
     senderAllowed: (sender) => senderAllowed(channel, channelConfig(deps.config().bridges, channel.name), state, sender),
   });

@@ -12,6 +12,7 @@ import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
 import { changeLevel, type CommandContext } from './commands.js';
 import type { ChatTransport } from './chat-transport.js';
+import type { Metrics } from '../metrics.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
 import { levelAsker } from './approval-words.js';
 import type { ChatSessionView, WebRunMessage, WebServerMessage } from './web-protocol.js';
@@ -93,6 +94,7 @@ export function createWebChat(deps: {
   bridgeDir: string;
   owner?: string;
   approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'>;
+  metrics?: Pick<Metrics, 'replyUndelivered'>;
 }): WebChat {
   const { admin } = deps;
   const inbox = openInbox(deps.bridgeDir, 'web');
@@ -248,6 +250,7 @@ export function createWebChat(deps: {
     // The chat link is the approval: whoever holds a login was let in by an admin.
     senderAllowed: () => true,
     approvals: deps.approvals,
+    metrics: deps.metrics,
     // …and a message whose login was revoked (or ended) while it waited is not run.
     stillAllowed: loginHolds,
   });

@@ -32,6 +32,13 @@ export interface ChannelSender {
   readonly name: string;
   /** `about.answerTo`: the message this text answers (its inbox id), so a channel can make a re-send after a crash the same send. */
   send(chat: string, text: string, about?: SendAbout): Promise<void>;
+  /**
+   * The text as it is, without the channel's markup (Telegram's MarkdownV2, Slack's mrkdwn): the
+   * core's next try when a send failed, the service refusing its markup. Absent where a send is plain already.
+   */
+  sendPlain?(chat: string, text: string, about?: SendAbout): Promise<void>;
+  /** The text as a file in the chat (a document, an upload, an attachment), with a short caption: the core's try after the plain one. */
+  sendFile?(chat: string, file: ReplyFile, caption: string, about?: SendAbout): Promise<void>;
   typing(chat: string, on: boolean): Promise<void>;
   /** The message is safe with berth (journaled): a read receipt, a confirmed offset, an HTTP 200. */
   acknowledge(message: ChannelMessage): Promise<void>;
@@ -45,6 +52,12 @@ export interface ChannelSender {
 
 export interface SendAbout {
   answerTo?: string;
+}
+
+/** A reply sent as a file: its name in the chat and its text (UTF-8, text/plain). */
+export interface ReplyFile {
+  name: string;
+  text: string;
 }
 
 /** An HTTP request for a channel that receives by webhook (berth serve's /hooks/<channel>[/…]). */

@@ -189,6 +189,10 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
     async send(chat, text) {
       for (const params of signalMessages(text)) await send({ ...target(chat), ...params });
     },
+    // Signal has no markup: a send is plain already. A file is an attachment under a short message.
+    async sendFile(chat, file, caption) {
+      await send({ ...target(chat), message: caption, attachments: [textAttachment(file.name, file.text)] });
+    },
     async typing(chat, on) {
       await rpc('sendTyping', { ...target(chat), ...(on ? {} : { stop: true }) });
     },
@@ -204,8 +208,11 @@ export function signalMessages(text: string): Array<{ message: string; attachmen
   if (Buffer.byteLength(text) <= SIGNAL_INLINE_BYTES) return [{ message: text }];
   const note = '\n[… the whole reply is attached as reply.txt]';
   const head = cutUtf8(text, SIGNAL_INLINE_BYTES - Buffer.byteLength(note));
-  return [{ message: head + note, attachments: [`data:text/plain;filename=reply.txt;base64,${Buffer.from(text).toString('base64')}`] }];
+  return [{ message: head + note, attachments: [textAttachment('reply.txt', text)] }];
 }
+
+/** A text file as signal-cli takes an attachment: a data URI with its name. */
+const textAttachment = (name: string, text: string) => `data:text/plain;filename=${name};base64,${Buffer.from(text).toString('base64')}`;
 
 export const SignalBridgeSchema = z
   .object({

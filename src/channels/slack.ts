@@ -106,6 +106,9 @@ export function slackMessage(body: unknown, botUser?: string): ChannelMessage | 
   };
 }
 
+/** Web API errors that may pass when tried again (https://api.slack.com/methods/chat.postMessage#errors); any other is a refusal. */
+const SLACK_PASSING_ERRORS = new Set(['internal_error', 'fatal_error', 'service_unavailable', 'request_timeout', 'ratelimited']);
+
 export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTransport {
   const config = ctx.config;
   const botToken = readSecret(config, 'bot_token');
@@ -129,7 +132,10 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     }
     const body = obj(await res.json().catch(() => undefined));
     if (body?.ok === true) return body;
-    throw new ChannelApiError(`${method}: ${str(body?.error) ?? `HTTP ${res.status}`}`, res.status);
+    // Slack answers its errors with HTTP 200 and ok: false: as a status, the core's policy reads them (refused, or may pass).
+    const error = str(body?.error);
+    const status = !res.ok || error === undefined ? res.status : SLACK_PASSING_ERRORS.has(error) ? 503 : 400;
+    throw new ChannelApiError(`${method}: ${error ?? `HTTP ${res.status}`}`, status);
   }
 
 
@@ -235,6 +241,11 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     }
   }
 
+  async function postParts(chat: string, text: string, mrkdwn: boolean): Promise<void> {
+    const where = parseChat(chat);
+    for (const part of splitParts(text, { units: SLACK_TEXT_LIMIT, parts: SLACK_MAX_PARTS })) await withOneRetry(log, 'chat.postMessage', () => call('chat.postMessage', { ...where, text: escapeMrkdwn(part), mrkdwn }));
+  }
+
   return {
     name: 'slack',
     start() {
@@ -247,10 +258,9 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     },
     connected: () => live,
     http,
-    async send(chat, text) {
-      const where = parseChat(chat);
-      for (const part of splitParts(text, { units: SLACK_TEXT_LIMIT, parts: SLACK_MAX_PARTS })) await withOneRetry(log, 'chat.postMessage', () => call('chat.postMessage', { ...where, text: escapeMrkdwn(part), mrkdwn: true }));
-    },
+    send: (chat, text) => postParts(chat, text, true),
+    // The core's next try after a send that failed: no mrkdwn formatting (&, < and > stay escaped: Slack asks it of every text).
+    sendPlain: (chat, text) => postParts(chat, text, false),
     async typing() {
       // Slack has no typing indicator for a bot outside its assistant threads.
     },

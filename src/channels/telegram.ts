@@ -109,8 +109,9 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
 
   const sendOnce = (method: string, params: Json) => withOneRetry(log, method, () => call(method, params));
 
-  async function sendText(chat: string, text: string): Promise<void> {
+  async function sendText(chat: string, text: string, plain = false): Promise<void> {
     const where = parseChat(chat);
+    if (plain) return void (await sendOnce('sendMessage', { ...where, text, link_preview_options: { is_disabled: true } }));
     try {
       await sendOnce('sendMessage', { ...where, text: toMarkdownV2(text), parse_mode: 'MarkdownV2', link_preview_options: { is_disabled: true } });
     } catch (err) {
@@ -120,16 +121,28 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     }
   }
 
-  async function sendDocument(chat: string, text: string): Promise<void> {
+  async function sendDocument(chat: string, text: string, name = 'reply.txt', caption = 'the whole reply'): Promise<void> {
     const form = new FormData();
     for (const [k, v] of Object.entries(parseChat(chat))) form.set(k, String(v));
-    form.set('caption', 'the whole reply');
-    form.set('document', new Blob([text], { type: 'text/plain' }), 'reply.txt');
+    form.set('caption', caption);
+    form.set('document', new Blob([text], { type: 'text/plain' }), name);
     await withOneRetry(log, 'sendDocument', async () => {
       const res = await reach('sendDocument: the Bot API', `${config.api_url}/bot${token}/sendDocument`, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) });
       const body = obj(await res.json().catch(() => undefined));
       if (body?.ok !== true) throw new ChannelApiError(`sendDocument: ${str(body?.description) ?? `HTTP ${res.status}`}`, res.status, int(obj(body?.parameters)?.retry_after));
     });
+  }
+
+  async function sendReply(chat: string, text: string, plain: boolean): Promise<void> {
+    const parts = splitForLimit(text, TELEGRAM_TEXT_LIMIT);
+    if (parts.length > TELEGRAM_MAX_PARTS) {
+      const note = '\n[… the whole reply is attached as reply.txt]';
+      const first = parts[0] ?? '';
+      await sendText(chat, `${first.slice(0, graphemeCut(first, TELEGRAM_TEXT_LIMIT - note.length))}${note}`, plain);
+      await sendDocument(chat, text);
+      return;
+    }
+    for (const part of parts) await sendText(chat, part, plain);
   }
 
   /** Take the updates in order; the offset after the last. A failed take throws: the next poll asks from the old offset, and what was taken already is known to the inbox. */
@@ -221,17 +234,10 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     },
     connected: () => live,
     http,
-    async send(chat, text) {
-      const parts = splitForLimit(text, TELEGRAM_TEXT_LIMIT);
-      if (parts.length > TELEGRAM_MAX_PARTS) {
-        const note = '\n[… the whole reply is attached as reply.txt]';
-        const first = parts[0] ?? '';
-        await sendText(chat, `${first.slice(0, graphemeCut(first, TELEGRAM_TEXT_LIMIT - note.length))}${note}`);
-        await sendDocument(chat, text);
-        return;
-      }
-      for (const part of parts) await sendText(chat, part);
-    },
+    send: (chat, text) => sendReply(chat, text, false),
+    // The core's next try after a send that failed: the words without MarkdownV2.
+    sendPlain: (chat, text) => sendReply(chat, text, true),
+    sendFile: (chat, file, caption) => sendDocument(chat, file.text, file.name, caption),
     async typing(chat, on) {
       if (on) await call('sendChatAction', { ...parseChat(chat), action: 'typing' });
     },

@@ -13,7 +13,8 @@ import { PermissionLevelSchema, type PermissionLevel } from '../config/session.j
  * A bridge's durable inbox: every chat message, one fsynced JSON line per phase, written with
  * the run journal's mechanism. `received` is on disk before the transport is told the message
  * arrived or anything runs; `started` before its run starts (so a restart never runs it twice);
- * `answered` holds the reply before it is sent; `replied` or `failed` ends it. Keyed by the
+ * `answered` holds the reply before it is sent (and, when a send fails, each next way of sending it
+ * before it is tried); `replied` or `failed` ends it. Keyed by the
  * transport's identity of the message, which also deduplicates re-deliveries — across
  * processes too: every append happens under the inbox's lock, after reading what other
  * processes appended, so two processes can never both accept one id. `held`: a stranger's first
@@ -21,6 +22,9 @@ import { PermissionLevelSchema, type PermissionLevel } from '../config/session.j
  */
 export const INBOX_PHASES = ['received', 'started', 'answered', 'replied', 'failed', 'held'] as const;
 export type InboxPhase = (typeof INBOX_PHASES)[number];
+/** The ways of sending an answer, in the order the core tries them (bridges/delivery-policy.ts). */
+export const DELIVERY_STEPS = ['send', 'plain', 'file', 'notice'] as const;
+export type DeliveryStep = (typeof DELIVERY_STEPS)[number];
 
 export const InboxEntrySchema = z.object({
   id: z.string(),
@@ -35,6 +39,7 @@ export const InboxEntrySchema = z.object({
   owner: z.string().optional(),
   reply: z.string().optional(),
   reason: z.string().optional(),
+  delivery: z.enum(DELIVERY_STEPS).optional().describe('The way of sending the answer tried last (bridges/delivery-policy.ts): a restart goes on from it, never back to a way that already failed.'),
 });
 export type InboxEntry = z.infer<typeof InboxEntrySchema>;
 
@@ -42,7 +47,7 @@ export interface Inbox {
   /** Record a message; false when its id was received before (a re-delivery: ignore it). */
   receive(entry: { id: string; chat: string; sender: string; tenant: string; text: string; owner?: string; session?: string; level?: PermissionLevel }): boolean;
   /** A new phase; 'received' again puts back a message whose run never started (berth was stopping). */
-  mark(id: string, phase: InboxPhase, extra?: { reply?: string; reason?: string }): void;
+  mark(id: string, phase: InboxPhase, extra?: { reply?: string; reason?: string; delivery?: DeliveryStep }): void;
   /** Messages not yet ended, in the order they arrived. */
   open(): InboxEntry[];
   /** Every message's folded state (for counts and tests). */

@@ -163,11 +163,19 @@ describe('pairing: who may talk at all', () => {
     expect(fs.existsSync(join(homePaths(h.home).stateDir, 'bridges', 'signal.jsonl'))).toBe(true);
   });
 
-  it('a send the network refuses (rate limit, untrusted identity) ends the message failed, logged in the inbox', async () => {
-    fake.failNextSend({ type: 'untrusted' }, { recipient: uuid(4) });
+  it('a send the network keeps refusing (untrusted identity) is tried again, then as a file, then ends failed in the inbox, saying each try', async () => {
+    fake.failNextSend({ type: 'untrusted' }, { recipient: uuid(4), count: Infinity });
     const d = say(4, 'echo never-delivered');
-    const entry = await fake.waitFor(() => bridges.channel('signal')!.inbox.all().find((e) => e.id === `${uuid(4)}:${d.timestamp}` && e.phase === 'failed'));
-    expect(entry.reason).toMatch(/could not be sent/);
+    const entry = await fake.waitFor(() => bridges.channel('signal')!.inbox.all().find((e) => e.id === `${uuid(4)}:${d.timestamp}` && e.phase === 'failed'), 30_000);
+    fake.clearSendFailures();
+    expect(entry.reason).toMatch(/^the reply could not be delivered \(send: .*; send: .*; send: .*; file: .*; notice: .*\)$/);
+  });
+
+  it('a send that fails once (a network failure) is tried again: the reply arrives once', async () => {
+    fake.failNextSend({ type: 'network' }, { recipient: uuid(4) });
+    say(4, 'echo second-try');
+    await fake.waitFor(() => repliesOf(4).includes('second-try'), 30_000);
+    expect(repliesOf(4).filter((m) => m === 'second-try')).toHaveLength(1);
   });
 });
 
