@@ -183,6 +183,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     auditRefusal(deps.audit, e, `${c.req.method} ${c.req.path}`);
     countRefusal(deps.metrics, e, 'http');
     if (e.details.retry_after !== undefined) c.header('retry-after', String(e.details.retry_after));
+    // RFC 6750 §3: a 401 names the scheme it wants (MCP clients look for it), where that is a bearer token.
+    if (e.code === 'UNAUTHORIZED' && asksForBearer(c.req.path)) c.header('www-authenticate', 'Bearer realm="berth"');
     // The rest of an over-size body was never read: end the connection rather than misread it as the next request.
     if (e.code === 'PAYLOAD_TOO_LARGE') c.header('connection', 'close');
     return c.json(errorBody(e), e.status as 400);
@@ -354,6 +356,12 @@ function sessionOfToken(deps: Pick<AppDeps, 'tokens' | 'sessions'>, token: strin
   }
   if (session.tenant_key !== bound.tenant_key || session.created_at !== bound.session_created_at) throw gone();
   return { project: bound.project, session: bound.session, tenantKey: session.tenant_key, workspace: session.settings.workspace };
+}
+
+/** Whether a path's credential is a bearer token: not /chat and /console (cookies), nor /hooks (each channel's own signature). */
+function asksForBearer(path: string): boolean {
+  const surface = surfaceOf(path);
+  return surface !== 'chat' && surface !== 'hooks' && path !== '/console' && !path.startsWith('/console/');
 }
 
 /** "." or ".." as a path segment, also percent-encoded ("%2e%2e"). */

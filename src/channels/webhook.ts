@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { z } from 'zod';
 import { BerthError } from '../errors.js';
 import { defineChannel, takeOrBusy, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
@@ -11,6 +11,10 @@ import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from 
  *   "<timestamp>.<raw body>" under the hook's secret>`; a timestamp outside the window is a
  *   replay and refused, before the body is read as anything; until the signature matches, the
  *   body is read as a stranger's (see hook-admission.ts).
+ * - Or, with `signing: standard-webhooks`, the Standard Webhooks format (standardwebhooks.com):
+ *   `webhook-id`, `webhook-timestamp` and `webhook-signature: v1,<base64 HMAC-SHA256 of
+ *   "<id>.<timestamp>.<raw body>">` (several, space-separated: one must match), the key being the
+ *   base64 after `whsec_`; so a sender's off-the-shelf library signs. One scheme per hook.
  * - Body: `{"id": stable message id, "user": who, "text": …, "conversation"?: …}`; the id
  *   dedupes re-sends (the same id is answered once: a second gets status "duplicate").
  * - Answered in the request (`reply: sync`: 200 with the reply, or 202 if it takes longer than
@@ -24,10 +28,18 @@ const MIN_SECRET = 32;
 const HOOK_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 /** What berth signs with: anything else in X-Berth-Signature is refused before the body is read. */
 const SIGNATURE = /^v1=[0-9a-f]{64}$/;
+/** Standard Webhooks: a secret is "whsec_" (optional, as its libraries take it) and base64 of a 24-64 byte key. */
+const STANDARD_SECRET = /^(whsec_)?[A-Za-z0-9+/]+={0,2}$/;
+const STANDARD_KEY_BYTES = { min: 24, max: 64 };
+/** webhook-signature: at most this many signatures are looked at (a sender signs with one or two keys). */
+const STANDARD_MAX_SIGNATURES = 8;
+/** webhook-id: the message's id (printable, as a body's id). */
+const STANDARD_ID = /^[^\u0000-\u001f\u007f]{1,200}$/;
 
 const HookSchema = z
   .object({
-    ...secretFields('secret', 'The HMAC-SHA256 key the caller signs with (at least 32 characters)'),
+    ...secretFields('secret', 'The HMAC-SHA256 key the caller signs with (at least 32 characters; for standard-webhooks, "whsec_" and the base64 of a 24-64 byte key)'),
+    signing: z.enum(['berth', 'standard-webhooks']).default('berth').describe('berth: X-Berth-Timestamp and X-Berth-Signature (v1=<hex>); standard-webhooks: webhook-id, webhook-timestamp and webhook-signature (v1,<base64>) as standardwebhooks.com specifies, so a sender\'s library signs. Callbacks are signed the same way.'),
     reply: z.enum(['sync', 'callback']).default('sync').describe('sync: the answer is the HTTP response (202 if it takes longer than reply_timeout_seconds); callback: 202 at once, the answer POSTed to callback_url.'),
     callback_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional().describe('Where answers are POSTed (signed like the requests); needed for reply: callback, used by sync for answers that came too late.'),
     window_seconds: z.number().int().min(10).max(3600).default(300).describe('A request whose timestamp is further from berth\'s clock than this is refused as a replay.'),
@@ -36,7 +48,8 @@ const HookSchema = z
   .strict()
   .superRefine((c, ctx) => {
     oneSecret(c, 'secret', ctx);
-    if (typeof c.secret === 'string' && c.secret.length < MIN_SECRET) ctx.addIssue({ code: 'custom', path: ['secret'], message: `must be at least ${MIN_SECRET} characters` });
+    const bad = typeof c.secret === 'string' ? secretProblem(c.signing, c.secret) : undefined;
+    if (bad) ctx.addIssue({ code: 'custom', path: ['secret'], message: bad });
     if (c.reply === 'callback' && !c.callback_url) ctx.addIssue({ code: 'custom', path: ['callback_url'], message: 'reply: callback needs callback_url' });
   });
 
@@ -52,14 +65,33 @@ type WebhookConfig = z.output<typeof WebhookBridgeSchema>;
 type HookConfig = z.output<typeof HookSchema>;
 
 /** What a caller sends (bounded: ids and names short, text as long as a chat message may be). */
+const MessageId = z.string().min(1).max(200).describe('A stable id of this message: a re-send with the same id is answered once.');
 const BodySchema = z
   .object({
-    id: z.string().min(1).max(200).describe('A stable id of this message: a re-send with the same id is answered once.'),
+    id: MessageId,
     user: z.string().min(1).max(200).regex(/^[^\u0000-\u001f]+$/, 'must be printable').describe('Who sent it (their tenant: hook:<name>:<user>).'),
     text: z.string().min(1).max(16_000),
     conversation: z.string().min(1).max(200).regex(/^[^\u0000-\u001f/]+$/, 'must be printable, without "/"').optional().describe("A conversation of the user's own: its own session."),
   })
   .strict();
+/** Standard Webhooks carries the message's id in webhook-id: the body may leave it out. */
+const StandardBodySchema = BodySchema.extend({ id: MessageId.optional() }).strict();
+
+/** What is wrong with a hook's secret for its signing scheme, if anything. */
+function secretProblem(signing: 'berth' | 'standard-webhooks', secret: string): string | undefined {
+  if (signing === 'berth') return secret.length < MIN_SECRET ? `must be at least ${MIN_SECRET} characters` : undefined;
+  if (!STANDARD_SECRET.test(secret)) return 'must be "whsec_" and base64 (a Standard Webhooks secret)';
+  const bytes = standardKey(secret).length;
+  return bytes < STANDARD_KEY_BYTES.min || bytes > STANDARD_KEY_BYTES.max ? `must hold a key of ${STANDARD_KEY_BYTES.min}-${STANDARD_KEY_BYTES.max} bytes (it holds ${bytes})` : undefined;
+}
+
+/** A Standard Webhooks secret's key: the bytes of the base64 after "whsec_". */
+const standardKey = (secret: string) => Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64');
+
+/** One Standard Webhooks signature: "v1," and the base64 HMAC-SHA256 of "<id>.<timestamp>.<body>" under the key. */
+export function standardWebhookSignature(secret: string, id: string, timestamp: string, body: Buffer | string): string {
+  return `v1,${createHmac('sha256', standardKey(secret)).update(`${id}.${timestamp}.`).update(body).digest('base64')}`;
+}
 
 /** The signature berth checks and sends: v1=HMAC-SHA256(secret, "<timestamp>.<body>"). */
 export function webhookSignature(secret: string, timestamp: string, body: Buffer | string): string {
@@ -74,6 +106,63 @@ const parseChat = (chat: string) => JSON.parse(chat) as [string, string, string 
 const messageId = (hook: string, user: string, id: string) => `${hook}:${JSON.stringify([user, id])}`;
 const callerId = (messageId: string) => (JSON.parse(messageId.slice(messageId.indexOf(':') + 1)) as [string, string])[1];
 
+/** A request's signature headers, checked before the body is read: whether the body matches, and the refusal if not. */
+interface SignedRequest {
+  matches(secret: string, raw: Buffer): boolean;
+  mismatch: BerthError;
+  /** The message id the headers carry (Standard Webhooks' webhook-id). */
+  id?: string;
+}
+
+/** A timestamp header: unix seconds, within the window of berth's clock (else a replay). */
+function checkTimestamp(header: string, value: string, windowSeconds: number, hint: string): void {
+  const ts = /^[0-9]{1,12}$/.test(value) ? Number(value) : NaN;
+  if (!Number.isFinite(ts)) throw new BerthError('UNAUTHORIZED', `${header} must be the unix time in seconds`, { hint });
+  if (Math.abs(Date.now() / 1000 - ts) > windowSeconds) {
+    throw new BerthError('UNAUTHORIZED', `${header} is more than ${windowSeconds} s from berth's clock: refused as a replay`, { hint: 'sign each request when it is sent; check the sender\'s clock' });
+  }
+}
+
+/** berth's scheme: X-Berth-Timestamp and X-Berth-Signature v1=<hex>. */
+function berthHeaders(req: Request, windowSeconds: number): SignedRequest {
+  const timestamp = req.headers.get('x-berth-timestamp') ?? '';
+  checkTimestamp('X-Berth-Timestamp', timestamp, windowSeconds, 'see docs/webhooks.md');
+  const signature = req.headers.get('x-berth-signature') ?? '';
+  const signing = { hint: 'v1=<hex HMAC-SHA256 of "<timestamp>.<body>" under the hook\'s secret>; see docs/webhooks.md' };
+  if (!SIGNATURE.test(signature)) throw new BerthError('UNAUTHORIZED', 'X-Berth-Signature is missing (or not v1=<64 hex digits>)', signing);
+  return {
+    matches: (secret, raw) => sameSecret(signature, webhookSignature(secret, timestamp, raw)),
+    mismatch: new BerthError('UNAUTHORIZED', 'X-Berth-Signature does not match the body', signing),
+  };
+}
+
+/** Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature (space-separated "v1,<base64>"; one must match). */
+function standardHeaders(req: Request, windowSeconds: number): SignedRequest {
+  const signing = { hint: 'Standard Webhooks: webhook-signature "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">" under the whsec_ key; see docs/webhooks.md' };
+  const id = req.headers.get('webhook-id') ?? '';
+  if (!STANDARD_ID.test(id)) throw new BerthError('UNAUTHORIZED', 'webhook-id is missing (or longer than 200 characters, or not printable)', signing);
+  const timestamp = req.headers.get('webhook-timestamp') ?? '';
+  checkTimestamp('webhook-timestamp', timestamp, windowSeconds, signing.hint);
+  const given = (req.headers.get('webhook-signature') ?? '').split(' ').filter((s) => s.startsWith('v1,')).slice(0, STANDARD_MAX_SIGNATURES);
+  if (given.length === 0) throw new BerthError('UNAUTHORIZED', 'webhook-signature is missing (or holds no "v1,<base64>")', signing);
+  return {
+    id,
+    matches(secret, raw) {
+      const expected = standardWebhookSignature(secret, id, timestamp, raw);
+      // Every one compared (no early exit): the time taken says nothing of which matched.
+      return given.map((g) => sameSecret(g, expected)).includes(true);
+    },
+    mismatch: new BerthError('UNAUTHORIZED', 'webhook-signature does not match the body', signing),
+  };
+}
+
+/** A callback's signature headers, in the hook's scheme (a Standard Webhooks id per answer, the same on a re-send). */
+function callbackSignature(hook: HookConfig, secret: string, messageId: string, timestamp: string, body: string): Record<string, string> {
+  if (hook.signing === 'berth') return { 'x-berth-timestamp': timestamp, 'x-berth-signature': webhookSignature(secret, timestamp, body) };
+  const id = `msg_${createHash('sha256').update(messageId).digest('base64url').slice(0, 32)}`;
+  return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': standardWebhookSignature(secret, id, timestamp, body) };
+}
+
 export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): ChannelTransport {
   const log = ctx.logger.child({ bridge: 'webhook' });
   // Read once, at start: a hook whose secret cannot be read (or is short) answers 500 and says why in berth's log, never to the caller.
@@ -81,7 +170,8 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
   for (const [name, hook] of Object.entries(ctx.config.hooks)) {
     try {
       const secret = readSecret(hook, 'secret');
-      if (secret.length < MIN_SECRET) throw new Error(`its secret is shorter than ${MIN_SECRET} characters`);
+      const bad = secretProblem(hook.signing, secret);
+      if (bad) throw new Error(`its secret ${bad}`);
       secrets.set(name, secret);
     } catch (err) {
       log.error({ hook: name, err: (err as Error).message }, 'this webhook is not served: its secret cannot be used');
@@ -102,20 +192,12 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     const hook = hookOf(name);
     if (!hook) throw new BerthError('NOT_FOUND', `no webhook named "${name}" (berth.yaml bridges.webhook.hooks)`);
     if (req.method !== 'POST') throw new BerthError('METHOD_NOT_ALLOWED', `${req.method} is not served at /hooks/${name} (allowed: POST)`);
-    const timestamp = req.headers.get('x-berth-timestamp') ?? '';
-    const ts = /^[0-9]{1,12}$/.test(timestamp) ? Number(timestamp) : NaN;
-    if (!Number.isFinite(ts)) throw new BerthError('UNAUTHORIZED', 'X-Berth-Timestamp must be the unix time in seconds', { hint: 'see docs/webhooks.md' });
-    if (Math.abs(Date.now() / 1000 - ts) > hook.window_seconds) {
-      throw new BerthError('UNAUTHORIZED', `X-Berth-Timestamp is more than ${hook.window_seconds} s from berth's clock: refused as a replay`, { hint: 'sign each request when it is sent; check the sender\'s clock' });
-    }
-    const signature = req.headers.get('x-berth-signature') ?? '';
-    const signing = { hint: 'v1=<hex HMAC-SHA256 of "<timestamp>.<body>" under the hook\'s secret>; see docs/webhooks.md' };
-    if (!SIGNATURE.test(signature)) throw new BerthError('UNAUTHORIZED', 'X-Berth-Signature is missing (or not v1=<64 hex digits>)', signing);
+    const signed = hook.signing === 'standard-webhooks' ? standardHeaders(req, hook.window_seconds) : berthHeaders(req, hook.window_seconds);
     const secret = secretOf(name);
     const raw = await admission.unverifiedBody(req, WEBHOOK_MAX_BODY_BYTES);
-    if (!sameSecret(signature, webhookSignature(secret, timestamp, raw))) {
+    if (!signed.matches(secret, raw)) {
       log.warn({ hook: name }, 'a webhook request with a wrong signature was refused');
-      throw new BerthError('UNAUTHORIZED', 'X-Berth-Signature does not match the body', signing);
+      throw signed.mismatch;
     }
     admission.verified();
     let json: unknown;
@@ -124,12 +206,14 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     } catch {
       throw new BerthError('CONFIG_INVALID', 'the body is not JSON', { issues: [{ field: 'body', reason: 'not JSON' }] });
     }
-    const parsed = BodySchema.safeParse(json);
+    const schema = hook.signing === 'standard-webhooks' ? StandardBodySchema : BodySchema;
+    const parsed = schema.safeParse(json);
     if (!parsed.success) {
-      const issues = parsed.error.issues.map((i) => ({ field: i.path.join('.') || 'body', reason: i.message }));
+      // Each field at fault by its name, an unknown key too; the body itself when it is no object.
+      const issues = parsed.error.issues.flatMap((i) => (i.code === 'unrecognized_keys' ? i.keys.map((key) => ({ field: key, reason: 'unknown field' })) : [{ field: i.path.join('.') || 'body', reason: i.message }]));
       throw new BerthError('CONFIG_INVALID', `the webhook body is not valid: ${issues.map((i) => `${i.field}: ${i.reason}`).join('; ')}`, { issues });
     }
-    const body = parsed.data;
+    const body = { ...parsed.data, id: parsed.data.id ?? (signed.id as string) };
     const chat = chatOf(name, body.user, body.conversation);
     const message: ChannelMessage = { id: messageId(name, body.user, body.id), chat, tenant: `hook:${name}:${body.user}`, sender: `hook:${name}:${body.user}`, text: body.text };
     if (takeOrBusy(ctx.take, log, message) === 'duplicate') return Response.json({ id: body.id, status: 'duplicate' }, { status: 200 });
@@ -166,7 +250,7 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
       if (!hook?.callback_url) return;
       const body = JSON.stringify({ id: callerId(id), user, ...(conversation === null ? {} : { conversation }), reply });
       const timestamp = String(Math.floor(Date.now() / 1000));
-      const res = await ctx.postOut(hook.callback_url, body, { 'content-type': 'application/json', 'x-berth-timestamp': timestamp, 'x-berth-signature': webhookSignature(secretOf(name), timestamp, body) });
+      const res = await ctx.postOut(hook.callback_url, body, { 'content-type': 'application/json', ...callbackSignature(hook, secretOf(name), id, timestamp, body) });
       if (res.status >= 300) log.warn({ hook: name, status: res.status }, 'the webhook callback did not take the answer');
     } catch (err) {
       log.warn({ hook: name, err: String((err as Error).message).slice(0, 200) }, 'the answer could not be posted to the webhook callback');
@@ -211,7 +295,8 @@ export const webhookChannel = defineChannel({
   async doctor(c, route) {
     return Object.entries(c.hooks).map(([name, h]) => {
       try {
-        if (readSecret(h, 'secret').length < MIN_SECRET) throw new Error(`the secret of hook ${name} is shorter than ${MIN_SECRET} characters`);
+        const bad = secretProblem(h.signing, readSecret(h, 'secret'));
+        if (bad) throw new Error(`the secret of hook ${name} ${bad}`);
       } catch (err) {
         return { name: `bridge webhook ${name}`, status: 'fail' as const, detail: (err as Error).message };
       }

@@ -37,6 +37,14 @@ function invalidParams(error: z.ZodError, what: string, prefix = ''): McpError {
   return new McpError(ErrorCode.InvalidParams, e.toLine(), errorBody(e));
 }
 
+/**
+ * A JSON-RPC error whose message goes on the wire as written: the SDK sends an error's `message`,
+ * and McpError's own carries an "MCP error <code>: " prefix (the client adds that back itself).
+ */
+function protocolError(code: number, message: string, data: unknown): Error {
+  return Object.assign(new Error(message), { code, data });
+}
+
 /** Register `handle` for schema's method, validating the whole request itself first. */
 function handleChecked(server: Server, schema: z.ZodObject, handle: (request: unknown) => Promise<Record<string, unknown>>): void {
   const method = (schema.shape.method as z.ZodLiteral<string>).value;
@@ -57,7 +65,7 @@ const CallParamsSchema = z.object({
 /**
  * berth's tools over MCP. tools/call is answered by berth, not the SDK's request schema: a
  * malformed call is JSON-RPC -32602 (invalid params) with berth's error body (CONFIG_INVALID and
- * the fields at fault) as its data; arguments that fail a tool's schema are a tool error with
+ * the fields at fault) as its data, and so is an unknown tool ("Unknown tool: <name>"); arguments that fail a tool's schema are a tool error with
  * the same body, like every other surface. A result is serialized once, compactly, for the text
  * block, and structuredContent carries the same object — except for tools whose answer is one
  * text (a file read), which answer with that text alone.
@@ -80,9 +88,13 @@ export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context:
     if (request.method !== 'tools/call') throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${String(request.method).slice(0, 100)}`);
     const envelope = CallParamsSchema.safeParse(request.params);
     if (!envelope.success) throw invalidParams(envelope.error, 'tools/call', 'params');
+    const spec = byName.get(envelope.data.name);
+    // A protocol error, as the MCP spec's own example answers it (-32602 "Unknown tool: <name>"); berth's body rides as data.
+    if (!spec) {
+      const e = new BerthError('USAGE', `unknown tool "${envelope.data.name}"`, { hint: 'tools/list names them' });
+      throw protocolError(ErrorCode.InvalidParams, `Unknown tool: ${envelope.data.name}`, errorBody(e));
+    }
     try {
-      const spec = byName.get(envelope.data.name);
-      if (!spec) throw new BerthError('USAGE', `unknown tool "${envelope.data.name}"`, { hint: 'tools/list names them' });
       // The raw arguments, not the envelope's parse (which drops a "__proto__" key unseen).
       const input = parseOrThrow(spec.input, (request.params as { arguments?: unknown }).arguments ?? {}, `${spec.name} arguments`);
       const output = await spec.run(context(), input as never);

@@ -188,7 +188,9 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
       return 0;
     },
     sh: (p) => {
-      const script = p.argv[1] !== '-c' ? undefined : p.argv[2] === '--' ? p.argv[3] : p.argv[2];
+      // `sh -x -c` (a chat's run traces its steps) runs the same command here: the fake has no trace.
+      const args = p.argv[1] === '-x' ? p.argv.slice(1) : p.argv;
+      const script = args[1] !== '-c' ? undefined : args[2] === '--' ? args[3] : args[2];
       const argv = script?.trim().split(/\s+/).filter(Boolean);
       if (!argv?.length) {
         p.out('stderr', 'sh: the fake runs `sh -c "PROGRAM ARGS"` only\n');
