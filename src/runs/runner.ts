@@ -240,7 +240,7 @@ export function createRunner(deps: {
   async function prepareWorkspace(ctx: RunContext): Promise<void> {
     const { project, session } = ctx;
     const quota = quotaOf(project, ctx.config, store.home.tmpDir, ctx.log);
-    if (quotaChangePending(project, ctx.workspace.id, quota)) {
+    if (quotaChangePending(project, ctx.workspace, quota)) {
       const workspace = warmWorkspaceOf(project.metadata.name, ctx.workspace.id);
       await deps.warm?.discardWhere((_, w) => w?.workspace === workspace);
       const alive = await fleet.list(project.metadata.name);
@@ -251,7 +251,7 @@ export function createRunner(deps: {
       quota.holds = { inUse: alive.some(holds), seesAll: alive.some(seesAllWorkspaces) };
     }
     const ws = session.settings.workspace;
-    const made = ensureWorkspace({ project, secret: deps.secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota });
+    const made = ensureWorkspace({ project, workspace: ctx.workspace, tenantKey: session.tenant_key, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota });
     ctx.workspace.ownFilesystem = made.ownFilesystem;
     if (made.created) ctx.log.info({ skipped: made.skipped }, 'workspace created');
     for (const skipped of made.skipped) ctx.log.warn(skipped, 'seed entry not copied');
