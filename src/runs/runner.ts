@@ -320,13 +320,13 @@ export function createRunner(deps: {
     async run(request) {
       const project = store.get(request.project);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey, chosen: true });
-      if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, request.level);
+      if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session, request.level);
       return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady });
     },
     async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
       const project = store.get(projectName);
       let session = sessions.open(project, { sessionId, tenantKey });
-      if (level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, level);
+      if (level !== session.settings.permission_level) session = sessions.setLevel(project, session, level);
       return launch(project, session, { kind: 'workflow_step', message, target });
     },
     async exec(ref, argv) {

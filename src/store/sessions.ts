@@ -41,7 +41,8 @@ export interface SessionStore {
   /** Every session of the project, oldest first; with a tenant, that tenant's only (read through its index, not the whole directory). */
   list(project: Project, filter?: { tenantKey?: string }): SessionRecord[];
   update(project: string, sessionId: string, update: SessionSettingsUpdate['settings']): SessionRecord;
-  setLevel(project: Project, sessionId: string, level: PermissionLevel): SessionRecord;
+  /** The record its caller just read (no read again), with this level. */
+  setLevel(project: Project, session: SessionRecord, level: PermissionLevel): SessionRecord;
   /** One more run; the first message of an untitled session names it (config/session.ts titleFrom). */
   countRun(project: Project, sessionId: string, message?: string): SessionRecord;
   /** Its person's name for it. */
@@ -276,11 +277,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       return modify(project, session, { level: settings.permission_level, mode });
     },
 
-    setLevel(project, sessionId, level) {
-      const session = read(project, sessionId);
-      if (!session) throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist`);
-      return modify(project, session, { level });
-    },
+    setLevel: (project, session, level) => modify(project, session, { level }),
 
     remove(projectName, sessionId) {
       const { project, session } = get(projectName, sessionId);

@@ -182,7 +182,7 @@ describe('the session a run carries', () => {
     const { sessions, store } = h.berth;
     const [session] = sessions.list(store.get('p'), { tenantKey: 'web:alice' });
     sessions.approveHost('p', session!.id, 'example.com:443');
-    sessions.setLevel(store.get('p'), session!.id, 'high');
+    sessions.setLevel(store.get('p'), sessions.get('p', session!.id).session, 'high'); // read after the host was approved
     const out = await running;
     expect(out.permissionLevel).toBe('medium'); // the run kept the level it started with
     expect(sessions.get('p', session!.id).session).toMatchObject({ runs: 1, approved_hosts: ['example.com:443'], settings: { permission_level: 'high' } });
