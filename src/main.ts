@@ -176,7 +176,10 @@ export function createBerth(opts: BerthOptions): Berth {
       }
     },
     approveForSession: (project, session, target) => void sessions.approveHost(project, session, target),
-    raiseLevel: (project, session, level) => void sessions.setLevel(store.get(project), session, level),
+    raiseLevel: (project, id, level) => {
+      const found = sessions.get(project, id);
+      sessions.setLevel(found.project, found.session, level);
+    },
   });
   const broker = createSecretBroker({ config, values: createSecretValues(), metrics, audit: (event) => audit.record(event) });
   let egressCa: EgressCa | undefined;

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { isBerthError } from './errors.js';
 import { createContainerInspector, type ContainerInspector } from './launch/docker-inspect.js';
 import { createBerth, type Berth } from './main.js';
-import { workspaceIdFor } from './store/secret.js';
+import { workspaceIdOf } from './store/sessions.js';
+import { workspaceOf } from './store/workspaces.js';
 import { CONFINEMENT_CHECKS, judge } from './verify/confinement.js';
 import { readHostFacts } from './verify/host-facts.js';
 import { GVISOR_PROC_VERSION, parseProbe, PROBE_SCRIPT, type ProbeFacts } from './verify/probe.js';
@@ -81,7 +82,7 @@ export async function runVerify(
       return { held, detail: held ? 'write, delete, rename and relink all refused; the host file is unchanged' : `AGENTS.md changed (${o.stdout.slice(0, 100)})` };
     });
     await check('symlinked mount source', async () => {
-      const ws = join(p.paths.workspacesDir, workspaceIdFor(berth.secret, project, B));
+      const ws = workspaceOf(p, workspaceIdOf(berth.secret, project, B)).dir;
       fs.rmSync(ws, { recursive: true, force: true });
       fs.symlinkSync('/etc', ws);
       try {
@@ -117,8 +118,8 @@ export async function runVerify(
     });
     await check('gateway escapes', async () => {
       const tools = berth.gateway.forCaller({ project, tenantKey: B });
-      const folderId = workspaceIdFor(berth.secret, project, B);
-      const aliceId = workspaceIdFor(berth.secret, project, A);
+      const folderId = workspaceIdOf(berth.secret, project, B);
+      const aliceId = workspaceIdOf(berth.secret, project, A);
       const attempts: Array<[string, () => unknown]> = [
         ['../ out of the folder', () => tools.read({ folderId, scope: 'private', path: '../../../../etc/passwd' })],
         ["alice's folder", () => tools.read({ folderId: aliceId, scope: 'private', path: 'secret.txt' })],

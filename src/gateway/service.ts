@@ -7,9 +7,8 @@ import { closeQuietly } from '../fs/fd-path.js';
 import { fileStamp } from '../fs/json-file.js';
 import { openScopeRoot, sandboxDelete, sandboxInfo, sandboxReadText, sandboxWrite, type FileInfo } from '../fs/sandbox.js';
 import type { Project, ProjectStore } from '../store/projects.js';
-import { workspaceIdFor } from '../store/secret.js';
-import { listWorkspaces, readWorkspaceRecord, recordWorkspace } from '../store/workspaces.js';
-import { workspaceKeyOf } from '../store/sessions.js';
+import { listWorkspaces, readWorkspaceRecord, recordWorkspace, workspaceOf } from '../store/workspaces.js';
+import { workspaceIdOf } from '../store/sessions.js';
 import { decide, type Caller, type Folder, type Operation, type Scope } from './folder-access.js';
 import { detectProfile, workspaceProfile, type WorkspaceProfile } from './workspace-profile.js';
 import { own } from '../own.js';
@@ -77,7 +76,7 @@ export function createGateway(deps: {
   function folderOf(project: Project, caller: Caller, folderId: string): Folder & { id: string } {
     const found = readWorkspaceRecord(project, folderId);
     const record = found && !found.session ? found : undefined;
-    const idOf = (key: string) => workspaceIdFor(deps.secret(), project.metadata.name, key);
+    const idOf = (key: string) => workspaceIdOf(deps.secret(), project.metadata.name, key);
     const owner = record?.tenant_key ?? [caller.tenantKey, ...caller.teams].find((k) => idOf(k) === folderId);
     const kind = owner !== undefined && own(project.metadata.teams, owner) !== undefined ? 'team' : 'user';
     const ownerTeams = owner === undefined ? [] : Object.entries(project.metadata.teams).filter(([, t]) => t.members.includes(owner)).map(([k]) => k);
@@ -101,10 +100,10 @@ export function createGateway(deps: {
   function forCaller(identity: Identity, opts: { keepOpen?: boolean } = {}) {
     const log = deps.logger.child({ project: identity.project, tenant: identity.tenantKey });
     const { session } = identity;
-    const ownKey = session === undefined ? identity.tenantKey : workspaceKeyOf({ tenant_key: identity.tenantKey, id: session }, 'session');
-    const ownId = identity.workspaceId ?? workspaceIdFor(deps.secret(), identity.project, ownKey);
+    // A run's socket and /mcp/session are given the id their run or session carries; a caller without one derives it (the one derivation).
+    const ownId = identity.workspaceId ?? workspaceIdOf(deps.secret(), identity.project, identity.tenantKey, session);
     /** The tenant's default workspace, which a session-mode caller does not own. */
-    const tenantId = session === undefined ? undefined : workspaceIdFor(deps.secret(), identity.project, identity.tenantKey);
+    const tenantId = session === undefined ? undefined : workspaceIdOf(deps.secret(), identity.project, identity.tenantKey);
     let resolved: { stamp: string; project: Project; caller: Caller } | undefined;
     const stampOf = (file: string) => fileStamp(file) ?? 'gone';
     const current = () => {
@@ -139,7 +138,7 @@ export function createGateway(deps: {
     /** The scope's root directory, and whether the caller must close it (not when it is kept). */
     function rootOf(p: Project, ref: { folderId: string; scope: Scope }, create: boolean): { fd: number | undefined; kept: boolean } {
       const key = `${ref.folderId}/${ref.scope}`;
-      const path = join(p.paths.dir, 'workspaces', ref.folderId, ...(ref.scope === 'shared' ? ['shared'] : []));
+      const path = join(workspaceOf(p, ref.folderId).dir, ...(ref.scope === 'shared' ? ['shared'] : []));
       const kept = roots.get(key);
       if (kept) {
         const st = lstatQuietly(path);
@@ -202,7 +201,7 @@ export function createGateway(deps: {
       close: closeRoots,
       listFolders(scope: z.infer<typeof ListScopeSchema>): FolderEntry[] {
         const { project: p, caller } = current();
-        const idOf = (key: string) => workspaceIdFor(deps.secret(), p.metadata.name, key);
+        const idOf = (key: string) => workspaceIdOf(deps.secret(), p.metadata.name, key);
         const entry = (name: string, s: Scope): FolderEntry => ({ name, uuid: idOf(name), scope: s, path: '/' });
         // A session-mode caller's own folder is its session's workspace (ownId); otherwise the tenant's.
         const mine = (s: Scope): FolderEntry => ({ name: caller.tenantKey, uuid: session === undefined ? idOf(caller.tenantKey) : ownId, scope: s, path: '/' });

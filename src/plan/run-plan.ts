@@ -13,7 +13,8 @@ import { planOutbound, RELAY_BIN, TRUST_MOUNTS, withRelays, type RunSocket } fro
 
 /**
  * The plan is a pure function of (operator config, project, workspace, run options): everything
- * that decides isolation is here, as data. Launchers translate it; they decide nothing.
+ * that decides isolation is here, as data, from the workspace it is given (its id, directory and
+ * whether it is isolated come with it). Launchers translate it; they decide nothing.
  */
 
 export const WORKSPACE_MOUNT = '/workspace';
@@ -129,10 +130,21 @@ export interface ProtectedSnapshot {
   entries: Array<{ path: string; kind: MountKind }>;
 }
 
+/**
+ * Where a run works: the workspace's id, its host directory, and whether a container sees only it
+ * (else the whole project). Decided once per run (runs/run-context.ts) and carried: the store
+ * makes and bounds the workspace by it, the plan mounts by it.
+ */
+export interface RunWorkspace {
+  id: string;
+  dir: string;
+  isolated: boolean;
+}
+
 export interface PlanInput {
   config: BerthConfig;
   project: { dir: string; metadataFile: string; metadata: ProjectMetadata };
-  workspace: { id: string; dir: string };
+  workspace: RunWorkspace;
   protectedSnapshot: ProtectedSnapshot;
   run: {
     id: string;
@@ -183,8 +195,8 @@ export function planRun(input: PlanInput): RunPlan {
   const { config, project, workspace, protectedSnapshot, run } = input;
   const meta = project.metadata;
   const privateRun = input.privateWorkspace;
-  // A workflow step works in the private workspace: the whole project, like shared mode.
-  const isolated = meta.workspace_isolation && !privateRun;
+  // Decided by the run context (a workflow step's private workspace never is: the whole project).
+  const { isolated } = workspace;
   const warnings: string[] = [];
 
   const rwRoot = isolated ? workspace.dir : project.dir;

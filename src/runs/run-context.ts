@@ -1,16 +1,14 @@
-import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { agentOwner, type BerthConfig } from '../config/berth-config.js';
 import { sharedGrantsFor, type SharedGrant } from '../config/grants.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import type { Owner } from '../fs/tree.js';
 import type { OutputListener } from '../launch/launcher.js';
-import { LEVEL_PROFILES, type LevelProfile } from '../plan/levels.js';
+import type { RunWorkspace } from '../plan/run-plan.js';
 import { memoryBootstrap } from '../store/memory.js';
 import type { Project } from '../store/projects.js';
-import { workspaceIdFor } from '../store/secret.js';
-import { workspaceKeyOf } from '../store/sessions.js';
-import type { WorkspaceQuota } from '../store/workspaces.js';
+import { workspaceIdOf } from '../store/sessions.js';
+import { workspaceOf, type WorkspaceQuota } from '../store/workspaces.js';
 import { newRunId } from './run-record.js';
 import type { ProgressListener } from './progress-tap.js';
 import type { ApprovalListener } from '../store/approvals.js';
@@ -36,7 +34,6 @@ export interface RunIdentityContext {
   project: Project;
   session: SessionRecord;
   level: PermissionLevel;
-  profile: LevelProfile;
   /** The tenant's (or session's) workspace id; for a workflow step, the private workspace. */
   workspaceId: string;
   log: Logger;
@@ -47,7 +44,8 @@ export interface RunContext extends RunIdentityContext {
   config: BerthConfig;
   owner: Owner | undefined;
   grants: SharedGrant[];
-  workspace: { id: string; dir: string; ownFilesystem?: boolean };
+  /** Decided here once (id, directory, isolated); the store makes it and the plan mounts it as given. */
+  workspace: RunWorkspace & { ownFilesystem?: boolean };
 }
 
 /** The run's identity, derived once: its id, level, and the workspace id (the HMAC of the tenant key, or the one the session stores). */
@@ -55,22 +53,27 @@ export function identityOf(project: Project, session: SessionRecord, spec: Launc
   const runId = newRunId();
   const level = session.settings.permission_level;
   const ws = session.settings.workspace;
-  const workspaceId = spec.kind === 'workflow_step' ? 'private' : (ws.id ?? workspaceIdFor(secret, project.metadata.name, workspaceKeyOf(session, ws.mode)));
+  // A session keeps its workspace's id; one from before ids were kept gets it derived (the one derivation).
+  const workspaceId = spec.kind === 'workflow_step' ? 'private' : (ws.id ?? workspaceIdOf(secret, project.metadata.name, session.tenant_key, ws.mode === 'session' ? session.id : undefined));
   return {
     runId,
     project,
     session,
     level,
-    profile: LEVEL_PROFILES[level],
     workspaceId,
     log: logger.child({ project: project.metadata.name, session: session.id, permission_level: level, run: runId, workspace: workspaceId }),
   };
 }
 
-/** The full context, from the project as it is now (it may have moved) and the config read now. */
+/**
+ * The full context, from the project as it is now (it may have moved, or had isolation switched
+ * on) and the config read now. The workspace is decided here, once: a workflow step's is the
+ * project's private one (the whole project, never isolated); any other run's is its tenant's (or
+ * session's), isolated as the project says.
+ */
 export function contextOf(base: RunIdentityContext, project: Project, config: BerthConfig, spec: LaunchSpec): RunContext {
-  const dir = spec.kind === 'workflow_step' ? project.paths.dir : join(project.paths.workspacesDir, base.workspaceId);
-  return { ...base, project, config, owner: agentOwner(config), grants: sharedGrantsFor(config, project.metadata.name), workspace: { id: base.workspaceId, dir } };
+  const workspace = spec.kind === 'workflow_step' ? { id: base.workspaceId, dir: project.paths.dir, isolated: false } : workspaceOf(project, base.workspaceId);
+  return { ...base, project, config, owner: agentOwner(config), grants: sharedGrantsFor(config, project.metadata.name), workspace };
 }
 
 /** The kernel bound for a workspace (berth.yaml disk_quotas, the project's limits). */

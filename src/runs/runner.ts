@@ -240,7 +240,7 @@ export function createRunner(deps: {
   async function prepareWorkspace(ctx: RunContext): Promise<void> {
     const { project, session } = ctx;
     const quota = quotaOf(project, ctx.config, store.home.tmpDir, ctx.log);
-    if (quotaChangePending(project, ctx.workspace.id, quota)) {
+    if (quotaChangePending(project, ctx.workspace, quota)) {
       const workspace = warmWorkspaceOf(project.metadata.name, ctx.workspace.id);
       await deps.warm?.discardWhere((_, w) => w?.workspace === workspace);
       const alive = await fleet.list(project.metadata.name);
@@ -251,7 +251,7 @@ export function createRunner(deps: {
       quota.holds = { inUse: alive.some(holds), seesAll: alive.some(seesAllWorkspaces) };
     }
     const ws = session.settings.workspace;
-    const made = ensureWorkspace({ project, secret: deps.secret, tenantKey: session.tenant_key, id: ctx.workspace.id, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota });
+    const made = ensureWorkspace({ project, workspace: ctx.workspace, tenantKey: session.tenant_key, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota });
     ctx.workspace.ownFilesystem = made.ownFilesystem;
     if (made.created) ctx.log.info({ skipped: made.skipped }, 'workspace created');
     for (const skipped of made.skipped) ctx.log.warn(skipped, 'seed entry not copied');
@@ -320,13 +320,13 @@ export function createRunner(deps: {
     async run(request) {
       const project = store.get(request.project);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey, chosen: true });
-      if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, request.level);
+      if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session, request.level);
       return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady });
     },
     async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
       const project = store.get(projectName);
       let session = sessions.open(project, { sessionId, tenantKey });
-      if (level !== session.settings.permission_level) session = sessions.setLevel(project, session.id, level);
+      if (level !== session.settings.permission_level) session = sessions.setLevel(project, session, level);
       return launch(project, session, { kind: 'workflow_step', message, target });
     },
     async exec(ref, argv) {

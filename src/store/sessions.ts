@@ -20,6 +20,7 @@ import type { Project, ProjectStore } from './projects.js';
 import { workspaceIdFor } from './secret.js';
 import { removeAgentHome } from './agent-homes.js';
 import { removeChatTranscript } from './chat-transcripts.js';
+import { workspaceOf } from './workspaces.js';
 import { readdirIfExists } from '../fs/dir.js';
 
 /**
@@ -40,7 +41,8 @@ export interface SessionStore {
   /** Every session of the project, oldest first; with a tenant, that tenant's only (read through its index, not the whole directory). */
   list(project: Project, filter?: { tenantKey?: string }): SessionRecord[];
   update(project: string, sessionId: string, update: SessionSettingsUpdate['settings']): SessionRecord;
-  setLevel(project: Project, sessionId: string, level: PermissionLevel): SessionRecord;
+  /** The record its caller just read (no read again), with this level. */
+  setLevel(project: Project, session: SessionRecord, level: PermissionLevel): SessionRecord;
   /** One more run; the first message of an untitled session names it (config/session.ts titleFrom). */
   countRun(project: Project, sessionId: string, message?: string): SessionRecord;
   /** Its person's name for it. */
@@ -51,9 +53,14 @@ export interface SessionStore {
   remove(project: string, sessionId: string): void;
 }
 
-/** The workspace key of a session: the tenant's own, or one per session (tenant keys never hold NUL). */
-export function workspaceKeyOf(record: Pick<SessionRecord, 'tenant_key' | 'id'>, mode: 'tenant' | 'session'): string {
-  return mode === 'tenant' ? record.tenant_key : `${record.tenant_key}\0session\0${record.id}`;
+/**
+ * A workspace's id: the HMAC of its key, the tenant's (or team's) own, or, for a session-mode
+ * workspace, one per session (tenant keys never hold NUL). The one derivation: a session record
+ * keeps the result and a run carries it (runs/run-context.ts); the tool gateway calls this for
+ * the folders it names without a run.
+ */
+export function workspaceIdOf(secret: Buffer, project: string, tenantKey: string, session?: string): string {
+  return workspaceIdFor(secret, project, session === undefined ? tenantKey : `${tenantKey}\0session\0${session}`);
 }
 
 export function defaultSessionId(secret: Buffer, project: string, tenantKey: string): string {
@@ -115,9 +122,9 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
   }
 
   /** The session's workspace: decided by berth from tenant, session and mode, never taken from input. */
-  function workspaceOf(project: Project, tenantKey: string, id: string, mode: 'tenant' | 'session') {
-    const wsId = workspaceIdFor(opts.secret(), project.metadata.name, workspaceKeyOf({ tenant_key: tenantKey, id }, mode));
-    return { mode, id: wsId, root_dir: join(project.paths.workspacesDir, wsId) };
+  function sessionWorkspace(project: Project, tenantKey: string, id: string, mode: 'tenant' | 'session') {
+    const wsId = workspaceIdOf(opts.secret(), project.metadata.name, tenantKey, mode === 'session' ? id : undefined);
+    return { mode, id: wsId, root_dir: workspaceOf(project, wsId).dir };
   }
 
   /** A session as stored; its root_dir follows the project if the operator moved it. */
@@ -125,7 +132,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
     const record = readJsonFile(file(project, id), SessionRecordSchema);
     const ws = record?.settings.workspace;
     if (!record || !ws?.id) return record;
-    return { ...record, settings: { ...record.settings, workspace: { ...ws, root_dir: join(project.paths.workspacesDir, ws.id) } } };
+    return { ...record, settings: { ...record.settings, workspace: { ...ws, root_dir: workspaceOf(project, ws.id).dir } } };
   };
 
   function write(project: Project, record: SessionRecord): SessionRecord {
@@ -199,18 +206,20 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       settings: {
         permission_level: change.level ?? record.settings.permission_level,
         // The id is derived only when the mode changes (or an old record lacks it): kept otherwise.
-        workspace: mode === record.settings.workspace.mode && record.settings.workspace.id ? record.settings.workspace : workspaceOf(project, record.tenant_key, record.id, mode),
+        workspace: mode === record.settings.workspace.mode && record.settings.workspace.id ? record.settings.workspace : sessionWorkspace(project, record.tenant_key, record.id, mode),
       },
     });
   }
 
   return {
     open(project, { sessionId, tenantKey, chosen = false }) {
-      const ownDefault = defaultSessionId(opts.secret(), project.metadata.name, tenantKey);
-      const id = sessionId ?? ownDefault;
+      // The tenant's default id is derived only when it is needed: no id given, or a reserved one chosen.
+      const ownDefault = () => defaultSessionId(opts.secret(), project.metadata.name, tenantKey);
+      const id = sessionId ?? ownDefault();
       parseOrThrow(SessionIdSchema, id, 'session id');
       const existing = read(project, id);
-      if (chosen && id !== ownDefault && existing?.tenant_key !== tenantKey && RESERVED_SESSION_PREFIXES.some((p) => id.startsWith(p))) {
+      const reserved = RESERVED_SESSION_PREFIXES.some((p) => id.startsWith(p));
+      if (chosen && sessionId !== undefined && reserved && existing?.tenant_key !== tenantKey && sessionId !== ownDefault()) {
         throw new BerthError('CONFIG_INVALID', `session "${id}" is one berth names itself: pick another name for a new session`, {
           issues: [{ field: 'session', reason: `new session ids starting with ${RESERVED_SESSION_PREFIXES.join(' or ')} are made by berth` }],
         });
@@ -229,7 +238,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
         created_at: now,
         updated_at: now,
         runs: 0,
-        settings: { permission_level: DEFAULT_PERMISSION_LEVEL, workspace: workspaceOf(project, tenantKey, id, 'tenant') },
+        settings: { permission_level: DEFAULT_PERMISSION_LEVEL, workspace: sessionWorkspace(project, tenantKey, id, 'tenant') },
       };
       indexAdd(project, tenantKey, id);
       // No record of the id: nothing of a former holder's may stay for the new one (on any launcher:
@@ -260,7 +269,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       const { project, session } = get(projectName, sessionId);
       const wanted = settings.workspace?.root_dir;
       const mode = settings.workspace?.mode ?? session.settings.workspace.mode;
-      if (wanted !== undefined && wanted !== workspaceOf(project, session.tenant_key, session.id, mode).root_dir) {
+      if (wanted !== undefined && wanted !== sessionWorkspace(project, session.tenant_key, session.id, mode).root_dir) {
         throw new BerthError('CONFIG_INVALID', 'settings are invalid', {
           issues: [{ field: 'settings.workspace.root_dir', reason: 'is decided by berth; omit it or send the current value' }],
         });
@@ -268,11 +277,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       return modify(project, session, { level: settings.permission_level, mode });
     },
 
-    setLevel(project, sessionId, level) {
-      const session = read(project, sessionId);
-      if (!session) throw new BerthError('SESSION_NOT_FOUND', `session "${sessionId}" does not exist`);
-      return modify(project, session, { level });
-    },
+    setLevel: (project, session, level) => modify(project, session, { level }),
 
     remove(projectName, sessionId) {
       const { project, session } = get(projectName, sessionId);

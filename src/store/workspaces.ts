@@ -7,9 +7,8 @@ import { readJsonFile } from '../fs/json-file.js';
 import { diskUsage } from '../fs/du.js';
 import { ensureLoopQuota, isMounted, mountPoints, quotaUsage, type QuotaEnsured, type QuotaHolds } from '../fs/loop-quota.js';
 import { copyEntry, displace, ensureDirPath, kindAt, openDirPath, writeNewFileAt, type Owner, type Skipped } from '../fs/tree.js';
-import { SEED_ENTRIES, type ProtectedSnapshot } from '../plan/run-plan.js';
+import { SEED_ENTRIES, type ProtectedSnapshot, type RunWorkspace } from '../plan/run-plan.js';
 import type { Project } from './projects.js';
-import { workspaceIdFor } from './secret.js';
 import { readdirIfExists } from '../fs/dir.js';
 
 export const TenantKeySchema = z
@@ -39,6 +38,14 @@ export const WorkspaceRecordSchema = z.object({
 });
 export type WorkspaceRecord = z.infer<typeof WorkspaceRecordSchema>;
 
+/**
+ * A tenant's (or session's) workspace of the project, by id: the one place its directory is joined
+ * and the project's isolation read. A run takes it once (runs/run-context.ts) and carries it;
+ * what works without a run (start-up mounts, the admin's usage view, a session's root_dir) calls this too.
+ */
+export function workspaceOf(project: Project, id: string): RunWorkspace {
+  return { id, dir: join(project.paths.workspacesDir, id), isolated: project.metadata.workspace_isolation };
+}
 
 /**
  * First contact creates workspaces/<id>/ (seeded from the project when isolated); later calls
@@ -47,25 +54,23 @@ export type WorkspaceRecord = z.infer<typeof WorkspaceRecordSchema>;
  */
 export function ensureWorkspace(opts: {
   project: Project;
-  secret: Buffer;
+  /** Which workspace, where, and whether it is isolated (seeded and bounded only then): as the run decided. */
+  workspace: RunWorkspace;
+  /** Whose it is (the registry's record); never used as a path. */
   tenantKey: string;
-  /** What the id is derived from: the tenant key, or a per-session key (session workspace mode). */
-  workspaceKey?: string;
-  /** The id, when the caller has it already (a session keeps its workspace's id). */
-  id?: string;
   session?: string;
   owner?: Owner;
   /** berth.yaml disk_quotas and the project's limits: the kernel bound for this workspace. */
   quota?: WorkspaceQuota;
 }): Workspace {
-  const { project, owner } = opts;
+  const { project, owner, workspace } = opts;
   const parsed = TenantKeySchema.safeParse(opts.tenantKey);
   if (!parsed.success) {
     throw new BerthError('CONFIG_INVALID', 'tenant key is invalid', {
       issues: [{ field: 'user', reason: parsed.error.issues[0]?.message ?? 'invalid' }],
     });
   }
-  const id = opts.id ?? workspaceIdFor(opts.secret, project.metadata.name, opts.workspaceKey ?? opts.tenantKey);
+  const { id } = workspace;
   const shown = `projects/${project.metadata.name}`;
   const skipped: Skipped[] = [];
   let created = false;
@@ -76,7 +81,7 @@ export function ensureWorkspace(opts: {
     try {
       const kind = kindAt(wsRoot, id);
       if (kind === 'dir') {
-        ownFilesystem = quotaFor(project, wsRoot, id, opts);
+        ownFilesystem = quotaFor(project, wsRoot, workspace, opts);
         return;
       }
       if (kind !== 'missing') displace(wsRoot, id);
@@ -88,7 +93,7 @@ export function ensureWorkspace(opts: {
       }
       // The quota is mounted before the seed is copied in, so the seed lands inside it.
       try {
-        ownFilesystem = quotaFor(project, wsRoot, id, opts);
+        ownFilesystem = quotaFor(project, wsRoot, workspace, opts);
       } catch (err) {
         try {
           fs.rmdirSync(at(wsRoot, id)); // nothing half-created: the next contact starts over
@@ -102,7 +107,7 @@ export function ensureWorkspace(opts: {
       if (wsFd === undefined) throw new BerthError('INTERNAL', `workspace ${id} vanished while being created`);
       withFd(wsFd, (fd) => {
         if (owner) fs.fchownSync(fd, owner.uid, owner.gid);
-        if (!project.metadata.workspace_isolation) return;
+        if (!workspace.isolated) return;
         try {
           for (const entry of SEED_ENTRIES) copyEntry(projectFd, fd, entry, { shownPath: entry, owner, skipped });
         } catch (err) {
@@ -117,7 +122,7 @@ export function ensureWorkspace(opts: {
   });
 
   if (created) recordWorkspace(project, { id, tenant_key: opts.tenantKey, ...(opts.session ? { session: opts.session } : {}), created_at: new Date().toISOString() });
-  return { id, dir: join(project.paths.workspacesDir, id), created, skipped, ownFilesystem };
+  return { id, dir: workspace.dir, created, skipped, ownFilesystem };
 }
 
 
@@ -140,14 +145,14 @@ export const quotaImageOf = (project: Project, id: string) => join(project.paths
  * content lives there, and a bare directory written meanwhile would be shadowed by the next mount.
  * Every step reaches the workspace through wsRoot (workspaces/, opened no-follow), never its path.
  */
-function quotaFor(project: Project, wsRoot: number, id: string, opts: { quota?: WorkspaceQuota; owner?: Owner }): boolean {
+function quotaFor(project: Project, wsRoot: number, workspace: RunWorkspace, opts: { quota?: WorkspaceQuota; owner?: Owner }): boolean {
   const { quota } = opts;
-  if (!quota || !project.metadata.workspace_isolation) return false;
-  const image = quotaImageOf(project, id);
+  if (!quota || !workspace.isolated) return false;
+  const image = quotaImageOf(project, workspace.id);
   if (quota.mode !== 'loop' && !fs.existsSync(image)) return false;
-  const spec = { image, parentFd: wsRoot, name: id, mountpoint: join(project.paths.workspacesDir, id), sizeBytes: quota.sizeBytes, files: quota.files, owner: opts.owner };
+  const spec = { image, parentFd: wsRoot, name: workspace.id, mountpoint: workspace.dir, sizeBytes: quota.sizeBytes, files: quota.files, owner: opts.owner };
   const ensured = ensureLoopQuota(spec, quota.scratchDir, quota.holds);
-  quota.onEnsured?.(id, ensured);
+  quota.onEnsured?.(workspace.id, ensured);
   return ensured.mounted;
 }
 
@@ -171,7 +176,7 @@ export function mountQuotaImages(project: Project, quota: WorkspaceQuota, owner?
     const failed: Array<{ id: string; err: unknown }> = [];
     for (const id of present) {
       try {
-        quotaFor(project, root, id, { quota, owner });
+        quotaFor(project, root, workspaceOf(project, id), { quota, owner });
       } catch (err) {
         failed.push({ id, err });
       }
@@ -184,15 +189,15 @@ export function mountQuotaImages(project: Project, quota: WorkspaceQuota, owner?
  * Will this run change the workspace's filesystem (make its image, mount it, resize it)? Then no
  * container may have the workspace mounted meanwhile: the caller lets its own go first.
  */
-export function quotaChangePending(project: Project, id: string, quota: WorkspaceQuota): boolean {
-  if (!project.metadata.workspace_isolation) return false;
+export function quotaChangePending(project: Project, workspace: RunWorkspace, quota: WorkspaceQuota): boolean {
+  if (!workspace.isolated) return false;
   let size: number | undefined;
   try {
-    size = fs.statSync(quotaImageOf(project, id)).size;
+    size = fs.statSync(quotaImageOf(project, workspace.id)).size;
   } catch {
     return quota.mode === 'loop'; // a first image (of a new workspace too: what runs decides whether it is made now)
   }
-  return size !== quota.sizeBytes || !isMounted(join(project.paths.workspacesDir, id));
+  return size !== quota.sizeBytes || !isMounted(workspace.dir);
 }
 
 /** What a workspace holds: from its filesystem when it has a quota (no walk), else a capped walk. */
@@ -201,7 +206,7 @@ export function workspaceUsage(
   id: string,
   mounted: ReadonlySet<string> = new Set(mountPoints()),
 ): { size_bytes: number; quota?: { size_bytes: number; files: number; files_max: number } } {
-  const dir = join(project.paths.workspacesDir, id);
+  const { dir } = workspaceOf(project, id);
   if (!mounted.has(dir)) return { size_bytes: diskUsage(dir).bytes };
   // statfs through a no-follow descriptor: a link swapped in would report some other filesystem.
   const u = withFd(openNoFollow(dir).fd, (fd) => quotaUsage(`/proc/self/fd/${fd}`));

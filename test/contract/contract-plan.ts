@@ -85,7 +85,7 @@ export function contractHome(opts: { image: string; runtime: string }): Contract
           limits: { timeout_seconds: 30, ...o.limits },
         }),
       },
-      workspace: { id: tenant, dir: workspaceDir(tenant, project) },
+      workspace: { id: tenant, dir: workspaceDir(tenant, project), isolated: true },
       protectedSnapshot: { dir: snapshotDir(project), entries: [{ path: 'AGENTS.md', kind: 'file' }] },
       run: { id: o.run ?? `r-${Math.random().toString(36).slice(2, 10)}`, level: 'medium', message: '', argv: o.argv },
       installation,

@@ -4,7 +4,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureWorkspace, quotaImageOf, type WorkspaceQuota } from '../../src/store/workspaces.js';
+import { ensureWorkspace, quotaImageOf, workspaceOf, type WorkspaceQuota } from '../../src/store/workspaces.js';
+import { workspaceIdOf } from '../../src/store/sessions.js';
 import { mountPoints } from '../../src/fs/loop-quota.js';
 import { at, openChildDir, openRootDir, withFd } from '../../src/fs/fd-path.js';
 import { removeTreeAt } from '../../src/fs/tree.js';
@@ -67,7 +68,7 @@ describe('disk quotas against a swapped workspace path (H1)', () => {
     for (let i = 0; i < rounds; i++) {
       const tenantKey = `web:victim${i}`;
       // The victim's workspace, made while quotas were off, with files of its own: the first quota'd run migrates it.
-      const ws = ensureWorkspace({ project, secret: h.berth.secret, tenantKey });
+      const ws = ensureWorkspace({ project, tenantKey, workspace: workspaceOf(project, workspaceIdOf(h.berth.secret, project.metadata.name, tenantKey)) });
       fs.writeFileSync(join(ws.dir, 'mine.txt'), 'the tenant\'s own file\n');
       for (let f = 0; f < 40; f++) fs.writeFileSync(join(ws.dir, `f${f}`), 'x'.repeat(1000));
       const link = `${ws.dir}.lnk`;
@@ -76,7 +77,7 @@ describe('disk quotas against a swapped workspace path (H1)', () => {
       await new Promise((r) => setTimeout(r, 20));
       let outcome = 'migrated';
       try {
-        ensureWorkspace({ project, secret: h.berth.secret, tenantKey, id: ws.id, quota: quota() });
+        ensureWorkspace({ project, tenantKey, workspace: workspaceOf(project, ws.id), quota: quota() });
       } catch (err) {
         outcome = (err as { code?: string }).code ?? 'error'; // a refusal is fine; what it left behind is checked below
       }
@@ -163,23 +164,23 @@ describe('quota follow-ups from the review of the fix', () => {
   it('a workspace far over its quota (a 100 GB sparse file, or too many files) is refused after a walk, not a copy', async () => {
     h.create({ name: 'sparse', workspace_isolation: true, limits: { disk_mb: 16, files: 200 } });
     const project = h.berth.store.get('sparse');
-    const ws = ensureWorkspace({ project, secret: h.berth.secret, tenantKey: 'web:sparse' });
+    const ws = ensureWorkspace({ project, tenantKey: 'web:sparse', workspace: workspaceOf(project, workspaceIdOf(h.berth.secret, project.metadata.name, 'web:sparse')) });
     fs.writeFileSync(join(ws.dir, 'big'), '');
     fs.truncateSync(join(ws.dir, 'big'), 100 * 1024 ** 3);
     const quota: WorkspaceQuota = { mode: 'loop', sizeBytes: 16 * MiB, files: 200, scratchDir: join(h.home, '.berth', 'tmp') };
     const started = Date.now();
-    expect(() => ensureWorkspace({ project, secret: h.berth.secret, tenantKey: 'web:sparse', id: ws.id, quota })).toThrow(/holds more than 16 MiB/);
+    expect(() => ensureWorkspace({ project, tenantKey: 'web:sparse', workspace: workspaceOf(project, ws.id), quota })).toThrow(/holds more than 16 MiB/);
     expect(Date.now() - started).toBeLessThan(1000);
     expect(fs.existsSync(quotaImageOf(project, ws.id))).toBe(false);
     fs.rmSync(join(ws.dir, 'big'));
     for (let i = 0; i < 250; i++) fs.writeFileSync(join(ws.dir, `f${i}`), '');
-    expect(() => ensureWorkspace({ project, secret: h.berth.secret, tenantKey: 'web:sparse', id: ws.id, quota })).toThrow(/more than 200 files/);
+    expect(() => ensureWorkspace({ project, tenantKey: 'web:sparse', workspace: workspaceOf(project, ws.id), quota })).toThrow(/more than 200 files/);
   });
 
   it('migration keeps a tree deeper than PATH_MAX, hard links, links (unfollowed), modes and owners', () => {
     h.create({ name: 'deep', workspace_isolation: true, limits: { disk_mb: 16 } });
     const project = h.berth.store.get('deep');
-    const ws = ensureWorkspace({ project, secret: h.berth.secret, tenantKey: 'web:deep' });
+    const ws = ensureWorkspace({ project, tenantKey: 'web:deep', workspace: workspaceOf(project, workspaceIdOf(h.berth.secret, project.metadata.name, 'web:deep')) });
     // 20 levels of 250-character names: 5,000+ characters, past PATH_MAX for any path-based copy.
     const name = 'd'.repeat(250);
     const descend = (root: string, make: boolean) => {
@@ -198,7 +199,7 @@ describe('quota follow-ups from the review of the fix', () => {
     fs.chownSync(join(ws.dir, 'a'), 10001, 10001);
     fs.symlinkSync(canary, join(ws.dir, 'to-host'));
     const quota: WorkspaceQuota = { mode: 'loop', sizeBytes: 16 * MiB, files: 1000, scratchDir: join(h.home, '.berth', 'tmp') };
-    expect(ensureWorkspace({ project, secret: h.berth.secret, tenantKey: 'web:deep', id: ws.id, quota }).ownFilesystem).toBe(true);
+    expect(ensureWorkspace({ project, tenantKey: 'web:deep', workspace: workspaceOf(project, ws.id), quota }).ownFilesystem).toBe(true);
     expect(withFd(descend(ws.dir, false), (fd) => fs.readFileSync(at(fd, 'leaf'), 'utf8'))).toBe('bottom\n');
     const [a, b] = [fs.statSync(join(ws.dir, 'a')), fs.statSync(join(ws.dir, 'b'))];
     expect(a.ino).toBe(b.ino);

@@ -67,7 +67,7 @@ function plan(opts: { limits?: ProjectMetadataInput['limits']; run?: string; arg
       metadataFile: join(home, 'project', 'metadata.json'),
       metadata: ProjectMetadataSchema.parse({ name: 'warm', workspace_isolation: true, limits: { timeout_seconds: 20, ...opts.limits } }),
     },
-    workspace: { id: 'w1', dir },
+    workspace: { id: 'w1', dir, isolated: true },
     protectedSnapshot: { dir: join(home, 'snapshot'), entries: [] },
     run: { id: opts.run ?? 'r1', level: 'medium', message: 'unused', argv: opts.argv ?? ['true'] },
     installation: installationId(home),

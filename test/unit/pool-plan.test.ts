@@ -11,7 +11,7 @@ function input(tenant: string, meta: Record<string, unknown> = {}): PlanInput {
   return {
     config,
     project: { dir: '/h/projects/bot', metadataFile: '/h/projects/bot/metadata.json', metadata: ProjectMetadataSchema.parse({ name: 'bot', workspace_isolation: true, ...meta }) },
-    workspace: { id: `ws-${tenant}`, dir: `/h/projects/bot/workspaces/ws-${tenant}` },
+    workspace: { id: `ws-${tenant}`, dir: `/h/projects/bot/workspaces/ws-${tenant}`, isolated: meta.workspace_isolation !== false },
     protectedSnapshot: { dir: '/h/.berth/projects/bot/protected/g1', entries: [{ path: 'AGENTS.md', kind: 'file' }] },
     run: { id: `run-${tenant}`, level: 'medium', message: `hello from ${tenant}`, session: `s-${tenant}` },
     installation: 'inst1',

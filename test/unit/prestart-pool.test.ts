@@ -55,7 +55,7 @@ function plan(tenant: string, project = 'bot', meta: Record<string, unknown> = {
   return planRun({
     config: BerthConfigSchema.parse({}),
     project: { dir: projectDir, metadataFile: join(projectDir, 'metadata.json'), metadata: ProjectMetadataSchema.parse({ name: project, workspace_isolation: true, ...meta }) },
-    workspace: { id: `ws-${tenant}`, dir: join(projectDir, 'workspaces', `ws-${tenant}`) },
+    workspace: { id: `ws-${tenant}`, dir: join(projectDir, 'workspaces', `ws-${tenant}`), isolated: meta.workspace_isolation !== false },
     protectedSnapshot: { dir: join(dir, 'snap'), entries: [{ path: 'AGENTS.md', kind: 'file' }] },
     run: { id: `run-${tenant}`, level: 'low', message: 'true', session: `s-${tenant}` },
     installation: 'inst1',

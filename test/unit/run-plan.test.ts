@@ -17,7 +17,7 @@ function input(meta: Record<string, unknown>, snapshotEntries: PlanInput['protec
       metadataFile: '/h/projects/bot/metadata.json',
       metadata: ProjectMetadataSchema.parse({ name: 'bot', ...meta }),
     },
-    workspace: { id: 'w1', dir: '/h/projects/bot/workspaces/w1' },
+    workspace: { id: 'w1', dir: '/h/projects/bot/workspaces/w1', isolated: meta.workspace_isolation === true },
     protectedSnapshot: { dir: '/h/.berth/projects/bot/protected/g1', entries: snapshotEntries },
     run: { id: 'r1', level: 'medium', message: 'echo "hi"; ls' },
     installation: 'inst1',
@@ -224,8 +224,11 @@ describe('planRun: reading the agent at work', () => {
 
 describe('planRun: a workflow step (private workspace)', () => {
   const seeds = { dir: '/h/.berth/tmp/seed-r1', entries: [{ path: 'AGENTS.md', kind: 'file' as const }, { path: '.factory', kind: 'dir' as const }] };
+  const isolatedProject = input({ workspace_isolation: true });
   const plan = planRun({
-    ...input({ workspace_isolation: true }),
+    ...isolatedProject,
+    // As the run context gives a step: the private workspace is never isolated, whatever the project says.
+    workspace: { ...isolatedProject.workspace, isolated: false },
     run: { id: 'r1', level: 'medium', message: 'echo "$BERTH_INPUT"', env: { BERTH_INPUT: 'hello"; cat /etc/passwd; echo "' } },
     privateWorkspace: { cwdRel: 'work/runs/w1', seeds, ensureDir: ['work', 'runs', 'w1'] },
   });

@@ -173,3 +173,18 @@ describe('what the launcher cannot do is refused before anything starts', () => 
     expect(out).toMatchObject({ exitCode: 0, stdout: 'tool\n' });
   });
 });
+
+describe('the session a run carries', () => {
+  it('is read once when the run starts; what changes while it runs (a level, an approved host) is kept when the run is counted', async () => {
+    const h = harness();
+    const running = h.run('sleep 1000');
+    await until(() => started(h.fake).length === 1);
+    const { sessions, store } = h.berth;
+    const [session] = sessions.list(store.get('p'), { tenantKey: 'web:alice' });
+    sessions.approveHost('p', session!.id, 'example.com:443');
+    sessions.setLevel(store.get('p'), sessions.get('p', session!.id).session, 'high'); // read after the host was approved
+    const out = await running;
+    expect(out.permissionLevel).toBe('medium'); // the run kept the level it started with
+    expect(sessions.get('p', session!.id).session).toMatchObject({ runs: 1, approved_hosts: ['example.com:443'], settings: { permission_level: 'high' } });
+  });
+});

@@ -3,8 +3,9 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { workspaceIdFor } from '../../src/store/secret.js';
-import { ensureWorkspace, listWorkspaces } from '../../src/store/workspaces.js';
-import { CREATE_STEPS } from '../../src/store/projects.js';
+import { ensureWorkspace, listWorkspaces, workspaceOf } from '../../src/store/workspaces.js';
+import { workspaceIdOf } from '../../src/store/sessions.js';
+import { CREATE_STEPS, type Project } from '../../src/store/projects.js';
 import { cli, listTree, unitHome, type TestHome } from '../helpers.js';
 
 let h: TestHome;
@@ -107,6 +108,8 @@ describe('project create', () => {
 });
 
 describe('workspaces', () => {
+  /** As a run does: the tenant's workspace id, then that workspace of the project. */
+  const ensure = (p: Project, tenantKey: string) => ensureWorkspace({ project: p, tenantKey, workspace: workspaceOf(p, workspaceIdOf(secret, p.metadata.name, tenantKey)) });
   it('derives a stable id per tenant that depends on the secret', () => {
     const a = workspaceIdFor(secret, 'bot', 'web:alice');
     expect(a).toMatch(/^[0-9a-f]{32}$/);
@@ -119,11 +122,11 @@ describe('workspaces', () => {
     h = unitHome();
     h.create({ name: 'bot', workspace_isolation: true });
     const p = h.berth.store.get('bot');
-    const first = ensureWorkspace({ project: p, secret, tenantKey: 'signal:+4915' });
+    const first = ensure(p, 'signal:+4915');
     expect(first.created).toBe(true);
     expect(listTree(first.dir)).toEqual(['.factory', '.factory/mcp.json', '.factory/settings.json', 'AGENTS.md']);
     fs.writeFileSync(join(first.dir, 'mine.txt'), 'x');
-    const again = ensureWorkspace({ project: p, secret, tenantKey: 'signal:+4915' });
+    const again = ensure(p, 'signal:+4915');
     expect(again).toMatchObject({ id: first.id, created: false });
     expect(fs.readFileSync(join(first.dir, 'mine.txt'), 'utf8')).toBe('x');
     expect(listWorkspaces(p)).toEqual([{ id: first.id, tenant_key: 'signal:+4915', created_at: expect.any(String) }]);
@@ -135,13 +138,13 @@ describe('workspaces', () => {
     const p = h.berth.store.get('bot');
     const before = listTree(h.home).filter((x) => !x.startsWith('projects/bot/workspaces/') && !x.startsWith('.berth/'));
     const keys = ['../../../etc', '/etc/passwd', '..', '.', 'a/b/../../c', '~root', '$(id)', 'ünï/cödé', ' '];
-    const ids = keys.map((tenantKey) => ensureWorkspace({ project: p, secret, tenantKey }).id);
+    const ids = keys.map((tenantKey) => ensure(p, tenantKey).id);
     expect(new Set(ids).size).toBe(keys.length);
     const after = listTree(h.home).filter((x) => !x.startsWith('projects/bot/workspaces/') && !x.startsWith('.berth/'));
     expect(after).toEqual(before);
     expect(fs.readdirSync(join(h.home, 'projects/bot/workspaces')).sort()).toEqual([...ids].sort());
-    expect(() => ensureWorkspace({ project: p, secret, tenantKey: 'a\0b' })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
-    expect(() => ensureWorkspace({ project: p, secret, tenantKey: '' })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+    expect(() => ensure(p, 'a\0b')).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+    expect(() => ensure(p, '')).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
   });
 
   it('moves a planted symlink aside instead of following it', () => {
@@ -152,7 +155,7 @@ describe('workspaces', () => {
     fs.mkdirSync(outside);
     const id = workspaceIdFor(secret, 'bot', 'web:eve');
     fs.symlinkSync(outside, join(p.paths.workspacesDir, id));
-    const ws = ensureWorkspace({ project: p, secret, tenantKey: 'web:eve' });
+    const ws = ensure(p, 'web:eve');
     expect(ws.created).toBe(true);
     expect(fs.lstatSync(ws.dir).isDirectory()).toBe(true);
     expect(fs.readdirSync(outside)).toEqual([]);
@@ -172,7 +175,7 @@ describe('workspaces', () => {
     fs.writeFileSync(join(p.paths.dir, '.factory/huge'), '');
     fs.truncateSync(join(p.paths.dir, '.factory/huge'), 20 * 1024 * 1024 * 1024);
     fs.linkSync(canary, join(p.paths.dir, '.factory/hardlink'));
-    const ws = ensureWorkspace({ project: p, secret, tenantKey: 'web:new' });
+    const ws = ensure(p, 'web:new');
     expect(listTree(ws.dir)).toEqual(['.factory', '.factory/hardlink', '.factory/mcp.json', '.factory/settings.json', 'AGENTS.md']);
     // The hardlink's content is copied into a new inode: editing the copy cannot reach the host file.
     expect(fs.statSync(join(ws.dir, '.factory/hardlink')).ino).not.toBe(fs.statSync(canary).ino);
