@@ -1,16 +1,14 @@
 import { createHmac } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { isValidSlackRequest } from '@slack/bolt';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { splitForLimit, toMarkdownV2 } from '../../src/channels/telegram-text.js';
 import { listenHttp, type HttpSurface } from '../../src/serve.js';
 import { unitHome, type TestHome } from '../helpers.js';
 
 /**
- * Channels proven against software berth did not write (channels-real-4 §2, §3): Slack's
- * signatures against Slack's published test vector and Bolt's own verifier, and Telegram's
- * MarkdownV2 against TDLib's own parser (prebuilt-tdlib via tdl: parseTextEntities, run
- * synchronously, no network, no login) — the parser the Bot API server applies to parse_mode.
+ * Channels proven against software berth did not write (channels-real-4 §2): Slack's signatures
+ * against Slack's published test vector and Bolt's own verifier. (Telegram's MarkdownV2 against
+ * TDLib's parser through prebuilt-tdlib passed 2,000 random texts here, but the package's
+ * per-platform optional packages leave package-lock.json out of step for `npm ci`: not in yet.)
  */
 
 // Slack's "Verifying requests from Slack" example.
@@ -71,83 +69,5 @@ describe("Slack: berth's signature check against the published vector and Bolt's
     for (const [label, b, ts, sig] of cases) verdicts.push([label, (await slackPost(b, ts, sig)).status !== 401, bolt(b, ts, sig)]);
     expect(verdicts.filter(([, berth, boltSays]) => berth !== boltSays)).toEqual([]);
     expect(verdicts.filter(([, berth]) => berth).map(([label]) => label)).toEqual(['signed now', '4 minutes old']);
-  });
-});
-
-/** TDLib's MarkdownV2 parser: its formattedText, or its error. */
-type Parsed = { _: 'formattedText'; text: string } | { _: 'error'; code: number; message: string };
-function loadTdlib(): (text: string) => Parsed {
-  const require = createRequire(import.meta.url);
-  const tdl = require('tdl') as { configure(o: object): void; execute(q: object): Parsed };
-  tdl.configure({ tdjson: (require('prebuilt-tdlib') as { getTdjson(): string }).getTdjson(), verbosityLevel: 0 });
-  return (text) => tdl.execute({ _: 'parseTextEntities', text, parse_mode: { _: 'textParseModeMarkdown', version: 2 } });
-}
-
-/** A small seeded generator (mulberry32): the same texts every run. */
-function seeded(seed: number) {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-describe("Telegram: toMarkdownV2 against TDLib's own parser (prebuilt-tdlib)", () => {
-  const parse = loadTdlib();
-
-  it('edge cases parse, and read back as the text where there is no code', () => {
-    const reserved = '_*[]()~`>#+-=|{}.!\\';
-    const cases = [
-      reserved,
-      [...reserved].join(' '),
-      '[x](http://evil)',
-      'inline `code with \\ and ` in it` ok',
-      '```\nfenced\n```',
-      '```ts\nconst a = 1;\n```',
-      '```\nunterminated fence',
-      '````four backticks````',
-      '```\n`a fence with code inside`\n```',
-      'RTL \u202eoverride\u202c',
-      'emoji 😀👍🏽👨‍👩‍👧 é',
-      '||spoiler||',
-      '*bold* _italic_ __underline__ ~strike~',
-      '> quote\n>> nested',
-      '',
-      ' ',
-      '\\',
-      '`',
-      '``',
-      'a\nb\r\nc\td',
-    ];
-    for (const text of cases) {
-      const parsed = parse(toMarkdownV2(text));
-      expect([text, parsed._]).toEqual([text, 'formattedText']);
-      if (!text.includes('`') && parsed._ === 'formattedText') expect(parsed.text).toBe(text.trim() === '' ? parsed.text : text);
-    }
-  });
-
-  it('2,000 seeded random texts of markup characters, fences, emoji: TDLib refuses none', () => {
-    const random = seeded(40);
-    const alphabet = ['`', '```', '```\n', '\n```', '\\', '\n', ' ', 'a', 'Z', '0', 'é', '😀', '👨‍👩‍👧', ...'_*[]()~>#+-=|{}.!'];
-    const refused: Array<{ text: string; message: string }> = [];
-    for (let i = 0; i < 2000; i++) {
-      const length = 1 + Math.floor(random() * 80);
-      let text = '';
-      for (let j = 0; j < length; j++) text += alphabet[Math.floor(random() * alphabet.length)];
-      const parsed = parse(toMarkdownV2(text));
-      if (parsed._ === 'error') refused.push({ text, message: parsed.message });
-    }
-    expect(refused).toEqual([]);
-    // The parser is the strict one: the same characters unescaped are refused.
-    expect(parse('1. done!')).toMatchObject({ _: 'error', message: expect.stringContaining("Can't parse entities") });
-  });
-
-  it('T1: a long line with an emoji at the cut is split into parts TDLib takes (no lone surrogate)', () => {
-    const text = `${'a'.repeat(4087)}😀${'b'.repeat(100)}`;
-    const parts = splitForLimit(text, 4088);
-    expect(parts.join('')).toBe(text);
-    for (const part of parts) expect(parse(toMarkdownV2(part))._).toBe('formattedText');
   });
 });
