@@ -65,9 +65,10 @@ export function wrongSources(binds: readonly PlannedBind[], container: string, h
   const onHost = mountLines(host);
   return binds.flatMap(({ target, source }) => {
     const device = deviceOf(source);
+    // The deepest mount holding the source; of two at one point, the later (on top).
     const holder = onHost
       .filter((l) => l.device === device && (source === l.point || source.startsWith(l.point === '/' ? '/' : `${l.point}/`)))
-      .sort((a, b) => b.point.length - a.point.length)[0];
+      .reduce<MountLine | undefined>((best, l) => (!best || l.point.length >= best.point.length ? l : best), undefined);
     if (!device || !holder) return [];
     const rest = source.slice(holder.point === '/' ? 0 : holder.point.length);
     const root = holder.root === '/' ? rest || '/' : `${holder.root}${rest}`;
