@@ -52,6 +52,44 @@ export interface ChannelSender {
 
 export interface SendAbout {
   answerTo?: string;
+  /** A reply in several parts: the first part not yet delivered (0-based; an earlier try sent the ones before it). */
+  fromPart?: number;
+}
+
+/**
+ * A send of several parts that failed at one: how many parts of the whole went through before it
+ * (`partsSent`), so the core's next try starts there and the person never sees a part twice. The
+ * failure's status and retry-after are the cause's (the delivery policy reads them).
+ */
+export class PartsSentError extends Error {
+  readonly status?: number;
+  readonly retryAfterSeconds?: number;
+  constructor(
+    readonly partsSent: number,
+    override readonly cause: unknown,
+  ) {
+    super(String((cause as Error)?.message ?? cause));
+    const c = cause as { status?: unknown; retryAfterSeconds?: unknown } | undefined;
+    if (typeof c?.status === 'number') this.status = c.status;
+    if (typeof c?.retryAfterSeconds === 'number') this.retryAfterSeconds = c.retryAfterSeconds;
+  }
+}
+
+/** Send `parts` in order from `from` (SendAbout.fromPart); a part that fails throws a PartsSentError counting the ones before it. */
+export async function sendPartsFrom<T>(parts: readonly T[], from: number | undefined, sendOne: (part: T, index: number) => Promise<unknown>): Promise<void> {
+  for (let i = Math.max(0, from ?? 0); i < parts.length; i++) {
+    try {
+      await sendOne(parts[i]!, i);
+    } catch (err) {
+      throw new PartsSentError(i, err);
+    }
+  }
+}
+
+/** How many parts a failed send delivered in all (0 when the error does not say). */
+export function partsSentOf(err: unknown): number {
+  const n = (err as { partsSent?: unknown } | undefined)?.partsSent;
+  return typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : 0;
 }
 
 /** A reply sent as a file: its name in the chat and its text (UTF-8, text/plain). */

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { isBerthError } from '../errors.js';
 import { atomicWriteFile } from '../fs/tree.js';
-import { backoffDelay, ChannelApiError, defineChannel, reach, senderFields, threadProfileKeys, withOneRetry, type ChannelContext, type ChannelTransport } from './contract.js';
+import { backoffDelay, ChannelApiError, defineChannel, reach, sendPartsFrom, senderFields, threadProfileKeys, withOneRetry, type ChannelContext, type ChannelTransport } from './contract.js';
 import { obj, str, list, type Json } from './json.js';
 import { ENCRYPTED_ROOM_NOTICE, isEncryptedMessage, toldRooms } from './matrix-encrypted.js';
 import { fetchGap, GAP_BOUNDS, joinGap } from './matrix-gap.js';
@@ -264,7 +264,8 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     connected: () => live,
     async send(chat, text, about) {
       const parts = splitParts(text, { units: MATRIX_TEXT_LIMIT, jsonBytes: MATRIX_BODY_BYTES, parts: MATRIX_MAX_PARTS });
-      for (const [i, part] of parts.entries()) await sendNotice(chat, part, about?.answerTo, String(i));
+      // Each part's transaction id makes a re-send the same event; parts delivered are skipped all the same.
+      await sendPartsFrom(parts, about?.fromPart, (part, i) => sendNotice(chat, part, about?.answerTo, String(i)));
     },
     async typing(chat, on) {
       await call('PUT', `/rooms/${room(matrixChat(chat).room)}/typing/${encodeURIComponent(config.user_id)}`, on ? { typing: true, timeout: 30_000 } : { typing: false });

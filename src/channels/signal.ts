@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { isBerthError } from '../errors.js';
-import { backoffDelay, cutUtf8, defineChannel, senderFields, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { backoffDelay, cutUtf8, defineChannel, sendPartsFrom, senderFields, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { obj, str, num, type Json } from './json.js';
 import { createSseReader, type OversizedEvent } from './sse-events.js';
 
@@ -186,8 +186,8 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
       await loop;
     },
     connected: () => isConnected,
-    async send(chat, text) {
-      for (const params of signalMessages(text)) await send({ ...target(chat), ...params });
+    async send(chat, text, about) {
+      await sendPartsFrom(signalMessages(text), about?.fromPart, (params) => send({ ...target(chat), ...params }));
     },
     // Signal has no markup: a send is plain already. A file is an attachment under a short message.
     async sendFile(chat, file, caption) {

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { WebSocket } from 'ws';
 import { z } from 'zod';
 import { BerthError, isBerthError } from '../errors.js';
-import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, reach, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, reach, sendPartsFrom, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { obj, str, type Json } from './json.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
@@ -241,9 +241,11 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     }
   }
 
-  async function postParts(chat: string, text: string, mrkdwn: boolean): Promise<void> {
+  /** `from`: the first part not yet delivered (SendAbout.fromPart); a failed part says how many went through (PartsSentError). */
+  async function postParts(chat: string, text: string, mrkdwn: boolean, from?: number): Promise<void> {
     const where = parseChat(chat);
-    for (const part of splitParts(text, { units: SLACK_TEXT_LIMIT, parts: SLACK_MAX_PARTS })) await withOneRetry(log, 'chat.postMessage', () => call('chat.postMessage', { ...where, text: escapeMrkdwn(part), mrkdwn }));
+    const parts = splitParts(text, { units: SLACK_TEXT_LIMIT, parts: SLACK_MAX_PARTS });
+    await sendPartsFrom(parts, from, (part) => withOneRetry(log, 'chat.postMessage', () => call('chat.postMessage', { ...where, text: escapeMrkdwn(part), mrkdwn })));
   }
 
   return {
@@ -258,9 +260,9 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     },
     connected: () => live,
     http,
-    send: (chat, text) => postParts(chat, text, true),
+    send: (chat, text, about) => postParts(chat, text, true, about?.fromPart),
     // The core's next try after a send that failed: no mrkdwn formatting (&, < and > stay escaped: Slack asks it of every text).
-    sendPlain: (chat, text) => postParts(chat, text, false),
+    sendPlain: (chat, text, about) => postParts(chat, text, false, about?.fromPart),
     async typing() {
       // Slack has no typing indicator for a bot outside its assistant threads.
     },

@@ -3,7 +3,7 @@ import { BerthError, isBerthError } from '../errors.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
 import { readBodyBounded } from '../http-body.js';
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
-import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, sendPartsFrom, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { obj, str, int, type Json } from './json.js';
 import { splitForLimit, toMarkdownV2 } from './telegram-text.js';
 import { graphemeCut } from './text-cut.js';
@@ -133,16 +133,18 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     });
   }
 
-  async function sendReply(chat: string, text: string, plain: boolean): Promise<void> {
+  /** `from`: the first part not yet delivered (SendAbout.fromPart); a failed part says how many went through (PartsSentError). */
+  async function sendReply(chat: string, text: string, plain: boolean, from?: number): Promise<void> {
     const parts = splitForLimit(text, TELEGRAM_TEXT_LIMIT);
     if (parts.length > TELEGRAM_MAX_PARTS) {
+      // Two parts: the start of it with a note, then the whole as a document.
       const note = '\n[… the whole reply is attached as reply.txt]';
       const first = parts[0] ?? '';
-      await sendText(chat, `${first.slice(0, graphemeCut(first, TELEGRAM_TEXT_LIMIT - note.length))}${note}`, plain);
-      await sendDocument(chat, text);
+      const head = `${first.slice(0, graphemeCut(first, TELEGRAM_TEXT_LIMIT - note.length))}${note}`;
+      await sendPartsFrom([() => sendText(chat, head, plain), () => sendDocument(chat, text)], from, (send) => send());
       return;
     }
-    for (const part of parts) await sendText(chat, part, plain);
+    await sendPartsFrom(parts, from, (part) => sendText(chat, part, plain));
   }
 
   /** Take the updates in order; the offset after the last. A failed take throws: the next poll asks from the old offset, and what was taken already is known to the inbox. */
@@ -234,9 +236,9 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     },
     connected: () => live,
     http,
-    send: (chat, text) => sendReply(chat, text, false),
-    // The core's next try after a send that failed: the words without MarkdownV2.
-    sendPlain: (chat, text) => sendReply(chat, text, true),
+    send: (chat, text, about) => sendReply(chat, text, false, about?.fromPart),
+    // The core's next try after a send that failed: the words without MarkdownV2 (split the same way: it goes on at the same part).
+    sendPlain: (chat, text, about) => sendReply(chat, text, true, about?.fromPart),
     sendFile: (chat, file, caption) => sendDocument(chat, file.text, file.name, caption),
     async typing(chat, on) {
       if (on) await call('sendChatAction', { ...parseChat(chat), action: 'typing' });

@@ -14,7 +14,7 @@ import { PermissionLevelSchema, type PermissionLevel } from '../config/session.j
  * the run journal's mechanism. `received` is on disk before the transport is told the message
  * arrived or anything runs; `started` before its run starts (so a restart never runs it twice);
  * `answered` holds the reply before it is sent (and, when a send fails, each next way of sending it
- * before it is tried); `replied` or `failed` ends it. Keyed by the
+ * before it is tried, and how many parts of it went through); `replied` or `failed` ends it. Keyed by the
  * transport's identity of the message, which also deduplicates re-deliveries — across
  * processes too: every append happens under the inbox's lock, after reading what other
  * processes appended, so two processes can never both accept one id. `held`: a stranger's first
@@ -40,6 +40,7 @@ export const InboxEntrySchema = z.object({
   reply: z.string().optional(),
   reason: z.string().optional(),
   delivery: z.enum(DELIVERY_STEPS).optional().describe('The way of sending the answer tried last (bridges/delivery-policy.ts): a restart goes on from it, never back to a way that already failed.'),
+  sent: z.number().int().min(0).optional().describe('Parts of a reply sent in several that were delivered already: every next try (and a restart) starts at the next part.'),
 });
 export type InboxEntry = z.infer<typeof InboxEntrySchema>;
 
@@ -47,7 +48,7 @@ export interface Inbox {
   /** Record a message; false when its id was received before (a re-delivery: ignore it). */
   receive(entry: { id: string; chat: string; sender: string; tenant: string; text: string; owner?: string; session?: string; level?: PermissionLevel }): boolean;
   /** A new phase; 'received' again puts back a message whose run never started (berth was stopping). */
-  mark(id: string, phase: InboxPhase, extra?: { reply?: string; reason?: string; delivery?: DeliveryStep }): void;
+  mark(id: string, phase: InboxPhase, extra?: { reply?: string; reason?: string; delivery?: DeliveryStep; sent?: number }): void;
   /** Messages not yet ended, in the order they arrived. */
   open(): InboxEntry[];
   /** Every message's folded state (for counts and tests). */
