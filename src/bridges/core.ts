@@ -155,7 +155,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       project: profile.project,
       tenant,
       sender: entry.sender,
-      sessionId: entry.session ?? chatSessionId(transport.name, entry.chat, deps.state.generation(entry.chat)),
+      sessionId: entry.session ?? chatSession(profile.project, entry.chat, tenant),
       newSession: () => transport.newSession?.(entry.chat) ?? chatSessionId(transport.name, entry.chat, deps.state.nextGeneration(entry.chat)),
     };
     ctx.askRaise = levelAsker(deps.approvals, ctx, (text) => tell(entry.chat, text));
@@ -226,6 +226,28 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     if (deps.stillAllowed && !deps.stillAllowed(entry)) return { code: 'UNAUTHORIZED', reason: 'its sender was logged out before it ran', notice: loggedOutNotice(entry.text) };
     if (entry.session !== undefined && !sessionStillThere(project, entry.session, tenant)) return { code: 'SESSION_NOT_FOUND', reason: 'its session was deleted before it ran', notice: sessionGoneNotice(entry.text) };
     return undefined;
+  }
+
+  /**
+   * The chat's conversation. A chat that changed hands (a direct chat that became a group, or
+   * back: its tenant is another now) never continues the conversation of the one who held it: it
+   * starts its next one, as /new does, and the former holder's session (and home) stays theirs.
+   */
+  function chatSession(project: string, chat: string, tenant: string): string {
+    const id = chatSessionId(transport.name, chat, deps.state.generation(chat));
+    const holder = sessionHolder(project, id);
+    if (holder === undefined || holder === tenant) return id;
+    log.info({ chat, from: holder, to: tenant }, 'the chat changed hands: a new conversation for it');
+    return transport.newSession?.(chat) ?? chatSessionId(transport.name, chat, deps.state.nextGeneration(chat));
+  }
+
+  /** Whose a session is; undefined when there is none (or it cannot be read: the run reports that). */
+  function sessionHolder(project: string, id: string): string | undefined {
+    try {
+      return deps.admin.getSession(project, id).tenant_key;
+    } catch {
+      return undefined;
+    }
   }
 
   /** The session the person picked is there and still theirs. Any other trouble is the run's to report. */

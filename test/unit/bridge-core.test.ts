@@ -304,6 +304,42 @@ describe('bridge core: a group chat\'s writers join its team', () => {
   });
 });
 
+describe('bridge core: a chat that changes hands (a direct chat that became a group)', () => {
+  it("the group gets a conversation of its own (so never the person's home): its messages are answered, never refused as another tenant's", async () => {
+    await using h = unitHome();
+    h.create({ name: 'hands', workspace_isolation: true });
+    const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
+    dirs.push(dir);
+    const sent: string[] = [];
+    const core = createBridgeCore({
+      transport: { name: 'test', send: async (_chat, text) => void sent.push(text), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'hands' },
+      inbox: openInbox(dir, 'test'),
+      state: openBridgeState(dir, 'test'),
+      admin: h.berth.admin,
+      config: () => h.berth.config,
+      logger: pino({ level: 'silent' }),
+      senderAllowed: () => true,
+    });
+    // The room is alice's direct chat: her tenant, her session, her home.
+    core.receive({ id: 'm1', chat: 'room1', tenant: 'test:alice', sender: 'test:alice', text: 'echo saved' });
+    await core.idle();
+    expect(sent.at(-1)).toContain('saved');
+    const alices = h.berth.admin.listSessions('hands').filter((s) => s.tenant_key === 'test:alice');
+    expect(alices).toHaveLength(1);
+    // Bob joins: the same room is a group now, a tenant of its own.
+    const before = sent.length;
+    core.receive({ id: 'm2', chat: 'room1', tenant: 'test-group:room1', sender: 'test:bob', text: 'echo group-answer' });
+    await core.idle();
+    expect(sent.at(-1)).toContain('group-answer');
+    expect(sent.slice(before).join('\n')).not.toMatch(/another tenant/);
+    const groups = h.berth.admin.listSessions('hands').filter((s) => s.tenant_key === 'test-group:room1');
+    expect(groups).toHaveLength(1);
+    expect(groups[0]?.id).not.toBe(alices[0]?.id);
+    // Alice's conversation is still hers.
+    expect(h.berth.admin.getSession('hands', alices[0]?.id as string).tenant_key).toBe('test:alice');
+  });
+});
+
 describe('bridge core: /level, by the project\'s rule', () => {
   it('a person may lower it, only an admin raise it; else the operator is asked (for as long as the project says); the settings alone are read', async () => {
     await using h = unitHome();
