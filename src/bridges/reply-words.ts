@@ -12,6 +12,9 @@ export function preview(text: string): string {
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
+/** The end of a run's stderr a chat is shown, when it failed or printed nothing else. */
+const STDERR_SHOWN = 1500;
+
 /** A run's answer as the chat shows it: what the agent said, and why it ended if not on its own. */
 export function replyText(run: RunView): string {
   const out = run.stdout.trim();
@@ -21,8 +24,10 @@ export function replyText(run: RunView): string {
   if (stopped) return `${out}${out ? '\n\n' : ''}[berth stopped the agent: ${stopped.slice(STOPPED_WARNING.length)}]`;
   const lost = run.warnings.find((w) => w.startsWith(LOST_WARNING));
   if (lost) return `${out}${out ? '\n\n' : ''}[the agent's container ended before it finished: ${lost.slice(LOST_WARNING.length)}]`;
-  if (run.exit_code !== 0) return `${out}${out ? '\n\n' : ''}[exit ${run.exit_code}]${run.stderr.trim() ? `\n${run.stderr.trim().slice(-1500)}` : ''}`;
-  return out || '(no output)';
+  const err = run.stderr.trim().slice(-STDERR_SHOWN);
+  if (run.exit_code !== 0) return `${out}${out ? '\n\n' : ''}[exit ${run.exit_code}]${err ? `\n${err}` : ''}`;
+  // A run that printed only to stderr still says what it printed (a chat without live output would show nothing).
+  return out || (err ? `[stderr]\n${err}` : '(no output)');
 }
 
 /** A message refused at the lane's door: which bound was full (lanes.ts). */
