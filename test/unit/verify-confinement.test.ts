@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { toCreateOptions } from '../../src/launch/docker.js';
+import { toCreateOptions } from '../../src/launch/docker-create.js';
 import { toContainerSettings, type ContainerSettings } from '../../src/launch/docker-inspect.js';
 import { IPC_SYSCTLS, type RunPlan } from '../../src/plan/run-plan.js';
 import {
