@@ -42,7 +42,7 @@ async function loadKubeConfig(settings: KubernetesSettings) {
  * ids whose claims are gone, and why the others are not (yet).
  */
 export async function deleteRetiredClaims(settings: KubernetesSettings, ids: readonly string[]): Promise<{ gone: string[]; error?: BerthError }> {
-  const [kubeConfig, { deleteVolumeClaims }] = await Promise.all([loadKubeConfig(settings), import('./kubernetes.js')]);
+  const [kubeConfig, { deleteVolumeClaims }] = await Promise.all([loadKubeConfig(settings), import('./kube-retire.js')]);
   return deleteVolumeClaims(kubeConfig, settings.namespace, ids);
 }
 

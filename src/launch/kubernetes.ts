@@ -1,5 +1,3 @@
-import fs from 'node:fs';
-import { posix, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, NetworkingV1Api, NodeV1Api, VersionApi, type V1PersistentVolumeClaim, type V1Pod, type V1Status } from '@kubernetes/client-node';
 import type { KubernetesSettings } from '../config/kubernetes.js';
@@ -9,6 +7,8 @@ import { AGENT_HOME, GATEWAY_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan 
 import { KUBE_GATEWAY_PORT } from '../config/kubernetes.js';
 import { AGENT_CONTAINER, berthLabelsOf, BERTH_POD_LABELS, kubeSelector, renderKubeRun, renderNetworkPolicy, SANDBOX_API, type SnapshotFile } from './kube-objects.js';
 import { VOLUME_LABEL, volumeIdOf } from './kube-volumes.js';
+import { clusterError, statusCode, unlessGone } from './kube-calls.js';
+import { readSnapshot } from './kube-snapshot.js';
 import type { RelayTokens } from './kube-relay.js';
 import { podObserver } from './kube-reports.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type LeftoverObserver, type ManagedContainer, type RunOptions, type RunResult } from './launcher.js';
@@ -21,7 +21,7 @@ import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES
  * through the API server. Volumes that outlive a run (a tenant's workspace, a session's home) are
  * PVCs; berth's read-only files go in a ConfigMap per run. A warm session's pod takes its next
  * message once its keep-alive's report (kube-reports.ts) says the last one left nothing behind.
- * Only this file and kube-reports.ts talk to the cluster.
+ * Only this file, kube-reports.ts and kube-retire.ts (deleting retired volumes) talk to the cluster.
  */
 
 export interface KubeLauncherOptions {
@@ -31,50 +31,6 @@ export interface KubeLauncherOptions {
   relay?: { address: string; tokens: RelayTokens };
 }
 
-/** At most this much of a read-only mount is read into a ConfigMap (kube-objects.ts bounds the sum). */
-const FILE_BYTES = 1024 * 1024;
-const FILE_COUNT = 512;
-
-/** berth's own read-only content of a bind mount (seeds, protected paths, memory, CA), read without following links. */
-function readSnapshot(source: string): SnapshotFile[] {
-  const files: SnapshotFile[] = [];
-  let bytes = 0;
-  const walk = (abs: string, rel: string) => {
-    const st = fs.lstatSync(abs);
-    if (st.isSymbolicLink()) return; // berth's copies hold none; a link is never followed
-    if (st.isFile()) {
-      // Read through the descriptor that was checked: no link followed, the size the one read.
-      const fd = fs.openSync(abs, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-      try {
-        const fst = fs.fstatSync(fd);
-        bytes += fst.size;
-        if (!fst.isFile() || bytes > FILE_BYTES || files.length >= FILE_COUNT) {
-          throw new BerthError('LAUNCHER_UNSUPPORTED', `the Kubernetes launcher cannot carry ${source}: more than ${FILE_BYTES} bytes or ${FILE_COUNT} files`);
-        }
-        files.push({ path: rel, data: fs.readFileSync(fd), mode: fst.mode & 0o777 });
-      } finally {
-        fs.closeSync(fd);
-      }
-      return;
-    }
-    if (st.isDirectory()) for (const name of fs.readdirSync(abs).sort()) walk(join(abs, name), rel ? posix.join(rel, name) : name);
-  };
-  walk(source, '');
-  return files;
-}
-
-const statusCode = (err: unknown) => (err as { code?: number }).code;
-/** What a refused or failed API call means to berth, in its error codes. */
-function clusterError(what: string, err: unknown): BerthError {
-  if (err instanceof BerthError) return err;
-  const code = statusCode(err);
-  const body = (err as { body?: unknown }).body;
-  const message = typeof body === 'string' ? body.slice(0, 400) : ((body as { message?: string } | undefined)?.message ?? (err as Error).message);
-  if (code === undefined) return new BerthError('ENGINE_UNAVAILABLE', `the Kubernetes API server did not answer (${what}): ${message}`, { hint: 'check kubernetes.kubeconfig in berth.yaml; "berth doctor" says what answers' });
-  return new BerthError('RUN_FAILED', `the cluster refused ${what} (${code}): ${message}`);
-}
-/** An object that may be gone: undefined for a 404, the error otherwise. */
-const unlessGone = <T>(p: Promise<T>): Promise<T | undefined> => p.catch((err: unknown) => (statusCode(err) === 404 ? undefined : Promise.reject(err)));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Why a pod that is not running will not run (a status the kubelet reported), or undefined while it may still. */
@@ -91,33 +47,6 @@ function podTrouble(pod: V1Pod): string | undefined {
   const phase = pod.status?.phase;
   if (phase === 'Failed' || phase === 'Succeeded') return `its pod ended (${phase}${pod.status?.reason ? `: ${pod.status.reason}` : ''}${pod.status?.message ? `, ${pod.status.message}` : ''})`;
   return undefined;
-}
-
-/** Volume ids per list call: a label selector `berth.volume in (...)` of at most this many. */
-const RETIRE_CHUNK = 50;
-
-/**
- * Delete the claims of these volume ids (kube-volumes.ts: their session or project was deleted).
- * Returns the ids whose claims are gone (deleted now, or not there at all), and the error that
- * stopped the rest, if any: they are asked again at the next pass.
- */
-export async function deleteVolumeClaims(kubeConfig: KubeConfig, namespace: string, ids: readonly string[]): Promise<{ gone: string[]; error?: BerthError }> {
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  const gone: string[] = [];
-  try {
-    for (let i = 0; i < ids.length; i += RETIRE_CHUNK) {
-      const chunk = ids.slice(i, i + RETIRE_CHUNK);
-      const list = await core.listNamespacedPersistentVolumeClaim({ namespace, labelSelector: `${LABELS.managed}=true,${VOLUME_LABEL} in (${chunk.join(',')})` });
-      for (const claim of list.items) {
-        if (claim.metadata?.deletionTimestamp) continue;
-        await unlessGone(core.deleteNamespacedPersistentVolumeClaim({ name: claim.metadata?.name ?? '', namespace }));
-      }
-      gone.push(...chunk);
-    }
-    return { gone };
-  } catch (err) {
-    return { gone, error: clusterError('deleting volumes', err) };
-  }
 }
 
 export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
