@@ -248,6 +248,32 @@ export function atomicWriteFile(path: string, data: string | Uint8Array, mode = 
   }
 }
 
+/** What link(2) says on a filesystem that has no hard links. */
+const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
+
+/**
+ * Write a file only if none is at `path` (two writers at once: the first stands, never the last):
+ * whole and synced under a temporary name, then linked into place. False when one was there. On
+ * a filesystem without hard links, a rename after a check: the last writer then, narrowly.
+ */
+export function writeFileOnce(path: string, data: string, mode = 0o644, verify?: (written: string) => void): boolean {
+  const tmp = `${path}.once-${process.pid}-${Math.random().toString(36).slice(2)}`;
+  atomicWriteFile(tmp, data, mode, verify);
+  try {
+    fs.linkSync(tmp, path);
+    return true;
+  } catch (err) {
+    const code = errnoOf(err);
+    if (code === 'EEXIST') return false;
+    if (!NO_LINKS.has(code ?? '')) throw err;
+    if (fs.existsSync(path)) return false;
+    fs.renameSync(tmp, path);
+    return true;
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
 /**
  * Remove name below dirFd and everything in it, one no-follow open at a time: no path is ever
  * built, so a tree deeper than PATH_MAX goes too, and a link in it is removed, never followed.

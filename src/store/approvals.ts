@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError } from '../errors.js';
 import { parsesAs, readJsonFile } from '../fs/json-file.js';
 import { ownerAlive } from '../fs/process-identity.js';
-import { atomicWriteFile } from '../fs/tree.js';
+import { atomicWriteFile, writeFileOnce } from '../fs/tree.js';
 import { readdirIfExists } from '../fs/dir.js';
 
 /**
@@ -119,19 +119,8 @@ export function openApprovalStore(stateDir: string): ApprovalStore {
       const request = read(requestFile(id), ApprovalRequestSchema);
       return request?.id === id && ownerAlive(request.owner) ? request : undefined;
     },
-    answer(id, answer) {
-      const tmp = `${answerFile(id)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-      atomicWriteFile(tmp, JSON.stringify(ApprovalAnswerSchema.parse(answer)), 0o600);
-      try {
-        fs.linkSync(tmp, answerFile(id)); // fails when an answer is there: the first one stands
-        return true;
-      } catch (err) {
-        if (errnoOf(err) === 'EEXIST') return false;
-        throw err;
-      } finally {
-        fs.rmSync(tmp, { force: true });
-      }
-    },
+    // The first answer stands.
+    answer: (id, answer) => writeFileOnce(answerFile(id), JSON.stringify(ApprovalAnswerSchema.parse(answer)), 0o600),
     answerOf(id) {
       return read(answerFile(id), ApprovalAnswerSchema);
     },

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -13,9 +13,9 @@ import {
   type SessionSettingsUpdate,
 } from '../config/session.js';
 import { parseOrThrow } from '../config/parse.js';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError } from '../errors.js';
 import { parsesAs, readJsonFile } from '../fs/json-file.js';
-import { atomicWriteFile } from '../fs/tree.js';
+import { atomicWriteFile, writeFileOnce } from '../fs/tree.js';
 import type { Project, ProjectStore } from './projects.js';
 import { workspaceIdFor } from './secret.js';
 import { removeAgentHome } from './agent-homes.js';
@@ -83,8 +83,6 @@ export function workflowSessionId(workflow: string): string {
  */
 const INDEX_DIR = 'session-index';
 const INDEX_BUILT = '.built';
-/** What link(2) says on a filesystem that has no hard links. */
-const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
 const tenantDirName = (tenantKey: string) => createHash('sha256').update(tenantKey).digest('hex').slice(0, 32);
 
 export function createSessionStore(opts: { projects: ProjectStore; secret: () => Buffer }): SessionStore {
@@ -145,35 +143,8 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
    * at once, of two tenants or one: one record wins, never the last writer): false when one is.
    */
   function writeNew(project: Project, record: SessionRecord): boolean {
-    const text = `${JSON.stringify(record, null, 2)}\n`;
-    parsesAs(SessionRecordSchema)(text);
-    const target = file(project, record.id);
-    const tmp = `${target}.new-${process.pid}-${randomBytes(6).toString('hex')}`;
     fs.mkdirSync(project.paths.sessionsDir, { recursive: true, mode: 0o700 });
-    const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
-    try {
-      const fd = fs.openSync(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-      try {
-        fs.writeFileSync(fd, text);
-        fs.fsyncSync(fd);
-      } finally {
-        fs.closeSync(fd);
-      }
-      try {
-        fs.linkSync(tmp, target); // EEXIST: someone else's record is the session
-      } catch (err) {
-        // A filesystem without hard links: the last writer's record, as a rename gives (checked just before).
-        if (!NO_LINKS.has(errnoOf(err) ?? '')) throw err;
-        if (fs.existsSync(target)) return false;
-        fs.renameSync(tmp, target);
-      }
-      return true;
-    } catch (err) {
-      if (errnoOf(err) === 'EEXIST') return false;
-      throw err;
-    } finally {
-      fs.rmSync(tmp, { force: true });
-    }
+    return writeFileOnce(file(project, record.id), `${JSON.stringify(record, null, 2)}\n`, 0o600, parsesAs(SessionRecordSchema));
   }
 
   /**
