@@ -4,7 +4,7 @@
  * Lowest first; a layer is a list of path prefixes under src/.
  */
 const LAYERS = [
-  ['base', ['did-you-mean.ts', 'errors.ts', 'http-body.ts', 'metrics.ts', 'node-support.ts', 'own.ts', 'printable.ts', 'version.ts']],
+  ['base', ['base/']],
   ['fs', ['fs/']],
   // Chat channels: each one module (its berth.yaml schema, wire protocol and doctor check) that
   // config/ assembles into berth.yaml's bridges and bridges/ runs on the core.
@@ -13,19 +13,20 @@ const LAYERS = [
   ['plan', ['plan/']],
   ['launch', ['launch/']],
   ['store', ['store/']],
-  ['gateway', ['gateway/']],
+  // The agent's file tools (folders, the access table, workspace profiles).
+  ['file-tools', ['file-tools/']],
   // How containers reach outside: the model gateway and the egress proxy (one socket per run).
   ['outbound', ['outbound/']],
   ['runs', ['runs/', 'workflows/', 'images/']],
   ['admin', ['admin/']],
   // Chat bridges: the core (inbox, lanes, commands) and one adapter per transport.
   ['bridges', ['bridges/']],
-  // The MCP servers and tool lists (the gateway's socket face too): main wires them in.
+  // The MCP servers and tool lists (the file tools' socket face too): main wires them in.
   ['mcp', ['mcp/']],
   ['main', ['main.ts']],
   // The HTTP surface takes its dependencies as an argument: it never imports main.ts.
   ['api', ['api/']],
-  ['cli', ['cli/', 'cli.ts', 'serve.ts', 'demo.ts', 'doctor.ts', 'doctor-outbound.ts', 'verify.ts', 'verify/']],
+  ['cli', ['cli/']],
 ];
 
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');

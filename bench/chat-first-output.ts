@@ -15,7 +15,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { createBerth } from '../src/main.js';
-import { listenHttp } from '../src/serve.js';
+import { listenHttp } from '../src/cli/serve.js';
 import { startFakeSignalCli } from '../test/fakes/signal-cli.js';
 import { BENCH_IMAGE, bareExec } from './bare.js';
 import { chatSocket, wallNow } from './chat-socket.js';
@@ -30,7 +30,7 @@ const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-chat-first-'));
 const signal = await startFakeSignalCli({ receiveMode: 'on-connection' });
 fs.writeFileSync(
   join(home, 'berth.yaml'),
-  [`runs: { pool: ${POOL} }`, 'bridges:', '  signal:', `    url: ${signal.url}`, `    account: '${signal.account}'`, '    senders: open', 'channels:', '  signal: { project: bench }', ''].join('\n'),
+  [`runs: { pool: ${POOL} }`, 'bridges:', '  signal:', `    url: ${signal.url}`, `    account: '${signal.account}'`, '    senders: open', 'routes:', '  signal: { project: bench }', ''].join('\n'),
 );
 const berth = createBerth({ home, logLevel: 'silent', warm: true });
 berth.store.create({ name: 'bench', workspace_isolation: true });

@@ -15,7 +15,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { createBerth } from '../src/main.js';
 import type { ProgressUpdate } from '../src/runs/agent-progress.js';
-import { listenHttp } from '../src/serve.js';
+import { listenHttp } from '../src/cli/serve.js';
 import { defaultReply, startFakeAnthropic, type ReplyFn } from '../test/fakes/anthropic-api.js';
 import { chatSocket, wallNow } from './chat-socket.js';
 import { summary } from './stats.js';

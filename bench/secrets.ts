@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { pino } from 'pino';
 import { BerthConfigSchema } from '../src/config/berth-config-schema.js';
 import { ProjectMetadataSchema } from '../src/config/metadata.js';
-import { createMetrics } from '../src/metrics.js';
+import { createMetrics } from '../src/base/metrics.js';
 import { loadOrCreateEgressCa } from '../src/outbound/egress-ca.js';
 import { createEgressProxy } from '../src/outbound/egress-proxy.js';
 import { createSecretBroker } from '../src/outbound/secret-broker.js';

@@ -48,7 +48,7 @@ fs.writeFileSync(
     `    url: ${fake.url}`,
     `    account: '${fake.account}'`,
     '    senders: open',
-    'channels:',
+    'routes:',
     '  signal: { project: soak }',
     '',
   ].join('\n'),

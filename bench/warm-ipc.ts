@@ -18,7 +18,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { DEFAULT_WARM_PER_TENANT } from '../src/config/runs.js';
-import { cgroupDir, leftoverIpc, observeLeftovers, openIpcReader, watchKeepAlive } from '../src/launch/docker-leftovers.js';
+import { cgroupDir, leftoverIpc, observeLeftovers, openIpcReader, watchKeepAlive } from '../src/launch/docker/leftovers.js';
 import { WARM_MEMORY_SLACK, warmVerdict } from '../src/launch/lifecycle.js';
 import { createBerth, type Berth } from '../src/main.js';
 import { BENCH_IMAGE, bareExec } from './bare.js';

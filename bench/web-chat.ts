@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { createBerth } from '../src/main.js';
-import { listenHttp } from '../src/serve.js';
+import { listenHttp } from '../src/cli/serve.js';
 import { chatSocket } from './chat-socket.js';
 import { summary } from './stats.js';
 

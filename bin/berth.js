@@ -22,7 +22,7 @@ if (major < 22 || (major === 22 && minor < 19)) {
     process.kill(process.pid, signal);
   });
 } else {
-  const { main } = await import('../dist/cli.js');
+  const { main } = await import('../dist/cli/berth.js');
   process.exitCode = await main(process.argv.slice(2), process.env, {
     out: (s) => process.stdout.write(s),
     err: (s) => process.stderr.write(s),

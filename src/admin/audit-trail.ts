@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Logger } from 'pino';
-import { asBerthError } from '../errors.js';
+import { asBerthError } from '../base/errors.js';
 import { AUDIT_ROTATION, appendAudit, readAudit, verifyAudit, type AuditEntry, type AuditEvent, type AuditFilter, type AuditRotation, type AuditVerdict } from '../store/audit.js';
 import { createUnauthenticatedSummary } from './unauthenticated-summary.js';
 

@@ -6,10 +6,10 @@ import { homePaths, privateWorkspaceOf } from '../config/home.js';
 import { grantEdit, privateWorkspaceEdit, revokeEdit, editBerthYaml, setEdit, unsetEdit } from '../config/operator-edits.js';
 import { checkOperatorConfig } from '../config/operator-checks.js';
 import { sharedGrantsFor } from '../config/grants.js';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import type { ProjectStore } from '../store/projects.js';
 import type { ProjectAccess } from './views.js';
-import { own } from '../own.js';
+import { own } from '../base/own.js';
 
 function lstatOrUndefined(path: string): fs.Stats | undefined {
   try {

@@ -1,12 +1,12 @@
 import type { ProjectMetadata, ProjectMetadataInput, ProjectUpdate } from '../config/metadata.js';
 import type { PermissionLevel, SessionRecord, SessionSettingsUpdate } from '../config/session.js';
 import type { SessionTokens } from '../store/session-tokens.js';
-import type { Gateway } from '../gateway/service.js';
-import type { WorkspaceProfile } from '../gateway/workspace-profile.js';
+import type { Gateway } from '../file-tools/service.js';
+import type { WorkspaceProfile } from '../file-tools/workspace-profile.js';
 import type { SessionStore } from '../store/sessions.js';
 import { modelChoiceIssues } from '../config/outbound.js';
 import { runtimeChoiceIssues } from '../config/runtimes.js';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import { type RunOutcome, type RunRequest, type Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
@@ -16,7 +16,7 @@ import { listWorkspaces, workspaceUsage } from '../store/workspaces.js';
 import { mountPoints } from '../fs/loop-quota.js';
 import type { InterruptedRun, ProjectView, RunView, WorkspaceView } from './views.js';
 import type { BerthConfig } from '../config/berth-config.js';
-import { resolveChannel } from '../workflows/channels.js';
+import { resolveRoute } from '../workflows/routes.js';
 import { listWorkflows, runWorkflow, type StepEvent } from '../workflows/run.js';
 import type { WorkflowRunRecord } from '../workflows/schema.js';
 import { checkChatUser, createChatLinks, tenantOfChatUser, type ChatAccessEntry, type ChatLinks, type ChatLogin } from '../store/chat-links.js';
@@ -25,8 +25,8 @@ import { trashedProjectPaths } from '../store/projects.js';
 import { KubernetesSchema } from '../config/kubernetes.js';
 import { editBerthYaml, projectGrantsEdit } from '../config/operator-edits.js';
 import { projectGrantsOf } from '../config/grants.js';
-import { forgetRetired, readVolumeId, recordRetired, retiredVolumes, volumeIdsBelow } from '../launch/kube-volumes.js';
-import { deleteRetiredClaims } from '../launch/kube-setup.js';
+import { forgetRetired, readVolumeId, recordRetired, retiredVolumes, volumeIdsBelow } from '../launch/kubernetes/volumes.js';
+import { deleteRetiredClaims } from '../launch/kubernetes/setup.js';
 
 /**
  * What an admin can do, once, for every surface: the HTTP API, the MCP tools and the CLI call
@@ -75,7 +75,7 @@ export interface AdminService {
   listWorkflows(project: string): string[];
   /** Run a workflow (its steps in order, each recorded; the first failure stops it). */
   runWorkflow(project: string, workflow: string, input?: string, onStep?: StepListener): Promise<WorkflowRunRecord>;
-  /** Run a channel profile's default workflow, with exactly its project's grants. */
+  /** Run a route's default workflow, with exactly its project's grants. */
   runChannel(channel: string, input?: string, onStep?: StepListener): Promise<{ project: string; workflow: string; run: WorkflowRunRecord }>;
   /** A web chat link for one person of a project (tenant "web:<user>"): its path carries the token, shown once. */
   mintChatLink(project: string, user: string, ttlSeconds?: number): ChatLinkView;
@@ -347,7 +347,7 @@ export function createAdminService(deps: {
     listWorkflows: (project) => listWorkflows(store.get(project)),
     runWorkflow: workflow,
     async runChannel(channel, input, onStep) {
-      const profile = resolveChannel(deps.config(), channel);
+      const profile = resolveRoute(deps.config(), channel);
       return { ...profile, run: await workflow(profile.project, profile.workflow, input, onStep) };
     },
     mintChatLink(project, user, ttlSeconds) {

@@ -1,4 +1,4 @@
-import { printable } from '../printable.js';
+import { printable } from '../base/printable.js';
 import type { AuditEvent } from '../store/audit.js';
 
 /**

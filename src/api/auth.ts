@@ -2,7 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs';
 import { dirname } from 'node:path';
 import type { MiddlewareHandler } from 'hono';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();

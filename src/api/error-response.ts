@@ -1,7 +1,7 @@
 import { HTTPException } from 'hono/http-exception';
 import type { z } from 'zod';
 import { toFieldIssues } from '../config/parse.js';
-import { asBerthError, BerthError } from '../errors.js';
+import { asBerthError, BerthError } from '../base/errors.js';
 
 /** hono's own refusals (validators, middleware) → berth's codes: a client's mistake is never a 500. */
 function fromHttpException(err: HTTPException): BerthError {

@@ -5,8 +5,8 @@ import type { Context } from 'hono';
 import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_HTTP_BOUNDS } from '../config/bounds.js';
 import { assertPlainInput } from '../config/parse.js';
-import { BerthError } from '../errors.js';
-import { readBodyBounded } from '../http-body.js';
+import { BerthError } from '../base/errors.js';
+import { readBodyBounded } from '../base/http-body.js';
 
 /** At most `limit` holders at once; entering never waits (a full gate is BUSY, not a queue). */
 export function createGate(limit: number) {

@@ -1,4 +1,4 @@
-import { isBerthError } from '../errors.js';
+import { isBerthError } from '../base/errors.js';
 import type { Approvals } from '../outbound/approvals.js';
 import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../store/approvals.js';
 import { approvalOutcome, approvalQuestion } from './approval-words.js';

@@ -25,7 +25,7 @@ export interface ChatTransport extends Omit<ChannelSender, 'send'> {
   output?(chat: string, stream: 'stdout' | 'stderr', chunk: string): void;
   /** The agent at work, live: its tool calls as they start and end, its words between them (web chat). Without it: one progress message for a long run. */
   progress?(chat: string, update: ProgressUpdate): void;
-  /** The project a chat belongs to, when the transport knows it (web chat: its login's); else channel profiles decide. */
+  /** The project a chat belongs to, when the transport knows it (web chat: its login's); else routes decide. */
   projectOf?(chat: string): string | undefined;
   /** /new where the person picks conversations (web chat): the transport makes the session and shows it. */
   newSession?(chat: string): string;

@@ -1,4 +1,4 @@
-import { isBerthError, type ErrorCode } from '../errors.js';
+import { isBerthError, type ErrorCode } from '../base/errors.js';
 
 /**
  * What a person in a chat reads when their message could not be run: what happened, in their

@@ -1,7 +1,7 @@
 import type { AdminService } from '../admin/service.js';
 import { PERMISSION_LEVELS, type PermissionLevel, type SessionRecord } from '../config/session.js';
-import { BerthError, isBerthError } from '../errors.js';
-import { own } from '../own.js';
+import { BerthError, isBerthError } from '../base/errors.js';
+import { own } from '../base/own.js';
 
 /**
  * Chat commands, answered by berth, never by the agent: /help, /new, /level, /whoami. What a

@@ -4,14 +4,14 @@ import { withActor } from '../admin/audit-trail.js';
 import type { AdminService } from '../admin/service.js';
 import type { SendAbout } from '../channels/contract.js';
 import type { BerthConfig } from '../config/berth-config.js';
-import { BerthError, isBerthError, type ErrorCode } from '../errors.js';
+import { BerthError, isBerthError, type ErrorCode } from '../base/errors.js';
 import type { Approvals } from '../outbound/approvals.js';
 import type { ApprovalEvent } from '../store/approvals.js';
-import { own } from '../own.js';
+import { own } from '../base/own.js';
 import type { BridgeState } from '../store/bridge-state.js';
 import type { ReplyParts } from '../store/chat-transcripts.js';
 import type { DeliveryStep, Inbox } from '../store/inbox.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../base/metrics.js';
 import { approvalAnswerOf, levelAsker } from './approval-words.js';
 import { createChatQuestions } from './chat-approvals.js';
 import type { ChatTransport, InboundMessage, JournaledMessage } from './chat-transport.js';
@@ -98,13 +98,13 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   const questions = createChatQuestions(deps.approvals, tell);
   const strangers = createStrangers({ state: deps.state, inbox, log, senderAllowed: deps.senderAllowed, senderDenied: deps.senderDenied, say: tell, fail, enqueue });
 
-  /** The project (and workflow) answering a chat: the transport's own, else its channel profiles ("<name>:<chat>", then "<name>", unless the channel names them). */
+  /** The project (and workflow) answering a chat: the transport's own, else its routes ("<name>:<chat>", then "<name>", unless the channel names them). */
   function profileFor(chat: string): { project: string; workflow?: string } | undefined {
     const project = transport.projectOf?.(chat);
     if (project !== undefined) return { project };
-    const channels = deps.config().channels;
+    const routes = deps.config().routes;
     for (const key of transport.profileKeys?.(chat) ?? [`${transport.name}:${chat}`, transport.name]) {
-      const profile = own(channels, key);
+      const profile = own(routes, key);
       if (profile) return profile;
     }
     return undefined;
@@ -141,7 +141,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   async function handle(entry: JournaledMessage, tenant: string, slot: Slot, told: { queued: boolean }) {
     const profile = profileFor(entry.chat);
     if (!profile) {
-      await fail(entry.id, entry.chat, 'no channel profile', `berth: this bot is not set up to answer here yet (no "${transport.name}" channel in berth.yaml).`);
+      await fail(entry.id, entry.chat, 'no route', `berth: this bot is not set up to answer here yet (no "${transport.name}" route in berth.yaml).`);
       return;
     }
     const stale = lapsed(entry, profile.project, tenant);

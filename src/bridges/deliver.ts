@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import { partsSentOf } from '../channels/contract.js';
-import type { Metrics } from '../metrics.js';
+import { partsSentOf, textFile } from '../channels/contract.js';
+import type { Metrics } from '../base/metrics.js';
 import type { ReplyParts } from '../store/chat-transcripts.js';
 import type { DeliveryStep, Inbox } from '../store/inbox.js';
 import type { ChatTransport } from './chat-transport.js';
@@ -40,7 +40,7 @@ export function createDeliver(deps: DeliverDeps): Deliver {
     else if (step === 'plain' && transport.sendPlain) await transport.sendPlain(chat, reply, { ...about, ...from });
     else if (step === 'file' && transport.sendFile) {
       const caption = sent > 0 ? `the whole answer, as a file: its parts from part ${sent + 1} on could not be sent as messages` : 'the answer, as a file: it could not be sent as a message';
-      await transport.sendFile(chat, { name: 'reply.txt', text: reply }, caption, about);
+      await transport.sendFile(chat, textFile('reply.txt', reply), caption, about);
     }
     else {
       const notice = undeliveredNotice(id, refused);

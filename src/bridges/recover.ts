@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { ownerAlive } from '../runs/process-owner.js';
+import { ownerAlive } from '../fs/process-identity.js';
 import type { DeliveryStep, Inbox } from '../store/inbox.js';
 import type { JournaledMessage } from './chat-transport.js';
 import type { LaneKey } from './lanes.js';

@@ -4,7 +4,7 @@ import type { BerthConfig } from '../config/berth-config.js';
 import { channelConfig, configuredChannels } from '../config/bridges.js';
 import { channelOfSender } from '../channels/registry.js';
 import type { ChannelModule } from '../channels/contract.js';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import { openBridgeState } from '../store/bridge-state.js';
 import { openInbox } from '../store/inbox.js';
 import { createPostOut } from './post-out.js';

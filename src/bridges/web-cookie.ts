@@ -1,4 +1,4 @@
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 
 /**
  * The web chat's login cookie. Over https it is `__Host-berth_chat` (Secure, Path=/, no Domain):

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { PermissionLevelSchema, SessionIdSchema, type PermissionLevel } from '../config/session.js';
-import type { ErrorCode } from '../errors.js';
+import type { ErrorCode } from '../base/errors.js';
 import type { ProgressStep } from '../runs/agent-progress.js';
 import type { OutputSegment } from '../store/chat-transcripts.js';
 import { APPROVAL_DECISIONS, APPROVAL_ID_PATTERN, type ApprovalDecision, type ApprovalView } from '../store/approvals.js';

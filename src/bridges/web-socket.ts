@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
-import { asBerthError, type BerthError } from '../errors.js';
+import { asBerthError, type BerthError } from '../base/errors.js';
 import type { WebChat, WebLogin } from './web.js';
 import { chatCredentialOf, reachedOverHttps } from './web-cookie.js';
 import { WEB_CHAT_SOCKET_PATH, WebClientMessageSchema, type WebServerMessage } from './web-protocol.js';

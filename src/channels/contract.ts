@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { BerthError, isBerthError } from '../errors.js';
+import { BerthError, isBerthError } from '../base/errors.js';
 
 /**
  * What a chat channel is to berth: one module that declares its berth.yaml schema, how it
@@ -24,11 +24,26 @@ export interface ChannelMessage {
   text: string;
   /** What the channel needs to acknowledge it once journaled (its own fields; Signal: a read receipt's). */
   receipt?: Readonly<Record<string, string | number>>;
+  /** Files sent with it, as the channel knows them: journaled with the message, fetched (bounded) by the core before the run. */
+  attachments?: ChannelAttachment[];
+}
+
+/** A file a person sent, as its channel names it. Nothing of it is trusted: the core bounds, names and writes it. */
+export interface ChannelAttachment {
+  /** The channel's handle to fetch it (a file id, an mxc:// URI, a path under its own dir): JSON, so it survives a restart in the inbox. */
+  ref: string;
+  /** As the sender named it (unsafe until the core sanitises it). */
+  name?: string;
+  mime?: string;
+  /** Bytes, as the service declares them: a hint (the fetch is bounded anyway). */
+  size?: number;
+  /** A voice note rather than a file. */
+  voice?: boolean;
 }
 
 /** How the core answers through a channel. */
 export interface ChannelSender {
-  /** The channel's name: names its inbox, its channel profile ("telegram", "telegram:<chat>") and tenant keys. */
+  /** The channel's name: names its inbox, its route ("telegram", "telegram:<chat>") and tenant keys. */
   readonly name: string;
   /** `about.answerTo`: the message this text answers (its inbox id), so a channel can make a re-send after a crash the same send. */
   send(chat: string, text: string, about?: SendAbout): Promise<void>;
@@ -37,14 +52,16 @@ export interface ChannelSender {
    * core's next try when a send failed, the service refusing its markup. Absent where a send is plain already.
    */
   sendPlain?(chat: string, text: string, about?: SendAbout): Promise<void>;
-  /** The text as a file in the chat (a document, an upload, an attachment), with a short caption: the core's try after the plain one. */
+  /** A file in the chat (a document, an upload, an attachment) with a short caption: a long reply as text after the plain try failed, or a file the agent sent. */
   sendFile?(chat: string, file: ReplyFile, caption: string, about?: SendAbout): Promise<void>;
+  /** The bytes of an attachment this channel handed over (ChannelAttachment.ref), at most `maxBytes` (more: a BerthError TOO_LARGE, nothing kept). */
+  fetchAttachment?(ref: string, limits: { maxBytes: number; signal: AbortSignal }): Promise<Uint8Array>;
   typing(chat: string, on: boolean): Promise<void>;
   /** The message is safe with berth (journaled): a read receipt, a confirmed offset, an HTTP 200. */
   acknowledge(message: ChannelMessage): Promise<void>;
   /** A message's answer (or the notice it failed with) was sent: a webhook returns it in its request, or posts it to its callback. */
   answered?(id: string, chat: string, text: string): void;
-  /** The channel profiles that may answer a chat, most specific first (default: "<name>:<chat>", then "<name>"). */
+  /** The routes that may answer a chat, most specific first (default: "<name>:<chat>", then "<name>"). */
   profileKeys?(chat: string): string[];
   /** How often typing is said again while the agent works (the service's indicator fades). */
   readonly typingEveryMs?: number;
@@ -92,11 +109,15 @@ export function partsSentOf(err: unknown): number {
   return typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : 0;
 }
 
-/** A reply sent as a file: its name in the chat and its text (UTF-8, text/plain). */
+/** A file going to a chat: its name there (already safe: berth chose or sanitised it), its media type, its bytes. */
 export interface ReplyFile {
   name: string;
-  text: string;
+  mime: string;
+  data: Uint8Array;
 }
+
+/** A reply's text as a file. */
+export const textFile = (name: string, text: string): ReplyFile => ({ name, mime: 'text/plain; charset=utf-8', data: Buffer.from(text) });
 
 /** An HTTP request for a channel that receives by webhook (berth serve's /hooks/<channel>[/…]). */
 export type ChannelHttp = (req: Request, subpath: string) => Promise<Response>;

@@ -1,5 +1,5 @@
-import { BerthError } from '../errors.js';
-import { readBodyWatched, refuseDeclaredOver } from '../http-body.js';
+import { BerthError } from '../base/errors.js';
+import { readBodyWatched, refuseDeclaredOver } from '../base/http-body.js';
 
 /**
  * berth serve's /hooks (Slack's Events API, signed webhooks, Telegram's webhook): anyone may call

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { isBerthError } from '../errors.js';
+import { isBerthError } from '../base/errors.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { backoffDelay, ChannelApiError, defineChannel, reach, sendPartsFrom, senderFields, threadProfileKeys, withOneRetry, type ChannelContext, type ChannelTransport } from './contract.js';
 import { obj, str, list, type Json } from './json.js';
@@ -302,7 +302,7 @@ export const matrixChannel = defineChannel({
       const body = obj(await res.json().catch(() => undefined));
       if (!res.ok) return [{ name, status: 'fail', detail: `${c.homeserver} refuses the access token (${str(body?.errcode) ?? `HTTP ${res.status}`}): check bridges.matrix.access_token` }];
       if (body?.user_id !== c.user_id) return [{ name, status: 'fail', detail: `the access token is ${str(body?.user_id) ?? 'someone else'}'s, not ${c.user_id}'s` }];
-      return [{ name, status: route ? 'ok' : 'warn', detail: `${c.user_id} at ${c.homeserver} ${route ?? 'has no "matrix" channel profile: only rooms named in channels are answered'}; senders: ${c.senders}` }];
+      return [{ name, status: route ? 'ok' : 'warn', detail: `${c.user_id} at ${c.homeserver} ${route ?? 'has no "matrix" route: only rooms named in routes are answered'}; senders: ${c.senders}` }];
     } catch (err) {
       return [{ name, status: 'fail', detail: isBerthError(err) ? err.message : `${c.homeserver} cannot be reached (${(err as Error).name})` }];
     }

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 
 /**
  * A channel's credential: in berth.yaml itself (`token`) or in a file it names (`token_file`,

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { isBerthError } from '../errors.js';
-import { backoffDelay, cutUtf8, defineChannel, sendPartsFrom, senderFields, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { isBerthError } from '../base/errors.js';
+import { backoffDelay, cutUtf8, defineChannel, sendPartsFrom, senderFields, textFile, type ChannelMessage, type ChannelTransport, type ReplyFile } from './contract.js';
 import { obj, str, num, type Json } from './json.js';
 import { createSseReader, type OversizedEvent } from './sse-events.js';
 
@@ -191,7 +191,7 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
     },
     // Signal has no markup: a send is plain already. A file is an attachment under a short message.
     async sendFile(chat, file, caption) {
-      await send({ ...target(chat), message: caption, attachments: [textAttachment(file.name, file.text)] });
+      await send({ ...target(chat), message: caption, attachments: [dataUri(file)] });
     },
     async typing(chat, on) {
       await rpc('sendTyping', { ...target(chat), ...(on ? {} : { stop: true }) });
@@ -208,11 +208,11 @@ export function signalMessages(text: string): Array<{ message: string; attachmen
   if (Buffer.byteLength(text) <= SIGNAL_INLINE_BYTES) return [{ message: text }];
   const note = '\n[… the whole reply is attached as reply.txt]';
   const head = cutUtf8(text, SIGNAL_INLINE_BYTES - Buffer.byteLength(note));
-  return [{ message: head + note, attachments: [textAttachment('reply.txt', text)] }];
+  return [{ message: head + note, attachments: [dataUri(textFile('reply.txt', text))] }];
 }
 
-/** A text file as signal-cli takes an attachment: a data URI with its name. */
-const textAttachment = (name: string, text: string) => `data:text/plain;filename=${name};base64,${Buffer.from(text).toString('base64')}`;
+/** A file as signal-cli takes an attachment: a data URI with its name. */
+const dataUri = (file: ReplyFile) => `data:${file.mime.split(';')[0]};filename=${file.name};base64,${Buffer.from(file.data).toString('base64')}`;
 
 export const SignalBridgeSchema = z
   .object({
@@ -249,7 +249,7 @@ export const signalChannel = defineChannel({
   describe: (c) => `${c.account} through signal-cli at ${c.url} (senders: ${c.senders})`,
   create: (ctx) => createSignalBridge({ url: ctx.config.url, account: ctx.config.account, logger: ctx.logger, backoffMs: ctx.backoffMs, onMessage: ctx.take }),
   async doctor(c, route) {
-    const routed = route ?? 'no "signal" channel profile: only chats named in channels are answered';
+    const routed = route ?? 'no "signal" route: only chats named in routes are answered';
     try {
       const res = await fetch(`${c.url}/api/v1/check`, { signal: AbortSignal.timeout(3000) });
       if (!res.ok) return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli at ${c.url} answered HTTP ${res.status}` }];

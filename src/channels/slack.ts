@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { WebSocket } from 'ws';
 import { z } from 'zod';
-import { BerthError, isBerthError } from '../errors.js';
+import { BerthError, isBerthError } from '../base/errors.js';
 import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, reach, sendPartsFrom, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { obj, str, type Json } from './json.js';
@@ -296,7 +296,7 @@ export const slackChannel = defineChannel({
       const res = await fetch(`${c.api_url}/auth.test`, { method: 'POST', headers: { authorization: `Bearer ${readSecret(c, 'bot_token')}` }, signal: AbortSignal.timeout(5000) });
       const body = obj(await res.json().catch(() => undefined));
       if (body?.ok !== true) return [{ name, status: 'fail', detail: `Slack refuses the bot token (${str(body?.error) ?? `HTTP ${res.status}`}): check bridges.slack.bot_token` }];
-      return [{ name, status: route ? 'ok' : 'warn', detail: `bot ${str(body.user) ?? '?'} in ${str(body.team) ?? '?'} ${route ?? 'has no "slack" channel profile: only chats named in channels are answered'}; ${c.mode}; senders: ${c.senders}` }];
+      return [{ name, status: route ? 'ok' : 'warn', detail: `bot ${str(body.user) ?? '?'} in ${str(body.team) ?? '?'} ${route ?? 'has no "slack" route: only chats named in routes are answered'}; ${c.mode}; senders: ${c.senders}` }];
     } catch (err) {
       return [{ name, status: 'fail', detail: isBerthError(err) ? err.message : `Slack cannot be reached at ${c.api_url} (${(err as Error).name})` }];
     }

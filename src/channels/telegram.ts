@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { BerthError, isBerthError } from '../errors.js';
+import { BerthError, isBerthError } from '../base/errors.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
-import { readBodyBounded } from '../http-body.js';
+import { readBodyBounded } from '../base/http-body.js';
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
-import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, sendPartsFrom, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, sendPartsFrom, withOneRetry, textFile, type ChannelContext, type ChannelMessage, type ChannelTransport, type ReplyFile } from './contract.js';
 import { obj, str, int, type Json } from './json.js';
 import { splitForLimit, toMarkdownV2 } from './telegram-text.js';
 import { graphemeCut } from './text-cut.js';
@@ -121,11 +121,11 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     }
   }
 
-  async function sendDocument(chat: string, text: string, name = 'reply.txt', caption = 'the whole reply'): Promise<void> {
+  async function sendDocument(chat: string, file: ReplyFile, caption = 'the whole reply'): Promise<void> {
     const form = new FormData();
     for (const [k, v] of Object.entries(parseChat(chat))) form.set(k, String(v));
     form.set('caption', caption);
-    form.set('document', new Blob([text], { type: 'text/plain' }), name);
+    form.set('document', new Blob([file.data], { type: file.mime }), file.name);
     await withOneRetry(log, 'sendDocument', async () => {
       const res = await reach('sendDocument: the Bot API', `${config.api_url}/bot${token}/sendDocument`, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) });
       const body = obj(await res.json().catch(() => undefined));
@@ -141,7 +141,7 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
       const note = '\n[… the whole reply is attached as reply.txt]';
       const first = parts[0] ?? '';
       const head = `${first.slice(0, graphemeCut(first, TELEGRAM_TEXT_LIMIT - note.length))}${note}`;
-      await sendPartsFrom([() => sendText(chat, head, plain), () => sendDocument(chat, text)], from, (send) => send());
+      await sendPartsFrom([() => sendText(chat, head, plain), () => sendDocument(chat, textFile('reply.txt', text))], from, (send) => send());
       return;
     }
     await sendPartsFrom(parts, from, (part) => sendText(chat, part, plain));
@@ -239,7 +239,7 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     send: (chat, text, about) => sendReply(chat, text, false, about?.fromPart),
     // The core's next try after a send that failed: the words without MarkdownV2 (split the same way: it goes on at the same part).
     sendPlain: (chat, text, about) => sendReply(chat, text, true, about?.fromPart),
-    sendFile: (chat, file, caption) => sendDocument(chat, file.text, file.name, caption),
+    sendFile: (chat, file, caption) => sendDocument(chat, file, caption),
     async typing(chat, on) {
       if (on) await call('sendChatAction', { ...parseChat(chat), action: 'typing' });
     },
@@ -281,7 +281,7 @@ export const telegramChannel = defineChannel({
       if (res.status === 401 || res.status === 404) return [{ name, status: 'fail', detail: `the Bot API at ${c.api_url} refuses the token (HTTP ${res.status}): check bridges.telegram.token` }];
       if (body?.ok !== true) return [{ name, status: 'fail', detail: `the Bot API at ${c.api_url} answered HTTP ${res.status}` }];
       const bot = str(obj(body.result)?.username);
-      return [{ name, status: route ? 'ok' : 'warn', detail: `@${bot ?? '?'} ${route ?? 'has no "telegram" channel profile: only chats named in channels are answered'}; ${c.mode}; senders: ${c.senders}` }];
+      return [{ name, status: route ? 'ok' : 'warn', detail: `@${bot ?? '?'} ${route ?? 'has no "telegram" route: only chats named in routes are answered'}; ${c.mode}; senders: ${c.senders}` }];
     } catch (err) {
       return [{ name, status: 'fail', detail: `the Bot API at ${c.api_url} cannot be reached (${(err as Error).name}): is api_url right, and may berth reach it?` }];
     }

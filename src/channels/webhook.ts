@@ -1,6 +1,6 @@
 import { createHash, createHmac } from 'node:crypto';
 import { z } from 'zod';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import { defineChannel, takeOrBusy, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
@@ -303,7 +303,7 @@ export const webhookChannel = defineChannel({
       return {
         name: `bridge webhook ${name}`,
         status: route ? ('ok' as const) : ('warn' as const),
-        detail: `POST /hooks/${name} (reply: ${h.reply}${h.callback_url ? `, callback ${new URL(h.callback_url).host}` : ''}); ${route ?? 'no "webhook" channel profile: only hooks named in channels (webhook:<chat>) are answered'}`,
+        detail: `POST /hooks/${name} (reply: ${h.reply}${h.callback_url ? `, callback ${new URL(h.callback_url).host}` : ''}); ${route ?? 'no "webhook" route: only hooks named in routes (webhook:<chat>) are answered'}`,
       };
     });
   },

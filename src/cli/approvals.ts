@@ -1,5 +1,5 @@
 import type { ApprovalDecision, ApprovalView } from '../store/approvals.js';
-import { printable } from '../printable.js';
+import { printable } from '../base/printable.js';
 import { need, type Command, type Out } from './command.js';
 
 const wants = (a: ApprovalView) => (a.kind === 'level' ? `level ${a.target}` : printable(a.target));

@@ -1,5 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { own } from '../own.js';
+import { own } from '../base/own.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 

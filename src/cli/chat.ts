@@ -1,5 +1,5 @@
-import { BerthError } from '../errors.js';
-import { printable } from '../printable.js';
+import { BerthError } from '../base/errors.js';
+import { printable } from '../base/printable.js';
 import { MAX_CHAT_LINK_TTL_SECONDS } from '../store/chat-links.js';
 import { need, type Command } from './command.js';
 

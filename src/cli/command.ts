@@ -1,5 +1,5 @@
 import type { ParseArgsConfig } from 'node:util';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import type { Berth } from '../main.js';
 
 export type Out = { out: (s: string) => void; err: (s: string) => void };

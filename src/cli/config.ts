@@ -1,8 +1,8 @@
 import { parse, stringify } from 'yaml';
 import { parseConfigPath } from '../config/operator-edits.js';
-import { closestName } from '../did-you-mean.js';
-import { BerthError } from '../errors.js';
-import { own } from '../own.js';
+import { closestName } from '../base/did-you-mean.js';
+import { BerthError } from '../base/errors.js';
+import { own } from '../base/own.js';
 import { need, type Command } from './command.js';
 
 /** Settings whose values are secrets: shown as set or not, never printed. */

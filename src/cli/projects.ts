@@ -1,9 +1,9 @@
 import { type ProjectMetadataInput, type ProjectUpdate } from '../config/metadata.js';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import type { Berth } from '../main.js';
 import type { ProjectView } from '../admin/views.js';
 import { need, type Command, type Out } from './command.js';
-import { printable } from '../printable.js';
+import { printable } from '../base/printable.js';
 
 function describeProject(berth: Berth, name: string) {
   return { ...berth.admin.getProject(name), workspaces: berth.admin.listWorkspaces(name) };

@@ -1,10 +1,10 @@
 import { parseOrThrow } from '../config/parse.js';
 import { PermissionLevelSchema, SessionSettingsUpdateSchema } from '../config/session.js';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import type { StepListener } from '../admin/service.js';
 import type { WorkflowRunRecord } from '../workflows/schema.js';
 import { need, type Command, type Out } from './command.js';
-import { printable } from '../printable.js';
+import { printable } from '../base/printable.js';
 import { describeRetired } from './projects.js';
 
 /** Progress of a workflow on stderr, one line per step start and end. */
@@ -138,7 +138,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   'channel run': {
-    usage: 'channel run <channel> [--input TEXT]\n  Run the default workflow of a channel profile (berth.yaml channels).',
+    usage: 'channel run <channel> [--input TEXT]\n  Run the default workflow of a route (berth.yaml routes).',
     options: { input: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 1, 'channel');

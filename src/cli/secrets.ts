@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
 import { homePaths } from '../config/home.js';
 import { SECRET_METHODS, SecretGrantSchema, SecretNameSchema, secretEntry, type SecretEntry, type SecretGrant } from '../config/secrets.js';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import type { Berth } from '../main.js';
-import { printable } from '../printable.js';
+import { printable } from '../base/printable.js';
 import { createSecretValues, removeStoredSecret, storeSecretValue } from '../store/secret-values.js';
 import { need, type Command } from './command.js';
 

@@ -1,6 +1,6 @@
 import { parseOrThrow } from '../config/parse.js';
-import { printable } from '../printable.js';
-import { runVerify } from '../verify.js';
+import { printable } from '../base/printable.js';
+import { runVerify } from './verify.js';
 import { AuditFilterSchema } from '../store/audit.js';
 import { need, type Command } from './command.js';
 

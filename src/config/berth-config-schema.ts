@@ -26,6 +26,9 @@ export const ProjectGrantsSchema = z
   })
   .strict();
 
+/** A route: the project (and default workflow) that answers the chats of one key. */
+const RoutesSchema = z.record(z.string().min(1).max(256), z.object({ project: z.string(), workflow: z.string().optional() }).strict());
+
 /** berth.yaml: the operator's settings. Nothing a project admin or tenant sends changes it. */
 export const BerthConfigSchema = z
   .object({
@@ -35,10 +38,10 @@ export const BerthConfigSchema = z
       .default({})
       .describe('Named shared areas: logical name → absolute, canonical, existing host directory.'),
     projects: z.record(z.string(), ProjectGrantsSchema).default({}).describe('Per-project operator settings: private workspace override, shared-area grants.'),
-    channels: z
-      .record(z.string().min(1).max(256), z.object({ project: z.string(), workflow: z.string().optional() }).strict())
-      .default({})
-      .describe('Channel profiles: a bridge channel ("signal", "signal:<chat>", "web") → the project (and workflow, if any) that answers it.'),
+    routes: RoutesSchema.default({}).describe(
+      'Which project answers a chat: "signal" (every Signal chat), "signal:<chat>" (one), "web" → the project (and default workflow, if any).',
+    ),
+    channels: RoutesSchema.optional().describe('The old name of routes, still read (doctor says so); a file may not set both.'),
     bridges: BridgesSchema,
     runs: RunsSchema,
     env: z

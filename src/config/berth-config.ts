@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { BerthConfigSchema, type BerthConfig } from './berth-config-schema.js';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import { fileStamp } from '../fs/json-file.js';
 import { checkOperatorConfig } from './operator-checks.js';
 import { parseOrThrow } from './parse.js';
@@ -21,10 +21,19 @@ export function parseBerthConfig(text: string, file: string, home: string): Bert
   } catch (err) {
     throw new BerthError('CONFIG_INVALID', `${file} is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
   }
-  const config = parseOrThrow(BerthConfigSchema, data, file);
+  const config = withRoutes(parseOrThrow(BerthConfigSchema, data, file), file);
   const issues = checkOperatorConfig(config, home);
   if (issues.length) throw new BerthError('CONFIG_INVALID', `${file} is invalid`, { issues });
   return config;
+}
+
+/** berth.yaml's old key `channels:` is read as `routes:` (doctor says so); both at once would be two tables. */
+function withRoutes(config: BerthConfig, file: string): BerthConfig {
+  if (config.channels === undefined) return config;
+  if (Object.keys(config.routes).length) {
+    throw new BerthError('CONFIG_INVALID', `${file} sets both routes and channels, its old name`, { issues: [{ field: 'channels', reason: 'is the old name of routes: move its entries there' }] });
+  }
+  return { ...config, routes: config.channels };
 }
 
 /** Load berth.yaml; a missing file means all defaults. Nothing starts on an invalid one. */

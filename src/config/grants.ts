@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { BerthError } from '../errors.js';
-import { own } from '../own.js';
+import { BerthError } from '../base/errors.js';
+import { own } from '../base/own.js';
 import type { BerthConfig, Grant } from './berth-config-schema.js';
 
 /** A project's grants of shared areas (berth.yaml), in one place: deny by default. */

@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import type { BerthConfig } from './berth-config.js';
-import { own } from '../own.js';
+import { own } from '../base/own.js';
 
 /** Where everything of one installation lives. Pure: paths only, nothing touched. */
 export interface HomePaths {

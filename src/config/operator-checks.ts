@@ -1,10 +1,10 @@
 import fs from 'node:fs';
 import { isAbsolute, normalize, resolve, sep } from 'node:path';
-import type { FieldIssue } from '../errors.js';
+import type { FieldIssue } from '../base/errors.js';
 import { PROJECT_NAME_PATTERN } from './metadata.js';
 import type { BerthConfig } from './berth-config-schema.js';
 import { grantName } from './grants.js';
-import { own } from '../own.js';
+import { own } from '../base/own.js';
 
 /** Paths no shared area may be, contain, or sit inside: the engine's sockets and state. */
 export const ENGINE_PATHS = ['/var/run', '/run', '/var/lib/docker', '/var/lib/containerd', '/etc/docker'];
@@ -63,9 +63,9 @@ export function checkOperatorConfig(config: BerthConfig, home: string, agentUid 
     if (own(config.shared_workspaces, area) === undefined) issues.push({ field: `kubernetes.shared_claims.${area}`, reason: `names no shared area "${area}"` });
   }
 
-  for (const [channel, profile] of Object.entries(config.channels)) {
-    if (!PROJECT_NAME_PATTERN.test(profile.project)) issues.push({ field: `channels.${channel}.project`, reason: 'is not a valid project name' });
-    if (profile.workflow !== undefined && !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(profile.workflow)) issues.push({ field: `channels.${channel}.workflow`, reason: 'is not a valid workflow name' });
+  for (const [channel, profile] of Object.entries(config.routes)) {
+    if (!PROJECT_NAME_PATTERN.test(profile.project)) issues.push({ field: `routes.${channel}.project`, reason: 'is not a valid project name' });
+    if (profile.workflow !== undefined && !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(profile.workflow)) issues.push({ field: `routes.${channel}.workflow`, reason: 'is not a valid workflow name' });
   }
   issues.push(...keyLeaks(config));
   return issues;

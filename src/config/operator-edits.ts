@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml';
-import { BerthError, errnoOf, isBerthError } from '../errors.js';
+import { BerthError, errnoOf, isBerthError } from '../base/errors.js';
 import { withFileLock } from '../fs/lock.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { parseBerthConfig, type BerthConfig } from './berth-config.js';
@@ -112,7 +112,7 @@ export const CONFIG_PATH_MAX_DEPTH = 8;
 
 /**
  * A berth.yaml path as `berth config` takes it: keys joined by dots (`bridges.signal.url`,
- * `channels.signal:+4915550000.project`). Bounded, and never a prototype's name.
+ * `routes.signal:+4915550000.project`). Bounded, and never a prototype's name.
  */
 export function parseConfigPath(text: string): string[] {
   const keys = text.split('.');

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { didYouMean } from '../did-you-mean.js';
+import { didYouMean } from '../base/did-you-mean.js';
 
 /**
  * How a container reaches anything outside: its model (through berth's model gateway, which

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
-import { BerthError, type FieldIssue } from '../errors.js';
-import { didYouMean } from '../did-you-mean.js';
-import { inputProblem } from '../own.js';
+import { BerthError, type FieldIssue } from '../base/errors.js';
+import { didYouMean } from '../base/did-you-mean.js';
+import { inputProblem } from '../base/own.js';
 import { knownKeysAt } from './schema-keys.js';
 
 /**

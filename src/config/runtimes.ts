@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { didYouMean } from '../did-you-mean.js';
-import { own } from '../own.js';
+import { didYouMean } from '../base/did-you-mean.js';
+import { own } from '../base/own.js';
 import { PermissionLevelSchema, type PermissionLevel } from './session.js';
 
 /**

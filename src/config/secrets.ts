@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { own } from '../own.js';
+import { own } from '../base/own.js';
 import { HostPatternSchema } from './outbound.js';
 
 /**

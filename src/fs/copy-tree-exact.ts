@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import { at, openChildDir, withFd } from './fd-path.js';
 
 /**

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { errnoOf } from '../errors.js';
+import { errnoOf } from '../base/errors.js';
 
 /** A directory's entry names, or none when it does not exist (yet): berth's stores make their directories on first write. */
 export function readdirIfExists(dir: string): string[] {

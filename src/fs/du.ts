@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
-import { errnoOf } from '../errors.js';
+import { errnoOf } from '../base/errors.js';
 
 /**
  * Bytes of regular files under dir: lstat only (a link is never followed), bounded by an

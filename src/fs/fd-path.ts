@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 
 /**
  * Node has no openat(). A path through /proc/self/fd/<fd>/ resolves from the exact directory

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import type { z } from 'zod';
-import { errnoOf } from '../errors.js';
+import { errnoOf } from '../base/errors.js';
 
 /** A berth-owned text file's content; undefined when it does not exist (any other failure is thrown). */
 export function readTextIfExists(path: string): string | undefined {

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import lockfile from 'proper-lockfile';
-import { errnoOf } from '../errors.js';
+import { errnoOf } from '../base/errors.js';
 import { openIfExists } from './fd-path.js';
 import { ownerAlive, selfIdentity } from './process-identity.js';
 

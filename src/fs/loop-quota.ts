@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import { copyTreeExact, treeFits } from './copy-tree-exact.js';
 import { at, openChildDir, openNoFollow, withFd } from './fd-path.js';
 import { removeTreeAt, type Owner } from './tree.js';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import { z } from 'zod';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import { at, closeQuietly, withFd } from './fd-path.js';
 import { ensureDirPath, openDirPath } from './tree.js';
 

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import type { ImageStore } from '../launch/images.js';
 import { megabytes, secondsSince } from './progress.js';
 

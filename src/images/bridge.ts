@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 
 export const IMAGES_DIR = fileURLToPath(new URL('../../images/', import.meta.url));
 

@@ -3,7 +3,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import tar from 'tar-fs';
 import type { BerthConfig } from '../config/berth-config.js';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import { buildAgentImage } from './agent-image.js';
 import { compileBridge, IMAGES_DIR } from './bridge.js';
 import type { ImageStore } from '../launch/images.js';

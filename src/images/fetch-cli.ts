@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import type { AgentCli } from './agent-clis.js';
 import { megabytes, secondsSince } from './progress.js';
 

@@ -1,4 +1,4 @@
-import type { AskedChannel } from './asked-channel.js';
+import type { AskedStream } from './asked-stream.js';
 import type { ExecLeftovers } from './launcher.js';
 import { missingMounts, unescapeMountPoint } from './mount-check.js';
 
@@ -8,7 +8,7 @@ import { missingMounts, unescapeMountPoint } from './mount-check.js';
  * container whose processes are not host processes (gVisor: they live in the sentry). The
  * keep-alive is berth's, started before anything of a tenant, not dumpable (nothing of the
  * tenant's can ptrace it), and its stdout goes to berth's attach alone; the thread names are the
- * tenant's, printed as [!-~] only. Parsing and judging; its one question goes through the caller's channel.
+ * tenant's, printed as [!-~] only. Parsing and judging; its one question goes through the caller's stream.
  */
 
 export interface ReportThread {
@@ -107,11 +107,11 @@ export function parseReport(text: string): KeepAliveReport | undefined {
   return { threads, ...(churn ? { churn } : {}), shmPages: count(ipc[1]!), msgQueues: count(ipc[2]!), semSets: count(ipc[3]!), mqueues: count(ipc[4]!), ...(memoryHeld === undefined ? {} : { memoryHeld }), ...(mounts ? { mounts } : {}) };
 }
 
-/** One report asked over the keep-alive's channel; undefined if none came in time or it was not one (the channel is then closed). */
-export async function askReport(channel: AskedChannel): Promise<KeepAliveReport | undefined> {
-  const text = await channel.ask();
+/** One report asked over the keep-alive's stream; undefined if none came in time or it was not one (the stream is then closed). */
+export async function askReport(asked: AskedStream): Promise<KeepAliveReport | undefined> {
+  const text = await asked.ask();
   const report = text === undefined ? undefined : parseReport(text);
-  if (!report) channel.close();
+  if (!report) asked.close();
   return report;
 }
 

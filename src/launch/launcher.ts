@@ -118,7 +118,7 @@ export interface LauncherCapabilities {
   defaultRuntime: string;
   /** Containers run on berth's host: bind sources are berth's own paths (workspaces, snapshots, homes). */
   hostPaths: boolean;
-  /** Without host paths: workspaces and homes on the cluster's volumes, berth's read-only files carried to the pod (kube-objects.ts). */
+  /** Without host paths: workspaces and homes on the cluster's volumes, berth's read-only files carried to the pod (kubernetes/objects.ts). */
   clusterVolumes?: boolean;
   /** Unix sockets in a bind-mounted run directory reach berth (model gateway, egress proxy, file tools). */
   unixSockets: boolean;

@@ -1,4 +1,4 @@
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import type { RunPlan } from '../plan/run-plan.js';
 import type { LauncherCapabilities } from './launcher.js';
 

@@ -2,8 +2,8 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ErrorCode, InitializeRequestSchema, ListToolsRequestSchema, McpError, PingRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { parseOrThrow, toFieldIssues } from '../config/parse.js';
-import { asBerthError, BerthError, errorBody } from '../errors.js';
-import { VERSION } from '../version.js';
+import { asBerthError, BerthError, errorBody } from '../base/errors.js';
+import { VERSION } from '../base/version.js';
 import type { ToolSpec } from './tool-spec.js';
 
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output') {

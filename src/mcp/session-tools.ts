@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { RunViewSchema } from '../admin/views.js';
 import { MemoryEntrySchema, MemorySearchSchema, MemoryWriteSchema } from '../store/memory.js';
-import { ShellRunSchema, type SessionRef, type SessionTools } from '../admin/agent-tools.js';
-import { GATEWAY_TOOLS } from './gateway-tools.js';
-import type { GatewayCaller } from '../gateway/service.js';
+import { ShellRunSchema, type SessionRef, type SessionTools } from '../admin/session-tools.js';
+import { GATEWAY_TOOLS } from './file-tools.js';
+import type { GatewayCaller } from '../file-tools/service.js';
 import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
 
 /** What an agent's session may call at /mcp/session. The session comes from the token, never from input. */

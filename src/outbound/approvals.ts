@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { AuditEvent } from '../store/audit.js';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import { selfIdentity } from '../fs/process-identity.js';
 import type { ApprovalAnswer, ApprovalDecision, ApprovalRequest, ApprovalStore, ApprovalView } from '../store/approvals.js';
 import type { RunIdentity } from './run-identity.js';

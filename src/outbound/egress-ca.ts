@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import crypto, { type KeyObject } from 'node:crypto';
 import tls from 'node:tls';
 import { promisify } from 'node:util';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import { readTextIfExists } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { issueServerCertAsync, LEAF_LIFETIME_MS, loadAuthority, makeAuthority, type Authority } from './certs.js';

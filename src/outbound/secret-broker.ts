@@ -2,11 +2,11 @@ import type { IncomingHttpHeaders } from 'node:http';
 import net from 'node:net';
 import type { BerthConfig } from '../config/berth-config.js';
 import { grantCovers, grantsToward, headerValueOf, PLACEHOLDER_PATTERN, secretEntry, type GrantedUse } from '../config/secrets.js';
-import { isBerthError } from '../errors.js';
+import { isBerthError } from '../base/errors.js';
 import type { AuditEvent } from '../store/audit.js';
 import type { SecretValues } from '../store/secret-values.js';
-import type { Metrics } from '../metrics.js';
-import { printable } from '../printable.js';
+import type { Metrics } from '../base/metrics.js';
+import { printable } from '../base/printable.js';
 import { bodyMayOverride, bodyOverrides, OVERRIDE_BODY_LIMIT, overrideHeader, queryOverrides } from './method-override.js';
 import type { RunIdentity } from './run-identity.js';
 

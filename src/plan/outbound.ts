@@ -1,7 +1,7 @@
 import type { BerthConfig } from '../config/berth-config.js';
 import type { ProjectMetadata } from '../config/metadata.js';
 import { placeholderOf, secretsGrantedTo } from '../config/secrets.js';
-import { own } from '../own.js';
+import { own } from '../base/own.js';
 
 /**
  * A container's ways out, all through Unix sockets in its run directory (/run/berth): berth's

@@ -2,8 +2,9 @@ import { posix } from 'node:path';
 import type { BerthConfig } from '../config/berth-config.js';
 import { protectedPathKey, type ProjectMetadata } from '../config/metadata.js';
 import type { SharedGrant } from '../config/grants.js';
-import { own } from '../own.js';
-import { BerthError } from '../errors.js';
+import { own } from '../base/own.js';
+import { BerthError } from '../base/errors.js';
+import { WORKSPACE_MOUNT } from './container-paths.js';
 import { LABELS } from './labels.js';
 import { LEVEL_PROFILES } from './levels.js';
 import type { PermissionLevel } from '../config/session.js';
@@ -17,7 +18,7 @@ import { planOutbound, RELAY_BIN, TRUST_MOUNTS, withRelays, type RunSocket } fro
  * whether it is isolated come with it). Launchers translate it; they decide nothing.
  */
 
-export const WORKSPACE_MOUNT = '/workspace';
+export { WORKSPACE_MOUNT } from './container-paths.js';
 export const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 export const TMP_BYTES = 64 * 1024 * 1024;
 
@@ -54,7 +55,7 @@ export const WORKSPACES_DIR = 'workspaces';
 /** Where long-term memory is mounted (read-only) for levels that may read it. */
 export const MEMORY_MOUNT = '/memory';
 /** The run directory (berth's sockets for this run) inside the container. */
-export const GATEWAY_MOUNT = '/run/berth';
+export const RUN_DIR_MOUNT = '/run/berth';
 /** The session's persistent agent home, when the run belongs to one. */
 export const AGENT_HOME = '/home/agent';
 /** Granted shared areas appear at /shared/<name>. */
@@ -233,10 +234,10 @@ export function planRun(input: PlanInput): RunPlan {
   if (input.memory && profile.memoryRead) mounts.push({ type: 'bind', source: input.memory.dir, target: MEMORY_MOUNT, readOnly: true });
   const trust = input.runDir !== undefined && profile.egress && input.egressTrust !== undefined;
   const outbound = input.runDir
-    ? planOutbound({ config, metadata: meta, agentRun: !run.argv, egress: profile.egress, trust }, GATEWAY_MOUNT)
+    ? planOutbound({ config, metadata: meta, agentRun: !run.argv, egress: profile.egress, trust }, RUN_DIR_MOUNT)
     : { sockets: [], env: {}, warnings: [] };
   warnings.push(...outbound.warnings);
-  if (input.runDir) mounts.push({ type: 'bind', source: input.runDir, target: GATEWAY_MOUNT, readOnly: true });
+  if (input.runDir) mounts.push({ type: 'bind', source: input.runDir, target: RUN_DIR_MOUNT, readOnly: true });
   if (trust && input.egressTrust) {
     mounts.push({ type: 'bind', source: input.egressTrust.bundle, target: TRUST_MOUNTS.bundle, readOnly: true });
     mounts.push({ type: 'bind', source: input.egressTrust.ca, target: TRUST_MOUNTS.ca, readOnly: true });
@@ -294,10 +295,10 @@ export function planRun(input: PlanInput): RunPlan {
   return {
     image: imageFor(meta, config),
     runtime,
-    argv: withRelays(exec, outbound.sockets, GATEWAY_MOUNT),
+    argv: withRelays(exec, outbound.sockets, RUN_DIR_MOUNT),
     exec,
     ...(progress ? { progress } : {}),
-    keepAlive: withRelays([RELAY_BIN, 'idle'], outbound.sockets, GATEWAY_MOUNT),
+    keepAlive: withRelays([RELAY_BIN, 'idle'], outbound.sockets, RUN_DIR_MOUNT),
     cwd: privateRun
       ? posix.join(WORKSPACE_MOUNT, privateRun.cwdRel)
       : isolated

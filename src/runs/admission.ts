@@ -1,4 +1,4 @@
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import type { AdmissionLimits } from '../config/runs.js';
 
 export type { AdmissionLimits } from '../config/runs.js';

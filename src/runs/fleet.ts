@@ -6,7 +6,7 @@ import type { Launcher, ManagedContainer } from '../launch/launcher.js';
 import { appendJournal, openRuns } from '../store/journal.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { mountQuotaImages } from '../store/workspaces.js';
-import { ownerAlive } from './process-owner.js';
+import { ownerAlive } from '../fs/process-identity.js';
 import { quotaOf } from './run-context.js';
 import type { PrestartPool } from './prestart-pool.js';
 import type { WarmPool } from './warm-pool.js';

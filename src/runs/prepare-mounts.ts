@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import { at, closeQuietly, fdRealPath, openPlannedSource, openRegularFile, openRootDir, withFd } from '../fs/fd-path.js';
 import { displace, ensureDirPath, kindAt, openDirPath, writeNewFileAt, type Owner } from '../fs/tree.js';
 import type { RunPlan } from '../plan/run-plan.js';

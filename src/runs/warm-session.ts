@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import type { Logger } from 'pino';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import { isGone, type ExecResult, type Launcher, type RunOptions, type RunResult } from '../launch/launcher.js';
 import { execVerdict } from '../launch/lifecycle.js';
 import type { RunPlan } from '../plan/run-plan.js';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import { parsesAs, readJsonFile } from '../fs/json-file.js';
 import { ownerAlive } from '../fs/process-identity.js';
 import { atomicWriteFile, writeFileOnce } from '../fs/tree.js';

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
-import { errnoOf } from '../errors.js';
+import { errnoOf } from '../base/errors.js';
 import { openIfExists } from '../fs/fd-path.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { parseJsonLine, readTextIfExists } from '../fs/json-file.js';

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { z } from 'zod';
-import { errnoOf } from '../errors.js';
+import { errnoOf } from '../base/errors.js';
 import { appendFsyncedLine } from '../fs/fsynced-lines.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { AUDIT_ROTATION, GENESIS, headFile, lastPointOf, logFiles, readHead, rotate, rotatedFiles, sizeOf, writeHead, type AuditHead, type AuditRotation, type ChainPoint } from './audit-files.js';

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { parseOrThrow } from '../config/parse.js';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import { parsesAs } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { readdirIfExists } from '../fs/dir.js';

@@ -2,7 +2,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { errnoOf } from '../errors.js';
+import { errnoOf } from '../base/errors.js';
 import { parsesAs } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { readdirIfExists } from '../fs/dir.js';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { errnoOf } from '../errors.js';
+import { errnoOf } from '../base/errors.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { foldByKey } from '../fs/fsynced-lines.js';
 import { journalCommit } from '../fs/group-commit.js';

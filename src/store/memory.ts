@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { PermissionLevel } from '../config/session.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { LEVEL_PROFILES } from '../plan/levels.js';
-import { deny } from '../plan/shell-policy.js';
+import { deny } from '../plan/shell/index.js';
 
 /**
  * A project's long-term memory: entries in projects/<name>/memory/entries.jsonl (berth-owned:

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 
 /** A claim older than this is from a crashed creator (creating a project takes milliseconds). */
 const STALE_MS = 60_000;

@@ -12,7 +12,7 @@ import {
   type ProjectUpdate,
 } from '../config/metadata.js';
 import { parseOrThrow } from '../config/parse.js';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import { parsesAs } from '../fs/json-file.js';
 import { withFileLock } from '../fs/lock.js';
 import { releaseMountsUnder } from '../fs/loop-quota.js';

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { protectedPathKey } from '../config/metadata.js';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import { at, closeQuietly, openRootDir, withFd } from '../fs/fd-path.js';
 import { readJsonFile } from '../fs/json-file.js';
 import { atomicWriteFile, copyEntry, ensureDirPath, kindAt, openDirPath, writeNewFileAt, type Skipped } from '../fs/tree.js';

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import type { SecretEntry } from '../config/secrets.js';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import { atomicWriteFile } from '../fs/tree.js';
 
 /**

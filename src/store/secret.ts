@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { dirname } from 'node:path';
-import { errnoOf } from '../errors.js';
+import { errnoOf } from '../base/errors.js';
 
 /** The per-installation secret that workspace ids are derived with (0600, created once). */
 export function loadOrCreateSecret(file: string): Buffer {

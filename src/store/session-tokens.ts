@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { readdirIfExists } from '../fs/dir.js';
 

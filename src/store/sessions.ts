@@ -13,7 +13,7 @@ import {
   type SessionSettingsUpdate,
 } from '../config/session.js';
 import { parseOrThrow } from '../config/parse.js';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import { parsesAs, readJsonFile } from '../fs/json-file.js';
 import { atomicWriteFile, writeFileOnce } from '../fs/tree.js';
 import type { Project, ProjectStore } from './projects.js';
@@ -213,7 +213,7 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       };
       indexAdd(project, tenantKey, id);
       // No record of the id: nothing of a former holder's may stay for the new one (on any launcher:
-      // a cluster volume is bound to its home directory, launch/kube-volumes.ts).
+      // a cluster volume is bound to its home directory, launch/kubernetes/volumes.ts).
       clearLeftovers(project, id);
       if (writeNew(project, record)) return record;
       // Another first message of the id won the race: its record is the session.

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { BerthError, errnoOf } from '../errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import { at, closeQuietly, openChildDir, openNoFollow, openRootDir, withFd } from '../fs/fd-path.js';
 import { readJsonFile } from '../fs/json-file.js';
 import { diskUsage } from '../fs/du.js';

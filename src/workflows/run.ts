@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { join, posix } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { toFieldIssues } from '../config/parse.js';
-import { BerthError } from '../errors.js';
+import { BerthError } from '../base/errors.js';
 import { closeQuietly, openRootDir, withFd } from '../fs/fd-path.js';
 import { openDirPath, readFileAt } from '../fs/tree.js';
 import { newRunId, type Runner } from '../runs/runner.js';
@@ -67,7 +67,7 @@ export function listWorkflows(project: Project): string[] {
 /**
  * Run a workflow's steps in order, in the project's private workspace, as the session
  * "wf.<workflow>" (of its project) at the workflow's level. Every step is recorded; the first failing step stops
- * the run. The steps get exactly the project's shared-area grants: a channel profile that
+ * the run. The steps get exactly the project's shared-area grants: a route that
  * points at this workflow gains nothing more.
  */
 export async function runWorkflow(

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { posix } from 'node:path';
-import { BerthError } from '../../src/errors.js';
+import { BerthError } from '../../src/base/errors.js';
 import { managedContainer, type ContainerGone, type EngineInfo, type ExecLeftovers, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type ManagedContainer, type RunOptions, type RunResult } from '../../src/launch/launcher.js';
 import { commandNotFound, CONTAINER_LOST, runBounds, STOPPED_EXIT } from '../../src/launch/lifecycle.js';
 import { labelFilter, type ContainerQuery } from '../../src/plan/labels.js';

@@ -1,4 +1,4 @@
-import { BerthError } from '../../src/errors.js';
+import { BerthError } from '../../src/base/errors.js';
 import type { ImageFacts, ImageStore } from '../../src/launch/images.js';
 
 /** An ImageStore in memory: it has the images it is given and builds nothing (the unit tier has no engine). */

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import NodeWebSocket from 'ws';
 import { homePaths } from '../../src/config/home.js';
-import { listenHttp, type HttpSurface } from '../../src/serve.js';
+import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { appendAudit } from '../../src/store/audit.js';
 import { cli, serveApp, testHome, type TestHome } from '../helpers.js';
 

@@ -138,7 +138,7 @@ describe('requests', () => {
     for (const name of ['constructor', 'toString', '__proto__']) {
       const r = cli(['--home', home, 'channel', 'run', name]);
       expect([name, r.code]).toEqual([name, 2]);
-      expect(r.stderr).toMatch(/^CONFIG_INVALID: no channel profile/);
+      expect(r.stderr).toMatch(/^CONFIG_INVALID: no route/);
       expect(cli(['--home', home, name]).stderr).toMatch(/^USAGE: unknown command/);
     }
   });

@@ -34,7 +34,7 @@ describe.each(Object.keys(CHAOS_RIGS))('chaos: the %s bridge', (name) => {
       return p;
     };
     try {
-      fs.writeFileSync(join(home, 'berth.yaml'), ['bridges:', '  max_concurrent_runs: 2', ...rig.bridge, 'channels:', `  ${name}: { project: chaos }`, ...(rig.extra ?? []), ''].join('\n'));
+      fs.writeFileSync(join(home, 'berth.yaml'), ['bridges:', '  max_concurrent_runs: 2', ...rig.bridge, 'routes:', `  ${name}: { project: chaos }`, ...(rig.extra ?? []), ''].join('\n'));
       const create = spawn(process.execPath, [BERTH_BIN, '--home', home, 'project', 'create', 'chaos', '--isolation'], { stdio: 'ignore' });
       await new Promise((r) => create.once('close', r));
       child = startBerth();

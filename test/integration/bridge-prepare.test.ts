@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 /**
  * `berth-bridge prepare` (images/shell/berth-bridge.c), the init container of a Kubernetes pod
- * (kube-objects.ts prepareEntries), in berth's shell image as the agent user, on a directory
+ * (kubernetes/objects.ts prepareEntries), in berth's shell image as the agent user, on a directory
  * standing for the tenant's volume: everything a tenant can leave where a mountpoint must be.
  */
 

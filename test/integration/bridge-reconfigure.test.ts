@@ -21,13 +21,13 @@ let bridges: RunningBridges;
 const writeConfig = (signalUrl?: string, account?: string) => {
   const signal = signalUrl ? ['bridges:', '  signal:', `    url: ${signalUrl}`, `    account: '${account}'`, '    senders: open'] : [];
   // A file of another size each time: the config source sees the change even within one mtime tick.
-  fs.writeFileSync(join(h.home, 'berth.yaml'), testConfig([...signal, 'channels:', '  signal: { project: sig }', `# ${Date.now()}`, ''].join('\n')) ?? '');
+  fs.writeFileSync(join(h.home, 'berth.yaml'), testConfig([...signal, 'routes:', '  signal: { project: sig }', `# ${Date.now()}`, ''].join('\n')) ?? '');
 };
 
 beforeAll(async () => {
   one = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   two = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection', account: '+15550000002' });
-  h = testHome({ config: 'channels:\n  signal: { project: sig }\n' });
+  h = testHome({ config: 'routes:\n  signal: { project: sig }\n' });
   h.create({ name: 'sig', workspace_isolation: true });
   bridges = startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger: pino({ level: 'silent' }), stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 } });
 });

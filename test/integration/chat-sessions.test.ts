@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import NodeWebSocket from 'ws';
-import { listenHttp, type HttpSurface } from '../../src/serve.js';
+import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { installationId } from '../../src/main.js';
 import { agentHomeDir } from '../../src/store/agent-homes.js';
 import { testHome, type TestHome } from '../helpers.js';

@@ -1,6 +1,6 @@
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listenHttp, type HttpSurface } from '../../src/serve.js';
+import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { homePaths } from '../../src/config/home.js';
 import { bridgeDir } from '../../src/bridges/start.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
@@ -34,7 +34,7 @@ beforeAll(async () => {
   port = site.port;
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   h = testHome({
-    config: ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, 'channels:', '  signal: { project: ops }', 'egress:', `  private_hosts: ['localhost:${port}']`, ''].join('\n'),
+    config: ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, 'routes:', '  signal: { project: ops }', 'egress:', `  private_hosts: ['localhost:${port}']`, ''].join('\n'),
   });
   h.create({ name: 'ops', workspace_isolation: true, chat: { approvals: 'operator', approval_timeout_seconds: 120 } });
   await h.run('ops', 'web:olivia', 'echo first run', 'low');

@@ -36,7 +36,7 @@ import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { parseBerthConfig } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema, type ProjectMetadataInput } from '../../src/config/metadata.js';
 import { SessionRecordSchema } from '../../src/config/session.js';
-import { ERROR_TABLE, isBerthError } from '../../src/errors.js';
+import { ERROR_TABLE, isBerthError } from '../../src/base/errors.js';
 import { checkHttp, checkMcp, describeRequest, FailureLog, type CheckEnv, type Problem } from '../fuzz/checks.js';
 import { closeAgent, send, type RawRequest, type SendResult, type Tag } from '../fuzz/http.js';
 import { applyMutation, mutationArb, type Mutation } from '../fuzz/mutate.js';

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDockerLauncher } from '../../src/launch/docker.js';
+import { createDockerLauncher } from '../../src/launch/docker/launcher.js';
 import { installationId } from '../../src/main.js';
 import { JournalEntrySchema } from '../../src/store/journal.js';
 import { BERTH_BIN, testHome, type TestHome } from '../helpers.js';

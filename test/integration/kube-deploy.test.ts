@@ -16,9 +16,9 @@ import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseBerthConfig } from '../../src/config/berth-config.js';
 import { KUBE_GATEWAY_PORT, KubernetesSchema } from '../../src/config/kubernetes.js';
-import { BERTH_POD_LABELS } from '../../src/launch/kube-objects.js';
-import { createKubernetesLauncher } from '../../src/launch/kubernetes.js';
-import { createRelayTokens } from '../../src/launch/kube-relay.js';
+import { BERTH_POD_LABELS } from '../../src/launch/kubernetes/objects.js';
+import { createKubernetesLauncher } from '../../src/launch/kubernetes/launcher.js';
+import { createRelayTokens } from '../../src/launch/kubernetes/relay.js';
 import { LABELS } from '../../src/plan/labels.js';
 import { docCommands, REPO_ROOT } from '../helpers.js';
 import { installAgentSandbox, kubeBinaries, startKubeCluster, type KubeCluster } from '../helpers/kube-cluster.js';
@@ -129,7 +129,7 @@ function grants(rules: V1PolicyRule[] | undefined): string[] {
   return (rules ?? []).flatMap((r) => (r.apiGroups ?? []).flatMap((g) => (r.resources ?? []).flatMap((res) => r.verbs.map((v) => `${g}/${res}:${v}`)))).sort();
 }
 
-/** What berth's Role allows, exactly (docs/kubernetes.md, src/launch/kubernetes.ts). */
+/** What berth's Role allows, exactly (docs/kubernetes.md, src/launch/kubernetes/launcher.ts). */
 const ROLE: Array<[group: string, resources: string[], verbs: string[]]> = [
   ['agents.x-k8s.io', ['sandboxes'], ['get', 'list', 'watch', 'create', 'delete', 'patch']],
   ['', ['pods'], ['get', 'list', 'watch', 'delete']],

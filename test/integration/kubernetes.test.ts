@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { CoreV1Api, CustomObjectsApi, NetworkingV1Api, NodeV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BERTH_POD_LABELS, renderKubeRun, renderNetworkPolicy, SANDBOX_API } from '../../src/launch/kube-objects.js';
+import { BERTH_POD_LABELS, renderKubeRun, renderNetworkPolicy, SANDBOX_API } from '../../src/launch/kubernetes/objects.js';
 import { contractHome, CONTRACT_OWNER, PROTECTED_TEXT } from '../contract/contract-plan.js';
 import type { Launcher } from '../../src/launch/launcher.js';
 import { KUBE_NO_FILE_TOOLS } from '../../src/config/kubernetes.js';

@@ -4,12 +4,12 @@ import os from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attachMounts, mountHelper } from '../../src/launch/late-mounts.js';
-import { holdProcess, type ProcessHandle } from '../../src/launch/proc-handle.js';
+import { attachMounts, mountHelper } from '../../src/launch/docker/late-mounts.js';
+import { holdProcess, type ProcessHandle } from '../../src/launch/docker/proc-handle.js';
 import { pidAt } from '../helpers/pid-at.js';
 
 /**
- * The late-mount helper (native/berth-mount.c via launch/late-mounts.ts) against a real runc
+ * The late-mount helper (native/berth-mount.c via launch/docker/late-mounts.ts) against a real runc
  * container, as the pre-started pool uses it, attacked the way a tenant could (a link where a
  * protected file is to be mounted, a link in a source's path) and the way a busy host does: the
  * container's process gone and its number handed to a process of another container.

@@ -6,7 +6,7 @@ import type { RunningBridges } from '../../src/bridges/start.js';
 import { startTestBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
 import { approveSender } from '../../src/bridges/senders.js';
 import { homePaths } from '../../src/config/home.js';
-import { checkBridges } from '../../src/doctor-outbound.js';
+import { checkBridges } from '../../src/cli/doctor-outbound.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { startFakeMatrix, type FakeMatrix } from '../fakes/matrix.js';
 import { matrixChannel } from '../../src/channels/matrix.js';
@@ -39,7 +39,7 @@ beforeAll(async () => {
   bobRoom = fake.createRoom({ members: [bob], direct: true });
   fake.sendText(aliceRoom, alice, 'echo history-is-not-answered');
   h = testHome({
-    config: ['bridges:', '  matrix:', `    homeserver: ${fake.url}`, `    user_id: '${fake.botUserId}'`, `    access_token: ${fake.botAccessToken}`, '    senders: pairing', `    allow: ['${alice}', 'matrix:${bob}', '@mallory:${fake.serverName}', '@carol:${fake.serverName}']`, 'channels:', '  matrix: { project: mx }', ''].join('\n'),
+    config: ['bridges:', '  matrix:', `    homeserver: ${fake.url}`, `    user_id: '${fake.botUserId}'`, `    access_token: ${fake.botAccessToken}`, '    senders: pairing', `    allow: ['${alice}', 'matrix:${bob}', '@mallory:${fake.serverName}', '@carol:${fake.serverName}']`, 'routes:', '  matrix: { project: mx }', ''].join('\n'),
   });
   h.create({ name: 'mx', workspace_isolation: true });
   bridges = startTestBridges(h);

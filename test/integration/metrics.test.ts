@@ -3,7 +3,7 @@ import { serve } from '@hono/node-server';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appDepsFrom, createApp, type AppSources } from '../../src/api/app.js';
-import { createMetrics, type Metrics } from '../../src/metrics.js';
+import { createMetrics, type Metrics } from '../../src/base/metrics.js';
 import { testHome, type TestHome } from '../helpers.js';
 
 const ADMIN_TOKEN = 'test-admin-token-0123456789';

@@ -21,7 +21,7 @@ const procs: ChildProcess[] = [];
 
 beforeAll(async () => {
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
-  fs.writeFileSync(join(home, 'berth.yaml'), ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open', 'channels:', '  signal: { project: oc }', ''].join('\n'));
+  fs.writeFileSync(join(home, 'berth.yaml'), ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open', 'routes:', '  signal: { project: oc }', ''].join('\n'));
   const create = spawn(process.execPath, [BERTH_BIN, '--home', home, 'project', 'create', 'oc', '--isolation'], { stdio: 'ignore' });
   await new Promise((r) => create.once('close', r));
 });

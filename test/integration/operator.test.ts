@@ -11,7 +11,7 @@ import { cli } from '../helpers.js';
 /**
  * Operator settings against the real engine: a project sees its private workspace plus exactly
  * its granted shared areas, nothing else; misconfigured areas stop berth from starting;
- * workflows run in the private workspace or a run workspace; channel profiles grant nothing.
+ * workflows run in the private workspace or a run workspace; routes grant nothing.
  */
 let root: string;
 let home: string;
@@ -23,7 +23,7 @@ shared_workspaces:
   finance-kb: ${a.finance}   # finance knowledge, read-only
   legal-kb: ${a.legal}
   drafts: ${a.drafts}
-channels:
+routes:
   "signal:finance-desk": { project: finance, workflow: answer }
   "signal:legal-desk": { project: legal, workflow: answer }
 `;
@@ -176,14 +176,14 @@ describe('workflows (real containers)', () => {
     expect(fs.existsSync(join(home, 'projects/plain/ran'))).toBe(false);
   });
 
-  it("channel profiles: each desk's workflow sees only its own project's areas", () => {
+  it("routes: each desk's workflow sees only its own project's areas", () => {
     expect(b('project', 'grant', 'legal', 'legal-kb')).toMatchObject({ code: 0 });
     const legal = b('channel', 'run', 'signal:legal-desk', '--input', 'q');
     expect(legal.code).toBe(0);
     expect(legal.stdout.split(/(?=cwd=)/)[0]).toBe('cwd=/workspace\nlegal-kb\nlegal-fact\n');
     const finance = b('channel', 'run', 'signal:finance-desk', '--input', 'q');
     expect(finance.stdout.split(/(?=cwd=)/)[0]).toBe('cwd=/workspace\nfinance-kb\nfinance-fact\n');
-    expect(b('channel', 'run', 'signal:nobody')).toMatchObject({ code: 2, stderr: expect.stringContaining('no channel profile') });
+    expect(b('channel', 'run', 'signal:nobody')).toMatchObject({ code: 2, stderr: expect.stringContaining('no route') });
   });
 });
 

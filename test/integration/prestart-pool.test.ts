@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import Docker from 'dockerode';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDockerLauncher } from '../../src/launch/docker.js';
+import { createDockerLauncher } from '../../src/launch/docker/launcher.js';
 import { installationId } from '../../src/main.js';
 import { POOLED } from '../../src/plan/pool.js';
 import { execFileSync } from 'node:child_process';

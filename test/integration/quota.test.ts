@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Docker from 'dockerode';
 import { createBerth, installationId } from '../../src/main.js';
 import { isMounted, releaseMountsUnder } from '../../src/fs/loop-quota.js';
-import { assessDisk } from '../../src/doctor.js';
+import { assessDisk } from '../../src/cli/doctor.js';
 import { testHome, type TestHome } from '../helpers.js';
 
 /** berth.yaml disk_quotas: loop, on the real kernel and engine: ENOSPC at the quota, for the tenant only. */

@@ -29,7 +29,7 @@ beforeAll(async () => {
       `    url: ${fake.url}`,
       `    account: '${fake.account}'`,
       '    senders: open',
-      'channels:',
+      'routes:',
       '  signal: { project: sig }',
       'egress:',
       `  private_hosts: ['localhost:${port}']`,

@@ -18,7 +18,7 @@ const logs: Array<Record<string, unknown>> = [];
 
 beforeAll(async () => {
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
-  h = testHome({ config: ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open', 'channels:', '  signal: { project: big }', ''].join('\n') });
+  h = testHome({ config: ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open', 'routes:', '  signal: { project: big }', ''].join('\n') });
   h.create({ name: 'big', workspace_isolation: true });
   bridges = await startSignalBridges(h, fake, capturingLogger(logs));
 });

@@ -7,7 +7,7 @@ import { homePaths } from '../../src/config/home.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { testHome, type TestHome } from '../helpers.js';
 import { startSignalBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
-import { checkBridges } from '../../src/doctor-outbound.js';
+import { checkBridges } from '../../src/cli/doctor-outbound.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 
 /**
@@ -29,7 +29,7 @@ function config(senders: 'open' | 'pairing', allow: string[] = []) {
     `    account: '${fake.account}'`,
     `    senders: ${senders}`,
     `    allow: [${allow.map((a) => `'${a}'`).join(', ')}]`,
-    'channels:',
+    'routes:',
     '  signal: { project: sig }',
     '',
   ].join('\n');

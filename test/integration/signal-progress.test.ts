@@ -17,7 +17,7 @@ let bridges: RunningBridges;
 beforeAll(async () => {
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   h = testHome({
-    config: ['bridges:', '  progress_message_after_seconds: 1', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open', 'channels:', '  signal: { project: sig }', ''].join('\n'),
+    config: ['bridges:', '  progress_message_after_seconds: 1', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open', 'routes:', '  signal: { project: sig }', ''].join('\n'),
   });
   h.create({ name: 'sig', workspace_isolation: true });
   bridges = await startSignalBridges(h, fake);

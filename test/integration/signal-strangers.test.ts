@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../src/cli.js';
+import { main } from '../../src/cli/berth.js';
 import { bridgeDir, type RunningBridges } from '../../src/bridges/start.js';
 import { homePaths } from '../../src/config/home.js';
 import { openInbox } from '../../src/store/inbox.js';
@@ -26,7 +26,7 @@ let inboxFile: string;
 beforeAll(async () => {
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   h = testHome({
-    config: ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: pairing', `    allow: ['${FRIEND}']`, 'channels:', '  signal: { project: sig }', ''].join('\n'),
+    config: ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: pairing', `    allow: ['${FRIEND}']`, 'routes:', '  signal: { project: sig }', ''].join('\n'),
   });
   h.create({ name: 'sig', workspace_isolation: true });
   const dir = bridgeDir(homePaths(h.home).stateDir);

@@ -6,9 +6,9 @@ import type { RunningBridges } from '../../src/bridges/start.js';
 import { startTestBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
 import { approveSender } from '../../src/bridges/senders.js';
 import { homePaths } from '../../src/config/home.js';
-import { checkBridges } from '../../src/doctor-outbound.js';
+import { checkBridges } from '../../src/cli/doctor-outbound.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
-import { listenHttp, type HttpSurface } from '../../src/serve.js';
+import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { startFakeSlack, type FakeSlack } from '../fakes/slack.js';
 import { testConfig, testHome, type TestHome } from '../helpers.js';
 
@@ -32,7 +32,7 @@ const repliesIn = (channel: string, thread?: string) => fake.repliesIn(channel, 
 const waitIn = (channel: string, count: number, thread?: string) => fake.waitFor(() => repliesIn(channel, thread).length >= count && repliesIn(channel, thread), 30_000);
 const direct = (user: string, text: string) => fake.deliverMessage({ channel: dm(user), channelType: 'im', user, text });
 
-const config = (extra: string[]) => ['bridges:', '  slack:', `    bot_token: ${fake.botToken}`, `    api_url: ${fake.url}/api`, '    senders: pairing', `    allow: [${ALICE}, 'slack:${BOB}']`, ...extra, 'channels:', '  slack: { project: sl }', ''].join('\n');
+const config = (extra: string[]) => ['bridges:', '  slack:', `    bot_token: ${fake.botToken}`, `    api_url: ${fake.url}/api`, '    senders: pairing', `    allow: [${ALICE}, 'slack:${BOB}']`, ...extra, 'routes:', '  slack: { project: sl }', ''].join('\n');
 
 beforeAll(async () => {
   fake = await startFakeSlack({ ackTimeoutMs: 2000, retryDelaysMs: [50, 50, 50] });
@@ -119,7 +119,7 @@ describe('Slack bridge (Events API, through berth serve)', () => {
   let w: TestHome;
   let server: HttpSurface;
   beforeAll(async () => {
-    w = testHome({ config: 'channels:\n  slack: { project: slw }\n' });
+    w = testHome({ config: 'routes:\n  slack: { project: slw }\n' });
     w.create({ name: 'slw', workspace_isolation: true });
     server = await listenHttp(w.berth, { host: '127.0.0.1', port: 0, token: 'slack-admin-token-0123456789abcdef' }, { out: () => undefined, err: () => undefined });
     fs.writeFileSync(join(w.home, 'berth.yaml'), testConfig(config([`    signing_secret: ${fake.signingSecret}`]).replace('project: sl }', 'project: slw }')) ?? '');

@@ -6,9 +6,9 @@ import type { RunningBridges } from '../../src/bridges/start.js';
 import { startTestBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
 import { approveSender, pendingSenders } from '../../src/bridges/senders.js';
 import { homePaths } from '../../src/config/home.js';
-import { checkBridges } from '../../src/doctor-outbound.js';
+import { checkBridges } from '../../src/cli/doctor-outbound.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
-import { listenHttp, type HttpSurface } from '../../src/serve.js';
+import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { startFakeTelegram, type FakeTelegram } from '../fakes/telegram.js';
 import { testConfig, testHome, type TestHome } from '../helpers.js';
 
@@ -33,7 +33,7 @@ const repliesOf = (chat: number) => fake.repliesTo(chat).map((m) => unMarkdownV2
 const waitReplies = (chat: number, count: number, ms = 30_000) => fake.waitFor(() => repliesOf(chat).length >= count && repliesOf(chat), ms);
 
 function config(extra: string[] = []) {
-  return ['bridges:', '  telegram:', `    token: '${fake.token}'`, `    api_url: ${fake.url}`, '    senders: pairing', `    allow: ['${ALICE}', 'telegram:${BOB}']`, ...extra, 'channels:', '  telegram: { project: tg }', ''].join('\n');
+  return ['bridges:', '  telegram:', `    token: '${fake.token}'`, `    api_url: ${fake.url}`, '    senders: pairing', `    allow: ['${ALICE}', 'telegram:${BOB}']`, ...extra, 'routes:', '  telegram: { project: tg }', ''].join('\n');
 }
 
 beforeAll(async () => {
@@ -157,7 +157,7 @@ describe('Telegram bridge (webhook mode, through berth serve)', () => {
   let w: TestHome;
   let server: HttpSurface;
   beforeAll(async () => {
-    w = testHome({ config: 'channels:\n  telegram: { project: tgw }\n' });
+    w = testHome({ config: 'routes:\n  telegram: { project: tgw }\n' });
     w.create({ name: 'tgw', workspace_isolation: true });
     server = await listenHttp(w.berth, { host: '127.0.0.1', port: 0, token: 'tg-admin-token-0123456789abcdef' }, { out: () => undefined, err: () => undefined });
     // berth.yaml names the server's own URL: the fake delivers there.

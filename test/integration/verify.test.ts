@@ -2,10 +2,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createDockerLauncher } from '../../src/launch/docker.js';
+import { createDockerLauncher } from '../../src/launch/docker/launcher.js';
 import type { Launcher } from '../../src/launch/launcher.js';
 import { createBerth } from '../../src/main.js';
-import { runVerify } from '../../src/verify.js';
+import { runVerify } from '../../src/cli/verify.js';
 import { cli, cliAsync } from '../helpers.js';
 import { startWeakeningProxy } from '../fakes/weakening-docker-proxy.js';
 

@@ -8,14 +8,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema, type ProjectMetadataInput } from '../../src/config/metadata.js';
 import { buildImage } from '../../src/images/build.js';
-import { cgroupDir, memoryGrowth, watchKeepAlive } from '../../src/launch/docker-leftovers.js';
-import { createDockerLauncher } from '../../src/launch/docker.js';
-import { createDockerImages } from '../../src/launch/docker-images.js';
+import { cgroupDir, memoryGrowth, watchKeepAlive } from '../../src/launch/docker/leftovers.js';
+import { createDockerLauncher } from '../../src/launch/docker/launcher.js';
+import { createDockerImages } from '../../src/launch/docker/images.js';
 import { isGone, type ExecResult, type Launcher, type RunOptions } from '../../src/launch/launcher.js';
 import { execVerdict } from '../../src/launch/lifecycle.js';
 import { installationId } from '../../src/main.js';
 import { withRelays } from '../../src/plan/outbound.js';
-import { GATEWAY_MOUNT, planRun, type RunPlan } from '../../src/plan/run-plan.js';
+import { RUN_DIR_MOUNT, planRun, type RunPlan } from '../../src/plan/run-plan.js';
 import { removeContainersOf } from '../helpers.js';
 
 /**
@@ -262,8 +262,8 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
     fs.chmodSync(join(runDir, 'model.sock'), 0o666);
     try {
       const base = plan();
-      const p: RunPlan = { ...base, mounts: [...base.mounts, { type: 'bind', source: runDir, target: GATEWAY_MOUNT, readOnly: true }] };
-      const keepAlive = withRelays(IDLE, ['model'], GATEWAY_MOUNT);
+      const p: RunPlan = { ...base, mounts: [...base.mounts, { type: 'bind', source: runDir, target: RUN_DIR_MOUNT, readOnly: true }] };
+      const keepAlive = withRelays(IDLE, ['model'], RUN_DIR_MOUNT);
       expect(keepAlive).toEqual(['berth-bridge', 'relay', '41400=/run/berth/model.sock', '--', 'berth-bridge', 'idle']);
       const { containerId } = await engine.startIdle(p, keepAlive);
       const r = await engine.execIn(containerId, p, sh('nc 127.0.0.1 41400 > /tmp/reply & sleep 0.3; kill $! 2> /dev/null; cat /tmp/reply; ps -o comm,args | grep "^berth-bridge"'));
@@ -294,7 +294,7 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
 
   it("a tenant that kills the relay's listener leaves the container not clean", async () => {
     const p = plan();
-    const { containerId } = await engine.startIdle(p, withRelays(IDLE, ['model'], GATEWAY_MOUNT));
+    const { containerId } = await engine.startIdle(p, withRelays(IDLE, ['model'], RUN_DIR_MOUNT));
     const r = await engine.execIn(containerId, p, sh("kill -9 $(ps -o pid,ppid,args | awk '$2 == 1 && / relay / { print $1 }')"));
     expect(r).toMatchObject({ exitCode: 0, stderr: '', clean: false });
     // Gone, or a zombie its reaper has not collected yet when the keep-alive is looked at.
@@ -394,7 +394,7 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
   // outside-attack-3 L6: a stopped relay is alive (same pid, same start time) but relays nothing.
   it("a tenant that stops the relay's listener (SIGSTOP) leaves the container not clean", async () => {
     const p = plan();
-    const { containerId } = await engine.startIdle(p, withRelays(IDLE, ['model'], GATEWAY_MOUNT));
+    const { containerId } = await engine.startIdle(p, withRelays(IDLE, ['model'], RUN_DIR_MOUNT));
     const r = await engine.execIn(containerId, p, sh("kill -STOP $(ps -o pid,ppid,args | awk '$2 == 1 && / relay / { print $1 }'); kill -STOP 1"));
     expect(r).toMatchObject({ exitCode: 0, stderr: '', clean: false });
     expect(r.uncleanReason).toMatch(/^the keep-alive is not running: \d+ berth-bridge (T|[SR] \(stop or kill pending\))$/); // stopped, or about to be

@@ -178,7 +178,7 @@ describe('warm session containers', () => {
 
   it('many processes at once leave the container whole: the next message runs (runc keeps it clean)', async () => {
     // gVisor keeps 15-30 host tasks per process that ran at once (RUNSC_MIN_PIDS): 20 take 320-640 of
-    // 1024; past half, the container is not kept (docker-reports.ts hostTasksNearLimit).
+    // 1024; past half, the container is not kept (docker/reports.ts hostTasksNearLimit).
     const first = await run('web:lou', 'for i in $(seq 20); do sleep 0.5 & done; wait; echo done');
     expect(first.stdout).toBe('done\n');
     const next = await run('web:lou', 'echo next');

@@ -2,7 +2,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listenHttp, type HttpSurface } from '../../src/serve.js';
+import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { HOOKS_IN_FLIGHT_MAX } from '../../src/bridges/start.js';
 import { webhookSignature } from '../../src/channels/webhook.js';
 import { testHome, type TestHome } from '../helpers.js';
@@ -66,7 +66,7 @@ beforeAll(async () => {
       `        secret: ${CB_SECRET}`,
       '        reply: callback',
       '        callback_url: http://127.0.0.1:9/answers',
-      'channels:',
+      'routes:',
       '  webhook: { project: hooks }',
       'egress:',
       `  private_hosts: ['127.0.0.1:${receiverPort}']`,

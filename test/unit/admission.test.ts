@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { parseOrThrow } from '../../src/config/parse.js';
 import { admissionLimitsOf, defaultAdmissionLimits } from '../../src/config/runs.js';
-import { BerthError, isBerthError } from '../../src/errors.js';
+import { BerthError, isBerthError } from '../../src/base/errors.js';
 import { createAdmission, type AdmissionKey, type AdmissionLimits, type AdmissionStats, type Ticket } from '../../src/runs/admission.js';
 
 const GiB = 1024 ** 3;

@@ -11,7 +11,7 @@ import { createLanes, TENANT_PENDING_MAX, type LaneKey } from '../../src/bridges
 import { createSignalBridge } from '../../src/channels/signal.js';
 import { createSseReader } from '../../src/channels/sse-events.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
-import { BerthError } from '../../src/errors.js';
+import { BerthError } from '../../src/base/errors.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
 import { fakeCoreAdmin, runViewOf, sessionOf } from '../fakes/core-admin.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { readBodyBounded } from '../../src/http-body.js';
+import { readBodyBounded } from '../../src/base/http-body.js';
 
 /** What a stranger's request to /hooks may hold: so many bytes, for so long. */
 const trickle = (chunks: string[], thenHang: boolean) =>

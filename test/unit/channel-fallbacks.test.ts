@@ -3,6 +3,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { textFile } from '../../src/channels/contract.js';
 import type { ChatTransport } from '../../src/bridges/chat-transport.js';
 import { createBridgeCore } from '../../src/bridges/core.js';
 import { createSignalBridge } from '../../src/channels/signal.js';
@@ -64,7 +65,7 @@ describe('Telegram: plain and file', () => {
   it('sendPlain: the words as they are, no parse_mode; sendFile: a document with its name and caption', async () => {
     const { fake, transport } = await telegram();
     await transport.sendPlain!('42', 'a *b* c_d (e)');
-    await transport.sendFile!('42', { name: 'reply.txt', text: 'the whole answer' }, 'the answer, as a file');
+    await transport.sendFile!('42', textFile('reply.txt', 'the whole answer'), 'the answer, as a file');
     const [plain, file] = fake.repliesTo(42);
     expect(plain).toMatchObject({ method: 'sendMessage', text: 'a *b* c_d (e)' });
     expect(plain!.parseMode).toBeUndefined();
@@ -93,7 +94,7 @@ describe('Signal: file', () => {
 
   it('sendFile: an attachment with its name, under the caption', async () => {
     const { fake, transport } = await signal();
-    await transport.sendFile!(uuid, { name: 'reply.txt', text: 'the whole answer' }, 'the answer, as a file');
+    await transport.sendFile!(uuid, textFile('reply.txt', 'the whole answer'), 'the answer, as a file');
     const [sent] = fake.sent();
     expect(sent).toMatchObject({ ok: true, message: 'the answer, as a file', files: [{ filename: 'reply.txt' }] });
     expect(sent!.files[0]!.data!.toString()).toBe('the whole answer');

@@ -6,7 +6,7 @@ import { CHANNELS, CHANNEL_NAMES } from '../../src/channels/registry.js';
 import type { ChannelModule } from '../../src/channels/contract.js';
 import { BridgesSchema } from '../../src/config/bridges.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
-import { ENGINE_COMMANDS } from '../../src/cli/engine.js';
+import { ENGINE_COMMANDS } from '../../src/cli/server.js';
 import { pino } from 'pino';
 import { slackChannel, slackMessage } from '../../src/channels/slack.js';
 import { telegramChannel } from '../../src/channels/telegram.js';

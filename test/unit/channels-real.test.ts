@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { isValidSlackRequest } from '@slack/bolt';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { listenHttp, type HttpSurface } from '../../src/serve.js';
+import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { unitHome, type TestHome } from '../helpers.js';
 
 /**
@@ -24,7 +24,7 @@ let h: TestHome;
 let server: HttpSurface;
 
 beforeAll(async () => {
-  h = unitHome({ config: ['bridges:', '  slack:', '    bot_token: xoxb-channels-real', `    signing_secret: ${VECTOR.secret}`, '    api_url: http://127.0.0.1:9/api', 'channels:', '  slack: { project: real }', ''].join('\n') });
+  h = unitHome({ config: ['bridges:', '  slack:', '    bot_token: xoxb-channels-real', `    signing_secret: ${VECTOR.secret}`, '    api_url: http://127.0.0.1:9/api', 'routes:', '  slack: { project: real }', ''].join('\n') });
   h.create({ name: 'real' });
   server = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
 }, 60_000);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { chatFailure } from '../../src/bridges/chat-words.js';
-import { BerthError } from '../../src/errors.js';
+import { BerthError } from '../../src/base/errors.js';
 
 describe('what a chat user reads when a message could not be run', () => {
   it('words and what to do next first; the code only after, for the operator', () => {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { main } from '../../src/cli.js';
+import { main } from '../../src/cli/berth.js';
 import { parseConfigPath } from '../../src/config/operator-edits.js';
 
 /** `berth config get|set|unset` on a home of its own (no engine is asked). */
@@ -28,7 +28,7 @@ describe('berth config', () => {
     const h = home('# my settings\nruns:\n  warm_idle_seconds: 30 # short\n');
     expect(await berth(h, 'config', 'set', 'bridges.signal.url', 'http://127.0.0.1:8081')).toMatchObject({ code: 2, err: expect.stringMatching(/^CONFIG_INVALID: /) }); // no account yet: refused whole
     expect(await berth(h, 'config', 'set', 'bridges.signal', '{ url: "http://127.0.0.1:8081", account: "+4915550000" }')).toMatchObject({ code: 0, out: 'set bridges.signal\n' });
-    expect(await berth(h, 'config', 'set', 'channels.signal', '{ project: helper }')).toMatchObject({ code: 0 });
+    expect(await berth(h, 'config', 'set', 'routes.signal', '{ project: helper }')).toMatchObject({ code: 0 });
     expect(await berth(h, 'config', 'set', 'runs.warm_idle_seconds', '45')).toMatchObject({ code: 0 });
     const text = fs.readFileSync(join(h, 'berth.yaml'), 'utf8');
     expect(text).toContain('# my settings');
@@ -41,7 +41,7 @@ describe('berth config', () => {
     expect(audit.filter((e) => e.action === 'config.set').map((e) => [e.target, e.outcome])).toEqual([
       ['bridges.signal.url', 'refused'],
       ['bridges.signal', 'ok'],
-      ['channels.signal', 'ok'],
+      ['routes.signal', 'ok'],
       ['runs.warm_idle_seconds', 'ok'],
     ]);
   });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createMetricsHistory } from '../../src/admin/metrics-history.js';
 import { seriesOf } from '../../src/api/console/state.js';
-import { createMetrics } from '../../src/metrics.js';
+import { createMetrics } from '../../src/base/metrics.js';
 
 const NOW = Date.parse('2026-11-24T12:30:30Z');
 const at = (minutesAgo: number) => new Date(NOW - minutesAgo * 60_000).toISOString();

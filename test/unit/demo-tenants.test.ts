@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEMO_PROJECT, DEMO_TENANTS, ensureDemoProject, runDemo } from '../../src/demo.js';
+import { DEMO_PROJECT, DEMO_TENANTS, ensureDemoProject, runDemo } from '../../src/cli/demo.js';
 import type { RunPlan } from '../../src/plan/run-plan.js';
 import { createBerth, type Berth } from '../../src/main.js';
 import { createFakeLauncher } from '../helpers/fake-launcher.js';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseCommandArgs } from '../../src/cli/args.js';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
 import { knownKeysAt } from '../../src/config/schema-keys.js';
-import { closestName, editDistance, SUGGEST_MAX_LENGTH } from '../../src/did-you-mean.js';
+import { closestName, editDistance, SUGGEST_MAX_LENGTH } from '../../src/base/did-you-mean.js';
 
 /** The one edit-distance helper every "did you mean" uses, and the argument reading around it. */
 describe('editDistance', () => {

@@ -1,6 +1,6 @@
 import type Docker from 'dockerode';
 import { describe, expect, it } from 'vitest';
-import { createDockerLauncher, REMOVE_CONCURRENCY } from '../../src/launch/docker.js';
+import { createDockerLauncher, REMOVE_CONCURRENCY } from '../../src/launch/docker/launcher.js';
 
 /**
  * The Docker launcher asks the engine for at most REMOVE_CONCURRENCY removals at once: a drain

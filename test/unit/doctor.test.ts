@@ -4,11 +4,12 @@ import os from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { assessEngine, assessRunc, describeRuns } from '../../src/doctor.js';
+import { assessEngine, assessRunc, describeRuns } from '../../src/cli/doctor.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
+import { parseBerthConfig } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { claimBridges } from '../../src/bridges/start.js';
-import { checkBridgeConsumers, checkChannels, checkModels, checkModelUpstreams } from '../../src/doctor-outbound.js';
+import { checkBridgeConsumers, checkRoutes, checkModels, checkModelUpstreams } from '../../src/cli/doctor-outbound.js';
 import { startFakeAnthropic } from '../fakes/anthropic-api.js';
 
 describe('assessEngine', () => {
@@ -73,13 +74,27 @@ describe('doctor: what a chat user would otherwise find first', () => {
     expect(checkModels(config(), [{ name: 'bot', metadata: meta(['anthropic']) }])[0]!.status).toBe('ok');
   });
 
-  it('a channel answered by a project that does not exist, or a workflow it lacks, FAILs; a good one is ok', () => {
-    const channels = { signal: { project: 'helper' }, 'signal:g1': { project: 'bot', workflow: 'nightly' }, web: { project: 'bot', workflow: 'triage' } };
-    const checks = checkChannels(config({ channels }), new Map([['bot', ['triage']]]));
+  it('a route answered by a project that does not exist, or a workflow it lacks, FAILs; a good one is ok', () => {
+    const routes = { signal: { project: 'helper' }, 'signal:g1': { project: 'bot', workflow: 'nightly' }, web: { project: 'bot', workflow: 'triage' } };
+    const checks = checkRoutes(config({ routes }), new Map([['bot', ['triage']]]));
     expect(checks).toEqual([
-      { name: 'channel signal', status: 'fail', detail: 'answers with project "helper", which does not exist: its messages fail (berth project create helper, or name one of: bot)' },
-      { name: 'channel signal:g1', status: 'fail', detail: 'runs workflow "nightly", which project "bot" does not have (workflows: triage)' },
-      { name: 'channel web', status: 'ok', detail: 'answered by project "bot", workflow "triage"' },
+      { name: 'route signal', status: 'fail', detail: 'answers with project "helper", which does not exist: its messages fail (berth project create helper, or name one of: bot)' },
+      { name: 'route signal:g1', status: 'fail', detail: 'runs workflow "nightly", which project "bot" does not have (workflows: triage)' },
+      { name: 'route web', status: 'ok', detail: 'answered by project "bot", workflow "triage"' },
+    ]);
+  });
+
+  it('berth.yaml\'s old key "channels:" is read as routes, with a warning; both keys at once are refused, naming the old one', () => {
+    const old = parseBerthConfig('channels:\n  signal: { project: bot }\n', 'berth.yaml', '/nonexistent-home');
+    expect(old.routes).toEqual({ signal: { project: 'bot' } });
+    expect(checkRoutes(old, new Map([['bot', []]]))).toEqual([
+      { name: 'routes', status: 'warn', detail: 'berth.yaml names its routes "channels:", their old name: still read, but rename the key to "routes:"' },
+      { name: 'route signal', status: 'ok', detail: 'answered by project "bot"' },
+    ]);
+    const both = () => parseBerthConfig('routes:\n  web: { project: bot }\nchannels:\n  signal: { project: bot }\n', 'berth.yaml', '/nonexistent-home');
+    expect(both).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID', details: { issues: [{ field: 'channels', reason: 'is the old name of routes: move its entries there' }] } }));
+    expect(checkRoutes(parseBerthConfig('routes:\n  web: { project: bot }\n', 'berth.yaml', '/nonexistent-home'), new Map([['bot', []]]))).toEqual([
+      { name: 'route web', status: 'ok', detail: 'answered by project "bot"' },
     ]);
   });
 });

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isBerthError } from '../../src/errors.js';
+import { isBerthError } from '../../src/base/errors.js';
 import { loadOrCreateEgressCa, MAX_CERT_NAMES } from '../../src/outbound/egress-ca.js';
 
 /**

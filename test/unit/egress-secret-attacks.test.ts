@@ -10,7 +10,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BerthConfigSchema, type BerthConfig } from '../../src/config/berth-config-schema.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
-import { createMetrics } from '../../src/metrics.js';
+import { createMetrics } from '../../src/base/metrics.js';
 import { issueServerCert, makeAuthority, newRsaKey } from '../../src/outbound/certs.js';
 import { loadOrCreateEgressCa } from '../../src/outbound/egress-ca.js';
 import { createEgressProxy, NEW_CERT_NAMES_PER_MINUTE } from '../../src/outbound/egress-proxy.js';

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BerthConfigSchema, type BerthConfig } from '../../src/config/berth-config-schema.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { placeholderOf } from '../../src/config/secrets.js';
-import { createMetrics } from '../../src/metrics.js';
+import { createMetrics } from '../../src/base/metrics.js';
 import { issueServerCert, makeAuthority, newRsaKey } from '../../src/outbound/certs.js';
 import { loadOrCreateEgressCa } from '../../src/outbound/egress-ca.js';
 import { createEgressProxy } from '../../src/outbound/egress-proxy.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decide, type Caller, type Folder, type Operation, type Scope } from '../../src/gateway/folder-access.js';
+import { decide, type Caller, type Folder, type Operation, type Scope } from '../../src/file-tools/folder-access.js';
 
 const alice: Caller = { tenantKey: 'alice', teams: ['team-a'], leader: false };
 const boss: Caller = { tenantKey: 'boss', teams: [], leader: true };

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webhookSignature } from '../../src/channels/webhook.js';
-import { listenHttp, type HttpSurface } from '../../src/serve.js';
+import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { unitHome, type TestHome } from '../helpers.js';
 
 /**
@@ -41,7 +41,7 @@ beforeAll(async () => {
       `        secret: ${HOOK_SECRET}`,
       '        reply: callback',
       '        callback_url: http://127.0.0.1:9/answers',
-      'channels:',
+      'routes:',
       '  webhook: { project: hooks }',
       '  slack: { project: hooks }',
       '  telegram: { project: hooks }',

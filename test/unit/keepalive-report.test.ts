@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { hostTasksNearLimit } from '../../src/launch/docker-reports.js';
+import { hostTasksNearLimit } from '../../src/launch/docker/reports.js';
 import { judgeReport, parseReport, reportBaseline, takeReport } from '../../src/launch/keepalive-report.js';
 import { warmVerdict } from '../../src/launch/lifecycle.js';
 import { missingMounts, mountPointsOf } from '../../src/launch/mount-check.js';
@@ -101,7 +101,7 @@ describe("the keep-alive's report", () => {
   });
 });
 
-describe("a gVisor sandbox's host tasks (docker-reports.ts)", () => {
+describe("a gVisor sandbox's host tasks (docker/reports.ts)", () => {
   const cgroup = (current: string, max: string) => {
     const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-pids-'));
     fs.writeFileSync(join(dir, 'pids.current'), `${current}\n`);

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { berthLabelsOf, kubeLabelValue, kubeLiteral, kubeSelector, prepareEntries, PREPARE_CONTAINER, renderKubeRun, renderNetworkPolicy, type KubeRunInput, type SnapshotFile } from '../../src/launch/kube-objects.js';
+import { berthLabelsOf, kubeLabelValue, kubeLiteral, kubeSelector, prepareEntries, PREPARE_CONTAINER, renderKubeRun, renderNetworkPolicy, type KubeRunInput, type SnapshotFile } from '../../src/launch/kubernetes/objects.js';
 import { LABELS } from '../../src/plan/labels.js';
-import { GATEWAY_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
+import { RUN_DIR_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
 import { contractHome, PROTECTED_TEXT } from '../contract/contract-plan.js';
 
 /** The pure translation of a RunPlan to cluster objects (docs/kubernetes.md, "The mapping"). */
@@ -14,7 +14,7 @@ afterAll(() => home.cleanup());
 const filesOf = (plan: RunPlan): Map<string, SnapshotFile[]> =>
   new Map(plan.mounts.flatMap((m) => (m.type === 'bind' && m.readOnly && fs.existsSync(m.source) ? [[m.target, [{ path: '', data: fs.readFileSync(m.source), mode: 0o644 }]]] : [])));
 
-/** Each persistent mount's volume id (what the launcher reads from its host directory, kube-volumes.ts): here one per source. */
+/** Each persistent mount's volume id (what the launcher reads from its host directory, kubernetes/volumes.ts): here one per source. */
 const volumesOf = (plan: RunPlan): Map<string, string> =>
   new Map(plan.mounts.flatMap((m) => (m.type === 'bind' && !m.readOnly ? [[m.target, createHash('sha256').update(m.source).digest('hex').slice(0, 32)]] : [])));
 
@@ -104,12 +104,12 @@ describe('renderKubeRun', () => {
 
   it('relays the run\'s sockets over TCP with its token, or refuses the plan without a gateway', () => {
     const base = home.plan({ argv: ['true'] });
-    const plan: RunPlan = { ...base, mounts: [...base.mounts, { type: 'bind', source: '/nonexistent/run', target: GATEWAY_MOUNT, readOnly: true }] };
+    const plan: RunPlan = { ...base, mounts: [...base.mounts, { type: 'bind', source: '/nonexistent/run', target: RUN_DIR_MOUNT, readOnly: true }] };
     expect(() => render(plan)).toThrow(expect.objectContaining({ code: 'LAUNCHER_UNSUPPORTED' }));
     const pod = render(plan, { relay: { address: '10.0.0.5:41500', token: 'f'.repeat(64) } }).sandbox.spec.podTemplate.spec;
     const env = Object.fromEntries((pod.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
     expect(env).toMatchObject({ BERTH_RELAY_TCP: '10.0.0.5:41500', BERTH_RELAY_TOKEN: 'f'.repeat(64) });
-    expect(pod.containers[0]?.volumeMounts?.some((m) => m.mountPath === GATEWAY_MOUNT)).toBe(false);
+    expect(pod.containers[0]?.volumeMounts?.some((m) => m.mountPath === RUN_DIR_MOUNT)).toBe(false);
   });
 
   it("mounts a granted shared area as the operator's PVC, whole, read-only unless the grant is rw", () => {

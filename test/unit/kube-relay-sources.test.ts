@@ -3,7 +3,7 @@ import net from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createRelayServer, createRelayTokens, RELAY_BOUNDS } from '../../src/launch/kube-relay.js';
+import { createRelayServer, createRelayTokens, RELAY_BOUNDS } from '../../src/launch/kubernetes/relay.js';
 
 /**
  * The relay listener under the attack of outside-attack-4 M5: every tenant pod may reach it (its

@@ -3,7 +3,7 @@ import net from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRelayServer, createRelayTokens, parsePreamble, RELAY_BOUNDS } from '../../src/launch/kube-relay.js';
+import { createRelayServer, createRelayTokens, parsePreamble, RELAY_BOUNDS } from '../../src/launch/kubernetes/relay.js';
 
 /**
  * The relay listener pods reach berth through on Kubernetes: a connection opens one socket of the

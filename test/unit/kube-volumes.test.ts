@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { renderKubeRun } from '../../src/launch/kube-objects.js';
-import { forgetRetired, readVolumeId, recordRetired, retiredVolumes, VOLUME_LABEL, VOLUME_MARKER, volumeIdOf, volumeIdsBelow } from '../../src/launch/kube-volumes.js';
+import { renderKubeRun } from '../../src/launch/kubernetes/objects.js';
+import { forgetRetired, readVolumeId, recordRetired, retiredVolumes, VOLUME_LABEL, VOLUME_MARKER, volumeIdOf, volumeIdsBelow } from '../../src/launch/kubernetes/volumes.js';
 import { AGENT_HOME, WORKSPACE_MOUNT } from '../../src/plan/run-plan.js';
 import { contractHome } from '../contract/contract-plan.js';
 

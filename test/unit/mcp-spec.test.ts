@@ -6,7 +6,7 @@ import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_TOOLS } from '../../src/mcp/admin-tools.js';
 import { createToolServer } from '../../src/mcp/server.js';
-import { listenHttp, type HttpSurface } from '../../src/serve.js';
+import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { unitHome, type TestHome } from '../helpers.js';
 
 /**
@@ -23,7 +23,7 @@ let h: TestHome;
 let server: HttpSurface;
 
 beforeAll(async () => {
-  h = unitHome({ config: ['bridges:', '  webhook:', '    hooks:', '      ci:', `        secret: ${HOOK_SECRET}`, 'channels:', '  webhook: { project: spec }', ''].join('\n') });
+  h = unitHome({ config: ['bridges:', '  webhook:', '    hooks:', '      ci:', `        secret: ${HOOK_SECRET}`, 'routes:', '  webhook: { project: spec }', ''].join('\n') });
   h.create({ name: 'spec' });
   server = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
 }, 60_000);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ProjectMetadataSchema, ProjectUpdateSchema, protectedPathProblem } from '../../src/config/metadata.js';
 import { parseOrThrow } from '../../src/config/parse.js';
-import { BerthError } from '../../src/errors.js';
+import { BerthError } from '../../src/base/errors.js';
 
 function issuesOf(input: unknown) {
   try {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createMetrics, labelGuard, MAX_PROJECTS, noMetrics, OVERFLOW_LABEL, type Metrics } from '../../src/metrics.js';
+import { createMetrics, labelGuard, MAX_PROJECTS, noMetrics, OVERFLOW_LABEL, type Metrics } from '../../src/base/metrics.js';
 
 /** One metric's samples as {labels, value} (prom-client's own reading of the registry). */
 async function samples(m: Metrics, name: string) {

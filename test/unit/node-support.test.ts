@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { nodeSupport } from '../../src/node-support.js';
+import { nodeSupport } from '../../src/base/node-support.js';
 
 describe('the Node berth runs on', () => {
   const today = new Date('2026-11-24T12:00:00Z');

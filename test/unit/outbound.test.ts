@@ -11,7 +11,7 @@ import { isPrivateAddress } from '../../src/outbound/addresses.js';
 import { usageTap } from '../../src/outbound/usage.js';
 import { agentArgv } from '../../src/plan/agent-command.js';
 import { KEY_PLACEHOLDER, planOutbound, withRelays } from '../../src/plan/outbound.js';
-import { checkModels } from '../../src/doctor-outbound.js';
+import { checkModels } from '../../src/cli/doctor-outbound.js';
 
 describe('egress allowlist matching', () => {
   const list = ['registry.npmjs.org', '*.debian.org', 'git.example.com:8443'];

@@ -3,7 +3,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BerthError } from '../../src/errors.js';
+import { BerthError } from '../../src/base/errors.js';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import type { Launcher, LauncherCapabilities } from '../../src/launch/launcher.js';

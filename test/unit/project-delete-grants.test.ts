@@ -6,7 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import { secretsGrantedTo } from '../../src/config/secrets.js';
 import { sharedGrantsFor } from '../../src/config/grants.js';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
-import { checkGrants } from '../../src/doctor.js';
+import { checkGrants } from '../../src/cli/doctor.js';
 import { unitHome } from '../helpers.js';
 
 /**

@@ -6,9 +6,9 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChatTransport } from '../../src/bridges/chat-transport.js';
 import { createBridgeCore } from '../../src/bridges/core.js';
-import { ChannelApiError } from '../../src/channels/contract.js';
+import { ChannelApiError, type ReplyFile } from '../../src/channels/contract.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
-import { createMetrics } from '../../src/metrics.js';
+import { createMetrics } from '../../src/base/metrics.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
 import { fakeCoreAdmin, runViewOf } from '../fakes/core-admin.js';
@@ -50,7 +50,7 @@ function setup(scripts: Partial<Record<Way, Script>>, opts: { can?: Way[]; notic
     name: 'test',
     send: (_chat, text) => attempt('send', text),
     ...(can.has('plain') ? { sendPlain: (_chat: string, text: string) => attempt('plain', text) } : {}),
-    ...(can.has('file') ? { sendFile: (_chat: string, file: { name: string; text: string }) => attempt('file', file.text, file.name) } : {}),
+    ...(can.has('file') ? { sendFile: (_chat: string, file: ReplyFile) => attempt('file', Buffer.from(file.data).toString(), file.name) } : {}),
     typing: async () => undefined,
     acknowledge: async () => undefined,
     projectOf: () => 'p',

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
 import { RUNSC_MIN_PIDS } from '../../src/config/runtimes.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
-import { toCreateOptions } from '../../src/launch/docker-create.js';
+import { toCreateOptions } from '../../src/launch/docker/create.js';
 import { planRun, type PlanInput } from '../../src/plan/run-plan.js';
 import { SHELL_TRACE_PS4 } from '../../src/plan/agent-command.js';
 import { warmIdentity } from '../../src/plan/warm.js';

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { main } from '../../src/cli.js';
+import { main } from '../../src/cli/berth.js';
 
 /** `berth secret ...` on a home of its own (no engine is asked): bad input is a clear error that changes nothing, and no value is ever printed. */
 const homes: string[] = [];

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LOW_BINS, MEDIUM_EXTRA_BINS } from '../../src/plan/levels.js';
-import { checkShellCommand, collectPathIntent, SHELL_BINS, splitCommand } from '../../src/plan/shell-policy.js';
+import { checkShellCommand, collectPathIntent, SHELL_BINS, splitCommand } from '../../src/plan/shell/index.js';
 
 function rule(fn: () => unknown): string | undefined {
   try {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { toCreateOptions } from '../../src/launch/docker-create.js';
-import { toContainerSettings, type ContainerSettings } from '../../src/launch/docker-inspect.js';
+import { toCreateOptions } from '../../src/launch/docker/create.js';
+import { toContainerSettings, type ContainerSettings } from '../../src/launch/docker/inspect.js';
 import { IPC_SYSCTLS, type RunPlan } from '../../src/plan/run-plan.js';
 import {
   CONFINEMENT_CHECKS,
@@ -14,10 +14,10 @@ import {
   privilegeProblems,
   seccompProblems,
   type ObservedContainer,
-} from '../../src/verify/confinement.js';
-import { compareEngineSettings } from '../../src/verify/engine-settings.js';
-import type { HostFacts } from '../../src/verify/host-facts.js';
-import { parseProbe, type ProbeFacts } from '../../src/verify/probe.js';
+} from '../../src/cli/verify/confinement.js';
+import { compareEngineSettings } from '../../src/cli/verify/engine-settings.js';
+import type { HostFacts } from '../../src/cli/verify/host-facts.js';
+import { parseProbe, type ProbeFacts } from '../../src/cli/verify/probe.js';
 
 /** `berth verify`'s kernel-side checks as data: what a container said (or the engine holds) against its plan. */
 const plan: RunPlan = {

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { sign as octokitSign, verify as octokitVerify } from '@octokit/webhooks-methods';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listenHttp, type HttpSurface } from '../../src/serve.js';
+import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { unitHome, type TestHome } from '../helpers.js';
 
 /**
@@ -57,7 +57,7 @@ beforeAll(async () => {
       `        secret: ${STD_SECRET}`,
       '        reply: callback',
       `        callback_url: http://127.0.0.1:${port}/standard`,
-      'channels:',
+      'routes:',
       '  webhook: { project: hooks }',
       'egress:',
       `  private_hosts: ['127.0.0.1:${port}']`,

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { detectProfile, workspaceProfile } from '../../src/gateway/workspace-profile.js';
+import { detectProfile, workspaceProfile } from '../../src/file-tools/workspace-profile.js';
 
 const files = (...f: string[]) => new Set(f);
 

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { parseOrThrow } from '../../config/parse.js';
 import { SessionIdSchema, SessionTitleUpdateSchema } from '../../config/session.js';
-import { BerthError } from '../../errors.js';
+import { BerthError } from '../../base/errors.js';
 import { tenantOfChatUser } from '../../store/chat-links.js';
 import type { WebChat, WebLogin } from '../../bridges/web.js';
 import { ChatSettingsBodySchema } from '../../bridges/web-protocol.js';

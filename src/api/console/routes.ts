@@ -3,7 +3,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
 import { channelOfSender } from '../../channels/registry.js';
 import { parseOrThrow } from '../../config/parse.js';
-import { BerthError } from '../../errors.js';
+import { BerthError } from '../../base/errors.js';
 import { fromOwnOrigin } from '../../bridges/web-cookie.js';
 import type { AuditTrail } from '../../admin/audit-trail.js';
 import { APPROVAL_DECISIONS } from '../../store/approvals.js';

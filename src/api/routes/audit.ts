@@ -1,7 +1,7 @@
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
 import type { AuditTrail } from '../../admin/audit-trail.js';
-import { BerthError } from '../../errors.js';
+import { BerthError } from '../../base/errors.js';
 import { AuditEntrySchema, AuditFilterSchema } from '../../store/audit.js';
 import { json } from './openapi.js';
 

@@ -1,8 +1,8 @@
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
 import { ErrorBodySchema } from '../../admin/views.js';
-import { BerthError } from '../../errors.js';
-import type { Metrics } from '../../metrics.js';
+import { BerthError } from '../../base/errors.js';
+import type { Metrics } from '../../base/metrics.js';
 import { isAdminBearer } from '../auth.js';
 import { json } from './openapi.js';
 

@@ -1,7 +1,7 @@
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
 import { ErrorBodySchema, ProjectViewSchema, WorkspaceViewSchema } from '../../admin/views.js';
-import { WorkspaceProfileSchema } from '../../gateway/workspace-profile.js';
+import { WorkspaceProfileSchema } from '../../file-tools/workspace-profile.js';
 import { errorResponses, json, NameParams } from './openapi.js';
 import type { AdminService } from '../../admin/service.js';
 import { ProjectMetadataSchema, ProjectNameSchema, ProjectUpdateSchema } from '../../config/metadata.js';

@@ -1,5 +1,6 @@
 import { posix } from 'node:path';
 import type { PermissionLevel } from '../../config/session.js';
+import { WORKSPACE_MOUNT } from '../container-paths.js';
 import { LEVEL_PROFILES } from '../levels.js';
 import { deny } from './deny.js';
 import { collectPathIntent } from './intent.js';
@@ -11,8 +12,6 @@ import { collectPathIntent } from './intent.js';
  * meet the same check: a command string is split (splitCommand) and then checked as argv.
  */
 
-export const WORKSPACE_ROOT = '/workspace';
-
 const under = (path: string, root: string) => path === root || path.startsWith(`${root}/`);
 
 /** A granted shared area, as the container sees it (/shared/<name>). */
@@ -22,7 +21,7 @@ export interface SharedRoot {
 }
 
 /** The shared area a path points into, if any ("/shared/<name>/..."). */
-export function sharedAreaOf(path: string, cwd = WORKSPACE_ROOT): string | undefined {
+export function sharedAreaOf(path: string, cwd = WORKSPACE_MOUNT): string | undefined {
   const m = /^\/shared\/([^/]+)/.exec(posix.resolve(cwd, path));
   return m?.[1];
 }
@@ -32,10 +31,10 @@ export function sharedAreaOf(path: string, cwd = WORKSPACE_ROOT): string | undef
  * shared areas count as part of the workspace context: readable at every level, writable when
  * the grant is rw. (Paths into ungranted areas are refused before this, by the caller.)
  */
-export function checkShellCommand(level: PermissionLevel, argv: string[], cwd = WORKSPACE_ROOT, shared: SharedRoot[] = []): string[] {
+export function checkShellCommand(level: PermissionLevel, argv: string[], cwd = WORKSPACE_MOUNT, shared: SharedRoot[] = []): string[] {
   const inside = (path: string, write = false) => {
     const resolved = posix.resolve(cwd, path);
-    if (under(resolved, WORKSPACE_ROOT)) return true;
+    if (under(resolved, WORKSPACE_MOUNT)) return true;
     return shared.some((s) => under(resolved, `/shared/${s.name}`) && (!write || s.writable));
   };
   if (argv.length === 0 || argv[0] === '') throw deny('empty_command', 'no command given');

@@ -1,4 +1,4 @@
-import { BerthError } from '../../errors.js';
+import { BerthError } from '../../base/errors.js';
 
 /** Every refusal of the shell policy: PERMISSION_DENIED, with the rule that refused it. */
 export function deny(rule: string, message: string): BerthError {

@@ -1,0 +1,100 @@
+import { basename } from 'node:path';
+import type { Logger } from 'pino';
+import type { SessionRecord } from '../config/session.js';
+import type { Gateway } from '../file-tools/service.js';
+import type { Project } from '../store/projects.js';
+import { z } from 'zod';
+import { runView } from './service.js';
+import type { RunView } from './views.js';
+import { BerthError } from '../base/errors.js';
+import { toolAllowed, type SessionTool } from '../plan/levels.js';
+import type { Runner } from '../runs/runner.js';
+import { memorySearch, memoryWrite, MemorySearchSchema, MemoryWriteSchema, type MemoryEntry } from '../store/memory.js';
+import type { SessionStore } from '../store/sessions.js';
+import { checkShellCommand, sharedAreaOf, splitCommand } from '../plan/shell/index.js';
+
+export const ShellRunSchema = z
+  .object({
+    argv: z.array(z.string().max(4096)).min(1).max(256).optional().describe('The command as argv (preferred).'),
+    command: z.string().min(1).max(8192).optional().describe('Or a command line, split without a shell: ; | & > < ` $() are refused.'),
+    task: z.enum(['test', 'lint', 'format']).optional().describe("Or run the workspace's own test/lint/format command (see workspace_profile)."),
+  })
+  .strict()
+  .refine((v) => [v.argv, v.command, v.task].filter((x) => x !== undefined).length === 1, { message: 'give exactly one of argv, command or task' });
+
+/**
+ * Tools berth runs for an agent, as the session a connection proves it is (never a parameter).
+ * First gate: the tool policy for the session's level; then each tool's own checks (the shell
+ * command profile, and the memory adapter's level check).
+ */
+export interface SessionTools {
+  shellRun(ref: SessionRef, input: z.input<typeof ShellRunSchema>): Promise<RunView>;
+  memorySearch(ref: SessionRef, input: z.input<typeof MemorySearchSchema>): { entries: MemoryEntry[] };
+  memoryWrite(ref: SessionRef, input: z.input<typeof MemoryWriteSchema>): { entry: MemoryEntry };
+}
+
+/** A session is named by its project and its id (ids mean nothing across projects). */
+export interface SessionRef {
+  project: string;
+  session: string;
+}
+
+export function createSessionTools(deps: {
+  sessions: SessionStore;
+  runner: () => Runner;
+  gateway: Gateway;
+  /** The project's shared-area grants (berth.yaml), and the operator's refusal (logged). */
+  grants: (project: string) => Array<{ name: string; mode: 'ro' | 'rw' }>;
+  assertGranted: (project: string, area: string) => unknown;
+  /** The opaque author id memory entries carry (never the tenant key). */
+  memoryAuthor: (project: string, tenantKey: string) => string;
+  logger: Logger;
+}): SessionTools {
+  /** "the tests": the command the session workspace's profile detected. */
+  function taskArgv(project: Project, session: SessionRecord, task: 'test' | 'lint' | 'format'): string[] {
+    const argv = deps.gateway.profileOf(project, session.settings.workspace.id ?? basename(session.settings.workspace.root_dir)).commands[task];
+    if (!argv) throw new BerthError('CONFIG_INVALID', `no ${task} command detected in this workspace (see workspace_profile)`, { issues: [{ field: 'task', reason: 'not detected' }] });
+    return argv;
+  }
+
+  function gate(ref: SessionRef, tool: SessionTool) {
+    const { project, session } = deps.sessions.get(ref.project, ref.session);
+    const level = session.settings.permission_level;
+    if (!toolAllowed(level, tool)) {
+      deps.logger.warn({ project: project.metadata.name, session: ref.session, permission_level: level, tool }, 'tool refused by policy');
+      throw new BerthError('PERMISSION_DENIED', `${tool} is not allowed at permission level ${level}`, { rule: 'tool_not_allowed' });
+    }
+    return { project, session, level };
+  }
+
+  return {
+    async shellRun(ref, input) {
+      const { project, session, level } = gate(ref, 'shell_run');
+      const parsed = ShellRunSchema.parse(input);
+      try {
+        const argv = parsed.argv ?? (parsed.task ? taskArgv(project, session, parsed.task) : splitCommand(parsed.command as string));
+        // A path into a shared area the project was not granted: refused and logged (AREA_NOT_GRANTED).
+        const grants = deps.grants(project.metadata.name);
+        for (const arg of argv.slice(1)) {
+          const area = sharedAreaOf(arg);
+          if (area !== undefined && !grants.some((g) => g.name === area)) deps.assertGranted(project.metadata.name, area);
+        }
+        checkShellCommand(level, argv, undefined, grants.map((g) => ({ name: g.name, writable: g.mode === 'rw' })));
+        return runView(await deps.runner().exec(ref, argv));
+      } catch (err) {
+        if (err instanceof BerthError && err.code === 'PERMISSION_DENIED') {
+          deps.logger.warn({ project: project.metadata.name, session: ref.session, permission_level: level, rule: err.details.rule }, 'shell_run refused');
+        }
+        throw err;
+      }
+    },
+    memorySearch(ref, input) {
+      const { project, level } = gate(ref, 'memory_search');
+      return { entries: memorySearch(project.paths.memoryDir, level, input) };
+    },
+    memoryWrite(ref, input) {
+      const { project, session, level } = gate(ref, 'memory_write');
+      return { entry: memoryWrite(project.paths.memoryDir, level, deps.memoryAuthor(project.metadata.name, session.tenant_key), input) };
+    },
+  };
+}

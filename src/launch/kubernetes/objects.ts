@@ -1,0 +1,333 @@
+import { createHash } from 'node:crypto';
+import { posix } from 'node:path';
+import type { V1ConfigMap, V1NetworkPolicy, V1PersistentVolumeClaim, V1PodSpec, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import { BerthError } from '../../base/errors.js';
+import { LABELS } from '../../plan/labels.js';
+import { AGENT_HOME, RUN_DIR_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan } from '../../plan/run-plan.js';
+import { VOLUME_LABEL } from './volumes.js';
+
+/**
+ * RunPlan → Kubernetes objects, pure (docs/kubernetes.md, "The mapping"). One agent-sandbox
+ * Sandbox per container berth would start on Docker, its pod running the plan's keep-alive; every
+ * command is an exec into it. The plan decides; this only translates, and refuses (never drops)
+ * what a cluster cannot carry.
+ */
+
+export const SANDBOX_API = { group: 'agents.x-k8s.io', version: 'v1beta1', plural: 'sandboxes', kind: 'Sandbox' } as const;
+/** The one container of a tenant pod. */
+export const AGENT_CONTAINER = 'agent';
+/** Where the exact values of berth's labels go (a label value is at most 63 characters of a small alphabet): annotations `berth.dev/<label>`. */
+export const ANNOTATION_PREFIX = 'berth.dev/';
+/** A ConfigMap holds at most 1 MiB; berth keeps room for the object's own fields. */
+export const CONFIGMAP_BYTES = 900 * 1024;
+/** berth-bridge in a pod: where its relays reach berth (tcp host:port) and the run's token. */
+export const RELAY_ENV = { address: 'BERTH_RELAY_TCP', token: 'BERTH_RELAY_TOKEN' } as const;
+
+/** How berth's own pod is labelled (deploy/): the one place tenant pods may reach. */
+export const BERTH_POD_LABELS: Readonly<Record<string, string>> = { 'app.kubernetes.io/name': 'berth' };
+
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+/** A label value for any string: itself when Kubernetes takes it, else a hash (the exact value is an annotation). */
+export function kubeLabelValue(value: string): string {
+  return value.length <= 63 && LABEL_VALUE.test(value) ? value : `h-${createHash('sha256').update(value).digest('hex').slice(0, 40)}`;
+}
+
+/** The selector of a label query (plan/labels.ts ContainerQuery), in kube label values. */
+export function kubeSelector(pairs: Record<string, string | undefined>): string {
+  return Object.entries(pairs)
+    .filter((e): e is [string, string] => e[1] !== undefined)
+    .map(([k, v]) => `${k}=${kubeLabelValue(v)}`)
+    .join(',');
+}
+
+function metaOf(labels: Record<string, string>) {
+  return {
+    labels: Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, kubeLabelValue(v)])),
+    annotations: Object.fromEntries(Object.entries(labels).map(([k, v]) => [`${ANNOTATION_PREFIX}${k}`, v])),
+  };
+}
+
+/** The exact labels of an object berth made (its annotations), as plan/labels.ts names them. */
+export function berthLabelsOf(annotations: Readonly<Record<string, string>> | undefined): Record<string, string> {
+  // The cluster's keys: a table with no prototype, so no key names anything but itself.
+  const out: Record<string, string> = Object.create(null) as Record<string, string>;
+  for (const [k, v] of Object.entries(annotations ?? {})) if (k.startsWith(ANNOTATION_PREFIX)) out[k.slice(ANNOTATION_PREFIX.length)] = v;
+  return out;
+}
+
+const nameHash = (...parts: string[]) => createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 20);
+
+/** A file of a read-only mount's content (berth's own snapshot: seeds, protected paths, memory, CA). */
+export interface SnapshotFile {
+  /** Relative to the mount; '' when the mount is the file itself. */
+  path: string;
+  data: Buffer;
+  mode: number;
+}
+
+export interface KubeRunInput {
+  plan: RunPlan;
+  /** The Sandbox's name, which is its pod's. */
+  name: string;
+  namespace: string;
+  /** Contents of the plan's read-only bind mounts, by target: read by the launcher from berth's own copies, never a tenant's. */
+  files: ReadonlyMap<string, SnapshotFile[]>;
+  storageClass?: string;
+  pullPolicy: string;
+  /** How the pod's berth-bridge reaches berth (an IP:port the NetworkPolicy lets through) and with what token. */
+  relay?: { address: string; token: string };
+  /**
+   * The volume id of each persistent mount's host directory, by target (kubernetes/volumes.ts): what
+   * binds its claim to that directory. Required for every read-write /workspace and home mount.
+   */
+  volumes: ReadonlyMap<string, string>;
+}
+
+export interface Sandbox {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace: string; labels: Record<string, string>; annotations: Record<string, string> };
+  spec: { podTemplate: { metadata: { labels: Record<string, string>; annotations: Record<string, string> }; spec: V1PodSpec } };
+}
+
+export interface KubeRunObjects {
+  sandbox: Sandbox;
+  /** The read-only files, when the plan has any (deleted with the run, by its labels). */
+  configMap?: V1ConfigMap;
+  /** Volumes that outlive the run (a tenant's workspace, a session's home): created if absent, never by a run deleted (by session and project delete). */
+  claims: V1PersistentVolumeClaim[];
+}
+
+/**
+ * The kubelet expands `$(NAME)` in a container's command and env values from its env (`$$` is a
+ * `$`): berth's strings are data, so each `$` is written as `$$` and reaches the pod as it was.
+ */
+export const kubeLiteral = (s: string): string => s.replaceAll('$', '$$$$');
+
+function uidGid(user: string): { uid: number; gid: number } {
+  const m = /^(\d{1,10}):(\d{1,10})$/.exec(user);
+  if (!m) throw new BerthError('CONFIG_INVALID', `the plan's user "${user}" is not uid:gid`);
+  return { uid: Number(m[1]), gid: Number(m[2]) };
+}
+
+const unsupported = (what: string) =>
+  new BerthError('LAUNCHER_UNSUPPORTED', `the Kubernetes launcher cannot ${what}`, { hint: 'docs/kubernetes.md says what differs from Docker' });
+
+/**
+ * The claim a persistent mount lives on: named by what it belongs to and by its host directory's
+ * volume id (kubernetes/volumes.ts), so every run of it finds the same volume, and a session or project
+ * made again under a deleted one's name (a new directory, a new id) never does.
+ */
+function claimFor(plan: RunPlan, target: string, volumeId: string, namespace: string, storageClass: string | undefined): V1PersistentVolumeClaim {
+  const l = plan.labels;
+  const installation = l[LABELS.installation] ?? '';
+  const project = l[LABELS.project] ?? '';
+  let name: string;
+  const labels: Record<string, string> = { [LABELS.managed]: 'true', [LABELS.installation]: installation, [LABELS.project]: project, [VOLUME_LABEL]: volumeId };
+  if (target === AGENT_HOME) {
+    const session = l[LABELS.session] ?? l[LABELS.run] ?? '';
+    name = `berth-home-${nameHash(installation, project, session, volumeId)}`;
+    labels[LABELS.session] = session;
+  } else if (l[LABELS.reach] === 'workspace') {
+    const workspace = l[LABELS.workspace] ?? '';
+    name = `berth-ws-${nameHash(installation, project, workspace, volumeId)}`;
+    labels[LABELS.workspace] = workspace;
+  } else {
+    // Shared mode and workflow steps work in the project's tree: one volume for the project.
+    name = `berth-project-${nameHash(installation, project, volumeId)}`;
+  }
+  const size = plan.limits.diskBytes ?? 1024 ** 3;
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name, namespace, ...metaOf(labels) },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      resources: { requests: { storage: String(size) } },
+      ...(storageClass ? { storageClassName: storageClass } : {}),
+    },
+  };
+}
+
+/** The init container that makes the workspace volume what the plan's prepare step says (berth-bridge prepare). */
+export const PREPARE_CONTAINER = 'prepare';
+
+/**
+ * What Docker's prepare step (runs/prepare-mounts.ts) makes of berth's host tree, as berth-bridge
+ * prepare's entries for the volume at /workspace: directories, then the files and mountpoints
+ * that must be real entries of their kind before anything is mounted over them. The container
+ * runtime follows a link at a mount target (within the container's root): without this, a
+ * tenant's link there moves berth's read-only copy, and the link stays the tenant's to remove.
+ */
+export function prepareEntries(plan: RunPlan): string[] {
+  const p = plan.prepare;
+  return [...p.dirs.map((d) => `dir:${d.path}`), ...p.files.map((f) => `file:${f}`), ...p.mountpoints.map((m) => `${m.kind}:${m.path}`)];
+}
+
+export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
+  const { plan, name, namespace } = input;
+  const { uid, gid } = uidGid(plan.user);
+  const volumes: V1Volume[] = [];
+  const mounts: V1VolumeMount[] = [];
+  const claims: V1PersistentVolumeClaim[] = [];
+  const binaryData: Record<string, string> = {};
+  let configBytes = 0;
+  let relayed = false;
+  /** The volume /workspace is (the plan's rw root): what the prepare init container works on. */
+  let workspaceVolume: string | undefined;
+
+  plan.mounts.forEach((m, i) => {
+    const volume = `m${i}`;
+    if (m.type === 'tmpfs') {
+      volumes.push({ name: volume, emptyDir: { medium: 'Memory', sizeLimit: String(m.sizeBytes) } });
+      mounts.push({ name: volume, mountPath: m.target, ...(m.readOnly ? { readOnly: true } : {}) });
+      return;
+    }
+    if (m.target === RUN_DIR_MOUNT) {
+      // Unix sockets do not cross nodes: berth-bridge relays to berth over TCP with the run's token.
+      if (!input.relay) throw unsupported("reach berth's sockets without a gateway address (kubernetes.gateway)");
+      relayed = true;
+      return;
+    }
+    if (!m.readOnly && (m.target === WORKSPACE_MOUNT || m.target === AGENT_HOME)) {
+      const volumeId = input.volumes.get(m.target);
+      // Never a claim named by its owner alone: a later owner of that name would find it.
+      if (volumeId === undefined) throw new BerthError('INTERNAL', `the Kubernetes launcher has no volume id for ${m.target}`);
+      const claim = claimFor(plan, m.target, volumeId, namespace, input.storageClass);
+      claims.push(claim);
+      // The whole volume, never a subPath into it: subPath into what a tenant writes had host-escape CVEs.
+      volumes.push({ name: volume, persistentVolumeClaim: { claimName: claim.metadata!.name! } });
+      mounts.push({ name: volume, mountPath: m.target });
+      if (m.target === WORKSPACE_MOUNT) workspaceVolume = volume;
+      return;
+    }
+    if (m.target === SHARED_MOUNT || m.target.startsWith(`${SHARED_MOUNT}/`)) {
+      // A shared area is the operator's PVC (kubernetes.shared_claims), mounted whole, read-only unless granted rw.
+      if (!m.claim) throw unsupported(`mount the shared area at ${m.target}: it has no volume on the cluster (kubernetes.shared_claims.${posix.basename(m.target)})`);
+      volumes.push({ name: volume, persistentVolumeClaim: { claimName: m.claim, ...(m.readOnly ? { readOnly: true } : {}) } });
+      mounts.push({ name: volume, mountPath: m.target, ...(m.readOnly ? { readOnly: true } : {}) });
+      return;
+    }
+    if (!m.readOnly) throw unsupported(`mount ${m.target} read-write from berth's host`);
+    const files = input.files.get(m.target);
+    if (!files) throw unsupported(`mount ${m.target}: berth did not read its content`);
+    if (!files.length) {
+      // Nothing to show (an empty memory directory): an empty read-only directory, as the bind would be.
+      volumes.push({ name: volume, emptyDir: { sizeLimit: '4Ki' } });
+      mounts.push({ name: volume, mountPath: m.target, readOnly: true });
+      return;
+    }
+    const items = files.map((f, j) => {
+      const key = `${volume}.${j}`;
+      binaryData[key] = f.data.toString('base64');
+      configBytes += f.data.length;
+      return { key, path: f.path === '' ? posix.basename(m.target) : f.path, mode: f.mode & 0o555 };
+    });
+    volumes.push({ name: volume, configMap: { name: `${name}-files`, items, defaultMode: 0o444 } });
+    const single = files.length === 1 && files[0]!.path === '';
+    // A file mount takes its one item by subPath: a path inside berth's own ConfigMap, never a tenant's volume.
+    mounts.push({ name: volume, mountPath: m.target, readOnly: true, ...(single ? { subPath: items[0]!.path } : {}) });
+  });
+  if (configBytes > CONFIGMAP_BYTES) {
+    throw unsupported(`carry ${configBytes} bytes of seeds, protected paths and memory in one ConfigMap (at most ${CONFIGMAP_BYTES})`);
+  }
+
+  // An empty value is no value to the API (omitempty), which is an empty variable in the container.
+  const env = Object.entries(plan.env).map(([k, v]) => (v === '' ? { name: k } : { name: k, value: kubeLiteral(v) }));
+  if (relayed && input.relay) env.push({ name: RELAY_ENV.address, value: input.relay.address }, { name: RELAY_ENV.token, value: input.relay.token });
+
+  const cpuMillis = Math.max(1, Math.round(plan.limits.nanoCpus / 1e6));
+  // Quantities as the server writes them back ("1", not "1000m"), so what is stored is what was sent.
+  const limits = { cpu: cpuMillis % 1000 === 0 ? String(cpuMillis / 1000) : `${cpuMillis}m`, memory: String(plan.limits.memoryBytes) };
+  const meta = metaOf(plan.labels);
+  const containerSecurity = {
+    allowPrivilegeEscalation: false,
+    privileged: false,
+    capabilities: { drop: ['ALL'] },
+    readOnlyRootFilesystem: plan.readOnlyRootfs,
+    runAsNonRoot: uid !== 0,
+  };
+  const entries = prepareEntries(plan);
+  if (entries.length && !workspaceVolume) throw unsupported('prepare a workspace that is not a volume of its own');
+  const spec: V1PodSpec = {
+    restartPolicy: 'Never',
+    automountServiceAccountToken: false,
+    enableServiceLinks: false,
+    terminationGracePeriodSeconds: 1,
+    ...(plan.runtime === 'runc' ? {} : { runtimeClassName: plan.runtime }),
+    securityContext: {
+      runAsUser: uid,
+      runAsGroup: gid,
+      // berth's agent user is never root (agent_user); a plan that says root is translated as it is.
+      runAsNonRoot: uid !== 0,
+      fsGroup: gid,
+      seccompProfile: { type: 'RuntimeDefault' },
+      sysctls: Object.entries(plan.sysctls).map(([k, v]) => ({ name: k, value: v })),
+    },
+    // As the agent, on the workspace volume alone: nothing of a tenant's runs in the pod yet.
+    ...(entries.length && workspaceVolume
+      ? {
+          initContainers: [
+            {
+              name: PREPARE_CONTAINER,
+              image: plan.image,
+              imagePullPolicy: input.pullPolicy,
+              command: ['berth-bridge', 'prepare', WORKSPACE_MOUNT, ...entries].map(kubeLiteral),
+              resources: { limits, requests: limits },
+              securityContext: containerSecurity,
+              volumeMounts: [{ name: workspaceVolume, mountPath: WORKSPACE_MOUNT }],
+              // Why it failed (berth-bridge's words) is the pod's status: the run's error quotes it.
+              terminationMessagePolicy: 'FallbackToLogsOnError',
+            },
+          ],
+        }
+      : {}),
+    containers: [
+      {
+        name: AGENT_CONTAINER,
+        image: plan.image,
+        imagePullPolicy: input.pullPolicy,
+        command: plan.keepAlive.map(kubeLiteral),
+        // The keep-alive's stdin is berth's report channel (kubernetes/reports.ts, through pods/attach);
+        // execs never get it, so nothing of a tenant's holds that pipe.
+        stdin: true,
+        workingDir: plan.cwd,
+        env,
+        // Requests equal to limits: a Guaranteed pod, never the first a node evicts.
+        resources: { limits, requests: limits },
+        securityContext: containerSecurity,
+        volumeMounts: mounts,
+      },
+    ],
+    volumes,
+  };
+  const sandbox: Sandbox = {
+    apiVersion: `${SANDBOX_API.group}/${SANDBOX_API.version}`,
+    kind: SANDBOX_API.kind,
+    metadata: { name, namespace, ...meta },
+    spec: { podTemplate: { metadata: meta, spec } },
+  };
+  const configMap: V1ConfigMap | undefined = Object.keys(binaryData).length
+    ? { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-files`, namespace, ...meta }, binaryData }
+    : undefined;
+  return { sandbox, ...(configMap ? { configMap } : {}), claims };
+}
+
+/**
+ * The namespace's one NetworkPolicy for an installation's tenant pods: nothing comes in; the only
+ * way out is berth's gateway port on berth's own pods (no DNS: the launcher gives pods an IP).
+ */
+export function renderNetworkPolicy(opts: { namespace: string; installation: string; gatewayPort: number; berthPodLabels: Readonly<Record<string, string>> }): V1NetworkPolicy {
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: { name: `berth-tenants-${kubeLabelValue(opts.installation)}`.slice(0, 63), namespace: opts.namespace, labels: { [LABELS.managed]: 'true', [LABELS.installation]: kubeLabelValue(opts.installation) } },
+    spec: {
+      podSelector: { matchLabels: { [LABELS.managed]: 'true', [LABELS.installation]: kubeLabelValue(opts.installation) } },
+      // Ingress in policyTypes with no ingress rule: nothing comes in.
+      policyTypes: ['Ingress', 'Egress'],
+      egress: [{ to: [{ podSelector: { matchLabels: { ...opts.berthPodLabels } } }], ports: [{ protocol: 'TCP', port: opts.gatewayPort }] }],
+    },
+  };
+}
