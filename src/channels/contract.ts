@@ -57,7 +57,8 @@ export interface ChannelSender {
   /**
    * The largest file `sendFile` takes on this service (its own upload limit, or a smaller one
    * berth keeps to): a bigger file is for the core to send as a link. Absent with sendFile: no
-   * limit known. Each channel module exports its constant (docs/<channel>.md says its source).
+   * limit known. Read it when sending: a channel may learn it once started (Matrix asks its
+   * homeserver). Each channel module exports its constant (docs/<channel>.md says its source).
    */
   readonly fileLimitBytes?: number;
   /** The bytes of an attachment this channel handed over (ChannelAttachment.ref), at most `maxBytes` (more: a BerthError TOO_LARGE, nothing kept; a ref it did not hand out: NOT_FOUND). */

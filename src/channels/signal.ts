@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { isBerthError } from '../base/errors.js';
-import { backoffDelay, cutUtf8, defineChannel, sendPartsFrom, senderFields, textFile, type ChannelMessage, type ChannelTransport, type ReplyFile } from './contract.js';
+import { backoffDelay, cutUtf8, defineChannel, reach, sendPartsFrom, senderFields, textFile, type ChannelMessage, type ChannelTransport, type ReplyFile } from './contract.js';
 import { obj, str, num, type Json } from './json.js';
 import { createSseReader, type OversizedEvent } from './sse-events.js';
 import { tooLarge } from './attachment-bytes.js';
@@ -73,7 +73,7 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
 
   /** A call whose answer is read within maxBytes (an attachment's base64 comes whole in one answer). */
   async function boundedRpc(method: string, params: Json, maxBytes: number, signal: AbortSignal): Promise<unknown> {
-    const res = await fetch(`${opts.url}/api/v1/rpc`, {
+    const res = await reach('signal-cli', `${opts.url}/api/v1/rpc`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params: { ...params, account: opts.account } }),

@@ -75,6 +75,14 @@ describe('slack: files in', () => {
     }
     expect(fake.fileDownloads).toEqual([]);
   });
+
+  it('a token Slack does not let read the file: its redirect to sign in is refused, not followed', async () => {
+    const { fake, apiUrl } = await setup();
+    const file = fake.addFile(bytesOf(10), { name: 'a.bin', mimetype: 'application/octet-stream' });
+    const stranger = createSlackBridge({ config: SlackBridgeSchema.parse({ bot_token: 'xoxb-not-this-workspace', signing_secret: 's', api_url: apiUrl }), logger: pino({ level: 'silent' }), dir: '/nonexistent', take: () => 'accepted', postOut: async () => ({ status: 200 }) });
+    await expect(fetchOf(stranger, `slack:${file.id}:${file.url_private_download}`)).rejects.toMatchObject({ status: 403, message: expect.stringContaining('files:read') });
+    expect(fake.fileDownloads).toEqual([{ id: file.id, authorized: false }]);
+  });
 });
 
 describe('slack: files out', () => {
