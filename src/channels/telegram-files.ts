@@ -9,13 +9,15 @@ import { graphemeCut } from './text-cut.js';
  * Files on Telegram (Bot API, https://core.telegram.org/bots/api):
  * - in: a message's photo (the largest size a bot may fetch), document, voice, audio, video or
  *   video note become attachments, ref `tg:<file_id>`; fetched by getFile, then the file path's URL
- *   (`<api>/file/bot<token>/<file_path>`). A bot may fetch at most 20 MB ("getFile").
+ *   (`<api>/file/bot<token>/<file_path>`). A bot may fetch at most 20 MB ("getFile"; the
+ *   reference server's MAX_DOWNLOAD_FILE_SIZE is 20 << 20).
  * - out: an image Telegram shows as a photo (JPEG, PNG, WebP up to 10 MB: "sendPhoto") by
  *   sendPhoto, anything else (and a photo Telegram refuses) by sendDocument, up to 50 MB
- *   ("Sending files": multipart uploads).
+ *   ("Sending files": multipart uploads). Upload limits are taken as decimal MB: a file between
+ *   that and the binary reading goes as a link rather than fail.
  * The token is in every URL: none is logged.
  */
-export const TELEGRAM_FETCH_LIMIT_BYTES = 20 * 1000 * 1000;
+export const TELEGRAM_FETCH_LIMIT_BYTES = 20 * 1024 * 1024;
 export const TELEGRAM_PHOTO_LIMIT_BYTES = 10 * 1000 * 1000;
 export const TELEGRAM_FILE_LIMIT_BYTES = 50 * 1000 * 1000;
 /** A caption is at most 1024 characters after parsing (sent plain: as written). */

@@ -76,8 +76,8 @@
  *   as an image); `there is no photo in the request`.
  * - `getFile` (file_id) → File {file_id, file_unique_id, file_size?, file_path}; the file is then
  *   served at `GET /file/bot<token>/<file_path>` (Content-Length, or chunked with `chunkedFiles`),
- *   404 for an unknown path or token. A file over 20 MB → `Bad Request: file is too big` (bots
- *   download at most 20 MB); an unknown file_id → `Bad Request: invalid file_id`. Files are those
+ *   404 for an unknown path or token. A file over 20 MiB → `Bad Request: file is too big` (bots
+ *   download at most 20 MB: the reference server's MAX_DOWNLOAD_FILE_SIZE, 20 << 20); an unknown file_id → `Bad Request: invalid file_id`. Files are those
  *   the fake issued for uploads and those a test added with `addFile` (the files people send).
  * - `sendChatAction` (chat_id, action: typing, upload_document, …, message_thread_id) → true;
  *   `wrong parameter action in request` (checked before the chat).
@@ -2047,7 +2047,7 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
     const fileId = ctx.args.get('file_id') ?? '';
     const known = fileIds.get(fileId);
     if (!known || !known.bytes) throw badRequest('invalid file_id');
-    if (known.bytes.length > 20 * 1000 * 1000) throw badRequest('file is too big');
+    if (known.bytes.length > 20 << 20) throw badRequest('file is too big'); // Client.h: MAX_DOWNLOAD_FILE_SIZE = 20 << 20
     if (!known.path) {
       known.path = `${known.mimeType?.startsWith('image/') ? 'photos' : 'documents'}/file_${filePaths.size}${/\.[A-Za-z0-9]{1,8}$/.exec(known.fileName ?? '')?.[0] ?? ''}`;
       filePaths.set(known.path, known.bytes);

@@ -36,7 +36,7 @@ describe('telegram: files in', () => {
     const { fake, tg } = await setup();
     const small = fake.addFile(bytesOf(100));
     const medium = fake.addFile(pngBytes(4, 4));
-    const huge = fake.addFile(bytesOf(10), { fileSize: 25_000_000 }); // declared past the 20 MB a bot may fetch
+    const huge = fake.addFile(bytesOf(10), { fileSize: 25 * 1024 * 1024 }); // declared past the 20 MiB a bot may fetch
     const update = fake.deliverRaw({
       message: { message_id: 7, date: 1, chat: CHAT, from: ALICE, photo: [{ ...small, width: 90, height: 90 }, { ...medium, width: 800, height: 800 }, { ...huge, width: 5000, height: 5000 }] },
     });
@@ -78,7 +78,7 @@ describe('telegram: files in', () => {
 
   it("a file past the Bot API's 20 MB: TOO_LARGE, whatever the caller's bound", async () => {
     const { fake, tg } = await setup();
-    const big = fake.addFile(Buffer.alloc(20_000_001));
+    const big = fake.addFile(Buffer.alloc(20 * 1024 * 1024 + 1));
     await expect(fetchOf(tg, `tg:${big.file_id}`, 100 * 1024 * 1024)).rejects.toMatchObject({ code: 'TOO_LARGE', message: expect.stringContaining('Telegram') });
   });
 
