@@ -181,8 +181,12 @@ export interface ChannelModule<N extends string = string, S extends z.ZodType = 
   readonly schema: S;
   /** How it receives: a stream it holds open, a long poll, or HTTP requests into berth serve. */
   receives(config: z.output<S>): 'stream' | 'poll' | 'http';
-  /** How it sends: the longest text in one message, and what a longer reply becomes. */
-  readonly sends: { typing: boolean; inlineLimit: string; longReplies: string };
+  /**
+   * How it sends: the longest text in one message, and what a longer reply becomes; `files`: what
+   * files it carries each way and their limits, in words (the numbers are the transport's
+   * `fileLimitBytes` and each module's exported constants).
+   */
+  readonly sends: { typing: boolean; inlineLimit: string; longReplies: string; files: string };
   /** Tenant keys it makes: direct chats, groups, and what a group is. */
   readonly tenants: { direct: string; groups: string };
   /** A sender key of this channel, as `bridge approve` takes it. */

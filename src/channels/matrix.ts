@@ -323,7 +323,7 @@ export const matrixChannel = defineChannel({
   title: 'Matrix',
   schema: MatrixBridgeSchema,
   receives: () => 'poll',
-  sends: { typing: true, inlineLimit: `${MATRIX_TEXT_LIMIT} characters`, longReplies: `split into up to ${MATRIX_MAX_PARTS} notices` },
+  sends: { typing: true, inlineLimit: `${MATRIX_TEXT_LIMIT} characters`, longReplies: `split into up to ${MATRIX_MAX_PARTS} notices`, files: "in: m.image, m.file, m.audio, m.video by the authenticated media API (encrypted files: told they cannot be read); out: uploaded, then m.image/m.audio/m.video/m.file, up to the homeserver's m.upload.size (Synapse: 50 MiB)" },
   tenants: { direct: 'matrix:<user id> (a room of the person and the bot alone)', groups: 'matrix-room:<room id> for any other room: its members share a workspace, each paired on their own' },
   senderKey: /^matrix:@[^\s:]{1,255}:[^\s]{1,255}$/,
   pairing: true,

@@ -257,7 +257,7 @@ export const signalChannel = defineChannel({
   title: 'Signal',
   schema: SignalBridgeSchema,
   receives: () => 'stream',
-  sends: { typing: true, inlineLimit: `${SIGNAL_INLINE_BYTES} bytes`, longReplies: 'the start inline, the whole as reply.txt' },
+  sends: { typing: true, inlineLimit: `${SIGNAL_INLINE_BYTES} bytes`, longReplies: 'the start inline, the whole as reply.txt', files: "in: attachments, read from signal-cli (getAttachment); out: an attachment, up to 100 MiB" },
   tenants: { direct: 'signal:<sender uuid>', groups: 'signal-group:<group id>: its members share a workspace, each paired on their own' },
   senderKey: /^signal:[0-9a-fA-F-]{1,64}$/,
   pairing: true,

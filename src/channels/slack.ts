@@ -295,7 +295,7 @@ export const slackChannel = defineChannel({
   title: 'Slack',
   schema: SlackBridgeSchema,
   receives: (c) => (c.mode === 'events' ? 'http' : 'stream'),
-  sends: { typing: false, inlineLimit: `${SLACK_TEXT_LIMIT} characters`, longReplies: `split into up to ${SLACK_MAX_PARTS} messages in the thread` },
+  sends: { typing: false, inlineLimit: `${SLACK_TEXT_LIMIT} characters`, longReplies: `split into up to ${SLACK_MAX_PARTS} messages in the thread`, files: 'in: shared files, from files.slack.com with the bot token (files:read); out: an external upload into the channel or thread (files:write), up to 1 GB' },
   tenants: { direct: 'slack:<user id> (direct messages)', groups: 'slack-channel:<channel id> when mentioned in a channel; each mention starts a thread, and a thread is one conversation' },
   senderKey: /^slack:[A-Z0-9]{2,32}$/,
   pairing: true,

@@ -254,7 +254,7 @@ export const telegramChannel = defineChannel({
   title: 'Telegram',
   schema: TelegramBridgeSchema,
   receives: (c) => (c.mode === 'poll' ? 'poll' : 'http'),
-  sends: { typing: true, inlineLimit: `${TELEGRAM_TEXT_LIMIT} characters`, longReplies: `split at line breaks into up to ${TELEGRAM_MAX_PARTS} messages; longer, the start and the whole as reply.txt` },
+  sends: { typing: true, inlineLimit: `${TELEGRAM_TEXT_LIMIT} characters`, longReplies: `split at line breaks into up to ${TELEGRAM_MAX_PARTS} messages; longer, the start and the whole as reply.txt`, files: 'in: photos, documents, voice, audio, video, up to 20 MB (what a bot may download); out: JPEG/PNG/WebP up to 10 MB as a photo, anything else as a document, up to 50 MB' },
   tenants: { direct: 'telegram:<user id>', groups: 'telegram-group:<chat id>: its members share a workspace, each paired on their own' },
   senderKey: /^telegram:[0-9]{1,20}$/,
   pairing: true,

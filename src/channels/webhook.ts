@@ -313,7 +313,7 @@ export const webhookChannel = defineChannel({
   title: 'Signed webhooks',
   schema: WebhookBridgeSchema,
   receives: () => 'http',
-  sends: { typing: false, inlineLimit: 'the whole reply', longReplies: 'the whole reply, in the response or the callback' },
+  sends: { typing: false, inlineLimit: 'the whole reply', longReplies: 'the whole reply, in the response or the callback', files: 'in: files: [{name, content_base64}] in the body, up to max_file_bytes together (off by default); out: none (the answer is text)' },
   tenants: { direct: 'hook:<name>:<user>; a conversation is a session of its own', groups: 'none: every signed request names its user' },
   senderKey: /^hook:[a-z0-9][a-z0-9_-]{0,62}:.{1,200}$/,
   pairing: false,
