@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isBerthError } from '../../src/base/errors.js';
-import type { ChannelTransport } from '../../src/channels/contract.js';
+import type { ChannelMessage, ChannelTransport } from '../../src/channels/contract.js';
 import { createTelegramBridge, telegramMessage, TelegramBridgeSchema } from '../../src/channels/telegram.js';
 import { TELEGRAM_FILE_LIMIT_BYTES } from '../../src/channels/telegram-files.js';
 import { startFakeTelegram, type FakeTelegram } from '../fakes/telegram.js';
@@ -80,6 +80,19 @@ describe('telegram: files in', () => {
     const { fake, tg } = await setup();
     const big = fake.addFile(Buffer.alloc(20 * 1024 * 1024 + 1));
     await expect(fetchOf(tg, `tg:${big.file_id}`, 100 * 1024 * 1024)).rejects.toMatchObject({ code: 'TOO_LARGE', message: expect.stringContaining('Telegram') });
+  });
+
+  it('through the poll loop: a document with no caption is taken as a message of its file alone', async () => {
+    const fake = await startFakeTelegram({ longPollCapMs: 200 });
+    cleanups.push(() => fake.close());
+    const taken: ChannelMessage[] = [];
+    const tg = createTelegramBridge({ config: TelegramBridgeSchema.parse({ token: fake.token, api_url: fake.url }), logger: pino({ level: 'silent' }), dir: '/nonexistent', take: (m) => (taken.push(m), 'accepted'), postOut: async () => ({ status: 200 }), backoffMs: { min: 10, max: 50 } });
+    tg.start();
+    cleanups.push(() => tg.stop());
+    const file = fake.addFile(pdfBytes());
+    fake.deliverRaw({ message: { message_id: 11, date: 1, chat: CHAT, from: ALICE, document: { ...file, file_name: 'a.pdf', mime_type: 'application/pdf' } } });
+    await fake.waitFor(() => taken.length === 1);
+    expect(taken[0]).toMatchObject({ id: '42:11', text: '', attachments: [{ name: 'a.pdf', mime: 'application/pdf' }] });
   });
 
   it('a ref Telegram did not hand out is refused without a call', async () => {
