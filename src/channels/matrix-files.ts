@@ -8,7 +8,8 @@ import { int, obj, str, type Json } from './json.js';
  * - in: a file message's `url` (mxc://) is the attachment's ref; its `filename` is the name and,
  *   when `body` differs from it, `body` is the caption (spec v1.10 "media captions"). The bytes come
  *   from the authenticated media API (`/_matrix/client/v1/media/download`, v1.11); a server that
- *   does not know it (404/405 M_UNRECOGNIZED) is asked at the legacy `/_matrix/media/v3/download`.
+ *   does not know it (404/405 M_UNRECOGNIZED, or no Matrix error at all) is asked at the legacy
+ *   `/_matrix/media/v3/download`.
  *   An encrypted file (`file` instead of `url`) cannot be read without the room's keys: the
  *   bridge says so in the room.
  * - out: the bytes uploaded (`POST /_matrix/media/v3/upload`), then an m.image / m.audio /
@@ -63,7 +64,7 @@ export interface MatrixFileDeps {
 export function matrixFiles(deps: MatrixFileDeps) {
   const auth = { authorization: `Bearer ${deps.token}` };
 
-  /** A media error's errcode (its body is small JSON, read bounded), and the response given back unread otherwise. */
+  /** A media error's errcode, if its body (read no further than 64 KiB) is a Matrix error. */
   async function errcodeOf(res: Response): Promise<string | undefined> {
     const text = Buffer.from(await readCapped(new Response(res.body, { status: 200, headers: res.headers }), 64 * 1024, 'a media error').catch(() => new Uint8Array(0))).toString('utf8');
     try {
@@ -80,8 +81,10 @@ export function matrixFiles(deps: MatrixFileDeps) {
     let res = await reach('the homeserver', `${deps.homeserver}/_matrix/client/v1/media/download/${path}`, { headers: auth, redirect: 'error', signal: limits.signal });
     if (res.status === 404 || res.status === 405) {
       const errcode = await errcodeOf(res);
-      if (errcode !== 'M_UNRECOGNIZED') throw new ChannelApiError(`media download: ${errcode ?? `HTTP ${res.status}`}`, res.status);
-      // A homeserver before v1.11: the legacy endpoint (same server: the token may go with it).
+      // The media is not there (M_NOT_FOUND…): asking elsewhere would not find it.
+      if (errcode !== undefined && errcode !== 'M_UNRECOGNIZED') throw new ChannelApiError(`media download: ${errcode}`, res.status);
+      // A homeserver before v1.11 (or a proxy in front that routes no v1 media: a bare 404): the
+      // legacy endpoint, on the same server (the token may go with it).
       res = await reach('the homeserver', `${deps.homeserver}/_matrix/media/v3/download/${path}`, { headers: auth, redirect: 'error', signal: limits.signal });
     }
     return readCapped(res, limits.maxBytes, 'media download');
