@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { BerthError } from '../base/errors.js';
+import { parseOrThrow } from '../config/parse.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import type { ProjectMetadata } from '../config/metadata.js';
 import { scheduleRefusal, type ScheduleActorKind } from '../plan/schedule-policy.js';
@@ -103,7 +104,7 @@ export function createScheduleService(deps: {
   return {
     add,
     addFor(project, body) {
-      const b = ScheduleAddSchema.parse(body);
+      const b = parseOrThrow(ScheduleAddSchema, body, 'schedule');
       const chat = b.chat ? { channel: b.chat.channel, chat: b.chat.chat, sender: b.chat.sender ?? b.user } : undefined;
       return add({ project, tenant: b.user, session: b.session, chat, kind: b.every !== undefined ? 'every' : 'at', words: (b.every ?? b.at ?? '').trim().split(/\s+/), task: b.task, zone: b.tz, actor: { kind: 'operator', who: 'operator' } }).schedule;
     },
