@@ -246,6 +246,12 @@ export function createBerth(opts: BerthOptions): Berth {
         },
       },
     }));
+  const getSchedules = () =>
+    (schedules ??= audited(createScheduleService({ store: scheduleStore, config, project: (name) => store.get(name).metadata }), audit, {
+      add: ['schedule.add', (args) => ({ project: (args[0] as ScheduleAsk).project, target: (args[0] as ScheduleAsk).tenant })],
+      addFor: ['schedule.add', projectAnd()],
+      cancel: ['schedule.cancel', (args) => ({ target: String(args[0]) })],
+    }));
   return {
     home,
     audit,
@@ -275,11 +281,7 @@ export function createBerth(opts: BerthOptions): Berth {
     gateway,
     scheduleStore,
     get schedules() {
-      return (schedules ??= audited(createScheduleService({ store: scheduleStore, config, project: (name) => store.get(name).metadata }), audit, {
-        add: ['schedule.add', (args) => ({ project: (args[0] as ScheduleAsk).project, target: (args[0] as ScheduleAsk).tenant })],
-        addFor: ['schedule.add', projectAnd()],
-        cancel: ['schedule.cancel', (args) => ({ target: String(args[0]) })],
-      }));
+      return getSchedules();
     },
     get operator() {
       return getOperator();
@@ -293,6 +295,7 @@ export function createBerth(opts: BerthOptions): Berth {
         assertGranted: (project, area) => getOperator().assertGranted(project, area),
         memoryAuthor: (project, tenantKey) => memoryAuthorFor(getSecret(), project, tenantKey),
         logger,
+        schedules: getSchedules,
       }));
     },
   };
