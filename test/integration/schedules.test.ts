@@ -65,4 +65,24 @@ describe('schedules on a real berth', () => {
     expect(runs.filter((r) => r.schedule === schedule?.id)).toHaveLength(1);
     expect(h.berth.schedules.list({ project: 'sched' })).toEqual([]); // a once that ran is done
   }, 90_000);
+
+  it('background jobs: /jobs lists a long run while it holds the chat, /stop ends it, and its answer still arrives, saying so', async () => {
+    const seen = callbacks.length;
+    await say('long', 'echo started; sleep 60; echo never');
+    const runs = () => h.berth.admin.openRuns('sched').filter((r) => r.phase === 'started');
+    await until(() => runs().length === 1);
+    const [running] = runs();
+    await say('jobs', '/jobs');
+    await until(() => callbacks.some((c) => c.id === 'jobs'));
+    expect(callbacks.find((c) => c.id === 'jobs')?.reply).toMatch(new RegExp(`^berth: running now:\n${running?.run} — running, `));
+    await say('stop', '/stop');
+    await until(() => callbacks.some((c) => c.id === 'long'));
+    expect(callbacks.find((c) => c.id === 'stop')?.reply).toBe(`berth: stopping ${running?.run}; its answer follows.`);
+    expect(callbacks.find((c) => c.id === 'long')?.reply).toBe('started\n\n[berth stopped the agent: hook:ops:ann asked it to stop (/stop)]');
+    expect(callbacks.length).toBe(seen + 3);
+    const [record] = h.berth.admin.listRuns('sched', { limit: 1 }).runs;
+    expect(record?.run).toBe(running?.run);
+    expect(record?.exit_code).toBe(137);
+  }, 90_000);
 });
+
