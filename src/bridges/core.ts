@@ -26,7 +26,7 @@ import { collectOutput } from './reply-output.js';
 import { loggedOutNotice, preview, refusedNotice, replyText, sessionGoneNotice } from './reply-words.js';
 import { createStrangers, keptText } from './strangers.js';
 import type { ScheduleService } from '../admin/schedules.js';
-import { answerJobs, jobsCommandOf, type JobsAdmin } from './jobs.js';
+import { jobsReply, type JobsAdmin } from './jobs.js';
 import { scheduledReply, scheduleOfMessage, type ScheduledMessage } from './scheduled.js';
 
 /**
@@ -385,15 +385,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         return 'accepted';
       }
       // /jobs and /stop are about the run this chat's lane is busy with: answered at once too.
-      const jobs = deps.jobs && jobsCommandOf(message.text);
-      if (jobs && deps.jobs) {
-        const project = profileFor(message.chat)?.project;
-        let reply: string;
-        try {
-          reply = project ? withActor(`tenant:${message.sender}`, message.id, () => answerJobs(deps.jobs as JobsAdmin, { project, tenant: message.tenant, sender: message.sender, ...jobs, now: Date.now() })) : 'berth: this bot is not set up to answer here yet.';
-        } catch (err) {
-          reply = `berth: ${isBerthError(err) ? err.message : 'that command failed'}`;
-        }
+      const reply = deps.jobs && jobsReply(deps.jobs, message, () => profileFor(message.chat)?.project);
+      if (reply !== undefined) {
         inbox.mark(message.id, 'answered', { reply });
         void deliver(message.id, message.chat, reply).finally(() => transport.finished?.(message.id, message.chat));
         return 'accepted';

@@ -1,4 +1,5 @@
 import type { AdminService } from '../admin/service.js';
+import { withActor } from '../admin/audit-trail.js';
 import { isBerthError } from '../base/errors.js';
 
 /**
@@ -35,5 +36,18 @@ export function answerJobs(admin: JobsAdmin, ask: { project: string; tenant: str
     return `berth: stopping ${target}; its answer follows.`;
   } catch (err) {
     return `berth: ${isBerthError(err) ? err.message : 'it could not be stopped'}.`;
+  }
+}
+
+/** A chat message's answer when it is /jobs or /stop (as its sender, in the audit log too); undefined for any other. */
+export function jobsReply(admin: JobsAdmin, message: { id: string; text: string; tenant: string; sender: string }, projectOf: () => string | undefined): string | undefined {
+  const jobs = jobsCommandOf(message.text);
+  if (!jobs) return undefined;
+  const project = projectOf();
+  if (!project) return 'berth: this bot is not set up to answer here yet.';
+  try {
+    return withActor(`tenant:${message.sender}`, message.id, () => answerJobs(admin, { project, tenant: message.tenant, sender: message.sender, ...jobs, now: Date.now() }));
+  } catch (err) {
+    return `berth: ${isBerthError(err) ? err.message : 'that command failed'}`;
   }
 }

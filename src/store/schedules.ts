@@ -108,9 +108,10 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
       return result;
     });
   };
+  const notFound = (id: string) => new BerthError('NOT_FOUND', `no schedule ${id.slice(0, 20)}`, { issues: [{ field: 'id', reason: 'no such schedule (cancelled, done, or never made)' }] });
   const find = (state: ScheduleFile, id: string) => {
     const s = state.schedules.find((x) => x.id === id);
-    if (!s) throw new BerthError('NOT_FOUND', `no schedule ${id.slice(0, 20)}`, { issues: [{ field: 'id', reason: 'no such schedule (cancelled, done, or never made)' }] });
+    if (!s) throw notFound(id);
     return s;
   };
   const zoneKey = (project: string, tenant: string) => `${project}/${tenant}`;
@@ -139,7 +140,7 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
       return change((state) => {
         const s = find(state, id);
         // Someone else's is as good as not there: its id says nothing to them.
-        if (owner && (s.project !== owner.project || s.tenant !== owner.tenant)) find({ ...state, schedules: [] }, id);
+        if (owner && (s.project !== owner.project || s.tenant !== owner.tenant)) throw notFound(id);
         state.schedules = state.schedules.filter((x) => x.id !== id);
         state.firings = state.firings.filter((f) => f.schedule !== id || f.phase === 'started');
         return s;
