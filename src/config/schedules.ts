@@ -3,6 +3,17 @@ import { z } from 'zod';
 /** berth.yaml `schedules:`: who may schedule runs, how many each tenant keeps, how often they may run. */
 export const MAX_SCHEDULES_PER_TENANT = 1000;
 
+/** An IANA zone this Node knows (plan/time-zone.ts reads times in it; config sits below plan). */
+function isTimeZone(name: string): boolean {
+  if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+){0,2}$/.test(name)) return false;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export const SchedulesSchema = z
   .object({
     who: z
@@ -27,6 +38,7 @@ export const SchedulesSchema = z
       .string()
       .min(1)
       .max(64)
+      .refine(isTimeZone, 'must be an IANA time zone such as Europe/Berlin, America/New_York or UTC')
       .default('UTC')
       .describe('The time zone of a person who has not set theirs (/tz Europe/Berlin): an IANA name.'),
     tick_seconds: z.number().int().min(1).max(60).default(1).describe('How often berth looks for schedules that are due.'),

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createScheduler, type Dispatch } from '../../src/runs/scheduler.js';
 import { openScheduleStore, type NewSchedule } from '../../src/store/schedules.js';
 import { openInbox } from '../../src/store/inbox.js';
+import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { scheduleOfMessage } from '../../src/bridges/scheduled.js';
 
 const dirs: string[] = [];
@@ -192,4 +193,15 @@ describe('schedules across kill -9', () => {
     expect(posted().sort()).toEqual([...ids].sort()); // none lost, none doubled
     expect(openScheduleStore(dir).list()).toEqual([]);
   }, 60_000);
+});
+
+describe('berth.yaml schedules:', () => {
+  it('has defaults, and refuses a time zone that is not one, naming the field', () => {
+    expect(BerthConfigSchema.parse({}).schedules).toEqual({ who: 'everyone', per_tenant: 20, min_interval_seconds: 300, time_zone: 'UTC', tick_seconds: 1 });
+    const bad = BerthConfigSchema.safeParse({ schedules: { time_zone: 'Berlin/Mars' } });
+    expect(bad.success).toBe(false);
+    expect(bad.error?.issues[0]).toMatchObject({ path: ['schedules', 'time_zone'], message: 'must be an IANA time zone such as Europe/Berlin, America/New_York or UTC' });
+    expect(BerthConfigSchema.safeParse({ schedules: { who: 'anyone' } }).success).toBe(false);
+    expect(BerthConfigSchema.safeParse({ schedules: { min_interval_seconds: 0 } }).success).toBe(false);
+  });
 });
