@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { BerthError } from '../base/errors.js';
 import { own } from '../base/own.js';
-import { readJsonFile } from '../fs/json-file.js';
+import { fileStamp, readJsonFile } from '../fs/json-file.js';
 import { withOwnerLockSync } from '../fs/lock.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { nextRun, ScheduleSpecSchema } from '../plan/schedule-spec.js';
@@ -23,6 +23,8 @@ import { nextRun, ScheduleSpecSchema } from '../plan/schedule-spec.js';
 export const SCHEDULE_TASK_MAX = 4000;
 /** Every schedule of a home, whatever the per-tenant bound says. */
 export const SCHEDULES_MAX = 10_000;
+/** People's time zones a home keeps (one per tenant and project that set one). */
+export const ZONES_MAX = 100_000;
 
 const Iso = z.string().datetime();
 
@@ -115,6 +117,8 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
     return s;
   };
   const zoneKey = (project: string, tenant: string) => `${project}/${tenant}`;
+  /** claimDue's last look found nothing due before `until` in the file as it was (`stamp`). */
+  let quiet: { stamp: string | undefined; until: number } | undefined;
 
   return {
     add(input, bounds, now) {
@@ -148,9 +152,16 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
     },
 
     claimDue(now) {
+      // Asked every tick: the file is parsed again only when it changed or its earliest time came.
+      const stamp = fileStamp(file);
+      if (quiet && quiet.stamp === stamp && now < quiet.until) return [];
       const before = read();
       const due = before.schedules.some((s) => s.next_at !== null && Date.parse(s.next_at) <= now);
-      if (!due && !before.firings.some((f) => f.phase === 'claimed')) return [];
+      if (!due && !before.firings.some((f) => f.phase === 'claimed')) {
+        quiet = { stamp, until: Math.min(...before.schedules.map((s) => (s.next_at === null ? Infinity : Date.parse(s.next_at)))) };
+        return [];
+      }
+      quiet = undefined;
       return change((state) => {
         for (const s of state.schedules) {
           if (s.next_at === null || Date.parse(s.next_at) > now) continue;
@@ -191,7 +202,9 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
     zoneOf: (project, tenant) => own(read().zones, zoneKey(project, tenant)),
     setZone(project, tenant, zone) {
       change((state) => {
-        state.zones = { ...state.zones, [zoneKey(project, tenant)]: zone };
+        const key = zoneKey(project, tenant);
+        if (own(state.zones, key) === undefined && Object.keys(state.zones).length >= ZONES_MAX) throw new BerthError('LIMIT_REACHED', `this berth keeps at most ${ZONES_MAX} time zones`);
+        state.zones = { ...state.zones, [key]: zone };
       });
     },
   };

@@ -76,6 +76,17 @@ describe('scheduler (an injected clock)', () => {
     await t.scheduler.stop();
   });
 
+  it('a schedule another process adds after a quiet look is fired at its time (the file is read again when it changed)', async () => {
+    const t = rig();
+    t.store.add(base(), { perTenant: 5 }, T0); // due in an hour: the next ticks are quiet
+    await t.scheduler.tick();
+    const soon = openScheduleStore(t.dir).add(base({ spec: { kind: 'once', at: new Date(T0 + 1000).toISOString() } }), { perTenant: 5 }, T0);
+    t.advance(1000);
+    await t.scheduler.tick();
+    expect(t.handed).toEqual([`${soon.id}.${T0 + 1000}`]);
+    await t.scheduler.stop();
+  });
+
   it('a berth that was down for hours runs a missed time once, late, not once per missed time', async () => {
     const t = rig();
     const s = t.store.add(base(), { perTenant: 5 }, T0);
