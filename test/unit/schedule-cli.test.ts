@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cli } from '../helpers.js';
+import { cli, docCommands, runDocLine } from '../helpers.js';
 
 /** `berth schedule add|list|cancel`, through the built CLI on a home of its own. */
 const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-cli-sched-'));
@@ -42,5 +42,18 @@ describe('berth schedule', () => {
     expect(berth('schedule', 'add', 'sched2', '--user', 'u', '--every', '2h check it', '--', 'x').stderr).toContain('"check it" is not part of a time');
     expect(berth('schedule', 'cancel', 's00000000').code).toBe(23);
     expect(berth('schedule', 'list', 'nope').code).toBe(3);
+  });
+});
+
+describe('docs/schedules.md', () => {
+  it("the guide's commands run, in order, on a fresh home", () => {
+    const fresh = fs.mkdtempSync(join(os.tmpdir(), 'berth-sched-guide-'));
+    try {
+      const ran = docCommands('docs/schedules.md', 'npx berth ').map((line) => ({ line, ...runDocLine(line, fresh) }));
+      for (const r of ran) expect(r.code, `${r.line}\n${r.stderr}`).toBe(0);
+      expect(ran.find((r) => r.line.startsWith('npx berth schedule list'))?.stdout).toMatch(/every weekday at 09:00 Europe\/Berlin .*\n.*once, .*chat=signal:\+4915550001/);
+    } finally {
+      fs.rmSync(fresh, { recursive: true, force: true });
+    }
   });
 });
