@@ -84,5 +84,18 @@ describe('schedules on a real berth', () => {
     expect(record?.run).toBe(running?.run);
     expect(record?.exit_code).toBe(137);
   }, 90_000);
+
+  it('a time that came while berth was down runs once, late, at the next start; never again', async () => {
+    await server.close();
+    const made = h.berth.schedules.addFor('sched', { user: 'hook:ops:ann', at: '+1s', task: 'echo late but once', chat: { channel: 'webhook', chat: JSON.stringify(['ops', 'ann', 'c1']) } });
+    await new Promise((r) => setTimeout(r, 1500)); // its time passes with no berth running
+    const seen = callbacks.length;
+    server = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
+    await until(() => callbacks.length > seen);
+    expect(callbacks.slice(seen)).toEqual([{ id: expect.stringMatching(new RegExp(`^schedule:${made.id}\\.`)), user: 'ann', conversation: 'c1', reply: `[scheduled ${made.id}: echo late but once]\nlate but once` }]);
+    await new Promise((r) => setTimeout(r, 2500)); // a few ticks more: nothing is posted again
+    expect(callbacks.length).toBe(seen + 1);
+    expect(h.berth.schedules.list({ project: 'sched' })).toEqual([]);
+  }, 90_000);
 });
 
