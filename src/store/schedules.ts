@@ -117,6 +117,12 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
     return s;
   };
   const zoneKey = (project: string, tenant: string) => `${project}/${tenant}`;
+  /** The firings claimed and not handed on yet, with their schedules, oldest first. */
+  const unhanded = (state: ScheduleFile) =>
+    state.firings.flatMap((firing) => {
+      const schedule = state.schedules.find((s) => s.id === firing.schedule);
+      return firing.phase === 'claimed' && schedule ? [{ firing, schedule }] : [];
+    });
   /** claimDue's last look found nothing due before `until` in the file as it was (`stamp`). */
   let quiet: { stamp: string | undefined; until: number } | undefined;
 
@@ -156,10 +162,11 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
       const stamp = fileStamp(file);
       if (quiet && quiet.stamp === stamp && now < quiet.until) return [];
       const before = read();
-      const due = before.schedules.some((s) => s.next_at !== null && Date.parse(s.next_at) <= now);
-      if (!due && !before.firings.some((f) => f.phase === 'claimed')) {
-        quiet = { stamp, until: Math.min(...before.schedules.map((s) => (s.next_at === null ? Infinity : Date.parse(s.next_at)))) };
-        return [];
+      if (!before.schedules.some((s) => s.next_at !== null && Date.parse(s.next_at) <= now)) {
+        // Nothing to claim: nothing is written; what was claimed and not handed on yet is handed again.
+        const waiting = unhanded(before);
+        quiet = waiting.length ? undefined : { stamp, until: Math.min(...before.schedules.map((s) => (s.next_at === null ? Infinity : Date.parse(s.next_at)))) };
+        return waiting;
       }
       quiet = undefined;
       return change((state) => {
@@ -174,10 +181,7 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
           s.runs++;
           s.last = { due: new Date(dueMs).toISOString(), fired_at: new Date(now).toISOString() };
         }
-        return state.firings.flatMap((firing) => {
-          const schedule = state.schedules.find((s) => s.id === firing.schedule);
-          return firing.phase === 'claimed' && schedule ? [{ firing, schedule }] : [];
-        });
+        return unhanded(state);
       });
     },
 

@@ -119,8 +119,11 @@ describe('scheduler (an injected clock)', () => {
       },
     });
     await scheduler.tick();
+    const file = join(t.dir, 'schedules', 'schedules.json');
+    const written = fs.statSync(file).mtimeMs;
     await scheduler.tick();
     expect(handed).toEqual([]);
+    expect(fs.statSync(file).mtimeMs).toBe(written); // a firing that waits is not written again each tick
     up = true;
     await scheduler.tick();
     await scheduler.tick();
