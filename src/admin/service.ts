@@ -47,7 +47,9 @@ export interface AdminService {
    */
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
-  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady'] }): Promise<RunView>;
+  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady']; schedule?: string }): Promise<RunView>;
+  /** Stop a run of this process before its end (run-halt.ts: its record and answer say why); NOT_FOUND when none of that id runs here. */
+  stopRun(name: string, run: string, reason: string): { run: string; stopped: true };
   listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
   /** Runs accepted or started and not ended (in flight now, or left open by a berth that died and not yet recovered). */
   openRuns(name: string): Array<{ run: string; session: string | null; kind: string | null; phase: string; since: string }>;
@@ -284,7 +286,13 @@ export function createAdminService(deps: {
     },
 
     async runMessage(name, request) {
-      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady }));
+      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, schedule: request.schedule }));
+    },
+
+    stopRun(name, run, reason) {
+      const open = openRuns(store.get(name).paths.sessionsDir).some((r) => r.run === run);
+      if (!open || !deps.runner().stop(run, reason)) throw new BerthError('NOT_FOUND', `no run ${run.slice(0, 40)} is running in ${name} here`, { issues: [{ field: 'run', reason: 'not running (ended, still waiting for its turn, or run by another berth process)' }] });
+      return { run, stopped: true };
     },
 
     listRuns(name, filter) {
