@@ -8,6 +8,7 @@ import { createBerth, type Berth } from '../../src/main.js';
 import { JournalEntrySchema, openRuns, type JournalEntry } from '../../src/store/journal.js';
 import { createFakeLauncher, type FakeLauncher, type FakeLauncherOptions } from '../helpers/fake-launcher.js';
 import { createMemoryImages } from '../helpers/memory-images.js';
+import { until } from '../helpers/until.js';
 
 /**
  * The run path (runner, warm sessions, fleet, journal) on the in-memory launcher: what berth does
@@ -56,13 +57,6 @@ function harness(opts: { launcher?: FakeLauncherOptions; warm?: boolean; config?
 const phases = (entries: JournalEntry[]) => entries.map((e) => e.phase);
 const started = (fake: FakeLauncher) => fake.events.filter((e) => e.op === 'run' || e.op === 'startIdle' || e.op === 'execIn');
 
-async function until(ok: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > end) throw new Error(`not so after ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 describe('the journal of a run', () => {
   it('a run that ends is accepted, started in its container, finished with its exit code (a failing command too)', async () => {
