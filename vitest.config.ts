@@ -21,10 +21,6 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts', 'test/contract/fake.test.ts'],
-          // Its files share a worker's loaded modules: importing berth's whole graph once per file
-          // was a third of the tier's time. Nothing here mocks a module or keeps global state
-          // (fake timers are restored after each test); shuffled file orders pass the same.
-          isolate: false,
         },
       },
       {
