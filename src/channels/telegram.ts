@@ -125,7 +125,8 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     const form = new FormData();
     for (const [k, v] of Object.entries(parseChat(chat))) form.set(k, String(v));
     form.set('caption', caption);
-    form.set('document', new Blob([file.data], { type: file.mime }), file.name);
+    // The bytes are never shared memory; the cast keeps the DOM lib's Blob (the pages' tsconfig.client.json) content.
+    form.set('document', new Blob([file.data as Uint8Array<ArrayBuffer>], { type: file.mime }), file.name);
     await withOneRetry(log, 'sendDocument', async () => {
       const res = await reach('sendDocument: the Bot API', `${config.api_url}/bot${token}/sendDocument`, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) });
       const body = obj(await res.json().catch(() => undefined));

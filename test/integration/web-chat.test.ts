@@ -328,9 +328,11 @@ describe('web chat in a browser', () => {
     await page.reload();
     await connected(page);
     await page.waitForSelector('#log .msg.reply .md h1');
-    // The libraries come from berth itself, cacheable, named by their content.
+    // The libraries and the page's own script and style come from berth itself, cacheable, named by their content; nothing is inline.
     const assets = await page.$$eval('script[src]', (els) => els.map((e) => e.getAttribute('src') ?? ''));
-    expect(assets).toEqual([expect.stringMatching(/^\/chat\/assets\/marked-[0-9a-f]{12}\.js$/), expect.stringMatching(/^\/chat\/assets\/purify-[0-9a-f]{12}\.js$/)]);
+    expect(assets).toEqual([expect.stringMatching(/^\/chat\/assets\/marked-[0-9a-f]{12}\.js$/), expect.stringMatching(/^\/chat\/assets\/purify-[0-9a-f]{12}\.js$/), expect.stringMatching(/^\/chat\/assets\/chat-[0-9a-f]{12}\.js$/)]);
+    expect(await page.$$eval('link[rel=stylesheet]', (els) => els.map((e) => e.getAttribute('href')))).toEqual([expect.stringMatching(/^\/chat\/assets\/chat-[0-9a-f]{12}\.css$/)]);
+    expect(await page.$$eval('script:not([src]), style', (els) => els.length)).toBe(0);
     const res = await fetch(`${base}${assets[0]}`);
     expect([res.status, res.headers.get('content-type'), res.headers.get('cache-control')]).toEqual([200, 'text/javascript; charset=utf-8', 'public, max-age=31536000, immutable']);
     // The one complaint: the page's CSP refusing the handler the answer carried (as DOMPurify parsed it, inert).
