@@ -51,7 +51,7 @@ export type WebServerMessage =
   | { type: 'session'; session_id: string }
   | { type: 'level'; session_id: string; permission_level: PermissionLevel }
   | { type: 'approval'; session_id: string; approval: ApprovalView }
-  | { type: 'approval_answered'; session_id: string; id: string; decision: ApprovalDecision; by: string }
+  | { type: 'approval_answered'; session_id: string; id: string; decision: ApprovalDecision; by: string; at: string }
   | { type: 'error'; code: ErrorCode; field?: string; message: string; id?: string };
 
 export const ChatSessionViewSchema = z.object({

@@ -190,6 +190,15 @@ export function createWebChat(deps: {
     return session;
   }
 
+  /** An entry of a run's session, kept unless the session went meanwhile; never throws (called from the egress proxy). */
+  const keep = (a: WebLogin & { session: string }, entry: Omit<TranscriptEntry, 'at'>) => {
+    try {
+      if (sessionThere(a)) transcripts.append(a.project, a.session, entry);
+    } catch (err) {
+      log.warn({ err: String(err).slice(0, 200), session: a.session }, 'chat transcript: entry not kept');
+    }
+  };
+
   const transport: ChatTransport = {
     name: 'web',
     async send(chat, text, reply) {
@@ -223,7 +232,16 @@ export function createWebChat(deps: {
     approval(chat, event) {
       const a = parseAddress(chat); // called from the egress proxy: never throws
       if (!a) return;
-      push(a, event.type === 'asked' ? { type: 'approval', session_id: a.session, approval: event.approval } : { type: 'approval_answered', session_id: a.session, id: event.id, decision: event.decision, by: event.by });
+      // The card and its answer stay in the history: after a reload the person still sees who allowed what, and when.
+      if (event.type === 'asked') {
+        const { id, kind, target, approver, asked_at, expires_at } = event.approval;
+        keep(a, { role: 'approval', text: `asked to reach ${target}`, approval: { id, kind, target, approver, asked_at, expires_at } });
+        push(a, { type: 'approval', session_id: a.session, approval: event.approval });
+        return;
+      }
+      const answer = { id: event.id, decision: event.decision, by: event.by, at: event.at ?? new Date().toISOString() };
+      keep(a, { role: 'answer', text: `${event.decision} (${event.by})`, answer });
+      push(a, { type: 'approval_answered', session_id: a.session, ...answer });
     },
     projectOf: (chat) => parseAddress(chat)?.project,
     newSession(chat) {
