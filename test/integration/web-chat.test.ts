@@ -277,7 +277,11 @@ describe('web chat in a browser', () => {
       return steps?.textContent?.includes('sleep 1') && steps.textContent.includes('running…') ? { replies: document.querySelectorAll('#log .msg.reply').length } : undefined;
     });
     expect(((await running.jsonValue()) as { replies: number }).replies).toBe(0);
-    expect(await nthReply(page, 1)).toBe('one\ntwo');
+    // stdout and, marked apart, the shell's stderr (its trace taken out); their relative order is the two pipes'.
+    await nthReply(page, 1);
+    const streams = await page.$$eval('#log .msg.reply pre > *', (els) => els.map((e) => [e.className, e.textContent]));
+    expect(streams.filter(([c]) => c === 'stdout').map(([, t]) => t).join('')).toBe('one\ntwo\n');
+    expect(streams.filter(([c]) => c === 'stderr')).toEqual([['stderr', 'ls: /nope: No such file or directory\n']]);
     const shown = () => page.$$eval('#log .msg.steps .step', (els) => els.map((e) => [e.className, e.querySelector('.tool')?.textContent, e.querySelector('.tool + span')?.textContent]));
     expect(await shown()).toEqual([
       ['step ended', '· sh', 'echo one'],
@@ -320,7 +324,7 @@ describe('web chat in a browser', () => {
     });
     expect(md).toMatchObject({ h1: 'Plan', items: 2, strong: 'two', link: ['https://example.com/x', '_blank', 'noopener noreferrer'], code: 'code here\n', copy: 'Copy' });
     expect(md.html).not.toMatch(/<script|<img|onerror|javascript:/i);
-    expect(await page.title()).toBe('berth chat'); // nothing the answer carried ran
+    expect(await page.title()).toBe('md · berth chat'); // nothing the answer carried ran (the page names the project)
     await page.click('#log .msg.reply .md pre button.copy');
     await page.waitForFunction(() => document.querySelector('#log .msg.reply .md pre button.copy')?.textContent === 'Copied');
     await screenshot(page, 'web-chat-markdown-answer');

@@ -8,14 +8,15 @@ import { chatAssets } from './assets.js';
  * marked and sanitized by DOMPurify before it is shown. Wire shapes: src/bridges/web-protocol.ts.
  */
 const BODY = `<div id="app">
-<header><h1>berth chat</h1><span id="who"></span>
-<label>Session <select id="session" aria-label="session"></select></label><button id="new" type="button">New session</button><button id="rename" type="button">Rename</button><button id="delete" type="button">Delete session</button>
-<label>Level <select id="level" aria-label="permission level"><option value="low">low</option><option value="medium">medium</option><option value="high">high</option></select></label>
-<span id="status"></span></header>
+<header><div class="brand"><span class="logo" aria-hidden="true">b</span><div class="brand-text"><h1 id="title">berth chat</h1><span id="who"></span></div></div>
+<div class="controls"><label class="session"><span class="label">Session</span><select id="session" aria-label="session"></select></label><button id="new" type="button" title="Start a new conversation" aria-label="New session">New</button><button id="rename" type="button" title="Name this conversation">Rename</button><button id="delete" type="button" title="Delete this conversation" aria-label="Delete session">Delete</button>
+<label><span class="label">Level</span><select id="level" aria-label="permission level"><option value="low">low</option><option value="medium">medium</option><option value="high">high</option></select></label></div>
+<span id="status" role="status"></span></header>
 <div id="alert" role="alert"></div>
 <main id="log" aria-live="polite"></main>
+<div id="empty" hidden><h2>Start a conversation</h2><p>Your agent works in this project's files, in its own container. Ask it to do something, for example <code>ls -la</code>, or type <code>/help</code> for the chat's commands.</p></div>
 <div id="typing"></div>
-<form id="composer"><textarea id="input" aria-label="message" placeholder="Message your agent (/help for commands)"></textarea><button id="send" type="submit" disabled>Send</button></form>
+<form id="composer"><textarea id="input" rows="1" aria-label="message" placeholder="Message your agent…"></textarea><button id="send" type="submit" disabled>Send</button></form>
 </div>
 <div id="out" hidden><h1>berth chat</h1><p>You are not logged in. <span id="why"></span></p><p>Open the chat link your admin gave you: it logs this browser in, once. If you used it already, or it expired, ask the admin for a new one.</p></div>`;
 
@@ -35,15 +36,17 @@ export function chatPage(host: string | undefined): { html: string; headers: Rec
 }
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
-const plainPage = (body: string) => `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth chat</title></head><body><h1>berth chat</h1>${body}</body></html>`;
+/** A login page: the chat's own stylesheet (no script), one card. */
+const plainPage = (body: string) =>
+  `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth chat</title><link rel="stylesheet" href="${chatAssets().style.path}"></head><body><main class="card"><h1><span class="logo" aria-hidden="true">b</span>berth chat</h1>${body}</main></body></html>`;
 
 /**
- * The login pages (/chat/login): no script, no style, a form that may post to this origin only,
+ * The login pages (/chat/login): no script, the chat's stylesheet, a form that may post to this origin only,
  * never framed. Referrer policy same-origin, not no-referrer: with no-referrer the browser sends
  * "Origin: null" on the form's POST, and the login could not tell its own page from a stranger's.
  */
 export const LOGIN_PAGE_HEADERS: Record<string, string> = {
-  'content-security-policy': "default-src 'none'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'content-security-policy': "default-src 'none'; style-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
   'referrer-policy': 'same-origin',
   'cache-control': 'no-store',
   'x-content-type-options': 'nosniff',

@@ -1,12 +1,13 @@
 import type { ApprovalDecision, ApprovalView } from '../../../store/approvals.js';
 import { showError } from './api.js';
-import { $, state } from './state.js';
+import { appendToLog } from './render.js';
+import { state } from './state.js';
 
 const CHOICES: Array<[ApprovalDecision, string]> = [['once', 'Allow once'], ['session', 'Allow for this session'], ['deny', 'Deny']];
 const ANSWERED: Record<string, string> = { once: 'Allowed for this message', session: 'Allowed for this conversation', deny: 'Denied' };
 
 /** The agent asks for a host outside the project's allowlist: the person answers here (or is told the operator was asked). */
-export function showApproval(a: ApprovalView): void {
+export function showApproval(a: Pick<ApprovalView, 'id' | 'kind' | 'target' | 'approver' | 'asked_at' | 'expires_at'>): void {
   if (a.kind !== 'egress' || document.getElementById('approval-' + a.id)) return;
   const el = document.createElement('div');
   el.className = 'msg approval';
@@ -14,6 +15,7 @@ export function showApproval(a: ApprovalView): void {
   el.setAttribute('role', 'group');
   el.setAttribute('aria-label', 'your agent asks to reach ' + a.target);
   const what = document.createElement('p');
+  what.className = 'ask';
   what.append('Your agent wants to reach ');
   const host = document.createElement('strong');
   host.textContent = a.target;
@@ -39,8 +41,7 @@ export function showApproval(a: ApprovalView): void {
     when.textContent = 'No answer within ' + mins + ' min: denied.';
   }
   el.append(when);
-  $('log').append(el);
-  el.scrollIntoView({ block: 'end' });
+  appendToLog(el);
 }
 
 function answerApproval(id: string, decision: ApprovalDecision, el: HTMLElement): void {
@@ -49,11 +50,20 @@ function answerApproval(id: string, decision: ApprovalDecision, el: HTMLElement)
   state.ws.send(JSON.stringify({ type: 'approve', id, decision }));
 }
 
-/** An answer (or the end of waiting): the card's buttons give way to what happened. */
-export function settleApproval(m: { id: string; decision?: string; by?: string; text?: string }): void {
+/** Who answered, in the person's words: "you", "the operator", another person's name. */
+function answerer(by: string): string | undefined {
+  if (by === 'timeout' || by === 'berth') return undefined;
+  if (by === 'operator') return 'the operator';
+  return by === 'tenant:' + state.me?.tenant ? 'you' : by.replace(/^tenant:(web:)?/, '');
+}
+
+const clock = (iso: string) => new Date(iso).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+
+/** An answer (or the end of waiting): the card's buttons give way to what happened, who answered and when; the card stays. */
+export function settleApproval(m: { id: string; decision?: string; by?: string; at?: string; text?: string }): void {
   state.approvals.delete(m.id);
   const el = document.getElementById('approval-' + m.id);
-  if (!el) return;
+  if (!el || el.classList.contains('settled')) return;
   const outcome = document.createElement('p');
   outcome.className = 'outcome';
   outcome.setAttribute('role', 'status');
@@ -68,6 +78,14 @@ export function settleApproval(m: { id: string; decision?: string; by?: string; 
   if (choices) choices.replaceWith(outcome);
   else el.querySelector('.when')?.replaceWith(outcome);
   el.querySelector('.when')?.remove();
+  const who = m.by ? answerer(m.by) : undefined;
+  if (who || m.at) {
+    const by = document.createElement('p');
+    by.className = 'by';
+    by.textContent = [who && 'by ' + who, m.at && 'at ' + clock(m.at)].filter(Boolean).join(' ');
+    outcome.after(by);
+  }
+  el.classList.add('settled', m.decision === 'deny' || m.by === 'timeout' || m.by === 'berth' || m.text ? 'denied' : 'allowed');
 }
 
 /** A card answered too late (answered already, timed out, its run ended) waits no more; another error gives its buttons back. */

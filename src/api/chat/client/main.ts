@@ -1,6 +1,6 @@
 import { api, loggedOut, showAny } from './api.js';
 import { deleteSession, loadSessions, newSession, renameSession, selectSession, syncLevel } from './sessions.js';
-import { connect, send } from './socket.js';
+import { connect, growInput, send } from './socket.js';
 import { $, $input, $select, key, state } from './state.js';
 
 /**
@@ -15,6 +15,8 @@ async function boot(): Promise<void> {
     return;
   }
   $('who').textContent = state.me!.user + ' @ ' + state.me!.project;
+  $('title').textContent = state.me!.project;
+  document.title = state.me!.project + ' · berth chat';
   await loadSessions();
   let pick = localStorage.getItem(key('session'));
   if (!state.sessions.some((s) => s.id === pick)) pick = state.sessions[state.sessions.length - 1]?.id ?? null;
@@ -32,6 +34,8 @@ async function boot(): Promise<void> {
   $input('input').onkeydown = (ev) => {
     if (ev.key === 'Enter' && !ev.shiftKey) send(ev);
   };
+  // The box grows with what is typed, up to its CSS max-height.
+  $input('input').oninput = () => growInput();
   connect();
 }
 

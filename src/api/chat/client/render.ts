@@ -74,9 +74,23 @@ export function add(role: Role, text: string, format?: 'markdown' | 'text', outp
     pre.textContent = text;
     el.append(pre);
   }
+  appendToLog(el);
+  return el;
+}
+
+/** A new part of the conversation, at its end (the empty state gives way), in view. */
+export function appendToLog(el: HTMLElement): void {
+  document.getElementById('empty-state')?.remove();
   $('log').append(el);
   el.scrollIntoView({ block: 'end' });
-  return el;
+}
+
+/** A conversation with nothing in it yet says what to do. */
+export function showEmpty(): void {
+  const empty = $('empty').cloneNode(true) as HTMLElement;
+  empty.id = 'empty-state';
+  empty.hidden = false;
+  $('log').replaceChildren(empty);
 }
 
 /** Where the level changes in a conversation (and what it starts at): a note before the message. */
@@ -85,6 +99,7 @@ export function noteLevel(level: string | undefined): void {
   const el = document.createElement('div');
   el.className = 'msg note';
   el.textContent = (state.lastLevel ? 'level changed to ' : 'level ') + level;
+  document.getElementById('empty-state')?.remove();
   $('log').append(el);
   state.lastLevel = level;
 }

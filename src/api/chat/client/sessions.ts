@@ -1,8 +1,8 @@
 import type { ChatSessionView } from '../../../bridges/web-protocol.js';
 import type { TranscriptEntry } from '../../../store/chat-transcripts.js';
 import { api, showError } from './api.js';
-import { showApproval } from './approvals.js';
-import { add, noteLevel } from './render.js';
+import { settleApproval, showApproval } from './approvals.js';
+import { add, noteLevel, showEmpty } from './render.js';
 import { addSteps } from './steps.js';
 import { $, $select, key, state } from './state.js';
 
@@ -77,10 +77,15 @@ export async function selectSession(id: string): Promise<void> {
   const { entries } = await api<{ entries: TranscriptEntry[] }>('GET', '/chat/api/sessions/' + encodeURIComponent(id) + '/history');
   $('log').replaceChildren();
   state.lastLevel = null;
+  if (!entries.length) showEmpty();
   for (const e of entries) {
-    if (e.role === 'user') noteLevel(e.level);
-    if (e.steps && e.steps.length) addSteps(e.steps);
-    add(e.role, e.text, e.format, e.output, e.exit);
+    if (e.role === 'approval' && e.approval) showApproval(e.approval);
+    else if (e.role === 'answer' && e.answer) settleApproval(e.answer);
+    else if (e.role === 'user' || e.role === 'reply') {
+      if (e.role === 'user') noteLevel(e.level);
+      if (e.steps && e.steps.length) addSteps(e.steps);
+      add(e.role, e.text, e.format, e.output, e.exit);
+    }
   }
   for (const a of state.approvals.values()) if (a.session === id) showApproval(a);
   $('typing').textContent = '';

@@ -8,6 +8,14 @@ import { $, $input, $select, key, state } from './state.js';
 
 function setStatus(text: string): void {
   $('status').textContent = text;
+  $('status').classList.toggle('on', text === 'connected');
+}
+
+/** The message box fits what is in it (one line when empty). */
+export function growInput(): void {
+  const input = $input('input');
+  input.style.height = 'auto';
+  input.style.height = input.scrollHeight + 'px';
 }
 
 export function updateSend(): void {
@@ -117,5 +125,6 @@ export function send(ev: Event): void {
   add('user', input);
   state.ws.send(JSON.stringify({ type: 'run', id, session_id: state.session, permission_level: $select('level').value, input }));
   $input('input').value = '';
+  growInput();
   updateSend();
 }

@@ -1,25 +1,34 @@
 import type { ProgressStep } from '../../../runs/agent-progress.js';
 import type { RunStep } from '../../../store/run-log.js';
-import { $, state } from './state.js';
+import { appendToLog } from './render.js';
+import { state } from './state.js';
 
-/** The agent's steps for the message in flight (live), or for a reply from the history (folded). */
+/** The agent's steps for the message in flight (live, open), or for a reply from the history (folded): a list under one line. */
 function stepsBox(live: boolean): HTMLElement {
   if (live) {
-    let el = document.querySelector<HTMLElement>('#log .msg.steps.current');
-    if (el) return el;
-    el = document.createElement('div');
-    el.className = 'msg steps current';
+    const current = document.querySelector<HTMLElement>('#log .msg.steps.current');
+    if (current) return current;
+  }
+  const el = document.createElement('details');
+  el.className = live ? 'msg steps current' : 'msg steps';
+  el.append(document.createElement('summary'));
+  if (live) {
+    el.open = true;
     el.setAttribute('role', 'log');
     el.setAttribute('aria-live', 'polite');
     el.setAttribute('aria-label', 'what the agent is doing');
-    $('log').append(el);
     state.steps = new Map();
-    return el;
   }
-  const el = document.createElement('details');
-  el.className = 'msg steps';
-  $('log').append(el);
+  appendToLog(el);
   return el;
+}
+
+/** "4 steps (some failed)"; "working: 2 steps" while the message is in flight. */
+function countSteps(box: HTMLElement, live: boolean): void {
+  const steps = box.querySelectorAll('.step');
+  const failed = box.querySelector('.step.failed') !== null;
+  const words = steps.length + (steps.length === 1 ? ' step' : ' steps') + (failed ? ' (some failed)' : '');
+  box.querySelector('summary')!.textContent = live ? (steps.length ? 'working: ' + words : 'working…') : words;
 }
 
 type Step = ProgressStep | RunStep;
@@ -57,6 +66,7 @@ export function onStep(step: ProgressStep): void {
     box.append(el);
   }
   renderStep(el, step);
+  countSteps(box, true);
   el.scrollIntoView({ block: 'end' });
 }
 
@@ -64,29 +74,33 @@ export function onNote(text: string): void {
   const el = document.createElement('div');
   el.className = 'agent-note';
   el.textContent = text;
-  stepsBox(true).append(el);
+  const box = stepsBox(true);
+  box.append(el);
+  countSteps(box, true);
   el.scrollIntoView({ block: 'end' });
 }
 
 /** A reply's steps from the history: folded under a count. */
 export function addSteps(steps: RunStep[]): void {
   const box = stepsBox(false);
-  const summary = document.createElement('summary');
-  summary.textContent = steps.length + (steps.length === 1 ? ' step' : ' steps') + (steps.some((s) => s.state === 'failed') ? ' (some failed)' : '');
-  box.append(summary);
   for (const step of steps) {
     const el = document.createElement('div');
     renderStep(el, step);
     box.append(el);
   }
+  countSteps(box, false);
 }
 
-/** The answer arrived: the live steps stay above it, without the agent's last words (the answer shows them once, below). */
+/** The answer arrived: the steps fold above it, without the agent's last words (the answer shows them once, below). */
 export function closeLiveSteps(answer: string): void {
-  const steps = document.querySelector('#log .msg.steps.current');
+  const steps = document.querySelector<HTMLDetailsElement>('#log .msg.steps.current');
   if (!steps) return;
   steps.classList.remove('current');
+  steps.removeAttribute('aria-live');
   const last = steps.lastElementChild;
   if (last && last.className === 'agent-note' && (last.textContent ?? '').trim() === answer.trim()) last.remove();
-  if (!steps.firstChild) steps.remove();
+  if (!steps.querySelector('.step, .agent-note')) return steps.remove();
+  countSteps(steps, false);
+  // Only steps fold: the agent's notes on the way are part of what it said.
+  if (!steps.querySelector('.agent-note')) steps.open = false;
 }
