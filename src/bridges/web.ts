@@ -7,7 +7,7 @@ import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import { tenantActor, withActor } from '../admin/audit-trail.js';
 import { BerthError, isBerthError } from '../base/errors.js';
 import { tenantOfChatUser, type ChatLogin } from '../store/chat-links.js';
-import { openChatTranscripts, type TranscriptEntry } from '../store/chat-transcripts.js';
+import type { TranscriptEntry } from '../store/chat-transcripts.js';
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
 import { changeLevel, type CommandContext } from './commands.js';
@@ -16,6 +16,7 @@ import type { Metrics } from '../base/metrics.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
 import { levelAsker } from './approval-words.js';
 import type { ChatSessionView, WebRunMessage, WebServerMessage } from './web-protocol.js';
+import { approvalForWeb, openWebHistory } from './web-history.js';
 import type { ApprovalDecision } from '../store/approvals.js';
 import type { Approvals } from '../outbound/approvals.js';
 
@@ -99,10 +100,10 @@ export function createWebChat(deps: {
   const { admin } = deps;
   const inbox = openInbox(deps.bridgeDir, 'web');
   const state = openBridgeState(deps.bridgeDir, 'web');
-  const transcripts = openChatTranscripts(deps.stateDir);
   // Keyed by "<project>/<user>": a Map, never an object's properties.
   const clients = new Map<string, Set<WebClient>>();
   const log = deps.logger.child({ bridge: 'web' });
+  const history = openWebHistory({ stateDir: deps.stateDir, admin, log });
 
   const push = (login: WebLogin, message: WebServerMessage) => {
     for (const client of clients.get(`${login.project}/${login.user}`) ?? []) client.push(message);
@@ -138,15 +139,6 @@ export function createWebChat(deps: {
     }
   }
 
-  /** The session is still there (a reply for one deleted meanwhile is shown, never written: its transcript went with it). */
-  const sessionThere = (a: WebLogin & { session: string }) => {
-    try {
-      admin.getSession(a.project, a.session);
-      return true;
-    } catch {
-      return false;
-    }
-  };
   const addressed = (chat: string) => {
     const a = parseAddress(chat);
     if (!a) throw new BerthError('INTERNAL', 'not a web chat address');
@@ -190,15 +182,6 @@ export function createWebChat(deps: {
     return session;
   }
 
-  /** An entry of a run's session, kept unless the session went meanwhile; never throws (called from the egress proxy). */
-  const keep = (a: WebLogin & { session: string }, entry: Omit<TranscriptEntry, 'at'>) => {
-    try {
-      if (sessionThere(a)) transcripts.append(a.project, a.session, entry);
-    } catch (err) {
-      log.warn({ err: String(err).slice(0, 200), session: a.session }, 'chat transcript: entry not kept');
-    }
-  };
-
   const transport: ChatTransport = {
     name: 'web',
     async send(chat, text, reply) {
@@ -209,7 +192,7 @@ export function createWebChat(deps: {
       // On disk before it is pushed: a person who closed the tab sees the answer when they come back.
       const format = chatFormatOf(admin.getProjectMetadata(a.project));
       const output = reply?.output?.length ? { output: reply.output, ...(reply.exit !== undefined ? { exit: reply.exit } : {}) } : {};
-      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text, format, ...(reply?.steps?.length ? { steps: reply.steps } : {}), ...output });
+      history.keep(a, { role: 'reply', text, format, ...(reply?.steps?.length ? { steps: reply.steps } : {}), ...output });
       push(a, { type: 'reply', session_id: a.session, text, format, ...output });
     },
     async typing(chat, on) {
@@ -232,16 +215,9 @@ export function createWebChat(deps: {
     approval(chat, event) {
       const a = parseAddress(chat); // called from the egress proxy: never throws
       if (!a) return;
-      // The card and its answer stay in the history: after a reload the person still sees who allowed what, and when.
-      if (event.type === 'asked') {
-        const { id, kind, target, approver, asked_at, expires_at } = event.approval;
-        keep(a, { role: 'approval', text: `asked to reach ${target}`, approval: { id, kind, target, approver, asked_at, expires_at } });
-        push(a, { type: 'approval', session_id: a.session, approval: event.approval });
-        return;
-      }
-      const answer = { id: event.id, decision: event.decision, by: event.by, at: event.at ?? new Date().toISOString() };
-      keep(a, { role: 'answer', text: `${event.decision} (${event.by})`, answer });
-      push(a, { type: 'approval_answered', session_id: a.session, ...answer });
+      const { entry, message } = approvalForWeb(event, a.session, new Date().toISOString());
+      history.keepQuietly(a, entry);
+      push(a, message);
     },
     projectOf: (chat) => parseAddress(chat)?.project,
     newSession(chat) {
@@ -325,7 +301,7 @@ export function createWebChat(deps: {
     },
     history(login, id) {
       ownSession(login, id);
-      return transcripts.read(login.project, id);
+      return history.read({ project: login.project, session: id });
     },
     setLevel,
     rename,
@@ -345,7 +321,7 @@ export function createWebChat(deps: {
       if (outcome === 'accepted') {
         // Before its turn can come (the lane takes it in a later tick).
         credentials.set(inboxId(login, message.id), credential ?? null);
-        transcripts.append(login.project, message.session_id, { role: 'user', text: message.input, id: message.id, level: message.permission_level });
+        history.sent({ project: login.project, session: message.session_id }, { role: 'user', text: message.input, id: message.id, level: message.permission_level });
       }
       log.info({ project: login.project, session: message.session_id, outcome }, 'web chat message');
       return outcome;
