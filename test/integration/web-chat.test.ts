@@ -207,8 +207,11 @@ describe('web chat in a browser', () => {
 
     // The page's Delete button removes the shown session (after asking), and shows the other one.
     const shown = await page.inputValue('#session');
-    page.once('dialog', (d) => void d.accept());
     await page.click('#delete');
+    // The page's own question box, not the browser's confirm().
+    expect(await page.textContent('#ask[open] #ask-text')).toMatch(/^Delete this conversation\?/);
+    expect(await page.isVisible('#ask-input')).toBe(false);
+    await page.click('#ask-ok');
     await page.waitForFunction(() => document.querySelectorAll('#session option').length === 1);
     expect(await page.inputValue('#session')).toBe(options[0]);
     expect(h.berth.admin.listSessions(DEMO_PROJECT, 'web:bob').map((s) => s.id)).toEqual(options);
@@ -246,8 +249,10 @@ describe('web chat in a browser', () => {
     await send(page, 'echo  planning   the release\necho second line');
     expect(await nthReply(page, 1)).toBe('planning the release\nsecond line');
     await page.waitForFunction(() => /^echo planning the release · medium · just now$/.test((document.querySelector('#session') as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]?.textContent ?? ''));
-    page.once('dialog', (d) => void d.accept('Release plan'));
     await page.click('#rename');
+    await page.fill('#ask[open] #ask-input', 'Release plan');
+    await screenshot(page, 'web-chat-rename-dialog');
+    await page.press('#ask-input', 'Enter');
     await page.waitForFunction(() => ((document.querySelector('#session') as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]?.textContent ?? '').startsWith('Release plan · '));
     expect(h.berth.admin.getSession(DEMO_PROJECT, id).title).toBe('Release plan');
     await page.reload();

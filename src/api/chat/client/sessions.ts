@@ -2,6 +2,7 @@ import type { ChatSessionView } from '../../../bridges/web-protocol.js';
 import type { TranscriptEntry } from '../../../store/chat-transcripts.js';
 import { api, showError } from './api.js';
 import { settleApproval, showApproval } from './approvals.js';
+import { ask } from './dialog.js';
 import { add, noteLevel, showEmpty } from './render.js';
 import { addSteps } from './steps.js';
 import { $, $select, key, state } from './state.js';
@@ -33,7 +34,7 @@ export async function loadSessions(): Promise<void> {
 export async function renameSession(): Promise<void> {
   const id = state.session!;
   const current = state.sessions.find((s) => s.id === id)?.title || '';
-  const title = prompt('Name this conversation', current);
+  const title = await ask({ text: 'Name this conversation', ok: 'Rename', value: current });
   if (title === null || title.trim() === current) return;
   await api('PUT', '/chat/api/sessions/' + encodeURIComponent(id), { title });
   showError(null);
@@ -99,7 +100,9 @@ export async function newSession(): Promise<void> {
 
 export async function deleteSession(): Promise<void> {
   const id = state.session;
-  if (!id || !confirm('Delete this conversation? Its history and what the agent remembers of it go; your files stay.')) return;
+  if (!id) return;
+  const sure = await ask({ text: 'Delete this conversation? Its history and what the agent remembers of it go; your files stay.', ok: 'Delete', danger: true });
+  if (sure === null) return;
   await api('DELETE', '/chat/api/sessions/' + encodeURIComponent(id));
   localStorage.removeItem(key('level:' + id));
   state.session = null;
