@@ -15,7 +15,7 @@ import type { ChatTransport } from './chat-transport.js';
 import type { Metrics } from '../base/metrics.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
 import { levelAsker } from './approval-words.js';
-import type { ChatSessionView, WebRunMessage, WebServerMessage } from './web-protocol.js';
+import { agentKindOf, type AgentKind, type ChatSessionView, type WebRunMessage, type WebServerMessage } from './web-protocol.js';
 import { approvalForWeb, openWebHistory } from './web-history.js';
 import type { ApprovalDecision } from '../store/approvals.js';
 import type { Approvals } from '../outbound/approvals.js';
@@ -38,6 +38,7 @@ export interface WebClient {
 
 const MAX_SOCKETS_PER_USER = 8;
 
+const whoOf = ({ project, user }: WebLogin): WebLogin => ({ project, user });
 const addressOf = (login: WebLogin, session: string) => `${login.project}/${login.user}/${session}`;
 function parseAddress(chat: string): (WebLogin & { session: string }) | undefined {
   const [project, user, session, ...rest] = chat.split('/');
@@ -65,6 +66,8 @@ export interface WebChat {
   /** Opening a chat link (it is used up): the credential for the cookie, and when it ends. */
   login(linkToken: string): { credential: string; expires_at: string };
   loginOf(credential: string): WebLogin;
+  /** What the person's agent is (the project's preset; "custom" for its own argv): the page's empty state says so. */
+  agentOf(login: WebLogin): AgentKind;
   sessions(login: WebLogin): ChatSessionView[];
   /** A new session of the person's: LIMIT_REACHED past bridges.web.max_sessions_per_user or new_sessions_per_minute. */
   newSession(login: WebLogin): ChatSessionView;
@@ -280,18 +283,13 @@ export function createWebChat(deps: {
     core,
     inbox,
     state,
-    peekLink(linkToken) {
-      const { project, user } = admin.peekChatLink(linkToken);
-      return { project, user };
-    },
+    peekLink: (linkToken) => whoOf(admin.peekChatLink(linkToken)),
     login(linkToken) {
       const { credential, expires_at } = admin.openChatLink(linkToken);
       return { credential, expires_at };
     },
-    loginOf(credential) {
-      const { project, user } = admin.chatLoginOf(credential);
-      return { project, user };
-    },
+    loginOf: (credential) => whoOf(admin.chatLoginOf(credential)),
+    agentOf: (login) => agentKindOf(admin.getProjectMetadata(login.project).agent),
     sessions: (login) => admin.listSessions(login.project, tenantOfChatUser(login.user)).map(viewOfSession),
     newSession: (login) => viewOfSession(createSession(login)),
     deleteSession(login, id) {

@@ -92,6 +92,8 @@ describe('the web chat looks like a product', () => {
     expect(await page.title()).toBe(`${DEMO_PROJECT} · berth chat`);
     // A new conversation says what to do.
     expect(await page.isVisible('#log #empty-state')).toBe(true);
+    // ... from the project's agent preset: the demo's is a shell.
+    expect(await page.textContent('#log #empty-state .what')).toMatch(/^This agent is a shell: it runs your message as a command \(sh -c\).*Try ls -la/);
     expect(await page.textContent('#log #empty-state')).toContain('/help');
     await screenshot(page, 'web-chat-look-1280-empty');
     // The link again (used up), on a phone: the refusal is a card as well, and fits.

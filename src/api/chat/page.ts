@@ -14,7 +14,7 @@ const BODY = `<div id="app">
 <span id="status" role="status"></span></header>
 <div id="alert" role="alert"></div>
 <main id="log" aria-live="polite"></main>
-<div id="empty" hidden><h2>Start a conversation</h2><p>Your agent works in this project's files, in its own container. Ask it to do something, for example <code>ls -la</code>, or type <code>/help</code> for the chat's commands.</p></div>
+<div id="empty" hidden><h2>Start a conversation</h2><p class="what">Your agent works in this project's files, in its own container.</p><p>Type <code>/help</code> for the chat's commands.</p></div>
 <div id="typing"></div>
 <dialog id="ask" aria-labelledby="ask-text"><p id="ask-text"></p><input id="ask-input" aria-label="name" maxlength="200" autocomplete="off"><div class="dialog-buttons"><button id="ask-cancel" type="button">Cancel</button><button id="ask-ok" type="button">OK</button></div></dialog>
 <form id="composer"><textarea id="input" rows="1" aria-label="message" placeholder="Message your agent…"></textarea><button id="send" type="submit" disabled>Send</button></form>

@@ -1,4 +1,5 @@
 import { api, loggedOut, showAny } from './api.js';
+import { describeAgent } from './render.js';
 import { deleteSession, loadSessions, newSession, renameSession, selectSession, syncLevel } from './sessions.js';
 import { connect, growInput, send } from './socket.js';
 import { $, $input, $select, key, state } from './state.js';
@@ -16,6 +17,7 @@ async function boot(): Promise<void> {
   }
   $('who').textContent = state.me!.user + ' @ ' + state.me!.project;
   $('title').textContent = state.me!.project;
+  describeAgent(state.me!.agent);
   document.title = state.me!.project + ' · berth chat';
   await loadSessions();
   let pick = localStorage.getItem(key('session'));

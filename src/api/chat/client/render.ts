@@ -1,3 +1,4 @@
+import type { AgentKind } from '../../../bridges/web-protocol.js';
 import type { OutputSegment } from '../../../store/chat-transcripts.js';
 import { $, state } from './state.js';
 
@@ -83,6 +84,22 @@ export function appendToLog(el: HTMLElement): void {
   document.getElementById('empty-state')?.remove();
   $('log').append(el);
   el.scrollIntoView({ block: 'end' });
+}
+
+const CODING_AGENT = { claude: 'Claude Code', codex: 'Codex', droid: "Factory's Droid" } as const;
+
+/** What the empty state says the agent is and what to try (the project's agent preset). */
+export function describeAgent(agent: AgentKind): void {
+  const what = document.querySelector('#empty .what');
+  if (!what) return;
+  const code = (text: string) => Object.assign(document.createElement('code'), { textContent: text });
+  if (agent === 'shell') {
+    what.replaceChildren("This agent is a shell: it runs your message as a command (sh -c) in the project's folder, inside its own container. Try ", code('ls -la'), ' or ', code('echo hello > notes.txt'), '.');
+  } else if (agent === 'custom') {
+    what.textContent = "This agent is the project's own program: your message is its input. It works in the project's folder, inside its own container.";
+  } else {
+    what.textContent = `This agent is ${CODING_AGENT[agent]}, a coding agent that works in the project's folder, inside its own container. Ask in plain words, for example "what is in this folder?"`;
+  }
 }
 
 /** A conversation with nothing in it yet says what to do. */

@@ -1,9 +1,9 @@
 import type { ApprovalView } from '../../../store/approvals.js';
-import type { ChatSessionView } from '../../../bridges/web-protocol.js';
+import type { ChatMe, ChatSessionView } from '../../../bridges/web-protocol.js';
 
 /** What the page holds between events: who is logged in, the shown session, the socket, the message in flight. */
 export interface ChatState {
-  me: { project: string; user: string; tenant: string } | null;
+  me: ChatMe | null;
   session: string | null;
   sessions: ChatSessionView[];
   ws: WebSocket | null;
