@@ -43,7 +43,12 @@ const builtFile = (page: PageName, ext: 'js' | 'css') => fileURLToPath(new URL(`
 
 function bundleFromSource(page: PageName): { js: string; css: string } {
   // Only from source: dist/ has its bundles, and esbuild is a build tool, not a dependency.
-  const esbuild = createRequire(import.meta.url)('esbuild') as typeof import('esbuild');
+  let esbuild: typeof import('esbuild');
+  try {
+    esbuild = createRequire(import.meta.url)('esbuild') as typeof import('esbuild');
+  } catch {
+    throw new Error(`the ${page} page's bundle is missing (${builtFile(page, 'js')}) and esbuild is not installed to make it: run "npm run build"`);
+  }
   const out = esbuild.buildSync({ ...bundleOptions(page), write: false, outdir: '/pages' });
   const text = (ext: string) => out.outputFiles.find((f) => f.path.endsWith(ext))?.text ?? '';
   return { js: text('.js'), css: text('.css') };
