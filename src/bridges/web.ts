@@ -7,14 +7,14 @@ import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import { tenantActor, withActor } from '../admin/audit-trail.js';
 import { BerthError, isBerthError } from '../base/errors.js';
 import { tenantOfChatUser, type ChatLogin } from '../store/chat-links.js';
-import { openChatTranscripts, type TranscriptEntry } from '../store/chat-transcripts.js';
+import { openChatTranscripts, type TranscriptApproval, type TranscriptEntry } from '../store/chat-transcripts.js';
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
 import { changeLevel, type CommandContext } from './commands.js';
 import type { ChatTransport } from './chat-transport.js';
 import type { Metrics } from '../base/metrics.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
-import { levelAsker } from './approval-words.js';
+import { approvalOutcome, approvalUnreachable, levelAsker } from './approval-words.js';
 import type { ChatSessionView, WebRunMessage, WebServerMessage } from './web-protocol.js';
 import type { ApprovalDecision } from '../store/approvals.js';
 import type { Approvals } from '../outbound/approvals.js';
@@ -190,6 +190,15 @@ export function createWebChat(deps: {
     return session;
   }
 
+  /** An approval's record in the session's transcript (never throws: the egress proxy calls it). */
+  const keepApproval = (a: WebLogin & { session: string }, text: string, approval: TranscriptApproval) => {
+    try {
+      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'approval', text, approval });
+    } catch (err) {
+      log.warn({ err: String(err).slice(0, 200) }, 'could not keep an approval in the transcript');
+    }
+  };
+
   const transport: ChatTransport = {
     name: 'web',
     async send(chat, text, reply) {
@@ -223,7 +232,16 @@ export function createWebChat(deps: {
     approval(chat, event) {
       const a = parseAddress(chat); // called from the egress proxy: never throws
       if (!a) return;
-      push(a, event.type === 'asked' ? { type: 'approval', session_id: a.session, approval: event.approval } : { type: 'approval_answered', session_id: a.session, id: event.id, decision: event.decision, by: event.by });
+      if (event.type === 'asked') return push(a, { type: 'approval', session_id: a.session, approval: event.approval });
+      if (event.type === 'unreachable') {
+        const text = approvalUnreachable(event.target, event.reason);
+        keepApproval(a, text, { target: event.target, unreachable: event.reason.slice(0, 1024) });
+        return push(a, { type: 'note', session_id: a.session, text });
+      }
+      // The answer stays in the conversation: a reload (or the console) shows who decided what, and when.
+      const { id, decision, by, target, asked_at, at } = event;
+      keepApproval(a, approvalOutcome({ target }, { decision, by }), { id, target, decision, by, asked_at, answered_at: at });
+      push(a, { type: 'approval_answered', session_id: a.session, id, decision, by });
     },
     projectOf: (chat) => parseAddress(chat)?.project,
     newSession(chat) {

@@ -48,9 +48,33 @@ export function codexProviderArgs(baseUrl: string): string[] {
   return ['-c', `model_providers.berth=${provider}`, '-c', 'model_provider=berth'];
 }
 
+/**
+ * Codex's own background calls, off (measured with codex 0.169.0 against the fake Responses API,
+ * docs/agents.md): plugins (github.com, api.github.com, chatgpt.com: the plugin marketplace and
+ * its connectors) and analytics (ab.chatgpt.com). With both off, `codex exec` contacts no host
+ * but the model's.
+ */
+export const CODEX_QUIET_ARGS = ['-c', 'features.plugins=false', '-c', 'analytics.enabled=false'] as const;
+
+/**
+ * Hosts a preset is known to call for itself (telemetry, plugins), never for the person's task:
+ * refused without asking anyone (egress-proxy.ts), in case a CLI version calls them despite its
+ * settings. github.com is not one: a task may need it (git clone), so it is still asked for.
+ * Claude Code called only api.anthropic.com for itself, and nothing with
+ * CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC (plan/outbound.ts); that host is a task's too.
+ */
+export const PRESET_OWN_HOSTS: Partial<Record<string, readonly string[]>> = {
+  codex: ['chatgpt.com:443', 'ab.chatgpt.com:443'],
+};
+
+/** Whether `target` ("host:port") is a host the agent's preset calls for itself (a custom argv: none). */
+export function presetOwnHost(agent: Agent, target: string): boolean {
+  return typeof agent === 'string' && (PRESET_OWN_HOSTS[agent]?.includes(target) ?? false);
+}
+
 export function agentArgv(agent: Agent, message: string, opts: { openaiBaseUrl?: string; progress?: ProgressFormat } = {}): string[] {
   let template: readonly string[] = typeof agent === 'string' ? PRESET_ARGV[agent] : agent;
   if (opts.progress === 'shell-trace') template = ['sh', '-x', ...template.slice(1)];
-  if (agent === 'codex' && opts.openaiBaseUrl) template = [...template.slice(0, 4), ...codexProviderArgs(opts.openaiBaseUrl), ...template.slice(4)];
+  if (agent === 'codex') template = [...template.slice(0, 4), ...(opts.openaiBaseUrl ? codexProviderArgs(opts.openaiBaseUrl) : []), ...CODEX_QUIET_ARGS, ...template.slice(4)];
   return template.map((arg) => arg.split(MESSAGE_PLACEHOLDER).join(message));
 }

@@ -47,6 +47,8 @@ export interface ProgressSummary {
 
 export interface ProgressReader {
   push(stream: 'stdout' | 'stderr', chunk: string, atMs: number): ProgressUpdate[];
+  /** The agent said its turn is over (its answer is in): what it still does is its own, not the task's. */
+  answered(): boolean;
   finish(exitCode: number, atMs: number): ProgressSummary;
 }
 
@@ -148,6 +150,8 @@ interface JsonState {
   answer?: string;
   /** The last thing the agent said (Codex: its last message is the answer). */
   lastMessage?: string;
+  /** Its turn ended (Claude Code's result, Codex's turn.completed or turn.failed, droid's completion). */
+  done?: boolean;
 }
 
 type EventHandler = (event: Record<string, unknown>, state: JsonState, at: number) => ProgressUpdate[];
@@ -182,6 +186,7 @@ function jsonLinesReader(handle: EventHandler): ProgressReader {
     push(stream, chunk, at) {
       return stream === 'stdout' ? lines.push(chunk).flatMap((line) => read(line, at)) : [];
     },
+    answered: () => state.done === true,
     finish(exitCode, at) {
       const ended = read(lines.rest(), at);
       for (const s of state.steps.running()) ended.push(...state.steps.end(s.id, exitCode === 0 ? 'ended' : 'failed', undefined, at));
@@ -239,6 +244,7 @@ const claudeEvent: EventHandler = (event, state, at) => {
       if (id) updates.push(...state.steps.end(id, own(b, 'is_error') === true ? 'failed' : 'ok', resultText(own(b, 'content')), at));
     }
   } else if (type === 'result') {
+    state.done = true;
     const result = str(own(event, 'result'));
     if (result !== undefined) state.answer = result;
   }
@@ -284,6 +290,7 @@ const codexEvent: EventHandler = (event, state, at) => {
     const failed = status === 'failed' || status === 'declined' || (typeof exit === 'number' && exit !== 0);
     return [...updates, ...state.steps.end(id, failed ? 'failed' : 'ok', str(own(item, 'aggregated_output')), at)];
   }
+  if (type === 'turn.completed' || type === 'turn.failed') state.done = true;
   if (type === 'turn.failed' || type === 'error') {
     const message = str(own(obj(own(event, 'error')), 'message')) ?? str(own(event, 'message'));
     if (message) state.answer ??= `error: ${message}`;
@@ -317,6 +324,7 @@ const droidEvent: EventHandler = (event, state, at) => {
     return [{ type: 'note', text: text.slice(0, NOTE_MAX) }];
   }
   if (type === 'completion') {
+    state.done = true;
     const text = str(own(event, 'finalText'));
     if (text !== undefined) state.answer = text;
   } else if (type === 'error') {
@@ -352,6 +360,7 @@ function shellTraceReader(): ProgressReader {
       if (stream === 'stdout') return [];
       return lines.push(chunk).flatMap((line) => read(line, at));
     },
+    answered: () => false,
     finish(exitCode, at) {
       const rest = lines.rest();
       const ended = rest.includes(SHELL_TRACE_PS4) ? read(rest, at) : [];

@@ -13,13 +13,14 @@ type Output = { stdout: string; stderr: string };
  * answer; stderr without the shell's trace; the steps beside them). A listener's failure never
  * touches the run.
  */
-export function progressTap(plan: Pick<RunPlan, 'progress'>, listeners: { onOutput?: OutputListener; onProgress?: ProgressListener }) {
-  const { onOutput, onProgress } = listeners;
+export function progressTap(plan: Pick<RunPlan, 'progress'>, listeners: { onOutput?: OutputListener; onProgress?: ProgressListener; onAnswered?: () => void }) {
+  const { onOutput, onProgress, onAnswered } = listeners;
   const format = plan.progress;
   if (!format) return { onOutput, finish: (r: Output): Output & { steps?: ProgressStep[]; moreSteps?: number } => ({ stdout: r.stdout, stderr: r.stderr }) };
   const reader = createProgressReader(format);
   const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
   const t0 = performance.now();
+  let answered = false;
   const tell = (update: ProgressUpdate) => {
     try {
       onProgress?.(update);
@@ -30,6 +31,14 @@ export function progressTap(plan: Pick<RunPlan, 'progress'>, listeners: { onOutp
   return {
     onOutput(stream: 'stdout' | 'stderr', chunk: Buffer) {
       for (const update of reader.push(stream, decoders[stream].decode(chunk, { stream: true }), performance.now() - t0)) tell(update);
+      if (!answered && reader.answered()) {
+        answered = true;
+        try {
+          onAnswered?.();
+        } catch {
+          // the run goes on
+        }
+      }
       // The shell's stdout is the agent's own words; an event stream is not for people.
       if (format === 'shell-trace' && stream === 'stdout') onOutput?.(stream, chunk);
     },

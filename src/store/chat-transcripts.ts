@@ -7,6 +7,7 @@ import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import { appendFsyncedLine } from '../fs/fsynced-lines.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
+import { APPROVAL_DECISIONS } from './approvals.js';
 import { RUN_STEPS_MAX, RunStepSchema, type RunStep } from './run-log.js';
 
 /**
@@ -32,10 +33,24 @@ export interface ReplyParts {
   exit?: number;
 }
 
+/** An approval card as the conversation keeps it: what was asked, who answered and when; or why an allowed host still failed. */
+export const TranscriptApprovalSchema = z
+  .object({
+    id: z.string().max(64).optional().describe('The request id (absent on an "unreachable" entry).'),
+    target: z.string().max(260).describe('"host:port" the agent asked to reach.'),
+    decision: z.enum(APPROVAL_DECISIONS).optional().describe('once, session or deny (absent on an "unreachable" entry).'),
+    by: z.string().max(512).optional().describe('Who answered: "tenant:<key>" (the person), "operator", "timeout" (nobody in time) or "berth" (the agent finished first).'),
+    asked_at: z.string().optional(),
+    answered_at: z.string().optional(),
+    unreachable: z.string().max(1024).optional().describe('The host was allowed but the connection still failed: why (does not resolve, refused, TLS).'),
+  })
+  .strict();
+export type TranscriptApproval = z.infer<typeof TranscriptApprovalSchema>;
+
 export const TranscriptEntrySchema = z
   .object({
     at: z.string(),
-    role: z.enum(['user', 'reply']).describe('"user": what the person sent; "reply": what berth or the agent answered.'),
+    role: z.enum(['user', 'reply', 'approval']).describe('"user": what the person sent; "reply": what berth or the agent answered; "approval": an approval card\'s answer, or why an allowed host failed (its words in text, its facts in approval).'),
     text: z.string(),
     id: z.string().optional().describe("The person's message id (user entries)."),
     level: PermissionLevelSchema.optional().describe('The permission level the message was sent at (user entries).'),
@@ -43,6 +58,7 @@ export const TranscriptEntrySchema = z
     steps: z.array(RunStepSchema).max(RUN_STEPS_MAX).optional().describe("The agent's tool calls on the way to this reply (reply entries)."),
     output: z.array(OutputSegmentSchema).max(REPLY_OUTPUT_SEGMENTS).optional().describe('The output in the order it was printed, stdout and stderr apart (reply entries of a run that wrote to stderr).'),
     exit: z.number().int().optional().describe('The exit status, when not 0 (reply entries with output).'),
+    approval: TranscriptApprovalSchema.optional().describe('The card and its answer (approval entries).'),
   })
   .strict();
 export type TranscriptEntry = z.infer<typeof TranscriptEntrySchema>;

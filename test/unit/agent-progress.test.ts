@@ -168,3 +168,22 @@ describe('progressSentence', () => {
     expect(progressSentence([step('Read', 'a', 'ok')], 4)).toBe('read 1 file, 4 more steps');
   });
 });
+
+describe("the agent's turn is over (its answer is in): what it does after is its own", () => {
+  it('Codex turn.completed, Claude Code result, droid completion; the shell trace never says so', () => {
+    const codex = createProgressReader('codex-json');
+    codex.push('stdout', '{"type":"item.completed","item":{"id":"i0","type":"agent_message","text":"hi"}}\n', 1);
+    expect(codex.answered()).toBe(false);
+    codex.push('stdout', '{"type":"turn.completed","usage":{"input_tokens":1}}\n', 2);
+    expect(codex.answered()).toBe(true);
+    const claude = createProgressReader('claude-stream-json');
+    claude.push('stdout', '{"type":"result","result":"done"}\n', 1);
+    expect(claude.answered()).toBe(true);
+    const droid = createProgressReader('droid-stream-json');
+    droid.push('stdout', '{"type":"completion","finalText":"ok"}\n', 1);
+    expect(droid.answered()).toBe(true);
+    const sh = createProgressReader('shell-trace');
+    sh.push('stderr', `${SHELL_TRACE_PS4}echo hi\n`, 1);
+    expect(sh.answered()).toBe(false);
+  });
+});
