@@ -23,8 +23,23 @@ export const PRESET_ARGV = {
 /** How berth reads an agent's output as it works (runs/agent-progress.ts): steps, notes, the answer. */
 export type ProgressFormat = 'claude-stream-json' | 'codex-json' | 'droid-stream-json' | 'shell-trace';
 
-/** The shell preset's PS4 (in its env always, so a warm container's identity does not depend on it): a trace line starts with it. */
+/** The shell preset's PS4: a trace line starts with it. Set inside the shell, never exported: the agent's environment does not show it. */
 export const SHELL_TRACE_PS4 = '\x1fberth-step\x1f ';
+
+/** What `wget` says where there is no network (level low): busybox's own wget crashes on a name it cannot resolve. */
+export const NO_NETWORK_WORDS = 'there is no network at level low (at medium the agent reaches the hosts this project allows)';
+
+/**
+ * The shell preset's script around the message, which is its $1 (never parsed by a shell of
+ * ours): traced, PS4 is set in the shell and `set -x` turned on inside the eval, so only the
+ * message's own commands are traced; without a network, `wget` is a function that says so (its
+ * one traced line carries NO_NETWORK_WORDS, by which the trace reader drops it).
+ */
+function shellScript(trace: boolean, noNetwork: boolean): string | undefined {
+  if (!trace && !noNetwork) return undefined;
+  const wget = noNetwork ? `wget() { sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1'; }; ` : '';
+  return trace ? `PS4=$(printf '\\037berth-step\\037 '); ${wget}eval "set -x; $1"` : `${wget}eval "$1"`;
+}
 
 /**
  * The format a preset's output is read in. Claude Code, Codex and droid always stream events
@@ -72,9 +87,11 @@ export function presetOwnHost(agent: Agent, target: string): boolean {
   return typeof agent === 'string' && (PRESET_OWN_HOSTS[agent]?.includes(target) ?? false);
 }
 
-export function agentArgv(agent: Agent, message: string, opts: { openaiBaseUrl?: string; progress?: ProgressFormat } = {}): string[] {
+/** `noNetwork`: the run reaches no host at all (level low). */
+export function agentArgv(agent: Agent, message: string, opts: { openaiBaseUrl?: string; progress?: ProgressFormat; noNetwork?: boolean } = {}): string[] {
   let template: readonly string[] = typeof agent === 'string' ? PRESET_ARGV[agent] : agent;
-  if (opts.progress === 'shell-trace') template = ['sh', '-x', ...template.slice(1)];
+  const script = agent === 'shell' ? shellScript(opts.progress === 'shell-trace', opts.noNetwork === true) : undefined;
+  if (script) return ['sh', '-c', script, 'sh', message];
   if (agent === 'codex') template = [...template.slice(0, 4), ...(opts.openaiBaseUrl ? codexProviderArgs(opts.openaiBaseUrl) : []), ...CODEX_QUIET_ARGS, ...template.slice(4)];
   return template.map((arg) => arg.split(MESSAGE_PLACEHOLDER).join(message));
 }

@@ -1,4 +1,4 @@
-import { SHELL_TRACE_PS4, type ProgressFormat } from '../plan/agent-command.js';
+import { NO_NETWORK_WORDS, SHELL_TRACE_PS4, type ProgressFormat } from '../plan/agent-command.js';
 import { RUN_STEPS_MAX } from '../store/run-log.js';
 
 /**
@@ -62,6 +62,8 @@ const oneLine = (s: string, max: number) => {
   const flat = s.replace(/\s+/g, ' ').trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 };
+/** Control characters (a trace prefix, a terminal escape) never reach a label. */
+const printable = (s: string) => s.replace(/[\u0000-\u0008\u000e-\u001f\u007f-\u009f]/g, '');
 const tail = (s: string, max: number) => {
   const t = s.trim();
   return t.length > max ? `…${t.slice(t.length - max + 1)}` : t;
@@ -82,7 +84,7 @@ class Steps {
       this.more++;
       return [];
     }
-    const step: ProgressStep = { id, tool: oneLine(tool, 40) || 'tool', detail: oneLine(detail, DETAIL_MAX), state: 'running', at };
+    const step: ProgressStep = { id, tool: oneLine(printable(tool), 40) || 'tool', detail: oneLine(printable(detail), DETAIL_MAX), state: 'running', at };
     this.byId.set(id, step);
     this.order.push(step);
     return [{ type: 'step', step: { ...step } }];
@@ -344,16 +346,34 @@ function shellTraceReader(): ProgressReader {
   let stderr = '';
   let n = 0;
   let current: string | undefined;
+  // Trace prefixes whose command went to a later line: the two sides of a pipeline trace at
+  // once, so one line can read "<PS4><PS4>grep x" and the next "env".
+  let pending = 0;
+  const step = (command: string, at: number): ProgressUpdate[] => {
+    // berth's own no-network wget (agent-command.ts) is not a step of the person's.
+    if (command.includes(NO_NETWORK_WORDS)) return [];
+    const updates = current ? steps.end(current, 'ended', undefined, at) : [];
+    current = `s${++n}`;
+    return [...updates, ...steps.start(current, 'sh', command, at)];
+  };
   const read = (line: string, at: number): ProgressUpdate[] => {
     const i = line.indexOf(SHELL_TRACE_PS4);
     if (i < 0) {
+      if (pending > 0 && line.trim() !== '') {
+        pending--;
+        return step(line, at);
+      }
       stderr += `${line}\n`;
       return [];
     }
     if (i > 0) stderr += line.slice(0, i); // a partial line the trace interrupted
-    const updates = current ? steps.end(current, 'ended', undefined, at) : [];
-    current = `s${++n}`;
-    return [...updates, ...steps.start(current, 'sh', line.slice(i + SHELL_TRACE_PS4.length), at)];
+    const commands = line.slice(i + SHELL_TRACE_PS4.length).split(SHELL_TRACE_PS4);
+    const updates: ProgressUpdate[] = [];
+    for (const command of commands) {
+      if (command === '') pending++;
+      else updates.push(...step(command, at));
+    }
+    return updates;
   };
   return {
     push(stream, chunk, at) {

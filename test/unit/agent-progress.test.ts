@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { SHELL_TRACE_PS4 } from '../../src/plan/agent-command.js';
+import { NO_NETWORK_WORDS, SHELL_TRACE_PS4 } from '../../src/plan/agent-command.js';
 import { createProgressReader, LINE_MAX, progressSentence, type ProgressUpdate } from '../../src/runs/agent-progress.js';
 import { RUN_STEPS_MAX as STEPS_MAX } from '../../src/store/run-log.js';
 
@@ -128,6 +128,24 @@ describe('the shell trace (sh -x with berth PS4)', () => {
     expect(updates.filter((u) => u.type === 'step' && u.step.state === 'running')).toHaveLength(3);
     // The run's end ends the last step: a watcher is told.
     expect(summary.ended).toEqual([{ type: 'step', step: expect.objectContaining({ detail: 'false', state: 'failed' }) }]);
+  });
+
+  it('a pipeline whose two sides trace at once (the report\'s `env | grep -i proxy`): two clean steps, no control characters, nothing leaks into stderr', () => {
+    // As busybox sh wrote it at level low: both prefixes first, then each command on its own line.
+    const stderr = `${SHELL_TRACE_PS4}${SHELL_TRACE_PS4}grep -i proxy\nenv\n${SHELL_TRACE_PS4}wget -qO- -T 3 http://example.com\nwget: ${NO_NETWORK_WORDS}\n`;
+    const { summary } = feed('shell-trace', [['stderr', stderr]], 5, 1);
+    expect(summary.steps.map((s) => [s.detail, s.state])).toEqual([
+      ['grep -i proxy', 'ended'],
+      ['env', 'ended'],
+      ['wget -qO- -T 3 http://example.com', 'failed'],
+    ]);
+    expect(summary.stderr).toBe(`wget: ${NO_NETWORK_WORDS}\n`);
+  });
+
+  it("berth's no-network wget body is no step; a control character never reaches a label", () => {
+    const stderr = `${SHELL_TRACE_PS4}wget http://x\n${SHELL_TRACE_PS4}sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1'\n${SHELL_TRACE_PS4}printf '\x1b[31mred\x07'\n`;
+    const { summary } = feed('shell-trace', [['stderr', stderr]], 9, 0);
+    expect(summary.steps.map((s) => s.detail)).toEqual(['wget http://x', "printf '[31mred'"]);
   });
 });
 
