@@ -214,16 +214,16 @@ describe('the agents guide\'s commands, as written (berth.yaml pointed at the fa
     }
     const berth = (...args: string[]) => cliAsync(['--home', home, ...args]);
     try {
-      const created = await berth('project', 'create', 'helper', '--isolation', '--agent', 'claude', '--model', 'anthropic', '--protect', 'AGENTS.md');
+      const created = await berth('project', 'create', 'coder', '--isolation', '--agent', 'claude', '--model', 'anthropic', '--protect', 'AGENTS.md');
       expect(created, created.stderr).toMatchObject({ code: 0 });
-      const one = await berth('run', 'helper', '--user', 'signal:+4915550001', '--', 'BASH: echo readme-marker-5521 > hello.txt');
+      const one = await berth('run', 'coder', '--user', 'signal:+4915550001', '--', 'BASH: echo readme-marker-5521 > hello.txt');
       expect(one.code, one.stderr).toBe(0);
       expect(one.stdout).toContain('done');
-      const two = await berth('run', 'helper', '--user', 'signal:+4915550001', '--', 'REPLY: continued');
+      const two = await berth('run', 'coder', '--user', 'signal:+4915550001', '--', 'REPLY: continued');
       expect(two.code, two.stderr).toBe(0);
       const lastMain = fake.requests.filter((r) => r.main).at(-1)!;
       expect(conversationIncludes(lastMain.body as never, 'readme-marker-5521')).toBe(true);
-      const alice = await berth('run', 'helper', '--user', 'web:alice', '--', 'BASH: ls; cat hello.txt 2>&1');
+      const alice = await berth('run', 'coder', '--user', 'web:alice', '--', 'BASH: ls; cat hello.txt 2>&1');
       expect(alice.code, alice.stderr).toBe(0);
       const aliceMain = fake.requests.filter((r) => r.main).at(-1)!;
       expect(conversationIncludes(aliceMain.body as never, 'readme-marker-5521')).toBe(false);
