@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { NO_NETWORK_WORDS, SHELL_TRACE_PS4 } from '../../src/plan/agent-command.js';
 import { createProgressReader, LINE_MAX, progressSentence, type ProgressUpdate } from '../../src/runs/agent-progress.js';
+import { progressTap } from '../../src/runs/progress-tap.js';
 import { RUN_STEPS_MAX as STEPS_MAX } from '../../src/store/run-log.js';
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/agent-streams/${name}`, import.meta.url), 'utf8');
@@ -203,5 +204,21 @@ describe("the agent's turn is over (its answer is in): what it does after is its
     const sh = createProgressReader('shell-trace');
     sh.push('stderr', `${SHELL_TRACE_PS4}echo hi\n`, 1);
     expect(sh.answered()).toBe(false);
+  });
+});
+
+describe('progressTap: the runner hears once that the agent answered (its sockets then stop asking anyone)', () => {
+  it('onAnswered fires at turn.completed, once, and never for the shell trace', () => {
+    let answered = 0;
+    const tap = progressTap({ progress: 'codex-json' }, { onAnswered: () => answered++ });
+    tap.onOutput?.('stdout', Buffer.from('{"type":"item.completed","item":{"id":"i0","type":"agent_message","text":"hi"}}\n'));
+    expect(answered).toBe(0);
+    tap.onOutput?.('stdout', Buffer.from('{"type":"turn.comp'));
+    tap.onOutput?.('stdout', Buffer.from('leted"}\n{"type":"turn.completed"}\n'));
+    expect(answered).toBe(1);
+    expect(tap.finish({ stdout: '', stderr: '', exitCode: 0 }).stdout).toBe('hi\n');
+    const sh = progressTap({ progress: 'shell-trace' }, { onAnswered: () => answered++ });
+    sh.onOutput?.('stderr', Buffer.from(`${SHELL_TRACE_PS4}echo hi\n`));
+    expect(answered).toBe(1);
   });
 });
