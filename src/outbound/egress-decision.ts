@@ -51,3 +51,17 @@ export function createEgressDecision(deps: { config: () => BerthConfig; approval
     return { ok: true, address: (addresses[0] as { address: string }).address, granted, asked };
   };
 }
+
+const WHY: Record<string, string> = {
+  ECONNREFUSED: 'it refused the connection',
+  ECONNRESET: 'it closed the connection',
+  ETIMEDOUT: 'it did not answer in time',
+  EHOSTUNREACH: 'there is no route to it',
+  ENETUNREACH: 'there is no route to it',
+};
+
+/** Why a connection to an allowed host failed, in a chat person's words (the code kept for the operator). */
+export function unreachableWhy(err: NodeJS.ErrnoException): string {
+  const why = err.code ? WHY[err.code] : undefined;
+  return why ? `${why} (${err.code})` : err.message === 'idle' ? 'it did not answer in time' : err.message;
+}

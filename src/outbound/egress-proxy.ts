@@ -13,7 +13,7 @@ import { isBerthError } from '../base/errors.js';
 import { appendOutbound } from '../store/outbound-log.js';
 import { noMetrics, type Metrics } from '../base/metrics.js';
 import type { Approvals } from './approvals.js';
-import { createEgressDecision, type Resolve } from './egress-decision.js';
+import { createEgressDecision, unreachableWhy, type Resolve } from './egress-decision.js';
 import { peekBody, sendBody, type PeekedBody } from './body-peek.js';
 import type { EgressCa } from './egress-ca.js';
 import { maskHeaders, maskText, redactStream } from './redact-stream.js';
@@ -183,7 +183,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           upstream.on('error', (err) => {
             if (upstream.connecting) {
               record('CONNECT', host, port, 502, err.message);
-              if (d.asked) tellUnreachable(host, port, `${host}:${port} could not be reached (${err.message})`);
+              if (d.asked) tellUnreachable(host, port, unreachableWhy(err));
               client.end(`HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\n\r\nberth: ${host}:${port} could not be reached\n`);
             } else client.destroy();
           });
@@ -342,7 +342,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           const tlsFailure = target.https && TLS_VERIFY_ERRORS.test(err.code ?? '');
           const reason = tlsFailure ? `${host}'s certificate could not be verified (${err.code}); berth talks only to hosts that prove who they are` : `${host}:${port} could not be reached`;
           record(method, host, port, 502, tlsFailure ? reason : err.message, { ...about, secret });
-          if (target.asked) tellUnreachable(host, port, tlsFailure ? reason : `${reason} (${err.message})`);
+          if (target.asked) tellUnreachable(host, port, tlsFailure ? reason : unreachableWhy(err));
           if (!res.headersSent) {
             res.writeHead(502, { 'content-type': 'text/plain', ...(tlsFailure ? { 'x-berth-error': 'upstream_tls' } : {}) });
             res.end(`berth: ${reason}\n`);

@@ -701,7 +701,7 @@ describe('egress approvals: a host outside the allowlist is asked for, the conne
     const told = nowhere.events.filter((e) => e.type === 'unreachable');
     expect(told).toEqual([
       { type: 'unreachable', target: 'nowhere.invalid:80', reason: 'nowhere.invalid does not resolve' },
-      { type: 'unreachable', target: `localhost:${gonePort}`, reason: expect.stringMatching(new RegExp(`^localhost:${gonePort} could not be reached \\(connect ECONNREFUSED`)) },
+      { type: 'unreachable', target: `localhost:${gonePort}`, reason: 'it refused the connection (ECONNREFUSED)' },
     ]);
     // Denied is the answer itself: nothing more to tell.
     const denied = watched('ask', 'web:nia', 'wget -q -O - http://nowhere.invalid/d 2>&1; echo rc=$?', () => 'deny');

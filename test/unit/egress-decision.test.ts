@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { createApprovals } from '../../src/outbound/approvals.js';
-import { createEgressDecision } from '../../src/outbound/egress-decision.js';
+import { createEgressDecision, unreachableWhy } from '../../src/outbound/egress-decision.js';
 import type { RunIdentity } from '../../src/outbound/run-identity.js';
 import { openApprovalStore, type ApprovalEvent } from '../../src/store/approvals.js';
 
@@ -73,5 +73,15 @@ describe("egress decisions: a preset's own calls are refused quietly; an allowed
     const { decide, run } = rig('shell', 'deny');
     const d = await decide(run, 'example.com', 80);
     expect(d).toEqual({ ok: false, reason: expect.stringContaining('the request to reach it was denied') });
+  });
+});
+
+describe('why an allowed host could not be reached, in words', () => {
+  it('the common connection errors in words (the code kept); anything else as the error says it', () => {
+    const err = (code: string, message = 'x') => Object.assign(new Error(message), { code });
+    expect(unreachableWhy(err('ECONNREFUSED'))).toBe('it refused the connection (ECONNREFUSED)');
+    expect(unreachableWhy(err('ETIMEDOUT'))).toBe('it did not answer in time (ETIMEDOUT)');
+    expect(unreachableWhy(new Error('idle'))).toBe('it did not answer in time');
+    expect(unreachableWhy(err('EPROTO', 'write EPROTO'))).toBe('write EPROTO');
   });
 });
