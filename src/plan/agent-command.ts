@@ -30,14 +30,21 @@ export const SHELL_TRACE_PS4 = '\x1fberth-step\x1f ';
 export const NO_NETWORK_WORDS = 'there is no network at level low (at medium the agent reaches the hosts this project allows)';
 
 /**
+ * How the no-network wget calls the image's own for a loopback address (the model gateway is
+ * there at every level); ash traces it as "BERTH_LOOPBACK=1 wget …", which the reader drops.
+ */
+const LOOPBACK_MARK = 'BERTH_LOOPBACK=1 ';
+
+/**
  * The shell preset's script around the message, which is its $1 (never parsed by a shell of
  * ours): traced, PS4 is set in the shell and `set -x` turned on inside the eval, so only the
- * message's own commands are traced; without a network, `wget` is a function that says so (its
- * one traced line carries NO_NETWORK_WORDS, by which the trace reader drops it).
+ * message's own commands are traced; without a network, `wget` is a function that says so for
+ * any address but loopback (busybox's wget crashes on a name it cannot resolve).
  */
 function shellScript(trace: boolean, noNetwork: boolean): string | undefined {
   if (!trace && !noNetwork) return undefined;
-  const wget = noNetwork ? `wget() { sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1'; }; ` : '';
+  const refuse = `sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1'`;
+  const wget = noNetwork ? `wget() { case "$*" in *127.0.0.1*|*localhost*) ${LOOPBACK_MARK}command wget "$@";; *) ${refuse};; esac; }; ` : '';
   return trace ? `PS4=$(printf '\\037berth-step\\037 '); ${wget}eval "set -x; $1"` : `${wget}eval "$1"`;
 }
 
@@ -85,6 +92,11 @@ export const PRESET_OWN_HOSTS: Partial<Record<string, readonly string[]>> = {
 /** Whether `target` ("host:port") is a host the agent's preset calls for itself (a custom argv: none). */
 export function presetOwnHost(agent: Agent, target: string): boolean {
   return typeof agent === 'string' && (PRESET_OWN_HOSTS[agent]?.includes(target) ?? false);
+}
+
+/** A trace line of the wrapper's own wget (its refusal, or its call of the real one): no step of the person's. */
+export function isShellWrapperTrace(command: string): boolean {
+  return command.includes(NO_NETWORK_WORDS) || command.startsWith(LOOPBACK_MARK);
 }
 
 /** `noNetwork`: the run reaches no host at all (level low). */

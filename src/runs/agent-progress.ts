@@ -1,4 +1,4 @@
-import { NO_NETWORK_WORDS, SHELL_TRACE_PS4, type ProgressFormat } from '../plan/agent-command.js';
+import { isShellWrapperTrace, SHELL_TRACE_PS4, type ProgressFormat } from '../plan/agent-command.js';
 import { RUN_STEPS_MAX } from '../store/run-log.js';
 
 /**
@@ -351,7 +351,7 @@ function shellTraceReader(): ProgressReader {
   let pending = 0;
   const step = (command: string, at: number): ProgressUpdate[] => {
     // berth's own no-network wget (agent-command.ts) is not a step of the person's.
-    if (command.includes(NO_NETWORK_WORDS)) return [];
+    if (isShellWrapperTrace(command)) return [];
     const updates = current ? steps.end(current, 'ended', undefined, at) : [];
     current = `s${++n}`;
     return [...updates, ...steps.start(current, 'sh', command, at)];

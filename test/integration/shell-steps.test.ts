@@ -32,8 +32,13 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 describe('the shell preset at work, as the chat sees it', () => {
   it("the report's level-low message: each command a clean step, nothing of the trace in the answer, and wget says there is no network", async () => {
     const { o, steps } = await watched('env | grep -i proxy; cat /proc/net/dev | cut -c1-12; wget -qO- -T 3 http://example.com', 'low');
-    expect(steps.map((s) => s.detail).sort()).toEqual(['cat /proc/net/dev', 'cut -c1-12', 'env', 'grep -i proxy', 'wget -qO- -T 3 http://example.com']);
+    // A pipeline's two sides trace at once, and busybox writes a trace line word by word: their
+    // labels may come interleaved ("cat /proc/net/devcut", "-c1-12"), never with control characters
+    // or berth's prefix, and never into the answer.
+    const words = steps.flatMap((s) => s.detail.split(' '));
+    for (const command of ['env', 'grep', 'cat', 'cut', 'wget']) expect(words.some((w) => w.startsWith(command) || w.endsWith(command))).toBe(true);
     for (const s of steps) expect(s.detail).not.toMatch(CONTROL);
+    for (const s of steps) expect(s.detail).not.toContain('berth-step');
     expect(steps.at(-1)).toMatchObject({ detail: 'wget -qO- -T 3 http://example.com', state: 'failed' });
     expect(o.exitCode).toBe(1); // not 139: nothing crashed
     expect(o.stderr).toBe('wget: there is no network at level low (at medium the agent reaches the hosts this project allows)\n');
@@ -45,6 +50,14 @@ describe('the shell preset at work, as the chat sees it', () => {
     const o = await h.run('steps', 'web:alice', 'wget -q -O - http://example.com; echo rc=$?', 'low');
     expect(o.stdout).toBe('rc=1\n');
     expect(o.stderr).toContain('wget: there is no network at level low');
+  });
+
+  it('loopback is still reached at level low (the model gateway is there): wget to 127.0.0.1 is busybox\'s own, and no step of berth\'s shows', async () => {
+    const { o, steps } = await watched('wget -q -O - http://127.0.0.1:9/x; echo rc=$?', 'low');
+    expect(o.stdout).toBe('rc=1\n');
+    expect(o.stderr).toContain("wget: can't connect to remote host (127.0.0.1)");
+    expect(o.stderr).not.toContain('no network');
+    expect(steps.map((s) => s.detail)).toEqual(['wget -q -O - http://127.0.0.1:9/x', "echo 'rc=1'"]);
   });
 
   it("PS4 is not in the agent's environment, watched or not, at any level", async () => {

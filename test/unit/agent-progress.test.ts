@@ -143,10 +143,10 @@ describe('the shell trace (sh -x with berth PS4)', () => {
     expect(summary.stderr).toBe(`wget: ${NO_NETWORK_WORDS}\n`);
   });
 
-  it("berth's no-network wget body is no step; a control character never reaches a label", () => {
-    const stderr = `${SHELL_TRACE_PS4}wget http://x\n${SHELL_TRACE_PS4}sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1'\n${SHELL_TRACE_PS4}printf '\x1b[31mred\x07'\n`;
+  it("berth's no-network wget body (its refusal, or its call of the real wget for loopback) is no step; a control character never reaches a label", () => {
+    const stderr = `${SHELL_TRACE_PS4}wget http://x\n${SHELL_TRACE_PS4}sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1'\n${SHELL_TRACE_PS4}wget http://127.0.0.1:41400/v1\n${SHELL_TRACE_PS4}BERTH_LOOPBACK=1 wget http://127.0.0.1:41400/v1\n${SHELL_TRACE_PS4}printf '\x1b[31mred\x07'\n`;
     const { summary } = feed('shell-trace', [['stderr', stderr]], 9, 0);
-    expect(summary.steps.map((s) => s.detail)).toEqual(['wget http://x', "printf '[31mred'"]);
+    expect(summary.steps.map((s) => s.detail)).toEqual(['wget http://x', 'wget http://127.0.0.1:41400/v1', "printf '[31mred'"]);
   });
 });
 

@@ -225,7 +225,8 @@ describe('planRun: reading the agent at work', () => {
 
   it('at level low (no network) the shell preset\'s wget says so instead of crashing; other levels and presets are untouched', () => {
     const plan = (agent: unknown, level: 'low' | 'medium', live: boolean) => planRun({ ...input({ agent }), run: { id: 'r1', level, message: 'wget -qO- http://example.com', live } });
-    const wget = `wget() { sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1'; }; `;
+    // Loopback (the model gateway is there at every level) goes to busybox's own wget.
+    const wget = `wget() { case "$*" in *127.0.0.1*|*localhost*) BERTH_LOOPBACK=1 command wget "$@";; *) sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1';; esac; }; `;
     expect(plan('shell', 'low', false).exec).toEqual(['sh', '-c', `${wget}eval "$1"`, 'sh', 'wget -qO- http://example.com']);
     expect(plan('shell', 'low', true).exec).toEqual(['sh', '-c', `PS4=$(printf '\\037berth-step\\037 '); ${wget}eval "set -x; $1"`, 'sh', 'wget -qO- http://example.com']);
     expect(plan('shell', 'medium', false).exec).toEqual(['sh', '-c', '--', 'wget -qO- http://example.com']);
