@@ -26,12 +26,18 @@ export function approvalQuestion(a: ApprovalView): string {
   return `berth: your agent wants to reach ${a.target}, which this project does not allow. Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within ${within(a)}: no.)`;
 }
 
-/** What was decided, in the chat's words. */
-export function approvalOutcome(a: ApprovalView, answer: { decision: ApprovalDecision; by?: string }): string {
+/** What was decided, in the chat's words (`by` a tenant: said as "you", for the record of the conversation). */
+export function approvalOutcome(a: Pick<ApprovalView, 'target'>, answer: { decision: ApprovalDecision; by?: string }): string {
   if (answer.by === 'timeout') return `berth: nobody answered in time: your agent was not let through to ${a.target}.`;
-  const who = answer.by === 'operator' ? 'the operator ' : '';
+  if (answer.by === 'berth') return `berth: your agent finished before anyone allowed ${a.target}: it was not let through.`;
+  const who = answer.by === 'operator' ? 'the operator ' : answer.by?.startsWith('tenant:') ? 'you ' : '';
   if (answer.decision === 'deny') return `berth: ${who}denied: your agent was not let through to ${a.target}.`;
   return `berth: ${who}allowed ${a.target} ${answer.decision === 'session' ? 'for this conversation' : 'for this message'}.`;
+}
+
+/** A host someone allowed that still could not be reached: one line, with the reason. */
+export function approvalUnreachable(target: string, reason: string): string {
+  return `berth: ${target} was allowed, but your agent could not reach it: ${reason.replace(/\.$/, '')}.`;
 }
 
 /**

@@ -21,7 +21,8 @@ import type { PermissionLevel } from '../config/session.js';
 /** Who answers: the operator (CLI, console), or a person of the chat (only their own tenant's requests, only when the project lets the person answer). */
 export type Answerer = { operator: true; actor: string } | { operator?: false; actor: string; project: string; tenant: string };
 
-export type Verdict = { allowed: true } | { allowed: false; reason: string };
+/** `quiet`: refused without asking anyone, as routine (the agent had answered): no warning logged. */
+export type Verdict = { allowed: true } | { allowed: false; reason: string; quiet?: boolean };
 
 export interface Approvals {
   /** May this run reach `target` ("host:port"), which its allowlist does not name? Asks, and waits for the answer. */
@@ -53,6 +54,8 @@ interface RunState {
   denied: Map<string, string>;
   asks: number;
   waiting: Map<string, Promise<Verdict>>;
+  /** Its `answered` signal is listened to (once per run). */
+  heedsAnswer?: boolean;
 }
 
 interface Waiter {
@@ -111,7 +114,7 @@ export function createApprovals(deps: {
       : 'approval.allow_session';
     deps.audit({ kind: 'admin', action, actor: answer.by === 'timeout' ? 'berth' : answer.by, project: request.project, target: `${request.target} for ${request.tenant} (session ${request.session})`, outcome: 'ok' });
     deps.logger.info({ id, target: request.target, decision: answer.decision, by: answer.by }, 'approval answered');
-    run?.ask?.({ type: 'answered', id, decision: answer.decision, by: answer.by, at: answer.at });
+    run?.ask?.({ type: 'answered', id, decision: answer.decision, by: answer.by, target: request.target, asked_at: request.asked_at, at: answer.at });
     w.settle(answer);
   }
 
@@ -155,6 +158,11 @@ export function createApprovals(deps: {
     return request;
   }
 
+  /** What the run waits for is denied now (by berth): its agent answered, or its connections closed. */
+  function denyWaiting(runId: string) {
+    for (const [id, w] of waiters) if (w.request.run === runId) publish(id, { decision: 'deny', by: 'berth', at: new Date().toISOString() });
+  }
+
   async function ask(run: RunIdentity, state: RunState, target: string): Promise<Verdict> {
     const { approvals: approver, approval_timeout_seconds: timeout } = run.metadata.chat;
     const notListed = `${target} is not in project "${run.project}"'s egress allowlist`;
@@ -162,6 +170,12 @@ export function createApprovals(deps: {
     if (approver === 'person' && !run.ask) return { allowed: false, reason: `${notListed}, and nobody watches this run to allow it (a chat asks its person)` };
     if (state.asks >= APPROVAL_BOUNDS.asksPerRun) return { allowed: false, reason: `${notListed}, and this run asked ${APPROVAL_BOUNDS.asksPerRun} times already` };
     if (waiters.size >= APPROVAL_BOUNDS.pendingMax) return { allowed: false, reason: `${notListed}, and too many requests wait for an answer` };
+    // After its answer the agent works for itself (a CLI's background calls): nobody is held or asked for that.
+    if (run.answered?.aborted) return { allowed: false, reason: `${notListed}, and the agent had already answered (nobody is asked after that)`, quiet: true };
+    if (run.answered && !state.heedsAnswer) {
+      state.heedsAnswer = true;
+      run.answered.addEventListener('abort', () => denyWaiting(run.runId), { once: true });
+    }
     state.asks++;
     const answer = await new Promise<ApprovalAnswer>((resolve) => {
       const request = hold({ kind: 'egress', project: run.project, tenant: run.tenantKey, session: run.session, run: run.runId, target, approver }, timeout, run, resolve);
@@ -169,7 +183,10 @@ export function createApprovals(deps: {
       run.ask?.({ type: 'asked', approval: viewOf(request) });
     });
     if (answer.decision === 'deny') {
-      const reason = answer.by === 'timeout' ? `${notListed}, and nobody allowed it within ${timeout} s` : `${notListed}, and the request to reach it was denied`;
+      const reason =
+        answer.by === 'timeout' ? `${notListed}, and nobody allowed it within ${timeout} s`
+        : answer.by === 'berth' ? `${notListed}, and the agent answered before anyone allowed it`
+        : `${notListed}, and the request to reach it was denied`;
       state.denied.set(target, reason);
       return { allowed: false, reason };
     }
@@ -236,7 +253,7 @@ export function createApprovals(deps: {
     },
 
     endRun(runId) {
-      for (const [id, w] of waiters) if (w.request.run === runId) publish(id, { decision: 'deny', by: 'berth', at: new Date().toISOString() });
+      denyWaiting(runId);
       runs.delete(runId);
     },
   };

@@ -51,7 +51,14 @@ export type ApprovalAnswer = z.infer<typeof ApprovalAnswerSchema>;
 
 /** A request as the people who answer it see it. */
 export type ApprovalView = Omit<ApprovalRequest, 'owner' | 'run'>;
-export type ApprovalEvent = { type: 'asked'; approval: ApprovalView } | { type: 'answered'; id: string; decision: ApprovalDecision; by: string; at?: string };
+/**
+ * What a run's chat hears: a request, its answer (who, when; what was asked and when), and a host
+ * someone allowed that still could not be reached (why, in words a person reads).
+ */
+export type ApprovalEvent =
+  | { type: 'asked'; approval: ApprovalView }
+  | { type: 'answered'; id: string; decision: ApprovalDecision; by: string; target: string; asked_at: string; at: string }
+  | { type: 'unreachable'; target: string; reason: string };
 /** Someone who can be asked: the chat watching a run. */
 export type ApprovalListener = (event: ApprovalEvent) => void;
 
