@@ -11,7 +11,7 @@ import { type RunOutcome, type RunRequest, type Runner } from '../runs/runner.js
 import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import { interruptedRuns, openRuns } from '../store/journal.js';
-import { readOutbound } from '../store/outbound-log.js';
+import { readOutbound, type ModelCall, type OutboundRecord } from '../store/outbound-log.js';
 import { listWorkspaces, workspaceUsage } from '../store/workspaces.js';
 import { mountPoints } from '../fs/loop-quota.js';
 import type { InterruptedRun, ProjectView, RunView, WorkspaceView } from './views.js';
@@ -54,6 +54,8 @@ export interface AdminService {
   /** Runs accepted or started and not ended (in flight now, or left open by a berth that died and not yet recovered). */
   openRuns(name: string): Array<{ run: string; session: string | null; kind: string | null; phase: string; since: string }>;
   /** Each tenant's model calls in the last hour against the project's budget (the console's view). */
+  /** A project's model calls since a time (a tenant's, or a run's), newest first and bounded: what the chat's cost words count. */
+  modelCalls(name: string, filter: { since: string; tenant?: string; run?: string }): ModelCall[];
   modelUse(name: string): { budget: { requests_per_hour: number; tokens_per_hour: number }; tenants: Array<{ tenant: string; requests: number; tokens: number }> };
   /** A project's sessions; with a tenant key, that tenant's only (read through its index). */
   listSessions(name: string, tenantKey?: string): SessionRecord[];
@@ -110,6 +112,8 @@ export interface ChatLinkView {
 export type StepListener = (event: StepEvent) => void;
 
 /** Retired volumes asked of the cluster in one pass, and how long a pass may wait for it. */
+/** Model calls one cost question reads at most (a week of a busy tenant's calls). */
+const MODEL_CALLS_READ = 100_000;
 const RETIRE_PASS_MAX = 1000;
 const RETIRE_PASS_MS = 15_000;
 /** What the cluster did not take is asked again this much later, while berth runs. */
@@ -308,6 +312,11 @@ export function createAdminService(deps: {
 
     openRuns(name) {
       return openRuns(store.get(name).paths.sessionsDir).map((r) => ({ run: r.run, session: r.session ?? null, kind: r.kind ?? null, phase: r.phase, since: r.at }));
+    },
+
+    modelCalls(name, f) {
+      const keep = (r: OutboundRecord) => r.kind === 'model' && (f.tenant === undefined || r.tenant === f.tenant) && (f.run === undefined || r.run === f.run);
+      return readOutbound(store.get(name).paths.sessionsDir, { since: f.since, limit: MODEL_CALLS_READ, keep }) as ModelCall[];
     },
 
     modelUse(name) {
