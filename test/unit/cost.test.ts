@@ -3,6 +3,7 @@ import { budgetRefusal, budgetWarning, costLine, tokensWord, usageReply } from '
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { budgetStep, costShown, daysOf, priceOf, tallyOf } from '../../src/outbound/cost.js';
+import { modelUseOf } from '../../src/admin/model-use.js';
 
 const models = BerthConfigSchema.parse({
   models: {
@@ -91,5 +92,30 @@ describe('the words about model use', () => {
     expect(budgetWarning({ used: 850, limit: 1000 })).toBe("berth: you have used 85% of today's model budget (850 of 1,000 tokens).");
     expect(budgetWarning({ used: 1000, limit: 1000 })).toMatch(/^berth: you have used today's model budget \(1,000 of 1,000 tokens\)\. Your next message will wait/);
     expect(budgetRefusal(1000, 'off')).toBe("berth: not run: you have used today's model budget (1,000 tokens). It starts again at 00:00 UTC; /usage shows where you stand.");
+  });
+});
+
+describe("the console's model use per tenant", () => {
+  it('the last hour against the hourly budget, and today (UTC) with its money against the daily one', () => {
+    const now = Date.parse('2026-11-27T10:30:00Z');
+    const call = (tenant: string, at: string, input: number, output: number, model = 'claude-sonnet-4') => ({ kind: 'model' as const, at, run: 'r', tenant, session: 's', status: 200, upstream: 'anthropic', model, input_tokens: input, output_tokens: output, ms: 1 });
+    const use = modelUseOf(
+      [
+        call('ann', '2026-11-27T10:00:00Z', 1_000_000, 0),
+        call('ann', '2026-11-27T02:00:00Z', 0, 100_000),
+        call('bob', '2026-11-27T01:00:00Z', 10, 10, 'gpt-5'),
+        call('cy', '2026-11-26T23:50:00Z', 5, 5), // yesterday, and more than an hour ago
+      ],
+      { requests_per_hour: 200, tokens_per_hour: 2_000_000, tokens_per_day: 5_000_000 },
+      models,
+      now,
+    );
+    expect(use).toEqual({
+      budget: { requests_per_hour: 200, tokens_per_hour: 2_000_000, tokens_per_day: 5_000_000 },
+      tenants: [
+        { tenant: 'ann', requests: 1, tokens: 1_000_000, today: { tokens: 1_100_000, usd: 4.5, unpriced_calls: 0 } },
+        { tenant: 'bob', requests: 0, tokens: 0, today: { tokens: 20, usd: 0, unpriced_calls: 1 } },
+      ],
+    });
   });
 });
