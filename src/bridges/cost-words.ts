@@ -11,6 +11,8 @@ export function tokensWord(n: number): string {
   if (n < 1_000_000) return `${trim(n / 1000)}k`;
   return `${trim(n / 1_000_000)}M`;
 }
+/** "1 token", "12.3k tokens". */
+const tokens = (n: number) => `${tokensWord(n)} token${n === 1 ? '' : 's'}`;
 const trim = (x: number) => (x >= 100 ? String(Math.round(x)) : x.toFixed(1).replace(/\.0$/, ''));
 
 /** Dollars, or undefined when nothing was priced. */
@@ -22,7 +24,7 @@ function moneyWord(t: Tally): string | undefined {
 }
 
 const used = (t: Tally) => t.input + t.output;
-const left = (day: { used: number; limit: number }) => (day.used >= day.limit ? 'none left today' : `${tokensWord(day.limit - day.used)} tokens left today`);
+const left = (day: { used: number; limit: number }) => (day.used >= day.limit ? 'none left today' : `${tokens(day.limit - day.used)} left today`);
 
 /** The line an answer ends with: what this message cost, and what is left of the day. */
 export function costLine(run: Tally, day: { used: number; limit: number | undefined }): string {
@@ -37,25 +39,25 @@ export function costLine(run: Tally, day: { used: number; limit: number | undefi
 export function usageReply(today: Tally, week: Tally, limit: number | undefined, allowedPast: boolean): string {
   const line = (name: string, t: Tally) => {
     const money = moneyWord(t);
-    return `${name}: ${tokensWord(used(t))} tokens (${tokensWord(t.input)} in, ${tokensWord(t.output)} out) in ${t.calls} model call${t.calls === 1 ? '' : 's'}${money ? `, ${money}` : ''}`;
+    return `${name}: ${tokens(used(t))} (${tokensWord(t.input)} in, ${tokensWord(t.output)} out) in ${t.calls} model call${t.calls === 1 ? '' : 's'}${money ? `, ${money}` : ''}`;
   };
   const budget =
     limit === undefined ? 'No daily budget is set.'
-    : allowedPast ? `Daily budget: ${tokensWord(limit)} tokens; going past it was allowed for today.`
-    : `Daily budget: ${tokensWord(limit)} tokens; ${left({ used: used(today), limit })} (days start at 00:00 UTC).`;
+    : allowedPast ? `Daily budget: ${tokens(limit)}; going past it was allowed for today.`
+    : `Daily budget: ${tokens(limit)}; ${left({ used: used(today), limit })} (days start at 00:00 UTC).`;
   return [`berth: your model use`, line('today', today), line('last 7 days', week), budget].join('\n');
 }
 
 /** Told once a day, after the answer that crossed WARN_SHARE (or the limit itself). */
 export function budgetWarning(day: { used: number; limit: number }): string {
-  if (day.used >= day.limit) return `berth: you have used today's model budget (${tokensWord(day.used)} of ${tokensWord(day.limit)} tokens). Your next message will wait until going past it is allowed, or until 00:00 UTC.`;
+  if (day.used >= day.limit) return `berth: you have used today's model budget (${tokensWord(day.used)} of ${tokens(day.limit)}). Your next message will wait until going past it is allowed, or until 00:00 UTC.`;
   const share = Math.floor((100 * day.used) / day.limit);
-  return `berth: you have used ${share}% of today's model budget (${tokensWord(day.used)} of ${tokensWord(day.limit)} tokens).`;
+  return `berth: you have used ${share}% of today's model budget (${tokensWord(day.used)} of ${tokens(day.limit)}).`;
 }
 
 /** Why a held message was not run. */
 export function budgetRefusal(limit: number, why: 'off' | 'denied' | 'timeout' | 'operator-denied'): string {
-  const at = `you have used today's model budget (${tokensWord(limit)} tokens)`;
+  const at = `you have used today's model budget (${tokens(limit)})`;
   const again = 'It starts again at 00:00 UTC; /usage shows where you stand.';
   if (why === 'off') return `berth: not run: ${at}. ${again}`;
   if (why === 'timeout') return `berth: not run: ${at}, and nobody allowed going past it in time. ${again}`;
@@ -64,4 +66,4 @@ export function budgetRefusal(limit: number, why: 'off' | 'denied' | 'timeout' |
 }
 
 /** The approval's target: the day's limit, as the person and the operator read it. */
-export const budgetTarget = (limit: number) => `today's model budget of ${tokensWord(limit)} tokens`;
+export const budgetTarget = (limit: number) => `today's model budget of ${tokens(limit)}`;

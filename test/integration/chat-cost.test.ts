@@ -9,7 +9,7 @@ import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openBudgetDays } from '../../src/store/budget-days.js';
 import { openInbox } from '../../src/store/inbox.js';
 import { startFakeAnthropic, type FakeAnthropic } from '../fakes/anthropic-api.js';
-import { testHome, type TestHome } from '../helpers.js';
+import { cli, testHome, type TestHome } from '../helpers.js';
 
 /**
  * The cost in a chat with the real Claude Code CLI (agent image) behind a fake of the Anthropic
@@ -28,6 +28,7 @@ beforeAll(async () => {
   });
   // One token a day: the first answer uses it up.
   h.create({ name: 'cc', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'], budget: { tokens_per_day: 1 } } });
+  h.create({ name: 'co', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'], budget: { tokens_per_day: 1 } }, chat: { approvals: 'operator' } });
 }, 120_000);
 afterAll(async () => {
   await h?.[Symbol.asyncDispose]();
@@ -35,32 +36,38 @@ afterAll(async () => {
 });
 
 describe('the cost in the chat, with the real Claude Code', () => {
-  it('the answer shows its cost; at the limit the next message waits for /yes, and /no leaves it unrun', async () => {
+  /** A chat of the project (a bridge core with a fake transport, as start.ts wires it). */
+  function chatOf(project: string) {
     const sent: string[] = [];
-    const transport: ChatTransport = { name: 'test', send: async (_c, text) => void sent.push(text), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'cc' };
+    const transport: ChatTransport = { name: `t-${project}`, send: async (_c, text) => void sent.push(text), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => project };
     const { stateDir } = homePaths(h.home);
     const dir = join(stateDir, 'bridges');
     const { berth } = h;
     const cost = createChatCost({ admin: berth.admin, config: () => berth.config, approvals: berth.approvals, days: openBudgetDays(stateDir) });
-    const core = createBridgeCore({ transport, inbox: openInbox(dir, 'test'), state: openBridgeState(dir, 'test'), admin: berth.admin, config: () => berth.config, logger: pino({ level: 'silent' }), senderAllowed: () => true, approvals: berth.approvals, cost });
+    const core = createBridgeCore({ transport, inbox: openInbox(dir, transport.name), state: openBridgeState(dir, transport.name), admin: berth.admin, config: () => berth.config, logger: pino({ level: 'silent' }), senderAllowed: () => true, approvals: berth.approvals, cost });
     let n = 0;
     const say = (text: string) => core.receive({ id: `m${n++}`, chat: 'c', tenant: 'test:ann', sender: 'test:ann', text });
     const until = async (cond: () => boolean) => {
       while (!cond()) await new Promise((r) => setTimeout(r, 20));
     };
+    return { sent, core, say, until, berth };
+  }
+
+  it('the answer shows its cost; at the limit the next message waits for /yes, and /no leaves it unrun', async () => {
+    const { sent, core, say, until, berth } = chatOf('cc');
 
     say('REPLY: first answer');
     await core.idle();
     expect(sent).toHaveLength(1);
-    expect(sent[0]).toMatch(/^first answer\n\n\[cost: [\d,.k]+ tokens in, [\d,.k]+ out · \$[\d.]+ · none left today\]\nberth: you have used today's model budget \([\d,.kM]+ of 1 tokens\)\. Your next message will wait/);
+    expect(sent[0]).toMatch(/^first answer\n\n\[cost: [\d,.k]+ tokens in, [\d,.k]+ out · \$[\d.]+ · none left today\]\nberth: you have used today's model budget \([\d,.kM]+ of 1 token\)\. Your next message will wait/);
 
     const calls = fake.requests.length;
     say('REPLY: second answer');
     await until(() => sent.length === 2);
-    expect(sent[1]).toMatch(/^berth: your message waits: you have used today's model budget of 1 tokens\. Reply \/yes/);
+    expect(sent[1]).toMatch(/^berth: your message waits: you have used today's model budget of 1 token\. Reply \/yes/);
     say('/no');
     await core.idle();
-    expect(sent.at(-1)).toMatch(/^berth: not run: you have used today's model budget \(1 tokens\), and going past it was not allowed\./);
+    expect(sent.at(-1)).toMatch(/^berth: not run: you have used today's model budget \(1 token\), and going past it was not allowed\./);
     expect(fake.requests.length).toBe(calls);
 
     say('REPLY: third answer');
@@ -72,5 +79,21 @@ describe('the cost in the chat, with the real Claude Code', () => {
     const audited = berth.audit.list({ project: 'cc', limit: 100 }).map((e) => [e.action, e.actor]);
     expect(audited).toContainEqual(['approval.deny', 'tenant:test:ann']);
     expect(audited).toContainEqual(['approval.allow_past_budget', 'tenant:test:ann']);
+  }, 240_000);
+
+  it('chat.approvals "operator": the held message waits for "berth approvals allow" (another process, the CLI)', async () => {
+    const { sent, core, say, until, berth } = chatOf('co');
+    say('REPLY: first');
+    await core.idle();
+    say('REPLY: past the budget');
+    await until(() => sent.length === 2);
+    expect(sent[1]).toMatch(/^berth: your message waits: .* The operator has been asked to allow going past it for today/);
+    const [waiting] = JSON.parse(cli(['--home', h.home, 'approvals', 'list', '--json']).stdout) as Array<{ id: string; kind: string }>;
+    expect(waiting?.kind).toBe('budget');
+    expect(cli(['--home', h.home, 'approvals', 'list']).stdout).toContain("wants to go past today's model budget of 1 token (a chat message waits)  (operator only;");
+    expect(cli(['--home', h.home, 'approvals', 'allow', waiting?.id ?? ''])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^allowed: going past today's model budget of 1 token for the rest of the day \(UTC\) for test:ann in co/) });
+    await core.idle();
+    expect(sent.at(-1)).toMatch(/^past the budget\n\n\[cost: /);
+    expect(berth.audit.list({ project: 'co', limit: 10 })).toEqual(expect.arrayContaining([expect.objectContaining({ action: 'approval.allow_past_budget', actor: 'operator' })]));
   }, 240_000);
 });
