@@ -30,18 +30,25 @@ export function createChatCost(deps: {
   now?: () => number;
 }): ChatCost {
   const now = deps.now ?? Date.now;
-  const tally = (project: string, filter: { since: string; tenant?: string; run?: string }) => tallyOf(deps.admin.modelCalls(project, filter), deps.config().models);
-  const dayOf = (who: Who) => {
+  /** The tenant's day, from one read of the outbound log since `since` (which includes today's start). */
+  const dayOf = (who: Who, since: (d: ReturnType<typeof daysOf>, at: number) => string) => {
     const metadata = deps.admin.getProjectMetadata(who.project);
-    const d = daysOf(now());
-    const today = tally(who.project, { since: d.today, tenant: who.tenant });
+    const at = now();
+    const d = daysOf(at);
+    const calls = deps.admin.modelCalls(who.project, { since: since(d, at), tenant: who.tenant });
+    const today = tallyOf(calls.filter((c) => c.at >= d.today), deps.config().models);
     const mark = deps.days.get(who.project, who.tenant, d.day);
-    return { metadata, d, today, mark, used: today.input + today.output, limit: metadata.models.budget.tokens_per_day };
+    return { metadata, d, calls, today, mark, used: today.input + today.output, limit: metadata.models.budget.tokens_per_day };
   };
+  const today = (d: ReturnType<typeof daysOf>) => d.today;
+  /** A run that began before midnight counts whole: its calls are read back a day at least. */
+  const runWindow = (d: ReturnType<typeof daysOf>, at: number) => new Date(Math.min(Date.parse(d.today), at - 86_400_000)).toISOString();
 
   return {
     async hold(who, listen) {
-      const { metadata, d, mark, used, limit } = dayOf(who);
+      // Most projects have no daily budget: their messages never read the outbound log here.
+      if (deps.admin.getProjectMetadata(who.project).models.budget.tokens_per_day === undefined) return undefined;
+      const { metadata, d, mark, used, limit } = dayOf(who, today);
       if (limit === undefined || budgetStep({ used, limit, warned: mark.warned, allowed: mark.allowed_by !== undefined }) !== 'hold') return undefined;
       const approver = metadata.chat.approvals;
       const ask = deps.approvals?.requestBudget;
@@ -53,9 +60,11 @@ export function createChatCost(deps: {
     },
 
     after(who, run) {
-      const { metadata, d, mark, used, limit } = dayOf(who);
+      const project = deps.admin.getProjectMetadata(who.project);
+      if (project.models.budget.tokens_per_day === undefined && !costShown(project, deps.config().models)) return undefined;
+      const { metadata, d, calls, mark, used, limit } = dayOf(who, runWindow);
       const lines: string[] = [];
-      if (costShown(metadata, deps.config().models)) lines.push(costLine(tally(who.project, { since: d.week, run }), { used, limit }));
+      if (costShown(metadata, deps.config().models)) lines.push(costLine(tallyOf(calls.filter((c) => c.run === run), deps.config().models), { used, limit }));
       if (limit !== undefined && !mark.warned && budgetStep({ used, limit, warned: false, allowed: mark.allowed_by !== undefined }) !== 'go') {
         deps.days.mark(who.project, who.tenant, d.day, { warned: true });
         lines.push(budgetWarning({ used, limit }));
@@ -64,8 +73,8 @@ export function createChatCost(deps: {
     },
 
     usage(who) {
-      const { d, today, mark, limit } = dayOf(who);
-      return usageReply(today, tally(who.project, { since: d.week, tenant: who.tenant }), limit, mark.allowed_by !== undefined);
+      const { calls, today, mark, limit } = dayOf(who, (d) => d.week);
+      return usageReply(today, tallyOf(calls, deps.config().models), limit, mark.allowed_by !== undefined);
     },
   };
 }
