@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { AuditEvent } from '../store/audit.js';
 import { BerthError } from '../base/errors.js';
 import { selfIdentity } from '../fs/process-identity.js';
-import type { ApprovalAnswer, ApprovalDecision, ApprovalRequest, ApprovalStore, ApprovalView } from '../store/approvals.js';
+import type { ApprovalAnswer, ApprovalDecision, ApprovalListener, ApprovalRequest, ApprovalStore, ApprovalView } from '../store/approvals.js';
 import type { RunIdentity } from './run-identity.js';
 import type { PermissionLevel } from '../config/session.js';
 
@@ -39,6 +39,12 @@ export interface Approvals {
    * One request per session waits at a time (asking again returns it).
    */
   requestLevel(req: { project: string; tenant: string; session: string; level: PermissionLevel; timeoutSeconds: number }, told: (answer: ApprovalAnswer) => void): ApprovalView;
+  /**
+   * A chat message held at its tenant's daily model budget: its approver (the person or the
+   * operator, as chat.approvals says) may let it and the day's next ones past. `listen` hears the
+   * request and its answer (the chat's card or question); the promise, the answer that stands.
+   */
+  requestBudget(req: { project: string; tenant: string; session: string; target: string; approver: 'person' | 'operator'; timeoutSeconds: number }, listen: ApprovalListener): Promise<ApprovalAnswer>;
 }
 
 export const APPROVAL_BOUNDS = {
@@ -62,6 +68,8 @@ interface Waiter {
   request: ApprovalRequest;
   /** The run that waits (egress requests). */
   run?: RunIdentity;
+  /** Who hears the answer besides the promise (a budget request's chat). */
+  listen?: ApprovalListener;
   settle: (answer: ApprovalAnswer) => void;
 }
 
@@ -110,11 +118,12 @@ export function createApprovals(deps: {
       answer.by === 'timeout' ? 'approval.timeout'
       : answer.decision === 'deny' ? 'approval.deny'
       : request.kind === 'level' ? 'approval.raise_level'
+      : request.kind === 'budget' ? 'approval.allow_past_budget'
       : answer.decision === 'once' ? 'approval.allow_once'
       : 'approval.allow_session';
     deps.audit({ kind: 'admin', action, actor: answer.by === 'timeout' ? 'berth' : answer.by, project: request.project, target: `${request.target} for ${request.tenant} (session ${request.session})`, outcome: 'ok' });
     deps.logger.info({ id, target: request.target, decision: answer.decision, by: answer.by }, 'approval answered');
-    run?.ask?.({ type: 'answered', id, decision: answer.decision, by: answer.by, target: request.target, asked_at: request.asked_at, at: answer.at });
+    (w.listen ?? run?.ask)?.({ type: 'answered', id, decision: answer.decision, by: answer.by, target: request.target, asked_at: request.asked_at, at: answer.at });
     w.settle(answer);
   }
 
@@ -140,7 +149,7 @@ export function createApprovals(deps: {
   }
 
   /** A request on disk, waiting: denied at its timeout unless an answer (from any process) comes first; `onAnswer` gets the one that stands. */
-  function hold(fields: Omit<ApprovalRequest, 'id' | 'asked_at' | 'expires_at' | 'owner'>, timeoutSeconds: number, run: RunIdentity | undefined, onAnswer: (answer: ApprovalAnswer) => void): ApprovalRequest {
+  function hold(fields: Omit<ApprovalRequest, 'id' | 'asked_at' | 'expires_at' | 'owner'>, timeoutSeconds: number, run: RunIdentity | undefined, onAnswer: (answer: ApprovalAnswer) => void, listen?: ApprovalListener): ApprovalRequest {
     const at = now();
     const request: ApprovalRequest = { ...fields, id: deps.store.newId(), asked_at: new Date(at).toISOString(), expires_at: new Date(at + timeoutSeconds * 1000).toISOString(), owner };
     deps.store.put(request);
@@ -149,6 +158,7 @@ export function createApprovals(deps: {
     waiters.set(request.id, {
       request,
       run,
+      listen,
       settle: (answer) => {
         clearTimeout(timer);
         onAnswer(answer);
@@ -250,6 +260,16 @@ export function createApprovals(deps: {
       });
       deps.logger.info({ id: request.id, project: req.project, tenant: req.tenant, session: req.session, level: req.level }, `a chat user asks for level ${req.level}: berth approvals allow ${request.id} (or deny)`);
       return viewOf(request);
+    },
+
+    requestBudget(req, listen) {
+      if (waiters.size >= APPROVAL_BOUNDS.pendingMax) return Promise.resolve({ decision: 'deny', by: 'berth', at: new Date(now()).toISOString() });
+      return new Promise<ApprovalAnswer>((resolve) => {
+        const { timeoutSeconds, ...fields } = req;
+        const request = hold({ kind: 'budget', ...fields, run: '' }, timeoutSeconds, undefined, resolve, listen);
+        deps.logger.info({ id: request.id, project: req.project, tenant: req.tenant, approver: req.approver }, req.approver === 'operator' ? `a chat message waits at its tenant's daily model budget: berth approvals allow ${request.id} (or deny)` : "a chat message waits for its person to allow going past the day's model budget");
+        listen({ type: 'asked', approval: viewOf(request) });
+      });
     },
 
     endRun(runId) {

@@ -1,4 +1,5 @@
 import { posix } from 'node:path';
+import { userToolsEnv } from './user-tools.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import { protectedPathKey, type ProjectMetadata } from '../config/metadata.js';
 import type { SharedGrant } from '../config/grants.js';
@@ -273,6 +274,8 @@ export function planRun(input: PlanInput): RunPlan {
   const env: Record<string, string> = {
     PATH: CONTAINER_PATH,
     HOME: input.home ? AGENT_HOME : '/tmp',
+    // A session's home persists: what the agent installs with user-level tools goes there.
+    ...(input.home ? userToolsEnv(AGENT_HOME, CONTAINER_PATH) : {}),
     BERTH_PROJECT: meta.name,
     BERTH_WORKSPACE: workspace.id,
     BERTH_RUN: run.id,

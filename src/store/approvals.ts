@@ -23,13 +23,13 @@ export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
 export const ApprovalRequestSchema = z
   .object({
     id: z.string().regex(APPROVAL_ID_PATTERN),
-    kind: z.enum(['egress', 'level']).describe('egress: a host outside the project\'s egress allowlist; level: a chat session\'s level above what the project lets its person take.'),
+    kind: z.enum(['egress', 'level', 'budget']).describe('egress: a host outside the project\'s egress allowlist; level: a chat session\'s level above what the project lets its person take; budget: a chat message past its tenant\'s daily model budget.'),
     project: z.string().max(128),
     tenant: z.string().max(1024),
     session: z.string().max(128),
-    /** The run that waits (egress); "" for a level, which no run waits for. */
+    /** The run that waits (egress); "" for a level or a budget, which no run waits for yet. */
     run: z.string().max(128),
-    /** egress: "host:port", a name the proxy checked (never a URL, never more than a host); level: the level asked for. */
+    /** egress: "host:port", a name the proxy checked (never a URL, never more than a host); level: the level asked for; budget: the day's limit, in words. */
     target: z.string().max(260),
     approver: z.enum(['person', 'operator']).describe('Who may answer: the person in the chat (or the operator), or the operator only.'),
     asked_at: z.string(),

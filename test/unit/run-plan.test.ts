@@ -113,6 +113,40 @@ describe('planRun', () => {
     });
   });
 
+  it("a session's run: its home read-write at /home/agent, and the user-level tools (pip --user, npm -g, cargo, go) install there, their programs on PATH after the image's", () => {
+    const plan = planRun({ ...input({ workspace_isolation: true }), home: { dir: '/h/.berth/projects/bot/homes/s1' } });
+    expect(plan).toEqual({
+      ...commonTail,
+      labels: { ...commonTail.labels, 'berth.reach': 'workspace' },
+      image: 'berth/shell:latest',
+      argv: ['sh', '-c', '--', 'echo "hi"; ls'],
+      exec: ['sh', '-c', '--', 'echo "hi"; ls'],
+      keepAlive: ['berth-bridge', 'idle'],
+      cwd: '/workspace',
+      mounts: [
+        { type: 'bind', source: '/h/projects/bot/workspaces/w1', target: '/workspace', readOnly: false },
+        { type: 'bind', source: '/h/.berth/projects/bot/homes/s1', target: '/home/agent', readOnly: false },
+        tmp,
+      ],
+      env: {
+        PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/home/agent/.local/bin',
+        HOME: '/home/agent',
+        PIP_USER: '1',
+        PIP_BREAK_SYSTEM_PACKAGES: '1',
+        PYTHONUSERBASE: '/home/agent/.local',
+        NPM_CONFIG_PREFIX: '/home/agent/.local',
+        CARGO_HOME: '/home/agent/.cargo',
+        CARGO_INSTALL_ROOT: '/home/agent/.local',
+        GOPATH: '/home/agent/go',
+        GOBIN: '/home/agent/.local/bin',
+        BERTH_PROJECT: 'bot',
+        BERTH_WORKSPACE: 'w1',
+        BERTH_RUN: 'r1',
+      },
+      prepare: { rwRoot: '/h/projects/bot/workspaces/w1', rwRootPath: ['workspaces', 'w1'], files: [], dirs: [], mountpoints: [] },
+    });
+  });
+
   it('never mounts a protected path from the tenant tree', () => {
     const plan = planRun(input({ protected_paths: ['AGENTS.md'] }, [{ path: 'AGENTS.md', kind: 'file' }]));
     const ro = plan.mounts.filter((m) => m.type === 'bind' && m.readOnly && m.target === '/workspace/AGENTS.md');
