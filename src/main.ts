@@ -206,6 +206,7 @@ export function createBerth(opts: BerthOptions): Berth {
       ownerProcess: processIdentity(),
       admission,
       metrics,
+      audit: (event) => audit.record(event),
       egressTrust: () => ca().files,
       prestarted:
         opts.warm && opts.pool !== 'off'

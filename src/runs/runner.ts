@@ -6,7 +6,7 @@ import { secretsGrantedTo } from '../config/secrets.js';
 import { runtimeFor } from '../config/runtimes.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import { BerthError, isBerthError } from '../base/errors.js';
-import type { Launcher, LauncherCapabilities, ManagedContainer, OutputListener, RunOptions } from '../launch/launcher.js';
+import type { Launcher, LauncherCapabilities, ManagedContainer, OutputListener, RunOptions, RunResult } from '../launch/launcher.js';
 import { assertLaunchable } from '../launch/requirements.js';
 import { noMetrics, type Metrics } from '../base/metrics.js';
 import { planRun, type RunPlan } from '../plan/run-plan.js';
@@ -33,6 +33,10 @@ import { createWarmSessions, warmKeyOf, warmWorkspaceOf, type WarmLease } from '
 import type { WarmPool } from './warm-pool.js';
 import type { PrestartPool } from './prestart-pool.js';
 import { POOLED } from '../plan/pool.js';
+import { receiptDigest, type Receipt } from '../plan/receipt.js';
+import type { AuditEvent } from '../store/audit.js';
+import { policyOf } from './receipt-policy.js';
+import { watchReceipt } from './run-receipt.js';
 
 export type { RunOutcome } from './run-record.js';
 export type { PrivateTarget } from './run-context.js';
@@ -125,6 +129,8 @@ export function createRunner(deps: {
   metrics?: Metrics;
   /** berth's egress CA files (made on first call), for runs whose project holds secret grants. */
   egressTrust?: () => { ca: string; bundle: string };
+  /** The audit trail: each run's receipt digest, and its violations. */
+  audit?: (event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor: string }) => void;
 }): Runner {
   const { store, sessions, launcher, config, installation } = deps;
   const metrics = deps.metrics ?? noMetrics();
@@ -303,10 +309,12 @@ export function createRunner(deps: {
     const own = ctx.workspace.ownFilesystem === true;
     const disk = watchDisk(own ? [home] : [plan.prepare.rwRoot, home], plan.limits, stopRun, undefined, own ? [plan.prepare.rwRoot] : []);
     const tap = progressTap(plan, spec.kind === 'message' ? spec : {});
-    const opts: RunOptions = { signal: halt.signal, onCreated, onOutput: tap.onOutput };
-    const running = lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
-    const launched = await running.finally(() => disk.stop());
+    const watch = watchReceipt(launcher, plan, (err) => ctx.log.warn({ err: String(err) }, 'the container could not be observed for its receipt'));
+    const opts: RunOptions = { signal: halt.signal, onCreated, onStarted: (id) => watch.onStarted(id), onOutput: tap.onOutput };
+    const running: Promise<RunResult & { warm: boolean; pooled?: boolean }> = lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
+    const { pooled, ...launched } = await running.finally(() => disk.stop());
     const result = { ...launched, ...tap.finish(launched) };
+    const receipt = await watch.receipt(policyOf(ctx, plan, launched.warm ? 'warm' : pooled ? 'pool' : 'cold'));
     const stoppedFor = halt.reason();
     const tool = spec.kind === 'shell_tool';
     ctx.log.info({ exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool }, tool ? 'shell tool finished' : 'run finished');
@@ -322,11 +330,23 @@ export function createRunner(deps: {
       ...(spec.kind === 'message' && spec.schedule ? { schedule: spec.schedule } : {}),
       warnings: [...plan.warnings, ...(stoppedFor ? [`${STOPPED_WARNING}${stoppedFor}`] : []), ...(result.lost ? [`${LOST_WARNING}${result.lost}`] : [])],
     };
-    const record = toRunRecord(done, tool ? 'shell_run' : 'message');
+    const record = { ...toRunRecord(done, tool ? 'shell_run' : 'message'), receipt, receipt_digest: receiptDigest(receipt) };
     appendRunRecord(ctx.project.paths.sessionsDir, record);
+    noteReceipt(ctx, record.receipt_digest, receipt);
     // Read again: a level set while it ran is kept. A message's first run names an untitled session.
     if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined);
     return { ...done, record };
+  }
+
+  /** The receipt's digest into the audit chain; each difference from the plan a violation line, a metric and a log line. */
+  function noteReceipt(ctx: RunContext, digest: string, receipt: Receipt): void {
+    const project = ctx.project.metadata.name;
+    const actor = `session:${project}/${ctx.session.id}`;
+    deps.audit?.({ kind: 'run_receipt', action: 'run.receipt', actor, project, target: ctx.runId, outcome: receipt.violations.length ? 'error' : 'ok', digest });
+    if (!receipt.violations.length) return;
+    metrics.receiptViolation(project);
+    ctx.log.error({ violations: receipt.violations }, "the run's container differed from its plan");
+    for (const v of receipt.violations.slice(0, 8)) deps.audit?.({ kind: 'sandbox_violation', action: 'run.receipt.violation', actor, project, target: `${ctx.runId}: ${v}`, outcome: 'error', code: 'RECEIPT_VIOLATION' });
   }
 
   return {

@@ -11,6 +11,7 @@ import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult,
 import { plannedBinds, workspaceMountTargets } from '../mount-check.js';
 import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from '../lifecycle.js';
 import { attachMounts } from './late-mounts.js';
+import { observeDockerContainer } from './observe.js';
 import { bindsInOrder, claimedName, claimOfName } from '../../plan/pool.js';
 import { engineEnds } from './events.js';
 import { holdProcess, releaseProcess, type ProcessHandle } from './proc-handle.js';
@@ -101,6 +102,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
         return { containerId: container.id, ...commandNotFound(plan.argv, plan.image), truncated: false, timedOut: false, timings };
       }
       const tStarted = performance.now();
+      opts.onStarted?.(container.id);
       bounds.arm();
       // After start, "not-running" returns at once if the container already exited. ("next-exit"
       // sent before start races: if the engine registers it after the exit, it waits forever.)
@@ -204,6 +206,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       throw translateEngineError(err);
     }
     opts.onCreated?.(containerId);
+    opts.onStarted?.(containerId);
     const tCreated = performance.now();
     // Docker has no way to stop an exec: stopping it means removing its container.
     let removed: Promise<void> | undefined;
@@ -371,6 +374,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     },
     watchEnded,
     listManaged,
+    observe: (containerId) => engineCall(() => observeDockerContainer(docker, containerId)),
     async removeContainers(ids) {
       await Promise.all(ids.map(remove));
       return ids.length;

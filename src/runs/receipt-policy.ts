@@ -1,0 +1,17 @@
+import { secretsGrantedTo } from '../config/secrets.js';
+import type { Policy } from '../plan/receipt.js';
+import type { RunPlan } from '../plan/run-plan.js';
+import type { RunContext } from './run-context.js';
+
+/** berth's own side of a run's boundary, as its context and plan decided it: what its proxy lets through, and how the container was come by. */
+export function policyOf(ctx: Pick<RunContext, 'project' | 'config' | 'workspace'>, plan: Pick<RunPlan, 'sockets'>, start: Policy['start']): Policy {
+  const egress = plan.sockets.includes('egress');
+  const name = ctx.project.metadata.name;
+  return {
+    start,
+    folder: ctx.workspace.isolated ? 'own' : 'project',
+    egress,
+    allow: egress ? [...ctx.project.metadata.egress.allow] : [],
+    secrets: egress ? secretsGrantedTo(ctx.config.secrets, name) : [],
+  };
+}

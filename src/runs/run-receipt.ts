@@ -1,0 +1,34 @@
+import type { Launcher } from '../launch/launcher.js';
+import { plannedBoundary, receiptOf, type Observed, type Policy, type Receipt } from '../plan/receipt.js';
+import type { RunPlan } from '../plan/run-plan.js';
+
+/**
+ * One run's receipt as it is taken: the container is observed as soon as it runs the plan
+ * (`onStarted`: a new container's start, or the exec into a warm one), alongside the run, and
+ * compared with the plan when the run has ended. Nothing observed (a launcher that cannot, a run
+ * over before it could be read): every fact is listed as unobserved, never as held.
+ */
+export interface ReceiptWatch {
+  onStarted(containerId: string): void;
+  receipt(policy: Policy): Promise<Receipt>;
+}
+
+const NOTHING: Observed = { seen_from: {} };
+
+export function watchReceipt(launcher: Pick<Launcher, 'observe'>, plan: RunPlan, onError: (err: unknown) => void): ReceiptWatch {
+  let observed: Promise<Observed> | undefined;
+  return {
+    onStarted(containerId) {
+      // The last container the run started is the one it ran in (a warm one gone gives way to a new one).
+      observed = launcher.observe
+        ? launcher.observe(containerId).catch((err: unknown) => {
+            onError(err);
+            return NOTHING;
+          })
+        : Promise.resolve(NOTHING);
+    },
+    async receipt(policy) {
+      return receiptOf(plannedBoundary(plan), (await observed) ?? NOTHING, policy);
+    },
+  };
+}
