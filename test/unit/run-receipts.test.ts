@@ -2,6 +2,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { receiptDigest } from '../../src/plan/receipt.js';
 import { testHome, type TestHome } from '../helpers.js';
 import { createFakeLauncher } from '../helpers/fake-launcher.js';
+import { main } from '../../src/cli/berth.js';
+
+async function cli(home: string, ...args: string[]) {
+  let out = '';
+  const code = await main(['--home', home, ...args], {}, { out: (s) => void (out += s), err: () => undefined });
+  return { code, out };
+}
 
 /** The runner takes a receipt of every run: in its record, its digest in the audit chain, and a launcher that drops a setting caught. */
 let h: TestHome | undefined;
@@ -47,5 +54,16 @@ describe("a run's receipt", () => {
     );
     expect((await h.berth.metrics.render()).body).toContain('berth_receipt_violations_total{project="p"} 1\n');
     expect(h.berth.audit.verify().ok).toBe(true);
+
+    // The operator's whole view: every fact planned beside observed, the differences, a failing exit.
+    const text = await cli(h.home, 'runs', 'p', '--receipt');
+    expect(text.code).toBe(1);
+    expect(text.out).toContain(`run ${o.runId}  `);
+    expect(text.out).toContain('  capabilities    planned effective none; bounding none  |  observed effective sys_admin; bounding sys_admin [engine]\n');
+    expect(text.out).toContain('    /memory                  planned read-only observed writable\n');
+    expect(text.out).toContain('  violations      \n    effective capabilities sys_admin (planned none) [engine]\n');
+    expect(text.out).toContain(`  digest          ${o.record.receipt_digest} `);
+    const json = await cli(h.home, 'runs', 'p', '--receipt', '--json');
+    expect(JSON.parse(json.out)).toEqual({ runs: [{ run: o.runId, finished_at: o.record.finished_at, receipt: o.record.receipt, receipt_digest: o.record.receipt_digest }] });
   });
 });
