@@ -32,6 +32,16 @@ function reachWords(r: Receipt): string {
   return `${hosts}${secrets}, no other network`;
 }
 
+/** "GITHUB_TOKEN → POST api.github.com/repos/…/pulls, 201": what berth sent a person's secrets with, the first few. */
+function usesWords(r: Receipt): string[] {
+  const uses = r.credential_uses ?? [];
+  if (!uses.length) return [];
+  const cut = (path: string) => (path.length > 40 ? `${path.slice(0, 20)}…${path.slice(-15)}` : path);
+  const lines = uses.slice(0, 5).map((u) => `- ${u.secret} → ${u.method} ${u.host}${cut(u.path)}, ${u.note ? `not sent (${u.status})` : u.status}`);
+  const more = uses.length - 5 + (r.more_credential_uses ?? 0);
+  return [`berth added a secret to ${uses.length + (r.more_credential_uses ?? 0)} request${uses.length === 1 && !r.more_credential_uses ? '' : 's'}:`, ...lines, ...(more > 0 ? [`- and ${more} more (berth runs --receipt shows them)`] : [])];
+}
+
 function checkedWords(r: Receipt): string {
   if (r.violations.length) {
     const shown = r.violations.slice(0, 3).map((v) => `- ${v}`).join('\n');
@@ -50,6 +60,7 @@ export function boundaryWords(record: RunRecord | undefined): string {
   return [
     `berth: your last run (${record.run}, ${record.finished_at.slice(0, 16).replace('T', ' ')} UTC) ran ${where}, in ${start}.`,
     `Your agent ${sawWords(r)}; it ${reachWords(r)}.`,
+    ...usesWords(r),
     checkedWords(r),
   ].join('\n');
 }

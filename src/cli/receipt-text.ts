@@ -44,6 +44,10 @@ export function receiptText(record: RunRecord): string {
   for (const m of r.observed.mounts ?? []) if (!r.planned.mounts.some((p) => p.target === m.target)) lines.push(`    ${printable(m.target).padEnd(24)} planned -         observed ${rw(m.read_only)} (NOT PLANNED)`);
   lines.push(`  folder          ${r.policy.folder === 'own' ? "the tenant's own" : 'the whole project'}`);
   lines.push(`  egress          ${r.policy.egress ? `allowlist: ${r.policy.allow.join(', ') || '(empty)'}; secrets added by berth: ${r.policy.secrets.join(', ') || 'none'}` : 'none (no network)'}`);
+  if (r.credential_uses) {
+    lines.push(`  secrets used    ${r.credential_uses.length ? '' : 'none'}${r.more_credential_uses ? `(${r.more_credential_uses} more not kept)` : ''}`);
+    for (const u of r.credential_uses) lines.push(`    ${printable(u.secret)} → ${printable(u.method)} ${printable(u.host)}${printable(u.path)}  ${u.status}${u.note ? `  ${printable(u.note)}` : ''}`);
+  }
   lines.push(`  violations      ${r.violations.length ? '' : 'none'}`);
   for (const v of r.violations) lines.push(`    ${printable(v)}`);
   if (r.unobserved.length) lines.push(`  not observed    ${r.unobserved.join(', ')}`);

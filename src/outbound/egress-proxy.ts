@@ -12,6 +12,7 @@ import { EGRESS_BOUNDS } from '../config/bounds.js';
 import { hostAllowed } from '../config/outbound.js';
 import { isBerthError } from '../base/errors.js';
 import { appendOutbound } from '../store/outbound-log.js';
+import type { CredentialUses } from './credential-uses.js';
 import { noMetrics, type Metrics } from '../base/metrics.js';
 import { isPrivateAddress } from './addresses.js';
 import type { Approvals } from './approvals.js';
@@ -61,7 +62,7 @@ export const NEW_CERT_NAMES_PER_MINUTE = 32;
 
 type Resolve = (host: string) => Promise<Array<{ address: string }>>;
 
-export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals; broker?: SecretBroker; ca?: () => EgressCa; lookup?: Resolve }): EgressProxy {
+export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals; broker?: SecretBroker; ca?: () => EgressCa; lookup?: Resolve; credentialUses?: CredentialUses }): EgressProxy {
   const metrics = deps.metrics ?? noMetrics();
   const resolve: Resolve = deps.lookup ?? ((host) => lookup(host, { all: true }));
   const pool: ConnectionPool = { open: 0 };
@@ -120,6 +121,8 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         } catch (err) {
           logger.error({ err: String(err) }, 'could not write the outbound log');
         }
+        // For the run's receipt: each request a secret went into, or was refused for.
+        if (about?.secret) deps.credentialUses?.note(run.runId, { secret: about.secret, method: method.slice(0, 16), host: host.slice(0, 256), path: (about.path ?? '').slice(0, 512), status, ...(reason ? { note: reason.slice(0, 300) } : {}) });
         metrics.gatewayCall({ kind: 'egress', outcome: status === 403 ? 'refused' : status >= 500 ? 'error' : 'allowed' });
         if (status === 403) logger.warn({ host, port, reason }, 'egress refused');
         else logger.info({ host, port, method, status, secret: about?.secret }, 'egress');

@@ -57,6 +57,20 @@ export const PolicySchema = z
   .strict();
 export type Policy = z.infer<typeof PolicySchema>;
 
+/** One request berth added a granted secret to (or refused one for), from the run's outbound log: names and where, never a value. */
+export const CredentialUseSchema = z
+  .object({
+    secret: z.string().max(256).describe('The secret names (comma-separated) berth added, or the one it refused.'),
+    method: z.string().max(16),
+    host: z.string().max(256),
+    path: z.string().max(512).describe('The path, without its query.'),
+    status: z.number().int().describe('What the agent got back (403, 429, 502 with a note: berth refused or could not send it).'),
+    note: z.string().max(300).optional().describe('Why berth refused it, or what failed.'),
+  })
+  .strict();
+export type CredentialUse = z.infer<typeof CredentialUseSchema>;
+export const CREDENTIAL_USES_MAX = 50;
+
 export const ReceiptSchema = z
   .object({
     version: z.literal(1),
@@ -65,6 +79,8 @@ export const ReceiptSchema = z
     policy: PolicySchema,
     violations: z.array(z.string().max(600)).max(64).describe('Every way what was observed differs from the plan.'),
     unobserved: z.array(Name).max(16).describe('Planned facts nothing could read (never counted as held).'),
+    credential_uses: z.array(CredentialUseSchema).max(CREDENTIAL_USES_MAX).optional().describe('Requests berth added a granted secret to during the run (or refused one for), oldest first; absent when the project holds no grant.'),
+    more_credential_uses: z.number().int().optional().describe('Such requests past the ones kept.'),
   })
   .strict();
 export type Receipt = z.infer<typeof ReceiptSchema>;
@@ -133,7 +149,7 @@ function fieldViolations(field: BoundaryField, planned: Boundary, seen: NonNulla
 }
 
 /** The receipt: every observed field compared with its plan; a field nothing read is listed as unobserved, never as held. */
-export function receiptOf(planned: Boundary, observed: Observed, policy: Policy): Receipt {
+export function receiptOf(planned: Boundary, observed: Observed, policy: Policy, uses?: { kept: CredentialUse[]; more: number }): Receipt {
   const fields = Object.keys(planned) as BoundaryField[];
   const violations: string[] = [];
   const unobserved: string[] = [];
@@ -142,7 +158,16 @@ export function receiptOf(planned: Boundary, observed: Observed, policy: Policy)
     if (seen === undefined) unobserved.push(field);
     else violations.push(...fieldViolations(field, planned, seen).map((v) => `${v} [${observed.seen_from[field] ?? 'unknown'}]`.slice(0, 600)));
   }
-  return { version: 1, planned, observed, policy, violations: violations.slice(0, 64), unobserved };
+  return {
+    version: 1,
+    planned,
+    observed,
+    policy,
+    violations: violations.slice(0, 64),
+    unobserved,
+    ...(uses ? { credential_uses: uses.kept.slice(0, CREDENTIAL_USES_MAX) } : {}),
+    ...(uses && uses.more ? { more_credential_uses: uses.more } : {}),
+  };
 }
 
 /** The receipt's sha256 over its canonical JSON (keys sorted at every depth): what the audit chain holds. */

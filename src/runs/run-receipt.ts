@@ -1,5 +1,5 @@
 import type { Launcher } from '../launch/launcher.js';
-import { plannedBoundary, receiptOf, type Observed, type Policy, type Receipt } from '../plan/receipt.js';
+import { plannedBoundary, receiptOf, type CredentialUse, type Observed, type Policy, type Receipt } from '../plan/receipt.js';
 import type { RunPlan } from '../plan/run-plan.js';
 
 /**
@@ -10,7 +10,7 @@ import type { RunPlan } from '../plan/run-plan.js';
  */
 export interface ReceiptWatch {
   onStarted(containerId: string): void;
-  receipt(policy: Policy): Promise<Receipt>;
+  receipt(policy: Policy, uses?: { kept: CredentialUse[]; more: number }): Promise<Receipt>;
 }
 
 const NOTHING: Observed = { seen_from: {} };
@@ -27,8 +27,8 @@ export function watchReceipt(launcher: Pick<Launcher, 'observe'>, plan: RunPlan,
           })
         : Promise.resolve(NOTHING);
     },
-    async receipt(policy) {
-      return receiptOf(plannedBoundary(plan), (await observed) ?? NOTHING, policy);
+    async receipt(policy, uses) {
+      return receiptOf(plannedBoundary(plan), (await observed) ?? NOTHING, policy, uses);
     },
   };
 }

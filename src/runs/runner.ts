@@ -37,6 +37,7 @@ import { receiptDigest, type Receipt } from '../plan/receipt.js';
 import type { AuditEvent } from '../store/audit.js';
 import { policyOf } from './receipt-policy.js';
 import { watchReceipt } from './run-receipt.js';
+import type { CredentialUses } from '../outbound/credential-uses.js';
 
 export type { RunOutcome } from './run-record.js';
 export type { PrivateTarget } from './run-context.js';
@@ -131,6 +132,8 @@ export function createRunner(deps: {
   egressTrust?: () => { ca: string; bundle: string };
   /** The audit trail: each run's receipt digest, and its violations. */
   audit?: (event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor: string }) => void;
+  /** The requests each run's egress added a granted secret to: its receipt lists them. */
+  credentialUses?: Pick<CredentialUses, 'take'>;
 }): Runner {
   const { store, sessions, launcher, config, installation } = deps;
   const metrics = deps.metrics ?? noMetrics();
@@ -314,7 +317,9 @@ export function createRunner(deps: {
     const running: Promise<RunResult & { warm: boolean; pooled?: boolean }> = lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
     const { pooled, ...launched } = await running.finally(() => disk.stop());
     const result = { ...launched, ...tap.finish(launched) };
-    const receipt = await watch.receipt(policyOf(ctx, plan, launched.warm ? 'warm' : pooled ? 'pool' : 'cold'));
+    const policy = policyOf(ctx, plan, launched.warm ? 'warm' : pooled ? 'pool' : 'cold');
+    const uses = deps.credentialUses?.take(ctx.runId);
+    const receipt = await watch.receipt(policy, policy.secrets.length || uses?.kept.length ? uses : undefined);
     const stoppedFor = halt.reason();
     const tool = spec.kind === 'shell_tool';
     ctx.log.info({ exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool }, tool ? 'shell tool finished' : 'run finished');

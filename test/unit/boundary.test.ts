@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ChatTransport } from '../../src/bridges/chat-transport.js';
 import { createBridgeCore } from '../../src/bridges/core.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
-import { plannedBoundary, receiptOf, type Observed, type Policy } from '../../src/plan/receipt.js';
+import { plannedBoundary, receiptOf, type CredentialUse, type Observed, type Policy } from '../../src/plan/receipt.js';
 import type { RunPlan } from '../../src/plan/run-plan.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
@@ -30,7 +30,7 @@ const plan = {
   limits: { memoryBytes: 512 << 20, nanoCpus: 1e9, pids: 256 },
 } as unknown as RunPlan;
 
-function recordWith(policy: Policy, observed: (asPlanned: Observed) => Observed): RunRecord {
+function recordWith(policy: Policy, observed: (asPlanned: Observed) => Observed, uses?: { kept: CredentialUse[]; more: number }): RunRecord {
   const planned = plannedBoundary(plan);
   const asPlanned: Observed = { ...structuredClone(planned), seen_from: { mounts: 'inside', capabilities: 'inside' } };
   return {
@@ -46,7 +46,7 @@ function recordWith(policy: Policy, observed: (asPlanned: Observed) => Observed)
     output_bytes: 0,
     timings_ms: { create: 0, start: 0, run: 0, total: 0 },
     finished_at: '2026-11-27T23:10:05.000Z',
-    receipt: receiptOf(planned, observed(asPlanned), policy),
+    receipt: receiptOf(planned, observed(asPlanned), policy, uses),
   };
 }
 
@@ -74,11 +74,21 @@ describe('/boundary', () => {
   it('tells where the last run ran, what it saw and could reach, and that it matched the plan', async () => {
     const policy: Policy = { start: 'warm', folder: 'own', egress: true, allow: ['github.com'], secrets: ['GITHUB_TOKEN'] };
     // As under gVisor: its namespaces are its own kernel's, which the host cannot read.
-    const gvisor = recordWith(policy, ({ namespaces: _ns, ...o }) => o);
+    const uses = {
+      kept: [
+        { secret: 'GITHUB_TOKEN', method: 'POST', host: 'api.github.com', path: '/repos/alice/a-rather-long-project-name/pulls', status: 201 },
+        { secret: 'GITHUB_TOKEN', method: 'GET', host: 'api.github.com', path: '/user', status: 502, note: 'api.github.com:443 could not be reached' },
+      ],
+      more: 0,
+    };
+    const gvisor = recordWith(policy, ({ namespaces: _ns, ...o }) => o, uses);
     expect(await ask([gvisor])).toEqual([
       [
         "berth: your last run (r1abc, 2026-11-27 23:10 UTC) ran in gVisor, a sandbox with its own kernel (not this server's), in your conversation's kept container.",
         "Your agent saw only your folder, and the project's memory (read-only); it could reach: github.com (berth adds GITHUB_TOKEN for the hosts it is meant for; your agent never sees it), no other network.",
+        'berth added a secret to 2 requests:',
+        '- GITHUB_TOKEN → POST api.github.com/repos/alice/a-rathe…ject-name/pulls, 201',
+        '- GITHUB_TOKEN → GET api.github.com/user, not sent (502)',
         "Checked as it started: it matched berth's plan (not checked: namespaces).",
       ].join('\n'),
     ]);
