@@ -103,8 +103,13 @@ export type OutputListener = (stream: 'stdout' | 'stderr', chunk: Buffer) => voi
 export interface RunOptions {
   signal?: AbortSignal;
   onCreated?: (containerId: string) => void;
-  /** Its container runs the plan (a new one started, or the warm one an exec enters): when its receipt is read (observe). */
-  onStarted?: (containerId: string) => void;
+  /**
+   * Its container runs the plan: a new one just started (not awaited: the command already runs),
+   * or the warm one an exec is about to enter (awaited first, so what reads it — under gVisor an
+   * exec of its own — is done before the tenant's exec and never counted among its leftovers).
+   * When its receipt is read (observe).
+   */
+  onStarted?: (containerId: string) => void | Promise<void>;
   /** Output as the container prints it (what is kept is bounded the same way: past the cap, nothing more). */
   onOutput?: OutputListener;
 }

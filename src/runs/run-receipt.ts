@@ -9,7 +9,8 @@ import type { RunPlan } from '../plan/run-plan.js';
  * over before it could be read): every fact is listed as unobserved, never as held.
  */
 export interface ReceiptWatch {
-  onStarted(containerId: string): void;
+  /** Observe it now; settles once read (never rejects). */
+  onStarted(containerId: string): Promise<void>;
   receipt(policy: Policy, uses?: { kept: CredentialUse[]; more: number }): Promise<Receipt>;
 }
 
@@ -20,12 +21,14 @@ export function watchReceipt(launcher: Pick<Launcher, 'observe'>, plan: RunPlan,
   return {
     onStarted(containerId) {
       // The last container the run started is the one it ran in (a warm one gone gives way to a new one).
-      observed = launcher.observe
+      const current = launcher.observe
         ? launcher.observe(containerId).catch((err: unknown) => {
             onError(err);
             return NOTHING;
           })
         : Promise.resolve(NOTHING);
+      observed = current;
+      return current.then(() => undefined);
     },
     async receipt(policy, uses) {
       return receiptOf(plannedBoundary(plan), (await observed) ?? NOTHING, policy, uses);

@@ -266,7 +266,7 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
       const c = create(plan, plan.argv);
       events.push({ op: 'run', id: c.id, argv: plan.argv });
       created(c, opts.onCreated);
-      opts.onStarted?.(c.id);
+      void opts.onStarted?.(c.id);
       const tCreated = performance.now();
       try {
         const r = await execute(c, plan, plan.argv, opts, () => undefined);
@@ -307,8 +307,8 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
       if (c.state !== 'running') return { gone: true, reason: `container ${containerId} is not running` };
       if (c.busy) throw new Error(`fake launcher: a second exec into ${containerId} while one runs (the contract allows one at a time)`);
       events.push({ op: 'execIn', id: containerId, argv });
+      await opts.onStarted?.(containerId);
       opts.onCreated?.(containerId);
-      opts.onStarted?.(containerId);
       c.busy = true;
       try {
         // No way to stop an exec alone: stopping it removes its container, as on Docker.

@@ -46,3 +46,27 @@ describe.each([
     expect(h.berth.audit.verify().ok).toBe(true);
   });
 });
+
+describe('a receipt of a run in a container of its own (no warm containers)', () => {
+  let cold: TestHome;
+  beforeAll(() => {
+    cold = testHome({ warm: false, pool: 'off', config: 'runtimes: [runc, runsc]\n' });
+    cold.create({ name: 'rc', workspace_isolation: true, runtime: 'runc' });
+    cold.create({ name: 'rs', workspace_isolation: true, runtime: 'runsc' });
+  });
+  afterAll(async () => {
+    await cold[Symbol.asyncDispose]();
+  });
+
+  it.each([
+    ['rc', []],
+    ['rs', ['namespaces']],
+  ] as const)('%s: observed as it starts, alongside its command (which outlives the reading)', async (project, unobserved) => {
+    const o = await cold.berth.runner.run({ project, tenantKey: 'web:bob', message: 'sleep 2', level: 'low' });
+    const receipt = o.record.receipt!;
+    expect(receipt.policy.start).toBe('cold');
+    expect(receipt.violations).toEqual([]);
+    expect(receipt.unobserved).toEqual(unobserved);
+    expect(receipt.observed.mounts).toEqual(receipt.planned.mounts);
+  });
+});

@@ -102,7 +102,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
         return { containerId: container.id, ...commandNotFound(plan.argv, plan.image), truncated: false, timedOut: false, timings };
       }
       const tStarted = performance.now();
-      opts.onStarted?.(container.id);
+      void opts.onStarted?.(container.id);
       bounds.arm();
       // After start, "not-running" returns at once if the container already exited. ("next-exit"
       // sent before start races: if the engine registers it after the exit, it waits forever.)
@@ -196,6 +196,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     if (wrong?.length) return { gone: true, reason: `what is mounted at ${wrong.join(', ')} is not what the plan mounts there` };
     const container = docker.getContainer(containerId);
     const sandboxed = SENTRY_RUNTIMES.has(plan.runtime);
+    await opts.onStarted?.(containerId);
     let exec: Docker.Exec;
     try {
       exec = await container.exec({ Cmd: sentryExec(plan.runtime, argv), Env: toEnv(plan), User: plan.user, WorkingDir: plan.cwd, AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false });
@@ -206,7 +207,6 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       throw translateEngineError(err);
     }
     opts.onCreated?.(containerId);
-    opts.onStarted?.(containerId);
     const tCreated = performance.now();
     // Docker has no way to stop an exec: stopping it means removing its container.
     let removed: Promise<void> | undefined;
