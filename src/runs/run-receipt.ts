@@ -1,4 +1,7 @@
+import type { Logger } from 'pino';
+import type { Metrics } from '../base/metrics.js';
 import type { Launcher } from '../launch/launcher.js';
+import type { AuditEvent } from '../store/audit.js';
 import { plannedBoundary, receiptOf, type CredentialUse, type Observed, type Policy, type Receipt } from '../plan/receipt.js';
 import type { RunPlan } from '../plan/run-plan.js';
 
@@ -34,4 +37,21 @@ export function watchReceipt(launcher: Pick<Launcher, 'observe'>, plan: RunPlan,
       return receiptOf(plannedBoundary(plan), (await observed) ?? NOTHING, policy, uses);
     },
   };
+}
+
+export type ReceiptAudit = (event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor: string }) => void;
+
+/** Violations audited per run (one line each); the receipt in the run record holds them all. */
+const AUDITED_VIOLATIONS = 8;
+
+/** The receipt's digest into the audit chain; each difference from the plan an audit line, and the run a metric and an error log line. */
+export function noteReceipt(out: { audit?: ReceiptAudit; metrics: Metrics; log: Logger }, run: { project: string; session: string; run: string }, digest: string, receipt: Receipt): void {
+  const actor = `session:${run.project}/${run.session}`;
+  out.audit?.({ kind: 'run_receipt', action: 'run.receipt', actor, project: run.project, target: run.run, outcome: receipt.violations.length ? 'error' : 'ok', digest });
+  if (!receipt.violations.length) return;
+  out.metrics.receiptViolation(run.project);
+  out.log.error({ violations: receipt.violations }, "the run's container differed from its plan");
+  for (const v of receipt.violations.slice(0, AUDITED_VIOLATIONS)) {
+    out.audit?.({ kind: 'sandbox_violation', action: 'run.receipt.violation', actor, project: run.project, target: `${run.run}: ${v}`, outcome: 'error', code: 'RECEIPT_VIOLATION' });
+  }
 }

@@ -33,10 +33,9 @@ import { createWarmSessions, warmKeyOf, warmWorkspaceOf, type WarmLease } from '
 import type { WarmPool } from './warm-pool.js';
 import type { PrestartPool } from './prestart-pool.js';
 import { POOLED } from '../plan/pool.js';
-import { receiptDigest, type Receipt } from '../plan/receipt.js';
-import type { AuditEvent } from '../store/audit.js';
+import { receiptDigest } from '../plan/receipt.js';
 import { policyOf } from './receipt-policy.js';
-import { watchReceipt } from './run-receipt.js';
+import { noteReceipt, watchReceipt, type ReceiptAudit } from './run-receipt.js';
 import type { CredentialUses } from '../outbound/credential-uses.js';
 
 export type { RunOutcome } from './run-record.js';
@@ -131,7 +130,7 @@ export function createRunner(deps: {
   /** berth's egress CA files (made on first call), for runs whose project holds secret grants. */
   egressTrust?: () => { ca: string; bundle: string };
   /** The audit trail: each run's receipt digest, and its violations. */
-  audit?: (event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor: string }) => void;
+  audit?: ReceiptAudit;
   /** The requests each run's egress added a granted secret to: its receipt lists them. */
   credentialUses?: Pick<CredentialUses, 'take'>;
 }): Runner {
@@ -337,21 +336,10 @@ export function createRunner(deps: {
     };
     const record = { ...toRunRecord(done, tool ? 'shell_run' : 'message'), receipt, receipt_digest: receiptDigest(receipt) };
     appendRunRecord(ctx.project.paths.sessionsDir, record);
-    noteReceipt(ctx, record.receipt_digest, receipt);
+    noteReceipt({ audit: deps.audit, metrics, log: ctx.log }, { project: ctx.project.metadata.name, session: ctx.session.id, run: ctx.runId }, record.receipt_digest, receipt);
     // Read again: a level set while it ran is kept. A message's first run names an untitled session.
     if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined);
     return { ...done, record };
-  }
-
-  /** The receipt's digest into the audit chain; each difference from the plan a violation line, a metric and a log line. */
-  function noteReceipt(ctx: RunContext, digest: string, receipt: Receipt): void {
-    const project = ctx.project.metadata.name;
-    const actor = `session:${project}/${ctx.session.id}`;
-    deps.audit?.({ kind: 'run_receipt', action: 'run.receipt', actor, project, target: ctx.runId, outcome: receipt.violations.length ? 'error' : 'ok', digest });
-    if (!receipt.violations.length) return;
-    metrics.receiptViolation(project);
-    ctx.log.error({ violations: receipt.violations }, "the run's container differed from its plan");
-    for (const v of receipt.violations.slice(0, 8)) deps.audit?.({ kind: 'sandbox_violation', action: 'run.receipt.violation', actor, project, target: `${ctx.runId}: ${v}`, outcome: 'error', code: 'RECEIPT_VIOLATION' });
   }
 
   return {
