@@ -27,6 +27,7 @@ function sawWords(r: Receipt): string {
 
 function reachWords(r: Receipt): string {
   if (!r.policy.egress) return 'had no network at all (only your model, through berth)';
+  if (!r.policy.allow.length && !r.policy.secrets.length) return 'could reach no website (only your model, through berth)';
   const hosts = r.policy.allow.length ? `could reach: ${r.policy.allow.slice(0, 10).join(', ')}${r.policy.allow.length > 10 ? ` and ${r.policy.allow.length - 10} more` : ''}` : 'could reach no website';
   const secrets = r.policy.secrets.length ? ` (berth adds ${r.policy.secrets.join(', ')} for the hosts it is meant for; your agent never sees it)` : '';
   return `${hosts}${secrets}, no other network`;
@@ -47,8 +48,10 @@ function checkedWords(r: Receipt): string {
     const shown = r.violations.slice(0, 3).map((v) => `- ${v}`).join('\n');
     return `⚠ It did NOT match berth's plan (${r.violations.length} difference${r.violations.length === 1 ? '' : 's'}; the operator is told):\n${shown}`;
   }
+  // Nothing read is never "matched": this launcher (a cluster's, today) cannot look into its containers yet.
+  if (r.unobserved.length === Object.keys(r.planned).length) return 'berth could not look into this container as it started, so none of this was checked this time.';
   const unseen = r.unobserved.length ? ` (not checked: ${r.unobserved.join(', ').replace(/_/g, ' ')})` : '';
-  return `Checked as it started: it matched berth's plan${unseen}.`;
+  return `Checked as it started: what berth could read matched its plan${unseen}.`;
 }
 
 export function boundaryWords(record: RunRecord | undefined): string {

@@ -89,7 +89,7 @@ describe('/boundary', () => {
         'berth added a secret to 2 requests:',
         '- GITHUB_TOKEN → POST api.github.com/repos/alice/a-rathe…ject-name/pulls, 201',
         '- GITHUB_TOKEN → GET api.github.com/user, not sent (502)',
-        "Checked as it started: it matched berth's plan (not checked: namespaces).",
+        "Checked as it started: what berth could read matched its plan (not checked: namespaces).",
       ].join('\n'),
     ]);
   });
@@ -103,6 +103,15 @@ describe('/boundary', () => {
         "Your agent saw only your folder, and the project's memory (read-only); it had no network at all (only your model, through berth).",
         "⚠ It did NOT match berth's plan (1 difference; the operator is told):\n- mount /memory is writable (planned read-only) [inside]",
       ].join('\n'),
+    ]);
+  });
+
+  it('a container nothing could be read of (a launcher that cannot observe) is never called a match', async () => {
+    const policy: Policy = { start: 'cold', folder: 'project', egress: true, allow: [], secrets: [] };
+    const [reply] = await ask([recordWith(policy, () => ({ seen_from: {} }))]);
+    expect(reply!.split('\n').slice(1)).toEqual([
+      "Your agent saw the project's whole folder (this project does not give each person their own), and the project's memory (read-only); it could reach no website (only your model, through berth).",
+      'berth could not look into this container as it started, so none of this was checked this time.',
     ]);
   });
 
