@@ -51,7 +51,7 @@ export const PolicySchema = z
     start: z.enum(['cold', 'warm', 'pool']).describe('A new container, the session\'s warm one, or one pre-started for any tenant.'),
     folder: z.enum(['own', 'project']).describe('/workspace is the tenant\'s own folder, or the whole project (shared mode).'),
     egress: z.boolean().describe('The level may reach hosts through berth\'s egress proxy.'),
-    allow: z.array(z.string().max(256)).max(256).describe('The egress allowlist (only with egress).'),
+    allow: z.array(z.string().max(256)).max(256).describe("The hosts it may reach through berth's egress proxy: the project's allowlist and its secrets' granted hosts (only with egress)."),
     secrets: z.array(Name).max(64).describe('Secret names berth adds to requests for their hosts (only with egress); never values.'),
   })
   .strict();

@@ -4,6 +4,7 @@ import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { capabilityNames, mountinfoMounts, netDevInterfaces, PROC_TEXT_MAX, statusFacts } from '../../src/launch/proc-facts.js';
 import { plannedBoundary, receiptDigest, receiptOf, tenantMounts, type Boundary, type Observed, type Policy } from '../../src/plan/receipt.js';
 import { planRun } from '../../src/plan/run-plan.js';
+import { policyOf } from '../../src/runs/receipt-policy.js';
 
 const plan = planRun({
   config: BerthConfigSchema.parse({}),
@@ -142,5 +143,30 @@ describe('reading /proc (bounded; the tenant may shape what comes from inside)',
   it('net/dev: interface names', () => {
     const text = 'Inter-|   Receive |  Transmit\n face |bytes packets\n    lo:       0       0\n  eth0: 1 2\n';
     expect(netDevInterfaces(text)).toEqual(['eth0', 'lo']);
+  });
+});
+
+describe("berth's own side of the boundary (policyOf)", () => {
+  const ctx = (level: 'low' | 'medium') => {
+    const config = BerthConfigSchema.parse({ secrets: { GH_TOKEN: { file: '/h/gh', grants: [{ project: 'bot', host: 'api.github.com' }, { project: 'other', host: 'x.example' }] } } });
+    const metadata = ProjectMetadataSchema.parse({ name: 'bot', egress: { allow: ['github.com'] } });
+    const p = planRun({
+      config,
+      project: { dir: '/h/p/bot', metadataFile: '/h/p/bot/metadata.json', metadata },
+      workspace: { id: 'w1', dir: '/h/p/bot/workspaces/w1', isolated: false },
+      protectedSnapshot: { dir: '/h/s', entries: [] },
+      run: { id: 'r1', level, message: 'hi' },
+      runDir: '/h/run/r1',
+      installation: 'i1',
+    });
+    return { policy: policyOf({ project: { metadata } as never, config, workspace: { id: 'w1', dir: '/h/p/bot', isolated: false } }, p, 'pool'), sockets: p.sockets };
+  };
+
+  it('with egress: the allowlist and the granted hosts, and the secret names granted to this project alone', () => {
+    expect(ctx('medium').policy).toEqual({ start: 'pool', folder: 'project', egress: true, allow: ['github.com', 'api.github.com'], secrets: ['GH_TOKEN'] });
+  });
+
+  it('without egress (low): nothing is reachable and no secret is added', () => {
+    expect(ctx('low').policy).toEqual({ start: 'pool', folder: 'project', egress: false, allow: [], secrets: [] });
   });
 });
