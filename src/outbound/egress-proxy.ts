@@ -122,7 +122,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           logger.error({ err: String(err) }, 'could not write the outbound log');
         }
         // For the run's receipt: each request a secret went into, or was refused for.
-        if (about?.secret) deps.credentialUses?.note(run.runId, { secret: about.secret, method: method.slice(0, 16), host: host.slice(0, 256), path: (about.path ?? '').slice(0, 512), status, ...(reason ? { note: reason.slice(0, 300) } : {}) });
+        if (about?.secret) deps.credentialUses?.note(run.runId, { secret: about.secret.slice(0, 256), method: method.slice(0, 16), host: host.slice(0, 256), path: (about.path ?? '').slice(0, 512), status, ...(reason ? { note: reason.slice(0, 300) } : {}) });
         metrics.gatewayCall({ kind: 'egress', outcome: status === 403 ? 'refused' : status >= 500 ? 'error' : 'allowed' });
         if (status === 403) logger.warn({ host, port, reason }, 'egress refused');
         else logger.info({ host, port, method, status, secret: about?.secret }, 'egress');

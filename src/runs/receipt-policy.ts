@@ -14,6 +14,6 @@ export function policyOf(ctx: Pick<RunContext, 'project' | 'config' | 'workspace
     egress,
     // A secret's grant lets the project reach its host too (the egress proxy's decide()).
     allow: egress ? [...new Set([...ctx.project.metadata.egress.allow, ...grantHosts])].slice(0, 256) : [],
-    secrets: egress ? secretsGrantedTo(ctx.config.secrets, name) : [],
+    secrets: egress ? secretsGrantedTo(ctx.config.secrets, name).slice(0, 64) : [],
   };
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { capabilityNames, mountinfoMounts, netDevInterfaces, PROC_TEXT_MAX, statusFacts } from '../../src/launch/proc-facts.js';
-import { plannedBoundary, receiptDigest, receiptOf, tenantMounts, type Boundary, type Observed, type Policy } from '../../src/plan/receipt.js';
+import { plannedBoundary, receiptDigest, receiptOf, ReceiptSchema, tenantMounts, type Boundary, type Observed, type Policy } from '../../src/plan/receipt.js';
 import { planRun } from '../../src/plan/run-plan.js';
 import { policyOf } from '../../src/runs/receipt-policy.js';
 
@@ -138,6 +138,15 @@ describe('reading /proc (bounded; the tenant may shape what comes from inside)',
       { target: '/workspace', read_only: true },
     ]);
     expect(mountinfoMounts(`${'x'.repeat(PROC_TEXT_MAX)}\n1 1 0:1 / /late rw - t t rw`)).toEqual([]);
+  });
+
+  it("a hostile container's tables still make a receipt its run record can hold (bounded, and it parses)", () => {
+    const mountinfo = Array.from({ length: 500 }, (_, i) => `${i} 1 0:1 / /${'d'.repeat(i % 2 ? 900 : 100)}${i} rw - t t rw`).join('\n');
+    const netDev = Array.from({ length: 100 }, (_, i) => `  if${i}: 0 0`).join('\n');
+    const observed: Observed = { ...asPlanned(), mounts: tenantMounts(mountinfoMounts(mountinfo)), interfaces: netDevInterfaces(netDev) };
+    const receipt = receiptOf(planned, observed, policy);
+    expect(ReceiptSchema.parse(receipt)).toEqual(receipt);
+    expect(receipt.violations).toHaveLength(64);
   });
 
   it('net/dev: interface names', () => {
