@@ -1,3 +1,4 @@
+import { createCredentialUses } from './outbound/credential-uses.js';
 import { createScheduleService, type ScheduleAsk, type ScheduleService } from './admin/schedules.js';
 import { openScheduleStore, type ScheduleStore } from './store/schedules.js';
 import { createHash } from 'node:crypto';
@@ -193,7 +194,8 @@ export function createBerth(opts: BerthOptions): Berth {
   let egressCa: EgressCa | undefined;
   // Made on first use: an installation that brokers no secret never has one.
   const ca = () => (egressCa ??= loadOrCreateEgressCa(paths.stateDir));
-  const egress = createEgressProxy({ config, logger, metrics, approvals, broker, ca });
+  const credentialUses = createCredentialUses();
+  const egress = createEgressProxy({ config, logger, metrics, approvals, broker, ca, credentialUses });
   const getRunner = () =>
     (runner ??= createRunner({
       store,
@@ -206,6 +208,8 @@ export function createBerth(opts: BerthOptions): Berth {
       ownerProcess: processIdentity(),
       admission,
       metrics,
+      audit: (event) => audit.record(event),
+      credentialUses,
       egressTrust: () => ca().files,
       prestarted:
         opts.warm && opts.pool !== 'off'

@@ -42,6 +42,8 @@ export interface Metrics {
   setWarmContainers(n: number): void;
   setPoolContainers(n: number): void;
   sandboxViolation(project: string): void;
+  /** A run's receipt differed from its plan (plan/receipt.ts): once per run, by project. */
+  receiptViolation(project: string): void;
   permissionDenied(surface: DenialSurface): void;
   gatewayCall(l: { kind: GatewayCallKind; outcome: GatewayCallOutcome }): void;
   /** A missing or wrong token; `surface` is a short name ("http", "mcp", "metrics"), never the token. */
@@ -95,6 +97,7 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
   const warmContainers = new Gauge({ name: 'berth_warm_containers', help: 'Containers kept warm between messages.', registers });
   const poolContainers = new Gauge({ name: 'berth_pool_containers', help: "Containers started ahead of need, waiting for a new session's first message (runs.pool).", registers });
   const violations = new Counter({ name: 'berth_sandbox_violations_total', help: 'Paths refused by the path sandbox (E_SANDBOX_VIOLATION), by project.', labelNames: ['project'] as const, registers });
+  const receiptViolations = new Counter({ name: 'berth_receipt_violations_total', help: "Runs whose container, observed at its start, differed from berth's plan (their receipt's violations), by project.", labelNames: ['project'] as const, registers });
   const denials = new Counter({ name: 'berth_permission_denials_total', help: 'Requests refused by a permission decision, by surface.', labelNames: ['surface'] as const, registers });
   const gatewayCalls = new Counter({ name: 'berth_gateway_calls_total', help: 'Calls through the gateways (model, egress, tools), by outcome.', labelNames: ['kind', 'outcome'] as const, registers });
   const authFailures = new Counter({ name: 'berth_auth_failures_total', help: 'Requests with a missing or wrong token, by surface.', labelNames: ['surface'] as const, registers });
@@ -126,6 +129,7 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
       if (valid(n)) poolContainers.set(n);
     },
     sandboxViolation: (p) => violations.inc({ project: project(p) }),
+    receiptViolation: (p) => receiptViolations.inc({ project: project(p) }),
     permissionDenied: (s) => denials.inc({ surface: s }),
     gatewayCall: (l) => gatewayCalls.inc({ kind: l.kind, outcome: l.outcome }),
     authFailure: (s) => authFailures.inc({ surface: surface(s) }),
@@ -150,6 +154,7 @@ export function noMetrics(): Metrics {
     setWarmContainers: nothing,
     setPoolContainers: nothing,
     sandboxViolation: nothing,
+    receiptViolation: nothing,
     permissionDenied: nothing,
     gatewayCall: nothing,
     authFailure: nothing,

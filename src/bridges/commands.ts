@@ -4,6 +4,7 @@ import { BerthError, isBerthError } from '../base/errors.js';
 import { own } from '../base/own.js';
 import type { ScheduleService } from '../admin/schedules.js';
 import { SCHEDULE_COMMANDS, SCHEDULE_HELP } from './schedule-commands.js';
+import { boundaryWords } from './boundary.js';
 
 /**
  * Chat commands, answered by berth, never by the agent: /help, /new, /level, /whoami. What a
@@ -11,7 +12,7 @@ import { SCHEDULE_COMMANDS, SCHEDULE_HELP } from './schedule-commands.js';
  * host path.
  */
 /** What the commands (and a level request) ask of the admin service: the project's settings alone, never its view (which reads every workspace record). */
-export type CommandAdmin = Pick<AdminService, 'getProjectMetadata' | 'getSession' | 'openSession' | 'updateSession'>;
+export type CommandAdmin = Pick<AdminService, 'getProjectMetadata' | 'getSession' | 'openSession' | 'updateSession' | 'listRuns'>;
 
 export interface CommandContext {
   admin: CommandAdmin;
@@ -40,6 +41,7 @@ export const HELP = [
   '/new — start a new conversation (the agent forgets this one; your files stay)',
   '/level low|medium|high — what your agent may do (low: no internet; medium: allowed hosts and project memory; high: more tools)',
   '/whoami — your tenant, session, level and workspace',
+  '/boundary — where your last run ran, what it saw and could reach, and whether that was as planned',
   '/yes, /yes session, /no — answer your agent when it asks to reach a host this project does not allow',
   ...SCHEDULE_HELP,
   '/usage — the model tokens (and money) you used today and in the last 7 days, and your daily budget',
@@ -105,6 +107,9 @@ const COMMANDS: Record<string, Command> = {
     const level = s?.settings.permission_level ?? 'medium';
     const workspace = s?.settings.workspace.id ?? '(made at your first message)';
     return `tenant: ${ctx.tenant}\nproject: ${ctx.project}\nsession: ${ctx.sessionId}${s ? '' : ' (new)'}\nlevel: ${level}\nworkspace: ${workspace}`;
+  },
+  async boundary(ctx) {
+    return boundaryWords(ctx.admin.listRuns(ctx.project, { user: ctx.tenant, limit: 1 }).runs[0]);
   },
   async level(ctx, args) {
     const wanted = args[0];

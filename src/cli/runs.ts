@@ -6,6 +6,7 @@ import type { WorkflowRunRecord } from '../workflows/schema.js';
 import { need, type Command, type Out } from './command.js';
 import { printable } from '../base/printable.js';
 import { describeRetired } from './projects.js';
+import { receiptText } from './receipt-text.js';
 
 /** Progress of a workflow on stderr, one line per step start and end. */
 const progress =
@@ -52,13 +53,18 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   runs: {
-    usage: "runs <project> [--user TENANT] [--limit N] [--json]\n  Recent runs, newest first, and the runs a dead berth left interrupted (from the run journal).",
-    options: { user: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+    usage: "runs <project> [--user TENANT] [--limit N] [--receipt] [--json]\n  Recent runs, newest first, and the runs a dead berth left interrupted (from the run journal). --receipt: the last run's (or last N runs') whole receipt: what was planned for its container, what was observed of it at its start, and every difference (docs/receipts.md).",
+    options: { user: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' }, receipt: { type: 'boolean' } },
     async run(berth, v, pos, io) {
       need(pos, 1, 'project name');
-      const limit = v.limit === undefined ? 20 : Number(v.limit);
+      const limit = v.limit === undefined ? (v.receipt ? 1 : 20) : Number(v.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new BerthError('USAGE', `--limit must be 1-500, not "${String(v.limit).slice(0, 20)}"`);
       const r = berth().admin.listRuns(pos[0] as string, { user: v.user as string | undefined, limit });
+      if (v.receipt) {
+        if (v.json) io.out(`${JSON.stringify({ runs: r.runs.map((x) => ({ run: x.run, finished_at: x.finished_at, receipt: x.receipt ?? null, receipt_digest: x.receipt_digest ?? null })) }, null, 2)}\n`);
+        else io.out(r.runs.length ? r.runs.map(receiptText).join('\n') : 'no runs yet\n');
+        return r.runs.some((x) => x.receipt?.violations.length) ? 1 : 0;
+      }
       if (v.json) {
         io.out(`${JSON.stringify(r, null, 2)}\n`);
         return 0;

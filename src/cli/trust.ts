@@ -7,7 +7,7 @@ import { need, type Command } from './command.js';
 /** What an operator checks: the audit log and its chain, and this host attacked live. */
 export const TRUST_COMMANDS: Record<string, Command> = {
   audit: {
-    usage: 'audit [--since ISO-TIME|10m|2h|7d] [--project P] [--actor A] [--kind admin|auth_failure|permission_denied|sandbox_violation] [--limit N] [--json]\n  The audit log, newest first (one line per event, or JSON).',
+    usage: 'audit [--since ISO-TIME|10m|2h|7d] [--project P] [--actor A] [--kind admin|auth_failure|permission_denied|sandbox_violation|run_receipt] [--limit N] [--json]\n  The audit log, newest first (one line per event, or JSON).',
     options: { since: { type: 'string' }, project: { type: 'string' }, actor: { type: 'string' }, kind: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
     async run(berth, v, pos, io) {
       need(pos, 0, '');

@@ -1,4 +1,5 @@
 import { LABELS, type ContainerQuery } from '../plan/labels.js';
+import type { Observed } from '../plan/receipt.js';
 import type { RunPlan } from '../plan/run-plan.js';
 import type { PlannedBind } from './mount-check.js';
 
@@ -102,6 +103,13 @@ export type OutputListener = (stream: 'stdout' | 'stderr', chunk: Buffer) => voi
 export interface RunOptions {
   signal?: AbortSignal;
   onCreated?: (containerId: string) => void;
+  /**
+   * Its container runs the plan: a new one just started (not awaited: the command already runs),
+   * or the warm one an exec is about to enter (awaited first, so what reads it — under gVisor an
+   * exec of its own — is done before the tenant's exec and never counted among its leftovers).
+   * When its receipt is read (observe).
+   */
+  onStarted?: (containerId: string) => void | Promise<void>;
   /** Output as the container prints it (what is kept is bounded the same way: past the cap, nothing more). */
   onOutput?: OutputListener;
 }
@@ -174,6 +182,12 @@ export interface Launcher {
    * may have ended meanwhile. Returns the unsubscribe. Optional: a launcher without it tells nothing.
    */
   watchEnded?(listener: (containerId?: string) => void): () => void;
+  /**
+   * What a running container holds (its receipt's observed side, plan/receipt.ts): each fact
+   * read where it is most reliable, and marked so. Optional: a launcher without it observes nothing,
+   * and its runs' receipts say so.
+   */
+  observe?(containerId: string): Promise<Observed>;
   /** Force-remove the given containers; returns how many. */
   removeContainers(ids: string[]): Promise<number>;
   listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;

@@ -11,6 +11,7 @@ import type { BerthConfig } from '../config/berth-config.js';
 import { EGRESS_BOUNDS } from '../config/bounds.js';
 import { isBerthError } from '../base/errors.js';
 import { appendOutbound } from '../store/outbound-log.js';
+import type { CredentialUses } from './credential-uses.js';
 import { noMetrics, type Metrics } from '../base/metrics.js';
 import type { Approvals } from './approvals.js';
 import { createEgressDecision, unreachableWhy, type Resolve } from './egress-decision.js';
@@ -56,7 +57,7 @@ const DECODERS: Record<string, () => Duplex> = { gzip: () => zlib.createGunzip()
 /** Names a run may have berth sign a new certificate for, per minute (names under a wildcard grant share one). */
 export const NEW_CERT_NAMES_PER_MINUTE = 32;
 
-export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals; broker?: SecretBroker; ca?: () => EgressCa; lookup?: Resolve }): EgressProxy {
+export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals; broker?: SecretBroker; ca?: () => EgressCa; lookup?: Resolve; credentialUses?: CredentialUses }): EgressProxy {
   const metrics = deps.metrics ?? noMetrics();
   const decide = createEgressDecision({ ...deps, lookup: deps.lookup ?? ((host) => lookup(host, { all: true })) });
   const pool: ConnectionPool = { open: 0 };
@@ -88,6 +89,8 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         } catch (err) {
           logger.error({ err: String(err) }, 'could not write the outbound log');
         }
+        // For the run's receipt: each request a secret went into, or was refused for.
+        if (about?.secret) deps.credentialUses?.note(run.runId, { secret: about.secret.slice(0, 256), method: method.slice(0, 16), host: host.slice(0, 256), path: (about.path ?? '').slice(0, 512), status, ...(reason ? { note: reason.slice(0, 300) } : {}) });
         metrics.gatewayCall({ kind: 'egress', outcome: status === 403 ? 'refused' : status >= 500 ? 'error' : 'allowed' });
         if (status === 403 && about?.quiet) logger.debug({ host, port, reason }, 'egress refused');
         else if (status === 403) logger.warn({ host, port, reason }, 'egress refused');

@@ -6,7 +6,7 @@ import { secretsGrantedTo } from '../config/secrets.js';
 import { runtimeFor } from '../config/runtimes.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import { BerthError, isBerthError } from '../base/errors.js';
-import type { Launcher, LauncherCapabilities, ManagedContainer, OutputListener, RunOptions } from '../launch/launcher.js';
+import type { Launcher, LauncherCapabilities, ManagedContainer, OutputListener, RunOptions, RunResult } from '../launch/launcher.js';
 import { assertLaunchable } from '../launch/requirements.js';
 import { noMetrics, type Metrics } from '../base/metrics.js';
 import { planRun, type RunPlan } from '../plan/run-plan.js';
@@ -33,6 +33,10 @@ import { createWarmSessions, warmKeyOf, warmWorkspaceOf, type WarmLease } from '
 import type { WarmPool } from './warm-pool.js';
 import type { PrestartPool } from './prestart-pool.js';
 import { POOLED } from '../plan/pool.js';
+import { receiptDigest } from '../plan/receipt.js';
+import { policyOf } from './receipt-policy.js';
+import { noteReceipt, watchReceipt, type ReceiptAudit } from './run-receipt.js';
+import type { CredentialUses } from '../outbound/credential-uses.js';
 
 export type { RunOutcome } from './run-record.js';
 export type { PrivateTarget } from './run-context.js';
@@ -125,6 +129,10 @@ export function createRunner(deps: {
   metrics?: Metrics;
   /** berth's egress CA files (made on first call), for runs whose project holds secret grants. */
   egressTrust?: () => { ca: string; bundle: string };
+  /** The audit trail: each run's receipt digest, and its violations. */
+  audit?: ReceiptAudit;
+  /** The requests each run's egress added a granted secret to: its receipt lists them. */
+  credentialUses?: Pick<CredentialUses, 'take'>;
 }): Runner {
   const { store, sessions, launcher, config, installation } = deps;
   const metrics = deps.metrics ?? noMetrics();
@@ -305,10 +313,14 @@ export function createRunner(deps: {
     const own = ctx.workspace.ownFilesystem === true;
     const disk = watchDisk(own ? [home] : [plan.prepare.rwRoot, home], plan.limits, stopRun, undefined, own ? [plan.prepare.rwRoot] : []);
     const tap = progressTap(plan, { ...(spec.kind === 'message' ? spec : {}), onAnswered: () => stopping.answered.abort() });
-    const opts: RunOptions = { signal: halt.signal, onCreated, onOutput: tap.onOutput };
-    const running = lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
-    const launched = await running.finally(() => disk.stop());
+    const watch = watchReceipt(launcher, plan, (err) => ctx.log.warn({ err: String(err) }, 'the container could not be observed for its receipt'));
+    const opts: RunOptions = { signal: halt.signal, onCreated, onStarted: (id) => watch.onStarted(id), onOutput: tap.onOutput };
+    const running: Promise<RunResult & { warm: boolean; pooled?: boolean }> = lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
+    const { pooled, ...launched } = await running.finally(() => disk.stop());
     const result = { ...launched, ...tap.finish(launched) };
+    const policy = policyOf(ctx, plan, launched.warm ? 'warm' : pooled ? 'pool' : 'cold');
+    const uses = deps.credentialUses?.take(ctx.runId);
+    const receipt = await watch.receipt(policy, policy.secrets.length || uses?.kept.length ? uses : undefined);
     const stoppedFor = halt.reason();
     const tool = spec.kind === 'shell_tool';
     ctx.log.info({ exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool }, tool ? 'shell tool finished' : 'run finished');
@@ -324,8 +336,9 @@ export function createRunner(deps: {
       ...(spec.kind === 'message' && spec.schedule ? { schedule: spec.schedule } : {}),
       warnings: [...plan.warnings, ...(stoppedFor ? [`${STOPPED_WARNING}${stoppedFor}`] : []), ...(result.lost ? [`${LOST_WARNING}${result.lost}`] : [])],
     };
-    const record = toRunRecord(done, tool ? 'shell_run' : 'message');
+    const record = { ...toRunRecord(done, tool ? 'shell_run' : 'message'), receipt, receipt_digest: receiptDigest(receipt) };
     appendRunRecord(ctx.project.paths.sessionsDir, record);
+    noteReceipt({ audit: deps.audit, metrics, log: ctx.log }, { project: ctx.project.metadata.name, session: ctx.session.id, run: ctx.runId }, record.receipt_digest, receipt);
     // Read again: a level set while it ran is kept. A message's first run names an untitled session.
     if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined);
     return { ...done, record };

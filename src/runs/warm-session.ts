@@ -35,7 +35,7 @@ export interface WarmSessions {
   /** The plan differs from the one the container was made with: let it go, the message gets a new one. */
   recycle(lease: WarmLease, log: Logger): Promise<void>;
   /** Run the message in the lease's container, or in a new one that stays. */
-  run(lease: WarmLease, plan: RunPlan, opts: RunOptions, log: Logger): Promise<RunResult & { warm: boolean }>;
+  run(lease: WarmLease, plan: RunPlan, opts: RunOptions, log: Logger): Promise<RunResult & { warm: boolean; pooled?: boolean }>;
   /** The message ended before `run` took the lease: nothing of it is kept. */
   release(lease: WarmLease): Promise<void>;
 }
@@ -116,7 +116,7 @@ export function createWarmSessions(launcher: Launcher, pool: WarmPool, prestarte
         settle(lease, warm, result, log);
         const t = result.timings;
         const timings = { ...t, createMs: started.timings.createMs + t.createMs, startMs: started.timings.startMs + t.startMs, totalMs: started.timings.createMs + started.timings.startMs + t.totalMs };
-        return { ...runResultOf(result), warm: false, timings };
+        return { ...runResultOf(result), warm: false, ...(claimed ? { pooled: true } : {}), timings };
       }
     },
 

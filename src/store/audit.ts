@@ -18,7 +18,7 @@ export { AUDIT_ROTATION, type AuditRotation } from './audit-files.js';
  * rotated files, and a head record beside the log (audit-files.ts) shows lines cut off the end.
  * Never a token, a key or a message body: targets are names.
  */
-export const AUDIT_KINDS = ['admin', 'auth_failure', 'permission_denied', 'sandbox_violation'] as const;
+export const AUDIT_KINDS = ['admin', 'auth_failure', 'permission_denied', 'sandbox_violation', 'run_receipt'] as const;
 
 export const AuditEventSchema = z.object({
   kind: z.enum(AUDIT_KINDS),
@@ -37,6 +37,8 @@ export const AuditEventSchema = z.object({
   count: z.number().int().min(1).optional(),
   first_at: z.string().max(40).optional(),
   samples: z.array(z.string().max(128)).max(8).optional(),
+  /** A run's receipt (run_receipt): its sha256, so the receipt in the run log can be checked against the chain. */
+  digest: z.string().regex(/^sha256:[0-9a-f]{64}$/).optional(),
 });
 export type AuditEvent = z.infer<typeof AuditEventSchema>;
 

@@ -17,6 +17,7 @@ export function fakeCoreAdmin(methods: Partial<CoreAdmin>): CoreAdmin {
     getSession: missing('getSession'),
     openSession: missing('openSession'),
     updateSession: missing('updateSession'),
+    listRuns: missing('listRuns'),
     runMessage: missing('runMessage'),
     runWorkflow: missing('runWorkflow'),
     ...methods,

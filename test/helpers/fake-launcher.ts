@@ -1,3 +1,4 @@
+import { plannedBoundary, type Observed } from '../../src/plan/receipt.js';
 import fs from 'node:fs';
 import { posix } from 'node:path';
 import { BerthError } from '../../src/base/errors.js';
@@ -55,6 +56,8 @@ export interface FakeLauncherOptions {
   warm?: boolean | ((runtime: string) => boolean);
   /** Images it has (default: any); a plan for another fails as the engine's would (IMAGE_MISSING). */
   images?: string[];
+  /** What `observe` reports of a container (default: its plan, kept to the letter): a launcher that drops a setting. */
+  observed?: (asPlanned: Observed) => Observed;
 }
 
 export interface FakeLauncher extends Launcher {
@@ -251,12 +254,21 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
       };
     },
     capabilities: async () => caps,
+    // Read when asked, as a real engine is: a container removed meanwhile cannot be observed.
+    observe(id) {
+      const c = live.get(id);
+      if (!c) return Promise.reject(new BerthError('NOT_FOUND', `no container ${id}`));
+      const seen = plannedBoundary(c.plan);
+      const asPlanned: Observed = { ...seen, seen_from: Object.fromEntries(Object.keys(seen).map((k) => [k, 'engine'])) };
+      return Promise.resolve(options.observed ? options.observed(asPlanned) : asPlanned);
+    },
 
     async run(plan, opts = {}): Promise<RunResult> {
       const t0 = performance.now();
       const c = create(plan, plan.argv);
       events.push({ op: 'run', id: c.id, argv: plan.argv });
       created(c, opts.onCreated);
+      void opts.onStarted?.(c.id);
       const tCreated = performance.now();
       try {
         const r = await execute(c, plan, plan.argv, opts, () => undefined);
@@ -297,6 +309,7 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
       if (c.state !== 'running') return { gone: true, reason: `container ${containerId} is not running` };
       if (c.busy) throw new Error(`fake launcher: a second exec into ${containerId} while one runs (the contract allows one at a time)`);
       events.push({ op: 'execIn', id: containerId, argv });
+      await opts.onStarted?.(containerId);
       opts.onCreated?.(containerId);
       c.busy = true;
       try {

@@ -15,6 +15,7 @@ import { createMetrics } from '../../src/base/metrics.js';
 import { issueServerCert, makeAuthority, newRsaKey } from '../../src/outbound/certs.js';
 import { loadOrCreateEgressCa } from '../../src/outbound/egress-ca.js';
 import { createEgressProxy } from '../../src/outbound/egress-proxy.js';
+import { createCredentialUses } from '../../src/outbound/credential-uses.js';
 import type { RunIdentity } from '../../src/outbound/run-identity.js';
 import { createSecretBroker } from '../../src/outbound/secret-broker.js';
 import type { AuditEvent } from '../../src/store/audit.js';
@@ -82,6 +83,8 @@ function startEcho(certPem: string): Promise<https.Server> {
   return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
 }
 
+const credentialUses = createCredentialUses();
+
 beforeAll(async () => {
   fs.writeFileSync(join(dir, 'public-ca.pem'), publicCa.certPem);
   fs.writeFileSync(tokenFile, `${TOKEN}\n`, { mode: 0o600 });
@@ -91,7 +94,7 @@ beforeAll(async () => {
   untrustedPort = (untrusted.address() as AddressInfo).port;
   config = configWith({ GH_TOKEN: { file: tokenFile, grants: [grant({ path_prefix: '/acme/' })] } });
   const broker = createSecretBroker({ config: () => config, values: createSecretValues({ API_KEY_ENV: 'from-env-value-123' }), metrics, audit: (e) => audits.push(e) });
-  const proxy = createEgressProxy({ config: () => config, logger: pino({ level: 'silent' }), metrics, broker, ca: () => berthCa });
+  const proxy = createEgressProxy({ config: () => config, logger: pino({ level: 'silent' }), metrics, broker, ca: () => berthCa, credentialUses });
   fs.mkdirSync(join(dir, 'run'), { mode: 0o755 });
   socketPath = join(dir, 'run', 'egress.sock');
   const run: RunIdentity = { runId: 'r1', project: 'p', metadata: ProjectMetadataSchema.parse({ name: 'p', egress: { allow: [`localhost:${port}`] } }), tenantKey: 'sig:+1', session: 's1', workspaceId: 'w', sessionsDir: join(dir, 'sessions') };
@@ -188,6 +191,9 @@ describe('brokered secrets on the egress proxy', () => {
     const log = readOutbound(join(dir, 'sessions'), { limit: 20 }).filter((r) => r.kind === 'egress' && r.secret);
     expect(log[0]).toMatchObject({ kind: 'egress', method: 'GET', host: 'localhost', path: '/acme/repo', secret: 'GH_TOKEN', tenant: 'sig:+1', status: 200 });
     expect(JSON.stringify(readOutbound(join(dir, 'sessions'), { limit: 100 }))).not.toContain(TOKEN);
+    // For the run's receipt: the one request the token went into, by name, never by value.
+    expect(credentialUses.take('r1')).toEqual({ kept: [{ secret: 'GH_TOKEN', method: 'GET', host: 'localhost', path: '/acme/repo', status: 200 }], more: 0 });
+    expect(credentialUses.take('r1')).toEqual({ kept: [], more: 0 });
   });
 
   it('refuses, and audits, a placeholder sent where its secret is not granted', async () => {

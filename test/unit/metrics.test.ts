@@ -104,6 +104,7 @@ describe('createMetrics', () => {
       ['berth_runs_in_flight', 'gauge'],
       ['berth_warm_containers', 'gauge'],
       ['berth_sandbox_violations_total', 'counter'],
+      ['berth_receipt_violations_total', 'counter'],
       ['berth_permission_denials_total', 'counter'],
       ['berth_gateway_calls_total', 'counter'],
       ['berth_auth_failures_total', 'counter'],

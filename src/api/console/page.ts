@@ -36,7 +36,7 @@ ${section('models', 'Model use per tenant', '<div id="models"></div>')}
 ${section(
   'audit',
   'Audit log',
-  '<form id="audit-form" class="filters"><label>since<select id="audit-since"><option value="1h">1 h</option><option value="10m">10 min</option><option value="24h">24 h</option><option value="7d">7 days</option><option value="">all</option></select></label><label>kind<select id="audit-kind"><option value="">any</option><option>admin</option><option>auth_failure</option><option>permission_denied</option><option>sandbox_violation</option></select></label><label>actor<input id="audit-actor" placeholder="operator, tenant:…"></label><label>project<input id="audit-project"></label><button type="submit">Filter</button></form><div id="audit"></div>',
+  '<form id="audit-form" class="filters"><label>since<select id="audit-since"><option value="1h">1 h</option><option value="10m">10 min</option><option value="24h">24 h</option><option value="7d">7 days</option><option value="">all</option></select></label><label>kind<select id="audit-kind"><option value="">any</option><option>admin</option><option>auth_failure</option><option>permission_denied</option><option>sandbox_violation</option><option>run_receipt</option></select></label><label>actor<input id="audit-actor" placeholder="operator, tenant:…"></label><label>project<input id="audit-project"></label><button type="submit">Filter</button></form><div id="audit"></div>',
 )}
 </main>`;
 

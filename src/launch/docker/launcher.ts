@@ -11,6 +11,8 @@ import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult,
 import { plannedBinds, workspaceMountTargets } from '../mount-check.js';
 import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from '../lifecycle.js';
 import { attachMounts } from './late-mounts.js';
+import { observeDockerContainer } from './observe.js';
+import type { Observed } from '../../plan/receipt.js';
 import { bindsInOrder, claimedName, claimOfName } from '../../plan/pool.js';
 import { engineEnds } from './events.js';
 import { holdProcess, releaseProcess, type ProcessHandle } from './proc-handle.js';
@@ -27,6 +29,8 @@ const START_NOT_FOUND = /executable file not found|no such file or directory/i;
 
 /** Runtimes whose containers' processes are host processes: the leftover check reads them from /proc. */
 const HOST_PROCESS_RUNTIMES = new Set(['runc', 'crun']);
+/** Readings kept for warm containers' later messages (launcher-wide; the oldest gives way). */
+const OBSERVED_KEPT = 1024;
 /** Containers the engine removes at once for this launcher (the rest wait their turn). */
 export const REMOVE_CONCURRENCY = 8;
 
@@ -101,6 +105,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
         return { containerId: container.id, ...commandNotFound(plan.argv, plan.image), truncated: false, timedOut: false, timings };
       }
       const tStarted = performance.now();
+      void opts.onStarted?.(container.id);
       bounds.arm();
       // After start, "not-running" returns at once if the container already exited. ("next-exit"
       // sent before start races: if the engine registers it after the exit, it waits forever.)
@@ -147,7 +152,23 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     else removing--;
   };
 
+  // A container is observed once, at its first run or exec: later messages into the same warm
+  // container carry that reading (under gVisor a reading is an exec of its own). Bounded; a
+  // removed container's reading goes with it.
+  const observed = new Map<string, Promise<Observed>>();
+  function observe(containerId: string): Promise<Observed> {
+    let reading = observed.get(containerId);
+    if (!reading) {
+      reading = engineCall(() => observeDockerContainer(docker, containerId));
+      reading.catch(() => observed.delete(containerId));
+      observed.set(containerId, reading);
+      if (observed.size > OBSERVED_KEPT) observed.delete(observed.keys().next().value!);
+    }
+    return reading;
+  }
+
   async function remove(id: string): Promise<void> {
+    observed.delete(id);
     warm.get(id)?.close();
     warm.delete(id);
     releaseProcess(procs.get(id)?.proc);
@@ -194,6 +215,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     if (wrong?.length) return { gone: true, reason: `what is mounted at ${wrong.join(', ')} is not what the plan mounts there` };
     const container = docker.getContainer(containerId);
     const sandboxed = SENTRY_RUNTIMES.has(plan.runtime);
+    await opts.onStarted?.(containerId);
     let exec: Docker.Exec;
     try {
       exec = await container.exec({ Cmd: sentryExec(plan.runtime, argv), Env: toEnv(plan), User: plan.user, WorkingDir: plan.cwd, AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false });
@@ -371,6 +393,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     },
     watchEnded,
     listManaged,
+    observe,
     async removeContainers(ids) {
       await Promise.all(ids.map(remove));
       return ids.length;

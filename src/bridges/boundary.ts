@@ -1,0 +1,69 @@
+import { SHARED_MOUNT, MEMORY_MOUNT } from '../plan/run-plan.js';
+import type { Receipt } from '../plan/receipt.js';
+import type { RunRecord } from '../store/run-log.js';
+
+/**
+ * /boundary: a person's last run's receipt in a few plain sentences (where the agent ran, what it
+ * saw, what it could reach, whether all of it was as planned). The whole receipt is the
+ * operator's (berth runs --receipt). Never a host path: targets inside the container only.
+ */
+
+const RUNTIME_WORDS: Record<string, string> = {
+  runsc: "in gVisor, a sandbox with its own kernel (not this server's)",
+  runc: "in a container on this server's kernel (runc)",
+  crun: "in a container on this server's kernel (crun)",
+};
+
+function sawWords(r: Receipt): string {
+  const extra = r.planned.mounts.flatMap((m) => {
+    const how = m.read_only ? 'read-only' : 'writable';
+    if (m.target === MEMORY_MOUNT) return [`the project's memory (${how})`];
+    if (m.target.startsWith(`${SHARED_MOUNT}/`)) return [`the shared area ${m.target.slice(SHARED_MOUNT.length + 1)} (${how})`];
+    return [];
+  });
+  const folder = r.policy.folder === 'own' ? 'saw only your folder' : "saw the project's whole folder (this project does not give each person their own)";
+  return extra.length ? `${folder}, and ${extra.join(', ')}` : folder;
+}
+
+function reachWords(r: Receipt): string {
+  if (!r.policy.egress) return 'had no network at all (only your model, through berth)';
+  if (!r.policy.allow.length && !r.policy.secrets.length) return 'could reach no website (only your model, through berth)';
+  const hosts = r.policy.allow.length ? `could reach: ${r.policy.allow.slice(0, 10).join(', ')}${r.policy.allow.length > 10 ? ` and ${r.policy.allow.length - 10} more` : ''}` : 'could reach no website';
+  const secrets = r.policy.secrets.length ? ` (berth adds ${r.policy.secrets.join(', ')} for the hosts it is meant for; your agent never sees it)` : '';
+  return `${hosts}${secrets}, no other network`;
+}
+
+/** "GITHUB_TOKEN → POST api.github.com/repos/…/pulls, 201": what berth sent a person's secrets with, the first few. */
+function usesWords(r: Receipt): string[] {
+  const uses = r.credential_uses ?? [];
+  if (!uses.length) return [];
+  const cut = (path: string) => (path.length > 40 ? `${path.slice(0, 20)}…${path.slice(-15)}` : path);
+  const lines = uses.slice(0, 5).map((u) => `- ${u.secret} → ${u.method} ${u.host}${cut(u.path)}, ${u.note ? `not sent (${u.status})` : u.status}`);
+  const more = uses.length - 5 + (r.more_credential_uses ?? 0);
+  return [`berth added a secret to ${uses.length + (r.more_credential_uses ?? 0)} request${uses.length === 1 && !r.more_credential_uses ? '' : 's'}:`, ...lines, ...(more > 0 ? [`- and ${more} more (berth runs --receipt shows them)`] : [])];
+}
+
+function checkedWords(r: Receipt): string {
+  if (r.violations.length) {
+    const shown = r.violations.slice(0, 3).map((v) => `- ${v}`).join('\n');
+    return `⚠ It did NOT match berth's plan (${r.violations.length} difference${r.violations.length === 1 ? '' : 's'}; the operator is told):\n${shown}`;
+  }
+  // Nothing read is never "matched": this launcher (a cluster's, today) cannot look into its containers yet.
+  if (r.unobserved.length === Object.keys(r.planned).length) return 'berth could not look into this container as it started, so none of this was checked this time.';
+  const unseen = r.unobserved.length ? ` (not checked: ${r.unobserved.join(', ').replace(/_/g, ' ')})` : '';
+  return `Checked as it started: what berth could read matched its plan${unseen}.`;
+}
+
+export function boundaryWords(record: RunRecord | undefined): string {
+  if (!record) return 'berth: no run of yours yet. Send a message, then ask /boundary again.';
+  const r = record.receipt;
+  if (!r) return `berth: your last run (${record.run}) has no receipt: it ran on an older berth.`;
+  const where = RUNTIME_WORDS[r.planned.runtime] ?? `under ${r.planned.runtime}`;
+  const start = r.policy.start === 'warm' ? "your conversation's kept container" : r.policy.start === 'pool' ? 'a container berth had ready' : 'a new container';
+  return [
+    `berth: your last run (${record.run}, ${record.finished_at.slice(0, 16).replace('T', ' ')} UTC) ran ${where}, in ${start}.`,
+    `Your agent ${sawWords(r)}; it ${reachWords(r)}.`,
+    ...usesWords(r),
+    checkedWords(r),
+  ].join('\n');
+}

@@ -1,0 +1,121 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ChatTransport } from '../../src/bridges/chat-transport.js';
+import { createBridgeCore } from '../../src/bridges/core.js';
+import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
+import { plannedBoundary, receiptOf, type CredentialUse, type Observed, type Policy } from '../../src/plan/receipt.js';
+import type { RunPlan } from '../../src/plan/run-plan.js';
+import { openBridgeState } from '../../src/store/bridge-state.js';
+import { openInbox } from '../../src/store/inbox.js';
+import type { RunRecord } from '../../src/store/run-log.js';
+import { fakeCoreAdmin } from '../fakes/core-admin.js';
+
+/** /boundary through the bridge core, on a fake transport: the person's last run, in plain words. */
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+const plan = {
+  runtime: 'runsc',
+  readOnlyRootfs: true,
+  mounts: [
+    { type: 'bind', source: '/h/w', target: '/workspace', readOnly: false },
+    { type: 'bind', source: '/h/m', target: '/memory', readOnly: true },
+    { type: 'tmpfs', target: '/tmp', readOnly: false, sizeBytes: 1, mode: 0o1777 },
+  ],
+  limits: { memoryBytes: 512 << 20, nanoCpus: 1e9, pids: 256 },
+} as unknown as RunPlan;
+
+function recordWith(policy: Policy, observed: (asPlanned: Observed) => Observed, uses?: { kept: CredentialUse[]; more: number }): RunRecord {
+  const planned = plannedBoundary(plan);
+  const asPlanned: Observed = { ...structuredClone(planned), seen_from: { mounts: 'inside', capabilities: 'inside' } };
+  return {
+    run: 'r1abc',
+    kind: 'message',
+    session: 's1',
+    workspace: 'w1',
+    permission_level: 'medium',
+    workspace_root: '/h/w',
+    exit_code: 0,
+    timed_out: false,
+    truncated: false,
+    output_bytes: 0,
+    timings_ms: { create: 0, start: 0, run: 0, total: 0 },
+    finished_at: '2026-11-27T23:10:05.000Z',
+    receipt: receiptOf(planned, observed(asPlanned), policy, uses),
+  };
+}
+
+async function ask(records: RunRecord[]): Promise<string[]> {
+  const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-boundary-'));
+  dirs.push(dir);
+  const sent: string[] = [];
+  const asked: Array<{ user?: string; limit?: number }> = [];
+  const transport: ChatTransport = { name: 'test', send: async (_chat, text) => void sent.push(text), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'p' };
+  const admin = fakeCoreAdmin({
+    listRuns: (_project, filter) => {
+      asked.push(filter);
+      return { runs: records.slice(0, filter.limit), corrupt_lines: 0, interrupted: [] };
+    },
+  });
+  const config = BerthConfigSchema.parse({});
+  const core = createBridgeCore({ transport, inbox: openInbox(dir, 'test'), state: openBridgeState(dir, 'test'), admin, config: () => config, logger: pino({ level: 'silent' }), senderAllowed: () => true });
+  core.receive({ id: 'm1', chat: 'c', tenant: 'signal:alice', sender: 'signal:alice', text: '/boundary' });
+  await core.idle();
+  expect(asked).toEqual([{ user: 'signal:alice', limit: 1 }]);
+  return sent;
+}
+
+describe('/boundary', () => {
+  it('tells where the last run ran, what it saw and could reach, and that it matched the plan', async () => {
+    const policy: Policy = { start: 'warm', folder: 'own', egress: true, allow: ['github.com'], secrets: ['GITHUB_TOKEN'] };
+    // As under gVisor: its namespaces are its own kernel's, which the host cannot read.
+    const uses = {
+      kept: [
+        { secret: 'GITHUB_TOKEN', method: 'POST', host: 'api.github.com', path: '/repos/alice/a-rather-long-project-name/pulls', status: 201 },
+        { secret: 'GITHUB_TOKEN', method: 'GET', host: 'api.github.com', path: '/user', status: 502, note: 'api.github.com:443 could not be reached' },
+      ],
+      more: 0,
+    };
+    const gvisor = recordWith(policy, ({ namespaces: _ns, ...o }) => o, uses);
+    expect(await ask([gvisor])).toEqual([
+      [
+        "berth: your last run (r1abc, 2026-11-27 23:10 UTC) ran in gVisor, a sandbox with its own kernel (not this server's), in your conversation's kept container.",
+        "Your agent saw only your folder, and the project's memory (read-only); it could reach: github.com (berth adds GITHUB_TOKEN for the hosts it is meant for; your agent never sees it), no other network.",
+        'berth added a secret to 2 requests:',
+        '- GITHUB_TOKEN → POST api.github.com/repos/alice/a-rathe…ject-name/pulls, 201',
+        '- GITHUB_TOKEN → GET api.github.com/user, not sent (502)',
+        "Checked as it started: what berth could read matched its plan (not checked: namespaces).",
+      ].join('\n'),
+    ]);
+  });
+
+  it('a run that did not match its plan says so, first thing the person reads after where it ran', async () => {
+    const policy: Policy = { start: 'cold', folder: 'own', egress: false, allow: [], secrets: [] };
+    const dropped = recordWith(policy, (o) => ({ ...o, mounts: o.mounts!.map((m) => ({ ...m, read_only: false })) }));
+    expect(await ask([dropped])).toEqual([
+      [
+        "berth: your last run (r1abc, 2026-11-27 23:10 UTC) ran in gVisor, a sandbox with its own kernel (not this server's), in a new container.",
+        "Your agent saw only your folder, and the project's memory (read-only); it had no network at all (only your model, through berth).",
+        "⚠ It did NOT match berth's plan (1 difference; the operator is told):\n- mount /memory is writable (planned read-only) [inside]",
+      ].join('\n'),
+    ]);
+  });
+
+  it('a container nothing could be read of (a launcher that cannot observe) is never called a match', async () => {
+    const policy: Policy = { start: 'cold', folder: 'project', egress: true, allow: [], secrets: [] };
+    const [reply] = await ask([recordWith(policy, () => ({ seen_from: {} }))]);
+    expect(reply!.split('\n').slice(1)).toEqual([
+      "Your agent saw the project's whole folder (this project does not give each person their own), and the project's memory (read-only); it could reach no website (only your model, through berth).",
+      'berth could not look into this container as it started, so none of this was checked this time.',
+    ]);
+  });
+
+  it('no run yet', async () => {
+    expect(await ask([])).toEqual(['berth: no run of yours yet. Send a message, then ask /boundary again.']);
+  });
+});
