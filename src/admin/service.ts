@@ -13,8 +13,9 @@ import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import { interruptedRuns, openRuns } from '../store/journal.js';
 import { readOutbound } from '../store/outbound-log.js';
 import { listWorkspaces, workspaceUsage } from '../store/workspaces.js';
+import { readRunFile } from '../store/run-files.js';
 import { mountPoints } from '../fs/loop-quota.js';
-import type { InterruptedRun, ProjectView, RunView, WorkspaceView } from './views.js';
+import { runFileUrl, type InterruptedRun, type ProjectView, type RunView, type WorkspaceView } from './views.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import { resolveRoute } from '../workflows/routes.js';
 import { listWorkflows, runWorkflow, type StepEvent } from '../workflows/run.js';
@@ -47,8 +48,10 @@ export interface AdminService {
    */
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
-  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady'] }): Promise<RunView>;
+  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady']; files?: RunRequest['files'] }): Promise<RunView>;
   listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
+  /** A file a run left in outbox/ (store/run-files.ts), and whose run it was (a chat login may fetch its own only); NOT_FOUND when there is none. */
+  runFile(name: string, run: string, file: string): { data: Buffer; type: string; name: string; tenant_key: string };
   /** Runs accepted or started and not ended (in flight now, or left open by a berth that died and not yet recovered). */
   openRuns(name: string): Array<{ run: string; session: string | null; kind: string | null; phase: string; since: string }>;
   /** Each tenant's model calls in the last hour against the project's budget (the console's view). */
@@ -154,6 +157,8 @@ export function runView(o: RunOutcome): RunView {
     warnings: o.warnings,
     ...(record.steps ? { steps: record.steps } : {}),
     ...(record.more_steps ? { more_steps: record.more_steps } : {}),
+    ...(o.files?.in ? { files_in: o.files.in } : {}),
+    ...(o.files?.out?.files.length ? { files: o.files.out.files.map((f) => ({ ...f, url: runFileUrl(o.project, o.runId, f.name) })) } : {}),
   };
 }
 
@@ -284,9 +289,14 @@ export function createAdminService(deps: {
     },
 
     async runMessage(name, request) {
-      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady }));
+      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, files: request.files }));
     },
 
+    runFile(name, run, file) {
+      const found = readRunFile(store.get(name).paths.stateDir, run, file);
+      if (!found) throw new BerthError('NOT_FOUND', `run ${run} of project ${name} left no file "${file}"`, { path: file });
+      return { data: found.data, type: found.file.type, name: found.file.name, tenant_key: found.record.tenant_key };
+    },
     listRuns(name, filter) {
       const p = store.get(name);
       const limit = filter.limit ?? 50;

@@ -26,7 +26,10 @@ import { registerConsoleRoutes } from './console/routes.js';
 import type { ConsoleSources } from './console/state.js';
 import type { MetricsHistory } from '../admin/metrics-history.js';
 import { createGate, serveMcp } from './mcp-http.js';
-import { API_BODY_BYTES, MCP_HTTP_BOUNDS } from '../config/bounds.js';
+import { API_BODY_BYTES, FILE_BOUNDS, MCP_HTTP_BOUNDS } from '../config/bounds.js';
+
+/** POST /api/projects/:name/runs */
+const RUNS_PATH = /^\/api\/projects\/[^/]+\/runs$/;
 import { bodyLimit } from 'hono/body-limit';
 import { assertPlainInput } from '../config/parse.js';
 import { renderDocsPage } from './docs-page.js';
@@ -163,7 +166,11 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // people's side: its own login (a chat link's cookie), never the admin token. /metrics takes
   // the admin token or the metrics token (routes/metrics.ts).
   app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || isBrowserProbe(path) || path === '/docs' || path === '/docs/login' || path === '/docs/logout' || path === '/console' || path.startsWith('/console/') || path === '/chat' || path.startsWith('/chat/') || path.startsWith('/hooks/') || path === METRICS_PATH));
-  app.use('/api/*', bodyLimit({ maxSize: API_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${API_BODY_BYTES} bytes`); } }));
+  // A run may carry files (base64): its body has its own, larger bound (config/bounds.ts FILE_BOUNDS).
+  app.use('/api/*', async (c, next) => {
+    const max = c.req.method === 'POST' && RUNS_PATH.test(c.req.path) ? FILE_BOUNDS.runBodyBytes : API_BODY_BYTES;
+    return bodyLimit({ maxSize: max, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`); } })(c, next);
+  });
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
     if (c.req.method !== 'GET' && /^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) {

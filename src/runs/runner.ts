@@ -24,7 +24,7 @@ import { createFleet, seesAllWorkspaces } from './fleet.js';
 import { createKeyedLock } from './keyed-lock.js';
 import { prepareMounts } from './prepare-mounts.js';
 import { contextOf, identityOf, quotaOf, withBootstrap, type LaunchSpec, type PrivateTarget, type RunContext, type RunIdentityContext } from './run-context.js';
-import { toRunRecord, type RunOutcome } from './run-record.js';
+import { toRunRecord, type RunFiles, type RunOutcome } from './run-record.js';
 import type { ApprovalListener } from '../store/approvals.js';
 import { openRunSockets, type OpenSockets, type RunSocketsConfig } from './run-sockets.js';
 import { progressTap, type ProgressListener } from './progress-tap.js';
@@ -33,6 +33,8 @@ import { createWarmSessions, warmKeyOf, warmWorkspaceOf, type WarmLease } from '
 import type { WarmPool } from './warm-pool.js';
 import type { PrestartPool } from './prestart-pool.js';
 import { POOLED } from '../plan/pool.js';
+import type { IncomingFile } from '../plan/files-in.js';
+import { collectRunFiles, landMessageFiles } from './run-files.js';
 
 export type { RunOutcome } from './run-record.js';
 export type { PrivateTarget } from './run-context.js';
@@ -57,6 +59,8 @@ export interface RunRequest {
    * a chat bridge takes its run slot here, so a message waiting for its turn holds none.
    */
   whenReady?: () => Promise<void>;
+  /** Files sent with the message: land in the workspace's inbox/ before the run (runs/run-files.ts). */
+  files?: IncomingFile[];
 }
 
 export interface Runner {
@@ -188,6 +192,13 @@ export function createRunner(deps: {
       const ctx = contextOf(base, store.get(name), config(), spec);
       const launcherCaps = await capabilities();
       if (spec.kind !== 'workflow_step') await prepareWorkspace(ctx);
+      const files: RunFiles = {};
+      let runSpec = spec;
+      if (spec.kind === 'message' && spec.files?.length) {
+        const landed = landMessageFiles(ctx, spec.files, spec.message);
+        files.in = landed.in;
+        runSpec = { ...spec, message: landed.message };
+      }
       fs.mkdirSync(ctx.project.paths.memoryDir, { recursive: true, mode: 0o755 });
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(ctx.project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
       // The session's agent home: the conversation an agent continues at the next message.
@@ -202,7 +213,7 @@ export function createRunner(deps: {
         halt.stop(reason);
       };
       try {
-        const planFor = (runDir: string | undefined) => planOf(ctx, spec, { home, seeds, runDir });
+        const planFor = (runDir: string | undefined) => planOf(ctx, runSpec, { home, seeds, runDir });
         // This run's sockets: a directory only its container sees (a warm container's, if it has one).
         const freshDir = deps.sockets ? join(deps.sockets.dir, ctx.runId) : undefined;
         let plan = planFor(lease?.reuse?.runDir ?? freshDir);
@@ -220,7 +231,9 @@ export function createRunner(deps: {
         prepareMounts(plan, ctx.project.paths.dir, ctx.owner);
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
-        return await execute(ctx, spec, plan, home, onCreated, { halt, stopRun }, lease);
+        const outcome = await execute(ctx, spec, plan, home, onCreated, { halt, stopRun }, lease);
+        if (spec.kind === 'message') files.out = collectRunFiles(ctx);
+        return files.in || files.out ? { ...outcome, files } : outcome;
       } catch (err) {
         if (lease) await warmSessions?.release(lease); // never used (a plan or mount check failed, berth is stopping): not kept
         throw err;
@@ -321,7 +334,7 @@ export function createRunner(deps: {
       const project = store.get(request.project);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey, chosen: true });
       if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session, request.level);
-      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady });
+      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, files: request.files });
     },
     async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
       const project = store.get(projectName);
