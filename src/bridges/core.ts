@@ -17,6 +17,8 @@ import { createChatQuestions } from './chat-approvals.js';
 import type { ChatTransport, InboundMessage, JournaledMessage } from './chat-transport.js';
 import { chatFailure } from './chat-words.js';
 import { createDeliver } from './deliver.js';
+import { deliverRunFiles, fetchAttachments, FILES_ONLY, type RanFiles } from './files.js';
+import type { IncomingFile } from '../plan/files-in.js';
 import type { DeliveryBounds } from './delivery-policy.js';
 import { chatCommand, type CommandAdmin, type CommandContext } from './commands.js';
 import { createLanes, laneLimitsOf, type LaneKey, type Slot } from './lanes.js';
@@ -49,7 +51,7 @@ export interface BridgeCore {
 }
 
 /** What the core asks of the admin service: chat commands, a group's team, runs. */
-export type CoreAdmin = CommandAdmin & Pick<AdminService, 'updateProject' | 'runMessage' | 'runWorkflow'>;
+export type CoreAdmin = CommandAdmin & Pick<AdminService, 'updateProject' | 'runMessage' | 'runWorkflow' | 'runFile'>;
 
 export interface BridgeDeps {
   transport: ChatTransport;
@@ -163,6 +165,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     const command = chatCommand(entry.text);
     let reply: string;
     let parts: ReplyParts | undefined;
+    let out: RanFiles['files'];
+    let notice: string | undefined;
     if (command) {
       reply = await command(ctx).catch((err: unknown) => `berth: ${isBerthError(err) ? err.message : 'that command failed'}`);
     } else {
@@ -193,11 +197,13 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         start();
       };
       try {
+        // Fetched once, before the run (not again when the run waits for admission): bounded by the project's files settings.
+        const files = entry.attachments?.length ? await fetchAttachments(transport, entry.attachments, deps.admin.getProjectMetadata(profile.project).files, log) : undefined;
         const run = async () => {
           recheck(); // in the same tick as the runner opening the session
-          return runFor(ctx, profile.workflow, entry.text, entry.chat, single ? ready : start);
+          return runFor(ctx, profile.workflow, entry.text, entry.chat, single ? ready : start, files);
         };
-        ({ text: reply, ...parts } = await (single ? whenAdmitted(run) : run()));
+        ({ text: reply, files: out, notice, ...parts } = await (single ? whenAdmitted(run) : run()));
       } catch (err) {
         const lapsedMeanwhile = stopped as Lapsed | undefined;
         if (lapsedMeanwhile) {
@@ -218,9 +224,16 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         slot.release(); // the reply may take a while to send: the slot is for runs
       }
     }
+    // What became of the person's files (a refusal, a voice note not transcribed) is said before the answer.
+    if (notice) await say(entry.chat, notice).catch(() => undefined);
     inbox.mark(entry.id, 'answered', { reply });
     await deliver(entry.id, entry.chat, reply, undefined, parts);
+    if (out) await deliverFiles(entry, profile.project, out);
   }
+
+  /** The agent's outbox files, after its answer (files.ts). */
+  const deliverFiles = (entry: JournaledMessage, project: string, out: NonNullable<RanFiles['files']>) =>
+    deliverRunFiles({ transport, log, read: (run, name) => deps.admin.runFile(project, run, name), publicUrl: deps.config().bridges.public_url }, entry.chat, entry.id, project, out);
 
   /** Why a message taken from its lane may no longer run: its sender was logged out, or the session they picked is gone. */
   function lapsed(entry: JournaledMessage, project: string, tenant: string): Lapsed | undefined {
@@ -296,8 +309,9 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   }
 
   /** `ready`: called when the run may start (a message's, by the runner once admitted; a workflow's, first). */
-  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>): Promise<{ text: string } & ReplyParts> {
+  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>, files?: IncomingFile[]): Promise<{ text: string } & ReplyParts & RanFiles> {
     if (workflow) {
+      if (files?.length) log.warn({ project: ctx.project, workflow }, 'a workflow route takes no files: they were not saved');
       // No lane slot: its steps wait for admission one by one, and a slot held meanwhile could wait
       // on runs that wait for it. Admission bounds them per tenant; the lane keeps them one per chat.
       await ready();
@@ -324,7 +338,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     });
     const onApproval = (event: ApprovalEvent) => (transport.approval ? transport.approval(chat, event) : questions.ask(chat, event));
     const run = await deps.admin
-      .runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, onApproval, whenReady: async () => ready() })
+      .runMessage(ctx.project, { user: ctx.tenant, message: text || FILES_ONLY, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, onApproval, whenReady: async () => ready(), ...(files?.length ? { files } : {}) })
       .finally(watch.stop);
     const output = printed?.segments();
     return {
@@ -332,6 +346,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       ...(run.steps ? { steps: run.steps } : {}),
       // Only a run that wrote to stderr needs its order kept; its exit status is shown when not 0.
       ...(output?.some((o) => o.stream === 'stderr') ? { output, ...(run.exit_code !== 0 ? { exit: run.exit_code } : {}) } : {}),
+      ...(run.files_in?.notice ? { notice: run.files_in.notice } : {}),
+      ...(run.files?.length ? { files: { run: run.run, list: run.files.map(({ name, size, type }) => ({ name, size, type })) } } : {}),
     };
   }
 
@@ -347,7 +363,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     receive(message) {
       const allowed = deps.senderAllowed(message.sender);
       const text = keptText(message.text, allowed);
-      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text, owner: deps.owner, tenant: message.tenant, session: message.session, level: message.level });
+      const attachments = message.attachments?.length ? { attachments: message.attachments } : {};
+      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text, owner: deps.owner, tenant: message.tenant, session: message.session, level: message.level, ...attachments });
       // Acknowledged only once on disk; a re-delivery is acknowledged again (the first ack may be what was lost).
       void transport.acknowledge(message).catch((err) => log.warn({ err: String(err) }, 'acknowledge failed'));
       if (!fresh) return 'duplicate';
@@ -363,7 +380,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         void deliver(message.id, message.chat, reply);
         return 'accepted';
       }
-      enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session, level: message.level }, message.tenant);
+      enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session, level: message.level, ...attachments }, message.tenant);
       return 'accepted';
     },
 

@@ -35,7 +35,7 @@ export function recoverInbox(deps: RecoverDeps, opts: { heldOnly?: boolean } = {
       inbox.mark(entry.id, 'failed', { reason: 'journal entry incomplete' });
       continue;
     }
-    const message: JournaledMessage = { id: entry.id, chat: entry.chat, sender: entry.sender, text: entry.text, session: entry.session, level: entry.level };
+    const message: JournaledMessage = { id: entry.id, chat: entry.chat, sender: entry.sender, text: entry.text, session: entry.session, level: entry.level, ...(entry.attachments?.length ? { attachments: entry.attachments } : {}) };
     const tenant = entry.tenant ?? entry.sender;
     const lane: LaneKey = { chat: entry.chat, tenant, sender: entry.sender };
     if (entry.phase === 'held') {

@@ -54,7 +54,7 @@ export interface ChannelSender {
   sendPlain?(chat: string, text: string, about?: SendAbout): Promise<void>;
   /** A file in the chat (a document, an upload, an attachment) with a short caption: a long reply as text after the plain try failed, or a file the agent sent. */
   sendFile?(chat: string, file: ReplyFile, caption: string, about?: SendAbout): Promise<void>;
-  /** The bytes of an attachment this channel handed over (ChannelAttachment.ref), at most `maxBytes` (more: a BerthError TOO_LARGE, nothing kept). */
+  /** The bytes of an attachment this channel handed over (ChannelAttachment.ref), at most `maxBytes` (more: a BerthError PAYLOAD_TOO_LARGE, nothing kept). */
   fetchAttachment?(ref: string, limits: { maxBytes: number; signal: AbortSignal }): Promise<Uint8Array>;
   typing(chat: string, on: boolean): Promise<void>;
   /** The message is safe with berth (journaled): a read receipt, a confirmed offset, an HTTP 200. */
@@ -63,6 +63,8 @@ export interface ChannelSender {
   answered?(id: string, chat: string, text: string): void;
   /** The routes that may answer a chat, most specific first (default: "<name>:<chat>", then "<name>"). */
   profileKeys?(chat: string): string[];
+  /** The largest file sendFile takes (the service's upload limit); a bigger file the agent sent goes as a link. Absent: any size is tried (a failed send becomes a link too). */
+  readonly fileLimitBytes?: number;
   /** How often typing is said again while the agent works (the service's indicator fades). */
   readonly typingEveryMs?: number;
 }

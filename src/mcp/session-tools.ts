@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { RunViewSchema } from '../admin/views.js';
 import { MemoryEntrySchema, MemorySearchSchema, MemoryWriteSchema } from '../store/memory.js';
-import { ShellRunSchema, type SessionRef, type SessionTools } from '../admin/session-tools.js';
+import { SendFileResultSchema, SendFileSchema, ShellRunSchema, type SessionRef, type SessionTools } from '../admin/session-tools.js';
 import { GATEWAY_TOOLS } from './file-tools.js';
 import type { GatewayCaller } from '../file-tools/service.js';
 import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
@@ -39,6 +39,15 @@ export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
     input: MemoryWriteSchema,
     output: z.object({ entry: MemoryEntrySchema }),
     run: (ctx: SessionContext, input) => ctx.tools.memoryWrite(ctx.session, input),
+  }),
+  tool({
+    name: 'send_file',
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false },
+    description:
+      "Send a file from your workspace to the person you are talking with: it is copied into outbox/ and delivered after your answer (an image shown inline where the chat can, a link where the file is too big for the chat). Writing a file into outbox/ yourself does the same.",
+    input: SendFileSchema,
+    output: SendFileResultSchema,
+    run: (ctx: SessionContext, input) => ctx.tools.sendFile(ctx.session, input),
   }),
   // Agent loops outside containers get the file tools too, as the session's tenant.
   ...GATEWAY_TOOLS.map((t): ToolSpec<SessionContext> => ({ ...t, run: (ctx, input) => t.run(ctx.files, input) })),

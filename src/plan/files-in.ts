@@ -94,6 +94,7 @@ export function withIncomingWords(message: string, saved: readonly SavedFile[], 
     parts.push(`[The person sent ${n} with this message, saved in your working directory: ${saved.map(savedLine).join('; ')}.]`);
   }
   if (refusedCount > 0) parts.push(`[${refusedCount === 1 ? '1 more file' : `${refusedCount} more files`} could not be saved; the person was told.]`);
+  parts.push(`[To send the person a file, save it in ${OUTBOX_DIR}/ (in your working directory): it is delivered after your answer.]`);
   return `${parts.join(' ')}\n\n${message}`;
 }
 

@@ -41,12 +41,25 @@ export const InboxEntrySchema = z.object({
   reason: z.string().optional(),
   delivery: z.enum(DELIVERY_STEPS).optional().describe('The way of sending the answer tried last (bridges/delivery-policy.ts): a restart goes on from it, never back to a way that already failed.'),
   sent: z.number().int().min(0).optional().describe('Parts of a reply sent in several that were delivered already: every next try (and a restart) starts at the next part.'),
+  attachments: z
+    .array(
+      z.object({
+        ref: z.string().max(4096),
+        name: z.string().max(1024).optional(),
+        mime: z.string().max(256).optional(),
+        size: z.number().int().min(0).optional(),
+        voice: z.boolean().optional(),
+      }),
+    )
+    .max(100)
+    .optional()
+    .describe("Files sent with the message, as its channel names them (channels/contract.ts ChannelAttachment): fetched again after a restart, before its run."),
 });
 export type InboxEntry = z.infer<typeof InboxEntrySchema>;
 
 export interface Inbox {
   /** Record a message; false when its id was received before (a re-delivery: ignore it). */
-  receive(entry: { id: string; chat: string; sender: string; tenant: string; text: string; owner?: string; session?: string; level?: PermissionLevel }): boolean;
+  receive(entry: { id: string; chat: string; sender: string; tenant: string; text: string; owner?: string; session?: string; level?: PermissionLevel; attachments?: InboxEntry['attachments'] }): boolean;
   /** A new phase; 'received' again puts back a message whose run never started (berth was stopping). */
   mark(id: string, phase: InboxPhase, extra?: { reply?: string; reason?: string; delivery?: DeliveryStep; sent?: number }): void;
   /** Messages not yet ended, in the order they arrived. */

@@ -19,6 +19,7 @@ export function fakeCoreAdmin(methods: Partial<CoreAdmin>): CoreAdmin {
     updateSession: missing('updateSession'),
     runMessage: missing('runMessage'),
     runWorkflow: missing('runWorkflow'),
+    runFile: missing('runFile'),
     ...methods,
   };
 }

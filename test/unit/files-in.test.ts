@@ -115,7 +115,7 @@ describe('the words: what the agent and the person read', () => {
       { path: 'inbox/data.csv', kind: 'text', size: 3000, voice: false },
     ], 1);
     expect(text).toBe(
-      '[The person sent 2 files with this message, saved in your working directory: inbox/chart.png (image, 120 KB: open it to see it); inbox/data.csv (text, 3 KB).] [1 more file could not be saved; the person was told.]\n\nplot it',
+      '[The person sent 2 files with this message, saved in your working directory: inbox/chart.png (image, 120 KB: open it to see it); inbox/data.csv (text, 3 KB).] [1 more file could not be saved; the person was told.] [To send the person a file, save it in outbox/ (in your working directory): it is delivered after your answer.]\n\nplot it',
     );
     expect(withIncomingWords('hi', [], 0)).toBe('hi');
   });
