@@ -85,8 +85,12 @@ function savedLine(f: SavedFile): string {
   return `${f.path} (${f.kind}, ${sizeWords(f.size)}${how})`;
 }
 
-/** The words put before the person's message when files came with it (none: the message as it is). */
-export function withIncomingWords(message: string, saved: readonly SavedFile[], refusedCount: number): string {
+/**
+ * The words put before the person's message when files came with it (none: the message as it is).
+ * `comment`: as shell comment lines, for an agent that runs the message as a command (the shell
+ * preset); a file name holds no line break (safeFileName), so none ends its comment.
+ */
+export function withIncomingWords(message: string, saved: readonly SavedFile[], refusedCount: number, comment = false): string {
   if (saved.length === 0 && refusedCount === 0) return message;
   const parts: string[] = [];
   if (saved.length > 0) {
@@ -95,7 +99,7 @@ export function withIncomingWords(message: string, saved: readonly SavedFile[], 
   }
   if (refusedCount > 0) parts.push(`[${refusedCount === 1 ? '1 more file' : `${refusedCount} more files`} could not be saved; the person was told.]`);
   parts.push(`[To send the person a file, save it in ${OUTBOX_DIR}/ (in your working directory): it is delivered after your answer.]`);
-  return `${parts.join(' ')}\n\n${message}`;
+  return comment ? `${parts.map((p) => `# ${p}`).join('\n')}\n${message}` : `${parts.join(' ')}\n\n${message}`;
 }
 
 function reasonWords(r: RefusedFile, settings: FilesSettings): string {

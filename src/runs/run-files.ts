@@ -17,7 +17,7 @@ export function landMessageFiles(ctx: RunContext, files: readonly IncomingFile[]
   const refused = [...plan.refuse, ...landed.refused];
   ctx.log.info({ saved: landed.saved.length, refused: refused.map((r) => r.reason) }, 'message files landed in inbox/');
   const notice = incomingNotice(landed.saved, refused, metadata.files);
-  return { message: withIncomingWords(message, landed.saved, refused.length), in: { saved: landed.saved, refused, ...(notice ? { notice } : {}) } };
+  return { message: withIncomingWords(message, landed.saved, refused.length, metadata.agent === 'shell'), in: { saved: landed.saved, refused, ...(notice ? { notice } : {}) } };
 }
 
 /** After the run: what the agent left in outbox/, taken into the run's files (a failure is logged, never the run's). */

@@ -118,6 +118,10 @@ describe('the words: what the agent and the person read', () => {
       '[The person sent 2 files with this message, saved in your working directory: inbox/chart.png (image, 120 KB: open it to see it); inbox/data.csv (text, 3 KB).] [1 more file could not be saved; the person was told.] [To send the person a file, save it in outbox/ (in your working directory): it is delivered after your answer.]\n\nplot it',
     );
     expect(withIncomingWords('hi', [], 0)).toBe('hi');
+    // The shell preset runs the message: the words are comment lines before it.
+    expect(withIncomingWords('cat inbox/a.txt', [{ path: 'inbox/a.txt', kind: 'text', size: 2, voice: false }], 0, true)).toBe(
+      '# [The person sent a file with this message, saved in your working directory: inbox/a.txt (text, 2 bytes).]\n# [To send the person a file, save it in outbox/ (in your working directory): it is delivered after your answer.]\ncat inbox/a.txt',
+    );
   });
 
   it('tells the person what was refused and why, and that voice is not transcribed', () => {
