@@ -42,6 +42,7 @@ import { registerProjectRoutes } from './routes/projects.js';
 import { finishOpenApiDoc } from './openapi-doc.js';
 import { errorResponses } from './routes/openapi.js';
 import { registerRunRoutes } from './routes/runs.js';
+import { registerChatFileRoutes } from './routes/chat-files.js';
 import { registerAuditRoutes } from './routes/audit.js';
 import { registerChatLinkRoutes } from './routes/chat-links.js';
 import { METRICS_PATH, registerMetricsRoutes } from './routes/metrics.js';
@@ -242,6 +243,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   registerAuditRoutes(app as unknown as OpenAPIHono, () => deps.audit);
   const chat = deps.webChat && chatNamingItsUser(deps.webChat);
   registerChatRoutes(app as unknown as Hono<ChatEnv>, () => chat);
+  registerChatFileRoutes(app as unknown as Hono, () => chat, deps.admin);
   registerMetricsRoutes(app as unknown as OpenAPIHono, deps);
   // Signed by their senders, not by berth's token: each channel checks its own.
   app.all('/hooks/*', (c) => {

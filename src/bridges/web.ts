@@ -15,7 +15,10 @@ import type { ChatTransport } from './chat-transport.js';
 import type { Metrics } from '../base/metrics.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
 import { levelAsker } from './approval-words.js';
-import type { ChatSessionView, WebRunMessage, WebServerMessage } from './web-protocol.js';
+import type { ChatSessionView, WebRunMessage, WebServerMessage, WebUploadView } from './web-protocol.js';
+import { createWebFiles } from './web-files.js';
+import { openChatUploads } from '../store/chat-uploads.js';
+import { join } from 'node:path';
 import type { ApprovalDecision } from '../store/approvals.js';
 import type { Approvals } from '../outbound/approvals.js';
 
@@ -82,6 +85,8 @@ export interface WebChat {
   run(login: WebLogin, message: WebRunMessage, credential?: string): Promise<'accepted' | 'duplicate'>;
   /** A socket opened (it is shown what waits for its person's answer); returns how to forget it. BUSY past the per-user bound. */
   attach(login: WebLogin, client: WebClient): () => void;
+  /** A file the person uploads for their next message (web-files.ts): its id goes in the run message's files. */
+  upload(login: WebLogin, name: string, type: string | undefined, data: Uint8Array): WebUploadView;
   /** The person answers their agent's request (an approval card): APPROVAL_NOT_FOUND unless it is theirs and waits. */
   answer(login: WebLogin, id: string, decision: ApprovalDecision): void;
 }
@@ -100,6 +105,7 @@ export function createWebChat(deps: {
   const inbox = openInbox(deps.bridgeDir, 'web');
   const state = openBridgeState(deps.bridgeDir, 'web');
   const transcripts = openChatTranscripts(deps.stateDir);
+  const files = createWebFiles(openChatUploads(join(deps.bridgeDir, 'web-uploads')), admin);
   // Keyed by "<project>/<user>": a Map, never an object's properties.
   const clients = new Map<string, Set<WebClient>>();
   const log = deps.logger.child({ bridge: 'web' });
@@ -225,6 +231,13 @@ export function createWebChat(deps: {
       if (!a) return;
       push(a, event.type === 'asked' ? { type: 'approval', session_id: a.session, approval: event.approval } : { type: 'approval_answered', session_id: a.session, id: event.id, decision: event.decision, by: event.by });
     },
+    fetchAttachment: async (ref, limits) => files.fetch(ref, limits.maxBytes),
+    async runFiles(chat, _answerTo, _project, run, list) {
+      const a = addressed(chat);
+      const shown = files.shown(run, list);
+      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text: '', files: shown });
+      push(a, { type: 'files', session_id: a.session, files: shown });
+    },
     projectOf: (chat) => parseAddress(chat)?.project,
     newSession(chat) {
       const a = addressed(chat);
@@ -315,6 +328,7 @@ export function createWebChat(deps: {
       // A socket message is no HTTP request: name the user for the audit log here (the run itself is named by the core).
       await withActor(tenantActor(tenantOfChatUser(login.user)), message.id, () => setLevel(login, message.session_id, message.permission_level));
       const tenant = tenantOfChatUser(login.user);
+      const sent = message.files?.length ? files.attachmentsOf(login, message.files) : undefined;
       const outcome = core.receive({
         id: inboxId(login, message.id),
         chat: addressOf(login, message.session_id),
@@ -323,15 +337,17 @@ export function createWebChat(deps: {
         text: message.input,
         session: message.session_id,
         level: message.permission_level,
+        ...(sent ? { attachments: sent.attachments } : {}),
       });
       if (outcome === 'accepted') {
         // Before its turn can come (the lane takes it in a later tick).
         credentials.set(inboxId(login, message.id), credential ?? null);
-        transcripts.append(login.project, message.session_id, { role: 'user', text: message.input, id: message.id, level: message.permission_level });
+        transcripts.append(login.project, message.session_id, { role: 'user', text: message.input, id: message.id, level: message.permission_level, ...(sent ? { files: sent.shown } : {}) });
       }
       log.info({ project: login.project, session: message.session_id, outcome }, 'web chat message');
       return outcome;
     },
+    upload: (login, name, type, data) => files.upload(login, name, type, data),
     answer(login, id, decision) {
       if (!deps.approvals) throw new BerthError('APPROVAL_NOT_FOUND', 'nothing waits for your answer here');
       const tenant = tenantOfChatUser(login.user);

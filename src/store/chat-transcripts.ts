@@ -43,6 +43,11 @@ export const TranscriptEntrySchema = z
     steps: z.array(RunStepSchema).max(RUN_STEPS_MAX).optional().describe("The agent's tool calls on the way to this reply (reply entries)."),
     output: z.array(OutputSegmentSchema).max(REPLY_OUTPUT_SEGMENTS).optional().describe('The output in the order it was printed, stdout and stderr apart (reply entries of a run that wrote to stderr).'),
     exit: z.number().int().optional().describe('The exit status, when not 0 (reply entries with output).'),
+    files: z
+      .array(z.object({ name: z.string().max(256), size: z.number().int().min(0), type: z.string().max(256), url: z.string().max(1024).optional() }).strict())
+      .max(100)
+      .optional()
+      .describe('Files: the ones the person sent (user entries), or the ones the agent sent, with the URL their login opens them at (reply entries).'),
   })
   .strict();
 export type TranscriptEntry = z.infer<typeof TranscriptEntrySchema>;
