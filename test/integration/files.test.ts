@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appDepsFrom, createApp } from '../../src/api/app.js';
-import { testHome, type TestHome } from '../helpers.js';
+import { cli, testHome, type TestHome } from '../helpers.js';
 
 /**
  * Files in and out through the run API, end to end on the engine (shell preset): a file sent in
@@ -77,5 +77,23 @@ describe('files through the run API (shell preset, real containers)', () => {
     expect(r.body.stdout).toBe('real-dir\nsafe');
     const ws = join(h.home, 'projects/files/workspaces', r.body.workspace as string);
     expect(fs.readdirSync(ws).some((n) => n.startsWith('inbox.displaced-by-berth-'))).toBe(true);
+  });
+
+  it('send_file queues a workspace file: the next answer carries it; a link to a host file is refused', async () => {
+    const first = await run({ user: 'web:carol', message: 'mkdir -p out && echo report > out/report.md && ln -s /etc/hostname out/leak' });
+    const ref = { project: 'files', session: first.body.session as string };
+    expect(h.berth.sessionTools.sendFile(ref, { path: 'out/report.md' })).toEqual({ queued: 'outbox/report.md', size: 7, kind: 'text' });
+    expect(() => h.berth.sessionTools.sendFile(ref, { path: '/workspace/out/leak' })).toThrow(expect.objectContaining({ code: 'E_SANDBOX_VIOLATION' }));
+    const next = await run({ user: 'web:carol', message: 'true' });
+    expect(next.body.files).toEqual([expect.objectContaining({ name: 'report.md', size: 7 })]);
+  });
+
+  it('berth run --file lands the file in inbox/ and lists what the agent sent on stderr', () => {
+    const local = join(h.home, 'from-disk.txt');
+    fs.writeFileSync(local, 'on disk\n');
+    const r = cli(['--home', h.home, 'run', 'files', '--user', 'web:dave', '--file', local, '--', 'cat inbox/from-disk.txt && mkdir -p outbox && cp inbox/from-disk.txt outbox/back.txt']);
+    expect(r).toMatchObject({ code: 0, stdout: 'on disk\n' });
+    expect(r.stderr).toMatch(/berth: the agent sent back\.txt \(8 bytes\): GET \/api\/projects\/files\/runs\/r[0-9a-z]+\/files\/back\.txt/);
+    expect(cli(['--home', h.home, 'run', 'files', '--user', 'web:dave', '--file', join(h.home, 'missing'), '--', 'true'])).toMatchObject({ code: 64, stderr: expect.stringContaining('no such file') });
   });
 });
