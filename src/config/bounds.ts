@@ -50,6 +50,9 @@ export const FILE_BOUNDS = {
   runBodyBytes: Math.ceil((64 * MiB * 4) / 3) + 1 * MiB,
   /** Files one run may leave in outbox/ that berth looks at (the rest wait for the next run). */
   outboxEntries: 200,
+  /** How long berth keeps a run's outbox files for download, and a project's most (oldest runs' go first). */
+  runFilesDays: 7,
+  runFilesBytes: 2 * 1024 * MiB,
   /** Fetching one attachment from its channel. */
   fetchTimeoutMs: 60_000,
 } as const;

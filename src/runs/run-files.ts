@@ -1,5 +1,5 @@
 import { incomingNotice, planIncoming, withIncomingWords, type IncomingFile } from '../plan/files-in.js';
-import { collectOutbox, freeBytesOf, landIncoming, runFilesDirOf } from '../store/run-files.js';
+import { collectOutbox, freeBytesOf, landIncoming, pruneRunFiles, runFilesDirOf } from '../store/run-files.js';
 import type { RunFiles } from './run-record.js';
 import { workspaceUsage } from '../store/workspaces.js';
 import type { RunContext } from './run-context.js';
@@ -31,6 +31,7 @@ export function collectRunFiles(ctx: RunContext): RunFiles['out'] {
       owner: ctx.owner,
     });
     if (out.files.length || out.left.length) ctx.log.info({ sent: out.files.length, left: out.left }, 'outbox/ collected');
+    if (out.files.length) pruneRunFiles(ctx.project.paths.stateDir, Date.now());
     return out;
   } catch (err) {
     ctx.log.warn({ err: String(err).slice(0, 300) }, 'outbox/ could not be collected');

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { BerthError, errnoOf } from '../base/errors.js';
 import type { FilesSettings } from '../config/metadata.js';
 import { at, closeQuietly, openChildDir, openNoFollow, withFd } from '../fs/fd-path.js';
+import { readdirIfExists } from '../fs/dir.js';
 import { readJsonFile } from '../fs/json-file.js';
 import { atomicWriteFile, ensureDirPath, type Owner } from '../fs/tree.js';
 import { candidateNames, kindOf, mediaTypeOf, safeFileName } from '../plan/file-names.js';
@@ -135,6 +136,7 @@ export function collectOutbox(opts: { workspaceDir: string; filesDir: string; se
   let budget = settings.max_message_mb * 1024 * 1024;
   let sentFd: number | undefined;
   try {
+    // A failure midway (berth's own disk full) keeps what was taken: the record below is written whatever happens.
     for (const entry of listNames(outFd, FILE_BOUNDS.outboxEntries)) {
       if (entry.startsWith('.') || entry === 'sent') continue;
       if (files.length >= settings.max_files) {
@@ -156,9 +158,40 @@ export function collectOutbox(opts: { workspaceDir: string; filesDir: string; se
   } finally {
     closeQuietly(sentFd);
     closeQuietly(outFd);
+    if (files.length > 0) atomicWriteFile(join(opts.filesDir, RECORD), JSON.stringify({ ...opts.who, files } satisfies RunFilesRecord), 0o600);
   }
-  if (files.length > 0) atomicWriteFile(join(opts.filesDir, RECORD), JSON.stringify({ ...opts.who, files } satisfies RunFilesRecord), 0o600);
   return { files, left };
+}
+
+/**
+ * What berth keeps of runs' files (they left the tenant's quota when they left outbox/): a run's
+ * files for FILE_BOUNDS.runFilesDays, and a project's at most FILE_BOUNDS.runFilesBytes, the
+ * oldest runs' going first. Returns how many runs' files went.
+ */
+export function pruneRunFiles(stateDir: string, now: number): number {
+  const root = join(stateDir, 'run-files');
+  const runs = readdirIfExists(root)
+    .map((run) => {
+      const dir = join(root, run);
+      try {
+        const st = fs.lstatSync(dir);
+        const bytes = st.isDirectory() ? readdirIfExists(dir).reduce((sum, f) => sum + fs.lstatSync(join(dir, f)).size, 0) : 0;
+        return { dir, at: st.mtimeMs, bytes };
+      } catch {
+        return undefined; // removed meanwhile
+      }
+    })
+    .filter((r) => r !== undefined)
+    .sort((a, b) => b.at - a.at);
+  let kept = 0;
+  let removed = 0;
+  for (const r of runs) {
+    kept += r.bytes;
+    if (now - r.at <= FILE_BOUNDS.runFilesDays * 86_400_000 && kept <= FILE_BOUNDS.runFilesBytes) continue;
+    fs.rmSync(r.dir, { recursive: true, force: true });
+    removed++;
+  }
+  return removed;
 }
 
 /** Entry names of a directory descriptor, sorted, at most `max` read. */

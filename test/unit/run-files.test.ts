@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FilesSettingsSchema } from '../../src/config/metadata.js';
 import { sandboxRead } from '../../src/fs/sandbox.js';
 import { planIncoming, type IncomingFile } from '../../src/plan/files-in.js';
-import { collectOutbox, landIncoming, queueOutboxFile, readRunFile, runFilesDirOf } from '../../src/store/run-files.js';
+import { collectOutbox, landIncoming, pruneRunFiles, queueOutboxFile, readRunFile, runFilesDirOf } from '../../src/store/run-files.js';
 
 let base: string;
 let ws: string;
@@ -137,5 +137,19 @@ describe('send_file: a workspace file queued into outbox/', () => {
     fs.symlinkSync(join(outside, 'secret.txt'), join(ws, 'leak.txt'));
     expect(() => queueOutboxFile(ws, read('leak.txt'), 'leak.txt', settings)).toThrow(expect.objectContaining({ code: 'E_SANDBOX_VIOLATION' }));
     expect(() => queueOutboxFile(ws, read('nothing'), 'nothing', settings)).toThrow(expect.objectContaining({ code: 'NOT_FOUND' }));
+  });
+});
+
+describe('run files kept for download: bounded by age and size', () => {
+  it('removes runs past runFilesDays, keeps the recent ones', () => {
+    const root = join(state, 'run-files');
+    for (const run of ['rold', 'rnew']) {
+      fs.mkdirSync(join(root, run), { recursive: true });
+      fs.writeFileSync(join(root, run, 'a.txt'), 'x');
+    }
+    const old = new Date(Date.now() - 8 * 86_400_000);
+    fs.utimesSync(join(root, 'rold'), old, old);
+    expect(pruneRunFiles(state, Date.now())).toBe(1);
+    expect(fs.readdirSync(root)).toEqual(['rnew']);
   });
 });
