@@ -3,7 +3,10 @@ import { printable } from './printable.js';
 /**
  * One error type with stable string codes. Callers match on `code`, never on message text.
  * The table maps every code to an HTTP status and a CLI exit code, so each surface
- * (CLI, HTTP, MCP) reports the same failure the same way.
+ * (CLI, HTTP, MCP) reports the same failure the same way. MCP needs no column: a tool that fails
+ * answers its call with `isError` and the same body (the spec's tool execution error), whatever
+ * the code; only a call berth cannot take (unknown tool, arguments its schema refuses) is the
+ * JSON-RPC error -32602, with the body as its data (mcp/server.ts).
  */
 export const ERROR_TABLE = {
   CONFIG_INVALID: { status: 400, exit: 2 },

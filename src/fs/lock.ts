@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import lockfile from 'proper-lockfile';
-import { errnoOf } from '../base/errors.js';
+import { BerthError, errnoOf } from '../base/errors.js';
 import { openIfExists } from './fd-path.js';
 import { ownerAlive, selfIdentity } from './process-identity.js';
 
@@ -88,7 +88,9 @@ export function withOwnerLockSync<T>(path: string, fn: () => T, who: LockOwner &
     }
     // A section of this very process cannot be waiting: that is a nested call, which would never end.
     if (lock.heldBy === owner) throw new Error(`${path} is already held by this process (nested lock)`);
-    if (Date.now() > deadline) throw new Error(`${path} is held by berth process ${lock.heldBy} for more than ${who.timeoutMs ?? 10_000} ms`);
+    if (Date.now() > deadline) {
+      throw new BerthError('LOCKED', `${path} is held by berth process ${lock.heldBy} for more than ${who.timeoutMs ?? 10_000} ms`, { path, hint: 'another berth process is busy with it; try again', retry_after: 1 });
+    }
     Atomics.wait(SLEEPER, 0, 0, pause);
   }
 }

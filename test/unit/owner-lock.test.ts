@@ -91,6 +91,7 @@ describe('withOwnerLockSync', () => {
     fs.writeFileSync(path, 'other');
     const t0 = Date.now();
     expect(() => withOwnerLockSync(path, () => 1, { owner: 'a', alive, timeoutMs: 200 })).toThrow(/held by berth process other/);
+    expect(() => withOwnerLockSync(path, () => 1, { owner: 'a', alive, timeoutMs: 50 })).toThrow(expect.objectContaining({ code: 'LOCKED' }));
     expect(Date.now() - t0).toBeGreaterThanOrEqual(200);
     fs.rmSync(path);
     expect(() => withOwnerLockSync(path, () => withOwnerLockSync(path, () => 1, { owner: 'a', alive }), { owner: 'a', alive })).toThrow(/nested/);
