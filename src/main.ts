@@ -276,7 +276,6 @@ export function createBerth(opts: BerthOptions): Berth {
         grants: (project) => sharedGrantsFor(config(), project),
         assertGranted: (project, area) => getOperator().assertGranted(project, area),
         memoryAuthor: (project, tenantKey) => memoryAuthorFor(getSecret(), project, tenantKey),
-        owner: () => agentOwner(config()),
         logger,
       }));
     },

@@ -13,7 +13,7 @@ import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import { interruptedRuns, openRuns } from '../store/journal.js';
 import { readOutbound } from '../store/outbound-log.js';
 import { listWorkspaces, workspaceUsage } from '../store/workspaces.js';
-import { readRunFile } from '../store/run-files.js';
+import { runFileOf } from '../store/run-files.js';
 import { mountPoints } from '../fs/loop-quota.js';
 import { runFileUrl, type InterruptedRun, type ProjectView, type RunView, type WorkspaceView } from './views.js';
 import type { BerthConfig } from '../config/berth-config.js';
@@ -292,11 +292,7 @@ export function createAdminService(deps: {
       return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, files: request.files }));
     },
 
-    runFile(name, run, file) {
-      const found = readRunFile(store.get(name).paths.stateDir, run, file);
-      if (!found) throw new BerthError('NOT_FOUND', `run ${run} of project ${name} left no file "${file}"`, { path: file });
-      return { data: found.data, type: found.file.type, name: found.file.name, tenant_key: found.record.tenant_key };
-    },
+    runFile: (name, run, file) => runFileOf(store.get(name).paths.stateDir, run, file),
     listRuns(name, filter) {
       const p = store.get(name);
       const limit = filter.limit ?? 50;
@@ -330,9 +326,7 @@ export function createAdminService(deps: {
     listSessions: (name, tenantKey) => sessions.list(store.get(name), { tenantKey }),
     workspaceProfile: (name, id) => deps.gateway.profileOf(store.get(name), id),
     getSession: (project, id) => sessions.get(project, id).session,
-    openSession(project, id, tenantKey) {
-      return sessions.open(store.get(project), { sessionId: id, tenantKey, chosen: true });
-    },
+    openSession: (project, id, tenantKey) => sessions.open(store.get(project), { sessionId: id, tenantKey, chosen: true }),
     updateSession: (project, id, settings) => sessions.update(project, id, settings),
     renameSession: (project, id, title) => sessions.setTitle(project, id, title),
     mintSessionToken(project, id, ttlSeconds) {

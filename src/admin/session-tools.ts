@@ -14,7 +14,6 @@ import type { SessionStore } from '../store/sessions.js';
 import { checkShellCommand, sharedAreaOf, splitCommand } from '../plan/shell/index.js';
 import { WORKSPACE_MOUNT } from '../plan/container-paths.js';
 import { sandboxRead } from '../fs/sandbox.js';
-import type { Owner } from '../fs/tree.js';
 import { queueOutboxFile } from '../store/run-files.js';
 import { workspaceOf } from '../store/workspaces.js';
 
@@ -67,8 +66,6 @@ export function createSessionTools(deps: {
   assertGranted: (project: string, area: string) => unknown;
   /** The opaque author id memory entries carry (never the tenant key). */
   memoryAuthor: (project: string, tenantKey: string) => string;
-  /** Who owns what berth writes into a workspace (berth.yaml's agent user): the agent can still move it. */
-  owner?: () => Owner | undefined;
   logger: Logger;
 }): SessionTools {
   /** "the tests": the command the session workspace's profile detected. */
@@ -119,7 +116,7 @@ export function createSessionTools(deps: {
       const workspace = workspaceOf(project, session.settings.workspace.id ?? basename(session.settings.workspace.root_dir));
       // The agent sees its workspace at /workspace when isolated; any other path is relative to it.
       const rel = workspace.isolated && path.startsWith(`${WORKSPACE_MOUNT}/`) ? path.slice(WORKSPACE_MOUNT.length + 1) : path;
-      const queued = queueOutboxFile(workspace.dir, (rootFd, max) => sandboxRead(rootFd, rel, max), rel, project.metadata.files, deps.owner?.());
+      const queued = queueOutboxFile(workspace.dir, (rootFd, max) => sandboxRead(rootFd, rel, max), rel, project.metadata.files);
       deps.logger.info({ project: project.metadata.name, session: ref.session, queued: queued.queued, size: queued.size }, 'send_file queued');
       return queued;
     },

@@ -27,9 +27,6 @@ import type { ConsoleSources } from './console/state.js';
 import type { MetricsHistory } from '../admin/metrics-history.js';
 import { createGate, serveMcp } from './mcp-http.js';
 import { API_BODY_BYTES, FILE_BOUNDS, MCP_HTTP_BOUNDS } from '../config/bounds.js';
-
-/** POST /api/projects/:name/runs */
-const RUNS_PATH = /^\/api\/projects\/[^/]+\/runs$/;
 import { bodyLimit } from 'hono/body-limit';
 import { assertPlainInput } from '../config/parse.js';
 import { renderDocsPage } from './docs-page.js';
@@ -49,7 +46,7 @@ import { METRICS_PATH, registerMetricsRoutes } from './routes/metrics.js';
 import type { Metrics } from '../base/metrics.js';
 import { registerChatRoutes, type ChatEnv } from './chat/routes.js';
 import type { WebChat } from '../bridges/web.js';
-import type { Hono } from 'hono';
+import type { Hono, MiddlewareHandler } from 'hono';
 
 export interface AppDeps {
   admin: () => AdminService;
@@ -167,11 +164,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // people's side: its own login (a chat link's cookie), never the admin token. /metrics takes
   // the admin token or the metrics token (routes/metrics.ts).
   app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || isBrowserProbe(path) || path === '/docs' || path === '/docs/login' || path === '/docs/logout' || path === '/console' || path.startsWith('/console/') || path === '/chat' || path.startsWith('/chat/') || path.startsWith('/hooks/') || path === METRICS_PATH));
-  // A run may carry files (base64): its body has its own, larger bound (config/bounds.ts FILE_BOUNDS).
-  app.use('/api/*', async (c, next) => {
-    const max = c.req.method === 'POST' && RUNS_PATH.test(c.req.path) ? FILE_BOUNDS.runBodyBytes : API_BODY_BYTES;
-    return bodyLimit({ maxSize: max, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`); } })(c, next);
-  });
+  app.use('/api/*', apiBodyLimit);
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
     if (c.req.method !== 'GET' && /^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) {
@@ -317,6 +310,15 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
 
   return app;
 }
+
+/** POST /api/projects/:name/runs */
+const RUNS_PATH = /^\/api\/projects\/[^/]+\/runs$/;
+
+/** Every /api body is bounded; a run's may carry files (base64), so it has its own, larger bound (config/bounds.ts FILE_BOUNDS). */
+const apiBodyLimit: MiddlewareHandler = (c, next) => {
+  const max = c.req.method === 'POST' && RUNS_PATH.test(c.req.path) ? FILE_BOUNDS.runBodyBytes : API_BODY_BYTES;
+  return bodyLimit({ maxSize: max, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`); } })(c, next);
+};
 
 /**
  * Permission denials go to the audit log, a line each: the caller is known, so is who to ask.

@@ -17,7 +17,8 @@ import { createChatQuestions } from './chat-approvals.js';
 import type { ChatTransport, InboundMessage, JournaledMessage } from './chat-transport.js';
 import { chatFailure } from './chat-words.js';
 import { createDeliver } from './deliver.js';
-import { deliverRunFiles, fetchAttachments, FILES_ONLY, type RanFiles } from './files.js';
+import { deliverRunFiles, fetchAttachments, FILES_ONLY, ranFilesOf, type RanFiles } from './files.js';
+import { joinTeam } from './teams.js';
 import type { IncomingFile } from '../plan/files-in.js';
 import type { DeliveryBounds } from './delivery-policy.js';
 import { chatCommand, type CommandAdmin, type CommandContext } from './commands.js';
@@ -152,7 +153,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       return;
     }
     // A group chat is a team tenant; who writes in it is a member (the gateway's team folders follow).
-    if (tenant !== entry.sender) await joinTeam(profile.project, tenant, entry.sender);
+    if (tenant !== entry.sender) await joinTeam(deps.admin, log, profile.project, tenant, entry.sender);
     const ctx: CommandContext = {
       admin: deps.admin,
       project: profile.project,
@@ -165,8 +166,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     const command = chatCommand(entry.text);
     let reply: string;
     let parts: ReplyParts | undefined;
-    let out: RanFiles['files'];
-    let notice: string | undefined;
+    let ran: RanFiles | undefined;
     if (command) {
       reply = await command(ctx).catch((err: unknown) => `berth: ${isBerthError(err) ? err.message : 'that command failed'}`);
     } else {
@@ -197,13 +197,13 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         start();
       };
       try {
-        // Fetched once, before the run (not again when the run waits for admission): bounded by the project's files settings.
+        // Fetched once, before the run (not again when it waits for admission), bounded by the project's files settings.
         const files = entry.attachments?.length ? await fetchAttachments(transport, entry.attachments, deps.admin.getProjectMetadata(profile.project).files, log) : undefined;
         const run = async () => {
           recheck(); // in the same tick as the runner opening the session
           return runFor(ctx, profile.workflow, entry.text, entry.chat, single ? ready : start, files);
         };
-        ({ text: reply, files: out, notice, ...parts } = await (single ? whenAdmitted(run) : run()));
+        ({ text: reply, ran, ...parts } = await (single ? whenAdmitted(run) : run()));
       } catch (err) {
         const lapsedMeanwhile = stopped as Lapsed | undefined;
         if (lapsedMeanwhile) {
@@ -224,16 +224,11 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         slot.release(); // the reply may take a while to send: the slot is for runs
       }
     }
-    // What became of the person's files (a refusal, a voice note not transcribed) is said before the answer.
-    if (notice) await say(entry.chat, notice).catch(() => undefined);
+    if (ran?.notice) await say(entry.chat, ran.notice).catch(() => undefined); // what became of the person's files, before the answer
     inbox.mark(entry.id, 'answered', { reply });
     await deliver(entry.id, entry.chat, reply, undefined, parts);
-    if (out) await deliverFiles(entry, profile.project, out);
+    if (ran?.files) await deliverRunFiles({ transport, log, read: (run, name) => deps.admin.runFile(profile.project, run, name), publicUrl: deps.config().bridges.public_url }, entry.chat, entry.id, profile.project, ran.files);
   }
-
-  /** The agent's outbox files, after its answer (files.ts). */
-  const deliverFiles = (entry: JournaledMessage, project: string, out: NonNullable<RanFiles['files']>) =>
-    deliverRunFiles({ transport, log, read: (run, name) => deps.admin.runFile(project, run, name), publicUrl: deps.config().bridges.public_url }, entry.chat, entry.id, project, out);
 
   /** Why a message taken from its lane may no longer run: its sender was logged out, or the session they picked is gone. */
   function lapsed(entry: JournaledMessage, project: string, tenant: string): Lapsed | undefined {
@@ -289,27 +284,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
   }
 
-  /** Add a group's sender to the project's team of that group, once (an admin may edit the list later). */
-  async function joinTeam(project: string, team: string, member: string) {
-    try {
-      // Asked on every group message: the settings alone (CommandAdmin).
-      if (own(deps.admin.getProjectMetadata(project).teams, team)?.members.includes(member)) return;
-      let joined = false;
-      // Read and written under the project lock: two groups' first messages, or an admin's edit, lose nothing.
-      await deps.admin.updateProject(project, (current) => {
-        const members = own(current.teams, team)?.members ?? [];
-        if (members.includes(member)) return {};
-        joined = true;
-        return { teams: { ...current.teams, [team]: { members: [...members, member] } } };
-      });
-      if (joined) log.info({ project, team, member }, 'group member joined its team');
-    } catch (err) {
-      log.warn({ err: String(err).slice(0, 200), team }, 'could not record a group member');
-    }
-  }
-
   /** `ready`: called when the run may start (a message's, by the runner once admitted; a workflow's, first). */
-  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>, files?: IncomingFile[]): Promise<{ text: string } & ReplyParts & RanFiles> {
+  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>, files?: IncomingFile[]): Promise<{ text: string; ran?: RanFiles } & ReplyParts> {
     if (workflow) {
       if (files?.length) log.warn({ project: ctx.project, workflow }, 'a workflow route takes no files: they were not saved');
       // No lane slot: its steps wait for admission one by one, and a slot held meanwhile could wait
@@ -346,8 +322,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       ...(run.steps ? { steps: run.steps } : {}),
       // Only a run that wrote to stderr needs its order kept; its exit status is shown when not 0.
       ...(output?.some((o) => o.stream === 'stderr') ? { output, ...(run.exit_code !== 0 ? { exit: run.exit_code } : {}) } : {}),
-      ...(run.files_in?.notice ? { notice: run.files_in.notice } : {}),
-      ...(run.files?.length ? { files: { run: run.run, list: run.files.map(({ name, size, type }) => ({ name, size, type })) } } : {}),
+      ...ranFilesOf(run),
     };
   }
 

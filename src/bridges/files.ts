@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { RunView } from '../admin/views.js';
 import type { ChannelAttachment } from '../channels/contract.js';
 import { FILE_BOUNDS } from '../config/bounds.js';
 import type { FilesSettings } from '../config/metadata.js';
@@ -46,6 +47,15 @@ export const FILES_ONLY = '(The person sent only the files above, without a mess
 export interface RanFiles {
   notice?: string;
   files?: { run: string; list: RunFile[] };
+}
+
+/** What of a run's view the chat needs after its answer (none: nothing to add). */
+export function ranFilesOf(run: Pick<RunView, 'run' | 'files' | 'files_in'>): { ran?: RanFiles } {
+  const ran: RanFiles = {
+    ...(run.files_in?.notice ? { notice: run.files_in.notice } : {}),
+    ...(run.files?.length ? { files: { run: run.run, list: run.files.map(({ name, size, type }) => ({ name, size, type })) } } : {}),
+  };
+  return ran.notice || ran.files ? { ran } : {};
 }
 
 /** A run's file as the chat reaches it: where its login opens it. */

@@ -5,7 +5,8 @@ import { tenantOfChatUser } from '../store/chat-links.js';
 import type { ChatUploads } from '../store/chat-uploads.js';
 import type { RunFile } from '../store/run-files.js';
 import { chatFileUrl } from './files.js';
-import type { WebFileView, WebUploadView } from './web-protocol.js';
+import type { ChatTranscripts } from '../store/chat-transcripts.js';
+import type { WebFileView, WebServerMessage, WebUploadView } from './web-protocol.js';
 
 /**
  * The web chat's files: an upload kept until the message that names it runs (store/chat-uploads.ts),
@@ -18,9 +19,11 @@ export interface WebFiles {
   /** A run message's uploads as its attachments; CONFIG_INVALID (field files) for an id that is not the person's upload. */
   attachmentsOf(login: { project: string; user: string }, ids: readonly string[]): { attachments: ChannelAttachment[]; shown: WebFileView[] };
   fetch(ref: string, maxBytes: number): Uint8Array;
-  /** The agent's files as the page lists them. */
-  shown(run: string, files: readonly RunFile[]): WebFileView[];
+  /** The agent's files in the person's chat: kept in the transcript (while the session is there), then pushed to the page. */
+  show(at: Chat, run: string, files: readonly RunFile[], sessionThere: (at: Chat) => boolean, transcripts: Pick<ChatTranscripts, 'append'>, push: (at: Chat, message: WebServerMessage) => void): void;
 }
+
+type Chat = { project: string; user: string; session: string };
 
 export function createWebFiles(uploads: ChatUploads, admin: Pick<AdminService, 'getProjectMetadata'>): WebFiles {
   const ownerOf = (login: { project: string; user: string }) => `${login.project}/${tenantOfChatUser(login.user)}`;
@@ -43,6 +46,10 @@ export function createWebFiles(uploads: ChatUploads, admin: Pick<AdminService, '
       return { attachments, shown };
     },
     fetch: (ref, maxBytes) => uploads.take(ref, maxBytes),
-    shown: (run, files) => files.map((f) => ({ ...f, url: chatFileUrl(undefined, run, f.name) })),
+    show(at, run, list, sessionThere, transcripts, push) {
+      const files = list.map((f) => ({ ...f, url: chatFileUrl(undefined, run, f.name) }));
+      if (sessionThere(at)) transcripts.append(at.project, at.session, { role: 'reply', text: '', files });
+      push(at, { type: 'files', session_id: at.session, files });
+    },
   };
 }

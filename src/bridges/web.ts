@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AdminService } from '../admin/service.js';
 import type { BerthConfig } from '../config/berth-config.js';
@@ -17,6 +16,7 @@ import { createBridgeCore, type BridgeCore } from './core.js';
 import { levelAsker } from './approval-words.js';
 import type { ChatSessionView, WebRunMessage, WebServerMessage, WebUploadView } from './web-protocol.js';
 import { createWebFiles } from './web-files.js';
+import { createSessionStarter } from './web-sessions.js';
 import { openChatUploads } from '../store/chat-uploads.js';
 import { join } from 'node:path';
 import type { ApprovalDecision } from '../store/approvals.js';
@@ -159,28 +159,8 @@ export function createWebChat(deps: {
     return a;
   };
 
-  // When each person started their recent sessions (this process; keyed "<project>/<user>").
-  const started = new Map<string, number[]>();
-
-  /** A new session, inside the person's bounds (checked and taken with no await between: one process decides). */
-  function createSession(login: WebLogin): SessionRecord {
-    const { max_sessions_per_user: cap, new_sessions_per_minute: perMinute } = deps.config().bridges.web;
-    const tenant = tenantOfChatUser(login.user);
-    const held = admin.listSessions(login.project, tenant).length;
-    if (held >= cap) throw new BerthError('LIMIT_REACHED', `you have ${held} conversations; delete one to start another`);
-    const key = `${login.project}/${login.user}`;
-    const now = Date.now();
-    const recent = (started.get(key) ?? []).filter((at) => at > now - 60_000);
-    if (recent.length >= perMinute) {
-      started.set(key, recent);
-      const retryAfter = Math.max(1, Math.ceil(((recent[0] as number) + 60_000 - now) / 1000));
-      throw new BerthError('LIMIT_REACHED', `you started ${recent.length} conversations in the last minute; wait a minute before starting another`, { retry_after: retryAfter });
-    }
-    const session = admin.openSession(login.project, `web-${randomBytes(9).toString('base64url')}`, tenant);
-    started.set(key, [...recent, now]);
-    for (const [k, times] of started) if (!times.some((at) => at > now - 60_000)) started.delete(k); // bounded by who started one this minute
-    return session;
-  }
+  /** A new session, inside the person's bounds (web-sessions.ts). */
+  const createSession = createSessionStarter(admin, () => deps.config().bridges.web);
 
   /** The user's own session; another tenant's is as unknown as a missing one. */
   function ownSession(login: WebLogin, id: string): SessionRecord {
@@ -232,12 +212,7 @@ export function createWebChat(deps: {
       push(a, event.type === 'asked' ? { type: 'approval', session_id: a.session, approval: event.approval } : { type: 'approval_answered', session_id: a.session, id: event.id, decision: event.decision, by: event.by });
     },
     fetchAttachment: async (ref, limits) => files.fetch(ref, limits.maxBytes),
-    async runFiles(chat, _answerTo, _project, run, list) {
-      const a = addressed(chat);
-      const shown = files.shown(run, list);
-      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text: '', files: shown });
-      push(a, { type: 'files', session_id: a.session, files: shown });
-    },
+    runFiles: async (chat, _answerTo, _project, run, list) => files.show(addressed(chat), run, list, sessionThere, transcripts, push),
     projectOf: (chat) => parseAddress(chat)?.project,
     newSession(chat) {
       const a = addressed(chat);

@@ -24,7 +24,7 @@ import { createFleet, seesAllWorkspaces } from './fleet.js';
 import { createKeyedLock } from './keyed-lock.js';
 import { prepareMounts } from './prepare-mounts.js';
 import { contextOf, identityOf, quotaOf, withBootstrap, type LaunchSpec, type PrivateTarget, type RunContext, type RunIdentityContext } from './run-context.js';
-import { toRunRecord, type RunFiles, type RunOutcome } from './run-record.js';
+import { toRunRecord, type RunOutcome } from './run-record.js';
 import type { ApprovalListener } from '../store/approvals.js';
 import { openRunSockets, type OpenSockets, type RunSocketsConfig } from './run-sockets.js';
 import { progressTap, type ProgressListener } from './progress-tap.js';
@@ -34,7 +34,7 @@ import type { WarmPool } from './warm-pool.js';
 import type { PrestartPool } from './prestart-pool.js';
 import { POOLED } from '../plan/pool.js';
 import type { IncomingFile } from '../plan/files-in.js';
-import { collectRunFiles, landMessageFiles } from './run-files.js';
+import { landMessageFiles, withRunFiles } from './run-files.js';
 
 export type { RunOutcome } from './run-record.js';
 export type { PrivateTarget } from './run-context.js';
@@ -192,13 +192,7 @@ export function createRunner(deps: {
       const ctx = contextOf(base, store.get(name), config(), spec);
       const launcherCaps = await capabilities();
       if (spec.kind !== 'workflow_step') await prepareWorkspace(ctx);
-      const files: RunFiles = {};
-      let runSpec = spec;
-      if (spec.kind === 'message' && spec.files?.length) {
-        const landed = landMessageFiles(ctx, spec.files, spec.message);
-        files.in = landed.in;
-        runSpec = { ...spec, message: landed.message };
-      }
+      const landed = landMessageFiles(ctx, spec); // a message's files in inbox/ (and the words telling the agent) before it is planned
       fs.mkdirSync(ctx.project.paths.memoryDir, { recursive: true, mode: 0o755 });
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(ctx.project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
       // The session's agent home: the conversation an agent continues at the next message.
@@ -213,7 +207,7 @@ export function createRunner(deps: {
         halt.stop(reason);
       };
       try {
-        const planFor = (runDir: string | undefined) => planOf(ctx, runSpec, { home, seeds, runDir });
+        const planFor = (runDir: string | undefined) => planOf(ctx, landed.spec, { home, seeds, runDir }, deps);
         // This run's sockets: a directory only its container sees (a warm container's, if it has one).
         const freshDir = deps.sockets ? join(deps.sockets.dir, ctx.runId) : undefined;
         let plan = planFor(lease?.reuse?.runDir ?? freshDir);
@@ -231,9 +225,7 @@ export function createRunner(deps: {
         prepareMounts(plan, ctx.project.paths.dir, ctx.owner);
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
-        const outcome = await execute(ctx, spec, plan, home, onCreated, { halt, stopRun }, lease);
-        if (spec.kind === 'message') files.out = collectRunFiles(ctx);
-        return files.in || files.out ? { ...outcome, files } : outcome;
+        return withRunFiles(ctx, spec, await execute(ctx, spec, plan, home, onCreated, { halt, stopRun }, lease), landed.in);
       } catch (err) {
         if (lease) await warmSessions?.release(lease); // never used (a plan or mount check failed, berth is stopping): not kept
         throw err;
@@ -268,33 +260,6 @@ export function createRunner(deps: {
     ctx.workspace.ownFilesystem = made.ownFilesystem;
     if (made.created) ctx.log.info({ skipped: made.skipped }, 'workspace created');
     for (const skipped of made.skipped) ctx.log.warn(skipped, 'seed entry not copied');
-  }
-
-  function planOf(ctx: RunContext, spec: LaunchSpec, at: { home: string; seeds?: ReturnType<typeof copySeedsForRun>; runDir?: string }): RunPlan {
-    const { project } = ctx;
-    return planRun({
-      config: ctx.config,
-      project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
-      workspace: ctx.workspace,
-      protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
-      run: {
-        id: ctx.runId,
-        level: ctx.level,
-        message: spec.kind === 'shell_tool' ? '' : withBootstrap(ctx, spec.message),
-        argv: spec.kind === 'shell_tool' ? spec.argv : undefined,
-        session: ctx.session.id,
-        env: spec.kind === 'workflow_step' ? spec.target.env : undefined,
-        live: spec.kind === 'message' && spec.onProgress !== undefined,
-      },
-      memory: { dir: project.paths.memoryDir },
-      shared: ctx.grants,
-      egressTrust: secretsGrantedTo(ctx.config.secrets, project.metadata.name).length ? deps.egressTrust?.() : undefined,
-      privateWorkspace: spec.kind === 'workflow_step' && at.seeds ? { cwdRel: spec.target.cwdRel, seeds: at.seeds, ensureDir: spec.target.ensureDir } : undefined,
-      runDir: at.runDir,
-      home: { dir: at.home },
-      installation,
-      ownerProcess: deps.ownerProcess,
-    });
   }
 
   /** Run the plan (bounded by its limits, the disk watch and its sockets' verdicts), then record it. */
@@ -376,6 +341,34 @@ export function createRunner(deps: {
     removeContainers: (project) => fleet.removeProject(project),
     retireSharedContainers: (project) => fleet.retireShared(project),
   };
+}
+
+/** The run's plan (pure: plan/run-plan.ts) from its context, what it runs and where its home, seeds and sockets are. */
+function planOf(ctx: RunContext, spec: LaunchSpec, at: { home: string; seeds?: ReturnType<typeof copySeedsForRun>; runDir?: string }, deps: { installation: string; ownerProcess?: string; egressTrust?: () => { ca: string; bundle: string } }): RunPlan {
+  const { project } = ctx;
+  return planRun({
+    config: ctx.config,
+    project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
+    workspace: ctx.workspace,
+    protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
+    run: {
+      id: ctx.runId,
+      level: ctx.level,
+      message: spec.kind === 'shell_tool' ? '' : withBootstrap(ctx, spec.message),
+      argv: spec.kind === 'shell_tool' ? spec.argv : undefined,
+      session: ctx.session.id,
+      env: spec.kind === 'workflow_step' ? spec.target.env : undefined,
+      live: spec.kind === 'message' && spec.onProgress !== undefined,
+    },
+    memory: { dir: project.paths.memoryDir },
+    shared: ctx.grants,
+    egressTrust: secretsGrantedTo(ctx.config.secrets, project.metadata.name).length ? deps.egressTrust?.() : undefined,
+    privateWorkspace: spec.kind === 'workflow_step' && at.seeds ? { cwdRel: spec.target.cwdRel, seeds: at.seeds, ensureDir: spec.target.ensureDir } : undefined,
+    runDir: at.runDir,
+    home: { dir: at.home },
+    installation: deps.installation,
+    ownerProcess: deps.ownerProcess,
+  });
 }
 
 /** A run past admission; a drain that runs out of time interrupts it. */

@@ -253,13 +253,23 @@ export function readRunFile(stateDir: string, runId: string, name: string): { da
   return { data: fs.readFileSync(join(runFilesDirOf(stateDir, runId), file.name)), file, record };
 }
 
+/** A run's stored file for a download, and whose run it was; NOT_FOUND when there is none (or the name is not one berth stored). */
+export function runFileOf(stateDir: string, runId: string, name: string): { data: Buffer; type: string; name: string; tenant_key: string } {
+  const found = readRunFile(stateDir, runId, name);
+  if (!found) throw new BerthError('NOT_FOUND', `run ${runId.slice(0, 64)} left no file "${name.slice(0, 200)}"`, { path: name.slice(0, 200) });
+  return { data: found.data, type: found.file.type, name: found.file.name, tenant_key: found.record.tenant_key };
+}
+
 /**
  * send_file: queue a workspace file (a path relative to the workspace) by copying it into
  * outbox/ under a free name; it leaves with the run's other outbox files. The source is read
  * through the path sandbox (no link followed), bounded by max_file_mb.
  */
-export function queueOutboxFile(workspaceDir: string, readFile: (rootFd: number, maxBytes: number) => Buffer | undefined, path: string, settings: FilesSettings, owner?: Owner): { queued: string; size: number; kind: string } {
+export function queueOutboxFile(workspaceDir: string, readFile: (rootFd: number, maxBytes: number) => Buffer | undefined, path: string, settings: FilesSettings): { queued: string; size: number; kind: string } {
   return withFd(openWorkspace(workspaceDir), (wsFd) => {
+    // Owned as the workspace is (the agent's user made it so): the agent can move or delete what berth wrote.
+    const st = fs.fstatSync(wsFd);
+    const owner = { uid: st.uid, gid: st.gid };
     const data = readFile(wsFd, settings.max_file_mb * 1024 * 1024);
     if (!data) throw new BerthError('NOT_FOUND', `no file at ${path} in the workspace`, { path });
     const name = safeFileName(path);
