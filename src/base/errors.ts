@@ -50,6 +50,8 @@ export const ERROR_TABLE = {
   APPROVAL_NOT_FOUND: { status: 404, exit: 30 },
   /** A brokered secret's value cannot be had: its file is missing or readable by others, its variable unset, its command failed. */
   SECRET_UNAVAILABLE: { status: 503, exit: 31 },
+  /** A file is larger than the bound it is fetched or sent under (a chat attachment, an upload): refused, nothing of it kept. */
+  TOO_LARGE: { status: 413, exit: 32 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 

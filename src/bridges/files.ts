@@ -31,7 +31,7 @@ export async function fetchAttachments(transport: Pick<ChatTransport, 'fetchAtta
         const data = await transport.fetchAttachment(a.ref, { maxBytes, signal: AbortSignal.timeout(FILE_BOUNDS.fetchTimeoutMs) });
         out.push(data.byteLength > maxBytes ? { ...base, size: data.byteLength, refused: 'too_big' } : { ...base, data });
       } catch (err) {
-        const tooBig = isBerthError(err, 'PAYLOAD_TOO_LARGE');
+        const tooBig = isBerthError(err, 'TOO_LARGE') || isBerthError(err, 'PAYLOAD_TOO_LARGE');
         log.warn({ attachment: i, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'an attachment could not be fetched');
         out.push({ ...base, refused: tooBig ? 'too_big' : 'fetch' });
       }

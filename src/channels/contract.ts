@@ -54,7 +54,14 @@ export interface ChannelSender {
   sendPlain?(chat: string, text: string, about?: SendAbout): Promise<void>;
   /** A file in the chat (a document, an upload, an attachment) with a short caption: a long reply as text after the plain try failed, or a file the agent sent. */
   sendFile?(chat: string, file: ReplyFile, caption: string, about?: SendAbout): Promise<void>;
-  /** The bytes of an attachment this channel handed over (ChannelAttachment.ref), at most `maxBytes` (more: a BerthError PAYLOAD_TOO_LARGE, nothing kept). */
+  /**
+   * The largest file `sendFile` takes on this service (its own upload limit, or a smaller one
+   * berth keeps to): a bigger file is for the core to send as a link. Absent with sendFile: no
+   * limit known. Read it when sending: a channel may learn it once started (Matrix asks its
+   * homeserver). Each channel module exports its constant (docs/<channel>.md says its source).
+   */
+  readonly fileLimitBytes?: number;
+  /** The bytes of an attachment this channel handed over (ChannelAttachment.ref), at most `maxBytes` (more: a BerthError TOO_LARGE, nothing kept; a ref it did not hand out: NOT_FOUND). */
   fetchAttachment?(ref: string, limits: { maxBytes: number; signal: AbortSignal }): Promise<Uint8Array>;
   typing(chat: string, on: boolean): Promise<void>;
   /** The message is safe with berth (journaled): a read receipt, a confirmed offset, an HTTP 200. */
@@ -63,8 +70,6 @@ export interface ChannelSender {
   answered?(id: string, chat: string, text: string): void;
   /** The routes that may answer a chat, most specific first (default: "<name>:<chat>", then "<name>"). */
   profileKeys?(chat: string): string[];
-  /** The largest file sendFile takes (the service's upload limit); a bigger file the agent sent goes as a link. Absent: any size is tried (a failed send becomes a link too). */
-  readonly fileLimitBytes?: number;
   /** How often typing is said again while the agent works (the service's indicator fades). */
   readonly typingEveryMs?: number;
 }
@@ -176,8 +181,12 @@ export interface ChannelModule<N extends string = string, S extends z.ZodType = 
   readonly schema: S;
   /** How it receives: a stream it holds open, a long poll, or HTTP requests into berth serve. */
   receives(config: z.output<S>): 'stream' | 'poll' | 'http';
-  /** How it sends: the longest text in one message, and what a longer reply becomes. */
-  readonly sends: { typing: boolean; inlineLimit: string; longReplies: string };
+  /**
+   * How it sends: the longest text in one message, and what a longer reply becomes; `files`: what
+   * files it carries each way and their limits, in words (the numbers are the transport's
+   * `fileLimitBytes` and each module's exported constants).
+   */
+  readonly sends: { typing: boolean; inlineLimit: string; longReplies: string; files: string };
   /** Tenant keys it makes: direct chats, groups, and what a group is. */
   readonly tenants: { direct: string; groups: string };
   /** A sender key of this channel, as `bridge approve` takes it. */

@@ -1,5 +1,6 @@
 import type { ChannelMessage } from './contract.js';
 import { obj, str } from './json.js';
+import { matrixAttachment } from './matrix-files.js';
 
 /**
  * What a Matrix room's timeline is to berth, as data: which events are a person's text to answer,
@@ -18,13 +19,13 @@ export function matrixChat(chat: string): { room: string; thread?: string } {
 }
 
 /** The chat a message in `roomId` is answered in: its thread when it is in one and the two read back apart. */
-function chatOf(roomId: string, content: Record<string, unknown>): string {
+export function matrixChatOf(roomId: string, content: Record<string, unknown>): string {
   const relates = obj(content['m.relates_to']);
   const root = relates?.rel_type === 'm.thread' ? str(relates.event_id) : undefined;
   return root && /^\$[^/\s]{1,254}$/.test(root) && !roomId.includes('/$') ? `${roomId}/${root}` : roomId;
 }
 
-/** A timeline event as berth takes it, or undefined for what is not a person's text to answer. */
+/** A timeline event as berth takes it (text, or a file with its caption), or undefined for what is not a person's message to answer. */
 export function matrixMessage(roomId: string, event: unknown, bot: string, direct: boolean): ChannelMessage | undefined {
   const e = obj(event);
   const content = obj(e?.content);
@@ -34,15 +35,17 @@ export function matrixMessage(roomId: string, event: unknown, bot: string, direc
   const relates = obj(content['m.relates_to']);
   const edit = relates?.rel_type === 'm.replace' ? obj(content['m.new_content']) : undefined;
   const shown = edit ?? content;
-  const body = str(shown.body);
-  if (shown.msgtype !== 'm.text' || body === undefined || body.trim() === '') return undefined; // notices (other bots), images, files
+  const file = edit ? undefined : matrixAttachment(content);
+  const body = file ? file.caption : str(shown.body);
+  if (!file && (shown.msgtype !== 'm.text' || body === undefined || body.trim() === '')) return undefined; // notices (other bots), edits of files
   return {
     id: eventId,
-    chat: chatOf(roomId, content),
+    chat: matrixChatOf(roomId, content),
     tenant: direct ? `matrix:${sender}` : `matrix-room:${roomId}`,
     sender: `matrix:${sender}`,
-    text: edit ? `(edited) ${body}` : body,
+    text: edit ? `(edited) ${body}` : (body ?? ''),
     receipt: { room: roomId, event: eventId },
+    ...(file ? { attachments: [file.attachment] } : {}),
   };
 }
 

@@ -8,7 +8,8 @@ import { backoffDelay, ChannelApiError, defineChannel, reach, sendPartsFrom, sen
 import { obj, str, list, type Json } from './json.js';
 import { ENCRYPTED_ROOM_NOTICE, isEncryptedMessage, toldRooms } from './matrix-encrypted.js';
 import { fetchGap, GAP_BOUNDS, joinGap } from './matrix-gap.js';
-import { afterArrival, isBotArrival, matrixChat, matrixMessage } from './matrix-timeline.js';
+import { afterArrival, isBotArrival, matrixChat, matrixChatOf, matrixMessage } from './matrix-timeline.js';
+import { encryptedFileName, encryptedFileNotice, MATRIX_FILE_LIMIT_BYTES, matrixFiles } from './matrix-files.js';
 import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
 import { graphemeCut, splitParts } from './text-cut.js';
 
@@ -137,6 +138,16 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     });
   }
 
+  /** An encrypted file in a room berth reads (a client that encrypts files alone): said once per event, in its thread. */
+  function tellEncryptedFile(roomId: string, event: unknown) {
+    const e = obj(event);
+    const name = encryptedFileName(obj(e?.content) ?? {});
+    const id = str(e?.event_id);
+    if (name === undefined || id === undefined) return;
+    log.info({ room: roomId, sender: str(e?.sender), id }, 'an encrypted file in a matrix room: berth cannot read it');
+    void putMessage(matrixChatOf(roomId, obj(e?.content) ?? {}), { msgtype: 'm.notice', body: encryptedFileNotice(name) }, id, 'encrypted-file').catch((err: Error) => log.warn({ room: roomId, err: err.message.slice(0, 200) }, 'could not say that an encrypted file cannot be read'));
+  }
+
   /**
    * A room's events of this sync, oldest first: a `limited` timeline's gap paged back first
    * (to the token berth had; or, when the bot arrived in this sync, to its invite), then cut
@@ -181,6 +192,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
       for (const event of events) {
         const sender = str(obj(event)?.sender);
         if (!sender || obj(event)?.type !== 'm.room.message') continue;
+        if (sender !== config.user_id) tellEncryptedFile(roomId, event);
         const message = matrixMessage(roomId, event, config.user_id, await isDirect(roomId, sender));
         if (!message) continue;
         try {
@@ -233,11 +245,9 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
    * limit is lower) gets it in two halves, twice at most, rather than nothing.
    */
   async function sendNotice(chat: string, body: string, answerTo: string | undefined, part: string, halvings = 2): Promise<void> {
-    const { room: roomId, thread } = matrixChat(chat);
-    const txn = answerTo === undefined ? `berth-${Date.now()}-${randomBytes(6).toString('hex')}` : `berth-a-${createHash('sha256').update(`${answerTo}\0${part}`).digest('hex').slice(0, 40)}`;
-    const relates = thread === undefined ? {} : { 'm.relates_to': { rel_type: 'm.thread', event_id: thread, is_falling_back: true, 'm.in_reply_to': { event_id: answerTo?.startsWith('$') ? answerTo : thread } } };
+    const { room: roomId } = matrixChat(chat);
     try {
-      await withOneRetry(log, 'send', () => call('PUT', `/rooms/${room(roomId)}/send/m.room.message/${txn}`, { msgtype: 'm.notice', body, ...relates }));
+      await putMessage(chat, { msgtype: 'm.notice', body }, answerTo, part);
     } catch (err) {
       const half = graphemeCut(body, Math.floor(body.length / 2));
       if (!(err instanceof ChannelApiError) || err.status !== 413 || halvings === 0 || half === 0 || half >= body.length) throw err;
@@ -247,11 +257,38 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     }
   }
 
+  /**
+   * An m.room.message under a transaction id made from the message it answers and its part (the
+   * same send after a crash is the same event), else a fresh one; in the chat's thread, with the
+   * reply fallback the spec asks for (for clients without threads).
+   */
+  async function putMessage(chat: string, content: Json, answerTo: string | undefined, part: string): Promise<void> {
+    const { room: roomId, thread } = matrixChat(chat);
+    const txn = answerTo === undefined ? `berth-${Date.now()}-${randomBytes(6).toString('hex')}` : `berth-a-${createHash('sha256').update(`${answerTo}\0${part}`).digest('hex').slice(0, 40)}`;
+    const relates = thread === undefined ? {} : { 'm.relates_to': { rel_type: 'm.thread', event_id: thread, is_falling_back: true, 'm.in_reply_to': { event_id: answerTo?.startsWith('$') ? answerTo : thread } } };
+    await withOneRetry(log, 'send', () => call('PUT', `/rooms/${room(roomId)}/send/m.room.message/${txn}`, { ...content, ...relates }));
+  }
+
+  const files = matrixFiles({ homeserver: config.homeserver, token });
+  let uploadLimit = MATRIX_FILE_LIMIT_BYTES;
+
   return {
     name: 'matrix',
     typingEveryMs: 20_000,
+    get fileLimitBytes() {
+      return uploadLimit;
+    },
+    fetchAttachment: (ref, limits) => files.fetchAttachment(ref, limits),
+    /** Uploaded, then its event (m.image, m.audio, m.video or m.file), in the thread when the chat is one. */
+    async sendFile(chat, file, caption, about) {
+      const url = await withOneRetry(log, 'media upload', () => files.upload(file, uploadLimit));
+      await putMessage(chat, files.content(file, url, caption), about?.answerTo, `file\0${file.name}`);
+    },
     start() {
       loop ??= run();
+      void files.uploadLimit().then((limit) => {
+        if (limit !== undefined) uploadLimit = limit;
+      });
     },
     async stop() {
       stopped = true;
@@ -286,7 +323,7 @@ export const matrixChannel = defineChannel({
   title: 'Matrix',
   schema: MatrixBridgeSchema,
   receives: () => 'poll',
-  sends: { typing: true, inlineLimit: `${MATRIX_TEXT_LIMIT} characters`, longReplies: `split into up to ${MATRIX_MAX_PARTS} notices` },
+  sends: { typing: true, inlineLimit: `${MATRIX_TEXT_LIMIT} characters`, longReplies: `split into up to ${MATRIX_MAX_PARTS} notices`, files: "in: m.image, m.file, m.audio, m.video by the authenticated media API (encrypted files: told they cannot be read); out: uploaded, then m.image/m.audio/m.video/m.file, up to the homeserver's m.upload.size (Synapse: 50 MiB)" },
   tenants: { direct: 'matrix:<user id> (a room of the person and the bot alone)', groups: 'matrix-room:<room id> for any other room: its members share a workspace, each paired on their own' },
   senderKey: /^matrix:@[^\s:]{1,255}:[^\s]{1,255}$/,
   pairing: true,

@@ -1,16 +1,18 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { isBerthError } from '../base/errors.js';
-import { backoffDelay, cutUtf8, defineChannel, sendPartsFrom, senderFields, textFile, type ChannelMessage, type ChannelTransport, type ReplyFile } from './contract.js';
+import { backoffDelay, cutUtf8, defineChannel, reach, sendPartsFrom, senderFields, textFile, type ChannelMessage, type ChannelTransport, type ReplyFile } from './contract.js';
 import { obj, str, num, type Json } from './json.js';
 import { createSseReader, type OversizedEvent } from './sse-events.js';
+import { tooLarge } from './attachment-bytes.js';
+import { boundedRpcResult, fetchSignalAttachment, SIGNAL_FILE_LIMIT_BYTES, signalAttachments } from './signal-files.js';
 
 /**
  * The Signal adapter: signal-cli's JSON-RPC daemon over HTTP (`signal-cli -a ACCOUNT daemon
  * --http=HOST:PORT`). Events come as SSE from GET /api/v1/events (no ids, keepalive comments,
  * nothing replayed: reconnect with backoff and jitter); sends are JSON-RPC at POST /api/v1/rpc.
- * Only data messages with text reach the core; receipts, typing, the bot's own sync echoes and
- * reactions are skipped. Tenants are keyed on the sender's uuid (numbers may be hidden).
+ * Only data messages with text or attachments (signal-files.ts) reach the core; receipts, typing,
+ * the bot's own sync echoes and reactions are skipped. Tenants are keyed on the sender's uuid (numbers may be hidden).
  */
 export const SIGNAL_INLINE_BYTES = 2000;
 /** An event bigger than this is skipped (and logged by sender), never buffered. */
@@ -69,6 +71,17 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
     return body.result;
   }
 
+  /** A call whose answer is read within maxBytes (an attachment's base64 comes whole in one answer). */
+  async function boundedRpc(method: string, params: Json, maxBytes: number, signal: AbortSignal): Promise<unknown> {
+    const res = await reach('signal-cli', `${opts.url}/api/v1/rpc`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params: { ...params, account: opts.account } }),
+      signal: AbortSignal.any([signal, AbortSignal.timeout(120_000)]),
+    });
+    return boundedRpcResult(res, maxBytes, (code, message) => new SignalRpcError(code, message));
+  }
+
   const target = (chat: string): Json => (chat.startsWith(GROUP) ? { groupId: chat.slice(GROUP.length) } : { recipient: [chat] });
 
   /** Send, waiting out one rate limit when Signal says how long (bounded). */
@@ -97,8 +110,9 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
     const edit = obj(env.editMessage);
     const data = obj(env.dataMessage) ?? obj(edit?.dataMessage);
     if (!uuid || !data) return undefined;
-    let text = str(data.message);
-    if (text === undefined || text.trim() === '') return undefined; // reactions, stickers, attachments only
+    const attachments = signalAttachments(data);
+    let text = str(data.message) ?? '';
+    if (text.trim() === '' && attachments.length === 0) return undefined; // reactions, stickers
     for (const mention of (Array.isArray(data.mentions) ? data.mentions : []).map(obj)) {
       if (text.includes(OBJECT_REPLACEMENT)) text = text.replace(OBJECT_REPLACEMENT, `@${str(mention?.name) ?? str(mention?.number) ?? 'someone'}`);
     }
@@ -113,6 +127,7 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
       senderName: str(env.sourceName),
       text: edit ? `(edited) ${text}` : text,
       receipt: { recipient: uuid, timestamp },
+      ...(attachments.length > 0 ? { attachments } : {}),
     };
   }
 
@@ -191,8 +206,11 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
     },
     // Signal has no markup: a send is plain already. A file is an attachment under a short message.
     async sendFile(chat, file, caption) {
+      if (file.data.byteLength > SIGNAL_FILE_LIMIT_BYTES) throw tooLarge(SIGNAL_FILE_LIMIT_BYTES, 'Signal');
       await send({ ...target(chat), message: caption, attachments: [dataUri(file)] });
     },
+    fileLimitBytes: SIGNAL_FILE_LIMIT_BYTES,
+    fetchAttachment: (ref, limits) => fetchSignalAttachment(boundedRpc, ref, limits),
     async typing(chat, on) {
       await rpc('sendTyping', { ...target(chat), ...(on ? {} : { stop: true }) });
     },
@@ -239,7 +257,7 @@ export const signalChannel = defineChannel({
   title: 'Signal',
   schema: SignalBridgeSchema,
   receives: () => 'stream',
-  sends: { typing: true, inlineLimit: `${SIGNAL_INLINE_BYTES} bytes`, longReplies: 'the start inline, the whole as reply.txt' },
+  sends: { typing: true, inlineLimit: `${SIGNAL_INLINE_BYTES} bytes`, longReplies: 'the start inline, the whole as reply.txt', files: "in: attachments, read from signal-cli (getAttachment); out: an attachment, up to 100 MiB" },
   tenants: { direct: 'signal:<sender uuid>', groups: 'signal-group:<group id>: its members share a workspace, each paired on their own' },
   senderKey: /^signal:[0-9a-fA-F-]{1,64}$/,
   pairing: true,

@@ -7,6 +7,7 @@ import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { obj, str, type Json } from './json.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
 import { splitParts } from './text-cut.js';
+import { SLACK_FILE_LIMIT_BYTES, SLACK_FILE_ORIGIN, slackAttachments, slackFiles } from './slack-files.js';
 
 /**
  * Slack, as a Slack app's bot (https://docs.slack.dev). Two ways in:
@@ -81,8 +82,11 @@ const parseChat = (chat: string) => {
   return { channel, ...(thread ? { thread_ts: thread } : {}) };
 };
 
-/** An event_callback body as berth takes it, or undefined for what is not a message to answer. */
-export function slackMessage(body: unknown, botUser?: string): ChannelMessage | undefined {
+/** The origins a file's URL may have for the bot token to go with it: Slack's file host and the configured Web API's. */
+export const slackFileOrigins = (apiUrl: string): string[] => [SLACK_FILE_ORIGIN, new URL(apiUrl).origin];
+
+/** An event_callback body as berth takes it (text, files, or both), or undefined for what is not a message to answer. */
+export function slackMessage(body: unknown, botUser?: string, fileOrigins: readonly string[] = [SLACK_FILE_ORIGIN]): ChannelMessage | undefined {
   const event = obj(obj(body)?.event);
   const type = str(event?.type);
   const user = str(event?.user);
@@ -90,12 +94,14 @@ export function slackMessage(body: unknown, botUser?: string): ChannelMessage | 
   const ts = str(event?.ts);
   const raw = str(event?.text);
   if (!event || !user || !channel || !ts || raw === undefined || !ID.test(user) || !ID.test(channel) || !TS.test(ts)) return undefined;
-  if (event.bot_id !== undefined || event.subtype !== undefined || (botUser !== undefined && user === botUser)) return undefined; // berth's own, edits, joins
+  // berth's own, edits, joins; a message sharing files is "file_share".
+  if (event.bot_id !== undefined || (event.subtype !== undefined && event.subtype !== 'file_share') || (botUser !== undefined && user === botUser)) return undefined;
   const thread = str(event.thread_ts);
   const direct = type === 'message' && event.channel_type === 'im';
   if (!direct && type !== 'app_mention') return undefined; // a channel's other messages are not for berth
   const text = plainText(direct ? raw : raw.replace(/^\s*<@[A-Z0-9]+>\s*/, '')).trim();
-  if (text === '') return undefined;
+  const attachments = slackAttachments(event, fileOrigins);
+  if (text === '' && attachments.length === 0) return undefined;
   return {
     id: `${channel}:${ts}`,
     // In a channel every mention starts (or continues) a thread: that thread is the conversation.
@@ -103,6 +109,7 @@ export function slackMessage(body: unknown, botUser?: string): ChannelMessage | 
     tenant: direct ? `slack:${user}` : `slack-channel:${channel}`,
     sender: `slack:${user}`,
     text,
+    ...(attachments.length > 0 ? { attachments } : {}),
   };
 }
 
@@ -119,11 +126,12 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
   let socket: WebSocket | undefined;
   let botUser: string | undefined;
 
-  async function call(method: string, params: Json, token = botToken): Promise<Json> {
+  /** A Web API call; `form`: as application/x-www-form-urlencoded (methods whose docs name no JSON, the file methods among them). */
+  async function call(method: string, params: Json, token = botToken, form = false): Promise<Json> {
     const res = await reach(`${method}: Slack`, `${config.api_url}/${method}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json; charset=utf-8', authorization: `Bearer ${token}` },
-      body: JSON.stringify(params),
+      headers: { 'content-type': form ? 'application/x-www-form-urlencoded' : 'application/json; charset=utf-8', authorization: `Bearer ${token}` },
+      body: form ? new URLSearchParams(Object.entries(params).map(([k, v]): [string, string] => [k, String(v)])).toString() : JSON.stringify(params),
       signal: AbortSignal.timeout(30_000),
     });
     if (res.status === 429) {
@@ -138,6 +146,9 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     throw new ChannelApiError(`${method}: ${error ?? `HTTP ${res.status}`}`, status);
   }
 
+
+  const fileOrigins = slackFileOrigins(config.api_url);
+  const files = slackFiles({ botToken, origins: fileOrigins, call: (method, params) => withOneRetry(log, method, () => call(method, params, botToken, true)) });
 
   const signingSecret = config.mode === 'events' ? readSecret(config, 'signing_secret') : '';
   async function http(req: Request, _subpath = '', admission: HookAdmission = aloneAdmission('slack')): Promise<Response> {
@@ -163,7 +174,7 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
       throw new BerthError('CONFIG_INVALID', 'the event is not JSON', { issues: [{ field: 'body', reason: 'not JSON' }] });
     }
     if (body?.type === 'url_verification') return Response.json({ challenge: str(body.challenge) ?? '' });
-    const message = body?.type === 'event_callback' ? slackMessage(body, botUser) : undefined;
+    const message = body?.type === 'event_callback' ? slackMessage(body, botUser, fileOrigins) : undefined;
     if (message) takeOrBusy(ctx.take, log, message);
     return new Response(null, { status: 200 });
   }
@@ -198,7 +209,7 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
           log.info('connected to slack (socket mode)');
         } else if (frame?.type === 'disconnect') ws.close(1000);
         else if (frame?.type === 'events_api' && typeof frame.envelope_id === 'string') {
-          const message = slackMessage(frame.payload, botUser);
+          const message = slackMessage(frame.payload, botUser, fileOrigins);
           try {
             if (message) takeOrBusy(ctx.take, log, message);
             ws.send(JSON.stringify({ envelope_id: frame.envelope_id }));
@@ -263,6 +274,9 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     send: (chat, text, about) => postParts(chat, text, true, about?.fromPart),
     // The core's next try after a send that failed: no mrkdwn formatting (&, < and > stay escaped: Slack asks it of every text).
     sendPlain: (chat, text, about) => postParts(chat, text, false, about?.fromPart),
+    sendFile: (chat, file, caption) => files.sendFile(parseChat(chat), file, escapeMrkdwn(caption)),
+    fileLimitBytes: SLACK_FILE_LIMIT_BYTES,
+    fetchAttachment: (ref, limits) => files.fetchAttachment(ref, limits),
     async typing() {
       // Slack has no typing indicator for a bot outside its assistant threads.
     },
@@ -281,7 +295,7 @@ export const slackChannel = defineChannel({
   title: 'Slack',
   schema: SlackBridgeSchema,
   receives: (c) => (c.mode === 'events' ? 'http' : 'stream'),
-  sends: { typing: false, inlineLimit: `${SLACK_TEXT_LIMIT} characters`, longReplies: `split into up to ${SLACK_MAX_PARTS} messages in the thread` },
+  sends: { typing: false, inlineLimit: `${SLACK_TEXT_LIMIT} characters`, longReplies: `split into up to ${SLACK_MAX_PARTS} messages in the thread`, files: 'in: shared files, from files.slack.com with the bot token (files:read); out: an external upload into the channel or thread (files:write), up to 1 GB' },
   tenants: { direct: 'slack:<user id> (direct messages)', groups: 'slack-channel:<channel id> when mentioned in a channel; each mention starts a thread, and a thread is one conversation' },
   senderKey: /^slack:[A-Z0-9]{2,32}$/,
   pairing: true,

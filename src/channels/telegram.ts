@@ -3,9 +3,10 @@ import { BerthError, isBerthError } from '../base/errors.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
 import { readBodyBounded } from '../base/http-body.js';
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
-import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, sendPartsFrom, withOneRetry, textFile, type ChannelContext, type ChannelMessage, type ChannelTransport, type ReplyFile } from './contract.js';
+import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, sendPartsFrom, withOneRetry, textFile, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { obj, str, int, type Json } from './json.js';
 import { splitForLimit, toMarkdownV2 } from './telegram-text.js';
+import { TELEGRAM_FILE_LIMIT_BYTES, telegramAttachments, telegramFiles } from './telegram-files.js';
 import { graphemeCut } from './text-cut.js';
 
 /**
@@ -56,7 +57,7 @@ function parseChat(chat: string): { chat_id: number; message_thread_id?: number 
   return { chat_id: Number(id), ...(thread ? { message_thread_id: Number(thread) } : {}) };
 }
 
-/** An update as berth takes it, or undefined for what is not a text message to answer. */
+/** An update as berth takes it (text, or a caption with its file), or undefined for what is not a message to answer. */
 export function telegramMessage(update: unknown): ChannelMessage | undefined {
   const u = obj(update);
   const edited = obj(u?.edited_message);
@@ -66,8 +67,9 @@ export function telegramMessage(update: unknown): ChannelMessage | undefined {
   const chatId = int(chat?.id);
   const fromId = int(from?.id);
   const messageId = int(m?.message_id);
-  let text = str(m?.text);
-  if (!m || chatId === undefined || fromId === undefined || messageId === undefined || text === undefined || text.trim() === '' || from?.is_bot === true) return undefined;
+  const attachments = m ? telegramAttachments(m) : [];
+  let text = str(m?.text) ?? (attachments.length > 0 ? (str(m?.caption) ?? '') : undefined);
+  if (!m || chatId === undefined || fromId === undefined || messageId === undefined || text === undefined || (text.trim() === '' && attachments.length === 0) || from?.is_bot === true) return undefined;
   const type = str(chat?.type);
   if (type !== 'private' && type !== 'group' && type !== 'supergroup') return undefined; // channel posts: nobody to answer
   text = text.replace(/^(\/[A-Za-z0-9_]+)@[A-Za-z0-9_]+/, '$1'); // /help@berthbot is /help
@@ -81,6 +83,7 @@ export function telegramMessage(update: unknown): ChannelMessage | undefined {
     sender: `telegram:${fromId}`,
     senderName: name,
     text: edited ? `(edited) ${text}` : text,
+    ...(attachments.length > 0 ? { attachments } : {}),
   };
 }
 
@@ -121,17 +124,8 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     }
   }
 
-  async function sendDocument(chat: string, file: ReplyFile, caption = 'the whole reply'): Promise<void> {
-    const form = new FormData();
-    for (const [k, v] of Object.entries(parseChat(chat))) form.set(k, String(v));
-    form.set('caption', caption);
-    form.set('document', new Blob([file.data], { type: file.mime }), file.name);
-    await withOneRetry(log, 'sendDocument', async () => {
-      const res = await reach('sendDocument: the Bot API', `${config.api_url}/bot${token}/sendDocument`, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) });
-      const body = obj(await res.json().catch(() => undefined));
-      if (body?.ok !== true) throw new ChannelApiError(`sendDocument: ${str(body?.description) ?? `HTTP ${res.status}`}`, res.status, int(obj(body?.parameters)?.retry_after));
-    });
-  }
+  const files = telegramFiles({ apiUrl: config.api_url, token, log, call, where: parseChat });
+  const sendDocument = files.sendDocument;
 
   /** `from`: the first part not yet delivered (SendAbout.fromPart); a failed part says how many went through (PartsSentError). */
   async function sendReply(chat: string, text: string, plain: boolean, from?: number): Promise<void> {
@@ -239,7 +233,9 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     send: (chat, text, about) => sendReply(chat, text, false, about?.fromPart),
     // The core's next try after a send that failed: the words without MarkdownV2 (split the same way: it goes on at the same part).
     sendPlain: (chat, text, about) => sendReply(chat, text, true, about?.fromPart),
-    sendFile: (chat, file, caption) => sendDocument(chat, file, caption),
+    sendFile: (chat, file, caption) => files.sendFile(chat, file, caption),
+    fileLimitBytes: TELEGRAM_FILE_LIMIT_BYTES,
+    fetchAttachment: (ref, limits) => files.fetchAttachment(ref, limits),
     async typing(chat, on) {
       if (on) await call('sendChatAction', { ...parseChat(chat), action: 'typing' });
     },
@@ -258,7 +254,7 @@ export const telegramChannel = defineChannel({
   title: 'Telegram',
   schema: TelegramBridgeSchema,
   receives: (c) => (c.mode === 'poll' ? 'poll' : 'http'),
-  sends: { typing: true, inlineLimit: `${TELEGRAM_TEXT_LIMIT} characters`, longReplies: `split at line breaks into up to ${TELEGRAM_MAX_PARTS} messages; longer, the start and the whole as reply.txt` },
+  sends: { typing: true, inlineLimit: `${TELEGRAM_TEXT_LIMIT} characters`, longReplies: `split at line breaks into up to ${TELEGRAM_MAX_PARTS} messages; longer, the start and the whole as reply.txt`, files: 'in: photos, documents, voice, audio, video, up to 20 MB (what a bot may download); out: JPEG/PNG/WebP up to 10 MB as a photo, anything else as a document, up to 50 MB' },
   tenants: { direct: 'telegram:<user id>', groups: 'telegram-group:<chat id>: its members share a workspace, each paired on their own' },
   senderKey: /^telegram:[0-9]{1,20}$/,
   pairing: true,

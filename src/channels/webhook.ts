@@ -1,9 +1,11 @@
 import { createHash, createHmac } from 'node:crypto';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { BerthError } from '../base/errors.js';
 import { defineChannel, takeOrBusy, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+import { createFileStage, filesBodyBytes, HookFileSchema, WEBHOOK_FILE_BOUNDS } from './webhook-files.js';
 
 /**
  * Signed webhooks, for any system that is not a messenger: `POST /hooks/<name>` on berth serve.
@@ -15,8 +17,10 @@ import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from 
  *   `webhook-id`, `webhook-timestamp` and `webhook-signature: v1,<base64 HMAC-SHA256 of
  *   "<id>.<timestamp>.<raw body>">` (several, space-separated: one must match), the key being the
  *   base64 after `whsec_`; so a sender's off-the-shelf library signs. One scheme per hook.
- * - Body: `{"id": stable message id, "user": who, "text": …, "conversation"?: …}`; the id
- *   dedupes re-sends (the same id is answered once: a second gets status "duplicate").
+ * - Body: `{"id": stable message id, "user": who, "text": …, "conversation"?: …, "files"?: [{name,
+ *   content_base64, mime?}]}`; the id dedupes re-sends (the same id is answered once: a second
+ *   gets status "duplicate"). Files are bounded per request (max_file_bytes together) and staged
+ *   under the channel's directory until the core fetches them (webhook-files.ts).
  * - Answered in the request (`reply: sync`: 200 with the reply, or 202 if it takes longer than
  *   reply_timeout_seconds), or at once with 202 and later by a POST to callback_url, signed the
  *   same way, on the egress proxy's address rules.
@@ -44,6 +48,13 @@ const HookSchema = z
     callback_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional().describe('Where answers are POSTed (signed like the requests); needed for reply: callback, used by sync for answers that came too late.'),
     window_seconds: z.number().int().min(10).max(3600).default(300).describe('A request whose timestamp is further from berth\'s clock than this is refused as a replay.'),
     reply_timeout_seconds: z.number().int().min(1).max(900).default(120).describe('sync: how long the request is held for the answer.'),
+    max_file_bytes: z
+      .number()
+      .int()
+      .min(0)
+      .max(WEBHOOK_FILE_BOUNDS.maxBytes)
+      .default(WEBHOOK_FILE_BOUNDS.defaultBytes)
+      .describe(`The most a request's files may hold together, decoded (0, the default: the hook takes no files). The request body may then be that much larger (as base64), and it is read before its signature is checked: raise it for hooks that send files. At most ${WEBHOOK_FILE_BOUNDS.files} files a request.`),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -70,12 +81,18 @@ const BodySchema = z
   .object({
     id: MessageId,
     user: z.string().min(1).max(200).regex(/^[^\u0000-\u001f]+$/, 'must be printable').describe('Who sent it (their tenant: hook:<name>:<user>).'),
-    text: z.string().min(1).max(16_000),
+    text: z.string().max(16_000).default('').describe('The message (may be empty when files come with it).'),
     conversation: z.string().min(1).max(200).regex(/^[^\u0000-\u001f/]+$/, 'must be printable, without "/"').optional().describe("A conversation of the user's own: its own session."),
+    files: z.array(HookFileSchema).max(WEBHOOK_FILE_BOUNDS.files).optional().describe('Files sent with the message, inline.'),
   })
   .strict();
 /** Standard Webhooks carries the message's id in webhook-id: the body may leave it out. */
 const StandardBodySchema = BodySchema.extend({ id: MessageId.optional() }).strict();
+/** A message is its text, its files, or both. */
+const saysSomething = (b: { text: string; files?: unknown[] }) => b.text !== '' || (b.files?.length ?? 0) > 0;
+const needsWords = () => ({ path: ['text'], message: 'a message needs text or files' });
+const BodyCheck = BodySchema.refine(saysSomething, needsWords());
+const StandardBodyCheck = StandardBodySchema.refine(saysSomething, needsWords());
 
 /** What is wrong with a hook's secret for its signing scheme, if anything. */
 function secretProblem(signing: 'berth' | 'standard-webhooks', secret: string): string | undefined {
@@ -185,6 +202,8 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
   /** Sync requests waiting for their message's answer, by message id (one per message: a duplicate waits for nothing). */
   const waiting = new Map<string, (text: string | undefined) => void>();
 
+  const files = createFileStage(join(ctx.dir, 'files'));
+
   const hookOf = (name: string): HookConfig | undefined => (Object.hasOwn(ctx.config.hooks, name) ? ctx.config.hooks[name] : undefined);
 
   async function http(req: Request, subpath: string, admission: HookAdmission = aloneAdmission('webhook')): Promise<Response> {
@@ -194,7 +213,7 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     if (req.method !== 'POST') throw new BerthError('METHOD_NOT_ALLOWED', `${req.method} is not served at /hooks/${name} (allowed: POST)`);
     const signed = hook.signing === 'standard-webhooks' ? standardHeaders(req, hook.window_seconds) : berthHeaders(req, hook.window_seconds);
     const secret = secretOf(name);
-    const raw = await admission.unverifiedBody(req, WEBHOOK_MAX_BODY_BYTES);
+    const raw = await admission.unverifiedBody(req, WEBHOOK_MAX_BODY_BYTES + filesBodyBytes(hook.max_file_bytes));
     if (!signed.matches(secret, raw)) {
       log.warn({ hook: name }, 'a webhook request with a wrong signature was refused');
       throw signed.mismatch;
@@ -206,17 +225,28 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     } catch {
       throw new BerthError('CONFIG_INVALID', 'the body is not JSON', { issues: [{ field: 'body', reason: 'not JSON' }] });
     }
-    const schema = hook.signing === 'standard-webhooks' ? StandardBodySchema : BodySchema;
-    const parsed = schema.safeParse(json);
+    const parsed = hook.signing === 'standard-webhooks' ? StandardBodyCheck.safeParse(json) : BodyCheck.safeParse(json);
     if (!parsed.success) {
       // Each field at fault by its name, an unknown key too; the body itself when it is no object.
       const issues = parsed.error.issues.flatMap((i) => (i.code === 'unrecognized_keys' ? i.keys.map((key) => ({ field: key, reason: 'unknown field' })) : [{ field: i.path.join('.') || 'body', reason: i.message }]));
       throw new BerthError('CONFIG_INVALID', `the webhook body is not valid: ${issues.map((i) => `${i.field}: ${i.reason}`).join('; ')}`, { issues });
     }
     const body = { ...parsed.data, id: parsed.data.id ?? (signed.id as string) };
+    if (body.files?.length && hook.max_file_bytes === 0) throw new BerthError('CONFIG_INVALID', `webhook "${name}" takes no files (its max_file_bytes is 0)`, { issues: [{ field: 'files', reason: 'not taken by this hook' }] });
     const chat = chatOf(name, body.user, body.conversation);
-    const message: ChannelMessage = { id: messageId(name, body.user, body.id), chat, tenant: `hook:${name}:${body.user}`, sender: `hook:${name}:${body.user}`, text: body.text };
-    if (takeOrBusy(ctx.take, log, message) === 'duplicate') return Response.json({ id: body.id, status: 'duplicate' }, { status: 200 });
+    const attachments = files.stage(body.files ?? [], hook.max_file_bytes);
+    const message: ChannelMessage = { id: messageId(name, body.user, body.id), chat, tenant: `hook:${name}:${body.user}`, sender: `hook:${name}:${body.user}`, text: body.text, ...(attachments.length > 0 ? { attachments } : {}) };
+    let taken: 'accepted' | 'duplicate';
+    try {
+      taken = takeOrBusy(ctx.take, log, message);
+    } catch (err) {
+      files.drop(attachments);
+      throw err;
+    }
+    if (taken === 'duplicate') {
+      files.drop(attachments);
+      return Response.json({ id: body.id, status: 'duplicate' }, { status: 200 });
+    }
     // Waited for only once taken (its answer comes later, never within this tick); a caller that hangs up leaves it to the callback.
     const reply = hook.reply === 'sync' ? await waitForAnswer(message.id, hook.reply_timeout_seconds * 1000, req.signal) : undefined;
     return reply === undefined ? Response.json({ id: body.id, status: 'accepted' }, { status: 202 }) : Response.json({ id: body.id, status: 'answered', reply }, { status: 200 });
@@ -268,6 +298,7 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     },
     async typing() {},
     async acknowledge() {},
+    fetchAttachment: async (ref, limits) => files.fetch(ref, limits),
     profileKeys: (chat) => [`webhook:${parseChat(chat)[0]}`, 'webhook'],
     answered(id, chat, text) {
       const waiter = waiting.get(id);
@@ -282,7 +313,7 @@ export const webhookChannel = defineChannel({
   title: 'Signed webhooks',
   schema: WebhookBridgeSchema,
   receives: () => 'http',
-  sends: { typing: false, inlineLimit: 'the whole reply', longReplies: 'the whole reply, in the response or the callback' },
+  sends: { typing: false, inlineLimit: 'the whole reply', longReplies: 'the whole reply, in the response or the callback', files: 'in: files: [{name, content_base64}] in the body, up to max_file_bytes together (off by default); out: none (the answer is text)' },
   tenants: { direct: 'hook:<name>:<user>; a conversation is a session of its own', groups: 'none: every signed request names its user' },
   senderKey: /^hook:[a-z0-9][a-z0-9_-]{0,62}:.{1,200}$/,
   pairing: false,

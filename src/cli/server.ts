@@ -145,7 +145,7 @@ function bridgeCommands(): Record<string, Command> {
     CHANNELS.map((channel): [string, Command] => [
       `bridge ${channel.name}`,
       {
-        usage: `bridge ${channel.name}\n  Only the ${channel.title} bridge (berth.yaml bridges.${channel.name}), no HTTP server, until SIGINT/SIGTERM. 'berth serve' runs it too: one consumer per bridge and home, so beside a live one it refuses (ALREADY_RUNNING, exit 26). A bridge sent its messages by HTTP is answered by berth serve alone.\n  Tenants: ${channel.tenants.direct}; groups: ${channel.tenants.groups}.\n  Replies: up to ${channel.sends.inlineLimit} in one message; longer: ${channel.sends.longReplies}.\n  Set up: ${channel.guide}.`,
+        usage: `bridge ${channel.name}\n  Only the ${channel.title} bridge (berth.yaml bridges.${channel.name}), no HTTP server, until SIGINT/SIGTERM. 'berth serve' runs it too: one consumer per bridge and home, so beside a live one it refuses (ALREADY_RUNNING, exit 26). A bridge sent its messages by HTTP is answered by berth serve alone.\n  Tenants: ${channel.tenants.direct}; groups: ${channel.tenants.groups}.\n  Replies: up to ${channel.sends.inlineLimit} in one message; longer: ${channel.sends.longReplies}.\n  Files: ${channel.sends.files}.\n  Set up: ${channel.guide}.`,
         options: {},
         logLevel: 'info',
         longRunning: true,

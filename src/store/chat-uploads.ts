@@ -29,7 +29,7 @@ export interface ChatUploads {
   info(owner: string, id: string): UploadRecord | undefined;
   /** The ref a message's attachment carries for it (ChannelAttachment.ref). */
   refOf(owner: string, id: string): string;
-  /** Its bytes, once: read and removed. PAYLOAD_TOO_LARGE past maxBytes (kept then), NOT_FOUND when gone. */
+  /** Its bytes, once: read and removed. TOO_LARGE past maxBytes (kept then), NOT_FOUND when gone. */
   take(ref: string, maxBytes: number): Uint8Array;
 }
 
@@ -80,7 +80,7 @@ export function openChatUploads(dir: string, now: () => number = Date.now): Chat
       const personDir = join(dir, person);
       const record = safeRecord(join(personDir, `${id}.json`));
       if (!record) throw new BerthError('NOT_FOUND', 'the upload is gone (sent already, or past a day old)');
-      if (record.size > maxBytes) throw new BerthError('PAYLOAD_TOO_LARGE', `the upload is larger than ${maxBytes} bytes`);
+      if (record.size > maxBytes) throw new BerthError('TOO_LARGE', `the upload is larger than ${maxBytes} bytes`);
       const data = fs.readFileSync(join(personDir, id));
       removeUpload(personDir, id);
       return data;

@@ -15,6 +15,19 @@
  * Path parameters are percent-decoded segment by segment (`%21room%3Aberth.test` → `!room:berth.test`).
  * Prefix `/_matrix/client/v3/` (and `r0/`). OPTIONS → 204 with CORS headers.
  *
+ * Content repository (spec "Content repository"; Synapse rest/media/*):
+ * - `POST /_matrix/media/v3/upload[?filename=]` (auth; body: the bytes, `Content-Type` kept) →
+ *   `{content_uri: "mxc://<server>/<media id>"}`. A body over `maxUploadBytes` → 413 `M_TOO_LARGE`.
+ * - `GET /_matrix/client/v1/media/config` (auth) → `{"m.upload.size": maxUploadBytes}`.
+ * - `GET /_matrix/client/v1/media/download/{serverName}/{mediaId}[/{fileName}]` (auth, as v1.11's
+ *   authenticated media) → the bytes with their Content-Type and `Content-Disposition`; unknown →
+ *   404 `M_NOT_FOUND`. With `authenticatedMedia: false` (a server older than v1.11) every
+ *   `/_matrix/client/v1/media/…` path is 404 `M_UNRECOGNIZED`, and the bytes are served at the
+ *   legacy `GET /_matrix/media/v3/download/{serverName}/{mediaId}` (no auth) alone; with it on
+ *   (default), the legacy path answers 404 `M_NOT_FOUND` for media uploaded after the switch, as
+ *   Synapse's `enable_authenticated_media` does. `chunkedMedia`: downloads without Content-Length.
+ *   Media a person sent: `uploadMedia()`.
+ *
  * Auth: `Authorization: Bearer <token>` or `?access_token=` (the spec dropped the query form in
  * v1.20; Synapse still takes it). Missing → 401 `M_MISSING_TOKEN`; a header that is not
  * exactly `Bearer <token>`, or header and query together → 401 `M_MISSING_TOKEN` (Synapse);
@@ -370,6 +383,12 @@ export interface FakeMatrixOptions {
   includeEmptySections?: boolean;
   /** Default 1 MiB. */
   maxBodyBytes?: number;
+  /** Media uploads. Default 50 MiB (Synapse's max_upload_size). */
+  maxUploadBytes?: number;
+  /** The v1.11 authenticated media endpoints (default true); false: an older server, legacy downloads only. */
+  authenticatedMedia?: boolean;
+  /** Serve media downloads chunked, without Content-Length. */
+  chunkedMedia?: boolean;
   /** Upper bound on a sync's hold time. Default 300000. */
   maxSyncTimeoutMs?: number;
   host?: string;
@@ -393,6 +412,12 @@ export interface FakeMatrix {
   requests: RequestRecord[];
   /** The bot's m.room.message sends in this room. */
   repliesIn(roomId: string): SentEvent[];
+  /** Media a person uploaded (to put in an m.image/m.file event's `url`): its mxc:// URI. */
+  uploadMedia(data: Buffer, opts?: { contentType?: string; filename?: string }): string;
+  /** Every media upload (the bot's and uploadMedia's), by mxc:// URI. */
+  media: Map<string, { bytes: Buffer; contentType?: string; filename?: string; by?: string }>;
+  /** Every media download answered with bytes: which endpoint, and the user whose token came with it (none for legacy). */
+  mediaDownloads: Array<{ mxc: string; endpoint: 'v1' | 'v3'; userId?: string }>;
 
   addUser(user: UserOptions | string): FakeUser;
   user(userId: string): FakeUser | undefined;
@@ -610,6 +635,15 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
   const summaryMode = opts.summary ?? 'synapse';
   const includeEmpty = opts.includeEmptySections ?? false;
   const maxBody = opts.maxBodyBytes ?? 1024 * 1024;
+  const maxUpload = opts.maxUploadBytes ?? 50 * 1024 * 1024;
+  const authenticatedMedia = opts.authenticatedMedia ?? true;
+  const media = new Map<string, { bytes: Buffer; contentType?: string; filename?: string; by?: string }>();
+  const mediaDownloads: Array<{ mxc: string; endpoint: 'v1' | 'v3'; userId?: string }> = [];
+  const storeMedia = (bytes: Buffer, contentType?: string, filename?: string, by?: string): string => {
+    const mxc = `mxc://${serverName}/${randomLetters(24)}`;
+    media.set(mxc, { bytes, ...(contentType ? { contentType } : {}), ...(filename ? { filename } : {}), ...(by ? { by } : {}) });
+    return mxc;
+  };
   const maxSyncTimeout = opts.maxSyncTimeoutMs ?? 300_000;
 
   const sent: SentEvent[] = [];
@@ -1555,13 +1589,18 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     }
     record.path = `/${segs.join('/')}`;
     record.query = url.search;
-    if (tooLarge) throw new MatrixError(413, 'M_TOO_LARGE', `Request content is too large (>${maxBody})`);
+    if (tooLarge) throw new MatrixError(413, 'M_TOO_LARGE', segs[1] === 'media' ? `Upload request body is too large (>${maxUpload})` : `Request content is too large (>${maxBody})`);
     if (method === 'OPTIONS') {
       res.writeHead(204, CORS);
       res.end();
       return;
     }
 
+    if (segs[0] === '_matrix' && (segs[1] === 'media' || (segs[1] === 'client' && segs[2] === 'v1' && segs[3] === 'media'))) {
+      const rule = failureFor(record.path, method);
+      if (rule) return sendJson(res, rule.status, rule.body, rule.headers);
+      return handleMedia(req, res, method, segs, url.searchParams, body, record);
+    }
     let candidates: Array<{ route: Route; params: Record<string, string> }> = [];
     if (segs.length === 3 && segs[0] === '_matrix' && segs[1] === 'client' && segs[2] === 'versions') {
       if (method !== 'GET') throw new MatrixError(405, 'M_UNRECOGNIZED', 'Unrecognized request');
@@ -1587,7 +1626,51 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     if (reply) sendJson(res, reply.status, reply.json, reply.headers);
   }
 
+  /** The content repository: upload, config, downloads (authenticated v1 and legacy v3). */
+  function handleMedia(req: http.IncomingMessage, res: http.ServerResponse, method: string, segs: string[], query: URLSearchParams, body: Buffer, record: RequestRecord): void {
+    const v1 = segs[1] === 'client';
+    const rest = v1 ? segs.slice(4) : segs.slice(3);
+    if (v1 && !authenticatedMedia) throw new MatrixError(404, 'M_UNRECOGNIZED', 'Unrecognized request');
+    if (!v1 && segs[2] !== 'v3') throw new MatrixError(404, 'M_UNRECOGNIZED', 'Unrecognized request');
+    const session = v1 || rest[0] === 'upload' ? authenticate(req, query) : undefined;
+    if (session) record.userId = session.userId;
+    if (rest[0] === 'upload' && !v1 && rest.length === 1) {
+      if (method !== 'POST') throw new MatrixError(405, 'M_UNRECOGNIZED', 'Unrecognized request');
+      const type = req.headers['content-type'];
+      const mxc = storeMedia(body, type, query.get('filename') ?? undefined, session!.userId);
+      return sendJson(res, 200, { content_uri: mxc });
+    }
+    if (rest[0] === 'config' && rest.length === 1 && v1) {
+      if (method !== 'GET') throw new MatrixError(405, 'M_UNRECOGNIZED', 'Unrecognized request');
+      return sendJson(res, 200, { 'm.upload.size': maxUpload });
+    }
+    if (rest[0] === 'download' && (rest.length === 3 || rest.length === 4)) {
+      if (method !== 'GET') throw new MatrixError(405, 'M_UNRECOGNIZED', 'Unrecognized request');
+      const mxc = `mxc://${rest[1]}/${rest[2]}`;
+      const item = media.get(mxc);
+      // Synapse with authenticated media on: what was uploaded since is not served unauthenticated.
+      if (!item || (!v1 && authenticatedMedia)) throw new MatrixError(404, 'M_NOT_FOUND', 'Not found');
+      mediaDownloads.push({ mxc, endpoint: v1 ? 'v1' : 'v3', ...(session ? { userId: session.userId } : {}) });
+      const headers: Record<string, string> = { 'Content-Type': item.contentType ?? 'application/octet-stream', 'Content-Disposition': `attachment; filename*=utf-8''${encodeURIComponent(item.filename ?? 'file')}` };
+      if (!opts.chunkedMedia) {
+        res.writeHead(200, { ...headers, 'Content-Length': String(item.bytes.length) });
+        return void res.end(item.bytes);
+      }
+      res.writeHead(200, headers);
+      let at = 0;
+      const more = (): void => {
+        while (at < item.bytes.length && !res.destroyed) {
+          if (!res.write(item.bytes.subarray(at, (at += 64 * 1024)))) return void res.once('drain', more);
+        }
+        if (!res.destroyed) res.end();
+      };
+      return more();
+    }
+    throw new MatrixError(404, 'M_UNRECOGNIZED', 'Unrecognized request');
+  }
+
   const server = http.createServer((req, res) => {
+    const limit = (req.url ?? '').startsWith('/_matrix/media/') ? maxUpload : maxBody;
     const record: RequestRecord = { method: req.method ?? 'GET', path: '', query: '', status: 0, at: Date.now() };
     res.on('finish', () => {
       record.status = res.statusCode;
@@ -1597,14 +1680,14 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     req.on('error', () => {});
     const chunks: Buffer[] = [];
     let size = 0;
-    let tooLarge = Number(req.headers['content-length'] ?? 0) > maxBody;
+    let tooLarge = Number(req.headers['content-length'] ?? 0) > limit;
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > maxBody) {
+      if (size > limit) {
         tooLarge = true;
         chunks.length = 0;
         // Drain what a client sends after the limit (so it reads our 413), up to a bound.
-        if (size > Math.max(maxBody * 16, 64 * 1024 * 1024)) req.destroy();
+        if (size > Math.max(limit * 16, 64 * 1024 * 1024)) req.destroy();
         return;
       }
       if (!tooLarge) chunks.push(chunk);
@@ -1663,6 +1746,9 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     receipts: receiptLog,
     requests: requestLog,
     repliesIn: (roomId) => sent.filter((s) => s.roomId === roomId && s.type === 'm.room.message'),
+    uploadMedia: (data, o = {}) => storeMedia(data, o.contentType, o.filename),
+    media,
+    mediaDownloads,
 
     addUser,
     user: (userId) => {

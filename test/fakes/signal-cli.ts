@@ -18,7 +18,11 @@
  *   201 with an empty body; a batch of notifications only → 200 `[]` (as signal-cli does).
  *   Parse error -32700, invalid request -32600, unknown method -32601 "Method not implemented".
  *
- * RPC methods: `send`, `sendTyping`, `sendReceipt` (see the handlers for params). List params
+ * RPC methods: `send`, `sendTyping`, `sendReceipt` (see the handlers for params), and
+ * `getAttachment` (GetAttachmentCommand: `id`, the attachment id a received message named; the
+ * result is `{"data": "<base64 of the whole file>"}` in one JSON answer; an id it does not hold
+ * → -32603 "An error occurred reading attachment: <id>", as its IOException becomes an unexpected
+ * error; no id → -32602). Attachments people send come from `addAttachment`. List params
  * take a single value or an array, singular or plural name (`recipient`/`recipients`,
  * `attachment`/`attachments`, `groupId`/`groupIds`, `targetTimestamp`/`targetTimestamps`),
  * like signal-cli's JsonRpcNamespace. An `account` param is ignored in single-account mode; in
@@ -307,6 +311,8 @@ export interface FakeSignalCli {
   receipts(): ReceiptCall[];
   /** Inject an incoming text message; returns its (sourceUuid, timestamp) key. */
   deliverText(opts: DeliverTextOptions): Delivered;
+  /** A file a person sent, as signal-cli stores it: the JsonAttachment to put in `attachments` (`size` may say otherwise than the bytes). */
+  addAttachment(data: Buffer, opts: { contentType: string; filename?: string | null; size?: number }): { contentType: string; filename: string | null; id: string; size: number; width: number | null; height: number | null; caption: string | null; uploadTimestamp: number };
   /** Publish a raw payload (`{envelope?, account?, exception?}`) or a bare envelope. Missing
    * envelope fields are filled (source from sourceNumber/sourceUuid, sourceDevice 1, server
    * timestamps; a syncMessage without a source comes from the bot's own account). */
@@ -789,7 +795,19 @@ export async function startFakeSignalCli(opts: FakeSignalCliOptions = {}): Promi
     }
   }
 
+  /** Attachments signal-cli holds, by id (the file's name in its attachments folder). */
+  const attachmentFiles = new Map<string, Buffer>();
+  function rpcGetAttachment(rawParams: unknown): { data: string } {
+    const p = paramsObject(rawParams);
+    const id = optString(p, 'id');
+    if (id === undefined) throw new RpcError(INVALID_PARAMS, 'id: required');
+    const bytes = attachmentFiles.get(id);
+    if (!bytes) throw new RpcError(-32603, `An error occurred reading attachment: ${id}`);
+    return { data: bytes.toString('base64') };
+  }
+
   const methods: Record<string, (params: unknown, at: number) => unknown> = {
+    getAttachment: rpcGetAttachment,
     send: rpcSend,
     sendTyping: rpcSendTyping,
     sendReceipt: rpcSendReceipt,
@@ -968,6 +986,13 @@ export async function startFakeSignalCli(opts: FakeSignalCliOptions = {}): Promi
       sentLog.filter((s) => s.ok && s.recipients.some((r) => sameRecipient(r, who))),
     typing: () => [...typingLog],
     receipts: () => [...receiptLog],
+
+    addAttachment(data, o) {
+      const ext = /^(?:image|audio|video)\/([a-z0-9]{1,8})$/.exec(o.contentType)?.[1] ?? (o.contentType === 'application/pdf' ? 'pdf' : undefined);
+      const id = `${createHash('sha256').update(`${attachmentFiles.size}:${Date.now()}:${Math.random()}`).digest('base64url').slice(0, 20)}${ext ? `.${ext}` : ''}`;
+      attachmentFiles.set(id, data);
+      return { contentType: o.contentType, filename: o.filename ?? null, id, size: o.size ?? data.length, width: null, height: null, caption: null, uploadTimestamp: Date.now() };
+    },
 
     deliverText(o) {
       const timestamp = o.timestamp ?? nextTimestamp();

@@ -38,6 +38,20 @@
  *   ("1700000000.000100" shaped: the clock in microseconds, bumped by one on a collision).
  * - `apps.connections.open` (app-level xapp token only) → `{ok, url:"ws://HOST:PORT/link/?ticket=…&app_id=…"}`.
  *   Each ticket opens one connection.
+ * - Files (docs.slack.dev: "Uploading files", files.getUploadURLExternal, files.completeUploadExternal,
+ *   "File object"): `files.getUploadURLExternal` (bot token; `filename`, `length` > 0, both required
+ *   else `invalid_arguments`; `length` over `maxFileBytes` → `file_upload_size_restricted`) →
+ *   `{ok, upload_url, file_id}`; `POST <upload_url>` with the bytes (raw, or multipart form with one
+ *   file part) → HTTP 200 `text/plain` "OK - <length>" (no token needed: the URL is the credential;
+ *   an unknown URL → 404); `files.completeUploadExternal` (bot token; `files` a JSON array of
+ *   `{id, title?}`, `channel_id`, `thread_ts`, `initial_comment`) → `{ok, files:[File]}`; a file id
+ *   not handed out or whose bytes did not arrive (or not `length` of them) → `file_not_found` (the
+ *   fake's word: Slack's docs list no narrower one); a `channel_id` the fake does not know →
+ *   `channel_not_found`. Files people share come from `addFile` and `deliverMessage({files})`
+ *   (a `message` event with `subtype: "file_share"` and `files: [File]`); their bytes are served at
+ *   `url_private` / `url_private_download` (`/files-pri/<team>-<id>/[download/]<name>`) to the bot
+ *   token in `Authorization: Bearer` only: without it, a 302 to the workspace's sign-in page, as
+ *   Slack does (the token is never asked of a query string).
  * - `assistant.threads.setStatus` (bot token): `channel_id`, `thread_ts`, `status` (all required,
  *   status may be "" to clear; else `invalid_arguments`), optional `loading_messages` → `{ok}`.
  *
@@ -274,11 +288,43 @@ export interface DeliverOptions {
   mode?: DeliveryMode;
 }
 
+/** A File object as message events carry it (the fields berth reads, and a few around them). */
+export interface SlackFile {
+  id: string;
+  created: number;
+  timestamp: number;
+  name: string;
+  title: string;
+  mimetype: string;
+  filetype: string;
+  user: string;
+  size: number;
+  mode: 'hosted' | 'snippet' | 'tombstone' | 'hidden_by_limit';
+  is_external: boolean;
+  url_private: string;
+  url_private_download: string;
+  permalink: string;
+}
+
+/** An upload the bot made (getUploadURLExternal, the POST, completeUploadExternal). */
+export interface SlackUpload {
+  id: string;
+  filename: string;
+  length: number;
+  bytes?: Buffer;
+  /** The upload POST's Content-Type. */
+  contentType?: string;
+  /** Set by completeUploadExternal. */
+  completed?: { channel_id?: string; thread_ts?: string; initial_comment?: string; title?: string; channels?: string };
+}
+
 export interface DeliverMessageOptions extends DeliverOptions {
   channel: string;
   channelType: ChannelType;
   user: string;
   text: string;
+  /** Files shared with the message (from addFile): a `file_share` message. */
+  files?: SlackFile[];
   /** A reply in this thread (thread_ts; parent_user_id from the parent when the fake knows it). */
   threadTs?: string;
   /** Deliver an edit (`message_changed`) instead: `true` edits this user's last message in the
@@ -343,6 +389,10 @@ export interface FakeSlackOptions {
   channels?: Record<string, ChannelType>;
   /** Text over 40,000 characters: msg_too_long (default) or truncated. */
   longText?: 'error' | 'truncate';
+  /** The largest upload getUploadURLExternal grants (Slack: 1 GB). Default 20 MiB. */
+  maxFileBytes?: number;
+  /** Serve shared files chunked, without Content-Length. */
+  chunkedFiles?: boolean;
   /** Every successful chat.postMessage comes back as the bot's own message event. Default false. */
   echoPosts?: boolean;
   host?: string;
@@ -391,6 +441,12 @@ export interface FakeSlack {
   failNext(method: string, error: string, count?: number): void;
 
   deliverMessage(o: DeliverMessageOptions): Delivery;
+  /** A file a person shares (its File object, to pass to deliverMessage). `size`: what the object says (default: the true size). */
+  addFile(data: Buffer, o: { name: string; mimetype: string; user?: string; size?: number }): SlackFile;
+  /** Every download of a shared file: its id, and whether the bot token came with it. */
+  fileDownloads: Array<{ id: string; authorized: boolean }>;
+  /** The bot's uploads, in order. */
+  uploads: SlackUpload[];
   deliverMention(o: DeliverMentionOptions): Delivery;
   deliverBotMessage(o: DeliverBotMessageOptions): Delivery;
   /** Any event, wrapped in an event_callback as given. */
@@ -428,8 +484,6 @@ export interface FakeSlack {
 // Helpers
 
 const MAX_BODY = 1024 * 1024;
-/** Beyond this much, a too-large request body is no longer drained: the socket is destroyed. */
-const MAX_DRAIN = 16 * MAX_BODY;
 const MAX_TEXT = 40_000;
 const MAX_BLOCKS = 50;
 const USER_AGENT = 'Slackbot 1.0 (+https://api.slack.com/robots)';
@@ -486,7 +540,10 @@ interface ReadResult {
 }
 
 /** Reads a request body up to MAX_BODY; past it, drains (bounded) and reports tooLarge. */
-function readBody(req: http.IncomingMessage): Promise<ReadResult> {
+function readBody(req: http.IncomingMessage, max = MAX_BODY): Promise<ReadResult> {
+  const MAX_BODY = max;
+  /** Beyond this much, a too-large request body is no longer drained: the socket is destroyed. */
+  const MAX_DRAIN = 16 * max;
   return new Promise((resolve) => {
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > MAX_DRAIN) {
@@ -587,6 +644,13 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
   const whenNoReceiver = opts.whenNoReceiver ?? 'hold';
   const strictChannels = opts.channels !== undefined;
   const longText = opts.longText ?? 'error';
+  const maxFileBytes = opts.maxFileBytes ?? 20 * 1024 * 1024;
+  /** Shared files' bytes by id, and the bot's uploads by id and by upload ticket. */
+  const sharedFiles = new Map<string, Buffer>();
+  const fileDownloads: Array<{ id: string; authorized: boolean }> = [];
+  const uploads: SlackUpload[] = [];
+  const uploadTickets = new Map<string, SlackUpload>();
+  const newFileId = () => `F${randomBytes(6).toString('hex').toUpperCase()}`;
   const echoPosts = opts.echoPosts ?? false;
   let requestUrl = opts.requestUrl;
   let closed = false;
@@ -1040,6 +1104,88 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     return r;
   }
 
+  function getUploadUrl(p: Record<string, unknown>): MethodResult {
+    const filename = typeof p.filename === 'string' ? p.filename : '';
+    const length = Number(p.length);
+    if (filename === '' || !Number.isSafeInteger(length) || length <= 0) return fail('invalid_arguments');
+    if (length > maxFileBytes) return fail('file_upload_size_restricted');
+    const upload: SlackUpload = { id: newFileId(), filename, length };
+    const ticket = randomBytes(12).toString('hex');
+    uploads.push(upload);
+    uploadTickets.set(ticket, upload);
+    return ok({ upload_url: `http://${hostForUrl}:${port}/upload/v1/${ticket}`, file_id: upload.id });
+  }
+
+  function completeUpload(p: Record<string, unknown>): MethodResult {
+    const list = structured(p.files);
+    if (!list.ok || !Array.isArray(list.value) || list.value.length === 0 || !list.value.every((f) => isObject(f) && typeof f.id === 'string')) return fail('invalid_arguments');
+    const channel = typeof p.channel_id === 'string' && p.channel_id !== '' ? p.channel_id : undefined;
+    if (channel !== undefined && !channelKnown(channel)) return fail('channel_not_found');
+    const done: SlackUpload[] = [];
+    for (const f of list.value as Array<{ id: string; title?: unknown }>) {
+      const upload = uploads.find((u) => u.id === f.id);
+      if (!upload?.bytes || upload.bytes.length !== upload.length) return fail('file_not_found');
+      upload.completed = {
+        ...(channel !== undefined ? { channel_id: channel } : {}),
+        ...(typeof p.thread_ts === 'string' && p.thread_ts !== '' ? { thread_ts: p.thread_ts } : {}),
+        ...(typeof p.initial_comment === 'string' ? { initial_comment: p.initial_comment } : {}),
+        ...(typeof f.title === 'string' ? { title: f.title } : {}),
+        ...(typeof p.channels === 'string' ? { channels: p.channels } : {}),
+      };
+      done.push(upload);
+    }
+    return ok({ files: done.map((u) => ({ id: u.id, name: u.filename, title: u.completed?.title ?? u.filename, size: u.length })) });
+  }
+
+  /** POST <upload_url>: the bytes, raw or as a multipart form's one file part. */
+  async function handleUpload(req: http.IncomingMessage, res: http.ServerResponse, ticket: string): Promise<void> {
+    const read = await readBody(req, maxFileBytes);
+    const upload = uploadTickets.get(ticket);
+    if (read.tooLarge) return empty(res, 413);
+    if (!upload || req.method !== 'POST') return empty(res, upload ? 405 : 404);
+    const type = String(req.headers['content-type'] ?? '');
+    let bytes = read.body ?? Buffer.alloc(0);
+    const boundary = /multipart\/form-data;.*boundary=(?:"([^"]+)"|([^;\s]+))/i.exec(type);
+    if (boundary) {
+      const text = bytes.toString('latin1');
+      const delimiter = `--${boundary[1] ?? boundary[2]}`;
+      const part = text.split(delimiter).find((x) => /filename=/i.test(x.slice(0, x.indexOf('\r\n\r\n'))));
+      if (!part) return empty(res, 400);
+      bytes = Buffer.from(part.slice(part.indexOf('\r\n\r\n') + 4, part.lastIndexOf('\r\n')), 'latin1');
+    }
+    upload.bytes = bytes;
+    upload.contentType = type;
+    const body = Buffer.from(`OK - ${bytes.length}`);
+    res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': String(body.length) });
+    res.end(body);
+  }
+
+  /** GET /files-pri/<team>-<id>/[download/]<name>: the bytes, to the bot token only. */
+  function serveShared(req: http.IncomingMessage, res: http.ServerResponse, id: string): void {
+    req.resume();
+    const bytes = sharedFiles.get(id);
+    const authorized = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1] === botToken;
+    if (!bytes) return empty(res, 404);
+    fileDownloads.push({ id, authorized });
+    if (!authorized) {
+      res.writeHead(302, { Location: `https://${teamDomain}.slack.com/?redir=%2Ffiles-pri%2F${teamId}-${id}`, 'Content-Length': '0' });
+      return void res.end();
+    }
+    if (!opts.chunkedFiles) {
+      res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': String(bytes.length) });
+      return void res.end(bytes);
+    }
+    res.writeHead(200, { 'Content-Type': 'application/octet-stream' });
+    let at = 0;
+    const more = (): void => {
+      while (at < bytes.length && !res.destroyed) {
+        if (!res.write(bytes.subarray(at, (at += 64 * 1024)))) return void res.once('drain', more);
+      }
+      if (!res.destroyed) res.end();
+    };
+    more();
+  }
+
   type TokenKind = 'bot' | 'app';
   const methods: Record<string, { token: TokenKind; run: (p: Record<string, unknown>, at: number) => MethodResult }> = {
     'auth.test': {
@@ -1065,6 +1211,8 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       },
     },
     'assistant.threads.setStatus': { token: 'bot', run: setStatus },
+    'files.getUploadURLExternal': { token: 'bot', run: getUploadUrl },
+    'files.completeUploadExternal': { token: 'bot', run: completeUpload },
   };
 
   function takeArmed(method: string): Armed | undefined {
@@ -1190,6 +1338,13 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       req.resume();
       return empty(res, 400);
     }
+    const upload = /^\/upload\/v1\/([0-9a-f]{24})$/.exec(u.pathname);
+    if (upload) {
+      handleUpload(req, res, upload[1]!).catch(() => (res.headersSent ? res.destroy() : empty(res, 500)));
+      return;
+    }
+    const shared = new RegExp(`^/files-pri/${teamId}-(F[0-9A-F]+)/(?:download/)?[^/]+$`).exec(u.pathname);
+    if (shared && req.method === 'GET') return serveShared(req, res, shared[1]!);
     const m = /^\/api\/([A-Za-z0-9_.]+)$/.exec(u.pathname);
     if (m && (req.method === 'POST' || req.method === 'GET')) {
       handleApi(req, res, m[1]!, u.searchParams).catch(() => {
@@ -1357,6 +1512,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       const ts = nextTs();
       const clientMsgId = randomUUID();
       const event: SlackEvent = {
+        ...(o.files?.length ? { subtype: 'file_share', files: o.files, upload: false, display_as_bot: false } : {}),
         client_msg_id: clientMsgId,
         type: 'message',
         text: o.text,
@@ -1372,6 +1528,31 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       remember({ channel: o.channel, ts, user: o.user, text: o.text, clientMsgId, ...(o.threadTs !== undefined ? { threadTs: o.threadTs } : {}) });
       return enqueue(event, o.mode, ts);
     },
+
+    addFile(data, o) {
+      const id = newFileId();
+      sharedFiles.set(id, data);
+      const now = Math.floor(Date.now() / 1000);
+      const base = `http://${hostForUrl}:${port}/files-pri/${teamId}-${id}`;
+      return {
+        id,
+        created: now,
+        timestamp: now,
+        name: o.name,
+        title: o.name,
+        mimetype: o.mimetype,
+        filetype: o.name.split('.').pop() ?? 'binary',
+        user: o.user ?? 'U0ALICE01',
+        size: o.size ?? data.length,
+        mode: 'hosted',
+        is_external: false,
+        url_private: `${base}/${encodeURIComponent(o.name)}`,
+        url_private_download: `${base}/download/${encodeURIComponent(o.name)}`,
+        permalink: `https://${teamDomain}.slack.com/files/${o.user ?? 'U0ALICE01'}/${id}/${encodeURIComponent(o.name)}`,
+      };
+    },
+    fileDownloads,
+    uploads,
 
     deliverMention(o) {
       const tag = `<@${botUserId}>`;

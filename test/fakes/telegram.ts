@@ -69,6 +69,16 @@
  *   caption_entities, reply as above) → Message with `document` {file_name, mime_type, file_id,
  *   file_unique_id, file_size}. `there is no document in the request`, `file must be non-empty`,
  *   `wrong file identifier/HTTP URL specified`, `message caption is too long`.
+ * - `sendPhoto` (chat_id, photo: as `document` above; caption as above) → Message with `photo`
+ *   [PhotoSize {file_id, file_unique_id, width, height, file_size}]. An upload over 10 MB →
+ *   `Bad Request: PHOTO_SAVE_FILE_INVALID`; bytes that are not a JPEG, PNG, WebP or GIF →
+ *   `Bad Request: IMAGE_PROCESS_FAILED` (the reference server's words for what tdlib cannot read
+ *   as an image); `there is no photo in the request`.
+ * - `getFile` (file_id) → File {file_id, file_unique_id, file_size?, file_path}; the file is then
+ *   served at `GET /file/bot<token>/<file_path>` (Content-Length, or chunked with `chunkedFiles`),
+ *   404 for an unknown path or token. A file over 20 MiB → `Bad Request: file is too big` (bots
+ *   download at most 20 MB: the reference server's MAX_DOWNLOAD_FILE_SIZE, 20 << 20); an unknown file_id → `Bad Request: invalid file_id`. Files are those
+ *   the fake issued for uploads and those a test added with `addFile` (the files people send).
  * - `sendChatAction` (chat_id, action: typing, upload_document, …, message_thread_id) → true;
  *   `wrong parameter action in request` (checked before the chat).
  * - A private chat that `blockChat()` marks answers sends and actions with 403 `Forbidden: bot was
@@ -212,20 +222,29 @@ export interface SentDocument {
   ref?: string;
 }
 
+export interface PhotoSize {
+  file_id: string;
+  file_unique_id: string;
+  width: number;
+  height: number;
+  file_size?: number;
+}
+
 export interface SentMessage {
-  method: 'sendMessage' | 'sendDocument';
+  method: 'sendMessage' | 'sendDocument' | 'sendPhoto';
   /** chat_id exactly as received. */
   chatIdParam: string;
   /** The resolved chat id (undefined when the chat was not found). */
   chatId?: number;
   /** sendMessage: text as received (with markup). */
   text?: string;
-  /** sendDocument: caption as received. */
+  /** sendDocument, sendPhoto: caption as received. */
   caption?: string;
   parseMode?: string;
   replyToMessageId?: number;
   messageThreadId?: number;
   linkPreviewOptions?: unknown;
+  /** sendDocument: the document; sendPhoto: the photo (in the same shape). */
   document?: SentDocument;
   ok: boolean;
   error?: { code: number; description: string };
@@ -334,6 +353,8 @@ export interface FakeTelegramOptions {
   maxBodyBytes?: number;
   /** Multipart bodies. Default 10 MB. */
   maxUploadBytes?: number;
+  /** Serve downloads (`/file/bot…`) chunked, without Content-Length (as a proxy in front may). */
+  chunkedFiles?: boolean;
   host?: string;
   port?: number;
 }
@@ -367,6 +388,10 @@ export interface FakeTelegram {
   deliverRaw(update: Omit<Update, 'update_id'> & { update_id?: number }): Update;
   /** Make a chat known without an update. */
   addChat(chat: Chat): void;
+  /** A file as a person sent it (the ids to put in a message's photo/document/voice…). `fileSize: null`: getFile leaves file_size out; a number: it says that (true or not). */
+  addFile(data: Buffer, opts?: { fileSize?: number | null }): { file_id: string; file_unique_id: string; file_size?: number };
+  /** Every file path downloaded through /file/bot…, in order. */
+  downloads: string[];
   /** 403 `Forbidden: bot was blocked by the user` for sends to this chat until unblocked. */
   blockChat(chatId: number, blocked?: boolean): void;
   /** The next matching call(s) of `method` ('*' for any) fail. */
@@ -1115,6 +1140,23 @@ function toInteger(s: string): number {
   return m[1] ? -v : v;
 }
 
+/** An image's width and height as its header says (PNG, GIF, WebP VP8X/VP8L/VP8, JPEG's SOF); undefined for what is not one of them. */
+function imageSize(b: Buffer): { width: number; height: number } | undefined {
+  if (b.length >= 24 && b.readUInt32BE(0) === 0x89504e47) return { width: b.readUInt32BE(16), height: b.readUInt32BE(20) };
+  if (b.length >= 10 && b.subarray(0, 3).toString('latin1') === 'GIF') return { width: b.readUInt16LE(6), height: b.readUInt16LE(8) };
+  if (b.length >= 30 && b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP') return { width: 1, height: 1 };
+  if (b.length >= 4 && b[0] === 0xff && b[1] === 0xd8) {
+    for (let i = 2; i + 9 < b.length; ) {
+      if (b[i] !== 0xff) return undefined;
+      const marker = b[i + 1]!;
+      if (marker >= 0xc0 && marker <= 0xc3) return { width: b.readUInt16BE(i + 7), height: b.readUInt16BE(i + 5) };
+      i += 2 + b.readUInt16BE(i + 2);
+    }
+    return { width: 1, height: 1 };
+  }
+  return undefined;
+}
+
 /** Client::to_bool */
 const toBool = (s: string): boolean => ['true', 'yes', '1'].includes(s.trim().toLowerCase());
 
@@ -1333,7 +1375,10 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
   const chats = new Map<number, ChatState>();
   const byUsername = new Map<string, number>();
   /** Uploaded documents by file_id, for re-sends. */
-  const fileIds = new Map<string, { fileName?: string; mimeType?: string; bytes?: Buffer; size: number; uniqueId: string }>();
+  const fileIds = new Map<string, { fileName?: string; mimeType?: string; bytes?: Buffer; size: number; uniqueId: string; declared?: number | null; path?: string }>();
+  /** Files by the path getFile gave them. */
+  const filePaths = new Map<string, Buffer>();
+  const downloads: string[] = [];
 
   /** Unconfirmed updates, sorted by update_id. */
   let queue: Update[] = [];
@@ -1920,10 +1965,10 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
     });
   }
 
-  function sendDocument(ctx: Ctx): void {
+  function sendUpload(ctx: Ctx, field: 'document' | 'photo'): void {
     const a = ctx.args;
     const entry: SentMessage = {
-      method: 'sendDocument',
+      method: field === 'photo' ? 'sendPhoto' : 'sendDocument',
       chatIdParam: a.get('chat_id') ?? '',
       ...(a.has('caption') ? { caption: a.get('caption')! } : {}),
       ...(a.get('parse_mode') ? { parseMode: a.get('parse_mode')! } : {}),
@@ -1933,12 +1978,12 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
     };
     sent.push(entry);
     recording(entry, () => {
-      // get_input_file: a string value (file_id, URL or attach://name) or a file part named `document`.
-      const ref = a.get('document') ?? '';
+      // get_input_file: a string value (file_id, URL or attach://name) or a file part named as the field.
+      const ref = a.get(field) ?? '';
       let file: UploadedFile | undefined;
       let doc: SentDocument | undefined;
       if (ref.startsWith('attach://')) file = ctx.files.get(ref.slice('attach://'.length));
-      else if (ref === '') file = ctx.files.get('document');
+      else if (ref === '') file = ctx.files.get(field);
       if (file) {
         doc = { source: 'upload', fileName: file.filename, bytes: file.data };
         const ext = /\.([A-Za-z0-9]+)$/.exec(file.filename)?.[1]?.toLowerCase();
@@ -1953,7 +1998,7 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
           doc = { source: 'url', ref, fileName: name };
         }
       }
-      if (!doc && (ref === '' || ref.startsWith('attach://'))) throw badRequest('there is no document in the request');
+      if (!doc && (ref === '' || ref.startsWith('attach://'))) throw badRequest(`there is no ${field} in the request`);
       entry.document = doc;
       const caption = formatText(a.get('caption') ?? '', a.get('parse_mode') ?? '', a.get('caption_entities') ?? '');
       const threadId = Math.max(0, toInteger(a.get('message_thread_id') ?? ''));
@@ -1967,7 +2012,10 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       if (doc.source === 'upload' && doc.bytes!.length === 0) throw badRequest('file must be non-empty');
       const fixed = fixText(caption.text, caption.entities, true);
       if (codePoints(fixed.text) > 1024) throw badRequest('message caption is too long');
-      const rule = takeFailure('senddocument', st.chat.id);
+      const picture = field === 'photo' && doc.bytes ? imageSize(doc.bytes) : undefined;
+      if (field === 'photo' && doc.bytes && doc.bytes.length > 10_000_000) throw badRequest('PHOTO_SAVE_FILE_INVALID');
+      if (field === 'photo' && doc.bytes && !picture) throw badRequest('IMAGE_PROCESS_FAILED');
+      const rule = takeFailure(field === 'photo' ? 'sendphoto' : 'senddocument', st.chat.id);
       if (rule) throw new InjectedFailure(rule);
       checkBlocked(st);
 
@@ -1978,7 +2026,8 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
         fileIds.set(fileId, { ...(doc.fileName ? { fileName: doc.fileName } : {}), ...(doc.mimeType ? { mimeType: doc.mimeType } : {}), ...(doc.bytes ? { bytes: doc.bytes } : {}), size, uniqueId });
       }
       const msg = baseMessage(st, threadId, reply);
-      msg.document = {
+      if (field === 'photo') msg.photo = [{ file_id: fileId, file_unique_id: uniqueId, width: picture?.width ?? 1, height: picture?.height ?? 1, ...(size ? { file_size: size } : {}) }];
+      else msg.document = {
         ...(doc.fileName ? { file_name: doc.fileName } : {}),
         ...(doc.mimeType ? { mime_type: doc.mimeType } : {}),
         file_id: fileId,
@@ -1991,6 +2040,41 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       }
       delivered(ctx, entry, msg);
     });
+  }
+
+  /** getFile: a path to download the file at, valid as long as the fake runs (Telegram: at least an hour). */
+  function getFile(ctx: Ctx): void {
+    const fileId = ctx.args.get('file_id') ?? '';
+    const known = fileIds.get(fileId);
+    if (!known || !known.bytes) throw badRequest('invalid file_id');
+    if (known.bytes.length > 20 << 20) throw badRequest('file is too big'); // Client.h: MAX_DOWNLOAD_FILE_SIZE = 20 << 20
+    if (!known.path) {
+      known.path = `${known.mimeType?.startsWith('image/') ? 'photos' : 'documents'}/file_${filePaths.size}${/\.[A-Za-z0-9]{1,8}$/.exec(known.fileName ?? '')?.[0] ?? ''}`;
+      filePaths.set(known.path, known.bytes);
+    }
+    const declared = known.declared === undefined ? known.size : known.declared;
+    answerOk(ctx, { file_id: fileId, file_unique_id: known.uniqueId, ...(declared === null ? {} : { file_size: declared }), file_path: known.path });
+  }
+
+  /** GET /file/bot<token>/<path>: the bytes (404 for an unknown token or path). */
+  function serveFile(res: http.ServerResponse, tokenPart: string, path: string): void {
+    const bytes = tokenPart === token ? filePaths.get(path) : undefined;
+    if (!bytes) return rawError(res, 404, 'Not Found');
+    downloads.push(path);
+    if (!opts.chunkedFiles) {
+      res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': String(bytes.length) });
+      return void res.end(bytes);
+    }
+    res.writeHead(200, { 'Content-Type': 'application/octet-stream' });
+    let at = 0;
+    const more = (): void => {
+      while (at < bytes.length && !res.destroyed) {
+        const chunk = bytes.subarray(at, (at += 64 * 1024));
+        if (!res.write(chunk)) return void res.once('drain', more);
+      }
+      if (!res.destroyed) res.end();
+    };
+    more();
   }
 
   function sendChatAction(ctx: Ctx): void {
@@ -2029,11 +2113,13 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
     deletewebhook: (ctx) => setWebhook(ctx, false),
     getwebhookinfo: getWebhookInfo,
     sendmessage: sendMessage,
-    senddocument: sendDocument,
+    senddocument: (ctx) => sendUpload(ctx, 'document'),
+    sendphoto: (ctx) => sendUpload(ctx, 'photo'),
     sendchataction: sendChatAction,
+    getfile: getFile,
   };
   /** Methods whose injected failures fire after validation (inside the handler). */
-  const FAIL_INSIDE = new Set(['sendmessage', 'senddocument', 'sendchataction']);
+  const FAIL_INSIDE = new Set(['sendmessage', 'senddocument', 'sendphoto', 'sendchataction']);
 
   // -------------------------------------------------------------------------------------------
   // HTTP
@@ -2087,6 +2173,15 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
     if ('aborted' in read) return;
     if ('tooLarge' in read) return rawError(res, 413, `Request Entity Too Large: content length is ${read.tooLarge}`);
 
+    if (path.startsWith('/file/bot')) {
+      const rest = path.slice('/file/bot'.length);
+      const slash = rest.indexOf('/');
+      try {
+        return serveFile(res, decodeURIComponent(rest.slice(0, Math.max(0, slash))), decodeURIComponent(rest.slice(slash + 1)));
+      } catch {
+        return rawError(res, 404, 'Not Found');
+      }
+    }
     if (!path.startsWith('/bot')) return rawError(res, 404, 'Not Found');
     const rest = path.slice(4);
     const slash = rest.indexOf('/');
@@ -2234,6 +2329,14 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
     },
 
     addChat: (chat) => void learnChat(chat),
+    addFile(data, o = {}) {
+      const fileId = `BQACAgIAAxkBAAI${randomBytes(24).toString('base64url')}`;
+      const uniqueId = `AgAD${randomBytes(8).toString('base64url')}`;
+      const declared = o.fileSize === undefined ? data.length : o.fileSize;
+      fileIds.set(fileId, { bytes: data, size: data.length, uniqueId, declared });
+      return { file_id: fileId, file_unique_id: uniqueId, ...(declared === null ? {} : { file_size: declared }) };
+    },
+    downloads,
     blockChat(chatId, blocked = true) {
       const st = chats.get(chatId);
       if (!st) throw new Error(`blockChat: unknown chat ${chatId}`);

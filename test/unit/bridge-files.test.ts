@@ -40,7 +40,7 @@ function setup(opts: { sendFile?: boolean; fileLimit?: number; files?: { max_fil
     projectOf: () => 'p',
     async fetchAttachment(ref, limits) {
       fetched.push({ ref, maxBytes: limits.maxBytes });
-      if (ref === 'huge') throw new BerthError('PAYLOAD_TOO_LARGE', 'over');
+      if (ref === 'huge') throw new BerthError('TOO_LARGE', 'over');
       if (ref === 'broken') throw new Error('HTTP 500');
       return Buffer.from(`bytes of ${ref}`);
     },

@@ -23,7 +23,7 @@ describe('web chat uploads: kept per person until their message takes them', () 
     expect(() => files.attachmentsOf(bob, [up.id])).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
     const { attachments, shown } = files.attachmentsOf(alice, [up.id]);
     expect(shown).toEqual([{ name: 'chart.png', size: 3, type: 'image/png' }]);
-    expect(() => files.fetch(attachments[0]!.ref, 2)).toThrow(expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE' }));
+    expect(() => files.fetch(attachments[0]!.ref, 2)).toThrow(expect.objectContaining({ code: 'TOO_LARGE' }));
     expect(Buffer.from(files.fetch(attachments[0]!.ref, 100)).toString()).toBe('PNG');
     expect(() => files.fetch(attachments[0]!.ref, 100)).toThrow(expect.objectContaining({ code: 'NOT_FOUND' }));
     expect(() => files.fetch('../../etc/passwd', 100)).toThrow(expect.objectContaining({ code: 'NOT_FOUND' }));
