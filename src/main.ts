@@ -1,3 +1,5 @@
+import { createScheduleService, type ScheduleAsk, type ScheduleService } from './admin/schedules.js';
+import { openScheduleStore, type ScheduleStore } from './store/schedules.js';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -68,6 +70,9 @@ export interface Berth {
   admission: Admission;
   /** What runs wait for someone to allow (a host outside the egress allowlist). */
   approvals: Approvals;
+  /** Schedules (admin/schedules.ts) on their durable store (store/schedules.ts); serve's scheduler fires them. */
+  schedules: ScheduleService;
+  scheduleStore: ScheduleStore;
 }
 
 export interface BerthOptions {
@@ -110,6 +115,7 @@ const ADMIN_AUDIT = {
   revokeSessionTokens: ['session.token.revoke', projectAnd(1)],
   mintChatLink: ['chat_link.mint', projectAnd(1)],
   revokeChatUser: ['chat_link.revoke', projectAnd(1)],
+  stopRun: ['run.stop', projectAnd(1)],
 } satisfies Partial<Record<keyof AdminService, [string, (args: unknown[]) => { project?: string; target?: string }]>>;
 
 /** Stable per berth home; labels its containers so installations sharing an engine stay apart. */
@@ -133,6 +139,8 @@ export function createBerth(opts: BerthOptions): Berth {
   let secret: Buffer | undefined;
   let admin: AdminService | undefined;
   let sessionTools: SessionTools | undefined;
+  let schedules: ScheduleService | undefined;
+  const scheduleStore = openScheduleStore(paths.stateDir);
   let operator: OperatorService | undefined;
   const tokens = createSessionTokens(join(paths.stateDir, 'session-tokens'));
   // Created on first use, so read-only commands never write to the home.
@@ -238,6 +246,12 @@ export function createBerth(opts: BerthOptions): Berth {
         },
       },
     }));
+  const getSchedules = () =>
+    (schedules ??= audited(createScheduleService({ store: scheduleStore, config, project: (name) => store.get(name).metadata }), audit, {
+      add: ['schedule.add', (args) => ({ project: (args[0] as ScheduleAsk).project, target: (args[0] as ScheduleAsk).tenant })],
+      addFor: ['schedule.add', projectAnd()],
+      cancel: ['schedule.cancel', (args) => ({ target: String(args[0]) })],
+    }));
   return {
     home,
     audit,
@@ -265,6 +279,10 @@ export function createBerth(opts: BerthOptions): Berth {
     },
     tokens,
     gateway,
+    scheduleStore,
+    get schedules() {
+      return getSchedules();
+    },
     get operator() {
       return getOperator();
     },
@@ -277,6 +295,7 @@ export function createBerth(opts: BerthOptions): Berth {
         assertGranted: (project, area) => getOperator().assertGranted(project, area),
         memoryAuthor: (project, tenantKey) => memoryAuthorFor(getSecret(), project, tenantKey),
         logger,
+        schedules: getSchedules,
       }));
     },
   };

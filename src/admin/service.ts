@@ -48,7 +48,9 @@ export interface AdminService {
    */
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
-  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady']; files?: RunRequest['files'] }): Promise<RunView>;
+  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady']; schedule?: string; files?: RunRequest['files'] }): Promise<RunView>;
+  /** Stop a run of this process before its end (run-halt.ts: its record and answer say why); NOT_FOUND when none of that id runs here. */
+  stopRun(name: string, run: string, reason: string): { run: string; stopped: true };
   listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
   /** A file a run left in outbox/ (store/run-files.ts), and whose run it was (a chat login may fetch its own only); NOT_FOUND when there is none. */
   runFile(name: string, run: string, file: string): { data: Buffer; type: string; name: string; tenant_key: string };
@@ -289,7 +291,13 @@ export function createAdminService(deps: {
     },
 
     async runMessage(name, request) {
-      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, files: request.files }));
+      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, schedule: request.schedule, files: request.files }));
+    },
+
+    stopRun(name, run, reason) {
+      const open = openRuns(store.get(name).paths.sessionsDir).some((r) => r.run === run);
+      if (!open || !deps.runner().stop(run, reason)) throw new BerthError('NOT_FOUND', `no run ${run.slice(0, 40)} is running in ${name} here`, { issues: [{ field: 'run', reason: 'not running (ended, still waiting for its turn, or run by another berth process)' }] });
+      return { run, stopped: true };
     },
 
     runFile: (name, run, file) => runFileOf(store.get(name).paths.stateDir, run, file),

@@ -7,6 +7,8 @@ import { z } from 'zod';
 import { runView } from './service.js';
 import type { RunView } from './views.js';
 import { BerthError } from '../base/errors.js';
+import type { ScheduleService, ScheduleView } from './schedules.js';
+import { SCHEDULE_TASK_MAX } from '../store/schedules.js';
 import { toolAllowed, type SessionTool } from '../plan/levels.js';
 import type { Runner } from '../runs/runner.js';
 import { memorySearch, memoryWrite, MemorySearchSchema, MemoryWriteSchema, type MemoryEntry } from '../store/memory.js';
@@ -38,6 +40,16 @@ export const SendFileResultSchema = z.object({
   kind: z.string(),
 });
 
+export const ScheduleToolSchema = z
+  .object({
+    action: z.enum(['add', 'list', 'cancel']).default('add').describe('add a schedule, list this tenant\'s, or cancel one by id.'),
+    every: z.string().min(1).max(200).optional().describe('add, on a repeat: "2h", "weekday at 09:00", "mon,fri 18:30" (then optionally an IANA zone).'),
+    at: z.string().min(1).max(200).optional().describe('add, once: "+30m", "14:00", "tomorrow 09:00", "2026-12-24 18:00".'),
+    task: z.string().min(1).max(SCHEDULE_TASK_MAX).optional().describe('add: what you will be told to do then (in this conversation).'),
+    id: z.string().min(1).max(20).optional().describe('cancel: the schedule id.'),
+  })
+  .strict();
+
 /**
  * Tools berth runs for an agent, as the session a connection proves it is (never a parameter).
  * First gate: the tool policy for the session's level; then each tool's own checks (the shell
@@ -49,6 +61,8 @@ export interface SessionTools {
   memoryWrite(ref: SessionRef, input: z.input<typeof MemoryWriteSchema>): { entry: MemoryEntry };
   /** Queue a workspace file for the person: copied into outbox/, sent after the run (store/run-files.ts). */
   sendFile(ref: SessionRef, input: z.input<typeof SendFileSchema>): z.infer<typeof SendFileResultSchema>;
+  /** The agent's own schedules, as its session's tenant (bounded like a person's: berth.yaml schedules). */
+  schedule(ref: SessionRef, input: z.input<typeof ScheduleToolSchema>): { message: string; schedules: ScheduleView[] };
 }
 
 /** A session is named by its project and its id (ids mean nothing across projects). */
@@ -67,6 +81,8 @@ export function createSessionTools(deps: {
   /** The opaque author id memory entries carry (never the tenant key). */
   memoryAuthor: (project: string, tenantKey: string) => string;
   logger: Logger;
+  /** Schedules; without them the schedule tool says they are not offered. */
+  schedules?: () => ScheduleService;
 }): SessionTools {
   /** "the tests": the command the session workspace's profile detected. */
   function taskArgv(project: Project, session: SessionRecord, task: 'test' | 'lint' | 'format'): string[] {
@@ -119,6 +135,38 @@ export function createSessionTools(deps: {
       const queued = queueOutboxFile(workspace.dir, (rootFd, max) => sandboxRead(rootFd, rel, max), rel, project.metadata.files);
       deps.logger.info({ project: project.metadata.name, session: ref.session, queued: queued.queued, size: queued.size }, 'send_file queued');
       return queued;
+    },
+    schedule(ref, input) {
+      const { project, session } = gate(ref, 'schedule');
+      const service = deps.schedules?.();
+      if (!service) throw new BerthError('CONFIG_INVALID', 'schedules are not offered here');
+      const name = project.metadata.name;
+      const tenant = session.tenant_key;
+      const p = ScheduleToolSchema.parse(input);
+      if (p.action === 'list') {
+        const mine = service.list({ project: name, tenant });
+        return { message: `${mine.length} schedule(s)`, schedules: mine };
+      }
+      if (p.action === 'cancel') {
+        if (!p.id) throw new BerthError('CONFIG_INVALID', 'which schedule?', { issues: [{ field: 'id', reason: 'required to cancel' }] });
+        const gone = service.cancel(p.id, { project: name, tenant });
+        return { message: `cancelled ${gone.id}`, schedules: [gone] };
+      }
+      if ((p.every === undefined) === (p.at === undefined)) throw new BerthError('CONFIG_INVALID', 'give exactly one of every or at', { issues: [{ field: 'every', reason: 'give exactly one of every or at' }] });
+      if (!p.task) throw new BerthError('CONFIG_INVALID', 'what should be done then?', { issues: [{ field: 'task', reason: 'required to add' }] });
+      // It runs in this conversation and answers in the chat this conversation's last message came from.
+      const chat = service.chatOf(name, ref.session);
+      const { schedule, confirmation } = service.add({
+        project: name,
+        tenant,
+        session: ref.session,
+        ...(chat ? { chat } : {}),
+        kind: p.every !== undefined ? 'every' : 'at',
+        words: (p.every ?? p.at ?? '').trim().split(/\s+/),
+        task: p.task,
+        actor: { kind: 'agent', who: `agent:${ref.session}` },
+      });
+      return { message: confirmation, schedules: [schedule] };
     },
     memoryWrite(ref, input) {
       const { project, session, level } = gate(ref, 'memory_write');

@@ -40,6 +40,8 @@ import { finishOpenApiDoc } from './openapi-doc.js';
 import { errorResponses } from './routes/openapi.js';
 import { registerRunRoutes } from './routes/runs.js';
 import { registerChatFileRoutes } from './routes/chat-files.js';
+import { registerScheduleRoutes } from './routes/schedules.js';
+import type { ScheduleService } from '../admin/schedules.js';
 import { registerAuditRoutes } from './routes/audit.js';
 import { registerChatLinkRoutes } from './routes/chat-links.js';
 import { METRICS_PATH, registerMetricsRoutes } from './routes/metrics.js';
@@ -77,6 +79,8 @@ export interface AppDeps {
   hooks?: (req: Request, path: string, source?: string) => Promise<Response>;
   /** The browser logins of /docs and /console (in memory when not given: they end with the process). */
   consoleLogins?: ConsoleLogins;
+  /** Schedules (/api/…/schedules); without it those routes are not served. */
+  schedules?: () => ScheduleService;
 }
 
 type Env = { Variables: { requestId: string; log: Logger } };
@@ -91,6 +95,7 @@ export interface AppSources {
   readonly sessions: SessionStore;
   readonly gateway: Gateway;
   readonly audit?: AuditTrail;
+  readonly schedules?: ScheduleService;
   readonly metrics: Metrics;
   /** A token that may read /metrics only; whoever builds the sources reads it (BERTH_METRICS_TOKEN). */
   readonly metricsToken?: string;
@@ -111,6 +116,7 @@ export function appDepsFrom(berth: AppSources, opts: { token: string; logger: Lo
     launcher: berth.launcher,
     metrics: berth.metrics,
     metricsToken: berth.metricsToken,
+    ...(berth.schedules ? { schedules: () => berth.schedules as ScheduleService } : {}),
     consoleLogins: createConsoleLogins(berth.home === undefined ? undefined : join(homePaths(berth.home).stateDir, 'console-logins')),
     ...opts,
   };
@@ -230,6 +236,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   app.get('/favicon.ico', (c) => c.body(null, 204));
   registerProjectRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerRunRoutes(app as unknown as OpenAPIHono, deps.admin);
+  if (deps.schedules) registerScheduleRoutes(app as unknown as OpenAPIHono, deps.schedules, deps.admin);
   registerSessionRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerOperatorRoutes(app as unknown as OpenAPIHono, deps);
   registerChatLinkRoutes(app as unknown as OpenAPIHono, deps.admin);

@@ -2,6 +2,8 @@ import type { AdminService } from '../admin/service.js';
 import { PERMISSION_LEVELS, type PermissionLevel, type SessionRecord } from '../config/session.js';
 import { BerthError, isBerthError } from '../base/errors.js';
 import { own } from '../base/own.js';
+import type { ScheduleService } from '../admin/schedules.js';
+import { SCHEDULE_COMMANDS, SCHEDULE_HELP } from './schedule-commands.js';
 
 /**
  * Chat commands, answered by berth, never by the agent: /help, /new, /level, /whoami. What a
@@ -23,6 +25,9 @@ export interface CommandContext {
   newSession: () => string;
   /** Ask the operator for a level this person may not take (outbound/approvals.ts): what to tell them, or undefined (nobody to ask). */
   askRaise?: (level: PermissionLevel) => string | undefined;
+  /** This chat, where a schedule made in it answers (schedule-commands.ts). */
+  chat?: { channel: string; chat: string; session?: string };
+  schedules?: ScheduleService;
 }
 
 type Command = (ctx: CommandContext, args: string[]) => Promise<string>;
@@ -34,6 +39,8 @@ export const HELP = [
   '/level low|medium|high — what your agent may do (low: no internet; medium: allowed hosts and project memory; high: more tools)',
   '/whoami — your tenant, session, level and workspace',
   '/yes, /yes session, /no — answer your agent when it asks to reach a host this project does not allow',
+  ...SCHEDULE_HELP,
+  '/jobs — what of yours is running now; /stop [run] ends it (its answer still comes here)',
   'Anything else goes to your agent.',
 ].join('\n');
 
@@ -73,6 +80,7 @@ export function changeLevel(ctx: CommandContext, level: PermissionLevel, current
 export const NOTHING_ASKED = 'berth: nothing is waiting for your answer.';
 
 const COMMANDS: Record<string, Command> = {
+  ...SCHEDULE_COMMANDS,
   async yes() {
     return NOTHING_ASKED;
   },

@@ -28,6 +28,9 @@ import { recoverInbox } from './recover.js';
 import { collectOutput } from './reply-output.js';
 import { loggedOutNotice, preview, refusedNotice, replyText, sessionGoneNotice } from './reply-words.js';
 import { createStrangers, keptText } from './strangers.js';
+import type { ScheduleService } from '../admin/schedules.js';
+import { jobsReply, type JobsAdmin } from './jobs.js';
+import { scheduledReply, scheduleOfMessage, type ScheduledMessage } from './scheduled.js';
 
 /**
  * The bridge core: what every chat transport shares. A message is received (journaled in the
@@ -43,6 +46,13 @@ import { createStrangers, keptText } from './strangers.js';
 export interface BridgeCore {
   /** A message arrived; resolves once it is journaled (or known as a re-delivery). */
   receive(message: InboundMessage): 'accepted' | 'duplicate';
+  /**
+   * A scheduled run's message, with no incoming one (runs/scheduler.ts): journaled in the inbox
+   * under its firing's id (a second post of it is a duplicate, never a second run), then answered
+   * as the person's message and its answer posted to the chat, marked as scheduled. 'refused':
+   * its sender may no longer write here.
+   */
+  post(message: ScheduledMessage): 'accepted' | 'duplicate' | 'refused';
   /** At startup: see recover.ts. `heldOnly`: a bridge restarted in this process takes over only the strangers' held first messages. */
   recover(opts?: { heldOnly?: boolean }): void;
   /** Every accepted message has ended (for tests and shutdown). */
@@ -78,6 +88,10 @@ export interface BridgeDeps {
   metrics?: Pick<Metrics, 'replyUndelivered'>;
   /** The deliver step's waits and clock (tests record the waits instead of sleeping), and its bounds. */
   delivery?: { sleep?: (ms: number) => Promise<void>; now?: () => number; bounds?: DeliveryBounds };
+  /** Schedules made in a chat (/every, /at …); without it the chat is told they are not offered. */
+  schedules?: ScheduleService;
+  /** /jobs and /stop: the person's runs going on now; without it they are unknown commands. */
+  jobs?: JobsAdmin;
 }
 
 type Lapsed = { code: ErrorCode; reason: string; notice: string };
@@ -161,15 +175,21 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       sender: entry.sender,
       sessionId: entry.session ?? chatSession(profile.project, entry.chat, tenant),
       newSession: () => transport.newSession?.(entry.chat) ?? chatSessionId(transport.name, entry.chat, deps.state.nextGeneration(entry.chat)),
+      chat: { channel: transport.name, chat: entry.chat, ...(entry.session !== undefined ? { session: entry.session } : {}) },
+      schedules: deps.schedules,
     };
     ctx.askRaise = levelAsker(deps.approvals, ctx, (text) => tell(entry.chat, text));
-    const command = chatCommand(entry.text);
+    // A scheduled run's task is the agent's, never a command.
+    const schedule = scheduleOfMessage(entry.id);
+    const command = schedule ? undefined : chatCommand(entry.text);
     let reply: string;
     let parts: ReplyParts | undefined;
     let ran: RanFiles | undefined;
     if (command) {
       reply = await command(ctx).catch((err: unknown) => `berth: ${isBerthError(err) ? err.message : 'that command failed'}`);
     } else {
+      // Where this conversation's agent schedules answer (its schedule tool).
+      deps.schedules?.noteChat(profile.project, ctx.sessionId, { channel: transport.name, chat: entry.chat, sender: entry.sender });
       const typing = startTyping((on) => transport.typing(entry.chat, on), transport.typingEveryMs);
       // A workflow is several runs: one refused midway must not run its earlier steps again.
       const single = profile.workflow === undefined;
@@ -201,7 +221,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         const files = entry.attachments?.length ? await fetchAttachments(transport, entry.attachments, deps.admin.getProjectMetadata(profile.project).files, log) : undefined;
         const run = async () => {
           recheck(); // in the same tick as the runner opening the session
-          return runFor(ctx, profile.workflow, entry.text, entry.chat, single ? ready : start, files);
+          return runFor(ctx, profile.workflow, entry.text, entry.chat, single ? ready : start, files, schedule);
         };
         ({ text: reply, ran, ...parts } = await (single ? whenAdmitted(run) : run()));
       } catch (err) {
@@ -225,6 +245,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       }
     }
     if (ran?.notice) await say(entry.chat, ran.notice).catch(() => undefined); // what became of the person's files, before the answer
+    if (schedule) reply = scheduledReply(schedule, entry.text, reply);
     inbox.mark(entry.id, 'answered', { reply });
     await deliver(entry.id, entry.chat, reply, undefined, parts);
     if (ran?.files) await deliverRunFiles({ transport, log, read: (run, name) => deps.admin.runFile(profile.project, run, name), publicUrl: deps.config().bridges.public_url }, entry.chat, entry.id, profile.project, ran.files);
@@ -285,7 +306,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   }
 
   /** `ready`: called when the run may start (a message's, by the runner once admitted; a workflow's, first). */
-  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>, files?: IncomingFile[]): Promise<{ text: string; ran?: RanFiles } & ReplyParts> {
+  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>, files?: IncomingFile[], schedule?: string): Promise<{ text: string; ran?: RanFiles } & ReplyParts> {
     if (workflow) {
       if (files?.length) log.warn({ project: ctx.project, workflow }, 'a workflow route takes no files: they were not saved');
       // No lane slot: its steps wait for admission one by one, and a slot held meanwhile could wait
@@ -314,7 +335,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     });
     const onApproval = (event: ApprovalEvent) => (transport.approval ? transport.approval(chat, event) : questions.ask(chat, event));
     const run = await deps.admin
-      .runMessage(ctx.project, { user: ctx.tenant, message: text || FILES_ONLY, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, onApproval, whenReady: async () => ready(), ...(files?.length ? { files } : {}) })
+      .runMessage(ctx.project, { user: ctx.tenant, message: text || FILES_ONLY, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, onApproval, whenReady: async () => ready(), ...(files?.length ? { files } : {}), ...(schedule ? { schedule } : {}) })
       .finally(watch.stop);
     const output = printed?.segments();
     return {
@@ -355,7 +376,22 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         void deliver(message.id, message.chat, reply);
         return 'accepted';
       }
+      // /jobs and /stop are about the run this chat's lane is busy with: answered at once too.
+      const reply = deps.jobs && jobsReply(deps.jobs, message, () => profileFor(message.chat)?.project);
+      if (reply !== undefined) {
+        inbox.mark(message.id, 'answered', { reply });
+        void deliver(message.id, message.chat, reply).finally(() => transport.finished?.(message.id, message.chat));
+        return 'accepted';
+      }
       enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session, level: message.level, ...attachments }, message.tenant);
+      return 'accepted';
+    },
+
+    post(message) {
+      if (!deps.senderAllowed(message.sender) || deps.senderDenied?.(message.sender)) return 'refused';
+      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, owner: deps.owner, tenant: message.tenant, session: message.session });
+      if (!fresh) return 'duplicate';
+      enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session }, message.tenant);
       return 'accepted';
     },
 

@@ -1,3 +1,4 @@
+import type { ScheduleService } from '../admin/schedules.js';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
@@ -129,6 +130,8 @@ type BridgeDeps = {
   approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'>;
   /** Where a reply that could not be delivered is counted. */
   metrics?: Pick<Metrics, 'replyUndelivered'>;
+  /** Schedules made in the chats (/every, /at …) and by their agents. */
+  schedules?: ScheduleService;
 } & Selection;
 
 /** Start the configured bridges, holding their claim (taken now unless the caller took it first); stop() gives it back. */
@@ -314,6 +317,8 @@ function buildChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, con
     approvals: deps.approvals,
     metrics: deps.metrics,
     senderDenied: (sender) => state.isDenied(sender),
+    schedules: deps.schedules,
+    jobs: deps.admin,
     senderAllowed: (sender) => senderAllowed(channel, channelConfig(deps.config().bridges, channel.name), state, sender),
   });
   return {

@@ -1,3 +1,4 @@
+import type { ScheduleService } from '../admin/schedules.js';
 import type { Logger } from 'pino';
 import type { AdminService } from '../admin/service.js';
 import type { BerthConfig } from '../config/berth-config.js';
@@ -100,6 +101,7 @@ export function createWebChat(deps: {
   owner?: string;
   approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'>;
   metrics?: Pick<Metrics, 'replyUndelivered'>;
+  schedules?: ScheduleService;
 }): WebChat {
   const { admin } = deps;
   const inbox = openInbox(deps.bridgeDir, 'web');
@@ -241,6 +243,8 @@ export function createWebChat(deps: {
     metrics: deps.metrics,
     // …and a message whose login was revoked (or ended) while it waited is not run.
     stillAllowed: loginHolds,
+    schedules: deps.schedules,
+    jobs: admin,
   });
   core.recover();
 

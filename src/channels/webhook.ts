@@ -121,7 +121,14 @@ const parseChat = (chat: string) => JSON.parse(chat) as [string, string, string 
 
 /** A message's id in the inbox: the hook's and the user's own (another user's same id is another message). */
 const messageId = (hook: string, user: string, id: string) => `${hook}:${JSON.stringify([user, id])}`;
-const callerId = (messageId: string) => (JSON.parse(messageId.slice(messageId.indexOf(':') + 1)) as [string, string])[1];
+/** The caller's id of a message; a message berth posted itself (a scheduled run's) keeps berth's id. */
+const callerId = (messageId: string) => {
+  try {
+    return (JSON.parse(messageId.slice(messageId.indexOf(':') + 1)) as [string, string])[1];
+  } catch {
+    return messageId;
+  }
+};
 
 /** A request's signature headers, checked before the body is read: whether the body matches, and the refusal if not. */
 interface SignedRequest {

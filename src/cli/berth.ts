@@ -14,6 +14,7 @@ import { TRUST_COMMANDS } from './trust.js';
 import { CONFIG_COMMANDS } from './config.js';
 import { SECRET_COMMANDS } from './secrets.js';
 import { APPROVAL_COMMANDS } from './approvals.js';
+import { SCHEDULE_COMMANDS } from './schedules.js';
 import { own } from '../base/own.js';
 import { CHANNEL_NAMES } from '../channels/registry.js';
 import { SERVING_V8_FLAGS } from '../base/node-support.js';
@@ -78,6 +79,12 @@ Runs and sessions
   session get <project> <session-id>
   session set <project> <session-id> [--level low|medium|high] [--mode tenant|session]
   session delete <project> <session-id>   forget its conversation (agent home) and tokens
+  schedule add <project> --user <tenant> [--session S] (--every SPEC | --at TIME) [--tz ZONE]
+               [--chat CHANNEL:CHAT] -- <task...>
+                                run the agent on a repeat or once (docs/schedules.md);
+                                serve fires them, --chat posts the answers there
+  schedule list [<project>] [--user T] [--json]
+  schedule cancel <id>
 
 Server
   serve [--host HOST] [--port PORT] [--demo]
@@ -128,7 +135,7 @@ Errors print "<CODE>: <reason>" on stderr and exit non-zero.
 
 
 
-const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS, ...TRUST_COMMANDS, ...CONFIG_COMMANDS, ...SECRET_COMMANDS, ...APPROVAL_COMMANDS };
+const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS, ...TRUST_COMMANDS, ...CONFIG_COMMANDS, ...SECRET_COMMANDS, ...APPROVAL_COMMANDS, ...SCHEDULE_COMMANDS };
 
 function commandHelp(name: string, command: Command): string {
   const related = groupOf(name).map((n) => `  berth ${(own(COMMANDS, n) as Command).usage.split('\n')[0]}`);

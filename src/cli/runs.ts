@@ -86,7 +86,7 @@ export const RUN_COMMANDS: Record<string, Command> = {
         io.out(`${JSON.stringify(r, null, 2)}\n`);
         return 0;
       }
-      for (const x of r.runs) io.out(`${x.finished_at}  ${x.run}  ${x.kind}  session=${printable(x.session)}  level=${x.permission_level}  exit=${x.exit_code}${x.timed_out ? ' timed-out' : ''}${x.truncated ? ' truncated' : ''}  ${Math.round(x.timings_ms.total)} ms\n`);
+      for (const x of r.runs) io.out(`${x.finished_at}  ${x.run}  ${x.kind}  session=${printable(x.session)}  level=${x.permission_level}  exit=${x.exit_code}${x.timed_out ? ' timed-out' : ''}${x.truncated ? ' truncated' : ''}${x.schedule ? `  schedule=${x.schedule}` : ''}  ${Math.round(x.timings_ms.total)} ms\n`);
       for (const x of r.interrupted) io.out(`${x.interrupted_at}  ${x.run}  ${x.kind ?? 'run'}  session=${printable(x.session ?? '-')}  INTERRUPTED: ${printable(x.reason)}\n`);
       if (r.runs.length === 0 && r.interrupted.length === 0) io.out('no runs yet\n');
       if (r.corrupt_lines) io.err(`berth: ${r.corrupt_lines} corrupt line(s) of the run log were skipped\n`);

@@ -1,3 +1,5 @@
+import { createScheduler } from '../runs/scheduler.js';
+import { scheduleDispatch } from '../bridges/scheduled-runs.js';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
@@ -196,12 +198,22 @@ function answerHttp(berth: Berth, bound: BoundHttp, claim: BridgeClaim, token: s
   bound.handle((req, env) => app.fetch(req, env as Parameters<typeof app.fetch>[1]));
   const { server } = bound;
   const sockets = bridges.web ? attachWebChatSocket(server, { chat: bridges.web, logger: berth.logger }) : undefined;
+  // Schedules fire here, where the chats they answer in run (one berth of a home fires: scheduler.ts).
+  const scheduler = createScheduler({
+    store: berth.scheduleStore,
+    stateDir,
+    logger: berth.logger,
+    everyMs: () => berth.config.schedules.tick_seconds * 1000,
+    dispatch: scheduleDispatch({ bridges: () => bridges, admin: berth.admin, store: berth.scheduleStore, logger: berth.logger }),
+  });
+  scheduler.start();
   return {
     server,
     url: bound.url,
     bridges,
     async close() {
       history.stop();
+      void scheduler.stop();
       sockets?.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -222,7 +234,7 @@ export const BRIDGES_RECHECK_MS = 2000;
  * journaled by a dead berth is answered now. berth.yaml's bridges are followed while it runs.
  */
 function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; claim: BridgeClaim; only?: string }): RunningBridges {
-  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web, claim: opts.claim, approvals: berth.approvals, metrics: berth.metrics, only: opts.only });
+  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web, claim: opts.claim, approvals: berth.approvals, metrics: berth.metrics, only: opts.only, schedules: berth.schedules });
   for (const { channel, config } of configuredChannels(berth.config.bridges)) {
     if (opts.only === undefined || opts.only === channel.name) io.out(`${channel.name} bridge: ${channel.describe(config)}\n`);
   }

@@ -5,6 +5,7 @@ import { RunsSchema } from './runs.js';
 import { OperatorRuntimesSchema } from './runtimes.js';
 import { KubernetesSchema, LauncherNameSchema } from './kubernetes.js';
 import { SecretsSchema } from './secrets.js';
+import { SchedulesSchema } from './schedules.js';
 
 /** berth.yaml's shape (the checks beyond its shape are operator-checks.ts; loading is berth-config.ts). */
 export const DEFAULT_SHELL_IMAGE = 'berth/shell:latest';
@@ -44,6 +45,7 @@ export const BerthConfigSchema = z
     channels: RoutesSchema.optional().describe('The old name of routes, still read (doctor says so); a file may not set both.'),
     bridges: BridgesSchema,
     runs: RunsSchema,
+    schedules: SchedulesSchema.describe('Runs at a time or on a repeat, made in a chat (/every, /at), by the agent (its schedule tool) or by the operator (berth schedule): docs/schedules.md.'),
     env: z
       .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string())
       .default({})

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { RunViewSchema } from '../admin/views.js';
 import { MemoryEntrySchema, MemorySearchSchema, MemoryWriteSchema } from '../store/memory.js';
-import { SendFileResultSchema, SendFileSchema, ShellRunSchema, type SessionRef, type SessionTools } from '../admin/session-tools.js';
+import { ScheduleToolSchema, SendFileResultSchema, SendFileSchema, ShellRunSchema, type SessionRef, type SessionTools } from '../admin/session-tools.js';
+import { ScheduleViewSchema } from '../admin/schedules.js';
 import { GATEWAY_TOOLS } from './file-tools.js';
 import type { GatewayCaller } from '../file-tools/service.js';
 import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
@@ -48,6 +49,15 @@ export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
     input: SendFileSchema,
     output: SendFileResultSchema,
     run: (ctx: SessionContext, input) => ctx.tools.sendFile(ctx.session, input),
+  }),
+  tool({
+    name: 'schedule',
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false },
+    description:
+      'Run a task later in this conversation, once (at: "+30m", "tomorrow 09:00") or on a repeat (every: "weekday at 09:00", "2h"); your answer then is posted to the chat this conversation is in. Also list or cancel your schedules. Bounded by the operator (how many, how often, who may).',
+    input: ScheduleToolSchema,
+    output: z.object({ message: z.string(), schedules: z.array(ScheduleViewSchema) }),
+    run: (ctx: SessionContext, input) => ctx.tools.schedule(ctx.session, input),
   }),
   // Agent loops outside containers get the file tools too, as the session's tenant.
   ...GATEWAY_TOOLS.map((t): ToolSpec<SessionContext> => ({ ...t, run: (ctx, input) => t.run(ctx.files, input) })),

@@ -25,7 +25,7 @@ export interface PrivateTarget {
 
 /** The three kinds of run: a message to the agent, a workflow step, a shell-tool command. */
 export type LaunchSpec =
-  | { kind: 'message'; message: string; onOutput?: OutputListener; onProgress?: ProgressListener; onApproval?: ApprovalListener; whenReady?: () => Promise<void>; files?: IncomingFile[] }
+  | { kind: 'message'; message: string; onOutput?: OutputListener; onProgress?: ProgressListener; onApproval?: ApprovalListener; whenReady?: () => Promise<void>; schedule?: string; files?: IncomingFile[] }
   | { kind: 'workflow_step'; message: string; target: PrivateTarget }
   | { kind: 'shell_tool'; argv: string[] };
 

@@ -26,6 +26,8 @@ export interface RunOutcome extends RunResult {
   warnings: string[];
   /** It ran in the session's warm container (an exec), not a new one. */
   warm: boolean;
+  /** The schedule it was a firing of. */
+  schedule?: string;
   /** The agent's tool calls, read from its output (plan.progress); absent when its output has none. */
   steps?: ProgressStep[];
   moreSteps?: number;
@@ -61,5 +63,6 @@ export function toRunRecord(o: Omit<RunOutcome, 'record'>, kind: RunRecord['kind
     finished_at: new Date().toISOString(),
     ...(o.steps?.length ? { steps: o.steps.map((s) => ({ tool: s.tool, detail: s.detail, state: s.state, ...(s.ms !== undefined ? { ms: Math.round(s.ms) } : {}) })) } : {}),
     ...(o.moreSteps ? { more_steps: o.moreSteps } : {}),
+    ...(o.schedule ? { schedule: o.schedule } : {}),
   };
 }

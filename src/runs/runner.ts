@@ -61,6 +61,8 @@ export interface RunRequest {
   whenReady?: () => Promise<void>;
   /** Files sent with the message: land in the workspace's inbox/ before the run (runs/run-files.ts). */
   files?: IncomingFile[];
+  /** The schedule this run is a firing of (runs/scheduler.ts): its record names it. */
+  schedule?: string;
 }
 
 export interface Runner {
@@ -75,6 +77,12 @@ export interface Runner {
    * containers are removed either way.
    */
   drain(deadlineMs: number): Promise<{ interrupted: number }>;
+  /**
+   * Stop one run of this process before its end (a person's /stop, the operator): its record and
+   * its answer say why. False when no run of that id holds its workspace here (it waits, ended, or
+   * belongs to another process).
+   */
+  stop(runId: string, reason: string): boolean;
   /** A deleted session's warm container goes with it (a new session of that id must not inherit it). */
   forgetSession(project: string, session: string): Promise<void>;
   /** Remove the idle warm containers now (berth stops; tests); returns how many. */
@@ -130,6 +138,8 @@ export function createRunner(deps: {
   const inFlight = new Set<Flight>();
   // One run at a time per workspace: a tenant's messages queue instead of racing each other's mounts.
   const withWorkspaceLock = createKeyedLock();
+  /** Runs holding their workspace, by id: what stop() reaches. */
+  const halts = new Map<string, (reason: string) => void>();
   let caps: { at: number; value: Promise<LauncherCapabilities> } | undefined;
   const capabilities = () => {
     if (!caps || Date.now() - caps.at > CAPABILITIES_TTL_MS) caps = { at: Date.now(), value: launcher.capabilities() };
@@ -206,6 +216,7 @@ export function createRunner(deps: {
         if (!halt.signal.aborted) ctx.log.warn({ reason }, 'run stopped');
         halt.stop(reason);
       };
+      halts.set(ctx.runId, stopRun);
       try {
         const planFor = (runDir: string | undefined) => planOf(ctx, landed.spec, { home, seeds, runDir }, deps);
         // This run's sockets: a directory only its container sees (a warm container's, if it has one).
@@ -230,6 +241,7 @@ export function createRunner(deps: {
         if (lease) await warmSessions?.release(lease); // never used (a plan or mount check failed, berth is stopping): not kept
         throw err;
       } finally {
+        halts.delete(ctx.runId);
         halt.release();
         await sockets?.close();
         if (seeds) fs.rmSync(seeds.dir, { recursive: true, force: true });
@@ -285,6 +297,7 @@ export function createRunner(deps: {
       permissionLevel: ctx.level,
       runtime: plan.runtime,
       workspaceRoot: ctx.workspace.dir,
+      ...(spec.kind === 'message' && spec.schedule ? { schedule: spec.schedule } : {}),
       warnings: [...plan.warnings, ...(stoppedFor ? [`${STOPPED_WARNING}${stoppedFor}`] : []), ...(result.lost ? [`${LOST_WARNING}${result.lost}`] : [])],
     };
     const record = toRunRecord(done, tool ? 'shell_run' : 'message');
@@ -299,7 +312,7 @@ export function createRunner(deps: {
       const project = store.get(request.project);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey, chosen: true });
       if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session, request.level);
-      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, files: request.files });
+      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, schedule: request.schedule, files: request.files });
     },
     async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
       const project = store.get(projectName);
@@ -332,6 +345,11 @@ export function createRunner(deps: {
       await idle;
       await deps.warm?.close();
       return { interrupted };
+    },
+    stop(runId, reason) {
+      const stopRun = halts.get(runId);
+      stopRun?.(reason);
+      return stopRun !== undefined;
     },
     releaseWarm: async () => (deps.warm ? deps.warm.close() : 0),
     forgetSession: async (project, session) => deps.warm?.forget(warmKeyOf(project, session)),

@@ -38,6 +38,7 @@ export const RunRecordSchema = z.object({
     .optional()
     .describe("The agent's tool calls as berth read them from its output (Claude Code, Codex; the shell when watched), in order; absent when its output has no steps."),
   more_steps: z.number().int().optional().describe('Steps past the ones kept.'),
+  schedule: z.string().optional().describe('The schedule (berth schedule list) this run was a firing of; absent for a run someone asked for.'),
 });
 export type RunRecord = z.infer<typeof RunRecordSchema>;
 
