@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { pino, type Logger } from 'pino';
 import Docker from 'dockerode';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { appDepsFrom, createApp } from '../src/api/app.js';
 import { createBerth, installationId, type Berth } from '../src/main.js';
 import { releaseMountsUnder } from '../src/fs/loop-quota.js';
@@ -174,8 +174,13 @@ export async function serveApp(berth: Berth, token: string, logger: Logger = pin
   return { app, base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => void server.close() };
 }
 
-/** Debian's Chromium, headless, as measured to work here (never a downloaded browser). */
-export function launchChromium(): Promise<Browser> {
+/**
+ * Debian's Chromium, headless, as measured to work here (never a downloaded browser). Its driver
+ * is loaded here, not at the top: importing it takes about a second, and every unit file that
+ * imports this module would pay it.
+ */
+export async function launchChromium(): Promise<Browser> {
+  const { chromium } = await import('playwright-core');
   return chromium.launch({
     executablePath: '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],

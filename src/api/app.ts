@@ -39,7 +39,6 @@ import { registerProjectRoutes } from './routes/projects.js';
 import { finishOpenApiDoc } from './openapi-doc.js';
 import { errorResponses } from './routes/openapi.js';
 import { registerRunRoutes } from './routes/runs.js';
-import { registerChatFileRoutes } from './routes/chat-files.js';
 import { registerScheduleRoutes } from './routes/schedules.js';
 import type { ScheduleService } from '../admin/schedules.js';
 import { registerAuditRoutes } from './routes/audit.js';
@@ -234,16 +233,15 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
 
   // berth's pages have no icon: the browser's own request for one is answered with nothing, not an error.
   app.get('/favicon.ico', (c) => c.body(null, 204));
+  const chat = deps.webChat && chatNamingItsUser(deps.webChat);
   registerProjectRoutes(app as unknown as OpenAPIHono, deps.admin);
-  registerRunRoutes(app as unknown as OpenAPIHono, deps.admin);
+  registerRunRoutes(app as unknown as OpenAPIHono, deps.admin, () => chat);
   if (deps.schedules) registerScheduleRoutes(app as unknown as OpenAPIHono, deps.schedules, deps.admin);
   registerSessionRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerOperatorRoutes(app as unknown as OpenAPIHono, deps);
   registerChatLinkRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerAuditRoutes(app as unknown as OpenAPIHono, () => deps.audit);
-  const chat = deps.webChat && chatNamingItsUser(deps.webChat);
   registerChatRoutes(app as unknown as Hono<ChatEnv>, () => chat);
-  registerChatFileRoutes(app as unknown as Hono, () => chat, deps.admin);
   registerMetricsRoutes(app as unknown as OpenAPIHono, deps);
   // Signed by their senders, not by berth's token: each channel checks its own.
   app.all('/hooks/*', (c) => {

@@ -17,7 +17,12 @@ import type { ChatTransport } from './chat-transport.js';
  */
 
 /** Fetch each attachment (at most max_files of them); one that fails or is too big stays a refusal with its name. */
-export async function fetchAttachments(transport: Pick<ChatTransport, 'fetchAttachment'>, attachments: readonly ChannelAttachment[], settings: FilesSettings, log: Logger): Promise<IncomingFile[]> {
+export async function fetchAttachments(
+  transport: Pick<ChatTransport, 'fetchAttachment'>,
+  attachments: readonly ChannelAttachment[],
+  settings: FilesSettings,
+  log: Logger,
+): Promise<IncomingFile[]> {
   const maxBytes = settings.max_file_mb * 1024 * 1024;
   const out: IncomingFile[] = [];
   for (const [i, a] of attachments.entries()) {
@@ -59,7 +64,8 @@ export function ranFilesOf(run: Pick<RunView, 'run' | 'files' | 'files_in'>): { 
 }
 
 /** A run's file as the chat reaches it: where its login opens it. */
-export const chatFileUrl = (publicUrl: string | undefined, run: string, name: string) => `${publicUrl?.replace(/\/+$/, '') ?? ''}/chat/api/runs/${run}/files/${encodeURIComponent(name)}`;
+export const chatFileUrl = (publicUrl: string | undefined, run: string, name: string) =>
+  `${publicUrl?.replace(/\/+$/, '') ?? ''}/chat/api/runs/${run}/files/${encodeURIComponent(name)}`;
 
 export interface OutFilesDeps {
   transport: ChatTransport;
@@ -73,7 +79,13 @@ export interface OutFilesDeps {
  * Send a run's files after its answer. One that the channel cannot take (no sendFile, over its
  * fileLimitBytes, or the send failed) is named with its link in one message after the others.
  */
-export async function sendRunFiles(deps: OutFilesDeps, chat: string, answerTo: string, run: string, files: readonly RunFile[]): Promise<void> {
+export async function sendRunFiles(
+  deps: OutFilesDeps,
+  chat: string,
+  answerTo: string,
+  run: string,
+  files: readonly RunFile[],
+): Promise<void> {
   const { transport, log } = deps;
   const linked: RunFile[] = [];
   for (const f of files) {
@@ -84,9 +96,12 @@ export async function sendRunFiles(deps: OutFilesDeps, chat: string, answerTo: s
     }
     try {
       const { data, type } = deps.read(run, f.name);
-      await transport.sendFile!(chat, { name: f.name, mime: type, data }, '', { answerTo });
+      await transport.sendFile!(chat, { name: f.name, mime: type, data: new Uint8Array(data) }, '', { answerTo });
     } catch (err) {
-      log.warn({ run, file: f.name, err: String((err as Error)?.message ?? err).slice(0, 200) }, 'a file could not be sent: sent as a link');
+      log.warn(
+        { run, file: f.name, err: String((err as Error)?.message ?? err).slice(0, 200) },
+        'a file could not be sent: sent as a link',
+      );
       linked.push(f);
     }
   }
@@ -96,12 +111,21 @@ export async function sendRunFiles(deps: OutFilesDeps, chat: string, answerTo: s
 }
 
 /** The agent's files after its answer: the transport's own way (web chat), else as files or links; a failure is logged, never thrown. */
-export async function deliverRunFiles(deps: OutFilesDeps, chat: string, answerTo: string, project: string, out: NonNullable<RanFiles['files']>): Promise<void> {
+export async function deliverRunFiles(
+  deps: OutFilesDeps,
+  chat: string,
+  answerTo: string,
+  project: string,
+  out: NonNullable<RanFiles['files']>,
+): Promise<void> {
   try {
     if (deps.transport.runFiles) await deps.transport.runFiles(chat, answerTo, project, out.run, out.list);
     else await sendRunFiles(deps, chat, answerTo, out.run, out.list);
   } catch (err) {
-    deps.log.error({ id: answerTo, run: out.run, err: String((err as Error)?.message ?? err).slice(0, 200) }, 'the files of an answer could not be delivered');
+    deps.log.error(
+      { id: answerTo, run: out.run, err: String((err as Error)?.message ?? err).slice(0, 200) },
+      'the files of an answer could not be delivered',
+    );
   }
 }
 

@@ -3,7 +3,13 @@ import type { AdminService } from '../admin/service.js';
 import { own } from '../base/own.js';
 
 /** Add a group's sender to the project's team of that group, once (an admin may edit the list later). */
-export async function joinTeam(admin: Pick<AdminService, 'getProjectMetadata' | 'updateProject'>, log: Logger, project: string, team: string, member: string): Promise<void> {
+export async function joinTeam(
+  admin: Pick<AdminService, 'getProjectMetadata' | 'updateProject'>,
+  log: Logger,
+  project: string,
+  team: string,
+  member: string,
+): Promise<void> {
   try {
     // Asked on every group message: the settings alone (CommandAdmin).
     if (own(admin.getProjectMetadata(project).teams, team)?.members.includes(member)) return;

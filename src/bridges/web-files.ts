@@ -5,7 +5,7 @@ import { tenantOfChatUser } from '../store/chat-links.js';
 import type { ChatUploads } from '../store/chat-uploads.js';
 import type { RunFile } from '../store/run-files.js';
 import { chatFileUrl } from './files.js';
-import type { ChatTranscripts } from '../store/chat-transcripts.js';
+import type { TranscriptEntry } from '../store/chat-transcripts.js';
 import type { WebFileView, WebServerMessage, WebUploadView } from './web-protocol.js';
 
 /**
@@ -17,10 +17,19 @@ export interface WebFiles {
   /** An upload of the person's, bounded by their project's max_file_mb (PAYLOAD_TOO_LARGE) and the upload store's per-person bounds. */
   upload(login: { project: string; user: string }, name: string, type: string | undefined, data: Uint8Array): WebUploadView;
   /** A run message's uploads as its attachments; CONFIG_INVALID (field files) for an id that is not the person's upload. */
-  attachmentsOf(login: { project: string; user: string }, ids: readonly string[]): { attachments: ChannelAttachment[]; shown: WebFileView[] };
+  attachmentsOf(
+    login: { project: string; user: string },
+    ids: readonly string[],
+  ): { attachments: ChannelAttachment[]; shown: WebFileView[] };
   fetch(ref: string, maxBytes: number): Uint8Array;
   /** The agent's files in the person's chat: kept in the transcript (while the session is there), then pushed to the page. */
-  show(at: Chat, run: string, files: readonly RunFile[], sessionThere: (at: Chat) => boolean, transcripts: Pick<ChatTranscripts, 'append'>, push: (at: Chat, message: WebServerMessage) => void): void;
+  show(
+    at: Chat,
+    run: string,
+    files: readonly RunFile[],
+    keep: (at: Chat, entry: Omit<TranscriptEntry, 'at'>) => void,
+    push: (at: Chat, message: WebServerMessage) => void,
+  ): void;
 }
 
 type Chat = { project: string; user: string; session: string };
@@ -39,16 +48,19 @@ export function createWebFiles(uploads: ChatUploads, admin: Pick<AdminService, '
       const shown: WebFileView[] = [];
       for (const [i, id] of ids.entries()) {
         const info = uploads.info(owner, id);
-        if (!info) throw new BerthError('CONFIG_INVALID', 'a file of this message is not (or no longer) uploaded', { issues: [{ field: `files.${i}`, reason: 'upload it again' }] });
+        if (!info)
+          throw new BerthError('CONFIG_INVALID', 'a file of this message is not (or no longer) uploaded', {
+            issues: [{ field: `files.${i}`, reason: 'upload it again' }],
+          });
         attachments.push({ ref: uploads.refOf(owner, id), name: info.name, mime: info.type, size: info.size });
         shown.push({ name: info.name, size: info.size, type: info.type });
       }
       return { attachments, shown };
     },
     fetch: (ref, maxBytes) => uploads.take(ref, maxBytes),
-    show(at, run, list, sessionThere, transcripts, push) {
+    show(at, run, list, keep, push) {
       const files = list.map((f) => ({ ...f, url: chatFileUrl(undefined, run, f.name) }));
-      if (sessionThere(at)) transcripts.append(at.project, at.session, { role: 'reply', text: '', files });
+      keep(at, { role: 'files', text: files.map((f) => f.name).join(', '), files });
       push(at, { type: 'files', session_id: at.session, files });
     },
   };

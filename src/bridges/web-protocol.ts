@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { PermissionLevelSchema, SessionIdSchema, type PermissionLevel } from '../config/session.js';
+import type { AGENT_PRESETS, Agent } from '../config/metadata.js';
 import type { ErrorCode } from '../base/errors.js';
 import type { ProgressStep } from '../runs/agent-progress.js';
 import type { OutputSegment } from '../store/chat-transcripts.js';
@@ -57,7 +58,7 @@ export type WebServerMessage =
   | { type: 'session'; session_id: string }
   | { type: 'level'; session_id: string; permission_level: PermissionLevel }
   | { type: 'approval'; session_id: string; approval: ApprovalView }
-  | { type: 'approval_answered'; session_id: string; id: string; decision: ApprovalDecision; by: string }
+  | { type: 'approval_answered'; session_id: string; id: string; decision: ApprovalDecision; by: string; at: string }
   | { type: 'error'; code: ErrorCode; field?: string; message: string; id?: string };
 
 /** A file in the chat: what the person sent, or what the agent sent (with the URL the person's login opens it at). */
@@ -88,3 +89,13 @@ export type ChatSessionView = z.infer<typeof ChatSessionViewSchema>;
 
 /** PUT /chat/api/sessions/:id/settings */
 export const ChatSettingsBodySchema = z.object({ permission_level: PermissionLevelSchema }).strict();
+
+/** GET /chat/api/me: who is logged in, where, and what their agent is. */
+export type AgentKind = (typeof AGENT_PRESETS)[number] | 'custom';
+export interface ChatMe {
+  project: string;
+  user: string;
+  tenant: string;
+  agent: AgentKind;
+}
+export const agentKindOf = (agent: Agent): AgentKind => (Array.isArray(agent) ? 'custom' : agent);

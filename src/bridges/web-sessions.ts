@@ -26,7 +26,11 @@ export function createSessionStarter(
     if (recent.length >= perMinute) {
       started.set(key, recent);
       const retryAfter = Math.max(1, Math.ceil(((recent[0] as number) + 60_000 - now) / 1000));
-      throw new BerthError('LIMIT_REACHED', `you started ${recent.length} conversations in the last minute; wait a minute before starting another`, { retry_after: retryAfter });
+      throw new BerthError(
+        'LIMIT_REACHED',
+        `you started ${recent.length} conversations in the last minute; wait a minute before starting another`,
+        { retry_after: retryAfter },
+      );
     }
     const session = admin.openSession(login.project, `web-${randomBytes(9).toString('base64url')}`, tenant);
     started.set(key, [...recent, now]);

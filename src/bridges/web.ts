@@ -7,7 +7,7 @@ import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import { tenantActor, withActor } from '../admin/audit-trail.js';
 import { BerthError, isBerthError } from '../base/errors.js';
 import { tenantOfChatUser, type ChatLogin } from '../store/chat-links.js';
-import { openChatTranscripts, type TranscriptEntry } from '../store/chat-transcripts.js';
+import type { TranscriptEntry } from '../store/chat-transcripts.js';
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
 import { changeLevel, type CommandContext } from './commands.js';
@@ -15,7 +15,8 @@ import type { ChatTransport } from './chat-transport.js';
 import type { Metrics } from '../base/metrics.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
 import { levelAsker } from './approval-words.js';
-import type { ChatSessionView, WebRunMessage, WebServerMessage, WebUploadView } from './web-protocol.js';
+import { agentKindOf, type AgentKind, type ChatSessionView, type WebRunMessage, type WebServerMessage, type WebUploadView } from './web-protocol.js';
+import { approvalForWeb, openWebHistory } from './web-history.js';
 import { createWebFiles } from './web-files.js';
 import { createSessionStarter } from './web-sessions.js';
 import { openChatUploads } from '../store/chat-uploads.js';
@@ -41,6 +42,7 @@ export interface WebClient {
 
 const MAX_SOCKETS_PER_USER = 8;
 
+const whoOf = ({ project, user }: WebLogin): WebLogin => ({ project, user });
 const addressOf = (login: WebLogin, session: string) => `${login.project}/${login.user}/${session}`;
 function parseAddress(chat: string): (WebLogin & { session: string }) | undefined {
   const [project, user, session, ...rest] = chat.split('/');
@@ -68,6 +70,8 @@ export interface WebChat {
   /** Opening a chat link (it is used up): the credential for the cookie, and when it ends. */
   login(linkToken: string): { credential: string; expires_at: string };
   loginOf(credential: string): WebLogin;
+  /** What the person's agent is (the project's preset; "custom" for its own argv): the page's empty state says so. */
+  agentOf(login: WebLogin): AgentKind;
   sessions(login: WebLogin): ChatSessionView[];
   /** A new session of the person's: LIMIT_REACHED past bridges.web.max_sessions_per_user or new_sessions_per_minute. */
   newSession(login: WebLogin): ChatSessionView;
@@ -106,11 +110,11 @@ export function createWebChat(deps: {
   const { admin } = deps;
   const inbox = openInbox(deps.bridgeDir, 'web');
   const state = openBridgeState(deps.bridgeDir, 'web');
-  const transcripts = openChatTranscripts(deps.stateDir);
   const files = createWebFiles(openChatUploads(join(deps.bridgeDir, 'web-uploads')), admin);
   // Keyed by "<project>/<user>": a Map, never an object's properties.
   const clients = new Map<string, Set<WebClient>>();
   const log = deps.logger.child({ bridge: 'web' });
+  const history = openWebHistory({ stateDir: deps.stateDir, admin, log });
 
   const push = (login: WebLogin, message: WebServerMessage) => {
     for (const client of clients.get(`${login.project}/${login.user}`) ?? []) client.push(message);
@@ -146,15 +150,6 @@ export function createWebChat(deps: {
     }
   }
 
-  /** The session is still there (a reply for one deleted meanwhile is shown, never written: its transcript went with it). */
-  const sessionThere = (a: WebLogin & { session: string }) => {
-    try {
-      admin.getSession(a.project, a.session);
-      return true;
-    } catch {
-      return false;
-    }
-  };
   const addressed = (chat: string) => {
     const a = parseAddress(chat);
     if (!a) throw new BerthError('INTERNAL', 'not a web chat address');
@@ -188,7 +183,7 @@ export function createWebChat(deps: {
       // On disk before it is pushed: a person who closed the tab sees the answer when they come back.
       const format = chatFormatOf(admin.getProjectMetadata(a.project));
       const output = reply?.output?.length ? { output: reply.output, ...(reply.exit !== undefined ? { exit: reply.exit } : {}) } : {};
-      if (sessionThere(a)) transcripts.append(a.project, a.session, { role: 'reply', text, format, ...(reply?.steps?.length ? { steps: reply.steps } : {}), ...output });
+      history.keep(a, { role: 'reply', text, format, ...(reply?.steps?.length ? { steps: reply.steps } : {}), ...output });
       push(a, { type: 'reply', session_id: a.session, text, format, ...output });
     },
     async typing(chat, on) {
@@ -211,10 +206,12 @@ export function createWebChat(deps: {
     approval(chat, event) {
       const a = parseAddress(chat); // called from the egress proxy: never throws
       if (!a) return;
-      push(a, event.type === 'asked' ? { type: 'approval', session_id: a.session, approval: event.approval } : { type: 'approval_answered', session_id: a.session, id: event.id, decision: event.decision, by: event.by });
+      const { entry, message } = approvalForWeb(event, a.session, new Date().toISOString());
+      history.keepQuietly(a, entry);
+      push(a, message);
     },
     fetchAttachment: async (ref, limits) => files.fetch(ref, limits.maxBytes),
-    runFiles: async (chat, _answerTo, _project, run, list) => files.show(addressed(chat), run, list, sessionThere, transcripts, push),
+    runFiles: async (chat, _answerTo, _project, run, list) => files.show(addressed(chat), run, list, history.keep, push),
     projectOf: (chat) => parseAddress(chat)?.project,
     newSession(chat) {
       const a = addressed(chat);
@@ -278,18 +275,13 @@ export function createWebChat(deps: {
     core,
     inbox,
     state,
-    peekLink(linkToken) {
-      const { project, user } = admin.peekChatLink(linkToken);
-      return { project, user };
-    },
+    peekLink: (linkToken) => whoOf(admin.peekChatLink(linkToken)),
     login(linkToken) {
       const { credential, expires_at } = admin.openChatLink(linkToken);
       return { credential, expires_at };
     },
-    loginOf(credential) {
-      const { project, user } = admin.chatLoginOf(credential);
-      return { project, user };
-    },
+    loginOf: (credential) => whoOf(admin.chatLoginOf(credential)),
+    agentOf: (login) => agentKindOf(admin.getProjectMetadata(login.project).agent),
     sessions: (login) => admin.listSessions(login.project, tenantOfChatUser(login.user)).map(viewOfSession),
     newSession: (login) => viewOfSession(createSession(login)),
     deleteSession(login, id) {
@@ -299,7 +291,7 @@ export function createWebChat(deps: {
     },
     history(login, id) {
       ownSession(login, id);
-      return transcripts.read(login.project, id);
+      return history.read({ project: login.project, session: id });
     },
     setLevel,
     rename,
@@ -321,7 +313,7 @@ export function createWebChat(deps: {
       if (outcome === 'accepted') {
         // Before its turn can come (the lane takes it in a later tick).
         credentials.set(inboxId(login, message.id), credential ?? null);
-        transcripts.append(login.project, message.session_id, { role: 'user', text: message.input, id: message.id, level: message.permission_level, ...(sent ? { files: sent.shown } : {}) });
+        history.sent({ project: login.project, session: message.session_id }, { role: 'user', text: message.input, id: message.id, level: message.permission_level, ...(sent ? { files: sent.shown } : {}) });
       }
       log.info({ project: login.project, session: message.session_id, outcome }, 'web chat message');
       return outcome;

@@ -120,7 +120,8 @@ export function partsSentOf(err: unknown): number {
 export interface ReplyFile {
   name: string;
   mime: string;
-  data: Uint8Array;
+  /** ArrayBuffer-backed (never shared memory): what fetch and Blob take under both the Node and DOM libs. */
+  data: Uint8Array<ArrayBuffer>;
 }
 
 /** A reply's text as a file. */

@@ -111,7 +111,7 @@ export function createApprovals(deps: {
       : 'approval.allow_session';
     deps.audit({ kind: 'admin', action, actor: answer.by === 'timeout' ? 'berth' : answer.by, project: request.project, target: `${request.target} for ${request.tenant} (session ${request.session})`, outcome: 'ok' });
     deps.logger.info({ id, target: request.target, decision: answer.decision, by: answer.by }, 'approval answered');
-    run?.ask?.({ type: 'answered', id, decision: answer.decision, by: answer.by });
+    run?.ask?.({ type: 'answered', id, decision: answer.decision, by: answer.by, at: answer.at });
     w.settle(answer);
   }
 

@@ -93,7 +93,11 @@ function cutBytes(text: string, max: number): string {
  */
 export function safeFileName(raw: string | undefined, declaredType?: string): string {
   const last = (raw ?? '').normalize('NFC').split(/[/\\]/).pop() ?? '';
-  let name = last.replace(INVISIBLE, '').replace(/\s+/g, ' ').replace(/^[.\s]+/, '').replace(/[.\s]+$/, '');
+  let name = last
+    .replace(INVISIBLE, '')
+    .replace(/\s+/g, ' ')
+    .replace(/^[.\s]+/, '')
+    .replace(/[.\s]+$/, '');
   if (name === '') {
     const ext = TYPE_EXTENSIONS[bareType(declaredType) ?? ''];
     return ext ? `file.${ext}` : 'file';

@@ -55,7 +55,11 @@ export interface SavedFile {
  * max_message_mb with the ones before it, past what the workspace has left (`freeBytes`, from
  * limits.disk_mb and what it holds; undefined: not known, the write finds out). The rest land.
  */
-export function planIncoming(files: readonly IncomingFile[], settings: FilesSettings, freeBytes?: number): { accept: PlannedFile[]; refuse: RefusedFile[] } {
+export function planIncoming(
+  files: readonly IncomingFile[],
+  settings: FilesSettings,
+  freeBytes?: number,
+): { accept: PlannedFile[]; refuse: RefusedFile[] } {
   const accept: PlannedFile[] = [];
   const refuse: RefusedFile[] = [];
   const maxFile = settings.max_file_mb * 1024 * 1024;
@@ -81,7 +85,13 @@ export function planIncoming(files: readonly IncomingFile[], settings: FilesSett
 
 /** What the agent reads about a file: its path, kind and size, and what to do with an image. */
 function savedLine(f: SavedFile): string {
-  const how = f.voice ? ': a voice note, not transcribed' : f.kind === 'image' ? ': open it to see it' : f.kind === 'PDF' ? ': read it' : '';
+  const how = f.voice
+    ? ': a voice note, not transcribed'
+    : f.kind === 'image'
+      ? ': open it to see it'
+      : f.kind === 'PDF'
+        ? ': read it'
+        : '';
   return `${f.path} (${f.kind}, ${sizeWords(f.size)}${how})`;
 }
 
@@ -97,7 +107,8 @@ export function withIncomingWords(message: string, saved: readonly SavedFile[], 
     const n = saved.length === 1 ? 'a file' : `${saved.length} files`;
     parts.push(`[The person sent ${n} with this message, saved in your working directory: ${saved.map(savedLine).join('; ')}.]`);
   }
-  if (refusedCount > 0) parts.push(`[${refusedCount === 1 ? '1 more file' : `${refusedCount} more files`} could not be saved; the person was told.]`);
+  if (refusedCount > 0)
+    parts.push(`[${refusedCount === 1 ? '1 more file' : `${refusedCount} more files`} could not be saved; the person was told.]`);
   parts.push(`[To send the person a file, save it in ${OUTBOX_DIR}/ (in your working directory): it is delivered after your answer.]`);
   return comment ? `${parts.map((p) => `# ${p}`).join('\n')}\n${message}` : `${parts.join(' ')}\n\n${message}`;
 }
@@ -130,6 +141,9 @@ export function incomingNotice(saved: readonly SavedFile[], refused: readonly Re
     lines.push(`berth: ${refused.length === 1 ? 'a file was' : `${refused.length} files were`} not saved (${which}).${rest}`);
   }
   const voice = saved.filter((f) => f.voice);
-  if (voice.length > 0) lines.push(`berth: voice notes are not transcribed yet; ${voice.length === 1 ? 'yours is' : 'yours are'} saved as ${voice.map((v) => v.path).join(', ')} for the agent.`);
+  if (voice.length > 0)
+    lines.push(
+      `berth: voice notes are not transcribed yet; ${voice.length === 1 ? 'yours is' : 'yours are'} saved as ${voice.map((v) => v.path).join(', ')} for the agent.`,
+    );
   return lines.length > 0 ? lines.join('\n') : undefined;
 }

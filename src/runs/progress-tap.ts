@@ -1,4 +1,5 @@
 import type { OutputListener } from '../launch/launcher.js';
+import { SHELL_TRACE_PS4 } from '../plan/agent-command.js';
 import type { RunPlan } from '../plan/run-plan.js';
 import { createProgressReader, type ProgressStep, type ProgressUpdate } from './agent-progress.js';
 
@@ -20,6 +21,7 @@ export function progressTap(plan: Pick<RunPlan, 'progress'>, listeners: { onOutp
   const reader = createProgressReader(format);
   const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
   const t0 = performance.now();
+  const untraced = untracedStderr();
   const tell = (update: ProgressUpdate) => {
     try {
       onProgress?.(update);
@@ -29,19 +31,50 @@ export function progressTap(plan: Pick<RunPlan, 'progress'>, listeners: { onOutp
   };
   return {
     onOutput(stream: 'stdout' | 'stderr', chunk: Buffer) {
-      for (const update of reader.push(stream, decoders[stream].decode(chunk, { stream: true }), performance.now() - t0)) tell(update);
-      // The shell's stdout is the agent's own words; an event stream is not for people.
-      if (format === 'shell-trace' && stream === 'stdout') onOutput?.(stream, chunk);
+      const text = decoders[stream].decode(chunk, { stream: true });
+      for (const update of reader.push(stream, text, performance.now() - t0)) tell(update);
+      // The shell's output is the agent's own words, its stderr without the trace (an event stream is not for people).
+      if (format !== 'shell-trace') return;
+      if (stream === 'stdout') onOutput?.(stream, chunk);
+      else if (onOutput) sendText(onOutput, untraced.push(text));
     },
     /** The run's output as people read it, and its steps. */
     finish(r: Output & { exitCode: number }): Output & { steps?: ProgressStep[]; moreSteps?: number } {
       for (const stream of ['stdout', 'stderr'] as const) {
         const rest = decoders[stream].decode();
         if (rest) reader.push(stream, rest, performance.now() - t0);
+        if (rest && stream === 'stderr' && format === 'shell-trace' && onOutput) sendText(onOutput, untraced.push(rest));
       }
+      if (format === 'shell-trace' && onOutput) sendText(onOutput, untraced.end());
       const summary = reader.finish(r.exitCode, performance.now() - t0);
       for (const update of summary.ended) tell(update);
       return { stdout: summary.stdout ?? r.stdout, stderr: summary.stderr ?? r.stderr, steps: summary.steps, moreSteps: summary.moreSteps };
+    },
+  };
+}
+
+const sendText = (onOutput: OutputListener, text: string) => {
+  if (text) onOutput('stderr', Buffer.from(text));
+};
+
+/** The shell's stderr as it streams, whole lines at a time, without its trace lines (as shellTraceReader keeps stderr). */
+export function untracedStderr() {
+  let rest = '';
+  // A trace line that interrupted a partial line leaves that part (as the reader does).
+  const plain = (line: string) => {
+    const i = line.indexOf(SHELL_TRACE_PS4);
+    return i < 0 ? line : line.slice(0, i);
+  };
+  return {
+    push(text: string): string {
+      const lines = (rest + text).split('\n');
+      rest = lines.pop() ?? '';
+      return lines.map((l) => plain(`${l}\n`)).join('');
+    },
+    end(): string {
+      const last = plain(rest);
+      rest = '';
+      return last;
     },
   };
 }

@@ -51,7 +51,7 @@ export type ApprovalAnswer = z.infer<typeof ApprovalAnswerSchema>;
 
 /** A request as the people who answer it see it. */
 export type ApprovalView = Omit<ApprovalRequest, 'owner' | 'run'>;
-export type ApprovalEvent = { type: 'asked'; approval: ApprovalView } | { type: 'answered'; id: string; decision: ApprovalDecision; by: string };
+export type ApprovalEvent = { type: 'asked'; approval: ApprovalView } | { type: 'answered'; id: string; decision: ApprovalDecision; by: string; at?: string };
 /** Someone who can be asked: the chat watching a run. */
 export type ApprovalListener = (event: ApprovalEvent) => void;
 

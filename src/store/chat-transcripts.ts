@@ -7,6 +7,7 @@ import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import { appendFsyncedLine } from '../fs/fsynced-lines.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import { atomicWriteFile } from '../fs/tree.js';
+import { ApprovalAnswerSchema, ApprovalRequestSchema } from './approvals.js';
 import { RUN_STEPS_MAX, RunStepSchema, type RunStep } from './run-log.js';
 
 /**
@@ -32,10 +33,17 @@ export interface ReplyParts {
   exit?: number;
 }
 
+/** An approval card as the history keeps it: what was asked, of whom, until when. */
+export const TranscriptApprovalSchema = ApprovalRequestSchema.pick({ id: true, kind: true, target: true, approver: true, asked_at: true, expires_at: true });
+/** Its answer: which, by whom ("tenant:<key>", "operator", "timeout", "berth"), when. */
+export const TranscriptAnswerSchema = ApprovalAnswerSchema.extend({ id: ApprovalRequestSchema.shape.id }).strict();
+
 export const TranscriptEntrySchema = z
   .object({
     at: z.string(),
-    role: z.enum(['user', 'reply']).describe('"user": what the person sent; "reply": what berth or the agent answered.'),
+    role: z
+      .enum(['user', 'reply', 'approval', 'answer', 'files'])
+      .describe('"user": what the person sent; "reply": what berth or the agent answered; "approval": the agent asked to go past a grant (a card); "answer": that card\'s answer; "files": files the agent sent (after its answer).'),
     text: z.string(),
     id: z.string().optional().describe("The person's message id (user entries)."),
     level: PermissionLevelSchema.optional().describe('The permission level the message was sent at (user entries).'),
@@ -47,7 +55,9 @@ export const TranscriptEntrySchema = z
       .array(z.object({ name: z.string().max(256), size: z.number().int().min(0), type: z.string().max(256), url: z.string().max(1024).optional() }).strict())
       .max(100)
       .optional()
-      .describe('Files: the ones the person sent (user entries), or the ones the agent sent, with the URL their login opens them at (reply entries).'),
+      .describe('Files: the ones the person sent (user entries), or the ones the agent sent, with the URL their login opens them at (files entries).'),
+    approval: TranscriptApprovalSchema.optional().describe('The card (approval entries).'),
+    answer: TranscriptAnswerSchema.optional().describe("The card's answer (answer entries)."),
   })
   .strict();
 export type TranscriptEntry = z.infer<typeof TranscriptEntrySchema>;

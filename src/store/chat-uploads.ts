@@ -58,7 +58,11 @@ export function openChatUploads(dir: string, now: () => number = Date.now): Chat
       const kept = sweep(personDir);
       const bytes = kept.reduce((s, r) => s + r.size, 0);
       if (kept.length >= UPLOAD_BOUNDS.perPerson || bytes + data.byteLength > UPLOAD_BOUNDS.bytesPerPerson) {
-        throw new BerthError('LIMIT_REACHED', `at most ${UPLOAD_BOUNDS.perPerson} files (${UPLOAD_BOUNDS.bytesPerPerson / 1048576} MB) may wait to be sent`, { hint: 'send a message with the files you uploaded first' });
+        throw new BerthError(
+          'LIMIT_REACHED',
+          `at most ${UPLOAD_BOUNDS.perPerson} files (${UPLOAD_BOUNDS.bytesPerPerson / 1048576} MB) may wait to be sent`,
+          { hint: 'send a message with the files you uploaded first' },
+        );
       }
       fs.mkdirSync(personDir, { recursive: true, mode: 0o700 });
       const id = `u${randomBytes(12).toString('hex')}`;
@@ -76,7 +80,8 @@ export function openChatUploads(dir: string, now: () => number = Date.now): Chat
     refOf: (owner, id) => `${dirOf(owner).slice(dir.length + 1)}/${id}`,
     take(ref, maxBytes) {
       const [person, id, ...rest] = ref.split('/');
-      if (!person || !ownerDirPattern.test(person) || !id || !UPLOAD_ID_PATTERN.test(id) || rest.length > 0) throw new BerthError('NOT_FOUND', 'no such upload');
+      if (!person || !ownerDirPattern.test(person) || !id || !UPLOAD_ID_PATTERN.test(id) || rest.length > 0)
+        throw new BerthError('NOT_FOUND', 'no such upload');
       const personDir = join(dir, person);
       const record = safeRecord(join(personDir, `${id}.json`));
       if (!record) throw new BerthError('NOT_FOUND', 'the upload is gone (sent already, or past a day old)');

@@ -26,7 +26,12 @@ const TEMP_PREFIX = '.berth-in-';
 const FULL = new Set(['ENOSPC', 'EDQUOT', 'EFBIG']);
 
 /** Write the planned files into <workspace>/inbox/. A write the disk refuses (quota) refuses that file; the others still land. */
-export function landIncoming(workspaceDir: string, files: readonly IncomingFile[], plan: readonly PlannedFile[], owner?: Owner): { saved: SavedFile[]; refused: RefusedFile[] } {
+export function landIncoming(
+  workspaceDir: string,
+  files: readonly IncomingFile[],
+  plan: readonly PlannedFile[],
+  owner?: Owner,
+): { saved: SavedFile[]; refused: RefusedFile[] } {
   const saved: SavedFile[] = [];
   const refused: RefusedFile[] = [];
   if (plan.length === 0) return { saved, refused };
@@ -117,7 +122,13 @@ export interface LeftFile {
  * or a file with a second hard link is left where it is), at most max_files and max_file_mb each,
  * max_message_mb together; then moved to outbox/sent/. No outbox/: nothing.
  */
-export function collectOutbox(opts: { workspaceDir: string; filesDir: string; settings: FilesSettings; who: { tenant_key: string; session: string }; owner?: Owner }): { files: RunFile[]; left: LeftFile[] } {
+export function collectOutbox(opts: {
+  workspaceDir: string;
+  filesDir: string;
+  settings: FilesSettings;
+  who: { tenant_key: string; session: string };
+  owner?: Owner;
+}): { files: RunFile[]; left: LeftFile[] } {
   const { settings } = opts;
   const files: RunFile[] = [];
   const left: LeftFile[] = [];
@@ -127,7 +138,8 @@ export function collectOutbox(opts: { workspaceDir: string; filesDir: string; se
     outFd = openChildDir(wsFd, OUTBOX_DIR, `${OUTBOX_DIR}/`);
   } catch (err) {
     closeQuietly(wsFd);
-    if (err instanceof BerthError && err.code === 'E_SANDBOX_VIOLATION') return { files, left: [{ name: `${OUTBOX_DIR}/`, reason: 'not a directory (a link or a file is in the way): nothing sent' }] };
+    if (err instanceof BerthError && err.code === 'E_SANDBOX_VIOLATION')
+      return { files, left: [{ name: `${OUTBOX_DIR}/`, reason: 'not a directory (a link or a file is in the way): nothing sent' }] };
     throw err;
   }
   closeQuietly(wsFd);
@@ -152,13 +164,15 @@ export function collectOutbox(opts: { workspaceDir: string; filesDir: string; se
       files.push({ name, size: data.byteLength, type: mediaTypeOf(name) });
       sentFd ??= ensureDirPath(outFd, ['sent'], { owner: opts.owner, displace: true, shownRoot: OUTBOX_DIR });
       // Kept for the tenant under sent/ (a free name there), out of the next collection's way.
-      if (linkToFreeName(outFd, entry, sentFd, entry) === undefined) left.push({ name: entry, reason: 'sent, but outbox/sent/ has no free name for it: removed' });
+      if (linkToFreeName(outFd, entry, sentFd, entry) === undefined)
+        left.push({ name: entry, reason: 'sent, but outbox/sent/ has no free name for it: removed' });
       fs.unlinkSync(at(outFd, entry));
     }
   } finally {
     closeQuietly(sentFd);
     closeQuietly(outFd);
-    if (files.length > 0) atomicWriteFile(join(opts.filesDir, RECORD), JSON.stringify({ ...opts.who, files } satisfies RunFilesRecord), 0o600);
+    if (files.length > 0)
+      atomicWriteFile(join(opts.filesDir, RECORD), JSON.stringify({ ...opts.who, files } satisfies RunFilesRecord), 0o600);
   }
   return { files, left };
 }
@@ -222,7 +236,11 @@ function readOutboxFile(dirFd: number, name: string, maxBytes: number, left: Lef
     const st = fs.fstatSync(f);
     if (!st.isFile()) return void left.push({ name, reason: 'not a regular file: not sent' });
     if (st.nlink > 1) return void left.push({ name, reason: 'has another hard link: not sent (copy it into outbox/ instead)' });
-    if (st.size > maxBytes) return void left.push({ name, reason: `too big (${st.size} bytes; max_file_mb and max_message_mb bound what one run sends): not sent` });
+    if (st.size > maxBytes)
+      return void left.push({
+        name,
+        reason: `too big (${st.size} bytes; max_file_mb and max_message_mb bound what one run sends): not sent`,
+      });
     const buf = Buffer.alloc(st.size);
     let got = 0;
     while (got < buf.length) {
@@ -246,7 +264,11 @@ export function readRunFiles(stateDir: string, runId: string): RunFilesRecord | 
 }
 
 /** One stored file of a run, for a download: its bytes and type. Undefined: no such run or file. */
-export function readRunFile(stateDir: string, runId: string, name: string): { data: Buffer; file: RunFile; record: RunFilesRecord } | undefined {
+export function readRunFile(
+  stateDir: string,
+  runId: string,
+  name: string,
+): { data: Buffer; file: RunFile; record: RunFilesRecord } | undefined {
   const record = readRunFiles(stateDir, runId);
   const file = record?.files.find((f) => f.name === name);
   if (!record || !file) return undefined;
@@ -256,7 +278,8 @@ export function readRunFile(stateDir: string, runId: string, name: string): { da
 /** A run's stored file for a download, and whose run it was; NOT_FOUND when there is none (or the name is not one berth stored). */
 export function runFileOf(stateDir: string, runId: string, name: string): { data: Buffer; type: string; name: string; tenant_key: string } {
   const found = readRunFile(stateDir, runId, name);
-  if (!found) throw new BerthError('NOT_FOUND', `run ${runId.slice(0, 64)} left no file "${name.slice(0, 200)}"`, { path: name.slice(0, 200) });
+  if (!found)
+    throw new BerthError('NOT_FOUND', `run ${runId.slice(0, 64)} left no file "${name.slice(0, 200)}"`, { path: name.slice(0, 200) });
   return { data: found.data, type: found.file.type, name: found.file.name, tenant_key: found.record.tenant_key };
 }
 
@@ -265,7 +288,12 @@ export function runFileOf(stateDir: string, runId: string, name: string): { data
  * outbox/ under a free name; it leaves with the run's other outbox files. The source is read
  * through the path sandbox (no link followed), bounded by max_file_mb.
  */
-export function queueOutboxFile(workspaceDir: string, readFile: (rootFd: number, maxBytes: number) => Buffer | undefined, path: string, settings: FilesSettings): { queued: string; size: number; kind: string } {
+export function queueOutboxFile(
+  workspaceDir: string,
+  readFile: (rootFd: number, maxBytes: number) => Buffer | undefined,
+  path: string,
+  settings: FilesSettings,
+): { queued: string; size: number; kind: string } {
   return withFd(openWorkspace(workspaceDir), (wsFd) => {
     // Owned as the workspace is (the agent's user made it so): the agent can move or delete what berth wrote.
     const st = fs.fstatSync(wsFd);
@@ -273,8 +301,13 @@ export function queueOutboxFile(workspaceDir: string, readFile: (rootFd: number,
     const data = readFile(wsFd, settings.max_file_mb * 1024 * 1024);
     if (!data) throw new BerthError('NOT_FOUND', `no file at ${path} in the workspace`, { path });
     const name = safeFileName(path);
-    const queued = withFd(ensureDirPath(wsFd, [OUTBOX_DIR], { owner, displace: true, shownRoot: 'workspace' }), (outFd) => writeUnder(outFd, name, data, owner));
-    if (queued === undefined) throw new BerthError('CONFIG_INVALID', `outbox/ has no free name for ${name}`, { issues: [{ field: 'path', reason: 'too many files of that name wait in outbox/' }] });
+    const queued = withFd(ensureDirPath(wsFd, [OUTBOX_DIR], { owner, displace: true, shownRoot: 'workspace' }), (outFd) =>
+      writeUnder(outFd, name, data, owner),
+    );
+    if (queued === undefined)
+      throw new BerthError('CONFIG_INVALID', `outbox/ has no free name for ${name}`, {
+        issues: [{ field: 'path', reason: 'too many files of that name wait in outbox/' }],
+      });
     return { queued: `${OUTBOX_DIR}/${queued}`, size: data.byteLength, kind: kindOf(mediaTypeOf(name)) };
   });
 }

@@ -34,8 +34,8 @@ export function pngBytes(width = 2, height = 1): Buffer {
 
 export const pdfBytes = (): Buffer => Buffer.from('%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n', 'latin1');
 
-export const png = (name = 'chart.png'): ReplyFile => ({ name, mime: 'image/png', data: pngBytes() });
-export const pdf = (name = 'report.pdf'): ReplyFile => ({ name, mime: 'application/pdf', data: pdfBytes() });
+export const png = (name = 'chart.png'): ReplyFile => ({ name, mime: 'image/png', data: new Uint8Array(pngBytes()) });
+export const pdf = (name = 'report.pdf'): ReplyFile => ({ name, mime: 'application/pdf', data: new Uint8Array(pdfBytes()) });
 
 /** Bytes of a given length (a pattern, so a cut or a mix-up shows). */
 export const bytesOf = (n: number): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => i % 251));

@@ -12,6 +12,7 @@ import { createBridgeCore } from '../../src/bridges/core.js';
 import { openInbox } from '../../src/store/inbox.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { BERTH_BIN, cli, removeContainersOf, serveApp, testHome, type TestHome } from '../helpers.js';
+import { until } from '../helpers/until.js';
 
 /** Admission control on the real API and engine: limits, the fair queue, 429 BUSY, and the SIGTERM drain. */
 const TOKEN = 'admission-test-token-0123456789';
@@ -40,7 +41,10 @@ describe('admission control (HTTP API, real containers)', () => {
   it("one tenant's burst gets 429 BUSY past its share, and another tenant's first message is next", async () => {
     const t0 = Date.now();
     const burst = Array.from({ length: 3 }, () => post('web:noisy', 'sleep 1; echo noisy'));
-    await new Promise((r) => setTimeout(r, 300)); // the burst is in: 1 running, 2 waiting
+    await until(() => {
+      const { inFlight, queued } = h.berth.admission.stats();
+      return inFlight === 1 && queued === 2;
+    }, 'the burst to be in: 1 running, 2 waiting');
     const refused = await post('web:noisy', 'echo one too many');
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
@@ -96,6 +100,8 @@ describe('SIGTERM drains berth serve', () => {
       void exited.then((code) => reject(new Error(`berth serve exited ${code} before ready: ${out}`)));
     });
   }
+  /** A run of that serve is in flight: its container runs. */
+  const runningContainer = async () => (await new Docker().listContainers({ filters: { label: [`berth.installation=${installationId(home)}`], status: ['running'] } })).length > 0;
   const run = (s: { url: string; token: string }, message: string) =>
     fetch(`${s.url}/api/projects/dr/runs`, { method: 'POST', headers: { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ user: 'web:a', message }) });
 
@@ -103,9 +109,9 @@ describe('SIGTERM drains berth serve', () => {
     expect(cli(['--home', home, 'project', 'create', 'dr', '--isolation']).code).toBe(0);
     const s = await startServe();
     const inFlight = run(s, 'sleep 2; echo finished');
-    await new Promise((r) => setTimeout(r, 800));
+    await until(runningContainer, 'the run to be in flight');
     proc?.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 300));
+    await until(() => s.output().includes('SIGTERM: draining'), 'serve to start draining');
     const late = await run(s, 'echo too late');
     expect(late.status).toBe(503);
     expect(((await late.json()) as { error: { code: string } }).error.code).toBe('SHUTTING_DOWN');
@@ -119,12 +125,13 @@ describe('SIGTERM drains berth serve', () => {
   it('past runs.drain_seconds the run is stopped and journaled as interrupted; no container is left', async () => {
     fs.writeFileSync(join(home, 'berth.yaml'), 'runs: { drain_seconds: 1 }\n');
     const s = await startServe();
-    const inFlight = run(s, 'sleep 60').catch((err: unknown) => err);
-    await new Promise((r) => setTimeout(r, 1000));
+    const RUN_SECONDS = 60;
+    const inFlight = run(s, `sleep ${RUN_SECONDS}`).catch((err: unknown) => err);
+    await until(runningContainer, 'the run to be in flight');
     const t0 = Date.now();
     proc?.kill('SIGTERM');
     expect(await s.exited).toBe(0);
-    expect(Date.now() - t0).toBeLessThan(8000);
+    expect(Date.now() - t0).toBeLessThan(RUN_SECONDS * 1000); // it did not wait for the run (a comparison, not a speed)
     await inFlight;
     expect(s.output()).toContain('1 run(s) interrupted');
     const journal = readJsonLines(join(home, 'projects', 'dr', 'sessions', 'journal.jsonl')).map((l) => JSON.parse(l) as { run: string; phase: string; reason?: string });
@@ -162,7 +169,7 @@ describe('chat bridges under admission (bridge core, real runs)', () => {
   it('a BUSY chat message waits its Retry-After and is answered, not bounced to the person', async () => {
     const core = coreOf(c.berth);
     const hog = c.berth.runner.run({ project: 'chat', tenantKey: 'api:hog', message: 'sleep 2' }); // holds the one slot
-    await new Promise((r) => setTimeout(r, 300));
+    await until(() => c.berth.admission.stats().inFlight === 1, 'the hog to hold the slot');
     expect(core.receive(message('m1', 'echo answered'))).toBe('accepted');
     await hog;
     await core.idle();

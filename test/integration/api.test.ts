@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { testHome, type TestHome } from '../helpers.js';
+import { until } from '../helpers/until.js';
 
 const TOKEN = 'test-token-0123456789abcdef';
 let h: TestHome;
@@ -162,8 +163,10 @@ describe('correctness under concurrency', () => {
   });
 
   it('a settings change applies to the next run; isolation switched on retires a shared run in flight', async () => {
-    const inFlight = call('POST', '/api/projects/race/runs', { user: 'web:a', message: 'sleep 1.5; ls /workspace | grep -c workspaces' });
-    await new Promise((r) => setTimeout(r, 700));
+    const before = new Set((await h.berth.runner.listContainers('race')).map((c) => c.id));
+    // Long enough that only the switch ends it: the run is in flight once its container runs.
+    const inFlight = call('POST', '/api/projects/race/runs', { user: 'web:a', message: 'sleep 30; ls /workspace | grep -c workspaces' });
+    await until(async () => (await h.berth.runner.listContainers('race')).some((c) => !before.has(c.id) && c.state === 'running'), 'the run to be in flight');
     expect((await call('PATCH', '/api/projects/race', { workspace_isolation: true })).status).toBe(200);
     const first = (await (await inFlight).json()) as any;
     // Its view of every workspace does not outlive the switch: its container is removed, it prints nothing.

@@ -32,8 +32,9 @@ async function prepare(volume: string, args: string[]): Promise<{ code: number; 
     const stream = await container.attach({ stream: true, stdout: true, stderr: true });
     docker.modem.demuxStream(stream, ignore, sink);
     await container.start();
+    const ended = new Promise((r) => stream.once('end', r)); // the last of stderr, demuxed
     const { StatusCode } = (await container.wait()) as { StatusCode: number };
-    await new Promise((r) => setTimeout(r, 50));
+    await ended;
     return { code: StatusCode, stderr };
   } finally {
     await container.remove({ force: true });

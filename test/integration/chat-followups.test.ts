@@ -15,6 +15,7 @@ import { attachWebChatSocket } from '../../src/bridges/web-socket.js';
 import { homePaths } from '../../src/config/home.js';
 import { createChatLinks } from '../../src/store/chat-links.js';
 import { testHome, type TestHome } from '../helpers.js';
+import { until } from '../helpers/until.js';
 
 /**
  * The web chat's follow-ups of the security review, over the real HTTP and WebSocket wiring of
@@ -106,13 +107,6 @@ async function socketOf(cookie: string) {
   };
 }
 
-async function until(what: () => unknown, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!what()) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, new Promise<'not in time'>((r) => setTimeout(() => r('not in time'), ms))]);
 const entryOf = (user: string, id: string) => chat.inbox.all().find((e) => e.id === `${PROJECT}/${user}/${id}`);
 const transcriptOf = (session: string) => join(stateDir, 'projects', PROJECT, 'chat', `${session}.jsonl`);

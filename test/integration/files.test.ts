@@ -26,7 +26,11 @@ afterAll(async () => {
 const b64 = (text: string | Buffer) => Buffer.from(text).toString('base64');
 
 async function run(body: unknown) {
-  const res = await app.request('/api/projects/files/runs', { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await app.request('/api/projects/files/runs', {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as Record<string, any> };
 }
 
@@ -55,9 +59,15 @@ describe('files through the run API (shell preset, real containers)', () => {
   });
 
   it('a file written to /workspace/outbox/ comes back in the answer, downloadable with the token only, and is not sent twice', async () => {
-    const r = await run({ user: 'web:alice', message: 'mkdir -p /workspace/outbox && printf "a,b\\n1,2\\n" > /workspace/outbox/result.csv && ln -s /etc/passwd /workspace/outbox/leak' });
+    const r = await run({
+      user: 'web:alice',
+      message:
+        'mkdir -p /workspace/outbox && printf "a,b\\n1,2\\n" > /workspace/outbox/result.csv && ln -s /etc/passwd /workspace/outbox/leak',
+    });
     expect(r.status).toBe(200);
-    expect(r.body.files).toEqual([{ name: 'result.csv', size: 8, type: 'text/csv', url: `/api/projects/files/runs/${r.body.run}/files/result.csv` }]);
+    expect(r.body.files).toEqual([
+      { name: 'result.csv', size: 8, type: 'text/csv', url: `/api/projects/files/runs/${r.body.run}/files/result.csv` },
+    ]);
     const url = r.body.files[0].url as string;
     const got = await app.request(url, { headers: { authorization: `Bearer ${TOKEN}` } });
     expect(got.status).toBe(200);
@@ -73,7 +83,11 @@ describe('files through the run API (shell preset, real containers)', () => {
 
   it('a symlink planted at inbox/ is moved aside: the file lands in a real directory, nothing is written through the link', async () => {
     await run({ user: 'web:eve', message: 'rm -rf /workspace/inbox && ln -s /tmp /workspace/inbox' });
-    const r = await run({ user: 'web:eve', message: 'test -L /workspace/inbox || echo real-dir; cat /workspace/inbox/x.txt', files: [{ name: 'x.txt', content_base64: b64('safe') }] });
+    const r = await run({
+      user: 'web:eve',
+      message: 'test -L /workspace/inbox || echo real-dir; cat /workspace/inbox/x.txt',
+      files: [{ name: 'x.txt', content_base64: b64('safe') }],
+    });
     expect(r.body.stdout).toBe('real-dir\nsafe');
     const ws = join(h.home, 'projects/files/workspaces', r.body.workspace as string);
     expect(fs.readdirSync(ws).some((n) => n.startsWith('inbox.displaced-by-berth-'))).toBe(true);
@@ -83,7 +97,9 @@ describe('files through the run API (shell preset, real containers)', () => {
     const first = await run({ user: 'web:carol', message: 'mkdir -p out && echo report > out/report.md && ln -s /etc/hostname out/leak' });
     const ref = { project: 'files', session: first.body.session as string };
     expect(h.berth.sessionTools.sendFile(ref, { path: 'out/report.md' })).toEqual({ queued: 'outbox/report.md', size: 7, kind: 'text' });
-    expect(() => h.berth.sessionTools.sendFile(ref, { path: '/workspace/out/leak' })).toThrow(expect.objectContaining({ code: 'E_SANDBOX_VIOLATION' }));
+    expect(() => h.berth.sessionTools.sendFile(ref, { path: '/workspace/out/leak' })).toThrow(
+      expect.objectContaining({ code: 'E_SANDBOX_VIOLATION' }),
+    );
     const next = await run({ user: 'web:carol', message: 'true' });
     expect(next.body.files).toEqual([expect.objectContaining({ name: 'report.md', size: 7 })]);
   });
@@ -91,9 +107,23 @@ describe('files through the run API (shell preset, real containers)', () => {
   it('berth run --file lands the file in inbox/ and lists what the agent sent on stderr', () => {
     const local = join(h.home, 'from-disk.txt');
     fs.writeFileSync(local, 'on disk\n');
-    const r = cli(['--home', h.home, 'run', 'files', '--user', 'web:dave', '--file', local, '--', 'cat inbox/from-disk.txt && mkdir -p outbox && cp inbox/from-disk.txt outbox/back.txt']);
+    const r = cli([
+      '--home',
+      h.home,
+      'run',
+      'files',
+      '--user',
+      'web:dave',
+      '--file',
+      local,
+      '--',
+      'cat inbox/from-disk.txt && mkdir -p outbox && cp inbox/from-disk.txt outbox/back.txt',
+    ]);
     expect(r).toMatchObject({ code: 0, stdout: 'on disk\n' });
     expect(r.stderr).toMatch(/berth: the agent sent back\.txt \(8 bytes\): GET \/api\/projects\/files\/runs\/r[0-9a-z]+\/files\/back\.txt/);
-    expect(cli(['--home', h.home, 'run', 'files', '--user', 'web:dave', '--file', join(h.home, 'missing'), '--', 'true'])).toMatchObject({ code: 64, stderr: expect.stringContaining('no such file') });
+    expect(cli(['--home', h.home, 'run', 'files', '--user', 'web:dave', '--file', join(h.home, 'missing'), '--', 'true'])).toMatchObject({
+      code: 64,
+      stderr: expect.stringContaining('no such file'),
+    });
   });
 });

@@ -7,6 +7,7 @@ import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { createBerth, type Berth } from '../../src/main.js';
 import { runWorkflow } from '../../src/workflows/run.js';
 import { cli } from '../helpers.js';
+import { until } from '../helpers/until.js';
 
 /**
  * Operator settings against the real engine: a project sees its private workspace plus exactly
@@ -93,8 +94,10 @@ describe('shared areas (real containers)', () => {
 
   it('a grant revoked while a run waits for its workspace is not mounted into it', async () => {
     expect(b('project', 'grant', 'finance', 'drafts')).toMatchObject({ code: 0 });
+    const before = new Set((await berth.runner.listContainers('finance')).map((c) => c.id));
     const first = run('finance', 'sleep 2; ls /shared');
-    await new Promise((r) => setTimeout(r, 500)); // the first run holds the tenant's workspace
+    // The first run holds the tenant's workspace once its container runs.
+    await until(async () => (await berth.runner.listContainers('finance')).some((c) => !before.has(c.id) && c.state === 'running'), 'the first run to be in flight');
     const queued = run('finance', 'ls /shared');
     expect(b('project', 'revoke', 'finance', 'drafts')).toMatchObject({ code: 0 });
     expect((await first).stdout).toBe('drafts\nfinance-kb\n'); // in flight: keeps what it started with

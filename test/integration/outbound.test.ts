@@ -15,6 +15,7 @@ import { readOutbound, type ModelCall } from '../../src/store/outbound-log.js';
 import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../../src/store/approvals.js';
 import { startFakeAnthropic, type FakeAnthropic } from '../fakes/anthropic-api.js';
 import { BERTH_BIN, REPO_ROOT, cli, removeContainersOf, testHome, type TestHome } from '../helpers.js';
+import { until } from '../helpers/until.js';
 
 /**
  * How containers reach outside, end to end on the real engine: the model gateway (a run's
@@ -264,8 +265,7 @@ describe('model gateway: what a tenant sends it directly', () => {
         });
         req.end(JSON.stringify({ model: 'm', max_tokens: 64, stream: true, messages: [{ role: 'user', content: 'REPLY: a long enough answer to stream in pieces' }] }));
       });
-      await new Promise((r) => setTimeout(r, 300));
-      const last = readOutbound(sessionsDir, { limit: 1 })[0] as ModelCall;
+      const last = await until(() => (readOutbound(sessionsDir, { limit: 1 }) as ModelCall[]).find((r) => r.status === 499), 'the abandoned call to be recorded');
       expect(last).toMatchObject({ status: 499, reason: 'the container closed the connection' });
       expect(last.input_tokens).toBeGreaterThan(0);
       // Connections past the per-run bound are closed at once, whoever opens them.
@@ -489,7 +489,7 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
         chunked.write('\r\n');
         await new Promise((r) => setTimeout(r, 20));
       }
-      await new Promise((r) => setTimeout(r, 300));
+      await until(() => /^HTTP\/1\.1 \d{3}/.test(chunkedAnswer), 'an answer to the chunked body');
       expect(/^HTTP\/1\.1 (\d{3})/.exec(chunkedAnswer)?.[1]).toBe('429');
       chunked.destroy();
       // The first body leaves (its sender gave up): its bytes are free again, and c's call goes through whole.

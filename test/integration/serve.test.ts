@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createBerth, installationId } from '../../src/main.js';
 import { startFakeSignalCli } from '../fakes/signal-cli.js';
 import { BERTH_BIN, cliAsync } from '../helpers.js';
+import { until } from '../helpers/until.js';
 
 const homes: string[] = [];
 const servers: ChildProcess[] = [];
@@ -67,7 +68,7 @@ describe('berth serve (a real process)', () => {
     const res = await fetch(`${url}/api/projects`, { headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-42' } });
     expect(res.status).toBe(200);
     await fetch(`${url}/api/projects`, { headers: { authorization: 'Bearer wrong-token-guess' } });
-    await new Promise((r) => setTimeout(r, 200));
+    await until(() => logs.includes('"status":401'), 'the refused request in the log');
     const lines = logs.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines).toContainEqual(expect.objectContaining({ req: 'req-42', method: 'GET', path: '/api/projects', status: 200 }));
     expect(lines).toContainEqual(expect.objectContaining({ status: 401 }));

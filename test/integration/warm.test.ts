@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBerth } from '../../src/main.js';
 import { RUNTIME, testConfig, testHome, type TestHome } from '../helpers.js';
+import { until } from '../helpers/until.js';
 
 /** Warm session containers on the real engine: reuse, recycling, reaping, one session per container. */
 let h: TestHome;
@@ -78,7 +79,7 @@ describe('warm session containers', () => {
     const first = await run('web:hal', 'echo remembered > /tmp/mark');
     h.berth.admin.deleteSession('w', first.sessionId);
     // Removed in the background (deleting a session does not wait for the engine).
-    for (let i = 0; i < 50 && (await h.berth.runner.listContainers('w')).some((c) => c.id === first.containerId); i++) await new Promise((r) => setTimeout(r, 100));
+    await until(async () => !(await h.berth.runner.listContainers('w')).some((c) => c.id === first.containerId), 'the deleted session\'s container to go');
     expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).not.toContain(first.containerId);
     const again = await run('web:hal', 'cat /tmp/mark 2>/dev/null || echo none');
     expect(again.sessionId).toBe(first.sessionId);
@@ -89,13 +90,14 @@ describe('warm session containers', () => {
   it('a session deleted while its first message runs does not leave that container to a new session of the id', async () => {
     const before = new Set((await h.berth.runner.listContainers('w')).map((c) => c.id));
     const running = run('web:lee', 'sleep 1; echo done').catch((err: unknown) => err); // its session vanishes under it
-    await new Promise((r) => setTimeout(r, 600));
-    const mine = (await h.berth.runner.listContainers('w')).map((c) => c.id).filter((id) => !before.has(id));
+    const started = async () => (await h.berth.runner.listContainers('w')).map((c) => c.id).filter((id) => !before.has(id));
+    await until(async () => (await started()).length > 0, 'its container to start');
+    const mine = await started();
     expect(mine).toHaveLength(1);
     const sessionId = h.berth.sessions.list(h.berth.store.get('w')).find((x) => x.tenant_key === 'web:lee')?.id;
     h.berth.admin.deleteSession('w', sessionId as string);
     await running;
-    for (let i = 0; i < 50 && (await h.berth.runner.listContainers('w')).some((c) => c.id === mine[0]); i++) await new Promise((r) => setTimeout(r, 100));
+    await until(async () => !(await h.berth.runner.listContainers('w')).some((c) => c.id === mine[0]), 'its container to go');
     expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).not.toContain(mine[0]);
     const again = await run('web:lee', 'true');
     expect(again.warm).toBe(false);
@@ -217,8 +219,7 @@ describe('warm session containers', () => {
     fs.writeFileSync(join(h.home, 'berth.yaml'), testConfig('runs: { warm_idle_seconds: 1 }\n')!);
     const o = await run('web:gina', 'true');
     expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).toContain(o.containerId);
-    await new Promise((r) => setTimeout(r, 2500));
-    expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).not.toContain(o.containerId);
+    await until(async () => !(await h.berth.runner.listContainers('w')).some((c) => c.id === o.containerId), 'the idle container to be removed');
 
     // A berth that dies leaves its warm containers to the next one's startup reaper.
     fs.writeFileSync(join(h.home, 'berth.yaml'), testConfig('runs: { warm_idle_seconds: 60 }\n')!);

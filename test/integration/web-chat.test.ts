@@ -207,8 +207,11 @@ describe('web chat in a browser', () => {
 
     // The page's Delete button removes the shown session (after asking), and shows the other one.
     const shown = await page.inputValue('#session');
-    page.once('dialog', (d) => void d.accept());
     await page.click('#delete');
+    // The page's own question box, not the browser's confirm().
+    expect(await page.textContent('#ask[open] #ask-text')).toMatch(/^Delete this conversation\?/);
+    expect(await page.isVisible('#ask-input')).toBe(false);
+    await page.click('#ask-ok');
     await page.waitForFunction(() => document.querySelectorAll('#session option').length === 1);
     expect(await page.inputValue('#session')).toBe(options[0]);
     expect(h.berth.admin.listSessions(DEMO_PROJECT, 'web:bob').map((s) => s.id)).toEqual(options);
@@ -246,8 +249,10 @@ describe('web chat in a browser', () => {
     await send(page, 'echo  planning   the release\necho second line');
     expect(await nthReply(page, 1)).toBe('planning the release\nsecond line');
     await page.waitForFunction(() => /^echo planning the release · medium · just now$/.test((document.querySelector('#session') as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]?.textContent ?? ''));
-    page.once('dialog', (d) => void d.accept('Release plan'));
     await page.click('#rename');
+    await page.fill('#ask[open] #ask-input', 'Release plan');
+    await screenshot(page, 'web-chat-rename-dialog');
+    await page.press('#ask-input', 'Enter');
     await page.waitForFunction(() => ((document.querySelector('#session') as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]?.textContent ?? '').startsWith('Release plan · '));
     expect(h.berth.admin.getSession(DEMO_PROJECT, id).title).toBe('Release plan');
     await page.reload();
@@ -277,7 +282,11 @@ describe('web chat in a browser', () => {
       return steps?.textContent?.includes('sleep 1') && steps.textContent.includes('running…') ? { replies: document.querySelectorAll('#log .msg.reply').length } : undefined;
     });
     expect(((await running.jsonValue()) as { replies: number }).replies).toBe(0);
-    expect(await nthReply(page, 1)).toBe('one\ntwo');
+    // stdout and, marked apart, the shell's stderr (its trace taken out); their relative order is the two pipes'.
+    await nthReply(page, 1);
+    const streams = await page.$$eval('#log .msg.reply pre > *', (els) => els.map((e) => [e.className, e.textContent]));
+    expect(streams.filter(([c]) => c === 'stdout').map(([, t]) => t).join('')).toBe('one\ntwo\n');
+    expect(streams.filter(([c]) => c === 'stderr')).toEqual([['stderr', 'ls: /nope: No such file or directory\n']]);
     const shown = () => page.$$eval('#log .msg.steps .step', (els) => els.map((e) => [e.className, e.querySelector('.tool')?.textContent, e.querySelector('.tool + span')?.textContent]));
     expect(await shown()).toEqual([
       ['step ended', '· sh', 'echo one'],
@@ -320,7 +329,7 @@ describe('web chat in a browser', () => {
     });
     expect(md).toMatchObject({ h1: 'Plan', items: 2, strong: 'two', link: ['https://example.com/x', '_blank', 'noopener noreferrer'], code: 'code here\n', copy: 'Copy' });
     expect(md.html).not.toMatch(/<script|<img|onerror|javascript:/i);
-    expect(await page.title()).toBe('berth chat'); // nothing the answer carried ran
+    expect(await page.title()).toBe('md · berth chat'); // nothing the answer carried ran (the page names the project)
     await page.click('#log .msg.reply .md pre button.copy');
     await page.waitForFunction(() => document.querySelector('#log .msg.reply .md pre button.copy')?.textContent === 'Copied');
     await screenshot(page, 'web-chat-markdown-answer');
@@ -328,9 +337,11 @@ describe('web chat in a browser', () => {
     await page.reload();
     await connected(page);
     await page.waitForSelector('#log .msg.reply .md h1');
-    // The libraries come from berth itself, cacheable, named by their content.
+    // The libraries and the page's own script and style come from berth itself, cacheable, named by their content; nothing is inline.
     const assets = await page.$$eval('script[src]', (els) => els.map((e) => e.getAttribute('src') ?? ''));
-    expect(assets).toEqual([expect.stringMatching(/^\/chat\/assets\/marked-[0-9a-f]{12}\.js$/), expect.stringMatching(/^\/chat\/assets\/purify-[0-9a-f]{12}\.js$/)]);
+    expect(assets).toEqual([expect.stringMatching(/^\/chat\/assets\/marked-[0-9a-f]{12}\.js$/), expect.stringMatching(/^\/chat\/assets\/purify-[0-9a-f]{12}\.js$/), expect.stringMatching(/^\/chat\/assets\/chat-[0-9a-f]{12}\.js$/)]);
+    expect(await page.$$eval('link[rel=stylesheet]', (els) => els.map((e) => e.getAttribute('href')))).toEqual([expect.stringMatching(/^\/chat\/assets\/chat-[0-9a-f]{12}\.css$/)]);
+    expect(await page.$$eval('script:not([src]), style', (els) => els.length)).toBe(0);
     const res = await fetch(`${base}${assets[0]}`);
     expect([res.status, res.headers.get('content-type'), res.headers.get('cache-control')]).toEqual([200, 'text/javascript; charset=utf-8', 'public, max-age=31536000, immutable']);
     // The one complaint: the page's CSP refusing the handler the answer carried (as DOMPurify parsed it, inert).

@@ -6,6 +6,7 @@ import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { HOOKS_IN_FLIGHT_MAX } from '../../src/bridges/start.js';
 import { webhookSignature } from '../../src/channels/webhook.js';
 import { testHome, type TestHome } from '../helpers.js';
+import { until } from '../helpers/until.js';
 
 /**
  * Signed webhooks (issue 27): POST /hooks/<name> on a real berth serve, signed with HMAC-SHA256
@@ -131,7 +132,7 @@ describe('signed webhooks', () => {
     const send = () => fetch(`${server.url}/hooks/ci`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(SYNC_SECRET, ts, body) }, body }).then(async (r) => ({ status: r.status, body: await r.json() }));
     const first = send();
     // The copy comes once the first is journaled (and waits for its answer).
-    for (const end = Date.now() + 10_000; Date.now() < end && !server.bridges.channel('webhook')!.inbox.all().some((e) => e.text === 'sleep 1; echo slow answer'); ) await new Promise((r) => setTimeout(r, 20));
+    await until(() => server.bridges.channel('webhook')!.inbox.all().some((e) => e.text === 'sleep 1; echo slow answer'), 'the first to be journaled');
     expect(await send()).toEqual({ status: 200, body: { id: 'slow-1', status: 'duplicate' } });
     expect(await first).toEqual({ status: 200, body: { id: 'slow-1', status: 'answered', reply: 'slow answer' } });
     // Another user's message with the same id is theirs, not a duplicate.
@@ -166,7 +167,7 @@ describe('signed webhooks', () => {
       const signed = await post('ci', { id: 'beside-strangers', user: 'u', text: 'echo answered' });
       expect(signed).toEqual({ status: 200, body: { id: 'beside-strangers', status: 'answered', reply: 'answered' } });
       // The strangers are cut (to make room, or for their pace), never answered with a success.
-      for (let i = 0; i < 100 && ended.size < held.length; i++) await new Promise((r) => setTimeout(r, 100));
+      await until(() => ended.size === held.length, 'every stranger to be cut', 40_000);
       expect(answers.filter((a) => !a.startsWith('HTTP/1.1 4'))).toEqual([]);
     } finally {
       for (const s of held) s.destroy();
@@ -176,8 +177,7 @@ describe('signed webhooks', () => {
   it('reply: callback answers 202 at once and POSTs the answer, signed, to the callback URL', async () => {
     const res = await post('tickets', { id: 't-7', user: 'helpdesk', conversation: 'ticket-7', text: 'echo ticket seven' }, { secret: CB_SECRET });
     expect(res).toEqual({ status: 202, body: { id: 't-7', status: 'accepted' } });
-    for (let i = 0; i < 300 && callbacks.length === 0; i++) await new Promise((r) => setTimeout(r, 100));
-    const got = callbacks[0]!;
+    const got = await until(() => callbacks[0], 'the callback');
     expect(JSON.parse(got.body)).toEqual({ id: 't-7', user: 'helpdesk', conversation: 'ticket-7', reply: 'ticket seven' });
     const ts = String(got.headers['x-berth-timestamp']);
     expect(got.headers['x-berth-signature']).toBe(webhookSignature(CB_SECRET, ts, got.body));
@@ -188,8 +188,7 @@ describe('signed webhooks', () => {
     const res = await post('nowhere', { id: 'n-1', user: 'u', text: 'echo unseen' }, { secret: CB_SECRET });
     expect(res.status).toBe(202);
     const entry = async () => server.bridges.channel('webhook')!.inbox.all().find((e) => e.text === 'echo unseen');
-    for (let i = 0; i < 300 && (await entry())?.phase !== 'replied'; i++) await new Promise((r) => setTimeout(r, 100));
-    expect((await entry())?.phase).toBe('replied');
+    await until(async () => (await entry())?.phase === 'replied', 'the message to be answered');
     expect(callbacks.length).toBe(seen);
   });
 

@@ -65,7 +65,7 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
     expect(approvals.pending({ project: 'p', tenant: 'web:alice' }).map((p) => p.id)).toEqual([a.id]);
     approvals.answer(a.id, 'once', alice);
     await expect(verdict).resolves.toEqual({ allowed: true });
-    expect(events.at(-1)).toEqual({ type: 'answered', id: a.id, decision: 'once', by: 'tenant:web:alice' });
+    expect(events.at(-1)).toEqual({ type: 'answered', id: a.id, decision: 'once', by: 'tenant:web:alice', at: expect.any(String) });
     expect(audit).toEqual([expect.objectContaining({ action: 'approval.allow_once', actor: 'tenant:web:alice', project: 'p', target: expect.stringContaining('example.com:443') })]);
     await expect(approvals.request(run, 'example.com:443')).resolves.toEqual({ allowed: true });
     expect(events.filter((e) => e.type === 'asked')).toHaveLength(1);

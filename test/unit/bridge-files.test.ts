@@ -25,7 +25,16 @@ afterEach(() => {
 
 const MiB = 1024 * 1024;
 
-function setup(opts: { sendFile?: boolean; fileLimit?: number; files?: { max_file_mb?: number }; outFiles?: Array<{ name: string; size: number; type: string }>; notice?: string; publicUrl?: string } = {}) {
+function setup(
+  opts: {
+    sendFile?: boolean;
+    fileLimit?: number;
+    files?: { max_file_mb?: number };
+    outFiles?: Array<{ name: string; size: number; type: string }>;
+    notice?: string;
+    publicUrl?: string;
+  } = {},
+) {
   const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-files-'));
   dirs.push(dir);
   const said: string[] = [];
@@ -44,7 +53,12 @@ function setup(opts: { sendFile?: boolean; fileLimit?: number; files?: { max_fil
       if (ref === 'broken') throw new Error('HTTP 500');
       return Buffer.from(`bytes of ${ref}`);
     },
-    ...(opts.sendFile ? { sendFile: async (_chat: string, file: ReplyFile, _caption: string, about?: { answerTo?: string }) => void filesSent.push({ file, answerTo: about?.answerTo }) } : {}),
+    ...(opts.sendFile
+      ? {
+          sendFile: async (_chat: string, file: ReplyFile, _caption: string, about?: { answerTo?: string }) =>
+            void filesSent.push({ file, answerTo: about?.answerTo }),
+        }
+      : {}),
     ...(opts.fileLimit !== undefined ? { fileLimitBytes: opts.fileLimit } : {}),
   };
   const runs: Array<{ message: string; files?: IncomingFile[] }> = [];
@@ -53,15 +67,35 @@ function setup(opts: { sendFile?: boolean; fileLimit?: number; files?: { max_fil
     async runMessage(_project, request) {
       await request.whenReady?.();
       runs.push({ message: request.message, files: request.files });
-      return runViewOf({ run: 'rabc0123456789a', stdout: 'answer', ...(opts.notice ? { files_in: { saved: [], refused: [], notice: opts.notice } } : {}), ...(opts.outFiles ? { files: opts.outFiles.map((f) => ({ ...f, url: `/api/x/${f.name}` })) } : {}) });
+      return runViewOf({
+        run: 'rabc0123456789a',
+        stdout: 'answer',
+        ...(opts.notice ? { files_in: { saved: [], refused: [], notice: opts.notice } } : {}),
+        ...(opts.outFiles ? { files: opts.outFiles.map((f) => ({ ...f, url: `/api/x/${f.name}` })) } : {}),
+      });
     },
     runFile: (_p, _run, name) => ({ data: stored.get(name)!, type: 'image/png', name, tenant_key: 'test:a' }),
   });
   const config = BerthConfigSchema.parse({ bridges: { ...(opts.publicUrl ? { public_url: opts.publicUrl } : {}) } });
   const inbox = openInbox(dir, 'test');
-  const core = createBridgeCore({ transport, inbox, state: openBridgeState(dir, 'test'), admin, config: () => config, logger: pino({ level: 'silent' }), senderAllowed: () => true });
+  const core = createBridgeCore({
+    transport,
+    inbox,
+    state: openBridgeState(dir, 'test'),
+    admin,
+    config: () => config,
+    logger: pino({ level: 'silent' }),
+    senderAllowed: () => true,
+  });
   const send = async (text: string, attachments?: ChannelAttachment[]) => {
-    core.receive({ id: `m${said.length}-${runs.length}`, chat: 'a', tenant: 'test:a', sender: 'test:a', text, ...(attachments ? { attachments } : {}) });
+    core.receive({
+      id: `m${said.length}-${runs.length}`,
+      chat: 'a',
+      tenant: 'test:a',
+      sender: 'test:a',
+      text,
+      ...(attachments ? { attachments } : {}),
+    });
     await core.idle();
   };
   return { send, said, filesSent, fetched, runs, inbox };
@@ -70,19 +104,32 @@ function setup(opts: { sendFile?: boolean; fileLimit?: number; files?: { max_fil
 describe('bridge core: files in', () => {
   it('fetches each attachment bounded by max_file_mb, journals it with the message, and hands the bytes to the run', async () => {
     const t = setup({ files: { max_file_mb: 2 } });
-    await t.send('plot it', [{ ref: 'f1', name: 'data.csv', mime: 'text/csv' }, { ref: 'v1', name: 'voice.ogg', voice: true }]);
-    expect(t.fetched).toEqual([{ ref: 'f1', maxBytes: 2 * MiB }, { ref: 'v1', maxBytes: 2 * MiB }]);
+    await t.send('plot it', [
+      { ref: 'f1', name: 'data.csv', mime: 'text/csv' },
+      { ref: 'v1', name: 'voice.ogg', voice: true },
+    ]);
+    expect(t.fetched).toEqual([
+      { ref: 'f1', maxBytes: 2 * MiB },
+      { ref: 'v1', maxBytes: 2 * MiB },
+    ]);
     expect(t.runs[0]?.message).toBe('plot it');
     expect(t.runs[0]?.files?.map((f) => [f.name, Buffer.from(f.data!).toString(), f.voice])).toEqual([
       ['data.csv', 'bytes of f1', false],
       ['voice.ogg', 'bytes of v1', true],
     ]);
-    expect(t.inbox.all()[0]?.attachments).toEqual([{ ref: 'f1', name: 'data.csv', mime: 'text/csv' }, { ref: 'v1', name: 'voice.ogg', voice: true }]);
+    expect(t.inbox.all()[0]?.attachments).toEqual([
+      { ref: 'f1', name: 'data.csv', mime: 'text/csv' },
+      { ref: 'v1', name: 'voice.ogg', voice: true },
+    ]);
   });
 
   it('a fetch refused as too big, one that fails, and one declared over the limit are refusals: the run still runs, nothing over the limit is fetched', async () => {
     const t = setup({ files: { max_file_mb: 1 }, notice: 'berth: 3 files were not saved (…)' });
-    await t.send('', [{ ref: 'huge', name: 'a.bin' }, { ref: 'broken', name: 'b.bin' }, { ref: 'declared', name: 'c.bin', size: MiB + 1 }]);
+    await t.send('', [
+      { ref: 'huge', name: 'a.bin' },
+      { ref: 'broken', name: 'b.bin' },
+      { ref: 'declared', name: 'c.bin', size: MiB + 1 },
+    ]);
     expect(t.fetched.map((f) => f.ref)).toEqual(['huge', 'broken']);
     expect(t.runs[0]?.files?.map((f) => [f.name, f.refused])).toEqual([
       ['a.bin', 'too_big'],
@@ -104,13 +151,20 @@ describe('bridge core: files out', () => {
     const t = setup({ sendFile: true, fileLimit: 20 * MiB, outFiles, publicUrl: 'https://berth.example.org/' });
     await t.send('chart please');
     expect(t.said[0]).toBe('answer');
-    expect(t.filesSent).toEqual([{ file: { name: 'chart.png', mime: 'image/png', data: Buffer.from('PNG') }, answerTo: expect.any(String) }]);
-    expect(t.said[1]).toBe('berth: the agent sent a file to open with your web chat login:\nbig.zip (50 MB): https://berth.example.org/chat/api/runs/rabc0123456789a/files/big.zip');
+    expect(t.filesSent).toEqual([
+      { file: { name: 'chart.png', mime: 'image/png', data: new Uint8Array(Buffer.from('PNG')) }, answerTo: expect.any(String) },
+    ]);
+    expect(t.said[1]).toBe(
+      'berth: the agent sent a file to open with your web chat login:\nbig.zip (50 MB): https://berth.example.org/chat/api/runs/rabc0123456789a/files/big.zip',
+    );
   });
 
   it('a transport without sendFile gets every file as a link', async () => {
     const t = setup({ outFiles });
     await t.send('x');
-    expect(t.said).toEqual(['answer', 'berth: the agent sent 2 files to open with your web chat login:\nchart.png (3 bytes): /chat/api/runs/rabc0123456789a/files/chart.png\nbig.zip (50 MB): /chat/api/runs/rabc0123456789a/files/big.zip']);
+    expect(t.said).toEqual([
+      'answer',
+      'berth: the agent sent 2 files to open with your web chat login:\nchart.png (3 bytes): /chat/api/runs/rabc0123456789a/files/chart.png\nbig.zip (50 MB): /chat/api/runs/rabc0123456789a/files/big.zip',
+    ]);
   });
 });

@@ -15,6 +15,7 @@ import { BerthError } from '../../src/base/errors.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
 import { fakeCoreAdmin, runViewOf, sessionOf } from '../fakes/core-admin.js';
+import { eventually, until } from '../helpers/until.js';
 
 /**
  * Follow-ups of the chat bridges' security review, in memory: waiting messages bounded per
@@ -25,7 +26,6 @@ const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
-const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * A core over a fake admin: sessions are a Set, a run opens its session as the runner does
@@ -68,13 +68,12 @@ function setup(over: Partial<BridgeDeps> = {}) {
   });
   let n = 0;
   const message = (m: Omit<InboundMessage, 'id'>): InboundMessage => ({ id: `m${n++}`, ...m });
-  const releaseAll = async () => {
-    while (gates.length > 0 || admissions.length > 0 || inbox.open().length > 0) {
+  const releaseAll = () =>
+    until(() => {
       admissions.splice(0).forEach((g) => g());
       gates.splice(0).forEach((g) => g());
-      await tick(5);
-    }
-  };
+      return gates.length === 0 && admissions.length === 0 && inbox.open().length === 0;
+    }, 'every run to end');
   return {
     core,
     inbox,
@@ -84,6 +83,7 @@ function setup(over: Partial<BridgeDeps> = {}) {
     releaseAll,
     holdAdmission: () => (admitAtOnce = false),
     admit: () => admissions.splice(0).forEach((g) => g()),
+    waitingAdmission: () => admissions.length,
     endRuns: () => gates.splice(0).forEach((g) => g()),
     to: (chat: string) => sent.filter((s) => s.chat === chat).map((s) => s.text),
     entry: (id: string) => inbox.all().find((e) => e.id === id),
@@ -113,9 +113,8 @@ describe('waiting messages are bounded per sender too (one person in many groups
         ids.push(m.id);
       }
     }
-    await tick(20);
+    await eventually(() => expect(ids.filter((id) => t.entry(id)?.phase === 'failed')).toHaveLength(groups * 20 - TENANT_PENDING_MAX));
     const refused = ids.filter((id) => t.entry(id)?.phase === 'failed');
-    expect(refused).toHaveLength(groups * 20 - TENANT_PENDING_MAX);
     expect(t.entry(refused[0] as string)).toMatchObject({ reason: 'too many messages waiting (sender)' });
     const last = `group:g${groups - 1}`;
     expect(t.to(last).filter((s) => s.includes('was not run')).at(-1)).toBe(
@@ -124,10 +123,10 @@ describe('waiting messages are bounded per sender too (one person in many groups
     // Someone else is still taken (in a group of their own: alice's groups have full lanes).
     const bob = t.message({ chat: 'group:other', tenant: 'signal-group:other', sender: 'signal:bob', text: 'echo bob' });
     t.core.receive(bob);
-    await tick(20);
-    expect(t.entry(bob.id)?.phase).not.toBe('failed');
     await t.releaseAll();
     await t.core.idle();
+    expect(t.entry(bob.id)?.phase).toBe('replied');
+    expect(t.to('group:other')).toEqual(['done echo bob']);
   });
 });
 
@@ -140,11 +139,10 @@ describe('a message that outlived its session is not run (and does not make it a
     t.core.receive(t.message({ ...web, text: 'echo first' }));
     const second = t.message({ ...web, text: 'echo second' });
     t.core.receive(second);
-    await tick(20);
-    expect(t.ran).toEqual(['echo first']);
+    await eventually(() => expect(t.ran).toEqual(['echo first']));
     t.sessions.delete('s1'); // the person deleted the conversation
     t.endRuns();
-    await tick(50);
+    await until(() => t.entry(second.id)?.phase === 'failed', 'the second message to end');
     const ran = [...t.ran];
     await t.releaseAll();
     await t.core.idle();
@@ -160,10 +158,10 @@ describe('a message that outlived its session is not run (and does not make it a
     t.holdAdmission();
     const m = t.message({ ...web, text: 'echo waits' });
     t.core.receive(m);
-    await tick(20);
+    await until(() => t.waitingAdmission() === 1, 'the run to wait for admission');
     t.sessions.delete('s1');
     t.admit();
-    await tick(50);
+    await until(() => t.entry(m.id)?.phase === 'failed', 'the message to end');
     const ran = [...t.ran];
     await t.releaseAll();
     await t.core.idle();
@@ -183,10 +181,10 @@ describe('a message whose sender was logged out while it waited is not run', () 
     t.core.receive(t.message({ ...web, text: 'echo first' }));
     const second = t.message({ ...web, text: 'echo second' });
     t.core.receive(second);
-    await tick(20);
+    await eventually(() => expect(t.ran).toEqual(['echo first']));
     loggedIn = false;
     t.endRuns();
-    await tick(50);
+    await until(() => t.entry(second.id)?.phase === 'failed', 'the second message to end');
     const ran = [...t.ran];
     await t.releaseAll();
     await t.core.idle();
@@ -240,7 +238,7 @@ describe('one event the core cannot take loses nothing behind it', () => {
     });
     try {
       bridge.start();
-      for (let i = 0; i < 100 && got.length < 2; i++) await tick(20);
+      await until(() => got.length >= 2, 'two messages taken');
       expect(got).toEqual(['secret-b', 'secret-c']);
       expect(connections).toBe(1); // not a dropped connection either
       expect(logs.some((l) => l.includes(`signal:${a}`) && /could not take/.test(l))).toBe(true);

@@ -1,27 +1,22 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { consumerLock, startBridges } from '../../src/bridges/start.js';
 import { homePaths } from '../../src/config/home.js';
 import { tryOwnerLock } from '../../src/fs/lock.js';
-import { unitHome, type TestHome } from '../helpers.js';
+import { unitHome } from '../helpers.js';
 
 /** Starting the configured bridges is all or nothing; following berth.yaml never throws. */
-let h: TestHome | undefined;
-afterEach(async () => {
-  await h?.[Symbol.asyncDispose]();
-  h = undefined;
-});
 
 // Nothing here may leave the machine: both services are a closed port on loopback.
 const config = (telegram: string) => ['bridges:', '  signal:', '    url: http://127.0.0.1:9', "    account: '+15550000000'", '  telegram:', '    api_url: http://127.0.0.1:9', `    ${telegram}`, ''].join('\n');
 
 describe('startBridges', () => {
-  it('a channel that cannot be built fails the start with nothing running and no lock held', () => {
-    h = unitHome({ config: config('token_file: /nonexistent/berth/telegram.token') });
+  it('a channel that cannot be built fails the start with nothing running and no lock held', async () => {
+    await using h = unitHome({ config: config('token_file: /nonexistent/berth/telegram.token') });
     const stateDir = homePaths(h.home).stateDir;
-    expect(() => startBridges({ admin: h!.berth.admin, config: () => h!.berth.config, logger: pino({ level: 'silent' }), stateDir })).toThrow(/token_file .* cannot be read/);
+    expect(() => startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger: pino({ level: 'silent' }), stateDir })).toThrow(/token_file .* cannot be read/);
     for (const name of ['signal', 'telegram']) {
       const lock = tryOwnerLock(consumerLock(stateDir, name));
       expect('release' in lock, name).toBe(true);
@@ -30,8 +25,8 @@ describe('startBridges', () => {
   });
 
   it('berth.yaml it cannot follow leaves the running bridge, says so once, and tries again when berth.yaml changes', async () => {
-    h = unitHome({ config: config("token: '1:first'") });
-    const bridges = startBridges({ admin: h.berth.admin, config: () => h!.berth.config, logger: pino({ level: 'silent' }), stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 100 } });
+    await using h = unitHome({ config: config("token: '1:first'") });
+    const bridges = startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger: pino({ level: 'silent' }), stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 100 } });
     try {
       fs.writeFileSync(join(h.home, 'berth.yaml'), config('token_file: /nonexistent/berth/telegram.token'));
       expect(bridges.reconfigure()).toMatch(/^telegram bridge not restarted: token_file .* cannot be read; the running one goes on$/);

@@ -16,6 +16,7 @@ import { fakeCoreAdmin, runViewOf } from '../fakes/core-admin.js';
 import { startFakeSignalCli } from '../fakes/signal-cli.js';
 import { startFakeSlack } from '../fakes/slack.js';
 import { startFakeTelegram } from '../fakes/telegram.js';
+import { until } from '../helpers/until.js';
 
 /**
  * The ways of sending the core falls back to, as each channel module does them against its fake
@@ -46,7 +47,7 @@ async function answerThrough(transport: ChatTransport, chat: string, reply: stri
     delivery: { sleep: async (ms) => void waits.push(ms) },
   });
   core.receive({ id: 'm1', chat, tenant: 't:a', sender: 't:a', text: 'q' });
-  for (let i = 0; i < 500 && inbox.open().length > 0; i++) await new Promise((r) => setTimeout(r, 5));
+  await until(() => inbox.open().length === 0, 'the message to end');
   await core.idle();
   return { waits, entry: inbox.all().find((e) => e.id === 'm1')! };
 }

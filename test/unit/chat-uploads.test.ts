@@ -32,8 +32,12 @@ describe('web chat uploads: kept per person until their message takes them', () 
   it('refuses past the project max_file_mb and past the per-person count; sweeps what waited past a day', () => {
     let now = 1_000_000;
     const uploads = openChatUploads(dir, () => now);
-    const files = createWebFiles(uploads, { getProjectMetadata: () => ProjectMetadataSchema.parse({ name: 'p', files: { max_file_mb: 1 } }) });
-    expect(() => files.upload(alice, 'big', undefined, Buffer.alloc(1024 * 1024 + 1))).toThrow(expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE' }));
+    const files = createWebFiles(uploads, {
+      getProjectMetadata: () => ProjectMetadataSchema.parse({ name: 'p', files: { max_file_mb: 1 } }),
+    });
+    expect(() => files.upload(alice, 'big', undefined, Buffer.alloc(1024 * 1024 + 1))).toThrow(
+      expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE' }),
+    );
     for (let i = 0; i < UPLOAD_BOUNDS.perPerson; i++) files.upload(alice, `f${i}`, undefined, Buffer.from('x'));
     expect(() => files.upload(alice, 'one more', undefined, Buffer.from('x'))).toThrow(expect.objectContaining({ code: 'LIMIT_REACHED' }));
     expect(files.upload(bob, 'bob may', undefined, Buffer.from('x')).name).toBe('bob may');

@@ -3,6 +3,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OVER_LIMIT_SLACK, watchDisk } from '../../src/runs/disk-watch.js';
+import { until } from '../helpers/until.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -14,6 +15,7 @@ const tmp = () => {
   return d;
 };
 const LIMIT = 64 * 1024;
+/** Several 10 ms checks: where the behaviour under test is that nothing is stopped, a time is what it takes. */
 const tick = () => new Promise((r) => setTimeout(r, 80));
 
 /** Watch a workspace and an agent home every 10 ms; the reason it was stopped for, if any. */
@@ -28,8 +30,7 @@ describe('the per-run disk check (limits.disk_mb, limits.files)', () => {
     const [ws, home] = [tmp(), tmp()];
     const w = watch(ws, home);
     fs.writeFileSync(join(ws, 'big'), Buffer.alloc(LIMIT + 1));
-    await tick();
-    expect(w.stopped()).toMatch(/^the workspace passed limits\.disk_mb/);
+    expect(await until(w.stopped, 'the watch to stop the run')).toMatch(/^the workspace passed limits\.disk_mb/);
     w.done();
   });
 
@@ -54,8 +55,7 @@ describe('the per-run disk check (limits.disk_mb, limits.files)', () => {
     await tick();
     expect(w.stopped()).toBeUndefined();
     fs.writeFileSync(join(ws, 'more'), Buffer.alloc(OVER_LIMIT_SLACK));
-    await tick();
-    expect(w.stopped()).toMatch(/^the workspace passed limits\.disk_mb/);
+    expect(await until(w.stopped, 'the watch to stop the run')).toMatch(/^the workspace passed limits\.disk_mb/);
     w.done();
   });
 
@@ -63,8 +63,7 @@ describe('the per-run disk check (limits.disk_mb, limits.files)', () => {
     const [ws, home] = [tmp(), tmp()];
     const w = watch(ws, home, 10);
     for (let i = 0; i < 20; i++) fs.writeFileSync(join(ws, `f${i}`), '');
-    await tick();
-    expect(w.stopped()).toMatch(/^the workspace passed limits\.files/);
+    expect(await until(w.stopped, 'the watch to stop the run')).toMatch(/^the workspace passed limits\.files/);
     w.done();
     const again = watch(ws, home, 10);
     fs.rmSync(join(ws, 'f0'));

@@ -20,6 +20,7 @@ import { createSecretBroker } from '../../src/outbound/secret-broker.js';
 import type { AuditEvent } from '../../src/store/audit.js';
 import { readOutbound } from '../../src/store/outbound-log.js';
 import { createSecretValues } from '../../src/store/secret-values.js';
+import { until } from '../helpers/until.js';
 
 /**
  * The egress proxy's brokered secrets, in process on loopback: a CONNECT toward a granted host
@@ -370,8 +371,7 @@ describe('brokered secrets on the egress proxy', () => {
 
   it('says plainly when the client refuses berth\'s certificate (a pinned client)', async () => {
     await expect(tunnel(port, publicCa.certPem)).rejects.toThrow(/self-signed|unable to verify|certificate/i);
-    await new Promise((r) => setTimeout(r, 100));
-    const refused = readOutbound(join(dir, 'sessions'), { limit: 50 }).find((r) => r.kind === 'egress' && r.method === 'TLS');
+    const refused = await until(() => readOutbound(join(dir, 'sessions'), { limit: 50 }).find((r) => r.kind === 'egress' && r.method === 'TLS'), 'the refusal in the outbound log');
     expect(refused).toMatchObject({ status: 495, host: 'localhost' });
     expect(refused?.reason).toMatch(/does not trust berth's CA/);
   });

@@ -60,7 +60,13 @@ describe('file names: what a sender names is made safe', () => {
   });
 
   it('says sizes as people read them', () => {
-    expect([sizeWords(0), sizeWords(1), sizeWords(122_880), sizeWords(3.4 * MiB), sizeWords(20 * MiB)]).toEqual(['0 bytes', '1 byte', '120 KB', '3.4 MB', '20 MB']);
+    expect([sizeWords(0), sizeWords(1), sizeWords(122_880), sizeWords(3.4 * MiB), sizeWords(20 * MiB)]).toEqual([
+      '0 bytes',
+      '1 byte',
+      '120 KB',
+      '3.4 MB',
+      '20 MB',
+    ]);
   });
 });
 
@@ -99,7 +105,9 @@ describe('planIncoming: which files land, and why the others do not', () => {
       ['e.png', 'message_total'],
       ['f.png', 'count'],
     ]);
-    expect(planIncoming([{ name: 'x.png', data: bytes(100) }], settings(), 99).refuse).toEqual([{ name: 'x.png', reason: 'quota', size: 100 }]);
+    expect(planIncoming([{ name: 'x.png', data: bytes(100) }], settings(), 99).refuse).toEqual([
+      { name: 'x.png', reason: 'quota', size: 100 },
+    ]);
   });
 
   it('plans many files with one name: the writer numbers them', () => {
@@ -110,10 +118,14 @@ describe('planIncoming: which files land, and why the others do not', () => {
 
 describe('the words: what the agent and the person read', () => {
   it('tells the agent where each file is, an image to open', () => {
-    const text = withIncomingWords('plot it', [
-      { path: 'inbox/chart.png', kind: 'image', size: 122_880, voice: false },
-      { path: 'inbox/data.csv', kind: 'text', size: 3000, voice: false },
-    ], 1);
+    const text = withIncomingWords(
+      'plot it',
+      [
+        { path: 'inbox/chart.png', kind: 'image', size: 122_880, voice: false },
+        { path: 'inbox/data.csv', kind: 'text', size: 3000, voice: false },
+      ],
+      1,
+    );
     expect(text).toBe(
       '[The person sent 2 files with this message, saved in your working directory: inbox/chart.png (image, 120 KB: open it to see it); inbox/data.csv (text, 3 KB).] [1 more file could not be saved; the person was told.] [To send the person a file, save it in outbox/ (in your working directory): it is delivered after your answer.]\n\nplot it',
     );
@@ -126,10 +138,18 @@ describe('the words: what the agent and the person read', () => {
 
   it('tells the person what was refused and why, and that voice is not transcribed', () => {
     const s = settings({ max_file_mb: 20 });
-    expect(incomingNotice([{ path: 'inbox/a.png', kind: 'image', size: 1, voice: false }], [{ name: 'big.zip', reason: 'too_big', size: 30 * MiB }], s)).toBe(
+    expect(
+      incomingNotice(
+        [{ path: 'inbox/a.png', kind: 'image', size: 1, voice: false }],
+        [{ name: 'big.zip', reason: 'too_big', size: 30 * MiB }],
+        s,
+      ),
+    ).toBe(
       'berth: a file was not saved (big.zip: too big (30 MB): files up to 20 MB are taken). The other went to the agent with your message.',
     );
-    expect(incomingNotice([{ path: 'inbox/voice.ogg', kind: 'audio', size: 5, voice: true }], [], s)).toBe('berth: voice notes are not transcribed yet; yours is saved as inbox/voice.ogg for the agent.');
+    expect(incomingNotice([{ path: 'inbox/voice.ogg', kind: 'audio', size: 5, voice: true }], [], s)).toBe(
+      'berth: voice notes are not transcribed yet; yours is saved as inbox/voice.ogg for the agent.',
+    );
     expect(incomingNotice([{ path: 'inbox/a.png', kind: 'image', size: 1, voice: false }], [], s)).toBeUndefined();
     expect(incomingNotice([], [{ name: 'x', reason: 'quota' }], s)).toContain('your workspace is full');
   });

@@ -8,6 +8,7 @@ import { inboxIdsToForget, openInbox, type InboxMark } from '../../src/store/inb
  * The inbox stays bounded (issue 20: "inbox seen-id map bounded"): ended messages are forgotten
  * after a retention and beyond a count, from the journal (rewritten atomically) and from
  * memory together; messages not ended are never forgotten, and what is kept still deduplicates.
+ * The busy day (thousands of fsynced lines) is in test/integration/inbox-volume.test.ts.
  */
 const DAY = 24 * 60 * 60 * 1000;
 const dirs: string[] = [];
@@ -93,34 +94,6 @@ describe('openInbox: bounded memory and journal', () => {
     expect(a.receive(msg('kept'))).toBe(false);
     expect(a.receive(msg('fresh'))).toBe(true);
     expect(a.all().map((e) => e.id).sort()).toEqual(['fresh', 'kept']);
-  });
-
-  it('a busy day: the journal is rewritten once it doubles, ended messages cut to one short line; open ones keep theirs and ids still deduplicate', () => {
-    const dir = tmp();
-    const file = join(dir, 'signal.jsonl');
-    let now = 10 * DAY;
-    const inbox = openInbox(dir, 'signal', { now: () => now });
-    expect(inbox.receive({ ...msg('waiting'), text: 'still to run' })).toBe(true);
-    let largest = 0;
-    for (let i = 0; i < 3000; i++) {
-      now += 10; // a day in seconds: never the hourly rewrite
-      inbox.receive({ ...msg(`m${i}`), text: `echo ${'x'.repeat(100)} ${i}` });
-      inbox.mark(`m${i}`, 'started');
-      inbox.mark(`m${i}`, 'answered', { reply: 'y'.repeat(100) });
-      inbox.mark(`m${i}`, 'replied');
-      largest = Math.max(largest, fs.statSync(file).size);
-    }
-    // 3,000 messages of four long lines each are about 1.6 MB; rewrites keep the file to about
-    // twice the short lines' size plus the slack.
-    const lines = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(largest).toBeLessThan(2 * 3000 * 80 + 256 * 1024 + 2000);
-    expect(lines.filter((l) => l.id === 'waiting')).toEqual([expect.objectContaining({ phase: 'received', text: 'still to run' })]);
-    const short = lines.filter((l) => l.id === 'm0');
-    expect(short).toEqual([{ id: 'm0', phase: 'replied', at: expect.any(String) }]);
-    expect(inbox.receive(msg('m0'))).toBe(false);
-    expect(inbox.receive(msg('m2999'))).toBe(false);
-    expect(inbox.open().map((e) => e.id)).toEqual(['waiting']);
-    expect(openInbox(dir, 'signal', { now: () => now }).receive(msg('m1500'))).toBe(false); // another process reads the rewritten file
   });
 
   it('a line a crash cut short does not swallow the next one', () => {

@@ -134,7 +134,7 @@ describe('matrix: files out', () => {
     mx.start();
     cleanups.push(() => mx.stop());
     await fake.waitFor(() => mx.fileLimitBytes === 1000);
-    await expect(mx.sendFile!('!x:berth.test', { name: 'big.bin', mime: 'application/octet-stream', data: bytesOf(1001) }, '')).rejects.toMatchObject({ code: 'TOO_LARGE' });
+    await expect(mx.sendFile!('!x:berth.test', { name: 'big.bin', mime: 'application/octet-stream', data: new Uint8Array(bytesOf(1001)) }, '')).rejects.toMatchObject({ code: 'TOO_LARGE' });
     expect(fake.media.size).toBe(0);
   });
 });

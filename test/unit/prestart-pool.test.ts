@@ -11,6 +11,7 @@ import { POOLED } from '../../src/plan/pool.js';
 import { planRun, type RunPlan } from '../../src/plan/run-plan.js';
 import { createPrestartPool, MAX_SHAPES } from '../../src/runs/prestart-pool.js';
 import { createFakeLauncher, type FakeLauncher } from '../helpers/fake-launcher.js';
+import { until } from '../helpers/until.js';
 
 /**
  * The pre-started pool's bookkeeping (runs/prestart-pool.ts) on the fake launcher, told it can
@@ -64,10 +65,7 @@ function plan(tenant: string, project = 'bot', meta: Record<string, unknown> = {
 
 const pool = (size = 2) => createPrestartPool({ launcher: launcher(), size: () => size, blankDir: join(dir, 'pool'), logger: log });
 const live = () => fake.containers().filter((c) => c.state === 'running');
-async function settled(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 5));
-  expect(check()).toBe(true);
-}
+const settled = (check: () => boolean) => until(check, 'the pool to settle');
 
 beforeEach(() => {
   dir = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-pool-')));

@@ -12,6 +12,7 @@ import { createMetrics } from '../../src/base/metrics.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
 import { fakeCoreAdmin, runViewOf } from '../fakes/core-admin.js';
+import { until } from '../helpers/until.js';
 
 /**
  * The core's deliver step against a transport that fails the way chat services do: 400 for
@@ -80,7 +81,7 @@ function setup(scripts: Partial<Record<Way, Script>>, opts: { can?: Way[]; notic
   });
   const ask = async (text = 'q') => {
     core.receive({ id: 'm1', chat: 'c', tenant: 'test:a', sender: 'test:a', text });
-    for (let i = 0; i < 200 && inbox.open().length > 0; i++) await new Promise((r) => setTimeout(r, 2));
+    await until(() => inbox.open().length === 0, 'the message to end');
     await core.idle();
     return inbox.all().find((e) => e.id === 'm1')!;
   };

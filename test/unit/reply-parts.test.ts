@@ -10,6 +10,7 @@ import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { openBridgeState } from '../../src/store/bridge-state.js';
 import { openInbox } from '../../src/store/inbox.js';
 import { fakeCoreAdmin, runViewOf } from '../fakes/core-admin.js';
+import { until } from '../helpers/until.js';
 
 /**
  * A reply a channel sends in several parts, against a transport that takes some parts and fails
@@ -67,7 +68,7 @@ function setup(fail: Array<{ call: number; status: 400 | 500 }>) {
   });
   const ask = async () => {
     core.receive({ id: 'm1', chat: 'c', tenant: 'test:a', sender: 'test:a', text: 'q' });
-    for (let i = 0; i < 200 && inbox.open().length > 0; i++) await new Promise((r) => setTimeout(r, 2));
+    await until(() => inbox.open().length === 0, 'the message to end');
     await core.idle();
     return inbox.all().find((e) => e.id === 'm1')!;
   };

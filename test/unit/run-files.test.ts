@@ -60,7 +60,14 @@ describe('files in: written into inbox/ without following anything the tenant pl
   it('"../../x" lands as inbox/x, and many files of one name are numbered', () => {
     const files = [file('../../x', '1'), ...Array.from({ length: 5 }, (_, i) => file('same.txt', String(i)))];
     const { saved } = land(files);
-    expect(saved.map((s) => s.path)).toEqual(['inbox/x', 'inbox/same.txt', 'inbox/same-2.txt', 'inbox/same-3.txt', 'inbox/same-4.txt', 'inbox/same-5.txt']);
+    expect(saved.map((s) => s.path)).toEqual([
+      'inbox/x',
+      'inbox/same.txt',
+      'inbox/same-2.txt',
+      'inbox/same-3.txt',
+      'inbox/same-4.txt',
+      'inbox/same-5.txt',
+    ]);
     expect(fs.existsSync(join(base, 'x'))).toBe(false);
     expect(fs.readdirSync(join(ws, 'inbox')).some((n) => n.startsWith('.berth-'))).toBe(false);
   });
@@ -132,10 +139,16 @@ describe('send_file: a workspace file queued into outbox/', () => {
   it('copies it under a free name, and refuses a link to a host file', () => {
     fs.mkdirSync(join(ws, 'out'));
     fs.writeFileSync(join(ws, 'out/report.md'), '# r');
-    expect(queueOutboxFile(ws, read('out/report.md'), 'out/report.md', settings)).toEqual({ queued: 'outbox/report.md', size: 3, kind: 'text' });
+    expect(queueOutboxFile(ws, read('out/report.md'), 'out/report.md', settings)).toEqual({
+      queued: 'outbox/report.md',
+      size: 3,
+      kind: 'text',
+    });
     expect(queueOutboxFile(ws, read('out/report.md'), 'out/report.md', settings).queued).toBe('outbox/report-2.md');
     fs.symlinkSync(join(outside, 'secret.txt'), join(ws, 'leak.txt'));
-    expect(() => queueOutboxFile(ws, read('leak.txt'), 'leak.txt', settings)).toThrow(expect.objectContaining({ code: 'E_SANDBOX_VIOLATION' }));
+    expect(() => queueOutboxFile(ws, read('leak.txt'), 'leak.txt', settings)).toThrow(
+      expect.objectContaining({ code: 'E_SANDBOX_VIOLATION' }),
+    );
     expect(() => queueOutboxFile(ws, read('nothing'), 'nothing', settings)).toThrow(expect.objectContaining({ code: 'NOT_FOUND' }));
   });
 });

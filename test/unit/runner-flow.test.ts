@@ -1,13 +1,14 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ProjectMetadataInput } from '../../src/config/metadata.js';
 import { parseJsonLine, readJsonLines } from '../../src/fs/json-file.js';
 import { createBerth, type Berth } from '../../src/main.js';
 import { JournalEntrySchema, openRuns, type JournalEntry } from '../../src/store/journal.js';
 import { createFakeLauncher, type FakeLauncher, type FakeLauncherOptions } from '../helpers/fake-launcher.js';
 import { createMemoryImages } from '../helpers/memory-images.js';
+import { until } from '../helpers/until.js';
 
 /**
  * The run path (runner, warm sessions, fleet, journal) on the in-memory launcher: what berth does
@@ -15,7 +16,8 @@ import { createMemoryImages } from '../helpers/memory-images.js';
  * the fake's program to run ("sleep MS", "exit N", ...).
  */
 
-interface Harness {
+/** Disposing it releases warm containers, reaps leftovers and removes its home. */
+interface Harness extends AsyncDisposable {
   berth: Berth;
   fake: FakeLauncher;
   home: string;
@@ -24,22 +26,12 @@ interface Harness {
   journal(run?: string): JournalEntry[];
 }
 
-const disposers: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const dispose of disposers.splice(0)) await dispose();
-});
-
 function harness(opts: { launcher?: FakeLauncherOptions; warm?: boolean; config?: string; project?: Partial<ProjectMetadataInput> } = {}): Harness {
   const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-flow-')));
   if (opts.config) fs.writeFileSync(join(home, 'berth.yaml'), opts.config);
   const fake = createFakeLauncher(opts.launcher);
   const berth = createBerth({ home, logLevel: 'silent', launcher: fake, images: createMemoryImages(), warm: opts.warm });
   berth.admin.createProject({ name: 'p', ...opts.project });
-  disposers.push(async () => {
-    await berth.runner.releaseWarm();
-    await berth.runner.reapLeftovers();
-    fs.rmSync(home, { recursive: true, force: true });
-  });
   const sessionsDir = berth.store.get('p').paths.sessionsDir;
   return {
     berth,
@@ -50,23 +42,21 @@ function harness(opts: { launcher?: FakeLauncherOptions; warm?: boolean; config?
       readJsonLines(join(sessionsDir, 'journal.jsonl'))
         .flatMap((line) => parseJsonLine(line, JournalEntrySchema) ?? [])
         .filter((e) => run === undefined || e.run === run),
+    async [Symbol.asyncDispose]() {
+      await berth.runner.releaseWarm();
+      await berth.runner.reapLeftovers();
+      fs.rmSync(home, { recursive: true, force: true });
+    },
   };
 }
 
 const phases = (entries: JournalEntry[]) => entries.map((e) => e.phase);
 const started = (fake: FakeLauncher) => fake.events.filter((e) => e.op === 'run' || e.op === 'startIdle' || e.op === 'execIn');
 
-async function until(ok: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > end) throw new Error(`not so after ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 describe('the journal of a run', () => {
   it('a run that ends is accepted, started in its container, finished with its exit code (a failing command too)', async () => {
-    const h = harness();
+    await using h = harness();
     const out = await h.run('exit 3');
     expect(out).toMatchObject({ exitCode: 3, warm: false });
     const entries = h.journal(out.runId);
@@ -79,7 +69,7 @@ describe('the journal of a run', () => {
   });
 
   it('a run the launcher cannot start is accepted, then failed with the error code; never started', async () => {
-    const h = harness({ launcher: { images: ['some/other:image'] } });
+    await using h = harness({ launcher: { images: ['some/other:image'] } });
     await expect(h.run('echo hi')).rejects.toMatchObject({ code: 'IMAGE_MISSING' });
     expect(h.journal().map(({ phase, reason }) => ({ phase, reason }))).toEqual([
       { phase: 'accepted', reason: undefined },
@@ -91,7 +81,7 @@ describe('the journal of a run', () => {
 
 describe('drain', () => {
   it('past its deadline it stops a long run: exit 137, journaled as interrupted', async () => {
-    const h = harness();
+    await using h = harness();
     const running = h.run('sleep 30000');
     await until(() => h.fake.containers().length === 1);
     const t0 = Date.now();
@@ -105,7 +95,7 @@ describe('drain', () => {
   });
 
   it('a run that comes once the drain began is refused (SHUTTING_DOWN): not journaled, nothing started', async () => {
-    const h = harness();
+    await using h = harness();
     expect(await h.berth.runner.drain(1000)).toEqual({ interrupted: 0 });
     await expect(h.run('echo late')).rejects.toMatchObject({ code: 'SHUTTING_DOWN' });
     expect(h.journal()).toEqual([]);
@@ -115,7 +105,7 @@ describe('drain', () => {
 
 describe('warm session containers', () => {
   it("the session's second message is an exec into the first one's container; a level change recycles it", async () => {
-    const h = harness({ warm: true });
+    await using h = harness({ warm: true });
     const first = await h.run('echo one', { level: 'low' });
     expect(first).toMatchObject({ exitCode: 0, stdout: 'one\n', warm: false });
     const second = await h.run('echo two', { level: 'low' });
@@ -131,7 +121,7 @@ describe('warm session containers', () => {
   });
 
   it('a message that leaves a process running gets its answer, and the container is not kept', async () => {
-    const h = harness({ warm: true });
+    await using h = harness({ warm: true });
     const first = await h.run('bg');
     expect(first).toMatchObject({ exitCode: 0, warm: false });
     await until(() => h.fake.containers().length === 0);
@@ -141,7 +131,7 @@ describe('warm session containers', () => {
   });
 
   it.each(['removed', 'exited'] as const)('a container %s between messages: the next message gets a new one, not an error', async (how) => {
-    const h = harness({ warm: true });
+    await using h = harness({ warm: true });
     const first = await h.run('echo one');
     h.fake.vanish(first.containerId, how);
     const second = await h.run('echo two');
@@ -154,7 +144,7 @@ describe('warm session containers', () => {
 
 describe('what the launcher cannot do is refused before anything starts', () => {
   it("a project whose runtime the launcher lacks: RUNTIME_MISSING, journaled as failed", async () => {
-    const h = harness({ config: 'runtimes: [runc, runsc]\n', project: { runtime: 'runsc' }, launcher: { runtimes: ['runc'] } });
+    await using h = harness({ config: 'runtimes: [runc, runsc]\n', project: { runtime: 'runsc' }, launcher: { runtimes: ['runc'] } });
     await expect(h.run('echo hi')).rejects.toMatchObject({ code: 'RUNTIME_MISSING' });
     expect(started(h.fake)).toEqual([]);
     expect(phases(h.journal())).toEqual(['accepted', 'failed']);
@@ -162,7 +152,7 @@ describe('what the launcher cannot do is refused before anything starts', () => 
   });
 
   it('a launcher without Unix sockets: a run with sockets is LAUNCHER_UNSUPPORTED; a run without any still runs', async () => {
-    const h = harness({ launcher: { unixSockets: false } });
+    await using h = harness({ launcher: { unixSockets: false } });
     // An agent message always has berth's tools socket.
     await expect(h.run('echo hi')).rejects.toMatchObject({ code: 'LAUNCHER_UNSUPPORTED', message: expect.stringMatching(/Unix sockets/) });
     expect(started(h.fake)).toEqual([]);
@@ -176,7 +166,7 @@ describe('what the launcher cannot do is refused before anything starts', () => 
 
 describe('the session a run carries', () => {
   it('is read once when the run starts; what changes while it runs (a level, an approved host) is kept when the run is counted', async () => {
-    const h = harness();
+    await using h = harness();
     const running = h.run('sleep 1000');
     await until(() => started(h.fake).length === 1);
     const { sessions, store } = h.berth;

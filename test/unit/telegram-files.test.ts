@@ -118,7 +118,7 @@ describe('telegram: files out', () => {
 
   it('an image Telegram cannot read as a photo goes as a document', async () => {
     const { fake, tg } = await setup();
-    await tg.sendFile!('42', { name: 'not-really.png', mime: 'image/png', data: bytesOf(64) }, 'a picture');
+    await tg.sendFile!('42', { name: 'not-really.png', mime: 'image/png', data: new Uint8Array(bytesOf(64)) }, 'a picture');
     expect(fake.sent.map((s) => [s.method, s.ok])).toEqual([
       ['sendPhoto', false],
       ['sendDocument', true],

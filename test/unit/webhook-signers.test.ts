@@ -6,6 +6,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { unitHome, type TestHome } from '../helpers.js';
+import { until } from '../helpers/until.js';
 
 /**
  * Signed webhooks against signers berth did not write (channels-real-4 §4): berth's own scheme
@@ -90,14 +91,7 @@ function standardSigned(body: string, opts: { id?: string; at?: Date; secret?: s
   const at = opts.at ?? new Date();
   return { 'webhook-id': id, 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': new Webhook(opts.secret ?? STD_SECRET).sign(id, at, body) };
 }
-async function callbackAt(path: string) {
-  for (let i = 0; i < 200; i++) {
-    const got = callbacks.find((c) => c.path === path);
-    if (got) return got;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`no callback at ${path}`);
-}
+const callbackAt = (path: string) => until(() => callbacks.find((c) => c.path === path), `a callback at ${path}`);
 
 describe("berth's own scheme, signed by independent signers", () => {
   it('openssl (the docs\' line) and @octokit/webhooks-methods (GitHub\'s HMAC) both sign requests berth accepts', async () => {

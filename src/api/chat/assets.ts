@@ -1,11 +1,23 @@
 import { packageAsset, type PackageAsset } from '../package-assets.js';
+import { pageBundle } from '../page-bundle.js';
 
 /**
- * The chat page's two libraries, served by berth itself: marked turns an agent's Markdown into
- * HTML, DOMPurify sanitizes what it made before the page shows it.
+ * What the chat page loads, served by berth itself: its own script and style (client/), marked
+ * (which turns an agent's Markdown into HTML) and DOMPurify (which sanitizes what it made before
+ * the page shows it). Read or bundled once, on first use.
  */
-let assets: { marked: PackageAsset; purify: PackageAsset } | undefined;
+export interface ChatAssets {
+  marked: PackageAsset;
+  purify: PackageAsset;
+  script: PackageAsset;
+  style: PackageAsset;
+}
+let assets: ChatAssets | undefined;
 
-export function chatAssets(): { marked: PackageAsset; purify: PackageAsset } {
-  return (assets ??= { marked: packageAsset('/chat/assets', 'marked', 'marked', './marked.umd.js', 'js'), purify: packageAsset('/chat/assets', 'purify', 'dompurify', './purify.min.js', 'js') });
+export function chatAssets(): ChatAssets {
+  return (assets ??= {
+    marked: packageAsset('/chat/assets', 'marked', 'marked', './marked.umd.js', 'js'),
+    purify: packageAsset('/chat/assets', 'purify', 'dompurify', './purify.min.js', 'js'),
+    ...pageBundle('/chat/assets', 'chat'),
+  });
 }

@@ -7,7 +7,7 @@ import { SessionIdSchema, SessionTitleUpdateSchema } from '../../config/session.
 import { BerthError } from '../../base/errors.js';
 import { tenantOfChatUser } from '../../store/chat-links.js';
 import type { WebChat, WebLogin } from '../../bridges/web.js';
-import { ChatSettingsBodySchema } from '../../bridges/web-protocol.js';
+import { ChatSettingsBodySchema, type ChatMe } from '../../bridges/web-protocol.js';
 import { chatCredentialOf, chatLoginCookie, fromOwnOrigin, reachedOverHttps } from '../../bridges/web-cookie.js';
 import { chatAssets } from './assets.js';
 import { assetHeaders } from '../package-assets.js';
@@ -124,7 +124,7 @@ export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | und
 
   app.get('/chat/api/me', (c) => {
     const login = loginOf(c);
-    return c.json({ project: login.project, user: login.user, tenant: tenantOfChatUser(login.user) });
+    return c.json<ChatMe>({ project: login.project, user: login.user, tenant: tenantOfChatUser(login.user), agent: running().agentOf(login) });
   });
 
   app.get('/chat/api/sessions', (c) => c.json({ sessions: running().sessions(loginOf(c)) }));

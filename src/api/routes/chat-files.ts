@@ -30,14 +30,25 @@ export function registerChatFileRoutes(app: Hono, chat: () => WebChat | undefine
    */
   app.post(
     '/chat/uploads',
-    bodyLimit({ maxSize: FILE_BOUNDS.maxFileMb * 1024 * 1024, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `a file is at most ${FILE_BOUNDS.maxFileMb} MiB`); } }),
+    bodyLimit({
+      maxSize: FILE_BOUNDS.maxFileMb * 1024 * 1024,
+      onError: () => {
+        throw new BerthError('PAYLOAD_TOO_LARGE', `a file is at most ${FILE_BOUNDS.maxFileMb} MiB`);
+      },
+    }),
     async (c) => {
       if (!fromOwnOrigin({ origin: c.req.header('origin'), host: c.req.header('host'), fetchSite: c.req.header('sec-fetch-site') })) {
-        throw new BerthError('PERMISSION_DENIED', 'the chat takes changes from its own page only', { rule: 'same_origin', hint: 'open the chat at its own address' });
+        throw new BerthError('PERMISSION_DENIED', 'the chat takes changes from its own page only', {
+          rule: 'same_origin',
+          hint: 'open the chat at its own address',
+        });
       }
       const { web, login } = loggedIn(c);
       const name = c.req.query('name') ?? '';
-      if (name.length > 1024) throw new BerthError('CONFIG_INVALID', 'the file name is too long', { issues: [{ field: 'name', reason: 'at most 1024 characters' }] });
+      if (name.length > 1024)
+        throw new BerthError('CONFIG_INVALID', 'the file name is too long', {
+          issues: [{ field: 'name', reason: 'at most 1024 characters' }],
+        });
       const data = new Uint8Array(await c.req.arrayBuffer());
       c.header('cache-control', 'no-store');
       return c.json({ upload: web.upload(login, name, c.req.header('content-type'), data) }, 201);

@@ -2,13 +2,18 @@ import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { z } from 'zod';
 import { decodeRunFiles, ErrorBodySchema, InterruptedRunSchema, RunRequestSchema, RunViewSchema } from '../../admin/views.js';
 import { fileResponse } from '../file-response.js';
+import type { Hono } from 'hono';
+import { registerChatFileRoutes } from './chat-files.js';
+import type { WebChat } from '../../bridges/web.js';
 import { RunRecordSchema } from '../../store/run-log.js';
 import type { AdminService } from '../../admin/service.js';
 import { TenantKeySchema } from '../../store/workspaces.js';
 import { json, NameParams } from './openapi.js';
 
 
-export function registerRunRoutes(app: OpenAPIHono, admin: () => AdminService): void {
+/** The run routes, and (with the web chat) the chat login's way to a run's files (chat-files.ts). */
+export function registerRunRoutes(app: OpenAPIHono, admin: () => AdminService, chat?: () => WebChat | undefined): void {
+  if (chat) registerChatFileRoutes(app as unknown as Hono, chat, admin);
   app.openapi(
     createRoute({
       method: 'post',
