@@ -17,7 +17,7 @@ import { createChatQuestions } from './chat-approvals.js';
 import type { ChatTransport, InboundMessage, JournaledMessage } from './chat-transport.js';
 import { chatFailure } from './chat-words.js';
 import { createDeliver } from './deliver.js';
-import { deliverRunFiles, fetchAttachments, FILES_ONLY, ranFilesOf, type RanFiles } from './files.js';
+import { deliverRunFiles, fetchAttachments, FILES_ONLY, ranFilesOf, WORKFLOW_TAKES_NO_FILES, type RanFiles } from './files.js';
 import { joinTeam } from './teams.js';
 import type { IncomingFile } from '../plan/files-in.js';
 import type { DeliveryBounds } from './delivery-policy.js';
@@ -308,13 +308,12 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   /** `ready`: called when the run may start (a message's, by the runner once admitted; a workflow's, first). */
   async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>, files?: IncomingFile[], schedule?: string): Promise<{ text: string; ran?: RanFiles } & ReplyParts> {
     if (workflow) {
-      if (files?.length) log.warn({ project: ctx.project, workflow }, 'a workflow route takes no files: they were not saved');
       // No lane slot: its steps wait for admission one by one, and a slot held meanwhile could wait
       // on runs that wait for it. Admission bounds them per tenant; the lane keeps them one per chat.
       await ready();
       const run = await deps.admin.runWorkflow(ctx.project, workflow, text);
       const last = run.steps.at(-1);
-      return { text: run.status === 'succeeded' ? last?.stdout.trim() || 'done' : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}` };
+      return { text: run.status === 'succeeded' ? last?.stdout.trim() || 'done' : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}`, ...(files?.length ? { ran: { notice: WORKFLOW_TAKES_NO_FILES } } : {}) };
     }
     const decoder = { stdout: new TextDecoder(), stderr: new TextDecoder() };
     // Where output is shown live (web chat), the reply keeps it in order too, stdout and stderr apart.

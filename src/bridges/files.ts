@@ -48,6 +48,9 @@ export async function fetchAttachments(
 /** The message an agent gets when the person sent files without words (the files' words come before it). */
 export const FILES_ONLY = '(The person sent only the files above, without a message.)';
 
+/** What a person is told of files sent to a chat a workflow answers (a workflow's steps take text only). */
+export const WORKFLOW_TAKES_NO_FILES = 'berth: this chat is answered by a workflow, which takes text only: your files were not saved.';
+
 /** A run's answer beside its text: what to tell of the person's files, and the files the agent sent. */
 export interface RanFiles {
   notice?: string;

@@ -27,6 +27,7 @@ const MiB = 1024 * 1024;
 
 function setup(
   opts: {
+    workflow?: boolean;
     sendFile?: boolean;
     fileLimit?: number;
     files?: { max_file_mb?: number };
@@ -46,7 +47,7 @@ function setup(
     send: async (_chat, text) => void said.push(text),
     typing: async () => undefined,
     acknowledge: async () => undefined,
-    projectOf: () => 'p',
+    ...(opts.workflow ? {} : { projectOf: () => 'p' }),
     async fetchAttachment(ref, limits) {
       fetched.push({ ref, maxBytes: limits.maxBytes });
       if (ref === 'huge') throw new BerthError('TOO_LARGE', 'over');
@@ -74,9 +75,20 @@ function setup(
         ...(opts.outFiles ? { files: opts.outFiles.map((f) => ({ ...f, url: `/api/x/${f.name}` })) } : {}),
       });
     },
+    runWorkflow: async () =>
+      ({
+        workflow_run: 'w1',
+        workflow: 'w',
+        project: 'p',
+        status: 'succeeded',
+        steps: [{ index: 0, stdout: 'ran', stderr: '', exit_code: 0 }],
+      }) as never,
     runFile: (_p, _run, name) => ({ data: stored.get(name)!, type: 'image/png', name, tenant_key: 'test:a' }),
   });
-  const config = BerthConfigSchema.parse({ bridges: { ...(opts.publicUrl ? { public_url: opts.publicUrl } : {}) } });
+  const config = BerthConfigSchema.parse({
+    bridges: { ...(opts.publicUrl ? { public_url: opts.publicUrl } : {}) },
+    ...(opts.workflow ? { routes: { test: { project: 'p', workflow: 'w' } } } : {}),
+  });
   const inbox = openInbox(dir, 'test');
   const core = createBridgeCore({
     transport,
@@ -166,5 +178,13 @@ describe('bridge core: files out', () => {
       'answer',
       'berth: the agent sent 2 files to open with your web chat login:\nchart.png (3 bytes): /chat/api/runs/rabc0123456789a/files/chart.png\nbig.zip (50 MB): /chat/api/runs/rabc0123456789a/files/big.zip',
     ]);
+  });
+});
+
+describe('bridge core: a chat a workflow answers', () => {
+  it('tells the person their files were not saved (a workflow takes text only), and answers', async () => {
+    const t = setup({ workflow: true });
+    await t.send('go', [{ ref: 'f1', name: 'a.txt' }]);
+    expect(t.said).toEqual(['berth: this chat is answered by a workflow, which takes text only: your files were not saved.', 'ran']);
   });
 });
