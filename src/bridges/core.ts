@@ -246,10 +246,14 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
     if (ran?.notice) await say(entry.chat, ran.notice).catch(() => undefined); // what became of the person's files, before the answer
     if (schedule) reply = scheduledReply(schedule, entry.text, reply);
-    inbox.mark(entry.id, 'answered', { reply });
+    inbox.mark(entry.id, 'answered', { reply, ...(ran?.files ? { files: ran.files } : {}) });
     await deliver(entry.id, entry.chat, reply, undefined, parts);
-    if (ran?.files) await deliverRunFiles({ transport, log, read: (run, name) => deps.admin.runFile(profile.project, run, name), publicUrl: deps.config().bridges.public_url }, entry.chat, entry.id, profile.project, ran.files);
+    if (ran?.files) await sendFilesOf(profile.project, entry.chat, entry.id, ran.files);
   }
+
+  /** The agent's files after its answer (files.ts): as files, or as links. */
+  const sendFilesOf = (project: string, chat: string, id: string, files: NonNullable<RanFiles['files']>) =>
+    deliverRunFiles({ transport, log, read: (run, name) => deps.admin.runFile(project, run, name), publicUrl: deps.config().bridges.public_url }, chat, id, project, files);
 
   /** Why a message taken from its lane may no longer run: its sender was logged out, or the session they picked is gone. */
   function lapsed(entry: JournaledMessage, project: string, tenant: string): Lapsed | undefined {
@@ -395,8 +399,12 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     },
 
     recover(opts = {}) {
-      const redeliver = (lane: LaneKey, id: string, reply: string, failure?: string, from?: DeliveryStep, sent?: number) =>
-        void lanes.run(lane, () => deliver(id, lane.chat, reply, failure, undefined, from, sent), { bounded: false });
+      const redeliver = (lane: LaneKey, id: string, reply: string, failure?: string, from?: DeliveryStep, sent?: number, files?: RanFiles['files']) =>
+        void lanes.run(lane, async () => {
+          await deliver(id, lane.chat, reply, failure, undefined, from, sent);
+          const project = files && profileFor(lane.chat)?.project; // the answer's files, journaled with it, follow it
+          if (files && project) await sendFilesOf(project, lane.chat, id, files);
+        }, { bounded: false });
       recoverInbox({ inbox, log, owner: deps.owner, senderAllowed: deps.senderAllowed, strangers, enqueue, redeliver }, opts);
     },
 

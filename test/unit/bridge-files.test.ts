@@ -110,7 +110,7 @@ function setup(
     });
     await core.idle();
   };
-  return { send, said, filesSent, fetched, runs, inbox };
+  return { send, said, filesSent, fetched, runs, inbox, core };
 }
 
 describe('bridge core: files in', () => {
@@ -186,5 +186,21 @@ describe('bridge core: a chat a workflow answers', () => {
     const t = setup({ workflow: true });
     await t.send('go', [{ ref: 'f1', name: 'a.txt' }]);
     expect(t.said).toEqual(['berth: this chat is answered by a workflow, which takes text only: your files were not saved.', 'ran']);
+  });
+});
+
+describe('bridge core: files after a restart', () => {
+  it('an answer journaled with its files (not yet sent when berth died) is sent, then its files', async () => {
+    const t = setup({ sendFile: true });
+    t.inbox.receive({ id: 'old', chat: 'a', sender: 'test:a', tenant: 'test:a', text: 'chart please' });
+    t.inbox.mark('old', 'answered', {
+      reply: 'here it is',
+      files: { run: 'rabc0123456789a', list: [{ name: 'chart.png', size: 3, type: 'image/png' }] },
+    });
+    t.core.recover();
+    await t.core.idle();
+    expect(t.said).toEqual(['here it is']);
+    expect(t.filesSent.map((f) => f.file.name)).toEqual(['chart.png']);
+    expect(t.inbox.all().find((e) => e.id === 'old')?.phase).toBe('replied');
   });
 });
