@@ -11,7 +11,9 @@ import { type RunOutcome, type RunRequest, type Runner } from '../runs/runner.js
 import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import { interruptedRuns, openRuns } from '../store/journal.js';
-import { readOutbound } from '../store/outbound-log.js';
+import { readOutbound, type ModelCall, type OutboundRecord } from '../store/outbound-log.js';
+import { daysOf } from '../outbound/cost.js';
+import { modelUseOf, type ModelUse } from './model-use.js';
 import { listWorkspaces, workspaceUsage } from '../store/workspaces.js';
 import { runFileOf } from '../store/run-files.js';
 import { mountPoints } from '../fs/loop-quota.js';
@@ -57,7 +59,9 @@ export interface AdminService {
   /** Runs accepted or started and not ended (in flight now, or left open by a berth that died and not yet recovered). */
   openRuns(name: string): Array<{ run: string; session: string | null; kind: string | null; phase: string; since: string }>;
   /** Each tenant's model calls in the last hour against the project's budget (the console's view). */
-  modelUse(name: string): { budget: { requests_per_hour: number; tokens_per_hour: number }; tenants: Array<{ tenant: string; requests: number; tokens: number }> };
+  /** A project's model calls since a time (a tenant's, or a run's), newest first and bounded: what the chat's cost words count. */
+  modelCalls(name: string, filter: { since: string; tenant?: string; run?: string }): ModelCall[];
+  modelUse(name: string): ModelUse;
   /** A project's sessions; with a tenant key, that tenant's only (read through its index). */
   listSessions(name: string, tenantKey?: string): SessionRecord[];
   workspaceProfile(name: string, workspaceId: string): WorkspaceProfile;
@@ -113,6 +117,13 @@ export interface ChatLinkView {
 export type StepListener = (event: StepEvent) => void;
 
 /** Retired volumes asked of the cluster in one pass, and how long a pass may wait for it. */
+/** Model calls one cost question reads at most (a week of a busy tenant's calls). */
+const MODEL_CALLS_READ = 100_000;
+
+function modelCallsOf(sessionsDir: string, f: { since: string; tenant?: string; run?: string }): ModelCall[] {
+  const keep = (r: OutboundRecord) => r.kind === 'model' && (f.tenant === undefined || r.tenant === f.tenant) && (f.run === undefined || r.run === f.run);
+  return readOutbound(sessionsDir, { since: f.since, limit: MODEL_CALLS_READ, keep }) as ModelCall[];
+}
 const RETIRE_PASS_MAX = 1000;
 const RETIRE_PASS_MS = 15_000;
 /** What the cluster did not take is asked again this much later, while berth runs. */
@@ -316,19 +327,13 @@ export function createAdminService(deps: {
       return openRuns(store.get(name).paths.sessionsDir).map((r) => ({ run: r.run, session: r.session ?? null, kind: r.kind ?? null, phase: r.phase, since: r.at }));
     },
 
+    modelCalls: (name, f) => modelCallsOf(store.get(name).paths.sessionsDir, f),
+
     modelUse(name) {
       const p = store.get(name);
-      const since = new Date(Date.now() - 3600_000).toISOString();
-      const tenants = new Map<string, { tenant: string; requests: number; tokens: number }>();
-      for (const r of readOutbound(p.paths.sessionsDir, { since, limit: 100_000, keep: (x) => x.kind === 'model' })) {
-        if (r.kind !== 'model') continue;
-        const t = tenants.get(r.tenant) ?? { tenant: r.tenant, requests: 0, tokens: 0 };
-        t.requests++;
-        t.tokens += r.input_tokens + r.output_tokens;
-        tenants.set(r.tenant, t);
-      }
-      const { requests_per_hour, tokens_per_hour } = p.metadata.models.budget;
-      return { budget: { requests_per_hour, tokens_per_hour }, tenants: [...tenants.values()].sort((a, b) => b.tokens - a.tokens || b.requests - a.requests) };
+      const now = Date.now();
+      const since = new Date(Math.min(now - 3600_000, Date.parse(daysOf(now).today))).toISOString();
+      return modelUseOf(modelCallsOf(p.paths.sessionsDir, { since }), p.metadata.models.budget, deps.config().models, now);
     },
 
     listSessions: (name, tenantKey) => sessions.list(store.get(name), { tenantKey }),

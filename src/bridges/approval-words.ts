@@ -22,16 +22,31 @@ const within = (a: ApprovalView) => (seconds(a) % 60 === 0 ? `${seconds(a) / 60}
 
 /** How a chat without cards asks its person (or tells them the operator was asked). */
 export function approvalQuestion(a: ApprovalView): string {
+  if (a.kind === 'budget') {
+    const held = `berth: your message waits: you have used ${a.target}.`;
+    if (a.approver === 'operator') return `${held} The operator has been asked to allow going past it for today; it waits up to ${within(a)}.`;
+    return `${held} Reply /yes to go past it for the rest of today (UTC), or /no. (No answer within ${within(a)}: no.)`;
+  }
   if (a.approver === 'operator') return `berth: your agent wants to reach ${a.target}, which this project does not allow. The operator has been asked; it waits up to ${within(a)}.`;
   return `berth: your agent wants to reach ${a.target}, which this project does not allow. Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within ${within(a)}: no.)`;
 }
 
-/** What was decided, in the chat's words. */
-export function approvalOutcome(a: ApprovalView, answer: { decision: ApprovalDecision; by?: string }): string {
+/** What was decided, in the chat's words (`by` a tenant: said as "you", for the record of the conversation). */
+export function approvalOutcome(a: Pick<ApprovalView, 'target'> & Partial<Pick<ApprovalView, 'kind'>>, answer: { decision: ApprovalDecision; by?: string }): string {
+  if (a.kind === 'budget') {
+    if (answer.decision === 'deny') return answer.by === 'timeout' ? 'berth: nobody answered in time: your message is not run.' : `berth: ${answer.by === 'operator' ? 'the operator ' : ''}did not allow going past today's budget.`;
+    return `berth: ${answer.by === 'operator' ? 'the operator ' : ''}allowed going past ${a.target} for today; your message runs now.`;
+  }
   if (answer.by === 'timeout') return `berth: nobody answered in time: your agent was not let through to ${a.target}.`;
-  const who = answer.by === 'operator' ? 'the operator ' : '';
+  if (answer.by === 'berth') return `berth: your agent finished before anyone allowed ${a.target}: it was not let through.`;
+  const who = answer.by === 'operator' ? 'the operator ' : answer.by?.startsWith('tenant:') ? 'you ' : '';
   if (answer.decision === 'deny') return `berth: ${who}denied: your agent was not let through to ${a.target}.`;
   return `berth: ${who}allowed ${a.target} ${answer.decision === 'session' ? 'for this conversation' : 'for this message'}.`;
+}
+
+/** A host someone allowed that still could not be reached: one line, with the reason. */
+export function approvalUnreachable(target: string, reason: string): string {
+  return `berth: ${target} was allowed, but your agent could not reach it: ${reason.replace(/\.$/, '')}.`;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { isBerthError } from '../base/errors.js';
 import type { Approvals } from '../outbound/approvals.js';
 import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../store/approvals.js';
-import { approvalOutcome, approvalQuestion } from './approval-words.js';
+import { approvalOutcome, approvalQuestion, approvalUnreachable } from './approval-words.js';
 import { NOTHING_ASKED } from './commands.js';
 
 /**
@@ -27,6 +27,7 @@ export function createChatQuestions(approvals: Pick<Approvals, 'answer'> | undef
         say(chat, approvalQuestion(event.approval));
         return;
       }
+      if (event.type === 'unreachable') return say(chat, approvalUnreachable(event.target, event.reason));
       const left = (asked.get(chat) ?? []).filter((a) => a.id !== event.id);
       const answered = asked.get(chat)?.find((a) => a.id === event.id);
       if (left.length) asked.set(chat, left);

@@ -28,6 +28,8 @@ export interface CommandContext {
   /** This chat, where a schedule made in it answers (schedule-commands.ts). */
   chat?: { channel: string; chat: string; session?: string };
   schedules?: ScheduleService;
+  /** /usage: the person's model use today and this week (chat-cost.ts). */
+  usage?: () => string;
 }
 
 type Command = (ctx: CommandContext, args: string[]) => Promise<string>;
@@ -40,6 +42,7 @@ export const HELP = [
   '/whoami — your tenant, session, level and workspace',
   '/yes, /yes session, /no — answer your agent when it asks to reach a host this project does not allow',
   ...SCHEDULE_HELP,
+  '/usage — the model tokens (and money) you used today and in the last 7 days, and your daily budget',
   '/jobs — what of yours is running now; /stop [run] ends it (its answer still comes here)',
   'Anything else goes to your agent.',
 ].join('\n');
@@ -86,6 +89,9 @@ const COMMANDS: Record<string, Command> = {
   },
   async no() {
     return NOTHING_ASKED;
+  },
+  async usage(ctx) {
+    return ctx.usage ? ctx.usage() : 'berth: model use is not shown in this chat.';
   },
   async help() {
     return HELP;

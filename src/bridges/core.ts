@@ -30,6 +30,7 @@ import { loggedOutNotice, preview, refusedNotice, replyText, sessionGoneNotice }
 import { createStrangers, keptText } from './strangers.js';
 import type { ScheduleService } from '../admin/schedules.js';
 import { jobsReply, type JobsAdmin } from './jobs.js';
+import type { ChatCost } from './chat-cost.js';
 import { scheduledReply, scheduleOfMessage, type ScheduledMessage } from './scheduled.js';
 
 /**
@@ -92,6 +93,8 @@ export interface BridgeDeps {
   schedules?: ScheduleService;
   /** /jobs and /stop: the person's runs going on now; without it they are unknown commands. */
   jobs?: JobsAdmin;
+  /** The cost line, the day's budget hold and /usage (chat-cost.ts); without it none of them. */
+  cost?: ChatCost;
 }
 
 type Lapsed = { code: ErrorCode; reason: string; notice: string };
@@ -177,6 +180,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       newSession: () => transport.newSession?.(entry.chat) ?? chatSessionId(transport.name, entry.chat, deps.state.nextGeneration(entry.chat)),
       chat: { channel: transport.name, chat: entry.chat, ...(entry.session !== undefined ? { session: entry.session } : {}) },
       schedules: deps.schedules,
+      usage: deps.cost && (() => deps.cost?.usage(ctx) ?? ''),
     };
     ctx.askRaise = levelAsker(deps.approvals, ctx, (text) => tell(entry.chat, text));
     // A scheduled run's task is the agent's, never a command.
@@ -337,12 +341,16 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       say: (text) => tell(chat, text),
     });
     const onApproval = (event: ApprovalEvent) => (transport.approval ? transport.approval(chat, event) : questions.ask(chat, event));
+    // At the day's budget the message waits here for its approver (asked in words on every channel).
+    const held = await deps.cost?.hold(ctx, (event) => questions.ask(chat, event));
+    if (held !== undefined) return { text: held };
     const run = await deps.admin
       .runMessage(ctx.project, { user: ctx.tenant, message: text || FILES_ONLY, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, onApproval, whenReady: async () => ready(), ...(files?.length ? { files } : {}), ...(schedule ? { schedule } : {}) })
       .finally(watch.stop);
     const output = printed?.segments();
+    const cost = deps.cost?.after(ctx, run.run);
     return {
-      text: replyText(run),
+      text: cost ? `${replyText(run)}\n\n${cost}` : replyText(run),
       ...(run.steps ? { steps: run.steps } : {}),
       // Only a run that wrote to stderr needs its order kept; its exit status is shown when not 0.
       ...(output?.some((o) => o.stream === 'stderr') ? { output, ...(run.exit_code !== 0 ? { exit: run.exit_code } : {}) } : {}),

@@ -1,4 +1,6 @@
 import type { ScheduleService } from '../admin/schedules.js';
+import { createChatCost } from './chat-cost.js';
+import { openBudgetDays } from '../store/budget-days.js';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
@@ -127,7 +129,7 @@ type BridgeDeps = {
   backoffMs?: { min: number; max: number };
   web?: boolean;
   /** Where people's answers to their agents' requests go (/yes, /no, a card's buttons). */
-  approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'>;
+  approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'> & Partial<Pick<Approvals, 'requestBudget'>>;
   /** Where a reply that could not be delivered is counted. */
   metrics?: Pick<Metrics, 'replyUndelivered'>;
   /** Schedules made in the chats (/every, /at …) and by their agents. */
@@ -318,6 +320,7 @@ function buildChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, con
     metrics: deps.metrics,
     senderDenied: (sender) => state.isDenied(sender),
     schedules: deps.schedules,
+    cost: createChatCost({ admin: deps.admin, config: deps.config, approvals: deps.approvals, days: openBudgetDays(deps.stateDir) }),
     jobs: deps.admin,
     senderAllowed: (sender) => senderAllowed(channel, channelConfig(deps.config().bridges, channel.name), state, sender),
   });

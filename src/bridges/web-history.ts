@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { AdminService } from '../admin/service.js';
 import type { ApprovalEvent } from '../store/approvals.js';
 import { openChatTranscripts, type TranscriptEntry } from '../store/chat-transcripts.js';
+import { approvalOutcome, approvalUnreachable } from './approval-words.js';
 import type { WebServerMessage } from './web-protocol.js';
 
 type Where = { project: string; session: string };
@@ -49,6 +50,11 @@ export function approvalForWeb(event: ApprovalEvent, session: string, now: strin
     const { id, kind, target, approver, asked_at, expires_at } = event.approval;
     return { entry: { role: 'approval', text: `asked to reach ${target}`, approval: { id, kind, target, approver, asked_at, expires_at } }, message: { type: 'approval', session_id: session, approval: event.approval } };
   }
-  const answer = { id: event.id, decision: event.decision, by: event.by, at: event.at ?? now };
-  return { entry: { role: 'answer', text: `${event.decision} (${event.by})`, answer }, message: { type: 'approval_answered', session_id: session, ...answer } };
+  // An allowed host that still failed: one line for the person, kept as berth's reply.
+  if (event.type === 'unreachable') {
+    const text = approvalUnreachable(event.target, event.reason);
+    return { entry: { role: 'reply', text }, message: { type: 'note', session_id: session, text } };
+  }
+  const answer = { id: event.id, decision: event.decision, by: event.by, at: event.at || now };
+  return { entry: { role: 'answer', text: approvalOutcome({ target: event.target }, event), answer }, message: { type: 'approval_answered', session_id: session, ...answer } };
 }

@@ -1,4 +1,6 @@
 import type { ScheduleService } from '../admin/schedules.js';
+import { createChatCost } from './chat-cost.js';
+import { openBudgetDays } from '../store/budget-days.js';
 import type { Logger } from 'pino';
 import type { AdminService } from '../admin/service.js';
 import type { BerthConfig } from '../config/berth-config.js';
@@ -103,7 +105,7 @@ export function createWebChat(deps: {
   stateDir: string;
   bridgeDir: string;
   owner?: string;
-  approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'>;
+  approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'> & Partial<Pick<Approvals, 'requestBudget'>>;
   metrics?: Pick<Metrics, 'replyUndelivered'>;
   schedules?: ScheduleService;
 }): WebChat {
@@ -241,6 +243,7 @@ export function createWebChat(deps: {
     // …and a message whose login was revoked (or ended) while it waited is not run.
     stillAllowed: loginHolds,
     schedules: deps.schedules,
+    cost: createChatCost({ admin, config: deps.config, approvals: deps.approvals, days: openBudgetDays(deps.stateDir) }),
     jobs: admin,
   });
   core.recover();

@@ -109,8 +109,9 @@ Server
 
 Engine
   images build [shell|agent] [--base IMAGE] [--force]
-                                build berth's images offline (default: shell; agent: real
-                                Claude Code and Codex on a Debian base, about 90 s cold)
+                                build berth's images with no container registry (default: shell;
+                                agent: real Claude Code and Codex on a Debian base, from Debian's
+                                mirrors and npm: 1-20 min the first time, ~30 s cached)
   doctor                        engine, runc, images, config: non-zero exit when unsafe
   verify [--json]               attack this host live (throw-away project): exits 1 on any escape
   audit [--since T] [--project P] [--actor A] [--kind K] [--json]

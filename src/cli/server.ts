@@ -14,7 +14,7 @@ import { need, type Command } from './command.js';
 export const ENGINE_COMMANDS: Record<string, Command> = {
   'images build': {
     usage:
-      "images build [shell|agent]... [--base IMAGE] [--force]\n  Build berth's images offline (default: shell), with progress. agent: Debian made with mmdebstrap, plus the\n  pinned claude and codex CLIs from npm (cached in .berth/cache); skipped when up to date unless --force;\n  --base IMAGE builds it on a registry image instead.",
+      "images build [shell|agent]... [--base IMAGE] [--force]\n  Build berth's images with no container registry (default: shell), with progress. agent: Debian made with\n  mmdebstrap from Debian's mirrors, plus the pinned claude and codex CLIs from the npm registry (about 340 MB,\n  cached in .berth/cache): 1-20 min the first time, about 30 s once the base and tarballs are cached;\n  skipped when up to date unless --force; --base IMAGE builds it on a registry image instead.",
     options: { base: { type: 'string' }, force: { type: 'boolean' } },
     async run(berth, v, pos, io) {
       const names = (pos.length ? pos : ['shell']) as ImageName[];

@@ -162,7 +162,11 @@ export const ChatSettingsSchema = z
     approvals: z
       .enum(APPROVERS)
       .default('person')
-      .describe('Who is asked when an agent at medium or high wants a host outside the egress allowlist: "person" (the person in the chat: a card in the web chat, /yes or /no on Signal), "operator" (only the operator: berth approvals), or "off" (refused at once, nobody asked).'),
+      .describe('Who is asked when an agent at medium or high wants a host outside the egress allowlist, or a chat message would go past its tenant\'s daily model budget: "person" (the person in the chat: a card in the web chat, /yes or /no on Signal), "operator" (only the operator: berth approvals), or "off" (refused at once, nobody asked).'),
+    show_cost: z
+      .boolean()
+      .optional()
+      .describe("Each answer of a claude or codex agent ends with what it cost (tokens, money where berth.yaml prices its model) and what is left of the person's day. Default: on when the project has a daily budget or its models have prices."),
     approval_timeout_seconds: z
       .number()
       .int()

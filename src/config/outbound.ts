@@ -14,6 +14,24 @@ const UpstreamNameSchema = z.string().regex(UPSTREAM_NAME_PATTERN, 'must be 1-32
 export const MODEL_APIS = ['anthropic', 'openai'] as const;
 export type ModelApi = (typeof MODEL_APIS)[number];
 
+const PerMillionSchema = z.number().min(0).max(100_000);
+
+/** berth.yaml `models.<name>.prices`: what a million tokens cost, by model name pattern (the first that matches counts). */
+export const ModelPricesSchema = z
+  .record(
+    z.string().min(1).max(128).regex(/^[A-Za-z0-9._:@/*-]+$/, 'must be a model name, "*" standing for any characters'),
+    z
+      .object({
+        input: PerMillionSchema.describe('Price of a million input tokens (US dollars), cached ones included.'),
+        output: PerMillionSchema.describe('Price of a million output tokens (US dollars).'),
+      })
+      .strict(),
+  )
+  .refine((r) => Object.keys(r).length <= 64, 'at most 64 model patterns')
+  .optional()
+  .describe('Prices per million tokens by model name ("claude-sonnet-*"); the chat shows what an answer cost with them. None: tokens only.');
+export type ModelPrices = z.output<typeof ModelPricesSchema>;
+
 /** berth.yaml `models`: upstream name → where it is and the key berth adds (containers never see it). */
 export const ModelUpstreamsSchema = z
   .record(
@@ -26,6 +44,7 @@ export const ModelUpstreamsSchema = z
           .refine((u) => !new URL(u).search && !new URL(u).hash, 'must not carry a query or fragment')
           .describe('Base URL of the API, e.g. https://api.anthropic.com'),
         api_key: z.string().min(1).max(4096).describe('The real key; berth adds it to each forwarded call.'),
+        prices: ModelPricesSchema,
       })
       .strict(),
   )
@@ -64,6 +83,13 @@ export const ModelBudgetSchema = z
   .object({
     requests_per_hour: z.number().int().min(1).max(1_000_000).default(200).describe('Model calls one tenant may make in any hour.'),
     tokens_per_hour: z.number().int().min(1).max(1_000_000_000).default(2_000_000).describe('Input plus output tokens one tenant may use in any hour.'),
+    tokens_per_day: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000_000_000)
+      .optional()
+      .describe('Input plus output tokens one tenant may use in a day (UTC). At it, a chat message is held until the person (or the operator, as chat.approvals says) allows going past it for the day. None: no daily limit.'),
   })
   .strict();
 

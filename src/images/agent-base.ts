@@ -5,7 +5,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { BerthError } from '../base/errors.js';
 import type { ImageStore } from '../launch/images.js';
-import { megabytes, secondsSince } from './progress.js';
+import { megabytes, secondsSince, withHeartbeat } from './progress.js';
 
 /** What agents expect beyond minbase (bash is already essential). */
 export const AGENT_BASE_PACKAGES = ['ca-certificates', 'git', 'curl', 'ripgrep', 'procps', 'less'];
@@ -47,12 +47,12 @@ export async function ensureAgentBase(images: ImageStore, onProgress: (line: str
   try {
     const tarFile = join(dir, 'rootfs.tar');
     const started = Date.now();
-    onProgress(`base: mmdebstrap bookworm with ${AGENT_BASE_PACKAGES.join(', ')} from Debian's mirrors (about 35 s) ...`);
-    await runMmdebstrap(mmdebstrapArgs(tarFile), (line) => onProgress(`base:   ${line}`));
+    onProgress(`base: mmdebstrap bookworm with ${AGENT_BASE_PACKAGES.join(', ')} from Debian's mirrors (deb.debian.org; 35 s to several minutes) ...`);
+    await withHeartbeat('base', 'fetching and unpacking Debian packages', onProgress, () => runMmdebstrap(mmdebstrapArgs(tarFile), (line) => onProgress(`base:   ${line}`)));
     onProgress(`base: root filesystem of ${megabytes(fs.statSync(tarFile).size)} in ${secondsSince(started)}`);
     const importing = Date.now();
     // Imported only once mmdebstrap succeeded, so a failed run never leaves a half base behind.
-    await images.importTar(tarFile, AGENT_BASE_IMAGE);
+    await withHeartbeat('base', 'importing', onProgress, () => images.importTar(tarFile, AGENT_BASE_IMAGE));
     onProgress(`base: imported as ${AGENT_BASE_IMAGE} in ${secondsSince(importing)}`);
     return AGENT_BASE_IMAGE;
   } finally {

@@ -8,7 +8,7 @@ import { compileBridge, IMAGES_DIR } from './bridge.js';
 import type { ImageStore } from '../launch/images.js';
 import { extractCliBinaries, fetchCliTarball } from './fetch-cli.js';
 import { imageInputsHash, INPUTS_LABEL } from './image-inputs.js';
-import { megabytes, secondsSince } from './progress.js';
+import { megabytes, secondsSince, withHeartbeat } from './progress.js';
 
 export interface AgentImageOptions {
   images: ImageStore;
@@ -50,12 +50,14 @@ export async function buildAgentImage(opts: AgentImageOptions): Promise<{ tag: s
     }
     const started = Date.now();
     onProgress(`docker build ${tag} from ${base} (sends about 700 MB of binaries to the engine) ...`);
-    await images.build({
-      context: tar.pack(context) as unknown as NodeJS.ReadableStream,
-      tag,
-      buildArgs: { BASE: base, BERTH_INPUTS: hash },
-      onProgress,
-    });
+    await withHeartbeat(`docker build ${tag}`, 'building', onProgress, () =>
+      images.build({
+        context: tar.pack(context) as unknown as NodeJS.ReadableStream,
+        tag,
+        buildArgs: { BASE: base, BERTH_INPUTS: hash },
+        onProgress,
+      }),
+    );
     const size = (await images.inspect(tag))?.sizeBytes ?? 0;
     onProgress(`docker build ${tag}: done in ${secondsSince(started)}, image size ${megabytes(size)}`);
     return { tag, built: true };

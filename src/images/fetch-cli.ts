@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { BerthError } from '../base/errors.js';
 import type { AgentCli } from './agent-clis.js';
-import { megabytes, secondsSince } from './progress.js';
+import { megabytes, secondsSince, withHeartbeat } from './progress.js';
 
 const run = promisify(execFile);
 
@@ -36,13 +36,15 @@ export async function fetchCliTarball(cli: AgentCli, cacheDir: string, onProgres
   const staging = fs.mkdtempSync(join(cacheDir, '.pack-'));
   try {
     const started = Date.now();
-    onProgress(`${label}: downloading ${cli.spec} from the npm registry ...`);
+    onProgress(`${label}: downloading ${cli.spec} from the npm registry (about 170 MB) ...`);
     let stdout: string;
     try {
-      ({ stdout } = await run('npm', ['pack', cli.spec, '--pack-destination', staging, '--json', '--loglevel=error'], {
-        cwd: staging,
-        maxBuffer: 16 * 1024 * 1024,
-      }));
+      ({ stdout } = await withHeartbeat(label, 'downloading', onProgress, () =>
+        run('npm', ['pack', cli.spec, '--pack-destination', staging, '--json', '--loglevel=error'], {
+          cwd: staging,
+          maxBuffer: 16 * 1024 * 1024,
+        }),
+      ));
     } catch (err) {
       throw new BerthError('IMAGE_MISSING', `could not download ${cli.spec}: ${gistOf(err)}`, {
         hint: 'the agent image needs npm and the npm registry once; later builds use the cache',

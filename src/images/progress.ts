@@ -7,3 +7,22 @@ export function secondsSince(startMs: number): string {
 export function megabytes(bytes: number): string {
   return `${Math.round(bytes / 1e6)} MB`;
 }
+
+/** How often a long step with no output of its own says it is still going. */
+export const HEARTBEAT_MS = 10_000;
+
+/**
+ * Run `work`, saying "<label>: still <doing> (N s)" every HEARTBEAT_MS while it lasts: a step
+ * that prints nothing for minutes (npm's download, the engine reading the build context) reads
+ * as hung otherwise.
+ */
+export async function withHeartbeat<T>(label: string, doing: string, onProgress: (line: string) => void, work: () => Promise<T>, everyMs = HEARTBEAT_MS): Promise<T> {
+  const started = Date.now();
+  const timer = setInterval(() => onProgress(`${label}: still ${doing} (${Math.round((Date.now() - started) / 1000)} s)`), everyMs);
+  timer.unref();
+  try {
+    return await work();
+  } finally {
+    clearInterval(timer);
+  }
+}

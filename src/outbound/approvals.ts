@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { AuditEvent } from '../store/audit.js';
 import { BerthError } from '../base/errors.js';
 import { selfIdentity } from '../fs/process-identity.js';
-import type { ApprovalAnswer, ApprovalDecision, ApprovalRequest, ApprovalStore, ApprovalView } from '../store/approvals.js';
+import type { ApprovalAnswer, ApprovalDecision, ApprovalListener, ApprovalRequest, ApprovalStore, ApprovalView } from '../store/approvals.js';
 import type { RunIdentity } from './run-identity.js';
 import type { PermissionLevel } from '../config/session.js';
 
@@ -21,7 +21,8 @@ import type { PermissionLevel } from '../config/session.js';
 /** Who answers: the operator (CLI, console), or a person of the chat (only their own tenant's requests, only when the project lets the person answer). */
 export type Answerer = { operator: true; actor: string } | { operator?: false; actor: string; project: string; tenant: string };
 
-export type Verdict = { allowed: true } | { allowed: false; reason: string };
+/** `quiet`: refused without asking anyone, as routine (the agent had answered): no warning logged. */
+export type Verdict = { allowed: true } | { allowed: false; reason: string; quiet?: boolean };
 
 export interface Approvals {
   /** May this run reach `target` ("host:port"), which its allowlist does not name? Asks, and waits for the answer. */
@@ -38,6 +39,12 @@ export interface Approvals {
    * One request per session waits at a time (asking again returns it).
    */
   requestLevel(req: { project: string; tenant: string; session: string; level: PermissionLevel; timeoutSeconds: number }, told: (answer: ApprovalAnswer) => void): ApprovalView;
+  /**
+   * A chat message held at its tenant's daily model budget: its approver (the person or the
+   * operator, as chat.approvals says) may let it and the day's next ones past. `listen` hears the
+   * request and its answer (the chat's card or question); the promise, the answer that stands.
+   */
+  requestBudget(req: { project: string; tenant: string; session: string; target: string; approver: 'person' | 'operator'; timeoutSeconds: number }, listen: ApprovalListener): Promise<ApprovalAnswer>;
 }
 
 export const APPROVAL_BOUNDS = {
@@ -53,12 +60,16 @@ interface RunState {
   denied: Map<string, string>;
   asks: number;
   waiting: Map<string, Promise<Verdict>>;
+  /** Its `answered` signal is listened to (once per run). */
+  heedsAnswer?: boolean;
 }
 
 interface Waiter {
   request: ApprovalRequest;
   /** The run that waits (egress requests). */
   run?: RunIdentity;
+  /** Who hears the answer besides the promise (a budget request's chat). */
+  listen?: ApprovalListener;
   settle: (answer: ApprovalAnswer) => void;
 }
 
@@ -107,11 +118,12 @@ export function createApprovals(deps: {
       answer.by === 'timeout' ? 'approval.timeout'
       : answer.decision === 'deny' ? 'approval.deny'
       : request.kind === 'level' ? 'approval.raise_level'
+      : request.kind === 'budget' ? 'approval.allow_past_budget'
       : answer.decision === 'once' ? 'approval.allow_once'
       : 'approval.allow_session';
     deps.audit({ kind: 'admin', action, actor: answer.by === 'timeout' ? 'berth' : answer.by, project: request.project, target: `${request.target} for ${request.tenant} (session ${request.session})`, outcome: 'ok' });
     deps.logger.info({ id, target: request.target, decision: answer.decision, by: answer.by }, 'approval answered');
-    run?.ask?.({ type: 'answered', id, decision: answer.decision, by: answer.by, at: answer.at });
+    (w.listen ?? run?.ask)?.({ type: 'answered', id, decision: answer.decision, by: answer.by, target: request.target, asked_at: request.asked_at, at: answer.at });
     w.settle(answer);
   }
 
@@ -137,7 +149,7 @@ export function createApprovals(deps: {
   }
 
   /** A request on disk, waiting: denied at its timeout unless an answer (from any process) comes first; `onAnswer` gets the one that stands. */
-  function hold(fields: Omit<ApprovalRequest, 'id' | 'asked_at' | 'expires_at' | 'owner'>, timeoutSeconds: number, run: RunIdentity | undefined, onAnswer: (answer: ApprovalAnswer) => void): ApprovalRequest {
+  function hold(fields: Omit<ApprovalRequest, 'id' | 'asked_at' | 'expires_at' | 'owner'>, timeoutSeconds: number, run: RunIdentity | undefined, onAnswer: (answer: ApprovalAnswer) => void, listen?: ApprovalListener): ApprovalRequest {
     const at = now();
     const request: ApprovalRequest = { ...fields, id: deps.store.newId(), asked_at: new Date(at).toISOString(), expires_at: new Date(at + timeoutSeconds * 1000).toISOString(), owner };
     deps.store.put(request);
@@ -146,6 +158,7 @@ export function createApprovals(deps: {
     waiters.set(request.id, {
       request,
       run,
+      listen,
       settle: (answer) => {
         clearTimeout(timer);
         onAnswer(answer);
@@ -155,6 +168,11 @@ export function createApprovals(deps: {
     return request;
   }
 
+  /** What the run waits for is denied now (by berth): its agent answered, or its connections closed. */
+  function denyWaiting(runId: string) {
+    for (const [id, w] of waiters) if (w.request.run === runId) publish(id, { decision: 'deny', by: 'berth', at: new Date().toISOString() });
+  }
+
   async function ask(run: RunIdentity, state: RunState, target: string): Promise<Verdict> {
     const { approvals: approver, approval_timeout_seconds: timeout } = run.metadata.chat;
     const notListed = `${target} is not in project "${run.project}"'s egress allowlist`;
@@ -162,6 +180,12 @@ export function createApprovals(deps: {
     if (approver === 'person' && !run.ask) return { allowed: false, reason: `${notListed}, and nobody watches this run to allow it (a chat asks its person)` };
     if (state.asks >= APPROVAL_BOUNDS.asksPerRun) return { allowed: false, reason: `${notListed}, and this run asked ${APPROVAL_BOUNDS.asksPerRun} times already` };
     if (waiters.size >= APPROVAL_BOUNDS.pendingMax) return { allowed: false, reason: `${notListed}, and too many requests wait for an answer` };
+    // After its answer the agent works for itself (a CLI's background calls): nobody is held or asked for that.
+    if (run.answered?.aborted) return { allowed: false, reason: `${notListed}, and the agent had already answered (nobody is asked after that)`, quiet: true };
+    if (run.answered && !state.heedsAnswer) {
+      state.heedsAnswer = true;
+      run.answered.addEventListener('abort', () => denyWaiting(run.runId), { once: true });
+    }
     state.asks++;
     const answer = await new Promise<ApprovalAnswer>((resolve) => {
       const request = hold({ kind: 'egress', project: run.project, tenant: run.tenantKey, session: run.session, run: run.runId, target, approver }, timeout, run, resolve);
@@ -169,7 +193,10 @@ export function createApprovals(deps: {
       run.ask?.({ type: 'asked', approval: viewOf(request) });
     });
     if (answer.decision === 'deny') {
-      const reason = answer.by === 'timeout' ? `${notListed}, and nobody allowed it within ${timeout} s` : `${notListed}, and the request to reach it was denied`;
+      const reason =
+        answer.by === 'timeout' ? `${notListed}, and nobody allowed it within ${timeout} s`
+        : answer.by === 'berth' ? `${notListed}, and the agent answered before anyone allowed it`
+        : `${notListed}, and the request to reach it was denied`;
       state.denied.set(target, reason);
       return { allowed: false, reason };
     }
@@ -235,8 +262,18 @@ export function createApprovals(deps: {
       return viewOf(request);
     },
 
+    requestBudget(req, listen) {
+      if (waiters.size >= APPROVAL_BOUNDS.pendingMax) return Promise.resolve({ decision: 'deny', by: 'berth', at: new Date(now()).toISOString() });
+      return new Promise<ApprovalAnswer>((resolve) => {
+        const { timeoutSeconds, ...fields } = req;
+        const request = hold({ kind: 'budget', ...fields, run: '' }, timeoutSeconds, undefined, resolve, listen);
+        deps.logger.info({ id: request.id, project: req.project, tenant: req.tenant, approver: req.approver }, req.approver === 'operator' ? `a chat message waits at its tenant's daily model budget: berth approvals allow ${request.id} (or deny)` : "a chat message waits for its person to allow going past the day's model budget");
+        listen({ type: 'asked', approval: viewOf(request) });
+      });
+    },
+
     endRun(runId) {
-      for (const [id, w] of waiters) if (w.request.run === runId) publish(id, { decision: 'deny', by: 'berth', at: new Date().toISOString() });
+      denyWaiting(runId);
       runs.delete(runId);
     },
   };

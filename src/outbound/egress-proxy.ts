@@ -9,17 +9,16 @@ import zlib from 'node:zlib';
 import type { Logger } from 'pino';
 import type { BerthConfig } from '../config/berth-config.js';
 import { EGRESS_BOUNDS } from '../config/bounds.js';
-import { hostAllowed } from '../config/outbound.js';
 import { isBerthError } from '../base/errors.js';
 import { appendOutbound } from '../store/outbound-log.js';
 import { noMetrics, type Metrics } from '../base/metrics.js';
-import { isPrivateAddress } from './addresses.js';
 import type { Approvals } from './approvals.js';
+import { createEgressDecision, unreachableWhy, type Resolve } from './egress-decision.js';
 import { peekBody, sendBody, type PeekedBody } from './body-peek.js';
 import type { EgressCa } from './egress-ca.js';
 import { maskHeaders, maskText, redactStream } from './redact-stream.js';
 import type { SecretBroker } from './secret-broker.js';
-import type { RunIdentity, RunSocketOpener } from './run-identity.js';
+import type { RunSocketOpener } from './run-identity.js';
 import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix-server.js';
 
 /**
@@ -35,22 +34,20 @@ import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix
  * its secrets added, and sent on over a new TLS connection that verifies the real host. Every
  * other host stays a blind tunnel.
  */
-/** A DNS name (or an IPv4 address) as a person can read it in a question: never an IPv6 literal or odd bytes. */
-const HOST_NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 const HOP = new Set(['connection', 'keep-alive', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
 
 export interface EgressProxy {
   open: RunSocketOpener;
 }
 
-/** `granted`: the project holds a secret grant toward the host (its CONNECTs are terminated). */
-type Decision = { ok: true; address: string; granted: boolean } | { ok: false; reason: string };
 /** Where a request read by the proxy goes: fixed by the CONNECT (or the absolute URL), never by its Host header. */
 interface Target {
   https: boolean;
   host: string;
   port: number;
   address: string;
+  /** Off the allowlist and allowed by someone: a failure is told to the person. */
+  asked: boolean;
 }
 
 const TLS_VERIFY_ERRORS = /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|ERR_TLS_CERT|HOSTNAME_MISMATCH|ERR_SSL)/;
@@ -59,11 +56,9 @@ const DECODERS: Record<string, () => Duplex> = { gzip: () => zlib.createGunzip()
 /** Names a run may have berth sign a new certificate for, per minute (names under a wildcard grant share one). */
 export const NEW_CERT_NAMES_PER_MINUTE = 32;
 
-type Resolve = (host: string) => Promise<Array<{ address: string }>>;
-
 export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals; broker?: SecretBroker; ca?: () => EgressCa; lookup?: Resolve }): EgressProxy {
   const metrics = deps.metrics ?? noMetrics();
-  const resolve: Resolve = deps.lookup ?? ((host) => lookup(host, { all: true }));
+  const decide = createEgressDecision({ ...deps, lookup: deps.lookup ?? ((host) => lookup(host, { all: true })) });
   const pool: ConnectionPool = { open: 0 };
 
   /** Public roots plus the operator's CAs (egress.trust_ca_files), read again when the list changes. */
@@ -85,44 +80,36 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
     return roots;
   }
 
-  async function decide(run: RunIdentity, rawHost: string, port: number): Promise<Decision> {
-    const allow = run.metadata.egress.allow;
-    const host = rawHost.replace(/\.$/, '');
-    if (!host || !Number.isInteger(port) || port < 1 || port > 65535) return { ok: false, reason: 'not a host:port berth can check' };
-    // The operator's grant of a secret toward a host lets the project reach it.
-    const granted = deps.broker?.terminates(run.project, host, port) ?? false;
-    if (!hostAllowed(allow, host, port) && !granted) {
-      const notListed = `${host}:${port} is not in project "${run.project}"'s egress allowlist (${allow.join(', ') || 'empty'})`;
-      // Only a plain host name is worth a question (and nothing is looked up before the answer:
-      // a lookup of a name the agent made up would be a way out on its own).
-      if (!deps.approvals || !HOST_NAME.test(host)) return { ok: false, reason: notListed };
-      const verdict = await deps.approvals.request(run, `${host}:${port}`);
-      if (!verdict.allowed) return { ok: false, reason: verdict.reason };
-    }
-    let addresses: Array<{ address: string }>;
-    try {
-      addresses = await resolve(host);
-    } catch {
-      return { ok: false, reason: `${host} does not resolve` };
-    }
-    const privateOk = hostAllowed(deps.config().egress.private_hosts, host, port);
-    if (!privateOk && (addresses.length === 0 || addresses.some((a) => isPrivateAddress(a.address)))) {
-      return { ok: false, reason: `${host} resolves to a private or loopback address (the operator may allow it in berth.yaml egress.private_hosts)` };
-    }
-    return { ok: true, address: (addresses[0] as { address: string }).address, granted };
-  }
-
   return {
     async open({ path, run, logger }) {
-      const record = (method: string, host: string, port: number, status: number, reason?: string, about?: { path?: string; secret?: string }) => {
+      const record = (method: string, host: string, port: number, status: number, reason?: string, about?: { path?: string; secret?: string; quiet?: boolean }) => {
         try {
           appendOutbound(run.sessionsDir, { kind: 'egress', at: new Date().toISOString(), run: run.runId, tenant: run.tenantKey, session: run.session, method, host: host.slice(0, 256), port, status, reason, ...(about?.secret ? { path: about.path?.slice(0, 512), secret: about.secret } : {}) });
         } catch (err) {
           logger.error({ err: String(err) }, 'could not write the outbound log');
         }
         metrics.gatewayCall({ kind: 'egress', outcome: status === 403 ? 'refused' : status >= 500 ? 'error' : 'allowed' });
-        if (status === 403) logger.warn({ host, port, reason }, 'egress refused');
+        if (status === 403 && about?.quiet) logger.debug({ host, port, reason }, 'egress refused');
+        else if (status === 403) logger.warn({ host, port, reason }, 'egress refused');
         else logger.info({ host, port, method, status, secret: about?.secret }, 'egress');
+      };
+      // A host someone allowed that still fails is told to the chat once per run, with the reason:
+      // "allowed" followed by a bare error would read as if the answer had not worked.
+      const told = new Set<string>();
+      const tellUnreachable = (host: string, port: number, reason: string) => {
+        const target = `${host}:${port}`;
+        if (!run.ask || told.has(target)) return;
+        told.add(target);
+        try {
+          run.ask({ type: 'unreachable', target, reason });
+        } catch (err) {
+          logger.warn({ err: String(err).slice(0, 200) }, 'could not tell the chat why an allowed host failed');
+        }
+      };
+      /** A refusal: logged, answered with a 403 that says why, and told when someone had allowed the host. */
+      const refused = (method: string, host: string, port: number, d: { reason: string; quiet?: boolean; asked?: boolean }) => {
+        record(method, host, port, 403, d.reason, { quiet: d.quiet });
+        if (d.asked) tellUnreachable(host, port, d.reason);
       };
       // This run's own connections upstream: a connection kept alive never carries another run's requests.
       let tlsAgent: { key: string; agent: https.Agent } | undefined;
@@ -173,12 +160,12 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         const { host, port } = splitHostPort(req.url ?? '');
         void decide(run, host, port).then((d) => {
           if (!d.ok) {
-            record('CONNECT', host, port, 403, d.reason);
+            refused('CONNECT', host, port, d);
             client.end(`HTTP/1.1 403 Forbidden\r\nx-berth-error: egress_denied\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nberth: ${d.reason}\n`);
             return;
           }
           if (deps.ca && d.granted) {
-            terminate(client as net.Socket, head, { https: true, host, port, address: d.address }, deps.ca()).catch((err: unknown) => {
+            terminate(client as net.Socket, head, { https: true, host, port, address: d.address, asked: d.asked }, deps.ca()).catch((err: unknown) => {
               logger.error({ host, port, err: String(err) }, 'egress: could not answer a CONNECT berth terminates');
               client.destroy();
             });
@@ -196,6 +183,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           upstream.on('error', (err) => {
             if (upstream.connecting) {
               record('CONNECT', host, port, 502, err.message);
+              if (d.asked) tellUnreachable(host, port, unreachableWhy(err));
               client.end(`HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\n\r\nberth: ${host}:${port} could not be reached\n`);
             } else client.destroy();
           });
@@ -258,12 +246,12 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         const port = Number(url.port || (https_ ? 443 : 80));
         const d = await decide(run, host, port);
         if (!d.ok) {
-          record(req.method ?? 'GET', host, port, 403, d.reason);
+          refused(req.method ?? 'GET', host, port, d);
           res.writeHead(403, { 'content-type': 'text/plain', 'x-berth-error': 'egress_denied', connection: 'close' });
           res.end(`berth: ${d.reason}\n`);
           return;
         }
-        await forward(req, res, { https: https_, host, port, address: d.address }, `${url.pathname}${url.search}`);
+        await forward(req, res, { https: https_, host, port, address: d.address, asked: d.asked }, `${url.pathname}${url.search}`);
       }
 
       /** One request berth can read: its secrets (if any) added, sent to the target, the answer masked. */
@@ -354,6 +342,7 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           const tlsFailure = target.https && TLS_VERIFY_ERRORS.test(err.code ?? '');
           const reason = tlsFailure ? `${host}'s certificate could not be verified (${err.code}); berth talks only to hosts that prove who they are` : `${host}:${port} could not be reached`;
           record(method, host, port, 502, tlsFailure ? reason : err.message, { ...about, secret });
+          if (target.asked) tellUnreachable(host, port, tlsFailure ? reason : unreachableWhy(err));
           if (!res.headersSent) {
             res.writeHead(502, { 'content-type': 'text/plain', ...(tlsFailure ? { 'x-berth-error': 'upstream_tls' } : {}) });
             res.end(`berth: ${reason}\n`);

@@ -16,6 +16,8 @@ export interface RunIdentity {
   sessionsDir: string;
   /** The chat watching this run, which can ask its person (egress approvals); none: an API or CLI run. */
   ask?: ApprovalListener;
+  /** Aborted once the agent said its answer: nobody is asked for it after that (its CLI's own calls). */
+  answered?: AbortSignal;
 }
 
 /**

@@ -23,8 +23,30 @@ export const PRESET_ARGV = {
 /** How berth reads an agent's output as it works (runs/agent-progress.ts): steps, notes, the answer. */
 export type ProgressFormat = 'claude-stream-json' | 'codex-json' | 'droid-stream-json' | 'shell-trace';
 
-/** The shell preset's PS4 (in its env always, so a warm container's identity does not depend on it): a trace line starts with it. */
+/** The shell preset's PS4: a trace line starts with it. Set inside the shell, never exported: the agent's environment does not show it. */
 export const SHELL_TRACE_PS4 = '\x1fberth-step\x1f ';
+
+/** What `wget` says where there is no network (level low): busybox's own wget crashes on a name it cannot resolve. */
+export const NO_NETWORK_WORDS = 'there is no network at level low (at medium the agent reaches the hosts this project allows)';
+
+/**
+ * How the no-network wget calls the image's own for a loopback address (the model gateway is
+ * there at every level); ash traces it as "BERTH_LOOPBACK=1 wget …", which the reader drops.
+ */
+const LOOPBACK_MARK = 'BERTH_LOOPBACK=1 ';
+
+/**
+ * The shell preset's script around the message, which is its $1 (never parsed by a shell of
+ * ours): traced, PS4 is set in the shell and `set -x` turned on inside the eval, so only the
+ * message's own commands are traced; without a network, `wget` is a function that says so for
+ * any address but loopback (busybox's wget crashes on a name it cannot resolve).
+ */
+function shellScript(trace: boolean, noNetwork: boolean): string | undefined {
+  if (!trace && !noNetwork) return undefined;
+  const refuse = `sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1'`;
+  const wget = noNetwork ? `wget() { case "$*" in *127.0.0.1*|*localhost*) ${LOOPBACK_MARK}command wget "$@";; *) ${refuse};; esac; }; ` : '';
+  return trace ? `PS4=$(printf '\\037berth-step\\037 '); ${wget}eval "set -x; $1"` : `${wget}eval "$1"`;
+}
 
 /**
  * The format a preset's output is read in. Claude Code, Codex and droid always stream events
@@ -48,9 +70,40 @@ export function codexProviderArgs(baseUrl: string): string[] {
   return ['-c', `model_providers.berth=${provider}`, '-c', 'model_provider=berth'];
 }
 
-export function agentArgv(agent: Agent, message: string, opts: { openaiBaseUrl?: string; progress?: ProgressFormat } = {}): string[] {
+/**
+ * Codex's own background calls, off (measured with codex 0.169.0 against the fake Responses API,
+ * docs/agents.md): plugins (github.com, api.github.com, chatgpt.com: the plugin marketplace and
+ * its connectors) and analytics (ab.chatgpt.com). With both off, `codex exec` contacts no host
+ * but the model's.
+ */
+export const CODEX_QUIET_ARGS = ['-c', 'features.plugins=false', '-c', 'analytics.enabled=false'] as const;
+
+/**
+ * Hosts a preset is known to call for itself (telemetry, plugins), never for the person's task:
+ * refused without asking anyone (egress-proxy.ts), in case a CLI version calls them despite its
+ * settings. github.com is not one: a task may need it (git clone), so it is still asked for.
+ * Claude Code called only api.anthropic.com for itself, and nothing with
+ * CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC (plan/outbound.ts); that host is a task's too.
+ */
+export const PRESET_OWN_HOSTS: Partial<Record<string, readonly string[]>> = {
+  codex: ['chatgpt.com:443', 'ab.chatgpt.com:443'],
+};
+
+/** Whether `target` ("host:port") is a host the agent's preset calls for itself (a custom argv: none). */
+export function presetOwnHost(agent: Agent, target: string): boolean {
+  return typeof agent === 'string' && (PRESET_OWN_HOSTS[agent]?.includes(target) ?? false);
+}
+
+/** A trace line of the wrapper's own wget (its refusal, or its call of the real one): no step of the person's. */
+export function isShellWrapperTrace(command: string): boolean {
+  return command.includes(NO_NETWORK_WORDS) || command.startsWith(LOOPBACK_MARK);
+}
+
+/** `noNetwork`: the run reaches no host at all (level low). */
+export function agentArgv(agent: Agent, message: string, opts: { openaiBaseUrl?: string; progress?: ProgressFormat; noNetwork?: boolean } = {}): string[] {
   let template: readonly string[] = typeof agent === 'string' ? PRESET_ARGV[agent] : agent;
-  if (opts.progress === 'shell-trace') template = ['sh', '-x', ...template.slice(1)];
-  if (agent === 'codex' && opts.openaiBaseUrl) template = [...template.slice(0, 4), ...codexProviderArgs(opts.openaiBaseUrl), ...template.slice(4)];
+  const script = agent === 'shell' ? shellScript(opts.progress === 'shell-trace', opts.noNetwork === true) : undefined;
+  if (script) return ['sh', '-c', script, 'sh', message];
+  if (agent === 'codex') template = [...template.slice(0, 4), ...(opts.openaiBaseUrl ? codexProviderArgs(opts.openaiBaseUrl) : []), ...CODEX_QUIET_ARGS, ...template.slice(4)];
   return template.map((arg) => arg.split(MESSAGE_PLACEHOLDER).join(message));
 }

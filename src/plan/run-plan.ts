@@ -1,4 +1,5 @@
 import { posix } from 'node:path';
+import { userToolsEnv } from './user-tools.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import { protectedPathKey, type ProjectMetadata } from '../config/metadata.js';
 import type { SharedGrant } from '../config/grants.js';
@@ -9,7 +10,7 @@ import { LABELS } from './labels.js';
 import { LEVEL_PROFILES } from './levels.js';
 import type { PermissionLevel } from '../config/session.js';
 import { DEFAULT_RUNTIME, enginePids, runtimeChoiceIssues, runtimeFor } from '../config/runtimes.js';
-import { agentArgv, progressFormatOf, SHELL_TRACE_PS4, type ProgressFormat } from './agent-command.js';
+import { agentArgv, progressFormatOf, type ProgressFormat } from './agent-command.js';
 import { planOutbound, RELAY_BIN, TRUST_MOUNTS, withRelays, type RunSocket } from './outbound.js';
 
 /**
@@ -273,6 +274,8 @@ export function planRun(input: PlanInput): RunPlan {
   const env: Record<string, string> = {
     PATH: CONTAINER_PATH,
     HOME: input.home ? AGENT_HOME : '/tmp',
+    // A session's home persists: what the agent installs with user-level tools goes there.
+    ...(input.home ? userToolsEnv(AGENT_HOME, CONTAINER_PATH) : {}),
     BERTH_PROJECT: meta.name,
     BERTH_WORKSPACE: workspace.id,
     BERTH_RUN: run.id,
@@ -288,9 +291,8 @@ export function planRun(input: PlanInput): RunPlan {
   }
   Object.assign(env, outbound.env); // berth's own variables win over anything a project lets through
 
-  if (meta.agent === 'shell') env.PS4 = SHELL_TRACE_PS4;
   const progress = run.argv ? undefined : progressFormatOf(meta.agent, run.live === true);
-  const exec = run.argv ?? agentArgv(meta.agent, run.message, { openaiBaseUrl: outbound.env.OPENAI_BASE_URL, progress });
+  const exec = run.argv ?? agentArgv(meta.agent, run.message, { openaiBaseUrl: outbound.env.OPENAI_BASE_URL, progress, noNetwork: !profile.egress });
   const runtime = planRuntime(meta, config, run.level);
   return {
     image: imageFor(meta, config),

@@ -1,4 +1,4 @@
-import { SHELL_TRACE_PS4, type ProgressFormat } from '../plan/agent-command.js';
+import { isShellWrapperTrace, SHELL_TRACE_PS4, type ProgressFormat } from '../plan/agent-command.js';
 import { RUN_STEPS_MAX } from '../store/run-log.js';
 
 /**
@@ -47,6 +47,8 @@ export interface ProgressSummary {
 
 export interface ProgressReader {
   push(stream: 'stdout' | 'stderr', chunk: string, atMs: number): ProgressUpdate[];
+  /** The agent said its turn is over (its answer is in): what it still does is its own, not the task's. */
+  answered(): boolean;
   finish(exitCode: number, atMs: number): ProgressSummary;
 }
 
@@ -60,6 +62,8 @@ const oneLine = (s: string, max: number) => {
   const flat = s.replace(/\s+/g, ' ').trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 };
+/** Control characters (a trace prefix, a terminal escape) never reach a label. */
+const printable = (s: string) => s.replace(/[\u0000-\u0008\u000e-\u001f\u007f-\u009f]/g, '');
 const tail = (s: string, max: number) => {
   const t = s.trim();
   return t.length > max ? `…${t.slice(t.length - max + 1)}` : t;
@@ -80,7 +84,7 @@ class Steps {
       this.more++;
       return [];
     }
-    const step: ProgressStep = { id, tool: oneLine(tool, 40) || 'tool', detail: oneLine(detail, DETAIL_MAX), state: 'running', at };
+    const step: ProgressStep = { id, tool: oneLine(printable(tool), 40) || 'tool', detail: oneLine(printable(detail), DETAIL_MAX), state: 'running', at };
     this.byId.set(id, step);
     this.order.push(step);
     return [{ type: 'step', step: { ...step } }];
@@ -148,6 +152,8 @@ interface JsonState {
   answer?: string;
   /** The last thing the agent said (Codex: its last message is the answer). */
   lastMessage?: string;
+  /** Its turn ended (Claude Code's result, Codex's turn.completed or turn.failed, droid's completion). */
+  done?: boolean;
 }
 
 type EventHandler = (event: Record<string, unknown>, state: JsonState, at: number) => ProgressUpdate[];
@@ -182,6 +188,7 @@ function jsonLinesReader(handle: EventHandler): ProgressReader {
     push(stream, chunk, at) {
       return stream === 'stdout' ? lines.push(chunk).flatMap((line) => read(line, at)) : [];
     },
+    answered: () => state.done === true,
     finish(exitCode, at) {
       const ended = read(lines.rest(), at);
       for (const s of state.steps.running()) ended.push(...state.steps.end(s.id, exitCode === 0 ? 'ended' : 'failed', undefined, at));
@@ -239,6 +246,7 @@ const claudeEvent: EventHandler = (event, state, at) => {
       if (id) updates.push(...state.steps.end(id, own(b, 'is_error') === true ? 'failed' : 'ok', resultText(own(b, 'content')), at));
     }
   } else if (type === 'result') {
+    state.done = true;
     const result = str(own(event, 'result'));
     if (result !== undefined) state.answer = result;
   }
@@ -284,6 +292,7 @@ const codexEvent: EventHandler = (event, state, at) => {
     const failed = status === 'failed' || status === 'declined' || (typeof exit === 'number' && exit !== 0);
     return [...updates, ...state.steps.end(id, failed ? 'failed' : 'ok', str(own(item, 'aggregated_output')), at)];
   }
+  if (type === 'turn.completed' || type === 'turn.failed') state.done = true;
   if (type === 'turn.failed' || type === 'error') {
     const message = str(own(obj(own(event, 'error')), 'message')) ?? str(own(event, 'message'));
     if (message) state.answer ??= `error: ${message}`;
@@ -317,6 +326,7 @@ const droidEvent: EventHandler = (event, state, at) => {
     return [{ type: 'note', text: text.slice(0, NOTE_MAX) }];
   }
   if (type === 'completion') {
+    state.done = true;
     const text = str(own(event, 'finalText'));
     if (text !== undefined) state.answer = text;
   } else if (type === 'error') {
@@ -336,22 +346,41 @@ function shellTraceReader(): ProgressReader {
   let stderr = '';
   let n = 0;
   let current: string | undefined;
+  // Trace prefixes whose command went to a later line: the two sides of a pipeline trace at
+  // once, so one line can read "<PS4><PS4>grep x" and the next "env".
+  let pending = 0;
+  const step = (command: string, at: number): ProgressUpdate[] => {
+    // berth's own no-network wget (agent-command.ts) is not a step of the person's.
+    if (isShellWrapperTrace(command)) return [];
+    const updates = current ? steps.end(current, 'ended', undefined, at) : [];
+    current = `s${++n}`;
+    return [...updates, ...steps.start(current, 'sh', command, at)];
+  };
   const read = (line: string, at: number): ProgressUpdate[] => {
     const i = line.indexOf(SHELL_TRACE_PS4);
     if (i < 0) {
+      if (pending > 0 && line.trim() !== '') {
+        pending--;
+        return step(line, at);
+      }
       stderr += `${line}\n`;
       return [];
     }
     if (i > 0) stderr += line.slice(0, i); // a partial line the trace interrupted
-    const updates = current ? steps.end(current, 'ended', undefined, at) : [];
-    current = `s${++n}`;
-    return [...updates, ...steps.start(current, 'sh', line.slice(i + SHELL_TRACE_PS4.length), at)];
+    const commands = line.slice(i + SHELL_TRACE_PS4.length).split(SHELL_TRACE_PS4);
+    const updates: ProgressUpdate[] = [];
+    for (const command of commands) {
+      if (command === '') pending++;
+      else updates.push(...step(command, at));
+    }
+    return updates;
   };
   return {
     push(stream, chunk, at) {
       if (stream === 'stdout') return [];
       return lines.push(chunk).flatMap((line) => read(line, at));
     },
+    answered: () => false,
     finish(exitCode, at) {
       const rest = lines.rest();
       const ended = rest.includes(SHELL_TRACE_PS4) ? read(rest, at) : [];

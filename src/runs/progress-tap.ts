@@ -14,14 +14,15 @@ type Output = { stdout: string; stderr: string };
  * answer; stderr without the shell's trace; the steps beside them). A listener's failure never
  * touches the run.
  */
-export function progressTap(plan: Pick<RunPlan, 'progress'>, listeners: { onOutput?: OutputListener; onProgress?: ProgressListener }) {
-  const { onOutput, onProgress } = listeners;
+export function progressTap(plan: Pick<RunPlan, 'progress'>, listeners: { onOutput?: OutputListener; onProgress?: ProgressListener; onAnswered?: () => void }) {
+  const { onOutput, onProgress, onAnswered } = listeners;
   const format = plan.progress;
   if (!format) return { onOutput, finish: (r: Output): Output & { steps?: ProgressStep[]; moreSteps?: number } => ({ stdout: r.stdout, stderr: r.stderr }) };
   const reader = createProgressReader(format);
   const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
   const t0 = performance.now();
   const untraced = untracedStderr();
+  let answered = false;
   const tell = (update: ProgressUpdate) => {
     try {
       onProgress?.(update);
@@ -33,6 +34,14 @@ export function progressTap(plan: Pick<RunPlan, 'progress'>, listeners: { onOutp
     onOutput(stream: 'stdout' | 'stderr', chunk: Buffer) {
       const text = decoders[stream].decode(chunk, { stream: true });
       for (const update of reader.push(stream, text, performance.now() - t0)) tell(update);
+      if (!answered && reader.answered()) {
+        answered = true;
+        try {
+          onAnswered?.();
+        } catch {
+          // the run goes on
+        }
+      }
       // The shell's output is the agent's own words, its stderr without the trace (an event stream is not for people).
       if (format !== 'shell-trace') return;
       if (stream === 'stdout') onOutput?.(stream, chunk);

@@ -20,7 +20,7 @@ export interface OpenSockets {
  * directory (or, for a warm container's directory, only the sockets: between messages it
  * reaches nothing).
  */
-export async function openRunSockets(sockets: RunSocketsConfig, ctx: RunContext, dir: string, wanted: readonly RunSocket[], opts: { keepDir: boolean; stopRun: (reason: string) => void; ask?: ApprovalListener }): Promise<OpenSockets> {
+export async function openRunSockets(sockets: RunSocketsConfig, ctx: RunContext, dir: string, wanted: readonly RunSocket[], opts: { keepDir: boolean; stopRun: (reason: string) => void; ask?: ApprovalListener; answered?: AbortSignal }): Promise<OpenSockets> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
   const run: RunIdentity = {
     runId: ctx.runId,
@@ -32,6 +32,7 @@ export async function openRunSockets(sockets: RunSocketsConfig, ctx: RunContext,
     ...(ctx.session.settings.workspace.mode === 'session' ? { workspaceSession: ctx.session.id } : {}),
     sessionsDir: ctx.project.paths.sessionsDir,
     ...(opts.ask ? { ask: opts.ask } : {}),
+    ...(opts.answered ? { answered: opts.answered } : {}),
   };
   const open: OpenSockets[] = [];
   const close = async () => {

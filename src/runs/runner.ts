@@ -217,6 +217,8 @@ export function createRunner(deps: {
         halt.stop(reason);
       };
       halts.set(ctx.runId, stopRun);
+      // The agent said its answer: its sockets stop asking anyone for it (egress-proxy.ts).
+      const answered = new AbortController();
       try {
         const planFor = (runDir: string | undefined) => planOf(ctx, landed.spec, { home, seeds, runDir }, deps);
         // This run's sockets: a directory only its container sees (a warm container's, if it has one).
@@ -232,11 +234,11 @@ export function createRunner(deps: {
         assertLaunchable(launcherCaps, plan, { loopQuota: ctx.workspace.ownFilesystem === true });
         for (const w of plan.warnings) ctx.log.warn(w);
         // A container that outlives the run keeps its run directory: only the sockets go.
-        if (runDir && deps.sockets) sockets = await openRunSockets(deps.sockets, ctx, runDir, plan.sockets, { keepDir: lease !== undefined, stopRun, ask: spec.kind === 'message' ? spec.onApproval : undefined });
+        if (runDir && deps.sockets) sockets = await openRunSockets(deps.sockets, ctx, runDir, plan.sockets, { keepDir: lease !== undefined, stopRun, ask: spec.kind === 'message' ? spec.onApproval : undefined, answered: answered.signal });
         prepareMounts(plan, ctx.project.paths.dir, ctx.owner);
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
-        return withRunFiles(ctx, spec, await execute(ctx, spec, plan, home, onCreated, { halt, stopRun }, lease), landed.in);
+        return withRunFiles(ctx, spec, await execute(ctx, spec, plan, home, onCreated, { halt, stopRun, answered }, lease), landed.in);
       } catch (err) {
         if (lease) await warmSessions?.release(lease); // never used (a plan or mount check failed, berth is stopping): not kept
         throw err;
@@ -275,12 +277,12 @@ export function createRunner(deps: {
   }
 
   /** Run the plan (bounded by its limits, the disk watch and its sockets' verdicts), then record it. */
-  async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan, home: string, onCreated: (containerId: string) => void, stopping: { halt: RunHalt; stopRun: (reason: string) => void }, lease?: WarmLease): Promise<RunOutcome> {
+  async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan, home: string, onCreated: (containerId: string) => void, stopping: { halt: RunHalt; stopRun: (reason: string) => void; answered: AbortController }, lease?: WarmLease): Promise<RunOutcome> {
     const { halt, stopRun } = stopping;
     // A workspace with its own filesystem is bounded by the kernel; the check keeps the rest.
     const own = ctx.workspace.ownFilesystem === true;
     const disk = watchDisk(own ? [home] : [plan.prepare.rwRoot, home], plan.limits, stopRun, undefined, own ? [plan.prepare.rwRoot] : []);
-    const tap = progressTap(plan, spec.kind === 'message' ? spec : {});
+    const tap = progressTap(plan, { ...(spec.kind === 'message' ? spec : {}), onAnswered: () => stopping.answered.abort() });
     const opts: RunOptions = { signal: halt.signal, onCreated, onOutput: tap.onOutput };
     const running = lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
     const launched = await running.finally(() => disk.stop());

@@ -23,13 +23,13 @@ export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
 export const ApprovalRequestSchema = z
   .object({
     id: z.string().regex(APPROVAL_ID_PATTERN),
-    kind: z.enum(['egress', 'level']).describe('egress: a host outside the project\'s egress allowlist; level: a chat session\'s level above what the project lets its person take.'),
+    kind: z.enum(['egress', 'level', 'budget']).describe('egress: a host outside the project\'s egress allowlist; level: a chat session\'s level above what the project lets its person take; budget: a chat message past its tenant\'s daily model budget.'),
     project: z.string().max(128),
     tenant: z.string().max(1024),
     session: z.string().max(128),
-    /** The run that waits (egress); "" for a level, which no run waits for. */
+    /** The run that waits (egress); "" for a level or a budget, which no run waits for yet. */
     run: z.string().max(128),
-    /** egress: "host:port", a name the proxy checked (never a URL, never more than a host); level: the level asked for. */
+    /** egress: "host:port", a name the proxy checked (never a URL, never more than a host); level: the level asked for; budget: the day's limit, in words. */
     target: z.string().max(260),
     approver: z.enum(['person', 'operator']).describe('Who may answer: the person in the chat (or the operator), or the operator only.'),
     asked_at: z.string(),
@@ -51,7 +51,14 @@ export type ApprovalAnswer = z.infer<typeof ApprovalAnswerSchema>;
 
 /** A request as the people who answer it see it. */
 export type ApprovalView = Omit<ApprovalRequest, 'owner' | 'run'>;
-export type ApprovalEvent = { type: 'asked'; approval: ApprovalView } | { type: 'answered'; id: string; decision: ApprovalDecision; by: string; at?: string };
+/**
+ * What a run's chat hears: a request, its answer (who, when; what was asked and when), and a host
+ * someone allowed that still could not be reached (why, in words a person reads).
+ */
+export type ApprovalEvent =
+  | { type: 'asked'; approval: ApprovalView }
+  | { type: 'answered'; id: string; decision: ApprovalDecision; by: string; target: string; asked_at: string; at: string }
+  | { type: 'unreachable'; target: string; reason: string };
 /** Someone who can be asked: the chat watching a run. */
 export type ApprovalListener = (event: ApprovalEvent) => void;
 

@@ -188,8 +188,10 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
       return 0;
     },
     sh: (p) => {
-      // `sh -x -c` (a chat's run traces its steps) runs the same command here: the fake has no trace.
-      const args = p.argv[1] === '-x' ? p.argv.slice(1) : p.argv;
+      // A chat's traced run runs the same command here: the fake has no trace.
+      // berth's shell preset around a message (traced, or without a network): the message is its $1.
+      const wrapped = p.argv[1] === '-c' && p.argv[3] === 'sh' && /eval "(set -x; )?\$1"$/.test(p.argv[2] ?? '');
+      const args = p.argv[1] === '-x' ? p.argv.slice(1) : wrapped ? ['sh', '-c', p.argv[4] ?? ''] : p.argv;
       const script = args[1] !== '-c' ? undefined : args[2] === '--' ? args[3] : args[2];
       const argv = script?.trim().split(/\s+/).filter(Boolean);
       if (!argv?.length) {

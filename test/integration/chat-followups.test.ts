@@ -14,6 +14,7 @@ import { createWebChat, type WebChat } from '../../src/bridges/web.js';
 import { attachWebChatSocket } from '../../src/bridges/web-socket.js';
 import { homePaths } from '../../src/config/home.js';
 import { createChatLinks } from '../../src/store/chat-links.js';
+import type { ApprovalEvent } from '../../src/store/approvals.js';
 import { testHome, type TestHome } from '../helpers.js';
 import { until } from '../helpers/until.js';
 
@@ -34,6 +35,8 @@ let base: string;
 let stateDir: string;
 const ran: string[] = [];
 const gates = new Map<string, () => void>();
+/** What the egress proxy tells a run's chat while it works, by message (the proxy's own test is outbound.test.ts). */
+const approvalStories = new Map<string, ApprovalEvent[]>();
 let closing = false;
 
 beforeAll(async () => {
@@ -48,8 +51,9 @@ beforeAll(async () => {
       h.berth.sessions.open(h.berth.store.get(project), { sessionId: request.session, tenantKey: request.user });
       await request.whenReady?.();
       ran.push(request.message);
+      for (const event of approvalStories.get(request.message) ?? []) request.onApproval?.(event);
       if (!closing) await new Promise<void>((r) => gates.set(request.message, r));
-      return { exit_code: 0, stdout: `done ${request.message}`, stderr: '', timed_out: false } as unknown as RunView;
+      return { exit_code: 0, stdout: `done ${request.message}`, stderr: '', timed_out: false, warnings: [] } as unknown as RunView;
     },
   };
   chat = createWebChat({ admin, config: () => h.berth.config, logger, stateDir, bridgeDir: bridgeDir(stateDir) });
@@ -205,5 +209,39 @@ describe('revoking a person logs them out at once', () => {
     await until(() => ran.includes('echo tom-second') || entryOf('tom', second)?.phase === 'failed');
     expect(ran).not.toContain('echo tom-second');
     expect(entryOf('tom', second)).toMatchObject({ phase: 'failed', reason: 'its sender was logged out before it ran' });
+  });
+});
+
+describe('an approval card in the conversation: its answer is kept, and an allowed host that still fails is told', () => {
+  it('the socket hears the reason in one line; the history (after a reload, or for the console) keeps who answered what, and when', async () => {
+    const cookie = cookieOf('uma');
+    const session = await newSession(cookie);
+    const s = await socketOf(cookie);
+    const asked_at = '2026-11-27T17:31:00.000Z';
+    approvalStories.set('wget -qO- http://example.com', [
+      { type: 'asked', approval: { id: 'a1b2c3d4e5', kind: 'egress', project: PROJECT, tenant: 'web:uma', session: session.id, target: 'example.com:80', approver: 'person', asked_at, expires_at: '2026-11-27T17:33:00.000Z' } },
+      { type: 'answered', id: 'a1b2c3d4e5', decision: 'once', by: 'tenant:web:uma', target: 'example.com:80', asked_at, at: '2026-11-27T17:31:02.000Z' },
+      { type: 'unreachable', target: 'example.com:80', reason: 'example.com does not resolve' },
+    ]);
+    s.run(session, 'wget -qO- http://example.com');
+    await until(() => ran.includes('wget -qO- http://example.com'));
+    gates.get('wget -qO- http://example.com')?.();
+    await until(() => s.replies().length > 0);
+    const told = 'berth: example.com:80 was allowed, but your agent could not reach it: example.com does not resolve.';
+    expect(s.got.filter((m) => m.type === 'note' || m.type === 'approval_answered')).toEqual([
+      { type: 'approval_answered', session_id: session.id, id: 'a1b2c3d4e5', decision: 'once', by: 'tenant:web:uma', at: '2026-11-27T17:31:02.000Z' },
+      { type: 'note', session_id: session.id, text: told },
+    ]);
+    const history = (await api(cookie, 'GET', `/chat/api/sessions/${session.id}/history`)).body.entries as Array<Record<string, unknown>>;
+    expect(history.map((e) => [e.role, e.text])).toEqual([
+      ['user', 'wget -qO- http://example.com'],
+      ['approval', 'asked to reach example.com:80'],
+      ['answer', 'berth: you allowed example.com:80 for this message.'],
+      ['reply', told],
+      ['reply', 'done wget -qO- http://example.com'],
+    ]);
+    expect(history[1]?.approval).toEqual({ id: 'a1b2c3d4e5', kind: 'egress', target: 'example.com:80', approver: 'person', asked_at, expires_at: '2026-11-27T17:33:00.000Z' });
+    expect(history[2]?.answer).toEqual({ id: 'a1b2c3d4e5', decision: 'once', by: 'tenant:web:uma', at: '2026-11-27T17:31:02.000Z' });
+    s.ws.close();
   });
 });

@@ -28,7 +28,7 @@ describe('berth CLI (real process, real engine)', () => {
       expect(lines.length).toBeGreaterThanOrEqual(2);
       for (const line of lines) expect(runDocLine(line, own)).toMatchObject({ code: 0 });
       expect(cli(['--home', own, 'config', 'get', 'bridges.signal']).stdout).toBe('url: http://127.0.0.1:8081\naccount: "+4915550000"\nsenders: pairing\nallow: []\n');
-      expect(cli(['--home', own, 'config', 'get', 'routes.signal.project']).stdout).toBe('helper\n');
+      expect(cli(['--home', own, 'config', 'get', 'routes.signal.project']).stdout).toBe('signal-bot\n');
       const text = fs.readFileSync(join(own, 'berth.yaml'), 'utf8');
       expect(text).toContain("# the operator's own notes stay");
       expect(text).toContain('warm_idle_seconds: 45');
@@ -172,6 +172,7 @@ describe('the demo under gVisor', () => {
       expect(demo.stdout).toContain('found: 0'); // bob finds no notes.txt of alice's
       expect(demo.stdout).toMatch(/AGENTS\.md: (Read-only file system|Permission denied)/);
       expect(demo.stdout).toContain('default routes: 0');
+      expect(demo.stdout).toContain('wget: there is no network at level low');
       expect(demo.stdout).toMatch(/\$ cat notes\.txt\nalice was here\n/);
     } finally {
       await createBerth({ home: dir, logLevel: 'silent' }).runner.reapLeftovers();
@@ -199,6 +200,9 @@ describe('make demo after make run (first hour, round 4, step 7)', () => {
       expect(demo.code, demo.stderr).toBe(0);
       expect(demo.stdout).toContain(`The demo runs as its own tenants demo:alice and demo:bob in project "demo" of ${home}; no one else's workspace or session is touched.`);
       expect(demo.stdout).toMatch(/\$ cat notes\.txt\nalice was here\n/);
+      // At level low a command that needs the network says why it fails (busybox wget crashed there).
+      expect(demo.stdout).toContain('wget: there is no network at level low');
+      expect(demo.stdout).not.toContain('Segmentation fault');
 
       expect(sessions()).toEqual(before); // neither ran in, and web:bob's is not left at level low
       expect(user('web:alice', 'cat notes.txt')).toMatchObject({ code: 0, stdout: 'hi\n' });

@@ -105,21 +105,21 @@ describe("the docs' commands, as written, on a fresh home", () => {
   it('Telegram guide: the bot by command, doctor names it, pending, approve (the Bot API is the fake)', async () => {
     const sender = 'telegram:7000999';
     const ran = await walk('docs/telegram.md', [['"123456:ABC-DEF1234ghIkl"', `"${telegram.token}", api_url: "${telegram.url}"`], ['telegram:<user id>', sender]], stranger('telegram', sender));
-    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(new RegExp(`bridge telegram .*@${telegram.bot.username} answers with project "helper"`));
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(new RegExp(`bridge telegram .*@${telegram.bot.username} answers with project "telegram-bot"`));
     expectPairing(ran, sender);
   });
 
   it('Slack guide: Socket Mode by command, doctor names the bot, pending, approve (Slack is the fake)', async () => {
     const sender = 'slack:U0SAM0001';
     const ran = await walk('docs/slack.md', [['"xoxb-1-berth"', `"${slack.botToken}", api_url: "${slack.url}/api"`], ['"xapp-1-berth"', `"${slack.appToken}"`], ['slack:<user id>', sender]], stranger('slack', sender));
-    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge slack .*answers with project "helper"; socket/);
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge slack .*answers with project "slack-bot"; socket/);
     expectPairing(ran, sender);
   });
 
   it('Matrix guide: the bot account by command, doctor checks its token, pending, approve (the homeserver is the fake)', async () => {
     const sender = `matrix:@sam:${matrix.serverName}`;
     const ran = await walk('docs/matrix.md', [['https://matrix.example.org', matrix.url], ['@berth:example.org', matrix.botUserId], ['syt_berth_token', matrix.botAccessToken], ['matrix:@sam:example.org', sender]], stranger('matrix', sender));
-    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge matrix .*answers with project "helper"/);
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge matrix .*answers with project "matrix-bot"/);
     expectPairing(ran, sender);
   });
 
@@ -143,7 +143,7 @@ describe("the docs' commands, as written, on a fresh home", () => {
   it('agents guide: the real-agent image, a model upstream by command, Claude Code runs of two tenants, the allowlist (the model API is the fake)', async () => {
     const before = anthropic.requests.length;
     const ran = await walk('docs/agents.md', [['https://api.anthropic.com', anthropic.url], ['sk-ant-...', KEY]]);
-    expect(ran.filter((r) => r.line.includes(' run helper ')).map((r) => r.stdout)).toEqual(['done\n', 'done\n', 'done\n', 'done\n']);
+    expect(ran.filter((r) => r.line.includes(' run coder ')).map((r) => r.stdout)).toEqual(['done\n', 'done\n', 'done\n', 'done\n']);
     expect(anthropic.requests.length).toBeGreaterThan(before);
   });
 

@@ -29,6 +29,7 @@ const MiB = 1024 * 1024;
 
 let fake: FakeAnthropic;
 let web: http.Server;
+let gonePort: number;
 let webPort: number;
 let webHits = 0;
 let h: TestHome;
@@ -67,7 +68,7 @@ beforeAll(async () => {
   // A loopback port nothing listens on: a model service that cannot be reached.
   const closed = http.createServer();
   await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
-  const gonePort = (closed.address() as AddressInfo).port;
+  gonePort = (closed.address() as AddressInfo).port;
   await new Promise<void>((r) => closed.close(() => r()));
   h = testHome({
     config: [
@@ -89,7 +90,7 @@ beforeAll(async () => {
       `    url: http://127.0.0.1:${gonePort}`,
       `    api_key: ${KEY}`,
       'egress:',
-      `  private_hosts: ['localhost:${webPort}']`,
+      `  private_hosts: ['localhost:${webPort}', 'localhost:${gonePort}']`,
       '',
     ].join('\n'),
   });
@@ -691,6 +692,21 @@ describe('egress approvals: a host outside the allowlist is asked for, the conne
     expect(webHits).toBe(1);
     const actions = h.berth.audit.list({ project: 'ask', limit: 10 }).map((e) => [e.action, e.actor]);
     expect(actions).toEqual(expect.arrayContaining([['approval.deny', 'tenant:web:ann'], ['approval.allow_once', 'tenant:web:ann']]));
+  });
+
+  it('allowed, and the connection still fails (the name does not resolve, nothing listens): the chat is told why, once per host', async () => {
+    const nowhere = watched('ask', 'web:nia', `wget -q -O - http://nowhere.invalid/x 2>&1; wget -q -O - http://nowhere.invalid/y 2>&1; ${fetch('z').replace(`${webPort}`, `${gonePort}`)}`, () => 'once');
+    const o = await nowhere.run;
+    expect(o.stdout).toMatch(/rc=1/);
+    const told = nowhere.events.filter((e) => e.type === 'unreachable');
+    expect(told).toEqual([
+      { type: 'unreachable', target: 'nowhere.invalid:80', reason: 'nowhere.invalid does not resolve' },
+      { type: 'unreachable', target: `localhost:${gonePort}`, reason: 'it refused the connection (ECONNREFUSED)' },
+    ]);
+    // Denied is the answer itself: nothing more to tell.
+    const denied = watched('ask', 'web:nia', 'wget -q -O - http://nowhere.invalid/d 2>&1; echo rc=$?', () => 'deny');
+    await denied.run;
+    expect(denied.events.map((e) => e.type)).toEqual(['asked', 'answered']);
   });
 
   it('allowed for the session: the conversation keeps it, so its next run reaches the host with nobody asked', async () => {

@@ -9,6 +9,7 @@ import os from 'node:os';
 import { startFakeResponses } from '../fakes/openai-responses.js';
 import type { ProgressUpdate } from '../../src/runs/agent-progress.js';
 import type { ApprovalDecision, ApprovalEvent, ApprovalView } from '../../src/store/approvals.js';
+import { readOutbound } from '../../src/store/outbound-log.js';
 import { cliAsync, docCommands, runDocLine, sha256, testHome, type TestHome } from '../helpers.js';
 
 /**
@@ -172,7 +173,7 @@ describe('the real Claude Code CLI at level medium: a tool call that fetches a h
     expect(siteHits).toEqual(['/allowed']);
     // Claude Code itself asked for nothing else: the one question was the tool call's.
     for (const run of [denied, allowed]) {
-      expect(run.events.map((e) => (e.type === 'asked' ? ['asked', e.approval.target] : ['answered', e.decision]))).toEqual([
+      expect(run.events.map((e) => (e.type === 'asked' ? ['asked', e.approval.target] : e.type === 'answered' ? ['answered', e.decision] : ['unreachable', e.target]))).toEqual([
         ['asked', `localhost:${sitePort}`],
         ['answered', run === denied ? 'deny' : 'once'],
       ]);
@@ -213,16 +214,16 @@ describe('the agents guide\'s commands, as written (berth.yaml pointed at the fa
     }
     const berth = (...args: string[]) => cliAsync(['--home', home, ...args]);
     try {
-      const created = await berth('project', 'create', 'helper', '--isolation', '--agent', 'claude', '--model', 'anthropic', '--protect', 'AGENTS.md');
+      const created = await berth('project', 'create', 'coder', '--isolation', '--agent', 'claude', '--model', 'anthropic', '--protect', 'AGENTS.md');
       expect(created, created.stderr).toMatchObject({ code: 0 });
-      const one = await berth('run', 'helper', '--user', 'signal:+4915550001', '--', 'BASH: echo readme-marker-5521 > hello.txt');
+      const one = await berth('run', 'coder', '--user', 'signal:+4915550001', '--', 'BASH: echo readme-marker-5521 > hello.txt');
       expect(one.code, one.stderr).toBe(0);
       expect(one.stdout).toContain('done');
-      const two = await berth('run', 'helper', '--user', 'signal:+4915550001', '--', 'REPLY: continued');
+      const two = await berth('run', 'coder', '--user', 'signal:+4915550001', '--', 'REPLY: continued');
       expect(two.code, two.stderr).toBe(0);
       const lastMain = fake.requests.filter((r) => r.main).at(-1)!;
       expect(conversationIncludes(lastMain.body as never, 'readme-marker-5521')).toBe(true);
-      const alice = await berth('run', 'helper', '--user', 'web:alice', '--', 'BASH: ls; cat hello.txt 2>&1');
+      const alice = await berth('run', 'coder', '--user', 'web:alice', '--', 'BASH: ls; cat hello.txt 2>&1');
       expect(alice.code, alice.stderr).toBe(0);
       const aliceMain = fake.requests.filter((r) => r.main).at(-1)!;
       expect(conversationIncludes(aliceMain.body as never, 'readme-marker-5521')).toBe(false);
@@ -254,6 +255,38 @@ describe('the real Codex CLI at level low, through the model gateway (a fake Res
     } finally {
       await openai.close();
       fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it("Codex's own background calls never reach the person (its plugins and analytics off; its own hosts refused quietly): no card, no log line on the CLI's stderr, one outbound-log line", async () => {
+    const openai = await startFakeResponses({ apiKey: `${KEY}-openai` });
+    const cx = testHome({ config: ['models:', '  openai:', '    api: openai', `    url: ${openai.url}`, `    api_key: ${KEY}-openai`, ''].join('\n') });
+    try {
+      cx.create({ name: 'cx', workspace_isolation: true, agent: 'codex', models: { upstreams: ['openai'] } });
+      const sessionsDir = cx.berth.store.get('cx').paths.sessionsDir;
+      const egress = () => readOutbound(sessionsDir, { limit: 50, keep: (r) => r.kind === 'egress' });
+      // Watched as a chat watches it, at medium (the egress proxy is there): Codex asks for nothing of its own.
+      const events: ApprovalEvent[] = [];
+      const o = await cx.berth.runner.run({ project: 'cx', tenantKey: 'web:fay', message: 'EXEC: sleep 2; echo codex-quiet-1', level: 'medium', onApproval: (e) => events.push(e) });
+      expect(o.exitCode, o.stderr).toBe(0);
+      expect(o.stdout).toContain('codex-quiet-1');
+      expect(events).toEqual([]);
+      expect(egress()).toEqual([]);
+      // A call to one of its own hosts (made here on purpose): refused with no card and no warning.
+      const own = await cx.berth.runner.run({ project: 'cx', tenantKey: 'web:fay', message: 'EXEC: curl -sS -o /dev/null https://ab.chatgpt.com/ 2>&1; echo rc=$?', level: 'medium', onApproval: (e) => events.push(e) });
+      expect(own.stdout).toMatch(/403[\s\S]*rc=\d+/);
+      expect(events).toEqual([]);
+      expect(egress()).toEqual([expect.objectContaining({ host: 'ab.chatgpt.com', port: 443, status: 403, reason: expect.stringContaining('the codex CLI calls it for itself, so nobody is asked') })]);
+      // From the CLI, as the report ran it: the answer, and no JSON log lines on stderr.
+      const cliRun = await cliAsync(['--home', cx.home, 'run', 'cx', '--user', 'web:fay', '--level', 'medium', '--', 'EXEC: curl -sS -o /dev/null https://chatgpt.com/ 2>&1; echo done-7']);
+      expect(cliRun.code, cliRun.stderr).toBe(0);
+      expect(cliRun.stdout).toContain('done-7');
+      expect(cliRun.stderr).not.toContain('egress refused');
+      expect(cliRun.stderr).not.toMatch(/^\{"level"/m);
+      expect(egress().map((r) => (r.kind === 'egress' ? r.host : ''))).toEqual(['chatgpt.com', 'ab.chatgpt.com']);
+    } finally {
+      await cx[Symbol.asyncDispose]();
+      await openai.close();
     }
   });
 

@@ -32,9 +32,11 @@ describe('tenants (real containers)', () => {
     const o = await h.run('many', 'web:env', 'env | sort');
     const names = o.stdout.trim().split('\n').map((l) => l.split('=')[0]);
     // HOSTNAME (the container id) is the engine's own; everything else is the plan's allowlist
-    // (a new session is medium: the egress proxy's variables too; PS4: the shell preset's trace prefix).
+    // (a new session is medium: the egress proxy's variables too; never PS4, which the trace sets inside the shell).
     const proxy = ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy', 'NO_PROXY', 'no_proxy', 'NODE_USE_ENV_PROXY'];
-    expect(names.sort()).toEqual(['API_TOKEN', 'BERTH_GATEWAY', 'BERTH_PROJECT', 'BERTH_RUN', 'BERTH_WORKSPACE', 'HOME', 'HOSTNAME', 'PATH', 'PS4', 'PWD', 'SHLVL', ...proxy].sort());
+    // The session's home takes user-level installs (plan/user-tools.ts).
+    const tools = ['PIP_USER', 'PIP_BREAK_SYSTEM_PACKAGES', 'PYTHONUSERBASE', 'NPM_CONFIG_PREFIX', 'CARGO_HOME', 'CARGO_INSTALL_ROOT', 'GOPATH', 'GOBIN'];
+    expect(names.sort()).toEqual(['API_TOKEN', 'BERTH_GATEWAY', 'BERTH_PROJECT', 'BERTH_RUN', 'BERTH_WORKSPACE', 'HOME', 'HOSTNAME', 'PATH', 'PWD', 'SHLVL', ...proxy, ...tools].sort());
     expect(o.stdout).toContain('API_TOKEN=from-berth-yaml');
     expect(o.stdout).not.toContain('host-env-must-not-leak');
     expect(o.warnings).toEqual(['env "UNSET_NAME" is allowed but berth.yaml gives it no value']);

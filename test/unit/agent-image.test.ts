@@ -2,12 +2,13 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { AGENT_BASE_IMAGE } from '../../src/images/agent-base.js';
 import { AGENT_CLIS, type AgentCli } from '../../src/images/agent-clis.js';
 import { IMAGES_DIR } from '../../src/images/bridge.js';
 import { fetchCliTarball, fileIntegrity } from '../../src/images/fetch-cli.js';
 import { imageInputsHash, INPUTS_LABEL, type ImageInputs } from '../../src/images/image-inputs.js';
+import { withHeartbeat } from '../../src/images/progress.js';
 
 const inputs: ImageInputs = { dockerfile: 'FROM x\n', clis: AGENT_CLIS, bridgeSource: 'int main(){}', baseId: 'sha256:aaa' };
 
@@ -72,5 +73,36 @@ describe('fetchCliTarball cache', () => {
     await expect(fetchCliTarball(cli('sha512-pinned'), dir, () => {})).rejects.toMatchObject({ code: 'IMAGE_MISSING' });
     expect(fs.readdirSync(dir)).toEqual([]);
     fs.rmSync(dir, { recursive: true });
+  });
+});
+
+describe('a long build step says it is still going', () => {
+  it('withHeartbeat: a line per interval while the work lasts, none after it ended', async () => {
+    vi.useFakeTimers();
+    try {
+      const lines: string[] = [];
+      let finish!: (v: string) => void;
+      const done = withHeartbeat('codex 0.169.0', 'downloading', (l) => lines.push(l), () => new Promise<string>((r) => (finish = r)), 10_000);
+      await vi.advanceTimersByTimeAsync(25_000);
+      expect(lines).toEqual(['codex 0.169.0: still downloading (10 s)', 'codex 0.169.0: still downloading (20 s)']);
+      finish('tarball');
+      await expect(done).resolves.toBe('tarball');
+      await vi.advanceTimersByTimeAsync(30_000);
+      expect(lines).toHaveLength(2);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('a failed step stops its heartbeat too', async () => {
+    vi.useFakeTimers();
+    try {
+      const lines: string[] = [];
+      await expect(withHeartbeat('base', 'importing', (l) => lines.push(l), () => Promise.reject(new Error('no engine')), 10_000)).rejects.toThrow('no engine');
+      await vi.advanceTimersByTimeAsync(30_000);
+      expect(lines).toEqual([]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { SHELL_TRACE_PS4 } from '../../src/plan/agent-command.js';
+import { NO_NETWORK_WORDS, SHELL_TRACE_PS4 } from '../../src/plan/agent-command.js';
 import { createProgressReader, LINE_MAX, progressSentence, type ProgressUpdate } from '../../src/runs/agent-progress.js';
+import { progressTap } from '../../src/runs/progress-tap.js';
 import { RUN_STEPS_MAX as STEPS_MAX } from '../../src/store/run-log.js';
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/agent-streams/${name}`, import.meta.url), 'utf8');
@@ -129,6 +130,24 @@ describe('the shell trace (sh -x with berth PS4)', () => {
     // The run's end ends the last step: a watcher is told.
     expect(summary.ended).toEqual([{ type: 'step', step: expect.objectContaining({ detail: 'false', state: 'failed' }) }]);
   });
+
+  it('a pipeline whose two sides trace at once (the report\'s `env | grep -i proxy`): two clean steps, no control characters, nothing leaks into stderr', () => {
+    // As busybox sh wrote it at level low: both prefixes first, then each command on its own line.
+    const stderr = `${SHELL_TRACE_PS4}${SHELL_TRACE_PS4}grep -i proxy\nenv\n${SHELL_TRACE_PS4}wget -qO- -T 3 http://example.com\nwget: ${NO_NETWORK_WORDS}\n`;
+    const { summary } = feed('shell-trace', [['stderr', stderr]], 5, 1);
+    expect(summary.steps.map((s) => [s.detail, s.state])).toEqual([
+      ['grep -i proxy', 'ended'],
+      ['env', 'ended'],
+      ['wget -qO- -T 3 http://example.com', 'failed'],
+    ]);
+    expect(summary.stderr).toBe(`wget: ${NO_NETWORK_WORDS}\n`);
+  });
+
+  it("berth's no-network wget body (its refusal, or its call of the real wget for loopback) is no step; a control character never reaches a label", () => {
+    const stderr = `${SHELL_TRACE_PS4}wget http://x\n${SHELL_TRACE_PS4}sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1'\n${SHELL_TRACE_PS4}wget http://127.0.0.1:41400/v1\n${SHELL_TRACE_PS4}BERTH_LOOPBACK=1 wget http://127.0.0.1:41400/v1\n${SHELL_TRACE_PS4}printf '\x1b[31mred\x07'\n`;
+    const { summary } = feed('shell-trace', [['stderr', stderr]], 9, 0);
+    expect(summary.steps.map((s) => s.detail)).toEqual(['wget http://x', 'wget http://127.0.0.1:41400/v1', "printf '[31mred'"]);
+  });
 });
 
 describe('bounds', () => {
@@ -166,5 +185,40 @@ describe('progressSentence', () => {
     expect(progressSentence([step('Bash', 'ls', 'ok'), step('Bash', 'npm i', 'ok'), step('Edit', 'app.py', 'ok'), step('Bash', 'npm test', 'running')])).toBe('ran 3 commands, made 1 edit; now: npm test');
     expect(progressSentence([], 0)).toBe('working');
     expect(progressSentence([step('Read', 'a', 'ok')], 4)).toBe('read 1 file, 4 more steps');
+  });
+});
+
+describe("the agent's turn is over (its answer is in): what it does after is its own", () => {
+  it('Codex turn.completed, Claude Code result, droid completion; the shell trace never says so', () => {
+    const codex = createProgressReader('codex-json');
+    codex.push('stdout', '{"type":"item.completed","item":{"id":"i0","type":"agent_message","text":"hi"}}\n', 1);
+    expect(codex.answered()).toBe(false);
+    codex.push('stdout', '{"type":"turn.completed","usage":{"input_tokens":1}}\n', 2);
+    expect(codex.answered()).toBe(true);
+    const claude = createProgressReader('claude-stream-json');
+    claude.push('stdout', '{"type":"result","result":"done"}\n', 1);
+    expect(claude.answered()).toBe(true);
+    const droid = createProgressReader('droid-stream-json');
+    droid.push('stdout', '{"type":"completion","finalText":"ok"}\n', 1);
+    expect(droid.answered()).toBe(true);
+    const sh = createProgressReader('shell-trace');
+    sh.push('stderr', `${SHELL_TRACE_PS4}echo hi\n`, 1);
+    expect(sh.answered()).toBe(false);
+  });
+});
+
+describe('progressTap: the runner hears once that the agent answered (its sockets then stop asking anyone)', () => {
+  it('onAnswered fires at turn.completed, once, and never for the shell trace', () => {
+    let answered = 0;
+    const tap = progressTap({ progress: 'codex-json' }, { onAnswered: () => answered++ });
+    tap.onOutput?.('stdout', Buffer.from('{"type":"item.completed","item":{"id":"i0","type":"agent_message","text":"hi"}}\n'));
+    expect(answered).toBe(0);
+    tap.onOutput?.('stdout', Buffer.from('{"type":"turn.comp'));
+    tap.onOutput?.('stdout', Buffer.from('leted"}\n{"type":"turn.completed"}\n'));
+    expect(answered).toBe(1);
+    expect(tap.finish({ stdout: '', stderr: '', exitCode: 0 }).stdout).toBe('hi\n');
+    const sh = progressTap({ progress: 'shell-trace' }, { onAnswered: () => answered++ });
+    sh.onOutput?.('stderr', Buffer.from(`${SHELL_TRACE_PS4}echo hi\n`));
+    expect(answered).toBe(1);
   });
 });

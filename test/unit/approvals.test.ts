@@ -34,7 +34,7 @@ function rig(opts: { sessionHosts?: string[] } = {}) {
 }
 
 /** A run of tenant `tenant` in project p, watched by a chat (its events collected) unless `watched` is false. */
-function runOf(id: string, chat: Record<string, unknown> = {}, opts: { tenant?: string; watched?: boolean } = {}) {
+function runOf(id: string, chat: Record<string, unknown> = {}, opts: { tenant?: string; watched?: boolean; answered?: AbortSignal } = {}) {
   const events: ApprovalEvent[] = [];
   const run: RunIdentity = {
     runId: id,
@@ -45,6 +45,7 @@ function runOf(id: string, chat: Record<string, unknown> = {}, opts: { tenant?: 
     workspaceId: 'w',
     sessionsDir: '/nonexistent',
     ...(opts.watched === false ? {} : { ask: (e: ApprovalEvent) => void events.push(e) }),
+    ...(opts.answered ? { answered: opts.answered } : {}),
   };
   return { run, events };
 }
@@ -65,7 +66,7 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
     expect(approvals.pending({ project: 'p', tenant: 'web:alice' }).map((p) => p.id)).toEqual([a.id]);
     approvals.answer(a.id, 'once', alice);
     await expect(verdict).resolves.toEqual({ allowed: true });
-    expect(events.at(-1)).toEqual({ type: 'answered', id: a.id, decision: 'once', by: 'tenant:web:alice', at: expect.any(String) });
+    expect(events.at(-1)).toEqual({ type: 'answered', id: a.id, decision: 'once', by: 'tenant:web:alice', target: 'example.com:443', asked_at: a.asked_at, at: expect.any(String) });
     expect(audit).toEqual([expect.objectContaining({ action: 'approval.allow_once', actor: 'tenant:web:alice', project: 'p', target: expect.stringContaining('example.com:443') })]);
     await expect(approvals.request(run, 'example.com:443')).resolves.toEqual({ allowed: true });
     expect(events.filter((e) => e.type === 'asked')).toHaveLength(1);
@@ -74,6 +75,21 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
     void approvals.request(other.run, 'example.com:443');
     await asked(other.events);
     approvals.endRun('r2');
+  });
+
+  it('the agent answered: its card waits no longer (denied by berth), and its CLI\'s later calls are refused without a card', async () => {
+    const { approvals, audit } = rig();
+    const answered = new AbortController();
+    const { run, events } = runOf('r1', {}, { answered: answered.signal });
+    const waiting = approvals.request(run, 'ab.example.com:443');
+    const a = await asked(events);
+    answered.abort();
+    await expect(waiting).resolves.toEqual({ allowed: false, reason: expect.stringContaining('the agent answered before anyone allowed it') });
+    expect(events.at(-1)).toMatchObject({ type: 'answered', id: a.id, decision: 'deny', by: 'berth' });
+    expect(approvals.pending()).toEqual([]);
+    await expect(approvals.request(run, 'later.example.com:443')).resolves.toEqual({ allowed: false, reason: expect.stringContaining('the agent had already answered'), quiet: true });
+    expect(events.filter((e) => e.type === 'asked')).toHaveLength(1);
+    expect(audit.map((e) => [e.action, e.actor])).toEqual([['approval.deny', 'berth']]);
   });
 
   it('a denial holds for the rest of the run: the agent retrying is refused without a new question', async () => {

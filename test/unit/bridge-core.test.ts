@@ -259,14 +259,23 @@ describe('bridge core: a run asks in a chat without cards (Signal)', () => {
     await eventually(() => expect(t.to('a').at(-1)).toBe('berth: allowed example.com:443 for this message.'));
     expect(answers).toEqual([['q1', 'once', { actor: 'tenant:signal:a', project: 'p', tenant: 'signal:a' }]]);
     // Its own answer comes back from the broker: nothing more is said. One answered by timeout is told.
-    ask?.({ type: 'answered', id: 'q1', decision: 'once', by: 'tenant:signal:a' });
+    const at = { target: 'example.com:443', asked_at: '2026-01-01T00:00:00.000Z', at: '2026-01-01T00:00:01.000Z' };
+    ask?.({ type: 'answered', id: 'q1', decision: 'once', by: 'tenant:signal:a', ...at });
+    // Allowed, and the host still fails: the chat hears why, in one line.
+    ask?.({ type: 'unreachable', target: 'example.com:443', reason: 'example.com does not resolve' });
     ask?.({ type: 'asked', approval: question('q2') });
-    ask?.({ type: 'answered', id: 'q2', decision: 'deny', by: 'timeout' });
-    await eventually(() => expect(t.to('a').slice(2)).toEqual([expect.stringContaining('berth: your agent wants to reach'), 'berth: nobody answered in time: your agent was not let through to example.com:443.']));
+    ask?.({ type: 'answered', id: 'q2', decision: 'deny', by: 'timeout', ...at });
+    await eventually(() =>
+      expect(t.to('a').slice(2)).toEqual([
+        'berth: example.com:443 was allowed, but your agent could not reach it: example.com does not resolve.',
+        expect.stringContaining('berth: your agent wants to reach'),
+        'berth: nobody answered in time: your agent was not let through to example.com:443.',
+      ]),
+    );
     t.core.receive(t.message('signal:a', 'a', '/yes'));
     await t.releaseAll();
     await t.core.idle();
-    expect(t.to('a').slice(4)).toEqual(['done fetch it', NOTHING_ASKED]);
+    expect(t.to('a').slice(5)).toEqual(['done fetch it', NOTHING_ASKED]);
     expect(answers).toHaveLength(1);
   });
 });

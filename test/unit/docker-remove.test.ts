@@ -4,7 +4,7 @@ import { createDockerLauncher, REMOVE_CONCURRENCY } from '../../src/launch/docke
 
 /**
  * The Docker launcher asks the engine for at most REMOVE_CONCURRENCY removals at once: a drain
- * that asked for 1,000 at once wedged Docker 20.10 (README, Speed and scale). An engine stand-in
+ * that asked for 1,000 at once wedged Docker 20.10 (docs/benchmarks.md, Speed and scale). An engine stand-in
  * that counts removals in flight.
  */
 describe('docker launcher removals', () => {

@@ -9,7 +9,7 @@ import { createBudgets } from '../../src/outbound/budget.js';
 import { findProviderRun, forwardedHeaders, methodOf, parseGatewayPath, parseModelBody, returnedHeaders } from '../../src/outbound/model-request.js';
 import { isPrivateAddress } from '../../src/outbound/addresses.js';
 import { usageTap } from '../../src/outbound/usage.js';
-import { agentArgv } from '../../src/plan/agent-command.js';
+import { agentArgv, presetOwnHost } from '../../src/plan/agent-command.js';
 import { KEY_PLACEHOLDER, planOutbound, withRelays } from '../../src/plan/outbound.js';
 import { checkModels } from '../../src/cli/doctor-outbound.js';
 
@@ -376,15 +376,26 @@ describe('outbound plan (pure)', () => {
     expect(withRelays(['sh'], ['gateway'], '/run/berth')).toEqual(['sh']);
   });
 
-  it("presets continue the session's conversation; codex is told where berth's gateway is", () => {
+  it("presets continue the session's conversation; codex is told where berth's gateway is, with its plugins and analytics off", () => {
     expect(agentArgv('claude', 'hi')).toEqual(['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', 'hi']);
     expect(agentArgv('codex', 'hi', { openaiBaseUrl: 'http://127.0.0.1:41400/oai/v1' })).toEqual([
       'codex', 'exec', 'resume', '--last',
       '-c', 'model_providers.berth={name="berth",base_url="http://127.0.0.1:41400/oai/v1",env_key="OPENAI_API_KEY",wire_api="responses",supports_websockets=false}',
       '-c', 'model_provider=berth',
+      '-c', 'features.plugins=false', '-c', 'analytics.enabled=false',
       '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', 'hi',
     ]);
+    expect(agentArgv('codex', 'hi')).toEqual(['codex', 'exec', 'resume', '--last', '-c', 'features.plugins=false', '-c', 'analytics.enabled=false', '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', 'hi']);
     expect(agentArgv('shell', 'echo')).toEqual(['sh', '-c', '--', 'echo']);
+  });
+
+  it("a preset's own hosts are known by preset and exact host:port; a custom argv has none", () => {
+    expect(presetOwnHost('codex', 'ab.chatgpt.com:443')).toBe(true);
+    expect(presetOwnHost('codex', 'chatgpt.com:443')).toBe(true);
+    expect(presetOwnHost('codex', 'github.com:443')).toBe(false); // a task may need it: still asked for
+    expect(presetOwnHost('codex', 'chatgpt.com:80')).toBe(false);
+    expect(presetOwnHost('claude', 'chatgpt.com:443')).toBe(false);
+    expect(presetOwnHost(['codex', 'exec'], 'chatgpt.com:443')).toBe(false);
   });
 });
 

@@ -4,7 +4,7 @@ import { RUNSC_MIN_PIDS } from '../../src/config/runtimes.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { toCreateOptions } from '../../src/launch/docker/create.js';
 import { planRun, type PlanInput } from '../../src/plan/run-plan.js';
-import { SHELL_TRACE_PS4 } from '../../src/plan/agent-command.js';
+import { NO_NETWORK_WORDS } from '../../src/plan/agent-command.js';
 import { warmIdentity } from '../../src/plan/warm.js';
 
 const config = BerthConfigSchema.parse({ env: { API_KEY: 'k-123', OTHER: 'not allowed' } });
@@ -41,7 +41,7 @@ const commonTail = {
   },
   limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256, timeoutMs: 300_000, outputBytes: 1048576, diskBytes: 1024 * 1024 * 1024, files: 100000 },
   labels: { 'berth.managed': 'true', 'berth.installation': 'inst1', 'berth.project': 'bot', 'berth.workspace': 'w1', 'berth.run': 'r1' },
-  env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/tmp', BERTH_PROJECT: 'bot', BERTH_WORKSPACE: 'w1', BERTH_RUN: 'r1', PS4: SHELL_TRACE_PS4 },
+  env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/tmp', BERTH_PROJECT: 'bot', BERTH_WORKSPACE: 'w1', BERTH_RUN: 'r1' },
   warnings: [],
 };
 const tmp = { type: 'tmpfs', target: '/tmp', readOnly: false, sizeBytes: 64 * 1024 * 1024, mode: 0o1777 };
@@ -110,6 +110,40 @@ describe('planRun', () => {
           { path: '.factory', kind: 'dir' },
         ],
       },
+    });
+  });
+
+  it("a session's run: its home read-write at /home/agent, and the user-level tools (pip --user, npm -g, cargo, go) install there, their programs on PATH after the image's", () => {
+    const plan = planRun({ ...input({ workspace_isolation: true }), home: { dir: '/h/.berth/projects/bot/homes/s1' } });
+    expect(plan).toEqual({
+      ...commonTail,
+      labels: { ...commonTail.labels, 'berth.reach': 'workspace' },
+      image: 'berth/shell:latest',
+      argv: ['sh', '-c', '--', 'echo "hi"; ls'],
+      exec: ['sh', '-c', '--', 'echo "hi"; ls'],
+      keepAlive: ['berth-bridge', 'idle'],
+      cwd: '/workspace',
+      mounts: [
+        { type: 'bind', source: '/h/projects/bot/workspaces/w1', target: '/workspace', readOnly: false },
+        { type: 'bind', source: '/h/.berth/projects/bot/homes/s1', target: '/home/agent', readOnly: false },
+        tmp,
+      ],
+      env: {
+        PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/home/agent/.local/bin',
+        HOME: '/home/agent',
+        PIP_USER: '1',
+        PIP_BREAK_SYSTEM_PACKAGES: '1',
+        PYTHONUSERBASE: '/home/agent/.local',
+        NPM_CONFIG_PREFIX: '/home/agent/.local',
+        CARGO_HOME: '/home/agent/.cargo',
+        CARGO_INSTALL_ROOT: '/home/agent/.local',
+        GOPATH: '/home/agent/go',
+        GOBIN: '/home/agent/.local/bin',
+        BERTH_PROJECT: 'bot',
+        BERTH_WORKSPACE: 'w1',
+        BERTH_RUN: 'r1',
+      },
+      prepare: { rwRoot: '/h/projects/bot/workspaces/w1', rwRootPath: ['workspaces', 'w1'], files: [], dirs: [], mountpoints: [] },
     });
   });
 
@@ -200,7 +234,7 @@ describe('planRun: messages that look like options', () => {
   it.each([
     ['shell', ['sh', '-c', '--', '--help']],
     ['claude', ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', '--help']],
-    ['codex', ['codex', 'exec', 'resume', '--last', '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', '--help']],
+    ['codex', ['codex', 'exec', 'resume', '--last', '-c', 'features.plugins=false', '-c', 'analytics.enabled=false', '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', '--help']],
     ['droid', ['droid', 'exec', '--skip-permissions-unsafe', '--output-format', 'stream-json', '--', '--help']],
   ])('%s: the message comes after "--"', (agent, argv) => {
     expect(planRun({ ...input({ agent }), run: { id: 'r1', level: 'medium', message: '--help' } }).argv).toEqual(argv);
@@ -214,11 +248,23 @@ describe('planRun: reading the agent at work', () => {
     expect(plan('codex', false).progress).toBe('codex-json');
     expect(plan('shell', false)).not.toHaveProperty('progress');
     expect(plan('shell', false).exec).toEqual(['sh', '-c', '--', 'ls']);
-    expect(plan('shell', true)).toMatchObject({ progress: 'shell-trace', exec: ['sh', '-x', '-c', '--', 'ls'] });
+    // Traced: PS4 set inside the shell (never exported: the agent's env does not show it), the message its $1.
+    expect(plan('shell', true)).toMatchObject({ progress: 'shell-trace', exec: ['sh', '-c', `PS4=$(printf '\\037berth-step\\037 '); eval "set -x; $1"`, 'sh', 'ls'] });
+    expect(plan('shell', true).env).not.toHaveProperty('PS4');
     expect(plan(['bot', '{message}'], true)).not.toHaveProperty('progress');
     expect(plan('shell', true, ['cat', 'x'])).not.toHaveProperty('progress');
-    // Watched or not, the same warm container serves: PS4 is in its env either way.
+    // Watched or not, the same warm container serves.
     expect(warmIdentity(plan('shell', true))).toBe(warmIdentity(plan('shell', false)));
+  });
+
+  it('at level low (no network) the shell preset\'s wget says so instead of crashing; other levels and presets are untouched', () => {
+    const plan = (agent: unknown, level: 'low' | 'medium', live: boolean) => planRun({ ...input({ agent }), run: { id: 'r1', level, message: 'wget -qO- http://example.com', live } });
+    // Loopback (the model gateway is there at every level) goes to busybox's own wget.
+    const wget = `wget() { case "$*" in *127.0.0.1*|*localhost*) BERTH_LOOPBACK=1 command wget "$@";; *) sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1';; esac; }; `;
+    expect(plan('shell', 'low', false).exec).toEqual(['sh', '-c', `${wget}eval "$1"`, 'sh', 'wget -qO- http://example.com']);
+    expect(plan('shell', 'low', true).exec).toEqual(['sh', '-c', `PS4=$(printf '\\037berth-step\\037 '); ${wget}eval "set -x; $1"`, 'sh', 'wget -qO- http://example.com']);
+    expect(plan('shell', 'medium', false).exec).toEqual(['sh', '-c', '--', 'wget -qO- http://example.com']);
+    expect(plan('claude', 'low', false).exec).toEqual(['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', 'wget -qO- http://example.com']);
   });
 });
 

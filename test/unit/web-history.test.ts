@@ -33,12 +33,16 @@ describe('the web chat keeps approval cards in the history', () => {
       message: { type: 'approval', session_id: 'web-abc', approval: asked },
     });
     const answer = { id: asked.id, decision: 'once' as const, by: 'tenant:web:alice', at: '2026-11-27T23:00:09.000Z' };
-    expect(approvalForWeb({ type: 'answered', ...answer }, 'web-abc', 'now')).toEqual({
-      entry: { role: 'answer', text: 'once (tenant:web:alice)', answer },
+    expect(approvalForWeb({ type: 'answered', ...answer, target: 'example.com:443', asked_at: asked.asked_at }, 'web-abc', 'now')).toEqual({
+      entry: { role: 'answer', text: 'berth: you allowed example.com:443 for this message.', answer },
       message: { type: 'approval_answered', session_id: 'web-abc', ...answer },
     });
-    // An answer event without its time (an older caller) takes the time it was seen.
-    expect(approvalForWeb({ type: 'answered', id: asked.id, decision: 'deny', by: 'timeout' }, 'web-abc', '2026-11-27T23:02:00.000Z').entry.answer?.at).toBe('2026-11-27T23:02:00.000Z');
+    // Allowed, and still not reached: one line for the person, kept as berth's reply.
+    const text = 'berth: example.com:443 was allowed, but your agent could not reach it: example.com does not resolve.';
+    expect(approvalForWeb({ type: 'unreachable', target: 'example.com:443', reason: 'example.com does not resolve' }, 'web-abc', 'now')).toEqual({
+      entry: { role: 'reply', text },
+      message: { type: 'note', session_id: 'web-abc', text },
+    });
   });
 
   it('read back in order after the message and before the reply; a deleted session keeps nothing and nothing throws', () => {
@@ -50,7 +54,7 @@ describe('the web chat keeps approval cards in the history', () => {
     const where = { project: 'demo', session: 'web-abc' };
     history.sent(where, { role: 'user', text: 'wget example.com', id: 'm1', level: 'medium' });
     history.keepQuietly(where, approvalForWeb({ type: 'asked', approval: asked }, where.session, 'now').entry);
-    history.keepQuietly(where, approvalForWeb({ type: 'answered', id: asked.id, decision: 'once', by: 'tenant:web:alice', at: '2026-11-27T23:00:09.000Z' }, where.session, 'now').entry);
+    history.keepQuietly(where, approvalForWeb({ type: 'answered', id: asked.id, decision: 'once', by: 'tenant:web:alice', target: 'example.com:443', asked_at: asked.asked_at, at: '2026-11-27T23:00:09.000Z' }, where.session, 'now').entry);
     history.keep(where, { role: 'reply', text: 'fetched', format: 'text' });
     expect(history.read(where).map((e) => [e.role, e.approval?.target ?? e.answer?.by ?? e.text])).toEqual([
       ['user', 'wget example.com'],

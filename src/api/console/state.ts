@@ -72,7 +72,7 @@ export function consoleState(src: ConsoleSources, now = Date.now()) {
   const interrupted: Array<{ project: string; run: string; session: string | null; interrupted_at: string; reason: string }> = [];
   const live: Array<{ project: string; run: string; session: string | null; kind: string | null; phase: string; since: string }> = [];
   const sessions: Array<{ project: string; id: string; tenant: string; title: string | null; level: string; runs: number; updated_at: string }> = [];
-  const models: Array<{ project: string; budget: { requests_per_hour: number; tokens_per_hour: number }; tenants: Array<{ tenant: string; requests: number; tokens: number }> }> = [];
+  const models: Array<{ project: string } & ReturnType<AdminService['modelUse']>> = [];
   const hourAgo = new Date(now - 3600_000).toISOString();
   for (const p of projects) {
     const listed = admin.listRuns(p.name, { limit: 1000 });
