@@ -15,8 +15,9 @@ import { readOutbound, type ModelCall, type OutboundRecord } from '../store/outb
 import { daysOf } from '../outbound/cost.js';
 import { modelUseOf, type ModelUse } from './model-use.js';
 import { listWorkspaces, workspaceUsage } from '../store/workspaces.js';
+import { runFileOf } from '../store/run-files.js';
 import { mountPoints } from '../fs/loop-quota.js';
-import type { InterruptedRun, ProjectView, RunView, WorkspaceView } from './views.js';
+import { runFileUrl, type InterruptedRun, type ProjectView, type RunView, type WorkspaceView } from './views.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import { resolveRoute } from '../workflows/routes.js';
 import { listWorkflows, runWorkflow, type StepEvent } from '../workflows/run.js';
@@ -49,10 +50,12 @@ export interface AdminService {
    */
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
-  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady']; schedule?: string }): Promise<RunView>;
+  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady']; schedule?: string; files?: RunRequest['files'] }): Promise<RunView>;
   /** Stop a run of this process before its end (run-halt.ts: its record and answer say why); NOT_FOUND when none of that id runs here. */
   stopRun(name: string, run: string, reason: string): { run: string; stopped: true };
   listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
+  /** A file a run left in outbox/ (store/run-files.ts), and whose run it was (a chat login may fetch its own only); NOT_FOUND when there is none. */
+  runFile(name: string, run: string, file: string): { data: Buffer; type: string; name: string; tenant_key: string };
   /** Runs accepted or started and not ended (in flight now, or left open by a berth that died and not yet recovered). */
   openRuns(name: string): Array<{ run: string; session: string | null; kind: string | null; phase: string; since: string }>;
   /** Each tenant's model calls in the last hour against the project's budget (the console's view). */
@@ -167,6 +170,8 @@ export function runView(o: RunOutcome): RunView {
     warnings: o.warnings,
     ...(record.steps ? { steps: record.steps } : {}),
     ...(record.more_steps ? { more_steps: record.more_steps } : {}),
+    ...(o.files?.in ? { files_in: o.files.in } : {}),
+    ...(o.files?.out?.files.length ? { files: o.files.out.files.map((f) => ({ ...f, url: runFileUrl(o.project, o.runId, f.name) })) } : {}),
   };
 }
 
@@ -297,7 +302,7 @@ export function createAdminService(deps: {
     },
 
     async runMessage(name, request) {
-      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, schedule: request.schedule }));
+      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, schedule: request.schedule, files: request.files }));
     },
 
     stopRun(name, run, reason) {
@@ -306,6 +311,7 @@ export function createAdminService(deps: {
       return { run, stopped: true };
     },
 
+    runFile: (name, run, file) => runFileOf(store.get(name).paths.stateDir, run, file),
     listRuns(name, filter) {
       const p = store.get(name);
       const limit = filter.limit ?? 50;
@@ -333,9 +339,7 @@ export function createAdminService(deps: {
     listSessions: (name, tenantKey) => sessions.list(store.get(name), { tenantKey }),
     workspaceProfile: (name, id) => deps.gateway.profileOf(store.get(name), id),
     getSession: (project, id) => sessions.get(project, id).session,
-    openSession(project, id, tenantKey) {
-      return sessions.open(store.get(project), { sessionId: id, tenantKey, chosen: true });
-    },
+    openSession: (project, id, tenantKey) => sessions.open(store.get(project), { sessionId: id, tenantKey, chosen: true }),
     updateSession: (project, id, settings) => sessions.update(project, id, settings),
     renameSession: (project, id, title) => sessions.setTitle(project, id, title),
     mintSessionToken(project, id, ttlSeconds) {

@@ -14,6 +14,10 @@ import type { Runner } from '../runs/runner.js';
 import { memorySearch, memoryWrite, MemorySearchSchema, MemoryWriteSchema, type MemoryEntry } from '../store/memory.js';
 import type { SessionStore } from '../store/sessions.js';
 import { checkShellCommand, sharedAreaOf, splitCommand } from '../plan/shell/index.js';
+import { WORKSPACE_MOUNT } from '../plan/container-paths.js';
+import { sandboxRead } from '../fs/sandbox.js';
+import { queueOutboxFile } from '../store/run-files.js';
+import { workspaceOf } from '../store/workspaces.js';
 
 export const ShellRunSchema = z
   .object({
@@ -23,6 +27,18 @@ export const ShellRunSchema = z
   })
   .strict()
   .refine((v) => [v.argv, v.command, v.task].filter((x) => x !== undefined).length === 1, { message: 'give exactly one of argv, command or task' });
+
+export const SendFileSchema = z
+  .object({
+    path: z.string().min(1).max(4096).describe('The file, relative to your working directory (the workspace), e.g. "out/chart.png"; "/workspace/…" works too.'),
+  })
+  .strict();
+
+export const SendFileResultSchema = z.object({
+  queued: z.string().describe('Where it waits: "outbox/<name>"; it is sent to the person after this run\'s answer.'),
+  size: z.number().int(),
+  kind: z.string(),
+});
 
 export const ScheduleToolSchema = z
   .object({
@@ -43,6 +59,8 @@ export interface SessionTools {
   shellRun(ref: SessionRef, input: z.input<typeof ShellRunSchema>): Promise<RunView>;
   memorySearch(ref: SessionRef, input: z.input<typeof MemorySearchSchema>): { entries: MemoryEntry[] };
   memoryWrite(ref: SessionRef, input: z.input<typeof MemoryWriteSchema>): { entry: MemoryEntry };
+  /** Queue a workspace file for the person: copied into outbox/, sent after the run (store/run-files.ts). */
+  sendFile(ref: SessionRef, input: z.input<typeof SendFileSchema>): z.infer<typeof SendFileResultSchema>;
   /** The agent's own schedules, as its session's tenant (bounded like a person's: berth.yaml schedules). */
   schedule(ref: SessionRef, input: z.input<typeof ScheduleToolSchema>): { message: string; schedules: ScheduleView[] };
 }
@@ -107,6 +125,16 @@ export function createSessionTools(deps: {
     memorySearch(ref, input) {
       const { project, level } = gate(ref, 'memory_search');
       return { entries: memorySearch(project.paths.memoryDir, level, input) };
+    },
+    sendFile(ref, input) {
+      const { project, session } = gate(ref, 'send_file');
+      const { path } = SendFileSchema.parse(input);
+      const workspace = workspaceOf(project, session.settings.workspace.id ?? basename(session.settings.workspace.root_dir));
+      // The agent sees its workspace at /workspace when isolated; any other path is relative to it.
+      const rel = workspace.isolated && path.startsWith(`${WORKSPACE_MOUNT}/`) ? path.slice(WORKSPACE_MOUNT.length + 1) : path;
+      const queued = queueOutboxFile(workspace.dir, (rootFd, max) => sandboxRead(rootFd, rel, max), rel, project.metadata.files);
+      deps.logger.info({ project: project.metadata.name, session: ref.session, queued: queued.queued, size: queued.size }, 'send_file queued');
+      return queued;
     },
     schedule(ref, input) {
       const { project, session } = gate(ref, 'schedule');

@@ -5,6 +5,9 @@ import { SharedGrantSchema } from '../config/grants.js';
 import { RUN_KINDS } from '../store/journal.js';
 import { RunRecordSchema } from '../store/run-log.js';
 import { TenantKeySchema, WorkspaceRecordSchema } from '../store/workspaces.js';
+import { RunFileSchema } from '../store/run-files.js';
+import { FILE_BOUNDS } from '../config/bounds.js';
+import type { IncomingFile } from '../plan/files-in.js';
 
 /**
  * What the admin surfaces (HTTP, MCP, CLI JSON) return. Defined once, here, from the same
@@ -45,14 +48,42 @@ export const WorkspaceViewSchema = WorkspaceRecordSchema.extend({
     .describe('Present when the workspace is its own loop-mounted filesystem (berth.yaml disk_quotas: loop).'),
 });
 
+/** A file sent with a run. */
+export const RunRequestFileSchema = z
+  .object({
+    name: z.string().min(1).max(1024).describe('Its name (made safe: no path, no control characters, no leading dot).'),
+    content_base64: z
+      .string()
+      .max(FILE_BOUNDS.runBodyBytes)
+      .refine((v) => /^[A-Za-z0-9+/]*={0,2}$/.test(v) && v.length % 4 === 0, 'must be standard base64 (A-Z a-z 0-9 + /, padded with =)')
+      .describe('Its bytes, base64.'),
+  })
+  .strict();
+
 export const RunRequestSchema = z
   .object({
     user: TenantKeySchema,
     session: SessionIdSchema.optional().describe("The conversation; default: the tenant's default session."),
     level: PermissionLevelSchema.optional().describe("Set the session's permission level (persisted) before the run."),
     message: z.string().min(1, 'must not be empty').max(256 * 1024).describe('Handed to the agent as one argument.'),
+    files: z
+      .array(RunRequestFileSchema)
+      .max(FILE_BOUNDS.maxFiles)
+      .optional()
+      .describe("Files for the agent: they land in the workspace's inbox/ before the run (names made safe, numbered on a collision), bounded by the project's files settings and limits.disk_mb, and the agent is told where they are. One refused is said in files_in; the run still runs."),
   })
   .strict();
+
+/** The run API's files as the runner takes them. */
+export const decodeRunFiles = (files: ReadonlyArray<z.output<typeof RunRequestFileSchema>> | undefined): IncomingFile[] | undefined => files?.map((f) => ({ name: f.name, data: Buffer.from(f.content_base64, 'base64') }));
+
+export const RunFileViewSchema = RunFileSchema.extend({ url: z.string().describe('Where it is downloaded: the admin token, or the chat login of the run\'s person (see docs/files.md).') });
+
+export const FilesInViewSchema = z.object({
+  saved: z.array(z.object({ path: z.string().describe('In the workspace, e.g. "inbox/chart.png".'), kind: z.string(), size: z.number().int(), voice: z.boolean() })),
+  refused: z.array(z.object({ name: z.string(), reason: z.enum(['too_big', 'type', 'count', 'message_total', 'quota', 'fetch', 'unwritable']), size: z.number().int().optional() })),
+  notice: z.string().optional().describe('What the person is told of them (a refusal, a voice note not transcribed).'),
+});
 
 export const RunViewSchema = z.object({
   run: z.string(),
@@ -70,7 +101,12 @@ export const RunViewSchema = z.object({
   warnings: z.array(z.string()),
   steps: RunRecordSchema.shape.steps,
   more_steps: RunRecordSchema.shape.more_steps,
+  files_in: FilesInViewSchema.optional().describe('The files sent with the message: where each landed, or why it did not.'),
+  files: z.array(RunFileViewSchema).optional().describe("Files the agent left in its workspace's outbox/ (or queued with send_file): taken out of outbox/ (kept under outbox/sent/) and downloadable at their url."),
 });
+
+/** Where a run's file is downloaded with the admin token. */
+export const runFileUrl = (project: string, run: string, name: string) => `/api/projects/${project}/runs/${run}/files/${encodeURIComponent(name)}`;
 
 
 export const InterruptedRunSchema = z.object({

@@ -26,7 +26,7 @@ import { registerConsoleRoutes } from './console/routes.js';
 import type { ConsoleSources } from './console/state.js';
 import type { MetricsHistory } from '../admin/metrics-history.js';
 import { createGate, serveMcp } from './mcp-http.js';
-import { API_BODY_BYTES, MCP_HTTP_BOUNDS } from '../config/bounds.js';
+import { API_BODY_BYTES, FILE_BOUNDS, MCP_HTTP_BOUNDS } from '../config/bounds.js';
 import { bodyLimit } from 'hono/body-limit';
 import { assertPlainInput } from '../config/parse.js';
 import { renderDocsPage } from './docs-page.js';
@@ -47,7 +47,7 @@ import { METRICS_PATH, registerMetricsRoutes } from './routes/metrics.js';
 import type { Metrics } from '../base/metrics.js';
 import { registerChatRoutes, type ChatEnv } from './chat/routes.js';
 import type { WebChat } from '../bridges/web.js';
-import type { Hono } from 'hono';
+import type { Hono, MiddlewareHandler } from 'hono';
 
 export interface AppDeps {
   admin: () => AdminService;
@@ -169,7 +169,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // people's side: its own login (a chat link's cookie), never the admin token. /metrics takes
   // the admin token or the metrics token (routes/metrics.ts).
   app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || isBrowserProbe(path) || path === '/docs' || path === '/docs/login' || path === '/docs/logout' || path === '/console' || path.startsWith('/console/') || path === '/chat' || path.startsWith('/chat/') || path.startsWith('/hooks/') || path === METRICS_PATH));
-  app.use('/api/*', bodyLimit({ maxSize: API_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${API_BODY_BYTES} bytes`); } }));
+  app.use('/api/*', apiBodyLimit);
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
     if (c.req.method !== 'GET' && /^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) {
@@ -233,14 +233,14 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
 
   // berth's pages have no icon: the browser's own request for one is answered with nothing, not an error.
   app.get('/favicon.ico', (c) => c.body(null, 204));
+  const chat = deps.webChat && chatNamingItsUser(deps.webChat);
   registerProjectRoutes(app as unknown as OpenAPIHono, deps.admin);
-  registerRunRoutes(app as unknown as OpenAPIHono, deps.admin);
+  registerRunRoutes(app as unknown as OpenAPIHono, deps.admin, () => chat);
   if (deps.schedules) registerScheduleRoutes(app as unknown as OpenAPIHono, deps.schedules, deps.admin);
   registerSessionRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerOperatorRoutes(app as unknown as OpenAPIHono, deps);
   registerChatLinkRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerAuditRoutes(app as unknown as OpenAPIHono, () => deps.audit);
-  const chat = deps.webChat && chatNamingItsUser(deps.webChat);
   registerChatRoutes(app as unknown as Hono<ChatEnv>, () => chat);
   registerMetricsRoutes(app as unknown as OpenAPIHono, deps);
   // Signed by their senders, not by berth's token: each channel checks its own.
@@ -315,6 +315,15 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
 
   return app;
 }
+
+/** POST /api/projects/:name/runs */
+const RUNS_PATH = /^\/api\/projects\/[^/]+\/runs$/;
+
+/** Every /api body is bounded; a run's may carry files (base64), so it has its own, larger bound (config/bounds.ts FILE_BOUNDS). */
+const apiBodyLimit: MiddlewareHandler = (c, next) => {
+  const max = c.req.method === 'POST' && RUNS_PATH.test(c.req.path) ? FILE_BOUNDS.runBodyBytes : API_BODY_BYTES;
+  return bodyLimit({ maxSize: max, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`); } })(c, next);
+};
 
 /**
  * Permission denials go to the audit log, a line each: the caller is known, so is who to ask.

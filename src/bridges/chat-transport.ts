@@ -4,6 +4,7 @@ import type { ProgressUpdate } from '../runs/agent-progress.js';
 import type { ApprovalEvent } from '../store/approvals.js';
 import type { ReplyParts } from '../store/chat-transcripts.js';
 import type { InboxEntry } from '../store/inbox.js';
+import type { RunFile } from '../store/run-files.js';
 
 /**
  * What a transport hands the bridge core and what it is given back: a channel's messages and
@@ -31,9 +32,11 @@ export interface ChatTransport extends Omit<ChannelSender, 'send'> {
   newSession?(chat: string): string;
   /** The message has ended, answered or failed (web chat: its connection may send the next). */
   finished?(id: string, chat: string): void;
+  /** Files the agent sent with an answer, shown the transport's own way (web chat: inline images and links with its login); without it: files.ts sends them. */
+  runFiles?(chat: string, answerTo: string, project: string, run: string, files: RunFile[]): Promise<void>;
   /** The run asks its person (a card with its answers, web chat); without it: a question answered by /yes or /no. */
   approval?(chat: string, event: ApprovalEvent): void;
 }
 
 /** A journaled message as the core answers it (a recovered one too): what it says, who sent it where, the session and level they picked. */
-export type JournaledMessage = Required<Pick<InboxEntry, 'id' | 'chat' | 'sender' | 'text'>> & Pick<InboxEntry, 'session' | 'level'>;
+export type JournaledMessage = Required<Pick<InboxEntry, 'id' | 'chat' | 'sender' | 'text'>> & Pick<InboxEntry, 'session' | 'level' | 'attachments'>;

@@ -17,6 +17,9 @@ import { createChatQuestions } from './chat-approvals.js';
 import type { ChatTransport, InboundMessage, JournaledMessage } from './chat-transport.js';
 import { chatFailure } from './chat-words.js';
 import { createDeliver } from './deliver.js';
+import { deliverRunFiles, fetchAttachments, FILES_ONLY, ranFilesOf, WORKFLOW_TAKES_NO_FILES, type RanFiles } from './files.js';
+import { joinTeam } from './teams.js';
+import type { IncomingFile } from '../plan/files-in.js';
 import type { DeliveryBounds } from './delivery-policy.js';
 import { chatCommand, type CommandAdmin, type CommandContext } from './commands.js';
 import { createLanes, laneLimitsOf, type LaneKey, type Slot } from './lanes.js';
@@ -60,7 +63,7 @@ export interface BridgeCore {
 }
 
 /** What the core asks of the admin service: chat commands, a group's team, runs. */
-export type CoreAdmin = CommandAdmin & Pick<AdminService, 'updateProject' | 'runMessage' | 'runWorkflow'>;
+export type CoreAdmin = CommandAdmin & Pick<AdminService, 'updateProject' | 'runMessage' | 'runWorkflow' | 'runFile'>;
 
 export interface BridgeDeps {
   transport: ChatTransport;
@@ -167,7 +170,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       return;
     }
     // A group chat is a team tenant; who writes in it is a member (the gateway's team folders follow).
-    if (tenant !== entry.sender) await joinTeam(profile.project, tenant, entry.sender);
+    if (tenant !== entry.sender) await joinTeam(deps.admin, log, profile.project, tenant, entry.sender);
     const ctx: CommandContext = {
       admin: deps.admin,
       project: profile.project,
@@ -185,6 +188,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     const command = schedule ? undefined : chatCommand(entry.text);
     let reply: string;
     let parts: ReplyParts | undefined;
+    let ran: RanFiles | undefined;
     if (command) {
       reply = await command(ctx).catch((err: unknown) => `berth: ${isBerthError(err) ? err.message : 'that command failed'}`);
     } else {
@@ -217,11 +221,13 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         start();
       };
       try {
+        // Fetched once, before the run (not again when it waits for admission), bounded by the project's files settings.
+        const files = entry.attachments?.length ? await fetchAttachments(transport, entry.attachments, deps.admin.getProjectMetadata(profile.project).files, log) : undefined;
         const run = async () => {
           recheck(); // in the same tick as the runner opening the session
-          return runFor(ctx, profile.workflow, entry.text, entry.chat, single ? ready : start, schedule);
+          return runFor(ctx, profile.workflow, entry.text, entry.chat, single ? ready : start, files, schedule);
         };
-        ({ text: reply, ...parts } = await (single ? whenAdmitted(run) : run()));
+        ({ text: reply, ran, ...parts } = await (single ? whenAdmitted(run) : run()));
       } catch (err) {
         const lapsedMeanwhile = stopped as Lapsed | undefined;
         if (lapsedMeanwhile) {
@@ -242,10 +248,16 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         slot.release(); // the reply may take a while to send: the slot is for runs
       }
     }
+    if (ran?.notice) await say(entry.chat, ran.notice).catch(() => undefined); // what became of the person's files, before the answer
     if (schedule) reply = scheduledReply(schedule, entry.text, reply);
-    inbox.mark(entry.id, 'answered', { reply });
+    inbox.mark(entry.id, 'answered', { reply, ...(ran?.files ? { files: ran.files } : {}) });
     await deliver(entry.id, entry.chat, reply, undefined, parts);
+    if (ran?.files) await sendFilesOf(profile.project, entry.chat, entry.id, ran.files);
   }
+
+  /** The agent's files after its answer (files.ts): as files, or as links. */
+  const sendFilesOf = (project: string, chat: string, id: string, files: NonNullable<RanFiles['files']>) =>
+    deliverRunFiles({ transport, log, read: (run, name) => deps.admin.runFile(project, run, name), publicUrl: deps.config().bridges.public_url }, chat, id, project, files);
 
   /** Why a message taken from its lane may no longer run: its sender was logged out, or the session they picked is gone. */
   function lapsed(entry: JournaledMessage, project: string, tenant: string): Lapsed | undefined {
@@ -301,34 +313,15 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
   }
 
-  /** Add a group's sender to the project's team of that group, once (an admin may edit the list later). */
-  async function joinTeam(project: string, team: string, member: string) {
-    try {
-      // Asked on every group message: the settings alone (CommandAdmin).
-      if (own(deps.admin.getProjectMetadata(project).teams, team)?.members.includes(member)) return;
-      let joined = false;
-      // Read and written under the project lock: two groups' first messages, or an admin's edit, lose nothing.
-      await deps.admin.updateProject(project, (current) => {
-        const members = own(current.teams, team)?.members ?? [];
-        if (members.includes(member)) return {};
-        joined = true;
-        return { teams: { ...current.teams, [team]: { members: [...members, member] } } };
-      });
-      if (joined) log.info({ project, team, member }, 'group member joined its team');
-    } catch (err) {
-      log.warn({ err: String(err).slice(0, 200), team }, 'could not record a group member');
-    }
-  }
-
   /** `ready`: called when the run may start (a message's, by the runner once admitted; a workflow's, first). */
-  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>, schedule?: string): Promise<{ text: string } & ReplyParts> {
+  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>, files?: IncomingFile[], schedule?: string): Promise<{ text: string; ran?: RanFiles } & ReplyParts> {
     if (workflow) {
       // No lane slot: its steps wait for admission one by one, and a slot held meanwhile could wait
       // on runs that wait for it. Admission bounds them per tenant; the lane keeps them one per chat.
       await ready();
       const run = await deps.admin.runWorkflow(ctx.project, workflow, text);
       const last = run.steps.at(-1);
-      return { text: run.status === 'succeeded' ? last?.stdout.trim() || 'done' : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}` };
+      return { text: run.status === 'succeeded' ? last?.stdout.trim() || 'done' : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}`, ...(files?.length ? { ran: { notice: WORKFLOW_TAKES_NO_FILES } } : {}) };
     }
     const decoder = { stdout: new TextDecoder(), stderr: new TextDecoder() };
     // Where output is shown live (web chat), the reply keeps it in order too, stdout and stderr apart.
@@ -352,7 +345,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     const held = await deps.cost?.hold(ctx, (event) => questions.ask(chat, event));
     if (held !== undefined) return { text: held };
     const run = await deps.admin
-      .runMessage(ctx.project, { user: ctx.tenant, message: text, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, onApproval, whenReady: async () => ready(), ...(schedule ? { schedule } : {}) })
+      .runMessage(ctx.project, { user: ctx.tenant, message: text || FILES_ONLY, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, onApproval, whenReady: async () => ready(), ...(files?.length ? { files } : {}), ...(schedule ? { schedule } : {}) })
       .finally(watch.stop);
     const output = printed?.segments();
     const cost = deps.cost?.after(ctx, run.run);
@@ -361,6 +354,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       ...(run.steps ? { steps: run.steps } : {}),
       // Only a run that wrote to stderr needs its order kept; its exit status is shown when not 0.
       ...(output?.some((o) => o.stream === 'stderr') ? { output, ...(run.exit_code !== 0 ? { exit: run.exit_code } : {}) } : {}),
+      ...ranFilesOf(run),
     };
   }
 
@@ -376,7 +370,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     receive(message) {
       const allowed = deps.senderAllowed(message.sender);
       const text = keptText(message.text, allowed);
-      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text, owner: deps.owner, tenant: message.tenant, session: message.session, level: message.level });
+      const attachments = message.attachments?.length ? { attachments: message.attachments } : {};
+      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text, owner: deps.owner, tenant: message.tenant, session: message.session, level: message.level, ...attachments });
       // Acknowledged only once on disk; a re-delivery is acknowledged again (the first ack may be what was lost).
       void transport.acknowledge(message).catch((err) => log.warn({ err: String(err) }, 'acknowledge failed'));
       if (!fresh) return 'duplicate';
@@ -399,7 +394,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         void deliver(message.id, message.chat, reply).finally(() => transport.finished?.(message.id, message.chat));
         return 'accepted';
       }
-      enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session, level: message.level }, message.tenant);
+      enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session, level: message.level, ...attachments }, message.tenant);
       return 'accepted';
     },
 
@@ -412,8 +407,12 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     },
 
     recover(opts = {}) {
-      const redeliver = (lane: LaneKey, id: string, reply: string, failure?: string, from?: DeliveryStep, sent?: number) =>
-        void lanes.run(lane, () => deliver(id, lane.chat, reply, failure, undefined, from, sent), { bounded: false });
+      const redeliver = (lane: LaneKey, id: string, reply: string, failure?: string, from?: DeliveryStep, sent?: number, files?: RanFiles['files']) =>
+        void lanes.run(lane, async () => {
+          await deliver(id, lane.chat, reply, failure, undefined, from, sent);
+          const project = files && profileFor(lane.chat)?.project; // the answer's files, journaled with it, follow it
+          if (files && project) await sendFilesOf(project, lane.chat, id, files);
+        }, { bounded: false });
       recoverInbox({ inbox, log, owner: deps.owner, senderAllowed: deps.senderAllowed, strangers, enqueue, redeliver }, opts);
     },
 

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { ownerAlive } from '../fs/process-identity.js';
-import type { DeliveryStep, Inbox } from '../store/inbox.js';
+import type { DeliveryStep, Inbox, InboxEntry } from '../store/inbox.js';
 import type { JournaledMessage } from './chat-transport.js';
 import type { LaneKey } from './lanes.js';
 import { restartedNotice } from './reply-words.js';
@@ -16,7 +16,7 @@ export interface RecoverDeps {
   /** A message to answer, into its chat's lane. */
   enqueue: (message: JournaledMessage, tenant: string) => void;
   /** Send a journaled answer, in its chat's lane (after what the chat has waiting, never refused). `failure`: it tells of one; `from`: the way of sending a dead berth was trying (its earlier ways failed); `sent`: the parts of it already delivered. */
-  redeliver: (lane: LaneKey, id: string, reply: string, failure?: string, from?: DeliveryStep, sent?: number) => void;
+  redeliver: (lane: LaneKey, id: string, reply: string, failure?: string, from?: DeliveryStep, sent?: number, files?: InboxEntry['files']) => void;
 }
 
 /**
@@ -35,7 +35,7 @@ export function recoverInbox(deps: RecoverDeps, opts: { heldOnly?: boolean } = {
       inbox.mark(entry.id, 'failed', { reason: 'journal entry incomplete' });
       continue;
     }
-    const message: JournaledMessage = { id: entry.id, chat: entry.chat, sender: entry.sender, text: entry.text, session: entry.session, level: entry.level };
+    const message: JournaledMessage = { id: entry.id, chat: entry.chat, sender: entry.sender, text: entry.text, session: entry.session, level: entry.level, ...(entry.attachments?.length ? { attachments: entry.attachments } : {}) };
     const tenant = entry.tenant ?? entry.sender;
     const lane: LaneKey = { chat: entry.chat, tenant, sender: entry.sender };
     if (entry.phase === 'held') {
@@ -48,7 +48,7 @@ export function recoverInbox(deps: RecoverDeps, opts: { heldOnly?: boolean } = {
       log.info({ id: entry.id }, 'answering a message a previous berth journaled');
       deps.enqueue(message, tenant);
     } else if (entry.phase === 'answered' && entry.reply !== undefined) {
-      deps.redeliver(lane, entry.id, entry.reply, entry.reason, entry.delivery, entry.sent);
+      deps.redeliver(lane, entry.id, entry.reply, entry.reason, entry.delivery, entry.sent, entry.files);
     } else {
       const reason = 'berth restarted while this message was running';
       const notice = restartedNotice(entry.text);

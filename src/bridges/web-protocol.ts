@@ -4,6 +4,8 @@ import type { AGENT_PRESETS, Agent } from '../config/metadata.js';
 import type { ErrorCode } from '../base/errors.js';
 import type { ProgressStep } from '../runs/agent-progress.js';
 import type { OutputSegment } from '../store/chat-transcripts.js';
+import { FILE_BOUNDS } from '../config/bounds.js';
+import { UPLOAD_ID_PATTERN } from '../store/chat-uploads.js';
 import { APPROVAL_DECISIONS, APPROVAL_ID_PATTERN, type ApprovalDecision, type ApprovalView } from '../store/approvals.js';
 
 /**
@@ -19,12 +21,15 @@ export const WebRunMessageSchema = z
     id: z.uuid('must be a uuid (the page makes one per message)').describe('The message id: a re-sent message runs once.'),
     session_id: SessionIdSchema,
     permission_level: PermissionLevelSchema,
-    input: z
-      .string()
-      .max(WEB_INPUT_MAX_CHARS, `must be at most ${WEB_INPUT_MAX_CHARS} characters`)
-      .refine((s) => s.trim() !== '', 'must not be empty'),
+    input: z.string().max(WEB_INPUT_MAX_CHARS, `must be at most ${WEB_INPUT_MAX_CHARS} characters`),
+    files: z
+      .array(z.string().regex(UPLOAD_ID_PATTERN, 'must be the id of an upload (POST /chat/uploads)'))
+      .max(FILE_BOUNDS.maxFiles)
+      .optional()
+      .describe('Files the person uploaded for this message: they land in the workspace\'s inbox/ before the run.'),
   })
-  .strict();
+  .strict()
+  .refine((m) => m.input.trim() !== '' || (m.files?.length ?? 0) > 0, { path: ['input'], message: 'must not be empty' });
 export type WebRunMessage = z.infer<typeof WebRunMessageSchema>;
 
 /** The person's answer to their agent's request (an approval card's button). */
@@ -48,12 +53,29 @@ export type WebServerMessage =
   | { type: 'note'; session_id: string; text: string }
   | { type: 'typing'; session_id: string; on: boolean }
   | { type: 'reply'; session_id: string; text: string; format: 'markdown' | 'text'; output?: OutputSegment[]; exit?: number }
+  | { type: 'files'; session_id: string; files: WebFileView[] }
   | { type: 'done'; id: string; session_id: string }
   | { type: 'session'; session_id: string }
   | { type: 'level'; session_id: string; permission_level: PermissionLevel }
   | { type: 'approval'; session_id: string; approval: ApprovalView }
   | { type: 'approval_answered'; session_id: string; id: string; decision: ApprovalDecision; by: string; at: string }
   | { type: 'error'; code: ErrorCode; field?: string; message: string; id?: string };
+
+/** A file in the chat: what the person sent, or what the agent sent (with the URL the person's login opens it at). */
+export interface WebFileView {
+  name: string;
+  size: number;
+  type: string;
+  url?: string;
+}
+
+/** POST /chat/uploads answers with this; its id goes in a run message's files. */
+export interface WebUploadView {
+  id: string;
+  name: string;
+  type: string;
+  size: number;
+}
 
 export const ChatSessionViewSchema = z.object({
   id: SessionIdSchema,

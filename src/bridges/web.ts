@@ -1,7 +1,6 @@
 import type { ScheduleService } from '../admin/schedules.js';
 import { createChatCost } from './chat-cost.js';
 import { openBudgetDays } from '../store/budget-days.js';
-import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AdminService } from '../admin/service.js';
 import type { BerthConfig } from '../config/berth-config.js';
@@ -18,8 +17,12 @@ import type { ChatTransport } from './chat-transport.js';
 import type { Metrics } from '../base/metrics.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
 import { levelAsker } from './approval-words.js';
-import { agentKindOf, type AgentKind, type ChatSessionView, type WebRunMessage, type WebServerMessage } from './web-protocol.js';
+import { agentKindOf, type AgentKind, type ChatSessionView, type WebRunMessage, type WebServerMessage, type WebUploadView } from './web-protocol.js';
 import { approvalForWeb, openWebHistory } from './web-history.js';
+import { createWebFiles } from './web-files.js';
+import { createSessionStarter } from './web-sessions.js';
+import { openChatUploads } from '../store/chat-uploads.js';
+import { join } from 'node:path';
 import type { ApprovalDecision } from '../store/approvals.js';
 import type { Approvals } from '../outbound/approvals.js';
 
@@ -89,6 +92,8 @@ export interface WebChat {
   run(login: WebLogin, message: WebRunMessage, credential?: string): Promise<'accepted' | 'duplicate'>;
   /** A socket opened (it is shown what waits for its person's answer); returns how to forget it. BUSY past the per-user bound. */
   attach(login: WebLogin, client: WebClient): () => void;
+  /** A file the person uploads for their next message (web-files.ts): its id goes in the run message's files. */
+  upload(login: WebLogin, name: string, type: string | undefined, data: Uint8Array): WebUploadView;
   /** The person answers their agent's request (an approval card): APPROVAL_NOT_FOUND unless it is theirs and waits. */
   answer(login: WebLogin, id: string, decision: ApprovalDecision): void;
 }
@@ -107,6 +112,7 @@ export function createWebChat(deps: {
   const { admin } = deps;
   const inbox = openInbox(deps.bridgeDir, 'web');
   const state = openBridgeState(deps.bridgeDir, 'web');
+  const files = createWebFiles(openChatUploads(join(deps.bridgeDir, 'web-uploads')), admin);
   // Keyed by "<project>/<user>": a Map, never an object's properties.
   const clients = new Map<string, Set<WebClient>>();
   const log = deps.logger.child({ bridge: 'web' });
@@ -152,28 +158,8 @@ export function createWebChat(deps: {
     return a;
   };
 
-  // When each person started their recent sessions (this process; keyed "<project>/<user>").
-  const started = new Map<string, number[]>();
-
-  /** A new session, inside the person's bounds (checked and taken with no await between: one process decides). */
-  function createSession(login: WebLogin): SessionRecord {
-    const { max_sessions_per_user: cap, new_sessions_per_minute: perMinute } = deps.config().bridges.web;
-    const tenant = tenantOfChatUser(login.user);
-    const held = admin.listSessions(login.project, tenant).length;
-    if (held >= cap) throw new BerthError('LIMIT_REACHED', `you have ${held} conversations; delete one to start another`);
-    const key = `${login.project}/${login.user}`;
-    const now = Date.now();
-    const recent = (started.get(key) ?? []).filter((at) => at > now - 60_000);
-    if (recent.length >= perMinute) {
-      started.set(key, recent);
-      const retryAfter = Math.max(1, Math.ceil(((recent[0] as number) + 60_000 - now) / 1000));
-      throw new BerthError('LIMIT_REACHED', `you started ${recent.length} conversations in the last minute; wait a minute before starting another`, { retry_after: retryAfter });
-    }
-    const session = admin.openSession(login.project, `web-${randomBytes(9).toString('base64url')}`, tenant);
-    started.set(key, [...recent, now]);
-    for (const [k, times] of started) if (!times.some((at) => at > now - 60_000)) started.delete(k); // bounded by who started one this minute
-    return session;
-  }
+  /** A new session, inside the person's bounds (web-sessions.ts). */
+  const createSession = createSessionStarter(admin, () => deps.config().bridges.web);
 
   /** The user's own session; another tenant's is as unknown as a missing one. */
   function ownSession(login: WebLogin, id: string): SessionRecord {
@@ -226,6 +212,8 @@ export function createWebChat(deps: {
       history.keepQuietly(a, entry);
       push(a, message);
     },
+    fetchAttachment: async (ref, limits) => files.fetch(ref, limits.maxBytes),
+    runFiles: async (chat, _answerTo, _project, run, list) => files.show(addressed(chat), run, list, history.keep, push),
     projectOf: (chat) => parseAddress(chat)?.project,
     newSession(chat) {
       const a = addressed(chat);
@@ -314,6 +302,7 @@ export function createWebChat(deps: {
       // A socket message is no HTTP request: name the user for the audit log here (the run itself is named by the core).
       await withActor(tenantActor(tenantOfChatUser(login.user)), message.id, () => setLevel(login, message.session_id, message.permission_level));
       const tenant = tenantOfChatUser(login.user);
+      const sent = message.files?.length ? files.attachmentsOf(login, message.files) : undefined;
       const outcome = core.receive({
         id: inboxId(login, message.id),
         chat: addressOf(login, message.session_id),
@@ -322,15 +311,17 @@ export function createWebChat(deps: {
         text: message.input,
         session: message.session_id,
         level: message.permission_level,
+        ...(sent ? { attachments: sent.attachments } : {}),
       });
       if (outcome === 'accepted') {
         // Before its turn can come (the lane takes it in a later tick).
         credentials.set(inboxId(login, message.id), credential ?? null);
-        history.sent({ project: login.project, session: message.session_id }, { role: 'user', text: message.input, id: message.id, level: message.permission_level });
+        history.sent({ project: login.project, session: message.session_id }, { role: 'user', text: message.input, id: message.id, level: message.permission_level, ...(sent ? { files: sent.shown } : {}) });
       }
       log.info({ project: login.project, session: message.session_id, outcome }, 'web chat message');
       return outcome;
     },
+    upload: (login, name, type, data) => files.upload(login, name, type, data),
     answer(login, id, decision) {
       if (!deps.approvals) throw new BerthError('APPROVAL_NOT_FOUND', 'nothing waits for your answer here');
       const tenant = tenantOfChatUser(login.user);

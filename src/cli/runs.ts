@@ -1,6 +1,10 @@
 import { parseOrThrow } from '../config/parse.js';
 import { PermissionLevelSchema, SessionSettingsUpdateSchema } from '../config/session.js';
-import { BerthError } from '../base/errors.js';
+import fs from 'node:fs';
+import { basename } from 'node:path';
+import { BerthError, errnoOf } from '../base/errors.js';
+import { FILE_BOUNDS } from '../config/bounds.js';
+import type { IncomingFile } from '../plan/files-in.js';
 import type { StepListener } from '../admin/service.js';
 import type { WorkflowRunRecord } from '../workflows/schema.js';
 import { need, type Command, type Out } from './command.js';
@@ -28,20 +32,39 @@ function printWorkflow(workflow: string, record: WorkflowRunRecord, io: Out): nu
   return 0;
 }
 
+/** --file paths read for a run: each a regular file (a link is followed: the operator named it), bounded before it is read. */
+function readRunFiles(paths: readonly string[]): IncomingFile[] {
+  if (paths.length > FILE_BOUNDS.maxFiles) throw new BerthError('USAGE', `at most ${FILE_BOUNDS.maxFiles} --file options`);
+  return paths.map((path) => {
+    let st: fs.Stats;
+    try {
+      st = fs.statSync(path);
+    } catch (err) {
+      throw new BerthError('USAGE', `--file ${path}: ${errnoOf(err) === 'ENOENT' ? 'no such file' : 'cannot be read'}`);
+    }
+    if (!st.isFile()) throw new BerthError('USAGE', `--file ${path}: not a regular file`);
+    if (st.size > FILE_BOUNDS.maxFileMb * 1024 * 1024) throw new BerthError('PAYLOAD_TOO_LARGE', `--file ${path}: larger than ${FILE_BOUNDS.maxFileMb} MiB`);
+    return { name: basename(path), data: fs.readFileSync(path) };
+  });
+}
+
 /** Runs, sessions and workflows. */
 export const RUN_COMMANDS: Record<string, Command> = {
   run: {
-    usage: "run <project> --user <tenant-key> [--session ID] [--level low|medium|high] [--] <message...>\n  Run the project's agent for a tenant; prints its output and exits with its exit code. Put the message after -- so options in it reach the agent.",
-    options: { user: { type: 'string' }, session: { type: 'string' }, level: { type: 'string' } },
+    usage: "run <project> --user <tenant-key> [--session ID] [--level low|medium|high] [--file PATH]... [--] <message...>\n  Run the project's agent for a tenant; prints its output and exits with its exit code. Put the message after -- so options in it reach the agent. --file (repeatable): a file for the agent, landing in the workspace's inbox/; files the agent leaves in outbox/ are listed on stderr.",
+    options: { user: { type: 'string' }, session: { type: 'string' }, level: { type: 'string' }, file: { type: 'string', multiple: true } },
     async run(berth, v, pos, io) {
       if (pos.length < 1) throw new BerthError('USAGE', 'missing project name', { hint: 'berth run <project> --user <key> -- <message>' });
       if (typeof v.user !== 'string') throw new BerthError('USAGE', 'missing --user <tenant-key>');
       const message = pos.slice(1).join(' ');
       if (message.trim() === '') throw new BerthError('USAGE', 'missing message', { hint: 'berth run <project> --user <key> -- <message>' });
       const level = v.level === undefined ? undefined : parseOrThrow(PermissionLevelSchema, v.level, '--level');
-      const run = await berth().admin.runMessage(pos[0] as string, { user: v.user, message, session: v.session as string | undefined, level });
+      const files = readRunFiles((v.file as string[] | undefined) ?? []);
+      const run = await berth().admin.runMessage(pos[0] as string, { user: v.user, message, session: v.session as string | undefined, level, ...(files.length ? { files } : {}) });
       io.out(run.stdout);
       io.err(run.stderr);
+      if (run.files_in?.notice) io.err(`\n${run.files_in.notice}\n`);
+      for (const f of run.files ?? []) io.err(`berth: the agent sent ${printable(f.name)} (${f.size} bytes): GET ${f.url} (admin token)\n`);
       if (run.truncated) io.err(`\nberth: output passed the project's cap of ${berth().admin.getProject(run.project).limits.output_bytes} bytes; the run was stopped\n`);
       for (const w of run.warnings.filter((w) => w.startsWith('stopped: '))) io.err(`\nberth: ${w}\n`);
       if (run.timed_out) {

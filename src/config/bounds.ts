@@ -37,6 +37,26 @@ export const MCP_HTTP_BOUNDS = {
 /** Every other JSON body of the HTTP API. */
 export const API_BODY_BYTES = 1 * MiB;
 
+/**
+ * Files in and out (docs/files.md): the ceilings of a project's `files` settings. A message's
+ * files are held in memory from their fetch to their write into the workspace, so these bound
+ * what one message can make berth hold.
+ */
+export const FILE_BOUNDS = {
+  maxFileMb: 64,
+  maxMessageMb: 64,
+  maxFiles: 50,
+  /** A run API body with files: base64 of maxMessageMb, and the rest of the request. */
+  runBodyBytes: Math.ceil((64 * MiB * 4) / 3) + 1 * MiB,
+  /** Files one run may leave in outbox/ that berth looks at (the rest wait for the next run). */
+  outboxEntries: 200,
+  /** How long berth keeps a run's outbox files for download, and a project's most (oldest runs' go first). */
+  runFilesDays: 7,
+  runFilesBytes: 2 * 1024 * MiB,
+  /** Fetching one attachment from its channel. */
+  fetchTimeoutMs: 60_000,
+} as const;
+
 /** The model gateway (a run's model.sock): what one run's agent can make berth hold. */
 export const MODEL_GATEWAY_BOUNDS = {
   /** One request body (a long conversation with its tools is a few MiB). */

@@ -30,6 +30,11 @@ export const BridgesSchema = z
       .max(3600)
       .default(30)
       .describe('A chat that cannot show the agent at work live (Signal, Telegram, …) gets one short progress message ("ran 3 commands; now: npm test") once the agent has worked this long since its first step; 0: never.'),
+    public_url: z
+      .url({ protocol: /^https?$/ })
+      .max(512)
+      .optional()
+      .describe('Where people reach berth serve ("https://berth.example.org"): a file too big for a chat (or a chat that takes no files) is sent as a link below it, opened with the web chat login. Without it the link is a path on berth\'s address.'),
     web: WebChatBridgeSchema,
     ...channelShape,
   })

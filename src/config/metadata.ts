@@ -1,5 +1,6 @@
 import { posix } from 'node:path';
 import { z } from 'zod';
+import { FILE_BOUNDS } from './bounds.js';
 import { ProjectEgressSchema, ProjectModelsSchema } from './outbound.js';
 import { DEFAULT_RUNTIME, LevelRuntimesSchema, RuntimeNameSchema } from './runtimes.js';
 
@@ -177,6 +178,24 @@ export const ChatSettingsSchema = z
   .strict()
   .describe('How chat bridges treat this project\'s users.');
 
+/** A media type pattern as the files setting takes it: "image/png", "image/*", or any type. */
+const MEDIA_PATTERN = /^(\*\/\*|[a-z0-9][a-z0-9!#$&^_.+-]{0,63}\/(\*|[a-z0-9][a-z0-9!#$&^_.+-]{0,127}))$/;
+
+export const FilesSettingsSchema = z
+  .object({
+    max_file_mb: z.number().int().min(1).max(FILE_BOUNDS.maxFileMb).default(20).describe('Largest file a person may send in, and the agent send out (MiB); a larger one is refused with a word to the person (out: sent as a link).'),
+    max_message_mb: z.number().int().min(1).max(FILE_BOUNDS.maxMessageMb).default(50).describe('All files of one message together (MiB); the ones past it are refused with a word to the person.'),
+    max_files: z.number().int().min(1).max(FILE_BOUNDS.maxFiles).default(10).describe('Files one message may carry in, and one run send out; the ones past it are refused (out: left in outbox/ for the next run).'),
+    types: z
+      .array(z.string().regex(MEDIA_PATTERN, 'must be a media type like "image/png", "image/*" or "*/*"'))
+      .min(1)
+      .max(64)
+      .default(['*/*'])
+      .describe('Media types people may send in ("image/*", "application/pdf"); any other is refused with a word to the person. Judged by the file name\'s extension where berth knows it, else by the type the channel declares. Default: any.'),
+  })
+  .strict()
+  .describe('Files in and out (docs/files.md): what lands in a workspace\'s inbox/ and what leaves its outbox/. Every file also counts against limits.disk_mb.');
+
 export const ProjectMetadataSchema = z
   .object({
     name: ProjectNameSchema,
@@ -195,6 +214,7 @@ export const ProjectMetadataSchema = z
     egress: ProjectEgressSchema.prefault({}).describe('Hosts agents at medium and high may reach through berth\'s egress proxy.'),
     teams: TeamsSchema.default({}),
     chat: ChatSettingsSchema.prefault({}),
+    files: FilesSettingsSchema.prefault({}),
     admins: z.array(TenantKeyRefSchema).max(256).default([]).describe("Tenant keys of the project's leadership (read members' shared folders)."),
   })
   .strict();
@@ -219,6 +239,7 @@ export const ProjectUpdateSchema = z
     egress: ProjectEgressSchema.optional().describe('Replaces the egress allowlist.'),
     teams: TeamsSchema.optional(),
     chat: ChatSettingsSchema.optional(),
+    files: FilesSettingsSchema.optional().describe('Replaces the files settings.'),
     admins: z.array(TenantKeyRefSchema).max(256).optional().describe("Tenant keys of the project's leadership (replaces the list)."),
   })
   .strict();
@@ -229,3 +250,4 @@ export type ProjectUpdate = z.output<typeof ProjectUpdateSchema>;
 export function chatFormatOf(metadata: Pick<ProjectMetadata, 'chat' | 'agent'>): 'markdown' | 'text' {
   return metadata.chat.format ?? (metadata.agent === 'claude' || metadata.agent === 'codex' || metadata.agent === 'droid' ? 'markdown' : 'text');
 }
+export type FilesSettings = z.output<typeof FilesSettingsSchema>;

@@ -3,7 +3,7 @@ import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
 import type { OperatorService } from '../admin/operator.js';
 import type { AdminService } from '../admin/service.js';
 import { WorkflowNameSchema, WorkflowRunRecordSchema } from '../workflows/schema.js';
-import { ProjectAccessSchema, ProjectViewSchema, RunRequestSchema, RunViewSchema, WorkspaceViewSchema } from '../admin/views.js';
+import { decodeRunFiles, ProjectAccessSchema, ProjectViewSchema, RunRequestSchema, RunViewSchema, WorkspaceViewSchema } from '../admin/views.js';
 import { ProjectMetadataSchema, ProjectNameSchema, ProjectUpdateSchema } from '../config/metadata.js';
 import { SessionIdSchema, SessionRecordSchema, SessionSettingsUpdateSchema } from '../config/session.js';
 
@@ -60,10 +60,10 @@ export const ADMIN_TOOLS: ToolSpec<AdminContext>[] = [
   tool({
     name: 'run_message',
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false },
-    description: "Run the project's agent for a tenant (user = tenant key) with a message; returns output, exit code, timings.",
+    description: "Run the project's agent for a tenant (user = tenant key) with a message, and files for its inbox/ (base64; bounded by this endpoint's body size too); returns output, exit code, timings, and the files it left in outbox/ (with their download URLs).",
     input: RunRequestSchema.extend({ project: ProjectNameSchema }).strict(),
     output: z.object({ run: RunViewSchema }),
-    run: async ({ admin }, { project, ...request }) => ({ run: await admin.runMessage(project, request) }),
+    run: async ({ admin }, { project, files, ...request }) => ({ run: await admin.runMessage(project, { ...request, files: decodeRunFiles(files) }) }),
   }),
   tool({
     name: 'session_get',

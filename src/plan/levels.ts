@@ -36,8 +36,8 @@ export const LEVEL_PROFILES: Record<PermissionLevel, LevelProfile> = {
   high: { egress: true, memoryRead: true, memoryWrite: true, memoryBootstrap: true, shell: { allowBins: null, readOutside: true } },
 };
 
-/** `schedule` is at every level: berth.yaml `schedules.who` says who may (admin/schedules.ts). */
-export type SessionTool = 'shell_run' | 'memory_search' | 'memory_write' | 'schedule';
+/** send_file and `schedule` are at every level: send_file only sends the tenant's own workspace file to its own chat; berth.yaml `schedules.who` says who may schedule (admin/schedules.ts). */
+export type SessionTool = 'shell_run' | 'memory_search' | 'memory_write' | 'send_file' | 'schedule';
 
 /** Tool policy (first check, before dispatch). The memory adapter checks again itself. */
 export function toolAllowed(level: PermissionLevel, tool: SessionTool): boolean {

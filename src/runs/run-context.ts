@@ -12,6 +12,7 @@ import { workspaceOf, type WorkspaceQuota } from '../store/workspaces.js';
 import { newRunId } from './run-record.js';
 import type { ProgressListener } from './progress-tap.js';
 import type { ApprovalListener } from '../store/approvals.js';
+import type { IncomingFile } from '../plan/files-in.js';
 
 /** A workflow step: runs in the project's private workspace, cwd below its root. */
 export interface PrivateTarget {
@@ -24,7 +25,7 @@ export interface PrivateTarget {
 
 /** The three kinds of run: a message to the agent, a workflow step, a shell-tool command. */
 export type LaunchSpec =
-  | { kind: 'message'; message: string; onOutput?: OutputListener; onProgress?: ProgressListener; onApproval?: ApprovalListener; whenReady?: () => Promise<void>; schedule?: string }
+  | { kind: 'message'; message: string; onOutput?: OutputListener; onProgress?: ProgressListener; onApproval?: ApprovalListener; whenReady?: () => Promise<void>; schedule?: string; files?: IncomingFile[] }
   | { kind: 'workflow_step'; message: string; target: PrivateTarget }
   | { kind: 'shell_tool'; argv: string[] };
 

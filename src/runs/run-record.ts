@@ -3,6 +3,15 @@ import type { PermissionLevel } from '../config/session.js';
 import type { RunResult, RunTimings } from '../launch/launcher.js';
 import type { RunRecord } from '../store/run-log.js';
 import type { ProgressStep } from './agent-progress.js';
+import type { RefusedFile, SavedFile } from '../plan/files-in.js';
+import type { LeftFile, RunFile } from '../store/run-files.js';
+
+/** A message run's files: what landed in inbox/ (and what did not), and what it left in outbox/ (runs/run-files.ts). */
+export interface RunFiles {
+  /** `notice`: what the person is told of them (refusals, a voice note not transcribed). */
+  in?: { saved: SavedFile[]; refused: RefusedFile[]; notice?: string };
+  out?: { files: RunFile[]; left: LeftFile[] };
+}
 
 /** What a run's caller gets: the launcher's result, the run's identity, and its record (built once). */
 export interface RunOutcome extends RunResult {
@@ -22,6 +31,8 @@ export interface RunOutcome extends RunResult {
   /** The agent's tool calls, read from its output (plan.progress); absent when its output has none. */
   steps?: ProgressStep[];
   moreSteps?: number;
+  /** A message run's files: what landed in inbox/, and what it left in outbox/ (runs/run-files.ts). */
+  files?: RunFiles;
   /** The line appended to the project's run log. */
   record: RunRecord;
 }

@@ -37,6 +37,8 @@ import { receiptDigest } from '../plan/receipt.js';
 import { policyOf } from './receipt-policy.js';
 import { noteReceipt, watchReceipt, type ReceiptAudit } from './run-receipt.js';
 import type { CredentialUses } from '../outbound/credential-uses.js';
+import type { IncomingFile } from '../plan/files-in.js';
+import { landMessageFiles, withRunFiles } from './run-files.js';
 
 export type { RunOutcome } from './run-record.js';
 export type { PrivateTarget } from './run-context.js';
@@ -61,6 +63,8 @@ export interface RunRequest {
    * a chat bridge takes its run slot here, so a message waiting for its turn holds none.
    */
   whenReady?: () => Promise<void>;
+  /** Files sent with the message: land in the workspace's inbox/ before the run (runs/run-files.ts). */
+  files?: IncomingFile[];
   /** The schedule this run is a firing of (runs/scheduler.ts): its record names it. */
   schedule?: string;
 }
@@ -206,6 +210,7 @@ export function createRunner(deps: {
       const ctx = contextOf(base, store.get(name), config(), spec);
       const launcherCaps = await capabilities();
       if (spec.kind !== 'workflow_step') await prepareWorkspace(ctx);
+      const landed = landMessageFiles(ctx, spec); // a message's files in inbox/ (and the words telling the agent) before it is planned
       fs.mkdirSync(ctx.project.paths.memoryDir, { recursive: true, mode: 0o755 });
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(ctx.project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
       // The session's agent home: the conversation an agent continues at the next message.
@@ -223,7 +228,7 @@ export function createRunner(deps: {
       // The agent said its answer: its sockets stop asking anyone for it (egress-proxy.ts).
       const answered = new AbortController();
       try {
-        const planFor = (runDir: string | undefined) => planOf(ctx, spec, { home, seeds, runDir });
+        const planFor = (runDir: string | undefined) => planOf(ctx, landed.spec, { home, seeds, runDir }, deps);
         // This run's sockets: a directory only its container sees (a warm container's, if it has one).
         const freshDir = deps.sockets ? join(deps.sockets.dir, ctx.runId) : undefined;
         let plan = planFor(lease?.reuse?.runDir ?? freshDir);
@@ -241,7 +246,7 @@ export function createRunner(deps: {
         prepareMounts(plan, ctx.project.paths.dir, ctx.owner);
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
-        return await execute(ctx, spec, plan, home, onCreated, { halt, stopRun, answered }, lease);
+        return withRunFiles(ctx, spec, await execute(ctx, spec, plan, home, onCreated, { halt, stopRun, answered }, lease), landed.in);
       } catch (err) {
         if (lease) await warmSessions?.release(lease); // never used (a plan or mount check failed, berth is stopping): not kept
         throw err;
@@ -277,33 +282,6 @@ export function createRunner(deps: {
     ctx.workspace.ownFilesystem = made.ownFilesystem;
     if (made.created) ctx.log.info({ skipped: made.skipped }, 'workspace created');
     for (const skipped of made.skipped) ctx.log.warn(skipped, 'seed entry not copied');
-  }
-
-  function planOf(ctx: RunContext, spec: LaunchSpec, at: { home: string; seeds?: ReturnType<typeof copySeedsForRun>; runDir?: string }): RunPlan {
-    const { project } = ctx;
-    return planRun({
-      config: ctx.config,
-      project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
-      workspace: ctx.workspace,
-      protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
-      run: {
-        id: ctx.runId,
-        level: ctx.level,
-        message: spec.kind === 'shell_tool' ? '' : withBootstrap(ctx, spec.message),
-        argv: spec.kind === 'shell_tool' ? spec.argv : undefined,
-        session: ctx.session.id,
-        env: spec.kind === 'workflow_step' ? spec.target.env : undefined,
-        live: spec.kind === 'message' && spec.onProgress !== undefined,
-      },
-      memory: { dir: project.paths.memoryDir },
-      shared: ctx.grants,
-      egressTrust: secretsGrantedTo(ctx.config.secrets, project.metadata.name).length ? deps.egressTrust?.() : undefined,
-      privateWorkspace: spec.kind === 'workflow_step' && at.seeds ? { cwdRel: spec.target.cwdRel, seeds: at.seeds, ensureDir: spec.target.ensureDir } : undefined,
-      runDir: at.runDir,
-      home: { dir: at.home },
-      installation,
-      ownerProcess: deps.ownerProcess,
-    });
   }
 
   /** Run the plan (bounded by its limits, the disk watch and its sockets' verdicts), then record it. */
@@ -349,7 +327,7 @@ export function createRunner(deps: {
       const project = store.get(request.project);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey, chosen: true });
       if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session, request.level);
-      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, schedule: request.schedule });
+      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, schedule: request.schedule, files: request.files });
     },
     async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
       const project = store.get(projectName);
@@ -396,6 +374,34 @@ export function createRunner(deps: {
     removeContainers: (project) => fleet.removeProject(project),
     retireSharedContainers: (project) => fleet.retireShared(project),
   };
+}
+
+/** The run's plan (pure: plan/run-plan.ts) from its context, what it runs and where its home, seeds and sockets are. */
+function planOf(ctx: RunContext, spec: LaunchSpec, at: { home: string; seeds?: ReturnType<typeof copySeedsForRun>; runDir?: string }, deps: { installation: string; ownerProcess?: string; egressTrust?: () => { ca: string; bundle: string } }): RunPlan {
+  const { project } = ctx;
+  return planRun({
+    config: ctx.config,
+    project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
+    workspace: ctx.workspace,
+    protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
+    run: {
+      id: ctx.runId,
+      level: ctx.level,
+      message: spec.kind === 'shell_tool' ? '' : withBootstrap(ctx, spec.message),
+      argv: spec.kind === 'shell_tool' ? spec.argv : undefined,
+      session: ctx.session.id,
+      env: spec.kind === 'workflow_step' ? spec.target.env : undefined,
+      live: spec.kind === 'message' && spec.onProgress !== undefined,
+    },
+    memory: { dir: project.paths.memoryDir },
+    shared: ctx.grants,
+    egressTrust: secretsGrantedTo(ctx.config.secrets, project.metadata.name).length ? deps.egressTrust?.() : undefined,
+    privateWorkspace: spec.kind === 'workflow_step' && at.seeds ? { cwdRel: spec.target.cwdRel, seeds: at.seeds, ensureDir: spec.target.ensureDir } : undefined,
+    runDir: at.runDir,
+    home: { dir: at.home },
+    installation: deps.installation,
+    ownerProcess: deps.ownerProcess,
+  });
 }
 
 /** A run past admission; a drain that runs out of time interrupts it. */

@@ -42,8 +42,8 @@ export const TranscriptEntrySchema = z
   .object({
     at: z.string(),
     role: z
-      .enum(['user', 'reply', 'approval', 'answer'])
-      .describe('"user": what the person sent; "reply": what berth or the agent answered; "approval": the agent asked to go past a grant (a card); "answer": that card\'s answer.'),
+      .enum(['user', 'reply', 'approval', 'answer', 'files'])
+      .describe('"user": what the person sent; "reply": what berth or the agent answered; "approval": the agent asked to go past a grant (a card); "answer": that card\'s answer; "files": files the agent sent (after its answer).'),
     text: z.string(),
     id: z.string().optional().describe("The person's message id (user entries)."),
     level: PermissionLevelSchema.optional().describe('The permission level the message was sent at (user entries).'),
@@ -51,6 +51,11 @@ export const TranscriptEntrySchema = z
     steps: z.array(RunStepSchema).max(RUN_STEPS_MAX).optional().describe("The agent's tool calls on the way to this reply (reply entries)."),
     output: z.array(OutputSegmentSchema).max(REPLY_OUTPUT_SEGMENTS).optional().describe('The output in the order it was printed, stdout and stderr apart (reply entries of a run that wrote to stderr).'),
     exit: z.number().int().optional().describe('The exit status, when not 0 (reply entries with output).'),
+    files: z
+      .array(z.object({ name: z.string().max(256), size: z.number().int().min(0), type: z.string().max(256), url: z.string().max(1024).optional() }).strict())
+      .max(100)
+      .optional()
+      .describe('Files: the ones the person sent (user entries), or the ones the agent sent, with the URL their login opens them at (files entries).'),
     approval: TranscriptApprovalSchema.optional().describe('The card (approval entries).'),
     answer: TranscriptAnswerSchema.optional().describe("The card's answer (answer entries)."),
   })

@@ -8,6 +8,8 @@ import { withOwnerLockSync, type LockOwner } from '../fs/lock.js';
 import { selfIdentity } from '../fs/process-identity.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { PermissionLevelSchema, type PermissionLevel } from '../config/session.js';
+import { FILE_BOUNDS } from '../config/bounds.js';
+import { RunFileSchema } from './run-files.js';
 
 /**
  * A bridge's durable inbox: every chat message, one fsynced JSON line per phase, written with
@@ -41,14 +43,31 @@ export const InboxEntrySchema = z.object({
   reason: z.string().optional(),
   delivery: z.enum(DELIVERY_STEPS).optional().describe('The way of sending the answer tried last (bridges/delivery-policy.ts): a restart goes on from it, never back to a way that already failed.'),
   sent: z.number().int().min(0).optional().describe('Parts of a reply sent in several that were delivered already: every next try (and a restart) starts at the next part.'),
+  attachments: z
+    .array(
+      z.object({
+        ref: z.string().max(4096),
+        name: z.string().max(1024).optional(),
+        mime: z.string().max(256).optional(),
+        size: z.number().int().min(0).optional(),
+        voice: z.boolean().optional(),
+      }),
+    )
+    .max(100)
+    .optional()
+    .describe("Files sent with the message, as its channel names them (channels/contract.ts ChannelAttachment): fetched again after a restart, before its run."),
+  files: z
+    .object({ run: z.string().max(64), list: z.array(RunFileSchema).max(FILE_BOUNDS.maxFiles) })
+    .optional()
+    .describe('Files the agent sent with the answer (store/run-files.ts): sent after it, also when a restart sends the answer.'),
 });
 export type InboxEntry = z.infer<typeof InboxEntrySchema>;
 
 export interface Inbox {
   /** Record a message; false when its id was received before (a re-delivery: ignore it). */
-  receive(entry: { id: string; chat: string; sender: string; tenant: string; text: string; owner?: string; session?: string; level?: PermissionLevel }): boolean;
+  receive(entry: { id: string; chat: string; sender: string; tenant: string; text: string; owner?: string; session?: string; level?: PermissionLevel; attachments?: InboxEntry['attachments'] }): boolean;
   /** A new phase; 'received' again puts back a message whose run never started (berth was stopping). */
-  mark(id: string, phase: InboxPhase, extra?: { reply?: string; reason?: string; delivery?: DeliveryStep; sent?: number }): void;
+  mark(id: string, phase: InboxPhase, extra?: { reply?: string; reason?: string; delivery?: DeliveryStep; sent?: number; files?: InboxEntry['files'] }): void;
   /** Messages not yet ended, in the order they arrived. */
   open(): InboxEntry[];
   /** Every message's folded state (for counts and tests). */

@@ -20,6 +20,7 @@ export function fakeCoreAdmin(methods: Partial<CoreAdmin>): CoreAdmin {
     listRuns: missing('listRuns'),
     runMessage: missing('runMessage'),
     runWorkflow: missing('runWorkflow'),
+    runFile: missing('runFile'),
     ...methods,
   };
 }

@@ -119,6 +119,7 @@ describe('levels → tools (MCP at /mcp/session with a session token, commands r
       'memory_write',
       'read_file_by_id',
       'schedule',
+      'send_file',
       'shell_run',
       'workspace_profile',
       'write_file_by_id',

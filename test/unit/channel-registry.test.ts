@@ -51,7 +51,7 @@ describe('the channel registry', () => {
 
   it("berth.yaml's bridges has exactly one key per channel besides the common settings", () => {
     const keys = Object.keys(BridgesSchema.unwrap().shape ?? {});
-    expect(keys.sort()).toEqual(['max_concurrent_runs', 'progress_message_after_seconds', 'web', ...CHANNEL_NAMES].sort());
+    expect(keys.sort()).toEqual(['max_concurrent_runs', 'progress_message_after_seconds', 'public_url', 'web', ...CHANNEL_NAMES].sort());
   });
 
   it('berth bridge <name> exists for every channel, and only for them', () => {

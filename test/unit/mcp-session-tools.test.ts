@@ -24,7 +24,7 @@ describe('session tools over MCP (in memory)', () => {
     await using h = unitHome();
     await using client = await sessionClient(h, 'low');
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name)).toEqual(['shell_run', 'memory_search', 'memory_write', 'schedule', 'list_folders', 'workspace_profile', 'read_file_by_id', 'write_file_by_id', 'delete_file_by_id', 'get_file_info_by_id']);
+    expect(tools.map((t) => t.name)).toEqual(['shell_run', 'memory_search', 'memory_write', 'send_file', 'schedule', 'list_folders', 'workspace_profile', 'read_file_by_id', 'write_file_by_id', 'delete_file_by_id', 'get_file_info_by_id']);
     expect(tools.find((t) => t.name === 'read_file_by_id')?.outputSchema).toBeUndefined();
     expect(tools.find((t) => t.name === 'shell_run')).toMatchObject({ annotations: { readOnlyHint: false, destructiveHint: true }, inputSchema: { type: 'object', properties: { argv: { type: 'array' }, command: { type: 'string' }, task: { enum: ['test', 'lint', 'format'] } } } });
     // No tool takes the session, project or tenant: the connection is the identity.

@@ -29,6 +29,7 @@ describe('metadata.json schema', () => {
       egress: { allow: [] },
       teams: {},
       chat: { raise_level: 'admins', approvals: 'person', approval_timeout_seconds: 120 },
+      files: { max_file_mb: 20, max_message_mb: 50, max_files: 10, types: ['*/*'] },
       admins: [],
     });
   });

@@ -11,8 +11,7 @@ import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult,
 import { plannedBinds, workspaceMountTargets } from '../mount-check.js';
 import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from '../lifecycle.js';
 import { attachMounts } from './late-mounts.js';
-import { observeDockerContainer } from './observe.js';
-import type { Observed } from '../../plan/receipt.js';
+import { createObserver, observeDockerContainer } from './observe.js';
 import { bindsInOrder, claimedName, claimOfName } from '../../plan/pool.js';
 import { engineEnds } from './events.js';
 import { holdProcess, releaseProcess, type ProcessHandle } from './proc-handle.js';
@@ -29,8 +28,6 @@ const START_NOT_FOUND = /executable file not found|no such file or directory/i;
 
 /** Runtimes whose containers' processes are host processes: the leftover check reads them from /proc. */
 const HOST_PROCESS_RUNTIMES = new Set(['runc', 'crun']);
-/** Readings kept for warm containers' later messages (launcher-wide; the oldest gives way). */
-const OBSERVED_KEPT = 1024;
 /** Containers the engine removes at once for this launcher (the rest wait their turn). */
 export const REMOVE_CONCURRENCY = 8;
 
@@ -152,23 +149,10 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     else removing--;
   };
 
-  // A container is observed once, at its first run or exec: later messages into the same warm
-  // container carry that reading (under gVisor a reading is an exec of its own). Bounded; a
-  // removed container's reading goes with it.
-  const observed = new Map<string, Promise<Observed>>();
-  function observe(containerId: string): Promise<Observed> {
-    let reading = observed.get(containerId);
-    if (!reading) {
-      reading = engineCall(() => observeDockerContainer(docker, containerId));
-      reading.catch(() => observed.delete(containerId));
-      observed.set(containerId, reading);
-      if (observed.size > OBSERVED_KEPT) observed.delete(observed.keys().next().value!);
-    }
-    return reading;
-  }
+  const observer = createObserver((id) => engineCall(() => observeDockerContainer(docker, id)));
 
   async function remove(id: string): Promise<void> {
-    observed.delete(id);
+    observer.forget(id);
     warm.get(id)?.close();
     warm.delete(id);
     releaseProcess(procs.get(id)?.proc);
@@ -393,7 +377,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     },
     watchEnded,
     listManaged,
-    observe,
+    observe: observer.observe,
     async removeContainers(ids) {
       await Promise.all(ids.map(remove));
       return ids.length;

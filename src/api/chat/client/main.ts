@@ -2,6 +2,7 @@ import { api, loggedOut, showAny } from './api.js';
 import { describeAgent } from './render.js';
 import { deleteSession, loadSessions, newSession, renameSession, selectSession, syncLevel } from './sessions.js';
 import { connect, growInput, send } from './socket.js';
+import { wireFiles } from './files.js';
 import { $, $input, $select, key, state } from './state.js';
 
 /**
@@ -38,6 +39,7 @@ async function boot(): Promise<void> {
   };
   // The box grows with what is typed, up to its CSS max-height.
   $input('input').oninput = () => growInput();
+  wireFiles();
   connect();
 }
 

@@ -3,7 +3,8 @@ import type { TranscriptEntry } from '../../../store/chat-transcripts.js';
 import { api, showError } from './api.js';
 import { settleApproval, showApproval } from './approvals.js';
 import { ask } from './dialog.js';
-import { add, noteLevel, showEmpty } from './render.js';
+import { add, appendToLog, noteLevel, showEmpty } from './render.js';
+import { filesBlock } from './files.js';
 import { addSteps } from './steps.js';
 import { $, $select, key, state } from './state.js';
 
@@ -85,8 +86,9 @@ export async function selectSession(id: string): Promise<void> {
     else if (e.role === 'user' || e.role === 'reply') {
       if (e.role === 'user') noteLevel(e.level);
       if (e.steps && e.steps.length) addSteps(e.steps);
-      add(e.role, e.text, e.format, e.output, e.exit);
-    }
+      const el = add(e.role, e.text, e.format, e.output, e.exit);
+      if (e.files?.length) el.append(filesBlock(e.files));
+    } else if (e.role === 'files' && e.files) appendToLog(Object.assign(filesBlock(e.files), { className: 'msg files' }));
   }
   for (const a of state.approvals.values()) if (a.session === id) showApproval(a);
   $('typing').textContent = '';

@@ -1,7 +1,8 @@
 import type { WebServerMessage } from '../../../bridges/web-protocol.js';
 import { api, loggedOut, showAny, showError, uuid, type ChatError } from './api.js';
 import { approvalError, settleApproval, showApproval } from './approvals.js';
-import { add, liveBlock, noteLevel } from './render.js';
+import { add, appendToLog, liveBlock, noteLevel } from './render.js';
+import { filesBlock, hasWaiting, takeWaiting } from './files.js';
 import { adoptServerLevel, loadSessions, selectSession } from './sessions.js';
 import { closeLiveSteps, onNote, onStep } from './steps.js';
 import { $, $input, $select, key, state } from './state.js';
@@ -79,6 +80,8 @@ function onMessage(m: WebServerMessage): void {
     onStep(m.step);
   } else if (m.type === 'note') {
     onNote(m.text);
+  } else if (m.type === 'files') {
+    appendToLog(Object.assign(filesBlock(m.files), { className: 'msg files' }));
   } else if (m.type === 'reply') {
     document.querySelector('#log .msg.live')?.remove();
     // The steps stay above the answer they led to.
@@ -117,13 +120,17 @@ export function connect(): void {
 export function send(ev: Event): void {
   ev.preventDefault();
   const input = $input('input').value;
-  if (!input.trim() || state.pending || !state.ws || state.ws.readyState !== WebSocket.OPEN) return;
+  if ((!input.trim() && !hasWaiting()) || state.pending || !state.ws || state.ws.readyState !== WebSocket.OPEN) return;
+  // The uploads go with it (none while one is still uploading: it waits for the next Send).
+  const files = takeWaiting();
+  if (files === null) return showError({ code: 'BUSY', message: 'a file is still uploading; send again in a moment' });
   const id = uuid();
   state.pending = { id, command: input.trim().startsWith('/') };
   showError(null);
   noteLevel($select('level').value);
-  add('user', input);
-  state.ws.send(JSON.stringify({ type: 'run', id, session_id: state.session, permission_level: $select('level').value, input }));
+  const shown = add('user', input);
+  if (files.length) shown.append(filesBlock(files));
+  state.ws.send(JSON.stringify({ type: 'run', id, session_id: state.session, permission_level: $select('level').value, input, ...(files.length ? { files: files.map((f) => f.id) } : {}) }));
   $input('input').value = '';
   growInput();
   updateSend();

@@ -1,0 +1,139 @@
+import type { Logger } from 'pino';
+import type { RunView } from '../admin/views.js';
+import type { ChannelAttachment } from '../channels/contract.js';
+import { FILE_BOUNDS } from '../config/bounds.js';
+import type { FilesSettings } from '../config/metadata.js';
+import { isBerthError } from '../base/errors.js';
+import { sizeWords } from '../plan/file-names.js';
+import type { IncomingFile } from '../plan/files-in.js';
+import type { RunFile } from '../store/run-files.js';
+import type { ChatTransport } from './chat-transport.js';
+
+/**
+ * The bridge core's files: a message's attachments fetched through its channel before the run
+ * (each bounded by max_file_mb and a deadline; what fails is a refusal the runner words), and a
+ * run's outbox files sent after its answer: as files where the channel takes them and they fit,
+ * else as a link the person opens with their chat login — never dropped in silence.
+ */
+
+/** Fetch each attachment (at most max_files of them); one that fails or is too big stays a refusal with its name. */
+export async function fetchAttachments(
+  transport: Pick<ChatTransport, 'fetchAttachment'>,
+  attachments: readonly ChannelAttachment[],
+  settings: FilesSettings,
+  log: Logger,
+): Promise<IncomingFile[]> {
+  const maxBytes = settings.max_file_mb * 1024 * 1024;
+  const out: IncomingFile[] = [];
+  for (const [i, a] of attachments.entries()) {
+    const base = { name: a.name, mime: a.mime, voice: a.voice === true, ...(a.size !== undefined ? { size: a.size } : {}) };
+    // Past max_files, or declared bigger than the limit: refused without fetching a byte.
+    if (i >= settings.max_files) out.push({ ...base, refused: 'count' });
+    else if (a.size !== undefined && a.size > maxBytes) out.push({ ...base, refused: 'too_big' });
+    else if (!transport.fetchAttachment) out.push({ ...base, refused: 'fetch' });
+    else {
+      try {
+        const data = await transport.fetchAttachment(a.ref, { maxBytes, signal: AbortSignal.timeout(FILE_BOUNDS.fetchTimeoutMs) });
+        out.push(data.byteLength > maxBytes ? { ...base, size: data.byteLength, refused: 'too_big' } : { ...base, data });
+      } catch (err) {
+        const tooBig = isBerthError(err, 'TOO_LARGE') || isBerthError(err, 'PAYLOAD_TOO_LARGE');
+        log.warn({ attachment: i, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'an attachment could not be fetched');
+        out.push({ ...base, refused: tooBig ? 'too_big' : 'fetch' });
+      }
+    }
+  }
+  return out;
+}
+
+/** The message an agent gets when the person sent files without words (the files' words come before it). */
+export const FILES_ONLY = '(The person sent only the files above, without a message.)';
+
+/** What a person is told of files sent to a chat a workflow answers (a workflow's steps take text only). */
+export const WORKFLOW_TAKES_NO_FILES = 'berth: this chat is answered by a workflow, which takes text only: your files were not saved.';
+
+/** A run's answer beside its text: what to tell of the person's files, and the files the agent sent. */
+export interface RanFiles {
+  notice?: string;
+  files?: { run: string; list: RunFile[] };
+}
+
+/** What of a run's view the chat needs after its answer (none: nothing to add). */
+export function ranFilesOf(run: Pick<RunView, 'run' | 'files' | 'files_in'>): { ran?: RanFiles } {
+  const ran: RanFiles = {
+    ...(run.files_in?.notice ? { notice: run.files_in.notice } : {}),
+    ...(run.files?.length ? { files: { run: run.run, list: run.files.map(({ name, size, type }) => ({ name, size, type })) } } : {}),
+  };
+  return ran.notice || ran.files ? { ran } : {};
+}
+
+/** A run's file as the chat reaches it: where its login opens it. */
+export const chatFileUrl = (publicUrl: string | undefined, run: string, name: string) =>
+  `${publicUrl?.replace(/\/+$/, '') ?? ''}/chat/api/runs/${run}/files/${encodeURIComponent(name)}`;
+
+export interface OutFilesDeps {
+  transport: ChatTransport;
+  log: Logger;
+  /** A stored file's bytes (AdminService.runFile). */
+  read: (run: string, name: string) => { data: Buffer; type: string };
+  publicUrl?: string;
+}
+
+/**
+ * Send a run's files after its answer. One that the channel cannot take (no sendFile, over its
+ * fileLimitBytes, or the send failed) is named with its link in one message after the others.
+ */
+export async function sendRunFiles(
+  deps: OutFilesDeps,
+  chat: string,
+  answerTo: string,
+  run: string,
+  files: readonly RunFile[],
+): Promise<void> {
+  const { transport, log } = deps;
+  const linked: RunFile[] = [];
+  for (const f of files) {
+    const fits = transport.sendFile !== undefined && (transport.fileLimitBytes === undefined || f.size <= transport.fileLimitBytes);
+    if (!fits) {
+      linked.push(f);
+      continue;
+    }
+    try {
+      const { data, type } = deps.read(run, f.name);
+      await transport.sendFile!(chat, { name: f.name, mime: type, data: new Uint8Array(data) }, '', { answerTo });
+    } catch (err) {
+      log.warn(
+        { run, file: f.name, err: String((err as Error)?.message ?? err).slice(0, 200) },
+        'a file could not be sent: sent as a link',
+      );
+      linked.push(f);
+    }
+  }
+  if (linked.length === 0) return;
+  const text = linkedFilesNotice(linked, (name) => chatFileUrl(deps.publicUrl, run, name));
+  await (transport.sendPlain ? transport.sendPlain(chat, text, { answerTo }) : transport.send(chat, text, { answerTo }));
+}
+
+/** The agent's files after its answer: the transport's own way (web chat), else as files or links; a failure is logged, never thrown. */
+export async function deliverRunFiles(
+  deps: OutFilesDeps,
+  chat: string,
+  answerTo: string,
+  project: string,
+  out: NonNullable<RanFiles['files']>,
+): Promise<void> {
+  try {
+    if (deps.transport.runFiles) await deps.transport.runFiles(chat, answerTo, project, out.run, out.list);
+    else await sendRunFiles(deps, chat, answerTo, out.run, out.list);
+  } catch (err) {
+    deps.log.error(
+      { id: answerTo, run: out.run, err: String((err as Error)?.message ?? err).slice(0, 200) },
+      'the files of an answer could not be delivered',
+    );
+  }
+}
+
+/** The words for files sent as links. */
+export function linkedFilesNotice(files: readonly RunFile[], urlOf: (name: string) => string): string {
+  const lines = files.map((f) => `${f.name} (${sizeWords(f.size)}): ${urlOf(f.name)}`);
+  return `berth: the agent sent ${files.length === 1 ? 'a file' : `${files.length} files`} to open with your web chat login:\n${lines.join('\n')}`;
+}

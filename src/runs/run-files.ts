@@ -1,0 +1,51 @@
+import { incomingNotice, planIncoming, withIncomingWords } from '../plan/files-in.js';
+import { collectOutbox, freeBytesOf, landIncoming, pruneRunFiles, runFilesDirOf } from '../store/run-files.js';
+import type { RunFiles, RunOutcome } from './run-record.js';
+import { workspaceUsage } from '../store/workspaces.js';
+import type { LaunchSpec, RunContext } from './run-context.js';
+
+/**
+ * Before a message's run, in its workspace lock: its files planned against the project's `files`
+ * settings and what the workspace has left of limits.disk_mb, then written to inbox/; the message
+ * gets the words the agent acts on. Another run (or a message without files): as it is.
+ */
+export function landMessageFiles(ctx: RunContext, spec: LaunchSpec): { spec: LaunchSpec; in?: NonNullable<RunFiles['in']> } {
+  if (spec.kind !== 'message' || !spec.files?.length) return { spec };
+  const { metadata } = ctx.project;
+  const free = freeBytesOf(workspaceUsage(ctx.project, ctx.workspace.id), metadata.limits.disk_mb);
+  const plan = planIncoming(spec.files, metadata.files, free);
+  const landed = landIncoming(ctx.workspace.dir, spec.files, plan.accept, ctx.owner);
+  const refused = [...plan.refuse, ...landed.refused];
+  ctx.log.info({ saved: landed.saved.length, refused: refused.map((r) => r.reason) }, 'message files landed in inbox/');
+  const notice = incomingNotice(landed.saved, refused, metadata.files);
+  return {
+    spec: { ...spec, message: withIncomingWords(spec.message, landed.saved, refused.length, metadata.agent === 'shell') },
+    in: { saved: landed.saved, refused, ...(notice ? { notice } : {}) },
+  };
+}
+
+/** After a message's run: what it left in outbox/ taken (collectRunFiles), and what landed in inbox/, on its outcome. */
+export function withRunFiles(ctx: RunContext, spec: LaunchSpec, outcome: RunOutcome, landedIn?: RunFiles['in']): RunOutcome {
+  if (spec.kind !== 'message') return outcome;
+  const files: RunFiles = { ...(landedIn ? { in: landedIn } : {}), out: collectRunFiles(ctx) };
+  return { ...outcome, files };
+}
+
+/** After the run: what the agent left in outbox/, taken into the run's files (a failure is logged, never the run's). */
+export function collectRunFiles(ctx: RunContext): RunFiles['out'] {
+  try {
+    const out = collectOutbox({
+      workspaceDir: ctx.workspace.dir,
+      filesDir: runFilesDirOf(ctx.project.paths.stateDir, ctx.runId),
+      settings: ctx.project.metadata.files,
+      who: { tenant_key: ctx.session.tenant_key, session: ctx.session.id },
+      owner: ctx.owner,
+    });
+    if (out.files.length || out.left.length) ctx.log.info({ sent: out.files.length, left: out.left }, 'outbox/ collected');
+    if (out.files.length) pruneRunFiles(ctx.project.paths.stateDir, Date.now());
+    return out;
+  } catch (err) {
+    ctx.log.warn({ err: String(err).slice(0, 300) }, 'outbox/ could not be collected');
+    return { files: [], left: [{ name: 'outbox/', reason: 'could not be read' }] };
+  }
+}

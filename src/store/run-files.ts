@@ -1,0 +1,313 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { BerthError, errnoOf } from '../base/errors.js';
+import type { FilesSettings } from '../config/metadata.js';
+import { at, closeQuietly, openChildDir, openNoFollow, withFd } from '../fs/fd-path.js';
+import { readdirIfExists } from '../fs/dir.js';
+import { readJsonFile } from '../fs/json-file.js';
+import { atomicWriteFile, ensureDirPath, type Owner } from '../fs/tree.js';
+import { candidateNames, kindOf, mediaTypeOf, safeFileName } from '../plan/file-names.js';
+import { INBOX_DIR, OUTBOX_DIR, type IncomingFile, type PlannedFile, type RefusedFile, type SavedFile } from '../plan/files-in.js';
+import { FILE_BOUNDS } from '../config/bounds.js';
+
+/**
+ * Files in and out, on disk. In: a message's files written into the workspace's inbox/ through
+ * no-follow descriptors (a link, fifo or file the tenant planted at inbox/ is moved aside, never
+ * followed; a file is created under a temporary name and linked to the first free name, never
+ * written over anything). Out: what the agent left in outbox/ (regular files with one link only,
+ * bounded) copied into berth's state for the run (served by the download routes, sent by the
+ * bridges) and moved to outbox/sent/ so it is never sent twice.
+ */
+
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_RDONLY, O_NONBLOCK } = fs.constants;
+const TEMP_PREFIX = '.berth-in-';
+const FULL = new Set(['ENOSPC', 'EDQUOT', 'EFBIG']);
+
+/** Write the planned files into <workspace>/inbox/. A write the disk refuses (quota) refuses that file; the others still land. */
+export function landIncoming(
+  workspaceDir: string,
+  files: readonly IncomingFile[],
+  plan: readonly PlannedFile[],
+  owner?: Owner,
+): { saved: SavedFile[]; refused: RefusedFile[] } {
+  const saved: SavedFile[] = [];
+  const refused: RefusedFile[] = [];
+  if (plan.length === 0) return { saved, refused };
+  withFd(openWorkspace(workspaceDir), (wsFd) =>
+    withFd(ensureDirPath(wsFd, [INBOX_DIR], { owner, displace: true, shownRoot: 'workspace' }), (inboxFd) => {
+      for (const p of plan) {
+        const data = files[p.index]?.data ?? new Uint8Array();
+        try {
+          const name = writeUnder(inboxFd, p.name, data, owner);
+          if (name === undefined) refused.push({ name: p.name, reason: 'unwritable', size: p.size });
+          else saved.push({ path: `${INBOX_DIR}/${name}`, kind: p.kind, size: p.size, voice: p.voice });
+        } catch (err) {
+          if (!FULL.has(errnoOf(err) ?? '')) throw err;
+          refused.push({ name: p.name, reason: 'quota', size: p.size });
+        }
+      }
+    }),
+  );
+  return { saved, refused };
+}
+
+/** The workspace directory itself, no link anywhere on its path (berth's own path up to it). */
+function openWorkspace(dir: string): number {
+  const opened = openNoFollow(dir);
+  if (opened.kind !== 'dir') {
+    closeQuietly(opened.fd);
+    throw new BerthError('E_SANDBOX_VIOLATION', 'the workspace is not a directory', { path: dir });
+  }
+  return opened.fd;
+}
+
+/** Create `data` under the first free name of `name`'s candidates in dirFd; undefined when all are taken. */
+function writeUnder(dirFd: number, name: string, data: Uint8Array, owner?: Owner): string | undefined {
+  const tmp = `${TEMP_PREFIX}${randomBytes(6).toString('hex')}`;
+  try {
+    withFd(fs.openSync(at(dirFd, tmp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644), (fd) => {
+      fs.writeFileSync(fd, data);
+      if (owner) fs.fchownSync(fd, owner.uid, owner.gid);
+      fs.fsyncSync(fd);
+    });
+    return linkToFreeName(dirFd, tmp, dirFd, name);
+  } finally {
+    fs.rmSync(at(dirFd, tmp), { force: true });
+  }
+}
+
+/** link(2) never follows or replaces what is at the new name: the first free candidate gets it. */
+function linkToFreeName(fromFd: number, from: string, toFd: number, name: string): string | undefined {
+  for (const candidate of candidateNames(name)) {
+    try {
+      fs.linkSync(at(fromFd, from), at(toFd, candidate));
+      return candidate;
+    } catch (err) {
+      if (errnoOf(err) !== 'EEXIST') throw err;
+    }
+  }
+  return undefined;
+}
+
+/** What a workspace has left under limits.disk_mb (its quota filesystem's room when it has one). */
+export function freeBytesOf(used: { size_bytes: number; quota?: { size_bytes: number } }, diskMb: number): number {
+  const cap = used.quota?.size_bytes ?? diskMb * 1024 * 1024;
+  return Math.max(0, cap - used.size_bytes);
+}
+
+export const RunFileSchema = z.object({
+  name: z.string().describe('As berth stored it (safe; the name in outbox/, numbered if two collide).'),
+  size: z.number().int(),
+  type: z.string().describe('Media type, by its extension.'),
+});
+export type RunFile = z.infer<typeof RunFileSchema>;
+
+const RunFilesRecordSchema = z.object({ tenant_key: z.string(), session: z.string(), files: z.array(RunFileSchema) });
+export type RunFilesRecord = z.infer<typeof RunFilesRecordSchema>;
+
+const RECORD = '.run.json';
+export const runFilesDirOf = (stateDir: string, runId: string) => join(stateDir, 'run-files', runId);
+
+/** A left outbox file and why (the next run tries it again, unless it is not a file berth sends). */
+export interface LeftFile {
+  name: string;
+  reason: string;
+}
+
+/**
+ * Take what the agent left in <workspace>/outbox/ (its top level, regular files only) into berth's
+ * state for this run: each read through a no-follow, non-blocking descriptor (a link, fifo, device
+ * or a file with a second hard link is left where it is), at most max_files and max_file_mb each,
+ * max_message_mb together; then moved to outbox/sent/. No outbox/: nothing.
+ */
+export function collectOutbox(opts: {
+  workspaceDir: string;
+  filesDir: string;
+  settings: FilesSettings;
+  who: { tenant_key: string; session: string };
+  owner?: Owner;
+}): { files: RunFile[]; left: LeftFile[] } {
+  const { settings } = opts;
+  const files: RunFile[] = [];
+  const left: LeftFile[] = [];
+  const wsFd = openWorkspace(opts.workspaceDir);
+  let outFd: number | undefined;
+  try {
+    outFd = openChildDir(wsFd, OUTBOX_DIR, `${OUTBOX_DIR}/`);
+  } catch (err) {
+    closeQuietly(wsFd);
+    if (err instanceof BerthError && err.code === 'E_SANDBOX_VIOLATION')
+      return { files, left: [{ name: `${OUTBOX_DIR}/`, reason: 'not a directory (a link or a file is in the way): nothing sent' }] };
+    throw err;
+  }
+  closeQuietly(wsFd);
+  if (outFd === undefined) return { files, left };
+  const maxFile = settings.max_file_mb * 1024 * 1024;
+  let budget = settings.max_message_mb * 1024 * 1024;
+  let sentFd: number | undefined;
+  try {
+    // A failure midway (berth's own disk full) keeps what was taken: the record below is written whatever happens.
+    for (const entry of listNames(outFd, FILE_BOUNDS.outboxEntries)) {
+      if (entry.startsWith('.') || entry === 'sent') continue;
+      if (files.length >= settings.max_files) {
+        left.push({ name: entry, reason: `past max_files (${settings.max_files}): sent after the next run` });
+        continue;
+      }
+      const data = readOutboxFile(outFd, entry, Math.min(maxFile, budget), left);
+      if (!data) continue;
+      budget -= data.byteLength;
+      if (files.length === 0) fs.mkdirSync(opts.filesDir, { recursive: true, mode: 0o700 });
+      const name = freeStoreName(opts.filesDir, safeFileName(entry));
+      atomicWriteFile(join(opts.filesDir, name), data, 0o600);
+      files.push({ name, size: data.byteLength, type: mediaTypeOf(name) });
+      sentFd ??= ensureDirPath(outFd, ['sent'], { owner: opts.owner, displace: true, shownRoot: OUTBOX_DIR });
+      // Kept for the tenant under sent/ (a free name there), out of the next collection's way.
+      if (linkToFreeName(outFd, entry, sentFd, entry) === undefined)
+        left.push({ name: entry, reason: 'sent, but outbox/sent/ has no free name for it: removed' });
+      fs.unlinkSync(at(outFd, entry));
+    }
+  } finally {
+    closeQuietly(sentFd);
+    closeQuietly(outFd);
+    if (files.length > 0)
+      atomicWriteFile(join(opts.filesDir, RECORD), JSON.stringify({ ...opts.who, files } satisfies RunFilesRecord), 0o600);
+  }
+  return { files, left };
+}
+
+/**
+ * What berth keeps of runs' files (they left the tenant's quota when they left outbox/): a run's
+ * files for FILE_BOUNDS.runFilesDays, and a project's at most FILE_BOUNDS.runFilesBytes, the
+ * oldest runs' going first. Returns how many runs' files went.
+ */
+export function pruneRunFiles(stateDir: string, now: number): number {
+  const root = join(stateDir, 'run-files');
+  const runs = readdirIfExists(root)
+    .map((run) => {
+      const dir = join(root, run);
+      try {
+        const st = fs.lstatSync(dir);
+        const bytes = st.isDirectory() ? readdirIfExists(dir).reduce((sum, f) => sum + fs.lstatSync(join(dir, f)).size, 0) : 0;
+        return { dir, at: st.mtimeMs, bytes };
+      } catch {
+        return undefined; // removed meanwhile
+      }
+    })
+    .filter((r) => r !== undefined)
+    .sort((a, b) => b.at - a.at);
+  let kept = 0;
+  let removed = 0;
+  for (const r of runs) {
+    kept += r.bytes;
+    if (now - r.at <= FILE_BOUNDS.runFilesDays * 86_400_000 && kept <= FILE_BOUNDS.runFilesBytes) continue;
+    fs.rmSync(r.dir, { recursive: true, force: true });
+    removed++;
+  }
+  return removed;
+}
+
+/** Entry names of a directory descriptor, sorted, at most `max` read. */
+function listNames(dirFd: number, max: number): string[] {
+  const dir = fs.opendirSync(`/proc/self/fd/${dirFd}`);
+  const names: string[] = [];
+  try {
+    for (let e = dir.readSync(); e !== null && names.length < max; e = dir.readSync()) names.push(e.name);
+  } finally {
+    dir.closeSync();
+  }
+  return names.sort();
+}
+
+/** One outbox file's bytes, or undefined (and why, in `left`) when berth does not send it. */
+function readOutboxFile(dirFd: number, name: string, maxBytes: number, left: LeftFile[]): Buffer | undefined {
+  let fd: number;
+  try {
+    fd = fs.openSync(at(dirFd, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch (err) {
+    const code = errnoOf(err);
+    if (code === 'ELOOP') left.push({ name, reason: 'a symbolic link: not sent' });
+    else if (code === 'ENXIO') left.push({ name, reason: 'not a regular file: not sent' });
+    else if (code !== 'ENOENT') left.push({ name, reason: `could not be opened (${code ?? 'error'})` });
+    return undefined;
+  }
+  return withFd(fd, (f) => {
+    const st = fs.fstatSync(f);
+    if (!st.isFile()) return void left.push({ name, reason: 'not a regular file: not sent' });
+    if (st.nlink > 1) return void left.push({ name, reason: 'has another hard link: not sent (copy it into outbox/ instead)' });
+    if (st.size > maxBytes)
+      return void left.push({
+        name,
+        reason: `too big (${st.size} bytes; max_file_mb and max_message_mb bound what one run sends): not sent`,
+      });
+    const buf = Buffer.alloc(st.size);
+    let got = 0;
+    while (got < buf.length) {
+      const n = fs.readSync(f, buf, got, buf.length - got, got);
+      if (n === 0) break;
+      got += n;
+    }
+    return buf.subarray(0, got);
+  });
+}
+
+function freeStoreName(dir: string, name: string): string {
+  for (const candidate of candidateNames(name)) if (!fs.existsSync(join(dir, candidate))) return candidate;
+  return `${randomBytes(4).toString('hex')}-${name}`;
+}
+
+/** A run's stored files and whose they are; undefined when the run left none. */
+export function readRunFiles(stateDir: string, runId: string): RunFilesRecord | undefined {
+  if (!/^r[0-9a-z]{1,16}[0-9a-f]{10}$/.test(runId)) return undefined;
+  return readJsonFile(join(runFilesDirOf(stateDir, runId), RECORD), RunFilesRecordSchema);
+}
+
+/** One stored file of a run, for a download: its bytes and type. Undefined: no such run or file. */
+export function readRunFile(
+  stateDir: string,
+  runId: string,
+  name: string,
+): { data: Buffer; file: RunFile; record: RunFilesRecord } | undefined {
+  const record = readRunFiles(stateDir, runId);
+  const file = record?.files.find((f) => f.name === name);
+  if (!record || !file) return undefined;
+  return { data: fs.readFileSync(join(runFilesDirOf(stateDir, runId), file.name)), file, record };
+}
+
+/** A run's stored file for a download, and whose run it was; NOT_FOUND when there is none (or the name is not one berth stored). */
+export function runFileOf(stateDir: string, runId: string, name: string): { data: Buffer; type: string; name: string; tenant_key: string } {
+  const found = readRunFile(stateDir, runId, name);
+  if (!found)
+    throw new BerthError('NOT_FOUND', `run ${runId.slice(0, 64)} left no file "${name.slice(0, 200)}"`, { path: name.slice(0, 200) });
+  return { data: found.data, type: found.file.type, name: found.file.name, tenant_key: found.record.tenant_key };
+}
+
+/**
+ * send_file: queue a workspace file (a path relative to the workspace) by copying it into
+ * outbox/ under a free name; it leaves with the run's other outbox files. The source is read
+ * through the path sandbox (no link followed), bounded by max_file_mb.
+ */
+export function queueOutboxFile(
+  workspaceDir: string,
+  readFile: (rootFd: number, maxBytes: number) => Buffer | undefined,
+  path: string,
+  settings: FilesSettings,
+): { queued: string; size: number; kind: string } {
+  return withFd(openWorkspace(workspaceDir), (wsFd) => {
+    // Owned as the workspace is (the agent's user made it so): the agent can move or delete what berth wrote.
+    const st = fs.fstatSync(wsFd);
+    const owner = { uid: st.uid, gid: st.gid };
+    const data = readFile(wsFd, settings.max_file_mb * 1024 * 1024);
+    if (!data) throw new BerthError('NOT_FOUND', `no file at ${path} in the workspace`, { path });
+    const name = safeFileName(path);
+    const queued = withFd(ensureDirPath(wsFd, [OUTBOX_DIR], { owner, displace: true, shownRoot: 'workspace' }), (outFd) =>
+      writeUnder(outFd, name, data, owner),
+    );
+    if (queued === undefined)
+      throw new BerthError('CONFIG_INVALID', `outbox/ has no free name for ${name}`, {
+        issues: [{ field: 'path', reason: 'too many files of that name wait in outbox/' }],
+      });
+    return { queued: `${OUTBOX_DIR}/${queued}`, size: data.byteLength, kind: kindOf(mediaTypeOf(name)) };
+  });
+}
