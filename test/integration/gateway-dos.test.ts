@@ -75,7 +75,9 @@ function assertDistFresh(): void {
       if (fs.statSync(full).isDirectory()) walk(full);
       else if (name.endsWith('.ts') && !name.endsWith('.d.ts')) {
         const rel = relative(join(REPO_ROOT, 'src'), full);
-        const built = join(REPO_ROOT, 'dist', rel.replace(/\.ts$/, '.js'));
+        // A page's browser code is bundled into one script (dist/pages/<page>.js), not compiled file by file.
+        const page = /^api\/([a-z-]+)\/client\//.exec(rel)?.[1];
+        const built = page ? join(REPO_ROOT, 'dist', 'pages', `${page}.js`) : join(REPO_ROOT, 'dist', rel.replace(/\.ts$/, '.js'));
         if (!fs.existsSync(built) || fs.statSync(built).mtimeMs < fs.statSync(full).mtimeMs) stale.push(rel);
       }
     }
