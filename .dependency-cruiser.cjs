@@ -34,7 +34,9 @@ const pathOf = (prefixes) => `^src/(${prefixes.map(escape).join('|')})`;
 
 const layerRules = LAYERS.slice(0, -1).map(([name, prefixes], i) => ({
   name: `layer-${name}`,
-  comment: `${name} may import only from ${LAYERS.slice(0, i + 1).map(([n]) => n).join(', ')}`,
+  comment: `${name} may import only from ${LAYERS.slice(0, i + 1)
+    .map(([n]) => n)
+    .join(', ')}`,
   severity: 'error',
   from: { path: pathOf(prefixes) },
   to: { path: pathOf(LAYERS.slice(i + 1).flatMap(([, p]) => p)) },
@@ -42,7 +44,13 @@ const layerRules = LAYERS.slice(0, -1).map(([name, prefixes], i) => ({
 
 module.exports = {
   forbidden: [
-    { name: 'no-circular', severity: 'error', comment: 'import cycles load only by accident of hoisting', from: {}, to: { circular: true } },
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'import cycles load only by accident of hoisting',
+      from: {},
+      to: { circular: true },
+    },
     {
       name: 'in-a-layer',
       severity: 'error',
@@ -51,7 +59,13 @@ module.exports = {
       to: {},
     },
     ...layerRules,
-    { name: 'api-not-main', severity: 'error', comment: 'the composition root hands the app its dependencies', from: { path: '^src/api/' }, to: { path: '^src/main\\.ts$' } },
+    {
+      name: 'api-not-main',
+      severity: 'error',
+      comment: 'the composition root hands the app its dependencies',
+      from: { path: '^src/api/' },
+      to: { path: '^src/main\\.ts$' },
+    },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

@@ -26,6 +26,8 @@ test: setup
 	@./scripts/ensure-kube.sh >/dev/null
 	@npm run --silent typecheck
 	@npm run --silent layers
+	@# One shape for the code (prettier, .prettierrc.json): "npm run format" writes it.
+	@npm run --silent format:check
 	@# Files over 400 lines and functions over 120 (scripts/size-budget.json lists today's, which may not grow).
 	@node scripts/size-budget.mjs
 	@# The unit tier on Node 22 too (the whole suite runs on Node 24, or the machine's newer node).

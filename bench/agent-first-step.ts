@@ -24,9 +24,17 @@ const docker = new Docker();
 
 const fake = await startFakeAnthropic({ apiKey: KEY });
 const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-agent-'));
-fs.writeFileSync(join(home, 'berth.yaml'), ['runs: { pool: 2 }', 'models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, ''].join('\n'));
+fs.writeFileSync(
+  join(home, 'berth.yaml'),
+  ['runs: { pool: 2 }', 'models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, ''].join('\n'),
+);
 const berth = createBerth({ home, logLevel: 'silent', warm: true });
-berth.store.create({ name: 'bench', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'], allow: ['claude-*'] } });
+berth.store.create({
+  name: 'bench',
+  workspace_isolation: true,
+  agent: 'claude',
+  models: { upstreams: ['anthropic'], allow: ['claude-*'] },
+});
 
 // The bare baseline: the same CLI and argv in a plain container of the same image.
 const bare = await docker.createContainer({
@@ -40,7 +48,11 @@ await bare.start();
 
 /** ms from the exec's start to the first stdout line carrying the model's tool_use. */
 async function bareFirstToolUse(): Promise<number> {
-  const exec = await bare.exec({ Cmd: ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--', PROMPT], AttachStdout: true, AttachStderr: true });
+  const exec = await bare.exec({
+    Cmd: ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--', PROMPT],
+    AttachStdout: true,
+    AttachStderr: true,
+  });
   const t0 = performance.now();
   const stream = await exec.start({ hijack: true, stdin: false });
   let first: number | undefined;
@@ -70,12 +82,17 @@ async function berthFirstStep(user: string): Promise<number> {
       if (first === undefined && u.type === 'step' && u.step.state === 'running') first = performance.now() - t0;
     },
   });
-  if (out.exitCode !== 0 || first === undefined) throw new Error(`berth's claude run ended ${out.exitCode} with ${first === undefined ? 'no step' : 'a step'}: ${out.stderr.slice(-400)}`);
+  if (out.exitCode !== 0 || first === undefined)
+    throw new Error(
+      `berth's claude run ended ${out.exitCode} with ${first === undefined ? 'no step' : 'a step'}: ${out.stderr.slice(-400)}`,
+    );
   return first;
 }
 
 try {
-  console.error(`berth bench (real Claude Code, first tool call): ${ROUNDS} rounds of a new person, the same person again, and a bare exec ...`);
+  console.error(
+    `berth bench (real Claude Code, first tool call): ${ROUNDS} rounds of a new person, the same person again, and a bare exec ...`,
+  );
   await bareFirstToolUse(); // the CLI's first start in the bare container (its caches)
   await berthFirstStep('bench:seed'); // teaches the pool the shape
   const t = { fresh: [] as number[], again: [] as number[], bare: [] as number[] };

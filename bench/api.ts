@@ -51,7 +51,11 @@ try {
   const bare: number[] = [];
   for (let i = 0; i < RUNS + 2; i++) {
     let t0 = performance.now();
-    const res = await fetch(`${base}/api/projects/bench/runs`, { method: 'POST', headers, body: JSON.stringify({ user: 'bench:user', message: 'true', level: 'low' }) });
+    const res = await fetch(`${base}/api/projects/bench/runs`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ user: 'bench:user', message: 'true', level: 'low' }),
+    });
     await res.json();
     if (i >= 2) runs.push(performance.now() - t0);
     t0 = performance.now();
@@ -62,9 +66,13 @@ try {
   const b = summary(bare);
   console.log(`\n| measure | p50 | p99 | throughput / ratio |`);
   console.log(`| --- | --- | --- | --- |`);
-  console.log(`| GET /api/projects/:name (8 clients) | ${fmt(get.p50)} | ${fmt(get.p99)} | ${Math.round(latencies.length / GET_SECONDS)} req/s |`);
+  console.log(
+    `| GET /api/projects/:name (8 clients) | ${fmt(get.p50)} | ${fmt(get.p99)} | ${Math.round(latencies.length / GET_SECONDS)} req/s |`,
+  );
   console.log(`| bare dockerode run of \`true\` | ${fmt(b.p50)} | ${fmt(b.p99)} | 1.00 |`);
-  console.log(`| POST /api/projects/:name/runs round trip | ${fmt(r.p50)} | ${fmt(r.p99)} | ${(r.p50 / b.p50).toFixed(2)} (p50), ${(r.p99 / b.p99).toFixed(2)} (p99) |`);
+  console.log(
+    `| POST /api/projects/:name/runs round trip | ${fmt(r.p50)} | ${fmt(r.p99)} | ${(r.p50 / b.p50).toFixed(2)} (p50), ${(r.p99 / b.p99).toFixed(2)} (p99) |`,
+  );
 } finally {
   server.close();
   await berth.runner.reapLeftovers();

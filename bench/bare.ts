@@ -4,7 +4,11 @@ export const BENCH_IMAGE = 'berth/shell:latest';
 
 /** The baseline: what any Docker client must do for one run, nothing more. */
 export async function bareRun(docker: Docker, command: string, network = 'none', runtime?: string): Promise<void> {
-  const c = await docker.createContainer({ Image: BENCH_IMAGE, Cmd: ['sh', '-c', command], HostConfig: { NetworkMode: network, ...(runtime ? { Runtime: runtime } : {}) } });
+  const c = await docker.createContainer({
+    Image: BENCH_IMAGE,
+    Cmd: ['sh', '-c', command],
+    HostConfig: { NetworkMode: network, ...(runtime ? { Runtime: runtime } : {}) },
+  });
   await c.start();
   await c.wait({ condition: 'not-running' });
   await c.remove({ force: true });

@@ -30,7 +30,17 @@ const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-chat-first-'));
 const signal = await startFakeSignalCli({ receiveMode: 'on-connection' });
 fs.writeFileSync(
   join(home, 'berth.yaml'),
-  [`runs: { pool: ${POOL} }`, 'bridges:', '  signal:', `    url: ${signal.url}`, `    account: '${signal.account}'`, '    senders: open', 'routes:', '  signal: { project: bench }', ''].join('\n'),
+  [
+    `runs: { pool: ${POOL} }`,
+    'bridges:',
+    '  signal:',
+    `    url: ${signal.url}`,
+    `    account: '${signal.account}'`,
+    '    senders: open',
+    'routes:',
+    '  signal: { project: bench }',
+    '',
+  ].join('\n'),
 );
 const berth = createBerth({ home, logLevel: 'silent', warm: true });
 berth.store.create({ name: 'bench', workspace_isolation: true });
@@ -58,7 +68,9 @@ async function firstOutput(person: Awaited<ReturnType<typeof chatSocket>>): Prom
       else if (m.type === 'error') reject(new Error(m.message));
     });
   });
-  person.ws.send(JSON.stringify({ type: 'run', id: randomUUID(), session_id: person.session.id, permission_level: 'low', input: 'echo hi' }));
+  person.ws.send(
+    JSON.stringify({ type: 'run', id: randomUUID(), session_id: person.session.id, permission_level: 'low', input: 'echo hi' }),
+  );
   await done;
   if (first === undefined) throw new Error('the run ended with no step and no output');
   return first;
@@ -81,7 +93,13 @@ try {
   const seed = await chatSocket(berth, http.url, 'bench', 'seed');
   await firstOutput(seed); // teaches the pool the shape
   seed.ws.close();
-  const t = { fresh: [] as number[], again: [] as number[], signalFresh: [] as number[], signalAgain: [] as number[], exec: [] as number[] };
+  const t = {
+    fresh: [] as number[],
+    again: [] as number[],
+    signalFresh: [] as number[],
+    signalAgain: [] as number[],
+    exec: [] as number[],
+  };
   for (let i = 0; i < ROUNDS; i++) {
     await refilled();
     const person = await chatSocket(berth, http.url, 'bench', `person-${i}`);

@@ -16,9 +16,15 @@ export async function chatSocket(berth: Berth, url: string, project: string, use
 
 /** The same, from a chat link's path or URL (minted by another process, e.g. over the admin API). */
 export async function chatSocketByLink(url: string, link: string) {
-  const login = await fetch(`${url}/chat/login`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ token: new URL(link, url).searchParams.get('token') ?? '' }) });
+  const login = await fetch(`${url}/chat/login`, {
+    method: 'POST',
+    redirect: 'manual',
+    body: new URLSearchParams({ token: new URL(link, url).searchParams.get('token') ?? '' }),
+  });
   const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] as string;
-  const { session } = (await (await fetch(`${url}/chat/api/sessions`, { method: 'POST', headers: { cookie } })).json()) as { session: { id: string } };
+  const { session } = (await (await fetch(`${url}/chat/api/sessions`, { method: 'POST', headers: { cookie } })).json()) as {
+    session: { id: string };
+  };
   const ws = new WebSocket(`${url.replace('http', 'ws')}/chat/ws`, { headers: { cookie } });
   await new Promise((resolve, reject) => (ws.once('open', resolve), ws.once('error', reject)));
   let onMessage: (m: WebServerMessage, at: number) => void = () => undefined;

@@ -85,7 +85,9 @@ await idle.start();
 const pooled = await start(POOL);
 const cold = await start(0);
 try {
-  console.error(`berth bench (first message): ${ROUNDS} interleaved rounds (pool of ${POOL}, no pool, bare run, bare exec), then ${BURST} new people in ${BURST_SECONDS} s ...`);
+  console.error(
+    `berth bench (first message): ${ROUNDS} interleaved rounds (pool of ${POOL}, no pool, bare run, bare exec), then ${BURST} new people in ${BURST_SECONDS} s ...`,
+  );
   // Each server's first session teaches it the shape (and builds the mount helper).
   await firstMessage(pooled);
   await firstMessage(cold);
@@ -124,7 +126,9 @@ try {
     const s = summary(v);
     return `| ${what} | ${fmt(s.p50)} | ${fmt(s.p95)} | ${fmt(s.p99)} | ${(s.p50 / run.p50).toFixed(2)} | ${(s.p50 / exec.p50).toFixed(2)} |`;
   };
-  console.log(`\n| measure (${ROUNDS} rounds; burst: ${BURST} in ${BURST_SECONDS} s) | p50 | p95 | p99 | p50 ÷ bare run | p50 ÷ bare exec |`);
+  console.log(
+    `\n| measure (${ROUNDS} rounds; burst: ${BURST} in ${BURST_SECONDS} s) | p50 | p95 | p99 | p50 ÷ bare run | p50 ÷ bare exec |`,
+  );
   console.log('| --- | --- | --- | --- | --- | --- |');
   console.log(row('bare dockerode run of `true` (create, start, wait, remove)', t.run));
   console.log(row('bare dockerode exec of `true` into a running container', t.exec));
@@ -133,7 +137,9 @@ try {
   console.log(row(`burst: ${BURST} new people in ${BURST_SECONDS} s, pool of ${POOL}`, burst));
   const p = summary(t.pool);
   const b = summary(burst);
-  console.log(`\ntargets: pool warm p50 ≤ 100 ms: ${fmt(p.p50)} ${p.p50 <= 100 ? 'met' : 'MISSED'}; p99 ≤ 250 ms: ${fmt(p.p99)} ${p.p99 <= 250 ? 'met' : 'MISSED'}; burst p99 ≤ 1 s: ${fmt(b.p99)} ${b.p99 <= 1000 ? 'met' : 'MISSED'}; bare exec p50 ${fmt(exec.p50)}`);
+  console.log(
+    `\ntargets: pool warm p50 ≤ 100 ms: ${fmt(p.p50)} ${p.p50 <= 100 ? 'met' : 'MISSED'}; p99 ≤ 250 ms: ${fmt(p.p99)} ${p.p99 <= 250 ? 'met' : 'MISSED'}; burst p99 ≤ 1 s: ${fmt(b.p99)} ${b.p99 <= 1000 ? 'met' : 'MISSED'}; bare exec p50 ${fmt(exec.p50)}`,
+  );
 } finally {
   await pooled.close();
   await cold.close();

@@ -33,7 +33,10 @@ async function pidOf(id: string): Promise<number> {
 }
 /** The container's memory cgroup charge (cgroup v1), bytes. */
 function cgroupCharge(pid: number): number {
-  const line = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').find((l) => l.includes(':memory:'));
+  const line = fs
+    .readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+    .split('\n')
+    .find((l) => l.includes(':memory:'));
   const path = line?.split(':')[2] ?? '';
   return Number(fs.readFileSync(`/sys/fs/cgroup/memory${path}/memory.usage_in_bytes`, 'utf8'));
 }
@@ -70,7 +73,10 @@ function perContainer(ids: number[], before: number, after: number) {
 }
 
 const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-idle-'));
-fs.writeFileSync(join(home, 'berth.yaml'), `runs: { warm_max: ${SESSIONS + 100}, warm_idle_seconds: 7200, max_concurrent: ${CONCURRENCY}, pool: 0 }\n`);
+fs.writeFileSync(
+  join(home, 'berth.yaml'),
+  `runs: { warm_max: ${SESSIONS + 100}, warm_idle_seconds: 7200, max_concurrent: ${CONCURRENCY}, pool: 0 }\n`,
+);
 const berth = createBerth({ home, logLevel: 'silent', warm: true });
 berth.store.create({ name: 'idle', workspace_isolation: true });
 const message = (who: string) => berth.runner.run({ project: 'idle', tenantKey: who, message: 'true', level: 'low' });
@@ -119,18 +125,33 @@ try {
 
   const row = (what: string, v: { host: number; charge: number; pss: number }, extra = 0) =>
     `| ${what} | ${(v.host / MiB).toFixed(2)} MiB | ${(v.charge / MiB).toFixed(2)} MiB | ${(v.pss / MiB).toFixed(2)} MiB | ${extra ? `${(extra / 1024).toFixed(1)} KiB` : ''} | ${((v.host + extra) / bare.host).toFixed(2)} |`;
-  console.log(`\n| per idle container (${SESSIONS} sessions; ${BARE} bare) | host MemAvailable drop | cgroup charge | shim PSS | berth heap | ÷ bare (host) |`);
+  console.log(
+    `\n| per idle container (${SESSIONS} sessions; ${BARE} bare) | host MemAvailable drop | cgroup charge | shim PSS | berth heap | ÷ bare (host) |`,
+  );
   console.log('| --- | --- | --- | --- | --- | --- |');
   console.log(row('bare idle container (`sleep`)', bare));
   console.log(row('idle warm session of berth', warm, heapPer));
-  console.log(`\n${SESSIONS} sessions started in ${startSeconds.toFixed(0)} s (${(SESSIONS / startSeconds).toFixed(1)} per second, ${CONCURRENCY} at a time); berth's RSS now ${(process.memoryUsage().rss / MiB).toFixed(0)} MiB`);
+  console.log(
+    `\n${SESSIONS} sessions started in ${startSeconds.toFixed(0)} s (${(SESSIONS / startSeconds).toFixed(1)} per second, ${CONCURRENCY} at a time); berth's RSS now ${(process.memoryUsage().rss / MiB).toFixed(0)} MiB`,
+  );
   console.log('\n| message | before the load, p50 / p95 | with them idle, p50 / p95 |');
   console.log('| --- | --- | --- |');
-  console.log(`| a returning person's (warm exec) | ${fmt(returningBefore.p50)} / ${fmt(returningBefore.p95)} | ${fmt(returningAfter.p50)} / ${fmt(returningAfter.p95)} |`);
-  console.log(`| a new person's first (container start) | ${fmt(newBefore.p50)} / ${fmt(newBefore.p95)} | ${fmt(newAfter.p50)} / ${fmt(newAfter.p95)} |`);
+  console.log(
+    `| a returning person's (warm exec) | ${fmt(returningBefore.p50)} / ${fmt(returningBefore.p95)} | ${fmt(returningAfter.p50)} / ${fmt(returningAfter.p95)} |`,
+  );
+  console.log(
+    `| a new person's first (container start) | ${fmt(newBefore.p50)} / ${fmt(newBefore.p95)} | ${fmt(newAfter.p50)} / ${fmt(newAfter.p95)} |`,
+  );
   console.log(`\ntarget: an idle session ≤ 1.5× a bare idle container: ${((warm.host + heapPer) / bare.host).toFixed(2)}×`);
 } finally {
-  await Promise.all(bareIds.map((id) => docker.getContainer(id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    bareIds.map((id) =>
+      docker
+        .getContainer(id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
   await berth.runner.drain(10_000);
   await berth.runner.reapLeftovers();
   fs.rmSync(home, { recursive: true, force: true });

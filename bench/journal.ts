@@ -20,7 +20,14 @@ const LINES = Number(process.env.BENCH_JOURNAL_LINES ?? 400);
 const MESSAGES = Number(process.env.BENCH_ITERATIONS ?? 40);
 const WIDE = 8;
 const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-journal-'));
-const entry = (n: number) => ({ run: `r-${n}`, phase: 'accepted', owner: '123.456.boot', kind: 'message', session: 'default', at: new Date().toISOString() });
+const entry = (n: number) => ({
+  run: `r-${n}`,
+  phase: 'accepted',
+  owner: '123.456.boot',
+  kind: 'message',
+  session: 'default',
+  at: new Date().toISOString(),
+});
 
 /** W writers, LINES lines in all: lines per second. */
 async function perLine(writers: number): Promise<number> {
@@ -65,12 +72,16 @@ const message = async (user: string) => {
 };
 
 try {
-  console.error(`berth bench (journal): ${LINES} lines by 1, 8 and 32 writers; ${MESSAGES} warm messages one at a time and ${WIDE} at once ...`);
+  console.error(
+    `berth bench (journal): ${LINES} lines by 1, 8 and 32 writers; ${MESSAGES} warm messages one at a time and ${WIDE} at once ...`,
+  );
   const rows: string[] = [];
   for (const w of [1, 8, 32]) {
     const old = await perLine(w);
     const g = await grouped(w);
-    rows.push(`| ${w} writer${w === 1 ? '' : 's'} | ${Math.round(old)} lines/s | ${Math.round(g.rate)} lines/s | ${g.syncsPerLine.toFixed(2)} | ${(g.rate / old).toFixed(2)} |`);
+    rows.push(
+      `| ${w} writer${w === 1 ? '' : 's'} | ${Math.round(old)} lines/s | ${Math.round(g.rate)} lines/s | ${g.syncsPerLine.toFixed(2)} | ${(g.rate / old).toFixed(2)} |`,
+    );
   }
   console.log(`\n| journal lines (${LINES}) | one fsync per line | group commit | syncs per line | speed-up |`);
   console.log('| --- | --- | --- | --- | --- |');
@@ -110,7 +121,9 @@ try {
   console.log(`| one tenant at a time | ${oneSyncs.toFixed(2)} | ${fmt(s1.p50)} | ${fmt(s1.p99)} | ${(s1.p50 / e.p50).toFixed(2)} |`);
   const sw = summary(wide);
   console.log(`| bare dockerode exec of \`true\`, ${WIDE} at once into one container | – | ${fmt(ew.p50)} | ${fmt(ew.p99)} | 1.00 |`);
-  console.log(`| ${WIDE} tenants at once | ${wideSyncs.toFixed(2)} | ${fmt(sw.p50)} | ${fmt(sw.p99)} | ${(sw.p50 / ew.p50).toFixed(2)} (against ${WIDE} bare at once) |`);
+  console.log(
+    `| ${WIDE} tenants at once | ${wideSyncs.toFixed(2)} | ${fmt(sw.p50)} | ${fmt(sw.p99)} | ${(sw.p50 / ew.p50).toFixed(2)} (against ${WIDE} bare at once) |`,
+  );
 } finally {
   await berth.runner.drain(5000);
   await berth.runner.reapLeftovers();

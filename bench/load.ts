@@ -74,7 +74,10 @@ const jobs = Array.from({ length: TENANTS * MESSAGES }, (_, i) => `bench:t${i % 
 
 async function cgroupMemory(id: string): Promise<number> {
   const { State } = await docker.getContainer(id).inspect();
-  const line = fs.readFileSync(`/proc/${State.Pid}/cgroup`, 'utf8').split('\n').find((l) => l.includes(':memory:'));
+  const line = fs
+    .readFileSync(`/proc/${State.Pid}/cgroup`, 'utf8')
+    .split('\n')
+    .find((l) => l.includes(':memory:'));
   const path = line?.split(':')[2];
   return Number(fs.readFileSync(`/sys/fs/cgroup/memory${path}/memory.usage_in_bytes`, 'utf8'));
 }
@@ -160,14 +163,26 @@ try {
 
   rows.push(`\n| measure | value | against bare | target |`, `| --- | --- | --- | --- |`);
   rows.push(`| bare dockerode exec into a running container (\`true\`) | p50 ${fmt(be.p50)}, p95 ${fmt(be.p95)} | 1.00 | |`);
-  rows.push(`| warm message, \`runner.run()\` (\`true\`, level low: admission, journal, workspace, plan, gateway socket, exec, leftover check, record) | p50 ${fmt(wl.p50)}, p95 ${fmt(wl.p95)} | ${(wl.p50 / be.p50).toFixed(2)} (p50) | ≤ 1.2 |`);
-  rows.push(`| the same over HTTP, POST /api/projects/:name/runs | p50 ${fmt(w.p50)}, p95 ${fmt(w.p95)} | ${(w.p50 / be.p50).toFixed(2)} (p50) | |`);
+  rows.push(
+    `| warm message, \`runner.run()\` (\`true\`, level low: admission, journal, workspace, plan, gateway socket, exec, leftover check, record) | p50 ${fmt(wl.p50)}, p95 ${fmt(wl.p95)} | ${(wl.p50 / be.p50).toFixed(2)} (p50) | ≤ 1.2 |`,
+  );
+  rows.push(
+    `| the same over HTTP, POST /api/projects/:name/runs | p50 ${fmt(w.p50)}, p95 ${fmt(w.p95)} | ${(w.p50 / be.p50).toFixed(2)} (p50) | |`,
+  );
   rows.push(`| idle warm session: container cgroup memory | ${(cgroupMean / 2 ** 20).toFixed(2)} MiB (mean of ${cgroups.length}) | | |`);
   rows.push(`| idle warm session: berth's heap | ${(heapPer / 1024).toFixed(1)} KiB | | sum ≤ 20 MiB |`);
-  rows.push(`| ${TENANTS * MESSAGES} runs (${TENANTS} tenants × ${MESSAGES}) at concurrency ${CONCURRENCY}, bare create/start/wait/remove | ${(bare.ms / 1000).toFixed(1)} s, ${bare.failures} failed | 1.00 | |`);
-  rows.push(`| the same through the HTTP API, cold | ${(cold.ms / 1000).toFixed(1)} s, ${cold.failures} failed | ${(cold.ms / bare.ms).toFixed(2)} | ≤ 1.2, 0 failed |`);
-  rows.push(`| the same through the HTTP API, warm (${warmKept} kept after) | ${(warm.ms / 1000).toFixed(1)} s, ${warm.failures} failed | ${(warm.ms / bare.ms).toFixed(2)} | ≤ 0.5, 0 failed |`);
-  rows.push(`| a quiet tenant's message while another sends ${BURST} at once (${ran} ran, ${busy} got 429) | ${fmt(quietUnderBurst)} (alone: ${fmt(alone)}) | +${fmt(quietUnderBurst - alone)} | < one run (${fmt(alone)}) |`);
+  rows.push(
+    `| ${TENANTS * MESSAGES} runs (${TENANTS} tenants × ${MESSAGES}) at concurrency ${CONCURRENCY}, bare create/start/wait/remove | ${(bare.ms / 1000).toFixed(1)} s, ${bare.failures} failed | 1.00 | |`,
+  );
+  rows.push(
+    `| the same through the HTTP API, cold | ${(cold.ms / 1000).toFixed(1)} s, ${cold.failures} failed | ${(cold.ms / bare.ms).toFixed(2)} | ≤ 1.2, 0 failed |`,
+  );
+  rows.push(
+    `| the same through the HTTP API, warm (${warmKept} kept after) | ${(warm.ms / 1000).toFixed(1)} s, ${warm.failures} failed | ${(warm.ms / bare.ms).toFixed(2)} | ≤ 0.5, 0 failed |`,
+  );
+  rows.push(
+    `| a quiet tenant's message while another sends ${BURST} at once (${ran} ran, ${busy} got 429) | ${fmt(quietUnderBurst)} (alone: ${fmt(alone)}) | +${fmt(quietUnderBurst - alone)} | < one run (${fmt(alone)}) |`,
+  );
   console.log(rows.join('\n'));
 } finally {
   for (const b of served) await b.runner.drain(5000);

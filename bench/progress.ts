@@ -34,7 +34,10 @@ const reply: ReplyFn = (ctx) => {
 };
 const fake = await startFakeAnthropic({ apiKey: KEY, reply });
 const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-progress-'));
-fs.writeFileSync(join(home, 'berth.yaml'), ['models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, ''].join('\n'));
+fs.writeFileSync(
+  join(home, 'berth.yaml'),
+  ['models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, ''].join('\n'),
+);
 const quiet = { out: () => undefined, err: () => undefined };
 const berth = createBerth({ home, logLevel: 'silent' });
 berth.store.create({ name: 'cc', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'] } });
@@ -57,10 +60,13 @@ try {
         else if (m.type === 'done') resolve();
         else if (m.type === 'error') reject(new Error(m.message));
       });
-      ws.send(JSON.stringify({ type: 'run', id: randomUUID(), session_id: session.id, permission_level: 'low', input: `BASH: echo bench-${r}` }));
+      ws.send(
+        JSON.stringify({ type: 'run', id: randomUUID(), session_id: session.id, permission_level: 'low', input: `BASH: echo bench-${r}` }),
+      );
     });
     const sent = toolSentAt[sentBefore];
-    if (stepAt === undefined || sent === undefined) throw new Error(`message ${r}: no step seen (tool calls sent: ${toolSentAt.length - sentBefore})`);
+    if (stepAt === undefined || sent === undefined)
+      throw new Error(`message ${r}: no step seen (tool calls sent: ${toolSentAt.length - sentBefore})`);
     if (r >= 2) {
       // The first two warm the image and the conversation.
       firstStep.push(stepAt - sent);
@@ -72,7 +78,9 @@ try {
   const st = summary(total);
   console.log(`\n| the first tool call of a real Claude Code run reaching the page's socket (${sf.n} runs) | p50 | p95 | max | goal |`);
   console.log('| --- | --- | --- | --- | --- |');
-  console.log(`| step arrival − the fake model sending the tool call | ${ms(sf.p50)} | ${ms(sf.p95)} | ${ms(Math.max(...firstStep))} | p95 ≤ 250 ms: ${sf.p95 <= 250 ? 'met' : 'MISSED'} |`);
+  console.log(
+    `| step arrival − the fake model sending the tool call | ${ms(sf.p50)} | ${ms(sf.p95)} | ${ms(Math.max(...firstStep))} | p95 ≤ 250 ms: ${sf.p95 <= 250 ? 'met' : 'MISSED'} |`,
+  );
   console.log(`| the whole message (for scale) | ${ms(st.p50)} | ${ms(st.p95)} | ${ms(Math.max(...total))} | |`);
 
   // 2. The streaming path's cost: plain and watched runs of the same message, interleaved.
@@ -86,17 +94,25 @@ try {
     const a = performance.now() - t0;
     const steps: ProgressUpdate[] = [];
     t0 = performance.now();
-    const run = await berth.admin.runMessage('sh', { user: 'web:bench', message: 'echo hi', session: sh.id, onProgress: (u) => steps.push(u) });
+    const run = await berth.admin.runMessage('sh', {
+      user: 'web:bench',
+      message: 'echo hi',
+      session: sh.id,
+      onProgress: (u) => steps.push(u),
+    });
     const b = performance.now() - t0;
-    if (run.steps?.length !== 1 || steps.length !== 2) throw new Error(`watched run: expected one step (start and end), got ${JSON.stringify(run.steps)}`);
-    if (i >= 3) plain.push(a), watched.push(b);
+    if (run.steps?.length !== 1 || steps.length !== 2)
+      throw new Error(`watched run: expected one step (start and end), got ${JSON.stringify(run.steps)}`);
+    if (i >= 3) (plain.push(a), watched.push(b));
   }
   const sp = summary(plain);
   const sw = summary(watched);
   console.log(`\n| "echo hi" run of the demo shell (${RUNS} each, interleaved) | p50 | p95 | p50 added | ratio p50 | goal |`);
   console.log('| --- | --- | --- | --- | --- | --- |');
   console.log(`| plain (no one watches) | ${ms(sp.p50)} | ${ms(sp.p95)} | | 1.00 | |`);
-  console.log(`| watched: traced, read into steps | ${ms(sw.p50)} | ${ms(sw.p95)} | ${ms(sw.p50 - sp.p50)} | ${(sw.p50 / sp.p50).toFixed(2)} | ≤ 5 ms: ${sw.p50 - sp.p50 <= 5 ? 'met' : 'MISSED'} |`);
+  console.log(
+    `| watched: traced, read into steps | ${ms(sw.p50)} | ${ms(sw.p95)} | ${ms(sw.p50 - sp.p50)} | ${(sw.p50 / sp.p50).toFixed(2)} | ≤ 5 ms: ${sw.p50 - sp.p50 <= 5 ? 'met' : 'MISSED'} |`,
+  );
 } finally {
   await http.close();
   await berth.runner.reapLeftovers();

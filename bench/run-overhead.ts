@@ -16,7 +16,6 @@ const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 30);
 const WARMUP = 3;
 const COMMAND = 'true';
 
-
 async function main(): Promise<void> {
   const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-'));
   const berth = createBerth({ home, logLevel: 'silent' });

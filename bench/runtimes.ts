@@ -34,7 +34,11 @@ async function main(): Promise<void> {
   const warm = home(true);
   const idle = await Promise.all(
     RUNTIMES.map(async (runtime) => {
-      const c = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', '100000'], HostConfig: { NetworkMode: 'none', Runtime: runtime } });
+      const c = await docker.createContainer({
+        Image: IMAGE,
+        Cmd: ['sleep', '100000'],
+        HostConfig: { NetworkMode: 'none', Runtime: runtime },
+      });
       await c.start();
       return c;
     }),
@@ -76,16 +80,25 @@ async function main(): Promise<void> {
   console.log(`\n| runtime | message | berth p50 | bare p50 | berth/bare | berth p95 | bare p95 | target |`);
   console.log(`| --- | --- | --- | --- | --- | --- | --- | --- |`);
   for (const runtime of RUNTIMES) {
-    for (const [kind, bare, target] of [['cold', 'bare run', '<= 1.10'], ['warm', 'bare exec', '<= 1.20']] as const) {
+    for (const [kind, bare, target] of [
+      ['cold', 'bare run', '<= 1.10'],
+      ['warm', 'bare exec', '<= 1.20'],
+    ] as const) {
       const b = summary(samples[`berth ${kind}, ${runtime}`]!);
       const d = summary(samples[`${bare}, ${runtime}`]!);
-      console.log(`| ${runtime} | ${kind} | ${fmt(b.p50)} | ${fmt(d.p50)} | ${(b.p50 / d.p50).toFixed(2)} | ${fmt(b.p95)} | ${fmt(d.p95)} | ${target} |`);
+      console.log(
+        `| ${runtime} | ${kind} | ${fmt(b.p50)} | ${fmt(d.p50)} | ${(b.p50 / d.p50).toFixed(2)} | ${fmt(b.p95)} | ${fmt(d.p95)} | ${target} |`,
+      );
     }
   }
   console.log(`\n| runsc / runc (p50) | berth | bare |`);
   console.log(`| --- | --- | --- |`);
-  console.log(`| cold | ${(p50('berth cold, runsc') / p50('berth cold, runc')).toFixed(2)} | ${(p50('bare run, runsc') / p50('bare run, runc')).toFixed(2)} |`);
-  console.log(`| warm | ${(p50('berth warm, runsc') / p50('berth warm, runc')).toFixed(2)} | ${(p50('bare exec, runsc') / p50('bare exec, runc')).toFixed(2)} |`);
+  console.log(
+    `| cold | ${(p50('berth cold, runsc') / p50('berth cold, runc')).toFixed(2)} | ${(p50('bare run, runsc') / p50('bare run, runc')).toFixed(2)} |`,
+  );
+  console.log(
+    `| warm | ${(p50('berth warm, runsc') / p50('berth warm, runc')).toFixed(2)} | ${(p50('bare exec, runsc') / p50('bare exec, runc')).toFixed(2)} |`,
+  );
   console.log(`\n(${ITERATIONS} rounds, ${os.cpus().length} cores, Node ${process.version})`);
 }
 

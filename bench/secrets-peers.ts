@@ -21,27 +21,37 @@ if (role === 'upstream') {
   const ca = makeAuthority('bench public CA');
   const key = newRsaKey();
   const chunk = Buffer.alloc(1024 * 1024, 'x');
-  const server = https.createServer({ key: key.export({ type: 'pkcs8', format: 'pem' }), cert: issueServerCert(ca, 'localhost', key) }, (req, res) => {
-    req.resume();
-    if (req.headers.authorization !== `Bearer ${token}`) return void res.writeHead(401).end();
-    if (req.url === '/big') {
-      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(100 * chunk.length) });
-      let sent = 0;
-      const more = () => {
-        while (sent < 100) {
-          sent++;
-          if (!res.write(chunk)) return void res.once('drain', more);
-        }
-        res.end();
-      };
-      more();
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true,"login":"bench"}');
-  });
+  const server = https.createServer(
+    { key: key.export({ type: 'pkcs8', format: 'pem' }), cert: issueServerCert(ca, 'localhost', key) },
+    (req, res) => {
+      req.resume();
+      if (req.headers.authorization !== `Bearer ${token}`) return void res.writeHead(401).end();
+      if (req.url === '/big') {
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(100 * chunk.length) });
+        let sent = 0;
+        const more = () => {
+          while (sent < 100) {
+            sent++;
+            if (!res.write(chunk)) return void res.once('drain', more);
+          }
+          res.end();
+        };
+        more();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true,"login":"bench"}');
+    },
+  );
   server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: (server.address() as AddressInfo).port, caPem: ca.certPem })));
 } else if (role === 'client') {
-  const o = JSON.parse(b as string) as { port: number; ca: string; token?: string; socketPath?: string; kind: 'small' | 'fresh' | 'big'; n: number };
+  const o = JSON.parse(b as string) as {
+    port: number;
+    ca: string;
+    token?: string;
+    socketPath?: string;
+    kind: 'small' | 'fresh' | 'big';
+    n: number;
+  };
   const headers = o.token ? { authorization: `Bearer ${o.token}` } : {};
   async function connection(): Promise<tls.TLSSocket> {
     let raw: Socket | undefined;
@@ -100,7 +110,7 @@ if (role === 'upstream') {
     const s = await connection();
     const t0 = performance.now();
     const bytes = await get(s, '/big');
-    times.push((bytes / (1024 * 1024)) / ((performance.now() - t0) / 1000)); // MiB/s
+    times.push(bytes / (1024 * 1024) / ((performance.now() - t0) / 1000)); // MiB/s
     s.destroy();
   }
   console.log(JSON.stringify(times));

@@ -28,7 +28,9 @@ const ms = (v: number) => `${v.toFixed(2)} ms`;
 
 const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-secrets-'));
 const upstream = spawn(process.execPath, ['--import', 'tsx', PEERS, 'upstream', TOKEN], { stdio: ['ignore', 'pipe', 'inherit'] });
-const { port, caPem } = await new Promise<{ port: number; caPem: string }>((resolve) => upstream.stdout.once('data', (d: Buffer) => resolve(JSON.parse(d.toString()))));
+const { port, caPem } = await new Promise<{ port: number; caPem: string }>((resolve) =>
+  upstream.stdout.once('data', (d: Buffer) => resolve(JSON.parse(d.toString()))),
+);
 try {
   fs.writeFileSync(join(dir, 'public-ca.pem'), caPem);
   fs.writeFileSync(join(dir, 'token'), TOKEN, { mode: 0o600 });
@@ -44,16 +46,65 @@ try {
   const plain = BerthConfigSchema.parse({ egress: { private_hosts: [`localhost:${port}`] } });
   const tunnelProxy = createEgressProxy({ config: () => plain, logger: pino({ level: 'silent' }), metrics });
   const tunnelPath = join(dir, 'tunnel.sock');
-  const tunnelOpen = await tunnelProxy.open({ path: tunnelPath, run: { runId: 'rt', project: 'bench', metadata: ProjectMetadataSchema.parse({ name: 'bench', egress: { allow: [`localhost:${port}`] } }), tenantKey: 'bench:t', session: 's', workspaceId: 'w', sessionsDir: join(dir, 'sessions') }, logger: pino({ level: 'silent' }), stopRun: () => undefined });
+  const tunnelOpen = await tunnelProxy.open({
+    path: tunnelPath,
+    run: {
+      runId: 'rt',
+      project: 'bench',
+      metadata: ProjectMetadataSchema.parse({ name: 'bench', egress: { allow: [`localhost:${port}`] } }),
+      tenantKey: 'bench:t',
+      session: 's',
+      workspaceId: 'w',
+      sessionsDir: join(dir, 'sessions'),
+    },
+    logger: pino({ level: 'silent' }),
+    stopRun: () => undefined,
+  });
   const socketPath = join(dir, 'egress.sock');
-  const open = await proxy.open({ path: socketPath, run: { runId: 'rb', project: 'bench', metadata: ProjectMetadataSchema.parse({ name: 'bench' }), tenantKey: 'bench:t', session: 's', workspaceId: 'w', sessionsDir: join(dir, 'sessions') }, logger: pino({ level: 'silent' }), stopRun: () => undefined });
+  const open = await proxy.open({
+    path: socketPath,
+    run: {
+      runId: 'rb',
+      project: 'bench',
+      metadata: ProjectMetadataSchema.parse({ name: 'bench' }),
+      tenantKey: 'bench:t',
+      session: 's',
+      workspaceId: 'w',
+      sessionsDir: join(dir, 'sessions'),
+    },
+    logger: pino({ level: 'silent' }),
+    stopRun: () => undefined,
+  });
   const client = async (mode: 'direct' | 'proxy' | 'tunnel', kind: 'small' | 'fresh' | 'big', n: number): Promise<number[]> => {
-    const args = { port, kind, n, ...(mode === 'direct' ? { ca: caPem, token: TOKEN } : mode === 'tunnel' ? { ca: caPem, token: TOKEN, socketPath: tunnelPath } : { ca: ca.certPem, socketPath }) };
-    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', PEERS, 'client', mode === 'direct' ? 'direct' : 'proxy', JSON.stringify(args)], { maxBuffer: 1 << 20 });
+    const args = {
+      port,
+      kind,
+      n,
+      ...(mode === 'direct'
+        ? { ca: caPem, token: TOKEN }
+        : mode === 'tunnel'
+          ? { ca: caPem, token: TOKEN, socketPath: tunnelPath }
+          : { ca: ca.certPem, socketPath }),
+    };
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', PEERS, 'client', mode === 'direct' ? 'direct' : 'proxy', JSON.stringify(args)],
+      { maxBuffer: 1 << 20 },
+    );
     return JSON.parse(stdout) as number[];
   };
-  console.error(`berth bench (brokered secrets): ${ROUNDS} interleaved rounds of ${PER_ROUND} requests each way, then 100 MiB downloads ...`);
-  const r: Record<string, number[]> = { direct: [], proxy: [], directFresh: [], proxyFresh: [], directBig: [], proxyBig: [], tunnelBig: [] };
+  console.error(
+    `berth bench (brokered secrets): ${ROUNDS} interleaved rounds of ${PER_ROUND} requests each way, then 100 MiB downloads ...`,
+  );
+  const r: Record<string, number[]> = {
+    direct: [],
+    proxy: [],
+    directFresh: [],
+    proxyFresh: [],
+    directBig: [],
+    proxyBig: [],
+    tunnelBig: [],
+  };
   for (let i = 0; i < ROUNDS; i++) {
     r.direct!.push(...(await client('direct', 'small', PER_ROUND)).slice(5));
     r.proxy!.push(...(await client('proxy', 'small', PER_ROUND)).slice(5));
@@ -82,9 +133,15 @@ try {
   console.log('\n| 100 MiB download | median | best | ÷ direct (median) |');
   console.log('| --- | --- | --- | --- |');
   console.log(`| direct | ${median(r.directBig!).toFixed(0)} MiB/s | ${best(r.directBig!).toFixed(0)} MiB/s | 1.00 |`);
-  console.log(`| through berth, a blind tunnel (a host with no grant: relayed, not read) | ${median(r.tunnelBig!).toFixed(0)} MiB/s | ${best(r.tunnelBig!).toFixed(0)} MiB/s | ${(median(r.tunnelBig!) / median(r.directBig!)).toFixed(2)} |`);
-  console.log(`| through berth, terminated (decrypted, scanned for the token, encrypted again) | ${median(r.proxyBig!).toFixed(0)} MiB/s | ${best(r.proxyBig!).toFixed(0)} MiB/s | ${(median(r.proxyBig!) / median(r.directBig!)).toFixed(2)} |`);
-  console.log(`\nTargets: p50 added ≤ 5 ms (kept-alive: ${p.p50 - d.p50 <= 5 ? 'met' : 'missed'}); throughput ≥ 0.80 of direct (${median(r.proxyBig!) / median(r.directBig!) >= 0.8 ? 'met' : 'missed'}).`);
+  console.log(
+    `| through berth, a blind tunnel (a host with no grant: relayed, not read) | ${median(r.tunnelBig!).toFixed(0)} MiB/s | ${best(r.tunnelBig!).toFixed(0)} MiB/s | ${(median(r.tunnelBig!) / median(r.directBig!)).toFixed(2)} |`,
+  );
+  console.log(
+    `| through berth, terminated (decrypted, scanned for the token, encrypted again) | ${median(r.proxyBig!).toFixed(0)} MiB/s | ${best(r.proxyBig!).toFixed(0)} MiB/s | ${(median(r.proxyBig!) / median(r.directBig!)).toFixed(2)} |`,
+  );
+  console.log(
+    `\nTargets: p50 added ≤ 5 ms (kept-alive: ${p.p50 - d.p50 <= 5 ? 'met' : 'missed'}); throughput ≥ 0.80 of direct (${median(r.proxyBig!) / median(r.directBig!) >= 0.8 ? 'met' : 'missed'}).`,
+  );
 } finally {
   upstream.kill();
   fs.rmSync(dir, { recursive: true, force: true });

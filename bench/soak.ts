@@ -54,7 +54,10 @@ fs.writeFileSync(
   ].join('\n'),
 );
 execFileSync(process.execPath, [BIN, '--home', home, 'project', 'create', 'soak', '--isolation'], { stdio: 'ignore' });
-const serve = spawn(process.execPath, [BIN, '--home', home, 'serve', '--port', '0'], { env: { PATH: process.env.PATH ?? '', BERTH_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'inherit'] });
+const serve = spawn(process.execPath, [BIN, '--home', home, 'serve', '--port', '0'], {
+  env: { PATH: process.env.PATH ?? '', BERTH_LOG_LEVEL: 'warn' },
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
 const url = await new Promise<string>((resolve, reject) => {
   let out = '';
   serve.stdout?.on('data', (d: Buffer) => {
@@ -98,13 +101,23 @@ const people: Person[] = [];
 const counts = { signal: Math.round(PEOPLE * 0.4), web: Math.round(PEOPLE * 0.3) };
 const signalOf = new Map<string, Person>();
 for (let n = 0; n < counts.signal; n++) {
-  const p: Person = { kind: 'signal', busy: false, send: (id) => fake.deliverText({ fromUuid: uuid(n), fromNumber: null, text: `echo ok-${id}` }) };
+  const p: Person = {
+    kind: 'signal',
+    busy: false,
+    send: (id) => fake.deliverText({ fromUuid: uuid(n), fromNumber: null, text: `echo ok-${id}` }),
+  };
   signalOf.set(uuid(n), p);
   people.push(p);
 }
-console.error(`berth bench (soak): ${PEOPLE} people (${counts.signal} Signal, ${counts.web} web chat, ${PEOPLE - counts.signal - counts.web} API), ${MESSAGES} messages in ${MINUTES} min ...`);
+console.error(
+  `berth bench (soak): ${PEOPLE} people (${counts.signal} Signal, ${counts.web} web chat, ${PEOPLE - counts.signal - counts.web} API), ${MESSAGES} messages in ${MINUTES} min ...`,
+);
 for (let n = 0; n < counts.web; n++) {
-  const res = await fetch(`${url}/api/projects/soak/chat-links`, { method: 'POST', headers: admin, body: JSON.stringify({ user: `soak-${n}` }) });
+  const res = await fetch(`${url}/api/projects/soak/chat-links`, {
+    method: 'POST',
+    headers: admin,
+    body: JSON.stringify({ user: `soak-${n}` }),
+  });
   const link = (await res.json()) as { url: string };
   const socket = await chatSocketByLink(url, link.url);
   let current: string | undefined;
@@ -113,7 +126,9 @@ for (let n = 0; n < counts.web; n++) {
     busy: false,
     send: (id) => {
       current = id;
-      socket.ws.send(JSON.stringify({ type: 'run', id: randomUUID(), session_id: socket.session.id, permission_level: 'low', input: `echo ok-${id}` }));
+      socket.ws.send(
+        JSON.stringify({ type: 'run', id: randomUUID(), session_id: socket.session.id, permission_level: 'low', input: `echo ok-${id}` }),
+      );
     },
   };
   socket.listen((m) => {
@@ -128,7 +143,11 @@ for (let n = counts.signal + counts.web; n < PEOPLE; n++) {
     kind: 'api',
     busy: false,
     send: (id) => {
-      void fetch(`${url}/api/projects/soak/runs`, { method: 'POST', headers: admin, body: JSON.stringify({ user: `api:${n}`, message: `echo ok-${id}`, level: 'low' }) })
+      void fetch(`${url}/api/projects/soak/runs`, {
+        method: 'POST',
+        headers: admin,
+        body: JSON.stringify({ user: `api:${n}`, message: `echo ok-${id}`, level: 'low' }),
+      })
         .then(async (res) => {
           const body = (await res.json()) as { stdout?: string };
           finish(id, p, !(res.status === 200 && body.stdout?.includes(`ok-${id}`)));
@@ -166,7 +185,12 @@ const samples: Sample[] = [];
 const t0 = performance.now();
 const sizeOf = (dir: string, match: RegExp) => {
   try {
-    return fs.readdirSync(dir).filter((n) => match.test(n)).reduce((sum, n) => sum + fs.statSync(join(dir, n)).size, 0) / 1024;
+    return (
+      fs
+        .readdirSync(dir)
+        .filter((n) => match.test(n))
+        .reduce((sum, n) => sum + fs.statSync(join(dir, n)).size, 0) / 1024
+    );
   } catch {
     return 0;
   }
@@ -226,7 +250,8 @@ const lost = all.filter((m) => m.answers === 0 && !m.failed).length;
 const duplicated = all.filter((m) => m.answers > 1).length;
 const failed = all.filter((m) => m.failed && m.answers === 0).length;
 const warmedAt = t0 + MINUTES * 0.2 * 60_000; // every person has had a first message by then
-const byKind = (k: Kind, warm = false) => all.filter((m) => m.kind === k && m.ms !== undefined && (!warm || m.at >= warmedAt)).map((m) => m.ms as number);
+const byKind = (k: Kind, warm = false) =>
+  all.filter((m) => m.kind === k && m.ms !== undefined && (!warm || m.at >= warmedAt)).map((m) => m.ms as number);
 const median = (v: number[]) => percentile(v, 50);
 const after = samples.filter((s) => s.min >= MINUTES * 0.2 && s.min <= MINUTES * 0.3);
 const end = samples.filter((s) => s.min >= MINUTES * 0.9);
@@ -239,14 +264,18 @@ console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 const step = Math.max(1, Math.round(samples.length / 16));
 for (const [i, s] of samples.entries()) {
   if (i % step !== 0 && i !== samples.length - 1) continue;
-  console.log(`| ${s.min.toFixed(1)} | ${s.rssMiB.toFixed(1)} MiB | ${s.fds} | ${s.lagMs.toFixed(1)} ms | ${s.inboxKiB.toFixed(0)} KiB | ${s.journalKiB.toFixed(0)} KiB | ${s.runLogKiB.toFixed(0)} KiB | ${s.containers} | ${s.answered} |`);
+  console.log(
+    `| ${s.min.toFixed(1)} | ${s.rssMiB.toFixed(1)} MiB | ${s.fds} | ${s.lagMs.toFixed(1)} ms | ${s.inboxKiB.toFixed(0)} KiB | ${s.journalKiB.toFixed(0)} KiB | ${s.runLogKiB.toFixed(0)} KiB | ${s.containers} | ${s.answered} |`,
+  );
 }
 const line = (k: Kind) => {
   const v = byKind(k);
   const w = byKind(k, true);
   return `${k} ${v.length} answered, p50 ${median(v).toFixed(0)} ms, p99 ${percentile(v, 99).toFixed(0)} ms (after the warm-up: p50 ${median(w).toFixed(0)} ms, p99 ${percentile(w, 99).toFixed(0)} ms)`;
 };
-console.log(`\n${MESSAGES} messages from ${PEOPLE} people in ${MINUTES} min (${deferred} waited for a free person): ${line('signal')}; ${line('web')}; ${line('api')}`);
+console.log(
+  `\n${MESSAGES} messages from ${PEOPLE} people in ${MINUTES} min (${deferred} waited for a free person): ${line('signal')}; ${line('web')}; ${line('api')}`,
+);
 console.log(`lost ${lost}, duplicated ${duplicated}, failed (told so) ${failed}`);
 console.log(
   `after the warm-up (${(MINUTES * 0.2).toFixed(0)}–${(MINUTES * 0.3).toFixed(0)} min) to the end: RSS ${(rssGrowth * 100).toFixed(1)} % (target ≤ +10 %: ${rssGrowth <= 0.1 ? 'met' : 'MISSED'}), open fds ${fdGrowth >= 0 ? '+' : ''}${fdGrowth} (target flat), event-loop lag p99 worst ${Math.max(...lags).toFixed(1)} ms, median ${median(lags).toFixed(1)} ms`,
@@ -256,14 +285,18 @@ if (PLOT) {
   fs.mkdirSync(dirname(PLOT), { recursive: true });
   fs.writeFileSync(
     PLOT,
-    smallMultiples(`berth soak: ${MESSAGES} messages from ${PEOPLE} people in ${MINUTES} min\nover Signal, the web chat and the HTTP API; lost ${lost}, duplicated ${duplicated}; every 10 s`, minutes, [
-      { title: 'berth RSS', unit: 'MiB', values: samples.map((s) => s.rssMiB) },
-      { title: 'open fds', unit: 'count', values: samples.map((s) => s.fds) },
-      { title: 'event-loop lag p99', unit: 'ms', values: samples.map((s) => (Number.isFinite(s.lagMs) ? s.lagMs : 0)) },
-      { title: 'containers', unit: 'count', values: samples.map((s) => s.containers) },
-      { title: 'inbox + run journal', unit: 'KiB', values: samples.map((s) => s.inboxKiB + s.journalKiB) },
-      { title: 'messages answered', unit: 'count', values: samples.map((s) => s.answered) },
-    ]),
+    smallMultiples(
+      `berth soak: ${MESSAGES} messages from ${PEOPLE} people in ${MINUTES} min\nover Signal, the web chat and the HTTP API; lost ${lost}, duplicated ${duplicated}; every 10 s`,
+      minutes,
+      [
+        { title: 'berth RSS', unit: 'MiB', values: samples.map((s) => s.rssMiB) },
+        { title: 'open fds', unit: 'count', values: samples.map((s) => s.fds) },
+        { title: 'event-loop lag p99', unit: 'ms', values: samples.map((s) => (Number.isFinite(s.lagMs) ? s.lagMs : 0)) },
+        { title: 'containers', unit: 'count', values: samples.map((s) => s.containers) },
+        { title: 'inbox + run journal', unit: 'KiB', values: samples.map((s) => s.inboxKiB + s.journalKiB) },
+        { title: 'messages answered', unit: 'count', values: samples.map((s) => s.answered) },
+      ],
+    ),
   );
   console.log(`plot: ${PLOT}`);
 }
@@ -271,7 +304,10 @@ if (PLOT) {
 serve.kill('SIGTERM');
 await new Promise((r) => serve.once('exit', r));
 for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.installation=${installationId(home)}`] } })) {
-  await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+  await docker
+    .getContainer(c.Id)
+    .remove({ force: true })
+    .catch(() => undefined);
 }
 await fake.close();
 fs.rmSync(home, { recursive: true, force: true });

@@ -68,7 +68,8 @@ const bare: string[] = [];
 try {
   const { berth } = newBerth();
   const tenant = 'bench:mallory';
-  const message = (text: string, session: string) => berth.runner.run({ project: 'ipc', tenantKey: tenant, message: text, sessionId: session, level: 'low' });
+  const message = (text: string, session: string) =>
+    berth.runner.run({ project: 'ipc', tenantKey: tenant, message: text, sessionId: session, level: 'low' });
   const first = await message('true', 'upload');
   const workspace = join(berth.store.get('ipc').paths.workspacesDir, first.workspaceId);
   execFileSync('gcc', ['-static', '-O2', '-o', join(workspace, 'ipc-probe'), PROBE_SRC]);
@@ -82,7 +83,13 @@ try {
       Image: BENCH_IMAGE,
       Cmd: ['berth-bridge', 'idle'],
       User: '10001:10001',
-      HostConfig: { NetworkMode: 'none', IpcMode: 'private', Memory: 512 * MiB, MemorySwap: 512 * MiB, Mounts: [{ Type: 'bind', Source: workspace, Target: '/x', ReadOnly: true }] as never },
+      HostConfig: {
+        NetworkMode: 'none',
+        IpcMode: 'private',
+        Memory: 512 * MiB,
+        MemorySwap: 512 * MiB,
+        Mounts: [{ Type: 'bind', Source: workspace, Target: '/x', ReadOnly: true }] as never,
+      },
     });
     bare.push(c.id);
     await c.start();
@@ -177,19 +184,40 @@ try {
 
   const bound = DEFAULT_WARM_PER_TENANT * (1 * MiB + WARM_MEMORY_SLACK);
   rows.push(`\n| measure | value | against bare / the bound |`, `| --- | --- | --- |`);
-  rows.push(`| bare Docker container (512 MiB limit, IPC defaults) after \`msgq 28000\`, kept idle: cgroup charge | ${mib(barePer)} each (host used +${mib(bareHost / BARE)} each, mean of ${BARE}) | 1.00 |`);
+  rows.push(
+    `| bare Docker container (512 MiB limit, IPC defaults) after \`msgq 28000\`, kept idle: cgroup charge | ${mib(barePer)} each (host used +${mib(bareHost / BARE)} each, mean of ${BARE}) | 1.00 |`,
+  );
   rows.push(`| the same × ${SESSIONS} sessions, as berth kept them before | ${mib(barePer * SESSIONS)} (extrapolated) | |`);
-  rows.push(`| ${SESSIONS} sessions of one tenant, each leaving 16 queues of empty messages + 64 MiB SysV shm + 16 semaphore sets + a POSIX queue (${(ipcMs / 1000).toFixed(0)} s) | kept after: ${ipcKept.length} containers, ${mib(sum(ipcCharges))}; host used ${ipcHost >= 0 ? '+' : ''}${mib(ipcHost)}; next message warm in ${warmAfter} of ${probed} tried | ${(sum(ipcCharges) / (barePer * SESSIONS)).toFixed(4)} of bare; bound ${mib(bound)} |`);
-  rows.push(`| ${SESSIONS} sessions of one tenant, each leaving 30 MiB in /tmp (under the slack) | kept after: ${tmpKept.length} containers (warm_per_tenant ${DEFAULT_WARM_PER_TENANT}), ${mib(sum(tmpCharges))}; host used ${tmpHost >= 0 ? '+' : ''}${mib(tmpHost)} | bound ${mib(bound)} |`);
-  rows.push(`| IPC check on a clean warm container, started cold (nsenter + sh reading /proc/sysvipc/*, readdir /dev/mqueue) | p50 ${fmt(ic.p50)}, p95 ${fmt(ic.p95)} | ${(ic.p50 / be.p50).toFixed(2)} of a bare exec |`);
-  rows.push(`| the same, through the reader that lives as long as the container (what a warm message pays after the exec) | p50 ${fmt(ia.p50)}, p95 ${fmt(ia.p95)} | ${(ia.p50 / be.p50).toFixed(2)} of a bare exec |`);
-  rows.push(`| the whole verdict after an exec (processes frozen and read, keep-alive states, IPC, memory) | p50 ${fmt(v.p50)}, p95 ${fmt(v.p95)} | ${(v.p50 / be.p50).toFixed(2)} of a bare exec |`);
+  rows.push(
+    `| ${SESSIONS} sessions of one tenant, each leaving 16 queues of empty messages + 64 MiB SysV shm + 16 semaphore sets + a POSIX queue (${(ipcMs / 1000).toFixed(0)} s) | kept after: ${ipcKept.length} containers, ${mib(sum(ipcCharges))}; host used ${ipcHost >= 0 ? '+' : ''}${mib(ipcHost)}; next message warm in ${warmAfter} of ${probed} tried | ${(sum(ipcCharges) / (barePer * SESSIONS)).toFixed(4)} of bare; bound ${mib(bound)} |`,
+  );
+  rows.push(
+    `| ${SESSIONS} sessions of one tenant, each leaving 30 MiB in /tmp (under the slack) | kept after: ${tmpKept.length} containers (warm_per_tenant ${DEFAULT_WARM_PER_TENANT}), ${mib(sum(tmpCharges))}; host used ${tmpHost >= 0 ? '+' : ''}${mib(tmpHost)} | bound ${mib(bound)} |`,
+  );
+  rows.push(
+    `| IPC check on a clean warm container, started cold (nsenter + sh reading /proc/sysvipc/*, readdir /dev/mqueue) | p50 ${fmt(ic.p50)}, p95 ${fmt(ic.p95)} | ${(ic.p50 / be.p50).toFixed(2)} of a bare exec |`,
+  );
+  rows.push(
+    `| the same, through the reader that lives as long as the container (what a warm message pays after the exec) | p50 ${fmt(ia.p50)}, p95 ${fmt(ia.p95)} | ${(ia.p50 / be.p50).toFixed(2)} of a bare exec |`,
+  );
+  rows.push(
+    `| the whole verdict after an exec (processes frozen and read, keep-alive states, IPC, memory) | p50 ${fmt(v.p50)}, p95 ${fmt(v.p95)} | ${(v.p50 / be.p50).toFixed(2)} of a bare exec |`,
+  );
   rows.push(`| bare dockerode exec into a running container (\`true\`) | p50 ${fmt(be.p50)}, p95 ${fmt(be.p95)} | 1.00 |`);
-  rows.push(`| warm message, \`runner.run()\` (\`true\`, level low), every check included | p50 ${fmt(wm.p50)}, p95 ${fmt(wm.p95)} | ${(wm.p50 / be.p50).toFixed(2)} (p50; target ≤ 1.2) |`);
+  rows.push(
+    `| warm message, \`runner.run()\` (\`true\`, level low), every check included | p50 ${fmt(wm.p50)}, p95 ${fmt(wm.p95)} | ${(wm.p50 / be.p50).toFixed(2)} (p50; target ≤ 1.2) |`,
+  );
   if (failures) rows.push(`\n${failures} sessions' second message was not warm`);
   console.log(rows.join('\n'));
 } finally {
-  await Promise.all(bare.map((id) => docker.getContainer(id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    bare.map((id) =>
+      docker
+        .getContainer(id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
   for (const home of homes) {
     const b: Berth = createBerth({ home, logLevel: 'silent' });
     await b.runner.reapLeftovers();

@@ -34,7 +34,7 @@ try {
   const { session, ws, listen } = await chatSocket(berth, http.url, 'bench', 'bench');
 
   // 1. Streaming over the real socket.
-  const stamp = "adjtimex | awk -v i=$i '/tv_sec/{s=$2} /tv_usec/{u=$2} END{printf \"line %d %d%06d\\n\", i, s, u}'";
+  const stamp = 'adjtimex | awk -v i=$i \'/tv_sec/{s=$2} /tv_usec/{u=$2} END{printf "line %d %d%06d\\n", i, s, u}\'';
   const script = `i=0; while [ $i -lt ${LINES} ]; do ${stamp}; sleep ${SPACING_MS / 1000}; i=$((i+1)); done`;
   const latency: number[] = [];
   const spacing: number[] = [];
@@ -70,8 +70,12 @@ try {
   const ss = summary(spacing.map(Math.abs));
   console.log(`\n| a printed line reaching the WebSocket client (${sl.n} lines, ${SPACING_MS} ms apart) | p50 | p95 | max | goal |`);
   console.log('| --- | --- | --- | --- | --- |');
-  console.log(`| arrival − the line's own timestamp | ${ms(sl.p50)} | ${ms(sl.p95)} | ${ms(Math.max(...latency))} | p95 ≤ 100 ms: ${sl.p95 <= 100 ? 'met' : 'MISSED'} |`);
-  console.log(`| \\|arrival interval − printed interval\\| | ${ms(ss.p50)} | ${ms(ss.p95)} | ${ms(Math.max(...spacing.map(Math.abs)))} | |`);
+  console.log(
+    `| arrival − the line's own timestamp | ${ms(sl.p50)} | ${ms(sl.p95)} | ${ms(Math.max(...latency))} | p95 ≤ 100 ms: ${sl.p95 <= 100 ? 'met' : 'MISSED'} |`,
+  );
+  console.log(
+    `| \\|arrival interval − printed interval\\| | ${ms(ss.p50)} | ${ms(ss.p95)} | ${ms(Math.max(...spacing.map(Math.abs)))} | |`,
+  );
 
   // 2. The bridge core's cost on a run, interleaved with direct runs of the same message.
   const me = { project: 'bench', user: 'bench' };
@@ -90,7 +94,7 @@ try {
     await chat.run(me, { type: 'run', id: randomUUID(), session_id: session.id, permission_level: 'medium', input: 'echo hi' });
     await reply;
     const b = performance.now() - t0;
-    if (i >= 3) direct.push(a), viaCore.push(b); // the first few warm the engine and the image
+    if (i >= 3) (direct.push(a), viaCore.push(b)); // the first few warm the engine and the image
   }
   detach();
   const sd = summary(direct);
@@ -98,7 +102,9 @@ try {
   console.log(`\n| "echo hi" run (${RUNS} each, interleaved) | p50 | p95 | p50 added by the bridge core | goal |`);
   console.log('| --- | --- | --- | --- | --- |');
   console.log(`| admin.runMessage, direct | ${ms(sd.p50)} | ${ms(sd.p95)} | | |`);
-  console.log(`| through the web chat's bridge core (inbox journal, lane, transcript) | ${ms(sv.p50)} | ${ms(sv.p95)} | ${ms(sv.p50 - sd.p50)} | ≤ 10 ms: ${sv.p50 - sd.p50 <= 10 ? 'met' : 'MISSED'} |`);
+  console.log(
+    `| through the web chat's bridge core (inbox journal, lane, transcript) | ${ms(sv.p50)} | ${ms(sv.p95)} | ${ms(sv.p50 - sd.p50)} | ≤ 10 ms: ${sv.p50 - sd.p50 <= 10 ? 'met' : 'MISSED'} |`,
+  );
 } finally {
   await http.close();
   await berth.runner.reapLeftovers();

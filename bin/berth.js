@@ -9,7 +9,9 @@ if (major < 22 || (major === 22 && minor < 19)) {
   const { fileURLToPath } = await import('node:url');
   const local = fileURLToPath(new URL('../.node/bin/node', import.meta.url));
   if (!existsSync(local) || process.execPath === local) {
-    process.stderr.write(`berth: needs Node 22.19 or newer, this is v${process.versions.node} (end-of-life); "make setup" installs Node 24 into .node/\n`);
+    process.stderr.write(
+      `berth: needs Node 22.19 or newer, this is v${process.versions.node} (end-of-life); "make setup" installs Node 24 into .node/\n`,
+    );
     process.exit(70);
   }
   const child = spawn(local, process.argv.slice(1), { stdio: 'inherit' });

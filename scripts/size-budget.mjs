@@ -23,7 +23,8 @@ function nameOf(node, sf) {
   if (node.name && ts.isIdentifier(node.name)) return node.name.text;
   if (node.name) return node.name.getText(sf);
   const parent = node.parent;
-  if (ts.isVariableDeclaration(parent) || ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent)) return parent.name.getText(sf);
+  if (ts.isVariableDeclaration(parent) || ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent))
+    return parent.name.getText(sf);
   if (ts.isCallExpression(parent)) {
     const callee = parent.expression.getText(sf).replace(/\s+/g, '');
     const first = parent.arguments[0];
@@ -68,8 +69,13 @@ for (const root of ROOTS) {
 }
 
 if (process.argv.includes('--write')) {
-  fs.writeFileSync(ALLOWLIST, `${JSON.stringify({ comment: 'Over the size budget today (scripts/size-budget.mjs): may shrink, may not grow.', ...over }, null, 2)}\n`);
-  console.log(`size budget: wrote ${Object.keys(over.files).length} file(s) and ${Object.keys(over.functions).length} function(s) to scripts/size-budget.json`);
+  fs.writeFileSync(
+    ALLOWLIST,
+    `${JSON.stringify({ comment: 'Over the size budget today (scripts/size-budget.mjs): may shrink, may not grow.', ...over }, null, 2)}\n`,
+  );
+  console.log(
+    `size budget: wrote ${Object.keys(over.files).length} file(s) and ${Object.keys(over.functions).length} function(s) to scripts/size-budget.json`,
+  );
   process.exit(0);
 }
 
@@ -80,11 +86,19 @@ const report = (kind, budget, found, allow) => {
   if (names.length) console.log(`size budget: ${names.length} ${kind} over ${budget} lines`);
   for (const name of names) {
     const was = allow[name];
-    const verdict = was === undefined ? 'NEW: split it (or, if it must be, add it to scripts/size-budget.json)' : found[name] > was ? `GREW from ${was}: bring it back` : found[name] < was ? `(allowed ${was}: lower the allowlist)` : '';
+    const verdict =
+      was === undefined
+        ? 'NEW: split it (or, if it must be, add it to scripts/size-budget.json)'
+        : found[name] > was
+          ? `GREW from ${was}: bring it back`
+          : found[name] < was
+            ? `(allowed ${was}: lower the allowlist)`
+            : '';
     if (was === undefined || found[name] > was) failed++;
     console.log(`  ${String(found[name]).padStart(5)}  ${name}${verdict ? `  ${verdict}` : ''}`);
   }
-  for (const name of Object.keys(allow)) if (!(name in found)) console.log(`  (${name} is within budget now: remove it from scripts/size-budget.json)`);
+  for (const name of Object.keys(allow))
+    if (!(name in found)) console.log(`  (${name} is within budget now: remove it from scripts/size-budget.json)`);
 };
 report('files', FILE_LINES, over.files, allowed.files ?? {});
 report('functions', FUNCTION_LINES, over.functions, allowed.functions ?? {});

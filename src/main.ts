@@ -129,11 +129,17 @@ export function createBerth(opts: BerthOptions): Berth {
   const paths = homePaths(home);
   const logger = pino({ level: opts.logLevel ?? 'warn', base: undefined }, opts.logDestination ?? pino.destination(2));
   const config = createConfigSource(paths.configFile, home, (err) =>
-    logger.error({ err: isBerthError(err) ? err.toLine() : String(err) }, 'berth.yaml changed but is invalid; keeping the last valid settings'),
+    logger.error(
+      { err: isBerthError(err) ? err.toLine() : String(err) },
+      'berth.yaml changed but is invalid; keeping the last valid settings',
+    ),
   );
   const store = createProjectStore({ root: home, config, onCreateStep: opts.onCreateStep });
   // berth.yaml launcher: kubernetes (read once: a change takes a restart, as a new engine would).
-  const kube = !opts.launcher && config().launcher === 'kubernetes' ? createKubeSetup(config().kubernetes ?? KubernetesSchema.parse({}), (why) => logger.warn({ why }, 'refused a relay connection')) : undefined;
+  const kube =
+    !opts.launcher && config().launcher === 'kubernetes'
+      ? createKubeSetup(config().kubernetes ?? KubernetesSchema.parse({}), (why) => logger.warn({ why }, 'refused a relay connection'))
+      : undefined;
   const launcher = opts.launcher ?? kube?.launcher ?? createDockerLauncher(undefined, { mountHelper: () => mountHelper(paths.cacheDir) });
   const images = opts.images ?? createDockerImages();
   let runner: Runner | undefined;
@@ -240,7 +246,15 @@ export function createBerth(opts: BerthOptions): Berth {
           gateway: ({ path, run, logger: log }) =>
             openGatewaySocket({
               path,
-              caller: gateway.forCaller({ project: run.project, tenantKey: run.tenantKey, workspaceId: run.workspaceId, ...(run.workspaceSession ? { session: run.workspaceSession } : {}) }, { keepOpen: true }),
+              caller: gateway.forCaller(
+                {
+                  project: run.project,
+                  tenantKey: run.tenantKey,
+                  workspaceId: run.workspaceId,
+                  ...(run.workspaceSession ? { session: run.workspaceSession } : {}),
+                },
+                { keepOpen: true },
+              ),
               logger: log,
               // The file tools work on berth's own copies of workspaces; a pod's workspace is its volume.
               ...(config().launcher === 'kubernetes' ? { withoutFiles: KUBE_NO_FILE_TOOLS } : {}),
@@ -279,7 +293,19 @@ export function createBerth(opts: BerthOptions): Berth {
       return getRunner();
     },
     get admin() {
-      return (admin ??= audited(createAdminService({ store, sessions, tokens, runner: getRunner, gateway, config, assertGranted: (project, area) => getOperator().assertGranted(project, area) }), audit, ADMIN_AUDIT));
+      return (admin ??= audited(
+        createAdminService({
+          store,
+          sessions,
+          tokens,
+          runner: getRunner,
+          gateway,
+          config,
+          assertGranted: (project, area) => getOperator().assertGranted(project, area),
+        }),
+        audit,
+        ADMIN_AUDIT,
+      ));
     },
     tokens,
     gateway,

@@ -22,7 +22,10 @@ export default async function setup(): Promise<void> {
   } catch {
     throw new Error('Image berth/agent:latest is missing. Run "make test" (or "node bin/berth.js images build agent").');
   }
-  for (const [tool, what] of [['/usr/bin/chromium', 'Debian\'s chromium'], ['/usr/bin/docker-compose', 'Debian\'s docker-compose']]) {
+  for (const [tool, what] of [
+    ['/usr/bin/chromium', "Debian's chromium"],
+    ['/usr/bin/docker-compose', "Debian's docker-compose"],
+  ]) {
     if (!fs.existsSync(tool as string)) throw new Error(`${what} is missing (${tool}). Run "make test", which installs it.`);
   }
 }

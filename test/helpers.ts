@@ -122,7 +122,9 @@ export function docCommands(file: string, prefix: string, section?: string): str
     const end = text.indexOf('\n## ', start + 1);
     text = text.slice(start, end < 0 ? undefined : end);
   }
-  const lines = [...text.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].flatMap((m) => (m[1] as string).split('\n')).filter((l) => l.startsWith(prefix));
+  const lines = [...text.matchAll(/^```sh\n([\s\S]*?)^```$/gm)]
+    .flatMap((m) => (m[1] as string).split('\n'))
+    .filter((l) => l.startsWith(prefix));
   if (lines.length === 0) throw new Error(`${file}${section ? ` section "${section}"` : ''} has no command starting "${prefix}"`);
   return lines;
 }
@@ -131,15 +133,30 @@ export function docCommands(file: string, prefix: string, section?: string): str
  * Run a docs line as written by a shell, on `home` (every `npx berth` in it is this checkout's
  * berth on that home), after `swap` replaced what only a real deployment has (a real URL, a key).
  */
-export function runDocLine(line: string, home: string, swap: Array<[string, string]> = []): { code: number; stdout: string; stderr: string } {
-  const r = spawnSync('sh', ['-c', docShellLine(line, home, swap)], { env: { PATH: process.env.PATH ?? '' }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+export function runDocLine(
+  line: string,
+  home: string,
+  swap: Array<[string, string]> = [],
+): { code: number; stdout: string; stderr: string } {
+  const r = spawnSync('sh', ['-c', docShellLine(line, home, swap)], {
+    env: { PATH: process.env.PATH ?? '' },
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** The same, without blocking this process (a fake the line talks to answers from here). */
-export function runDocLineAsync(line: string, home: string, swap: Array<[string, string]> = []): Promise<{ code: number; stdout: string; stderr: string }> {
+export function runDocLineAsync(
+  line: string,
+  home: string,
+  swap: Array<[string, string]> = [],
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn('sh', ['-c', docShellLine(line, home, swap)], { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('sh', ['-c', docShellLine(line, home, swap)], {
+      env: { PATH: process.env.PATH ?? '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d));
@@ -149,7 +166,9 @@ export function runDocLineAsync(line: string, home: string, swap: Array<[string,
 }
 
 function docShellLine(line: string, home: string, swap: Array<[string, string]>): string {
-  let cmd = line.split('npx berth ').join(`${JSON.stringify(process.execPath)} ${JSON.stringify(BERTH_BIN)} --home ${JSON.stringify(home)} `);
+  let cmd = line
+    .split('npx berth ')
+    .join(`${JSON.stringify(process.execPath)} ${JSON.stringify(BERTH_BIN)} --home ${JSON.stringify(home)} `);
   for (const [from, to] of swap) cmd = cmd.split(from).join(to);
   return cmd;
 }
@@ -157,7 +176,10 @@ function docShellLine(line: string, home: string, swap: Array<[string, string]>)
 /** The same, without blocking this process (for a CLI that talks to a server the test runs). */
 export function cliAsync(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BERTH_BIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BERTH_BIN, ...args], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d));
@@ -183,7 +205,16 @@ export async function launchChromium(): Promise<Browser> {
   const { chromium } = await import('playwright-core');
   return chromium.launch({
     executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-dev-shm-usage',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
   });
 }
 
@@ -201,6 +232,9 @@ export async function screenshot(page: Page, name: string): Promise<string> {
 export async function removeContainersOf(home: string): Promise<void> {
   const docker = new Docker();
   for (const c of await docker.listContainers({ all: true, filters: { label: [`berth.installation=${installationId(home)}`] } })) {
-    await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+    await docker
+      .getContainer(c.Id)
+      .remove({ force: true })
+      .catch(() => undefined);
   }
 }

@@ -1,7 +1,17 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Logger } from 'pino';
 import { asBerthError } from '../base/errors.js';
-import { AUDIT_ROTATION, appendAudit, readAudit, verifyAudit, type AuditEntry, type AuditEvent, type AuditFilter, type AuditRotation, type AuditVerdict } from '../store/audit.js';
+import {
+  AUDIT_ROTATION,
+  appendAudit,
+  readAudit,
+  verifyAudit,
+  type AuditEntry,
+  type AuditEvent,
+  type AuditFilter,
+  type AuditRotation,
+  type AuditVerdict,
+} from '../store/audit.js';
 import { createUnauthenticatedSummary } from './unauthenticated-summary.js';
 
 /**
@@ -56,7 +66,14 @@ export function createAuditTrail(file: string, logger: Logger, opts: { rotation?
       const ctx = context.getStore();
       // Names a stranger chose (a URL path) are cut to the schema's bounds, never a reason to write nothing.
       const cut = (v: string | undefined, n: number) => (v === undefined ? undefined : v.slice(0, n));
-      append({ ...event, action: event.action.slice(0, 128), target: cut(event.target, 512), project: cut(event.project, 128), actor: (event.actor ?? ctx?.actor ?? 'operator').slice(0, 512), request_id: cut(ctx?.requestId, 128) });
+      append({
+        ...event,
+        action: event.action.slice(0, 128),
+        target: cut(event.target, 512),
+        project: cut(event.project, 128),
+        actor: (event.actor ?? ctx?.actor ?? 'operator').slice(0, 512),
+        request_id: cut(ctx?.requestId, 128),
+      });
     },
     list: (filter) => readAudit(file, filter),
     verify: () => verifyAudit(file),
@@ -65,14 +82,23 @@ export function createAuditTrail(file: string, logger: Logger, opts: { rotation?
 
 /** How a call's arguments name what it acted on: [project, target]. */
 type Describe = (args: unknown[]) => { project?: string; target?: string };
-const projectAnd = (i?: number): Describe => (args) => ({ project: typeof args[0] === 'string' ? args[0] : undefined, target: i === undefined ? undefined : String(args[i] ?? '') || undefined });
+const projectAnd =
+  (i?: number): Describe =>
+  (args) => ({
+    project: typeof args[0] === 'string' ? args[0] : undefined,
+    target: i === undefined ? undefined : String(args[i] ?? '') || undefined,
+  });
 
 /**
  * Wrap a service so each listed method leaves one audit line: what, on what, by whom, and how
  * it ended (ok, or refused/error with berth's code). Arguments beyond names (patches, bodies,
  * tokens) are never written.
  */
-export function audited<S extends object>(service: S, trail: AuditTrail, actions: Partial<Record<keyof S & string, [action: string, describe: Describe]>>): S {
+export function audited<S extends object>(
+  service: S,
+  trail: AuditTrail,
+  actions: Partial<Record<keyof S & string, [action: string, describe: Describe]>>,
+): S {
   const wrapped = { ...service } as Record<string, unknown>;
   for (const [method, spec] of Object.entries(actions) as Array<[string, [string, Describe]]>) {
     const original = (service as Record<string, unknown>)[method];

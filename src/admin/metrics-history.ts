@@ -29,7 +29,11 @@ export interface MetricsHistory {
 
 type Valued = { get(): Promise<{ values: Array<{ value: number; labels: Record<string, string | number> }> }> };
 
-async function total(registry: Registry, name: string, keep: (labels: Record<string, string | number>) => boolean = () => true): Promise<number> {
+async function total(
+  registry: Registry,
+  name: string,
+  keep: (labels: Record<string, string | number>) => boolean = () => true,
+): Promise<number> {
   const metric = registry.getSingleMetric(name) as unknown as Valued | undefined;
   if (!metric) return 0;
   const { values } = await metric.get();

@@ -20,14 +20,14 @@ function lstatOrUndefined(path: string): fs.Stats | undefined {
   }
 }
 
-
 /**
  * The operator's own changes (berth.yaml): grants and private workspaces. Only the operator's
  * token or shell reaches these; nothing a project admin or tenant sends does.
  */
 export function createOperatorService(deps: { home: string; store: ProjectStore; config: () => BerthConfig; logger: Logger }) {
   const home = homePaths(deps.home);
-  const edit = (fn: Parameters<typeof editBerthYaml>[1]) => editBerthYaml({ file: home.configFile, home: deps.home, lockDir: home.stateDir }, fn);
+  const edit = (fn: Parameters<typeof editBerthYaml>[1]) =>
+    editBerthYaml({ file: home.configFile, home: deps.home, lockDir: home.stateDir }, fn);
 
   function access(project: string, config = deps.config()): ProjectAccess {
     return {
@@ -43,9 +43,13 @@ export function createOperatorService(deps: { home: string; store: ProjectStore;
     const grant = access(project).shared_access.find((g) => g.name === area);
     if (!grant || (want === 'rw' && grant.mode !== 'rw')) {
       deps.logger.warn({ project, area, want }, 'shared area refused: not granted');
-      throw new BerthError('AREA_NOT_GRANTED', `project "${project}" has no ${want === 'rw' ? 'read-write ' : ''}grant for shared area "${area}"`, {
-        hint: `the operator grants it: berth project grant ${project} ${area}${want === 'rw' ? ' --rw' : ''}`,
-      });
+      throw new BerthError(
+        'AREA_NOT_GRANTED',
+        `project "${project}" has no ${want === 'rw' ? 'read-write ' : ''}grant for shared area "${area}"`,
+        {
+          hint: `the operator grants it: berth project grant ${project} ${area}${want === 'rw' ? ' --rw' : ''}`,
+        },
+      );
     }
     return grant;
   }
@@ -53,7 +57,10 @@ export function createOperatorService(deps: { home: string; store: ProjectStore;
   /** Refuse a private-workspace path before anything on disk changes (the same rules as berth.yaml's). */
   function checkPlacement(project: string, to: string): void {
     const config = deps.config();
-    const next = { ...config, projects: { ...config.projects, [project]: { shared_access: [], ...own(config.projects, project), private_workspace: to } } };
+    const next = {
+      ...config,
+      projects: { ...config.projects, [project]: { shared_access: [], ...own(config.projects, project), private_workspace: to } },
+    };
     const field = `projects.${project}.private_workspace`;
     const issues = checkOperatorConfig(next, deps.home)
       .filter((i) => i.field === field)
@@ -65,12 +72,15 @@ export function createOperatorService(deps: { home: string; store: ProjectStore;
     const from = deps.store.get(project).paths.dir;
     const config = deps.config();
     if (to !== undefined) checkPlacement(project, to);
-    const target = to ?? privateWorkspaceOf({ ...config, projects: { ...config.projects, [project]: { shared_access: [] } } }, home, project);
+    const target =
+      to ?? privateWorkspaceOf({ ...config, projects: { ...config.projects, [project]: { shared_access: [] } } }, home, project);
     if (target === from) return;
     const existing = lstatOrUndefined(target);
     if (existing) {
       if (!existing.isDirectory() || fs.readdirSync(target).length > 0) {
-        throw new BerthError('CONFIG_INVALID', `${target} exists and is not an empty directory`, { issues: [{ field: 'path', reason: 'must not exist, or be an empty directory' }] });
+        throw new BerthError('CONFIG_INVALID', `${target} exists and is not an empty directory`, {
+          issues: [{ field: 'path', reason: 'must not exist, or be an empty directory' }],
+        });
       }
       fs.rmdirSync(target);
     }
@@ -83,10 +93,14 @@ export function createOperatorService(deps: { home: string; store: ProjectStore;
       if (existing) fs.mkdirSync(target);
       const code = errnoOf(err);
       if (code === 'EXDEV') {
-        throw new BerthError('CONFIG_INVALID', `${target} is on another filesystem than ${from}`, { hint: 'move the directory yourself, then set the override' });
+        throw new BerthError('CONFIG_INVALID', `${target} is on another filesystem than ${from}`, {
+          hint: 'move the directory yourself, then set the override',
+        });
       }
       if (code === 'EINVAL' || code === 'ENAMETOOLONG' || code === 'ENOTDIR' || code === 'EEXIST' || code === 'ENOTEMPTY') {
-        throw new BerthError('CONFIG_INVALID', `cannot move the project to ${target} (${code})`, { issues: [{ field: 'path', reason: code === 'EINVAL' ? 'is inside the project itself' : `refused by the filesystem (${code})` }] });
+        throw new BerthError('CONFIG_INVALID', `cannot move the project to ${target} (${code})`, {
+          issues: [{ field: 'path', reason: code === 'EINVAL' ? 'is inside the project itself' : `refused by the filesystem (${code})` }],
+        });
       }
       throw err;
     }
@@ -99,7 +113,9 @@ export function createOperatorService(deps: { home: string; store: ProjectStore;
     async grant(project: string, area: string, mode: 'ro' | 'rw') {
       deps.store.get(project);
       if (own(deps.config().shared_workspaces, area) === undefined) {
-        throw new BerthError('CONFIG_INVALID', `no shared area "${area}" in berth.yaml`, { issues: [{ field: 'area', reason: 'names no shared area' }] });
+        throw new BerthError('CONFIG_INVALID', `no shared area "${area}" in berth.yaml`, {
+          issues: [{ field: 'area', reason: 'names no shared area' }],
+        });
       }
       return access(project, await edit(grantEdit(project, area, mode)));
     },

@@ -24,11 +24,25 @@ export const ScheduleAddSchema = z
   .object({
     user: z.string().min(1).max(512).describe("The tenant whose session runs it (a chat user's key, or a team)."),
     session: z.string().min(1).max(256).optional().describe("The session it runs in; default: the tenant's own."),
-    every: z.string().min(1).max(200).optional().describe('A repeat: "2h", "30 minutes", "weekday at 09:00", "mon,fri 18:30" (a trailing IANA zone allowed).'),
+    every: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('A repeat: "2h", "30 minutes", "weekday at 09:00", "mon,fri 18:30" (a trailing IANA zone allowed).'),
     at: z.string().min(1).max(200).optional().describe('Once: "+30s", "+2h", "14:00", "tomorrow 09:00", "2026-12-24 18:00", an ISO time.'),
-    tz: z.string().min(1).max(64).optional().describe("The time zone of its times of day; default: the tenant's (/tz), else berth.yaml schedules.time_zone."),
+    tz: z
+      .string()
+      .min(1)
+      .max(64)
+      .optional()
+      .describe("The time zone of its times of day; default: the tenant's (/tz), else berth.yaml schedules.time_zone."),
     task: z.string().min(1).max(SCHEDULE_TASK_MAX).describe('What the agent is told at each run.'),
-    chat: z.object({ channel: z.string().min(1).max(64), chat: z.string().min(1).max(512), sender: z.string().min(1).max(512).optional() }).strict().optional().describe('Where its answers are posted (a running bridge of that channel); default: only the run log.'),
+    chat: z
+      .object({ channel: z.string().min(1).max(64), chat: z.string().min(1).max(512), sender: z.string().min(1).max(512).optional() })
+      .strict()
+      .optional()
+      .describe('Where its answers are posted (a running bridge of that channel); default: only the run log.'),
   })
   .strict()
   .refine((v) => (v.every === undefined) !== (v.at === undefined), { message: 'give exactly one of every or at', path: ['every'] });
@@ -74,7 +88,11 @@ export function createScheduleService(deps: {
 }): ScheduleService {
   const now = deps.now ?? Date.now;
   const chats = new Map<string, ScheduleChat>();
-  const view = (s: Schedule): ScheduleView => ({ ...s, description: describeSpec(s.spec, s.zone, now()), next: s.next_at === null ? null : shortTime(Date.parse(s.next_at), s.zone, now()) });
+  const view = (s: Schedule): ScheduleView => ({
+    ...s,
+    description: describeSpec(s.spec, s.zone, now()),
+    next: s.next_at === null ? null : shortTime(Date.parse(s.next_at), s.zone, now()),
+  });
   const zoneOf = (project: string, tenant: string) => deps.store.zoneOf(project, tenant) ?? deps.config().schedules.time_zone;
 
   function add(ask: ScheduleAsk) {
@@ -84,21 +102,51 @@ export function createScheduleService(deps: {
     const base = ask.zone !== undefined ? checkZone(ask.zone) : zoneOf(ask.project, ask.tenant);
     const read = ask.kind === 'every' ? readEvery(ask.words, base) : readAt(ask.words, base, at);
     const rest = ask.words.slice(read.used).join(' ').trim();
-    if (ask.task !== undefined && rest) throw new BerthError('CONFIG_INVALID', `"${rest.slice(0, 40)}" is not part of a time`, { issues: [{ field: ask.kind, reason: 'the time alone here; the task is given apart' }] });
+    if (ask.task !== undefined && rest)
+      throw new BerthError('CONFIG_INVALID', `"${rest.slice(0, 40)}" is not part of a time`, {
+        issues: [{ field: ask.kind, reason: 'the time alone here; the task is given apart' }],
+      });
     const task = (ask.task ?? rest).trim();
-    if (!task) throw new BerthError('CONFIG_INVALID', 'what should the agent do then?', { issues: [{ field: 'task', reason: `give the task after the time, e.g. /${ask.kind} ${ask.kind === 'every' ? 'weekday at 09:00' : '+2h'} check the build` }] });
-    if (task.length > SCHEDULE_TASK_MAX) throw new BerthError('CONFIG_INVALID', 'that task is too long', { issues: [{ field: 'task', reason: `at most ${SCHEDULE_TASK_MAX} characters` }] });
-    const refusal = scheduleRefusal(rules, { actor: ask.actor.kind, isAdmin: metadata.admins.includes(ask.chat?.sender ?? ask.tenant), spec: read.spec });
+    if (!task)
+      throw new BerthError('CONFIG_INVALID', 'what should the agent do then?', {
+        issues: [
+          {
+            field: 'task',
+            reason: `give the task after the time, e.g. /${ask.kind} ${ask.kind === 'every' ? 'weekday at 09:00' : '+2h'} check the build`,
+          },
+        ],
+      });
+    if (task.length > SCHEDULE_TASK_MAX)
+      throw new BerthError('CONFIG_INVALID', 'that task is too long', {
+        issues: [{ field: 'task', reason: `at most ${SCHEDULE_TASK_MAX} characters` }],
+      });
+    const refusal = scheduleRefusal(rules, {
+      actor: ask.actor.kind,
+      isAdmin: metadata.admins.includes(ask.chat?.sender ?? ask.tenant),
+      spec: read.spec,
+    });
     if (refusal) throw new BerthError(refusal.code, refusal.message, { issues: [{ field: refusal.field, reason: refusal.message }] });
     const schedule = view(
       deps.store.add(
-        { project: ask.project, tenant: ask.tenant, ...(ask.session ? { session: ask.session } : {}), ...(ask.chat ? { chat: ask.chat } : {}), spec: read.spec, zone: read.zone, task, created_by: ask.actor.who },
+        {
+          project: ask.project,
+          tenant: ask.tenant,
+          ...(ask.session ? { session: ask.session } : {}),
+          ...(ask.chat ? { chat: ask.chat } : {}),
+          spec: read.spec,
+          zone: read.zone,
+          task,
+          created_by: ask.actor.who,
+        },
         { perTenant: rules.per_tenant },
         at,
       ),
     );
     const next = schedule.spec.kind === 'once' ? '' : `, next run ${schedule.next}`;
-    return { schedule, confirmation: `${schedule.description}: ${task.length > 80 ? `${task.slice(0, 79)}…` : task}${next} (schedule ${schedule.id})` };
+    return {
+      schedule,
+      confirmation: `${schedule.description}: ${task.length > 80 ? `${task.slice(0, 79)}…` : task}${next} (schedule ${schedule.id})`,
+    };
   }
 
   return {
@@ -106,7 +154,17 @@ export function createScheduleService(deps: {
     addFor(project, body) {
       const b = parseOrThrow(ScheduleAddSchema, body, 'schedule');
       const chat = b.chat ? { channel: b.chat.channel, chat: b.chat.chat, sender: b.chat.sender ?? b.user } : undefined;
-      return add({ project, tenant: b.user, session: b.session, chat, kind: b.every !== undefined ? 'every' : 'at', words: (b.every ?? b.at ?? '').trim().split(/\s+/), task: b.task, zone: b.tz, actor: { kind: 'operator', who: 'operator' } }).schedule;
+      return add({
+        project,
+        tenant: b.user,
+        session: b.session,
+        chat,
+        kind: b.every !== undefined ? 'every' : 'at',
+        words: (b.every ?? b.at ?? '').trim().split(/\s+/),
+        task: b.task,
+        zone: b.tz,
+        actor: { kind: 'operator', who: 'operator' },
+      }).schedule;
     },
     list: (filter) => deps.store.list(filter).map(view),
     get: (id) => view(deps.store.get(id)),

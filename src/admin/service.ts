@@ -22,7 +22,14 @@ import type { BerthConfig } from '../config/berth-config.js';
 import { resolveRoute } from '../workflows/routes.js';
 import { listWorkflows, runWorkflow, type StepEvent } from '../workflows/run.js';
 import type { WorkflowRunRecord } from '../workflows/schema.js';
-import { checkChatUser, createChatLinks, tenantOfChatUser, type ChatAccessEntry, type ChatLinks, type ChatLogin } from '../store/chat-links.js';
+import {
+  checkChatUser,
+  createChatLinks,
+  tenantOfChatUser,
+  type ChatAccessEntry,
+  type ChatLinks,
+  type ChatLogin,
+} from '../store/chat-links.js';
 import { agentHomeDir, agentHomesDir } from '../store/agent-homes.js';
 import { trashedProjectPaths } from '../store/projects.js';
 import { KubernetesSchema } from '../config/kubernetes.js';
@@ -50,10 +57,27 @@ export interface AdminService {
    */
   deleteProject(name: string, confirm: string | undefined): Promise<{ name: string; trashed_to: string; containers_removed: number }>;
   listWorkspaces(name: string): WorkspaceView[];
-  runMessage(name: string, request: { user: string; message: string; session?: string; level?: PermissionLevel; onOutput?: RunRequest['onOutput']; onProgress?: RunRequest['onProgress']; onApproval?: RunRequest['onApproval']; whenReady?: RunRequest['whenReady']; schedule?: string; files?: RunRequest['files'] }): Promise<RunView>;
+  runMessage(
+    name: string,
+    request: {
+      user: string;
+      message: string;
+      session?: string;
+      level?: PermissionLevel;
+      onOutput?: RunRequest['onOutput'];
+      onProgress?: RunRequest['onProgress'];
+      onApproval?: RunRequest['onApproval'];
+      whenReady?: RunRequest['whenReady'];
+      schedule?: string;
+      files?: RunRequest['files'];
+    },
+  ): Promise<RunView>;
   /** Stop a run of this process before its end (run-halt.ts: its record and answer say why); NOT_FOUND when none of that id runs here. */
   stopRun(name: string, run: string, reason: string): { run: string; stopped: true };
-  listRuns(name: string, filter: { user?: string; limit?: number }): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
+  listRuns(
+    name: string,
+    filter: { user?: string; limit?: number },
+  ): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
   /** A file a run left in outbox/ (store/run-files.ts), and whose run it was (a chat login may fetch its own only); NOT_FOUND when there is none. */
   runFile(name: string, run: string, file: string): { data: Buffer; type: string; name: string; tenant_key: string };
   /** Runs accepted or started and not ended (in flight now, or left open by a berth that died and not yet recovered). */
@@ -85,7 +109,11 @@ export interface AdminService {
   /** Run a workflow (its steps in order, each recorded; the first failure stops it). */
   runWorkflow(project: string, workflow: string, input?: string, onStep?: StepListener): Promise<WorkflowRunRecord>;
   /** Run a route's default workflow, with exactly its project's grants. */
-  runChannel(channel: string, input?: string, onStep?: StepListener): Promise<{ project: string; workflow: string; run: WorkflowRunRecord }>;
+  runChannel(
+    channel: string,
+    input?: string,
+    onStep?: StepListener,
+  ): Promise<{ project: string; workflow: string; run: WorkflowRunRecord }>;
   /** A web chat link for one person of a project (tenant "web:<user>"): its path carries the token, shown once. */
   mintChatLink(project: string, user: string, ttlSeconds?: number): ChatLinkView;
   /** Whom a chat link would log in, without using it up. */
@@ -95,7 +123,10 @@ export interface AdminService {
   /** A project's unused chat links and active chat logins (of one user, or everyone's). */
   listChatAccess(project: string, user?: string): { project: string; links: ChatAccessEntry[]; logins: ChatAccessEntry[] };
   /** Revoke a person's unused chat links and log them out everywhere. */
-  revokeChatUser(project: string, user: string): { project: string; user: string; tenant: string; links_revoked: number; logins_revoked: number };
+  revokeChatUser(
+    project: string,
+    user: string,
+  ): { project: string; user: string; tenant: string; links_revoked: number; logins_revoked: number };
   /** Whom a chat login credential stands for; UNAUTHORIZED when unknown, expired, or its project is gone. */
   chatLoginOf(credential: string): ChatLogin;
   /** Be told when chat logins end in this process: a person's (revoke), or a whole project's (delete; no user). */
@@ -121,7 +152,8 @@ export type StepListener = (event: StepEvent) => void;
 const MODEL_CALLS_READ = 100_000;
 
 function modelCallsOf(sessionsDir: string, f: { since: string; tenant?: string; run?: string }): ModelCall[] {
-  const keep = (r: OutboundRecord) => r.kind === 'model' && (f.tenant === undefined || r.tenant === f.tenant) && (f.run === undefined || r.run === f.run);
+  const keep = (r: OutboundRecord) =>
+    r.kind === 'model' && (f.tenant === undefined || r.tenant === f.tenant) && (f.run === undefined || r.run === f.run);
   return readOutbound(sessionsDir, { since: f.since, limit: MODEL_CALLS_READ, keep }) as ModelCall[];
 }
 const RETIRE_PASS_MAX = 1000;
@@ -140,7 +172,10 @@ export function viewOf(p: Project, sandboxViolations: number): ProjectView {
 }
 
 /** A runtime or model upstream berth.yaml does not offer is refused with the list to choose from. */
-function assertOperatorChoices(choice: Parameters<typeof runtimeChoiceIssues>[0] & Parameters<typeof modelChoiceIssues>[0], config: BerthConfig): void {
+function assertOperatorChoices(
+  choice: Parameters<typeof runtimeChoiceIssues>[0] & Parameters<typeof modelChoiceIssues>[0],
+  config: BerthConfig,
+): void {
   const defined = Object.keys(config.models);
   const runtimes = runtimeChoiceIssues(choice, config.runtimes);
   const issues = [...runtimes, ...modelChoiceIssues(choice, defined)];
@@ -224,7 +259,10 @@ export function createAdminService(deps: {
     const pass = retiring.then(retirePass);
     retiring = pass.catch(() => undefined);
     // What the cluster did not take is asked again later, while this process lives (never kept alive for it).
-    void pass.then((r) => r.waiting > 0 && deps.config().launcher === 'kubernetes' && retryLater(), () => undefined);
+    void pass.then(
+      (r) => r.waiting > 0 && deps.config().launcher === 'kubernetes' && retryLater(),
+      () => undefined,
+    );
     return pass;
   };
   const retryLater = () => {
@@ -291,7 +329,11 @@ export function createAdminService(deps: {
       loggedOut(name);
       // Its cluster volumes: every directory they were bound to is in the trash now.
       const trashed = trashedProjectPaths(trashedTo);
-      retire([readVolumeId(trashed.dir), ...volumeIdsBelow(trashed.workspacesDir), ...volumeIdsBelow(agentHomesDir(trashed.stateDir))].filter((id): id is string => id !== undefined));
+      retire(
+        [readVolumeId(trashed.dir), ...volumeIdsBelow(trashed.workspacesDir), ...volumeIdsBelow(agentHomesDir(trashed.stateDir))].filter(
+          (id): id is string => id !== undefined,
+        ),
+      );
       return { name, trashed_to: trashedTo, containers_removed: removed };
     },
 
@@ -302,12 +344,29 @@ export function createAdminService(deps: {
     },
 
     async runMessage(name, request) {
-      return runView(await deps.runner().run({ project: name, tenantKey: request.user, message: request.message, sessionId: request.session, level: request.level, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, schedule: request.schedule, files: request.files }));
+      return runView(
+        await deps.runner().run({
+          project: name,
+          tenantKey: request.user,
+          message: request.message,
+          sessionId: request.session,
+          level: request.level,
+          onOutput: request.onOutput,
+          onProgress: request.onProgress,
+          onApproval: request.onApproval,
+          whenReady: request.whenReady,
+          schedule: request.schedule,
+          files: request.files,
+        }),
+      );
     },
 
     stopRun(name, run, reason) {
       const open = openRuns(store.get(name).paths.sessionsDir).some((r) => r.run === run);
-      if (!open || !deps.runner().stop(run, reason)) throw new BerthError('NOT_FOUND', `no run ${run.slice(0, 40)} is running in ${name} here`, { issues: [{ field: 'run', reason: 'not running (ended, still waiting for its turn, or run by another berth process)' }] });
+      if (!open || !deps.runner().stop(run, reason))
+        throw new BerthError('NOT_FOUND', `no run ${run.slice(0, 40)} is running in ${name} here`, {
+          issues: [{ field: 'run', reason: 'not running (ended, still waiting for its turn, or run by another berth process)' }],
+        });
       return { run, stopped: true };
     },
 
@@ -319,12 +378,24 @@ export function createAdminService(deps: {
       const { records, corrupt } = readRunRecords(p.paths.sessionsDir, { keep: mine && ((r) => mine.has(r.session)), limit });
       const interrupted = interruptedRuns(p.paths.sessionsDir, limit)
         .filter((r) => !mine || (r.session !== undefined && mine.has(r.session)))
-        .map((r) => ({ run: r.run, session: r.session ?? null, kind: r.kind ?? null, interrupted_at: r.at, reason: r.reason ?? 'its berth process died' }));
+        .map((r) => ({
+          run: r.run,
+          session: r.session ?? null,
+          kind: r.kind ?? null,
+          interrupted_at: r.at,
+          reason: r.reason ?? 'its berth process died',
+        }));
       return { runs: records, corrupt_lines: corrupt, interrupted };
     },
 
     openRuns(name) {
-      return openRuns(store.get(name).paths.sessionsDir).map((r) => ({ run: r.run, session: r.session ?? null, kind: r.kind ?? null, phase: r.phase, since: r.at }));
+      return openRuns(store.get(name).paths.sessionsDir).map((r) => ({
+        run: r.run,
+        session: r.session ?? null,
+        kind: r.kind ?? null,
+        phase: r.phase,
+        since: r.at,
+      }));
     },
 
     modelCalls: (name, f) => modelCallsOf(store.get(name).paths.sessionsDir, f),
@@ -351,7 +422,10 @@ export function createAdminService(deps: {
       // Its home's cluster volume, read before the home goes; retired once it has.
       const volume = readVolumeId(agentHomeDir(sessions.get(project, id).project, id));
       sessions.remove(project, id);
-      void deps.runner().forgetSession(project, id).catch(() => undefined);
+      void deps
+        .runner()
+        .forgetSession(project, id)
+        .catch(() => undefined);
       const revoked = deps.tokens.revokeSession(project, id);
       if (volume) retire([volume]);
       return { session: id, deleted: true, revoked };

@@ -23,14 +23,23 @@ export const ShellRunSchema = z
   .object({
     argv: z.array(z.string().max(4096)).min(1).max(256).optional().describe('The command as argv (preferred).'),
     command: z.string().min(1).max(8192).optional().describe('Or a command line, split without a shell: ; | & > < ` $() are refused.'),
-    task: z.enum(['test', 'lint', 'format']).optional().describe("Or run the workspace's own test/lint/format command (see workspace_profile)."),
+    task: z
+      .enum(['test', 'lint', 'format'])
+      .optional()
+      .describe("Or run the workspace's own test/lint/format command (see workspace_profile)."),
   })
   .strict()
-  .refine((v) => [v.argv, v.command, v.task].filter((x) => x !== undefined).length === 1, { message: 'give exactly one of argv, command or task' });
+  .refine((v) => [v.argv, v.command, v.task].filter((x) => x !== undefined).length === 1, {
+    message: 'give exactly one of argv, command or task',
+  });
 
 export const SendFileSchema = z
   .object({
-    path: z.string().min(1).max(4096).describe('The file, relative to your working directory (the workspace), e.g. "out/chart.png"; "/workspace/…" works too.'),
+    path: z
+      .string()
+      .min(1)
+      .max(4096)
+      .describe('The file, relative to your working directory (the workspace), e.g. "out/chart.png"; "/workspace/…" works too.'),
   })
   .strict();
 
@@ -42,8 +51,13 @@ export const SendFileResultSchema = z.object({
 
 export const ScheduleToolSchema = z
   .object({
-    action: z.enum(['add', 'list', 'cancel']).default('add').describe('add a schedule, list this tenant\'s, or cancel one by id.'),
-    every: z.string().min(1).max(200).optional().describe('add, on a repeat: "2h", "weekday at 09:00", "mon,fri 18:30" (then optionally an IANA zone).'),
+    action: z.enum(['add', 'list', 'cancel']).default('add').describe("add a schedule, list this tenant's, or cancel one by id."),
+    every: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('add, on a repeat: "2h", "weekday at 09:00", "mon,fri 18:30" (then optionally an IANA zone).'),
     at: z.string().min(1).max(200).optional().describe('add, once: "+30m", "14:00", "tomorrow 09:00", "2026-12-24 18:00".'),
     task: z.string().min(1).max(SCHEDULE_TASK_MAX).optional().describe('add: what you will be told to do then (in this conversation).'),
     id: z.string().min(1).max(20).optional().describe('cancel: the schedule id.'),
@@ -86,8 +100,13 @@ export function createSessionTools(deps: {
 }): SessionTools {
   /** "the tests": the command the session workspace's profile detected. */
   function taskArgv(project: Project, session: SessionRecord, task: 'test' | 'lint' | 'format'): string[] {
-    const argv = deps.gateway.profileOf(project, session.settings.workspace.id ?? basename(session.settings.workspace.root_dir)).commands[task];
-    if (!argv) throw new BerthError('CONFIG_INVALID', `no ${task} command detected in this workspace (see workspace_profile)`, { issues: [{ field: 'task', reason: 'not detected' }] });
+    const argv = deps.gateway.profileOf(project, session.settings.workspace.id ?? basename(session.settings.workspace.root_dir)).commands[
+      task
+    ];
+    if (!argv)
+      throw new BerthError('CONFIG_INVALID', `no ${task} command detected in this workspace (see workspace_profile)`, {
+        issues: [{ field: 'task', reason: 'not detected' }],
+      });
     return argv;
   }
 
@@ -113,11 +132,19 @@ export function createSessionTools(deps: {
           const area = sharedAreaOf(arg);
           if (area !== undefined && !grants.some((g) => g.name === area)) deps.assertGranted(project.metadata.name, area);
         }
-        checkShellCommand(level, argv, undefined, grants.map((g) => ({ name: g.name, writable: g.mode === 'rw' })));
+        checkShellCommand(
+          level,
+          argv,
+          undefined,
+          grants.map((g) => ({ name: g.name, writable: g.mode === 'rw' })),
+        );
         return runView(await deps.runner().exec(ref, argv));
       } catch (err) {
         if (err instanceof BerthError && err.code === 'PERMISSION_DENIED') {
-          deps.logger.warn({ project: project.metadata.name, session: ref.session, permission_level: level, rule: err.details.rule }, 'shell_run refused');
+          deps.logger.warn(
+            { project: project.metadata.name, session: ref.session, permission_level: level, rule: err.details.rule },
+            'shell_run refused',
+          );
         }
         throw err;
       }
@@ -133,7 +160,10 @@ export function createSessionTools(deps: {
       // The agent sees its workspace at /workspace when isolated; any other path is relative to it.
       const rel = workspace.isolated && path.startsWith(`${WORKSPACE_MOUNT}/`) ? path.slice(WORKSPACE_MOUNT.length + 1) : path;
       const queued = queueOutboxFile(workspace.dir, (rootFd, max) => sandboxRead(rootFd, rel, max), rel, project.metadata.files);
-      deps.logger.info({ project: project.metadata.name, session: ref.session, queued: queued.queued, size: queued.size }, 'send_file queued');
+      deps.logger.info(
+        { project: project.metadata.name, session: ref.session, queued: queued.queued, size: queued.size },
+        'send_file queued',
+      );
       return queued;
     },
     schedule(ref, input) {
@@ -152,8 +182,12 @@ export function createSessionTools(deps: {
         const gone = service.cancel(p.id, { project: name, tenant });
         return { message: `cancelled ${gone.id}`, schedules: [gone] };
       }
-      if ((p.every === undefined) === (p.at === undefined)) throw new BerthError('CONFIG_INVALID', 'give exactly one of every or at', { issues: [{ field: 'every', reason: 'give exactly one of every or at' }] });
-      if (!p.task) throw new BerthError('CONFIG_INVALID', 'what should be done then?', { issues: [{ field: 'task', reason: 'required to add' }] });
+      if ((p.every === undefined) === (p.at === undefined))
+        throw new BerthError('CONFIG_INVALID', 'give exactly one of every or at', {
+          issues: [{ field: 'every', reason: 'give exactly one of every or at' }],
+        });
+      if (!p.task)
+        throw new BerthError('CONFIG_INVALID', 'what should be done then?', { issues: [{ field: 'task', reason: 'required to add' }] });
       // It runs in this conversation and answers in the chat this conversation's last message came from.
       const chat = service.chatOf(name, ref.session);
       const { schedule, confirmation } = service.add({

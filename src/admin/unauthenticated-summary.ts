@@ -73,7 +73,8 @@ export function createUnauthenticatedSummary(deps: {
         timer = setTimeout(flush, windowMs);
         timer.unref?.();
       }
-      const key = SURFACE.test(surface) && (tallies.has(surface) || tallies.size < UNAUTHENTICATED_SUMMARY.surfaces - 1) ? surface : 'other';
+      const key =
+        SURFACE.test(surface) && (tallies.has(surface) || tallies.size < UNAUTHENTICATED_SUMMARY.surfaces - 1) ? surface : 'other';
       const tally = tallies.get(key) ?? { count: 0, firstAt: t0, samples: [] };
       tally.count++;
       const sample = printable(request).slice(0, UNAUTHENTICATED_SUMMARY.sampleChars);

@@ -37,7 +37,12 @@ export const ProjectViewSchema = ProjectMetadataSchema.extend({
 
 export const WorkspaceViewSchema = WorkspaceRecordSchema.extend({
   id: z.string().describe('Derived from the tenant key with the installation secret; also the directory name.'),
-  size_bytes: z.number().int().describe('Bytes the workspace holds: its filesystem\'s used blocks under a quota, else the regular files (capped walk, links not followed).'),
+  size_bytes: z
+    .number()
+    .int()
+    .describe(
+      "Bytes the workspace holds: its filesystem's used blocks under a quota, else the regular files (capped walk, links not followed).",
+    ),
   quota: z
     .object({
       size_bytes: z.number().int().describe('What the workspace filesystem holds in all (limits.disk_mb, less ext4 overhead).'),
@@ -65,23 +70,45 @@ export const RunRequestSchema = z
     user: TenantKeySchema,
     session: SessionIdSchema.optional().describe("The conversation; default: the tenant's default session."),
     level: PermissionLevelSchema.optional().describe("Set the session's permission level (persisted) before the run."),
-    message: z.string().min(1, 'must not be empty').max(256 * 1024).describe('Handed to the agent as one argument.'),
+    message: z
+      .string()
+      .min(1, 'must not be empty')
+      .max(256 * 1024)
+      .describe('Handed to the agent as one argument.'),
     files: z
       .array(RunRequestFileSchema)
       .max(FILE_BOUNDS.maxFiles)
       .optional()
-      .describe("Files for the agent: they land in the workspace's inbox/ before the run (names made safe, numbered on a collision), bounded by the project's files settings and limits.disk_mb, and the agent is told where they are. One refused is said in files_in; the run still runs."),
+      .describe(
+        "Files for the agent: they land in the workspace's inbox/ before the run (names made safe, numbered on a collision), bounded by the project's files settings and limits.disk_mb, and the agent is told where they are. One refused is said in files_in; the run still runs.",
+      ),
   })
   .strict();
 
 /** The run API's files as the runner takes them. */
-export const decodeRunFiles = (files: ReadonlyArray<z.output<typeof RunRequestFileSchema>> | undefined): IncomingFile[] | undefined => files?.map((f) => ({ name: f.name, data: Buffer.from(f.content_base64, 'base64') }));
+export const decodeRunFiles = (files: ReadonlyArray<z.output<typeof RunRequestFileSchema>> | undefined): IncomingFile[] | undefined =>
+  files?.map((f) => ({ name: f.name, data: Buffer.from(f.content_base64, 'base64') }));
 
-export const RunFileViewSchema = RunFileSchema.extend({ url: z.string().describe('Where it is downloaded: the admin token, or the chat login of the run\'s person (see docs/files.md).') });
+export const RunFileViewSchema = RunFileSchema.extend({
+  url: z.string().describe("Where it is downloaded: the admin token, or the chat login of the run's person (see docs/files.md)."),
+});
 
 export const FilesInViewSchema = z.object({
-  saved: z.array(z.object({ path: z.string().describe('In the workspace, e.g. "inbox/chart.png".'), kind: z.string(), size: z.number().int(), voice: z.boolean() })),
-  refused: z.array(z.object({ name: z.string(), reason: z.enum(['too_big', 'type', 'count', 'message_total', 'quota', 'fetch', 'unwritable']), size: z.number().int().optional() })),
+  saved: z.array(
+    z.object({
+      path: z.string().describe('In the workspace, e.g. "inbox/chart.png".'),
+      kind: z.string(),
+      size: z.number().int(),
+      voice: z.boolean(),
+    }),
+  ),
+  refused: z.array(
+    z.object({
+      name: z.string(),
+      reason: z.enum(['too_big', 'type', 'count', 'message_total', 'quota', 'fetch', 'unwritable']),
+      size: z.number().int().optional(),
+    }),
+  ),
   notice: z.string().optional().describe('What the person is told of them (a refusal, a voice note not transcribed).'),
 });
 
@@ -97,17 +124,24 @@ export const RunViewSchema = z.object({
   truncated: z.boolean().describe('Output passed limits.output_bytes: the run was stopped and the output cut.'),
   timed_out: z.boolean().describe('The run passed limits.timeout_seconds and was killed.'),
   timings_ms: z.object({ create: z.number(), start: z.number(), run: z.number(), total: z.number() }),
-  warm: z.boolean().describe("It ran in the session's warm container (an exec), not a new one (berth serve keeps them; runs.warm_idle_seconds)."),
+  warm: z
+    .boolean()
+    .describe("It ran in the session's warm container (an exec), not a new one (berth serve keeps them; runs.warm_idle_seconds)."),
   warnings: z.array(z.string()),
   steps: RunRecordSchema.shape.steps,
   more_steps: RunRecordSchema.shape.more_steps,
   files_in: FilesInViewSchema.optional().describe('The files sent with the message: where each landed, or why it did not.'),
-  files: z.array(RunFileViewSchema).optional().describe("Files the agent left in its workspace's outbox/ (or queued with send_file): taken out of outbox/ (kept under outbox/sent/) and downloadable at their url."),
+  files: z
+    .array(RunFileViewSchema)
+    .optional()
+    .describe(
+      "Files the agent left in its workspace's outbox/ (or queued with send_file): taken out of outbox/ (kept under outbox/sent/) and downloadable at their url.",
+    ),
 });
 
 /** Where a run's file is downloaded with the admin token. */
-export const runFileUrl = (project: string, run: string, name: string) => `/api/projects/${project}/runs/${run}/files/${encodeURIComponent(name)}`;
-
+export const runFileUrl = (project: string, run: string, name: string) =>
+  `/api/projects/${project}/runs/${run}/files/${encodeURIComponent(name)}`;
 
 export const InterruptedRunSchema = z.object({
   run: z.string(),

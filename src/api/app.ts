@@ -132,7 +132,13 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   let probe: { at: number; version: Promise<string | undefined> } | undefined;
   const engineProbe = () => {
     if (!probe || Date.now() - probe.at > 1000) {
-      probe = { at: Date.now(), version: deps.launcher.info().then((i) => i.version, () => undefined) };
+      probe = {
+        at: Date.now(),
+        version: deps.launcher.info().then(
+          (i) => i.version,
+          () => undefined,
+        ),
+      };
     }
     return probe.version;
   };
@@ -162,13 +168,33 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // The URL parser resolves "/a/../b" before routing: a request naming dot segments is refused, not rerouted.
   app.use('*', async (c, next) => {
     const raw = (c.env as { incoming?: { url?: string } } | undefined)?.incoming?.url ?? new URL(c.req.url).pathname;
-    if (hasDotSegment(raw)) throw new BerthError('CONFIG_INVALID', 'the URL path has "." or ".." segments', { issues: [{ field: 'path', reason: 'must not contain . or .. segments (also percent-encoded)' }] });
+    if (hasDotSegment(raw))
+      throw new BerthError('CONFIG_INVALID', 'the URL path has "." or ".." segments', {
+        issues: [{ field: 'path', reason: 'must not contain . or .. segments (also percent-encoded)' }],
+      });
     await next();
   });
   // /docs checks the token itself: a browser signs in with a form, not a header. /chat is the
   // people's side: its own login (a chat link's cookie), never the admin token. /metrics takes
   // the admin token or the metrics token (routes/metrics.ts).
-  app.use('*', bearerAuth(deps.token, (path) => OPEN_PATHS.has(path) || isBrowserProbe(path) || path === '/docs' || path === '/docs/login' || path === '/docs/logout' || path === '/console' || path.startsWith('/console/') || path === '/chat' || path.startsWith('/chat/') || path.startsWith('/hooks/') || path === METRICS_PATH));
+  app.use(
+    '*',
+    bearerAuth(
+      deps.token,
+      (path) =>
+        OPEN_PATHS.has(path) ||
+        isBrowserProbe(path) ||
+        path === '/docs' ||
+        path === '/docs/login' ||
+        path === '/docs/logout' ||
+        path === '/console' ||
+        path.startsWith('/console/') ||
+        path === '/chat' ||
+        path.startsWith('/chat/') ||
+        path.startsWith('/hooks/') ||
+        path === METRICS_PATH,
+    ),
+  );
   app.use('/api/*', apiBodyLimit);
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
@@ -201,14 +227,19 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
       c.header('allow', allowed.join(', '));
       throw new BerthError('METHOD_NOT_ALLOWED', `${c.req.method} is not served at ${c.req.path} (allowed: ${allowed.join(', ')})`);
     }
-    throw new BerthError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`, { hint: 'the routes are listed at /docs and /openapi.json' });
+    throw new BerthError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`, {
+      hint: 'the routes are listed at /docs and /openapi.json',
+    });
   });
   // Which methods a path is served with (for 405 and Allow): from the registered routes, once.
   let routeTable: Array<{ method: string; pattern: RegExp }> | undefined;
   const allowedMethods = (path: string) => {
     routeTable ??= app.routes
       .filter((r) => r.path !== '/*' && r.method !== 'ALL')
-      .map((r) => ({ method: r.method, pattern: new RegExp(`^${r.path.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\\\{[^/]+?\\\}|:[^/]+/g, '[^/]+')}$`) }));
+      .map((r) => ({
+        method: r.method,
+        pattern: new RegExp(`^${r.path.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\\\{[^/]+?\\\}|:[^/]+/g, '[^/]+')}$`),
+      }));
     return [...new Set(routeTable.filter((r) => r.pattern.test(path)).map((r) => r.method))].sort();
   };
 
@@ -250,12 +281,22 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     const source = (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress;
     return deps.hooks(c.req.raw, c.req.path.slice('/hooks/'.length), source);
   });
-  registerConsoleRoutes(app as unknown as Hono, { token: deps.token, logins, audit: deps.audit, sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history } });
+  registerConsoleRoutes(app as unknown as Hono, {
+    token: deps.token,
+    logins,
+    audit: deps.audit,
+    sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history },
+  });
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
   const docConfig = {
     openapi: '3.0.0',
-    info: { title: 'berth', version: VERSION, description: 'Admin API of berth, a multi-tenant runner for AI coding agents.', license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' } },
+    info: {
+      title: 'berth',
+      version: VERSION,
+      description: 'Admin API of berth, a multi-tenant runner for AI coding agents.',
+      license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' },
+    },
     security: [{ bearerAuth: [] }],
   };
   const document = () => finishOpenApiDoc(app.getOpenAPIDocument(docConfig) as never, (path) => OPEN_PATHS.has(path));
@@ -303,13 +344,25 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // The agent's own tools: the session is whoever the token says, nothing in the request can change it.
   app.all('/mcp/session', (c) => {
     const match = /^Bearer (.+)$/i.exec(c.req.header('authorization') ?? '');
-    if (!match) throw new BerthError('UNAUTHORIZED', 'missing session token', { hint: 'mint one: POST /api/projects/:name/sessions/:id/token' });
+    if (!match)
+      throw new BerthError('UNAUTHORIZED', 'missing session token', { hint: 'mint one: POST /api/projects/:name/sessions/:id/token' });
     const { workspace, ...ref } = sessionOfToken(deps, match[1] as string);
     c.get('log').info({ project: ref.project, session: ref.session }, 'session tool call');
     // The file tools act on the workspace the session's runs mount: its own one in workspace mode "session".
-    const files = deps.gateway.forCaller({ project: ref.project, tenantKey: ref.tenantKey, ...(workspace.mode === 'session' ? { session: ref.session, workspaceId: workspace.id } : {}) });
+    const files = deps.gateway.forCaller({
+      project: ref.project,
+      tenantKey: ref.tenantKey,
+      ...(workspace.mode === 'session' ? { session: ref.session, workspaceId: workspace.id } : {}),
+    });
     return withActor(`session:${ref.project}/${ref.session}`, c.get('requestId'), () =>
-      serveMcp(c, () => createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), session: ref, files }), { onError: onToolError }), sessionGate),
+      serveMcp(
+        c,
+        () =>
+          createToolServer('berth-session', SESSION_TOOLS, () => ({ tools: deps.sessionTools(), session: ref, files }), {
+            onError: onToolError,
+          }),
+        sessionGate,
+      ),
     );
   });
 
@@ -322,7 +375,12 @@ const RUNS_PATH = /^\/api\/projects\/[^/]+\/runs$/;
 /** Every /api body is bounded; a run's may carry files (base64), so it has its own, larger bound (config/bounds.ts FILE_BOUNDS). */
 const apiBodyLimit: MiddlewareHandler = (c, next) => {
   const max = c.req.method === 'POST' && RUNS_PATH.test(c.req.path) ? FILE_BOUNDS.runBodyBytes : API_BODY_BYTES;
-  return bodyLimit({ maxSize: max, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`); } })(c, next);
+  return bodyLimit({
+    maxSize: max,
+    onError: () => {
+      throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`);
+    },
+  })(c, next);
 };
 
 /**
@@ -331,7 +389,13 @@ const apiBodyLimit: MiddlewareHandler = (c, next) => {
  */
 function auditRefusal(audit: AuditTrail | undefined, e: BerthError, action: string): void {
   if (!audit || (e.code !== 'PERMISSION_DENIED' && e.code !== 'AREA_NOT_GRANTED')) return;
-  audit.record({ kind: 'permission_denied', action, outcome: 'refused', code: e.code, target: typeof e.details.rule === 'string' ? e.details.rule : undefined });
+  audit.record({
+    kind: 'permission_denied',
+    action,
+    outcome: 'refused',
+    code: e.code,
+    target: typeof e.details.rule === 'string' ? e.details.rule : undefined,
+  });
 }
 
 /** A request without a valid login: into the audit log's per-minute summary and the Prometheus counter, by surface (never the token). */
@@ -360,9 +424,15 @@ function chatNamingItsUser(web: WebChat): WebChat {
 }
 
 /** The session a token stands for, checked against the session as it is now (same tenant, same creation), with its workspace settings as they are now. */
-function sessionOfToken(deps: Pick<AppDeps, 'tokens' | 'sessions'>, token: string): { project: string; session: string; tenantKey: string; workspace: { mode: 'tenant' | 'session'; id?: string } } {
+function sessionOfToken(
+  deps: Pick<AppDeps, 'tokens' | 'sessions'>,
+  token: string,
+): { project: string; session: string; tenantKey: string; workspace: { mode: 'tenant' | 'session'; id?: string } } {
   const bound = deps.tokens.verify(token);
-  const gone = () => new BerthError('UNAUTHORIZED', 'the session this token was minted for no longer exists', { hint: 'mint a new one: POST /api/projects/:name/sessions/:id/token' });
+  const gone = () =>
+    new BerthError('UNAUTHORIZED', 'the session this token was minted for no longer exists', {
+      hint: 'mint a new one: POST /api/projects/:name/sessions/:id/token',
+    });
   let session;
   try {
     session = deps.sessions.get(bound.project, bound.session).session;

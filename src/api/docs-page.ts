@@ -1,7 +1,22 @@
 /** A self-contained API reference rendered from the OpenAPI document (no CDN, works offline). */
 
-type Schema = { type?: string; properties?: Record<string, Schema>; required?: string[]; items?: Schema; description?: string; enum?: unknown[]; default?: unknown; anyOf?: Schema[] };
-type Operation = { summary?: string; description?: string; requestBody?: { content?: Record<string, { schema?: Schema }> }; responses?: Record<string, { description?: string }>; parameters?: Array<{ name: string; in: string; required?: boolean; schema?: Schema }> };
+type Schema = {
+  type?: string;
+  properties?: Record<string, Schema>;
+  required?: string[];
+  items?: Schema;
+  description?: string;
+  enum?: unknown[];
+  default?: unknown;
+  anyOf?: Schema[];
+};
+type Operation = {
+  summary?: string;
+  description?: string;
+  requestBody?: { content?: Record<string, { schema?: Schema }> };
+  responses?: Record<string, { description?: string }>;
+  parameters?: Array<{ name: string; in: string; required?: boolean; schema?: Schema }>;
+};
 
 const escape = (s: unknown) => String(s).replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 
@@ -26,12 +41,19 @@ function fields(schema: Schema | undefined): string {
   return `<table><tr><th>field</th><th>type</th><th>meaning</th></tr>${rows}</table>`;
 }
 
-export function renderDocsPage(doc: { info: { title: string; version: string }; paths?: Record<string, Record<string, Operation>> }): string {
+export function renderDocsPage(doc: {
+  info: { title: string; version: string };
+  paths?: Record<string, Record<string, Operation>>;
+}): string {
   const ops = Object.entries(doc.paths ?? {}).flatMap(([path, methods]) =>
     Object.entries(methods).map(([method, op]) => {
-      const params = (op.parameters ?? []).map((p) => `<code>${escape(p.name)}</code> (${escape(p.in)}${p.required ? ', required' : ''})`).join(', ');
+      const params = (op.parameters ?? [])
+        .map((p) => `<code>${escape(p.name)}</code> (${escape(p.in)}${p.required ? ', required' : ''})`)
+        .join(', ');
       const body = op.requestBody?.content?.['application/json']?.schema;
-      const responses = Object.entries(op.responses ?? {}).map(([code, r]) => `<li><b>${escape(code)}</b> ${escape(r.description ?? '')}</li>`).join('');
+      const responses = Object.entries(op.responses ?? {})
+        .map(([code, r]) => `<li><b>${escape(code)}</b> ${escape(r.description ?? '')}</li>`)
+        .join('');
       return `<section><h2><span class="m">${escape(method.toUpperCase())}</span> <code>${escape(path)}</code></h2>
 <p><b>${escape(op.summary ?? '')}</b> ${escape(op.description ?? '')}</p>
 ${params ? `<p>Parameters: ${params}</p>` : ''}${body ? `<h3>Body</h3>${fields(body)}` : ''}<h3>Responses</h3><ul>${responses}</ul></section>`;

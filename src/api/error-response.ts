@@ -12,7 +12,9 @@ function fromHttpException(err: HTTPException): BerthError {
     case 413:
       return new BerthError('PAYLOAD_TOO_LARGE', `request body is too large (${reason})`);
     case 415:
-      return new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send the body as JSON with "Content-Type: application/json"', { issues: [{ field: 'content-type', reason: 'must be application/json' }] });
+      return new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send the body as JSON with "Content-Type: application/json"', {
+        issues: [{ field: 'content-type', reason: 'must be application/json' }],
+      });
     default:
       if (err.status >= 400 && err.status < 500) return new BerthError('CONFIG_INVALID', `request is invalid: ${reason}`);
       return new BerthError('INTERNAL', reason);
@@ -27,5 +29,3 @@ export function toBerthError(err: unknown): BerthError {
 export function validationError(error: z.ZodError, where: string): BerthError {
   return new BerthError('CONFIG_INVALID', `${where} is invalid`, { issues: toFieldIssues(error) });
 }
-
-

@@ -28,7 +28,6 @@ export function createGate(limit: number) {
 }
 export type Gate = ReturnType<typeof createGate>;
 
-
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 
 /**
@@ -44,10 +43,14 @@ export async function serveMcp(c: Context, makeServer: () => Server, gate: Gate,
   }
   const accept = c.req.header('accept') ?? '';
   if (!accept.includes('application/json') || !accept.includes('text/event-stream')) {
-    throw new BerthError('NOT_ACCEPTABLE', 'MCP clients must accept both application/json and text/event-stream', { issues: [{ field: 'accept', reason: 'must list application/json and text/event-stream' }] });
+    throw new BerthError('NOT_ACCEPTABLE', 'MCP clients must accept both application/json and text/event-stream', {
+      issues: [{ field: 'accept', reason: 'must list application/json and text/event-stream' }],
+    });
   }
   if (!JSON_TYPE.test(c.req.header('content-type') ?? '')) {
-    throw new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send JSON-RPC with "Content-Type: application/json"', { issues: [{ field: 'content-type', reason: 'must be application/json' }] });
+    throw new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send JSON-RPC with "Content-Type: application/json"', {
+      issues: [{ field: 'content-type', reason: 'must be application/json' }],
+    });
   }
   const leave = gate.tryEnter();
   if (!leave) throw new BerthError('BUSY', `more than ${bounds.concurrent} MCP requests at once; try again shortly`, { retry_after: 1 });
@@ -60,12 +63,22 @@ export async function serveMcp(c: Context, makeServer: () => Server, gate: Gate,
       throw new BerthError('CONFIG_INVALID', 'request body is not JSON', { issues: [{ field: 'body', reason: 'is not JSON' }] });
     }
     if (Array.isArray(body) && (body.length === 0 || body.length > bounds.maxBatch)) {
-      throw new BerthError('CONFIG_INVALID', bounds.maxBatch === 1 ? 'JSON-RPC batches are not served: send one message per request' : `a batch holds 1 to ${bounds.maxBatch} messages`, { issues: [{ field: 'body', reason: `batch of ${body.length}` }] });
+      throw new BerthError(
+        'CONFIG_INVALID',
+        bounds.maxBatch === 1
+          ? 'JSON-RPC batches are not served: send one message per request'
+          : `a batch holds 1 to ${bounds.maxBatch} messages`,
+        { issues: [{ field: 'body', reason: `batch of ${body.length}` }] },
+      );
     }
     assertPlainInput(body, 'body');
     (Array.isArray(body) ? body : [body]).forEach((m, i) => {
       if (!JSONRPCMessageSchema.safeParse(m).success) {
-        throw new BerthError('CONFIG_INVALID', 'not a JSON-RPC 2.0 message', { issues: [{ field: Array.isArray(body) ? `body.${i}` : 'body', reason: 'is not a JSON-RPC 2.0 request, notification or response' }] });
+        throw new BerthError('CONFIG_INVALID', 'not a JSON-RPC 2.0 message', {
+          issues: [
+            { field: Array.isArray(body) ? `body.${i}` : 'body', reason: 'is not a JSON-RPC 2.0 request, notification or response' },
+          ],
+        });
       }
     });
     const server = makeServer(); // only once admitted: a refused request costs no server
@@ -84,7 +97,11 @@ export async function serveMcp(c: Context, makeServer: () => Server, gate: Gate,
 }
 
 /** Call done once the answer is fully handed to the client (or the connection is gone). */
-function leaveWhenRead(env: { incoming?: IncomingMessage; outgoing?: ServerResponse } | undefined, timeoutMs: number, done: () => void): void {
+function leaveWhenRead(
+  env: { incoming?: IncomingMessage; outgoing?: ServerResponse } | undefined,
+  timeoutMs: number,
+  done: () => void,
+): void {
   const outgoing = env?.outgoing;
   if (!outgoing) return done(); // in-process requests (tests): nothing is buffered for a client
   const timer = setTimeout(() => env?.incoming?.socket?.destroy(), timeoutMs);

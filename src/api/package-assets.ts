@@ -17,7 +17,11 @@ const TYPES = { js: 'text/javascript; charset=utf-8', css: 'text/css; charset=ut
 
 export function packageAsset(prefix: string, name: string, pkg: string, file: string, ext: keyof typeof TYPES): PackageAsset {
   const body = fs.readFileSync(fileURLToPath(new URL(file, import.meta.resolve(pkg))), 'utf8');
-  return { path: `${prefix}/${name}-${createHash('sha256').update(body).digest('hex').slice(0, 12)}.${ext}`, body, contentType: TYPES[ext] };
+  return {
+    path: `${prefix}/${name}-${createHash('sha256').update(body).digest('hex').slice(0, 12)}.${ext}`,
+    body,
+    contentType: TYPES[ext],
+  };
 }
 
 /** Its headers: cacheable for good (the path changes with the content). */

@@ -39,7 +39,8 @@ function bundleOptions(page: PageName) {
 }
 
 /** Bundled at build: dist/pages/<page>.js and <page>-style.css beside dist/api/. */
-const builtFile = (page: PageName, ext: 'js' | 'css') => fileURLToPath(new URL(`../pages/${ext === 'js' ? page : `${page}-style`}.${ext}`, import.meta.url));
+const builtFile = (page: PageName, ext: 'js' | 'css') =>
+  fileURLToPath(new URL(`../pages/${ext === 'js' ? page : `${page}-style`}.${ext}`, import.meta.url));
 
 function bundleFromSource(page: PageName): { js: string; css: string } {
   // Only from source: dist/ has its bundles, and esbuild is a build tool, not a dependency.
@@ -47,7 +48,9 @@ function bundleFromSource(page: PageName): { js: string; css: string } {
   try {
     esbuild = createRequire(import.meta.url)('esbuild') as typeof import('esbuild');
   } catch {
-    throw new Error(`the ${page} page's bundle is missing (${builtFile(page, 'js')}) and esbuild is not installed to make it: run "npm run build"`);
+    throw new Error(
+      `the ${page} page's bundle is missing (${builtFile(page, 'js')}) and esbuild is not installed to make it: run "npm run build"`,
+    );
   }
   const out = esbuild.buildSync({ ...bundleOptions(page), write: false, outdir: '/pages' });
   const text = (ext: string) => out.outputFiles.find((f) => f.path.endsWith(ext))?.text ?? '';
@@ -55,13 +58,19 @@ function bundleFromSource(page: PageName): { js: string; css: string } {
 }
 
 function asset(prefix: string, page: PageName, ext: 'js' | 'css', body: string): PackageAsset {
-  return { path: `${prefix}/${page}-${createHash('sha256').update(body).digest('hex').slice(0, 12)}.${ext}`, body, contentType: TYPES[ext] };
+  return {
+    path: `${prefix}/${page}-${createHash('sha256').update(body).digest('hex').slice(0, 12)}.${ext}`,
+    body,
+    contentType: TYPES[ext],
+  };
 }
 
 /** The page's script and style, read (or bundled) once per process by the caller. */
 export function pageBundle(prefix: string, page: PageName): PageBundle {
   const built = fs.existsSync(builtFile(page, 'js'));
-  const { js, css } = built ? { js: fs.readFileSync(builtFile(page, 'js'), 'utf8'), css: fs.readFileSync(builtFile(page, 'css'), 'utf8') } : bundleFromSource(page);
+  const { js, css } = built
+    ? { js: fs.readFileSync(builtFile(page, 'js'), 'utf8'), css: fs.readFileSync(builtFile(page, 'css'), 'utf8') }
+    : bundleFromSource(page);
   return { script: asset(prefix, page, 'js', js), style: asset(prefix, page, 'css', css) };
 }
 

@@ -21,5 +21,9 @@ export function surfaceOf(path: string): RequestSurface {
  * no one tried to log in, so it is answered 404 without a token and is no auth failure.
  */
 export function isBrowserProbe(path: string): boolean {
-  return path === '/favicon.ico' || path === '/robots.txt' || /^\/apple-touch-icon(-precomposed)?(-\d{1,4}x\d{1,4})?(-precomposed)?\.png$/.test(path);
+  return (
+    path === '/favicon.ico' ||
+    path === '/robots.txt' ||
+    /^\/apple-touch-icon(-precomposed)?(-\d{1,4}x\d{1,4})?(-precomposed)?\.png$/.test(path)
+  );
 }

@@ -122,7 +122,12 @@ export function asBerthError(err: unknown): BerthError {
   if (err instanceof BerthError) return err;
   const errno = errnoOf(err);
   if (errno === 'ENOSPC' || errno === 'EDQUOT') {
-    return new BerthError('DISK_FULL', "the disk holding berth's home is full; nothing was changed", { hint: 'free space, then try again ("berth doctor" shows usage)' }, { cause: err });
+    return new BerthError(
+      'DISK_FULL',
+      "the disk holding berth's home is full; nothing was changed",
+      { hint: 'free space, then try again ("berth doctor" shows usage)' },
+      { cause: err },
+    );
   }
   return new BerthError('INTERNAL', 'internal error', {}, { cause: err });
 }

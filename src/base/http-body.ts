@@ -14,7 +14,10 @@ export function refuseDeclaredOver(req: Request, max: number): void {
 export async function readBodyBounded(req: Request, max: number, deadlineMs?: number): Promise<Buffer> {
   if (deadlineMs === undefined) return readBodyWatched(req, max, {});
   const stop = new AbortController();
-  const timer = setTimeout(() => stop.abort(new BerthError('BUSY', `the request body did not arrive within ${deadlineMs / 1000} s`, { retry_after: 1 })), deadlineMs);
+  const timer = setTimeout(
+    () => stop.abort(new BerthError('BUSY', `the request body did not arrive within ${deadlineMs / 1000} s`, { retry_after: 1 })),
+    deadlineMs,
+  );
   try {
     return await readBodyWatched(req, max, { signal: stop.signal });
   } finally {
@@ -58,7 +61,9 @@ export async function readBodyWatched(req: Request, max: number, watch: BodyWatc
   } catch (err) {
     if (watch.signal?.aborted) throw watch.signal.reason;
     if (err instanceof BerthError) throw err;
-    throw new BerthError('CONFIG_INVALID', 'the connection closed before the request body was whole', { issues: [{ field: 'body', reason: 'cut short' }] });
+    throw new BerthError('CONFIG_INVALID', 'the connection closed before the request body was whole', {
+      issues: [{ field: 'body', reason: 'cut short' }],
+    });
   } finally {
     watch.signal?.removeEventListener('abort', stop);
   }

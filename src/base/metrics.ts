@@ -88,25 +88,86 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
   const surface = labelGuard(16);
   const channel = labelGuard(32);
 
-  const runs = new Counter({ name: 'berth_runs_total', help: 'Runs ended, by project, permission level, kind, outcome and whether the container was warm.', labelNames: ['project', 'level', 'kind', 'outcome', 'warm'] as const, registers });
-  const queueWait = new Histogram({ name: 'berth_run_queue_wait_seconds', help: 'Time a run waited between being accepted and starting.', buckets: DURATION_BUCKETS, registers });
-  const containerStart = new Histogram({ name: 'berth_container_start_seconds', help: 'Time to create and start a container (warm="true": reuse a kept one).', labelNames: ['warm'] as const, buckets: DURATION_BUCKETS, registers });
-  const runDuration = new Histogram({ name: 'berth_run_duration_seconds', help: "Time an agent ran, from its container's start to its exit.", buckets: DURATION_BUCKETS, registers });
+  const runs = new Counter({
+    name: 'berth_runs_total',
+    help: 'Runs ended, by project, permission level, kind, outcome and whether the container was warm.',
+    labelNames: ['project', 'level', 'kind', 'outcome', 'warm'] as const,
+    registers,
+  });
+  const queueWait = new Histogram({
+    name: 'berth_run_queue_wait_seconds',
+    help: 'Time a run waited between being accepted and starting.',
+    buckets: DURATION_BUCKETS,
+    registers,
+  });
+  const containerStart = new Histogram({
+    name: 'berth_container_start_seconds',
+    help: 'Time to create and start a container (warm="true": reuse a kept one).',
+    labelNames: ['warm'] as const,
+    buckets: DURATION_BUCKETS,
+    registers,
+  });
+  const runDuration = new Histogram({
+    name: 'berth_run_duration_seconds',
+    help: "Time an agent ran, from its container's start to its exit.",
+    buckets: DURATION_BUCKETS,
+    registers,
+  });
   const queueDepth = new Gauge({ name: 'berth_run_queue_depth', help: 'Runs accepted and waiting to start.', registers });
   const inFlight = new Gauge({ name: 'berth_runs_in_flight', help: 'Runs started and not yet ended.', registers });
   const warmContainers = new Gauge({ name: 'berth_warm_containers', help: 'Containers kept warm between messages.', registers });
-  const poolContainers = new Gauge({ name: 'berth_pool_containers', help: "Containers started ahead of need, waiting for a new session's first message (runs.pool).", registers });
-  const violations = new Counter({ name: 'berth_sandbox_violations_total', help: 'Paths refused by the path sandbox (E_SANDBOX_VIOLATION), by project.', labelNames: ['project'] as const, registers });
-  const receiptViolations = new Counter({ name: 'berth_receipt_violations_total', help: "Runs whose container, observed at its start, differed from berth's plan (their receipt's violations), by project.", labelNames: ['project'] as const, registers });
-  const denials = new Counter({ name: 'berth_permission_denials_total', help: 'Requests refused by a permission decision, by surface.', labelNames: ['surface'] as const, registers });
-  const gatewayCalls = new Counter({ name: 'berth_gateway_calls_total', help: 'Calls through the gateways (model, egress, tools), by outcome.', labelNames: ['kind', 'outcome'] as const, registers });
-  const authFailures = new Counter({ name: 'berth_auth_failures_total', help: 'Requests with a missing or wrong token, by surface.', labelNames: ['surface'] as const, registers });
-  const undelivered = new Counter({ name: 'berth_undelivered_replies_total', help: 'Chat replies that could not be delivered by any way the channel has (message, plain text, file), by channel.', labelNames: ['channel'] as const, registers });
-  const secretUses = new Counter({ name: 'berth_secret_requests_total', help: 'Requests through the egress proxy a brokered secret was added to (injected) or refused for, by secret name.', labelNames: ['secret', 'outcome'] as const, registers });
+  const poolContainers = new Gauge({
+    name: 'berth_pool_containers',
+    help: "Containers started ahead of need, waiting for a new session's first message (runs.pool).",
+    registers,
+  });
+  const violations = new Counter({
+    name: 'berth_sandbox_violations_total',
+    help: 'Paths refused by the path sandbox (E_SANDBOX_VIOLATION), by project.',
+    labelNames: ['project'] as const,
+    registers,
+  });
+  const receiptViolations = new Counter({
+    name: 'berth_receipt_violations_total',
+    help: "Runs whose container, observed at its start, differed from berth's plan (their receipt's violations), by project.",
+    labelNames: ['project'] as const,
+    registers,
+  });
+  const denials = new Counter({
+    name: 'berth_permission_denials_total',
+    help: 'Requests refused by a permission decision, by surface.',
+    labelNames: ['surface'] as const,
+    registers,
+  });
+  const gatewayCalls = new Counter({
+    name: 'berth_gateway_calls_total',
+    help: 'Calls through the gateways (model, egress, tools), by outcome.',
+    labelNames: ['kind', 'outcome'] as const,
+    registers,
+  });
+  const authFailures = new Counter({
+    name: 'berth_auth_failures_total',
+    help: 'Requests with a missing or wrong token, by surface.',
+    labelNames: ['surface'] as const,
+    registers,
+  });
+  const undelivered = new Counter({
+    name: 'berth_undelivered_replies_total',
+    help: 'Chat replies that could not be delivered by any way the channel has (message, plain text, file), by channel.',
+    labelNames: ['channel'] as const,
+    registers,
+  });
+  const secretUses = new Counter({
+    name: 'berth_secret_requests_total',
+    help: 'Requests through the egress proxy a brokered secret was added to (injected) or refused for, by secret name.',
+    labelNames: ['secret', 'outcome'] as const,
+    registers,
+  });
 
   return {
     registry,
-    runFinished: (l) => runs.inc({ project: project(l.project), level: level(l.level), kind: l.kind, outcome: l.outcome, warm: String(l.warm) }),
+    runFinished: (l) =>
+      runs.inc({ project: project(l.project), level: level(l.level), kind: l.kind, outcome: l.outcome, warm: String(l.warm) }),
     observeQueueWait: (s) => {
       if (valid(s)) queueWait.observe(s);
     },

@@ -8,7 +8,8 @@ export function nodeSupport(version: string, today: Date): { ok: boolean; detail
   const major = Number(/^v?(\d+)\./.exec(version)?.[1]);
   const eol = Object.hasOwn(END_OF_LIFE, major) ? END_OF_LIFE[major] : undefined;
   if (eol === undefined) return { ok: major > 24, detail: `Node ${version}${major > 24 ? '' : ': not a line berth knows'}` };
-  if (today.toISOString().slice(0, 10) > eol) return { ok: false, detail: `Node ${version} is end-of-life since ${eol} (no more security fixes): run berth on Node 22 or 24 LTS` };
+  if (today.toISOString().slice(0, 10) > eol)
+    return { ok: false, detail: `Node ${version} is end-of-life since ${eol} (no more security fixes): run berth on Node 22 or 24 LTS` };
   return { ok: true, detail: `Node ${version} (supported until ${eol})` };
 }
 

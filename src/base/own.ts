@@ -17,10 +17,12 @@ export const MAX_NESTING = 64;
  * Unicode (a lone surrogate: no file, engine or peer can carry it): the first such place.
  */
 export function inputProblem(value: unknown, path: string[] = []): { path: string; reason: string } | undefined {
-  if (typeof value === 'string') return value.isWellFormed() ? undefined : { path: path.join('.') || '(root)', reason: 'is not valid Unicode (a lone surrogate)' };
+  if (typeof value === 'string')
+    return value.isWellFormed() ? undefined : { path: path.join('.') || '(root)', reason: 'is not valid Unicode (a lone surrogate)' };
   if (typeof value !== 'object' || value === null) return undefined;
   if (path.length >= MAX_NESTING) return { path: path.join('.') || '(root)', reason: `nests deeper than ${MAX_NESTING} levels` };
-  if (!Array.isArray(value) && Object.hasOwn(value, FORBIDDEN_KEY)) return { path: [...path, FORBIDDEN_KEY].join('.'), reason: `"${FORBIDDEN_KEY}" is not allowed as a key` };
+  if (!Array.isArray(value) && Object.hasOwn(value, FORBIDDEN_KEY))
+    return { path: [...path, FORBIDDEN_KEY].join('.'), reason: `"${FORBIDDEN_KEY}" is not allowed as a key` };
   for (const [key, child] of Object.entries(value)) {
     if (!key.isWellFormed()) return { path: [...path, key].join('.'), reason: 'is not valid Unicode (a lone surrogate)' };
     const found = inputProblem(child, [...path, key]);

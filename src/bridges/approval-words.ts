@@ -24,17 +24,25 @@ const within = (a: ApprovalView) => (seconds(a) % 60 === 0 ? `${seconds(a) / 60}
 export function approvalQuestion(a: ApprovalView): string {
   if (a.kind === 'budget') {
     const held = `berth: your message waits: you have used ${a.target}.`;
-    if (a.approver === 'operator') return `${held} The operator has been asked to allow going past it for today; it waits up to ${within(a)}.`;
+    if (a.approver === 'operator')
+      return `${held} The operator has been asked to allow going past it for today; it waits up to ${within(a)}.`;
     return `${held} Reply /yes to go past it for the rest of today (UTC), or /no. (No answer within ${within(a)}: no.)`;
   }
-  if (a.approver === 'operator') return `berth: your agent wants to reach ${a.target}, which this project does not allow. The operator has been asked; it waits up to ${within(a)}.`;
+  if (a.approver === 'operator')
+    return `berth: your agent wants to reach ${a.target}, which this project does not allow. The operator has been asked; it waits up to ${within(a)}.`;
   return `berth: your agent wants to reach ${a.target}, which this project does not allow. Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within ${within(a)}: no.)`;
 }
 
 /** What was decided, in the chat's words (`by` a tenant: said as "you", for the record of the conversation). */
-export function approvalOutcome(a: Pick<ApprovalView, 'target'> & Partial<Pick<ApprovalView, 'kind'>>, answer: { decision: ApprovalDecision; by?: string }): string {
+export function approvalOutcome(
+  a: Pick<ApprovalView, 'target'> & Partial<Pick<ApprovalView, 'kind'>>,
+  answer: { decision: ApprovalDecision; by?: string },
+): string {
   if (a.kind === 'budget') {
-    if (answer.decision === 'deny') return answer.by === 'timeout' ? 'berth: nobody answered in time: your message is not run.' : `berth: ${answer.by === 'operator' ? 'the operator ' : ''}did not allow going past today's budget.`;
+    if (answer.decision === 'deny')
+      return answer.by === 'timeout'
+        ? 'berth: nobody answered in time: your message is not run.'
+        : `berth: ${answer.by === 'operator' ? 'the operator ' : ''}did not allow going past today's budget.`;
     return `berth: ${answer.by === 'operator' ? 'the operator ' : ''}allowed going past ${a.target} for today; your message runs now.`;
   }
   if (answer.by === 'timeout') return `berth: nobody answered in time: your agent was not let through to ${a.target}.`;
@@ -63,13 +71,21 @@ export function levelAsker(
   if (!approvals) return undefined;
   return (level) => {
     const timeoutSeconds = ctx.admin.getProjectMetadata(ctx.project).chat.approval_timeout_seconds;
-    const a = approvals.requestLevel({ project: ctx.project, tenant: ctx.tenant, session: ctx.sessionId, level, timeoutSeconds }, (answer) => {
-      if (answer.decision === 'deny') tell(answer.by === 'timeout' ? `berth: the operator did not answer in time: the level stays as it was (not ${level}).` : `berth: the operator did not allow level ${level}: it stays as it was.`);
-      else {
-        tell(`berth: the operator raised this conversation's level to ${level}.`);
-        onRaised?.(level);
-      }
-    });
+    const a = approvals.requestLevel(
+      { project: ctx.project, tenant: ctx.tenant, session: ctx.sessionId, level, timeoutSeconds },
+      (answer) => {
+        if (answer.decision === 'deny')
+          tell(
+            answer.by === 'timeout'
+              ? `berth: the operator did not answer in time: the level stays as it was (not ${level}).`
+              : `berth: the operator did not allow level ${level}: it stays as it was.`,
+          );
+        else {
+          tell(`berth: the operator raised this conversation's level to ${level}.`);
+          onRaised?.(level);
+        }
+      },
+    );
     return `I asked the operator to allow ${level}; you will hear here when they answer (it waits up to ${within(a)}).`;
   };
 }

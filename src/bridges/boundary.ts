@@ -21,15 +21,22 @@ function sawWords(r: Receipt): string {
     if (m.target.startsWith(`${SHARED_MOUNT}/`)) return [`the shared area ${m.target.slice(SHARED_MOUNT.length + 1)} (${how})`];
     return [];
   });
-  const folder = r.policy.folder === 'own' ? 'saw only your folder' : "saw the project's whole folder (this project does not give each person their own)";
+  const folder =
+    r.policy.folder === 'own'
+      ? 'saw only your folder'
+      : "saw the project's whole folder (this project does not give each person their own)";
   return extra.length ? `${folder}, and ${extra.join(', ')}` : folder;
 }
 
 function reachWords(r: Receipt): string {
   if (!r.policy.egress) return 'had no network at all (only your model, through berth)';
   if (!r.policy.allow.length && !r.policy.secrets.length) return 'could reach no website (only your model, through berth)';
-  const hosts = r.policy.allow.length ? `could reach: ${r.policy.allow.slice(0, 10).join(', ')}${r.policy.allow.length > 10 ? ` and ${r.policy.allow.length - 10} more` : ''}` : 'could reach no website';
-  const secrets = r.policy.secrets.length ? ` (berth adds ${r.policy.secrets.join(', ')} for the hosts it is meant for; your agent never sees it)` : '';
+  const hosts = r.policy.allow.length
+    ? `could reach: ${r.policy.allow.slice(0, 10).join(', ')}${r.policy.allow.length > 10 ? ` and ${r.policy.allow.length - 10} more` : ''}`
+    : 'could reach no website';
+  const secrets = r.policy.secrets.length
+    ? ` (berth adds ${r.policy.secrets.join(', ')} for the hosts it is meant for; your agent never sees it)`
+    : '';
   return `${hosts}${secrets}, no other network`;
 }
 
@@ -38,18 +45,28 @@ function usesWords(r: Receipt): string[] {
   const uses = r.credential_uses ?? [];
   if (!uses.length) return [];
   const cut = (path: string) => (path.length > 40 ? `${path.slice(0, 20)}…${path.slice(-15)}` : path);
-  const lines = uses.slice(0, 5).map((u) => `- ${u.secret} → ${u.method} ${u.host}${cut(u.path)}, ${u.note ? `not sent (${u.status})` : u.status}`);
+  const lines = uses
+    .slice(0, 5)
+    .map((u) => `- ${u.secret} → ${u.method} ${u.host}${cut(u.path)}, ${u.note ? `not sent (${u.status})` : u.status}`);
   const more = uses.length - 5 + (r.more_credential_uses ?? 0);
-  return [`berth added a secret to ${uses.length + (r.more_credential_uses ?? 0)} request${uses.length === 1 && !r.more_credential_uses ? '' : 's'}:`, ...lines, ...(more > 0 ? [`- and ${more} more (berth runs --receipt shows them)`] : [])];
+  return [
+    `berth added a secret to ${uses.length + (r.more_credential_uses ?? 0)} request${uses.length === 1 && !r.more_credential_uses ? '' : 's'}:`,
+    ...lines,
+    ...(more > 0 ? [`- and ${more} more (berth runs --receipt shows them)`] : []),
+  ];
 }
 
 function checkedWords(r: Receipt): string {
   if (r.violations.length) {
-    const shown = r.violations.slice(0, 3).map((v) => `- ${v}`).join('\n');
+    const shown = r.violations
+      .slice(0, 3)
+      .map((v) => `- ${v}`)
+      .join('\n');
     return `⚠ It did NOT match berth's plan (${r.violations.length} difference${r.violations.length === 1 ? '' : 's'}; the operator is told):\n${shown}`;
   }
   // Nothing read is never "matched": this launcher (a cluster's, today) cannot look into its containers yet.
-  if (r.unobserved.length === Object.keys(r.planned).length) return 'berth could not look into this container as it started, so none of this was checked this time.';
+  if (r.unobserved.length === Object.keys(r.planned).length)
+    return 'berth could not look into this container as it started, so none of this was checked this time.';
   const unseen = r.unobserved.length ? ` (not checked: ${r.unobserved.join(', ').replace(/_/g, ' ')})` : '';
   return `Checked as it started: what berth could read matched its plan${unseen}.`;
 }
@@ -59,7 +76,12 @@ export function boundaryWords(record: RunRecord | undefined): string {
   const r = record.receipt;
   if (!r) return `berth: your last run (${record.run}) has no receipt: it ran on an older berth.`;
   const where = RUNTIME_WORDS[r.planned.runtime] ?? `under ${r.planned.runtime}`;
-  const start = r.policy.start === 'warm' ? "your conversation's kept container" : r.policy.start === 'pool' ? 'a container berth had ready' : 'a new container';
+  const start =
+    r.policy.start === 'warm'
+      ? "your conversation's kept container"
+      : r.policy.start === 'pool'
+        ? 'a container berth had ready'
+        : 'a new container';
   return [
     `berth: your last run (${record.run}, ${record.finished_at.slice(0, 16).replace('T', ' ')} UTC) ran ${where}, in ${start}.`,
     `Your agent ${sawWords(r)}; it ${reachWords(r)}.`,

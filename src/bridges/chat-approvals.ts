@@ -18,7 +18,10 @@ export interface ChatQuestions {
   answer(from: { chat: string; sender: string; tenant: string }, decision: ApprovalDecision): string;
 }
 
-export function createChatQuestions(approvals: Pick<Approvals, 'answer'> | undefined, say: (chat: string, text: string) => void): ChatQuestions {
+export function createChatQuestions(
+  approvals: Pick<Approvals, 'answer'> | undefined,
+  say: (chat: string, text: string) => void,
+): ChatQuestions {
   const asked = new Map<string, ApprovalView[]>();
   return {
     ask(chat, event) {

@@ -36,7 +36,10 @@ export function createChatCost(deps: {
     const at = now();
     const d = daysOf(at);
     const calls = deps.admin.modelCalls(who.project, { since: since(d, at), tenant: who.tenant });
-    const today = tallyOf(calls.filter((c) => c.at >= d.today), deps.config().models);
+    const today = tallyOf(
+      calls.filter((c) => c.at >= d.today),
+      deps.config().models,
+    );
     const mark = deps.days.get(who.project, who.tenant, d.day);
     return { metadata, d, calls, today, mark, used: today.input + today.output, limit: metadata.models.budget.tokens_per_day };
   };
@@ -49,12 +52,24 @@ export function createChatCost(deps: {
       // Most projects have no daily budget: their messages never read the outbound log here.
       if (deps.admin.getProjectMetadata(who.project).models.budget.tokens_per_day === undefined) return undefined;
       const { metadata, d, mark, used, limit } = dayOf(who, today);
-      if (limit === undefined || budgetStep({ used, limit, warned: mark.warned, allowed: mark.allowed_by !== undefined }) !== 'hold') return undefined;
+      if (limit === undefined || budgetStep({ used, limit, warned: mark.warned, allowed: mark.allowed_by !== undefined }) !== 'hold')
+        return undefined;
       const approver = metadata.chat.approvals;
       const ask = deps.approvals?.requestBudget;
       if (approver === 'off' || !ask) return budgetRefusal(limit, 'off');
-      const answer = await ask({ project: who.project, tenant: who.tenant, session: who.sessionId, target: budgetTarget(limit), approver, timeoutSeconds: metadata.chat.approval_timeout_seconds }, listen);
-      if (answer.decision === 'deny') return budgetRefusal(limit, answer.by === 'timeout' ? 'timeout' : answer.by === 'operator' ? 'operator-denied' : 'denied');
+      const answer = await ask(
+        {
+          project: who.project,
+          tenant: who.tenant,
+          session: who.sessionId,
+          target: budgetTarget(limit),
+          approver,
+          timeoutSeconds: metadata.chat.approval_timeout_seconds,
+        },
+        listen,
+      );
+      if (answer.decision === 'deny')
+        return budgetRefusal(limit, answer.by === 'timeout' ? 'timeout' : answer.by === 'operator' ? 'operator-denied' : 'denied');
       deps.days.mark(who.project, who.tenant, d.day, { allowed_by: answer.by });
       return undefined;
     },
@@ -64,8 +79,21 @@ export function createChatCost(deps: {
       if (project.models.budget.tokens_per_day === undefined && !costShown(project, deps.config().models)) return undefined;
       const { metadata, d, calls, mark, used, limit } = dayOf(who, runWindow);
       const lines: string[] = [];
-      if (costShown(metadata, deps.config().models)) lines.push(costLine(tallyOf(calls.filter((c) => c.run === run), deps.config().models), { used, limit }));
-      if (limit !== undefined && !mark.warned && budgetStep({ used, limit, warned: false, allowed: mark.allowed_by !== undefined }) !== 'go') {
+      if (costShown(metadata, deps.config().models))
+        lines.push(
+          costLine(
+            tallyOf(
+              calls.filter((c) => c.run === run),
+              deps.config().models,
+            ),
+            { used, limit },
+          ),
+        );
+      if (
+        limit !== undefined &&
+        !mark.warned &&
+        budgetStep({ used, limit, warned: false, allowed: mark.allowed_by !== undefined }) !== 'go'
+      ) {
         deps.days.mark(who.project, who.tenant, d.day, { warned: true });
         lines.push(budgetWarning({ used, limit }));
       }

@@ -39,4 +39,5 @@ export interface ChatTransport extends Omit<ChannelSender, 'send'> {
 }
 
 /** A journaled message as the core answers it (a recovered one too): what it says, who sent it where, the session and level they picked. */
-export type JournaledMessage = Required<Pick<InboxEntry, 'id' | 'chat' | 'sender' | 'text'>> & Pick<InboxEntry, 'session' | 'level' | 'attachments'>;
+export type JournaledMessage = Required<Pick<InboxEntry, 'id' | 'chat' | 'sender' | 'text'>> &
+  Pick<InboxEntry, 'session' | 'level' | 'attachments'>;

@@ -19,8 +19,11 @@ const WORDS: Partial<Record<ErrorCode, string>> = {
 };
 
 export function chatFailure(preview: string, err: unknown): string {
-  if (!isBerthError(err)) return `berth: your message "${preview}" was not run: ${OPERATOR_FIXES}\n(for the operator: internal error, see the server log)`;
+  if (!isBerthError(err))
+    return `berth: your message "${preview}" was not run: ${OPERATOR_FIXES}\n(for the operator: internal error, see the server log)`;
   const session = err.code === 'CONFIG_INVALID' && err.details.issues?.some((i) => i.field === 'session');
-  const words = session ? 'this conversation cannot take messages. Start a new one (/new) and send it again.' : (WORDS[err.code] ?? OPERATOR_FIXES);
+  const words = session
+    ? 'this conversation cannot take messages. Start a new one (/new) and send it again.'
+    : (WORDS[err.code] ?? OPERATOR_FIXES);
   return `berth: your message "${preview}" was not run: ${words}\n(for the operator: ${err.code}: ${err.message})`;
 }

@@ -66,7 +66,11 @@ function sessionOrNew(ctx: CommandContext) {
  * past what the project lets chat users take is refused (the words say why); otherwise the
  * session (made now if new) gets the level. `current`: the session as the caller has read it.
  */
-export function changeLevel(ctx: CommandContext, level: PermissionLevel, current: SessionRecord | undefined): { session?: SessionRecord; refused?: string } {
+export function changeLevel(
+  ctx: CommandContext,
+  level: PermissionLevel,
+  current: SessionRecord | undefined,
+): { session?: SessionRecord; refused?: string } {
   const now = current?.settings.permission_level ?? 'medium';
   const project = ctx.admin.getProjectMetadata(ctx.project);
   if (ORDER[level] > ORDER[now] && project.chat.raise_level === 'admins' && !project.admins.includes(ctx.sender)) {
@@ -116,7 +120,8 @@ const COMMANDS: Record<string, Command> = {
     const session = sessionOrNew(ctx);
     const current = session?.settings.permission_level ?? 'medium';
     if (wanted === undefined) return `berth: level is ${current} (/level low|medium|high changes it)`;
-    if (!(PERMISSION_LEVELS as readonly string[]).includes(wanted)) throw new BerthError('CONFIG_INVALID', `"${wanted.slice(0, 20)}" is not a level: use low, medium or high`);
+    if (!(PERMISSION_LEVELS as readonly string[]).includes(wanted))
+      throw new BerthError('CONFIG_INVALID', `"${wanted.slice(0, 20)}" is not a level: use low, medium or high`);
     const { refused } = changeLevel(ctx, wanted as PermissionLevel, session);
     return refused ? `berth: ${refused}` : `berth: level is now ${wanted}.`;
   },

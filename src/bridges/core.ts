@@ -116,7 +116,16 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   const tell = (chat: string, text: string) => void say(chat, text).catch(() => undefined);
 
   const questions = createChatQuestions(deps.approvals, tell);
-  const strangers = createStrangers({ state: deps.state, inbox, log, senderAllowed: deps.senderAllowed, senderDenied: deps.senderDenied, say: tell, fail, enqueue });
+  const strangers = createStrangers({
+    state: deps.state,
+    inbox,
+    log,
+    senderAllowed: deps.senderAllowed,
+    senderDenied: deps.senderDenied,
+    say: tell,
+    fail,
+    enqueue,
+  });
 
   /** The project (and workflow) answering a chat: the transport's own, else its routes ("<name>:<chat>", then "<name>", unless the channel names them). */
   function profileFor(chat: string): { project: string; workflow?: string } | undefined {
@@ -143,7 +152,9 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     if (!queued.accepted) {
       // Journaled already: it ends failed, and the sender is told it was not run.
       log.warn({ id: entry.id, full: queued.full }, 'chat message refused: too many waiting');
-      void fail(entry.id, entry.chat, `too many messages waiting (${queued.full})`, refusedNotice(queued.full, entry.text)).finally(() => transport.finished?.(entry.id, entry.chat));
+      void fail(entry.id, entry.chat, `too many messages waiting (${queued.full})`, refusedNotice(queued.full, entry.text)).finally(() =>
+        transport.finished?.(entry.id, entry.chat),
+      );
       return;
     }
     // Only this chat's own messages are counted: never how many other people's wait. Said only
@@ -161,7 +172,12 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   async function handle(entry: JournaledMessage, tenant: string, slot: Slot, told: { queued: boolean }) {
     const profile = profileFor(entry.chat);
     if (!profile) {
-      await fail(entry.id, entry.chat, 'no route', `berth: this bot is not set up to answer here yet (no "${transport.name}" route in berth.yaml).`);
+      await fail(
+        entry.id,
+        entry.chat,
+        'no route',
+        `berth: this bot is not set up to answer here yet (no "${transport.name}" route in berth.yaml).`,
+      );
       return;
     }
     const stale = lapsed(entry, profile.project, tenant);
@@ -177,7 +193,8 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       tenant,
       sender: entry.sender,
       sessionId: entry.session ?? chatSession(profile.project, entry.chat, tenant),
-      newSession: () => transport.newSession?.(entry.chat) ?? chatSessionId(transport.name, entry.chat, deps.state.nextGeneration(entry.chat)),
+      newSession: () =>
+        transport.newSession?.(entry.chat) ?? chatSessionId(transport.name, entry.chat, deps.state.nextGeneration(entry.chat)),
       chat: { channel: transport.name, chat: entry.chat, ...(entry.session !== undefined ? { session: entry.session } : {}) },
       schedules: deps.schedules,
       usage: deps.cost && (() => deps.cost?.usage(ctx) ?? ''),
@@ -222,7 +239,9 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       };
       try {
         // Fetched once, before the run (not again when it waits for admission), bounded by the project's files settings.
-        const files = entry.attachments?.length ? await fetchAttachments(transport, entry.attachments, deps.admin.getProjectMetadata(profile.project).files, log) : undefined;
+        const files = entry.attachments?.length
+          ? await fetchAttachments(transport, entry.attachments, deps.admin.getProjectMetadata(profile.project).files, log)
+          : undefined;
         const run = async () => {
           recheck(); // in the same tick as the runner opening the session
           return runFor(ctx, profile.workflow, entry.text, entry.chat, single ? ready : start, files, schedule);
@@ -257,12 +276,20 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
 
   /** The agent's files after its answer (files.ts): as files, or as links. */
   const sendFilesOf = (project: string, chat: string, id: string, files: NonNullable<RanFiles['files']>) =>
-    deliverRunFiles({ transport, log, read: (run, name) => deps.admin.runFile(project, run, name), publicUrl: deps.config().bridges.public_url }, chat, id, project, files);
+    deliverRunFiles(
+      { transport, log, read: (run, name) => deps.admin.runFile(project, run, name), publicUrl: deps.config().bridges.public_url },
+      chat,
+      id,
+      project,
+      files,
+    );
 
   /** Why a message taken from its lane may no longer run: its sender was logged out, or the session they picked is gone. */
   function lapsed(entry: JournaledMessage, project: string, tenant: string): Lapsed | undefined {
-    if (deps.stillAllowed && !deps.stillAllowed(entry)) return { code: 'UNAUTHORIZED', reason: 'its sender was logged out before it ran', notice: loggedOutNotice(entry.text) };
-    if (entry.session !== undefined && !sessionStillThere(project, entry.session, tenant)) return { code: 'SESSION_NOT_FOUND', reason: 'its session was deleted before it ran', notice: sessionGoneNotice(entry.text) };
+    if (deps.stillAllowed && !deps.stillAllowed(entry))
+      return { code: 'UNAUTHORIZED', reason: 'its sender was logged out before it ran', notice: loggedOutNotice(entry.text) };
+    if (entry.session !== undefined && !sessionStillThere(project, entry.session, tenant))
+      return { code: 'SESSION_NOT_FOUND', reason: 'its session was deleted before it ran', notice: sessionGoneNotice(entry.text) };
     return undefined;
   }
 
@@ -314,14 +341,28 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   }
 
   /** `ready`: called when the run may start (a message's, by the runner once admitted; a workflow's, first). */
-  async function runFor(ctx: CommandContext, workflow: string | undefined, text: string, chat: string, ready: () => void | Promise<void>, files?: IncomingFile[], schedule?: string): Promise<{ text: string; ran?: RanFiles } & ReplyParts> {
+  async function runFor(
+    ctx: CommandContext,
+    workflow: string | undefined,
+    text: string,
+    chat: string,
+    ready: () => void | Promise<void>,
+    files?: IncomingFile[],
+    schedule?: string,
+  ): Promise<{ text: string; ran?: RanFiles } & ReplyParts> {
     if (workflow) {
       // No lane slot: its steps wait for admission one by one, and a slot held meanwhile could wait
       // on runs that wait for it. Admission bounds them per tenant; the lane keeps them one per chat.
       await ready();
       const run = await deps.admin.runWorkflow(ctx.project, workflow, text);
       const last = run.steps.at(-1);
-      return { text: run.status === 'succeeded' ? last?.stdout.trim() || 'done' : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}`, ...(files?.length ? { ran: { notice: WORKFLOW_TAKES_NO_FILES } } : {}) };
+      return {
+        text:
+          run.status === 'succeeded'
+            ? last?.stdout.trim() || 'done'
+            : `berth: workflow ${workflow} ${run.status}${last ? `: ${(last.stderr || last.stdout).trim().slice(0, 500)}` : ''}`,
+        ...(files?.length ? { ran: { notice: WORKFLOW_TAKES_NO_FILES } } : {}),
+      };
     }
     const decoder = { stdout: new TextDecoder(), stderr: new TextDecoder() };
     // Where output is shown live (web chat), the reply keeps it in order too, stdout and stderr apart.
@@ -345,7 +386,17 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     const held = await deps.cost?.hold(ctx, (event) => questions.ask(chat, event));
     if (held !== undefined) return { text: held };
     const run = await deps.admin
-      .runMessage(ctx.project, { user: ctx.tenant, message: text || FILES_ONLY, session: ctx.sessionId, onOutput, onProgress: watch.onProgress, onApproval, whenReady: async () => ready(), ...(files?.length ? { files } : {}), ...(schedule ? { schedule } : {}) })
+      .runMessage(ctx.project, {
+        user: ctx.tenant,
+        message: text || FILES_ONLY,
+        session: ctx.sessionId,
+        onOutput,
+        onProgress: watch.onProgress,
+        onApproval,
+        whenReady: async () => ready(),
+        ...(files?.length ? { files } : {}),
+        ...(schedule ? { schedule } : {}),
+      })
       .finally(watch.stop);
     const output = printed?.segments();
     const cost = deps.cost?.after(ctx, run.run);
@@ -371,7 +422,17 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       const allowed = deps.senderAllowed(message.sender);
       const text = keptText(message.text, allowed);
       const attachments = message.attachments?.length ? { attachments: message.attachments } : {};
-      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text, owner: deps.owner, tenant: message.tenant, session: message.session, level: message.level, ...attachments });
+      const fresh = inbox.receive({
+        id: message.id,
+        chat: message.chat,
+        sender: message.sender,
+        text,
+        owner: deps.owner,
+        tenant: message.tenant,
+        session: message.session,
+        level: message.level,
+        ...attachments,
+      });
       // Acknowledged only once on disk; a re-delivery is acknowledged again (the first ack may be what was lost).
       void transport.acknowledge(message).catch((err) => log.warn({ err: String(err) }, 'acknowledge failed'));
       if (!fresh) return 'duplicate';
@@ -394,25 +455,56 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         void deliver(message.id, message.chat, reply).finally(() => transport.finished?.(message.id, message.chat));
         return 'accepted';
       }
-      enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session, level: message.level, ...attachments }, message.tenant);
+      enqueue(
+        {
+          id: message.id,
+          chat: message.chat,
+          sender: message.sender,
+          text: message.text,
+          session: message.session,
+          level: message.level,
+          ...attachments,
+        },
+        message.tenant,
+      );
       return 'accepted';
     },
 
     post(message) {
       if (!deps.senderAllowed(message.sender) || deps.senderDenied?.(message.sender)) return 'refused';
-      const fresh = inbox.receive({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, owner: deps.owner, tenant: message.tenant, session: message.session });
+      const fresh = inbox.receive({
+        id: message.id,
+        chat: message.chat,
+        sender: message.sender,
+        text: message.text,
+        owner: deps.owner,
+        tenant: message.tenant,
+        session: message.session,
+      });
       if (!fresh) return 'duplicate';
       enqueue({ id: message.id, chat: message.chat, sender: message.sender, text: message.text, session: message.session }, message.tenant);
       return 'accepted';
     },
 
     recover(opts = {}) {
-      const redeliver = (lane: LaneKey, id: string, reply: string, failure?: string, from?: DeliveryStep, sent?: number, files?: RanFiles['files']) =>
-        void lanes.run(lane, async () => {
-          await deliver(id, lane.chat, reply, failure, undefined, from, sent);
-          const project = files && profileFor(lane.chat)?.project; // the answer's files, journaled with it, follow it
-          if (files && project) await sendFilesOf(project, lane.chat, id, files);
-        }, { bounded: false });
+      const redeliver = (
+        lane: LaneKey,
+        id: string,
+        reply: string,
+        failure?: string,
+        from?: DeliveryStep,
+        sent?: number,
+        files?: RanFiles['files'],
+      ) =>
+        void lanes.run(
+          lane,
+          async () => {
+            await deliver(id, lane.chat, reply, failure, undefined, from, sent);
+            const project = files && profileFor(lane.chat)?.project; // the answer's files, journaled with it, follow it
+            if (files && project) await sendFilesOf(project, lane.chat, id, files);
+          },
+          { bounded: false },
+        );
       recoverInbox({ inbox, log, owner: deps.owner, senderAllowed: deps.senderAllowed, strangers, enqueue, redeliver }, opts);
     },
 

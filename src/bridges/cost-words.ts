@@ -24,7 +24,8 @@ function moneyWord(t: Tally): string | undefined {
 }
 
 const used = (t: Tally) => t.input + t.output;
-const left = (day: { used: number; limit: number }) => (day.used >= day.limit ? 'none left today' : `${tokens(day.limit - day.used)} left today`);
+const left = (day: { used: number; limit: number }) =>
+  day.used >= day.limit ? 'none left today' : `${tokens(day.limit - day.used)} left today`;
 
 /** The line an answer ends with: what this message cost, and what is left of the day. */
 export function costLine(run: Tally, day: { used: number; limit: number | undefined }): string {
@@ -42,15 +43,18 @@ export function usageReply(today: Tally, week: Tally, limit: number | undefined,
     return `${name}: ${tokens(used(t))} (${tokensWord(t.input)} in, ${tokensWord(t.output)} out) in ${t.calls} model call${t.calls === 1 ? '' : 's'}${money ? `, ${money}` : ''}`;
   };
   const budget =
-    limit === undefined ? 'No daily budget is set.'
-    : allowedPast ? `Daily budget: ${tokens(limit)}; going past it was allowed for today.`
-    : `Daily budget: ${tokens(limit)}; ${left({ used: used(today), limit })} (days start at 00:00 UTC).`;
+    limit === undefined
+      ? 'No daily budget is set.'
+      : allowedPast
+        ? `Daily budget: ${tokens(limit)}; going past it was allowed for today.`
+        : `Daily budget: ${tokens(limit)}; ${left({ used: used(today), limit })} (days start at 00:00 UTC).`;
   return [`berth: your model use`, line('today', today), line('last 7 days', week), budget].join('\n');
 }
 
 /** Told once a day, after the answer that crossed WARN_SHARE (or the limit itself). */
 export function budgetWarning(day: { used: number; limit: number }): string {
-  if (day.used >= day.limit) return `berth: you have used today's model budget (${tokensWord(day.used)} of ${tokens(day.limit)}). Your next message will wait until going past it is allowed, or until 00:00 UTC.`;
+  if (day.used >= day.limit)
+    return `berth: you have used today's model budget (${tokensWord(day.used)} of ${tokens(day.limit)}). Your next message will wait until going past it is allowed, or until 00:00 UTC.`;
   const share = Math.floor((100 * day.used) / day.limit);
   return `berth: you have used ${share}% of today's model budget (${tokensWord(day.used)} of ${tokens(day.limit)}).`;
 }

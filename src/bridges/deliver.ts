@@ -22,7 +22,15 @@ export interface DeliverDeps {
   bounds?: DeliveryBounds;
 }
 
-export type Deliver = (id: string, chat: string, reply: string, failure?: string, parts?: ReplyParts, from?: DeliveryStep, sentFrom?: number) => Promise<void>;
+export type Deliver = (
+  id: string,
+  chat: string,
+  reply: string,
+  failure?: string,
+  parts?: ReplyParts,
+  from?: DeliveryStep,
+  sentFrom?: number,
+) => Promise<void>;
 
 export function createDeliver(deps: DeliverDeps): Deliver {
   const { transport, inbox, log } = deps;
@@ -32,17 +40,27 @@ export function createDeliver(deps: DeliverDeps): Deliver {
   const can = { plain: transport.sendPlain !== undefined, file: transport.sendFile !== undefined };
 
   /** One way of sending (delivery-policy.ts): the reply as the channel sends it, without markup, as a file, or the short notice that none went. */
-  async function sendBy(step: DeliveryStep, id: string, chat: string, reply: string, parts: ReplyParts | undefined, refused: boolean, sent: number): Promise<string> {
+  async function sendBy(
+    step: DeliveryStep,
+    id: string,
+    chat: string,
+    reply: string,
+    parts: ReplyParts | undefined,
+    refused: boolean,
+    sent: number,
+  ): Promise<string> {
     const about = { answerTo: id };
     // A reply of several parts goes on at its first part not delivered: the person never sees one twice.
     const from = sent > 0 ? { fromPart: sent } : {};
     if (step === 'send') await transport.send(chat, reply, { ...parts, ...about, ...from });
     else if (step === 'plain' && transport.sendPlain) await transport.sendPlain(chat, reply, { ...about, ...from });
     else if (step === 'file' && transport.sendFile) {
-      const caption = sent > 0 ? `the whole answer, as a file: its parts from part ${sent + 1} on could not be sent as messages` : 'the answer, as a file: it could not be sent as a message';
+      const caption =
+        sent > 0
+          ? `the whole answer, as a file: its parts from part ${sent + 1} on could not be sent as messages`
+          : 'the answer, as a file: it could not be sent as a message';
       await transport.sendFile(chat, textFile('reply.txt', reply), caption, about);
-    }
-    else {
+    } else {
       const notice = undeliveredNotice(id, refused);
       await (transport.sendPlain ? transport.sendPlain(chat, notice) : transport.send(chat, notice));
       return notice;
@@ -61,7 +79,15 @@ export function createDeliver(deps: DeliverDeps): Deliver {
    * if none goes through, the person is told in a short notice, and the operator by the journal,
    * an error log line and berth_undelivered_replies_total.
    */
-  async function deliver(id: string, chat: string, reply: string, failure?: string, parts?: ReplyParts, from: DeliveryStep = 'send', sentFrom = 0) {
+  async function deliver(
+    id: string,
+    chat: string,
+    reply: string,
+    failure?: string,
+    parts?: ReplyParts,
+    from: DeliveryStep = 'send',
+    sentFrom = 0,
+  ) {
     const began = now();
     let at: DeliveryAt = { step: from, attempt: 1 };
     let sent = sentFrom;
@@ -72,7 +98,8 @@ export function createDeliver(deps: DeliverDeps): Deliver {
         const said = await sendBy(at.step, id, chat, reply, parts, refused, sent);
         transport.answered?.(id, chat, said);
         if (at.step === 'notice') break;
-        const how = at.step === 'send' ? undefined : `sent ${at.step === 'plain' ? 'without markup' : 'as a file'} after: ${errors.join('; ')}`;
+        const how =
+          at.step === 'send' ? undefined : `sent ${at.step === 'plain' ? 'without markup' : 'as a file'} after: ${errors.join('; ')}`;
         const reason = [failure, how].filter(Boolean).join('; ') || undefined;
         inbox.mark(id, failure === undefined ? 'replied' : 'failed', { reason });
         return;
@@ -83,7 +110,9 @@ export function createDeliver(deps: DeliverDeps): Deliver {
         if (advanced) sent = through;
         if (at.step !== 'notice') refused ||= failed.kind === 'refused';
         const status = (err as { status?: unknown })?.status;
-        errors.push(`${at.step}: ${typeof status === 'number' && status > 0 ? `HTTP ${status} ` : ''}${String((err as Error)?.message ?? err).slice(0, 200)}`);
+        errors.push(
+          `${at.step}: ${typeof status === 'number' && status > 0 ? `HTTP ${status} ` : ''}${String((err as Error)?.message ?? err).slice(0, 200)}`,
+        );
         const next = nextDelivery(at, failed, can, now() - began, bounds);
         log.warn({ id, step: at.step, attempt: at.attempt, err: errors.at(-1), next: next.step }, 'a reply could not be sent this way');
         if (next.step === 'give-up') {

@@ -29,7 +29,13 @@ export interface DeliveryBounds {
   totalMs: number;
 }
 
-export const DELIVERY_BOUNDS: DeliveryBounds = { sendAttempts: 3, firstDelayMs: 2000, maxDelayMs: 30_000, maxRetryAfterMs: 60_000, totalMs: 120_000 };
+export const DELIVERY_BOUNDS: DeliveryBounds = {
+  sendAttempts: 3,
+  firstDelayMs: 2000,
+  maxDelayMs: 30_000,
+  maxRetryAfterMs: 60_000,
+  totalMs: 120_000,
+};
 
 export interface DeliveryAt {
   step: DeliveryStep;
@@ -49,12 +55,19 @@ export function sendFailureOf(err: unknown): SendFailure {
 }
 
 /** The step after `at` failed with `failure`, `elapsedMs` after the first try. */
-export function nextDelivery(at: DeliveryAt, failure: SendFailure, can: { plain: boolean; file: boolean }, elapsedMs: number, bounds: DeliveryBounds = DELIVERY_BOUNDS): NextDelivery {
+export function nextDelivery(
+  at: DeliveryAt,
+  failure: SendFailure,
+  can: { plain: boolean; file: boolean },
+  elapsedMs: number,
+  bounds: DeliveryBounds = DELIVERY_BOUNDS,
+): NextDelivery {
   if (at.step === 'notice') return { step: 'give-up' };
   if (at.step === 'send' && failure.kind === 'may-pass' && at.attempt < bounds.sendAttempts) {
     const backoff = Math.min(bounds.maxDelayMs, bounds.firstDelayMs * 2 ** (at.attempt - 1));
     const wait = failure.retryAfterMs ?? backoff;
-    if (wait <= bounds.maxRetryAfterMs && elapsedMs + wait <= bounds.totalMs) return { step: 'send', attempt: at.attempt + 1, afterMs: wait };
+    if (wait <= bounds.maxRetryAfterMs && elapsedMs + wait <= bounds.totalMs)
+      return { step: 'send', attempt: at.attempt + 1, afterMs: wait };
   }
   // Out of time: the person is told now, rather than after every other way was tried.
   if (elapsedMs >= bounds.totalMs) return { step: 'notice', attempt: 1, afterMs: 0 };

@@ -20,17 +20,26 @@ function minutesSince(iso: string, now: number): string {
   return min < 1 ? 'just started' : `${min} min`;
 }
 
-export function answerJobs(admin: JobsAdmin, ask: { project: string; tenant: string; sender: string; command: 'jobs' | 'stop'; arg?: string; now: number }): string {
+export function answerJobs(
+  admin: JobsAdmin,
+  ask: { project: string; tenant: string; sender: string; command: 'jobs' | 'stop'; arg?: string; now: number },
+): string {
   const mine = new Set(admin.listSessions(ask.project, ask.tenant).map((s) => s.id));
   const running = admin.openRuns(ask.project).filter((r) => r.session !== null && mine.has(r.session));
   if (ask.command === 'jobs') {
     if (!running.length) return 'berth: nothing of yours is running.';
-    const lines = running.map((r) => `${r.run} — ${r.phase === 'started' ? 'running' : 'waiting'}, ${minutesSince(r.since, ask.now)} (session ${r.session})`);
+    const lines = running.map(
+      (r) => `${r.run} — ${r.phase === 'started' ? 'running' : 'waiting'}, ${minutesSince(r.since, ask.now)} (session ${r.session})`,
+    );
     return `berth: running now:\n${lines.join('\n')}\n/stop <run> ends one; its answer comes here when it ends.`;
   }
   const target = ask.arg ?? (running.length === 1 ? running[0]?.run : undefined);
-  if (target === undefined) return running.length ? `berth: which one? ${running.map((r) => r.run).join(', ')} (/stop <run>)` : 'berth: nothing of yours is running.';
-  if (!running.some((r) => r.run === target)) return `berth: ${target.slice(0, 40)} is not one of your runs going on now (/jobs lists them).`;
+  if (target === undefined)
+    return running.length
+      ? `berth: which one? ${running.map((r) => r.run).join(', ')} (/stop <run>)`
+      : 'berth: nothing of yours is running.';
+  if (!running.some((r) => r.run === target))
+    return `berth: ${target.slice(0, 40)} is not one of your runs going on now (/jobs lists them).`;
   try {
     admin.stopRun(ask.project, target, `${ask.sender} asked it to stop (/stop)`);
     return `berth: stopping ${target}; its answer follows.`;
@@ -40,13 +49,19 @@ export function answerJobs(admin: JobsAdmin, ask: { project: string; tenant: str
 }
 
 /** A chat message's answer when it is /jobs or /stop (as its sender, in the audit log too); undefined for any other. */
-export function jobsReply(admin: JobsAdmin, message: { id: string; text: string; tenant: string; sender: string }, projectOf: () => string | undefined): string | undefined {
+export function jobsReply(
+  admin: JobsAdmin,
+  message: { id: string; text: string; tenant: string; sender: string },
+  projectOf: () => string | undefined,
+): string | undefined {
   const jobs = jobsCommandOf(message.text);
   if (!jobs) return undefined;
   const project = projectOf();
   if (!project) return 'berth: this bot is not set up to answer here yet.';
   try {
-    return withActor(`tenant:${message.sender}`, message.id, () => answerJobs(admin, { project, tenant: message.tenant, sender: message.sender, ...jobs, now: Date.now() }));
+    return withActor(`tenant:${message.sender}`, message.id, () =>
+      answerJobs(admin, { project, tenant: message.tenant, sender: message.sender, ...jobs, now: Date.now() }),
+    );
   } catch (err) {
     return `berth: ${isBerthError(err) ? err.message : 'that command failed'}`;
   }

@@ -33,7 +33,13 @@ export const BRIDGE_PENDING_MAX = 500;
 /** The lanes' bounds: berth.yaml's bridges.max_concurrent_runs run slots, at most runs.per_tenant of them per tenant and per sender. */
 export function laneLimitsOf(config: BerthConfig): LaneLimits {
   const slots = config.bridges.max_concurrent_runs;
-  return { slots, perTenant: Math.min(slots, admissionLimitsOf(config).perTenant), chatPending: CHAT_PENDING_MAX, tenantPending: TENANT_PENDING_MAX, totalPending: BRIDGE_PENDING_MAX };
+  return {
+    slots,
+    perTenant: Math.min(slots, admissionLimitsOf(config).perTenant),
+    chatPending: CHAT_PENDING_MAX,
+    tenantPending: TENANT_PENDING_MAX,
+    totalPending: BRIDGE_PENDING_MAX,
+  };
 }
 
 /** Whose message it is: its chat (the lane), the tenant that chat is, and who sent it. */
@@ -78,7 +84,8 @@ export function createLanes(limits: () => LaneLimits) {
     if (n > 0) map.set(key, n);
     else map.delete(key);
   };
-  const fits = (key: LaneKey, l: LaneLimits) => (runningOf.tenant.get(key.tenant) ?? 0) < l.perTenant && (runningOf.sender.get(key.sender) ?? 0) < l.perTenant;
+  const fits = (key: LaneKey, l: LaneLimits) =>
+    (runningOf.tenant.get(key.tenant) ?? 0) < l.perTenant && (runningOf.sender.get(key.sender) ?? 0) < l.perTenant;
 
   const grant = (taker: Taker) => {
     taker.state = 'held';

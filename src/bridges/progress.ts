@@ -25,7 +25,10 @@ export function startTyping(typing: (on: boolean) => Promise<void>, everyMs = 10
  * once the agent has worked `afterSeconds` since its first step, never more: typing says the rest
  * (an agent whose output has no steps gets typing alone). 0 seconds: no message.
  */
-export function watchProgress(opts: { live?: (u: ProgressUpdate) => void; afterSeconds: number; say: (text: string) => void }): { onProgress?: (u: ProgressUpdate) => void; stop: () => void } {
+export function watchProgress(opts: { live?: (u: ProgressUpdate) => void; afterSeconds: number; say: (text: string) => void }): {
+  onProgress?: (u: ProgressUpdate) => void;
+  stop: () => void;
+} {
   if (opts.live) return { onProgress: opts.live, stop: () => undefined };
   if (opts.afterSeconds <= 0) return { stop: () => undefined };
   const steps = new Map<string, ProgressStep>();

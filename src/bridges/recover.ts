@@ -16,7 +16,15 @@ export interface RecoverDeps {
   /** A message to answer, into its chat's lane. */
   enqueue: (message: JournaledMessage, tenant: string) => void;
   /** Send a journaled answer, in its chat's lane (after what the chat has waiting, never refused). `failure`: it tells of one; `from`: the way of sending a dead berth was trying (its earlier ways failed); `sent`: the parts of it already delivered. */
-  redeliver: (lane: LaneKey, id: string, reply: string, failure?: string, from?: DeliveryStep, sent?: number, files?: InboxEntry['files']) => void;
+  redeliver: (
+    lane: LaneKey,
+    id: string,
+    reply: string,
+    failure?: string,
+    from?: DeliveryStep,
+    sent?: number,
+    files?: InboxEntry['files'],
+  ) => void;
 }
 
 /**
@@ -35,7 +43,15 @@ export function recoverInbox(deps: RecoverDeps, opts: { heldOnly?: boolean } = {
       inbox.mark(entry.id, 'failed', { reason: 'journal entry incomplete' });
       continue;
     }
-    const message: JournaledMessage = { id: entry.id, chat: entry.chat, sender: entry.sender, text: entry.text, session: entry.session, level: entry.level, ...(entry.attachments?.length ? { attachments: entry.attachments } : {}) };
+    const message: JournaledMessage = {
+      id: entry.id,
+      chat: entry.chat,
+      sender: entry.sender,
+      text: entry.text,
+      session: entry.session,
+      level: entry.level,
+      ...(entry.attachments?.length ? { attachments: entry.attachments } : {}),
+    };
     const tenant = entry.tenant ?? entry.sender;
     const lane: LaneKey = { chat: entry.chat, tenant, sender: entry.sender };
     if (entry.phase === 'held') {

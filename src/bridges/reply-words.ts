@@ -33,8 +33,10 @@ export function replyText(run: RunView): string {
 /** A message refused at the lane's door: which bound was full (lanes.ts). */
 export function refusedNotice(full: 'chat' | 'tenant' | 'sender' | 'bridge', text: string): string {
   const again = 'Send it again once I have answered the others.';
-  if (full === 'chat') return `berth: ${CHAT_PENDING_MAX} of your messages in this chat are waiting already, so "${preview(text)}" was not run. ${again}`;
-  if (full === 'tenant' || full === 'sender') return `berth: ${TENANT_PENDING_MAX} of your messages are waiting already, so "${preview(text)}" was not run. ${again}`;
+  if (full === 'chat')
+    return `berth: ${CHAT_PENDING_MAX} of your messages in this chat are waiting already, so "${preview(text)}" was not run. ${again}`;
+  if (full === 'tenant' || full === 'sender')
+    return `berth: ${TENANT_PENDING_MAX} of your messages are waiting already, so "${preview(text)}" was not run. ${again}`;
   return `berth: I am too busy to take more messages right now, so "${preview(text)}" was not run. Please send it again in a few minutes.`;
 }
 
@@ -49,4 +51,5 @@ export const undeliveredNotice = (id: string, refused: boolean) =>
   `berth: the answer to your message could not be delivered here (the chat service ${refused ? 'refused it' : 'failed'}). The operator can find it as message ${id}.`;
 
 /** berth restarted while it ran: it is not run again (that could do twice what the agent did once). */
-export const restartedNotice = (text: string) => `berth: I restarted while working on your message "${preview(text)}". It was not finished; please send it again.`;
+export const restartedNotice = (text: string) =>
+  `berth: I restarted while working on your message "${preview(text)}". It was not finished; please send it again.`;

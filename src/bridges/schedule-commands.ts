@@ -53,7 +53,10 @@ export const SCHEDULE_COMMANDS: Record<string, ScheduleCommand> = {
   async schedules(ctx) {
     const mine = serviceOf(ctx).list({ project: ctx.project, tenant: ctx.tenant });
     if (!mine.length) return 'berth: no schedules (/every or /at makes one).';
-    const lines = mine.map((s) => `${s.id} — ${s.description}: ${s.task.length > 60 ? `${s.task.slice(0, 59)}…` : s.task}${s.next && s.spec.kind !== 'once' ? ` (next ${s.next})` : ''}`);
+    const lines = mine.map(
+      (s) =>
+        `${s.id} — ${s.description}: ${s.task.length > 60 ? `${s.task.slice(0, 59)}…` : s.task}${s.next && s.spec.kind !== 'once' ? ` (next ${s.next})` : ''}`,
+    );
     return `berth: your schedules:\n${lines.join('\n')}\n/cancel <id> ends one.`;
   },
   async cancel(ctx, args) {

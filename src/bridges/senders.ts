@@ -30,12 +30,17 @@ export interface SenderAnswer {
 export function pairingChannelOf(sender: string): ChannelModule {
   const channel = channelOfSender(sender) as ChannelModule | undefined;
   if (!channel?.pairing) {
-    throw new BerthError('CONFIG_INVALID', `"${sender.slice(0, 80)}" is not a sender key`, { issues: [{ field: 'sender', reason: 'must be a sender key as "berth bridge pending" shows it, e.g. signal:<uuid> or telegram:<id>' }] });
+    throw new BerthError('CONFIG_INVALID', `"${sender.slice(0, 80)}" is not a sender key`, {
+      issues: [{ field: 'sender', reason: 'must be a sender key as "berth bridge pending" shows it, e.g. signal:<uuid> or telegram:<id>' }],
+    });
   }
   return channel;
 }
 
-export async function approveSender(deps: { config: BerthConfig; stateDir: string; logger: Logger }, sender: string): Promise<SenderAnswer> {
+export async function approveSender(
+  deps: { config: BerthConfig; stateDir: string; logger: Logger },
+  sender: string,
+): Promise<SenderAnswer> {
   const channel = pairingChannelOf(sender);
   const dir = bridgeDir(deps.stateDir);
   const r = openBridgeState(dir, channel.name).approve(sender);
@@ -48,7 +53,13 @@ export async function approveSender(deps: { config: BerthConfig; stateDir: strin
   // They wrote, were refused, and wait to hear: one message says they can talk now.
   if (config === undefined || !r.was_pending || r.already) return { was_pending: r.was_pending, held };
   try {
-    const transport = channel.create({ config, logger: deps.logger, dir: join(dir, channel.name), take: () => 'duplicate', postOut: createPostOut(() => deps.config) });
+    const transport = channel.create({
+      config,
+      logger: deps.logger,
+      dir: join(dir, channel.name),
+      take: () => 'duplicate',
+      postOut: createPostOut(() => deps.config),
+    });
     await transport.send(chat, held ? APPROVED_HELD_NOTICE : APPROVED_NOTICE);
     return { was_pending: true, held, told: true };
   } catch (err) {
@@ -61,12 +72,21 @@ export function denySender(stateDir: string, sender: string): SenderAnswer {
 }
 
 /** Every channel's senders waiting for approval. */
-export function pendingSenders(config: BerthConfig, stateDir: string): Array<{ channel: string; sender: string; name?: string; first_seen: string }> {
+export function pendingSenders(
+  config: BerthConfig,
+  stateDir: string,
+): Array<{ channel: string; sender: string; name?: string; first_seen: string }> {
   const dir = bridgeDir(stateDir);
-  return channelsWithPairing(config).flatMap((channel) => openBridgeState(dir, channel.name).pending().map((p) => ({ channel: channel.name, ...p })));
+  return channelsWithPairing(config).flatMap((channel) =>
+    openBridgeState(dir, channel.name)
+      .pending()
+      .map((p) => ({ channel: channel.name, ...p })),
+  );
 }
 
 /** The configured channels where strangers wait for the operator. */
 export function channelsWithPairing(config: BerthConfig): ChannelModule[] {
-  return configuredChannels(config.bridges).filter(({ channel }) => channel.pairing).map((c) => c.channel);
+  return configuredChannels(config.bridges)
+    .filter(({ channel }) => channel.pairing)
+    .map((c) => c.channel);
 }

@@ -95,7 +95,10 @@ export function claimBridges(deps: { config: () => BerthConfig; stateDir: string
       if (!needsConsumerLock(channel, config)) continue;
       const lock = lockConsumer(deps.stateDir, channel.name);
       if (!('release' in lock)) {
-        throw new BerthError('ALREADY_RUNNING', `the ${channel.name} bridge of this home already runs in berth process ${lock.heldBy.split('.')[0]} ("berth serve" or "berth bridge ${channel.name}"); one consumer per bridge, else every message is answered twice: stop that one first`);
+        throw new BerthError(
+          'ALREADY_RUNNING',
+          `the ${channel.name} bridge of this home already runs in berth process ${lock.heldBy.split('.')[0]} ("berth serve" or "berth bridge ${channel.name}"); one consumer per bridge, else every message is answered twice: stop that one first`,
+        );
       }
       held.set(channel.name, lock);
     }
@@ -118,7 +121,8 @@ function lockConsumer(stateDir: string, channel: string) {
   return tryOwnerLock(consumerLock(stateDir, channel));
 }
 
-const selected = (config: BerthConfig, sel: Selection) => configuredChannels(config.bridges).filter((c) => sel.only === undefined || c.channel.name === sel.only);
+const selected = (config: BerthConfig, sel: Selection) =>
+  configuredChannels(config.bridges).filter((c) => sel.only === undefined || c.channel.name === sel.only);
 
 type BridgeDeps = {
   admin: AdminService;
@@ -149,7 +153,15 @@ export function startBridges(deps: BridgeDeps & { claim?: BridgeClaim }): Runnin
 
 /** A channel's /hooks handler, given its request's admission (a channel that receives by HTTP takes it as a third argument). */
 type HookHttp = (req: Request, subpath: string, admission: HookAdmission) => Promise<Response>;
-type Started = { label: string; fingerprint: string; lock?: { release(): void }; view: RunningBridge; http?: HookHttp; namedHooks?: boolean; stop(): Promise<void> };
+type Started = {
+  label: string;
+  fingerprint: string;
+  lock?: { release(): void };
+  view: RunningBridge;
+  http?: HookHttp;
+  namedHooks?: boolean;
+  stop(): Promise<void>;
+};
 type Built = Started & { go(recovery: { heldOnly: boolean }): void };
 
 function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
@@ -226,7 +238,10 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
       const [first = '', ...rest] = path.split('/');
       const own = running.get(first)?.http ? running.get(first) : undefined;
       const target = own ?? [...running.values()].find((r) => r.namedHooks);
-      if (!target?.http) throw new BerthError('NOT_FOUND', `nothing is served at /hooks/${path}`, { hint: 'berth.yaml bridges names the channels and webhooks berth serve answers' });
+      if (!target?.http)
+        throw new BerthError('NOT_FOUND', `nothing is served at /hooks/${path}`, {
+          hint: 'berth.yaml bridges names the channels and webhooks berth serve answers',
+        });
       // Anyone may call /hooks: a stranger's body read is bounded on its own, and only an
       // authenticated request takes one of its channel's slots (one channel's callers never crowd out another's).
       const ticket = hookGate.admit(target.view.name, source);

@@ -13,9 +13,11 @@ import type { JournaledMessage } from './chat-transport.js';
 /** What is kept of an unapproved sender's message (it never runs), and how often they hear a refusal. */
 export const STRANGER_TEXT_CHARS = 200;
 export const STRANGER_REPLY_EVERY_MS = 60 * 60 * 1000;
-export const STRANGER_NOTICE = 'berth: this bot does not know you yet. The operator has been asked to approve you; you will get a message when you can talk.';
+export const STRANGER_NOTICE =
+  'berth: this bot does not know you yet. The operator has been asked to approve you; you will get a message when you can talk.';
 /** What a stranger hears of their first message, which is kept: answered once they are approved. */
-export const STRANGER_HELD_NOTICE = 'berth: this bot does not know you yet. The operator has been asked to approve you; your message is kept and answered as soon as they do.';
+export const STRANGER_HELD_NOTICE =
+  'berth: this bot does not know you yet. The operator has been asked to approve you; your message is kept and answered as soon as they do.';
 /** The longest first message of a stranger that is kept for after their approval (longer: refused, to be sent again). */
 export const STRANGER_HELD_CHARS = 4000;
 /** How often held first messages are checked for their sender's approval. */
@@ -23,7 +25,8 @@ export const HELD_CHECK_MS = 2000;
 /** Sent (by `berth bridge approve`) to a sender who waited. */
 export const APPROVED_NOTICE = 'berth: the operator approved you: you can talk to this bot now (/help lists what it understands).';
 /** The same, to a sender whose first message was kept. */
-export const APPROVED_HELD_NOTICE = 'berth: the operator approved you: your first message is being answered (/help lists what this bot understands).';
+export const APPROVED_HELD_NOTICE =
+  'berth: the operator approved you: your first message is being answered (/help lists what this bot understands).';
 
 /** What is journaled of a message: all of it from a known sender; a stranger's up to STRANGER_HELD_CHARS (it may be held), else its start, for the operator. */
 export function keptText(text: string, allowed: boolean): string {
@@ -91,7 +94,11 @@ export function createStrangers(deps: StrangerDeps): Strangers {
   return {
     refuse(m, tenant, whole) {
       const seen = deps.state.noteStranger(m.sender, m.senderName, new Date(), STRANGER_REPLY_EVERY_MS);
-      if (seen.first) log.info({ sender: m.sender, name: m.senderName?.slice(0, 64) }, `a new sender waits for approval (berth bridge approve ${m.sender})`);
+      if (seen.first)
+        log.info(
+          { sender: m.sender, name: m.senderName?.slice(0, 64) },
+          `a new sender waits for approval (berth bridge approve ${m.sender})`,
+        );
       if (seen.first && whole) {
         inbox.mark(m.id, 'held', { reason: 'sender not approved yet: answered once the operator approves them' });
         hold({ id: m.id, chat: m.chat, sender: m.sender, text: m.text }, tenant);

@@ -27,9 +27,13 @@ export function chatCredentialOf(cookieHeader: string | undefined, https: boolea
     return eq > 0 && part.slice(0, eq).trim() === name ? [part.slice(eq + 1).trim()] : [];
   });
   if (values.length > 1) {
-    throw new BerthError('UNAUTHORIZED', 'your browser sent two chat logins for this site (another page on this host may have set one), so neither is used', {
-      hint: "clear this site's cookies in the browser, then ask the admin for a new chat link",
-    });
+    throw new BerthError(
+      'UNAUTHORIZED',
+      'your browser sent two chat logins for this site (another page on this host may have set one), so neither is used',
+      {
+        hint: "clear this site's cookies in the browser, then ask the admin for a new chat link",
+      },
+    );
   }
   return values[0];
 }

@@ -45,10 +45,17 @@ export function openWebHistory(deps: { stateDir: string; admin: Pick<AdminServic
  * An approval card or its answer, as the history keeps it and the page is told (pure): the card
  * and its answer (who, when) stay in the conversation after a reload.
  */
-export function approvalForWeb(event: ApprovalEvent, session: string, now: string): { entry: Omit<TranscriptEntry, 'at'>; message: WebServerMessage } {
+export function approvalForWeb(
+  event: ApprovalEvent,
+  session: string,
+  now: string,
+): { entry: Omit<TranscriptEntry, 'at'>; message: WebServerMessage } {
   if (event.type === 'asked') {
     const { id, kind, target, approver, asked_at, expires_at } = event.approval;
-    return { entry: { role: 'approval', text: `asked to reach ${target}`, approval: { id, kind, target, approver, asked_at, expires_at } }, message: { type: 'approval', session_id: session, approval: event.approval } };
+    return {
+      entry: { role: 'approval', text: `asked to reach ${target}`, approval: { id, kind, target, approver, asked_at, expires_at } },
+      message: { type: 'approval', session_id: session, approval: event.approval },
+    };
   }
   // An allowed host that still failed: one line for the person, kept as berth's reply.
   if (event.type === 'unreachable') {
@@ -56,5 +63,8 @@ export function approvalForWeb(event: ApprovalEvent, session: string, now: strin
     return { entry: { role: 'reply', text }, message: { type: 'note', session_id: session, text } };
   }
   const answer = { id: event.id, decision: event.decision, by: event.by, at: event.at || now };
-  return { entry: { role: 'answer', text: approvalOutcome({ target: event.target }, event), answer }, message: { type: 'approval_answered', session_id: session, ...answer } };
+  return {
+    entry: { role: 'answer', text: approvalOutcome({ target: event.target }, event), answer },
+    message: { type: 'approval_answered', session_id: session, ...answer },
+  };
 }

@@ -26,7 +26,7 @@ export const WebRunMessageSchema = z
       .array(z.string().regex(UPLOAD_ID_PATTERN, 'must be the id of an upload (POST /chat/uploads)'))
       .max(FILE_BOUNDS.maxFiles)
       .optional()
-      .describe('Files the person uploaded for this message: they land in the workspace\'s inbox/ before the run.'),
+      .describe("Files the person uploaded for this message: they land in the workspace's inbox/ before the run."),
   })
   .strict()
   .refine((m) => m.input.trim() !== '' || (m.files?.length ?? 0) > 0, { path: ['input'], message: 'must not be empty' });

@@ -25,13 +25,19 @@ export const WEB_SOCKET_BOUNDS = {
   pushRecheckMs: 1000,
 } as const;
 
-const REFUSALS = { 401: ['Unauthorized', 'UNAUTHORIZED'], 403: ['Forbidden', 'PERMISSION_DENIED'], 404: ['Not Found', 'NOT_FOUND'] } as const;
+const REFUSALS = {
+  401: ['Unauthorized', 'UNAUTHORIZED'],
+  403: ['Forbidden', 'PERMISSION_DENIED'],
+  404: ['Not Found', 'NOT_FOUND'],
+} as const;
 
 /** An upgrade refused before it became a socket: a plain HTTP answer with berth's error body. */
 function refuse(socket: Duplex, status: keyof typeof REFUSALS, reason: string) {
   const [text, code] = REFUSALS[status];
   const body = JSON.stringify({ error: { code, message: reason } });
-  socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
 }
 
 /** The page's own origin only: a cookie is no proof when another site opens the socket. */
@@ -64,7 +70,10 @@ export function attachWebChatSocket(server: Server, deps: { chat: WebChat; logge
     if (!sameOrigin(req)) return refuse(socket, 403, 'the chat socket opens from its own page only');
     let credential: string | undefined;
     try {
-      credential = chatCredentialOf(req.headers.cookie, reachedOverHttps({ tls: (req.socket as TLSSocket).encrypted === true, forwardedProto: req.headers['x-forwarded-proto'] }));
+      credential = chatCredentialOf(
+        req.headers.cookie,
+        reachedOverHttps({ tls: (req.socket as TLSSocket).encrypted === true, forwardedProto: req.headers['x-forwarded-proto'] }),
+      );
     } catch (err) {
       log.warn({ code: asBerthError(err).code }, 'chat socket refused: two login cookies');
       return refuse(socket, 401, asBerthError(err).message);
@@ -139,14 +148,26 @@ export function attachWebChatSocket(server: Server, deps: { chat: WebChat; logge
         if (isBinary) throw new Error('binary');
         raw = JSON.parse(data.toString());
       } catch {
-        return send({ type: 'error', code: 'CONFIG_INVALID', field: '(message)', message: 'a message is one JSON object (text), e.g. {"type":"run",...}' });
+        return send({
+          type: 'error',
+          code: 'CONFIG_INVALID',
+          field: '(message)',
+          message: 'a message is one JSON object (text), e.g. {"type":"run",...}',
+        });
       }
       const parsed = WebClientMessageSchema.safeParse(raw);
-      const id = typeof (raw as { id?: unknown })?.id === 'string' ? ((raw as { id: string }).id.slice(0, 64)) : undefined;
+      const id = typeof (raw as { id?: unknown })?.id === 'string' ? (raw as { id: string }).id.slice(0, 64) : undefined;
       if (!parsed.success) {
         const issue = parsed.error.issues[0];
-        const field = issue?.code === 'unrecognized_keys' ? issue.keys[0] ?? '(message)' : issue?.path.map(String).join('.') || '(message)';
-        return send({ type: 'error', code: 'CONFIG_INVALID', field, message: `${field}: ${issue?.code === 'unrecognized_keys' ? 'unknown field' : (issue?.message ?? 'invalid')}`, ...(id ? { id } : {}) });
+        const field =
+          issue?.code === 'unrecognized_keys' ? (issue.keys[0] ?? '(message)') : issue?.path.map(String).join('.') || '(message)';
+        return send({
+          type: 'error',
+          code: 'CONFIG_INVALID',
+          field,
+          message: `${field}: ${issue?.code === 'unrecognized_keys' ? 'unknown field' : (issue?.message ?? 'invalid')}`,
+          ...(id ? { id } : {}),
+        });
       }
       const message = parsed.data;
       // An answer to the agent's request comes while its message runs: never queued behind it.

@@ -17,7 +17,14 @@ import type { ChatTransport } from './chat-transport.js';
 import type { Metrics } from '../base/metrics.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
 import { levelAsker } from './approval-words.js';
-import { agentKindOf, type AgentKind, type ChatSessionView, type WebRunMessage, type WebServerMessage, type WebUploadView } from './web-protocol.js';
+import {
+  agentKindOf,
+  type AgentKind,
+  type ChatSessionView,
+  type WebRunMessage,
+  type WebServerMessage,
+  type WebUploadView,
+} from './web-protocol.js';
 import { approvalForWeb, openWebHistory } from './web-history.js';
 import { createWebFiles } from './web-files.js';
 import { createSessionStarter } from './web-sessions.js';
@@ -203,7 +210,12 @@ export function createWebChat(deps: {
     progress(chat, update) {
       const a = parseAddress(chat); // called from the engine's stream: never throws
       if (!a) return;
-      push(a, update.type === 'note' ? { type: 'note', session_id: a.session, text: update.text } : { type: 'step', session_id: a.session, step: update.step });
+      push(
+        a,
+        update.type === 'note'
+          ? { type: 'note', session_id: a.session, text: update.text }
+          : { type: 'step', session_id: a.session, step: update.step },
+      );
     },
     approval(chat, event) {
       const a = parseAddress(chat); // called from the egress proxy: never throws
@@ -253,7 +265,14 @@ export function createWebChat(deps: {
     if (session.settings.permission_level === level) return viewOfSession(session);
     // The /level command's decision (commands.ts), so who may raise a level is decided in one place.
     const tenant = tenantOfChatUser(login.user);
-    const ctx: CommandContext = { admin, project: login.project, tenant, sender: tenant, sessionId: id, newSession: () => createSession(login).id };
+    const ctx: CommandContext = {
+      admin,
+      project: login.project,
+      tenant,
+      sender: tenant,
+      sessionId: id,
+      newSession: () => createSession(login).id,
+    };
     const chat = addressOf(login, id);
     // Refused, the operator may be asked: the answer comes as a reply, and the selector follows a raise.
     ctx.askRaise = levelAsker(
@@ -264,7 +283,10 @@ export function createWebChat(deps: {
     );
     const changed = changeLevel(ctx, level, session);
     if (!changed.session) {
-      throw new BerthError('PERMISSION_DENIED', changed.refused ?? 'the level was not changed', { rule: 'raise_level', hint: "a project admin may raise it, or the project's chat.raise_level may be \"anyone\"" });
+      throw new BerthError('PERMISSION_DENIED', changed.refused ?? 'the level was not changed', {
+        rule: 'raise_level',
+        hint: 'a project admin may raise it, or the project\'s chat.raise_level may be "anyone"',
+      });
     }
     return viewOfSession(changed.session);
   }
@@ -300,7 +322,9 @@ export function createWebChat(deps: {
     rename,
     async run(login, message, credential) {
       // A socket message is no HTTP request: name the user for the audit log here (the run itself is named by the core).
-      await withActor(tenantActor(tenantOfChatUser(login.user)), message.id, () => setLevel(login, message.session_id, message.permission_level));
+      await withActor(tenantActor(tenantOfChatUser(login.user)), message.id, () =>
+        setLevel(login, message.session_id, message.permission_level),
+      );
       const tenant = tenantOfChatUser(login.user);
       const sent = message.files?.length ? files.attachmentsOf(login, message.files) : undefined;
       const outcome = core.receive({
@@ -316,7 +340,10 @@ export function createWebChat(deps: {
       if (outcome === 'accepted') {
         // Before its turn can come (the lane takes it in a later tick).
         credentials.set(inboxId(login, message.id), credential ?? null);
-        history.sent({ project: login.project, session: message.session_id }, { role: 'user', text: message.input, id: message.id, level: message.permission_level, ...(sent ? { files: sent.shown } : {}) });
+        history.sent(
+          { project: login.project, session: message.session_id },
+          { role: 'user', text: message.input, id: message.id, level: message.permission_level, ...(sent ? { files: sent.shown } : {}) },
+        );
       }
       log.info({ project: login.project, session: message.session_id, outcome }, 'web chat message');
       return outcome;
@@ -331,7 +358,8 @@ export function createWebChat(deps: {
     attach(login, client) {
       const key = `${login.project}/${login.user}`;
       const set = clients.get(key) ?? new Set<WebClient>();
-      if (set.size >= MAX_SOCKETS_PER_USER) throw new BerthError('BUSY', `at most ${MAX_SOCKETS_PER_USER} open chat windows per person`, { retry_after: 5 });
+      if (set.size >= MAX_SOCKETS_PER_USER)
+        throw new BerthError('BUSY', `at most ${MAX_SOCKETS_PER_USER} open chat windows per person`, { retry_after: 5 });
       set.add(client);
       clients.set(key, set);
       // A page opened (or reloaded) while its agent waits for an answer: the cards come back.

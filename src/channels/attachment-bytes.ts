@@ -12,9 +12,11 @@ export const tooLarge = (maxBytes: number, service?: string) =>
   new BerthError('TOO_LARGE', `the file is larger than ${formatBytes(maxBytes)}${service ? ` (${service}'s limit)` : ''}`);
 
 /** A ref this channel did not hand out (another channel's, or made up): refused before any call. */
-export const foreignRef = (channel: string) => new BerthError('NOT_FOUND', `not a ${channel} attachment: this channel did not hand out that ref`);
+export const foreignRef = (channel: string) =>
+  new BerthError('NOT_FOUND', `not a ${channel} attachment: this channel did not hand out that ref`);
 
-export const formatBytes = (n: number) => (n >= 1024 * 1024 && n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB` : n >= 1024 && n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`);
+export const formatBytes = (n: number) =>
+  n >= 1024 * 1024 && n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB` : n >= 1024 && n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`;
 
 /**
  * A download's body, at most `maxBytes`: refused at once when its Content-Length says more, else
@@ -54,7 +56,8 @@ export const base64Length = (maxBytes: number) => Math.ceil(maxBytes / 3) * 4;
 /** Base64 decoded only when what it holds fits `maxBytes` (its length says so before any byte is made). */
 export function decodeBase64Capped(text: string, maxBytes: number, service?: string): Uint8Array {
   const clean = text.replace(/[\r\n]/g, '');
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(clean) || clean.length % 4 === 1) throw new BerthError('CONFIG_INVALID', 'the file is not valid base64', { issues: [{ field: 'content_base64', reason: 'not base64' }] });
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(clean) || clean.length % 4 === 1)
+    throw new BerthError('CONFIG_INVALID', 'the file is not valid base64', { issues: [{ field: 'content_base64', reason: 'not base64' }] });
   const padding = clean.endsWith('==') ? 2 : clean.endsWith('=') ? 1 : 0;
   const bytes = Math.floor((clean.length * 3) / 4) - padding;
   if (bytes > maxBytes) throw tooLarge(maxBytes, service);
@@ -62,4 +65,5 @@ export function decodeBase64Capped(text: string, maxBytes: number, service?: str
 }
 
 /** The smaller of the caller's bound and the service's own; `service` is named when the service's is the one that binds. */
-export const boundOf = (maxBytes: number, serviceLimit: number, service: string) => (serviceLimit < maxBytes ? { max: serviceLimit, service } : { max: maxBytes, service: undefined });
+export const boundOf = (maxBytes: number, serviceLimit: number, service: string) =>
+  serviceLimit < maxBytes ? { max: serviceLimit, service } : { max: maxBytes, service: undefined };

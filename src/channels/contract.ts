@@ -100,7 +100,11 @@ export class PartsSentError extends Error {
 }
 
 /** Send `parts` in order from `from` (SendAbout.fromPart); a part that fails throws a PartsSentError counting the ones before it. */
-export async function sendPartsFrom<T>(parts: readonly T[], from: number | undefined, sendOne: (part: T, index: number) => Promise<unknown>): Promise<void> {
+export async function sendPartsFrom<T>(
+  parts: readonly T[],
+  from: number | undefined,
+  sendOne: (part: T, index: number) => Promise<unknown>,
+): Promise<void> {
   for (let i = Math.max(0, from ?? 0); i < parts.length; i++) {
     try {
       await sendOne(parts[i]!, i);
@@ -168,7 +172,9 @@ export const senderFields = (who: string) => ({
   senders: z
     .enum(['pairing', 'open'])
     .default('pairing')
-    .describe('pairing: unknown senders get a short refusal and wait for the operator\'s approval ("berth bridge approve"); open: anyone may talk.'),
+    .describe(
+      'pairing: unknown senders get a short refusal and wait for the operator\'s approval ("berth bridge approve"); open: anyone may talk.',
+    ),
   allow: z.array(z.string().min(1).max(256)).max(10_000).default([]).describe(`${who} always allowed.`),
 });
 
@@ -213,14 +219,21 @@ export interface ChannelModule<N extends string = string, S extends z.ZodType = 
 export const defineChannel = <const N extends string, S extends z.ZodType>(m: ChannelModule<N, S>): ChannelModule<N, S> => m;
 
 /** Profiles of a chat that is a thread of a channel ("<channel>/<thread>"): the thread, the channel, every chat. */
-export const threadProfileKeys = (name: string, channel: string, thread?: string): string[] => [...(thread ? [`${name}:${channel}/${thread}`] : []), `${name}:${channel}`, name];
+export const threadProfileKeys = (name: string, channel: string, thread?: string): string[] => [
+  ...(thread ? [`${name}:${channel}/${thread}`] : []),
+  `${name}:${channel}`,
+  name,
+];
 
 /** How long a request to /hooks may take to send its body. */
 export const HOOK_BODY_DEADLINE_MS = 10_000;
 
 /** Characters of a cut: a character split in half is dropped. */
 export function cutUtf8(text: string, maxBytes: number): string {
-  return Buffer.from(text).subarray(0, maxBytes).toString('utf8').replace(/\uFFFD$/, '');
+  return Buffer.from(text)
+    .subarray(0, maxBytes)
+    .toString('utf8')
+    .replace(/\uFFFD$/, '');
 }
 
 /** An outside API's error, with how long it asks to wait when it rate-limits. */
@@ -242,7 +255,10 @@ export function takeOrBusy(take: Take, log: Logger, message: ChannelMessage): 'a
   try {
     return take(message);
   } catch (err) {
-    log.error({ sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a message; it comes again');
+    log.error(
+      { sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name },
+      'could not take a message; it comes again',
+    );
     throw new BerthError('BUSY', 'the message could not be journaled; send it again', { retry_after: 1 });
   }
 }
@@ -256,7 +272,10 @@ export async function reach(service: string, url: string, init: RequestInit): Pr
     return await fetch(url, init);
   } catch (err) {
     if ((err as Error).name === 'AbortError') throw err;
-    throw new ChannelApiError(`${service} cannot be reached (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`, 0);
+    throw new ChannelApiError(
+      `${service} cannot be reached (${(err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name})`,
+      0,
+    );
   }
 }
 

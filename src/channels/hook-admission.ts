@@ -89,7 +89,12 @@ export function createHookGate(bounds: HookBounds = HOOK_BOUNDS): HookGate {
     for (const r of of) if (!worst || r.cutAt < worst.cutAt) worst = r;
     return worst;
   };
-  const makingRoom = () => new BerthError('BUSY', 'many requests to /hooks are sending their bodies slowly, and this one was the furthest behind: it was cut to make room for a newer one; send it again', { retry_after: 1 });
+  const makingRoom = () =>
+    new BerthError(
+      'BUSY',
+      'many requests to /hooks are sending their bodies slowly, and this one was the furthest behind: it was cut to make room for a newer one; send it again',
+      { retry_after: 1 },
+    );
 
   /** Room for one more read from `source`: its share full, its own laggard goes; berth's total full, the busiest source's. */
   function makeRoom(source: string) {
@@ -123,7 +128,14 @@ export function createHookGate(bounds: HookBounds = HOOK_BOUNDS): HookGate {
     const watch = () => {
       const left = read.cutAt - performance.now();
       if (left > 0) timer = setTimeout(watch, Math.ceil(left));
-      else read.cut(new BerthError('BUSY', `the request body arrived slower than ${bounds.unverifiedMinBytesPerSecond / 1024} KiB a second (after its first ${bounds.unverifiedGraceMs / 1000} s) before its signature could be checked; send it again at once, whole`, { retry_after: 1 }));
+      else
+        read.cut(
+          new BerthError(
+            'BUSY',
+            `the request body arrived slower than ${bounds.unverifiedMinBytesPerSecond / 1024} KiB a second (after its first ${bounds.unverifiedGraceMs / 1000} s) before its signature could be checked; send it again at once, whole`,
+            { retry_after: 1 },
+          ),
+        );
     };
     watch();
     try {
@@ -142,7 +154,12 @@ export function createHookGate(bounds: HookBounds = HOOK_BOUNDS): HookGate {
         verified() {
           if (slot) return;
           const now = inFlight.get(channel) ?? 0;
-          if (now >= bounds.inFlightPerChannel) throw new BerthError('BUSY', `${bounds.inFlightPerChannel} requests to the ${channel} bridge are being answered already; send it again shortly`, { retry_after: 1 });
+          if (now >= bounds.inFlightPerChannel)
+            throw new BerthError(
+              'BUSY',
+              `${bounds.inFlightPerChannel} requests to the ${channel} bridge are being answered already; send it again shortly`,
+              { retry_after: 1 },
+            );
           inFlight.set(channel, now + 1);
           slot = true;
         },

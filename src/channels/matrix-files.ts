@@ -36,7 +36,13 @@ export function matrixAttachment(content: Json): { attachment: ChannelAttachment
   // MSC3245: a voice message is an m.audio with this marker.
   const voice = msgtype === 'm.audio' && content['org.matrix.msc3245.voice'] !== undefined;
   return {
-    attachment: { ref: url, ...(name ? { name } : {}), ...(mime && MIME.test(mime) ? { mime } : {}), ...(size !== undefined && size >= 0 ? { size } : {}), ...(voice ? { voice: true } : {}) },
+    attachment: {
+      ref: url,
+      ...(name ? { name } : {}),
+      ...(mime && MIME.test(mime) ? { mime } : {}),
+      ...(size !== undefined && size >= 0 ? { size } : {}),
+      ...(voice ? { voice: true } : {}),
+    },
     caption: filename !== undefined && body !== filename ? body : '',
   };
 }
@@ -66,7 +72,11 @@ export function matrixFiles(deps: MatrixFileDeps) {
 
   /** A media error's errcode, if its body (read no further than 64 KiB) is a Matrix error. */
   async function errcodeOf(res: Response): Promise<string | undefined> {
-    const text = Buffer.from(await readCapped(new Response(res.body, { status: 200, headers: res.headers }), 64 * 1024, 'a media error').catch(() => new Uint8Array(0))).toString('utf8');
+    const text = Buffer.from(
+      await readCapped(new Response(res.body, { status: 200, headers: res.headers }), 64 * 1024, 'a media error').catch(
+        () => new Uint8Array(0),
+      ),
+    ).toString('utf8');
     try {
       return str(obj(JSON.parse(text))?.errcode);
     } catch {
@@ -78,14 +88,22 @@ export function matrixFiles(deps: MatrixFileDeps) {
     const m = MXC.exec(ref);
     if (!m) throw foreignRef('matrix');
     const path = `${encodeURIComponent(m[1]!)}/${encodeURIComponent(m[2]!)}`;
-    let res = await reach('the homeserver', `${deps.homeserver}/_matrix/client/v1/media/download/${path}`, { headers: auth, redirect: 'error', signal: limits.signal });
+    let res = await reach('the homeserver', `${deps.homeserver}/_matrix/client/v1/media/download/${path}`, {
+      headers: auth,
+      redirect: 'error',
+      signal: limits.signal,
+    });
     if (res.status === 404 || res.status === 405) {
       const errcode = await errcodeOf(res);
       // The media is not there (M_NOT_FOUND…): asking elsewhere would not find it.
       if (errcode !== undefined && errcode !== 'M_UNRECOGNIZED') throw new ChannelApiError(`media download: ${errcode}`, res.status);
       // A homeserver before v1.11 (or a proxy in front that routes no v1 media: a bare 404): the
       // legacy endpoint, on the same server (the token may go with it).
-      res = await reach('the homeserver', `${deps.homeserver}/_matrix/media/v3/download/${path}`, { headers: auth, redirect: 'error', signal: limits.signal });
+      res = await reach('the homeserver', `${deps.homeserver}/_matrix/media/v3/download/${path}`, {
+        headers: auth,
+        redirect: 'error',
+        signal: limits.signal,
+      });
     }
     return readCapped(res, limits.maxBytes, 'media download');
   }
@@ -103,7 +121,11 @@ export function matrixFiles(deps: MatrixFileDeps) {
     const uri = str(json?.content_uri);
     if (!res.ok || !uri || !MXC.test(uri)) {
       const retryMs = int(json?.retry_after_ms);
-      throw new ChannelApiError(`media upload: ${str(json?.errcode) ?? `HTTP ${res.status}`}`, res.status, retryMs === undefined ? undefined : Math.ceil(retryMs / 1000));
+      throw new ChannelApiError(
+        `media upload: ${str(json?.errcode) ?? `HTTP ${res.status}`}`,
+        res.status,
+        retryMs === undefined ? undefined : Math.ceil(retryMs / 1000),
+      );
     }
     return uri;
   }

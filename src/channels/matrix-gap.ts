@@ -24,14 +24,25 @@ export interface Gap {
  * to where the bot's stay began (it joined in this sync: what it was sent while invited is
  * wanted, what came before is history), within the bounds.
  */
-export async function fetchGap(get: (path: string) => Promise<Json>, roomId: string, from: string, to: string | undefined, bot: string, bounds: GapBounds = GAP_BOUNDS): Promise<Gap> {
+export async function fetchGap(
+  get: (path: string) => Promise<Json>,
+  roomId: string,
+  from: string,
+  to: string | undefined,
+  bot: string,
+  bounds: GapBounds = GAP_BOUNDS,
+): Promise<Gap> {
   const newestFirst: unknown[] = [];
   let pages = 0;
   const done = (complete: boolean): Gap => ({ events: newestFirst.reverse(), complete, pages });
   let token = from;
-  for (; pages < bounds.pages; ) {
+  for (; pages < bounds.pages;) {
     pages++;
-    const query = new URLSearchParams({ dir: 'b', from: token, limit: String(Math.min(bounds.perPage, bounds.events - newestFirst.length)) });
+    const query = new URLSearchParams({
+      dir: 'b',
+      from: token,
+      limit: String(Math.min(bounds.perPage, bounds.events - newestFirst.length)),
+    });
     if (to !== undefined) query.set('to', to);
     const answer = await get(`/rooms/${encodeURIComponent(roomId)}/messages?${query}`);
     const chunk = list(answer.chunk);

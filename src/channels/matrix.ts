@@ -4,7 +4,18 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { isBerthError } from '../base/errors.js';
 import { atomicWriteFile } from '../fs/tree.js';
-import { backoffDelay, ChannelApiError, defineChannel, reach, sendPartsFrom, senderFields, threadProfileKeys, withOneRetry, type ChannelContext, type ChannelTransport } from './contract.js';
+import {
+  backoffDelay,
+  ChannelApiError,
+  defineChannel,
+  reach,
+  sendPartsFrom,
+  senderFields,
+  threadProfileKeys,
+  withOneRetry,
+  type ChannelContext,
+  type ChannelTransport,
+} from './contract.js';
 import { obj, str, list, type Json } from './json.js';
 import { ENCRYPTED_ROOM_NOTICE, isEncryptedMessage, toldRooms } from './matrix-encrypted.js';
 import { fetchGap, GAP_BOUNDS, joinGap } from './matrix-gap.js';
@@ -41,8 +52,13 @@ const SYNC_GAP_PAGES = 100;
 
 export const MatrixBridgeSchema = z
   .object({
-    homeserver: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).describe("The bot account's homeserver (its client-server API base, e.g. https://matrix.example.org)."),
-    user_id: z.string().regex(/^@[a-z0-9._=\-/+]{1,255}:[A-Za-z0-9.:\-[\]]{1,255}$/, 'must be a Matrix user id, e.g. @berth:example.org').describe("The bot's user id."),
+    homeserver: z
+      .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+      .describe("The bot account's homeserver (its client-server API base, e.g. https://matrix.example.org)."),
+    user_id: z
+      .string()
+      .regex(/^@[a-z0-9._=\-/+]{1,255}:[A-Za-z0-9.:\-[\]]{1,255}$/, 'must be a Matrix user id, e.g. @berth:example.org')
+      .describe("The bot's user id."),
     ...secretFields('access_token', "The bot's access token (from a login of the bot account)"),
     auto_join: z.boolean().default(true).describe('Accept invites to rooms (whoever invites still has to be approved to be answered).'),
     ...senderFields('Matrix user ids (or tenant keys matrix:@user:server)'),
@@ -50,7 +66,6 @@ export const MatrixBridgeSchema = z
   .strict()
   .superRefine((c, ctx) => oneSecret(c, 'access_token', ctx));
 type MatrixConfig = z.output<typeof MatrixBridgeSchema>;
-
 
 export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTransport {
   const config = ctx.config;
@@ -73,7 +88,11 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     const json = obj(await res.json().catch(() => undefined)) ?? {};
     if (res.ok) return json;
     const retryMs = typeof json.retry_after_ms === 'number' ? json.retry_after_ms : undefined;
-    throw new ChannelApiError(`${str(json.errcode) ?? `HTTP ${res.status}`}: ${str(json.error) ?? ''}`.trim(), res.status, retryMs === undefined ? undefined : Math.ceil(retryMs / 1000));
+    throw new ChannelApiError(
+      `${str(json.errcode) ?? `HTTP ${res.status}`}: ${str(json.error) ?? ''}`.trim(),
+      res.status,
+      retryMs === undefined ? undefined : Math.ceil(retryMs / 1000),
+    );
   }
 
   const room = (id: string) => encodeURIComponent(id);
@@ -99,7 +118,8 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
   const stopJoins = new AbortController();
   function queueJoins(sync: Json) {
     if (!config.auto_join) return;
-    for (const roomId of Object.keys(obj(obj(sync.rooms)?.invite) ?? {})) if (joins.length < JOIN_QUEUE && !joins.includes(roomId)) joins.push(roomId);
+    for (const roomId of Object.keys(obj(obj(sync.rooms)?.invite) ?? {}))
+      if (joins.length < JOIN_QUEUE && !joins.includes(roomId)) joins.push(roomId);
     pumpJoins();
   }
   function pumpJoins() {
@@ -107,7 +127,10 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     if (next === undefined) return;
     const signal = AbortSignal.any([stopJoins.signal, AbortSignal.timeout(15_000)]);
     joining = call('POST', `/join/${room(next)}`, {}, signal)
-      .then(() => undefined, (err: Error) => log.warn({ err: err.message.slice(0, 200) }, 'could not join a room berth was invited to'))
+      .then(
+        () => undefined,
+        (err: Error) => log.warn({ err: err.message.slice(0, 200) }, 'could not join a room berth was invited to'),
+      )
       .then(() => {
         joining = undefined;
         pumpJoins();
@@ -132,7 +155,9 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     told.add(roomId);
     log.warn({ room: roomId }, 'matrix room is end-to-end encrypted: berth cannot read it; telling the room once');
     const txn = `berth-e2e-${createHash('sha256').update(roomId).digest('hex').slice(0, 40)}`;
-    void withOneRetry(log, 'send', () => call('PUT', `/rooms/${room(roomId)}/send/m.room.message/${txn}`, { msgtype: 'm.notice', body: ENCRYPTED_ROOM_NOTICE })).catch((err: Error) => {
+    void withOneRetry(log, 'send', () =>
+      call('PUT', `/rooms/${room(roomId)}/send/m.room.message/${txn}`, { msgtype: 'm.notice', body: ENCRYPTED_ROOM_NOTICE }),
+    ).catch((err: Error) => {
       told.delete(roomId);
       log.warn({ room: roomId, err: err.message.slice(0, 200) }, 'could not tell an encrypted room that berth cannot read it');
     });
@@ -145,7 +170,14 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     const id = str(e?.event_id);
     if (name === undefined || id === undefined) return;
     log.info({ room: roomId, sender: str(e?.sender), id }, 'an encrypted file in a matrix room: berth cannot read it');
-    void putMessage(matrixChatOf(roomId, obj(e?.content) ?? {}), { msgtype: 'm.notice', body: encryptedFileNotice(name) }, id, 'encrypted-file').catch((err: Error) => log.warn({ room: roomId, err: err.message.slice(0, 200) }, 'could not say that an encrypted file cannot be read'));
+    void putMessage(
+      matrixChatOf(roomId, obj(e?.content) ?? {}),
+      { msgtype: 'm.notice', body: encryptedFileNotice(name) },
+      id,
+      'encrypted-file',
+    ).catch((err: Error) =>
+      log.warn({ room: roomId, err: err.message.slice(0, 200) }, 'could not say that an encrypted file cannot be read'),
+    );
   }
 
   /**
@@ -154,7 +186,12 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
    * after the bot's arrival. A gap the homeserver refuses (4xx) is logged and skipped; any
    * other failure throws, so the token is not moved on and the sync comes again.
    */
-  async function roomEvents(roomId: string, joined: Json | undefined, since: string, pagesLeft: number): Promise<{ events: unknown[]; pages: number }> {
+  async function roomEvents(
+    roomId: string,
+    joined: Json | undefined,
+    since: string,
+    pagesLeft: number,
+  ): Promise<{ events: unknown[]; pages: number }> {
     const timeline = obj(joined?.timeline);
     const events = list(timeline?.events);
     const state = list(obj(joined?.state)?.events);
@@ -162,12 +199,23 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     const prevBatch = str(timeline?.prev_batch);
     if (timeline?.limited !== true || prevBatch === undefined) return { events: afterArrival(events, config.user_id), pages: 0 };
     try {
-      const gap = await fetchGap((path) => call('GET', path, undefined, AbortSignal.any([stopGaps.signal, AbortSignal.timeout(30_000)])), roomId, prevBatch, arrived ? undefined : since, config.user_id, { ...GAP_BOUNDS, pages: Math.min(GAP_BOUNDS.pages, pagesLeft) });
-      if (!gap.complete) log.warn({ room: roomId, fetched: gap.events.length }, 'matrix sync gap too long: older messages of this room were not fetched');
+      const gap = await fetchGap(
+        (path) => call('GET', path, undefined, AbortSignal.any([stopGaps.signal, AbortSignal.timeout(30_000)])),
+        roomId,
+        prevBatch,
+        arrived ? undefined : since,
+        config.user_id,
+        { ...GAP_BOUNDS, pages: Math.min(GAP_BOUNDS.pages, pagesLeft) },
+      );
+      if (!gap.complete)
+        log.warn({ room: roomId, fetched: gap.events.length }, 'matrix sync gap too long: older messages of this room were not fetched');
       return { events: afterArrival(joinGap(gap.events, events), config.user_id), pages: gap.pages };
     } catch (err) {
       if (!(err instanceof ChannelApiError) || err.status < 400 || err.status >= 500 || err.status === 429) throw err;
-      log.warn({ room: roomId, err: err.message.slice(0, 200) }, 'the homeserver refused the messages of a sync gap; only the timeline is taken');
+      log.warn(
+        { room: roomId, err: err.message.slice(0, 200) },
+        'the homeserver refused the messages of a sync gap; only the timeline is taken',
+      );
       return { events: afterArrival(events, config.user_id), pages: 0 };
     }
   }
@@ -186,7 +234,10 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
       if ([...state, ...timeline].some((e) => obj(e)?.type === 'm.room.encryption')) tellEncrypted(roomId);
       for (const event of events) {
         if (!isEncryptedMessage(event, config.user_id)) continue;
-        log.info({ room: roomId, sender: str(obj(event)?.sender), id: str(obj(event)?.event_id) }, 'an encrypted matrix message: berth cannot read it');
+        log.info(
+          { room: roomId, sender: str(obj(event)?.sender), id: str(obj(event)?.event_id) },
+          'an encrypted matrix message: berth cannot read it',
+        );
         tellEncrypted(roomId);
       }
       for (const event of events) {
@@ -198,7 +249,10 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
         try {
           ctx.take(message);
         } catch (err) {
-          log.error({ sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a matrix message; it comes again with the next sync');
+          log.error(
+            { sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name },
+            'could not take a matrix message; it comes again with the next sync',
+          );
           throw err;
         }
       }
@@ -264,8 +318,21 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
    */
   async function putMessage(chat: string, content: Json, answerTo: string | undefined, part: string): Promise<void> {
     const { room: roomId, thread } = matrixChat(chat);
-    const txn = answerTo === undefined ? `berth-${Date.now()}-${randomBytes(6).toString('hex')}` : `berth-a-${createHash('sha256').update(`${answerTo}\0${part}`).digest('hex').slice(0, 40)}`;
-    const relates = thread === undefined ? {} : { 'm.relates_to': { rel_type: 'm.thread', event_id: thread, is_falling_back: true, 'm.in_reply_to': { event_id: answerTo?.startsWith('$') ? answerTo : thread } } };
+    const txn =
+      answerTo === undefined
+        ? `berth-${Date.now()}-${randomBytes(6).toString('hex')}`
+        : `berth-a-${createHash('sha256').update(`${answerTo}\0${part}`).digest('hex').slice(0, 40)}`;
+    const relates =
+      thread === undefined
+        ? {}
+        : {
+            'm.relates_to': {
+              rel_type: 'm.thread',
+              event_id: thread,
+              is_falling_back: true,
+              'm.in_reply_to': { event_id: answerTo?.startsWith('$') ? answerTo : thread },
+            },
+          };
     await withOneRetry(log, 'send', () => call('PUT', `/rooms/${room(roomId)}/send/m.room.message/${txn}`, { ...content, ...relates }));
   }
 
@@ -305,7 +372,11 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
       await sendPartsFrom(parts, about?.fromPart, (part, i) => sendNotice(chat, part, about?.answerTo, String(i)));
     },
     async typing(chat, on) {
-      await call('PUT', `/rooms/${room(matrixChat(chat).room)}/typing/${encodeURIComponent(config.user_id)}`, on ? { typing: true, timeout: 30_000 } : { typing: false });
+      await call(
+        'PUT',
+        `/rooms/${room(matrixChat(chat).room)}/typing/${encodeURIComponent(config.user_id)}`,
+        on ? { typing: true, timeout: 30_000 } : { typing: false },
+      );
     },
     profileKeys: (chat) => {
       const { room: roomId, thread } = matrixChat(chat);
@@ -323,8 +394,17 @@ export const matrixChannel = defineChannel({
   title: 'Matrix',
   schema: MatrixBridgeSchema,
   receives: () => 'poll',
-  sends: { typing: true, inlineLimit: `${MATRIX_TEXT_LIMIT} characters`, longReplies: `split into up to ${MATRIX_MAX_PARTS} notices`, files: "in: m.image, m.file, m.audio, m.video by the authenticated media API (encrypted files: told they cannot be read); out: uploaded, then m.image/m.audio/m.video/m.file, up to the homeserver's m.upload.size (Synapse: 50 MiB)" },
-  tenants: { direct: 'matrix:<user id> (a room of the person and the bot alone)', groups: 'matrix-room:<room id> for any other room: its members share a workspace, each paired on their own' },
+  sends: {
+    typing: true,
+    inlineLimit: `${MATRIX_TEXT_LIMIT} characters`,
+    longReplies: `split into up to ${MATRIX_MAX_PARTS} notices`,
+    files:
+      "in: m.image, m.file, m.audio, m.video by the authenticated media API (encrypted files: told they cannot be read); out: uploaded, then m.image/m.audio/m.video/m.file, up to the homeserver's m.upload.size (Synapse: 50 MiB)",
+  },
+  tenants: {
+    direct: 'matrix:<user id> (a room of the person and the bot alone)',
+    groups: 'matrix-room:<room id> for any other room: its members share a workspace, each paired on their own',
+  },
   senderKey: /^matrix:@[^\s:]{1,255}:[^\s]{1,255}$/,
   pairing: true,
   senders: (c) => c,
@@ -335,13 +415,32 @@ export const matrixChannel = defineChannel({
   async doctor(c, route) {
     const name = 'bridge matrix';
     try {
-      const res = await fetch(`${c.homeserver}/_matrix/client/v3/account/whoami`, { headers: { authorization: `Bearer ${readSecret(c, 'access_token')}` }, signal: AbortSignal.timeout(5000) });
+      const res = await fetch(`${c.homeserver}/_matrix/client/v3/account/whoami`, {
+        headers: { authorization: `Bearer ${readSecret(c, 'access_token')}` },
+        signal: AbortSignal.timeout(5000),
+      });
       const body = obj(await res.json().catch(() => undefined));
-      if (!res.ok) return [{ name, status: 'fail', detail: `${c.homeserver} refuses the access token (${str(body?.errcode) ?? `HTTP ${res.status}`}): check bridges.matrix.access_token` }];
-      if (body?.user_id !== c.user_id) return [{ name, status: 'fail', detail: `the access token is ${str(body?.user_id) ?? 'someone else'}'s, not ${c.user_id}'s` }];
-      return [{ name, status: route ? 'ok' : 'warn', detail: `${c.user_id} at ${c.homeserver} ${route ?? 'has no "matrix" route: only rooms named in routes are answered'}; senders: ${c.senders}` }];
+      if (!res.ok)
+        return [
+          {
+            name,
+            status: 'fail',
+            detail: `${c.homeserver} refuses the access token (${str(body?.errcode) ?? `HTTP ${res.status}`}): check bridges.matrix.access_token`,
+          },
+        ];
+      if (body?.user_id !== c.user_id)
+        return [{ name, status: 'fail', detail: `the access token is ${str(body?.user_id) ?? 'someone else'}'s, not ${c.user_id}'s` }];
+      return [
+        {
+          name,
+          status: route ? 'ok' : 'warn',
+          detail: `${c.user_id} at ${c.homeserver} ${route ?? 'has no "matrix" route: only rooms named in routes are answered'}; senders: ${c.senders}`,
+        },
+      ];
     } catch (err) {
-      return [{ name, status: 'fail', detail: isBerthError(err) ? err.message : `${c.homeserver} cannot be reached (${(err as Error).name})` }];
+      return [
+        { name, status: 'fail', detail: isBerthError(err) ? err.message : `${c.homeserver} cannot be reached (${(err as Error).name})` },
+      ];
     }
   },
 });

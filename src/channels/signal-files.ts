@@ -34,7 +34,15 @@ export function signalAttachments(data: Json): ChannelAttachment[] {
       const name = str(att.filename);
       const size = int(att.size);
       const voice = mime?.startsWith('audio/') === true && name === undefined;
-      return [{ ref: `signal:${id}`, ...(name ? { name } : {}), ...(mime && MIME.test(mime) ? { mime } : {}), ...(size !== undefined && size >= 0 ? { size } : {}), ...(voice ? { voice: true } : {}) }];
+      return [
+        {
+          ref: `signal:${id}`,
+          ...(name ? { name } : {}),
+          ...(mime && MIME.test(mime) ? { mime } : {}),
+          ...(size !== undefined && size >= 0 ? { size } : {}),
+          ...(voice ? { voice: true } : {}),
+        },
+      ];
     });
 }
 
@@ -42,7 +50,11 @@ export function signalAttachments(data: Json): ChannelAttachment[] {
 export type BoundedRpc = (method: string, params: Json, maxBytes: number, signal: AbortSignal) => Promise<unknown>;
 
 /** The bytes of an attachment signal-cli holds. */
-export async function fetchSignalAttachment(rpc: BoundedRpc, ref: string, limits: { maxBytes: number; signal: AbortSignal }): Promise<Uint8Array> {
+export async function fetchSignalAttachment(
+  rpc: BoundedRpc,
+  ref: string,
+  limits: { maxBytes: number; signal: AbortSignal },
+): Promise<Uint8Array> {
   const id = REF.exec(ref)?.[1];
   if (id === undefined || !ATTACHMENT_ID.test(id)) throw foreignRef('signal');
   const result = obj(await rpc('getAttachment', { id }, base64Length(limits.maxBytes) + ENVELOPE_BYTES, limits.signal));

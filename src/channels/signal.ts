@@ -1,7 +1,18 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { isBerthError } from '../base/errors.js';
-import { backoffDelay, cutUtf8, defineChannel, reach, sendPartsFrom, senderFields, textFile, type ChannelMessage, type ChannelTransport, type ReplyFile } from './contract.js';
+import {
+  backoffDelay,
+  cutUtf8,
+  defineChannel,
+  reach,
+  sendPartsFrom,
+  senderFields,
+  textFile,
+  type ChannelMessage,
+  type ChannelTransport,
+  type ReplyFile,
+} from './contract.js';
 import { obj, str, num, type Json } from './json.js';
 import { createSseReader, type OversizedEvent } from './sse-events.js';
 import { tooLarge } from './attachment-bytes.js';
@@ -28,7 +39,6 @@ export interface SignalOptions {
   /** Reconnect backoff bounds (tests make them small). */
   backoffMs?: { min: number; max: number };
 }
-
 
 /** A group chat's address carries its id; a direct chat's is the sender's uuid. */
 const GROUP = 'group:';
@@ -114,7 +124,8 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
     let text = str(data.message) ?? '';
     if (text.trim() === '' && attachments.length === 0) return undefined; // reactions, stickers
     for (const mention of (Array.isArray(data.mentions) ? data.mentions : []).map(obj)) {
-      if (text.includes(OBJECT_REPLACEMENT)) text = text.replace(OBJECT_REPLACEMENT, `@${str(mention?.name) ?? str(mention?.number) ?? 'someone'}`);
+      if (text.includes(OBJECT_REPLACEMENT))
+        text = text.replace(OBJECT_REPLACEMENT, `@${str(mention?.name) ?? str(mention?.number) ?? 'someone'}`);
     }
     const timestamp = num(data.timestamp) ?? num(env.timestamp);
     if (timestamp === undefined) return undefined;
@@ -137,8 +148,14 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
    * with it, and the events behind it are what the stream goes on with.
    */
   async function listen(signal: AbortSignal): Promise<void> {
-    const res = await fetch(`${opts.url}/api/v1/events?account=${encodeURIComponent(opts.account)}`, { headers: { accept: 'text/event-stream' }, signal });
-    if (res.status === 400) throw new Error(`events: HTTP 400: signal-cli does not hold account ${opts.account} (a daemon started without -a): link or register it there, or start it with -a ${opts.account}`);
+    const res = await fetch(`${opts.url}/api/v1/events?account=${encodeURIComponent(opts.account)}`, {
+      headers: { accept: 'text/event-stream' },
+      signal,
+    });
+    if (res.status === 400)
+      throw new Error(
+        `events: HTTP 400: signal-cli does not hold account ${opts.account} (a daemon started without -a): link or register it there, or start it with -a ${opts.account}`,
+      );
     if (!res.ok || !res.body) throw new Error(`events: HTTP ${res.status}`);
     isConnected = true;
     log.info('connected to signal-cli');
@@ -149,7 +166,10 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
   /** Who sent an event too big to read: its envelope names the sender first (never its text in the log). */
   function skipped(event: OversizedEvent) {
     const uuid = /"sourceUuid"\s*:\s*"([0-9a-fA-F-]{36})"/.exec(event.head)?.[1];
-    log.warn({ sender: uuid ? `signal:${uuid}` : 'unknown', bytes: event.bytes, bound: SIGNAL_MAX_EVENT_BYTES }, 'skipped a signal-cli event over the size bound');
+    log.warn(
+      { sender: uuid ? `signal:${uuid}` : 'unknown', bytes: event.bytes, bound: SIGNAL_MAX_EVENT_BYTES },
+      'skipped a signal-cli event over the size bound',
+    );
   }
 
   function dispatch(text: string) {
@@ -167,7 +187,10 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
     try {
       opts.onMessage(message);
     } catch (err) {
-      log.error({ sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'could not take a signal message; it is lost');
+      log.error(
+        { sender: message.sender, id: message.id, code: isBerthError(err) ? err.code : (err as Error)?.name },
+        'could not take a signal message; it is lost',
+      );
     }
   }
 
@@ -230,12 +253,18 @@ export function signalMessages(text: string): Array<{ message: string; attachmen
 }
 
 /** A file as signal-cli takes an attachment: a data URI with its name. */
-const dataUri = (file: ReplyFile) => `data:${file.mime.split(';')[0]};filename=${file.name};base64,${Buffer.from(file.data).toString('base64')}`;
+const dataUri = (file: ReplyFile) =>
+  `data:${file.mime.split(';')[0]};filename=${file.name};base64,${Buffer.from(file.data).toString('base64')}`;
 
 export const SignalBridgeSchema = z
   .object({
-    url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).describe("signal-cli's daemon (signal-cli -a ACCOUNT daemon --http=127.0.0.1:8081)."),
-    account: z.string().regex(/^\+[1-9][0-9]{6,14}$/, 'must be the bot\'s number in E.164 form, e.g. +4915550000').describe("The bot's Signal account."),
+    url: z
+      .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+      .describe("signal-cli's daemon (signal-cli -a ACCOUNT daemon --http=127.0.0.1:8081)."),
+    account: z
+      .string()
+      .regex(/^\+[1-9][0-9]{6,14}$/, "must be the bot's number in E.164 form, e.g. +4915550000")
+      .describe("The bot's Signal account."),
     ...senderFields('Sender uuids (or tenant keys signal:<uuid>)'),
   })
   .strict();
@@ -246,7 +275,12 @@ export const SignalBridgeSchema = z
  * with -a (it answers "Method not implemented" and serves its one account) or one that does not say.
  */
 async function heldAccounts(url: string): Promise<string[] | undefined> {
-  const res = await fetch(`${url}/api/v1/rpc`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'listAccounts' }), signal: AbortSignal.timeout(3000) });
+  const res = await fetch(`${url}/api/v1/rpc`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'listAccounts' }),
+    signal: AbortSignal.timeout(3000),
+  });
   const result = obj(await res.json().catch(() => undefined))?.result;
   if (!Array.isArray(result)) return undefined;
   return result.slice(0, 1000).flatMap((a) => str(obj(a)?.number) ?? []);
@@ -257,7 +291,12 @@ export const signalChannel = defineChannel({
   title: 'Signal',
   schema: SignalBridgeSchema,
   receives: () => 'stream',
-  sends: { typing: true, inlineLimit: `${SIGNAL_INLINE_BYTES} bytes`, longReplies: 'the start inline, the whole as reply.txt', files: "in: attachments, read from signal-cli (getAttachment); out: an attachment, up to 100 MiB" },
+  sends: {
+    typing: true,
+    inlineLimit: `${SIGNAL_INLINE_BYTES} bytes`,
+    longReplies: 'the start inline, the whole as reply.txt',
+    files: 'in: attachments, read from signal-cli (getAttachment); out: an attachment, up to 100 MiB',
+  },
   tenants: { direct: 'signal:<sender uuid>', groups: 'signal-group:<group id>: its members share a workspace, each paired on their own' },
   senderKey: /^signal:[0-9a-fA-F-]{1,64}$/,
   pairing: true,
@@ -265,7 +304,14 @@ export const signalChannel = defineChannel({
   guide: 'docs/signal.md',
   label: (c) => `${c.account} at ${c.url}`,
   describe: (c) => `${c.account} through signal-cli at ${c.url} (senders: ${c.senders})`,
-  create: (ctx) => createSignalBridge({ url: ctx.config.url, account: ctx.config.account, logger: ctx.logger, backoffMs: ctx.backoffMs, onMessage: ctx.take }),
+  create: (ctx) =>
+    createSignalBridge({
+      url: ctx.config.url,
+      account: ctx.config.account,
+      logger: ctx.logger,
+      backoffMs: ctx.backoffMs,
+      onMessage: ctx.take,
+    }),
   async doctor(c, route) {
     const routed = route ?? 'no "signal" route: only chats named in routes are answered';
     try {
@@ -273,11 +319,29 @@ export const signalChannel = defineChannel({
       if (!res.ok) return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli at ${c.url} answered HTTP ${res.status}` }];
       const held = await heldAccounts(c.url);
       if (held !== undefined && !held.includes(c.account)) {
-        return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli at ${c.url} does not hold ${c.account} (it holds ${held.length > 0 ? held.slice(0, 5).join(', ') : 'no account'}): link or register ${c.account} there, or start it with signal-cli -a ${c.account} daemon --http=${new URL(c.url).host}` }];
+        return [
+          {
+            name: 'bridge signal',
+            status: 'fail',
+            detail: `signal-cli at ${c.url} does not hold ${c.account} (it holds ${held.length > 0 ? held.slice(0, 5).join(', ') : 'no account'}): link or register ${c.account} there, or start it with signal-cli -a ${c.account} daemon --http=${new URL(c.url).host}`,
+          },
+        ];
       }
-      return [{ name: 'bridge signal', status: route ? 'ok' : 'warn', detail: `signal-cli at ${c.url} answers; ${c.account} ${routed}; senders: ${c.senders}` }];
+      return [
+        {
+          name: 'bridge signal',
+          status: route ? 'ok' : 'warn',
+          detail: `signal-cli at ${c.url} answers; ${c.account} ${routed}; senders: ${c.senders}`,
+        },
+      ];
     } catch (err) {
-      return [{ name: 'bridge signal', status: 'fail', detail: `signal-cli does not answer at ${c.url} (${(err as Error).message}); start it: signal-cli -a ${c.account} daemon --http=${new URL(c.url).host}` }];
+      return [
+        {
+          name: 'bridge signal',
+          status: 'fail',
+          detail: `signal-cli does not answer at ${c.url} (${(err as Error).message}); start it: signal-cli -a ${c.account} daemon --http=${new URL(c.url).host}`,
+        },
+      ];
     }
   },
 });

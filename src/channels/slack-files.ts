@@ -40,7 +40,16 @@ export function slackAttachments(event: Json, origins: readonly string[]): Chann
       const file = obj(f);
       const id = str(file?.id);
       const url = str(file?.url_private_download) ?? str(file?.url_private);
-      if (!file || !id || !FILE_ID.test(id) || !url || file.is_external === true || file.mode === 'tombstone' || file.mode === 'hidden_by_limit') return [];
+      if (
+        !file ||
+        !id ||
+        !FILE_ID.test(id) ||
+        !url ||
+        file.is_external === true ||
+        file.mode === 'tombstone' ||
+        file.mode === 'hidden_by_limit'
+      )
+        return [];
       const origin = originOf(url);
       if (!origin || !origins.includes(origin) || !REF.test(`slack:${id}:${url}`)) return [];
       const mime = str(file.mimetype);
@@ -72,11 +81,18 @@ export function slackFiles(deps: SlackFileDeps) {
     const url = REF.exec(ref)?.[2];
     const origin = url === undefined ? undefined : originOf(url);
     if (!url || !origin || !deps.origins.includes(origin)) throw foreignRef('slack');
-    const res = await reach('the Slack file download', url, { headers: { authorization: `Bearer ${deps.botToken}` }, redirect: 'manual', signal: limits.signal });
+    const res = await reach('the Slack file download', url, {
+      headers: { authorization: `Bearer ${deps.botToken}` },
+      redirect: 'manual',
+      signal: limits.signal,
+    });
     // Slack's answer to a token that may not read the file: a redirect (or a page) to sign in.
     if ((res.status >= 300 && res.status < 400) || (res.ok && /^text\/html/i.test(res.headers.get('content-type') ?? ''))) {
       await res.body?.cancel().catch(() => undefined);
-      throw new ChannelApiError('Slack sent its sign-in page instead of the file: does the bot token have the files:read scope, and is the bot in the channel?', 403);
+      throw new ChannelApiError(
+        'Slack sent its sign-in page instead of the file: does the bot token have the files:read scope, and is the bot in the channel?',
+        403,
+      );
     }
     return readCapped(res, limits.maxBytes, 'the Slack file download');
   }
@@ -87,8 +103,14 @@ export function slackFiles(deps: SlackFileDeps) {
     const granted = await deps.call('files.getUploadURLExternal', { filename: file.name, length: file.data.byteLength });
     const uploadUrl = str(granted.upload_url);
     const id = str(granted.file_id);
-    if (!uploadUrl || !/^https?:\/\//.test(uploadUrl) || !id || !FILE_ID.test(id)) throw new ChannelApiError('files.getUploadURLExternal: no upload URL in the answer', 502);
-    const res = await reach('the Slack file upload', uploadUrl, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: file.data, signal: AbortSignal.timeout(300_000) });
+    if (!uploadUrl || !/^https?:\/\//.test(uploadUrl) || !id || !FILE_ID.test(id))
+      throw new ChannelApiError('files.getUploadURLExternal: no upload URL in the answer', 502);
+    const res = await reach('the Slack file upload', uploadUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/octet-stream' },
+      body: file.data,
+      signal: AbortSignal.timeout(300_000),
+    });
     await res.body?.cancel().catch(() => undefined);
     if (!res.ok) throw new ChannelApiError(`the Slack file upload: HTTP ${res.status}`, res.status);
     await deps.call('files.completeUploadExternal', {

@@ -2,7 +2,20 @@ import { createHmac } from 'node:crypto';
 import { WebSocket } from 'ws';
 import { z } from 'zod';
 import { BerthError, isBerthError } from '../base/errors.js';
-import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, reach, sendPartsFrom, withOneRetry, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import {
+  backoffDelay,
+  ChannelApiError,
+  defineChannel,
+  takeOrBusy,
+  senderFields,
+  threadProfileKeys,
+  reach,
+  sendPartsFrom,
+  withOneRetry,
+  type ChannelContext,
+  type ChannelMessage,
+  type ChannelTransport,
+} from './contract.js';
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
 import { obj, str, type Json } from './json.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
@@ -35,10 +48,18 @@ const SOCKET_SILENCE_MS = 60_000;
 export const SlackBridgeSchema = z
   .object({
     ...secretFields('bot_token', "The bot's token (xoxb-…), from the app's OAuth page"),
-    mode: z.enum(['events', 'socket']).default('events').describe('events: Slack POSTs to <public URL>/hooks/slack (berth serve); socket: Socket Mode over a WebSocket (no public URL; needs app_token).'),
+    mode: z
+      .enum(['events', 'socket'])
+      .default('events')
+      .describe(
+        'events: Slack POSTs to <public URL>/hooks/slack (berth serve); socket: Socket Mode over a WebSocket (no public URL; needs app_token).',
+      ),
     ...secretFields('signing_secret', "events mode: the app's signing secret (Basic Information)"),
     ...secretFields('app_token', 'socket mode: an app-level token with connections:write (xapp-…)'),
-    api_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('https://slack.com/api').describe('The Web API base (a test fake).'),
+    api_url: z
+      .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+      .default('https://slack.com/api')
+      .describe('The Web API base (a test fake).'),
     ...senderFields('Slack user ids (or tenant keys slack:<id>)'),
   })
   .strict()
@@ -86,7 +107,11 @@ const parseChat = (chat: string) => {
 export const slackFileOrigins = (apiUrl: string): string[] => [SLACK_FILE_ORIGIN, new URL(apiUrl).origin];
 
 /** An event_callback body as berth takes it (text, files, or both), or undefined for what is not a message to answer. */
-export function slackMessage(body: unknown, botUser?: string, fileOrigins: readonly string[] = [SLACK_FILE_ORIGIN]): ChannelMessage | undefined {
+export function slackMessage(
+  body: unknown,
+  botUser?: string,
+  fileOrigins: readonly string[] = [SLACK_FILE_ORIGIN],
+): ChannelMessage | undefined {
   const event = obj(obj(body)?.event);
   const type = str(event?.type);
   const user = str(event?.user);
@@ -95,7 +120,12 @@ export function slackMessage(body: unknown, botUser?: string, fileOrigins: reado
   const raw = str(event?.text);
   if (!event || !user || !channel || !ts || raw === undefined || !ID.test(user) || !ID.test(channel) || !TS.test(ts)) return undefined;
   // berth's own, edits, joins; a message sharing files is "file_share".
-  if (event.bot_id !== undefined || (event.subtype !== undefined && event.subtype !== 'file_share') || (botUser !== undefined && user === botUser)) return undefined;
+  if (
+    event.bot_id !== undefined ||
+    (event.subtype !== undefined && event.subtype !== 'file_share') ||
+    (botUser !== undefined && user === botUser)
+  )
+    return undefined;
   const thread = str(event.thread_ts);
   const direct = type === 'message' && event.channel_type === 'im';
   if (!direct && type !== 'app_mention') return undefined; // a channel's other messages are not for berth
@@ -105,7 +135,9 @@ export function slackMessage(body: unknown, botUser?: string, fileOrigins: reado
   return {
     id: `${channel}:${ts}`,
     // In a channel every mention starts (or continues) a thread: that thread is the conversation.
-    chat: direct ? chatOf(channel, thread && TS.test(thread) ? thread : undefined) : chatOf(channel, thread && TS.test(thread) ? thread : ts),
+    chat: direct
+      ? chatOf(channel, thread && TS.test(thread) ? thread : undefined)
+      : chatOf(channel, thread && TS.test(thread) ? thread : ts),
     tenant: direct ? `slack:${user}` : `slack-channel:${channel}`,
     sender: `slack:${user}`,
     text,
@@ -130,8 +162,13 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
   async function call(method: string, params: Json, token = botToken, form = false): Promise<Json> {
     const res = await reach(`${method}: Slack`, `${config.api_url}/${method}`, {
       method: 'POST',
-      headers: { 'content-type': form ? 'application/x-www-form-urlencoded' : 'application/json; charset=utf-8', authorization: `Bearer ${token}` },
-      body: form ? new URLSearchParams(Object.entries(params).map(([k, v]): [string, string] => [k, String(v)])).toString() : JSON.stringify(params),
+      headers: {
+        'content-type': form ? 'application/x-www-form-urlencoded' : 'application/json; charset=utf-8',
+        authorization: `Bearer ${token}`,
+      },
+      body: form
+        ? new URLSearchParams(Object.entries(params).map(([k, v]): [string, string] => [k, String(v)])).toString()
+        : JSON.stringify(params),
       signal: AbortSignal.timeout(30_000),
     });
     if (res.status === 429) {
@@ -146,9 +183,12 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
     throw new ChannelApiError(`${method}: ${error ?? `HTTP ${res.status}`}`, status);
   }
 
-
   const fileOrigins = slackFileOrigins(config.api_url);
-  const files = slackFiles({ botToken, origins: fileOrigins, call: (method, params) => withOneRetry(log, method, () => call(method, params, botToken, true)) });
+  const files = slackFiles({
+    botToken,
+    origins: fileOrigins,
+    call: (method, params) => withOneRetry(log, method, () => call(method, params, botToken, true)),
+  });
 
   const signingSecret = config.mode === 'events' ? readSecret(config, 'signing_secret') : '';
   async function http(req: Request, _subpath = '', admission: HookAdmission = aloneAdmission('slack')): Promise<Response> {
@@ -256,7 +296,9 @@ export function createSlackBridge(ctx: ChannelContext<SlackConfig>): ChannelTran
   async function postParts(chat: string, text: string, mrkdwn: boolean, from?: number): Promise<void> {
     const where = parseChat(chat);
     const parts = splitParts(text, { units: SLACK_TEXT_LIMIT, parts: SLACK_MAX_PARTS });
-    await sendPartsFrom(parts, from, (part) => withOneRetry(log, 'chat.postMessage', () => call('chat.postMessage', { ...where, text: escapeMrkdwn(part), mrkdwn })));
+    await sendPartsFrom(parts, from, (part) =>
+      withOneRetry(log, 'chat.postMessage', () => call('chat.postMessage', { ...where, text: escapeMrkdwn(part), mrkdwn })),
+    );
   }
 
   return {
@@ -295,24 +337,57 @@ export const slackChannel = defineChannel({
   title: 'Slack',
   schema: SlackBridgeSchema,
   receives: (c) => (c.mode === 'events' ? 'http' : 'stream'),
-  sends: { typing: false, inlineLimit: `${SLACK_TEXT_LIMIT} characters`, longReplies: `split into up to ${SLACK_MAX_PARTS} messages in the thread`, files: 'in: shared files, from files.slack.com with the bot token (files:read); out: an external upload into the channel or thread (files:write), up to 1 GB' },
-  tenants: { direct: 'slack:<user id> (direct messages)', groups: 'slack-channel:<channel id> when mentioned in a channel; each mention starts a thread, and a thread is one conversation' },
+  sends: {
+    typing: false,
+    inlineLimit: `${SLACK_TEXT_LIMIT} characters`,
+    longReplies: `split into up to ${SLACK_MAX_PARTS} messages in the thread`,
+    files:
+      'in: shared files, from files.slack.com with the bot token (files:read); out: an external upload into the channel or thread (files:write), up to 1 GB',
+  },
+  tenants: {
+    direct: 'slack:<user id> (direct messages)',
+    groups: 'slack-channel:<channel id> when mentioned in a channel; each mention starts a thread, and a thread is one conversation',
+  },
   senderKey: /^slack:[A-Z0-9]{2,32}$/,
   pairing: true,
   senders: (c) => c,
   guide: 'docs/slack.md',
   label: (c) => `${c.mode} at ${c.api_url} with ${secretIdentity(c, 'bot_token')}`,
-  describe: (c) => `${c.mode === 'events' ? 'the Events API at /hooks/slack' : 'Socket Mode'}, Web API at ${c.api_url} (senders: ${c.senders})`,
+  describe: (c) =>
+    `${c.mode === 'events' ? 'the Events API at /hooks/slack' : 'Socket Mode'}, Web API at ${c.api_url} (senders: ${c.senders})`,
   create: createSlackBridge,
   async doctor(c, route) {
     const name = 'bridge slack';
     try {
-      const res = await fetch(`${c.api_url}/auth.test`, { method: 'POST', headers: { authorization: `Bearer ${readSecret(c, 'bot_token')}` }, signal: AbortSignal.timeout(5000) });
+      const res = await fetch(`${c.api_url}/auth.test`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${readSecret(c, 'bot_token')}` },
+        signal: AbortSignal.timeout(5000),
+      });
       const body = obj(await res.json().catch(() => undefined));
-      if (body?.ok !== true) return [{ name, status: 'fail', detail: `Slack refuses the bot token (${str(body?.error) ?? `HTTP ${res.status}`}): check bridges.slack.bot_token` }];
-      return [{ name, status: route ? 'ok' : 'warn', detail: `bot ${str(body.user) ?? '?'} in ${str(body.team) ?? '?'} ${route ?? 'has no "slack" route: only chats named in routes are answered'}; ${c.mode}; senders: ${c.senders}` }];
+      if (body?.ok !== true)
+        return [
+          {
+            name,
+            status: 'fail',
+            detail: `Slack refuses the bot token (${str(body?.error) ?? `HTTP ${res.status}`}): check bridges.slack.bot_token`,
+          },
+        ];
+      return [
+        {
+          name,
+          status: route ? 'ok' : 'warn',
+          detail: `bot ${str(body.user) ?? '?'} in ${str(body.team) ?? '?'} ${route ?? 'has no "slack" route: only chats named in routes are answered'}; ${c.mode}; senders: ${c.senders}`,
+        },
+      ];
     } catch (err) {
-      return [{ name, status: 'fail', detail: isBerthError(err) ? err.message : `Slack cannot be reached at ${c.api_url} (${(err as Error).name})` }];
+      return [
+        {
+          name,
+          status: 'fail',
+          detail: isBerthError(err) ? err.message : `Slack cannot be reached at ${c.api_url} (${(err as Error).name})`,
+        },
+      ];
     }
   },
 });

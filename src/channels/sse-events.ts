@@ -20,7 +20,11 @@ const HEAD_BYTES = 4096;
 const LF = 0x0a;
 const CR = 0x0d;
 
-export function createSseReader(opts: { maxEventBytes: number; onEvent: (data: string) => void; onOversized: (event: OversizedEvent) => void }): SseReader {
+export function createSseReader(opts: {
+  maxEventBytes: number;
+  onEvent: (data: string) => void;
+  onOversized: (event: OversizedEvent) => void;
+}): SseReader {
   let line: Buffer[] = [];
   let lineBytes = 0;
   let lastByte = -1;

@@ -69,7 +69,14 @@ const sized = (f: Json) => {
   return n === undefined ? {} : { size: n };
 };
 
-const EXTENSIONS: Record<string, string> = { 'audio/ogg': 'ogg', 'audio/mpeg': 'mp3', 'audio/mp4': 'm4a', 'video/mp4': 'mp4', 'image/jpeg': 'jpg', 'application/pdf': 'pdf' };
+const EXTENSIONS: Record<string, string> = {
+  'audio/ogg': 'ogg',
+  'audio/mpeg': 'mp3',
+  'audio/mp4': 'm4a',
+  'video/mp4': 'mp4',
+  'image/jpeg': 'jpg',
+  'application/pdf': 'pdf',
+};
 const extensionOf = (mime: string) => EXTENSIONS[mime] ?? 'bin';
 
 export interface TelegramFileDeps {
@@ -85,19 +92,35 @@ export interface TelegramFileDeps {
 export function telegramFiles(deps: TelegramFileDeps) {
   const { apiUrl, token, log } = deps;
 
-  async function upload(method: 'sendPhoto' | 'sendDocument', field: 'photo' | 'document', chat: string, file: ReplyFile, caption: string): Promise<void> {
+  async function upload(
+    method: 'sendPhoto' | 'sendDocument',
+    field: 'photo' | 'document',
+    chat: string,
+    file: ReplyFile,
+    caption: string,
+  ): Promise<void> {
     const form = new FormData();
     for (const [k, v] of Object.entries(deps.where(chat))) form.set(k, String(v));
     if (caption !== '') form.set('caption', caption.slice(0, graphemeCut(caption, CAPTION_LIMIT)));
     form.set(field, new Blob([file.data], { type: file.mime }), file.name);
     await withOneRetry(log, method, async () => {
-      const res = await reach(`${method}: the Bot API`, `${apiUrl}/bot${token}/${method}`, { method: 'POST', body: form, signal: AbortSignal.timeout(120_000) });
+      const res = await reach(`${method}: the Bot API`, `${apiUrl}/bot${token}/${method}`, {
+        method: 'POST',
+        body: form,
+        signal: AbortSignal.timeout(120_000),
+      });
       const body = obj(await res.json().catch(() => undefined));
-      if (body?.ok !== true) throw new ChannelApiError(`${method}: ${str(body?.description) ?? `HTTP ${res.status}`}`, int(body?.error_code) ?? res.status, int(obj(body?.parameters)?.retry_after));
+      if (body?.ok !== true)
+        throw new ChannelApiError(
+          `${method}: ${str(body?.description) ?? `HTTP ${res.status}`}`,
+          int(body?.error_code) ?? res.status,
+          int(obj(body?.parameters)?.retry_after),
+        );
     });
   }
 
-  const sendDocument = (chat: string, file: ReplyFile, caption = 'the whole reply') => upload('sendDocument', 'document', chat, file, caption);
+  const sendDocument = (chat: string, file: ReplyFile, caption = 'the whole reply') =>
+    upload('sendDocument', 'document', chat, file, caption);
 
   /** A photo where Telegram shows one; a photo it refuses (its dimensions, its format) goes as a document. */
   async function sendFile(chat: string, file: ReplyFile, caption: string): Promise<void> {
@@ -122,15 +145,20 @@ export function telegramFiles(deps: TelegramFileDeps) {
       file = obj(await deps.call('getFile', { file_id: fileId }, AbortSignal.any([limits.signal, AbortSignal.timeout(30_000)])));
     } catch (err) {
       // The Bot API's words for a file past its 20 MB: "Bad Request: file is too big".
-      if (err instanceof ChannelApiError && /file is too big/i.test(err.message)) throw tooLarge(TELEGRAM_FETCH_LIMIT_BYTES, 'Telegram bots');
+      if (err instanceof ChannelApiError && /file is too big/i.test(err.message))
+        throw tooLarge(TELEGRAM_FETCH_LIMIT_BYTES, 'Telegram bots');
       throw err;
     }
     const declared = size(file?.file_size);
     if (declared !== undefined && declared > max) throw tooLarge(max, service);
     const path = str(file?.file_path);
-    if (path === undefined || !FILE_PATH.test(path)) throw new ChannelApiError('getFile: no file path to download (the file may be gone)', 404);
+    if (path === undefined || !FILE_PATH.test(path))
+      throw new ChannelApiError('getFile: no file path to download (the file may be gone)', 404);
     try {
-      const res = await reach('the Bot API file download', `${apiUrl}/file/bot${token}/${path}`, { signal: limits.signal, redirect: 'error' });
+      const res = await reach('the Bot API file download', `${apiUrl}/file/bot${token}/${path}`, {
+        signal: limits.signal,
+        redirect: 'error',
+      });
       return await readCapped(res, max, 'the Bot API file download', service);
     } catch (err) {
       if (!isBerthError(err)) log.warn({ err: String((err as Error).message).slice(0, 200) }, 'a telegram file could not be downloaded');

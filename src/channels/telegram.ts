@@ -3,7 +3,22 @@ import { BerthError, isBerthError } from '../base/errors.js';
 import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
 import { readBodyBounded } from '../base/http-body.js';
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
-import { backoffDelay, ChannelApiError, defineChannel, takeOrBusy, senderFields, threadProfileKeys, HOOK_BODY_DEADLINE_MS, reach, sendPartsFrom, withOneRetry, textFile, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
+import {
+  backoffDelay,
+  ChannelApiError,
+  defineChannel,
+  takeOrBusy,
+  senderFields,
+  threadProfileKeys,
+  HOOK_BODY_DEADLINE_MS,
+  reach,
+  sendPartsFrom,
+  withOneRetry,
+  textFile,
+  type ChannelContext,
+  type ChannelMessage,
+  type ChannelTransport,
+} from './contract.js';
 import { obj, str, int, type Json } from './json.js';
 import { splitForLimit, toMarkdownV2 } from './telegram-text.js';
 import { TELEGRAM_FILE_LIMIT_BYTES, telegramAttachments, telegramFiles } from './telegram-files.js';
@@ -30,9 +45,22 @@ export const TELEGRAM_MAX_UPDATE_BYTES = 1024 * 1024;
 export const TelegramBridgeSchema = z
   .object({
     ...secretFields('token', 'The bot token @BotFather gave (123456:ABC…)'),
-    api_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).default('https://api.telegram.org').describe('The Bot API server (a local Bot API server, or a test fake).'),
-    mode: z.enum(['poll', 'webhook']).default('poll').describe('poll: getUpdates long polling (no public URL needed); webhook: Telegram POSTs to public_url + /hooks/telegram (berth serve only).'),
-    public_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional().describe('webhook mode: the public base URL that reaches berth serve (Telegram calls <public_url>/hooks/telegram; the real Bot API calls https URLs only).'),
+    api_url: z
+      .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+      .default('https://api.telegram.org')
+      .describe('The Bot API server (a local Bot API server, or a test fake).'),
+    mode: z
+      .enum(['poll', 'webhook'])
+      .default('poll')
+      .describe(
+        'poll: getUpdates long polling (no public URL needed); webhook: Telegram POSTs to public_url + /hooks/telegram (berth serve only).',
+      ),
+    public_url: z
+      .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+      .optional()
+      .describe(
+        'webhook mode: the public base URL that reaches berth serve (Telegram calls <public_url>/hooks/telegram; the real Bot API calls https URLs only).',
+      ),
     webhook_secret: z
       .string()
       .regex(/^[A-Za-z0-9_-]{16,256}$/, 'must be 16-256 characters of A-Z, a-z, 0-9, "_" and "-"')
@@ -48,7 +76,6 @@ export const TelegramBridgeSchema = z
     if (!c.webhook_secret) ctx.addIssue({ code: 'custom', path: ['webhook_secret'], message: 'webhook mode needs webhook_secret' });
   });
 type TelegramConfig = z.output<typeof TelegramBridgeSchema>;
-
 
 /** A chat address: the chat id, and the forum topic when the message was in one. */
 const chatAddress = (chatId: number, thread?: number) => (thread === undefined ? String(chatId) : `${chatId}/${thread}`);
@@ -69,7 +96,16 @@ export function telegramMessage(update: unknown): ChannelMessage | undefined {
   const messageId = int(m?.message_id);
   const attachments = m ? telegramAttachments(m) : [];
   let text = str(m?.text) ?? (attachments.length > 0 ? (str(m?.caption) ?? '') : undefined);
-  if (!m || chatId === undefined || fromId === undefined || messageId === undefined || text === undefined || (text.trim() === '' && attachments.length === 0) || from?.is_bot === true) return undefined;
+  if (
+    !m ||
+    chatId === undefined ||
+    fromId === undefined ||
+    messageId === undefined ||
+    text === undefined ||
+    (text.trim() === '' && attachments.length === 0) ||
+    from?.is_bot === true
+  )
+    return undefined;
   const type = str(chat?.type);
   if (type !== 'private' && type !== 'group' && type !== 'supergroup') return undefined; // channel posts: nobody to answer
   text = text.replace(/^(\/[A-Za-z0-9_]+)@[A-Za-z0-9_]+/, '$1'); // /help@berthbot is /help
@@ -116,7 +152,12 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     const where = parseChat(chat);
     if (plain) return void (await sendOnce('sendMessage', { ...where, text, link_preview_options: { is_disabled: true } }));
     try {
-      await sendOnce('sendMessage', { ...where, text: toMarkdownV2(text), parse_mode: 'MarkdownV2', link_preview_options: { is_disabled: true } });
+      await sendOnce('sendMessage', {
+        ...where,
+        text: toMarkdownV2(text),
+        parse_mode: 'MarkdownV2',
+        link_preview_options: { is_disabled: true },
+      });
     } catch (err) {
       // Markup Telegram will not take is sent as it is: the words matter more than the code blocks.
       if (!(err instanceof ChannelApiError) || !/can't parse entities/.test(err.message)) throw err;
@@ -135,7 +176,9 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
       const note = '\n[… the whole reply is attached as reply.txt]';
       const first = parts[0] ?? '';
       const head = `${first.slice(0, graphemeCut(first, TELEGRAM_TEXT_LIMIT - note.length))}${note}`;
-      await sendPartsFrom([() => sendText(chat, head, plain), () => sendDocument(chat, textFile('reply.txt', text))], from, (send) => send());
+      await sendPartsFrom([() => sendText(chat, head, plain), () => sendDocument(chat, textFile('reply.txt', text))], from, (send) =>
+        send(),
+      );
       return;
     }
     await sendPartsFrom(parts, from, (part) => sendText(chat, part, plain));
@@ -163,7 +206,11 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
       try {
         // A webhook left from webhook mode blocks getUpdates (409): removed, keeping what it queued.
         if (!webhookCleared) webhookCleared = (await call('deleteWebhook', { drop_pending_updates: false }, abort.signal)) !== undefined;
-        const updates = await call('getUpdates', { offset, timeout: POLL_SECONDS, allowed_updates: ['message', 'edited_message'] }, abort.signal);
+        const updates = await call(
+          'getUpdates',
+          { offset, timeout: POLL_SECONDS, allowed_updates: ['message', 'edited_message'] },
+          abort.signal,
+        );
         live = true;
         attempt = 0;
         offset = takeAll(updates, offset);
@@ -171,7 +218,10 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
         if (stopped) break;
         live = false;
         attempt++;
-        const why = err instanceof ChannelApiError && err.status === 409 ? 'another process polls this bot token (or a webhook is set)' : String((err as Error).message).slice(0, 200);
+        const why =
+          err instanceof ChannelApiError && err.status === 409
+            ? 'another process polls this bot token (or a webhook is set)'
+            : String((err as Error).message).slice(0, 200);
         log.warn({ err: why, attempt }, 'telegram getUpdates failed');
         await new Promise((r) => setTimeout(r, backoffDelay(attempt, ctx.backoffMs)));
       } finally {
@@ -184,7 +234,11 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
   async function registerWebhook() {
     for (let attempt = 0; !stopped; attempt++) {
       try {
-        await call('setWebhook', { url: `${config.public_url}/hooks/telegram`, secret_token: config.webhook_secret, allowed_updates: ['message', 'edited_message'] });
+        await call('setWebhook', {
+          url: `${config.public_url}/hooks/telegram`,
+          secret_token: config.webhook_secret,
+          allowed_updates: ['message', 'edited_message'],
+        });
         live = true;
         log.info('telegram webhook set');
         return;
@@ -215,7 +269,6 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
     if (message) takeOrBusy(ctx.take, log, message);
     return new Response(null, { status: 200 });
   }
-
 
   return {
     name: 'telegram',
@@ -254,14 +307,21 @@ export const telegramChannel = defineChannel({
   title: 'Telegram',
   schema: TelegramBridgeSchema,
   receives: (c) => (c.mode === 'poll' ? 'poll' : 'http'),
-  sends: { typing: true, inlineLimit: `${TELEGRAM_TEXT_LIMIT} characters`, longReplies: `split at line breaks into up to ${TELEGRAM_MAX_PARTS} messages; longer, the start and the whole as reply.txt`, files: 'in: photos, documents, voice, audio, video, up to 20 MB (what a bot may download); out: JPEG/PNG/WebP up to 10 MB as a photo, anything else as a document, up to 50 MB' },
+  sends: {
+    typing: true,
+    inlineLimit: `${TELEGRAM_TEXT_LIMIT} characters`,
+    longReplies: `split at line breaks into up to ${TELEGRAM_MAX_PARTS} messages; longer, the start and the whole as reply.txt`,
+    files:
+      'in: photos, documents, voice, audio, video, up to 20 MB (what a bot may download); out: JPEG/PNG/WebP up to 10 MB as a photo, anything else as a document, up to 50 MB',
+  },
   tenants: { direct: 'telegram:<user id>', groups: 'telegram-group:<chat id>: its members share a workspace, each paired on their own' },
   senderKey: /^telegram:[0-9]{1,20}$/,
   pairing: true,
   senders: (c) => c,
   guide: 'docs/telegram.md',
   label: (c) => `${c.mode} at ${c.api_url} with ${secretIdentity(c, 'token')}`,
-  describe: (c) => `the Bot API at ${c.api_url}, ${c.mode === 'poll' ? 'long polling' : `webhook at ${c.public_url}/hooks/telegram`} (senders: ${c.senders})`,
+  describe: (c) =>
+    `the Bot API at ${c.api_url}, ${c.mode === 'poll' ? 'long polling' : `webhook at ${c.public_url}/hooks/telegram`} (senders: ${c.senders})`,
   create: createTelegramBridge,
   async doctor(c, route) {
     const name = 'bridge telegram';
@@ -274,12 +334,31 @@ export const telegramChannel = defineChannel({
     try {
       const res = await fetch(`${c.api_url}/bot${token}/getMe`, { signal: AbortSignal.timeout(5000) });
       const body = obj(await res.json().catch(() => undefined));
-      if (res.status === 401 || res.status === 404) return [{ name, status: 'fail', detail: `the Bot API at ${c.api_url} refuses the token (HTTP ${res.status}): check bridges.telegram.token` }];
+      if (res.status === 401 || res.status === 404)
+        return [
+          {
+            name,
+            status: 'fail',
+            detail: `the Bot API at ${c.api_url} refuses the token (HTTP ${res.status}): check bridges.telegram.token`,
+          },
+        ];
       if (body?.ok !== true) return [{ name, status: 'fail', detail: `the Bot API at ${c.api_url} answered HTTP ${res.status}` }];
       const bot = str(obj(body.result)?.username);
-      return [{ name, status: route ? 'ok' : 'warn', detail: `@${bot ?? '?'} ${route ?? 'has no "telegram" route: only chats named in routes are answered'}; ${c.mode}; senders: ${c.senders}` }];
+      return [
+        {
+          name,
+          status: route ? 'ok' : 'warn',
+          detail: `@${bot ?? '?'} ${route ?? 'has no "telegram" route: only chats named in routes are answered'}; ${c.mode}; senders: ${c.senders}`,
+        },
+      ];
     } catch (err) {
-      return [{ name, status: 'fail', detail: `the Bot API at ${c.api_url} cannot be reached (${(err as Error).name}): is api_url right, and may berth reach it?` }];
+      return [
+        {
+          name,
+          status: 'fail',
+          detail: `the Bot API at ${c.api_url} cannot be reached (${(err as Error).name}): is api_url right, and may berth reach it?`,
+        },
+      ];
     }
   },
 });

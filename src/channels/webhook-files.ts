@@ -32,15 +32,24 @@ const REF = /^hook-file:([0-9a-f]{32})$/;
 
 export const HookFileSchema = z
   .object({
-    name: z.string().min(1).max(255).regex(/^[^\u0000-\u001f\u007f/\\]+$/, 'must be printable, without "/" or "\\"').describe('The file\'s name as the sender gives it (berth sanitises it again before it lands in the workspace).'),
+    name: z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[^\u0000-\u001f\u007f/\\]+$/, 'must be printable, without "/" or "\\"')
+      .describe("The file's name as the sender gives it (berth sanitises it again before it lands in the workspace)."),
     content_base64: z.string().describe('The bytes, base64 (standard alphabet, padded).'),
-    mime: z.string().regex(/^[\w.+-]{1,64}\/[\w.+-]{1,128}$/, 'must be a media type, e.g. application/pdf').optional(),
+    mime: z
+      .string()
+      .regex(/^[\w.+-]{1,64}\/[\w.+-]{1,128}$/, 'must be a media type, e.g. application/pdf')
+      .optional(),
   })
   .strict();
 export type HookFile = z.output<typeof HookFileSchema>;
 
 /** The most a body may be for a hook whose files may hold `maxFileBytes` (its base64, and room for the names around it). */
-export const filesBodyBytes = (maxFileBytes: number) => (maxFileBytes === 0 ? 0 : base64Length(maxFileBytes) + WEBHOOK_FILE_BOUNDS.files * 512);
+export const filesBodyBytes = (maxFileBytes: number) =>
+  maxFileBytes === 0 ? 0 : base64Length(maxFileBytes) + WEBHOOK_FILE_BOUNDS.files * 512;
 
 export interface FileStage {
   /** Decode and stage a request's files (TOO_LARGE past `maxBytes` together, nothing staged). */
@@ -103,7 +112,11 @@ export function createFileStage(dir: string, now: () => number = Date.now): File
       try {
         fd = fs.openSync(pathOf(hex), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
       } catch (err) {
-        if (errnoOf(err) === 'ENOENT') throw new BerthError('NOT_FOUND', `the webhook's file is gone (staged files are kept ${WEBHOOK_FILE_BOUNDS.stagedMs / 3_600_000} h)`);
+        if (errnoOf(err) === 'ENOENT')
+          throw new BerthError(
+            'NOT_FOUND',
+            `the webhook's file is gone (staged files are kept ${WEBHOOK_FILE_BOUNDS.stagedMs / 3_600_000} h)`,
+          );
         throw err;
       }
       try {

@@ -42,11 +42,35 @@ const STANDARD_ID = /^[^\u0000-\u001f\u007f]{1,200}$/;
 
 const HookSchema = z
   .object({
-    ...secretFields('secret', 'The HMAC-SHA256 key the caller signs with (at least 32 characters; for standard-webhooks, "whsec_" and the base64 of a 24-64 byte key)'),
-    signing: z.enum(['berth', 'standard-webhooks']).default('berth').describe('berth: X-Berth-Timestamp and X-Berth-Signature (v1=<hex>); standard-webhooks: webhook-id, webhook-timestamp and webhook-signature (v1,<base64>) as standardwebhooks.com specifies, so a sender\'s library signs. Callbacks are signed the same way.'),
-    reply: z.enum(['sync', 'callback']).default('sync').describe('sync: the answer is the HTTP response (202 if it takes longer than reply_timeout_seconds); callback: 202 at once, the answer POSTed to callback_url.'),
-    callback_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional().describe('Where answers are POSTed (signed like the requests); needed for reply: callback, used by sync for answers that came too late.'),
-    window_seconds: z.number().int().min(10).max(3600).default(300).describe('A request whose timestamp is further from berth\'s clock than this is refused as a replay.'),
+    ...secretFields(
+      'secret',
+      'The HMAC-SHA256 key the caller signs with (at least 32 characters; for standard-webhooks, "whsec_" and the base64 of a 24-64 byte key)',
+    ),
+    signing: z
+      .enum(['berth', 'standard-webhooks'])
+      .default('berth')
+      .describe(
+        "berth: X-Berth-Timestamp and X-Berth-Signature (v1=<hex>); standard-webhooks: webhook-id, webhook-timestamp and webhook-signature (v1,<base64>) as standardwebhooks.com specifies, so a sender's library signs. Callbacks are signed the same way.",
+      ),
+    reply: z
+      .enum(['sync', 'callback'])
+      .default('sync')
+      .describe(
+        'sync: the answer is the HTTP response (202 if it takes longer than reply_timeout_seconds); callback: 202 at once, the answer POSTed to callback_url.',
+      ),
+    callback_url: z
+      .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+      .optional()
+      .describe(
+        'Where answers are POSTed (signed like the requests); needed for reply: callback, used by sync for answers that came too late.',
+      ),
+    window_seconds: z
+      .number()
+      .int()
+      .min(10)
+      .max(3600)
+      .default(300)
+      .describe("A request whose timestamp is further from berth's clock than this is refused as a replay."),
     reply_timeout_seconds: z.number().int().min(1).max(900).default(120).describe('sync: how long the request is held for the answer.'),
     max_file_bytes: z
       .number()
@@ -54,14 +78,17 @@ const HookSchema = z
       .min(0)
       .max(WEBHOOK_FILE_BOUNDS.maxBytes)
       .default(WEBHOOK_FILE_BOUNDS.defaultBytes)
-      .describe(`The most a request's files may hold together, decoded (0, the default: the hook takes no files). The request body may then be that much larger (as base64), and it is read before its signature is checked: raise it for hooks that send files. At most ${WEBHOOK_FILE_BOUNDS.files} files a request.`),
+      .describe(
+        `The most a request's files may hold together, decoded (0, the default: the hook takes no files). The request body may then be that much larger (as base64), and it is read before its signature is checked: raise it for hooks that send files. At most ${WEBHOOK_FILE_BOUNDS.files} files a request.`,
+      ),
   })
   .strict()
   .superRefine((c, ctx) => {
     oneSecret(c, 'secret', ctx);
     const bad = typeof c.secret === 'string' ? secretProblem(c.signing, c.secret) : undefined;
     if (bad) ctx.addIssue({ code: 'custom', path: ['secret'], message: bad });
-    if (c.reply === 'callback' && !c.callback_url) ctx.addIssue({ code: 'custom', path: ['callback_url'], message: 'reply: callback needs callback_url' });
+    if (c.reply === 'callback' && !c.callback_url)
+      ctx.addIssue({ code: 'custom', path: ['callback_url'], message: 'reply: callback needs callback_url' });
   });
 
 export const WebhookBridgeSchema = z
@@ -80,9 +107,20 @@ const MessageId = z.string().min(1).max(200).describe('A stable id of this messa
 const BodySchema = z
   .object({
     id: MessageId,
-    user: z.string().min(1).max(200).regex(/^[^\u0000-\u001f]+$/, 'must be printable').describe('Who sent it (their tenant: hook:<name>:<user>).'),
+    user: z
+      .string()
+      .min(1)
+      .max(200)
+      .regex(/^[^\u0000-\u001f]+$/, 'must be printable')
+      .describe('Who sent it (their tenant: hook:<name>:<user>).'),
     text: z.string().max(16_000).default('').describe('The message (may be empty when files come with it).'),
-    conversation: z.string().min(1).max(200).regex(/^[^\u0000-\u001f/]+$/, 'must be printable, without "/"').optional().describe("A conversation of the user's own: its own session."),
+    conversation: z
+      .string()
+      .min(1)
+      .max(200)
+      .regex(/^[^\u0000-\u001f/]+$/, 'must be printable, without "/"')
+      .optional()
+      .describe("A conversation of the user's own: its own session."),
     files: z.array(HookFileSchema).max(WEBHOOK_FILE_BOUNDS.files).optional().describe('Files sent with the message, inline.'),
   })
   .strict();
@@ -99,7 +137,9 @@ function secretProblem(signing: 'berth' | 'standard-webhooks', secret: string): 
   if (signing === 'berth') return secret.length < MIN_SECRET ? `must be at least ${MIN_SECRET} characters` : undefined;
   if (!STANDARD_SECRET.test(secret)) return 'must be "whsec_" and base64 (a Standard Webhooks secret)';
   const bytes = standardKey(secret).length;
-  return bytes < STANDARD_KEY_BYTES.min || bytes > STANDARD_KEY_BYTES.max ? `must hold a key of ${STANDARD_KEY_BYTES.min}-${STANDARD_KEY_BYTES.max} bytes (it holds ${bytes})` : undefined;
+  return bytes < STANDARD_KEY_BYTES.min || bytes > STANDARD_KEY_BYTES.max
+    ? `must hold a key of ${STANDARD_KEY_BYTES.min}-${STANDARD_KEY_BYTES.max} bytes (it holds ${bytes})`
+    : undefined;
 }
 
 /** A Standard Webhooks secret's key: the bytes of the base64 after "whsec_". */
@@ -143,7 +183,9 @@ function checkTimestamp(header: string, value: string, windowSeconds: number, hi
   const ts = /^[0-9]{1,12}$/.test(value) ? Number(value) : NaN;
   if (!Number.isFinite(ts)) throw new BerthError('UNAUTHORIZED', `${header} must be the unix time in seconds`, { hint });
   if (Math.abs(Date.now() / 1000 - ts) > windowSeconds) {
-    throw new BerthError('UNAUTHORIZED', `${header} is more than ${windowSeconds} s from berth's clock: refused as a replay`, { hint: 'sign each request when it is sent; check the sender\'s clock' });
+    throw new BerthError('UNAUTHORIZED', `${header} is more than ${windowSeconds} s from berth's clock: refused as a replay`, {
+      hint: "sign each request when it is sent; check the sender's clock",
+    });
   }
 }
 
@@ -162,12 +204,18 @@ function berthHeaders(req: Request, windowSeconds: number): SignedRequest {
 
 /** Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature (space-separated "v1,<base64>"; one must match). */
 function standardHeaders(req: Request, windowSeconds: number): SignedRequest {
-  const signing = { hint: 'Standard Webhooks: webhook-signature "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">" under the whsec_ key; see docs/webhooks.md' };
+  const signing = {
+    hint: 'Standard Webhooks: webhook-signature "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">" under the whsec_ key; see docs/webhooks.md',
+  };
   const id = req.headers.get('webhook-id') ?? '';
-  if (!STANDARD_ID.test(id)) throw new BerthError('UNAUTHORIZED', 'webhook-id is missing (or longer than 200 characters, or not printable)', signing);
+  if (!STANDARD_ID.test(id))
+    throw new BerthError('UNAUTHORIZED', 'webhook-id is missing (or longer than 200 characters, or not printable)', signing);
   const timestamp = req.headers.get('webhook-timestamp') ?? '';
   checkTimestamp('webhook-timestamp', timestamp, windowSeconds, signing.hint);
-  const given = (req.headers.get('webhook-signature') ?? '').split(' ').filter((s) => s.startsWith('v1,')).slice(0, STANDARD_MAX_SIGNATURES);
+  const given = (req.headers.get('webhook-signature') ?? '')
+    .split(' ')
+    .filter((s) => s.startsWith('v1,'))
+    .slice(0, STANDARD_MAX_SIGNATURES);
   if (given.length === 0) throw new BerthError('UNAUTHORIZED', 'webhook-signature is missing (or holds no "v1,<base64>")', signing);
   return {
     id,
@@ -218,7 +266,8 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     const hook = hookOf(name);
     if (!hook) throw new BerthError('NOT_FOUND', `no webhook named "${name}" (berth.yaml bridges.webhook.hooks)`);
     if (req.method !== 'POST') throw new BerthError('METHOD_NOT_ALLOWED', `${req.method} is not served at /hooks/${name} (allowed: POST)`);
-    const signed = hook.signing === 'standard-webhooks' ? standardHeaders(req, hook.window_seconds) : berthHeaders(req, hook.window_seconds);
+    const signed =
+      hook.signing === 'standard-webhooks' ? standardHeaders(req, hook.window_seconds) : berthHeaders(req, hook.window_seconds);
     const secret = secretOf(name);
     const raw = await admission.unverifiedBody(req, WEBHOOK_MAX_BODY_BYTES + filesBodyBytes(hook.max_file_bytes));
     if (!signed.matches(secret, raw)) {
@@ -235,14 +284,30 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     const parsed = hook.signing === 'standard-webhooks' ? StandardBodyCheck.safeParse(json) : BodyCheck.safeParse(json);
     if (!parsed.success) {
       // Each field at fault by its name, an unknown key too; the body itself when it is no object.
-      const issues = parsed.error.issues.flatMap((i) => (i.code === 'unrecognized_keys' ? i.keys.map((key) => ({ field: key, reason: 'unknown field' })) : [{ field: i.path.join('.') || 'body', reason: i.message }]));
-      throw new BerthError('CONFIG_INVALID', `the webhook body is not valid: ${issues.map((i) => `${i.field}: ${i.reason}`).join('; ')}`, { issues });
+      const issues = parsed.error.issues.flatMap((i) =>
+        i.code === 'unrecognized_keys'
+          ? i.keys.map((key) => ({ field: key, reason: 'unknown field' }))
+          : [{ field: i.path.join('.') || 'body', reason: i.message }],
+      );
+      throw new BerthError('CONFIG_INVALID', `the webhook body is not valid: ${issues.map((i) => `${i.field}: ${i.reason}`).join('; ')}`, {
+        issues,
+      });
     }
     const body = { ...parsed.data, id: parsed.data.id ?? (signed.id as string) };
-    if (body.files?.length && hook.max_file_bytes === 0) throw new BerthError('CONFIG_INVALID', `webhook "${name}" takes no files (its max_file_bytes is 0)`, { issues: [{ field: 'files', reason: 'not taken by this hook' }] });
+    if (body.files?.length && hook.max_file_bytes === 0)
+      throw new BerthError('CONFIG_INVALID', `webhook "${name}" takes no files (its max_file_bytes is 0)`, {
+        issues: [{ field: 'files', reason: 'not taken by this hook' }],
+      });
     const chat = chatOf(name, body.user, body.conversation);
     const attachments = files.stage(body.files ?? [], hook.max_file_bytes);
-    const message: ChannelMessage = { id: messageId(name, body.user, body.id), chat, tenant: `hook:${name}:${body.user}`, sender: `hook:${name}:${body.user}`, text: body.text, ...(attachments.length > 0 ? { attachments } : {}) };
+    const message: ChannelMessage = {
+      id: messageId(name, body.user, body.id),
+      chat,
+      tenant: `hook:${name}:${body.user}`,
+      sender: `hook:${name}:${body.user}`,
+      text: body.text,
+      ...(attachments.length > 0 ? { attachments } : {}),
+    };
     let taken: 'accepted' | 'duplicate';
     try {
       taken = takeOrBusy(ctx.take, log, message);
@@ -256,7 +321,9 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     }
     // Waited for only once taken (its answer comes later, never within this tick); a caller that hangs up leaves it to the callback.
     const reply = hook.reply === 'sync' ? await waitForAnswer(message.id, hook.reply_timeout_seconds * 1000, req.signal) : undefined;
-    return reply === undefined ? Response.json({ id: body.id, status: 'accepted' }, { status: 202 }) : Response.json({ id: body.id, status: 'answered', reply }, { status: 200 });
+    return reply === undefined
+      ? Response.json({ id: body.id, status: 'accepted' }, { status: 202 })
+      : Response.json({ id: body.id, status: 'answered', reply }, { status: 200 });
   }
 
   /** The message's answer, or undefined once the request has waited `ms` or its caller went away (the answer then goes to the callback, if any). */
@@ -287,7 +354,10 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
       if (!hook?.callback_url) return;
       const body = JSON.stringify({ id: callerId(id), user, ...(conversation === null ? {} : { conversation }), reply });
       const timestamp = String(Math.floor(Date.now() / 1000));
-      const res = await ctx.postOut(hook.callback_url, body, { 'content-type': 'application/json', ...callbackSignature(hook, secretOf(name), id, timestamp, body) });
+      const res = await ctx.postOut(hook.callback_url, body, {
+        'content-type': 'application/json',
+        ...callbackSignature(hook, secretOf(name), id, timestamp, body),
+      });
       if (res.status >= 300) log.warn({ hook: name, status: res.status }, 'the webhook callback did not take the answer');
     } catch (err) {
       log.warn({ hook: name, err: String((err as Error).message).slice(0, 200) }, 'the answer could not be posted to the webhook callback');
@@ -320,14 +390,23 @@ export const webhookChannel = defineChannel({
   title: 'Signed webhooks',
   schema: WebhookBridgeSchema,
   receives: () => 'http',
-  sends: { typing: false, inlineLimit: 'the whole reply', longReplies: 'the whole reply, in the response or the callback', files: 'in: files: [{name, content_base64}] in the body, up to max_file_bytes together (off by default); out: none (the answer is text)' },
+  sends: {
+    typing: false,
+    inlineLimit: 'the whole reply',
+    longReplies: 'the whole reply, in the response or the callback',
+    files:
+      'in: files: [{name, content_base64}] in the body, up to max_file_bytes together (off by default); out: none (the answer is text)',
+  },
   tenants: { direct: 'hook:<name>:<user>; a conversation is a session of its own', groups: 'none: every signed request names its user' },
   senderKey: /^hook:[a-z0-9][a-z0-9_-]{0,62}:.{1,200}$/,
   pairing: false,
   senders: () => undefined,
   namedHooks: (c) => Object.keys(c.hooks),
   guide: 'docs/webhooks.md',
-  label: (c) => Object.entries(c.hooks).map(([name, h]) => `${name} (${secretIdentity(h, 'secret')})`).join(', '),
+  label: (c) =>
+    Object.entries(c.hooks)
+      .map(([name, h]) => `${name} (${secretIdentity(h, 'secret')})`)
+      .join(', '),
   describe: (c) => `${Object.keys(c.hooks).length} hook(s) at /hooks/<name>: ${Object.keys(c.hooks).join(', ')}`,
   create: createWebhookBridge,
   async doctor(c, route) {

@@ -19,7 +19,7 @@ export function parseCommandArgs(args: string[], options: Options): { values: Re
   for (let i = 0; i < args.length; i++) {
     const arg = args[i] as string;
     if (arg === '--') {
-      for (let j = i; j < args.length; j++) kept.push(args[j] as string), keptAt.push(j);
+      for (let j = i; j < args.length; j++) (kept.push(args[j] as string), keptAt.push(j));
       break;
     }
     const previous = kept.at(-1);

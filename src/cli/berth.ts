@@ -128,15 +128,19 @@ Agent presets: ${AGENT_PRESETS.join(', ')} (or a custom argv with {message} in m
 Errors print "<CODE>: <reason>" on stderr and exit non-zero.
 `;
 
-
-
-
-
 /** A session, checked to belong to the project named on the command line. */
 
-
-
-const COMMANDS: Record<string, Command> = { ...PROJECT_COMMANDS, ...RUN_COMMANDS, ...CHAT_COMMANDS, ...ENGINE_COMMANDS, ...TRUST_COMMANDS, ...CONFIG_COMMANDS, ...SECRET_COMMANDS, ...APPROVAL_COMMANDS, ...SCHEDULE_COMMANDS };
+const COMMANDS: Record<string, Command> = {
+  ...PROJECT_COMMANDS,
+  ...RUN_COMMANDS,
+  ...CHAT_COMMANDS,
+  ...ENGINE_COMMANDS,
+  ...TRUST_COMMANDS,
+  ...CONFIG_COMMANDS,
+  ...SECRET_COMMANDS,
+  ...APPROVAL_COMMANDS,
+  ...SCHEDULE_COMMANDS,
+};
 
 function commandHelp(name: string, command: Command): string {
   const related = groupOf(name).map((n) => `  berth ${(own(COMMANDS, n) as Command).usage.split('\n')[0]}`);
@@ -173,7 +177,8 @@ function usageError(name: string, command: Command, err: unknown): BerthError {
     const run = name === 'run' && !suggestion ? ' (a message starting with - goes after --)' : '';
     return new BerthError('USAGE', `unknown option "${option}" for "berth ${name}"${suggestion}${run}`, { hint });
   }
-  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') return new BerthError('USAGE', `option "${option.split(' ')[0]}" of "berth ${name}" needs a value`, { hint });
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE')
+    return new BerthError('USAGE', `option "${option.split(' ')[0]}" of "berth ${name}" needs a value`, { hint });
   return new BerthError('USAGE', `"berth ${name}": ${(err as Error).message.split('.')[0]}`, { hint });
 }
 
@@ -188,7 +193,10 @@ function splitCommand(argv: string[]): { home?: string; name?: string; rest: str
     else if (a.startsWith('--home=')) home = a.slice('--home='.length);
     else if (a === '-h' || a === '--help') help = true;
     else if (a === '--version') return { name: '--version', rest: [], help };
-    else throw new BerthError('USAGE', `unknown option "${a}"${didYouMean(a.split('=')[0] as string, ['--home', '--help', '--version'])}`, { hint: 'see "berth --help"' });
+    else
+      throw new BerthError('USAGE', `unknown option "${a}"${didYouMean(a.split('=')[0] as string, ['--home', '--help', '--version'])}`, {
+        hint: 'see "berth --help"',
+      });
   }
   if (args[0] === 'help') return { home, name: 'help', rest: args.slice(1), help };
   const two = `${args[0]} ${args[1]}`;
@@ -196,10 +204,17 @@ function splitCommand(argv: string[]): { home?: string; name?: string; rest: str
   if (args[0] && own(COMMANDS, args[0])) return { home, name: args[0], rest: args.slice(1), help };
   if (args.length === 0) return { home, rest: [], help: true };
   const group = args[0] ? groupOf(args[0]) : [];
-  if (group.length && (args[1] === undefined || args[1] === '--help' || args[1] === '-h')) return { home, name: 'help', rest: [args[0] as string], help: true };
-  const hint = group.length ? `"berth ${args[0]} --help" lists its commands: ${group.map((n) => n.split(' ')[1]).join(', ')}` : 'see "berth --help"';
+  if (group.length && (args[1] === undefined || args[1] === '--help' || args[1] === '-h'))
+    return { home, name: 'help', rest: [args[0] as string], help: true };
+  const hint = group.length
+    ? `"berth ${args[0]} --help" lists its commands: ${group.map((n) => n.split(' ')[1]).join(', ')}`
+    : 'see "berth --help"';
   const suggestion = closestCommand(args);
-  throw new BerthError('USAGE', `unknown command "${args.slice(0, 2).join(' ')}"${suggestion ? `; did you mean "berth ${suggestion}"?` : ''}`, { hint });
+  throw new BerthError(
+    'USAGE',
+    `unknown command "${args.slice(0, 2).join(' ')}"${suggestion ? `; did you mean "berth ${suggestion}"?` : ''}`,
+    { hint },
+  );
 }
 
 /**
@@ -254,7 +269,15 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv, io: Out): Pro
     // Fault injection for the crash tests: die (no cleanup, like a power cut) after a create step.
     const killAt = env.BERTH_TEST_KILL_AFTER_STEP;
     const onCreateStep = killAt ? (step: string) => void (step === killAt && process.kill(process.pid, 'SIGKILL')) : undefined;
-    const lazyBerth = () => (berth ??= createBerth({ home, logLevel: env.BERTH_LOG_LEVEL ?? command.logLevel ?? 'warn', onCreateStep, metricsToken: env.BERTH_METRICS_TOKEN, processMetrics: command.longRunning, warm: command.longRunning }));
+    const lazyBerth = () =>
+      (berth ??= createBerth({
+        home,
+        logLevel: env.BERTH_LOG_LEVEL ?? command.logLevel ?? 'warn',
+        onCreateStep,
+        metricsToken: env.BERTH_METRICS_TOKEN,
+        processMetrics: command.longRunning,
+        warm: command.longRunning,
+      }));
     return await command.run(lazyBerth, parsed.values, parsed.positionals, io, env);
   } catch (err) {
     if (isBerthError(err)) {

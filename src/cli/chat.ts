@@ -39,7 +39,8 @@ export const CHAT_COMMANDS: Record<string, Command> = {
     },
   },
   'chat-link logins': {
-    usage: 'chat-link logins <project> [--user <name>] [--json]\n  Who can get in to the web chat: browsers logged in and links not used yet (never a token).',
+    usage:
+      'chat-link logins <project> [--user <name>] [--json]\n  Who can get in to the web chat: browsers logged in and links not used yet (never a token).',
     options: { user: { type: 'string' }, json: { type: 'boolean' } },
     async run(berth, v, pos, io) {
       need(pos, 1, 'project name');
@@ -55,7 +56,8 @@ export const CHAT_COMMANDS: Record<string, Command> = {
     },
   },
   'chat-link revoke': {
-    usage: "chat-link revoke <project> --user <name>\n  Log a person out of the web chat everywhere and void their unused links (their sessions and files stay).",
+    usage:
+      'chat-link revoke <project> --user <name>\n  Log a person out of the web chat everywhere and void their unused links (their sessions and files stay).',
     options: { user: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 1, 'project name');

@@ -17,5 +17,6 @@ export interface Command {
 
 export function need(positionals: string[], count: number, what: string): void {
   if (positionals.length < count) throw new BerthError('USAGE', `missing ${what}`, { hint: 'see "berth --help"' });
-  if (positionals.length > count) throw new BerthError('USAGE', `unexpected argument "${positionals[count]}"`, { hint: 'see "berth --help"' });
+  if (positionals.length > count)
+    throw new BerthError('USAGE', `unexpected argument "${positionals[count]}"`, { hint: 'see "berth --help"' });
 }

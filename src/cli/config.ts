@@ -38,7 +38,8 @@ export const CONFIG_COMMANDS: Record<string, Command> = {
     },
   },
   'config get': {
-    usage: 'config get [<path>]\n  berth.yaml as berth reads it (defaults filled in; secrets shown as "(set)"), or one setting: a dotted path, e.g. bridges.signal or runs.warm_idle_seconds.',
+    usage:
+      'config get [<path>]\n  berth.yaml as berth reads it (defaults filled in; secrets shown as "(set)"), or one setting: a dotted path, e.g. bridges.signal or runs.warm_idle_seconds.',
     options: {},
     async run(berth, _v, pos, io) {
       if (pos.length > 1) need(pos, 1, 'path');
@@ -50,7 +51,15 @@ export const CONFIG_COMMANDS: Record<string, Command> = {
         if (value === undefined) {
           // The path is named once (the field); the reason offers the closest key there.
           const near = closestName(key, Object.keys(parent));
-          throw new BerthError('CONFIG_INVALID', 'no such berth.yaml setting', { issues: [{ field: pos[0] as string, reason: near === undefined ? 'not a setting' : `did you mean "${[...path.slice(0, i), near].join('.')}"?` }], hint: 'see "berth config get"' });
+          throw new BerthError('CONFIG_INVALID', 'no such berth.yaml setting', {
+            issues: [
+              {
+                field: pos[0] as string,
+                reason: near === undefined ? 'not a setting' : `did you mean "${[...path.slice(0, i), near].join('.')}"?`,
+              },
+            ],
+            hint: 'see "berth config get"',
+          });
         }
       }
       io.out(stringify(isSecretKey(path.at(-1) ?? '') ? '(set)' : redacted(value)));
@@ -70,7 +79,7 @@ export const CONFIG_COMMANDS: Record<string, Command> = {
     },
   },
   'config unset': {
-    usage: 'config unset <path>\n  Remove one berth.yaml setting (its default applies again), keeping the file\'s comments.',
+    usage: "config unset <path>\n  Remove one berth.yaml setting (its default applies again), keeping the file's comments.",
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 1, 'path');

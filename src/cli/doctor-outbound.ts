@@ -20,11 +20,23 @@ export function checkModels(config: BerthConfig, projects: Array<{ name: string;
     const missing = metadata.models.upstreams.filter((u) => !own(config.models, u));
     if (missing.length) {
       const fix = `berth project update ${name} --model <one of: ${Object.keys(config.models).join(', ') || 'none yet'}>, or add it to berth.yaml's models`;
-      checks.push({ name: `models ${name}`, status: 'fail', detail: `upstream(s) ${missing.join(', ')} not in berth.yaml's models: its agents' model calls fail (${fix})` });
-    }
-    else if (needsModel && usable.length === 0) {
-      checks.push({ name: `models ${name}`, status: 'warn', detail: `agent "${String(metadata.agent)}" needs a model, but the project may call none: berth project update ${name} --model <upstream> (berth.yaml models)` });
-    } else if (usable.length) checks.push({ name: `models ${name}`, status: 'ok', detail: `${usable.join(', ')} through berth's model gateway (keys stay outside)` });
+      checks.push({
+        name: `models ${name}`,
+        status: 'fail',
+        detail: `upstream(s) ${missing.join(', ')} not in berth.yaml's models: its agents' model calls fail (${fix})`,
+      });
+    } else if (needsModel && usable.length === 0) {
+      checks.push({
+        name: `models ${name}`,
+        status: 'warn',
+        detail: `agent "${String(metadata.agent)}" needs a model, but the project may call none: berth project update ${name} --model <upstream> (berth.yaml models)`,
+      });
+    } else if (usable.length)
+      checks.push({
+        name: `models ${name}`,
+        status: 'ok',
+        detail: `${usable.join(', ')} through berth's model gateway (keys stay outside)`,
+      });
   }
   return checks;
 }
@@ -35,18 +47,47 @@ export function checkModels(config: BerthConfig, projects: Array<{ name: string;
  */
 export function checkRoutes(config: BerthConfig, workflowsOf: ReadonlyMap<string, readonly string[]>): Check[] {
   const renamed: Check[] =
-    config.channels === undefined ? [] : [{ name: 'routes', status: 'warn', detail: 'berth.yaml names its routes "channels:", their old name: still read, but rename the key to "routes:"' }];
-  return [...renamed, ...Object.entries(config.routes).flatMap(([channel, profile]): Check[] => {
-    const workflows = workflowsOf.get(profile.project);
-    if (!workflows) {
-      const made = [...workflowsOf.keys()];
-      return [{ name: `route ${channel}`, status: 'fail', detail: `answers with project "${profile.project}", which does not exist: its messages fail (berth project create ${profile.project}, or name one of: ${made.join(', ') || 'none yet'})` }];
-    }
-    if (profile.workflow !== undefined && !workflows.includes(profile.workflow)) {
-      return [{ name: `route ${channel}`, status: 'fail', detail: `runs workflow "${profile.workflow}", which project "${profile.project}" does not have (workflows: ${workflows.join(', ') || 'none'})` }];
-    }
-    return [{ name: `route ${channel}`, status: 'ok', detail: `answered by project "${profile.project}"${profile.workflow ? `, workflow "${profile.workflow}"` : ''}` }];
-  })];
+    config.channels === undefined
+      ? []
+      : [
+          {
+            name: 'routes',
+            status: 'warn',
+            detail: 'berth.yaml names its routes "channels:", their old name: still read, but rename the key to "routes:"',
+          },
+        ];
+  return [
+    ...renamed,
+    ...Object.entries(config.routes).flatMap(([channel, profile]): Check[] => {
+      const workflows = workflowsOf.get(profile.project);
+      if (!workflows) {
+        const made = [...workflowsOf.keys()];
+        return [
+          {
+            name: `route ${channel}`,
+            status: 'fail',
+            detail: `answers with project "${profile.project}", which does not exist: its messages fail (berth project create ${profile.project}, or name one of: ${made.join(', ') || 'none yet'})`,
+          },
+        ];
+      }
+      if (profile.workflow !== undefined && !workflows.includes(profile.workflow)) {
+        return [
+          {
+            name: `route ${channel}`,
+            status: 'fail',
+            detail: `runs workflow "${profile.workflow}", which project "${profile.project}" does not have (workflows: ${workflows.join(', ') || 'none'})`,
+          },
+        ];
+      }
+      return [
+        {
+          name: `route ${channel}`,
+          status: 'ok',
+          detail: `answered by project "${profile.project}"${profile.workflow ? `, workflow "${profile.workflow}"` : ''}`,
+        },
+      ];
+    }),
+  ];
 }
 
 /**
@@ -58,16 +99,35 @@ export async function checkModelUpstreams(config: BerthConfig, timeoutMs = 5000)
   return Promise.all(
     Object.entries(config.models).map(async ([name, upstream]): Promise<Check> => {
       const url = `${upstream.url.replace(/\/$/, '')}/v1/models`;
-      const headers: Record<string, string> = upstream.api === 'anthropic' ? { 'x-api-key': upstream.api_key, 'anthropic-version': '2023-06-01' } : { authorization: `Bearer ${upstream.api_key}` };
+      const headers: Record<string, string> =
+        upstream.api === 'anthropic'
+          ? { 'x-api-key': upstream.api_key, 'anthropic-version': '2023-06-01' }
+          : { authorization: `Bearer ${upstream.api_key}` };
       try {
         const res = await fetch(url, { headers, signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' });
         await res.body?.cancel();
         if (res.ok) return { name: `model ${name}`, status: 'ok', detail: `${upstream.url} answers with its key (HTTP ${res.status})` };
-        if (res.status === 401 || res.status === 403) return { name: `model ${name}`, status: 'fail', detail: `${upstream.url} refuses berth.yaml's key (HTTP ${res.status}): every model call fails; set models.${name}.api_key` };
-        return { name: `model ${name}`, status: 'warn', detail: `${upstream.url} answered GET /v1/models with HTTP ${res.status}; is models.${name}.url the API's base URL?` };
+        if (res.status === 401 || res.status === 403)
+          return {
+            name: `model ${name}`,
+            status: 'fail',
+            detail: `${upstream.url} refuses berth.yaml's key (HTTP ${res.status}): every model call fails; set models.${name}.api_key`,
+          };
+        return {
+          name: `model ${name}`,
+          status: 'warn',
+          detail: `${upstream.url} answered GET /v1/models with HTTP ${res.status}; is models.${name}.url the API's base URL?`,
+        };
       } catch (err) {
-        const why = (err as Error).name === 'TimeoutError' ? `no answer in ${timeoutMs / 1000} s` : ((err as { cause?: { code?: string; message?: string } }).cause?.code ?? (err as Error).message);
-        return { name: `model ${name}`, status: 'fail', detail: `${upstream.url} cannot be reached (${why}): agents' model calls fail; check models.${name}.url` };
+        const why =
+          (err as Error).name === 'TimeoutError'
+            ? `no answer in ${timeoutMs / 1000} s`
+            : ((err as { cause?: { code?: string; message?: string } }).cause?.code ?? (err as Error).message);
+        return {
+          name: `model ${name}`,
+          status: 'fail',
+          detail: `${upstream.url} cannot be reached (${why}): agents' model calls fail; check models.${name}.url`,
+        };
       }
     }),
   );
@@ -85,8 +145,16 @@ export function checkBridgeConsumers(config: BerthConfig, stateDir: string): Che
       const holder = liveHolderOf(consumerLock(stateDir, channel.name));
       const name = `bridge ${channel.name} consumer`;
       return holder
-        ? { name, status: 'ok' as const, detail: `berth process ${holder.split('.')[0]} answers it (berth serve or berth bridge ${channel.name})` }
-        : { name, status: 'warn' as const, detail: `no running berth answers it: messages wait at ${channel.title} until "berth serve" (or "berth bridge ${channel.name}") runs` };
+        ? {
+            name,
+            status: 'ok' as const,
+            detail: `berth process ${holder.split('.')[0]} answers it (berth serve or berth bridge ${channel.name})`,
+          }
+        : {
+            name,
+            status: 'warn' as const,
+            detail: `no running berth answers it: messages wait at ${channel.title} until "berth serve" (or "berth bridge ${channel.name}") runs`,
+          };
     });
 }
 

@@ -67,7 +67,11 @@ export function assessRunc(version: string, sharedProjects: string[]): Check {
   // Debian bookworm's 1.1.5+ds1-1+deb12uN carries the CVE-2024-21626 fix (upstream 1.1.12).
   const debianPatched = /\+deb12u\d+/.test(version) && versionAtLeast(v, [1, 1, 5]);
   if (!versionAtLeast(v, [1, 1, 12]) && !debianPatched) {
-    return { name: 'runc', status: 'fail', detail: `runc ${version} lacks the CVE-2024-21626 fix (leaky fds: any container can escape); upgrade runc` };
+    return {
+      name: 'runc',
+      status: 'fail',
+      detail: `runc ${version} lacks the CVE-2024-21626 fix (leaky fds: any container can escape); upgrade runc`,
+    };
   }
   const fixed2025 =
     (v[0] === 1 && v[1] === 2 && versionAtLeast(v, [1, 2, 8])) ||
@@ -76,7 +80,11 @@ export function assessRunc(version: string, sharedProjects: string[]): Check {
   if (fixed2025) return { name: 'runc', status: 'ok', detail: `runc ${version}: known escapes fixed` };
   const detail = `runc ${version} is not fixed for ${RUNC_2025} (fixed in 1.2.8 / 1.3.3 / 1.4.0); they need a hostile image or a mount shared with a starting container`;
   return sharedProjects.length > 0
-    ? { name: 'runc', status: 'fail', detail: `${detail}, and ${sharedProjects.length === 1 ? 'project' : 'projects'} ${sharedProjects.map((p) => `"${p}"`).join(', ')} (workspace_isolation false) share one: upgrade runc, or isolate ${sharedProjects.length === 1 ? 'it' : 'them'} (berth project update <name> --isolation)` }
+    ? {
+        name: 'runc',
+        status: 'fail',
+        detail: `${detail}, and ${sharedProjects.length === 1 ? 'project' : 'projects'} ${sharedProjects.map((p) => `"${p}"`).join(', ')} (workspace_isolation false) share one: upgrade runc, or isolate ${sharedProjects.length === 1 ? 'it' : 'them'} (berth project update <name> --isolation)`,
+      }
     : { name: 'runc', status: 'warn', detail: `${detail}; every project here is isolated and images are yours, so the risk is contained` };
 }
 
@@ -89,16 +97,40 @@ function projectRuntimes(meta: ProjectMetadata): string[] {
  * Pure: the runtimes the engine has (with versions), and each one berth.yaml offers or a project
  * picks that the engine lacks (a project's runs would be refused with RUNTIME_MISSING).
  */
-export function assessRuntimes(engine: Array<{ name: string; version?: string }>, offered: string[], projects: Array<{ name: string; metadata: ProjectMetadata }>): Check[] {
+export function assessRuntimes(
+  engine: Array<{ name: string; version?: string }>,
+  offered: string[],
+  projects: Array<{ name: string; metadata: ProjectMetadata }>,
+): Check[] {
   const has = new Set(engine.map((r) => r.name));
-  const checks: Check[] = [{ name: 'runtimes', status: 'ok', detail: engine.map((r) => `${r.name}${r.version ? ` (${r.version})` : ''}`).join(', ') || 'none reported' }];
+  const checks: Check[] = [
+    {
+      name: 'runtimes',
+      status: 'ok',
+      detail: engine.map((r) => `${r.name}${r.version ? ` (${r.version})` : ''}`).join(', ') || 'none reported',
+    },
+  ];
   for (const name of offered.filter((r) => !has.has(r))) {
-    checks.push({ name: `runtime ${name}`, status: 'warn', detail: `berth.yaml offers it but the engine has no such runtime${name === 'runsc' ? ' (docs/security.md, "Stronger isolation: gVisor")' : ''}` });
+    checks.push({
+      name: `runtime ${name}`,
+      status: 'warn',
+      detail: `berth.yaml offers it but the engine has no such runtime${name === 'runsc' ? ' (docs/security.md, "Stronger isolation: gVisor")' : ''}`,
+    });
   }
   for (const p of projects) {
     for (const runtime of projectRuntimes(p.metadata)) {
-      if (!offered.includes(runtime)) checks.push({ name: `project ${p.name}`, status: 'fail', detail: `runtime "${runtime}" is not in berth.yaml's runtimes (${offered.join(', ')}): its runs are refused` });
-      else if (!has.has(runtime)) checks.push({ name: `project ${p.name}`, status: 'fail', detail: `runtime "${runtime}" is not registered with the engine: its runs are refused` });
+      if (!offered.includes(runtime))
+        checks.push({
+          name: `project ${p.name}`,
+          status: 'fail',
+          detail: `runtime "${runtime}" is not in berth.yaml's runtimes (${offered.join(', ')}): its runs are refused`,
+        });
+      else if (!has.has(runtime))
+        checks.push({
+          name: `project ${p.name}`,
+          status: 'fail',
+          detail: `runtime "${runtime}" is not registered with the engine: its runs are refused`,
+        });
     }
   }
   return checks;
@@ -109,7 +141,11 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
   const checks: Check[] = [{ name: 'node', status: node.ok ? 'ok' : 'warn', detail: node.detail }];
   try {
     loadBerthConfig(homePaths(berth.home).configFile, berth.home);
-    checks.push({ name: 'config', status: 'ok', detail: fs.existsSync(homePaths(berth.home).configFile) ? 'berth.yaml valid' : 'no berth.yaml (defaults)' });
+    checks.push({
+      name: 'config',
+      status: 'ok',
+      detail: fs.existsSync(homePaths(berth.home).configFile) ? 'berth.yaml valid' : 'no berth.yaml (defaults)',
+    });
   } catch (err) {
     checks.push({ name: 'config', status: 'fail', detail: isBerthError(err) ? err.toLine() : String(err) });
   }
@@ -122,7 +158,11 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
       projects.push({ name, image: imageFor(p.metadata, berth.config), isolated: p.metadata.workspace_isolation, metadata: p.metadata });
       if (p.metadata.protected_paths.length > 0 && !p.snapshot) {
         projectProblems++;
-        checks.push({ name: `project ${name}`, status: 'fail', detail: `protected paths have no snapshot; run "berth project update ${name}"` });
+        checks.push({
+          name: `project ${name}`,
+          status: 'fail',
+          detail: `protected paths have no snapshot; run "berth project update ${name}"`,
+        });
       }
     } catch (err) {
       projectProblems++;
@@ -135,7 +175,9 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
   checks.push(...checkModels(berth.config, projects));
   checks.push(...(await checkModelUpstreams(berth.config)));
   const valid = new Set(projects.map((p) => p.name));
-  checks.push(...checkRoutes(berth.config, new Map(berth.store.names().map((n) => [n, valid.has(n) ? listWorkflows(berth.store.get(n)) : []]))));
+  checks.push(
+    ...checkRoutes(berth.config, new Map(berth.store.names().map((n) => [n, valid.has(n) ? listWorkflows(berth.store.get(n)) : []]))),
+  );
   checks.push(...checkGrants(berth.config, berth.store.names()));
   const retired = checkRetiredVolumes(berth);
   if (retired) checks.push(retired);
@@ -149,7 +191,13 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
       checks.push({ name: 'seccomp', status: 'warn', detail: 'the engine runs without a seccomp profile' });
     }
     const runc = info.runtimes.find((r) => r.name === 'runc');
-    if (runc) checks.push(assessRunc(runc.version ?? 'unknown', projects.filter((p) => !p.isolated && projectRuntimes(p.metadata).includes('runc')).map((p) => p.name)));
+    if (runc)
+      checks.push(
+        assessRunc(
+          runc.version ?? 'unknown',
+          projects.filter((p) => !p.isolated && projectRuntimes(p.metadata).includes('runc')).map((p) => p.name),
+        ),
+      );
     checks.push(...assessRuntimes(info.runtimes, berth.config.runtimes, projects));
     checks.push(assessDisk(berth.home, info.rootDir, berth.config.disk_quotas));
     const wanted = new Set([berth.config.images.shell, ...projects.map((p) => p.image)]);
@@ -188,13 +236,23 @@ export function assessDisk(home: string, engineRoot: string, quotas: BerthConfig
   const shared = fsOf(home) !== undefined && fsOf(home) === fsOf(engineRoot);
   const gib = `${Math.round(free / 2 ** 30)} GiB`;
   if (quotas === 'loop') {
-    if (!support.ok) return { name: 'disk quotas', status: 'fail', detail: `disk_quotas: loop, but ${support.detail}: runs of isolated projects will fail` };
+    if (!support.ok)
+      return {
+        name: 'disk quotas',
+        status: 'fail',
+        detail: `disk_quotas: loop, but ${support.detail}: runs of isolated projects will fail`,
+      };
     const detail = `disk_quotas: loop (the kernel bounds each isolated workspace at limits.disk_mb); ${gib} (${pct}%) free where berth's home is`;
     return { name: 'disk quotas', status: pct < 10 ? 'warn' : 'ok', detail };
   }
   const bound = `disk_quotas: off, so tenant writes are bounded by limits.disk_mb and limits.files per run, not by the kernel${support.ok ? ' (this host can do disk_quotas: loop)' : ''}`;
   if (pct < 10) return { name: 'disk quotas', status: 'warn', detail: `${gib} (${pct}%) free where berth's home is; ${bound}` };
-  if (shared) return { name: 'disk quotas', status: 'warn', detail: `berth's home shares a filesystem with the engine's data (${engineRoot}); ${bound}` };
+  if (shared)
+    return {
+      name: 'disk quotas',
+      status: 'warn',
+      detail: `berth's home shares a filesystem with the engine's data (${engineRoot}); ${bound}`,
+    };
   return { name: 'disk quotas', status: 'ok', detail: `${gib} free; ${bound}` };
 }
 
@@ -204,7 +262,8 @@ async function checkPool(berth: Berth): Promise<Check> {
   if (size === 0) return { name: 'pool', status: 'ok', detail: 'runs.pool: 0 (a new session starts its container)' };
   const caps = await berth.launcher.capabilities();
   const late = caps.runtimes.filter((r) => caps.lateMounts(r));
-  if (late.length) return { name: 'pool', status: 'ok', detail: `${size} pre-started per shape under serve, for isolated projects on ${late.join(', ')}` };
+  if (late.length)
+    return { name: 'pool', status: 'ok', detail: `${size} pre-started per shape under serve, for isolated projects on ${late.join(', ')}` };
   let why = 'the engine is not on this host, or no runtime here is runc or crun';
   if (process.getuid?.() !== 0) why = 'berth is not root (attaching mounts needs it)';
   else {
@@ -214,7 +273,11 @@ async function checkPool(berth: Berth): Promise<Check> {
       why = isBerthError(err) ? err.toLine() : String(err);
     }
   }
-  return { name: 'pool', status: 'warn', detail: `runs.pool is ${size}, but no container here can take its mounts late (${why}): a new person's first message starts a container` };
+  return {
+    name: 'pool',
+    status: 'warn',
+    detail: `runs.pool is ${size}, but no container here can take its mounts late (${why}): a new person's first message starts a container`,
+  };
 }
 
 /**
@@ -227,11 +290,18 @@ export function checkGrants(config: BerthConfig, projects: readonly string[]): C
   const exists = new Set(projects);
   const grants = projectGrantsOf(config);
   const missing = grants.filter((g) => !exists.has(g.project));
-  if (!missing.length) return [{ name: 'grants', status: 'ok', detail: `${grants.length} grant(s) in berth.yaml, each to a project that exists` }];
+  if (!missing.length)
+    return [{ name: 'grants', status: 'ok', detail: `${grants.length} grant(s) in berth.yaml, each to a project that exists` }];
   return missing.map((g) => {
     const secret = /^secrets\.([^.]+)\./.exec(g.field)?.[1];
-    const undo = secret ? `berth secret revoke ${secret} --project ${g.project}` : `berth project revoke ${g.project} ${g.what.replace(/^shared area "(.*)"$/, '$1')}, or remove ${g.field} from berth.yaml`;
-    return { name: `grant ${g.field}`, status: 'fail', detail: `grants ${g.what} to project "${g.project}", which does not exist: a project made under that name would hold it; ${undo}` };
+    const undo = secret
+      ? `berth secret revoke ${secret} --project ${g.project}`
+      : `berth project revoke ${g.project} ${g.what.replace(/^shared area "(.*)"$/, '$1')}, or remove ${g.field} from berth.yaml`;
+    return {
+      name: `grant ${g.field}`,
+      status: 'fail',
+      detail: `grants ${g.what} to project "${g.project}", which does not exist: a project made under that name would hold it; ${undo}`,
+    };
   });
 }
 
@@ -251,7 +321,11 @@ export function describeRuns(config: BerthConfig): Check {
   const l = admissionLimitsOf(config);
   const { warm_idle_seconds: idle, warm_max: max, drain_seconds: drain } = config.runs;
   const warm = idle > 0 && max > 0 ? `sessions stay warm ${idle} s (at most ${max}) under serve` : 'no warm containers';
-  return { name: 'runs', status: 'ok', detail: `${l.global} at once (${l.perProject} per project, ${l.perTenant} per tenant), ${l.queue} may wait; ${warm}; SIGTERM drains for ${drain} s` };
+  return {
+    name: 'runs',
+    status: 'ok',
+    detail: `${l.global} at once (${l.perProject} per project, ${l.perTenant} per tenant), ${l.queue} may wait; ${warm}; SIGTERM drains for ${drain} s`,
+  };
 }
 
 /** A read-write grant is only useful if the agent user can write the area. */
@@ -265,7 +339,11 @@ function checkRwAreas(berth: Berth): Check[] {
       const st = fs.statSync(path);
       const writable = (st.uid === uid && st.mode & 0o200) || (st.gid === gid && st.mode & 0o020) || st.mode & 0o002;
       if (!writable) {
-        checks.push({ name: `area ${g.name}`, status: 'warn', detail: `granted rw to ${project}, but ${path} is not writable by the agent user ${uid}:${gid} (chown or chmod it)` });
+        checks.push({
+          name: `area ${g.name}`,
+          status: 'warn',
+          detail: `granted rw to ${project}, but ${path} is not writable by the agent user ${uid}:${gid} (chown or chmod it)`,
+        });
       }
     }
   }

@@ -11,11 +11,14 @@ function describeProject(berth: Berth, name: string) {
 
 function printSkipped(p: ProjectView, io: Out): void {
   for (const e of p.protection.entries) {
-    if (e.source === 'empty') io.err(`berth: protected "${printable(e.path)}" does not exist in the project; containers get an empty read-only ${e.kind}\n`);
+    if (e.source === 'empty')
+      io.err(`berth: protected "${printable(e.path)}" does not exist in the project; containers get an empty read-only ${e.kind}\n`);
     for (const s of e.skipped) io.err(`berth: not protected: ${printable(s.path)} (${s.reason})\n`);
   }
   if (!p.workspace_isolation && p.protected_paths.length > 0) {
-    io.err('berth: note: with workspace isolation off, tenants could edit these files until now; protected content is what is there at this moment\n');
+    io.err(
+      'berth: note: with workspace isolation off, tenants could edit these files until now; protected content is what is there at this moment\n',
+    );
   }
 }
 
@@ -57,7 +60,7 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
   },
   'project update': {
     usage:
-      'project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect] [--timeout SECONDS] [--image IMG] [--agent PRESET] [--runtime NAME] [--model UPSTREAM]... [--allow-host HOST]... [--no-allow-host] [--approvals WHO]\n  --runtime: the OCI runtime its runs use from the next message (warm containers are recycled).\n  --protect replaces the list, --no-protect empties it; protection is re-snapshotted.\n  --model and --allow-host replace their lists (the model budget and allowed models stay); --no-allow-host empties the allowlist.\n  --approvals: who is asked when an agent wants a host outside the allowlist: person (the chat\'s, or the operator), operator (only), off (refused).',
+      "project update <name> [--isolation|--no-isolation] [--protect PATH]... [--no-protect] [--timeout SECONDS] [--image IMG] [--agent PRESET] [--runtime NAME] [--model UPSTREAM]... [--allow-host HOST]... [--no-allow-host] [--approvals WHO]\n  --runtime: the OCI runtime its runs use from the next message (warm containers are recycled).\n  --protect replaces the list, --no-protect empties it; protection is re-snapshotted.\n  --model and --allow-host replace their lists (the model budget and allowed models stay); --no-allow-host empties the allowlist.\n  --approvals: who is asked when an agent wants a host outside the allowlist: person (the chat's, or the operator), operator (only), off (refused).",
     options: {
       isolation: { type: 'boolean' },
       'no-isolation': { type: 'boolean' },
@@ -100,15 +103,21 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project delete': {
-    usage: 'project delete <name> --confirm <name>\n  Stops its containers, releases its workspace quotas and moves the project to the trash (.berth/trash/); its session tokens and chat logins end, its grants leave berth.yaml (secrets\', shared areas\'), and on Kubernetes its volumes are deleted.',
+    usage:
+      "project delete <name> --confirm <name>\n  Stops its containers, releases its workspace quotas and moves the project to the trash (.berth/trash/); its session tokens and chat logins end, its grants leave berth.yaml (secrets', shared areas'), and on Kubernetes its volumes are deleted.",
     options: { confirm: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 1, 'project name');
       const name = pos[0] as string;
-      if (v.confirm === undefined) throw new BerthError('USAGE', `deleting needs --confirm ${name}`, { hint: 'the name twice, so a slip of the shell deletes nothing' });
+      if (v.confirm === undefined)
+        throw new BerthError('USAGE', `deleting needs --confirm ${name}`, {
+          hint: 'the name twice, so a slip of the shell deletes nothing',
+        });
       const b = berth();
       const done = await b.admin.deleteProject(name, v.confirm as string);
-      io.out(`deleted project ${done.name}: moved to ${done.trashed_to}${done.containers_removed ? `; ${done.containers_removed} container(s) stopped` : ''}\n`);
+      io.out(
+        `deleted project ${done.name}: moved to ${done.trashed_to}${done.containers_removed ? `; ${done.containers_removed} container(s) stopped` : ''}\n`,
+      );
       // launcher: kubernetes: its volumes on the cluster, before this process ends.
       if (b.config.launcher === 'kubernetes') io.out(describeRetired(await b.admin.retireVolumes()));
       return 0;
@@ -132,7 +141,13 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       const b = berth();
       const projects = b.admin.listProjects();
       if (v.json) {
-        io.out(`${JSON.stringify(projects.map((p) => describeProject(b, p.name)), null, 2)}\n`);
+        io.out(
+          `${JSON.stringify(
+            projects.map((p) => describeProject(b, p.name)),
+            null,
+            2,
+          )}\n`,
+        );
         return 0;
       }
       if (projects.length === 0) {
@@ -141,7 +156,9 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       }
       for (const p of projects) {
         const agent = Array.isArray(p.agent) ? 'custom' : p.agent;
-        io.out(`${p.name}\tisolation=${p.workspace_isolation ? 'on' : 'off'}\tagent=${agent}\tprotected=${p.protected_paths.join(',') || '-'}\tworkspaces=${p.workspace_count}\n`);
+        io.out(
+          `${p.name}\tisolation=${p.workspace_isolation ? 'on' : 'off'}\tagent=${agent}\tprotected=${p.protected_paths.join(',') || '-'}\tworkspaces=${p.workspace_count}\n`,
+        );
       }
       return 0;
     },
@@ -154,13 +171,20 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
       const b = berth();
       b.admin.getProject(pos[0] as string);
       const a = b.operator.access(pos[0] as string);
-      io.out(`project ${a.project}\nprivate workspace: ${a.private_workspace}${a.private_workspace_overridden ? ' (override in berth.yaml)' : ''}\n`);
-      io.out(a.shared_access.length ? a.shared_access.map((g) => `shared: /shared/${g.name} → ${g.path} (${g.mode})\n`).join('') : 'shared: none (deny by default)\n');
+      io.out(
+        `project ${a.project}\nprivate workspace: ${a.private_workspace}${a.private_workspace_overridden ? ' (override in berth.yaml)' : ''}\n`,
+      );
+      io.out(
+        a.shared_access.length
+          ? a.shared_access.map((g) => `shared: /shared/${g.name} → ${g.path} (${g.mode})\n`).join('')
+          : 'shared: none (deny by default)\n',
+      );
       return 0;
     },
   },
   'project grant': {
-    usage: 'project grant <project> <area> [--rw]\n  Grant a shared area of berth.yaml (read-only unless --rw); comments in berth.yaml are kept.',
+    usage:
+      'project grant <project> <area> [--rw]\n  Grant a shared area of berth.yaml (read-only unless --rw); comments in berth.yaml are kept.',
     options: { rw: { type: 'boolean' } },
     async run(berth, v, pos, io) {
       need(pos, 2, 'project name and shared area');
@@ -180,7 +204,8 @@ export const PROJECT_COMMANDS: Record<string, Command> = {
     },
   },
   'project set-private-workspace': {
-    usage: 'project set-private-workspace <project> <abs-path>\n  Move the project directory there (same filesystem) and record it in berth.yaml.',
+    usage:
+      'project set-private-workspace <project> <abs-path>\n  Move the project directory there (same filesystem) and record it in berth.yaml.',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 2, 'project name and absolute path');

@@ -27,7 +27,10 @@ function printWorkflow(workflow: string, record: WorkflowRunRecord, io: Out): nu
   if (record.error) {
     const failed = record.steps[record.error.step];
     if (failed?.stderr) io.err(failed.stderr);
-    throw new BerthError('WORKFLOW_FAILED', `workflow ${workflow} stopped at step ${record.error.step + 1}: ${record.error.message} (run ${record.workflow_run})`);
+    throw new BerthError(
+      'WORKFLOW_FAILED',
+      `workflow ${workflow} stopped at step ${record.error.step + 1}: ${record.error.message} (run ${record.workflow_run})`,
+    );
   }
   return 0;
 }
@@ -43,7 +46,8 @@ function readRunFiles(paths: readonly string[]): IncomingFile[] {
       throw new BerthError('USAGE', `--file ${path}: ${errnoOf(err) === 'ENOENT' ? 'no such file' : 'cannot be read'}`);
     }
     if (!st.isFile()) throw new BerthError('USAGE', `--file ${path}: not a regular file`);
-    if (st.size > FILE_BOUNDS.maxFileMb * 1024 * 1024) throw new BerthError('PAYLOAD_TOO_LARGE', `--file ${path}: larger than ${FILE_BOUNDS.maxFileMb} MiB`);
+    if (st.size > FILE_BOUNDS.maxFileMb * 1024 * 1024)
+      throw new BerthError('PAYLOAD_TOO_LARGE', `--file ${path}: larger than ${FILE_BOUNDS.maxFileMb} MiB`);
     return { name: basename(path), data: fs.readFileSync(path) };
   });
 }
@@ -51,21 +55,32 @@ function readRunFiles(paths: readonly string[]): IncomingFile[] {
 /** Runs, sessions and workflows. */
 export const RUN_COMMANDS: Record<string, Command> = {
   run: {
-    usage: "run <project> --user <tenant-key> [--session ID] [--level low|medium|high] [--file PATH]... [--] <message...>\n  Run the project's agent for a tenant; prints its output and exits with its exit code. Put the message after -- so options in it reach the agent. --file (repeatable): a file for the agent, landing in the workspace's inbox/; files the agent leaves in outbox/ are listed on stderr.",
+    usage:
+      "run <project> --user <tenant-key> [--session ID] [--level low|medium|high] [--file PATH]... [--] <message...>\n  Run the project's agent for a tenant; prints its output and exits with its exit code. Put the message after -- so options in it reach the agent. --file (repeatable): a file for the agent, landing in the workspace's inbox/; files the agent leaves in outbox/ are listed on stderr.",
     options: { user: { type: 'string' }, session: { type: 'string' }, level: { type: 'string' }, file: { type: 'string', multiple: true } },
     async run(berth, v, pos, io) {
       if (pos.length < 1) throw new BerthError('USAGE', 'missing project name', { hint: 'berth run <project> --user <key> -- <message>' });
       if (typeof v.user !== 'string') throw new BerthError('USAGE', 'missing --user <tenant-key>');
       const message = pos.slice(1).join(' ');
-      if (message.trim() === '') throw new BerthError('USAGE', 'missing message', { hint: 'berth run <project> --user <key> -- <message>' });
+      if (message.trim() === '')
+        throw new BerthError('USAGE', 'missing message', { hint: 'berth run <project> --user <key> -- <message>' });
       const level = v.level === undefined ? undefined : parseOrThrow(PermissionLevelSchema, v.level, '--level');
       const files = readRunFiles((v.file as string[] | undefined) ?? []);
-      const run = await berth().admin.runMessage(pos[0] as string, { user: v.user, message, session: v.session as string | undefined, level, ...(files.length ? { files } : {}) });
+      const run = await berth().admin.runMessage(pos[0] as string, {
+        user: v.user,
+        message,
+        session: v.session as string | undefined,
+        level,
+        ...(files.length ? { files } : {}),
+      });
       io.out(run.stdout);
       io.err(run.stderr);
       if (run.files_in?.notice) io.err(`\n${run.files_in.notice}\n`);
       for (const f of run.files ?? []) io.err(`berth: the agent sent ${printable(f.name)} (${f.size} bytes): GET ${f.url} (admin token)\n`);
-      if (run.truncated) io.err(`\nberth: output passed the project's cap of ${berth().admin.getProject(run.project).limits.output_bytes} bytes; the run was stopped\n`);
+      if (run.truncated)
+        io.err(
+          `\nberth: output passed the project's cap of ${berth().admin.getProject(run.project).limits.output_bytes} bytes; the run was stopped\n`,
+        );
       for (const w of run.warnings.filter((w) => w.startsWith('stopped: '))) io.err(`\nberth: ${w}\n`);
       if (run.timed_out) {
         throw new BerthError('RUN_TIMEOUT', `the run passed its timeout and was stopped (run ${run.run})`, {
@@ -76,15 +91,20 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   runs: {
-    usage: "runs <project> [--user TENANT] [--limit N] [--receipt] [--json]\n  Recent runs, newest first, and the runs a dead berth left interrupted (from the run journal). --receipt: the last run's (or last N runs') whole receipt: what was planned for its container, what was observed of it at its start, and every difference (docs/receipts.md).",
+    usage:
+      "runs <project> [--user TENANT] [--limit N] [--receipt] [--json]\n  Recent runs, newest first, and the runs a dead berth left interrupted (from the run journal). --receipt: the last run's (or last N runs') whole receipt: what was planned for its container, what was observed of it at its start, and every difference (docs/receipts.md).",
     options: { user: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' }, receipt: { type: 'boolean' } },
     async run(berth, v, pos, io) {
       need(pos, 1, 'project name');
       const limit = v.limit === undefined ? (v.receipt ? 1 : 20) : Number(v.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new BerthError('USAGE', `--limit must be 1-500, not "${String(v.limit).slice(0, 20)}"`);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500)
+        throw new BerthError('USAGE', `--limit must be 1-500, not "${String(v.limit).slice(0, 20)}"`);
       const r = berth().admin.listRuns(pos[0] as string, { user: v.user as string | undefined, limit });
       if (v.receipt) {
-        if (v.json) io.out(`${JSON.stringify({ runs: r.runs.map((x) => ({ run: x.run, finished_at: x.finished_at, receipt: x.receipt ?? null, receipt_digest: x.receipt_digest ?? null })) }, null, 2)}\n`);
+        if (v.json)
+          io.out(
+            `${JSON.stringify({ runs: r.runs.map((x) => ({ run: x.run, finished_at: x.finished_at, receipt: x.receipt ?? null, receipt_digest: x.receipt_digest ?? null })) }, null, 2)}\n`,
+          );
         else io.out(r.runs.length ? r.runs.map(receiptText).join('\n') : 'no runs yet\n');
         return r.runs.some((x) => x.receipt?.violations.length) ? 1 : 0;
       }
@@ -92,8 +112,14 @@ export const RUN_COMMANDS: Record<string, Command> = {
         io.out(`${JSON.stringify(r, null, 2)}\n`);
         return 0;
       }
-      for (const x of r.runs) io.out(`${x.finished_at}  ${x.run}  ${x.kind}  session=${printable(x.session)}  level=${x.permission_level}  exit=${x.exit_code}${x.timed_out ? ' timed-out' : ''}${x.truncated ? ' truncated' : ''}${x.schedule ? `  schedule=${x.schedule}` : ''}  ${Math.round(x.timings_ms.total)} ms\n`);
-      for (const x of r.interrupted) io.out(`${x.interrupted_at}  ${x.run}  ${x.kind ?? 'run'}  session=${printable(x.session ?? '-')}  INTERRUPTED: ${printable(x.reason)}\n`);
+      for (const x of r.runs)
+        io.out(
+          `${x.finished_at}  ${x.run}  ${x.kind}  session=${printable(x.session)}  level=${x.permission_level}  exit=${x.exit_code}${x.timed_out ? ' timed-out' : ''}${x.truncated ? ' truncated' : ''}${x.schedule ? `  schedule=${x.schedule}` : ''}  ${Math.round(x.timings_ms.total)} ms\n`,
+        );
+      for (const x of r.interrupted)
+        io.out(
+          `${x.interrupted_at}  ${x.run}  ${x.kind ?? 'run'}  session=${printable(x.session ?? '-')}  INTERRUPTED: ${printable(x.reason)}\n`,
+        );
       if (r.runs.length === 0 && r.interrupted.length === 0) io.out('no runs yet\n');
       if (r.corrupt_lines) io.err(`berth: ${r.corrupt_lines} corrupt line(s) of the run log were skipped\n`);
       return 0;
@@ -105,7 +131,9 @@ export const RUN_COMMANDS: Record<string, Command> = {
     async run(berth, _v, pos, io) {
       need(pos, 1, 'project name');
       for (const s of berth().admin.listSessions(pos[0] as string)) {
-        io.out(`${s.id}\tlevel=${s.settings.permission_level}\tmode=${s.settings.workspace.mode}\truns=${s.runs}\ttenant=${printable(s.tenant_key)}\n`);
+        io.out(
+          `${s.id}\tlevel=${s.settings.permission_level}\tmode=${s.settings.workspace.mode}\truns=${s.runs}\ttenant=${printable(s.tenant_key)}\n`,
+        );
       }
       return 0;
     },
@@ -121,7 +149,8 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   'session set': {
-    usage: "session set <project> <session-id> [--level low|medium|high] [--mode tenant|session]\n  Change a session's permission level or workspace mode (from its next run).",
+    usage:
+      "session set <project> <session-id> [--level low|medium|high] [--mode tenant|session]\n  Change a session's permission level or workspace mode (from its next run).",
     options: { level: { type: 'string' }, mode: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 2, 'project name and session id');
@@ -136,7 +165,8 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   'session delete': {
-    usage: "session delete <project> <session-id>\n  Forget a session: settings, agent home (its conversation) and tokens. The workspace stays.",
+    usage:
+      'session delete <project> <session-id>\n  Forget a session: settings, agent home (its conversation) and tokens. The workspace stays.',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 2, 'project name and session id');
@@ -158,12 +188,17 @@ export const RUN_COMMANDS: Record<string, Command> = {
     },
   },
   'workflow run': {
-    usage: "workflow run <project> <workflow> [--input TEXT]\n  Run a workflow's steps with progress; the input reaches every step as $BERTH_INPUT.",
+    usage:
+      "workflow run <project> <workflow> [--input TEXT]\n  Run a workflow's steps with progress; the input reaches every step as $BERTH_INPUT.",
     options: { input: { type: 'string' } },
     async run(berth, v, pos, io) {
       need(pos, 2, 'project name and workflow');
       const workflow = pos[1] as string;
-      return printWorkflow(workflow, await berth().admin.runWorkflow(pos[0] as string, workflow, v.input as string | undefined, progress(io)), io);
+      return printWorkflow(
+        workflow,
+        await berth().admin.runWorkflow(pos[0] as string, workflow, v.input as string | undefined, progress(io)),
+        io,
+      );
     },
   },
   'channel run': {

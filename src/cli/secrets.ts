@@ -17,7 +17,10 @@ const MAX_STDIN = 16 * 1024;
 function nameArg(pos: string[]): string {
   need(pos, 1, 'secret name');
   const parsed = SecretNameSchema.safeParse(pos[0]);
-  if (!parsed.success) throw new BerthError('USAGE', `secret name "${printable(pos[0] as string)}" ${parsed.error.issues[0]?.message ?? 'is not valid'}`, { hint: 'e.g. GH_TOKEN: the container sees a placeholder in a variable of that name' });
+  if (!parsed.success)
+    throw new BerthError('USAGE', `secret name "${printable(pos[0] as string)}" ${parsed.error.issues[0]?.message ?? 'is not valid'}`, {
+      hint: 'e.g. GH_TOKEN: the container sees a placeholder in a variable of that name',
+    });
   return parsed.data;
 }
 
@@ -63,8 +66,13 @@ function describeGrant(g: SecretGrant): string {
 export const SECRET_COMMANDS: Record<string, Command> = {
   'secret set': {
     usage:
-      'secret set <NAME> (--from-file PATH | --from-env VAR | --from-command CMD | --stdin)\n  Keep a credential for agents to use without holding it: the value is read from a file (mode 0600, berth\'s user), berth\'s own environment, a command (argv, no shell; JSON list or words) or stdin (then stored in berth\'s private state, 0600). It is read once now to check it; never printed. Its grants stay.',
-    options: { 'from-file': { type: 'string' }, 'from-env': { type: 'string' }, 'from-command': { type: 'string' }, stdin: { type: 'boolean' } },
+      "secret set <NAME> (--from-file PATH | --from-env VAR | --from-command CMD | --stdin)\n  Keep a credential for agents to use without holding it: the value is read from a file (mode 0600, berth's user), berth's own environment, a command (argv, no shell; JSON list or words) or stdin (then stored in berth's private state, 0600). It is read once now to check it; never printed. Its grants stay.",
+    options: {
+      'from-file': { type: 'string' },
+      'from-env': { type: 'string' },
+      'from-command': { type: 'string' },
+      stdin: { type: 'boolean' },
+    },
     async run(berth, v, pos, io, env) {
       const name = nameArg(pos);
       const given = ['from-file', 'from-env', 'from-command', 'stdin'].filter((k) => v[k] !== undefined && v[k] !== false);
@@ -78,7 +86,11 @@ export const SECRET_COMMANDS: Record<string, Command> = {
       else if (v['from-file'] !== undefined) source = { file: resolve(String(v['from-file'])) };
       else if (v['from-env'] !== undefined) source = { env: String(v['from-env']) };
       else source = { command: commandArgv(String(v['from-command'])) };
-      const entry = { ...(kept?.grants.length ? { grants: kept.grants } : {}), ...(kept && source.command ? { refresh_seconds: kept.refresh_seconds } : {}), ...source };
+      const entry = {
+        ...(kept?.grants.length ? { grants: kept.grants } : {}),
+        ...(kept && source.command ? { refresh_seconds: kept.refresh_seconds } : {}),
+        ...source,
+      };
       // Read it once as the proxy would (berth serve's environment may differ for --from-env: said, not refused).
       try {
         await createSecretValues(env).get(name, { refresh_seconds: 300, grants: [], ...source } as SecretEntry);
@@ -88,12 +100,15 @@ export const SECRET_COMMANDS: Record<string, Command> = {
       }
       await b.operator.setConfig(['secrets', name], entry);
       if (kept?.file && kept.file !== source.file) removeStoredSecret(stateDir, kept.file);
-      io.out(`set ${name} (from ${describeSource(entry as SecretEntry)}); ${kept?.grants.length ? `${kept.grants.length} grant(s) kept` : `no grants yet: berth secret grant ${name} --project P --host HOST`}\n`);
+      io.out(
+        `set ${name} (from ${describeSource(entry as SecretEntry)}); ${kept?.grants.length ? `${kept.grants.length} grant(s) kept` : `no grants yet: berth secret grant ${name} --project P --host HOST`}\n`,
+      );
       return 0;
     },
   },
   'secret list': {
-    usage: 'secret list [--json]\n  The secrets berth keeps: where each value comes from, whether it can be read now, and its grants. Never a value.',
+    usage:
+      'secret list [--json]\n  The secrets berth keeps: where each value comes from, whether it can be read now, and its grants. Never a value.',
     options: { json: { type: 'boolean' } },
     async run(berth, v, pos, io, env) {
       need(pos, 0, '');
@@ -122,7 +137,8 @@ export const SECRET_COMMANDS: Record<string, Command> = {
     },
   },
   'secret rm': {
-    usage: 'secret rm <NAME>\n  Forget a secret and all its grants (a value berth stored itself is deleted; your own files stay). The next request goes without it.',
+    usage:
+      'secret rm <NAME>\n  Forget a secret and all its grants (a value berth stored itself is deleted; your own files stay). The next request goes without it.',
     options: {},
     async run(berth, _v, pos, io) {
       const name = nameArg(pos);
@@ -136,14 +152,23 @@ export const SECRET_COMMANDS: Record<string, Command> = {
     },
   },
   'secret grant': {
-    usage:
-      `secret grant <NAME> --project P --host HOST [--path-prefix /P] [--methods GET,POST] [--header H] [--format F | --basic-user U] [--per-minute N]\n  Let project P's agents (levels medium and high) use the secret toward HOST (exact or *.suffix, optionally :port; HTTPS only): berth adds it as "H: F" ("Authorization: Bearer {}" by default; --basic-user: Basic auth, e.g. x-access-token for git). The host becomes reachable for P. Methods: ${SECRET_METHODS.join(', ')}. A grant for the same project, host and path prefix is replaced.`,
-    options: { project: { type: 'string' }, host: { type: 'string' }, 'path-prefix': { type: 'string' }, methods: { type: 'string' }, header: { type: 'string' }, format: { type: 'string' }, 'basic-user': { type: 'string' }, 'per-minute': { type: 'string' } },
+    usage: `secret grant <NAME> --project P --host HOST [--path-prefix /P] [--methods GET,POST] [--header H] [--format F | --basic-user U] [--per-minute N]\n  Let project P's agents (levels medium and high) use the secret toward HOST (exact or *.suffix, optionally :port; HTTPS only): berth adds it as "H: F" ("Authorization: Bearer {}" by default; --basic-user: Basic auth, e.g. x-access-token for git). The host becomes reachable for P. Methods: ${SECRET_METHODS.join(', ')}. A grant for the same project, host and path prefix is replaced.`,
+    options: {
+      project: { type: 'string' },
+      host: { type: 'string' },
+      'path-prefix': { type: 'string' },
+      methods: { type: 'string' },
+      header: { type: 'string' },
+      format: { type: 'string' },
+      'basic-user': { type: 'string' },
+      'per-minute': { type: 'string' },
+    },
     async run(berth, v, pos, io) {
       const name = nameArg(pos);
       const b = berth();
       const kept = entryOf(b, name);
-      if (!kept) throw new BerthError('NOT_FOUND', `berth keeps no secret ${name}`, { hint: `berth secret set ${name} --from-file PATH first` });
+      if (!kept)
+        throw new BerthError('NOT_FOUND', `berth keeps no secret ${name}`, { hint: `berth secret set ${name} --from-file PATH first` });
       if (v.project === undefined || v.host === undefined) throw new BerthError('USAGE', 'grant needs --project and --host');
       b.store.get(String(v.project)); // PROJECT_NOT_FOUND before anything is written
       const parsed = SecretGrantSchema.safeParse({
@@ -157,8 +182,15 @@ export const SECRET_COMMANDS: Record<string, Command> = {
         ...(v['per-minute'] !== undefined ? { per_tenant_per_minute: Number(v['per-minute']) } : {}),
       });
       if (!parsed.success) {
-        const issues = parsed.error.issues.map((i) => ({ field: `--${String(i.path[0] ?? 'grant').replace(/_/g, '-').replace('per-tenant-per-minute', 'per-minute')}`, reason: i.message }));
-        throw new BerthError('CONFIG_INVALID', `the grant is not valid: ${issues.map((i) => `${i.field} ${i.reason}`).join('; ')}`, { issues });
+        const issues = parsed.error.issues.map((i) => ({
+          field: `--${String(i.path[0] ?? 'grant')
+            .replace(/_/g, '-')
+            .replace('per-tenant-per-minute', 'per-minute')}`,
+          reason: i.message,
+        }));
+        throw new BerthError('CONFIG_INVALID', `the grant is not valid: ${issues.map((i) => `${i.field} ${i.reason}`).join('; ')}`, {
+          issues,
+        });
       }
       const grant = parsed.data;
       const same = (g: SecretGrant) => g.project === grant.project && g.host === grant.host && g.path_prefix === grant.path_prefix;
@@ -168,7 +200,8 @@ export const SECRET_COMMANDS: Record<string, Command> = {
     },
   },
   'secret revoke': {
-    usage: 'secret revoke <NAME> --project P [--host HOST]\n  Take a secret\'s grants from a project (all of them, or those toward HOST). It holds from the next request, on connections already open too.',
+    usage:
+      "secret revoke <NAME> --project P [--host HOST]\n  Take a secret's grants from a project (all of them, or those toward HOST). It holds from the next request, on connections already open too.",
     options: { project: { type: 'string' }, host: { type: 'string' } },
     async run(berth, v, pos, io) {
       const name = nameArg(pos);
@@ -178,7 +211,12 @@ export const SECRET_COMMANDS: Record<string, Command> = {
       if (!kept) throw new BerthError('NOT_FOUND', `berth keeps no secret ${name}`, { hint: 'berth secret list' });
       const gone = (g: SecretGrant) => g.project === v.project && (v.host === undefined || g.host === v.host);
       const removed = kept.grants.filter(gone).length;
-      if (!removed) throw new BerthError('NOT_FOUND', `${name} has no grant to project ${printable(String(v.project))}${v.host ? ` toward ${printable(String(v.host))}` : ''}`, { hint: 'berth secret list' });
+      if (!removed)
+        throw new BerthError(
+          'NOT_FOUND',
+          `${name} has no grant to project ${printable(String(v.project))}${v.host ? ` toward ${printable(String(v.host))}` : ''}`,
+          { hint: 'berth secret list' },
+        );
       await b.operator.setConfig(['secrets', name, 'grants'], kept.grants.filter((g) => !gone(g)).map(stripDefaults));
       io.out(`revoked ${removed} grant(s) of ${name} from ${printable(String(v.project))}\n`);
       return 0;

@@ -39,11 +39,18 @@ export async function runServer(
       port: opts.port,
       // Once the port is bound and the bridges claimed: a second berth of this home has failed by now.
       token: async () => {
-        token = resolveAdminToken({ configToken: berth.config.admin_token, envToken: opts.envToken, file: homePaths(berth.home).adminTokenFile });
+        token = resolveAdminToken({
+          configToken: berth.config.admin_token,
+          envToken: opts.envToken,
+          file: homePaths(berth.home).adminTokenFile,
+        });
         if (opts.demo) ensureDemoProject(berth, io);
         const recovered = await berth.runner.recover();
         if (recovered.removed || recovered.interrupted.length) {
-          berth.logger.warn({ containers: recovered.removed, interrupted: recovered.interrupted }, 'closed the runs a dead berth left open and removed their containers');
+          berth.logger.warn(
+            { containers: recovered.removed, interrupted: recovered.interrupted },
+            'closed the runs a dead berth left open and removed their containers',
+          );
         }
         return token.token;
       },
@@ -56,7 +63,9 @@ export async function runServer(
     await new Promise<void>((resolve, reject) => relay.server.once('error', reject).listen(relay.port, relay.host, resolve));
     io.out(`kubernetes: pods' relays reach berth on ${relay.host}:${relay.port}\n`);
   }
-  io.out(`berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat, console: ${url}/console, metrics: ${url}/metrics)\n`);
+  io.out(
+    `berth ${VERSION} serving ${url}  (API reference: ${url}/docs, OpenAPI: ${url}/openapi.json, MCP: ${url}/mcp, web chat: ${url}/chat, console: ${url}/console, metrics: ${url}/metrics)\n`,
+  );
   io.out(`home: ${berth.home}  (projects, berth.yaml and berth's state; --home or BERTH_HOME names another)\n`);
   const node = nodeSupport(process.version, new Date());
   if (!node.ok) {
@@ -71,7 +80,9 @@ export async function runServer(
   }
   if (opts.demo) {
     const link = berth.admin.mintChatLink(DEMO_PROJECT, 'alice');
-    io.out(`web chat as alice (the link works once, until ${link.expires_at}): ${url}${link.path}\n  another person: npx berth chat-link ${DEMO_PROJECT} --user bob --base ${url}\n  in the chat, try: wget -qO- http://example.com  (the agent asks you before it reaches a host the project does not allow)\n`);
+    io.out(
+      `web chat as alice (the link works once, until ${link.expires_at}): ${url}${link.path}\n  another person: npx berth chat-link ${DEMO_PROJECT} --user bob --base ${url}\n  in the chat, try: wget -qO- http://example.com  (the agent asks you before it reaches a host the project does not allow)\n`,
+    );
     io.out(`try:
   curl -s -H 'Authorization: Bearer ${token.token}' -H 'content-type: application/json' \\
     -d '{"user": "web:alice", "message": "echo hello from $(whoami); ls -la"}' \\
@@ -100,8 +111,11 @@ async function drainOnSignal(berth: Berth, io: Out): Promise<void> {
   });
   const seconds = berth.config.runs.drain_seconds;
   const { inFlight, queued } = berth.admission.stats();
-  io.out(`berth: ${signal}: draining (${inFlight} run(s) in flight, up to ${seconds} s; ${queued} waiting run(s) refused; send it again to stop at once)\n`);
-  const now = () => void berth.runner.drain(0).catch((err: unknown) => berth.logger.error({ err: String(err) }, 'stopping the runs in flight failed'));
+  io.out(
+    `berth: ${signal}: draining (${inFlight} run(s) in flight, up to ${seconds} s; ${queued} waiting run(s) refused; send it again to stop at once)\n`,
+  );
+  const now = () =>
+    void berth.runner.drain(0).catch((err: unknown) => berth.logger.error({ err: String(err) }, 'stopping the runs in flight failed'));
   process.once('SIGINT', now);
   process.once('SIGTERM', now);
   const { interrupted } = await berth.runner.drain(seconds * 1000);
@@ -132,7 +146,10 @@ export interface BoundHttp {
  */
 export async function bindHttp(opts: { host: string; port: number }): Promise<BoundHttp> {
   let handler: ((req: Request, env: unknown) => Response | Promise<Response>) | undefined;
-  const server = createAdaptorServer({ fetch: (req: Request, env: unknown) => (handler ? handler(req, env) : new Response('berth is starting\n', { status: 503, headers: { 'retry-after': '1' } })) }) as Server;
+  const server = createAdaptorServer({
+    fetch: (req: Request, env: unknown) =>
+      handler ? handler(req, env) : new Response('berth is starting\n', { status: 503, headers: { 'retry-after': '1' } }),
+  }) as Server;
   const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
   try {
     await new Promise<void>((resolve, reject) => {
@@ -141,7 +158,11 @@ export async function bindHttp(opts: { host: string; port: number }): Promise<Bo
       server.listen(opts.port, opts.host);
     });
   } catch (err) {
-    if (errnoOf(err) === 'EADDRINUSE') throw new BerthError('ADDRESS_IN_USE', `${host}:${opts.port} is in use (another berth serve?): stop it, or pick another port with --port`);
+    if (errnoOf(err) === 'EADDRINUSE')
+      throw new BerthError(
+        'ADDRESS_IN_USE',
+        `${host}:${opts.port} is in use (another berth serve?): stop it, or pick another port with --port`,
+      );
     throw err;
   }
   const { port } = server.address() as AddressInfo;
@@ -194,7 +215,13 @@ function answerHttp(berth: Berth, bound: BoundHttp, claim: BridgeClaim, token: s
           approve: (sender) => approveSender({ config: berth.config, stateDir, logger: berth.logger }, sender),
           deny: (sender) => denySender(stateDir, sender),
         };
-  const app = createApp({ ...appDepsFrom(berth, { token, logger: berth.logger, webChat: bridges.web }), approvals: berth.approvals, senders, history, hooks: (req, path, source) => bridges.hook(req, path, source) });
+  const app = createApp({
+    ...appDepsFrom(berth, { token, logger: berth.logger, webChat: bridges.web }),
+    approvals: berth.approvals,
+    senders,
+    history,
+    hooks: (req, path, source) => bridges.hook(req, path, source),
+  });
   bound.handle((req, env) => app.fetch(req, env as Parameters<typeof app.fetch>[1]));
   const { server } = bound;
   const sockets = bridges.web ? attachWebChatSocket(server, { chat: bridges.web, logger: berth.logger }) : undefined;
@@ -234,7 +261,19 @@ export const BRIDGES_RECHECK_MS = 2000;
  * journaled by a dead berth is answered now. berth.yaml's bridges are followed while it runs.
  */
 function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; claim: BridgeClaim; only?: string }): RunningBridges {
-  const bridges = startBridges({ admin: berth.admin, config: () => berth.config, logger: berth.logger, stateDir: homePaths(berth.home).stateDir, owner: processIdentity(), web: opts.web, claim: opts.claim, approvals: berth.approvals, metrics: berth.metrics, only: opts.only, schedules: berth.schedules });
+  const bridges = startBridges({
+    admin: berth.admin,
+    config: () => berth.config,
+    logger: berth.logger,
+    stateDir: homePaths(berth.home).stateDir,
+    owner: processIdentity(),
+    web: opts.web,
+    claim: opts.claim,
+    approvals: berth.approvals,
+    metrics: berth.metrics,
+    only: opts.only,
+    schedules: berth.schedules,
+  });
   for (const { channel, config } of configuredChannels(berth.config.bridges)) {
     if (opts.only === undefined || opts.only === channel.name) io.out(`${channel.name} bridge: ${channel.describe(config)}\n`);
   }
@@ -271,7 +310,10 @@ export async function runBridgesOnly(berth: Berth, io: Out, name: string): Promi
     return 2;
   }
   if (configured.channel.receives(configured.config) === 'http') {
-    throw new BerthError('USAGE', `the ${name} bridge is sent its messages by HTTP: "berth serve" answers them at /hooks/, not "berth bridge ${name}"`);
+    throw new BerthError(
+      'USAGE',
+      `the ${name} bridge is sent its messages by HTTP: "berth serve" answers them at /hooks/, not "berth bridge ${name}"`,
+    );
   }
   // Claimed before anything else: beside a live consumer of this home it refuses (ALREADY_RUNNING).
   const claim = claimBridges({ config: () => berth.config, stateDir: homePaths(berth.home).stateDir, only: name });

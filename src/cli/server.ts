@@ -39,7 +39,8 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     },
   },
   doctor: {
-    usage: 'doctor [--json]\n  One screen of checks (config, projects, engine, runc, images, disk, host paths); exits 1 when berth is not safe to run as configured. --json prints {ok, checks}.',
+    usage:
+      'doctor [--json]\n  One screen of checks (config, projects, engine, runc, images, disk, host paths); exits 1 when berth is not safe to run as configured. --json prints {ok, checks}.',
     options: { json: { type: 'boolean' } },
     async run(berth, v, pos, io) {
       need(pos, 0, '');
@@ -65,12 +66,17 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
       need(pos, 0, '');
       const port = Number(v.port ?? 8080);
       if (!Number.isInteger(port) || port < 0 || port > 65535) throw new BerthError('USAGE', `--port must be 0-65535, not "${v.port}"`);
-      return runServer(berth(), { host: (v.host as string | undefined) ?? '127.0.0.1', port, demo: Boolean(v.demo), envToken: env.BERTH_ADMIN_TOKEN }, io);
+      return runServer(
+        berth(),
+        { host: (v.host as string | undefined) ?? '127.0.0.1', port, demo: Boolean(v.demo), envToken: env.BERTH_ADMIN_TOKEN },
+        io,
+      );
     },
   },
   ...bridgeCommands(),
   'bridge pending': {
-    usage: 'bridge pending\n  Senders waiting for approval (a bridge with senders: pairing), one per line: the sender key, their name, when first seen.',
+    usage:
+      'bridge pending\n  Senders waiting for approval (a bridge with senders: pairing), one per line: the sender key, their name, when first seen.',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 0, '');
@@ -89,20 +95,24 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
       const b = berth();
       const r = await approveSender({ config: b.config, stateDir: homePaths(b.home).stateDir, logger: b.logger }, sender);
       b.audit.record({ kind: 'admin', action: 'bridge.approve', target: sender, outcome: 'ok' });
-      io.out(`approved ${printable(sender)}${r.was_pending ? '' : ' (it was not waiting)'}${r.held ? '; their first message is answered by the running bridge (or at its next start)' : ''}\n`);
+      io.out(
+        `approved ${printable(sender)}${r.was_pending ? '' : ' (it was not waiting)'}${r.held ? '; their first message is answered by the running bridge (or at its next start)' : ''}\n`,
+      );
       if (r.told === true) io.out('told them they can talk now\n');
       else if (r.told) io.err(`berth: approved, but could not tell them (${printable(r.told)}); they can talk now all the same\n`);
       return 0;
     },
   },
   'bridge deny': {
-    usage: 'bridge deny <sender>\n  Turn a waiting sender away: no longer pending, never asked about again, their kept first message dropped unrun ("bridge approve" lets them in later).',
+    usage:
+      'bridge deny <sender>\n  Turn a waiting sender away: no longer pending, never asked about again, their kept first message dropped unrun ("bridge approve" lets them in later).',
     options: {},
     async run(berth, _v, pos, io) {
       const sender = senderArg(pos);
       const b = berth();
       const r = denySender(homePaths(b.home).stateDir, sender);
-      if (!r.was_pending) throw new BerthError('NOT_FOUND', `${sender} is not waiting for approval`, { hint: 'berth bridge pending lists who is' });
+      if (!r.was_pending)
+        throw new BerthError('NOT_FOUND', `${sender} is not waiting for approval`, { hint: 'berth bridge pending lists who is' });
       b.audit.record({ kind: 'admin', action: 'bridge.deny', target: sender, outcome: 'ok' });
       io.out(`turned away ${printable(sender)}\n`);
       return 0;
@@ -122,7 +132,8 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
     },
   },
   demo: {
-    usage: 'demo\n  Two tenants, one boundary: a scripted walk-through, as tenants of its own (demo:alice, demo:bob), so the people of the demo project keep their files and sessions as they left them.',
+    usage:
+      'demo\n  Two tenants, one boundary: a scripted walk-through, as tenants of its own (demo:alice, demo:bob), so the people of the demo project keep their files and sessions as they left them.',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 0, '');

@@ -63,7 +63,12 @@ export async function runVerify(
 
   process.env[marker] = 'must-not-reach-a-container';
   try {
-    berth.store.create({ name: project, workspace_isolation: true, protected_paths: ['AGENTS.md'], ...(opts.runtime ? { runtime: opts.runtime } : {}) });
+    berth.store.create({
+      name: project,
+      workspace_isolation: true,
+      protected_paths: ['AGENTS.md'],
+      ...(opts.runtime ? { runtime: opts.runtime } : {}),
+    });
     const p = berth.store.get(project);
     const agents = join(p.paths.dir, 'AGENTS.md');
     const before = fs.readFileSync(agents, 'utf8');
@@ -71,24 +76,43 @@ export async function runVerify(
     if (alice.stdout.trim() !== 'made') throw new Error(`the first run did not work: ${alice.stderr.slice(0, 200)}`);
 
     await check("neighbour's workspace", async () => {
-      const o = await run(B, `cat ../*/secret.txt /workspace/../*/secret.txt 2>/dev/null; grep -rs ${secret} / --include=secret.txt 2>/dev/null | head -1; echo done`);
-      return { held: !o.stdout.includes(secret), detail: o.stdout.includes(secret) ? "bob read alice's file" : "bob cannot reach alice's files by any path" };
+      const o = await run(
+        B,
+        `cat ../*/secret.txt /workspace/../*/secret.txt 2>/dev/null; grep -rs ${secret} / --include=secret.txt 2>/dev/null | head -1; echo done`,
+      );
+      return {
+        held: !o.stdout.includes(secret),
+        detail: o.stdout.includes(secret) ? "bob read alice's file" : "bob cannot reach alice's files by any path",
+      };
     });
     await check('protected path', async () => {
-      const o = await run(B, 'echo pwned > AGENTS.md 2>&1; rm -f AGENTS.md 2>&1; mv AGENTS.md x 2>&1; ln -sf /etc/passwd AGENTS.md 2>&1; echo tried');
+      const o = await run(
+        B,
+        'echo pwned > AGENTS.md 2>&1; rm -f AGENTS.md 2>&1; mv AGENTS.md x 2>&1; ln -sf /etc/passwd AGENTS.md 2>&1; echo tried',
+      );
       const after = fs.readFileSync(agents, 'utf8');
       const inside = (await run(B, 'cat AGENTS.md')).stdout;
       const held = after === before && inside === before;
-      return { held, detail: held ? 'write, delete, rename and relink all refused; the host file is unchanged' : `AGENTS.md changed (${o.stdout.slice(0, 100)})` };
+      return {
+        held,
+        detail: held
+          ? 'write, delete, rename and relink all refused; the host file is unchanged'
+          : `AGENTS.md changed (${o.stdout.slice(0, 100)})`,
+      };
     });
     await check('symlinked mount source', async () => {
       const ws = workspaceOf(p, workspaceIdOf(berth.secret, project, B)).dir;
       fs.rmSync(ws, { recursive: true, force: true });
       fs.symlinkSync('/etc', ws);
       try {
-        const o = await run(B, 'ls /workspace; test -e /workspace/passwd && echo HOST-ETC-MOUNTED || echo not-etc').catch((err: unknown) => ({ stdout: `refused: ${isBerthError(err) ? err.code : String(err)}` }));
+        const o = await run(B, 'ls /workspace; test -e /workspace/passwd && echo HOST-ETC-MOUNTED || echo not-etc').catch(
+          (err: unknown) => ({ stdout: `refused: ${isBerthError(err) ? err.code : String(err)}` }),
+        );
         const held = !o.stdout.includes('HOST-ETC-MOUNTED') && fs.lstatSync('/etc').isDirectory();
-        return { held, detail: held ? 'a workspace replaced by a link to /etc is never mounted' : 'the link was followed: /etc was mounted' };
+        return {
+          held,
+          detail: held ? 'a workspace replaced by a link to /etc is never mounted' : 'the link was followed: /etc was mounted',
+        };
       } finally {
         if (fs.lstatSync(ws, { throwIfNoEntry: false })?.isSymbolicLink()) fs.unlinkSync(ws);
       }
@@ -98,18 +122,34 @@ export async function runVerify(
       const high = await run(A, 'ls /sys/class/net | tr "\\n" " "; ip route | grep -v " dev lo " | wc -l', 'high');
       const seen = (o: { stdout: string }) => o.stdout.replace(/\s+/g, ' ').trim();
       const held = seen(low) === 'lo 0' && seen(high) === 'lo 0';
-      return { held, detail: held ? "only lo, no route, at low and at high (egress only through berth's proxy)" : `interfaces and routes: low "${seen(low)}", high "${seen(high)}"` };
+      return {
+        held,
+        detail: held
+          ? "only lo, no route, at low and at high (egress only through berth's proxy)"
+          : `interfaces and routes: low "${seen(low)}", high "${seen(high)}"`,
+      };
     });
     await check('host environment', async () => {
       const o = await run(A, 'env; cat /proc/1/environ 2>/dev/null | tr "\\0" "\\n"');
-      return { held: !o.stdout.includes(marker), detail: o.stdout.includes(marker) ? "berth's own environment reached the container" : "berth's environment does not reach containers" };
+      return {
+        held: !o.stdout.includes(marker),
+        detail: o.stdout.includes(marker)
+          ? "berth's own environment reached the container"
+          : "berth's environment does not reach containers",
+      };
     });
     await check('privileges', async () => {
-      const o = await run(A, `id -u; grep -E "^(CapEff|CapBnd|NoNewPrivs)" /proc/self/status | tr -s "\\t" " "; grep -q "^${GVISOR_PROC_VERSION}" /proc/version && echo under-gVisor; touch /root-write 2>/dev/null && echo ROOT-WRITABLE || echo ro`);
+      const o = await run(
+        A,
+        `id -u; grep -E "^(CapEff|CapBnd|NoNewPrivs)" /proc/self/status | tr -s "\\t" " "; grep -q "^${GVISOR_PROC_VERSION}" /proc/version && echo under-gVisor; touch /root-write 2>/dev/null && echo ROOT-WRITABLE || echo ro`,
+      );
       // gVisor's kernel reports no NoNewPrivs line: its sentry's host process holds it (and the capabilities check reads the engine's record).
       const noNewPrivs = /NoNewPrivs: 1/.test(o.stdout) || (opts.runtime === 'runsc' && o.stdout.includes('under-gVisor'));
       const held = /^10001\n/.test(o.stdout) && /CapEff: 0+\n/.test(o.stdout) && noNewPrivs && o.stdout.trim().endsWith('ro');
-      return { held, detail: held ? 'uid 10001, no capabilities, no new privileges, read-only root' : o.stdout.replace(/\n/g, ' ').slice(0, 200) };
+      return {
+        held,
+        detail: held ? 'uid 10001, no capabilities, no new privileges, read-only root' : o.stdout.replace(/\n/g, ' ').slice(0, 200),
+      };
     });
     await check('Docker socket', async () => {
       const o = await run(A, 'ls -la /var/run/docker.sock /run/docker.sock /run/containerd 2>&1 | grep -v "No such" ; echo end');
@@ -134,7 +174,10 @@ export async function runVerify(
           // refused: what should happen
         }
       }
-      return { held: leaked.length === 0, detail: leaked.length ? `read through: ${leaked.join(', ')}` : '../, another tenant\'s folder and absolute paths are refused' };
+      return {
+        held: leaked.length === 0,
+        detail: leaked.length ? `read through: ${leaked.join(', ')}` : "../, another tenant's folder and absolute paths are refused",
+      };
     });
     await check('model key', async () => {
       const keys = Object.values(berth.config.models).map((m) => m.api_key);

@@ -14,16 +14,16 @@ export const DEFAULT_AGENT_IMAGE = 'berth/agent:latest';
 export const AREA_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 const AreaNameSchema = z.string().regex(AREA_NAME_PATTERN, 'must be 1-63 characters of a-z, 0-9, "_" and "-"');
 
-export const GrantSchema = z.union([
-  AreaNameSchema,
-  z.object({ name: AreaNameSchema, mode: z.enum(['ro', 'rw']).default('ro') }).strict(),
-]);
+export const GrantSchema = z.union([AreaNameSchema, z.object({ name: AreaNameSchema, mode: z.enum(['ro', 'rw']).default('ro') }).strict()]);
 export type Grant = z.infer<typeof GrantSchema>;
 
 export const ProjectGrantsSchema = z
   .object({
     private_workspace: z.string().optional().describe('Absolute path of the project directory; default <workspaces_path>/<name>.'),
-    shared_access: z.array(GrantSchema).default([]).describe('Shared areas this project may use (deny by default); a bare name is read-only.'),
+    shared_access: z
+      .array(GrantSchema)
+      .default([])
+      .describe('Shared areas this project may use (deny by default); a bare name is read-only.'),
   })
   .strict();
 
@@ -33,23 +33,34 @@ const RoutesSchema = z.record(z.string().min(1).max(256), z.object({ project: z.
 /** berth.yaml: the operator's settings. Nothing a project admin or tenant sends changes it. */
 export const BerthConfigSchema = z
   .object({
-    workspaces_path: z.string().min(1).default('projects').describe('Where private workspaces (project directories) live; relative to the berth home.'),
+    workspaces_path: z
+      .string()
+      .min(1)
+      .default('projects')
+      .describe('Where private workspaces (project directories) live; relative to the berth home.'),
     shared_workspaces: z
       .record(AreaNameSchema, z.string())
       .default({})
       .describe('Named shared areas: logical name → absolute, canonical, existing host directory.'),
-    projects: z.record(z.string(), ProjectGrantsSchema).default({}).describe('Per-project operator settings: private workspace override, shared-area grants.'),
+    projects: z
+      .record(z.string(), ProjectGrantsSchema)
+      .default({})
+      .describe('Per-project operator settings: private workspace override, shared-area grants.'),
     routes: RoutesSchema.default({}).describe(
       'Which project answers a chat: "signal" (every Signal chat), "signal:<chat>" (one), "web" → the project (and default workflow, if any).',
     ),
     channels: RoutesSchema.optional().describe('The old name of routes, still read (doctor says so); a file may not set both.'),
     bridges: BridgesSchema,
     runs: RunsSchema,
-    schedules: SchedulesSchema.describe('Runs at a time or on a repeat, made in a chat (/every, /at), by the agent (its schedule tool) or by the operator (berth schedule): docs/schedules.md.'),
+    schedules: SchedulesSchema.describe(
+      'Runs at a time or on a repeat, made in a chat (/every, /at), by the agent (its schedule tool) or by the operator (berth schedule): docs/schedules.md.',
+    ),
     env: z
       .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string())
       .default({})
-      .describe('Values for the environment variable names a project lets through (metadata.json "env"). Never API keys: those go in models, where no container sees them.'),
+      .describe(
+        'Values for the environment variable names a project lets through (metadata.json "env"). Never API keys: those go in models, where no container sees them.',
+      ),
     models: ModelUpstreamsSchema,
     egress: OperatorEgressSchema.describe("The egress proxy's operator-only settings."),
     secrets: SecretsSchema,
@@ -76,8 +87,18 @@ export const BerthConfigSchema = z
       .describe('Bearer token for the HTTP admin API and /mcp; else BERTH_ADMIN_TOKEN, else one is generated.'),
     agent_user: z
       .object({
-        uid: z.number().int().min(1).max(2 ** 31).default(10001),
-        gid: z.number().int().min(1).max(2 ** 31).default(10001),
+        uid: z
+          .number()
+          .int()
+          .min(1)
+          .max(2 ** 31)
+          .default(10001),
+        gid: z
+          .number()
+          .int()
+          .min(1)
+          .max(2 ** 31)
+          .default(10001),
       })
       .strict()
       .prefault({})

@@ -31,7 +31,9 @@ export function parseBerthConfig(text: string, file: string, home: string): Bert
 function withRoutes(config: BerthConfig, file: string): BerthConfig {
   if (config.channels === undefined) return config;
   if (Object.keys(config.routes).length) {
-    throw new BerthError('CONFIG_INVALID', `${file} sets both routes and channels, its old name`, { issues: [{ field: 'channels', reason: 'is the old name of routes: move its entries there' }] });
+    throw new BerthError('CONFIG_INVALID', `${file} sets both routes and channels, its old name`, {
+      issues: [{ field: 'channels', reason: 'is the old name of routes: move its entries there' }],
+    });
   }
   return { ...config, routes: config.channels };
 }

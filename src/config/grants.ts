@@ -40,11 +40,14 @@ export function projectGrantsOf(config: Pick<BerthConfig, 'projects' | 'secrets'
   const out: ProjectGrant[] = [];
   for (const [name, settings] of Object.entries(config.projects)) {
     if (project !== undefined && name !== project) continue;
-    settings.shared_access.forEach((g, i) => out.push({ project: name, field: `projects.${name}.shared_access.${i}`, what: `shared area "${grantName(g)}"` }));
+    settings.shared_access.forEach((g, i) =>
+      out.push({ project: name, field: `projects.${name}.shared_access.${i}`, what: `shared area "${grantName(g)}"` }),
+    );
   }
   for (const [secret, entry] of Object.entries(config.secrets)) {
     entry.grants.forEach((g, i) => {
-      if (project === undefined || g.project === project) out.push({ project: g.project, field: `secrets.${secret}.grants.${i}`, what: `secret ${secret} toward ${g.host}` });
+      if (project === undefined || g.project === project)
+        out.push({ project: g.project, field: `secrets.${secret}.grants.${i}`, what: `secret ${secret} toward ${g.host}` });
     });
   }
   return out;

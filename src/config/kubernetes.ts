@@ -6,7 +6,10 @@ import { z } from 'zod';
  * talks to one engine, so every project of a home runs where berth.yaml says.
  */
 export const LAUNCHERS = ['docker', 'kubernetes'] as const;
-export const LauncherNameSchema = z.enum(LAUNCHERS).default('docker').describe('Where agents run: "docker" (an engine beside berth) or "kubernetes" (a cluster with agent-sandbox; docs/kubernetes.md).');
+export const LauncherNameSchema = z
+  .enum(LAUNCHERS)
+  .default('docker')
+  .describe('Where agents run: "docker" (an engine beside berth) or "kubernetes" (a cluster with agent-sandbox; docs/kubernetes.md).');
 
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const HOST_PORT = /^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$/;
@@ -20,22 +23,54 @@ export const KUBE_GATEWAY_PORT = 41500;
 
 export const KubernetesSchema = z
   .object({
-    kubeconfig: z.string().min(1).optional().describe('A kubeconfig file to reach the cluster; absent: the pod\'s own service account (berth running in the cluster).'),
-    namespace: z.string().regex(DNS_LABEL, 'must be a DNS label: a-z, 0-9 and "-", at most 63').default('berth').describe('The namespace of tenant pods, their volumes and the NetworkPolicy (berth\'s own, with RBAC limited to it).'),
-    storage_class: z.string().regex(/^[a-z0-9.-]{1,253}$/).optional().describe('StorageClass of the workspace and home volumes (its CSI driver must enforce the size: it is the disk quota); absent: the cluster\'s default.'),
+    kubeconfig: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("A kubeconfig file to reach the cluster; absent: the pod's own service account (berth running in the cluster)."),
+    namespace: z
+      .string()
+      .regex(DNS_LABEL, 'must be a DNS label: a-z, 0-9 and "-", at most 63')
+      .default('berth')
+      .describe("The namespace of tenant pods, their volumes and the NetworkPolicy (berth's own, with RBAC limited to it)."),
+    storage_class: z
+      .string()
+      .regex(/^[a-z0-9.-]{1,253}$/)
+      .optional()
+      .describe(
+        "StorageClass of the workspace and home volumes (its CSI driver must enforce the size: it is the disk quota); absent: the cluster's default.",
+      ),
     gateway: z
       .object({
-        listen: z.string().regex(HOST_PORT, 'must be host:port').default(`0.0.0.0:${KUBE_GATEWAY_PORT}`).describe('Where berth listens for its pods\' relays (model gateway, egress proxy, file tools), each connection with a per-run token.'),
-        address: z.string().regex(HOST_PORT, 'must be host:port').default(`berth-gateway:${KUBE_GATEWAY_PORT}`).describe('How tenant pods reach that listener: the gateway Service of deploy/.'),
+        listen: z
+          .string()
+          .regex(HOST_PORT, 'must be host:port')
+          .default(`0.0.0.0:${KUBE_GATEWAY_PORT}`)
+          .describe(
+            "Where berth listens for its pods' relays (model gateway, egress proxy, file tools), each connection with a per-run token.",
+          ),
+        address: z
+          .string()
+          .regex(HOST_PORT, 'must be host:port')
+          .default(`berth-gateway:${KUBE_GATEWAY_PORT}`)
+          .describe('How tenant pods reach that listener: the gateway Service of deploy/.'),
       })
       .strict()
       .prefault({}),
     shared_claims: z
       .record(z.string().max(63), z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, 'must be a PersistentVolumeClaim name'))
       .default({})
-      .describe("A shared area (shared_workspaces) → the PersistentVolumeClaim in berth's namespace that holds it on the cluster; mounted at /shared/<area> for granted projects, read-only unless the grant says rw. A granted area without one is refused."),
+      .describe(
+        "A shared area (shared_workspaces) → the PersistentVolumeClaim in berth's namespace that holds it on the cluster; mounted at /shared/<area> for granted projects, read-only unless the grant says rw. A granted area without one is refused.",
+      ),
     pull_policy: z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('imagePullPolicy of tenant pods.'),
-    start_timeout_seconds: z.number().int().min(5).max(3600).default(300).describe('How long a pod may take to run (scheduling, image pull, volumes) before the run fails.'),
+    start_timeout_seconds: z
+      .number()
+      .int()
+      .min(5)
+      .max(3600)
+      .default(300)
+      .describe('How long a pod may take to run (scheduling, image pull, volumes) before the run fails.'),
   })
   .strict()
   .describe('The Kubernetes launcher (launcher: kubernetes): docs/kubernetes.md.');

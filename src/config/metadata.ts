@@ -16,10 +16,7 @@ const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
 export const ProjectNameSchema = z
   .string()
-  .regex(
-    PROJECT_NAME_PATTERN,
-    'must be 1-63 characters of a-z, 0-9 and "-", starting with a letter or digit',
-  )
+  .regex(PROJECT_NAME_PATTERN, 'must be 1-63 characters of a-z, 0-9 and "-", starting with a letter or digit')
   .describe('Project name; also its directory name under projects/.');
 
 /** Why a protected path entry is refused, or undefined when it is fine. */
@@ -76,9 +73,7 @@ export const ProtectedPathsSchema = z
       }
     }
   })
-  .describe(
-    'Paths relative to the /workspace root that containers get read-only; a trailing "/" means a directory.',
-  );
+  .describe('Paths relative to the /workspace root that containers get read-only; a trailing "/" means a directory.');
 
 export const AgentSchema = z
   .union([
@@ -109,11 +104,26 @@ const LIMIT_FIELDS = {
     .int()
     .min(1)
     .max(1024 * 1024)
-    .describe('What a run may leave in its writable workspace (MiB): no single file grows past it (the kernel refuses the write), and a run whose workspace passes it is stopped within about a second (with berth.yaml disk_quotas: loop, the workspace is a filesystem of this size: ENOSPC).'),
-  files: z.number().int().min(100).max(10_000_000).describe('Files and directories a writable workspace may hold; a run that passes it is stopped within about a second.'),
+    .describe(
+      'What a run may leave in its writable workspace (MiB): no single file grows past it (the kernel refuses the write), and a run whose workspace passes it is stopped within about a second (with berth.yaml disk_quotas: loop, the workspace is a filesystem of this size: ENOSPC).',
+    ),
+  files: z
+    .number()
+    .int()
+    .min(100)
+    .max(10_000_000)
+    .describe('Files and directories a writable workspace may hold; a run that passes it is stopped within about a second.'),
 };
 
-export const LIMIT_DEFAULTS = { memory_mb: 512, cpus: 1, pids: 256, timeout_seconds: 300, output_bytes: 1024 * 1024, disk_mb: 1024, files: 100_000 };
+export const LIMIT_DEFAULTS = {
+  memory_mb: 512,
+  cpus: 1,
+  pids: 256,
+  timeout_seconds: 300,
+  output_bytes: 1024 * 1024,
+  disk_mb: 1024,
+  files: 100_000,
+};
 
 export const LimitsSchema = z
   .object({
@@ -154,19 +164,25 @@ export const ChatSettingsSchema = z
     raise_level: z
       .enum(['admins', 'anyone'])
       .default('admins')
-      .describe('Who may raise a chat session\'s level with /level (lowering is always allowed): the project\'s admins, or anyone.'),
+      .describe("Who may raise a chat session's level with /level (lowering is always allowed): the project's admins, or anyone."),
     format: z
       .enum(['markdown', 'text'])
       .optional()
-      .describe('How the web chat shows answers: markdown (rendered, sanitized) or text (as printed). Default: markdown for the claude, codex and droid presets, text otherwise.'),
+      .describe(
+        'How the web chat shows answers: markdown (rendered, sanitized) or text (as printed). Default: markdown for the claude, codex and droid presets, text otherwise.',
+      ),
     approvals: z
       .enum(APPROVERS)
       .default('person')
-      .describe('Who is asked when an agent at medium or high wants a host outside the egress allowlist, or a chat message would go past its tenant\'s daily model budget: "person" (the person in the chat: a card in the web chat, /yes or /no on Signal), "operator" (only the operator: berth approvals), or "off" (refused at once, nobody asked).'),
+      .describe(
+        'Who is asked when an agent at medium or high wants a host outside the egress allowlist, or a chat message would go past its tenant\'s daily model budget: "person" (the person in the chat: a card in the web chat, /yes or /no on Signal), "operator" (only the operator: berth approvals), or "off" (refused at once, nobody asked).',
+      ),
     show_cost: z
       .boolean()
       .optional()
-      .describe("Each answer of a claude or codex agent ends with what it cost (tokens, money where berth.yaml prices its model) and what is left of the person's day. Default: on when the project has a daily budget or its models have prices."),
+      .describe(
+        "Each answer of a claude or codex agent ends with what it cost (tokens, money where berth.yaml prices its model) and what is left of the person's day. Default: on when the project has a daily budget or its models have prices.",
+      ),
     approval_timeout_seconds: z
       .number()
       .int()
@@ -176,25 +192,51 @@ export const ChatSettingsSchema = z
       .describe('How long a held request waits for an answer; none by then: denied.'),
   })
   .strict()
-  .describe('How chat bridges treat this project\'s users.');
+  .describe("How chat bridges treat this project's users.");
 
 /** A media type pattern as the files setting takes it: "image/png", "image/*", or any type. */
 const MEDIA_PATTERN = /^(\*\/\*|[a-z0-9][a-z0-9!#$&^_.+-]{0,63}\/(\*|[a-z0-9][a-z0-9!#$&^_.+-]{0,127}))$/;
 
 export const FilesSettingsSchema = z
   .object({
-    max_file_mb: z.number().int().min(1).max(FILE_BOUNDS.maxFileMb).default(20).describe('Largest file a person may send in, and the agent send out (MiB); a larger one is refused with a word to the person (out: sent as a link).'),
-    max_message_mb: z.number().int().min(1).max(FILE_BOUNDS.maxMessageMb).default(50).describe('All files of one message together (MiB); the ones past it are refused with a word to the person.'),
-    max_files: z.number().int().min(1).max(FILE_BOUNDS.maxFiles).default(10).describe('Files one message may carry in, and one run send out; the ones past it are refused (out: left in outbox/ for the next run).'),
+    max_file_mb: z
+      .number()
+      .int()
+      .min(1)
+      .max(FILE_BOUNDS.maxFileMb)
+      .default(20)
+      .describe(
+        'Largest file a person may send in, and the agent send out (MiB); a larger one is refused with a word to the person (out: sent as a link).',
+      ),
+    max_message_mb: z
+      .number()
+      .int()
+      .min(1)
+      .max(FILE_BOUNDS.maxMessageMb)
+      .default(50)
+      .describe('All files of one message together (MiB); the ones past it are refused with a word to the person.'),
+    max_files: z
+      .number()
+      .int()
+      .min(1)
+      .max(FILE_BOUNDS.maxFiles)
+      .default(10)
+      .describe(
+        'Files one message may carry in, and one run send out; the ones past it are refused (out: left in outbox/ for the next run).',
+      ),
     types: z
       .array(z.string().regex(MEDIA_PATTERN, 'must be a media type like "image/png", "image/*" or "*/*"'))
       .min(1)
       .max(64)
       .default(['*/*'])
-      .describe('Media types people may send in ("image/*", "application/pdf"); any other is refused with a word to the person. Judged by the file name\'s extension where berth knows it, else by the type the channel declares. Default: any.'),
+      .describe(
+        'Media types people may send in ("image/*", "application/pdf"); any other is refused with a word to the person. Judged by the file name\'s extension where berth knows it, else by the type the channel declares. Default: any.',
+      ),
   })
   .strict()
-  .describe('Files in and out (docs/files.md): what lands in a workspace\'s inbox/ and what leaves its outbox/. Every file also counts against limits.disk_mb.');
+  .describe(
+    "Files in and out (docs/files.md): what lands in a workspace's inbox/ and what leaves its outbox/. Every file also counts against limits.disk_mb.",
+  );
 
 export const ProjectMetadataSchema = z
   .object({
@@ -208,14 +250,22 @@ export const ProjectMetadataSchema = z
     agent: AgentSchema.default('shell'),
     runtime: RuntimeNameSchema.default(DEFAULT_RUNTIME),
     level_runtimes: LevelRuntimesSchema,
-    limits: LimitsSchema.prefault({}).describe('Per-container limits: memory_mb, cpus, pids, timeout_seconds, output_bytes, disk_mb, files.'),
+    limits: LimitsSchema.prefault({}).describe(
+      'Per-container limits: memory_mb, cpus, pids, timeout_seconds, output_bytes, disk_mb, files.',
+    ),
     env: EnvNamesSchema.default([]),
-    models: ProjectModelsSchema.prefault({}).describe("Model upstreams (berth.yaml's models) and model names this project's agents may call, and each tenant's hourly budget."),
-    egress: ProjectEgressSchema.prefault({}).describe('Hosts agents at medium and high may reach through berth\'s egress proxy.'),
+    models: ProjectModelsSchema.prefault({}).describe(
+      "Model upstreams (berth.yaml's models) and model names this project's agents may call, and each tenant's hourly budget.",
+    ),
+    egress: ProjectEgressSchema.prefault({}).describe("Hosts agents at medium and high may reach through berth's egress proxy."),
     teams: TeamsSchema.default({}),
     chat: ChatSettingsSchema.prefault({}),
     files: FilesSettingsSchema.prefault({}),
-    admins: z.array(TenantKeyRefSchema).max(256).default([]).describe("Tenant keys of the project's leadership (read members' shared folders)."),
+    admins: z
+      .array(TenantKeyRefSchema)
+      .max(256)
+      .default([])
+      .describe("Tenant keys of the project's leadership (read members' shared folders)."),
   })
   .strict();
 
@@ -227,7 +277,10 @@ export type Agent = z.output<typeof AgentSchema>;
 /** The settings an admin may change after creation (everything but the name). */
 export const ProjectUpdateSchema = z
   .object({
-    workspace_isolation: z.boolean().optional().describe('true: a container sees only its tenant workspace; false: the whole project directory.'),
+    workspace_isolation: z
+      .boolean()
+      .optional()
+      .describe('true: a container sees only its tenant workspace; false: the whole project directory.'),
     protected_paths: ProtectedPathsSchema.optional(),
     image: z.string().min(1).max(512).optional().describe('Container image; defaults by agent preset.'),
     agent: AgentSchema.optional(),
@@ -248,6 +301,8 @@ export type ProjectUpdate = z.output<typeof ProjectUpdateSchema>;
 
 /** How a project's answers read in the web chat (ChatSettingsSchema format, or its preset's way). */
 export function chatFormatOf(metadata: Pick<ProjectMetadata, 'chat' | 'agent'>): 'markdown' | 'text' {
-  return metadata.chat.format ?? (metadata.agent === 'claude' || metadata.agent === 'codex' || metadata.agent === 'droid' ? 'markdown' : 'text');
+  return (
+    metadata.chat.format ?? (metadata.agent === 'claude' || metadata.agent === 'codex' || metadata.agent === 'droid' ? 'markdown' : 'text')
+  );
 }
 export type FilesSettings = z.output<typeof FilesSettingsSchema>;

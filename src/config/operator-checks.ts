@@ -42,17 +42,24 @@ export function checkOperatorConfig(config: BerthConfig, home: string, agentUid 
       const field = `projects.${project}.private_workspace`;
       const problem = privateWorkspaceProblem(override, { workspacesPath, berthState, agentUid });
       if (problem) issues.push({ field, reason: problem });
-      else for (const [area, areaPath] of areas) if (overlaps(override, areaPath)) issues.push({ field, reason: `overlaps shared area "${area}"` });
+      else
+        for (const [area, areaPath] of areas)
+          if (overlaps(override, areaPath)) issues.push({ field, reason: `overlaps shared area "${area}"` });
       for (const [other, o] of Object.entries(config.projects)) {
-        if (other < project && o.private_workspace !== undefined && overlaps(override, o.private_workspace)) issues.push({ field, reason: `overlaps the private workspace of project "${other}"` });
+        if (other < project && o.private_workspace !== undefined && overlaps(override, o.private_workspace))
+          issues.push({ field, reason: `overlaps the private workspace of project "${other}"` });
       }
     }
     const seen = new Set<string>();
     settings.shared_access.forEach((g, i) => {
       const name = grantName(g);
-      if (own(config.shared_workspaces, name) === undefined) issues.push({ field: `projects.${project}.shared_access.${i}`, reason: `names no shared area "${name}"` });
+      if (own(config.shared_workspaces, name) === undefined)
+        issues.push({ field: `projects.${project}.shared_access.${i}`, reason: `names no shared area "${name}"` });
       else if (config.launcher === 'kubernetes' && own(config.kubernetes?.shared_claims ?? {}, name) === undefined) {
-        issues.push({ field: `projects.${project}.shared_access.${i}`, reason: `grants "${name}", which has no volume on the cluster: name its PersistentVolumeClaim in kubernetes.shared_claims.${name}` });
+        issues.push({
+          field: `projects.${project}.shared_access.${i}`,
+          reason: `grants "${name}", which has no volume on the cluster: name its PersistentVolumeClaim in kubernetes.shared_claims.${name}`,
+        });
       }
       if (seen.has(name)) issues.push({ field: `projects.${project}.shared_access.${i}`, reason: `grants "${name}" twice` });
       seen.add(name);
@@ -60,12 +67,15 @@ export function checkOperatorConfig(config: BerthConfig, home: string, agentUid 
   }
 
   for (const area of Object.keys(config.kubernetes?.shared_claims ?? {})) {
-    if (own(config.shared_workspaces, area) === undefined) issues.push({ field: `kubernetes.shared_claims.${area}`, reason: `names no shared area "${area}"` });
+    if (own(config.shared_workspaces, area) === undefined)
+      issues.push({ field: `kubernetes.shared_claims.${area}`, reason: `names no shared area "${area}"` });
   }
 
   for (const [channel, profile] of Object.entries(config.routes)) {
-    if (!PROJECT_NAME_PATTERN.test(profile.project)) issues.push({ field: `routes.${channel}.project`, reason: 'is not a valid project name' });
-    if (profile.workflow !== undefined && !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(profile.workflow)) issues.push({ field: `routes.${channel}.workflow`, reason: 'is not a valid workflow name' });
+    if (!PROJECT_NAME_PATTERN.test(profile.project))
+      issues.push({ field: `routes.${channel}.project`, reason: 'is not a valid project name' });
+    if (profile.workflow !== undefined && !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(profile.workflow))
+      issues.push({ field: `routes.${channel}.workflow`, reason: 'is not a valid workflow name' });
   }
   issues.push(...keyLeaks(config));
   return issues;
@@ -79,7 +89,13 @@ function keyLeaks(config: BerthConfig): FieldIssue[] {
   const keys = new Set(Object.values(config.models).map((m) => m.api_key));
   return Object.entries(config.env).flatMap(([name, value]) =>
     MODEL_KEY_VARIABLES.includes(name) || [...keys].some((key) => value.includes(key))
-      ? [{ field: `env.${name}`, reason: 'holds a model API key, which any tenant could read from its environment; put it in models.<name>.api_key (berth adds it outside the container)' }]
+      ? [
+          {
+            field: `env.${name}`,
+            reason:
+              'holds a model API key, which any tenant could read from its environment; put it in models.<name>.api_key (berth adds it outside the container)',
+          },
+        ]
       : [],
   );
 }
@@ -87,7 +103,8 @@ function keyLeaks(config: BerthConfig): FieldIssue[] {
 function areaProblem(path: string, workspacesPath: string, berthState: string): string | undefined {
   if (!isAbsolute(path)) return 'must be an absolute path';
   if (path === '/' || normalize(path) === '/') return 'must not be /';
-  if (ENGINE_PATHS.some((p) => overlaps(path, p))) return "must not be, contain or sit inside the engine's directories (/run, /var/run, /var/lib/docker, ...)";
+  if (ENGINE_PATHS.some((p) => overlaps(path, p)))
+    return "must not be, contain or sit inside the engine's directories (/run, /var/run, /var/lib/docker, ...)";
   if (overlaps(path, workspacesPath)) return `must not contain or sit inside workspaces_path (${workspacesPath})`;
   if (overlaps(path, berthState)) return "must not contain or sit inside berth's state (.berth)";
   let real: string;
@@ -108,14 +125,18 @@ function areaProblem(path: string, workspacesPath: string, berthState: string): 
  * directories no tenant can change: no symbolic link, nothing owned by the agent user, nothing
  * world-writable without the sticky bit. (fs is only read: lstat of the existing ancestors.)
  */
-export function privateWorkspaceProblem(path: string, ctx: { workspacesPath: string; berthState: string; agentUid: number }): string | undefined {
+export function privateWorkspaceProblem(
+  path: string,
+  ctx: { workspacesPath: string; berthState: string; agentUid: number },
+): string | undefined {
   if (path.includes('\0')) return 'must not contain NUL';
   if (!isAbsolute(path) || normalize(path) !== path || path.endsWith(sep)) return 'must be an absolute, normalized path';
   if (Buffer.byteLength(path) > 4000) return 'is longer than 4000 bytes';
   if (path.split(sep).some((c) => Buffer.byteLength(c) > 255)) return 'has a component longer than 255 bytes';
   if (path === '/' || ENGINE_PATHS.some((p) => overlaps(path, p))) return "must not be / or one of the engine's directories";
   if (overlaps(path, ctx.berthState)) return "must not overlap berth's state (.berth)";
-  if (overlaps(path, ctx.workspacesPath)) return `must not overlap workspaces_path (${ctx.workspacesPath}), where projects and their tenant workspaces live`;
+  if (overlaps(path, ctx.workspacesPath))
+    return `must not overlap workspaces_path (${ctx.workspacesPath}), where projects and their tenant workspaces live`;
   const parts = path.split(sep).filter(Boolean);
   for (let i = 0; i < parts.length - 1; i++) {
     const ancestor = `${sep}${parts.slice(0, i + 1).join(sep)}`;

@@ -23,22 +23,28 @@ export async function editBerthYaml(
     }
     const doc = parseDocument(text);
     // An empty file (or one holding only comments or `null`) is an empty mapping, never the document `null`.
-    if (doc.contents === null || (isScalar(doc.contents) && doc.contents.value === null)) doc.contents = doc.createNode({}) as unknown as typeof doc.contents;
+    if (doc.contents === null || (isScalar(doc.contents) && doc.contents.value === null))
+      doc.contents = doc.createNode({}) as unknown as typeof doc.contents;
     if (!isMap(doc.contents)) {
-      throw new BerthError('CONFIG_INVALID', `${opts.file} is not a mapping of settings; berth does not edit it`, { issues: [{ field: '(root)', reason: 'must be a mapping' }] });
+      throw new BerthError('CONFIG_INVALID', `${opts.file} is not a mapping of settings; berth does not edit it`, {
+        issues: [{ field: '(root)', reason: 'must be a mapping' }],
+      });
     }
     edit(doc);
     const next = doc.toString();
     let config: BerthConfig | undefined;
     // Parsed back from the bytes about to be published: berth never writes a file it cannot read and edit again.
     atomicWriteFile(opts.file, next, 0o600, (written) => {
-      if (!isMap(parseDocument(written).contents)) throw new BerthError('INTERNAL', `refusing to write ${opts.file}: the edit is not a mapping`);
+      if (!isMap(parseDocument(written).contents))
+        throw new BerthError('INTERNAL', `refusing to write ${opts.file}: the edit is not a mapping`);
       try {
         config = parseBerthConfig(written, opts.file, opts.home);
       } catch (err) {
         // Said of the edit, not the file: the file may not exist yet, and it was not written.
         if (!isBerthError(err, 'CONFIG_INVALID')) throw err;
-        throw new BerthError('CONFIG_INVALID', `${opts.file} with this change would be invalid; nothing was written`, err.details, { cause: err });
+        throw new BerthError('CONFIG_INVALID', `${opts.file} with this change would be invalid; nothing was written`, err.details, {
+          cause: err,
+        });
       }
     });
     return config as BerthConfig;
@@ -101,8 +107,7 @@ export function privateWorkspaceEdit(project: string, path: string | undefined) 
   return (doc: Document) => {
     if (path === undefined) {
       if (doc.hasIn(['projects', project, 'private_workspace'])) doc.deleteIn(['projects', project, 'private_workspace']);
-    }
-    else doc.setIn(['projects', project, 'private_workspace'], path);
+    } else doc.setIn(['projects', project, 'private_workspace'], path);
   };
 }
 
@@ -116,7 +121,10 @@ export const CONFIG_PATH_MAX_DEPTH = 8;
  */
 export function parseConfigPath(text: string): string[] {
   const keys = text.split('.');
-  const bad = (reason: string) => new BerthError('CONFIG_INVALID', `"${text.slice(0, 200)}" is not a berth.yaml path: ${reason}`, { issues: [{ field: 'path', reason }] });
+  const bad = (reason: string) =>
+    new BerthError('CONFIG_INVALID', `"${text.slice(0, 200)}" is not a berth.yaml path: ${reason}`, {
+      issues: [{ field: 'path', reason }],
+    });
   if (text.length > 512 || keys.length > CONFIG_PATH_MAX_DEPTH) throw bad(`at most ${CONFIG_PATH_MAX_DEPTH} keys, 512 characters`);
   for (const key of keys) {
     if (key === '') throw bad('a key is empty (two dots, or a dot at an end)');
@@ -139,7 +147,8 @@ export function setEdit(path: string[], value: unknown) {
 /** Remove one setting (its default applies again); a missing one is CONFIG_INVALID, naming it. */
 export function unsetEdit(path: string[]) {
   return (doc: Document) => {
-    if (!doc.hasIn(path)) throw new BerthError('CONFIG_INVALID', 'nothing to unset', { issues: [{ field: path.join('.'), reason: 'not set in berth.yaml' }] });
+    if (!doc.hasIn(path))
+      throw new BerthError('CONFIG_INVALID', 'nothing to unset', { issues: [{ field: path.join('.'), reason: 'not set in berth.yaml' }] });
     doc.deleteIn(path);
   };
 }

@@ -19,7 +19,11 @@ const PerMillionSchema = z.number().min(0).max(100_000);
 /** berth.yaml `models.<name>.prices`: what a million tokens cost, by model name pattern (the first that matches counts). */
 export const ModelPricesSchema = z
   .record(
-    z.string().min(1).max(128).regex(/^[A-Za-z0-9._:@/*-]+$/, 'must be a model name, "*" standing for any characters'),
+    z
+      .string()
+      .min(1)
+      .max(128)
+      .regex(/^[A-Za-z0-9._:@/*-]+$/, 'must be a model name, "*" standing for any characters'),
     z
       .object({
         input: PerMillionSchema.describe('Price of a million input tokens (US dollars), cached ones included.'),
@@ -29,7 +33,9 @@ export const ModelPricesSchema = z
   )
   .refine((r) => Object.keys(r).length <= 64, 'at most 64 model patterns')
   .optional()
-  .describe('Prices per million tokens by model name ("claude-sonnet-*"); the chat shows what an answer cost with them. None: tokens only.');
+  .describe(
+    'Prices per million tokens by model name ("claude-sonnet-*"); the chat shows what an answer cost with them. None: tokens only.',
+  );
 export type ModelPrices = z.output<typeof ModelPricesSchema>;
 
 /** berth.yaml `models`: upstream name → where it is and the key berth adds (containers never see it). */
@@ -69,12 +75,22 @@ export const OperatorEgressSchema = z
       .array(HostPatternSchema)
       .max(256)
       .default([])
-      .describe('Hosts the egress proxy may reach although they resolve to private or loopback addresses (an internal mirror); nothing else ever does.'),
+      .describe(
+        'Hosts the egress proxy may reach although they resolve to private or loopback addresses (an internal mirror); nothing else ever does.',
+      ),
     trust_ca_files: z
-      .array(z.string().min(1).max(4096).refine((p) => p.startsWith('/'), 'must be an absolute path'))
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(4096)
+          .refine((p) => p.startsWith('/'), 'must be an absolute path'),
+      )
       .max(16)
       .default([])
-      .describe('PEM files of CAs the egress proxy trusts, beside the public ones, when it verifies a host it adds a secret for (a company CA).'),
+      .describe(
+        'PEM files of CAs the egress proxy trusts, beside the public ones, when it verifies a host it adds a secret for (a company CA).',
+      ),
   })
   .strict()
   .prefault({});
@@ -82,14 +98,22 @@ export const OperatorEgressSchema = z
 export const ModelBudgetSchema = z
   .object({
     requests_per_hour: z.number().int().min(1).max(1_000_000).default(200).describe('Model calls one tenant may make in any hour.'),
-    tokens_per_hour: z.number().int().min(1).max(1_000_000_000).default(2_000_000).describe('Input plus output tokens one tenant may use in any hour.'),
+    tokens_per_hour: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000_000)
+      .default(2_000_000)
+      .describe('Input plus output tokens one tenant may use in any hour.'),
     tokens_per_day: z
       .number()
       .int()
       .min(1)
       .max(100_000_000_000)
       .optional()
-      .describe('Input plus output tokens one tenant may use in a day (UTC). At it, a chat message is held until the person (or the operator, as chat.approvals says) allows going past it for the day. None: no daily limit.'),
+      .describe(
+        'Input plus output tokens one tenant may use in a day (UTC). At it, a chat message is held until the person (or the operator, as chat.approvals says) allows going past it for the day. None: no daily limit.',
+      ),
   })
   .strict();
 
@@ -102,8 +126,17 @@ const ModelPatternSchema = z
 /** metadata.json `models`: which upstreams and models this project's agents may call, and each tenant's budget. */
 export const ProjectModelsSchema = z
   .object({
-    upstreams: z.array(UpstreamNameSchema).max(16).default([]).describe("Names from berth.yaml's models this project may call (none by default)."),
-    allow: z.array(ModelPatternSchema).min(1).max(64).default(['*']).describe('Model names allowed, "*" matching any characters (default: any).'),
+    upstreams: z
+      .array(UpstreamNameSchema)
+      .max(16)
+      .default([])
+      .describe("Names from berth.yaml's models this project may call (none by default)."),
+    allow: z
+      .array(ModelPatternSchema)
+      .min(1)
+      .max(64)
+      .default(['*'])
+      .describe('Model names allowed, "*" matching any characters (default: any).'),
     budget: ModelBudgetSchema.prefault({}).describe('Per tenant, per rolling hour.'),
   })
   .strict();
@@ -115,7 +148,9 @@ export const ProjectEgressSchema = z
       .array(HostPatternSchema)
       .max(256)
       .default([])
-      .describe('Host names (exact or "*.suffix", optionally ":port"; default ports 80 and 443) agents at medium and high may reach; everything else gets 403.'),
+      .describe(
+        'Host names (exact or "*.suffix", optionally ":port"; default ports 80 and 443) agents at medium and high may reach; everything else gets 403.',
+      ),
   })
   .strict();
 
@@ -124,10 +159,17 @@ export const ProjectEgressSchema = z
  * name it has), so a create or update is refused, never stored to fail in the chat ("Not logged
  * in") at the first message.
  */
-export function modelChoiceIssues(choice: { models?: { upstreams?: unknown } }, defined: readonly string[]): Array<{ field: string; reason: string }> {
+export function modelChoiceIssues(
+  choice: { models?: { upstreams?: unknown } },
+  defined: readonly string[],
+): Array<{ field: string; reason: string }> {
   const upstreams = choice.models?.upstreams;
   if (!Array.isArray(upstreams)) return []; // a value of the wrong shape is the schema's to refuse
-  return upstreams.flatMap((name, i) => (typeof name === 'string' && !defined.includes(name) ? [{ field: `models.upstreams.${i}`, reason: `model upstream "${name}" is not one berth.yaml defines${didYouMean(name, defined)}` }] : []));
+  return upstreams.flatMap((name, i) =>
+    typeof name === 'string' && !defined.includes(name)
+      ? [{ field: `models.upstreams.${i}`, reason: `model upstream "${name}" is not one berth.yaml defines${didYouMean(name, defined)}` }]
+      : [],
+  );
 }
 
 /** "*" in a model pattern matches any run of characters; everything else is literal. */

@@ -25,7 +25,9 @@ const Count = z.number().int().min(1).max(MAX_CONCURRENT_RUNS);
 
 export const RunsSchema = z
   .object({
-    max_concurrent: Count.optional().describe("Runs at once in this berth process (berth serve: the host's runs); default from its cores and memory (4 per core, at most one per 512 MiB, at least 2)."),
+    max_concurrent: Count.optional().describe(
+      "Runs at once in this berth process (berth serve: the host's runs); default from its cores and memory (4 per core, at most one per 512 MiB, at least 2).",
+    ),
     per_project: Count.optional().describe('Runs at once of one project; default max_concurrent.'),
     per_tenant: Count.optional().describe('Runs at once of one tenant (a chat user or team) of a project; default 2.'),
     queue: z
@@ -34,7 +36,9 @@ export const RunsSchema = z
       .min(0)
       .max(MAX_QUEUED_RUNS)
       .optional()
-      .describe('Runs that may wait for a slot (served round-robin across tenants); past it a run is refused with 429 BUSY. Default 25 × max_concurrent; 0 refuses instead of waiting.'),
+      .describe(
+        'Runs that may wait for a slot (served round-robin across tenants); past it a run is refused with 429 BUSY. Default 25 × max_concurrent; 0 refuses instead of waiting.',
+      ),
     drain_seconds: z
       .number()
       .int()
@@ -48,7 +52,9 @@ export const RunsSchema = z
       .min(0)
       .max(86_400)
       .default(DEFAULT_WARM_IDLE_SECONDS)
-      .describe("A session's container stays up this long after a message, and the next message is an exec into it; 0: a new container for every message. Only `berth serve` and `berth bridge` keep containers warm."),
+      .describe(
+        "A session's container stays up this long after a message, and the next message is an exec into it; 0: a new container for every message. Only `berth serve` and `berth bridge` keep containers warm.",
+      ),
     warm_max: z
       .number()
       .int()
@@ -62,7 +68,9 @@ export const RunsSchema = z
       .min(1)
       .max(10_000)
       .optional()
-      .describe(`Warm containers one tenant (a chat user or team) of a project keeps, one per session; past it that tenant's own least recently used one is removed, never another tenant's. Default ${DEFAULT_WARM_PER_TENANT}.`),
+      .describe(
+        `Warm containers one tenant (a chat user or team) of a project keeps, one per session; past it that tenant's own least recently used one is removed, never another tenant's. Default ${DEFAULT_WARM_PER_TENANT}.`,
+      ),
     pool: z
       .number()
       .int()
@@ -78,14 +86,17 @@ export const RunsSchema = z
     const max = runs.max_concurrent;
     for (const field of ['per_project', 'per_tenant'] as const) {
       const value = runs[field];
-      if (max !== undefined && value !== undefined && value > max) ctx.addIssue({ code: 'custom', path: [field], message: `must be at most max_concurrent (${max})` });
+      if (max !== undefined && value !== undefined && value > max)
+        ctx.addIssue({ code: 'custom', path: [field], message: `must be at most max_concurrent (${max})` });
     }
     if (runs.per_project !== undefined && runs.per_tenant !== undefined && runs.per_tenant > runs.per_project) {
       ctx.addIssue({ code: 'custom', path: ['per_tenant'], message: `must be at most per_project (${runs.per_project})` });
     }
   })
   .prefault({})
-  .describe('Admission control: concurrent runs (global, per project, per tenant), the wait queue, the shutdown drain; warm session containers.');
+  .describe(
+    'Admission control: concurrent runs (global, per project, per tenant), the wait queue, the shutdown drain; warm session containers.',
+  );
 
 export type RunsSettings = z.output<typeof RunsSchema>;
 

@@ -32,21 +32,28 @@ export const OperatorRuntimesSchema = z
   .min(1)
   .max(16)
   .default([DEFAULT_RUNTIME])
-  .describe('OCI runtimes projects may choose (each must be registered with the engine: "berth doctor" says which are). runc is the default.');
+  .describe(
+    'OCI runtimes projects may choose (each must be registered with the engine: "berth doctor" says which are). runc is the default.',
+  );
 
 export const LevelRuntimesSchema = z
   .partialRecord(PermissionLevelSchema, RuntimeNameSchema)
   .default({})
-  .describe('A runtime per permission level, over the project\'s runtime (e.g. high: runsc).');
+  .describe("A runtime per permission level, over the project's runtime (e.g. high: runsc).");
 
 /**
  * A project's choice of runtimes against what berth.yaml offers: the fields at fault, so a create
  * or update is refused with the list to choose from (CONFIG_INVALID), never stored to fail at run time.
  */
-export function runtimeChoiceIssues(choice: { runtime?: string; level_runtimes?: Partial<Record<PermissionLevel, string>> }, offered: readonly string[]): Array<{ field: string; reason: string }> {
-  const reason = (name: string) => `runtime "${name}" is not one berth.yaml offers${didYouMean(name, offered)} (runtimes: ${offered.join(', ')})`;
+export function runtimeChoiceIssues(
+  choice: { runtime?: string; level_runtimes?: Partial<Record<PermissionLevel, string>> },
+  offered: readonly string[],
+): Array<{ field: string; reason: string }> {
+  const reason = (name: string) =>
+    `runtime "${name}" is not one berth.yaml offers${didYouMean(name, offered)} (runtimes: ${offered.join(', ')})`;
   // Only names are judged here; a value of the wrong shape is the schema's to refuse.
-  const issues = typeof choice.runtime === 'string' && !offered.includes(choice.runtime) ? [{ field: 'runtime', reason: reason(choice.runtime) }] : [];
+  const issues =
+    typeof choice.runtime === 'string' && !offered.includes(choice.runtime) ? [{ field: 'runtime', reason: reason(choice.runtime) }] : [];
   const byLevel = typeof choice.level_runtimes === 'object' && choice.level_runtimes !== null ? choice.level_runtimes : {};
   for (const [level, name] of Object.entries(byLevel)) {
     if (typeof name === 'string' && !offered.includes(name)) issues.push({ field: `level_runtimes.${level}`, reason: reason(name) });
@@ -55,6 +62,9 @@ export function runtimeChoiceIssues(choice: { runtime?: string; level_runtimes?:
 }
 
 /** The runtime a run at `level` uses. */
-export function runtimeFor(meta: { runtime: string; level_runtimes: Partial<Record<PermissionLevel, string>> }, level: PermissionLevel): string {
+export function runtimeFor(
+  meta: { runtime: string; level_runtimes: Partial<Record<PermissionLevel, string>> },
+  level: PermissionLevel,
+): string {
   return own(meta.level_runtimes, level) ?? meta.runtime;
 }

@@ -19,21 +19,27 @@ export const SchedulesSchema = z
     who: z
       .enum(['everyone', 'admins', 'nobody'])
       .default('everyone')
-      .describe('Who may make a schedule in a chat or through the agent\'s schedule tool: every chat user, a project\'s admins (metadata.json "admins"), or nobody. The operator (CLI, API) always may.'),
+      .describe(
+        'Who may make a schedule in a chat or through the agent\'s schedule tool: every chat user, a project\'s admins (metadata.json "admins"), or nobody. The operator (CLI, API) always may.',
+      ),
     per_tenant: z
       .number()
       .int()
       .min(0)
       .max(MAX_SCHEDULES_PER_TENANT)
       .default(20)
-      .describe('Schedules one tenant (a chat user or team) of a project keeps at once; the next is refused with LIMIT_REACHED until one is cancelled or done.'),
+      .describe(
+        'Schedules one tenant (a chat user or team) of a project keeps at once; the next is refused with LIMIT_REACHED until one is cancelled or done.',
+      ),
     min_interval_seconds: z
       .number()
       .int()
       .min(1)
       .max(7 * 86_400)
       .default(300)
-      .describe('The shortest time between two runs of one repeating schedule (a "/every 10s" is refused below it). The operator\'s own schedules are bound by it too.'),
+      .describe(
+        'The shortest time between two runs of one repeating schedule (a "/every 10s" is refused below it). The operator\'s own schedules are bound by it too.',
+      ),
     time_zone: z
       .string()
       .min(1)

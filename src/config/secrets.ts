@@ -11,23 +11,44 @@ import { HostPatternSchema } from './outbound.js';
 export const SECRET_NAME_PATTERN = /^[A-Z][A-Z0-9_]{0,63}$/;
 
 /** Variables berth or the runtime set itself: a secret of that name would shadow them. */
-const RESERVED = /^(PATH|HOME|USER|SHELL|TERM|PWD|HOSTNAME|LANG|TZ|TMPDIR|NO_PROXY|HTTPS?_PROXY|ALL_PROXY|SSL_CERT_FILE|SSL_CERT_DIR|NODE_.*|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|GIT_.*|LD_.*|BERTH_.*|ANTHROPIC_.*|OPENAI_.*|CLAUDE_.*|CODEX_.*)$/;
+const RESERVED =
+  /^(PATH|HOME|USER|SHELL|TERM|PWD|HOSTNAME|LANG|TZ|TMPDIR|NO_PROXY|HTTPS?_PROXY|ALL_PROXY|SSL_CERT_FILE|SSL_CERT_DIR|NODE_.*|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|GIT_.*|LD_.*|BERTH_.*|ANTHROPIC_.*|OPENAI_.*|CLAUDE_.*|CODEX_.*)$/;
 
 export const SecretNameSchema = z
   .string()
   .regex(SECRET_NAME_PATTERN, 'must be an environment variable name: A-Z, 0-9 and "_", starting with a letter, at most 64 characters')
-  .refine((n) => !RESERVED.test(n), 'is a variable berth or the container sets itself (PATH, HOME, proxies, CA bundles, NODE_*, GIT_*, BERTH_*, model keys)');
+  .refine(
+    (n) => !RESERVED.test(n),
+    'is a variable berth or the container sets itself (PATH, HOME, proxies, CA bundles, NODE_*, GIT_*, BERTH_*, model keys)',
+  );
 
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/;
 /** Headers a grant may not set: the proxy owns the connection and the host it talks to. */
-const HOP_HEADERS = new Set(['host', 'connection', 'content-length', 'transfer-encoding', 'upgrade', 'proxy-authorization', 'te', 'trailer', 'keep-alive', 'proxy-connection']);
+const HOP_HEADERS = new Set([
+  'host',
+  'connection',
+  'content-length',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'keep-alive',
+  'proxy-connection',
+]);
 
 export const SECRET_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 export const SecretGrantSchema = z
   .object({
-    project: z.string().min(1).max(128).describe('The project whose agents may use the secret (through the egress proxy, at levels medium and high).'),
-    host: HostPatternSchema.describe('Destination host, exact or "*.suffix" (subdomains only), optionally ":port" (default 443). Only HTTPS requests get the secret.'),
+    project: z
+      .string()
+      .min(1)
+      .max(128)
+      .describe('The project whose agents may use the secret (through the egress proxy, at levels medium and high).'),
+    host: HostPatternSchema.describe(
+      'Destination host, exact or "*.suffix" (subdomains only), optionally ":port" (default 443). Only HTTPS requests get the secret.',
+    ),
     path_prefix: z
       .string()
       .max(512)
@@ -46,36 +67,72 @@ export const SecretGrantSchema = z
       .max(256)
       .refine((f) => f.split('{}').length === 2, 'must hold "{}" exactly once, where the secret goes')
       .optional()
-      .describe('The header\'s value, "{}" standing for the secret: "token {}", "{}" (a custom header); default "Bearer {}", or "Basic {}" with basic_user, where "{}" is the Basic credential.'),
+      .describe(
+        'The header\'s value, "{}" standing for the secret: "token {}", "{}" (a custom header); default "Bearer {}", or "Basic {}" with basic_user, where "{}" is the Basic credential.',
+      ),
     basic_user: z
       .string()
       .min(1)
       .max(128)
       .regex(/^[^:\s]+$/, 'must hold no ":" or spaces')
       .optional()
-      .describe('Send HTTP Basic auth, this user name and the secret as password (git over HTTPS: x-access-token); format then defaults to "Basic {}".'),
-    per_tenant_per_minute: z.number().int().min(1).max(100_000).optional().describe('At most this many requests with the secret per tenant per minute (default: no limit); past it, 429.'),
+      .describe(
+        'Send HTTP Basic auth, this user name and the secret as password (git over HTTPS: x-access-token); format then defaults to "Basic {}".',
+      ),
+    per_tenant_per_minute: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000)
+      .optional()
+      .describe('At most this many requests with the secret per tenant per minute (default: no limit); past it, 429.'),
   })
   .strict();
 export type SecretGrant = z.output<typeof SecretGrantSchema>;
 
 export const SecretEntrySchema = z
   .object({
-    file: z.string().min(1).max(4096).optional().describe('Absolute path of a file holding the value (mode 0600 or stricter, owned by berth\'s user); read again when it changes.'),
-    env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).max(128).optional().describe("An environment variable of berth's own process holding the value."),
-    command: z.array(z.string().min(1).max(4096)).min(1).max(64).optional().describe('A command (argv, no shell) that prints the value; run at most once every refresh_seconds, 10 s at most.'),
-    refresh_seconds: z.number().int().min(1).max(86_400).default(300).describe('How long a command\'s value is kept before it is asked again.'),
+    file: z
+      .string()
+      .min(1)
+      .max(4096)
+      .optional()
+      .describe("Absolute path of a file holding the value (mode 0600 or stricter, owned by berth's user); read again when it changes."),
+    env: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+      .max(128)
+      .optional()
+      .describe("An environment variable of berth's own process holding the value."),
+    command: z
+      .array(z.string().min(1).max(4096))
+      .min(1)
+      .max(64)
+      .optional()
+      .describe('A command (argv, no shell) that prints the value; run at most once every refresh_seconds, 10 s at most.'),
+    refresh_seconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(86_400)
+      .default(300)
+      .describe("How long a command's value is kept before it is asked again."),
     grants: z.array(SecretGrantSchema).max(64).default([]).describe('Which projects may use it, toward which hosts, and how it is sent.'),
   })
   .strict()
-  .refine((e) => [e.file, e.env, e.command].filter((x) => x !== undefined).length === 1, { message: 'give exactly one of file, env or command', path: ['file'] })
+  .refine((e) => [e.file, e.env, e.command].filter((x) => x !== undefined).length === 1, {
+    message: 'give exactly one of file, env or command',
+    path: ['file'],
+  })
   .refine((e) => e.file === undefined || e.file.startsWith('/'), { message: 'must be an absolute path', path: ['file'] });
 export type SecretEntry = z.output<typeof SecretEntrySchema>;
 
 export const SecretsSchema = z
   .record(SecretNameSchema, SecretEntrySchema)
   .default({})
-  .describe('Credentials berth keeps and its egress proxy adds to granted HTTPS requests; a container sees only a placeholder (docs/secrets.md).');
+  .describe(
+    'Credentials berth keeps and its egress proxy adds to granted HTTPS requests; a container sees only a placeholder (docs/secrets.md).',
+  );
 export type Secrets = z.output<typeof SecretsSchema>;
 
 /** What a container finds in the secret's variable: berth swaps in the value outside, for granted requests only. */
@@ -113,7 +170,8 @@ export function grantsToward(secrets: Secrets, project: string, host: string, po
  * "/acme/" but is "/admin" to the server: such a path is covered by no path-prefix grant.
  */
 export function isCanonicalPath(path: string): boolean {
-  if (!path.startsWith('/') || !/^[\x21-\x7e]*$/.test(path) || /[;\\]|%(2f|5c|3b|25|2e|[01][0-9a-f]|7f|[89a-f][0-9a-f])|%u/i.test(path)) return false;
+  if (!path.startsWith('/') || !/^[\x21-\x7e]*$/.test(path) || /[;\\]|%(2f|5c|3b|25|2e|[01][0-9a-f]|7f|[89a-f][0-9a-f])|%u/i.test(path))
+    return false;
   try {
     return new URL(path, 'https://berth.invalid').pathname === path;
   } catch {

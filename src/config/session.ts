@@ -9,7 +9,10 @@ export const APPROVED_HOSTS_MAX = 32;
 
 export const SessionIdSchema = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/, 'must be 1-128 characters of A-Z, a-z, 0-9, "_", "." and "-", starting with a letter or digit')
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/,
+    'must be 1-128 characters of A-Z, a-z, 0-9, "_", "." and "-", starting with a letter or digit',
+  )
   .describe('A session id (a conversation). Never used as a path on its own.');
 
 export const WorkspaceModeSchema = z
@@ -70,7 +73,12 @@ const TITLE_FROM_CHARS = 60;
 export function titleFrom(message: string): string | undefined {
   const line = message
     .split('\n')
-    .map((l) => l.replace(/[\u0000-\u001f\u007f]/g, ' ').replace(/\s+/g, ' ').trim())
+    .map((l) =>
+      l
+        .replace(/[\u0000-\u001f\u007f]/g, ' ')
+        .replace(/\s+/g, ' ')
+        .trim(),
+    )
     .find(Boolean);
   if (!line) return undefined;
   return line.length > TITLE_FROM_CHARS ? `${line.slice(0, TITLE_FROM_CHARS - 1).trimEnd()}…` : line;
@@ -90,7 +98,9 @@ export const SessionRecordSchema = z
       .array(z.string().max(260))
       .max(APPROVED_HOSTS_MAX)
       .optional()
-      .describe('Hosts ("name:port") its person allowed for this conversation when its agent asked (the egress approvals): reached as if on the allowlist.'),
+      .describe(
+        'Hosts ("name:port") its person allowed for this conversation when its agent asked (the egress approvals): reached as if on the allowlist.',
+      ),
   })
   .strict();
 export type SessionRecord = z.infer<typeof SessionRecordSchema>;

@@ -14,11 +14,20 @@ import { detectProfile, workspaceProfile, type WorkspaceProfile } from './worksp
 import { own } from '../base/own.js';
 import { noMetrics, type Metrics } from '../base/metrics.js';
 
-export const FolderIdSchema = z.string().regex(/^[0-9a-f]{32}$/, 'is not a folder id').describe('A folder (workspace) id: the uuid list_folders gives.');
+export const FolderIdSchema = z
+  .string()
+  .regex(/^[0-9a-f]{32}$/, 'is not a folder id')
+  .describe('A folder (workspace) id: the uuid list_folders gives.');
 export const ScopeSchema = z.enum(['private', 'shared']).describe('"private": the whole folder; "shared": its shared/ subfolder.');
-export const ListScopeSchema = z.enum(['my_private', 'my_shared', 'team_private', 'team_shared', 'org_shared']).describe('Which folders to list.');
+export const ListScopeSchema = z
+  .enum(['my_private', 'my_shared', 'team_private', 'team_shared', 'org_shared'])
+  .describe('Which folders to list.');
 export const FolderRefSchema = z
-  .object({ folderId: FolderIdSchema, scope: ScopeSchema, path: z.string().max(4096).default('').describe('A path relative to the scope ("" is its root); no "..", no links.') })
+  .object({
+    folderId: FolderIdSchema,
+    scope: ScopeSchema,
+    path: z.string().max(4096).default('').describe('A path relative to the scope ("" is its root); no "..", no links.'),
+  })
   .strict();
 
 export interface Identity {
@@ -79,13 +88,24 @@ export function createGateway(deps: {
     const idOf = (key: string) => workspaceIdOf(deps.secret(), project.metadata.name, key);
     const owner = record?.tenant_key ?? [caller.tenantKey, ...caller.teams].find((k) => idOf(k) === folderId);
     const kind = owner !== undefined && own(project.metadata.teams, owner) !== undefined ? 'team' : 'user';
-    const ownerTeams = owner === undefined ? [] : Object.entries(project.metadata.teams).filter(([, t]) => t.members.includes(owner)).map(([k]) => k);
+    const ownerTeams =
+      owner === undefined
+        ? []
+        : Object.entries(project.metadata.teams)
+            .filter(([, t]) => t.members.includes(owner))
+            .map(([k]) => k);
     return { id: folderId, owner: owner ?? '', kind, exists: record !== undefined, ownerTeams };
   }
 
   /** A session-mode caller's own folder: its session's workspace, recorded (by a run or a tool) or not yet. */
   function sessionFolderOf(project: Project, caller: Caller, folderId: string): Folder & { id: string } {
-    return { id: folderId, owner: caller.tenantKey, kind: 'user', exists: readWorkspaceRecord(project, folderId) !== undefined, ownerTeams: caller.teams };
+    return {
+      id: folderId,
+      owner: caller.tenantKey,
+      kind: 'user',
+      exists: readWorkspaceRecord(project, folderId) !== undefined,
+      ownerTeams: caller.teams,
+    };
   }
 
   /**
@@ -155,11 +175,22 @@ export function createGateway(deps: {
     }
     const project = () => current().project;
 
-    function guarded<T>(what: string, ref: { folderId: string; scope: Scope; path: string }, op: Operation, act: (rootFd: number) => T, create = false): T {
+    function guarded<T>(
+      what: string,
+      ref: { folderId: string; scope: Scope; path: string },
+      op: Operation,
+      act: (rootFd: number) => T,
+      create = false,
+    ): T {
       const { project: p, caller } = current();
       const folder = folderFor(p, caller, ref.folderId);
       const d: ReturnType<typeof decide> =
-        ref.folderId === tenantId && tenantId !== ownId ? { allow: false, reason: 'this session has a workspace of its own (workspace mode "session"): the tenant’s default workspace is not its' } : decide(caller, folder, ref.scope, op);
+        ref.folderId === tenantId && tenantId !== ownId
+          ? {
+              allow: false,
+              reason: 'this session has a workspace of its own (workspace mode "session"): the tenant’s default workspace is not its',
+            }
+          : decide(caller, folder, ref.scope, op);
       if (!d.allow) {
         log.warn({ tool: what, folder: ref.folderId, scope: ref.scope, op, reason: d.reason }, 'gateway refused');
         metrics.gatewayCall({ kind: 'tools', outcome: 'refused' });
@@ -171,9 +202,17 @@ export function createGateway(deps: {
         ({ fd: rootFd, kept } = rootOf(p, ref, create));
         if (create && !folder.exists && rootFd !== undefined) {
           // A session's own workspace made here is recorded as that session's, as a run would record it.
-          recordWorkspace(p, { id: ref.folderId, tenant_key: folder.owner, ...(session !== undefined && ref.folderId === ownId ? { session } : {}), created_at: new Date().toISOString() });
+          recordWorkspace(p, {
+            id: ref.folderId,
+            tenant_key: folder.owner,
+            ...(session !== undefined && ref.folderId === ownId ? { session } : {}),
+            created_at: new Date().toISOString(),
+          });
         }
-        if (rootFd === undefined) throw new BerthError('CONFIG_INVALID', `folder ${ref.folderId} has no ${ref.scope} scope yet`, { issues: [{ field: 'scope', reason: 'is empty' }] });
+        if (rootFd === undefined)
+          throw new BerthError('CONFIG_INVALID', `folder ${ref.folderId} has no ${ref.scope} scope yet`, {
+            issues: [{ field: 'scope', reason: 'is empty' }],
+          });
         const done = act(rootFd);
         metrics.gatewayCall({ kind: 'tools', outcome: 'allowed' });
         return done;
@@ -204,7 +243,12 @@ export function createGateway(deps: {
         const idOf = (key: string) => workspaceIdOf(deps.secret(), p.metadata.name, key);
         const entry = (name: string, s: Scope): FolderEntry => ({ name, uuid: idOf(name), scope: s, path: '/' });
         // A session-mode caller's own folder is its session's workspace (ownId); otherwise the tenant's.
-        const mine = (s: Scope): FolderEntry => ({ name: caller.tenantKey, uuid: session === undefined ? idOf(caller.tenantKey) : ownId, scope: s, path: '/' });
+        const mine = (s: Scope): FolderEntry => ({
+          name: caller.tenantKey,
+          uuid: session === undefined ? idOf(caller.tenantKey) : ownId,
+          scope: s,
+          path: '/',
+        });
         switch (scope) {
           case 'my_private':
             return [mine('private')];
@@ -228,7 +272,8 @@ export function createGateway(deps: {
       },
       read: (ref: z.infer<typeof FolderRefSchema>): { path: string; content: string } => {
         const content = guarded('read_file_by_id', ref, 'read', (fd) => sandboxReadText(fd, ref.path));
-        if (content === undefined) throw new BerthError('CONFIG_INVALID', `no file "${ref.path}"`, { issues: [{ field: 'path', reason: 'does not exist' }] });
+        if (content === undefined)
+          throw new BerthError('CONFIG_INVALID', `no file "${ref.path}"`, { issues: [{ field: 'path', reason: 'does not exist' }] });
         return { path: ref.path, content };
       },
       write: (ref: z.infer<typeof FolderRefSchema>, content: string): FileInfo =>

@@ -12,15 +12,29 @@ import { sandboxRead } from '../fs/sandbox.js';
 export const WorkspaceProfileSchema = z.object({
   ecosystems: z.array(z.string()),
   package_manager: z.string().nullable(),
-  commands: z.object({ format: z.array(z.string()).optional(), lint: z.array(z.string()).optional(), test: z.array(z.string()).optional() }),
+  commands: z.object({
+    format: z.array(z.string()).optional(),
+    lint: z.array(z.string()).optional(),
+    test: z.array(z.string()).optional(),
+  }),
   detected_from: z.array(z.string()),
 });
 export type WorkspaceProfile = z.infer<typeof WorkspaceProfileSchema>;
 
 export const MARKERS = [
-  'package.json', 'package-lock.json', 'pnpm-lock.yaml', 'yarn.lock', 'bun.lockb',
-  'pyproject.toml', 'requirements.txt', 'setup.py', 'poetry.lock', 'uv.lock',
-  'go.mod', 'Cargo.toml', 'Makefile',
+  'package.json',
+  'package-lock.json',
+  'pnpm-lock.yaml',
+  'yarn.lock',
+  'bun.lockb',
+  'pyproject.toml',
+  'requirements.txt',
+  'setup.py',
+  'poetry.lock',
+  'uv.lock',
+  'go.mod',
+  'Cargo.toml',
+  'Makefile',
 ] as const;
 
 export interface ProfileInput {
@@ -117,7 +131,12 @@ export function workspaceProfile(rootFd: number, cacheKey: string): WorkspacePro
       return undefined; // a marker that changed into something else reads as absent
     }
   };
-  const profile = detectProfile({ files, packageJson: read('package.json'), pyproject: read('pyproject.toml'), makefile: read('Makefile') });
+  const profile = detectProfile({
+    files,
+    packageJson: read('package.json'),
+    pyproject: read('pyproject.toml'),
+    makefile: read('Makefile'),
+  });
   cache.set(cacheKey, { signature, profile });
   return profile;
 }

@@ -124,7 +124,7 @@ function copyFile(srcFd: number, dstFd: number, name: string, relName: string, s
     // A later name of a hard-linked file links to the first copy, found from the root's descriptor.
     if (first !== undefined && linkTo(`/proc/self/fd/${s.rootFd}/${first}`, at(dstFd, name))) return;
     withFd(fs.openSync(at(dstFd, name), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600), (out) => {
-      for (let n; (n = fs.readSync(fd, s.buffer, 0, CHUNK, null)) > 0; ) fs.writeSync(out, s.buffer, 0, n);
+      for (let n; (n = fs.readSync(fd, s.buffer, 0, CHUNK, null)) > 0;) fs.writeSync(out, s.buffer, 0, n);
       fs.fchownSync(out, st.uid, st.gid);
       fs.fchmodSync(out, st.mode & 0o7777);
       fs.futimesSync(out, st.atime, st.mtime);

@@ -29,7 +29,12 @@ export function openChildDir(dirFd: number, name: string, shownPath: string): nu
     const code = errnoOf(err);
     if (code === 'ENOENT') return undefined;
     if (code === 'ELOOP' || code === 'ENOTDIR') {
-      throw new BerthError('E_SANDBOX_VIOLATION', `${shownPath} is not a directory (a symlink or file is in the way)`, { path: shownPath }, { cause: err });
+      throw new BerthError(
+        'E_SANDBOX_VIOLATION',
+        `${shownPath} is not a directory (a symlink or file is in the way)`,
+        { path: shownPath },
+        { cause: err },
+      );
     }
     throw err;
   }

@@ -89,7 +89,11 @@ export function withOwnerLockSync<T>(path: string, fn: () => T, who: LockOwner &
     // A section of this very process cannot be waiting: that is a nested call, which would never end.
     if (lock.heldBy === owner) throw new Error(`${path} is already held by this process (nested lock)`);
     if (Date.now() > deadline) {
-      throw new BerthError('LOCKED', `${path} is held by berth process ${lock.heldBy} for more than ${who.timeoutMs ?? 10_000} ms`, { path, hint: 'another berth process is busy with it; try again', retry_after: 1 });
+      throw new BerthError('LOCKED', `${path} is held by berth process ${lock.heldBy} for more than ${who.timeoutMs ?? 10_000} ms`, {
+        path,
+        hint: 'another berth process is busy with it; try again',
+        retry_after: 1,
+      });
     }
     Atomics.wait(SLEEPER, 0, 0, pause);
   }

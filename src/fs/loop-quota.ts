@@ -63,16 +63,27 @@ const CHILD_FD = '/proc/self/fd/3';
 /** Run a tool (argv, no shell); `okExits` lists the non-zero exits that are not failures; `fd` becomes its fd 3. */
 function run(cmd: string, args: string[], okExits: number[] = [], fd?: number): string {
   try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe', ...(fd === undefined ? [] : [fd])], timeout: 120_000 });
+    return execFileSync(cmd, args, {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe', ...(fd === undefined ? [] : [fd])],
+      timeout: 120_000,
+    });
   } catch (err) {
     const e = err as { stderr?: string; stdout?: string; message: string; status?: number | null };
     if (e.status != null && okExits.includes(e.status)) return e.stdout ?? '';
     // The tool's own words name host paths: they go to berth's log (the cause), never to a chat.
-    const why = [e.stderr, e.stdout, e.message].map((t) => t?.trim()).find(Boolean)?.split('\n').slice(-2).join(' / ');
+    const why = [e.stderr, e.stdout, e.message]
+      .map((t) => t?.trim())
+      .find(Boolean)
+      ?.split('\n')
+      .slice(-2)
+      .join(' / ');
     throw new BerthError(
       'DISK_QUOTA_FAILED',
       `the workspace's filesystem could not be set up (${cmd} failed)`,
-      { hint: 'disk_quotas: loop needs root, loop devices and e2fsprogs (mkfs.ext4, e2fsck, resize2fs); "berth doctor" checks them, or set disk_quotas: off' },
+      {
+        hint: 'disk_quotas: loop needs root, loop devices and e2fsprogs (mkfs.ext4, e2fsck, resize2fs); "berth doctor" checks them, or set disk_quotas: off',
+      },
       { cause: new Error(`${cmd} ${args.join(' ')}: ${why}`) },
     );
   }
@@ -145,9 +156,13 @@ function createImage(spec: LoopQuotaSpec): string {
   // Each image is real disk on berth's own filesystem: a new tenant never takes the room its journal needs.
   const st = fs.statfsSync(dirname(spec.image));
   if (st.bavail * st.bsize < spec.sizeBytes + HOST_RESERVE_BYTES) {
-    throw new BerthError('DISK_FULL', `no room for another workspace of ${Math.round(spec.sizeBytes / MIB)} MiB (berth keeps ${HOST_RESERVE_BYTES / MIB} MiB free for its own files)`, {
-      hint: 'free space where berth keeps its state, or lower limits.disk_mb',
-    });
+    throw new BerthError(
+      'DISK_FULL',
+      `no room for another workspace of ${Math.round(spec.sizeBytes / MIB)} MiB (berth keeps ${HOST_RESERVE_BYTES / MIB} MiB free for its own files)`,
+      {
+        hint: 'free space where berth keeps its state, or lower limits.disk_mb',
+      },
+    );
   }
   const tmp = `${spec.image}.${randomBytes(4).toString('hex')}.tmp`;
   try {
@@ -174,14 +189,16 @@ function workspacePlace(spec: LoopQuotaSpec): MountPlace {
     path: spec.mountpoint,
     open() {
       const fd = openChildDir(spec.parentFd, spec.name, `workspaces/${spec.name}`);
-      if (fd === undefined) throw new BerthError('E_SANDBOX_VIOLATION', `workspace ${spec.name} vanished`, { path: `workspaces/${spec.name}` });
+      if (fd === undefined)
+        throw new BerthError('E_SANDBOX_VIOLATION', `workspace ${spec.name} vanished`, { path: `workspaces/${spec.name}` });
       return fd;
     },
   };
 }
 
 /** The workspace is a filesystem of its own (its directory is on another device than the one holding it). */
-const isOwnFilesystem = (spec: LoopQuotaSpec, place: MountPlace) => withFd(place.open(), (fd) => fs.fstatSync(fd).dev !== fs.fstatSync(spec.parentFd).dev);
+const isOwnFilesystem = (spec: LoopQuotaSpec, place: MountPlace) =>
+  withFd(place.open(), (fd) => fs.fstatSync(fd).dev !== fs.fstatSync(spec.parentFd).dev);
 
 /**
  * Mount the image on the directory the place's descriptor holds (mount follows no path), then
@@ -195,13 +212,20 @@ function mountOn(image: string, place: MountPlace): void {
   } catch (err) {
     failed = err; // mount(8) may fail after the kernel mounted: what it left is checked all the same
   }
-  const devices = new Set(run('losetup', ['-j', image]).split('\n').map((l) => /^(\/dev\/loop\d+):/.exec(l)?.[1]).filter(Boolean));
+  const devices = new Set(
+    run('losetup', ['-j', image])
+      .split('\n')
+      .map((l) => /^(\/dev\/loop\d+):/.exec(l)?.[1])
+      .filter(Boolean),
+  );
   const mine = mountTable().filter((m) => devices.has(m.source));
   const stray = mine.filter((m) => m.point !== place.path);
   for (const m of stray) detachStray(m);
   if (failed) throw failed;
   if (stray.length > 0 || !mine.some((m) => m.point === place.path)) {
-    throw new BerthError('E_SANDBOX_VIOLATION', 'the workspace moved while berth gave it its filesystem; berth undid the mount', { path: basename(place.path) });
+    throw new BerthError('E_SANDBOX_VIOLATION', 'the workspace moved while berth gave it its filesystem; berth undid the mount', {
+      path: basename(place.path),
+    });
   }
   // e2fsck re-creates lost+found when it needs one; the tenant's tree starts empty.
   withFd(place.open(), (root) => {
@@ -229,7 +253,7 @@ const STRAY_DETACH_MS = 2_000;
 function detachStray(m: { point: string; source: string }): void {
   const dev = fs.statSync(m.source).rdev;
   const shown = () => mountTable().some((t) => t.point === m.point && t.source === m.source);
-  for (const end = Date.now() + STRAY_DETACH_MS; shown() && Date.now() < end; ) {
+  for (const end = Date.now() + STRAY_DETACH_MS; shown() && Date.now() < end;) {
     try {
       withFd(openNoFollow(m.point).fd, (fd) => {
         if (fs.fstatSync(fd).dev === dev) unmountFd(fd);
@@ -266,7 +290,11 @@ export function ensureLoopQuota(spec: LoopQuotaSpec, scratchDir: string, holds: 
     const empty = withFd(place.open(), isEmptyDir);
     if (holds.seesAll || (holds.inUse && !empty)) {
       // A running container could change the tree under the copy (or, seeing every workspace, move it).
-      return { ...result, mounted: false, warning: 'the workspace gets its own filesystem at a run when no container of it (or of the whole project) is running' };
+      return {
+        ...result,
+        mounted: false,
+        warning: 'the workspace gets its own filesystem at a run when no container of it (or of the whole project) is running',
+      };
     }
     if (!empty) {
       // Counted first (names and sizes only): a tree that cannot fit costs a walk, not a copy into ENOSPC.

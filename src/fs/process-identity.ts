@@ -32,7 +32,11 @@ let bootTag: string | undefined;
 function thisBoot(): string {
   if (bootTag === undefined) {
     try {
-      bootTag = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').replace(/[^0-9a-f]/g, '').slice(0, 8) || 'noboot';
+      bootTag =
+        fs
+          .readFileSync('/proc/sys/kernel/random/boot_id', 'utf8')
+          .replace(/[^0-9a-f]/g, '')
+          .slice(0, 8) || 'noboot';
     } catch {
       bootTag = 'noboot';
     }

@@ -26,12 +26,21 @@ export function violation(message: string, path: string): BerthError {
 /** Pure: a relative path → its components, or a violation. "" and "." name the root. */
 export function splitSandboxPath(path: string): string[] {
   if (path.includes('\0')) throw violation('path contains NUL', path.replace(/\0/g, '\\0'));
-  if (Buffer.byteLength(path) > MAX_PATH_BYTES) throw new BerthError('CONFIG_INVALID', `path is longer than ${MAX_PATH_BYTES} bytes`, { issues: [{ field: 'path', reason: 'too long' }] });
+  if (Buffer.byteLength(path) > MAX_PATH_BYTES)
+    throw new BerthError('CONFIG_INVALID', `path is longer than ${MAX_PATH_BYTES} bytes`, {
+      issues: [{ field: 'path', reason: 'too long' }],
+    });
   if (path.startsWith('/')) throw violation('absolute paths are outside the sandbox; give a path relative to the folder', path);
-  const parts = path.normalize('NFC').split('/').filter((p) => p !== '' && p !== '.');
+  const parts = path
+    .normalize('NFC')
+    .split('/')
+    .filter((p) => p !== '' && p !== '.');
   for (const part of parts) {
     if (part === '..') throw violation('".." leaves the sandbox', path);
-    if (Buffer.byteLength(part) > MAX_NAME_BYTES) throw new BerthError('CONFIG_INVALID', `a path component is longer than ${MAX_NAME_BYTES} bytes`, { issues: [{ field: 'path', reason: 'name too long' }] });
+    if (Buffer.byteLength(part) > MAX_NAME_BYTES)
+      throw new BerthError('CONFIG_INVALID', `a path component is longer than ${MAX_NAME_BYTES} bytes`, {
+        issues: [{ field: 'path', reason: 'name too long' }],
+      });
   }
   return parts;
 }
@@ -41,7 +50,14 @@ export function splitSandboxPath(path: string): string[] {
  * directly in it, else each parent opened without following links (made, with `create`).
  * Undefined when a parent does not exist.
  */
-function inParent<T>(rootFd: number, parts: string[], path: string, create: boolean, act: (dirFd: number) => T, owner?: { uid: number; gid: number }): T | undefined {
+function inParent<T>(
+  rootFd: number,
+  parts: string[],
+  path: string,
+  create: boolean,
+  act: (dirFd: number) => T,
+  owner?: { uid: number; gid: number },
+): T | undefined {
   if (parts.length === 1) return act(rootFd);
   let parent: number | undefined;
   try {
@@ -106,7 +122,7 @@ export function sandboxReadText(rootFd: number, path: string, maxBytes = MAX_FIL
   return withFileAt(rootFd, path, maxBytes, (f, size) => {
     const decoder = new StringDecoder('utf8');
     let text = '';
-    for (let pos = 0; pos < size; ) {
+    for (let pos = 0; pos < size;) {
       const n = fs.readSync(f, textSlice, 0, Math.min(TEXT_SLICE, size - pos), pos);
       if (n === 0) break;
       text += decoder.write(textSlice.subarray(0, n));
@@ -198,10 +214,10 @@ export function openScopeRoot(
     if (create) return ensureDirPath(projectFd, parts, { shownRoot: '', displace: false, owner });
     return openDirPath(projectFd, parts, '');
   } catch (err) {
-    if (err instanceof BerthError && err.code === 'E_SANDBOX_VIOLATION') throw violation('the folder is not a directory', `${folderId}/${scope}`);
+    if (err instanceof BerthError && err.code === 'E_SANDBOX_VIOLATION')
+      throw violation('the folder is not a directory', `${folderId}/${scope}`);
     throw err;
   } finally {
     closeQuietly(projectFd);
   }
 }
-

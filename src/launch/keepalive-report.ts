@@ -91,7 +91,15 @@ export function parseReport(text: string): KeepAliveReport | undefined {
     }
     const t = churn === undefined ? THREAD.exec(line) : null;
     if (t) {
-      threads.push({ tgid: Number(t[1]), tid: Number(t[2]), ppid: Number(t[3]), state: t[4]!, start: t[5]!, threads: Number(t[6]), comm: t[7]! });
+      threads.push({
+        tgid: Number(t[1]),
+        tid: Number(t[2]),
+        ppid: Number(t[3]),
+        state: t[4]!,
+        start: t[5]!,
+        threads: Number(t[6]),
+        comm: t[7]!,
+      });
       continue;
     }
     const c = churn === undefined ? CHURN.exec(line) : null;
@@ -104,7 +112,16 @@ export function parseReport(text: string): KeepAliveReport | undefined {
   if (!ipc) return undefined;
   const count = (s: string) => (Number(s) < 0 ? undefined : Number(s));
   const memoryHeld = mem ? heldBytes(Number(mem[1]), Number(mem[2]), Number(mem[3])) : undefined;
-  return { threads, ...(churn ? { churn } : {}), shmPages: count(ipc[1]!), msgQueues: count(ipc[2]!), semSets: count(ipc[3]!), mqueues: count(ipc[4]!), ...(memoryHeld === undefined ? {} : { memoryHeld }), ...(mounts ? { mounts } : {}) };
+  return {
+    threads,
+    ...(churn ? { churn } : {}),
+    shmPages: count(ipc[1]!),
+    msgQueues: count(ipc[2]!),
+    semSets: count(ipc[3]!),
+    mqueues: count(ipc[4]!),
+    ...(memoryHeld === undefined ? {} : { memoryHeld }),
+    ...(mounts ? { mounts } : {}),
+  };
 }
 
 /** One report asked over the keep-alive's stream; undefined if none came in time or it was not one (the stream is then closed). */
@@ -131,7 +148,11 @@ const INIT = 1;
  * processes gone or not sleeping or running (a tenant's SIGSTOP to the relay); IPC objects.
  * POSIX queues gVisor cannot list count only through the memory they hold (weighed apart).
  */
-export function judgeReport(baseline: Map<number, string>, report: KeepAliveReport, mountTargets: readonly string[]): Omit<ExecLeftovers, 'memoryGrowth'> {
+export function judgeReport(
+  baseline: Map<number, string>,
+  report: KeepAliveReport,
+  mountTargets: readonly string[],
+): Omit<ExecLeftovers, 'memoryGrowth'> {
   const leaders = new Map(report.threads.filter((t) => t.tid === t.tgid).map((t) => [t.tgid, t]));
   const kept = (pid: number) => baseline.has(pid) && leaders.get(pid)?.start === baseline.get(pid);
   const running: string[] = report.churn ? [`processes that exit as they are read (${report.churn} gone mid-read, scan after scan)`] : [];

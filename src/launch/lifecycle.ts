@@ -23,7 +23,8 @@ export const WARM_MEMORY_SLACK = 32 * 2 ** 20;
 export const SENTRY_RUNTIMES: ReadonlySet<string> = new Set(['runsc']);
 
 /** The argv an exec runs in a container of this runtime: under berth-bridge's seccomp filter in a sentry. */
-export const sentryExec = (runtime: string, argv: string[]): string[] => (SENTRY_RUNTIMES.has(runtime) ? [RELAY_BIN, 'seccomp', '--', ...argv] : argv);
+export const sentryExec = (runtime: string, argv: string[]): string[] =>
+  SENTRY_RUNTIMES.has(runtime) ? [RELAY_BIN, 'seccomp', '--', ...argv] : argv;
 
 /** What berth-bridge's filter wrapper prints when the command is not in the image (berth-bridge.c), exit 127. */
 export const notInImage = (argv: string[]) => `${argv[0]}: not found in this image\n`;
@@ -151,7 +152,8 @@ export function warmVerdict(left: ExecLeftovers): string | undefined {
   if (!left.ipc) return 'its IPC namespace cannot be read by this launcher';
   if (left.ipc.length) return `it left IPC objects: ${left.ipc.join(', ')}`;
   if (left.memoryGrowth === undefined) return 'its memory cannot be read by this launcher';
-  if (left.memoryGrowth > WARM_MEMORY_SLACK) return `it holds ${Math.round(left.memoryGrowth / 2 ** 20)} MiB more than when idle (a tmpfs file, shared memory, kernel memory)`;
+  if (left.memoryGrowth > WARM_MEMORY_SLACK)
+    return `it holds ${Math.round(left.memoryGrowth / 2 ** 20)} MiB more than when idle (a tmpfs file, shared memory, kernel memory)`;
   return undefined;
 }
 

@@ -36,7 +36,8 @@ export interface PlannedBind {
   source: string;
 }
 
-export const plannedBinds = (plan: RunPlan): PlannedBind[] => plan.mounts.flatMap((m) => (m.type === 'bind' ? [{ target: m.target, source: m.source }] : []));
+export const plannedBinds = (plan: RunPlan): PlannedBind[] =>
+  plan.mounts.flatMap((m) => (m.type === 'bind' ? [{ target: m.target, source: m.source }] : []));
 
 /** One line of a mountinfo table: the device, the path within it that is mounted, and where. */
 interface MountLine {
@@ -60,7 +61,12 @@ function mountLines(mountinfo: string): MountLine[] {
  * container's table says the same of what is at each target (its top mount there). A source
  * whose device or host mount cannot be read is not judged here (the targets check still is).
  */
-export function wrongSources(binds: readonly PlannedBind[], container: string, host: string, deviceOf: (source: string) => string | undefined): string[] {
+export function wrongSources(
+  binds: readonly PlannedBind[],
+  container: string,
+  host: string,
+  deviceOf: (source: string) => string | undefined,
+): string[] {
   const inContainer = new Map(mountLines(container).map((l) => [l.point, l] as const));
   const onHost = mountLines(host);
   return binds.flatMap(({ target, source }) => {

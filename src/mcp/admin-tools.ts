@@ -3,7 +3,14 @@ import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
 import type { OperatorService } from '../admin/operator.js';
 import type { AdminService } from '../admin/service.js';
 import { WorkflowNameSchema, WorkflowRunRecordSchema } from '../workflows/schema.js';
-import { decodeRunFiles, ProjectAccessSchema, ProjectViewSchema, RunRequestSchema, RunViewSchema, WorkspaceViewSchema } from '../admin/views.js';
+import {
+  decodeRunFiles,
+  ProjectAccessSchema,
+  ProjectViewSchema,
+  RunRequestSchema,
+  RunViewSchema,
+  WorkspaceViewSchema,
+} from '../admin/views.js';
 import { ProjectMetadataSchema, ProjectNameSchema, ProjectUpdateSchema } from '../config/metadata.js';
 import { SessionIdSchema, SessionRecordSchema, SessionSettingsUpdateSchema } from '../config/session.js';
 
@@ -20,7 +27,8 @@ export const ADMIN_TOOLS: ToolSpec<AdminContext>[] = [
   tool({
     name: 'project_create',
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false },
-    description: 'Create a project (its settings are the metadata.json schema: workspace_isolation, protected_paths, image, agent, limits, env).',
+    description:
+      'Create a project (its settings are the metadata.json schema: workspace_isolation, protected_paths, image, agent, limits, env).',
     input: ProjectMetadataSchema,
     output: ProjectOut,
     run: ({ admin }, input) => ({ project: admin.createProject(input) }),
@@ -44,7 +52,8 @@ export const ADMIN_TOOLS: ToolSpec<AdminContext>[] = [
   tool({
     name: 'project_update',
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true },
-    description: 'Change settings (workspace_isolation, protected_paths — replaces the list —, image, agent, limits, env). Applies to every next run.',
+    description:
+      'Change settings (workspace_isolation, protected_paths — replaces the list —, image, agent, limits, env). Applies to every next run.',
     input: ProjectUpdateSchema.extend({ name: ProjectNameSchema }).strict(),
     output: ProjectOut,
     run: async ({ admin }, { name, ...patch }) => ({ project: await admin.updateProject(name, patch) }),
@@ -60,10 +69,13 @@ export const ADMIN_TOOLS: ToolSpec<AdminContext>[] = [
   tool({
     name: 'run_message',
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false },
-    description: "Run the project's agent for a tenant (user = tenant key) with a message, and files for its inbox/ (base64; bounded by this endpoint's body size too); returns output, exit code, timings, and the files it left in outbox/ (with their download URLs).",
+    description:
+      "Run the project's agent for a tenant (user = tenant key) with a message, and files for its inbox/ (base64; bounded by this endpoint's body size too); returns output, exit code, timings, and the files it left in outbox/ (with their download URLs).",
     input: RunRequestSchema.extend({ project: ProjectNameSchema }).strict(),
     output: z.object({ run: RunViewSchema }),
-    run: async ({ admin }, { project, files, ...request }) => ({ run: await admin.runMessage(project, { ...request, files: decodeRunFiles(files) }) }),
+    run: async ({ admin }, { project, files, ...request }) => ({
+      run: await admin.runMessage(project, { ...request, files: decodeRunFiles(files) }),
+    }),
   }),
   tool({
     name: 'session_get',
@@ -77,15 +89,23 @@ export const ADMIN_TOOLS: ToolSpec<AdminContext>[] = [
     name: 'session_update',
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true },
     description: "Change a session's permission_level (low, medium, high) or workspace mode (tenant, session).",
-    input: z.object({ project: ProjectNameSchema, session: SessionIdSchema, settings: SessionSettingsUpdateSchema.shape.settings }).strict(),
+    input: z
+      .object({ project: ProjectNameSchema, session: SessionIdSchema, settings: SessionSettingsUpdateSchema.shape.settings })
+      .strict(),
     output: z.object({ session: SessionRecordSchema }),
     run: ({ admin }, { project, session, settings }) => ({ session: admin.updateSession(project, session, settings) }),
   }),
   tool({
     name: 'project_grant',
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true },
-    description: "Operator: grant a project a shared area from berth.yaml (read-only unless mode rw). Deny by default.",
-    input: z.object({ project: ProjectNameSchema, area: AreaRefSchema, mode: z.enum(['ro', 'rw']).default('ro').describe('"ro" (default) or "rw".') }).strict(),
+    description: 'Operator: grant a project a shared area from berth.yaml (read-only unless mode rw). Deny by default.',
+    input: z
+      .object({
+        project: ProjectNameSchema,
+        area: AreaRefSchema,
+        mode: z.enum(['ro', 'rw']).default('ro').describe('"ro" (default) or "rw".'),
+      })
+      .strict(),
     output: z.object({ access: ProjectAccessSchema }),
     run: async ({ operator }, { project, area, mode }) => ({ access: await operator.grant(project, area, mode) }),
   }),
@@ -100,8 +120,19 @@ export const ADMIN_TOOLS: ToolSpec<AdminContext>[] = [
   tool({
     name: 'workflow_run',
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false },
-    description: "Run a project's workflow (workflows/<name>.yaml) with an optional input; every step recorded, the first failure stops it.",
-    input: z.object({ project: ProjectNameSchema, workflow: WorkflowNameSchema, input: z.string().max(64 * 1024).optional().describe('Reaches every step as $BERTH_INPUT.') }).strict(),
+    description:
+      "Run a project's workflow (workflows/<name>.yaml) with an optional input; every step recorded, the first failure stops it.",
+    input: z
+      .object({
+        project: ProjectNameSchema,
+        workflow: WorkflowNameSchema,
+        input: z
+          .string()
+          .max(64 * 1024)
+          .optional()
+          .describe('Reaches every step as $BERTH_INPUT.'),
+      })
+      .strict(),
     output: z.object({ run: WorkflowRunRecordSchema }),
     run: async ({ admin }, { project, workflow, input }) => ({
       run: await admin.runWorkflow(project, workflow, input),

@@ -33,7 +33,9 @@ export async function openGatewaySocket(opts: {
       opts.logger.warn({ open: connections.size, total: openConnections }, 'gateway connection refused: too many');
       // Say why, then reset: a client blocked writing into an unread socket sees the error at once.
       socket.resume();
-      socket.end(errorLine(null, -32000, `BUSY: at most ${GATEWAY_BOUNDS.connectionsPerRun} gateway connections per run`), () => socket.destroy());
+      socket.end(errorLine(null, -32000, `BUSY: at most ${GATEWAY_BOUNDS.connectionsPerRun} gateway connections per run`), () =>
+        socket.destroy(),
+      );
       return;
     }
     connections.add(socket);
@@ -42,7 +44,9 @@ export async function openGatewaySocket(opts: {
       connections.delete(socket);
       openConnections--;
     });
-    const mcp = createToolServer('berth-gateway', opts.withoutFiles ? [] : GATEWAY_TOOLS, () => opts.caller, { instructions: opts.withoutFiles });
+    const mcp = createToolServer('berth-gateway', opts.withoutFiles ? [] : GATEWAY_TOOLS, () => opts.caller, {
+      instructions: opts.withoutFiles,
+    });
     mcp.connect(new LineTransport(socket, GATEWAY_BOUNDS)).catch((err: unknown) => {
       opts.logger.warn({ err: String(err) }, 'gateway connection failed');
       socket.destroy();

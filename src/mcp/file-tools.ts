@@ -28,7 +28,8 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
   tool({
     name: 'read_file_by_id',
     annotations: READ_ONLY,
-    description: "Read a text file: folderId (uuid from list_folders) + scope (private|shared) + path relative to that scope. The answer's text is the file's content.",
+    description:
+      "Read a text file: folderId (uuid from list_folders) + scope (private|shared) + path relative to that scope. The answer's text is the file's content.",
     input: FolderRefSchema,
     output: z.object({ path: z.string(), content: z.string() }),
     run: (g: GatewayCaller, ref) => g.read(ref),
@@ -38,7 +39,12 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
     name: 'write_file_by_id',
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true },
     description: 'Write a text file (atomically) in a folder you may write.',
-    input: FolderRefSchema.extend({ content: z.string().max(4 * 1024 * 1024).describe('The whole new content (text, at most 4 MiB).') }).strict(),
+    input: FolderRefSchema.extend({
+      content: z
+        .string()
+        .max(4 * 1024 * 1024)
+        .describe('The whole new content (text, at most 4 MiB).'),
+    }).strict(),
     output: FileInfoSchema,
     run: (g: GatewayCaller, { content, ...ref }) => g.write(ref, content),
   }),

@@ -64,7 +64,9 @@ export class LineTransport implements Transport {
     // answer (a cons string, flattened by the byte count).
     const json = JSON.stringify(message);
     if (Buffer.byteLength(json) + 1 > this.bounds.maxResponseBytes && isResponse(message)) {
-      this.socket.write(errorLine(message.id, -32000, `RESPONSE_TOO_LARGE: the answer is larger than ${this.bounds.maxResponseBytes} bytes`));
+      this.socket.write(
+        errorLine(message.id, -32000, `RESPONSE_TOO_LARGE: the answer is larger than ${this.bounds.maxResponseBytes} bytes`),
+      );
     } else {
       this.socket.write(json);
       this.socket.write('\n');
@@ -158,7 +160,9 @@ export class LineTransport implements Transport {
     }
     if (!JSONRPCMessageSchema.safeParse(message).success) {
       const id = (message as { id?: unknown } | null)?.id;
-      this.socket.write(errorLine(typeof id === 'string' || typeof id === 'number' ? id : null, -32600, 'Invalid Request: not a JSON-RPC 2.0 message'));
+      this.socket.write(
+        errorLine(typeof id === 'string' || typeof id === 'number' ? id : null, -32600, 'Invalid Request: not a JSON-RPC 2.0 message'),
+      );
       return;
     }
     if (isRequest(message)) this.inFlight++;

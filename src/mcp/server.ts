@@ -1,5 +1,12 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { ErrorCode, InitializeRequestSchema, ListToolsRequestSchema, McpError, PingRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  ErrorCode,
+  InitializeRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  PingRequestSchema,
+  type CallToolResult,
+} from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { parseOrThrow, toFieldIssues } from '../config/parse.js';
 import { asBerthError, BerthError, errorBody } from '../base/errors.js';
@@ -70,9 +77,17 @@ const CallParamsSchema = z.object({
  * block, and structuredContent carries the same object — except for tools whose answer is one
  * text (a file read), which answer with that text alone.
  */
-export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context: () => C, opts: { maxResultBytes?: number; onError?: (tool: string, e: BerthError) => void; instructions?: string } = {}): Server {
+export function createToolServer<C>(
+  name: string,
+  tools: ToolSpec<C>[],
+  context: () => C,
+  opts: { maxResultBytes?: number; onError?: (tool: string, e: BerthError) => void; instructions?: string } = {},
+): Server {
   const maxResultBytes = opts.maxResultBytes ?? MAX_RESULT_BYTES;
-  const server = new Server({ name, version: VERSION }, { capabilities: { tools: {} }, ...(opts.instructions ? { instructions: opts.instructions } : {}) });
+  const server = new Server(
+    { name, version: VERSION },
+    { capabilities: { tools: {} }, ...(opts.instructions ? { instructions: opts.instructions } : {}) },
+  );
   const byName = new Map(tools.map((t) => [t.name, t]));
   const listed = listingOf(tools);
 
@@ -85,7 +100,8 @@ export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context:
   // Not setRequestHandler(CallToolRequestSchema): the SDK would answer a malformed envelope with
   // -32603 and a raw zod dump before berth sees it.
   server.fallbackRequestHandler = async (request): Promise<CallToolResult> => {
-    if (request.method !== 'tools/call') throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${String(request.method).slice(0, 100)}`);
+    if (request.method !== 'tools/call')
+      throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${String(request.method).slice(0, 100)}`);
     const envelope = CallParamsSchema.safeParse(request.params);
     if (!envelope.success) throw invalidParams(envelope.error, 'tools/call', 'params');
     const spec = byName.get(envelope.data.name);
@@ -100,7 +116,9 @@ export function createToolServer<C>(name: string, tools: ToolSpec<C>[], context:
       const output = await spec.run(context(), input as never);
       const text = spec.text ? spec.text(output as never) : JSON.stringify(output);
       if (text.length > maxResultBytes) {
-        throw new BerthError('PAYLOAD_TOO_LARGE', `the answer of ${spec.name} is larger than ${maxResultBytes} bytes`, { hint: 'ask for less at a time' });
+        throw new BerthError('PAYLOAD_TOO_LARGE', `the answer of ${spec.name} is larger than ${maxResultBytes} bytes`, {
+          hint: 'ask for less at a time',
+        });
       }
       return spec.text ? { content: [{ type: 'text', text }] } : { content: [{ type: 'text', text }], structuredContent: output };
     } catch (err) {

@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { RunViewSchema } from '../admin/views.js';
 import { MemoryEntrySchema, MemorySearchSchema, MemoryWriteSchema } from '../store/memory.js';
-import { ScheduleToolSchema, SendFileResultSchema, SendFileSchema, ShellRunSchema, type SessionRef, type SessionTools } from '../admin/session-tools.js';
+import {
+  ScheduleToolSchema,
+  SendFileResultSchema,
+  SendFileSchema,
+  ShellRunSchema,
+  type SessionRef,
+  type SessionTools,
+} from '../admin/session-tools.js';
 import { ScheduleViewSchema } from '../admin/schedules.js';
 import { GATEWAY_TOOLS } from './file-tools.js';
 import type { GatewayCaller } from '../file-tools/service.js';
@@ -45,7 +52,7 @@ export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
     name: 'send_file',
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false },
     description:
-      "Send a file from your workspace to the person you are talking with: it is copied into outbox/ and delivered after your answer (an image shown inline where the chat can, a link where the file is too big for the chat). Writing a file into outbox/ yourself does the same.",
+      'Send a file from your workspace to the person you are talking with: it is copied into outbox/ and delivered after your answer (an image shown inline where the chat can, a link where the file is too big for the chat). Writing a file into outbox/ yourself does the same.',
     input: SendFileSchema,
     output: SendFileResultSchema,
     run: (ctx: SessionContext, input) => ctx.tools.sendFile(ctx.session, input),

@@ -2,7 +2,14 @@ import type { Logger } from 'pino';
 import type { AuditEvent } from '../store/audit.js';
 import { BerthError } from '../base/errors.js';
 import { selfIdentity } from '../fs/process-identity.js';
-import type { ApprovalAnswer, ApprovalDecision, ApprovalListener, ApprovalRequest, ApprovalStore, ApprovalView } from '../store/approvals.js';
+import type {
+  ApprovalAnswer,
+  ApprovalDecision,
+  ApprovalListener,
+  ApprovalRequest,
+  ApprovalStore,
+  ApprovalView,
+} from '../store/approvals.js';
 import type { RunIdentity } from './run-identity.js';
 import type { PermissionLevel } from '../config/session.js';
 
@@ -38,13 +45,19 @@ export interface Approvals {
    * operator may allow it (the session's level is raised then). `told`: the answer, for the chat.
    * One request per session waits at a time (asking again returns it).
    */
-  requestLevel(req: { project: string; tenant: string; session: string; level: PermissionLevel; timeoutSeconds: number }, told: (answer: ApprovalAnswer) => void): ApprovalView;
+  requestLevel(
+    req: { project: string; tenant: string; session: string; level: PermissionLevel; timeoutSeconds: number },
+    told: (answer: ApprovalAnswer) => void,
+  ): ApprovalView;
   /**
    * A chat message held at its tenant's daily model budget: its approver (the person or the
    * operator, as chat.approvals says) may let it and the day's next ones past. `listen` hears the
    * request and its answer (the chat's card or question); the promise, the answer that stands.
    */
-  requestBudget(req: { project: string; tenant: string; session: string; target: string; approver: 'person' | 'operator'; timeoutSeconds: number }, listen: ApprovalListener): Promise<ApprovalAnswer>;
+  requestBudget(
+    req: { project: string; tenant: string; session: string; target: string; approver: 'person' | 'operator'; timeoutSeconds: number },
+    listen: ApprovalListener,
+  ): Promise<ApprovalAnswer>;
 }
 
 export const APPROVAL_BOUNDS = {
@@ -115,15 +128,35 @@ export function createApprovals(deps: {
       if (request.kind === 'level') answer = { ...answer, decision: 'deny' }; // the level stays: the chat must not hear otherwise
     }
     const action =
-      answer.by === 'timeout' ? 'approval.timeout'
-      : answer.decision === 'deny' ? 'approval.deny'
-      : request.kind === 'level' ? 'approval.raise_level'
-      : request.kind === 'budget' ? 'approval.allow_past_budget'
-      : answer.decision === 'once' ? 'approval.allow_once'
-      : 'approval.allow_session';
-    deps.audit({ kind: 'admin', action, actor: answer.by === 'timeout' ? 'berth' : answer.by, project: request.project, target: `${request.target} for ${request.tenant} (session ${request.session})`, outcome: 'ok' });
+      answer.by === 'timeout'
+        ? 'approval.timeout'
+        : answer.decision === 'deny'
+          ? 'approval.deny'
+          : request.kind === 'level'
+            ? 'approval.raise_level'
+            : request.kind === 'budget'
+              ? 'approval.allow_past_budget'
+              : answer.decision === 'once'
+                ? 'approval.allow_once'
+                : 'approval.allow_session';
+    deps.audit({
+      kind: 'admin',
+      action,
+      actor: answer.by === 'timeout' ? 'berth' : answer.by,
+      project: request.project,
+      target: `${request.target} for ${request.tenant} (session ${request.session})`,
+      outcome: 'ok',
+    });
     deps.logger.info({ id, target: request.target, decision: answer.decision, by: answer.by }, 'approval answered');
-    (w.listen ?? run?.ask)?.({ type: 'answered', id, decision: answer.decision, by: answer.by, target: request.target, asked_at: request.asked_at, at: answer.at });
+    (w.listen ?? run?.ask)?.({
+      type: 'answered',
+      id,
+      decision: answer.decision,
+      by: answer.by,
+      target: request.target,
+      asked_at: request.asked_at,
+      at: answer.at,
+    });
     w.settle(answer);
   }
 
@@ -149,11 +182,26 @@ export function createApprovals(deps: {
   }
 
   /** A request on disk, waiting: denied at its timeout unless an answer (from any process) comes first; `onAnswer` gets the one that stands. */
-  function hold(fields: Omit<ApprovalRequest, 'id' | 'asked_at' | 'expires_at' | 'owner'>, timeoutSeconds: number, run: RunIdentity | undefined, onAnswer: (answer: ApprovalAnswer) => void, listen?: ApprovalListener): ApprovalRequest {
+  function hold(
+    fields: Omit<ApprovalRequest, 'id' | 'asked_at' | 'expires_at' | 'owner'>,
+    timeoutSeconds: number,
+    run: RunIdentity | undefined,
+    onAnswer: (answer: ApprovalAnswer) => void,
+    listen?: ApprovalListener,
+  ): ApprovalRequest {
     const at = now();
-    const request: ApprovalRequest = { ...fields, id: deps.store.newId(), asked_at: new Date(at).toISOString(), expires_at: new Date(at + timeoutSeconds * 1000).toISOString(), owner };
+    const request: ApprovalRequest = {
+      ...fields,
+      id: deps.store.newId(),
+      asked_at: new Date(at).toISOString(),
+      expires_at: new Date(at + timeoutSeconds * 1000).toISOString(),
+      owner,
+    };
     deps.store.put(request);
-    const timer = setTimeout(() => publish(request.id, { decision: 'deny', by: 'timeout', at: new Date().toISOString() }), timeoutSeconds * 1000);
+    const timer = setTimeout(
+      () => publish(request.id, { decision: 'deny', by: 'timeout', at: new Date().toISOString() }),
+      timeoutSeconds * 1000,
+    );
     timer.unref();
     waiters.set(request.id, {
       request,
@@ -170,33 +218,50 @@ export function createApprovals(deps: {
 
   /** What the run waits for is denied now (by berth): its agent answered, or its connections closed. */
   function denyWaiting(runId: string) {
-    for (const [id, w] of waiters) if (w.request.run === runId) publish(id, { decision: 'deny', by: 'berth', at: new Date().toISOString() });
+    for (const [id, w] of waiters)
+      if (w.request.run === runId) publish(id, { decision: 'deny', by: 'berth', at: new Date().toISOString() });
   }
 
   async function ask(run: RunIdentity, state: RunState, target: string): Promise<Verdict> {
     const { approvals: approver, approval_timeout_seconds: timeout } = run.metadata.chat;
     const notListed = `${target} is not in project "${run.project}"'s egress allowlist`;
     if (approver === 'off') return { allowed: false, reason: notListed };
-    if (approver === 'person' && !run.ask) return { allowed: false, reason: `${notListed}, and nobody watches this run to allow it (a chat asks its person)` };
-    if (state.asks >= APPROVAL_BOUNDS.asksPerRun) return { allowed: false, reason: `${notListed}, and this run asked ${APPROVAL_BOUNDS.asksPerRun} times already` };
-    if (waiters.size >= APPROVAL_BOUNDS.pendingMax) return { allowed: false, reason: `${notListed}, and too many requests wait for an answer` };
+    if (approver === 'person' && !run.ask)
+      return { allowed: false, reason: `${notListed}, and nobody watches this run to allow it (a chat asks its person)` };
+    if (state.asks >= APPROVAL_BOUNDS.asksPerRun)
+      return { allowed: false, reason: `${notListed}, and this run asked ${APPROVAL_BOUNDS.asksPerRun} times already` };
+    if (waiters.size >= APPROVAL_BOUNDS.pendingMax)
+      return { allowed: false, reason: `${notListed}, and too many requests wait for an answer` };
     // After its answer the agent works for itself (a CLI's background calls): nobody is held or asked for that.
-    if (run.answered?.aborted) return { allowed: false, reason: `${notListed}, and the agent had already answered (nobody is asked after that)`, quiet: true };
+    if (run.answered?.aborted)
+      return { allowed: false, reason: `${notListed}, and the agent had already answered (nobody is asked after that)`, quiet: true };
     if (run.answered && !state.heedsAnswer) {
       state.heedsAnswer = true;
       run.answered.addEventListener('abort', () => denyWaiting(run.runId), { once: true });
     }
     state.asks++;
     const answer = await new Promise<ApprovalAnswer>((resolve) => {
-      const request = hold({ kind: 'egress', project: run.project, tenant: run.tenantKey, session: run.session, run: run.runId, target, approver }, timeout, run, resolve);
-      deps.logger.info({ id: request.id, target, project: run.project, tenant: run.tenantKey, approver }, approver === 'operator' ? `a run asks to reach ${target}: berth approvals allow ${request.id} (or deny)` : 'a run asks its person to reach a host');
+      const request = hold(
+        { kind: 'egress', project: run.project, tenant: run.tenantKey, session: run.session, run: run.runId, target, approver },
+        timeout,
+        run,
+        resolve,
+      );
+      deps.logger.info(
+        { id: request.id, target, project: run.project, tenant: run.tenantKey, approver },
+        approver === 'operator'
+          ? `a run asks to reach ${target}: berth approvals allow ${request.id} (or deny)`
+          : 'a run asks its person to reach a host',
+      );
       run.ask?.({ type: 'asked', approval: viewOf(request) });
     });
     if (answer.decision === 'deny') {
       const reason =
-        answer.by === 'timeout' ? `${notListed}, and nobody allowed it within ${timeout} s`
-        : answer.by === 'berth' ? `${notListed}, and the agent answered before anyone allowed it`
-        : `${notListed}, and the request to reach it was denied`;
+        answer.by === 'timeout'
+          ? `${notListed}, and nobody allowed it within ${timeout} s`
+          : answer.by === 'berth'
+            ? `${notListed}, and the agent answered before anyone allowed it`
+            : `${notListed}, and the request to reach it was denied`;
       state.denied.set(target, reason);
       return { allowed: false, reason };
     }
@@ -227,10 +292,17 @@ export function createApprovals(deps: {
       // Its request, wherever it waits (a CLI answers for the serving process through the store).
       const request = waiters.get(id)?.request ?? deps.store.get(id);
       if (!request || (!by.operator && (request.project !== by.project || request.tenant !== by.tenant))) {
-        throw new BerthError('APPROVAL_NOT_FOUND', 'nothing of that id waits for your answer (answered already, timed out, or its run ended)');
+        throw new BerthError(
+          'APPROVAL_NOT_FOUND',
+          'nothing of that id waits for your answer (answered already, timed out, or its run ended)',
+        );
       }
       if (!by.operator && request.approver === 'operator') {
-        throw new BerthError('PERMISSION_DENIED', 'only the operator may answer this request (the project\'s chat.approvals is "operator")', { rule: 'approver' });
+        throw new BerthError(
+          'PERMISSION_DENIED',
+          'only the operator may answer this request (the project\'s chat.approvals is "operator")',
+          { rule: 'approver' },
+        );
       }
       if (!deps.store.answer(id, { decision, by: by.actor, at: new Date().toISOString() })) {
         throw new BerthError('APPROVAL_NOT_FOUND', 'that request was answered already');
@@ -243,31 +315,51 @@ export function createApprovals(deps: {
     pending(filter = {}) {
       return deps.store
         .list()
-        .filter((r) => (filter.project === undefined || r.project === filter.project) && (filter.tenant === undefined || r.tenant === filter.tenant))
+        .filter(
+          (r) =>
+            (filter.project === undefined || r.project === filter.project) && (filter.tenant === undefined || r.tenant === filter.tenant),
+        )
         .map(viewOf);
     },
 
     requestLevel(req, told) {
-      const waiting = [...waiters.values()].find((w) => w.request.kind === 'level' && w.request.project === req.project && w.request.session === req.session);
+      const waiting = [...waiters.values()].find(
+        (w) => w.request.kind === 'level' && w.request.project === req.project && w.request.session === req.session,
+      );
       if (waiting) return viewOf(waiting.request);
-      if (waiters.size >= APPROVAL_BOUNDS.pendingMax) throw new BerthError('BUSY', 'too many requests wait for an answer; ask again later', { retry_after: 60 });
-      const request = hold({ kind: 'level', project: req.project, tenant: req.tenant, session: req.session, run: '', target: req.level, approver: 'operator' }, req.timeoutSeconds, undefined, (a) => {
-        try {
-          told(a);
-        } catch (err) {
-          deps.logger.warn({ err: String(err).slice(0, 200) }, 'could not tell the chat about its level request');
-        }
-      });
-      deps.logger.info({ id: request.id, project: req.project, tenant: req.tenant, session: req.session, level: req.level }, `a chat user asks for level ${req.level}: berth approvals allow ${request.id} (or deny)`);
+      if (waiters.size >= APPROVAL_BOUNDS.pendingMax)
+        throw new BerthError('BUSY', 'too many requests wait for an answer; ask again later', { retry_after: 60 });
+      const request = hold(
+        { kind: 'level', project: req.project, tenant: req.tenant, session: req.session, run: '', target: req.level, approver: 'operator' },
+        req.timeoutSeconds,
+        undefined,
+        (a) => {
+          try {
+            told(a);
+          } catch (err) {
+            deps.logger.warn({ err: String(err).slice(0, 200) }, 'could not tell the chat about its level request');
+          }
+        },
+      );
+      deps.logger.info(
+        { id: request.id, project: req.project, tenant: req.tenant, session: req.session, level: req.level },
+        `a chat user asks for level ${req.level}: berth approvals allow ${request.id} (or deny)`,
+      );
       return viewOf(request);
     },
 
     requestBudget(req, listen) {
-      if (waiters.size >= APPROVAL_BOUNDS.pendingMax) return Promise.resolve({ decision: 'deny', by: 'berth', at: new Date(now()).toISOString() });
+      if (waiters.size >= APPROVAL_BOUNDS.pendingMax)
+        return Promise.resolve({ decision: 'deny', by: 'berth', at: new Date(now()).toISOString() });
       return new Promise<ApprovalAnswer>((resolve) => {
         const { timeoutSeconds, ...fields } = req;
         const request = hold({ kind: 'budget', ...fields, run: '' }, timeoutSeconds, undefined, resolve, listen);
-        deps.logger.info({ id: request.id, project: req.project, tenant: req.tenant, approver: req.approver }, req.approver === 'operator' ? `a chat message waits at its tenant's daily model budget: berth approvals allow ${request.id} (or deny)` : "a chat message waits for its person to allow going past the day's model budget");
+        deps.logger.info(
+          { id: request.id, project: req.project, tenant: req.tenant, approver: req.approver },
+          req.approver === 'operator'
+            ? `a chat message waits at its tenant's daily model budget: berth approvals allow ${request.id} (or deny)`
+            : "a chat message waits for its person to allow going past the day's model budget",
+        );
         listen({ type: 'asked', approval: viewOf(request) });
       });
     },

@@ -72,8 +72,15 @@ export function readBody(req: IncomingMessage, lease: BodyLease, bounds: { max: 
       else resolve(r);
     };
     const tooLarge: BodyRead = { ok: false, status: 413, reason: `a model request may be at most ${bounds.max} bytes` };
-    const noRoom: BodyRead = { ok: false, status: 429, reason: 'too many bytes of request bodies are being received at once (for this tenant, or across berth)' };
-    const timer = setTimeout(() => settle({ ok: false, status: 408, reason: `a request body must arrive whole within ${bounds.timeoutMs / 1000} s` }), bounds.timeoutMs);
+    const noRoom: BodyRead = {
+      ok: false,
+      status: 429,
+      reason: 'too many bytes of request bodies are being received at once (for this tenant, or across berth)',
+    };
+    const timer = setTimeout(
+      () => settle({ ok: false, status: 408, reason: `a request body must arrive whole within ${bounds.timeoutMs / 1000} s` }),
+      bounds.timeoutMs,
+    );
     if (declared !== undefined && declared > bounds.max) return settle(tooLarge);
     if (declared !== undefined && !lease.grow(declared)) return settle(noRoom);
     // A declared length is filled in place (no second copy); chunked bodies are kept as they come.

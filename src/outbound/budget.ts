@@ -64,10 +64,18 @@ export function createBudgets(): Budgets {
       const requests = buckets.reduce((n, b) => n + b.requests, 0);
       const tokens = buckets.reduce((n, b) => n + b.tokens, 0);
       if (requests >= limits.requests_per_hour) {
-        return { ok: false, reason: `${limits.requests_per_hour} model calls per hour`, retryAfterS: freesAt(buckets, (b) => b.requests, limits.requests_per_hour, now) };
+        return {
+          ok: false,
+          reason: `${limits.requests_per_hour} model calls per hour`,
+          retryAfterS: freesAt(buckets, (b) => b.requests, limits.requests_per_hour, now),
+        };
       }
       if (tokens >= limits.tokens_per_hour) {
-        return { ok: false, reason: `${limits.tokens_per_hour} tokens per hour`, retryAfterS: freesAt(buckets, (b) => b.tokens, limits.tokens_per_hour, now) };
+        return {
+          ok: false,
+          reason: `${limits.tokens_per_hour} tokens per hour`,
+          retryAfterS: freesAt(buckets, (b) => b.tokens, limits.tokens_per_hour, now),
+        };
       }
       bucket(key, now).requests++;
       return { ok: true };

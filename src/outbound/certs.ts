@@ -40,7 +40,9 @@ function toBeSigned(cert: forge.pki.Certificate): Buffer {
   withInfo.signatureOid = forge.pki.oids.sha256WithRSAEncryption as string;
   withInfo.siginfo.algorithmOid = withInfo.signatureOid;
   // getTBSCertificate exists in node-forge but not in its type definitions.
-  withInfo.tbsCertificate = (forge.pki as unknown as { getTBSCertificate(c: forge.pki.Certificate): forge.asn1.Asn1 }).getTBSCertificate(cert);
+  withInfo.tbsCertificate = (forge.pki as unknown as { getTBSCertificate(c: forge.pki.Certificate): forge.asn1.Asn1 }).getTBSCertificate(
+    cert,
+  );
   return Buffer.from(forge.asn1.toDer(withInfo.tbsCertificate).getBytes(), 'binary');
 }
 

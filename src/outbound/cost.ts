@@ -64,12 +64,25 @@ export function budgetStep(day: { used: number; limit: number | undefined; warne
 /** Today (UTC) as "YYYY-MM-DD", and the starts of today and of the last seven days, as ISO times. */
 export function daysOf(now: number): { day: string; today: string; week: string } {
   const start = Math.floor(now / 86_400_000) * 86_400_000;
-  return { day: new Date(start).toISOString().slice(0, 10), today: new Date(start).toISOString(), week: new Date(start - 6 * 86_400_000).toISOString() };
+  return {
+    day: new Date(start).toISOString().slice(0, 10),
+    today: new Date(start).toISOString(),
+    week: new Date(start - 6 * 86_400_000).toISOString(),
+  };
 }
 
 /** Whether a project's answers end with their cost: as its chat.show_cost says, else when there is a budget or a price to show. */
-export function costShown(metadata: { chat: { show_cost?: boolean | undefined }; agent: unknown; models: { upstreams: readonly string[]; budget: { tokens_per_day?: number | undefined } } }, upstreams: ModelUpstreams): boolean {
+export function costShown(
+  metadata: {
+    chat: { show_cost?: boolean | undefined };
+    agent: unknown;
+    models: { upstreams: readonly string[]; budget: { tokens_per_day?: number | undefined } };
+  },
+  upstreams: ModelUpstreams,
+): boolean {
   if (metadata.agent !== 'claude' && metadata.agent !== 'codex') return false; // only a real agent's calls are counted
   if (metadata.chat.show_cost !== undefined) return metadata.chat.show_cost;
-  return metadata.models.budget.tokens_per_day !== undefined || metadata.models.upstreams.some((u) => own(upstreams, u)?.prices !== undefined);
+  return (
+    metadata.models.budget.tokens_per_day !== undefined || metadata.models.upstreams.some((u) => own(upstreams, u)?.prices !== undefined)
+  );
 }

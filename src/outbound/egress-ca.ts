@@ -52,7 +52,10 @@ function loadOrCreateAuthority(stateDir: string): Authority {
     if (text === undefined) return undefined;
     const key = /-----BEGIN PRIVATE KEY-----[\s\S]+?-----END PRIVATE KEY-----/.exec(text)?.[0];
     const cert = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/.exec(text)?.[0];
-    if (!key || !cert) throw new Error(`${file} does not hold berth's egress CA; remove it to make a new one (containers trust the new one from their next run)`);
+    if (!key || !cert)
+      throw new Error(
+        `${file} does not hold berth's egress CA; remove it to make a new one (containers trust the new one from their next run)`,
+      );
     return loadAuthority(key, `${cert}\n`);
   };
   const existing = read();
@@ -129,7 +132,12 @@ export function loadOrCreateEgressCa(stateDir: string): EgressCa {
       }
       const pending = making.get(name);
       if (pending) return pending;
-      if (allowNew && !allowNew()) throw new BerthError('BUSY', `no new certificate is made for ${name.slice(0, 256)} now: the budget of new host names is spent (names already in use still work)`, { retry_after: 60 });
+      if (allowNew && !allowNew())
+        throw new BerthError(
+          'BUSY',
+          `no new certificate is made for ${name.slice(0, 256)} now: the budget of new host names is spent (names already in use still work)`,
+          { retry_after: 60 },
+        );
       const made = make(name).finally(() => making.delete(name));
       making.set(name, made);
       return made;

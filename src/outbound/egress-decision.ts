@@ -17,7 +17,8 @@ export type Resolve = (host: string) => Promise<Array<{ address: string }>>;
  * if it still cannot be reached, the person is told why. `quiet`: a routine refusal nobody needs
  * to hear of (a preset's own calls): one outbound-log line, no warning.
  */
-export type EgressDecision = { ok: true; address: string; granted: boolean; asked: boolean } | { ok: false; reason: string; quiet?: boolean; asked?: boolean };
+export type EgressDecision =
+  { ok: true; address: string; granted: boolean; asked: boolean } | { ok: false; reason: string; quiet?: boolean; asked?: boolean };
 
 /** Whether a run may reach host:port, and at which address: allowlist, grants, approvals, then the lookup. */
 export function createEgressDecision(deps: { config: () => BerthConfig; approvals?: Approvals; broker?: SecretBroker; lookup: Resolve }) {
@@ -31,7 +32,12 @@ export function createEgressDecision(deps: { config: () => BerthConfig; approval
     if (asked) {
       const notListed = `${host}:${port} is not in project "${run.project}"'s egress allowlist (${allow.join(', ') || 'empty'})`;
       // Telemetry and plugins of the agent's CLI: no task of the person's, so no question to them.
-      if (presetOwnHost(run.metadata.agent, `${host}:${port}`)) return { ok: false, reason: `${notListed}; the ${String(run.metadata.agent)} CLI calls it for itself, so nobody is asked`, quiet: true };
+      if (presetOwnHost(run.metadata.agent, `${host}:${port}`))
+        return {
+          ok: false,
+          reason: `${notListed}; the ${String(run.metadata.agent)} CLI calls it for itself, so nobody is asked`,
+          quiet: true,
+        };
       // Only a plain host name is worth a question (and nothing is looked up before the answer:
       // a lookup of a name the agent made up would be a way out on its own).
       if (!deps.approvals || !HOST_NAME.test(host)) return { ok: false, reason: notListed };
@@ -46,7 +52,11 @@ export function createEgressDecision(deps: { config: () => BerthConfig; approval
     }
     const privateOk = hostAllowed(deps.config().egress.private_hosts, host, port);
     if (!privateOk && (addresses.length === 0 || addresses.some((a) => isPrivateAddress(a.address)))) {
-      return { ok: false, reason: `${host} resolves to a private or loopback address (the operator may allow it in berth.yaml egress.private_hosts)`, asked };
+      return {
+        ok: false,
+        reason: `${host} resolves to a private or loopback address (the operator may allow it in berth.yaml egress.private_hosts)`,
+        asked,
+      };
     }
     return { ok: true, address: (addresses[0] as { address: string }).address, granted, asked };
   };

@@ -35,7 +35,17 @@ import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix
  * its secrets added, and sent on over a new TLS connection that verifies the real host. Every
  * other host stays a blind tunnel.
  */
-const HOP = new Set(['connection', 'keep-alive', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+const HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+]);
 
 export interface EgressProxy {
   open: RunSocketOpener;
@@ -52,12 +62,26 @@ interface Target {
 }
 
 const TLS_VERIFY_ERRORS = /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|ERR_TLS_CERT|HOSTNAME_MISMATCH|ERR_SSL)/;
-const DECODERS: Record<string, () => Duplex> = { gzip: () => zlib.createGunzip(), 'x-gzip': () => zlib.createGunzip(), deflate: () => zlib.createInflate(), br: () => zlib.createBrotliDecompress() };
+const DECODERS: Record<string, () => Duplex> = {
+  gzip: () => zlib.createGunzip(),
+  'x-gzip': () => zlib.createGunzip(),
+  deflate: () => zlib.createInflate(),
+  br: () => zlib.createBrotliDecompress(),
+};
 
 /** Names a run may have berth sign a new certificate for, per minute (names under a wildcard grant share one). */
 export const NEW_CERT_NAMES_PER_MINUTE = 32;
 
-export function createEgressProxy(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; approvals?: Approvals; broker?: SecretBroker; ca?: () => EgressCa; lookup?: Resolve; credentialUses?: CredentialUses }): EgressProxy {
+export function createEgressProxy(deps: {
+  config: () => BerthConfig;
+  logger: Logger;
+  metrics?: Metrics;
+  approvals?: Approvals;
+  broker?: SecretBroker;
+  ca?: () => EgressCa;
+  lookup?: Resolve;
+  credentialUses?: CredentialUses;
+}): EgressProxy {
   const metrics = deps.metrics ?? noMetrics();
   const decide = createEgressDecision({ ...deps, lookup: deps.lookup ?? ((host) => lookup(host, { all: true })) });
   const pool: ConnectionPool = { open: 0 };
@@ -83,14 +107,41 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
 
   return {
     async open({ path, run, logger }) {
-      const record = (method: string, host: string, port: number, status: number, reason?: string, about?: { path?: string; secret?: string; quiet?: boolean }) => {
+      const record = (
+        method: string,
+        host: string,
+        port: number,
+        status: number,
+        reason?: string,
+        about?: { path?: string; secret?: string; quiet?: boolean },
+      ) => {
         try {
-          appendOutbound(run.sessionsDir, { kind: 'egress', at: new Date().toISOString(), run: run.runId, tenant: run.tenantKey, session: run.session, method, host: host.slice(0, 256), port, status, reason, ...(about?.secret ? { path: about.path?.slice(0, 512), secret: about.secret } : {}) });
+          appendOutbound(run.sessionsDir, {
+            kind: 'egress',
+            at: new Date().toISOString(),
+            run: run.runId,
+            tenant: run.tenantKey,
+            session: run.session,
+            method,
+            host: host.slice(0, 256),
+            port,
+            status,
+            reason,
+            ...(about?.secret ? { path: about.path?.slice(0, 512), secret: about.secret } : {}),
+          });
         } catch (err) {
           logger.error({ err: String(err) }, 'could not write the outbound log');
         }
         // For the run's receipt: each request a secret went into, or was refused for.
-        if (about?.secret) deps.credentialUses?.note(run.runId, { secret: about.secret.slice(0, 256), method: method.slice(0, 16), host: host.slice(0, 256), path: (about.path ?? '').slice(0, 512), status, ...(reason ? { note: reason.slice(0, 300) } : {}) });
+        if (about?.secret)
+          deps.credentialUses?.note(run.runId, {
+            secret: about.secret.slice(0, 256),
+            method: method.slice(0, 16),
+            host: host.slice(0, 256),
+            path: (about.path ?? '').slice(0, 512),
+            status,
+            ...(reason ? { note: reason.slice(0, 300) } : {}),
+          });
         metrics.gatewayCall({ kind: 'egress', outcome: status === 403 ? 'refused' : status >= 500 ? 'error' : 'allowed' });
         if (status === 403 && about?.quiet) logger.debug({ host, port, reason }, 'egress refused');
         else if (status === 403) logger.warn({ host, port, reason }, 'egress refused');
@@ -164,14 +215,18 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         void decide(run, host, port).then((d) => {
           if (!d.ok) {
             refused('CONNECT', host, port, d);
-            client.end(`HTTP/1.1 403 Forbidden\r\nx-berth-error: egress_denied\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nberth: ${d.reason}\n`);
+            client.end(
+              `HTTP/1.1 403 Forbidden\r\nx-berth-error: egress_denied\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nberth: ${d.reason}\n`,
+            );
             return;
           }
           if (deps.ca && d.granted) {
-            terminate(client as net.Socket, head, { https: true, host, port, address: d.address, asked: d.asked }, deps.ca()).catch((err: unknown) => {
-              logger.error({ host, port, err: String(err) }, 'egress: could not answer a CONNECT berth terminates');
-              client.destroy();
-            });
+            terminate(client as net.Socket, head, { https: true, host, port, address: d.address, asked: d.asked }, deps.ca()).catch(
+              (err: unknown) => {
+                logger.error({ host, port, err: String(err) }, 'egress: could not answer a CONNECT berth terminates');
+                client.destroy();
+              },
+            );
             return;
           }
           const upstream = net.connect({ host: d.address, port });
@@ -199,7 +254,9 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         if (head.length) {
           // Bytes sent before the 200 would have to be fed under the TLS layer; every common client waits.
           record('CONNECT', target.host, target.port, 400, 'TLS sent before the CONNECT was answered');
-          client.end('HTTP/1.1 400 Bad Request\r\nx-berth-error: bad_proxy_request\r\nconnection: close\r\n\r\nberth: wait for the 200 before starting TLS toward this host\n');
+          client.end(
+            'HTTP/1.1 400 Bad Request\r\nx-berth-error: bad_proxy_request\r\nconnection: close\r\n\r\nberth: wait for the 200 before starting TLS toward this host\n',
+          );
           return;
         }
         let secureContext: tls.SecureContext;
@@ -208,9 +265,13 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           secureContext = await ca.contextFor(name, mayMakeName);
         } catch (err) {
           const busy = isBerthError(err, 'BUSY');
-          const reason = busy ? `this run made berth sign certificates for ${NEW_CERT_NAMES_PER_MINUTE} new host names in the last minute; try again in a minute` : `berth could not make a certificate for ${target.host}`;
+          const reason = busy
+            ? `this run made berth sign certificates for ${NEW_CERT_NAMES_PER_MINUTE} new host names in the last minute; try again in a minute`
+            : `berth could not make a certificate for ${target.host}`;
           record('CONNECT', target.host, target.port, busy ? 429 : 502, busy ? reason : `${reason}: ${String(err)}`);
-          client.end(`HTTP/1.1 ${busy ? '429 Too Many Requests\r\nx-berth-error: egress_busy\r\nretry-after: 60' : '502 Bad Gateway'}\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nberth: ${reason}\n`);
+          client.end(
+            `HTTP/1.1 ${busy ? '429 Too Many Requests\r\nx-berth-error: egress_busy\r\nretry-after: 60' : '502 Bad Gateway'}\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nberth: ${reason}\n`,
+          );
           return;
         }
         if (client.destroyed) return;
@@ -228,7 +289,13 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         // A client that does not trust the certificate sends an alert and hangs up, often with no error here.
         secure.once('close', () => {
           if (handshaken) return;
-          record('TLS', target.host, target.port, 495, `the client ended TLS with berth (${refusal}): it does not trust berth's CA for this host (a pinned certificate, or a client that ignores SSL_CERT_FILE and NODE_EXTRA_CA_CERTS); berth adds secrets only to connections it can read`);
+          record(
+            'TLS',
+            target.host,
+            target.port,
+            495,
+            `the client ended TLS with berth (${refusal}): it does not trust berth's CA for this host (a pinned certificate, or a client that ignores SSL_CERT_FILE and NODE_EXTRA_CA_CERTS); berth adds secrets only to connections it can read`,
+          );
         });
         targets.set(secure, target);
         terminated.emit('connection', secure);
@@ -261,7 +328,15 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
       async function forward(req: http.IncomingMessage, res: http.ServerResponse, target: Target, pathAndQuery: string) {
         const here = inFlight.get(req.socket) ?? 0;
         if (here >= EGRESS_BOUNDS.inFlightPerConnection || inFlightRun >= EGRESS_BOUNDS.inFlightPerRun) {
-          record(req.method ?? 'GET', target.host, target.port, 429, here >= EGRESS_BOUNDS.inFlightPerConnection ? 'too many pipelined requests on one connection' : 'too many requests of this run at once');
+          record(
+            req.method ?? 'GET',
+            target.host,
+            target.port,
+            429,
+            here >= EGRESS_BOUNDS.inFlightPerConnection
+              ? 'too many pipelined requests on one connection'
+              : 'too many requests of this run at once',
+          );
           res.writeHead(429, { 'content-type': 'text/plain', 'x-berth-error': 'egress_busy', connection: 'close', 'retry-after': '1' });
           res.end('berth: too many requests at once through the egress proxy\n');
           return;
@@ -281,7 +356,9 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           peeked = await peekBody(req, limit);
           return { bytes: Buffer.concat(peeked.chunks), complete: peeked.complete };
         };
-        const prepared = deps.broker ? await deps.broker.prepare(run, { https: target.https, host, port, method, target: pathAndQuery, headers: req.headers, body }) : undefined;
+        const prepared = deps.broker
+          ? await deps.broker.prepare(run, { https: target.https, host, port, method, target: pathAndQuery, headers: req.headers, body })
+          : undefined;
         if (prepared && !prepared.ok) {
           record(method, host, port, prepared.status, prepared.reason, { ...about, secret: prepared.secret });
           res.writeHead(prepared.status, { 'content-type': 'text/plain', 'x-berth-error': prepared.code });
@@ -322,14 +399,21 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
           const encoding = maskText(String(up.headers['content-encoding'] ?? 'identity').toLowerCase(), needles);
           const decode = needles.length && encoding !== 'identity' && !bodiless ? DECODERS[encoding] : undefined;
           if (needles.length && encoding !== 'identity' && !bodiless && !decode) {
-            record(method, host, port, 502, `an answer in ${encoding.slice(0, 32)} berth cannot check for the secret`, { ...about, secret });
+            record(method, host, port, 502, `an answer in ${encoding.slice(0, 32)} berth cannot check for the secret`, {
+              ...about,
+              secret,
+            });
             res.writeHead(502, { 'content-type': 'text/plain', 'x-berth-error': 'unreadable_answer' });
             res.end(`berth: ${host} answered in ${encoding.slice(0, 32)}, which berth cannot check for the secret it sent\n`);
             up.destroy();
             return;
           }
           record(method, host, port, up.statusCode ?? 502, undefined, { ...about, secret });
-          const out = maskHeaders(up.headers, needles, (key) => HOP.has(key) || (decode !== undefined && (key === 'content-encoding' || key === 'content-length')));
+          const out = maskHeaders(
+            up.headers,
+            needles,
+            (key) => HOP.has(key) || (decode !== undefined && (key === 'content-encoding' || key === 'content-length')),
+          );
           res.writeHead(up.statusCode ?? 502, out);
           // pipe, not pipeline: pipeline would destroy `up` (and the pooled connection under it) when `res` ends.
           // Each stage gets its own error listener: pipe passes no error on, and one unheard would end berth.
@@ -343,7 +427,9 @@ export function createEgressProxy(deps: { config: () => BerthConfig; logger: Log
         upstream.on('timeout', () => upstream.destroy(new Error('idle')));
         upstream.on('error', (err: NodeJS.ErrnoException) => {
           const tlsFailure = target.https && TLS_VERIFY_ERRORS.test(err.code ?? '');
-          const reason = tlsFailure ? `${host}'s certificate could not be verified (${err.code}); berth talks only to hosts that prove who they are` : `${host}:${port} could not be reached`;
+          const reason = tlsFailure
+            ? `${host}'s certificate could not be verified (${err.code}); berth talks only to hosts that prove who they are`
+            : `${host}:${port} could not be reached`;
           record(method, host, port, 502, tlsFailure ? reason : err.message, { ...about, secret });
           if (target.asked) tellUnreachable(host, port, tlsFailure ? reason : unreachableWhy(err));
           if (!res.headersSent) {

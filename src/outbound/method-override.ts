@@ -34,7 +34,10 @@ export function overrideHeader(headers: IncomingHttpHeaders): string | undefined
 
 /** A key as a framework would read it: percent-decoded (bad escapes kept), PHP's renames, lower case. */
 function isOverrideKey(raw: string): boolean {
-  const decoded = raw.slice(0, 512).replace(/\+/g, ' ').replace(/%([0-9a-f]{2})/gi, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
+  const decoded = raw
+    .slice(0, 512)
+    .replace(/\+/g, ' ')
+    .replace(/%([0-9a-f]{2})/gi, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
   const key = decoded
     .toLowerCase()
     .replace(/^[\s\0]+/, '')
@@ -58,7 +61,11 @@ export function queryOverrides(target: string): boolean {
 export function bodyMayOverride(method: string, headers: IncomingHttpHeaders): boolean {
   if (method !== 'POST') return false;
   if (headers['transfer-encoding'] === undefined && Number(headers['content-length'] ?? 0) === 0) return false;
-  const type = String(headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+  const type =
+    String(headers['content-type'] ?? '')
+      .split(';')[0]
+      ?.trim()
+      .toLowerCase() ?? '';
   return type === '' || type.includes('form') || type.startsWith('multipart/') || type.includes('json');
 }
 

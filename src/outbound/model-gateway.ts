@@ -32,7 +32,12 @@ export interface ModelGateway {
 
 type Refusal = { status: number; type: string; message: string; headers?: Record<string, string> };
 
-export function createModelGateway(deps: { config: () => BerthConfig; logger: Logger; metrics?: Metrics; bounds?: ModelGatewayBounds }): ModelGateway {
+export function createModelGateway(deps: {
+  config: () => BerthConfig;
+  logger: Logger;
+  metrics?: Metrics;
+  bounds?: ModelGatewayBounds;
+}): ModelGateway {
   const metrics = deps.metrics ?? noMetrics();
   const bounds = deps.bounds ?? MODEL_GATEWAY_BOUNDS;
   const budgets = createBudgets();
@@ -61,17 +66,41 @@ export function createModelGateway(deps: { config: () => BerthConfig; logger: Lo
       const server = http.createServer({ maxHeaderSize: 64 * 1024 }, (req, res) => {
         const started = performance.now();
         const log = (call: Partial<ModelCall> & { status: number; upstream: string }) => {
-          const record: ModelCall = { kind: 'model', at: new Date().toISOString(), run: run.runId, tenant: run.tenantKey, session: run.session, input_tokens: 0, output_tokens: 0, ms: Math.round(performance.now() - started), ...call };
+          const record: ModelCall = {
+            kind: 'model',
+            at: new Date().toISOString(),
+            run: run.runId,
+            tenant: run.tenantKey,
+            session: run.session,
+            input_tokens: 0,
+            output_tokens: 0,
+            ms: Math.round(performance.now() - started),
+            ...call,
+          };
           try {
             appendOutbound(run.sessionsDir, record);
           } catch (err) {
             logger.error({ err: String(err) }, 'could not write the outbound log');
           }
-          metrics.gatewayCall({ kind: 'model', outcome: record.status >= 500 ? 'error' : record.reason !== undefined && record.status >= 400 ? 'refused' : 'allowed' });
-          logger.info({ upstream: record.upstream, model: record.model, status: record.status, input_tokens: record.input_tokens, output_tokens: record.output_tokens, ms: record.ms, reason: record.reason }, 'model call');
+          metrics.gatewayCall({
+            kind: 'model',
+            outcome: record.status >= 500 ? 'error' : record.reason !== undefined && record.status >= 400 ? 'refused' : 'allowed',
+          });
+          logger.info(
+            {
+              upstream: record.upstream,
+              model: record.model,
+              status: record.status,
+              input_tokens: record.input_tokens,
+              output_tokens: record.output_tokens,
+              ms: record.ms,
+              reason: record.reason,
+            },
+            'model call',
+          );
         };
         const target = parseGatewayPath(req.url ?? '/');
-        const name = target.ok ? target.upstream : (req.url ?? '').split('/')[1]?.slice(0, 64) ?? '';
+        const name = target.ok ? target.upstream : ((req.url ?? '').split('/')[1]?.slice(0, 64) ?? '');
         const upstream = own(deps.config().models, name);
         const api: ModelApi = upstream?.api ?? 'anthropic';
         const refuse = (r: Refusal, model?: string) => {
@@ -81,25 +110,47 @@ export function createModelGateway(deps: { config: () => BerthConfig; logger: Lo
         // The path is judged as sent, before anything matches it: an upstream would resolve "..".
         if (!target.ok) return refuse({ status: 400, type: 'invalid_request_error', message: `berth: ${target.reason}` });
         if (!upstream || !run.metadata.models.upstreams.includes(name)) {
-          return refuse({ status: 403, type: 'permission_error', message: `berth: project "${run.project}" may not call model upstream "${name}" (allowed: ${run.metadata.models.upstreams.join(', ') || 'none'})` });
+          return refuse({
+            status: 403,
+            type: 'permission_error',
+            message: `berth: project "${run.project}" may not call model upstream "${name}" (allowed: ${run.metadata.models.upstreams.join(', ') || 'none'})`,
+          });
         }
         const method = methodOf(api, target.path);
         if (!method) {
-          return refuse({ status: 404, type: 'not_found_error', message: `berth: ${target.path.slice(0, 100)} is not an endpoint berth forwards for ${api} (model calls only; no batches or files)` });
+          return refuse({
+            status: 404,
+            type: 'not_found_error',
+            message: `berth: ${target.path.slice(0, 100)} is not an endpoint berth forwards for ${api} (model calls only; no batches or files)`,
+          });
         }
         // Model calls are POSTs with a body berth checks; listings are GETs without one. No other pairing.
         if (req.method !== method) {
-          return refuse({ status: 405, type: 'invalid_request_error', message: `berth: ${target.path} takes ${method} only`, headers: { allow: method } });
+          return refuse({
+            status: 405,
+            type: 'invalid_request_error',
+            message: `berth: ${target.path} takes ${method} only`,
+            headers: { allow: method },
+          });
         }
         if (method === 'GET' && (req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0)) {
           return refuse({ status: 400, type: 'invalid_request_error', message: 'berth: a GET carries no body' });
         }
         const encoding = req.headers['content-encoding'];
         if (encoding !== undefined && encoding !== 'identity') {
-          return refuse({ status: 415, type: 'invalid_request_error', message: 'berth: send model calls uncompressed (berth reads the model name)' });
+          return refuse({
+            status: 415,
+            type: 'invalid_request_error',
+            message: 'berth: send model calls uncompressed (berth reads the model name)',
+          });
         }
         if (inFlight >= bounds.callsPerRun || inFlightTotal >= bounds.callsTotal) {
-          return refuse({ status: 429, type: 'rate_limit_error', message: `berth: at most ${bounds.callsPerRun} model calls at once per run`, headers: { 'retry-after': '1', 'x-should-retry': 'true' } });
+          return refuse({
+            status: 429,
+            type: 'rate_limit_error',
+            message: `berth: at most ${bounds.callsPerRun} model calls at once per run`,
+            headers: { 'retry-after': '1', 'x-should-retry': 'true' },
+          });
         }
         inFlight++;
         inFlightTotal++;
@@ -115,16 +166,33 @@ export function createModelGateway(deps: { config: () => BerthConfig; logger: Lo
           const verdict = budgets.take(key, run.metadata.models.budget);
           if (!verdict.ok) {
             // x-should-retry: the SDKs would otherwise retry a budget that frees up only later.
-            return refuse({ status: 429, type: 'rate_limit_error', message: `berth: this tenant's model budget (${verdict.reason}) is spent; it frees up in ${verdict.retryAfterS} s`, headers: { 'retry-after': String(verdict.retryAfterS), 'x-should-retry': 'false' } }, model);
+            return refuse(
+              {
+                status: 429,
+                type: 'rate_limit_error',
+                message: `berth: this tenant's model budget (${verdict.reason}) is spent; it frees up in ${verdict.retryAfterS} s`,
+                headers: { 'retry-after': String(verdict.retryAfterS), 'x-should-retry': 'false' },
+              },
+              model,
+            );
           }
           const headers = forwardedHeaders(api, req.headers);
           forward({ method, res, body, headers, upstream, target: upstreamUrl, bounds, sent: () => lease.release() }, (outcome) => {
             budgets.spend(key, outcome.input + outcome.output); // estimated when the answer did not say
-            log({ upstream: name, model, status: outcome.status, input_tokens: outcome.input, output_tokens: outcome.output, reason: outcome.reason });
+            log({
+              upstream: name,
+              model,
+              status: outcome.status,
+              input_tokens: outcome.input,
+              output_tokens: outcome.output,
+              reason: outcome.reason,
+            });
             // An agent CLI retries an unreachable service for minutes: the person waits for nothing.
             unreachable = outcome.unreachable ? unreachable + 1 : 0;
             if (unreachable >= UNREACHABLE_STOP) {
-              stopRun(`its model service cannot be reached ("${name}": ${outcome.reason}). The operator must fix it (berth doctor); send the message again later.`);
+              stopRun(
+                `its model service cannot be reached ("${name}": ${outcome.reason}). The operator must fix it (berth doctor); send the message again later.`,
+              );
             }
           });
         };
@@ -134,12 +202,24 @@ export function createModelGateway(deps: { config: () => BerthConfig; logger: Lo
             if (!read.ok) {
               lease.release();
               const retry = read.status === 429 ? { 'retry-after': '1', 'x-should-retry': 'true' } : undefined;
-              return refuse({ status: read.status, type: read.status === 413 ? 'request_too_large' : read.status === 429 ? 'rate_limit_error' : 'invalid_request_error', message: `berth: ${read.reason}`, headers: retry });
+              return refuse({
+                status: read.status,
+                type: read.status === 413 ? 'request_too_large' : read.status === 429 ? 'rate_limit_error' : 'invalid_request_error',
+                message: `berth: ${read.reason}`,
+                headers: retry,
+              });
             }
             const call = parseModelBody(api, target.path, read.body, bounds.maxBodyDepth);
             if (!call.ok) return refuse({ status: 400, type: 'invalid_request_error', message: `berth: ${call.reason}` });
             if (!modelAllowed(run.metadata.models.allow, call.model)) {
-              return refuse({ status: 403, type: 'permission_error', message: `berth: model "${call.model}" is not allowed for project "${run.project}" (allowed: ${run.metadata.models.allow.join(', ')})` }, call.model);
+              return refuse(
+                {
+                  status: 403,
+                  type: 'permission_error',
+                  message: `berth: model "${call.model}" is not allowed for project "${run.project}" (allowed: ${run.metadata.models.allow.join(', ')})`,
+                },
+                call.model,
+              );
             }
             send(call.json, call.model);
           },
@@ -203,34 +283,43 @@ function forward(
     done(o);
   };
   let answered = false;
-  const upstreamReq = (url.protocol === 'https:' ? https : http).request(url, { method: call.method, headers, timeout: bounds.idleTimeoutMs }, (up) => {
-    answered = true;
-    res.writeHead(up.statusCode ?? 502, returnedHeaders(up.headers));
-    res.flushHeaders();
-    tap = usageTap(up.headers['content-type'], bounds.maxUsageScanBytes);
-    const seen = tap;
-    // Each chunk goes on the moment it arrives (no buffering of a streamed answer); a reader that
-    // stops reading pauses the upstream instead of filling berth's memory.
-    up.on('data', (chunk: Buffer) => {
-      answerBytes += chunk.length;
-      seen.push(chunk);
-      if (!res.write(chunk)) {
-        up.pause();
-        res.once('drain', () => up.resume());
-      }
-    });
-    up.on('end', () => {
-      res.end();
-      finish({ status: up.statusCode ?? 502, ...used() });
-    });
-    up.on('error', () => {
-      res.destroy();
-      finish({ status: up.statusCode ?? 502, ...used(), reason: 'upstream answer cut off' });
-    });
-  });
+  const upstreamReq = (url.protocol === 'https:' ? https : http).request(
+    url,
+    { method: call.method, headers, timeout: bounds.idleTimeoutMs },
+    (up) => {
+      answered = true;
+      res.writeHead(up.statusCode ?? 502, returnedHeaders(up.headers));
+      res.flushHeaders();
+      tap = usageTap(up.headers['content-type'], bounds.maxUsageScanBytes);
+      const seen = tap;
+      // Each chunk goes on the moment it arrives (no buffering of a streamed answer); a reader that
+      // stops reading pauses the upstream instead of filling berth's memory.
+      up.on('data', (chunk: Buffer) => {
+        answerBytes += chunk.length;
+        seen.push(chunk);
+        if (!res.write(chunk)) {
+          up.pause();
+          res.once('drain', () => up.resume());
+        }
+      });
+      up.on('end', () => {
+        res.end();
+        finish({ status: up.statusCode ?? 502, ...used() });
+      });
+      up.on('error', () => {
+        res.destroy();
+        finish({ status: up.statusCode ?? 502, ...used(), reason: 'upstream answer cut off' });
+      });
+    },
+  );
   upstreamReq.on('timeout', () => upstreamReq.destroy(new Error(`no data from upstream for ${bounds.idleTimeoutMs / 1000} s`)));
   upstreamReq.on('error', (err) => {
-    if (!res.headersSent) sendError(res, upstream.api, { status: 502, type: 'api_error', message: `berth: the model upstream could not be reached (${err.message})` });
+    if (!res.headersSent)
+      sendError(res, upstream.api, {
+        status: 502,
+        type: 'api_error',
+        message: `berth: the model upstream could not be reached (${err.message})`,
+      });
     else res.destroy();
     finish({ status: 502, input: 0, output: 0, reason: err.message, unreachable: !answered });
   });
@@ -250,7 +339,10 @@ function forward(
 /** An error in the shape the calling SDK expects, so the agent CLI prints berth's reason. */
 function sendError(res: http.ServerResponse, api: ModelApi, r: Refusal) {
   if (res.headersSent) return void res.destroy();
-  const body = api === 'anthropic' ? { type: 'error', error: { type: r.type, message: r.message } } : { error: { message: r.message, type: r.type, code: r.type } };
+  const body =
+    api === 'anthropic'
+      ? { type: 'error', error: { type: r.type, message: r.message } }
+      : { error: { message: r.message, type: r.type, code: r.type } };
   res.writeHead(r.status, { 'content-type': 'application/json', 'x-berth-error': r.type, ...r.headers, connection: 'close' });
   res.end(JSON.stringify(body));
 }

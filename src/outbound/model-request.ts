@@ -82,8 +82,25 @@ export const FORWARDED_HEADERS: Record<ModelApi, readonly string[]> = {
  */
 const ANTHROPIC_BETAS = new RegExp(
   `^(${[
-    'claude-code', 'interleaved-thinking', 'context-management', 'per-turn-control', 'mid-conversation-tool-changes', 'thinking-token-count', 'advanced-tool-use', 'effort',
-    'claude-code-side-query', 'mid-conversation-system', 'redact-thinking', 'context-1m', 'structured-outputs', 'fine-grained-tool-streaming', 'token-efficient-tools', 'prompt-caching', 'extended-cache-ttl', 'output-128k', 'token-counting',
+    'claude-code',
+    'interleaved-thinking',
+    'context-management',
+    'per-turn-control',
+    'mid-conversation-tool-changes',
+    'thinking-token-count',
+    'advanced-tool-use',
+    'effort',
+    'claude-code-side-query',
+    'mid-conversation-system',
+    'redact-thinking',
+    'context-1m',
+    'structured-outputs',
+    'fine-grained-tool-streaming',
+    'token-efficient-tools',
+    'prompt-caching',
+    'extended-cache-ttl',
+    'output-128k',
+    'token-counting',
   ].join('|')})-(\\d{8}|\\d{4}-\\d{2}-\\d{2})$`,
 );
 
@@ -94,7 +111,10 @@ export function forwardedHeaders(api: ModelApi, incoming: IncomingHttpHeaders): 
     if (typeof value !== 'string') continue;
     if (name !== 'anthropic-beta') out[name] = value;
     else {
-      const kept = value.split(',').map((beta) => beta.trim()).filter((beta) => ANTHROPIC_BETAS.test(beta));
+      const kept = value
+        .split(',')
+        .map((beta) => beta.trim())
+        .filter((beta) => ANTHROPIC_BETAS.test(beta));
       if (kept.length > 0) out[name] = kept.join(',');
     }
   }
@@ -106,7 +126,17 @@ export function forwardedHeaders(api: ModelApi, incoming: IncomingHttpHeaders): 
  * billed (the operator's organization and project) and that account's rate limits (what is left of
  * them tells one tenant how much the others use; a tenant's own limit is berth's budget).
  */
-const WITHHELD_ANSWER_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'trailer', 'upgrade', 'set-cookie', 'openai-organization', 'openai-project', 'anthropic-organization-id']);
+const WITHHELD_ANSWER_HEADERS = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'trailer',
+  'upgrade',
+  'set-cookie',
+  'openai-organization',
+  'openai-project',
+  'anthropic-organization-id',
+]);
 const WITHHELD_ANSWER_PREFIXES = /^(x-ratelimit-|anthropic-ratelimit-)/;
 
 export function returnedHeaders(incoming: IncomingHttpHeaders): OutgoingHttpHeaders {
@@ -148,7 +178,8 @@ export function parseModelBody(api: ModelApi, path: string, bytes: Buffer, maxDe
 const AGENT_TOOLS: Record<ModelApi, { allows: (type: unknown) => boolean; names: string }> = {
   // Tools the client defines (no type, or "custom") and Anthropic's client built-ins, any version.
   anthropic: {
-    allows: (type) => type === undefined || type === 'custom' || (typeof type === 'string' && /^(bash|text_editor|computer|memory)_\d{8}$/.test(type)),
+    allows: (type) =>
+      type === undefined || type === 'custom' || (typeof type === 'string' && /^(bash|text_editor|computer|memory)_\d{8}$/.test(type)),
     names: 'no type, custom, bash_*, text_editor_*, computer_*, memory_*',
   },
   // Functions, free-form custom tools, the local shell and patch tools Codex runs; a namespace groups functions.

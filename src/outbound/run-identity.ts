@@ -25,4 +25,9 @@ export interface RunIdentity {
  * `stopRun`: the run cannot go on (its model service cannot be reached): berth stops it, and the
  * reason, in words a chat user reads, goes into its record and reply.
  */
-export type RunSocketOpener = (opts: { path: string; run: RunIdentity; logger: import('pino').Logger; stopRun: (reason: string) => void }) => Promise<{ close(): Promise<void> }>;
+export type RunSocketOpener = (opts: {
+  path: string;
+  run: RunIdentity;
+  logger: import('pino').Logger;
+  stopRun: (reason: string) => void;
+}) => Promise<{ close(): Promise<void> }>;

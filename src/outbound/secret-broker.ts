@@ -24,7 +24,13 @@ import type { RunIdentity } from './run-identity.js';
  */
 export type Prepared =
   | { ok: true; set: Record<string, string>; needles: string[]; secrets: string[] }
-  | { ok: false; status: 403 | 429 | 502; code: 'secret_not_granted' | 'secret_rate_limited' | 'secret_unavailable'; reason: string; secret: string };
+  | {
+      ok: false;
+      status: 403 | 429 | 502;
+      code: 'secret_not_granted' | 'secret_rate_limited' | 'secret_unavailable';
+      reason: string;
+      secret: string;
+    };
 
 export interface RequestView {
   https: boolean;
@@ -74,7 +80,12 @@ function maskedFor(use: GrantedUse, value: string): string[] {
   return use.grant.basic_user === undefined ? [value] : [value, Buffer.from(`${use.grant.basic_user}:${value}`).toString('base64')];
 }
 
-export function createSecretBroker(deps: { config: () => BerthConfig; values: SecretValues; metrics: Metrics; audit?: (event: AuditEvent) => void }): SecretBroker {
+export function createSecretBroker(deps: {
+  config: () => BerthConfig;
+  values: SecretValues;
+  metrics: Metrics;
+  audit?: (event: AuditEvent) => void;
+}): SecretBroker {
   const windows = new Map<string, number[]>();
   const audited = new Map<string, Set<string>>();
 
@@ -92,9 +103,19 @@ export function createSecretBroker(deps: { config: () => BerthConfig; values: Se
     return ok;
   }
 
-  function refuse(run: RunIdentity, req: RequestView, secret: string, code: Extract<Prepared, { ok: false }>['code'], status: 403 | 429 | 502, reason: string): Prepared {
+  function refuse(
+    run: RunIdentity,
+    req: RequestView,
+    secret: string,
+    code: Extract<Prepared, { ok: false }>['code'],
+    status: 403 | 429 | 502,
+    reason: string,
+  ): Prepared {
     const known = secretEntry(deps.config().secrets, secret) !== undefined;
-    deps.metrics.secretUse({ secret: known ? secret : '(unknown)', outcome: code === 'secret_not_granted' ? 'not_granted' : code === 'secret_rate_limited' ? 'rate_limited' : 'unavailable' });
+    deps.metrics.secretUse({
+      secret: known ? secret : '(unknown)',
+      outcome: code === 'secret_not_granted' ? 'not_granted' : code === 'secret_rate_limited' ? 'rate_limited' : 'unavailable',
+    });
     if (code === 'secret_not_granted' && deps.audit) {
       const seen = audited.get(run.runId) ?? new Set<string>();
       const key = `${secret} ${req.host}:${req.port}`;
@@ -124,7 +145,11 @@ export function createSecretBroker(deps: { config: () => BerthConfig; values: Se
       const name = host.toLowerCase().replace(/\.$/, '');
       const parent = name.slice(name.indexOf('.') + 1);
       // A wildcard certificate covers one label, and clients take none for a top-level "*.tld".
-      const shared = !net.isIP(name) && name.includes('.') && parent.includes('.') && grantsToward(deps.config().secrets, project, name, port).some((u) => u.grant.host.startsWith('*.'));
+      const shared =
+        !net.isIP(name) &&
+        name.includes('.') &&
+        parent.includes('.') &&
+        grantsToward(deps.config().secrets, project, name, port).some((u) => u.grant.host.startsWith('*.'));
       return shared ? `*.${parent}` : host;
     },
 
@@ -134,7 +159,10 @@ export function createSecretBroker(deps: { config: () => BerthConfig; values: Se
       const toward = req.https ? grantsToward(secrets, run.project, req.host, req.port) : [];
       // A grant scoped by method or path cannot hold if the request asks to be read as another one.
       const overridden = overrideHeader(req.headers) !== undefined || queryOverrides(req.target);
-      let covering = toward.filter((u) => grantCovers(u.grant, req.method, path) && !(overridden && (u.grant.methods !== undefined || u.grant.path_prefix !== undefined)));
+      let covering = toward.filter(
+        (u) =>
+          grantCovers(u.grant, req.method, path) && !(overridden && (u.grant.methods !== undefined || u.grant.path_prefix !== undefined)),
+      );
       // Nor a grant scoped by method on a POST whose body names another method (or is too long to tell).
       if (covering.some((u) => u.grant.methods !== undefined) && bodyMayOverride(req.method, req.headers)) {
         const body = req.body ? await req.body(OVERRIDE_BODY_LIMIT) : undefined;
@@ -155,7 +183,14 @@ export function createSecretBroker(deps: { config: () => BerthConfig; values: Se
         const header = use.grant.header.toLowerCase();
         if (Object.hasOwn(set, header)) continue; // the first grant for a header wins
         if (!underRate(use, run.tenantKey)) {
-          return refuse(run, req, use.name, 'secret_rate_limited', 429, `secret ${use.name} may be used ${use.grant.per_tenant_per_minute} times a minute per person; try again in a minute`);
+          return refuse(
+            run,
+            req,
+            use.name,
+            'secret_rate_limited',
+            429,
+            `secret ${use.name} may be used ${use.grant.per_tenant_per_minute} times a minute per person; try again in a minute`,
+          );
         }
         const entry = secretEntry(secrets, use.name);
         let value: string;
@@ -163,7 +198,14 @@ export function createSecretBroker(deps: { config: () => BerthConfig; values: Se
           if (!entry) throw new Error('gone');
           value = await deps.values.get(use.name, entry);
         } catch (err) {
-          return refuse(run, req, use.name, 'secret_unavailable', 502, isBerthError(err) ? err.message : `secret ${use.name} cannot be read`);
+          return refuse(
+            run,
+            req,
+            use.name,
+            'secret_unavailable',
+            502,
+            isBerthError(err) ? err.message : `secret ${use.name} cannot be read`,
+          );
         }
         set[header] = headerValueOf(use.grant, value);
         needles.push(...maskedFor(use, value));

@@ -22,10 +22,35 @@ const MAX_HEX_DIGITS = 6;
 /** HTML5's named references for printable ASCII (lowercase: matched without case). */
 const NAMED: Record<string, number> = Object.fromEntries(
   Object.entries({
-    '!': ['excl'], '"': ['quot'], '#': ['num'], $: ['dollar'], '%': ['percnt'], '&': ['amp'], "'": ['apos'], '(': ['lpar'], ')': ['rpar'],
-    '*': ['ast', 'midast'], '+': ['plus'], ',': ['comma'], '.': ['period'], '/': ['sol'], ':': ['colon'], ';': ['semi'], '<': ['lt'],
-    '=': ['equals'], '>': ['gt'], '?': ['quest'], '@': ['commat'], '[': ['lsqb', 'lbrack'], '\\': ['bsol'], ']': ['rsqb', 'rbrack'],
-    '^': ['hat'], _: ['lowbar', 'underbar'], '`': ['grave', 'diacriticalgrave'], '{': ['lcub', 'lbrace'], '|': ['verbar', 'vert', 'verticalline'],
+    '!': ['excl'],
+    '"': ['quot'],
+    '#': ['num'],
+    $: ['dollar'],
+    '%': ['percnt'],
+    '&': ['amp'],
+    "'": ['apos'],
+    '(': ['lpar'],
+    ')': ['rpar'],
+    '*': ['ast', 'midast'],
+    '+': ['plus'],
+    ',': ['comma'],
+    '.': ['period'],
+    '/': ['sol'],
+    ':': ['colon'],
+    ';': ['semi'],
+    '<': ['lt'],
+    '=': ['equals'],
+    '>': ['gt'],
+    '?': ['quest'],
+    '@': ['commat'],
+    '[': ['lsqb', 'lbrack'],
+    '\\': ['bsol'],
+    ']': ['rsqb', 'rbrack'],
+    '^': ['hat'],
+    _: ['lowbar', 'underbar'],
+    '`': ['grave', 'diacriticalgrave'],
+    '{': ['lcub', 'lbrace'],
+    '|': ['verbar', 'vert', 'verticalline'],
     '}': ['rcub', 'rbrace'],
   }).flatMap(([c, names]) => names.map((n) => [n, c.charCodeAt(0)] as const)),
 );
@@ -61,7 +86,8 @@ const isAlnum = (b: number) => (b >= 0x30 && b <= 0x39) || (b >= 0x61 && b <= 0x
 
 /** The longest escape of each (folded) byte: a form's span is at most the sum over its characters. */
 const WIDEST = new Uint16Array(256).fill(MAX_DEC_DIGITS + 3);
-for (const [name, code] of Object.entries(NAMED)) WIDEST[FOLD[code] as number] = Math.max(WIDEST[FOLD[code] as number] as number, name.length + 2);
+for (const [name, code] of Object.entries(NAMED))
+  WIDEST[FOLD[code] as number] = Math.max(WIDEST[FOLD[code] as number] as number, name.length + 2);
 
 interface Form {
   /** Two accepted (folded) bytes per position: equal, or a base64 character and its URL-safe twin. */
@@ -178,7 +204,7 @@ function formOf(text: string, twins: Record<string, string> = {}): Form {
   const b = new Uint8Array(text.length);
   for (let i = 0; i < text.length; i++) {
     a[i] = FOLD[text.charCodeAt(i) & 0xff] as number;
-    b[i] = FOLD[(twins[text[i] as string] ?? text[i] as string).charCodeAt(0) & 0xff] as number;
+    b[i] = FOLD[(twins[text[i] as string] ?? (text[i] as string)).charCodeAt(0) & 0xff] as number;
   }
   return { a, b };
 }
@@ -186,7 +212,10 @@ function formOf(text: string, twins: Record<string, string> = {}): Form {
 /** The forms of one value, as text: itself, hex, and base64 of each alignment's whole groups. */
 function formTexts(value: string): Array<{ text: string; base64: boolean }> {
   const bytes = Buffer.from(value, 'latin1');
-  const out = [{ text: value, base64: false }, { text: bytes.toString('hex'), base64: false }];
+  const out = [
+    { text: value, base64: false },
+    { text: bytes.toString('hex'), base64: false },
+  ];
   for (let skip = 0; skip < 3; skip++) {
     const whole = Math.floor((bytes.length - skip) / 3) * 3;
     if (whole >= 3) out.push({ text: bytes.subarray(skip, skip + whole).toString('base64'), base64: true });
@@ -197,7 +226,14 @@ function formTexts(value: string): Array<{ text: string; base64: boolean }> {
 const bare = (text: string) => text.toLowerCase().replace(/[^a-z0-9]/g, '');
 
 function compile(values: readonly string[]): SecretForms {
-  const texts = [...new Map(values.filter((v) => v.length > 0).flatMap(formTexts).map((t) => [t.text, t])).values()];
+  const texts = [
+    ...new Map(
+      values
+        .filter((v) => v.length > 0)
+        .flatMap(formTexts)
+        .map((t) => [t.text, t]),
+    ).values(),
+  ];
   const forms = texts.map((t) => formOf(t.text, t.base64 ? { '+': '-', '/': '_' } : {}));
   const bares = [...new Set(texts.map((t) => bare(t.text)).filter((t) => t.length >= MIN_BARE))];
   // The forms whose first character is this (folded) byte; START: 1, a byte a form may begin with as itself; 2, an escape.
@@ -217,7 +253,8 @@ function compile(values: readonly string[]): SecretForms {
   const cases = (c: number) => (c >= 0x61 && c <= 0x7a ? [c, c - 32] : [c]);
   for (const f of forms) {
     const seconds = f.a.length > 1 ? [...cases(f.a[1] as number), ...cases(f.b[1] as number), ...ESCAPE_BYTES] : [...Array(256).keys()];
-    for (const first of [...cases(f.a[0] as number), ...cases(f.b[0] as number)]) for (const second of seconds) pairs[(first << 8) | second] = 1;
+    for (const first of [...cases(f.a[0] as number), ...cases(f.b[0] as number)])
+      for (const second of seconds) pairs[(first << 8) | second] = 1;
   }
   const tryFrom = (buf: Uint8Array, p: number, first: number, end: number): number => {
     let reach = end;
@@ -239,7 +276,8 @@ function compile(values: readonly string[]): SecretForms {
         const kind = start[byte] as number;
         if (kind === 0) continue;
         let end = -1;
-        if (kind & 1 && (p + 1 >= buf.length || pairs[(byte << 8) | (buf[p + 1] as number)])) end = tryFrom(buf, p, FOLD[byte] as number, end);
+        if (kind & 1 && (p + 1 >= buf.length || pairs[(byte << 8) | (buf[p + 1] as number)]))
+          end = tryFrom(buf, p, FOLD[byte] as number, end);
         if (kind & 2) {
           const d = decodeAt(buf, p, buf.length);
           if (d >= 0) end = tryFrom(buf, p, FOLD[d & 0xff] as number, end);

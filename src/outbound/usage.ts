@@ -65,10 +65,15 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 
 function usageOf(obj: unknown): Omit<Usage, 'known'> | undefined {
   if (!isObject(obj)) return undefined;
-  const holder = [obj.usage, isObject(obj.message) ? obj.message.usage : undefined, isObject(obj.response) ? obj.response.usage : undefined].find(isObject);
+  const holder = [
+    obj.usage,
+    isObject(obj.message) ? obj.message.usage : undefined,
+    isObject(obj.response) ? obj.response.usage : undefined,
+  ].find(isObject);
   if (!holder) return undefined;
   return {
-    input: num(holder.input_tokens) + num(holder.cache_creation_input_tokens) + num(holder.cache_read_input_tokens) + num(holder.prompt_tokens),
+    input:
+      num(holder.input_tokens) + num(holder.cache_creation_input_tokens) + num(holder.cache_read_input_tokens) + num(holder.prompt_tokens),
     output: num(holder.output_tokens) + num(holder.completion_tokens),
   };
 }

@@ -16,8 +16,28 @@ import { MESSAGE_PLACEHOLDER } from '../config/metadata.js';
 export const PRESET_ARGV = {
   shell: ['sh', '-c', '--', MESSAGE_PLACEHOLDER],
   droid: ['droid', 'exec', '--skip-permissions-unsafe', '--output-format', 'stream-json', '--', MESSAGE_PLACEHOLDER],
-  claude: ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', MESSAGE_PLACEHOLDER],
-  codex: ['codex', 'exec', 'resume', '--last', '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', MESSAGE_PLACEHOLDER],
+  claude: [
+    'claude',
+    '-p',
+    '--output-format',
+    'stream-json',
+    '--verbose',
+    '--dangerously-skip-permissions',
+    '--continue',
+    '--',
+    MESSAGE_PLACEHOLDER,
+  ],
+  codex: [
+    'codex',
+    'exec',
+    'resume',
+    '--last',
+    '--json',
+    '--dangerously-bypass-approvals-and-sandbox',
+    '--skip-git-repo-check',
+    '--',
+    MESSAGE_PLACEHOLDER,
+  ],
 } as const;
 
 /** How berth reads an agent's output as it works (runs/agent-progress.ts): steps, notes, the answer. */
@@ -44,7 +64,9 @@ const LOOPBACK_MARK = 'BERTH_LOOPBACK=1 ';
 function shellScript(trace: boolean, noNetwork: boolean): string | undefined {
   if (!trace && !noNetwork) return undefined;
   const refuse = `sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1'`;
-  const wget = noNetwork ? `wget() { case "$*" in *127.0.0.1*|*localhost*) ${LOOPBACK_MARK}command wget "$@";; *) ${refuse};; esac; }; ` : '';
+  const wget = noNetwork
+    ? `wget() { case "$*" in *127.0.0.1*|*localhost*) ${LOOPBACK_MARK}command wget "$@";; *) ${refuse};; esac; }; `
+    : '';
   return trace ? `PS4=$(printf '\\037berth-step\\037 '); ${wget}eval "set -x; $1"` : `${wget}eval "$1"`;
 }
 
@@ -100,10 +122,20 @@ export function isShellWrapperTrace(command: string): boolean {
 }
 
 /** `noNetwork`: the run reaches no host at all (level low). */
-export function agentArgv(agent: Agent, message: string, opts: { openaiBaseUrl?: string; progress?: ProgressFormat; noNetwork?: boolean } = {}): string[] {
+export function agentArgv(
+  agent: Agent,
+  message: string,
+  opts: { openaiBaseUrl?: string; progress?: ProgressFormat; noNetwork?: boolean } = {},
+): string[] {
   let template: readonly string[] = typeof agent === 'string' ? PRESET_ARGV[agent] : agent;
   const script = agent === 'shell' ? shellScript(opts.progress === 'shell-trace', opts.noNetwork === true) : undefined;
   if (script) return ['sh', '-c', script, 'sh', message];
-  if (agent === 'codex') template = [...template.slice(0, 4), ...(opts.openaiBaseUrl ? codexProviderArgs(opts.openaiBaseUrl) : []), ...CODEX_QUIET_ARGS, ...template.slice(4)];
+  if (agent === 'codex')
+    template = [
+      ...template.slice(0, 4),
+      ...(opts.openaiBaseUrl ? codexProviderArgs(opts.openaiBaseUrl) : []),
+      ...CODEX_QUIET_ARGS,
+      ...template.slice(4),
+    ];
   return template.map((arg) => arg.split(MESSAGE_PLACEHOLDER).join(message));
 }

@@ -23,9 +23,63 @@ export interface ShellProfile {
 }
 
 /** Workspace-local file management. */
-export const LOW_BINS = ['ls', 'cat', 'head', 'tail', 'wc', 'grep', 'find', 'mkdir', 'touch', 'cp', 'mv', 'rm', 'rmdir', 'echo', 'pwd', 'stat', 'du', 'sort', 'uniq', 'diff', 'sed', 'tr', 'cut', 'sha256sum', 'md5sum', 'tar', 'gzip', 'gunzip', 'true', 'false', 'test', 'basename', 'dirname', 'realpath', 'ln', 'chmod'] as const;
+export const LOW_BINS = [
+  'ls',
+  'cat',
+  'head',
+  'tail',
+  'wc',
+  'grep',
+  'find',
+  'mkdir',
+  'touch',
+  'cp',
+  'mv',
+  'rm',
+  'rmdir',
+  'echo',
+  'pwd',
+  'stat',
+  'du',
+  'sort',
+  'uniq',
+  'diff',
+  'sed',
+  'tr',
+  'cut',
+  'sha256sum',
+  'md5sum',
+  'tar',
+  'gzip',
+  'gunzip',
+  'true',
+  'false',
+  'test',
+  'basename',
+  'dirname',
+  'realpath',
+  'ln',
+  'chmod',
+] as const;
 /** Non-mutating information commands added at medium. */
-export const MEDIUM_EXTRA_BINS = ['curl', 'wget', 'whoami', 'id', 'uname', 'hostname', 'date', 'uptime', 'env', 'printenv', 'df', 'free', 'neofetch', 'which', 'nproc', 'ps'] as const;
+export const MEDIUM_EXTRA_BINS = [
+  'curl',
+  'wget',
+  'whoami',
+  'id',
+  'uname',
+  'hostname',
+  'date',
+  'uptime',
+  'env',
+  'printenv',
+  'df',
+  'free',
+  'neofetch',
+  'which',
+  'nproc',
+  'ps',
+] as const;
 
 const LOW = new Set<string>(LOW_BINS);
 const MEDIUM = new Set<string>([...LOW_BINS, ...MEDIUM_EXTRA_BINS]);

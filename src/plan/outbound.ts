@@ -24,7 +24,10 @@ export const RELAY_BIN = 'berth-bridge';
  * (Debian's path, which OpenSSL, Go, Python and Rust read through SSL_CERT_FILE too) as the
  * public roots plus berth's CA, and alone where update-ca-certificates looks.
  */
-export const TRUST_MOUNTS = { bundle: '/etc/ssl/certs/ca-certificates.crt', ca: '/usr/local/share/ca-certificates/berth-egress-ca.crt' } as const;
+export const TRUST_MOUNTS = {
+  bundle: '/etc/ssl/certs/ca-certificates.crt',
+  ca: '/usr/local/share/ca-certificates/berth-egress-ca.crt',
+} as const;
 
 export interface OutboundInput {
   config: BerthConfig;
@@ -73,13 +76,26 @@ export function planOutbound(input: OutboundInput, mount: string): OutboundPlan 
   if (input.egress) {
     sockets.push('egress');
     const proxy = `http://127.0.0.1:${EGRESS_PORT}`;
-    Object.assign(env, { HTTP_PROXY: proxy, HTTPS_PROXY: proxy, http_proxy: proxy, https_proxy: proxy, NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost' });
+    Object.assign(env, {
+      HTTP_PROXY: proxy,
+      HTTPS_PROXY: proxy,
+      http_proxy: proxy,
+      https_proxy: proxy,
+      NO_PROXY: '127.0.0.1,localhost',
+      no_proxy: '127.0.0.1,localhost',
+    });
     // Node's own fetch and http follow the variables above only when asked (Node 24+).
     env.NODE_USE_ENV_PROXY = '1';
     for (const name of secretsGrantedTo(config.secrets, metadata.name)) env[name] = placeholderOf(name);
     if (input.trust) {
       const bundle = TRUST_MOUNTS.bundle;
-      Object.assign(env, { NODE_EXTRA_CA_CERTS: TRUST_MOUNTS.ca, SSL_CERT_FILE: bundle, REQUESTS_CA_BUNDLE: bundle, CURL_CA_BUNDLE: bundle, GIT_SSL_CAINFO: bundle });
+      Object.assign(env, {
+        NODE_EXTRA_CA_CERTS: TRUST_MOUNTS.ca,
+        SSL_CERT_FILE: bundle,
+        REQUESTS_CA_BUNDLE: bundle,
+        CURL_CA_BUNDLE: bundle,
+        GIT_SSL_CAINFO: bundle,
+      });
     }
   }
   return { sockets, env, warnings };

@@ -25,7 +25,13 @@ export function planPathProbe(input: { config: BerthConfig; dir: string; file: s
     readOnlyRootfs: true,
     sysctls: { ...IPC_SYSCTLS },
     limits: { memoryBytes: 32 * 1024 * 1024, nanoCpus: 5e8, pids: 16, timeoutMs: 20_000, outputBytes: 4096 },
-    labels: { [LABELS.managed]: 'true', [LABELS.installation]: input.installation, [LABELS.project]: '', [LABELS.workspace]: '', [LABELS.run]: input.runId },
+    labels: {
+      [LABELS.managed]: 'true',
+      [LABELS.installation]: input.installation,
+      [LABELS.project]: '',
+      [LABELS.workspace]: '',
+      [LABELS.run]: input.runId,
+    },
     prepare: { rwRoot: input.dir, rwRootPath: [], files: [], dirs: [], mountpoints: [] },
     warnings: [],
   };

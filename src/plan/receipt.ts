@@ -23,11 +23,17 @@ export const BoundarySchema = z
   .object({
     runtime: Name.describe('The OCI runtime: runc (the host kernel), runsc (gVisor), or a pod on a cluster.'),
     seccomp: z.enum(['filter', 'strict', 'off']).describe('The seccomp mode of its first process.'),
-    capabilities: z.object({ effective: z.array(Name).max(64), bounding: z.array(Name).max(64) }).strict().describe('Linux capabilities, by name; planned: none.'),
+    capabilities: z
+      .object({ effective: z.array(Name).max(64), bounding: z.array(Name).max(64) })
+      .strict()
+      .describe('Linux capabilities, by name; planned: none.'),
     no_new_privs: z.boolean(),
     namespaces: z.object({ pid: Namespace, ipc: Namespace, net: Namespace, mnt: Namespace, uts: Namespace }).strict(),
     read_only_root: z.boolean(),
-    mounts: z.array(SeenMountSchema).max(RECEIPT_MOUNTS_MAX).describe('What the tenant sees mounted (the engine\'s /proc, /sys, /dev and /etc/hosts-style files left out), sorted by target.'),
+    mounts: z
+      .array(SeenMountSchema)
+      .max(RECEIPT_MOUNTS_MAX)
+      .describe("What the tenant sees mounted (the engine's /proc, /sys, /dev and /etc/hosts-style files left out), sorted by target."),
     interfaces: z.array(Name).max(32).describe('Network interfaces in its network namespace; planned: lo alone.'),
     limits: z.object({ memory_bytes: z.number().int(), nano_cpus: z.number().int(), pids: z.number().int() }).strict(),
   })
@@ -48,10 +54,15 @@ export type Observed = z.infer<typeof ObservedSchema>;
 /** berth's own side of the boundary: enforced by its proxy and gateway, not by the container (so planned, not observed). */
 export const PolicySchema = z
   .object({
-    start: z.enum(['cold', 'warm', 'pool']).describe('A new container, the session\'s warm one, or one pre-started for any tenant.'),
-    folder: z.enum(['own', 'project']).describe('/workspace is the tenant\'s own folder, or the whole project (shared mode).'),
-    egress: z.boolean().describe('The level may reach hosts through berth\'s egress proxy.'),
-    allow: z.array(z.string().max(256)).max(256).describe("The hosts it may reach through berth's egress proxy: the project's allowlist and its secrets' granted hosts (only with egress)."),
+    start: z.enum(['cold', 'warm', 'pool']).describe("A new container, the session's warm one, or one pre-started for any tenant."),
+    folder: z.enum(['own', 'project']).describe("/workspace is the tenant's own folder, or the whole project (shared mode)."),
+    egress: z.boolean().describe("The level may reach hosts through berth's egress proxy."),
+    allow: z
+      .array(z.string().max(256))
+      .max(256)
+      .describe(
+        "The hosts it may reach through berth's egress proxy: the project's allowlist and its secrets' granted hosts (only with egress).",
+      ),
     secrets: z.array(Name).max(64).describe('Secret names berth adds to requests for their hosts (only with egress); never values.'),
   })
   .strict();
@@ -79,7 +90,13 @@ export const ReceiptSchema = z
     policy: PolicySchema,
     violations: z.array(z.string().max(600)).max(64).describe('Every way what was observed differs from the plan.'),
     unobserved: z.array(Name).max(16).describe('Planned facts nothing could read (never counted as held).'),
-    credential_uses: z.array(CredentialUseSchema).max(CREDENTIAL_USES_MAX).optional().describe('Requests berth added a granted secret to during the run (or refused one for), oldest first; absent when the project holds no grant.'),
+    credential_uses: z
+      .array(CredentialUseSchema)
+      .max(CREDENTIAL_USES_MAX)
+      .optional()
+      .describe(
+        'Requests berth added a granted secret to during the run (or refused one for), oldest first; absent when the project holds no grant.',
+      ),
     more_credential_uses: z.number().int().optional().describe('Such requests past the ones kept.'),
   })
   .strict();
@@ -121,9 +138,13 @@ function fieldViolations(field: BoundaryField, planned: Boundary, seen: NonNulla
       ...planned.mounts.flatMap((m) => {
         const g = got.get(m.target);
         if (!g) return [`mount ${m.target} missing (planned ${m.read_only ? 'read-only' : 'writable'})`];
-        return g.read_only === m.read_only ? [] : [`mount ${m.target} is ${g.read_only ? 'read-only' : 'writable'} (planned ${m.read_only ? 'read-only' : 'writable'})`];
+        return g.read_only === m.read_only
+          ? []
+          : [`mount ${m.target} is ${g.read_only ? 'read-only' : 'writable'} (planned ${m.read_only ? 'read-only' : 'writable'})`];
       }),
-      ...[...got.values()].filter((m) => !want.has(m.target)).map((m) => `mount ${m.target} not planned (${m.read_only ? 'read-only' : 'writable'})`),
+      ...[...got.values()]
+        .filter((m) => !want.has(m.target))
+        .map((m) => `mount ${m.target} not planned (${m.read_only ? 'read-only' : 'writable'})`),
     ];
   }
   if (field === 'capabilities') {
@@ -143,7 +164,9 @@ function fieldViolations(field: BoundaryField, planned: Boundary, seen: NonNulla
   }
   if (field === 'limits') {
     const l = seen as Boundary['limits'];
-    return (Object.keys(planned.limits) as Array<keyof Boundary['limits']>).filter((k) => l[k] !== planned.limits[k]).map((k) => `limit ${k} ${l[k]} (planned ${planned.limits[k]})`);
+    return (Object.keys(planned.limits) as Array<keyof Boundary['limits']>)
+      .filter((k) => l[k] !== planned.limits[k])
+      .map((k) => `limit ${k} ${l[k]} (planned ${planned.limits[k]})`);
   }
   return shown(seen) === shown(planned[field]) ? [] : [`${field} ${shown(seen)} (planned ${shown(planned[field])})`];
 }
@@ -156,7 +179,10 @@ export function receiptOf(planned: Boundary, observed: Observed, policy: Policy,
   for (const field of fields) {
     const seen = observed[field];
     if (seen === undefined) unobserved.push(field);
-    else violations.push(...fieldViolations(field, planned, seen).map((v) => `${v} [${observed.seen_from[field] ?? 'unknown'}]`.slice(0, 600)));
+    else
+      violations.push(
+        ...fieldViolations(field, planned, seen).map((v) => `${v} [${observed.seen_from[field] ?? 'unknown'}]`.slice(0, 600)),
+      );
   }
   return {
     version: 1,
@@ -173,6 +199,16 @@ export function receiptOf(planned: Boundary, observed: Observed, policy: Policy,
 /** The receipt's sha256 over its canonical JSON (keys sorted at every depth): what the audit chain holds. */
 export function receiptDigest(receipt: Receipt): string {
   const canonical = (v: unknown): unknown =>
-    Array.isArray(v) ? v.map(canonical) : v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical((v as Record<string, unknown>)[k])])) : v;
-  return `sha256:${createHash('sha256').update(JSON.stringify(canonical(receipt))).digest('hex')}`;
+    Array.isArray(v)
+      ? v.map(canonical)
+      : v && typeof v === 'object'
+        ? Object.fromEntries(
+            Object.keys(v)
+              .sort()
+              .map((k) => [k, canonical((v as Record<string, unknown>)[k])]),
+          )
+        : v;
+  return `sha256:${createHash('sha256')
+    .update(JSON.stringify(canonical(receipt)))
+    .digest('hex')}`;
 }

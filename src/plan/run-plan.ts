@@ -46,7 +46,12 @@ export const IPC_SYSCTLS: Readonly<Record<string, string>> = {
 };
 
 /** Paths of the project directory that are berth's, not the tenants': read-only or hidden in shared mode. */
-export const RESERVED_PROJECT_PATHS = { metadata: 'metadata.json', sessions: 'sessions', memory: 'memory', workflows: 'workflows' } as const;
+export const RESERVED_PROJECT_PATHS = {
+  metadata: 'metadata.json',
+  sessions: 'sessions',
+  memory: 'memory',
+  workflows: 'workflows',
+} as const;
 
 /** What a new isolated workspace gets from its project (and what a workflow step may only read). */
 export const SEED_ENTRIES = ['AGENTS.md', '.factory'] as const;
@@ -215,7 +220,12 @@ export function planRun(input: PlanInput): RunPlan {
     // Shared mode mounts the whole project: berth's own files stay out of tenants' reach.
     // The admin's files: readable, never writable by a tenant.
     for (const adminPath of [RESERVED_PROJECT_PATHS.metadata, RESERVED_PROJECT_PATHS.workflows]) {
-      mounts.push({ type: 'bind', source: posix.join(project.dir, adminPath), target: posix.join(WORKSPACE_MOUNT, adminPath), readOnly: true });
+      mounts.push({
+        type: 'bind',
+        source: posix.join(project.dir, adminPath),
+        target: posix.join(WORKSPACE_MOUNT, adminPath),
+        readOnly: true,
+      });
     }
     const hidden: string[] = [RESERVED_PROJECT_PATHS.sessions, RESERVED_PROJECT_PATHS.memory, ...(privateRun ? [WORKSPACES_DIR] : [])];
     for (const path of hidden) {
@@ -228,7 +238,12 @@ export function planRun(input: PlanInput): RunPlan {
     mountpoints.push({ path: WORKSPACES_DIR, kind: 'dir' });
     for (const seed of privateRun.seeds.entries) {
       mountpoints.push(seed);
-      mounts.push({ type: 'bind', source: posix.join(privateRun.seeds.dir, seed.path), target: posix.join(WORKSPACE_MOUNT, seed.path), readOnly: true });
+      mounts.push({
+        type: 'bind',
+        source: posix.join(privateRun.seeds.dir, seed.path),
+        target: posix.join(WORKSPACE_MOUNT, seed.path),
+        readOnly: true,
+      });
     }
   }
   const profile = LEVEL_PROFILES[run.level];
@@ -245,7 +260,13 @@ export function planRun(input: PlanInput): RunPlan {
   }
   if (input.home) mounts.push({ type: 'bind', source: input.home.dir, target: AGENT_HOME, readOnly: false });
   for (const area of input.shared ?? []) {
-    mounts.push({ type: 'bind', source: area.path, target: posix.join(SHARED_MOUNT, area.name), readOnly: area.mode !== 'rw', ...(area.claim ? { claim: area.claim } : {}) });
+    mounts.push({
+      type: 'bind',
+      source: area.path,
+      target: posix.join(SHARED_MOUNT, area.name),
+      readOnly: area.mode !== 'rw',
+      ...(area.claim ? { claim: area.claim } : {}),
+    });
   }
 
   for (const entry of meta.protected_paths) {
@@ -292,7 +313,8 @@ export function planRun(input: PlanInput): RunPlan {
   Object.assign(env, outbound.env); // berth's own variables win over anything a project lets through
 
   const progress = run.argv ? undefined : progressFormatOf(meta.agent, run.live === true);
-  const exec = run.argv ?? agentArgv(meta.agent, run.message, { openaiBaseUrl: outbound.env.OPENAI_BASE_URL, progress, noNetwork: !profile.egress });
+  const exec =
+    run.argv ?? agentArgv(meta.agent, run.message, { openaiBaseUrl: outbound.env.OPENAI_BASE_URL, progress, noNetwork: !profile.egress });
   const runtime = planRuntime(meta, config, run.level);
   return {
     image: imageFor(meta, config),

@@ -12,12 +12,24 @@ import { addDays, instantOf, localTimeOf, pad, shortTime, zoneNameOf } from './t
  * included (time-zone.ts: a time in the spring gap runs after it, a repeated one once).
  */
 export const ScheduleSpecSchema = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('interval'), seconds: z.number().int().min(1).max(366 * 86_400) }).strict(),
+  z
+    .object({
+      kind: z.literal('interval'),
+      seconds: z
+        .number()
+        .int()
+        .min(1)
+        .max(366 * 86_400),
+    })
+    .strict(),
   z
     .object({
       kind: z.literal('weekly'),
       days: z.array(z.number().int().min(0).max(6)).min(1).max(7).describe('0 = Sunday … 6 = Saturday'),
-      time: z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/).describe('HH:MM, wall clock in the schedule\'s zone'),
+      time: z
+        .string()
+        .regex(/^([01]\d|2[0-3]):[0-5]\d$/)
+        .describe("HH:MM, wall clock in the schedule's zone"),
     })
     .strict(),
   z.object({ kind: z.literal('once'), at: z.string().datetime().describe('The moment, UTC') }).strict(),
@@ -31,14 +43,66 @@ export interface ReadWhen {
   used: number;
 }
 
-const UNITS: Record<string, number> = { s: 1, sec: 1, secs: 1, second: 1, seconds: 1, m: 60, min: 60, mins: 60, minute: 60, minutes: 60, h: 3600, hour: 3600, hours: 3600, d: 86_400, day: 86_400, days: 86_400 };
-const DAY_WORDS: Record<string, number> = { sun: 0, sunday: 0, sundays: 0, mon: 1, monday: 1, mondays: 1, tue: 2, tues: 2, tuesday: 2, tuesdays: 2, wed: 3, wednesday: 3, wednesdays: 3, thu: 4, thur: 4, thurs: 4, thursday: 4, thursdays: 4, fri: 5, friday: 5, fridays: 5, sat: 6, saturday: 6, saturdays: 6 };
-const DAY_SETS: Record<string, number[]> = { day: [0, 1, 2, 3, 4, 5, 6], days: [0, 1, 2, 3, 4, 5, 6], daily: [0, 1, 2, 3, 4, 5, 6], weekday: [1, 2, 3, 4, 5], weekdays: [1, 2, 3, 4, 5], weekend: [0, 6], weekends: [0, 6] };
+const UNITS: Record<string, number> = {
+  s: 1,
+  sec: 1,
+  secs: 1,
+  second: 1,
+  seconds: 1,
+  m: 60,
+  min: 60,
+  mins: 60,
+  minute: 60,
+  minutes: 60,
+  h: 3600,
+  hour: 3600,
+  hours: 3600,
+  d: 86_400,
+  day: 86_400,
+  days: 86_400,
+};
+const DAY_WORDS: Record<string, number> = {
+  sun: 0,
+  sunday: 0,
+  sundays: 0,
+  mon: 1,
+  monday: 1,
+  mondays: 1,
+  tue: 2,
+  tues: 2,
+  tuesday: 2,
+  tuesdays: 2,
+  wed: 3,
+  wednesday: 3,
+  wednesdays: 3,
+  thu: 4,
+  thur: 4,
+  thurs: 4,
+  thursday: 4,
+  thursdays: 4,
+  fri: 5,
+  friday: 5,
+  fridays: 5,
+  sat: 6,
+  saturday: 6,
+  saturdays: 6,
+};
+const DAY_SETS: Record<string, number[]> = {
+  day: [0, 1, 2, 3, 4, 5, 6],
+  days: [0, 1, 2, 3, 4, 5, 6],
+  daily: [0, 1, 2, 3, 4, 5, 6],
+  weekday: [1, 2, 3, 4, 5],
+  weekdays: [1, 2, 3, 4, 5],
+  weekend: [0, 6],
+  weekends: [0, 6],
+};
 const TIME = /^([01]?\d|2[0-3]):([0-5]\d)$/;
 
-const invalid = (field: string, value: string, reason: string) => new BerthError('CONFIG_INVALID', `"${value.slice(0, 60)}" is not a time berth understands`, { issues: [{ field, reason }] });
+const invalid = (field: string, value: string, reason: string) =>
+  new BerthError('CONFIG_INVALID', `"${value.slice(0, 60)}" is not a time berth understands`, { issues: [{ field, reason }] });
 
-const EVERY_HINT = 'say an interval ("2h", "30 minutes") or days and a time ("weekday at 09:00", "mon,fri 18:30", "09:00"), optionally then a time zone';
+const EVERY_HINT =
+  'say an interval ("2h", "30 minutes") or days and a time ("weekday at 09:00", "mon,fri 18:30", "09:00"), optionally then a time zone';
 const AT_HINT = 'say "+30s", "+2h", "14:00", "tomorrow 09:00", "fri 17:00" or "2026-12-24 18:00", optionally then a time zone';
 
 /** "09:00" → "09:00"; "9:05" → "09:05". */
@@ -51,7 +115,8 @@ function timeOf(word: string | undefined): string | undefined {
 function intervalOf(words: string[], at: number): { seconds: number; used: number } | undefined {
   const word = words[at]?.toLowerCase() ?? '';
   const joined = /^(\d{1,6})([a-z]+)$/.exec(word);
-  if (joined && own(UNITS, joined[2] as string)) return { seconds: Number(joined[1]) * (own(UNITS, joined[2] as string) as number), used: 1 };
+  if (joined && own(UNITS, joined[2] as string))
+    return { seconds: Number(joined[1]) * (own(UNITS, joined[2] as string) as number), used: 1 };
   const unit = own(UNITS, words[at + 1]?.toLowerCase() ?? '');
   if (/^\d{1,6}$/.test(word) && unit) return { seconds: Number(word) * unit, used: 2 };
   // "every hour", "every minute" (never "every day": that wants a time)
@@ -101,7 +166,8 @@ export function readEvery(words: string[], zone: string, field = 'every'): ReadW
     used++;
     spec = { kind: 'weekly', days: days.days, time };
   }
-  if (spec.kind === 'interval' && (spec.seconds < 1 || spec.seconds > 366 * 86_400)) throw invalid(field, shown, 'an interval is between 1 second and 366 days');
+  if (spec.kind === 'interval' && (spec.seconds < 1 || spec.seconds > 366 * 86_400))
+    throw invalid(field, shown, 'an interval is between 1 second and 366 days');
   const named = zoneAt(words, used);
   return { spec, zone: named ?? zone, used: used + (named ? 1 : 0) };
 }
@@ -116,7 +182,11 @@ export function readAt(words: string[], zone: string, now: number, field = 'at')
     if (!unit) throw invalid(field, shown, AT_HINT);
     const seconds = Number(relative[1]) * unit;
     if (seconds < 1 || seconds > 366 * 86_400) throw invalid(field, shown, 'a time from now is between 1 second and 366 days');
-    return { spec: { kind: 'once', at: new Date(now + seconds * 1000).toISOString() }, zone: zoneAt(words, 1) ?? zone, used: zoneAt(words, 1) ? 2 : 1 };
+    return {
+      spec: { kind: 'once', at: new Date(now + seconds * 1000).toISOString() },
+      zone: zoneAt(words, 1) ?? zone,
+      used: zoneAt(words, 1) ? 2 : 1,
+    };
   }
   // A full ISO time with its own offset names its instant; the zone only shows it.
   if (/^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)$/.test(first)) {
@@ -214,7 +284,11 @@ function daysLabel(days: number[]): string {
 }
 
 function durationLabel(seconds: number): string {
-  for (const [unit, size] of [['day', 86_400], ['hour', 3600], ['minute', 60]] as const) {
+  for (const [unit, size] of [
+    ['day', 86_400],
+    ['hour', 3600],
+    ['minute', 60],
+  ] as const) {
     if (seconds % size === 0) return seconds === size ? unit : `${seconds / size} ${unit}s`;
   }
   return seconds === 1 ? 'second' : `${seconds} seconds`;

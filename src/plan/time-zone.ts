@@ -24,7 +24,17 @@ const formatters = new Map<string, Intl.DateTimeFormat>();
 function formatterOf(zone: string): Intl.DateTimeFormat {
   let f = formatters.get(zone);
   if (!f) {
-    f = new Intl.DateTimeFormat('en-US', { timeZone: zone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric', weekday: 'short' });
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: zone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+      weekday: 'short',
+    });
     if (formatters.size < 512) formatters.set(zone, f);
   }
   return f;
@@ -43,7 +53,10 @@ export function zoneNameOf(name: string): string | undefined {
 /** The zone's canonical name; a name it is not is refused with the field at fault. */
 export function checkZone(name: string, field = 'tz'): string {
   const zone = zoneNameOf(name);
-  if (!zone) throw new BerthError('CONFIG_INVALID', `"${name.slice(0, 64)}" is not a time zone`, { issues: [{ field, reason: 'must be an IANA time zone such as Europe/Berlin, America/New_York or UTC' }] });
+  if (!zone)
+    throw new BerthError('CONFIG_INVALID', `"${name.slice(0, 64)}" is not a time zone`, {
+      issues: [{ field, reason: 'must be an IANA time zone such as Europe/Berlin, America/New_York or UTC' }],
+    });
   return zone;
 }
 
@@ -81,7 +94,10 @@ export function instantOf(local: Omit<LocalTime, 'weekday'>, zone: string): numb
 }
 
 /** The local date `days` after the given one (calendar arithmetic, no zone). */
-export function addDays(date: { year: number; month: number; day: number }, days: number): { year: number; month: number; day: number; weekday: number } {
+export function addDays(
+  date: { year: number; month: number; day: number },
+  days: number,
+): { year: number; month: number; day: number; weekday: number } {
   const d = new Date(Date.UTC(date.year, date.month - 1, date.day + days));
   return { year: d.getUTCFullYear(), month: d.getUTCMonth() + 1, day: d.getUTCDate(), weekday: d.getUTCDay() };
 }

@@ -9,7 +9,10 @@ const sorted = (o: Record<string, string>) => Object.entries(o).sort(([a], [b]) 
  * network, read-only root, sysctls, limits), and of `more`: what else tells two plans apart for
  * the caller (a warm container's identity, a pool shape).
  */
-export function creationHash(plan: RunPlan, more: { mounts: unknown; labels: Record<string, string>; env?: Record<string, string>; sockets?: unknown }): string {
+export function creationHash(
+  plan: RunPlan,
+  more: { mounts: unknown; labels: Record<string, string>; env?: Record<string, string>; sockets?: unknown },
+): string {
   const kept = {
     image: plan.image,
     runtime: plan.runtime,

@@ -97,7 +97,9 @@ export function createAdmission(opts: AdmissionOptions): Admission {
   };
 
   const fits = (entry: Entry, limits: AdmissionLimits) =>
-    inFlight < limits.global && (perProject.get(entry.key.project) ?? 0) < limits.perProject && (perTenant.get(entry.tenantKey) ?? 0) < limits.perTenant;
+    inFlight < limits.global &&
+    (perProject.get(entry.key.project) ?? 0) < limits.perProject &&
+    (perTenant.get(entry.tenantKey) ?? 0) < limits.perTenant;
 
   const admit = (entry: Entry) => {
     entry.state = 'admitted';
@@ -147,7 +149,8 @@ export function createAdmission(opts: AdmissionOptions): Admission {
   const retryAfterSeconds = (limits: AdmissionLimits) =>
     Math.min(RETRY_AFTER_MAX_SECONDS, Math.max(1, Math.ceil((queued / Math.max(1, limits.global)) * (meanRunMs / 1000))));
 
-  const shuttingDown = () => new BerthError('SHUTTING_DOWN', 'berth is shutting down and starts no new runs', { hint: 'try again once berth is back' });
+  const shuttingDown = () =>
+    new BerthError('SHUTTING_DOWN', 'berth is shutting down and starts no new runs', { hint: 'try again once berth is back' });
 
   const release = (entry: Entry) => {
     if (entry.state === 'done') return;
@@ -216,7 +219,10 @@ export function createAdmission(opts: AdmissionOptions): Admission {
       const mine = queue?.length ?? 0;
       if (queued >= limits.queue || mine >= tenantShare(limits)) {
         const seconds = retryAfterSeconds(limits);
-        const why = queued >= limits.queue ? `${queued} runs are waiting already (the queue holds ${limits.queue})` : `this tenant has ${mine} runs waiting already (its share of the queue)`;
+        const why =
+          queued >= limits.queue
+            ? `${queued} runs are waiting already (the queue holds ${limits.queue})`
+            : `this tenant has ${mine} runs waiting already (its share of the queue)`;
         throw new BerthError('BUSY', why, { retry_after: seconds, hint: `the server is busy; try again in ${seconds} s` });
       }
       if (queue) queue.push(entry);

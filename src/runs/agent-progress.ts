@@ -69,7 +69,8 @@ const tail = (s: string, max: number) => {
   return t.length > max ? `…${t.slice(t.length - max + 1)}` : t;
 };
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-const obj = (v: unknown): Record<string, unknown> | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 const own = (o: Record<string, unknown> | undefined, key: string): unknown => (o && Object.hasOwn(o, key) ? o[key] : undefined);
 
 /** Steps by id (a Map: an id is the agent's text, never an object key), bounded. */
@@ -84,7 +85,13 @@ class Steps {
       this.more++;
       return [];
     }
-    const step: ProgressStep = { id, tool: oneLine(printable(tool), 40) || 'tool', detail: oneLine(printable(detail), DETAIL_MAX), state: 'running', at };
+    const step: ProgressStep = {
+      id,
+      tool: oneLine(printable(tool), 40) || 'tool',
+      detail: oneLine(printable(detail), DETAIL_MAX),
+      state: 'running',
+      at,
+    };
     this.byId.set(id, step);
     this.order.push(step);
     return [{ type: 'step', step: { ...step } }];
@@ -194,7 +201,8 @@ function jsonLinesReader(handle: EventHandler): ProgressReader {
       for (const s of state.steps.running()) ended.push(...state.steps.end(s.id, exitCode === 0 ? 'ended' : 'failed', undefined, at));
       // As the CLIs print their answer in text mode: one line break after it.
       const answer = state.answer ?? state.lastMessage;
-      const stdout = answer !== undefined ? (answer === '' || answer.endsWith('\n') ? answer : `${answer}\n`) : plain.map((l) => `${l}\n`).join('');
+      const stdout =
+        answer !== undefined ? (answer === '' || answer.endsWith('\n') ? answer : `${answer}\n`) : plain.map((l) => `${l}\n`).join('');
       return { stdout, steps: state.steps.all(), moreSteps: state.steps.more, ended };
     },
   };
@@ -202,7 +210,19 @@ function jsonLinesReader(handle: EventHandler): ProgressReader {
 
 /** What a tool call works on, by its input (Claude Code's and droid's names for it). */
 function toolDetail(tool: string, input: Record<string, unknown> | undefined): string {
-  for (const key of ['command', 'file_path', 'notebook_path', 'path', 'directory_path', 'folder', 'pattern', 'url', 'query', 'description', 'prompt']) {
+  for (const key of [
+    'command',
+    'file_path',
+    'notebook_path',
+    'path',
+    'directory_path',
+    'folder',
+    'pattern',
+    'url',
+    'query',
+    'description',
+    'prompt',
+  ]) {
     const v = str(own(input, key));
     if (v) return v;
   }
@@ -260,7 +280,9 @@ function codexStep(item: Record<string, unknown>): { tool: string; detail: strin
       return { tool: 'command', detail: str(own(item, 'command')) ?? '' };
     case 'file_change': {
       const changes = own(item, 'changes');
-      const paths = Array.isArray(changes) ? changes.map((c) => `${str(own(obj(c), 'kind')) ?? 'change'} ${str(own(obj(c), 'path')) ?? ''}`.trim()) : [];
+      const paths = Array.isArray(changes)
+        ? changes.map((c) => `${str(own(obj(c), 'kind')) ?? 'change'} ${str(own(obj(c), 'path')) ?? ''}`.trim())
+        : [];
       return { tool: 'edit', detail: paths.join(', ') };
     }
     case 'mcp_tool_call':
@@ -402,12 +424,19 @@ export function progressSentence(steps: readonly ProgressStep[], more = 0): stri
     return 'other';
   };
   for (const s of steps) kinds.set(kindOf(s), (kinds.get(kindOf(s)) ?? 0) + 1);
-  const words: Record<string, [string, string]> = { command: ['ran 1 command', 'ran %d commands'], edit: ['made 1 edit', 'made %d edits'], read: ['read 1 file', 'read %d files'], other: ['used 1 other tool', 'used %d other tools'] };
-  const parts = ['command', 'edit', 'read', 'other'].filter((k) => kinds.has(k)).map((k) => {
-    const count = kinds.get(k) ?? 0;
-    const [one, many] = words[k] as [string, string];
-    return count === 1 ? one : many.replace('%d', String(count));
-  });
+  const words: Record<string, [string, string]> = {
+    command: ['ran 1 command', 'ran %d commands'],
+    edit: ['made 1 edit', 'made %d edits'],
+    read: ['read 1 file', 'read %d files'],
+    other: ['used 1 other tool', 'used %d other tools'],
+  };
+  const parts = ['command', 'edit', 'read', 'other']
+    .filter((k) => kinds.has(k))
+    .map((k) => {
+      const count = kinds.get(k) ?? 0;
+      const [one, many] = words[k] as [string, string];
+      return count === 1 ? one : many.replace('%d', String(count));
+    });
   if (more > 0) parts.push(`${more} more steps`);
   const now = [...steps].reverse().find((s) => s.state === 'running');
   const head = parts.length ? parts.join(', ') : 'working';

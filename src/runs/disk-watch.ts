@@ -50,7 +50,8 @@ export function watchDisk(
   const timer = setInterval(() => {
     const now = measure();
     if (!now.complete && start.complete) exceeded = `the workspace passed limits.files (${files} files and directories)`;
-    else if (now.bytes > diskBytes && now.bytes > start.bytes + (atLimit ? OVER_LIMIT_SLACK : 0)) exceeded = `the workspace passed limits.disk_mb (${Math.round(diskBytes / 1048576)} MiB): it holds ${now.bytes} bytes`;
+    else if (now.bytes > diskBytes && now.bytes > start.bytes + (atLimit ? OVER_LIMIT_SLACK : 0))
+      exceeded = `the workspace passed limits.disk_mb (${Math.round(diskBytes / 1048576)} MiB): it holds ${now.bytes} bytes`;
     if (exceeded) {
       clearInterval(timer);
       stop(exceeded);

@@ -93,7 +93,11 @@ export function createFleet(deps: {
             liveRuns.add(open.run); // its sockets may exist before its container does
             continue;
           }
-          await appendJournal(sessionsDir, { run: open.run, phase: 'interrupted', reason: `the berth process that ran it (${open.owner ?? 'unknown'}) is gone` });
+          await appendJournal(sessionsDir, {
+            run: open.run,
+            phase: 'interrupted',
+            reason: `the berth process that ran it (${open.owner ?? 'unknown'}) is gone`,
+          });
           interrupted.push(open.run);
         }
       }

@@ -16,14 +16,22 @@ export function prepareMounts(plan: RunPlan, projectDir: string, owner?: Owner):
     if (rwFd === undefined) throw new BerthError('E_SANDBOX_VIOLATION', 'the workspace disappeared before launch');
     try {
       const real = fdRealPath(rwFd);
-      if (real !== p.rwRoot) throw new BerthError('E_SANDBOX_VIOLATION', `mount source resolves to ${real}, not ${p.rwRoot}`, { path: p.rwRoot });
+      if (real !== p.rwRoot)
+        throw new BerthError('E_SANDBOX_VIOLATION', `mount source resolves to ${real}, not ${p.rwRoot}`, { path: p.rwRoot });
       for (const file of p.files) {
         const opened = openRegularFile(rwFd, file, file);
         if (!opened) throw new BerthError('PROJECT_NOT_FOUND', `${file} disappeared before launch`);
         closeQuietly(opened.fd);
       }
       for (const dir of p.dirs) {
-        closeQuietly(ensureDirPath(rwFd, dir.path.split('/'), { displace: true, shownRoot: '', mode: dir.mode, owner: dir.tenantOwned ? owner : undefined }));
+        closeQuietly(
+          ensureDirPath(rwFd, dir.path.split('/'), {
+            displace: true,
+            shownRoot: '',
+            mode: dir.mode,
+            owner: dir.tenantOwned ? owner : undefined,
+          }),
+        );
       }
       for (const { path, kind } of p.mountpoints) {
         const parts = path.split('/');

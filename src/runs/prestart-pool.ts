@@ -88,7 +88,10 @@ export function createPrestartPool(deps: {
       shape.waiting = shape.waiting.filter((w) => !ended(w));
     }
     if (!dropped.length) return;
-    deps.logger.info({ containers: dropped.map((id) => id.slice(0, 12)) }, containerId ? 'a pre-started container ended; dropped' : 'the engine was out of sight; pre-started containers dropped');
+    deps.logger.info(
+      { containers: dropped.map((id) => id.slice(0, 12)) },
+      containerId ? 'a pre-started container ended; dropped' : 'the engine was out of sight; pre-started containers dropped',
+    );
     void remove(dropped);
     refill();
   }
@@ -144,7 +147,9 @@ export function createPrestartPool(deps: {
       try {
         for (;;) {
           const now = Date.now();
-          const short = [...shapes.values()].find((s) => s.waiting.length < deps.size() && !(s.failedAt && now - s.failedAt < RETRY_AFTER_MS));
+          const short = [...shapes.values()].find(
+            (s) => s.waiting.length < deps.size() && !(s.failedAt && now - s.failedAt < RETRY_AFTER_MS),
+          );
           if (!short || closed) return;
           if (deps.busy?.()) {
             await new Promise((r) => setTimeout(r, BUSY_RECHECK_MS));
@@ -198,7 +203,10 @@ export function createPrestartPool(deps: {
         try {
           const gone = await deps.launcher.attachMounts(taken.containerId, plan);
           if (gone) {
-            log.info({ container: taken.containerId.slice(0, 12), why: gone.reason }, 'a pre-started container was gone at its claim; trying another');
+            log.info(
+              { container: taken.containerId.slice(0, 12), why: gone.reason },
+              'a pre-started container was gone at its claim; trying another',
+            );
             await remove([taken.containerId]);
             continue;
           }

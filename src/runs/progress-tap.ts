@@ -14,10 +14,17 @@ type Output = { stdout: string; stderr: string };
  * answer; stderr without the shell's trace; the steps beside them). A listener's failure never
  * touches the run.
  */
-export function progressTap(plan: Pick<RunPlan, 'progress'>, listeners: { onOutput?: OutputListener; onProgress?: ProgressListener; onAnswered?: () => void }) {
+export function progressTap(
+  plan: Pick<RunPlan, 'progress'>,
+  listeners: { onOutput?: OutputListener; onProgress?: ProgressListener; onAnswered?: () => void },
+) {
   const { onOutput, onProgress, onAnswered } = listeners;
   const format = plan.progress;
-  if (!format) return { onOutput, finish: (r: Output): Output & { steps?: ProgressStep[]; moreSteps?: number } => ({ stdout: r.stdout, stderr: r.stderr }) };
+  if (!format)
+    return {
+      onOutput,
+      finish: (r: Output): Output & { steps?: ProgressStep[]; moreSteps?: number } => ({ stdout: r.stdout, stderr: r.stderr }),
+    };
   const reader = createProgressReader(format);
   const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
   const t0 = performance.now();

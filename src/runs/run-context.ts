@@ -25,7 +25,16 @@ export interface PrivateTarget {
 
 /** The three kinds of run: a message to the agent, a workflow step, a shell-tool command. */
 export type LaunchSpec =
-  | { kind: 'message'; message: string; onOutput?: OutputListener; onProgress?: ProgressListener; onApproval?: ApprovalListener; whenReady?: () => Promise<void>; schedule?: string; files?: IncomingFile[] }
+  | {
+      kind: 'message';
+      message: string;
+      onOutput?: OutputListener;
+      onProgress?: ProgressListener;
+      onApproval?: ApprovalListener;
+      whenReady?: () => Promise<void>;
+      schedule?: string;
+      files?: IncomingFile[];
+    }
   | { kind: 'workflow_step'; message: string; target: PrivateTarget }
   | { kind: 'shell_tool'; argv: string[] };
 
@@ -55,7 +64,10 @@ export function identityOf(project: Project, session: SessionRecord, spec: Launc
   const level = session.settings.permission_level;
   const ws = session.settings.workspace;
   // A session keeps its workspace's id; one from before ids were kept gets it derived (the one derivation).
-  const workspaceId = spec.kind === 'workflow_step' ? 'private' : (ws.id ?? workspaceIdOf(secret, project.metadata.name, session.tenant_key, ws.mode === 'session' ? session.id : undefined));
+  const workspaceId =
+    spec.kind === 'workflow_step'
+      ? 'private'
+      : (ws.id ?? workspaceIdOf(secret, project.metadata.name, session.tenant_key, ws.mode === 'session' ? session.id : undefined));
   return {
     runId,
     project,
@@ -73,7 +85,10 @@ export function identityOf(project: Project, session: SessionRecord, spec: Launc
  * session's), isolated as the project says.
  */
 export function contextOf(base: RunIdentityContext, project: Project, config: BerthConfig, spec: LaunchSpec): RunContext {
-  const workspace = spec.kind === 'workflow_step' ? { id: base.workspaceId, dir: project.paths.dir, isolated: false } : workspaceOf(project, base.workspaceId);
+  const workspace =
+    spec.kind === 'workflow_step'
+      ? { id: base.workspaceId, dir: project.paths.dir, isolated: false }
+      : workspaceOf(project, base.workspaceId);
   return { ...base, project, config, owner: agentOwner(config), grants: sharedGrantsFor(config, project.metadata.name), workspace };
 }
 
@@ -95,6 +110,7 @@ export function quotaOf(project: Project, cfg: BerthConfig, scratchDir: string, 
 
 /** A session's first message to an agent that takes a prompt starts with the memory SOP (medium and high). */
 export function withBootstrap(ctx: RunContext, message: string): string {
-  const bootstrap = ctx.session.runs === 0 && ctx.project.metadata.agent !== 'shell' ? memoryBootstrap(ctx.project.paths.memoryDir, ctx.level) : undefined;
+  const bootstrap =
+    ctx.session.runs === 0 && ctx.project.metadata.agent !== 'shell' ? memoryBootstrap(ctx.project.paths.memoryDir, ctx.level) : undefined;
   return bootstrap ? `${bootstrap}\n---\n\n${message}` : message;
 }

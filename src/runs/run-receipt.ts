@@ -45,13 +45,34 @@ export type ReceiptAudit = (event: Omit<AuditEvent, 'actor' | 'request_id'> & { 
 const AUDITED_VIOLATIONS = 8;
 
 /** The receipt's digest into the audit chain; each difference from the plan an audit line, and the run a metric and an error log line. */
-export function noteReceipt(out: { audit?: ReceiptAudit; metrics: Metrics; log: Logger }, run: { project: string; session: string; run: string }, digest: string, receipt: Receipt): void {
+export function noteReceipt(
+  out: { audit?: ReceiptAudit; metrics: Metrics; log: Logger },
+  run: { project: string; session: string; run: string },
+  digest: string,
+  receipt: Receipt,
+): void {
   const actor = `session:${run.project}/${run.session}`;
-  out.audit?.({ kind: 'run_receipt', action: 'run.receipt', actor, project: run.project, target: run.run, outcome: receipt.violations.length ? 'error' : 'ok', digest });
+  out.audit?.({
+    kind: 'run_receipt',
+    action: 'run.receipt',
+    actor,
+    project: run.project,
+    target: run.run,
+    outcome: receipt.violations.length ? 'error' : 'ok',
+    digest,
+  });
   if (!receipt.violations.length) return;
   out.metrics.receiptViolation(run.project);
   out.log.error({ violations: receipt.violations }, "the run's container differed from its plan");
   for (const v of receipt.violations.slice(0, AUDITED_VIOLATIONS)) {
-    out.audit?.({ kind: 'sandbox_violation', action: 'run.receipt.violation', actor, project: run.project, target: `${run.run}: ${v}`, outcome: 'error', code: 'RECEIPT_VIOLATION' });
+    out.audit?.({
+      kind: 'sandbox_violation',
+      action: 'run.receipt.violation',
+      actor,
+      project: run.project,
+      target: `${run.run}: ${v}`,
+      outcome: 'error',
+      code: 'RECEIPT_VIOLATION',
+    });
   }
 }

@@ -61,7 +61,16 @@ export function toRunRecord(o: Omit<RunOutcome, 'record'>, kind: RunRecord['kind
     output_bytes: Buffer.byteLength(o.stdout) + Buffer.byteLength(o.stderr),
     timings_ms: roundedTimings(o.timings),
     finished_at: new Date().toISOString(),
-    ...(o.steps?.length ? { steps: o.steps.map((s) => ({ tool: s.tool, detail: s.detail, state: s.state, ...(s.ms !== undefined ? { ms: Math.round(s.ms) } : {}) })) } : {}),
+    ...(o.steps?.length
+      ? {
+          steps: o.steps.map((s) => ({
+            tool: s.tool,
+            detail: s.detail,
+            state: s.state,
+            ...(s.ms !== undefined ? { ms: Math.round(s.ms) } : {}),
+          })),
+        }
+      : {}),
     ...(o.moreSteps ? { more_steps: o.moreSteps } : {}),
     ...(o.schedule ? { schedule: o.schedule } : {}),
   };

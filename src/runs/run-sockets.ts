@@ -20,7 +20,13 @@ export interface OpenSockets {
  * directory (or, for a warm container's directory, only the sockets: between messages it
  * reaches nothing).
  */
-export async function openRunSockets(sockets: RunSocketsConfig, ctx: RunContext, dir: string, wanted: readonly RunSocket[], opts: { keepDir: boolean; stopRun: (reason: string) => void; ask?: ApprovalListener; answered?: AbortSignal }): Promise<OpenSockets> {
+export async function openRunSockets(
+  sockets: RunSocketsConfig,
+  ctx: RunContext,
+  dir: string,
+  wanted: readonly RunSocket[],
+  opts: { keepDir: boolean; stopRun: (reason: string) => void; ask?: ApprovalListener; answered?: AbortSignal },
+): Promise<OpenSockets> {
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
   const run: RunIdentity = {
     runId: ctx.runId,

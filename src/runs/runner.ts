@@ -23,7 +23,16 @@ import { watchDisk } from './disk-watch.js';
 import { createFleet, seesAllWorkspaces } from './fleet.js';
 import { createKeyedLock } from './keyed-lock.js';
 import { prepareMounts } from './prepare-mounts.js';
-import { contextOf, identityOf, quotaOf, withBootstrap, type LaunchSpec, type PrivateTarget, type RunContext, type RunIdentityContext } from './run-context.js';
+import {
+  contextOf,
+  identityOf,
+  quotaOf,
+  withBootstrap,
+  type LaunchSpec,
+  type PrivateTarget,
+  type RunContext,
+  type RunIdentityContext,
+} from './run-context.js';
 import { toRunRecord, type RunOutcome } from './run-record.js';
 import type { ApprovalListener } from '../store/approvals.js';
 import { openRunSockets, type OpenSockets, type RunSocketsConfig } from './run-sockets.js';
@@ -72,7 +81,14 @@ export interface RunRequest {
 export interface Runner {
   run(request: RunRequest): Promise<RunOutcome>;
   /** One workflow step for a session, in the project's private workspace. */
-  runPrivate(project: string, sessionId: string, tenantKey: string, level: PermissionLevel, message: string, target: PrivateTarget): Promise<RunOutcome>;
+  runPrivate(
+    project: string,
+    sessionId: string,
+    tenantKey: string,
+    level: PermissionLevel,
+    message: string,
+    target: PrivateTarget,
+  ): Promise<RunOutcome>;
   /** Run argv (the shell tool) in a container shaped exactly like the session's agent runs. */
   exec(ref: { project: string; session: string }, argv: string[]): Promise<RunOutcome>;
   /**
@@ -140,7 +156,17 @@ export function createRunner(deps: {
 }): Runner {
   const { store, sessions, launcher, config, installation } = deps;
   const metrics = deps.metrics ?? noMetrics();
-  const fleet = createFleet({ launcher, store, config, installation, ownerProcess: deps.ownerProcess, warm: deps.warm, prestarted: deps.prestarted, socketsDir: deps.sockets?.dir, logger: deps.logger });
+  const fleet = createFleet({
+    launcher,
+    store,
+    config,
+    installation,
+    ownerProcess: deps.ownerProcess,
+    warm: deps.warm,
+    prestarted: deps.prestarted,
+    socketsDir: deps.sockets?.dir,
+    logger: deps.logger,
+  });
   const warmSessions = deps.warm ? createWarmSessions(launcher, deps.warm, deps.prestarted) : undefined;
   /** Runs of this process past admission: a drain that runs out of time interrupts them. */
   const inFlight = new Set<Flight>();
@@ -180,13 +206,22 @@ export function createRunner(deps: {
         metrics.observeQueueWait(ticket.waitedMs() / 1000);
       } else await accepted;
       inFlight.add(flight);
-      const outcome = await locked(base, spec, (containerId) => noteStarted(sessionsDir, { run: base.runId, container: containerId }), flight.abort.signal);
+      const outcome = await locked(
+        base,
+        spec,
+        (containerId) => noteStarted(sessionsDir, { run: base.runId, container: containerId }),
+        flight.abort.signal,
+      );
       if (flight.interrupted) await journal({ phase: 'interrupted', reason: DRAIN_REASON });
       else await journal({ phase: 'finished', exit_code: outcome.exitCode });
       const t = outcome.timings;
       metrics.observeContainerStart((t.createMs + t.startMs) / 1000, outcome.warm);
       metrics.observeRun(t.runMs / 1000);
-      metrics.runFinished({ ...labels, outcome: flight.interrupted ? 'interrupted' : outcome.timedOut ? 'timeout' : outcome.exitCode === 0 ? 'ok' : 'error', warm: outcome.warm });
+      metrics.runFinished({
+        ...labels,
+        outcome: flight.interrupted ? 'interrupted' : outcome.timedOut ? 'timeout' : outcome.exitCode === 0 ? 'ok' : 'error',
+        warm: outcome.warm,
+      });
       return outcome;
     } catch (err) {
       if (flight.interrupted) await journal({ phase: 'interrupted', reason: DRAIN_REASON });
@@ -201,7 +236,12 @@ export function createRunner(deps: {
   }
 
   /** Its turn in the workspace: workspace → home → plan → sockets → mounts → execute. */
-  async function locked(base: RunIdentityContext, spec: LaunchSpec, onCreated: (containerId: string) => void, stop: AbortSignal): Promise<RunOutcome> {
+  async function locked(
+    base: RunIdentityContext,
+    spec: LaunchSpec,
+    onCreated: (containerId: string) => void,
+    stop: AbortSignal,
+  ): Promise<RunOutcome> {
     const name = base.project.metadata.name;
     return withWorkspaceLock(`${name}/${base.workspaceId}`, async () => {
       if (spec.kind === 'message') await spec.whenReady?.();
@@ -242,7 +282,13 @@ export function createRunner(deps: {
         assertLaunchable(launcherCaps, plan, { loopQuota: ctx.workspace.ownFilesystem === true });
         for (const w of plan.warnings) ctx.log.warn(w);
         // A container that outlives the run keeps its run directory: only the sockets go.
-        if (runDir && deps.sockets) sockets = await openRunSockets(deps.sockets, ctx, runDir, plan.sockets, { keepDir: lease !== undefined, stopRun, ask: spec.kind === 'message' ? spec.onApproval : undefined, answered: answered.signal });
+        if (runDir && deps.sockets)
+          sockets = await openRunSockets(deps.sockets, ctx, runDir, plan.sockets, {
+            keepDir: lease !== undefined,
+            stopRun,
+            ask: spec.kind === 'message' ? spec.onApproval : undefined,
+            answered: answered.signal,
+          });
         prepareMounts(plan, ctx.project.paths.dir, ctx.owner);
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
@@ -274,26 +320,45 @@ export function createRunner(deps: {
       // One that sees every workspace could move this one under berth: no image is made or resized meanwhile.
       // A claimed pool container's labels say "pool", not whose workspace it took: any but this
       // process's own waiting ones may hold this one.
-      const holds = (c: ManagedContainer) => c.workspace === ctx.workspace.id || (c.workspace === POOLED && !deps.prestarted?.isWaiting(c.id));
+      const holds = (c: ManagedContainer) =>
+        c.workspace === ctx.workspace.id || (c.workspace === POOLED && !deps.prestarted?.isWaiting(c.id));
       quota.holds = { inUse: alive.some(holds), seesAll: alive.some(seesAllWorkspaces) };
     }
     const ws = session.settings.workspace;
-    const made = ensureWorkspace({ project, workspace: ctx.workspace, tenantKey: session.tenant_key, session: ws.mode === 'session' ? session.id : undefined, owner: ctx.owner, quota });
+    const made = ensureWorkspace({
+      project,
+      workspace: ctx.workspace,
+      tenantKey: session.tenant_key,
+      session: ws.mode === 'session' ? session.id : undefined,
+      owner: ctx.owner,
+      quota,
+    });
     ctx.workspace.ownFilesystem = made.ownFilesystem;
     if (made.created) ctx.log.info({ skipped: made.skipped }, 'workspace created');
     for (const skipped of made.skipped) ctx.log.warn(skipped, 'seed entry not copied');
   }
 
   /** Run the plan (bounded by its limits, the disk watch and its sockets' verdicts), then record it. */
-  async function execute(ctx: RunContext, spec: LaunchSpec, plan: RunPlan, home: string, onCreated: (containerId: string) => void, stopping: { halt: RunHalt; stopRun: (reason: string) => void; answered: AbortController }, lease?: WarmLease): Promise<RunOutcome> {
+  async function execute(
+    ctx: RunContext,
+    spec: LaunchSpec,
+    plan: RunPlan,
+    home: string,
+    onCreated: (containerId: string) => void,
+    stopping: { halt: RunHalt; stopRun: (reason: string) => void; answered: AbortController },
+    lease?: WarmLease,
+  ): Promise<RunOutcome> {
     const { halt, stopRun } = stopping;
     // A workspace with its own filesystem is bounded by the kernel; the check keeps the rest.
     const own = ctx.workspace.ownFilesystem === true;
     const disk = watchDisk(own ? [home] : [plan.prepare.rwRoot, home], plan.limits, stopRun, undefined, own ? [plan.prepare.rwRoot] : []);
     const tap = progressTap(plan, { ...(spec.kind === 'message' ? spec : {}), onAnswered: () => stopping.answered.abort() });
-    const watch = watchReceipt(launcher, plan, (err) => ctx.log.warn({ err: String(err) }, 'the container could not be observed for its receipt'));
+    const watch = watchReceipt(launcher, plan, (err) =>
+      ctx.log.warn({ err: String(err) }, 'the container could not be observed for its receipt'),
+    );
     const opts: RunOptions = { signal: halt.signal, onCreated, onStarted: (id) => watch.onStarted(id), onOutput: tap.onOutput };
-    const running: Promise<RunResult & { warm: boolean; pooled?: boolean }> = lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
+    const running: Promise<RunResult & { warm: boolean; pooled?: boolean }> =
+      lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
     const { pooled, ...launched } = await running.finally(() => disk.stop());
     const result = { ...launched, ...tap.finish(launched) };
     const policy = policyOf(ctx, plan, launched.warm ? 'warm' : pooled ? 'pool' : 'cold');
@@ -301,7 +366,10 @@ export function createRunner(deps: {
     const receipt = await watch.receipt(policy, policy.secrets.length || uses?.kept.length ? uses : undefined);
     const stoppedFor = halt.reason();
     const tool = spec.kind === 'shell_tool';
-    ctx.log.info({ exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool }, tool ? 'shell tool finished' : 'run finished');
+    ctx.log.info(
+      { exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool },
+      tool ? 'shell tool finished' : 'run finished',
+    );
     const done = {
       ...result,
       runId: ctx.runId,
@@ -312,11 +380,20 @@ export function createRunner(deps: {
       runtime: plan.runtime,
       workspaceRoot: ctx.workspace.dir,
       ...(spec.kind === 'message' && spec.schedule ? { schedule: spec.schedule } : {}),
-      warnings: [...plan.warnings, ...(stoppedFor ? [`${STOPPED_WARNING}${stoppedFor}`] : []), ...(result.lost ? [`${LOST_WARNING}${result.lost}`] : [])],
+      warnings: [
+        ...plan.warnings,
+        ...(stoppedFor ? [`${STOPPED_WARNING}${stoppedFor}`] : []),
+        ...(result.lost ? [`${LOST_WARNING}${result.lost}`] : []),
+      ],
     };
     const record = { ...toRunRecord(done, tool ? 'shell_run' : 'message'), receipt, receipt_digest: receiptDigest(receipt) };
     appendRunRecord(ctx.project.paths.sessionsDir, record);
-    noteReceipt({ audit: deps.audit, metrics, log: ctx.log }, { project: ctx.project.metadata.name, session: ctx.session.id, run: ctx.runId }, record.receipt_digest, receipt);
+    noteReceipt(
+      { audit: deps.audit, metrics, log: ctx.log },
+      { project: ctx.project.metadata.name, session: ctx.session.id, run: ctx.runId },
+      record.receipt_digest,
+      receipt,
+    );
     // Read again: a level set while it ran is kept. A message's first run names an untitled session.
     if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined);
     return { ...done, record };
@@ -326,8 +403,18 @@ export function createRunner(deps: {
     async run(request) {
       const project = store.get(request.project);
       let session = sessions.open(project, { sessionId: request.sessionId, tenantKey: request.tenantKey, chosen: true });
-      if (request.level && request.level !== session.settings.permission_level) session = sessions.setLevel(project, session, request.level);
-      return launch(project, session, { kind: 'message', message: request.message, onOutput: request.onOutput, onProgress: request.onProgress, onApproval: request.onApproval, whenReady: request.whenReady, schedule: request.schedule, files: request.files });
+      if (request.level && request.level !== session.settings.permission_level)
+        session = sessions.setLevel(project, session, request.level);
+      return launch(project, session, {
+        kind: 'message',
+        message: request.message,
+        onOutput: request.onOutput,
+        onProgress: request.onProgress,
+        onApproval: request.onApproval,
+        whenReady: request.whenReady,
+        schedule: request.schedule,
+        files: request.files,
+      });
     },
     async runPrivate(projectName, sessionId, tenantKey, level, message, target) {
       const project = store.get(projectName);
@@ -343,7 +430,10 @@ export function createRunner(deps: {
       deps.admission?.drain();
       let timer: NodeJS.Timeout | undefined;
       const idle = deps.admission ? deps.admission.idle() : Promise.resolve();
-      const finished = await Promise.race([idle.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), deadlineMs)))]);
+      const finished = await Promise.race([
+        idle.then(() => true),
+        new Promise<boolean>((r) => (timer = setTimeout(() => r(false), deadlineMs))),
+      ]);
       clearTimeout(timer);
       if (finished) {
         await deps.prestarted?.close();
@@ -377,7 +467,12 @@ export function createRunner(deps: {
 }
 
 /** The run's plan (pure: plan/run-plan.ts) from its context, what it runs and where its home, seeds and sockets are. */
-function planOf(ctx: RunContext, spec: LaunchSpec, at: { home: string; seeds?: ReturnType<typeof copySeedsForRun>; runDir?: string }, deps: { installation: string; ownerProcess?: string; egressTrust?: () => { ca: string; bundle: string } }): RunPlan {
+function planOf(
+  ctx: RunContext,
+  spec: LaunchSpec,
+  at: { home: string; seeds?: ReturnType<typeof copySeedsForRun>; runDir?: string },
+  deps: { installation: string; ownerProcess?: string; egressTrust?: () => { ca: string; bundle: string } },
+): RunPlan {
   const { project } = ctx;
   return planRun({
     config: ctx.config,
@@ -396,7 +491,10 @@ function planOf(ctx: RunContext, spec: LaunchSpec, at: { home: string; seeds?: R
     memory: { dir: project.paths.memoryDir },
     shared: ctx.grants,
     egressTrust: secretsGrantedTo(ctx.config.secrets, project.metadata.name).length ? deps.egressTrust?.() : undefined,
-    privateWorkspace: spec.kind === 'workflow_step' && at.seeds ? { cwdRel: spec.target.cwdRel, seeds: at.seeds, ensureDir: spec.target.ensureDir } : undefined,
+    privateWorkspace:
+      spec.kind === 'workflow_step' && at.seeds
+        ? { cwdRel: spec.target.cwdRel, seeds: at.seeds, ensureDir: spec.target.ensureDir }
+        : undefined,
     runDir: at.runDir,
     home: { dir: at.home },
     installation: deps.installation,

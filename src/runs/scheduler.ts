@@ -20,7 +20,15 @@ export interface Scheduler {
 /** 'handed': the firing is on its way (or done); 'wait': it cannot be handed on here now (its chat's bridge is not running): tried again next tick. */
 export type Dispatch = (firing: Firing, schedule: Schedule) => Promise<'handed' | 'wait'>;
 
-export function createScheduler(deps: { store: ScheduleStore; stateDir: string; dispatch: Dispatch; logger: Logger; now?: () => number; everyMs?: () => number; owner?: string }): Scheduler {
+export function createScheduler(deps: {
+  store: ScheduleStore;
+  stateDir: string;
+  dispatch: Dispatch;
+  logger: Logger;
+  now?: () => number;
+  everyMs?: () => number;
+  owner?: string;
+}): Scheduler {
   const now = deps.now ?? Date.now;
   const log = deps.logger.child({ component: 'scheduler' });
   const busy = new Map<string, Promise<void>>();
@@ -47,7 +55,10 @@ export function createScheduler(deps: { store: ScheduleStore; stateDir: string; 
       .then((result) => {
         if (result === 'wait' && !waiting.has(firing.key)) {
           waiting.add(firing.key);
-          log.warn({ schedule: schedule.id, channel: schedule.chat?.channel }, "a schedule is due but its chat's bridge is not running here: it waits for it");
+          log.warn(
+            { schedule: schedule.id, channel: schedule.chat?.channel },
+            "a schedule is due but its chat's bridge is not running here: it waits for it",
+          );
         }
         if (result === 'handed') waiting.delete(firing.key);
       })

@@ -102,11 +102,20 @@ export function createWarmSessions(launcher: Launcher, pool: WarmPool, prestarte
           if (lease.runDir) fs.rmSync(lease.runDir, { recursive: true, force: true }); // no container will show it
           throw err;
         });
-        const warm: WarmContainer = { containerId: started.containerId, identity: warmIdentity(plan), workspace: lease.workspace, runDir: lease.runDir, since: Date.now() };
+        const warm: WarmContainer = {
+          containerId: started.containerId,
+          identity: warmIdentity(plan),
+          workspace: lease.workspace,
+          runDir: lease.runDir,
+          since: Date.now(),
+        };
         const result = await execIn(lease, warm, plan, opts);
         if (isGone(result)) {
           if (claimed && !opts.signal?.aborted) {
-            log.info({ container: started.containerId.slice(0, 12), why: result.reason }, 'a pre-started container went away before the message ran; starting a new one');
+            log.info(
+              { container: started.containerId.slice(0, 12), why: result.reason },
+              'a pre-started container went away before the message ran; starting a new one',
+            );
             await launcher.removeContainers([started.containerId]);
             continue;
           }
@@ -115,7 +124,12 @@ export function createWarmSessions(launcher: Launcher, pool: WarmPool, prestarte
         }
         settle(lease, warm, result, log);
         const t = result.timings;
-        const timings = { ...t, createMs: started.timings.createMs + t.createMs, startMs: started.timings.startMs + t.startMs, totalMs: started.timings.createMs + started.timings.startMs + t.totalMs };
+        const timings = {
+          ...t,
+          createMs: started.timings.createMs + t.createMs,
+          startMs: started.timings.startMs + t.startMs,
+          totalMs: started.timings.createMs + started.timings.startMs + t.totalMs,
+        };
         return { ...runResultOf(result), warm: false, ...(claimed ? { pooled: true } : {}), timings };
       }
     },

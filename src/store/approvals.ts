@@ -23,7 +23,11 @@ export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
 export const ApprovalRequestSchema = z
   .object({
     id: z.string().regex(APPROVAL_ID_PATTERN),
-    kind: z.enum(['egress', 'level', 'budget']).describe('egress: a host outside the project\'s egress allowlist; level: a chat session\'s level above what the project lets its person take; budget: a chat message past its tenant\'s daily model budget.'),
+    kind: z
+      .enum(['egress', 'level', 'budget'])
+      .describe(
+        "egress: a host outside the project's egress allowlist; level: a chat session's level above what the project lets its person take; budget: a chat message past its tenant's daily model budget.",
+      ),
     project: z.string().max(128),
     tenant: z.string().max(1024),
     session: z.string().max(128),
@@ -136,6 +140,7 @@ export function openApprovalStore(stateDir: string): ApprovalStore {
 }
 
 function checkedId(id: string): string {
-  if (!APPROVAL_ID_PATTERN.test(id)) throw new BerthError('APPROVAL_NOT_FOUND', `"${id.slice(0, 20)}" is not an approval id (10 characters of 0-9, a-f)`);
+  if (!APPROVAL_ID_PATTERN.test(id))
+    throw new BerthError('APPROVAL_NOT_FOUND', `"${id.slice(0, 20)}" is not an approval id (10 characters of 0-9, a-f)`);
   return id;
 }

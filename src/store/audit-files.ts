@@ -98,7 +98,12 @@ export function sizeOf(path: string): number {
  * head's base moves to the last line of each dropped file before that file is deleted, so the
  * kept chain still starts from a known point (and a kept file deleted by hand shows).
  */
-export function rotate(file: string, rotation: AuditRotation, head: AuditHead, isEntry: (line: string) => ChainPoint | undefined): AuditHead {
+export function rotate(
+  file: string,
+  rotation: AuditRotation,
+  head: AuditHead,
+  isEntry: (line: string) => ChainPoint | undefined,
+): AuditHead {
   const rotated = rotatedFiles(file);
   const next = (rotated.at(-1)?.[0] ?? 0) + 1;
   fs.renameSync(file, `${file}.${next}`);

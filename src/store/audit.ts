@@ -6,7 +6,21 @@ import { z } from 'zod';
 import { errnoOf } from '../base/errors.js';
 import { appendFsyncedLine } from '../fs/fsynced-lines.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
-import { AUDIT_ROTATION, GENESIS, headFile, lastPointOf, logFiles, readHead, rotate, rotatedFiles, sizeOf, writeHead, type AuditHead, type AuditRotation, type ChainPoint } from './audit-files.js';
+import {
+  AUDIT_ROTATION,
+  GENESIS,
+  headFile,
+  lastPointOf,
+  logFiles,
+  readHead,
+  rotate,
+  rotatedFiles,
+  sizeOf,
+  writeHead,
+  type AuditHead,
+  type AuditRotation,
+  type ChainPoint,
+} from './audit-files.js';
 
 export { AUDIT_ROTATION, type AuditRotation } from './audit-files.js';
 
@@ -38,12 +52,20 @@ export const AuditEventSchema = z.object({
   first_at: z.string().max(40).optional(),
   samples: z.array(z.string().max(128)).max(8).optional(),
   /** A run's receipt (run_receipt): its sha256, so the receipt in the run log can be checked against the chain. */
-  digest: z.string().regex(/^sha256:[0-9a-f]{64}$/).optional(),
+  digest: z
+    .string()
+    .regex(/^sha256:[0-9a-f]{64}$/)
+    .optional(),
 });
 export type AuditEvent = z.infer<typeof AuditEventSchema>;
 
 // Strict: a field added to a line is outside its hash, so it is an edit, not a line to accept.
-export const AuditEntrySchema = AuditEventSchema.extend({ seq: z.number().int().min(1), at: z.string(), prev: z.string(), hash: z.string() }).strict();
+export const AuditEntrySchema = AuditEventSchema.extend({
+  seq: z.number().int().min(1),
+  at: z.string(),
+  prev: z.string(),
+  hash: z.string(),
+}).strict();
 export type AuditEntry = z.infer<typeof AuditEntrySchema>;
 
 function hashOf(entry: Omit<AuditEntry, 'hash'>): string {
@@ -118,7 +140,9 @@ const SPAN_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
 export const AuditFilterSchema = z.object({
   since: z
-    .union([z.iso.datetime(), z.string().regex(SPAN)], { error: 'must be an ISO 8601 time (2026-11-23T00:00:00Z) or a span back from now (90s, 10m, 2h, 7d)' })
+    .union([z.iso.datetime(), z.string().regex(SPAN)], {
+      error: 'must be an ISO 8601 time (2026-11-23T00:00:00Z) or a span back from now (90s, 10m, 2h, 7d)',
+    })
     .transform((v) => {
       const span = SPAN.exec(v);
       return span ? new Date(Date.now() - Number(span[1]) * SPAN_MS[span[2] as keyof typeof SPAN_MS]).toISOString() : v;
@@ -176,10 +200,19 @@ export interface AuditVerdict {
  */
 export function verifyAudit(file: string): AuditVerdict {
   for (let attempt = 0; ; attempt++) {
-    const before = rotatedFiles(file).map(([n]) => n).join();
+    const before = rotatedFiles(file)
+      .map(([n]) => n)
+      .join();
     const verdict = verifyOnce(file);
     // A rotation while reading makes a file look cut or missing: read again, the lock is not taken.
-    if (verdict.ok || attempt === 2 || rotatedFiles(file).map(([n]) => n).join() === before) return verdict;
+    if (
+      verdict.ok ||
+      attempt === 2 ||
+      rotatedFiles(file)
+        .map(([n]) => n)
+        .join() === before
+    )
+      return verdict;
   }
 }
 
@@ -190,7 +223,12 @@ function verifyOnce(file: string): AuditVerdict {
   let prev = head.record?.base?.hash ?? GENESIS;
   let seq = head.record?.base?.seq ?? 0;
   let checked = 0;
-  const at = (path: string, line: number, reason: string): AuditVerdict => ({ ok: false, lines: checked, files: files.length, broken: { file: basename(path), line, reason } });
+  const at = (path: string, line: number, reason: string): AuditVerdict => ({
+    ok: false,
+    lines: checked,
+    files: files.length,
+    broken: { file: basename(path), line, reason },
+  });
   for (const path of files) {
     for (const [i, line] of readLines(path).entries()) {
       let entry: AuditEntry;
@@ -206,7 +244,12 @@ function verifyOnce(file: string): AuditVerdict {
       if (entry.seq !== seq + 1) return at(path, i + 1, `sequence ${entry.seq} after ${seq}`);
       const { hash, ...body } = entry;
       if (hashOf(body) !== hash) return at(path, i + 1, 'its content does not match its hash (edited)');
-      if (entry.seq === head.record?.seq && hash !== head.record.hash) return at(path, i + 1, `not the line #${entry.seq} berth wrote last (recorded in ${basename(headFile(file))}): the end of the log was replaced`);
+      if (entry.seq === head.record?.seq && hash !== head.record.hash)
+        return at(
+          path,
+          i + 1,
+          `not the line #${entry.seq} berth wrote last (recorded in ${basename(headFile(file))}): the end of the log was replaced`,
+        );
       prev = hash;
       seq = entry.seq;
     }
@@ -214,10 +257,26 @@ function verifyOnce(file: string): AuditVerdict {
   const verdict = { ok: true, lines: checked, files: files.filter((p) => sizeOf(p) > 0).length };
   if (!head.record) {
     if (checked === 0) return verdict;
-    return { ...verdict, ok: false, broken: { file: basename(headFile(file)), line: 0, reason: `there is no head record (${basename(headFile(file))}), so lines cut off the end could not show; berth writes it with every event (after an upgrade, with the next one)` } };
+    return {
+      ...verdict,
+      ok: false,
+      broken: {
+        file: basename(headFile(file)),
+        line: 0,
+        reason: `there is no head record (${basename(headFile(file))}), so lines cut off the end could not show; berth writes it with every event (after an upgrade, with the next one)`,
+      },
+    };
   }
   if (seq < head.record.seq) {
-    return { ...verdict, ok: false, broken: { file: basename(file), line: 0, reason: `the log ends at #${seq} but berth last wrote #${head.record.seq} (recorded in ${basename(headFile(file))}): ${head.record.seq - seq} line(s) were cut from the end` } };
+    return {
+      ...verdict,
+      ok: false,
+      broken: {
+        file: basename(file),
+        line: 0,
+        reason: `the log ends at #${seq} but berth last wrote #${head.record.seq} (recorded in ${basename(headFile(file))}): ${head.record.seq - seq} line(s) were cut from the end`,
+      },
+    };
   }
   // Lines past the head are those of a berth stopped between a line and its head (the head's own line was checked above).
   return verdict;

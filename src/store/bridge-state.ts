@@ -69,7 +69,8 @@ export function openBridgeState(dir: string, bridge: string): BridgeState {
       const at = now.toISOString();
       const waiting = state.pending.find((p) => p.sender === sender);
       if (!waiting) {
-        if (state.approved.includes(sender) || state.denied.includes(sender) || state.pending.length >= MAX_PENDING) return { first: false, reply: false };
+        if (state.approved.includes(sender) || state.denied.includes(sender) || state.pending.length >= MAX_PENDING)
+          return { first: false, reply: false };
         save({ ...state, pending: [...state.pending, { sender, name: name?.slice(0, 128), first_seen: at, refused_at: at }] });
         return { first: true, reply: true };
       }
@@ -84,14 +85,23 @@ export function openBridgeState(dir: string, bridge: string): BridgeState {
       const state = load();
       const wasPending = state.pending.some((p) => p.sender === sender);
       const already = state.approved.includes(sender);
-      save({ ...state, approved: already ? state.approved : [...state.approved, sender], pending: state.pending.filter((p) => p.sender !== sender), denied: state.denied.filter((d) => d !== sender) });
+      save({
+        ...state,
+        approved: already ? state.approved : [...state.approved, sender],
+        pending: state.pending.filter((p) => p.sender !== sender),
+        denied: state.denied.filter((d) => d !== sender),
+      });
       return { approved: true, was_pending: wasPending, already };
     },
     deny(sender) {
       const state = load();
       const wasPending = state.pending.some((p) => p.sender === sender);
       if (!wasPending) return { was_pending: false };
-      save({ ...state, pending: state.pending.filter((p) => p.sender !== sender), denied: [...state.denied.filter((d) => d !== sender), sender].slice(-MAX_PENDING) });
+      save({
+        ...state,
+        pending: state.pending.filter((p) => p.sender !== sender),
+        denied: [...state.denied.filter((d) => d !== sender), sender].slice(-MAX_PENDING),
+      });
       return { was_pending: true };
     },
     isDenied: (sender) => load().denied.includes(sender),

@@ -63,7 +63,8 @@ export function tenantOfChatUser(user: string): string {
 export function createChatLinks(stateDir: string) {
   const dirOf = (kind: Kind) => join(stateDir, KINDS[kind].dir);
   const fileOf = (kind: Kind, token: string) => join(dirOf(kind), `${digest(token)}.json`);
-  const refused = (what: string, reason: string) => new BerthError('UNAUTHORIZED', `${what} ${reason}`, { hint: 'ask the admin for a new chat link' });
+  const refused = (what: string, reason: string) =>
+    new BerthError('UNAUTHORIZED', `${what} ${reason}`, { hint: 'ask the admin for a new chat link' });
 
   function mint(kind: Kind, binding: Omit<Binding, 'created_at'>): string {
     fs.mkdirSync(dirOf(kind), { recursive: true, mode: 0o700 });
@@ -116,7 +117,11 @@ export function createChatLinks(stateDir: string) {
       .filter(({ record }) => record.project === project && (user === undefined || record.user === user))
       .sort((a, b) => a.record.created_at.localeCompare(b.record.created_at));
 
-  const entryOf = ({ record }: { record: Binding }): ChatAccessEntry => ({ user: record.user, created_at: record.created_at, expires_at: record.expires_at });
+  const entryOf = ({ record }: { record: Binding }): ChatAccessEntry => ({
+    user: record.user,
+    created_at: record.created_at,
+    expires_at: record.expires_at,
+  });
 
   function remove(kinds: Kind[], keep: (record: Binding) => boolean): number {
     let removed = 0;
@@ -132,7 +137,11 @@ export function createChatLinks(stateDir: string) {
 
   return {
     /** A link's token for (project, user); the caller builds the URL. It works once, within a day (or ttl, when shorter). */
-    mintLink(project: string, user: string, ttlSeconds = DEFAULT_CHAT_LINK_TTL_SECONDS): { token: string; expires_at: string; login_expires_at: string } {
+    mintLink(
+      project: string,
+      user: string,
+      ttlSeconds = DEFAULT_CHAT_LINK_TTL_SECONDS,
+    ): { token: string; expires_at: string; login_expires_at: string } {
       const now = Date.now();
       const login_expires_at = new Date(now + ttlSeconds * 1000).toISOString();
       const expires_at = new Date(now + Math.min(ttlSeconds, CHAT_LINK_OPEN_SECONDS) * 1000).toISOString();
@@ -159,7 +168,8 @@ export function createChatLinks(stateDir: string) {
         throw err;
       }
       const credential = mint('login', login);
-      for (const old of ofUser('login', login.project, login.user).slice(0, -MAX_CHAT_LOGINS_PER_USER)) fs.rmSync(old.file, { force: true });
+      for (const old of ofUser('login', login.project, login.user).slice(0, -MAX_CHAT_LOGINS_PER_USER))
+        fs.rmSync(old.file, { force: true });
       return { ...login, credential };
     },
     /** Whom a cookie's credential logs in; UNAUTHORIZED when unknown, revoked or expired. */

@@ -34,7 +34,14 @@ export interface ReplyParts {
 }
 
 /** An approval card as the history keeps it: what was asked, of whom, until when. */
-export const TranscriptApprovalSchema = ApprovalRequestSchema.pick({ id: true, kind: true, target: true, approver: true, asked_at: true, expires_at: true });
+export const TranscriptApprovalSchema = ApprovalRequestSchema.pick({
+  id: true,
+  kind: true,
+  target: true,
+  approver: true,
+  asked_at: true,
+  expires_at: true,
+});
 /** Its answer: which, by whom ("tenant:<key>", "operator", "timeout", "berth"), when. */
 export const TranscriptAnswerSchema = ApprovalAnswerSchema.extend({ id: ApprovalRequestSchema.shape.id }).strict();
 
@@ -43,19 +50,43 @@ export const TranscriptEntrySchema = z
     at: z.string(),
     role: z
       .enum(['user', 'reply', 'approval', 'answer', 'files'])
-      .describe('"user": what the person sent; "reply": what berth or the agent answered; "approval": the agent asked to go past a grant (a card); "answer": that card\'s answer; "files": files the agent sent (after its answer).'),
+      .describe(
+        '"user": what the person sent; "reply": what berth or the agent answered; "approval": the agent asked to go past a grant (a card); "answer": that card\'s answer; "files": files the agent sent (after its answer).',
+      ),
     text: z.string(),
     id: z.string().optional().describe("The person's message id (user entries)."),
     level: PermissionLevelSchema.optional().describe('The permission level the message was sent at (user entries).'),
-    format: z.enum(['markdown', 'text']).optional().describe('How the page shows it (reply entries): the project\'s chat format when it was sent.'),
-    steps: z.array(RunStepSchema).max(RUN_STEPS_MAX).optional().describe("The agent's tool calls on the way to this reply (reply entries)."),
-    output: z.array(OutputSegmentSchema).max(REPLY_OUTPUT_SEGMENTS).optional().describe('The output in the order it was printed, stdout and stderr apart (reply entries of a run that wrote to stderr).'),
+    format: z
+      .enum(['markdown', 'text'])
+      .optional()
+      .describe("How the page shows it (reply entries): the project's chat format when it was sent."),
+    steps: z
+      .array(RunStepSchema)
+      .max(RUN_STEPS_MAX)
+      .optional()
+      .describe("The agent's tool calls on the way to this reply (reply entries)."),
+    output: z
+      .array(OutputSegmentSchema)
+      .max(REPLY_OUTPUT_SEGMENTS)
+      .optional()
+      .describe('The output in the order it was printed, stdout and stderr apart (reply entries of a run that wrote to stderr).'),
     exit: z.number().int().optional().describe('The exit status, when not 0 (reply entries with output).'),
     files: z
-      .array(z.object({ name: z.string().max(256), size: z.number().int().min(0), type: z.string().max(256), url: z.string().max(1024).optional() }).strict())
+      .array(
+        z
+          .object({
+            name: z.string().max(256),
+            size: z.number().int().min(0),
+            type: z.string().max(256),
+            url: z.string().max(1024).optional(),
+          })
+          .strict(),
+      )
       .max(100)
       .optional()
-      .describe('Files: the ones the person sent (user entries), or the ones the agent sent, with the URL their login opens them at (files entries).'),
+      .describe(
+        'Files: the ones the person sent (user entries), or the ones the agent sent, with the URL their login opens them at (files entries).',
+      ),
     approval: TranscriptApprovalSchema.optional().describe('The card (approval entries).'),
     answer: TranscriptAnswerSchema.optional().describe("The card's answer (answer entries)."),
   })
@@ -67,7 +98,12 @@ export function boundText(text: string, bytes = TRANSCRIPT_ENTRY_BYTES): string 
   const size = Buffer.byteLength(text);
   if (size <= bytes) return text;
   const note = `\n[… cut: the whole text was ${size} bytes]`;
-  return Buffer.from(text).subarray(0, bytes - Buffer.byteLength(note)).toString('utf8').replace(/\uFFFD$/, '') + note;
+  return (
+    Buffer.from(text)
+      .subarray(0, bytes - Buffer.byteLength(note))
+      .toString('utf8')
+      .replace(/\uFFFD$/, '') + note
+  );
 }
 
 /** A deleted session's transcript goes with it (projectStateDir: .berth/projects/<name>). */

@@ -64,7 +64,12 @@ function dirShelf(dir: string): Shelf {
 
 function memoryShelf(): Shelf {
   const records = new Map<string, LoginRecord>();
-  return { read: (k) => records.get(k), write: (k, r) => void records.set(k, r), remove: (k) => void records.delete(k), keys: () => [...records.keys()] };
+  return {
+    read: (k) => records.get(k),
+    write: (k, r) => void records.set(k, r),
+    remove: (k) => void records.delete(k),
+    keys: () => [...records.keys()],
+  };
 }
 
 export function createConsoleLogins(dir?: string) {
@@ -83,7 +88,11 @@ export function createConsoleLogins(dir?: string) {
       live.sort((a, b) => a.record.created_at.localeCompare(b.record.created_at));
       for (const old of live.slice(0, Math.max(0, live.length - (MAX_CONSOLE_LOGINS - 1)))) shelf.remove(old.key);
       const id = `bcn_${randomBytes(24).toString('base64url')}`;
-      const record = { created_at: new Date(now).toISOString(), expires_at: new Date(now + CONSOLE_LOGIN_SECONDS * 1000).toISOString(), token_mac: macOf(adminToken, id) };
+      const record = {
+        created_at: new Date(now).toISOString(),
+        expires_at: new Date(now + CONSOLE_LOGIN_SECONDS * 1000).toISOString(),
+        token_mac: macOf(adminToken, id),
+      };
       shelf.write(digest(id), record);
       return { id, expires_at: record.expires_at, max_age_seconds: CONSOLE_LOGIN_SECONDS };
     },

@@ -35,14 +35,24 @@ export const InboxEntrySchema = z.object({
   chat: z.string().optional().describe('The chat the answer goes to (transport address).'),
   sender: z.string().optional().describe('Key of the sender.'),
   tenant: z.string().optional().describe('Tenant key of the chat (the sender, or the group).'),
-  session: z.string().optional().describe('The session the person picked (web chat); else the chat\'s own.'),
+  session: z.string().optional().describe("The session the person picked (web chat); else the chat's own."),
   level: PermissionLevelSchema.optional(),
   text: z.string().optional(),
   owner: z.string().optional(),
   reply: z.string().optional(),
   reason: z.string().optional(),
-  delivery: z.enum(DELIVERY_STEPS).optional().describe('The way of sending the answer tried last (bridges/delivery-policy.ts): a restart goes on from it, never back to a way that already failed.'),
-  sent: z.number().int().min(0).optional().describe('Parts of a reply sent in several that were delivered already: every next try (and a restart) starts at the next part.'),
+  delivery: z
+    .enum(DELIVERY_STEPS)
+    .optional()
+    .describe(
+      'The way of sending the answer tried last (bridges/delivery-policy.ts): a restart goes on from it, never back to a way that already failed.',
+    ),
+  sent: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe('Parts of a reply sent in several that were delivered already: every next try (and a restart) starts at the next part.'),
   attachments: z
     .array(
       z.object({
@@ -55,7 +65,9 @@ export const InboxEntrySchema = z.object({
     )
     .max(100)
     .optional()
-    .describe("Files sent with the message, as its channel names them (channels/contract.ts ChannelAttachment): fetched again after a restart, before its run."),
+    .describe(
+      'Files sent with the message, as its channel names them (channels/contract.ts ChannelAttachment): fetched again after a restart, before its run.',
+    ),
   files: z
     .object({ run: z.string().max(64), list: z.array(RunFileSchema).max(FILE_BOUNDS.maxFiles) })
     .optional()
@@ -65,9 +77,23 @@ export type InboxEntry = z.infer<typeof InboxEntrySchema>;
 
 export interface Inbox {
   /** Record a message; false when its id was received before (a re-delivery: ignore it). */
-  receive(entry: { id: string; chat: string; sender: string; tenant: string; text: string; owner?: string; session?: string; level?: PermissionLevel; attachments?: InboxEntry['attachments'] }): boolean;
+  receive(entry: {
+    id: string;
+    chat: string;
+    sender: string;
+    tenant: string;
+    text: string;
+    owner?: string;
+    session?: string;
+    level?: PermissionLevel;
+    attachments?: InboxEntry['attachments'];
+  }): boolean;
   /** A new phase; 'received' again puts back a message whose run never started (berth was stopping). */
-  mark(id: string, phase: InboxPhase, extra?: { reply?: string; reason?: string; delivery?: DeliveryStep; sent?: number; files?: InboxEntry['files'] }): void;
+  mark(
+    id: string,
+    phase: InboxPhase,
+    extra?: { reply?: string; reason?: string; delivery?: DeliveryStep; sent?: number; files?: InboxEntry['files'] },
+  ): void;
   /** Messages not yet ended, in the order they arrived. */
   open(): InboxEntry[];
   /** Every message's folded state (for counts and tests). */
@@ -113,7 +139,12 @@ export function openInbox(dir: string, bridge: string, opts: InboxOptions = {}):
   const now = opts.now ?? Date.now;
   const who = { owner: opts.owner ?? selfIdentity(), alive: opts.alive };
   const locked = <T>(fn: () => T): T => withOwnerLockSync(`${file}.lock`, fn, who);
-  const read = () => [...foldByKey(readJsonLines(file).flatMap((l) => parseJsonLine(l, InboxEntrySchema) ?? []), (e) => e.id).values()];
+  const read = () => [
+    ...foldByKey(
+      readJsonLines(file).flatMap((l) => parseJsonLine(l, InboxEntrySchema) ?? []),
+      (e) => e.id,
+    ).values(),
+  ];
 
   // Ids seen: a Map keyed by the transport's id (never an object's properties), kept up to date
   // with the file by reading what was appended since (by any process) before each append.

@@ -85,7 +85,11 @@ export function rotateIfDue(sessionsDir: string, bounds = JOURNAL_BOUNDS, now = 
 
 function pruneSegments(sessionsDir: string, bounds: typeof JOURNAL_BOUNDS, now: number): void {
   const all = segments(sessionsDir);
-  const ended = new Set(traces(sessionsDir).filter((r) => !isOpen(r)).map((r) => r.run));
+  const ended = new Set(
+    traces(sessionsDir)
+      .filter((r) => !isOpen(r))
+      .map((r) => r.run),
+  );
   for (const name of all.slice(0, Math.max(0, all.length - bounds.keepSegments))) {
     const path = join(sessionsDir, name);
     const stat = fs.lstatSync(path, { throwIfNoEntry: false });

@@ -50,10 +50,21 @@ function readAll(memoryDir: string): MemoryEntry[] {
 
 const words = (s: string) => s.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
 
-export function memoryWrite(memoryDir: string, level: PermissionLevel, author: string, input: z.input<typeof MemoryWriteSchema>): MemoryEntry {
+export function memoryWrite(
+  memoryDir: string,
+  level: PermissionLevel,
+  author: string,
+  input: z.input<typeof MemoryWriteSchema>,
+): MemoryEntry {
   if (!LEVEL_PROFILES[level].memoryWrite) throw deny('memory_write_denied', `memory_write is not allowed at permission level ${level}`);
   const { text, tags } = MemoryWriteSchema.parse(input);
-  const entry: MemoryEntry = { id: `m${Date.now().toString(36)}${randomBytes(3).toString('hex')}`, text, tags, author, created_at: new Date().toISOString() };
+  const entry: MemoryEntry = {
+    id: `m${Date.now().toString(36)}${randomBytes(3).toString('hex')}`,
+    text,
+    tags,
+    author,
+    created_at: new Date().toISOString(),
+  };
   fs.mkdirSync(memoryDir, { recursive: true, mode: 0o755 });
   fs.appendFileSync(join(memoryDir, MEMORY_FILE), `${JSON.stringify(entry)}\n`, { mode: 0o644 });
   return entry;

@@ -15,7 +15,7 @@ const Common = {
   tenant: z.string(),
   session: z.string(),
   status: z.number().int().describe('The HTTP status the container got (403: refused by berth).'),
-  reason: z.string().optional().describe("Why berth refused it, or what failed."),
+  reason: z.string().optional().describe('Why berth refused it, or what failed.'),
 };
 
 export const ModelCallSchema = z.object({
@@ -54,7 +54,10 @@ export function appendOutbound(sessionsDir: string, record: OutboundRecord): voi
 }
 
 /** Newest first, at most `limit`; corrupt lines are skipped. */
-export function readOutbound(sessionsDir: string, filter: { since?: string; keep?: (r: OutboundRecord) => boolean; limit: number }): OutboundRecord[] {
+export function readOutbound(
+  sessionsDir: string,
+  filter: { since?: string; keep?: (r: OutboundRecord) => boolean; limit: number },
+): OutboundRecord[] {
   const out: OutboundRecord[] = [];
   const lines = readJsonLines(join(sessionsDir, FILE));
   for (let i = lines.length - 1; i >= 0 && out.length < filter.limit; i--) {

@@ -192,7 +192,9 @@ export function createProjectStore(opts: {
   function names(): string[] {
     const all = new Set([...readdirIfExists(projectsDir()), ...Object.keys(opts.config().projects)]);
     return [...all]
-      .filter((n) => ProjectNameSchema.safeParse(n).success && fs.existsSync(join(privateWorkspaceOf(opts.config(), home, n), 'metadata.json')))
+      .filter(
+        (n) => ProjectNameSchema.safeParse(n).success && fs.existsSync(join(privateWorkspaceOf(opts.config(), home, n), 'metadata.json')),
+      )
       .sort();
   }
 

@@ -78,7 +78,12 @@ function snapshotOne(srcRoot: number, genRoot: number, entry: string): SnapshotP
       copyEntry(srcParent, dstParent, name, { shownPath: path, skipped });
       return { path, kind: srcKind, source: 'project', skipped };
     }
-    if (srcKind !== 'missing') skipped.push({ path, reason: srcKind === 'file' ? 'a file, where a directory was named' : `a ${srcKind === 'symlink' ? 'symbolic link' : 'special file'}` });
+    if (srcKind !== 'missing')
+      skipped.push({
+        path,
+        reason:
+          srcKind === 'file' ? 'a file, where a directory was named' : `a ${srcKind === 'symlink' ? 'symbolic link' : 'special file'}`,
+      });
     // Nothing trustworthy to copy: protect an empty placeholder, so the path is read-only all the same.
     if (wantDir) fs.mkdirSync(at(dstParent, name), { mode: 0o755 });
     else writeNewFileAt(dstParent, name, '');

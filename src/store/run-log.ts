@@ -37,10 +37,17 @@ export const RunRecordSchema = z.object({
     .array(RunStepSchema)
     .max(RUN_STEPS_MAX)
     .optional()
-    .describe("The agent's tool calls as berth read them from its output (Claude Code, Codex; the shell when watched), in order; absent when its output has no steps."),
+    .describe(
+      "The agent's tool calls as berth read them from its output (Claude Code, Codex; the shell when watched), in order; absent when its output has no steps.",
+    ),
   more_steps: z.number().int().optional().describe('Steps past the ones kept.'),
-  schedule: z.string().optional().describe('The schedule (berth schedule list) this run was a firing of; absent for a run someone asked for.'),
-  receipt: ReceiptSchema.optional().describe("What was planned for the run's container and observed of it at its start (docs/receipts.md); absent in records of an older berth."),
+  schedule: z
+    .string()
+    .optional()
+    .describe('The schedule (berth schedule list) this run was a firing of; absent for a run someone asked for.'),
+  receipt: ReceiptSchema.optional().describe(
+    "What was planned for the run's container and observed of it at its start (docs/receipts.md); absent in records of an older berth.",
+  ),
   receipt_digest: z.string().optional().describe("The receipt's sha256, as the audit log's run_receipt line holds it."),
 });
 export type RunRecord = z.infer<typeof RunRecordSchema>;

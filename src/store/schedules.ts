@@ -110,7 +110,10 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
       return result;
     });
   };
-  const notFound = (id: string) => new BerthError('NOT_FOUND', `no schedule ${id.slice(0, 20)}`, { issues: [{ field: 'id', reason: 'no such schedule (cancelled, done, or never made)' }] });
+  const notFound = (id: string) =>
+    new BerthError('NOT_FOUND', `no schedule ${id.slice(0, 20)}`, {
+      issues: [{ field: 'id', reason: 'no such schedule (cancelled, done, or never made)' }],
+    });
   const find = (state: ScheduleFile, id: string) => {
     const s = state.schedules.find((x) => x.id === id);
     if (!s) throw notFound(id);
@@ -130,18 +133,35 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
     add(input, bounds, now) {
       return change((state) => {
         const mine = state.schedules.filter((s) => s.project === input.project && s.tenant === input.tenant).length;
-        if (mine >= bounds.perTenant) throw new BerthError('LIMIT_REACHED', `${input.tenant} has ${mine} schedules in ${input.project}, the most berth.yaml allows (schedules.per_tenant: ${bounds.perTenant}); cancel one first`);
-        if (state.schedules.length >= SCHEDULES_MAX) throw new BerthError('LIMIT_REACHED', `this berth keeps at most ${SCHEDULES_MAX} schedules`);
+        if (mine >= bounds.perTenant)
+          throw new BerthError(
+            'LIMIT_REACHED',
+            `${input.tenant} has ${mine} schedules in ${input.project}, the most berth.yaml allows (schedules.per_tenant: ${bounds.perTenant}); cancel one first`,
+          );
+        if (state.schedules.length >= SCHEDULES_MAX)
+          throw new BerthError('LIMIT_REACHED', `this berth keeps at most ${SCHEDULES_MAX} schedules`);
         const next = nextRun(input.spec, input.zone, now, now);
-        if (next === undefined) throw new BerthError('CONFIG_INVALID', 'that schedule would never run', { issues: [{ field: 'spec', reason: 'its time has passed' }] });
-        const schedule: Schedule = { ...input, id: `s${randomBytes(4).toString('hex')}`, created_at: new Date(now).toISOString(), next_at: new Date(next).toISOString(), runs: 0 };
+        if (next === undefined)
+          throw new BerthError('CONFIG_INVALID', 'that schedule would never run', {
+            issues: [{ field: 'spec', reason: 'its time has passed' }],
+          });
+        const schedule: Schedule = {
+          ...input,
+          id: `s${randomBytes(4).toString('hex')}`,
+          created_at: new Date(now).toISOString(),
+          next_at: new Date(next).toISOString(),
+          runs: 0,
+        };
         state.schedules.push(schedule);
         return schedule;
       });
     },
 
     list(filter = {}) {
-      return read().schedules.filter((s) => (filter.project === undefined || s.project === filter.project) && (filter.tenant === undefined || s.tenant === filter.tenant));
+      return read().schedules.filter(
+        (s) =>
+          (filter.project === undefined || s.project === filter.project) && (filter.tenant === undefined || s.tenant === filter.tenant),
+      );
     },
 
     get: (id) => find(read(), id),
@@ -165,7 +185,9 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
       if (!before.schedules.some((s) => s.next_at !== null && Date.parse(s.next_at) <= now)) {
         // Nothing to claim: nothing is written; what was claimed and not handed on yet is handed again.
         const waiting = unhanded(before);
-        quiet = waiting.length ? undefined : { stamp, until: Math.min(...before.schedules.map((s) => (s.next_at === null ? Infinity : Date.parse(s.next_at)))) };
+        quiet = waiting.length
+          ? undefined
+          : { stamp, until: Math.min(...before.schedules.map((s) => (s.next_at === null ? Infinity : Date.parse(s.next_at)))) };
         return waiting;
       }
       quiet = undefined;
@@ -207,7 +229,8 @@ export function openScheduleStore(stateDir: string): ScheduleStore {
     setZone(project, tenant, zone) {
       change((state) => {
         const key = zoneKey(project, tenant);
-        if (own(state.zones, key) === undefined && Object.keys(state.zones).length >= ZONES_MAX) throw new BerthError('LIMIT_REACHED', `this berth keeps at most ${ZONES_MAX} time zones`);
+        if (own(state.zones, key) === undefined && Object.keys(state.zones).length >= ZONES_MAX)
+          throw new BerthError('LIMIT_REACHED', `this berth keeps at most ${ZONES_MAX} time zones`);
         state.zones = { ...state.zones, [key]: zone };
       });
     },

@@ -20,7 +20,10 @@ function checked(name: string, raw: string, from: string): string {
   const value = raw.replace(/\s+$/, '');
   if (!value) throw new BerthError('SECRET_UNAVAILABLE', `secret ${name}: ${from} is empty`);
   if (value.length > MAX_VALUE || !VALUE.test(value)) {
-    throw new BerthError('SECRET_UNAVAILABLE', `secret ${name}: ${from} must hold one line of at most ${MAX_VALUE} printable ASCII characters`);
+    throw new BerthError(
+      'SECRET_UNAVAILABLE',
+      `secret ${name}: ${from} must hold one line of at most ${MAX_VALUE} printable ASCII characters`,
+    );
   }
   return value;
 }
@@ -36,8 +39,12 @@ export function readSecretFile(name: string, path: string): string {
   try {
     const st = fs.fstatSync(fd);
     if (!st.isFile()) throw new BerthError('SECRET_UNAVAILABLE', `secret ${name}: ${path} is not a regular file`);
-    if (st.mode & 0o077) throw new BerthError('SECRET_UNAVAILABLE', `secret ${name}: ${path} may be read by others (mode ${(st.mode & 0o777).toString(8)})`, { hint: `chmod 600 ${path}` });
-    if (typeof process.getuid === 'function' && st.uid !== process.getuid()) throw new BerthError('SECRET_UNAVAILABLE', `secret ${name}: ${path} belongs to another user (uid ${st.uid})`);
+    if (st.mode & 0o077)
+      throw new BerthError('SECRET_UNAVAILABLE', `secret ${name}: ${path} may be read by others (mode ${(st.mode & 0o777).toString(8)})`, {
+        hint: `chmod 600 ${path}`,
+      });
+    if (typeof process.getuid === 'function' && st.uid !== process.getuid())
+      throw new BerthError('SECRET_UNAVAILABLE', `secret ${name}: ${path} belongs to another user (uid ${st.uid})`);
     if (st.size > MAX_VALUE + 2) throw new BerthError('SECRET_UNAVAILABLE', `secret ${name}: ${path} is larger than ${MAX_VALUE} bytes`);
     return checked(name, fs.readFileSync(fd, 'latin1'), `its file ${path}`);
   } finally {
@@ -74,18 +81,25 @@ export function createSecretValues(env: NodeJS.ProcessEnv = process.env): Secret
     const known = commands.get(name);
     if (known && known.key === key && known.until > Date.now()) return known.value;
     const value = new Promise<string>((resolve, reject) => {
-      execFile(argv[0] as string, argv.slice(1), { timeout: COMMAND_TIMEOUT_MS, maxBuffer: MAX_VALUE * 2, encoding: 'latin1', env }, (err, stdout) => {
-        if (err) {
-          const why = (err as { killed?: boolean }).killed ? `took longer than ${COMMAND_TIMEOUT_MS / 1000} s` : `failed (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
-          reject(new BerthError('SECRET_UNAVAILABLE', `secret ${name}: its command ${argv[0]} ${why}`));
-        } else {
-          try {
-            resolve(checked(name, stdout, `the output of ${argv[0]}`));
-          } catch (e) {
-            reject(e);
+      execFile(
+        argv[0] as string,
+        argv.slice(1),
+        { timeout: COMMAND_TIMEOUT_MS, maxBuffer: MAX_VALUE * 2, encoding: 'latin1', env },
+        (err, stdout) => {
+          if (err) {
+            const why = (err as { killed?: boolean }).killed
+              ? `took longer than ${COMMAND_TIMEOUT_MS / 1000} s`
+              : `failed (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
+            reject(new BerthError('SECRET_UNAVAILABLE', `secret ${name}: its command ${argv[0]} ${why}`));
+          } else {
+            try {
+              resolve(checked(name, stdout, `the output of ${argv[0]}`));
+            } catch (e) {
+              reject(e);
+            }
           }
-        }
-      });
+        },
+      );
     });
     commands.set(name, { key, until: Date.now() + refreshMs, value });
     // A failure is not kept: the next request asks again.

@@ -73,7 +73,9 @@ export function createSessionTokens(dir: string) {
       }
       if (Date.parse(record.expires_at) <= Date.now()) {
         fs.rmSync(file(digest(token)), { force: true });
-        throw new BerthError('UNAUTHORIZED', 'session token expired', { hint: 'mint a new one: POST /api/projects/:name/sessions/:id/token' });
+        throw new BerthError('UNAUTHORIZED', 'session token expired', {
+          hint: 'mint a new one: POST /api/projects/:name/sessions/:id/token',
+        });
       }
       return record;
     },

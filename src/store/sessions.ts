@@ -165,7 +165,11 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
     return { project, session };
   }
 
-  function modify(project: Project, record: SessionRecord, change: Partial<Pick<SessionRecord, 'runs' | 'title' | 'approved_hosts'>> & { level?: PermissionLevel; mode?: 'tenant' | 'session' }) {
+  function modify(
+    project: Project,
+    record: SessionRecord,
+    change: Partial<Pick<SessionRecord, 'runs' | 'title' | 'approved_hosts'>> & { level?: PermissionLevel; mode?: 'tenant' | 'session' },
+  ) {
     const mode = change.mode ?? record.settings.workspace.mode;
     const title = change.title ?? record.title;
     return write(project, {
@@ -177,7 +181,10 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       settings: {
         permission_level: change.level ?? record.settings.permission_level,
         // The id is derived only when the mode changes (or an old record lacks it): kept otherwise.
-        workspace: mode === record.settings.workspace.mode && record.settings.workspace.id ? record.settings.workspace : sessionWorkspace(project, record.tenant_key, record.id, mode),
+        workspace:
+          mode === record.settings.workspace.mode && record.settings.workspace.id
+            ? record.settings.workspace
+            : sessionWorkspace(project, record.tenant_key, record.id, mode),
       },
     });
   }
@@ -192,7 +199,9 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       const reserved = RESERVED_SESSION_PREFIXES.some((p) => id.startsWith(p));
       if (chosen && sessionId !== undefined && reserved && existing?.tenant_key !== tenantKey && sessionId !== ownDefault()) {
         throw new BerthError('CONFIG_INVALID', `session "${id}" is one berth names itself: pick another name for a new session`, {
-          issues: [{ field: 'session', reason: `new session ids starting with ${RESERVED_SESSION_PREFIXES.join(' or ')} are made by berth` }],
+          issues: [
+            { field: 'session', reason: `new session ids starting with ${RESERVED_SESSION_PREFIXES.join(' or ')} are made by berth` },
+          ],
         });
       }
       if (existing) {
@@ -220,7 +229,8 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
       const won = read(project, id);
       if (won?.tenant_key !== tenantKey) fs.rmSync(join(tenantIndexDir(project, tenantKey), id), { force: true });
       if (!won) throw new BerthError('INTERNAL', `session "${id}" was made and removed at once`);
-      if (won.tenant_key !== tenantKey) throw new BerthError('PERMISSION_DENIED', `session "${id}" belongs to another tenant`, { rule: 'session_owner' });
+      if (won.tenant_key !== tenantKey)
+        throw new BerthError('PERMISSION_DENIED', `session "${id}" belongs to another tenant`, { rule: 'session_owner' });
       return won;
     },
 
@@ -228,12 +238,17 @@ export function createSessionStore(opts: { projects: ProjectStore; secret: () =>
 
     list(project, filter = {}) {
       const { tenantKey } = filter;
-      const ids = tenantKey === undefined ? sessionFileIds(project) : tenantSessionIds(project, tenantKey).filter((id) => SessionIdSchema.safeParse(id).success);
-      return ids
-        .map((id) => read(project, id))
-        // An index entry whose session is gone, or whose id another tenant took since: not theirs.
-        .filter((r): r is SessionRecord => r !== undefined && (tenantKey === undefined || r.tenant_key === tenantKey))
-        .sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+      const ids =
+        tenantKey === undefined
+          ? sessionFileIds(project)
+          : tenantSessionIds(project, tenantKey).filter((id) => SessionIdSchema.safeParse(id).success);
+      return (
+        ids
+          .map((id) => read(project, id))
+          // An index entry whose session is gone, or whose id another tenant took since: not theirs.
+          .filter((r): r is SessionRecord => r !== undefined && (tenantKey === undefined || r.tenant_key === tenantKey))
+          .sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id))
+      );
     },
 
     update(projectName, sessionId, settings) {

@@ -113,7 +113,12 @@ export function ensureWorkspace(opts: {
         } catch (err) {
           // The seed never lands on an existing entry (O_EXCL): one there means another directory was moved in.
           if (errnoOf(err) !== 'EEXIST') throw err;
-          throw new BerthError('E_SANDBOX_VIOLATION', `${shown}/workspaces/${id} changed while it was being created`, { path: `${shown}/workspaces/${id}` }, { cause: err });
+          throw new BerthError(
+            'E_SANDBOX_VIOLATION',
+            `${shown}/workspaces/${id} changed while it was being created`,
+            { path: `${shown}/workspaces/${id}` },
+            { cause: err },
+          );
         }
       });
     } finally {
@@ -121,10 +126,15 @@ export function ensureWorkspace(opts: {
     }
   });
 
-  if (created) recordWorkspace(project, { id, tenant_key: opts.tenantKey, ...(opts.session ? { session: opts.session } : {}), created_at: new Date().toISOString() });
+  if (created)
+    recordWorkspace(project, {
+      id,
+      tenant_key: opts.tenantKey,
+      ...(opts.session ? { session: opts.session } : {}),
+      created_at: new Date().toISOString(),
+    });
   return { id, dir: workspace.dir, created, skipped, ownFilesystem };
 }
-
 
 export interface WorkspaceQuota {
   mode: 'off' | 'loop';
@@ -150,7 +160,15 @@ function quotaFor(project: Project, wsRoot: number, workspace: RunWorkspace, opt
   if (!quota || !workspace.isolated) return false;
   const image = quotaImageOf(project, workspace.id);
   if (quota.mode !== 'loop' && !fs.existsSync(image)) return false;
-  const spec = { image, parentFd: wsRoot, name: workspace.id, mountpoint: workspace.dir, sizeBytes: quota.sizeBytes, files: quota.files, owner: opts.owner };
+  const spec = {
+    image,
+    parentFd: wsRoot,
+    name: workspace.id,
+    mountpoint: workspace.dir,
+    sizeBytes: quota.sizeBytes,
+    files: quota.files,
+    owner: opts.owner,
+  };
   const ensured = ensureLoopQuota(spec, quota.scratchDir, quota.holds);
   quota.onEnsured?.(workspace.id, ensured);
   return ensured.mounted;
@@ -161,7 +179,11 @@ function quotaFor(project: Project, wsRoot: number, workspace: RunWorkspace, opt
  * anything can write into a bare workspace directory. One that cannot be mounted does not stop
  * the others: it is reported, and its own runs fail until it can.
  */
-export function mountQuotaImages(project: Project, quota: WorkspaceQuota, owner?: Owner): { looked: number; failed: Array<{ id: string; err: unknown }> } {
+export function mountQuotaImages(
+  project: Project,
+  quota: WorkspaceQuota,
+  owner?: Owner,
+): { looked: number; failed: Array<{ id: string; err: unknown }> } {
   let names: string[];
   try {
     names = fs.readdirSync(join(project.paths.stateDir, 'quotas'));
@@ -169,7 +191,9 @@ export function mountQuotaImages(project: Project, quota: WorkspaceQuota, owner?
     return { looked: 0, failed: [] };
   }
   const ids = names.map((n) => /^([0-9a-f]{32})\.ext4$/.exec(n)?.[1]).filter((id): id is string => id !== undefined);
-  const wsRoot = withFd(openRootDir(project.paths.dir), (projectFd) => openDirPath(projectFd, ['workspaces'], `projects/${project.metadata.name}`));
+  const wsRoot = withFd(openRootDir(project.paths.dir), (projectFd) =>
+    openDirPath(projectFd, ['workspaces'], `projects/${project.metadata.name}`),
+  );
   if (wsRoot === undefined) return { looked: 0, failed: [] };
   return withFd(wsRoot, (root) => {
     const present = ids.filter((id) => kindAt(root, id) === 'dir'); // a link where a workspace was is not followed

@@ -9,10 +9,16 @@ import { own } from '../base/own.js';
 export function resolveRoute(config: BerthConfig, channel: string): { project: string; workflow: string } {
   const profile = own(config.routes, channel);
   if (!profile) {
-    throw new BerthError('CONFIG_INVALID', `no route "${channel}" in berth.yaml routes`, { issues: [{ field: 'channel', reason: 'has no route' }] });
+    throw new BerthError('CONFIG_INVALID', `no route "${channel}" in berth.yaml routes`, {
+      issues: [{ field: 'channel', reason: 'has no route' }],
+    });
   }
   if (profile.workflow === undefined) {
-    throw new BerthError('CONFIG_INVALID', `route "${channel}" has no default workflow (its chats talk to the agent of project "${profile.project}")`, { issues: [{ field: `routes.${channel}.workflow`, reason: 'is not set' }] });
+    throw new BerthError(
+      'CONFIG_INVALID',
+      `route "${channel}" has no default workflow (its chats talk to the agent of project "${profile.project}")`,
+      { issues: [{ field: `routes.${channel}.workflow`, reason: 'is not set' }] },
+    );
   }
   return { project: profile.project, workflow: profile.workflow };
 }

@@ -27,7 +27,10 @@ export interface StepEvent {
 /** Read and validate workflows/<name>.yaml (no-follow, size-capped); errors name the file and step. */
 export function loadWorkflow(project: Project, name: string): Workflow {
   const parsedName = WorkflowNameSchema.safeParse(name);
-  if (!parsedName.success) throw new BerthError('CONFIG_INVALID', `workflow name "${name}" is invalid`, { issues: [{ field: 'workflow', reason: parsedName.error.issues[0]?.message ?? 'invalid' }] });
+  if (!parsedName.success)
+    throw new BerthError('CONFIG_INVALID', `workflow name "${name}" is invalid`, {
+      issues: [{ field: 'workflow', reason: parsedName.error.issues[0]?.message ?? 'invalid' }],
+    });
   const file = join(project.paths.dir, 'workflows', `${name}.yaml`);
   const text = withFd(openRootDir(project.paths.dir), (root) => {
     const dir = openDirPath(root, ['workflows'], '');
@@ -37,7 +40,8 @@ export function loadWorkflow(project: Project, name: string): Workflow {
       closeQuietly(dir);
     }
   });
-  if (text === undefined) throw new BerthError('WORKFLOW_NOT_FOUND', `no workflow "${name}" in project "${project.metadata.name}" (looked for ${file})`);
+  if (text === undefined)
+    throw new BerthError('WORKFLOW_NOT_FOUND', `no workflow "${name}" in project "${project.metadata.name}" (looked for ${file})`);
   let data: unknown;
   try {
     data = parseYaml(text.toString('utf8'));
@@ -106,7 +110,16 @@ export async function runWorkflow(
       stderr: outcome.stderr,
       ms: Math.round(outcome.timings.totalMs),
     });
-    opts.onStep?.({ project: opts.project, workflow: opts.workflow, index, total: workflow.steps.length, name: step.name, phase: 'done', exitCode: outcome.exitCode, ms: Math.round(outcome.timings.totalMs) });
+    opts.onStep?.({
+      project: opts.project,
+      workflow: opts.workflow,
+      index,
+      total: workflow.steps.length,
+      name: step.name,
+      phase: 'done',
+      exitCode: outcome.exitCode,
+      ms: Math.round(outcome.timings.totalMs),
+    });
     if (outcome.exitCode !== 0 || outcome.timedOut) {
       error = { step: index, message: outcome.timedOut ? 'timed out' : `exited with ${outcome.exitCode}` };
       break;

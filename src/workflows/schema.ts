@@ -26,7 +26,8 @@ export const WorkflowStepSchema = z
       .describe(`The agent message. The run input reaches the step as data, in the environment variable ${INPUT_ENV}.`),
     workspace_mode: z
       .enum(WORKSPACE_MODES, {
-        error: (issue) => `must be one of ${WORKSPACE_MODES.join(', ')}${issue.input === undefined ? '' : ` (got ${JSON.stringify(issue.input)})`}`,
+        error: (issue) =>
+          `must be one of ${WORKSPACE_MODES.join(', ')}${issue.input === undefined ? '' : ` (got ${JSON.stringify(issue.input)})`}`,
       })
       .describe('orchestrator_workspace: cwd = the private workspace root; run_workspace: cwd = work/runs/<run_id>.'),
   })

@@ -22,7 +22,13 @@ function dockerHome(runtime: string) {
   const home = contractHome({ image: 'berth/shell:latest', runtime });
   home.plan({ argv: ['true'] }); // lays out the project
   // What a tenant could upload and run: it leaves a SysV segment behind.
-  execFileSync('gcc', ['-static', '-O2', '-o', join(home.workspaceDir('a'), 'ipc-probe'), join(import.meta.dirname, '..', 'fixtures', 'ipc-probe.c')]);
+  execFileSync('gcc', [
+    '-static',
+    '-O2',
+    '-o',
+    join(home.workspaceDir('a'), 'ipc-probe'),
+    join(import.meta.dirname, '..', 'fixtures', 'ipc-probe.c'),
+  ]);
   return home;
 }
 
@@ -60,7 +66,11 @@ describe.each(RUNTIMES)('docker warm execs under %s', (runtime) => {
   it('run under a seccomp filter that refuses namespaces, mounts and keyrings, and leave the container clean', async () => {
     const p = home.plan({ argv: ['true'] });
     const { containerId } = await launcher.startIdle(p, p.keepAlive);
-    const argv = ['sh', '-c', 'grep "^Seccomp:" /proc/self/status; unshare -U true && echo unshared; unshare -m true && echo unshared; true'];
+    const argv = [
+      'sh',
+      '-c',
+      'grep "^Seccomp:" /proc/self/status; unshare -U true && echo unshared; unshare -m true && echo unshared; true',
+    ];
     const r = await launcher.execIn(containerId, home.plan({ argv }), argv);
     if (isGone(r)) throw new Error(r.reason);
     expect(r.stdout).toMatch(/^Seccomp:\s+2\n$/);

@@ -21,4 +21,9 @@ const subject = (options: FakeLauncherOptions) => async () => {
 
 describeLauncherContract('fake', subject({}), { runtime: 'runc', warm: true, lateMounts: false, cmd: FAKE_COMMANDS });
 // A launcher that keeps no warm containers for the runtime: the contract's other branch.
-describeLauncherContract('fake without warm containers', subject({ warm: false }), { runtime: 'runc', warm: false, lateMounts: false, cmd: FAKE_COMMANDS });
+describeLauncherContract('fake without warm containers', subject({ warm: false }), {
+  runtime: 'runc',
+  warm: false,
+  lateMounts: false,
+  cmd: FAKE_COMMANDS,
+});

@@ -23,7 +23,9 @@ describeLauncherContract(
     // volume on the node's disk, as an upload of the tenant's would be.
     const first = await rig.launcher.run(home.plan({ tenant: 'a', argv: ['true'] }));
     if (first.exitCode !== 0) throw new Error(`tenant a's first run failed: ${first.stderr}`);
-    const claims = await rig.cluster.kubeConfig.makeApiClient(CoreV1Api).listNamespacedPersistentVolumeClaim({ namespace: rig.namespace, labelSelector: `${LABELS.workspace}=a` });
+    const claims = await rig.cluster.kubeConfig
+      .makeApiClient(CoreV1Api)
+      .listNamespacedPersistentVolumeClaim({ namespace: rig.namespace, labelSelector: `${LABELS.workspace}=a` });
     const probe = join(rig.claimDir(claims.items[0]!.metadata!.name!), 'ipc-probe');
     execFileSync('gcc', ['-static', '-O2', '-o', probe, join(import.meta.dirname, '..', 'fixtures', 'ipc-probe.c')]);
     return {

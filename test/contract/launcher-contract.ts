@@ -1,7 +1,14 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isGone, type ContainerGone, type ExecResult, type Launcher, type ManagedContainer, type RunOptions } from '../../src/launch/launcher.js';
+import {
+  isGone,
+  type ContainerGone,
+  type ExecResult,
+  type Launcher,
+  type ManagedContainer,
+  type RunOptions,
+} from '../../src/launch/launcher.js';
 import { commandNotFound, CONTAINER_LOST, execVerdict, STOPPED_EXIT, WARM_MEMORY_SLACK } from '../../src/launch/lifecycle.js';
 import { LABELS, type ContainerQuery } from '../../src/plan/labels.js';
 import { WORKSPACE_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
@@ -94,17 +101,27 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
         const p = plan({ tenant: 'b', argv: cmd.cat(`${WORKSPACE_MOUNT}/whoami.txt`) });
         expect(bindAt(p, WORKSPACE_MOUNT).source).toMatch(/\/workspaces\/b$/);
         if (!hostWorkspaces) {
-          for (const tenant of ['a', 'b'] as const) expect(await run({ tenant, argv: cmd.write(`${WORKSPACE_MOUNT}/whoami.txt`, `tenant ${tenant}\n`) })).toMatchObject({ exitCode: 0 });
+          for (const tenant of ['a', 'b'] as const)
+            expect(await run({ tenant, argv: cmd.write(`${WORKSPACE_MOUNT}/whoami.txt`, `tenant ${tenant}\n`) })).toMatchObject({
+              exitCode: 0,
+            });
         }
         expect(await launcher().run(p)).toMatchObject({ exitCode: 0, stdout: 'tenant b\n' });
-        expect(await run({ tenant: 'a', argv: cmd.cat(`${WORKSPACE_MOUNT}/whoami.txt`) })).toMatchObject({ exitCode: 0, stdout: 'tenant a\n' });
+        expect(await run({ tenant: 'a', argv: cmd.cat(`${WORKSPACE_MOUNT}/whoami.txt`) })).toMatchObject({
+          exitCode: 0,
+          stdout: 'tenant a\n',
+        });
       });
 
       it("tenant A's file is not readable by a run planned for tenant B: not at /workspace, not at A's host path", async () => {
         const hostSecret = join(bindAt(plan({ tenant: 'a', argv: ['true'] }), WORKSPACE_MOUNT).source, 'secret.txt');
         expect(fs.readFileSync(hostSecret, 'utf8')).toBe(SECRET_TEXT);
-        if (!hostWorkspaces) expect(await run({ tenant: 'a', argv: cmd.write(`${WORKSPACE_MOUNT}/secret.txt`, SECRET_TEXT) })).toMatchObject({ exitCode: 0 });
-        expect(await run({ tenant: 'a', argv: cmd.cat(`${WORKSPACE_MOUNT}/secret.txt`) })).toMatchObject({ exitCode: 0, stdout: SECRET_TEXT });
+        if (!hostWorkspaces)
+          expect(await run({ tenant: 'a', argv: cmd.write(`${WORKSPACE_MOUNT}/secret.txt`, SECRET_TEXT) })).toMatchObject({ exitCode: 0 });
+        expect(await run({ tenant: 'a', argv: cmd.cat(`${WORKSPACE_MOUNT}/secret.txt`) })).toMatchObject({
+          exitCode: 0,
+          stdout: SECRET_TEXT,
+        });
         for (const path of [`${WORKSPACE_MOUNT}/secret.txt`, hostSecret]) {
           const r = await run({ tenant: 'b', argv: cmd.cat(path) });
           expect(r.exitCode, path).not.toBe(0);
@@ -297,7 +314,12 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
 
       it('an exec whose container is removed under it (by hand) ends 137, says it was lost, and is not taken for a timeout', async () => {
         const id = await idle();
-        const r = await exec(id, cmd.sleep(30), { timeoutMs: 20_000 }, { onCreated: () => void setTimeout(() => void launcher().removeContainers([id]), 300) });
+        const r = await exec(
+          id,
+          cmd.sleep(30),
+          { timeoutMs: 20_000 },
+          { onCreated: () => void setTimeout(() => void launcher().removeContainers([id]), 300) },
+        );
         expect(r).toMatchObject({ exitCode: STOPPED_EXIT, timedOut: false, truncated: false, stopped: CONTAINER_LOST });
         expect(r.lost).toMatch(/\S/);
         expect(execVerdict(r)).toBe(CONTAINER_LOST);
@@ -326,7 +348,15 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
         const all = await list();
         expect(all.map((c) => c.id).sort()).toEqual([...ids.values()].sort());
         for (const sp of specs) {
-          expect(all.find((c) => c.run === sp.run)).toEqual<ManagedContainer>({ id: ids.get(sp.run)!, project: sp.project, workspace: sp.tenant, run: sp.run, state: 'running', reach: 'workspace', owner: CONTRACT_OWNER });
+          expect(all.find((c) => c.run === sp.run)).toEqual<ManagedContainer>({
+            id: ids.get(sp.run)!,
+            project: sp.project,
+            workspace: sp.tenant,
+            run: sp.run,
+            state: 'running',
+            reach: 'workspace',
+            owner: CONTRACT_OWNER,
+          });
         }
         expect((await list({ project: 'p1' })).map((c) => c.run).sort()).toEqual(['lbl-1', 'lbl-2']);
         expect((await list({ run: 'lbl-3' })).map((c) => c.id)).toEqual([ids.get('lbl-3')]);

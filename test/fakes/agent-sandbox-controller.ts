@@ -76,7 +76,10 @@ export interface Sandbox {
   metadata: Meta;
   spec: {
     podTemplate: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec: V1PodSpec };
-    volumeClaimTemplates?: { metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; spec: unknown }[];
+    volumeClaimTemplates?: {
+      metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+      spec: unknown;
+    }[];
     service?: boolean;
     operatingMode?: 'Running' | 'Suspended';
     shutdownTime?: string;
@@ -110,7 +113,9 @@ const errorText = (e: unknown): string => {
 
 /** JSON with sorted keys: the server returns custom resources' keys sorted, so equal means equal. */
 const canonical = (v: unknown): string =>
-  JSON.stringify(v, (_k, x: unknown) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b))) : x));
+  JSON.stringify(v, (_k, x: unknown) =>
+    x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b))) : x,
+  );
 
 /** The multiple-pods invariant violation upstream reports as Ready=False/MultiplePods. */
 class MultiplePods extends Error {}
@@ -250,7 +255,9 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
         if (owner === 'unowned') {
           const labels = pvc.metadata?.labels ?? {};
           if (labels[ADOPTABLE] !== 'true' && labels[SANDBOX_HASH_LABEL] !== hash) {
-            throw new Error(`cannot adopt unowned PVC "${name}": missing required pool authorization label ("${ADOPTABLE}") or sandbox tracking label ("${SANDBOX_HASH_LABEL}")`);
+            throw new Error(
+              `cannot adopt unowned PVC "${name}": missing required pool authorization label ("${ADOPTABLE}") or sandbox tracking label ("${SANDBOX_HASH_LABEL}")`,
+            );
           }
           const body = { metadata: { ownerReferences: [...(pvc.metadata?.ownerReferences ?? []), ownerRef(sb)] } };
           await core.patchNamespacedPersistentVolumeClaim({ name, namespace, body }, merge);
@@ -262,7 +269,13 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
         body: {
           apiVersion: 'v1',
           kind: 'PersistentVolumeClaim',
-          metadata: { name, namespace, labels: { ...t.metadata.labels, [SANDBOX_HASH_LABEL]: hash }, ...(t.metadata.annotations ? { annotations: { ...t.metadata.annotations } } : {}), ownerReferences: [ownerRef(sb)] },
+          metadata: {
+            name,
+            namespace,
+            labels: { ...t.metadata.labels, [SANDBOX_HASH_LABEL]: hash },
+            ...(t.metadata.annotations ? { annotations: { ...t.metadata.annotations } } : {}),
+            ownerReferences: [ownerRef(sb)],
+          },
           spec: t.spec as object,
         },
       });
@@ -274,8 +287,12 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
     const template = sb.spec.podTemplate.metadata ?? {};
     const labels: Record<string, string> = { ...pod.metadata?.labels, [SANDBOX_HASH_LABEL]: hash };
     const annotations = { ...pod.metadata?.annotations };
-    const managedLabels = Object.keys(template.labels ?? {}).filter((k) => !isSystemKey(k)).sort();
-    const managedAnnotations = Object.keys(template.annotations ?? {}).filter((k) => !isSystemAnnotation(k)).sort();
+    const managedLabels = Object.keys(template.labels ?? {})
+      .filter((k) => !isSystemKey(k))
+      .sort();
+    const managedAnnotations = Object.keys(template.annotations ?? {})
+      .filter((k) => !isSystemAnnotation(k))
+      .sort();
     for (const k of managedLabels) labels[k] = template.labels![k]!;
     for (const k of (annotations[PROPAGATED_LABELS] ?? '').split(',').filter(Boolean)) {
       if (k !== SANDBOX_HASH_LABEL && (isSystemKey(k) || !(k in (template.labels ?? {})))) delete labels[k];
@@ -307,7 +324,9 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
     if (owner === 'unowned') {
       const labels = pod.metadata?.labels ?? {};
       if (labels[ADOPTABLE] !== 'true' && labels[SANDBOX_HASH_LABEL] !== hash) {
-        throw new Error(`cannot adopt unowned pod "${name}": missing required pool authorization label ("${ADOPTABLE}") or sandbox tracking label ("${SANDBOX_HASH_LABEL}")`);
+        throw new Error(
+          `cannot adopt unowned pod "${name}": missing required pool authorization label ("${ADOPTABLE}") or sandbox tracking label ("${SANDBOX_HASH_LABEL}")`,
+        );
       }
       metadata = { ...metadata, ownerReferences: [...(refs ?? []), ownerRef(sb)] };
     }
@@ -323,8 +342,10 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
     const podName = sb.metadata.annotations?.[SANDBOX_POD_NAME_ANNOTATION] || sb.metadata.name;
     let pod = await orNotFound(core.readNamespacedPod({ name: podName, namespace }));
     if (!pod && tracked) await clearPodNameAnnotation(sb);
-    if (pod && ownershipOf(pod.metadata?.ownerReferences, sb) === 'owned' && !owned.some((p) => p.metadata?.name === pod!.metadata?.name)) owned.push(pod);
-    if (owned.length > 1) throw new MultiplePods(`multiple Pods (${owned.length}) are controlled by this Sandbox; refusing to choose or create a Pod`);
+    if (pod && ownershipOf(pod.metadata?.ownerReferences, sb) === 'owned' && !owned.some((p) => p.metadata?.name === pod!.metadata?.name))
+      owned.push(pod);
+    if (owned.length > 1)
+      throw new MultiplePods(`multiple Pods (${owned.length}) are controlled by this Sandbox; refusing to choose or create a Pod`);
     if (owned.length === 1 && pod?.metadata?.name !== owned[0]!.metadata?.name) {
       if (tracked) await clearPodNameAnnotation(sb);
       pod = owned[0];
@@ -343,8 +364,12 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
     const template = sb.spec.podTemplate;
     const labels: Record<string, string> = {};
     const annotations: Record<string, string> = {};
-    const managedLabels = Object.keys(template.metadata?.labels ?? {}).filter((k) => !isSystemKey(k)).sort();
-    const managedAnnotations = Object.keys(template.metadata?.annotations ?? {}).filter((k) => !isSystemAnnotation(k)).sort();
+    const managedLabels = Object.keys(template.metadata?.labels ?? {})
+      .filter((k) => !isSystemKey(k))
+      .sort();
+    const managedAnnotations = Object.keys(template.metadata?.annotations ?? {})
+      .filter((k) => !isSystemAnnotation(k))
+      .sort();
     for (const k of managedLabels) labels[k] = template.metadata!.labels![k]!;
     labels[SANDBOX_HASH_LABEL] = hash; // after the template's: a tenant cannot override it
     const createdBy = sb.metadata.labels?.[CREATED_BY];
@@ -354,7 +379,10 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
     if (managedAnnotations.length) annotations[PROPAGATED_ANNOTATIONS] = managedAnnotations.join(',');
     const spec = structuredClone(template.spec);
     // volumeClaimTemplates' volumes replace same-named ones (StatefulSet semantics).
-    const claims = (sb.spec.volumeClaimTemplates ?? []).map((t) => ({ name: t.metadata.name, persistentVolumeClaim: { claimName: `${t.metadata.name}-${sb.metadata.name}` } }));
+    const claims = (sb.spec.volumeClaimTemplates ?? []).map((t) => ({
+      name: t.metadata.name,
+      persistentVolumeClaim: { claimName: `${t.metadata.name}-${sb.metadata.name}` },
+    }));
     if (claims.length) spec.volumes = [...(spec.volumes ?? []).filter((v) => !claims.some((c) => c.name === v.name)), ...claims];
     const body: V1Pod = {
       apiVersion: 'v1',
@@ -399,7 +427,10 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
     }
     const owner = ownershipOf(svc.metadata?.ownerReferences, sb);
     if (desired === false) {
-      if (owner === 'owned') await core.deleteNamespacedService({ name, namespace }).catch((e: unknown) => (statusOf(e) === 404 ? undefined : Promise.reject(e)));
+      if (owner === 'owned')
+        await core
+          .deleteNamespacedService({ name, namespace })
+          .catch((e: unknown) => (statusOf(e) === 404 ? undefined : Promise.reject(e)));
       return clear();
     }
     if (owner === 'other') throw foreign('service', name, svc.metadata?.ownerReferences, sb);
@@ -407,10 +438,16 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
       if (desired === undefined) return clear();
       const labels = svc.metadata?.labels ?? {};
       if (labels[ADOPTABLE] !== 'true' && labels[SANDBOX_HASH_LABEL] !== hash) {
-        throw new Error(`cannot adopt unowned service "${name}": missing required pool authorization label ("${ADOPTABLE}") or sandbox tracking label ("${SANDBOX_HASH_LABEL}")`);
+        throw new Error(
+          `cannot adopt unowned service "${name}": missing required pool authorization label ("${ADOPTABLE}") or sandbox tracking label ("${SANDBOX_HASH_LABEL}")`,
+        );
       }
-      if (svc.spec?.clusterIP && svc.spec.clusterIP !== 'None') throw new Error(`cannot adopt service "${name}": ClusterIP is "${svc.spec.clusterIP}" (expected "None", field is immutable)`);
-      const body = { metadata: { labels: selector, ownerReferences: [...(svc.metadata?.ownerReferences ?? []), ownerRef(sb)] }, spec: { selector, ports: servicePorts(sb) } };
+      if (svc.spec?.clusterIP && svc.spec.clusterIP !== 'None')
+        throw new Error(`cannot adopt service "${name}": ClusterIP is "${svc.spec.clusterIP}" (expected "None", field is immutable)`);
+      const body = {
+        metadata: { labels: selector, ownerReferences: [...(svc.metadata?.ownerReferences ?? []), ownerRef(sb)] },
+        spec: { selector, ports: servicePorts(sb) },
+      };
       return set(await core.patchNamespacedService({ name, namespace, body }, merge));
     }
     if (svc.metadata?.labels?.[SANDBOX_HASH_LABEL] !== hash || JSON.stringify(svc.spec?.selector) !== JSON.stringify(selector)) {
@@ -424,9 +461,22 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
   // Status
 
   const readyCondition = (sb: Sandbox, err: Error | undefined, svc: V1Service | undefined, pod: V1Pod | undefined): Condition => {
-    const c: Condition = { type: 'Ready', status: 'False', reason: 'DependenciesNotReady', message: '', observedGeneration: sb.metadata.generation ?? 0 };
-    if (err) return { ...c, ...(err instanceof MultiplePods ? { reason: 'MultiplePods', message: err.message } : { reason: 'ReconcilerError', message: `Error seen: ${err.message}` }) };
-    if (sb.spec.operatingMode === 'Suspended') return { ...c, reason: 'SandboxSuspended', message: pod ? 'Sandbox is suspending' : 'Sandbox is suspended' };
+    const c: Condition = {
+      type: 'Ready',
+      status: 'False',
+      reason: 'DependenciesNotReady',
+      message: '',
+      observedGeneration: sb.metadata.generation ?? 0,
+    };
+    if (err)
+      return {
+        ...c,
+        ...(err instanceof MultiplePods
+          ? { reason: 'MultiplePods', message: err.message }
+          : { reason: 'ReconcilerError', message: `Error seen: ${err.message}` }),
+      };
+    if (sb.spec.operatingMode === 'Suspended')
+      return { ...c, reason: 'SandboxSuspended', message: pod ? 'Sandbox is suspending' : 'Sandbox is suspended' };
     if (pod?.status?.phase === 'Succeeded') return { ...c, reason: 'PodSucceeded', message: 'Pod completed successfully' };
     if (pod?.status?.phase === 'Failed') return { ...c, reason: 'PodFailed', message: 'Pod failed' };
     let message = pod ? `Pod exists with phase: ${pod.status?.phase ?? ''}` : 'Pod does not exist';
@@ -443,25 +493,56 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
     return podReady && (!svcRequired || svc) ? { ...c, status: 'True', reason: 'DependenciesReady', message } : { ...c, message };
   };
 
-  const conditionsFor = (sb: Sandbox, err: Error | undefined, svc: V1Service | undefined, pod: V1Pod | undefined, podErr: Error | undefined): Condition[] => {
+  const conditionsFor = (
+    sb: Sandbox,
+    err: Error | undefined,
+    svc: V1Service | undefined,
+    pod: V1Pod | undefined,
+    podErr: Error | undefined,
+  ): Condition[] => {
     const generation = sb.metadata.generation ?? 0;
     const owned = pod !== undefined && ownershipOf(pod.metadata?.ownerReferences, sb) === 'owned';
     const out: Condition[] = [];
-    const suspended: Condition = { type: 'Suspended', status: 'False', reason: 'NotSuspended', message: 'Sandbox is not suspended', observedGeneration: generation };
+    const suspended: Condition = {
+      type: 'Suspended',
+      status: 'False',
+      reason: 'NotSuspended',
+      message: 'Sandbox is not suspended',
+      observedGeneration: generation,
+    };
     if (sb.spec.operatingMode === 'Suspended') {
-      if (!pod && podErr) Object.assign(suspended, { status: 'Unknown', reason: 'PodStateUnknown', message: 'Pod state is unknown. Sandbox suspension cannot be confirmed' });
-      else if (!pod) Object.assign(suspended, { status: 'True', reason: 'PodTerminated', message: 'Pod has been terminated. Sandbox is suspended' });
-      else if (!owned) Object.assign(suspended, { reason: 'PodNotOwned', message: 'Refused to delete pod because it is not owned by this sandbox' });
+      if (!pod && podErr)
+        Object.assign(suspended, {
+          status: 'Unknown',
+          reason: 'PodStateUnknown',
+          message: 'Pod state is unknown. Sandbox suspension cannot be confirmed',
+        });
+      else if (!pod)
+        Object.assign(suspended, { status: 'True', reason: 'PodTerminated', message: 'Pod has been terminated. Sandbox is suspended' });
+      else if (!owned)
+        Object.assign(suspended, { reason: 'PodNotOwned', message: 'Refused to delete pod because it is not owned by this sandbox' });
       else Object.assign(suspended, { reason: 'PodTerminating', message: 'Pod is terminating. Sandbox is suspending' });
     }
     out.push(suspended);
     const phase = pod?.status?.phase;
     if (owned && (phase === 'Succeeded' || phase === 'Failed')) {
       const ok = phase === 'Succeeded';
-      out.push({ type: 'Finished', status: 'True', reason: ok ? 'PodSucceeded' : 'PodFailed', message: ok ? 'Pod completed successfully' : 'Pod failed', observedGeneration: generation });
+      out.push({
+        type: 'Finished',
+        status: 'True',
+        reason: ok ? 'PodSucceeded' : 'PodFailed',
+        message: ok ? 'Pod completed successfully' : 'Pod failed',
+        observedGeneration: generation,
+      });
     }
     if (!pod && podErr) {
-      out.push({ type: 'PodScheduled', status: 'Unknown', reason: 'PodSchedulingUnknown', message: 'Pod state is unknown. Pod scheduling cannot be determined', observedGeneration: generation });
+      out.push({
+        type: 'PodScheduled',
+        status: 'Unknown',
+        reason: 'PodSchedulingUnknown',
+        message: 'Pod state is unknown. Pod scheduling cannot be determined',
+        observedGeneration: generation,
+      });
     } else if (owned) {
       const sched = pod.status?.conditions?.find((x) => x.type === 'PodScheduled');
       const status = (sched?.status ?? 'Unknown') as Condition['status'];
@@ -501,9 +582,21 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
     ]);
     const del = (fn: () => Promise<unknown>) => () => fn().catch((e: unknown) => (statusOf(e) === 404 ? undefined : Promise.reject(e)));
     return [
-      ...pods.items.filter(owns).map((o) => ({ o, patch: (body: object) => core.patchNamespacedPod({ name: o.metadata!.name!, namespace, body }, merge), remove: del(() => core.deleteNamespacedPod({ name: o.metadata!.name!, namespace })) })),
-      ...pvcs.items.filter(owns).map((o) => ({ o, patch: (body: object) => core.patchNamespacedPersistentVolumeClaim({ name: o.metadata!.name!, namespace, body }, merge), remove: del(() => core.deleteNamespacedPersistentVolumeClaim({ name: o.metadata!.name!, namespace })) })),
-      ...svcs.items.filter(owns).map((o) => ({ o, patch: (body: object) => core.patchNamespacedService({ name: o.metadata!.name!, namespace, body }, merge), remove: del(() => core.deleteNamespacedService({ name: o.metadata!.name!, namespace })) })),
+      ...pods.items.filter(owns).map((o) => ({
+        o,
+        patch: (body: object) => core.patchNamespacedPod({ name: o.metadata!.name!, namespace, body }, merge),
+        remove: del(() => core.deleteNamespacedPod({ name: o.metadata!.name!, namespace })),
+      })),
+      ...pvcs.items.filter(owns).map((o) => ({
+        o,
+        patch: (body: object) => core.patchNamespacedPersistentVolumeClaim({ name: o.metadata!.name!, namespace, body }, merge),
+        remove: del(() => core.deleteNamespacedPersistentVolumeClaim({ name: o.metadata!.name!, namespace })),
+      })),
+      ...svcs.items.filter(owns).map((o) => ({
+        o,
+        patch: (body: object) => core.patchNamespacedService({ name: o.metadata!.name!, namespace, body }, merge),
+        remove: del(() => core.deleteNamespacedService({ name: o.metadata!.name!, namespace })),
+      })),
     ];
   };
 
@@ -537,18 +630,29 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
   // Reconcile
 
   const expire = async (sb: Sandbox, status: SandboxStatus, before: SandboxStatus) => {
-    const expired: Condition = { type: 'Ready', status: 'False', reason: 'SandboxExpired', message: 'Sandbox has expired', observedGeneration: sb.metadata.generation ?? 0 };
+    const expired: Condition = {
+      type: 'Ready',
+      status: 'False',
+      reason: 'SandboxExpired',
+      message: 'Sandbox has expired',
+      observedGeneration: sb.metadata.generation ?? 0,
+    };
     const conditions = [...(status.conditions ?? [])].filter((c) => c.type !== 'PodScheduled');
     if (status.conditions?.find((c) => c.type === 'Ready')?.reason !== 'SandboxExpired') {
       setCondition(conditions, expired);
       await writeStatus(sb, before, { ...status, conditions });
       return void later(1, () => enqueue(sb.metadata.name));
     }
-    const pod = await orNotFound(core.readNamespacedPod({ name: sb.metadata.annotations?.[SANDBOX_POD_NAME_ANNOTATION] || sb.metadata.name, namespace }));
-    if (pod && ownershipOf(pod.metadata?.ownerReferences, sb) === 'owned') await orNotFound(core.deleteNamespacedPod({ name: pod.metadata!.name!, namespace }));
+    const pod = await orNotFound(
+      core.readNamespacedPod({ name: sb.metadata.annotations?.[SANDBOX_POD_NAME_ANNOTATION] || sb.metadata.name, namespace }),
+    );
+    if (pod && ownershipOf(pod.metadata?.ownerReferences, sb) === 'owned')
+      await orNotFound(core.deleteNamespacedPod({ name: pod.metadata!.name!, namespace }));
     const svc = await orNotFound(core.readNamespacedService({ name: sb.metadata.name, namespace }));
-    if (svc && ownershipOf(svc.metadata?.ownerReferences, sb) === 'owned') await orNotFound(core.deleteNamespacedService({ name: sb.metadata.name, namespace }));
-    if (sb.spec.shutdownPolicy === 'Delete') return void (await orNotFound(custom.deleteNamespacedCustomObject({ ...crd, name: sb.metadata.name })));
+    if (svc && ownershipOf(svc.metadata?.ownerReferences, sb) === 'owned')
+      await orNotFound(core.deleteNamespacedService({ name: sb.metadata.name, namespace }));
+    if (sb.spec.shutdownPolicy === 'Delete')
+      return void (await orNotFound(custom.deleteNamespacedCustomObject({ ...crd, name: sb.metadata.name })));
     setCondition(conditions, expired);
     await writeStatus(sb, before, { conditions });
   };

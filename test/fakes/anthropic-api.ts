@@ -144,9 +144,7 @@ export interface RecordedRequest {
 // ---------------------------------------------------------------------------------------------
 // Scripting
 
-export type ReplyBlock =
-  | { type: 'text'; text: string }
-  | { type: 'tool_use'; name: string; input: Record<string, unknown>; id?: string };
+export type ReplyBlock = { type: 'text'; text: string } | { type: 'tool_use'; name: string; input: Record<string, unknown>; id?: string };
 
 export interface ScriptedReply {
   /** A string is one text block. */

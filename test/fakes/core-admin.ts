@@ -48,5 +48,13 @@ export function runViewOf(over: Partial<RunView> = {}): RunView {
 /** A session record of `tenant`, at the default level. */
 export function sessionOf(id: string, tenant: string): SessionRecord {
   const at = '2026-01-01T00:00:00.000Z';
-  return { id, project: 'p', tenant_key: tenant, created_at: at, updated_at: at, runs: 0, settings: { permission_level: 'medium', workspace: { mode: 'tenant', root_dir: '/workspace' } } };
+  return {
+    id,
+    project: 'p',
+    tenant_key: tenant,
+    created_at: at,
+    updated_at: at,
+    runs: 0,
+    settings: { permission_level: 'medium', workspace: { mode: 'tenant', root_dir: '/workspace' } },
+  };
 }

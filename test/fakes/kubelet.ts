@@ -93,10 +93,12 @@ export function listWatch<T extends { metadata?: { resourceVersion?: string } }>
         rv = obj.metadata?.resourceVersion ?? rv;
         if (type !== 'BOOKMARK') onEvent(type as WatchEventType, obj);
       };
-      watch.watch(path, params, onObject, () => resolve()).then(
-        (c) => (stopped ? c.abort() : (abort = c)),
-        () => resolve(),
-      );
+      watch
+        .watch(path, params, onObject, () => resolve())
+        .then(
+          (c) => (stopped ? c.abort() : (abort = c)),
+          () => resolve(),
+        );
     });
   void (async () => {
     while (!stopped) {
@@ -129,8 +131,22 @@ export async function orNotFound<T>(p: Promise<T>): Promise<T | undefined> {
 }
 
 const SUFFIXES: Record<string, number> = {
-  n: 1e-9, u: 1e-6, m: 1e-3, '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
-  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+  n: 1e-9,
+  u: 1e-6,
+  m: 1e-3,
+  '': 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
 };
 
 /** A Kubernetes quantity ("500m", "1", "256Mi", "1Gi", "1e3", "1048576") as a number. */
@@ -150,7 +166,7 @@ export function expandVars(s: string, vars: ReadonlyMap<string, string>): string
 /** Strip Docker's stream multiplexing headers from a non-TTY log buffer. */
 function demuxBuffer(buf: Buffer): Buffer {
   const parts: Buffer[] = [];
-  for (let i = 0; i + 8 <= buf.length; ) {
+  for (let i = 0; i + 8 <= buf.length;) {
     const n = buf.readUInt32BE(i + 4);
     parts.push(buf.subarray(i + 8, i + 8 + n));
     i += 8 + n;
@@ -162,7 +178,12 @@ function demuxBuffer(buf: Buffer): Buffer {
 
 /** Not startable yet: the kubelet retries; the container(s) wait with this reason meanwhile. */
 class Waiting extends Error {
-  constructor(readonly reason: string, message: string, readonly event: string, readonly container?: string) {
+  constructor(
+    readonly reason: string,
+    message: string,
+    readonly event: string,
+    readonly container?: string,
+  ) {
     super(message);
   }
 }
@@ -211,12 +232,20 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     if (!stopped) console.error(`test kubelet ${nodeName}: ${what}: ${(e as Error).message ?? e}`);
   };
   const podDir = (uid: string) => join(opts.dataDir, 'pods', uid);
-  const byName = (ns: string, name: string) => [...workers.values()].find((w) => w.ns === ns && w.name === name && !w.terminating) ?? [...workers.values()].find((w) => w.ns === ns && w.name === name);
+  const byName = (ns: string, name: string) =>
+    [...workers.values()].find((w) => w.ns === ns && w.name === name && !w.terminating) ??
+    [...workers.values()].find((w) => w.ns === ns && w.name === name);
 
   // -------------------------------------------------------------------------------------------
   // Status
 
-  const condition = (type: string, ok: boolean, reason: string | undefined, message: string | undefined, prev: V1PodCondition[]): V1PodCondition => {
+  const condition = (
+    type: string,
+    ok: boolean,
+    reason: string | undefined,
+    message: string | undefined,
+    prev: V1PodCondition[],
+  ): V1PodCondition => {
     const status = ok ? 'True' : 'False';
     const before = prev.find((c) => c.type === type);
     return {
@@ -254,7 +283,13 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       reason: undefined,
       message: undefined,
       conditions: [
-        condition('Initialized', incomplete.length === 0, 'ContainersNotInitialized', `containers with incomplete status: [${incomplete.join(' ')}]`, prev),
+        condition(
+          'Initialized',
+          incomplete.length === 0,
+          'ContainersNotInitialized',
+          `containers with incomplete status: [${incomplete.join(' ')}]`,
+          prev,
+        ),
         condition('Ready', unready.length === 0 && !done, readyReason, readyMessage, prev),
         condition('ContainersReady', unready.length === 0 && !done, readyReason, readyMessage, prev),
         ...scheduled,
@@ -311,7 +346,8 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
   // Admission: what a real kubelet would reject, and what this one does not play.
 
   const sysctlAllowed = (name: string) =>
-    SAFE_SYSCTLS.includes(name) || (opts.allowedUnsafeSysctls ?? []).some((p) => (p.endsWith('*') ? name.startsWith(p.slice(0, -1)) : p === name));
+    SAFE_SYSCTLS.includes(name) ||
+    (opts.allowedUnsafeSysctls ?? []).some((p) => (p.endsWith('*') ? name.startsWith(p.slice(0, -1)) : p === name));
 
   const refusal = (pod: V1Pod): { reason: string; message: string } | undefined => {
     const spec = pod.spec!;
@@ -322,7 +358,8 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     const volumes = new Map((spec.volumes ?? []).map((v) => [v.name, v]));
     for (const v of volumes.values()) {
       const kinds = Object.keys(v).filter((k) => k !== 'name' && v[k as keyof typeof v] !== undefined);
-      if (kinds.length !== 1 || !['persistentVolumeClaim', 'configMap', 'secret', 'emptyDir'].includes(kinds[0]!)) return refuse(`volume "${v.name}" (${kinds.join(', ')})`);
+      if (kinds.length !== 1 || !['persistentVolumeClaim', 'configMap', 'secret', 'emptyDir'].includes(kinds[0]!))
+        return refuse(`volume "${v.name}" (${kinds.join(', ')})`);
     }
     const sc = spec.securityContext?.seccompProfile;
     if (sc?.type === 'Localhost') return refuse('Localhost seccomp profiles');
@@ -378,7 +415,8 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       const data = entries.get(item.key);
       if (!data) throw new Waiting('ContainerCreating', `${what} references non-existent config key: ${item.key}`, 'FailedMount');
       const file = join(dir, item.path);
-      if (!file.startsWith(`${dir}/`)) throw new Waiting('ContainerCreating', `${what}: item path ${item.path} leaves the volume`, 'FailedMount');
+      if (!file.startsWith(`${dir}/`))
+        throw new Waiting('ContainerCreating', `${what}: item path ${item.path} leaves the volume`, 'FailedMount');
       fs.mkdirSync(dirname(file), { recursive: true });
       fs.writeFileSync(file, data);
       let mode = item.mode ?? src.defaultMode ?? 0o644;
@@ -449,7 +487,12 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       return info;
     } catch {
       if (run.spec.imagePullPolicy === 'Never') {
-        throw new Waiting('ErrImageNeverPull', `Container image "${image}" is not present with pull policy of Never`, 'ErrImageNeverPull', run.spec.name);
+        throw new Waiting(
+          'ErrImageNeverPull',
+          `Container image "${image}" is not present with pull policy of Never`,
+          'ErrImageNeverPull',
+          run.spec.name,
+        );
       }
       throw new Waiting('ImagePullBackOff', `Back-off pulling image "${image}"`, 'Failed', run.spec.name);
     }
@@ -467,11 +510,15 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     const configError = (message: string) => new Waiting('CreateContainerConfigError', message, 'Failed', c.name);
     if (sc.runAsNonRoot ?? psc.runAsNonRoot) {
       const imageUser = (image.Config.User ?? '').split(':')[0] ?? '';
-      if (uid === 0) throw configError(`container's runAsUser breaks non-root policy (pod: "${w.name}_${w.ns}(${w.uid})", container: ${c.name})`);
+      if (uid === 0)
+        throw configError(`container's runAsUser breaks non-root policy (pod: "${w.name}_${w.ns}(${w.uid})", container: ${c.name})`);
       if (uid === undefined && (imageUser === '' || imageUser === 'root' || imageUser === '0')) {
-        throw configError(`container has runAsNonRoot and image will run as root (pod: "${w.name}_${w.ns}(${w.uid})", container: ${c.name})`);
+        throw configError(
+          `container has runAsNonRoot and image will run as root (pod: "${w.name}_${w.ns}(${w.uid})", container: ${c.name})`,
+        );
       }
-      if (uid === undefined && !/^\d+$/.test(imageUser)) throw configError(`container has runAsNonRoot and image has non-numeric user (${imageUser}), cannot verify user is non-root`);
+      if (uid === undefined && !/^\d+$/.test(imageUser))
+        throw configError(`container has runAsNonRoot and image has non-numeric user (${imageUser}), cannot verify user is non-root`);
     }
     if (uid === undefined && gid !== undefined) throw configError('runAsGroup is specified without a runAsUser');
 
@@ -490,7 +537,8 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       let source = v.path;
       if (m.subPath) {
         source = join(v.path, m.subPath);
-        if (!source.startsWith(`${v.path}/`) || !fs.existsSync(source)) throw configError(`subPath "${m.subPath}" is not in volume "${m.name}"`);
+        if (!source.startsWith(`${v.path}/`) || !fs.existsSync(source))
+          throw configError(`subPath "${m.subPath}" is not in volume "${m.name}"`);
       }
       mounts.push({ Type: 'bind', Source: source, Target: m.mountPath, ReadOnly: v.readOnly || m.readOnly === true });
     }
@@ -500,7 +548,9 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     const requests = c.resources?.requests ?? {};
     const memory = limits.memory !== undefined ? Math.ceil(parseQuantity(limits.memory)) : undefined;
     const cpuRequest = requests.cpu ?? limits.cpu;
-    const sysctls = Object.fromEntries((psc.sysctls ?? []).filter((s) => !netOwner || !s.name.startsWith('net.')).map((s) => [s.name, s.value]));
+    const sysctls = Object.fromEntries(
+      (psc.sysctls ?? []).filter((s) => !netOwner || !s.name.startsWith('net.')).map((s) => [s.name, s.value]),
+    );
     const groups = [...(psc.supplementalGroups ?? []), ...(psc.fsGroup !== undefined ? [psc.fsGroup] : [])];
     const created = await docker.createContainer({
       name: `k8s_${c.name}_${w.name}_${w.ns}_${w.uid}_${w.attempt}`,
@@ -529,7 +579,10 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
         CapDrop: sc.capabilities?.drop ?? [],
         CapAdd: sc.capabilities?.add ?? [],
         // Without a profile, kubelet 1.20 runs containers Unconfined (no SeccompDefault then).
-        SecurityOpt: [...(sc.allowPrivilegeEscalation === false ? ['no-new-privileges'] : []), ...(seccomp?.type === 'RuntimeDefault' ? [] : ['seccomp=unconfined'])],
+        SecurityOpt: [
+          ...(sc.allowPrivilegeEscalation === false ? ['no-new-privileges'] : []),
+          ...(seccomp?.type === 'RuntimeDefault' ? [] : ['seccomp=unconfined']),
+        ],
         Sysctls: sysctls,
         GroupAdd: groups.map(String),
         ...(memory !== undefined ? { Memory: memory, MemorySwap: memory } : {}),
@@ -554,7 +607,10 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     // memory limit is looked at again for up to 3 s before it is "Error".
     for (let i = 0; i < 60 && info.State.ExitCode === 137 && info.HostConfig.Memory && !info.State.OOMKilled; i++) {
       await sleep(50);
-      const again = await docker.getContainer(run.id!).inspect().catch(() => undefined);
+      const again = await docker
+        .getContainer(run.id!)
+        .inspect()
+        .catch(() => undefined);
       if (!again) break;
       info = again;
     }
@@ -587,7 +643,16 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       await container.start();
     } catch (e) {
       const now = new Date();
-      run.status.state = { terminated: { exitCode: 128, reason: 'ContainerCannotRun', message: (e as Error).message, startedAt: now, finishedAt: now, containerID: `docker://${run.id}` } };
+      run.status.state = {
+        terminated: {
+          exitCode: 128,
+          reason: 'ContainerCannotRun',
+          message: (e as Error).message,
+          startedAt: now,
+          finishedAt: now,
+          containerID: `docker://${run.id}`,
+        },
+      };
       event(w, 'Warning', 'Failed', `Error: ${(e as Error).message}`);
       return false;
     }
@@ -606,7 +671,17 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     return true;
   };
 
-  const removeContainers = (w: Worker) => Promise.all(w.runs.filter((r) => r.id).map((r) => docker.getContainer(r.id!).remove({ force: true }).catch(() => {})));
+  const removeContainers = (w: Worker) =>
+    Promise.all(
+      w.runs
+        .filter((r) => r.id)
+        .map((r) =>
+          docker
+            .getContainer(r.id!)
+            .remove({ force: true })
+            .catch(() => {}),
+        ),
+    );
 
   /** Bring a bound pod up; retried (with backoff) while something it needs is missing. */
   const startPod = async (w: Worker): Promise<void> => {
@@ -643,10 +718,15 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       const waiting = e instanceof Waiting ? e : new Waiting('CreateContainerError', (e as Error).message, 'Failed');
       // Start over from what did not finish: a completed init container stays done.
       for (const run of w.runs.filter((r) => !(r.init && r.status.state?.terminated?.exitCode === 0))) {
-        if (run.id) await docker.getContainer(run.id).remove({ force: true }).catch(() => {});
+        if (run.id)
+          await docker
+            .getContainer(run.id)
+            .remove({ force: true })
+            .catch(() => {});
         delete run.id;
         delete run.status.containerID;
-        if (waiting.container ? waiting.container === run.spec.name : !run.init) run.status.state = { waiting: { reason: waiting.reason, message: waiting.message } };
+        if (waiting.container ? waiting.container === run.spec.name : !run.init)
+          run.status.state = { waiting: { reason: waiting.reason, message: waiting.message } };
       }
       event(w, 'Warning', waiting.event, waiting.message);
       await pushStatus(w);
@@ -698,11 +778,25 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     w.terminating = true;
     clearTimeout(w.retry);
     const grace = Math.max(0, Math.min(Number(w.pod.metadata?.deletionGracePeriodSeconds ?? 30), 30));
-    await Promise.all(w.runs.filter((r) => r.id).map((r) => docker.getContainer(r.id!).stop({ t: grace }).catch(() => {})));
+    await Promise.all(
+      w.runs
+        .filter((r) => r.id)
+        .map((r) =>
+          docker
+            .getContainer(r.id!)
+            .stop({ t: grace })
+            .catch(() => {}),
+        ),
+    );
     await Promise.all(w.runs.map((r) => r.exited));
     await pushStatus(w);
     await core
-      .deleteNamespacedPod({ name: w.name, namespace: w.ns, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: w.uid } } })
+      .deleteNamespacedPod({
+        name: w.name,
+        namespace: w.ns,
+        gracePeriodSeconds: 0,
+        body: { gracePeriodSeconds: 0, preconditions: { uid: w.uid } },
+      })
       .catch((e: unknown) => statusOf(e) === 404 || statusOf(e) === 409 || complain(`delete ${key(w.ns, w.name)}`, e));
   };
 
@@ -722,7 +816,8 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
 
   const unschedulableBecause = async (pod: V1Pod): Promise<string | undefined> => {
     const selector = pod.spec?.nodeSelector ?? {};
-    if (Object.entries(selector).some(([k, v]) => nodeLabels[k] !== v)) return "0/1 nodes are available: 1 node(s) didn't match node selector.";
+    if (Object.entries(selector).some(([k, v]) => nodeLabels[k] !== v))
+      return "0/1 nodes are available: 1 node(s) didn't match node selector.";
     for (const v of pod.spec?.volumes ?? []) {
       const claim = v.persistentVolumeClaim?.claimName;
       if (claim && !(await orNotFound(core.readNamespacedPersistentVolumeClaim({ name: claim, namespace: pod.metadata!.namespace! })))) {
@@ -756,7 +851,12 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       await core.createNamespacedPodBinding({
         name,
         namespace,
-        body: { apiVersion: 'v1', kind: 'Binding', metadata: { name, namespace, uid: pod.metadata!.uid! }, target: { apiVersion: 'v1', kind: 'Node', name: nodeName } },
+        body: {
+          apiVersion: 'v1',
+          kind: 'Binding',
+          metadata: { name, namespace, uid: pod.metadata!.uid! },
+          target: { apiVersion: 'v1', kind: 'Node', name: nodeName },
+        },
       });
     } catch (e) {
       if (statusOf(e) !== 404 && statusOf(e) !== 409) complain(`schedule ${k}`, e);
@@ -798,21 +898,42 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
   // -------------------------------------------------------------------------------------------
   // The kubelet API: /containerLogs, /exec and /attach
 
-  const containerLogs = async (req: IncomingMessage, res: ServerResponse, ns: string, podName: string, containerName: string, q: URLSearchParams) => {
+  const containerLogs = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    ns: string,
+    podName: string,
+    containerName: string,
+    q: URLSearchParams,
+  ) => {
     const fail = (code: number, message: string) => res.writeHead(code, { 'content-type': 'text/plain' }).end(`${message}\n`);
     const w = byName(ns, podName);
     if (!w) return fail(404, `pod "${podName}" does not exist`);
     const run = w.runs.find((r) => r.spec.name === containerName);
     if (!run) return fail(404, `container "${containerName}" not found in pod "${podName}"`);
     if (q.get('previous') === 'true') return fail(400, `previous terminated container "${containerName}" in pod "${podName}" not found`);
-    if (!run.id || run.status.state?.waiting) return fail(400, `container "${containerName}" in pod "${podName}" is waiting to start: ${run.status.state?.waiting?.reason ?? 'ContainerCreating'}`);
+    if (!run.id || run.status.state?.waiting)
+      return fail(
+        400,
+        `container "${containerName}" in pod "${podName}" is waiting to start: ${run.status.state?.waiting?.reason ?? 'ContainerCreating'}`,
+      );
     const container = docker.getContainer(run.id);
     const tty = (await container.inspect()).Config.Tty;
     const sinceTime = q.get('sinceTime');
     const sinceSeconds = q.get('sinceSeconds');
-    const since = sinceTime ? Math.floor(Date.parse(sinceTime) / 1000) : sinceSeconds ? Math.floor(Date.now() / 1000) - Number(sinceSeconds) : 0;
+    const since = sinceTime
+      ? Math.floor(Date.parse(sinceTime) / 1000)
+      : sinceSeconds
+        ? Math.floor(Date.now() / 1000) - Number(sinceSeconds)
+        : 0;
     const tail = q.get('tailLines');
-    const options = { stdout: true, stderr: true, timestamps: q.get('timestamps') === 'true', since, ...(tail ? { tail: Number(tail) } : {}) };
+    const options = {
+      stdout: true,
+      stderr: true,
+      timestamps: q.get('timestamps') === 'true',
+      since,
+      ...(tail ? { tail: Number(tail) } : {}),
+    };
     let left = Number(q.get('limitBytes') ?? Infinity) || Infinity;
     res.writeHead(200, { 'content-type': 'text/plain' });
     const out = new Writable({
@@ -900,7 +1021,8 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     // The kubelet greets on the lowest writable channel so the client knows the stream is up.
     send(want.stdout ? 1 : want.stderr ? 2 : 3, Buffer.alloc(0));
     const run = w?.runs.find((r) => r.spec.name === containerName);
-    if (!run?.id || !run.status.state?.running) return finish(internalError(`error executing command in container: container not found ("${containerName}")`));
+    if (!run?.id || !run.status.state?.running)
+      return finish(internalError(`error executing command in container: container not found ("${containerName}")`));
     try {
       const container = docker.getContainer(run.id);
       const info = await container.inspect();
@@ -963,7 +1085,8 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     const { want, send, finish } = channels(ws, q);
     const run = w?.runs.find((r) => r.spec.name === containerName);
     send(want.stdout ? 1 : want.stderr ? 2 : 3, Buffer.alloc(0));
-    if (!run?.id || !run.status.state?.running) return finish(internalError(`error attaching to container: container not found ("${containerName}")`));
+    if (!run?.id || !run.status.state?.running)
+      return finish(internalError(`error attaching to container: container not found ("${containerName}")`));
     const early: Buffer[] = [];
     let stream: Duplex | undefined;
     ws.on('message', (data: Buffer) => {
@@ -976,8 +1099,15 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       const container = docker.getContainer(run.id);
       const info = await container.inspect();
       if (!info.State.Running) return finish(internalError(`error attaching to container: container not running (${run.id})`));
-      if (want.stdin && !info.Config.OpenStdin) return finish(internalError('error attaching to container: stdin is not enabled for this container'));
-      stream = (await container.attach({ stream: true, stdin: want.stdin, stdout: want.stdout, stderr: want.stderr, hijack: true })) as Duplex;
+      if (want.stdin && !info.Config.OpenStdin)
+        return finish(internalError('error attaching to container: stdin is not enabled for this container'));
+      stream = (await container.attach({
+        stream: true,
+        stdin: want.stdin,
+        stdout: want.stdout,
+        stderr: want.stderr,
+        hijack: true,
+      })) as Duplex;
       if (ws.readyState !== WebSocket.OPEN) return void stream.destroy();
       for (const b of early) stream.write(b);
       const channel = (n: number) => new Writable({ write: (chunk: Buffer, _e, done) => (send(n, chunk), done()) });
@@ -1008,10 +1138,14 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
   const onUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer) => {
     const { parts, q } = parse(req);
     const reject = (code: number, text: string, message: string) => {
-      socket.end(`HTTP/1.1 ${code} ${text}\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(message)}\r\nconnection: close\r\n\r\n${message}`);
+      socket.end(
+        `HTTP/1.1 ${code} ${text}\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(message)}\r\nconnection: close\r\n\r\n${message}`,
+      );
     };
-    if ((parts[0] !== 'exec' && parts[0] !== 'attach') || (parts.length !== 4 && parts.length !== 5)) return reject(404, 'Not Found', 'not found');
-    if (req.headers.upgrade?.toLowerCase() !== 'websocket') return reject(400, 'Bad Request', 'the test kubelet speaks WebSocket only (no SPDY)');
+    if ((parts[0] !== 'exec' && parts[0] !== 'attach') || (parts.length !== 4 && parts.length !== 5))
+      return reject(404, 'Not Found', 'not found');
+    if (req.headers.upgrade?.toLowerCase() !== 'websocket')
+      return reject(400, 'Bad Request', 'the test kubelet speaks WebSocket only (no SPDY)');
     const [, ns = '', podName = ''] = parts;
     const containerName = parts[parts.length - 1] ?? '';
     const w = byName(ns, podName);
@@ -1029,7 +1163,8 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
         else res.end();
       });
     }
-    if (parts[0] === 'exec' || parts[0] === 'attach') return void res.writeHead(400, { 'content-type': 'text/plain' }).end('Upgrade request required\n');
+    if (parts[0] === 'exec' || parts[0] === 'attach')
+      return void res.writeHead(400, { 'content-type': 'text/plain' }).end('Upgrade request required\n');
     res.writeHead(404).end();
   };
 
@@ -1038,20 +1173,34 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
 
   const key0 = newRsaKey();
   const server = https.createServer(
-    { key: key0.export({ type: 'pkcs8', format: 'pem' }), cert: issueServerCert(makeAuthority('berth test kubelet', key0), '127.0.0.1', key0) },
+    {
+      key: key0.export({ type: 'pkcs8', format: 'pem' }),
+      cert: issueServerCert(makeAuthority('berth test kubelet', key0), '127.0.0.1', key0),
+    },
     onRequest,
   );
   server.on('upgrade', onUpgrade);
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', () => resolve()));
   const port = (server.address() as AddressInfo).port;
 
-  const nodeLabels: Record<string, string> = { 'kubernetes.io/hostname': nodeName, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': process.arch === 'x64' ? 'amd64' : process.arch };
+  const nodeLabels: Record<string, string> = {
+    'kubernetes.io/hostname': nodeName,
+    'kubernetes.io/os': 'linux',
+    'kubernetes.io/arch': process.arch === 'x64' ? 'amd64' : process.arch,
+  };
   const engine = await docker.version();
   await core.createNode({ body: { apiVersion: 'v1', kind: 'Node', metadata: { name: nodeName, labels: nodeLabels } } });
   const node = await core.readNode({ name: nodeName });
   const now = new Date();
   const resources = { cpu: '2', memory: '8Gi', pods: '110' };
-  const ok = (type: string, reason: string, message: string) => ({ type, status: 'False', reason, message, lastHeartbeatTime: now, lastTransitionTime: now });
+  const ok = (type: string, reason: string, message: string) => ({
+    type,
+    status: 'False',
+    reason,
+    message,
+    lastHeartbeatTime: now,
+    lastTransitionTime: now,
+  });
   node.status = {
     addresses: [
       { type: 'InternalIP', address: '127.0.0.1' },
@@ -1064,7 +1213,14 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       ok('MemoryPressure', 'KubeletHasSufficientMemory', 'kubelet has sufficient memory available'),
       ok('DiskPressure', 'KubeletHasNoDiskPressure', 'kubelet has no disk pressure'),
       ok('PIDPressure', 'KubeletHasSufficientPID', 'kubelet has sufficient PID available'),
-      { type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status', lastHeartbeatTime: now, lastTransitionTime: now },
+      {
+        type: 'Ready',
+        status: 'True',
+        reason: 'KubeletReady',
+        message: 'kubelet is posting ready status',
+        lastHeartbeatTime: now,
+        lastTransitionTime: now,
+      },
     ],
     nodeInfo: {
       machineID: nodeName,
@@ -1085,10 +1241,13 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
   // The scheduler's retry of pods it could not place (a PVC made later, say).
   const rescheduler = setInterval(() => {
     for (const [k, pod] of unscheduled) {
-      void orNotFound(core.readNamespacedPod({ name: pod.metadata!.name!, namespace: pod.metadata!.namespace! })).then((fresh) => {
-        if (!fresh || fresh.spec?.nodeName || fresh.metadata?.uid !== pod.metadata?.uid) unscheduled.delete(k);
-        else void schedule(fresh);
-      }, () => {});
+      void orNotFound(core.readNamespacedPod({ name: pod.metadata!.name!, namespace: pod.metadata!.namespace! })).then(
+        (fresh) => {
+          if (!fresh || fresh.spec?.nodeName || fresh.metadata?.uid !== pod.metadata?.uid) unscheduled.delete(k);
+          else void schedule(fresh);
+        },
+        () => {},
+      );
     }
   }, 1000);
 
@@ -1109,7 +1268,14 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
       await Promise.all([...workers.values()].map(removeContainers));
       await Promise.all(flows);
       const left = await docker.listContainers({ all: true, filters: { label: [`${KUBELET_LABEL}=${nodeName}`] } });
-      await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => {})));
+      await Promise.all(
+        left.map((c) =>
+          docker
+            .getContainer(c.Id)
+            .remove({ force: true })
+            .catch(() => {}),
+        ),
+      );
       fs.rmSync(join(opts.dataDir, 'pods'), { recursive: true, force: true });
       await core.deleteNode({ name: nodeName }).catch(() => {});
       for (const ws of wss.clients) ws.terminate();

@@ -451,7 +451,11 @@ export interface FakeMatrix {
    * the decoded path (e.g. '/send/', /\/sync$/). */
   rateLimitNext(pattern: string | RegExp, retryAfterMs: number, opts?: FailOptions): void;
   /** The next matching request(s) get this error. */
-  failNext(pattern: string | RegExp, error: { status: number; errcode: string; error?: string; extra?: JsonObject; headers?: Record<string, string> }, opts?: FailOptions): void;
+  failNext(
+    pattern: string | RegExp,
+    error: { status: number; errcode: string; error?: string; extra?: JsonObject; headers?: Record<string, string> },
+    opts?: FailOptions,
+  ): void;
   clearFailures(): void;
 
   /** Sync requests now being held, by anyone (or by this user). */
@@ -498,14 +502,42 @@ function hasLoneSurrogate(v: unknown): boolean {
 const MAX_TIMELINE_LIMIT = 100;
 const MAX_TYPING_TIMEOUT = 120_000;
 const RECEIPT_TYPES = ['m.read', 'm.read.private', 'm.fully_read'];
-const VERSIONS = ['r0.0.1', 'r0.1.0', 'r0.2.0', 'r0.3.0', 'r0.4.0', 'r0.5.0', 'r0.6.0', 'r0.6.1', 'v1.1', 'v1.2', 'v1.3', 'v1.4', 'v1.5', 'v1.6', 'v1.7', 'v1.8', 'v1.9', 'v1.10', 'v1.11', 'v1.12'];
+const VERSIONS = [
+  'r0.0.1',
+  'r0.1.0',
+  'r0.2.0',
+  'r0.3.0',
+  'r0.4.0',
+  'r0.5.0',
+  'r0.6.0',
+  'r0.6.1',
+  'v1.1',
+  'v1.2',
+  'v1.3',
+  'v1.4',
+  'v1.5',
+  'v1.6',
+  'v1.7',
+  'v1.8',
+  'v1.9',
+  'v1.10',
+  'v1.11',
+  'v1.12',
+];
 /** The stripped state Synapse puts into invites (room_prejoin_state defaults). */
-const PREJOIN_TYPES = ['m.room.create', 'm.room.join_rules', 'm.room.canonical_alias', 'm.room.avatar', 'm.room.encryption', 'm.room.name', 'm.room.topic'];
+const PREJOIN_TYPES = [
+  'm.room.create',
+  'm.room.join_rules',
+  'm.room.canonical_alias',
+  'm.room.avatar',
+  'm.room.encryption',
+  'm.room.name',
+  'm.room.topic',
+];
 const NOTIFYING_TYPES = new Set(['m.room.message', 'm.room.encrypted', 'm.sticker']);
 
 const base64url = (b: Buffer): string => b.toString('base64url');
-const randomLetters = (n: number): string =>
-  Array.from(randomBytes(n), (b) => String.fromCharCode(65 + (b % 26) + (b & 32))).join('');
+const randomLetters = (n: number): string => Array.from(randomBytes(n), (b) => String.fromCharCode(65 + (b % 26) + (b & 32))).join('');
 const clone = <T>(v: T): T => structuredClone(v);
 const stateKeyOf = (type: string, stateKey: string): string => `${type}\u0000${stateKey}`;
 
@@ -674,7 +706,13 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     if (existing) return publicUser(existing);
     const token = o.accessToken ?? `syt_${base64url(Buffer.from(localpart(o.userId)))}_${randomLetters(20)}`;
     if (tokens.has(token)) throw new Error(`fake matrix: access token already in use: ${token}`);
-    const session: Session = { token, userId: o.userId, deviceId: o.deviceId ?? randomLetters(10).toUpperCase(), revoked: false, softLogout: false };
+    const session: Session = {
+      token,
+      userId: o.userId,
+      deviceId: o.deviceId ?? randomLetters(10).toUpperCase(),
+      revoked: false,
+      softLogout: false,
+    };
     const rec: UserRecord = {
       userId: o.userId,
       displayName: o.displayName === undefined ? localpart(o.userId) : o.displayName,
@@ -696,7 +734,12 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     return users.get(userId)!;
   };
 
-  addUser({ userId: botUserId, accessToken: botAccessToken, deviceId: botDeviceId, displayName: opts.botDisplayName === undefined ? 'berth' : opts.botDisplayName });
+  addUser({
+    userId: botUserId,
+    accessToken: botAccessToken,
+    deviceId: botDeviceId,
+    displayName: opts.botDisplayName === undefined ? 'berth' : opts.botDisplayName,
+  });
   for (const u of opts.users ?? []) addUser(u);
 
   // -------------------------------------------------------------------------------------------
@@ -714,7 +757,17 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
 
   function append(
     room: Room,
-    e: { type: string; sender: string; content: unknown; stateKey?: string; redacts?: string; ts?: number; eventId?: string; txn?: StoredEvent['txn']; extraUnsigned?: JsonObject },
+    e: {
+      type: string;
+      sender: string;
+      content: unknown;
+      stateKey?: string;
+      redacts?: string;
+      ts?: number;
+      eventId?: string;
+      txn?: StoredEvent['txn'];
+      extraUnsigned?: JsonObject;
+    },
   ): StoredEvent {
     const ev: StoredEvent = {
       pos: ++streamPos,
@@ -857,7 +910,12 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
 
   function matchesType(pattern: string, type: string): boolean {
     if (!pattern.includes('*')) return pattern === type;
-    const re = new RegExp(`^${pattern.split('*').map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`);
+    const re = new RegExp(
+      `^${pattern
+        .split('*')
+        .map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+        .join('.*')}$`,
+    );
     return re.test(type);
   }
 
@@ -883,7 +941,14 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
   }
 
   /** Timeline and state for events in (since, until]; since null = from the room's start, full state. */
-  function timelineWindow(room: Room, since: number | null, until: number, f: SyncFilter, fullState: boolean, forceLimited: boolean): Window {
+  function timelineWindow(
+    room: Room,
+    since: number | null,
+    until: number,
+    f: SyncFilter,
+    fullState: boolean,
+    forceLimited: boolean,
+  ): Window {
     const candidates = room.events.filter((e) => e.pos <= until && (since === null || e.pos > since));
     const filtered = candidates.filter((e) => passesFilter(f, e));
     const timeline = f.limit > 0 ? filtered.slice(-f.limit) : [];
@@ -993,7 +1058,8 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
         const acc = roomAccountData(room, U, since === null || newly ? null : since);
         const full = since === null || newly || fullState;
         if (!full && w.timeline.length === 0 && w.state.length === 0 && eph.length === 0 && acc.length === 0) continue;
-        const memberChange = w.timeline.some((e) => e.type === 'm.room.member') || (w.limited && w.state.some((e) => e.type === 'm.room.member'));
+        const memberChange =
+          w.timeline.some((e) => e.type === 'm.room.member') || (w.limited && w.state.some((e) => e.type === 'm.room.member'));
         const wantSummary = summaryMode === 'always' || (f.lazy && (since === null || newly || memberChange));
         join[room.id] = {
           timeline: batch(w, N),
@@ -1020,10 +1086,16 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
 
     const user = users.get(U);
     const accountData: BasicEvent[] = user
-      ? [...user.accountData.entries()].filter(([, v]) => since === null || v.pos > since).map(([type, v]) => ({ type, content: clone(v.content) }))
+      ? [...user.accountData.entries()]
+          .filter(([, v]) => since === null || v.pos > since)
+          .map(([type, v]) => ({ type, content: clone(v.content) }))
       : [];
 
-    const body: SyncResponse = { next_batch: `s${N}`, device_one_time_keys_count: { signed_curve25519: 0 }, device_unused_fallback_key_types: [] };
+    const body: SyncResponse = {
+      next_batch: `s${N}`,
+      device_one_time_keys_count: { signed_curve25519: 0 },
+      device_unused_fallback_key_types: [],
+    };
     const hasRooms = Object.keys(join).length + Object.keys(invite).length + Object.keys(leave).length > 0;
     if (includeEmpty) {
       body.rooms = { join, invite, leave, knock: {} };
@@ -1061,14 +1133,16 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
   function intParam(q: URLSearchParams, name: string, def: number): number {
     const v = q.get(name);
     if (v === null) return def;
-    if (!/^\d{1,15}$/.test(v)) throw new MatrixError(400, 'M_INVALID_PARAM', `Query parameter ${JSON.stringify(name)} must be a non-negative integer.`);
+    if (!/^\d{1,15}$/.test(v))
+      throw new MatrixError(400, 'M_INVALID_PARAM', `Query parameter ${JSON.stringify(name)} must be a non-negative integer.`);
     return Number(v);
   }
 
   function boolParam(q: URLSearchParams, name: string, def: boolean): boolean {
     const v = q.get(name);
     if (v === null) return def;
-    if (v !== 'true' && v !== 'false') throw new MatrixError(400, 'M_INVALID_PARAM', `Boolean query parameter ${JSON.stringify(name)} must be one of ['true', 'false']`);
+    if (v !== 'true' && v !== 'false')
+      throw new MatrixError(400, 'M_INVALID_PARAM', `Boolean query parameter ${JSON.stringify(name)} must be one of ['true', 'false']`);
     return v === 'true';
   }
 
@@ -1105,7 +1179,12 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
       if (typeof timeline.limit !== 'number' || !Number.isFinite(timeline.limit)) throw bad('room.timeline.limit must be a number');
       f.limit = Math.min(Math.max(0, Math.floor(timeline.limit)), MAX_TIMELINE_LIMIT);
     }
-    for (const [key, field] of [['types', 'types'], ['not_types', 'notTypes'], ['senders', 'senders'], ['not_senders', 'notSenders']] as const) {
+    for (const [key, field] of [
+      ['types', 'types'],
+      ['not_types', 'notTypes'],
+      ['senders', 'senders'],
+      ['not_senders', 'notSenders'],
+    ] as const) {
       const v = timeline[key];
       if (v === undefined) continue;
       if (!stringList(v)) throw bad(`room.timeline.${key} must be an array of strings`);
@@ -1191,7 +1270,16 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     const ev = append(room, { type: eventType, sender: s.userId, content, txn: { userId: s.userId, deviceId: s.deviceId, txnId } });
     txns.set(key, ev.eventId);
     if (s.userId === botUserId) {
-      sent.push({ roomId, type: eventType, txnId, content: clone(content), eventId: ev.eventId, sender: s.userId, deviceId: s.deviceId, at: Date.now() });
+      sent.push({
+        roomId,
+        type: eventType,
+        txnId,
+        content: clone(content),
+        eventId: ev.eventId,
+        sender: s.userId,
+        deviceId: s.deviceId,
+        at: Date.now(),
+      });
     }
     changed();
     return { status: 200, json: { event_id: ev.eventId } };
@@ -1228,7 +1316,8 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     if (!userId.endsWith(`:${serverName}`)) throw new MatrixError(400, 'M_UNKNOWN', 'User is not hosted on this homeserver');
     if (userId !== s.userId) throw new MatrixError(400, 'M_FORBIDDEN', "Cannot set another user's typing state");
     if (typeof content.typing !== 'boolean') throw new MatrixError(400, 'M_BAD_JSON', "'typing' must be a boolean");
-    if (content.timeout !== undefined && !Number.isSafeInteger(content.timeout)) throw new MatrixError(400, 'M_BAD_JSON', "'timeout' must be an integer");
+    if (content.timeout !== undefined && !Number.isSafeInteger(content.timeout))
+      throw new MatrixError(400, 'M_BAD_JSON', "'timeout' must be an integer");
     requireJoined(room, s.userId);
     const timeout = content.timeout as number | undefined;
     typingLog.push({ roomId, userId, typing: content.typing, ...(timeout !== undefined ? { timeout } : {}), at: Date.now() });
@@ -1239,7 +1328,16 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
   function storeReceipt(room: Room, userId: string, type: string, eventId: string, via: ReceiptRecord['via'], threadId?: string): void {
     const target = eventsById.get(eventId);
     const known = !!target && target.roomId === room.id;
-    receiptLog.push({ roomId: room.id, userId, receiptType: type, eventId, ...(threadId !== undefined ? { threadId } : {}), known, via, at: Date.now() });
+    receiptLog.push({
+      roomId: room.id,
+      userId,
+      receiptType: type,
+      eventId,
+      ...(threadId !== undefined ? { threadId } : {}),
+      known,
+      via,
+      at: Date.now(),
+    });
     if (!known) return;
     if (type === 'm.fully_read') {
       const m = room.accountData.get(userId) ?? new Map<string, { content: JsonObject; pos: number }>();
@@ -1254,13 +1352,17 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
   function handleReceipt(c: Ctx): Reply {
     const s = c.session!;
     const { roomId, receiptType, eventId } = c.params as { roomId: string; receiptType: string; eventId: string };
-    if (!ROOM_ID.test(roomId) || !eventId.startsWith('$')) throw new MatrixError(400, 'M_INVALID_PARAM', 'A valid room ID and event ID must be specified');
-    if (!RECEIPT_TYPES.includes(receiptType)) throw new MatrixError(400, 'M_INVALID_PARAM', `Receipt type must be ${RECEIPT_TYPES.join(', ')}`);
+    if (!ROOM_ID.test(roomId) || !eventId.startsWith('$'))
+      throw new MatrixError(400, 'M_INVALID_PARAM', 'A valid room ID and event ID must be specified');
+    if (!RECEIPT_TYPES.includes(receiptType))
+      throw new MatrixError(400, 'M_INVALID_PARAM', `Receipt type must be ${RECEIPT_TYPES.join(', ')}`);
     const body = jsonBody(c);
     let threadId: string | undefined;
     if ('thread_id' in body) {
-      if (typeof body.thread_id !== 'string' || body.thread_id === '') throw new MatrixError(400, 'M_INVALID_PARAM', 'thread_id field must be a non-empty string');
-      if (receiptType === 'm.fully_read') throw new MatrixError(400, 'M_INVALID_PARAM', 'thread_id is not compatible with m.fully_read receipts.');
+      if (typeof body.thread_id !== 'string' || body.thread_id === '')
+        throw new MatrixError(400, 'M_INVALID_PARAM', 'thread_id field must be a non-empty string');
+      if (receiptType === 'm.fully_read')
+        throw new MatrixError(400, 'M_INVALID_PARAM', 'thread_id is not compatible with m.fully_read receipts.');
       threadId = body.thread_id;
     }
     const room = roomFromParam(roomId);
@@ -1361,7 +1463,10 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     const to = tok('to');
     let chunk: StoredEvent[];
     if (dir === 'b') {
-      chunk = room.events.filter((e) => e.pos <= from && (to === undefined || e.pos > to)).reverse().slice(0, limit);
+      chunk = room.events
+        .filter((e) => e.pos <= from && (to === undefined || e.pos > to))
+        .reverse()
+        .slice(0, limit);
     } else {
       chunk = room.events.filter((e) => e.pos > from && (to === undefined || e.pos <= to)).slice(0, limit);
     }
@@ -1394,7 +1499,12 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
   }
 
   const routes: Route[] = [
-    { method: 'GET', path: ['account', 'whoami'], auth: 'required', handle: (c) => ({ status: 200, json: { user_id: c.session!.userId, device_id: c.session!.deviceId, is_guest: false } }) },
+    {
+      method: 'GET',
+      path: ['account', 'whoami'],
+      auth: 'required',
+      handle: (c) => ({ status: 200, json: { user_id: c.session!.userId, device_id: c.session!.deviceId, is_guest: false } }),
+    },
     { method: 'GET', path: ['sync'], auth: 'required', handle: handleSync },
     {
       method: 'POST',
@@ -1435,7 +1545,10 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
       method: 'GET',
       path: ['joined_rooms'],
       auth: 'required',
-      handle: (c) => ({ status: 200, json: { joined_rooms: [...rooms.values()].filter((r) => currentMembership(r, c.session!.userId) === 'join').map((r) => r.id) } }),
+      handle: (c) => ({
+        status: 200,
+        json: { joined_rooms: [...rooms.values()].filter((r) => currentMembership(r, c.session!.userId) === 'join').map((r) => r.id) },
+      }),
     },
     {
       method: 'GET',
@@ -1461,24 +1574,25 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
         const room = roomFromParam(c.params.roomId!);
         requireJoined(room, c.session!.userId);
         const now = Date.now();
-        return { status: 200, json: [...room.state.values()].sort((a, b) => a.pos - b.pos).map((e) => clientEvent(e, c.session, now, true)) };
+        return {
+          status: 200,
+          json: [...room.state.values()].sort((a, b) => a.pos - b.pos).map((e) => clientEvent(e, c.session, now, true)),
+        };
       },
     },
-    ...(['', ':stateKey'] as const).map(
-      (k): Route => ({
-        method: 'GET',
-        path: ['rooms', ':roomId', 'state', ':eventType', ...(k ? [k] : [])],
-        auth: 'required',
-        handle: (c) => {
-          const room = roomFromParam(c.params.roomId!);
-          requireJoined(room, c.session!.userId);
-          const ev = room.state.get(stateKeyOf(c.params.eventType!, c.params.stateKey ?? ''));
-          if (!ev) throw new MatrixError(404, 'M_NOT_FOUND', 'Event not found.');
-          if (c.query.get('format') === 'event') return { status: 200, json: clientEvent(ev, c.session, Date.now(), true) };
-          return { status: 200, json: clone(ev.content) };
-        },
-      }),
-    ),
+    ...(['', ':stateKey'] as const).map((k): Route => ({
+      method: 'GET',
+      path: ['rooms', ':roomId', 'state', ':eventType', ...(k ? [k] : [])],
+      auth: 'required',
+      handle: (c) => {
+        const room = roomFromParam(c.params.roomId!);
+        requireJoined(room, c.session!.userId);
+        const ev = room.state.get(stateKeyOf(c.params.eventType!, c.params.stateKey ?? ''));
+        if (!ev) throw new MatrixError(404, 'M_NOT_FOUND', 'Event not found.');
+        if (c.query.get('format') === 'event') return { status: 200, json: clientEvent(ev, c.session, Date.now(), true) };
+        return { status: 200, json: clone(ev.content) };
+      },
+    })),
     {
       method: 'GET',
       path: ['rooms', ':roomId', 'event', ':eventId'],
@@ -1492,18 +1606,16 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
       },
     },
     { method: 'GET', path: ['rooms', ':roomId', 'messages'], auth: 'required', handle: handleMessages },
-    ...(['', 'displayname'] as const).map(
-      (field): Route => ({
-        method: 'GET',
-        path: ['profile', ':userId', ...(field ? [field] : [])],
-        auth: 'optional',
-        handle: (c) => {
-          const u = users.get(c.params.userId!);
-          if (!u) throw new MatrixError(404, 'M_NOT_FOUND', 'Profile was not found');
-          return { status: 200, json: u.displayName !== null ? { displayname: u.displayName } : {} };
-        },
-      }),
-    ),
+    ...(['', 'displayname'] as const).map((field): Route => ({
+      method: 'GET',
+      path: ['profile', ':userId', ...(field ? [field] : [])],
+      auth: 'optional',
+      handle: (c) => {
+        const u = users.get(c.params.userId!);
+        if (!u) throw new MatrixError(404, 'M_NOT_FOUND', 'Profile was not found');
+        return { status: 200, json: u.displayName !== null ? { displayname: u.displayName } : {} };
+      },
+    })),
   ];
 
   // -------------------------------------------------------------------------------------------
@@ -1531,9 +1643,11 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     const queryTokens = query.getAll('access_token');
     let token: string;
     if (header !== undefined) {
-      if (queryTokens.length > 0) throw new MatrixError(401, 'M_MISSING_TOKEN', 'Mixing Authorization headers and access_token query parameters.');
+      if (queryTokens.length > 0)
+        throw new MatrixError(401, 'M_MISSING_TOKEN', 'Mixing Authorization headers and access_token query parameters.');
       const parts = header.split(' ');
-      if (parts.length !== 2 || parts[0] !== 'Bearer' || parts[1] === '') throw new MatrixError(401, 'M_MISSING_TOKEN', 'Invalid Authorization header.');
+      if (parts.length !== 2 || parts[0] !== 'Bearer' || parts[1] === '')
+        throw new MatrixError(401, 'M_MISSING_TOKEN', 'Invalid Authorization header.');
       token = parts[1]!;
     } else {
       if (queryTokens.length === 0 || queryTokens[0] === '') throw new MatrixError(401, 'M_MISSING_TOKEN', 'Missing access token');
@@ -1542,7 +1656,9 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     const s = tokens.get(token);
     if (!s) throw new MatrixError(401, 'M_UNKNOWN_TOKEN', 'Unrecognised access token', { soft_logout: false });
     if (s.revoked) {
-      throw new MatrixError(401, 'M_UNKNOWN_TOKEN', s.softLogout ? 'Access token has expired' : 'Unrecognised access token', { soft_logout: s.softLogout });
+      throw new MatrixError(401, 'M_UNKNOWN_TOKEN', s.softLogout ? 'Access token has expired' : 'Unrecognised access token', {
+        soft_logout: s.softLogout,
+      });
     }
     return s;
   }
@@ -1569,7 +1685,9 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
 
   function failureFor(path: string, method: string): FailRule | undefined {
     const rule = failures.find(
-      (f) => (f.method === undefined || f.method.toUpperCase() === method) && (typeof f.pattern === 'string' ? path.includes(f.pattern) : f.pattern.test(path)),
+      (f) =>
+        (f.method === undefined || f.method.toUpperCase() === method) &&
+        (typeof f.pattern === 'string' ? path.includes(f.pattern) : f.pattern.test(path)),
     );
     if (!rule) return undefined;
     rule.remaining--;
@@ -1589,7 +1707,12 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     }
     record.path = `/${segs.join('/')}`;
     record.query = url.search;
-    if (tooLarge) throw new MatrixError(413, 'M_TOO_LARGE', segs[1] === 'media' ? `Upload request body is too large (>${maxUpload})` : `Request content is too large (>${maxBody})`);
+    if (tooLarge)
+      throw new MatrixError(
+        413,
+        'M_TOO_LARGE',
+        segs[1] === 'media' ? `Upload request body is too large (>${maxUpload})` : `Request content is too large (>${maxBody})`,
+      );
     if (method === 'OPTIONS') {
       res.writeHead(204, CORS);
       res.end();
@@ -1616,7 +1739,10 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     if (!hit) throw new MatrixError(405, 'M_UNRECOGNIZED', 'Unrecognized request');
 
     const ctx: Ctx = { req, res, method, path: record.path, query: url.searchParams, params: hit.params, body };
-    if (hit.route.auth === 'required' || (hit.route.auth === 'optional' && (req.headers.authorization !== undefined || url.searchParams.has('access_token')))) {
+    if (
+      hit.route.auth === 'required' ||
+      (hit.route.auth === 'optional' && (req.headers.authorization !== undefined || url.searchParams.has('access_token')))
+    ) {
       ctx.session = authenticate(req, url.searchParams);
       record.userId = ctx.session.userId;
     }
@@ -1627,7 +1753,15 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
   }
 
   /** The content repository: upload, config, downloads (authenticated v1 and legacy v3). */
-  function handleMedia(req: http.IncomingMessage, res: http.ServerResponse, method: string, segs: string[], query: URLSearchParams, body: Buffer, record: RequestRecord): void {
+  function handleMedia(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    method: string,
+    segs: string[],
+    query: URLSearchParams,
+    body: Buffer,
+    record: RequestRecord,
+  ): void {
     const v1 = segs[1] === 'client';
     const rest = v1 ? segs.slice(4) : segs.slice(3);
     if (v1 && !authenticatedMedia) throw new MatrixError(404, 'M_UNRECOGNIZED', 'Unrecognized request');
@@ -1651,7 +1785,10 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
       // Synapse with authenticated media on: what was uploaded since is not served unauthenticated.
       if (!item || (!v1 && authenticatedMedia)) throw new MatrixError(404, 'M_NOT_FOUND', 'Not found');
       mediaDownloads.push({ mxc, endpoint: v1 ? 'v1' : 'v3', ...(session ? { userId: session.userId } : {}) });
-      const headers: Record<string, string> = { 'Content-Type': item.contentType ?? 'application/octet-stream', 'Content-Disposition': `attachment; filename*=utf-8''${encodeURIComponent(item.filename ?? 'file')}` };
+      const headers: Record<string, string> = {
+        'Content-Type': item.contentType ?? 'application/octet-stream',
+        'Content-Disposition': `attachment; filename*=utf-8''${encodeURIComponent(item.filename ?? 'file')}`,
+      };
       if (!opts.chunkedMedia) {
         res.writeHead(200, { ...headers, 'Content-Length': String(item.bytes.length) });
         return void res.end(item.bytes);
@@ -1767,10 +1904,12 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
       for (const m of people) ensureUser(m);
       const creator = o.creator ?? people[0] ?? botUserId;
       ensureUser(creator);
-      if (creator === botUserId && (o.invite || o.withoutBot)) throw new Error('fake matrix: invite or withoutBot needs another member to create the room');
+      if (creator === botUserId && (o.invite || o.withoutBot))
+        throw new Error('fake matrix: invite or withoutBot needs another member to create the room');
       const roomId = o.roomId ?? `!${randomLetters(18)}:${serverName}`;
       if (!ROOM_ID.test(roomId) || rooms.has(roomId)) throw new Error(`fake matrix: bad or duplicate room id ${roomId}`);
-      if (o.alias !== undefined && (!ALIAS.test(o.alias) || aliases.has(o.alias))) throw new Error(`fake matrix: bad or duplicate alias ${o.alias}`);
+      if (o.alias !== undefined && (!ALIAS.test(o.alias) || aliases.has(o.alias)))
+        throw new Error(`fake matrix: bad or duplicate alias ${o.alias}`);
       const room: Room = {
         id: roomId,
         events: [],
@@ -1783,13 +1922,23 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
         direct: o.direct ?? false,
       };
       rooms.set(roomId, room);
-      const st = (type: string, content: JsonObject, stateKey = ''): StoredEvent => append(room, { type, sender: creator, stateKey, content });
+      const st = (type: string, content: JsonObject, stateKey = ''): StoredEvent =>
+        append(room, { type, sender: creator, stateKey, content });
       st('m.room.create', { creator, room_version: '10' });
       append(room, { type: 'm.room.member', sender: creator, stateKey: creator, content: memberContent(creator, 'join') });
       st('m.room.power_levels', {
         users: Object.fromEntries([creator, ...(o.direct ? people.filter((p) => p !== creator) : [])].map((u) => [u, 100])),
         users_default: 0,
-        events: { 'm.room.name': 50, 'm.room.power_levels': 100, 'm.room.history_visibility': 100, 'm.room.canonical_alias': 50, 'm.room.avatar': 50, 'm.room.tombstone': 100, 'm.room.server_acl': 100, 'm.room.encryption': 100 },
+        events: {
+          'm.room.name': 50,
+          'm.room.power_levels': 100,
+          'm.room.history_visibility': 100,
+          'm.room.canonical_alias': 50,
+          'm.room.avatar': 50,
+          'm.room.tombstone': 100,
+          'm.room.server_acl': 100,
+          'm.room.encryption': 100,
+        },
         events_default: 0,
         state_default: 50,
         ban: 50,
@@ -1944,9 +2093,11 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
     pendingSyncs: (userId) => [...pending].filter((p) => userId === undefined || p.session.userId === userId).length,
 
     async waitForPoll(timeoutMs = 5_000) {
-      await api.waitFor(() => api.pendingSyncs(botUserId) > 0, timeoutMs).catch(() => {
-        throw new Error(`waitForPoll: the bot had no sync held open within ${timeoutMs} ms`);
-      });
+      await api
+        .waitFor(() => api.pendingSyncs(botUserId) > 0, timeoutMs)
+        .catch(() => {
+          throw new Error(`waitForPoll: the bot had no sync held open within ${timeoutMs} ms`);
+        });
     },
 
     waitFor: <T>(pred: () => T | undefined | null | false | 0 | '', timeoutMs = 5_000): Promise<T> => pollUntil(pred, timeoutMs),
@@ -1959,7 +2110,11 @@ export async function startFakeMatrix(opts: FakeMatrixOptions = {}): Promise<Fak
         const r = buildSync(p.session, p.since, p.fullState, p.filter);
         if (r.empty) r.body.next_batch = `s${p.since}`;
         finishPending(p, r.body);
-        flushed.push(new Promise<void>((resolve) => (p.res.writableFinished || p.res.destroyed ? resolve() : p.res.once('close', resolve).once('finish', resolve))));
+        flushed.push(
+          new Promise<void>((resolve) =>
+            p.res.writableFinished || p.res.destroyed ? resolve() : p.res.once('close', resolve).once('finish', resolve),
+          ),
+        );
       }
       for (const room of rooms.values()) for (const t of room.typing.values()) clearTimeout(t);
       await Promise.race([Promise.all(flushed), new Promise((resolve) => setTimeout(resolve, 500).unref())]);

@@ -35,7 +35,9 @@ export async function startFakeResponses(opts: { apiKey: string }) {
       requests.push({ path: req.url ?? '', headers: req.headers, body, rawBody: raw });
       if (req.headers.authorization !== `Bearer ${opts.apiKey}`) {
         res.writeHead(401, { 'content-type': 'application/json' });
-        return res.end(JSON.stringify({ error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } }));
+        return res.end(
+          JSON.stringify({ error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } }),
+        );
       }
       if (req.method !== 'POST' || !req.url?.startsWith('/v1/responses')) {
         res.writeHead(404, { 'content-type': 'application/json' });
@@ -44,7 +46,13 @@ export async function startFakeResponses(opts: { apiKey: string }) {
       n++;
       const id = `resp_${randomUUID().replace(/-/g, '')}`;
       const mid = `msg_${randomUUID().replace(/-/g, '')}`;
-      const usage = { input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 3, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 13 };
+      const usage = {
+        input_tokens: 10,
+        input_tokens_details: { cached_tokens: 0 },
+        output_tokens: 3,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: 13,
+      };
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       const ev = (type: string, data: object) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
       ev('response.created', { response: { id, object: 'response', status: 'in_progress', model: body?.model, output: [] } });
@@ -54,14 +62,27 @@ export async function startFakeResponses(opts: { apiKey: string }) {
       let item: Record<string, unknown>;
       if (command) {
         const source = `const r = await tools.exec_command({ cmd: ${JSON.stringify(command)}, login: false });\ntext(String(r.output));`;
-        item = { type: 'custom_tool_call', id: `ctc_${randomUUID().replace(/-/g, '')}`, call_id: `call_${randomUUID().replace(/-/g, '')}`, name: 'exec', input: source, status: 'completed' };
+        item = {
+          type: 'custom_tool_call',
+          id: `ctc_${randomUUID().replace(/-/g, '')}`,
+          call_id: `call_${randomUUID().replace(/-/g, '')}`,
+          name: 'exec',
+          input: source,
+          status: 'completed',
+        };
         ev('response.output_item.added', { output_index: 0, item: { ...item, input: '', status: 'in_progress' } });
         ev('response.custom_tool_call_input.delta', { item_id: item.id, output_index: 0, delta: source });
         ev('response.custom_tool_call_input.done', { item_id: item.id, output_index: 0, input: source });
       } else {
         const output = last?.type === 'custom_tool_call_output' ? outputText(last.output) : undefined;
         const text = output !== undefined ? `ran: ${output.trim().slice(0, 500)}` : `fake reply ${n}`;
-        item = { type: 'message', id: mid, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text, annotations: [] }] };
+        item = {
+          type: 'message',
+          id: mid,
+          role: 'assistant',
+          status: 'completed',
+          content: [{ type: 'output_text', text, annotations: [] }],
+        };
         ev('response.output_item.added', { output_index: 0, item: { ...item, status: 'in_progress', content: [] } });
         ev('response.output_text.delta', { item_id: mid, output_index: 0, content_index: 0, delta: text });
       }

@@ -61,12 +61,7 @@ export interface RecipientAddress {
 }
 
 export type SendResultType =
-  | 'SUCCESS'
-  | 'NETWORK_FAILURE'
-  | 'UNREGISTERED_FAILURE'
-  | 'IDENTITY_FAILURE'
-  | 'RATE_LIMIT_FAILURE'
-  | 'INVALID_PRE_KEY_FAILURE';
+  'SUCCESS' | 'NETWORK_FAILURE' | 'UNREGISTERED_FAILURE' | 'IDENTITY_FAILURE' | 'RATE_LIMIT_FAILURE' | 'INVALID_PRE_KEY_FAILURE';
 
 export interface SendResult {
   recipientAddress: RecipientAddress;
@@ -312,19 +307,50 @@ export interface FakeSignalCli {
   /** Inject an incoming text message; returns its (sourceUuid, timestamp) key. */
   deliverText(opts: DeliverTextOptions): Delivered;
   /** A file a person sent, as signal-cli stores it: the JsonAttachment to put in `attachments` (`size` may say otherwise than the bytes). */
-  addAttachment(data: Buffer, opts: { contentType: string; filename?: string | null; size?: number }): { contentType: string; filename: string | null; id: string; size: number; width: number | null; height: number | null; caption: string | null; uploadTimestamp: number };
+  addAttachment(
+    data: Buffer,
+    opts: { contentType: string; filename?: string | null; size?: number },
+  ): {
+    contentType: string;
+    filename: string | null;
+    id: string;
+    size: number;
+    width: number | null;
+    height: number | null;
+    caption: string | null;
+    uploadTimestamp: number;
+  };
   /** Publish a raw payload (`{envelope?, account?, exception?}`) or a bare envelope. Missing
    * envelope fields are filled (source from sourceNumber/sourceUuid, sourceDevice 1, server
    * timestamps; a syncMessage without a source comes from the bot's own account). */
   deliverRaw(envelopeOrPayload: Record<string, unknown>): ReceivePayload;
   /** An editMessage of an earlier message. */
-  deliverEdit(opts: { fromUuid: string; fromNumber: string | null; name?: string | null; targetSentTimestamp: number; text: string; timestamp?: number; groupId?: string }): Delivered;
+  deliverEdit(opts: {
+    fromUuid: string;
+    fromNumber: string | null;
+    name?: string | null;
+    targetSentTimestamp: number;
+    text: string;
+    timestamp?: number;
+    groupId?: string;
+  }): Delivered;
   /** A receiptMessage from a contact about the bot's messages. */
-  deliverReceipt(opts: { fromUuid: string; fromNumber: string | null; type: 'delivery' | 'read' | 'viewed'; timestamps: number[] }): ReceivePayload;
+  deliverReceipt(opts: {
+    fromUuid: string;
+    fromNumber: string | null;
+    type: 'delivery' | 'read' | 'viewed';
+    timestamps: number[];
+  }): ReceivePayload;
   /** A typingMessage from a contact. */
   deliverTyping(opts: { fromUuid: string; fromNumber: string | null; action: 'STARTED' | 'STOPPED'; groupId?: string }): ReceivePayload;
   /** A syncMessage.sentMessage (the bot's account sent this from another device). */
-  deliverSyncSent(opts: { destinationUuid?: string | null; destinationNumber?: string | null; groupId?: string; text: string; timestamp?: number }): ReceivePayload;
+  deliverSyncSent(opts: {
+    destinationUuid?: string | null;
+    destinationNumber?: string | null;
+    groupId?: string;
+    text: string;
+    timestamp?: number;
+  }): ReceivePayload;
   /** Make the next sends fail with the notes' exact error payloads. */
   failNextSend(failure: SendFailure, opts?: FailSendOptions): void;
   clearSendFailures(): void;
@@ -690,9 +716,7 @@ export async function startFakeSignalCli(opts: FakeSignalCliOptions = {}): Promi
       // Failure injection.
       const rule = failures.find(
         (f) =>
-          f.recipient === undefined ||
-          entry.groupIds.includes(f.recipient) ||
-          entry.recipients.some((r) => sameRecipient(r, f.recipient!)),
+          f.recipient === undefined || entry.groupIds.includes(f.recipient) || entry.recipients.some((r) => sameRecipient(r, f.recipient!)),
       );
       if (rule) {
         rule.remaining--;
@@ -753,7 +777,8 @@ export async function startFakeSignalCli(opts: FakeSignalCliOptions = {}): Promi
       entry.recipients = listParam(p, 'recipient', isString, 'a string or string array');
       entry.groupIds = listParam(p, 'groupId', isString, 'a string or string array');
       if (entry.groupIds[0] !== undefined) entry.groupId = entry.groupIds[0];
-      if (p.stop !== undefined && p.stop !== null && typeof p.stop !== 'boolean') throw new RpcError(INVALID_PARAMS, 'stop: expected a boolean');
+      if (p.stop !== undefined && p.stop !== null && typeof p.stop !== 'boolean')
+        throw new RpcError(INVALID_PARAMS, 'stop: expected a boolean');
       entry.stop = p.stop === true;
       if (entry.recipients.length === 0 && entry.groupIds.length === 0) throw new RpcError(-1, 'No recipients given');
       checkRecipients(entry.recipients);
@@ -947,7 +972,13 @@ export async function startFakeSignalCli(opts: FakeSignalCliOptions = {}): Promi
   // -------------------------------------------------------------------------------------------
   // Test-facing API
 
-  function envelopeBase(fromUuid: string, fromNumber: string | null, name: string | null | undefined, timestamp: number, device = 1): Envelope {
+  function envelopeBase(
+    fromUuid: string,
+    fromNumber: string | null,
+    name: string | null | undefined,
+    timestamp: number,
+    device = 1,
+  ): Envelope {
     noteTimestamp(timestamp);
     return {
       source: fromNumber ?? fromUuid,
@@ -982,16 +1013,25 @@ export async function startFakeSignalCli(opts: FakeSignalCliOptions = {}): Promi
     dropped,
     published,
     sent: () => [...sentLog],
-    repliesTo: (who) =>
-      sentLog.filter((s) => s.ok && s.recipients.some((r) => sameRecipient(r, who))),
+    repliesTo: (who) => sentLog.filter((s) => s.ok && s.recipients.some((r) => sameRecipient(r, who))),
     typing: () => [...typingLog],
     receipts: () => [...receiptLog],
 
     addAttachment(data, o) {
-      const ext = /^(?:image|audio|video)\/([a-z0-9]{1,8})$/.exec(o.contentType)?.[1] ?? (o.contentType === 'application/pdf' ? 'pdf' : undefined);
+      const ext =
+        /^(?:image|audio|video)\/([a-z0-9]{1,8})$/.exec(o.contentType)?.[1] ?? (o.contentType === 'application/pdf' ? 'pdf' : undefined);
       const id = `${createHash('sha256').update(`${attachmentFiles.size}:${Date.now()}:${Math.random()}`).digest('base64url').slice(0, 20)}${ext ? `.${ext}` : ''}`;
       attachmentFiles.set(id, data);
-      return { contentType: o.contentType, filename: o.filename ?? null, id, size: o.size ?? data.length, width: null, height: null, caption: null, uploadTimestamp: Date.now() };
+      return {
+        contentType: o.contentType,
+        filename: o.filename ?? null,
+        id,
+        size: o.size ?? data.length,
+        width: null,
+        height: null,
+        caption: null,
+        uploadTimestamp: Date.now(),
+      };
     },
 
     deliverText(o) {
@@ -1116,9 +1156,11 @@ export async function startFakeSignalCli(opts: FakeSignalCliOptions = {}): Promi
     connections: () => connectionCount,
 
     async waitForClients(n, timeoutMs = 5_000) {
-      await api.waitFor(() => (n === 0 ? sse.size === 0 : sse.size >= n), timeoutMs).catch(() => {
-        throw new Error(`waitForClients(${n}): ${sse.size} connected after ${timeoutMs} ms`);
-      });
+      await api
+        .waitFor(() => (n === 0 ? sse.size === 0 : sse.size >= n), timeoutMs)
+        .catch(() => {
+          throw new Error(`waitForClients(${n}): ${sse.size} connected after ${timeoutMs} ms`);
+        });
     },
 
     waitFor: <T>(pred: () => T | undefined | null | false | 0 | '', timeoutMs = 5_000): Promise<T> => pollUntil(pred, timeoutMs),

@@ -118,14 +118,7 @@ import { pollUntil } from './poll.js';
 
 export type ChannelType = 'im' | 'channel' | 'group' | 'mpim';
 export type DeliveryMode = 'auto' | 'socket' | 'http';
-export type HttpOutcome =
-  | 'ok'
-  | 'http_timeout'
-  | 'too_many_redirects'
-  | 'connection_failed'
-  | 'ssl_error'
-  | 'http_error'
-  | 'unknown_error';
+export type HttpOutcome = 'ok' | 'http_timeout' | 'too_many_redirects' | 'connection_failed' | 'ssl_error' | 'http_error' | 'unknown_error';
 export type DisconnectReason = 'refresh_requested' | 'warning' | 'link_disabled';
 
 /** An event inside an event_callback (`message`, `app_mention`, or anything deliverEvent got). */
@@ -916,10 +909,13 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
           res.on('close', done);
         },
       );
-      const timer = later(() => {
-        finish({ outcome: 'http_timeout' });
-        req.destroy();
-      }, Math.max(1, timeoutMs));
+      const timer = later(
+        () => {
+          finish({ outcome: 'http_timeout' });
+          req.destroy();
+        },
+        Math.max(1, timeoutMs),
+      );
       req.on('error', (e: NodeJS.ErrnoException) => finish({ outcome: classifyError(e), error: e.message }));
       inflight.add(req);
       req.end(body);
@@ -946,7 +942,15 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     }
   }
 
-  function record(kind: HttpAttempt['kind'], url: string, headers: Record<string, string>, body: string, r: PostResult, started: number, extra: Partial<HttpAttempt> = {}): HttpAttempt {
+  function record(
+    kind: HttpAttempt['kind'],
+    url: string,
+    headers: Record<string, string>,
+    body: string,
+    r: PostResult,
+    started: number,
+    extra: Partial<HttpAttempt> = {},
+  ): HttpAttempt {
     const a: HttpAttempt = {
       kind,
       url,
@@ -986,7 +990,8 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     job.attempt++;
     if (r.outcome === 'ok') return settle(job, { delivered: true, via: 'http' });
     job.reason = r.outcome;
-    if (a.noRetry || job.attempt > maxRetries || closed) return settle(job, { delivered: false, via: 'http', reason: closed ? 'closed' : r.outcome });
+    if (a.noRetry || job.attempt > maxRetries || closed)
+      return settle(job, { delivered: false, via: 'http', reason: closed ? 'closed' : r.outcome });
     const delay = retryDelaysMs[job.attempt - 1] ?? retryDelaysMs[retryDelaysMs.length - 1] ?? 0;
     job.timer = later(() => {
       job.timer = undefined;
@@ -1024,7 +1029,12 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       let blocks: unknown[] | undefined;
       if (p.blocks !== undefined && p.blocks !== null && p.blocks !== '') {
         const b = structured(p.blocks);
-        if (!b.ok || !Array.isArray(b.value) || b.value.length > MAX_BLOCKS || !b.value.every((x) => isObject(x) && typeof x.type === 'string')) {
+        if (
+          !b.ok ||
+          !Array.isArray(b.value) ||
+          b.value.length > MAX_BLOCKS ||
+          !b.value.every((x) => isObject(x) && typeof x.type === 'string')
+        ) {
           return fail('invalid_blocks');
         }
         blocks = b.value;
@@ -1085,7 +1095,9 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     };
     statuses.push(entry);
     const r = ((): MethodResult => {
-      const missing = ['channel_id', 'thread_ts', 'status'].filter((k) => p[k] === undefined || p[k] === null || (k !== 'status' && p[k] === ''));
+      const missing = ['channel_id', 'thread_ts', 'status'].filter(
+        (k) => p[k] === undefined || p[k] === null || (k !== 'status' && p[k] === ''),
+      );
       if (missing.length) {
         return fail('invalid_arguments', { response_metadata: { messages: missing.map((k) => `[ERROR] missing required field: ${k}`) } });
       }
@@ -1118,7 +1130,13 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
 
   function completeUpload(p: Record<string, unknown>): MethodResult {
     const list = structured(p.files);
-    if (!list.ok || !Array.isArray(list.value) || list.value.length === 0 || !list.value.every((f) => isObject(f) && typeof f.id === 'string')) return fail('invalid_arguments');
+    if (
+      !list.ok ||
+      !Array.isArray(list.value) ||
+      list.value.length === 0 ||
+      !list.value.every((f) => isObject(f) && typeof f.id === 'string')
+    )
+      return fail('invalid_arguments');
     const channel = typeof p.channel_id === 'string' && p.channel_id !== '' ? p.channel_id : undefined;
     if (channel !== undefined && !channelKnown(channel)) return fail('channel_not_found');
     const done: SlackUpload[] = [];
@@ -1262,7 +1280,13 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     calls.push(call);
 
     const answer = (r: MethodResult): void => {
-      const json = warnings.length ? { ...r.json, warning: warnings.join(','), response_metadata: { ...(isObject(r.json.response_metadata) ? r.json.response_metadata : {}), warnings } } : r.json;
+      const json = warnings.length
+        ? {
+            ...r.json,
+            warning: warnings.join(','),
+            response_metadata: { ...(isObject(r.json.response_metadata) ? r.json.response_metadata : {}), warnings },
+          }
+        : r.json;
       call.status = r.status ?? 200;
       call.response = json;
       sendJson(res, call.status, json, r.headers);
@@ -1525,7 +1549,14 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
         event_ts: ts,
         channel_type: o.channelType,
       };
-      remember({ channel: o.channel, ts, user: o.user, text: o.text, clientMsgId, ...(o.threadTs !== undefined ? { threadTs: o.threadTs } : {}) });
+      remember({
+        channel: o.channel,
+        ts,
+        user: o.user,
+        text: o.text,
+        clientMsgId,
+        ...(o.threadTs !== undefined ? { threadTs: o.threadTs } : {}),
+      });
       return enqueue(event, o.mode, ts);
     },
 
@@ -1648,9 +1679,11 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     socketConnections: () => connSeq,
 
     async waitForSocketClients(n, timeoutMs = 5_000) {
-      await api.waitFor(() => (n === 0 ? openConns().length === 0 : openConns().length >= n), timeoutMs).catch(() => {
-        throw new Error(`waitForSocketClients(${n}): ${openConns().length} connected after ${timeoutMs} ms`);
-      });
+      await api
+        .waitFor(() => (n === 0 ? openConns().length === 0 : openConns().length >= n), timeoutMs)
+        .catch(() => {
+          throw new Error(`waitForSocketClients(${n}): ${openConns().length} connected after ${timeoutMs} ms`);
+        });
     },
 
     disconnect(reason, o = {}) {

@@ -302,7 +302,15 @@ export interface Failure {
 }
 
 export interface DeliverTextOptions {
-  chat: { id: number; type: 'private' | 'group' | 'supergroup'; title?: string; username?: string; is_forum?: boolean; first_name?: string; last_name?: string };
+  chat: {
+    id: number;
+    type: 'private' | 'group' | 'supergroup';
+    title?: string;
+    username?: string;
+    is_forum?: boolean;
+    first_name?: string;
+    last_name?: string;
+  };
   from: { id: number; first_name: string; last_name?: string; username?: string; is_bot?: boolean; language_code?: string };
   text: string;
   /** A message id in the same chat the fake knows (delivered or sent), or a full Message. */
@@ -336,7 +344,13 @@ export interface FakeTelegramOptions {
   /** The bot token. Default '7000000001:AAF4keT0kenForBerthTestsOnly-0123456'. The bot's id is its prefix. */
   token?: string;
   /** The bot's User (getMe). */
-  bot?: { first_name?: string; username?: string; can_join_groups?: boolean; can_read_all_group_messages?: boolean; supports_inline_queries?: boolean };
+  bot?: {
+    first_name?: string;
+    username?: string;
+    can_join_groups?: boolean;
+    can_read_all_group_messages?: boolean;
+    supports_inline_queries?: boolean;
+  };
   /** Chats known from the start (e.g. a group the bot is in). */
   chats?: Chat[];
   /** The first update_id. Default 100000001 (real ids start at an arbitrary positive number). */
@@ -521,7 +535,8 @@ export function parseMarkdownV2(input: string): { text: string; entities: Messag
     entityBeginPos: number;
   }
   const nested: Nested[] = [];
-  const reservedErr = (c: number): ParseError => new ParseError(`Character '${String.fromCharCode(c)}' is reserved and must be escaped with the preceding '\\'`);
+  const reservedErr = (c: number): ParseError =>
+    new ParseError(`Character '${String.fromCharCode(c)}' is reserved and must be escaped with the preceding '\\'`);
   const endErr = (e: Nested): ParseError => new ParseError(`Can't find end of ${e.type} entity at byte offset ${e.entityByteOffset}`);
   const readUrl = (from: number): { url: string; end: number } => {
     let i = from;
@@ -706,7 +721,8 @@ export function parseMarkdownV2(input: string): { text: string; entities: Messag
         const emoji = /^tg:\/\/emoji\?id=(\d{1,19})$/i.exec(r.url);
         const time = /^tg:\/\/time\?unix=(\d{1,10})(?:&format=[A-Za-z]*)?$/i.exec(r.url);
         if (emoji) argument = emoji[1]!;
-        else if (time) entity = { type: 'date_time', offset: cur.entityOffset, length: utf16 - cur.entityOffset, unix_time: Number(time[1]) };
+        else if (time)
+          entity = { type: 'date_time', offset: cur.entityOffset, length: utf16 - cur.entityOffset, unix_time: Number(time[1]) };
         else throw new ParseError('Invalid tg://emoji or tg://time URL specified');
         break;
       }
@@ -741,7 +757,25 @@ export function parseMarkdownV2(input: string): { text: string; entities: Messag
   return { text: Buffer.from(out).toString('utf8'), entities: sortEntities(entities) };
 }
 
-const HTML_TAGS = new Set(['a', 'b', 'strong', 'i', 'em', 's', 'strike', 'del', 'u', 'ins', 'tg-spoiler', 'tg-emoji', 'tg-time', 'span', 'pre', 'code', 'blockquote']);
+const HTML_TAGS = new Set([
+  'a',
+  'b',
+  'strong',
+  'i',
+  'em',
+  's',
+  'strike',
+  'del',
+  'u',
+  'ins',
+  'tg-spoiler',
+  'tg-emoji',
+  'tg-time',
+  'span',
+  'pre',
+  'code',
+  'blockquote',
+]);
 
 /** tdlib parse_html (offsets in errors are UTF-8 byte offsets). */
 export function parseHtml(input: string): { text: string; entities: MessageEntity[] } {
@@ -769,7 +803,7 @@ export function parseHtml(input: string): { text: string; entities: MessageEntit
       }
       if (res === 0 || res >= 0x10ffff || end - pos >= 10) return undefined;
     } else {
-      while (((at(end) | 0x20) >= 0x61 && (at(end) | 0x20) <= 0x7a)) end++;
+      while ((at(end) | 0x20) >= 0x61 && (at(end) | 0x20) <= 0x7a) end++;
       const name = str(pos + 1, end);
       const named: Record<string, number> = { lt: 0x3c, gt: 0x3e, amp: 0x26, quot: 0x22 };
       if (!Object.hasOwn(named, name)) return undefined;
@@ -809,7 +843,8 @@ export function parseHtml(input: string): { text: string; entities: MessageEntit
         while (at(i) !== 0 && isSpaceByte(at(i))) i++;
         if (at(i) === ch('>')) break;
         const attrBegin = i;
-        while (!isSpaceByte(at(i)) && at(i) !== ch('=') && at(i) !== ch('>') && at(i) !== ch('/') && at(i) !== ch('"') && at(i) !== ch("'")) i++;
+        while (!isSpaceByte(at(i)) && at(i) !== ch('=') && at(i) !== ch('>') && at(i) !== ch('/') && at(i) !== ch('"') && at(i) !== ch("'"))
+          i++;
         const attr = str(attrBegin, i);
         if (attr === '') throw new ParseError(`Empty attribute name in the tag "${tag}" at byte offset ${beginPos}`);
         while (at(i) !== 0 && isSpaceByte(at(i))) i++;
@@ -853,7 +888,8 @@ export function parseHtml(input: string): { text: string; entities: MessageEntit
         else if (tag === 'tg-time' && attr === 'unix') date = Number.parseInt(value, 10) || 0;
         else if (tag === 'tg-time' && attr === 'format') argument = value;
       }
-      if (tag === 'span' && argument !== 'spoiler') throw new ParseError(`Tag "span" must have class "tg-spoiler" at byte offset ${beginPos}`);
+      if (tag === 'span' && argument !== 'spoiler')
+        throw new ParseError(`Tag "span" must have class "tg-spoiler" at byte offset ${beginPos}`);
       nested.push({ tag, argument, date, entityOffset: utf16, entityBeginPos: out.length });
       continue;
     }
@@ -1026,8 +1062,9 @@ function formatText(text: string, parseMode: string, entitiesParam: string): { t
     }
     if (Array.isArray(parsed)) {
       for (const e of parsed) {
-        if (!isObject(e) || typeof e.type !== 'string') throw badRequest("can't parse MessageEntity: Field \"type\" must be of type String");
-        if (!Number.isSafeInteger(e.offset) || !Number.isSafeInteger(e.length)) throw badRequest("can't parse MessageEntity: Field \"offset\" must be of type Number");
+        if (!isObject(e) || typeof e.type !== 'string') throw badRequest('can\'t parse MessageEntity: Field "type" must be of type String');
+        if (!Number.isSafeInteger(e.offset) || !Number.isSafeInteger(e.length))
+          throw badRequest('can\'t parse MessageEntity: Field "offset" must be of type Number');
         entities.push({ ...e } as MessageEntity);
       }
       entities = sortEntities(entities);
@@ -1042,7 +1079,7 @@ function formatText(text: string, parseMode: string, entitiesParam: string): { t
 function fixText(text: string, entities: MessageEntity[], allowEmpty: boolean): { text: string; entities: MessageEntity[] } {
   const map: number[] = new Array<number>(text.length + 1);
   let out = '';
-  for (let i = 0; i < text.length; ) {
+  for (let i = 0; i < text.length;) {
     const cp = text.codePointAt(i)!;
     const w = cp > 0xffff ? 2 : 1;
     map[i] = out.length;
@@ -1144,9 +1181,10 @@ function toInteger(s: string): number {
 function imageSize(b: Buffer): { width: number; height: number } | undefined {
   if (b.length >= 24 && b.readUInt32BE(0) === 0x89504e47) return { width: b.readUInt32BE(16), height: b.readUInt32BE(20) };
   if (b.length >= 10 && b.subarray(0, 3).toString('latin1') === 'GIF') return { width: b.readUInt16LE(6), height: b.readUInt16LE(8) };
-  if (b.length >= 30 && b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP') return { width: 1, height: 1 };
+  if (b.length >= 30 && b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP')
+    return { width: 1, height: 1 };
   if (b.length >= 4 && b[0] === 0xff && b[1] === 0xd8) {
-    for (let i = 2; i + 9 < b.length; ) {
+    for (let i = 2; i + 9 < b.length;) {
       if (b[i] !== 0xff) return undefined;
       const marker = b[i + 1]!;
       if (marker >= 0xc0 && marker <= 0xc3) return { width: b.readUInt16BE(i + 7), height: b.readUInt16BE(i + 5) };
@@ -1236,7 +1274,8 @@ function parseMultipart(body: Buffer, contentType: string, args: Args, files: Ma
     }
     if (name === undefined || name === '') throw badRequest('field name in multipart/form-data not found');
     if (filename !== undefined) {
-      if (!files.has(name)) files.set(name, { field: name, filename, ...(partType ? { contentType: partType } : {}), data: Buffer.from(content) });
+      if (!files.has(name))
+        files.set(name, { field: name, filename, ...(partType ? { contentType: partType } : {}), data: Buffer.from(content) });
     } else if (!args.has(name)) {
       args.set(name, content.toString('utf8'));
     }
@@ -1356,7 +1395,12 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
   const token = opts.token ?? DEFAULT_TOKEN;
   const botId = Number(token.split(':')[0]);
   if (!Number.isSafeInteger(botId) || botId <= 0) throw new Error(`startFakeTelegram: bad token ${token}`);
-  const bot: User = { id: botId, is_bot: true, first_name: opts.bot?.first_name ?? 'Berth Test', username: opts.bot?.username ?? 'berth_test_bot' };
+  const bot: User = {
+    id: botId,
+    is_bot: true,
+    first_name: opts.bot?.first_name ?? 'Berth Test',
+    username: opts.bot?.username ?? 'berth_test_bot',
+  };
   const maxBody = opts.maxBodyBytes ?? 1024 * 1024;
   const maxUpload = opts.maxUploadBytes ?? 10 * 1024 * 1024;
   const backoffMs = opts.webhookBackoffMs ?? 50;
@@ -1375,7 +1419,10 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
   const chats = new Map<number, ChatState>();
   const byUsername = new Map<string, number>();
   /** Uploaded documents by file_id, for re-sends. */
-  const fileIds = new Map<string, { fileName?: string; mimeType?: string; bytes?: Buffer; size: number; uniqueId: string; declared?: number | null; path?: string }>();
+  const fileIds = new Map<
+    string,
+    { fileName?: string; mimeType?: string; bytes?: Buffer; size: number; uniqueId: string; declared?: number | null; path?: string }
+  >();
   /** Files by the path getFile gave them. */
   const filePaths = new Map<string, Buffer>();
   const downloads: string[] = [];
@@ -1528,7 +1575,12 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
   function answerError(ctx: Ctx, code: number, description: string, parameters?: Record<string, unknown>): void {
     const headers: Record<string, string> = {};
     if (code === 429 && parameters && typeof parameters.retry_after === 'number') headers['Retry-After'] = String(parameters.retry_after);
-    write(ctx, code, { ok: false, error_code: code, description, ...(parameters && Object.keys(parameters).length ? { parameters } : {}) }, headers);
+    write(
+      ctx,
+      code,
+      { ok: false, error_code: code, description, ...(parameters && Object.keys(parameters).length ? { parameters } : {}) },
+      headers,
+    );
   }
 
   function rawError(res: http.ServerResponse, code: number, description: string): void {
@@ -1658,7 +1710,11 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
 
   function getUpdates(ctx: Ctx): void {
     if (webhook) {
-      return answerError(ctx, 409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first");
+      return answerError(
+        ctx,
+        409,
+        "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first",
+      );
     }
     const a = ctx.args;
     const offset = a.get('offset') ? toInteger(a.get('offset')!) : 0;
@@ -1786,7 +1842,11 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       } else {
         lastWebhookError = { date: unixNow(), message: error };
         const delay =
-          retryAfterS > 0 ? Math.min(retryAfterS * 1000, maxBackoffMs) : attempt === 1 ? 0 : Math.min(maxBackoffMs, backoffMs * 2 ** (attempt - 2));
+          retryAfterS > 0
+            ? Math.min(retryAfterS * 1000, maxBackoffMs)
+            : attempt === 1
+              ? 0
+              : Math.min(maxBackoffMs, backoffMs * 2 ** (attempt - 2));
         retry = { updateId: update.update_id, fails: attempt, wakeAt: Date.now() + delay };
       }
       pump();
@@ -1925,7 +1985,6 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
     answerOk(ctx, msg);
   }
 
-
   function sendMessage(ctx: Ctx): void {
     const a = ctx.args;
     const entry: SentMessage = {
@@ -1987,12 +2046,20 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       if (file) {
         doc = { source: 'upload', fileName: file.filename, bytes: file.data };
         const ext = /\.([A-Za-z0-9]+)$/.exec(file.filename)?.[1]?.toLowerCase();
-        const mime = (ext && MIME_BY_EXT[ext]) || (file.contentType && file.contentType !== 'application/octet-stream' ? file.contentType.split(';')[0]!.trim() : undefined);
+        const mime =
+          (ext && MIME_BY_EXT[ext]) ||
+          (file.contentType && file.contentType !== 'application/octet-stream' ? file.contentType.split(';')[0]!.trim() : undefined);
         if (mime) doc.mimeType = mime;
       } else if (ref !== '' && !ref.startsWith('attach://')) {
         const known = fileIds.get(ref);
         if (known) {
-          doc = { source: 'file_id', ref, ...(known.fileName ? { fileName: known.fileName } : {}), ...(known.mimeType ? { mimeType: known.mimeType } : {}), ...(known.bytes ? { bytes: known.bytes } : {}) };
+          doc = {
+            source: 'file_id',
+            ref,
+            ...(known.fileName ? { fileName: known.fileName } : {}),
+            ...(known.mimeType ? { mimeType: known.mimeType } : {}),
+            ...(known.bytes ? { bytes: known.bytes } : {}),
+          };
         } else if (/^https?:\/\/[^\s]+$/i.test(ref)) {
           const name = decodeURIComponent(new URL(ref).pathname.split('/').pop() ?? '') || 'file';
           doc = { source: 'url', ref, fileName: name };
@@ -2023,17 +2090,33 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       const uniqueId = fileIds.get(fileId)?.uniqueId ?? `AgAD${randomBytes(8).toString('base64url')}`;
       const size = doc.bytes?.length ?? 0;
       if (!fileIds.has(fileId)) {
-        fileIds.set(fileId, { ...(doc.fileName ? { fileName: doc.fileName } : {}), ...(doc.mimeType ? { mimeType: doc.mimeType } : {}), ...(doc.bytes ? { bytes: doc.bytes } : {}), size, uniqueId });
+        fileIds.set(fileId, {
+          ...(doc.fileName ? { fileName: doc.fileName } : {}),
+          ...(doc.mimeType ? { mimeType: doc.mimeType } : {}),
+          ...(doc.bytes ? { bytes: doc.bytes } : {}),
+          size,
+          uniqueId,
+        });
       }
       const msg = baseMessage(st, threadId, reply);
-      if (field === 'photo') msg.photo = [{ file_id: fileId, file_unique_id: uniqueId, width: picture?.width ?? 1, height: picture?.height ?? 1, ...(size ? { file_size: size } : {}) }];
-      else msg.document = {
-        ...(doc.fileName ? { file_name: doc.fileName } : {}),
-        ...(doc.mimeType ? { mime_type: doc.mimeType } : {}),
-        file_id: fileId,
-        file_unique_id: uniqueId,
-        ...(size ? { file_size: size } : {}),
-      };
+      if (field === 'photo')
+        msg.photo = [
+          {
+            file_id: fileId,
+            file_unique_id: uniqueId,
+            width: picture?.width ?? 1,
+            height: picture?.height ?? 1,
+            ...(size ? { file_size: size } : {}),
+          },
+        ];
+      else
+        msg.document = {
+          ...(doc.fileName ? { file_name: doc.fileName } : {}),
+          ...(doc.mimeType ? { mime_type: doc.mimeType } : {}),
+          file_id: fileId,
+          file_unique_id: uniqueId,
+          ...(size ? { file_size: size } : {}),
+        };
       if (fixed.text !== '') {
         msg.caption = fixed.text;
         if (fixed.entities.length) msg.caption_entities = fixed.entities;
@@ -2053,7 +2136,12 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
       filePaths.set(known.path, known.bytes);
     }
     const declared = known.declared === undefined ? known.size : known.declared;
-    answerOk(ctx, { file_id: fileId, file_unique_id: known.uniqueId, ...(declared === null ? {} : { file_size: declared }), file_path: known.path });
+    answerOk(ctx, {
+      file_id: fileId,
+      file_unique_id: known.uniqueId,
+      ...(declared === null ? {} : { file_size: declared }),
+      file_path: known.path,
+    });
   }
 
   /** GET /file/bot<token>/<path>: the bytes (404 for an unknown token or path). */
@@ -2159,7 +2247,8 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
   function tokenError(t: string): string | undefined {
     if (t === token) return undefined;
     const colon = t.indexOf(':');
-    if (t === '' || t[0] === '0' || t.length > 80 || colon === -1 || !/^\d+$/.test(t.slice(0, colon))) return 'Unauthorized: invalid token specified';
+    if (t === '' || t[0] === '0' || t.length > 80 || colon === -1 || !/^\d+$/.test(t.slice(0, colon)))
+      return 'Unauthorized: invalid token specified';
     return 'Unauthorized';
   }
 
@@ -2220,7 +2309,13 @@ export async function startFakeTelegram(opts: FakeTelegramOptions = {}): Promise
     if (tokenErr) return rawError(res, 401, tokenErr);
 
     const method = (methodPart === '' ? (args.get('method') ?? '') : methodPart).toLowerCase();
-    const call: ApiCall = { method, httpMethod: req.method ?? 'GET', params: Object.fromEntries(args), files: [...files.keys()], at: Date.now() };
+    const call: ApiCall = {
+      method,
+      httpMethod: req.method ?? 'GET',
+      params: Object.fromEntries(args),
+      files: [...files.keys()],
+      at: Date.now(),
+    };
     calls.push(call);
     const ctx: Ctx = { req, res, call, args, files, done: false };
     try {

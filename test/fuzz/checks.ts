@@ -37,7 +37,8 @@ export function errorShapeProblem(body: unknown, status: number | undefined, env
   if ('issues' in err) {
     if (!Array.isArray(err.issues)) return 'error.issues is not an array';
     for (const i of err.issues) {
-      if (typeof i !== 'object' || i === null || typeof i.field !== 'string' || typeof i.reason !== 'string') return `error.issues has an entry that is not {field, reason}: ${JSON.stringify(i).slice(0, 100)}`;
+      if (typeof i !== 'object' || i === null || typeof i.field !== 'string' || typeof i.reason !== 'string')
+        return `error.issues has an entry that is not {field, reason}: ${JSON.stringify(i).slice(0, 100)}`;
     }
   }
   const expected = env.codes.get(err.code);
@@ -69,7 +70,8 @@ export function checkHttp(res: SendResult, req: { mustReject?: string; expectSta
       out.push({ kind: `${res.status} error body is not JSON`, detail: res.text.slice(0, 200) });
       return out;
     }
-    if (!String(res.headers['content-type'] ?? '').startsWith('application/json')) out.push({ kind: `${res.status} error without content-type application/json`, detail: String(res.headers['content-type']) });
+    if (!String(res.headers['content-type'] ?? '').startsWith('application/json'))
+      out.push({ kind: `${res.status} error without content-type application/json`, detail: String(res.headers['content-type']) });
     const shape = errorShapeProblem(body, res.status, env);
     if (shape) out.push({ kind: `${res.status} ${code ?? ''} error shape: ${shape}`.replace(/"[^"]{40,}"/g, '"…"') });
   } else if (res.status >= 200 && res.status < 300) {
@@ -91,7 +93,8 @@ export function checkMcp(res: SendResult, req: { invalidArgs?: string; expectSta
   if ('error' in res) return [{ kind: 'no answer', detail: res.error }];
   const out: Problem[] = [...leaks(res.text, env)];
   if (res.status >= 500) out.push({ kind: `HTTP ${res.status} ${codeOf(res.text) ?? ''}`, detail: res.text.slice(0, 300) });
-  if (req.expectStatus !== undefined && res.status !== req.expectStatus) out.push({ kind: `expected HTTP ${req.expectStatus}, got ${res.status} ${codeOf(res.text) ?? ''}` });
+  if (req.expectStatus !== undefined && res.status !== req.expectStatus)
+    out.push({ kind: `expected HTTP ${req.expectStatus}, got ${res.status} ${codeOf(res.text) ?? ''}` });
   if (res.text === '') {
     if (res.status >= 400) out.push({ kind: `HTTP ${res.status} with an empty body` });
     return out;
@@ -116,11 +119,17 @@ export function checkMcp(res: SendResult, req: { invalidArgs?: string; expectSta
       out.push({ kind: 'answer is not a JSON-RPC message', detail: JSON.stringify(m).slice(0, 200) });
       continue;
     }
-    const msg = m as { error?: { code?: unknown; message?: unknown }; result?: { isError?: boolean; content?: Array<{ type?: string; text?: string }> } };
+    const msg = m as {
+      error?: { code?: unknown; message?: unknown };
+      result?: { isError?: boolean; content?: Array<{ type?: string; text?: string }> };
+    };
     if (msg.error) {
-      if (typeof msg.error.code !== 'number' || typeof msg.error.message !== 'string') out.push({ kind: 'JSON-RPC error without a numeric code and a message' });
-      else if (msg.error.code === -32603) out.push({ kind: 'JSON-RPC -32603 internal error', detail: String(msg.error.message).slice(0, 200) });
-      if (req.invalidArgs && msg.error.code !== -32602 && msg.error.code !== -32603) out.push({ kind: `invalid arguments answered with JSON-RPC ${String(msg.error.code)} (expected -32602 or CONFIG_INVALID)` });
+      if (typeof msg.error.code !== 'number' || typeof msg.error.message !== 'string')
+        out.push({ kind: 'JSON-RPC error without a numeric code and a message' });
+      else if (msg.error.code === -32603)
+        out.push({ kind: 'JSON-RPC -32603 internal error', detail: String(msg.error.message).slice(0, 200) });
+      if (req.invalidArgs && msg.error.code !== -32602 && msg.error.code !== -32603)
+        out.push({ kind: `invalid arguments answered with JSON-RPC ${String(msg.error.code)} (expected -32602 or CONFIG_INVALID)` });
       continue;
     }
     const result = msg.result;
@@ -140,8 +149,10 @@ export function checkMcp(res: SendResult, req: { invalidArgs?: string; expectSta
       const shape = errorShapeProblem(err, undefined, env);
       const code = (err as { error?: { code?: string } })?.error?.code ?? '';
       if (shape) out.push({ kind: `tool error shape: ${shape}` });
-      else if ((env.codes.get(code) ?? 0) >= 500) out.push({ kind: `tool error ${code} (HTTP ${env.codes.get(code)})`, detail: String(text).slice(0, 300) });
-      if (req.invalidArgs && code !== 'CONFIG_INVALID') out.push({ kind: `invalid arguments answered with tool error ${code} (expected CONFIG_INVALID)` });
+      else if ((env.codes.get(code) ?? 0) >= 500)
+        out.push({ kind: `tool error ${code} (HTTP ${env.codes.get(code)})`, detail: String(text).slice(0, 300) });
+      if (req.invalidArgs && code !== 'CONFIG_INVALID')
+        out.push({ kind: `invalid arguments answered with tool error ${code} (expected CONFIG_INVALID)` });
     } else if (req.invalidArgs) {
       out.push({ kind: `invalid arguments accepted (${req.invalidArgs})`, detail: res.text.slice(0, 200) });
     }
@@ -183,7 +194,8 @@ export class FailureLog {
 
 /** A request as text for the report: method, path, headers, body (500 characters). Tokens are redacted. */
 export function describeRequest(r: RawRequest, secrets: Record<string, string>, note?: string): string {
-  const redact = (s: string) => Object.entries(secrets).reduce((acc, [name, value]) => (value ? acc.split(value).join(`<${name}>`) : acc), s);
+  const redact = (s: string) =>
+    Object.entries(secrets).reduce((acc, [name, value]) => (value ? acc.split(value).join(`<${name}>`) : acc), s);
   const body = r.big
     ? `<${r.big.size} bytes: ${JSON.stringify(r.big.prefix.slice(0, 80))} + ${JSON.stringify(r.big.fill)}… + ${JSON.stringify(r.big.suffix)}>`
     : r.body === undefined

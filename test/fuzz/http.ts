@@ -49,7 +49,13 @@ export async function send(port: number, r: RawRequest, timeoutMs: number, tag?:
   return { ...(again as SendResult), droppedAfter: first.reused };
 }
 
-function sendOnce(port: number, r: RawRequest, timeoutMs: number, tag: Tag | undefined, keepAlive: boolean): Promise<SendResult | { reused: Tag & { status: number } }> {
+function sendOnce(
+  port: number,
+  r: RawRequest,
+  timeoutMs: number,
+  tag: Tag | undefined,
+  keepAlive: boolean,
+): Promise<SendResult | { reused: Tag & { status: number } }> {
   const t0 = performance.now();
   const ms = () => Math.round(performance.now() - t0);
   return new Promise((resolve) => {
@@ -66,7 +72,14 @@ function sendOnce(port: number, r: RawRequest, timeoutMs: number, tag: Tag | und
     for (const [k, v] of r.headers) grouped.set(k.toLowerCase(), [...(grouped.get(k.toLowerCase()) ?? []), v]);
     let req: http.ClientRequest;
     try {
-      req = http.request({ host: '127.0.0.1', port, method: r.method, path: r.path, agent: keepAlive && !r.big ? agent : false, setHost: true });
+      req = http.request({
+        host: '127.0.0.1',
+        port,
+        method: r.method,
+        path: r.path,
+        agent: keepAlive && !r.big ? agent : false,
+        setHost: true,
+      });
       req.on('socket', (s: TaggedSocket) => {
         socket = s;
         previous = req.reusedSocket ? s.fuzzLast : undefined;

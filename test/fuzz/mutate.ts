@@ -75,7 +75,15 @@ export const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
     }),
   },
   { weight: 15, arbitrary: fc.record({ kind: fc.constant('wrong-type' as const), pick, value: WRONG_VALUES }) },
-  { weight: 20, arbitrary: fc.record({ kind: fc.constant('poison-string' as const), pick, poison: fc.nat({ max: POISON_STRINGS.length - 1 }), append: fc.boolean() }) },
+  {
+    weight: 20,
+    arbitrary: fc.record({
+      kind: fc.constant('poison-string' as const),
+      pick,
+      poison: fc.nat({ max: POISON_STRINGS.length - 1 }),
+      append: fc.boolean(),
+    }),
+  },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('deep' as const), pick, depth: fc.constantFrom(10_000, 1_000, 100) }) },
   {
     weight: 12,
@@ -85,12 +93,18 @@ export const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
       key: fc.oneof({ weight: 3, arbitrary: fc.constant('__proto__') }, { weight: 2, arbitrary: fc.constantFrom(...PROTO_KEYS) }),
     }),
   },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('wide' as const), pick, width: fc.constantFrom(10_000, 100_000), asObject: fc.boolean() }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({ kind: fc.constant('wide' as const), pick, width: fc.constantFrom(10_000, 100_000), asObject: fc.boolean() }),
+  },
   {
     weight: 6,
     arbitrary: fc.record({
       kind: fc.constant('whole' as const),
-      value: fc.oneof(fc.constantFrom(null, true, 0, 'x', [], [{}], '__proto__'), fc.jsonValue({ maxDepth: 1 }).filter((v) => typeof v !== 'object' || Array.isArray(v) || v === null)),
+      value: fc.oneof(
+        fc.constantFrom(null, true, 0, 'x', [], [{}], '__proto__'),
+        fc.jsonValue({ maxDepth: 1 }).filter((v) => typeof v !== 'object' || Array.isArray(v) || v === null),
+      ),
     }),
   },
 );
@@ -108,7 +122,11 @@ function resolve(schema: JsonSchema | undefined, value: unknown): JsonSchema | u
   if (!alts) return schema;
   const isArr = Array.isArray(value);
   const isObj = typeof value === 'object' && value !== null && !isArr;
-  return alts.find((a) => (isArr ? a.type === 'array' : isObj ? a.type === 'object' || !!a.properties : a.type !== 'array' && a.type !== 'object')) ?? alts[0];
+  return (
+    alts.find((a) =>
+      isArr ? a.type === 'array' : isObj ? a.type === 'object' || !!a.properties : a.type !== 'array' && a.type !== 'object',
+    ) ?? alts[0]
+  );
 }
 
 function locations(value: unknown, schema: JsonSchema | undefined): Loc[] {
@@ -142,13 +160,17 @@ export function applyMutation(valid: unknown, schema: JsonSchema, m: Mutation): 
   const r = applyOne(valid, schema, m);
   const cause =
     m.kind === 'poison-string'
-      ? `string ${Array.from(describeString(POISON_STRINGS[m.poison] as string)).slice(0, 16).join('')}`
+      ? `string ${Array.from(describeString(POISON_STRINGS[m.poison] as string))
+          .slice(0, 16)
+          .join('')}`
       : m.kind === 'wrong-type'
         ? `wrong type (${typeName(m.value)})`
         : m.kind === 'proto-key'
           ? `key "${m.key}" in a record`
           : m.kind === 'unknown-key'
-            ? PROTO_KEYS.includes(m.key) ? `unknown key "${m.key}"` : 'unknown key'
+            ? PROTO_KEYS.includes(m.key)
+              ? `unknown key "${m.key}"`
+              : 'unknown key'
             : m.kind === 'whole'
               ? `whole value: ${typeName(m.value)}`
               : m.kind === 'deep'
@@ -175,7 +197,9 @@ function applyOne(valid: unknown, schema: JsonSchema, m: Mutation): { value: unk
 
   switch (m.kind) {
     case 'drop-required': {
-      const cands = locs.filter((l) => isPlainObject(l.value) && (resolve(l.schema, l.value)?.required ?? []).some((k) => k in (l.value as object)));
+      const cands = locs.filter(
+        (l) => isPlainObject(l.value) && (resolve(l.schema, l.value)?.required ?? []).some((k) => k in (l.value as object)),
+      );
       const loc = at(cands, m.pick);
       if (!loc) break;
       const req = (resolve(loc.schema, loc.value)?.required ?? []).filter((k) => k in (loc.value as object));
@@ -206,7 +230,12 @@ function applyOne(valid: unknown, schema: JsonSchema, m: Mutation): { value: unk
       let value: unknown = m.kind === 'unknown-key' ? m.value : null;
       if (m.kind === 'proto-key') {
         const existing = Object.values(loc.value as object)[0];
-        value = existing !== undefined ? structuredClone(existing) : typeof s?.additionalProperties === 'object' ? sampleOne(s.additionalProperties, m.pick) : {};
+        value =
+          existing !== undefined
+            ? structuredClone(existing)
+            : typeof s?.additionalProperties === 'object'
+              ? sampleOne(s.additionalProperties, m.pick)
+              : {};
       }
       setOwn(loc.value as object, m.key, value);
       return { value: root, label: `${m.kind === 'proto-key' ? 'proto key' : 'unknown key'} "${m.key}" at ${where(loc)}` };
@@ -246,5 +275,8 @@ export function describeString(s: string): string {
 }
 
 function sampleOne(schema: JsonSchema, seed: number): unknown {
-  return fc.sample(arbitraryFor(schema, () => undefined), { seed, numRuns: 1 })[0];
+  return fc.sample(
+    arbitraryFor(schema, () => undefined),
+    { seed, numRuns: 1 },
+  )[0];
 }

@@ -76,10 +76,12 @@ function stringArb(s: JsonSchema): fc.Arbitrary<string> {
   }
   const minLength = s.minLength ?? 0;
   const maxLength = Math.min(s.maxLength ?? 24, Math.max(minLength, 24));
-  return fc.oneof(
-    { arbitrary: fc.string({ minLength, maxLength, unit: 'grapheme-ascii' }), weight: 4 },
-    { arbitrary: fc.string({ minLength, maxLength, unit: 'grapheme' }), weight: 1 },
-  ).filter((v) => v.length >= minLength && (s.maxLength === undefined || v.length <= s.maxLength));
+  return fc
+    .oneof(
+      { arbitrary: fc.string({ minLength, maxLength, unit: 'grapheme-ascii' }), weight: 4 },
+      { arbitrary: fc.string({ minLength, maxLength, unit: 'grapheme' }), weight: 1 },
+    )
+    .filter((v) => v.length >= minLength && (s.maxLength === undefined || v.length <= s.maxLength));
 }
 
 /** A fast-check arbitrary of values that (mostly) satisfy the schema. */
@@ -101,8 +103,12 @@ function baseArbitrary(schema: JsonSchema, hints: Hints, field: string, depth: n
       case 'string':
         return stringArb(schema);
       case 'integer': {
-        const min = clampInt(Math.ceil(typeof schema.exclusiveMinimum === 'number' ? schema.exclusiveMinimum + 1 : (schema.minimum ?? -1000)));
-        const max = clampInt(Math.floor(typeof schema.exclusiveMaximum === 'number' ? schema.exclusiveMaximum - 1 : (schema.maximum ?? 100000)));
+        const min = clampInt(
+          Math.ceil(typeof schema.exclusiveMinimum === 'number' ? schema.exclusiveMinimum + 1 : (schema.minimum ?? -1000)),
+        );
+        const max = clampInt(
+          Math.floor(typeof schema.exclusiveMaximum === 'number' ? schema.exclusiveMaximum - 1 : (schema.maximum ?? 100000)),
+        );
         return fc.integer({ min, max: Math.max(min, max) });
       }
       case 'number': {
@@ -124,7 +130,9 @@ function baseArbitrary(schema: JsonSchema, hints: Hints, field: string, depth: n
         return fc.jsonValue({ maxDepth: 2 });
     }
   })();
-  return schema.nullable || types(schema).includes('null') ? fc.oneof({ arbitrary: inner, weight: 4 }, { arbitrary: fc.constant(null), weight: 1 }) : inner;
+  return schema.nullable || types(schema).includes('null')
+    ? fc.oneof({ arbitrary: inner, weight: 4 }, { arbitrary: fc.constant(null), weight: 1 })
+    : inner;
 }
 
 function objectArb(schema: JsonSchema, hints: Hints, depth: number): fc.Arbitrary<unknown> {
@@ -164,7 +172,7 @@ export function matches(schema: JsonSchema, v: unknown): boolean {
   if (t.length && !t.some((x) => typeNames(v).includes(x))) return false;
   if (v instanceof DeepNest) {
     // Nested arrays: only an array of anything (or of arrays) takes them.
-    return !schema.items || Object.keys(schema.items).length === 0 || types(schema.items).includes('array') && v.depth < 3;
+    return !schema.items || Object.keys(schema.items).length === 0 || (types(schema.items).includes('array') && v.depth < 3);
   }
   if (typeof v === 'string') {
     if (schema.minLength !== undefined && v.length < schema.minLength) return false;

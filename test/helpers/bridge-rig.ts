@@ -11,11 +11,22 @@ export function capturingLogger<T>(lines: T[]): Logger {
 
 /** berth's bridges on a test home, as serve starts them, with fast reconnects. */
 export function startTestBridges(h: TestHome, logger: Logger = pino({ level: 'silent' })): RunningBridges {
-  return startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger, stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 }, approvals: h.berth.approvals });
+  return startBridges({
+    admin: h.berth.admin,
+    config: () => h.berth.config,
+    logger,
+    stateDir: homePaths(h.home).stateDir,
+    backoffMs: { min: 50, max: 200 },
+    approvals: h.berth.approvals,
+  });
 }
 
 /** The same, once the fake signal-cli has them connected. */
-export async function startSignalBridges(h: TestHome, fake: FakeSignalCli, logger: Logger = pino({ level: 'silent' })): Promise<RunningBridges> {
+export async function startSignalBridges(
+  h: TestHome,
+  fake: FakeSignalCli,
+  logger: Logger = pino({ level: 'silent' }),
+): Promise<RunningBridges> {
   const bridges = startTestBridges(h, logger);
   await fake.waitForClients(1, 10_000);
   return bridges;

@@ -80,7 +80,14 @@ async function slackRig(): Promise<ChaosRig> {
   const channel = (n: number) => `D0CHAOS0${n}`;
   return {
     name: 'slack',
-    bridge: ['  slack:', '    mode: socket', `    bot_token: ${fake.botToken}`, `    app_token: ${fake.appToken}`, `    api_url: ${fake.url}/api`, '    senders: open'],
+    bridge: [
+      '  slack:',
+      '    mode: socket',
+      `    bot_token: ${fake.botToken}`,
+      `    app_token: ${fake.appToken}`,
+      `    api_url: ${fake.url}/api`,
+      '    senders: open',
+    ],
     command: ['bridge', 'slack'],
     ready: (ms) => fake.waitForSocketClients(1, ms).then(() => undefined),
     async deliver(n, text) {
@@ -98,7 +105,13 @@ async function matrixRig(): Promise<ChaosRig> {
   const rooms = people.map((p) => fake.createRoom({ members: [p, fake.botUserId], direct: true }));
   return {
     name: 'matrix',
-    bridge: ['  matrix:', `    homeserver: ${fake.url}`, `    user_id: '${fake.botUserId}'`, `    access_token: ${fake.botAccessToken}`, '    senders: open'],
+    bridge: [
+      '  matrix:',
+      `    homeserver: ${fake.url}`,
+      `    user_id: '${fake.botUserId}'`,
+      `    access_token: ${fake.botAccessToken}`,
+      '    senders: open',
+    ],
     command: ['bridge', 'matrix'],
     // The first sync of a new home (timeout 0) only takes its token: ready once berth holds the next.
     ready: (ms) => fake.waitForPoll(ms),
@@ -131,7 +144,14 @@ async function webhookRig(): Promise<ChaosRig> {
   let seq = 0;
   return {
     name: 'webhook',
-    bridge: ['  webhook:', '    hooks:', '      chaos:', `        secret: ${secret}`, '        reply: callback', `        callback_url: http://127.0.0.1:${receiverPort}/answers`],
+    bridge: [
+      '  webhook:',
+      '    hooks:',
+      '      chaos:',
+      `        secret: ${secret}`,
+      '        reply: callback',
+      `        callback_url: http://127.0.0.1:${receiverPort}/answers`,
+    ],
     extra: ['egress:', `  private_hosts: ['127.0.0.1:${receiverPort}']`],
     command: ['serve', '--port', String(port)],
     async ready(ms) {
@@ -145,7 +165,11 @@ async function webhookRig(): Promise<ChaosRig> {
       const body = JSON.stringify({ id: `chaos-${++seq}`, user: `u${n}`, text });
       for (const end = Date.now() + 60_000; Date.now() < end; await wait(200)) {
         const ts = String(Math.floor(Date.now() / 1000));
-        const res = await fetch(`http://127.0.0.1:${port}/hooks/chaos`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(secret, ts, body) }, body }).catch(() => undefined);
+        const res = await fetch(`http://127.0.0.1:${port}/hooks/chaos`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(secret, ts, body) },
+          body,
+        }).catch(() => undefined);
         if (res && res.status < 300) return;
       }
       throw new Error('berth never took the webhook');
@@ -155,4 +179,10 @@ async function webhookRig(): Promise<ChaosRig> {
   };
 }
 
-export const CHAOS_RIGS: Record<string, () => Promise<ChaosRig>> = { signal: signalRig, telegram: telegramRig, slack: slackRig, matrix: matrixRig, webhook: webhookRig };
+export const CHAOS_RIGS: Record<string, () => Promise<ChaosRig>> = {
+  signal: signalRig,
+  telegram: telegramRig,
+  slack: slackRig,
+  matrix: matrixRig,
+  webhook: webhookRig,
+};

@@ -2,7 +2,19 @@ import { plannedBoundary, type Observed } from '../../src/plan/receipt.js';
 import fs from 'node:fs';
 import { posix } from 'node:path';
 import { BerthError } from '../../src/base/errors.js';
-import { managedContainer, type ContainerGone, type EngineInfo, type ExecLeftovers, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type ManagedContainer, type RunOptions, type RunResult } from '../../src/launch/launcher.js';
+import {
+  managedContainer,
+  type ContainerGone,
+  type EngineInfo,
+  type ExecLeftovers,
+  type ExecResult,
+  type IdleContainer,
+  type Launcher,
+  type LauncherCapabilities,
+  type ManagedContainer,
+  type RunOptions,
+  type RunResult,
+} from '../../src/launch/launcher.js';
 import { commandNotFound, CONTAINER_LOST, runBounds, STOPPED_EXIT } from '../../src/launch/lifecycle.js';
 import { labelFilter, type ContainerQuery } from '../../src/plan/labels.js';
 import type { PlannedMount, RunPlan } from '../../src/plan/run-plan.js';
@@ -103,9 +115,22 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
   /** What an engine refuses before anything runs: a runtime it lacks, an image it does not have. */
   function create(plan: RunPlan, cmd: string[]): FakeContainer {
     if (!runtimes.includes(plan.runtime)) throw new BerthError('RUNTIME_MISSING', `the engine has no such runtime: ${plan.runtime}`);
-    if (options.images && !options.images.includes(plan.image)) throw new BerthError('IMAGE_MISSING', `image ${plan.image} is not on this engine`);
+    if (options.images && !options.images.includes(plan.image))
+      throw new BerthError('IMAGE_MISSING', `image ${plan.image} is not on this engine`);
     const id = `fake${String(nextId++).padStart(12, '0')}`;
-    const c: FakeContainer = { id, plan, labels: { ...plan.labels }, state: 'running', cmd, processes: [], ipc: [], held: 0, tmpfs: new Map(), kills: new Set(), busy: false };
+    const c: FakeContainer = {
+      id,
+      plan,
+      labels: { ...plan.labels },
+      state: 'running',
+      cmd,
+      processes: [],
+      ipc: [],
+      held: 0,
+      tmpfs: new Map(),
+      kills: new Set(),
+      busy: false,
+    };
     live.set(id, c);
     return c;
   }
@@ -130,7 +155,8 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
    * for the caller (the run ends; an exec's container is removed).
    */
   async function execute(c: FakeContainer, plan: RunPlan, argv: string[], opts: RunOptions, stop: () => void) {
-    if (!resolveProgram(argv)) return { ...commandNotFound(argv, plan.image), truncated: false, timedOut: false, stopped: undefined, ranMs: 0 };
+    if (!resolveProgram(argv))
+      return { ...commandNotFound(argv, plan.image), truncated: false, timedOut: false, stopped: undefined, ranMs: 0 };
     let kill!: () => void;
     let killedFlag = false;
     const killed = new Promise<void>((r) => (kill = () => ((killedFlag = true), r())));
@@ -146,7 +172,10 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
     bounds.arm();
     let code: number;
     try {
-      code = await Promise.race([runArgv({ argv, container: c, plan, out, killed, isKilled: () => killedFlag }), killed.then(() => STOPPED_EXIT)]);
+      code = await Promise.race([
+        runArgv({ argv, container: c, plan, out, killed, isKilled: () => killedFlag }),
+        killed.then(() => STOPPED_EXIT),
+      ]);
     } finally {
       bounds.disarm();
       c.kills.delete(kill);
@@ -294,7 +323,8 @@ export function createFakeLauncher(options: FakeLauncherOptions = {}): FakeLaunc
       created(c, opts.onCreated);
       // Only berth-bridge's idle mode (behind its relays, or not) keeps a container up.
       const sep = keepAliveArgv.indexOf('--');
-      const main = keepAliveArgv[0] === 'berth-bridge' && keepAliveArgv[1] === 'relay' && sep > 0 ? keepAliveArgv.slice(sep + 1) : keepAliveArgv;
+      const main =
+        keepAliveArgv[0] === 'berth-bridge' && keepAliveArgv[1] === 'relay' && sep > 0 ? keepAliveArgv.slice(sep + 1) : keepAliveArgv;
       if (main.join(' ') !== KEEP_ALIVE.join(' ')) {
         remove(c.id);
         throw new BerthError('RUN_FAILED', `the keep-alive "${keepAliveArgv.join(' ')}" exited at once (status 127)`);
@@ -363,7 +393,9 @@ const containerPath = (p: Proc, path: string) => posix.resolve(p.plan.cwd, path)
 const hostPath = (m: PlannedMount & { type: 'bind' }, path: string) => posix.join(m.source, posix.relative(m.target, path));
 
 const errnoText = (err: unknown) =>
-  ({ ENOENT: 'No such file or directory', EISDIR: 'Is a directory', ENOTDIR: 'Not a directory', EACCES: 'Permission denied' })[(err as NodeJS.ErrnoException).code ?? ''] ?? String(err);
+  ({ ENOENT: 'No such file or directory', EISDIR: 'Is a directory', ENOTDIR: 'Not a directory', EACCES: 'Permission denied' })[
+    (err as NodeJS.ErrnoException).code ?? ''
+  ] ?? String(err);
 
 const PROGRAMS: Record<string, Program> = {
   true: () => 0,

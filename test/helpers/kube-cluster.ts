@@ -33,7 +33,12 @@ const ROOT = join(import.meta.dirname, '..', '..');
 
 /** The cached binaries' directory (building them the first time, a few minutes). */
 export function kubeBinaries(): string {
-  return execFileSync(join(ROOT, 'scripts', 'ensure-kube.sh'), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 30 * 60_000 }).trim().split('\n').pop() ?? '';
+  return (
+    execFileSync(join(ROOT, 'scripts', 'ensure-kube.sh'), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 30 * 60_000 })
+      .trim()
+      .split('\n')
+      .pop() ?? ''
+  );
 }
 
 function waitExit(child: ChildProcess): Promise<void> {
@@ -163,8 +168,9 @@ export function agentSandboxCrds(): unknown[] {
     const actual = createHash('sha256').update(text).digest('hex');
     if (actual !== sum) throw new Error(`${name}: sha256 ${actual}, SHA256SUMS says ${sum}`);
     const stripped = text.replace(/^\s+default: ''\n/gm, '');
-    const removed = (text.length - stripped.length) > 0 ? text.split('\n').length - stripped.split('\n').length : 0;
-    if (removed !== 0 && removed !== 66) throw new Error(`${name}: ${removed} empty defaults stripped, 66 expected: look at the new release`);
+    const removed = text.length - stripped.length > 0 ? text.split('\n').length - stripped.split('\n').length : 0;
+    if (removed !== 0 && removed !== 66)
+      throw new Error(`${name}: ${removed} empty defaults stripped, 66 expected: look at the new release`);
     return YAML.parse(stripped) as unknown;
   });
 }

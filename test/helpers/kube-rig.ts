@@ -42,7 +42,11 @@ export async function startKubeRig(namespace = 'berth'): Promise<KubeRig> {
     cleanups.push(() => cluster.stop());
     await installAgentSandbox(cluster.kubeConfig);
     await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
-    const network = await docker.createNetwork({ Name: `berth-test-kube-${process.pid}-${Date.now().toString(36)}`, Internal: true, CheckDuplicate: true });
+    const network = await docker.createNetwork({
+      Name: `berth-test-kube-${process.pid}-${Date.now().toString(36)}`,
+      Internal: true,
+      CheckDuplicate: true,
+    });
     cleanups.push(() => network.remove());
     const gatewayIp = ((await network.inspect()) as { IPAM: { Config: Array<{ Gateway: string }> } }).IPAM.Config[0]!.Gateway;
     const tokens = createRelayTokens();
@@ -51,7 +55,12 @@ export async function startKubeRig(namespace = 'berth'): Promise<KubeRig> {
     cleanups.push(() => void relay.close());
     const address = `${gatewayIp}:${(relay.address() as net.AddressInfo).port}`;
     // As a node must be for berth (docs/kubernetes.md): its IPC sysctls are namespaced but "unsafe" to Kubernetes.
-    const kubelet = await startTestKubelet({ kubeConfig: cluster.kubeConfig, dataDir, network: network.id, allowedUnsafeSysctls: ['kernel.shm*', 'kernel.msg*', 'kernel.sem'] });
+    const kubelet = await startTestKubelet({
+      kubeConfig: cluster.kubeConfig,
+      dataDir,
+      network: network.id,
+      allowedUnsafeSysctls: ['kernel.shm*', 'kernel.msg*', 'kernel.sem'],
+    });
     cleanups.push(() => kubelet.stop());
     const controller = await startSandboxController({ kubeConfig: cluster.kubeConfig, namespace });
     cleanups.push(() => controller.stop());

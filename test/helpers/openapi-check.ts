@@ -82,11 +82,16 @@ export function checkAgainstOpenApi(doc: OpenApiDoc, definition: string, value: 
 
 /** Whether every field of `sent` is in `stored` with the same value (what a server kept; it may add defaults). */
 export function keptFields(sent: unknown, stored: unknown, at = ''): string[] {
-  if (sent === null || typeof sent !== 'object') return Object.is(sent, stored) || String(sent) === String(stored) ? [] : [`${at}: sent ${JSON.stringify(sent)}, stored ${JSON.stringify(stored)}`];
+  if (sent === null || typeof sent !== 'object')
+    return Object.is(sent, stored) || String(sent) === String(stored)
+      ? []
+      : [`${at}: sent ${JSON.stringify(sent)}, stored ${JSON.stringify(stored)}`];
   if (typeof stored !== 'object' || stored === null) return [`${at}: dropped`];
   if (Array.isArray(sent)) {
     if (!Array.isArray(stored)) return [`${at}: not an array`];
     return sent.flatMap((item, i) => keptFields(item, stored[i], `${at}[${i}]`));
   }
-  return Object.entries(sent as Record<string, unknown>).flatMap(([k, v]) => keptFields(v, (stored as Record<string, unknown>)[k], `${at}.${k}`));
+  return Object.entries(sent as Record<string, unknown>).flatMap(([k, v]) =>
+    keptFields(v, (stored as Record<string, unknown>)[k], `${at}.${k}`),
+  );
 }

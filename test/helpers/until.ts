@@ -19,4 +19,5 @@ export async function until<T>(probe: () => T | Promise<T>, what = 'the conditio
 }
 
 /** Retry `assertion` (expect calls) until it passes; past the bound, its last failure is the test's. */
-export const eventually = <T>(assertion: () => T | Promise<T>, timeoutMs = BOUND_MS): Promise<T> => vi.waitFor(assertion, { timeout: timeoutMs, interval: 5 });
+export const eventually = <T>(assertion: () => T | Promise<T>, timeoutMs = BOUND_MS): Promise<T> =>
+  vi.waitFor(assertion, { timeout: timeoutMs, interval: 5 });

@@ -57,7 +57,9 @@ describe('admission control (HTTP API, real containers)', () => {
       doneAt.quiet = Date.now() - t0;
       return (await r.json()) as { stdout: string };
     });
-    const noisy = await Promise.all(burst.map((p) => p.then(async (r) => ({ at: Date.now() - t0, body: await r.json(), status: r.status }))));
+    const noisy = await Promise.all(
+      burst.map((p) => p.then(async (r) => ({ at: Date.now() - t0, body: await r.json(), status: r.status }))),
+    );
     expect(noisy.map((n) => n.status)).toEqual([200, 200, 200]);
     expect((await quietDone).stdout).toBe('quiet\n');
     // Round-robin: the quiet tenant went after the noisy run in flight, before the noisy ones waiting.
@@ -88,22 +90,37 @@ describe('SIGTERM drains berth serve', () => {
   });
 
   async function startServe(): Promise<{ url: string; token: string; output: () => string; exited: Promise<number | null> }> {
-    const p = spawn(process.execPath, [BERTH_BIN, '--home', home, 'serve', '--port', '0'], { env: { PATH: process.env.PATH ?? '', BERTH_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'ignore'] });
+    const p = spawn(process.execPath, [BERTH_BIN, '--home', home, 'serve', '--port', '0'], {
+      env: { PATH: process.env.PATH ?? '', BERTH_LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     proc = p;
     let out = '';
     const exited = new Promise<number | null>((r) => p.once('exit', (code) => r(code)));
     return new Promise((resolve, reject) => {
       p.stdout?.on('data', (d: Buffer) => {
         out += d.toString();
-        if (out.includes('ready\n')) resolve({ url: /serving (\S+)/.exec(out)?.[1] as string, token: fs.readFileSync(join(home, '.berth/admin-token'), 'utf8').trim(), output: () => out, exited });
+        if (out.includes('ready\n'))
+          resolve({
+            url: /serving (\S+)/.exec(out)?.[1] as string,
+            token: fs.readFileSync(join(home, '.berth/admin-token'), 'utf8').trim(),
+            output: () => out,
+            exited,
+          });
       });
       void exited.then((code) => reject(new Error(`berth serve exited ${code} before ready: ${out}`)));
     });
   }
   /** A run of that serve is in flight: its container runs. */
-  const runningContainer = async () => (await new Docker().listContainers({ filters: { label: [`berth.installation=${installationId(home)}`], status: ['running'] } })).length > 0;
+  const runningContainer = async () =>
+    (await new Docker().listContainers({ filters: { label: [`berth.installation=${installationId(home)}`], status: ['running'] } }))
+      .length > 0;
   const run = (s: { url: string; token: string }, message: string) =>
-    fetch(`${s.url}/api/projects/dr/runs`, { method: 'POST', headers: { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ user: 'web:a', message }) });
+    fetch(`${s.url}/api/projects/dr/runs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ user: 'web:a', message }),
+    });
 
   it('a run in flight finishes and answers; a new one gets 503 SHUTTING_DOWN; serve exits 0', async () => {
     expect(cli(['--home', home, 'project', 'create', 'dr', '--isolation']).code).toBe(0);
@@ -134,7 +151,9 @@ describe('SIGTERM drains berth serve', () => {
     expect(Date.now() - t0).toBeLessThan(RUN_SECONDS * 1000); // it did not wait for the run (a comparison, not a speed)
     await inFlight;
     expect(s.output()).toContain('1 run(s) interrupted');
-    const journal = readJsonLines(join(home, 'projects', 'dr', 'sessions', 'journal.jsonl')).map((l) => JSON.parse(l) as { run: string; phase: string; reason?: string });
+    const journal = readJsonLines(join(home, 'projects', 'dr', 'sessions', 'journal.jsonl')).map(
+      (l) => JSON.parse(l) as { run: string; phase: string; reason?: string },
+    );
     const last = journal.filter((e) => e.phase === 'interrupted');
     expect(last).toHaveLength(1);
     expect(last[0]?.reason).toContain('drain deadline');
@@ -155,7 +174,15 @@ describe('chat bridges under admission (bridge core, real runs)', () => {
   };
   const coreOf = (berth: TestHome['berth']) => {
     const dir = join(c.home, '.berth', 'bridges');
-    return createBridgeCore({ transport, inbox: openInbox(dir, 'test'), state: openBridgeState(dir, 'test'), admin: berth.admin, config: () => berth.config, logger: pino({ level: 'silent' }), senderAllowed: () => true });
+    return createBridgeCore({
+      transport,
+      inbox: openInbox(dir, 'test'),
+      state: openBridgeState(dir, 'test'),
+      admin: berth.admin,
+      config: () => berth.config,
+      logger: pino({ level: 'silent' }),
+      senderAllowed: () => true,
+    });
   };
   const message = (id: string, text: string) => ({ id, chat: `c-${id}`, tenant: `test:${id}`, sender: `test:${id}`, text });
   beforeAll(() => {

@@ -28,7 +28,9 @@ async function inAgentImage(cmd: string[]): Promise<Result> {
       NetworkMode: 'none',
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges'],
-      Mounts: [{ Type: 'tmpfs', Target: '/tmp', TmpfsOptions: { SizeBytes: 64 * 1024 * 1024, Mode: 0o1777 } }] as unknown as Docker.MountConfig,
+      Mounts: [
+        { Type: 'tmpfs', Target: '/tmp', TmpfsOptions: { SizeBytes: 64 * 1024 * 1024, Mode: 0o1777 } },
+      ] as unknown as Docker.MountConfig,
     },
   });
   try {
@@ -83,11 +85,26 @@ describe('agent image, run with berth hardening', () => {
       'id -u; id -g; echo "$HOME"; pwd; stat -c "%u %a" /home/agent /workspace /tmp; ' +
         'test -s /etc/ssl/certs/ca-certificates.crt && echo certs; test -x /usr/local/bin/berth-bridge && echo bridge',
     ]);
-    expect(r.stdout.split('\n')).toEqual(['10001', '10001', '/home/agent', '/workspace', '10001 700', '10001 755', '0 1777', 'certs', 'bridge', '']);
+    expect(r.stdout.split('\n')).toEqual([
+      '10001',
+      '10001',
+      '/home/agent',
+      '/workspace',
+      '10001 700',
+      '10001 755',
+      '0 1777',
+      'certs',
+      'bridge',
+      '',
+    ]);
   });
 
   it('the root filesystem is read-only, even where the agent owns the directory; /tmp is writable', async () => {
-    const r = await inAgentImage(['sh', '-c', 'for f in /probe /workspace/probe /home/agent/probe; do echo x > $f; done; echo x > /tmp/probe && cat /tmp/probe']);
+    const r = await inAgentImage([
+      'sh',
+      '-c',
+      'for f in /probe /workspace/probe /home/agent/probe; do echo x > $f; done; echo x > /tmp/probe && cat /tmp/probe',
+    ]);
     for (const f of ['/probe', '/workspace/probe', '/home/agent/probe']) expect(r.stderr).toContain(`${f}: Read-only file system`);
     expect(r.stdout).toBe('x\n');
   });

@@ -20,7 +20,11 @@ function call(method: string, path: string, body?: unknown, token: string | null
   const headers: Record<string, string> = {};
   if (token) headers.authorization = `Bearer ${token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  return app.request(path, { method, headers, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+  return app.request(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
 }
 
 async function json(method: string, path: string, body?: unknown, token: string | null = TOKEN) {
@@ -49,11 +53,19 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ name: 'web', workspace_isolation: true, protected_paths: ['AGENTS.md'], workspace_count: 0 });
     expect(created.body.protection.entries).toEqual([{ path: 'AGENTS.md', kind: 'file', source: 'project', skipped: [] }]);
-    expect(await json('POST', '/api/projects', { name: 'web' })).toMatchObject({ status: 409, body: { error: { code: 'PROJECT_EXISTS' } } });
+    expect(await json('POST', '/api/projects', { name: 'web' })).toMatchObject({
+      status: 409,
+      body: { error: { code: 'PROJECT_EXISTS' } },
+    });
     const bad = await json('POST', '/api/projects', { name: 'Web!', isolation: true, protected_paths: ['/etc'], limits: { pids: 1 } });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe('CONFIG_INVALID');
-    expect(bad.body.error.issues.map((i: { field: string }) => i.field).sort()).toEqual(['isolation', 'limits.pids', 'name', 'protected_paths.0']);
+    expect(bad.body.error.issues.map((i: { field: string }) => i.field).sort()).toEqual([
+      'isolation',
+      'limits.pids',
+      'name',
+      'protected_paths.0',
+    ]);
     expect(await json('POST', '/api/projects', '{not json')).toMatchObject({ status: 400, body: { error: { code: 'CONFIG_INVALID' } } });
   });
 
@@ -62,10 +74,16 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
     expect((await json('GET', '/api/projects')).body.projects.map((p: { name: string }) => p.name)).toContain('web');
     expect(await json('GET', '/api/projects/nope')).toMatchObject({ status: 404, body: { error: { code: 'PROJECT_NOT_FOUND' } } });
     expect(await json('GET', '/api/projects/..%2F..%2Fetc')).toMatchObject({ status: 400, body: { error: { code: 'CONFIG_INVALID' } } });
-    const patched = await json('PATCH', '/api/projects/web', { protected_paths: ['AGENTS.md', '.factory/'], limits: { timeout_seconds: 30 } });
+    const patched = await json('PATCH', '/api/projects/web', {
+      protected_paths: ['AGENTS.md', '.factory/'],
+      limits: { timeout_seconds: 30 },
+    });
     expect(patched.status).toBe(200);
     expect(patched.body).toMatchObject({ protected_paths: ['AGENTS.md', '.factory/'], limits: { timeout_seconds: 30, memory_mb: 512 } });
-    expect(await json('PATCH', '/api/projects/web', { name: 'other' })).toMatchObject({ status: 400, body: { error: { issues: [{ field: 'name', reason: 'unknown field' }] } } });
+    expect(await json('PATCH', '/api/projects/web', { name: 'other' })).toMatchObject({
+      status: 400,
+      body: { error: { issues: [{ field: 'name', reason: 'unknown field' }] } },
+    });
     expect(await json('PATCH', '/api/projects/nope', { workspace_isolation: true })).toMatchObject({ status: 404 });
   });
 
@@ -86,7 +104,10 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
     const fs = await import('node:fs');
     fs.appendFileSync(`${h.home}/projects/web/sessions/runs.jsonl`, '{"run": "half-writ');
     expect((await json('GET', '/api/projects/web/runs')).body).toMatchObject({ runs: [{}, {}], corrupt_lines: 1 });
-    expect(await json('POST', '/api/projects/web/runs', { user: '', message: 'x' })).toMatchObject({ status: 400, body: { error: { issues: [{ field: 'user' }] } } });
+    expect(await json('POST', '/api/projects/web/runs', { user: '', message: 'x' })).toMatchObject({
+      status: 400,
+      body: { error: { issues: [{ field: 'user' }] } },
+    });
     expect(await json('POST', '/api/projects/nope/runs', { user: 'a', message: 'x' })).toMatchObject({ status: 404 });
   });
 
@@ -152,7 +173,9 @@ describe('correctness under concurrency', () => {
   });
 
   it('concurrent PATCHes never leave a corrupt or half-written metadata.json', async () => {
-    const patches = Array.from({ length: 20 }, (_, i) => call('PATCH', '/api/projects/race', { limits: { pids: 100 + i }, protected_paths: i % 2 ? ['AGENTS.md'] : [] }));
+    const patches = Array.from({ length: 20 }, (_, i) =>
+      call('PATCH', '/api/projects/race', { limits: { pids: 100 + i }, protected_paths: i % 2 ? ['AGENTS.md'] : [] }),
+    );
     expect((await Promise.all(patches)).map((r) => r.status)).toEqual(Array(20).fill(200));
     const fs = await import('node:fs');
     const text = fs.readFileSync(`${h.home}/projects/race/metadata.json`, 'utf8');
@@ -166,7 +189,10 @@ describe('correctness under concurrency', () => {
     const before = new Set((await h.berth.runner.listContainers('race')).map((c) => c.id));
     // Long enough that only the switch ends it: the run is in flight once its container runs.
     const inFlight = call('POST', '/api/projects/race/runs', { user: 'web:a', message: 'sleep 30; ls /workspace | grep -c workspaces' });
-    await until(async () => (await h.berth.runner.listContainers('race')).some((c) => !before.has(c.id) && c.state === 'running'), 'the run to be in flight');
+    await until(
+      async () => (await h.berth.runner.listContainers('race')).some((c) => !before.has(c.id) && c.state === 'running'),
+      'the run to be in flight',
+    );
     expect((await call('PATCH', '/api/projects/race', { workspace_isolation: true })).status).toBe(200);
     const first = (await (await inFlight).json()) as any;
     // Its view of every workspace does not outlive the switch: its container is removed, it prints nothing.

@@ -25,11 +25,22 @@ afterAll(async () => {
 });
 
 const api = async (method: string, path: string, body?: unknown, token = TOKEN, requestId = 'req-audit-1') => {
-  const res = await fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'x-request-id': requestId }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'x-request-id': requestId },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as any };
 };
 /** The lines on disk (current file only: these tests stay far below the rotation size). */
-const onDisk = (): any[] => (fs.existsSync(auditPath) ? fs.readFileSync(auditPath, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []);
+const onDisk = (): any[] =>
+  fs.existsSync(auditPath)
+    ? fs
+        .readFileSync(auditPath, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+    : [];
 /** Write the counted refusals now (a summary is otherwise written once a minute). */
 const flush = () => (h.berth.audit as { flush?: () => void }).flush?.();
 
@@ -61,7 +72,11 @@ describe('audit log', () => {
         ['permission_denied', 'tool memory_write', 'session:au/eve-1', 'refused'],
       ]),
     );
-    expect(log.entries.find((e: any) => e.action === 'unauthenticated api')).toMatchObject({ count: 1, samples: ['GET /api/projects'], code: 'UNAUTHORIZED' });
+    expect(log.entries.find((e: any) => e.action === 'unauthenticated api')).toMatchObject({
+      count: 1,
+      samples: ['GET /api/projects'],
+      code: 'UNAUTHORIZED',
+    });
     expect(log.entries.find((e: any) => e.action === 'project.create')).toMatchObject({ project: 'au', request_id: 'req-audit-1' });
     const raw = fs.readFileSync(auditPath, 'utf8');
     expect(raw).not.toContain(session);
@@ -70,7 +85,10 @@ describe('audit log', () => {
     // Filters, and a bad filter is a 400 naming its field.
     const denied = (await api('GET', '/api/audit?kind=permission_denied')).body.entries;
     expect(denied.every((e: any) => e.kind === 'permission_denied')).toBe(true);
-    expect((await api('GET', '/api/audit?since=yesterday')).body.error).toMatchObject({ code: 'CONFIG_INVALID', issues: [{ field: 'since' }] });
+    expect((await api('GET', '/api/audit?since=yesterday')).body.error).toMatchObject({
+      code: 'CONFIG_INVALID',
+      issues: [{ field: 'since' }],
+    });
   });
 
   it('a request id the client chose is kept only when short and plain; otherwise berth makes one', async () => {
@@ -90,7 +108,8 @@ describe('audit log', () => {
       const res = await fetch(`${base}/api/projects/${long}${i}`);
       expect(res.status).toBe(401);
     }
-    for (const path of ['/metrics', '/mcp', '/docs', '/openapi.json']) expect((await fetch(`${base}${path}`, { headers: { authorization: 'Bearer nope' } })).status).toBe(401);
+    for (const path of ['/metrics', '/mcp', '/docs', '/openapi.json'])
+      expect((await fetch(`${base}${path}`, { headers: { authorization: 'Bearer nope' } })).status).toBe(401);
     const unflushed = onDisk().length - before;
     flush();
     const added = onDisk().slice(before);
@@ -111,10 +130,16 @@ describe('audit log', () => {
     expect(metrics).toMatch(/^berth_auth_failures_total\{surface="metrics"\} 1$/m);
   }, 60_000);
 
-  it("what a browser asks for by itself (/favicon.ico, /robots.txt, touch icons) is no auth failure and is not audited", async () => {
+  it('what a browser asks for by itself (/favicon.ico, /robots.txt, touch icons) is no auth failure and is not audited', async () => {
     flush();
     const before = onDisk().length;
-    for (const path of ['/favicon.ico', '/robots.txt', '/apple-touch-icon.png', '/apple-touch-icon-precomposed.png', '/apple-touch-icon-180x180.png']) {
+    for (const path of [
+      '/favicon.ico',
+      '/robots.txt',
+      '/apple-touch-icon.png',
+      '/apple-touch-icon-precomposed.png',
+      '/apple-touch-icon-180x180.png',
+    ]) {
       const res = await fetch(`${base}${path}`);
       expect([204, 404], path).toContain(res.status);
     }
@@ -138,14 +163,24 @@ describe('audit log', () => {
 });
 
 describe('audit log files: rotation and the head kept outside the log', () => {
-  const event = (i: number) => ({ kind: 'admin' as const, action: 'project.update', actor: 'operator', project: 'rot', target: `t${i}-${'x'.repeat(100)}`, outcome: 'ok' as const });
+  const event = (i: number) => ({
+    kind: 'admin' as const,
+    action: 'project.update',
+    actor: 'operator',
+    project: 'rot',
+    target: `t${i}-${'x'.repeat(100)}`,
+    outcome: 'ok' as const,
+  });
 
   it('a rotated log verifies end to end and lists across its files; an edit in an older file is found (M6)', async () => {
     await using r = testHome();
     const file = join(homePaths(r.home).stateDir, 'audit.jsonl');
     fs.mkdirSync(join(homePaths(r.home).stateDir), { recursive: true });
     for (let i = 0; i < 40; i++) appendAudit(file, event(i), { rotateBytes: 1024, keep: 20 } as never);
-    const rotated = fs.readdirSync(homePaths(r.home).stateDir).filter((n) => /^audit\.jsonl\.\d+$/.test(n)).sort((a, b) => Number(a.split('.').pop()) - Number(b.split('.').pop()));
+    const rotated = fs
+      .readdirSync(homePaths(r.home).stateDir)
+      .filter((n) => /^audit\.jsonl\.\d+$/.test(n))
+      .sort((a, b) => Number(a.split('.').pop()) - Number(b.split('.').pop()));
     expect(rotated.length).toBeGreaterThan(3);
     const ok = cli(['--home', r.home, 'audit', 'verify']);
     expect(ok).toMatchObject({ code: 0, stdout: expect.stringMatching(/audit log intact: 40 line\(s\) in \d+ file\(s\)/) });
@@ -171,7 +206,9 @@ describe('audit log files: rotation and the head kept outside the log', () => {
     fs.writeFileSync(file, `${lines.slice(0, -3).join('\n')}\n`); // `head -n -3`: still a whole, valid chain
     const cut = cli(['--home', r.home, 'audit', 'verify']);
     expect(cut.code).toBe(1);
-    expect(cut.stdout).toMatch(/BROKEN: the log ends at #3 but berth last wrote #6 \(recorded in audit\.jsonl\.head\): 3 line\(s\) were cut from the end/);
+    expect(cut.stdout).toMatch(
+      /BROKEN: the log ends at #3 but berth last wrote #6 \(recorded in audit\.jsonl\.head\): 3 line\(s\) were cut from the end/,
+    );
     // The next event does not paper over it: it chains on from the recorded head, so the gap stays visible.
     expect(cli(['--home', r.home, 'project', 'update', 'cut', '--timeout', '99']).code).toBe(0);
     const after = cli(['--home', r.home, 'audit', 'verify']);
@@ -185,7 +222,11 @@ describe('audit log: chat users are named', () => {
     await using c = testHome();
     c.create({ name: 'chat-au', workspace_isolation: true, chat: { raise_level: 'anyone' } });
     c.create({ name: 'chat-strict', workspace_isolation: true });
-    const http: HttpSurface = await listenHttp(c.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, { out: () => undefined, err: () => undefined });
+    const http: HttpSurface = await listenHttp(
+      c.berth,
+      { host: '127.0.0.1', port: 0, token: TOKEN },
+      { out: () => undefined, err: () => undefined },
+    );
     try {
       // Logged in as opening the link does (the login page's own flow is tested in web-chat.test.ts).
       const link = c.berth.admin.mintChatLink('chat-au', 'carol');
@@ -197,7 +238,9 @@ describe('audit log: chat users are named', () => {
       const done = await new Promise<Array<Record<string, unknown>>>((resolve, reject) => {
         const ws = new NodeWebSocket(`${http.url.replace('http', 'ws')}/chat/ws`, { headers: { cookie } });
         const got: Array<Record<string, unknown>> = [];
-        ws.on('open', () => ws.send(JSON.stringify({ type: 'run', id: crypto.randomUUID(), session_id: session.id, permission_level: level, input: 'true' })));
+        ws.on('open', () =>
+          ws.send(JSON.stringify({ type: 'run', id: crypto.randomUUID(), session_id: session.id, permission_level: level, input: 'true' })),
+        );
         ws.on('message', (d) => {
           const m = JSON.parse(String(d)) as Record<string, unknown>;
           got.push(m);
@@ -214,11 +257,22 @@ describe('audit log: chat users are named', () => {
       // A refusal answered over HTTP names the user too: raising a level where only an admin may.
       const strict = c.berth.admin.mintChatLink('chat-strict', 'carol');
       const strictCookie = `berth_chat=${c.berth.admin.openChatLink(new URL(strict.path, http.url).searchParams.get('token') as string).credential}`;
-      const own = ((await (await fetch(`${http.url}/chat/api/sessions`, { method: 'POST', headers: { cookie: strictCookie } })).json()) as any).session.id as string;
-      const raise = await fetch(`${http.url}/chat/api/sessions/${own}/settings`, { method: 'PUT', headers: { cookie: strictCookie, 'content-type': 'application/json' }, body: JSON.stringify({ permission_level: 'high' }) });
+      const own = (
+        (await (await fetch(`${http.url}/chat/api/sessions`, { method: 'POST', headers: { cookie: strictCookie } })).json()) as any
+      ).session.id as string;
+      const raise = await fetch(`${http.url}/chat/api/sessions/${own}/settings`, {
+        method: 'PUT',
+        headers: { cookie: strictCookie, 'content-type': 'application/json' },
+        body: JSON.stringify({ permission_level: 'high' }),
+      });
       expect(raise.status).toBe(403);
       const refused = JSON.parse(cli(['--home', c.home, 'audit', '--actor', 'tenant:web:carol', '--json']).stdout) as any[];
-      expect(refused.map((e) => [e.kind, e.actor])).toEqual(expect.arrayContaining([['admin', 'tenant:web:carol'], ['permission_denied', 'tenant:web:carol']]));
+      expect(refused.map((e) => [e.kind, e.actor])).toEqual(
+        expect.arrayContaining([
+          ['admin', 'tenant:web:carol'],
+          ['permission_denied', 'tenant:web:carol'],
+        ]),
+      );
     } finally {
       await http.close();
     }

@@ -37,8 +37,17 @@ afterAll(async () => {
 });
 
 const auth = { authorization: `Bearer ${TOKEN}` };
-async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = { 'content-type': 'application/json' }) {
-  const res = await app.request(path, { method, headers: { ...auth, ...headers }, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+async function call(
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = { 'content-type': 'application/json' },
+) {
+  const res = await app.request(path, {
+    method,
+    headers: { ...auth, ...headers },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as any };
 }
 
@@ -149,11 +158,14 @@ describe('requests', () => {
       const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
         const { hostname, port } = new URL(base);
         // Not a URL string: node would resolve the dot segments before sending.
-        const req = http.request({ hostname, port, path, method: 'PATCH', headers: { ...auth, 'content-type': 'application/json' } }, (r) => {
-          let body = '';
-          r.on('data', (d) => (body += d));
-          r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
-        });
+        const req = http.request(
+          { hostname, port, path, method: 'PATCH', headers: { ...auth, 'content-type': 'application/json' } },
+          (r) => {
+            let body = '';
+            r.on('data', (d) => (body += d));
+            r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
+          },
+        );
         req.on('error', reject);
         req.end(JSON.stringify({ workspace_isolation: true }));
       });
@@ -165,9 +177,13 @@ describe('requests', () => {
 
 describe('MCP', () => {
   const rpc = (body: unknown) =>
-    fetch(`${base}/mcp`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify(body) });
+    fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify(body),
+    });
 
-  it('a malformed tools/call is JSON-RPC -32602 with berth\'s error body, never -32603 or a zod dump', async () => {
+  it("a malformed tools/call is JSON-RPC -32602 with berth's error body, never -32603 or a zod dump", async () => {
     for (const params of [{ name: 'project_get', arguments: 'fz' }, { name: 5 }, {}, { name: 'project_get', arguments: [1] }]) {
       const res = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/call', params });
       expect(res.status).toBe(200);
@@ -179,20 +195,36 @@ describe('MCP', () => {
   });
 
   it('arguments that fail a tool schema are a tool error with CONFIG_INVALID and the fields at fault', async () => {
-    const res = await rpc({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'project_get', arguments: { name: 5, __proto__x: 1 } } });
+    const res = await rpc({
+      jsonrpc: '2.0',
+      id: 2,
+      method: 'tools/call',
+      params: { name: 'project_get', arguments: { name: 5, __proto__x: 1 } },
+    });
     const body = (await res.json()) as any;
     expect(body.result.isError).toBe(true);
-    expect(JSON.parse(body.result.content[0].text).error).toMatchObject({ code: 'CONFIG_INVALID', issues: expect.arrayContaining([expect.objectContaining({ field: 'name' })]) });
+    expect(JSON.parse(body.result.content[0].text).error).toMatchObject({
+      code: 'CONFIG_INVALID',
+      issues: expect.arrayContaining([expect.objectContaining({ field: 'name' })]),
+    });
   });
 
-  it('transport-level refusals use berth\'s error body with a stable code', async () => {
-    const busy = await fetch(`${base}/mcp`, { method: 'POST', headers: { ...auth, 'content-type': 'text/plain', accept: 'application/json, text/event-stream' }, body: '{}' });
+  it("transport-level refusals use berth's error body with a stable code", async () => {
+    const busy = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'text/plain', accept: 'application/json, text/event-stream' },
+      body: '{}',
+    });
     expect([busy.status, ((await busy.json()) as any).error.code]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE']);
     const get = await fetch(`${base}/mcp`, { headers: { ...auth, accept: 'text/event-stream' } });
     expect([get.status, ((await get.json()) as any).error.code]).toEqual([405, 'METHOD_NOT_ALLOWED']);
     const batch = await rpc(Array.from({ length: 5 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'tools/list' })));
     expect([batch.status, ((await batch.json()) as any).error.code]).toEqual([400, 'CONFIG_INVALID']);
-    const notJson = await fetch(`${base}/mcp`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{' });
+    const notJson = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{',
+    });
     expect([notJson.status, ((await notJson.json()) as any).error.code]).toEqual([400, 'CONFIG_INVALID']);
   });
 });
@@ -200,7 +232,9 @@ describe('MCP', () => {
 describe('logs', () => {
   it('no log line carries two "level" keys: the permission level is logged as permission_level', async () => {
     await berth.runner.run({ project: 'fz', tenantKey: 'web:logs', message: 'true', sessionId: 'logs-1', level: 'low' });
-    await expect(berth.sessionTools.shellRun({ project: 'fz', session: 'logs-1' }, { command: 'whoami' })).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    await expect(berth.sessionTools.shellRun({ project: 'fz', session: 'logs-1' }, { command: 'whoami' })).rejects.toMatchObject({
+      code: 'PERMISSION_DENIED',
+    });
     const lines = logs.join('').trim().split('\n');
     const refused = lines.find((l) => l.includes('shell_run refused'));
     expect(refused).toBeDefined();
@@ -219,7 +253,9 @@ describe('what tenants choose, shown to others', () => {
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(2);
     expect(r.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f\u202e]/);
-    expect(lines.find((l) => l.startsWith('evil-1'))).toContain('tenant=web:evil\\nforged-row\\tlevel=high\\u001b]0;pwned\\u0007\\u001b[2J\\u202e');
+    expect(lines.find((l) => l.startsWith('evil-1'))).toContain(
+      'tenant=web:evil\\nforged-row\\tlevel=high\\u001b]0;pwned\\u0007\\u001b[2J\\u202e',
+    );
     const err = cli(['--home', home, 'session', 'get', 'other', 'x\u001b[2J']);
     expect(err.stderr).not.toContain('\u001b');
   });
@@ -229,7 +265,12 @@ describe('what tenants choose, shown to others', () => {
     await berth.runner.run({ project: 'mem', tenantKey: 'signal:+4915550007', message: 'true', sessionId: 'writer', level: 'high' });
     const { entry } = berth.sessionTools.memoryWrite({ project: 'mem', session: 'writer' }, { text: 'the deploy key rotates on Mondays' });
     expect(entry.author).toMatch(/^a-[0-9a-f]{16}$/);
-    const reader = await berth.runner.run({ project: 'mem', tenantKey: 'web:reader', message: 'cat /memory/entries.jsonl', level: 'medium' });
+    const reader = await berth.runner.run({
+      project: 'mem',
+      tenantKey: 'web:reader',
+      message: 'cat /memory/entries.jsonl',
+      level: 'medium',
+    });
     expect(reader.stdout).toContain('deploy key rotates');
     expect(reader.stdout).not.toContain('4915550007');
     const again = berth.sessionTools.memoryWrite({ project: 'mem', session: 'writer' }, { text: 'second' });
@@ -246,7 +287,11 @@ describe('what tenants choose, shown to others', () => {
 describe('HTTP conventions', () => {
   it('a known path with another method is 405 with Allow; an unknown path is 404 NOT_FOUND', async () => {
     const put = await app.request('/api/projects', { method: 'PUT', headers: auth });
-    expect([put.status, put.headers.get('allow'), ((await put.json()) as any).error.code]).toEqual([405, 'GET, POST', 'METHOD_NOT_ALLOWED']);
+    expect([put.status, put.headers.get('allow'), ((await put.json()) as any).error.code]).toEqual([
+      405,
+      'GET, POST',
+      'METHOD_NOT_ALLOWED',
+    ]);
     const del = await app.request('/api/projects/fz/runs', { method: 'DELETE', headers: auth });
     expect([del.status, del.headers.get('allow')]).toEqual([405, 'GET, POST']);
     const none = await app.request('/api/nothing-here', { headers: auth });
@@ -255,7 +300,11 @@ describe('HTTP conventions', () => {
 
   it('an optional body may be empty; an empty required body names the missing fields', async () => {
     await berth.runner.run({ project: 'fz', tenantKey: 'web:empty', message: 'true', sessionId: 'empty-body' });
-    const token = await app.request('/api/projects/fz/sessions/empty-body/token', { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '' });
+    const token = await app.request('/api/projects/fz/sessions/empty-body/token', {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: '',
+    });
     expect(token.status).toBe(201);
     const create = await call('POST', '/api/projects', '');
     expect([create.status, create.body.error.issues]).toEqual([400, [{ field: 'name', reason: expect.any(String) }]]);
@@ -263,7 +312,9 @@ describe('HTTP conventions', () => {
 
   it('OpenAPI: an operationId on every operation, a server, /healthz needs no token, every other operation lists 401', async () => {
     const doc = (await call('GET', '/openapi.json')).body;
-    const ops = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, m]) => Object.entries(m).map(([method, op]) => ({ path, method, op })));
+    const ops = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, m]) =>
+      Object.entries(m).map(([method, op]) => ({ path, method, op })),
+    );
     const ids = ops.map((o) => o.op.operationId);
     expect(ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z]+$/.test(id))).toBe(true);
     expect(new Set(ids).size).toBe(ids.length);

@@ -29,19 +29,29 @@ describe.each(Object.keys(CHAOS_RIGS))('chaos: the %s bridge', (name) => {
     const rig = await CHAOS_RIGS[name]!();
     let child: ChildProcess | undefined;
     const startBerth = () => {
-      const p = spawn(process.execPath, [BERTH_BIN, '--home', home, ...rig.command], { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: process.env.PATH ?? '', BERTH_LOG_LEVEL: 'warn' } });
+      const p = spawn(process.execPath, [BERTH_BIN, '--home', home, ...rig.command], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { PATH: process.env.PATH ?? '', BERTH_LOG_LEVEL: 'warn' },
+      });
       p.stderr?.resume();
       return p;
     };
     try {
-      fs.writeFileSync(join(home, 'berth.yaml'), ['bridges:', '  max_concurrent_runs: 2', ...rig.bridge, 'routes:', `  ${name}: { project: chaos }`, ...(rig.extra ?? []), ''].join('\n'));
+      fs.writeFileSync(
+        join(home, 'berth.yaml'),
+        ['bridges:', '  max_concurrent_runs: 2', ...rig.bridge, 'routes:', `  ${name}: { project: chaos }`, ...(rig.extra ?? []), ''].join(
+          '\n',
+        ),
+      );
       const create = spawn(process.execPath, [BERTH_BIN, '--home', home, 'project', 'create', 'chaos', '--isolation'], { stdio: 'ignore' });
       await new Promise((r) => create.once('close', r));
       child = startBerth();
       await rig.ready(20_000);
       const sent: Array<{ id: string; person: number }> = [];
       let killed = 0;
-      const killAt = new Set(Array.from({ length: KILLS }, (_, i) => Math.floor(((i + 1) * MESSAGES) / (KILLS + 1)) + Math.floor(Math.random() * 3)));
+      const killAt = new Set(
+        Array.from({ length: KILLS }, (_, i) => Math.floor(((i + 1) * MESSAGES) / (KILLS + 1)) + Math.floor(Math.random() * 3)),
+      );
       for (let i = 0; i < MESSAGES; i++) {
         const person = i % 4;
         const id = `m${i}`;
@@ -60,16 +70,21 @@ describe.each(Object.keys(CHAOS_RIGS))('chaos: the %s bridge', (name) => {
       }
       const outcome = (m: { id: string; person: number }) => {
         const replies = rig.replies(m.person);
-        return { answered: replies.filter((r) => r === `ok-${m.id}`).length, failed: replies.filter((r) => r.startsWith('berth:') && r.includes(`echo ${m.id} >>`)).length };
+        return {
+          answered: replies.filter((r) => r === `ok-${m.id}`).length,
+          failed: replies.filter((r) => r.startsWith('berth:') && r.includes(`echo ${m.id} >>`)).length,
+        };
       };
-      for (const end = Date.now() + 180_000; Date.now() < end && !sent.every((m) => outcome(m).answered + outcome(m).failed > 0); ) await new Promise((r) => setTimeout(r, 200));
+      for (const end = Date.now() + 180_000; Date.now() < end && !sent.every((m) => outcome(m).answered + outcome(m).failed > 0);)
+        await new Promise((r) => setTimeout(r, 200));
 
       // Runs actually executed, from each tenant's workspace: an id twice means a message ran twice.
       const ran = new Map<string, number>();
       const wsRoot = join(home, 'projects', 'chaos', 'workspaces');
       for (const ws of fs.existsSync(wsRoot) ? fs.readdirSync(wsRoot) : []) {
         const log = join(wsRoot, ws, 'ran.log');
-        if (fs.existsSync(log)) for (const id of fs.readFileSync(log, 'utf8').split('\n').filter(Boolean)) ran.set(id, (ran.get(id) ?? 0) + 1);
+        if (fs.existsSync(log))
+          for (const id of fs.readFileSync(log, 'utf8').split('\n').filter(Boolean)) ran.set(id, (ran.get(id) ?? 0) + 1);
       }
       const counts = {
         received: sent.length,
@@ -81,7 +96,8 @@ describe.each(Object.keys(CHAOS_RIGS))('chaos: the %s bridge', (name) => {
         kills: killed,
       };
       console.log(`bridge chaos (${name}): ${JSON.stringify(counts)}`);
-      for (const m of sent.filter((x) => outcome(x).answered + outcome(x).failed === 0)) console.log(`lost ${m.id}: replies to its person: ${JSON.stringify(rig.replies(m.person).slice(-4))}`);
+      for (const m of sent.filter((x) => outcome(x).answered + outcome(x).failed === 0))
+        console.log(`lost ${m.id}: replies to its person: ${JSON.stringify(rig.replies(m.person).slice(-4))}`);
       expect(counts.kills).toBe(KILLS);
       expect(counts.lost).toBe(0);
       expect(counts.duplicates).toBe(0);

@@ -29,7 +29,13 @@ beforeAll(() => {
   h = testHome({ config: ['runs:', '  max_concurrent: 8', '  per_tenant: 2', 'bridges:', '  max_concurrent_runs: 4', ''].join('\n') });
   h.create({ name: 'fair', workspace_isolation: true });
   const stateDir = homePaths(h.home).stateDir;
-  chat = createWebChat({ admin: h.berth.admin, config: () => h.berth.config, logger: pino({ level: 'silent' }), stateDir, bridgeDir: bridgeDir(stateDir) });
+  chat = createWebChat({
+    admin: h.berth.admin,
+    config: () => h.berth.config,
+    logger: pino({ level: 'silent' }),
+    stateDir,
+    bridgeDir: bridgeDir(stateDir),
+  });
   for (const login of [alice, bob]) chat.attach(login, { push: (message) => pushed.push({ user: login.user, message }) });
 });
 afterAll(async () => {
@@ -37,8 +43,10 @@ afterAll(async () => {
   await h?.[Symbol.asyncDispose]();
 });
 
-const send = (login: WebLogin, session: string, input: string) => chat.run(login, { type: 'run', id: randomUUID(), session_id: session, permission_level: 'medium', input });
-const repliesTo = (user: string) => pushed.filter((p) => p.user === user && p.message.type === 'reply').map((p) => (p.message as { text: string }).text);
+const send = (login: WebLogin, session: string, input: string) =>
+  chat.run(login, { type: 'run', id: randomUUID(), session_id: session, permission_level: 'medium', input });
+const repliesTo = (user: string) =>
+  pushed.filter((p) => p.user === user && p.message.type === 'reply').map((p) => (p.message as { text: string }).text);
 async function waitFor<T>(fn: () => T | undefined | false, timeoutMs: number): Promise<T> {
   const end = Date.now() + timeoutMs;
   for (;;) {
@@ -72,13 +80,28 @@ describe('bridge lanes: one chat user cannot starve another', () => {
 });
 
 describe('group chats: each writer joins its team', () => {
-  it('ten groups\' first messages at once: every team is recorded (read and written under the project lock)', async () => {
+  it("ten groups' first messages at once: every team is recorded (read and written under the project lock)", async () => {
     const dir = join(homePaths(h.home).stateDir, 'bridges');
     const sent: string[] = [];
-    const transport: ChatTransport = { name: 'teams', send: async (_chat, text) => void sent.push(text), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'fair' };
-    const core = createBridgeCore({ transport, inbox: openInbox(dir, 'teams'), state: openBridgeState(dir, 'teams'), admin: h.berth.admin, config: () => h.berth.config, logger: pino({ level: 'silent' }), senderAllowed: () => true });
+    const transport: ChatTransport = {
+      name: 'teams',
+      send: async (_chat, text) => void sent.push(text),
+      typing: async () => undefined,
+      acknowledge: async () => undefined,
+      projectOf: () => 'fair',
+    };
+    const core = createBridgeCore({
+      transport,
+      inbox: openInbox(dir, 'teams'),
+      state: openBridgeState(dir, 'teams'),
+      admin: h.berth.admin,
+      config: () => h.berth.config,
+      logger: pino({ level: 'silent' }),
+      senderAllowed: () => true,
+    });
     const groups = Array.from({ length: 10 }, (_, i) => `teams-group:g${i}`);
-    for (const [i, team] of groups.entries()) core.receive({ id: `t${i}`, chat: team, tenant: team, sender: `teams:member${i}`, text: '/help' });
+    for (const [i, team] of groups.entries())
+      core.receive({ id: `t${i}`, chat: team, tenant: team, sender: `teams:member${i}`, text: '/help' });
     await core.idle();
     expect(sent).toHaveLength(10);
     const teams = h.berth.admin.getProject('fair').teams;

@@ -26,7 +26,12 @@ async function prepare(volume: string, args: string[]): Promise<{ code: number; 
     Cmd: ['berth-bridge', 'prepare', '/workspace', ...args],
     User: '10001:10001',
     NetworkDisabled: true,
-    HostConfig: { ReadonlyRootfs: true, CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'], Mounts: [{ Type: 'bind', Source: volume, Target: '/workspace' }] },
+    HostConfig: {
+      ReadonlyRootfs: true,
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges'],
+      Mounts: [{ Type: 'bind', Source: volume, Target: '/workspace' }],
+    },
   });
   try {
     const stream = await container.attach({ stream: true, stdout: true, stderr: true });
@@ -56,9 +61,22 @@ function chownTree(path: string): void {
 }
 const kind = (p: string) => {
   const st = fs.lstatSync(p);
-  return st.isSymbolicLink() ? `link:${fs.readlinkSync(p)}` : st.isDirectory() ? 'dir' : st.isFile() ? `file:${fs.readFileSync(p, 'utf8')}` : st.isFIFO() ? 'fifo' : 'other';
+  return st.isSymbolicLink()
+    ? `link:${fs.readlinkSync(p)}`
+    : st.isDirectory()
+      ? 'dir'
+      : st.isFile()
+        ? `file:${fs.readFileSync(p, 'utf8')}`
+        : st.isFIFO()
+          ? 'fifo'
+          : 'other';
 };
-const displaced = (dir: string) => fs.readdirSync(dir).filter((n) => n.includes('.displaced-by-berth-')).map((n) => n.replace(/-\d+$/, '')).sort();
+const displaced = (dir: string) =>
+  fs
+    .readdirSync(dir)
+    .filter((n) => n.includes('.displaced-by-berth-'))
+    .map((n) => n.replace(/-\d+$/, ''))
+    .sort();
 
 describe('berth-bridge prepare', () => {
   it('makes each mountpoint a real entry of its kind, moving aside (never following) what a tenant left: links, a fifo, a file for a directory, a directory for a file', async () => {
@@ -72,7 +90,14 @@ describe('berth-bridge prepare', () => {
       fs.mkdirSync(join(d, 'a-file', 'inside'), { recursive: true }); // a directory where a file must be
       fs.writeFileSync(join(d, 'a-file', 'inside', 'kept'), 'kept');
     });
-    const r = await prepare(dir, ['file:AGENTS.md', 'file:.cfg/settings.json', 'dir:dangling', 'file:pipe', 'dir:a-dir/deeper', 'file:a-file']);
+    const r = await prepare(dir, [
+      'file:AGENTS.md',
+      'file:.cfg/settings.json',
+      'dir:dangling',
+      'file:pipe',
+      'dir:a-dir/deeper',
+      'file:a-file',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     expect(kind(join(dir, 'AGENTS.md'))).toBe('file:');
     expect(kind(join(dir, '.cfg'))).toBe('dir');
@@ -83,13 +108,44 @@ describe('berth-bridge prepare', () => {
     expect(kind(join(dir, 'a-dir', 'deeper'))).toBe('dir');
     expect(kind(join(dir, 'a-file'))).toBe('file:');
     // The tenant's things are kept under telling names, as Docker's prepare step keeps them.
-    expect(displaced(dir)).toEqual(['.cfg.displaced-by-berth', 'AGENTS.md.displaced-by-berth', 'a-dir.displaced-by-berth', 'a-file.displaced-by-berth', 'dangling.displaced-by-berth', 'pipe.displaced-by-berth']);
-    expect(kind(join(dir, fs.readdirSync(dir).find((n) => n.startsWith('AGENTS.md.'))!))).toBe('link:mine.md');
-    expect(fs.readFileSync(join(dir, fs.readdirSync(dir).find((n) => n.startsWith('a-file.'))!, 'inside', 'kept'), 'utf8')).toBe('kept');
+    expect(displaced(dir)).toEqual([
+      '.cfg.displaced-by-berth',
+      'AGENTS.md.displaced-by-berth',
+      'a-dir.displaced-by-berth',
+      'a-file.displaced-by-berth',
+      'dangling.displaced-by-berth',
+      'pipe.displaced-by-berth',
+    ]);
+    expect(
+      kind(
+        join(
+          dir,
+          fs.readdirSync(dir).find((n) => n.startsWith('AGENTS.md.'))!,
+        ),
+      ),
+    ).toBe('link:mine.md');
+    expect(
+      fs.readFileSync(
+        join(
+          dir,
+          fs.readdirSync(dir).find((n) => n.startsWith('a-file.'))!,
+          'inside',
+          'kept',
+        ),
+        'utf8',
+      ),
+    ).toBe('kept');
     expect(kind(join(dir, 'mine.md'))).toBe('file:mine');
     expect(r.stderr).toMatch(/moved AGENTS\.md aside to AGENTS\.md\.displaced-by-berth-\d+/);
     // Again: all is as planned, nothing is moved.
-    const again = await prepare(dir, ['file:AGENTS.md', 'file:.cfg/settings.json', 'dir:dangling', 'file:pipe', 'dir:a-dir/deeper', 'file:a-file']);
+    const again = await prepare(dir, [
+      'file:AGENTS.md',
+      'file:.cfg/settings.json',
+      'dir:dangling',
+      'file:pipe',
+      'dir:a-dir/deeper',
+      'file:a-file',
+    ]);
     expect(again).toEqual({ code: 0, stderr: '' });
     expect(displaced(dir)).toHaveLength(6);
   });

@@ -21,7 +21,10 @@ let bridges: RunningBridges;
 const writeConfig = (signalUrl?: string, account?: string) => {
   const signal = signalUrl ? ['bridges:', '  signal:', `    url: ${signalUrl}`, `    account: '${account}'`, '    senders: open'] : [];
   // A file of another size each time: the config source sees the change even within one mtime tick.
-  fs.writeFileSync(join(h.home, 'berth.yaml'), testConfig([...signal, 'routes:', '  signal: { project: sig }', `# ${Date.now()}`, ''].join('\n')) ?? '');
+  fs.writeFileSync(
+    join(h.home, 'berth.yaml'),
+    testConfig([...signal, 'routes:', '  signal: { project: sig }', `# ${Date.now()}`, ''].join('\n')) ?? '',
+  );
 };
 
 beforeAll(async () => {
@@ -29,7 +32,13 @@ beforeAll(async () => {
   two = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection', account: '+15550000002' });
   h = testHome({ config: 'routes:\n  signal: { project: sig }\n' });
   h.create({ name: 'sig', workspace_isolation: true });
-  bridges = startBridges({ admin: h.berth.admin, config: () => h.berth.config, logger: pino({ level: 'silent' }), stateDir: homePaths(h.home).stateDir, backoffMs: { min: 50, max: 200 } });
+  bridges = startBridges({
+    admin: h.berth.admin,
+    config: () => h.berth.config,
+    logger: pino({ level: 'silent' }),
+    stateDir: homePaths(h.home).stateDir,
+    backoffMs: { min: 50, max: 200 },
+  });
 });
 afterAll(async () => {
   await bridges?.stop();
@@ -55,7 +64,14 @@ describe('berth.yaml bridges, followed while berth runs', () => {
 
   it('pointed at another signal-cli: restarted there; a message in flight on the old one is still answered, once', async () => {
     one.deliverText({ fromUuid: ALICE, fromNumber: null, text: 'sleep 2; echo slow-on-one' });
-    await one.waitFor(() => bridges.channel('signal')!.inbox.all().some((e) => e.text === 'sleep 2; echo slow-on-one' && e.phase === 'started'), 15_000);
+    await one.waitFor(
+      () =>
+        bridges
+          .channel('signal')!
+          .inbox.all()
+          .some((e) => e.text === 'sleep 2; echo slow-on-one' && e.phase === 'started'),
+      15_000,
+    );
     writeConfig(two.url, two.account);
     expect(bridges.reconfigure()).toBe(`signal bridge restarted: ${two.account} at ${two.url} (was ${one.account} at ${one.url})`);
     await one.waitForClients(0, 10_000);
@@ -63,7 +79,12 @@ describe('berth.yaml bridges, followed while berth runs', () => {
     two.deliverText({ fromUuid: ALICE, fromNumber: null, text: 'echo via-two' });
     await two.waitFor(() => two.repliesTo(ALICE).some((m) => m.message === 'via-two'), 30_000);
     await one.waitFor(() => one.repliesTo(ALICE).some((m) => m.message === 'slow-on-one'), 30_000);
-    expect(one.repliesTo(ALICE).filter((m) => /slow-on-one|restarted/.test(m.message)).map((m) => m.message)).toEqual(['slow-on-one']);
+    expect(
+      one
+        .repliesTo(ALICE)
+        .filter((m) => /slow-on-one|restarted/.test(m.message))
+        .map((m) => m.message),
+    ).toEqual(['slow-on-one']);
     expect(two.repliesTo(ALICE).map((m) => m.message)).toEqual(['via-two']);
   });
 

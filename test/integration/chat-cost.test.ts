@@ -24,11 +24,26 @@ let h: TestHome;
 beforeAll(async () => {
   fake = await startFakeAnthropic({ apiKey: KEY });
   h = testHome({
-    config: ['models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, '    prices:', "      'claude-*': { input: 3, output: 15 }", ''].join('\n'),
+    config: [
+      'models:',
+      '  anthropic:',
+      '    api: anthropic',
+      `    url: ${fake.url}`,
+      `    api_key: ${KEY}`,
+      '    prices:',
+      "      'claude-*': { input: 3, output: 15 }",
+      '',
+    ].join('\n'),
   });
   // One token a day: the first answer uses it up.
   h.create({ name: 'cc', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'], budget: { tokens_per_day: 1 } } });
-  h.create({ name: 'co', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'], budget: { tokens_per_day: 1 } }, chat: { approvals: 'operator' } });
+  h.create({
+    name: 'co',
+    workspace_isolation: true,
+    agent: 'claude',
+    models: { upstreams: ['anthropic'], budget: { tokens_per_day: 1 } },
+    chat: { approvals: 'operator' },
+  });
 }, 120_000);
 afterAll(async () => {
   await h?.[Symbol.asyncDispose]();
@@ -39,12 +54,33 @@ describe('the cost in the chat, with the real Claude Code', () => {
   /** A chat of the project (a bridge core with a fake transport, as start.ts wires it). */
   function chatOf(project: string) {
     const sent: string[] = [];
-    const transport: ChatTransport = { name: `t-${project}`, send: async (_c, text) => void sent.push(text), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => project };
+    const transport: ChatTransport = {
+      name: `t-${project}`,
+      send: async (_c, text) => void sent.push(text),
+      typing: async () => undefined,
+      acknowledge: async () => undefined,
+      projectOf: () => project,
+    };
     const { stateDir } = homePaths(h.home);
     const dir = join(stateDir, 'bridges');
     const { berth } = h;
-    const cost = createChatCost({ admin: berth.admin, config: () => berth.config, approvals: berth.approvals, days: openBudgetDays(stateDir) });
-    const core = createBridgeCore({ transport, inbox: openInbox(dir, transport.name), state: openBridgeState(dir, transport.name), admin: berth.admin, config: () => berth.config, logger: pino({ level: 'silent' }), senderAllowed: () => true, approvals: berth.approvals, cost });
+    const cost = createChatCost({
+      admin: berth.admin,
+      config: () => berth.config,
+      approvals: berth.approvals,
+      days: openBudgetDays(stateDir),
+    });
+    const core = createBridgeCore({
+      transport,
+      inbox: openInbox(dir, transport.name),
+      state: openBridgeState(dir, transport.name),
+      admin: berth.admin,
+      config: () => berth.config,
+      logger: pino({ level: 'silent' }),
+      senderAllowed: () => true,
+      approvals: berth.approvals,
+      cost,
+    });
     let n = 0;
     const say = (text: string) => core.receive({ id: `m${n++}`, chat: 'c', tenant: 'test:ann', sender: 'test:ann', text });
     const until = async (cond: () => boolean) => {
@@ -59,7 +95,9 @@ describe('the cost in the chat, with the real Claude Code', () => {
     say('REPLY: first answer');
     await core.idle();
     expect(sent).toHaveLength(1);
-    expect(sent[0]).toMatch(/^first answer\n\n\[cost: [\d,.k]+ tokens in, [\d,.k]+ out · \$[\d.]+ · none left today\]\nberth: you have used today's model budget \([\d,.kM]+ of 1 token\)\. Your next message will wait/);
+    expect(sent[0]).toMatch(
+      /^first answer\n\n\[cost: [\d,.k]+ tokens in, [\d,.k]+ out · \$[\d.]+ · none left today\]\nberth: you have used today's model budget \([\d,.kM]+ of 1 token\)\. Your next message will wait/,
+    );
 
     const calls = fake.requests.length;
     say('REPLY: second answer');
@@ -90,10 +128,19 @@ describe('the cost in the chat, with the real Claude Code', () => {
     expect(sent[1]).toMatch(/^berth: your message waits: .* The operator has been asked to allow going past it for today/);
     const [waiting] = JSON.parse(cli(['--home', h.home, 'approvals', 'list', '--json']).stdout) as Array<{ id: string; kind: string }>;
     expect(waiting?.kind).toBe('budget');
-    expect(cli(['--home', h.home, 'approvals', 'list']).stdout).toContain("wants to go past today's model budget of 1 token (a chat message waits)  (operator only;");
-    expect(cli(['--home', h.home, 'approvals', 'allow', waiting?.id ?? ''])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^allowed: going past today's model budget of 1 token for the rest of the day \(UTC\) for test:ann in co/) });
+    expect(cli(['--home', h.home, 'approvals', 'list']).stdout).toContain(
+      "wants to go past today's model budget of 1 token (a chat message waits)  (operator only;",
+    );
+    expect(cli(['--home', h.home, 'approvals', 'allow', waiting?.id ?? ''])).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(
+        /^allowed: going past today's model budget of 1 token for the rest of the day \(UTC\) for test:ann in co/,
+      ),
+    });
     await core.idle();
     expect(sent.at(-1)).toMatch(/^past the budget\n\n\[cost: /);
-    expect(berth.audit.list({ project: 'co', limit: 10 })).toEqual(expect.arrayContaining([expect.objectContaining({ action: 'approval.allow_past_budget', actor: 'operator' })]));
+    expect(berth.audit.list({ project: 'co', limit: 10 })).toEqual(
+      expect.arrayContaining([expect.objectContaining({ action: 'approval.allow_past_budget', actor: 'operator' })]),
+    );
   }, 240_000);
 });

@@ -80,7 +80,13 @@ function cookieOf(user: string): string {
   return `berth_chat=${h.berth.admin.openChatLink(token).credential}`;
 }
 
-async function api(cookie: string, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<{ status: number; body: any }> {
+async function api(
+  cookie: string,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: string,
+): Promise<{ status: number; body: any }> {
   const res = await fetch(`${base}${path}`, { method, headers: { cookie, ...headers }, body });
   return { status: res.status, body: await res.json() };
 }
@@ -111,7 +117,8 @@ async function socketOf(cookie: string) {
   };
 }
 
-const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, new Promise<'not in time'>((r) => setTimeout(() => r('not in time'), ms))]);
+const within = <T>(p: Promise<T>, ms: number) =>
+  Promise.race([p, new Promise<'not in time'>((r) => setTimeout(() => r('not in time'), ms))]);
 const entryOf = (user: string, id: string) => chat.inbox.all().find((e) => e.id === `${PROJECT}/${user}/${id}`);
 const transcriptOf = (session: string) => join(stateDir, 'projects', PROJECT, 'chat', `${session}.jsonl`);
 
@@ -131,7 +138,13 @@ describe('/chat/api writes come from the chat page only', () => {
     expect(made.status).toBe(201);
     const id = made.body.session.id as string;
     expect((await api(cookie, 'DELETE', `/chat/api/sessions/${id}`, otherPort)).status).toBe(403);
-    const level = await api(cookie, 'PUT', `/chat/api/sessions/${id}/settings`, { ...otherPort, 'content-type': 'application/json' }, JSON.stringify({ permission_level: 'low' }));
+    const level = await api(
+      cookie,
+      'PUT',
+      `/chat/api/sessions/${id}/settings`,
+      { ...otherPort, 'content-type': 'application/json' },
+      JSON.stringify({ permission_level: 'low' }),
+    );
     expect(level.status).toBe(403);
     expect(chat.sessions(login).map((s) => [s.id, s.permission_level])).toEqual([[id, made.body.session.permission_level]]);
     // Reading stays as it was (another origin cannot read the answer anyway).
@@ -176,7 +189,10 @@ describe('revoking a person logs them out at once', () => {
     const second = b.run(session, 'echo rita-second');
     await until(() => entryOf('rita', second));
 
-    const revoked = await fetch(`${base}/api/projects/${PROJECT}/chat-links?user=rita`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } });
+    const revoked = await fetch(`${base}/api/projects/${PROJECT}/chat-links?user=rita`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     expect(revoked.status).toBe(200);
     expect(await within(a.closed, 2000)).toBe(4401);
     expect(await within(b.closed, 2000)).toBe(4401);
@@ -219,8 +235,29 @@ describe('an approval card in the conversation: its answer is kept, and an allow
     const s = await socketOf(cookie);
     const asked_at = '2026-11-27T17:31:00.000Z';
     approvalStories.set('wget -qO- http://example.com', [
-      { type: 'asked', approval: { id: 'a1b2c3d4e5', kind: 'egress', project: PROJECT, tenant: 'web:uma', session: session.id, target: 'example.com:80', approver: 'person', asked_at, expires_at: '2026-11-27T17:33:00.000Z' } },
-      { type: 'answered', id: 'a1b2c3d4e5', decision: 'once', by: 'tenant:web:uma', target: 'example.com:80', asked_at, at: '2026-11-27T17:31:02.000Z' },
+      {
+        type: 'asked',
+        approval: {
+          id: 'a1b2c3d4e5',
+          kind: 'egress',
+          project: PROJECT,
+          tenant: 'web:uma',
+          session: session.id,
+          target: 'example.com:80',
+          approver: 'person',
+          asked_at,
+          expires_at: '2026-11-27T17:33:00.000Z',
+        },
+      },
+      {
+        type: 'answered',
+        id: 'a1b2c3d4e5',
+        decision: 'once',
+        by: 'tenant:web:uma',
+        target: 'example.com:80',
+        asked_at,
+        at: '2026-11-27T17:31:02.000Z',
+      },
       { type: 'unreachable', target: 'example.com:80', reason: 'example.com does not resolve' },
     ]);
     s.run(session, 'wget -qO- http://example.com');
@@ -229,7 +266,14 @@ describe('an approval card in the conversation: its answer is kept, and an allow
     await until(() => s.replies().length > 0);
     const told = 'berth: example.com:80 was allowed, but your agent could not reach it: example.com does not resolve.';
     expect(s.got.filter((m) => m.type === 'note' || m.type === 'approval_answered')).toEqual([
-      { type: 'approval_answered', session_id: session.id, id: 'a1b2c3d4e5', decision: 'once', by: 'tenant:web:uma', at: '2026-11-27T17:31:02.000Z' },
+      {
+        type: 'approval_answered',
+        session_id: session.id,
+        id: 'a1b2c3d4e5',
+        decision: 'once',
+        by: 'tenant:web:uma',
+        at: '2026-11-27T17:31:02.000Z',
+      },
       { type: 'note', session_id: session.id, text: told },
     ]);
     const history = (await api(cookie, 'GET', `/chat/api/sessions/${session.id}/history`)).body.entries as Array<Record<string, unknown>>;
@@ -240,7 +284,14 @@ describe('an approval card in the conversation: its answer is kept, and an allow
       ['reply', told],
       ['reply', 'done wget -qO- http://example.com'],
     ]);
-    expect(history[1]?.approval).toEqual({ id: 'a1b2c3d4e5', kind: 'egress', target: 'example.com:80', approver: 'person', asked_at, expires_at: '2026-11-27T17:33:00.000Z' });
+    expect(history[1]?.approval).toEqual({
+      id: 'a1b2c3d4e5',
+      kind: 'egress',
+      target: 'example.com:80',
+      approver: 'person',
+      asked_at,
+      expires_at: '2026-11-27T17:33:00.000Z',
+    });
     expect(history[2]?.answer).toEqual({ id: 'a1b2c3d4e5', decision: 'once', by: 'tenant:web:uma', at: '2026-11-27T17:31:02.000Z' });
     s.ws.close();
   });

@@ -65,23 +65,37 @@ async function say(cookie: string, session: string, input: string): Promise<Arra
 }
 
 const containersOf = async (session: string) =>
-  new Docker().listContainers({ all: true, filters: { label: [`berth.installation=${installationId(h.home)}`, `berth.session=${session}`] } });
+  new Docker().listContainers({
+    all: true,
+    filters: { label: [`berth.installation=${installationId(h.home)}`, `berth.session=${session}`] },
+  });
 
 describe('chat sessions per person are bounded', () => {
   it(`a person holds at most max_sessions_per_user (${CAP}); the next is 429 LIMIT_REACHED in their words, and deleting one makes room`, async () => {
     const bob = cookieOf('bob');
     for (let i = 0; i < CAP; i++) h.berth.admin.openSession('cs', `bob-${i}`, 'web:bob'); // not through the chat: the rate limit stays out of it
     const refused = await chat(bob, 'POST', '/chat/api/sessions');
-    expect(refused).toEqual({ status: 429, body: { error: { code: 'LIMIT_REACHED', message: `you have ${CAP} conversations; delete one to start another` } } });
+    expect(refused).toEqual({
+      status: 429,
+      body: { error: { code: 'LIMIT_REACHED', message: `you have ${CAP} conversations; delete one to start another` } },
+    });
     // /new in a chat is the same creation, answered in the chat.
     const replies = await say(bob, 'bob-0', '/new');
-    expect(replies.filter((m) => m.type === 'reply').map((m) => m.text)).toEqual([`berth: you have ${CAP} conversations; delete one to start another`]);
+    expect(replies.filter((m) => m.type === 'reply').map((m) => m.text)).toEqual([
+      `berth: you have ${CAP} conversations; delete one to start another`,
+    ]);
     expect((await chat(bob, 'GET', '/chat/api/sessions')).body.sessions).toHaveLength(CAP);
 
     expect(await chat(bob, 'DELETE', '/chat/api/sessions/bob-1')).toEqual({ status: 200, body: { session: 'bob-1', deleted: true } });
     const made = await chat(bob, 'POST', '/chat/api/sessions');
     expect(made.status).toBe(201);
-    expect((await chat(bob, 'GET', '/chat/api/sessions')).body.sessions.map((s: { id: string }) => s.id)).toEqual(['bob-0', 'bob-2', 'bob-3', 'bob-4', made.body.session.id]);
+    expect((await chat(bob, 'GET', '/chat/api/sessions')).body.sessions.map((s: { id: string }) => s.id)).toEqual([
+      'bob-0',
+      'bob-2',
+      'bob-3',
+      'bob-4',
+      made.body.session.id,
+    ]);
   });
 
   it(`a person starts at most new_sessions_per_minute (${PER_MINUTE}); another person is not held back`, async () => {
@@ -89,7 +103,11 @@ describe('chat sessions per person are bounded', () => {
     for (let i = 0; i < PER_MINUTE; i++) expect((await chat(carol, 'POST', '/chat/api/sessions')).status).toBe(201);
     const refused = await chat(carol, 'POST', '/chat/api/sessions');
     expect(refused.status).toBe(429);
-    expect(refused.body.error).toMatchObject({ code: 'LIMIT_REACHED', message: `you started ${PER_MINUTE} conversations in the last minute; wait a minute before starting another`, retry_after: expect.any(Number) });
+    expect(refused.body.error).toMatchObject({
+      code: 'LIMIT_REACHED',
+      message: `you started ${PER_MINUTE} conversations in the last minute; wait a minute before starting another`,
+      retry_after: expect.any(Number),
+    });
     expect(refused.body.error.retry_after).toBeGreaterThan(0);
     expect(refused.body.error.retry_after).toBeLessThanOrEqual(60);
     expect((await chat(carol, 'GET', '/chat/api/sessions')).body.sessions).toHaveLength(PER_MINUTE);
@@ -110,12 +128,18 @@ describe('a person deletes their own session', () => {
     expect(await containersOf(session.id)).toHaveLength(1); // kept warm for the next message
 
     const frank = cookieOf('frank');
-    expect(await chat(frank, 'DELETE', `/chat/api/sessions/${session.id}`)).toMatchObject({ status: 404, body: { error: { code: 'SESSION_NOT_FOUND' } } });
+    expect(await chat(frank, 'DELETE', `/chat/api/sessions/${session.id}`)).toMatchObject({
+      status: 404,
+      body: { error: { code: 'SESSION_NOT_FOUND' } },
+    });
     expect(await chat(frank, 'DELETE', '/chat/api/sessions/..%2Ft-x')).toMatchObject({ status: 400 });
     expect((await chat(erin, 'GET', `/chat/api/sessions/${session.id}/history`)).body.entries).toHaveLength(2);
     expect(await containersOf(session.id)).toHaveLength(1);
 
-    expect(await chat(erin, 'DELETE', `/chat/api/sessions/${session.id}`)).toEqual({ status: 200, body: { session: session.id, deleted: true } });
+    expect(await chat(erin, 'DELETE', `/chat/api/sessions/${session.id}`)).toEqual({
+      status: 200,
+      body: { session: session.id, deleted: true },
+    });
     await expect.poll(async () => (await containersOf(session.id)).length, { timeout: 15_000 }).toBe(0);
     expect(fs.existsSync(transcript)).toBe(false);
     expect(fs.existsSync(home)).toBe(false);
@@ -150,7 +174,9 @@ describe("listing a person's sessions", () => {
     const t0 = performance.now();
     expect(h.berth.admin.listSessions('cs').filter((s) => s.tenant_key === 'web:lister')).toHaveLength(2);
     const scan = performance.now() - t0;
-    console.log(`bob's list (event loop held, best of 5): ${few.toFixed(2)} ms beside a few other sessions, ${many.toFixed(2)} ms beside 2,000 more; a scan of the whole project: ${scan.toFixed(2)} ms`);
+    console.log(
+      `bob's list (event loop held, best of 5): ${few.toFixed(2)} ms beside a few other sessions, ${many.toFixed(2)} ms beside 2,000 more; a scan of the whole project: ${scan.toFixed(2)} ms`,
+    );
     // Today's scan of every session file took +20 ms here for 2,000 (490 ms in the report's run): the index reads bob's two.
     expect(many - few).toBeLessThan(5);
     await new Promise((r) => setTimeout(r, 200)); // the loop was busy for seconds: let the server close idle keep-alive sockets first
@@ -170,6 +196,9 @@ describe("listing a person's sessions", () => {
     expect((await chat(olduser, 'POST', '/chat/api/sessions')).status).toBe(201);
     expect((await chat(olduser, 'GET', '/chat/api/sessions')).body.sessions).toHaveLength(2);
     // Another person's list is still theirs alone after the rebuild.
-    expect((await chat(cookieOf('lister'), 'GET', '/chat/api/sessions')).body.sessions.map((s: { id: string }) => s.id)).toEqual(['lister-1', 'lister-2']);
+    expect((await chat(cookieOf('lister'), 'GET', '/chat/api/sessions')).body.sessions.map((s: { id: string }) => s.id)).toEqual([
+      'lister-1',
+      'lister-2',
+    ]);
   });
 });

@@ -23,11 +23,13 @@ describe('berth CLI (real process, real engine)', () => {
   it("the Signal guide's setup lines, as written, configure the bridge by command (no heredoc that could clobber berth.yaml)", () => {
     const own = fs.mkdtempSync(join(os.tmpdir(), 'berth-readme-signal-'));
     try {
-      fs.writeFileSync(join(own, 'berth.yaml'), '# the operator\'s own notes stay\nruns:\n  warm_idle_seconds: 45\n');
+      fs.writeFileSync(join(own, 'berth.yaml'), "# the operator's own notes stay\nruns:\n  warm_idle_seconds: 45\n");
       const lines = docCommands('docs/signal.md', 'npx berth config set ');
       expect(lines.length).toBeGreaterThanOrEqual(2);
       for (const line of lines) expect(runDocLine(line, own)).toMatchObject({ code: 0 });
-      expect(cli(['--home', own, 'config', 'get', 'bridges.signal']).stdout).toBe('url: http://127.0.0.1:8081\naccount: "+4915550000"\nsenders: pairing\nallow: []\n');
+      expect(cli(['--home', own, 'config', 'get', 'bridges.signal']).stdout).toBe(
+        'url: http://127.0.0.1:8081\naccount: "+4915550000"\nsenders: pairing\nallow: []\n',
+      );
       expect(cli(['--home', own, 'config', 'get', 'routes.signal.project']).stdout).toBe('signal-bot\n');
       const text = fs.readFileSync(join(own, 'berth.yaml'), 'utf8');
       expect(text).toContain("# the operator's own notes stay");
@@ -40,14 +42,27 @@ describe('berth CLI (real process, real engine)', () => {
   it('with no --home or BERTH_HOME, the home is ~/.local/share/berth (outside any checkout), or the current directory if it already is a home', () => {
     const user = fs.mkdtempSync(join(os.tmpdir(), 'berth-user-'));
     const checkout = fs.mkdtempSync(join(os.tmpdir(), 'berth-checkout-'));
-    const bare = (cwd: string, ...args: string[]) => spawnSync(process.execPath, [BERTH_BIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', HOME: user }, encoding: 'utf8' });
+    const bare = (cwd: string, ...args: string[]) =>
+      spawnSync(process.execPath, [BERTH_BIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', HOME: user }, encoding: 'utf8' });
     try {
-      expect(bare(checkout, 'project', 'create', 'elsewhere')).toMatchObject({ status: 0, stdout: `created project elsewhere at ${join(user, '.local/share/berth/projects/elsewhere')}\n` });
+      expect(bare(checkout, 'project', 'create', 'elsewhere')).toMatchObject({
+        status: 0,
+        stdout: `created project elsewhere at ${join(user, '.local/share/berth/projects/elsewhere')}\n`,
+      });
       expect(fs.readdirSync(checkout)).toEqual([]);
       // An older berth's home in the current directory keeps being used.
       fs.writeFileSync(join(checkout, 'berth.yaml'), '');
-      expect(bare(checkout, 'project', 'create', 'here')).toMatchObject({ status: 0, stdout: `created project here at ${join(fs.realpathSync(checkout), 'projects/here')}\n` });
-      expect(spawnSync(process.execPath, [BERTH_BIN, 'project', 'list'], { cwd: checkout, env: { PATH: process.env.PATH ?? '', HOME: user, XDG_DATA_HOME: join(user, 'xdg') }, encoding: 'utf8' }).stdout).toMatch(/^here\t/);
+      expect(bare(checkout, 'project', 'create', 'here')).toMatchObject({
+        status: 0,
+        stdout: `created project here at ${join(fs.realpathSync(checkout), 'projects/here')}\n`,
+      });
+      expect(
+        spawnSync(process.execPath, [BERTH_BIN, 'project', 'list'], {
+          cwd: checkout,
+          env: { PATH: process.env.PATH ?? '', HOME: user, XDG_DATA_HOME: join(user, 'xdg') },
+          encoding: 'utf8',
+        }).stdout,
+      ).toMatch(/^here\t/);
     } finally {
       fs.rmSync(user, { recursive: true, force: true });
       fs.rmSync(checkout, { recursive: true, force: true });
@@ -60,19 +75,33 @@ describe('berth CLI (real process, real engine)', () => {
     expect(cli(['frobnicate'])).toMatchObject({ code: 64, stderr: expect.stringMatching(/^USAGE: unknown command "frobnicate"/) });
   });
 
-  it('each command has its own help; unknown options get berth\'s own one-line error', () => {
-    expect(cli(['run', '--help'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Usage: berth \[--home DIR\] run <project> --user <tenant-key>/) });
-    expect(cli(['help', 'project', 'create'])).toMatchObject({ code: 0, stdout: expect.stringContaining('project create <name> [--isolation]') });
+  it("each command has its own help; unknown options get berth's own one-line error", () => {
+    expect(cli(['run', '--help'])).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(/^Usage: berth \[--home DIR\] run <project> --user <tenant-key>/),
+    });
+    expect(cli(['help', 'project', 'create'])).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('project create <name> [--isolation]'),
+    });
     expect(cli(['--help', 'doctor']).stdout).toContain('doctor [--json]');
     expect(cli(['help', 'nope'])).toMatchObject({ code: 64, stderr: expect.stringMatching(/^USAGE: no command "nope"/) });
     const bad = cli(['run', 'bot', '--user', 'a', '--frob', 'x']);
     expect(bad.code).toBe(64);
-    expect(bad.stderr).toBe('USAGE: unknown option "--frob" for "berth run" (a message starting with - goes after --) (usage: berth run <project> --user <tenant-key> [--session ID] [--level low|medium|high] [--] <message...>)\n');
-    expect(cli(['run', 'bot', '--user'])).toMatchObject({ code: 64, stderr: expect.stringMatching(/^USAGE: option "--user" of "berth run" needs a value/) });
+    expect(bad.stderr).toBe(
+      'USAGE: unknown option "--frob" for "berth run" (a message starting with - goes after --) (usage: berth run <project> --user <tenant-key> [--session ID] [--level low|medium|high] [--] <message...>)\n',
+    );
+    expect(cli(['run', 'bot', '--user'])).toMatchObject({
+      code: 64,
+      stderr: expect.stringMatching(/^USAGE: option "--user" of "berth run" needs a value/),
+    });
   });
 
   it('creates a project, refusing bad names and bad protected paths with the field at fault', () => {
-    expect(berth('project', 'create', 'Bad_Name')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^CONFIG_INVALID: .*name: must be 1-63 characters/) });
+    expect(berth('project', 'create', 'Bad_Name')).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^CONFIG_INVALID: .*name: must be 1-63 characters/),
+    });
     expect(berth('project', 'create', 'ok', '--protect', '../etc')).toMatchObject({
       code: 2,
       stderr: expect.stringContaining('protected_paths.0: "../etc" must not contain ".."'),
@@ -91,16 +120,35 @@ describe('berth CLI (real process, real engine)', () => {
     expect(got.protection.entries.map((e: { path: string }) => e.path)).toEqual(['AGENTS.md', '.factory']);
     expect(berth('project', 'list').stdout).toMatch(/^bot\tisolation=on\tagent=shell\tprotected=AGENTS.md,.factory\/\tworkspaces=0\n$/);
     expect(berth('project', 'update', 'bot', '--timeout', '3', '--protect', 'AGENTS.md')).toMatchObject({ code: 0 });
-    expect(JSON.parse(berth('project', 'get', 'bot').stdout)).toMatchObject({ protected_paths: ['AGENTS.md'], limits: { timeout_seconds: 3, memory_mb: 512 } });
+    expect(JSON.parse(berth('project', 'get', 'bot').stdout)).toMatchObject({
+      protected_paths: ['AGENTS.md'],
+      limits: { timeout_seconds: 3, memory_mb: 512 },
+    });
     expect(berth('project', 'update', 'bot', '--protect', 'x', '--no-protect')).toMatchObject({ code: 64 });
-    expect(berth('project', 'update', 'bot', '--timeout', 'soon')).toMatchObject({ code: 2, stderr: expect.stringContaining('limits.timeout_seconds') });
-    expect(berth('project', 'update', 'nope', '--isolation')).toMatchObject({ code: 3, stderr: expect.stringMatching(/^PROJECT_NOT_FOUND: /) });
-    expect(berth('project', 'get', '../../etc')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^CONFIG_INVALID: project name is invalid/) });
+    expect(berth('project', 'update', 'bot', '--timeout', 'soon')).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('limits.timeout_seconds'),
+    });
+    expect(berth('project', 'update', 'nope', '--isolation')).toMatchObject({
+      code: 3,
+      stderr: expect.stringMatching(/^PROJECT_NOT_FOUND: /),
+    });
+    expect(berth('project', 'get', '../../etc')).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^CONFIG_INVALID: project name is invalid/),
+    });
   });
 
   it('runs: prints the output and exits with the agent exit code', () => {
-    expect(berth('run', 'bot', '--user', 'web:a', '--', 'echo hi; echo oops >&2; exit 3')).toEqual({ code: 3, stdout: 'hi\n', stderr: 'oops\n' });
-    expect(berth('run', 'bot', '--user', 'web:a', '--', 'ls', '-a', '--color=never')).toMatchObject({ code: 0, stdout: expect.stringContaining('AGENTS.md') });
+    expect(berth('run', 'bot', '--user', 'web:a', '--', 'echo hi; echo oops >&2; exit 3')).toEqual({
+      code: 3,
+      stdout: 'hi\n',
+      stderr: 'oops\n',
+    });
+    expect(berth('run', 'bot', '--user', 'web:a', '--', 'ls', '-a', '--color=never')).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('AGENTS.md'),
+    });
     expect(cli(['run', 'bot', '--user', 'web:a', '--', 'pwd'], { BERTH_HOME: home })).toMatchObject({ code: 0, stdout: '/workspace\n' });
     expect(JSON.parse(berth('project', 'get', 'bot').stdout).workspaces).toEqual([
       { id: expect.stringMatching(/^[0-9a-f]{32}$/), tenant_key: 'web:a', created_at: expect.any(String), size_bytes: expect.any(Number) },
@@ -108,23 +156,47 @@ describe('berth CLI (real process, real engine)', () => {
   });
 
   it('sessions: run --session --level, session list/get/set', () => {
-    expect(berth('run', 'bot', '--user', 'web:s', '--session', 'chat-1', '--level', 'low', '--', 'ls /sys/class/net')).toMatchObject({ code: 0, stdout: 'lo\n' });
+    expect(berth('run', 'bot', '--user', 'web:s', '--session', 'chat-1', '--level', 'low', '--', 'ls /sys/class/net')).toMatchObject({
+      code: 0,
+      stdout: 'lo\n',
+    });
     expect(berth('session', 'list', 'bot').stdout).toMatch(/^chat-1\tlevel=low\tmode=tenant\truns=1\ttenant=web:s$/m);
-    expect(JSON.parse(berth('session', 'get', 'bot', 'chat-1').stdout)).toMatchObject({ id: 'chat-1', tenant_key: 'web:s', settings: { permission_level: 'low' } });
-    expect(berth('session', 'set', 'bot', 'chat-1', '--level', 'high', '--mode', 'session')).toMatchObject({ code: 0, stdout: 'session chat-1: level=high mode=session\n' });
-    expect(berth('session', 'set', 'bot', 'chat-1', '--level', 'root')).toMatchObject({ code: 2, stderr: expect.stringContaining('settings.permission_level') });
-    expect(berth('run', 'bot', '--user', 'web:s', '--level', 'max', '--', 'true')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^CONFIG_INVALID: --level is invalid/) });
+    expect(JSON.parse(berth('session', 'get', 'bot', 'chat-1').stdout)).toMatchObject({
+      id: 'chat-1',
+      tenant_key: 'web:s',
+      settings: { permission_level: 'low' },
+    });
+    expect(berth('session', 'set', 'bot', 'chat-1', '--level', 'high', '--mode', 'session')).toMatchObject({
+      code: 0,
+      stdout: 'session chat-1: level=high mode=session\n',
+    });
+    expect(berth('session', 'set', 'bot', 'chat-1', '--level', 'root')).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('settings.permission_level'),
+    });
+    expect(berth('run', 'bot', '--user', 'web:s', '--level', 'max', '--', 'true')).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^CONFIG_INVALID: --level is invalid/),
+    });
     expect(berth('session', 'get', 'bot', 'nope')).toMatchObject({ code: 12, stderr: expect.stringMatching(/^SESSION_NOT_FOUND: /) });
-    expect(berth('run', 'bot', '--user', 'web:other', '--session', 'chat-1', '--', 'true')).toMatchObject({ code: 11, stderr: expect.stringMatching(/^PERMISSION_DENIED: session "chat-1" belongs to another tenant/) });
+    expect(berth('run', 'bot', '--user', 'web:other', '--session', 'chat-1', '--', 'true')).toMatchObject({
+      code: 11,
+      stderr: expect.stringMatching(/^PERMISSION_DENIED: session "chat-1" belongs to another tenant/),
+    });
   });
 
   it("berth's own failures: a code and a one-line reason on stderr, non-zero exit", () => {
-    expect(berth('run', 'nope', '--user', 'a', '--', 'true')).toMatchObject({ code: 3, stderr: expect.stringMatching(/^PROJECT_NOT_FOUND: project "nope" does not exist/) });
+    expect(berth('run', 'nope', '--user', 'a', '--', 'true')).toMatchObject({
+      code: 3,
+      stderr: expect.stringMatching(/^PROJECT_NOT_FOUND: project "nope" does not exist/),
+    });
     expect(berth('run', 'bot', '--', 'true')).toMatchObject({ code: 64, stderr: 'USAGE: missing --user <tenant-key>\n' });
     expect(berth('run', 'bot', '--user', 'a')).toMatchObject({ code: 64, stderr: expect.stringMatching(/^USAGE: missing message/) });
     const t = berth('run', 'bot', '--user', 'web:a', '--', 'echo started; sleep 30');
     expect(t).toMatchObject({ code: 124, stdout: 'started\n', stderr: expect.stringMatching(/^RUN_TIMEOUT: the run passed its timeout/m) });
-    expect(cli(['--home', home, 'run', 'bot', '--user', 'a', '--', 'true'], { DOCKER_HOST: 'unix:///nonexistent/docker.sock' })).toMatchObject({
+    expect(
+      cli(['--home', home, 'run', 'bot', '--user', 'a', '--', 'true'], { DOCKER_HOST: 'unix:///nonexistent/docker.sock' }),
+    ).toMatchObject({
       code: 5,
       stderr: expect.stringMatching(/^ENGINE_UNAVAILABLE: no Docker engine answers/),
     });
@@ -137,11 +209,19 @@ describe('berth CLI (real process, real engine)', () => {
     expect(ok.stdout).toContain(`Docker ${info.version}`);
     expect(ok.stdout).toContain('image berth/shell:latest');
     expect(ok.code).toBe(assessRunc(runc, []).status === 'fail' ? 1 : 0);
-    const json = JSON.parse(berth('doctor', '--json').stdout) as { ok: boolean; checks: Array<{ name: string; status: string; detail: string }> };
+    const json = JSON.parse(berth('doctor', '--json').stdout) as {
+      ok: boolean;
+      checks: Array<{ name: string; status: string; detail: string }>;
+    };
     expect(json.ok).toBe(ok.code === 0);
-    expect(json.checks.map((c) => c.name)).toEqual(expect.arrayContaining(['config', 'engine', 'runc', 'runtimes', 'disk quotas', 'image berth/shell:latest', 'pool']));
+    expect(json.checks.map((c) => c.name)).toEqual(
+      expect.arrayContaining(['config', 'engine', 'runc', 'runtimes', 'disk quotas', 'image berth/shell:latest', 'pool']),
+    );
     // As root, with gcc (setup installs it): the pool can attach mounts under runc.
-    expect(json.checks.find((c) => c.name === 'pool')).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^2 pre-started per shape under serve, for isolated projects on .*runc/) });
+    expect(json.checks.find((c) => c.name === 'pool')).toMatchObject({
+      status: 'ok',
+      detail: expect.stringMatching(/^2 pre-started per shape under serve, for isolated projects on .*runc/),
+    });
     fs.writeFileSync(join(home, 'berth.yaml'), 'runs: { pool: 0 }\n');
     expect(berth('doctor').stdout).toMatch(/^ok +pool +runs\.pool: 0 \(a new session starts its container\)$/m);
     fs.rmSync(join(home, 'berth.yaml'));
@@ -153,7 +233,10 @@ describe('berth CLI (real process, real engine)', () => {
     fs.writeFileSync(join(home, 'berth.yaml'), 'bogus: 1\n');
     expect(berth('doctor')).toMatchObject({ code: 2, stderr: expect.stringContaining('bogus: unknown field') });
     fs.rmSync(join(home, 'berth.yaml'));
-    expect(cli(['--home', home, 'doctor'], { DOCKER_HOST: 'unix:///nonexistent/docker.sock' })).toMatchObject({ code: 1, stdout: expect.stringContaining('FAIL  engine') });
+    expect(cli(['--home', home, 'doctor'], { DOCKER_HOST: 'unix:///nonexistent/docker.sock' })).toMatchObject({
+      code: 1,
+      stdout: expect.stringContaining('FAIL  engine'),
+    });
   });
 });
 
@@ -162,7 +245,20 @@ describe('the demo under gVisor', () => {
     const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-demo-runsc-'));
     try {
       fs.writeFileSync(join(dir, 'berth.yaml'), 'runtimes: [runc, runsc]\n');
-      const made = cli(['--home', dir, 'project', 'create', 'demo', '--isolation', '--protect', 'AGENTS.md', '--protect', '.factory/', '--runtime', 'runsc']);
+      const made = cli([
+        '--home',
+        dir,
+        'project',
+        'create',
+        'demo',
+        '--isolation',
+        '--protect',
+        'AGENTS.md',
+        '--protect',
+        '.factory/',
+        '--runtime',
+        'runsc',
+      ]);
       expect(made.code, made.stderr).toBe(0);
       const demo = cli(['--home', dir, 'demo']);
       expect(demo.code, demo.stderr).toBe(0);
@@ -189,16 +285,24 @@ describe('make demo after make run (first hour, round 4, step 7)', () => {
     const user = (tenant: string, message: string) => cli(['run', 'demo', '--user', tenant, '--', message], env);
     try {
       // make run's demo project, then alice's and bob's chats.
-      expect(cli(['project', 'create', 'demo', '--isolation', '--protect', 'AGENTS.md', '--protect', '.factory/'], env)).toMatchObject({ code: 0 });
+      expect(cli(['project', 'create', 'demo', '--isolation', '--protect', 'AGENTS.md', '--protect', '.factory/'], env)).toMatchObject({
+        code: 0,
+      });
       expect(user('web:alice', 'echo hi > notes.txt')).toMatchObject({ code: 0 });
       expect(user('web:bob', 'true')).toMatchObject({ code: 0 });
-      const sessions = () => cli(['session', 'list', 'demo'], env).stdout.split('\n').filter((l) => l.includes('tenant=web:')).sort();
+      const sessions = () =>
+        cli(['session', 'list', 'demo'], env)
+          .stdout.split('\n')
+          .filter((l) => l.includes('tenant=web:'))
+          .sort();
       const before = sessions();
       expect(before).toHaveLength(2);
 
       const demo = cli(['demo'], env);
       expect(demo.code, demo.stderr).toBe(0);
-      expect(demo.stdout).toContain(`The demo runs as its own tenants demo:alice and demo:bob in project "demo" of ${home}; no one else's workspace or session is touched.`);
+      expect(demo.stdout).toContain(
+        `The demo runs as its own tenants demo:alice and demo:bob in project "demo" of ${home}; no one else's workspace or session is touched.`,
+      );
       expect(demo.stdout).toMatch(/\$ cat notes\.txt\nalice was here\n/);
       // At level low a command that needs the network says why it fails (busybox wget crashed there).
       expect(demo.stdout).toContain('wget: there is no network at level low');
@@ -220,7 +324,10 @@ describe('berth project delete', () => {
       expect(cli(['--home', dir, 'project', 'create', 'gone', '--isolation']).code).toBe(0);
       expect(cli(['--home', dir, 'run', 'gone', '--user', 'web:a', '--', 'echo kept > note.txt']).code).toBe(0);
       const unconfirmed = cli(['--home', dir, 'project', 'delete', 'gone']);
-      expect(unconfirmed).toMatchObject({ code: 64, stderr: 'USAGE: deleting needs --confirm gone (the name twice, so a slip of the shell deletes nothing)\n' });
+      expect(unconfirmed).toMatchObject({
+        code: 64,
+        stderr: 'USAGE: deleting needs --confirm gone (the name twice, so a slip of the shell deletes nothing)\n',
+      });
       expect(cli(['--home', dir, 'project', 'delete', 'gone', '--confirm', 'other']).code).toBe(2);
       expect(fs.existsSync(join(dir, 'projects', 'gone'))).toBe(true);
       const done = cli(['--home', dir, 'project', 'delete', 'gone', '--confirm', 'gone']);

@@ -59,9 +59,17 @@ describe('docker-compose (offline, as the README writes it)', () => {
     expect(health?.status, compose('logs').stdout).toBe(200);
     const token = fs.readFileSync(join(home, '.berth/admin-token'), 'utf8').trim();
     const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-    const created = await fetch(`http://127.0.0.1:${port}/api/projects`, { method: 'POST', headers, body: JSON.stringify({ name: 'composed', workspace_isolation: true }) });
+    const created = await fetch(`http://127.0.0.1:${port}/api/projects`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ name: 'composed', workspace_isolation: true }),
+    });
     expect(created.status).toBe(201);
-    const run = await fetch(`http://127.0.0.1:${port}/api/projects/composed/runs`, { method: 'POST', headers, body: JSON.stringify({ user: 'web:a', message: 'echo from-compose > f.txt; cat f.txt', level: 'low' }) });
+    const run = await fetch(`http://127.0.0.1:${port}/api/projects/composed/runs`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ user: 'web:a', message: 'echo from-compose > f.txt; cat f.txt', level: 'low' }),
+    });
     expect(await run.json()).toMatchObject({ exit_code: 0, stdout: 'from-compose\n' });
     // The engine wrote into the host's home: the same absolute path inside and out.
     const [ws] = fs.readdirSync(join(home, 'projects/composed/workspaces'));

@@ -34,7 +34,17 @@ beforeAll(async () => {
   port = site.port;
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   h = testHome({
-    config: ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, 'routes:', '  signal: { project: ops }', 'egress:', `  private_hosts: ['localhost:${port}']`, ''].join('\n'),
+    config: [
+      'bridges:',
+      '  signal:',
+      `    url: ${fake.url}`,
+      `    account: '${fake.account}'`,
+      'routes:',
+      '  signal: { project: ops }',
+      'egress:',
+      `  private_hosts: ['localhost:${port}']`,
+      '',
+    ].join('\n'),
   });
   h.create({ name: 'ops', workspace_isolation: true, chat: { approvals: 'operator', approval_timeout_seconds: 120 } });
   await h.run('ops', 'web:olivia', 'echo first run', 'low');
@@ -55,7 +65,10 @@ declare const document: { querySelectorAll(selector: string): { length: number }
 async function signIn(width: number): Promise<Page> {
   const page = await (await browser.newContext({ viewport: { width, height: 900 } })).newPage();
   page.on('pageerror', (e) => pageErrors.push(String(e)));
-  page.on('console', (m) => void (m.type() === 'error' && !/status of 401/.test(m.text()) && pageErrors.push(`${m.text()} (${m.location().url})`)));
+  page.on(
+    'console',
+    (m) => void (m.type() === 'error' && !/status of 401/.test(m.text()) && pageErrors.push(`${m.text()} (${m.location().url})`)),
+  );
   const first = await page.goto(`${base}/console`);
   expect(first?.status()).toBe(401);
   expect(await page.textContent('button[type=submit]')).toBe('Open the console');
@@ -67,7 +80,10 @@ async function signIn(width: number): Promise<Page> {
   return page;
 }
 
-const rows = (page: Page, id: string) => page.$$eval(`#${id} table tbody tr`, (trs) => trs.map((tr) => [...(tr as unknown as { children: Array<{ textContent: string }> }).children].map((td) => td.textContent)));
+const rows = (page: Page, id: string) =>
+  page.$$eval(`#${id} table tbody tr`, (trs) =>
+    trs.map((tr) => [...(tr as unknown as { children: Array<{ textContent: string }> }).children].map((td) => td.textContent)),
+  );
 
 describe('the operator console', () => {
   it('signs in by form, shows projects, runs, sessions and the last hour; answers a run waiting for a host (the run goes through) and turns a stranger away; the audit log filters', async () => {
@@ -92,7 +108,9 @@ describe('the operator console', () => {
     expect((await run).stdout).toBe('fetched /console\nrc=0\n');
     expect(site.hits()).toBe(1);
     await page.click('#senders button:text-is("Deny")');
-    await page.waitForFunction(() => document.querySelectorAll('#senders table').length === 0 && document.querySelectorAll('#approvals table').length === 0);
+    await page.waitForFunction(
+      () => document.querySelectorAll('#senders table').length === 0 && document.querySelectorAll('#approvals table').length === 0,
+    );
     expect(openBridgeState(bridgeDir(homePaths(h.home).stateDir), 'signal').isDenied(STRANGER)).toBe(true);
     expect(await page.textContent('#approvals')).toBe('Nothing waits for your answer.');
     // The audit log, filtered to the operator's own answers.
@@ -134,20 +152,34 @@ describe('the operator console', () => {
 
   it('its API takes the sign-in cookie only, answers only JSON from its own page, and the cookie opens no admin API', async () => {
     expect((await fetch(`${base}/console/api/state`)).status).toBe(401);
-    const login = await fetch(`${base}/docs/login`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ token: TOKEN, next: '/console' }) });
+    const login = await fetch(`${base}/docs/login`, {
+      method: 'POST',
+      redirect: 'manual',
+      body: new URLSearchParams({ token: TOKEN, next: '/console' }),
+    });
     expect([login.status, login.headers.get('location')]).toEqual([303, '/console']);
     const set = login.headers.getSetCookie();
-    expect(set.map((c) => c.split('; ').slice(1).join('; '))).toEqual([`HttpOnly; SameSite=Strict; Path=/docs; Max-Age=${CONSOLE_LOGIN_SECONDS}`, `HttpOnly; SameSite=Strict; Path=/console; Max-Age=${CONSOLE_LOGIN_SECONDS}`]);
+    expect(set.map((c) => c.split('; ').slice(1).join('; '))).toEqual([
+      `HttpOnly; SameSite=Strict; Path=/docs; Max-Age=${CONSOLE_LOGIN_SECONDS}`,
+      `HttpOnly; SameSite=Strict; Path=/console; Max-Age=${CONSOLE_LOGIN_SECONDS}`,
+    ]);
     const cookie = (set[1] ?? '').split(';')[0] as string;
     expect((await fetch(`${base}/console/api/state`, { headers: { cookie } })).status).toBe(200);
     expect((await fetch(`${base}/api/projects`, { headers: { cookie } })).status).toBe(401);
-    const answer = (headers: Record<string, string>, body = '{"decision":"deny"}') => fetch(`${base}/console/api/approvals/abcdef0123`, { method: 'POST', headers: { cookie, ...headers }, body });
+    const answer = (headers: Record<string, string>, body = '{"decision":"deny"}') =>
+      fetch(`${base}/console/api/approvals/abcdef0123`, { method: 'POST', headers: { cookie, ...headers }, body });
     expect((await answer({ 'content-type': 'application/json', origin: 'http://evil.example' })).status).toBe(403);
     expect((await answer({ 'content-type': 'application/x-www-form-urlencoded' }, 'decision=deny')).status).toBe(415);
-    expect(await (await answer({ 'content-type': 'application/json' }, '{"decision":"maybe"}')).json()).toMatchObject({ error: { code: 'CONFIG_INVALID' } });
+    expect(await (await answer({ 'content-type': 'application/json' }, '{"decision":"maybe"}')).json()).toMatchObject({
+      error: { code: 'CONFIG_INVALID' },
+    });
     expect(await (await answer({ 'content-type': 'application/json' })).json()).toMatchObject({ error: { code: 'APPROVAL_NOT_FOUND' } });
     // A "next" the form names is one of berth's own pages, never a URL elsewhere.
-    const away = await fetch(`${base}/docs/login`, { method: 'POST', redirect: 'manual', body: new URLSearchParams({ token: TOKEN, next: 'https://evil.example/' }) });
+    const away = await fetch(`${base}/docs/login`, {
+      method: 'POST',
+      redirect: 'manual',
+      body: new URLSearchParams({ token: TOKEN, next: 'https://evil.example/' }),
+    });
     expect(away.headers.get('location')).toBe('/docs');
   });
 });

@@ -41,7 +41,14 @@ function berthInContainer(mount: { host: string; inside: string }, args: string[
 
 /** Containers berth started for the home it saw at `inside` (runs and doctor's probes). */
 function berthContainers(inside: string): string[] {
-  const out = sh('docker', ['ps', '-aq', '--filter', 'label=berth.managed=true', '--filter', `label=berth.installation=${installationId(inside)}`]);
+  const out = sh('docker', [
+    'ps',
+    '-aq',
+    '--filter',
+    'label=berth.managed=true',
+    '--filter',
+    `label=berth.installation=${installationId(inside)}`,
+  ]);
   return out.split('\n').filter(Boolean);
 }
 

@@ -42,7 +42,11 @@ describe('/docs in a browser', () => {
     expect(urls.every((u) => !u.includes(TOKEN))).toBe(true);
     expect(await page.evaluate('document.cookie')).toBe(''); // HttpOnly: no script reads it
     const cookies = await page.context().cookies();
-    expect(cookies.map((c) => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite, path: c.path })).sort((a, b) => a.path.localeCompare(b.path))).toEqual([
+    expect(
+      cookies
+        .map((c) => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite, path: c.path }))
+        .sort((a, b) => a.path.localeCompare(b.path)),
+    ).toEqual([
       { name: 'berth_docs', httpOnly: true, sameSite: 'Strict', path: '/console' },
       { name: 'berth_docs', httpOnly: true, sameSite: 'Strict', path: '/docs' },
     ]);

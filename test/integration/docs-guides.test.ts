@@ -22,7 +22,10 @@ import { docCommands, runDocLine, runDocLineAsync } from '../helpers.js';
  */
 const NOT_HERE: Array<[RegExp, string]> = [
   [/^npx berth serve\b/, 'serves until stopped: the serve, bridge and web chat tests run it'],
-  [new RegExp(`^npx berth bridge (${CHANNEL_NAMES.join('|')})\\b`), "serves until stopped: each channel's bridge test and the chaos test run it"],
+  [
+    new RegExp(`^npx berth bridge (${CHANNEL_NAMES.join('|')})\\b`),
+    "serves until stopped: each channel's bridge test and the chaos test run it",
+  ],
 ];
 
 const homes: string[] = [];
@@ -54,7 +57,8 @@ afterAll(async () => {
 });
 
 /** A stranger waiting on a channel of a fresh home, as `bridge pending` shows them. */
-const stranger = (channel: string, sender: string) => (home: string) => void openBridgeState(bridgeDir(homePaths(home).stateDir), channel).noteStranger(sender, 'Sam', new Date(), 3600_000);
+const stranger = (channel: string, sender: string) => (home: string) =>
+  void openBridgeState(bridgeDir(homePaths(home).stateDir), channel).noteStranger(sender, 'Sam', new Date(), 3600_000);
 
 /** The guide's pairing lines: pending names the stranger, approve lets them in. */
 function expectPairing(ran: Array<{ line: string; stdout: string }>, sender: string) {
@@ -69,10 +73,25 @@ function freshHome(): string {
 }
 
 /** Run the lines of `file` in order on a fresh home; each must succeed. Returns what each printed. */
-async function walk(file: string, swap: Array<[string, string]> = [], before?: (home: string) => void): Promise<Array<{ line: string; stdout: string }>> {
+async function walk(
+  file: string,
+  swap: Array<[string, string]> = [],
+  before?: (home: string) => void,
+): Promise<Array<{ line: string; stdout: string }>> {
   const home = freshHome();
   before?.(home);
-  const lines = [...new Set([...docCommands(file, 'npx berth '), ...(() => { try { return docCommands(file, 'tar '); } catch { return []; } })()])];
+  const lines = [
+    ...new Set([
+      ...docCommands(file, 'npx berth '),
+      ...(() => {
+        try {
+          return docCommands(file, 'tar ');
+        } catch {
+          return [];
+        }
+      })(),
+    ]),
+  ];
   const ran: Array<{ line: string; stdout: string }> = [];
   for (const line of lines) {
     if (NOT_HERE.some(([pattern]) => pattern.test(line))) continue;
@@ -86,7 +105,9 @@ async function walk(file: string, swap: Array<[string, string]> = [], before?: (
 describe("the docs' commands, as written, on a fresh home", () => {
   it('README: the first steps (projects, runs of two tenants, doctor)', async () => {
     const ran = await walk('README.md');
-    expect(ran.map((r) => /^npx berth (\S+(?: \S+)?)/.exec(r.line)?.[1])).toEqual(expect.arrayContaining(['project create', 'run bot', 'doctor']));
+    expect(ran.map((r) => /^npx berth (\S+(?: \S+)?)/.exec(r.line)?.[1])).toEqual(
+      expect.arrayContaining(['project create', 'run bot', 'doctor']),
+    );
     const alice = ran.find((r) => r.line.includes('--user web:alice'));
     expect(alice?.stdout).toContain('no notes.txt here'); // her own workspace: the other tenant's notes.txt is not there
   });
@@ -94,7 +115,11 @@ describe("the docs' commands, as written, on a fresh home", () => {
   it('Signal guide: the bridge and the channel by command, doctor, pending, approve (signal-cli is the fake)', async () => {
     const ran = await walk(
       'docs/signal.md',
-      [['http://127.0.0.1:8081', signal.url], ['+4915550000', signal.account], ['signal:<uuid>', `signal:${STRANGER}`]],
+      [
+        ['http://127.0.0.1:8081', signal.url],
+        ['+4915550000', signal.account],
+        ['signal:<uuid>', `signal:${STRANGER}`],
+      ],
       stranger('signal', `signal:${STRANGER}`),
     );
     expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge signal .*answers/);
@@ -104,21 +129,49 @@ describe("the docs' commands, as written, on a fresh home", () => {
 
   it('Telegram guide: the bot by command, doctor names it, pending, approve (the Bot API is the fake)', async () => {
     const sender = 'telegram:7000999';
-    const ran = await walk('docs/telegram.md', [['"123456:ABC-DEF1234ghIkl"', `"${telegram.token}", api_url: "${telegram.url}"`], ['telegram:<user id>', sender]], stranger('telegram', sender));
-    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(new RegExp(`bridge telegram .*@${telegram.bot.username} answers with project "telegram-bot"`));
+    const ran = await walk(
+      'docs/telegram.md',
+      [
+        ['"123456:ABC-DEF1234ghIkl"', `"${telegram.token}", api_url: "${telegram.url}"`],
+        ['telegram:<user id>', sender],
+      ],
+      stranger('telegram', sender),
+    );
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(
+      new RegExp(`bridge telegram .*@${telegram.bot.username} answers with project "telegram-bot"`),
+    );
     expectPairing(ran, sender);
   });
 
   it('Slack guide: Socket Mode by command, doctor names the bot, pending, approve (Slack is the fake)', async () => {
     const sender = 'slack:U0SAM0001';
-    const ran = await walk('docs/slack.md', [['"xoxb-1-berth"', `"${slack.botToken}", api_url: "${slack.url}/api"`], ['"xapp-1-berth"', `"${slack.appToken}"`], ['slack:<user id>', sender]], stranger('slack', sender));
-    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge slack .*answers with project "slack-bot"; socket/);
+    const ran = await walk(
+      'docs/slack.md',
+      [
+        ['"xoxb-1-berth"', `"${slack.botToken}", api_url: "${slack.url}/api"`],
+        ['"xapp-1-berth"', `"${slack.appToken}"`],
+        ['slack:<user id>', sender],
+      ],
+      stranger('slack', sender),
+    );
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(
+      /bridge slack .*answers with project "slack-bot"; socket/,
+    );
     expectPairing(ran, sender);
   });
 
   it('Matrix guide: the bot account by command, doctor checks its token, pending, approve (the homeserver is the fake)', async () => {
     const sender = `matrix:@sam:${matrix.serverName}`;
-    const ran = await walk('docs/matrix.md', [['https://matrix.example.org', matrix.url], ['@berth:example.org', matrix.botUserId], ['syt_berth_token', matrix.botAccessToken], ['matrix:@sam:example.org', sender]], stranger('matrix', sender));
+    const ran = await walk(
+      'docs/matrix.md',
+      [
+        ['https://matrix.example.org', matrix.url],
+        ['@berth:example.org', matrix.botUserId],
+        ['syt_berth_token', matrix.botAccessToken],
+        ['matrix:@sam:example.org', sender],
+      ],
+      stranger('matrix', sender),
+    );
     expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge matrix .*answers with project "matrix-bot"/);
     expectPairing(ran, sender);
   });
@@ -130,19 +183,26 @@ describe("the docs' commands, as written, on a fresh home", () => {
     const list = ran.find((r) => r.line.startsWith('npx berth secret list'))?.stdout ?? '';
     expect(list).toMatch(/GH_TOKEN {2}from file .* {2}readable/);
     expect(list).toContain('granted: dev → github.com, Authorization: Basic (x-access-token:…)');
-    expect(ran.find((r) => r.line.includes('grant API_TOKEN'))?.stdout).toBe('granted API_TOKEN: dev → api.acme.example/v1/, GET,POST, Authorization: Bearer {}, ≤ 60/min per person\n');
+    expect(ran.find((r) => r.line.includes('grant API_TOKEN'))?.stdout).toBe(
+      'granted API_TOKEN: dev → api.acme.example/v1/, GET,POST, Authorization: Bearer {}, ≤ 60/min per person\n',
+    );
     expect(ran.map((r) => r.stdout).join('')).not.toContain('ghp_docsGuideToken123');
     expect(ran.find((r) => r.line.startsWith('npx berth secret revoke'))?.stdout).toContain('revoked 1 grant(s) of GH_TOKEN from dev');
   });
 
   it('webhooks guide: a hook by command, and doctor names where it is served', async () => {
     const ran = await walk('docs/webhooks.md');
-    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(/bridge webhook tickets .*POST \/hooks\/tickets \(reply: sync\)/);
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor'))?.stdout).toMatch(
+      /bridge webhook tickets .*POST \/hooks\/tickets \(reply: sync\)/,
+    );
   });
 
   it('agents guide: the real-agent image, a model upstream by command, Claude Code runs of two tenants, the allowlist (the model API is the fake)', async () => {
     const before = anthropic.requests.length;
-    const ran = await walk('docs/agents.md', [['https://api.anthropic.com', anthropic.url], ['sk-ant-...', KEY]]);
+    const ran = await walk('docs/agents.md', [
+      ['https://api.anthropic.com', anthropic.url],
+      ['sk-ant-...', KEY],
+    ]);
     expect(ran.filter((r) => r.line.includes(' run coder ')).map((r) => r.stdout)).toEqual(['done\n', 'done\n', 'done\n', 'done\n']);
     expect(anthropic.requests.length).toBeGreaterThan(before);
   });
@@ -161,7 +221,9 @@ describe("the docs' commands, as written, on a fresh home", () => {
     const backup = join(freshHome(), 'backup.tgz');
     // A home with something in it: a project, a tenant's file, berth's secret.
     const ran = await walk('docs/production.md', [['/tmp/berth-backup.tgz', backup]], (home) => {
-      expect(runDocLine("npx berth project create stock --isolation && npx berth run stock --user web:a -- 'echo kept > f'", home)).toMatchObject({ code: 0 });
+      expect(
+        runDocLine("npx berth project create stock --isolation && npx berth run stock --user web:a -- 'echo kept > f'", home),
+      ).toMatchObject({ code: 0 });
     });
     expect(ran.map((r) => r.line.split(' ')[0])).toContain('tar');
     const listed = runDocLine(`tar -tzf ${backup}`, freshHome());

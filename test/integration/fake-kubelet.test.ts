@@ -36,7 +36,8 @@ async function waitFor<T>(what: string, probe: () => Promise<T | undefined | fal
 }
 
 const readPod = (name: string) => core.readNamespacedPod({ name, namespace: ns }).catch(() => undefined);
-const phaseIs = (name: string, phase: string) => waitFor(`pod ${name} ${phase}`, async () => ((await readPod(name))?.status?.phase === phase ? (await readPod(name))! : undefined));
+const phaseIs = (name: string, phase: string) =>
+  waitFor(`pod ${name} ${phase}`, async () => ((await readPod(name))?.status?.phase === phase ? (await readPod(name))! : undefined));
 const gone = (name: string) => waitFor(`pod ${name} gone`, async () => (await readPod(name)) === undefined);
 
 /** Exec through the API server as berth will: client-node's Exec, exit code from the v4 status. */
@@ -101,21 +102,34 @@ describe('test kubelet', () => {
     });
     await core.createNamespacedConfigMap({
       namespace: ns,
-      body: { metadata: { name: 'files' }, data: { greeting: 'hello from a configmap\n' }, binaryData: { blob: Buffer.from([0, 1, 2]).toString('base64') } },
+      body: {
+        metadata: { name: 'files' },
+        data: { greeting: 'hello from a configmap\n' },
+        binaryData: { blob: Buffer.from([0, 1, 2]).toString('base64') },
+      },
     });
     const pod = (name: string, command: string, restartPolicy: 'Never' | 'Always' = 'Always'): V1Pod => ({
       metadata: { name },
       spec: {
         restartPolicy,
         terminationGracePeriodSeconds: 1,
-        securityContext: { runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+        securityContext: {
+          runAsUser: 10001,
+          runAsGroup: 10001,
+          fsGroup: 10001,
+          runAsNonRoot: true,
+          seccompProfile: { type: 'RuntimeDefault' },
+        },
         containers: [
           {
             name: 'main',
             image: IMAGE,
             imagePullPolicy: 'Never',
             command: ['sh', '-c', command],
-            env: [{ name: 'WHO', value: 'tenant' }, { name: 'GREETING', value: 'hi $(WHO)' }],
+            env: [
+              { name: 'WHO', value: 'tenant' },
+              { name: 'GREETING', value: 'hi $(WHO)' },
+            ],
             resources: { limits: { cpu: '500m', memory: '64Mi' } },
             securityContext: { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
             volumeMounts: [
@@ -141,7 +155,12 @@ describe('test kubelet', () => {
     expect(status.state?.running).toBeDefined();
     expect(status.ready).toBe(true);
     expect(status.containerID).toBe(`docker://${kubelet.containerOf(ns, 'p1')}`);
-    expect(running.status?.conditions?.filter((c) => c.status === 'True').map((c) => c.type).sort()).toEqual(['ContainersReady', 'Initialized', 'PodScheduled', 'Ready']);
+    expect(
+      running.status?.conditions
+        ?.filter((c) => c.status === 'True')
+        .map((c) => c.type)
+        .sort(),
+    ).toEqual(['ContainersReady', 'Initialized', 'PodScheduled', 'Ready']);
     expect(running.status?.podIP).toBe('127.0.0.1');
 
     expect(await run('p1', ['sh', '-c', 'echo out; echo err >&2; exit 3'])).toMatchObject({ stdout: 'out\n', stderr: 'err\n', code: 3 });
@@ -160,7 +179,11 @@ describe('test kubelet', () => {
     const rootWrite = await run('p1', ['touch', '/x']);
     expect(rootWrite.code).not.toBe(0);
     expect(rootWrite.stderr).toMatch(/Read-only file system/);
-    expect(await run('p1', ['sh', '-c', 'echo kept > /work/f && cat /work/f && stat -c %a:%g /work'])).toEqual({ stdout: 'kept\n2775:10001\n', stderr: '', code: 0 });
+    expect(await run('p1', ['sh', '-c', 'echo kept > /work/f && cat /work/f && stat -c %a:%g /work'])).toEqual({
+      stdout: 'kept\n2775:10001\n',
+      stderr: '',
+      code: 0,
+    });
     expect((await run('p1', ['cat', '/etc/greeting'])).stdout).toBe('hello from a configmap\n');
     expect((await run('p1', ['sh', '-c', 'echo x > /etc/greeting'])).code).not.toBe(0);
     expect((await run('p1', ['sh', '-c', 'grep " /tmp " /proc/mounts'])).stdout).toMatch(/^tmpfs \/tmp tmpfs rw,.*size=16384k/);
@@ -170,7 +193,14 @@ describe('test kubelet', () => {
     const info = await docker.getContainer(id).inspect();
     expect(info.Config.User).toBe('10001:10001');
     expect(info.Config.Labels[KUBELET_LABEL]).toBe(kubelet.nodeName);
-    expect(info.HostConfig).toMatchObject({ ReadonlyRootfs: true, CapDrop: ['ALL'], NetworkMode: 'none', Memory: 64 * 1024 ** 2, NanoCpus: 5e8, Binds: null });
+    expect(info.HostConfig).toMatchObject({
+      ReadonlyRootfs: true,
+      CapDrop: ['ALL'],
+      NetworkMode: 'none',
+      Memory: 64 * 1024 ** 2,
+      NanoCpus: 5e8,
+      Binds: null,
+    });
     expect(info.HostConfig.SecurityOpt).toEqual(['no-new-privileges']);
     expect(info.HostConfig.GroupAdd).toEqual(['10001']);
 
@@ -186,7 +216,9 @@ describe('test kubelet', () => {
     await core.deleteNamespacedPod({ name: 'p2', namespace: ns });
     await gone('p2');
 
-    console.info(`test kubelet: pod to Running ${toRunning} ms; exec round trip through the API server ${[...rounds].sort((a, b) => a - b)[2]} ms (median of 5)`);
+    console.info(
+      `test kubelet: pod to Running ${toRunning} ms; exec round trip through the API server ${[...rounds].sort((a, b) => a - b)[2]} ms (median of 5)`,
+    );
   });
 
   it("attaches through the API server to a container's first process: its stdin, its output from then on; leaving detaches and leaves its stdin open", async () => {
@@ -196,7 +228,15 @@ describe('test kubelet', () => {
         restartPolicy: 'Never',
         terminationGracePeriodSeconds: 1,
         securityContext: { runAsUser: 10001, runAsGroup: 10001, runAsNonRoot: true },
-        containers: [{ name: 'main', image: IMAGE, imagePullPolicy: 'Never', stdin, command: ['sh', '-c', 'echo before; while read l; do echo "got $l"; done; echo eof'] }],
+        containers: [
+          {
+            name: 'main',
+            image: IMAGE,
+            imagePullPolicy: 'Never',
+            stdin,
+            command: ['sh', '-c', 'echo before; while read l; do echo "got $l"; done; echo eof'],
+          },
+        ],
       },
     });
     await core.createNamespacedPod({ namespace: ns, body: body('att', true) });
@@ -228,40 +268,102 @@ describe('test kubelet', () => {
   it('reports what a kubelet and scheduler would: missing image, failed init container, refused subPath, missing claim, unsafe sysctl, exits', async () => {
     const simple = (name: string, extra: Partial<V1Pod['spec']> = {}): V1Pod => ({
       metadata: { name },
-      spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['sleep', '3600'] }], ...extra },
+      spec: {
+        restartPolicy: 'Never',
+        containers: [{ name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['sleep', '3600'] }],
+        ...extra,
+      },
     });
-    await core.createNamespacedPod({ namespace: ns, body: { ...simple('noimage'), spec: { ...simple('noimage').spec!, containers: [{ name: 'main', image: 'berth/absent:never', imagePullPolicy: 'Never' }] } } });
-    await core.createNamespacedPod({ namespace: ns, body: simple('badinit', { initContainers: [{ name: 'init', image: IMAGE, imagePullPolicy: 'Never', command: ['sh', '-c', 'exit 7'] }] }) });
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: {
+        ...simple('noimage'),
+        spec: { ...simple('noimage').spec!, containers: [{ name: 'main', image: 'berth/absent:never', imagePullPolicy: 'Never' }] },
+      },
+    });
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: simple('badinit', {
+        initContainers: [{ name: 'init', image: IMAGE, imagePullPolicy: 'Never', command: ['sh', '-c', 'exit 7'] }],
+      }),
+    });
     await core.createNamespacedPod({
       namespace: ns,
       body: simple('subpath', {
         volumes: [{ name: 'v', emptyDir: {} }],
-        containers: [{ name: 'main', image: IMAGE, imagePullPolicy: 'Never', volumeMounts: [{ name: 'v', mountPath: '/v', subPath: 'x' }] }],
+        containers: [
+          { name: 'main', image: IMAGE, imagePullPolicy: 'Never', volumeMounts: [{ name: 'v', mountPath: '/v', subPath: 'x' }] },
+        ],
       }),
     });
-    await core.createNamespacedPod({ namespace: ns, body: simple('noclaim', { volumes: [{ name: 'v', persistentVolumeClaim: { claimName: 'absent' } }] }) });
-    await core.createNamespacedPod({ namespace: ns, body: simple('sysctl', { securityContext: { sysctls: [{ name: 'kernel.msgmni', value: '16' }] } }) });
-    await core.createNamespacedPod({ namespace: ns, body: simple('exits', { restartPolicy: 'Always', containers: [{ name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['sh', '-c', 'exit 2'] }] }) });
     await core.createNamespacedPod({
       namespace: ns,
-      body: simple('oom', { containers: [{ name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['tail', '/dev/zero'], resources: { limits: { memory: '16Mi' } } }] }),
+      body: simple('noclaim', { volumes: [{ name: 'v', persistentVolumeClaim: { claimName: 'absent' } }] }),
+    });
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: simple('sysctl', { securityContext: { sysctls: [{ name: 'kernel.msgmni', value: '16' }] } }),
+    });
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: simple('exits', {
+        restartPolicy: 'Always',
+        containers: [{ name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['sh', '-c', 'exit 2'] }],
+      }),
+    });
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: simple('oom', {
+        containers: [
+          {
+            name: 'main',
+            image: IMAGE,
+            imagePullPolicy: 'Never',
+            command: ['tail', '/dev/zero'],
+            resources: { limits: { memory: '16Mi' } },
+          },
+        ],
+      }),
     });
 
-    const waiting = await waitFor('ErrImageNeverPull', async () => (await readPod('noimage'))?.status?.containerStatuses?.[0]?.state?.waiting);
+    const waiting = await waitFor(
+      'ErrImageNeverPull',
+      async () => (await readPod('noimage'))?.status?.containerStatuses?.[0]?.state?.waiting,
+    );
     expect(waiting.reason).toBe('ErrImageNeverPull');
     expect((await readPod('noimage'))?.status?.phase).toBe('Pending');
     const failed = await phaseIs('badinit', 'Failed');
     expect(failed.status?.initContainerStatuses?.[0]?.state?.terminated).toMatchObject({ exitCode: 7, reason: 'Error' });
-    expect(failed.status?.conditions?.find((c) => c.type === 'Initialized')).toMatchObject({ status: 'False', reason: 'ContainersNotInitialized' });
-    expect((await phaseIs('subpath', 'Failed')).status).toMatchObject({ reason: 'UnsupportedByTestKubelet', message: expect.stringMatching(/subPath/) });
-    const unschedulable = await waitFor('Unschedulable', async () => (await readPod('noclaim'))?.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False'));
+    expect(failed.status?.conditions?.find((c) => c.type === 'Initialized')).toMatchObject({
+      status: 'False',
+      reason: 'ContainersNotInitialized',
+    });
+    expect((await phaseIs('subpath', 'Failed')).status).toMatchObject({
+      reason: 'UnsupportedByTestKubelet',
+      message: expect.stringMatching(/subPath/),
+    });
+    const unschedulable = await waitFor('Unschedulable', async () =>
+      (await readPod('noclaim'))?.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False'),
+    );
     expect(unschedulable).toMatchObject({ reason: 'Unschedulable', message: 'persistentvolumeclaim "absent" not found' });
 
-    expect((await phaseIs('sysctl', 'Failed')).status).toMatchObject({ reason: 'SysctlForbidden', message: 'Pod forbidden sysctl: "kernel.msgmni" not whitelisted' });
-    expect((await phaseIs('exits', 'Failed')).status?.containerStatuses?.[0]?.state?.terminated).toMatchObject({ exitCode: 2, reason: 'Error' });
-    expect((await phaseIs('oom', 'Failed')).status?.containerStatuses?.[0]?.state?.terminated).toMatchObject({ exitCode: 137, reason: 'OOMKilled' });
+    expect((await phaseIs('sysctl', 'Failed')).status).toMatchObject({
+      reason: 'SysctlForbidden',
+      message: 'Pod forbidden sysctl: "kernel.msgmni" not whitelisted',
+    });
+    expect((await phaseIs('exits', 'Failed')).status?.containerStatuses?.[0]?.state?.terminated).toMatchObject({
+      exitCode: 2,
+      reason: 'Error',
+    });
+    expect((await phaseIs('oom', 'Failed')).status?.containerStatuses?.[0]?.state?.terminated).toMatchObject({
+      exitCode: 137,
+      reason: 'OOMKilled',
+    });
     // An exec into a container that is not running: upgraded, then a Failure status.
-    expect(await run('badinit', ['true'])).toMatchObject({ code: undefined, message: expect.stringMatching(/container not found \("main"\)/) });
+    expect(await run('badinit', ['true'])).toMatchObject({
+      code: undefined,
+      message: expect.stringMatching(/container not found \("main"\)/),
+    });
 
     const names = ['noimage', 'badinit', 'subpath', 'noclaim', 'sysctl', 'exits', 'oom'];
     for (const name of names) await core.deleteNamespacedPod({ name, namespace: ns });
@@ -281,12 +383,25 @@ describe('test agent-sandbox controller', () => {
           restartPolicy: 'Never',
           terminationGracePeriodSeconds: 1,
           securityContext: { runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001 },
-          containers: [{ name: 'agent', image: IMAGE, imagePullPolicy: 'Never', command: ['sleep', '3600'], volumeMounts: [{ name: 'home', mountPath: '/home/agent' }] }],
+          containers: [
+            {
+              name: 'agent',
+              image: IMAGE,
+              imagePullPolicy: 'Never',
+              command: ['sleep', '3600'],
+              volumeMounts: [{ name: 'home', mountPath: '/home/agent' }],
+            },
+          ],
         },
       },
-      volumeClaimTemplates: [{ metadata: { name: 'home' }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } }],
+      volumeClaimTemplates: [
+        { metadata: { name: 'home' }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } },
+      ],
     };
-    await custom.createNamespacedCustomObject({ ...crd, body: { apiVersion: 'agents.x-k8s.io/v1beta1', kind: 'Sandbox', metadata: { name }, spec } });
+    await custom.createNamespacedCustomObject({
+      ...crd,
+      body: { apiVersion: 'agents.x-k8s.io/v1beta1', kind: 'Sandbox', metadata: { name }, spec },
+    });
     const getSandbox = async () => (await custom.getNamespacedCustomObject({ ...crd, name })) as Sandbox;
     const ready = await waitFor('Sandbox Ready', async () => {
       const sb = await getSandbox();
@@ -294,20 +409,31 @@ describe('test agent-sandbox controller', () => {
     });
     const hash = sandboxNameHash(name);
     expect(ready.status).toMatchObject({ nodeName: kubelet.nodeName, podIPs: ['127.0.0.1'], selector: `${SANDBOX_HASH_LABEL}=${hash}` });
-    expect(ready.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ reason: 'DependenciesReady', message: 'Pod is Ready' });
+    expect(ready.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      reason: 'DependenciesReady',
+      message: 'Pod is Ready',
+    });
     expect(ready.metadata.annotations?.['agents.x-k8s.io/pod-name']).toBe(name);
 
     const pod = (await readPod(name))!;
     expect(pod.metadata?.labels).toEqual({ app: 'berth', [SANDBOX_HASH_LABEL]: hash });
-    expect(pod.metadata?.ownerReferences).toEqual([expect.objectContaining({ kind: 'Sandbox', name, uid: ready.metadata.uid, controller: true })]);
+    expect(pod.metadata?.ownerReferences).toEqual([
+      expect.objectContaining({ kind: 'Sandbox', name, uid: ready.metadata.uid, controller: true }),
+    ]);
     const claim = await core.readNamespacedPersistentVolumeClaim({ name: `home-${name}`, namespace: ns });
     expect(claim.metadata?.ownerReferences?.[0]?.uid).toBe(ready.metadata.uid);
-    expect(await run(name, ['sh', '-c', 'echo mine > /home/agent/note && id -u'], 'agent')).toEqual({ stdout: '10001\n', stderr: '', code: 0 });
+    expect(await run(name, ['sh', '-c', 'echo mine > /home/agent/note && id -u'], 'agent')).toEqual({
+      stdout: '10001\n',
+      stderr: '',
+      code: 0,
+    });
 
     // Suspended: the pod goes, the claim stays; Running again: a new pod, the same claim.
     await custom.patchNamespacedCustomObject({ ...crd, name, body: [{ op: 'add', path: '/spec/operatingMode', value: 'Suspended' }] });
     await gone(name);
-    const suspended = await waitFor('Suspended', async () => (await getSandbox()).status?.conditions?.find((c) => c.type === 'Suspended' && c.status === 'True'));
+    const suspended = await waitFor('Suspended', async () =>
+      (await getSandbox()).status?.conditions?.find((c) => c.type === 'Suspended' && c.status === 'True'),
+    );
     expect(suspended.reason).toBe('PodTerminated');
     await core.readNamespacedPersistentVolumeClaim({ name: `home-${name}`, namespace: ns });
     await custom.patchNamespacedCustomObject({ ...crd, name, body: [{ op: 'replace', path: '/spec/operatingMode', value: 'Running' }] });
@@ -317,7 +443,11 @@ describe('test agent-sandbox controller', () => {
 
     await custom.deleteNamespacedCustomObject({ ...crd, name });
     await gone(name);
-    await waitFor('claim collected', async () => (await core.readNamespacedPersistentVolumeClaim({ name: `home-${name}`, namespace: ns }).catch(() => undefined)) === undefined);
+    await waitFor(
+      'claim collected',
+      async () =>
+        (await core.readNamespacedPersistentVolumeClaim({ name: `home-${name}`, namespace: ns }).catch(() => undefined)) === undefined,
+    );
     await waitFor('container removed', async () => !(await docker.listContainers({ all: true, filters: { id: [id] } })).length);
     expect(await leftovers()).toEqual([]);
   });

@@ -60,7 +60,10 @@ const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : 0x5eed_b047
 const ONLY = process.env.FUZZ_ONLY;
 
 const ADMIN_TOKEN = `fuzz-admin-${randomBytes(16).toString('hex')}`;
-const CODES = new Map<string, number>([...Object.entries(ERROR_TABLE).map(([code, v]) => [code, v.status] as [string, number]), ['NOT_FOUND', 404]]);
+const CODES = new Map<string, number>([
+  ...Object.entries(ERROR_TABLE).map(([code, v]) => [code, v.status] as [string, number]),
+  ['NOT_FOUND', 404],
+]);
 const SAFE_MESSAGES = ['echo fz', 'true', 'ls -la /workspace', 'id', 'printf "%s" hi', 'cat /etc/hostname', 'exit 3'];
 const RUN_BUDGET: Record<string, number> = {
   'POST /api/projects/{name}/runs': 6,
@@ -93,7 +96,8 @@ interface Fixture {
 }
 
 const WORKFLOWS: Record<string, string> = {
-  hello: 'description: fuzz fixture\nsteps:\n  - name: greet\n    message: printf "%s" "$BERTH_INPUT" | head -c 64; echo fz-wf\n    workspace_mode: orchestrator_workspace\n',
+  hello:
+    'description: fuzz fixture\nsteps:\n  - name: greet\n    message: printf "%s" "$BERTH_INPUT" | head -c 64; echo fz-wf\n    workspace_mode: orchestrator_workspace\n',
   broken: 'steps: []\nbogus: 1\n',
   'needs-data': 'shared: [data]\nsteps:\n  - message: ls /shared\n    workspace_mode: run_workspace\n',
 };
@@ -107,7 +111,12 @@ const counts = new Map<string, number>();
 const env = (): CheckEnv => ({ codes: CODES, secrets: [ADMIN_TOKEN, fx?.sessionToken].filter(Boolean) as string[] });
 const secretsForReport = () => ({ ADMIN_TOKEN, SESSION_TOKEN: fx?.sessionToken ?? '' });
 
-async function startServer(label: string, h: TestHome, projects: string[], baseline: Record<string, ProjectMetadataInput>): Promise<Target> {
+async function startServer(
+  label: string,
+  h: TestHome,
+  projects: string[],
+  baseline: Record<string, ProjectMetadataInput>,
+): Promise<Target> {
   const app = createApp(appDepsFrom(h.berth, { token: ADMIN_TOKEN, logger: h.berth.logger }));
   const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
   await new Promise<void>((resolve, reject) => {
@@ -155,7 +164,11 @@ async function restoreFixtures(t: Target): Promise<void> {
   try {
     await restoreFixturesOrThrow(t);
   } catch (err) {
-    failures.add(`fixtures of the ${t.label} home`, { kind: 'could not put the fixture projects back', detail: isBerthError(err) ? err.toLine() : String(err) }, 'in-process restore between batches');
+    failures.add(
+      `fixtures of the ${t.label} home`,
+      { kind: 'could not put the fixture projects back', detail: isBerthError(err) ? err.toLine() : String(err) },
+      'in-process restore between batches',
+    );
   }
 }
 
@@ -206,7 +219,11 @@ async function ensureSession(): Promise<void> {
   try {
     await ensureSessionOrThrow();
   } catch (err) {
-    failures.add('fixtures of the main home', { kind: 'could not recreate the fixture session and its token', detail: isBerthError(err) ? err.toLine() : String(err) }, 'in-process, before the MCP session tools');
+    failures.add(
+      'fixtures of the main home',
+      { kind: 'could not recreate the fixture session and its token', detail: isBerthError(err) ? err.toLine() : String(err) },
+      'in-process, before the MCP session tools',
+    );
   }
 }
 
@@ -239,7 +256,8 @@ function stateProblems(t: Target): Problem[] {
     } catch (err) {
       out.push({ kind: 'berth.yaml is not YAML', detail: (err as Error).message });
     }
-    if (typeof data !== 'object' || data === null || Array.isArray(data)) out.push({ kind: `berth.yaml is not a YAML mapping (${JSON.stringify(data)})`, detail: JSON.stringify(text.slice(0, 200)) });
+    if (typeof data !== 'object' || data === null || Array.isArray(data))
+      out.push({ kind: `berth.yaml is not a YAML mapping (${JSON.stringify(data)})`, detail: JSON.stringify(text.slice(0, 200)) });
     try {
       const config = parseBerthConfig(text, file, home);
       for (const p of Object.values(config.projects)) if (p.private_workspace) overrides.push(p.private_workspace);
@@ -249,12 +267,14 @@ function stateProblems(t: Target): Problem[] {
   }
   const projectsDir = join(home, 'projects');
   const dirs = new Set<string>(overrides);
-  if (fs.existsSync(projectsDir)) for (const n of fs.readdirSync(projectsDir)) if (fs.existsSync(join(projectsDir, n, 'metadata.json'))) dirs.add(join(projectsDir, n));
+  if (fs.existsSync(projectsDir))
+    for (const n of fs.readdirSync(projectsDir)) if (fs.existsSync(join(projectsDir, n, 'metadata.json'))) dirs.add(join(projectsDir, n));
   for (const dir of dirs) {
     const meta = join(dir, 'metadata.json');
     try {
       const parsed = ProjectMetadataSchema.safeParse(JSON.parse(fs.readFileSync(meta, 'utf8')));
-      if (!parsed.success) out.push({ kind: 'metadata.json fails ProjectMetadataSchema', detail: `${meta}: ${parsed.error.message.slice(0, 200)}` });
+      if (!parsed.success)
+        out.push({ kind: 'metadata.json fails ProjectMetadataSchema', detail: `${meta}: ${parsed.error.message.slice(0, 200)}` });
     } catch (err) {
       out.push({ kind: 'metadata.json unreadable', detail: `${meta}: ${(err as Error).message}` });
     }
@@ -263,7 +283,8 @@ function stateProblems(t: Target): Problem[] {
     for (const f of fs.readdirSync(sessions).filter((n) => n.endsWith('.json'))) {
       try {
         const parsed = SessionRecordSchema.safeParse(JSON.parse(fs.readFileSync(join(sessions, f), 'utf8')));
-        if (!parsed.success) out.push({ kind: 'session file fails SessionRecordSchema', detail: `${f}: ${parsed.error.message.slice(0, 200)}` });
+        if (!parsed.success)
+          out.push({ kind: 'session file fails SessionRecordSchema', detail: `${f}: ${parsed.error.message.slice(0, 200)}` });
       } catch (err) {
         out.push({ kind: 'session file unreadable', detail: `${f}: ${(err as Error).message}` });
       }
@@ -279,7 +300,10 @@ async function healthProblem(t: Target): Promise<Problem | undefined> {
     const body = (await res.json()) as { ok?: boolean };
     if (res.status !== 200 || body.ok !== true) return { kind: `/healthz answered ${res.status}`, detail: JSON.stringify(body) };
   } catch (err) {
-    return { kind: `/healthz did not answer 200 within ${HEALTH_TIMEOUT_MS} ms`, detail: `${(err as Error).message} after ${Math.round(performance.now() - t0)} ms` };
+    return {
+      kind: `/healthz did not answer 200 within ${HEALTH_TIMEOUT_MS} ms`,
+      detail: `${(err as Error).message} after ${Math.round(performance.now() - t0)} ms`,
+    };
   }
   return undefined;
 }
@@ -299,7 +323,15 @@ interface Op {
   body?: { schema: JsonSchema; required: boolean };
 }
 
-function operationsOf(doc: { paths: Record<string, Record<string, { parameters?: Array<Param & { in: string }>; requestBody?: { required?: boolean; content: Record<string, { schema: JsonSchema }> } }>> }): Op[] {
+function operationsOf(doc: {
+  paths: Record<
+    string,
+    Record<
+      string,
+      { parameters?: Array<Param & { in: string }>; requestBody?: { required?: boolean; content: Record<string, { schema: JsonSchema }> } }
+    >
+  >;
+}): Op[] {
   const ops: Op[] = [];
   for (const [template, byMethod] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(byMethod)) {
@@ -326,13 +358,19 @@ interface Ctx {
 }
 
 function hintsFor(ctx: Ctx): Hints {
-  const mix = (fixed: fc.Arbitrary<unknown>, base: () => fc.Arbitrary<unknown>, wf = 3, wb = 1) => fc.oneof({ arbitrary: fixed, weight: wf }, { arbitrary: base(), weight: wb });
+  const mix = (fixed: fc.Arbitrary<unknown>, base: () => fc.Arbitrary<unknown>, wf = 3, wb = 1) =>
+    fc.oneof({ arbitrary: fixed, weight: wf }, { arbitrary: base(), weight: wb });
   const home = ctx.t.h.home;
   const hints: Hints = (field, schema, base) => {
     const props = schema.properties ?? {};
     if ('argv' in props && 'command' in props && 'task' in props) {
       // shell_run takes exactly one of the three (a refine the JSON schema cannot say).
-      return mix(fc.oneof(...['argv', 'command', 'task'].map((k) => arbitraryFor(props[k] as JsonSchema, hints, k).map((v) => ({ [k]: v })))), base, 3, 1);
+      return mix(
+        fc.oneof(...['argv', 'command', 'task'].map((k) => arbitraryFor(props[k] as JsonSchema, hints, k).map((v) => ({ [k]: v })))),
+        base,
+        3,
+        1,
+      );
     }
     switch (field) {
       case 'name':
@@ -427,10 +465,34 @@ const PARAM_POISON = (fixture: string): string[] => [
   encodeURIComponent('ü'),
   'UPPER',
 ];
-const QUERY_POISON = ['abc', '-1', '0', '1.5', '1e309', '99999999999999999999', '', 'NaN', '0x10', '%20%205', '%00', '__proto__', 'a'.repeat(4000), '%ff', '%'];
+const QUERY_POISON = [
+  'abc',
+  '-1',
+  '0',
+  '1.5',
+  '1e309',
+  '99999999999999999999',
+  '',
+  'NaN',
+  '0x10',
+  '%20%205',
+  '%00',
+  '__proto__',
+  'a'.repeat(4000),
+  '%ff',
+  '%',
+];
 
 const fixtureFor = (ctx: Ctx, param: string) =>
-  param === 'sessionId' ? fx.session : param === 'workflow' ? 'hello' : param === 'area' ? 'docs' : param === 'id' ? fx.workspaceId : (ctx.projects[0] as string);
+  param === 'sessionId'
+    ? fx.session
+    : param === 'workflow'
+      ? 'hello'
+      : param === 'area'
+        ? 'docs'
+        : param === 'id'
+          ? fx.workspaceId
+          : (ctx.projects[0] as string);
 
 const isDotSegment = (s: string) => /^(\.|%2e){1,2}$/i.test(s);
 
@@ -509,17 +571,39 @@ function httpPlanArb(op: Op, ctx: Ctx): fc.Arbitrary<HttpPlan> {
   const hints = hintsFor(ctx);
   const queries = op.query.filter((q) => q.name !== 'confirm');
   const validQuery = fc
-    .tuple(...queries.map((q) => fc.option(arbitraryFor(q.schema, hints, q.name).map((v): [string, string] => [q.name, encodeURIComponent(String(v))]), { nil: undefined })))
+    .tuple(
+      ...queries.map((q) =>
+        fc.option(
+          arbitraryFor(q.schema, hints, q.name).map((v): [string, string] => [q.name, encodeURIComponent(String(v))]),
+          { nil: undefined },
+        ),
+      ),
+    )
     .map((parts) => parts.filter((x): x is [string, string] => x !== undefined));
   const badQuery = fc
     .tuple(
       ...queries.map((q) =>
         fc.oneof(
           { weight: 3, arbitrary: fc.constantFrom(...QUERY_POISON).map((v): Array<[string, string]> => [[q.name, v]]) },
-          { weight: 1, arbitrary: fc.constant<Array<[string, string]>>([[q.name, '1'], [q.name, '2']]) },
+          {
+            weight: 1,
+            arbitrary: fc.constant<Array<[string, string]>>([
+              [q.name, '1'],
+              [q.name, '2'],
+            ]),
+          },
         ),
       ),
-      fc.constantFrom<Array<[string, string]>>([], [['__proto__', '1']], [['constructor', 'x']], [['zz', '1']], [['limit[]', '1']], [['a', 'b'.repeat(4000)]], [['%00', '%00']], [['&&', '=']]),
+      fc.constantFrom<Array<[string, string]>>(
+        [],
+        [['__proto__', '1']],
+        [['constructor', 'x']],
+        [['zz', '1']],
+        [['limit[]', '1']],
+        [['a', 'b'.repeat(4000)]],
+        [['%00', '%00']],
+        [['&&', '=']],
+      ),
     )
     .map((parts) => parts.flat());
   return fc.record({
@@ -528,7 +612,9 @@ function httpPlanArb(op: Op, ctx: Ctx): fc.Arbitrary<HttpPlan> {
     poison: fc.record({ which: fc.nat(), index: fc.nat() }),
     query: validQuery,
     badQuery,
-    body: op.body ? fc.record({ valid: arbitraryFor(op.body.schema, hints), mutation: mutationArb.filter((m) => m.kind !== 'none') }) : fc.constant(undefined),
+    body: op.body
+      ? fc.record({ valid: arbitraryFor(op.body.schema, hints), mutation: mutationArb.filter((m) => m.kind !== 'none') })
+      : fc.constant(undefined),
     corrupt: corruptArb,
     ct: ctArb,
     auth: authArb,
@@ -609,7 +695,8 @@ function badWorkspacePath(p: string, own: string | undefined, t: Target): string
   if (p === join(home, '.berth') || p.startsWith(`${join(home, '.berth')}/`)) return 'inside .berth';
   const shared = join(home, 'shared');
   if (fs.existsSync(shared) && (p === shared || p.startsWith(`${shared}/`))) return 'overlaps a shared area';
-  if (fs.existsSync(p) && (!fs.statSync(p).isDirectory() || fs.readdirSync(p).length > 0) && p !== own) return 'exists and is not an empty directory';
+  if (fs.existsSync(p) && (!fs.statSync(p).isDirectory() || fs.readdirSync(p).length > 0) && p !== own)
+    return 'exists and is not an empty directory';
   return undefined;
 }
 
@@ -629,7 +716,9 @@ function buildHttp(op: Op, plan: HttpPlan, ctx: Ctx, index: number, capped: bool
     if (on('param') && i === poisonAt) {
       const list = PARAM_POISON(fixtureFor(ctx, p.name));
       v = list[plan.poison.index % list.length] as string;
-      causes.push(`path parameter ${p.name}=${v.length > 24 ? `${v.slice(0, 8)}…(${v.length})` : v.replaceAll(fixtureFor(ctx, p.name), '<fixture>')}`);
+      causes.push(
+        `path parameter ${p.name}=${v.length > 24 ? `${v.slice(0, 8)}…(${v.length})` : v.replaceAll(fixtureFor(ctx, p.name), '<fixture>')}`,
+      );
     }
     if (capped && (p.name === 'name' || p.name === 'project')) {
       v = NO_PROJECT;
@@ -649,7 +738,8 @@ function buildHttp(op: Op, plan: HttpPlan, ctx: Ctx, index: number, capped: bool
     const target = /^\/api\/projects\/([^/]+)$/.exec(normalizedPath(path))?.[1];
     const name = raw.name ?? '';
     const fixtureTarget = target !== undefined && t.projects.includes(target);
-    const value = plan.confirm === 'match' && !fixtureTarget ? name : plan.confirm === 'other' ? 'fz-b' : plan.confirm === 'poison' ? '%00' : 'nope';
+    const value =
+      plan.confirm === 'match' && !fixtureTarget ? name : plan.confirm === 'other' ? 'fz-b' : plan.confirm === 'poison' ? '%00' : 'nope';
     query.push(['confirm', value]);
   }
   if (query.length) path += `?${query.map(([k, v]) => `${k}=${v}`).join('&')}`;
@@ -707,12 +797,14 @@ function buildHttp(op: Op, plan: HttpPlan, ctx: Ctx, index: number, capped: bool
     if (malformed) {
       bodyInvalid = true;
       // berth reads an empty JSON body as {}: it is invalid only where {} is.
-      if (JSON_CTS.includes(ct) && (corrupt !== 'empty' || (op.body.required && !matches(op.body.schema, {})))) reject(`malformed JSON (${corrupt})`);
+      if (JSON_CTS.includes(ct) && (corrupt !== 'empty' || (op.body.required && !matches(op.body.schema, {}))))
+        reject(`malformed JSON (${corrupt})`);
     }
   } else if (op.body) {
     notes.push('no body');
     causes.push('no body');
-    if (op.body.required && JSON_CTS.includes(ct) && !matches(op.body.schema, {})) reject('no body on a body route (and {} is not a valid body)');
+    if (op.body.required && JSON_CTS.includes(ct) && !matches(op.body.schema, {}))
+      reject('no body on a body route (and {} is not a valid body)');
   } else if (plan.fault === 'stray') {
     body = '{"zz_stray":1}';
     notes.push('stray body on a body-less route');
@@ -733,7 +825,8 @@ function buildHttp(op: Op, plan: HttpPlan, ctx: Ctx, index: number, capped: bool
   if (op.method === 'POST' && !badAuth) {
     const cts = CT_HEADERS[ct].join(',');
     if (runRoute && t.projects.includes(runRoute[1] as string)) startsRun = body !== undefined && cts.includes('json') && !bodyInvalid;
-    if (wfRoute && t.projects.includes(wfRoute[1] as string) && wfRoute[2] === 'hello') startsRun = !cts.includes('json') || (body !== undefined && !bodyInvalid);
+    if (wfRoute && t.projects.includes(wfRoute[1] as string) && wfRoute[2] === 'hello')
+      startsRun = !cts.includes('json') || (body !== undefined && !bodyInvalid);
   }
   if (capped) causes.push('run cap');
   const cause = plan.fault === 'chaos' ? 'chaos (everything broken)' : causes.join(', ') || 'valid';
@@ -755,7 +848,11 @@ async function healthTick(t: Target, op: string, force = false): Promise<void> {
 const answers = new Map<string, Map<string, number>>();
 function mcpOutcome(res: { status: number; text: string }): string | undefined {
   try {
-    const body = JSON.parse(res.text) as { jsonrpc?: string; error?: { code?: unknown }; result?: { isError?: boolean; content?: Array<{ text?: string }> } };
+    const body = JSON.parse(res.text) as {
+      jsonrpc?: string;
+      error?: { code?: unknown };
+      result?: { isError?: boolean; content?: Array<{ text?: string }> };
+    };
     if (body?.jsonrpc !== '2.0') return undefined;
     if (body.error) return `${res.status} rpc ${String(body.error.code)}`;
     if (body.result?.isError) return `${res.status} tool ${codeOfText(body.result.content?.[0]?.text ?? '')}`;
@@ -772,13 +869,24 @@ const codeOfText = (t: string) => {
   }
 };
 
-const tagOf = (op: string, index: number, b: { req: RawRequest; note: string }): Tag => ({ op, example: `case #${index}\n${describeRequest(b.req, secretsForReport(), b.note)}` });
+const tagOf = (op: string, index: number, b: { req: RawRequest; note: string }): Tag => ({
+  op,
+  example: `case #${index}\n${describeRequest(b.req, secretsForReport(), b.note)}`,
+});
 
-function record(op: string, index: number, b: { req: RawRequest; note: string; cause?: string }, res: SendResult, problems: Problem[]): void {
+function record(
+  op: string,
+  index: number,
+  b: { req: RawRequest; note: string; cause?: string },
+  res: SendResult,
+  problems: Problem[],
+): void {
   counts.set(op, (counts.get(op) ?? 0) + 1);
-  const answer = 'error' in res ? 'none' : mcpOutcome(res) ?? String(res.status);
+  const answer = 'error' in res ? 'none' : (mcpOutcome(res) ?? String(res.status));
   if (process.env.FUZZ_TRACE && op.includes(process.env.FUZZ_TRACE)) {
-    console.log(`${op} #${index} [${b.note}] ${b.req.method} ${b.req.path.slice(0, 120)} ${String(b.req.body ?? '').slice(0, 160)}\n   → ${'error' in res ? res.error : `${res.status} ${res.text.slice(0, 240)}`}`);
+    console.log(
+      `${op} #${index} [${b.note}] ${b.req.method} ${b.req.path.slice(0, 120)} ${String(b.req.body ?? '').slice(0, 160)}\n   → ${'error' in res ? res.error : `${res.status} ${res.text.slice(0, 240)}`}`,
+    );
   }
   const byAnswer = answers.get(op) ?? new Map<string, number>();
   answers.set(op, byAnswer);
@@ -786,16 +894,24 @@ function record(op: string, index: number, b: { req: RawRequest; note: string; c
   if (res.droppedAfter) {
     failures.add(
       res.droppedAfter.op,
-      { kind: `answered ${res.droppedAfter.status} with "Connection: keep-alive", then dropped the connection: the next request on it got no answer` },
+      {
+        kind: `answered ${res.droppedAfter.status} with "Connection: keep-alive", then dropped the connection: the next request on it got no answer`,
+      },
       `${res.droppedAfter.example}\nnext request on that connection: ${op} case #${index} (sent again on a new connection)`,
     );
   }
   const status = 'error' in res ? res.error : `${res.status} ${res.text.length > 200 ? `${res.text.slice(0, 200)}…` : res.text}`;
-  for (const p of problems) failures.add(op, { ...p, kind: `${p.kind}  ← ${b.cause ?? b.note}` }, `case #${index}\n${describeRequest(b.req, secretsForReport(), b.note)}\nanswer: ${status}`);
+  for (const p of problems)
+    failures.add(
+      op,
+      { ...p, kind: `${p.kind}  ← ${b.cause ?? b.note}` },
+      `case #${index}\n${describeRequest(b.req, secretsForReport(), b.note)}\nanswer: ${status}`,
+    );
 }
 
 function checkState(t: Target, after: string): void {
-  for (const p of stateProblems(t)) failures.add(`state of ${t.label} home after ${after}`, p, `files under the ${t.label} home after ${after}`);
+  for (const p of stateProblems(t))
+    failures.add(`state of ${t.label} home after ${after}`, p, `files under the ${t.label} home after ${after}`);
 }
 
 function hash(s: string): number {
@@ -849,16 +965,53 @@ async function fuzzBigBodies(): Promise<void> {
   const auth: [string, string] = ['authorization', `Bearer ${ADMIN_TOKEN}`];
   const json: [string, string] = ['content-type', 'application/json'];
   const cases: Array<{ req: RawRequest; note: string; mcp?: boolean }> = [
-    { req: { method: 'POST', path: '/api/projects', headers: [auth, json], big: { size: BIG_BODY_BYTES, prefix: '{"name":"', fill: 'a', suffix: '"}' } }, note: '50 MB project name' },
-    { req: { method: 'PATCH', path: '/api/projects/fz-a', headers: [auth, json], big: { size: BIG_BODY_BYTES, prefix: '{"teams":{"', fill: 'b', suffix: '":{"members":[]}}}' } }, note: '50 MB teams key' },
-    { req: { method: 'POST', path: '/api/projects/fz-a/runs', headers: [auth, json], big: { size: BIG_BODY_BYTES, prefix: '{"user":"fz:alice","message":[', fill: '[', suffix: '' } }, note: '50 MB of "["' },
-    { req: { method: 'PUT', path: '/api/projects/fz-b/private-workspace', headers: [auth, ['content-type', 'text/plain']], big: { size: BIG_BODY_BYTES, prefix: '', fill: 'x', suffix: '' } }, note: '50 MB text/plain' },
+    {
+      req: {
+        method: 'POST',
+        path: '/api/projects',
+        headers: [auth, json],
+        big: { size: BIG_BODY_BYTES, prefix: '{"name":"', fill: 'a', suffix: '"}' },
+      },
+      note: '50 MB project name',
+    },
+    {
+      req: {
+        method: 'PATCH',
+        path: '/api/projects/fz-a',
+        headers: [auth, json],
+        big: { size: BIG_BODY_BYTES, prefix: '{"teams":{"', fill: 'b', suffix: '":{"members":[]}}}' },
+      },
+      note: '50 MB teams key',
+    },
+    {
+      req: {
+        method: 'POST',
+        path: '/api/projects/fz-a/runs',
+        headers: [auth, json],
+        big: { size: BIG_BODY_BYTES, prefix: '{"user":"fz:alice","message":[', fill: '[', suffix: '' },
+      },
+      note: '50 MB of "["',
+    },
+    {
+      req: {
+        method: 'PUT',
+        path: '/api/projects/fz-b/private-workspace',
+        headers: [auth, ['content-type', 'text/plain']],
+        big: { size: BIG_BODY_BYTES, prefix: '', fill: 'x', suffix: '' },
+      },
+      note: '50 MB text/plain',
+    },
     {
       req: {
         method: 'POST',
         path: '/mcp',
         headers: [auth, json, ['accept', 'application/json, text/event-stream']],
-        big: { size: BIG_BODY_BYTES, prefix: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"project_get","arguments":{"name":"', fill: 'c', suffix: '"}}}' },
+        big: {
+          size: BIG_BODY_BYTES,
+          prefix: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"project_get","arguments":{"name":"',
+          fill: 'c',
+          suffix: '"}}}',
+        },
       },
       note: '50 MB MCP argument',
       mcp: true,
@@ -888,7 +1041,11 @@ const mcpHeaders = (token: string, extra: Array<[string, string]> = []): Array<[
 ];
 
 async function listTools(path: string, token: string): Promise<Tool[]> {
-  const res = await send(fx.main.port, { method: 'POST', path, headers: mcpHeaders(token), body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) }, REQUEST_TIMEOUT_MS);
+  const res = await send(
+    fx.main.port,
+    { method: 'POST', path, headers: mcpHeaders(token), body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) },
+    REQUEST_TIMEOUT_MS,
+  );
   if ('error' in res) throw new Error(`tools/list on ${path}: ${res.error}`);
   const tools = (JSON.parse(res.text) as { result?: { tools?: Tool[] } }).result?.tools;
   if (!tools?.length) throw new Error(`tools/list on ${path} answered ${res.status} ${res.text.slice(0, 200)}`);
@@ -899,7 +1056,11 @@ async function listTools(path: string, token: string): Promise<Tool[]> {
 function envelopes(path: string, token: string): Array<{ label: string; req: RawRequest; expectStatus?: number }> {
   const h = mcpHeaders(token);
   const call = (params: unknown, id: unknown = 7) => toJsonText({ jsonrpc: '2.0', id, method: 'tools/call', params });
-  const post = (label: string, body: string | undefined, headers = h, expectStatus?: number) => ({ label, req: { method: 'POST', path, headers, body }, expectStatus });
+  const post = (label: string, body: string | undefined, headers = h, expectStatus?: number) => ({
+    label,
+    req: { method: 'POST', path, headers, body },
+    expectStatus,
+  });
   const protoArgs = {};
   setOwn(protoArgs, '__proto__', { name: 'fz-a' });
   const list = [
@@ -926,26 +1087,62 @@ function envelopes(path: string, token: string): Array<{ label: string; req: Raw
     post('arguments null', call({ name: 'project_get', arguments: null })),
     post('arguments a number', call({ name: 'project_get', arguments: 5 })),
     post('arguments with __proto__', call({ name: 'project_get', arguments: protoArgs })),
-    post('deep arguments', `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"project_get","arguments":{"name":${'['.repeat(10000)}${']'.repeat(10000)}}}}`),
+    post(
+      'deep arguments',
+      `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"project_get","arguments":{"name":${'['.repeat(10000)}${']'.repeat(10000)}}}}`,
+    ),
     post('deep params', `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":${'['.repeat(10000)}${']'.repeat(10000)}}`),
     post('notification', JSON.stringify({ jsonrpc: '2.0', method: 'tools/call', params: { name: 'project_list', arguments: {} } })),
     post('1 MB id', JSON.stringify({ jsonrpc: '2.0', id: 'i'.repeat(1 << 20), method: 'tools/list' })),
-    post('initialize with junk params', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: 5, capabilities: 'x' } })),
+    post(
+      'initialize with junk params',
+      JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: 5, capabilities: 'x' } }),
+    ),
     post('NUL in method', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/\u0000list' })),
-    post('content-type text/plain', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), [h[0] as [string, string], ['content-type', 'text/plain'], ['accept', 'application/json, text/event-stream']]),
+    post('content-type text/plain', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), [
+      h[0] as [string, string],
+      ['content-type', 'text/plain'],
+      ['accept', 'application/json, text/event-stream'],
+    ]),
     post('two content types', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), [...h, ['content-type', 'text/plain']]),
-    post('no content type', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), [h[0] as [string, string], ['accept', 'application/json, text/event-stream']]),
-    post('no accept', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), [h[0] as [string, string], h[1] as [string, string]]),
-    post('accept text/html', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), [h[0] as [string, string], h[1] as [string, string], ['accept', 'text/html']]),
+    post('no content type', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), [
+      h[0] as [string, string],
+      ['accept', 'application/json, text/event-stream'],
+    ]),
+    post('no accept', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), [
+      h[0] as [string, string],
+      h[1] as [string, string],
+    ]),
+    post('accept text/html', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), [
+      h[0] as [string, string],
+      h[1] as [string, string],
+      ['accept', 'text/html'],
+    ]),
     post('no token', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), h.slice(1), 401),
-    post('wrong token', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), [['authorization', 'Bearer bst_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'], ...h.slice(1)], 401),
-    post('token "__proto__"', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), [['authorization', 'Bearer __proto__'], ...h.slice(1)], 401),
+    post(
+      'wrong token',
+      JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      [['authorization', 'Bearer bst_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'], ...h.slice(1)],
+      401,
+    ),
+    post(
+      'token "__proto__"',
+      JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      [['authorization', 'Bearer __proto__'], ...h.slice(1)],
+      401,
+    ),
     { label: 'GET', req: { method: 'GET', path, headers: h } },
     { label: 'DELETE', req: { method: 'DELETE', path, headers: h } },
     { label: 'PUT', req: { method: 'PUT', path, headers: h, body: '{}' } },
-    { label: 'path /..', req: { method: 'POST', path: `${path}/..${path}`, headers: h, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) } },
+    {
+      label: 'path /..',
+      req: { method: 'POST', path: `${path}/..${path}`, headers: h, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) },
+    },
   ];
-  if (path === '/mcp/session') list.push(post('admin token on /mcp/session', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), mcpHeaders(ADMIN_TOKEN), 401));
+  if (path === '/mcp/session')
+    list.push(
+      post('admin token on /mcp/session', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), mcpHeaders(ADMIN_TOKEN), 401),
+    );
   return list;
 }
 
@@ -958,7 +1155,8 @@ function safeFilePath(tool: string, args: unknown): void {
   if (!['write_file_by_id', 'delete_file_by_id'].includes(tool)) return;
   if (typeof args !== 'object' || args === null || typeof (args as { path?: unknown }).path !== 'string') return;
   const p = (args as { path: string }).path;
-  if (isAbsolute(p.replace(/\0/g, '')) || p.split(/[\\/]/).includes('..') || p.includes('%')) setOwn(args, 'path', `fz-safe/${p.replace(/[\\/%.]/g, '_').slice(0, 100)}`);
+  if (isAbsolute(p.replace(/\0/g, '')) || p.split(/[\\/]/).includes('..') || p.includes('%'))
+    setOwn(args, 'path', `fz-safe/${p.replace(/[\\/%.]/g, '_').slice(0, 100)}`);
 }
 
 async function fuzzMcpEndpoint(label: 'mcp' | 'mcp-session', path: string, token: () => string): Promise<void> {
@@ -984,7 +1182,10 @@ async function fuzzMcpEndpoint(label: 'mcp' | 'mcp-session', path: string, token
     if (!selected(key)) continue;
     await restoreFixtures(t);
     const schema = tool.inputSchema;
-    const plans = fc.sample(fc.record({ valid: arbitraryFor(schema, mcpHints(t.projects)), mutation: mutationArb }), { seed: seedFor(key), numRuns: MCP_REQUESTS_PER_TOOL });
+    const plans = fc.sample(fc.record({ valid: arbitraryFor(schema, mcpHints(t.projects)), mutation: mutationArb }), {
+      seed: seedFor(key),
+      numRuns: MCP_REQUESTS_PER_TOOL,
+    });
     let budget = RUN_BUDGET[key] ?? 0;
     for (const [i, plan] of plans.entries()) {
       const { value, label: mlabel, cause } = applyMutation(plan.valid, schema, plan.mutation);
@@ -995,7 +1196,9 @@ async function fuzzMcpEndpoint(label: 'mcp' | 'mcp-session', path: string, token
       const fixtureProject = typeof args?.project === 'string' && t.projects.includes(args.project);
       const starts =
         !invalid &&
-        ((tool.name === 'run_message' && fixtureProject) || (tool.name === 'workflow_run' && fixtureProject && args.workflow === 'hello') || tool.name === 'shell_run');
+        ((tool.name === 'run_message' && fixtureProject) ||
+          (tool.name === 'workflow_run' && fixtureProject && args.workflow === 'hello') ||
+          tool.name === 'shell_run');
       if (starts) {
         if (budget > 0 && validRuns < MAX_VALID_RUNS) {
           budget--;
@@ -1055,21 +1258,44 @@ beforeAll(async () => {
   writeWorkflows(h2, 'fz-c');
   const bare = await startServer('bare', h2, ['fz-c'], bareBaseline);
 
-  fx = { main, bare, session: outcome.sessionId, workspaceId: outcome.workspaceId, sessionToken: '', folderId: '', areas: ['docs', 'data'], workflows: Object.keys(WORKFLOWS) };
+  fx = {
+    main,
+    bare,
+    session: outcome.sessionId,
+    workspaceId: outcome.workspaceId,
+    sessionToken: '',
+    folderId: '',
+    areas: ['docs', 'data'],
+    workflows: Object.keys(WORKFLOWS),
+  };
   await ensureSession();
   const folders = await send(
     main.port,
-    { method: 'POST', path: '/mcp/session', headers: mcpHeaders(fx.sessionToken), body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_folders', arguments: { scope: 'my_private' } } }) },
+    {
+      method: 'POST',
+      path: '/mcp/session',
+      headers: mcpHeaders(fx.sessionToken),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'list_folders', arguments: { scope: 'my_private' } },
+      }),
+    },
     REQUEST_TIMEOUT_MS,
   );
   if ('error' in folders) throw new Error(folders.error);
   try {
-    fx.folderId = (JSON.parse(folders.text) as { result: { structuredContent: { folders: Array<{ uuid: string }> } } }).result.structuredContent.folders[0]?.uuid ?? '';
+    fx.folderId =
+      (JSON.parse(folders.text) as { result: { structuredContent: { folders: Array<{ uuid: string }> } } }).result.structuredContent
+        .folders[0]?.uuid ?? '';
   } catch {
     fx.folderId = '0'.repeat(32); // the file tools are still fuzzed, with a folder that does not exist
   }
 
-  const doc = await (await fetch(`http://127.0.0.1:${main.port}/openapi.json`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json();
+  const doc = await (
+    await fetch(`http://127.0.0.1:${main.port}/openapi.json`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+  ).json();
   ops = operationsOf(doc as Parameters<typeof operationsOf>[0]);
   expect(ops.length).toBeGreaterThan(15);
 });
@@ -1081,49 +1307,45 @@ afterAll(async () => {
 });
 
 describe('fuzzing the HTTP API and MCP from their own schemas', () => {
-  it(
-    `stays up, never answers 5xx, and answers every error in berth's shape (seed ${SEED})`,
-    async () => {
-      // 1. Every HTTP operation of /openapi.json against the main home.
-      for (const op of ops) await fuzzHttpOperation(op, fx.main, HTTP_REQUESTS_PER_OPERATION, '');
+  it(`stays up, never answers 5xx, and answers every error in berth's shape (seed ${SEED})`, async () => {
+    // 1. Every HTTP operation of /openapi.json against the main home.
+    for (const op of ops) await fuzzHttpOperation(op, fx.main, HTTP_REQUESTS_PER_OPERATION, '');
 
-      // 2. The operator routes against a home without berth.yaml.
-      for (const op of ops.filter((o) => /access|shared|grants|private-workspace|workflows$/.test(o.template))) {
-        await fuzzHttpOperation(op, fx.bare, BARE_REQUESTS_PER_OPERATION, 'bare home: ');
-      }
+    // 2. The operator routes against a home without berth.yaml.
+    for (const op of ops.filter((o) => /access|shared|grants|private-workspace|workflows$/.test(o.template))) {
+      await fuzzHttpOperation(op, fx.bare, BARE_REQUESTS_PER_OPERATION, 'bare home: ');
+    }
 
-      // 3. A handful of 50 MB bodies.
-      await fuzzBigBodies();
+    // 3. A handful of 50 MB bodies.
+    await fuzzBigBodies();
 
-      // 4. MCP: the admin tools, then the session tools.
-      await restoreFixtures(fx.main);
-      await fuzzMcpEndpoint('mcp', '/mcp', () => ADMIN_TOKEN);
-      await restoreFixtures(fx.main);
-      await ensureSession();
-      await fuzzMcpEndpoint('mcp-session', '/mcp/session', () => fx.sessionToken);
+    // 4. MCP: the admin tools, then the session tools.
+    await restoreFixtures(fx.main);
+    await fuzzMcpEndpoint('mcp', '/mcp', () => ADMIN_TOKEN);
+    await restoreFixtures(fx.main);
+    await ensureSession();
+    await fuzzMcpEndpoint('mcp-session', '/mcp/session', () => fx.sessionToken);
 
-      // 5. Afterwards: still healthy, every file still valid.
-      for (const t of [fx.main, fx.bare]) {
-        const p = await healthProblem(t);
-        if (p) failures.add('after the fuzz run (health)', p, `GET /healthz on the ${t.label} home`);
-        checkState(t, 'the whole run');
-      }
+    // 5. Afterwards: still healthy, every file still valid.
+    for (const t of [fx.main, fx.bare]) {
+      const p = await healthProblem(t);
+      if (p) failures.add('after the fuzz run (health)', p, `GET /healthz on the ${t.label} home`);
+      checkState(t, 'the whole run');
+    }
 
-      const total = [...counts.values()].reduce((a, b) => a + b, 0);
-      const seconds = ((performance.now() - started) / 1000).toFixed(1);
-      const summary = `fuzz: ${total} requests over ${counts.size} operations/tools in ${seconds} s, ${validRuns} valid runs, seed ${SEED}`;
-      console.log(summary);
-      if (process.env.FUZZ_VERBOSE) {
-        for (const [op, byAnswer] of answers) console.log(`${op}: ${[...byAnswer].map(([a, n]) => `${a}×${n}`).join(', ')}`);
-      }
-      if (failures.size) {
-        const header = [
-          `${failures.size} failed checks — ${summary}.`,
-          `Replay: FUZZ_SEED=${SEED} FUZZ_ONLY='<operation>' npx vitest run test/integration/fuzz.test.ts`,
-        ].join('\n');
-        expect.fail(failures.report(header));
-      }
-    },
-    300_000,
-  );
+    const total = [...counts.values()].reduce((a, b) => a + b, 0);
+    const seconds = ((performance.now() - started) / 1000).toFixed(1);
+    const summary = `fuzz: ${total} requests over ${counts.size} operations/tools in ${seconds} s, ${validRuns} valid runs, seed ${SEED}`;
+    console.log(summary);
+    if (process.env.FUZZ_VERBOSE) {
+      for (const [op, byAnswer] of answers) console.log(`${op}: ${[...byAnswer].map(([a, n]) => `${a}×${n}`).join(', ')}`);
+    }
+    if (failures.size) {
+      const header = [
+        `${failures.size} failed checks — ${summary}.`,
+        `Replay: FUZZ_SEED=${SEED} FUZZ_ONLY='<operation>' npx vitest run test/integration/fuzz.test.ts`,
+      ].join('\n');
+      expect.fail(failures.report(header));
+    }
+  }, 300_000);
 });

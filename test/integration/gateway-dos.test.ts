@@ -83,7 +83,10 @@ function assertDistFresh(): void {
     }
   };
   walk(join(REPO_ROOT, 'src'));
-  if (stale.length) throw new Error(`dist/ is older than src/ (${stale.slice(0, 5).join(', ')}${stale.length > 5 ? ', …' : ''}): run "npm run build" first; bin/berth.js runs dist/`);
+  if (stale.length)
+    throw new Error(
+      `dist/ is older than src/ (${stale.slice(0, 5).join(', ')}${stale.length > 5 ? ', …' : ''}): run "npm run build" first; bin/berth.js runs dist/`,
+    );
 }
 
 function startServer(dir: string): Promise<Server> {
@@ -293,7 +296,12 @@ function formatReport(r: Report): string {
 function expectHealthy(r: Report): void {
   if (!r.alive) throw new Error(`${r.attack}: ${deathNote(srv())}`);
   expect.soft(r.polls, 'healthz was polled').toBeGreaterThan(10);
-  expect.soft(r.failed.map((p) => `${p.status} ${p.error ?? ''} after ${p.ms.toFixed(0)} ms`), `${r.attack}: every /healthz poll answers 200`).toEqual([]);
+  expect
+    .soft(
+      r.failed.map((p) => `${p.status} ${p.error ?? ''} after ${p.ms.toFixed(0)} ms`),
+      `${r.attack}: every /healthz poll answers 200`,
+    )
+    .toEqual([]);
   expect.soft(r.peakRssMb, `${r.attack}: peak RSS of berth serve (MiB)`).toBeLessThan(MEMORY_BOUND_MB);
 }
 
@@ -315,7 +323,10 @@ async function api<T>(method: string, path: string, body?: unknown, timeoutMs = 
     });
     return { status: res.status, json: (await res.json()) as T };
   } catch (err) {
-    if ((err as Error).name === 'TimeoutError') throw new Error(`${method} ${path} got no answer within ${timeoutMs / 1000} s (berth serve is ${s.exit ? 'dead' : 'alive'}): it hangs`);
+    if ((err as Error).name === 'TimeoutError')
+      throw new Error(
+        `${method} ${path} got no answer within ${timeoutMs / 1000} s (berth serve is ${s.exit ? 'dead' : 'alive'}): it hangs`,
+      );
     throw err;
   }
 }
@@ -335,7 +346,12 @@ interface RunView {
  * none). The project's timeout is 120 s: a run that has not returned 30 s after it hangs in berth.
  */
 async function runAsTenant(script: string, returnsWithinMs = 150_000): Promise<RunView> {
-  const { status, json } = await api<RunView>('POST', `/api/projects/${PROJECT}/runs`, { user: TENANT, level: 'low', message: script }, returnsWithinMs);
+  const { status, json } = await api<RunView>(
+    'POST',
+    `/api/projects/${PROJECT}/runs`,
+    { user: TENANT, level: 'low', message: script },
+    returnsWithinMs,
+  );
   expect(status, JSON.stringify(json)).toBe(200);
   return json;
 }
@@ -366,9 +382,14 @@ beforeAll(async () => {
   });
   expect(created.status, JSON.stringify(created.json)).toBeLessThan(300);
   // The tenant's 4 MB file, in its own private scope (= /workspace with isolation).
-  const first = await runAsTenant(`echo "$BERTH_WORKSPACE"; head -c ${BIG_BYTES} /dev/zero | tr '\\0' a > big.txt; head -c ${WIDE_BYTES} /dev/zero | tr '\\0' '"' > wide.txt; wc -c < big.txt`);
+  const first = await runAsTenant(
+    `echo "$BERTH_WORKSPACE"; head -c ${BIG_BYTES} /dev/zero | tr '\\0' a > big.txt; head -c ${WIDE_BYTES} /dev/zero | tr '\\0' '"' > wide.txt; wc -c < big.txt`,
+  );
   expect(first.exit_code, first.stderr).toBe(0);
-  const [id, size] = first.stdout.trim().split('\n').map((l) => l.trim());
+  const [id, size] = first.stdout
+    .trim()
+    .split('\n')
+    .map((l) => l.trim());
   expect(id).toMatch(/^[0-9a-f]{32}$/);
   expect(Number(size)).toBe(BIG_BYTES);
   folderId = id as string;
@@ -385,8 +406,13 @@ beforeAll(async () => {
     await sleep(Math.max(0, POLL_EVERY_MS - (performance.now() - start)));
   }
   idlePolls.sort((a, b) => a - b);
-  baseline = { p50Ms: idlePolls[Math.floor(idlePolls.length / 2)] as number, p99Ms: idlePolls[Math.min(idlePolls.length - 1, Math.floor(0.99 * idlePolls.length))] as number };
-  console.log(`[gateway-dos] idle server after setup: RSS ${mb(idle?.rssMb ?? NaN)}, VmHWM ${mb(idle?.hwmMb ?? NaN)}, /healthz p50 ${baseline.p50Ms.toFixed(1)} ms, p99 ${baseline.p99Ms.toFixed(1)} ms`);
+  baseline = {
+    p50Ms: idlePolls[Math.floor(idlePolls.length / 2)] as number,
+    p99Ms: idlePolls[Math.min(idlePolls.length - 1, Math.floor(0.99 * idlePolls.length))] as number,
+  };
+  console.log(
+    `[gateway-dos] idle server after setup: RSS ${mb(idle?.rssMb ?? NaN)}, VmHWM ${mb(idle?.hwmMb ?? NaN)}, /healthz p50 ${baseline.p50Ms.toFixed(1)} ms, p99 ${baseline.p99Ms.toFixed(1)} ms`,
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -394,7 +420,10 @@ afterAll(async () => {
     console.log(
       `[gateway-dos] summary (bound ${MEMORY_BOUND_MB} MiB; idle /healthz p50 ${baseline?.p50Ms.toFixed(1)} ms, p99 ${baseline?.p99Ms.toFixed(1)} ms):\n` +
         reports
-          .map((r) => `  ${r.attack.padEnd(34)} ${r.alive ? 'alive' : 'DEAD '}  healthz p99 ${ratio(r.p99Ms, baseline?.p99Ms)} idle, max ${r.maxMs.toFixed(0).padStart(5)} ms over ${r.polls} polls (${r.failed.length} failed)  peak RSS ${mb(r.peakRssMb)}  VmHWM ${mb(r.hwmMb)}`)
+          .map(
+            (r) =>
+              `  ${r.attack.padEnd(34)} ${r.alive ? 'alive' : 'DEAD '}  healthz p99 ${ratio(r.p99Ms, baseline?.p99Ms)} idle, max ${r.maxMs.toFixed(0).padStart(5)} ms over ${r.polls} polls (${r.failed.length} failed)  peak RSS ${mb(r.peakRssMb)}  VmHWM ${mb(r.hwmMb)}`,
+          )
           .join('\n'),
     );
   }
@@ -445,13 +474,29 @@ describe('gateway and /mcp/session under a tenant flood (one berth serve process
       expect.soft(run.timed_out, 'attack 1 run timed out: the gateway left the connection hanging').toBe(false);
       expect.soft(run.stderr).toMatch(/bridge-exit \d+/);
       // Every answer is for a request that was sent, at most once, and is the whole file or an error, never partial data.
-      expect.soft(answers.filter((a) => a.kind === 'other'), 'answers that are neither a full read nor an error').toEqual([]);
+      expect
+        .soft(
+          answers.filter((a) => a.kind === 'other'),
+          'answers that are neither a full read nor an error',
+        )
+        .toEqual([]);
       const ids = answers.map((a) => a.id).filter((id): id is number => id !== null);
       expect.soft(new Set(ids).size, 'an id answered twice').toBe(ids.length);
-      expect.soft(ids.filter((id) => id < 1 || id > 300), 'ids that were never sent').toEqual([]);
-      expect.soft(answers.filter((a) => a.id === null && a.kind !== 'error'), 'a result without an id').toEqual([]);
+      expect
+        .soft(
+          ids.filter((id) => id < 1 || id > 300),
+          'ids that were never sent',
+        )
+        .toEqual([]);
+      expect
+        .soft(
+          answers.filter((a) => a.id === null && a.kind !== 'error'),
+          'a result without an id',
+        )
+        .toEqual([]);
       // Past its bounds the server says no: whatever was not answered with data got an error, not silence.
-      if (ids.length < 300) expect.soft(errors.length, `only ${ids.length} of 300 requests answered and no error said why`).toBeGreaterThan(0);
+      if (ids.length < 300)
+        expect.soft(errors.length, `only ${ids.length} of 300 requests answered and no error said why`).toBeGreaterThan(0);
     },
     TEST_TIMEOUT,
   );
@@ -470,7 +515,7 @@ describe('gateway and /mcp/session under a tenant flood (one berth serve process
         "  ( head -c 9000000 /dev/zero | tr '\\0' a | berth-bridge > /tmp/out.$i 2> /tmp/err.$i; echo $? > /tmp/rc.$i ) &",
         'done',
         'wait',
-        'for i in $(seq 150); do echo "C $i $(cat /tmp/rc.$i) $(wc -c < /tmp/out.$i) $(head -c 300 /tmp/out.$i | tr \'\\n\' \' \')"; echo "E $i $(head -c 200 /tmp/err.$i | tr \'\\n\' \' \')"; done',
+        "for i in $(seq 150); do echo \"C $i $(cat /tmp/rc.$i) $(wc -c < /tmp/out.$i) $(head -c 300 /tmp/out.$i | tr '\\n' ' ')\"; echo \"E $i $(head -c 200 /tmp/err.$i | tr '\\n' ' ')\"; done",
       ].join('\n');
       let run: RunView | undefined;
       let r: Report;
@@ -534,7 +579,9 @@ describe('gateway and /mcp/session under a tenant flood (one berth serve process
           'attack 3',
           (async () => {
             for (const wave of WAVES) {
-              const body = JSON.stringify(wave.batch === 0 ? readCall(1, 'wide.txt') : Array.from({ length: wave.batch }, (_, i) => readCall(i + 1)));
+              const body = JSON.stringify(
+                wave.batch === 0 ? readCall(1, 'wide.txt') : Array.from({ length: wave.batch }, (_, i) => readCall(i + 1)),
+              );
               for (let i = 0; i < wave.sockets; i++) {
                 const sock = net.connect(Number(port), hostname);
                 // Never read: the kernel buffers fill and the server's writes no longer drain.
@@ -556,16 +603,25 @@ describe('gateway and /mcp/session under a tenant flood (one berth serve process
         await sleep(200);
         const seen = sockets.map((sk) => {
           const head = sk.read() as Buffer | null;
-          return head ? head.toString('latin1', 0, Math.min(head.length, 200)).split('\r\n')[0] : sk.destroyed ? 'closed by the server' : 'nothing';
+          return head
+            ? head.toString('latin1', 0, Math.min(head.length, 200)).split('\r\n')[0]
+            : sk.destroyed
+              ? 'closed by the server'
+              : 'nothing';
         });
         for (const sk of sockets) sk.destroy();
         const r = await w.stop();
-        note(r, `slow readers dropped after ${HOLD_MS} ms; first line each had waiting: ${JSON.stringify(seen)}; socket errors ${JSON.stringify(socketErrors.slice(0, 3))}`);
+        note(
+          r,
+          `slow readers dropped after ${HOLD_MS} ms; first line each had waiting: ${JSON.stringify(seen)}; socket errors ${JSON.stringify(socketErrors.slice(0, 3))}`,
+        );
         expectHealthy(r);
         // Past the bound the server says no at once (429 BUSY) instead of holding more answers for readers that do not read.
         const singles = seen.slice(0, WAVES[0]?.sockets ?? 0);
         expect.soft(singles.filter((l) => l?.includes(' 429 ')).length, 'slow single readers past the bound get 429').toBeGreaterThan(0);
-        expect.soft(singles.filter((l) => l?.includes(' 200 ')).length, 'answers held for slow readers (bound: MCP_HTTP_BOUNDS.concurrent)').toBeLessThanOrEqual(2);
+        expect
+          .soft(singles.filter((l) => l?.includes(' 200 ')).length, 'answers held for slow readers (bound: MCP_HTTP_BOUNDS.concurrent)')
+          .toBeLessThanOrEqual(2);
       }
     },
     TEST_TIMEOUT,
@@ -591,7 +647,11 @@ describe('gateway and /mcp/session under a tenant flood (one berth serve process
             try {
               const res = await fetch(`${srv().url}/mcp/session`, {
                 method: 'POST',
-                headers: { authorization: `Bearer ${sessionToken}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+                headers: {
+                  authorization: `Bearer ${sessionToken}`,
+                  'content-type': 'application/json',
+                  accept: 'application/json, text/event-stream',
+                },
                 body: JSON.stringify(Array.from({ length: BATCH }, (_, i) => readCall(i + 1))),
                 signal: AbortSignal.timeout(ANSWER_WITHIN_MS),
               });
@@ -609,9 +669,15 @@ describe('gateway and /mcp/session under a tenant flood (one berth serve process
                 }
                 chunks.push(Buffer.from(value));
               }
-              return { status: res.status, ms: performance.now() - t0, body: Buffer.concat(chunks).toString('utf8'), tooBig: size > MAX_BODY };
+              return {
+                status: res.status,
+                ms: performance.now() - t0,
+                body: Buffer.concat(chunks).toString('utf8'),
+                tooBig: size > MAX_BODY,
+              };
             } catch (err) {
-              if ((err as Error).name === 'TimeoutError' || (err as Error).name === 'AbortError') return { hung: true as const, ms: performance.now() - t0 };
+              if ((err as Error).name === 'TimeoutError' || (err as Error).name === 'AbortError')
+                return { hung: true as const, ms: performance.now() - t0 };
               throw err;
             }
           })(),
@@ -628,13 +694,19 @@ describe('gateway and /mcp/session under a tenant flood (one berth serve process
       );
       expectHealthy(r);
 
-      if ('hung' in outcome) throw new Error(`attack 4: /mcp/session did not answer a batch of ${BATCH} reads within ${ANSWER_WITHIN_MS} ms (it hangs)`);
+      if ('hung' in outcome)
+        throw new Error(`attack 4: /mcp/session did not answer a batch of ${BATCH} reads within ${ANSWER_WITHIN_MS} ms (it hangs)`);
       expect.soft(outcome.tooBig, `the answer passed ${MAX_BODY} bytes: the total response is not bounded`).toBe(false);
       if (outcome.status < 400) {
         // A 2xx answer must say no to (part of) the batch with JSON-RPC errors.
         const parsed = JSON.parse(outcome.body) as unknown;
         const items = (Array.isArray(parsed) ? parsed : [parsed]) as Array<{ error?: unknown; result?: { isError?: boolean } }>;
-        expect.soft(items.filter((m) => m.error !== undefined || m.result?.isError === true).length, 'a batch past the response bound gets errors').toBeGreaterThan(0);
+        expect
+          .soft(
+            items.filter((m) => m.error !== undefined || m.result?.isError === true).length,
+            'a batch past the response bound gets errors',
+          )
+          .toBeGreaterThan(0);
       }
     },
     TEST_TIMEOUT,
@@ -664,7 +736,16 @@ describe('gateway and /mcp/session under a tenant flood (one berth serve process
     expect(s.exit).toMatchObject({ code: 0 });
     const left = execFileSync(
       'docker',
-      ['ps', '-a', '--filter', 'label=berth.managed=true', '--filter', `label=berth.installation=${installationId(home)}`, '--format', '{{.ID}} {{.Status}} {{.Label "berth.run"}}'],
+      [
+        'ps',
+        '-a',
+        '--filter',
+        'label=berth.managed=true',
+        '--filter',
+        `label=berth.installation=${installationId(home)}`,
+        '--format',
+        '{{.ID}} {{.Status}} {{.Label "berth.run"}}',
+      ],
       { encoding: 'utf8' },
     ).trim();
     expect.soft(left, 'containers left behind').toBe('');
@@ -701,7 +782,11 @@ function parseAnswers(stdout: string): Answer[] {
       const text = rest.join(' ');
       const id = Number(/"id":\s*(\d+)/.exec(text)?.[1] ?? NaN);
       const isResult = /^\{("jsonrpc":"2\.0",("id":\d+,)?)?"result":/.test(text) && !/"isError":\s*true/.test(text);
-      out.push({ id: Number.isNaN(id) ? null : id, kind: isResult && Number(len) >= BIG_BYTES ? 'read' : /"error":/.test(text) ? 'error' : 'other', text });
+      out.push({
+        id: Number.isNaN(id) ? null : id,
+        kind: isResult && Number(len) >= BIG_BYTES ? 'read' : /"error":/.test(text) ? 'error' : 'other',
+        text,
+      });
     }
   }
   return out;

@@ -23,8 +23,15 @@ function buildClientImage(): void {
   const dir = join(REPO_ROOT, 'test/fixtures/gateway-client');
   const run = (cmd: string, args: string[]) => execFileSync(cmd, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   run(join(REPO_ROOT, 'scripts/make-node-base.sh'), []);
-  run(join(REPO_ROOT, 'node_modules/.bin/esbuild'), [join(dir, 'client.ts'), '--bundle', '--platform=node', '--format=esm', '--target=node20', `--outfile=${join(dir, 'client.mjs')}`,
-    '--banner:js=import { createRequire } from "module"; const require = createRequire(import.meta.url);']);
+  run(join(REPO_ROOT, 'node_modules/.bin/esbuild'), [
+    join(dir, 'client.ts'),
+    '--bundle',
+    '--platform=node',
+    '--format=esm',
+    '--target=node20',
+    `--outfile=${join(dir, 'client.mjs')}`,
+    '--banner:js=import { createRequire } from "module"; const require = createRequire(import.meta.url);',
+  ]);
   compileBridge(join(REPO_ROOT, 'images/shell/berth-bridge.c'), join(dir, 'berth-bridge'));
   run('docker', ['build', '-q', '-t', CLIENT_IMAGE, dir]);
 }
@@ -45,7 +52,10 @@ beforeAll(async () => {
   fs.writeFileSync(join(canaryDir, 'secret.txt'), 'host-canary');
   // First contact creates each folder; owners publish something in their shared scope.
   for (const who of ['web:bob', 'web:carol', 'web:boss', 'team:b']) {
-    await inContainer(who, [write(who, 'shared', 'note.txt', `${who} published\n`), write(who, 'private', 'private.txt', `${who} private\n`)]);
+    await inContainer(who, [
+      write(who, 'shared', 'note.txt', `${who} published\n`),
+      write(who, 'private', 'private.txt', `${who} private\n`),
+    ]);
   }
 }, 180_000);
 afterAll(async () => {
@@ -60,14 +70,35 @@ async function inContainer(user: string, calls: Call[]): Promise<Answer[]> {
   const o = await h.run(P, user, JSON.stringify(calls), 'low');
   expect(o.exitCode, o.stderr).toBe(0);
   const out = JSON.parse(o.stdout) as { tools: string[]; answers: Answer[] };
-  expect(out.tools.sort()).toEqual(['delete_file_by_id', 'get_file_info_by_id', 'list_folders', 'read_file_by_id', 'workspace_profile', 'write_file_by_id']);
+  expect(out.tools.sort()).toEqual([
+    'delete_file_by_id',
+    'get_file_info_by_id',
+    'list_folders',
+    'read_file_by_id',
+    'workspace_profile',
+    'write_file_by_id',
+  ]);
   return out.answers;
 }
 
-const ref = (folder: string, scope: 'private' | 'shared', path: string, extra: Record<string, unknown> = {}) => ({ folderId: id(folder), scope, path, ...extra });
-const read = (folder: string, scope: 'private' | 'shared', path: string): Call => ({ name: 'read_file_by_id', arguments: ref(folder, scope, path) });
-const write = (folder: string, scope: 'private' | 'shared', path: string, content = 'x'): Call => ({ name: 'write_file_by_id', arguments: ref(folder, scope, path, { content }) });
-const del = (folder: string, scope: 'private' | 'shared', path: string): Call => ({ name: 'delete_file_by_id', arguments: ref(folder, scope, path) });
+const ref = (folder: string, scope: 'private' | 'shared', path: string, extra: Record<string, unknown> = {}) => ({
+  folderId: id(folder),
+  scope,
+  path,
+  ...extra,
+});
+const read = (folder: string, scope: 'private' | 'shared', path: string): Call => ({
+  name: 'read_file_by_id',
+  arguments: ref(folder, scope, path),
+});
+const write = (folder: string, scope: 'private' | 'shared', path: string, content = 'x'): Call => ({
+  name: 'write_file_by_id',
+  arguments: ref(folder, scope, path, { content }),
+});
+const del = (folder: string, scope: 'private' | 'shared', path: string): Call => ({
+  name: 'delete_file_by_id',
+  arguments: ref(folder, scope, path),
+});
 
 describe('gateway: every cell of the permission table, from inside a real container', () => {
   it('own folder: read / write / delete in both scopes', async () => {
@@ -82,7 +113,9 @@ describe('gateway: every cell of the permission table, from inside a real contai
     ]);
     expect(r.map((a) => a.ok)).toEqual([true, true, true, true, true, true, true]);
     expect(r[1]?.value).toEqual({ text: 'mine' });
-    expect(fs.readFileSync(join(h.home, 'projects', P, 'workspaces', id('web:alice'), 'shared/pub.txt'), 'utf8')).toBe('published by alice');
+    expect(fs.readFileSync(join(h.home, 'projects', P, 'workspaces', id('web:alice'), 'shared/pub.txt'), 'utf8')).toBe(
+      'published by alice',
+    );
   });
 
   it("own team's folder (member): read / write / delete in both scopes; creating it when it does not exist", async () => {
@@ -94,7 +127,11 @@ describe('gateway: every cell of the permission table, from inside a real contai
       del('team:a', 'private', 'notes.md'),
     ]);
     expect(r.map((a) => a.ok)).toEqual([true, true, true, true]);
-    const bob = await inContainer('web:bob', [read('team:a', 'shared', 'plan.md'), write('team:a', 'shared', 'plan.md', 'v2'), del('team:a', 'shared', 'plan.md')]);
+    const bob = await inContainer('web:bob', [
+      read('team:a', 'shared', 'plan.md'),
+      write('team:a', 'shared', 'plan.md', 'v2'),
+      del('team:a', 'shared', 'plan.md'),
+    ]);
     expect(bob.map((a) => a.ok)).toEqual([true, true, true]);
   });
 
@@ -113,7 +150,9 @@ describe('gateway: every cell of the permission table, from inside a real contai
     expect(boss.map((a) => a.ok)).toEqual([true, false]);
     const carol = await inContainer('web:carol', [read('web:bob', 'shared', 'note.txt')]);
     expect(carol.map((a) => a.ok)).toEqual([false]);
-    expect(fs.readFileSync(join(h.home, 'projects', P, 'workspaces', id('web:bob'), 'shared/note.txt'), 'utf8')).toBe('web:bob published\n');
+    expect(fs.readFileSync(join(h.home, 'projects', P, 'workspaces', id('web:bob'), 'shared/note.txt'), 'utf8')).toBe(
+      'web:bob published\n',
+    );
   });
 
   it("another team's folder: private never; shared readable by every project member, never writable", async () => {
@@ -151,7 +190,13 @@ describe('gateway: every cell of the permission table, from inside a real contai
 
   it("in workspace mode \"session\", the file tools of the session's container act on that session's workspace; the tenant's default one is out of reach", async () => {
     const inSession = async (session: string, calls: Call[]) => {
-      const o = await h.berth.runner.run({ project: P, tenantKey: 'web:dora', sessionId: session, message: JSON.stringify(calls), level: 'low' });
+      const o = await h.berth.runner.run({
+        project: P,
+        tenantKey: 'web:dora',
+        sessionId: session,
+        message: JSON.stringify(calls),
+        level: 'low',
+      });
       expect(o.exitCode, o.stderr).toBe(0);
       return { answers: (JSON.parse(o.stdout) as { answers: Answer[] }).answers, workspaceId: o.workspaceId };
     };
@@ -162,12 +207,23 @@ describe('gateway: every cell of the permission table, from inside a real contai
     expect(workspaceId).not.toBe(id('web:dora'));
     expect(answers[0]?.value.folders.map((f: { uuid: string }) => f.uuid)).toEqual([workspaceId]);
     const own = (path: string, content?: string): Call =>
-      content === undefined ? { name: 'read_file_by_id', arguments: { folderId: workspaceId, scope: 'private', path } } : { name: 'write_file_by_id', arguments: { folderId: workspaceId, scope: 'private', path, content } };
-    const r = (await inSession('dora-own', [own('session.txt', 'in the session workspace'), own('session.txt'), read('web:dora', 'private', 'default.txt'), write('web:dora', 'private', 'default.txt', 'overwritten')])).answers;
+      content === undefined
+        ? { name: 'read_file_by_id', arguments: { folderId: workspaceId, scope: 'private', path } }
+        : { name: 'write_file_by_id', arguments: { folderId: workspaceId, scope: 'private', path, content } };
+    const r = (
+      await inSession('dora-own', [
+        own('session.txt', 'in the session workspace'),
+        own('session.txt'),
+        read('web:dora', 'private', 'default.txt'),
+        write('web:dora', 'private', 'default.txt', 'overwritten'),
+      ])
+    ).answers;
     expect(r.map((a) => a.ok)).toEqual([true, true, false, false]);
     expect(r[1]?.value).toEqual({ text: 'in the session workspace' });
     expect(r[2]?.error.code).toBe('PERMISSION_DENIED');
-    expect(fs.readFileSync(join(h.home, 'projects', P, 'workspaces', id('web:dora'), 'default.txt'), 'utf8')).toBe('in the default workspace');
+    expect(fs.readFileSync(join(h.home, 'projects', P, 'workspaces', id('web:dora'), 'default.txt'), 'utf8')).toBe(
+      'in the default workspace',
+    );
   });
 
   it('a link a tenant planted is a structured sandbox violation, logged and counted; the host file is untouched', async () => {
@@ -199,9 +255,16 @@ describe('workspace profile', () => {
       write('web:dev', 'private', 'pnpm-lock.yaml', ''),
       { name: 'workspace_profile', arguments: {} },
     ]);
-    expect(r[1]?.value).toMatchObject({ ecosystems: ['node'], package_manager: 'npm', commands: { test: ['npm', 'test'], lint: ['npm', 'run', 'lint'] } });
+    expect(r[1]?.value).toMatchObject({
+      ecosystems: ['node'],
+      package_manager: 'npm',
+      commands: { test: ['npm', 'test'], lint: ['npm', 'run', 'lint'] },
+    });
     expect(r[3]?.value).toMatchObject({ package_manager: 'pnpm', commands: { test: ['pnpm', 'test'] } });
-    expect(h.berth.admin.workspaceProfile(P, id('web:dev'))).toMatchObject({ package_manager: 'pnpm', detected_from: ['package.json', 'pnpm-lock.yaml'] });
+    expect(h.berth.admin.workspaceProfile(P, id('web:dev'))).toMatchObject({
+      package_manager: 'pnpm',
+      detected_from: ['package.json', 'pnpm-lock.yaml'],
+    });
   });
 });
 

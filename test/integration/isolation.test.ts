@@ -84,12 +84,17 @@ describe('workspace isolation (real containers)', () => {
     // Refused in the kernel's words: runc's (EROFS, EBUSY for a mount point) or gVisor's (EACCES from its gofer).
     expect(o.stderr).toMatch(/can't create \/workspace\/metadata\.json: (Read-only file system|Permission denied)/);
     expect(o.stdout).toMatch(/can't remove '\/workspace\/metadata\.json': (Device or resource busy|Permission denied)/);
-    expect(o.stdout).toMatch(/can't rename '\/workspace\/metadata\.json': (Device or resource busy|Read-only file system|Permission denied)/);
+    expect(o.stdout).toMatch(
+      /can't rename '\/workspace\/metadata\.json': (Device or resource busy|Read-only file system|Permission denied)/,
+    );
     // The run log exists on the host (earlier runs wrote it) but the container cannot see or add to it.
     expect(o.stdout).not.toContain('"exit_code"');
     expect(o.stdout).toContain("can't open '/workspace/sessions/runs.jsonl'");
     expect(o.stdout).toContain("can't open '/workspace/sessions/journal.jsonl'");
-    expect(fs.readdirSync(join(h.home, 'projects/shared/sessions')).filter((n) => !/^t-[0-9a-f]{32}\.json$/.test(n))).toEqual(['journal.jsonl', 'runs.jsonl']); // berth's own, written on the host
+    expect(fs.readdirSync(join(h.home, 'projects/shared/sessions')).filter((n) => !/^t-[0-9a-f]{32}\.json$/.test(n))).toEqual([
+      'journal.jsonl',
+      'runs.jsonl',
+    ]); // berth's own, written on the host
     expect(o.stdout).not.toContain('permission_level');
   });
 

@@ -28,7 +28,10 @@ const journal = () =>
     .map((l) => JournalEntrySchema.parse(JSON.parse(l)));
 
 function berthRun(user: string, message: string) {
-  const proc = spawn(process.execPath, [BERTH_BIN, '--home', h.home, 'run', 'jr', '--user', user, '--', message], { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [BERTH_BIN, '--home', h.home, 'run', 'jr', '--user', user, '--', message], {
+    env: { PATH: process.env.PATH ?? '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   proc.stdout.on('data', (d: Buffer) => (out += d));
   const done = new Promise<number>((resolve) => proc.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : -1))));
@@ -38,7 +41,9 @@ function berthRun(user: string, message: string) {
 async function containerOf(user: string): Promise<string> {
   for (let i = 0; i < 200; i++) {
     const started = fs.existsSync(join(h.home, 'projects/jr/sessions/journal.jsonl')) ? journal().filter((e) => e.phase === 'started') : [];
-    const mine = (await engine.listManaged({ installation: installationId(h.home), project: 'jr' })).filter((c) => started.some((e) => e.container === c.id));
+    const mine = (await engine.listManaged({ installation: installationId(h.home), project: 'jr' })).filter((c) =>
+      started.some((e) => e.container === c.id),
+    );
     const running = mine.find((c) => c.state === 'running' && !seen.has(c.id));
     if (running) {
       seen.add(running.id);
@@ -59,7 +64,9 @@ describe('run journal', () => {
 
     doomed.proc.kill('SIGKILL');
     await doomed.done;
-    const open = journal().filter((e) => e.run === doomedRun).map((e) => e.phase);
+    const open = journal()
+      .filter((e) => e.run === doomedRun)
+      .map((e) => e.phase);
     expect(open).toEqual(['accepted', 'started']); // the trace a dead berth leaves
 
     const { interrupted, removed } = await h.berth.runner.recover();
@@ -67,22 +74,39 @@ describe('run journal', () => {
     expect(removed).toBe(1);
     const containers = await engine.listManaged({ installation: installationId(h.home), project: 'jr' });
     expect(containers.map((c) => c.run)).toEqual([liveRun]);
-    expect(journal().filter((e) => e.run === doomedRun).map((e) => e.phase)).toEqual(['accepted', 'started', 'interrupted']);
+    expect(
+      journal()
+        .filter((e) => e.run === doomedRun)
+        .map((e) => e.phase),
+    ).toEqual(['accepted', 'started', 'interrupted']);
 
     // The other berth process's run finishes normally and is journaled as finished.
     expect(await live.done).toBe(0);
     expect(live.out()).toBe('survived\n');
-    expect(journal().filter((e) => e.run === liveRun).map((e) => e.phase)).toEqual(['accepted', 'started', 'finished']);
+    expect(
+      journal()
+        .filter((e) => e.run === liveRun)
+        .map((e) => e.phase),
+    ).toEqual(['accepted', 'started', 'finished']);
 
     // The runs API shows it: the finished run as a record, the killed one as interrupted.
     const listed = h.berth.admin.listRuns('jr', {});
-    expect(listed.interrupted).toEqual([{ run: doomedRun, session: expect.stringMatching(/^t-/), kind: 'message', interrupted_at: expect.any(String), reason: expect.stringContaining('is gone') }]);
+    expect(listed.interrupted).toEqual([
+      {
+        run: doomedRun,
+        session: expect.stringMatching(/^t-/),
+        kind: 'message',
+        interrupted_at: expect.any(String),
+        reason: expect.stringContaining('is gone'),
+      },
+    ]);
     expect(listed.runs.map((r) => r.run)).toContain(liveRun);
 
     // Recovering again changes nothing: every run has exactly one closing record.
     expect(await h.berth.runner.recover()).toEqual({ interrupted: [], removed: 0 });
     const closing = new Map<string, number>();
-    for (const e of journal()) if (['finished', 'failed', 'interrupted'].includes(e.phase)) closing.set(e.run, (closing.get(e.run) ?? 0) + 1);
+    for (const e of journal())
+      if (['finished', 'failed', 'interrupted'].includes(e.phase)) closing.set(e.run, (closing.get(e.run) ?? 0) + 1);
     expect([...closing.values()].every((n) => n === 1)).toBe(true);
   }, 90_000);
 });

@@ -77,7 +77,10 @@ function findKubectls(): Kubectl[] {
   const named = process.env.BERTH_KUBECTL;
   if (named && !executable(named)) throw new Error(`BERTH_KUBECTL=${named}: no executable there`);
   const candidates = [named, join(kubeBinaries(), 'kubectl')].filter((p): p is string => p !== undefined && executable(p));
-  const onPath = (process.env.PATH ?? '').split(':').map((dir) => join(dir, 'kubectl')).find((p) => executable(p));
+  const onPath = (process.env.PATH ?? '')
+    .split(':')
+    .map((dir) => join(dir, 'kubectl'))
+    .find((p) => executable(p));
   if (onPath) candidates.push(onPath);
   const found: Kubectl[] = [];
   for (const path of candidates) {
@@ -103,7 +106,9 @@ function kubectl(k: Kubectl, args: string[], input?: string): { status: number; 
 function rendered(k: Kubectl): KubeObject[] {
   const r = kubectl(k, ['kustomize', DEPLOY]);
   expect(r.status, r.stderr).toBe(0);
-  return YAML.parseAllDocuments(r.stdout).map((d) => d.toJS() as KubeObject).filter(Boolean);
+  return YAML.parseAllDocuments(r.stdout)
+    .map((d) => d.toJS() as KubeObject)
+    .filter(Boolean);
 }
 
 /** The server's REST path of an object, from its discovery documents. */
@@ -118,15 +123,22 @@ async function pathOf(obj: KubeObject): Promise<string> {
 /** The OpenAPI definition of a kind (by its x-kubernetes-group-version-kind). */
 function definitionOf(doc: OpenApiDoc, obj: KubeObject): string {
   const [group, version] = obj.apiVersion.includes('/') ? obj.apiVersion.split('/') : ['', obj.apiVersion];
-  const defs = doc.definitions as Record<string, { 'x-kubernetes-group-version-kind'?: Array<{ group: string; version: string; kind: string }> }>;
-  const name = Object.keys(defs).find((n) => defs[n]?.['x-kubernetes-group-version-kind']?.some((g) => g.group === group && g.version === version && g.kind === obj.kind));
+  const defs = doc.definitions as Record<
+    string,
+    { 'x-kubernetes-group-version-kind'?: Array<{ group: string; version: string; kind: string }> }
+  >;
+  const name = Object.keys(defs).find((n) =>
+    defs[n]?.['x-kubernetes-group-version-kind']?.some((g) => g.group === group && g.version === version && g.kind === obj.kind),
+  );
   if (!name) throw new Error(`no OpenAPI definition of ${obj.apiVersion} ${obj.kind}`);
   return name;
 }
 
 /** A rule as a comparable set of (group, resource, verb) lines. */
 function grants(rules: V1PolicyRule[] | undefined): string[] {
-  return (rules ?? []).flatMap((r) => (r.apiGroups ?? []).flatMap((g) => (r.resources ?? []).flatMap((res) => r.verbs.map((v) => `${g}/${res}:${v}`)))).sort();
+  return (rules ?? [])
+    .flatMap((r) => (r.apiGroups ?? []).flatMap((g) => (r.resources ?? []).flatMap((res) => r.verbs.map((v) => `${g}/${res}:${v}`))))
+    .sort();
 }
 
 /** What berth's Role allows, exactly (docs/kubernetes.md, src/launch/kubernetes/launcher.ts). */
@@ -144,12 +156,23 @@ const ROLE: Array<[group: string, resources: string[], verbs: string[]]> = [
 const ROLE_GRANTS = ROLE.flatMap(([g, resources, verbs]) => resources.flatMap((res) => verbs.map((v) => `${g}/${res}:${v}`))).sort();
 
 /** Whether the server's authorizer lets berth's service account do it. */
-async function allowed(attrs: { verb: string; group?: string; resource: string; subresource?: string; namespace?: string; name?: string }): Promise<boolean> {
+async function allowed(attrs: {
+  verb: string;
+  group?: string;
+  resource: string;
+  subresource?: string;
+  namespace?: string;
+  name?: string;
+}): Promise<boolean> {
   const review = await cluster.kubeConfig.makeApiClient(AuthorizationV1Api).createSubjectAccessReview({
     body: {
       apiVersion: 'authorization.k8s.io/v1',
       kind: 'SubjectAccessReview',
-      spec: { user: SA_USER, groups: ['system:serviceaccounts', `system:serviceaccounts:${NS}`, 'system:authenticated'], resourceAttributes: { group: '', ...attrs } },
+      spec: {
+        user: SA_USER,
+        groups: ['system:serviceaccounts', `system:serviceaccounts:${NS}`, 'system:authenticated'],
+        resourceAttributes: { group: '', ...attrs },
+      },
     },
   });
   return review.status?.allowed === true;
@@ -159,7 +182,9 @@ beforeAll(async () => {
   cacheDir = fs.mkdtempSync(join(os.tmpdir(), 'berth-kubectl-'));
   kubectls = findKubectls();
   if (kubectls.length === 0) {
-    throw new Error('no kubectl: set BERTH_KUBECTL, or install one (apt-get install kubernetes-client; or unpack its .deb into the test API server\'s directory, scripts/ensure-kube.sh)');
+    throw new Error(
+      "no kubectl: set BERTH_KUBECTL, or install one (apt-get install kubernetes-client; or unpack its .deb into the test API server's directory, scripts/ensure-kube.sh)",
+    );
   }
   // The server's own version first: it installs; every other one validates.
   kubectls.sort((a, b) => Number(b.version.startsWith('v1.20.')) - Number(a.version.startsWith('v1.20.')));
@@ -218,7 +243,7 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
     }
   });
 
-  it('passes the server\'s validation of every object (--dry-run=server, --validate=true), with every kubectl, storing nothing', async () => {
+  it("passes the server's validation of every object (--dry-run=server, --validate=true), with every kubectl, storing nothing", async () => {
     // A dry run makes no namespace, and the server refuses objects in one that does not exist: the
     // Namespace, exactly as deploy/ renders it, goes first (`apply -k` then finds it unchanged).
     const ns = rendered(kubectls[0]!).filter((o) => o.kind === 'Namespace');
@@ -237,7 +262,7 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
     await expect(apps.readNamespacedDeployment({ name: 'berth', namespace: NS })).rejects.toMatchObject({ code: 404 });
   });
 
-  it('installs with the README\'s commands; the server keeps every field as deploy/ wrote it; a second apply changes nothing', async () => {
+  it("installs with the README's commands; the server keeps every field as deploy/ wrote it; a second apply changes nothing", async () => {
     const k = kubectls[0]!;
     const lines = docCommands('deploy/README.md', 'kubectl ');
     const install = lines.find((l) => l.includes(' apply -k '));
@@ -278,11 +303,16 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
     }
 
     // Every binding in the cluster that names berth's service account: its Role here, and the one ClusterRole.
-    const names = (s: { kind: string; name: string; namespace?: string }) => s.kind === 'ServiceAccount' && s.name === 'berth' && s.namespace === NS;
+    const names = (s: { kind: string; name: string; namespace?: string }) =>
+      s.kind === 'ServiceAccount' && s.name === 'berth' && s.namespace === NS;
     const roleBindings = (await rbac.listRoleBindingForAllNamespaces()).items.filter((b) => b.subjects?.some(names));
-    expect(roleBindings.map((b) => `${b.metadata?.namespace}/${b.metadata?.name} -> ${b.roleRef.kind}/${b.roleRef.name}`)).toEqual([`${NS}/berth -> Role/berth`]);
+    expect(roleBindings.map((b) => `${b.metadata?.namespace}/${b.metadata?.name} -> ${b.roleRef.kind}/${b.roleRef.name}`)).toEqual([
+      `${NS}/berth -> Role/berth`,
+    ]);
     const clusterBindings = (await rbac.listClusterRoleBinding()).items.filter((b) => b.subjects?.some(names));
-    expect(clusterBindings.map((b) => `${b.metadata?.name} -> ${b.roleRef.kind}/${b.roleRef.name}`)).toEqual(['berth-runtimeclasses -> ClusterRole/berth-runtimeclasses']);
+    expect(clusterBindings.map((b) => `${b.metadata?.name} -> ${b.roleRef.kind}/${b.roleRef.name}`)).toEqual([
+      'berth-runtimeclasses -> ClusterRole/berth-runtimeclasses',
+    ]);
     const clusterRole = await rbac.readClusterRole({ name: 'berth-runtimeclasses' });
     expect(grants(clusterRole.rules)).toEqual(['node.k8s.io/runtimeclasses:get', 'node.k8s.io/runtimeclasses:list']);
     expect(clusterRole.aggregationRule).toBeUndefined();
@@ -326,13 +356,18 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
       { verb: 'update', group: 'apps', resource: 'deployments', namespace: NS, name: 'berth' },
     ];
     for (const attrs of refused) expect(await allowed(attrs), JSON.stringify(attrs)).toBe(false);
-    for (const verb of ['get', 'list']) expect(await allowed({ verb, group: 'node.k8s.io', resource: 'runtimeclasses' }), `${verb} runtimeclasses`).toBe(true);
+    for (const verb of ['get', 'list'])
+      expect(await allowed({ verb, group: 'node.k8s.io', resource: 'runtimeclasses' }), `${verb} runtimeclasses`).toBe(true);
   });
 
-  it('lets berth, as its service account, ask what /healthz asks: the server\'s version and its RuntimeClasses', async () => {
+  it("lets berth, as its service account, ask what /healthz asks: the server's version and its RuntimeClasses", async () => {
     // A token the server issues for the account (TokenRequest), as the kubelet mounts into berth's pod.
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-    const issued = await core.createNamespacedServiceAccountToken({ name: 'berth', namespace: NS, body: { spec: { audiences: ['https://kubernetes.default.svc'], expirationSeconds: 600 } } });
+    const issued = await core.createNamespacedServiceAccountToken({
+      name: 'berth',
+      namespace: NS,
+      body: { spec: { audiences: ['https://kubernetes.default.svc'], expirationSeconds: 600 } },
+    });
     const kc = new KubeConfig();
     kc.loadFromOptions({
       clusters: [{ name: 'test', server: cluster.server, skipTLSVerify: true }],
@@ -341,7 +376,11 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
       currentContext: 'berth',
     });
     const settings = KubernetesSchema.parse({ namespace: NS });
-    const launcher = createKubernetesLauncher({ kubeConfig: kc, settings, relay: { address: settings.gateway.address, tokens: createRelayTokens() } });
+    const launcher = createKubernetesLauncher({
+      kubeConfig: kc,
+      settings,
+      relay: { address: settings.gateway.address, tokens: createRelayTokens() },
+    });
     const info = await launcher.info();
     expect(info.version).toMatch(/^v1\.20\./);
     expect(info.runtimes.map((r) => r.name)).toEqual(['runc']);
@@ -363,10 +402,21 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
     expect(spec.hostNetwork ?? false).toBe(false);
     expect(spec.hostPID ?? false).toBe(false);
     expect(spec.hostIPC ?? false).toBe(false);
-    expect(spec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 10002, runAsGroup: 10002, fsGroup: 10002, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(spec.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      runAsUser: 10002,
+      runAsGroup: 10002,
+      fsGroup: 10002,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
 
     for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {
-      expect(c.securityContext, c.name).toMatchObject({ runAsNonRoot: true, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+      expect(c.securityContext, c.name).toMatchObject({
+        runAsNonRoot: true,
+        allowPrivilegeEscalation: false,
+        readOnlyRootFilesystem: true,
+        capabilities: { drop: ['ALL'] },
+      });
       expect(c.securityContext?.privileged ?? false, c.name).toBe(false);
       expect(c.securityContext?.capabilities?.add ?? [], c.name).toEqual([]);
       expect(c.image, c.name).toBe('berth/server:latest');
@@ -383,11 +433,13 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
       ['http', 8080, 'TCP'],
       ['gateway', KUBE_GATEWAY_PORT, 'TCP'],
     ]);
-    for (const probe of [berth.startupProbe, berth.readinessProbe]) expect(probe?.httpGet).toMatchObject({ path: '/healthz', port: 'http' });
+    for (const probe of [berth.startupProbe, berth.readinessProbe])
+      expect(probe?.httpGet).toMatchObject({ path: '/healthz', port: 'http' });
     expect(berth.livenessProbe?.tcpSocket?.port).toBe('http');
 
     const volumes = Object.fromEntries((spec.volumes ?? []).map((v) => [v.name, v]));
-    const mounts = (c: { volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }> }) => Object.fromEntries((c.volumeMounts ?? []).map((m) => [m.mountPath, m]));
+    const mounts = (c: { volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }> }) =>
+      Object.fromEntries((c.volumeMounts ?? []).map((m) => [m.mountPath, m]));
     expect(mounts(berth)['/var/lib/berth']?.name).toBe('home');
     expect(volumes.home?.persistentVolumeClaim?.claimName).toBe('berth-home');
     expect(mounts(berth)['/tmp']?.name).toBe('tmp');
@@ -404,7 +456,9 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
     const map = await cluster.kubeConfig.makeApiClient(CoreV1Api).readNamespacedConfigMap({ name: mapName, namespace: NS });
     expect(map.data?.['berth.yaml']).toBe(fs.readFileSync(join(DEPLOY, 'berth.yaml'), 'utf8'));
 
-    const claim = await cluster.kubeConfig.makeApiClient(CoreV1Api).readNamespacedPersistentVolumeClaim({ name: 'berth-home', namespace: NS });
+    const claim = await cluster.kubeConfig
+      .makeApiClient(CoreV1Api)
+      .readNamespacedPersistentVolumeClaim({ name: 'berth-home', namespace: NS });
     expect(claim.spec?.accessModes).toEqual(['ReadWriteOnce']);
     expect(claim.spec?.resources?.requests?.storage).toBe('10Gi');
   });
@@ -423,16 +477,19 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
     expect(`${gw.metadata?.name}:${gw.spec?.ports?.[0]?.port}`).toBe(KubernetesSchema.parse({}).gateway.address);
   });
 
-  it('closes tenant pods: no ingress, egress only TCP 41500 to berth\'s pod; berth\'s pod takes 41500 only from them', async () => {
+  it("closes tenant pods: no ingress, egress only TCP 41500 to berth's pod; berth's pod takes 41500 only from them", async () => {
     // As the server stores them (the typed client renames `from`).
-    const policy = async (name: string) => (await cluster.get(`/apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies/${name}`)) as V1NetworkPolicy;
+    const policy = async (name: string) =>
+      (await cluster.get(`/apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies/${name}`)) as V1NetworkPolicy;
     const tenants = await policy('berth-tenants');
     // The label every object berth makes carries (src/plan/labels.ts).
     expect(tenants.spec?.podSelector?.matchLabels).toEqual({ [LABELS.managed]: 'true' });
     expect(tenants.spec?.podSelector?.matchExpressions).toBeUndefined();
     expect([...(tenants.spec?.policyTypes ?? [])].sort()).toEqual(['Egress', 'Ingress']);
     expect(tenants.spec?.ingress ?? []).toEqual([]);
-    expect(tenants.spec?.egress).toEqual([{ to: [{ podSelector: { matchLabels: BERTH_POD_LABELS } }], ports: [{ protocol: 'TCP', port: KUBE_GATEWAY_PORT }] }]);
+    expect(tenants.spec?.egress).toEqual([
+      { to: [{ podSelector: { matchLabels: BERTH_POD_LABELS } }], ports: [{ protocol: 'TCP', port: KUBE_GATEWAY_PORT }] },
+    ]);
 
     const own = await policy('berth');
     expect(own.spec?.podSelector?.matchLabels).toEqual(BERTH_POD_LABELS);

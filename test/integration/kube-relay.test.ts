@@ -98,7 +98,9 @@ describe("the relay under one pod's silent connections (outside-attack-4 M5)", (
     const core = rig.cluster.kubeConfig.makeApiClient(CoreV1Api);
     const claims = await core.listNamespacedPersistentVolumeClaim({ namespace: rig.namespace, labelSelector: `${LABELS.project}=kr` });
     const bobWorkspace = before.workspaceId;
-    const mallorys = claims.items.find((c) => c.metadata?.annotations?.[`berth.dev/${LABELS.workspace}`] !== bobWorkspace && c.metadata?.name?.startsWith('berth-ws-'));
+    const mallorys = claims.items.find(
+      (c) => c.metadata?.annotations?.[`berth.dev/${LABELS.workspace}`] !== bobWorkspace && c.metadata?.name?.startsWith('berth-ws-'),
+    );
     const hold = join(rig.claimDir(mallorys!.metadata!.name!), 'hold');
     fs.writeFileSync(join(scratch, 'hold.c'), HOLD_C);
     execFileSync('gcc', ['-static', '-O2', '-o', hold, join(scratch, 'hold.c')]);

@@ -30,27 +30,42 @@ afterAll(async () => {
   await rig?.stop();
 });
 
-const kubeConfigText = (kubeconfig: string) => `launcher: kubernetes\nkubernetes:\n  kubeconfig: ${kubeconfig}\n  namespace: ${rig.namespace}\n`;
-const kubeHome = (kubeconfig = rig.cluster.kubeConfigFile, warm = false) => testHome({ launcher: rig.launcher, warm, pool: 'off', config: kubeConfigText(kubeconfig) });
+const kubeConfigText = (kubeconfig: string) =>
+  `launcher: kubernetes\nkubernetes:\n  kubeconfig: ${kubeconfig}\n  namespace: ${rig.namespace}\n`;
+const kubeHome = (kubeconfig = rig.cluster.kubeConfigFile, warm = false) =>
+  testHome({ launcher: rig.launcher, warm, pool: 'off', config: kubeConfigText(kubeconfig) });
 
 /** The project's claims on the cluster (any installation's), by name. */
 async function claims(project: string): Promise<string[]> {
   const list = await core.listNamespacedPersistentVolumeClaim({ namespace: rig.namespace, labelSelector: `${LABELS.project}=${project}` });
-  return list.items.filter((c) => !c.metadata?.deletionTimestamp).map((c) => c.metadata!.name!).sort();
+  return list.items
+    .filter((c) => !c.metadata?.deletionTimestamp)
+    .map((c) => c.metadata!.name!)
+    .sort();
 }
 
 describe('cluster volumes go with their session and project (outside-attack-4 M4)', () => {
   it("a deleted session's home never comes back under its id, whoever takes the id next; its claim is deleted", async () => {
     await using h = kubeHome();
     h.create({ name: 'kv-s', workspace_isolation: true, agent: 'shell' });
-    const alice = await h.berth.runner.run({ project: 'kv-s', tenantKey: 'web:alice', sessionId: 'support', message: 'echo alice-private-notes > $HOME/notes.txt; echo written' });
+    const alice = await h.berth.runner.run({
+      project: 'kv-s',
+      tenantKey: 'web:alice',
+      sessionId: 'support',
+      message: 'echo alice-private-notes > $HOME/notes.txt; echo written',
+    });
     expect(alice.exitCode, alice.stderr).toBe(0);
     const aliceHome = (await claims('kv-s')).filter((n) => n.startsWith('berth-home-'));
     expect(aliceHome).toHaveLength(1);
 
     expect(h.berth.admin.deleteSession('kv-s', 'support')).toMatchObject({ deleted: true });
     // The id's next holder (a DM that became a group, a caller choosing ids): a home of its own.
-    const bob = await h.berth.runner.run({ project: 'kv-s', tenantKey: 'web:bob', sessionId: 'support', message: 'ls -A $HOME; cat $HOME/notes.txt 2>&1; echo rc=$?' });
+    const bob = await h.berth.runner.run({
+      project: 'kv-s',
+      tenantKey: 'web:bob',
+      sessionId: 'support',
+      message: 'ls -A $HOME; cat $HOME/notes.txt 2>&1; echo rc=$?',
+    });
     expect(bob.stdout).not.toContain('alice-private-notes');
     expect(bob.stdout).toMatch(/No such file[\s\S]*rc=1/);
 
@@ -63,11 +78,21 @@ describe('cluster volumes go with their session and project (outside-attack-4 M4
   it("the same with the session's pod kept warm: its pod goes with it, and the id's next holder mounts a home of its own", async () => {
     await using h = kubeHome(rig.cluster.kubeConfigFile, true);
     h.create({ name: 'kv-w', workspace_isolation: true, agent: 'shell' });
-    const alice = await h.berth.runner.run({ project: 'kv-w', tenantKey: 'matrix:@alice:example.org', sessionId: 'room-1', message: 'echo alice-private-notes > $HOME/notes.txt; echo written' });
+    const alice = await h.berth.runner.run({
+      project: 'kv-w',
+      tenantKey: 'matrix:@alice:example.org',
+      sessionId: 'room-1',
+      message: 'echo alice-private-notes > $HOME/notes.txt; echo written',
+    });
     expect(alice.exitCode, alice.stderr).toBe(0);
     const aliceHome = (await claims('kv-w')).filter((n) => n.startsWith('berth-home-'));
     h.berth.admin.deleteSession('kv-w', 'room-1');
-    const group = await h.berth.runner.run({ project: 'kv-w', tenantKey: 'matrix-room:!room-1:example.org', sessionId: 'room-1', message: 'cat $HOME/notes.txt 2>&1; echo rc=$?' });
+    const group = await h.berth.runner.run({
+      project: 'kv-w',
+      tenantKey: 'matrix-room:!room-1:example.org',
+      sessionId: 'room-1',
+      message: 'cat $HOME/notes.txt 2>&1; echo rc=$?',
+    });
     expect(group.stdout).not.toContain('alice-private-notes');
     expect(group.stdout).toMatch(/rc=1/);
     await h.berth.admin.retireVolumes();
@@ -78,14 +103,22 @@ describe('cluster volumes go with their session and project (outside-attack-4 M4
   it("a deleted project's workspaces and homes never come back with its name; its claims are deleted", async () => {
     await using h = kubeHome();
     h.create({ name: 'kv-p', workspace_isolation: true, agent: 'shell' });
-    const alice = await h.berth.runner.run({ project: 'kv-p', tenantKey: 'web:alice', message: 'echo alice-ws > /workspace/alice.txt; echo alice-home > $HOME/h.txt; echo written' });
+    const alice = await h.berth.runner.run({
+      project: 'kv-p',
+      tenantKey: 'web:alice',
+      message: 'echo alice-ws > /workspace/alice.txt; echo alice-home > $HOME/h.txt; echo written',
+    });
     expect(alice.exitCode, alice.stderr).toBe(0);
     const before = await claims('kv-p');
     expect(before.length).toBe(2);
 
     await h.berth.admin.deleteProject('kv-p', 'kv-p');
     h.create({ name: 'kv-p', workspace_isolation: true, agent: 'shell' });
-    const again = await h.berth.runner.run({ project: 'kv-p', tenantKey: 'web:alice', message: 'ls -A /workspace; cat /workspace/alice.txt $HOME/h.txt 2>&1; echo rc=$?' });
+    const again = await h.berth.runner.run({
+      project: 'kv-p',
+      tenantKey: 'web:alice',
+      message: 'ls -A /workspace; cat /workspace/alice.txt $HOME/h.txt 2>&1; echo rc=$?',
+    });
     expect(again.stdout).not.toContain('alice-ws');
     expect(again.stdout).not.toContain('alice-home');
     expect(again.stdout).toMatch(/rc=1/);
@@ -99,7 +132,11 @@ describe('cluster volumes go with their session and project (outside-attack-4 M4
   it("a shared-mode project's volume (every tenant's tree) does not come back with its name", async () => {
     await using h = kubeHome();
     h.create({ name: 'kv-sh', workspace_isolation: false, agent: 'shell' });
-    const alice = await h.berth.runner.run({ project: 'kv-sh', tenantKey: 'web:alice', message: 'echo team-notes > /workspace/team.txt; echo written' });
+    const alice = await h.berth.runner.run({
+      project: 'kv-sh',
+      tenantKey: 'web:alice',
+      message: 'echo team-notes > /workspace/team.txt; echo written',
+    });
     expect(alice.exitCode, alice.stderr).toBe(0);
     const before = (await claims('kv-sh')).filter((n) => n.startsWith('berth-project-'));
     expect(before).toHaveLength(1);
@@ -115,10 +152,17 @@ describe('cluster volumes go with their session and project (outside-attack-4 M4
     // berth's own calls go to a server that is not there (the runs still go to the rig's launcher).
     const deadDir = fs.mkdtempSync(join(os.tmpdir(), 'berth-dead-kube-'));
     const dead = join(deadDir, 'kubeconfig');
-    fs.writeFileSync(dead, fs.readFileSync(rig.cluster.kubeConfigFile, 'utf8').replace(/server: \S+/, 'server: https://127.0.0.1:1'), { mode: 0o600 });
+    fs.writeFileSync(dead, fs.readFileSync(rig.cluster.kubeConfigFile, 'utf8').replace(/server: \S+/, 'server: https://127.0.0.1:1'), {
+      mode: 0o600,
+    });
     await using h = kubeHome(dead);
     h.create({ name: 'kv-f', workspace_isolation: true, agent: 'shell' });
-    const alice = await h.berth.runner.run({ project: 'kv-f', tenantKey: 'web:alice', sessionId: 'chat-1', message: 'echo alice-private-notes > $HOME/notes.txt; echo written' });
+    const alice = await h.berth.runner.run({
+      project: 'kv-f',
+      tenantKey: 'web:alice',
+      sessionId: 'chat-1',
+      message: 'echo alice-private-notes > $HOME/notes.txt; echo written',
+    });
     expect(alice.exitCode, alice.stderr).toBe(0);
     const aliceHome = (await claims('kv-f')).filter((n) => n.startsWith('berth-home-'));
 
@@ -126,7 +170,12 @@ describe('cluster volumes go with their session and project (outside-attack-4 M4
     expect(() => h.berth.admin.getSession('kv-f', 'chat-1')).toThrow(expect.objectContaining({ code: 'SESSION_NOT_FOUND' }));
     expect(await h.berth.admin.retireVolumes()).toMatchObject({ deleted: 0, waiting: 1 });
     expect(await claims('kv-f')).toContain(aliceHome[0]);
-    const bob = await h.berth.runner.run({ project: 'kv-f', tenantKey: 'web:bob', sessionId: 'chat-1', message: 'cat $HOME/notes.txt 2>&1; echo rc=$?' });
+    const bob = await h.berth.runner.run({
+      project: 'kv-f',
+      tenantKey: 'web:bob',
+      sessionId: 'chat-1',
+      message: 'cat $HOME/notes.txt 2>&1; echo rc=$?',
+    });
     expect(bob.stdout).not.toContain('alice-private-notes');
 
     // The cluster answers again (here: berth.yaml names the right one): the claim goes.

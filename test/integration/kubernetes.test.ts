@@ -45,12 +45,23 @@ afterAll(async () => {
 
 const custom = () => cluster.kubeConfig.makeApiClient(CustomObjectsApi);
 const sandboxes = async () =>
-  ((await custom().listNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: NS, plural: SANDBOX_API.plural })) as { items: unknown[] }).items;
+  (
+    (await custom().listNamespacedCustomObject({
+      group: SANDBOX_API.group,
+      version: SANDBOX_API.version,
+      namespace: NS,
+      plural: SANDBOX_API.plural,
+    })) as { items: unknown[] }
+  ).items;
 
 describe('the Kubernetes launcher, end to end', () => {
-  it('answers a message from a pod the cluster ran: the plan\'s user, a read-only root, its own workspace volume, nothing left after', async () => {
+  it("answers a message from a pod the cluster ran: the plan's user, a read-only root, its own workspace volume, nothing left after", async () => {
     h.create({ name: 'kube', workspace_isolation: true, agent: 'shell' });
-    const r = await h.run('kube', 'web:alice', 'id -u; echo made > /workspace/note.txt; touch /etc/x 2>/dev/null || echo root-ro; cat /workspace/note.txt');
+    const r = await h.run(
+      'kube',
+      'web:alice',
+      'id -u; echo made > /workspace/note.txt; touch /etc/x 2>/dev/null || echo root-ro; cat /workspace/note.txt',
+    );
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout.split('\n')).toEqual(expect.arrayContaining(['10001', 'root-ro', 'made']));
     expect(await sandboxes()).toEqual([]);
@@ -64,12 +75,17 @@ describe('the Kubernetes launcher, end to end', () => {
     expect(claims.items.map((c) => c.metadata?.name).filter((n) => n?.startsWith('berth-ws-'))).toHaveLength(2);
   });
 
-  it('reaches the egress proxy from the pod only through the relay, with the run\'s token', async () => {
+  it("reaches the egress proxy from the pod only through the relay, with the run's token", async () => {
     const site = await startLoopbackSite();
     try {
       await h.berth.operator.setConfig(['egress', 'private_hosts'], [`localhost:${site.port}`]);
       h.create({ name: 'kube-egress', workspace_isolation: true, agent: 'shell', egress: { allow: [`localhost:${site.port}`] } });
-      const r = await h.run('kube-egress', 'web:alice', `wget -qO- http://localhost:${site.port}/through-the-relay 2>&1; echo rc=$?; echo "token=\${#BERTH_RELAY_TOKEN}"`, 'medium');
+      const r = await h.run(
+        'kube-egress',
+        'web:alice',
+        `wget -qO- http://localhost:${site.port}/through-the-relay 2>&1; echo rc=$?; echo "token=\${#BERTH_RELAY_TOKEN}"`,
+        'medium',
+      );
       expect(r.stdout).toContain('fetched /through-the-relay');
       expect(r.stdout).toContain('rc=0');
       expect(r.stdout).toContain('token=64');
@@ -84,7 +100,11 @@ describe('the Kubernetes launcher, end to end', () => {
   it("moves aside what a tenant left where a protected path is mounted (a link, a file in place of a directory) before the agent starts, as Docker's prepare step does", async () => {
     h.create({ name: 'kube-prep', workspace_isolation: true, agent: 'shell' });
     // Before the operator protects them: the tenant's links where the protected paths will be.
-    const planted = await h.run('kube-prep', 'web:alice', 'echo mine > mine.md && ln -s mine.md AGENTS.md && mkdir -p mydir && ln -s mydir .cfg && echo planted');
+    const planted = await h.run(
+      'kube-prep',
+      'web:alice',
+      'echo mine > mine.md && ln -s mine.md AGENTS.md && mkdir -p mydir && ln -s mydir .cfg && echo planted',
+    );
     expect(planted.stdout, planted.stderr).toBe('planted\n');
     const project = h.berth.store.get('kube-prep');
     fs.writeFileSync(join(project.paths.dir, 'AGENTS.md'), "operator's rules\n");
@@ -111,14 +131,19 @@ describe('the Kubernetes launcher, end to end', () => {
       '{"hooks": "none"}',
       // The tenant's own files are kept, under a telling name where they were in the way.
       'mine',
-      'cat: can\'t open \'mydir/settings.json\': No such file or directory',
+      "cat: can't open 'mydir/settings.json': No such file or directory",
       '2',
       '',
     ]);
     // A tenant that locks a directory on the way to a protected path stops its own runs, with the reason.
     await h.run('kube-prep', 'web:alice', 'chmod 0 .cfg');
     const locked = await h.run('kube-prep', 'web:alice', 'echo never').catch((err: unknown) => err);
-    expect(locked).toMatchObject({ code: 'RUN_FAILED', message: expect.stringMatching(/its prepare step ended \(Error 1: berth-bridge prepare: \.cfg\/settings\.json: \.cfg: Permission denied/) });
+    expect(locked).toMatchObject({
+      code: 'RUN_FAILED',
+      message: expect.stringMatching(
+        /its prepare step ended \(Error 1: berth-bridge prepare: \.cfg\/settings\.json: \.cfg: Permission denied/,
+      ),
+    });
     expect(await sandboxes()).toEqual([]);
   });
 
@@ -139,7 +164,9 @@ describe('the Kubernetes launcher, end to end', () => {
       h.create({ name: 'kube-unshared', workspace_isolation: true, agent: 'shell' });
       await expect(operator.setConfig(['projects', 'kube-shared', 'shared_access'], ['docs'])).rejects.toMatchObject({
         code: 'CONFIG_INVALID',
-        details: { issues: [{ field: 'projects.kube-shared.shared_access.0', reason: expect.stringContaining('kubernetes.shared_claims.docs') }] },
+        details: {
+          issues: [{ field: 'projects.kube-shared.shared_access.0', reason: expect.stringContaining('kubernetes.shared_claims.docs') }],
+        },
       });
       await operator.setConfig(['kubernetes', 'shared_claims', 'docs'], 'team-docs');
       await operator.setConfig(['projects', 'kube-shared', 'shared_access'], ['docs']);
@@ -157,10 +184,18 @@ describe('the Kubernetes launcher, end to end', () => {
 
   it("offers the pod's agent no file tools (they serve berth's host copies), and says why, through the relay", async () => {
     h.create({ name: 'kube-tools', workspace_isolation: true, agent: 'shell' });
-    const init = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '1' } } });
+    const init = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '1' } },
+    });
     const list = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' });
     const r = await h.run('kube-tools', 'web:alice', `printf '%s\\n%s\\n' '${init}' '${list}' | berth-bridge`);
-    const answers = r.stdout.trim().split('\n').map((line) => JSON.parse(line) as { id: number; result: { instructions?: string; tools?: unknown[] } });
+    const answers = r.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { id: number; result: { instructions?: string; tools?: unknown[] } });
     expect(answers.find((a) => a.id === 1)?.result.instructions).toBe(KUBE_NO_FILE_TOOLS);
     expect(answers.find((a) => a.id === 2)?.result.tools).toEqual([]);
   });
@@ -197,7 +232,9 @@ describe('warm sessions on Kubernetes', () => {
     // A process left running: the pod is removed after the message (its answer is kept) ...
     const left = await w.run('kube-warm', 'web:alice', 'sleep 600 > /dev/null 2>&1 & echo left');
     expect(left).toMatchObject({ exitCode: 0, warm: true, stdout: 'left\n' });
-    await expect.poll(async () => (await launcher.listManaged({ installation })).map((c) => c.id), { timeout: 15_000 }).not.toContain(first.containerId);
+    await expect
+      .poll(async () => (await launcher.listManaged({ installation })).map((c) => c.id), { timeout: 15_000 })
+      .not.toContain(first.containerId);
     // ... and the session's next message starts a new one, on the same volumes.
     const after = await w.run('kube-warm', 'web:alice', 'cat /tmp/state 2>/dev/null || echo fresh');
     expect(after).toMatchObject({ exitCode: 0, warm: false, stdout: 'fresh\n' });
@@ -205,7 +242,11 @@ describe('warm sessions on Kubernetes', () => {
     // A protected path's directory renamed (its mount goes along) and replaced: that pod is not kept either.
     await w.berth.store.update('kube-warm', { protected_paths: ['.factory/mcp.json'] });
     const base = await w.run('kube-warm', 'web:carol', 'cat .factory/mcp.json > /dev/null && echo ok');
-    const moved = await w.run('kube-warm', 'web:carol', 'mv .factory .moved && mkdir .factory && echo evil > .factory/mcp.json && echo replaced');
+    const moved = await w.run(
+      'kube-warm',
+      'web:carol',
+      'mv .factory .moved && mkdir .factory && echo evil > .factory/mcp.json && echo replaced',
+    );
     expect([base.stdout, moved.stdout, moved.warm, moved.containerId]).toEqual(['ok\n', 'replaced\n', true, base.containerId]);
     const next = await w.run('kube-warm', 'web:carol', 'cat .factory/mcp.json');
     expect(next.warm).toBe(false);
@@ -246,7 +287,10 @@ describe('berth.yaml launcher: kubernetes', () => {
 
   it('refuses a kubeconfig it cannot read, naming the field', () => {
     expect(() => testHome({ warm: false, config: 'launcher: kubernetes\nkubernetes: { kubeconfig: /nonexistent/kubeconfig }\n' })).toThrow(
-      expect.objectContaining({ code: 'CONFIG_INVALID', details: expect.objectContaining({ issues: [{ field: 'kubernetes.kubeconfig', reason: 'cannot be read' }] }) }),
+      expect.objectContaining({
+        code: 'CONFIG_INVALID',
+        details: expect.objectContaining({ issues: [{ field: 'kubernetes.kubeconfig', reason: 'cannot be read' }] }),
+      }),
     );
   });
 });
@@ -255,17 +299,21 @@ describe('the Kubernetes launcher on its own', () => {
   const contract = contractHome({ image: 'berth/shell:latest', runtime: 'runc' });
   afterAll(() => contract.cleanup());
 
-  it('passes exit codes through, answers 127 for a command the image lacks, serves protected paths read-only from berth\'s snapshot', async () => {
+  it("passes exit codes through, answers 127 for a command the image lacks, serves protected paths read-only from berth's snapshot", async () => {
     const exit3 = await launcher.run(contract.plan({ argv: ['sh', '-c', 'echo out; echo err >&2; exit 3'] }));
     expect(exit3).toMatchObject({ exitCode: 3, stdout: 'out\n', stderr: 'err\n', truncated: false, timedOut: false });
     const missing = await launcher.run(contract.plan({ argv: ['no-such-command'] }));
     expect(missing).toMatchObject({ exitCode: 127, stderr: 'no-such-command: not found in image berth/shell:latest\n' });
-    const prot = await launcher.run(contract.plan({ argv: ['sh', '-c', 'cat /workspace/AGENTS.md; echo x > /workspace/AGENTS.md 2>/dev/null || echo refused'] }));
+    const prot = await launcher.run(
+      contract.plan({ argv: ['sh', '-c', 'cat /workspace/AGENTS.md; echo x > /workspace/AGENTS.md 2>/dev/null || echo refused'] }),
+    );
     expect(prot.stdout).toBe(`${PROTECTED_TEXT}refused\n`);
   });
 
-  it('runs a runsc project in gVisor through its RuntimeClass: each exec under berth-bridge\'s seccomp filter (runsc gives the profile to the first process only), 127 for a missing command, no warm pods', async () => {
-    await cluster.kubeConfig.makeApiClient(NodeV1Api).createRuntimeClass({ body: { apiVersion: 'node.k8s.io/v1', kind: 'RuntimeClass', metadata: { name: 'runsc' }, handler: 'runsc' } });
+  it("runs a runsc project in gVisor through its RuntimeClass: each exec under berth-bridge's seccomp filter (runsc gives the profile to the first process only), 127 for a missing command, no warm pods", async () => {
+    await cluster.kubeConfig
+      .makeApiClient(NodeV1Api)
+      .createRuntimeClass({ body: { apiVersion: 'node.k8s.io/v1', kind: 'RuntimeClass', metadata: { name: 'runsc' }, handler: 'runsc' } });
     const gvisor = contractHome({ image: 'berth/shell:latest', runtime: 'runsc' });
     try {
       // gVisor's sentry says it is Linux 4.4.0, whatever the host runs.
@@ -282,7 +330,7 @@ describe('the Kubernetes launcher on its own', () => {
     }
   });
 
-  it('gives the pod the plan\'s strings as they are: the kubelet expands no $(NAME) of berth\'s', async () => {
+  it("gives the pod the plan's strings as they are: the kubelet expands no $(NAME) of berth's", async () => {
     const base = contract.plan({ argv: ['true'] });
     const plan = { ...base, env: { ...base.env, PROBE: 'a$(HOME)b$$c$' } };
     const { containerId } = await launcher.startIdle(plan, plan.keepAlive);
@@ -297,7 +345,7 @@ describe('the Kubernetes launcher on its own', () => {
     }
   });
 
-  it('bounds output: past the plan\'s cap the run is stopped and the output cut there', async () => {
+  it("bounds output: past the plan's cap the run is stopped and the output cut there", async () => {
     const plan = contract.plan({ argv: ['sh', '-c', 'while true; do echo berth-flood; done'], limits: { output_bytes: 4096 } });
     const r = await launcher.run(plan);
     expect(r.truncated).toBe(true);
@@ -316,7 +364,10 @@ describe('the Kubernetes launcher on its own', () => {
     await launcher.startIdle(a, a.keepAlive);
     await launcher.startIdle(b, b.keepAlive);
     const listed = await launcher.listManaged({ installation });
-    expect(listed.map((c) => [c.project, c.workspace, c.owner]).sort()).toEqual([['p1', 'a', CONTRACT_OWNER], ['p2', 'a', CONTRACT_OWNER]]);
+    expect(listed.map((c) => [c.project, c.workspace, c.owner]).sort()).toEqual([
+      ['p1', 'a', CONTRACT_OWNER],
+      ['p2', 'a', CONTRACT_OWNER],
+    ]);
     expect(await launcher.removeManaged({ installation, project: 'p1' })).toBe(1);
     expect((await launcher.listManaged({ installation })).map((c) => c.project)).toEqual(['p2']);
     // CONTRACT_OWNER is no live process: recovery removes its pod.
@@ -326,35 +377,60 @@ describe('the Kubernetes launcher on its own', () => {
     expect(await sandboxes()).toEqual([]);
   });
 
-  it('renders objects the API server takes as they are: the published OpenAPI, the CRD\'s schema, nothing dropped', async () => {
+  it("renders objects the API server takes as they are: the published OpenAPI, the CRD's schema, nothing dropped", async () => {
     const doc = (await cluster.get('/openapi/v2')) as OpenApiDoc;
     // An empty value too: the test server once took "" in a custom resource for null (ensure-kube.sh).
     const base = contract.plan({ argv: ['true'] });
     const plan = { ...base, env: { ...base.env, EMPTY: '' } };
     const files = new Map([['/workspace/AGENTS.md', [{ path: '', data: Buffer.from(PROTECTED_TEXT), mode: 0o644 }]]]);
     const volumes = new Map([['/workspace', 'a'.repeat(32)]]);
-    const objects = renderKubeRun({ plan, name: 'berth-render-check', namespace: 'render-check', files, pullPolicy: 'IfNotPresent', volumes });
-    const policy = renderNetworkPolicy({ namespace: 'render-check', installation: plan.labels[LABELS.installation] ?? '', gatewayPort: 41500, berthPodLabels: BERTH_POD_LABELS });
+    const objects = renderKubeRun({
+      plan,
+      name: 'berth-render-check',
+      namespace: 'render-check',
+      files,
+      pullPolicy: 'IfNotPresent',
+      volumes,
+    });
+    const policy = renderNetworkPolicy({
+      namespace: 'render-check',
+      installation: plan.labels[LABELS.installation] ?? '',
+      gatewayPort: 41500,
+      berthPodLabels: BERTH_POD_LABELS,
+    });
     expect(checkAgainstOpenApi(doc, 'io.k8s.api.core.v1.PodSpec', objects.sandbox.spec.podTemplate.spec)).toEqual([]);
     expect(checkAgainstOpenApi(doc, 'io.k8s.api.core.v1.ConfigMap', objects.configMap)).toEqual([]);
     for (const claim of objects.claims) expect(checkAgainstOpenApi(doc, 'io.k8s.api.core.v1.PersistentVolumeClaim', claim)).toEqual([]);
     expect(checkAgainstOpenApi(doc, 'io.k8s.api.networking.v1.NetworkPolicy', policy)).toEqual([]);
     // The checker itself refuses what a 1.20 server would silently drop.
-    expect(checkAgainstOpenApi(doc, 'io.k8s.api.core.v1.PodSpec', { ...objects.sandbox.spec.podTemplate.spec, hostUsers: false })).toEqual(['PodSpec.hostUsers: unknown field']);
+    expect(checkAgainstOpenApi(doc, 'io.k8s.api.core.v1.PodSpec', { ...objects.sandbox.spec.podTemplate.spec, hostUsers: false })).toEqual([
+      'PodSpec.hostUsers: unknown field',
+    ]);
 
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: 'render-check' } } });
     const storedMap = await core.createNamespacedConfigMap({ namespace: 'render-check', body: objects.configMap! });
     const storedClaim = await core.createNamespacedPersistentVolumeClaim({ namespace: 'render-check', body: objects.claims[0]! });
-    const storedPolicy = await cluster.kubeConfig.makeApiClient(NetworkingV1Api).createNamespacedNetworkPolicy({ namespace: 'render-check', body: policy });
-    const storedSandbox = await custom().createNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: 'render-check', plural: SANDBOX_API.plural, body: objects.sandbox });
+    const storedPolicy = await cluster.kubeConfig
+      .makeApiClient(NetworkingV1Api)
+      .createNamespacedNetworkPolicy({ namespace: 'render-check', body: policy });
+    const storedSandbox = await custom().createNamespacedCustomObject({
+      group: SANDBOX_API.group,
+      version: SANDBOX_API.version,
+      namespace: 'render-check',
+      plural: SANDBOX_API.plural,
+      body: objects.sandbox,
+    });
     expect(keptFields(objects.configMap, storedMap)).toEqual([]);
     expect(keptFields(objects.claims[0], storedClaim)).toEqual([]);
     expect(keptFields(policy, storedPolicy)).toEqual([]);
     // A CRD's schema prunes unknown fields silently: everything sent must be there.
     expect(keptFields(objects.sandbox, storedSandbox)).toEqual([]);
     // And the pod the controller makes of it is one the server accepts as a Pod (defaults added).
-    const pod = await core.createNamespacedPod({ namespace: 'render-check', body: { metadata: { name: 'berth-render-check' }, spec: objects.sandbox.spec.podTemplate.spec } });
+    const pod = await core.createNamespacedPod({
+      namespace: 'render-check',
+      body: { metadata: { name: 'berth-render-check' }, spec: objects.sandbox.spec.podTemplate.spec },
+    });
     expect(keptFields(objects.sandbox.spec.podTemplate.spec, pod.spec)).toEqual([]);
     expect(pod.spec?.containers[0]?.terminationMessagePolicy).toBe('File'); // defaulted by the server
     // No namespace controller runs here: what was made is removed one by one.

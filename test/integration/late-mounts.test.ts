@@ -55,7 +55,7 @@ const inside = async (id: string, script: string): Promise<string> => {
   // Strip the engine's 8-byte frame headers.
   const raw = Buffer.concat(chunks);
   let out = '';
-  for (let i = 0; i + 8 <= raw.length; ) {
+  for (let i = 0; i + 8 <= raw.length;) {
     const size = raw.readUInt32BE(i + 4);
     out += raw.subarray(i + 8, i + 8 + size).toString();
     i += 8 + size;
@@ -72,7 +72,14 @@ beforeAll(() => {
   fs.writeFileSync(join(dir, 'protected-AGENTS.md'), 'the rules\n');
 });
 afterAll(async () => {
-  await Promise.all(containers.map((id) => docker.getContainer(id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    containers.map((id) =>
+      docker
+        .getContainer(id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
@@ -83,7 +90,10 @@ describe('late mounts into a running runc container', () => {
       { type: 'bind', source: join(dir, 'ws'), target: '/workspace', readOnly: false },
       { type: 'bind', source: join(dir, 'protected-AGENTS.md'), target: '/workspace/AGENTS.md', readOnly: true },
     ]);
-    const out = await inside(id, 'cat /workspace/notes.txt /workspace/AGENTS.md; (echo x > /workspace/AGENTS.md) 2>&1; grep -c " /workspace " /proc/self/mountinfo; grep -c " /workspace/AGENTS.md " /proc/self/mountinfo');
+    const out = await inside(
+      id,
+      'cat /workspace/notes.txt /workspace/AGENTS.md; (echo x > /workspace/AGENTS.md) 2>&1; grep -c " /workspace " /proc/self/mountinfo; grep -c " /workspace/AGENTS.md " /proc/self/mountinfo',
+    );
     expect(out).toContain('mine\nthe rules\n');
     expect(out).toMatch(/Read-only file system/);
     expect(out.trim().split('\n').slice(-2)).toEqual(['1', '1']);
@@ -109,7 +119,9 @@ describe('late mounts into a running runc container', () => {
   it('a source whose path goes through a link is refused before the helper runs', async () => {
     const { id, proc } = await blankContainer();
     fs.symlinkSync(join(dir, 'ws'), join(dir, 'ws-link'));
-    await expect(attachMounts(helper, proc, id, [{ type: 'bind', source: join(dir, 'ws-link'), target: '/workspace', readOnly: false }])).rejects.toMatchObject({ code: 'E_SANDBOX_VIOLATION' });
+    await expect(
+      attachMounts(helper, proc, id, [{ type: 'bind', source: join(dir, 'ws-link'), target: '/workspace', readOnly: false }]),
+    ).rejects.toMatchObject({ code: 'E_SANDBOX_VIOLATION' });
   });
 
   it('bad specs are refused with the usage, never half-applied', () => {

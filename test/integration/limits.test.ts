@@ -59,7 +59,12 @@ describe('limits (real containers)', () => {
     else {
       const refusedTheScript = o.exitCode === 2 && o.stderr.includes("can't fork");
       const outOfMemory = o.warnings.includes('container lost: it ran out of memory (limits.memory_mb)');
-      expect({ stopped: o.timedOut || o.truncated || refusedTheScript || outOfMemory, exitCode: o.exitCode, warnings: o.warnings, stderr: o.stderr.slice(0, 300) }).toMatchObject({ stopped: true });
+      expect({
+        stopped: o.timedOut || o.truncated || refusedTheScript || outOfMemory,
+        exitCode: o.exitCode,
+        warnings: o.warnings,
+        stderr: o.stderr.slice(0, 300),
+      }).toMatchObject({ stopped: true });
     }
     expect(Date.now() - t0).toBeLessThan(15_000);
     expect((await h.run('limits', 'web:a', 'echo fine')).stdout).toBe('fine\n');
@@ -70,7 +75,11 @@ describe('limits (real containers)', () => {
     // Its own project: filling 2x the limit under gVisor takes longer than the 4 s above allow.
     h.create({ name: 'memory', workspace_isolation: true, limits: { memory_mb: limit, timeout_seconds: 60 } });
     if (RUNTIME !== 'runsc') {
-      const o = await h.run('memory', 'web:a', 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max');
+      const o = await h.run(
+        'memory',
+        'web:a',
+        'cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max',
+      );
       expect(o.stdout.trim()).toBe(String(limit * 1024 * 1024));
     }
     // tail keeps a line of zeros whole in memory: past the limit it is killed (SIGKILL, 137).
@@ -83,11 +92,16 @@ describe('limits (real containers)', () => {
       // a warm one then says "it stopped (status 137)", a cold one is a bare 137). runc's are
       // always reported (the runc tiers assert the shell going on after the kill, below).
       expect({ exitCode: big.exitCode, stdout: big.stdout }).toEqual({ exitCode: 137, stdout: '' });
-      expect(big.warnings.filter((w) => !/^container lost: it (ran out of memory \(limits\.memory_mb\)|stopped \(status 137\))$/.test(w))).toEqual([]);
+      expect(
+        big.warnings.filter((w) => !/^container lost: it (ran out of memory \(limits\.memory_mb\)|stopped \(status 137\))$/.test(w)),
+      ).toEqual([]);
     } else {
       // runc kills the process; the shell goes on. (Once, in a fresh run's warm tier, the shell
       // printed nothing: what the run says is in the message, to tell why next time.)
-      expect(big.stdout, JSON.stringify({ exitCode: big.exitCode, warm: big.warm, stderr: big.stderr.slice(0, 400), warnings: big.warnings })).toMatch(/^exit (137|1)\n$/);
+      expect(
+        big.stdout,
+        JSON.stringify({ exitCode: big.exitCode, warm: big.warm, stderr: big.stderr.slice(0, 400), warnings: big.warnings }),
+      ).toMatch(/^exit (137|1)\n$/);
     }
     expect((await h.run('memory', 'web:a', 'echo fine')).stdout).toBe('fine\n');
   });
@@ -103,7 +117,13 @@ describe('limits (real containers)', () => {
     expect(many.warnings.join()).toContain('limits.files (500 files and directories)');
     // A run that cleans up is not stopped for what it found.
     const clean = await h.run('disk', 'web:filler', 'rm -rf d big; echo cleaned');
-    expect({ exitCode: clean.exitCode, stdout: clean.stdout, stderr: clean.stderr, warnings: clean.warnings, timedOut: clean.timedOut }).toEqual({ exitCode: 0, stdout: 'cleaned\n', stderr: '', warnings: [], timedOut: false });
+    expect({
+      exitCode: clean.exitCode,
+      stdout: clean.stdout,
+      stderr: clean.stderr,
+      warnings: clean.warnings,
+      timedOut: clean.timedOut,
+    }).toEqual({ exitCode: 0, stdout: 'cleaned\n', stderr: '', warnings: [], timedOut: false });
   });
 
   it('leaves no labelled container behind (warm: once the idle ones are released, as when berth stops)', async () => {

@@ -26,7 +26,11 @@ let bob: string;
 let aliceRoom: string;
 let bobRoom: string;
 
-const repliesIn = (room: string) => fake.repliesIn(room).map((e) => String((e.content as { body?: unknown }).body ?? '')).filter((t) => !t.startsWith('berth: queued'));
+const repliesIn = (room: string) =>
+  fake
+    .repliesIn(room)
+    .map((e) => String((e.content as { body?: unknown }).body ?? ''))
+    .filter((t) => !t.startsWith('berth: queued'));
 const waitIn = (room: string, count: number) => fake.waitFor(() => repliesIn(room).length >= count && repliesIn(room), 30_000);
 /** The bot holds a sync open: its first one (timeout 0, history) is taken, and it listens. */
 const listening = () => fake.waitForPoll(10_000);
@@ -39,7 +43,18 @@ beforeAll(async () => {
   bobRoom = fake.createRoom({ members: [bob], direct: true });
   fake.sendText(aliceRoom, alice, 'echo history-is-not-answered');
   h = testHome({
-    config: ['bridges:', '  matrix:', `    homeserver: ${fake.url}`, `    user_id: '${fake.botUserId}'`, `    access_token: ${fake.botAccessToken}`, '    senders: pairing', `    allow: ['${alice}', 'matrix:${bob}', '@mallory:${fake.serverName}', '@carol:${fake.serverName}']`, 'routes:', '  matrix: { project: mx }', ''].join('\n'),
+    config: [
+      'bridges:',
+      '  matrix:',
+      `    homeserver: ${fake.url}`,
+      `    user_id: '${fake.botUserId}'`,
+      `    access_token: ${fake.botAccessToken}`,
+      '    senders: pairing',
+      `    allow: ['${alice}', 'matrix:${bob}', '@mallory:${fake.serverName}', '@carol:${fake.serverName}']`,
+      'routes:',
+      '  matrix: { project: mx }',
+      '',
+    ].join('\n'),
   });
   h.create({ name: 'mx', workspace_isolation: true });
   bridges = startTestBridges(h);
@@ -54,8 +69,18 @@ describe('Matrix bridge', () => {
     expect(fake.repliesIn(aliceRoom)[0]!.content.msgtype).toBe('m.notice');
     expect(fake.typing.some((t) => t.roomId === aliceRoom && t.userId === fake.botUserId && t.typing)).toBe(true);
     expect(fake.receipts.some((r) => r.roomId === aliceRoom && r.eventId === e.event_id)).toBe(true);
-    expect(bridges.channel('matrix')!.inbox.all().find((m) => m.id === e.event_id)).toMatchObject({ tenant: `matrix:${alice}`, sender: `matrix:${alice}`, chat: aliceRoom });
-    expect(bridges.channel('matrix')!.inbox.all().some((m) => m.text === 'echo history-is-not-answered')).toBe(false);
+    expect(
+      bridges
+        .channel('matrix')!
+        .inbox.all()
+        .find((m) => m.id === e.event_id),
+    ).toMatchObject({ tenant: `matrix:${alice}`, sender: `matrix:${alice}`, chat: aliceRoom });
+    expect(
+      bridges
+        .channel('matrix')!
+        .inbox.all()
+        .some((m) => m.text === 'echo history-is-not-answered'),
+    ).toBe(false);
   });
 
   it('a bigger room is one tenant: its members share a workspace; notices (other bots) and the bot itself are not answered', async () => {
@@ -80,13 +105,23 @@ describe('Matrix bridge', () => {
     const room = fake.createRoom({ members: [mallory], direct: true });
     const m1 = fake.sendText(room, mallory, 'echo hi');
     await fake.waitFor(() => repliesIn(room).length > 0, 30_000);
-    expect(bridges.channel('matrix')!.inbox.all().find((m) => m.id === m1.event_id)?.tenant).toBe(`matrix:${mallory}`);
+    expect(
+      bridges
+        .channel('matrix')!
+        .inbox.all()
+        .find((m) => m.id === m1.event_id)?.tenant,
+    ).toBe(`matrix:${mallory}`);
     fake.invite(room, mallory, carol);
     fake.join(room, carol);
     const c1 = fake.sendText(room, carol, 'ls');
     await fake.waitFor(() => repliesIn(room).length > 1, 30_000);
     // Carol's message never runs in her own workspace with its answer in Mallory's room.
-    expect(bridges.channel('matrix')!.inbox.all().find((m) => m.id === c1.event_id)?.tenant).toBe(`matrix-room:${room}`);
+    expect(
+      bridges
+        .channel('matrix')!
+        .inbox.all()
+        .find((m) => m.id === c1.event_id)?.tenant,
+    ).toBe(`matrix-room:${room}`);
   });
 
   it('an edit is a new message, marked as one', async () => {
@@ -94,7 +129,13 @@ describe('Matrix bridge', () => {
     await waitIn(bobRoom, 1);
     fake.edit(bobRoom, bob, e.event_id, 'echo second');
     await waitIn(bobRoom, 2); // the shell preset runs "(edited) echo second" as it is: a syntax error, answered
-    expect(bridges.channel('matrix')!.inbox.all().filter((m) => m.chat === bobRoom).map((m) => m.text)).toEqual(['echo first', '(edited) echo second']);
+    expect(
+      bridges
+        .channel('matrix')!
+        .inbox.all()
+        .filter((m) => m.chat === bobRoom)
+        .map((m) => m.text),
+    ).toEqual(['echo first', '(edited) echo second']);
   });
 
   it('restarted, berth syncs from the token it kept: what came meanwhile is answered once, nothing twice', async () => {
@@ -128,7 +169,12 @@ describe('Matrix bridge', () => {
     const inThread = fake.sendText(room, bob, 'echo in-the-thread', { threadRoot: root.event_id });
     await fake.waitFor(() => repliesIn(room).includes('in-the-thread'), 30_000);
     const reply = fake.repliesIn(room).find((e) => e.content.body === 'in-the-thread')!;
-    expect(reply.content['m.relates_to']).toEqual({ rel_type: 'm.thread', event_id: root.event_id, is_falling_back: true, 'm.in_reply_to': { event_id: inThread.event_id } });
+    expect(reply.content['m.relates_to']).toEqual({
+      rel_type: 'm.thread',
+      event_id: root.event_id,
+      is_falling_back: true,
+      'm.in_reply_to': { event_id: inThread.event_id },
+    });
     expect(repliesIn(room).some((t) => t.includes('history-'))).toBe(false);
   });
 
@@ -140,7 +186,10 @@ describe('Matrix bridge', () => {
     await fake.waitFor(() => repliesIn(room).length > 0, 30_000);
     expect(repliesIn(room)[0]).toMatch(/does not know you yet/);
     // Approval tells them in the room they wrote in.
-    const r = await approveSender({ config: h.berth.config, stateDir: homePaths(h.home).stateDir, logger: pino({ level: 'silent' }) }, `matrix:${stranger}`);
+    const r = await approveSender(
+      { config: h.berth.config, stateDir: homePaths(h.home).stateDir, logger: pino({ level: 'silent' }) },
+      `matrix:${stranger}`,
+    );
     expect(r).toEqual({ was_pending: true, held: true, told: true });
     expect(repliesIn(room)).toContainEqual(expect.stringMatching(/approved you/));
     await fake.waitFor(() => repliesIn(room).includes('first-words'), 30_000);
@@ -153,35 +202,67 @@ describe('Matrix bridge', () => {
     expect(repliesIn(aliceRoom).filter((r) => r === 'after-the-limit')).toHaveLength(1);
   });
 
-  it("an answer sent again (berth restarted between sending it and noting it sent) is the same event: the homeserver keeps one", async () => {
-    const transport = matrixChannel.create({ config: h.berth.config.bridges.matrix!, logger: pino({ level: 'silent' }), dir: '/nonexistent', take: () => 'duplicate', postOut: async () => ({ status: 200 }) });
+  it('an answer sent again (berth restarted between sending it and noting it sent) is the same event: the homeserver keeps one', async () => {
+    const transport = matrixChannel.create({
+      config: h.berth.config.bridges.matrix!,
+      logger: pino({ level: 'silent' }),
+      dir: '/nonexistent',
+      take: () => 'duplicate',
+      postOut: async () => ({ status: 200 }),
+    });
     const before = fake.repliesIn(bobRoom).length;
     await transport.send(bobRoom, 'the answer', { answerTo: '$event-answered-twice' });
     await transport.send(bobRoom, 'the answer', { answerTo: '$event-answered-twice' });
     await transport.send(bobRoom, 'a notice', {});
     await transport.send(bobRoom, 'a notice', {});
-    expect(fake.repliesIn(bobRoom).slice(before).map((e) => e.content.body)).toEqual(['the answer', 'a notice', 'a notice']);
+    expect(
+      fake
+        .repliesIn(bobRoom)
+        .slice(before)
+        .map((e) => e.content.body),
+    ).toEqual(['the answer', 'a notice', 'a notice']);
   });
 
   it('malformed events from the homeserver are passed over; the bridge goes on answering', async () => {
     const before = bridges.channel('matrix')!.inbox.all().length;
-    for (const content of [null, 'text', 42, { msgtype: 'm.text' }, { msgtype: 'm.text', body: 42 }, { msgtype: 'm.text', body: '   ' }, { body: 'echo no-msgtype' }, { msgtype: 'm.text', body: 'x', 'm.relates_to': { rel_type: 'm.replace' } }]) {
+    for (const content of [
+      null,
+      'text',
+      42,
+      { msgtype: 'm.text' },
+      { msgtype: 'm.text', body: 42 },
+      { msgtype: 'm.text', body: '   ' },
+      { body: 'echo no-msgtype' },
+      { msgtype: 'm.text', body: 'x', 'm.relates_to': { rel_type: 'm.replace' } },
+    ]) {
       fake.sendRaw(aliceRoom, { type: 'm.room.message', sender: alice, content: content as never });
     }
     fake.sendRaw(aliceRoom, { type: 'm.room.message', sender: 'not-a-user-id', content: { msgtype: 'm.text', body: 'echo odd-sender' } });
     fake.sendText(aliceRoom, alice, 'echo still-here');
     await fake.waitFor(() => repliesIn(aliceRoom).includes('still-here'), 30_000);
     // The edit without new content is read as its own body; nothing else became a message.
-    const taken = bridges.channel('matrix')!.inbox.all().slice(before).map((m) => m.text);
+    const taken = bridges
+      .channel('matrix')!
+      .inbox.all()
+      .slice(before)
+      .map((m) => m.text);
     expect(taken).not.toContain('echo no-msgtype');
     expect(taken).toContain('echo still-here');
     expect(taken.length).toBeLessThanOrEqual(3);
   });
 
-  it('doctor checks the token is the bot\'s; berth.yaml names a bad user id', async () => {
-    expect(await checkBridges(h.berth.config)).toEqual([{ name: 'bridge matrix', status: 'ok', detail: expect.stringContaining('answers with project "mx"') }]);
+  it("doctor checks the token is the bot's; berth.yaml names a bad user id", async () => {
+    expect(await checkBridges(h.berth.config)).toEqual([
+      { name: 'bridge matrix', status: 'ok', detail: expect.stringContaining('answers with project "mx"') },
+    ]);
     const wrong = BerthConfigSchema.parse({ bridges: { matrix: { homeserver: fake.url, user_id: fake.botUserId, access_token: 'nope' } } });
-    expect(await checkBridges(wrong)).toEqual([{ name: 'bridge matrix', status: 'fail', detail: expect.stringContaining('M_UNKNOWN_TOKEN') }]);
-    expect(BerthConfigSchema.safeParse({ bridges: { matrix: { homeserver: fake.url, user_id: 'berth', access_token: 'x' } } }).error?.issues.map((i) => i.path.join('.'))).toEqual(['bridges.matrix.user_id']);
+    expect(await checkBridges(wrong)).toEqual([
+      { name: 'bridge matrix', status: 'fail', detail: expect.stringContaining('M_UNKNOWN_TOKEN') },
+    ]);
+    expect(
+      BerthConfigSchema.safeParse({ bridges: { matrix: { homeserver: fake.url, user_id: 'berth', access_token: 'x' } } }).error?.issues.map(
+        (i) => i.path.join('.'),
+      ),
+    ).toEqual(['bridges.matrix.user_id']);
   });
 });

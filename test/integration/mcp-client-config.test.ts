@@ -35,12 +35,22 @@ describe('berth mcp --print-config', () => {
   it("names this node and this install's bin/berth.js by absolute path, and this home (never npx or a PATH lookup)", () => {
     const r = cli(['--home', home, 'mcp', '--print-config']);
     expect(r.code, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({ mcpServers: { berth: { command: process.execPath, args: [fs.realpathSync(BERTH_BIN), '--home', home, 'mcp'] } } });
+    expect(JSON.parse(r.stdout)).toEqual({
+      mcpServers: { berth: { command: process.execPath, args: [fs.realpathSync(BERTH_BIN), '--home', home, 'mcp'] } },
+    });
   });
 
   it('the printed command, started as an MCP client would from another directory with impostors on its PATH, answers initialize and lists this home', async () => {
-    const { command, args } = (JSON.parse(cli(['--home', home, 'mcp', '--print-config']).stdout) as { mcpServers: { berth: { command: string; args: string[] } } }).mcpServers.berth;
-    const transport = new StdioClientTransport({ command, args, cwd: elsewhere, env: { PATH: `${elsewhere}/node_modules/.bin:${elsewhere}/bin` }, stderr: 'pipe' });
+    const { command, args } = (
+      JSON.parse(cli(['--home', home, 'mcp', '--print-config']).stdout) as { mcpServers: { berth: { command: string; args: string[] } } }
+    ).mcpServers.berth;
+    const transport = new StdioClientTransport({
+      command,
+      args,
+      cwd: elsewhere,
+      env: { PATH: `${elsewhere}/node_modules/.bin:${elsewhere}/bin` },
+      stderr: 'pipe',
+    });
     const client = new Client({ name: 'print-config-test', version: '1.0.0' });
     try {
       await client.connect(transport);
@@ -61,7 +71,11 @@ describe('berth mcp --print-config', () => {
     const snippet = /```sh\n(node bin\/berth\.js --home \/srv\/berth mcp --print-config)\n```\n```json\n(.*)\n```/.exec(readme);
     expect(snippet).not.toBeNull();
     const [, line, example] = snippet!;
-    const r = spawnSync('sh', ['-c', line!.replace('/srv/berth', home)], { cwd: REPO_ROOT, encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } });
+    const r = spawnSync('sh', ['-c', line!.replace('/srv/berth', home)], {
+      cwd: REPO_ROOT,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '' },
+    });
     expect(r.status, r.stderr).toBe(0);
     const printed = JSON.parse(r.stdout) as { mcpServers: { berth: { command: string; args: string[] } } };
     const shown = JSON.parse(example!) as typeof printed;

@@ -9,7 +9,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBerth } from '../../src/main.js';
 import { BERTH_BIN } from '../helpers.js';
 
-const TOOLS = ['project_create', 'project_get', 'project_grant', 'project_list', 'project_revoke', 'project_update', 'run_message', 'session_get', 'session_update', 'workflow_run', 'workspace_list'];
+const TOOLS = [
+  'project_create',
+  'project_get',
+  'project_grant',
+  'project_list',
+  'project_revoke',
+  'project_update',
+  'run_message',
+  'session_get',
+  'session_update',
+  'workflow_run',
+  'workspace_list',
+];
 const TOKEN = 'mcp-test-token-0123456789';
 
 let home: string;
@@ -33,15 +45,25 @@ async function exercise(client: Client, project: string): Promise<void> {
   expect(create?.inputSchema.properties).toHaveProperty('protected_paths');
   // Every tool says what it may do, and every input field says what it is.
   for (const t of tools) {
-    expect(t.annotations, t.name).toEqual({ readOnlyHint: expect.any(Boolean), destructiveHint: expect.any(Boolean), idempotentHint: expect.any(Boolean) });
-    for (const [field, schema] of Object.entries((t.inputSchema.properties ?? {}) as Record<string, { description?: string }>)) expect(schema.description, `${t.name}.${field}`).toBeTruthy();
+    expect(t.annotations, t.name).toEqual({
+      readOnlyHint: expect.any(Boolean),
+      destructiveHint: expect.any(Boolean),
+      idempotentHint: expect.any(Boolean),
+    });
+    for (const [field, schema] of Object.entries((t.inputSchema.properties ?? {}) as Record<string, { description?: string }>))
+      expect(schema.description, `${t.name}.${field}`).toBeTruthy();
   }
   expect(tools.find((t) => t.name === 'project_get')?.annotations?.readOnlyHint).toBe(true);
   expect(tools.find((t) => t.name === 'workflow_run')?.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
 
-  const created = await client.callTool({ name: 'project_create', arguments: { name: project, workspace_isolation: true, protected_paths: ['AGENTS.md'] } });
+  const created = await client.callTool({
+    name: 'project_create',
+    arguments: { name: project, workspace_isolation: true, protected_paths: ['AGENTS.md'] },
+  });
   expect(created.isError).toBeFalsy();
-  expect(created.structuredContent).toMatchObject({ project: { name: project, workspace_isolation: true, protected_paths: ['AGENTS.md'] } });
+  expect(created.structuredContent).toMatchObject({
+    project: { name: project, workspace_isolation: true, protected_paths: ['AGENTS.md'] },
+  });
 
   const dup = await client.callTool({ name: 'project_create', arguments: { name: project } });
   expect(dup.isError).toBe(true);
@@ -50,16 +72,30 @@ async function exercise(client: Client, project: string): Promise<void> {
   const bad = await client.callTool({ name: 'project_update', arguments: { name: project, protected_paths: ['../escape'], bogus: 1 } });
   expect(bad.isError).toBe(true);
   expect(errorOf(bad)).toMatchObject({ code: 'CONFIG_INVALID' });
-  expect(errorOf(bad).issues.map((i: { field: string }) => i.field).sort()).toEqual(['bogus', 'protected_paths.0']);
+  expect(
+    errorOf(bad)
+      .issues.map((i: { field: string }) => i.field)
+      .sort(),
+  ).toEqual(['bogus', 'protected_paths.0']);
 
-  const updated = await client.callTool({ name: 'project_update', arguments: { name: project, workspace_isolation: false, protected_paths: ['AGENTS.md', '.factory/'] } });
+  const updated = await client.callTool({
+    name: 'project_update',
+    arguments: { name: project, workspace_isolation: false, protected_paths: ['AGENTS.md', '.factory/'] },
+  });
   expect(updated.structuredContent).toMatchObject({ project: { workspace_isolation: false, protected_paths: ['AGENTS.md', '.factory/'] } });
-  expect((await client.callTool({ name: 'project_get', arguments: { name: project } })).structuredContent).toMatchObject({ project: { name: project, workspace_isolation: false } });
+  expect((await client.callTool({ name: 'project_get', arguments: { name: project } })).structuredContent).toMatchObject({
+    project: { name: project, workspace_isolation: false },
+  });
   expect(errorOf(await client.callTool({ name: 'project_get', arguments: { name: 'missing' } })).code).toBe('PROJECT_NOT_FOUND');
 
-  const run = await client.callTool({ name: 'run_message', arguments: { project, user: 'signal:+491', message: 'echo from-mcp; touch /workspace/AGENTS.md' } });
+  const run = await client.callTool({
+    name: 'run_message',
+    arguments: { project, user: 'signal:+491', message: 'echo from-mcp; touch /workspace/AGENTS.md' },
+  });
   expect(run.isError).toBeFalsy();
-  expect(run.structuredContent).toMatchObject({ run: { project, exit_code: 1, stdout: 'from-mcp\n', stderr: expect.stringContaining('Read-only file system') } });
+  expect(run.structuredContent).toMatchObject({
+    run: { project, exit_code: 1, stdout: 'from-mcp\n', stderr: expect.stringContaining('Read-only file system') },
+  });
 
   const ws = await client.callTool({ name: 'workspace_list', arguments: { project } });
   expect(ws.structuredContent).toMatchObject({ workspaces: [{ tenant_key: 'signal:+491' }] });
@@ -118,7 +154,9 @@ describe('MCP server with the SDK Client', () => {
 
     it('runs the same tools', async () => {
       const client = new Client({ name: 'berth-test', version: '1' });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TOKEN}` } } }));
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TOKEN}` } } }),
+      );
       try {
         await exercise(client, 'via-http');
       } finally {

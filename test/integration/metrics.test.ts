@@ -17,7 +17,8 @@ async function listen(sources: AppSources) {
   return { base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise((r) => server.close(r)) };
 }
 
-const get = (base: string, path: string, token?: string) => fetch(`${base}${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+const get = (base: string, path: string, token?: string) =>
+  fetch(`${base}${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
 
 let h: TestHome;
 let metrics: Metrics;
@@ -40,7 +41,9 @@ describe('GET /metrics (real HTTP server)', () => {
       const res = await get(server.base, '/metrics', token);
       expect(res.status, String(token)).toBe(401);
       expect(res.headers.get('content-type')).toMatch(/^application\/json/);
-      expect(await res.json()).toEqual({ error: { code: 'UNAUTHORIZED', message: 'missing or wrong admin or metrics token', hint: 'send "Authorization: Bearer <token>"' } });
+      expect(await res.json()).toEqual({
+        error: { code: 'UNAUTHORIZED', message: 'missing or wrong admin or metrics token', hint: 'send "Authorization: Bearer <token>"' },
+      });
     }
     const body = await (await get(server.base, '/metrics', METRICS_TOKEN)).text();
     expect(body).toMatch(/^berth_auth_failures_total\{surface="metrics"\} ([4-9]|\d\d+)$/m);
@@ -83,7 +86,9 @@ describe('GET /metrics (real HTTP server)', () => {
   });
 
   it('is in the OpenAPI document as a token-protected operation', async () => {
-    const doc = (await (await get(server.base, '/openapi.json', ADMIN_TOKEN)).json()) as { paths: Record<string, { get?: { security?: unknown[]; responses: Record<string, unknown> } }> };
+    const doc = (await (await get(server.base, '/openapi.json', ADMIN_TOKEN)).json()) as {
+      paths: Record<string, { get?: { security?: unknown[]; responses: Record<string, unknown> } }>;
+    };
     const op = doc.paths['/metrics']?.get;
     expect(op?.security).toBeUndefined();
     expect(Object.keys(op?.responses ?? {}).sort()).toEqual(['200', '401']);

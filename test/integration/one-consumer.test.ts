@@ -21,7 +21,19 @@ const procs: ChildProcess[] = [];
 
 beforeAll(async () => {
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
-  fs.writeFileSync(join(home, 'berth.yaml'), ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open', 'routes:', '  signal: { project: oc }', ''].join('\n'));
+  fs.writeFileSync(
+    join(home, 'berth.yaml'),
+    [
+      'bridges:',
+      '  signal:',
+      `    url: ${fake.url}`,
+      `    account: '${fake.account}'`,
+      '    senders: open',
+      'routes:',
+      '  signal: { project: oc }',
+      '',
+    ].join('\n'),
+  );
   const create = spawn(process.execPath, [BERTH_BIN, '--home', home, 'project', 'create', 'oc', '--isolation'], { stdio: 'ignore' });
   await new Promise((r) => create.once('close', r));
 });
@@ -41,7 +53,10 @@ interface Proc {
 }
 
 function berth(args: string[]): Proc {
-  const proc = spawn(process.execPath, [BERTH_BIN, '--home', home, ...args], { env: { PATH: process.env.PATH ?? '', BERTH_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [BERTH_BIN, '--home', home, ...args], {
+    env: { PATH: process.env.PATH ?? '', BERTH_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   procs.push(proc);
   let out = '';
   let err = '';
@@ -95,7 +110,9 @@ describe('one consumer per bridge per home (M2)', () => {
     await fake.waitFor(() => second.proc.exitCode !== null || fake.clients() > 1, 20_000);
     expect(await askOnce('first')).toEqual(['1']);
     expect(await second.exited(10_000)).toBe(26);
-    expect(second.err().trim().split('\n')).toEqual([expect.stringMatching(/^ALREADY_RUNNING: .*signal bridge.*already runs in berth process \d+/)]);
+    expect(second.err().trim().split('\n')).toEqual([
+      expect.stringMatching(/^ALREADY_RUNNING: .*signal bridge.*already runs in berth process \d+/),
+    ]);
     expect(second.out()).not.toContain('ready');
     expect(fake.connections()).toBe(connections);
     expect(fake.clients()).toBe(1);
@@ -144,7 +161,10 @@ describe('a second serve whose port is taken (first hour)', () => {
     const second = berth(['serve', '--port', port]);
     const code = await second.exited(15_000);
     const clientsMeanwhile = fake.clients();
-    expect({ code, stderr: second.err().trim().split('\n') }).toEqual({ code: 25, stderr: [`ADDRESS_IN_USE: 127.0.0.1:${port} is in use (another berth serve?): stop it, or pick another port with --port`] });
+    expect({ code, stderr: second.err().trim().split('\n') }).toEqual({
+      code: 25,
+      stderr: [`ADDRESS_IN_USE: 127.0.0.1:${port} is in use (another berth serve?): stop it, or pick another port with --port`],
+    });
     expect(second.out()).toBe('');
     expect(clientsMeanwhile).toBe(1);
     expect(fake.connections()).toBe(connections);

@@ -67,7 +67,7 @@ const b = (...args: string[]) => cli(['--home', home, ...args]);
 describe('shared areas (real containers)', () => {
   it('a project with no grants sees only its private workspace', async () => {
     const o = await run('plain', 'ls /shared 2>&1; grep -c " /shared" /proc/self/mountinfo; cat /proc/self/mountinfo | grep -c areas');
-    expect(o.stdout).toBe("ls: /shared: No such file or directory\n0\n0\n");
+    expect(o.stdout).toBe('ls: /shared: No such file or directory\n0\n0\n');
   });
 
   it('grants (CLI, comments kept) give exactly the granted areas: read-only stays read-only, rw is writable', async () => {
@@ -79,8 +79,13 @@ describe('shared areas (real containers)', () => {
     expect(b('project', 'show', 'finance').stdout).toBe(
       `project finance\nprivate workspace: ${home}/projects/finance\nshared: /shared/finance-kb → ${areas.finance} (ro)\nshared: /shared/drafts → ${areas.drafts} (rw)\n`,
     );
-    const o = await run('finance', 'ls /shared; cat /shared/finance-kb/fact.txt; touch /shared/finance-kb/x 2>&1; echo d > /shared/drafts/new.txt && echo wrote; ls /shared/legal-kb 2>&1');
-    expect(o.stdout).toBe(`drafts\nfinance-kb\nfinance-fact\ntouch: /shared/finance-kb/x: Read-only file system\nwrote\nls: /shared/legal-kb: No such file or directory\n`);
+    const o = await run(
+      'finance',
+      'ls /shared; cat /shared/finance-kb/fact.txt; touch /shared/finance-kb/x 2>&1; echo d > /shared/drafts/new.txt && echo wrote; ls /shared/legal-kb 2>&1',
+    );
+    expect(o.stdout).toBe(
+      `drafts\nfinance-kb\nfinance-fact\ntouch: /shared/finance-kb/x: Read-only file system\nwrote\nls: /shared/legal-kb: No such file or directory\n`,
+    );
     expect(fs.readdirSync(areas.finance)).toEqual(['fact.txt']);
     expect(fs.readFileSync(join(areas.drafts, 'new.txt'), 'utf8')).toBe('d\n');
   });
@@ -97,7 +102,10 @@ describe('shared areas (real containers)', () => {
     const before = new Set((await berth.runner.listContainers('finance')).map((c) => c.id));
     const first = run('finance', 'sleep 2; ls /shared');
     // The first run holds the tenant's workspace once its container runs.
-    await until(async () => (await berth.runner.listContainers('finance')).some((c) => !before.has(c.id) && c.state === 'running'), 'the first run to be in flight');
+    await until(
+      async () => (await berth.runner.listContainers('finance')).some((c) => !before.has(c.id) && c.state === 'running'),
+      'the first run to be in flight',
+    );
     const queued = run('finance', 'ls /shared');
     expect(b('project', 'revoke', 'finance', 'drafts')).toMatchObject({ code: 0 });
     expect((await first).stdout).toBe('drafts\nfinance-kb\n'); // in flight: keeps what it started with
@@ -108,8 +116,12 @@ describe('shared areas (real containers)', () => {
     await berth.runner.run({ project: 'finance', tenantKey: 'web:sh', message: 'true', sessionId: 'fin-sh', level: 'medium' });
     const ok = await berth.sessionTools.shellRun({ project: 'finance', session: 'fin-sh' }, { command: 'cat /shared/finance-kb/fact.txt' });
     expect(ok).toMatchObject({ exit_code: 0, stdout: 'finance-fact\n' });
-    await expect(berth.sessionTools.shellRun({ project: 'finance', session: 'fin-sh' }, { command: 'cat /shared/legal-kb/fact.txt' })).rejects.toMatchObject({ code: 'AREA_NOT_GRANTED' });
-    await expect(berth.sessionTools.shellRun({ project: 'finance', session: 'fin-sh' }, { command: 'touch /shared/finance-kb/x' })).rejects.toMatchObject({ code: 'PERMISSION_DENIED', details: { rule: 'write_outside_workspace' } });
+    await expect(
+      berth.sessionTools.shellRun({ project: 'finance', session: 'fin-sh' }, { command: 'cat /shared/legal-kb/fact.txt' }),
+    ).rejects.toMatchObject({ code: 'AREA_NOT_GRANTED' });
+    await expect(
+      berth.sessionTools.shellRun({ project: 'finance', session: 'fin-sh' }, { command: 'touch /shared/finance-kb/x' }),
+    ).rejects.toMatchObject({ code: 'PERMISSION_DENIED', details: { rule: 'write_outside_workspace' } });
   });
 
   it('misconfigured shared areas stop serve, run and doctor, naming the entry', () => {
@@ -161,12 +173,24 @@ describe('workflows (real containers)', () => {
     expect(r.code).toBe(14);
     expect(r.stdout).toBe('one\ntwo\n');
     expect(r.stderr).toMatch(/^WORKFLOW_FAILED: workflow fails stopped at step 2: exited with 3/m);
-    const log = fs.readFileSync(join(home, 'projects/plain/sessions/workflow-runs.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-    expect(log.at(-1)).toMatchObject({ workflow: 'fails', status: 'failed', error: { step: 1 }, steps: [{ exit_code: 0 }, { exit_code: 3 }] });
+    const log = fs
+      .readFileSync(join(home, 'projects/plain/sessions/workflow-runs.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(log.at(-1)).toMatchObject({
+      workflow: 'fails',
+      status: 'failed',
+      error: { step: 1 },
+      steps: [{ exit_code: 0 }, { exit_code: 3 }],
+    });
   });
 
   it('workspace_mode other than the two (agent_workspace included) fails validation naming file, step and allowed values', () => {
-    fs.writeFileSync(join(home, 'projects/plain/workflows/old.yaml'), `steps:\n  - { message: 'x', workspace_mode: orchestrator_workspace }\n  - { message: 'y', workspace_mode: agent_workspace }\n`);
+    fs.writeFileSync(
+      join(home, 'projects/plain/workflows/old.yaml'),
+      `steps:\n  - { message: 'x', workspace_mode: orchestrator_workspace }\n  - { message: 'y', workspace_mode: agent_workspace }\n`,
+    );
     const r = b('workflow', 'run', 'plain', 'old');
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`workflow file ${home}/projects/plain/workflows/old.yaml is invalid`);
@@ -174,8 +198,16 @@ describe('workflows (real containers)', () => {
   });
 
   it('a workflow that needs an ungranted area is refused before any step runs', async () => {
-    fs.writeFileSync(join(home, 'projects/plain/workflows/needs.yaml'), `shared: [legal-kb]\nsteps:\n  - { message: 'touch ran', workspace_mode: orchestrator_workspace }\n`);
-    await expect(runWorkflow({ store: berth.store, runner: berth.runner, assertGranted: berth.operator.assertGranted }, { project: 'plain', workflow: 'needs' })).rejects.toMatchObject({ code: 'AREA_NOT_GRANTED' });
+    fs.writeFileSync(
+      join(home, 'projects/plain/workflows/needs.yaml'),
+      `shared: [legal-kb]\nsteps:\n  - { message: 'touch ran', workspace_mode: orchestrator_workspace }\n`,
+    );
+    await expect(
+      runWorkflow(
+        { store: berth.store, runner: berth.runner, assertGranted: berth.operator.assertGranted },
+        { project: 'plain', workflow: 'needs' },
+      ),
+    ).rejects.toMatchObject({ code: 'AREA_NOT_GRANTED' });
     expect(fs.existsSync(join(home, 'projects/plain/ran'))).toBe(false);
   });
 
@@ -206,7 +238,10 @@ describe('workflow attacks (issue: input pasted into a shell; steps saw every te
     fs.writeFileSync(join(home, 'projects/iso/workflows/leak.yaml'), LEAK);
     const o = await berth.runner.run({ project: 'iso', tenantKey: 'signal:+4915550001', message: 'echo tenant-secret-123 > secret.txt' });
     expect(o.exitCode).toBe(0);
-    seed = { agents: fs.readFileSync(join(home, 'projects/iso/AGENTS.md'), 'utf8'), mcp: fs.readFileSync(join(home, 'projects/iso/.factory/mcp.json'), 'utf8') };
+    seed = {
+      agents: fs.readFileSync(join(home, 'projects/iso/AGENTS.md'), 'utf8'),
+      mcp: fs.readFileSync(join(home, 'projects/iso/.factory/mcp.json'), 'utf8'),
+    };
   });
 
   const unchanged = () => {
@@ -221,7 +256,12 @@ describe('workflow attacks (issue: input pasted into a shell; steps saw every te
     expect(r.stdout).toContain('\n0\n'); // an empty, read-only workspaces/
     expect(r.code).toBe(0);
     unchanged();
-    expect(fs.readFileSync(join(home, 'projects/iso/workspaces', fs.readdirSync(join(home, 'projects/iso/workspaces'))[0] as string, 'secret.txt'), 'utf8')).toBe('tenant-secret-123\n');
+    expect(
+      fs.readFileSync(
+        join(home, 'projects/iso/workspaces', fs.readdirSync(join(home, 'projects/iso/workspaces'))[0] as string, 'secret.txt'),
+        'utf8',
+      ),
+    ).toBe('tenant-secret-123\n');
   });
 
   it('HTTP: the same, over POST /api/projects/:name/workflows/:wf/runs', async () => {
@@ -240,7 +280,10 @@ describe('workflow attacks (issue: input pasted into a shell; steps saw every te
   });
 
   it('a step message with the old {input} placeholder is refused, naming the way that works', () => {
-    fs.writeFileSync(join(home, 'projects/iso/workflows/old-input.yaml'), `steps:\n  - { message: 'echo "{input}"', workspace_mode: orchestrator_workspace }\n`);
+    fs.writeFileSync(
+      join(home, 'projects/iso/workflows/old-input.yaml'),
+      `steps:\n  - { message: 'echo "{input}"', workspace_mode: orchestrator_workspace }\n`,
+    );
     const r = b('workflow', 'run', 'iso', 'old-input', '--input', 'x');
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('steps.0.message: must not contain {input}');
@@ -251,15 +294,25 @@ describe('workflow attacks (issue: input pasted into a shell; steps saw every te
 describe('private workspace override', () => {
   it('set moves the project to the operator path (runs follow); unset moves it back', async () => {
     const target = join(root, 'elsewhere/plain');
-    expect(b('project', 'set-private-workspace', 'plain', target)).toMatchObject({ code: 0, stdout: `project plain now lives at ${target}\n` });
+    expect(b('project', 'set-private-workspace', 'plain', target)).toMatchObject({
+      code: 0,
+      stdout: `project plain now lives at ${target}\n`,
+    });
     expect(fs.existsSync(join(target, 'metadata.json'))).toBe(true);
     expect(fs.existsSync(join(home, 'projects/plain'))).toBe(false);
     expect(fs.readFileSync(join(home, 'berth.yaml'), 'utf8')).toContain(`private_workspace: ${target}`);
     expect(b('project', 'list').stdout).toContain('plain\t');
-    const o = await createBerth({ home, logLevel: 'silent' }).runner.run({ project: 'plain', tenantKey: 'web:t', message: 'echo moved > m.txt' });
+    const o = await createBerth({ home, logLevel: 'silent' }).runner.run({
+      project: 'plain',
+      tenantKey: 'web:t',
+      message: 'echo moved > m.txt',
+    });
     expect(o.workspaceRoot.startsWith(target)).toBe(true);
     expect(b('project', 'set-private-workspace', 'plain', 'relative/dir')).toMatchObject({ code: 2 });
-    expect(b('project', 'unset-private-workspace', 'plain')).toMatchObject({ code: 0, stdout: `project plain now lives at ${home}/projects/plain\n` });
+    expect(b('project', 'unset-private-workspace', 'plain')).toMatchObject({
+      code: 0,
+      stdout: `project plain now lives at ${home}/projects/plain\n`,
+    });
     expect(fs.readFileSync(join(o.workspaceRoot.replace(target, join(home, 'projects/plain')), 'm.txt'), 'utf8')).toBe('moved\n');
     expect(fs.readFileSync(join(home, 'berth.yaml'), 'utf8')).not.toContain('private_workspace');
   });

@@ -57,9 +57,19 @@ beforeAll(async () => {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      echoSeen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: body.length > MiB ? `<${body.length} bytes>` : body.toString() });
+      echoSeen.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body: body.length > MiB ? `<${body.length} bytes>` : body.toString(),
+      });
       // As the real APIs do, the answer says whose account it billed: that stays with berth.
-      res.writeHead(200, { 'content-type': 'application/json', 'openai-organization': 'org-operator', 'openai-project': 'proj_operator', 'anthropic-organization-id': 'org-uuid-operator' });
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        'openai-organization': 'org-operator',
+        'openai-project': 'proj_operator',
+        'anthropic-organization-id': 'org-uuid-operator',
+      });
       res.end(JSON.stringify({ id: 'x', usage: { prompt_tokens: 3, completion_tokens: 2, input_tokens: 3, output_tokens: 2 } }));
     });
   });
@@ -94,12 +104,21 @@ beforeAll(async () => {
       '',
     ].join('\n'),
   });
-  h.create({ name: 'ob', workspace_isolation: true, models: { upstreams: ['anthropic'], allow: ['claude-*'], budget: { requests_per_hour: 4 } }, egress: { allow: [`localhost:${webPort}`, 'localhost'] } });
+  h.create({
+    name: 'ob',
+    workspace_isolation: true,
+    models: { upstreams: ['anthropic'], allow: ['claude-*'], budget: { requests_per_hour: 4 } },
+    egress: { allow: [`localhost:${webPort}`, 'localhost'] },
+  });
   h.create({ name: 'nomodel', workspace_isolation: true });
   h.create({ name: 'ask', workspace_isolation: true });
   h.create({ name: 'askop', workspace_isolation: true, chat: { approvals: 'operator', approval_timeout_seconds: 60 } });
   h.create({ name: 'obgone', workspace_isolation: true, models: { upstreams: ['gone'], allow: ['claude-*'] } });
-  h.create({ name: 'ob3', workspace_isolation: true, models: { upstreams: ['echo', 'echoa'], allow: ['gpt-cheap*', 'claude-*'], budget: { requests_per_hour: 1000 } } });
+  h.create({
+    name: 'ob3',
+    workspace_isolation: true,
+    models: { upstreams: ['echo', 'echoa'], allow: ['gpt-cheap*', 'claude-*'], budget: { requests_per_hour: 1000 } },
+  });
 });
 afterAll(async () => {
   await h[Symbol.asyncDispose]();
@@ -114,7 +133,12 @@ const messagesCall = (model: string) =>
 describe('model gateway: keys never enter a container', () => {
   it('at level low (no network) the agent reaches its model on loopback; berth adds the real key; the container holds only the placeholder', async () => {
     fake.reset();
-    const o = await h.run('ob', 'sig:+100', `echo "base=$ANTHROPIC_BASE_URL key=$ANTHROPIC_API_KEY"; ${messagesCall('claude-test-1')}`, 'low');
+    const o = await h.run(
+      'ob',
+      'sig:+100',
+      `echo "base=$ANTHROPIC_BASE_URL key=$ANTHROPIC_API_KEY"; ${messagesCall('claude-test-1')}`,
+      'low',
+    );
     expect(o.exitCode, o.stderr).toBe(0);
     expect(o.stdout).toContain('base=http://127.0.0.1:41400/anthropic key=berth-model-gateway-holds-the-key');
     expect(o.stdout).toContain('event: message_start');
@@ -149,12 +173,25 @@ describe('model gateway: keys never enter a container', () => {
     expect(o.stdout).toContain('403');
     expect(fake.requests).toHaveLength(0);
     const log = readOutbound(h.berth.store.get('ob').paths.sessionsDir, { limit: 1 })[0];
-    expect(log).toMatchObject({ kind: 'model', tenant: 'sig:+101', status: 403, model: 'gpt-5', reason: expect.stringContaining('model "gpt-5" is not allowed') });
+    expect(log).toMatchObject({
+      kind: 'model',
+      tenant: 'sig:+101',
+      status: 403,
+      model: 'gpt-5',
+      reason: expect.stringContaining('model "gpt-5" is not allowed'),
+    });
   });
 
   it('a tenant past its hourly budget gets 429 (not to be retried) while another tenant still gets through; every call is logged without key or prompt', async () => {
     fake.reset();
-    const o = await h.run('ob', 'sig:+102', Array.from({ length: 5 }, () => `${messagesCall('claude-test-1')} | grep -E "HTTP/1.1|x-should-retry|retry-after"`).join('; echo ---; '), 'low');
+    const o = await h.run(
+      'ob',
+      'sig:+102',
+      Array.from({ length: 5 }, () => `${messagesCall('claude-test-1')} | grep -E "HTTP/1.1|x-should-retry|retry-after"`).join(
+        '; echo ---; ',
+      ),
+      'low',
+    );
     const answers = o.stdout.split('---\n');
     expect(answers.slice(0, 4).every((a) => a.includes('200 OK'))).toBe(true);
     expect(answers[4]).toContain('429');
@@ -165,7 +202,14 @@ describe('model gateway: keys never enter a container', () => {
     const mine = readOutbound(sessionsDir, { limit: 100, keep: (r) => r.tenant === 'sig:+102' }) as ModelCall[];
     expect(mine.map((r) => r.status)).toEqual([429, 200, 200, 200, 200]);
     expect(mine[0]?.reason).toMatch(/model budget \(4 model calls per hour\) is spent/);
-    expect(mine[1]).toMatchObject({ kind: 'model', upstream: 'anthropic', model: 'claude-test-1', session: expect.any(String), input_tokens: expect.any(Number), output_tokens: expect.any(Number) });
+    expect(mine[1]).toMatchObject({
+      kind: 'model',
+      upstream: 'anthropic',
+      model: 'claude-test-1',
+      session: expect.any(String),
+      input_tokens: expect.any(Number),
+      output_tokens: expect.any(Number),
+    });
     expect(mine[1]!.input_tokens + mine[1]!.output_tokens).toBeGreaterThan(0);
     const raw = fs.readFileSync(join(sessionsDir, 'outbound.jsonl'), 'utf8');
     expect(raw).not.toContain(KEY);
@@ -181,7 +225,9 @@ describe('model gateway: a model service that cannot be reached', () => {
     expect(Date.now() - t0).toBeLessThan(15_000);
     expect(o.timedOut).toBe(false);
     expect(o.exitCode).not.toBe(0);
-    expect(o.warnings.at(-1)).toMatch(/^stopped: its model service cannot be reached \("gone": connect ECONNREFUSED 127\.0\.0\.1:\d+\)\. The operator must fix it \(berth doctor\); send the message again later\.$/);
+    expect(o.warnings.at(-1)).toMatch(
+      /^stopped: its model service cannot be reached \("gone": connect ECONNREFUSED 127\.0\.0\.1:\d+\)\. The operator must fix it \(berth doctor\); send the message again later\.$/,
+    );
     expect(o.record.run).toBe(o.runId);
     const calls = readOutbound(h.berth.store.get('obgone').paths.sessionsDir, { limit: 10 });
     expect(calls.filter((c) => c.kind === 'model').map((c) => (c as { status: number }).status)).toEqual([502, 502]);
@@ -196,19 +242,39 @@ describe('model gateway: streaming', () => {
     const gateway = createModelGateway({ config: () => config, logger: pino({ level: 'silent' }) });
     const sessionsDir = join(dir, 'sessions');
     const metadata = ProjectMetadataSchema.parse({ name: 'p', models: { upstreams: ['up'], budget: { requests_per_hour: 100 } } });
-    const server = await gateway.open({ path: join(dir, 'model.sock'), run: { runId: 'r1', project: 'p', metadata, tenantKey: 't', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }), stopRun: () => undefined });
+    const server = await gateway.open({
+      path: join(dir, 'model.sock'),
+      run: { runId: 'r1', project: 'p', metadata, tenantKey: 't', session: 's', workspaceId: 'w1', sessionsDir },
+      logger: pino({ level: 'silent' }),
+      stopRun: () => undefined,
+    });
     const stream = () =>
       new Promise<{ events: number[]; total: number; status: number }>((resolve, reject) => {
         const t0 = performance.now();
         const events: number[] = [];
-        const req = http.request({ socketPath: join(dir, 'model.sock'), path: '/up/v1/messages', method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'placeholder' } }, (res) => {
-          res.on('data', (chunk: Buffer) => {
-            for (const _ of chunk.toString().matchAll(/^event: /gm)) events.push(performance.now() - t0);
-          });
-          res.on('end', () => resolve({ events, total: performance.now() - t0, status: res.statusCode ?? 0 }));
-        });
+        const req = http.request(
+          {
+            socketPath: join(dir, 'model.sock'),
+            path: '/up/v1/messages',
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'x-api-key': 'placeholder' },
+          },
+          (res) => {
+            res.on('data', (chunk: Buffer) => {
+              for (const _ of chunk.toString().matchAll(/^event: /gm)) events.push(performance.now() - t0);
+            });
+            res.on('end', () => resolve({ events, total: performance.now() - t0, status: res.statusCode ?? 0 }));
+          },
+        );
         req.on('error', reject);
-        req.end(JSON.stringify({ model: 'm', max_tokens: 32, stream: true, messages: [{ role: 'user', content: 'REPLY: a reply long enough to need several text deltas of the stream' }] }));
+        req.end(
+          JSON.stringify({
+            model: 'm',
+            max_tokens: 32,
+            stream: true,
+            messages: [{ role: 'user', content: 'REPLY: a reply long enough to need several text deltas of the stream' }],
+          }),
+        );
       });
     try {
       const one = await stream();
@@ -240,13 +306,21 @@ describe('model gateway: what a tenant sends it directly', () => {
     const sessionsDir = join(dir, 'sessions');
     const metadata = ProjectMetadataSchema.parse({ name: 'p', models: { upstreams: ['up'] } });
     const socketPath = join(dir, 'model.sock');
-    const server = await gateway.open({ path: socketPath, run: { runId: 'r2', project: 'p', metadata, tenantKey: 't', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }), stopRun: () => undefined });
+    const server = await gateway.open({
+      path: socketPath,
+      run: { runId: 'r2', project: 'p', metadata, tenantKey: 't', session: 's', workspaceId: 'w1', sessionsDir },
+      logger: pino({ level: 'silent' }),
+      stopRun: () => undefined,
+    });
     const call = (path: string, body: string, headers: Record<string, string> = {}) =>
       new Promise<number>((resolve, reject) => {
-        const req = http.request({ socketPath, path, method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
-          res.resume();
-          res.on('end', () => resolve(res.statusCode ?? 0));
-        });
+        const req = http.request(
+          { socketPath, path, method: 'POST', headers: { 'content-type': 'application/json', ...headers } },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+          },
+        );
         req.on('error', reject);
         req.end(body);
       });
@@ -258,24 +332,45 @@ describe('model gateway: what a tenant sends it directly', () => {
       expect(up.requests).toHaveLength(0);
       // A stream the container drops after its first event is still paid for.
       await new Promise<void>((resolve) => {
-        const req = http.request({ socketPath, path: '/up/v1/messages', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-          res.once('data', () => {
-            req.destroy();
-            resolve();
-          });
-        });
-        req.end(JSON.stringify({ model: 'm', max_tokens: 64, stream: true, messages: [{ role: 'user', content: 'REPLY: a long enough answer to stream in pieces' }] }));
+        const req = http.request(
+          { socketPath, path: '/up/v1/messages', method: 'POST', headers: { 'content-type': 'application/json' } },
+          (res) => {
+            res.once('data', () => {
+              req.destroy();
+              resolve();
+            });
+          },
+        );
+        req.end(
+          JSON.stringify({
+            model: 'm',
+            max_tokens: 64,
+            stream: true,
+            messages: [{ role: 'user', content: 'REPLY: a long enough answer to stream in pieces' }],
+          }),
+        );
       });
-      const last = await until(() => (readOutbound(sessionsDir, { limit: 1 }) as ModelCall[]).find((r) => r.status === 499), 'the abandoned call to be recorded');
+      const last = await until(
+        () => (readOutbound(sessionsDir, { limit: 1 }) as ModelCall[]).find((r) => r.status === 499),
+        'the abandoned call to be recorded',
+      );
       expect(last).toMatchObject({ status: 499, reason: 'the container closed the connection' });
       expect(last.input_tokens).toBeGreaterThan(0);
       // Connections past the per-run bound are closed at once, whoever opens them.
-      const sockets = await Promise.all(Array.from({ length: 24 }, () => new Promise<net.Socket>((resolve) => {
-        const s = net.connect(socketPath, () => resolve(s));
-        s.on('error', () => undefined);
-      })));
+      const sockets = await Promise.all(
+        Array.from(
+          { length: 24 },
+          () =>
+            new Promise<net.Socket>((resolve) => {
+              const s = net.connect(socketPath, () => resolve(s));
+              s.on('error', () => undefined);
+            }),
+        ),
+      );
       // Closed at once by berth; seen here when the close arrives (22 still open after 200 ms once, under a fresh run's load).
-      await expect.poll(() => sockets.filter((s) => !s.destroyed && s.readyState === 'open').length, { timeout: 5000 }).toBeLessThanOrEqual(16);
+      await expect
+        .poll(() => sockets.filter((s) => !s.destroyed && s.readyState === 'open').length, { timeout: 5000 })
+        .toBeLessThanOrEqual(16);
       for (const s of sockets) s.destroy();
     } finally {
       await server.close();
@@ -301,7 +396,9 @@ const statusOf = (answer: string) => Number(/^HTTP\/1\.1 (\d{3})/m.exec(answer)?
 
 /** Send raw requests one after another from inside a container of project ob3, byte for byte, to its model gateway (41400). */
 async function rawCalls(requests: string[], tenant = 'web:mallory'): Promise<string[]> {
-  const script = requests.map((r) => `echo ${b64(r)} | base64 -d > /tmp/req; (cat /tmp/req; sleep 0.3) | nc 127.0.0.1 41400; echo; echo ---`).join('; ');
+  const script = requests
+    .map((r) => `echo ${b64(r)} | base64 -d > /tmp/req; (cat /tmp/req; sleep 0.3) | nc 127.0.0.1 41400; echo; echo ---`)
+    .join('; ');
   const o = await h.run('ob3', tenant, script, 'low');
   expect(o.exitCode, o.stderr).toBe(0);
   return o.stdout.split('---\n').slice(0, requests.length);
@@ -326,7 +423,11 @@ describe("model gateway: a tenant's raw requests (outside attack 3, L3)", () => 
       '/echo/v1/models/',
       '/echo/v1/models/x%5c..',
     ];
-    const answers = await rawCalls([...bad.map((p) => rawRequest('GET', p)), rawRequest('GET', '/echo/v1/models'), rawRequest('GET', '/echo/v1/models/gpt-cheap-1.5?x=1')]);
+    const answers = await rawCalls([
+      ...bad.map((p) => rawRequest('GET', p)),
+      rawRequest('GET', '/echo/v1/models'),
+      rawRequest('GET', '/echo/v1/models/gpt-cheap-1.5?x=1'),
+    ]);
     expect(answers.map(statusOf)).toEqual([...bad.map(() => 400), 200, 200]);
     expect(answers[0]).toContain('berth:');
     expect(echoSeen.map((s) => `${s.method} ${s.url}`)).toEqual(['GET /base/v1/models', 'GET /base/v1/models/gpt-cheap-1.5?x=1']);
@@ -350,7 +451,9 @@ describe("model gateway: a tenant's raw requests (outside attack 3, L3)", () => 
     ]);
     expect(answers.map(statusOf)).toEqual([405, 405, 405, 405, 405, 405, 405, 400, 400, 200]);
     expect(answers[0]).toMatch(/allow: POST/i);
-    expect(echoSeen.map((s) => `${s.method} ${s.url} ${s.body}`)).toEqual(['POST /base/v1/chat/completions {"model":"gpt-cheap-1","messages":[]}']);
+    expect(echoSeen.map((s) => `${s.method} ${s.url} ${s.body}`)).toEqual([
+      'POST /base/v1/chat/completions {"model":"gpt-cheap-1","messages":[]}',
+    ]);
   });
 
   it('only the headers a model call needs reach the upstream (no organization, project, cookie or other client-chosen headers), per API kind', async () => {
@@ -379,18 +482,40 @@ describe("model gateway: a tenant's raw requests (outside attack 3, L3)", () => 
       rawRequest('POST', '/echoa/v1/messages', { headers: sent, body: '{"model":"claude-x","max_tokens":1,"messages":[]}' }),
     ]);
     expect(answers.map(statusOf)).toEqual([200, 200]);
-    const names = (s: Seen | undefined) => Object.keys(s?.headers ?? {}).filter((n) => n !== 'host' && n !== 'connection').sort();
+    const names = (s: Seen | undefined) =>
+      Object.keys(s?.headers ?? {})
+        .filter((n) => n !== 'host' && n !== 'connection')
+        .sort();
     expect(names(echoSeen[0])).toEqual(['accept', 'accept-encoding', 'authorization', 'content-length', 'content-type', 'user-agent']);
     expect(echoSeen[0]?.headers.authorization).toBe(`Bearer ${ECHO_KEY}`);
-    expect(names(echoSeen[1])).toEqual(['accept', 'accept-encoding', 'anthropic-beta', 'anthropic-version', 'content-length', 'content-type', 'user-agent', 'x-api-key']);
-    expect(echoSeen[1]?.headers).toMatchObject({ 'x-api-key': ECHO_KEY, 'anthropic-version': '2023-06-01', 'anthropic-beta': 'interleaved-thinking-2025-05-14' });
+    expect(names(echoSeen[1])).toEqual([
+      'accept',
+      'accept-encoding',
+      'anthropic-beta',
+      'anthropic-version',
+      'content-length',
+      'content-type',
+      'user-agent',
+      'x-api-key',
+    ]);
+    expect(echoSeen[1]?.headers).toMatchObject({
+      'x-api-key': ECHO_KEY,
+      'anthropic-version': '2023-06-01',
+      'anthropic-beta': 'interleaved-thinking-2025-05-14',
+    });
   });
 
   it('the upstream gets the body berth checked: a duplicate "model" key cannot name a second model; a body that is not one JSON object is refused', async () => {
     echoSeen.length = 0;
     const answers = await rawCalls([
-      rawRequest('POST', '/echo/v1/chat/completions', { headers: JSON_TYPE, body: '{"model":"gpt-expensive","messages":[],"model":"gpt-cheap"}' }),
-      rawRequest('POST', '/echo/v1/chat/completions', { headers: JSON_TYPE, body: '{"model":"gpt-cheap","messages":[],"model":"gpt-expensive"}' }),
+      rawRequest('POST', '/echo/v1/chat/completions', {
+        headers: JSON_TYPE,
+        body: '{"model":"gpt-expensive","messages":[],"model":"gpt-cheap"}',
+      }),
+      rawRequest('POST', '/echo/v1/chat/completions', {
+        headers: JSON_TYPE,
+        body: '{"model":"gpt-cheap","messages":[],"model":"gpt-expensive"}',
+      }),
       rawRequest('POST', '/echo/v1/chat/completions', { headers: JSON_TYPE, body: '[{"model":"gpt-cheap"}]' }),
       rawRequest('POST', '/echo/v1/chat/completions', { headers: JSON_TYPE, body: '{"model":"gpt-cheap"} {"model":"gpt-expensive"}' }),
     ]);
@@ -402,7 +527,8 @@ describe("model gateway: a tenant's raw requests (outside attack 3, L3)", () => 
 describe("model gateway: what the provider would run outside the sandbox (a tenant's raw requests)", () => {
   it('an mcp tool, a web search tool, mcp_servers and background: true are refused with the field named and never reach the upstream; a Claude Code-shaped call passes, its betas filtered, its answer without the operator organization headers', async () => {
     echoSeen.length = 0;
-    const betas = 'claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,mcp-client-2025-11-20,files-api-2025-04-14';
+    const betas =
+      'claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,mcp-client-2025-11-20,files-api-2025-04-14';
     const claudeHeaders = { ...JSON_TYPE, 'Anthropic-Version': '2023-06-01', 'Anthropic-Beta': betas };
     const claudeCode = {
       model: 'claude-x',
@@ -410,27 +536,54 @@ describe("model gateway: what the provider would run outside the sandbox (a tena
       system: [{ type: 'text', text: 'You are Claude Code' }],
       thinking: { type: 'adaptive' },
       context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
-      tools: [{ name: 'Bash', description: 'Run a command', input_schema: { type: 'object', properties: { command: { type: 'string' } } } }],
+      tools: [
+        { name: 'Bash', description: 'Run a command', input_schema: { type: 'object', properties: { command: { type: 'string' } } } },
+      ],
       messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }],
     };
     const answers = await rawCalls([
-      rawRequest('POST', '/echo/v1/responses', { headers: JSON_TYPE, body: JSON.stringify({ model: 'gpt-cheap-1', input: 'hi', tools: [{ type: 'function', name: 'f' }, { type: 'mcp', server_label: 'x', server_url: 'https://attacker.example/mcp', require_approval: 'never' }] }) }),
-      rawRequest('POST', '/echo/v1/responses', { headers: JSON_TYPE, body: JSON.stringify({ model: 'gpt-cheap-1', input: 'hi', background: true }) }),
-      rawRequest('POST', '/echoa/v1/messages', { headers: claudeHeaders, body: JSON.stringify({ ...claudeCode, tools: [...claudeCode.tools, { type: 'web_search_20250305', name: 'web_search' }] }) }),
-      rawRequest('POST', '/echoa/v1/messages', { headers: claudeHeaders, body: JSON.stringify({ ...claudeCode, mcp_servers: [{ type: 'url', url: 'https://attacker.example/mcp', name: 'x' }] }) }),
+      rawRequest('POST', '/echo/v1/responses', {
+        headers: JSON_TYPE,
+        body: JSON.stringify({
+          model: 'gpt-cheap-1',
+          input: 'hi',
+          tools: [
+            { type: 'function', name: 'f' },
+            { type: 'mcp', server_label: 'x', server_url: 'https://attacker.example/mcp', require_approval: 'never' },
+          ],
+        }),
+      }),
+      rawRequest('POST', '/echo/v1/responses', {
+        headers: JSON_TYPE,
+        body: JSON.stringify({ model: 'gpt-cheap-1', input: 'hi', background: true }),
+      }),
+      rawRequest('POST', '/echoa/v1/messages', {
+        headers: claudeHeaders,
+        body: JSON.stringify({ ...claudeCode, tools: [...claudeCode.tools, { type: 'web_search_20250305', name: 'web_search' }] }),
+      }),
+      rawRequest('POST', '/echoa/v1/messages', {
+        headers: claudeHeaders,
+        body: JSON.stringify({ ...claudeCode, mcp_servers: [{ type: 'url', url: 'https://attacker.example/mcp', name: 'x' }] }),
+      }),
       rawRequest('POST', '/echoa/v1/messages', { headers: claudeHeaders, body: JSON.stringify(claudeCode) }),
     ]);
     expect(answers.map(statusOf)).toEqual([400, 400, 400, 400, 200]);
-    expect(answers[0]).toContain('"message":"berth: tools[1].type \\"mcp\\" is not one berth forwards: berth allows only tools the agent runs in its sandbox');
+    expect(answers[0]).toContain(
+      '"message":"berth: tools[1].type \\"mcp\\" is not one berth forwards: berth allows only tools the agent runs in its sandbox',
+    );
     expect(answers[1]).toContain('"message":"berth: background: a background response is fetched later');
     expect(answers[2]).toContain('"message":"berth: tools[1].type \\"web_search_20250305\\" is not one berth forwards');
     expect(answers[3]).toContain('"message":"berth: mcp_servers: ');
     expect(echoSeen.map((s) => `${s.method} ${s.url}`)).toEqual(['POST /base/v1/messages']);
     expect(JSON.parse(echoSeen[0]!.body)).toEqual(claudeCode);
-    expect(echoSeen[0]?.headers['anthropic-beta']).toBe('claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27');
+    expect(echoSeen[0]?.headers['anthropic-beta']).toBe(
+      'claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27',
+    );
     expect(answers[4]).toMatch(/^content-type: application\/json\r$/im);
     expect(answers[4]).not.toMatch(/organization|openai-project|operator/i);
-    const refused = (readOutbound(h.berth.store.get('ob3').paths.sessionsDir, { limit: 5 }) as ModelCall[]).filter((r) => r.status === 400).map((r) => r.reason);
+    const refused = (readOutbound(h.berth.store.get('ob3').paths.sessionsDir, { limit: 5 }) as ModelCall[])
+      .filter((r) => r.status === 400)
+      .map((r) => r.reason);
     expect(refused).toHaveLength(4);
   });
 });
@@ -463,7 +616,13 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
     const gateway = createModelGateway({ config: () => config, logger: pino({ level: 'silent' }) });
     const metadata = ProjectMetadataSchema.parse({ name: 'p', models: { upstreams: ['up'], budget: { requests_per_hour: 100 } } });
     const sessionsDir = join(dir, 'sessions');
-    const open = (tenant: string) => gateway.open({ path: join(dir, `${tenant}.sock`), run: { runId: `r-${tenant}`, project: 'p', metadata, tenantKey: tenant, session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }), stopRun: () => undefined });
+    const open = (tenant: string) =>
+      gateway.open({
+        path: join(dir, `${tenant}.sock`),
+        run: { runId: `r-${tenant}`, project: 'p', metadata, tenantKey: tenant, session: 's', workspaceId: 'w1', sessionsDir },
+        logger: pino({ level: 'silent' }),
+        stopRun: () => undefined,
+      });
     const servers = [await open('a'), await open('b'), await open('c')];
     const sock = (tenant: string) => join(dir, `${tenant}.sock`);
     try {
@@ -485,7 +644,7 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
       chunked.on('error', () => undefined);
       chunked.write('POST /up/v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
       for (let i = 0; i < 16 && !chunked.destroyed && !chunkedAnswer; i++) {
-        chunked.write(`${(MiB).toString(16)}\r\n`);
+        chunked.write(`${MiB.toString(16)}\r\n`);
         chunked.write(Buffer.alloc(MiB, 0x20));
         chunked.write('\r\n');
         await new Promise((r) => setTimeout(r, 20));
@@ -498,10 +657,13 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
       await new Promise((r) => setTimeout(r, 200));
       const big = JSON.stringify({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'x'.repeat(30 * MiB) }] });
       const status = await new Promise<number>((resolve, reject) => {
-        const req = http.request({ socketPath: sock('c'), path: '/up/v1/messages', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-          res.resume();
-          res.on('end', () => resolve(res.statusCode ?? 0));
-        });
+        const req = http.request(
+          { socketPath: sock('c'), path: '/up/v1/messages', method: 'POST', headers: { 'content-type': 'application/json' } },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+          },
+        );
         req.on('error', reject);
         req.end(big);
       });
@@ -513,8 +675,17 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
       expect(refused[0]?.reason).toMatch(/request bodies/);
 
       // A body that stops arriving is cut off (408) and its bytes freed: bodies come whole within bodyTimeoutMs.
-      const quick = createModelGateway({ config: () => config, logger: pino({ level: 'silent' }), bounds: { ...MODEL_GATEWAY_BOUNDS, bodyTimeoutMs: 300 } });
-      const q = await quick.open({ path: join(dir, 'q.sock'), run: { runId: 'r-q', project: 'p', metadata, tenantKey: 'q', session: 's', workspaceId: 'w1', sessionsDir }, logger: pino({ level: 'silent' }), stopRun: () => undefined });
+      const quick = createModelGateway({
+        config: () => config,
+        logger: pino({ level: 'silent' }),
+        bounds: { ...MODEL_GATEWAY_BOUNDS, bodyTimeoutMs: 300 },
+      });
+      const q = await quick.open({
+        path: join(dir, 'q.sock'),
+        run: { runId: 'r-q', project: 'p', metadata, tenantKey: 'q', session: 's', workspaceId: 'w1', sessionsDir },
+        logger: pino({ level: 'silent' }),
+        stopRun: () => undefined,
+      });
       servers.push(q);
       const stalled = partialBody(join(dir, 'q.sock'), 30 * MiB, 1024);
       expect(await stalled.status(3000)).toBe(408);
@@ -531,21 +702,45 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
   it('the attack as it was run: one run, 8 connections × 33 MB bodies; berth buffers one and refuses the rest (429, retryable), so its RSS grows by about one body; two tenants still get their largest calls through', async () => {
     assertDistFresh();
     const dir = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-l4-')));
-    fs.writeFileSync(join(dir, 'berth.yaml'), ['models:', '  echo:', '    api: openai', `    url: http://127.0.0.1:${(echo.address() as AddressInfo).port}/base`, `    api_key: ${ECHO_KEY}`, ''].join('\n'));
+    fs.writeFileSync(
+      join(dir, 'berth.yaml'),
+      [
+        'models:',
+        '  echo:',
+        '    api: openai',
+        `    url: http://127.0.0.1:${(echo.address() as AddressInfo).port}/base`,
+        `    api_key: ${ECHO_KEY}`,
+        '',
+      ].join('\n'),
+    );
     const created = cli(['--home', dir, 'project', 'create', 'mem', '--isolation', '--model', 'echo']);
     expect(created.code, created.stderr).toBe(0);
     // A 31 MB call counts as ~8M tokens until its answer says otherwise: this test is about memory, not budgets.
-    const metadataFile = join(dir, fs.readdirSync(dir, { recursive: true, encoding: 'utf8' }).find((f) => f.endsWith('mem/metadata.json')) as string);
+    const metadataFile = join(
+      dir,
+      fs.readdirSync(dir, { recursive: true, encoding: 'utf8' }).find((f) => f.endsWith('mem/metadata.json')) as string,
+    );
     const metadata = JSON.parse(fs.readFileSync(metadataFile, 'utf8'));
-    fs.writeFileSync(metadataFile, JSON.stringify({ ...metadata, models: { ...metadata.models, budget: { requests_per_hour: 1000, tokens_per_hour: 1_000_000_000 } } }));
+    fs.writeFileSync(
+      metadataFile,
+      JSON.stringify({ ...metadata, models: { ...metadata.models, budget: { requests_per_hour: 1000, tokens_per_hour: 1_000_000_000 } } }),
+    );
     const serve = await startServe(dir);
     try {
       const run = async (message: string) => {
-        const r = await fetch(`${serve.url}/api/projects/mem/runs`, { method: 'POST', headers: { authorization: `Bearer ${serve.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ user: 'web:dave', message }) });
+        const r = await fetch(`${serve.url}/api/projects/mem/runs`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${serve.token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ user: 'web:dave', message }),
+        });
         return (await r.json()) as { exit_code: number; stdout: string; stderr: string };
       };
       const run2 = async (message: string) => {
-        const r = await fetch(`${serve.url}/api/projects/mem/runs`, { method: 'POST', headers: { authorization: `Bearer ${serve.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ user: 'web:erin', message }) });
+        const r = await fetch(`${serve.url}/api/projects/mem/runs`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${serve.token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ user: 'web:erin', message }),
+        });
         return (await r.json()) as { exit_code: number; stdout: string; stderr: string };
       };
       expect((await run('echo warm-up')).stdout).toBe('warm-up\n'); // what every run loads is loaded before measuring
@@ -561,7 +756,9 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
       const out = await run(attack);
       clearInterval(sampler);
       const after = rssMiB(serve.pid);
-      console.log(`[outbound L4] 8 × 33 MB stalled bodies, one run: berth serve RSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB (+${(peak - before).toFixed(0)}), ${after.toFixed(0)} MiB after; 429 answers the container read: ${out.stdout.trim()}`);
+      console.log(
+        `[outbound L4] 8 × 33 MB stalled bodies, one run: berth serve RSS ${before.toFixed(0)} MiB before, peak ${peak.toFixed(0)} MiB (+${(peak - before).toFixed(0)}), ${after.toFixed(0)} MiB after; 429 answers the container read: ${out.stdout.trim()}`,
+      );
       expect(out.exit_code, out.stderr).toBe(0);
       expect(peak - before).toBeLessThan(96);
       const log = fs.readdirSync(dir, { recursive: true, encoding: 'utf8' }).find((f) => f.endsWith('sessions/outbound.jsonl'));
@@ -580,7 +777,9 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
       const sampler2 = setInterval(() => (top = Math.max(top, rssMiB(serve.pid))), 25);
       const both = await Promise.all([run(whole), run2(whole)]);
       clearInterval(sampler2);
-      console.log(`[outbound L4] 2 tenants × 3 whole 31 MB calls at once: berth serve RSS ${base.toFixed(0)} MiB before, peak ${top.toFixed(0)} MiB (+${(top - base).toFixed(0)}), ${rssMiB(serve.pid).toFixed(0)} MiB after; answers ${JSON.stringify(both.map((b) => b.stdout.trim().split('\n')))}`);
+      console.log(
+        `[outbound L4] 2 tenants × 3 whole 31 MB calls at once: berth serve RSS ${base.toFixed(0)} MiB before, peak ${top.toFixed(0)} MiB (+${(top - base).toFixed(0)}), ${rssMiB(serve.pid).toFixed(0)} MiB after; answers ${JSON.stringify(both.map((b) => b.stdout.trim().split('\n')))}`,
+      );
       // Both tenants' largest calls fit at once. Their RSS is printed, not bounded: it is V8 garbage
       // (each call's text, parse and re-serialization) that the next major GC takes back.
       expect(both.map((b) => b.stdout)).toEqual(Array(2).fill('HTTP/1.1 200 OK\r\n'.repeat(3)));
@@ -604,13 +803,19 @@ function assertDistFresh(): void {
   for (const name of fs.readdirSync(join(REPO_ROOT, 'src', 'outbound'))) {
     const src = join(REPO_ROOT, 'src', 'outbound', name);
     const built = join(REPO_ROOT, 'dist', 'outbound', name.replace(/\.ts$/, '.js'));
-    if (!fs.existsSync(built) || fs.statSync(built).mtimeMs < fs.statSync(src).mtimeMs) throw new Error(`dist/ is older than ${relative(REPO_ROOT, src)}: run "npm run build" first (bin/berth.js runs dist/)`);
+    if (!fs.existsSync(built) || fs.statSync(built).mtimeMs < fs.statSync(src).mtimeMs)
+      throw new Error(`dist/ is older than ${relative(REPO_ROOT, src)}: run "npm run build" first (bin/berth.js runs dist/)`);
   }
 }
 
 /** `berth serve` of a home as its own process (its RSS is berth's alone), once it says ready. */
-function startServe(dir: string): Promise<{ proc: ReturnType<typeof spawn>; pid: number; url: string; token: string; exited: Promise<void> }> {
-  const proc = spawn(process.execPath, [BERTH_BIN, '--home', dir, 'serve', '--port', '0'], { env: { PATH: process.env.PATH ?? '', ...(process.env.DOCKER_HOST ? { DOCKER_HOST: process.env.DOCKER_HOST } : {}) }, stdio: ['ignore', 'pipe', 'pipe'] });
+function startServe(
+  dir: string,
+): Promise<{ proc: ReturnType<typeof spawn>; pid: number; url: string; token: string; exited: Promise<void> }> {
+  const proc = spawn(process.execPath, [BERTH_BIN, '--home', dir, 'serve', '--port', '0'], {
+    env: { PATH: process.env.PATH ?? '', ...(process.env.DOCKER_HOST ? { DOCKER_HOST: process.env.DOCKER_HOST } : {}) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let err = '';
   proc.stderr?.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-8192)));
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
@@ -618,7 +823,14 @@ function startServe(dir: string): Promise<{ proc: ReturnType<typeof spawn>; pid:
     let out = '';
     proc.stdout?.on('data', (d: Buffer) => {
       out += d.toString();
-      if (out.includes('ready\n')) resolve({ proc, pid: proc.pid as number, url: /serving (\S+)/.exec(out)?.[1] as string, token: fs.readFileSync(join(dir, '.berth/admin-token'), 'utf8').trim(), exited });
+      if (out.includes('ready\n'))
+        resolve({
+          proc,
+          pid: proc.pid as number,
+          url: /serving (\S+)/.exec(out)?.[1] as string,
+          token: fs.readFileSync(join(dir, '.berth/admin-token'), 'utf8').trim(),
+          exited,
+        });
     });
     proc.once('exit', (code) => reject(new Error(`berth serve exited ${code} before ready: ${out}\n${err}`)));
   });
@@ -634,7 +846,14 @@ describe('egress proxy (medium and high)', () => {
     expect(denied.stdout).toContain('403');
     expect(denied.stdout).not.toContain('rc=0');
     const log = readOutbound(h.berth.store.get('ob').paths.sessionsDir, { limit: 5, keep: (r) => r.kind === 'egress' });
-    expect(log[0]).toMatchObject({ kind: 'egress', host: 'example.com', port: 80, status: 403, tenant: 'sig:+200', reason: expect.stringContaining('not in project "ob"\'s egress allowlist') });
+    expect(log[0]).toMatchObject({
+      kind: 'egress',
+      host: 'example.com',
+      port: 80,
+      status: 403,
+      tenant: 'sig:+200',
+      reason: expect.stringContaining('not in project "ob"\'s egress allowlist'),
+    });
     expect(log[1]).toMatchObject({ kind: 'egress', host: 'localhost', port: webPort, status: 200 });
     const low = await h.run('ob', 'sig:+200', `wget -q -O - http://localhost:${webPort}/low 2>&1; echo rc=$?`, 'low');
     expect(low.stdout).toMatch(/rc=1/);
@@ -643,7 +862,12 @@ describe('egress proxy (medium and high)', () => {
 
   it('CONNECT tunnels to an allowlisted host only; a host on the list that resolves to a private address is refused unless the operator named it', async () => {
     webHits = 0;
-    const tunnel = await h.run('ob', 'sig:+201', `printf 'CONNECT localhost:${webPort} HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\nGET /tunnel HTTP/1.0\\r\\n\\r\\n' | nc 127.0.0.1 41401`, 'medium');
+    const tunnel = await h.run(
+      'ob',
+      'sig:+201',
+      `printf 'CONNECT localhost:${webPort} HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\nGET /tunnel HTTP/1.0\\r\\n\\r\\n' | nc 127.0.0.1 41401`,
+      'medium',
+    );
     expect(tunnel.stdout).toContain('200 Connection Established');
     expect(tunnel.stdout).toContain('hello from loopback /tunnel');
     // "localhost" (ports 80/443) is on the list, but only localhost:<port> is a private host the operator allowed.
@@ -679,7 +903,9 @@ describe('egress approvals: a host outside the allowlist is asked for, the conne
     expect(d.stdout).toMatch(/403/);
     expect(d.stdout).toMatch(/rc=1/);
     expect(denied.events.map((e) => e.type)).toEqual(['asked', 'answered']);
-    expect(denied.events[0]).toMatchObject({ approval: { target: `localhost:${webPort}`, tenant: 'web:ann', project: 'ask', approver: 'person' } });
+    expect(denied.events[0]).toMatchObject({
+      approval: { target: `localhost:${webPort}`, tenant: 'web:ann', project: 'ask', approver: 'person' },
+    });
     expect(webHits).toBe(0);
     const allowed = watched('ask', 'web:ann', fetch('allowed'), () => 'once');
     expect((await allowed.run).stdout).toBe(`hello from loopback /allowed\nrc=0\n`);
@@ -691,11 +917,21 @@ describe('egress approvals: a host outside the allowlist is asked for, the conne
     expect(api.stdout).toMatch(/403/);
     expect(webHits).toBe(1);
     const actions = h.berth.audit.list({ project: 'ask', limit: 10 }).map((e) => [e.action, e.actor]);
-    expect(actions).toEqual(expect.arrayContaining([['approval.deny', 'tenant:web:ann'], ['approval.allow_once', 'tenant:web:ann']]));
+    expect(actions).toEqual(
+      expect.arrayContaining([
+        ['approval.deny', 'tenant:web:ann'],
+        ['approval.allow_once', 'tenant:web:ann'],
+      ]),
+    );
   });
 
   it('allowed, and the connection still fails (the name does not resolve, nothing listens): the chat is told why, once per host', async () => {
-    const nowhere = watched('ask', 'web:nia', `wget -q -O - http://nowhere.invalid/x 2>&1; wget -q -O - http://nowhere.invalid/y 2>&1; ${fetch('z').replace(`${webPort}`, `${gonePort}`)}`, () => 'once');
+    const nowhere = watched(
+      'ask',
+      'web:nia',
+      `wget -q -O - http://nowhere.invalid/x 2>&1; wget -q -O - http://nowhere.invalid/y 2>&1; ${fetch('z').replace(`${webPort}`, `${gonePort}`)}`,
+      () => 'once',
+    );
     const o = await nowhere.run;
     expect(o.stdout).toMatch(/rc=1/);
     const told = nowhere.events.filter((e) => e.type === 'unreachable');
@@ -725,19 +961,26 @@ describe('egress approvals: a host outside the allowlist is asked for, the conne
     const run = h.run('askop', 'sig:+300', fetch('operator'), 'medium');
     let id = '';
     await expect
-      .poll(() => {
-        const listed = cli(['--home', h.home, 'approvals', 'list', '--json']);
-        id = (JSON.parse(listed.stdout || '[]') as ApprovalView[])[0]?.id ?? '';
-        return id;
-      }, { timeout: 20_000, interval: 300 })
+      .poll(
+        () => {
+          const listed = cli(['--home', h.home, 'approvals', 'list', '--json']);
+          id = (JSON.parse(listed.stdout || '[]') as ApprovalView[])[0]?.id ?? '';
+          return id;
+        },
+        { timeout: 20_000, interval: 300 },
+      )
       .not.toBe('');
-    expect(cli(['--home', h.home, 'approvals', 'list']).stdout).toMatch(new RegExp(`^${id}  askop  sig:\\+300  session \\S+  wants localhost:${webPort}  \\(operator only;`));
+    expect(cli(['--home', h.home, 'approvals', 'list']).stdout).toMatch(
+      new RegExp(`^${id}  askop  sig:\\+300  session \\S+  wants localhost:${webPort}  \\(operator only;`),
+    );
     const bogus = cli(['--home', h.home, 'approvals', 'allow', 'ffffffffff']);
     expect(bogus).toMatchObject({ code: 30, stderr: expect.stringMatching(/^APPROVAL_NOT_FOUND: /) });
     const allowed = cli(['--home', h.home, 'approvals', 'allow', id]);
     expect(allowed).toMatchObject({ code: 0, stdout: expect.stringMatching(/^allowed once: localhost:\d+ for sig:\+300 in askop/) });
     expect((await run).stdout).toContain('hello from loopback /operator');
     expect(cli(['--home', h.home, 'approvals', 'deny', id])).toMatchObject({ code: 30 });
-    expect(h.berth.audit.list({ project: 'askop', limit: 5 })).toEqual(expect.arrayContaining([expect.objectContaining({ action: 'approval.allow_once', actor: 'operator' })]));
+    expect(h.berth.audit.list({ project: 'askop', limit: 5 })).toEqual(
+      expect.arrayContaining([expect.objectContaining({ action: 'approval.allow_once', actor: 'operator' })]),
+    );
   });
 });

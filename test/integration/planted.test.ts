@@ -91,7 +91,11 @@ describe('links planted before protection (real containers)', () => {
     await using w = testHome({ warm: true, pool: 'off' });
     w.create({ name: 'nest-warm', workspace_isolation: true });
     await w.berth.store.update('nest-warm', { protected_paths: ['.factory/mcp.json'] });
-    const first = await w.run('nest-warm', 'web:eve', 'mv .factory .moved 2>&1 && mkdir .factory && echo evil > .factory/mcp.json && echo replaced');
+    const first = await w.run(
+      'nest-warm',
+      'web:eve',
+      'mv .factory .moved 2>&1 && mkdir .factory && echo evil > .factory/mcp.json && echo replaced',
+    );
     const second = await w.run('nest-warm', 'web:eve', 'cat .factory/mcp.json');
     expect(second.stdout).toContain('"mcpServers"');
     expect(second.stdout).not.toContain('evil');
@@ -116,7 +120,11 @@ describe('links planted before protection (real containers)', () => {
 
   it('shared: links a tenant put into the project tree are not copied into the protected snapshot', async () => {
     h.create({ name: 'snap-off' });
-    await h.run('snap-off', 'web:eve', `rm /workspace/.factory/mcp.json && ln -s ${canary} /workspace/.factory/mcp.json && ln -s / /workspace/.factory/root && mkfifo /workspace/.factory/fifo`);
+    await h.run(
+      'snap-off',
+      'web:eve',
+      `rm /workspace/.factory/mcp.json && ln -s ${canary} /workspace/.factory/mcp.json && ln -s / /workspace/.factory/root && mkfifo /workspace/.factory/fifo`,
+    );
     const p = await h.berth.store.update('snap-off', { protected_paths: ['.factory/'] });
     // gVisor keeps a tenant's fifo inside its sentry: it never reaches the host tree, so there is none to skip.
     const fifo = RUNTIME === 'runsc' ? [] : ['.factory/fifo'];

@@ -23,7 +23,9 @@ const run = (user: string, message: string, opts: { session?: string; level?: 'l
 async function waiting(claimed: Set<string>): Promise<string[]> {
   const gauge = (await h.berth.metrics.registry.getSingleMetric('berth_pool_containers')?.get())?.values[0]?.value ?? 0;
   // The gauge counts every project's; project p's are returned.
-  const pooled = (await h.berth.runner.listContainers()).filter((c) => c.workspace === POOLED && c.state === 'running' && !claimed.has(c.id));
+  const pooled = (await h.berth.runner.listContainers()).filter(
+    (c) => c.workspace === POOLED && c.state === 'running' && !claimed.has(c.id),
+  );
   return pooled.length === gauge ? pooled.filter((c) => c.project === 'p').map((c) => c.id) : [];
 }
 
@@ -64,7 +66,10 @@ describe.runIf(RUNTIME !== 'runsc')('the pre-started pool (runc)', () => {
     expect(Mounts.filter((m) => m.Type === 'bind').every((m) => m.Source.includes('/pool/'))).toBe(true);
     expect((Config.Env ?? []).filter((e) => e.startsWith('BERTH_'))).toEqual([]);
 
-    const bob = await run('web:bob', 'id -u; pwd; echo "$BERTH_RUN"; ls -a /workspace; cat RULES.md; (echo x > RULES.md) 2>&1 || echo refused; echo bob > mine.txt; cat mine.txt');
+    const bob = await run(
+      'web:bob',
+      'id -u; pwd; echo "$BERTH_RUN"; ls -a /workspace; cat RULES.md; (echo x > RULES.md) 2>&1 || echo refused; echo bob > mine.txt; cat mine.txt',
+    );
     expect(bob.exitCode, bob.stderr).toBe(0);
     expect(bob.containerId).toBe(ready);
     expect(bob.warm).toBe(false);
@@ -105,13 +110,16 @@ describe.runIf(RUNTIME !== 'runsc')('the pre-started pool (runc)', () => {
     const dave = await run('web:dave', 'true');
     expect(dave.containerId).toBe(next);
     // How fast a claim is (~10-20 ms of attach here) is bench/first-message.ts's to measure.
-    const created = (await new Docker().listContainers({ all: true, filters: { label: ['berth.project=p'] } })).filter((c) => c.Id === dave.containerId);
+    const created = (await new Docker().listContainers({ all: true, filters: { label: ['berth.project=p'] } })).filter(
+      (c) => c.Id === dave.containerId,
+    );
     expect(created[0]?.Names[0]).toMatch(/^\/berth-claimed\./);
   });
 });
 
 /** A container's mount table as its first process sees it. */
-const mountTable = async (id: string) => fs.readFileSync(`/proc/${(await new Docker().getContainer(id).inspect()).State.Pid}/mountinfo`, 'utf8');
+const mountTable = async (id: string) =>
+  fs.readFileSync(`/proc/${(await new Docker().getContainer(id).inspect()).State.Pid}/mountinfo`, 'utf8');
 
 describe.runIf(RUNTIME !== 'runsc')('the pre-started pool against PID reuse and swapped mounts (outside attack 4, H1)', () => {
   it("waiting containers removed behind berth's back, their numbers taken by another tenant's container: the next new person gets a fresh container, and no foreign mount appears anywhere", async () => {
@@ -119,7 +127,12 @@ describe.runIf(RUNTIME !== 'runsc')('the pre-started pool against PID reuse and 
     h.create({ name: 'vp', workspace_isolation: true, limits: { timeout_seconds: 10 } });
     fs.writeFileSync(join(h.berth.store.get('vp').paths.dir, 'RULES.md'), 'victim rules\n');
     await h.berth.admin.updateProject('vp', { protected_paths: ['RULES.md'] });
-    const victim = await h.berth.runner.run({ project: 'vp', tenantKey: 'web:victim', sessionId: 's-v1', message: 'echo VICTIM-PRIVATE > victim-file.txt' });
+    const victim = await h.berth.runner.run({
+      project: 'vp',
+      tenantKey: 'web:victim',
+      sessionId: 's-v1',
+      message: 'echo VICTIM-PRIVATE > victim-file.txt',
+    });
     expect(victim.exitCode, victim.stderr).toBe(0);
     const victimPid = (await new Docker().getContainer(victim.containerId).inspect()).State.Pid;
     const victimTable = await mountTable(victim.containerId);
@@ -139,7 +152,12 @@ describe.runIf(RUNTIME !== 'runsc')('the pre-started pool against PID reuse and 
       expect(pooled).not.toContain(newcomer.containerId);
       // The victim's container shows its own mounts alone; its next message sees its own workspace.
       expect(await mountTable(victim.containerId)).toBe(victimTable);
-      const again = await h.berth.runner.run({ project: 'vp', tenantKey: 'web:victim', sessionId: 's-v1', message: 'ls /workspace; cat victim-file.txt' });
+      const again = await h.berth.runner.run({
+        project: 'vp',
+        tenantKey: 'web:victim',
+        sessionId: 's-v1',
+        message: 'ls /workspace; cat victim-file.txt',
+      });
       expect(again.stdout).toContain('VICTIM-PRIVATE');
       expect(again.stdout).not.toContain('mine.txt');
       expect(again.warm).toBe(true);

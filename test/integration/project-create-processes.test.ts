@@ -13,9 +13,13 @@ import { cli, cliAsync, listTree, unitHome } from '../helpers.js';
 describe('project create, across processes', () => {
   it('of two creates of one name, exactly one succeeds and the other gets PROJECT_EXISTS', async () => {
     await using h = unitHome();
-    const runs = await Promise.all([1, 2, 3, 4].map((i) => cliAsync(['--home', h.home, 'project', 'create', 'race', '--image', `img:${i}`])));
+    const runs = await Promise.all(
+      [1, 2, 3, 4].map((i) => cliAsync(['--home', h.home, 'project', 'create', 'race', '--image', `img:${i}`])),
+    );
     expect(runs.filter((r) => r.code === 0)).toHaveLength(1);
-    expect(runs.filter((r) => r.code === 4).map((r) => r.stderr)).toEqual(Array.from({ length: 3 }, () => expect.stringMatching(/^PROJECT_EXISTS: /)));
+    expect(runs.filter((r) => r.code === 4).map((r) => r.stderr)).toEqual(
+      Array.from({ length: 3 }, () => expect.stringMatching(/^PROJECT_EXISTS: /)),
+    );
     expect(h.berth.store.get('race').metadata.name).toBe('race');
     expect(fs.readdirSync(join(h.home, '.berth/tmp'))).toEqual([]);
   });
@@ -28,7 +32,17 @@ describe('project create, across processes', () => {
     expect(fs.existsSync(dir)).toBe(step === 'project-moved');
     if (!fs.existsSync(dir)) h.create({ name: 'crash', protected_paths: ['AGENTS.md'] }); // the name is free again
     const p = h.berth.store.get('crash');
-    expect(listTree(dir)).toEqual(['.factory', '.factory/mcp.json', '.factory/settings.json', 'AGENTS.md', 'memory', 'metadata.json', 'sessions', 'workflows', 'workspaces']);
+    expect(listTree(dir)).toEqual([
+      '.factory',
+      '.factory/mcp.json',
+      '.factory/settings.json',
+      'AGENTS.md',
+      'memory',
+      'metadata.json',
+      'sessions',
+      'workflows',
+      'workspaces',
+    ]);
     expect(p.snapshot?.entries.map((e) => e.path)).toEqual(['AGENTS.md']);
   });
 });

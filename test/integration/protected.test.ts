@@ -25,14 +25,39 @@ function attacks(file: string, dir: string, dirChild: string, reset = ''): strin
   return ops.map(([name, cmd]) => `${reset}if (${cmd}) 2>/dev/null; then echo ok:${name}; else echo fail:${name}; fi`).join('\n');
 }
 
-const OPS = ['write', 'append', 'truncate', 'delete', 'rename', 'chmod', 'hardlink', 'touch', 'dir-create', 'dir-delete', 'dir-overwrite', 'dir-rename', 'dir-chmod', 'dir-mkdir', 'dir-hardlink'];
+const OPS = [
+  'write',
+  'append',
+  'truncate',
+  'delete',
+  'rename',
+  'chmod',
+  'hardlink',
+  'touch',
+  'dir-create',
+  'dir-delete',
+  'dir-overwrite',
+  'dir-rename',
+  'dir-chmod',
+  'dir-mkdir',
+  'dir-hardlink',
+];
 
 function fileHashes(dir: string): Record<string, string> {
-  return Object.fromEntries(listTree(dir).filter((f) => fs.lstatSync(join(dir, f)).isFile()).map((f) => [f, sha256(join(dir, f))]));
+  return Object.fromEntries(
+    listTree(dir)
+      .filter((f) => fs.lstatSync(join(dir, f)).isFile())
+      .map((f) => [f, sha256(join(dir, f))]),
+  );
 }
 
 function results(stdout: string): Record<string, string> {
-  return Object.fromEntries(stdout.split('\n').filter((l) => /^(ok|fail):/.test(l)).map((l) => l.split(':').reverse() as [string, string]));
+  return Object.fromEntries(
+    stdout
+      .split('\n')
+      .filter((l) => /^(ok|fail):/.test(l))
+      .map((l) => l.split(':').reverse() as [string, string]),
+  );
 }
 
 let h: TestHome;

@@ -55,7 +55,11 @@ afterAll(async () => {
   fs.rmSync(canary, { recursive: true, force: true });
 });
 
-const canaryState = () => fs.readdirSync(canary).sort().map((n) => `${n}:${fs.lstatSync(join(canary, n)).size}`);
+const canaryState = () =>
+  fs
+    .readdirSync(canary)
+    .sort()
+    .map((n) => `${n}:${fs.lstatSync(join(canary, n)).size}`);
 
 describe('disk quotas against a swapped workspace path (H1)', () => {
   it('a directory swapped for a link during migration: no mount outside the workspace, no host byte in any image', async () => {
@@ -68,8 +72,12 @@ describe('disk quotas against a swapped workspace path (H1)', () => {
     for (let i = 0; i < rounds; i++) {
       const tenantKey = `web:victim${i}`;
       // The victim's workspace, made while quotas were off, with files of its own: the first quota'd run migrates it.
-      const ws = ensureWorkspace({ project, tenantKey, workspace: workspaceOf(project, workspaceIdOf(h.berth.secret, project.metadata.name, tenantKey)) });
-      fs.writeFileSync(join(ws.dir, 'mine.txt'), 'the tenant\'s own file\n');
+      const ws = ensureWorkspace({
+        project,
+        tenantKey,
+        workspace: workspaceOf(project, workspaceIdOf(h.berth.secret, project.metadata.name, tenantKey)),
+      });
+      fs.writeFileSync(join(ws.dir, 'mine.txt'), "the tenant's own file\n");
       for (let f = 0; f < 40; f++) fs.writeFileSync(join(ws.dir, `f${f}`), 'x'.repeat(1000));
       const link = `${ws.dir}.lnk`;
       fs.symlinkSync(canary, link);
@@ -164,23 +172,35 @@ describe('quota follow-ups from the review of the fix', () => {
   it('a workspace far over its quota (a 100 GB sparse file, or too many files) is refused after a walk, not a copy', async () => {
     h.create({ name: 'sparse', workspace_isolation: true, limits: { disk_mb: 16, files: 200 } });
     const project = h.berth.store.get('sparse');
-    const ws = ensureWorkspace({ project, tenantKey: 'web:sparse', workspace: workspaceOf(project, workspaceIdOf(h.berth.secret, project.metadata.name, 'web:sparse')) });
+    const ws = ensureWorkspace({
+      project,
+      tenantKey: 'web:sparse',
+      workspace: workspaceOf(project, workspaceIdOf(h.berth.secret, project.metadata.name, 'web:sparse')),
+    });
     fs.writeFileSync(join(ws.dir, 'big'), '');
     fs.truncateSync(join(ws.dir, 'big'), 100 * 1024 ** 3);
     const quota: WorkspaceQuota = { mode: 'loop', sizeBytes: 16 * MiB, files: 200, scratchDir: join(h.home, '.berth', 'tmp') };
     const started = Date.now();
-    expect(() => ensureWorkspace({ project, tenantKey: 'web:sparse', workspace: workspaceOf(project, ws.id), quota })).toThrow(/holds more than 16 MiB/);
+    expect(() => ensureWorkspace({ project, tenantKey: 'web:sparse', workspace: workspaceOf(project, ws.id), quota })).toThrow(
+      /holds more than 16 MiB/,
+    );
     expect(Date.now() - started).toBeLessThan(1000);
     expect(fs.existsSync(quotaImageOf(project, ws.id))).toBe(false);
     fs.rmSync(join(ws.dir, 'big'));
     for (let i = 0; i < 250; i++) fs.writeFileSync(join(ws.dir, `f${i}`), '');
-    expect(() => ensureWorkspace({ project, tenantKey: 'web:sparse', workspace: workspaceOf(project, ws.id), quota })).toThrow(/more than 200 files/);
+    expect(() => ensureWorkspace({ project, tenantKey: 'web:sparse', workspace: workspaceOf(project, ws.id), quota })).toThrow(
+      /more than 200 files/,
+    );
   });
 
   it('migration keeps a tree deeper than PATH_MAX, hard links, links (unfollowed), modes and owners', () => {
     h.create({ name: 'deep', workspace_isolation: true, limits: { disk_mb: 16 } });
     const project = h.berth.store.get('deep');
-    const ws = ensureWorkspace({ project, tenantKey: 'web:deep', workspace: workspaceOf(project, workspaceIdOf(h.berth.secret, project.metadata.name, 'web:deep')) });
+    const ws = ensureWorkspace({
+      project,
+      tenantKey: 'web:deep',
+      workspace: workspaceOf(project, workspaceIdOf(h.berth.secret, project.metadata.name, 'web:deep')),
+    });
     // 20 levels of 250-character names: 5,000+ characters, past PATH_MAX for any path-based copy.
     const name = 'd'.repeat(250);
     const descend = (root: string, make: boolean) => {

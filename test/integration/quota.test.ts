@@ -95,7 +95,11 @@ describe('disk quotas: one loop-mounted ext4 image per tenant workspace', () => 
 
   it('a lower limits.files still holds for a workspace whose filesystem was made with more inodes', async () => {
     await h.berth.admin.updateProject('q', { limits: { disk_mb: 8, files: 100 } });
-    const o = await h.run('q', 'web:neighbour', 'mkdir -p many; i=0; while [ $i -lt 250 ]; do touch many/f$i; i=$((i+1)); sleep 0.01; done; echo finished');
+    const o = await h.run(
+      'q',
+      'web:neighbour',
+      'mkdir -p many; i=0; while [ $i -lt 250 ]; do touch many/f$i; i=$((i+1)); sleep 0.01; done; echo finished',
+    );
     expect(o.stdout).not.toContain('finished');
     expect(o.warnings.join()).toContain('limits.files (100 files and directories)');
     await h.run('q', 'web:neighbour', 'rm -rf many');

@@ -4,7 +4,15 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KEY_PLACEHOLDER } from '../../src/plan/outbound.js';
-import { conversationIncludes, isMessagesBody, startFakeAnthropic, toolResults, toolResultText, type FakeAnthropic, type RecordedRequest } from '../fakes/anthropic-api.js';
+import {
+  conversationIncludes,
+  isMessagesBody,
+  startFakeAnthropic,
+  toolResults,
+  toolResultText,
+  type FakeAnthropic,
+  type RecordedRequest,
+} from '../fakes/anthropic-api.js';
 import os from 'node:os';
 import { startFakeResponses } from '../fakes/openai-responses.js';
 import type { ProgressUpdate } from '../../src/runs/agent-progress.js';
@@ -57,10 +65,34 @@ beforeAll(async () => {
   await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
   sitePort = (site.address() as AddressInfo).port;
   h = testHome({
-    config: ['models:', '  anthropic:', '    api: anthropic', `    url: ${fake.url}`, `    api_key: ${KEY}`, '  gone:', '    api: anthropic', `    url: ${gone}`, `    api_key: ${KEY}`, 'egress:', `  private_hosts: ['localhost:${sitePort}']`, ''].join('\n'),
+    config: [
+      'models:',
+      '  anthropic:',
+      '    api: anthropic',
+      `    url: ${fake.url}`,
+      `    api_key: ${KEY}`,
+      '  gone:',
+      '    api: anthropic',
+      `    url: ${gone}`,
+      `    api_key: ${KEY}`,
+      'egress:',
+      `  private_hosts: ['localhost:${sitePort}']`,
+      '',
+    ].join('\n'),
   });
-  h.create({ name: 'cc', workspace_isolation: true, agent: 'claude', protected_paths: ['AGENTS.md'], models: { upstreams: ['anthropic'], allow: ['claude-*'] } });
-  h.create({ name: 'cb', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'], budget: { requests_per_hour: 1 } } });
+  h.create({
+    name: 'cc',
+    workspace_isolation: true,
+    agent: 'claude',
+    protected_paths: ['AGENTS.md'],
+    models: { upstreams: ['anthropic'], allow: ['claude-*'] },
+  });
+  h.create({
+    name: 'cb',
+    workspace_isolation: true,
+    agent: 'claude',
+    models: { upstreams: ['anthropic'], budget: { requests_per_hour: 1 } },
+  });
   h.create({ name: 'cg', workspace_isolation: true, agent: 'claude', models: { upstreams: ['gone'] } });
   h.create({ name: 'ce', workspace_isolation: true, agent: 'claude', models: { upstreams: ['anthropic'] } });
   const bob = await h.run('cc', 'sig:+bob', 'REPLY: hi bob', 'low');
@@ -91,7 +123,13 @@ describe('the real Claude Code CLI at level low, through the model gateway', () 
   it('the agent at work: its Bash call shows as a step when it starts and when it ends (with its output), then the answer alone', async () => {
     const updates: ProgressUpdate[] = [];
     const since = fake.requests.length;
-    const o = await h.berth.runner.run({ project: 'cc', tenantKey: 'sig:+watcher', message: 'BASH: echo step-output-7; ls /nonexistent-9', level: 'low', onProgress: (u) => updates.push(u) });
+    const o = await h.berth.runner.run({
+      project: 'cc',
+      tenantKey: 'sig:+watcher',
+      message: 'BASH: echo step-output-7; ls /nonexistent-9',
+      level: 'low',
+      onProgress: (u) => updates.push(u),
+    });
     expect(fake.requests.length).toBeGreaterThan(since);
     const steps = updates.flatMap((u) => (u.type === 'step' ? [u.step] : []));
     expect(steps.map((s) => [s.tool, s.detail, s.state])).toEqual([
@@ -101,7 +139,9 @@ describe('the real Claude Code CLI at level low, through the model gateway', () 
     expect(steps[1]?.result).toContain('step-output-7');
     expect(steps[1]?.result).toContain('nonexistent-9');
     expect(o.stdout).toBe('done\n'); // the answer, not the event stream
-    expect(o.record.steps).toEqual([{ tool: 'Bash', detail: 'echo step-output-7; ls /nonexistent-9', state: 'failed', ms: expect.any(Number) }]);
+    expect(o.record.steps).toEqual([
+      { tool: 'Bash', detail: 'echo step-output-7; ls /nonexistent-9', state: 'failed', ms: expect.any(Number) },
+    ]);
   });
 
   it('a protected file stays unchanged when the model asks to overwrite it', async () => {
@@ -115,7 +155,10 @@ describe('the real Claude Code CLI at level low, through the model gateway', () 
   });
 
   it("another tenant's file is not readable, by any path the model tries", async () => {
-    const o = await ask('sig:+alice', 'BASH: ls /workspace/.. /workspace/../workspaces 2>&1; cat ../*/secret.txt /workspace/../*/secret.txt 2>&1; grep -rs bob-secret / --include=secret.txt 2>&1 | head -3; echo searched');
+    const o = await ask(
+      'sig:+alice',
+      'BASH: ls /workspace/.. /workspace/../workspaces 2>&1; cat ../*/secret.txt /workspace/../*/secret.txt 2>&1; grep -rs bob-secret / --include=secret.txt 2>&1 | head -3; echo searched',
+    );
     expect(o.tools).toContain('searched');
     expect(o.tools).not.toContain(SECRET);
     for (const r of o.requests) expect(r.rawBody).not.toContain(SECRET);
@@ -142,7 +185,8 @@ describe('the real Claude Code CLI at level low, through the model gateway', () 
 
 describe('the real Claude Code CLI at level medium: a tool call that fetches a host outside the allowlist', () => {
   // Bash's own /dev/tcp, through the egress proxy as HTTP_PROXY names it (the image has no curl).
-  const fetchCall = (path: string) => `BASH: exec 3<>/dev/tcp/127.0.0.1/41401; printf 'GET http://localhost:${sitePort}/${path} HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3`;
+  const fetchCall = (path: string) =>
+    `BASH: exec 3<>/dev/tcp/127.0.0.1/41401; printf 'GET http://localhost:${sitePort}/${path} HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3`;
   const watched = async (tenant: string, path: string, decide: (a: ApprovalView) => ApprovalDecision) => {
     const since = fake.requests.length;
     const events: ApprovalEvent[] = [];
@@ -153,7 +197,8 @@ describe('the real Claude Code CLI at level medium: a tool call that fetches a h
       level: 'medium',
       onApproval: (e) => {
         events.push(e);
-        if (e.type === 'asked') h.berth.approvals.answer(e.approval.id, decide(e.approval), { actor: `tenant:${tenant}`, project: 'ce', tenant });
+        if (e.type === 'asked')
+          h.berth.approvals.answer(e.approval.id, decide(e.approval), { actor: `tenant:${tenant}`, project: 'ce', tenant });
       },
     });
     return { o, events, tools: toolOutputs(since) };
@@ -173,7 +218,11 @@ describe('the real Claude Code CLI at level medium: a tool call that fetches a h
     expect(siteHits).toEqual(['/allowed']);
     // Claude Code itself asked for nothing else: the one question was the tool call's.
     for (const run of [denied, allowed]) {
-      expect(run.events.map((e) => (e.type === 'asked' ? ['asked', e.approval.target] : e.type === 'answered' ? ['answered', e.decision] : ['unreachable', e.target]))).toEqual([
+      expect(
+        run.events.map((e) =>
+          e.type === 'asked' ? ['asked', e.approval.target] : e.type === 'answered' ? ['answered', e.decision] : ['unreachable', e.target],
+        ),
+      ).toEqual([
         ['asked', `localhost:${sitePort}`],
         ['answered', run === denied ? 'deny' : 'once'],
       ]);
@@ -182,12 +231,14 @@ describe('the real Claude Code CLI at level medium: a tool call that fetches a h
 });
 
 describe('a model service that cannot be reached, as the real CLI meets it', () => {
-  it('berth stops the agent within seconds (not after the CLI\'s minutes of retries) and says why in words', async () => {
+  it("berth stops the agent within seconds (not after the CLI's minutes of retries) and says why in words", async () => {
     const t0 = performance.now();
     const o = await h.berth.runner.run({ project: 'cg', tenantKey: 'sig:+gina', message: 'REPLY: hello', level: 'low' });
     expect(performance.now() - t0).toBeLessThan(20_000);
     expect(o.exitCode).not.toBe(0);
-    expect(o.warnings.at(-1)).toMatch(/^stopped: its model service cannot be reached \("gone": connect ECONNREFUSED 127\.0\.0\.1:\d+\)\. The operator must fix it \(berth doctor\); send the message again later\.$/);
+    expect(o.warnings.at(-1)).toMatch(
+      /^stopped: its model service cannot be reached \("gone": connect ECONNREFUSED 127\.0\.0\.1:\d+\)\. The operator must fix it \(berth doctor\); send the message again later\.$/,
+    );
   });
 });
 
@@ -205,16 +256,32 @@ describe('a spent budget, as the real CLI shows it', () => {
   });
 });
 
-describe('the agents guide\'s commands, as written (berth.yaml pointed at the fake)', () => {
+describe("the agents guide's commands, as written (berth.yaml pointed at the fake)", () => {
   it('create the project, two messages of one user (the second continues), another user apart', async () => {
     const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-readme-')));
     // berth.yaml as the guide sets it, pointed at the fake.
     for (const line of docCommands('docs/agents.md', 'npx berth config set ')) {
-      expect(runDocLine(line, home, [['https://api.anthropic.com', fake.url], ['sk-ant-...', KEY]])).toMatchObject({ code: 0 });
+      expect(
+        runDocLine(line, home, [
+          ['https://api.anthropic.com', fake.url],
+          ['sk-ant-...', KEY],
+        ]),
+      ).toMatchObject({ code: 0 });
     }
     const berth = (...args: string[]) => cliAsync(['--home', home, ...args]);
     try {
-      const created = await berth('project', 'create', 'coder', '--isolation', '--agent', 'claude', '--model', 'anthropic', '--protect', 'AGENTS.md');
+      const created = await berth(
+        'project',
+        'create',
+        'coder',
+        '--isolation',
+        '--agent',
+        'claude',
+        '--model',
+        'anthropic',
+        '--protect',
+        'AGENTS.md',
+      );
       expect(created, created.stderr).toMatchObject({ code: 0 });
       const one = await berth('run', 'coder', '--user', 'signal:+4915550001', '--', 'BASH: echo readme-marker-5521 > hello.txt');
       expect(one.code, one.stderr).toBe(0);
@@ -227,7 +294,12 @@ describe('the agents guide\'s commands, as written (berth.yaml pointed at the fa
       expect(alice.code, alice.stderr).toBe(0);
       const aliceMain = fake.requests.filter((r) => r.main).at(-1)!;
       expect(conversationIncludes(aliceMain.body as never, 'readme-marker-5521')).toBe(false);
-      expect(fake.requests.filter((r) => r.main).slice(-2).every((r) => r.headers['x-api-key'] === KEY)).toBe(true);
+      expect(
+        fake.requests
+          .filter((r) => r.main)
+          .slice(-2)
+          .every((r) => r.headers['x-api-key'] === KEY),
+      ).toBe(true);
     } finally {
       fs.rmSync(home, { recursive: true, force: true });
     }
@@ -238,7 +310,10 @@ describe('the real Codex CLI at level low, through the model gateway (a fake Res
   it('answers, with the real key added by berth, and the second message continues the first', async () => {
     const openai = await startFakeResponses({ apiKey: `${KEY}-openai` });
     const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-codex-')));
-    fs.writeFileSync(join(home, 'berth.yaml'), ['models:', '  openai:', '    api: openai', `    url: ${openai.url}`, `    api_key: ${KEY}-openai`, ''].join('\n'));
+    fs.writeFileSync(
+      join(home, 'berth.yaml'),
+      ['models:', '  openai:', '    api: openai', `    url: ${openai.url}`, `    api_key: ${KEY}-openai`, ''].join('\n'),
+    );
     const berth = (...args: string[]) => cliAsync(['--home', home, ...args]);
     try {
       expect((await berth('project', 'create', 'cx', '--isolation', '--agent', 'codex', '--model', 'openai')).code).toBe(0);
@@ -260,25 +335,57 @@ describe('the real Codex CLI at level low, through the model gateway (a fake Res
 
   it("Codex's own background calls never reach the person (its plugins and analytics off; its own hosts refused quietly): no card, no log line on the CLI's stderr, one outbound-log line", async () => {
     const openai = await startFakeResponses({ apiKey: `${KEY}-openai` });
-    const cx = testHome({ config: ['models:', '  openai:', '    api: openai', `    url: ${openai.url}`, `    api_key: ${KEY}-openai`, ''].join('\n') });
+    const cx = testHome({
+      config: ['models:', '  openai:', '    api: openai', `    url: ${openai.url}`, `    api_key: ${KEY}-openai`, ''].join('\n'),
+    });
     try {
       cx.create({ name: 'cx', workspace_isolation: true, agent: 'codex', models: { upstreams: ['openai'] } });
       const sessionsDir = cx.berth.store.get('cx').paths.sessionsDir;
       const egress = () => readOutbound(sessionsDir, { limit: 50, keep: (r) => r.kind === 'egress' });
       // Watched as a chat watches it, at medium (the egress proxy is there): Codex asks for nothing of its own.
       const events: ApprovalEvent[] = [];
-      const o = await cx.berth.runner.run({ project: 'cx', tenantKey: 'web:fay', message: 'EXEC: sleep 2; echo codex-quiet-1', level: 'medium', onApproval: (e) => events.push(e) });
+      const o = await cx.berth.runner.run({
+        project: 'cx',
+        tenantKey: 'web:fay',
+        message: 'EXEC: sleep 2; echo codex-quiet-1',
+        level: 'medium',
+        onApproval: (e) => events.push(e),
+      });
       expect(o.exitCode, o.stderr).toBe(0);
       expect(o.stdout).toContain('codex-quiet-1');
       expect(events).toEqual([]);
       expect(egress()).toEqual([]);
       // A call to one of its own hosts (made here on purpose): refused with no card and no warning.
-      const own = await cx.berth.runner.run({ project: 'cx', tenantKey: 'web:fay', message: 'EXEC: curl -sS -o /dev/null https://ab.chatgpt.com/ 2>&1; echo rc=$?', level: 'medium', onApproval: (e) => events.push(e) });
+      const own = await cx.berth.runner.run({
+        project: 'cx',
+        tenantKey: 'web:fay',
+        message: 'EXEC: curl -sS -o /dev/null https://ab.chatgpt.com/ 2>&1; echo rc=$?',
+        level: 'medium',
+        onApproval: (e) => events.push(e),
+      });
       expect(own.stdout).toMatch(/403[\s\S]*rc=\d+/);
       expect(events).toEqual([]);
-      expect(egress()).toEqual([expect.objectContaining({ host: 'ab.chatgpt.com', port: 443, status: 403, reason: expect.stringContaining('the codex CLI calls it for itself, so nobody is asked') })]);
+      expect(egress()).toEqual([
+        expect.objectContaining({
+          host: 'ab.chatgpt.com',
+          port: 443,
+          status: 403,
+          reason: expect.stringContaining('the codex CLI calls it for itself, so nobody is asked'),
+        }),
+      ]);
       // From the CLI, as the report ran it: the answer, and no JSON log lines on stderr.
-      const cliRun = await cliAsync(['--home', cx.home, 'run', 'cx', '--user', 'web:fay', '--level', 'medium', '--', 'EXEC: curl -sS -o /dev/null https://chatgpt.com/ 2>&1; echo done-7']);
+      const cliRun = await cliAsync([
+        '--home',
+        cx.home,
+        'run',
+        'cx',
+        '--user',
+        'web:fay',
+        '--level',
+        'medium',
+        '--',
+        'EXEC: curl -sS -o /dev/null https://chatgpt.com/ 2>&1; echo done-7',
+      ]);
       expect(cliRun.code, cliRun.stderr).toBe(0);
       expect(cliRun.stdout).toContain('done-7');
       expect(cliRun.stderr).not.toContain('egress refused');
@@ -292,11 +399,19 @@ describe('the real Codex CLI at level low, through the model gateway (a fake Res
 
   it('runs a command through its code-mode host (in the image beside it): the file is made in the workspace, the command shows as a step, the answer is the reply', async () => {
     const openai = await startFakeResponses({ apiKey: `${KEY}-openai` });
-    const cx = testHome({ config: ['models:', '  openai:', '    api: openai', `    url: ${openai.url}`, `    api_key: ${KEY}-openai`, ''].join('\n') });
+    const cx = testHome({
+      config: ['models:', '  openai:', '    api: openai', `    url: ${openai.url}`, `    api_key: ${KEY}-openai`, ''].join('\n'),
+    });
     try {
       cx.create({ name: 'cx', workspace_isolation: true, agent: 'codex', models: { upstreams: ['openai'] } });
       const updates: ProgressUpdate[] = [];
-      const o = await cx.berth.runner.run({ project: 'cx', tenantKey: 'web:erin', message: 'EXEC: echo made-by-codex > made.txt; echo codex-ran-7', level: 'low', onProgress: (u) => updates.push(u) });
+      const o = await cx.berth.runner.run({
+        project: 'cx',
+        tenantKey: 'web:erin',
+        message: 'EXEC: echo made-by-codex > made.txt; echo codex-ran-7',
+        level: 'low',
+        onProgress: (u) => updates.push(u),
+      });
       expect(o.exitCode, o.stderr).toBe(0);
       expect(fs.readFileSync(join(o.workspaceRoot, 'made.txt'), 'utf8')).toBe('made-by-codex\n');
       const steps = updates.flatMap((u) => (u.type === 'step' ? [u.step] : []));

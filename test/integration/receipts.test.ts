@@ -31,7 +31,14 @@ describe.each([
     expect(receipt.violations).toEqual([]);
     expect(receipt.unobserved).toEqual(unobserved);
     expect(receipt.observed.runtime).toBe(runtime);
-    expect(receipt.observed.seen_from).toMatchObject({ runtime: 'engine', limits: 'engine', capabilities: kernel, seccomp: kernel, mounts: kernel, interfaces: kernel });
+    expect(receipt.observed.seen_from).toMatchObject({
+      runtime: 'engine',
+      limits: 'engine',
+      capabilities: kernel,
+      seccomp: kernel,
+      mounts: kernel,
+      interfaces: kernel,
+    });
     expect(receipt.observed.mounts).toEqual(receipt.planned.mounts);
     expect(receipt.observed.mounts!.find((m) => m.target === '/workspace')).toEqual({ target: '/workspace', read_only: false });
     expect(receipt.observed.interfaces).toEqual(['lo']);

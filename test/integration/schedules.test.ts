@@ -30,7 +30,20 @@ beforeAll(async () => {
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   const port = (receiver.address() as AddressInfo).port;
   h = testHome({
-    config: ['bridges:', '  webhook:', '    hooks:', '      ops:', `        secret: ${SECRET}`, '        reply: callback', `        callback_url: http://127.0.0.1:${port}/answers`, 'routes:', '  webhook: { project: sched }', 'egress:', `  private_hosts: ['127.0.0.1:${port}']`, ''].join('\n'),
+    config: [
+      'bridges:',
+      '  webhook:',
+      '    hooks:',
+      '      ops:',
+      `        secret: ${SECRET}`,
+      '        reply: callback',
+      `        callback_url: http://127.0.0.1:${port}/answers`,
+      'routes:',
+      '  webhook: { project: sched }',
+      'egress:',
+      `  private_hosts: ['127.0.0.1:${port}']`,
+      '',
+    ].join('\n'),
   });
   h.create({ name: 'sched', workspace_isolation: true });
   server = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
@@ -44,7 +57,15 @@ afterAll(async () => {
 const say = async (id: string, text: string) => {
   const raw = JSON.stringify({ id, user: 'ann', conversation: 'c1', text });
   const timestamp = String(Math.floor(Date.now() / 1000));
-  const res = await fetch(`${server.url}/hooks/ops`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-berth-timestamp': timestamp, 'x-berth-signature': webhookSignature(SECRET, timestamp, raw) }, body: raw });
+  const res = await fetch(`${server.url}/hooks/ops`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'x-berth-timestamp': timestamp,
+      'x-berth-signature': webhookSignature(SECRET, timestamp, raw),
+    },
+    body: raw,
+  });
   expect(res.status).toBe(202);
 };
 const until = async (what: () => boolean) => {
@@ -58,9 +79,20 @@ describe('schedules on a real berth', () => {
     await until(() => callbacks.length >= 1);
     const [schedule] = h.berth.schedules.list({ project: 'sched' });
     expect(schedule).toBeDefined();
-    expect(callbacks[0]).toEqual({ id: 'm1', user: 'ann', conversation: 'c1', reply: expect.stringMatching(new RegExp(`^berth: once, .*: echo scheduled hello \\(schedule ${schedule?.id}\\)\\. /cancel ${schedule?.id} ends it\\.$`)) });
+    expect(callbacks[0]).toEqual({
+      id: 'm1',
+      user: 'ann',
+      conversation: 'c1',
+      reply: expect.stringMatching(
+        new RegExp(`^berth: once, .*: echo scheduled hello \\(schedule ${schedule?.id}\\)\\. /cancel ${schedule?.id} ends it\\.$`),
+      ),
+    });
     await until(() => callbacks.length >= 2);
-    expect(callbacks[1]).toMatchObject({ user: 'ann', conversation: 'c1', reply: `[scheduled ${schedule?.id}: echo scheduled hello]\nscheduled hello` });
+    expect(callbacks[1]).toMatchObject({
+      user: 'ann',
+      conversation: 'c1',
+      reply: `[scheduled ${schedule?.id}: echo scheduled hello]\nscheduled hello`,
+    });
     const runs = h.berth.admin.listRuns('sched', { user: 'hook:ops:ann' }).runs;
     expect(runs.filter((r) => r.schedule === schedule?.id)).toHaveLength(1);
     expect(h.berth.schedules.list({ project: 'sched' })).toEqual([]); // a once that ran is done
@@ -78,7 +110,9 @@ describe('schedules on a real berth', () => {
     await say('stop', '/stop');
     await until(() => callbacks.some((c) => c.id === 'long'));
     expect(callbacks.find((c) => c.id === 'stop')?.reply).toBe(`berth: stopping ${running?.run}; its answer follows.`);
-    expect(callbacks.find((c) => c.id === 'long')?.reply).toBe('started\n\n[berth stopped the agent: hook:ops:ann asked it to stop (/stop)]');
+    expect(callbacks.find((c) => c.id === 'long')?.reply).toBe(
+      'started\n\n[berth stopped the agent: hook:ops:ann asked it to stop (/stop)]',
+    );
     expect(callbacks.length).toBe(seen + 3);
     const [record] = h.berth.admin.listRuns('sched', { limit: 1 }).runs;
     expect(record?.run).toBe(running?.run);
@@ -87,15 +121,26 @@ describe('schedules on a real berth', () => {
 
   it('a time that came while berth was down runs once, late, at the next start; never again', async () => {
     await server.close();
-    const made = h.berth.schedules.addFor('sched', { user: 'hook:ops:ann', at: '+1s', task: 'echo late but once', chat: { channel: 'webhook', chat: JSON.stringify(['ops', 'ann', 'c1']) } });
+    const made = h.berth.schedules.addFor('sched', {
+      user: 'hook:ops:ann',
+      at: '+1s',
+      task: 'echo late but once',
+      chat: { channel: 'webhook', chat: JSON.stringify(['ops', 'ann', 'c1']) },
+    });
     await new Promise((r) => setTimeout(r, 1500)); // its time passes with no berth running
     const seen = callbacks.length;
     server = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
     await until(() => callbacks.length > seen);
-    expect(callbacks.slice(seen)).toEqual([{ id: expect.stringMatching(new RegExp(`^schedule:${made.id}\\.`)), user: 'ann', conversation: 'c1', reply: `[scheduled ${made.id}: echo late but once]\nlate but once` }]);
+    expect(callbacks.slice(seen)).toEqual([
+      {
+        id: expect.stringMatching(new RegExp(`^schedule:${made.id}\\.`)),
+        user: 'ann',
+        conversation: 'c1',
+        reply: `[scheduled ${made.id}: echo late but once]\nlate but once`,
+      },
+    ]);
     await new Promise((r) => setTimeout(r, 2500)); // a few ticks more: nothing is posted again
     expect(callbacks.length).toBe(seen + 1);
     expect(h.berth.schedules.list({ project: 'sched' })).toEqual([]);
   }, 90_000);
 });
-

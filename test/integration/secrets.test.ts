@@ -31,7 +31,11 @@ let files: string;
 
 /** The operator's CLI on this home; `input` goes to its stdin. */
 function berth(args: string[], input = ''): { code: number; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [BERTH_BIN, '--home', h.home, ...args], { encoding: 'utf8', input, env: { PATH: process.env.PATH ?? '' } });
+  const r = spawnSync(process.execPath, [BERTH_BIN, '--home', h.home, ...args], {
+    encoding: 'utf8',
+    input,
+    env: { PATH: process.env.PATH ?? '' },
+  });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -45,18 +49,25 @@ beforeAll(async () => {
   git.createRepo('demo');
   const apiCa = makeAuthority('test public CA 2');
   const key = newRsaKey();
-  api = https.createServer({ key: key.export({ type: 'pkcs8', format: 'pem' }), cert: issueServerCert(apiCa, 'localhost', key) }, (req, res) => {
-    apiSeen.push({ url: req.url ?? '', authorization: req.headers.authorization });
-    req.resume();
-    if (req.headers.authorization !== `Bearer ${API_TOKEN}`) {
-      res.writeHead(401, { 'content-type': 'text/plain' }).end('who are you?\n');
-      return;
-    }
-    // A host that writes the header back in another form: base64 in the body, percent-encoded in a redirect.
-    if (req.url === '/v1/echo-b64') return void res.writeHead(200, { 'content-type': 'text/plain' }).end(`${b64(String(req.headers.authorization))}\n`);
-    if (req.url === '/v1/echo-location') return void res.writeHead(302, { location: `https://elsewhere.example/cb?t=${encodeURIComponent(String(req.headers.authorization))}` }).end();
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ hello: 'agent', path: req.url }));
-  });
+  api = https.createServer(
+    { key: key.export({ type: 'pkcs8', format: 'pem' }), cert: issueServerCert(apiCa, 'localhost', key) },
+    (req, res) => {
+      apiSeen.push({ url: req.url ?? '', authorization: req.headers.authorization });
+      req.resume();
+      if (req.headers.authorization !== `Bearer ${API_TOKEN}`) {
+        res.writeHead(401, { 'content-type': 'text/plain' }).end('who are you?\n');
+        return;
+      }
+      // A host that writes the header back in another form: base64 in the body, percent-encoded in a redirect.
+      if (req.url === '/v1/echo-b64')
+        return void res.writeHead(200, { 'content-type': 'text/plain' }).end(`${b64(String(req.headers.authorization))}\n`);
+      if (req.url === '/v1/echo-location')
+        return void res
+          .writeHead(302, { location: `https://elsewhere.example/cb?t=${encodeURIComponent(String(req.headers.authorization))}` })
+          .end();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ hello: 'agent', path: req.url }));
+    },
+  );
   await new Promise<void>((r) => api.listen(0, '127.0.0.1', r));
   apiPort = (api.address() as AddressInfo).port;
   h = testHome({ warm: true, pool: 'always' });
@@ -67,7 +78,12 @@ beforeAll(async () => {
   fs.writeFileSync(join(files, 'gh-token'), `${GIT_TOKEN}\n`, { mode: 0o600 });
   fs.writeFileSync(
     join(h.home, 'berth.yaml'),
-    ['egress:', `  private_hosts: ['localhost:${git.port}', 'localhost:${apiPort}']`, `  trust_ca_files: ['${files}/git-ca.pem', '${files}/api-ca.pem']`, ''].join('\n'),
+    [
+      'egress:',
+      `  private_hosts: ['localhost:${git.port}', 'localhost:${apiPort}']`,
+      `  trust_ca_files: ['${files}/git-ca.pem', '${files}/api-ca.pem']`,
+      '',
+    ].join('\n'),
   );
   h.create({ name: 'dev', agent: 'shell', image: CLIENTS_IMAGE, workspace_isolation: true });
   // The operator's commands, as docs/secrets.md gives them.
@@ -116,11 +132,15 @@ describe('brokered secrets: the agent uses tokens it never holds', () => {
     expect(pushed.length).toBeGreaterThan(0);
     expect(git.requests.every((r) => r.authorization === `Basic ${b64(`x-access-token:${GIT_TOKEN}`)}`)).toBe(true);
     // Each request that carried it is in the project's outbound log, by name.
-    const log = readOutbound(join(h.home, 'projects', 'dev', 'sessions'), { limit: 100 }).filter((r) => r.kind === 'egress' && r.secret === 'GH_TOKEN');
-    expect(log.some((r) => r.kind === 'egress' && r.method === 'POST' && r.path === '/demo.git/git-receive-pack' && r.tenant === 'sig:+1')).toBe(true);
+    const log = readOutbound(join(h.home, 'projects', 'dev', 'sessions'), { limit: 100 }).filter(
+      (r) => r.kind === 'egress' && r.secret === 'GH_TOKEN',
+    );
+    expect(
+      log.some((r) => r.kind === 'egress' && r.method === 'POST' && r.path === '/demo.git/git-receive-pack' && r.tenant === 'sig:+1'),
+    ).toBe(true);
   }, 120_000);
 
-  it('curl and Node\'s fetch call an API that demands a bearer token; outside the grant they get a clear refusal', async () => {
+  it("curl and Node's fetch call an API that demands a bearer token; outside the grant they get a clear refusal", async () => {
     const o = await h.run(
       'dev',
       'sig:+1',
@@ -138,14 +158,18 @@ describe('brokered secrets: the agent uses tokens it never holds', () => {
     );
     expect(o.stdout).toContain('{"hello":"agent","path":"/v1/me"}');
     expect(o.stdout).toContain('node: {"hello":"agent","path":"/v1/node"}');
-    expect(o.stdout).toMatch(/berth: the request carries the placeholder of secret API_TOKEN, which project "dev" is not granted for GET https:\/\/localhost:\d+\/admin\/delete-everything/);
+    expect(o.stdout).toMatch(
+      /berth: the request carries the placeholder of secret API_TOKEN, which project "dev" is not granted for GET https:\/\/localhost:\d+\/admin\/delete-everything/,
+    );
     expect(o.stdout + o.stderr).toMatch(/pinned client: exit 60/);
     expect(apiSeen.map((s) => s.url)).toEqual(['/v1/me', '/v1/node']);
     expect(apiSeen.every((s) => s.authorization === `Bearer ${API_TOKEN}`)).toBe(true);
     const audit = h.berth.audit.list({ limit: 50 }).filter((e) => e.action === 'secret.use');
     expect(audit[0]).toMatchObject({ kind: 'permission_denied', actor: 'tenant:sig:+1', project: 'dev', outcome: 'refused' });
     expect(audit[0]?.target).toContain('API_TOKEN');
-    const tls = readOutbound(join(h.home, 'projects', 'dev', 'sessions'), { limit: 100 }).find((r) => r.kind === 'egress' && r.method === 'TLS');
+    const tls = readOutbound(join(h.home, 'projects', 'dev', 'sessions'), { limit: 100 }).find(
+      (r) => r.kind === 'egress' && r.method === 'TLS',
+    );
     expect(tls?.reason).toMatch(/does not trust berth's CA/);
   }, 120_000);
 
@@ -166,7 +190,8 @@ describe('brokered secrets: the agent uses tokens it never holds', () => {
     // The host got the token on the first two, and wrote it back ...
     expect(seen.slice(0, 2).map((s) => s.authorization)).toEqual([`Bearer ${API_TOKEN}`, `Bearer ${API_TOKEN}`]);
     // ... which the container does not see, in any of its forms.
-    for (const form of [API_TOKEN, b64(API_TOKEN).slice(4, -4), b64(`Bearer ${API_TOKEN}`).slice(12, -4), encodeURIComponent(API_TOKEN)]) expect(o.stdout).not.toContain(form);
+    for (const form of [API_TOKEN, b64(API_TOKEN).slice(4, -4), b64(`Bearer ${API_TOKEN}`).slice(12, -4), encodeURIComponent(API_TOKEN)])
+      expect(o.stdout).not.toContain(form);
     expect(o.stdout).toMatch(/location: https:\/\/elsewhere\.example\/cb\?t=Bearer%20\*+/i);
     // "%5Fmethod" is "_method" to a server: the grant (limited to /v1/) does not cover it.
     expect(seen[2]).toEqual({ url: '/v1/items?%5Fmethod=DELETE', authorization: undefined });
@@ -190,7 +215,12 @@ describe('brokered secrets: the agent uses tokens it never holds', () => {
     expect(o.stdout).toContain('NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/berth-egress-ca.crt');
     expect(o.stdout.split('--- files holding a token:\n')[1]).toBe('/tmp/k.pat\n--- end\n');
     // At level low there is no proxy and no placeholder at all.
-    const low = await h.run('dev', 'sig:+2', 'echo "gh=${GH_TOKEN:-none}"; grep -c "BEGIN CERT" /etc/ssl/certs/ca-certificates.crt; ls /usr/local/share/ca-certificates', 'low');
+    const low = await h.run(
+      'dev',
+      'sig:+2',
+      'echo "gh=${GH_TOKEN:-none}"; grep -c "BEGIN CERT" /etc/ssl/certs/ca-certificates.crt; ls /usr/local/share/ca-certificates',
+      'low',
+    );
     expect(low.stdout).toContain('gh=none');
     expect(low.stdout).not.toContain('berth-egress-ca.crt');
   }, 120_000);
@@ -199,10 +229,14 @@ describe('brokered secrets: the agent uses tokens it never holds', () => {
     const r = berth(['secret', 'revoke', 'GH_TOKEN', '--project', 'dev']);
     expect(r.code, r.stderr).toBe(0);
     const before = git.requests.length;
-    const o = await h.run('dev', 'sig:+1', `${VIA_PROXY}; git ls-remote https://localhost:${git.port}/demo.git 2>&1; echo "exit $?"`, 'medium');
+    const o = await h.run(
+      'dev',
+      'sig:+1',
+      `${VIA_PROXY}; git ls-remote https://localhost:${git.port}/demo.git 2>&1; echo "exit $?"`,
+      'medium',
+    );
     expect(o.stdout).toMatch(/exit 128/);
     expect(o.stdout).toMatch(/403/);
     expect(git.requests.length).toBe(before);
   }, 120_000);
 });
-

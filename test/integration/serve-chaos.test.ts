@@ -30,13 +30,17 @@ afterAll(async () => {
 });
 
 async function startServe(): Promise<{ url: string; token: string }> {
-  proc = spawn(process.execPath, [BERTH_BIN, '--home', home, 'serve', '--port', '0'], { env: { PATH: process.env.PATH ?? '', BERTH_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'ignore'] });
+  proc = spawn(process.execPath, [BERTH_BIN, '--home', home, 'serve', '--port', '0'], {
+    env: { PATH: process.env.PATH ?? '', BERTH_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   const p = proc;
   return new Promise((resolve, reject) => {
     let out = '';
     p.stdout?.on('data', (d: Buffer) => {
       out += d.toString();
-      if (out.includes('ready\n')) resolve({ url: /serving (\S+)/.exec(out)?.[1] as string, token: fs.readFileSync(join(home, '.berth/admin-token'), 'utf8').trim() });
+      if (out.includes('ready\n'))
+        resolve({ url: /serving (\S+)/.exec(out)?.[1] as string, token: fs.readFileSync(join(home, '.berth/admin-token'), 'utf8').trim() });
     });
     p.once('exit', (code) => reject(new Error(`berth serve exited ${code} before ready: ${out}`)));
   });
@@ -95,13 +99,19 @@ it(`every accepted run is closed exactly once, nothing is orphaned, no file is c
   });
   const accepted = new Set(entries.filter((e) => e.phase === 'accepted').map((e) => e.run));
   const closings = new Map<string, number>();
-  for (const e of entries) if (e.phase === 'finished' || e.phase === 'failed' || e.phase === 'interrupted') closings.set(e.run, (closings.get(e.run) ?? 0) + 1);
-  const records = fs.readFileSync(join(sessionsDir, 'runs.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => RunRecordSchema.parse(JSON.parse(l)).run);
+  for (const e of entries)
+    if (e.phase === 'finished' || e.phase === 'failed' || e.phase === 'interrupted') closings.set(e.run, (closings.get(e.run) ?? 0) + 1);
+  const records = fs
+    .readFileSync(join(sessionsDir, 'runs.jsonl'), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => RunRecordSchema.parse(JSON.parse(l)).run);
   const docker = new Docker();
   const leftovers = await docker.listContainers({ all: true, filters: { label: [`berth.installation=${installationId(home)}`] } });
   // Every state file parses (a crash between write and rename never leaves half a file).
   ProjectMetadataSchema.parse(JSON.parse(fs.readFileSync(join(home, 'projects', 'sc', 'metadata.json'), 'utf8')));
-  for (const f of fs.readdirSync(sessionsDir).filter((n) => n.endsWith('.json'))) SessionRecordSchema.parse(JSON.parse(fs.readFileSync(join(sessionsDir, f), 'utf8')));
+  for (const f of fs.readdirSync(sessionsDir).filter((n) => n.endsWith('.json')))
+    SessionRecordSchema.parse(JSON.parse(fs.readFileSync(join(sessionsDir, f), 'utf8')));
 
   const counts = {
     accepted: accepted.size,

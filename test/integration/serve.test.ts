@@ -13,7 +13,11 @@ const homes: string[] = [];
 const servers: ChildProcess[] = [];
 afterAll(async () => {
   // Waited for: a stopping serve still writes (the audit's last summary) into the home removed next.
-  await Promise.all(servers.map((s) => (s.exitCode !== null || s.signalCode !== null ? undefined : new Promise((r) => (s.once('exit', r), s.kill('SIGTERM'))))));
+  await Promise.all(
+    servers.map((s) =>
+      s.exitCode !== null || s.signalCode !== null ? undefined : new Promise((r) => (s.once('exit', r), s.kill('SIGTERM'))),
+    ),
+  );
   for (const home of homes) {
     await createBerth({ home, logLevel: 'silent' }).runner.reapLeftovers();
     fs.rmSync(home, { recursive: true, force: true });
@@ -69,7 +73,10 @@ describe('berth serve (a real process)', () => {
     expect(res.status).toBe(200);
     await fetch(`${url}/api/projects`, { headers: { authorization: 'Bearer wrong-token-guess' } });
     await until(() => logs.includes('"status":401'), 'the refused request in the log');
-    const lines = logs.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = logs
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines).toContainEqual(expect.objectContaining({ req: 'req-42', method: 'GET', path: '/api/projects', status: 200 }));
     expect(lines).toContainEqual(expect.objectContaining({ status: 401 }));
     expect(logs).not.toContain(token);
@@ -85,12 +92,17 @@ describe('berth demo beside a live berth serve (first hour: make demo killed liv
     const url = /serving (\S+)/.exec(out)?.[1] as string;
     const token = fs.readFileSync(join(home, '.berth/admin-token'), 'utf8').trim();
     const post = (user: string, message: string) =>
-      fetch(`${url}/api/projects/demo/runs`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ user, message }) }).then((r) => r.json() as Promise<{ exit_code: number; stdout: string; warm: boolean }>);
+      fetch(`${url}/api/projects/demo/runs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ user, message }),
+      }).then((r) => r.json() as Promise<{ exit_code: number; stdout: string; warm: boolean }>);
     // A warm container the server keeps between messages, and a run in flight.
     expect(await post('web:carol', 'echo warm')).toMatchObject({ exit_code: 0 });
     const inFlight = post('web:dave', 'sleep 5; echo done');
     const docker = new Docker();
-    const running = async () => (await docker.listContainers({ filters: { label: [`berth.installation=${installationId(home)}`] } })).length;
+    const running = async () =>
+      (await docker.listContainers({ filters: { label: [`berth.installation=${installationId(home)}`] } })).length;
     const t0 = Date.now();
     while ((await running()) < 2) {
       if (Date.now() - t0 > 20_000) throw new Error('the in-flight run never got its container');
@@ -112,9 +124,14 @@ describe('berth demo beside a live berth serve (first hour: make demo killed liv
       const served = await start(home);
       let out = served.out;
       served.proc.stdout?.on('data', (d: Buffer) => void (out += d.toString()));
-      fs.writeFileSync(join(home, 'berth.yaml'), ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, ''].join('\n'));
+      fs.writeFileSync(
+        join(home, 'berth.yaml'),
+        ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, ''].join('\n'),
+      );
       await fake.waitForClients(1, 15_000);
-      await expect.poll(() => out, { timeout: 5000 }).toContain(`berth: berth.yaml changed: signal bridge started: ${fake.account} at ${fake.url}\n`);
+      await expect
+        .poll(() => out, { timeout: 5000 })
+        .toContain(`berth: berth.yaml changed: signal bridge started: ${fake.account} at ${fake.url}\n`);
     } finally {
       await fake.close();
     }

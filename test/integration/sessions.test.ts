@@ -38,7 +38,9 @@ async function sessionAt(user: string, level: 'low' | 'medium' | 'high', session
   expect(minted.status).toBe(201);
   const client = new Client({ name: 'agent-loop', version: '1' });
   await client.connect(
-    new StreamableHTTPClientTransport(new URL(`${base}/mcp/session`), { requestInit: { headers: { authorization: `Bearer ${minted.body.token}` } } }),
+    new StreamableHTTPClientTransport(new URL(`${base}/mcp/session`), {
+      requestInit: { headers: { authorization: `Bearer ${minted.body.token}` } },
+    }),
   );
   return { client, token: minted.body.token as string };
 }
@@ -51,7 +53,15 @@ describe('session settings API', () => {
   it('a new session is medium; invalid settings are 400 with a code; valid ones persist', async () => {
     await h.berth.runner.run({ project: 'lv', tenantKey: 'web:set', message: 'true', sessionId: 'set-1' });
     const got = await api('GET', '/api/projects/lv/sessions/set-1/settings');
-    expect(got).toMatchObject({ status: 200, body: { settings: { permission_level: 'medium', workspace: { mode: 'tenant', root_dir: expect.stringContaining('/projects/lv/workspaces/') } } } });
+    expect(got).toMatchObject({
+      status: 200,
+      body: {
+        settings: {
+          permission_level: 'medium',
+          workspace: { mode: 'tenant', root_dir: expect.stringContaining('/projects/lv/workspaces/') },
+        },
+      },
+    });
     for (const bad of [
       { settings: { permission_level: 'root' } },
       { settings: 'high' },
@@ -74,7 +84,8 @@ describe('session settings API', () => {
 
 describe('levels → what the container gets (real containers)', () => {
   it('no level has a network (only lo, no route); low: no memory, no proxy; medium/high: memory read-only and the egress proxy on loopback', async () => {
-    const probe = 'ls /sys/class/net | sort | tr "\\n" " "; echo; ip route | grep -c ^default; ls /memory >/dev/null 2>&1 && echo memory-visible || echo no-memory; touch /memory/x 2>&1 | grep -c "Read-only"; echo "proxy=${HTTPS_PROXY:-none}"';
+    const probe =
+      'ls /sys/class/net | sort | tr "\\n" " "; echo; ip route | grep -c ^default; ls /memory >/dev/null 2>&1 && echo memory-visible || echo no-memory; touch /memory/x 2>&1 | grep -c "Read-only"; echo "proxy=${HTTPS_PROXY:-none}"';
     const low = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:net', message: probe, sessionId: 'net-low', level: 'low' });
     expect(low.stdout).toBe('lo \n0\nno-memory\n0\nproxy=none\n');
     for (const level of ['medium', 'high'] as const) {
@@ -93,7 +104,9 @@ describe('levels → what the container gets (real containers)', () => {
     await h.berth.runner.run({ project: 'lv', tenantKey: 'web:ws', message: 'echo shared > t.txt', sessionId: 'ws-a' });
     const b = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:ws', message: 'cat t.txt', sessionId: 'ws-b' });
     expect(b.stdout).toBe('shared\n');
-    expect((await api('PUT', '/api/projects/lv/sessions/ws-b/settings', { settings: { workspace: { mode: 'session' } } })).status).toBe(200);
+    expect((await api('PUT', '/api/projects/lv/sessions/ws-b/settings', { settings: { workspace: { mode: 'session' } } })).status).toBe(
+      200,
+    );
     const own = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:ws', message: 'ls; echo mine > s.txt', sessionId: 'ws-b' });
     expect(own.stdout).not.toContain('t.txt');
     expect(own.workspaceId).not.toBe(b.workspaceId);
@@ -103,7 +116,9 @@ describe('levels → what the container gets (real containers)', () => {
   });
 
   it('a session belongs to one tenant', async () => {
-    await expect(h.berth.runner.run({ project: 'lv', tenantKey: 'web:intruder', message: 'true', sessionId: 'ws-a' })).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    await expect(
+      h.berth.runner.run({ project: 'lv', tenantKey: 'web:intruder', message: 'true', sessionId: 'ws-a' }),
+    ).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
   });
 });
 
@@ -128,28 +143,42 @@ describe('levels → tools (MCP at /mcp/session with a session token, commands r
     expect(mine.structuredContent).toMatchObject({ folders: [{ name: 'web:low' }] });
     for (const t of tools) {
       expect(Object.keys((t.inputSchema as { properties?: object }).properties ?? {})).not.toContain('session');
-      expect(t.annotations, t.name).toEqual({ readOnlyHint: expect.any(Boolean), destructiveHint: expect.any(Boolean), idempotentHint: expect.any(Boolean) });
-      for (const [field, schema] of Object.entries((t.inputSchema.properties ?? {}) as Record<string, { description?: string }>)) expect(schema.description, `${t.name}.${field}`).toBeTruthy();
+      expect(t.annotations, t.name).toEqual({
+        readOnlyHint: expect.any(Boolean),
+        destructiveHint: expect.any(Boolean),
+        idempotentHint: expect.any(Boolean),
+      });
+      for (const [field, schema] of Object.entries((t.inputSchema.properties ?? {}) as Record<string, { description?: string }>))
+        expect(schema.description, `${t.name}.${field}`).toBeTruthy();
     }
     const search = await client.callTool({ name: 'memory_search', arguments: { query: 'anything' } });
     expect(errorOf(search)).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'tool_not_allowed' });
     expect(errorOf(await shell(client, 'curl --version'))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'binary_not_allowed' });
     const ok = await shell(client, 'mkdir -p notes');
     expect(ok.isError).toBeFalsy();
-    expect((await shell(client, 'ls')).structuredContent).toMatchObject({ run: { exit_code: 0, stdout: expect.stringContaining('notes') } });
+    expect((await shell(client, 'ls')).structuredContent).toMatchObject({
+      run: { exit_code: 0, stdout: expect.stringContaining('notes') },
+    });
     await client.close();
   });
 
   it('high: allows whoami, memory_write and copying an outside file in; denies writes outside the workspace', async () => {
     const { client } = await sessionAt('web:high', 'high', 'tool-high');
-    expect((await shell(client, 'whoami')).structuredContent).toMatchObject({ run: { exit_code: 0, stdout: 'agent\n', permission_level: 'high' } });
+    expect((await shell(client, 'whoami')).structuredContent).toMatchObject({
+      run: { exit_code: 0, stdout: 'agent\n', permission_level: 'high' },
+    });
     const wrote = await client.callTool({ name: 'memory_write', arguments: { text: 'The deploy key rotates on Mondays', tags: ['ops'] } });
-    expect(wrote.structuredContent).toMatchObject({ entry: { text: 'The deploy key rotates on Mondays', author: expect.stringMatching(/^a-[0-9a-f]{16}$/) } });
+    expect(wrote.structuredContent).toMatchObject({
+      entry: { text: 'The deploy key rotates on Mondays', author: expect.stringMatching(/^a-[0-9a-f]{16}$/) },
+    });
     const cp = await shell(client, 'cp /etc/hostname ./copied-hostname');
     expect(cp.structuredContent).toMatchObject({ run: { exit_code: 0 } });
     expect((await shell(client, 'ls')).structuredContent).toMatchObject({ run: { stdout: expect.stringContaining('copied-hostname') } });
     expect(errorOf(await shell(client, 'touch /tmp/x'))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'write_outside_workspace' });
-    expect(errorOf(await shell(client, 'cp copied-hostname /outside/'))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'write_outside_workspace' });
+    expect(errorOf(await shell(client, 'cp copied-hostname /outside/'))).toMatchObject({
+      code: 'PERMISSION_DENIED',
+      rule: 'write_outside_workspace',
+    });
     expect(errorOf(await shell(client, 'ls; cat /etc/shadow'))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'shell_operator' });
     await client.close();
   });
@@ -162,7 +191,10 @@ describe('levels → tools (MCP at /mcp/session with a session token, commands r
     // Allowed by the policy and run in the container (busybox has no curl: 127 = not found there).
     expect(curl.isError).toBeFalsy();
     expect((curl.structuredContent as { run: { exit_code: number } }).run.exit_code).toBe(127);
-    expect(errorOf(await client.callTool({ name: 'memory_write', arguments: { text: 'x' } }))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'tool_not_allowed' });
+    expect(errorOf(await client.callTool({ name: 'memory_write', arguments: { text: 'x' } }))).toMatchObject({
+      code: 'PERMISSION_DENIED',
+      rule: 'tool_not_allowed',
+    });
     expect(errorOf(await shell(client, 'cat /etc/passwd'))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'read_outside_workspace' });
     const bad = await client.callTool({ name: 'shell_run', arguments: { argv: ['id'], session: 'tool-high', level: 'high' } });
     expect(errorOf(bad)).toMatchObject({ code: 'CONFIG_INVALID' });
@@ -178,7 +210,10 @@ describe('levels → tools (MCP at /mcp/session with a session token, commands r
     // npm is allowed at high and runs in the container (busybox has none: 127 = not found there).
     expect(run.structuredContent).toMatchObject({ run: { exit_code: 127, stderr: 'npm: not found in this image\n' } });
     await api('PUT', '/api/projects/lv/sessions/tool-tasks/settings', { settings: { permission_level: 'low' } });
-    expect(errorOf(await client.callTool({ name: 'shell_run', arguments: { task: 'test' } }))).toMatchObject({ code: 'PERMISSION_DENIED', rule: 'binary_not_allowed' });
+    expect(errorOf(await client.callTool({ name: 'shell_run', arguments: { task: 'test' } }))).toMatchObject({
+      code: 'PERMISSION_DENIED',
+      rule: 'binary_not_allowed',
+    });
     await client.close();
   });
 
@@ -188,9 +223,15 @@ describe('levels → tools (MCP at /mcp/session with a session token, commands r
     await api('PUT', '/api/projects/lv/sessions/tool-flip/settings', { settings: { permission_level: 'low' } });
     expect(errorOf(await client.callTool({ name: 'memory_search', arguments: { query: 'deploy' } })).code).toBe('PERMISSION_DENIED');
     expect((await api('DELETE', '/api/projects/lv/sessions/tool-flip/token')).body).toEqual({ session: 'tool-flip', revoked: 1 });
-    const res = await fetch(`${base}/mcp/session`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+    const res = await fetch(`${base}/mcp/session`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{}',
+    });
     expect(res.status).toBe(401);
-    expect((await fetch(`${base}/mcp/session`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: '{}' })).status).toBe(401);
+    expect((await fetch(`${base}/mcp/session`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: '{}' })).status).toBe(
+      401,
+    );
     await client.close();
   });
 });
@@ -228,11 +269,15 @@ describe('attacks on session identity', () => {
 
   it("session ids are per project: one project's tenant cannot claim or block another's (nor berth's own ids)", async () => {
     h.create({ name: 'other' });
-    await expect(h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: 'wf.answer' })).rejects.toMatchObject({
+    await expect(
+      h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: 'wf.answer' }),
+    ).rejects.toMatchObject({
       code: 'CONFIG_INVALID',
       details: { issues: [{ field: 'session' }] },
     });
-    await expect(h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: 't-0123' })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    await expect(h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: 't-0123' })).rejects.toMatchObject(
+      { code: 'CONFIG_INVALID' },
+    );
     // Its own default session, made by a message without an id (the API, the CLI), is the tenant's
     // to name: the web chat lists it and sends to it, and changes its level (first hour: alice).
     const made = await h.berth.runner.run({ project: 'lv', tenantKey: 'web:alice', message: 'true' });
@@ -242,7 +287,10 @@ describe('attacks on session identity', () => {
     expect(h.berth.admin.openSession('lv', made.sessionId, 'web:alice').id).toBe(made.sessionId);
     // Another tenant naming it is refused as a made-up berth id is: its existence is not told.
     for (const id of [made.sessionId, 't-0123']) {
-      await expect(h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: id })).rejects.toMatchObject({ code: 'CONFIG_INVALID', details: { issues: [{ field: 'session' }] } });
+      await expect(h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: id })).rejects.toMatchObject({
+        code: 'CONFIG_INVALID',
+        details: { issues: [{ field: 'session' }] },
+      });
     }
     await h.berth.runner.run({ project: 'lv', tenantKey: 'web:squat', message: 'true', sessionId: 'shared-name' });
     const theirs = await h.berth.runner.run({ project: 'other', tenantKey: 'web:owner', message: 'true', sessionId: 'shared-name' });
@@ -258,14 +306,29 @@ describe('memory bootstrap in the first prompt', () => {
     // An agent that prints its prompt: a custom argv, run in the shell image.
     h.create({ name: 'echo-agent', workspace_isolation: true, agent: ['echo', '{message}'] });
     await h.berth.runner.run({ project: 'echo-agent', tenantKey: 'web:boot', message: 'hi', sessionId: 'boot-h', level: 'high' });
-    h.berth.sessionTools.memoryWrite({ project: 'echo-agent', session: 'boot-h' }, { text: 'Customers prefer short answers', tags: ['style'] });
-    const first = await h.berth.runner.run({ project: 'echo-agent', tenantKey: 'web:m', message: 'hello', sessionId: 'boot-m', level: 'medium' });
+    h.berth.sessionTools.memoryWrite(
+      { project: 'echo-agent', session: 'boot-h' },
+      { text: 'Customers prefer short answers', tags: ['style'] },
+    );
+    const first = await h.berth.runner.run({
+      project: 'echo-agent',
+      tenantKey: 'web:m',
+      message: 'hello',
+      sessionId: 'boot-m',
+      level: 'medium',
+    });
     expect(first.stdout).toContain(MEMORY_SOP.split('\n')[0]);
     expect(first.stdout).toContain('Customers prefer short answers');
     expect(first.stdout.trimEnd().endsWith('hello')).toBe(true);
     const second = await h.berth.runner.run({ project: 'echo-agent', tenantKey: 'web:m', message: 'hello again', sessionId: 'boot-m' });
     expect(second.stdout).toBe('hello again\n');
-    const low = await h.berth.runner.run({ project: 'echo-agent', tenantKey: 'web:l', message: 'hello', sessionId: 'boot-l', level: 'low' });
+    const low = await h.berth.runner.run({
+      project: 'echo-agent',
+      tenantKey: 'web:l',
+      message: 'hello',
+      sessionId: 'boot-l',
+      level: 'low',
+    });
     expect(low.stdout).toBe('hello\n');
   });
 });

@@ -36,13 +36,19 @@ describe('the shell preset at work, as the chat sees it', () => {
     // labels may come interleaved ("cat /proc/net/devcut", "-c1-12"), never with control characters
     // or berth's prefix, and never into the answer.
     const words = steps.flatMap((s) => s.detail.split(' '));
-    for (const command of ['env', 'grep', 'cat', 'cut', 'wget']) expect(words.some((w) => w.startsWith(command) || w.endsWith(command))).toBe(true);
+    for (const command of ['env', 'grep', 'cat', 'cut', 'wget'])
+      expect(words.some((w) => w.startsWith(command) || w.endsWith(command))).toBe(true);
     for (const s of steps) expect(s.detail).not.toMatch(CONTROL);
     for (const s of steps) expect(s.detail).not.toContain('berth-step');
     expect(steps.at(-1)).toMatchObject({ detail: 'wget -qO- -T 3 http://example.com', state: 'failed' });
     expect(o.exitCode).toBe(1); // not 139: nothing crashed
     expect(o.stderr).toBe('wget: there is no network at level low (at medium the agent reaches the hosts this project allows)\n');
-    expect(o.stdout.split('\n').slice(2).map((l) => l.trim())).toEqual(['lo:', '']); // only the loopback interface is there
+    expect(
+      o.stdout
+        .split('\n')
+        .slice(2)
+        .map((l) => l.trim()),
+    ).toEqual(['lo:', '']); // only the loopback interface is there
     expect(o.stdout).not.toMatch(/PROXY|berth-step/i);
   });
 
@@ -52,7 +58,7 @@ describe('the shell preset at work, as the chat sees it', () => {
     expect(o.stderr).toContain('wget: there is no network at level low');
   });
 
-  it('loopback is still reached at level low (the model gateway is there): wget to 127.0.0.1 is busybox\'s own, and no step of berth\'s shows', async () => {
+  it("loopback is still reached at level low (the model gateway is there): wget to 127.0.0.1 is busybox's own, and no step of berth's shows", async () => {
     const { o, steps } = await watched('wget -q -O - http://127.0.0.1:9/x; echo rc=$?', 'low');
     expect(o.stdout).toBe('rc=1\n');
     expect(o.stderr).toContain("wget: can't connect to remote host (127.0.0.1)");

@@ -44,9 +44,14 @@ afterAll(async () => {
   web.close();
 });
 
-const said = (from: number) => fake.repliesTo(ALICE).slice(from).map((m) => m.message);
+const said = (from: number) =>
+  fake
+    .repliesTo(ALICE)
+    .slice(from)
+    .map((m) => m.message);
 const fetchOf = (path: string) => `wget -q -O - http://localhost:${port}/${path} 2>&1; echo rc=$?`;
-const QUESTION = (p: number) => `berth: your agent wants to reach localhost:${p}, which this project does not allow. Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within 2 min: no.)`;
+const QUESTION = (p: number) =>
+  `berth: your agent wants to reach localhost:${p}, which this project does not allow. Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within 2 min: no.)`;
 
 describe('Signal: the agent asks before it reaches a host outside the allowlist', () => {
   it('/yes lets the waiting request through; the answer is confirmed, then the run answers', async () => {
@@ -90,8 +95,15 @@ describe('Signal: the agent asks before it reaches a host outside the allowlist'
     const from = fake.repliesTo(ALICE).length;
     fake.deliverText({ fromUuid: ALICE, fromNumber: null, text: '/level high' });
     await fake.waitFor(() => said(from).length >= 1, 30_000);
-    expect(said(from)).toEqual(["berth: only this project's admins may raise the level (it stays medium). I asked the operator to allow high; you will hear here when they answer (it waits up to 2 min)."]);
-    const listed = JSON.parse((await cliAsync(['--home', h.home, 'approvals', 'list', '--json'])).stdout) as Array<{ id: string; kind: string; target: string; tenant: string }>;
+    expect(said(from)).toEqual([
+      "berth: only this project's admins may raise the level (it stays medium). I asked the operator to allow high; you will hear here when they answer (it waits up to 2 min).",
+    ]);
+    const listed = JSON.parse((await cliAsync(['--home', h.home, 'approvals', 'list', '--json'])).stdout) as Array<{
+      id: string;
+      kind: string;
+      target: string;
+      tenant: string;
+    }>;
     expect(listed).toEqual([expect.objectContaining({ kind: 'level', target: 'high', tenant: `signal:${ALICE}` })]);
     const allowed = await cliAsync(['--home', h.home, 'approvals', 'allow', listed[0]!.id]);
     expect(allowed).toMatchObject({ code: 0, stdout: expect.stringMatching(/^allowed: level high \(the session is raised\) for signal:/) });
@@ -99,6 +111,9 @@ describe('Signal: the agent asks before it reaches a host outside the allowlist'
     expect(said(from)[1]).toBe("berth: the operator raised this conversation's level to high.");
     const sessions = h.berth.admin.listSessions('sig', `signal:${ALICE}`);
     expect(sessions.map((s) => s.settings.permission_level)).toEqual(['high']);
-    expect(h.berth.audit.list({ project: 'sig', limit: 5 }).map((e) => [e.action, e.actor])).toContainEqual(['approval.raise_level', 'operator']);
+    expect(h.berth.audit.list({ project: 'sig', limit: 5 }).map((e) => [e.action, e.actor])).toContainEqual([
+      'approval.raise_level',
+      'operator',
+    ]);
   });
 });

@@ -18,7 +18,18 @@ const logs: Array<Record<string, unknown>> = [];
 
 beforeAll(async () => {
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
-  h = testHome({ config: ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open', 'routes:', '  signal: { project: big }', ''].join('\n') });
+  h = testHome({
+    config: [
+      'bridges:',
+      '  signal:',
+      `    url: ${fake.url}`,
+      `    account: '${fake.account}'`,
+      '    senders: open',
+      'routes:',
+      '  signal: { project: big }',
+      '',
+    ].join('\n'),
+  });
   h.create({ name: 'big', workspace_isolation: true });
   bridges = await startSignalBridges(h, fake, capturingLogger(logs));
 });
@@ -39,12 +50,24 @@ describe('Signal: an event over the size bound (L2)', () => {
     expect(warning).toMatchObject({ level: 40, sender: `signal:${SENDER}`, bytes: expect.any(Number) });
     expect(JSON.stringify(logs)).not.toContain(secret);
     // Nothing of it reached the inbox: only the second message.
-    expect(bridges.channel('signal')!.inbox.all().map((e) => e.text)).toEqual(['echo second-message-after-big']);
+    expect(
+      bridges
+        .channel('signal')!
+        .inbox.all()
+        .map((e) => e.text),
+    ).toEqual(['echo second-message-after-big']);
   });
 
   it('an oversized event whose sender cannot be read is still skipped, and the stream goes on', async () => {
     const connections = fake.connections();
-    fake.deliverRaw({ envelope: { padding: 'y'.repeat(1_200_000), sourceUuid: SENDER, timestamp: Date.now(), dataMessage: { timestamp: Date.now(), message: 'never' } } });
+    fake.deliverRaw({
+      envelope: {
+        padding: 'y'.repeat(1_200_000),
+        sourceUuid: SENDER,
+        timestamp: Date.now(),
+        dataMessage: { timestamp: Date.now(), message: 'never' },
+      },
+    });
     fake.deliverText({ fromUuid: SENDER, fromNumber: null, text: 'echo after-the-unnamed-one' });
     await fake.waitFor(() => fake.repliesTo(SENDER).find((s) => s.message === 'after-the-unnamed-one'), 30_000);
     expect(fake.connections()).toBe(connections);

@@ -36,10 +36,22 @@ function config(senders: 'open' | 'pairing', allow: string[] = []) {
 }
 
 const say = (n: number, text: string, extra: { groupId?: string; fromNumber?: string | null; timestamp?: number } = {}) =>
-  fake.deliverText({ fromUuid: uuid(n), fromNumber: extra.fromNumber === undefined ? `+1555000${String(n).padStart(4, '0')}` : extra.fromNumber, name: `user ${n}`, text, groupId: extra.groupId, timestamp: extra.timestamp });
+  fake.deliverText({
+    fromUuid: uuid(n),
+    fromNumber: extra.fromNumber === undefined ? `+1555000${String(n).padStart(4, '0')}` : extra.fromNumber,
+    name: `user ${n}`,
+    text,
+    groupId: extra.groupId,
+    timestamp: extra.timestamp,
+  });
 // "queued" notices depend on what else runs at that moment: the answers are what is checked.
-const repliesOf = (n: number) => fake.repliesTo(uuid(n)).map((s) => s.message).filter((m) => !m.startsWith('berth: queued'));
-const waitReplies = (n: number, count: number, timeoutMs = 30_000) => fake.waitFor(() => repliesOf(n).length >= count && repliesOf(n), timeoutMs);
+const repliesOf = (n: number) =>
+  fake
+    .repliesTo(uuid(n))
+    .map((s) => s.message)
+    .filter((m) => !m.startsWith('berth: queued'));
+const waitReplies = (n: number, count: number, timeoutMs = 30_000) =>
+  fake.waitFor(() => repliesOf(n).length >= count && repliesOf(n), timeoutMs);
 
 beforeAll(async () => {
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
@@ -54,9 +66,19 @@ describe('Signal bridge: a message becomes a run, the answer goes back', () => {
     const d = say(1, 'echo hello from $(whoami)');
     expect(await waitReplies(1, 1)).toEqual(['hello from agent']);
     expect(fake.receipts().some((r) => r.recipient === uuid(1) && r.targetTimestamps.includes(d.timestamp))).toBe(true);
-    expect(fake.typing().filter((t) => t.recipients.includes(uuid(1))).map((t) => t.stop)).toEqual(expect.arrayContaining([false, true]));
+    expect(
+      fake
+        .typing()
+        .filter((t) => t.recipients.includes(uuid(1)))
+        .map((t) => t.stop),
+    ).toEqual(expect.arrayContaining([false, true]));
     // 'replied' is journaled right after the send returns.
-    const entry = await fake.waitFor(() => bridges.channel('signal')!.inbox.all().find((e) => e.id === `${uuid(1)}:${d.timestamp}` && e.phase === 'replied'));
+    const entry = await fake.waitFor(() =>
+      bridges
+        .channel('signal')!
+        .inbox.all()
+        .find((e) => e.id === `${uuid(1)}:${d.timestamp}` && e.phase === 'replied'),
+    );
     expect(entry).toMatchObject({ sender: `signal:${uuid(1)}`, tenant: `signal:${uuid(1)}` });
   });
 
@@ -102,7 +124,13 @@ describe('Signal bridge: a message becomes a run, the answer goes back', () => {
     fake.deliverSyncSent({ destinationUuid: uuid(1), text: 'echo should-not-run' });
     say(1, 'echo after');
     await fake.waitFor(() => repliesOf(1).includes('after'), 30_000);
-    expect(fake.sent().slice(before).filter((s) => s.recipients.includes(uuid(1))).map((s) => s.message)).toEqual(['after']);
+    expect(
+      fake
+        .sent()
+        .slice(before)
+        .filter((s) => s.recipients.includes(uuid(1)))
+        .map((s) => s.message),
+    ).toEqual(['after']);
   });
 
   it('a reply over 2000 bytes is sent as its start and the whole as a text attachment', async () => {
@@ -156,7 +184,12 @@ describe('pairing: who may talk at all', () => {
   it('an unknown sender is refused and waits for the operator; approved, it is answered', async () => {
     say(9, 'echo let me in');
     await fake.waitFor(() => repliesOf(9).some((m) => m.includes('does not know you yet')));
-    expect(bridges.channel('signal')!.state.pending().map((p) => p.sender)).toContain(`signal:${uuid(9)}`);
+    expect(
+      bridges
+        .channel('signal')!
+        .state.pending()
+        .map((p) => p.sender),
+    ).toContain(`signal:${uuid(9)}`);
     bridges.channel('signal')!.state.approve(`signal:${uuid(9)}`);
     say(9, 'echo in now');
     await fake.waitFor(() => repliesOf(9).includes('in now'));
@@ -166,7 +199,14 @@ describe('pairing: who may talk at all', () => {
   it('a send the network keeps refusing (untrusted identity) is tried again, then as a file, then ends failed in the inbox, saying each try', async () => {
     fake.failNextSend({ type: 'untrusted' }, { recipient: uuid(4), count: Infinity });
     const d = say(4, 'echo never-delivered');
-    const entry = await fake.waitFor(() => bridges.channel('signal')!.inbox.all().find((e) => e.id === `${uuid(4)}:${d.timestamp}` && e.phase === 'failed'), 30_000);
+    const entry = await fake.waitFor(
+      () =>
+        bridges
+          .channel('signal')!
+          .inbox.all()
+          .find((e) => e.id === `${uuid(4)}:${d.timestamp}` && e.phase === 'failed'),
+      30_000,
+    );
     fake.clearSendFailures();
     expect(entry.reason).toMatch(/^the reply could not be delivered \(send: .*; send: .*; send: .*; file: .*; notice: .*\)$/);
   });
@@ -181,8 +221,12 @@ describe('pairing: who may talk at all', () => {
 
 describe('doctor shows the bridge', () => {
   it('signal-cli answering: ok with the account and project; not answering: fail with the command that starts it', async () => {
-    expect(await checkBridges(h.berth.config)).toEqual([{ name: 'bridge signal', status: 'ok', detail: expect.stringContaining(`${fake.account} answers with project "sig"`) }]);
+    expect(await checkBridges(h.berth.config)).toEqual([
+      { name: 'bridge signal', status: 'ok', detail: expect.stringContaining(`${fake.account} answers with project "sig"`) },
+    ]);
     const down = BerthConfigSchema.parse({ bridges: { signal: { url: 'http://127.0.0.1:9', account: '+15550000000' } } });
-    expect(await checkBridges(down)).toEqual([{ name: 'bridge signal', status: 'fail', detail: expect.stringContaining('signal-cli -a +15550000000 daemon --http=127.0.0.1:9') }]);
+    expect(await checkBridges(down)).toEqual([
+      { name: 'bridge signal', status: 'fail', detail: expect.stringContaining('signal-cli -a +15550000000 daemon --http=127.0.0.1:9') },
+    ]);
   });
 });

@@ -17,7 +17,17 @@ let bridges: RunningBridges;
 beforeAll(async () => {
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   h = testHome({
-    config: ['bridges:', '  progress_message_after_seconds: 1', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open', 'routes:', '  signal: { project: sig }', ''].join('\n'),
+    config: [
+      'bridges:',
+      '  progress_message_after_seconds: 1',
+      '  signal:',
+      `    url: ${fake.url}`,
+      `    account: '${fake.account}'`,
+      '    senders: open',
+      'routes:',
+      '  signal: { project: sig }',
+      '',
+    ].join('\n'),
   });
   h.create({ name: 'sig', workspace_isolation: true });
   bridges = await startSignalBridges(h, fake);
@@ -35,6 +45,11 @@ describe('Signal: the agent at work', () => {
     const before = fake.repliesTo(ALICE).length;
     fake.deliverText({ fromUuid: ALICE, fromNumber: null, text: 'echo quick' });
     await fake.waitFor(() => fake.repliesTo(ALICE).some((m) => m.message === 'quick'), 30_000);
-    expect(fake.repliesTo(ALICE).slice(before).map((m) => m.message)).toEqual(['quick']);
+    expect(
+      fake
+        .repliesTo(ALICE)
+        .slice(before)
+        .map((m) => m.message),
+    ).toEqual(['quick']);
   });
 });

@@ -26,40 +26,87 @@ let inboxFile: string;
 beforeAll(async () => {
   fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   h = testHome({
-    config: ['bridges:', '  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: pairing', `    allow: ['${FRIEND}']`, 'routes:', '  signal: { project: sig }', ''].join('\n'),
+    config: [
+      'bridges:',
+      '  signal:',
+      `    url: ${fake.url}`,
+      `    account: '${fake.account}'`,
+      '    senders: pairing',
+      `    allow: ['${FRIEND}']`,
+      'routes:',
+      '  signal: { project: sig }',
+      '',
+    ].join('\n'),
   });
   h.create({ name: 'sig', workspace_isolation: true });
   const dir = bridgeDir(homePaths(h.home).stateDir);
   inboxFile = join(dir, 'signal.jsonl');
   // A dead berth journaled a stranger's message and died before refusing it: it must never run.
-  openInbox(dir, 'signal').receive({ id: 'left-open', chat: uuid(7), sender: `signal:${uuid(7)}`, tenant: `signal:${uuid(7)}`, text: 'echo ran-after-restart' });
+  openInbox(dir, 'signal').receive({
+    id: 'left-open',
+    chat: uuid(7),
+    sender: `signal:${uuid(7)}`,
+    tenant: `signal:${uuid(7)}`,
+    text: 'echo ran-after-restart',
+  });
   bridges = await startSignalBridges(h, fake, capturingLogger(logLines));
 });
 afterAll(() => stopBridgeRig({ bridges, h, fake }));
 
 describe('Signal strangers (unapproved senders)', () => {
-  it('a stranger\'s message journaled before a restart is refused at recovery, never run', async () => {
-    const entry = await fake.waitFor(() => bridges.channel('signal')!.inbox.all().find((e) => e.id === 'left-open' && e.phase === 'failed'), 10_000);
+  it("a stranger's message journaled before a restart is refused at recovery, never run", async () => {
+    const entry = await fake.waitFor(
+      () =>
+        bridges
+          .channel('signal')!
+          .inbox.all()
+          .find((e) => e.id === 'left-open' && e.phase === 'failed'),
+      10_000,
+    );
     expect(entry.reason).toMatch(/not approved/);
     expect(h.berth.admin.listSessions('sig')).toEqual([]);
   });
 
   it('10 messages of 200 KB from two strangers: 2 refusals, a bounded inbox, one log line per sender', async () => {
     const before = fs.statSync(inboxFile).size;
-    const ids = Array.from({ length: 10 }, (_, i) => fake.deliverText({ fromUuid: uuid(i % 2), fromNumber: null, name: `stranger ${i % 2}`, text: `spam ${i} ${'x'.repeat(200_000)}` }));
-    const ended = () => ids.every((d) => bridges.channel('signal')!.inbox.all().some((e) => e.id === `${d.sourceUuid}:${d.timestamp}` && e.phase === 'failed'));
+    const ids = Array.from({ length: 10 }, (_, i) =>
+      fake.deliverText({ fromUuid: uuid(i % 2), fromNumber: null, name: `stranger ${i % 2}`, text: `spam ${i} ${'x'.repeat(200_000)}` }),
+    );
+    const ended = () =>
+      ids.every((d) =>
+        bridges
+          .channel('signal')!
+          .inbox.all()
+          .some((e) => e.id === `${d.sourceUuid}:${d.timestamp}` && e.phase === 'failed'),
+      );
     await fake.waitFor(ended, 20_000);
     await new Promise((r) => setTimeout(r, 300)); // a late second refusal would show by now
     expect([fake.repliesTo(uuid(0)).length, fake.repliesTo(uuid(1)).length]).toEqual([1, 1]);
     expect(fake.repliesTo(uuid(0))[0]!.message).toMatch(/does not know you yet/);
     // Every message is still read-receipted (it is safe with berth), and recorded: text cut short.
-    expect(fake.receipts().filter((r) => [uuid(0), uuid(1)].includes(r.recipient)).flatMap((r) => r.targetTimestamps).length).toBe(10);
+    expect(
+      fake
+        .receipts()
+        .filter((r) => [uuid(0), uuid(1)].includes(r.recipient))
+        .flatMap((r) => r.targetTimestamps).length,
+    ).toBe(10);
     const growth = fs.statSync(inboxFile).size - before;
     console.log(`inbox grew ${growth} bytes for 10 messages of 200 KB`);
     expect(growth).toBeLessThan(10 * 1024); // today: over 2,000,000 bytes
-    for (const e of bridges.channel('signal')!.inbox.all().filter((e) => e.sender === `signal:${uuid(0)}`)) expect((e.text ?? '').length).toBeLessThanOrEqual(200);
+    for (const e of bridges
+      .channel('signal')!
+      .inbox.all()
+      .filter((e) => e.sender === `signal:${uuid(0)}`))
+      expect((e.text ?? '').length).toBeLessThanOrEqual(200);
     const strangers = [`signal:${uuid(0)}`, `signal:${uuid(1)}`];
-    expect(bridges.channel('signal')!.state.pending().map((p) => p.sender).filter((s) => strangers.includes(s)).sort()).toEqual(strangers.sort());
+    expect(
+      bridges
+        .channel('signal')!
+        .state.pending()
+        .map((p) => p.sender)
+        .filter((s) => strangers.includes(s))
+        .sort(),
+    ).toEqual(strangers.sort());
     // The operator hears once per new sender, not once per message.
     const waits = logLines.filter((l) => /waits for approval/.test(l.msg) && strangers.includes(l.sender ?? ''));
     expect(waits.map((l) => l.sender).sort()).toEqual(strangers.sort());
@@ -86,7 +133,10 @@ describe('Signal strangers (unapproved senders)', () => {
     fake.deliverText({ fromUuid: newcomer, fromNumber: null, name: 'newcomer', text: 'echo first-message-kept' });
     const told = await fake.waitFor(() => fake.repliesTo(newcomer)[0], 10_000);
     expect(told.message).toMatch(/your message is kept and answered as soon as they do/);
-    const entry = bridges.channel('signal')!.inbox.all().find((e) => e.sender === `signal:${newcomer}`);
+    const entry = bridges
+      .channel('signal')!
+      .inbox.all()
+      .find((e) => e.sender === `signal:${newcomer}`);
     expect(entry).toMatchObject({ phase: 'held', text: 'echo first-message-kept' });
     // A second message before approval is not kept: they already heard this hour.
     fake.deliverText({ fromUuid: newcomer, fromNumber: null, text: 'echo second-not-kept' });
@@ -100,8 +150,17 @@ describe('Signal strangers (unapproved senders)', () => {
     expect(out.join('')).toMatch(/their first message is answered by the running bridge/);
     const answered = await fake.waitFor(() => fake.repliesTo(newcomer).find((m) => m.message === 'first-message-kept'), 15_000);
     expect(answered).toBeDefined();
-    expect(fake.repliesTo(newcomer).map((m) => m.message)).toContain('berth: the operator approved you: your first message is being answered (/help lists what this bot understands).');
+    expect(fake.repliesTo(newcomer).map((m) => m.message)).toContain(
+      'berth: the operator approved you: your first message is being answered (/help lists what this bot understands).',
+    );
     expect(fake.repliesTo(newcomer).some((m) => m.message.includes('second-not-kept'))).toBe(false);
-    await fake.waitFor(() => bridges.channel('signal')!.inbox.all().find((e) => e.id === entry!.id && e.phase === 'replied'), 10_000);
+    await fake.waitFor(
+      () =>
+        bridges
+          .channel('signal')!
+          .inbox.all()
+          .find((e) => e.id === entry!.id && e.phase === 'replied'),
+      10_000,
+    );
   });
 });

@@ -28,11 +28,28 @@ const dm = (user: string) => `D${user.slice(1)}`;
 const CHANNEL = 'C0TEAM001';
 
 const unMrkdwn = (t: string) => t.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
-const repliesIn = (channel: string, thread?: string) => fake.repliesIn(channel, thread).map((p) => unMrkdwn(p.text)).filter((t) => !t.startsWith('berth: queued'));
-const waitIn = (channel: string, count: number, thread?: string) => fake.waitFor(() => repliesIn(channel, thread).length >= count && repliesIn(channel, thread), 30_000);
+const repliesIn = (channel: string, thread?: string) =>
+  fake
+    .repliesIn(channel, thread)
+    .map((p) => unMrkdwn(p.text))
+    .filter((t) => !t.startsWith('berth: queued'));
+const waitIn = (channel: string, count: number, thread?: string) =>
+  fake.waitFor(() => repliesIn(channel, thread).length >= count && repliesIn(channel, thread), 30_000);
 const direct = (user: string, text: string) => fake.deliverMessage({ channel: dm(user), channelType: 'im', user, text });
 
-const config = (extra: string[]) => ['bridges:', '  slack:', `    bot_token: ${fake.botToken}`, `    api_url: ${fake.url}/api`, '    senders: pairing', `    allow: [${ALICE}, 'slack:${BOB}']`, ...extra, 'routes:', '  slack: { project: sl }', ''].join('\n');
+const config = (extra: string[]) =>
+  [
+    'bridges:',
+    '  slack:',
+    `    bot_token: ${fake.botToken}`,
+    `    api_url: ${fake.url}/api`,
+    '    senders: pairing',
+    `    allow: [${ALICE}, 'slack:${BOB}']`,
+    ...extra,
+    'routes:',
+    '  slack: { project: sl }',
+    '',
+  ].join('\n');
 
 beforeAll(async () => {
   fake = await startFakeSlack({ ackTimeoutMs: 2000, retryDelaysMs: [50, 50, 50] });
@@ -49,7 +66,12 @@ describe('Slack bridge (Socket Mode)', () => {
     expect(await waitIn(dm(ALICE), 1)).toEqual(['hello from agent']);
     expect((await d.done).delivered).toBe(true);
     expect(fake.acks.length).toBeGreaterThan(0);
-    expect(bridges.channel('slack')!.inbox.all().find((e) => e.sender === `slack:${ALICE}`)).toMatchObject({ tenant: `slack:${ALICE}`, chat: dm(ALICE) });
+    expect(
+      bridges
+        .channel('slack')!
+        .inbox.all()
+        .find((e) => e.sender === `slack:${ALICE}`),
+    ).toMatchObject({ tenant: `slack:${ALICE}`, chat: dm(ALICE) });
   });
 
   it("the agent's text never becomes a mention or a link: <, > and & are escaped", async () => {
@@ -100,14 +122,21 @@ describe('Slack bridge (Socket Mode)', () => {
     direct(STRANGER, 'echo first-words');
     await fake.waitFor(() => repliesIn(dm(STRANGER)).length > 0);
     expect(repliesIn(dm(STRANGER))[0]).toMatch(/does not know you yet/);
-    const r = await approveSender({ config: h.berth.config, stateDir: homePaths(h.home).stateDir, logger: pino({ level: 'silent' }) }, `slack:${STRANGER}`);
+    const r = await approveSender(
+      { config: h.berth.config, stateDir: homePaths(h.home).stateDir, logger: pino({ level: 'silent' }) },
+      `slack:${STRANGER}`,
+    );
     expect(r).toEqual({ was_pending: true, held: true, told: true });
     await fake.waitFor(() => repliesIn(dm(STRANGER)).includes('first-words'), 30_000);
   });
 
   it('doctor names the bot, or says the token is refused; berth.yaml names what each mode needs', async () => {
-    expect(await checkBridges(h.berth.config)).toEqual([{ name: 'bridge slack', status: 'ok', detail: expect.stringContaining('answers with project "sl"') }]);
-    const wrong = BerthConfigSchema.parse({ bridges: { slack: { bot_token: 'xoxb-wrong', mode: 'socket', app_token: 'xapp-x', api_url: `${fake.url}/api` } } });
+    expect(await checkBridges(h.berth.config)).toEqual([
+      { name: 'bridge slack', status: 'ok', detail: expect.stringContaining('answers with project "sl"') },
+    ]);
+    const wrong = BerthConfigSchema.parse({
+      bridges: { slack: { bot_token: 'xoxb-wrong', mode: 'socket', app_token: 'xapp-x', api_url: `${fake.url}/api` } },
+    });
     expect(await checkBridges(wrong)).toEqual([{ name: 'bridge slack', status: 'fail', detail: expect.stringContaining('invalid_auth') }]);
     const issues = (slack: unknown) => BerthConfigSchema.safeParse({ bridges: { slack } }).error?.issues.map((i) => i.path.join('.'));
     expect(issues({ bot_token: 'x' })).toEqual(['bridges.slack.signing_secret']);
@@ -121,8 +150,15 @@ describe('Slack bridge (Events API, through berth serve)', () => {
   beforeAll(async () => {
     w = testHome({ config: 'routes:\n  slack: { project: slw }\n' });
     w.create({ name: 'slw', workspace_isolation: true });
-    server = await listenHttp(w.berth, { host: '127.0.0.1', port: 0, token: 'slack-admin-token-0123456789abcdef' }, { out: () => undefined, err: () => undefined });
-    fs.writeFileSync(join(w.home, 'berth.yaml'), testConfig(config([`    signing_secret: ${fake.signingSecret}`]).replace('project: sl }', 'project: slw }')) ?? '');
+    server = await listenHttp(
+      w.berth,
+      { host: '127.0.0.1', port: 0, token: 'slack-admin-token-0123456789abcdef' },
+      { out: () => undefined, err: () => undefined },
+    );
+    fs.writeFileSync(
+      join(w.home, 'berth.yaml'),
+      testConfig(config([`    signing_secret: ${fake.signingSecret}`]).replace('project: sl }', 'project: slw }')) ?? '',
+    );
     expect(server.bridges.reconfigure()).toMatch(/^slack bridge started: events/);
     fake.setRequestUrl(`${server.url}/hooks/slack`);
   });
@@ -141,7 +177,11 @@ describe('Slack bridge (Events API, through berth serve)', () => {
 
   it('refuses a bad signature and a stale timestamp (a replay), and journals neither', async () => {
     const before = server.bridges.channel('slack')!.inbox.all().length;
-    const event = { type: 'event_callback', event_id: 'Ev0FORGED', event: { type: 'message', channel_type: 'im', channel: dm(ALICE), user: ALICE, text: 'echo forged', ts: '1700000000.000001' } };
+    const event = {
+      type: 'event_callback',
+      event_id: 'Ev0FORGED',
+      event: { type: 'message', channel_type: 'im', channel: dm(ALICE), user: ALICE, text: 'echo forged', ts: '1700000000.000001' },
+    };
     expect((await fake.postRaw(event, { 'X-Slack-Signature': 'v0=00' })).status).toBe(401);
     const old = Math.floor(Date.now() / 1000) - 600;
     expect((await fake.postRaw(event, { 'X-Slack-Request-Timestamp': String(old) })).status).toBe(401);
@@ -152,7 +192,13 @@ describe('Slack bridge (Events API, through berth serve)', () => {
   it('signed but malformed: not JSON is a 400; an event missing its fields, or with ids that are not Slack ids, runs nothing', async () => {
     const before = server.bridges.channel('slack')!.inbox.all().length;
     expect((await fake.postRaw('{"type": "event_callback", ')).status).toBe(400);
-    for (const event of [{}, { type: 'message', channel_type: 'im' }, { type: 'message', channel_type: 'im', channel: 'D0X', user: 'U0X/../x', text: 'echo bad-user', ts: '1.2' }, { type: 'message', channel_type: 'im', channel: 'D0X/1', user: ALICE, text: 'echo bad-channel', ts: '1.2' }, { type: 'message', channel_type: 'im', channel: dm(ALICE), user: ALICE, text: 42, ts: '1.2' }]) {
+    for (const event of [
+      {},
+      { type: 'message', channel_type: 'im' },
+      { type: 'message', channel_type: 'im', channel: 'D0X', user: 'U0X/../x', text: 'echo bad-user', ts: '1.2' },
+      { type: 'message', channel_type: 'im', channel: 'D0X/1', user: ALICE, text: 'echo bad-channel', ts: '1.2' },
+      { type: 'message', channel_type: 'im', channel: dm(ALICE), user: ALICE, text: 42, ts: '1.2' },
+    ]) {
       expect((await fake.postRaw({ type: 'event_callback', event_id: 'Ev0BAD', event })).status).toBe(200);
     }
     expect(server.bridges.channel('slack')!.inbox.all().length).toBe(before);

@@ -20,7 +20,11 @@ const tmp = () => {
   dirs.push(d);
   return d;
 };
-const segmentsIn = (dir: string) => fs.readdirSync(dir).filter((n) => n !== 'journal.jsonl').sort();
+const segmentsIn = (dir: string) =>
+  fs
+    .readdirSync(dir)
+    .filter((n) => n !== 'journal.jsonl')
+    .sort();
 async function run(dir: string, id: string, end?: 'finished' | 'interrupted') {
   await appendJournal(dir, { run: id, phase: 'accepted', owner: 'o', kind: 'message', session: 's' });
   if (end === 'finished') await appendJournal(dir, { run: id, phase: 'finished', exit_code: 0 });
@@ -46,7 +50,11 @@ describe('openInbox under volume', () => {
     }
     // 3,000 messages of four long lines each are about 1.6 MB; rewrites keep the file to about
     // twice the short lines' size plus the slack.
-    const lines = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = fs
+      .readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(largest).toBeLessThan(2 * 3000 * 80 + 256 * 1024 + 2000);
     expect(lines.filter((l) => l.id === 'waiting')).toEqual([expect.objectContaining({ phase: 'received', text: 'still to run' })]);
     const short = lines.filter((l) => l.id === 'm0');
@@ -69,6 +77,10 @@ describe('the run journal under volume', () => {
     expect(segmentsIn(dir)).toHaveLength(Math.floor(bytes / (256 * 1024)));
     expect(fs.statSync(join(dir, 'journal.jsonl')).size).toBeLessThan(256 * 1024);
     expect(openRuns(dir).map((r) => r.run)).toEqual(['early-open']);
-    expect(interruptedRuns(dir, 100).map((r) => r.run).sort()).toEqual(Array.from({ length: 8 }, (_, k) => `r${k * 500}`).sort());
+    expect(
+      interruptedRuns(dir, 100)
+        .map((r) => r.run)
+        .sort(),
+    ).toEqual(Array.from({ length: 8 }, (_, k) => `r${k * 500}`).sort());
   });
 });

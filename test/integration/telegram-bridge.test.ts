@@ -28,12 +28,32 @@ const GROUP = -100_555_001;
 
 const unMarkdownV2 = (t: string) => t.replace(/\\([_*[\]()~`>#+\-=|{}.!\\])/g, '$1');
 const person = (id: number) => ({ id, first_name: `P${id}` });
-const say = (from: number, text: string, chat: { id: number; type: 'private' | 'group' | 'supergroup'; title?: string } = { id: from, type: 'private' }) => fake.deliverText({ chat, from: person(from), text });
-const repliesOf = (chat: number) => fake.repliesTo(chat).map((m) => unMarkdownV2(m.text ?? m.caption ?? '')).filter((m) => !m.startsWith('berth: queued'));
-const waitReplies = (chat: number, count: number, ms = 30_000) => fake.waitFor(() => repliesOf(chat).length >= count && repliesOf(chat), ms);
+const say = (
+  from: number,
+  text: string,
+  chat: { id: number; type: 'private' | 'group' | 'supergroup'; title?: string } = { id: from, type: 'private' },
+) => fake.deliverText({ chat, from: person(from), text });
+const repliesOf = (chat: number) =>
+  fake
+    .repliesTo(chat)
+    .map((m) => unMarkdownV2(m.text ?? m.caption ?? ''))
+    .filter((m) => !m.startsWith('berth: queued'));
+const waitReplies = (chat: number, count: number, ms = 30_000) =>
+  fake.waitFor(() => repliesOf(chat).length >= count && repliesOf(chat), ms);
 
 function config(extra: string[] = []) {
-  return ['bridges:', '  telegram:', `    token: '${fake.token}'`, `    api_url: ${fake.url}`, '    senders: pairing', `    allow: ['${ALICE}', 'telegram:${BOB}']`, ...extra, 'routes:', '  telegram: { project: tg }', ''].join('\n');
+  return [
+    'bridges:',
+    '  telegram:',
+    `    token: '${fake.token}'`,
+    `    api_url: ${fake.url}`,
+    '    senders: pairing',
+    `    allow: ['${ALICE}', 'telegram:${BOB}']`,
+    ...extra,
+    'routes:',
+    '  telegram: { project: tg }',
+    '',
+  ].join('\n');
 }
 
 beforeAll(async () => {
@@ -52,7 +72,10 @@ describe('Telegram bridge (long polling)', () => {
     const sent = fake.sent.filter((s) => s.chatId === ALICE);
     expect(sent.every((s) => s.ok && s.parseMode === 'MarkdownV2')).toBe(true);
     expect(fake.actions.some((a) => a.chatId === ALICE && a.action === 'typing')).toBe(true);
-    const entry = bridges.channel('telegram')!.inbox.all().find((e) => e.sender === `telegram:${ALICE}`);
+    const entry = bridges
+      .channel('telegram')!
+      .inbox.all()
+      .find((e) => e.sender === `telegram:${ALICE}`);
     expect(entry).toMatchObject({ tenant: `telegram:${ALICE}`, chat: String(ALICE) });
   });
 
@@ -112,9 +135,19 @@ describe('Telegram bridge (long polling)', () => {
 
   it('what is not a text message to answer is passed over: photos, channel posts, other bots', async () => {
     const before = bridges.channel('telegram')!.inbox.all().length;
-    fake.deliverRaw({ message: { message_id: 99_001, date: 1, chat: { id: ALICE, type: 'private' }, from: person(ALICE), photo: [] } as never });
+    fake.deliverRaw({
+      message: { message_id: 99_001, date: 1, chat: { id: ALICE, type: 'private' }, from: person(ALICE), photo: [] } as never,
+    });
     fake.deliverRaw({ channel_post: { message_id: 99_002, date: 1, chat: { id: -100_9, type: 'channel' }, text: 'echo nope' } as never });
-    fake.deliverRaw({ message: { message_id: 99_003, date: 1, chat: { id: ALICE, type: 'private' }, from: { id: 1, first_name: 'b', is_bot: true }, text: 'echo bot' } as never });
+    fake.deliverRaw({
+      message: {
+        message_id: 99_003,
+        date: 1,
+        chat: { id: ALICE, type: 'private' },
+        from: { id: 1, first_name: 'b', is_bot: true },
+        text: 'echo bot',
+      } as never,
+    });
     say(ALICE, 'echo after-the-noise');
     await fake.waitFor(() => repliesOf(ALICE).includes('after-the-noise'), 30_000);
     expect(bridges.channel('telegram')!.inbox.all().length).toBe(before + 1);
@@ -122,7 +155,8 @@ describe('Telegram bridge (long polling)', () => {
 
   it('berth.yaml pointing at a token file that cannot be read: the running bridge goes on; once the file is there, it restarts with it', async () => {
     const file = join(h.home, 'telegram.token');
-    const write = (lines: string[]) => fs.writeFileSync(join(h.home, 'berth.yaml'), testConfig(config(lines).replace(`    token: '${fake.token}'\n`, '')) ?? '');
+    const write = (lines: string[]) =>
+      fs.writeFileSync(join(h.home, 'berth.yaml'), testConfig(config(lines).replace(`    token: '${fake.token}'\n`, '')) ?? '');
     write([`    token_file: ${file}`]);
     expect(bridges.reconfigure()).toMatch(/^telegram bridge not restarted: token_file .* cannot be read; the running one goes on$/);
     say(ALICE, 'echo still-answering');
@@ -139,14 +173,21 @@ describe('Telegram bridge (long polling)', () => {
   });
 
   it('doctor names the bot, or says the token is refused', async () => {
-    expect(await checkBridges(h.berth.config)).toEqual([{ name: 'bridge telegram', status: 'ok', detail: expect.stringContaining(`@${fake.bot.username} answers with project "tg"`) }]);
+    expect(await checkBridges(h.berth.config)).toEqual([
+      { name: 'bridge telegram', status: 'ok', detail: expect.stringContaining(`@${fake.bot.username} answers with project "tg"`) },
+    ]);
     const wrong = BerthConfigSchema.parse({ bridges: { telegram: { token: '1:wrong', api_url: fake.url } } });
-    expect(await checkBridges(wrong)).toEqual([{ name: 'bridge telegram', status: 'fail', detail: expect.stringContaining('refuses the token') }]);
+    expect(await checkBridges(wrong)).toEqual([
+      { name: 'bridge telegram', status: 'fail', detail: expect.stringContaining('refuses the token') },
+    ]);
   });
 
   it('berth.yaml refuses a webhook mode it cannot serve, and a token given twice, naming the field', () => {
     const issues = (bridges: unknown) => BerthConfigSchema.safeParse({ bridges }).error?.issues.map((i) => i.path.join('.'));
-    expect(issues({ telegram: { token: 'x', mode: 'webhook' } })).toEqual(['bridges.telegram.public_url', 'bridges.telegram.webhook_secret']);
+    expect(issues({ telegram: { token: 'x', mode: 'webhook' } })).toEqual([
+      'bridges.telegram.public_url',
+      'bridges.telegram.webhook_secret',
+    ]);
     expect(issues({ telegram: { token: 'x', token_file: '/x' } })).toEqual(['bridges.telegram.token']);
     expect(issues({ telegram: {} })).toEqual(['bridges.telegram.token']);
   });
@@ -159,9 +200,21 @@ describe('Telegram bridge (webhook mode, through berth serve)', () => {
   beforeAll(async () => {
     w = testHome({ config: 'routes:\n  telegram: { project: tgw }\n' });
     w.create({ name: 'tgw', workspace_isolation: true });
-    server = await listenHttp(w.berth, { host: '127.0.0.1', port: 0, token: 'tg-admin-token-0123456789abcdef' }, { out: () => undefined, err: () => undefined });
+    server = await listenHttp(
+      w.berth,
+      { host: '127.0.0.1', port: 0, token: 'tg-admin-token-0123456789abcdef' },
+      { out: () => undefined, err: () => undefined },
+    );
     // berth.yaml names the server's own URL: the fake delivers there.
-    fs.writeFileSync(join(w.home, 'berth.yaml'), testConfig(config(['    mode: webhook', `    public_url: ${server.url}`, `    webhook_secret: ${SECRET}`]).replace('project: tg }', 'project: tgw }')) ?? '');
+    fs.writeFileSync(
+      join(w.home, 'berth.yaml'),
+      testConfig(
+        config(['    mode: webhook', `    public_url: ${server.url}`, `    webhook_secret: ${SECRET}`]).replace(
+          'project: tg }',
+          'project: tgw }',
+        ),
+      ) ?? '',
+    );
     expect(server.bridges.reconfigure()).toMatch(/^telegram bridge started: webhook/);
   });
   afterAll(async () => {
@@ -178,8 +231,16 @@ describe('Telegram bridge (webhook mode, through berth serve)', () => {
 
   it('refuses a request without the secret, too big or not JSON, and journals none', async () => {
     const before = server.bridges.channel('telegram')!.inbox.all().length;
-    const post = (body: string, secret?: string) => fetch(`${server.url}/hooks/telegram`, { method: 'POST', headers: { 'content-type': 'application/json', ...(secret ? { 'x-telegram-bot-api-secret-token': secret } : {}) }, body });
-    const update = JSON.stringify({ update_id: 1, message: { message_id: 1, date: 1, chat: { id: ALICE, type: 'private' }, from: person(ALICE), text: 'echo forged' } });
+    const post = (body: string, secret?: string) =>
+      fetch(`${server.url}/hooks/telegram`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(secret ? { 'x-telegram-bot-api-secret-token': secret } : {}) },
+        body,
+      });
+    const update = JSON.stringify({
+      update_id: 1,
+      message: { message_id: 1, date: 1, chat: { id: ALICE, type: 'private' }, from: person(ALICE), text: 'echo forged' },
+    });
     expect((await post(update)).status).toBe(401);
     expect((await post(update, 'wrong-secret-0123456789abcd')).status).toBe(401);
     expect((await post('{"update_id":', SECRET)).status).toBe(400);

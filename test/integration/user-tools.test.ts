@@ -28,7 +28,7 @@ describe('installed tools persist in a session', () => {
     const install = await run(
       [
         'mkdir -p ~/.local/bin',
-        "printf '#!/bin/sh\\necho made-by-message-one \"$1\"\\n' > ~/.local/bin/hello-tool",
+        'printf \'#!/bin/sh\\necho made-by-message-one "$1"\\n\' > ~/.local/bin/hello-tool',
         'chmod +x ~/.local/bin/hello-tool',
         'echo "prefix=$NPM_CONFIG_PREFIX gobin=$GOBIN pip_user=$PIP_USER"',
         'touch /usr/local/bin/x 2>/dev/null && echo system-writable || echo system-read-only',

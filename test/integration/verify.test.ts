@@ -20,8 +20,28 @@ afterAll(() => {
   for (const h of homes) fs.rmSync(h, { recursive: true, force: true });
 });
 
-const ATTACKS = ["neighbour's workspace", 'protected path', 'symlinked mount source', 'network', 'host environment', 'privileges', 'Docker socket', 'gateway escapes', 'model key'];
-const CONFINEMENT = ['runtime', 'seccomp', 'capabilities', 'LSM label', 'pid namespace', 'IPC namespace', 'pids limit', 'memory limit', 'engine settings'];
+const ATTACKS = [
+  "neighbour's workspace",
+  'protected path',
+  'symlinked mount source',
+  'network',
+  'host environment',
+  'privileges',
+  'Docker socket',
+  'gateway escapes',
+  'model key',
+];
+const CONFINEMENT = [
+  'runtime',
+  'seccomp',
+  'capabilities',
+  'LSM label',
+  'pid namespace',
+  'IPC namespace',
+  'pids limit',
+  'memory limit',
+  'engine settings',
+];
 
 describe('berth verify', () => {
   it('attacks a throw-away project on the real engine: every check holds, and it cleans up after itself', async () => {
@@ -64,7 +84,10 @@ describe('berth verify', () => {
     const checks = await runVerify(berth);
     expect(checks.find((c) => c.name === 'network')).toMatchObject({ status: 'escape', detail: expect.stringContaining('eth0') });
     // The engine's own record says so too: each container's inspect against the plan it was made from.
-    expect(checks.find((c) => c.name === 'engine settings')).toMatchObject({ status: 'escape', detail: expect.stringContaining('NetworkMode "bridge" (planned "none")') });
+    expect(checks.find((c) => c.name === 'engine settings')).toMatchObject({
+      status: 'escape',
+      detail: expect.stringContaining('NetworkMode "bridge" (planned "none")'),
+    });
     expect(checks.filter((c) => c.name !== 'network' && c.name !== 'engine settings').every((c) => c.status === 'ok')).toBe(true);
   });
 
@@ -78,23 +101,26 @@ describe('berth verify', () => {
     const out = JSON.parse(r.stdout) as { ok: boolean; checks: Array<{ name: string; status: string; detail: string }> };
     expect(out.ok).toBe(false);
     const failed = Object.fromEntries(out.checks.filter((c) => c.status !== 'ok').map((c) => [c.name, c.detail]));
-    expect(Object.keys(failed)).toEqual(expect.arrayContaining(['seccomp', 'pid namespace', 'IPC namespace', 'pids limit', 'memory limit', 'engine settings']));
+    expect(Object.keys(failed)).toEqual(
+      expect.arrayContaining(['seccomp', 'pid namespace', 'IPC namespace', 'pids limit', 'memory limit', 'engine settings']),
+    );
     expect(failed.setup).toBeUndefined(); // the weakened containers ran: this is what a tenant would get
     expect(failed.seccomp).toMatch(/Seccomp: 0/);
     expect(failed['pid namespace']).toMatch(/host's pid namespace/);
     expect(failed['IPC namespace']).toMatch(/host's IPC namespace/);
     expect(failed['pids limit']).toMatch(/pids\.max max/);
     expect(failed['memory limit']).toMatch(/no memory limit/);
-    for (const named of ['seccomp=unconfined', 'apparmor=unconfined', 'PidsLimit', 'Memory', 'NanoCpus', 'PidMode host', 'IpcMode host']) expect(failed['engine settings']).toContain(named);
+    for (const named of ['seccomp=unconfined', 'apparmor=unconfined', 'PidsLimit', 'Memory', 'NanoCpus', 'PidMode host', 'IpcMode host'])
+      expect(failed['engine settings']).toContain(named);
     expect(failed['engine settings']).not.toContain('could not inspect');
     // AppArmor: a failure where this kernel has it in force, a note where it has none.
     const apparmor = '/sys/module/apparmor/parameters/enabled';
     const lsm = out.checks.find((c) => c.name === 'LSM label');
-    if (fs.existsSync(apparmor) && fs.readFileSync(apparmor, 'utf8').trim() === 'Y') expect(lsm).toMatchObject({ status: 'escape', detail: expect.stringContaining('unconfined') });
+    if (fs.existsSync(apparmor) && fs.readFileSync(apparmor, 'utf8').trim() === 'Y')
+      expect(lsm).toMatchObject({ status: 'escape', detail: expect.stringContaining('unconfined') });
     else expect(lsm).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^note: /) });
     // The attacks themselves still held (the weakenings are the kernel's side), and nothing is left.
     expect(out.checks.filter((c) => ATTACKS.includes(c.name)).every((c) => c.status === 'ok')).toBe(true);
     expect(await createBerth({ home: h, logLevel: 'silent' }).runner.listContainers()).toEqual([]);
   });
 });
-

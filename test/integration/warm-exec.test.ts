@@ -28,7 +28,9 @@ const IDLE = ['berth-bridge', 'idle'];
 const docker = new Docker();
 let home: string;
 /** The Docker launcher, each exec judged as the runner judges it (lifecycle.execVerdict): `clean`, and why not. */
-let engine: Omit<Launcher, 'execIn'> & { execIn(id: string, p: RunPlan, argv: string[], opts?: RunOptions): Promise<ExecResult & { clean: boolean; uncleanReason?: string }> };
+let engine: Omit<Launcher, 'execIn'> & {
+  execIn(id: string, p: RunPlan, argv: string[], opts?: RunOptions): Promise<ExecResult & { clean: boolean; uncleanReason?: string }>;
+};
 
 beforeAll(async () => {
   home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-warm-')));
@@ -52,7 +54,10 @@ afterEach(() => removeContainersOf(home), 30_000);
 afterAll(async () => {
   await removeContainersOf(home);
   fs.rmSync(home, { recursive: true, force: true });
-  await docker.getImage(IMAGE).remove().catch(() => undefined);
+  await docker
+    .getImage(IMAGE)
+    .remove()
+    .catch(() => undefined);
 }, 30_000);
 
 /** A realistic plan (planRun, isolated workspace) for this home; `argv` is what a cold run runs. */
@@ -106,10 +111,15 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
     const next = plan({ run: 'r2' }); // the next message's plan: same container, its own BERTH_RUN
     const seen: string[] = [];
     let execCreated = '';
-    const r = await engine.execIn(idle.containerId, next, sh('echo out; echo err >&2; id -u; id -g; pwd; echo "$BERTH_RUN $BERTH_PROJECT $HOME"; exit 3'), {
-      onOutput: (stream, chunk) => seen.push(`${stream}:${chunk}`),
-      onCreated: (id) => (execCreated = id),
-    });
+    const r = await engine.execIn(
+      idle.containerId,
+      next,
+      sh('echo out; echo err >&2; id -u; id -g; pwd; echo "$BERTH_RUN $BERTH_PROJECT $HOME"; exit 3'),
+      {
+        onOutput: (stream, chunk) => seen.push(`${stream}:${chunk}`),
+        onCreated: (id) => (execCreated = id),
+      },
+    );
     expect(r).toMatchObject({
       containerId: idle.containerId,
       exitCode: 3,
@@ -122,7 +132,12 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
     expect(r.uncleanReason).toBeUndefined();
     expect(execCreated).toBe(idle.containerId);
     expect(seen.join('')).toContain('stderr:err\n');
-    expect(seen.filter((s) => s.startsWith('stdout:')).join('').replaceAll('stdout:', '')).toBe(r.stdout);
+    expect(
+      seen
+        .filter((s) => s.startsWith('stdout:'))
+        .join('')
+        .replaceAll('stdout:', ''),
+    ).toBe(r.stdout);
     expect(await state(idle.containerId)).toBe('running');
   });
 
@@ -160,7 +175,11 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
     const idle = await engine.startIdle(p, IDLE);
     const warm = await engine.execIn(idle.containerId, p, ['no-such-tool', 'x']);
     expect(warm).toMatchObject({ exitCode: 127, stdout: '', stderr: `no-such-tool: not found in image ${IMAGE}\n`, clean: true });
-    expect({ exitCode: cold.exitCode, stdout: cold.stdout, stderr: cold.stderr }).toEqual({ exitCode: 127, stdout: '', stderr: warm.stderr });
+    expect({ exitCode: cold.exitCode, stdout: cold.stdout, stderr: cold.stderr }).toEqual({
+      exitCode: 127,
+      stdout: '',
+      stderr: warm.stderr,
+    });
   });
 
   it('two execs in a row share the container: what the first left in /tmp, the second sees', async () => {
@@ -185,7 +204,14 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
     const { containerId } = await engine.startIdle(p, IDLE);
     const t0 = Date.now();
     const r = await engine.execIn(containerId, p, sh('echo started; sleep 60 & sleep 60; echo never'));
-    expect(r).toMatchObject({ stdout: 'started\n', timedOut: true, truncated: false, clean: false, exitCode: 137, uncleanReason: 'timed out' });
+    expect(r).toMatchObject({
+      stdout: 'started\n',
+      timedOut: true,
+      truncated: false,
+      clean: false,
+      exitCode: 137,
+      uncleanReason: 'timed out',
+    });
     expect(Date.now() - t0).toBeLessThan(8_000);
     expect(await state(containerId)).toBe('gone');
   });
@@ -194,7 +220,11 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
     const p = plan({ limits: { timeout_seconds: 3, pids: 64 } });
     const { containerId } = await engine.startIdle(p, IDLE);
     const t0 = Date.now();
-    const r = await engine.execIn(containerId, p, sh('echo "pids.max=$(cat /sys/fs/cgroup/pids/pids.max)"; bomb() { bomb | bomb & }; bomb; sleep 60'));
+    const r = await engine.execIn(
+      containerId,
+      p,
+      sh('echo "pids.max=$(cat /sys/fs/cgroup/pids/pids.max)"; bomb() { bomb | bomb & }; bomb; sleep 60'),
+    );
     expect(r.stdout).toContain('pids.max=64\n');
     expect(r.stderr).toContain("can't fork: Resource temporarily unavailable");
     expect(r).toMatchObject({ timedOut: true, clean: false });
@@ -221,7 +251,14 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
     setTimeout(() => ac.abort(), 300);
     const t0 = Date.now();
     const r = await engine.execIn(containerId, p, sh('echo waiting; sleep 30'), { signal: ac.signal });
-    expect(r).toMatchObject({ stdout: 'waiting\n', timedOut: false, truncated: false, clean: false, exitCode: 137, uncleanReason: 'aborted' });
+    expect(r).toMatchObject({
+      stdout: 'waiting\n',
+      timedOut: false,
+      truncated: false,
+      clean: false,
+      exitCode: 137,
+      uncleanReason: 'aborted',
+    });
     expect(Date.now() - t0).toBeLessThan(3_000);
     expect(await state(containerId)).toBe('gone');
   });
@@ -234,7 +271,11 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
     ['a double fork', '( (sleep 1000 < /dev/null > /dev/null 2>&1 &) & )', '(sleep|exe|sh)'],
     // A process may name itself anything: an orphan is the init's child, never the relay's.
     // The exec waits until the orphan has renamed itself, so the check sees the name it chose.
-    ['an orphan that calls itself berth-bridge', 'mkfifo /tmp/f; ( (printf berth-bridge > /proc/self/comm; : > /tmp/renamed; read x < /tmp/f) < /dev/null > /dev/null 2>&1 & ); while [ ! -e /tmp/renamed ]; do :; done', 'berth-bridge'],
+    [
+      'an orphan that calls itself berth-bridge',
+      'mkfifo /tmp/f; ( (printf berth-bridge > /proc/self/comm; : > /tmp/renamed; read x < /tmp/f) < /dev/null > /dev/null 2>&1 & ); while [ ! -e /tmp/renamed ]; do :; done',
+      'berth-bridge',
+    ],
   ])('%s outlives its exec: clean false, and the container is left for the caller to remove', async (_name, script, comm) => {
     const p = plan();
     const { containerId } = await engine.startIdle(p, IDLE);
@@ -266,7 +307,11 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
       const keepAlive = withRelays(IDLE, ['model'], RUN_DIR_MOUNT);
       expect(keepAlive).toEqual(['berth-bridge', 'relay', '41400=/run/berth/model.sock', '--', 'berth-bridge', 'idle']);
       const { containerId } = await engine.startIdle(p, keepAlive);
-      const r = await engine.execIn(containerId, p, sh('nc 127.0.0.1 41400 > /tmp/reply & sleep 0.3; kill $! 2> /dev/null; cat /tmp/reply; ps -o comm,args | grep "^berth-bridge"'));
+      const r = await engine.execIn(
+        containerId,
+        p,
+        sh('nc 127.0.0.1 41400 > /tmp/reply & sleep 0.3; kill $! 2> /dev/null; cat /tmp/reply; ps -o comm,args | grep "^berth-bridge"'),
+      );
       expect(open).toBe(1); // the relay's child for that connection is still alive in the container
       // pid 1 (the relay, now idle), the relay's listener, and its child for the connection.
       const relayArgs = 'berth-bridge +berth-bridge relay 41400=/run/berth/model.sock -- berth-bridge idle';
@@ -359,14 +404,17 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
 
   it('the IPC sysctls are in force in a cold run and in an exec; the limits bite, ordinary use works', async () => {
     buildIpcProbe();
-    const read = 'cat /proc/sys/kernel/msgmnb /proc/sys/kernel/msgmni /proc/sys/kernel/shmmax /proc/sys/kernel/shmall /proc/sys/kernel/shmmni /proc/sys/kernel/sem';
+    const read =
+      'cat /proc/sys/kernel/msgmnb /proc/sys/kernel/msgmni /proc/sys/kernel/shmmax /proc/sys/kernel/shmall /proc/sys/kernel/shmmni /proc/sys/kernel/sem';
     const expected = '16384\n16\n67108864\n16384\n16\n250\t4000\t32\t16\n';
     const p = plan({ argv: sh(read) });
     expect((await engine.run(p)).stdout).toBe(expected);
     const { containerId } = await engine.startIdle(p, IDLE);
     expect((await engine.execIn(containerId, p, sh(read))).stdout).toBe(expected);
     // Past the limits the kernel refuses (ENOSPC, EINVAL); within them the objects work.
-    const bite = await engine.run(plan({ argv: sh('./ipc-probe msgq 1000; ./ipc-probe sem 1000; ./ipc-probe shm 65; ./ipc-probe shm 64') }));
+    const bite = await engine.run(
+      plan({ argv: sh('./ipc-probe msgq 1000; ./ipc-probe sem 1000; ./ipc-probe shm 65; ./ipc-probe shm 64') }),
+    );
     expect(bite.stdout).toBe('msgq 16 queues 32 messages 262144 bytes\nsem 16 sets\nshmget: Invalid argument\nshm 64 MiB\n');
     expect(bite.stderr).toBe('msgget: No space left on device\nsemget: No space left on device\n');
   });
@@ -395,7 +443,11 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
   it("a tenant that stops the relay's listener (SIGSTOP) leaves the container not clean", async () => {
     const p = plan();
     const { containerId } = await engine.startIdle(p, withRelays(IDLE, ['model'], RUN_DIR_MOUNT));
-    const r = await engine.execIn(containerId, p, sh("kill -STOP $(ps -o pid,ppid,args | awk '$2 == 1 && / relay / { print $1 }'); kill -STOP 1"));
+    const r = await engine.execIn(
+      containerId,
+      p,
+      sh("kill -STOP $(ps -o pid,ppid,args | awk '$2 == 1 && / relay / { print $1 }'); kill -STOP 1"),
+    );
     expect(r).toMatchObject({ exitCode: 0, stderr: '', clean: false });
     expect(r.uncleanReason).toMatch(/^the keep-alive is not running: \d+ berth-bridge (T|[SR] \(stop or kill pending\))$/); // stopped, or about to be
   });

@@ -55,7 +55,8 @@ describe('warm containers: IPC leftovers, stopped relays, the per-tenant cap', (
   });
 
   it('every container, cold or warm, runs with the IPC sysctls', async () => {
-    const read = 'cat /proc/sys/kernel/msgmni /proc/sys/kernel/msgmnb /proc/sys/kernel/shmmax /proc/sys/kernel/shmall /proc/sys/kernel/shmmni /proc/sys/kernel/sem';
+    const read =
+      'cat /proc/sys/kernel/msgmni /proc/sys/kernel/msgmnb /proc/sys/kernel/shmmax /proc/sys/kernel/shmall /proc/sys/kernel/shmmni /proc/sys/kernel/sem';
     const cold = await run('web:cy', read, { session: 'sysctl' });
     const warm = await run('web:cy', read, { session: 'sysctl' });
     expect(warm.warm).toBe(true);
@@ -65,7 +66,11 @@ describe('warm containers: IPC leftovers, stopped relays, the per-tenant cap', (
   it('a message that stops the relay (SIGSTOP): the next message is not warm, and its new relay runs', async () => {
     // medium (the default level): the egress relay runs beside the keep-alive.
     const first = await run('web:frank', 'true', { session: 'tamper' });
-    const stop = await run('web:frank', 'kill -STOP $(pidof berth-bridge | tr " " "\\n" | grep -v "^1$"); sleep 0.2; ps -o stat,comm | grep berth-bridge | sort', { session: 'tamper' });
+    const stop = await run(
+      'web:frank',
+      'kill -STOP $(pidof berth-bridge | tr " " "\\n" | grep -v "^1$"); sleep 0.2; ps -o stat,comm | grep berth-bridge | sort',
+      { session: 'tamper' },
+    );
     expect(stop.containerId).toBe(first.containerId);
     expect(stop.stdout).toMatch(/^T\s+berth-bridge$/m);
     const next = await run('web:frank', 'ps -o stat,comm | grep berth-bridge | grep -c "^T" || true', { session: 'tamper' });
@@ -74,7 +79,7 @@ describe('warm containers: IPC leftovers, stopped relays, the per-tenant cap', (
     expect(next.stdout.trim()).toBe('0');
   });
 
-  it('one tenant keeps at most warm_per_tenant (default 4) warm containers: its least recently used goes, never another tenant\'s', async () => {
+  it("one tenant keeps at most warm_per_tenant (default 4) warm containers: its least recently used goes, never another tenant's", async () => {
     const bob = await run('web:bob', 'true', { session: 'b1' });
     const gil: string[] = [];
     for (const s of ['g1', 'g2', 'g3', 'g4', 'g5']) gil.push((await run('web:gil', 'true', { session: s })).containerId);
@@ -95,7 +100,8 @@ describe('warm containers: IPC leftovers, stopped relays, the per-tenant cap', (
     // berth.yaml sets it: 2 now; the next return to the pool trims gil to 2.
     fs.writeFileSync(join(h.home, 'berth.yaml'), 'runs: { warm_idle_seconds: 60, warm_per_tenant: 2 }\n');
     await run('web:gil', 'true', { session: 'g5' });
-    for (let i = 0; i < 50 && (await h.berth.runner.listContainers('w')).filter((c) => c.workspace === again.workspaceId).length > 2; i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 50 && (await h.berth.runner.listContainers('w')).filter((c) => c.workspace === again.workspaceId).length > 2; i++)
+      await new Promise((r) => setTimeout(r, 100));
     const gils = (await h.berth.runner.listContainers('w')).filter((c) => c.workspace === again.workspaceId).map((c) => c.id);
     expect(gils).toHaveLength(2);
     expect(gils).toContain(again.containerId); // g1, used just before g5

@@ -23,7 +23,8 @@ afterAll(async () => {
 describe('warm session containers', () => {
   it("a session's second message is an exec into its container: same user, cwd, env and limits; /tmp kept", async () => {
     // gVisor shows no cgroup files inside: the pids line is then "unseen" both times.
-    const probe = 'id -u; pwd; echo "$BERTH_RUN"; cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || echo unseen; cat /tmp/mark 2>/dev/null || echo none; echo here > /tmp/mark';
+    const probe =
+      'id -u; pwd; echo "$BERTH_RUN"; cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || echo unseen; cat /tmp/mark 2>/dev/null || echo none; echo here > /tmp/mark';
     const first = await run('web:alice', probe);
     const second = await run('web:alice', probe);
     expect(first.warm).toBe(false);
@@ -79,7 +80,10 @@ describe('warm session containers', () => {
     const first = await run('web:hal', 'echo remembered > /tmp/mark');
     h.berth.admin.deleteSession('w', first.sessionId);
     // Removed in the background (deleting a session does not wait for the engine).
-    await until(async () => !(await h.berth.runner.listContainers('w')).some((c) => c.id === first.containerId), 'the deleted session\'s container to go');
+    await until(
+      async () => !(await h.berth.runner.listContainers('w')).some((c) => c.id === first.containerId),
+      "the deleted session's container to go",
+    );
     expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).not.toContain(first.containerId);
     const again = await run('web:hal', 'cat /tmp/mark 2>/dev/null || echo none');
     expect(again.sessionId).toBe(first.sessionId);
@@ -103,7 +107,7 @@ describe('warm session containers', () => {
     expect(again.warm).toBe(false);
   });
 
-  it('a warm container removed behind berth\'s back: the next message gets a new one and runs', async () => {
+  it("a warm container removed behind berth's back: the next message gets a new one and runs", async () => {
     const first = await run('web:max', 'true');
     await new Docker().getContainer(first.containerId).remove({ force: true });
     const next = await run('web:max', 'echo ran');
@@ -136,7 +140,10 @@ describe('warm session containers', () => {
     const first = await run('web:ivy', 'true');
     const dir = join(h.berth.store.get('w').paths.workspacesDir, first.workspaceId);
     const src = join(h.home, 'zl.c');
-    fs.writeFileSync(src, '#include <pthread.h>\n#include <unistd.h>\nstatic void *spin(void *a) { (void)a; sleep(300); return 0; }\nint main(void) { pthread_t t; pthread_create(&t, 0, spin, 0); pthread_exit(0); }\n');
+    fs.writeFileSync(
+      src,
+      '#include <pthread.h>\n#include <unistd.h>\nstatic void *spin(void *a) { (void)a; sleep(300); return 0; }\nint main(void) { pthread_t t; pthread_create(&t, 0, spin, 0); pthread_exit(0); }\n',
+    );
     execFileSync('gcc', ['-static', '-O2', '-pthread', '-o', join(dir, 'zl'), src]);
     const planted = await run('web:ivy', './zl & sleep 0.2; echo planted');
     expect(planted.stdout).toBe('planted\n');
@@ -146,7 +153,7 @@ describe('warm session containers', () => {
     expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).not.toContain(planted.containerId);
   });
 
-  it("a message cannot ptrace the keep-alive or the relay (same uid): they are not dumpable", async () => {
+  it('a message cannot ptrace the keep-alive or the relay (same uid): they are not dumpable', async () => {
     const first = await run('web:kim', 'true'); // medium: the egress relay runs beside the keep-alive
     const dir = join(h.berth.store.get('w').paths.workspacesDir, first.workspaceId);
     const src = join(h.home, 'pt.c');
@@ -157,7 +164,10 @@ describe('warm session containers', () => {
     );
     execFileSync('gcc', ['-static', '-O2', '-o', join(dir, 'pt'), src]);
     // pid 1 is the idle keep-alive; the relay listener is the other berth-bridge.
-    const o = await run('web:kim', 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = berth-bridge ] && echo ${p#/proc/}; done | xargs ./pt');
+    const o = await run(
+      'web:kim',
+      'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = berth-bridge ] && echo ${p#/proc/}; done | xargs ./pt',
+    );
     expect(o.warm).toBe(true);
     const lines = o.stdout.trim().split('\n');
     expect(lines.length).toBeGreaterThanOrEqual(2);
@@ -219,7 +229,10 @@ describe('warm session containers', () => {
     fs.writeFileSync(join(h.home, 'berth.yaml'), testConfig('runs: { warm_idle_seconds: 1 }\n')!);
     const o = await run('web:gina', 'true');
     expect((await h.berth.runner.listContainers('w')).map((c) => c.id)).toContain(o.containerId);
-    await until(async () => !(await h.berth.runner.listContainers('w')).some((c) => c.id === o.containerId), 'the idle container to be removed');
+    await until(
+      async () => !(await h.berth.runner.listContainers('w')).some((c) => c.id === o.containerId),
+      'the idle container to be removed',
+    );
 
     // A berth that dies leaves its warm containers to the next one's startup reaper.
     fs.writeFileSync(join(h.home, 'berth.yaml'), testConfig('runs: { warm_idle_seconds: 60 }\n')!);

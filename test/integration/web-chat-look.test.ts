@@ -52,12 +52,18 @@ interface El {
   querySelector(s: string): El | null;
   querySelectorAll(s: string): ArrayLike<El>;
 }
-declare const document: { querySelector(s: string): El | null; querySelectorAll(s: string): ArrayLike<El>; documentElement: { scrollWidth: number; clientWidth: number }; body: El };
+declare const document: {
+  querySelector(s: string): El | null;
+  querySelectorAll(s: string): ArrayLike<El>;
+  documentElement: { scrollWidth: number; clientWidth: number };
+  body: El;
+};
 declare function getComputedStyle(el: El): { color: string; backgroundColor: string; display: string };
 declare const window: { innerHeight: number };
 
 const connected = (page: Page) => page.waitForFunction(() => document.querySelector('#status')?.textContent === 'connected');
-const repliesShown = (page: Page, n: number) => page.waitForFunction((count) => document.querySelectorAll('#log .msg.reply').length >= count, n, { timeout: 30_000 });
+const repliesShown = (page: Page, n: number) =>
+  page.waitForFunction((count) => document.querySelectorAll('#log .msg.reply').length >= count, n, { timeout: 30_000 });
 
 async function send(page: Page, text: string) {
   await page.fill('#input', text);
@@ -93,7 +99,9 @@ describe('the web chat looks like a product', () => {
     // A new conversation says what to do.
     expect(await page.isVisible('#log #empty-state')).toBe(true);
     // ... from the project's agent preset: the demo's is a shell.
-    expect(await page.textContent('#log #empty-state .what')).toMatch(/^This agent is a shell: it runs your message as a command \(sh -c\).*Try ls -la/);
+    expect(await page.textContent('#log #empty-state .what')).toMatch(
+      /^This agent is a shell: it runs your message as a command \(sh -c\).*Try ls -la/,
+    );
     expect(await page.textContent('#log #empty-state')).toContain('/help');
     await screenshot(page, 'web-chat-look-1280-empty');
     // The link again (used up), on a phone: the refusal is a card as well, and fits.
@@ -104,7 +112,9 @@ describe('the web chat looks like a product', () => {
     await screenshot(again, 'web-chat-look-390-link-used');
     await again.context().close();
     // One row: the name, the controls and the status share the header's line.
-    const rows = await page.evaluate(() => ['.brand', '.controls', '#status'].map((s) => document.querySelector(s)!.getBoundingClientRect()));
+    const rows = await page.evaluate(() =>
+      ['.brand', '.controls', '#status'].map((s) => document.querySelector(s)!.getBoundingClientRect()),
+    );
     for (const r of rows) expect(r.top).toBeLessThan(rows[0]!.bottom);
 
     // Two pipes (stdout, stderr) keep their order only as far as time tells them apart: a pause between the streams.
@@ -127,7 +137,9 @@ describe('the web chat looks like a product', () => {
     expect(look.err.backgroundColor).not.toBe(look.out.backgroundColor);
     expect(look.title).toBe('stderr');
     // The person's bubble on the right, the agent's on the left.
-    const [user, reply, log] = await page.evaluate(() => ['#log .msg.user pre', '#log .msg.reply pre', '#log'].map((s) => document.querySelector(s)!.getBoundingClientRect()));
+    const [user, reply, log] = await page.evaluate(() =>
+      ['#log .msg.user pre', '#log .msg.reply pre', '#log'].map((s) => document.querySelector(s)!.getBoundingClientRect()),
+    );
     expect(user!.right).toBeGreaterThan(reply!.right);
     expect(reply!.left).toBeLessThan(user!.left);
     expect(log!.right - user!.right).toBeLessThan(user!.left - log!.left);
@@ -138,7 +150,14 @@ describe('the web chat looks like a product', () => {
     expect(await page.isVisible(`${steps} .step`)).toBe(false);
     await page.click(`${steps} summary`);
     expect(await page.isVisible(`${steps} .step`)).toBe(true);
-    expect(await page.$$eval(`${steps} .step .tool + span`, (els) => els.map((e) => e.textContent))).toEqual(['echo hi', 'cat notes.txt', 'sleep 0.2', 'cat nope.txt', 'sleep 0.2', 'echo ok']);
+    expect(await page.$$eval(`${steps} .step .tool + span`, (els) => els.map((e) => e.textContent))).toEqual([
+      'echo hi',
+      'cat notes.txt',
+      'sleep 0.2',
+      'cat nope.txt',
+      'sleep 0.2',
+      'echo ok',
+    ]);
     // The composer is in view, at the bottom.
     const composer = await page.evaluate(() => [document.querySelector('#composer')!.getBoundingClientRect(), window.innerHeight] as const);
     expect(composer[0].bottom).toBeLessThanOrEqual(composer[1]);
@@ -190,7 +209,11 @@ describe('the web chat looks like a product', () => {
       await repliesShown(page, 2);
       expect(await sideways(page)).toBe(0);
       expect(await answered()).toEqual(expected);
-      const phone = await page.evaluate(() => ({ header: document.querySelector('header')!.getBoundingClientRect().height, composer: document.querySelector('#composer')!.getBoundingClientRect().bottom, height: window.innerHeight }));
+      const phone = await page.evaluate(() => ({
+        header: document.querySelector('header')!.getBoundingClientRect().height,
+        composer: document.querySelector('#composer')!.getBoundingClientRect().bottom,
+        height: window.innerHeight,
+      }));
       expect(phone.header).toBeLessThan(phone.height / 5);
       expect(phone.composer).toBeLessThanOrEqual(phone.height);
       await screenshot(page, 'web-chat-look-390');

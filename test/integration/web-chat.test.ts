@@ -93,7 +93,12 @@ interface PageElement {
 }
 declare const document: { querySelector(selector: string): PageElement | null; querySelectorAll(selector: string): { length: number } };
 declare const location: { host: string };
-declare const WebSocket: new (url: string) => { onopen: () => void; onmessage: (ev: { data: unknown }) => void; send(data: string): void; close(): void };
+declare const WebSocket: new (url: string) => {
+  onopen: () => void;
+  onmessage: (ev: { data: unknown }) => void;
+  send(data: string): void;
+  close(): void;
+};
 
 const connected = (page: Page) => page.waitForFunction(() => document.querySelector('#status')?.textContent === 'connected');
 const replies = (page: Page) => page.$$eval('#log .msg.reply pre', (els) => els.map((e) => e.textContent));
@@ -145,7 +150,9 @@ describe('web chat in a browser', () => {
     // Seen at the moment "line 1" shows: the run is still going (no reply, no "line 3" yet).
     const early = await page.waitForFunction(() => {
       const live = document.querySelector('#log .msg.live');
-      return live?.textContent?.includes('line 1') ? { live: live.textContent, replies: document.querySelectorAll('#log .msg.reply').length } : undefined;
+      return live?.textContent?.includes('line 1')
+        ? { live: live.textContent, replies: document.querySelectorAll('#log .msg.reply').length }
+        : undefined;
     });
     const snapshot = (await early.jsonValue()) as { live: string; replies: number };
     expect(snapshot.replies).toBe(0);
@@ -153,7 +160,12 @@ describe('web chat in a browser', () => {
     expect(await nthReply(page, 1)).toBe('line 1\nline 2\nline 3');
     expect(await page.$('#log .msg.live')).toBeNull(); // the live block became the reply
     // The message went through the bridge core's durable inbox, keyed by user and message id.
-    expect(server.bridges.web!.inbox.all().find((e) => e.sender === 'web:alice')).toMatchObject({ phase: 'replied', tenant: 'web:alice', session: aliceSession, id: expect.stringMatching(/^demo\/alice\/[0-9a-f-]{36}$/) });
+    expect(server.bridges.web!.inbox.all().find((e) => e.sender === 'web:alice')).toMatchObject({
+      phase: 'replied',
+      tenant: 'web:alice',
+      session: aliceSession,
+      id: expect.stringMatching(/^demo\/alice\/[0-9a-f-]{36}$/),
+    });
     await page.close();
   });
 
@@ -169,7 +181,10 @@ describe('web chat in a browser', () => {
     await connected(page);
     expect(await page.inputValue('#level')).toBe('low');
     expect(await page.inputValue('#session')).toBe(aliceSession);
-    expect(await page.$$eval('#log .msg.user pre', (els) => els.map((e) => e.textContent))).toEqual(['for i in 1 2 3; do echo line $i; sleep 0.3; done', 'ls /sys/class/net; echo ${HTTPS_PROXY:-none}']);
+    expect(await page.$$eval('#log .msg.user pre', (els) => els.map((e) => e.textContent))).toEqual([
+      'for i in 1 2 3; do echo line $i; sleep 0.3; done',
+      'ls /sys/class/net; echo ${HTTPS_PROXY:-none}',
+    ]);
     expect(await replies(page)).toEqual(['line 1\nline 2\nline 3', 'lo\nnone']);
     // The history says at which level the messages ran, and where it changed.
     expect(await page.$$eval('#log .msg.note', (els) => els.map((e) => e.textContent))).toEqual(['level medium', 'level changed to low']);
@@ -190,12 +205,25 @@ describe('web chat in a browser', () => {
     const options = await page.$$eval('#session option', (els) => els.map((e) => e.getAttribute('value') ?? ''));
     expect(options).toHaveLength(1);
     expect(options).not.toContain(aliceSession);
-    const asBob = (path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) => page.evaluate(async ([p, i]) => (await fetch(p, i)).status, [path, init] as const);
+    const asBob = (path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) =>
+      page.evaluate(async ([p, i]) => (await fetch(p, i)).status, [path, init] as const);
     expect(await asBob(`/chat/api/sessions/${aliceSession}/history`)).toBe(404);
-    expect(await asBob(`/chat/api/sessions/${aliceSession}/settings`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{"permission_level":"high"}' })).toBe(404);
+    expect(
+      await asBob(`/chat/api/sessions/${aliceSession}/settings`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        body: '{"permission_level":"high"}',
+      }),
+    ).toBe(404);
     const listed = (await page.evaluate(async () => (await fetch('/chat/api/sessions')).json())) as { sessions: Array<{ id: string }> };
     expect(listed.sessions.map((s) => s.id)).toEqual(options);
-    const hijack = await socketExchange(page, { type: 'run', id: crypto.randomUUID(), session_id: aliceSession, permission_level: 'low', input: 'cat /etc/hostname' });
+    const hijack = await socketExchange(page, {
+      type: 'run',
+      id: crypto.randomUUID(),
+      session_id: aliceSession,
+      permission_level: 'low',
+      input: 'cat /etc/hostname',
+    });
     expect(hijack.at(-1)).toMatchObject({ type: 'error', code: 'SESSION_NOT_FOUND' });
     // The cookie opens the chat only: the admin API still wants the admin token.
     expect(await asBob('/api/projects')).toBe(401);
@@ -244,16 +272,30 @@ describe('web chat in a browser', () => {
   it('a conversation is named by its first message and renamed by its person (kept over a reload); the list shows level and last activity; nobody else can rename it', async () => {
     const page = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'dora').path}`, 'dora');
     const id = await page.inputValue('#session');
-    const shown = () => page.$eval('#session', (el) => (el as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]?.textContent ?? '');
+    const shown = () =>
+      page.$eval(
+        '#session',
+        (el) => (el as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]?.textContent ?? '',
+      );
     expect(await shown()).toBe('new conversation · medium · just now');
     await send(page, 'echo  planning   the release\necho second line');
     expect(await nthReply(page, 1)).toBe('planning the release\nsecond line');
-    await page.waitForFunction(() => /^echo planning the release · medium · just now$/.test((document.querySelector('#session') as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]?.textContent ?? ''));
+    await page.waitForFunction(() =>
+      /^echo planning the release · medium · just now$/.test(
+        (document.querySelector('#session') as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]
+          ?.textContent ?? '',
+      ),
+    );
     await page.click('#rename');
     await page.fill('#ask[open] #ask-input', 'Release plan');
     await screenshot(page, 'web-chat-rename-dialog');
     await page.press('#ask-input', 'Enter');
-    await page.waitForFunction(() => ((document.querySelector('#session') as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]?.textContent ?? '').startsWith('Release plan · '));
+    await page.waitForFunction(() =>
+      (
+        (document.querySelector('#session') as unknown as { selectedOptions: Array<{ textContent: string }> }).selectedOptions[0]
+          ?.textContent ?? ''
+      ).startsWith('Release plan · '),
+    );
     expect(h.berth.admin.getSession(DEMO_PROJECT, id).title).toBe('Release plan');
     await page.reload();
     await connected(page);
@@ -262,11 +304,23 @@ describe('web chat in a browser', () => {
 
     // A name is one line of at most 80 characters: refused with the field, nothing changed.
     const put = (cookiePage: Page, session: string, body: string) =>
-      cookiePage.evaluate(async ([path, b]) => { const r = await fetch(path, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: b }); return { status: r.status, body: await r.json() }; }, [`/chat/api/sessions/${session}`, body] as const);
-    expect(await put(page, id, JSON.stringify({ title: 'x'.repeat(81) }))).toMatchObject({ status: 400, body: { error: { code: 'CONFIG_INVALID', issues: [{ field: 'title' }] } } });
+      cookiePage.evaluate(
+        async ([path, b]) => {
+          const r = await fetch(path, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: b });
+          return { status: r.status, body: await r.json() };
+        },
+        [`/chat/api/sessions/${session}`, body] as const,
+      );
+    expect(await put(page, id, JSON.stringify({ title: 'x'.repeat(81) }))).toMatchObject({
+      status: 400,
+      body: { error: { code: 'CONFIG_INVALID', issues: [{ field: 'title' }] } },
+    });
     // Another person cannot rename it (it is not theirs: not found), and their page never shows it.
     const other = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'eve').path}`, 'eve');
-    expect(await put(other, id, JSON.stringify({ title: 'mine now' }))).toMatchObject({ status: 404, body: { error: { code: 'SESSION_NOT_FOUND' } } });
+    expect(await put(other, id, JSON.stringify({ title: 'mine now' }))).toMatchObject({
+      status: 404,
+      body: { error: { code: 'SESSION_NOT_FOUND' } },
+    });
     expect(h.berth.admin.getSession(DEMO_PROJECT, id).title).toBe('Release plan');
     await other.close();
     await page.close();
@@ -279,15 +333,25 @@ describe('web chat in a browser', () => {
     // While it runs: the sleep shows as running before any answer.
     const running = await page.waitForFunction(() => {
       const steps = document.querySelector('#log .msg.steps.current');
-      return steps?.textContent?.includes('sleep 1') && steps.textContent.includes('running…') ? { replies: document.querySelectorAll('#log .msg.reply').length } : undefined;
+      return steps?.textContent?.includes('sleep 1') && steps.textContent.includes('running…')
+        ? { replies: document.querySelectorAll('#log .msg.reply').length }
+        : undefined;
     });
     expect(((await running.jsonValue()) as { replies: number }).replies).toBe(0);
     // stdout and, marked apart, the shell's stderr (its trace taken out); their relative order is the two pipes'.
     await nthReply(page, 1);
     const streams = await page.$$eval('#log .msg.reply pre > *', (els) => els.map((e) => [e.className, e.textContent]));
-    expect(streams.filter(([c]) => c === 'stdout').map(([, t]) => t).join('')).toBe('one\ntwo\n');
+    expect(
+      streams
+        .filter(([c]) => c === 'stdout')
+        .map(([, t]) => t)
+        .join(''),
+    ).toBe('one\ntwo\n');
     expect(streams.filter(([c]) => c === 'stderr')).toEqual([['stderr', 'ls: /nope: No such file or directory\n']]);
-    const shown = () => page.$$eval('#log .msg.steps .step', (els) => els.map((e) => [e.className, e.querySelector('.tool')?.textContent, e.querySelector('.tool + span')?.textContent]));
+    const shown = () =>
+      page.$$eval('#log .msg.steps .step', (els) =>
+        els.map((e) => [e.className, e.querySelector('.tool')?.textContent, e.querySelector('.tool + span')?.textContent]),
+      );
     expect(await shown()).toEqual([
       ['step ended', '· sh', 'echo one'],
       ['step ended', '· sh', 'sleep 1'],
@@ -295,7 +359,9 @@ describe('web chat in a browser', () => {
       ['step ok', '✓ sh', 'echo two'],
     ]);
     // The steps come before the answer they led to.
-    expect(await page.$$eval('#log .msg', (els) => els.map((e) => e.className))).toEqual(['msg note', 'msg user', 'msg steps', 'msg live', 'msg reply'].filter((c) => c !== 'msg live'));
+    expect(await page.$$eval('#log .msg', (els) => els.map((e) => e.className))).toEqual(
+      ['msg note', 'msg user', 'msg steps', 'msg live', 'msg reply'].filter((c) => c !== 'msg live'),
+    );
     await screenshot(page, 'web-chat-agent-steps');
     await page.reload();
     await connected(page);
@@ -311,11 +377,28 @@ describe('web chat in a browser', () => {
     h.create({ name: 'md', workspace_isolation: true, chat: { raise_level: 'anyone', format: 'markdown' } });
     const page = await openChat(`${base}${h.berth.admin.mintChatLink('md', 'mia').path}`, 'mia');
     const fence = '```';
-    const answer = ['# Plan', '', '- one', '- **two**', '', '[the docs](https://example.com/x)', '', fence, 'code here', fence, '', '<img src="/chat/api/me" onerror="document.title=1"><script>document.title=2</script><a href="javascript:document.title=3">x</a>'].join('\n');
+    const answer = [
+      '# Plan',
+      '',
+      '- one',
+      '- **two**',
+      '',
+      '[the docs](https://example.com/x)',
+      '',
+      fence,
+      'code here',
+      fence,
+      '',
+      '<img src="/chat/api/me" onerror="document.title=1"><script>document.title=2</script><a href="javascript:document.title=3">x</a>',
+    ].join('\n');
     await send(page, `cat <<'EOF'\n${answer}\nEOF`);
     await page.waitForSelector('#log .msg.reply .md h1');
     const md = await page.$eval('#log .msg.reply .md', (el) => {
-      const box = el as unknown as { querySelector(s: string): { textContent: string; getAttribute(n: string): string | null } | null; querySelectorAll(s: string): { length: number }; innerHTML: string };
+      const box = el as unknown as {
+        querySelector(s: string): { textContent: string; getAttribute(n: string): string | null } | null;
+        querySelectorAll(s: string): { length: number };
+        innerHTML: string;
+      };
       const link = box.querySelector('a[href^="https:"]');
       return {
         h1: box.querySelector('h1')?.textContent,
@@ -327,7 +410,14 @@ describe('web chat in a browser', () => {
         html: box.innerHTML,
       };
     });
-    expect(md).toMatchObject({ h1: 'Plan', items: 2, strong: 'two', link: ['https://example.com/x', '_blank', 'noopener noreferrer'], code: 'code here\n', copy: 'Copy' });
+    expect(md).toMatchObject({
+      h1: 'Plan',
+      items: 2,
+      strong: 'two',
+      link: ['https://example.com/x', '_blank', 'noopener noreferrer'],
+      code: 'code here\n',
+      copy: 'Copy',
+    });
     expect(md.html).not.toMatch(/<script|<img|onerror|javascript:/i);
     expect(await page.title()).toBe('md · berth chat'); // nothing the answer carried ran (the page names the project)
     await page.click('#log .msg.reply .md pre button.copy');
@@ -339,13 +429,25 @@ describe('web chat in a browser', () => {
     await page.waitForSelector('#log .msg.reply .md h1');
     // The libraries and the page's own script and style come from berth itself, cacheable, named by their content; nothing is inline.
     const assets = await page.$$eval('script[src]', (els) => els.map((e) => e.getAttribute('src') ?? ''));
-    expect(assets).toEqual([expect.stringMatching(/^\/chat\/assets\/marked-[0-9a-f]{12}\.js$/), expect.stringMatching(/^\/chat\/assets\/purify-[0-9a-f]{12}\.js$/), expect.stringMatching(/^\/chat\/assets\/chat-[0-9a-f]{12}\.js$/)]);
-    expect(await page.$$eval('link[rel=stylesheet]', (els) => els.map((e) => e.getAttribute('href')))).toEqual([expect.stringMatching(/^\/chat\/assets\/chat-[0-9a-f]{12}\.css$/)]);
+    expect(assets).toEqual([
+      expect.stringMatching(/^\/chat\/assets\/marked-[0-9a-f]{12}\.js$/),
+      expect.stringMatching(/^\/chat\/assets\/purify-[0-9a-f]{12}\.js$/),
+      expect.stringMatching(/^\/chat\/assets\/chat-[0-9a-f]{12}\.js$/),
+    ]);
+    expect(await page.$$eval('link[rel=stylesheet]', (els) => els.map((e) => e.getAttribute('href')))).toEqual([
+      expect.stringMatching(/^\/chat\/assets\/chat-[0-9a-f]{12}\.css$/),
+    ]);
     expect(await page.$$eval('script:not([src]), style', (els) => els.length)).toBe(0);
     const res = await fetch(`${base}${assets[0]}`);
-    expect([res.status, res.headers.get('content-type'), res.headers.get('cache-control')]).toEqual([200, 'text/javascript; charset=utf-8', 'public, max-age=31536000, immutable']);
+    expect([res.status, res.headers.get('content-type'), res.headers.get('cache-control')]).toEqual([
+      200,
+      'text/javascript; charset=utf-8',
+      'public, max-age=31536000, immutable',
+    ]);
     // The one complaint: the page's CSP refusing the handler the answer carried (as DOMPurify parsed it, inert).
-    expect(pageErrors.filter((e) => !/^Executing inline event handler violates the following Content Security Policy directive/.test(e))).toEqual([]);
+    expect(
+      pageErrors.filter((e) => !/^Executing inline event handler violates the following Content Security Policy directive/.test(e)),
+    ).toEqual([]);
     pageErrors.length = 0;
     await page.close();
   });
@@ -355,23 +457,46 @@ describe('web chat in a browser', () => {
     // A custom argv: berth reads no progress from it, so its output is shown as it was printed.
     h.create({ name: 'plain', workspace_isolation: true, agent: ['sh', '-c', '{message}'] });
     const page = await openChat(`${base}${h.berth.admin.mintChatLink('plain', 'olga').path}`, 'olga');
-    const parts = () => page.$$eval('#log .msg.reply pre', (els) => els.map((pre) => [...(pre as unknown as { children: Array<{ className: string; textContent: string }> }).children].map((c) => [c.className, c.textContent])));
+    const parts = () =>
+      page.$$eval('#log .msg.reply pre', (els) =>
+        els.map((pre) =>
+          [...(pre as unknown as { children: Array<{ className: string; textContent: string }> }).children].map((c) => [
+            c.className,
+            c.textContent,
+          ]),
+        ),
+      );
     // Low: an agent's first message at medium starts with the memory instructions, which sh would run.
     await page.selectOption('#level', 'low');
     await send(page, 'echo out1; sleep 0.2; echo err1 >&2; sleep 0.2; echo out2; exit 3');
     await nthReply(page, 1);
-    const failed = [['stdout', 'out1\n'], ['stderr', 'err1\n'], ['stdout', 'out2\n'], ['exit', 'exit 3']];
+    const failed = [
+      ['stdout', 'out1\n'],
+      ['stderr', 'err1\n'],
+      ['stdout', 'out2\n'],
+      ['exit', 'exit 3'],
+    ];
     expect(await parts()).toEqual([failed]);
     await send(page, 'echo fine; sleep 0.2; echo note >&2');
     await nthReply(page, 2);
-    expect((await parts())[1]).toEqual([['stdout', 'fine\n'], ['stderr', 'note\n']]);
+    expect((await parts())[1]).toEqual([
+      ['stdout', 'fine\n'],
+      ['stderr', 'note\n'],
+    ]);
     await send(page, 'echo quiet');
     expect(await nthReply(page, 3)).toBe('quiet');
     await screenshot(page, 'web-chat-output-in-order');
     await page.reload();
     await connected(page);
     await page.waitForFunction(() => document.querySelectorAll('#log .msg.reply').length === 3);
-    expect(await parts()).toEqual([failed, [['stdout', 'fine\n'], ['stderr', 'note\n']], []]);
+    expect(await parts()).toEqual([
+      failed,
+      [
+        ['stdout', 'fine\n'],
+        ['stderr', 'note\n'],
+      ],
+      [],
+    ]);
     expect(pageErrors).toEqual([]);
     await page.close();
   });
@@ -392,9 +517,17 @@ describe('web chat in a browser', () => {
     await page.keyboard.type(`printf 'a%.0s' $(seq 400); echo; echo done`);
     await page.keyboard.press('Enter');
     expect((await nthReply(page, 1)).endsWith('\ndone')).toBe(true);
-    const width = await page.evaluate(() => { const d = (document as unknown as { documentElement: { scrollWidth: number; clientWidth: number } }).documentElement; return [d.scrollWidth, d.clientWidth]; });
+    const width = await page.evaluate(() => {
+      const d = (document as unknown as { documentElement: { scrollWidth: number; clientWidth: number } }).documentElement;
+      return [d.scrollWidth, d.clientWidth];
+    });
     expect(width).toEqual([360, 360]);
-    const roles = await page.evaluate(() => ['#log', '#alert', '#session', '#level', '#input'].map((sel) => { const el = document.querySelector(sel) as unknown as { getAttribute(n: string): string | null }; return [el.getAttribute('aria-live') ?? el.getAttribute('role') ?? el.getAttribute('aria-label')]; }));
+    const roles = await page.evaluate(() =>
+      ['#log', '#alert', '#session', '#level', '#input'].map((sel) => {
+        const el = document.querySelector(sel) as unknown as { getAttribute(n: string): string | null };
+        return [el.getAttribute('aria-live') ?? el.getAttribute('role') ?? el.getAttribute('aria-label')];
+      }),
+    );
     expect(roles).toEqual([['polite'], ['alert'], ['session'], ['permission level'], ['message']]);
     await screenshot(page, 'web-chat-phone-360');
     await context.close();
@@ -417,9 +550,15 @@ describe('web chat in a browser', () => {
       const card = '#log .msg.approval';
       await page.waitForSelector(`${card} button`);
       expect(await page.textContent(`${card} p`)).toBe(`Your agent wants to reach localhost:${port}, which this project does not allow.`);
-      expect(await page.$$eval(`${card} button`, (els) => els.map((e) => e.textContent))).toEqual(['Allow once', 'Allow for this session', 'Deny']);
+      expect(await page.$$eval(`${card} button`, (els) => els.map((e) => e.textContent))).toEqual([
+        'Allow once',
+        'Allow for this session',
+        'Deny',
+      ]);
       expect(await page.textContent(`${card} .when`)).toBe('No answer within 2 min: denied.');
-      const width = await page.evaluate(() => (document as unknown as { documentElement: { scrollWidth: number } }).documentElement.scrollWidth);
+      const width = await page.evaluate(
+        () => (document as unknown as { documentElement: { scrollWidth: number } }).documentElement.scrollWidth,
+      );
       expect(width).toBe(360);
       await screenshot(page, 'web-chat-approval-card-phone');
       // The page is reloaded while the agent waits: the question is still there to answer.
@@ -430,7 +569,9 @@ describe('web chat in a browser', () => {
       // Someone else's page cannot answer it (the id is as unknown to them as a made-up one).
       const id = (await page.$eval(card, (e) => (e as unknown as { id: string }).id)).slice('approval-'.length);
       const other = await openChat(`${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'bystander').path}`);
-      expect(await socketExchange(other, { type: 'approve', id, decision: 'once' })).toEqual([{ type: 'error', code: 'APPROVAL_NOT_FOUND', message: expect.stringMatching(/nothing of that id waits for your answer/), id }]);
+      expect(await socketExchange(other, { type: 'approve', id, decision: 'once' })).toEqual([
+        { type: 'error', code: 'APPROVAL_NOT_FOUND', message: expect.stringMatching(/nothing of that id waits for your answer/), id },
+      ]);
       await other.close();
       await page.click(`${card} button[data-decision="once"]`);
       expect(await nthReply(page, 1)).toBe('fetched /card\nrc=0');
@@ -446,7 +587,12 @@ describe('web chat in a browser', () => {
       expect(denied).toMatch(/rc=1/);
       expect(site.hits()).toBe(1);
       expect(await page.$$eval(`${card} .outcome`, (els) => els.map((e) => e.textContent))).toEqual(['Allowed for this message', 'Denied']);
-      expect(h.berth.audit.list({ project: DEMO_PROJECT, limit: 20 }).filter((e) => e.action.startsWith('approval.')).map((e) => [e.action, e.actor])).toEqual([
+      expect(
+        h.berth.audit
+          .list({ project: DEMO_PROJECT, limit: 20 })
+          .filter((e) => e.action.startsWith('approval.'))
+          .map((e) => [e.action, e.actor]),
+      ).toEqual([
         ['approval.deny', 'tenant:web:asker'],
         ['approval.allow_once', 'tenant:web:asker'],
       ]);
@@ -461,8 +607,22 @@ describe('web chat in a browser', () => {
   it('an invalid level over the WebSocket is a clear error naming the field, and nothing runs', async () => {
     const page = await openAlice();
     const runsBefore = h.berth.admin.getSession(DEMO_PROJECT, aliceSession).runs;
-    const got = await socketExchange(page, { type: 'run', id: crypto.randomUUID(), session_id: aliceSession, permission_level: 'root', input: 'echo nope' });
-    expect(got).toEqual([{ type: 'error', code: 'CONFIG_INVALID', field: 'permission_level', message: expect.stringMatching(/^permission_level: .*"low"\|"medium"\|"high"/), id: expect.any(String) }]);
+    const got = await socketExchange(page, {
+      type: 'run',
+      id: crypto.randomUUID(),
+      session_id: aliceSession,
+      permission_level: 'root',
+      input: 'echo nope',
+    });
+    expect(got).toEqual([
+      {
+        type: 'error',
+        code: 'CONFIG_INVALID',
+        field: 'permission_level',
+        message: expect.stringMatching(/^permission_level: .*"low"\|"medium"\|"high"/),
+        id: expect.any(String),
+      },
+    ]);
     const missing = await socketExchange(page, { type: 'run', id: crypto.randomUUID(), session_id: aliceSession, input: 'echo nope' });
     expect(missing).toEqual([expect.objectContaining({ type: 'error', code: 'CONFIG_INVALID', field: 'permission_level' })]);
     expect(h.berth.admin.getSession(DEMO_PROJECT, aliceSession).runs).toBe(runsBefore);
@@ -490,22 +650,45 @@ describe('web chat: who gets in', () => {
   it('berth chat-link (CLI) mints a link the server honours; raising a level follows the project rule', async () => {
     h.create({ name: 'strict', workspace_isolation: true }); // chat.raise_level: admins (the default)
     const r = await cliAsync(['--home', h.home, 'chat-link', 'strict', '--user', 'carol', '--base', base]);
-    expect(r).toMatchObject({ code: 0, stdout: expect.stringMatching(new RegExp(`^${base}/chat/login\\?token=bcl_[A-Za-z0-9_-]{32}\\n$`)) });
-    expect(r.stderr).toMatch(/^berth: a chat link for web:carol in project strict: it works once, until \S+; the login it opens lasts until \S+\. Whoever opens it first chats as web:carol\.\n$/);
-    expect((await cliAsync(['--home', h.home, 'chat-link', 'strict', '--user', 'no/slash'])).stderr).toMatch(/^CONFIG_INVALID: .*user: must be 1-64 characters/);
-    expect((await cliAsync(['--home', h.home, 'chat-link', 'strict', '--user', 'carol', '--ttl', String(30 * 86400 + 1)])).stderr).toMatch(/^USAGE: --ttl must be 60-2592000 seconds/);
+    expect(r).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(new RegExp(`^${base}/chat/login\\?token=bcl_[A-Za-z0-9_-]{32}\\n$`)),
+    });
+    expect(r.stderr).toMatch(
+      /^berth: a chat link for web:carol in project strict: it works once, until \S+; the login it opens lasts until \S+\. Whoever opens it first chats as web:carol\.\n$/,
+    );
+    expect((await cliAsync(['--home', h.home, 'chat-link', 'strict', '--user', 'no/slash'])).stderr).toMatch(
+      /^CONFIG_INVALID: .*user: must be 1-64 characters/,
+    );
+    expect((await cliAsync(['--home', h.home, 'chat-link', 'strict', '--user', 'carol', '--ttl', String(30 * 86400 + 1)])).stderr).toMatch(
+      /^USAGE: --ttl must be 60-2592000 seconds/,
+    );
     const login = await postLogin(tokenOf(r.stdout.trim()));
     expect(login.status).toBe(303);
     const cookie = cookieFrom(login);
     const call = (method: string, path: string, body?: unknown) =>
-      fetch(`${base}${path}`, { method, headers: { cookie, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
+      fetch(`${base}${path}`, {
+        method,
+        headers: { cookie, ...(body ? { 'content-type': 'application/json' } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+      });
     const { session } = (await (await call('POST', '/chat/api/sessions')).json()) as { session: { id: string } };
     expect((await call('PUT', `/chat/api/sessions/${session.id}/settings`, { permission_level: 'low' })).status).toBe(200);
     const raise = await call('PUT', `/chat/api/sessions/${session.id}/settings`, { permission_level: 'high' });
     expect(raise.status).toBe(403);
-    expect(await raise.json()).toMatchObject({ error: { code: 'PERMISSION_DENIED', rule: 'raise_level', message: expect.stringMatching(/it stays low\)\. I asked the operator to allow high; you will hear here when they answer/) } });
+    expect(await raise.json()).toMatchObject({
+      error: {
+        code: 'PERMISSION_DENIED',
+        rule: 'raise_level',
+        message: expect.stringMatching(/it stays low\)\. I asked the operator to allow high; you will hear here when they answer/),
+      },
+    });
     // The operator allows it from the CLI (another process): the session is raised, the chat told.
-    const listed = JSON.parse((await cliAsync(['--home', h.home, 'approvals', 'list', '--json', '--project', 'strict'])).stdout) as Array<{ id: string; kind: string; target: string }>;
+    const listed = JSON.parse((await cliAsync(['--home', h.home, 'approvals', 'list', '--json', '--project', 'strict'])).stdout) as Array<{
+      id: string;
+      kind: string;
+      target: string;
+    }>;
     expect(listed).toEqual([expect.objectContaining({ kind: 'level', target: 'high' })]);
     // The person's page gets no card for it (the operator answers; the person hears the outcome).
     const pushed: string[] = [];
@@ -539,7 +722,9 @@ describe('web chat state on disk', () => {
       expect(kept[0]?.text).toBe(`m${2 * TRANSCRIPT_KEEP + 1}`);
       expect(Buffer.byteLength(kept.at(-1)!.text)).toBeLessThanOrEqual(TRANSCRIPT_ENTRY_BYTES);
       expect(kept.at(-1)!.text).toMatch(/\[… cut: the whole text was \d+ bytes\]$/);
-      expect(fs.readFileSync(join(dir, 'projects/p/chat/s1.jsonl'), 'utf8').split('\n').length).toBeLessThanOrEqual(2 * TRANSCRIPT_KEEP + 1);
+      expect(fs.readFileSync(join(dir, 'projects/p/chat/s1.jsonl'), 'utf8').split('\n').length).toBeLessThanOrEqual(
+        2 * TRANSCRIPT_KEEP + 1,
+      );
       expect(() => transcripts.read('p', '../s1')).toThrow(/transcript is invalid/);
 
       const links = createChatLinks(dir);
@@ -601,7 +786,9 @@ describe('chat links: once, revocable, bounded (M5)', () => {
     // The same from a real browser: a page on another port submits a form with the attacker's token.
     const evil = http.createServer((_req, res) => {
       res.setHeader('content-type', 'text/html');
-      res.end(`<!doctype html><form method="post" action="${base}/chat/login"><input type="hidden" name="token" value="${tokenOf(path)}"></form><script>document.forms[0].submit()</script>`);
+      res.end(
+        `<!doctype html><form method="post" action="${base}/chat/login"><input type="hidden" name="token" value="${tokenOf(path)}"></form><script>document.forms[0].submit()</script>`,
+      );
     });
     await new Promise<void>((r) => evil.listen(0, '127.0.0.1', r));
     try {
@@ -630,10 +817,21 @@ describe('chat links: once, revocable, bounded (M5)', () => {
 
     const listed = await cliAsync(['--home', h.home, 'chat-link', 'logins', DEMO_PROJECT, '--user', 'henry']);
     expect(listed.code).toBe(0);
-    expect(listed.stdout.split('\n').filter(Boolean).map((l) => l.split('  ').slice(0, 2).join(' | '))).toEqual(['henry | login', 'henry | login', 'henry | login', 'henry | link (unused)']);
-    const api = await fetch(`${base}/api/projects/${DEMO_PROJECT}/chat-links?user=henry`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(
+      listed.stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.split('  ').slice(0, 2).join(' | ')),
+    ).toEqual(['henry | login', 'henry | login', 'henry | login', 'henry | link (unused)']);
+    const api = await fetch(`${base}/api/projects/${DEMO_PROJECT}/chat-links?user=henry`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     const access = (await api.json()) as { logins: unknown[]; links: unknown[] };
-    expect(access).toMatchObject({ project: DEMO_PROJECT, logins: [{ user: 'henry', created_at: expect.any(String), expires_at: expect.any(String) }, {}, {}], links: [{ user: 'henry' }] });
+    expect(access).toMatchObject({
+      project: DEMO_PROJECT,
+      logins: [{ user: 'henry', created_at: expect.any(String), expires_at: expect.any(String) }, {}, {}],
+      links: [{ user: 'henry' }],
+    });
     expect(JSON.stringify(access)).not.toMatch(/bc[ls]_/); // never a token
 
     const revoked = await cliAsync(['--home', h.home, 'chat-link', 'revoke', DEMO_PROJECT, '--user', 'henry']);
@@ -643,7 +841,9 @@ describe('chat links: once, revocable, bounded (M5)', () => {
     // The socket opened before the revoke is refused at its next message and closed.
     const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
     const answer = new Promise<Record<string, unknown>>((resolve) => socket.once('message', (d) => resolve(JSON.parse(d.toString()))));
-    socket.send(JSON.stringify({ type: 'run', id: crypto.randomUUID(), session_id: 'x', permission_level: 'low', input: 'echo still here' }));
+    socket.send(
+      JSON.stringify({ type: 'run', id: crypto.randomUUID(), session_id: 'x', permission_level: 'low', input: 'echo still here' }),
+    );
     expect(await answer).toMatchObject({ type: 'error', code: 'UNAUTHORIZED' });
     expect(await closed).toBe(4401);
     expect(await nodeSocket({ cookie: second })).toBe(401);
@@ -653,11 +853,25 @@ describe('chat links: once, revocable, bounded (M5)', () => {
     expect(await page.textContent('#out')).toContain('ask the admin for a new one');
     await page.close();
 
-    const viaApi = await fetch(`${base}/api/projects/${DEMO_PROJECT}/chat-links?user=ivy`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } });
+    const viaApi = await fetch(`${base}/api/projects/${DEMO_PROJECT}/chat-links?user=ivy`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     expect(await viaApi.json()).toEqual({ project: DEMO_PROJECT, user: 'ivy', tenant: 'web:ivy', links_revoked: 0, logins_revoked: 1 });
     expect((await me(bystander)).status).toBe(401);
-    expect((await fetch(`${base}/api/projects/${DEMO_PROJECT}/chat-links?user=a%20b`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(400);
-    const audited = fs.readFileSync(join(h.home, '.berth/audit.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { action: string; target?: string });
+    expect(
+      (
+        await fetch(`${base}/api/projects/${DEMO_PROJECT}/chat-links?user=a%20b`, {
+          method: 'DELETE',
+          headers: { authorization: `Bearer ${TOKEN}` },
+        })
+      ).status,
+    ).toBe(400);
+    const audited = fs
+      .readFileSync(join(h.home, '.berth/audit.jsonl'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { action: string; target?: string });
     expect(audited.filter((e) => e.action === 'chat_link.revoke').map((e) => e.target)).toEqual(['henry', 'ivy']);
   });
 
@@ -665,7 +879,11 @@ describe('chat links: once, revocable, bounded (M5)', () => {
     const cookies: string[] = [];
     for (let i = 0; i < MAX_CHAT_LOGINS_PER_USER + 2; i++) cookies.push(await loginCookie('jack'));
     expect(h.berth.admin.listChatAccess(DEMO_PROJECT, 'jack').logins).toHaveLength(MAX_CHAT_LOGINS_PER_USER);
-    expect(await Promise.all(cookies.map(async (c) => (await me(c)).status))).toEqual([401, 401, ...Array(MAX_CHAT_LOGINS_PER_USER).fill(200)]);
+    expect(await Promise.all(cookies.map(async (c) => (await me(c)).status))).toEqual([
+      401,
+      401,
+      ...Array(MAX_CHAT_LOGINS_PER_USER).fill(200),
+    ]);
     expect(fs.readdirSync(join(h.home, '.berth/chat-logins')).length).toBeLessThan(40); // every person's, bounded
   });
 
@@ -709,7 +927,9 @@ describe('the login cookie cannot be shadowed (L7)', () => {
     const attacker = await loginCookie('oscar');
     const refused = await me(`${attacker}; ${victim}`);
     expect(refused.status).toBe(401);
-    expect(await refused.json()).toMatchObject({ error: { code: 'UNAUTHORIZED', message: expect.stringContaining('your browser sent two chat logins for this site') } });
+    expect(await refused.json()).toMatchObject({
+      error: { code: 'UNAUTHORIZED', message: expect.stringContaining('your browser sent two chat logins for this site') },
+    });
     expect(await nodeSocket({ cookie: `${attacker}; ${victim}` })).toBe(401);
     expect((await me(victim)).status).toBe(200);
   });

@@ -24,18 +24,31 @@ let callbacks: Array<{ headers: http.IncomingHttpHeaders; body: string }>;
 let receiver: http.Server;
 let receiverPort: number;
 
-const post = async (name: string, body: unknown, opts: { secret?: string; timestamp?: number; raw?: string; headers?: Record<string, string> } = {}) => {
+const post = async (
+  name: string,
+  body: unknown,
+  opts: { secret?: string; timestamp?: number; raw?: string; headers?: Record<string, string> } = {},
+) => {
   const raw = opts.raw ?? JSON.stringify(body);
   const timestamp = String(opts.timestamp ?? Math.floor(Date.now() / 1000));
   const res = await fetch(`${server.url}/hooks/${name}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-berth-timestamp': timestamp, 'x-berth-signature': webhookSignature(opts.secret ?? SYNC_SECRET, timestamp, raw), ...opts.headers },
+    headers: {
+      'content-type': 'application/json',
+      'x-berth-timestamp': timestamp,
+      'x-berth-signature': webhookSignature(opts.secret ?? SYNC_SECRET, timestamp, raw),
+      ...opts.headers,
+    },
     body: raw,
   });
   return { status: res.status, body: (await res.json().catch(() => undefined)) as Record<string, any> };
 };
 
-const inboxIds = () => server.bridges.channel('webhook')!.inbox.all().map((e) => e.id);
+const inboxIds = () =>
+  server.bridges
+    .channel('webhook')!
+    .inbox.all()
+    .map((e) => e.id);
 
 beforeAll(async () => {
   callbacks = [];
@@ -92,7 +105,9 @@ describe('signed webhooks', () => {
     // The user's workspace is its own and continues: a second message sees the first one's file, once.
     expect((await post('ci', { id: 'build-2', user: 'ci-bot', text: 'cat log.txt | wc -l' })).body.reply).toBe('1');
     // Another user is another tenant: nothing of ci-bot's is there.
-    expect((await post('ci', { id: 'other-1', user: 'someone-else', text: 'ls log.txt 2>&1 || echo none' })).body.reply).toMatch(/none|No such file/);
+    expect((await post('ci', { id: 'other-1', user: 'someone-else', text: 'ls log.txt 2>&1 || echo none' })).body.reply).toMatch(
+      /none|No such file/,
+    );
   });
 
   it('refuses unsigned, wrongly signed, stale and malformed requests with a code and the field, and journals none of them', async () => {
@@ -101,7 +116,11 @@ describe('signed webhooks', () => {
     const wrong = await post('ci', body, { secret: 'not-the-secret-0123456789abcdef0123' });
     expect(wrong.status).toBe(401);
     expect(wrong.body.error).toMatchObject({ code: 'UNAUTHORIZED', message: expect.stringContaining('X-Berth-Signature') });
-    const unsigned = await fetch(`${server.url}/hooks/ci`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const unsigned = await fetch(`${server.url}/hooks/ci`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     expect(unsigned.status).toBe(401);
     // A captured request replayed later: its timestamp is outside the window (the signature is right).
     const stale = await post('ci', body, { timestamp: Math.floor(Date.now() / 1000) - 3600 });
@@ -129,14 +148,34 @@ describe('signed webhooks', () => {
   it('the same request sent again while the first waits takes nothing from it: the first gets the answer, the copy "duplicate"', async () => {
     const body = JSON.stringify({ id: 'slow-1', user: 'ci-bot', text: 'sleep 1; echo slow answer' });
     const ts = String(Math.floor(Date.now() / 1000));
-    const send = () => fetch(`${server.url}/hooks/ci`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(SYNC_SECRET, ts, body) }, body }).then(async (r) => ({ status: r.status, body: await r.json() }));
+    const send = () =>
+      fetch(`${server.url}/hooks/ci`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-berth-timestamp': ts,
+          'x-berth-signature': webhookSignature(SYNC_SECRET, ts, body),
+        },
+        body,
+      }).then(async (r) => ({ status: r.status, body: await r.json() }));
     const first = send();
     // The copy comes once the first is journaled (and waits for its answer).
-    await until(() => server.bridges.channel('webhook')!.inbox.all().some((e) => e.text === 'sleep 1; echo slow answer'), 'the first to be journaled');
+    await until(
+      () =>
+        server.bridges
+          .channel('webhook')!
+          .inbox.all()
+          .some((e) => e.text === 'sleep 1; echo slow answer'),
+      'the first to be journaled',
+    );
     expect(await send()).toEqual({ status: 200, body: { id: 'slow-1', status: 'duplicate' } });
     expect(await first).toEqual({ status: 200, body: { id: 'slow-1', status: 'answered', reply: 'slow answer' } });
     // Another user's message with the same id is theirs, not a duplicate.
-    expect((await post('ci', { id: 'slow-1', user: 'someone-else', text: 'echo mine' })).body).toEqual({ id: 'slow-1', status: 'answered', reply: 'mine' });
+    expect((await post('ci', { id: 'slow-1', user: 'someone-else', text: 'echo mine' })).body).toEqual({
+      id: 'slow-1',
+      status: 'answered',
+      reply: 'mine',
+    });
   });
 
   it('a hook whose secret file cannot be read answers 500 without saying where it is', async () => {
@@ -149,13 +188,19 @@ describe('signed webhooks', () => {
     const { port } = new URL(server.url);
     // Strangers: a current timestamp, a wrong signature, a large body sent a byte at a time.
     const held = await Promise.all(
-      Array.from({ length: HOOKS_IN_FLIGHT_MAX + 16 }, () => new Promise<net.Socket>((resolve) => {
-        const socket = net.connect(Number(port), '127.0.0.1', () => {
-          socket.write(`POST /hooks/ci HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nX-Berth-Timestamp: ${Math.floor(Date.now() / 1000)}\r\nX-Berth-Signature: v1=${'0'.repeat(64)}\r\n\r\n{"id":`);
-          resolve(socket);
-        });
-        socket.on('error', () => undefined);
-      })),
+      Array.from(
+        { length: HOOKS_IN_FLIGHT_MAX + 16 },
+        () =>
+          new Promise<net.Socket>((resolve) => {
+            const socket = net.connect(Number(port), '127.0.0.1', () => {
+              socket.write(
+                `POST /hooks/ci HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nX-Berth-Timestamp: ${Math.floor(Date.now() / 1000)}\r\nX-Berth-Signature: v1=${'0'.repeat(64)}\r\n\r\n{"id":`,
+              );
+              resolve(socket);
+            });
+            socket.on('error', () => undefined);
+          }),
+      ),
     );
     const answers: string[] = [];
     const ended = new Set<net.Socket>();
@@ -175,7 +220,11 @@ describe('signed webhooks', () => {
   });
 
   it('reply: callback answers 202 at once and POSTs the answer, signed, to the callback URL', async () => {
-    const res = await post('tickets', { id: 't-7', user: 'helpdesk', conversation: 'ticket-7', text: 'echo ticket seven' }, { secret: CB_SECRET });
+    const res = await post(
+      'tickets',
+      { id: 't-7', user: 'helpdesk', conversation: 'ticket-7', text: 'echo ticket seven' },
+      { secret: CB_SECRET },
+    );
     expect(res).toEqual({ status: 202, body: { id: 't-7', status: 'accepted' } });
     const got = await until(() => callbacks[0], 'the callback');
     expect(JSON.parse(got.body)).toEqual({ id: 't-7', user: 'helpdesk', conversation: 'ticket-7', reply: 'ticket seven' });
@@ -187,7 +236,11 @@ describe('signed webhooks', () => {
     const seen = callbacks.length;
     const res = await post('nowhere', { id: 'n-1', user: 'u', text: 'echo unseen' }, { secret: CB_SECRET });
     expect(res.status).toBe(202);
-    const entry = async () => server.bridges.channel('webhook')!.inbox.all().find((e) => e.text === 'echo unseen');
+    const entry = async () =>
+      server.bridges
+        .channel('webhook')!
+        .inbox.all()
+        .find((e) => e.text === 'echo unseen');
     await until(async () => (await entry())?.phase === 'replied', 'the message to be answered');
     expect(callbacks.length).toBe(seen);
   });

@@ -126,7 +126,11 @@ describe('admission', () => {
   it('walks the ring in turn across every waiting tenant', async () => {
     const { enter, admitted } = setup({ global: 1, perTenant: 1 });
     const all = [enter('A1', key('alice'))];
-    for (const [label, tenant] of [['A', 'alice'], ['B', 'bob'], ['C', 'carol']] as const) {
+    for (const [label, tenant] of [
+      ['A', 'alice'],
+      ['B', 'bob'],
+      ['C', 'carol'],
+    ] as const) {
       for (let i = 2; i <= 4; i += 1) all.push(enter(`${label}${i}`, key(tenant)));
     }
     await settle();
@@ -307,10 +311,25 @@ describe('admission limits from the host and berth.yaml', () => {
   it('fills what berth.yaml leaves out from the host', () => {
     const host = { cpus: 8, memoryBytes: 8 * GiB };
     expect(admissionLimitsOf(BerthConfigSchema.parse({}), host)).toEqual({ global: 16, perProject: 16, perTenant: 2, queue: 400 });
-    expect(admissionLimitsOf(BerthConfigSchema.parse({ runs: { max_concurrent: 4 } }), host)).toEqual({ global: 4, perProject: 4, perTenant: 2, queue: 100 });
-    expect(admissionLimitsOf(BerthConfigSchema.parse({ runs: { per_project: 6, per_tenant: 3, queue: 0 } }), host)).toEqual({ global: 16, perProject: 6, perTenant: 3, queue: 0 });
+    expect(admissionLimitsOf(BerthConfigSchema.parse({ runs: { max_concurrent: 4 } }), host)).toEqual({
+      global: 4,
+      perProject: 4,
+      perTenant: 2,
+      queue: 100,
+    });
+    expect(admissionLimitsOf(BerthConfigSchema.parse({ runs: { per_project: 6, per_tenant: 3, queue: 0 } }), host)).toEqual({
+      global: 16,
+      perProject: 6,
+      perTenant: 3,
+      queue: 0,
+    });
     // Above a limit derived from a small host, a per-project or per-tenant limit is cut to it.
-    expect(admissionLimitsOf(BerthConfigSchema.parse({ runs: { per_project: 8, per_tenant: 8 } }), { cpus: 1, memoryBytes: GiB })).toEqual({ global: 2, perProject: 2, perTenant: 2, queue: 50 });
+    expect(admissionLimitsOf(BerthConfigSchema.parse({ runs: { per_project: 8, per_tenant: 8 } }), { cpus: 1, memoryBytes: GiB })).toEqual({
+      global: 2,
+      perProject: 2,
+      perTenant: 2,
+      queue: 50,
+    });
   });
 });
 
@@ -331,18 +350,33 @@ describe('berth.yaml runs:', () => {
   });
 
   it('takes every key', () => {
-    const runs = { max_concurrent: 8, per_project: 4, per_tenant: 2, queue: 100, drain_seconds: 10, warm_idle_seconds: 0, warm_max: 5, pool: 0 };
+    const runs = {
+      max_concurrent: 8,
+      per_project: 4,
+      per_tenant: 2,
+      queue: 100,
+      drain_seconds: 10,
+      warm_idle_seconds: 0,
+      warm_max: 5,
+      pool: 0,
+    };
     expect(parse(runs)).toEqual(runs);
   });
 
   it('refuses an unknown key, naming the closest one it has', () => {
-    expect(issuesOf({ max_concurent: 4 })).toEqual([{ field: 'runs.max_concurent', reason: 'unknown field; did you mean "max_concurrent"?' }]);
+    expect(issuesOf({ max_concurent: 4 })).toEqual([
+      { field: 'runs.max_concurent', reason: 'unknown field; did you mean "max_concurrent"?' },
+    ]);
     expect(issuesOf({ bogus: 4 })).toEqual([{ field: 'runs.bogus', reason: 'unknown field' }]);
   });
 
   it('refuses per_tenant or per_project above max_concurrent, naming the field', () => {
-    expect(issuesOf({ max_concurrent: 2, per_tenant: 3 })).toEqual([{ field: 'runs.per_tenant', reason: 'must be at most max_concurrent (2)' }]);
-    expect(issuesOf({ max_concurrent: 2, per_project: 3, per_tenant: 1 })).toEqual([{ field: 'runs.per_project', reason: 'must be at most max_concurrent (2)' }]);
+    expect(issuesOf({ max_concurrent: 2, per_tenant: 3 })).toEqual([
+      { field: 'runs.per_tenant', reason: 'must be at most max_concurrent (2)' },
+    ]);
+    expect(issuesOf({ max_concurrent: 2, per_project: 3, per_tenant: 1 })).toEqual([
+      { field: 'runs.per_project', reason: 'must be at most max_concurrent (2)' },
+    ]);
     expect(issuesOf({ per_project: 2, per_tenant: 3 })).toEqual([{ field: 'runs.per_tenant', reason: 'must be at most per_project (2)' }]);
   });
 

@@ -29,7 +29,9 @@ describe('imageInputsHash (is the agent image up to date?)', () => {
   });
 
   it('does not confuse where one input ends and the next begins', () => {
-    expect(imageInputsHash({ ...inputs, dockerfile: 'ab', bridgeSource: 'c' })).not.toBe(imageInputsHash({ ...inputs, dockerfile: 'a', bridgeSource: 'bc' }));
+    expect(imageInputsHash({ ...inputs, dockerfile: 'ab', bridgeSource: 'c' })).not.toBe(
+      imageInputsHash({ ...inputs, dockerfile: 'a', bridgeSource: 'bc' }),
+    );
   });
 
   it('is what the Dockerfile labels the image with, on the default base', () => {
@@ -49,7 +51,7 @@ describe('fetchCliTarball cache', () => {
     binaries: [{ pathInTarball: 'package/fake', binary: 'fake' }],
   });
 
-  it('fileIntegrity is npm\'s sha512 form', async () => {
+  it("fileIntegrity is npm's sha512 form", async () => {
     const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-cli-cache-'));
     fs.writeFileSync(join(dir, 'f'), 'abc');
     expect(await fileIntegrity(join(dir, 'f'))).toBe(`sha512-${createHash('sha512').update('abc').digest('base64')}`);
@@ -82,7 +84,13 @@ describe('a long build step says it is still going', () => {
     try {
       const lines: string[] = [];
       let finish!: (v: string) => void;
-      const done = withHeartbeat('codex 0.169.0', 'downloading', (l) => lines.push(l), () => new Promise<string>((r) => (finish = r)), 10_000);
+      const done = withHeartbeat(
+        'codex 0.169.0',
+        'downloading',
+        (l) => lines.push(l),
+        () => new Promise<string>((r) => (finish = r)),
+        10_000,
+      );
       await vi.advanceTimersByTimeAsync(25_000);
       expect(lines).toEqual(['codex 0.169.0: still downloading (10 s)', 'codex 0.169.0: still downloading (20 s)']);
       finish('tarball');
@@ -98,7 +106,15 @@ describe('a long build step says it is still going', () => {
     vi.useFakeTimers();
     try {
       const lines: string[] = [];
-      await expect(withHeartbeat('base', 'importing', (l) => lines.push(l), () => Promise.reject(new Error('no engine')), 10_000)).rejects.toThrow('no engine');
+      await expect(
+        withHeartbeat(
+          'base',
+          'importing',
+          (l) => lines.push(l),
+          () => Promise.reject(new Error('no engine')),
+          10_000,
+        ),
+      ).rejects.toThrow('no engine');
       await vi.advanceTimersByTimeAsync(30_000);
       expect(lines).toEqual([]);
     } finally {

@@ -12,7 +12,8 @@ function feed(format: Parameters<typeof createProgressReader>[0], parts: Array<[
   const reader = createProgressReader(format);
   const updates: ProgressUpdate[] = [];
   let t = 0;
-  for (const [stream, text] of parts) for (let i = 0; i < text.length; i += size) updates.push(...reader.push(stream, text.slice(i, i + size), (t += 10)));
+  for (const [stream, text] of parts)
+    for (let i = 0; i < text.length; i += size) updates.push(...reader.push(stream, text.slice(i, i + size), (t += 10)));
   return { updates, summary: reader.finish(exitCode, (t += 10)) };
 }
 
@@ -33,7 +34,15 @@ describe('Claude Code stream-json (captured from claude 2.1.330 against the fake
   });
 
   it('plain text from a CLI that failed before streaming is kept as such (no answer)', () => {
-    const { summary } = feed('claude-stream-json', [['stdout', 'Invalid API key · Please run /login\n'], ['stderr', 'boom\n']], 5, 1);
+    const { summary } = feed(
+      'claude-stream-json',
+      [
+        ['stdout', 'Invalid API key · Please run /login\n'],
+        ['stderr', 'boom\n'],
+      ],
+      5,
+      1,
+    );
     expect(summary).toEqual({ stdout: 'Invalid API key · Please run /login\n', steps: [], moreSteps: 0, ended: [] });
   });
 
@@ -76,9 +85,32 @@ describe('Codex exec --json', () => {
 
   it('a command and a file change (the documented item shapes) become steps with their outcome', () => {
     const events = [
-      { type: 'item.started', item: { id: 'item_1', type: 'command_execution', command: 'bash -lc "npm test"', aggregated_output: '', exit_code: null, status: 'in_progress' } },
-      { type: 'item.completed', item: { id: 'item_1', type: 'command_execution', command: 'bash -lc "npm test"', aggregated_output: '1 failing\n', exit_code: 1, status: 'failed' } },
-      { type: 'item.completed', item: { id: 'item_2', type: 'file_change', changes: [{ path: 'src/app.py', kind: 'update' }], status: 'completed' } },
+      {
+        type: 'item.started',
+        item: {
+          id: 'item_1',
+          type: 'command_execution',
+          command: 'bash -lc "npm test"',
+          aggregated_output: '',
+          exit_code: null,
+          status: 'in_progress',
+        },
+      },
+      {
+        type: 'item.completed',
+        item: {
+          id: 'item_1',
+          type: 'command_execution',
+          command: 'bash -lc "npm test"',
+          aggregated_output: '1 failing\n',
+          exit_code: 1,
+          status: 'failed',
+        },
+      },
+      {
+        type: 'item.completed',
+        item: { id: 'item_2', type: 'file_change', changes: [{ path: 'src/app.py', kind: 'update' }], status: 'completed' },
+      },
       { type: 'turn.failed', error: { message: 'stream disconnected' } },
     ];
     const { summary } = feed('codex-json', [['stdout', events.map((e) => JSON.stringify(e)).join('\n')]], 11);
@@ -102,24 +134,41 @@ describe('droid exec --output-format stream-json (written from the format of pub
       ['ApplyPatch', '/workspace/app.py', 'ok'],
       ['Read', '/workspace/missing.txt', 'failed'],
     ]);
-    expect(summary.steps.map((s) => s.result)).toEqual([expect.stringContaining('[Process exited with code 2]'), expect.stringContaining('"success":true'), 'Error: file not found']);
+    expect(summary.steps.map((s) => s.result)).toEqual([
+      expect.stringContaining('[Process exited with code 2]'),
+      expect.stringContaining('"success":true'),
+      'Error: file not found',
+    ]);
     expect(updates.filter((u) => u.type === 'note')).toEqual([{ type: 'note', text: 'Fixed the typo in app.py.' }]);
     expect(summary.stdout).toBe('Fixed the typo in app.py.\n');
     expect(progressSentence(summary.steps)).toBe('ran 1 command, made 1 edit, read 1 file');
   });
 
   it('an older droid ends without a completion (its last words are the answer); an error line is the answer when there is none', () => {
-    const noCompletion = fixture('droid-stream-json.jsonl').split('\n').filter((l) => !l.includes('"completion"')).join('\n');
+    const noCompletion = fixture('droid-stream-json.jsonl')
+      .split('\n')
+      .filter((l) => !l.includes('"completion"'))
+      .join('\n');
     expect(feed('droid-stream-json', [['stdout', noCompletion]]).summary.stdout).toBe('Fixed the typo in app.py.\n');
     const error = '{"type":"error","source":"cli","message":"Exec ended early: insufficient permission to proceed.","timestamp":1}\n';
-    expect(feed('droid-stream-json', [['stdout', error]], 7, 1).summary.stdout).toBe('error: Exec ended early: insufficient permission to proceed.\n');
+    expect(feed('droid-stream-json', [['stdout', error]], 7, 1).summary.stdout).toBe(
+      'error: Exec ended early: insufficient permission to proceed.\n',
+    );
   });
 });
 
 describe('the shell trace (sh -x with berth PS4)', () => {
   it("each command is a step; the last takes the run's status; trace lines leave stderr, the rest stays", () => {
     const stderr = `${SHELL_TRACE_PS4}echo 'alice was here'\n${SHELL_TRACE_PS4}ls nope\nls: nope: No such file or directory\npartial${SHELL_TRACE_PS4}false\n`;
-    const { updates, summary } = feed('shell-trace', [['stdout', 'alice was here\n'], ['stderr', stderr]], 3, 1);
+    const { updates, summary } = feed(
+      'shell-trace',
+      [
+        ['stdout', 'alice was here\n'],
+        ['stderr', stderr],
+      ],
+      3,
+      1,
+    );
     expect(summary.steps.map((s) => [s.detail, s.state])).toEqual([
       ["echo 'alice was here'", 'ended'],
       ['ls nope', 'ended'],
@@ -131,7 +180,7 @@ describe('the shell trace (sh -x with berth PS4)', () => {
     expect(summary.ended).toEqual([{ type: 'step', step: expect.objectContaining({ detail: 'false', state: 'failed' }) }]);
   });
 
-  it('a pipeline whose two sides trace at once (the report\'s `env | grep -i proxy`): two clean steps, no control characters, nothing leaks into stderr', () => {
+  it("a pipeline whose two sides trace at once (the report's `env | grep -i proxy`): two clean steps, no control characters, nothing leaks into stderr", () => {
     // As busybox sh wrote it at level low: both prefixes first, then each command on its own line.
     const stderr = `${SHELL_TRACE_PS4}${SHELL_TRACE_PS4}grep -i proxy\nenv\n${SHELL_TRACE_PS4}wget -qO- -T 3 http://example.com\nwget: ${NO_NETWORK_WORDS}\n`;
     const { summary } = feed('shell-trace', [['stderr', stderr]], 5, 1);
@@ -167,8 +216,14 @@ describe('bounds', () => {
   it('details and results are cut to a line, results keep their end', () => {
     const long = 'y'.repeat(5000);
     const lines = [
-      JSON.stringify({ type: 'assistant', message: { content: [{ type: 'tool_use', id: 't', name: 'Bash', input: { command: `echo ${long}\nsecond line` } }] } }),
-      JSON.stringify({ type: 'user', message: { content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'text', text: `${long}END` }] }] } }),
+      JSON.stringify({
+        type: 'assistant',
+        message: { content: [{ type: 'tool_use', id: 't', name: 'Bash', input: { command: `echo ${long}\nsecond line` } }] },
+      }),
+      JSON.stringify({
+        type: 'user',
+        message: { content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'text', text: `${long}END` }] }] },
+      }),
     ];
     const { summary } = feed('claude-stream-json', [['stdout', lines.join('\n')]], 999);
     const [step] = summary.steps;
@@ -182,7 +237,14 @@ describe('bounds', () => {
 describe('progressSentence', () => {
   it('counts the kinds of work and names what runs now', () => {
     const step = (tool: string, detail: string, state: 'running' | 'ok') => ({ id: detail, tool, detail, state, at: 0 });
-    expect(progressSentence([step('Bash', 'ls', 'ok'), step('Bash', 'npm i', 'ok'), step('Edit', 'app.py', 'ok'), step('Bash', 'npm test', 'running')])).toBe('ran 3 commands, made 1 edit; now: npm test');
+    expect(
+      progressSentence([
+        step('Bash', 'ls', 'ok'),
+        step('Bash', 'npm i', 'ok'),
+        step('Edit', 'app.py', 'ok'),
+        step('Bash', 'npm test', 'running'),
+      ]),
+    ).toBe('ran 3 commands, made 1 edit; now: npm test');
     expect(progressSentence([], 0)).toBe('working');
     expect(progressSentence([step('Read', 'a', 'ok')], 4)).toBe('read 1 file, 4 more steps');
   });

@@ -17,7 +17,11 @@ describe('the HTTP app (app.request, in-memory launcher)', () => {
     await using h = unitHome();
     h.create({ name: 'bot', agent: 'shell' });
     const app = appOf(h);
-    const res = await app.request('/api/projects/bot/runs', { method: 'POST', headers: json, body: JSON.stringify({ user: 'web:ann', message: 'echo over http' }) });
+    const res = await app.request('/api/projects/bot/runs', {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ user: 'web:ann', message: 'echo over http' }),
+    });
     expect(res.status).toBe(200);
     const run = (await res.json()) as { run: string; stdout: string; exit_code: number; project: string };
     expect(run).toMatchObject({ project: 'bot', exit_code: 0, stdout: 'over http\n', timed_out: false, truncated: false });
@@ -31,7 +35,11 @@ describe('the HTTP app (app.request, in-memory launcher)', () => {
     h.create({ name: 'bot', agent: 'shell' });
     const app = appOf(h);
     for (const headers of [{}, { authorization: 'Bearer not-the-token' }, { authorization: TOKEN }]) {
-      const res = await app.request('/api/projects/bot/runs', { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ user: 'web:ann', message: 'echo no' }) });
+      const res = await app.request('/api/projects/bot/runs', {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ user: 'web:ann', message: 'echo no' }),
+      });
       expect(res.status).toBe(401);
       expect(res.headers.get('www-authenticate')).toBe('Bearer realm="berth"');
       expect(await res.json()).toMatchObject({ error: { code: 'UNAUTHORIZED', message: 'missing or wrong admin token' } });
@@ -44,13 +52,27 @@ describe('the HTTP app (app.request, in-memory launcher)', () => {
     await using h = unitHome();
     h.create({ name: 'bot', agent: 'shell' });
     const app = appOf(h);
-    const empty = await app.request('/api/projects/bot/runs', { method: 'POST', headers: json, body: JSON.stringify({ user: 'web:ann', message: '' }) });
+    const empty = await app.request('/api/projects/bot/runs', {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ user: 'web:ann', message: '' }),
+    });
     expect(empty.status).toBe(400);
-    expect(await empty.json()).toMatchObject({ error: { code: 'CONFIG_INVALID', issues: [{ field: 'message', reason: 'must not be empty' }] } });
-    const extra = await app.request('/api/projects/bot/runs', { method: 'POST', headers: json, body: JSON.stringify({ user: 'web:ann', message: 'echo x', sudo: true }) });
+    expect(await empty.json()).toMatchObject({
+      error: { code: 'CONFIG_INVALID', issues: [{ field: 'message', reason: 'must not be empty' }] },
+    });
+    const extra = await app.request('/api/projects/bot/runs', {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ user: 'web:ann', message: 'echo x', sudo: true }),
+    });
     expect(extra.status).toBe(400);
     expect(await extra.json()).toMatchObject({ error: { code: 'CONFIG_INVALID', issues: [expect.objectContaining({ field: 'sudo' })] } });
-    const none = await app.request('/api/projects/nope/runs', { method: 'POST', headers: json, body: JSON.stringify({ user: 'web:ann', message: 'echo x' }) });
+    const none = await app.request('/api/projects/nope/runs', {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ user: 'web:ann', message: 'echo x' }),
+    });
     expect(none.status).toBe(404);
     expect(await none.json()).toMatchObject({ error: { code: 'PROJECT_NOT_FOUND' } });
     expect(h.berth.admin.listRuns('bot', { limit: 10 }).runs).toEqual([]);
@@ -59,7 +81,11 @@ describe('the HTTP app (app.request, in-memory launcher)', () => {
   it('POST /api/projects creates a project the store then has; a bad name is 400 naming "name"', async () => {
     await using h = unitHome();
     const app = appOf(h);
-    const made = await app.request('/api/projects', { method: 'POST', headers: json, body: JSON.stringify({ name: 'made', agent: 'shell' }) });
+    const made = await app.request('/api/projects', {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ name: 'made', agent: 'shell' }),
+    });
     expect(made.status).toBe(201);
     expect(h.berth.store.get('made').metadata.agent).toBe('shell');
     const bad = await app.request('/api/projects', { method: 'POST', headers: json, body: JSON.stringify({ name: '../evil' }) });

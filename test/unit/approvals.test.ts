@@ -62,12 +62,34 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
     const { run, events } = runOf('r1');
     const verdict = approvals.request(run, 'example.com:443');
     const a = await asked(events);
-    expect(a).toMatchObject({ kind: 'egress', project: 'p', tenant: 'web:alice', session: 's1', target: 'example.com:443', approver: 'person' });
+    expect(a).toMatchObject({
+      kind: 'egress',
+      project: 'p',
+      tenant: 'web:alice',
+      session: 's1',
+      target: 'example.com:443',
+      approver: 'person',
+    });
     expect(approvals.pending({ project: 'p', tenant: 'web:alice' }).map((p) => p.id)).toEqual([a.id]);
     approvals.answer(a.id, 'once', alice);
     await expect(verdict).resolves.toEqual({ allowed: true });
-    expect(events.at(-1)).toEqual({ type: 'answered', id: a.id, decision: 'once', by: 'tenant:web:alice', target: 'example.com:443', asked_at: a.asked_at, at: expect.any(String) });
-    expect(audit).toEqual([expect.objectContaining({ action: 'approval.allow_once', actor: 'tenant:web:alice', project: 'p', target: expect.stringContaining('example.com:443') })]);
+    expect(events.at(-1)).toEqual({
+      type: 'answered',
+      id: a.id,
+      decision: 'once',
+      by: 'tenant:web:alice',
+      target: 'example.com:443',
+      asked_at: a.asked_at,
+      at: expect.any(String),
+    });
+    expect(audit).toEqual([
+      expect.objectContaining({
+        action: 'approval.allow_once',
+        actor: 'tenant:web:alice',
+        project: 'p',
+        target: expect.stringContaining('example.com:443'),
+      }),
+    ]);
     await expect(approvals.request(run, 'example.com:443')).resolves.toEqual({ allowed: true });
     expect(events.filter((e) => e.type === 'asked')).toHaveLength(1);
     expect(approvals.pending()).toEqual([]);
@@ -77,17 +99,24 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
     approvals.endRun('r2');
   });
 
-  it('the agent answered: its card waits no longer (denied by berth), and its CLI\'s later calls are refused without a card', async () => {
+  it("the agent answered: its card waits no longer (denied by berth), and its CLI's later calls are refused without a card", async () => {
     const { approvals, audit } = rig();
     const answered = new AbortController();
     const { run, events } = runOf('r1', {}, { answered: answered.signal });
     const waiting = approvals.request(run, 'ab.example.com:443');
     const a = await asked(events);
     answered.abort();
-    await expect(waiting).resolves.toEqual({ allowed: false, reason: expect.stringContaining('the agent answered before anyone allowed it') });
+    await expect(waiting).resolves.toEqual({
+      allowed: false,
+      reason: expect.stringContaining('the agent answered before anyone allowed it'),
+    });
     expect(events.at(-1)).toMatchObject({ type: 'answered', id: a.id, decision: 'deny', by: 'berth' });
     expect(approvals.pending()).toEqual([]);
-    await expect(approvals.request(run, 'later.example.com:443')).resolves.toEqual({ allowed: false, reason: expect.stringContaining('the agent had already answered'), quiet: true });
+    await expect(approvals.request(run, 'later.example.com:443')).resolves.toEqual({
+      allowed: false,
+      reason: expect.stringContaining('the agent had already answered'),
+      quiet: true,
+    });
     expect(events.filter((e) => e.type === 'asked')).toHaveLength(1);
     expect(audit.map((e) => [e.action, e.actor])).toEqual([['approval.deny', 'berth']]);
   });
@@ -97,7 +126,10 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
     const { run, events } = runOf('r1');
     const verdict = approvals.request(run, 'evil.example:443');
     approvals.answer((await asked(events)).id, 'deny', alice);
-    await expect(verdict).resolves.toEqual({ allowed: false, reason: expect.stringMatching(/evil\.example:443 is not in project "p"'s egress allowlist, and the request to reach it was denied/) });
+    await expect(verdict).resolves.toEqual({
+      allowed: false,
+      reason: expect.stringMatching(/evil\.example:443 is not in project "p"'s egress allowlist, and the request to reach it was denied/),
+    });
     await expect(approvals.request(run, 'evil.example:443')).resolves.toMatchObject({ allowed: false });
     expect(events.filter((e) => e.type === 'asked')).toHaveLength(1);
     expect(audit.map((e) => e.action)).toEqual(['approval.deny']);
@@ -135,9 +167,15 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
 
   it('with nobody to ask (an API run), or approvals off, the host is refused at once as before', async () => {
     const { approvals, store } = rig();
-    await expect(approvals.request(runOf('r1', {}, { watched: false }).run, 'example.com:443')).resolves.toEqual({ allowed: false, reason: expect.stringMatching(/nobody watches this run/) });
+    await expect(approvals.request(runOf('r1', {}, { watched: false }).run, 'example.com:443')).resolves.toEqual({
+      allowed: false,
+      reason: expect.stringMatching(/nobody watches this run/),
+    });
     const off = runOf('r2', { approvals: 'off' });
-    await expect(approvals.request(off.run, 'example.com:443')).resolves.toEqual({ allowed: false, reason: expect.stringMatching(/^example\.com:443 is not in project "p"'s egress allowlist$/) });
+    await expect(approvals.request(off.run, 'example.com:443')).resolves.toEqual({
+      allowed: false,
+      reason: expect.stringMatching(/^example\.com:443 is not in project "p"'s egress allowlist$/),
+    });
     expect(off.events).toEqual([]);
     expect(store.list()).toEqual([]);
   });
@@ -163,7 +201,9 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
     const a = await asked(events);
     const bob = { actor: 'tenant:web:bob', project: 'p', tenant: 'web:bob' };
     expect(() => approvals.answer(a.id, 'once', bob)).toThrow(expect.objectContaining({ code: 'APPROVAL_NOT_FOUND' }));
-    expect(() => approvals.answer(a.id, 'once', { ...alice, project: 'other' })).toThrow(expect.objectContaining({ code: 'APPROVAL_NOT_FOUND' }));
+    expect(() => approvals.answer(a.id, 'once', { ...alice, project: 'other' })).toThrow(
+      expect.objectContaining({ code: 'APPROVAL_NOT_FOUND' }),
+    );
     for (const forged of ['__proto__', 'constructor', '../../etc', `${a.id}/..`, '']) {
       expect(() => approvals.answer(forged, 'once', alice)).toThrow(expect.objectContaining({ code: 'APPROVAL_NOT_FOUND' }));
     }
@@ -175,14 +215,21 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
   it('connections to one host wait on one question; a run asks at most asksPerRun times', async () => {
     const { approvals } = rig();
     const { run, events } = runOf('r1');
-    const verdicts = [approvals.request(run, 'a.example:443'), approvals.request(run, 'a.example:443'), approvals.request(run, 'a.example:443')];
+    const verdicts = [
+      approvals.request(run, 'a.example:443'),
+      approvals.request(run, 'a.example:443'),
+      approvals.request(run, 'a.example:443'),
+    ];
     const a = await asked(events);
     expect(events).toHaveLength(1);
     approvals.answer(a.id, 'once', alice);
     await expect(Promise.all(verdicts)).resolves.toEqual([{ allowed: true }, { allowed: true }, { allowed: true }]);
     const more = Array.from({ length: APPROVAL_BOUNDS.asksPerRun }, (_, i) => approvals.request(run, `h${i}.example:443`));
     await vi.waitFor(() => expect(events.filter((e) => e.type === 'asked')).toHaveLength(APPROVAL_BOUNDS.asksPerRun));
-    await expect(more.at(-1)).resolves.toEqual({ allowed: false, reason: expect.stringMatching(new RegExp(`asked ${APPROVAL_BOUNDS.asksPerRun} times already`)) });
+    await expect(more.at(-1)).resolves.toEqual({
+      allowed: false,
+      reason: expect.stringMatching(new RegExp(`asked ${APPROVAL_BOUNDS.asksPerRun} times already`)),
+    });
     approvals.endRun('r1');
     const ended = await Promise.all(more.slice(0, -1));
     expect(ended.every((v) => !v.allowed)).toBe(true);
@@ -199,15 +246,29 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
     expect(cli.list().map((r) => r.id)).toEqual([a.id]);
     expect(cli.answer(a.id, { decision: 'deny', by: 'operator', at: new Date().toISOString() })).toBe(true);
     expect(cli.answer(a.id, { decision: 'once', by: 'operator', at: new Date().toISOString() })).toBe(false);
-    expect(() => approvals.answer(a.id, 'once', alice)).toThrow(expect.objectContaining({ code: 'APPROVAL_NOT_FOUND', message: expect.stringMatching(/answered already/) }));
+    expect(() => approvals.answer(a.id, 'once', alice)).toThrow(
+      expect.objectContaining({ code: 'APPROVAL_NOT_FOUND', message: expect.stringMatching(/answered already/) }),
+    );
     await expect(verdict).resolves.toMatchObject({ allowed: false });
     expect(events.at(-1)).toMatchObject({ type: 'answered', decision: 'deny', by: 'operator' });
     expect(fs.readdirSync(join(dir, 'approvals'))).toEqual([]);
   });
 
-  it('a request whose process is gone is nobody\'s: listed by no one, and removed', () => {
+  it("a request whose process is gone is nobody's: listed by no one, and removed", () => {
     const { store, dir } = rig();
-    store.put({ id: 'abcdef0123', kind: 'egress', project: 'p', tenant: 't', session: 's', run: 'r', target: 'x.example:443', approver: 'person', asked_at: new Date().toISOString(), expires_at: new Date().toISOString(), owner: '999999999.1.x' });
+    store.put({
+      id: 'abcdef0123',
+      kind: 'egress',
+      project: 'p',
+      tenant: 't',
+      session: 's',
+      run: 'r',
+      target: 'x.example:443',
+      approver: 'person',
+      asked_at: new Date().toISOString(),
+      expires_at: new Date().toISOString(),
+      owner: '999999999.1.x',
+    });
     expect(store.get('abcdef0123')).toBeUndefined();
     expect(store.list()).toEqual([]);
     expect(fs.readdirSync(join(dir, 'approvals'))).toEqual([]);
@@ -216,7 +277,10 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
   it("a person's level request: only the operator may allow it (the session's level is raised then), one waits per session, and the chat is told", async () => {
     const { approvals, audit, raised } = rig();
     const told: string[] = [];
-    const ask = () => approvals.requestLevel({ project: 'p', tenant: 'web:alice', session: 's1', level: 'high', timeoutSeconds: 60 }, (a) => told.push(`${a.decision} by ${a.by}`));
+    const ask = () =>
+      approvals.requestLevel({ project: 'p', tenant: 'web:alice', session: 's1', level: 'high', timeoutSeconds: 60 }, (a) =>
+        told.push(`${a.decision} by ${a.by}`),
+      );
     const a = ask();
     expect(a).toMatchObject({ kind: 'level', target: 'high', approver: 'operator', tenant: 'web:alice' });
     expect(ask().id).toBe(a.id);

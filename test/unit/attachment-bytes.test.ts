@@ -25,18 +25,26 @@ describe('readCapped', () => {
 
   it('cuts a body without a length once it passes the bound: the chunks after it are never pulled', async () => {
     const pulled: number[] = [];
-    await expect(readCapped(new Response(streamOf([60, 60, 60, 60], pulled)), 100, 'x', 'Example')).rejects.toMatchObject({ code: 'TOO_LARGE', message: 'the file is larger than 100 bytes (Example\'s limit)' });
+    await expect(readCapped(new Response(streamOf([60, 60, 60, 60], pulled)), 100, 'x', 'Example')).rejects.toMatchObject({
+      code: 'TOO_LARGE',
+      message: "the file is larger than 100 bytes (Example's limit)",
+    });
     expect(pulled.length).toBeLessThan(4);
   });
 
   it('refuses a declared length over the bound before reading', async () => {
     const pulled: number[] = [];
-    await expect(readCapped(new Response(streamOf([10], pulled), { headers: { 'content-length': '101' } }), 100, 'x')).rejects.toMatchObject({ code: 'TOO_LARGE' });
+    await expect(
+      readCapped(new Response(streamOf([10], pulled), { headers: { 'content-length': '101' } }), 100, 'x'),
+    ).rejects.toMatchObject({ code: 'TOO_LARGE' });
     expect(pulled).toEqual([]);
   });
 
-  it('a non-2xx answer is the service\'s error, its body unread', async () => {
-    await expect(readCapped(new Response('nope', { status: 404 }), 100, 'the download')).rejects.toMatchObject({ status: 404, message: 'the download: HTTP 404' });
+  it("a non-2xx answer is the service's error, its body unread", async () => {
+    await expect(readCapped(new Response('nope', { status: 404 }), 100, 'the download')).rejects.toMatchObject({
+      status: 404,
+      message: 'the download: HTTP 404',
+    });
   });
 });
 
@@ -51,7 +59,8 @@ describe('decodeBase64Capped', () => {
   });
 
   it('refuses what is not base64', () => {
-    for (const bad of ['a', 'ab$d', 'aGk=aGk=', '====']) expect(() => decodeBase64Capped(bad, 100)).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+    for (const bad of ['a', 'ab$d', 'aGk=aGk=', '===='])
+      expect(() => decodeBase64Capped(bad, 100)).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
   });
 });
 

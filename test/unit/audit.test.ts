@@ -15,7 +15,14 @@ const tmp = () => {
 afterEach(() => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
-const event = (i: number) => ({ kind: 'admin' as const, action: 'project.update', actor: 'admin', project: `p${i % 2}`, target: `t${i}`, outcome: 'ok' as const });
+const event = (i: number) => ({
+  kind: 'admin' as const,
+  action: 'project.update',
+  actor: 'admin',
+  project: `p${i % 2}`,
+  target: `t${i}`,
+  outcome: 'ok' as const,
+});
 
 describe('audit log: a hash chain', () => {
   it('verifies a whole log, and filters newest first', () => {
@@ -31,7 +38,12 @@ describe('audit log: a hash chain', () => {
     ['a removed line', (lines: string[]) => lines.splice(3, 1), 4, /removed, inserted or reordered/],
     ['two lines swapped', (lines: string[]) => ([lines[1], lines[2]] = [lines[2] as string, lines[1] as string]), 2, /does not follow/],
     ['a line cut in half', (lines: string[]) => (lines[4] = (lines[4] as string).slice(0, 40)), 5, /not an audit entry/],
-    ['a field added to a line (outside its hash)', (lines: string[]) => (lines[3] = (lines[3] as string).replace('{', '{"note":"all fine",')), 4, /not an audit entry/],
+    [
+      'a field added to a line (outside its hash)',
+      (lines: string[]) => (lines[3] = (lines[3] as string).replace('{', '{"note":"all fine",')),
+      4,
+      /not an audit entry/,
+    ],
   ])('names the line where %s breaks the chain', (_what, tamper, line, reason) => {
     const file = tmp();
     for (let i = 0; i < 6; i++) appendAudit(file, event(i));
@@ -49,10 +61,14 @@ describe('audit log: a hash chain', () => {
     // Rotating every ~2 KiB on the way: rotation happens under the same lock as the append.
     const script = `import { appendAudit } from ${JSON.stringify(join(process.cwd(), 'src/store/audit.ts'))}; for (let i = 0; i < 15; i++) appendAudit(process.argv[1], { kind: 'admin', action: 'x', actor: 'p' + process.pid, outcome: 'ok' }, { rotateBytes: 2048, keep: 100 });`;
     await Promise.all(
-      Array.from({ length: 3 }, () => new Promise<void>((resolve, reject) => {
-        const p = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, file], { stdio: 'inherit' });
-        p.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
-      })),
+      Array.from(
+        { length: 3 },
+        () =>
+          new Promise<void>((resolve, reject) => {
+            const p = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, file], { stdio: 'inherit' });
+            p.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
+          }),
+      ),
     );
     expect(verifyAudit(file)).toMatchObject({ ok: true, lines: 45 });
     expect(verifyAudit(file).files).toBeGreaterThan(1);
@@ -65,7 +81,11 @@ describe('audit log: a hash chain', () => {
   });
 });
 
-const names = (file: string) => fs.readdirSync(join(file, '..')).filter((n) => !n.endsWith('.lock')).sort();
+const names = (file: string) =>
+  fs
+    .readdirSync(join(file, '..'))
+    .filter((n) => !n.endsWith('.lock'))
+    .sort();
 const linesOf = (path: string) => fs.readFileSync(path, 'utf8').trimEnd().split('\n');
 
 describe('audit log: rotation keeps one chain across files', () => {
@@ -75,7 +95,8 @@ describe('audit log: rotation keeps one chain across files', () => {
     const file = tmp();
     for (let i = 0; i < 30; i++) appendAudit(file, event(i), small);
     expect(names(file)).toEqual(['audit.jsonl', 'audit.jsonl.7', 'audit.jsonl.8', 'audit.jsonl.9', 'audit.jsonl.head']);
-    for (const n of ['audit.jsonl.7', 'audit.jsonl.8', 'audit.jsonl.9']) expect(fs.statSync(join(file, '..', n)).size).toBeGreaterThanOrEqual(600);
+    for (const n of ['audit.jsonl.7', 'audit.jsonl.8', 'audit.jsonl.9'])
+      expect(fs.statSync(join(file, '..', n)).size).toBeGreaterThanOrEqual(600);
     // The first line of the oldest kept file chains to the last line of a deleted one: the head names that point.
     const head = JSON.parse(fs.readFileSync(`${file}.head`, 'utf8'));
     const firstKept = JSON.parse(linesOf(join(file, '..', 'audit.jsonl.7'))[0] as string);
@@ -96,11 +117,17 @@ describe('audit log: rotation keeps one chain across files', () => {
     const lines = linesOf(older);
     lines[1] = (lines[1] as string).replace('"outcome":"ok"', '"outcome":"refused"');
     fs.writeFileSync(older, `${lines.join('\n')}\n`);
-    expect(verifyAudit(file)).toMatchObject({ ok: false, broken: { file: 'audit.jsonl.8', line: 2, reason: expect.stringMatching(/edited/) } });
+    expect(verifyAudit(file)).toMatchObject({
+      ok: false,
+      broken: { file: 'audit.jsonl.8', line: 2, reason: expect.stringMatching(/edited/) },
+    });
     fs.writeFileSync(older, original);
     expect(verifyAudit(file).ok).toBe(true);
     fs.rmSync(join(file, '..', 'audit.jsonl.7'));
-    expect(verifyAudit(file)).toMatchObject({ ok: false, broken: { file: 'audit.jsonl.8', line: 1, reason: expect.stringMatching(/does not follow/) } });
+    expect(verifyAudit(file)).toMatchObject({
+      ok: false,
+      broken: { file: 'audit.jsonl.8', line: 1, reason: expect.stringMatching(/does not follow/) },
+    });
   });
 });
 
@@ -110,7 +137,15 @@ describe('audit log: the head kept beside the log shows lines cut off its end (L
     for (let i = 0; i < 8; i++) appendAudit(file, event(i));
     const lines = linesOf(file);
     fs.writeFileSync(file, `${lines.slice(0, 5).join('\n')}\n`);
-    expect(verifyAudit(file)).toMatchObject({ ok: false, lines: 5, broken: { file: 'audit.jsonl', line: 0, reason: 'the log ends at #5 but berth last wrote #8 (recorded in audit.jsonl.head): 3 line(s) were cut from the end' } });
+    expect(verifyAudit(file)).toMatchObject({
+      ok: false,
+      lines: 5,
+      broken: {
+        file: 'audit.jsonl',
+        line: 0,
+        reason: 'the log ends at #5 but berth last wrote #8 (recorded in audit.jsonl.head): 3 line(s) were cut from the end',
+      },
+    });
     const next = appendAudit(file, event(9));
     expect(next).toMatchObject({ seq: 9, prev: JSON.parse(lines[7] as string).hash });
     expect(verifyAudit(file)).toMatchObject({ ok: false, broken: { line: 6, reason: expect.stringMatching(/does not follow/) } });
@@ -126,7 +161,10 @@ describe('audit log: the head kept beside the log shows lines cut off its end (L
     fs.rmSync(`${file}.head`);
     appendAudit(file, { ...event(7), target: 'forged' });
     fs.renameSync(`${file}.head.saved`, `${file}.head`);
-    expect(verifyAudit(file)).toMatchObject({ ok: false, broken: { line: 4, reason: expect.stringMatching(/not the line #4 berth wrote last/) } });
+    expect(verifyAudit(file)).toMatchObject({
+      ok: false,
+      broken: { line: 4, reason: expect.stringMatching(/not the line #4 berth wrote last/) },
+    });
   });
 
   it('a log with lines but no head fails (deleting the head is no way around it); a berth stopped between a line and its head passes', () => {
@@ -137,7 +175,10 @@ describe('audit log: the head kept beside the log shows lines cut off its end (L
     fs.writeFileSync(`${file}.head`, head); // the head two lines behind: as after kill -9 between a line and its head
     expect(verifyAudit(file)).toEqual({ ok: true, lines: 5, files: 1 });
     fs.rmSync(`${file}.head`);
-    expect(verifyAudit(file)).toMatchObject({ ok: false, broken: { file: 'audit.jsonl.head', reason: expect.stringMatching(/no head record/) } });
+    expect(verifyAudit(file)).toMatchObject({
+      ok: false,
+      broken: { file: 'audit.jsonl.head', reason: expect.stringMatching(/no head record/) },
+    });
     appendAudit(file, event(5)); // an upgraded berth writes its first head with the next event
     expect(verifyAudit(file)).toEqual({ ok: true, lines: 6, files: 1 });
   });
@@ -161,7 +202,15 @@ describe('unauthenticated requests: a count per surface and minute, not a line e
     summary.flush();
     expect(written).toHaveLength(1);
     const [line] = written as [AuditEvent];
-    expect(line).toMatchObject({ kind: 'auth_failure', action: 'unauthenticated api', actor: 'anonymous', outcome: 'refused', code: 'UNAUTHORIZED', count: 300, first_at: '2026-11-24T10:00:00.000Z' });
+    expect(line).toMatchObject({
+      kind: 'auth_failure',
+      action: 'unauthenticated api',
+      actor: 'anonymous',
+      outcome: 'refused',
+      code: 'UNAUTHORIZED',
+      count: 300,
+      first_at: '2026-11-24T10:00:00.000Z',
+    });
     expect(line.samples).toHaveLength(UNAUTHENTICATED_SUMMARY.samples);
     for (const s of line.samples ?? []) {
       expect(s.length).toBeLessThanOrEqual(UNAUTHENTICATED_SUMMARY.sampleChars);

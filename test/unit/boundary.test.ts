@@ -30,7 +30,11 @@ const plan = {
   limits: { memoryBytes: 512 << 20, nanoCpus: 1e9, pids: 256 },
 } as unknown as RunPlan;
 
-function recordWith(policy: Policy, observed: (asPlanned: Observed) => Observed, uses?: { kept: CredentialUse[]; more: number }): RunRecord {
+function recordWith(
+  policy: Policy,
+  observed: (asPlanned: Observed) => Observed,
+  uses?: { kept: CredentialUse[]; more: number },
+): RunRecord {
   const planned = plannedBoundary(plan);
   const asPlanned: Observed = { ...structuredClone(planned), seen_from: { mounts: 'inside', capabilities: 'inside' } };
   return {
@@ -55,7 +59,13 @@ async function ask(records: RunRecord[]): Promise<string[]> {
   dirs.push(dir);
   const sent: string[] = [];
   const asked: Array<{ user?: string; limit?: number }> = [];
-  const transport: ChatTransport = { name: 'test', send: async (_chat, text) => void sent.push(text), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'p' };
+  const transport: ChatTransport = {
+    name: 'test',
+    send: async (_chat, text) => void sent.push(text),
+    typing: async () => undefined,
+    acknowledge: async () => undefined,
+    projectOf: () => 'p',
+  };
   const admin = fakeCoreAdmin({
     listRuns: (_project, filter) => {
       asked.push(filter);
@@ -63,7 +73,15 @@ async function ask(records: RunRecord[]): Promise<string[]> {
     },
   });
   const config = BerthConfigSchema.parse({});
-  const core = createBridgeCore({ transport, inbox: openInbox(dir, 'test'), state: openBridgeState(dir, 'test'), admin, config: () => config, logger: pino({ level: 'silent' }), senderAllowed: () => true });
+  const core = createBridgeCore({
+    transport,
+    inbox: openInbox(dir, 'test'),
+    state: openBridgeState(dir, 'test'),
+    admin,
+    config: () => config,
+    logger: pino({ level: 'silent' }),
+    senderAllowed: () => true,
+  });
   core.receive({ id: 'm1', chat: 'c', tenant: 'signal:alice', sender: 'signal:alice', text: '/boundary' });
   await core.idle();
   expect(asked).toEqual([{ user: 'signal:alice', limit: 1 }]);
@@ -76,8 +94,21 @@ describe('/boundary', () => {
     // As under gVisor: its namespaces are its own kernel's, which the host cannot read.
     const uses = {
       kept: [
-        { secret: 'GITHUB_TOKEN', method: 'POST', host: 'api.github.com', path: '/repos/alice/a-rather-long-project-name/pulls', status: 201 },
-        { secret: 'GITHUB_TOKEN', method: 'GET', host: 'api.github.com', path: '/user', status: 502, note: 'api.github.com:443 could not be reached' },
+        {
+          secret: 'GITHUB_TOKEN',
+          method: 'POST',
+          host: 'api.github.com',
+          path: '/repos/alice/a-rather-long-project-name/pulls',
+          status: 201,
+        },
+        {
+          secret: 'GITHUB_TOKEN',
+          method: 'GET',
+          host: 'api.github.com',
+          path: '/user',
+          status: 502,
+          note: 'api.github.com:443 could not be reached',
+        },
       ],
       more: 0,
     };
@@ -89,7 +120,7 @@ describe('/boundary', () => {
         'berth added a secret to 2 requests:',
         '- GITHUB_TOKEN → POST api.github.com/repos/alice/a-rathe…ject-name/pulls, 201',
         '- GITHUB_TOKEN → GET api.github.com/user, not sent (502)',
-        "Checked as it started: what berth could read matched its plan (not checked: namespaces).",
+        'Checked as it started: what berth could read matched its plan (not checked: namespaces).',
       ].join('\n'),
     ]);
   });

@@ -30,7 +30,12 @@ afterEach(() => {
 
 function setup(
   result: (message: string) => Partial<RunView> = (message) => ({ stdout: `done ${message}` }),
-  opts: { progressAfter?: number; during?: (request: Pick<RunRequest, 'onProgress' | 'onApproval'>) => void; allowed?: Set<string>; approvals?: BridgeDeps['approvals'] } = {},
+  opts: {
+    progressAfter?: number;
+    during?: (request: Pick<RunRequest, 'onProgress' | 'onApproval'>) => void;
+    allowed?: Set<string>;
+    approvals?: BridgeDeps['approvals'];
+  } = {},
 ) {
   const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
   dirs.push(dir);
@@ -54,9 +59,24 @@ function setup(
     },
   });
   const inbox = openInbox(dir, 'test');
-  const config = BerthConfigSchema.parse({ bridges: { max_concurrent_runs: 4, ...(opts.progressAfter !== undefined ? { progress_message_after_seconds: opts.progressAfter } : {}) } });
+  const config = BerthConfigSchema.parse({
+    bridges: {
+      max_concurrent_runs: 4,
+      ...(opts.progressAfter !== undefined ? { progress_message_after_seconds: opts.progressAfter } : {}),
+    },
+  });
   const senderAllowed = (sender: string) => opts.allowed?.has(sender) ?? true;
-  const coreOn = () => createBridgeCore({ transport, inbox, state: openBridgeState(dir, 'test'), admin, config: () => config, logger: pino({ level: 'silent' }), senderAllowed, approvals: opts.approvals });
+  const coreOn = () =>
+    createBridgeCore({
+      transport,
+      inbox,
+      state: openBridgeState(dir, 'test'),
+      admin,
+      config: () => config,
+      logger: pino({ level: 'silent' }),
+      senderAllowed,
+      approvals: opts.approvals,
+    });
   const core = coreOn();
   let n = 0;
   const message = (tenant: string, chat: string, text: string): InboundMessage => ({ id: `m${n++}`, chat, tenant, sender: tenant, text });
@@ -66,13 +86,29 @@ function setup(
       gates.splice(0).forEach((g) => g());
       return gates.length === 0 && !inbox.open().some((e) => !left.includes(e.id));
     }, 'every run to end');
-  return { core, coreOn, inbox, sent, message, releaseAll, ran: () => ran, to: (chat: string) => sent.filter((s) => s.chat === chat).map((s) => s.text) };
+  return {
+    core,
+    coreOn,
+    inbox,
+    sent,
+    message,
+    releaseAll,
+    ran: () => ran,
+    to: (chat: string) => sent.filter((s) => s.chat === chat).map((s) => s.text),
+  };
 }
 
 describe('bridge core: a run berth stopped', () => {
   it('the reply says why, in words (an unreachable model service, a disk limit), after what the agent printed', async () => {
-    const reason = 'its model service cannot be reached ("anthropic": connect ECONNREFUSED 127.0.0.1:9). The operator must fix it (berth doctor); send the message again later.';
-    const t = setup(() => ({ exit_code: 137, stdout: 'thinking…\n', stderr: 'API Error: 502', timed_out: false, warnings: ['env "X" is allowed but berth.yaml gives it no value', `stopped: ${reason}`] }));
+    const reason =
+      'its model service cannot be reached ("anthropic": connect ECONNREFUSED 127.0.0.1:9). The operator must fix it (berth doctor); send the message again later.';
+    const t = setup(() => ({
+      exit_code: 137,
+      stdout: 'thinking…\n',
+      stderr: 'API Error: 502',
+      timed_out: false,
+      warnings: ['env "X" is allowed but berth.yaml gives it no value', `stopped: ${reason}`],
+    }));
     t.core.receive(t.message('signal:a', 'a', 'fix the bug'));
     await t.releaseAll();
     expect(t.to('a')).toEqual([`thinking…\n\n[berth stopped the agent: ${reason}]`]);
@@ -82,7 +118,13 @@ describe('bridge core: a run berth stopped', () => {
 
 describe('bridge core: a run whose container ended under it', () => {
   it('the reply says why in words (out of memory), not a bare "[exit 137]"', async () => {
-    const t = setup(() => ({ exit_code: 137, stdout: '', stderr: '', timed_out: false, warnings: ['container lost: it ran out of memory (limits.memory_mb)'] }));
+    const t = setup(() => ({
+      exit_code: 137,
+      stdout: '',
+      stderr: '',
+      timed_out: false,
+      warnings: ['container lost: it ran out of memory (limits.memory_mb)'],
+    }));
     t.core.receive(t.message('signal:a', 'a', 'build it'));
     await t.releaseAll();
     expect(t.to('a')).toEqual(["[the agent's container ended before it finished: it ran out of memory (limits.memory_mb)]"]);
@@ -91,7 +133,10 @@ describe('bridge core: a run whose container ended under it', () => {
 });
 
 describe('bridge core: a chat that cannot show the agent at work (Signal)', () => {
-  const step = (id: string, detail: string, state: 'running' | 'ok') => ({ type: 'step' as const, step: { id, tool: 'Bash', detail, state, at: 0 } });
+  const step = (id: string, detail: string, state: 'running' | 'ok') => ({
+    type: 'step' as const,
+    step: { id, tool: 'Bash', detail, state, at: 0 },
+  });
 
   it('a run past progress_message_after_seconds gets one short progress message, never more; then the answer', async () => {
     const t = setup(undefined, {
@@ -122,7 +167,7 @@ describe('bridge core: a chat that cannot show the agent at work (Signal)', () =
 });
 
 describe('bridge core: a stranger (pairing)', () => {
-  it("the first message is kept over a restart and answered once the sender is approved; longer ones and later ones are not kept", async () => {
+  it('the first message is kept over a restart and answered once the sender is approved; longer ones and later ones are not kept', async () => {
     const allowed = new Set<string>();
     const t = setup(undefined, { allowed });
     t.core.receive(t.message('signal:s', 's', 'echo kept'));
@@ -159,7 +204,9 @@ describe('bridge core: the queued notice', () => {
     t.core.receive(t.message('signal:a', 'a', 'echo slow'));
     t.core.receive(t.message('signal:a', 'a', 'echo behind'));
     // Told once it has waited QUEUED_NOTICE_AFTER_MS (behind a run the test has not let end).
-    await eventually(() => expect(t.to('a').slice(2)).toEqual(['berth: queued (1 of your messages in this chat ahead of it); I will answer in order.']));
+    await eventually(() =>
+      expect(t.to('a').slice(2)).toEqual(['berth: queued (1 of your messages in this chat ahead of it); I will answer in order.']),
+    );
     await t.releaseAll();
     expect(t.to('a').slice(3)).toEqual(['done echo slow', 'done echo behind']);
   });
@@ -177,10 +224,18 @@ describe('bridge core: bounded queues, with a clear answer', () => {
     await eventually(() => expect(t.to('a').filter((s) => s.startsWith('berth: queued ('))).toHaveLength(CHAT_PENDING_MAX - 1));
     const refused = t.to('a').filter((s) => s.includes('was not run'));
     expect(refused).toHaveLength(3);
-    expect(refused[0]).toBe(`berth: ${CHAT_PENDING_MAX} of your messages in this chat are waiting already, so "echo ${CHAT_PENDING_MAX}" was not run. Send it again once I have answered the others.`);
+    expect(refused[0]).toBe(
+      `berth: ${CHAT_PENDING_MAX} of your messages in this chat are waiting already, so "echo ${CHAT_PENDING_MAX}" was not run. Send it again once I have answered the others.`,
+    );
     // What they are told about their queue counts their own messages only.
-    expect(t.to('a').filter((s) => s.startsWith('berth: queued (')).at(-1)).toBe(`berth: queued (${CHAT_PENDING_MAX - 1} of your messages in this chat ahead of it); I will answer in order.`);
-    for (const id of ids.slice(CHAT_PENDING_MAX)) expect(t.inbox.all().find((e) => e.id === id)).toMatchObject({ phase: 'failed', reason: 'too many messages waiting (chat)' });
+    expect(
+      t
+        .to('a')
+        .filter((s) => s.startsWith('berth: queued ('))
+        .at(-1),
+    ).toBe(`berth: queued (${CHAT_PENDING_MAX - 1} of your messages in this chat ahead of it); I will answer in order.`);
+    for (const id of ids.slice(CHAT_PENDING_MAX))
+      expect(t.inbox.all().find((e) => e.id === id)).toMatchObject({ phase: 'failed', reason: 'too many messages waiting (chat)' });
     // Another person is neither refused nor told about a's queue.
     t.core.receive(t.message('signal:b', 'b', 'echo b'));
     await t.releaseAll();
@@ -192,7 +247,11 @@ describe('bridge core: bounded queues, with a clear answer', () => {
   it(`one tenant's chats together hold at most ${TENANT_PENDING_MAX} waiting messages`, async () => {
     const t = setup();
     for (let i = 0; i < TENANT_PENDING_MAX + 1; i++) t.core.receive(t.message('web:alice', `p/alice/s${i}`, `echo ${i}`));
-    await eventually(() => expect(t.to(`p/alice/s${TENANT_PENDING_MAX}`)).toEqual([`berth: ${TENANT_PENDING_MAX} of your messages are waiting already, so "echo ${TENANT_PENDING_MAX}" was not run. Send it again once I have answered the others.`]));
+    await eventually(() =>
+      expect(t.to(`p/alice/s${TENANT_PENDING_MAX}`)).toEqual([
+        `berth: ${TENANT_PENDING_MAX} of your messages are waiting already, so "echo ${TENANT_PENDING_MAX}" was not run. Send it again once I have answered the others.`,
+      ]),
+    );
     // Four slots, one tenant: it holds at most runs.per_tenant (2 by default) of them.
     await eventually(() => expect(t.ran()).toBe(2));
     await t.releaseAll();
@@ -201,9 +260,15 @@ describe('bridge core: bounded queues, with a clear answer', () => {
 });
 
 describe('bridge core: recovery after a restart', () => {
-  it('each open phase a dead berth left is ended its own way; a live berth\'s messages are left to it', async () => {
+  it("each open phase a dead berth left is ended its own way; a live berth's messages are left to it", async () => {
     const t = setup(undefined, { allowed: new Set(['signal:a']) });
-    const put = (id: string, sender: string, text: string, phase?: 'started' | 'answered', extra: { reply?: string; owner?: string } = {}) => {
+    const put = (
+      id: string,
+      sender: string,
+      text: string,
+      phase?: 'started' | 'answered',
+      extra: { reply?: string; owner?: string } = {},
+    ) => {
       t.inbox.receive({ id, chat: sender.slice(7), sender, tenant: sender, text, owner: extra.owner });
       if (phase) t.inbox.mark(id, phase, { reply: extra.reply });
     };
@@ -235,7 +300,17 @@ describe('bridge core: recovery after a restart', () => {
 
 describe('bridge core: a run asks in a chat without cards (Signal)', () => {
   it('the question is said; /yes is answered at once, past the lane the run holds; an answer by timeout is told; a /yes with nothing asked is a command', async () => {
-    const question = (id: string): ApprovalView => ({ id, kind: 'egress', project: 'p', tenant: 'signal:a', session: 's', target: 'example.com:443', approver: 'person', asked_at: '2026-01-01T00:00:00.000Z', expires_at: '2026-01-01T00:01:00.000Z' });
+    const question = (id: string): ApprovalView => ({
+      id,
+      kind: 'egress',
+      project: 'p',
+      tenant: 'signal:a',
+      session: 's',
+      target: 'example.com:443',
+      approver: 'person',
+      asked_at: '2026-01-01T00:00:00.000Z',
+      expires_at: '2026-01-01T00:01:00.000Z',
+    });
     const answers: Array<[string, ApprovalDecision, unknown]> = [];
     let ask: ((e: ApprovalEvent) => void) | undefined;
     const t = setup(undefined, {
@@ -254,7 +329,11 @@ describe('bridge core: a run asks in a chat without cards (Signal)', () => {
       },
     });
     t.core.receive(t.message('signal:a', 'a', 'fetch it'));
-    await eventually(() => expect(t.to('a')).toEqual(['berth: your agent wants to reach example.com:443, which this project does not allow. Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within 1 min: no.)']));
+    await eventually(() =>
+      expect(t.to('a')).toEqual([
+        'berth: your agent wants to reach example.com:443, which this project does not allow. Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within 1 min: no.)',
+      ]),
+    );
     t.core.receive(t.message('signal:a', 'a', '/yes'));
     await eventually(() => expect(t.to('a').at(-1)).toBe('berth: allowed example.com:443 for this message.'));
     expect(answers).toEqual([['q1', 'once', { actor: 'tenant:signal:a', project: 'p', tenant: 'signal:a' }]]);
@@ -280,8 +359,8 @@ describe('bridge core: a run asks in a chat without cards (Signal)', () => {
   });
 });
 
-describe('bridge core: a group chat\'s writers join its team', () => {
-  it('a new writer is recorded once; a member\'s message reads the settings only, never the workspace records', async () => {
+describe("bridge core: a group chat's writers join its team", () => {
+  it("a new writer is recorded once; a member's message reads the settings only, never the workspace records", async () => {
     await using h = unitHome();
     h.create({ name: 'groups' });
     const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-core-'));
@@ -289,7 +368,13 @@ describe('bridge core: a group chat\'s writers join its team', () => {
     const warnings: string[] = [];
     const sent: string[] = [];
     const core = createBridgeCore({
-      transport: { name: 'test', send: async (_chat, text) => void sent.push(text), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'groups' },
+      transport: {
+        name: 'test',
+        send: async (_chat, text) => void sent.push(text),
+        typing: async () => undefined,
+        acknowledge: async () => undefined,
+        projectOf: () => 'groups',
+      },
       inbox: openInbox(dir, 'test'),
       state: openBridgeState(dir, 'test'),
       admin: h.berth.admin,
@@ -320,7 +405,13 @@ describe('bridge core: a chat that changes hands (a direct chat that became a gr
     dirs.push(dir);
     const sent: string[] = [];
     const core = createBridgeCore({
-      transport: { name: 'test', send: async (_chat, text) => void sent.push(text), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'hands' },
+      transport: {
+        name: 'test',
+        send: async (_chat, text) => void sent.push(text),
+        typing: async () => undefined,
+        acknowledge: async () => undefined,
+        projectOf: () => 'hands',
+      },
       inbox: openInbox(dir, 'test'),
       state: openBridgeState(dir, 'test'),
       admin: h.berth.admin,
@@ -348,7 +439,7 @@ describe('bridge core: a chat that changes hands (a direct chat that became a gr
   });
 });
 
-describe('bridge core: /level, by the project\'s rule', () => {
+describe("bridge core: /level, by the project's rule", () => {
   it('a person may lower it, only an admin raise it; else the operator is asked (for as long as the project says); the settings alone are read', async () => {
     await using h = unitHome();
     h.create({ name: 'lv', admins: ['test:boss'] });
@@ -361,7 +452,13 @@ describe('bridge core: /level, by the project\'s rule', () => {
     const sent: Array<{ chat: string; text: string }> = [];
     const asked: Array<{ level: string; timeoutSeconds: number }> = [];
     const core = createBridgeCore({
-      transport: { name: 'test', send: async (chat, text) => void sent.push({ chat, text }), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'lv' },
+      transport: {
+        name: 'test',
+        send: async (chat, text) => void sent.push({ chat, text }),
+        typing: async () => undefined,
+        acknowledge: async () => undefined,
+        projectOf: () => 'lv',
+      },
       inbox: openInbox(dir, 'test'),
       state: openBridgeState(dir, 'test'),
       admin: h.berth.admin,
@@ -374,7 +471,17 @@ describe('bridge core: /level, by the project\'s rule', () => {
         },
         requestLevel: (request) => {
           asked.push({ level: request.level, timeoutSeconds: request.timeoutSeconds });
-          return { id: 'a1', kind: 'level', project: 'lv', tenant: request.tenant, session: request.session, target: request.level, approver: 'operator', asked_at: '2026-01-01T00:00:00.000Z', expires_at: '2026-01-01T00:02:00.000Z' };
+          return {
+            id: 'a1',
+            kind: 'level',
+            project: 'lv',
+            tenant: request.tenant,
+            session: request.session,
+            target: request.level,
+            approver: 'operator',
+            asked_at: '2026-01-01T00:00:00.000Z',
+            expires_at: '2026-01-01T00:02:00.000Z',
+          };
         },
       },
     });
@@ -385,7 +492,9 @@ describe('bridge core: /level, by the project\'s rule', () => {
       return sent.at(-1)?.text;
     };
     expect(await say('test:ann', '/level low')).toBe('berth: level is now low.');
-    expect(await say('test:ann', '/level high')).toBe("berth: only this project's admins may raise the level (it stays low). I asked the operator to allow high; you will hear here when they answer (it waits up to 2 min).");
+    expect(await say('test:ann', '/level high')).toBe(
+      "berth: only this project's admins may raise the level (it stays low). I asked the operator to allow high; you will hear here when they answer (it waits up to 2 min).",
+    );
     expect(asked).toEqual([{ level: 'high', timeoutSeconds: 120 }]);
     expect(await say('test:boss', '/level high')).toBe('berth: level is now high.');
     expect(await say('test:boss', '/level')).toBe('berth: level is high (/level low|medium|high changes it)');

@@ -57,7 +57,13 @@ function setup(over: Partial<BridgeDeps> = {}) {
   const inbox = openInbox(dir, 'test');
   const config = BerthConfigSchema.parse({ bridges: { max_concurrent_runs: 4 } });
   const core = createBridgeCore({
-    transport: { name: 'test', send: async (chat, text) => void sent.push({ chat, text }), typing: async () => undefined, acknowledge: async () => undefined, projectOf: () => 'p' },
+    transport: {
+      name: 'test',
+      send: async (chat, text) => void sent.push({ chat, text }),
+      typing: async () => undefined,
+      acknowledge: async () => undefined,
+      projectOf: () => 'p',
+    },
     inbox,
     state: openBridgeState(dir, 'test'),
     admin,
@@ -117,7 +123,12 @@ describe('waiting messages are bounded per sender too (one person in many groups
     const refused = ids.filter((id) => t.entry(id)?.phase === 'failed');
     expect(t.entry(refused[0] as string)).toMatchObject({ reason: 'too many messages waiting (sender)' });
     const last = `group:g${groups - 1}`;
-    expect(t.to(last).filter((s) => s.includes('was not run')).at(-1)).toBe(
+    expect(
+      t
+        .to(last)
+        .filter((s) => s.includes('was not run'))
+        .at(-1),
+    ).toBe(
       `berth: ${TENANT_PENDING_MAX} of your messages are waiting already, so "echo ${groups - 1}-19" was not run. Send it again once I have answered the others.`,
     );
     // Someone else is still taken (in a group of their own: alice's groups have full lanes).

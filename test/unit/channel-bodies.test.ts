@@ -20,7 +20,9 @@ describe('readBodyBounded', () => {
   });
 
   it('stops at the byte bound, and refuses a declared length over it before reading', async () => {
-    await expect(readBodyBounded(trickle(['x'.repeat(60), 'x'.repeat(60)], true), 100)).rejects.toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
+    await expect(readBodyBounded(trickle(['x'.repeat(60), 'x'.repeat(60)], true), 100)).rejects.toMatchObject({
+      code: 'PAYLOAD_TOO_LARGE',
+    });
     const declared = new Request('http://x/', { method: 'POST', headers: { 'content-length': '5000' }, body: 'x' });
     await expect(readBodyBounded(declared, 100)).rejects.toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
   });

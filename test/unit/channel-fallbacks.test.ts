@@ -58,7 +58,13 @@ describe('Telegram: plain and file', () => {
     cleanups.push(() => fake.close());
     const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-tg-'));
     cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
-    const transport = createTelegramBridge({ config: TelegramBridgeSchema.parse({ token: fake.token, api_url: fake.url }), logger, dir, take: () => 'accepted', postOut: async () => ({ status: 200 }) });
+    const transport = createTelegramBridge({
+      config: TelegramBridgeSchema.parse({ token: fake.token, api_url: fake.url }),
+      logger,
+      dir,
+      take: () => 'accepted',
+      postOut: async () => ({ status: 200 }),
+    });
     fake.deliverText({ chat: { id: 42, type: 'private', first_name: 'A' }, from: { id: 42, first_name: 'A' }, text: 'hi' });
     return { fake, transport };
   }
@@ -106,7 +112,12 @@ describe('Signal: file', () => {
     fake.failNextSend({ type: 'network' }, { count: 2 });
     const { waits, entry } = await answerThrough(transport, uuid, 'the answer');
     expect(waits).toEqual([2000, 4000]);
-    expect(fake.sent().filter((s) => s.ok).map((s) => s.message)).toEqual(['the answer']);
+    expect(
+      fake
+        .sent()
+        .filter((s) => s.ok)
+        .map((s) => s.message),
+    ).toEqual(['the answer']);
     expect(entry.phase).toBe('replied');
   });
 });
@@ -115,7 +126,13 @@ describe('Slack: plain', () => {
   it('sendPlain: no mrkdwn formatting, & < > still escaped as Slack asks of every text; a send refused (invalid_blocks) goes plain', async () => {
     const fake = await startFakeSlack({ channels: { D1: 'im' } });
     cleanups.push(() => fake.close());
-    const transport = createSlackBridge({ config: SlackBridgeSchema.parse({ bot_token: fake.botToken, signing_secret: fake.signingSecret, api_url: `${fake.url}/api` }), logger, dir: os.tmpdir(), take: () => 'accepted', postOut: async () => ({ status: 200 }) });
+    const transport = createSlackBridge({
+      config: SlackBridgeSchema.parse({ bot_token: fake.botToken, signing_secret: fake.signingSecret, api_url: `${fake.url}/api` }),
+      logger,
+      dir: os.tmpdir(),
+      take: () => 'accepted',
+      postOut: async () => ({ status: 200 }),
+    });
     fake.failNext('chat.postMessage', 'invalid_blocks');
     const { entry } = await answerThrough(transport, 'D1', 'a *b* <c>');
     expect(fake.posted.map((p) => [p.ok, p.text, (p.params as { mrkdwn?: boolean }).mrkdwn])).toEqual([

@@ -36,14 +36,24 @@ async function scriptedService(failing: number, ok: () => unknown, failed: () =>
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, took };
 }
 
-const ctx = <C>(config: C) => ({ config, logger: pino({ level: 'silent' }), dir: '/nonexistent', take: () => 'accepted' as const, postOut: async () => ({ status: 200 }) });
+const ctx = <C>(config: C) => ({
+  config,
+  logger: pino({ level: 'silent' }),
+  dir: '/nonexistent',
+  take: () => 'accepted' as const,
+  postOut: async () => ({ status: 200 }),
+});
 
 const channels: Array<{ name: string; limit: number; start: () => Promise<{ transport: ChannelTransport; took: string[] }> }> = [
   {
     name: 'telegram',
     limit: 4096,
     async start() {
-      const s = await scriptedService(2, () => ({ ok: true, result: { message_id: 1 } }), () => ({ ok: false, error_code: 500, description: 'Internal Server Error' }));
+      const s = await scriptedService(
+        2,
+        () => ({ ok: true, result: { message_id: 1 } }),
+        () => ({ ok: false, error_code: 500, description: 'Internal Server Error' }),
+      );
       return { transport: createTelegramBridge(ctx(TelegramBridgeSchema.parse({ token: '1:x', api_url: s.url }))), took: s.took };
     },
   },
@@ -51,8 +61,15 @@ const channels: Array<{ name: string; limit: number; start: () => Promise<{ tran
     name: 'slack',
     limit: 3900,
     async start() {
-      const s = await scriptedService(2, () => ({ ok: true, ts: '1.0' }), () => ({ ok: false, error: 'internal_error' }));
-      return { transport: createSlackBridge(ctx(SlackBridgeSchema.parse({ bot_token: 'xoxb-x', signing_secret: 's', api_url: s.url }))), took: s.took };
+      const s = await scriptedService(
+        2,
+        () => ({ ok: true, ts: '1.0' }),
+        () => ({ ok: false, error: 'internal_error' }),
+      );
+      return {
+        transport: createSlackBridge(ctx(SlackBridgeSchema.parse({ bot_token: 'xoxb-x', signing_secret: 's', api_url: s.url }))),
+        took: s.took,
+      };
     },
   },
 ];

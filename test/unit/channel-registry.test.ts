@@ -19,7 +19,9 @@ import { telegramChannel } from '../../src/channels/telegram.js';
 const ROOT = join(import.meta.dirname, '..', '..');
 
 function sourceFiles(dir: string): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) => (e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
 }
 
 describe('the channel registry', () => {
@@ -42,9 +44,11 @@ describe('the channel registry', () => {
     }
   });
 
-  it("every setting of every channel is described (berth config and the reference read the descriptions)", () => {
+  it('every setting of every channel is described (berth config and the reference read the descriptions)', () => {
     for (const c of CHANNELS) {
-      const schema = z.toJSONSchema(c.schema, { io: 'input', unrepresentable: 'any' }) as { properties: Record<string, { description?: string }> };
+      const schema = z.toJSONSchema(c.schema, { io: 'input', unrepresentable: 'any' }) as {
+        properties: Record<string, { description?: string }>;
+      };
       for (const [key, prop] of Object.entries(schema.properties)) expect(prop.description, `bridges.${c.name}.${key}`).toBeTruthy();
     }
   });
@@ -55,13 +59,17 @@ describe('the channel registry', () => {
   });
 
   it('berth bridge <name> exists for every channel, and only for them', () => {
-    const bridgeCommands = Object.keys(ENGINE_COMMANDS).filter((n) => n.startsWith('bridge ') && !['bridge pending', 'bridge approve', 'bridge deny'].includes(n));
+    const bridgeCommands = Object.keys(ENGINE_COMMANDS).filter(
+      (n) => n.startsWith('bridge ') && !['bridge pending', 'bridge approve', 'bridge deny'].includes(n),
+    );
     expect(bridgeCommands.sort()).toEqual(CHANNEL_NAMES.map((n) => `bridge ${n}`).sort());
   });
 
-  it('a signed webhook named like a channel is refused: it would take that channel\'s /hooks path', () => {
+  it("a signed webhook named like a channel is refused: it would take that channel's /hooks path", () => {
     const r = BerthConfigSchema.safeParse({ bridges: { webhook: { hooks: { telegram: { secret: 'x'.repeat(40) } } } } });
-    expect(r.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([['bridges.webhook', expect.stringContaining('/hooks/telegram')]]);
+    expect(r.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([
+      ['bridges.webhook', expect.stringContaining('/hooks/telegram')],
+    ]);
   });
 
   it('no code outside src/channels/ names a channel (comments and descriptions aside)', () => {
@@ -73,7 +81,15 @@ describe('the channel registry', () => {
         .split('\n')
         .forEach((line, i) => {
           const code = line.trim();
-          if (code.startsWith('*') || code.startsWith('//') || code.startsWith('/*') || code.includes('.describe(') || code.includes('usage:') || /^'.*',?$/.test(code)) return;
+          if (
+            code.startsWith('*') ||
+            code.startsWith('//') ||
+            code.startsWith('/*') ||
+            code.includes('.describe(') ||
+            code.includes('usage:') ||
+            /^'.*',?$/.test(code)
+          )
+            return;
           if (literal.test(code)) offenders.push(`${relative(ROOT, file)}:${i + 1}: ${code.slice(0, 120)}`);
         });
     }
@@ -83,7 +99,12 @@ describe('the channel registry', () => {
 
 describe('what every channel shares', () => {
   it("a thread's profiles: the thread, its channel or group, then every chat (channels.slack:C123 answers every thread in C123)", () => {
-    const ctx = { logger: pino({ level: 'silent' }), dir: '/nonexistent', take: () => 'duplicate' as const, postOut: async () => ({ status: 200 }) };
+    const ctx = {
+      logger: pino({ level: 'silent' }),
+      dir: '/nonexistent',
+      take: () => 'duplicate' as const,
+      postOut: async () => ({ status: 200 }),
+    };
     const slack = slackChannel.create({ ...ctx, config: slackChannel.schema.parse({ bot_token: 'xoxb-x', signing_secret: 's' }) });
     expect(slack.profileKeys!('C0TEAM001/1700000000.000100')).toEqual(['slack:C0TEAM001/1700000000.000100', 'slack:C0TEAM001', 'slack']);
     expect(slack.profileKeys!('D0ALICE01')).toEqual(['slack:D0ALICE01', 'slack']);
@@ -99,7 +120,10 @@ describe('what every channel shares', () => {
       let best = Infinity;
       for (let i = 0; i < 3; i++) {
         const started = performance.now();
-        const m = slackMessage({ type: 'event_callback', event: { type: 'message', channel_type: 'im', channel: 'D0X1', user: 'U0X1', ts: '1.2', text: '<'.repeat(n) } });
+        const m = slackMessage({
+          type: 'event_callback',
+          event: { type: 'message', channel_type: 'im', channel: 'D0X1', user: 'U0X1', ts: '1.2', text: '<'.repeat(n) },
+        });
         best = Math.min(best, performance.now() - started);
         expect(m?.text.length).toBe(n);
       }

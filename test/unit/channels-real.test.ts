@@ -24,7 +24,18 @@ let h: TestHome;
 let server: HttpSurface;
 
 beforeAll(async () => {
-  h = unitHome({ config: ['bridges:', '  slack:', '    bot_token: xoxb-channels-real', `    signing_secret: ${VECTOR.secret}`, '    api_url: http://127.0.0.1:9/api', 'routes:', '  slack: { project: real }', ''].join('\n') });
+  h = unitHome({
+    config: [
+      'bridges:',
+      '  slack:',
+      '    bot_token: xoxb-channels-real',
+      `    signing_secret: ${VECTOR.secret}`,
+      '    api_url: http://127.0.0.1:9/api',
+      'routes:',
+      '  slack: { project: real }',
+      '',
+    ].join('\n'),
+  });
   h.create({ name: 'real' });
   server = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
 }, 60_000);
@@ -34,9 +45,18 @@ afterAll(async () => {
 });
 
 const slackPost = (body: string, timestamp: string, signature: string) =>
-  fetch(`${server.url}/hooks/slack`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-slack-request-timestamp': timestamp, 'x-slack-signature': signature }, body });
+  fetch(`${server.url}/hooks/slack`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-slack-request-timestamp': timestamp, 'x-slack-signature': signature },
+    body,
+  });
 const bolt = (body: string, timestamp: string, signature: string, secret = VECTOR.secret, nowMilliseconds = Date.now()) =>
-  isValidSlackRequest({ signingSecret: secret, body, headers: { 'x-slack-signature': signature, 'x-slack-request-timestamp': Number(timestamp) }, nowMilliseconds });
+  isValidSlackRequest({
+    signingSecret: secret,
+    body,
+    headers: { 'x-slack-signature': signature, 'x-slack-request-timestamp': Number(timestamp) },
+    nowMilliseconds,
+  });
 
 describe("Slack: berth's signature check against the published vector and Bolt's verifier", () => {
   it("the published vector: Bolt accepts it, and so does berth at the vector's own time (the signature passes; the form body is then no event)", async () => {
@@ -54,7 +74,8 @@ describe("Slack: berth's signature check against the published vector and Bolt's
 
   it('berth accepts exactly the requests Bolt accepts (signed, tampered, wrong secret, stale, uppercase, no prefix)', async () => {
     const body = JSON.stringify({ type: 'url_verification', token: 'x', challenge: 'c-1' });
-    const sign = (ts: string, b = body, secret = VECTOR.secret) => `v0=${createHmac('sha256', secret).update(`v0:${ts}:${b}`).digest('hex')}`;
+    const sign = (ts: string, b = body, secret = VECTOR.secret) =>
+      `v0=${createHmac('sha256', secret).update(`v0:${ts}:${b}`).digest('hex')}`;
     const now = Math.floor(Date.now() / 1000);
     const cases: Array<[string, string, string, string]> = [
       ['signed now', body, String(now), sign(String(now))],

@@ -13,7 +13,8 @@ describe('berth <group> --help', () => {
     const r = await runCli(['project', '--help']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^The "project" commands:\n {2}berth project create <name> /);
-    for (const sub of ['create', 'update', 'delete', 'get', 'list', 'grant', 'revoke']) expect(r.stdout).toContain(`\n  berth project ${sub} `);
+    for (const sub of ['create', 'update', 'delete', 'get', 'list', 'grant', 'revoke'])
+      expect(r.stdout).toContain(`\n  berth project ${sub} `);
     expect((await runCli(['help', 'project'])).stdout).toBe(r.stdout);
     expect((await runCli(['project'])).stdout).toBe(r.stdout);
   });
@@ -21,11 +22,15 @@ describe('berth <group> --help', () => {
   it('an unknown command of a group names the ones it has (exit 64)', async () => {
     const r = await runCli(['project', 'frob']);
     expect(r.code).toBe(64);
-    expect(r.stderr).toBe('USAGE: unknown command "project frob" ("berth project --help" lists its commands: create, update, delete, get, list, show, grant, revoke, set-private-workspace, unset-private-workspace)\n');
+    expect(r.stderr).toBe(
+      'USAGE: unknown command "project frob" ("berth project --help" lists its commands: create, update, delete, get, list, show, grant, revoke, set-private-workspace, unset-private-workspace)\n',
+    );
   });
 
   it('a command that heads a group lists the others in its help', async () => {
-    expect((await runCli(['chat-link', '--help'])).stdout).toMatch(/\nRelated:\n {2}berth chat-link logins .*\n {2}berth chat-link revoke /);
+    expect((await runCli(['chat-link', '--help'])).stdout).toMatch(
+      /\nRelated:\n {2}berth chat-link logins .*\n {2}berth chat-link revoke /,
+    );
   });
 });
 
@@ -33,7 +38,9 @@ describe('berth audit --since', () => {
   it('takes a span back from now (10m, 2h, 7d) as well as an ISO time; anything else is refused naming both forms', async () => {
     expect((await runCli(['--home', home, 'project', 'create', 'spanned'])).code).toBe(0);
     expect((await runCli(['--home', home, 'audit', '--since', '10m'])).stdout).toMatch(/project\.create {2}operator {2}spanned {2}ok/);
-    expect((await runCli(['--home', home, 'audit', '--since', new Date(Date.now() + 3_600_000).toISOString()])).stdout).toBe('no audit events match\n');
+    expect((await runCli(['--home', home, 'audit', '--since', new Date(Date.now() + 3_600_000).toISOString()])).stdout).toBe(
+      'no audit events match\n',
+    );
     const bad = await runCli(['--home', home, 'audit', '--since', '10x']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('since: must be an ISO 8601 time (2026-11-23T00:00:00Z) or a span back from now (90s, 10m, 2h, 7d)');

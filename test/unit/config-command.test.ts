@@ -26,8 +26,14 @@ async function berth(h: string, ...args: string[]) {
 describe('berth config', () => {
   it('set writes one setting, keeps the comments, and the next reader sees it; get shows it', async () => {
     const h = home('# my settings\nruns:\n  warm_idle_seconds: 30 # short\n');
-    expect(await berth(h, 'config', 'set', 'bridges.signal.url', 'http://127.0.0.1:8081')).toMatchObject({ code: 2, err: expect.stringMatching(/^CONFIG_INVALID: /) }); // no account yet: refused whole
-    expect(await berth(h, 'config', 'set', 'bridges.signal', '{ url: "http://127.0.0.1:8081", account: "+4915550000" }')).toMatchObject({ code: 0, out: 'set bridges.signal\n' });
+    expect(await berth(h, 'config', 'set', 'bridges.signal.url', 'http://127.0.0.1:8081')).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/^CONFIG_INVALID: /),
+    }); // no account yet: refused whole
+    expect(await berth(h, 'config', 'set', 'bridges.signal', '{ url: "http://127.0.0.1:8081", account: "+4915550000" }')).toMatchObject({
+      code: 0,
+      out: 'set bridges.signal\n',
+    });
     expect(await berth(h, 'config', 'set', 'routes.signal', '{ project: helper }')).toMatchObject({ code: 0 });
     expect(await berth(h, 'config', 'set', 'runs.warm_idle_seconds', '45')).toMatchObject({ code: 0 });
     const text = fs.readFileSync(join(h, 'berth.yaml'), 'utf8');
@@ -37,7 +43,11 @@ describe('berth config', () => {
     expect((await berth(h, 'config', 'get', 'runs.warm_idle_seconds')).out).toBe('45\n');
     expect((await berth(h, 'config', 'get', 'bridges.signal')).out).toContain('senders: pairing'); // the default, filled in
     // Audited as the operator's other berth.yaml edits are: the refused one too.
-    const audit = fs.readFileSync(join(h, '.berth/audit.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { action: string; target?: string; outcome: string });
+    const audit = fs
+      .readFileSync(join(h, '.berth/audit.jsonl'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { action: string; target?: string; outcome: string });
     expect(audit.filter((e) => e.action === 'config.set').map((e) => [e.target, e.outcome])).toEqual([
       ['bridges.signal.url', 'refused'],
       ['bridges.signal', 'ok'],
@@ -55,12 +65,23 @@ describe('berth config', () => {
     expect(fs.readFileSync(join(h, 'berth.yaml'), 'utf8')).toBe(before);
     expect(await berth(h, 'config', 'unset', 'runs.warm_idle_seconds')).toMatchObject({ code: 0 });
     expect((await berth(h, 'config', 'get', 'runs.warm_idle_seconds')).out).not.toBe('30\n');
-    expect(await berth(h, 'config', 'unset', 'runs.warm_idle_seconds')).toMatchObject({ code: 2, err: 'CONFIG_INVALID: nothing to unset — runs.warm_idle_seconds: not set in berth.yaml\n' });
+    expect(await berth(h, 'config', 'unset', 'runs.warm_idle_seconds')).toMatchObject({
+      code: 2,
+      err: 'CONFIG_INVALID: nothing to unset — runs.warm_idle_seconds: not set in berth.yaml\n',
+    });
   });
 
   it('secrets are never printed', async () => {
     const h = home();
-    expect(await berth(h, 'config', 'set', 'models.anthropic', '{ api: anthropic, url: "https://api.anthropic.com", api_key: sk-ant-secret-123 }')).toMatchObject({ code: 0 });
+    expect(
+      await berth(
+        h,
+        'config',
+        'set',
+        'models.anthropic',
+        '{ api: anthropic, url: "https://api.anthropic.com", api_key: sk-ant-secret-123 }',
+      ),
+    ).toMatchObject({ code: 0 });
     const all = await berth(h, 'config', 'get');
     expect(all.out).toContain('api_key: (set)');
     expect(all.out).not.toContain('sk-ant-secret-123');
@@ -69,6 +90,7 @@ describe('berth config', () => {
 
   it('paths: dotted keys, bounded, never a prototype', () => {
     expect(parseConfigPath('channels.signal:+4915550000.project')).toEqual(['channels', 'signal:+4915550000', 'project']);
-    for (const bad of ['a..b', '.a', 'a.', '__proto__.x', 'a.constructor', 'a b', Array(10).fill('k').join('.')]) expect(() => parseConfigPath(bad)).toThrow(/is not a berth\.yaml path/);
+    for (const bad of ['a..b', '.a', 'a.', '__proto__.x', 'a.constructor', 'a b', Array(10).fill('k').join('.')])
+      expect(() => parseConfigPath(bad)).toThrow(/is not a berth\.yaml path/);
   });
 });

@@ -23,7 +23,9 @@ const appWith = (token = TOKEN) => createApp(appDepsFrom(h.berth, { token, logge
 const app = appWith();
 const loginDir = join(homePaths(h.home).stateDir, 'console-logins');
 
-async function signIn(opts: { https?: boolean; a?: ReturnType<typeof createApp> } = {}): Promise<{ set: string[]; cookie: string; id: string }> {
+async function signIn(
+  opts: { https?: boolean; a?: ReturnType<typeof createApp> } = {},
+): Promise<{ set: string[]; cookie: string; id: string }> {
   const res = await (opts.a ?? app).request(`http://${HOST}/docs/login`, {
     method: 'POST',
     headers: { host: HOST, ...(opts.https ? { 'x-forwarded-proto': 'https' } : {}) },
@@ -37,10 +39,18 @@ async function signIn(opts: { https?: boolean; a?: ReturnType<typeof createApp> 
 
 /** What the console's API answers a cookie with (200: signed in; 401: not). */
 const stateWith = async (cookie: string, opts: { https?: boolean; a?: ReturnType<typeof createApp> } = {}) =>
-  (await (opts.a ?? app).request(`http://${HOST}/console/api/state`, { headers: { host: HOST, cookie, ...(opts.https ? { 'x-forwarded-proto': 'https' } : {}) } })).status;
+  (
+    await (opts.a ?? app).request(`http://${HOST}/console/api/state`, {
+      headers: { host: HOST, cookie, ...(opts.https ? { 'x-forwarded-proto': 'https' } : {}) },
+    })
+  ).status;
 
 const signOut = (cookie: string, headers: Record<string, string> = { origin: `http://${HOST}` }) =>
-  app.request(`http://${HOST}/docs/logout`, { method: 'POST', headers: { host: HOST, cookie, ...headers }, body: new URLSearchParams({ next: '/console' }) });
+  app.request(`http://${HOST}/docs/logout`, {
+    method: 'POST',
+    headers: { host: HOST, cookie, ...headers },
+    body: new URLSearchParams({ next: '/console' }),
+  });
 
 describe('console sign-in', () => {
   it('the old cookie (the HMAC of the admin token, the same for every login) opens nothing', async () => {
@@ -89,7 +99,10 @@ describe('console sign-in', () => {
 
     const out = await signOut(a.cookie);
     expect([out.status, out.headers.get('location')]).toEqual([303, '/console']);
-    expect(out.headers.getSetCookie()).toEqual(['berth_docs=; HttpOnly; SameSite=Strict; Path=/docs; Max-Age=0', 'berth_docs=; HttpOnly; SameSite=Strict; Path=/console; Max-Age=0']);
+    expect(out.headers.getSetCookie()).toEqual([
+      'berth_docs=; HttpOnly; SameSite=Strict; Path=/docs; Max-Age=0',
+      'berth_docs=; HttpOnly; SameSite=Strict; Path=/console; Max-Age=0',
+    ]);
     expect(await stateWith(a.cookie)).toBe(401);
     expect((await app.request(`http://${HOST}/console`, { headers: { host: HOST, cookie: a.cookie } })).status).toBe(401);
     expect(await stateWith(b.cookie)).toBe(200);
@@ -119,7 +132,10 @@ describe('console sign-in', () => {
     expect(await stateWith(`berth_docs=${s.id}`, { https: true })).toBe(401);
     expect(await stateWith(s.cookie)).toBe(401);
     // Signing out over https clears the __Host- cookie (same attributes, or the browser keeps it).
-    const out = await app.request(`http://${HOST}/docs/logout`, { method: 'POST', headers: { host: HOST, origin: `https://${HOST}`, 'x-forwarded-proto': 'https', cookie: s.cookie } });
+    const out = await app.request(`http://${HOST}/docs/logout`, {
+      method: 'POST',
+      headers: { host: HOST, origin: `https://${HOST}`, 'x-forwarded-proto': 'https', cookie: s.cookie },
+    });
     expect(out.headers.getSetCookie()).toEqual(['__Host-berth_docs=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0']);
     expect(await stateWith(s.cookie, { https: true })).toBe(401);
   });

@@ -7,7 +7,12 @@ import { modelUseOf } from '../../src/admin/model-use.js';
 
 const models = BerthConfigSchema.parse({
   models: {
-    anthropic: { api: 'anthropic', url: 'https://api.anthropic.com', api_key: 'k', prices: { 'claude-haiku-*': { input: 1, output: 5 }, 'claude-*': { input: 3, output: 15 } } },
+    anthropic: {
+      api: 'anthropic',
+      url: 'https://api.anthropic.com',
+      api_key: 'k',
+      prices: { 'claude-haiku-*': { input: 1, output: 5 }, 'claude-*': { input: 3, output: 15 } },
+    },
     plain: { api: 'openai', url: 'https://api.openai.com', api_key: 'k' },
   },
 }).models;
@@ -36,7 +41,8 @@ describe('model prices (berth.yaml models.<name>.prices, per million tokens)', (
   });
 
   it('a price is a non-negative number; an unknown key inside a price is refused', () => {
-    const at = (prices: unknown) => BerthConfigSchema.safeParse({ models: { a: { api: 'anthropic', url: 'https://x.example', api_key: 'k', prices } } }).success;
+    const at = (prices: unknown) =>
+      BerthConfigSchema.safeParse({ models: { a: { api: 'anthropic', url: 'https://x.example', api_key: 'k', prices } } }).success;
     expect(at({ '*': { input: 0, output: 0 } })).toBe(true);
     expect(at({ '*': { input: -1, output: 0 } })).toBe(false);
     expect(at({ '*': { input: 1, output: 2, cached: 1 } })).toBe(false);
@@ -45,7 +51,8 @@ describe('model prices (berth.yaml models.<name>.prices, per million tokens)', (
 });
 
 describe('the day of a tenant against its budget', () => {
-  const step = (used: number, over: { warned?: boolean; allowed?: boolean; limit?: number } = {}) => budgetStep({ used, limit: 'limit' in over ? over.limit : 1000, warned: over.warned ?? false, allowed: over.allowed ?? false });
+  const step = (used: number, over: { warned?: boolean; allowed?: boolean; limit?: number } = {}) =>
+    budgetStep({ used, limit: 'limit' in over ? over.limit : 1000, warned: over.warned ?? false, allowed: over.allowed ?? false });
   it.each([
     ['no daily limit: always go', step(5000, { limit: undefined }), 'go'],
     ['under 80%: go', step(799), 'go'],
@@ -57,7 +64,11 @@ describe('the day of a tenant against its budget', () => {
   ])('%s', (_name, got, want) => expect(got).toBe(want));
 
   it('days are UTC days; the week is today and the six before', () => {
-    expect(daysOf(Date.parse('2026-11-27T23:59:59.999Z'))).toEqual({ day: '2026-11-27', today: '2026-11-27T00:00:00.000Z', week: '2026-11-21T00:00:00.000Z' });
+    expect(daysOf(Date.parse('2026-11-27T23:59:59.999Z'))).toEqual({
+      day: '2026-11-27',
+      today: '2026-11-27T00:00:00.000Z',
+      week: '2026-11-21T00:00:00.000Z',
+    });
   });
 
   it('the cost is shown for claude and codex when a budget or a price is there, unless the project says otherwise', () => {
@@ -77,28 +88,57 @@ describe('the words about model use', () => {
     expect([950, 9999, 12_345, 150_000, 2_000_000, 1_250_000].map(tokensWord)).toEqual(['950', '9,999', '12.3k', '150k', '2M', '1.3M']);
   });
   it('the line an answer ends with', () => {
-    expect(costLine(tally(1200, 300, 0.0081), { used: 1500, limit: 100_000 })).toBe('[cost: 1,200 tokens in, 300 out · $0.0081 · 98.5k tokens left today]');
-    expect(costLine(tally(1200, 300, 0.125), { used: 1500, limit: 100_000 })).toBe('[cost: 1,200 tokens in, 300 out · $0.13 · 98.5k tokens left today]');
-    expect(costLine(tally(1200, 300, 0.001), { used: 200_000, limit: 100_000 })).toBe('[cost: 1,200 tokens in, 300 out · $0.001 · none left today]');
-    expect(costLine({ calls: 1, input: 10, output: 2, usd: 0, unpriced: 1 }, { used: 12, limit: undefined })).toBe('[cost: 10 tokens in, 2 out]');
+    expect(costLine(tally(1200, 300, 0.0081), { used: 1500, limit: 100_000 })).toBe(
+      '[cost: 1,200 tokens in, 300 out · $0.0081 · 98.5k tokens left today]',
+    );
+    expect(costLine(tally(1200, 300, 0.125), { used: 1500, limit: 100_000 })).toBe(
+      '[cost: 1,200 tokens in, 300 out · $0.13 · 98.5k tokens left today]',
+    );
+    expect(costLine(tally(1200, 300, 0.001), { used: 200_000, limit: 100_000 })).toBe(
+      '[cost: 1,200 tokens in, 300 out · $0.001 · none left today]',
+    );
+    expect(costLine({ calls: 1, input: 10, output: 2, usd: 0, unpriced: 1 }, { used: 12, limit: undefined })).toBe(
+      '[cost: 10 tokens in, 2 out]',
+    );
   });
   it('/usage says the day, the week and the budget', () => {
     expect(usageReply(tally(800, 200, 0.5), tally(8000, 2000, 5, 1), 10_000, false)).toBe(
-      ['berth: your model use', 'today: 1,000 tokens (800 in, 200 out) in 2 model calls, $0.50', 'last 7 days: 10k tokens (8,000 in, 2,000 out) in 2 model calls, $5.00 + 1 unpriced call', 'Daily budget: 10k tokens; 9,000 tokens left today (days start at 00:00 UTC).'].join('\n'),
+      [
+        'berth: your model use',
+        'today: 1,000 tokens (800 in, 200 out) in 2 model calls, $0.50',
+        'last 7 days: 10k tokens (8,000 in, 2,000 out) in 2 model calls, $5.00 + 1 unpriced call',
+        'Daily budget: 10k tokens; 9,000 tokens left today (days start at 00:00 UTC).',
+      ].join('\n'),
     );
     expect(usageReply(tally(0, 0), tally(0, 0), undefined, false).split('\n').at(-1)).toBe('No daily budget is set.');
   });
   it('the warning and the refusal', () => {
     expect(budgetWarning({ used: 850, limit: 1000 })).toBe("berth: you have used 85% of today's model budget (850 of 1,000 tokens).");
-    expect(budgetWarning({ used: 1000, limit: 1000 })).toMatch(/^berth: you have used today's model budget \(1,000 of 1,000 tokens\)\. Your next message will wait/);
-    expect(budgetRefusal(1000, 'off')).toBe("berth: not run: you have used today's model budget (1,000 tokens). It starts again at 00:00 UTC; /usage shows where you stand.");
+    expect(budgetWarning({ used: 1000, limit: 1000 })).toMatch(
+      /^berth: you have used today's model budget \(1,000 of 1,000 tokens\)\. Your next message will wait/,
+    );
+    expect(budgetRefusal(1000, 'off')).toBe(
+      "berth: not run: you have used today's model budget (1,000 tokens). It starts again at 00:00 UTC; /usage shows where you stand.",
+    );
   });
 });
 
 describe("the console's model use per tenant", () => {
   it('the last hour against the hourly budget, and today (UTC) with its money against the daily one', () => {
     const now = Date.parse('2026-11-27T10:30:00Z');
-    const call = (tenant: string, at: string, input: number, output: number, model = 'claude-sonnet-4') => ({ kind: 'model' as const, at, run: 'r', tenant, session: 's', status: 200, upstream: 'anthropic', model, input_tokens: input, output_tokens: output, ms: 1 });
+    const call = (tenant: string, at: string, input: number, output: number, model = 'claude-sonnet-4') => ({
+      kind: 'model' as const,
+      at,
+      run: 'r',
+      tenant,
+      session: 's',
+      status: 200,
+      upstream: 'anthropic',
+      model,
+      input_tokens: input,
+      output_tokens: output,
+      ms: 1,
+    });
     const use = modelUseOf(
       [
         call('ann', '2026-11-27T10:00:00Z', 1_000_000, 0),

@@ -10,7 +10,7 @@ const at = (step: DeliveryAt['step'], attempt = 1): DeliveryAt => ({ step, attem
 
 describe('delivery policy', () => {
   it('reads a service error: a 4xx is refused (but 408 and 429), a 5xx, no answer or a rate limit may pass', () => {
-    expect(sendFailureOf(new ChannelApiError('sendMessage: Bad Request: can\'t parse entities', 400))).toEqual({ kind: 'refused' });
+    expect(sendFailureOf(new ChannelApiError("sendMessage: Bad Request: can't parse entities", 400))).toEqual({ kind: 'refused' });
     expect(sendFailureOf(new ChannelApiError('M_TOO_LARGE', 413))).toEqual({ kind: 'refused' });
     expect(sendFailureOf(new ChannelApiError('M_UNKNOWN', 500))).toEqual({ kind: 'may-pass' });
     expect(sendFailureOf(new ChannelApiError('cannot be reached', 0))).toEqual({ kind: 'may-pass' });
@@ -42,7 +42,11 @@ describe('delivery policy', () => {
 
   it('a rate limit waits what the service asked; one past the bound is not waited for', () => {
     expect(nextDelivery(at('send'), { kind: 'may-pass', retryAfterMs: 7000 }, all, 0)).toEqual({ step: 'send', attempt: 2, afterMs: 7000 });
-    expect(nextDelivery(at('send'), { kind: 'may-pass', retryAfterMs: DELIVERY_BOUNDS.maxRetryAfterMs + 1 }, all, 0)).toEqual({ step: 'plain', attempt: 1, afterMs: 0 });
+    expect(nextDelivery(at('send'), { kind: 'may-pass', retryAfterMs: DELIVERY_BOUNDS.maxRetryAfterMs + 1 }, all, 0)).toEqual({
+      step: 'plain',
+      attempt: 1,
+      afterMs: 0,
+    });
   });
 
   it('what the transport cannot do is skipped', () => {

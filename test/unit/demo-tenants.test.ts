@@ -51,7 +51,9 @@ describe('berth demo in the served home', () => {
 
     const out: string[] = [];
     expect(await runDemo(berth, io(out))).toBe(0);
-    expect(out.join('')).toContain(`The demo runs as its own tenants ${DEMO_TENANTS.alice} and ${DEMO_TENANTS.bob} in project "demo" of ${berth.home}; no one else's workspace or session is touched.`);
+    expect(out.join('')).toContain(
+      `The demo runs as its own tenants ${DEMO_TENANTS.alice} and ${DEMO_TENANTS.bob} in project "demo" of ${berth.home}; no one else's workspace or session is touched.`,
+    );
 
     // Five runs, none of them with a real tenant's workspace (or anything in it) mounted.
     expect(plans).toHaveLength(5);
@@ -61,13 +63,18 @@ describe('berth demo in the served home', () => {
     // The real tenants' sessions are the ones they had, at their levels; the demo's are its own.
     const after = berth.sessions.list(project).map((s) => [s.tenant_key, s.settings.permission_level]);
     expect(after.filter(([t]) => !String(t).startsWith('demo:'))).toEqual(levelsBefore);
-    expect(new Set(after.filter(([t]) => String(t).startsWith('demo:')).map(([t]) => t))).toEqual(new Set([DEMO_TENANTS.alice, DEMO_TENANTS.bob]));
+    expect(new Set(after.filter(([t]) => String(t).startsWith('demo:')).map(([t]) => t))).toEqual(
+      new Set([DEMO_TENANTS.alice, DEMO_TENANTS.bob]),
+    );
   });
 
   it('refuses to run in a demo project whose tenants share one workspace, and runs nothing', async () => {
     const { berth, plans } = demoHome();
     berth.store.create({ name: DEMO_PROJECT, workspace_isolation: false });
-    await expect(runDemo(berth, io([]))).rejects.toMatchObject({ code: 'CONFIG_INVALID', details: { issues: [{ field: 'workspace_isolation', reason: 'must be on for the demo' }] } });
+    await expect(runDemo(berth, io([]))).rejects.toMatchObject({
+      code: 'CONFIG_INVALID',
+      details: { issues: [{ field: 'workspace_isolation', reason: 'must be on for the demo' }] },
+    });
     expect(plans).toEqual([]);
   });
 });

@@ -48,8 +48,14 @@ describe('knownKeysAt', () => {
 describe('parseCommandArgs', () => {
   const options = { timeout: { type: 'string' as const }, rw: { type: 'boolean' as const } };
   it('reads a negative number as a value: a positional in its place, or the value of the option before it', () => {
-    expect(parseCommandArgs(['runs.warm_idle_seconds', '-5'], options)).toEqual({ values: {}, positionals: ['runs.warm_idle_seconds', '-5'] });
-    expect(parseCommandArgs(['-0.5', 'a', '--rw', '-1e3', 'b'], options)).toEqual({ values: { rw: true }, positionals: ['-0.5', 'a', '-1e3', 'b'] });
+    expect(parseCommandArgs(['runs.warm_idle_seconds', '-5'], options)).toEqual({
+      values: {},
+      positionals: ['runs.warm_idle_seconds', '-5'],
+    });
+    expect(parseCommandArgs(['-0.5', 'a', '--rw', '-1e3', 'b'], options)).toEqual({
+      values: { rw: true },
+      positionals: ['-0.5', 'a', '-1e3', 'b'],
+    });
     expect(parseCommandArgs(['p', '--timeout', '-5'], options)).toEqual({ values: { timeout: '-5' }, positionals: ['p'] });
     expect(parseCommandArgs(['p', '--', '-5', '--rw'], options)).toEqual({ values: {}, positionals: ['p', '-5', '--rw'] });
   });

@@ -57,7 +57,9 @@ describe('assessRunc', () => {
 describe('describeRuns: what admission and warm containers will do', () => {
   it('names the limits in force and whether sessions stay warm', () => {
     const on = describeRuns(BerthConfigSchema.parse({ runs: { max_concurrent: 4, per_tenant: 1, queue: 12 } }));
-    expect(on.detail).toBe('4 at once (4 per project, 1 per tenant), 12 may wait; sessions stay warm 300 s (at most 200) under serve; SIGTERM drains for 30 s');
+    expect(on.detail).toBe(
+      '4 at once (4 per project, 1 per tenant), 12 may wait; sessions stay warm 300 s (at most 200) under serve; SIGTERM drains for 30 s',
+    );
     expect(describeRuns(BerthConfigSchema.parse({ runs: { warm_idle_seconds: 0 } })).detail).toContain('no warm containers');
   });
 });
@@ -69,16 +71,24 @@ describe('doctor: what a chat user would otherwise find first', () => {
 
   it('a project allowed a model upstream berth.yaml does not define FAILs, with the ones it has', () => {
     const [check] = checkModels(config(), [{ name: 'bot', metadata: meta(['openai']) }]);
-    expect(check).toEqual({ name: 'models bot', status: 'fail', detail: expect.stringContaining('openai not in berth.yaml\'s models') });
+    expect(check).toEqual({ name: 'models bot', status: 'fail', detail: expect.stringContaining("openai not in berth.yaml's models") });
     expect(check!.detail).toContain('--model <one of: anthropic>');
     expect(checkModels(config(), [{ name: 'bot', metadata: meta(['anthropic']) }])[0]!.status).toBe('ok');
   });
 
   it('a route answered by a project that does not exist, or a workflow it lacks, FAILs; a good one is ok', () => {
-    const routes = { signal: { project: 'helper' }, 'signal:g1': { project: 'bot', workflow: 'nightly' }, web: { project: 'bot', workflow: 'triage' } };
+    const routes = {
+      signal: { project: 'helper' },
+      'signal:g1': { project: 'bot', workflow: 'nightly' },
+      web: { project: 'bot', workflow: 'triage' },
+    };
     const checks = checkRoutes(config({ routes }), new Map([['bot', ['triage']]]));
     expect(checks).toEqual([
-      { name: 'route signal', status: 'fail', detail: 'answers with project "helper", which does not exist: its messages fail (berth project create helper, or name one of: bot)' },
+      {
+        name: 'route signal',
+        status: 'fail',
+        detail: 'answers with project "helper", which does not exist: its messages fail (berth project create helper, or name one of: bot)',
+      },
       { name: 'route signal:g1', status: 'fail', detail: 'runs workflow "nightly", which project "bot" does not have (workflows: triage)' },
       { name: 'route web', status: 'ok', detail: 'answered by project "bot", workflow "triage"' },
     ]);
@@ -88,14 +98,24 @@ describe('doctor: what a chat user would otherwise find first', () => {
     const old = parseBerthConfig('channels:\n  signal: { project: bot }\n', 'berth.yaml', '/nonexistent-home');
     expect(old.routes).toEqual({ signal: { project: 'bot' } });
     expect(checkRoutes(old, new Map([['bot', []]]))).toEqual([
-      { name: 'routes', status: 'warn', detail: 'berth.yaml names its routes "channels:", their old name: still read, but rename the key to "routes:"' },
+      {
+        name: 'routes',
+        status: 'warn',
+        detail: 'berth.yaml names its routes "channels:", their old name: still read, but rename the key to "routes:"',
+      },
       { name: 'route signal', status: 'ok', detail: 'answered by project "bot"' },
     ]);
-    const both = () => parseBerthConfig('routes:\n  web: { project: bot }\nchannels:\n  signal: { project: bot }\n', 'berth.yaml', '/nonexistent-home');
-    expect(both).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID', details: { issues: [{ field: 'channels', reason: 'is the old name of routes: move its entries there' }] } }));
-    expect(checkRoutes(parseBerthConfig('routes:\n  web: { project: bot }\n', 'berth.yaml', '/nonexistent-home'), new Map([['bot', []]]))).toEqual([
-      { name: 'route web', status: 'ok', detail: 'answered by project "bot"' },
-    ]);
+    const both = () =>
+      parseBerthConfig('routes:\n  web: { project: bot }\nchannels:\n  signal: { project: bot }\n', 'berth.yaml', '/nonexistent-home');
+    expect(both).toThrow(
+      expect.objectContaining({
+        code: 'CONFIG_INVALID',
+        details: { issues: [{ field: 'channels', reason: 'is the old name of routes: move its entries there' }] },
+      }),
+    );
+    expect(
+      checkRoutes(parseBerthConfig('routes:\n  web: { project: bot }\n', 'berth.yaml', '/nonexistent-home'), new Map([['bot', []]])),
+    ).toEqual([{ name: 'route web', status: 'ok', detail: 'answered by project "bot"' }]);
   });
 });
 
@@ -109,7 +129,12 @@ describe('doctor asks each model upstream one cheap authenticated question', () 
     try {
       const upstream = (url: string, key: string) => ({ api: 'anthropic', url, api_key: key });
       const config = BerthConfigSchema.parse({
-        models: { good: upstream(fake.url, 'k-right-0123456789'), badkey: upstream(fake.url, 'k-wrong'), gone: upstream(gone, 'k'), wrongurl: upstream(`${fake.url}/nested`, 'k-right-0123456789') },
+        models: {
+          good: upstream(fake.url, 'k-right-0123456789'),
+          badkey: upstream(fake.url, 'k-wrong'),
+          gone: upstream(gone, 'k'),
+          wrongurl: upstream(`${fake.url}/nested`, 'k-right-0123456789'),
+        },
       });
       const checks = await checkModelUpstreams(config);
       expect(checks.map((c) => [c.name, c.status])).toEqual([
@@ -122,7 +147,9 @@ describe('doctor asks each model upstream one cheap authenticated question', () 
       expect(checks[2]!.detail).toBe(`${gone} cannot be reached (ECONNREFUSED): agents' model calls fail; check models.gone.url`);
       expect(JSON.stringify(checks)).not.toContain('k-right'); // never the key
       // The question it asked: the Models API, with the key as berth sends it on a model call.
-      expect(fake.requests.filter((r) => r.path === '/v1/models').map((r) => [r.method, r.headers['x-api-key'], r.headers['anthropic-version']])).toEqual([
+      expect(
+        fake.requests.filter((r) => r.path === '/v1/models').map((r) => [r.method, r.headers['x-api-key'], r.headers['anthropic-version']]),
+      ).toEqual([
         ['GET', 'k-right-0123456789', '2023-06-01'],
         ['GET', 'k-wrong', '2023-06-01'],
       ]);
@@ -138,9 +165,21 @@ describe('doctor says whether a live berth answers the Signal bridge', () => {
     try {
       const config = BerthConfigSchema.parse({ bridges: { signal: { url: 'http://127.0.0.1:8081', account: '+4915550000' } } });
       expect(checkBridgeConsumers(BerthConfigSchema.parse({}), stateDir)).toEqual([]); // no bridge, nothing to say
-      expect(checkBridgeConsumers(config, stateDir)).toEqual([{ name: 'bridge signal consumer', status: 'warn', detail: 'no running berth answers it: messages wait at Signal until "berth serve" (or "berth bridge signal") runs' }]);
+      expect(checkBridgeConsumers(config, stateDir)).toEqual([
+        {
+          name: 'bridge signal consumer',
+          status: 'warn',
+          detail: 'no running berth answers it: messages wait at Signal until "berth serve" (or "berth bridge signal") runs',
+        },
+      ]);
       const claim = claimBridges({ config: () => config, stateDir });
-      expect(checkBridgeConsumers(config, stateDir)).toEqual([{ name: 'bridge signal consumer', status: 'ok', detail: `berth process ${process.pid} answers it (berth serve or berth bridge signal)` }]);
+      expect(checkBridgeConsumers(config, stateDir)).toEqual([
+        {
+          name: 'bridge signal consumer',
+          status: 'ok',
+          detail: `berth process ${process.pid} answers it (berth serve or berth bridge signal)`,
+        },
+      ]);
       claim.release();
       expect(checkBridgeConsumers(config, stateDir)[0]!.status).toBe('warn');
     } finally {

@@ -19,7 +19,14 @@ afterEach(() => {
 function rig(agent: unknown, answer: 'once' | 'deny' = 'once') {
   const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-egress-decision-'));
   dirs.push(dir);
-  const approvals = createApprovals({ store: openApprovalStore(dir), logger: pino({ level: 'silent' }), audit: () => undefined, sessionHosts: () => [], approveForSession: () => undefined, raiseLevel: () => undefined });
+  const approvals = createApprovals({
+    store: openApprovalStore(dir),
+    logger: pino({ level: 'silent' }),
+    audit: () => undefined,
+    sessionHosts: () => [],
+    approveForSession: () => undefined,
+    raiseLevel: () => undefined,
+  });
   const events: ApprovalEvent[] = [];
   const run: RunIdentity = {
     runId: 'r1',
@@ -31,7 +38,8 @@ function rig(agent: unknown, answer: 'once' | 'deny' = 'once') {
     sessionsDir: '/nonexistent',
     ask: (e) => {
       events.push(e);
-      if (e.type === 'asked') queueMicrotask(() => approvals.answer(e.approval.id, answer, { actor: 'tenant:web:alice', project: 'p', tenant: 'web:alice' }));
+      if (e.type === 'asked')
+        queueMicrotask(() => approvals.answer(e.approval.id, answer, { actor: 'tenant:web:alice', project: 'p', tenant: 'web:alice' }));
     },
   };
   const lookup = vi.fn(async (host: string) => {
@@ -46,7 +54,11 @@ describe("egress decisions: a preset's own calls are refused quietly; an allowed
   it("Codex's own hosts (analytics, connectors): refused without a card, quiet, and never looked up", async () => {
     const { decide, run, events, lookup } = rig('codex');
     for (const host of ['ab.chatgpt.com', 'chatgpt.com']) {
-      await expect(decide(run, host, 443)).resolves.toEqual({ ok: false, reason: expect.stringContaining('the codex CLI calls it for itself, so nobody is asked'), quiet: true });
+      await expect(decide(run, host, 443)).resolves.toEqual({
+        ok: false,
+        reason: expect.stringContaining('the codex CLI calls it for itself, so nobody is asked'),
+        quiet: true,
+      });
     }
     expect(events).toEqual([]);
     expect(lookup).not.toHaveBeenCalled();
@@ -55,7 +67,7 @@ describe("egress decisions: a preset's own calls are refused quietly; an allowed
     expect(events.map((e) => e.type)).toEqual(['asked', 'answered']);
   });
 
-  it('the same host for the shell preset is the person\'s question as any other', async () => {
+  it("the same host for the shell preset is the person's question as any other", async () => {
     const { decide, run, events } = rig('shell');
     await expect(decide(run, 'chatgpt.com', 443)).resolves.toMatchObject({ ok: true, asked: true });
     expect(events[0]).toMatchObject({ type: 'asked', approval: { target: 'chatgpt.com:443' } });
@@ -63,8 +75,16 @@ describe("egress decisions: a preset's own calls are refused quietly; an allowed
 
   it('allowed, but the name does not resolve or is private: the refusal carries asked, so the person is told why', async () => {
     const { decide, run } = rig('shell');
-    await expect(decide(run, 'example.invalid', 80)).resolves.toEqual({ ok: false, reason: 'example.invalid does not resolve', asked: true });
-    await expect(decide(run, 'inside.example', 443)).resolves.toEqual({ ok: false, reason: expect.stringContaining('resolves to a private or loopback address'), asked: true });
+    await expect(decide(run, 'example.invalid', 80)).resolves.toEqual({
+      ok: false,
+      reason: 'example.invalid does not resolve',
+      asked: true,
+    });
+    await expect(decide(run, 'inside.example', 443)).resolves.toEqual({
+      ok: false,
+      reason: expect.stringContaining('resolves to a private or loopback address'),
+      asked: true,
+    });
     // On the allowlist nobody was asked: nothing to tell.
     await expect(decide(run, 'pypi.org', 443)).resolves.toEqual({ ok: true, address: '93.184.215.14', granted: false, asked: false });
   });

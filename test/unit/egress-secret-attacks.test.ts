@@ -82,45 +82,66 @@ function recoverable(text: string, secret: string): boolean {
   const bare = (s: string) => s.toLowerCase().replace(/[^a-z0-9]/g, '');
   const views = [text, text.replace(/%([0-9a-f]{2})/gi, (_, h: string) => String.fromCharCode(parseInt(h, 16)))];
   views.push(text.replace(/\\u00([0-9a-f]{2})/gi, (_, h: string) => String.fromCharCode(parseInt(h, 16))).replace(/\\(.)/g, '$1'));
-  views.push(text.replace(/&#x([0-9a-f]+);/gi, (_, h: string) => String.fromCharCode(parseInt(h, 16))).replace(/&#(\d+);/g, (_, d: string) => String.fromCharCode(Number(d))).replace(/&plus;/gi, '+').replace(/&sol;/gi, '/').replace(/&equals;/gi, '='));
+  views.push(
+    text
+      .replace(/&#x([0-9a-f]+);/gi, (_, h: string) => String.fromCharCode(parseInt(h, 16)))
+      .replace(/&#(\d+);/g, (_, d: string) => String.fromCharCode(Number(d)))
+      .replace(/&plus;/gi, '+')
+      .replace(/&sol;/gi, '/')
+      .replace(/&equals;/gi, '='),
+  );
   for (const run of views[1]!.match(/[A-Za-z0-9+/_-]{8,}/g) ?? []) {
-    for (let skip = 0; skip < 4; skip++) views.push(Buffer.from(run.slice(skip).replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('latin1'));
+    for (let skip = 0; skip < 4; skip++)
+      views.push(Buffer.from(run.slice(skip).replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('latin1'));
   }
-  for (const run of text.match(/[0-9a-f]{8,}/gi) ?? []) for (let skip = 0; skip < 2; skip++) views.push(Buffer.from(run.slice(skip), 'hex').toString('latin1'));
+  for (const run of text.match(/[0-9a-f]{8,}/gi) ?? [])
+    for (let skip = 0; skip < 2; skip++) views.push(Buffer.from(run.slice(skip), 'hex').toString('latin1'));
   return views.some((v) => v.toLowerCase().includes(middle) || bare(v).includes(bare(middle)));
 }
 
 function configWith(secrets: unknown): BerthConfig {
-  return BerthConfigSchema.parse({ egress: { private_hosts: [`localhost:${port}`, `*.lab.test:${port}`], trust_ca_files: [join(dir, 'public-ca.pem')] }, secrets });
+  return BerthConfigSchema.parse({
+    egress: { private_hosts: [`localhost:${port}`, `*.lab.test:${port}`], trust_ca_files: [join(dir, 'public-ca.pem')] },
+    secrets,
+  });
 }
 
 beforeAll(async () => {
   fs.writeFileSync(join(dir, 'public-ca.pem'), publicCa.certPem);
   fs.writeFileSync(join(dir, 'tok'), VALUE, { mode: 0o600 });
-  upstream = https.createServer({ key: serverKey.export({ type: 'pkcs8', format: 'pem' }), cert: issueServerCert(publicCa, 'localhost', serverKey) }, (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) });
-      const got = req.headers['x-basic'] ?? req.headers.authorization;
-      const r = typeof got === 'string' ? reflection(req.url ?? '', got) : undefined;
-      res.writeHead(r?.status ?? 200, r?.headers ?? {});
-      if (req.url?.includes('/slow') && typeof r?.body === 'string') {
-        // One byte per write: the seams fall everywhere.
-        const bytes = Buffer.from(r.body);
-        let at = 0;
-        const next = () => (at < bytes.length ? res.write(bytes.subarray(at, ++at), () => setImmediate(next)) : res.end());
-        return void next();
-      }
-      res.end(r?.body ?? 'ok');
-    });
-  });
+  upstream = https.createServer(
+    { key: serverKey.export({ type: 'pkcs8', format: 'pem' }), cert: issueServerCert(publicCa, 'localhost', serverKey) },
+    (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) });
+        const got = req.headers['x-basic'] ?? req.headers.authorization;
+        const r = typeof got === 'string' ? reflection(req.url ?? '', got) : undefined;
+        res.writeHead(r?.status ?? 200, r?.headers ?? {});
+        if (req.url?.includes('/slow') && typeof r?.body === 'string') {
+          // One byte per write: the seams fall everywhere.
+          const bytes = Buffer.from(r.body);
+          let at = 0;
+          const next = () => (at < bytes.length ? res.write(bytes.subarray(at, ++at), () => setImmediate(next)) : res.end());
+          return void next();
+        }
+        res.end(r?.body ?? 'ok');
+      });
+    },
+  );
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   port = (upstream.address() as AddressInfo).port;
   config = configWith({
     MYTOK: { file: join(dir, 'tok'), grants: [{ project: 'p', host: `localhost:${port}`, path_prefix: '/r/' }] },
-    BASICTOK: { file: join(dir, 'tok'), grants: [{ project: 'p', host: `localhost:${port}`, path_prefix: '/basic/', basic_user: USER, header: 'X-Basic' }] },
-    METHTOK: { file: join(dir, 'tok'), grants: [{ project: 'p', host: `localhost:${port}`, path_prefix: '/m/', methods: ['GET', 'POST'], header: 'X-M', format: '{}' }] },
+    BASICTOK: {
+      file: join(dir, 'tok'),
+      grants: [{ project: 'p', host: `localhost:${port}`, path_prefix: '/basic/', basic_user: USER, header: 'X-Basic' }],
+    },
+    METHTOK: {
+      file: join(dir, 'tok'),
+      grants: [{ project: 'p', host: `localhost:${port}`, path_prefix: '/m/', methods: ['GET', 'POST'], header: 'X-M', format: '{}' }],
+    },
     WILD: { file: join(dir, 'tok'), grants: [{ project: 'p', host: `*.lab.test:${port}` }] },
   });
   const broker = createSecretBroker({ config: () => config, values: createSecretValues(), metrics });
@@ -129,7 +150,15 @@ beforeAll(async () => {
   const proxy = createEgressProxy({ config: () => config, logger: pino({ level: 'silent' }), metrics, broker, ca: () => berthCa, lookup });
   fs.mkdirSync(join(dir, 'run'));
   socketPath = join(dir, 'run', 'egress.sock');
-  const run: RunIdentity = { runId: 'r1', project: 'p', metadata: ProjectMetadataSchema.parse({ name: 'p' }), tenantKey: 't:alice', session: 's1', workspaceId: 'w', sessionsDir: join(dir, 'sessions') };
+  const run: RunIdentity = {
+    runId: 'r1',
+    project: 'p',
+    metadata: ProjectMetadataSchema.parse({ name: 'p' }),
+    tenantKey: 't:alice',
+    session: 's1',
+    workspaceId: 'w',
+    sessionsDir: join(dir, 'sessions'),
+  };
   const socket = await proxy.open({ path: socketPath, run, logger: pino({ level: 'silent' }), stopRun: () => undefined });
   closeProxy = () => socket.close();
 });
@@ -189,14 +218,19 @@ const lastSeen = () => seen.at(-1);
 describe('M2: a granted host that writes the secret back in another form hands nothing back', () => {
   it('masks every reflection of the report, in the body, header values and header names', async () => {
     const t = await tunnel();
-    for (const [prefix, header] of [['/r/', 'authorization'], ['/basic/', 'x-basic']] as const) {
+    for (const [prefix, header] of [
+      ['/r/', 'authorization'],
+      ['/basic/', 'x-basic'],
+    ] as const) {
       for (const name of Object.keys(REFLECT)) {
         const a = await t.request('GET', `${prefix}${name}`);
         const sent = lastSeen()?.headers[header];
         expect(typeof sent, `${prefix}${name}: the grant sent its header`).toBe('string');
         // What the host wrote back carries the secret (the attack works on the raw answer) ...
         const raw = reflection(name, sent as string);
-        const rawText = JSON.stringify(raw?.headers ?? {}) + (Buffer.isBuffer(raw?.body) ? zlib.gunzipSync(raw.body).toString('latin1') : (raw?.body ?? ''));
+        const rawText =
+          JSON.stringify(raw?.headers ?? {}) +
+          (Buffer.isBuffer(raw?.body) ? zlib.gunzipSync(raw.body).toString('latin1') : (raw?.body ?? ''));
         expect(recoverable(rawText, VALUE) || recoverable(rawText, CREDENTIAL), `${prefix}${name} raw`).toBe(true);
         // ... and nothing of it comes through berth.
         const text = `${JSON.stringify(a.headers)}\n${a.body}`;
@@ -213,7 +247,10 @@ describe('M2: a granted host that writes the secret back in another form hands n
     expect(a.status).toBe(302);
     expect(a.headers.location).toBe(`https://elsewhere.example/cb?t=Bearer%20${'*'.repeat(encodeURIComponent(VALUE).length)}`);
     const c = await t.request('GET', '/r/cookie');
-    expect(c.headers['set-cookie']).toEqual([`x=Bearer%20${'*'.repeat(encodeURIComponent(VALUE).length)}`, expect.stringMatching(/^y=QmVhcmVy.{0,4}\*{36}.{0,4}$/)]);
+    expect(c.headers['set-cookie']).toEqual([
+      `x=Bearer%20${'*'.repeat(encodeURIComponent(VALUE).length)}`,
+      expect.stringMatching(/^y=QmVhcmVy.{0,4}\*{36}.{0,4}$/),
+    ]);
     const n = await t.request('GET', '/r/hdrname');
     expect(Object.keys(n.headers).filter((h) => h.startsWith('x-'))).toEqual([]);
     expect(n.status).toBe(200);
@@ -238,7 +275,11 @@ describe('M3: a grant limited by method is not sent on a request that asks to be
       ['/m/plain', FORM, 'a=1&b=2'],
       ['/m/json', JSON_TYPE, '{"a":1,"method":"x","_methodical":true}'],
       ['/m/rpc?method=flickr.photos.search&methods=2', FORM, 'methodology=1&method=2'],
-      ['/m/multi', multipart('Content-Disposition: form-data; name="_methods"').headers, multipart('Content-Disposition: form-data; name="_methods"').body],
+      [
+        '/m/multi',
+        multipart('Content-Disposition: form-data; name="_methods"').headers,
+        multipart('Content-Disposition: form-data; name="_methods"').body,
+      ],
       ['/m/upload', { 'content-type': 'application/octet-stream' }, big],
     ] as Array<[string, Record<string, string>, string | Buffer]>) {
       const a = await t.request('POST', path, headers, body);
@@ -270,10 +311,26 @@ describe('M3: a grant limited by method is not sent on a request that asks to be
       ['/m/p', JSON_TYPE, '{"_method":"DELETE"}'],
       ['/m/q', JSON_TYPE, '{"a":1, "\\u005fmethod":"PUT"}'],
       ['/m/r', { 'content-type': 'application/vnd.api+json' }, ' {"_METHOD":"PUT"}'],
-      ['/m/s', multipart('Content-Disposition: form-data; name="_method"').headers, multipart('Content-Disposition: form-data; name="_method"').body],
-      ['/m/t', multipart('content-disposition: form-data; name=_method').headers, multipart('content-disposition: form-data; name=_method').body],
-      ['/m/u', multipart('Content-Disposition: form-data; NAME="_METHOD"; filename="x"').headers, multipart('Content-Disposition: form-data; NAME="_METHOD"; filename="x"').body],
-      ['/m/v', multipart("Content-Disposition: form-data; name*=UTF-8''%5Fmethod").headers, multipart("Content-Disposition: form-data; name*=UTF-8''%5Fmethod").body],
+      [
+        '/m/s',
+        multipart('Content-Disposition: form-data; name="_method"').headers,
+        multipart('Content-Disposition: form-data; name="_method"').body,
+      ],
+      [
+        '/m/t',
+        multipart('content-disposition: form-data; name=_method').headers,
+        multipart('content-disposition: form-data; name=_method').body,
+      ],
+      [
+        '/m/u',
+        multipart('Content-Disposition: form-data; NAME="_METHOD"; filename="x"').headers,
+        multipart('Content-Disposition: form-data; NAME="_METHOD"; filename="x"').body,
+      ],
+      [
+        '/m/v',
+        multipart("Content-Disposition: form-data; name*=UTF-8''%5Fmethod").headers,
+        multipart("Content-Disposition: form-data; name*=UTF-8''%5Fmethod").body,
+      ],
       ['/m/w', { ...FORM, 'transfer-encoding': 'chunked' }, ['a=1&_me', 'th', 'od=DELETE']],
       ['/m/x', FORM, `${'a=1&'.repeat(40_000)}_method=DELETE`],
       // A compressed body a server may unpack: berth does not read into it.
@@ -286,7 +343,10 @@ describe('M3: a grant limited by method is not sent on a request that asks to be
       expect(a.status, path).toBe(200);
       expect(lastSeen()?.url).toBe(path);
       expect(lastSeen()?.headers['x-m'], `${path}: ${String(body).slice(0, 80)}`).toBeUndefined();
-      expect(lastSeen()?.body.equals(Buffer.from(Array.isArray(body) ? body.join('') : body)), `${path}: the body still arrives whole`).toBe(true);
+      expect(
+        lastSeen()?.body.equals(Buffer.from(Array.isArray(body) ? body.join('') : body)),
+        `${path}: the body still arrives whole`,
+      ).toBe(true);
     }
     t.close();
   });

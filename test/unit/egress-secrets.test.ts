@@ -69,7 +69,11 @@ function startEcho(certPem: string): Promise<https.Server> {
       }
       // A host that hands back, to anyone, what an earlier request carried.
       if (req.url?.endsWith('/leak')) return void res.end(`earlier someone sent ${TOKEN}`);
-      const body = JSON.stringify({ url: req.url, authorization: req.headers.authorization ?? null, 'x-api-key': req.headers['x-api-key'] ?? null });
+      const body = JSON.stringify({
+        url: req.url,
+        authorization: req.headers.authorization ?? null,
+        'x-api-key': req.headers['x-api-key'] ?? null,
+      });
       // An API that echoes what it got, in a header and the body, as some do on errors.
       if (req.url === '/gzip') {
         res.writeHead(200, { 'content-encoding': 'gzip', 'x-echo': String(req.headers.authorization) });
@@ -93,11 +97,31 @@ beforeAll(async () => {
   untrusted = await startEcho(issueServerCert(strangerCa, 'localhost', serverKey));
   untrustedPort = (untrusted.address() as AddressInfo).port;
   config = configWith({ GH_TOKEN: { file: tokenFile, grants: [grant({ path_prefix: '/acme/' })] } });
-  const broker = createSecretBroker({ config: () => config, values: createSecretValues({ API_KEY_ENV: 'from-env-value-123' }), metrics, audit: (e) => audits.push(e) });
-  const proxy = createEgressProxy({ config: () => config, logger: pino({ level: 'silent' }), metrics, broker, ca: () => berthCa, credentialUses });
+  const broker = createSecretBroker({
+    config: () => config,
+    values: createSecretValues({ API_KEY_ENV: 'from-env-value-123' }),
+    metrics,
+    audit: (e) => audits.push(e),
+  });
+  const proxy = createEgressProxy({
+    config: () => config,
+    logger: pino({ level: 'silent' }),
+    metrics,
+    broker,
+    ca: () => berthCa,
+    credentialUses,
+  });
   fs.mkdirSync(join(dir, 'run'), { mode: 0o755 });
   socketPath = join(dir, 'run', 'egress.sock');
-  const run: RunIdentity = { runId: 'r1', project: 'p', metadata: ProjectMetadataSchema.parse({ name: 'p', egress: { allow: [`localhost:${port}`] } }), tenantKey: 'sig:+1', session: 's1', workspaceId: 'w', sessionsDir: join(dir, 'sessions') };
+  const run: RunIdentity = {
+    runId: 'r1',
+    project: 'p',
+    metadata: ProjectMetadataSchema.parse({ name: 'p', egress: { allow: [`localhost:${port}`] } }),
+    tenantKey: 'sig:+1',
+    session: 's1',
+    workspaceId: 'w',
+    sessionsDir: join(dir, 'sessions'),
+  };
   const socket = await proxy.open({ path: socketPath, run, logger: pino({ level: 'silent' }), stopRun: () => undefined });
   closeProxy = () => socket.close();
 });
@@ -115,7 +139,15 @@ interface Answer {
 }
 
 /** CONNECT through the run's socket, then TLS trusting `ca`, then requests on that one connection. */
-async function tunnel(targetPort: number, ca: string): Promise<{ request(method: string, path: string, headers?: Record<string, string>): Promise<Answer>; close(): void; peerIssuer: string; secure: tls.TLSSocket }> {
+async function tunnel(
+  targetPort: number,
+  ca: string,
+): Promise<{
+  request(method: string, path: string, headers?: Record<string, string>): Promise<Answer>;
+  close(): void;
+  peerIssuer: string;
+  secure: tls.TLSSocket;
+}> {
   const connect = http.request({ socketPath, method: 'CONNECT', path: `localhost:${targetPort}` });
   connect.end();
   const [res, raw] = await new Promise<[http.IncomingMessage, import('node:net').Socket]>((resolve, reject) => {
@@ -173,7 +205,7 @@ function rawExchange(secure: tls.TLSSocket, text: string): Promise<string> {
 }
 
 describe('brokered secrets on the egress proxy', () => {
-  it('answers a CONNECT toward a granted host with berth\'s CA and adds the token to a granted request only', async () => {
+  it("answers a CONNECT toward a granted host with berth's CA and adds the token to a granted request only", async () => {
     const t = await tunnel(port, berthCa.certPem);
     expect(t.peerIssuer).toMatch(/^berth egress CA/);
     const a = await t.request('GET', '/acme/repo', { authorization: `Bearer ${placeholderOf('GH_TOKEN')}` });
@@ -189,10 +221,21 @@ describe('brokered secrets on the egress proxy', () => {
     expect(lastSeen()?.headers.authorization).toBeUndefined();
     t.close();
     const log = readOutbound(join(dir, 'sessions'), { limit: 20 }).filter((r) => r.kind === 'egress' && r.secret);
-    expect(log[0]).toMatchObject({ kind: 'egress', method: 'GET', host: 'localhost', path: '/acme/repo', secret: 'GH_TOKEN', tenant: 'sig:+1', status: 200 });
+    expect(log[0]).toMatchObject({
+      kind: 'egress',
+      method: 'GET',
+      host: 'localhost',
+      path: '/acme/repo',
+      secret: 'GH_TOKEN',
+      tenant: 'sig:+1',
+      status: 200,
+    });
     expect(JSON.stringify(readOutbound(join(dir, 'sessions'), { limit: 100 }))).not.toContain(TOKEN);
     // For the run's receipt: the one request the token went into, by name, never by value.
-    expect(credentialUses.take('r1')).toEqual({ kept: [{ secret: 'GH_TOKEN', method: 'GET', host: 'localhost', path: '/acme/repo', status: 200 }], more: 0 });
+    expect(credentialUses.take('r1')).toEqual({
+      kept: [{ secret: 'GH_TOKEN', method: 'GET', host: 'localhost', path: '/acme/repo', status: 200 }],
+      more: 0,
+    });
     expect(credentialUses.take('r1')).toEqual({ kept: [], more: 0 });
   });
 
@@ -204,7 +247,9 @@ describe('brokered secrets on the egress proxy', () => {
     expect(a.headers['x-berth-error']).toBe('secret_not_granted');
     expect(a.body).toContain('GH_TOKEN');
     // Hidden in Basic credentials, too.
-    const b = await t.request('GET', '/elsewhere', { authorization: `Basic ${Buffer.from(`me:${placeholderOf('GH_TOKEN')}`).toString('base64')}` });
+    const b = await t.request('GET', '/elsewhere', {
+      authorization: `Basic ${Buffer.from(`me:${placeholderOf('GH_TOKEN')}`).toString('base64')}`,
+    });
     expect(b.status).toBe(403);
     expect(seen.length).toBe(before); // nothing reached the host
     t.close();
@@ -218,7 +263,17 @@ describe('brokered secrets on the egress proxy', () => {
     });
     expect(plain.status).toBe(403);
     expect(plain.body).toContain('HTTPS only');
-    expect(audits.filter((e) => e.action === 'secret.use')).toEqual(expect.arrayContaining([expect.objectContaining({ kind: 'permission_denied', actor: 'tenant:sig:+1', project: 'p', outcome: 'refused', code: 'SECRET_NOT_GRANTED' })]));
+    expect(audits.filter((e) => e.action === 'secret.use')).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          kind: 'permission_denied',
+          actor: 'tenant:sig:+1',
+          project: 'p',
+          outcome: 'refused',
+          code: 'SECRET_NOT_GRANTED',
+        }),
+      ]),
+    );
     expect(JSON.stringify(audits)).not.toContain(TOKEN);
     const text = (await metrics.render()).body;
     expect(text).toMatch(/berth_secret_requests_total\{secret="GH_TOKEN",outcome="not_granted"\} [3-9]/);
@@ -258,7 +313,10 @@ describe('brokered secrets on the egress proxy', () => {
     const t = await tunnel(port, berthCa.certPem);
     const smuggled = 'POST /acme/store HTTP/1.1\r\nhost: localhost\r\ncontent-length: 120\r\n\r\n';
     const before = seen.length;
-    const answers = await rawExchange(t.secure, `GET /acme/one HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\nGET /acme/two HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`);
+    const answers = await rawExchange(
+      t.secure,
+      `GET /acme/one HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\nGET /acme/two HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`,
+    );
     expect(answers.match(/HTTP\/1.1 200/g)).toHaveLength(2);
     // Pipelined requests go upstream at once, on connections of their own: in either order.
     const upstream = seen.slice(before);
@@ -331,53 +389,64 @@ describe('brokered secrets on the egress proxy', () => {
   });
 
   it('sends Basic credentials, custom headers and environment values; bounds a tenant by rate', async () => {
-    await withSecrets({
-      REPO_TOKEN: { file: tokenFile, grants: [grant({ basic_user: 'x-access-token', path_prefix: '/git/' })] },
-      API_KEY: { env: 'API_KEY_ENV', grants: [grant({ header: 'X-Api-Key', format: '{}', path_prefix: '/api/', methods: ['POST'], per_tenant_per_minute: 2 })] },
-    }, async () => {
-    const t = await tunnel(port, berthCa.certPem);
-    await t.request('GET', '/git/info/refs');
-    expect(lastSeen()?.headers.authorization).toBe(`Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`);
-    expect((await t.request('GET', '/api/v1')).status).toBe(200); // GET is not granted: nothing added
-    expect(lastSeen()?.headers['x-api-key']).toBeUndefined();
-    expect((await t.request('POST', '/api/v1')).status).toBe(200);
-    expect(lastSeen()?.headers['x-api-key']).toBe('from-env-value-123');
-    expect((await t.request('POST', '/api/v1')).status).toBe(200);
-    const third = await t.request('POST', '/api/v1');
-    expect(third.status).toBe(429);
-    expect(third.headers['x-berth-error']).toBe('secret_rate_limited');
-    t.close();
-    });
+    await withSecrets(
+      {
+        REPO_TOKEN: { file: tokenFile, grants: [grant({ basic_user: 'x-access-token', path_prefix: '/git/' })] },
+        API_KEY: {
+          env: 'API_KEY_ENV',
+          grants: [grant({ header: 'X-Api-Key', format: '{}', path_prefix: '/api/', methods: ['POST'], per_tenant_per_minute: 2 })],
+        },
+      },
+      async () => {
+        const t = await tunnel(port, berthCa.certPem);
+        await t.request('GET', '/git/info/refs');
+        expect(lastSeen()?.headers.authorization).toBe(`Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`);
+        expect((await t.request('GET', '/api/v1')).status).toBe(200); // GET is not granted: nothing added
+        expect(lastSeen()?.headers['x-api-key']).toBeUndefined();
+        expect((await t.request('POST', '/api/v1')).status).toBe(200);
+        expect(lastSeen()?.headers['x-api-key']).toBe('from-env-value-123');
+        expect((await t.request('POST', '/api/v1')).status).toBe(200);
+        const third = await t.request('POST', '/api/v1');
+        expect(third.status).toBe(429);
+        expect(third.headers['x-berth-error']).toBe('secret_rate_limited');
+        t.close();
+      },
+    );
   });
 
   it('masks the token in a compressed echo', async () => {
     await withSecrets({ GH_TOKEN: { file: tokenFile, grants: [grant()] } }, async () => {
-    const t = await tunnel(port, berthCa.certPem);
-    const a = await t.request('GET', '/gzip');
-    expect(a.status).toBe(200);
-    expect(a.headers['content-encoding']).toBeUndefined();
-    expect(a.body).toContain('*'.repeat(TOKEN.length));
-    expect(a.body).not.toContain(TOKEN);
-    t.close();
+      const t = await tunnel(port, berthCa.certPem);
+      const a = await t.request('GET', '/gzip');
+      expect(a.status).toBe(200);
+      expect(a.headers['content-encoding']).toBeUndefined();
+      expect(a.body).toContain('*'.repeat(TOKEN.length));
+      expect(a.body).not.toContain(TOKEN);
+      t.close();
     });
   });
 
   it('gives nothing to a host that cannot prove itself, and says so', async () => {
     await withSecrets({ GH_TOKEN: { file: tokenFile, grants: [{ project: 'p', host: `localhost:${untrustedPort}` }] } }, async () => {
-    const before = seen.length;
-    const t = await tunnel(untrustedPort, berthCa.certPem);
-    const a = await t.request('GET', '/');
-    expect(a.status).toBe(502);
-    expect(a.headers['x-berth-error']).toBe('upstream_tls');
-    expect(a.body).toMatch(/certificate could not be verified \(SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT_LOCALLY/);
-    expect(seen.length).toBe(before);
-    t.close();
+      const before = seen.length;
+      const t = await tunnel(untrustedPort, berthCa.certPem);
+      const a = await t.request('GET', '/');
+      expect(a.status).toBe(502);
+      expect(a.headers['x-berth-error']).toBe('upstream_tls');
+      expect(a.body).toMatch(
+        /certificate could not be verified \(SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT_LOCALLY/,
+      );
+      expect(seen.length).toBe(before);
+      t.close();
     });
   });
 
-  it('says plainly when the client refuses berth\'s certificate (a pinned client)', async () => {
+  it("says plainly when the client refuses berth's certificate (a pinned client)", async () => {
     await expect(tunnel(port, publicCa.certPem)).rejects.toThrow(/self-signed|unable to verify|certificate/i);
-    const refused = await until(() => readOutbound(join(dir, 'sessions'), { limit: 50 }).find((r) => r.kind === 'egress' && r.method === 'TLS'), 'the refusal in the outbound log');
+    const refused = await until(
+      () => readOutbound(join(dir, 'sessions'), { limit: 50 }).find((r) => r.kind === 'egress' && r.method === 'TLS'),
+      'the refusal in the outbound log',
+    );
     expect(refused).toMatchObject({ status: 495, host: 'localhost' });
     expect(refused?.reason).toMatch(/does not trust berth's CA/);
   });
@@ -386,25 +455,25 @@ describe('brokered secrets on the egress proxy', () => {
     const loose = join(dir, 'loose');
     fs.writeFileSync(loose, TOKEN, { mode: 0o644 });
     await withSecrets({ GH_TOKEN: { file: loose, grants: [grant()] } }, async () => {
-    const t = await tunnel(port, berthCa.certPem);
-    const a = await t.request('GET', '/');
-    expect(a.status).toBe(502);
-    expect(a.headers['x-berth-error']).toBe('secret_unavailable');
-    expect(a.body).toContain('may be read by others');
-    expect(a.body).not.toContain(TOKEN);
-    t.close();
+      const t = await tunnel(port, berthCa.certPem);
+      const a = await t.request('GET', '/');
+      expect(a.status).toBe(502);
+      expect(a.headers['x-berth-error']).toBe('secret_unavailable');
+      expect(a.body).toContain('may be read by others');
+      expect(a.body).not.toContain(TOKEN);
+      t.close();
     });
   });
 
   it('leaves a host with no grant a blind tunnel; keeps its CA key private and its certificate public', async () => {
     await withSecrets({ GH_TOKEN: { file: tokenFile, grants: [{ project: 'p', host: 'example.invalid' }] } }, async () => {
-    // On the project's allowlist, with no grant toward it: the host's own certificate comes through,
-    // and a placeholder travels as it is (berth cannot read it; it is worth nothing to the host).
-    const t = await tunnel(port, publicCa.certPem);
-    expect(t.peerIssuer).toBe('test public CA');
-    expect((await t.request('GET', '/acme/x', { authorization: `Bearer ${placeholderOf('GH_TOKEN')}` })).status).toBe(200);
-    expect(lastSeen()?.headers.authorization).toBe(`Bearer ${placeholderOf('GH_TOKEN')}`);
-    t.close();
+      // On the project's allowlist, with no grant toward it: the host's own certificate comes through,
+      // and a placeholder travels as it is (berth cannot read it; it is worth nothing to the host).
+      const t = await tunnel(port, publicCa.certPem);
+      expect(t.peerIssuer).toBe('test public CA');
+      expect((await t.request('GET', '/acme/x', { authorization: `Bearer ${placeholderOf('GH_TOKEN')}` })).status).toBe(200);
+      expect(lastSeen()?.headers.authorization).toBe(`Bearer ${placeholderOf('GH_TOKEN')}`);
+      t.close();
     });
     expect(fs.readFileSync(berthCa.files.ca, 'utf8')).toBe(berthCa.certPem);
     expect(fs.readFileSync(berthCa.files.bundle, 'utf8')).toContain(berthCa.certPem);

@@ -43,7 +43,12 @@ async function call(
   if (o.raw !== undefined) body = o.raw;
   else if (o.body !== undefined) body = JSON.stringify(o.body);
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const res = await fetch(`${f.url}${path}`, { method, headers, ...(body !== undefined ? { body } : {}), ...(o.signal ? { signal: o.signal } : {}) });
+  const res = await fetch(`${f.url}${path}`, {
+    method,
+    headers,
+    ...(body !== undefined ? { body } : {}),
+    ...(o.signal ? { signal: o.signal } : {}),
+  });
   const text = await res.text();
   return { status: res.status, json: text ? JSON.parse(text) : undefined, headers: res.headers };
 }
@@ -72,7 +77,10 @@ describe('fake matrix: auth, errors, bounds', () => {
 
   it('401 M_MISSING_TOKEN / M_UNKNOWN_TOKEN with soft_logout; revoked tokens', async () => {
     const f = await start();
-    expect(await call(f, 'GET', `${C}/account/whoami`, { token: null })).toMatchObject({ status: 401, json: { errcode: 'M_MISSING_TOKEN', error: expect.any(String) } });
+    expect(await call(f, 'GET', `${C}/account/whoami`, { token: null })).toMatchObject({
+      status: 401,
+      json: { errcode: 'M_MISSING_TOKEN', error: expect.any(String) },
+    });
     const wrong = await call(f, 'GET', `${C}/account/whoami`, { token: 'nope' });
     expect(wrong.status).toBe(401);
     expect(wrong.json).toEqual({ errcode: 'M_UNKNOWN_TOKEN', error: expect.any(String), soft_logout: false });
@@ -83,7 +91,10 @@ describe('fake matrix: auth, errors, bounds', () => {
     const carol = f.addUser({ userId: '@carol:berth.test', accessToken: 'carol-token' });
     expect((await call(f, 'GET', `${C}/account/whoami`, { token: carol.accessToken })).json.user_id).toBe('@carol:berth.test');
     f.revokeToken('carol-token', { softLogout: true });
-    expect((await call(f, 'GET', `${C}/account/whoami`, { token: 'carol-token' })).json).toMatchObject({ errcode: 'M_UNKNOWN_TOKEN', soft_logout: true });
+    expect((await call(f, 'GET', `${C}/account/whoami`, { token: 'carol-token' })).json).toMatchObject({
+      errcode: 'M_UNKNOWN_TOKEN',
+      soft_logout: true,
+    });
   });
 
   it('404 / 405 M_UNRECOGNIZED, M_NOT_JSON, M_BAD_JSON, 413 M_TOO_LARGE past 1 MiB', async () => {
@@ -111,7 +122,12 @@ describe('fake matrix: sync', () => {
     const room = f.createRoom({ members: [ALICE], name: 'Chat' }); // 9 events
     f.sendText(room, ALICE, 'first');
     const msg = f.sendText(room, ALICE, 'hello', { html: '<b>hello</b>' });
-    expect(msg).toMatchObject({ type: 'm.room.message', room_id: room, sender: ALICE, content: { msgtype: 'm.text', body: 'hello', format: 'org.matrix.custom.html', formatted_body: '<b>hello</b>' } });
+    expect(msg).toMatchObject({
+      type: 'm.room.message',
+      room_id: room,
+      sender: ALICE,
+      content: { msgtype: 'm.text', body: 'hello', format: 'org.matrix.custom.html', formatted_body: '<b>hello</b>' },
+    });
     expect(msg.event_id).toMatch(/^\$[A-Za-z0-9_-]{43}$/);
     expect(room).toMatch(/^![A-Za-z]{18}:berth\.test$/);
 
@@ -122,7 +138,13 @@ describe('fake matrix: sync', () => {
     expect(j.timeline.limited).toBe(true);
     expect(j.timeline.prev_batch).toEqual(expect.any(String));
     const last = j.timeline.events.at(-1)!;
-    expect(last).toMatchObject({ event_id: msg.event_id, type: 'm.room.message', sender: ALICE, content: msg.content, unsigned: { age: expect.any(Number), membership: 'join' } });
+    expect(last).toMatchObject({
+      event_id: msg.event_id,
+      type: 'm.room.message',
+      sender: ALICE,
+      content: msg.content,
+      unsigned: { age: expect.any(Number), membership: 'join' },
+    });
     expect(last).not.toHaveProperty('room_id'); // ClientEventWithoutRoomID
     expect(j.state.events.map((e) => e.type)).toContain('m.room.create');
     expect(j.ephemeral).toEqual({ events: [] });
@@ -182,7 +204,10 @@ describe('fake matrix: sync', () => {
   it('bad since → 400 M_UNKNOWN; a token from the future is clamped; bad params → M_INVALID_PARAM', async () => {
     const f = await start();
     const room = f.createRoom({ members: [ALICE] });
-    expect(await call(f, 'GET', `${C}/sync?since=garbage`)).toMatchObject({ status: 400, json: { errcode: 'M_UNKNOWN', error: 'Invalid stream token' } });
+    expect(await call(f, 'GET', `${C}/sync?since=garbage`)).toMatchObject({
+      status: 400,
+      json: { errcode: 'M_UNKNOWN', error: 'Invalid stream token' },
+    });
     const future = sync(f, 'since=s999999&timeout=5000');
     await f.waitForPoll();
     const ev = f.sendText(room, ALICE, 'after');
@@ -207,7 +232,9 @@ describe('fake matrix: sync', () => {
     expect(j.state.events.map((e) => [e.type, e.state_key])).toEqual([['m.room.member', BOB]]);
     const gap = await call(f, 'GET', `${C}/rooms/${enc(room)}/messages?dir=b&from=${j.timeline.prev_batch}&to=${next_batch}&limit=50`);
     expect(gap.status).toBe(200);
-    expect(gap.json.chunk.map((e: any) => e.event_id)).toEqual([texts[2]!, texts[1]!, texts[0]!].map((e) => e.event_id).concat([expect.any(String)]));
+    expect(gap.json.chunk.map((e: any) => e.event_id)).toEqual(
+      [texts[2]!, texts[1]!, texts[0]!].map((e) => e.event_id).concat([expect.any(String)]),
+    );
     expect(gap.json.chunk[3]).toMatchObject({ type: 'm.room.member', state_key: BOB, room_id: room });
   });
 
@@ -219,8 +246,19 @@ describe('fake matrix: sync', () => {
     const inv = s.rooms!.invite![room]!.invite_state.events;
     expect(inv.map((e) => e.type)).toEqual(['m.room.create', 'm.room.join_rules', 'm.room.member', 'm.room.member']);
     expect(inv[0]).toEqual({ type: 'm.room.create', state_key: '', sender: ALICE, content: { creator: ALICE, room_version: '10' } });
-    expect(inv[2]).toEqual({ type: 'm.room.member', state_key: ALICE, sender: ALICE, content: { membership: 'join', displayname: 'alice' } });
-    expect(inv[3]).toMatchObject({ type: 'm.room.member', state_key: BOT, sender: ALICE, event_id: expect.any(String), content: { membership: 'invite', is_direct: true } });
+    expect(inv[2]).toEqual({
+      type: 'm.room.member',
+      state_key: ALICE,
+      sender: ALICE,
+      content: { membership: 'join', displayname: 'alice' },
+    });
+    expect(inv[3]).toMatchObject({
+      type: 'm.room.member',
+      state_key: BOT,
+      sender: ALICE,
+      event_id: expect.any(String),
+      content: { membership: 'invite', is_direct: true },
+    });
 
     const held = sync(f, `since=${s.next_batch}&timeout=5000`);
     await f.waitForPoll();
@@ -247,8 +285,13 @@ describe('fake matrix: sync', () => {
     expect(Object.keys((await sync(f)).rooms!.invite!)).toEqual([room]);
     await call(f, 'POST', `${C}/rooms/${enc(room)}/leave`, { body: { reason: 'no thanks' } });
     const s = await sync(f, `since=${next_batch}&timeout=1000`);
-    expect(s.rooms!.leave![room]!.timeline.events).toEqual([expect.objectContaining({ type: 'm.room.member', content: { membership: 'leave', reason: 'no thanks' } })]);
-    expect((await call(f, 'POST', `${C}/join/${enc(room)}`)).json).toMatchObject({ errcode: 'M_FORBIDDEN', error: 'You are not invited to this room.' });
+    expect(s.rooms!.leave![room]!.timeline.events).toEqual([
+      expect.objectContaining({ type: 'm.room.member', content: { membership: 'leave', reason: 'no thanks' } }),
+    ]);
+    expect((await call(f, 'POST', `${C}/join/${enc(room)}`)).json).toMatchObject({
+      errcode: 'M_FORBIDDEN',
+      error: 'You are not invited to this room.',
+    });
   });
 
   it('close() answers held syncs at once', async () => {
@@ -283,12 +326,22 @@ describe('fake matrix: sending and room participation', () => {
     expect(a.json).toEqual({ event_id: expect.stringMatching(/^\$/) });
     const b = await call(f, 'PUT', path, { body: { msgtype: 'm.text', body: 'different' } });
     expect(b.json.event_id).toBe(a.json.event_id);
-    expect(f.sent).toEqual([expect.objectContaining({ roomId: room, type: 'm.room.message', txnId: 'txn-1', content: { msgtype: 'm.text', body: 'hi alice' }, eventId: a.json.event_id })]);
+    expect(f.sent).toEqual([
+      expect.objectContaining({
+        roomId: room,
+        type: 'm.room.message',
+        txnId: 'txn-1',
+        content: { msgtype: 'm.text', body: 'hi alice' },
+        eventId: a.json.event_id,
+      }),
+    ]);
     expect(f.repliesIn(room)).toHaveLength(1);
 
     const s = await sync(f, `since=${next_batch}&timeout=1000`);
     const ev = s.rooms!.join![room]!.timeline.events;
-    expect(ev).toEqual([expect.objectContaining({ event_id: a.json.event_id, sender: BOT, unsigned: expect.objectContaining({ transaction_id: 'txn-1' }) })]);
+    expect(ev).toEqual([
+      expect.objectContaining({ event_id: a.json.event_id, sender: BOT, unsigned: expect.objectContaining({ transaction_id: 'txn-1' }) }),
+    ]);
     // Another device of someone else does not see the transaction id.
     const alice = f.user(ALICE)!;
     const hers = await sync(f, `since=${next_batch}&timeout=1000`, alice.accessToken);
@@ -299,11 +352,15 @@ describe('fake matrix: sending and room participation', () => {
     const f = await start();
     const theirs = f.createRoom({ members: [ALICE, BOB], invite: true });
     const mine = f.createRoom({ members: [ALICE] });
-    const put = (room: string, txn: string, body: unknown) => call(f, 'PUT', `${C}/rooms/${enc(room)}/send/m.room.message/${txn}`, { body });
+    const put = (room: string, txn: string, body: unknown) =>
+      call(f, 'PUT', `${C}/rooms/${enc(room)}/send/m.room.message/${txn}`, { body });
     expect(await put(theirs, 'a', { body: 'x' })).toMatchObject({ status: 403, json: { errcode: 'M_FORBIDDEN' } });
     expect(await put('!nowhere:berth.test', 'b', { body: 'x' })).toMatchObject({ status: 404, json: { errcode: 'M_NOT_FOUND' } });
     expect(await put('not-a-room', 'c', { body: 'x' })).toMatchObject({ status: 400, json: { errcode: 'M_INVALID_PARAM' } });
-    expect(await put(mine, 'd', { msgtype: 'm.text', body: 'x'.repeat(70_000) })).toMatchObject({ status: 413, json: { errcode: 'M_TOO_LARGE' } });
+    expect(await put(mine, 'd', { msgtype: 'm.text', body: 'x'.repeat(70_000) })).toMatchObject({
+      status: 413,
+      json: { errcode: 'M_TOO_LARGE' },
+    });
     expect((await put(mine, 'e', { msgtype: 'm.text', body: 'x'.repeat(60_000) })).status).toBe(200);
     // A failed txn is not remembered: the retry sends.
     expect((await put(mine, 'd', { msgtype: 'm.text', body: 'short' })).status).toBe(200);
@@ -334,12 +391,18 @@ describe('fake matrix: sending and room participation', () => {
     expect(first.rooms!.join![room]!.unread_notifications).toEqual({ notification_count: 1, highlight_count: 1 });
     const r = await call(f, 'POST', `${C}/rooms/${enc(room)}/receipt/m.read/${enc(ev.event_id)}`, { body: {} });
     expect(r).toMatchObject({ status: 200, json: {} });
-    expect(f.receipts).toEqual([expect.objectContaining({ roomId: room, userId: BOT, receiptType: 'm.read', eventId: ev.event_id, known: true })]);
+    expect(f.receipts).toEqual([
+      expect.objectContaining({ roomId: room, userId: BOT, receiptType: 'm.read', eventId: ev.event_id, known: true }),
+    ]);
     const s = await sync(f, `since=${first.next_batch}&timeout=1000`);
     const j = s.rooms!.join![room]!;
-    expect(j.ephemeral.events).toEqual([{ type: 'm.receipt', content: { [ev.event_id]: { 'm.read': { [BOT]: { ts: expect.any(Number) } } } } }]);
+    expect(j.ephemeral.events).toEqual([
+      { type: 'm.receipt', content: { [ev.event_id]: { 'm.read': { [BOT]: { ts: expect.any(Number) } } } } },
+    ]);
     expect(j.unread_notifications).toEqual({ notification_count: 0, highlight_count: 0 });
-    expect((await call(f, 'POST', `${C}/rooms/${enc(room)}/receipt/m.seen/${enc(ev.event_id)}`, { body: {} })).json.errcode).toBe('M_INVALID_PARAM');
+    expect((await call(f, 'POST', `${C}/rooms/${enc(room)}/receipt/m.seen/${enc(ev.event_id)}`, { body: {} })).json.errcode).toBe(
+      'M_INVALID_PARAM',
+    );
   });
 
   it('edits, replies and raw events have the real content shapes', async () => {
@@ -355,7 +418,11 @@ describe('fake matrix: sending and room participation', () => {
     });
     const reply = f.sendText(room, ALICE, 'and?', { replyTo: orig.event_id });
     expect(reply.content['m.relates_to']).toEqual({ 'm.in_reply_to': { event_id: orig.event_id } });
-    const raw = f.sendRaw(room, { type: 'm.reaction', sender: ALICE, content: { 'm.relates_to': { rel_type: 'm.annotation', event_id: orig.event_id, key: '👍' } } });
+    const raw = f.sendRaw(room, {
+      type: 'm.reaction',
+      sender: ALICE,
+      content: { 'm.relates_to': { rel_type: 'm.annotation', event_id: orig.event_id, key: '👍' } },
+    });
     const s = await sync(f, `filter=${enc(JSON.stringify({ room: { timeline: { limit: 3 } } }))}`);
     expect(s.rooms!.join![room]!.timeline.events.map((e) => e.event_id)).toEqual([ed.event_id, reply.event_id, raw.event_id]);
     expect(() => f.sendText(room, BOB, 'not a member')).toThrow(/not joined/);

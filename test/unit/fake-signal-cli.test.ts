@@ -215,7 +215,11 @@ describe('fake signal-cli: JSON-RPC over HTTP', () => {
   it('send: result shape, recording, repliesTo by uuid or number', async () => {
     const f = await start();
     f.deliverText({ ...ALICE, text: 'hi' }); // learns Alice's uuid ↔ number
-    const r = await send(f, { recipient: [ALICE.fromUuid], message: 'hello back', attachments: ['data:text/plain;filename=a.txt;base64,aGk='] }, 7);
+    const r = await send(
+      f,
+      { recipient: [ALICE.fromUuid], message: 'hello back', attachments: ['data:text/plain;filename=a.txt;base64,aGk='] },
+      7,
+    );
     expect(r.status).toBe(200);
     expect(r.json).toEqual({
       jsonrpc: '2.0',
@@ -238,7 +242,7 @@ describe('fake signal-cli: JSON-RPC over HTTP', () => {
     expect(unknownGroup.json.error.code).toBe(-1);
   });
 
-  it('failNextSend: the notes\' total-failure payloads, then sends succeed again', async () => {
+  it("failNextSend: the notes' total-failure payloads, then sends succeed again", async () => {
     const f = await start();
     f.failNextSend({ type: 'rate_limit', retryAfterSeconds: 86_400 });
     const limited = await send(f, { recipient: ALICE.fromNumber, message: 'a' });
@@ -320,7 +324,12 @@ describe('fake signal-cli: delivery modes', () => {
     expect(second.events()[0]).toEqual(first.events()[0]);
 
     // Receipt for m1 (by number) and m2 (by uuid: hidden number) acknowledges them.
-    const r1 = await rpc(f, { jsonrpc: '2.0', method: 'sendReceipt', params: { recipient: ALICE.fromNumber, targetTimestamp: [m1.timestamp], type: 'read' }, id: 1 });
+    const r1 = await rpc(f, {
+      jsonrpc: '2.0',
+      method: 'sendReceipt',
+      params: { recipient: ALICE.fromNumber, targetTimestamp: [m1.timestamp], type: 'read' },
+      id: 1,
+    });
     expect(r1.json.result.results[0]).toMatchObject({ type: 'SUCCESS', recipientAddress: { uuid: ALICE.fromUuid } });
     expect(f.unacknowledged()).toHaveLength(1);
     await rpc(f, { jsonrpc: '2.0', method: 'sendReceipt', params: { recipient: m2.sourceUuid, targetTimestamp: m2.timestamp }, id: 2 });

@@ -10,7 +10,14 @@ import { createHmac } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { startFakeSlack, slackSignature, type EventCallback, type FakeSlack, type FakeSlackOptions, type SocketEnvelopeFrame } from '../fakes/slack.js';
+import {
+  startFakeSlack,
+  slackSignature,
+  type EventCallback,
+  type FakeSlack,
+  type FakeSlackOptions,
+  type SocketEnvelopeFrame,
+} from '../fakes/slack.js';
 
 const ALICE = 'U0ALICE001';
 const DM = 'D0ALICE001';
@@ -170,8 +177,13 @@ describe('fake Slack: Web API', () => {
     expect((await call(f, 'auth.test', {}, { token: null })).json).toEqual({ ok: false, error: 'not_authed' });
     expect((await call(f, 'auth.test', {}, { token: 'xoxb-nope' })).json).toEqual({ ok: false, error: 'invalid_auth' });
     expect((await call(f, 'auth.test', {}, { token: f.appToken })).json).toEqual({ ok: false, error: 'not_allowed_token_type' });
-    expect((await call(f, 'apps.connections.open', {}, { token: f.botToken })).json).toEqual({ ok: false, error: 'not_allowed_token_type' });
-    expect((await call(f, 'chat.postMessage', { channel: GENERAL, text: 'x' }, { token: f.appToken })).json.error).toBe('not_allowed_token_type');
+    expect((await call(f, 'apps.connections.open', {}, { token: f.botToken })).json).toEqual({
+      ok: false,
+      error: 'not_allowed_token_type',
+    });
+    expect((await call(f, 'chat.postMessage', { channel: GENERAL, text: 'x' }, { token: f.appToken })).json.error).toBe(
+      'not_allowed_token_type',
+    );
     const jsonToken = await call(f, 'auth.test', { token: f.botToken }, { token: null });
     expect(jsonToken.json).toEqual({ ok: false, error: 'not_authed' });
     expect(f.posted).toEqual([]); // refused before the method ran
@@ -221,7 +233,9 @@ describe('fake Slack: Web API', () => {
     expect(json.json).toMatchObject({ ok: true, message: { blocks, text: '' } });
     const form = await call(f, 'chat.postMessage', { channel: GENERAL, blocks, text: 'fallback' }, { form: true });
     expect(form.json).toMatchObject({ ok: true, message: { blocks, text: 'fallback' } });
-    expect((await call(f, 'chat.postMessage', { channel: GENERAL, blocks: '[not json' }, { form: true })).json.error).toBe('invalid_blocks');
+    expect((await call(f, 'chat.postMessage', { channel: GENERAL, blocks: '[not json' }, { form: true })).json.error).toBe(
+      'invalid_blocks',
+    );
     const dm = await call(f, 'chat.postMessage', { channel: ALICE, text: 'psst' });
     expect(dm.json.channel).toBe(DM);
     expect(f.repliesIn(ALICE)).toHaveLength(1);
@@ -232,11 +246,21 @@ describe('fake Slack: Web API', () => {
     const f = await start({ channels: { [GENERAL]: 'channel' } });
     expect((await call(f, 'chat.postMessage', { channel: GENERAL })).json).toEqual({ ok: false, error: 'no_text' });
     expect((await call(f, 'chat.postMessage', { channel: GENERAL, text: 'x'.repeat(40_000) })).json.ok).toBe(true);
-    expect((await call(f, 'chat.postMessage', { channel: GENERAL, text: 'x'.repeat(40_001) })).json).toEqual({ ok: false, error: 'msg_too_long' });
+    expect((await call(f, 'chat.postMessage', { channel: GENERAL, text: 'x'.repeat(40_001) })).json).toEqual({
+      ok: false,
+      error: 'msg_too_long',
+    });
     expect((await call(f, 'chat.postMessage', { channel: 'C0UNKNOWN1', text: 'x' })).json.error).toBe('channel_not_found');
     expect((await call(f, 'chat.postMessage', { text: 'x' })).json.error).toBe('channel_not_found');
     expect((await call(f, 'chat.postMessage', { channel: GENERAL, text: 42 })).json.error).toBe('invalid_arguments');
-    expect(f.posted.map((p) => p.error)).toEqual(['no_text', undefined, 'msg_too_long', 'channel_not_found', 'channel_not_found', 'invalid_arguments']);
+    expect(f.posted.map((p) => p.error)).toEqual([
+      'no_text',
+      undefined,
+      'msg_too_long',
+      'channel_not_found',
+      'channel_not_found',
+      'invalid_arguments',
+    ]);
     expect(f.repliesIn(GENERAL)).toHaveLength(1);
 
     const t = await start({ longText: 'truncate' });
@@ -247,9 +271,11 @@ describe('fake Slack: Web API', () => {
   it('body errors: invalid_json, json_not_object, invalid_post_type; missing_charset warning', async () => {
     const f = await start();
     const post = (body: string, contentType: string) =>
-      fetch(`${f.apiUrl}chat.postMessage`, { method: 'POST', headers: { 'Content-Type': contentType, Authorization: `Bearer ${f.botToken}` }, body }).then(
-        (r) => r.json() as Promise<any>,
-      );
+      fetch(`${f.apiUrl}chat.postMessage`, {
+        method: 'POST',
+        headers: { 'Content-Type': contentType, Authorization: `Bearer ${f.botToken}` },
+        body,
+      }).then((r) => r.json() as Promise<any>);
     expect(await post('{"channel":', 'application/json; charset=utf-8')).toMatchObject({ ok: false, error: 'invalid_json' });
     expect(await post('[1]', 'application/json; charset=utf-8')).toMatchObject({ ok: false, error: 'json_not_object' });
     expect(await post('hello', 'text/csv')).toMatchObject({ ok: false, error: 'invalid_post_type' });
@@ -271,14 +297,22 @@ describe('fake Slack: Web API', () => {
     expect((await call(f, 'chat.postMessage', { channel: GENERAL, text: 'c' })).json).toEqual({ ok: false, error: 'not_in_channel' });
     expect((await call(f, 'chat.postMessage', { channel: GENERAL, text: 'd' })).json.error).toBe('not_in_channel');
     expect((await call(f, 'chat.postMessage', { channel: GENERAL, text: 'e' })).json.ok).toBe(true);
-    expect(f.posted.map((p) => `${p.text}:${p.ok ? 'ok' : p.error}`)).toEqual(['a:ratelimited', 'b:ok', 'c:not_in_channel', 'd:not_in_channel', 'e:ok']);
+    expect(f.posted.map((p) => `${p.text}:${p.ok ? 'ok' : p.error}`)).toEqual([
+      'a:ratelimited',
+      'b:ok',
+      'c:not_in_channel',
+      'd:not_in_channel',
+      'e:ok',
+    ]);
   });
 
   it('assistant.threads.setStatus records the status; missing fields → invalid_arguments', async () => {
     const f = await start();
     const ok = await call(f, 'assistant.threads.setStatus', { channel_id: DM, thread_ts: '1700000000.000100', status: 'is thinking…' });
     expect(ok.json).toEqual({ ok: true });
-    expect((await call(f, 'assistant.threads.setStatus', { channel_id: DM, thread_ts: '1700000000.000100', status: '' })).json.ok).toBe(true);
+    expect((await call(f, 'assistant.threads.setStatus', { channel_id: DM, thread_ts: '1700000000.000100', status: '' })).json.ok).toBe(
+      true,
+    );
     const bad = await call(f, 'assistant.threads.setStatus', { channel_id: DM });
     expect(bad.json).toMatchObject({ ok: false, error: 'invalid_arguments' });
     expect(f.statuses.map((s) => [s.channel_id, s.thread_ts, s.status, s.ok])).toEqual([
@@ -296,7 +330,11 @@ describe('fake Slack: Web API', () => {
       body: JSON.stringify({ channel: GENERAL, text: 'x'.repeat(1024 * 1024 + 10) }),
     });
     expect(big.status).toBe(413);
-    await fetch(`${f.apiUrl}chat.postMessage`, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: '%%%&&&=' });
+    await fetch(`${f.apiUrl}chat.postMessage`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: '%%%&&&=',
+    });
     expect((await call(f, 'auth.test')).json.ok).toBe(true);
   });
 });
@@ -312,7 +350,11 @@ describe('fake Slack: Events API over HTTP', () => {
     );
     f.setRequestUrl(echo.url);
     expect(await f.verifyUrl()).toBe(true);
-    expect(JSON.parse(echo.requests[0]!.body)).toMatchObject({ type: 'url_verification', token: expect.any(String), challenge: expect.any(String) });
+    expect(JSON.parse(echo.requests[0]!.body)).toMatchObject({
+      type: 'url_verification',
+      token: expect.any(String),
+      challenge: expect.any(String),
+    });
 
     const plain = await startApp((r, res) => res.writeHead(200).end(JSON.parse(r.body).challenge));
     f.setRequestUrl(plain.url);
@@ -334,7 +376,9 @@ describe('fake Slack: Events API over HTTP', () => {
     const req = app.requests[0]!;
     expect(req.headers['content-type']).toBe('application/json');
     expect(req.headers['user-agent']).toMatch(/^Slackbot 1\.0/);
-    expect(req.headers['x-slack-signature']).toBe(slackSignature(f.signingSecret, String(req.headers['x-slack-request-timestamp']), req.body));
+    expect(req.headers['x-slack-signature']).toBe(
+      slackSignature(f.signingSecret, String(req.headers['x-slack-request-timestamp']), req.body),
+    );
     expect(req.headers).not.toHaveProperty('x-slack-retry-num');
     const body = JSON.parse(req.body) as EventCallback;
     expect(body).toMatchObject({
@@ -447,7 +491,9 @@ describe('fake Slack: Socket Mode', () => {
     await new Promise<void>((resolve) => first.once('open', () => resolve()));
     const again = new WebSocket(open.json.url as string);
     again.on('error', () => {}); // the refused handshake
-    const refused = await new Promise<string>((resolve) => again.once('unexpected-response', (_req, res) => resolve(String(res.statusCode))));
+    const refused = await new Promise<string>((resolve) =>
+      again.once('unexpected-response', (_req, res) => resolve(String(res.statusCode))),
+    );
     expect(refused).toBe('401');
     expect(f.socketConnections()).toBe(2);
   });
@@ -520,21 +566,38 @@ describe('fake Slack: Socket Mode', () => {
 });
 
 describe('fake Slack: injected events and routing', () => {
-  it('threads, mentions, bot messages and edits look like Slack\'s', async () => {
+  it("threads, mentions, bot messages and edits look like Slack's", async () => {
     const f = await start();
     const c = await connect(f, { autoAck: true });
     const root = f.deliverMessage({ channel: GENERAL, channelType: 'channel', user: ALICE, text: 'root' });
     const reply = f.deliverMessage({ channel: GENERAL, channelType: 'channel', user: 'U0BOB00001', text: 'reply', threadTs: root.ts! });
     const mention = f.deliverMention({ channel: GENERAL, user: ALICE, text: 'help', threadTs: root.ts! });
     const bot = f.deliverBotMessage({ channel: GENERAL, text: 'I said this' });
-    const edit = f.deliverMessage({ channel: GENERAL, channelType: 'channel', user: ALICE, text: 'root, edited', edited: { ts: root.ts! } });
+    const edit = f.deliverMessage({
+      channel: GENERAL,
+      channelType: 'channel',
+      user: ALICE,
+      text: 'root, edited',
+      edited: { ts: root.ts! },
+    });
     for (const d of [root, reply, mention, bot, edit]) expect((await d.done).delivered).toBe(true);
     const byId = new Map(c.envelopes().map((e) => [e.payload.event_id, e.payload.event]));
 
     expect(byId.get(reply.eventId)).toMatchObject({ type: 'message', thread_ts: root.ts, parent_user_id: ALICE });
-    expect(byId.get(mention.eventId)).toMatchObject({ type: 'app_mention', text: `<@${f.botUserId}> help`, user: ALICE, thread_ts: root.ts });
+    expect(byId.get(mention.eventId)).toMatchObject({
+      type: 'app_mention',
+      text: `<@${f.botUserId}> help`,
+      user: ALICE,
+      thread_ts: root.ts,
+    });
     expect(byId.get(mention.eventId)).not.toHaveProperty('channel_type');
-    expect(byId.get(bot.eventId)).toMatchObject({ type: 'message', subtype: 'bot_message', bot_id: f.botId, text: 'I said this', channel_type: 'channel' });
+    expect(byId.get(bot.eventId)).toMatchObject({
+      type: 'message',
+      subtype: 'bot_message',
+      bot_id: f.botId,
+      text: 'I said this',
+      channel_type: 'channel',
+    });
     expect(byId.get(edit.eventId)).toMatchObject({
       type: 'message',
       subtype: 'message_changed',
@@ -544,7 +607,9 @@ describe('fake Slack: injected events and routing', () => {
       previous_message: { text: 'root', ts: root.ts },
     });
     expect(edit.ts).toBe(root.ts);
-    expect(() => f.deliverMessage({ channel: GENERAL, channelType: 'channel', user: 'U0NOBODY01', text: 'x', edited: true })).toThrow(/no earlier message/);
+    expect(() => f.deliverMessage({ channel: GENERAL, channelType: 'channel', user: 'U0NOBODY01', text: 'x', edited: true })).toThrow(
+      /no earlier message/,
+    );
   });
 
   it('auto mode: socket when connected, else HTTP; held until a receiver appears; or dropped', async () => {
@@ -556,7 +621,9 @@ describe('fake Slack: injected events and routing', () => {
 
     const c = await connect(f, { autoAck: true });
     expect(await f.deliverMessage({ channel: DM, channelType: 'im', user: ALICE, text: 'now' }).done).toMatchObject({ via: 'socket' });
-    expect(await f.deliverMessage({ channel: DM, channelType: 'im', user: ALICE, text: 'forced', mode: 'http' }).done).toMatchObject({ via: 'http' });
+    expect(await f.deliverMessage({ channel: DM, channelType: 'im', user: ALICE, text: 'forced', mode: 'http' }).done).toMatchObject({
+      via: 'http',
+    });
     expect(app.requests).toHaveLength(2);
     expect(c.envelopes()).toHaveLength(1);
 
@@ -566,7 +633,7 @@ describe('fake Slack: injected events and routing', () => {
     expect(d.dropped.map((b) => b.event_id)).toEqual([lost.eventId]);
   });
 
-  it('echoPosts: the bot\'s own post comes back as its message event', async () => {
+  it("echoPosts: the bot's own post comes back as its message event", async () => {
     const f = await start({ echoPosts: true });
     const c = await connect(f, { autoAck: true });
     const r = await call(f, 'chat.postMessage', { channel: DM, text: 'my answer' });

@@ -59,7 +59,9 @@ async function call(f: FakeTelegram, method: string, params: Record<string, unkn
 const err = (code: number, description: string): unknown => ({ ok: false, error_code: code, description });
 
 /** A webhook receiver; `answer(n)` gives the status for the n-th request (from 1). */
-async function receiver(answer: (n: number) => number = () => 200): Promise<{ url: string; hits: Array<{ headers: http.IncomingHttpHeaders; body: Update }>; port: number }> {
+async function receiver(
+  answer: (n: number) => number = () => 200,
+): Promise<{ url: string; hits: Array<{ headers: http.IncomingHttpHeaders; body: Update }>; port: number }> {
   const hits: Array<{ headers: http.IncomingHttpHeaders; body: Update }> = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -93,14 +95,27 @@ describe('fake telegram: routing, auth, encodings', () => {
     expect(me.headers.get('content-type')).toBe('application/json');
     expect(me.json).toEqual({
       ok: true,
-      result: expect.objectContaining({ id: 7000000001, is_bot: true, first_name: 'Berth Test', username: 'berth_test_bot', can_join_groups: true, can_read_all_group_messages: false }),
+      result: expect.objectContaining({
+        id: 7000000001,
+        is_bot: true,
+        first_name: 'Berth Test',
+        username: 'berth_test_bot',
+        can_join_groups: true,
+        can_read_all_group_messages: false,
+      }),
     });
     expect(f.bot.id).toBe(7000000001);
 
     expect(await answerOf(await fetch(`${f.url}/getMe`))).toMatchObject({ status: 404, json: err(404, 'Not Found') });
     expect(await answerOf(await fetch(`${f.url}/bot${f.token}`))).toMatchObject({ status: 404, json: err(404, 'Not Found') });
-    expect(await answerOf(await fetch(`${f.url}/bot7000000001:wrong/getMe`))).toMatchObject({ status: 401, json: err(401, 'Unauthorized') });
-    expect(await answerOf(await fetch(`${f.url}/botnotatoken/getMe`))).toMatchObject({ status: 401, json: err(401, 'Unauthorized: invalid token specified') });
+    expect(await answerOf(await fetch(`${f.url}/bot7000000001:wrong/getMe`))).toMatchObject({
+      status: 401,
+      json: err(401, 'Unauthorized'),
+    });
+    expect(await answerOf(await fetch(`${f.url}/botnotatoken/getMe`))).toMatchObject({
+      status: 401,
+      json: err(401, 'Unauthorized: invalid token specified'),
+    });
     expect(await call(f, 'getMyFavouriteThings')).toMatchObject({ status: 404, json: err(404, 'Not Found: method not found') });
     // Every authorised request is recorded, lower-cased.
     expect(f.calls.map((c) => c.method)).toEqual(['getme', 'getmyfavouritethings']);
@@ -112,7 +127,10 @@ describe('fake telegram: routing, auth, encodings', () => {
     const q = await answerOf(await fetch(`${f.apiBase}/sendMessage?chat_id=${DM.id}&text=${encodeURIComponent('from the query')}`));
     expect(q.json.result.text).toBe('from the query');
     const form = await answerOf(
-      await fetch(`${f.apiBase}/sendMessage`, { method: 'POST', body: new URLSearchParams({ chat_id: String(DM.id), text: 'from a form' }) }),
+      await fetch(`${f.apiBase}/sendMessage`, {
+        method: 'POST',
+        body: new URLSearchParams({ chat_id: String(DM.id), text: 'from a form' }),
+      }),
     );
     expect(form.json.result.text).toBe('from a form');
     const fd = new FormData();
@@ -121,7 +139,11 @@ describe('fake telegram: routing, auth, encodings', () => {
     expect((await answerOf(await fetch(`${f.apiBase}/sendMessage`, { method: 'POST', body: fd }))).json.result.text).toBe('from multipart');
     // JSON numbers, objects and strings all work; the query string wins on duplicates.
     const j = await answerOf(
-      await fetch(`${f.apiBase}/?text=query+wins`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ method: 'sendMessage', chat_id: DM.id, text: 'body' }) }),
+      await fetch(`${f.apiBase}/?text=query+wins`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ method: 'sendMessage', chat_id: DM.id, text: 'body' }),
+      }),
     );
     expect(j.json).toMatchObject({ ok: true, result: { text: 'query wins', chat: { id: DM.id } } });
     expect(f.sent.map((s) => s.params.chat_id)).toEqual(['1001', '1001', '1001', '1001']);
@@ -141,10 +163,16 @@ describe('fake telegram: routing, auth, encodings', () => {
     expect(badJson.status).toBe(400);
     expect(badJson.json.description).toMatch(/^Bad Request: can't parse JSON object/);
     expect((await call(f, 'getMe', {}, { body: '[1,2]' })).json).toEqual(err(400, 'Bad Request: JSON object expected'));
-    const noBoundary = await answerOf(await fetch(`${f.apiBase}/getMe`, { method: 'POST', headers: { 'Content-Type': 'multipart/form-data' }, body: 'x' }));
+    const noBoundary = await answerOf(
+      await fetch(`${f.apiBase}/getMe`, { method: 'POST', headers: { 'Content-Type': 'multipart/form-data' }, body: 'x' }),
+    );
     expect(noBoundary.json).toEqual(err(400, 'Bad Request: boundary not found'));
     const brokenParts = await answerOf(
-      await fetch(`${f.apiBase}/getMe`, { method: 'POST', headers: { 'Content-Type': 'multipart/form-data; boundary=zz' }, body: '--zz\r\nContent-Disposition: form-data; name="a"\r\n\r\nno end' }),
+      await fetch(`${f.apiBase}/getMe`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'multipart/form-data; boundary=zz' },
+        body: '--zz\r\nContent-Disposition: form-data; name="a"\r\n\r\nno end',
+      }),
     );
     expect(brokenParts.json).toEqual(err(400, 'Bad Request: unexpected end of request content'));
     const gz = await call(f, 'getMe', {}, { headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' } });
@@ -180,7 +208,12 @@ describe('fake telegram: getUpdates', () => {
     expect(first).toBeUndefined();
     const u = f.deliverText({ chat: DM, from: ANN, text: 'again' });
     expect(u.update_id).toBe(503);
-    expect(u.message).toMatchObject({ message_id: 4, from: { id: ANN.id, is_bot: false, first_name: 'Ann', username: 'ann_tester' }, chat: { id: DM.id, type: 'private', first_name: 'Ann' }, text: 'again' });
+    expect(u.message).toMatchObject({
+      message_id: 4,
+      from: { id: ANN.id, is_bot: false, first_name: 'Ann', username: 'ann_tester' },
+      chat: { id: DM.id, type: 'private', first_name: 'Ann' },
+      text: 'again',
+    });
   });
 
   it('holds a long poll until an update exists, and answers [] when the timeout ends', async () => {
@@ -232,7 +265,12 @@ describe('fake telegram: getUpdates', () => {
     expect(f.filtered).toEqual([dropped]);
     const got = (await call(f, 'getUpdates', { offset: edit.update_id })).json.result as Update[];
     expect(got).toHaveLength(1);
-    expect(got[0]!.edited_message).toMatchObject({ message_id: dropped.message!.message_id, text: 'an edit', edit_date: expect.any(Number), date: dropped.message!.date });
+    expect(got[0]!.edited_message).toMatchObject({
+      message_id: dropped.message!.message_id,
+      text: 'an edit',
+      edit_date: expect.any(Number),
+      date: dropped.message!.date,
+    });
     // [] means the default again.
     await call(f, 'getUpdates', { allowed_updates: '[]', offset: edit.update_id + 1 });
     f.deliverText({ chat: DM, from: ANN, text: 'visible' });
@@ -256,13 +294,23 @@ describe('fake telegram: webhooks', () => {
     expect((await call(f, 'setWebhook', { url: 'http://127.0.0.1:1/x', secret_token: 'has space' })).json).toEqual(
       err(400, 'Bad Request: secret token contains unallowed characters'),
     );
-    expect((await call(f, 'setWebhook', { url: 'http://127.0.0.1:1/x', secret_token: 'a'.repeat(257) })).json).toEqual(err(400, 'Bad Request: secret token is too long'));
-    expect((await call(f, 'setWebhook', { url: 'ftp://example.org/x' })).json).toEqual(err(400, 'Bad Request: invalid webhook URL specified'));
+    expect((await call(f, 'setWebhook', { url: 'http://127.0.0.1:1/x', secret_token: 'a'.repeat(257) })).json).toEqual(
+      err(400, 'Bad Request: secret token is too long'),
+    );
+    expect((await call(f, 'setWebhook', { url: 'ftp://example.org/x' })).json).toEqual(
+      err(400, 'Bad Request: invalid webhook URL specified'),
+    );
     expect((await call(f, 'deleteWebhook')).json).toEqual({ ok: true, result: true, description: 'Webhook is already deleted' });
     const hook = await receiver();
     expect((await call(f, 'setWebhook', { url: hook.url, secret_token: 'S3cret_-x' })).json.description).toBe('Webhook was set');
     expect((await call(f, 'setWebhook', { url: hook.url, secret_token: 'S3cret_-x' })).json.description).toBe('Webhook is already set');
-    expect((await call(f, 'getWebhookInfo')).json.result).toEqual({ url: hook.url, has_custom_certificate: false, pending_update_count: 0, max_connections: 40, ip_address: '127.0.0.1' });
+    expect((await call(f, 'getWebhookInfo')).json.result).toEqual({
+      url: hook.url,
+      has_custom_certificate: false,
+      pending_update_count: 0,
+      max_connections: 40,
+      ip_address: '127.0.0.1',
+    });
     expect((await call(f, 'deleteWebhook')).json.description).toBe('Webhook was deleted');
     expect((await call(f, 'getWebhookInfo')).json.result).toEqual({ url: '', has_custom_certificate: false, pending_update_count: 0 });
   });
@@ -276,7 +324,9 @@ describe('fake telegram: webhooks', () => {
     await f.waitFor(() => f.pendingCount() === 0);
     expect(hook.hits.map((h) => h.body.update_id)).toEqual([u1.update_id, u1.update_id, u1.update_id, u2.update_id]);
     expect(hook.hits[0]!.body).toEqual(u1);
-    expect(hook.hits.every((h) => h.headers['x-telegram-bot-api-secret-token'] === 'tok_1' && h.headers['content-type'] === 'application/json')).toBe(true);
+    expect(
+      hook.hits.every((h) => h.headers['x-telegram-bot-api-secret-token'] === 'tok_1' && h.headers['content-type'] === 'application/json'),
+    ).toBe(true);
     expect(f.webhookDeliveries.map((d) => [d.updateId, d.attempt, d.status, d.ok])).toEqual([
       [u1.update_id, 1, 500, false],
       [u1.update_id, 2, 500, false],
@@ -285,7 +335,11 @@ describe('fake telegram: webhooks', () => {
     ]);
     expect(f.webhookDeliveries[0]!.error).toBe('Wrong response from the webhook: 500 Internal Server Error');
     const info = (await call(f, 'getWebhookInfo')).json.result;
-    expect(info).toMatchObject({ pending_update_count: 0, last_error_message: 'Wrong response from the webhook: 500 Internal Server Error', last_error_date: expect.any(Number) });
+    expect(info).toMatchObject({
+      pending_update_count: 0,
+      last_error_message: 'Wrong response from the webhook: 500 Internal Server Error',
+      last_error_date: expect.any(Number),
+    });
   });
 
   it('a connection error keeps the update pending; after deleteWebhook getUpdates gets it; drop_pending_updates forgets', async () => {
@@ -301,7 +355,11 @@ describe('fake telegram: webhooks', () => {
     await call(f, 'deleteWebhook');
     expect((await call(f, 'getUpdates')).json.result).toEqual([u]);
     f.deliverText({ chat: DM, from: ANN, text: 'also pending' });
-    expect((await call(f, 'deleteWebhook', { drop_pending_updates: true })).json).toEqual({ ok: true, result: true, description: 'Webhook is already deleted' });
+    expect((await call(f, 'deleteWebhook', { drop_pending_updates: true })).json).toEqual({
+      ok: true,
+      result: true,
+      description: 'Webhook is already deleted',
+    });
     expect(f.pendingCount()).toBe(0);
     expect((await call(f, 'getUpdates')).json.result).toEqual([]);
   });
@@ -326,7 +384,10 @@ describe('fake telegram: sendMessage', () => {
     });
     expect((await call(f, 'sendMessage', { chat_id: String(DM.id), text: 'again' })).json.result.message_id).toBe(3);
     f.deliverText({ chat: TEAM, from: BOB, text: 'in the group' });
-    expect((await call(f, 'sendMessage', { chat_id: TEAM.id, text: 'group reply' })).json.result).toMatchObject({ message_id: 2, chat: { id: TEAM.id, title: 'Team', type: 'supergroup' } });
+    expect((await call(f, 'sendMessage', { chat_id: TEAM.id, text: 'group reply' })).json.result).toMatchObject({
+      message_id: 2,
+      chat: { id: TEAM.id, title: 'Team', type: 'supergroup' },
+    });
 
     expect(f.repliesTo(DM.id).map((s) => s.text)).toEqual(['hello Ann', 'again']);
     expect(f.sent.map((s) => s.ok)).toEqual([false, false, true, true, true]);
@@ -337,7 +398,8 @@ describe('fake telegram: sendMessage', () => {
   it('checks the text: empty, whitespace only, too long after parsing (code points), too long before parsing', async () => {
     const f = await start();
     f.deliverText({ chat: DM, from: ANN, text: 'hi' });
-    const send = (text: string, parse_mode?: string) => call(f, 'sendMessage', { chat_id: DM.id, text, ...(parse_mode ? { parse_mode } : {}) });
+    const send = (text: string, parse_mode?: string) =>
+      call(f, 'sendMessage', { chat_id: DM.id, text, ...(parse_mode ? { parse_mode } : {}) });
     expect((await send('')).json).toEqual(err(400, 'Bad Request: message text is empty'));
     expect((await send(' \n ')).json).toEqual(err(400, 'Bad Request: text must be non-empty'));
     expect((await send('a'.repeat(4097))).json).toEqual(err(400, 'Bad Request: message is too long'));
@@ -356,7 +418,8 @@ describe('fake telegram: sendMessage', () => {
     const f = await start();
     f.deliverText({ chat: DM, from: ANN, text: 'hi' });
     const md = (text: string) => call(f, 'sendMessage', { chat_id: DM.id, text, parse_mode: 'MarkdownV2' });
-    const reserved = (c: string) => err(400, `Bad Request: can't parse entities: Character '${c}' is reserved and must be escaped with the preceding '\\'`);
+    const reserved = (c: string) =>
+      err(400, `Bad Request: can't parse entities: Character '${c}' is reserved and must be escaped with the preceding '\\'`);
     expect((await md('Done.')).json).toEqual(reserved('.'));
     expect((await md('Done!')).json).toEqual(reserved('!'));
     expect((await md('a-b')).json).toEqual(reserved('-'));
@@ -365,10 +428,16 @@ describe('fake telegram: sendMessage', () => {
     expect((await md('a > b')).json).toEqual(reserved('>'));
     expect((await md('#tag')).json).toEqual(reserved('#'));
     expect((await md('*bold')).json).toEqual(err(400, "Bad Request: can't parse entities: Can't find end of Bold entity at byte offset 0"));
-    expect((await md('ok _it')).json).toEqual(err(400, "Bad Request: can't parse entities: Can't find end of Italic entity at byte offset 3"));
-    expect((await md('[a](http://x.org')).json).toEqual(err(400, "Bad Request: can't parse entities: Can't find end of a URL at byte offset 4"));
+    expect((await md('ok _it')).json).toEqual(
+      err(400, "Bad Request: can't parse entities: Can't find end of Italic entity at byte offset 3"),
+    );
+    expect((await md('[a](http://x.org')).json).toEqual(
+      err(400, "Bad Request: can't parse entities: Can't find end of a URL at byte offset 4"),
+    );
 
-    const r = await md('*bold* _it_ __u__ ~s~ ||sp|| [link](https://example.com/a\\)b) `co\\`de 1.5` \\. \\! 😀 [me](tg://user?id=42)\n```py\nprint(1)\n```');
+    const r = await md(
+      '*bold* _it_ __u__ ~s~ ||sp|| [link](https://example.com/a\\)b) `co\\`de 1.5` \\. \\! 😀 [me](tg://user?id=42)\n```py\nprint(1)\n```',
+    );
     expect(r.status).toBe(200);
     const m = r.json.result as Message;
     // The pre block's own trailing newline falls to the final trim (as in tdlib's fix_formatted_text).
@@ -384,7 +453,17 @@ describe('fake telegram: sendMessage', () => {
       { type: 'text_mention', offset: 37, length: 2, user: { id: 42, is_bot: false, first_name: '' } },
       { type: 'pre', offset: 40, length: 8, language: 'py' },
     ]);
-    expect(m.entities!.map((e) => m.text!.slice(e.offset, e.offset + e.length))).toEqual(['bold', 'it', 'u', 's', 'sp', 'link', 'co`de 1.5', 'me', 'print(1)']);
+    expect(m.entities!.map((e) => m.text!.slice(e.offset, e.offset + e.length))).toEqual([
+      'bold',
+      'it',
+      'u',
+      's',
+      'sp',
+      'link',
+      'co`de 1.5',
+      'me',
+      'print(1)',
+    ]);
     // Block quotations: '>' only at the start of a line.
     const q = await md('>quoted\n>more\nafter');
     expect(q.json.result).toMatchObject({ text: 'quoted\nmore\nafter', entities: [{ type: 'blockquote', offset: 0, length: 12 }] });
@@ -395,7 +474,11 @@ describe('fake telegram: sendMessage', () => {
   it('parses HTML and legacy Markdown too', async () => {
     const f = await start();
     f.deliverText({ chat: DM, from: ANN, text: 'hi' });
-    const html = await call(f, 'sendMessage', { chat_id: DM.id, text: '<b>bold</b> &lt;3 <a href="https://x.org">x</a> <pre><code class="language-ts">let a;</code></pre>', parse_mode: 'HTML' });
+    const html = await call(f, 'sendMessage', {
+      chat_id: DM.id,
+      text: '<b>bold</b> &lt;3 <a href="https://x.org">x</a> <pre><code class="language-ts">let a;</code></pre>',
+      parse_mode: 'HTML',
+    });
     expect(html.json.result).toMatchObject({
       text: 'bold <3 x let a;',
       entities: [
@@ -426,12 +509,19 @@ describe('fake telegram: sendMessage', () => {
     const r1 = await call(f, 'sendMessage', { chat_id: DM.id, text: 'answer', reply_parameters: { message_id: id } });
     expect(r1.json.result.reply_to_message).toMatchObject({ message_id: id, text: 'question', from: { id: ANN.id } });
     const r2 = await answerOf(
-      await fetch(`${f.apiBase}/sendMessage`, { method: 'POST', body: new URLSearchParams({ chat_id: String(DM.id), text: 'legacy', reply_to_message_id: String(id) }) }),
+      await fetch(`${f.apiBase}/sendMessage`, {
+        method: 'POST',
+        body: new URLSearchParams({ chat_id: String(DM.id), text: 'legacy', reply_to_message_id: String(id) }),
+      }),
     );
     expect(r2.json.result.reply_to_message.message_id).toBe(id);
     const r3 = await call(f, 'sendMessage', { chat_id: DM.id, text: 'x', reply_parameters: JSON.stringify({ message_id: 999 }) });
     expect(r3.json).toEqual(err(400, 'Bad Request: message to be replied not found'));
-    const r4 = await call(f, 'sendMessage', { chat_id: DM.id, text: 'x', reply_parameters: { message_id: 999, allow_sending_without_reply: true } });
+    const r4 = await call(f, 'sendMessage', {
+      chat_id: DM.id,
+      text: 'x',
+      reply_parameters: { message_id: 999, allow_sending_without_reply: true },
+    });
     expect(r4.json.ok).toBe(true);
     expect(r4.json.result).not.toHaveProperty('reply_to_message');
     expect((await call(f, 'sendMessage', { chat_id: DM.id, text: 'x', reply_parameters: '{nope' })).json).toEqual(
@@ -459,7 +549,9 @@ describe('fake telegram: sendChatAction, sendDocument', () => {
     const f = await start();
     f.deliverText({ chat: DM, from: ANN, text: 'hi' });
     expect((await call(f, 'sendChatAction', { chat_id: DM.id, action: 'typing' })).json).toEqual({ ok: true, result: true });
-    expect((await call(f, 'sendChatAction', { chat_id: DM.id, action: 'dancing' })).json).toEqual(err(400, 'Bad Request: wrong parameter action in request'));
+    expect((await call(f, 'sendChatAction', { chat_id: DM.id, action: 'dancing' })).json).toEqual(
+      err(400, 'Bad Request: wrong parameter action in request'),
+    );
     expect((await call(f, 'sendChatAction', { chat_id: 5, action: 'typing' })).json).toEqual(err(400, 'Bad Request: chat not found'));
     expect(f.actions.map((a) => [a.chatId, a.action, a.ok])).toEqual([
       [DM.id, 'typing', true],
@@ -478,30 +570,55 @@ describe('fake telegram: sendChatAction, sendDocument', () => {
       return answerOf(await fetch(`${f.apiBase}/sendDocument`, { method: 'POST', body: fd }));
     };
     const bytes = Buffer.from('line 1\nline 2\n');
-    const r = await upload({ chat_id: String(DM.id), caption: '*Report* for you', parse_mode: 'MarkdownV2' }, { name: 'report.txt', bytes });
+    const r = await upload(
+      { chat_id: String(DM.id), caption: '*Report* for you', parse_mode: 'MarkdownV2' },
+      { name: 'report.txt', bytes },
+    );
     expect(r.status).toBe(200);
     expect(r.json.result).toMatchObject({
       message_id: 2,
       from: { is_bot: true },
       chat: { id: DM.id },
-      document: { file_name: 'report.txt', mime_type: 'text/plain', file_id: expect.any(String), file_unique_id: expect.any(String), file_size: bytes.length },
+      document: {
+        file_name: 'report.txt',
+        mime_type: 'text/plain',
+        file_id: expect.any(String),
+        file_unique_id: expect.any(String),
+        file_size: bytes.length,
+      },
       caption: 'Report for you',
       caption_entities: [{ type: 'bold', offset: 0, length: 6 }],
     });
     const [s] = f.sent;
-    expect(s).toMatchObject({ method: 'sendDocument', chatId: DM.id, caption: '*Report* for you', parseMode: 'MarkdownV2', ok: true, document: { source: 'upload', fileName: 'report.txt' } });
+    expect(s).toMatchObject({
+      method: 'sendDocument',
+      chatId: DM.id,
+      caption: '*Report* for you',
+      parseMode: 'MarkdownV2',
+      ok: true,
+      document: { source: 'upload', fileName: 'report.txt' },
+    });
     expect(s!.document!.bytes!.equals(bytes)).toBe(true);
 
     const again = await call(f, 'sendDocument', { chat_id: DM.id, document: r.json.result.document.file_id });
     expect(again.json.result.document).toEqual(r.json.result.document);
-    const attached = await upload({ chat_id: String(DM.id), document: 'attach://thefile' }, { name: 'a.bin', bytes: Buffer.from([1, 2, 3]), field: 'thefile' });
+    const attached = await upload(
+      { chat_id: String(DM.id), document: 'attach://thefile' },
+      { name: 'a.bin', bytes: Buffer.from([1, 2, 3]), field: 'thefile' },
+    );
     expect(attached.json.result.document).toMatchObject({ file_name: 'a.bin', file_size: 3 });
 
     expect((await upload({ chat_id: String(DM.id) })).json).toEqual(err(400, 'Bad Request: there is no document in the request'));
-    expect((await upload({ chat_id: String(DM.id), caption: 'c'.repeat(1025) }, { name: 'x.txt', bytes })).json).toEqual(err(400, 'Bad Request: message caption is too long'));
-    expect((await upload({ chat_id: String(DM.id) }, { name: 'empty.txt', bytes: Buffer.alloc(0) })).json).toEqual(err(400, 'Bad Request: file must be non-empty'));
+    expect((await upload({ chat_id: String(DM.id), caption: 'c'.repeat(1025) }, { name: 'x.txt', bytes })).json).toEqual(
+      err(400, 'Bad Request: message caption is too long'),
+    );
+    expect((await upload({ chat_id: String(DM.id) }, { name: 'empty.txt', bytes: Buffer.alloc(0) })).json).toEqual(
+      err(400, 'Bad Request: file must be non-empty'),
+    );
     expect((await upload({ chat_id: '42' }, { name: 'x.txt', bytes })).json).toEqual(err(400, 'Bad Request: chat not found'));
-    expect((await call(f, 'sendDocument', { chat_id: DM.id, document: 'no-such-file-id' })).json).toEqual(err(400, 'Bad Request: wrong file identifier/HTTP URL specified'));
+    expect((await call(f, 'sendDocument', { chat_id: DM.id, document: 'no-such-file-id' })).json).toEqual(
+      err(400, 'Bad Request: wrong file identifier/HTTP URL specified'),
+    );
     expect(f.repliesTo(DM.id)).toHaveLength(3);
   });
 });
@@ -513,7 +630,12 @@ describe('fake telegram: injected failures', () => {
     f.failNext('sendMessage', { code: 429, retryAfter: 3 });
     const limited = await call(f, 'sendMessage', { chat_id: DM.id, text: 'a' });
     expect(limited.status).toBe(429);
-    expect(limited.json).toEqual({ ok: false, error_code: 429, description: 'Too Many Requests: retry after 3', parameters: { retry_after: 3 } });
+    expect(limited.json).toEqual({
+      ok: false,
+      error_code: 429,
+      description: 'Too Many Requests: retry after 3',
+      parameters: { retry_after: 3 },
+    });
     expect(limited.headers.get('retry-after')).toBe('3');
     expect((await call(f, 'sendMessage', { chat_id: DM.id, text: 'a' })).json.ok).toBe(true);
 
@@ -534,7 +656,12 @@ describe('fake telegram: injected failures', () => {
     expect((await call(f, 'getMe')).json.ok).toBe(true);
 
     f.deliverText({ chat: TEAM, from: BOB, text: 'hi' });
-    f.failNext('sendMessage', { code: 400, description: 'Bad Request: group chat was upgraded to a supergroup chat', parameters: { migrate_to_chat_id: -100777 }, chatId: TEAM.id });
+    f.failNext('sendMessage', {
+      code: 400,
+      description: 'Bad Request: group chat was upgraded to a supergroup chat',
+      parameters: { migrate_to_chat_id: -100777 },
+      chatId: TEAM.id,
+    });
     expect((await call(f, 'sendMessage', { chat_id: DM.id, text: 'dm still fine' })).json.ok).toBe(true);
     expect((await call(f, 'sendMessage', { chat_id: TEAM.id, text: 'x' })).json).toEqual({
       ok: false,
@@ -558,7 +685,10 @@ describe('fake telegram: injected failures', () => {
       expect(JSON.parse(params.commands!)).toEqual([{ command: 'start', description: 'Start' }]);
       return true;
     });
-    expect((await call(f, 'setMyCommands', { commands: [{ command: 'start', description: 'Start' }] })).json).toEqual({ ok: true, result: true });
+    expect((await call(f, 'setMyCommands', { commands: [{ command: 'start', description: 'Start' }] })).json).toEqual({
+      ok: true,
+      result: true,
+    });
   });
 });
 
@@ -582,7 +712,9 @@ describe('fake telegram: injected updates', () => {
     expect(text.slice(37, 42)).toBe('/help');
     expect(f.deliverText({ chat: DM, from: ANN, text: 'plain' }).message).not.toHaveProperty('entities');
 
-    const raw = f.deliverRaw({ callback_query: { id: 'cb1', from: { id: ANN.id, is_bot: false, first_name: 'Ann' }, data: 'yes', chat_instance: '1' } });
+    const raw = f.deliverRaw({
+      callback_query: { id: 'cb1', from: { id: ANN.id, is_bot: false, first_name: 'Ann' }, data: 'yes', chat_instance: '1' },
+    });
     expect(raw.update_id).toBe(u.update_id + 2);
     const got = (await call(f, 'getUpdates')).json.result as Update[];
     expect(got.map((x) => Object.keys(x)[1])).toEqual(['message', 'message', 'callback_query']);

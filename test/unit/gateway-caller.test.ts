@@ -21,11 +21,15 @@ describe.each([false, true])('gateway caller (keepOpen %s)', (keepOpen) => {
     const alice = h.berth.gateway.forCaller({ project: name, tenantKey: 'web:alice' }, { keepOpen });
     alice.write({ folderId: team, scope: 'private', path: 'plan.md' }, 'v1');
     const bob = h.berth.gateway.forCaller({ project: name, tenantKey: 'web:bob' }, { keepOpen });
-    expect(() => bob.read({ folderId: team, scope: 'private', path: 'plan.md' })).toThrow(expect.objectContaining({ code: 'PERMISSION_DENIED' }));
+    expect(() => bob.read({ folderId: team, scope: 'private', path: 'plan.md' })).toThrow(
+      expect.objectContaining({ code: 'PERMISSION_DENIED' }),
+    );
     await h.berth.store.update(name, { teams: { 'team:a': { members: ['web:alice', 'web:bob'] } } });
     expect(bob.read({ folderId: team, scope: 'private', path: 'plan.md' })).toEqual({ path: 'plan.md', content: 'v1' });
     await h.berth.store.update(name, { teams: { 'team:a': { members: ['web:alice'] } } });
-    expect(() => bob.read({ folderId: team, scope: 'private', path: 'plan.md' })).toThrow(expect.objectContaining({ code: 'PERMISSION_DENIED' }));
+    expect(() => bob.read({ folderId: team, scope: 'private', path: 'plan.md' })).toThrow(
+      expect.objectContaining({ code: 'PERMISSION_DENIED' }),
+    );
     expect(fs.existsSync(join(h.home, `projects/${name}/workspaces`, team, 'plan.md'))).toBe(true);
     alice.close();
     bob.close();

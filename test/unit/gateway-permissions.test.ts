@@ -45,10 +45,13 @@ const TABLE: Array<[Caller, string, Scope, Operation, boolean]> = [
 ];
 
 describe('permission service (the only place that decides)', () => {
-  it.each(TABLE.map(([c, f, s, op, ok]) => [c.tenantKey, f, s, op, ok] as const))('%s → %s/%s %s: %s', (callerKey, folder, scope, op, ok) => {
-    const caller = callerKey === 'boss' ? boss : callerKey === 'team-a' ? groupChat : alice;
-    const d = decide(caller, folders[folder] as Folder, scope, op);
-    expect(d.allow).toBe(ok);
-    if (!d.allow) expect(d.reason).toMatch(/\w/);
-  });
+  it.each(TABLE.map(([c, f, s, op, ok]) => [c.tenantKey, f, s, op, ok] as const))(
+    '%s → %s/%s %s: %s',
+    (callerKey, folder, scope, op, ok) => {
+      const caller = callerKey === 'boss' ? boss : callerKey === 'team-a' ? groupChat : alice;
+      const d = decide(caller, folders[folder] as Folder, scope, op);
+      expect(d.allow).toBe(ok);
+      if (!d.allow) expect(d.reason).toMatch(/\w/);
+    },
+  );
 });

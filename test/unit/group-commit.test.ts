@@ -29,7 +29,12 @@ function heldSync() {
   };
 }
 const tick = () => new Promise((r) => setImmediate(r));
-const lines = (file: string) => fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+const lines = (file: string) =>
+  fs
+    .readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
 
 describe('createGroupCommit', () => {
   it('settles a line only after a sync that began after its write; lines written meanwhile share the next sync', async () => {

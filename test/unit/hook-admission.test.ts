@@ -47,7 +47,7 @@ function watch(p: Promise<Buffer>) {
 }
 const tick = () => new Promise((r) => setImmediate(r));
 
-describe('strangers\' body reads (before the signature is checked)', () => {
+describe("strangers' body reads (before the signature is checked)", () => {
   it('a whole body is read and gives its room back', async () => {
     const gate = createHookGate(bounds());
     const b = body(['{"a":', '1}']);

@@ -63,7 +63,11 @@ async function signedSlack(i: number): Promise<{ status: number; ok: boolean }> 
   const body = JSON.stringify({ type: 'url_verification', token: 'x', challenge: `challenge-${i}` });
   const ts = now();
   const signature = `v0=${createHmac('sha256', SLACK_SECRET).update(`v0:${ts}:${body}`).digest('hex')}`;
-  const res = await fetch(`${server.url}/hooks/slack`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-slack-request-timestamp': ts, 'x-slack-signature': signature }, body });
+  const res = await fetch(`${server.url}/hooks/slack`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-slack-request-timestamp': ts, 'x-slack-signature': signature },
+    body,
+  });
   const answer = (await res.json().catch(() => undefined)) as { challenge?: string } | undefined;
   return { status: res.status, ok: answer?.challenge === `challenge-${i}` };
 }
@@ -72,7 +76,11 @@ async function signedSlack(i: number): Promise<{ status: number; ok: boolean }> 
 async function signedHook(i: number): Promise<{ status: number; ok: boolean }> {
   const body = JSON.stringify({ id: `flood-${i}`, user: 'ci-bot', text: `echo ${i}` });
   const ts = now();
-  const res = await fetch(`${server.url}/hooks/ci`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(HOOK_SECRET, ts, body) }, body });
+  const res = await fetch(`${server.url}/hooks/ci`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(HOOK_SECRET, ts, body) },
+    body,
+  });
   const answer = (await res.json().catch(() => undefined)) as { status?: string } | undefined;
   return { status: res.status, ok: answer?.status === 'accepted' };
 }
@@ -83,7 +91,14 @@ async function signedHook(i: number): Promise<{ status: number; ok: boolean }> {
  * opened again until `stop`. Counts how often berth ended it, and every status it answered.
  */
 function slowStranger(port: number, path: string, headers: string[]) {
-  const state = { open: false, ended: 0, statuses: [] as number[], stopped: false, socket: undefined as net.Socket | undefined, ready: undefined as Promise<void> | undefined };
+  const state = {
+    open: false,
+    ended: 0,
+    statuses: [] as number[],
+    stopped: false,
+    socket: undefined as net.Socket | undefined,
+    ready: undefined as Promise<void> | undefined,
+  };
   const open = () =>
     new Promise<void>((resolve) => {
       if (state.stopped) return resolve();
@@ -102,7 +117,9 @@ function slowStranger(port: number, path: string, headers: string[]) {
         setImmediate(() => void open());
       };
       socket.on('connect', () => {
-        socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n${headers.map((l) => `${l}\r\n`).join('')}\r\n{`);
+        socket.write(
+          `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n${headers.map((l) => `${l}\r\n`).join('')}\r\n{`,
+        );
         state.open = true;
         drip = setInterval(() => socket.write('a'), 1000);
         resolve();
@@ -148,8 +165,12 @@ describe('/hooks under slow unsigned requests (outside attack 4, M1)', () => {
     const port = Number(new URL(server.url).port);
     const wrong = '0'.repeat(64);
     const strangers = [
-      ...Array.from({ length: ATTACKERS_PER_HOOK }, () => slowStranger(port, '/hooks/slack', [`X-Slack-Request-Timestamp: ${now()}`, `X-Slack-Signature: v0=${wrong}`])),
-      ...Array.from({ length: ATTACKERS_PER_HOOK }, () => slowStranger(port, '/hooks/ci', [`X-Berth-Timestamp: ${now()}`, `X-Berth-Signature: v1=${wrong}`])),
+      ...Array.from({ length: ATTACKERS_PER_HOOK }, () =>
+        slowStranger(port, '/hooks/slack', [`X-Slack-Request-Timestamp: ${now()}`, `X-Slack-Signature: v0=${wrong}`]),
+      ),
+      ...Array.from({ length: ATTACKERS_PER_HOOK }, () =>
+        slowStranger(port, '/hooks/ci', [`X-Berth-Timestamp: ${now()}`, `X-Berth-Signature: v1=${wrong}`]),
+      ),
     ];
     const answers: Array<{ what: string; status: number; ok: boolean; strangersOpen: number }> = [];
     try {
@@ -197,26 +218,43 @@ describe('/hooks under slow unsigned requests (outside attack 4, M1)', () => {
     const ts = now();
     // No body is sent at all: an answer means berth did not wait to read one.
     const unsignedHook = await exchange(port, `POST /hooks/ci HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nX-Berth-Timestamp: ${ts}`);
-    expect(unsignedHook).toMatchObject({ status: 401, json: { error: { code: 'UNAUTHORIZED', message: expect.stringContaining('X-Berth-Signature is missing') } } });
-    const unsignedSlack = await exchange(port, `POST /hooks/slack HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nX-Slack-Request-Timestamp: ${ts}\r\nX-Slack-Signature: v0=not-hex`);
+    expect(unsignedHook).toMatchObject({
+      status: 401,
+      json: { error: { code: 'UNAUTHORIZED', message: expect.stringContaining('X-Berth-Signature is missing') } },
+    });
+    const unsignedSlack = await exchange(
+      port,
+      `POST /hooks/slack HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nX-Slack-Request-Timestamp: ${ts}\r\nX-Slack-Signature: v0=not-hex`,
+    );
     expect(unsignedSlack).toMatchObject({ status: 401, json: { error: { code: 'UNAUTHORIZED' } } });
-    const hugeHook = await exchange(port, `POST /hooks/ci HTTP/1.1\r\nHost: x\r\nContent-Length: ${256 * 1024 + 1}\r\nX-Berth-Timestamp: ${ts}\r\nX-Berth-Signature: v1=${'0'.repeat(64)}`);
+    const hugeHook = await exchange(
+      port,
+      `POST /hooks/ci HTTP/1.1\r\nHost: x\r\nContent-Length: ${256 * 1024 + 1}\r\nX-Berth-Timestamp: ${ts}\r\nX-Berth-Signature: v1=${'0'.repeat(64)}`,
+    );
     expect(hugeHook).toMatchObject({ status: 413, json: { error: { code: 'PAYLOAD_TOO_LARGE' } } });
-    const hugeSlack = await exchange(port, `POST /hooks/slack HTTP/1.1\r\nHost: x\r\nContent-Length: ${1024 * 1024 + 1}\r\nX-Slack-Request-Timestamp: ${ts}\r\nX-Slack-Signature: v0=${'0'.repeat(64)}`);
+    const hugeSlack = await exchange(
+      port,
+      `POST /hooks/slack HTTP/1.1\r\nHost: x\r\nContent-Length: ${1024 * 1024 + 1}\r\nX-Slack-Request-Timestamp: ${ts}\r\nX-Slack-Signature: v0=${'0'.repeat(64)}`,
+    );
     expect(hugeSlack).toMatchObject({ status: 413, json: { error: { code: 'PAYLOAD_TOO_LARGE' } } });
   });
 
-  it('an authenticated caller (Telegram\'s secret header, checked before the body) keeps its slots: 64 slow updates are held, the 65th is told to come back, a stranger is refused at once', async () => {
+  it("an authenticated caller (Telegram's secret header, checked before the body) keeps its slots: 64 slow updates are held, the 65th is told to come back, a stranger is refused at once", async () => {
     const port = Number(new URL(server.url).port);
-    const head = (secret: string) => `POST /hooks/telegram HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nX-Telegram-Bot-Api-Secret-Token: ${secret}`;
+    const head = (secret: string) =>
+      `POST /hooks/telegram HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nX-Telegram-Bot-Api-Secret-Token: ${secret}`;
     const held = await Promise.all(
-      Array.from({ length: 64 }, () => new Promise<net.Socket>((resolve) => {
-        const socket = net.connect(port, '127.0.0.1', () => {
-          socket.write(`${head(TELEGRAM_SECRET)}\r\n\r\n{"update_id":`);
-          resolve(socket);
-        });
-        socket.on('error', () => undefined);
-      })),
+      Array.from(
+        { length: 64 },
+        () =>
+          new Promise<net.Socket>((resolve) => {
+            const socket = net.connect(port, '127.0.0.1', () => {
+              socket.write(`${head(TELEGRAM_SECRET)}\r\n\r\n{"update_id":`);
+              resolve(socket);
+            });
+            socket.on('error', () => undefined);
+          }),
+      ),
     );
     try {
       // A wrong secret is refused before its body is read, whatever is held.
@@ -227,7 +265,10 @@ describe('/hooks under slow unsigned requests (outside attack 4, M1)', () => {
       const probe = () => exchange(port, head(TELEGRAM_SECRET).replace('Content-Length: 1000', `Content-Length: ${update.length}`), update);
       let answer = await probe();
       while (answer.status === 200 && held.every((s) => !s.destroyed && !s.readableEnded)) answer = await probe();
-      expect(answer).toMatchObject({ status: 429, json: { error: { code: 'BUSY', message: expect.stringContaining('64 requests to the telegram bridge') } } });
+      expect(answer).toMatchObject({
+        status: 429,
+        json: { error: { code: 'BUSY', message: expect.stringContaining('64 requests to the telegram bridge') } },
+      });
     } finally {
       for (const s of held) s.destroy();
     }

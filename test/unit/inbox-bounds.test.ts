@@ -77,7 +77,12 @@ describe('openInbox: bounded memory and journal', () => {
     first.receive(msg('ended-lately'));
     first.mark('ended-lately', 'replied');
     const next = openInbox(dir, 'signal', { now: () => now });
-    expect(next.all().map((e) => e.id).sort()).toEqual(['ended-lately', 'never-ended']);
+    expect(
+      next
+        .all()
+        .map((e) => e.id)
+        .sort(),
+    ).toEqual(['ended-lately', 'never-ended']);
     expect(next.open().map((e) => e.id)).toEqual(['never-ended']);
     expect(next.receive(msg('ended-lately'))).toBe(false);
   });
@@ -93,7 +98,12 @@ describe('openInbox: bounded memory and journal', () => {
     openInbox(dir, 'signal', { now: () => now }); // compacts at open: "old" goes
     expect(a.receive(msg('kept'))).toBe(false);
     expect(a.receive(msg('fresh'))).toBe(true);
-    expect(a.all().map((e) => e.id).sort()).toEqual(['fresh', 'kept']);
+    expect(
+      a
+        .all()
+        .map((e) => e.id)
+        .sort(),
+    ).toEqual(['fresh', 'kept']);
   });
 
   it('a line a crash cut short does not swallow the next one', () => {

@@ -17,7 +17,11 @@ const tmp = () => {
   dirs.push(d);
   return d;
 };
-const segmentsIn = (dir: string) => fs.readdirSync(dir).filter((n) => n !== 'journal.jsonl').sort();
+const segmentsIn = (dir: string) =>
+  fs
+    .readdirSync(dir)
+    .filter((n) => n !== 'journal.jsonl')
+    .sort();
 const tiny = { rotateBytes: 1, keepSegments: 1, segmentGraceMs: 1000 };
 const HOUR = 3_600_000;
 

@@ -28,11 +28,18 @@ describe("the keep-alive's report", () => {
   });
 
   it("the relay's per-connection children are the keep-alive's; zombies run nothing", () => {
-    expect(judge(...IDLE, 't 7 7 2 S 90 1 berth-bridge', 't 8 8 1 Z 95 1 sh', CLEAN_IPC)).toEqual({ running: [], keepAliveHurt: [], mountsMissing: [], ipc: [] });
+    expect(judge(...IDLE, 't 7 7 2 S 90 1 berth-bridge', 't 8 8 1 Z 95 1 sh', CLEAN_IPC)).toEqual({
+      running: [],
+      keepAliveHurt: [],
+      mountsMissing: [],
+      ipc: [],
+    });
   });
 
   it('a process that forks a successor and exits, outrunning every scan, is caught as churn', () => {
-    expect(judge(...IDLE, 'churn 1', CLEAN_IPC).running).toEqual(['processes that exit as they are read (1 gone mid-read, scan after scan)']);
+    expect(judge(...IDLE, 'churn 1', CLEAN_IPC).running).toEqual([
+      'processes that exit as they are read (1 gone mid-read, scan after scan)',
+    ]);
     expect(parseReport(`${IDLE.join('\n')}\nchurn 1\nt 9 9 1 S 1 1 late\n${CLEAN_IPC}\n`)).toBeUndefined(); // churn closes the thread list
   });
 
@@ -71,19 +78,25 @@ describe("the keep-alive's report", () => {
     expect(report(...IDLE, CLEAN_IPC)).not.toHaveProperty('memoryHeld');
   });
 
-  it("a planned mount moved away (a renamed directory took it along) is not clean; a report listing no mounts cannot tell", () => {
-    const moved = judgeReport(baseline, report(...IDLE, CLEAN_IPC, 'mem -1 -1 -1', 'mnt /workspace', 'mnt /workspace/.moved/settings.json')!, ['/workspace', '/workspace/.cfg/settings.json']);
+  it('a planned mount moved away (a renamed directory took it along) is not clean; a report listing no mounts cannot tell', () => {
+    const moved = judgeReport(
+      baseline,
+      report(...IDLE, CLEAN_IPC, 'mem -1 -1 -1', 'mnt /workspace', 'mnt /workspace/.moved/settings.json')!,
+      ['/workspace', '/workspace/.cfg/settings.json'],
+    );
     expect(moved).toEqual({ running: [], keepAliveHurt: [], mountsMissing: ['/workspace/.cfg/settings.json'] });
     expect(warmVerdict(moved)).toBe('a protected path was moved from its mount: /workspace/.cfg/settings.json');
     // The kernel's escapes are read back: a space in a name is \040.
     expect(report(...IDLE, CLEAN_IPC, 'mem -1 -1 -1', 'mnt /workspace/my\\040notes/x')?.mounts).toEqual(['/workspace/my notes/x']);
     const blind = judgeReport(baseline, report(...IDLE, CLEAN_IPC)!, ['/workspace']);
     expect(warmVerdict({ ...blind, memoryGrowth: 0 })).toBe('its mounts cannot be read by this launcher');
-    expect(mountPointsOf('36 25 0:31 / /workspace rw,relatime - ext4 /dev/x rw\n37 36 0:5 /f /workspace/a\\040b ro - ext4 /dev/x ro\n')).toEqual(['/workspace', '/workspace/a b']);
+    expect(
+      mountPointsOf('36 25 0:31 / /workspace rw,relatime - ext4 /dev/x rw\n37 36 0:5 /f /workspace/a\\040b ro - ext4 /dev/x ro\n'),
+    ).toEqual(['/workspace', '/workspace/a b']);
     expect(missingMounts(['/workspace', '/workspace/a b'], ['/workspace'])).toEqual(['/workspace/a b']);
   });
 
-  it('anything but the keep-alive\'s lines is not a report', () => {
+  it("anything but the keep-alive's lines is not a report", () => {
     for (const bad of [
       [...IDLE].join('\n'), // no ipc line
       `${IDLE.join('\n')}\nt 9 9 1 S 1 1 a b\n${CLEAN_IPC}`, // a name with a space

@@ -1,7 +1,18 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { berthLabelsOf, kubeLabelValue, kubeLiteral, kubeSelector, prepareEntries, PREPARE_CONTAINER, renderKubeRun, renderNetworkPolicy, type KubeRunInput, type SnapshotFile } from '../../src/launch/kubernetes/objects.js';
+import {
+  berthLabelsOf,
+  kubeLabelValue,
+  kubeLiteral,
+  kubeSelector,
+  prepareEntries,
+  PREPARE_CONTAINER,
+  renderKubeRun,
+  renderNetworkPolicy,
+  type KubeRunInput,
+  type SnapshotFile,
+} from '../../src/launch/kubernetes/objects.js';
 import { LABELS } from '../../src/plan/labels.js';
 import { RUN_DIR_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
 import { contractHome, PROTECTED_TEXT } from '../contract/contract-plan.js';
@@ -12,13 +23,32 @@ const home = contractHome({ image: 'berth/shell:latest', runtime: 'runc' });
 afterAll(() => home.cleanup());
 
 const filesOf = (plan: RunPlan): Map<string, SnapshotFile[]> =>
-  new Map(plan.mounts.flatMap((m) => (m.type === 'bind' && m.readOnly && fs.existsSync(m.source) ? [[m.target, [{ path: '', data: fs.readFileSync(m.source), mode: 0o644 }]]] : [])));
+  new Map(
+    plan.mounts.flatMap((m) =>
+      m.type === 'bind' && m.readOnly && fs.existsSync(m.source)
+        ? [[m.target, [{ path: '', data: fs.readFileSync(m.source), mode: 0o644 }]]]
+        : [],
+    ),
+  );
 
 /** Each persistent mount's volume id (what the launcher reads from its host directory, kubernetes/volumes.ts): here one per source. */
 const volumesOf = (plan: RunPlan): Map<string, string> =>
-  new Map(plan.mounts.flatMap((m) => (m.type === 'bind' && !m.readOnly ? [[m.target, createHash('sha256').update(m.source).digest('hex').slice(0, 32)]] : [])));
+  new Map(
+    plan.mounts.flatMap((m) =>
+      m.type === 'bind' && !m.readOnly ? [[m.target, createHash('sha256').update(m.source).digest('hex').slice(0, 32)]] : [],
+    ),
+  );
 
-const render = (plan: RunPlan, extra: Partial<KubeRunInput> = {}) => renderKubeRun({ plan, name: 'berth-r1', namespace: 'berth', files: filesOf(plan), pullPolicy: 'IfNotPresent', volumes: volumesOf(plan), ...extra });
+const render = (plan: RunPlan, extra: Partial<KubeRunInput> = {}) =>
+  renderKubeRun({
+    plan,
+    name: 'berth-r1',
+    namespace: 'berth',
+    files: filesOf(plan),
+    pullPolicy: 'IfNotPresent',
+    volumes: volumesOf(plan),
+    ...extra,
+  });
 
 describe('renderKubeRun', () => {
   it('hardens the pod as the Docker launcher does its container', () => {
@@ -28,21 +58,35 @@ describe('renderKubeRun', () => {
     expect(sandbox.apiVersion).toBe('agents.x-k8s.io/v1beta1');
     expect(pod).toMatchObject({ restartPolicy: 'Never', automountServiceAccountToken: false, enableServiceLinks: false });
     expect(pod.runtimeClassName).toBeUndefined(); // runc: the cluster's default
-    expect(pod.securityContext).toMatchObject({ runAsUser: 10001, runAsGroup: 10001, runAsNonRoot: true, fsGroup: 10001, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(pod.securityContext).toMatchObject({
+      runAsUser: 10001,
+      runAsGroup: 10001,
+      runAsNonRoot: true,
+      fsGroup: 10001,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
     expect(pod.securityContext?.sysctls?.map((s) => s.name)).toContain('kernel.msgmni');
     const [c] = pod.containers;
-    expect(c?.securityContext).toEqual({ allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] }, readOnlyRootFilesystem: true, runAsNonRoot: true });
+    expect(c?.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      capabilities: { drop: ['ALL'] },
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+    });
     expect(c?.command).toEqual(plan.keepAlive);
     expect(c?.workingDir).toBe(plan.cwd);
     expect(c?.resources?.limits).toEqual(c?.resources?.requests); // Guaranteed
     expect(c?.resources?.limits?.memory).toBe(String(plan.limits.memoryBytes));
-    expect(Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value ?? '']))).toEqual(Object.fromEntries(Object.entries(plan.env).map(([k, v]) => [k, kubeLiteral(v)])));
+    expect(Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value ?? '']))).toEqual(
+      Object.fromEntries(Object.entries(plan.env).map(([k, v]) => [k, kubeLiteral(v)])),
+    );
     expect(kubeLiteral('a$(HOME)b$$c')).toBe('a$$(HOME)b$$$$c'); // the kubelet reads $$ as $
     expect(pod.hostNetwork ?? false).toBe(false);
     expect(pod.hostPID ?? false).toBe(false);
   });
 
-  it('puts the workspace on its tenant\'s own PVC, whole: never a subPath into a volume a tenant writes', () => {
+  it("puts the workspace on its tenant's own PVC, whole: never a subPath into a volume a tenant writes", () => {
     const a1 = render(home.plan({ argv: ['true'], tenant: 'a' }));
     const a2 = render(home.plan({ argv: ['true'], tenant: 'a' }));
     const b = render(home.plan({ argv: ['true'], tenant: 'b' }));
@@ -58,7 +102,7 @@ describe('renderKubeRun', () => {
     for (const m of pod.containers[0]?.volumeMounts ?? []) if (claimVolumes.has(m.name)) expect(m.subPath).toBeUndefined();
   });
 
-  it('serves a protected path from berth\'s snapshot in a ConfigMap, read-only, over the workspace', () => {
+  it("serves a protected path from berth's snapshot in a ConfigMap, read-only, over the workspace", () => {
     const { sandbox, configMap } = render(home.plan({ argv: ['true'] }));
     const pod = sandbox.spec.podTemplate.spec;
     const mount = pod.containers[0]?.volumeMounts?.find((m) => m.mountPath === '/workspace/AGENTS.md');
@@ -94,17 +138,23 @@ describe('renderKubeRun', () => {
     expect(render(bare).sandbox.spec.podTemplate.spec.initContainers).toBeUndefined();
   });
 
-  it('makes /tmp a memory emptyDir of the plan\'s size', () => {
+  it("makes /tmp a memory emptyDir of the plan's size", () => {
     const plan = home.plan({ argv: ['true'] });
     const tmp = plan.mounts.find((m) => m.target === '/tmp');
     const pod = render(plan).sandbox.spec.podTemplate.spec;
     const mount = pod.containers[0]?.volumeMounts?.find((m) => m.mountPath === '/tmp');
-    expect(pod.volumes?.find((v) => v.name === mount?.name)?.emptyDir).toEqual({ medium: 'Memory', sizeLimit: String(tmp?.type === 'tmpfs' ? tmp.sizeBytes : 0) });
+    expect(pod.volumes?.find((v) => v.name === mount?.name)?.emptyDir).toEqual({
+      medium: 'Memory',
+      sizeLimit: String(tmp?.type === 'tmpfs' ? tmp.sizeBytes : 0),
+    });
   });
 
-  it('relays the run\'s sockets over TCP with its token, or refuses the plan without a gateway', () => {
+  it("relays the run's sockets over TCP with its token, or refuses the plan without a gateway", () => {
     const base = home.plan({ argv: ['true'] });
-    const plan: RunPlan = { ...base, mounts: [...base.mounts, { type: 'bind', source: '/nonexistent/run', target: RUN_DIR_MOUNT, readOnly: true }] };
+    const plan: RunPlan = {
+      ...base,
+      mounts: [...base.mounts, { type: 'bind', source: '/nonexistent/run', target: RUN_DIR_MOUNT, readOnly: true }],
+    };
     expect(() => render(plan)).toThrow(expect.objectContaining({ code: 'LAUNCHER_UNSUPPORTED' }));
     const pod = render(plan, { relay: { address: '10.0.0.5:41500', token: 'f'.repeat(64) } }).sandbox.spec.podTemplate.spec;
     const env = Object.fromEntries((pod.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
@@ -114,25 +164,36 @@ describe('renderKubeRun', () => {
 
   it("mounts a granted shared area as the operator's PVC, whole, read-only unless the grant is rw", () => {
     const base = home.plan({ argv: ['true'] });
-    const withArea = (readOnly: boolean): RunPlan => ({ ...base, mounts: [...base.mounts, { type: 'bind', source: '/srv/data', target: '/shared/data', readOnly, claim: 'team-data' }] });
+    const withArea = (readOnly: boolean): RunPlan => ({
+      ...base,
+      mounts: [...base.mounts, { type: 'bind', source: '/srv/data', target: '/shared/data', readOnly, claim: 'team-data' }],
+    });
     for (const readOnly of [true, false]) {
       const pod = render(withArea(readOnly)).sandbox.spec.podTemplate.spec;
       const mount = pod.containers[0]?.volumeMounts?.find((m) => m.mountPath === '/shared/data');
       expect(mount).toEqual({ name: mount?.name, mountPath: '/shared/data', ...(readOnly ? { readOnly: true } : {}) });
-      expect(pod.volumes?.find((v) => v.name === mount?.name)).toEqual({ name: mount?.name, persistentVolumeClaim: { claimName: 'team-data', ...(readOnly ? { readOnly: true } : {}) } });
+      expect(pod.volumes?.find((v) => v.name === mount?.name)).toEqual({
+        name: mount?.name,
+        persistentVolumeClaim: { claimName: 'team-data', ...(readOnly ? { readOnly: true } : {}) },
+      });
     }
   });
 
   it('refuses what a cluster cannot carry: a shared area with no volume there, too much for a ConfigMap', () => {
     const base = home.plan({ argv: ['true'] });
-    const shared: RunPlan = { ...base, mounts: [...base.mounts, { type: 'bind', source: '/srv/data', target: '/shared/data', readOnly: true }] };
-    expect(() => render(shared)).toThrow(expect.objectContaining({ code: 'LAUNCHER_UNSUPPORTED', message: expect.stringContaining('kubernetes.shared_claims.data') }));
+    const shared: RunPlan = {
+      ...base,
+      mounts: [...base.mounts, { type: 'bind', source: '/srv/data', target: '/shared/data', readOnly: true }],
+    };
+    expect(() => render(shared)).toThrow(
+      expect.objectContaining({ code: 'LAUNCHER_UNSUPPORTED', message: expect.stringContaining('kubernetes.shared_claims.data') }),
+    );
     const big = new Map(filesOf(base));
     big.set('/workspace/AGENTS.md', [{ path: '', data: Buffer.alloc(1024 * 1024), mode: 0o644 }]);
     expect(() => render(base, { files: big })).toThrow(/ConfigMap/);
   });
 
-  it('names the runtime\'s RuntimeClass for any runtime but runc', () => {
+  it("names the runtime's RuntimeClass for any runtime but runc", () => {
     const plan = { ...home.plan({ argv: ['true'] }), runtime: 'runsc' };
     expect(render(plan).sandbox.spec.podTemplate.spec.runtimeClassName).toBe('runsc');
   });
@@ -144,17 +205,26 @@ describe('renderKubeRun', () => {
     const value = sandbox.metadata.labels[LABELS.workspace];
     expect(value).toMatch(/^h-[0-9a-f]{40}$/);
     expect(berthLabelsOf(sandbox.metadata.annotations)[LABELS.workspace]).toBe('signal:+4915112345678/ünïcode');
-    expect(kubeSelector({ [LABELS.workspace]: 'signal:+4915112345678/ünïcode', [LABELS.run]: undefined })).toBe(`${LABELS.workspace}=${value}`);
+    expect(kubeSelector({ [LABELS.workspace]: 'signal:+4915112345678/ünïcode', [LABELS.run]: undefined })).toBe(
+      `${LABELS.workspace}=${value}`,
+    );
     expect(kubeLabelValue('r1abc')).toBe('r1abc');
     expect(kubeLabelValue('x'.repeat(64))).toMatch(/^h-/);
     expect(kubeLabelValue('-lead')).toMatch(/^h-/);
   });
 
-  it('writes one NetworkPolicy: no way in, out only to berth\'s gateway port', () => {
-    const np = renderNetworkPolicy({ namespace: 'berth', installation: 'abc123', gatewayPort: 41500, berthPodLabels: { 'app.kubernetes.io/name': 'berth' } });
+  it("writes one NetworkPolicy: no way in, out only to berth's gateway port", () => {
+    const np = renderNetworkPolicy({
+      namespace: 'berth',
+      installation: 'abc123',
+      gatewayPort: 41500,
+      berthPodLabels: { 'app.kubernetes.io/name': 'berth' },
+    });
     expect(np.spec?.policyTypes).toEqual(['Ingress', 'Egress']);
     expect(np.spec?.ingress).toBeUndefined();
-    expect(np.spec?.egress).toEqual([{ to: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'berth' } } }], ports: [{ protocol: 'TCP', port: 41500 }] }]);
+    expect(np.spec?.egress).toEqual([
+      { to: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'berth' } } }], ports: [{ protocol: 'TCP', port: 41500 }] },
+    ]);
     expect(np.spec?.podSelector?.matchLabels).toEqual({ [LABELS.managed]: 'true', [LABELS.installation]: 'abc123' });
   });
 });

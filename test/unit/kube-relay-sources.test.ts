@@ -84,7 +84,8 @@ function bob(token: string, from = '127.0.0.2'): Promise<string> {
   });
 }
 
-const tally = (answers: string[]) => answers.reduce<Record<string, number>>((t, a) => ((t[a === 'ping' ? 'ok' : a] = (t[a === 'ping' ? 'ok' : a] ?? 0) + 1), t), {});
+const tally = (answers: string[]) =>
+  answers.reduce<Record<string, number>>((t, a) => ((t[a === 'ping' ? 'ok' : a] = (t[a === 'ping' ? 'ok' : a] ?? 0) + 1), t), {});
 
 describe('the relay under silent connections (outside-attack-4 M5)', () => {
   it("one pod's silent connections, reopened as they close, leave another pod's token served", async () => {
@@ -102,7 +103,9 @@ describe('the relay under silent connections (outside-attack-4 M5)', () => {
     const until = seen + n;
     await Promise.all(Array.from({ length: n }, () => silent('127.0.0.5')));
     while (seen < until) await new Promise((r) => setImmediate(r));
-    expect(refused.slice(before)).toEqual(Array.from({ length: n - RELAY_BOUNDS.openingPerSource }, () => 'too many connections opening from one address'));
+    expect(refused.slice(before)).toEqual(
+      Array.from({ length: n - RELAY_BOUNDS.openingPerSource }, () => 'too many connections opening from one address'),
+    );
   });
 
   it('silent connections from many addresses (more than the listener holds) leave a token holder served, first connection and later ones', async () => {

@@ -49,7 +49,7 @@ function talk(bytes: string, opts: { wait?: number } = {}): Promise<string> {
 }
 
 describe('relay tokens and listener', () => {
-  it('splices a token\'s connection to its run\'s socket', async () => {
+  it("splices a token's connection to its run's socket", async () => {
     const token = tokens.issue(dir);
     expect(await talk(`BERTH1 ${token} model.sock\nhello`)).toBe('model says hello');
   });
@@ -84,10 +84,22 @@ describe('relay tokens and listener', () => {
     const token = tokens.issue(dir);
     tokens.revoke(token);
     const before = refused.length;
-    for (const line of ['hello\n', `BERTH1 ${'0'.repeat(64)} model.sock\n`, `BERTH1 ${token} model.sock\n`, `BERTH1 ${tokens.issue(dir)} ../model.sock\n`, `BERTH1 ${tokens.issue(dir)} /etc/passwd\n`]) {
+    for (const line of [
+      'hello\n',
+      `BERTH1 ${'0'.repeat(64)} model.sock\n`,
+      `BERTH1 ${token} model.sock\n`,
+      `BERTH1 ${tokens.issue(dir)} ../model.sock\n`,
+      `BERTH1 ${tokens.issue(dir)} /etc/passwd\n`,
+    ]) {
       expect(await talk(`${line}hello`)).toBe('');
     }
-    expect(refused.slice(before)).toEqual(['not a berth relay', 'unknown or revoked token', 'unknown or revoked token', 'no socket "../model.sock"', 'no socket "/etc/passwd"']);
+    expect(refused.slice(before)).toEqual([
+      'not a berth relay',
+      'unknown or revoked token',
+      'unknown or revoked token',
+      'no socket "../model.sock"',
+      'no socket "/etc/passwd"',
+    ]);
     expect(parsePreamble('BERTH1 a b c')).toEqual({ refused: 'not a berth relay' });
   });
 
@@ -96,11 +108,13 @@ describe('relay tokens and listener', () => {
     expect(refused).toContain('opening line too long');
     const token = tokens.issue(dir);
     const held = await Promise.all(
-      Array.from({ length: RELAY_BOUNDS.connectionsPerToken }, () =>
-        new Promise<net.Socket>((resolve) => {
-          const s = net.connect(port, '127.0.0.1', () => s.write(`BERTH1 ${token} model.sock\nx`));
-          s.once('data', () => resolve(s));
-        }),
+      Array.from(
+        { length: RELAY_BOUNDS.connectionsPerToken },
+        () =>
+          new Promise<net.Socket>((resolve) => {
+            const s = net.connect(port, '127.0.0.1', () => s.write(`BERTH1 ${token} model.sock\nx`));
+            s.once('data', () => resolve(s));
+          }),
       ),
     );
     expect(await talk(`BERTH1 ${token} model.sock\nhello`, { wait: 500 })).toBe('');
@@ -112,17 +126,24 @@ describe('relay tokens and listener', () => {
     const tooMany = () => refused.filter((why) => why === 'too many connections opening from one address').length;
     const before = tooMany();
     const idle = await Promise.all(
-      Array.from({ length: RELAY_BOUNDS.opening }, () => new Promise<net.Socket>((resolve) => {
-        const s = net.connect(port, '127.0.0.1', () => resolve(s));
-        s.on('error', () => undefined);
-      })),
+      Array.from(
+        { length: RELAY_BOUNDS.opening },
+        () =>
+          new Promise<net.Socket>((resolve) => {
+            const s = net.connect(port, '127.0.0.1', () => resolve(s));
+            s.on('error', () => undefined);
+          }),
+      ),
     );
     const token = tokens.issue(dir);
     // Past its address's bound: refused at once, even with a good token (from that address: another
     // address is not held up, test/unit/kube-relay-sources.test.ts); once they go, a connection is served again.
     // The relay has taken enough of them to fill the address's bound (16, or 64 once it showed a
     // live token, as the tests above did): the rest are refused as they come.
-    await until(() => tooMany() - before >= RELAY_BOUNDS.opening - RELAY_BOUNDS.openingPerKnownSource, 'the relay to fill the address with silent connections');
+    await until(
+      () => tooMany() - before >= RELAY_BOUNDS.opening - RELAY_BOUNDS.openingPerKnownSource,
+      'the relay to fill the address with silent connections',
+    );
     expect(await talk(`BERTH1 ${token} model.sock\nhello`, { wait: 500 })).toBe('');
     for (const s of idle) s.destroy();
     await until(async () => (await connections()) === 0, 'the relay to see them go');

@@ -14,7 +14,12 @@ fs.mkdirSync(area, { recursive: true });
 afterAll(() => fs.rmSync(home, { recursive: true, force: true }));
 
 const config = (kubernetes: Record<string, unknown> | undefined, launcher = 'kubernetes') =>
-  BerthConfigSchema.parse({ launcher, ...(kubernetes ? { kubernetes } : {}), shared_workspaces: { docs: area }, projects: { web: { shared_access: ['docs'] } } });
+  BerthConfigSchema.parse({
+    launcher,
+    ...(kubernetes ? { kubernetes } : {}),
+    shared_workspaces: { docs: area },
+    projects: { web: { shared_access: ['docs'] } },
+  });
 
 describe('shared areas on Kubernetes', () => {
   it('a granted area with no claim is a config error naming the grant; a claim for no area is one too', () => {
@@ -29,7 +34,9 @@ describe('shared areas on Kubernetes', () => {
   });
 
   it("a project's grant carries its area's claim to the plan", () => {
-    expect(sharedGrantsFor(config({ shared_claims: { docs: 'team-docs' } }), 'web')).toEqual([{ name: 'docs', path: area, mode: 'ro', claim: 'team-docs' }]);
+    expect(sharedGrantsFor(config({ shared_claims: { docs: 'team-docs' } }), 'web')).toEqual([
+      { name: 'docs', path: area, mode: 'ro', claim: 'team-docs' },
+    ]);
     expect(sharedGrantsFor(config(undefined, 'docker'), 'web')).toEqual([{ name: 'docs', path: area, mode: 'ro' }]);
   });
 

@@ -3,7 +3,16 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { renderKubeRun } from '../../src/launch/kubernetes/objects.js';
-import { forgetRetired, readVolumeId, recordRetired, retiredVolumes, VOLUME_LABEL, VOLUME_MARKER, volumeIdOf, volumeIdsBelow } from '../../src/launch/kubernetes/volumes.js';
+import {
+  forgetRetired,
+  readVolumeId,
+  recordRetired,
+  retiredVolumes,
+  VOLUME_LABEL,
+  VOLUME_MARKER,
+  volumeIdOf,
+  volumeIdsBelow,
+} from '../../src/launch/kubernetes/volumes.js';
 import { AGENT_HOME, WORKSPACE_MOUNT } from '../../src/plan/run-plan.js';
 import { contractHome } from '../contract/contract-plan.js';
 
@@ -79,12 +88,27 @@ describe('volume ids', () => {
 describe('claims bound to their volume ids', () => {
   const render = (volumes: Map<string, string>) => {
     const plan = home.plan({ argv: ['true'], tenant: 'a' });
-    const withHome = { ...plan, mounts: [...plan.mounts, { type: 'bind' as const, source: dir('h'), target: AGENT_HOME, readOnly: false }], labels: { ...plan.labels, 'berth.session': 'support' } };
-    return renderKubeRun({ plan: withHome, name: 'berth-r1', namespace: 'berth', files: new Map([['/workspace/AGENTS.md', [{ path: '', data: Buffer.from('x'), mode: 0o644 }]]]), pullPolicy: 'IfNotPresent', volumes });
+    const withHome = {
+      ...plan,
+      mounts: [...plan.mounts, { type: 'bind' as const, source: dir('h'), target: AGENT_HOME, readOnly: false }],
+      labels: { ...plan.labels, 'berth.session': 'support' },
+    };
+    return renderKubeRun({
+      plan: withHome,
+      name: 'berth-r1',
+      namespace: 'berth',
+      files: new Map([['/workspace/AGENTS.md', [{ path: '', data: Buffer.from('x'), mode: 0o644 }]]]),
+      pullPolicy: 'IfNotPresent',
+      volumes,
+    });
   };
 
   it('another volume id (the directory made again) is another claim, labelled with its id', () => {
-    const ids = (ws: string, h: string) => new Map([[WORKSPACE_MOUNT, ws], [AGENT_HOME, h]]);
+    const ids = (ws: string, h: string) =>
+      new Map([
+        [WORKSPACE_MOUNT, ws],
+        [AGENT_HOME, h],
+      ]);
     const first = render(ids('1'.repeat(32), '2'.repeat(32))).claims;
     const again = render(ids('1'.repeat(32), '2'.repeat(32))).claims;
     const homeMadeAgain = render(ids('1'.repeat(32), '3'.repeat(32))).claims;

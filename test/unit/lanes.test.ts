@@ -5,7 +5,14 @@ import { createLanes, type LaneKey, type LaneLimits, type Queued } from '../../s
  * The bridge lanes as a scheduler: per-chat order, run slots taken only when asked for,
  * bounded per tenant and per sender and handed out round-robin by tenant, bounded queues.
  */
-const limits = (over: Partial<LaneLimits> = {}): LaneLimits => ({ slots: 2, perTenant: 1, chatPending: 3, tenantPending: 5, totalPending: 8, ...over });
+const limits = (over: Partial<LaneLimits> = {}): LaneLimits => ({
+  slots: 2,
+  perTenant: 1,
+  chatPending: 3,
+  tenantPending: 5,
+  totalPending: 8,
+  ...over,
+});
 const key = (tenant: string, chat = tenant, sender = tenant): LaneKey => ({ chat, tenant, sender });
 const tick = () => new Promise((r) => setTimeout(r, 0));
 

@@ -160,7 +160,7 @@ describe('Matrix: encrypted rooms', () => {
 });
 
 describe('Matrix: threads', () => {
-  it('a message in a thread is taken as the thread\'s chat and answered in that thread; the room stays the tenant and the profile', async () => {
+  it("a message in a thread is taken as the thread's chat and answered in that thread; the room stays the tenant and the profile", async () => {
     const r = await rig();
     const alice = `@alice:${r.fake.serverName}`;
     const bob = `@bob:${r.fake.serverName}`;
@@ -176,7 +176,12 @@ describe('Matrix: threads', () => {
     await bridge.send(threaded!.chat, 'in thread', { answerTo: threaded!.id });
     await bridge.send(main!.chat, 'root', { answerTo: main!.id });
     const [inThreadReply, mainReply] = r.fake.repliesIn(room);
-    expect(inThreadReply!.content['m.relates_to']).toEqual({ rel_type: 'm.thread', event_id: root.event_id, is_falling_back: true, 'm.in_reply_to': { event_id: inThread.event_id } });
+    expect(inThreadReply!.content['m.relates_to']).toEqual({
+      rel_type: 'm.thread',
+      event_id: root.event_id,
+      is_falling_back: true,
+      'm.in_reply_to': { event_id: inThread.event_id },
+    });
     expect(mainReply!.content['m.relates_to']).toBeUndefined();
     await bridge.typing(threaded!.chat, true);
     expect(r.fake.typing.at(-1)).toMatchObject({ roomId: room, typing: true });

@@ -9,14 +9,27 @@ import { connectInMemory, errorBodyOf, textOf } from '../helpers/mcp-memory.js';
  * The admin MCP tools (what `berth mcp` and /mcp serve), client and server in memory on the
  * in-memory launcher: the listing a client sees, real calls, and errors as berth's body.
  */
-const adminClient = (h: TestHome) => connectInMemory(createToolServer('berth', ADMIN_TOOLS, () => ({ admin: h.berth.admin, operator: h.berth.operator })));
+const adminClient = (h: TestHome) =>
+  connectInMemory(createToolServer('berth', ADMIN_TOOLS, () => ({ admin: h.berth.admin, operator: h.berth.operator })));
 
 describe('admin tools over MCP (in memory)', () => {
   it('tools/list names every tool in order, each with an object input schema, hints and an output schema', async () => {
     await using h = unitHome();
     await using client = await adminClient(h);
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name)).toEqual(['project_create', 'project_get', 'project_list', 'project_update', 'workspace_list', 'run_message', 'session_get', 'session_update', 'project_grant', 'project_revoke', 'workflow_run']);
+    expect(tools.map((t) => t.name)).toEqual([
+      'project_create',
+      'project_get',
+      'project_list',
+      'project_update',
+      'workspace_list',
+      'run_message',
+      'session_get',
+      'session_update',
+      'project_grant',
+      'project_revoke',
+      'workflow_run',
+    ]);
     for (const t of tools) {
       expect(t.description?.length).toBeGreaterThan(0);
       expect(t.inputSchema.type).toBe('object');
@@ -25,8 +38,15 @@ describe('admin tools over MCP (in memory)', () => {
     }
     const get = tools.find((t) => t.name === 'project_get');
     expect(get?.annotations).toEqual({ readOnlyHint: true, destructiveHint: false, idempotentHint: true });
-    expect(get?.inputSchema).toMatchObject({ type: 'object', required: ['name'], additionalProperties: false, properties: { name: { type: 'string' } } });
-    expect(tools.find((t) => t.name === 'run_message')?.inputSchema).toMatchObject({ required: expect.arrayContaining(['project', 'user', 'message']) });
+    expect(get?.inputSchema).toMatchObject({
+      type: 'object',
+      required: ['name'],
+      additionalProperties: false,
+      properties: { name: { type: 'string' } },
+    });
+    expect(tools.find((t) => t.name === 'run_message')?.inputSchema).toMatchObject({
+      required: expect.arrayContaining(['project', 'user', 'message']),
+    });
   });
 
   it('project_create then run_message: the project is made and the agent answers, as structuredContent and the same JSON as text', async () => {
@@ -38,7 +58,10 @@ describe('admin tools over MCP (in memory)', () => {
     expect(JSON.parse(textOf(created))).toEqual(created.structuredContent);
     expect(h.berth.store.get('bot').metadata.agent).toBe('shell');
 
-    const ran = await client.callTool({ name: 'run_message', arguments: { project: 'bot', user: 'web:ann', message: 'echo hello from mcp' } });
+    const ran = await client.callTool({
+      name: 'run_message',
+      arguments: { project: 'bot', user: 'web:ann', message: 'echo hello from mcp' },
+    });
     expect(ran.isError).toBeUndefined();
     expect(ran.structuredContent).toMatchObject({ run: { project: 'bot', exit_code: 0, stdout: 'hello from mcp\n', timed_out: false } });
     const listed = await client.callTool({ name: 'project_list', arguments: {} });

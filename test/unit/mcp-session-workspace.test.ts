@@ -31,7 +31,9 @@ const errorOf = (r: Result) => JSON.parse(textOf(r) ?? '{}').error;
 async function sessionClient(project: string, session: string): Promise<Client> {
   const { token } = h.berth.admin.mintSessionToken(project, session);
   const client = new Client({ name: 'berth-test', version: '1' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp/session`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${base}/mcp/session`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+  );
   return client;
 }
 
@@ -39,12 +41,22 @@ describe('/mcp/session file tools in workspace mode "session"', () => {
   it("read the session's own workspace (what its agent wrote there), never the tenant's default one", async () => {
     h.create({ name: 'wsm', agent: 'shell', workspace_isolation: true });
     // The tenant's default workspace, written by the agent of another session of the same tenant.
-    const shared = await h.berth.runner.run({ project: 'wsm', tenantKey: 'web:ann', sessionId: 'plain', message: 'write tenant.txt tenant-default-data' });
+    const shared = await h.berth.runner.run({
+      project: 'wsm',
+      tenantKey: 'web:ann',
+      sessionId: 'plain',
+      message: 'write tenant.txt tenant-default-data',
+    });
     expect(shared.exitCode).toBe(0);
     // A session with a workspace of its own: its agent writes there.
     h.berth.admin.openSession('wsm', 'own', 'web:ann');
     h.berth.admin.updateSession('wsm', 'own', { workspace: { mode: 'session' } });
-    const own = await h.berth.runner.run({ project: 'wsm', tenantKey: 'web:ann', sessionId: 'own', message: 'write notes.txt session-data' });
+    const own = await h.berth.runner.run({
+      project: 'wsm',
+      tenantKey: 'web:ann',
+      sessionId: 'own',
+      message: 'write notes.txt session-data',
+    });
     expect(own.exitCode).toBe(0);
     expect(own.workspaceId).not.toBe(shared.workspaceId);
 
@@ -53,24 +65,43 @@ describe('/mcp/session file tools in workspace mode "session"', () => {
       // Its "own" folder is the session's workspace, the one its runs use.
       const mine = await client.callTool({ name: 'list_folders', arguments: { scope: 'my_private' } });
       expect(mine.structuredContent).toMatchObject({ folders: [{ uuid: own.workspaceId, scope: 'private' }] });
-      const read = await client.callTool({ name: 'read_file_by_id', arguments: { folderId: own.workspaceId, scope: 'private', path: 'notes.txt' } });
+      const read = await client.callTool({
+        name: 'read_file_by_id',
+        arguments: { folderId: own.workspaceId, scope: 'private', path: 'notes.txt' },
+      });
       expect([read.isError, textOf(read)]).toEqual([undefined, 'session-data']);
       // A write lands there too, where the session's next run sees it.
-      const wrote = await client.callTool({ name: 'write_file_by_id', arguments: { folderId: own.workspaceId, scope: 'private', path: 'from-tool.txt', content: 'via-mcp' } });
+      const wrote = await client.callTool({
+        name: 'write_file_by_id',
+        arguments: { folderId: own.workspaceId, scope: 'private', path: 'from-tool.txt', content: 'via-mcp' },
+      });
       expect(wrote.isError).toBeFalsy();
-      expect((await h.berth.runner.run({ project: 'wsm', tenantKey: 'web:ann', sessionId: 'own', message: 'cat from-tool.txt' })).stdout).toBe('via-mcp');
+      expect(
+        (await h.berth.runner.run({ project: 'wsm', tenantKey: 'web:ann', sessionId: 'own', message: 'cat from-tool.txt' })).stdout,
+      ).toBe('via-mcp');
 
       // The tenant's default workspace is another session's, not this one's: refused, in either scope.
       for (const scope of ['private', 'shared'] as const) {
-        const theirs = await client.callTool({ name: 'read_file_by_id', arguments: { folderId: shared.workspaceId, scope, path: 'tenant.txt' } });
+        const theirs = await client.callTool({
+          name: 'read_file_by_id',
+          arguments: { folderId: shared.workspaceId, scope, path: 'tenant.txt' },
+        });
         expect(theirs.isError, scope).toBe(true);
         expect(errorOf(theirs).code, scope).toBe('PERMISSION_DENIED');
       }
-      const info = await client.callTool({ name: 'get_file_info_by_id', arguments: { folderId: shared.workspaceId, scope: 'private', path: 'tenant.txt' } });
+      const info = await client.callTool({
+        name: 'get_file_info_by_id',
+        arguments: { folderId: shared.workspaceId, scope: 'private', path: 'tenant.txt' },
+      });
       expect(errorOf(info).code).toBe('PERMISSION_DENIED');
-      const overwrite = await client.callTool({ name: 'write_file_by_id', arguments: { folderId: shared.workspaceId, scope: 'private', path: 'tenant.txt', content: 'x' } });
+      const overwrite = await client.callTool({
+        name: 'write_file_by_id',
+        arguments: { folderId: shared.workspaceId, scope: 'private', path: 'tenant.txt', content: 'x' },
+      });
       expect(errorOf(overwrite).code).toBe('PERMISSION_DENIED');
-      expect((await h.berth.runner.run({ project: 'wsm', tenantKey: 'web:ann', sessionId: 'plain', message: 'cat tenant.txt' })).stdout).toBe('tenant-default-data');
+      expect(
+        (await h.berth.runner.run({ project: 'wsm', tenantKey: 'web:ann', sessionId: 'plain', message: 'cat tenant.txt' })).stdout,
+      ).toBe('tenant-default-data');
       // And no listing names it.
       for (const scope of ['my_private', 'my_shared', 'team_private', 'team_shared', 'org_shared']) {
         const listed = await client.callTool({ name: 'list_folders', arguments: { scope } });
@@ -83,9 +114,15 @@ describe('/mcp/session file tools in workspace mode "session"', () => {
     // The tenant-mode session's token still works on the tenant's default workspace (unchanged).
     const plain = await sessionClient('wsm', 'plain');
     try {
-      const read = await plain.callTool({ name: 'read_file_by_id', arguments: { folderId: shared.workspaceId, scope: 'private', path: 'tenant.txt' } });
+      const read = await plain.callTool({
+        name: 'read_file_by_id',
+        arguments: { folderId: shared.workspaceId, scope: 'private', path: 'tenant.txt' },
+      });
       expect(textOf(read)).toBe('tenant-default-data');
-      const other = await plain.callTool({ name: 'read_file_by_id', arguments: { folderId: own.workspaceId, scope: 'private', path: 'notes.txt' } });
+      const other = await plain.callTool({
+        name: 'read_file_by_id',
+        arguments: { folderId: own.workspaceId, scope: 'private', path: 'notes.txt' },
+      });
       expect(errorOf(other).code).toBe('PERMISSION_DENIED');
     } finally {
       await plain.close();
@@ -100,7 +137,10 @@ describe('/mcp/session file tools in workspace mode "session"', () => {
     try {
       const mine = await client.callTool({ name: 'list_folders', arguments: { scope: 'my_private' } });
       const folderId = (mine.structuredContent as { folders: Array<{ uuid: string }> }).folders[0]?.uuid;
-      const wrote = await client.callTool({ name: 'write_file_by_id', arguments: { folderId, scope: 'private', path: 'plan.md', content: 'first' } });
+      const wrote = await client.callTool({
+        name: 'write_file_by_id',
+        arguments: { folderId, scope: 'private', path: 'plan.md', content: 'first' },
+      });
       expect(wrote.isError).toBeFalsy();
     } finally {
       await client.close();

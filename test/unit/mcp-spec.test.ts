@@ -23,7 +23,18 @@ let h: TestHome;
 let server: HttpSurface;
 
 beforeAll(async () => {
-  h = unitHome({ config: ['bridges:', '  webhook:', '    hooks:', '      ci:', `        secret: ${HOOK_SECRET}`, 'routes:', '  webhook: { project: spec }', ''].join('\n') });
+  h = unitHome({
+    config: [
+      'bridges:',
+      '  webhook:',
+      '    hooks:',
+      '      ci:',
+      `        secret: ${HOOK_SECRET}`,
+      'routes:',
+      '  webhook: { project: spec }',
+      '',
+    ].join('\n'),
+  });
   h.create({ name: 'spec' });
   server = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
 }, 60_000);
@@ -65,9 +76,11 @@ describe('MCP1: an unknown tool is JSON-RPC -32602 "Unknown tool: …", as the M
     }
   });
 
-  it('over Streamable HTTP (/mcp with the admin token): the same error, and the raw answer is exactly the spec\'s shape', async () => {
+  it("over Streamable HTTP (/mcp with the admin token): the same error, and the raw answer is exactly the spec's shape", async () => {
     const client = new Client({ name: 'spec-test', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TOKEN}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TOKEN}` } } }),
+    );
     try {
       const err = await callUnknown(client);
       expect(err).toBeInstanceOf(McpError);
@@ -87,7 +100,11 @@ describe('MCP1: an unknown tool is JSON-RPC -32602 "Unknown tool: …", as the M
 
 describe('MCP2: a 401 says which scheme it wants (WWW-Authenticate: Bearer realm="berth")', () => {
   const rpc = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
-  const mcpHeaders = (auth?: string) => ({ 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(auth ? { authorization: auth } : {}) });
+  const mcpHeaders = (auth?: string) => ({
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    ...(auth ? { authorization: auth } : {}),
+  });
 
   it.each([
     ['/mcp without a token', '/mcp', undefined],
@@ -108,9 +125,17 @@ describe('MCP2: a 401 says which scheme it wants (WWW-Authenticate: Bearer realm
     }
   });
 
-  it('a 401 that does not ask for a bearer token has no bearer challenge: a webhook\'s wrong signature, the chat and the console (cookies)', async () => {
+  it("a 401 that does not ask for a bearer token has no bearer challenge: a webhook's wrong signature, the chat and the console (cookies)", async () => {
     const ts = String(Math.floor(Date.now() / 1000));
-    const hook = await fetch(`${server.url}/hooks/ci`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': `v1=${createHmac('sha256', 'wrong').update('x').digest('hex')}` }, body: '{}' });
+    const hook = await fetch(`${server.url}/hooks/ci`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-berth-timestamp': ts,
+        'x-berth-signature': `v1=${createHmac('sha256', 'wrong').update('x').digest('hex')}`,
+      },
+      body: '{}',
+    });
     expect([hook.status, hook.headers.get('www-authenticate')]).toEqual([401, null]);
     const console = await fetch(`${server.url}/console/api/state`);
     expect([console.status, console.headers.get('www-authenticate')]).toEqual([401, null]);
@@ -120,7 +145,9 @@ describe('MCP2: a 401 says which scheme it wants (WWW-Authenticate: Bearer realm
     const refused = new Client({ name: 'spec-test', version: '1' });
     await expect(refused.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)))).rejects.toThrow(/401|Unauthorized/i);
     const client = new Client({ name: 'spec-test', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TOKEN}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TOKEN}` } } }),
+    );
     expect((await client.listTools()).tools.length).toBeGreaterThan(0);
     await client.close();
   });

@@ -5,16 +5,39 @@ import { createMetrics, labelGuard, MAX_PROJECTS, noMetrics, OVERFLOW_LABEL, typ
 async function samples(m: Metrics, name: string) {
   const metric = m.registry.getSingleMetric(name);
   if (!metric) throw new Error(`no metric ${name}`);
-  return (await metric.get()).values.map((v) => ({ name: (v as { metricName?: string }).metricName ?? name, labels: v.labels, value: v.value }));
+  return (await metric.get()).values.map((v) => ({
+    name: (v as { metricName?: string }).metricName ?? name,
+    labels: v.labels,
+    value: v.value,
+  }));
 }
 
-const run = (project: string, extra: Partial<Parameters<Metrics['runFinished']>[0]> = {}) => ({ project, level: 'low', kind: 'message' as const, outcome: 'ok' as const, warm: false, ...extra });
+const run = (project: string, extra: Partial<Parameters<Metrics['runFinished']>[0]> = {}) => ({
+  project,
+  level: 'low',
+  kind: 'message' as const,
+  outcome: 'ok' as const,
+  warm: false,
+  ...extra,
+});
 
 describe('labelGuard', () => {
   it('keeps short lowercase slugs; anything else is the overflow value', () => {
     const guard = labelGuard(10);
     expect(['web', 'a', 'team_2', 'x-1', 'a'.repeat(63)].map(guard)).toEqual(['web', 'a', 'team_2', 'x-1', 'a'.repeat(63)]);
-    const refused = ['', 'Web', '-web', '_web', 'a'.repeat(64), 'signal:+4915112345678', '/home/alice/projects', '../etc', 'web\n# TYPE', 'ünï', 'a b'];
+    const refused = [
+      '',
+      'Web',
+      '-web',
+      '_web',
+      'a'.repeat(64),
+      'signal:+4915112345678',
+      '/home/alice/projects',
+      '../etc',
+      'web\n# TYPE',
+      'ünï',
+      'a b',
+    ];
     expect(refused.map(guard)).toEqual(refused.map(() => OVERFLOW_LABEL));
   });
 
@@ -32,7 +55,11 @@ describe('createMetrics', () => {
     m.runFinished(run('web', { level: 'high', kind: 'shell_tool', outcome: 'timeout', warm: true }));
     expect(await samples(m, 'berth_runs_total')).toEqual([
       { name: 'berth_runs_total', labels: { project: 'web', level: 'low', kind: 'message', outcome: 'ok', warm: 'false' }, value: 2 },
-      { name: 'berth_runs_total', labels: { project: 'web', level: 'high', kind: 'shell_tool', outcome: 'timeout', warm: 'true' }, value: 1 },
+      {
+        name: 'berth_runs_total',
+        labels: { project: 'web', level: 'high', kind: 'shell_tool', outcome: 'timeout', warm: 'true' },
+        value: 1,
+      },
     ]);
   });
 
@@ -50,7 +77,10 @@ describe('createMetrics', () => {
     expect(runs.find((s) => s.labels.project === OVERFLOW_LABEL)?.value).toBe(51);
     expect(runs.some((s) => String(s.labels.project).includes(':'))).toBe(false);
     // The cap is shared by every metric with a project label.
-    expect((await samples(m, 'berth_sandbox_violations_total')).map((s) => [s.labels.project, s.value])).toEqual([['p1', 1], [OVERFLOW_LABEL, 1]]);
+    expect((await samples(m, 'berth_sandbox_violations_total')).map((s) => [s.labels.project, s.value])).toEqual([
+      ['p1', 1],
+      [OVERFLOW_LABEL, 1],
+    ]);
   });
 
   it('histograms observe into 5 ms … 10 min buckets; bad values are dropped, never thrown', async () => {
@@ -69,9 +99,20 @@ describe('createMetrics', () => {
     expect(wait.find((s) => s.name.endsWith('_sum'))?.value).toBeCloseTo(42.003);
     expect(wait.find((s) => s.name.endsWith('_count'))?.value).toBe(2);
     const start = await samples(m, 'berth_container_start_seconds');
-    expect(start.filter((s) => s.name.endsWith('_count')).map((s) => [s.labels.warm, s.value])).toEqual([['true', 1], ['false', 1]]);
+    expect(start.filter((s) => s.name.endsWith('_count')).map((s) => [s.labels.warm, s.value])).toEqual([
+      ['true', 1],
+      ['false', 1],
+    ]);
     const runs = await samples(m, 'berth_run_duration_seconds');
-    expect(runs.filter((s) => s.name.endsWith('_bucket')).map((s) => [s.labels.le, s.value]).slice(-2)).toEqual([[600, 0], ['+Inf', 1]]);
+    expect(
+      runs
+        .filter((s) => s.name.endsWith('_bucket'))
+        .map((s) => [s.labels.le, s.value])
+        .slice(-2),
+    ).toEqual([
+      [600, 0],
+      ['+Inf', 1],
+    ]);
   });
 
   it('gauges hold the last value set; invalid ones leave it', async () => {
@@ -119,7 +160,10 @@ describe('createMetrics', () => {
     expect(body).toContain(`berth_auth_failures_total{surface="${OVERFLOW_LABEL}"} 1\n`);
     expect(body).not.toContain('secret-token');
     // Every sample line is a berth_ metric: nothing unprefixed leaks in.
-    const names = body.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(/[{ ]/)[0]);
+    const names = body
+      .split('\n')
+      .filter((l) => l && !l.startsWith('#'))
+      .map((l) => l.split(/[{ ]/)[0]);
     expect(names.filter((n) => !n?.startsWith('berth_'))).toEqual([]);
   });
 

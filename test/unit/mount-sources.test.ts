@@ -7,8 +7,17 @@ import { wrongSources } from '../../src/launch/mount-check.js';
  * own mount table places that source. Tables as the kernel writes them (fields 3, 4 and 5 matter).
  */
 const line = (id: number, device: string, root: string, point: string) => `${id} 1 ${device} ${root} ${point} rw,relatime - ext4 /dev/x rw`;
-const host = [line(20, '254:1', '/', '/'), line(30, '254:1', '/srv/data', '/work'), line(40, '7:3', '/', '/home/b/projects/p/workspaces/w1')].join('\n');
-const devices: Record<string, string> = { '/home/b/projects/p/workspaces/w0': '254:1', '/work/homes/s1': '254:1', '/home/b/projects/p/workspaces/w1': '7:3', '/home/b/rules.md': '254:1' };
+const host = [
+  line(20, '254:1', '/', '/'),
+  line(30, '254:1', '/srv/data', '/work'),
+  line(40, '7:3', '/', '/home/b/projects/p/workspaces/w1'),
+].join('\n');
+const devices: Record<string, string> = {
+  '/home/b/projects/p/workspaces/w0': '254:1',
+  '/work/homes/s1': '254:1',
+  '/home/b/projects/p/workspaces/w1': '7:3',
+  '/home/b/rules.md': '254:1',
+};
 const deviceOf = (source: string) => devices[source];
 
 describe('a bind target shows its planned source, or the container is not kept', () => {

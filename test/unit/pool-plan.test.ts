@@ -10,7 +10,11 @@ const config = BerthConfigSchema.parse({});
 function input(tenant: string, meta: Record<string, unknown> = {}): PlanInput {
   return {
     config,
-    project: { dir: '/h/projects/bot', metadataFile: '/h/projects/bot/metadata.json', metadata: ProjectMetadataSchema.parse({ name: 'bot', workspace_isolation: true, ...meta }) },
+    project: {
+      dir: '/h/projects/bot',
+      metadataFile: '/h/projects/bot/metadata.json',
+      metadata: ProjectMetadataSchema.parse({ name: 'bot', workspace_isolation: true, ...meta }),
+    },
     workspace: { id: `ws-${tenant}`, dir: `/h/projects/bot/workspaces/ws-${tenant}`, isolated: meta.workspace_isolation !== false },
     protectedSnapshot: { dir: '/h/.berth/projects/bot/protected/g1', entries: [{ path: 'AGENTS.md', kind: 'file' }] },
     run: { id: `run-${tenant}`, level: 'medium', message: `hello from ${tenant}`, session: `s-${tenant}` },
@@ -33,7 +37,13 @@ describe('poolShape: which plans one pool container can serve', () => {
       { ...base, keepAlive: ['berth-bridge', 'relay', '41400=/run/berth/model.sock', '--', 'berth-bridge', 'idle'] },
       planRun(input('alice', { limits: { memory_mb: 1024 } })),
       planRun(input('alice', { image: 'berth/other:latest' })),
-      { ...base, mounts: [...base.mounts, { type: 'bind' as const, source: '/h/.berth/projects/bot/protected/g1/RULES.md', target: '/workspace/RULES.md', readOnly: true }] },
+      {
+        ...base,
+        mounts: [
+          ...base.mounts,
+          { type: 'bind' as const, source: '/h/.berth/projects/bot/protected/g1/RULES.md', target: '/workspace/RULES.md', readOnly: true },
+        ],
+      },
       { ...base, labels: { ...base.labels, 'berth.project': 'other' } },
       { ...base, mounts: base.mounts.map((m, i) => (i === 0 ? { ...m, readOnly: true } : m)) },
     ];

@@ -55,7 +55,11 @@ function plan(tenant: string, project = 'bot', meta: Record<string, unknown> = {
   fs.writeFileSync(join(dir, 'snap', 'AGENTS.md'), 'rules');
   return planRun({
     config: BerthConfigSchema.parse({}),
-    project: { dir: projectDir, metadataFile: join(projectDir, 'metadata.json'), metadata: ProjectMetadataSchema.parse({ name: project, workspace_isolation: true, ...meta }) },
+    project: {
+      dir: projectDir,
+      metadataFile: join(projectDir, 'metadata.json'),
+      metadata: ProjectMetadataSchema.parse({ name: project, workspace_isolation: true, ...meta }),
+    },
     workspace: { id: `ws-${tenant}`, dir: join(projectDir, 'workspaces', `ws-${tenant}`), isolated: meta.workspace_isolation !== false },
     protectedSnapshot: { dir: join(dir, 'snap'), entries: [{ path: 'AGENTS.md', kind: 'file' }] },
     run: { id: `run-${tenant}`, level: 'low', message: 'true', session: `s-${tenant}` },
@@ -89,7 +93,9 @@ describe('the pre-started pool', () => {
     // Started from the blank twin: the stand-ins under the pool's directory, no tenant in sight.
     for (const c of live()) {
       expect(c.plan.labels['berth.workspace']).toBe(POOLED);
-      expect(c.plan.mounts.filter((m) => m.type === 'bind').every((m) => m.type === 'bind' && m.source.startsWith(join(dir, 'pool')))).toBe(true);
+      expect(c.plan.mounts.filter((m) => m.type === 'bind').every((m) => m.type === 'bind' && m.source.startsWith(join(dir, 'pool')))).toBe(
+        true,
+      );
     }
     const got = await p.claim(plan('bob'), log);
     expect(waiting).toContain(got?.containerId);
@@ -122,7 +128,7 @@ describe('the pre-started pool', () => {
     expect(attached).toEqual([]);
   });
 
-  it("a waiting container the engine says ended is dropped (removed, refilled); losing sight of the engine drops them all", async () => {
+  it('a waiting container the engine says ended is dropped (removed, refilled); losing sight of the engine drops them all', async () => {
     const p = pool(2);
     await p.claim(plan('alice'), log);
     await settled(() => p.size() === 2);
@@ -142,7 +148,7 @@ describe('the pre-started pool', () => {
     expect(ended).toBeUndefined();
   });
 
-  it("a claim whose container is gone (its process ended unseen) takes the next one; with none left, the run starts its own", async () => {
+  it('a claim whose container is gone (its process ended unseen) takes the next one; with none left, the run starts its own', async () => {
     const p = pool(2);
     await p.claim(plan('alice'), log);
     await settled(() => p.size() === 2);

@@ -21,6 +21,7 @@ describe('process identity: who owns a run, a lock, a bridge', () => {
   });
 
   it('nothing, garbage and a dead pid own nothing', () => {
-    for (const owner of [undefined, '', 'x.y.z', '0.1.2', `${pid}.unknown`, '4194304.1.abcdef12']) expect(ownerAlive(owner), String(owner)).toBe(false);
+    for (const owner of [undefined, '', 'x.y.z', '0.1.2', `${pid}.unknown`, '4194304.1.abcdef12'])
+      expect(ownerAlive(owner), String(owner)).toBe(false);
   });
 });

@@ -11,7 +11,13 @@ describe('progressTap for the shell (shell-trace)', () => {
   it("passes the program's stderr on in order with stdout, without the trace, and keeps the steps", () => {
     const seen: Array<[string, string]> = [];
     const steps: string[] = [];
-    const tap = progressTap({ progress: 'shell-trace' }, { onOutput: (stream, chunk) => seen.push([stream, chunk.toString()]), onProgress: (u) => void (u.type === 'step' && steps.push(`${u.step.state} ${u.step.detail}`)) });
+    const tap = progressTap(
+      { progress: 'shell-trace' },
+      {
+        onOutput: (stream, chunk) => seen.push([stream, chunk.toString()]),
+        onProgress: (u) => void (u.type === 'step' && steps.push(`${u.step.state} ${u.step.detail}`)),
+      },
+    );
     const out = (stream: 'stdout' | 'stderr', text: string) => tap.onOutput?.(stream, Buffer.from(text));
     out('stderr', `${SHELL_TRACE_PS4}cat notes.txt\n`);
     out('stdout', 'alice was here\n');

@@ -23,7 +23,7 @@ fs.writeFileSync(token, 'secret-value\n', { mode: 0o600 });
 afterAll(() => fs.rmSync(area, { recursive: true, force: true }));
 
 const CONFIG = [
-  '# the operator\'s comment stays',
+  "# the operator's comment stays",
   `shared_workspaces: { docs: ${area} }`,
   'projects:',
   '  billing:',
@@ -64,8 +64,16 @@ describe('project delete takes its grants from berth.yaml (issue 6a)', () => {
   it('doctor FAILs on a grant to a project that does not exist, naming it and how to take it back', () => {
     const config = BerthConfigSchema.parse(parseYaml(CONFIG));
     const checks = checkGrants(config, ['other']);
-    expect(checks.filter((c) => c.status === 'fail').map((c) => c.name)).toEqual(['grant projects.billing.shared_access.0', 'grant secrets.GH_TOKEN.grants.0', 'grant secrets.GH_TOKEN.grants.2']);
-    expect(checks.find((c) => c.name === 'grant secrets.GH_TOKEN.grants.0')?.detail).toMatch(/project "billing", which does not exist.*berth secret revoke GH_TOKEN --project billing/);
-    expect(checkGrants(config, ['billing', 'other'])).toEqual([{ name: 'grants', status: 'ok', detail: expect.stringContaining('5 grant(s)') }]);
+    expect(checks.filter((c) => c.status === 'fail').map((c) => c.name)).toEqual([
+      'grant projects.billing.shared_access.0',
+      'grant secrets.GH_TOKEN.grants.0',
+      'grant secrets.GH_TOKEN.grants.2',
+    ]);
+    expect(checks.find((c) => c.name === 'grant secrets.GH_TOKEN.grants.0')?.detail).toMatch(
+      /project "billing", which does not exist.*berth secret revoke GH_TOKEN --project billing/,
+    );
+    expect(checkGrants(config, ['billing', 'other'])).toEqual([
+      { name: 'grants', status: 'ok', detail: expect.stringContaining('5 grant(s)') },
+    ]);
   });
 });

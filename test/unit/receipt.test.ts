@@ -2,13 +2,26 @@ import { describe, expect, it } from 'vitest';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { capabilityNames, mountinfoMounts, netDevInterfaces, PROC_TEXT_MAX, statusFacts } from '../../src/launch/proc-facts.js';
-import { plannedBoundary, receiptDigest, receiptOf, ReceiptSchema, tenantMounts, type Boundary, type Observed, type Policy } from '../../src/plan/receipt.js';
+import {
+  plannedBoundary,
+  receiptDigest,
+  receiptOf,
+  ReceiptSchema,
+  tenantMounts,
+  type Boundary,
+  type Observed,
+  type Policy,
+} from '../../src/plan/receipt.js';
 import { planRun } from '../../src/plan/run-plan.js';
 import { policyOf } from '../../src/runs/receipt-policy.js';
 
 const plan = planRun({
   config: BerthConfigSchema.parse({}),
-  project: { dir: '/h/p/bot', metadataFile: '/h/p/bot/metadata.json', metadata: ProjectMetadataSchema.parse({ name: 'bot', workspace_isolation: true }) },
+  project: {
+    dir: '/h/p/bot',
+    metadataFile: '/h/p/bot/metadata.json',
+    metadata: ProjectMetadataSchema.parse({ name: 'bot', workspace_isolation: true }),
+  },
   workspace: { id: 'w1', dir: '/h/p/bot/workspaces/w1', isolated: true },
   protectedSnapshot: { dir: '/h/s', entries: [] },
   memory: { dir: '/h/p/bot/memory' },
@@ -20,7 +33,17 @@ const planned = plannedBoundary(plan);
 /** Seen exactly as planned, every fact from where the Docker launcher reads it under runc. */
 const asPlanned = (): Observed => ({
   ...structuredClone(planned),
-  seen_from: { runtime: 'engine', limits: 'engine', seccomp: 'host-proc', capabilities: 'host-proc', no_new_privs: 'host-proc', namespaces: 'host-proc', read_only_root: 'host-proc', mounts: 'host-proc', interfaces: 'host-proc' },
+  seen_from: {
+    runtime: 'engine',
+    limits: 'engine',
+    seccomp: 'host-proc',
+    capabilities: 'host-proc',
+    no_new_privs: 'host-proc',
+    namespaces: 'host-proc',
+    read_only_root: 'host-proc',
+    mounts: 'host-proc',
+    interfaces: 'host-proc',
+  },
 });
 
 describe('the planned boundary', () => {
@@ -56,7 +79,10 @@ describe('receiptOf', () => {
   });
 
   it('an extra capability, as the kernel reports it, is a violation', () => {
-    const observed = { ...asPlanned(), ...statusFacts('CapEff:\t0000000000200000\nCapBnd:\t00000000a80425fb\nSeccomp:\t2\nNoNewPrivs:\t1\n') };
+    const observed = {
+      ...asPlanned(),
+      ...statusFacts('CapEff:\t0000000000200000\nCapBnd:\t00000000a80425fb\nSeccomp:\t2\nNoNewPrivs:\t1\n'),
+    };
     expect(receiptOf(planned, observed, policy).violations).toEqual([
       'effective capabilities sys_admin (planned none) [host-proc]',
       'bounding capabilities chown, dac_override, fowner, fsetid, kill, setgid, setuid, setpcap, net_bind_service, net_raw, sys_chroot, mknod, audit_write, setfcap (planned none) [host-proc]',
@@ -104,7 +130,15 @@ describe('receiptOf', () => {
   it('the digest is over the content, not the order of keys', () => {
     const a = receiptOf(planned, asPlanned(), policy);
     const reversed = (v: unknown): unknown =>
-      Array.isArray(v) ? v.map(reversed) : v && typeof v === 'object' ? Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reversed(x)])) : v;
+      Array.isArray(v)
+        ? v.map(reversed)
+        : v && typeof v === 'object'
+          ? Object.fromEntries(
+              Object.entries(v)
+                .reverse()
+                .map(([k, x]) => [k, reversed(x)]),
+            )
+          : v;
     const b = reversed(a) as typeof a;
     expect(Object.keys(b)[0]).toBe('unobserved');
     expect(receiptDigest(b)).toBe(receiptDigest(a));
@@ -115,13 +149,20 @@ describe('receiptOf', () => {
 
 describe('reading /proc (bounded; the tenant may shape what comes from inside)', () => {
   it('status: seccomp, capabilities, no-new-privs; gVisor has no NoNewPrivs line', () => {
-    expect(statusFacts('Name:\tsh\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n')).toEqual({ seccomp: 'filter', capabilities: { effective: [], bounding: [] }, no_new_privs: true });
-    expect(statusFacts('CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nSeccomp:\t2\n')).toEqual({ seccomp: 'filter', capabilities: { effective: [], bounding: [] } });
+    expect(statusFacts('Name:\tsh\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n')).toEqual({
+      seccomp: 'filter',
+      capabilities: { effective: [], bounding: [] },
+      no_new_privs: true,
+    });
+    expect(statusFacts('CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nSeccomp:\t2\n')).toEqual({
+      seccomp: 'filter',
+      capabilities: { effective: [], bounding: [] },
+    });
     expect(statusFacts('CapEff:\tnot-hex\nSeccomp:\t9\n')).toEqual({});
     expect(capabilityNames('8000000000000001')).toEqual(['chown', 'cap_63']);
   });
 
-  it('mountinfo: each point with its own ro/rw flag, escapes undone; the engine\'s own left out, the last at a point winning', () => {
+  it("mountinfo: each point with its own ro/rw flag, escapes undone; the engine's own left out, the last at a point winning", () => {
     const text = [
       '239 123 0:84 / / ro,relatime - overlay overlay rw',
       '240 239 0:87 / /proc rw,nosuid - proc proc rw',
@@ -157,7 +198,17 @@ describe('reading /proc (bounded; the tenant may shape what comes from inside)',
 
 describe("berth's own side of the boundary (policyOf)", () => {
   const ctx = (level: 'low' | 'medium') => {
-    const config = BerthConfigSchema.parse({ secrets: { GH_TOKEN: { file: '/h/gh', grants: [{ project: 'bot', host: 'api.github.com' }, { project: 'other', host: 'x.example' }] } } });
+    const config = BerthConfigSchema.parse({
+      secrets: {
+        GH_TOKEN: {
+          file: '/h/gh',
+          grants: [
+            { project: 'bot', host: 'api.github.com' },
+            { project: 'other', host: 'x.example' },
+          ],
+        },
+      },
+    });
     const metadata = ProjectMetadataSchema.parse({ name: 'bot', egress: { allow: ['github.com'] } });
     const p = planRun({
       config,
@@ -168,11 +219,20 @@ describe("berth's own side of the boundary (policyOf)", () => {
       runDir: '/h/run/r1',
       installation: 'i1',
     });
-    return { policy: policyOf({ project: { metadata } as never, config, workspace: { id: 'w1', dir: '/h/p/bot', isolated: false } }, p, 'pool'), sockets: p.sockets };
+    return {
+      policy: policyOf({ project: { metadata } as never, config, workspace: { id: 'w1', dir: '/h/p/bot', isolated: false } }, p, 'pool'),
+      sockets: p.sockets,
+    };
   };
 
   it('with egress: the allowlist and the granted hosts, and the secret names granted to this project alone', () => {
-    expect(ctx('medium').policy).toEqual({ start: 'pool', folder: 'project', egress: true, allow: ['github.com', 'api.github.com'], secrets: ['GH_TOKEN'] });
+    expect(ctx('medium').policy).toEqual({
+      start: 'pool',
+      folder: 'project',
+      egress: true,
+      allow: ['github.com', 'api.github.com'],
+      secrets: ['GH_TOKEN'],
+    });
   });
 
   it('without egress (low): nothing is reachable and no secret is added', () => {

@@ -21,7 +21,7 @@ const rand = (n: number) => Math.floor(Math.random() * n);
 function randomChunks(text: string): Buffer[] {
   const bytes = Buffer.from(text, 'latin1');
   const chunks: Buffer[] = [];
-  for (let at = 0; at < bytes.length; ) {
+  for (let at = 0; at < bytes.length;) {
     const n = 1 + rand(Math.random() < 0.5 ? 4 : 40);
     chunks.push(Buffer.from(bytes.subarray(at, at + n)));
     at += n;
@@ -37,7 +37,24 @@ const USER = 'x-access-token';
 const hex2 = (c: string) => c.charCodeAt(0).toString(16).padStart(2, '0');
 const isAlnum = (c: string) => /^[A-Za-z0-9]$/.test(c);
 const each = (s: string, f: (c: string) => string) => [...s].map(f).join('');
-const NAMED: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;', '/': '&sol;', '+': '&plus;', '=': '&equals;', '`': '&grave;', '|': '&verbar;', '\\': '&bsol;', '%': '&percnt;', ';': '&semi;', '#': '&num;', '?': '&quest;', '@': '&commat;' };
+const NAMED: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&apos;',
+  '/': '&sol;',
+  '+': '&plus;',
+  '=': '&equals;',
+  '`': '&grave;',
+  '|': '&verbar;',
+  '\\': '&bsol;',
+  '%': '&percnt;',
+  ';': '&semi;',
+  '#': '&num;',
+  '?': '&quest;',
+  '@': '&commat;',
+};
 
 /** How ordinary servers write a string back: every form the masker must catch, whole. */
 function encodings(s: string): Array<[string, string]> {
@@ -50,7 +67,12 @@ function encodings(s: string): Array<[string, string]> {
     ['percent, every byte', each(s, (c) => `%${hex2(c).toUpperCase()}`)],
     ['form encoding', new URLSearchParams({ t: s }).toString().slice(2)],
     ['PHP json_encode (\\/)', JSON.stringify(s).slice(1, -1).replace(/\//g, '\\/')],
-    ['Go JSON (\\u00XX for <>&)', JSON.stringify(s).slice(1, -1).replace(/[<>&]/g, (c) => `\\u00${hex2(c)}`)],
+    [
+      'Go JSON (\\u00XX for <>&)',
+      JSON.stringify(s)
+        .slice(1, -1)
+        .replace(/[<>&]/g, (c) => `\\u00${hex2(c)}`),
+    ],
     ['JSON \\u00XX, every non-alphanumeric', each(s, (c) => (isAlnum(c) ? c : `\\u00${hex2(c).toUpperCase()}`))],
     ['JSON \\u00xx, every character', each(s, (c) => `\\u00${hex2(c)}`)],
     ['\\xXX escapes', each(s, (c) => (isAlnum(c) ? c : `\\x${hex2(c)}`))],
@@ -87,7 +109,7 @@ function shown(masked: string, encoded: string, kind: 'direct' | { prefix: numbe
 /** The characters of a percent-encoded text, "*" where any byte of a character's form was masked. */
 function unpercent(encoded: string, masked: string): string {
   let out = '';
-  for (let at = 0; at < encoded.length; ) {
+  for (let at = 0; at < encoded.length;) {
     const width = encoded[at] === '%' ? 3 : 1;
     const piece = masked.slice(at, at + width);
     out += piece.includes('*') ? '*' : decodeURIComponent(encoded.slice(at, at + width));
@@ -111,12 +133,27 @@ describe('redactStream', () => {
   it('masks base64 of the value at every alignment (standard and URL-safe), and of the Basic credential, leaving at most two characters at each edge', async () => {
     const credential = Buffer.from(`${USER}:${VALUE}`).toString('base64');
     const cases: Array<[string, string, number, number, boolean]> = [];
-    for (const [secret, of] of [[VALUE, 'value'], [credential, 'credential']] as const) {
+    for (const [secret, of] of [
+      [VALUE, 'value'],
+      [credential, 'credential'],
+    ] as const) {
       for (const prefix of ['', 'a', 'ab', 'Bearer ', 'Basic ', `${USER}:`]) {
         const std = Buffer.from(`${prefix}${secret}!!`).toString('base64');
         cases.push([`base64 of ${of} after ${JSON.stringify(prefix)}`, std, prefix.length, secret.length, false]);
-        cases.push([`base64url of ${of} after ${JSON.stringify(prefix)}`, std.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''), prefix.length, secret.length, false]);
-        cases.push([`base64 of ${of}, percent-encoded, after ${JSON.stringify(prefix)}`, encodeURIComponent(std), prefix.length, secret.length, true]);
+        cases.push([
+          `base64url of ${of} after ${JSON.stringify(prefix)}`,
+          std.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''),
+          prefix.length,
+          secret.length,
+          false,
+        ]);
+        cases.push([
+          `base64 of ${of}, percent-encoded, after ${JSON.stringify(prefix)}`,
+          encodeURIComponent(std),
+          prefix.length,
+          secret.length,
+          true,
+        ]);
       }
     }
     for (const [name, encoded, prefix, length, percent] of cases) {
@@ -127,7 +164,9 @@ describe('redactStream', () => {
       const masked = out.slice(3, -4);
       // Percent-encoded: a base64 character is shown when none of its (one or three) bytes is masked.
       const logical = percent ? unpercent(encoded, masked) : masked;
-      expect(shown(logical, percent ? decodeURIComponent(encoded) : encoded, { prefix, length }), `${name}: ${masked}`).toBeLessThanOrEqual(4);
+      expect(shown(logical, percent ? decodeURIComponent(encoded) : encoded, { prefix, length }), `${name}: ${masked}`).toBeLessThanOrEqual(
+        4,
+      );
     }
     // The bare credential, as a host that echoes what follows "Basic " writes it back.
     expect(maskText(`credential: ${credential}`, [VALUE, credential])).toBe(`credential: ${'*'.repeat(credential.length)}`);

@@ -41,7 +41,11 @@ function setup(scripts: Partial<Record<Way, Script>>, opts: { can?: Way[]; notic
     // A short text is the notice (it goes the plainest way there is): its own script.
     const isNotice = text.startsWith('berth: the answer');
     const script = isNotice ? notices : (scripts[way] ?? ['ok']);
-    const outcome = isNotice ? (script.length > 1 ? script.shift()! : script[0]!) : (script[Math.min(counts[way]++, script.length - 1)] ?? 'ok');
+    const outcome = isNotice
+      ? script.length > 1
+        ? script.shift()!
+        : script[0]!
+      : (script[Math.min(counts[way]++, script.length - 1)] ?? 'ok');
     if (outcome === 400) throw new ChannelApiError("sendMessage: Bad Request: can't parse entities", 400);
     if (outcome === 500) throw new ChannelApiError('M_UNKNOWN: Internal server error', 500);
     if (outcome === 429) throw new ChannelApiError('sendMessage: rate limited', 429, 7);
@@ -51,7 +55,9 @@ function setup(scripts: Partial<Record<Way, Script>>, opts: { can?: Way[]; notic
     name: 'test',
     send: (_chat, text) => attempt('send', text),
     ...(can.has('plain') ? { sendPlain: (_chat: string, text: string) => attempt('plain', text) } : {}),
-    ...(can.has('file') ? { sendFile: (_chat: string, file: ReplyFile) => attempt('file', Buffer.from(file.data).toString(), file.name) } : {}),
+    ...(can.has('file')
+      ? { sendFile: (_chat: string, file: ReplyFile) => attempt('file', Buffer.from(file.data).toString(), file.name) }
+      : {}),
     typing: async () => undefined,
     acknowledge: async () => undefined,
     projectOf: () => 'p',
@@ -130,7 +136,9 @@ describe('a reply always arrives', () => {
     const entry = await t.ask();
     expect(t.calls).toEqual(['send', 'plain', 'file', 'plain']);
     expect(t.got).toHaveLength(1);
-    expect(t.got[0]!.text).toMatch(/^berth: the answer to your message could not be delivered here \(the chat service refused it\)\. The operator can find it as message m1\.$/);
+    expect(t.got[0]!.text).toMatch(
+      /^berth: the answer to your message could not be delivered here \(the chat service refused it\)\. The operator can find it as message m1\.$/,
+    );
     expect(entry.phase).toBe('failed');
     expect(entry.reason).toMatch(/the reply could not be delivered \(send: HTTP 400 .*; file: HTTP 500 M_UNKNOWN/);
     expect(t.lines.some((l) => l.msg === 'a reply could not be delivered' && l.id === 'm1' && l.level === 50)).toBe(true);
@@ -150,7 +158,9 @@ describe('a reply always arrives', () => {
     const t = setup({ send: [500, 500, 500] }, { can: ['send'] });
     const entry = await t.ask();
     expect(t.calls).toEqual(['send', 'send', 'send', 'send']);
-    expect(t.got.map((g) => g.text)).toEqual([expect.stringMatching(/^berth: the answer to your message could not be delivered here \(the chat service failed\)/)]);
+    expect(t.got.map((g) => g.text)).toEqual([
+      expect.stringMatching(/^berth: the answer to your message could not be delivered here \(the chat service failed\)/),
+    ]);
     expect(entry.phase).toBe('failed');
   });
 });
@@ -172,7 +182,11 @@ describe('a reply after a crash mid-delivery', () => {
   it('each fallback is journaled before it is tried', async () => {
     const t = setup({ send: [400], plain: [400] });
     await t.ask();
-    const journal = fs.readFileSync(join(dirs.at(-1)!, 'test.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { phase: string; delivery?: string });
+    const journal = fs
+      .readFileSync(join(dirs.at(-1)!, 'test.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { phase: string; delivery?: string });
     expect(journal.filter((e) => e.delivery).map((e) => e.delivery)).toEqual(['plain', 'file']);
   });
 });

@@ -5,7 +5,14 @@ import { REPLY_OUTPUT_CHARS, REPLY_OUTPUT_SEGMENTS } from '../../src/store/chat-
 describe("a reply's output in order (stdout and stderr apart)", () => {
   it('joins consecutive chunks of one stream and keeps the order of the streams', () => {
     const o = collectOutput();
-    for (const [stream, text] of [['stdout', 'a'], ['stdout', 'b\n'], ['stderr', 'oops\n'], ['stdout', 'c\n'], ['stderr', '']] as const) o.push(stream, text);
+    for (const [stream, text] of [
+      ['stdout', 'a'],
+      ['stdout', 'b\n'],
+      ['stderr', 'oops\n'],
+      ['stdout', 'c\n'],
+      ['stderr', ''],
+    ] as const)
+      o.push(stream, text);
     expect(o.segments()).toEqual([
       { stream: 'stdout', text: 'ab\n' },
       { stream: 'stderr', text: 'oops\n' },

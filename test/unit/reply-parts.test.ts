@@ -72,7 +72,12 @@ function setup(fail: Array<{ call: number; status: 400 | 500 }>) {
     await core.idle();
     return inbox.all().find((e) => e.id === 'm1')!;
   };
-  const journal = () => fs.readFileSync(join(dir, 'test.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  const journal = () =>
+    fs
+      .readFileSync(join(dir, 'test.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
   return { core, inbox, seen, waits, ask, journal };
 }
 
@@ -101,9 +106,17 @@ describe('a reply in several parts', () => {
   });
 
   it('the parts that went through are journaled before the next try', async () => {
-    const t = setup([{ call: 2, status: 500 }, { call: 4, status: 500 }]);
+    const t = setup([
+      { call: 2, status: 500 },
+      { call: 4, status: 500 },
+    ]);
     await t.ask();
-    expect(t.journal().filter((e) => e.sent !== undefined).map((e) => [e.delivery, e.sent])).toEqual([
+    expect(
+      t
+        .journal()
+        .filter((e) => e.sent !== undefined)
+        .map((e) => [e.delivery, e.sent]),
+    ).toEqual([
       ['send', 1],
       ['send', 2],
     ]);

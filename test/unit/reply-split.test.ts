@@ -38,7 +38,9 @@ async function matrix(): Promise<{ fake: FakeMatrix; bridge: ChannelTransport; r
   const fake = await startFakeMatrix();
   closers.push(() => fake.close());
   const room = fake.createRoom({ members: [`@alice:${fake.serverName}`], direct: true });
-  const bridge = createMatrixBridge(context(MatrixBridgeSchema.parse({ homeserver: fake.url, user_id: fake.botUserId, access_token: fake.botAccessToken })));
+  const bridge = createMatrixBridge(
+    context(MatrixBridgeSchema.parse({ homeserver: fake.url, user_id: fake.botUserId, access_token: fake.botAccessToken })),
+  );
   return { fake, bridge, room };
 }
 
@@ -124,7 +126,16 @@ describe('Slack: send', () => {
   it('an emoji at the 3,900 cut is not cut into two halves', async () => {
     const fake: FakeSlack = await startFakeSlack();
     closers.push(() => fake.close());
-    const bridge = createSlackBridge(context(SlackBridgeSchema.parse({ mode: 'events', bot_token: fake.botToken, signing_secret: fake.signingSecret, api_url: fake.apiUrl.replace(/\/$/, '') })));
+    const bridge = createSlackBridge(
+      context(
+        SlackBridgeSchema.parse({
+          mode: 'events',
+          bot_token: fake.botToken,
+          signing_secret: fake.signingSecret,
+          api_url: fake.apiUrl.replace(/\/$/, ''),
+        }),
+      ),
+    );
     const text = `${'a'.repeat(3899)}${SMILE}${'b'.repeat(5000)}`;
     await bridge.send('D0ALICE0001', text);
     const posted = fake.posted.map((p) => p.text);

@@ -39,9 +39,23 @@ const commonTail = {
     'kernel.shmall': '16384',
     'kernel.sem': '250 4000 32 16',
   },
-  limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256, timeoutMs: 300_000, outputBytes: 1048576, diskBytes: 1024 * 1024 * 1024, files: 100000 },
+  limits: {
+    memoryBytes: 512 * 1024 * 1024,
+    nanoCpus: 1e9,
+    pids: 256,
+    timeoutMs: 300_000,
+    outputBytes: 1048576,
+    diskBytes: 1024 * 1024 * 1024,
+    files: 100000,
+  },
   labels: { 'berth.managed': 'true', 'berth.installation': 'inst1', 'berth.project': 'bot', 'berth.workspace': 'w1', 'berth.run': 'r1' },
-  env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/tmp', BERTH_PROJECT: 'bot', BERTH_WORKSPACE: 'w1', BERTH_RUN: 'r1' },
+  env: {
+    PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    HOME: '/tmp',
+    BERTH_PROJECT: 'bot',
+    BERTH_WORKSPACE: 'w1',
+    BERTH_RUN: 'r1',
+  },
   warnings: [],
 };
 const tmp = { type: 'tmpfs', target: '/tmp', readOnly: false, sizeBytes: 64 * 1024 * 1024, mode: 0o1777 };
@@ -150,7 +164,9 @@ describe('planRun', () => {
   it('never mounts a protected path from the tenant tree', () => {
     const plan = planRun(input({ protected_paths: ['AGENTS.md'] }, [{ path: 'AGENTS.md', kind: 'file' }]));
     const ro = plan.mounts.filter((m) => m.type === 'bind' && m.readOnly && m.target === '/workspace/AGENTS.md');
-    expect(ro).toEqual([{ type: 'bind', source: '/h/.berth/projects/bot/protected/g1/AGENTS.md', target: '/workspace/AGENTS.md', readOnly: true }]);
+    expect(ro).toEqual([
+      { type: 'bind', source: '/h/.berth/projects/bot/protected/g1/AGENTS.md', target: '/workspace/AGENTS.md', readOnly: true },
+    ]);
   });
 
   it('fails closed when a protected path has no snapshot', () => {
@@ -172,15 +188,35 @@ describe('planRun', () => {
   });
 
   it('fills {message} into presets and custom argv without a shell of its own', () => {
-    expect(planRun(input({ agent: 'claude' })).argv).toEqual(['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', 'echo "hi"; ls']);
+    expect(planRun(input({ agent: 'claude' })).argv).toEqual([
+      'claude',
+      '-p',
+      '--output-format',
+      'stream-json',
+      '--verbose',
+      '--dangerously-skip-permissions',
+      '--continue',
+      '--',
+      'echo "hi"; ls',
+    ]);
     expect(planRun(input({ agent: 'claude' })).image).toBe('berth/agent:latest');
     expect(planRun(input({ agent: ['bot', '--q={message}'] })).argv).toEqual(['bot', '--q=echo "hi"; ls']);
     expect(planRun(input({ image: 'mine:1' })).image).toBe('mine:1');
   });
 
   it('converts limits', () => {
-    const plan = planRun(input({ limits: { memory_mb: 64, cpus: 0.5, pids: 32, timeout_seconds: 2, output_bytes: 2048, disk_mb: 20, files: 500 } }));
-    expect(plan.limits).toEqual({ memoryBytes: 64 * 1024 * 1024, nanoCpus: 5e8, pids: 32, timeoutMs: 2000, outputBytes: 2048, diskBytes: 20 * 1024 * 1024, files: 500 });
+    const plan = planRun(
+      input({ limits: { memory_mb: 64, cpus: 0.5, pids: 32, timeout_seconds: 2, output_bytes: 2048, disk_mb: 20, files: 500 } }),
+    );
+    expect(plan.limits).toEqual({
+      memoryBytes: 64 * 1024 * 1024,
+      nanoCpus: 5e8,
+      pids: 32,
+      timeoutMs: 2000,
+      outputBytes: 2048,
+      diskBytes: 20 * 1024 * 1024,
+      files: 500,
+    });
     expect(toCreateOptions(plan).HostConfig?.Ulimits).toEqual([{ Name: 'fsize', Soft: 20 * 1024 * 1024, Hard: 20 * 1024 * 1024 }]);
   });
 
@@ -220,7 +256,13 @@ describe('toCreateOptions (engine translation)', () => {
   it('uses typed mounts, non-recursive binds', () => {
     expect(options.HostConfig?.Mounts).toEqual([
       { Type: 'bind', Source: '/h/projects/bot/workspaces/w1', Target: '/workspace', ReadOnly: false, BindOptions: { NonRecursive: true } },
-      { Type: 'bind', Source: '/h/.berth/projects/bot/protected/g1/AGENTS.md', Target: '/workspace/AGENTS.md', ReadOnly: true, BindOptions: { NonRecursive: true } },
+      {
+        Type: 'bind',
+        Source: '/h/.berth/projects/bot/protected/g1/AGENTS.md',
+        Target: '/workspace/AGENTS.md',
+        ReadOnly: true,
+        BindOptions: { NonRecursive: true },
+      },
       { Type: 'tmpfs', Target: '/tmp', ReadOnly: false, TmpfsOptions: { SizeBytes: 64 * 1024 * 1024, Mode: 0o1777 } },
     ]);
   });
@@ -233,8 +275,28 @@ describe('toCreateOptions (engine translation)', () => {
 describe('planRun: messages that look like options', () => {
   it.each([
     ['shell', ['sh', '-c', '--', '--help']],
-    ['claude', ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', '--help']],
-    ['codex', ['codex', 'exec', 'resume', '--last', '-c', 'features.plugins=false', '-c', 'analytics.enabled=false', '--json', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--', '--help']],
+    [
+      'claude',
+      ['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', '--help'],
+    ],
+    [
+      'codex',
+      [
+        'codex',
+        'exec',
+        'resume',
+        '--last',
+        '-c',
+        'features.plugins=false',
+        '-c',
+        'analytics.enabled=false',
+        '--json',
+        '--dangerously-bypass-approvals-and-sandbox',
+        '--skip-git-repo-check',
+        '--',
+        '--help',
+      ],
+    ],
     ['droid', ['droid', 'exec', '--skip-permissions-unsafe', '--output-format', 'stream-json', '--', '--help']],
   ])('%s: the message comes after "--"', (agent, argv) => {
     expect(planRun({ ...input({ agent }), run: { id: 'r1', level: 'medium', message: '--help' } }).argv).toEqual(argv);
@@ -243,13 +305,17 @@ describe('planRun: messages that look like options', () => {
 
 describe('planRun: reading the agent at work', () => {
   it('claude and codex always stream events; the shell traces only when watched; a custom argv and the shell tool never', () => {
-    const plan = (agent: unknown, live: boolean, argv?: string[]) => planRun({ ...input({ agent }), run: { id: 'r1', level: 'medium', message: 'ls', live, argv } });
+    const plan = (agent: unknown, live: boolean, argv?: string[]) =>
+      planRun({ ...input({ agent }), run: { id: 'r1', level: 'medium', message: 'ls', live, argv } });
     expect(plan('claude', false).progress).toBe('claude-stream-json');
     expect(plan('codex', false).progress).toBe('codex-json');
     expect(plan('shell', false)).not.toHaveProperty('progress');
     expect(plan('shell', false).exec).toEqual(['sh', '-c', '--', 'ls']);
     // Traced: PS4 set inside the shell (never exported: the agent's env does not show it), the message its $1.
-    expect(plan('shell', true)).toMatchObject({ progress: 'shell-trace', exec: ['sh', '-c', `PS4=$(printf '\\037berth-step\\037 '); eval "set -x; $1"`, 'sh', 'ls'] });
+    expect(plan('shell', true)).toMatchObject({
+      progress: 'shell-trace',
+      exec: ['sh', '-c', `PS4=$(printf '\\037berth-step\\037 '); eval "set -x; $1"`, 'sh', 'ls'],
+    });
     expect(plan('shell', true).env).not.toHaveProperty('PS4');
     expect(plan(['bot', '{message}'], true)).not.toHaveProperty('progress');
     expect(plan('shell', true, ['cat', 'x'])).not.toHaveProperty('progress');
@@ -257,19 +323,42 @@ describe('planRun: reading the agent at work', () => {
     expect(warmIdentity(plan('shell', true))).toBe(warmIdentity(plan('shell', false)));
   });
 
-  it('at level low (no network) the shell preset\'s wget says so instead of crashing; other levels and presets are untouched', () => {
-    const plan = (agent: unknown, level: 'low' | 'medium', live: boolean) => planRun({ ...input({ agent }), run: { id: 'r1', level, message: 'wget -qO- http://example.com', live } });
+  it("at level low (no network) the shell preset's wget says so instead of crashing; other levels and presets are untouched", () => {
+    const plan = (agent: unknown, level: 'low' | 'medium', live: boolean) =>
+      planRun({ ...input({ agent }), run: { id: 'r1', level, message: 'wget -qO- http://example.com', live } });
     // Loopback (the model gateway is there at every level) goes to busybox's own wget.
     const wget = `wget() { case "$*" in *127.0.0.1*|*localhost*) BERTH_LOOPBACK=1 command wget "$@";; *) sh -c 'echo "wget: ${NO_NETWORK_WORDS}" >&2; exit 1';; esac; }; `;
     expect(plan('shell', 'low', false).exec).toEqual(['sh', '-c', `${wget}eval "$1"`, 'sh', 'wget -qO- http://example.com']);
-    expect(plan('shell', 'low', true).exec).toEqual(['sh', '-c', `PS4=$(printf '\\037berth-step\\037 '); ${wget}eval "set -x; $1"`, 'sh', 'wget -qO- http://example.com']);
+    expect(plan('shell', 'low', true).exec).toEqual([
+      'sh',
+      '-c',
+      `PS4=$(printf '\\037berth-step\\037 '); ${wget}eval "set -x; $1"`,
+      'sh',
+      'wget -qO- http://example.com',
+    ]);
     expect(plan('shell', 'medium', false).exec).toEqual(['sh', '-c', '--', 'wget -qO- http://example.com']);
-    expect(plan('claude', 'low', false).exec).toEqual(['claude', '-p', '--output-format', 'stream-json', '--verbose', '--dangerously-skip-permissions', '--continue', '--', 'wget -qO- http://example.com']);
+    expect(plan('claude', 'low', false).exec).toEqual([
+      'claude',
+      '-p',
+      '--output-format',
+      'stream-json',
+      '--verbose',
+      '--dangerously-skip-permissions',
+      '--continue',
+      '--',
+      'wget -qO- http://example.com',
+    ]);
   });
 });
 
 describe('planRun: a workflow step (private workspace)', () => {
-  const seeds = { dir: '/h/.berth/tmp/seed-r1', entries: [{ path: 'AGENTS.md', kind: 'file' as const }, { path: '.factory', kind: 'dir' as const }] };
+  const seeds = {
+    dir: '/h/.berth/tmp/seed-r1',
+    entries: [
+      { path: 'AGENTS.md', kind: 'file' as const },
+      { path: '.factory', kind: 'dir' as const },
+    ],
+  };
   const isolatedProject = input({ workspace_isolation: true });
   const plan = planRun({
     ...isolatedProject,
@@ -279,7 +368,7 @@ describe('planRun: a workflow step (private workspace)', () => {
     privateWorkspace: { cwdRel: 'work/runs/w1', seeds, ensureDir: ['work', 'runs', 'w1'] },
   });
 
-  it('hides every tenant workspace, mounts the seed read-only from berth\'s copy, and passes the input as data', () => {
+  it("hides every tenant workspace, mounts the seed read-only from berth's copy, and passes the input as data", () => {
     expect(plan.mounts).toEqual([
       { type: 'bind', source: '/h/projects/bot', target: '/workspace', readOnly: false },
       { type: 'bind', source: '/h/projects/bot/metadata.json', target: '/workspace/metadata.json', readOnly: true },
@@ -329,23 +418,42 @@ describe('warmIdentity: which plans may share a warm container', () => {
 });
 
 describe('planRun: brokered secrets', () => {
-  const withGrant = BerthConfigSchema.parse({ secrets: { GH_TOKEN: { file: '/etc/berth/gh', grants: [{ project: 'bot', host: 'github.com' }] }, OTHER: { env: 'X', grants: [{ project: 'elsewhere', host: 'x.example' }] } } });
+  const withGrant = BerthConfigSchema.parse({
+    secrets: {
+      GH_TOKEN: { file: '/etc/berth/gh', grants: [{ project: 'bot', host: 'github.com' }] },
+      OTHER: { env: 'X', grants: [{ project: 'elsewhere', host: 'x.example' }] },
+    },
+  });
   const trust = { ca: '/h/.berth/egress-trust/berth-egress-ca.crt', bundle: '/h/.berth/egress-trust/ca-certificates.crt' };
-  const plan = (level: 'low' | 'medium') => planRun({ ...input({}), config: withGrant, runDir: '/h/.berth/sockets/r1', egressTrust: trust, run: { id: 'r1', level, message: 'x' } });
+  const plan = (level: 'low' | 'medium') =>
+    planRun({
+      ...input({}),
+      config: withGrant,
+      runDir: '/h/.berth/sockets/r1',
+      egressTrust: trust,
+      run: { id: 'r1', level, message: 'x' },
+    });
 
-  it('at medium: a placeholder for each secret granted to the project (no other), and berth\'s CA over the system store', () => {
+  it("at medium: a placeholder for each secret granted to the project (no other), and berth's CA over the system store", () => {
     const p = plan('medium');
     expect(p.env.GH_TOKEN).toBe('berth-placeholder-GH_TOKEN');
     expect(p.env.OTHER).toBeUndefined();
-    expect(p.env).toMatchObject({ SSL_CERT_FILE: '/etc/ssl/certs/ca-certificates.crt', GIT_SSL_CAINFO: '/etc/ssl/certs/ca-certificates.crt', NODE_EXTRA_CA_CERTS: '/usr/local/share/ca-certificates/berth-egress-ca.crt', NODE_USE_ENV_PROXY: '1' });
-    expect(p.mounts).toEqual(expect.arrayContaining([
-      { type: 'bind', source: trust.bundle, target: '/etc/ssl/certs/ca-certificates.crt', readOnly: true },
-      { type: 'bind', source: trust.ca, target: '/usr/local/share/ca-certificates/berth-egress-ca.crt', readOnly: true },
-    ]));
+    expect(p.env).toMatchObject({
+      SSL_CERT_FILE: '/etc/ssl/certs/ca-certificates.crt',
+      GIT_SSL_CAINFO: '/etc/ssl/certs/ca-certificates.crt',
+      NODE_EXTRA_CA_CERTS: '/usr/local/share/ca-certificates/berth-egress-ca.crt',
+      NODE_USE_ENV_PROXY: '1',
+    });
+    expect(p.mounts).toEqual(
+      expect.arrayContaining([
+        { type: 'bind', source: trust.bundle, target: '/etc/ssl/certs/ca-certificates.crt', readOnly: true },
+        { type: 'bind', source: trust.ca, target: '/usr/local/share/ca-certificates/berth-egress-ca.crt', readOnly: true },
+      ]),
+    );
     expect(JSON.stringify(p)).not.toContain('/etc/berth/gh');
   });
 
-  it('at low (no egress): neither placeholders nor berth\'s CA', () => {
+  it("at low (no egress): neither placeholders nor berth's CA", () => {
     const p = plan('low');
     expect(p.env.GH_TOKEN).toBeUndefined();
     expect(p.env.SSL_CERT_FILE).toBeUndefined();

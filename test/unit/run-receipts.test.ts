@@ -23,7 +23,11 @@ describe("a run's receipt", () => {
     h.create({ name: 'p', workspace_isolation: true });
     const o = await h.run('p', 'web:alice', 'echo hi', 'medium');
     const receipt = o.record.receipt!;
-    expect(receipt).toMatchObject({ violations: [], unobserved: [], policy: { start: 'cold', folder: 'own', egress: true, allow: [], secrets: [] } });
+    expect(receipt).toMatchObject({
+      violations: [],
+      unobserved: [],
+      policy: { start: 'cold', folder: 'own', egress: true, allow: [], secrets: [] },
+    });
     expect(receipt.observed.mounts).toEqual(receipt.planned.mounts);
     const [line] = h.berth.audit.list({ kind: 'run_receipt', limit: 5 });
     expect(line).toMatchObject({ action: 'run.receipt', project: 'p', target: o.runId, outcome: 'ok', digest: receiptDigest(receipt) });
@@ -59,11 +63,15 @@ describe("a run's receipt", () => {
     const text = await cli(h.home, 'runs', 'p', '--receipt');
     expect(text.code).toBe(1);
     expect(text.out).toContain(`run ${o.runId}  `);
-    expect(text.out).toContain('  capabilities    planned effective none; bounding none  |  observed effective sys_admin; bounding sys_admin [engine]\n');
+    expect(text.out).toContain(
+      '  capabilities    planned effective none; bounding none  |  observed effective sys_admin; bounding sys_admin [engine]\n',
+    );
     expect(text.out).toContain('    /memory                  planned read-only observed writable\n');
     expect(text.out).toContain('  violations      \n    effective capabilities sys_admin (planned none) [engine]\n');
     expect(text.out).toContain(`  digest          ${o.record.receipt_digest} `);
     const json = await cli(h.home, 'runs', 'p', '--receipt', '--json');
-    expect(JSON.parse(json.out)).toEqual({ runs: [{ run: o.runId, finished_at: o.record.finished_at, receipt: o.record.receipt, receipt_digest: o.record.receipt_digest }] });
+    expect(JSON.parse(json.out)).toEqual({
+      runs: [{ run: o.runId, finished_at: o.record.finished_at, receipt: o.record.receipt, receipt_digest: o.record.receipt_digest }],
+    });
   });
 });

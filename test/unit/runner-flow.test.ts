@@ -26,7 +26,9 @@ interface Harness extends AsyncDisposable {
   journal(run?: string): JournalEntry[];
 }
 
-function harness(opts: { launcher?: FakeLauncherOptions; warm?: boolean; config?: string; project?: Partial<ProjectMetadataInput> } = {}): Harness {
+function harness(
+  opts: { launcher?: FakeLauncherOptions; warm?: boolean; config?: string; project?: Partial<ProjectMetadataInput> } = {},
+): Harness {
   const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-flow-')));
   if (opts.config) fs.writeFileSync(join(home, 'berth.yaml'), opts.config);
   const fake = createFakeLauncher(opts.launcher);
@@ -52,7 +54,6 @@ function harness(opts: { launcher?: FakeLauncherOptions; warm?: boolean; config?
 
 const phases = (entries: JournalEntry[]) => entries.map((e) => e.phase);
 const started = (fake: FakeLauncher) => fake.events.filter((e) => e.op === 'run' || e.op === 'startIdle' || e.op === 'execIn');
-
 
 describe('the journal of a run', () => {
   it('a run that ends is accepted, started in its container, finished with its exit code (a failing command too)', async () => {
@@ -90,7 +91,9 @@ describe('drain', () => {
     const out = await running;
     expect(out.exitCode).toBe(137);
     expect(phases(h.journal(out.runId))).toEqual(['accepted', 'started', 'interrupted']);
-    expect(h.berth.admin.listRuns('p', {}).interrupted).toEqual([expect.objectContaining({ run: out.runId, reason: 'berth stopped: the drain deadline passed' })]);
+    expect(h.berth.admin.listRuns('p', {}).interrupted).toEqual([
+      expect.objectContaining({ run: out.runId, reason: 'berth stopped: the drain deadline passed' }),
+    ]);
     expect(h.fake.containers()).toEqual([]);
   });
 
@@ -143,7 +146,7 @@ describe('warm session containers', () => {
 });
 
 describe('what the launcher cannot do is refused before anything starts', () => {
-  it("a project whose runtime the launcher lacks: RUNTIME_MISSING, journaled as failed", async () => {
+  it('a project whose runtime the launcher lacks: RUNTIME_MISSING, journaled as failed', async () => {
     await using h = harness({ config: 'runtimes: [runc, runsc]\n', project: { runtime: 'runsc' }, launcher: { runtimes: ['runc'] } });
     await expect(h.run('echo hi')).rejects.toMatchObject({ code: 'RUNTIME_MISSING' });
     expect(started(h.fake)).toEqual([]);
@@ -175,6 +178,10 @@ describe('the session a run carries', () => {
     sessions.setLevel(store.get('p'), sessions.get('p', session!.id).session, 'high'); // read after the host was approved
     const out = await running;
     expect(out.permissionLevel).toBe('medium'); // the run kept the level it started with
-    expect(sessions.get('p', session!.id).session).toMatchObject({ runs: 1, approved_hosts: ['example.com:443'], settings: { permission_level: 'high' } });
+    expect(sessions.get('p', session!.id).session).toMatchObject({
+      runs: 1,
+      approved_hosts: ['example.com:443'],
+      settings: { permission_level: 'high' },
+    });
   });
 });

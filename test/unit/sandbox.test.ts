@@ -53,20 +53,29 @@ describe('path sandbox: escapes fail closed', () => {
     expect(() => sandboxWrite(rootFd, p, Buffer.from('x'))).toThrow(violation);
   });
 
-  it.each(['abs-link', 'rel-link', 'dangling', 'chained', 'loop-a', 'linked-dir/secret.txt', 'fifo'])('%s: read, write, delete, info are violations and the outside is untouched', (p) => {
-    plant();
-    expect(() => sandboxRead(rootFd, p)).toThrow(violation);
-    expect(() => sandboxReadText(rootFd, p)).toThrow(violation);
-    expect(() => sandboxWrite(rootFd, p, Buffer.from('pwned'))).toThrow(violation);
-    expect(() => sandboxDelete(rootFd, p)).toThrow(violation);
-    expect(() => sandboxInfo(rootFd, p)).toThrow(violation);
-    expect(fs.readFileSync(join(base, 'outside/secret.txt'), 'utf8')).toBe(CANARY);
-    expect(fs.readdirSync(join(base, 'outside'))).toEqual(['secret.txt']);
-  });
+  it.each(['abs-link', 'rel-link', 'dangling', 'chained', 'loop-a', 'linked-dir/secret.txt', 'fifo'])(
+    '%s: read, write, delete, info are violations and the outside is untouched',
+    (p) => {
+      plant();
+      expect(() => sandboxRead(rootFd, p)).toThrow(violation);
+      expect(() => sandboxReadText(rootFd, p)).toThrow(violation);
+      expect(() => sandboxWrite(rootFd, p, Buffer.from('pwned'))).toThrow(violation);
+      expect(() => sandboxDelete(rootFd, p)).toThrow(violation);
+      expect(() => sandboxInfo(rootFd, p)).toThrow(violation);
+      expect(fs.readFileSync(join(base, 'outside/secret.txt'), 'utf8')).toBe(CANARY);
+      expect(fs.readdirSync(join(base, 'outside'))).toEqual(['secret.txt']);
+    },
+  );
 
   it('a text read decodes as one Buffer.toString would: characters split across its 64 KiB slices, invalid bytes as U+FFFD', () => {
     // Multi-byte characters at every offset around each slice boundary, a broken sequence and a lone continuation byte.
-    const unit = Buffer.concat([Buffer.from('a€😀ü'), Buffer.from([0xe2, 0x82]), Buffer.from('b'), Buffer.from([0x80]), Buffer.from('\n"\\')]);
+    const unit = Buffer.concat([
+      Buffer.from('a€😀ü'),
+      Buffer.from([0xe2, 0x82]),
+      Buffer.from('b'),
+      Buffer.from([0x80]),
+      Buffer.from('\n"\\'),
+    ]);
     for (const lead of [0, 1, 2, 3]) {
       const bytes = Buffer.concat([Buffer.alloc(lead, 'x'), ...Array.from({ length: 20_000 }, () => unit)]);
       fs.writeFileSync(join(root, 'text.txt'), bytes);

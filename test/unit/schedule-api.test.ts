@@ -16,15 +16,30 @@ afterAll(async () => {
   await h?.[Symbol.asyncDispose]();
 });
 const call = async (method: string, path: string, body?: unknown) => {
-  const res = await app.request(path, { method, headers: { authorization: `Bearer ${TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const res = await app.request(path, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 };
 
 describe('schedules API', () => {
   it('adds, lists (per project, per tenant, all) and cancels', async () => {
-    const made = await call('POST', '/api/projects/api/schedules', { user: 'signal:+1', every: 'mon,fri 18:30 Europe/Berlin', task: 'weekly report', chat: { channel: 'signal', chat: '+1' } });
+    const made = await call('POST', '/api/projects/api/schedules', {
+      user: 'signal:+1',
+      every: 'mon,fri 18:30 Europe/Berlin',
+      task: 'weekly report',
+      chat: { channel: 'signal', chat: '+1' },
+    });
     expect(made.status).toBe(201);
-    expect(made.body).toMatchObject({ project: 'api', tenant: 'signal:+1', description: 'every Mon and Fri at 18:30 Europe/Berlin', chat: { channel: 'signal', chat: '+1', sender: 'signal:+1' }, created_by: 'operator' });
+    expect(made.body).toMatchObject({
+      project: 'api',
+      tenant: 'signal:+1',
+      description: 'every Mon and Fri at 18:30 Europe/Berlin',
+      chat: { channel: 'signal', chat: '+1', sender: 'signal:+1' },
+      created_by: 'operator',
+    });
     const id = made.body.id as string;
     expect((await call('GET', '/api/projects/api/schedules')).body.schedules).toEqual([made.body]);
     expect((await call('GET', '/api/projects/api/schedules?user=signal:+2')).body.schedules).toEqual([]);

@@ -29,7 +29,9 @@ async function sessionClient(project: string, session: string): Promise<Client> 
   h.berth.admin.openSession(project, session, 'signal:+49');
   const { token } = h.berth.admin.mintSessionToken(project, session);
   const client = new Client({ name: 'berth-test', version: '1' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp/session`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${base}/mcp/session`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+  );
   return client;
 }
 
@@ -42,7 +44,13 @@ describe('MCP schedule tool', () => {
       const made = await client.callTool({ name: 'schedule', arguments: { at: '+2h', task: 'check the deploy' } });
       expect(made.isError).toBeFalsy();
       const [schedule] = (made.structuredContent as { schedules: Array<Record<string, unknown>> }).schedules;
-      expect(schedule).toMatchObject({ project: 'sch', tenant: 'signal:+49', session: 'conv1', created_by: 'agent:conv1', task: 'check the deploy' });
+      expect(schedule).toMatchObject({
+        project: 'sch',
+        tenant: 'signal:+49',
+        session: 'conv1',
+        created_by: 'agent:conv1',
+        task: 'check the deploy',
+      });
       expect((made.structuredContent as { message: string }).message).toMatch(/^once, .*: check the deploy \(schedule s[0-9a-f]{8}\)$/);
 
       const tooOften = await client.callTool({ name: 'schedule', arguments: { every: '10m', task: 'poll' } });
@@ -68,9 +76,14 @@ describe('MCP schedule tool', () => {
     h.berth.admin.openSession('sch', 'other', 'signal:+1');
     const { token } = h.berth.admin.mintSessionToken('sch', 'other');
     const client = new Client({ name: 'berth-test', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp/session`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${base}/mcp/session`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+    );
     try {
-      expect(((await client.callTool({ name: 'schedule', arguments: { action: 'list' } })).structuredContent as { schedules: unknown[] }).schedules).toEqual([]);
+      expect(
+        ((await client.callTool({ name: 'schedule', arguments: { action: 'list' } })).structuredContent as { schedules: unknown[] })
+          .schedules,
+      ).toEqual([]);
       const cancel = await client.callTool({ name: 'schedule', arguments: { action: 'cancel', id: theirs?.id } });
       expect(JSON.parse(textOf(cancel)).error.code).toBe('NOT_FOUND');
     } finally {

@@ -12,10 +12,26 @@ describe('schedule specs: /every', () => {
     expect(readEvery(words('2h check the build'), 'UTC')).toEqual({ spec: { kind: 'interval', seconds: 7200 }, zone: 'UTC', used: 1 });
     expect(readEvery(words('30 minutes ping'), 'UTC')).toEqual({ spec: { kind: 'interval', seconds: 1800 }, zone: 'UTC', used: 2 });
     expect(readEvery(words('hour ping'), 'UTC').spec).toEqual({ kind: 'interval', seconds: 3600 });
-    expect(readEvery(words('weekday at 9:00 Europe/Berlin check mail'), 'UTC')).toEqual({ spec: { kind: 'weekly', days: [1, 2, 3, 4, 5], time: '09:00' }, zone: 'Europe/Berlin', used: 4 });
-    expect(readEvery(words('mon,wed,fri 18:30 x'), 'Asia/Tokyo')).toEqual({ spec: { kind: 'weekly', days: [1, 3, 5], time: '18:30' }, zone: 'Asia/Tokyo', used: 2 });
-    expect(readEvery(words('mon, fri at 07:05 x'), 'UTC')).toEqual({ spec: { kind: 'weekly', days: [1, 5], time: '07:05' }, zone: 'UTC', used: 4 });
-    expect(readEvery(words('08:15 x'), 'UTC')).toEqual({ spec: { kind: 'weekly', days: [0, 1, 2, 3, 4, 5, 6], time: '08:15' }, zone: 'UTC', used: 1 });
+    expect(readEvery(words('weekday at 9:00 Europe/Berlin check mail'), 'UTC')).toEqual({
+      spec: { kind: 'weekly', days: [1, 2, 3, 4, 5], time: '09:00' },
+      zone: 'Europe/Berlin',
+      used: 4,
+    });
+    expect(readEvery(words('mon,wed,fri 18:30 x'), 'Asia/Tokyo')).toEqual({
+      spec: { kind: 'weekly', days: [1, 3, 5], time: '18:30' },
+      zone: 'Asia/Tokyo',
+      used: 2,
+    });
+    expect(readEvery(words('mon, fri at 07:05 x'), 'UTC')).toEqual({
+      spec: { kind: 'weekly', days: [1, 5], time: '07:05' },
+      zone: 'UTC',
+      used: 4,
+    });
+    expect(readEvery(words('08:15 x'), 'UTC')).toEqual({
+      spec: { kind: 'weekly', days: [0, 1, 2, 3, 4, 5, 6], time: '08:15' },
+      zone: 'UTC',
+      used: 1,
+    });
   });
 
   it('refuses what it cannot read, naming the field and what to say instead', () => {
@@ -31,7 +47,9 @@ describe('schedule specs: /every', () => {
   });
 
   it('says it in plain words', () => {
-    expect(describeSpec({ kind: 'weekly', days: [1, 2, 3, 4, 5], time: '09:00' }, 'Europe/Berlin')).toBe('every weekday at 09:00 Europe/Berlin');
+    expect(describeSpec({ kind: 'weekly', days: [1, 2, 3, 4, 5], time: '09:00' }, 'Europe/Berlin')).toBe(
+      'every weekday at 09:00 Europe/Berlin',
+    );
     expect(describeSpec({ kind: 'weekly', days: [1, 3], time: '09:00' }, 'UTC')).toBe('every Mon and Wed at 09:00 UTC');
     expect(describeSpec({ kind: 'interval', seconds: 7200 }, 'UTC')).toBe('every 2 hours');
     expect(describeSpec({ kind: 'interval', seconds: 60 }, 'UTC')).toBe('every minute');
@@ -68,7 +86,9 @@ describe('schedule specs: the next run', () => {
     expect(iso(nextRun(spec, 'Europe/Berlin', at('2026-10-24T08:00:00Z'), 0))).toBe('2026-10-25T08:00:00.000Z');
     expect(iso(nextRun(spec, 'Europe/Berlin', at('2026-10-23T08:00:00Z'), 0))).toBe('2026-10-24T07:00:00.000Z');
     const anchor = at('2026-10-24T23:00:00Z');
-    expect(iso(nextRun({ kind: 'interval', seconds: 3600 }, 'Europe/Berlin', at('2026-10-25T01:10:00Z'), anchor))).toBe('2026-10-25T02:00:00.000Z');
+    expect(iso(nextRun({ kind: 'interval', seconds: 3600 }, 'Europe/Berlin', at('2026-10-25T01:10:00Z'), anchor))).toBe(
+      '2026-10-25T02:00:00.000Z',
+    );
     // A berth that was down for hours: the next one after now, not each one it missed.
     expect(iso(nextRun({ kind: 'interval', seconds: 3600 }, 'UTC', anchor + 5.5 * 3600_000, anchor))).toBe(iso(anchor + 6 * 3600_000));
   });
@@ -91,9 +111,17 @@ describe('schedule specs: /at', () => {
     expect(iso(Date.parse((readAt(words('+2h x'), 'UTC', now).spec as { at: string }).at))).toBe('2026-11-27T23:30:00.000Z');
     expect(readAt(words('23:00 x'), 'Europe/Berlin', now).spec).toEqual({ kind: 'once', at: '2026-11-27T22:00:00.000Z' });
     expect(readAt(words('09:00 x'), 'Europe/Berlin', now).spec).toEqual({ kind: 'once', at: '2026-11-28T08:00:00.000Z' });
-    expect(readAt(words('tomorrow at 09:00 America/New_York x'), 'Europe/Berlin', now)).toEqual({ spec: { kind: 'once', at: '2026-11-28T14:00:00.000Z' }, zone: 'America/New_York', used: 4 });
+    expect(readAt(words('tomorrow at 09:00 America/New_York x'), 'Europe/Berlin', now)).toEqual({
+      spec: { kind: 'once', at: '2026-11-28T14:00:00.000Z' },
+      zone: 'America/New_York',
+      used: 4,
+    });
     expect(readAt(words('mon 09:00 x'), 'Europe/Berlin', now).spec).toEqual({ kind: 'once', at: '2026-11-30T08:00:00.000Z' });
-    expect(readAt(words('2026-12-24 18:00 x'), 'Europe/Berlin', now)).toEqual({ spec: { kind: 'once', at: '2026-12-24T17:00:00.000Z' }, zone: 'Europe/Berlin', used: 2 });
+    expect(readAt(words('2026-12-24 18:00 x'), 'Europe/Berlin', now)).toEqual({
+      spec: { kind: 'once', at: '2026-12-24T17:00:00.000Z' },
+      zone: 'Europe/Berlin',
+      used: 2,
+    });
     expect(readAt(words('2026-12-24T18:00:00+01:00'), 'UTC', now).spec).toEqual({ kind: 'once', at: '2026-12-24T17:00:00.000Z' });
   });
 

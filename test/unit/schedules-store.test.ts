@@ -22,10 +22,18 @@ const tmp = () => {
 const silent = pino({ level: 'silent' });
 const T0 = Date.parse('2026-11-27T08:00:00Z');
 const HOUR = 3600_000;
-const base = (over: Partial<NewSchedule> = {}): NewSchedule => ({ project: 'p', tenant: 'signal:+1', spec: { kind: 'interval', seconds: 3600 }, zone: 'UTC', task: 'check the build', created_by: 'operator', ...over });
+const base = (over: Partial<NewSchedule> = {}): NewSchedule => ({
+  project: 'p',
+  tenant: 'signal:+1',
+  spec: { kind: 'interval', seconds: 3600 },
+  zone: 'UTC',
+  task: 'check the build',
+  created_by: 'operator',
+  ...over,
+});
 
 describe('schedule store', () => {
-  it('keeps schedules across a reopen, bounds them per tenant, cancels only a tenant\'s own', () => {
+  it("keeps schedules across a reopen, bounds them per tenant, cancels only a tenant's own", () => {
     const dir = tmp();
     const a = openScheduleStore(dir).add(base(), { perTenant: 2 }, T0);
     expect(a.next_at).toBe(new Date(T0 + HOUR).toISOString());
@@ -39,7 +47,7 @@ describe('schedule store', () => {
     expect(() => store.get(a.id)).toThrow(expect.objectContaining({ code: 'NOT_FOUND' }));
   });
 
-  it('keeps a person\'s time zone', () => {
+  it("keeps a person's time zone", () => {
     const dir = tmp();
     openScheduleStore(dir).setZone('p', 'signal:+1', 'Europe/Berlin');
     expect(openScheduleStore(dir).zoneOf('p', 'signal:+1')).toBe('Europe/Berlin');
@@ -80,7 +88,11 @@ describe('scheduler (an injected clock)', () => {
     const t = rig();
     t.store.add(base(), { perTenant: 5 }, T0); // due in an hour: the next ticks are quiet
     await t.scheduler.tick();
-    const soon = openScheduleStore(t.dir).add(base({ spec: { kind: 'once', at: new Date(T0 + 1000).toISOString() } }), { perTenant: 5 }, T0);
+    const soon = openScheduleStore(t.dir).add(
+      base({ spec: { kind: 'once', at: new Date(T0 + 1000).toISOString() } }),
+      { perTenant: 5 },
+      T0,
+    );
     t.advance(1000);
     await t.scheduler.tick();
     expect(t.handed).toEqual([`${soon.id}.${T0 + 1000}`]);
@@ -137,7 +149,14 @@ describe('scheduler (an injected clock)', () => {
     t.store.add(base(), { perTenant: 5 }, T0);
     await t.scheduler.tick(); // takes the firing lock
     const other: string[] = [];
-    const second = createScheduler({ store: t.store, stateDir: t.dir, logger: silent, now: () => T0 + 2 * HOUR, owner: '1.1.other', dispatch: async (f) => (other.push(f.key), 'handed') });
+    const second = createScheduler({
+      store: t.store,
+      stateDir: t.dir,
+      logger: silent,
+      now: () => T0 + 2 * HOUR,
+      owner: '1.1.other',
+      dispatch: async (f) => (other.push(f.key), 'handed'),
+    });
     await second.tick();
     expect(other).toEqual([]);
     await t.scheduler.stop();
@@ -162,7 +181,10 @@ describe('schedules across kill -9', () => {
     const store = openScheduleStore(dir);
     const now = Date.now();
     // Due by the time a child is up: each child claims, posts and settles as many as it can before it is killed.
-    const ids = Array.from({ length: 30 }, (_, i) => store.add(base({ spec: { kind: 'once', at: new Date(now + 1 + i).toISOString() } }), { perTenant: 100 }, now).id);
+    const ids = Array.from(
+      { length: 30 },
+      (_, i) => store.add(base({ spec: { kind: 'once', at: new Date(now + 1 + i).toISOString() } }), { perTenant: 100 }, now).id,
+    );
     const src = (f: string) => JSON.stringify(join(process.cwd(), 'src', f));
     // The chat dispatch's steps (bridges/scheduled-runs.ts): into the inbox under the firing's id, then settled.
     const script = `
@@ -193,11 +215,17 @@ describe('schedules across kill -9', () => {
         await new Promise((r) => setTimeout(r, 1));
       }`;
     // What was posted: the inbox (its entries are the runs), by the schedule each is a firing of.
-    const posted = () => openInbox(dir, 'test').all().map((e) => scheduleOfMessage(e.id));
+    const posted = () =>
+      openInbox(dir, 'test')
+        .all()
+        .map((e) => scheduleOfMessage(e.id));
     const kills = ['2:before', '1:posted', '3:settled', '2:posted'];
     const progress: number[] = [];
     for (const at of [...kills, undefined]) {
-      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, dir], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, KILL_AT: at } });
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, dir], {
+        stdio: ['ignore', 'ignore', 'inherit'],
+        env: { ...process.env, KILL_AT: at },
+      });
       const signal = await new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, sig) => resolve(sig)));
       expect(signal).toBe(at === undefined ? null : 'SIGKILL');
       progress.push(posted().length);
@@ -211,10 +239,19 @@ describe('schedules across kill -9', () => {
 
 describe('berth.yaml schedules:', () => {
   it('has defaults, and refuses a time zone that is not one, naming the field', () => {
-    expect(BerthConfigSchema.parse({}).schedules).toEqual({ who: 'everyone', per_tenant: 20, min_interval_seconds: 300, time_zone: 'UTC', tick_seconds: 1 });
+    expect(BerthConfigSchema.parse({}).schedules).toEqual({
+      who: 'everyone',
+      per_tenant: 20,
+      min_interval_seconds: 300,
+      time_zone: 'UTC',
+      tick_seconds: 1,
+    });
     const bad = BerthConfigSchema.safeParse({ schedules: { time_zone: 'Berlin/Mars' } });
     expect(bad.success).toBe(false);
-    expect(bad.error?.issues[0]).toMatchObject({ path: ['schedules', 'time_zone'], message: 'must be an IANA time zone such as Europe/Berlin, America/New_York or UTC' });
+    expect(bad.error?.issues[0]).toMatchObject({
+      path: ['schedules', 'time_zone'],
+      message: 'must be an IANA time zone such as Europe/Berlin, America/New_York or UTC',
+    });
     expect(BerthConfigSchema.safeParse({ schedules: { who: 'anyone' } }).success).toBe(false);
     expect(BerthConfigSchema.safeParse({ schedules: { min_interval_seconds: 0 } }).success).toBe(false);
   });

@@ -27,14 +27,29 @@ describe('berth secret', () => {
     const h = home();
     const loose = join(h, 'loose');
     fs.writeFileSync(loose, 'tok-loose-123\n', { mode: 0o644 });
-    expect(await berth(h, 'secret', 'set', 'GH_TOKEN', '--from-file', join(h, 'missing'))).toMatchObject({ code: 31, err: expect.stringMatching(/^SECRET_UNAVAILABLE: secret GH_TOKEN: its file .* cannot be read \(ENOENT\)/) });
-    expect(await berth(h, 'secret', 'set', 'GH_TOKEN', '--from-file', loose)).toMatchObject({ code: 31, err: expect.stringContaining('may be read by others (mode 644)') });
-    expect(await berth(h, 'secret', 'set', 'PATH', '--from-env', 'ACME')).toMatchObject({ code: 64, err: expect.stringMatching(/^USAGE: secret name "PATH" is a variable berth or the container sets itself/) });
+    expect(await berth(h, 'secret', 'set', 'GH_TOKEN', '--from-file', join(h, 'missing'))).toMatchObject({
+      code: 31,
+      err: expect.stringMatching(/^SECRET_UNAVAILABLE: secret GH_TOKEN: its file .* cannot be read \(ENOENT\)/),
+    });
+    expect(await berth(h, 'secret', 'set', 'GH_TOKEN', '--from-file', loose)).toMatchObject({
+      code: 31,
+      err: expect.stringContaining('may be read by others (mode 644)'),
+    });
+    expect(await berth(h, 'secret', 'set', 'PATH', '--from-env', 'ACME')).toMatchObject({
+      code: 64,
+      err: expect.stringMatching(/^USAGE: secret name "PATH" is a variable berth or the container sets itself/),
+    });
     expect(await berth(h, 'secret', 'set', 'GH_TOKEN')).toMatchObject({ code: 64 });
-    expect(await berth(h, 'secret', 'grant', 'GH_TOKEN', '--project', 'p', '--host', 'x.example')).toMatchObject({ code: 23, err: expect.stringMatching(/^NOT_FOUND: berth keeps no secret GH_TOKEN/) });
+    expect(await berth(h, 'secret', 'grant', 'GH_TOKEN', '--project', 'p', '--host', 'x.example')).toMatchObject({
+      code: 23,
+      err: expect.stringMatching(/^NOT_FOUND: berth keeps no secret GH_TOKEN/),
+    });
     expect(yamlOf(h)).not.toContain('GH_TOKEN');
     expect(await berth(h, 'secret', 'set', 'API_TOKEN', '--from-env', 'ACME')).toMatchObject({ code: 0 });
-    expect(await berth(h, 'secret', 'grant', 'API_TOKEN', '--project', 'nope', '--host', 'x.example')).toMatchObject({ code: 3, err: expect.stringMatching(/^PROJECT_NOT_FOUND/) });
+    expect(await berth(h, 'secret', 'grant', 'API_TOKEN', '--project', 'nope', '--host', 'x.example')).toMatchObject({
+      code: 3,
+      err: expect.stringMatching(/^PROJECT_NOT_FOUND/),
+    });
     expect(await berth(h, 'secret', 'revoke', 'API_TOKEN', '--project', 'nope')).toMatchObject({ code: 23 });
   });
 

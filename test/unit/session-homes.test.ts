@@ -14,7 +14,7 @@ import { unitHome } from '../helpers.js';
  */
 
 describe("a session id's next holder never gets the previous holder's home (issue 6c)", () => {
-  it('a home left behind without its record (a removal cut short) is not the next holder\'s', async () => {
+  it("a home left behind without its record (a removal cut short) is not the next holder's", async () => {
     await using h = unitHome();
     h.create({ name: 'p', workspace_isolation: true, agent: 'shell' });
     const alice = h.berth.admin.openSession('p', 'support', 'matrix:@alice:example.org');
@@ -29,7 +29,7 @@ describe("a session id's next holder never gets the previous holder's home (issu
     expect(fs.existsSync(join(agentHomeDir(project, 'support'), 'conversation.jsonl'))).toBe(false);
   });
 
-  it('session delete takes the home with it, and the id\'s next holder starts afresh', async () => {
+  it("session delete takes the home with it, and the id's next holder starts afresh", async () => {
     await using h = unitHome();
     h.create({ name: 'p', workspace_isolation: true, agent: 'shell' });
     h.berth.admin.openSession('p', 'support', 'web:alice');

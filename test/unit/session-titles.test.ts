@@ -36,7 +36,12 @@ describe('the session store names sessions', () => {
     expect(h.berth.sessions.countRun(project, 'conv', 'something else').title).toBe('deploy the staging site');
     expect(h.berth.sessions.setTitle('named', 'conv', ' Staging ').title).toBe('Staging');
     expect(h.berth.sessions.countRun(project, 'conv', 'more').title).toBe('Staging');
-    expect(() => h.berth.sessions.setTitle('named', 'conv', 'a\nb')).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID', details: expect.objectContaining({ issues: [expect.objectContaining({ field: 'title' })] }) }));
+    expect(() => h.berth.sessions.setTitle('named', 'conv', 'a\nb')).toThrow(
+      expect.objectContaining({
+        code: 'CONFIG_INVALID',
+        details: expect.objectContaining({ issues: [expect.objectContaining({ field: 'title' })] }),
+      }),
+    );
     expect(h.berth.sessions.get('named', 'conv').session.title).toBe('Staging'); // the refused name changed nothing
   });
 });

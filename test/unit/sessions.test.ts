@@ -18,7 +18,9 @@ afterEach(() => {
 
 describe('level profiles (the table in the README)', () => {
   it('maps each level to egress, memory and tools', () => {
-    expect(Object.fromEntries(Object.entries(LEVEL_PROFILES).map(([l, p]) => [l, [p.egress, p.memoryRead, p.memoryWrite, p.memoryBootstrap]]))).toEqual({
+    expect(
+      Object.fromEntries(Object.entries(LEVEL_PROFILES).map(([l, p]) => [l, [p.egress, p.memoryRead, p.memoryWrite, p.memoryBootstrap]])),
+    ).toEqual({
       low: [false, false, false, false],
       medium: [true, true, false, true],
       high: [true, true, true, true],
@@ -31,8 +33,12 @@ describe('level profiles (the table in the README)', () => {
 describe('memory adapter (second gate)', () => {
   it('refuses by level even when called directly, whatever the caller checked', () => {
     const dir = tmp();
-    expect(() => memoryWrite(dir, 'medium', 'web:a', { text: 'x' })).toThrow(expect.objectContaining({ code: 'PERMISSION_DENIED', details: { rule: 'memory_write_denied' } }));
-    expect(() => memorySearch(dir, 'low', { query: 'x' })).toThrow(expect.objectContaining({ code: 'PERMISSION_DENIED', details: { rule: 'memory_read_denied' } }));
+    expect(() => memoryWrite(dir, 'medium', 'web:a', { text: 'x' })).toThrow(
+      expect.objectContaining({ code: 'PERMISSION_DENIED', details: { rule: 'memory_write_denied' } }),
+    );
+    expect(() => memorySearch(dir, 'low', { query: 'x' })).toThrow(
+      expect.objectContaining({ code: 'PERMISSION_DENIED', details: { rule: 'memory_read_denied' } }),
+    );
     expect(fs.existsSync(join(dir, 'entries.jsonl'))).toBe(false);
   });
 
@@ -82,7 +88,11 @@ describe('session tokens', () => {
   it('stores only a digest of the token', () => {
     const dir = tmp();
     const { token } = createSessionTokens(dir).mint(BOUND);
-    const stored = fs.readdirSync(dir).map((n) => fs.readFileSync(join(dir, n), 'utf8')).join('') + fs.readdirSync(dir).join('');
+    const stored =
+      fs
+        .readdirSync(dir)
+        .map((n) => fs.readFileSync(join(dir, n), 'utf8'))
+        .join('') + fs.readdirSync(dir).join('');
     expect(stored).not.toContain(token.slice(4));
   });
 });

@@ -18,7 +18,21 @@ describe('splitCommand', () => {
     expect(splitCommand('echo ""')).toEqual(['echo', '']);
   });
 
-  it.each(['ls; rm -rf /', 'cat a | sh', 'echo x > f', 'cat < f', 'echo `id`', 'echo $(id)', 'echo $HOME', 'a && b', 'sleep 1 &', 'ls *', 'echo "$(id)"', 'ls ~', 'a\nb'])('refuses %j', (cmd) => {
+  it.each([
+    'ls; rm -rf /',
+    'cat a | sh',
+    'echo x > f',
+    'cat < f',
+    'echo `id`',
+    'echo $(id)',
+    'echo $HOME',
+    'a && b',
+    'sleep 1 &',
+    'ls *',
+    'echo "$(id)"',
+    'ls ~',
+    'a\nb',
+  ])('refuses %j', (cmd) => {
     expect(rule(() => splitCommand(cmd))).toBe('shell_operator');
   });
 });
@@ -47,14 +61,19 @@ describe('collectPathIntent', () => {
   });
 
   it('resolves tar operands against -C and follows its mode', () => {
-    expect(paths(['tar', '-C', 'sub', '-czf', 'out.tgz', 'a', '../../etc'])).toEqual({ reads: ['sub', 'sub/a', '../etc'], writes: ['out.tgz'] });
+    expect(paths(['tar', '-C', 'sub', '-czf', 'out.tgz', 'a', '../../etc'])).toEqual({
+      reads: ['sub', 'sub/a', '../etc'],
+      writes: ['out.tgz'],
+    });
     expect(paths(['tar', '--directory=/etc', '-cf', 'x', 'passwd'])).toEqual({ reads: ['/etc', '/etc/passwd'], writes: ['x'] });
     expect(paths(['tar', 'xzf', 'a.tgz', '-C', 'sub'])).toEqual({ reads: ['a.tgz'], writes: ['sub'] });
     expect(paths(['tar', '-tf', 'a.tar', 'member'])).toEqual({ reads: ['a.tar'], writes: [] });
   });
 
   it('names the forms that need level high, and the commands run', () => {
-    expect(collectPathIntent(['find', '.', '-exec', 'id', ';']).highOnly).toEqual([{ rule: 'exec_not_allowed', message: expect.stringContaining('find -exec') }]);
+    expect(collectPathIntent(['find', '.', '-exec', 'id', ';']).highOnly).toEqual([
+      { rule: 'exec_not_allowed', message: expect.stringContaining('find -exec') },
+    ]);
     expect(collectPathIntent(['env', 'FOO=1', 'ls', '-la']).runs).toEqual([{ argv: ['ls', '-la'], cwd: undefined }]);
     expect(collectPathIntent(['env', '-0']).highOnly).toEqual([]);
   });
@@ -325,16 +344,18 @@ describe('bypass attempts (argv and command string alike)', () => {
     return asArgv;
   };
 
-  it.each(ATTACKS.flatMap(([argv, expected, levels = LOW_MEDIUM]) => levels.map((level) => [level, toCommand(argv), expected, argv] as const)))(
-    '%s: %s → %s',
-    (level, _command, expected, argv) => {
-      expect(both(level, [...argv])).toBe(expected);
+  it.each(
+    ATTACKS.flatMap(([argv, expected, levels = LOW_MEDIUM]) => levels.map((level) => [level, toCommand(argv), expected, argv] as const)),
+  )('%s: %s → %s', (level, _command, expected, argv) => {
+    expect(both(level, [...argv])).toBe(expected);
+  });
+
+  it.each(LEGITIMATE.flatMap(([argv, levels = LOW_MEDIUM]) => levels.map((level) => [level, toCommand(argv), argv] as const)))(
+    '%s: %s is allowed',
+    (level, _command, argv) => {
+      expect(both(level, [...argv])).toBeUndefined();
     },
   );
-
-  it.each(LEGITIMATE.flatMap(([argv, levels = LOW_MEDIUM]) => levels.map((level) => [level, toCommand(argv), argv] as const)))('%s: %s is allowed', (level, _command, argv) => {
-    expect(both(level, [...argv])).toBeUndefined();
-  });
 });
 
 describe('at high', () => {

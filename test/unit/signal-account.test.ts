@@ -20,16 +20,24 @@ async function daemon(multiAccount?: string[]): Promise<FakeSignalCli> {
   fakes.push(f);
   return f;
 }
-const bridge = (f: FakeSignalCli) => createSignalBridge({ url: f.url, account: BOT, logger: pino({ level: 'silent' }), onMessage: () => undefined });
+const bridge = (f: FakeSignalCli) =>
+  createSignalBridge({ url: f.url, account: BOT, logger: pino({ level: 'silent' }), onMessage: () => undefined });
 const config = (f: FakeSignalCli) => SignalBridgeSchema.parse({ url: f.url, account: BOT });
 
 describe('Signal: the account in every call', () => {
-  it('a multi-account daemon holding the account takes berth\'s replies, typing and receipts', async () => {
+  it("a multi-account daemon holding the account takes berth's replies, typing and receipts", async () => {
     const f = await daemon([BOT, '+4915550001']);
     const b = bridge(f);
     await b.send(ALICE, 'hello');
     await b.typing(ALICE, true);
-    await b.acknowledge({ id: `${ALICE}:1`, chat: ALICE, tenant: `signal:${ALICE}`, sender: `signal:${ALICE}`, text: 'x', receipt: { recipient: ALICE, timestamp: 1 } });
+    await b.acknowledge({
+      id: `${ALICE}:1`,
+      chat: ALICE,
+      tenant: `signal:${ALICE}`,
+      sender: `signal:${ALICE}`,
+      text: 'x',
+      receipt: { recipient: ALICE, timestamp: 1 },
+    });
     expect(f.repliesTo(ALICE).map((m) => m.message)).toEqual(['hello']);
     expect(f.calls.map((c) => (c.params as { account?: string }).account)).toEqual([BOT, BOT, BOT]);
   });

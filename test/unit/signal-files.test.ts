@@ -23,15 +23,26 @@ async function setup(): Promise<{ fake: FakeSignalCli; signal: ChannelTransport;
   const fake = await startFakeSignalCli({ keepaliveMs: 50 });
   cleanups.push(() => fake.close());
   const taken: ChannelMessage[] = [];
-  const signal = createSignalBridge({ url: fake.url, account: fake.account, logger: pino({ level: 'silent' }), onMessage: (m) => void taken.push(m), backoffMs: { min: 10, max: 50 } });
+  const signal = createSignalBridge({
+    url: fake.url,
+    account: fake.account,
+    logger: pino({ level: 'silent' }),
+    onMessage: (m) => void taken.push(m),
+    backoffMs: { min: 10, max: 50 },
+  });
   signal.start();
   cleanups.push(() => signal.stop());
   await fake.waitForClients(1);
   return { fake, signal, taken };
 }
 
-const fetchOf = (t: ChannelTransport, ref: string, maxBytes = 1024 * 1024) => t.fetchAttachment!(ref, { maxBytes, signal: AbortSignal.timeout(10_000) });
-const codeOf = async (p: Promise<unknown>) => p.then(() => 'resolved', (err: unknown) => (isBerthError(err) ? err.code : String(err)));
+const fetchOf = (t: ChannelTransport, ref: string, maxBytes = 1024 * 1024) =>
+  t.fetchAttachment!(ref, { maxBytes, signal: AbortSignal.timeout(10_000) });
+const codeOf = async (p: Promise<unknown>) =>
+  p.then(
+    () => 'resolved',
+    (err: unknown) => (isBerthError(err) ? err.code : String(err)),
+  );
 
 describe('signal: files in', () => {
   it('a photo with words, a PDF and a voice note alone: attachments with name, type and size, their bytes by getAttachment', async () => {
@@ -40,9 +51,16 @@ describe('signal: files in', () => {
     const report = fake.addAttachment(pdfBytes(), { contentType: 'application/pdf', filename: 'report.pdf' });
     const voice = fake.addAttachment(bytesOf(700), { contentType: 'audio/aac' });
     fake.deliverText({ fromUuid: ALICE, fromNumber: '+15551230001', text: 'look', attachments: [photo] });
-    fake.deliverRaw({ sourceUuid: ALICE, sourceNumber: '+15551230001', dataMessage: { timestamp: 1_700_000_000_001, message: null, expiresInSeconds: 0, attachments: [report, voice] } });
+    fake.deliverRaw({
+      sourceUuid: ALICE,
+      sourceNumber: '+15551230001',
+      dataMessage: { timestamp: 1_700_000_000_001, message: null, expiresInSeconds: 0, attachments: [report, voice] },
+    });
     await fake.waitFor(() => taken.length === 2);
-    expect(taken[0]).toMatchObject({ text: 'look', attachments: [{ ref: `signal:${photo.id}`, name: 'screen.png', mime: 'image/png', size: pngBytes().length }] });
+    expect(taken[0]).toMatchObject({
+      text: 'look',
+      attachments: [{ ref: `signal:${photo.id}`, name: 'screen.png', mime: 'image/png', size: pngBytes().length }],
+    });
     expect(taken[1]).toMatchObject({
       text: '',
       attachments: [
@@ -68,9 +86,10 @@ describe('signal: files in', () => {
     expect(await codeOf(fetchOf(signal, `signal:${over.id}`, 100_000))).toBe('TOO_LARGE');
   });
 
-  it('a ref Signal did not hand out (another channel\'s, a path) is refused without a call', async () => {
+  it("a ref Signal did not hand out (another channel's, a path) is refused without a call", async () => {
     const { fake, signal } = await setup();
-    for (const ref of ['signal:../../../etc/passwd', 'signal:a/b', 'tg:AAAA', 'mxc://example.org/x', 'signal:']) expect(await codeOf(fetchOf(signal, ref))).toBe('NOT_FOUND');
+    for (const ref of ['signal:../../../etc/passwd', 'signal:a/b', 'tg:AAAA', 'mxc://example.org/x', 'signal:'])
+      expect(await codeOf(fetchOf(signal, ref))).toBe('NOT_FOUND');
     expect(fake.calls.filter((c) => c.method === 'getAttachment')).toEqual([]);
   });
 
@@ -87,7 +106,13 @@ describe('signal: files out', () => {
     await signal.sendFile!(ALICE, png(), 'the chart');
     await signal.sendFile!(ALICE, pdf(), 'the report');
     const [a, b] = fake.repliesTo(ALICE);
-    expect(a).toMatchObject({ message: 'the chart', files: [{ source: 'data-uri', contentType: 'image/png', filename: 'chart.png', data: pngBytes() }] });
-    expect(b).toMatchObject({ message: 'the report', files: [{ source: 'data-uri', contentType: 'application/pdf', filename: 'report.pdf', data: pdfBytes() }] });
+    expect(a).toMatchObject({
+      message: 'the chart',
+      files: [{ source: 'data-uri', contentType: 'image/png', filename: 'chart.png', data: pngBytes() }],
+    });
+    expect(b).toMatchObject({
+      message: 'the report',
+      files: [{ source: 'data-uri', contentType: 'application/pdf', filename: 'report.pdf', data: pdfBytes() }],
+    });
   });
 });

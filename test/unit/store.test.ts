@@ -9,7 +9,6 @@ import type { Project } from '../../src/store/projects.js';
 import { listTree, unitHome } from '../helpers.js';
 import { runCli } from '../helpers/cli-main.js';
 
-
 const secret = Buffer.alloc(32, 7);
 
 describe('project create', () => {
@@ -44,17 +43,31 @@ describe('project create', () => {
   });
 
   it('a model upstream berth.yaml does not define is refused at create and update, with the ones it has; nothing is made or changed', async () => {
-    await using h = unitHome({ config: 'models:\n  anthropic: { api: anthropic, url: "https://api.anthropic.com", api_key: k-secret-1 }\n' });
-    const refused = { code: 'CONFIG_INVALID', details: expect.objectContaining({ issues: [{ field: 'models.upstreams.1', reason: 'model upstream "openai" is not one berth.yaml defines' }], hint: "berth.yaml's models: anthropic; docs/agents.md adds one with its key" }) };
-    expect(() => h.berth.admin.createProject({ name: 'bot', agent: 'claude', models: { upstreams: ['anthropic', 'openai'] } })).toThrow(expect.objectContaining(refused));
+    await using h = unitHome({
+      config: 'models:\n  anthropic: { api: anthropic, url: "https://api.anthropic.com", api_key: k-secret-1 }\n',
+    });
+    const refused = {
+      code: 'CONFIG_INVALID',
+      details: expect.objectContaining({
+        issues: [{ field: 'models.upstreams.1', reason: 'model upstream "openai" is not one berth.yaml defines' }],
+        hint: "berth.yaml's models: anthropic; docs/agents.md adds one with its key",
+      }),
+    };
+    expect(() => h.berth.admin.createProject({ name: 'bot', agent: 'claude', models: { upstreams: ['anthropic', 'openai'] } })).toThrow(
+      expect.objectContaining(refused),
+    );
     expect(fs.existsSync(join(h.home, 'projects/bot'))).toBe(false);
     h.berth.admin.createProject({ name: 'bot', agent: 'claude', models: { upstreams: ['anthropic'] } });
-    await expect(h.berth.admin.updateProject('bot', { models: { ...h.berth.store.get('bot').metadata.models, upstreams: ['anthropic', 'openai'] } })).rejects.toMatchObject(refused);
+    await expect(
+      h.berth.admin.updateProject('bot', { models: { ...h.berth.store.get('bot').metadata.models, upstreams: ['anthropic', 'openai'] } }),
+    ).rejects.toMatchObject(refused);
     expect(h.berth.store.get('bot').metadata.models.upstreams).toEqual(['anthropic']);
     // The CLI says it in words, with the field, and exits 2.
     const cliRefused = await runCli(['--home', h.home, 'project', 'update', 'bot', '--model', 'openai']);
     expect(cliRefused.code).toBe(2);
-    expect(cliRefused.stderr).toBe('CONFIG_INVALID: project settings is invalid — models.upstreams.0: model upstream "openai" is not one berth.yaml defines (berth.yaml\'s models: anthropic; docs/agents.md adds one with its key)\n');
+    expect(cliRefused.stderr).toBe(
+      'CONFIG_INVALID: project settings is invalid — models.upstreams.0: model upstream "openai" is not one berth.yaml defines (berth.yaml\'s models: anthropic; docs/agents.md adds one with its key)\n',
+    );
   });
 
   it('update changes only what it names and writes metadata atomically', async () => {
@@ -76,7 +89,8 @@ describe('project create', () => {
 
 describe('workspaces', () => {
   /** As a run does: the tenant's workspace id, then that workspace of the project. */
-  const ensure = (p: Project, tenantKey: string) => ensureWorkspace({ project: p, tenantKey, workspace: workspaceOf(p, workspaceIdOf(secret, p.metadata.name, tenantKey)) });
+  const ensure = (p: Project, tenantKey: string) =>
+    ensureWorkspace({ project: p, tenantKey, workspace: workspaceOf(p, workspaceIdOf(secret, p.metadata.name, tenantKey)) });
   it('derives a stable id per tenant that depends on the secret', () => {
     const a = workspaceIdFor(secret, 'bot', 'web:alice');
     expect(a).toMatch(/^[0-9a-f]{32}$/);
@@ -149,4 +163,3 @@ describe('workspaces', () => {
     expect(ws.skipped.map((s) => s.path).sort()).toEqual(['.factory/fifo', '.factory/huge', '.factory/link-to-host', '.factory/root']);
   });
 });
-

@@ -13,13 +13,23 @@ const ROOT = join(import.meta.dirname, '..', '..');
 const NEEDS_A_BUILD_OR_ENGINE = ['cli', 'cliAsync', 'runDocLine', 'runDocLineAsync', 'BERTH_BIN', 'removeContainersOf'];
 
 function unitFiles(dir: string): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? unitFiles(join(dir, e.name)) : e.name.endsWith('.test.ts') ? [join(dir, e.name)] : []));
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) => (e.isDirectory() ? unitFiles(join(dir, e.name)) : e.name.endsWith('.test.ts') ? [join(dir, e.name)] : []));
 }
 
 /** The names a file imports from test/helpers.ts, and whether it imports dockerode (not only its types). */
 function importsOf(file: string): { helpers: string[]; docker: boolean } {
   const text = fs.readFileSync(file, 'utf8');
-  const helpers = [...text.matchAll(/^import\s*\{([^}]*)\}\s*from\s*'\.\.\/helpers\.js'/gm)].flatMap((m) => (m[1] as string).split(',').map((n) => n.trim().replace(/^type\s+/, '').split(/\s+as\s+/)[0] as string));
+  const helpers = [...text.matchAll(/^import\s*\{([^}]*)\}\s*from\s*'\.\.\/helpers\.js'/gm)].flatMap((m) =>
+    (m[1] as string).split(',').map(
+      (n) =>
+        n
+          .trim()
+          .replace(/^type\s+/, '')
+          .split(/\s+as\s+/)[0] as string,
+    ),
+  );
   return { helpers, docker: /^import\s+(?!type\b)[^;]*from\s+'dockerode'/m.test(text) }; // a type-only import asks nothing
 }
 
@@ -29,7 +39,9 @@ describe('the unit tier', () => {
     expect(files.length).toBeGreaterThan(50);
     const offenders = files.flatMap((f) => {
       const { helpers, docker } = importsOf(f);
-      return [...helpers.filter((n) => NEEDS_A_BUILD_OR_ENGINE.includes(n)), ...(docker ? ['dockerode'] : [])].map((n) => `${relative(ROOT, f)}: ${n}`);
+      return [...helpers.filter((n) => NEEDS_A_BUILD_OR_ENGINE.includes(n)), ...(docker ? ['dockerode'] : [])].map(
+        (n) => `${relative(ROOT, f)}: ${n}`,
+      );
     });
     expect(offenders).toEqual([]);
   });

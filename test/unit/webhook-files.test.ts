@@ -42,37 +42,79 @@ function setup() {
   const post = (name: string, body: unknown) => {
     const raw = JSON.stringify(body);
     const ts = String(Math.floor(Date.now() / 1000));
-    return bridge.http!(new Request(`http://berth/hooks/${name}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(SECRET, ts, raw) }, body: raw }), name);
+    return bridge.http!(
+      new Request(`http://berth/hooks/${name}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(SECRET, ts, raw) },
+        body: raw,
+      }),
+      name,
+    );
   };
   const staged = () => (fs.existsSync(join(dir, 'files')) ? fs.readdirSync(join(dir, 'files')) : []);
   return { bridge, taken, post, staged, dir };
 }
 
 const b64 = (b: Buffer) => b.toString('base64');
-const codeOf = async (p: Promise<unknown>) => p.then(() => 'resolved', (err: unknown) => (isBerthError(err) ? err.code : String(err)));
+const codeOf = async (p: Promise<unknown>) =>
+  p.then(
+    () => 'resolved',
+    (err: unknown) => (isBerthError(err) ? err.code : String(err)),
+  );
 
 describe('webhook: files in', () => {
   it('files and no text: a message with attachments, staged privately, read back whole', async () => {
     const { bridge, taken, post, staged, dir } = setup();
-    const res = await post('ci', { id: 'm1', user: 'ci-bot', files: [{ name: 'build.png', content_base64: b64(pngBytes()), mime: 'image/png' }, { name: 'report.pdf', content_base64: b64(pdfBytes()) }] });
+    const res = await post('ci', {
+      id: 'm1',
+      user: 'ci-bot',
+      files: [
+        { name: 'build.png', content_base64: b64(pngBytes()), mime: 'image/png' },
+        { name: 'report.pdf', content_base64: b64(pdfBytes()) },
+      ],
+    });
     expect(res.status).toBe(202);
     expect(taken).toHaveLength(1);
-    expect(taken[0]).toMatchObject({ text: '', attachments: [{ name: 'build.png', mime: 'image/png', size: pngBytes().length }, { name: 'report.pdf', size: pdfBytes().length }] });
+    expect(taken[0]).toMatchObject({
+      text: '',
+      attachments: [
+        { name: 'build.png', mime: 'image/png', size: pngBytes().length },
+        { name: 'report.pdf', size: pdfBytes().length },
+      ],
+    });
     const [png, pdf] = taken[0]!.attachments!;
     expect(png!.ref).toMatch(/^hook-file:[0-9a-f]{32}$/);
-    expect(Buffer.from(await bridge.fetchAttachment!(png!.ref, { maxBytes: 100_000, signal: AbortSignal.timeout(1000) }))).toEqual(pngBytes());
-    expect(Buffer.from(await bridge.fetchAttachment!(pdf!.ref, { maxBytes: 100_000, signal: AbortSignal.timeout(1000) }))).toEqual(pdfBytes());
+    expect(Buffer.from(await bridge.fetchAttachment!(png!.ref, { maxBytes: 100_000, signal: AbortSignal.timeout(1000) }))).toEqual(
+      pngBytes(),
+    );
+    expect(Buffer.from(await bridge.fetchAttachment!(pdf!.ref, { maxBytes: 100_000, signal: AbortSignal.timeout(1000) }))).toEqual(
+      pdfBytes(),
+    );
     expect(staged()).toHaveLength(2);
     for (const name of staged()) expect(fs.statSync(join(dir, 'files', name)).mode & 0o077).toBe(0);
   });
 
   it("over the hook's bound together: TOO_LARGE, nothing staged; a fetch under a smaller bound: TOO_LARGE", async () => {
     const { bridge, taken, post, staged } = setup();
-    expect(await codeOf(post('ci', { id: 'm1', user: 'u', text: 'x', files: [{ name: 'a.bin', content_base64: b64(bytesOf(60_000)) }, { name: 'b.bin', content_base64: b64(bytesOf(60_000)) }] }))).toBe('TOO_LARGE');
+    expect(
+      await codeOf(
+        post('ci', {
+          id: 'm1',
+          user: 'u',
+          text: 'x',
+          files: [
+            { name: 'a.bin', content_base64: b64(bytesOf(60_000)) },
+            { name: 'b.bin', content_base64: b64(bytesOf(60_000)) },
+          ],
+        }),
+      ),
+    ).toBe('TOO_LARGE');
     expect(taken).toEqual([]);
     expect(staged()).toEqual([]);
     await post('ci', { id: 'm2', user: 'u', files: [{ name: 'a.bin', content_base64: b64(bytesOf(60_000)) }] });
-    expect(await codeOf(bridge.fetchAttachment!(taken[0]!.attachments![0]!.ref, { maxBytes: 59_999, signal: AbortSignal.timeout(1000) }))).toBe('TOO_LARGE');
+    expect(
+      await codeOf(bridge.fetchAttachment!(taken[0]!.attachments![0]!.ref, { maxBytes: 59_999, signal: AbortSignal.timeout(1000) })),
+    ).toBe('TOO_LARGE');
   });
 
   it('the same message id again: a duplicate, and its files are not kept', async () => {
@@ -85,10 +127,19 @@ describe('webhook: files in', () => {
 
   it('a hook without max_file_bytes takes no files; a message without text or files is refused; names are checked', async () => {
     const { post } = setup();
-    await expect(post('plain', { id: 'm1', user: 'u', text: 'x', files: [{ name: 'a.txt', content_base64: 'aGk=' }] })).rejects.toMatchObject({ code: 'CONFIG_INVALID', details: { issues: [{ field: 'files' }] } });
-    await expect(post('ci', { id: 'm2', user: 'u' })).rejects.toMatchObject({ code: 'CONFIG_INVALID', details: { issues: [{ field: 'text' }] } });
-    await expect(post('ci', { id: 'm3', user: 'u', files: [{ name: '../../etc/passwd', content_base64: 'aGk=' }] })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
-    await expect(post('ci', { id: 'm4', user: 'u', files: [{ name: 'a', content_base64: 'not base64!' }] })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    await expect(
+      post('plain', { id: 'm1', user: 'u', text: 'x', files: [{ name: 'a.txt', content_base64: 'aGk=' }] }),
+    ).rejects.toMatchObject({ code: 'CONFIG_INVALID', details: { issues: [{ field: 'files' }] } });
+    await expect(post('ci', { id: 'm2', user: 'u' })).rejects.toMatchObject({
+      code: 'CONFIG_INVALID',
+      details: { issues: [{ field: 'text' }] },
+    });
+    await expect(post('ci', { id: 'm3', user: 'u', files: [{ name: '../../etc/passwd', content_base64: 'aGk=' }] })).rejects.toMatchObject({
+      code: 'CONFIG_INVALID',
+    });
+    await expect(post('ci', { id: 'm4', user: 'u', files: [{ name: 'a', content_base64: 'not base64!' }] })).rejects.toMatchObject({
+      code: 'CONFIG_INVALID',
+    });
   });
 
   it('a ref the hook did not hand out is refused; one whose file is gone is NOT_FOUND', async () => {

@@ -76,7 +76,11 @@ afterAll(async () => {
 
 const now = () => Math.floor(Date.now() / 1000);
 async function send(hook: string, body: string, headers: Record<string, string>) {
-  const res = await fetch(`${server.url}/hooks/${hook}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const res = await fetch(`${server.url}/hooks/${hook}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body,
+  });
   return { status: res.status, body: (await res.json().catch(() => undefined)) as Record<string, any> };
 }
 /** berth's scheme, signed by openssl exactly as docs/webhooks.md says. */
@@ -89,18 +93,28 @@ function opensslSigned(body: string, ts = String(now()), secret = BERTH_SECRET):
 function standardSigned(body: string, opts: { id?: string; at?: Date; secret?: string } = {}): Record<string, string> {
   const id = opts.id ?? `msg_${Math.random().toString(36).slice(2)}`;
   const at = opts.at ?? new Date();
-  return { 'webhook-id': id, 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': new Webhook(opts.secret ?? STD_SECRET).sign(id, at, body) };
+  return {
+    'webhook-id': id,
+    'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+    'webhook-signature': new Webhook(opts.secret ?? STD_SECRET).sign(id, at, body),
+  };
 }
 const callbackAt = (path: string) => until(() => callbacks.find((c) => c.path === path), `a callback at ${path}`);
 
 describe("berth's own scheme, signed by independent signers", () => {
-  it('openssl (the docs\' line) and @octokit/webhooks-methods (GitHub\'s HMAC) both sign requests berth accepts', async () => {
+  it("openssl (the docs' line) and @octokit/webhooks-methods (GitHub's HMAC) both sign requests berth accepts", async () => {
     const a = JSON.stringify({ id: 'o-1', user: 'alice', text: 'echo signed by openssl' });
-    expect(await send('ci', a, opensslSigned(a))).toEqual({ status: 200, body: { id: 'o-1', status: 'answered', reply: 'signed by openssl' } });
+    expect(await send('ci', a, opensslSigned(a))).toEqual({
+      status: 200,
+      body: { id: 'o-1', status: 'answered', reply: 'signed by openssl' },
+    });
     const b = JSON.stringify({ id: 'g-1', user: 'alice', text: 'echo signed by octokit' });
     const ts = String(now());
     const gh = await octokitSign(BERTH_SECRET, `${ts}.${b}`); // "sha256=<hex>" over berth's string-to-sign
-    expect(await send('ci', b, { 'x-berth-timestamp': ts, 'x-berth-signature': `v1=${gh.slice('sha256='.length)}` })).toEqual({ status: 200, body: { id: 'g-1', status: 'answered', reply: 'signed by octokit' } });
+    expect(await send('ci', b, { 'x-berth-timestamp': ts, 'x-berth-signature': `v1=${gh.slice('sha256='.length)}` })).toEqual({
+      status: 200,
+      body: { id: 'g-1', status: 'answered', reply: 'signed by octokit' },
+    });
     // GitHub's own header form is not berth's scheme: refused before the body is read.
     expect((await send('ci', b, { 'x-berth-timestamp': ts, 'x-berth-signature': gh })).status).toBe(401);
   });
@@ -119,7 +133,10 @@ describe("berth's own scheme, signed by independent signers", () => {
   it('W1: an unknown key is reported with its own name as the field', async () => {
     const body = JSON.stringify({ id: 'w-1', user: 'alice', text: 'echo x', extra: 1 });
     const res = await send('ci', body, opensslSigned(body));
-    expect(res).toMatchObject({ status: 400, body: { error: { code: 'CONFIG_INVALID', issues: [{ field: 'extra', reason: expect.stringContaining('unknown field') }] } } });
+    expect(res).toMatchObject({
+      status: 400,
+      body: { error: { code: 'CONFIG_INVALID', issues: [{ field: 'extra', reason: expect.stringContaining('unknown field') }] } },
+    });
     const proto = '{"id":"w-2","user":"alice","text":"echo x","__proto__":{"admin":true}}';
     const refused = await send('ci', proto, opensslSigned(proto));
     expect(refused).toMatchObject({ status: 400, body: { error: { code: 'CONFIG_INVALID', issues: [{ field: '__proto__' }] } } });
@@ -133,12 +150,21 @@ describe('Standard Webhooks (signing: standard-webhooks), signed and verified by
   it('a request signed by the library is answered; the body may leave out id (webhook-id is the id), and the same webhook-id again is a duplicate', async () => {
     const body = JSON.stringify({ user: 'bob', text: 'echo standard hello' });
     const headers = standardSigned(body, { id: 'msg_std_1' });
-    expect(await send('std', body, headers)).toEqual({ status: 200, body: { id: 'msg_std_1', status: 'answered', reply: 'standard hello' } });
+    expect(await send('std', body, headers)).toEqual({
+      status: 200,
+      body: { id: 'msg_std_1', status: 'answered', reply: 'standard hello' },
+    });
     // The sender's retry: the same webhook-id, signed afresh.
-    expect(await send('std', body, standardSigned(body, { id: 'msg_std_1' }))).toEqual({ status: 200, body: { id: 'msg_std_1', status: 'duplicate' } });
+    expect(await send('std', body, standardSigned(body, { id: 'msg_std_1' }))).toEqual({
+      status: 200,
+      body: { id: 'msg_std_1', status: 'duplicate' },
+    });
     // An id in the body is the message's id, as in berth's scheme.
     const withId = JSON.stringify({ id: 'ticket-9', user: 'bob', text: 'echo own id' });
-    expect(await send('std', withId, standardSigned(withId))).toEqual({ status: 200, body: { id: 'ticket-9', status: 'answered', reply: 'own id' } });
+    expect(await send('std', withId, standardSigned(withId))).toEqual({
+      status: 200,
+      body: { id: 'ticket-9', status: 'answered', reply: 'own id' },
+    });
   });
 
   it('any one of several signatures in webhook-signature may match (a sender rotating its secret signs with both)', async () => {
@@ -147,11 +173,15 @@ describe('Standard Webhooks (signing: standard-webhooks), signed and verified by
     const at = new Date();
     const old = new Webhook(OTHER_STD_SECRET).sign(id, at, body);
     const current = new Webhook(STD_SECRET).sign(id, at, body);
-    const res = await send('std', body, { 'webhook-id': id, 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': `${old} ${current}` });
+    const res = await send('std', body, {
+      'webhook-id': id,
+      'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+      'webhook-signature': `${old} ${current}`,
+    });
     expect(res).toEqual({ status: 200, body: { id, status: 'answered', reply: 'rotated' } });
   });
 
-  it('refuses a tampered body, another secret, a stale or future timestamp, missing headers, and berth\'s own headers on a standard hook (and the reverse)', async () => {
+  it("refuses a tampered body, another secret, a stale or future timestamp, missing headers, and berth's own headers on a standard hook (and the reverse)", async () => {
     const body = JSON.stringify({ user: 'mallory', text: 'echo pwned' });
     const tampered = standardSigned(body);
     expect((await send('std', body.replace('pwned', 'owned'), tampered)).status).toBe(401);
@@ -159,7 +189,10 @@ describe('Standard Webhooks (signing: standard-webhooks), signed and verified by
     expect((await send('std', body, standardSigned(body, { at: new Date(Date.now() - 301_000) }))).body.error.message).toContain('replay');
     expect((await send('std', body, standardSigned(body, { at: new Date(Date.now() + 301_000) }))).status).toBe(401);
     const { 'webhook-id': _id, ...noId } = standardSigned(body);
-    expect((await send('std', body, noId)).body.error).toMatchObject({ code: 'UNAUTHORIZED', message: expect.stringContaining('webhook-id') });
+    expect((await send('std', body, noId)).body.error).toMatchObject({
+      code: 'UNAUTHORIZED',
+      message: expect.stringContaining('webhook-id'),
+    });
     expect((await send('std', body, opensslSigned(body, String(now()), STD_SECRET))).status).toBe(401);
     const berthBody = JSON.stringify({ id: 'x-1', user: 'mallory', text: 'echo pwned' });
     expect((await send('ci', berthBody, standardSigned(berthBody, { secret: STD_SECRET }))).status).toBe(401);
@@ -167,17 +200,31 @@ describe('Standard Webhooks (signing: standard-webhooks), signed and verified by
 
   it('a callback is signed the Standard Webhooks way: the library verifies it', async () => {
     const body = JSON.stringify({ user: 'carol', conversation: 'c-1', text: 'echo standard callback' });
-    expect(await send('stdcb', body, standardSigned(body, { id: 'msg_cb_1' }))).toEqual({ status: 202, body: { id: 'msg_cb_1', status: 'accepted' } });
+    expect(await send('stdcb', body, standardSigned(body, { id: 'msg_cb_1' }))).toEqual({
+      status: 202,
+      body: { id: 'msg_cb_1', status: 'accepted' },
+    });
     const got = await callbackAt('/standard');
-    const headers = { 'webhook-id': String(got.headers['webhook-id']), 'webhook-timestamp': String(got.headers['webhook-timestamp']), 'webhook-signature': String(got.headers['webhook-signature']) };
-    expect(new Webhook(STD_SECRET).verify(got.body, headers)).toEqual({ id: 'msg_cb_1', user: 'carol', conversation: 'c-1', reply: 'standard callback' });
+    const headers = {
+      'webhook-id': String(got.headers['webhook-id']),
+      'webhook-timestamp': String(got.headers['webhook-timestamp']),
+      'webhook-signature': String(got.headers['webhook-signature']),
+    };
+    expect(new Webhook(STD_SECRET).verify(got.body, headers)).toEqual({
+      id: 'msg_cb_1',
+      user: 'carol',
+      conversation: 'c-1',
+      reply: 'standard callback',
+    });
     expect(() => new Webhook(OTHER_STD_SECRET).verify(got.body, headers)).toThrow();
     expect(got.headers['x-berth-signature']).toBeUndefined();
   });
 
   it('berth.yaml refuses a standard-webhooks secret that is not base64 (whsec_…)', async () => {
     const { WebhookBridgeSchema } = await import('../../src/channels/webhook.js');
-    const parsed = WebhookBridgeSchema.safeParse({ hooks: { bad: { signing: 'standard-webhooks', secret: 'not base64 at all, but long enough!!' } } });
+    const parsed = WebhookBridgeSchema.safeParse({
+      hooks: { bad: { signing: 'standard-webhooks', secret: 'not base64 at all, but long enough!!' } },
+    });
     expect(parsed.success).toBe(false);
     expect(parsed.error?.issues[0]).toMatchObject({ path: ['hooks', 'bad', 'secret'] });
   });

@@ -8,10 +8,30 @@ const files = (...f: string[]) => new Set(f);
 
 describe('detectProfile (pure)', () => {
   it.each([
-    [{ files: files('package.json', 'pnpm-lock.yaml'), packageJson: '{"scripts":{"test":"vitest","lint":"eslint ."}}' }, ['node'], 'pnpm', { test: ['pnpm', 'test'], lint: ['pnpm', 'run', 'lint'] }],
-    [{ files: files('package.json', 'package-lock.json'), packageJson: '{"scripts":{"format":"prettier -w ."}}' }, ['node'], 'npm', { format: ['npm', 'run', 'format'] }],
-    [{ files: files('pyproject.toml', 'uv.lock'), pyproject: '[tool.ruff]\nline-length = 100' }, ['python'], 'uv', { test: ['uv', 'run', 'pytest'], lint: ['uv', 'run', 'ruff', 'check', '.'], format: ['uv', 'run', 'ruff', 'format', '.'] }],
-    [{ files: files('go.mod') }, ['go'], 'go', { test: ['go', 'test', './...'], lint: ['go', 'vet', './...'], format: ['gofmt', '-l', '.'] }],
+    [
+      { files: files('package.json', 'pnpm-lock.yaml'), packageJson: '{"scripts":{"test":"vitest","lint":"eslint ."}}' },
+      ['node'],
+      'pnpm',
+      { test: ['pnpm', 'test'], lint: ['pnpm', 'run', 'lint'] },
+    ],
+    [
+      { files: files('package.json', 'package-lock.json'), packageJson: '{"scripts":{"format":"prettier -w ."}}' },
+      ['node'],
+      'npm',
+      { format: ['npm', 'run', 'format'] },
+    ],
+    [
+      { files: files('pyproject.toml', 'uv.lock'), pyproject: '[tool.ruff]\nline-length = 100' },
+      ['python'],
+      'uv',
+      { test: ['uv', 'run', 'pytest'], lint: ['uv', 'run', 'ruff', 'check', '.'], format: ['uv', 'run', 'ruff', 'format', '.'] },
+    ],
+    [
+      { files: files('go.mod') },
+      ['go'],
+      'go',
+      { test: ['go', 'test', './...'], lint: ['go', 'vet', './...'], format: ['gofmt', '-l', '.'] },
+    ],
     [{ files: files('Cargo.toml') }, ['rust'], 'cargo', { test: ['cargo', 'test'], lint: ['cargo', 'clippy'], format: ['cargo', 'fmt'] }],
     [{ files: files('Makefile'), makefile: 'build:\n\tcc x.c\ntest: build\n\t./t\n' }, ['make'], null, { test: ['make', 'test'] }],
     [{ files: files('package.json'), packageJson: '{not json' }, ['node'], 'npm', {}],

@@ -33,7 +33,8 @@ export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | und
     if (!web) throw new BerthError('NOT_FOUND', 'the web chat is not running in this process', { hint: 'it is served by "berth serve"' });
     return web;
   };
-  const overHttps = (c: Context<ChatEnv>) => reachedOverHttps({ tls: new URL(c.req.url).protocol === 'https:', forwardedProto: c.req.header('x-forwarded-proto') });
+  const overHttps = (c: Context<ChatEnv>) =>
+    reachedOverHttps({ tls: new URL(c.req.url).protocol === 'https:', forwardedProto: c.req.header('x-forwarded-proto') });
   const loginOf = (c: Context<ChatEnv>): WebLogin => {
     const credential = chatCredentialOf(c.req.header('cookie'), overHttps(c));
     if (!credential) throw new BerthError('UNAUTHORIZED', 'not logged in to the chat', { hint: 'open your chat link' });
@@ -42,7 +43,8 @@ export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | und
   const sessionOf = (c: Context<ChatEnv>) => parseOrThrow(SessionParam, { id: c.req.param('id') }, 'session').id;
   /** JSON bodies only: a cross-site form cannot send one without the page's origin (and SameSite=Strict holds the cookie back). */
   const jsonBody = async (c: Context<ChatEnv>): Promise<unknown> => {
-    if (!/^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) throw new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send JSON (content-type: application/json)');
+    if (!/^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? ''))
+      throw new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send JSON (content-type: application/json)');
     try {
       return await c.req.json();
     } catch {
@@ -86,14 +88,20 @@ export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | und
 
   app.post(
     '/chat/login',
-    bodyLimit({ maxSize: LOGIN_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${LOGIN_BODY_BYTES} bytes`); } }),
+    bodyLimit({
+      maxSize: LOGIN_BODY_BYTES,
+      onError: () => {
+        throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${LOGIN_BODY_BYTES} bytes`);
+      },
+    }),
     async (c) => {
       // Login CSRF: another site's form must not log this browser in as someone else.
       if (!fromOwnOrigin({ origin: c.req.header('origin'), host: c.req.header('host'), fetchSite: c.req.header('sec-fetch-site') })) {
         c.get('log').warn({ origin: c.req.header('origin')?.slice(0, 200) }, 'chat login from another site refused');
         return c.html(chatLoginFailedPage('This login did not start from the chat link itself.'), 403);
       }
-      if (!/^application\/x-www-form-urlencoded\s*(;|$)/i.test(c.req.header('content-type') ?? '')) throw new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send the chat link\'s form (application/x-www-form-urlencoded)');
+      if (!/^application\/x-www-form-urlencoded\s*(;|$)/i.test(c.req.header('content-type') ?? ''))
+        throw new BerthError('UNSUPPORTED_MEDIA_TYPE', "send the chat link's form (application/x-www-form-urlencoded)");
       const token = new URLSearchParams(await c.req.text()).get('token') ?? '';
       let login: { credential: string; expires_at: string };
       try {
@@ -106,7 +114,15 @@ export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | und
     },
   );
 
-  app.use('/chat/api/*', bodyLimit({ maxSize: CHAT_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${CHAT_BODY_BYTES} bytes`); } }));
+  app.use(
+    '/chat/api/*',
+    bodyLimit({
+      maxSize: CHAT_BODY_BYTES,
+      onError: () => {
+        throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${CHAT_BODY_BYTES} bytes`);
+      },
+    }),
+  );
   app.use('/chat/api/*', async (c, next) => {
     c.header('cache-control', 'no-store');
     await next();
@@ -115,16 +131,27 @@ export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | und
   // not same origin): every write must come from the chat page itself, or from no browser at all.
   app.use('/chat/api/*', async (c, next) => {
     const write = c.req.method !== 'GET' && c.req.method !== 'HEAD';
-    if (write && !fromOwnOrigin({ origin: c.req.header('origin'), host: c.req.header('host'), fetchSite: c.req.header('sec-fetch-site') })) {
+    if (
+      write &&
+      !fromOwnOrigin({ origin: c.req.header('origin'), host: c.req.header('host'), fetchSite: c.req.header('sec-fetch-site') })
+    ) {
       c.get('log').warn({ origin: c.req.header('origin')?.slice(0, 200), method: c.req.method }, 'chat change from another site refused');
-      throw new BerthError('PERMISSION_DENIED', 'the chat takes changes from its own page only', { rule: 'same_origin', hint: 'open the chat at its own address' });
+      throw new BerthError('PERMISSION_DENIED', 'the chat takes changes from its own page only', {
+        rule: 'same_origin',
+        hint: 'open the chat at its own address',
+      });
     }
     await next();
   });
 
   app.get('/chat/api/me', (c) => {
     const login = loginOf(c);
-    return c.json<ChatMe>({ project: login.project, user: login.user, tenant: tenantOfChatUser(login.user), agent: running().agentOf(login) });
+    return c.json<ChatMe>({
+      project: login.project,
+      user: login.user,
+      tenant: tenantOfChatUser(login.user),
+      agent: running().agentOf(login),
+    });
   });
 
   app.get('/chat/api/sessions', (c) => c.json({ sessions: running().sessions(loginOf(c)) }));

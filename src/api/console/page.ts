@@ -22,7 +22,8 @@ export function consoleAssets(): ConsoleAssets {
   });
 }
 
-const section = (id: string, title: string, body: string) => `<section id="s-${id}" aria-labelledby="h-${id}"><h2 id="h-${id}">${title}</h2>${body}</section>`;
+const section = (id: string, title: string, body: string) =>
+  `<section id="s-${id}" aria-labelledby="h-${id}"><h2 id="h-${id}">${title}</h2>${body}</section>`;
 
 const BODY = `<header><h1>berth console</h1><nav aria-label="sections"><a href="#s-waiting">Waiting</a><a href="#s-charts">Last hour</a><a href="#s-runs">Runs</a><a href="#s-projects">Projects</a><a href="#s-sessions">Sessions</a><a href="#s-models">Model use</a><a href="#s-audit">Audit log</a><a href="/docs">API</a></nav><span id="updated" role="status"></span><button id="signout" type="button">Sign out</button></header>
 <main>

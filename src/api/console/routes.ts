@@ -29,10 +29,14 @@ const SenderParamSchema = z
   .refine((s) => channelOfSender(s)?.pairing === true, 'must be a sender key, e.g. signal:<uuid> or telegram:<id>');
 const CONSOLE_BODY_BYTES = 4 * 1024;
 
-export function registerConsoleRoutes(app: Hono, deps: { token: string; logins: ConsoleLogins; sources: ConsoleSources; audit?: AuditTrail }): void {
+export function registerConsoleRoutes(
+  app: Hono,
+  deps: { token: string; logins: ConsoleLogins; sources: ConsoleSources; audit?: AuditTrail },
+): void {
   const signedIn = (c: Context) => isAdminBearer(c.req.header('authorization'), deps.token) || hasDocsLogin(c, deps.logins, deps.token);
   const operatorOnly = (c: Context) => {
-    if (!signedIn(c)) throw new BerthError('UNAUTHORIZED', 'sign in to the console first', { hint: 'open /console and give the admin token' });
+    if (!signedIn(c))
+      throw new BerthError('UNAUTHORIZED', 'sign in to the console first', { hint: 'open /console and give the admin token' });
   };
   /** An answer: JSON from this origin only (a cross-site form cannot send JSON, and SameSite=Strict holds the cookie back). */
   const answerBody = async <S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> => {
@@ -40,7 +44,8 @@ export function registerConsoleRoutes(app: Hono, deps: { token: string; logins: 
     if (!fromOwnOrigin({ origin: c.req.header('origin'), host: c.req.header('host'), fetchSite: c.req.header('sec-fetch-site') })) {
       throw new BerthError('PERMISSION_DENIED', 'answers come from the console page itself', { rule: 'same_origin' });
     }
-    if (!/^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) throw new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send JSON (content-type: application/json)');
+    if (!/^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? ''))
+      throw new BerthError('UNSUPPORTED_MEDIA_TYPE', 'send JSON (content-type: application/json)');
     const body: unknown = await c.req.json().catch(() => {
       throw new BerthError('CONFIG_INVALID', 'the body is not JSON', { issues: [{ field: 'body', reason: 'must be a JSON object' }] });
     });
@@ -71,12 +76,27 @@ export function registerConsoleRoutes(app: Hono, deps: { token: string; logins: 
     operatorOnly(c);
     if (!deps.audit) throw new BerthError('NOT_FOUND', 'this berth keeps no audit log');
     const q = c.req.query();
-    const filter = parseOrThrow(AuditFilterSchema, { since: q.since || undefined, project: q.project || undefined, actor: q.actor || undefined, kind: q.kind || undefined, limit: q.limit || undefined }, 'audit filter');
+    const filter = parseOrThrow(
+      AuditFilterSchema,
+      {
+        since: q.since || undefined,
+        project: q.project || undefined,
+        actor: q.actor || undefined,
+        kind: q.kind || undefined,
+        limit: q.limit || undefined,
+      },
+      'audit filter',
+    );
     c.header('cache-control', 'no-store');
     return c.json({ entries: deps.audit.list(filter) });
   });
 
-  const limit = bodyLimit({ maxSize: CONSOLE_BODY_BYTES, onError: () => { throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${CONSOLE_BODY_BYTES} bytes`); } });
+  const limit = bodyLimit({
+    maxSize: CONSOLE_BODY_BYTES,
+    onError: () => {
+      throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${CONSOLE_BODY_BYTES} bytes`);
+    },
+  });
 
   app.post('/console/api/approvals/:id', limit, async (c) => {
     const { decision } = await answerBody(c, ApproveBodySchema);
@@ -93,7 +113,13 @@ export function registerConsoleRoutes(app: Hono, deps: { token: string; logins: 
     if (!senders.pending().some((p) => p.sender === sender)) throw new BerthError('NOT_FOUND', `${sender} is not waiting for approval`);
     if (decision === 'approve') await senders.approve(sender);
     else senders.deny(sender);
-    deps.audit?.record({ kind: 'admin', action: decision === 'approve' ? 'bridge.approve' : 'bridge.deny', actor: 'operator', target: sender, outcome: 'ok' });
+    deps.audit?.record({
+      kind: 'admin',
+      action: decision === 'approve' ? 'bridge.approve' : 'bridge.deny',
+      actor: 'operator',
+      target: sender,
+      outcome: 'ok',
+    });
     return c.json({ sender, decision });
   });
 }

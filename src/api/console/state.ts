@@ -38,10 +38,15 @@ export interface ConsoleSeries {
   refusals: Array<number | null>;
 }
 
-const percentile = (sorted: number[], p: number): number | null => (sorted.length ? (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number) : null);
+const percentile = (sorted: number[], p: number): number | null =>
+  sorted.length ? (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number) : null;
 
 /** The series, from run records (they outlive a restart) and this process's samples. Pure. */
-export function seriesOf(records: Array<Pick<RunRecord, 'finished_at' | 'timings_ms'>>, samples: MetricsSample[], now: number): ConsoleSeries {
+export function seriesOf(
+  records: Array<Pick<RunRecord, 'finished_at' | 'timings_ms'>>,
+  samples: MetricsSample[],
+  now: number,
+): ConsoleSeries {
   const last = Math.floor(now / 60_000);
   const minutes = Array.from({ length: HOUR_MINUTES }, (_, i) => (last - HOUR_MINUTES + 1 + i) * 60);
   const slot = (ms: number) => Math.floor(ms / 60_000) - (last - HOUR_MINUTES + 1);
@@ -62,7 +67,14 @@ export function seriesOf(records: Array<Pick<RunRecord, 'finished_at' | 'timings
     }
     before = s;
   }
-  return { minutes, runs: totals.map((t) => t.length), p50_ms: totals.map((t) => percentile(t, 50)), p95_ms: totals.map((t) => percentile(t, 95)), warm, refusals };
+  return {
+    minutes,
+    runs: totals.map((t) => t.length),
+    p50_ms: totals.map((t) => percentile(t, 50)),
+    p95_ms: totals.map((t) => percentile(t, 95)),
+    warm,
+    refusals,
+  };
 }
 
 export function consoleState(src: ConsoleSources, now = Date.now()) {
@@ -71,15 +83,40 @@ export function consoleState(src: ConsoleSources, now = Date.now()) {
   const runs: Array<RunRecord & { project: string }> = [];
   const interrupted: Array<{ project: string; run: string; session: string | null; interrupted_at: string; reason: string }> = [];
   const live: Array<{ project: string; run: string; session: string | null; kind: string | null; phase: string; since: string }> = [];
-  const sessions: Array<{ project: string; id: string; tenant: string; title: string | null; level: string; runs: number; updated_at: string }> = [];
+  const sessions: Array<{
+    project: string;
+    id: string;
+    tenant: string;
+    title: string | null;
+    level: string;
+    runs: number;
+    updated_at: string;
+  }> = [];
   const models: Array<{ project: string } & ReturnType<AdminService['modelUse']>> = [];
   const hourAgo = new Date(now - 3600_000).toISOString();
   for (const p of projects) {
     const listed = admin.listRuns(p.name, { limit: 1000 });
     runs.push(...listed.runs.filter((r, i) => i < RUNS_SHOWN || r.finished_at >= hourAgo).map((r) => ({ ...r, project: p.name })));
-    interrupted.push(...listed.interrupted.map((r) => ({ project: p.name, run: r.run, session: r.session, interrupted_at: r.interrupted_at, reason: r.reason })));
+    interrupted.push(
+      ...listed.interrupted.map((r) => ({
+        project: p.name,
+        run: r.run,
+        session: r.session,
+        interrupted_at: r.interrupted_at,
+        reason: r.reason,
+      })),
+    );
     live.push(...admin.openRuns(p.name).map((r) => ({ ...r, project: p.name })));
-    for (const s of admin.listSessions(p.name)) sessions.push({ project: p.name, id: s.id, tenant: s.tenant_key, title: s.title ?? null, level: s.settings.permission_level, runs: s.runs, updated_at: s.updated_at });
+    for (const s of admin.listSessions(p.name))
+      sessions.push({
+        project: p.name,
+        id: s.id,
+        tenant: s.tenant_key,
+        title: s.title ?? null,
+        level: s.settings.permission_level,
+        runs: s.runs,
+        updated_at: s.updated_at,
+      });
     if (p.models.upstreams.length) models.push({ project: p.name, ...admin.modelUse(p.name) });
   }
   runs.sort((a, b) => b.finished_at.localeCompare(a.finished_at));
@@ -89,7 +126,11 @@ export function consoleState(src: ConsoleSources, now = Date.now()) {
     at: new Date(now).toISOString(),
     waiting: { approvals, senders: src.senders?.()?.pending() ?? null },
     series: seriesOf(runs, src.history?.samples() ?? [], now),
-    runs: { live, recent: runs.slice(0, RUNS_SHOWN).map(({ steps: _s, more_steps: _m, ...r }) => r), interrupted: interrupted.sort((a, b) => b.interrupted_at.localeCompare(a.interrupted_at)).slice(0, RUNS_SHOWN) },
+    runs: {
+      live,
+      recent: runs.slice(0, RUNS_SHOWN).map(({ steps: _s, more_steps: _m, ...r }) => r),
+      interrupted: interrupted.sort((a, b) => b.interrupted_at.localeCompare(a.interrupted_at)).slice(0, RUNS_SHOWN),
+    },
     projects: projects.map((p) => ({
       name: p.name,
       agent: Array.isArray(p.agent) ? 'custom' : p.agent,

@@ -22,7 +22,16 @@ export function registerAuditRoutes(app: OpenAPIHono, audit: () => AuditTrail | 
               ok: z.boolean(),
               lines: z.number().int(),
               files: z.number().int().describe('The current file and the rotated ones still kept.'),
-              broken: z.object({ file: z.string(), line: z.number().int().describe('1-based; 0 when the break is at the end of the log (lines cut off it) or in the head record.'), reason: z.string() }).optional(),
+              broken: z
+                .object({
+                  file: z.string(),
+                  line: z
+                    .number()
+                    .int()
+                    .describe('1-based; 0 when the break is at the end of the log (lines cut off it) or in the head record.'),
+                  reason: z.string(),
+                })
+                .optional(),
             }),
           }),
           'events',

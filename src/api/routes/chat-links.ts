@@ -13,7 +13,9 @@ const ChatLinkRequestSchema = z
       .min(60)
       .max(MAX_CHAT_LINK_TTL_SECONDS)
       .optional()
-      .describe('How long the person\'s access lasts: the login the link opens ends then (default 7 days, at most 30). The link itself works once, within a day (or ttl, when shorter).'),
+      .describe(
+        "How long the person's access lasts: the login the link opens ends then (default 7 days, at most 30). The link itself works once, within a day (or ttl, when shorter).",
+      ),
   })
   .strict();
 
@@ -69,11 +71,18 @@ export function registerChatLinkRoutes(app: OpenAPIHono, admin: () => AdminServi
       method: 'delete',
       path: '/api/projects/{name}/chat-links',
       summary: "Revoke a person's chat links and log them out everywhere",
-      description: "Removes the user's unused links and every login of theirs in this project: their open chat sockets are closed at once, their open pages are refused from their next request on, and a message of theirs still waiting is not run. Their sessions and files stay.",
+      description:
+        "Removes the user's unused links and every login of theirs in this project: their open chat sockets are closed at once, their open pages are refused from their next request on, and a message of theirs still waiting is not run. Their sessions and files stay.",
       request: { params: NameParams, query: z.object({ user: ChatUserSchema }) },
       responses: {
         200: json(
-          z.object({ project: z.string(), user: z.string(), tenant: z.string(), links_revoked: z.number().int(), logins_revoked: z.number().int() }),
+          z.object({
+            project: z.string(),
+            user: z.string(),
+            tenant: z.string(),
+            links_revoked: z.number().int(),
+            logins_revoked: z.number().int(),
+          }),
           'revoked',
         ),
         ...errorResponses(),

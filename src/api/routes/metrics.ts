@@ -27,8 +27,11 @@ export function registerMetricsRoutes(app: OpenAPIHono, deps: { token: string; m
     }),
     async (c) => {
       const header = c.req.header('authorization');
-      const allowed = isAdminBearer(header, deps.token) || (deps.metricsToken !== undefined && deps.metricsToken !== '' && isAdminBearer(header, deps.metricsToken));
-      if (!allowed) throw new BerthError('UNAUTHORIZED', 'missing or wrong admin or metrics token', { hint: 'send "Authorization: Bearer <token>"' });
+      const allowed =
+        isAdminBearer(header, deps.token) ||
+        (deps.metricsToken !== undefined && deps.metricsToken !== '' && isAdminBearer(header, deps.metricsToken));
+      if (!allowed)
+        throw new BerthError('UNAUTHORIZED', 'missing or wrong admin or metrics token', { hint: 'send "Authorization: Bearer <token>"' });
       const { contentType, body } = await deps.metrics.render();
       return c.text(body, 200, { 'Content-Type': contentType });
     },

@@ -34,7 +34,11 @@ export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () =>
       summary: 'Check that a project may use a shared area',
       description: 'Deny by default: 403 AREA_NOT_GRANTED (and a log line with project and area) unless berth.yaml grants it.',
       request: { params: z.object({ name: ProjectNameSchema, area: AreaSchema }) },
-      responses: { 200: json(z.object({ name: z.string(), path: z.string(), mode: z.enum(['ro', 'rw']) }), 'the grant'), 403: json(ErrorBodySchema, 'AREA_NOT_GRANTED'), ...errors },
+      responses: {
+        200: json(z.object({ name: z.string(), path: z.string(), mode: z.enum(['ro', 'rw']) }), 'the grant'),
+        403: json(ErrorBodySchema, 'AREA_NOT_GRANTED'),
+        ...errors,
+      },
     }),
     (c) => {
       const { name, area } = c.req.valid('param');
@@ -47,7 +51,10 @@ export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () =>
       method: 'post',
       path: '/api/projects/{name}/grants',
       summary: 'Grant a shared area (berth.yaml, comments kept)',
-      request: { params: NameParams, body: { ...json(z.object({ area: AreaSchema, mode: z.enum(['ro', 'rw']).default('ro') }).strict(), 'the grant'), required: true } },
+      request: {
+        params: NameParams,
+        body: { ...json(z.object({ area: AreaSchema, mode: z.enum(['ro', 'rw']).default('ro') }).strict(), 'the grant'), required: true },
+      },
       responses: { 200: json(ProjectAccessSchema, 'the new access'), ...errors },
     }),
     async (c) => {
@@ -73,7 +80,10 @@ export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () =>
       method: 'put',
       path: '/api/projects/{name}/private-workspace',
       summary: 'Move the project to an operator-chosen directory (or back, with path null)',
-      request: { params: NameParams, body: { ...json(z.object({ path: z.string().nullable() }).strict(), 'absolute path, or null for the default'), required: true } },
+      request: {
+        params: NameParams,
+        body: { ...json(z.object({ path: z.string().nullable() }).strict(), 'absolute path, or null for the default'), required: true },
+      },
       responses: { 200: json(ProjectAccessSchema, 'the new access'), ...errors },
     }),
     async (c) => c.json(await deps.operator().setPrivateWorkspace(c.req.valid('param').name, c.req.valid('json').path ?? undefined), 200),
@@ -93,10 +103,24 @@ export function registerOperatorRoutes(app: OpenAPIHono, deps: { operator: () =>
       method: 'post',
       path: '/api/projects/{name}/workflows/{workflow}/runs',
       summary: 'Run a workflow',
-      description: 'Steps run in order in the private workspace; the first failing step stops the run (status "failed", error names the step).',
+      description:
+        'Steps run in order in the private workspace; the first failing step stops the run (status "failed", error names the step).',
       request: {
         params: z.object({ name: ProjectNameSchema, workflow: WorkflowNameSchema }),
-        body: { ...json(z.object({ input: z.string().max(64 * 1024).optional() }).strict(), 'reaches every step as the environment variable BERTH_INPUT'), required: false },
+        body: {
+          ...json(
+            z
+              .object({
+                input: z
+                  .string()
+                  .max(64 * 1024)
+                  .optional(),
+              })
+              .strict(),
+            'reaches every step as the environment variable BERTH_INPUT',
+          ),
+          required: false,
+        },
       },
       responses: { 200: json(WorkflowRunRecordSchema, 'the run, every step recorded'), ...errors },
     }),

@@ -74,7 +74,8 @@ export function registerProjectRoutes(app: OpenAPIHono, admin: () => AdminServic
       method: 'delete',
       path: '/api/projects/{name}',
       summary: 'Delete a project (to the trash)',
-      description: "Needs ?confirm=<name>. Stops the project's containers, then moves the directory to .berth/trash/ — tenant data is kept.",
+      description:
+        "Needs ?confirm=<name>. Stops the project's containers, then moves the directory to .berth/trash/ — tenant data is kept.",
       request: { params: NameParams, query: z.object({ confirm: z.string().optional() }) },
       responses: {
         200: json(z.object({ name: z.string(), trashed_to: z.string(), containers_removed: z.number().int() }), 'moved to the trash'),

@@ -10,7 +10,6 @@ import type { AdminService } from '../../admin/service.js';
 import { TenantKeySchema } from '../../store/workspaces.js';
 import { json, NameParams } from './openapi.js';
 
-
 /** The run routes, and (with the web chat) the chat login's way to a run's files (chat-files.ts). */
 export function registerRunRoutes(app: OpenAPIHono, admin: () => AdminService, chat?: () => WebChat | undefined): void {
   if (chat) registerChatFileRoutes(app as unknown as Hono, chat, admin);
@@ -72,7 +71,9 @@ export function registerRunRoutes(app: OpenAPIHono, admin: () => AdminService, c
           z.object({
             runs: z.array(RunRecordSchema),
             corrupt_lines: z.number().int().describe('Lines of the log that could not be read (skipped).'),
-            interrupted: z.array(InterruptedRunSchema).describe('Runs a berth that died left open, closed at the next start (from the run journal).'),
+            interrupted: z
+              .array(InterruptedRunSchema)
+              .describe('Runs a berth that died left open, closed at the next start (from the run journal).'),
           }),
           'run records',
         ),

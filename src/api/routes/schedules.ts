@@ -15,9 +15,14 @@ export function registerScheduleRoutes(app: OpenAPIHono, schedules: () => Schedu
       method: 'post',
       path: '/api/projects/{name}/schedules',
       summary: "Schedule the project's agent for a tenant, on a repeat or once",
-      description: 'Each run is an ordinary run of the tenant\'s session, recorded with the schedule\'s id; with `chat`, its answer is posted there by the running bridge. Bounded by berth.yaml `schedules` (min_interval_seconds, per_tenant: LIMIT_REACHED).',
+      description:
+        "Each run is an ordinary run of the tenant's session, recorded with the schedule's id; with `chat`, its answer is posted there by the running bridge. Bounded by berth.yaml `schedules` (min_interval_seconds, per_tenant: LIMIT_REACHED).",
       request: { params: NameParams, body: { ...json(ScheduleAddSchema, 'who, when and what'), required: true } },
-      responses: { 201: json(ScheduleViewSchema, 'the schedule, with its next run'), ...errorResponses(), 429: json(ErrorBodySchema, 'LIMIT_REACHED: the tenant has schedules.per_tenant already') },
+      responses: {
+        201: json(ScheduleViewSchema, 'the schedule, with its next run'),
+        ...errorResponses(),
+        429: json(ErrorBodySchema, 'LIMIT_REACHED: the tenant has schedules.per_tenant already'),
+      },
     }),
     (c) => c.json(schedules().addFor(c.req.valid('param').name, c.req.valid('json')), 201),
   );
@@ -39,7 +44,12 @@ export function registerScheduleRoutes(app: OpenAPIHono, schedules: () => Schedu
   );
 
   app.openapi(
-    createRoute({ method: 'get', path: '/api/schedules', summary: 'Every schedule of this berth', responses: { 200: json(List, 'schedules'), 401: json(ErrorBodySchema, 'UNAUTHORIZED') } }),
+    createRoute({
+      method: 'get',
+      path: '/api/schedules',
+      summary: 'Every schedule of this berth',
+      responses: { 200: json(List, 'schedules'), 401: json(ErrorBodySchema, 'UNAUTHORIZED') },
+    }),
     (c) => c.json({ schedules: schedules().list() }, 200),
   );
 
@@ -48,7 +58,14 @@ export function registerScheduleRoutes(app: OpenAPIHono, schedules: () => Schedu
       method: 'delete',
       path: '/api/schedules/{id}',
       summary: 'Cancel a schedule (a run of it going on now finishes)',
-      request: { params: z.object({ id: z.string().regex(/^s[0-9a-f]{8}$/).describe('The schedule id ("s" and 8 hex digits).') }) },
+      request: {
+        params: z.object({
+          id: z
+            .string()
+            .regex(/^s[0-9a-f]{8}$/)
+            .describe('The schedule id ("s" and 8 hex digits).'),
+        }),
+      },
       responses: { 200: json(ScheduleViewSchema, 'the schedule as it was'), ...errorResponses('NOT_FOUND') },
     }),
     (c) => c.json(schedules().cancel(c.req.valid('param').id), 200),
@@ -60,7 +77,10 @@ export function registerScheduleRoutes(app: OpenAPIHono, schedules: () => Schedu
       path: '/api/projects/{name}/runs/{run}/stop',
       summary: 'Stop a run going on in this berth (its record and its answer say it was stopped)',
       request: { params: NameParams.extend({ run: z.string().min(1).max(64) }) },
-      responses: { 200: json(z.object({ run: z.string(), stopped: z.literal(true) }), 'stopping'), ...errorResponses('NOT_FOUND: no such run going on here') },
+      responses: {
+        200: json(z.object({ run: z.string(), stopped: z.literal(true) }), 'stopping'),
+        ...errorResponses('NOT_FOUND: no such run going on here'),
+      },
     }),
     (c) => {
       const { name, run } = c.req.valid('param');

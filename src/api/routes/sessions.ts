@@ -39,7 +39,8 @@ export function registerSessionRoutes(app: OpenAPIHono, admin: () => AdminServic
       method: 'put',
       path: '/api/projects/{name}/sessions/{sessionId}/settings',
       summary: "Change a session's settings",
-      description: 'Body {"settings": {"permission_level": "low|medium|high", "workspace": {"mode": "tenant|session"}}}; applies from the next run.',
+      description:
+        'Body {"settings": {"permission_level": "low|medium|high", "workspace": {"mode": "tenant|session"}}}; applies from the next run.',
       request: { params: SessionParams, body: { ...json(SessionSettingsUpdateSchema, 'settings to change'), required: true } },
       responses: { 200: json(z.object({ settings: SessionSettingsSchema }), 'the new settings'), ...errors },
     }),
@@ -54,12 +55,31 @@ export function registerSessionRoutes(app: OpenAPIHono, admin: () => AdminServic
       method: 'post',
       path: '/api/projects/{name}/sessions/{sessionId}/token',
       summary: 'Mint a session token for /mcp/session',
-      description: 'Unguessable, stored only as a digest, expires (default 1 h), revocable. The token is the session (bound to its project, tenant and creation; deleting the project revokes it): its tools take no session or level parameter.',
+      description:
+        'Unguessable, stored only as a digest, expires (default 1 h), revocable. The token is the session (bound to its project, tenant and creation; deleting the project revokes it): its tools take no session or level parameter.',
       request: {
         params: SessionParams,
-        body: { ...json(z.object({ ttl_seconds: z.number().int().min(60).max(7 * 86400).optional() }).strict(), 'optional lifetime'), required: false },
+        body: {
+          ...json(
+            z
+              .object({
+                ttl_seconds: z
+                  .number()
+                  .int()
+                  .min(60)
+                  .max(7 * 86400)
+                  .optional(),
+              })
+              .strict(),
+            'optional lifetime',
+          ),
+          required: false,
+        },
       },
-      responses: { 201: json(z.object({ session: z.string(), token: z.string(), expires_at: z.string() }), 'the token (shown once)'), ...errors },
+      responses: {
+        201: json(z.object({ session: z.string(), token: z.string(), expires_at: z.string() }), 'the token (shown once)'),
+        ...errors,
+      },
     }),
     async (c) => {
       const { name, sessionId } = c.req.valid('param');
@@ -88,7 +108,10 @@ export function registerSessionRoutes(app: OpenAPIHono, admin: () => AdminServic
       summary: 'Delete a session: its settings, its agent home (the conversation) and its tokens',
       description: "The tenant's workspace stays. The next message of that tenant starts a new conversation.",
       request: { params: SessionParams },
-      responses: { 200: json(z.object({ session: z.string(), deleted: z.literal(true), revoked: z.number().int() }), 'deleted'), ...errors },
+      responses: {
+        200: json(z.object({ session: z.string(), deleted: z.literal(true), revoked: z.number().int() }), 'deleted'),
+        ...errors,
+      },
     }),
     (c) => {
       const { name, sessionId } = c.req.valid('param');

@@ -52,14 +52,17 @@ export function lsmOf(host: HostFacts, f?: ProbeFacts): 'AppArmor' | 'SELinux' |
 export function lsmProblems(f: ProbeFacts, host: HostFacts): string[] {
   const lsm = lsmOf(host, f);
   const label = f.label;
-  if (lsm === 'AppArmor' && (label === '' || label === 'unconfined')) return [`AppArmor is on in this kernel but the container runs unconfined${label ? '' : ' (no label at all)'}`];
-  if (lsm === 'SELinux' && (label === '' || /:(unconfined_t|spc_t|kernel_t)(:|$)/.test(label))) return [`SELinux is enforcing but the container's label is "${label}" (unconfined)`];
+  if (lsm === 'AppArmor' && (label === '' || label === 'unconfined'))
+    return [`AppArmor is on in this kernel but the container runs unconfined${label ? '' : ' (no label at all)'}`];
+  if (lsm === 'SELinux' && (label === '' || /:(unconfined_t|spc_t|kernel_t)(:|$)/.test(label)))
+    return [`SELinux is enforcing but the container's label is "${label}" (unconfined)`];
   return [];
 }
 
 export function pidNamespaceProblems(f: ProbeFacts, plan: RunPlan, host: HostFacts): string[] {
   if (!f.pidns) return ['its pid namespace is unreadable'];
-  if (f.pidns === INIT_PID_NS || host.pidNamespaces.includes(f.pidns)) return [`the container is in the host's pid namespace (${f.pidns}): it sees every host process`];
+  if (f.pidns === INIT_PID_NS || host.pidNamespaces.includes(f.pidns))
+    return [`the container is in the host's pid namespace (${f.pidns}): it sees every host process`];
   // Its pid 1 is what the plan started: the command, or the agent berth-bridge's relays exec after "--".
   const afterRelays = plan.argv.indexOf('--');
   const started = [plan.argv[0], afterRelays >= 0 ? plan.argv[afterRelays + 1] : undefined].filter((a) => a !== undefined).map(commOf);
@@ -68,7 +71,9 @@ export function pidNamespaceProblems(f: ProbeFacts, plan: RunPlan, host: HostFac
 
 export function ipcNamespaceProblems(f: ProbeFacts, host: HostFacts): string[] {
   if (!f.ipcns) return ['its IPC namespace is unreadable'];
-  return f.ipcns === INIT_IPC_NS || host.ipcNamespaces.includes(f.ipcns) ? [`the container is in the host's IPC namespace (${f.ipcns})`] : [];
+  return f.ipcns === INIT_IPC_NS || host.ipcNamespaces.includes(f.ipcns)
+    ? [`the container is in the host's IPC namespace (${f.ipcns})`]
+    : [];
 }
 
 export function pidsLimitProblems(f: ProbeFacts, plan: RunPlan): string[] {
@@ -91,7 +96,8 @@ export function memoryLimitProblems(f: ProbeFacts, plan: RunPlan): string[] {
 export function runtimeProblems(f: ProbeFacts, plan: RunPlan, host: HostFacts): string[] {
   if (!f.kernel) return ['its kernel release is unreadable'];
   const hostKernel = f.kernel === host.kernel;
-  if (plan.runtime === 'runc' || plan.runtime === 'crun') return hostKernel ? [] : [`${plan.runtime} planned, but the kernel inside is ${f.kernel}, not the host's ${host.kernel}`];
+  if (plan.runtime === 'runc' || plan.runtime === 'crun')
+    return hostKernel ? [] : [`${plan.runtime} planned, but the kernel inside is ${f.kernel}, not the host's ${host.kernel}`];
   if (plan.runtime === 'runsc' && !f.sentry) return [`runsc planned, but gVisor did not answer inside (kernel ${f.kernel})`];
   return hostKernel ? [`${plan.runtime} planned, but the host's kernel (${f.kernel}) answers inside`] : [];
 }
@@ -101,7 +107,10 @@ function runtimesSeen(containers: ObservedContainer[]): string {
   const seen = new Map<string, string>();
   for (const c of containers) {
     if (!c.inside || seen.has(c.plan.runtime)) continue;
-    seen.set(c.plan.runtime, `${c.plan.runtime}: ${c.inside.sentry ? "gVisor's kernel" : c.plan.runtime === 'runc' || c.plan.runtime === 'crun' ? "the host's kernel" : 'its own kernel'} (${c.inside.kernel})`);
+    seen.set(
+      c.plan.runtime,
+      `${c.plan.runtime}: ${c.inside.sentry ? "gVisor's kernel" : c.plan.runtime === 'runc' || c.plan.runtime === 'crun' ? "the host's kernel" : 'its own kernel'} (${c.inside.kernel})`,
+    );
   }
   return [...seen.values()].join('; ');
 }
@@ -122,7 +131,12 @@ export interface ConfinementCheck {
 const underSentry = (c: ObservedContainer) => c.plan.runtime === 'runsc' && !!c.inside?.sentry;
 
 /** What compareEngineSettings says of each fact gVisor's kernel does not report inside (its lines start so). */
-const ENGINE_RECORD = { NoNewPrivs: 'SecurityOpt without no-new-privileges', IpcMode: 'IpcMode ', PidsLimit: 'PidsLimit ', Memory: 'Memory ' } as const;
+const ENGINE_RECORD = {
+  NoNewPrivs: 'SecurityOpt without no-new-privileges',
+  IpcMode: 'IpcMode ',
+  PidsLimit: 'PidsLimit ',
+  Memory: 'Memory ',
+} as const;
 
 function engineRecordProblems(c: ObservedContainer, what: keyof typeof ENGINE_RECORD): string[] {
   if ('error' in c.engine) return [`could not inspect it: ${c.engine.error}`];
@@ -138,28 +152,53 @@ const inside =
     c.inside ? fn(c.inside, c, host) : ['it printed no facts from inside (the probe did not run)'];
 
 export const CONFINEMENT_CHECKS: ConfinementCheck[] = [
-  { name: 'runtime', held: (_host, cs) => `the planned runtime answers inside: ${runtimesSeen(cs)}`, problems: inside((f, c, host) => runtimeProblems(f, c.plan, host)) },
+  {
+    name: 'runtime',
+    held: (_host, cs) => `the planned runtime answers inside: ${runtimesSeen(cs)}`,
+    problems: inside((f, c, host) => runtimeProblems(f, c.plan, host)),
+  },
   { name: 'seccomp', held: () => 'Seccomp: 2 (a filter in force)', problems: inside((f) => seccompProblems(f)) },
   {
     name: 'capabilities',
     held: (_h, cs) => `CapEff 0 and NoNewPrivs 1${cs.some(underSentry) ? " (under gVisor: NoNewPrivs from the engine's record)" : ''}`,
-    problems: inside((f, c) => (underSentry(c) ? [...privilegeProblems({ ...f, NoNewPrivs: '1' }), ...engineRecordProblems(c, 'NoNewPrivs')] : privilegeProblems(f))),
+    problems: inside((f, c) =>
+      underSentry(c) ? [...privilegeProblems({ ...f, NoNewPrivs: '1' }), ...engineRecordProblems(c, 'NoNewPrivs')] : privilegeProblems(f),
+    ),
   },
   {
     name: 'LSM label',
     held: (host, cs) => {
       const lsm = lsmOf(host, cs.find((c) => c.inside)?.inside);
-      return lsm ? `${lsm} label in force ("${cs.find((c) => c.inside)?.inside?.label}")` : 'note: this kernel has neither AppArmor nor SELinux in force; seccomp, capabilities and namespaces are the confinement';
+      return lsm
+        ? `${lsm} label in force ("${cs.find((c) => c.inside)?.inside?.label}")`
+        : 'note: this kernel has neither AppArmor nor SELinux in force; seccomp, capabilities and namespaces are the confinement';
     },
     problems: inside((f, _c, host) => lsmProblems(f, host)),
   },
-  { name: 'pid namespace', held: () => 'its own: pid 1 is its own process, no host process is visible', problems: inside((f, c, host) => pidNamespaceProblems(f, c.plan, host)) },
-  { name: 'IPC namespace', held: () => 'its own, not the host\'s', problems: inside((f, c, host) => (underSentry(c) ? engineRecordProblems(c, 'IpcMode') : ipcNamespaceProblems(f, host))) },
-  { name: 'pids limit', held: () => 'pids.max as planned', problems: inside((f, c) => (underSentry(c) ? engineRecordProblems(c, 'PidsLimit') : pidsLimitProblems(f, c.plan))) },
-  { name: 'memory limit', held: () => 'the memory limit as planned', problems: inside((f, c) => (underSentry(c) ? engineRecordProblems(c, 'Memory') : memoryLimitProblems(f, c.plan))) },
+  {
+    name: 'pid namespace',
+    held: () => 'its own: pid 1 is its own process, no host process is visible',
+    problems: inside((f, c, host) => pidNamespaceProblems(f, c.plan, host)),
+  },
+  {
+    name: 'IPC namespace',
+    held: () => "its own, not the host's",
+    problems: inside((f, c, host) => (underSentry(c) ? engineRecordProblems(c, 'IpcMode') : ipcNamespaceProblems(f, host))),
+  },
+  {
+    name: 'pids limit',
+    held: () => 'pids.max as planned',
+    problems: inside((f, c) => (underSentry(c) ? engineRecordProblems(c, 'PidsLimit') : pidsLimitProblems(f, c.plan))),
+  },
+  {
+    name: 'memory limit',
+    held: () => 'the memory limit as planned',
+    problems: inside((f, c) => (underSentry(c) ? engineRecordProblems(c, 'Memory') : memoryLimitProblems(f, c.plan))),
+  },
   {
     name: 'engine settings',
-    held: () => "the engine's inspect matches the plan (user, network, read-only root, capabilities, no-new-privileges, seccomp/AppArmor, pids, memory, CPU, pid and IPC mode, IPC sysctls)",
+    held: () =>
+      "the engine's inspect matches the plan (user, network, read-only root, capabilities, no-new-privileges, seccomp/AppArmor, pids, memory, CPU, pid and IPC mode, IPC sysctls)",
     problems: (c) => ('error' in c.engine ? [`could not inspect it: ${c.engine.error}`] : compareEngineSettings(c.engine, c.plan)),
   },
 ];
@@ -175,6 +214,7 @@ export function judge(check: ConfinementCheck, containers: ObservedContainer[], 
     for (const p of found) if (!problems.includes(p)) problems.push(p);
   }
   const n = containers.length;
-  if (failing === 0) return { name: check.name, status: 'ok', detail: `${check.held(host, containers)} (${n} container${n === 1 ? '' : 's'})` };
+  if (failing === 0)
+    return { name: check.name, status: 'ok', detail: `${check.held(host, containers)} (${n} container${n === 1 ? '' : 's'})` };
   return { name: check.name, status: 'escape', detail: `${problems.join('; ')} (${failing} of ${n} containers)` };
 }

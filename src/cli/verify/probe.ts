@@ -3,7 +3,20 @@
  * inside, where the kernel (not the engine's word) decides. One `@verify <key> <value>` line per
  * fact, on stderr, so each check's own stdout is as before. busybox sh and coreutils both run it.
  */
-export const PROBE_KEYS = ['Seccomp', 'NoNewPrivs', 'CapEff', 'pidns', 'ipcns', 'init', 'label', 'apparmor', 'pids.max', 'memory.max', 'kernel', 'sentry'] as const;
+export const PROBE_KEYS = [
+  'Seccomp',
+  'NoNewPrivs',
+  'CapEff',
+  'pidns',
+  'ipcns',
+  'init',
+  'label',
+  'apparmor',
+  'pids.max',
+  'memory.max',
+  'kernel',
+  'sentry',
+] as const;
 export type ProbeKey = (typeof PROBE_KEYS)[number];
 /** A fact that could not be read is "". */
 export type ProbeFacts = Record<ProbeKey, string>;

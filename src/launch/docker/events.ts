@@ -17,7 +17,7 @@ export type EndListener = (containerId?: string) => void;
 
 export function engineEnds(docker: Docker): (listener: EndListener) => () => void {
   const listeners = new Set<EndListener>();
-  let stream: NodeJS.ReadableStream & { destroy?: () => void } | undefined;
+  let stream: (NodeJS.ReadableStream & { destroy?: () => void }) | undefined;
   let wait = RECONNECT_MIN_MS;
   let timer: NodeJS.Timeout | undefined;
   /** When sight was lost (seconds): the stream opened again replays what ended since. */
@@ -39,7 +39,10 @@ export function engineEnds(docker: Docker): (listener: EndListener) => () => voi
   async function open(): Promise<void> {
     let opened: typeof stream;
     try {
-      opened = (await docker.getEvents({ ...(lostAt === undefined ? {} : { since: lostAt }), filters: { type: ['container'], event: ['die', 'destroy'], label: [`${LABELS.managed}=true`] } })) as typeof stream;
+      opened = (await docker.getEvents({
+        ...(lostAt === undefined ? {} : { since: lostAt }),
+        filters: { type: ['container'], event: ['die', 'destroy'], label: [`${LABELS.managed}=true`] },
+      })) as typeof stream;
     } catch {
       lostAt ??= Math.floor(Date.now() / 1000) - 1;
       tell(undefined);

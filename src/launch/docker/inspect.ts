@@ -34,7 +34,11 @@ export interface ContainerInspector {
 
 /** The engine's inspect answer, in the shape berth compares. */
 export function toContainerSettings(info: Pick<Docker.ContainerInspectInfo, 'Config' | 'HostConfig'>): ContainerSettings {
-  const hc = (info.HostConfig ?? {}) as Docker.HostConfig & { NanoCpus?: number; PidsLimit?: number | null; Sysctls?: Record<string, string> | null };
+  const hc = (info.HostConfig ?? {}) as Docker.HostConfig & {
+    NanoCpus?: number;
+    PidsLimit?: number | null;
+    Sysctls?: Record<string, string> | null;
+  };
   return {
     User: info.Config?.User ?? '',
     NetworkMode: hc.NetworkMode ?? '',

@@ -35,7 +35,9 @@ export function mountHelper(cacheDir: string): string {
     fs.renameSync(tmp, bin);
   } catch (err) {
     fs.rmSync(tmp, { force: true });
-    throw new BerthError('LAUNCHER_UNSUPPORTED', `could not build the mount helper: ${(err as Error).message.split('\n')[0]}`, { hint: 'install a C compiler (apt-get install -y gcc libc6-dev), or set runs.pool: 0' });
+    throw new BerthError('LAUNCHER_UNSUPPORTED', `could not build the mount helper: ${(err as Error).message.split('\n')[0]}`, {
+      hint: 'install a C compiler (apt-get install -y gcc libc6-dev), or set runs.pool: 0',
+    });
   }
   return bin;
 }
@@ -55,13 +57,23 @@ export async function attachMounts(helper: string, proc: ProcessHandle, containe
     // The child's descriptor 3 is the process, 4, 5, ... the sources, in order.
     const specs = binds.map((m, i) => `${4 + i}:${m.readOnly ? 'r' : 'w'}:${m.target}`);
     return await new Promise<boolean>((resolve, reject) => {
-      const child = spawn(helper, ['3', containerId, proc.startTime, ...specs], { stdio: ['ignore', 'ignore', 'pipe', proc.fd, ...fds], timeout: ATTACH_TIMEOUT_MS, killSignal: 'SIGKILL' });
+      const child = spawn(helper, ['3', containerId, proc.startTime, ...specs], {
+        stdio: ['ignore', 'ignore', 'pipe', proc.fd, ...fds],
+        timeout: ATTACH_TIMEOUT_MS,
+        killSignal: 'SIGKILL',
+      });
       let stderr = '';
       child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
       child.on('error', reject);
       child.on('close', (code, signal) => {
         if (code === 0 || code === GONE_EXIT) resolve(code === 0);
-        else reject(new BerthError('RUN_FAILED', `could not attach the workspace to a pre-started container: ${stderr.trim() || `berth-mount ended with ${signal ?? code}`}`));
+        else
+          reject(
+            new BerthError(
+              'RUN_FAILED',
+              `could not attach the workspace to a pre-started container: ${stderr.trim() || `berth-mount ended with ${signal ?? code}`}`,
+            ),
+          );
       });
     });
   } finally {

@@ -7,7 +7,19 @@ import { labelFilter, type ContainerQuery } from '../../plan/labels.js';
 import { engineMessage, translateEngineError } from './errors.js';
 import { hostObserver, mountsNotPlanned } from './leftovers.js';
 import { reportObserver } from './reports.js';
-import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type LeftoverObserver, type ManagedContainer, type RunOptions, type RunResult } from '../launcher.js';
+import {
+  managedContainer,
+  type ContainerGone,
+  type EngineInfo,
+  type ExecResult,
+  type IdleContainer,
+  type Launcher,
+  type LauncherCapabilities,
+  type LeftoverObserver,
+  type ManagedContainer,
+  type RunOptions,
+  type RunResult,
+} from '../launcher.js';
 import { plannedBinds, workspaceMountTargets } from '../mount-check.js';
 import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from '../lifecycle.js';
 import { attachMounts } from './late-mounts.js';
@@ -31,7 +43,6 @@ const HOST_PROCESS_RUNTIMES = new Set(['runc', 'crun']);
 /** Containers the engine removes at once for this launcher (the rest wait their turn). */
 export const REMOVE_CONCURRENCY = 8;
 
-
 /** Why a container ended under its command when the engine says the memory limit ended it. */
 const OUT_OF_MEMORY = 'it ran out of memory (limits.memory_mb)';
 
@@ -44,9 +55,13 @@ const OUT_OF_MEMORY = 'it ran out of memory (limits.memory_mb)';
  */
 async function endOf(container: Docker.Container): Promise<{ outOfMemory: boolean; exitCode: number } | undefined> {
   for (let attempt = 0; ; attempt++) {
-    const state = await container.inspect().then(({ State }) => State, () => undefined);
+    const state = await container.inspect().then(
+      ({ State }) => State,
+      () => undefined,
+    );
     if (!state) return undefined;
-    if (state.OOMKilled || state.ExitCode !== STOPPED_EXIT || attempt === 15) return { outOfMemory: state.OOMKilled, exitCode: state.ExitCode };
+    if (state.OOMKilled || state.ExitCode !== STOPPED_EXIT || attempt === 15)
+      return { outOfMemory: state.OOMKilled, exitCode: state.ExitCode };
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -142,10 +157,12 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
   // containers stayed "Up", and every later remove hung until dockerd was restarted (measured).
   let removing = 0;
   const removeQueue: Array<() => void> = [];
-  const removeSlot = () => (removing < REMOVE_CONCURRENCY ? (removing++, Promise.resolve()) : new Promise<void>((r) => removeQueue.push(r)));
+  const removeSlot = () =>
+    removing < REMOVE_CONCURRENCY ? (removing++, Promise.resolve()) : new Promise<void>((r) => removeQueue.push(r));
   const freeRemoveSlot = () => {
     const next = removeQueue.shift();
-    if (next) next(); // the slot passes on
+    if (next)
+      next(); // the slot passes on
     else removing--;
   };
 
@@ -159,7 +176,10 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     procs.delete(id);
     await removeSlot();
     try {
-      await docker.getContainer(id).remove({ force: true }).catch(() => undefined);
+      await docker
+        .getContainer(id)
+        .remove({ force: true })
+        .catch(() => undefined);
     } finally {
       freeRemoveSlot();
     }
@@ -168,7 +188,9 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
   async function startIdle(plan: RunPlan, keepAliveArgv: string[], opts: { onCreated?(id: string): void } = {}): Promise<IdleContainer> {
     const t0 = performance.now();
     const sandboxed = SENTRY_RUNTIMES.has(plan.runtime);
-    const container = await engineCall(() => docker.createContainer(toCreateOptions(plan, undefined, keepAliveArgv, sandboxed)), { image: plan.image });
+    const container = await engineCall(() => docker.createContainer(toCreateOptions(plan, undefined, keepAliveArgv, sandboxed)), {
+      image: plan.image,
+    });
     const tCreated = performance.now();
     try {
       opts.onCreated?.(container.id);
@@ -202,7 +224,16 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     await opts.onStarted?.(containerId);
     let exec: Docker.Exec;
     try {
-      exec = await container.exec({ Cmd: sentryExec(plan.runtime, argv), Env: toEnv(plan), User: plan.user, WorkingDir: plan.cwd, AttachStdin: false, AttachStdout: true, AttachStderr: true, Tty: false });
+      exec = await container.exec({
+        Cmd: sentryExec(plan.runtime, argv),
+        Env: toEnv(plan),
+        User: plan.user,
+        WorkingDir: plan.cwd,
+        AttachStdin: false,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: false,
+      });
     } catch (err) {
       // Gone or stopped (removed with its project, or by hand): the caller starts a new one.
       const status = (err as { statusCode?: number }).statusCode;
@@ -216,7 +247,9 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     // The stream of an exec whose sandbox died can stay open for many minutes after its container
     // is removed (seen under gVisor): once stopped, it gets the engine's grace and no more.
     let startGrace: (() => void) | undefined;
-    const stoppedAndGrace = new Promise<void>((resolve) => (startGrace = () => void removed?.then(() => setTimeout(resolve, 2000).unref())));
+    const stoppedAndGrace = new Promise<void>(
+      (resolve) => (startGrace = () => void removed?.then(() => setTimeout(resolve, 2000).unref())),
+    );
     const bounds = runBounds(plan, opts, () => {
       removed ??= remove(containerId);
       startGrace?.();
@@ -231,7 +264,10 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     const containerEnded = container
       .wait({ condition: 'not-running', abortSignal: watch.signal })
       .then(
-        () => endOf(container).then((end) => (!end ? 'it was removed' : end.outOfMemory ? OUT_OF_MEMORY : `it stopped (status ${end.exitCode})`)),
+        () =>
+          endOf(container).then((end) =>
+            !end ? 'it was removed' : end.outOfMemory ? OUT_OF_MEMORY : `it stopped (status ${end.exitCode})`,
+          ),
         (err: unknown) => (watch.signal.aborted ? undefined : engineMessage(err).trim()),
       )
       .catch(() => 'it was removed')
@@ -285,7 +321,9 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       let stdout = bounds.output.text('stdout');
       let stderr = bounds.output.text('stderr');
       // The command is not in the image: answer as `run` does (127), not with runc's or the filter's message.
-      const notFound = sandboxed ? exitCode === 127 && stdout === '' && stderr === notInImage(argv) : exitCode === 126 && EXEC_NOT_FOUND.test(stdout);
+      const notFound = sandboxed
+        ? exitCode === 127 && stdout === '' && stderr === notInImage(argv)
+        : exitCode === 126 && EXEC_NOT_FOUND.test(stdout);
       if (notFound) ({ exitCode, stdout, stderr } = commandNotFound(argv, plan.image));
       const observer = warm.get(containerId);
       const leftovers = stopped || !observer ? {} : await observer.observe(workspaceMountTargets(plan), plannedBinds(plan));
@@ -319,7 +357,13 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
 
   async function info(): Promise<EngineInfo> {
     const [version, raw] = await engineCall(() => Promise.all([docker.version(), docker.info()]));
-    const facts = raw as { RuncCommit?: { ID?: string }; SecurityOptions?: string[]; DockerRootDir?: string; Runtimes?: Record<string, { path?: string }>; DefaultRuntime?: string };
+    const facts = raw as {
+      RuncCommit?: { ID?: string };
+      SecurityOptions?: string[];
+      DockerRootDir?: string;
+      Runtimes?: Record<string, { path?: string }>;
+      DefaultRuntime?: string;
+    };
     const runtimes = await Promise.all(
       Object.entries(facts.Runtimes ?? { runc: {} }).map(async ([name, r]) => ({
         name,
@@ -360,18 +404,24 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     async attachMounts(containerId, plan) {
       const held = procs.get(containerId);
       const bin = helper();
-      if (held === undefined || !bin) throw new BerthError('LAUNCHER_UNSUPPORTED', 'mounts can be attached only to a runc or crun container this berth started, with the mount helper built');
+      if (held === undefined || !bin)
+        throw new BerthError(
+          'LAUNCHER_UNSUPPORTED',
+          'mounts can be attached only to a runc or crun container this berth started, with the mount helper built',
+        );
       // Still running, as the very process it started with (the helper checks the same through the
       // held descriptor); and the claim written where every process sees it (docker ps, another
       // berth's list) before any mount. Both at once: a claim is one round trip to the engine.
       const container = docker.getContainer(containerId);
-      const orGone = (err: unknown) => ((err as { statusCode?: number }).statusCode === 404 ? undefined : Promise.reject(translateEngineError(err)));
+      const orGone = (err: unknown) =>
+        (err as { statusCode?: number }).statusCode === 404 ? undefined : Promise.reject(translateEngineError(err));
       const [state, renamed] = await Promise.all([
         container.inspect().then(({ State }) => State, orGone),
         container.rename({ name: claimedName(plan) }).then(() => true, orGone),
       ]);
       if (!state || !renamed) return { gone: true, reason: 'it was removed' };
-      if (!state.Running || state.Pid !== held.proc.pid || state.StartedAt !== held.startedAt) return { gone: true, reason: 'it is not the container it was when it started' };
+      if (!state.Running || state.Pid !== held.proc.pid || state.StartedAt !== held.startedAt)
+        return { gone: true, reason: 'it is not the container it was when it started' };
       const attached = await attachMounts(bin, held.proc, containerId, bindsInOrder(plan));
       return attached ? undefined : { gone: true, reason: 'its first process is gone' };
     },
@@ -401,6 +451,8 @@ function streamEnd(stream: NodeJS.ReadableStream): Promise<void> {
 /** A runtime binary's own first line of `--version` (runsc, crun, kata); undefined if it says nothing in time. */
 function runtimeVersion(path: string): Promise<string | undefined> {
   return new Promise((resolve) => {
-    execFile(path, ['--version'], { timeout: 2000, maxBuffer: 64 * 1024 }, (err, stdout) => resolve(err ? undefined : stdout.split('\n')[0]?.trim() || undefined));
+    execFile(path, ['--version'], { timeout: 2000, maxBuffer: 64 * 1024 }, (err, stdout) =>
+      resolve(err ? undefined : stdout.split('\n')[0]?.trim() || undefined),
+    );
   });
 }

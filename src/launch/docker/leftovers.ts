@@ -89,7 +89,7 @@ export async function watchKeepAlive(initPid: number, keepAliveArgv: string[], s
   const usable = procsFile && readPids(procsFile)?.includes(initPid) ? procsFile : undefined;
   const dash = keepAliveArgv.indexOf('--');
   const final = (dash >= 0 ? keepAliveArgv.slice(dash + 1) : keepAliveArgv).join('\0');
-  for (const deadline = Date.now() + settleMs; Date.now() < deadline; ) {
+  for (const deadline = Date.now() + settleMs; Date.now() < deadline;) {
     if (readText(`/proc/${initPid}/cmdline`)?.replace(/\0$/, '') === final) break;
     await new Promise((r) => setTimeout(r, 2));
   }
@@ -101,7 +101,9 @@ export async function watchKeepAlive(initPid: number, keepAliveArgv: string[], s
   const tasks = dir && [posix.join(dir, 'tasks'), posix.join(dir, 'cgroup.threads')].find((f) => readPids(f)?.includes(initPid));
   const { memoryDir, memoryBaseline } = watchMemory(initPid);
   const freezerDir = cgroupDir(initPid, 'freezer');
-  const freezeFile = [freezerDir && posix.join(freezerDir, 'freezer.state'), dir && posix.join(dir, 'cgroup.freeze')].find((f): f is string => !!f && readText(f) !== undefined);
+  const freezeFile = [freezerDir && posix.join(freezerDir, 'freezer.state'), dir && posix.join(dir, 'cgroup.freeze')].find(
+    (f): f is string => !!f && readText(f) !== undefined,
+  );
   return { procsFile: usable, tasksFile: usable ? tasks : undefined, memoryDir, memoryBaseline, freezeFile, initPid, baseline };
 }
 
@@ -242,7 +244,8 @@ async function stalledKeepAlive(pids: number[]): Promise<string[]> {
     const status = readText(`/proc/${pid}/status`) ?? '';
     const pending = ['SigPnd', 'ShdPnd'].map((f) => BigInt(`0x${new RegExp(`^${f}:\\s+([0-9a-f]+)$`, 'm').exec(status)?.[1] ?? '0'}`));
     const stopping = pending.some((mask) => (mask & STOP_OR_KILL) !== 0n);
-    if ((stat.state !== 'S' && stat.state !== 'R') || stopping) stalled.push(`${pid} ${stat.comm} ${stat.state}${stopping ? ' (stop or kill pending)' : ''}`);
+    if ((stat.state !== 'S' && stat.state !== 'R') || stopping)
+      stalled.push(`${pid} ${stat.comm} ${stat.state}${stopping ? ' (stop or kill pending)' : ''}`);
   }
   return stalled;
 }
@@ -282,7 +285,8 @@ export interface IpcReader {
 }
 
 /** Per line read: the three tables, then an end mark; shell builtins only (no exec per read). */
-const IPC_TABLES = 'while read go; do for f in msg shm sem; do while IFS= read -r l; do printf "%s\\n" "$l"; done < /proc/sysvipc/$f; done; printf "\\036\\n"; done';
+const IPC_TABLES =
+  'while read go; do for f in msg shm sem; do while IFS= read -r l; do printf "%s\\n" "$l"; done < /proc/sysvipc/$f; done; printf "\\036\\n"; done';
 const IPC_END = '\x1e\n';
 /** The sysctls bound each table to 16 objects: far more than this means something is wrong. */
 const IPC_OUTPUT_BYTES = 1 << 20;
@@ -343,7 +347,12 @@ export async function leftoverIpc(keepAlive: KeepAlive): Promise<string[] | unde
  * undefined. One exec at a time (a second one running meanwhile would count as left behind).
  * `ipcReader`: one opened with the container (the caller closes it); without it, one is started now.
  */
-export async function observeLeftovers(keepAlive: KeepAlive, mountTargets: readonly string[], ipcReader?: IpcReader, binds: readonly PlannedBind[] = []): Promise<ExecLeftovers> {
+export async function observeLeftovers(
+  keepAlive: KeepAlive,
+  mountTargets: readonly string[],
+  ipcReader?: IpcReader,
+  binds: readonly PlannedBind[] = [],
+): Promise<ExecLeftovers> {
   const left = leftoverProcesses(keepAlive);
   if (!left) return {};
   if (left.running.length) return { running: left.running };
@@ -415,9 +424,5 @@ function readText(file: string): string | undefined {
 }
 
 function readPids(file: string): number[] | undefined {
-  return readText(file)
-    ?.split('\n')
-    .filter(Boolean)
-    .map(Number);
+  return readText(file)?.split('\n').filter(Boolean).map(Number);
 }
-

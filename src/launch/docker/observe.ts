@@ -67,7 +67,9 @@ function namespacesOf(dir: string): Boundary['namespaces'] | undefined {
 }
 
 async function readInside(docker: Docker, containerId: string, runtime: string): Promise<string | undefined> {
-  const exec = await docker.getContainer(containerId).exec({ Cmd: sentryExec(runtime, INSIDE), AttachStdout: true, AttachStderr: false, Tty: false });
+  const exec = await docker
+    .getContainer(containerId)
+    .exec({ Cmd: sentryExec(runtime, INSIDE), AttachStdout: true, AttachStderr: false, Tty: false });
   const stream = await exec.start({ hijack: true, stdin: false });
   const out = new PassThrough();
   let text = '';
@@ -124,7 +126,11 @@ export async function observeDockerContainer(docker: Docker, containerId: string
   };
   put('runtime', s.Runtime || undefined, 'engine');
   put('limits', { memory_bytes: s.Memory, nano_cpus: s.NanoCpus, pids: s.PidsLimit }, 'engine');
-  put('no_new_privs', s.SecurityOpt.some((o) => /^no-new-privileges([=:]true)?$/.test(o)), 'engine');
+  put(
+    'no_new_privs',
+    s.SecurityOpt.some((o) => /^no-new-privileges([=:]true)?$/.test(o)),
+    'engine',
+  );
   put('read_only_root', s.ReadonlyRootfs, 'engine');
 
   const pid = info.State?.Pid ?? 0;
@@ -142,7 +148,8 @@ export async function observeDockerContainer(docker: Docker, containerId: string
   } else if (info.State?.Running) {
     const text = await readInside(docker, containerId, s.Runtime).catch(() => undefined);
     const [status = '', mountinfo = '', netDev = ''] = (text ?? '').split(`${SEP}\n`);
-    if (text) for (const [k, v] of Object.entries(kernelFacts({ status, mountinfo, netDev }))) put(k as keyof Boundary, v as never, 'inside');
+    if (text)
+      for (const [k, v] of Object.entries(kernelFacts({ status, mountinfo, netDev }))) put(k as keyof Boundary, v as never, 'inside');
   }
   return seen;
 }

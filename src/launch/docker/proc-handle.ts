@@ -34,7 +34,10 @@ export function holdProcess(pid: number, containerId: string): ProcessHandle | u
   const startTime = procStat(handle.dir)?.start;
   if (!startTime || !belongsTo(handle, containerId)) {
     closeQuietly(fd);
-    throw new BerthError('RUN_FAILED', `process ${pid} is not the first process of container ${containerId.slice(0, 12)} (it ended at once)`);
+    throw new BerthError(
+      'RUN_FAILED',
+      `process ${pid} is not the first process of container ${containerId.slice(0, 12)} (it ended at once)`,
+    );
   }
   return { ...handle, startTime };
 }

@@ -15,9 +15,21 @@ import { askReport, judgeReport, reportBaseline, REPORT_BYTES, REPORT_MS, takeRe
  */
 
 export async function reportObserver(docker: Docker, container: Docker.Container, sandboxPid: number): Promise<LeftoverObserver> {
-  const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as NodeJS.ReadWriteStream & { destroy(): void };
+  const stream = (await container.attach({
+    stream: true,
+    stdin: true,
+    stdout: true,
+    stderr: true,
+    hijack: true,
+  })) as NodeJS.ReadWriteStream & { destroy(): void };
   // The keep-alive prints nothing unasked: an answer nobody asked for closes the stream.
-  const asked = askedStream({ question: () => stream.write('\n'), stop: () => stream.destroy(), take: takeReport, maxBytes: REPORT_BYTES, timeoutMs: REPORT_MS });
+  const asked = askedStream({
+    question: () => stream.write('\n'),
+    stop: () => stream.destroy(),
+    take: takeReport,
+    maxBytes: REPORT_BYTES,
+    timeoutMs: REPORT_MS,
+  });
   const close = asked.close;
   const stdout = feeding(asked);
   const ignore = new Writable({ write: (_chunk, _enc, done) => done() });

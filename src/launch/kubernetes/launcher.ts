@@ -1,17 +1,49 @@
 import { Writable } from 'node:stream';
-import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, NetworkingV1Api, NodeV1Api, VersionApi, type V1PersistentVolumeClaim, type V1Pod, type V1Status } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  Exec,
+  KubeConfig,
+  NetworkingV1Api,
+  NodeV1Api,
+  VersionApi,
+  type V1PersistentVolumeClaim,
+  type V1Pod,
+  type V1Status,
+} from '@kubernetes/client-node';
 import type { KubernetesSettings } from '../../config/kubernetes.js';
 import { BerthError } from '../../base/errors.js';
 import { LABELS, type ContainerQuery } from '../../plan/labels.js';
 import { AGENT_HOME, RUN_DIR_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan } from '../../plan/run-plan.js';
 import { KUBE_GATEWAY_PORT } from '../../config/kubernetes.js';
-import { AGENT_CONTAINER, berthLabelsOf, BERTH_POD_LABELS, kubeSelector, renderKubeRun, renderNetworkPolicy, SANDBOX_API, type SnapshotFile } from './objects.js';
+import {
+  AGENT_CONTAINER,
+  berthLabelsOf,
+  BERTH_POD_LABELS,
+  kubeSelector,
+  renderKubeRun,
+  renderNetworkPolicy,
+  SANDBOX_API,
+  type SnapshotFile,
+} from './objects.js';
 import { VOLUME_LABEL, volumeIdOf } from './volumes.js';
 import { clusterError, statusCode, unlessGone } from './calls.js';
 import { readSnapshot } from './snapshot.js';
 import type { RelayTokens } from './relay.js';
 import { podObserver } from './reports.js';
-import { managedContainer, type ContainerGone, type EngineInfo, type ExecResult, type IdleContainer, type Launcher, type LauncherCapabilities, type LeftoverObserver, type ManagedContainer, type RunOptions, type RunResult } from '../launcher.js';
+import {
+  managedContainer,
+  type ContainerGone,
+  type EngineInfo,
+  type ExecResult,
+  type IdleContainer,
+  type Launcher,
+  type LauncherCapabilities,
+  type LeftoverObserver,
+  type ManagedContainer,
+  type RunOptions,
+  type RunResult,
+} from '../launcher.js';
 import { workspaceMountTargets } from '../mount-check.js';
 import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from '../lifecycle.js';
 
@@ -36,16 +68,22 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Why a pod that is not running will not run (a status the kubelet reported), or undefined while it may still. */
 function podTrouble(pod: V1Pod): string | undefined {
   // A container's own words first: they say more than the pod's phase.
-  const statuses = [...(pod.status?.initContainerStatuses ?? []).map((cs) => ({ cs, init: true })), ...(pod.status?.containerStatuses ?? []).map((cs) => ({ cs, init: false }))];
+  const statuses = [
+    ...(pod.status?.initContainerStatuses ?? []).map((cs) => ({ cs, init: true })),
+    ...(pod.status?.containerStatuses ?? []).map((cs) => ({ cs, init: false })),
+  ];
   for (const { cs, init } of statuses) {
     const waiting = cs.state?.waiting;
-    if (waiting && /ErrImage|ImagePull|InvalidImageName|CreateContainerConfigError|CreateContainerError/.test(waiting.reason ?? '')) return `${waiting.reason}: ${waiting.message ?? ''}`.trim();
+    if (waiting && /ErrImage|ImagePull|InvalidImageName|CreateContainerConfigError|CreateContainerError/.test(waiting.reason ?? ''))
+      return `${waiting.reason}: ${waiting.message ?? ''}`.trim();
     const ended = cs.state?.terminated;
     // An init container is done when it ends 0 (the workspace's prepare step).
-    if (ended && !(init && ended.exitCode === 0)) return `${init ? `its ${cs.name} step` : 'its container'} ended (${ended.reason ?? 'exit'} ${ended.exitCode}${ended.message ? `: ${ended.message.trim().slice(0, 300)}` : ''})`;
+    if (ended && !(init && ended.exitCode === 0))
+      return `${init ? `its ${cs.name} step` : 'its container'} ended (${ended.reason ?? 'exit'} ${ended.exitCode}${ended.message ? `: ${ended.message.trim().slice(0, 300)}` : ''})`;
   }
   const phase = pod.status?.phase;
-  if (phase === 'Failed' || phase === 'Succeeded') return `its pod ended (${phase}${pod.status?.reason ? `: ${pod.status.reason}` : ''}${pod.status?.message ? `, ${pod.status.message}` : ''})`;
+  if (phase === 'Failed' || phase === 'Succeeded')
+    return `its pod ended (${phase}${pod.status?.reason ? `: ${pod.status.reason}` : ''}${pod.status?.message ? `, ${pod.status.message}` : ''})`;
   return undefined;
 }
 
@@ -68,7 +106,10 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       if (/^\d{1,3}(\.\d{1,3}){3}$/.test(host)) return address;
       const svc = await clusterCall(`Service ${host}`, () => core.readNamespacedService({ name: host, namespace: ns }));
       const ip = svc.spec?.clusterIP;
-      if (!ip || !/^\d{1,3}(\.\d{1,3}){3}$/.test(ip)) throw new BerthError('RUN_FAILED', `Service ${host} has no IPv4 cluster IP (${ip ?? 'none'})`, { hint: 'kubernetes.gateway.address names berth\'s gateway Service (deploy/) or an IP:port' });
+      if (!ip || !/^\d{1,3}(\.\d{1,3}){3}$/.test(ip))
+        throw new BerthError('RUN_FAILED', `Service ${host} has no IPv4 cluster IP (${ip ?? 'none'})`, {
+          hint: "kubernetes.gateway.address names berth's gateway Service (deploy/) or an IP:port",
+        });
       return `${ip}:${address.slice(colon + 1)}`;
     })().catch((err: unknown) => {
       relayAddress = undefined;
@@ -107,8 +148,13 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     const found = await clusterCall(`volume ${name}`, () => core.readNamespacedPersistentVolumeClaim({ name, namespace: ns }));
     const want = claim.metadata?.labels ?? {};
     const differs = [VOLUME_LABEL, LABELS.installation, LABELS.project].filter((k) => found.metadata?.labels?.[k] !== want[k]);
-    if (differs.length) throw new BerthError('RUN_FAILED', `volume ${name} on the cluster is not this run's (its ${differs.join(', ')} differ): berth does not mount it`);
-    if (found.metadata?.deletionTimestamp) throw new BerthError('RUN_FAILED', `volume ${name} is being deleted (its session or project was deleted meanwhile)`);
+    if (differs.length)
+      throw new BerthError(
+        'RUN_FAILED',
+        `volume ${name} on the cluster is not this run's (its ${differs.join(', ')} differ): berth does not mount it`,
+      );
+    if (found.metadata?.deletionTimestamp)
+      throw new BerthError('RUN_FAILED', `volume ${name} is being deleted (its session or project was deleted meanwhile)`);
   }
 
   const policies = new Map<string, Promise<void>>();
@@ -119,7 +165,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       const port = relayAddress ? Number(relayAddress.slice(relayAddress.lastIndexOf(':') + 1)) : KUBE_GATEWAY_PORT;
       const body = renderNetworkPolicy({ namespace: ns, installation, gatewayPort: port, berthPodLabels: BERTH_POD_LABELS });
       const net = kubeConfig.makeApiClient(NetworkingV1Api);
-      made = createIfAbsent(() => net.createNamespacedNetworkPolicy({ namespace: ns, body }), 'the tenants\' NetworkPolicy');
+      made = createIfAbsent(() => net.createNamespacedNetworkPolicy({ namespace: ns, body }), "the tenants' NetworkPolicy");
       made.catch(() => policies.delete(installation));
       policies.set(installation, made);
     }
@@ -134,7 +180,16 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     observers.delete(name);
     await clusterCall(`removing ${name}`, () =>
       Promise.all([
-        unlessGone(custom.deleteNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, name, gracePeriodSeconds: 0 })),
+        unlessGone(
+          custom.deleteNamespacedCustomObject({
+            group: SANDBOX_API.group,
+            version: SANDBOX_API.version,
+            namespace: ns,
+            plural: SANDBOX_API.plural,
+            name,
+            gracePeriodSeconds: 0,
+          }),
+        ),
         unlessGone(core.deleteNamespacedConfigMap({ name: `${name}-files`, namespace: ns })),
         // The pod too: the Sandbox's controller would, but a removed run must not wait on it.
         unlessGone(core.deleteNamespacedPod({ name, namespace: ns, gracePeriodSeconds: 0 })),
@@ -152,15 +207,27 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       if (pod?.metadata?.deletionTimestamp || (seen && !pod)) return 'it was removed';
       seen ||= pod !== undefined;
       if (!pod) {
-        const sandbox = await unlessGone(custom.getNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, name }));
+        const sandbox = await unlessGone(
+          custom.getNamespacedCustomObject({
+            group: SANDBOX_API.group,
+            version: SANDBOX_API.version,
+            namespace: ns,
+            plural: SANDBOX_API.plural,
+            name,
+          }),
+        );
         if (!sandbox) return 'it was removed';
       }
       const trouble = pod && podTrouble(pod);
       if (trouble) throw new BerthError('RUN_FAILED', `the agent's pod did not start: ${trouble}`);
       if (Date.now() > end) {
-        throw new BerthError('RUN_FAILED', `the agent's pod did not run within ${settings.start_timeout_seconds} s (${pod ? `phase ${pod.status?.phase ?? 'unknown'}` : 'no pod: is agent-sandbox\'s controller running?'})`, {
-          hint: 'kubectl describe sandbox/pod in berth\'s namespace says why (scheduling, image, volumes)',
-        });
+        throw new BerthError(
+          'RUN_FAILED',
+          `the agent's pod did not run within ${settings.start_timeout_seconds} s (${pod ? `phase ${pod.status?.phase ?? 'unknown'}` : "no pod: is agent-sandbox's controller running?"})`,
+          {
+            hint: "kubectl describe sandbox/pod in berth's namespace says why (scheduling, image, volumes)",
+          },
+        );
       }
       await sleep(delay);
     }
@@ -189,7 +256,9 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       await kubeConfig.makeApiClient(NodeV1Api).readRuntimeClass({ name: runtime });
     } catch (err) {
       if (statusCode(err) !== 404) throw clusterError(`RuntimeClass ${runtime}`, err);
-      throw new BerthError('RUNTIME_MISSING', `the cluster has no RuntimeClass "${runtime}"`, { hint: 'create it (its handler is the runtime on the nodes, e.g. runsc), or choose another runtime for the project' });
+      throw new BerthError('RUNTIME_MISSING', `the cluster has no RuntimeClass "${runtime}"`, {
+        hint: 'create it (its handler is the runtime on the nodes, e.g. runsc), or choose another runtime for the project',
+      });
     }
   }
 
@@ -202,7 +271,11 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   }
 
   /** Make the run's objects and wait for its pod; `gone` when it was removed meanwhile (by berth's reaping, or by hand). */
-  async function startPod(plan: RunPlan, keepAliveArgv: string[], o: { onCreated?(id: string): void }): Promise<IdleContainer | { gone: string; containerId: string }> {
+  async function startPod(
+    plan: RunPlan,
+    keepAliveArgv: string[],
+    o: { onCreated?(id: string): void },
+  ): Promise<IdleContainer | { gone: string; containerId: string }> {
     const t0 = performance.now();
     await assertRuntime(plan.runtime);
     const name = `berth-${plan.labels[LABELS.run] ?? 'run'}`.toLowerCase().slice(0, 52);
@@ -216,7 +289,8 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     // Each volume is bound to the host directory Docker would mount (kubernetes/volumes.ts): its id names the claim.
     const volumes = new Map<string, string>();
     for (const m of plan.mounts) {
-      if (m.type === 'bind' && !m.readOnly && (m.target === WORKSPACE_MOUNT || m.target === AGENT_HOME)) volumes.set(m.target, volumeIdOf(m.source));
+      if (m.type === 'bind' && !m.readOnly && (m.target === WORKSPACE_MOUNT || m.target === AGENT_HOME))
+        volumes.set(m.target, volumeIdOf(m.source));
     }
     const runDir = plan.mounts.find((m) => m.type === 'bind' && m.target === RUN_DIR_MOUNT);
     const address = runDir && opts.relay ? await resolveRelay(opts.relay.address) : undefined;
@@ -240,7 +314,15 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       try {
         const configMap = objects.configMap;
         if (configMap) await clusterCall('a ConfigMap', () => core.createNamespacedConfigMap({ namespace: ns, body: configMap }));
-        await clusterCall('a Sandbox', () => custom.createNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, body: objects.sandbox }));
+        await clusterCall('a Sandbox', () =>
+          custom.createNamespacedCustomObject({
+            group: SANDBOX_API.group,
+            version: SANDBOX_API.version,
+            namespace: ns,
+            plural: SANDBOX_API.plural,
+            body: objects.sandbox,
+          }),
+        );
         o.onCreated?.(name);
         tCreated = performance.now();
         const gone = await waitRunning(name);
@@ -292,10 +374,21 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     let status: V1Status | undefined;
     let socketClosed!: () => void;
     const closed = new Promise<void>((r) => (socketClosed = r));
-    const sink = (which: 'stdout' | 'stderr') => new Writable({ write: (chunk: Buffer, _e, done) => (bounds.output.push(which, chunk), done()) });
+    const sink = (which: 'stdout' | 'stderr') =>
+      new Writable({ write: (chunk: Buffer, _e, done) => (bounds.output.push(which, chunk), done()) });
     let ws: Awaited<ReturnType<Exec['exec']>>;
     try {
-      ws = await exec.exec(ns, containerId, AGENT_CONTAINER, command, sink('stdout'), sink('stderr'), null, false, (s) => void (status = s));
+      ws = await exec.exec(
+        ns,
+        containerId,
+        AGENT_CONTAINER,
+        command,
+        sink('stdout'),
+        sink('stderr'),
+        null,
+        false,
+        (s) => void (status = s),
+      );
     } catch (err) {
       // A kubelet refuses an exec into a container that is not running before the upgrade.
       const why = await notRunning(containerId, (phase) => `its pod is ${phase}`, 'its pod is gone');
@@ -332,7 +425,9 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     let stdout = bounds.output.text('stdout');
     let stderr = bounds.output.text('stderr');
     // `env` (or, in a sentry, berth-bridge's filter) answers 127 for a command it cannot find, as a shell would.
-    const missing = SENTRY_RUNTIMES.has(plan.runtime) ? stderr === notInImage(argv) : /env: .*(No such file|can't execute|not found)/.test(stderr);
+    const missing = SENTRY_RUNTIMES.has(plan.runtime)
+      ? stderr === notInImage(argv)
+      : /env: .*(No such file|can't execute|not found)/.test(stderr);
     if (exitCode === 127 && stdout === '' && missing) ({ exitCode, stdout, stderr } = commandNotFound(argv, plan.image));
     const tDone = performance.now();
     return {
@@ -370,20 +465,48 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       const r = await execIn(idle.containerId, plan, plan.exec, { ...o, onCreated: undefined });
       if ('gone' in r) return lostRun(idle.containerId, r.reason, idle.timings);
       const { stopped: _s, leftovers: _l, ...result } = r;
-      return { ...result, timings: { createMs: idle.timings.createMs, startMs: idle.timings.startMs, runMs: r.timings.runMs, totalMs: performance.now() - t0 } };
+      return {
+        ...result,
+        timings: {
+          createMs: idle.timings.createMs,
+          startMs: idle.timings.startMs,
+          runMs: r.timings.runMs,
+          totalMs: performance.now() - t0,
+        },
+      };
     } finally {
       await removeOne(idle.containerId).catch(() => undefined);
     }
   }
 
   async function listManaged(query: ContainerQuery): Promise<ManagedContainer[]> {
-    const labelSelector = kubeSelector({ [LABELS.managed]: 'true', [LABELS.installation]: query.installation, [LABELS.project]: query.project, [LABELS.run]: query.run });
-    const list = (await clusterCall('listing sandboxes', () => custom.listNamespacedCustomObject({ group: SANDBOX_API.group, version: SANDBOX_API.version, namespace: ns, plural: SANDBOX_API.plural, labelSelector }))) as {
-      items: Array<{ metadata: { name: string; annotations?: Record<string, string>; deletionTimestamp?: string }; status?: { conditions?: Array<{ type: string; status: string }> } }>;
+    const labelSelector = kubeSelector({
+      [LABELS.managed]: 'true',
+      [LABELS.installation]: query.installation,
+      [LABELS.project]: query.project,
+      [LABELS.run]: query.run,
+    });
+    const list = (await clusterCall('listing sandboxes', () =>
+      custom.listNamespacedCustomObject({
+        group: SANDBOX_API.group,
+        version: SANDBOX_API.version,
+        namespace: ns,
+        plural: SANDBOX_API.plural,
+        labelSelector,
+      }),
+    )) as {
+      items: Array<{
+        metadata: { name: string; annotations?: Record<string, string>; deletionTimestamp?: string };
+        status?: { conditions?: Array<{ type: string; status: string }> };
+      }>;
     };
     return list.items.map((s) => {
       const ready = s.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
-      return managedContainer(s.metadata.name, s.metadata.deletionTimestamp ? 'removing' : ready ? 'running' : 'created', berthLabelsOf(s.metadata.annotations));
+      return managedContainer(
+        s.metadata.name,
+        s.metadata.deletionTimestamp ? 'removing' : ready ? 'running' : 'created',
+        berthLabelsOf(s.metadata.annotations),
+      );
     });
   }
 
@@ -428,7 +551,8 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     run,
     startIdle,
     execIn,
-    attachMounts: () => Promise.reject(new BerthError('LAUNCHER_UNSUPPORTED', 'the Kubernetes launcher cannot attach mounts to a started pod')),
+    attachMounts: () =>
+      Promise.reject(new BerthError('LAUNCHER_UNSUPPORTED', 'the Kubernetes launcher cannot attach mounts to a started pod')),
     removeContainers,
     listManaged,
     async removeManaged(query) {

@@ -112,19 +112,32 @@ function uidGid(user: string): { uid: number; gid: number } {
 }
 
 const unsupported = (what: string) =>
-  new BerthError('LAUNCHER_UNSUPPORTED', `the Kubernetes launcher cannot ${what}`, { hint: 'docs/kubernetes.md says what differs from Docker' });
+  new BerthError('LAUNCHER_UNSUPPORTED', `the Kubernetes launcher cannot ${what}`, {
+    hint: 'docs/kubernetes.md says what differs from Docker',
+  });
 
 /**
  * The claim a persistent mount lives on: named by what it belongs to and by its host directory's
  * volume id (kubernetes/volumes.ts), so every run of it finds the same volume, and a session or project
  * made again under a deleted one's name (a new directory, a new id) never does.
  */
-function claimFor(plan: RunPlan, target: string, volumeId: string, namespace: string, storageClass: string | undefined): V1PersistentVolumeClaim {
+function claimFor(
+  plan: RunPlan,
+  target: string,
+  volumeId: string,
+  namespace: string,
+  storageClass: string | undefined,
+): V1PersistentVolumeClaim {
   const l = plan.labels;
   const installation = l[LABELS.installation] ?? '';
   const project = l[LABELS.project] ?? '';
   let name: string;
-  const labels: Record<string, string> = { [LABELS.managed]: 'true', [LABELS.installation]: installation, [LABELS.project]: project, [VOLUME_LABEL]: volumeId };
+  const labels: Record<string, string> = {
+    [LABELS.managed]: 'true',
+    [LABELS.installation]: installation,
+    [LABELS.project]: project,
+    [VOLUME_LABEL]: volumeId,
+  };
   if (target === AGENT_HOME) {
     const session = l[LABELS.session] ?? l[LABELS.run] ?? '';
     name = `berth-home-${nameHash(installation, project, session, volumeId)}`;
@@ -204,7 +217,10 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
     }
     if (m.target === SHARED_MOUNT || m.target.startsWith(`${SHARED_MOUNT}/`)) {
       // A shared area is the operator's PVC (kubernetes.shared_claims), mounted whole, read-only unless granted rw.
-      if (!m.claim) throw unsupported(`mount the shared area at ${m.target}: it has no volume on the cluster (kubernetes.shared_claims.${posix.basename(m.target)})`);
+      if (!m.claim)
+        throw unsupported(
+          `mount the shared area at ${m.target}: it has no volume on the cluster (kubernetes.shared_claims.${posix.basename(m.target)})`,
+        );
       volumes.push({ name: volume, persistentVolumeClaim: { claimName: m.claim, ...(m.readOnly ? { readOnly: true } : {}) } });
       mounts.push({ name: volume, mountPath: m.target, ...(m.readOnly ? { readOnly: true } : {}) });
       return;
@@ -235,7 +251,8 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
 
   // An empty value is no value to the API (omitempty), which is an empty variable in the container.
   const env = Object.entries(plan.env).map(([k, v]) => (v === '' ? { name: k } : { name: k, value: kubeLiteral(v) }));
-  if (relayed && input.relay) env.push({ name: RELAY_ENV.address, value: input.relay.address }, { name: RELAY_ENV.token, value: input.relay.token });
+  if (relayed && input.relay)
+    env.push({ name: RELAY_ENV.address, value: input.relay.address }, { name: RELAY_ENV.token, value: input.relay.token });
 
   const cpuMillis = Math.max(1, Math.round(plan.limits.nanoCpus / 1e6));
   // Quantities as the server writes them back ("1", not "1000m"), so what is stored is what was sent.
@@ -318,16 +335,27 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
  * The namespace's one NetworkPolicy for an installation's tenant pods: nothing comes in; the only
  * way out is berth's gateway port on berth's own pods (no DNS: the launcher gives pods an IP).
  */
-export function renderNetworkPolicy(opts: { namespace: string; installation: string; gatewayPort: number; berthPodLabels: Readonly<Record<string, string>> }): V1NetworkPolicy {
+export function renderNetworkPolicy(opts: {
+  namespace: string;
+  installation: string;
+  gatewayPort: number;
+  berthPodLabels: Readonly<Record<string, string>>;
+}): V1NetworkPolicy {
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
-    metadata: { name: `berth-tenants-${kubeLabelValue(opts.installation)}`.slice(0, 63), namespace: opts.namespace, labels: { [LABELS.managed]: 'true', [LABELS.installation]: kubeLabelValue(opts.installation) } },
+    metadata: {
+      name: `berth-tenants-${kubeLabelValue(opts.installation)}`.slice(0, 63),
+      namespace: opts.namespace,
+      labels: { [LABELS.managed]: 'true', [LABELS.installation]: kubeLabelValue(opts.installation) },
+    },
     spec: {
       podSelector: { matchLabels: { [LABELS.managed]: 'true', [LABELS.installation]: kubeLabelValue(opts.installation) } },
       // Ingress in policyTypes with no ingress rule: nothing comes in.
       policyTypes: ['Ingress', 'Egress'],
-      egress: [{ to: [{ podSelector: { matchLabels: { ...opts.berthPodLabels } } }], ports: [{ protocol: 'TCP', port: opts.gatewayPort }] }],
+      egress: [
+        { to: [{ podSelector: { matchLabels: { ...opts.berthPodLabels } } }], ports: [{ protocol: 'TCP', port: opts.gatewayPort }] },
+      ],
     },
   };
 }

@@ -19,7 +19,15 @@ export const RELAY_PREAMBLE = 'BERTH1';
  * line: in all, from one address (a pod) that has never shown a live token, and from one that
  * has. Addresses that showed a live token are remembered, at most `tokens` of them.
  */
-export const RELAY_BOUNDS = { lineBytes: 128, lineMs: 1000, tokens: 4096, connectionsPerToken: 64, opening: 256, openingPerSource: 16, openingPerKnownSource: 64 } as const;
+export const RELAY_BOUNDS = {
+  lineBytes: 128,
+  lineMs: 1000,
+  tokens: 4096,
+  connectionsPerToken: 64,
+  opening: 256,
+  openingPerSource: 16,
+  openingPerKnownSource: 64,
+} as const;
 
 export interface RelayTokens {
   /** A token for the run whose sockets are in `runDir` (a path on berth's host). */
@@ -138,7 +146,8 @@ export function createRelayServer(tokens: RelayTokens, onRefused?: (why: string)
     sock.on('end', () => spliced || sock.destroy());
     const sourceKnown = isKnown(source);
     const mine = opening.get(source)?.size ?? 0;
-    if (mine >= (sourceKnown ? RELAY_BOUNDS.openingPerKnownSource : RELAY_BOUNDS.openingPerSource)) return refuse('too many connections opening from one address');
+    if (mine >= (sourceKnown ? RELAY_BOUNDS.openingPerKnownSource : RELAY_BOUNDS.openingPerSource))
+      return refuse('too many connections opening from one address');
     if (openingCount >= RELAY_BOUNDS.opening) {
       const displace = displaceFor(source, mine, sourceKnown);
       if (!displace) return refuse('too many connections opening at once');

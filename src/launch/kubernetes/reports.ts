@@ -18,7 +18,13 @@ export async function podObserver(kubeConfig: KubeConfig, namespace: string, pod
   const stdin = new PassThrough();
   let socket: { close(): void } | undefined;
   // The keep-alive prints nothing unasked: an answer nobody asked for closes the stream.
-  const asked = askedStream({ question: () => stdin.write('\n'), stop: () => socket?.close(), take: takeReport, maxBytes: REPORT_BYTES, timeoutMs: REPORT_MS });
+  const asked = askedStream({
+    question: () => stdin.write('\n'),
+    stop: () => socket?.close(),
+    take: takeReport,
+    maxBytes: REPORT_BYTES,
+    timeoutMs: REPORT_MS,
+  });
   const stdout = feeding(asked);
   try {
     const ws = await new Attach(kubeConfig).attach(namespace, pod, container, stdout, null, stdin, false);
@@ -41,7 +47,8 @@ export async function podObserver(kubeConfig: KubeConfig, namespace: string, pod
       if (left.ipc?.length !== 0) return left;
       // No reclaim from here (the cgroup is the node's): page cache is left out of the figure, but
       // the kernel's caches of the files a message touched count until the kernel drops them.
-      const grown = report.memoryHeld !== undefined && first.memoryHeld !== undefined ? Math.max(0, report.memoryHeld - first.memoryHeld) : undefined;
+      const grown =
+        report.memoryHeld !== undefined && first.memoryHeld !== undefined ? Math.max(0, report.memoryHeld - first.memoryHeld) : undefined;
       return grown === undefined ? left : { ...left, memoryGrowth: grown };
     },
     close: asked.close,

@@ -12,13 +12,20 @@ const RETIRE_CHUNK = 50;
  * Returns the ids whose claims are gone (deleted now, or not there at all), and the error that
  * stopped the rest, if any: they are asked again at the next pass.
  */
-export async function deleteVolumeClaims(kubeConfig: KubeConfig, namespace: string, ids: readonly string[]): Promise<{ gone: string[]; error?: BerthError }> {
+export async function deleteVolumeClaims(
+  kubeConfig: KubeConfig,
+  namespace: string,
+  ids: readonly string[],
+): Promise<{ gone: string[]; error?: BerthError }> {
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const gone: string[] = [];
   try {
     for (let i = 0; i < ids.length; i += RETIRE_CHUNK) {
       const chunk = ids.slice(i, i + RETIRE_CHUNK);
-      const list = await core.listNamespacedPersistentVolumeClaim({ namespace, labelSelector: `${LABELS.managed}=true,${VOLUME_LABEL} in (${chunk.join(',')})` });
+      const list = await core.listNamespacedPersistentVolumeClaim({
+        namespace,
+        labelSelector: `${LABELS.managed}=true,${VOLUME_LABEL} in (${chunk.join(',')})`,
+      });
       for (const claim of list.items) {
         if (claim.metadata?.deletionTimestamp) continue;
         await unlessGone(core.deleteNamespacedPersistentVolumeClaim({ name: claim.metadata?.name ?? '', namespace }));

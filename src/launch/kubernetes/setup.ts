@@ -16,7 +16,10 @@ export interface KubeSetup {
  * process (measured), which a berth on Docker must not carry.
  */
 const kubeconfigError = (err: unknown, reason: string) =>
-  new BerthError('CONFIG_INVALID', `kubernetes.kubeconfig: ${(err as Error).message}`, { issues: [{ field: 'kubernetes.kubeconfig', reason }], hint: 'name a kubeconfig file, or run berth in the cluster (deploy/)' });
+  new BerthError('CONFIG_INVALID', `kubernetes.kubeconfig: ${(err as Error).message}`, {
+    issues: [{ field: 'kubernetes.kubeconfig', reason }],
+    hint: 'name a kubeconfig file, or run berth in the cluster (deploy/)',
+  });
 
 /** The cluster berth.yaml names (its kubeconfig, or the pod's own service account), with the client loaded on first use. */
 async function loadKubeConfig(settings: KubernetesSettings) {
@@ -41,7 +44,10 @@ async function loadKubeConfig(settings: KubernetesSettings) {
  * Delete the claims of retired volumes (kubernetes/volumes.ts) on the cluster berth.yaml names: the
  * ids whose claims are gone, and why the others are not (yet).
  */
-export async function deleteRetiredClaims(settings: KubernetesSettings, ids: readonly string[]): Promise<{ gone: string[]; error?: BerthError }> {
+export async function deleteRetiredClaims(
+  settings: KubernetesSettings,
+  ids: readonly string[],
+): Promise<{ gone: string[]; error?: BerthError }> {
   const [kubeConfig, { deleteVolumeClaims }] = await Promise.all([loadKubeConfig(settings), import('./retire.js')]);
   return deleteVolumeClaims(kubeConfig, settings.namespace, ids);
 }
@@ -77,6 +83,10 @@ export function createKubeSetup(settings: KubernetesSettings, onRefused?: (why: 
   const colon = settings.gateway.listen.lastIndexOf(':');
   return {
     launcher,
-    relay: { server: createRelayServer(tokens, onRefused), host: settings.gateway.listen.slice(0, colon), port: Number(settings.gateway.listen.slice(colon + 1)) },
+    relay: {
+      server: createRelayServer(tokens, onRefused),
+      host: settings.gateway.listen.slice(0, colon),
+      port: Number(settings.gateway.listen.slice(colon + 1)),
+    },
   };
 }

@@ -21,7 +21,10 @@ export function readSnapshot(source: string): SnapshotFile[] {
         const fst = fs.fstatSync(fd);
         bytes += fst.size;
         if (!fst.isFile() || bytes > FILE_BYTES || files.length >= FILE_COUNT) {
-          throw new BerthError('LAUNCHER_UNSUPPORTED', `the Kubernetes launcher cannot carry ${source}: more than ${FILE_BYTES} bytes or ${FILE_COUNT} files`);
+          throw new BerthError(
+            'LAUNCHER_UNSUPPORTED',
+            `the Kubernetes launcher cannot carry ${source}: more than ${FILE_BYTES} bytes or ${FILE_COUNT} files`,
+          );
         }
         files.push({ path: rel, data: fs.readFileSync(fd), mode: fst.mode & 0o777 });
       } finally {

@@ -94,4 +94,5 @@ function oldStyleArgs(bin: string, t: CompiledTable, args: string[]): string[] {
 /** Whether an option of this kind or mode was given. */
 export const has = (parsed: Parsed, k: ValueKind | Mode) => parsed.options.some((o) => o.def.value === k || o.def.mode === k);
 /** The values given to options of this kind, in order. */
-export const valuesOf = (parsed: Parsed, k: ValueKind) => parsed.options.flatMap((o) => (o.def.value === k && o.value !== undefined ? [o.value] : []));
+export const valuesOf = (parsed: Parsed, k: ValueKind) =>
+  parsed.options.flatMap((o) => (o.def.value === k && o.value !== undefined ? [o.value] : []));

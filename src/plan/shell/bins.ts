@@ -17,9 +17,25 @@
  * - at-file, cookie, form, urlencode, write-out, output, url: how curl and wget name files and URLs
  */
 export type ValueKind =
-  | 'text' | 'read' | 'write' | 'target' | 'chdir' | 'archive'
-  | 'pattern' | 'pattern-file' | 'script' | 'script-file' | 'in-place' | 'reference'
-  | 'at-file' | 'cookie' | 'form' | 'urlencode' | 'write-out' | 'output' | 'url';
+  | 'text'
+  | 'read'
+  | 'write'
+  | 'target'
+  | 'chdir'
+  | 'archive'
+  | 'pattern'
+  | 'pattern-file'
+  | 'script'
+  | 'script-file'
+  | 'in-place'
+  | 'reference'
+  | 'at-file'
+  | 'cookie'
+  | 'form'
+  | 'urlencode'
+  | 'write-out'
+  | 'output'
+  | 'url';
 
 /** A trailing "?": the value is optional and only ever attached (-i.bak, --color=auto). */
 type ValueSpec = ValueKind | `${ValueKind}?`;
@@ -37,9 +53,22 @@ export type Mode = 'stdout' | 'create' | 'extract' | 'list' | 'symbolic' | 'rela
  * - date: +FORMAT, anything else sets the clock; hostname: a name sets it
  */
 type Operands =
-  | 'read' | 'write' | 'read-write' | 'text' | 'none' | 'last-write' | 'link'
-  | 'pattern-then-read' | 'script-then-read' | 'mode-then-write' | 'in-out'
-  | 'url' | 'tar' | 'command' | 'date' | 'hostname';
+  | 'read'
+  | 'write'
+  | 'read-write'
+  | 'text'
+  | 'none'
+  | 'last-write'
+  | 'link'
+  | 'pattern-then-read'
+  | 'script-then-read'
+  | 'mode-then-write'
+  | 'in-out'
+  | 'url'
+  | 'tar'
+  | 'command'
+  | 'date'
+  | 'hostname';
 
 /** A getopt-style binary. Option names are space-separated lists ("-n --lines"). */
 export interface OptionTable {
@@ -89,10 +118,21 @@ export const SHELL_BINS: Readonly<Record<string, BinSpec>> = {
     operands: 'read',
     flags:
       '-a -A -l -h -d -F -p -r -t -S -R -1 -i -s -n -c -u -C -x -m -g -o -G -X -v -U -f -k -L -H -Q -N -b -q --all --almost-all --human-readable --si --directory --classify --reverse --recursive --inode --size --numeric-uid-gid --full-time --group-directories-first --dereference --no-group',
-    values: { '-w --width --sort --time --time-style --format --indicator-style --quoting-style --block-size -I --ignore --hide': 'text', '--color --colour': 'text?' },
+    values: {
+      '-w --width --sort --time --time-style --format --indicator-style --quoting-style --block-size -I --ignore --hide': 'text',
+      '--color --colour': 'text?',
+    },
   },
-  cat: { operands: 'read', flags: '-n -b -s -E -T -A -v -e -t -u --number --number-nonblank --squeeze-blank --show-all --show-ends --show-tabs --show-nonprinting' },
-  head: { operands: 'read', numeric: true, flags: '-q -v -z --quiet --silent --verbose --zero-terminated', values: { '-n --lines -c --bytes': 'text' } },
+  cat: {
+    operands: 'read',
+    flags: '-n -b -s -E -T -A -v -e -t -u --number --number-nonblank --squeeze-blank --show-all --show-ends --show-tabs --show-nonprinting',
+  },
+  head: {
+    operands: 'read',
+    numeric: true,
+    flags: '-q -v -z --quiet --silent --verbose --zero-terminated',
+    values: { '-n --lines -c --bytes': 'text' },
+  },
   tail: {
     operands: 'read',
     numeric: true,
@@ -116,7 +156,11 @@ export const SHELL_BINS: Readonly<Record<string, BinSpec>> = {
   },
   find: { grammar: 'find' },
   mkdir: { operands: 'write', flags: '-p -v --parents --verbose', values: { '-m --mode': 'text' } },
-  touch: { operands: 'write', flags: '-a -m -c -h --no-create --no-dereference', values: { '-d --date -t --time': 'text', '-r --reference': 'read' } },
+  touch: {
+    operands: 'write',
+    flags: '-a -m -c -h --no-create --no-dereference',
+    values: { '-d --date -t --time': 'text', '-r --reference': 'read' },
+  },
   cp: {
     operands: 'last-write',
     // Not --parents: it appends the source path, "..", to the destination.
@@ -136,14 +180,18 @@ export const SHELL_BINS: Readonly<Record<string, BinSpec>> = {
   stat: { operands: 'read', flags: '-L -f -t --dereference --file-system --terse', values: { '-c --format --printf': 'text' } },
   du: {
     operands: 'read',
-    flags: '-s -h -a -c -k -m -b -x -L -H -l -S --summarize --human-readable --all --total --apparent-size --bytes --one-file-system --dereference --count-links --separate-dirs --si',
+    flags:
+      '-s -h -a -c -k -m -b -x -L -H -l -S --summarize --human-readable --all --total --apparent-size --bytes --one-file-system --dereference --count-links --separate-dirs --si',
     values: { '-d --max-depth -B --block-size --exclude': 'text' },
   },
   sort: {
     operands: 'read',
     flags:
       '-n -r -u -f -b -d -g -h -i -M -V -R -s -z -c -C -m --numeric-sort --reverse --unique --ignore-case --ignore-leading-blanks --dictionary-order --general-numeric-sort --human-numeric-sort --ignore-nonprinting --month-sort --version-sort --random-sort --stable --zero-terminated --check --merge',
-    values: { '-k --key -t --field-separator -S --buffer-size --parallel --compress-program': 'text', '-o --output -T --temporary-directory': 'write' },
+    values: {
+      '-k --key -t --field-separator -S --buffer-size --parallel --compress-program': 'text',
+      '-o --output -T --temporary-directory': 'write',
+    },
     highOnly: '--compress-program',
   },
   uniq: {
@@ -155,7 +203,11 @@ export const SHELL_BINS: Readonly<Record<string, BinSpec>> = {
     operands: 'read',
     flags:
       '-u -c -r -N -q -s -i -w -b -B -a -t -T -p -d -y --recursive --new-file --brief --report-identical-files --ignore-case --ignore-all-space --ignore-space-change --ignore-blank-lines --ignore-trailing-space --text --expand-tabs --initial-tab --show-c-function --minimal --strip-trailing-cr --side-by-side --suppress-common-lines',
-    values: { '-U -C -x --exclude -L --label -I --ignore-matching-lines -W --width': 'text', '-X --exclude-from': 'read', '--unified --context --color': 'text?' },
+    values: {
+      '-U -C -x --exclude -L --label -I --ignore-matching-lines -W --width': 'text',
+      '-X --exclude-from': 'read',
+      '--unified --context --color': 'text?',
+    },
   },
   sed: {
     operands: 'script-then-read',
@@ -186,7 +238,8 @@ export const SHELL_BINS: Readonly<Record<string, BinSpec>> = {
       '-I --use-compress-program --to-command --checkpoint-action --info-script --new-volume-script -F --rsh-command': 'text',
       '-T --files-from': 'read',
     },
-    highOnly: '-I --use-compress-program --to-command --checkpoint-action --info-script --new-volume-script -F --rsh-command -T --files-from',
+    highOnly:
+      '-I --use-compress-program --to-command --checkpoint-action --info-script --new-volume-script -F --rsh-command -T --files-from',
   },
   gzip: { ...GUNZIP, numeric: true },
   gunzip: GUNZIP,
@@ -206,7 +259,11 @@ export const SHELL_BINS: Readonly<Record<string, BinSpec>> = {
     modes: { '-s --symbolic': 'symbolic', '-r --relative': 'relative' },
     values: { '-t --target-directory': 'target' },
   },
-  chmod: { operands: 'mode-then-write', flags: '-R -v -c -f --recursive --verbose --changes --silent --quiet --preserve-root', values: { '--reference': 'reference' } },
+  chmod: {
+    operands: 'mode-then-write',
+    flags: '-R -v -c -f --recursive --verbose --changes --silent --quiet --preserve-root',
+    values: { '--reference': 'reference' },
+  },
 
   // --- medium
   curl: {
@@ -232,7 +289,8 @@ export const SHELL_BINS: Readonly<Record<string, BinSpec>> = {
   },
   wget: {
     operands: 'url',
-    flags: '-q -c -S -N -4 -6 --quiet --continue --server-response --timestamping --spider --no-check-certificate --https-only --no-cache --inet4-only --inet6-only --show-progress --retry-connrefused',
+    flags:
+      '-q -c -S -N -4 -6 --quiet --continue --server-response --timestamping --spider --no-check-certificate --https-only --no-cache --inet4-only --inet6-only --show-progress --retry-connrefused',
     values: {
       '-O --output-document -o --output-file -a --append-output -P --directory-prefix': 'write',
       '-i --input-file --post-file': 'read',
@@ -245,8 +303,15 @@ export const SHELL_BINS: Readonly<Record<string, BinSpec>> = {
   },
   whoami: { operands: 'none' },
   id: { operands: 'text', flags: '-u -g -G -n -r -z --user --group --groups --name --real --zero' },
-  uname: { operands: 'none', flags: '-a -s -n -r -v -m -p -i -o --all --kernel-name --nodename --kernel-release --kernel-version --machine --processor --hardware-platform --operating-system' },
-  hostname: { operands: 'hostname', flags: '-s -f -d -i -I -A -a --short --fqdn --long --domain --ip-address --all-ip-addresses --all-fqdns --alias' },
+  uname: {
+    operands: 'none',
+    flags:
+      '-a -s -n -r -v -m -p -i -o --all --kernel-name --nodename --kernel-release --kernel-version --machine --processor --hardware-platform --operating-system',
+  },
+  hostname: {
+    operands: 'hostname',
+    flags: '-s -f -d -i -I -A -a --short --fqdn --long --domain --ip-address --all-ip-addresses --all-fqdns --alias',
+  },
   date: {
     operands: 'date',
     flags: '-u -R --utc --universal --rfc-email',
@@ -268,7 +333,10 @@ export const SHELL_BINS: Readonly<Record<string, BinSpec>> = {
     flags: '-h -H -k -m -T -a -i -P -l --human-readable --si --print-type --all --inodes --portability --local --total',
     values: { '-t --type -x --exclude-type -B --block-size': 'text', '--output': 'text?' },
   },
-  free: { operands: 'none', flags: '-b -k -m -g -h -t -w -l -v --bytes --kibi --mebi --gibi --kilo --mega --giga --human --total --wide --si --lohi' },
+  free: {
+    operands: 'none',
+    flags: '-b -k -m -g -h -t -w -l -v --bytes --kibi --mebi --gibi --kilo --mega --giga --human --total --wide --si --lohi',
+  },
   neofetch: { operands: 'none', flags: '--stdout --off' },
   which: { operands: 'text', flags: '-a' },
   nproc: { operands: 'none', flags: '--all', values: { '--ignore': 'text' } },

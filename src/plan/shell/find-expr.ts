@@ -48,7 +48,8 @@ export function findIntent(args: string[], intent: PathIntent) {
       return args[i++] as string;
     };
     // -newerXY: X, Y from a m c B, or t (Y only) for a date instead of a file.
-    const kind = FIND_PRIMARIES.get(primary) ?? (/^-newer[amcB][amcBt]$/.test(primary) ? (primary.endsWith('t') ? 'text' : 'read') : undefined);
+    const kind =
+      FIND_PRIMARIES.get(primary) ?? (/^-newer[amcB][amcBt]$/.test(primary) ? (primary.endsWith('t') ? 'text' : 'read') : undefined);
     if (kind !== undefined && HIGH_ONLY.has(kind)) intent.highOnly.push(execOnly(`"find ${primary}"`));
     switch (kind) {
       case undefined:

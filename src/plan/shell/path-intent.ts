@@ -14,4 +14,7 @@ export interface PathIntent {
   runs: Array<{ argv: string[]; cwd?: string }>;
 }
 
-export const execOnly = (what: string): HighOnly => ({ rule: 'exec_not_allowed', message: `${what} is allowed at permission level high only` });
+export const execOnly = (what: string): HighOnly => ({
+  rule: 'exec_not_allowed',
+  message: `${what} is allowed at permission level high only`,
+});

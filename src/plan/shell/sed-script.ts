@@ -24,7 +24,11 @@ export function sedScriptIntent(scripts: string[], intent: PathIntent) {
   }
   for (const script of scripts) {
     const why = lowSedProblem(script);
-    if (why) intent.highOnly.push({ rule: 'sed_script', message: `sed script ${JSON.stringify(script)}: ${why}; more is allowed at permission level high only` });
+    if (why)
+      intent.highOnly.push({
+        rule: 'sed_script',
+        message: `sed script ${JSON.stringify(script)}: ${why}; more is allowed at permission level high only`,
+      });
   }
 }
 
@@ -40,7 +44,8 @@ function lowSedProblem(script: string): string | undefined {
   const c = cmds[0];
   if (!c) return undefined;
   if (!SAFE_SED_COMMANDS.has(c.cmd)) return `command "${c.cmd}" is not allowed (only ${[...SAFE_SED_COMMANDS].join(' ')})`;
-  if (c.file !== undefined || !SAFE_S_FLAGS.test(c.flags ?? '')) return `s flags "${c.flags ?? ''}${c.file !== undefined ? `w ${c.file}` : ''}" are not allowed (only g p i I and a number)`;
+  if (c.file !== undefined || !SAFE_S_FLAGS.test(c.flags ?? ''))
+    return `s flags "${c.flags ?? ''}${c.file !== undefined ? `w ${c.file}` : ''}" are not allowed (only g p i I and a number)`;
   return undefined;
 }
 
@@ -79,8 +84,7 @@ function parseSedScript(script: string): SedCommand[] {
       else if (c === delim) {
         i++;
         return;
-      }
-      else if (regex && c === '[') {
+      } else if (regex && c === '[') {
         const end = bracketEnd(script, i);
         if (end !== -1 && script.slice(i, end).includes(delim)) throw fail(`"${delim}" inside [...] (use another delimiter, as s|a/b|c|)`);
       }

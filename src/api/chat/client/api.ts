@@ -22,12 +22,20 @@ export function uuid(): string {
 }
 
 export async function api<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<T> {
-  const res = await fetch(path, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
+  const res = await fetch(path, {
+    method,
+    headers: body ? { 'content-type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
   const data: unknown = await res.json().catch(() => ({}));
   if (!res.ok) {
     const e = (data as ErrorBody).error ?? {};
     const issue = (e.issues ?? [])[0];
-    throw Object.assign(new Error(issue ? issue.field + ': ' + issue.reason : e.message || res.statusText), { code: e.code, status: res.status, field: issue?.field });
+    throw Object.assign(new Error(issue ? issue.field + ': ' + issue.reason : e.message || res.statusText), {
+      code: e.code,
+      status: res.status,
+      field: issue?.field,
+    });
   }
   return data as T;
 }

@@ -3,7 +3,11 @@ import { showError } from './api.js';
 import { appendToLog } from './render.js';
 import { state } from './state.js';
 
-const CHOICES: Array<[ApprovalDecision, string]> = [['once', 'Allow once'], ['session', 'Allow for this session'], ['deny', 'Deny']];
+const CHOICES: Array<[ApprovalDecision, string]> = [
+  ['once', 'Allow once'],
+  ['session', 'Allow for this session'],
+  ['deny', 'Deny'],
+];
 const ANSWERED: Record<string, string> = { once: 'Allowed for this message', session: 'Allowed for this conversation', deny: 'Denied' };
 
 /** The agent asks for a host outside the project's allowlist: the person answers here (or is told the operator was asked). */
@@ -45,7 +49,8 @@ export function showApproval(a: Pick<ApprovalView, 'id' | 'kind' | 'target' | 'a
 }
 
 function answerApproval(id: string, decision: ApprovalDecision, el: HTMLElement): void {
-  if (!state.ws || state.ws.readyState !== WebSocket.OPEN) return showError({ code: 'DISCONNECTED', message: 'not connected: answer again once the page reconnects' });
+  if (!state.ws || state.ws.readyState !== WebSocket.OPEN)
+    return showError({ code: 'DISCONNECTED', message: 'not connected: answer again once the page reconnects' });
   for (const b of el.querySelectorAll('button')) b.disabled = true;
   state.ws.send(JSON.stringify({ type: 'approve', id, decision }));
 }

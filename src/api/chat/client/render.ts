@@ -27,7 +27,11 @@ function markdown(text: string): HTMLElement {
   const box = document.createElement('div');
   box.className = 'md';
   const html = window.marked!.parse(text, { gfm: true, breaks: true, async: false });
-  box.innerHTML = window.DOMPurify!.sanitize(html, { USE_PROFILES: { html: true }, FORBID_TAGS: ['style', 'form', 'input', 'button', 'img'], FORBID_ATTR: ['style'] });
+  box.innerHTML = window.DOMPurify!.sanitize(html, {
+    USE_PROFILES: { html: true },
+    FORBID_TAGS: ['style', 'form', 'input', 'button', 'img'],
+    FORBID_ATTR: ['style'],
+  });
   for (const a of box.querySelectorAll<HTMLAnchorElement>('a[href]')) {
     a.target = '_blank';
     a.rel = 'noopener noreferrer';
@@ -94,9 +98,16 @@ export function describeAgent(agent: AgentKind): void {
   if (!what) return;
   const code = (text: string) => Object.assign(document.createElement('code'), { textContent: text });
   if (agent === 'shell') {
-    what.replaceChildren("This agent is a shell: it runs your message as a command (sh -c) in the project's folder, inside its own container. Try ", code('ls -la'), ' or ', code('echo hello > notes.txt'), '.');
+    what.replaceChildren(
+      "This agent is a shell: it runs your message as a command (sh -c) in the project's folder, inside its own container. Try ",
+      code('ls -la'),
+      ' or ',
+      code('echo hello > notes.txt'),
+      '.',
+    );
   } else if (agent === 'custom') {
-    what.textContent = "This agent is the project's own program: your message is its input. It works in the project's folder, inside its own container.";
+    what.textContent =
+      "This agent is the project's own program: your message is its input. It works in the project's folder, inside its own container.";
   } else {
     what.textContent = `This agent is ${CODING_AGENT[agent]}, a coding agent that works in the project's folder, inside its own container. Ask in plain words, for example "what is in this folder?"`;
   }

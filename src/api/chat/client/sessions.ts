@@ -49,7 +49,9 @@ function serverLevel(id: string | null): string {
 export async function syncLevel(level: string): Promise<void> {
   const id = state.session!;
   try {
-    const { session } = await api<{ session: ChatSessionView }>('PUT', '/chat/api/sessions/' + encodeURIComponent(id) + '/settings', { permission_level: level });
+    const { session } = await api<{ session: ChatSessionView }>('PUT', '/chat/api/sessions/' + encodeURIComponent(id) + '/settings', {
+      permission_level: level,
+    });
     localStorage.setItem(key('level:' + id), session.permission_level);
     $select('level').value = session.permission_level;
     showError(null);
@@ -103,7 +105,11 @@ export async function newSession(): Promise<void> {
 export async function deleteSession(): Promise<void> {
   const id = state.session;
   if (!id) return;
-  const sure = await ask({ text: 'Delete this conversation? Its history and what the agent remembers of it go; your files stay.', ok: 'Delete', danger: true });
+  const sure = await ask({
+    text: 'Delete this conversation? Its history and what the agent remembers of it go; your files stay.',
+    ok: 'Delete',
+    danger: true,
+  });
   if (sure === null) return;
   await api('DELETE', '/chat/api/sessions/' + encodeURIComponent(id));
   localStorage.removeItem(key('level:' + id));

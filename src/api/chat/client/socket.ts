@@ -130,7 +130,16 @@ export function send(ev: Event): void {
   noteLevel($select('level').value);
   const shown = add('user', input);
   if (files.length) shown.append(filesBlock(files));
-  state.ws.send(JSON.stringify({ type: 'run', id, session_id: state.session, permission_level: $select('level').value, input, ...(files.length ? { files: files.map((f) => f.id) } : {}) }));
+  state.ws.send(
+    JSON.stringify({
+      type: 'run',
+      id,
+      session_id: state.session,
+      permission_level: $select('level').value,
+      input,
+      ...(files.length ? { files: files.map((f) => f.id) } : {}),
+    }),
+  );
   $input('input').value = '';
   growInput();
   updateSend();

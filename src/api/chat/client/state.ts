@@ -15,7 +15,18 @@ export interface ChatState {
   lastLevel: string | null;
 }
 
-export const state: ChatState = { me: null, session: null, sessions: [], ws: null, pending: null, retry: 0, out: false, steps: new Map(), approvals: new Map(), lastLevel: null };
+export const state: ChatState = {
+  me: null,
+  session: null,
+  sessions: [],
+  ws: null,
+  pending: null,
+  retry: 0,
+  out: false,
+  steps: new Map(),
+  approvals: new Map(),
+  lastLevel: null,
+};
 
 /** This browser's remembered choices, per project and person. */
 export const key = (what: string): string => 'berth-chat:' + state.me?.project + ':' + state.me?.user + ':' + what;

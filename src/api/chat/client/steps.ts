@@ -46,7 +46,14 @@ function renderStep(el: HTMLElement, step: Step): void {
   el.append(tool, detail);
   const ms = document.createElement('span');
   ms.className = 'ms';
-  ms.textContent = step.state === 'running' ? 'running…' : step.ms !== undefined ? (step.ms < 1000 ? Math.round(step.ms) + ' ms' : (step.ms / 1000).toFixed(1) + ' s') : '';
+  ms.textContent =
+    step.state === 'running'
+      ? 'running…'
+      : step.ms !== undefined
+        ? step.ms < 1000
+          ? Math.round(step.ms) + ' ms'
+          : (step.ms / 1000).toFixed(1) + ' s'
+        : '';
   el.append(ms);
   if ('result' in step && step.result) {
     const res = document.createElement('div');

@@ -27,7 +27,17 @@ export function renderCharts(series: ConsoleSeries): void {
       continue;
     }
     const width = Math.max(260, box.clientWidth || 300);
-    const lines = pick(series).map((_, i) => ({ label: id === 'latency' ? (i ? 'p95' : 'p50') : title, stroke: COLORS[i], width: 2, spanGaps: false, points: { show: true, size: 5 } }));
-    charts[id] = new window.uPlot({ width, height: 160, series: [{}, ...lines], axes: [{}, { size: 56 }], legend: { show: id === 'latency' } }, data, box);
+    const lines = pick(series).map((_, i) => ({
+      label: id === 'latency' ? (i ? 'p95' : 'p50') : title,
+      stroke: COLORS[i],
+      width: 2,
+      spanGaps: false,
+      points: { show: true, size: 5 },
+    }));
+    charts[id] = new window.uPlot(
+      { width, height: 160, series: [{}, ...lines], axes: [{}, { size: 56 }], legend: { show: id === 'latency' } },
+      data,
+      box,
+    );
   }
 }

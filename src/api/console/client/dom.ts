@@ -69,7 +69,13 @@ export function actions(...buttons: HTMLButtonElement[]): HTMLTableCellElement {
 
 export const ago = (iso: string): string => {
   const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
-  return s < 60 ? Math.round(s) + ' s ago' : s < 3600 ? Math.round(s / 60) + ' min ago' : s < 86400 ? Math.round(s / 3600) + ' h ago' : iso.slice(0, 16).replace('T', ' ');
+  return s < 60
+    ? Math.round(s) + ' s ago'
+    : s < 3600
+      ? Math.round(s / 60) + ' min ago'
+      : s < 86400
+        ? Math.round(s / 3600) + ' h ago'
+        : iso.slice(0, 16).replace('T', ' ');
 };
 
 interface ErrorBody {
@@ -77,7 +83,11 @@ interface ErrorBody {
 }
 
 export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const res = await fetch(path, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
+  const res = await fetch(path, {
+    method,
+    headers: body ? { 'content-type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
   const data: unknown = await res.json().catch(() => ({}));
   if (res.status === 401) {
     location.reload();

@@ -33,7 +33,15 @@ async function loadAudit(ev?: Event): Promise<void> {
     table(
       'audit',
       ['at', 'kind', 'action', 'actor', 'project', 'target', 'outcome'],
-      entries.map((e) => [cell(e.at.slice(0, 19).replace('T', ' ')), cell(e.kind), cell(e.action), cell(e.actor), cell(e.project), cell(e.target), cell(e.outcome + (e.code ? ' ' + e.code : ''), e.outcome === 'ok' ? 'ok' : 'bad')]),
+      entries.map((e) => [
+        cell(e.at.slice(0, 19).replace('T', ' ')),
+        cell(e.kind),
+        cell(e.action),
+        cell(e.actor),
+        cell(e.project),
+        cell(e.target),
+        cell(e.outcome + (e.code ? ' ' + e.code : ''), e.outcome === 'ok' ? 'ok' : 'bad'),
+      ]),
       'No audit event matches.',
     );
     $('alert').textContent = '';

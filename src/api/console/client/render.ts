@@ -16,7 +16,11 @@ export function renderWaiting(w: ConsoleState['waiting'], refresh: () => Promise
       cell(a.expires_at.slice(11, 19)),
       a.kind === 'level'
         ? actions(button('Allow', answer(a.id, 'once'), refresh), button('Deny', answer(a.id, 'deny'), refresh))
-        : actions(button('Allow once', answer(a.id, 'once'), refresh), button('Allow for the session', answer(a.id, 'session'), refresh), button('Deny', answer(a.id, 'deny'), refresh)),
+        : actions(
+            button('Allow once', answer(a.id, 'once'), refresh),
+            button('Allow for the session', answer(a.id, 'session'), refresh),
+            button('Deny', answer(a.id, 'deny'), refresh),
+          ),
     ]),
     'Nothing waits for your answer.',
   );
@@ -24,17 +28,28 @@ export function renderWaiting(w: ConsoleState['waiting'], refresh: () => Promise
     table('senders', [], [], 'No chat bridge with pairing is configured.');
     return;
   }
-  const decide = (sender: string, decision: string) => () => api('POST', '/console/api/senders/' + encodeURIComponent(sender), { decision });
+  const decide = (sender: string, decision: string) => () =>
+    api('POST', '/console/api/senders/' + encodeURIComponent(sender), { decision });
   table(
     'senders',
     ['first seen', 'sender', 'name', ''],
-    w.senders.map((s) => [cell(ago(s.first_seen)), cell(s.sender), cell(s.name), actions(button('Approve', decide(s.sender, 'approve'), refresh), button('Deny', decide(s.sender, 'deny'), refresh))]),
+    w.senders.map((s) => [
+      cell(ago(s.first_seen)),
+      cell(s.sender),
+      cell(s.name),
+      actions(button('Approve', decide(s.sender, 'approve'), refresh), button('Deny', decide(s.sender, 'deny'), refresh)),
+    ]),
     'No stranger waits.',
   );
 }
 
 export function renderRuns(runs: ConsoleState['runs']): void {
-  table('live', ['project', 'run', 'session', 'kind', 'phase', 'since'], runs.live.map((r) => [cell(r.project), cell(r.run), cell(r.session), cell(r.kind), cell(r.phase), cell(ago(r.since))]), 'No run is in flight.');
+  table(
+    'live',
+    ['project', 'run', 'session', 'kind', 'phase', 'since'],
+    runs.live.map((r) => [cell(r.project), cell(r.run), cell(r.session), cell(r.kind), cell(r.phase), cell(ago(r.since))]),
+    'No run is in flight.',
+  );
   table(
     'recent',
     ['finished', 'project', 'session', 'level', 'runtime', 'exit', 'ms'],
@@ -49,7 +64,12 @@ export function renderRuns(runs: ConsoleState['runs']): void {
     ]),
     'No run yet.',
   );
-  table('interrupted', ['when', 'project', 'run', 'session', 'why'], runs.interrupted.map((r) => [cell(ago(r.interrupted_at)), cell(r.project), cell(r.run), cell(r.session), cell(r.reason)]), 'No run was interrupted.');
+  table(
+    'interrupted',
+    ['when', 'project', 'run', 'session', 'why'],
+    runs.interrupted.map((r) => [cell(ago(r.interrupted_at)), cell(r.project), cell(r.run), cell(r.session), cell(r.reason)]),
+    'No run was interrupted.',
+  );
 }
 
 export function renderProjects(s: ConsoleState): void {
@@ -69,8 +89,22 @@ export function renderProjects(s: ConsoleState): void {
     ]),
     'No project yet: berth project create <name>.',
   );
-  $('sessions-count').textContent = s.sessions_total > s.sessions.length ? '(the newest ' + s.sessions.length + ' of ' + s.sessions_total + ')' : '';
-  table('sessions', ['last activity', 'project', 'tenant', 'session', 'title', 'level', 'runs'], s.sessions.map((x) => [cell(ago(x.updated_at)), cell(x.project), cell(x.tenant), cell(x.id), cell(x.title), cell(x.level), cell(x.runs)]), 'No session yet.');
+  $('sessions-count').textContent =
+    s.sessions_total > s.sessions.length ? '(the newest ' + s.sessions.length + ' of ' + s.sessions_total + ')' : '';
+  table(
+    'sessions',
+    ['last activity', 'project', 'tenant', 'session', 'title', 'level', 'runs'],
+    s.sessions.map((x) => [
+      cell(ago(x.updated_at)),
+      cell(x.project),
+      cell(x.tenant),
+      cell(x.id),
+      cell(x.title),
+      cell(x.level),
+      cell(x.runs),
+    ]),
+    'No session yet.',
+  );
   const rows: HTMLTableCellElement[][] = [];
   for (const m of s.models) {
     for (const t of m.tenants) {
@@ -80,8 +114,19 @@ export function renderProjects(s: ConsoleState): void {
       fill.className = 'bar';
       fill.style.width = Math.round(share * 100) + 'px';
       bar.append(fill, Math.round(share * 100) + '%');
-      rows.push([cell(m.project), cell(t.tenant), cell(t.requests + ' / ' + m.budget.requests_per_hour), cell(t.tokens + ' / ' + m.budget.tokens_per_hour), bar]);
+      rows.push([
+        cell(m.project),
+        cell(t.tenant),
+        cell(t.requests + ' / ' + m.budget.requests_per_hour),
+        cell(t.tokens + ' / ' + m.budget.tokens_per_hour),
+        bar,
+      ]);
     }
   }
-  table('models', ['project', 'tenant', 'requests (last hour / budget)', 'tokens (last hour / budget)', 'budget used'], rows, 'No model call in the last hour.');
+  table(
+    'models',
+    ['project', 'tenant', 'requests (last hour / budget)', 'tokens (last hour / budget)', 'budget used'],
+    rows,
+    'No model call in the last hour.',
+  );
 }
