@@ -16,7 +16,7 @@ const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-gw-'));
 const berth = createBerth({ home, logLevel: 'silent' });
 berth.store.create({ name: 'gw', workspace_isolation: true });
 const tenant = 'bench:user';
-const g = berth.gateway.forCaller({ project: 'gw', tenantKey: tenant }, { keepOpen: true }); // as a run's gateway socket calls it
+const g = berth.fileTools.forCaller({ project: 'gw', tenantKey: tenant }, { keepOpen: true }); // as a run's gateway socket calls it
 const folderId = workspaceIdFor(berth.secret, 'gw', tenant);
 g.write({ folderId, scope: 'private', path: 'docs/file.txt' }, 'x'.repeat(4096));
 const plainPath = join(home, 'projects/gw/workspaces', folderId, 'docs/file.txt');

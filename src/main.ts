@@ -9,7 +9,7 @@ import { agentOwner, createConfigSource, type BerthConfig } from './config/berth
 import { isBerthError } from './base/errors.js';
 import { homePaths } from './config/home.js';
 import { createOperatorService, type OperatorService } from './admin/operator.js';
-import { createGateway, type Gateway } from './file-tools/service.js';
+import { createFileTools, type FileTools } from './file-tools/service.js';
 import { sharedGrantsFor } from './config/grants.js';
 import { createAdminService, type AdminService } from './admin/service.js';
 import { audited, createAuditTrail, projectAnd, type AuditTrail } from './admin/audit-trail.js';
@@ -20,7 +20,7 @@ import { KUBE_NO_FILE_TOOLS, KubernetesSchema } from './config/kubernetes.js';
 import { createDockerImages } from './launch/docker/images.js';
 import type { ImageStore } from './launch/images.js';
 import type { Launcher } from './launch/launcher.js';
-import { openGatewaySocket } from './mcp/file-tools-socket.js';
+import { openFileToolsSocket } from './mcp/file-tools-socket.js';
 import { createRunner, type Runner } from './runs/runner.js';
 import { createAdmission, type Admission } from './runs/admission.js';
 import { createWarmPool } from './runs/warm-pool.js';
@@ -60,7 +60,7 @@ export interface Berth {
   tokens: SessionTokens;
   sessionTools: SessionTools;
   operator: OperatorService;
-  gateway: Gateway;
+  fileTools: FileTools;
   secret: Buffer;
   logger: Logger;
   /** Prometheus metrics of this process (GET /metrics). */
@@ -170,7 +170,7 @@ export function createBerth(opts: BerthOptions): Berth {
       metrics.setRunsInFlight(s.inFlight);
     },
   });
-  const gateway = createGateway({
+  const fileTools = createFileTools({
     metrics,
     store,
     secret: getSecret,
@@ -244,9 +244,9 @@ export function createBerth(opts: BerthOptions): Berth {
         dir: join(paths.stateDir, 'sockets'),
         open: {
           gateway: ({ path, run, logger: log }) =>
-            openGatewaySocket({
+            openFileToolsSocket({
               path,
-              caller: gateway.forCaller(
+              caller: fileTools.forCaller(
                 {
                   project: run.project,
                   tenantKey: run.tenantKey,
@@ -299,7 +299,7 @@ export function createBerth(opts: BerthOptions): Berth {
           sessions,
           tokens,
           runner: getRunner,
-          gateway,
+          fileTools,
           config,
           assertGranted: (project, area) => getOperator().assertGranted(project, area),
         }),
@@ -308,7 +308,7 @@ export function createBerth(opts: BerthOptions): Berth {
       ));
     },
     tokens,
-    gateway,
+    fileTools,
     scheduleStore,
     get schedules() {
       return getSchedules();
@@ -320,7 +320,7 @@ export function createBerth(opts: BerthOptions): Berth {
       return (sessionTools ??= createSessionTools({
         sessions,
         runner: getRunner,
-        gateway,
+        fileTools,
         grants: (project) => sharedGrantsFor(config(), project),
         assertGranted: (project, area) => getOperator().assertGranted(project, area),
         memoryAuthor: (project, tenantKey) => memoryAuthorFor(getSecret(), project, tenantKey),

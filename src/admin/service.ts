@@ -1,7 +1,7 @@
 import type { ProjectMetadata, ProjectMetadataInput, ProjectUpdate } from '../config/metadata.js';
 import type { PermissionLevel, SessionRecord, SessionSettingsUpdate } from '../config/session.js';
 import type { SessionTokens } from '../store/session-tokens.js';
-import type { Gateway } from '../file-tools/service.js';
+import type { FileTools } from '../file-tools/service.js';
 import type { WorkspaceProfile } from '../file-tools/workspace-profile.js';
 import type { SessionStore } from '../store/sessions.js';
 import { modelChoiceIssues } from '../config/outbound.js';
@@ -215,7 +215,7 @@ export function createAdminService(deps: {
   sessions: SessionStore;
   tokens: SessionTokens;
   runner: () => Runner;
-  gateway: Gateway;
+  fileTools: FileTools;
   /** The operator's refusal of an ungranted shared area (logged). */
   assertGranted: (project: string, area: string) => unknown;
   config: () => BerthConfig;
@@ -225,7 +225,7 @@ export function createAdminService(deps: {
   const workflow = (project: string, name: string, input?: string, onStep?: StepListener) =>
     runWorkflow({ store, runner: deps.runner(), assertGranted: deps.assertGranted }, { project, workflow: name, input, onStep });
   const { store, sessions } = deps;
-  const projectView = (p: Project) => viewOf(p, deps.gateway.violations(p.metadata.name));
+  const projectView = (p: Project) => viewOf(p, deps.fileTools.violations(p.metadata.name));
   const chatLinks = deps.chatLinks ?? createChatLinks(store.home.stateDir);
   const logoutListeners = new Set<(project: string, user?: string) => void>();
   const loggedOut = (project: string, user?: string) => {
@@ -408,7 +408,7 @@ export function createAdminService(deps: {
     },
 
     listSessions: (name, tenantKey) => sessions.list(store.get(name), { tenantKey }),
-    workspaceProfile: (name, id) => deps.gateway.profileOf(store.get(name), id),
+    workspaceProfile: (name, id) => deps.fileTools.profileOf(store.get(name), id),
     getSession: (project, id) => sessions.get(project, id).session,
     openSession: (project, id, tenantKey) => sessions.open(store.get(project), { sessionId: id, tenantKey, chosen: true }),
     updateSession: (project, id, settings) => sessions.update(project, id, settings),

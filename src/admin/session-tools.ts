@@ -1,7 +1,7 @@
 import { basename } from 'node:path';
 import type { Logger } from 'pino';
 import type { SessionRecord } from '../config/session.js';
-import type { Gateway } from '../file-tools/service.js';
+import type { FileTools } from '../file-tools/service.js';
 import type { Project } from '../store/projects.js';
 import { z } from 'zod';
 import { runView } from './service.js';
@@ -88,7 +88,7 @@ export interface SessionRef {
 export function createSessionTools(deps: {
   sessions: SessionStore;
   runner: () => Runner;
-  gateway: Gateway;
+  fileTools: FileTools;
   /** The project's shared-area grants (berth.yaml), and the operator's refusal (logged). */
   grants: (project: string) => Array<{ name: string; mode: 'ro' | 'rw' }>;
   assertGranted: (project: string, area: string) => unknown;
@@ -100,7 +100,7 @@ export function createSessionTools(deps: {
 }): SessionTools {
   /** "the tests": the command the session workspace's profile detected. */
   function taskArgv(project: Project, session: SessionRecord, task: 'test' | 'lint' | 'format'): string[] {
-    const argv = deps.gateway.profileOf(project, session.settings.workspace.id ?? basename(session.settings.workspace.root_dir)).commands[
+    const argv = deps.fileTools.profileOf(project, session.settings.workspace.id ?? basename(session.settings.workspace.root_dir)).commands[
       task
     ];
     if (!argv)

@@ -14,7 +14,7 @@ import { BerthError } from '../base/errors.js';
 import { registerSessionRoutes } from './routes/sessions.js';
 import { registerOperatorRoutes } from './routes/operator.js';
 import type { OperatorService } from '../admin/operator.js';
-import type { Gateway } from '../file-tools/service.js';
+import type { FileTools } from '../file-tools/service.js';
 import type { SessionStore } from '../store/sessions.js';
 import { VERSION } from '../base/version.js';
 import { bearerAuth, isAdminBearer, isAdminToken } from './auth.js';
@@ -55,7 +55,7 @@ export interface AppDeps {
   tokens: SessionTokens;
   operator: () => OperatorService;
   sessions: SessionStore;
-  gateway: Gateway;
+  fileTools: FileTools;
   launcher: Launcher;
   token: string;
   logger: Logger;
@@ -92,7 +92,7 @@ export interface AppSources {
   readonly operator: OperatorService;
   readonly launcher: Launcher;
   readonly sessions: SessionStore;
-  readonly gateway: Gateway;
+  readonly fileTools: FileTools;
   readonly audit?: AuditTrail;
   readonly schedules?: ScheduleService;
   readonly metrics: Metrics;
@@ -111,7 +111,7 @@ export function appDepsFrom(berth: AppSources, opts: { token: string; logger: Lo
     tokens: berth.tokens,
     operator: () => berth.operator,
     sessions: berth.sessions,
-    gateway: berth.gateway,
+    fileTools: berth.fileTools,
     launcher: berth.launcher,
     metrics: berth.metrics,
     metricsToken: berth.metricsToken,
@@ -349,7 +349,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     const { workspace, ...ref } = sessionOfToken(deps, match[1] as string);
     c.get('log').info({ project: ref.project, session: ref.session }, 'session tool call');
     // The file tools act on the workspace the session's runs mount: its own one in workspace mode "session".
-    const files = deps.gateway.forCaller({
+    const files = deps.fileTools.forCaller({
       project: ref.project,
       tenantKey: ref.tenantKey,
       ...(workspace.mode === 'session' ? { session: ref.session, workspaceId: workspace.id } : {}),

@@ -157,7 +157,7 @@ export async function runVerify(
       return { held, detail: held ? 'no engine socket in the container' : `found: ${o.stdout.slice(0, 200)}` };
     });
     await check('gateway escapes', async () => {
-      const tools = berth.gateway.forCaller({ project, tenantKey: B });
+      const tools = berth.fileTools.forCaller({ project, tenantKey: B });
       const folderId = workspaceIdOf(berth.secret, project, B);
       const aliceId = workspaceIdOf(berth.secret, project, A);
       const attempts: Array<[string, () => unknown]> = [

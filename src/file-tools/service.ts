@@ -63,7 +63,7 @@ function lstatQuietly(path: string): fs.Stats | undefined {
  * ask the permission service, then hand the permitted target to an executor (the sandbox
  * functions), which does I/O and nothing else. Violations are logged and counted.
  */
-export function createGateway(deps: {
+export function createFileTools(deps: {
   store: ProjectStore;
   secret: () => Buffer;
   owner: () => { uid: number; gid: number } | undefined;
@@ -301,5 +301,5 @@ export function createGateway(deps: {
   return { forCaller, profileOf, violations: (project: string) => violations.get(project) ?? 0 };
 }
 
-export type Gateway = ReturnType<typeof createGateway>;
-export type GatewayCaller = ReturnType<Gateway['forCaller']>;
+export type FileTools = ReturnType<typeof createFileTools>;
+export type FileToolsCaller = ReturnType<FileTools['forCaller']>;

@@ -1,8 +1,8 @@
 import net from 'node:net';
 import type { Logger } from 'pino';
 import { GATEWAY_BOUNDS } from '../config/bounds.js';
-import type { GatewayCaller } from '../file-tools/service.js';
-import { GATEWAY_TOOLS } from './file-tools.js';
+import type { FileToolsCaller } from '../file-tools/service.js';
+import { FILE_TOOLS } from './file-tools.js';
 import { errorLine, LineTransport } from './line-transport.js';
 import { createToolServer } from './server.js';
 import { listenOnRunSocket } from '../outbound/unix-server.js';
@@ -18,9 +18,9 @@ let openConnections = 0;
  * connection can make berth hold is bounded (GATEWAY_BOUNDS); a failing connection only ever
  * ends itself.
  */
-export async function openGatewaySocket(opts: {
+export async function openFileToolsSocket(opts: {
   path: string;
-  caller: GatewayCaller;
+  caller: FileToolsCaller;
   logger: Logger;
   /** Why this run gets no file tools (its workspace is not berth's host copy: launcher kubernetes); the server lists none and says so. */
   withoutFiles?: string;
@@ -44,7 +44,7 @@ export async function openGatewaySocket(opts: {
       connections.delete(socket);
       openConnections--;
     });
-    const mcp = createToolServer('berth-gateway', opts.withoutFiles ? [] : GATEWAY_TOOLS, () => opts.caller, {
+    const mcp = createToolServer('berth-gateway', opts.withoutFiles ? [] : FILE_TOOLS, () => opts.caller, {
       instructions: opts.withoutFiles,
     });
     mcp.connect(new LineTransport(socket, GATEWAY_BOUNDS)).catch((err: unknown) => {

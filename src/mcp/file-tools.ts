@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { FileInfoSchema as InfoSchema } from '../fs/sandbox.js';
-import { FolderEntrySchema, FolderRefSchema, ListScopeSchema, type GatewayCaller } from '../file-tools/service.js';
+import { FolderEntrySchema, FolderRefSchema, ListScopeSchema, type FileToolsCaller } from '../file-tools/service.js';
 import { WorkspaceProfileSchema } from '../file-tools/workspace-profile.js';
 import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
 
@@ -8,14 +8,14 @@ import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
 const FileInfoSchema = InfoSchema.partial({ type: true, size: true, modified: true }).extend({ exists: z.boolean().optional() });
 
 /** The agent's file tools on its gateway socket. None takes an agent id, session or level: the socket is the identity. */
-export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
+export const FILE_TOOLS: ToolSpec<FileToolsCaller>[] = [
   tool({
     name: 'list_folders',
     annotations: READ_ONLY,
     description: 'Folders you may see: my_private, my_shared, team_private, team_shared, org_shared (others’ shared folders you may read).',
     input: z.object({ scope: ListScopeSchema }).strict(),
     output: z.object({ folders: z.array(FolderEntrySchema) }),
-    run: (g: GatewayCaller, { scope }) => ({ folders: g.listFolders(scope) }),
+    run: (g: FileToolsCaller, { scope }) => ({ folders: g.listFolders(scope) }),
   }),
   tool({
     name: 'workspace_profile',
@@ -23,7 +23,7 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
     description: 'Your workspace: ecosystem, package manager, and its format/lint/test commands (detected from its files).',
     input: z.object({}).strict(),
     output: WorkspaceProfileSchema,
-    run: (g: GatewayCaller) => g.profile(),
+    run: (g: FileToolsCaller) => g.profile(),
   }),
   tool({
     name: 'read_file_by_id',
@@ -32,7 +32,7 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
       "Read a text file: folderId (uuid from list_folders) + scope (private|shared) + path relative to that scope. The answer's text is the file's content.",
     input: FolderRefSchema,
     output: z.object({ path: z.string(), content: z.string() }),
-    run: (g: GatewayCaller, ref) => g.read(ref),
+    run: (g: FileToolsCaller, ref) => g.read(ref),
     text: (out) => out.content,
   }),
   tool({
@@ -46,7 +46,7 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
         .describe('The whole new content (text, at most 4 MiB).'),
     }).strict(),
     output: FileInfoSchema,
-    run: (g: GatewayCaller, { content, ...ref }) => g.write(ref, content),
+    run: (g: FileToolsCaller, { content, ...ref }) => g.write(ref, content),
   }),
   tool({
     name: 'delete_file_by_id',
@@ -54,7 +54,7 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
     description: 'Delete a file in a folder you may write.',
     input: FolderRefSchema,
     output: z.object({ path: z.string(), deleted: z.boolean() }),
-    run: (g: GatewayCaller, ref) => g.remove(ref),
+    run: (g: FileToolsCaller, ref) => g.remove(ref),
   }),
   tool({
     name: 'get_file_info_by_id',
@@ -62,6 +62,6 @@ export const GATEWAY_TOOLS: ToolSpec<GatewayCaller>[] = [
     description: 'Type, size and modification time of a path.',
     input: FolderRefSchema,
     output: FileInfoSchema,
-    run: (g: GatewayCaller, ref) => g.info(ref),
+    run: (g: FileToolsCaller, ref) => g.info(ref),
   }),
 ];

@@ -10,8 +10,8 @@ import {
   type SessionTools,
 } from '../admin/session-tools.js';
 import { ScheduleViewSchema } from '../admin/schedules.js';
-import { GATEWAY_TOOLS } from './file-tools.js';
-import type { GatewayCaller } from '../file-tools/service.js';
+import { FILE_TOOLS } from './file-tools.js';
+import type { FileToolsCaller } from '../file-tools/service.js';
 import { READ_ONLY, tool, type ToolSpec } from './tool-spec.js';
 
 /** What an agent's session may call at /mcp/session. The session comes from the token, never from input. */
@@ -19,7 +19,7 @@ export interface SessionContext {
   tools: SessionTools;
   session: SessionRef;
   /** The session tenant's file tools (the same gateway a container reaches through its socket). */
-  files: GatewayCaller;
+  files: FileToolsCaller;
 }
 
 export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
@@ -67,5 +67,5 @@ export const SESSION_TOOLS: ToolSpec<SessionContext>[] = [
     run: (ctx: SessionContext, input) => ctx.tools.schedule(ctx.session, input),
   }),
   // Agent loops outside containers get the file tools too, as the session's tenant.
-  ...GATEWAY_TOOLS.map((t): ToolSpec<SessionContext> => ({ ...t, run: (ctx, input) => t.run(ctx.files, input) })),
+  ...FILE_TOOLS.map((t): ToolSpec<SessionContext> => ({ ...t, run: (ctx, input) => t.run(ctx.files, input) })),
 ];

@@ -227,7 +227,7 @@ describe('gateway: every cell of the permission table, from inside a real contai
   });
 
   it('a link a tenant planted is a structured sandbox violation, logged and counted; the host file is untouched', async () => {
-    const before = h.berth.gateway.violations(P);
+    const before = h.berth.fileTools.violations(P);
     const ws = join(h.home, 'projects', P, 'workspaces', id('web:alice'));
     // What the tenant's own agent could do in its workspace between runs:
     fs.symlinkSync(join(canaryDir, 'secret.txt'), join(ws, 'shared/link'));
@@ -240,7 +240,7 @@ describe('gateway: every cell of the permission table, from inside a real contai
       read('web:alice', 'shared', '/etc/passwd'),
     ]);
     for (const a of r) expect(a.error).toMatchObject({ code: 'E_SANDBOX_VIOLATION', kind: 'sandbox_violation', path: expect.any(String) });
-    expect(h.berth.gateway.violations(P)).toBe(before + 5);
+    expect(h.berth.fileTools.violations(P)).toBe(before + 5);
     expect(h.berth.admin.getProject(P).sandbox_violations).toBe(before + 5);
     expect(fs.readdirSync(canaryDir)).toEqual(['secret.txt']);
     expect(fs.readFileSync(join(canaryDir, 'secret.txt'), 'utf8')).toBe('host-canary');
@@ -284,7 +284,7 @@ describe('gateway under a race', () => {
         done 2>/dev/null; echo "swaps=$n"`,
     });
     await new Promise((r) => setTimeout(r, 1500));
-    const g = h.berth.gateway.forCaller({ project: 'race', tenantKey: 'web:mallory' });
+    const g = h.berth.fileTools.forCaller({ project: 'race', tenantKey: 'web:mallory' });
     const folderId = workspaceIdFor(h.berth.secret, 'race', 'web:mallory');
     const stats = { ok: 0, refused: 0, reads: 0 };
     const deadline = Date.now() + 10_000;

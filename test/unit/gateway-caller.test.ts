@@ -18,9 +18,9 @@ describe.each([false, true])('gateway caller (keepOpen %s)', (keepOpen) => {
     const name = `org-${keepOpen}`;
     h.create({ name, workspace_isolation: true, teams: { 'team:a': { members: ['web:alice'] } } });
     const team = workspaceIdFor(h.berth.secret, name, 'team:a');
-    const alice = h.berth.gateway.forCaller({ project: name, tenantKey: 'web:alice' }, { keepOpen });
+    const alice = h.berth.fileTools.forCaller({ project: name, tenantKey: 'web:alice' }, { keepOpen });
     alice.write({ folderId: team, scope: 'private', path: 'plan.md' }, 'v1');
-    const bob = h.berth.gateway.forCaller({ project: name, tenantKey: 'web:bob' }, { keepOpen });
+    const bob = h.berth.fileTools.forCaller({ project: name, tenantKey: 'web:bob' }, { keepOpen });
     expect(() => bob.read({ folderId: team, scope: 'private', path: 'plan.md' })).toThrow(
       expect.objectContaining({ code: 'PERMISSION_DENIED' }),
     );
@@ -39,7 +39,7 @@ describe.each([false, true])('gateway caller (keepOpen %s)', (keepOpen) => {
     const name = `moved-${keepOpen}`;
     h.create({ name, workspace_isolation: true });
     const id = workspaceIdFor(h.berth.secret, name, 'web:carol');
-    const carol = h.berth.gateway.forCaller({ project: name, tenantKey: 'web:carol' }, { keepOpen });
+    const carol = h.berth.fileTools.forCaller({ project: name, tenantKey: 'web:carol' }, { keepOpen });
     const ref = { folderId: id, scope: 'private' as const, path: 'notes.md' };
     carol.write(ref, 'first');
     const dir = join(h.home, `projects/${name}/workspaces`, id);
@@ -62,7 +62,7 @@ describe('gateway caller with keepOpen: descriptors', () => {
   it('keeps one per scope root it used, at most 16, and none after close()', () => {
     h.create({ name: 'fds', workspace_isolation: true });
     const id = workspaceIdFor(h.berth.secret, 'fds', 'web:dave');
-    const dave = h.berth.gateway.forCaller({ project: 'fds', tenantKey: 'web:dave' }, { keepOpen: true });
+    const dave = h.berth.fileTools.forCaller({ project: 'fds', tenantKey: 'web:dave' }, { keepOpen: true });
     const before = openFds();
     dave.write({ folderId: id, scope: 'private', path: 'a.md' }, 'a');
     for (let i = 0; i < 50; i++) dave.read({ folderId: id, scope: 'private', path: 'a.md' });

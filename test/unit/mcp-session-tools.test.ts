@@ -18,7 +18,7 @@ async function sessionClient(h: TestHome, level: 'low' | 'medium' | 'high') {
   const context = () => ({
     tools: h.berth.sessionTools,
     session: { project: 'bot', session: 's1' },
-    files: h.berth.gateway.forCaller({ project: 'bot', tenantKey: USER }),
+    files: h.berth.fileTools.forCaller({ project: 'bot', tenantKey: USER }),
   });
   return connectInMemory(createToolServer('berth-session', SESSION_TOOLS, context));
 }
