@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { runView } from './service.js';
 import type { RunView } from './views.js';
 import { BerthError } from '../base/errors.js';
+import type { FilesSettings } from '../config/metadata.js';
 import type { ScheduleService, ScheduleView } from './schedules.js';
 import { SCHEDULE_TASK_MAX } from '../store/schedules.js';
 import { toolAllowed, type SessionTool } from '../plan/levels.js';
@@ -85,6 +86,22 @@ export interface SessionRef {
   session: string;
 }
 
+/**
+ * send_file: a file of the person's own workspace queued in its outbox/ (read without following a
+ * link, refused with a second hard link). A shared workspace is every tenant's: nothing there is
+ * only this person's to be sent.
+ */
+function queueSendFile(workspace: { dir: string; isolated: boolean }, path: string, files: FilesSettings) {
+  if (!workspace.isolated) {
+    throw new BerthError('PERMISSION_DENIED', "send_file needs a workspace of the person's own; this project's workspaces are shared", {
+      rule: 'workspace_isolation',
+    });
+  }
+  // The agent sees its workspace at /workspace; any other path is relative to it.
+  const rel = path.startsWith(`${WORKSPACE_MOUNT}/`) ? path.slice(WORKSPACE_MOUNT.length + 1) : path;
+  return queueOutboxFile(workspace.dir, (rootFd, max) => sandboxRead(rootFd, rel, max, { oneLink: true }), rel, files);
+}
+
 export function createSessionTools(deps: {
   sessions: SessionStore;
   runner: () => Runner;
@@ -157,9 +174,7 @@ export function createSessionTools(deps: {
       const { project, session } = gate(ref, 'send_file');
       const { path } = SendFileSchema.parse(input);
       const workspace = workspaceOf(project, session.settings.workspace.id ?? basename(session.settings.workspace.root_dir));
-      // The agent sees its workspace at /workspace when isolated; any other path is relative to it.
-      const rel = workspace.isolated && path.startsWith(`${WORKSPACE_MOUNT}/`) ? path.slice(WORKSPACE_MOUNT.length + 1) : path;
-      const queued = queueOutboxFile(workspace.dir, (rootFd, max) => sandboxRead(rootFd, rel, max), rel, project.metadata.files);
+      const queued = queueSendFile(workspace, path, project.metadata.files);
       deps.logger.info(
         { project: project.metadata.name, session: ref.session, queued: queued.queued, size: queued.size },
         'send_file queued',

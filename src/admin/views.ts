@@ -7,7 +7,7 @@ import { RunRecordSchema } from '../store/run-log.js';
 import { TenantKeySchema, WorkspaceRecordSchema } from '../store/workspaces.js';
 import { RunFileSchema } from '../store/run-files.js';
 import { FILE_BOUNDS } from '../config/bounds.js';
-import type { IncomingFile } from '../plan/files-in.js';
+import { REFUSAL_REASONS, type IncomingFile } from '../plan/files-in.js';
 
 /**
  * What the admin surfaces (HTTP, MCP, CLI JSON) return. Defined once, here, from the same
@@ -105,7 +105,7 @@ export const FilesInViewSchema = z.object({
   refused: z.array(
     z.object({
       name: z.string(),
-      reason: z.enum(['too_big', 'type', 'count', 'message_total', 'quota', 'fetch', 'unwritable']),
+      reason: z.enum(REFUSAL_REASONS),
       size: z.number().int().optional(),
     }),
   ),

@@ -8,7 +8,8 @@ const INLINE_TYPES = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/web
 export function fileResponse(file: { data: Buffer; type: string; name: string }): Response {
   const inline = INLINE_TYPES.has(file.type);
   const ascii = file.name.replace(/[^\x20-\x7e]|["\\]/g, '_');
-  return new Response(new Uint8Array(file.data), {
+  // The bytes as read, not a copy: a download holds its file once.
+  return new Response(file.data as Uint8Array<ArrayBuffer>, {
     status: 200,
     headers: {
       'content-type': inline ? file.type : 'application/octet-stream',

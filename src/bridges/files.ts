@@ -16,29 +16,42 @@ import type { ChatTransport } from './chat-transport.js';
  * else as a link the person opens with their chat login — never dropped in silence.
  */
 
-/** Fetch each attachment (at most max_files of them); one that fails or is too big stays a refusal with its name. */
+/**
+ * Fetch each attachment (at most max_files of them, max_message_mb together: each fetch is bounded
+ * by what is left of the message's total, so a message never holds more than that); one that fails
+ * or is too big stays a refusal with its name.
+ */
 export async function fetchAttachments(
   transport: Pick<ChatTransport, 'fetchAttachment'>,
   attachments: readonly ChannelAttachment[],
   settings: FilesSettings,
   log: Logger,
 ): Promise<IncomingFile[]> {
-  const maxBytes = settings.max_file_mb * 1024 * 1024;
+  const maxFile = settings.max_file_mb * 1024 * 1024;
+  let left = settings.max_message_mb * 1024 * 1024;
   const out: IncomingFile[] = [];
   for (const [i, a] of attachments.entries()) {
     const base = { name: a.name, mime: a.mime, voice: a.voice === true, ...(a.size !== undefined ? { size: a.size } : {}) };
-    // Past max_files, or declared bigger than the limit: refused without fetching a byte.
+    const maxBytes = Math.min(maxFile, left);
+    // The reason a file past this fetch's bound is refused: its own size, or the message's total.
+    const over = maxBytes < maxFile ? 'message_total' : 'too_big';
+    // Past max_files, declared bigger than the limit, or nothing left of the total: refused without fetching a byte.
     if (i >= settings.max_files) out.push({ ...base, refused: 'count' });
-    else if (a.size !== undefined && a.size > maxBytes) out.push({ ...base, refused: 'too_big' });
+    else if (a.size !== undefined && a.size > maxBytes) out.push({ ...base, refused: a.size > maxFile ? 'too_big' : over });
+    else if (maxBytes <= 0) out.push({ ...base, refused: 'message_total' });
     else if (!transport.fetchAttachment) out.push({ ...base, refused: 'fetch' });
     else {
       try {
         const data = await transport.fetchAttachment(a.ref, { maxBytes, signal: AbortSignal.timeout(FILE_BOUNDS.fetchTimeoutMs) });
-        out.push(data.byteLength > maxBytes ? { ...base, size: data.byteLength, refused: 'too_big' } : { ...base, data });
+        if (data.byteLength > maxBytes) out.push({ ...base, size: data.byteLength, refused: over });
+        else {
+          left -= data.byteLength;
+          out.push({ ...base, data });
+        }
       } catch (err) {
         const tooBig = isBerthError(err, 'TOO_LARGE') || isBerthError(err, 'PAYLOAD_TOO_LARGE');
         log.warn({ attachment: i, code: isBerthError(err) ? err.code : (err as Error)?.name }, 'an attachment could not be fetched');
-        out.push({ ...base, refused: tooBig ? 'too_big' : 'fetch' });
+        out.push({ ...base, refused: tooBig ? over : 'fetch' });
       }
     }
   }

@@ -101,8 +101,10 @@ export function sandboxInfo(rootFd: number, path: string): FileInfo | undefined 
   });
 }
 
-export function sandboxRead(rootFd: number, path: string, maxBytes = MAX_FILE_BYTES): Buffer | undefined {
+export function sandboxRead(rootFd: number, path: string, maxBytes = MAX_FILE_BYTES, opts: { oneLink?: boolean } = {}): Buffer | undefined {
   return withFileAt(rootFd, path, maxBytes, (f, size) => {
+    // A file sent out of the workspace must be the tenant's own: a second hard link may name a file from elsewhere.
+    if (opts.oneLink && fs.fstatSync(f).nlink !== 1) throw violation('the file has another hard link: not sent', path);
     const buf = Buffer.alloc(size);
     const n = fs.readSync(f, buf, 0, size, 0);
     return buf.subarray(0, n);

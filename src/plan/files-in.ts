@@ -12,7 +12,9 @@ export const INBOX_DIR = 'inbox';
 export const OUTBOX_DIR = 'outbox';
 
 /** Why a file did not land. */
-export type RefusalReason = 'too_big' | 'type' | 'count' | 'message_total' | 'quota' | 'fetch' | 'unwritable';
+/** Why a file was not saved (the run record's and the API's enum). */
+export const REFUSAL_REASONS = ['too_big', 'type', 'count', 'message_total', 'quota', 'fetch', 'unwritable', 'shared'] as const;
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
 /** A file as it arrives: from a channel (fetched by the core) or the run API. `refused`: its fetch already failed. */
 export interface IncomingFile {
@@ -129,6 +131,8 @@ function reasonWords(r: RefusedFile, settings: FilesSettings): string {
       return 'it could not be fetched from the chat service';
     case 'unwritable':
       return 'it could not be written to your workspace';
+    case 'shared':
+      return "this project's workspace is shared with other people, so files are not kept there";
   }
 }
 

@@ -1,3 +1,4 @@
+import { safeFileName } from '../plan/file-names.js';
 import { incomingNotice, planIncoming, withIncomingWords } from '../plan/files-in.js';
 import { collectOutbox, freeBytesOf, landIncoming, pruneRunFiles, runFilesDirOf } from '../store/run-files.js';
 import type { RunFiles, RunOutcome } from './run-record.js';
@@ -12,6 +13,15 @@ import type { LaunchSpec, RunContext } from './run-context.js';
 export function landMessageFiles(ctx: RunContext, spec: LaunchSpec): { spec: LaunchSpec; in?: NonNullable<RunFiles['in']> } {
   if (spec.kind !== 'message' || !spec.files?.length) return { spec };
   const { metadata } = ctx.project;
+  // A shared workspace is every tenant's: what one person sends must not lie where the others read.
+  if (!ctx.workspace.isolated) {
+    const refused = spec.files.map((f) => ({ name: safeFileName(f.name, f.mime), reason: 'shared' as const }));
+    const notice = incomingNotice([], refused, metadata.files);
+    return {
+      spec: { ...spec, message: withIncomingWords(spec.message, [], refused.length, metadata.agent === 'shell') },
+      in: { saved: [], refused, ...(notice ? { notice } : {}) },
+    };
+  }
   const free = freeBytesOf(workspaceUsage(ctx.project, ctx.workspace.id), metadata.limits.disk_mb);
   const plan = planIncoming(spec.files, metadata.files, free);
   const landed = landIncoming(ctx.workspace.dir, spec.files, plan.accept, ctx.owner);
@@ -33,6 +43,8 @@ export function withRunFiles(ctx: RunContext, spec: LaunchSpec, outcome: RunOutc
 
 /** After the run: what the agent left in outbox/, taken into the run's files (a failure is logged, never the run's). */
 export function collectRunFiles(ctx: RunContext): RunFiles['out'] {
+  // A shared workspace's outbox/ is anyone's: another tenant could put a file there for this person.
+  if (!ctx.workspace.isolated) return { files: [], left: [] };
   try {
     const out = collectOutbox({
       workspaceDir: ctx.workspace.dir,

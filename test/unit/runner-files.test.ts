@@ -30,3 +30,28 @@ describe('runner: files against limits.disk_mb', () => {
     expect(fs.existsSync(join(first.workspaceRoot, 'inbox/big.txt'))).toBe(false);
   });
 });
+
+describe('runner: files need a workspace of the person’s own (review of issue 40, finding 4)', () => {
+  it('in a shared workspace, files sent are refused in words and nothing lands; what lies in outbox/ is not sent', async () => {
+    h = unitHome();
+    h.create({ name: 'shared', workspace_isolation: false });
+    const first = await h.berth.runner.run({ project: 'shared', tenantKey: 'web:bob', message: 'hi' });
+    // Another tenant of the shared tree leaves a file for Alice's next answer.
+    fs.mkdirSync(join(first.workspaceRoot, 'outbox'), { recursive: true });
+    fs.writeFileSync(join(first.workspaceRoot, 'outbox', 'invoice.pdf'), '%PDF-1.4 planted');
+    const run = await h.berth.runner.run({
+      project: 'shared',
+      tenantKey: 'web:alice',
+      message: 'look',
+      files: [{ name: 'private.txt', data: Buffer.from('mine') }],
+    });
+    expect(run.files?.in).toEqual({
+      saved: [],
+      refused: [{ name: 'private.txt', reason: 'shared' }],
+      notice: expect.stringContaining("this project's workspace is shared with other people"),
+    });
+    expect(run.files?.out).toEqual({ files: [], left: [] });
+    expect(fs.existsSync(join(first.workspaceRoot, 'inbox', 'private.txt'))).toBe(false);
+    expect(fs.existsSync(join(first.workspaceRoot, 'outbox', 'invoice.pdf'))).toBe(true);
+  });
+});

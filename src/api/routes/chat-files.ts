@@ -7,6 +7,7 @@ import type { WebChat } from '../../bridges/web.js';
 import { chatCredentialOf, fromOwnOrigin, reachedOverHttps } from '../../bridges/web-cookie.js';
 import { tenantOfChatUser } from '../../store/chat-links.js';
 import { fileResponse } from '../file-response.js';
+import { FILE_REQUESTS_IN_FLIGHT, inFlight } from '../in-flight.js';
 
 /**
  * A run's file for a person, with their web chat login (the cookie), never the admin token: only
@@ -14,6 +15,9 @@ import { fileResponse } from '../file-response.js';
  * file and no such run all answer the same 404 (nothing says which runs exist).
  */
 export function registerChatFileRoutes(app: Hono, chat: () => WebChat | undefined, admin: () => AdminService): void {
+  const uploads = inFlight(FILE_REQUESTS_IN_FLIGHT, 'uploads');
+  const downloads = inFlight(FILE_REQUESTS_IN_FLIGHT, 'downloads');
+  const keyOf = (login: { project: string; user: string }) => `${login.project}\n${login.user}`;
   const loggedIn = (c: Context) => {
     const web = chat();
     if (!web) throw new BerthError('NOT_FOUND', 'the web chat is not running in this process', { hint: 'it is served by "berth serve"' });
@@ -49,15 +53,24 @@ export function registerChatFileRoutes(app: Hono, chat: () => WebChat | undefine
         throw new BerthError('CONFIG_INVALID', 'the file name is too long', {
           issues: [{ field: 'name', reason: 'at most 1024 characters' }],
         });
-      const data = new Uint8Array(await c.req.arrayBuffer());
-      c.header('cache-control', 'no-store');
-      return c.json({ upload: web.upload(login, name, c.req.header('content-type'), data) }, 201);
+      // The project's own limit before a byte is read (the route's bound is berth's ceiling).
+      const maxBytes = admin().getProjectMetadata(login.project).files.max_file_mb * 1024 * 1024;
+      const declared = Number(c.req.header('content-length') ?? NaN);
+      if (declared > maxBytes) throw new BerthError('PAYLOAD_TOO_LARGE', `a file is at most ${maxBytes / 1048576} MB here`);
+      return uploads(keyOf(login), async () => {
+        const data = new Uint8Array(await c.req.arrayBuffer());
+        c.header('cache-control', 'no-store');
+        return c.json({ upload: web.upload(login, name, c.req.header('content-type'), data) }, 201);
+      });
     },
   );
 
-  app.get('/chat/api/runs/:run/files/:file', (c) => {
+  app.get('/chat/api/runs/:run/files/:file', async (c) => {
     const { login } = loggedIn(c);
-    const { run, file } = c.req.param();
+    return downloads(keyOf(login), () => chatFile(login, c.req.param()));
+  });
+
+  function chatFile(login: { project: string; user: string }, { run, file }: { run: string; file: string }): Response {
     const notFound = () => new BerthError('NOT_FOUND', `no file "${file.slice(0, 200)}" of run ${run.slice(0, 64)} for you`);
     let found;
     try {
@@ -68,5 +81,5 @@ export function registerChatFileRoutes(app: Hono, chat: () => WebChat | undefine
     }
     if (found.tenant_key !== tenantOfChatUser(login.user)) throw notFound();
     return fileResponse(found);
-  });
+  }
 }
