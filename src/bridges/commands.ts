@@ -5,6 +5,7 @@ import { own } from '../base/own.js';
 import type { ScheduleService } from '../admin/schedules.js';
 import { SCHEDULE_COMMANDS, SCHEDULE_HELP } from './schedule-commands.js';
 import { boundaryWords } from './boundary.js';
+import { LEVEL_PROFILES } from '../plan/levels.js';
 
 /**
  * Chat commands, answered by berth, never by the agent: /help, /new, /level, /whoami. What a
@@ -40,7 +41,7 @@ export const HELP = [
   '/help — this text',
   '/new — start a new conversation (the agent forgets this one; your files stay)',
   '/level low|medium|high — what your agent may do (low: no internet; medium: allowed hosts and project memory; high: more tools)',
-  '/whoami — your tenant, session, level and workspace',
+  "/whoami — who you are here, this conversation, your agent's level and your folder",
   '/boundary — where your last run ran, what it saw and could reach, and whether that was as planned',
   '/yes, /yes session, /no — answer your agent when it asks to reach a host this project does not allow',
   ...SCHEDULE_HELP,
@@ -110,7 +111,13 @@ const COMMANDS: Record<string, Command> = {
     const s = sessionOrNew(ctx);
     const level = s?.settings.permission_level ?? 'medium';
     const workspace = s?.settings.workspace.id ?? '(made at your first message)';
-    return `tenant: ${ctx.tenant}\nproject: ${ctx.project}\nsession: ${ctx.sessionId}${s ? '' : ' (new)'}\nlevel: ${level}\nworkspace: ${workspace}`;
+    const reach = LEVEL_PROFILES[level].egress ? 'and may reach the hosts this project allows' : 'with no network';
+    return [
+      `You are ${ctx.tenant}, talking to the agent of project ${ctx.project}.`,
+      `This conversation: ${ctx.sessionId}${s ? '' : ' (new: it starts with your next message)'}; /new starts another.`,
+      `Your agent's level: ${level}: it works in your folder ${reach}.`,
+      `Your folder: ${workspace}.`,
+    ].join('\n');
   },
   async boundary(ctx) {
     return boundaryWords(ctx.admin.listRuns(ctx.project, { user: ctx.tenant, limit: 1 }).runs[0]);

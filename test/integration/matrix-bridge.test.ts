@@ -90,7 +90,7 @@ describe('Matrix bridge', () => {
     fake.sendText(room, bob, 'cat shared.txt');
     expect((await waitIn(room, 2))[1]).toBe('from-alice');
     fake.sendText(room, bob, '/whoami');
-    expect((await waitIn(room, 3))[2]).toContain(`tenant: matrix-room:${room}`);
+    expect((await waitIn(room, 3))[2]).toContain(`You are matrix-room:${room},`);
     const before = bridges.channel('matrix')!.inbox.all().length;
     fake.sendText(room, alice, 'echo a-notice', { msgtype: 'm.notice' });
     fake.sendRaw(room, { type: 'm.room.message', sender: fake.botUserId, content: { msgtype: 'm.text', body: 'echo myself' } });

@@ -155,8 +155,8 @@ describe('chat commands (berth answers, not the agent)', () => {
     say(5, '/help');
     await fake.waitFor(() => repliesOf(5).some((m) => m.includes('/level low|medium|high')));
     say(5, '/whoami');
-    const who = await fake.waitFor(() => repliesOf(5).find((m) => m.startsWith('tenant:')));
-    expect(who).toContain(`tenant: signal:${uuid(5)}`);
+    const who = await fake.waitFor(() => repliesOf(5).find((m) => m.startsWith('You are ')));
+    expect(who).toContain(`You are signal:${uuid(5)},`);
     expect(who).toMatch(/level: medium/);
     expect(who).not.toContain(h.home);
     say(5, '/level low');
@@ -169,12 +169,12 @@ describe('chat commands (berth answers, not the agent)', () => {
     await fake.waitFor(() => repliesOf(7).includes('berth: level is now high.'));
     say(5, '/level banana');
     await fake.waitFor(() => repliesOf(5).some((m) => m.includes('"banana" is not a level')));
-    const sessionBefore = who.match(/session: (\S+)/)?.[1];
+    const sessionBefore = who.match(/conversation: ([^\s;]+)/)?.[1];
     say(5, '/new');
     await fake.waitFor(() => repliesOf(5).some((m) => m.startsWith('berth: new conversation')));
     say(5, '/whoami');
-    const after = await fake.waitFor(() => repliesOf(5).filter((m) => m.startsWith('tenant:'))[1]);
-    expect(after.match(/session: (\S+)/)?.[1]).not.toBe(sessionBefore);
+    const after = await fake.waitFor(() => repliesOf(5).filter((m) => m.startsWith('You are '))[1]);
+    expect(after.match(/conversation: ([^\s;]+)/)?.[1]).not.toBe(sessionBefore);
     say(5, '/nope');
     await fake.waitFor(() => repliesOf(5).some((m) => m.startsWith('berth: unknown command /nope')));
   });

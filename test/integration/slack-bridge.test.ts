@@ -87,11 +87,11 @@ describe('Slack bridge (Socket Mode)', () => {
     expect(await waitIn(CHANNEL, 1, thread)).toEqual(['started']);
     fake.deliverMention({ channel: CHANNEL, user: BOB, text: '/whoami', threadTs: thread });
     const whoami = (await waitIn(CHANNEL, 2, thread))[1]!;
-    expect(whoami).toContain(`tenant: slack-channel:${CHANNEL}`);
+    expect(whoami).toContain(`You are slack-channel:${CHANNEL},`);
     // Another thread of the same channel: the same workspace, another session.
     const other = fake.deliverMention({ channel: CHANNEL, user: BOB, text: '/whoami' });
     const otherWho = (await waitIn(CHANNEL, 1, other.ts))[0]!;
-    expect(/session: (\S+)/.exec(otherWho)?.[1]).not.toBe(/session: (\S+)/.exec(whoami)?.[1]);
+    expect(/conversation: ([^\s;]+)/.exec(otherWho)?.[1]).not.toBe(/conversation: ([^\s;]+)/.exec(whoami)?.[1]);
     fake.deliverMention({ channel: CHANNEL, user: BOB, text: 'cat team.txt', threadTs: other.ts });
     expect((await waitIn(CHANNEL, 2, other.ts))[1]).toBe('team');
     // A channel message that does not mention the bot is not for it.

@@ -102,7 +102,7 @@ describe('Telegram bridge (long polling)', () => {
     say(BOB, 'cat shared.txt', group);
     expect((await waitReplies(GROUP, 2))[1]).toBe('from-alice');
     say(BOB, `/whoami@${fake.bot.username}`, group);
-    expect((await waitReplies(GROUP, 3))[2]).toContain(`tenant: telegram-group:${GROUP}`);
+    expect((await waitReplies(GROUP, 3))[2]).toContain(`You are telegram-group:${GROUP},`);
   });
 
   it('a long reply is split at line breaks; a very long one comes as reply.txt', async () => {

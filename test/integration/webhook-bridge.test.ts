@@ -249,7 +249,7 @@ describe('signed webhooks', () => {
     const a1 = await post('ci', { id: 'c-1', user: 'carol', conversation: 'a', text: '/whoami' });
     const b1 = await post('ci', { id: 'c-2', user: 'carol', conversation: 'b', text: '/whoami' });
     expect(a1.body.reply).toContain('hook:ci:carol');
-    const session = (reply: string) => /session[^\n]*?(chat-[0-9a-f]+-\d+)/.exec(reply)?.[1];
+    const session = (reply: string) => /conversation[^\n]*?(chat-[0-9a-f]+-\d+)/.exec(reply)?.[1];
     expect(session(a1.body.reply)).toBeDefined();
     expect(session(a1.body.reply)).not.toBe(session(b1.body.reply));
   });
