@@ -124,6 +124,9 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
       '/api/projects/{name}/grants/{area}',
       '/api/projects/{name}/private-workspace',
       '/api/projects/{name}/runs',
+      '/api/projects/{name}/runs/{run}/files/{file}',
+      '/api/projects/{name}/runs/{run}/stop',
+      '/api/projects/{name}/schedules',
       '/api/projects/{name}/sessions',
       '/api/projects/{name}/sessions/{sessionId}',
       '/api/projects/{name}/sessions/{sessionId}/settings',
@@ -133,6 +136,8 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
       '/api/projects/{name}/workflows/{workflow}/runs',
       '/api/projects/{name}/workspaces',
       '/api/projects/{name}/workspaces/{id}/profile',
+      '/api/schedules',
+      '/api/schedules/{id}',
       '/healthz',
       '/metrics',
     ]);
