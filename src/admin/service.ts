@@ -4,10 +4,8 @@ import type { SessionTokens } from '../store/session-tokens.js';
 import type { FileTools } from '../file-tools/service.js';
 import type { WorkspaceProfile } from '../file-tools/workspace-profile.js';
 import type { SessionStore } from '../store/sessions.js';
-import { modelChoiceIssues } from '../config/outbound.js';
-import { runtimeChoiceIssues } from '../config/runtimes.js';
 import { BerthError } from '../base/errors.js';
-import { type RunOutcome, type RunRequest, type Runner } from '../runs/runner.js';
+import type { RunRequest, Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import { interruptedRuns, openRuns } from '../store/journal.js';
@@ -16,8 +14,8 @@ import { daysOf } from '../outbound/cost.js';
 import { modelUseOf, type ModelUse } from './model-use.js';
 import { listWorkspaces, workspaceUsage } from '../store/workspaces.js';
 import { runFileOf } from '../store/run-files.js';
-import { mountPoints } from '../fs/loop-quota.js';
-import { runFileUrl, type InterruptedRun, type ProjectView, type RunView, type WorkspaceView } from './views.js';
+import { mountPoints } from '../fs/mount-table.js';
+import type { InterruptedRun, ProjectView, RunView, WorkspaceView } from './views.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import { resolveRoute } from '../workflows/routes.js';
 import { listWorkflows, runWorkflow, type StepEvent } from '../workflows/run.js';
@@ -37,6 +35,7 @@ import { editBerthYaml, projectGrantsEdit } from '../config/operator-edits.js';
 import { projectGrantsOf } from '../config/grants.js';
 import { forgetRetired, readVolumeId, recordRetired, retiredVolumes, volumeIdsBelow } from '../launch/kubernetes/volumes.js';
 import { deleteRetiredClaims } from '../launch/kubernetes/setup.js';
+import { assertOperatorChoices, runView, viewOf } from './service-views.js';
 
 /**
  * What an admin can do, once, for every surface: the HTTP API, the MCP tools and the CLI call
@@ -147,7 +146,6 @@ export interface ChatLinkView {
 
 export type StepListener = (event: StepEvent) => void;
 
-/** Retired volumes asked of the cluster in one pass, and how long a pass may wait for it. */
 /** Model calls one cost question reads at most (a week of a busy tenant's calls). */
 const MODEL_CALLS_READ = 100_000;
 
@@ -156,59 +154,11 @@ function modelCallsOf(sessionsDir: string, f: { since: string; tenant?: string; 
     r.kind === 'model' && (f.tenant === undefined || r.tenant === f.tenant) && (f.run === undefined || r.run === f.run);
   return readOutbound(sessionsDir, { since: f.since, limit: MODEL_CALLS_READ, keep }) as ModelCall[];
 }
+/** Retired volumes asked of the cluster in one pass, and how long a pass may wait for it. */
 const RETIRE_PASS_MAX = 1000;
 const RETIRE_PASS_MS = 15_000;
 /** What the cluster did not take is asked again this much later, while berth runs. */
 const RETIRE_RETRY_MS = 5 * 60_000;
-
-export function viewOf(p: Project, sandboxViolations: number): ProjectView {
-  return {
-    ...p.metadata,
-    sandbox_violations: sandboxViolations,
-    path: p.paths.dir,
-    protection: p.snapshot ? { taken_at: p.snapshot.taken_at, entries: p.snapshot.entries } : { taken_at: null, entries: [] },
-    workspace_count: listWorkspaces(p).length,
-  };
-}
-
-/** A runtime or model upstream berth.yaml does not offer is refused with the list to choose from. */
-function assertOperatorChoices(
-  choice: Parameters<typeof runtimeChoiceIssues>[0] & Parameters<typeof modelChoiceIssues>[0],
-  config: BerthConfig,
-): void {
-  const defined = Object.keys(config.models);
-  const runtimes = runtimeChoiceIssues(choice, config.runtimes);
-  const issues = [...runtimes, ...modelChoiceIssues(choice, defined)];
-  if (!issues.length) return;
-  const hint = runtimes.length
-    ? 'register the runtime with the engine and add it to berth.yaml runtimes (docs/security.md, "Stronger isolation: gVisor")'
-    : `${defined.length ? `berth.yaml's models: ${defined.join(', ')}` : 'berth.yaml defines no models yet'}; docs/agents.md adds one with its key`;
-  // The value is named once, in its field's reason; the message only says what was refused.
-  throw new BerthError('CONFIG_INVALID', 'project settings is invalid', { issues, hint });
-}
-
-export function runView(o: RunOutcome): RunView {
-  const { record } = o;
-  return {
-    run: o.runId,
-    project: o.project,
-    session: o.sessionId,
-    permission_level: o.permissionLevel,
-    workspace: o.workspaceId,
-    exit_code: o.exitCode,
-    stdout: o.stdout,
-    stderr: o.stderr,
-    truncated: o.truncated,
-    timed_out: o.timedOut,
-    timings_ms: record.timings_ms,
-    warm: o.warm,
-    warnings: o.warnings,
-    ...(record.steps ? { steps: record.steps } : {}),
-    ...(record.more_steps ? { more_steps: record.more_steps } : {}),
-    ...(o.files?.in ? { files_in: o.files.in } : {}),
-    ...(o.files?.out?.files.length ? { files: o.files.out.files.map((f) => ({ ...f, url: runFileUrl(o.project, o.runId, f.name) })) } : {}),
-  };
-}
 
 export function createAdminService(deps: {
   store: ProjectStore;

@@ -4,7 +4,7 @@ import type { SessionRecord } from '../config/session.js';
 import type { FileTools } from '../file-tools/service.js';
 import type { Project } from '../store/projects.js';
 import { z } from 'zod';
-import { runView } from './service.js';
+import { runView } from './service-views.js';
 import type { RunView } from './views.js';
 import { BerthError } from '../base/errors.js';
 import type { FilesSettings } from '../config/metadata.js';

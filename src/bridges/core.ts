@@ -1,13 +1,11 @@
-import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { withActor } from '../admin/audit-trail.js';
 import type { AdminService } from '../admin/service.js';
 import type { SendAbout } from '../channels/contract.js';
 import type { BerthConfig } from '../config/berth-config.js';
-import { BerthError, isBerthError, type ErrorCode } from '../base/errors.js';
+import { BerthError, isBerthError } from '../base/errors.js';
 import type { Approvals } from '../outbound/approvals.js';
 import type { ApprovalEvent } from '../store/approvals.js';
-import { own } from '../base/own.js';
 import type { BridgeState } from '../store/bridge-state.js';
 import type { ReplyParts } from '../store/chat-transcripts.js';
 import type { DeliveryStep, Inbox } from '../store/inbox.js';
@@ -19,6 +17,7 @@ import { chatFailure } from './chat-words.js';
 import { createDeliver } from './deliver.js';
 import { deliverRunFiles, fetchAttachments, FILES_ONLY, ranFilesOf, WORKFLOW_TAKES_NO_FILES, type RanFiles } from './files.js';
 import { joinTeam } from './teams.js';
+import { chatConversations, chatSessionId, routeOf, whenAdmitted, type Lapsed } from './chat-conversations.js';
 import type { IncomingFile } from '../plan/files-in.js';
 import type { DeliveryBounds } from './delivery-policy.js';
 import { chatCommand, type CommandAdmin, type CommandContext } from './commands.js';
@@ -26,7 +25,7 @@ import { createLanes, laneLimitsOf, type LaneKey, type Slot } from './lanes.js';
 import { startTyping, watchProgress } from './progress.js';
 import { recoverInbox } from './recover.js';
 import { collectOutput } from './reply-output.js';
-import { loggedOutNotice, preview, refusedNotice, replyText, sessionGoneNotice } from './reply-words.js';
+import { preview, refusedNotice, replyText } from './reply-words.js';
 import { createStrangers, keptText } from './strangers.js';
 import type { ScheduleService } from '../admin/schedules.js';
 import { jobsReply, type JobsAdmin } from './jobs.js';
@@ -97,8 +96,6 @@ export interface BridgeDeps {
   cost?: ChatCost;
 }
 
-type Lapsed = { code: ErrorCode; reason: string; notice: string };
-
 export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   const { transport, inbox, logger } = deps;
   const lanes = createLanes(() => laneLimitsOf(deps.config()));
@@ -116,6 +113,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   const tell = (chat: string, text: string) => void say(chat, text).catch(() => undefined);
 
   const questions = createChatQuestions(deps.approvals, tell);
+  const { lapsed, chatSession } = chatConversations({ ...deps, log });
   const strangers = createStrangers({
     state: deps.state,
     inbox,
@@ -127,17 +125,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     enqueue,
   });
 
-  /** The project (and workflow) answering a chat: the transport's own, else its routes ("<name>:<chat>", then "<name>", unless the channel names them). */
-  function profileFor(chat: string): { project: string; workflow?: string } | undefined {
-    const project = transport.projectOf?.(chat);
-    if (project !== undefined) return { project };
-    const routes = deps.config().routes;
-    for (const key of transport.profileKeys?.(chat) ?? [`${transport.name}:${chat}`, transport.name]) {
-      const profile = own(routes, key);
-      if (profile) return profile;
-    }
-    return undefined;
-  }
+  const profileFor = (chat: string) => routeOf(transport, deps.config().routes, chat);
 
   function enqueue(entry: JournaledMessage, tenant: string) {
     const told = { queued: false };
@@ -283,62 +271,6 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       project,
       files,
     );
-
-  /** Why a message taken from its lane may no longer run: its sender was logged out, or the session they picked is gone. */
-  function lapsed(entry: JournaledMessage, project: string, tenant: string): Lapsed | undefined {
-    if (deps.stillAllowed && !deps.stillAllowed(entry))
-      return { code: 'UNAUTHORIZED', reason: 'its sender was logged out before it ran', notice: loggedOutNotice(entry.text) };
-    if (entry.session !== undefined && !sessionStillThere(project, entry.session, tenant))
-      return { code: 'SESSION_NOT_FOUND', reason: 'its session was deleted before it ran', notice: sessionGoneNotice(entry.text) };
-    return undefined;
-  }
-
-  /**
-   * The chat's conversation. A chat that changed hands (a direct chat that became a group, or
-   * back: its tenant is another now) never continues the conversation of the one who held it: it
-   * starts its next one, as /new does, and the former holder's session (and home) stays theirs.
-   */
-  function chatSession(project: string, chat: string, tenant: string): string {
-    const id = chatSessionId(transport.name, chat, deps.state.generation(chat));
-    const holder = sessionHolder(project, id);
-    if (holder === undefined || holder === tenant) return id;
-    log.info({ chat, from: holder, to: tenant }, 'the chat changed hands: a new conversation for it');
-    return transport.newSession?.(chat) ?? chatSessionId(transport.name, chat, deps.state.nextGeneration(chat));
-  }
-
-  /** Whose a session is; undefined when there is none (or it cannot be read: the run reports that). */
-  function sessionHolder(project: string, id: string): string | undefined {
-    try {
-      return deps.admin.getSession(project, id).tenant_key;
-    } catch {
-      return undefined;
-    }
-  }
-
-  /** The session the person picked is there and still theirs. Any other trouble is the run's to report. */
-  function sessionStillThere(project: string, id: string, tenant: string): boolean {
-    try {
-      return deps.admin.getSession(project, id).tenant_key === tenant;
-    } catch (err) {
-      if (isBerthError(err, 'SESSION_NOT_FOUND') || isBerthError(err, 'CONFIG_INVALID')) return false;
-      return true;
-    }
-  }
-
-  /**
-   * A chat message is already journaled: a full run queue (BUSY) makes it wait its Retry-After
-   * and try again (a few times, about ten minutes at most) instead of failing at once.
-   */
-  async function whenAdmitted<T>(fn: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await fn();
-      } catch (err) {
-        if (!isBerthError(err, 'BUSY') || attempt >= BUSY_ATTEMPTS) throw err;
-        await new Promise((r) => setTimeout(r, (err.details.retry_after ?? 5) * 1000));
-      }
-    }
-  }
 
   /** `ready`: called when the run may start (a message's, by the runner once admitted; a workflow's, first). */
   async function runFor(
@@ -514,12 +446,5 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   };
 }
 
-const BUSY_ATTEMPTS = 10;
-
 /** A message that waits behind the chat's own for this long is told it is queued. */
 export const QUEUED_NOTICE_AFTER_MS = 1000;
-
-/** A stable session id for a chat and its generation (/new starts the next). */
-export function chatSessionId(bridge: string, chat: string, generation: number): string {
-  return `chat-${createHash('sha256').update(`${bridge}\0${chat}`).digest('hex').slice(0, 20)}-${generation}`;
-}

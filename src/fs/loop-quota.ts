@@ -6,6 +6,7 @@ import { BerthError, errnoOf } from '../base/errors.js';
 import { copyTreeExact, treeFits } from './copy-tree-exact.js';
 import { at, openChildDir, openNoFollow, withFd } from './fd-path.js';
 import { removeTreeAt, type Owner } from './tree.js';
+import { isMounted, mountsUnder, mountTable } from './mount-table.js';
 
 /**
  * Kernel-enforced disk quotas where the host has no project quotas: each tenant workspace is its
@@ -87,35 +88,6 @@ function run(cmd: string, args: string[], okExits: number[] = [], fd?: number): 
       { cause: new Error(`${cmd} ${args.join(' ')}: ${why}`) },
     );
   }
-}
-
-/** Decode mountinfo's octal escapes (\040 is a space). */
-const unescapeMount = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
-
-/** This process's mounts, in mount order: where each is, and what it mounts (a device, for a loop mount). */
-function mountTable(): Array<{ point: string; source: string }> {
-  return fs
-    .readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => {
-      const fields = line.split(' ');
-      const tail = line.split(' - ')[1]?.split(' ') ?? [];
-      return { point: unescapeMount(fields[4] ?? ''), source: unescapeMount(tail[1] ?? '') };
-    });
-}
-
-/** Mount points of this process's namespace, in mount order. */
-export const mountPoints = (): string[] => mountTable().map((m) => m.point);
-
-export const isMounted = (path: string): boolean => mountPoints().includes(path);
-
-/** Mount points at or below dir, deepest first (the order they can be unmounted in). */
-export function mountsUnder(dir: string): string[] {
-  const prefix = dir.endsWith('/') ? dir : `${dir}/`;
-  return mountPoints()
-    .filter((p) => p === dir || p.startsWith(prefix))
-    .sort((a, b) => b.length - a.length);
 }
 
 /** Detach the mount whose root the descriptor holds (lazily: berth's own descriptor would make it busy). */

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureWorkspace, quotaImageOf, workspaceOf, type WorkspaceQuota } from '../../src/store/workspaces.js';
 import { workspaceIdOf } from '../../src/store/sessions.js';
-import { mountPoints } from '../../src/fs/loop-quota.js';
+import { mountPoints } from '../../src/fs/mount-table.js';
 import { at, openChildDir, openRootDir, withFd } from '../../src/fs/fd-path.js';
 import { removeTreeAt } from '../../src/fs/tree.js';
 import { testHome, type TestHome } from '../helpers.js';

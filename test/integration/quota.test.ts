@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Docker from 'dockerode';
 import { createBerth, installationId } from '../../src/main.js';
-import { isMounted, releaseMountsUnder } from '../../src/fs/loop-quota.js';
+import { releaseMountsUnder } from '../../src/fs/loop-quota.js';
+import { isMounted } from '../../src/fs/mount-table.js';
 import { assessDisk } from '../../src/cli/doctor.js';
 import { testHome, type TestHome } from '../helpers.js';
 

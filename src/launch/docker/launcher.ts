@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process';
 import Docker from 'dockerode';
 import { BerthError } from '../../base/errors.js';
 import type { RunPlan } from '../../plan/run-plan.js';
@@ -27,6 +26,7 @@ import { createObserver, observeDockerContainer } from './observe.js';
 import { bindsInOrder, claimedName, claimOfName } from '../../plan/pool.js';
 import { engineEnds } from './events.js';
 import { holdProcess, releaseProcess, type ProcessHandle } from './proc-handle.js';
+import { endOf, runtimeVersion, streamEnd } from './ends.js';
 
 /**
  * The Docker launcher (launcher.ts): it translates a RunPlan into Engine API options (docker/create.ts) and the
@@ -45,26 +45,6 @@ export const REMOVE_CONCURRENCY = 8;
 
 /** Why a container ended under its command when the engine says the memory limit ended it. */
 const OUT_OF_MEMORY = 'it ran out of memory (limits.memory_mb)';
-
-/**
- * How the engine says an ended container ended: the memory limit, or its exit status; undefined
- * when it is gone. Its OOM event can come a moment after the exit (seen under gVisor: a SIGKILL'd
- * sandbox read OOMKilled false, then true): a SIGKILL is asked again for up to 1.5 s. Under
- * gVisor the engine hears of the OOM from runsc's shim, and not always (measured: about one run
- * in ten reads OOMKilled false however long it is asked); such a run ends as a bare 137.
- */
-async function endOf(container: Docker.Container): Promise<{ outOfMemory: boolean; exitCode: number } | undefined> {
-  for (let attempt = 0; ; attempt++) {
-    const state = await container.inspect().then(
-      ({ State }) => State,
-      () => undefined,
-    );
-    if (!state) return undefined;
-    if (state.OOMKilled || state.ExitCode !== STOPPED_EXIT || attempt === 15)
-      return { outOfMemory: state.OOMKilled, exitCode: state.ExitCode };
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /**
  * `mountHelper` builds (once) and names the late-mount helper (late-mounts.ts), for the
@@ -438,21 +418,4 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       return found.length;
     },
   };
-}
-
-function streamEnd(stream: NodeJS.ReadableStream): Promise<void> {
-  return new Promise<void>((resolve) => {
-    stream.on('end', resolve);
-    stream.on('close', resolve);
-    stream.on('error', () => resolve());
-  });
-}
-
-/** A runtime binary's own first line of `--version` (runsc, crun, kata); undefined if it says nothing in time. */
-function runtimeVersion(path: string): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    execFile(path, ['--version'], { timeout: 2000, maxBuffer: 64 * 1024 }, (err, stdout) =>
-      resolve(err ? undefined : stdout.split('\n')[0]?.trim() || undefined),
-    );
-  });
 }
