@@ -119,6 +119,8 @@ export interface AdminService {
   peekChatLink(token: string): ChatLogin;
   /** Opening a chat link (it works once): a login credential for the browser's cookie. */
   openChatLink(token: string): ChatLogin & { credential: string };
+  /** A login for someone the sign-in provider vouched for (api/oidc): as a link minted and opened at once. */
+  openChatLogin(project: string, user: string, ttlSeconds: number): ChatLogin & { credential: string };
   /** A project's unused chat links and active chat logins (of one user, or everyone's). */
   listChatAccess(project: string, user?: string): { project: string; links: ChatAccessEntry[]; logins: ChatAccessEntry[] };
   /** Revoke a person's unused chat links and log them out everywhere. */
@@ -398,6 +400,10 @@ export function createAdminService(deps: {
     },
     peekChatLink: (token) => stillThere(chatLinks.peekLink(token)),
     openChatLink: (token) => chatLinks.login(token, stillThere),
+    openChatLogin(project, user, ttlSeconds) {
+      store.get(project);
+      return chatLinks.login(chatLinks.mintLink(project, user, ttlSeconds).token, stillThere);
+    },
     listChatAccess(project, user) {
       store.get(project);
       if (user !== undefined) checkChatUser(user);

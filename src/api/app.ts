@@ -17,10 +17,12 @@ import type { OperatorService } from '../admin/operator.js';
 import type { FileTools } from '../file-tools/service.js';
 import type { SessionStore } from '../store/sessions.js';
 import { VERSION } from '../base/version.js';
-import { bearerAuth, isAdminBearer, isAdminToken } from './auth.js';
-import { docsCookies, docsLoginIds, hasDocsLogin, loginPage, type SignInPage } from './docs-login.js';
+import { bearerAuth } from './auth.js';
+import type { SignInFor } from './oidc/flows.js';
+import { ssoLinkFor } from './oidc/pages.js';
+import type { LogEnv, OidcDeps } from './oidc/routes.js';
+import { registerSignInRoutes } from './sign-in-routes.js';
 import { createConsoleLogins, type ConsoleLogins } from '../store/console-logins.js';
-import { fromOwnOrigin } from '../bridges/web-cookie.js';
 import { homePaths } from '../config/home.js';
 import { registerConsoleRoutes } from './console/routes.js';
 import type { ConsoleSources } from './console/state.js';
@@ -88,6 +90,8 @@ export interface AppDeps {
   consoleLogins?: ConsoleLogins;
   /** Schedules (/api/…/schedules); without it those routes are not served. */
   schedules?: () => ScheduleService;
+  /** berth.yaml's sign-in provider and public URL, read at each sign-in (api/oidc). */
+  oidc?: OidcDeps['settings'];
 }
 
 type Env = { Variables: { requestId: string; log: Logger } };
@@ -166,7 +170,11 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     // Whoever holds the admin token is "admin" in the audit log; /mcp/session narrows it to its
     // session, and a chat login names its user once checked (chatNamingItsUser below). /hooks are
     // strangers' requests, checked by their channel's own signature: never the admin.
-    const anonymous = c.req.path === '/mcp/session' || c.req.path.startsWith('/chat') || c.req.path.startsWith('/hooks/');
+    const anonymous =
+      c.req.path === '/mcp/session' ||
+      c.req.path.startsWith('/chat') ||
+      c.req.path.startsWith('/hooks/') ||
+      c.req.path.startsWith('/oidc/');
     await withActor(anonymous ? 'anonymous' : 'admin', requestId, next);
     // Every 401, however it was answered (an error, the docs' or a chat link's login page), is counted, not written one by one.
     if (c.res.status === 401) countUnauthenticated(deps, surfaceOf(c.req.path), `${c.req.method} ${c.req.path}`);
@@ -200,6 +208,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
         path === '/chat' ||
         path.startsWith('/chat/') ||
         path.startsWith('/hooks/') ||
+        path.startsWith('/oidc/') ||
         path === METRICS_PATH,
     ),
   );
@@ -273,6 +282,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   // berth's pages have no icon: the browser's own request for one is answered with nothing, not an error.
   app.get('/favicon.ico', (c) => c.body(null, 204));
   const chat = deps.webChat && chatNamingItsUser(deps.webChat);
+  const sso = (to: SignInFor) => ssoLinkFor(deps.oidc?.().oidc, to);
   registerProjectRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerRunRoutes(app as unknown as OpenAPIHono, deps.admin, () => chat);
   if (deps.schedules) registerScheduleRoutes(app as unknown as OpenAPIHono, deps.schedules, deps.admin);
@@ -280,7 +290,11 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   registerOperatorRoutes(app as unknown as OpenAPIHono, deps);
   registerChatLinkRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerAuditRoutes(app as unknown as OpenAPIHono, () => deps.audit);
-  registerChatRoutes(app as unknown as Hono<ChatEnv>, () => chat);
+  registerChatRoutes(
+    app as unknown as Hono<ChatEnv>,
+    () => chat,
+    () => sso('chat'),
+  );
   registerMetricsRoutes(app as unknown as OpenAPIHono, deps);
   // Signed by their senders, not by berth's token: each channel checks its own.
   app.all('/hooks/*', (c) => {
@@ -292,6 +306,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   registerConsoleRoutes(app as unknown as Hono, {
     token: deps.token,
     logins,
+    sso: () => sso('console'),
     audit: deps.audit,
     sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history },
   });
@@ -309,33 +324,14 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   };
   const document = () => finishOpenApiDoc(app.getOpenAPIDocument(docConfig) as never, (path) => OPEN_PATHS.has(path));
   app.get('/openapi.json', (c) => c.json(document()));
-  app.get('/docs', (c) => {
-    if (!isAdminBearer(c.req.header('authorization'), deps.token) && !hasDocsLogin(c, logins, deps.token)) return c.html(loginPage(), 401);
-    return c.html(renderDocsPage(document() as unknown as Parameters<typeof renderDocsPage>[0]));
-  });
-  app.post('/docs/login', async (c) => {
-    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
-    const given = typeof form.token === 'string' ? form.token.trim() : '';
-    // Where to go after: one of the signed-in pages, never a URL the form names.
-    const next: SignInPage = form.next === '/console' ? '/console' : '/docs';
-    if (!given || !isAdminToken(given, deps.token)) {
-      c.get('log').warn({ code: 'UNAUTHORIZED' }, 'docs sign-in refused');
-      return c.html(loginPage('That is not the admin token.', next), 401);
-    }
-    // A login of its own per sign-in (docs-login.ts decides the cookie's name and paths by scheme).
-    const login = logins.open(deps.token);
-    for (const cookie of docsCookies(c, login.id, login.max_age_seconds)) c.header('set-cookie', cookie, { append: true });
-    return c.redirect(next, 303);
-  });
-  // Sign-out from berth's own pages only (another site may not end the operator's login either).
-  app.post('/docs/logout', async (c) => {
-    if (!fromOwnOrigin({ origin: c.req.header('origin'), host: c.req.header('host'), fetchSite: c.req.header('sec-fetch-site') })) {
-      throw new BerthError('PERMISSION_DENIED', 'sign-out comes from berth’s own pages', { rule: 'same_origin' });
-    }
-    for (const id of docsLoginIds(c)) logins.close(id);
-    for (const cookie of docsCookies(c, '', 0)) c.header('set-cookie', cookie, { append: true });
-    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
-    return c.redirect(form.next === '/console' ? '/console' : '/docs', 303);
+  registerSignInRoutes(app as unknown as Hono<LogEnv>, {
+    token: deps.token,
+    logins,
+    settings: () => deps.oidc?.() ?? {},
+    admin: deps.admin,
+    chatServed: () => deps.webChat !== undefined,
+    audit: deps.audit,
+    docsHtml: () => renderDocsPage(document() as unknown as Parameters<typeof renderDocsPage>[0]),
   });
 
   // MCP over Streamable HTTP, stateless: a fresh server and transport per request, bounded (mcp-http.ts).

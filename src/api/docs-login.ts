@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import { reachedOverHttps } from '../bridges/web-cookie.js';
-import type { ConsoleLogins } from '../store/console-logins.js';
+import type { ConsoleLogin, ConsoleLogins } from '../store/console-logins.js';
 
 /**
  * /docs and /console in a browser, which cannot send a bearer header: a login form posts the
@@ -30,9 +30,10 @@ export function docsLoginIds(c: Context): string[] {
   });
 }
 
-/** Whether the request carries a live console login (a stray cookie beside it does not hide it). */
-export function hasDocsLogin(c: Context, logins: ConsoleLogins, token: string): boolean {
-  return docsLoginIds(c).some((id) => logins.verify(id, token));
+/** The live console login the request carries, if any (a stray cookie beside it does not hide it; an operator's wins over a viewer's). */
+export function docsLoginOf(c: Context, logins: ConsoleLogins, token: string): ConsoleLogin | undefined {
+  const live = docsLoginIds(c).flatMap((id) => logins.verify(id, token) ?? []);
+  return live.find((l) => l.role === 'operator') ?? live[0];
 }
 
 /** The Set-Cookie values that sign a browser in (value = the login id) or out (empty, Max-Age=0). */
@@ -42,12 +43,13 @@ export function docsCookies(c: Context, id: string, maxAgeSeconds: number): stri
   return Object.keys(SIGN_IN_PAGES).map((page) => `${DOCS_COOKIE}=${id}; HttpOnly; SameSite=Strict; Path=${page}; Max-Age=${maxAge}`);
 }
 
-export function loginPage(error?: string, next: SignInPage = '/docs'): string {
+/** The sign-in form for the admin token; `sso`: the provider's link beside it (oidc/pages.ts), when berth.yaml has one. */
+export function loginPage(error?: string, next: SignInPage = '/docs', sso = ''): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth — sign in</title>
 <style>body{font:16px system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}input,button{font:inherit;padding:.4rem;width:100%;box-sizing:border-box;margin:.3rem 0}.error{color:#b00}</style></head>
 <body><h1>berth</h1><p>The ${next === '/console' ? 'console' : 'API reference'} needs the admin token (<code>make run</code> prints it; it is also in <code>.berth/admin-token</code> in berth's home).</p>
 ${error ? `<p class="error" role="alert">${error}</p>` : ''}
 <form method="post" action="/docs/login"><input type="hidden" name="next" value="${next}"><label>Admin token <input type="password" name="token" autocomplete="current-password" required autofocus></label><button type="submit">${SIGN_IN_PAGES[next]}</button></form>
-</body></html>`;
+${sso}</body></html>`;
 }

@@ -52,6 +52,8 @@ export const ERROR_TABLE = {
   SECRET_UNAVAILABLE: { status: 503, exit: 31 },
   /** A file is larger than the bound it is fetched or sent under (a chat attachment, an upload): refused, nothing of it kept. */
   TOO_LARGE: { status: 413, exit: 32 },
+  /** The OpenID Connect provider did not answer, or refused berth's exchange of a sign-in (the person is told to start again). */
+  SIGN_IN_FAILED: { status: 502, exit: 40 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 

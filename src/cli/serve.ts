@@ -221,6 +221,7 @@ function answerHttp(berth: Berth, bound: BoundHttp, claim: BridgeClaim, token: s
     senders,
     history,
     hooks: (req, path, source) => bridges.hook(req, path, source),
+    oidc: () => ({ oidc: berth.config.oidc, publicUrl: berth.config.bridges.public_url }),
   });
   bound.handle((req, env) => app.fetch(req, env as Parameters<typeof app.fetch>[1]));
   const { server } = bound;

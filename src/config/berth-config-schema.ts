@@ -6,6 +6,7 @@ import { OperatorRuntimesSchema } from './runtimes.js';
 import { KubernetesSchema, LauncherNameSchema } from './kubernetes.js';
 import { SecretsSchema } from './secrets.js';
 import { SchedulesSchema } from './schedules.js';
+import { OidcSchema } from './oidc.js';
 
 /** berth.yaml's shape (the checks beyond its shape are operator-checks.ts; loading is berth-config.ts). */
 export const DEFAULT_SHELL_IMAGE = 'berth/shell:latest';
@@ -80,6 +81,9 @@ export const BerthConfigSchema = z
       .describe(
         'How limits.disk_mb holds for isolated tenant workspaces. "loop": each workspace is its own ext4 image (the kernel answers ENOSPC at the quota; needs root, mkfs.ext4 and loop devices). "off": a per-run check stops a run that grows past it.',
       ),
+    oidc: OidcSchema.optional().describe(
+      "Sign-in with the organisation's OpenID Connect provider for the console (operators, viewers) and the web chat: docs/production.md.",
+    ),
     admin_token: z
       .string()
       .min(16, 'must be at least 16 characters')

@@ -18,8 +18,11 @@ import { readdirIfExists } from '../fs/dir.js';
  */
 export const ChatUserSchema = z
   .string()
-  .regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 characters of A-Z, a-z, 0-9, ".", "_" and "-"')
-  .describe('The web chat user; their tenant key is "web:<user>".');
+  .regex(
+    /^(?:[A-Za-z0-9._-]{1,64}|oidc:(?:[A-Za-z0-9._@-]{1,64}|sha256\.[A-Za-z0-9_-]{32}))$/,
+    'must be 1-64 characters of A-Z, a-z, 0-9, ".", "_" and "-" (or a signed-in "oidc:<subject>")',
+  )
+  .describe('The web chat user; their tenant key is "web:<user>" ("oidc:<subject>" for one signed in with the provider).');
 
 /** How long a person's access lasts by default (the login ends then): a week. */
 export const DEFAULT_CHAT_LINK_TTL_SECONDS = 7 * 86400;
@@ -56,8 +59,9 @@ export function checkChatUser(user: string): string {
   return parseOrThrow(z.object({ user: ChatUserSchema }), { user }, 'chat user').user;
 }
 
+/** A chat link's user is "web:<user>"; a person signed in with the provider (plan/oidc-roles.ts) is their own "oidc:<subject>". */
 export function tenantOfChatUser(user: string): string {
-  return `web:${user}`;
+  return user.startsWith('oidc:') ? user : `web:${user}`;
 }
 
 export function createChatLinks(stateDir: string) {

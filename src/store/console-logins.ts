@@ -25,9 +25,15 @@ const LoginRecordSchema = z
     expires_at: z.string(),
     /** HMAC-SHA256(admin token, id): the login holds only under the token it was made with. */
     token_mac: z.string().regex(/^[0-9a-f]{64}$/),
+    /** A provider sign-in's role (plan/oidc-roles.ts); one with the admin token is an operator. */
+    role: z.enum(['operator', 'viewer']).default('operator'),
+    /** Who signed in with the provider (their verified email or subject), for the console and the audit log. */
+    who: z.string().max(300).optional(),
   })
   .strict();
-type LoginRecord = z.infer<typeof LoginRecordSchema>;
+type LoginRecord = z.output<typeof LoginRecordSchema>;
+/** Who a live login is: an operator or a viewer, and (a provider sign-in) their name. */
+export type ConsoleLogin = Pick<LoginRecord, 'role' | 'who'>;
 
 const ID_SHAPE = /^bcn_[A-Za-z0-9_-]{32}$/;
 const digest = (id: string) => createHash('sha256').update(id).digest('hex');
@@ -76,8 +82,8 @@ export function createConsoleLogins(dir?: string) {
   const shelf = dir === undefined ? memoryShelf() : dirShelf(dir);
 
   return {
-    /** A new login under this admin token: its id (the cookie's value) and when it ends. */
-    open(adminToken: string): { id: string; expires_at: string; max_age_seconds: number } {
+    /** A new login under this admin token: its id (the cookie's value) and when it ends. Without `as`: the admin token's own (an operator). */
+    open(adminToken: string, as: ConsoleLogin = { role: 'operator' }): { id: string; expires_at: string; max_age_seconds: number } {
       const now = Date.now();
       const live = shelf.keys().flatMap((key) => {
         const record = shelf.read(key);
@@ -88,25 +94,27 @@ export function createConsoleLogins(dir?: string) {
       live.sort((a, b) => a.record.created_at.localeCompare(b.record.created_at));
       for (const old of live.slice(0, Math.max(0, live.length - (MAX_CONSOLE_LOGINS - 1)))) shelf.remove(old.key);
       const id = `bcn_${randomBytes(24).toString('base64url')}`;
-      const record = {
+      const record: LoginRecord = {
         created_at: new Date(now).toISOString(),
         expires_at: new Date(now + CONSOLE_LOGIN_SECONDS * 1000).toISOString(),
         token_mac: macOf(adminToken, id),
+        role: as.role,
+        ...(as.who === undefined ? {} : { who: as.who.slice(0, 300) }),
       };
       shelf.write(digest(id), record);
       return { id, expires_at: record.expires_at, max_age_seconds: CONSOLE_LOGIN_SECONDS };
     },
-    /** Whether an id is a live login under this admin token; an expired one, or one of another token, is removed. */
-    verify(id: string, adminToken: string): boolean {
-      if (!ID_SHAPE.test(id)) return false;
+    /** Who a live login under this admin token is; undefined for none (an expired one, or one of another token, is removed). */
+    verify(id: string, adminToken: string): ConsoleLogin | undefined {
+      if (!ID_SHAPE.test(id)) return undefined;
       const key = digest(id);
       const record = shelf.read(key);
-      if (!record) return false;
+      if (!record) return undefined;
       if (expired(record, Date.now()) || !timingSafeEqual(Buffer.from(record.token_mac), Buffer.from(macOf(adminToken, id)))) {
         shelf.remove(key);
-        return false;
+        return undefined;
       }
-      return true;
+      return { role: record.role, ...(record.who === undefined ? {} : { who: record.who }) };
     },
     /** Sign-out: the login ends now (an unknown id is nothing to end). */
     close(id: string): void {

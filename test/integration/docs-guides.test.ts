@@ -13,6 +13,7 @@ import { startFakeSlack, type FakeSlack } from '../fakes/slack.js';
 import { startFakeMatrix, type FakeMatrix } from '../fakes/matrix.js';
 import { CHANNEL_NAMES } from '../../src/channels/registry.js';
 import { docCommands, runDocLine, runDocLineAsync } from '../helpers.js';
+import { startTestProvider, type TestProvider } from '../helpers/oidc-provider.js';
 
 /**
  * A fresh home driven through the quickstart (README) and each guide's commands, as written and
@@ -34,6 +35,7 @@ let signal: FakeSignalCli;
 let telegram: FakeTelegram;
 let slack: FakeSlack;
 let matrix: FakeMatrix;
+let provider: TestProvider;
 const KEY = `sk-ant-docs-${Math.random().toString(36).slice(2)}`;
 const STRANGER = '99999999-9999-4999-8999-999999999901';
 
@@ -43,6 +45,7 @@ beforeAll(async () => {
   telegram = await startFakeTelegram();
   slack = await startFakeSlack();
   matrix = await startFakeMatrix();
+  provider = await startTestProvider({}, 'http://127.0.0.1:8080/oidc/callback');
 });
 afterAll(async () => {
   for (const home of homes) {
@@ -54,6 +57,7 @@ afterAll(async () => {
   await telegram?.close();
   await slack?.close();
   await matrix?.close();
+  await provider?.close();
 });
 
 /** A stranger waiting on a channel of a fresh home, as `bridge pending` shows them. */
@@ -220,12 +224,23 @@ describe("the docs' commands, as written, on a fresh home", () => {
   it('production guide: the checks before it serves, and a backup of the home that restores', async () => {
     const backup = join(freshHome(), 'backup.tgz');
     // A home with something in it: a project, a tenant's file, berth's secret.
-    const ran = await walk('docs/production.md', [['/tmp/berth-backup.tgz', backup]], (home) => {
+    // The provider is a real one on loopback, its client secret a file only this user reads.
+    const secret = join(freshHome(), 'oidc-secret');
+    fs.writeFileSync(secret, `${provider.clientSecret}\n`, { mode: 0o600 });
+    const swaps: Array<[string, string]> = [
+      ['/tmp/berth-backup.tgz', backup],
+      ['https://login.example.org', provider.issuer],
+      ['/etc/berth/oidc-secret', secret],
+    ];
+    const ran = await walk('docs/production.md', swaps, (home) => {
       expect(
         runDocLine("npx berth project create stock --isolation && npx berth run stock --user web:a -- 'echo kept > f'", home),
       ).toMatchObject({ code: 0 });
     });
     expect(ran.map((r) => r.line.split(' ')[0])).toContain('tar');
+    expect(ran.find((r) => r.line.startsWith('npx berth doctor | grep oidc'))?.stdout).toMatch(
+      /ok +oidc +http:\/\/127\.0\.0\.1:\d+ answers/,
+    );
     const listed = runDocLine(`tar -tzf ${backup}`, freshHome());
     expect(listed.stdout).toMatch(/^\.\/\.berth\/secret$/m);
     expect(listed.stdout).toMatch(/^\.\/projects\/stock\/workspaces\/[0-9a-f]+\/f$/m);

@@ -20,17 +20,17 @@ const BODY = `<div id="app">
 <div id="attachments" hidden aria-label="files for the next message"></div>
 <form id="composer"><button id="attach" type="button" title="Attach files (or paste, or drop them on the page)" aria-label="Attach files">+</button><input id="file" type="file" multiple hidden><textarea id="input" rows="1" aria-label="message" placeholder="Message your agent…"></textarea><button id="send" type="submit" disabled>Send</button></form>
 </div>
-<div id="out" hidden><h1>berth chat</h1><p>You are not logged in. <span id="why"></span></p><p>Open the chat link your admin gave you: it logs this browser in, once. If you used it already, or it expired, ask the admin for a new one.</p></div>`;
+<div id="out" hidden><h1>berth chat</h1><p>You are not logged in. <span id="why"></span></p><p>Open the chat link your admin gave you: it logs this browser in, once. If you used it already, or it expired, ask the admin for a new one.</p>`;
 
 /** The page and the headers it needs (its CSP allows scripts and styles from this origin only, none inline). */
-export function chatPage(host: string | undefined): { html: string; headers: Record<string, string> } {
+export function chatPage(host: string | undefined, sso = ''): { html: string; headers: Record<string, string> } {
   const known = host && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host);
   const socketOrigins = known ? ` ws://${host} wss://${host}` : '';
   // Images only from berth's own route for a run's files (an agent's chart): nothing else, no other path of this origin.
   const images = known ? `; img-src http://${host}/chat/api/runs/ https://${host}/chat/api/runs/` : '';
   const { marked, purify, script, style } = chatAssets();
   return {
-    html: `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth chat</title><link rel="stylesheet" href="${style.path}"></head>\n<body>${BODY}<script src="${marked.path}"></script><script src="${purify.path}"></script><script src="${script.path}"></script></body></html>`,
+    html: `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth chat</title><link rel="stylesheet" href="${style.path}"></head>\n<body>${BODY}${sso}</div><script src="${marked.path}"></script><script src="${purify.path}"></script><script src="${script.path}"></script></body></html>`,
     headers: {
       'content-security-policy': `default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'${socketOrigins}${images}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
       'referrer-policy': 'no-referrer',

@@ -27,7 +27,8 @@ const SessionParam = z.object({ id: SessionIdSchema });
 
 export type ChatEnv = { Variables: { log: Logger } };
 
-export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | undefined): void {
+/** `sso`: the provider's sign-in link for the page's logged-out view (none without berth.yaml oidc). */
+export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | undefined, sso: () => string = () => ''): void {
   const running = (): WebChat => {
     const web = chat();
     if (!web) throw new BerthError('NOT_FOUND', 'the web chat is not running in this process', { hint: 'it is served by "berth serve"' });
@@ -60,7 +61,7 @@ export function registerChatRoutes(app: Hono<ChatEnv>, chat: () => WebChat | und
   }
 
   app.get('/chat', (c) => {
-    const page = chatPage(c.req.header('host'));
+    const page = chatPage(c.req.header('host'), sso());
     for (const [name, value] of Object.entries(page.headers)) c.header(name, value);
     return c.html(page.html);
   });

@@ -9,8 +9,8 @@ import type { AuditTrail } from '../../admin/audit-trail.js';
 import { APPROVAL_DECISIONS } from '../../store/approvals.js';
 import { AuditFilterSchema } from '../../store/audit.js';
 import { isAdminBearer } from '../auth.js';
-import { hasDocsLogin, loginPage } from '../docs-login.js';
-import type { ConsoleLogins } from '../../store/console-logins.js';
+import { docsLoginOf, loginPage } from '../docs-login.js';
+import type { ConsoleLogin, ConsoleLogins } from '../../store/console-logins.js';
 import { assetHeaders } from '../package-assets.js';
 import { consoleAssets, consolePage } from './page.js';
 import { consoleState, type ConsoleSources } from './state.js';
@@ -31,12 +31,21 @@ const CONSOLE_BODY_BYTES = 4 * 1024;
 
 export function registerConsoleRoutes(
   app: Hono,
-  deps: { token: string; logins: ConsoleLogins; sources: ConsoleSources; audit?: AuditTrail },
+  deps: { token: string; logins: ConsoleLogins; sources: ConsoleSources; audit?: AuditTrail; sso?: () => string },
 ): void {
-  const signedIn = (c: Context) => isAdminBearer(c.req.header('authorization'), deps.token) || hasDocsLogin(c, deps.logins, deps.token);
+  /** Who is signed in: the admin token (an operator), or a console login (an operator or a viewer); undefined for nobody. */
+  const callerOf = (c: Context): ConsoleLogin | undefined =>
+    isAdminBearer(c.req.header('authorization'), deps.token) ? { role: 'operator' } : docsLoginOf(c, deps.logins, deps.token);
+  const signedIn = (c: Context): ConsoleLogin => {
+    const caller = callerOf(c);
+    if (!caller) throw new BerthError('UNAUTHORIZED', 'sign in to the console first', { hint: 'open /console and give the admin token' });
+    return caller;
+  };
+  /** Whether the caller may act (answer, approve, stop): operators; a viewer sees and cannot. */
+  const canAct = (caller: ConsoleLogin) => caller.role === 'operator';
   const operatorOnly = (c: Context) => {
-    if (!signedIn(c))
-      throw new BerthError('UNAUTHORIZED', 'sign in to the console first', { hint: 'open /console and give the admin token' });
+    if (!canAct(signedIn(c)))
+      throw new BerthError('PERMISSION_DENIED', 'you may look at the console, not act in it (a viewer)', { rule: 'console_viewer' });
   };
   /** An answer: JSON from this origin only (a cross-site form cannot send JSON, and SameSite=Strict holds the cookie back). */
   const answerBody = async <S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> => {
@@ -60,20 +69,20 @@ export function registerConsoleRoutes(
   }
 
   app.get('/console', (c) => {
-    if (!signedIn(c)) return c.html(loginPage(undefined, '/console'), 401);
+    if (!callerOf(c)) return c.html(loginPage(undefined, '/console', deps.sso?.()), 401);
     const page = consolePage();
     for (const [name, value] of Object.entries(page.headers)) c.header(name, value);
     return c.html(page.html);
   });
 
   app.get('/console/api/state', (c) => {
-    operatorOnly(c);
+    const caller = signedIn(c);
     c.header('cache-control', 'no-store');
-    return c.json(consoleState(deps.sources));
+    return c.json({ ...consoleState(deps.sources), you: { ...caller, can_act: canAct(caller) } });
   });
 
   app.get('/console/api/audit', (c) => {
-    operatorOnly(c);
+    signedIn(c);
     if (!deps.audit) throw new BerthError('NOT_FOUND', 'this berth keeps no audit log');
     const q = c.req.query();
     const filter = parseOrThrow(
