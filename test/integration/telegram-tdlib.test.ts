@@ -7,13 +7,13 @@ import { loadTdlib, type TdEntity, type Tdlib } from '../helpers/tdlib.js';
 /**
  * What berth sends Telegram, parsed by Telegram's own parser: TDLib 1.8.65 (prebuilt-tdlib from
  * npm, fetched by scripts/ensure-tdlib.sh), whose parseTextEntities is what the official Bot API
- * server runs on `parse_mode: "MarkdownV2"`. For every reply berth's split and toMarkdownV2 make
- * the parts; each part must be taken by TDLib, hold at most 4,096 characters after parsing, and
- * the parts read together must be exactly what the agent wrote: TDLib's entities put back as the
- * agent's markers (`code`, ```lang blocks) give the agent's text again, with only the documented
+ * server runs on `parse_mode: "MarkdownV2"`. For every reply, the messages berth's plan and
+ * toMarkdownV2 make must each be taken by TDLib, hold at most 4,096 characters after parsing and
+ * show something (the server refuses an empty message), and give the message again when TDLib's
+ * entities are put back as the agent's markers (`code`, ```lang blocks: any other entity is markup
+ * the agent did not write). Read together they must be the agent's text, with only the documented
  * differences: a code block cut between parts is closed and opened again ("```" without its
- * language), the line break at a cut between lines is the break between messages, and an empty
- * code block shows as nothing (TDLib keeps no empty entity).
+ * language), and what Telegram would not show at a cut (the line break there, white space) may go.
  */
 const ATTACHED = '\n[… the whole reply is attached as reply.txt]';
 let td: Tdlib;
