@@ -4,8 +4,9 @@ import { parseMarkdownV2 } from '../fakes/telegram.js';
 
 /**
  * What berth sends Telegram as MarkdownV2, parsed by the fake's port of Telegram's own parser
- * (tdlib): every text an agent could write must parse, show exactly the agent's characters, and
- * carry no entity but the code the agent wrote as code.
+ * (tdlib; test/integration/telegram-tdlib.test.ts shows it agrees with TDLib itself): every text
+ * an agent could write must parse, show exactly the agent's characters, and carry no entity but
+ * the code the agent wrote as code.
  */
 const RESERVED = '_*[]()~`>#+-=|{}.!\\';
 function randomText(seed: number, length: number): string {
