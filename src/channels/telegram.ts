@@ -20,9 +20,8 @@ import {
   type ChannelTransport,
 } from './contract.js';
 import { obj, str, int, type Json } from './json.js';
-import { splitForLimit, toMarkdownV2 } from './telegram-text.js';
+import { planTelegramReply, TELEGRAM_MAX_PARTS, TELEGRAM_TEXT_LIMIT, toMarkdownV2 } from './telegram-text.js';
 import { TELEGRAM_FILE_LIMIT_BYTES, telegramAttachments, telegramFiles } from './telegram-files.js';
-import { graphemeCut } from './text-cut.js';
 
 /**
  * Telegram, through the Bot API (https://core.telegram.org/bots/api). Two ways in:
@@ -36,9 +35,7 @@ import { graphemeCut } from './text-cut.js';
  * workspace), each member still paired on their own. The token is in every API URL: no URL is
  * ever logged.
  */
-export const TELEGRAM_TEXT_LIMIT = 4096;
-/** Longer replies than this many messages go as a document. */
-const TELEGRAM_MAX_PARTS = 4;
+export { TELEGRAM_TEXT_LIMIT } from './telegram-text.js';
 const POLL_SECONDS = 25;
 export const TELEGRAM_MAX_UPDATE_BYTES = 1024 * 1024;
 
@@ -170,18 +167,10 @@ export function createTelegramBridge(ctx: ChannelContext<TelegramConfig>): Chann
 
   /** `from`: the first part not yet delivered (SendAbout.fromPart); a failed part says how many went through (PartsSentError). */
   async function sendReply(chat: string, text: string, plain: boolean, from?: number): Promise<void> {
-    const parts = splitForLimit(text, TELEGRAM_TEXT_LIMIT);
-    if (parts.length > TELEGRAM_MAX_PARTS) {
-      // Two parts: the start of it with a note, then the whole as a document.
-      const note = '\n[… the whole reply is attached as reply.txt]';
-      const first = parts[0] ?? '';
-      const head = `${first.slice(0, graphemeCut(first, TELEGRAM_TEXT_LIMIT - note.length))}${note}`;
-      await sendPartsFrom([() => sendText(chat, head, plain), () => sendDocument(chat, textFile('reply.txt', text))], from, (send) =>
-        send(),
-      );
-      return;
-    }
-    await sendPartsFrom(parts, from, (part) => sendText(chat, part, plain));
+    const plan = planTelegramReply(text);
+    const sends = plan.messages.map((message) => () => sendText(chat, message, plain));
+    if (plan.attach) sends.push(() => sendDocument(chat, textFile('reply.txt', text)));
+    await sendPartsFrom(sends, from, (send) => send());
   }
 
   /** Take the updates in order; the offset after the last. A failed take throws: the next poll asks from the old offset, and what was taken already is known to the inbox. */

@@ -7,8 +7,9 @@ import { unitHome, type TestHome } from '../helpers.js';
 /**
  * Channels proven against software berth did not write (channels-real-4 §2): Slack's signatures
  * against Slack's published test vector and Bolt's own verifier. (Telegram's MarkdownV2 against
- * TDLib's parser through prebuilt-tdlib passed 2,000 random texts here, but the package's
- * per-platform optional packages leave package-lock.json out of step for `npm ci`: not in yet.)
+ * TDLib's own parser is test/integration/telegram-tdlib.test.ts: prebuilt-tdlib's per-platform
+ * optional packages would leave package-lock.json out of step for `npm ci`, so
+ * scripts/ensure-tdlib.sh installs it outside the lock.)
  */
 
 // Slack's "Verifying requests from Slack" example.
