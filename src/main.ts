@@ -41,6 +41,7 @@ import { loadOrCreateSecret, memoryAuthorFor } from './store/secret.js';
 import { createSessionStore, type SessionStore } from './store/sessions.js';
 import { createSessionTokens, type SessionTokens } from './store/session-tokens.js';
 import { createSessionTools, type SessionTools } from './admin/session-tools.js';
+import { createTenantData, type TenantData } from './admin/tenant-data.js';
 
 /** Everything berth needs, built once from the home directory. The only place that wires deps. */
 export interface Berth {
@@ -74,6 +75,8 @@ export interface Berth {
   /** Schedules (admin/schedules.ts) on their durable store (store/schedules.ts); serve's scheduler fires them. */
   schedules: ScheduleService;
   scheduleStore: ScheduleStore;
+  /** A person's data, whole: export it, forget it (admin/tenant-data.ts). */
+  tenants: TenantData;
 }
 
 export interface BerthOptions {
@@ -146,6 +149,7 @@ export function createBerth(opts: BerthOptions): Berth {
   let secret: Buffer | undefined;
   let admin: AdminService | undefined;
   let sessionTools: SessionTools | undefined;
+  let tenants: TenantData | undefined;
   let schedules: ScheduleService | undefined;
   const scheduleStore = openScheduleStore(paths.stateDir);
   let operator: OperatorService | undefined;
@@ -315,6 +319,9 @@ export function createBerth(opts: BerthOptions): Berth {
     },
     get operator() {
       return getOperator();
+    },
+    get tenants() {
+      return (tenants ??= createTenantData(this));
     },
     get sessionTools() {
       return (sessionTools ??= createSessionTools({

@@ -15,6 +15,7 @@ import { CONFIG_COMMANDS } from './config.js';
 import { SECRET_COMMANDS } from './secrets.js';
 import { APPROVAL_COMMANDS } from './approvals.js';
 import { SCHEDULE_COMMANDS } from './schedules.js';
+import { TENANT_COMMANDS } from './tenants.js';
 import { own } from '../base/own.js';
 import { CHANNEL_NAMES } from '../channels/registry.js';
 import { SERVING_V8_FLAGS } from '../base/node-support.js';
@@ -85,6 +86,8 @@ Runs and sessions
                                 serve fires them, --chat posts the answers there
   schedule list [<project>] [--user T] [--json]
   schedule cancel <id>
+  tenant export <project> <tenant> --out FILE   everything berth keeps of a person, as one tar
+  tenant forget <project> <tenant> --confirm <tenant>   remove it all (one audit line, by digest)
 
 Server
   serve [--host HOST] [--port PORT] [--demo]
@@ -140,6 +143,7 @@ const COMMANDS: Record<string, Command> = {
   ...SECRET_COMMANDS,
   ...APPROVAL_COMMANDS,
   ...SCHEDULE_COMMANDS,
+  ...TENANT_COMMANDS,
 };
 
 function commandHelp(name: string, command: Command): string {
