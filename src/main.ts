@@ -30,6 +30,8 @@ import { admissionLimitsOf, DEFAULT_WARM_PER_TENANT } from './config/runs.js';
 import { createMetrics, type Metrics } from './base/metrics.js';
 import { createModelGateway } from './outbound/model-gateway.js';
 import { createEgressProxy } from './outbound/egress-proxy.js';
+import { createHoneytokens } from './outbound/honeytokens.js';
+import { openFrozenTenants } from './store/frozen-tenants.js';
 import { loadOrCreateEgressCa, type EgressCa } from './outbound/egress-ca.js';
 import { createSecretBroker } from './outbound/secret-broker.js';
 import { createSecretValues } from './store/secret-values.js';
@@ -181,8 +183,17 @@ export function createBerth(opts: BerthOptions): Berth {
     owner: () => agentOwner(config()),
     logger,
   });
+  // Decoy credentials and the tenants frozen for using one (berth.yaml projects.<p>.honeytokens).
+  const honeytokens = createHoneytokens({
+    config,
+    secret: getSecret,
+    frozen: openFrozenTenants(paths.stateDir),
+    logger,
+    metrics,
+    audit: (event) => audit.record(event),
+  });
   // One of each per process: budgets and connection bounds hold across runs.
-  const models = createModelGateway({ config, logger, metrics });
+  const models = createModelGateway({ config, logger, metrics, honeytokens });
   const approvals = createApprovals({
     store: openApprovalStore(paths.stateDir),
     logger,
@@ -205,7 +216,7 @@ export function createBerth(opts: BerthOptions): Berth {
   // Made on first use: an installation that brokers no secret never has one.
   const ca = () => (egressCa ??= loadOrCreateEgressCa(paths.stateDir));
   const credentialUses = createCredentialUses();
-  const egress = createEgressProxy({ config, logger, metrics, approvals, broker, ca, credentialUses });
+  const egress = createEgressProxy({ config, logger, metrics, approvals, broker, ca, credentialUses, honeytokens });
   const getRunner = () =>
     (runner ??= createRunner({
       store,
@@ -220,6 +231,7 @@ export function createBerth(opts: BerthOptions): Berth {
       metrics,
       audit: (event) => audit.record(event),
       credentialUses,
+      honeytokens,
       egressTrust: () => ca().files,
       prestarted:
         opts.warm && opts.pool !== 'off'

@@ -14,6 +14,7 @@ import { homePaths } from '../config/home.js';
 import { memoryAuthorFor } from '../store/secret.js';
 import type { Runner } from '../runs/runner.js';
 import { MEMORY_FILE } from '../store/memory.js';
+import { openFrozenTenants } from '../store/frozen-tenants.js';
 import type { ProjectStore } from '../store/projects.js';
 import { runFilesDirOf } from '../store/run-files.js';
 import type { ScheduleStore } from '../store/schedules.js';
@@ -74,6 +75,7 @@ export function createTenantData(berth: {
     memoryAuthor: (project: string, tenant: string) => memoryAuthorFor(berth.secret, project, tenant),
     forgetSession: (project: string, session: string) => berth.runner.forgetSession(project, session),
   };
+  const frozen = openFrozenTenants(deps.stateDir);
   const footprint = (name: string, tenant: string): TenantFootprint => {
     const project = deps.store.get(name);
     return tenantFootprint({
@@ -166,8 +168,18 @@ export function createTenantData(berth: {
           if (!(err instanceof BerthError && err.code === 'CONFIG_INVALID')) throw err; // not a chat user name
         }
       }
+      frozen.unfreeze(project, tenant);
       deps.audit.record({ kind: 'admin', action: 'tenant.forget', project, target: tenantDigest(project, tenant), outcome: 'ok' });
       return { project, tenant, removed };
+    },
+
+    /** Tenants frozen for using a decoy credential (outbound/honeytokens.ts), and lifting one after a look. */
+    frozen: () => frozen.list(),
+    unfreeze(project: string, tenant: string): { project: string; tenant: string; unfrozen: boolean } {
+      deps.store.get(project);
+      const unfrozen = frozen.unfreeze(project, tenant);
+      if (unfrozen) deps.audit.record({ kind: 'admin', action: 'tenant.unfreeze', project, target: tenant, outcome: 'ok' });
+      return { project, tenant, unfrozen };
     },
   };
 }

@@ -44,6 +44,8 @@ export interface Metrics {
   sandboxViolation(project: string): void;
   /** A run's receipt differed from its plan (plan/receipt.ts): once per run, by project. */
   receiptViolation(project: string): void;
+  /** A decoy credential was seen (outbound/honeytokens.ts): where (model, egress). */
+  honeytokenHit(project: string, where: string): void;
   permissionDenied(surface: DenialSurface): void;
   gatewayCall(l: { kind: GatewayCallKind; outcome: GatewayCallOutcome }): void;
   /** A missing or wrong token; `surface` is a short name ("http", "mcp", "metrics"), never the token. */
@@ -133,6 +135,12 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
     labelNames: ['project'] as const,
     registers,
   });
+  const honeytokenHits = new Counter({
+    name: 'berth_honeytoken_hits_total',
+    help: "Requests that carried one of a tenant's decoy credentials (the tenant is frozen), by project and where berth saw it.",
+    labelNames: ['project', 'where'] as const,
+    registers,
+  });
   const denials = new Counter({
     name: 'berth_permission_denials_total',
     help: 'Requests refused by a permission decision, by surface.',
@@ -191,6 +199,7 @@ export function createMetrics(opts: { processMetrics?: boolean } = {}): Metrics 
     },
     sandboxViolation: (p) => violations.inc({ project: project(p) }),
     receiptViolation: (p) => receiptViolations.inc({ project: project(p) }),
+    honeytokenHit: (p, where) => honeytokenHits.inc({ project: project(p), where: where === 'model' ? 'model' : 'egress' }),
     permissionDenied: (s) => denials.inc({ surface: s }),
     gatewayCall: (l) => gatewayCalls.inc({ kind: l.kind, outcome: l.outcome }),
     authFailure: (s) => authFailures.inc({ surface: surface(s) }),
@@ -208,6 +217,7 @@ export function noMetrics(): Metrics {
     registry,
     runFinished: nothing,
     observeQueueWait: nothing,
+    honeytokenHit: nothing,
     observeContainerStart: nothing,
     observeRun: nothing,
     setQueueDepth: nothing,

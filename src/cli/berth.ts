@@ -88,6 +88,7 @@ Runs and sessions
   schedule cancel <id>
   tenant export <project> <tenant> --out FILE   everything berth keeps of a person, as one tar
   tenant forget <project> <tenant> --confirm <tenant>   remove it all (one audit line, by digest)
+  tenant frozen | tenant unfreeze <project> <tenant>   tenants stopped for using a decoy credential
 
 Server
   serve [--host HOST] [--port PORT] [--demo]

@@ -43,4 +43,30 @@ export const TENANT_COMMANDS: Record<string, Command> = {
       return 0;
     },
   },
+  'tenant frozen': {
+    usage:
+      'tenant frozen [--json]\n  Tenants whose runs are stopped because one of their decoy credentials was used (berth.yaml projects.<p>.honeytokens).',
+    options: { json: { type: 'boolean' } },
+    async run(berth, v, _pos, io) {
+      const list = berth().tenants.frozen();
+      if (v.json) io.out(`${JSON.stringify(list, null, 2)}\n`);
+      else if (list.length === 0) io.out('no tenant is frozen\n');
+      else
+        for (const f of list)
+          io.out(`${f.project}  ${printable(f.tenant)}  since ${f.at}  ${printable(f.where)}${f.run ? `  run ${f.run}` : ''}\n`);
+      return 0;
+    },
+  },
+  'tenant unfreeze': {
+    usage:
+      'tenant unfreeze <project> <tenant>\n  Let a frozen tenant run again (after a look at what their container did: berth runs, berth audit).',
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 2, 'project and tenant (tenant unfreeze <project> <tenant>)');
+      const [project, tenant] = pos as [string, string];
+      const r = berth().tenants.unfreeze(project, tenant);
+      io.out(r.unfrozen ? `${printable(tenant)} may run again in ${project}\n` : `${printable(tenant)} was not frozen in ${project}\n`);
+      return 0;
+    },
+  },
 };

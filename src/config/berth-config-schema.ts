@@ -25,6 +25,12 @@ export const ProjectGrantsSchema = z
       .array(GrantSchema)
       .default([])
       .describe('Shared areas this project may use (deny by default); a bare name is read-only.'),
+    honeytokens: z
+      .boolean()
+      .optional()
+      .describe(
+        "Decoy credentials in this project's containers (AWS keys in the environment and ~/.aws, an SSH key): any use freezes the tenant (docs/security.md).",
+      ),
   })
   .strict();
 

@@ -16,6 +16,7 @@ import { noMetrics, type Metrics } from '../base/metrics.js';
 import type { Approvals } from './approvals.js';
 import { createEgressDecision, unreachableWhy, type Resolve } from './egress-decision.js';
 import { peekBody, sendBody, type PeekedBody } from './body-peek.js';
+import { DECOY_STOP, type Honeytokens } from './honeytokens.js';
 import type { EgressCa } from './egress-ca.js';
 import { maskHeaders, maskText, redactStream } from './redact-stream.js';
 import type { SecretBroker } from './secret-broker.js';
@@ -71,6 +72,8 @@ const DECODERS: Record<string, () => Duplex> = {
 
 /** Names a run may have berth sign a new certificate for, per minute (names under a wildcard grant share one). */
 export const NEW_CERT_NAMES_PER_MINUTE = 32;
+/** How much of a request's body berth reads ahead to look for a decoy credential (the rest goes on unread). */
+const HONEYTOKEN_PEEK_BYTES = 256 * 1024;
 
 export function createEgressProxy(deps: {
   config: () => BerthConfig;
@@ -81,6 +84,8 @@ export function createEgressProxy(deps: {
   ca?: () => EgressCa;
   lookup?: Resolve;
   credentialUses?: CredentialUses;
+  /** Decoy credentials: a request carrying one freezes its tenant (honeytokens.ts). */
+  honeytokens?: Pick<Honeytokens, 'check' | 'enabled'>;
 }): EgressProxy {
   const metrics = deps.metrics ?? noMetrics();
   const decide = createEgressDecision({ ...deps, lookup: deps.lookup ?? ((host) => lookup(host, { all: true })) });
@@ -106,7 +111,7 @@ export function createEgressProxy(deps: {
   }
 
   return {
-    async open({ path, run, logger }) {
+    async open({ path, run, logger, stopRun }) {
       const record = (
         method: string,
         host: string,
@@ -365,6 +370,17 @@ export function createEgressProxy(deps: {
           res.end(`berth: ${prepared.reason}\n`);
           req.resume();
           return;
+        }
+        // A decoy credential in what is sent: refused, the run stopped, the tenant frozen (honeytokens.ts).
+        const sent = deps.honeytokens?.enabled(run.project) ? (peeked?.chunks ?? [(await body(HONEYTOKEN_PEEK_BYTES)).bytes]) : undefined;
+        if (
+          sent &&
+          deps.honeytokens?.check(run, `egress ${method} ${host}`, `${method} ${pathAndQuery}`, JSON.stringify(req.headers), ...sent)
+        ) {
+          record(method, host, port, 403, 'a decoy credential: the tenant is frozen', about);
+          res.writeHead(403, { 'content-type': 'text/plain', 'x-berth-error': 'honeytoken' });
+          res.end('berth: refused\n');
+          return stopRun(DECOY_STOP);
         }
         const needles = prepared?.needles ?? [];
         const secret = prepared?.secrets.join(',') || undefined;

@@ -11,6 +11,7 @@ import { createBodyBudget, readBody } from './body-budget.js';
 import { createBudgets } from './budget.js';
 import { forwardedHeaders, methodOf, parseGatewayPath, parseModelBody, returnedHeaders } from './model-request.js';
 import type { RunIdentity, RunSocketOpener } from './run-identity.js';
+import { DECOY_STOP, type Honeytokens } from './honeytokens.js';
 import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix-server.js';
 import { usageTap } from './usage.js';
 
@@ -37,6 +38,8 @@ export function createModelGateway(deps: {
   logger: Logger;
   metrics?: Metrics;
   bounds?: ModelGatewayBounds;
+  /** Decoy credentials: a model call quoting one freezes its tenant (honeytokens.ts). */
+  honeytokens?: Pick<Honeytokens, 'check'>;
 }): ModelGateway {
   const metrics = deps.metrics ?? noMetrics();
   const bounds = deps.bounds ?? MODEL_GATEWAY_BOUNDS;
@@ -207,6 +210,15 @@ export function createModelGateway(deps: {
                 type: read.status === 413 ? 'request_too_large' : read.status === 429 ? 'rate_limit_error' : 'invalid_request_error',
                 message: `berth: ${read.reason}`,
                 headers: retry,
+              });
+            }
+            // Something in the container read a decoy and is sending it to the model: the tenant is frozen, the run stopped.
+            if (deps.honeytokens?.check(run, 'model call', read.body)) {
+              stopRun(DECOY_STOP);
+              return refuse({
+                status: 403,
+                type: 'permission_error',
+                message: 'berth: this tenant is frozen (a decoy credential was used)',
               });
             }
             const call = parseModelBody(api, target.path, read.body, bounds.maxBodyDepth);

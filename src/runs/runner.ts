@@ -11,7 +11,10 @@ import { assertLaunchable } from '../launch/requirements.js';
 import { noMetrics, type Metrics } from '../base/metrics.js';
 import { planRun, type RunPlan } from '../plan/run-plan.js';
 import { warmIdentity } from '../plan/warm.js';
-import { ensureAgentHome } from '../store/agent-homes.js';
+import { ensureAgentHome, plantInHome } from '../store/agent-homes.js';
+import { decoyPlacement, type Decoys } from '../plan/honeytokens.js';
+import type { Honeytokens } from '../outbound/honeytokens.js';
+import type { Owner } from '../fs/tree.js';
 import { appendJournal, noteStarted, type JournalEntry } from '../store/journal.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import { snapshotForPlan } from '../store/protected-snapshot.js';
@@ -153,6 +156,8 @@ export function createRunner(deps: {
   audit?: ReceiptAudit;
   /** The requests each run's egress added a granted secret to: its receipt lists them. */
   credentialUses?: Pick<CredentialUses, 'take'>;
+  /** Decoy credentials (berth.yaml projects.<p>.honeytokens), and tenants frozen for using one. */
+  honeytokens?: Pick<Honeytokens, 'decoysFor' | 'assertNotFrozen'>;
 }): Runner {
   const { store, sessions, launcher, config, installation } = deps;
   const metrics = deps.metrics ?? noMetrics();
@@ -247,6 +252,7 @@ export function createRunner(deps: {
       if (spec.kind === 'message') await spec.whenReady?.();
       // Read now, not when the run was accepted: a grant revoked while it waited is not mounted, and
       // isolation switched on meanwhile holds for it (no whole-project container after the switch).
+      deps.honeytokens?.assertNotFrozen(name, base.session.tenant_key);
       const ctx = contextOf(base, store.get(name), config(), spec);
       const launcherCaps = await capabilities();
       if (spec.kind !== 'workflow_step') await prepareWorkspace(ctx);
@@ -255,6 +261,8 @@ export function createRunner(deps: {
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(ctx.project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
       // The session's agent home: the conversation an agent continues at the next message.
       const home = ensureAgentHome(ctx.project, ctx.session.id, ctx.owner);
+      const decoys = deps.honeytokens?.decoysFor(name, ctx.session.tenant_key);
+      const decoyEnv = decoys ? plantDecoys(home, decoys, ctx.owner) : undefined;
       // A message may go to the session's warm container, where the launcher keeps them for its runtime.
       const warmOk = spec.kind === 'message' && launcherCaps.warm(runtimeFor(ctx.project.metadata, ctx.level));
       const lease = warmOk ? warmSessions?.lease(name, ctx.session.id, warmWorkspaceOf(name, ctx.workspace.id)) : undefined;
@@ -268,7 +276,7 @@ export function createRunner(deps: {
       // The agent said its answer: its sockets stop asking anyone for it (egress-proxy.ts).
       const answered = new AbortController();
       try {
-        const planFor = (runDir: string | undefined) => planOf(ctx, landed.spec, { home, seeds, runDir }, deps);
+        const planFor = (runDir: string | undefined) => planOf(ctx, landed.spec, { home, seeds, runDir, decoyEnv }, deps);
         // This run's sockets: a directory only its container sees (a warm container's, if it has one).
         const freshDir = deps.sockets ? join(deps.sockets.dir, ctx.runId) : undefined;
         let plan = planFor(lease?.reuse?.runDir ?? freshDir);
@@ -470,7 +478,7 @@ export function createRunner(deps: {
 function planOf(
   ctx: RunContext,
   spec: LaunchSpec,
-  at: { home: string; seeds?: ReturnType<typeof copySeedsForRun>; runDir?: string },
+  at: { home: string; seeds?: ReturnType<typeof copySeedsForRun>; runDir?: string; decoyEnv?: Record<string, string> },
   deps: { installation: string; ownerProcess?: string; egressTrust?: () => { ca: string; bundle: string } },
 ): RunPlan {
   const { project } = ctx;
@@ -485,7 +493,7 @@ function planOf(
       message: spec.kind === 'shell_tool' ? '' : withBootstrap(ctx, spec.message),
       argv: spec.kind === 'shell_tool' ? spec.argv : undefined,
       session: ctx.session.id,
-      env: spec.kind === 'workflow_step' ? spec.target.env : undefined,
+      env: spec.kind === 'workflow_step' ? spec.target.env : at.decoyEnv,
       live: spec.kind === 'message' && spec.onProgress !== undefined,
     },
     memory: { dir: project.paths.memoryDir },
@@ -509,3 +517,10 @@ interface Flight {
 }
 
 const DRAIN_REASON = 'berth stopped: the drain deadline passed';
+
+/** A tenant's decoys in its agent home; their environment variables for the plan. */
+function plantDecoys(home: string, decoys: Decoys, owner: Owner | undefined): Record<string, string> {
+  const placed = decoyPlacement(decoys);
+  plantInHome(home, placed.files, owner);
+  return placed.env;
+}

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
-import { closeQuietly, fdRealPath, openRootDir } from '../fs/fd-path.js';
-import { ensureDirPath, type Owner } from '../fs/tree.js';
+import { closeQuietly, fdRealPath, openRootDir, withFd } from '../fs/fd-path.js';
+import { errnoOf } from '../base/errors.js';
+import { ensureDirPath, writeNewFileAt, type Owner } from '../fs/tree.js';
 import type { Project } from './projects.js';
 
 /**
@@ -41,4 +42,24 @@ export function ensureAgentHome(project: Project, sessionId: string, owner: Owne
 /** Remove a session's home (rm does not follow the links a tenant left inside). */
 export function removeAgentHome(project: Project, sessionId: string): void {
   fs.rmSync(agentHomeDir(project, sessionId), { recursive: true, force: true });
+}
+
+/**
+ * Put decoy files in a home (plan/honeytokens.ts) where none is: every step no-follow from the
+ * home's descriptor (a link the tenant left where a directory goes is moved aside), and a file
+ * already there is left as it is, whatever the tenant made of it.
+ */
+export function plantInHome(home: string, files: ReadonlyArray<{ path: string[]; content: string; mode: number }>, owner?: Owner): void {
+  withFd(openRootDir(home), (homeFd) => {
+    for (const file of files) {
+      const name = file.path.at(-1) as string;
+      withFd(ensureDirPath(homeFd, file.path.slice(0, -1), { shownRoot: 'home', displace: true, mode: 0o700, owner }), (dirFd) => {
+        try {
+          writeNewFileAt(dirFd, name, file.content, file.mode, owner);
+        } catch (err) {
+          if (errnoOf(err) !== 'EEXIST') throw err;
+        }
+      });
+    }
+  });
 }

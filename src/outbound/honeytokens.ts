@@ -1,0 +1,89 @@
+import type { Logger } from 'pino';
+import { BerthError } from '../base/errors.js';
+import type { BerthConfig } from '../config/berth-config.js';
+import type { Metrics } from '../base/metrics.js';
+import { decoyNeedles, decoysOf } from '../plan/honeytokens.js';
+import type { FrozenTenants } from '../store/frozen-tenants.js';
+import type { AuditEvent } from '../store/audit.js';
+import { formsOf } from './secret-forms.js';
+
+/** What the person reads when their run is stopped for it. */
+export const DECOY_STOP = "something in your agent's container used a credential it should not have; the operator has been told.";
+
+/** Who a request is from, as a run's socket knows it. */
+export interface WireCaller {
+  project: string;
+  tenantKey: string;
+  runId?: string;
+}
+
+/**
+ * The tripwire: a project's tenants carry decoy credentials (plan/honeytokens.ts) when berth.yaml
+ * says `projects.<p>.honeytokens: true`; any of them seen where berth looks (a model call's body,
+ * a request through the egress proxy: its line, headers and the body berth reads) in any of the
+ * forms secrets are looked for in (itself, hex, base64, escaped: secret-forms.ts) freezes that
+ * tenant's runs, stops the run that sent it, and tells the operator: an error log line, the
+ * metric berth_honeytoken_hits_total, and an audit line (sandbox_violation, honeytoken.hit).
+ */
+export function createHoneytokens(deps: {
+  config: () => BerthConfig;
+  secret: () => Buffer;
+  frozen: FrozenTenants;
+  logger: Logger;
+  metrics?: Metrics;
+  audit?: (event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor?: string }) => void;
+}) {
+  const enabled = (project: string) =>
+    Object.hasOwn(deps.config().projects, project) && deps.config().projects[project]?.honeytokens === true;
+  const needlesOf = (c: WireCaller) => decoyNeedles(decoysOf(deps.secret(), c.project, c.tenantKey));
+
+  return {
+    /** The decoys this tenant's containers carry; undefined when the project has none. */
+    decoysFor: (project: string, tenant: string) => (enabled(project) ? decoysOf(deps.secret(), project, tenant) : undefined),
+    enabled,
+    /** Does this text carry one of the caller's decoys? Then the wire trips (once per caller, however many requests follow). */
+    check(caller: WireCaller, where: string, ...texts: Array<string | Uint8Array | undefined>): boolean {
+      if (!enabled(caller.project)) return false;
+      const forms = formsOf(needlesOf(caller));
+      const hit = texts.some((t) => {
+        if (t === undefined) return false;
+        const buf = typeof t === 'string' ? Buffer.from(t) : t;
+        return forms.find(buf, 0, buf.length).length > 0;
+      });
+      if (hit) this.trip(caller, where);
+      return hit;
+    },
+    trip(caller: WireCaller, where: string): void {
+      const already = deps.frozen.frozen(caller.project, caller.tenantKey);
+      deps.frozen.freeze({ project: caller.project, tenant: caller.tenantKey, where, ...(caller.runId ? { run: caller.runId } : {}) });
+      deps.metrics?.honeytokenHit(caller.project, where.split(' ')[0] ?? where);
+      deps.logger.error(
+        { project: caller.project, tenant: caller.tenantKey, run: caller.runId, where },
+        "a decoy credential was used: the tenant's runs are frozen until the operator lifts it (berth tenant unfreeze)",
+      );
+      if (!already) {
+        deps.audit?.({
+          kind: 'sandbox_violation',
+          action: 'honeytoken.hit',
+          actor: `tenant:${caller.tenantKey}`,
+          project: caller.project,
+          target: where.slice(0, 200),
+          outcome: 'refused',
+          code: 'PERMISSION_DENIED',
+        });
+      }
+    },
+    /** A frozen tenant's run is refused before anything starts, in words the person reads. */
+    assertNotFrozen(project: string, tenant: string): void {
+      const f = deps.frozen.frozen(project, tenant);
+      if (!f) return;
+      throw new BerthError(
+        'PERMISSION_DENIED',
+        'your agent is stopped: something in its container used a credential it should not have, and the operator has been told',
+        { rule: 'honeytoken', hint: `the operator can look, then lift it: berth tenant unfreeze ${project} ${tenant}` },
+      );
+    },
+  };
+}
+
+export type Honeytokens = ReturnType<typeof createHoneytokens>;
