@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { mountHelper } from '../launch/docker/late-mounts.js';
-import { checkBridgeConsumers, checkBridges, checkRoutes, checkModels, checkModelUpstreams } from './doctor-outbound.js';
+import {
+  checkBridgeConsumers,
+  checkBridges,
+  checkRoutes,
+  checkModels,
+  checkModelUpstreams,
+  checkTranscription,
+} from './doctor-outbound.js';
 import type { ProjectMetadata } from '../config/metadata.js';
 import { join } from 'node:path';
 import { loadBerthConfig, type BerthConfig } from '../config/berth-config.js';
@@ -173,7 +180,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
   checks.push(...checkRwAreas(berth));
   checks.push(describeRuns(berth.config));
   checks.push(...checkModels(berth.config, projects));
-  checks.push(...(await checkModelUpstreams(berth.config)));
+  checks.push(...(await checkModelUpstreams(berth.config)), ...(await checkTranscription(berth.config)));
   const valid = new Set(projects.map((p) => p.name));
   checks.push(
     ...checkRoutes(berth.config, new Map(berth.store.names().map((n) => [n, valid.has(n) ? listWorkflows(berth.store.get(n)) : []]))),
