@@ -110,7 +110,10 @@ export const FilesInViewSchema = z.object({
       size: z.number().int().optional(),
     }),
   ),
-  notice: z.string().optional().describe('What the person is told of them: a refusal, what was heard in a voice note, or why it was not transcribed.'),
+  notice: z
+    .string()
+    .optional()
+    .describe('What the person is told of them: a refusal, what was heard in a voice note, or why it was not transcribed.'),
 });
 
 export const RunViewSchema = z.object({

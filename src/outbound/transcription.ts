@@ -101,7 +101,7 @@ export function createTranscriber(deps: {
       if (note.data.byteLength > s.max_mb * 1024 * 1024) return { ok: false, why: 'too_big', reason: `it is bigger than ${s.max_mb} MB` };
       let release: (() => void) | undefined;
       try {
-        release = await slots.take(caller.tenantKey, signal);
+        release = await slots.take(`${caller.project}\0${caller.tenantKey}`, signal);
       } catch {
         return { ok: false, why: 'failed', reason: `it took longer than ${s.timeout_seconds} s` };
       }

@@ -20,6 +20,7 @@ export async function landMessageFiles(
   ctx: RunContext,
   spec: LaunchSpec,
   transcriber?: Transcriber,
+  stop?: AbortSignal,
 ): Promise<{ spec: LaunchSpec; in?: NonNullable<RunFiles['in']> }> {
   if (spec.kind !== 'message' || !spec.files?.length) return { spec };
   const { metadata } = ctx.project;
@@ -38,7 +39,7 @@ export async function landMessageFiles(
   const landed = landIncoming(ctx.workspace.dir, spec.files, plan.accept, ctx.owner);
   const refused = [...plan.refuse, ...landed.refused];
   ctx.log.info({ saved: landed.saved.length, refused: refused.map((r) => r.reason) }, 'message files landed in inbox/');
-  const voice = await transcribeVoiceNotes(ctx, landed, spec.files, transcriber);
+  const voice = await transcribeVoiceNotes(ctx, landed, spec.files, transcriber, stop);
   const notice = [incomingNotice(voice.saved, refused, metadata.files), voiceNotice(voice.outcomes, TRANSCRIPTION_BOUNDS.echoChars)]
     .filter(Boolean)
     .join('\n');

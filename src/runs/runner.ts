@@ -242,7 +242,7 @@ export function createRunner(deps: {
       const ctx = contextOf(base, store.get(name), config(), spec);
       const launcherCaps = await capabilities();
       if (spec.kind !== 'workflow_step') await prepareWorkspace(ctx);
-      const landed = await landMessageFiles(ctx, spec, deps.transcriber); // a message's files in inbox/ (and the words telling the agent) before it is planned
+      const landed = await landMessageFiles(ctx, spec, deps.transcriber, stop); // a message's files in inbox/ (and the words telling the agent) before it is planned
       fs.mkdirSync(ctx.project.paths.memoryDir, { recursive: true, mode: 0o755 });
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(ctx.project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
       // The session's agent home: the conversation an agent continues at the next message.

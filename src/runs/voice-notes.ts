@@ -17,6 +17,8 @@ export async function transcribeVoiceNotes(
   landed: { saved: SavedFile[]; from: number[] },
   files: readonly IncomingFile[],
   transcriber: Transcriber | undefined,
+  /** berth stopping (a drain past its deadline): the call ends with it. */
+  stop?: AbortSignal,
 ): Promise<{ saved: SavedFile[]; outcomes: VoiceOutcome[] }> {
   const notes = landed.saved.flatMap((f, i) => (f.voice ? [i] : []));
   if (notes.length === 0) return { saved: landed.saved, outcomes: [] };
@@ -28,7 +30,8 @@ export async function transcribeVoiceNotes(
     }));
     return { saved: landed.saved, outcomes };
   }
-  const signal = AbortSignal.timeout(settings.timeout_seconds * 1000);
+  const deadline = AbortSignal.timeout(settings.timeout_seconds * 1000);
+  const signal = stop ? AbortSignal.any([deadline, stop]) : deadline;
   const caller = {
     runId: ctx.runId,
     project: ctx.project.metadata.name,

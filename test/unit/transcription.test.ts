@@ -162,7 +162,7 @@ describe('the transcriber', () => {
     });
   });
 
-  it('at most 2 of one tenant in flight, and `concurrent` in all; the rest wait their turn', async () => {
+  it('at most 2 of one tenant (of a project) in flight, and `concurrent` in all; the rest wait their turn', async () => {
     fake.setDelay(150);
     const { t, caller } = setup({ concurrent: 3 });
     const base = fake.inFlight().most;
