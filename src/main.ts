@@ -129,16 +129,21 @@ export function installationId(home: string): string {
   return createHash('sha256').update(home).digest('hex').slice(0, 16);
 }
 
-export function createBerth(opts: BerthOptions): Berth {
-  const home = resolveHome(opts.home);
-  const paths = homePaths(home);
-  const logger = pino({ level: opts.logLevel ?? 'warn', base: undefined }, opts.logDestination ?? pino.destination(2));
-  const config = createConfigSource(paths.configFile, home, (err) =>
+/** berth.yaml as it is now; an edit that is invalid is logged and the last valid settings kept. */
+function watchConfig(file: string, home: string, logger: Logger): () => BerthConfig {
+  return createConfigSource(file, home, (err) =>
     logger.error(
       { err: isBerthError(err) ? err.toLine() : String(err) },
       'berth.yaml changed but is invalid; keeping the last valid settings',
     ),
   );
+}
+
+export function createBerth(opts: BerthOptions): Berth {
+  const home = resolveHome(opts.home);
+  const paths = homePaths(home);
+  const logger = pino({ level: opts.logLevel ?? 'warn', base: undefined }, opts.logDestination ?? pino.destination(2));
+  const config = watchConfig(paths.configFile, home, logger);
   const store = createProjectStore({ root: home, config, onCreateStep: opts.onCreateStep });
   // berth.yaml launcher: kubernetes (read once: a change takes a restart, as a new engine would).
   const kube =
@@ -232,6 +237,7 @@ export function createBerth(opts: BerthOptions): Berth {
       audit: (event) => audit.record(event),
       credentialUses,
       honeytokens,
+      transcriber: models.transcriber,
       egressTrust: () => ca().files,
       prestarted:
         opts.warm && opts.pool !== 'off'

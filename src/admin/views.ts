@@ -100,6 +100,7 @@ export const FilesInViewSchema = z.object({
       kind: z.string(),
       size: z.number().int(),
       voice: z.boolean(),
+      transcript: z.string().optional().describe('A voice note\'s text, saved beside it ("inbox/voice.ogg.txt"), when it was transcribed.'),
     }),
   ),
   refused: z.array(
@@ -109,7 +110,10 @@ export const FilesInViewSchema = z.object({
       size: z.number().int().optional(),
     }),
   ),
-  notice: z.string().optional().describe('What the person is told of them (a refusal, a voice note not transcribed).'),
+  notice: z
+    .string()
+    .optional()
+    .describe('What the person is told of them: a refusal, what was heard in a voice note, or why it was not transcribed.'),
 });
 
 export const RunViewSchema = z.object({

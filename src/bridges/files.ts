@@ -58,8 +58,7 @@ export async function fetchAttachments(
   return out;
 }
 
-/** The message an agent gets when the person sent files without words (the files' words come before it). */
-export const FILES_ONLY = '(The person sent only the files above, without a message.)';
+export { FILES_ONLY } from '../plan/files-in.js';
 
 /** What a person is told of files sent to a chat a workflow answers (a workflow's steps take text only). */
 export const WORKFLOW_TAKES_NO_FILES = 'berth: this chat is answered by a workflow, which takes text only: your files were not saved.';

@@ -134,6 +134,54 @@ export async function checkModelUpstreams(config: BerthConfig, timeoutMs = 5000)
 }
 
 /**
+ * berth.yaml's transcription upstream, asked without spending anything: its endpoint POSTed a
+ * form with the model and no file, the key as berth sends it. An upstream that takes the key
+ * answers that the file is missing (400, or 422 from a FastAPI server); 401/403: the key is
+ * refused; 404: no such endpoint there. Nothing when berth.yaml has no transcription.
+ */
+export async function checkTranscription(config: BerthConfig, timeoutMs = 5000): Promise<Check[]> {
+  const t = config.transcription;
+  if (!t) return [];
+  const upstream = own(config.models, t.upstream);
+  const name = 'transcription';
+  if (!upstream) return [{ name, status: 'fail', detail: `names model upstream "${t.upstream}", which berth.yaml does not define` }];
+  const url = `${upstream.url.replace(/\/$/, '')}${t.path}`;
+  const form = new FormData();
+  form.append('model', t.model);
+  try {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${upstream.api_key}` },
+      body: form,
+      signal: AbortSignal.timeout(timeoutMs),
+      redirect: 'manual',
+    });
+    await res.body?.cancel();
+    if (res.status === 400 || res.status === 422)
+      return [{ name, status: 'ok', detail: `${url} takes berth's key (model ${t.model}): voice notes become text` }];
+    if (res.status === 401 || res.status === 403)
+      return [
+        {
+          name,
+          status: 'fail',
+          detail: `${url} refuses the key of models.${t.upstream} (HTTP ${res.status}): voice notes are saved, not transcribed`,
+        },
+      ];
+    if (res.status === 404)
+      return [{ name, status: 'fail', detail: `${url} is not there (HTTP 404): check transcription.path and models.${t.upstream}.url` }];
+    return [
+      { name, status: 'warn', detail: `${url} answered a test with HTTP ${res.status}; is it an OpenAI-compatible /audio/transcriptions?` },
+    ];
+  } catch (err) {
+    const why =
+      (err as Error).name === 'TimeoutError'
+        ? `no answer in ${timeoutMs / 1000} s`
+        : ((err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message);
+    return [{ name, status: 'fail', detail: `${url} cannot be reached (${why}): voice notes are saved, not transcribed` }];
+  }
+}
+
+/**
  * Which configured channel a live berth process answers now (berth serve, or berth bridge <name>):
  * a channel nobody consumes leaves its messages waiting, which doctor says. Channels sent their
  * messages by HTTP are answered by berth serve alone: nothing to hold.

@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { mountHelper } from '../launch/docker/late-mounts.js';
-import { checkBridgeConsumers, checkBridges, checkRoutes, checkModels, checkModelUpstreams } from './doctor-outbound.js';
+import {
+  checkBridgeConsumers,
+  checkBridges,
+  checkRoutes,
+  checkModels,
+  checkModelUpstreams,
+  checkTranscription,
+} from './doctor-outbound.js';
 import { checkOidc } from './doctor-oidc.js';
 import type { ProjectMetadata } from '../config/metadata.js';
 import { join } from 'node:path';
@@ -174,7 +181,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
   checks.push(...checkRwAreas(berth));
   checks.push(describeRuns(berth.config));
   checks.push(...checkModels(berth.config, projects));
-  checks.push(...(await checkModelUpstreams(berth.config)));
+  checks.push(...(await checkModelUpstreams(berth.config)), ...(await checkTranscription(berth.config)));
   checks.push(...(await checkOidc(berth.config, berth.store.names())));
   const valid = new Set(projects.map((p) => p.name));
   checks.push(

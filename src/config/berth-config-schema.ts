@@ -7,6 +7,7 @@ import { KubernetesSchema, LauncherNameSchema } from './kubernetes.js';
 import { SecretsSchema } from './secrets.js';
 import { SchedulesSchema } from './schedules.js';
 import { OidcSchema } from './oidc.js';
+import { TranscriptionSchema } from './transcription.js';
 
 /** berth.yaml's shape (the checks beyond its shape are operator-checks.ts; loading is berth-config.ts). */
 export const DEFAULT_SHELL_IMAGE = 'berth/shell:latest';
@@ -69,6 +70,9 @@ export const BerthConfigSchema = z
         'Values for the environment variable names a project lets through (metadata.json "env"). Never API keys: those go in models, where no container sees them.',
       ),
     models: ModelUpstreamsSchema,
+    transcription: TranscriptionSchema.optional().describe(
+      'Voice notes become text through this upstream (docs/files.md); none: they are saved as files and the person is told voice is not enabled.',
+    ),
     egress: OperatorEgressSchema.describe("The egress proxy's operator-only settings."),
     secrets: SecretsSchema,
     images: z

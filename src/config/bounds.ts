@@ -89,6 +89,20 @@ export const MODEL_GATEWAY_BOUNDS = {
 } as const;
 export type ModelGatewayBounds = { readonly [K in keyof typeof MODEL_GATEWAY_BOUNDS]: number };
 
+/** Voice notes sent to berth.yaml's transcription upstream (its max_mb, timeout_seconds and concurrent are the operator's). */
+export const TRANSCRIPTION_BOUNDS = {
+  /** Transcriptions of one tenant in flight at once (across its sessions); more wait for a turn. */
+  perTenant: 2,
+  /** The upstream's answer read at most (a JSON object with the text); past it the note counts as failed. */
+  maxAnswerBytes: 1 * MiB,
+  /** Characters of a transcript kept (in inbox/<note>.txt); past it the text is cut, and said so. */
+  maxTranscriptChars: 100_000,
+  /** Characters of each transcript put in the message (the rest is in its file). */
+  messageChars: 20_000,
+  /** Characters of a transcript echoed back to the person in the chat. */
+  echoChars: 200,
+} as const;
+
 /** The outbound log is rotated past this size (one older file kept). */
 export const OUTBOUND_LOG_BYTES = 64 * MiB;
 

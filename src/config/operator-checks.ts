@@ -5,6 +5,7 @@ import { PROJECT_NAME_PATTERN } from './metadata.js';
 import type { BerthConfig } from './berth-config-schema.js';
 import { grantName } from './grants.js';
 import { own } from '../base/own.js';
+import { transcriptionIssues } from './transcription.js';
 
 /** Paths no shared area may be, contain, or sit inside: the engine's sockets and state. */
 export const ENGINE_PATHS = ['/var/run', '/run', '/var/lib/docker', '/var/lib/containerd', '/etc/docker'];
@@ -77,7 +78,7 @@ export function checkOperatorConfig(config: BerthConfig, home: string, agentUid 
     if (profile.workflow !== undefined && !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(profile.workflow))
       issues.push({ field: `routes.${channel}.workflow`, reason: 'is not a valid workflow name' });
   }
-  issues.push(...keyLeaks(config));
+  issues.push(...keyLeaks(config), ...transcriptionIssues(config.transcription, config.models));
   return issues;
 }
 

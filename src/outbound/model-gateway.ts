@@ -5,13 +5,14 @@ import type { BerthConfig } from '../config/berth-config.js';
 import { MODEL_GATEWAY_BOUNDS, type ModelGatewayBounds } from '../config/bounds.js';
 import { modelAllowed, type ModelApi } from '../config/outbound.js';
 import { own } from '../base/own.js';
-import { appendOutbound, readOutbound, type ModelCall } from '../store/outbound-log.js';
+import { appendOutbound, type ModelCall } from '../store/outbound-log.js';
 import { noMetrics, type Metrics } from '../base/metrics.js';
 import { createBodyBudget, readBody } from './body-budget.js';
-import { createBudgets } from './budget.js';
 import { forwardedHeaders, methodOf, parseGatewayPath, parseModelBody, returnedHeaders } from './model-request.js';
-import type { RunIdentity, RunSocketOpener } from './run-identity.js';
+import type { RunSocketOpener } from './run-identity.js';
 import { DECOY_STOP, type Honeytokens } from './honeytokens.js';
+import { createTenantBudgets } from './tenant-budgets.js';
+import { createTranscriber, type Transcriber } from './transcription.js';
 import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix-server.js';
 import { usageTap } from './usage.js';
 
@@ -29,6 +30,8 @@ const estimate = (bytes: number) => Math.ceil(bytes / 4);
 
 export interface ModelGateway {
   open: RunSocketOpener;
+  /** berth's own calls for a run's voice notes: the same budgets, log and keys as the calls it forwards. */
+  transcriber: Transcriber;
 }
 
 type Refusal = { status: number; type: string; message: string; headers?: Record<string, string> };
@@ -43,24 +46,13 @@ export function createModelGateway(deps: {
 }): ModelGateway {
   const metrics = deps.metrics ?? noMetrics();
   const bounds = deps.bounds ?? MODEL_GATEWAY_BOUNDS;
-  const budgets = createBudgets();
+  const budgets = createTenantBudgets();
   const bodies = createBodyBudget({ perTenant: bounds.bufferedBytesPerTenant, total: bounds.bufferedBytesTotal });
-  const seeded = new Set<string>();
   let inFlightTotal = 0;
   const pool: ConnectionPool = { open: 0 };
 
-  /** A restart keeps the hour's usage: it is read back from the project's outbound log once. */
-  function seedFrom(run: RunIdentity) {
-    if (seeded.has(run.sessionsDir)) return;
-    seeded.add(run.sessionsDir);
-    const since = new Date(Date.now() - 3_600_000).toISOString();
-    for (const r of readOutbound(run.sessionsDir, { since, limit: 100_000, keep: (x) => x.kind === 'model' })) {
-      const call = r as ModelCall;
-      budgets.seed(`${run.project}\0${call.tenant}`, Date.parse(call.at), 1, call.input_tokens + call.output_tokens);
-    }
-  }
-
   return {
+    transcriber: createTranscriber({ config: deps.config, logger: deps.logger, metrics, budgets }),
     async open({ path, run, logger, stopRun }) {
       let inFlight = 0;
       /** Calls in a row whose upstream could not be reached: past UNREACHABLE_STOP the run ends. */
@@ -165,8 +157,7 @@ export function createModelGateway(deps: {
         });
         const upstreamUrl = `${upstream.url.replace(/\/$/, '')}${target.path}${target.query !== undefined ? `?${target.query}` : ''}`;
         const send = (body: string | undefined, model: string | undefined) => {
-          seedFrom(run);
-          const verdict = budgets.take(key, run.metadata.models.budget);
+          const verdict = budgets.take(run, run.metadata.models.budget);
           if (!verdict.ok) {
             // x-should-retry: the SDKs would otherwise retry a budget that frees up only later.
             return refuse(
@@ -181,7 +172,7 @@ export function createModelGateway(deps: {
           }
           const headers = forwardedHeaders(api, req.headers);
           forward({ method, res, body, headers, upstream, target: upstreamUrl, bounds, sent: () => lease.release() }, (outcome) => {
-            budgets.spend(key, outcome.input + outcome.output); // estimated when the answer did not say
+            budgets.spend(run, outcome.input + outcome.output); // estimated when the answer did not say
             log({
               upstream: name,
               model,

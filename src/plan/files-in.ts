@@ -11,7 +11,9 @@ import { kindOf, mediaTypeOf, safeFileName, sizeWords, typeAllowed, type FileKin
 export const INBOX_DIR = 'inbox';
 export const OUTBOX_DIR = 'outbox';
 
-/** Why a file did not land. */
+/** The message an agent gets when the person sent files without words (the files' words come before it). */
+export const FILES_ONLY = '(The person sent only the files above, without a message.)';
+
 /** Why a file was not saved (the run record's and the API's enum). */
 export const REFUSAL_REASONS = ['too_big', 'type', 'count', 'message_total', 'quota', 'fetch', 'unwritable', 'shared'] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
@@ -50,6 +52,8 @@ export interface SavedFile {
   kind: FileKind;
   size: number;
   voice: boolean;
+  /** A voice note's transcript, beside it ("inbox/voice.ogg.txt"): runs/voice-notes.ts. */
+  transcript?: string;
 }
 
 /**
@@ -88,7 +92,9 @@ export function planIncoming(
 /** What the agent reads about a file: its path, kind and size, and what to do with an image. */
 function savedLine(f: SavedFile): string {
   const how = f.voice
-    ? ': a voice note, not transcribed'
+    ? f.transcript
+      ? `: a voice note; what it says is in this message and in ${f.transcript}`
+      : ': a voice note, not transcribed'
     : f.kind === 'image'
       ? ': open it to see it'
       : f.kind === 'PDF'
@@ -136,7 +142,7 @@ function reasonWords(r: RefusedFile, settings: FilesSettings): string {
   }
 }
 
-/** What the person reads about their files: the ones refused and why, and that a voice note is not transcribed. Undefined: nothing to say. */
+/** What the person reads about their files: the ones refused and why (voice notes: plan/voice-notes.ts). Undefined: nothing to say. */
 export function incomingNotice(saved: readonly SavedFile[], refused: readonly RefusedFile[], settings: FilesSettings): string | undefined {
   const lines: string[] = [];
   if (refused.length > 0) {
@@ -144,10 +150,5 @@ export function incomingNotice(saved: readonly SavedFile[], refused: readonly Re
     const rest = saved.length > 0 ? ` The other${saved.length === 1 ? '' : 's'} went to the agent with your message.` : '';
     lines.push(`berth: ${refused.length === 1 ? 'a file was' : `${refused.length} files were`} not saved (${which}).${rest}`);
   }
-  const voice = saved.filter((f) => f.voice);
-  if (voice.length > 0)
-    lines.push(
-      `berth: voice notes are not transcribed yet; ${voice.length === 1 ? 'yours is' : 'yours are'} saved as ${voice.map((v) => v.path).join(', ')} for the agent.`,
-    );
   return lines.length > 0 ? lines.join('\n') : undefined;
 }

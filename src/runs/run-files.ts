@@ -1,24 +1,36 @@
+import { TRANSCRIPTION_BOUNDS } from '../config/bounds.js';
 import { safeFileName } from '../plan/file-names.js';
 import { incomingNotice, planIncoming, withIncomingWords } from '../plan/files-in.js';
+import { voiceNotice, withTranscripts } from '../plan/voice-notes.js';
+import type { Transcriber } from '../outbound/transcription.js';
+export type { Transcriber } from '../outbound/transcription.js';
 import { collectOutbox, freeBytesOf, landIncoming, pruneRunFiles, runFilesDirOf } from '../store/run-files.js';
 import type { RunFiles, RunOutcome } from './run-record.js';
 import { workspaceUsage } from '../store/workspaces.js';
 import type { LaunchSpec, RunContext } from './run-context.js';
+import { transcribeVoiceNotes } from './voice-notes.js';
 
 /**
  * Before a message's run, in its workspace lock: its files planned against the project's `files`
- * settings and what the workspace has left of limits.disk_mb, then written to inbox/; the message
- * gets the words the agent acts on. Another run (or a message without files): as it is.
+ * settings and what the workspace has left of limits.disk_mb, then written to inbox/, its voice
+ * notes transcribed (runs/voice-notes.ts); the message gets the words the agent acts on (and what
+ * was heard). Another run (or a message without files): as it is.
  */
-export function landMessageFiles(ctx: RunContext, spec: LaunchSpec): { spec: LaunchSpec; in?: NonNullable<RunFiles['in']> } {
+export async function landMessageFiles(
+  ctx: RunContext,
+  spec: LaunchSpec,
+  transcriber?: Transcriber,
+  stop?: AbortSignal,
+): Promise<{ spec: LaunchSpec; in?: NonNullable<RunFiles['in']> }> {
   if (spec.kind !== 'message' || !spec.files?.length) return { spec };
   const { metadata } = ctx.project;
+  const comment = metadata.agent === 'shell';
   // A shared workspace is every tenant's: what one person sends must not lie where the others read.
   if (!ctx.workspace.isolated) {
     const refused = spec.files.map((f) => ({ name: safeFileName(f.name, f.mime), reason: 'shared' as const }));
     const notice = incomingNotice([], refused, metadata.files);
     return {
-      spec: { ...spec, message: withIncomingWords(spec.message, [], refused.length, metadata.agent === 'shell') },
+      spec: { ...spec, message: withIncomingWords(spec.message, [], refused.length, comment) },
       in: { saved: [], refused, ...(notice ? { notice } : {}) },
     };
   }
@@ -27,10 +39,14 @@ export function landMessageFiles(ctx: RunContext, spec: LaunchSpec): { spec: Lau
   const landed = landIncoming(ctx.workspace.dir, spec.files, plan.accept, ctx.owner);
   const refused = [...plan.refuse, ...landed.refused];
   ctx.log.info({ saved: landed.saved.length, refused: refused.map((r) => r.reason) }, 'message files landed in inbox/');
-  const notice = incomingNotice(landed.saved, refused, metadata.files);
+  const voice = await transcribeVoiceNotes(ctx, landed, spec.files, transcriber, stop);
+  const notice = [incomingNotice(voice.saved, refused, metadata.files), voiceNotice(voice.outcomes, TRANSCRIPTION_BOUNDS.echoChars)]
+    .filter(Boolean)
+    .join('\n');
+  const message = withTranscripts(spec.message, voice.outcomes, { maxChars: TRANSCRIPTION_BOUNDS.messageChars, comment });
   return {
-    spec: { ...spec, message: withIncomingWords(spec.message, landed.saved, refused.length, metadata.agent === 'shell') },
-    in: { saved: landed.saved, refused, ...(notice ? { notice } : {}) },
+    spec: { ...spec, message: withIncomingWords(message, voice.saved, refused.length, comment) },
+    in: { saved: voice.saved, refused, ...(notice ? { notice } : {}) },
   };
 }
 

@@ -8,7 +8,7 @@ import type { LeftFile, RunFile } from '../store/run-files.js';
 
 /** A message run's files: what landed in inbox/ (and what did not), and what it left in outbox/ (runs/run-files.ts). */
 export interface RunFiles {
-  /** `notice`: what the person is told of them (refusals, a voice note not transcribed). */
+  /** `notice`: what the person is told of them (refusals, what was heard in a voice note or why nothing was). */
   in?: { saved: SavedFile[]; refused: RefusedFile[]; notice?: string };
   out?: { files: RunFile[]; left: LeftFile[] };
 }

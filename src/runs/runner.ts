@@ -6,7 +6,7 @@ import { secretsGrantedTo } from '../config/secrets.js';
 import { runtimeFor } from '../config/runtimes.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import { BerthError, isBerthError } from '../base/errors.js';
-import type { Launcher, LauncherCapabilities, ManagedContainer, OutputListener, RunOptions, RunResult } from '../launch/launcher.js';
+import type { Launcher, ManagedContainer, OutputListener, RunOptions, RunResult } from '../launch/launcher.js';
 import { assertLaunchable } from '../launch/requirements.js';
 import { noMetrics, type Metrics } from '../base/metrics.js';
 import { planRun, type RunPlan } from '../plan/run-plan.js';
@@ -50,7 +50,8 @@ import { policyOf } from './receipt-policy.js';
 import { noteReceipt, watchReceipt, type ReceiptAudit } from './run-receipt.js';
 import type { CredentialUses } from '../outbound/credential-uses.js';
 import type { IncomingFile } from '../plan/files-in.js';
-import { landMessageFiles, withRunFiles } from './run-files.js';
+import { landMessageFiles, withRunFiles, type Transcriber } from './run-files.js';
+import { cachedCapabilities } from './launcher-capabilities.js';
 
 export type { RunOutcome } from './run-record.js';
 export type { PrivateTarget } from './run-context.js';
@@ -128,9 +129,6 @@ export interface Runner {
   retireSharedContainers(project: string): Promise<number>;
 }
 
-/** What a launcher can do changes only when its engine is reconfigured (a runtime registered): asked again after this. */
-const CAPABILITIES_TTL_MS = 10_000;
-
 export function createRunner(deps: {
   store: ProjectStore;
   sessions: SessionStore;
@@ -158,6 +156,8 @@ export function createRunner(deps: {
   credentialUses?: Pick<CredentialUses, 'take'>;
   /** Decoy credentials (berth.yaml projects.<p>.honeytokens), and tenants frozen for using one. */
   honeytokens?: Pick<Honeytokens, 'decoysFor' | 'assertNotFrozen'>;
+  /** berth.yaml's transcription upstream (the model gateway's), for a message's voice notes; none: voice is not enabled. */
+  transcriber?: Transcriber;
 }): Runner {
   const { store, sessions, launcher, config, installation } = deps;
   const metrics = deps.metrics ?? noMetrics();
@@ -179,15 +179,7 @@ export function createRunner(deps: {
   const withWorkspaceLock = createKeyedLock();
   /** Runs holding their workspace, by id: what stop() reaches. */
   const halts = new Map<string, (reason: string) => void>();
-  let caps: { at: number; value: Promise<LauncherCapabilities> } | undefined;
-  const capabilities = () => {
-    if (!caps || Date.now() - caps.at > CAPABILITIES_TTL_MS) caps = { at: Date.now(), value: launcher.capabilities() };
-    const current = caps;
-    return current.value.catch((err: unknown) => {
-      if (caps === current) caps = undefined; // asked again next time
-      throw err;
-    });
-  };
+  const capabilities = cachedCapabilities(launcher);
 
   /** The flow of one run: admission → journal → (its turn) → locked → journal; metrics throughout. */
   async function launch(project: Project, session: SessionRecord, spec: LaunchSpec): Promise<RunOutcome> {
@@ -256,7 +248,7 @@ export function createRunner(deps: {
       const ctx = contextOf(base, store.get(name), config(), spec);
       const launcherCaps = await capabilities();
       if (spec.kind !== 'workflow_step') await prepareWorkspace(ctx);
-      const landed = landMessageFiles(ctx, spec); // a message's files in inbox/ (and the words telling the agent) before it is planned
+      const landed = await landMessageFiles(ctx, spec, deps.transcriber, stop); // a message's files in inbox/ (and the words telling the agent) before it is planned
       fs.mkdirSync(ctx.project.paths.memoryDir, { recursive: true, mode: 0o755 });
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(ctx.project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
       // The session's agent home: the conversation an agent continues at the next message.

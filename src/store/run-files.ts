@@ -25,16 +25,20 @@ const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_RDONLY, O_NONBLOCK } = fs.const
 const TEMP_PREFIX = '.berth-in-';
 const FULL = new Set(['ENOSPC', 'EDQUOT', 'EFBIG']);
 
-/** Write the planned files into <workspace>/inbox/. A write the disk refuses (quota) refuses that file; the others still land. */
+/**
+ * Write the planned files into <workspace>/inbox/. A write the disk refuses (quota) refuses that
+ * file; the others still land. `from[i]`: the index in `files` of `saved[i]`.
+ */
 export function landIncoming(
   workspaceDir: string,
   files: readonly IncomingFile[],
   plan: readonly PlannedFile[],
   owner?: Owner,
-): { saved: SavedFile[]; refused: RefusedFile[] } {
+): { saved: SavedFile[]; refused: RefusedFile[]; from: number[] } {
   const saved: SavedFile[] = [];
   const refused: RefusedFile[] = [];
-  if (plan.length === 0) return { saved, refused };
+  const from: number[] = [];
+  if (plan.length === 0) return { saved, refused, from };
   withFd(openWorkspace(workspaceDir), (wsFd) =>
     withFd(ensureDirPath(wsFd, [INBOX_DIR], { owner, displace: true, shownRoot: 'workspace' }), (inboxFd) => {
       for (const p of plan) {
@@ -42,7 +46,10 @@ export function landIncoming(
         try {
           const name = writeUnder(inboxFd, p.name, data, owner);
           if (name === undefined) refused.push({ name: p.name, reason: 'unwritable', size: p.size });
-          else saved.push({ path: `${INBOX_DIR}/${name}`, kind: p.kind, size: p.size, voice: p.voice });
+          else {
+            saved.push({ path: `${INBOX_DIR}/${name}`, kind: p.kind, size: p.size, voice: p.voice });
+            from.push(p.index);
+          }
         } catch (err) {
           if (!FULL.has(errnoOf(err) ?? '')) throw err;
           refused.push({ name: p.name, reason: 'quota', size: p.size });
@@ -50,7 +57,21 @@ export function landIncoming(
       }
     }),
   );
-  return { saved, refused };
+  return { saved, refused, from };
+}
+
+/**
+ * A text beside a file in inbox/ (a voice note's transcript, "<name>.txt"), written as a file
+ * that came in is: no link followed, nothing replaced (a name taken is numbered). Its path in the
+ * workspace, or undefined when no name was free; a full disk throws.
+ */
+export function saveBeside(workspaceDir: string, name: string, text: string, owner?: Owner): string | undefined {
+  return withFd(openWorkspace(workspaceDir), (wsFd) =>
+    withFd(ensureDirPath(wsFd, [INBOX_DIR], { owner, displace: true, shownRoot: 'workspace' }), (inboxFd) => {
+      const saved = writeUnder(inboxFd, safeFileName(`${name}.txt`, 'text/plain'), Buffer.from(text, 'utf8'), owner);
+      return saved === undefined ? undefined : `${INBOX_DIR}/${saved}`;
+    }),
+  );
 }
 
 /** The workspace directory itself, no link anywhere on its path (berth's own path up to it). */

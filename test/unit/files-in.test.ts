@@ -136,7 +136,7 @@ describe('the words: what the agent and the person read', () => {
     );
   });
 
-  it('tells the person what was refused and why, and that voice is not transcribed', () => {
+  it('tells the person what was refused and why (voice notes are plan/voice-notes.ts)', () => {
     const s = settings({ max_file_mb: 20 });
     expect(
       incomingNotice(
@@ -147,9 +147,7 @@ describe('the words: what the agent and the person read', () => {
     ).toBe(
       'berth: a file was not saved (big.zip: too big (30 MB): files up to 20 MB are taken). The other went to the agent with your message.',
     );
-    expect(incomingNotice([{ path: 'inbox/voice.ogg', kind: 'audio', size: 5, voice: true }], [], s)).toBe(
-      'berth: voice notes are not transcribed yet; yours is saved as inbox/voice.ogg for the agent.',
-    );
+    expect(incomingNotice([{ path: 'inbox/voice.ogg', kind: 'audio', size: 5, voice: true }], [], s)).toBeUndefined();
     expect(incomingNotice([{ path: 'inbox/a.png', kind: 'image', size: 1, voice: false }], [], s)).toBeUndefined();
     expect(incomingNotice([], [{ name: 'x', reason: 'quota' }], s)).toContain('your workspace is full');
   });
