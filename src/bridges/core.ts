@@ -15,7 +15,7 @@ import { createChatQuestions } from './chat-approvals.js';
 import type { ChatTransport, InboundMessage, JournaledMessage } from './chat-transport.js';
 import { chatFailure } from './chat-words.js';
 import { createDeliver } from './deliver.js';
-import { deliverRunFiles, fetchAttachments, FILES_ONLY, outFilesDeps, ranFilesOf, WORKFLOW_TAKES_NO_FILES } from './files.js';
+import { deliverRunFiles, fetchAttachments, FILES_ONLY, outFilesDeps, ranFilesOf, sayPlain, WORKFLOW_TAKES_NO_FILES } from './files.js';
 import type { RanFiles } from './files.js';
 import { joinTeam } from './teams.js';
 import { chatConversations, chatSessionId, routeOf, whenAdmitted, type Lapsed } from './chat-conversations.js';
@@ -256,7 +256,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         slot.release(); // the reply may take a while to send: the slot is for runs
       }
     }
-    if (ran?.notice) await say(entry.chat, ran.notice).catch(() => undefined); // what became of the person's files, before the answer
+    if (ran?.notice) await sayPlain(transport, entry.chat, ran.notice, entry.id).catch(() => undefined); // the person's files, before the answer
     if (schedule) reply = scheduledReply(schedule, entry.text, reply);
     inbox.mark(entry.id, 'answered', { reply, ...(ran?.files ? { files: ran.files } : {}) });
     await deliver(entry.id, entry.chat, reply, undefined, parts);

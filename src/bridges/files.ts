@@ -158,8 +158,12 @@ export async function sendRunFiles(
   }
   if (linked.length === 0) return;
   const text = linkedFilesNotice(linked, (name) => deps.urlOf?.(run, name) ?? chatFileUrl(deps.publicUrl, run, name));
-  await (transport.sendPlain ? transport.sendPlain(chat, text, { answerTo }) : transport.send(chat, text, { answerTo }));
+  await sayPlain(transport, chat, text, answerTo);
 }
+
+/** berth's own words about a message (its files' fate, the agent's files' links): plain where the channel has it (a webhook's callback only takes these so). */
+export const sayPlain = (transport: Pick<ChatTransport, 'send' | 'sendPlain'>, chat: string, text: string, answerTo: string) =>
+  transport.sendPlain ? transport.sendPlain(chat, text, { answerTo }) : transport.send(chat, text, { answerTo });
 
 /** The agent's files after its answer: the transport's own way (web chat), else as files or links; a failure is logged, never thrown. */
 export async function deliverRunFiles(
