@@ -63,7 +63,7 @@ const script = (p: string, image: string, bigBytes?: number) =>
     'mkdir -p outbox',
     `cp inbox/${image} outbox/chart.png`,
     `printf 'report from ${p}\\n' > outbox/report.txt`,
-    ...(bigBytes ? [`head -c ${bigBytes} /dev/urandom > outbox/big.bin`] : []),
+    ...(bigBytes ? [`head -c ${bigBytes} /dev/urandom > outbox/big-${p}.bin`] : []),
     'echo done-' + p,
   ].join('\n');
 
@@ -101,7 +101,7 @@ async function proveRoundTrip(
   const want = new Map([
     ['chart.png', pngBytes(16, 16)],
     ['report.txt', Buffer.from(`report from ${p}\n`)],
-    ...(opts.bigBytes ? [['big.bin', rig.sentFile('big.bin')!] as const] : []),
+    ...(opts.bigBytes ? [[`big-${p}.bin`, rig.sentFile(`big-${p}.bin`)!] as const] : []),
   ]);
   const expectedLinks = [...want.keys()].filter((n) => !opts.native.includes(n));
   const links = await until(() => {
@@ -146,7 +146,7 @@ describe('files in and out on every chat channel (fake services, real containers
   });
 
   it('Slack: file_share in (url_private with the bot token), the external upload flow out; an upload Slack refuses becomes a link', async () => {
-    // The first file out (big.bin, sorted first) is refused by Slack: it comes as a link, the others as uploads.
+    // The first file out (big-sla.bin, sorted first) is refused by Slack: it comes as a link, the others as uploads.
     await proveRoundTrip(channel('slack'), { declares: true, bigBytes: 4096, failSend: true, native: ['chart.png', 'report.txt'] });
   });
 
