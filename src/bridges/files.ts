@@ -97,9 +97,15 @@ export function runFileLink(
   run: string,
   name: string,
 ): string {
-  const f = open(run, name);
-  closeQuietly(f.fd);
-  return chatFileUrl(publicUrl, run, name, f.key ? { project, key: f.key } : undefined);
+  let key: string | undefined;
+  try {
+    const f = open(run, name);
+    closeQuietly(f.fd);
+    key = f.key;
+  } catch {
+    // Gone meanwhile (pruned): its link still says where it was; a login's fetch answers 404.
+  }
+  return chatFileUrl(publicUrl, run, name, key ? { project, key } : undefined);
 }
 
 export interface OutFilesDeps {
