@@ -13,7 +13,7 @@ import { readOutbound, type ModelCall, type OutboundRecord } from '../store/outb
 import { daysOf } from '../outbound/cost.js';
 import { modelUseOf, type ModelUse } from './model-use.js';
 import { listWorkspaces, workspaceUsage } from '../store/workspaces.js';
-import { runFileOf } from '../store/run-files.js';
+import { openRunFile, type OpenedRunFile } from '../store/run-files.js';
 import { mountPoints } from '../fs/mount-table.js';
 import type { InterruptedRun, ProjectView, RunView, WorkspaceView } from './views.js';
 import type { BerthConfig } from '../config/berth-config.js';
@@ -77,8 +77,8 @@ export interface AdminService {
     name: string,
     filter: { user?: string; limit?: number },
   ): { runs: RunRecord[]; corrupt_lines: number; interrupted: InterruptedRun[] };
-  /** A file a run left in outbox/ (store/run-files.ts), and whose run it was (a chat login may fetch its own only); NOT_FOUND when there is none. */
-  runFile(name: string, run: string, file: string): { data: Buffer; type: string; name: string; tenant_key: string };
+  /** A file a run left in outbox/ (store/run-files.ts), held open (the caller closes or streams it), and whose run it was; NOT_FOUND when there is none. */
+  runFile(name: string, run: string, file: string): OpenedRunFile;
   /** Runs accepted or started and not ended (in flight now, or left open by a berth that died and not yet recovered). */
   openRuns(name: string): Array<{ run: string; session: string | null; kind: string | null; phase: string; since: string }>;
   /** Each tenant's model calls in the last hour against the project's budget (the console's view). */
@@ -322,7 +322,7 @@ export function createAdminService(deps: {
       return { run, stopped: true };
     },
 
-    runFile: (name, run, file) => runFileOf(store.get(name).paths.stateDir, run, file),
+    runFile: (name, run, file) => openRunFile(store.get(name).paths.stateDir, run, file),
     listRuns(name, filter) {
       const p = store.get(name);
       const limit = filter.limit ?? 50;

@@ -15,7 +15,8 @@ import { createChatQuestions } from './chat-approvals.js';
 import type { ChatTransport, InboundMessage, JournaledMessage } from './chat-transport.js';
 import { chatFailure } from './chat-words.js';
 import { createDeliver } from './deliver.js';
-import { deliverRunFiles, fetchAttachments, FILES_ONLY, ranFilesOf, WORKFLOW_TAKES_NO_FILES, type RanFiles } from './files.js';
+import { deliverRunFiles, fetchAttachments, FILES_ONLY, outFilesDeps, ranFilesOf, sayPlain, WORKFLOW_TAKES_NO_FILES } from './files.js';
+import type { RanFiles } from './files.js';
 import { joinTeam } from './teams.js';
 import { chatConversations, chatSessionId, routeOf, whenAdmitted, type Lapsed } from './chat-conversations.js';
 import type { IncomingFile } from '../plan/files-in.js';
@@ -255,7 +256,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
         slot.release(); // the reply may take a while to send: the slot is for runs
       }
     }
-    if (ran?.notice) await say(entry.chat, ran.notice).catch(() => undefined); // what became of the person's files, before the answer
+    if (ran?.notice) await sayPlain(transport, entry.chat, ran.notice, entry.id).catch(() => undefined); // the person's files, before the answer
     if (schedule) reply = scheduledReply(schedule, entry.text, reply);
     inbox.mark(entry.id, 'answered', { reply, ...(ran?.files ? { files: ran.files } : {}) });
     await deliver(entry.id, entry.chat, reply, undefined, parts);
@@ -264,13 +265,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
 
   /** The agent's files after its answer (files.ts): as files, or as links. */
   const sendFilesOf = (project: string, chat: string, id: string, files: NonNullable<RanFiles['files']>) =>
-    deliverRunFiles(
-      { transport, log, read: (run, name) => deps.admin.runFile(project, run, name), publicUrl: deps.config().bridges.public_url },
-      chat,
-      id,
-      project,
-      files,
-    );
+    deliverRunFiles(outFilesDeps(transport, log, deps.admin, project, deps.config().bridges.public_url), chat, id, project, files);
 
   /** `ready`: called when the run may start (a message's, by the runner once admitted; a workflow's, first). */
   async function runFor(

@@ -6,7 +6,8 @@ import type { FilesSettings } from '../config/metadata.js';
 import { isBerthError } from '../base/errors.js';
 import { sizeWords } from '../plan/file-names.js';
 import type { IncomingFile } from '../plan/files-in.js';
-import type { RunFile } from '../store/run-files.js';
+import { closeQuietly } from '../fs/fd-path.js';
+import { readOpenedRunFile, type OpenedRunFile, type RunFile } from '../store/run-files.js';
 import type { ChatTransport } from './chat-transport.js';
 
 /**
@@ -78,17 +79,57 @@ export function ranFilesOf(run: Pick<RunView, 'run' | 'files' | 'files_in'>): { 
   return ran.notice || ran.files ? { ran } : {};
 }
 
-/** A run's file as the chat reaches it: where its login opens it. */
-export const chatFileUrl = (publicUrl: string | undefined, run: string, name: string) =>
-  `${publicUrl?.replace(/\/+$/, '') ?? ''}/chat/api/runs/${run}/files/${encodeURIComponent(name)}`;
+/** A run's file as the chat reaches it: where its login opens it, or anyone with the run's link key. */
+export const chatFileUrl = (publicUrl: string | undefined, run: string, name: string, access?: { project: string; key: string }) =>
+  `${publicUrl?.replace(/\/+$/, '') ?? ''}/chat/api/runs/${run}/files/${encodeURIComponent(name)}${
+    access ? `?project=${encodeURIComponent(access.project)}&key=${encodeURIComponent(access.key)}` : ''
+  }`;
+
+/**
+ * The link a chat person gets for a run's file: with the run's key, since a person on Signal,
+ * Telegram, … has no web chat login (a run stored before keys: the login's link).
+ */
+export function runFileLink(
+  open: (run: string, name: string) => Pick<OpenedRunFile, 'fd' | 'key'>,
+  publicUrl: string | undefined,
+  project: string,
+  run: string,
+  name: string,
+): string {
+  let key: string | undefined;
+  try {
+    const f = open(run, name);
+    closeQuietly(f.fd);
+    key = f.key;
+  } catch {
+    // Gone meanwhile (pruned): its link still says where it was; a login's fetch answers 404.
+  }
+  return chatFileUrl(publicUrl, run, name, key ? { project, key } : undefined);
+}
 
 export interface OutFilesDeps {
   transport: ChatTransport;
   log: Logger;
-  /** A stored file's bytes (AdminService.runFile). */
+  /** A stored file's bytes (AdminService.runFile, read whole). */
   read: (run: string, name: string) => { data: Buffer; type: string };
+  /** Where the person opens a file sent as a link (runFileLink); without it, the web chat login's path. */
+  urlOf?: (run: string, name: string) => string;
   publicUrl?: string;
 }
+
+/** A project's run files as the bridges send them: bytes read whole from the opened file, links with the run's key. */
+export const outFilesDeps = (
+  transport: ChatTransport,
+  log: Logger,
+  admin: { runFile(project: string, run: string, name: string): OpenedRunFile },
+  project: string,
+  publicUrl: string | undefined,
+): OutFilesDeps => ({
+  transport,
+  log,
+  read: (run, name) => readOpenedRunFile(admin.runFile(project, run, name)),
+  urlOf: (run, name) => runFileLink((r, n) => admin.runFile(project, r, n), publicUrl, project, run, name),
+});
 
 /**
  * Send a run's files after its answer. One that the channel cannot take (no sendFile, over its
@@ -121,9 +162,13 @@ export async function sendRunFiles(
     }
   }
   if (linked.length === 0) return;
-  const text = linkedFilesNotice(linked, (name) => chatFileUrl(deps.publicUrl, run, name));
-  await (transport.sendPlain ? transport.sendPlain(chat, text, { answerTo }) : transport.send(chat, text, { answerTo }));
+  const text = linkedFilesNotice(linked, (name) => deps.urlOf?.(run, name) ?? chatFileUrl(deps.publicUrl, run, name));
+  await sayPlain(transport, chat, text, answerTo);
 }
+
+/** berth's own words about a message (its files' fate, the agent's files' links): plain where the channel has it (a webhook's callback only takes these so). */
+export const sayPlain = (transport: Pick<ChatTransport, 'send' | 'sendPlain'>, chat: string, text: string, answerTo: string) =>
+  transport.sendPlain ? transport.sendPlain(chat, text, { answerTo }) : transport.send(chat, text, { answerTo });
 
 /** The agent's files after its answer: the transport's own way (web chat), else as files or links; a failure is logged, never thrown. */
 export async function deliverRunFiles(
@@ -147,5 +192,5 @@ export async function deliverRunFiles(
 /** The words for files sent as links. */
 export function linkedFilesNotice(files: readonly RunFile[], urlOf: (name: string) => string): string {
   const lines = files.map((f) => `${f.name} (${sizeWords(f.size)}): ${urlOf(f.name)}`);
-  return `berth: the agent sent ${files.length === 1 ? 'a file' : `${files.length} files`} to open with your web chat login:\n${lines.join('\n')}`;
+  return `berth: the agent sent ${files.length === 1 ? 'a file' : `${files.length} files`} to open at ${files.length === 1 ? 'its link' : 'their links'}:\n${lines.join('\n')}`;
 }

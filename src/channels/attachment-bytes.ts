@@ -55,14 +55,21 @@ export const base64Length = (maxBytes: number) => Math.ceil(maxBytes / 3) * 4;
 
 /** Base64 decoded only when what it holds fits `maxBytes` (its length says so before any byte is made). */
 export function decodeBase64Capped(text: string, maxBytes: number, service?: string): Uint8Array {
-  const clean = text.replace(/[\r\n]/g, '');
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(clean) || clean.length % 4 === 1)
-    throw new BerthError('CONFIG_INVALID', 'the file is not valid base64', { issues: [{ field: 'content_base64', reason: 'not base64' }] });
+  // No regular expression over the whole text: for a 20 MiB file it cost more than the rest of the file's way.
+  const clean = text.includes('\n') || text.includes('\r') ? text.replace(/[\r\n]/g, '') : text;
+  const invalid = () =>
+    new BerthError('CONFIG_INVALID', 'the file is not valid base64', { issues: [{ field: 'content_base64', reason: 'not base64' }] });
+  if (clean.length % 4 === 1) throw invalid();
   const padding = clean.endsWith('==') ? 2 : clean.endsWith('=') ? 1 : 0;
   const bytes = Math.floor((clean.length * 3) / 4) - padding;
   if (bytes > maxBytes) throw tooLarge(maxBytes, service);
-  return Buffer.from(clean, 'base64');
+  const data = Buffer.from(clean, 'base64');
+  // Node skips what is not base64: the bytes, encoded again, must be the text (its padding aside).
+  if (unpadded(data.toString('base64')) !== unpadded(clean)) throw invalid();
+  return data;
 }
+
+const unpadded = (b64: string) => (b64.endsWith('==') ? b64.slice(0, -2) : b64.endsWith('=') ? b64.slice(0, -1) : b64);
 
 /** The smaller of the caller's bound and the service's own; `service` is named when the service's is the one that binds. */
 export const boundOf = (maxBytes: number, serviceLimit: number, service: string) =>

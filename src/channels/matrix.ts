@@ -23,8 +23,8 @@ import { afterArrival, isBotArrival, matrixChat, matrixChatOf, matrixMessage } f
 import { encryptedFileName, encryptedFileNotice, MATRIX_FILE_LIMIT_BYTES, matrixFiles } from './matrix-files.js';
 import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
 import { graphemeCut, splitParts } from './text-cut.js';
-
 export { matrixMessage } from './matrix-timeline.js';
+const digest40 = (s: string) => createHash('sha256').update(s).digest('hex').slice(0, 40);
 
 /**
  * Matrix, through the client-server API (https://spec.matrix.org/latest/client-server-api/):
@@ -154,7 +154,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     if (told.has(roomId)) return;
     told.add(roomId);
     log.warn({ room: roomId }, 'matrix room is end-to-end encrypted: berth cannot read it; telling the room once');
-    const txn = `berth-e2e-${createHash('sha256').update(roomId).digest('hex').slice(0, 40)}`;
+    const txn = `berth-e2e-${digest40(roomId)}`;
     void withOneRetry(log, 'send', () =>
       call('PUT', `/rooms/${room(roomId)}/send/m.room.message/${txn}`, { msgtype: 'm.notice', body: ENCRYPTED_ROOM_NOTICE }),
     ).catch((err: Error) => {
@@ -312,16 +312,16 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
   }
 
   /**
-   * An m.room.message under a transaction id made from the message it answers and its part (the
-   * same send after a crash is the same event), else a fresh one; in the chat's thread, with the
-   * reply fallback the spec asks for (for clients without threads).
+   * An m.room.message under a transaction id made from the message it answers, its part and a notice's
+   * words (the same send after a crash is the same event; berth's notice about that message is not
+   * its answer), else a fresh one; in the chat's thread, with the reply fallback the spec asks for.
    */
   async function putMessage(chat: string, content: Json, answerTo: string | undefined, part: string): Promise<void> {
     const { room: roomId, thread } = matrixChat(chat);
     const txn =
       answerTo === undefined
         ? `berth-${Date.now()}-${randomBytes(6).toString('hex')}`
-        : `berth-a-${createHash('sha256').update(`${answerTo}\0${part}`).digest('hex').slice(0, 40)}`;
+        : `berth-a-${digest40(`${answerTo}\0${part}\0${content.msgtype === 'm.notice' ? content.body : ''}`)}`;
     const relates =
       thread === undefined
         ? {}

@@ -344,15 +344,15 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     });
   }
 
-  /** The answer to a message POSTed to the hook's callback_url, signed like the requests. */
-  async function callback(chat: string, id: string, reply: string) {
+  /** The answer to a message (or a notice about it: refused files, the agent's files' links) POSTed to the hook's callback_url, signed like the requests. */
+  async function callback(chat: string, id: string, said: { reply: string } | { notice: string }) {
     let name = '?';
     try {
       const [hookName, user, conversation] = parseChat(chat);
       name = hookName;
       const hook = hookOf(name);
       if (!hook?.callback_url) return;
-      const body = JSON.stringify({ id: callerId(id), user, ...(conversation === null ? {} : { conversation }), reply });
+      const body = JSON.stringify({ id: callerId(id), user, ...(conversation === null ? {} : { conversation }), ...said });
       const timestamp = String(Math.floor(Date.now() / 1000));
       const res = await ctx.postOut(hook.callback_url, body, {
         'content-type': 'application/json',
@@ -370,9 +370,9 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     async stop() {},
     connected: () => true,
     http,
-    async send() {
-      // Notices on the way ("queued", "still working") are not part of a webhook's answer: answered() carries that.
-    },
+    // Notices on the way ("queued", "still working") are not part of a webhook's answer: answered() carries that.
+    async send() {},
+    sendPlain: async (chat, text, about) => void (about?.answerTo && (await callback(chat, about.answerTo, { notice: text }))),
     async typing() {},
     async acknowledge() {},
     fetchAttachment: async (ref, limits) => files.fetch(ref, limits),
@@ -380,7 +380,7 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     answered(id, chat, text) {
       const waiter = waiting.get(id);
       if (waiter) waiter(text);
-      else void callback(chat, id, text); // callback mode, a sync request that stopped waiting, or a message a dead berth took
+      else void callback(chat, id, { reply: text }); // callback mode, a sync request that stopped waiting, or a message a dead berth took
     },
   };
 }
@@ -395,7 +395,7 @@ export const webhookChannel = defineChannel({
     inlineLimit: 'the whole reply',
     longReplies: 'the whole reply, in the response or the callback',
     files:
-      'in: files: [{name, content_base64}] in the body, up to max_file_bytes together (off by default); out: none (the answer is text)',
+      'in: files: [{name, content_base64}] in the body, up to max_file_bytes together (off by default); out: links in a notice to the callback',
   },
   tenants: { direct: 'hook:<name>:<user>; a conversation is a session of its own', groups: 'none: every signed request names its user' },
   senderKey: /^hook:[a-z0-9][a-z0-9_-]{0,62}:.{1,200}$/,

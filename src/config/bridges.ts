@@ -55,7 +55,7 @@ export const BridgesSchema = z
       .max(512)
       .optional()
       .describe(
-        'Where people reach berth serve ("https://berth.example.org"): a file too big for a chat (or a chat that takes no files) is sent as a link below it, opened with the web chat login. Without it the link is a path on berth\'s address.',
+        'Where people reach berth serve ("https://berth.example.org"): a file too big for a chat (or a chat that takes no files) is sent as a link below it, which opens the file by itself (the run\'s key). Without it the link is a path on berth\'s address.',
       ),
     web: WebChatBridgeSchema,
     ...channelShape,

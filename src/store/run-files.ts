@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -125,7 +125,15 @@ export const RunFileSchema = z.object({
 });
 export type RunFile = z.infer<typeof RunFileSchema>;
 
-const RunFilesRecordSchema = z.object({ tenant_key: z.string(), session: z.string(), files: z.array(RunFileSchema) });
+const RunFilesRecordSchema = z.object({
+  tenant_key: z.string(),
+  session: z.string(),
+  files: z.array(RunFileSchema),
+  key: z
+    .string()
+    .optional()
+    .describe("The run's link key: a person without a web chat login opens its files with it (older records: none)."),
+});
 export type RunFilesRecord = z.infer<typeof RunFilesRecordSchema>;
 
 const RECORD = '.run.json';
@@ -193,7 +201,11 @@ export function collectOutbox(opts: {
     closeQuietly(sentFd);
     closeQuietly(outFd);
     if (files.length > 0)
-      atomicWriteFile(join(opts.filesDir, RECORD), JSON.stringify({ ...opts.who, files } satisfies RunFilesRecord), 0o600);
+      atomicWriteFile(
+        join(opts.filesDir, RECORD),
+        JSON.stringify({ ...opts.who, files, key: randomBytes(16).toString('base64url') } satisfies RunFilesRecord),
+        0o600,
+      );
   }
   return { files, left };
 }
@@ -284,7 +296,7 @@ export function readRunFiles(stateDir: string, runId: string): RunFilesRecord | 
   return readJsonFile(join(runFilesDirOf(stateDir, runId), RECORD), RunFilesRecordSchema);
 }
 
-/** One stored file of a run, for a download: its bytes and type. Undefined: no such run or file. */
+/** One stored file of a run, held open: its bytes and type. Undefined: no such run or file. */
 export function readRunFile(
   stateDir: string,
   runId: string,
@@ -293,17 +305,79 @@ export function readRunFile(
   const record = readRunFiles(stateDir, runId);
   const file = record?.files.find((f) => f.name === name);
   if (!record || !file) return undefined;
-  return { data: fs.readFileSync(join(runFilesDirOf(stateDir, runId), file.name)), file, record };
+  const opened = openStoredFile(runFilesDirOf(stateDir, runId), file.name);
+  return opened && { data: readWhole(opened.fd, opened.size), file, record };
 }
 
-/** A run's stored file for a download, and whose run it was; NOT_FOUND when there is none (or the name is not one berth stored). */
-export function runFileOf(stateDir: string, runId: string, name: string): { data: Buffer; type: string; name: string; tenant_key: string } {
-  const found = readRunFile(stateDir, runId, name);
-  if (!found)
+/** A run's stored file, held by its descriptor (what a download streams; the caller closes it). */
+export interface OpenedRunFile {
+  fd: number;
+  size: number;
+  type: string;
+  name: string;
+  tenant_key: string;
+  /** The run's link key (runFileKeyMatches). */
+  key?: string;
+}
+
+/**
+ * A run's stored file for a download or a send, opened once without following a link (a file
+ * swapped for one after the record was read is refused); NOT_FOUND when there is none.
+ */
+export function openRunFile(stateDir: string, runId: string, name: string): OpenedRunFile {
+  const record = readRunFiles(stateDir, runId);
+  const file = record?.files.find((f) => f.name === name);
+  const opened = record && file && openStoredFile(runFilesDirOf(stateDir, runId), file.name);
+  if (!record || !file || !opened)
     throw new BerthError('NOT_FOUND', `run ${runId.slice(0, 64)} left no file "${name.slice(0, 200)}"`, { path: name.slice(0, 200) });
-  return { data: found.data, type: found.file.type, name: found.file.name, tenant_key: found.record.tenant_key };
+  return { ...opened, type: file.type, name: file.name, tenant_key: record.tenant_key, ...(record.key ? { key: record.key } : {}) };
 }
 
+/** An opened run file's bytes, whole (a channel's send takes them so); the descriptor is closed. */
+export const readOpenedRunFile = (f: OpenedRunFile): { data: Buffer; type: string; name: string } => ({
+  data: readWhole(f.fd, f.size),
+  type: f.type,
+  name: f.name,
+});
+
+/** Whether `given` is the run's link key (constant time; a run without one opens with no key). */
+export function runFileKeyMatches(f: Pick<OpenedRunFile, 'key'>, given: string): boolean {
+  if (!f.key) return false;
+  const a = Buffer.from(f.key);
+  const b = Buffer.from(given);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** A regular file in berth's run-files directory, by a no-follow, non-blocking open; undefined when it is not one. */
+function openStoredFile(dir: string, name: string): { fd: number; size: number } | undefined {
+  let fd: number;
+  try {
+    fd = fs.openSync(join(dir, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch (err) {
+    if (['ENOENT', 'ELOOP', 'ENXIO', 'ENOTDIR'].includes(errnoOf(err) ?? '')) return undefined;
+    throw err;
+  }
+  const st = fs.fstatSync(fd);
+  if (!st.isFile()) {
+    closeQuietly(fd);
+    return undefined;
+  }
+  return { fd, size: st.size };
+}
+
+/** `size` bytes from `fd` (fewer if it shrank), then closed. */
+function readWhole(fd: number, size: number): Buffer {
+  return withFd(fd, (f) => {
+    const buf = Buffer.alloc(size);
+    let got = 0;
+    while (got < size) {
+      const n = fs.readSync(f, buf, got, size - got, got);
+      if (n === 0) break;
+      got += n;
+    }
+    return buf.subarray(0, got);
+  });
+}
 /**
  * send_file: queue a workspace file (a path relative to the workspace) by copying it into
  * outbox/ under a free name; it leaves with the run's other outbox files. The source is read

@@ -83,7 +83,12 @@ function setup(
         status: 'succeeded',
         steps: [{ index: 0, stdout: 'ran', stderr: '', exit_code: 0 }],
       }) as never,
-    runFile: (_p, _run, name) => ({ data: stored.get(name)!, type: 'image/png', name, tenant_key: 'test:a' }),
+    runFile: (_p, _run, name) => {
+      // A stored file as AdminService.runFile gives it: held open, with the run's link key.
+      fs.writeFileSync(join(dir, name), stored.get(name)!);
+      const fd = fs.openSync(join(dir, name), 'r');
+      return { fd, size: stored.get(name)!.byteLength, type: 'image/png', name, tenant_key: 'test:a', key: 'k3y' };
+    },
   });
   const config = BerthConfigSchema.parse({
     bridges: { ...(opts.publicUrl ? { public_url: opts.publicUrl } : {}) },
@@ -167,7 +172,7 @@ describe('bridge core: files out', () => {
       { file: { name: 'chart.png', mime: 'image/png', data: new Uint8Array(Buffer.from('PNG')) }, answerTo: expect.any(String) },
     ]);
     expect(t.said[1]).toBe(
-      'berth: the agent sent a file to open with your web chat login:\nbig.zip (50 MB): https://berth.example.org/chat/api/runs/rabc0123456789a/files/big.zip',
+      'berth: the agent sent a file to open at its link:\nbig.zip (50 MB): https://berth.example.org/chat/api/runs/rabc0123456789a/files/big.zip?project=p&key=k3y',
     );
   });
 
@@ -176,7 +181,7 @@ describe('bridge core: files out', () => {
     await t.send('x');
     expect(t.said).toEqual([
       'answer',
-      'berth: the agent sent 2 files to open with your web chat login:\nchart.png (3 bytes): /chat/api/runs/rabc0123456789a/files/chart.png\nbig.zip (50 MB): /chat/api/runs/rabc0123456789a/files/big.zip',
+      'berth: the agent sent 2 files to open at their links:\nchart.png (3 bytes): /chat/api/runs/rabc0123456789a/files/chart.png?project=p&key=k3y\nbig.zip (50 MB): /chat/api/runs/rabc0123456789a/files/big.zip?project=p&key=k3y',
     ]);
   });
 });

@@ -2,17 +2,18 @@ import type { Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { FILE_BOUNDS } from '../../config/bounds.js';
 import type { AdminService } from '../../admin/service.js';
-import { BerthError } from '../../base/errors.js';
+import { BerthError, isBerthError } from '../../base/errors.js';
+import { closeQuietly } from '../../fs/fd-path.js';
 import type { WebChat } from '../../bridges/web.js';
 import { chatCredentialOf, fromOwnOrigin, reachedOverHttps } from '../../bridges/web-cookie.js';
 import { tenantOfChatUser } from '../../store/chat-links.js';
+import { runFileKeyMatches, type OpenedRunFile } from '../../store/run-files.js';
 import { fileResponse } from '../file-response.js';
 import { FILE_REQUESTS_IN_FLIGHT, inFlight } from '../in-flight.js';
 
 /**
- * A run's file for a person, with their web chat login (the cookie), never the admin token: only
- * the files of their own runs in their login's project. Another tenant's run, a run with no such
- * file and no such run all answer the same 404 (nothing says which runs exist).
+ * A person's files: uploads with their web chat login (the cookie), and their runs' files with
+ * that login or the run's link key, never the admin token.
  */
 export function registerChatFileRoutes(app: Hono, chat: () => WebChat | undefined, admin: () => AdminService): void {
   const uploads = inFlight(FILE_REQUESTS_IN_FLIGHT, 'uploads');
@@ -65,21 +66,46 @@ export function registerChatFileRoutes(app: Hono, chat: () => WebChat | undefine
     },
   );
 
-  app.get('/chat/api/runs/:run/files/:file', async (c) => {
+  /**
+   * A run's file: with the person's login (their own runs only), or with the run's link key
+   * (`?project=&key=`, sent in the chat with the file's link: a person on Signal, Telegram, …
+   * has no web chat login). Streamed, holding its in-flight slot until the last byte.
+   */
+  app.get('/chat/api/runs/:run/files/:file', (c) => {
+    const { run, file } = c.req.param();
+    const key = c.req.query('key');
+    if (key !== undefined) {
+      const project = c.req.query('project') ?? '';
+      return download(`key\n${project}\n${run}`, () => openFor(project, run, file, (f) => runFileKeyMatches(f, key)));
+    }
     const { login } = loggedIn(c);
-    return downloads(keyOf(login), () => chatFile(login, c.req.param()));
+    return download(keyOf(login), () => openFor(login.project, run, file, (f) => f.tenant_key === tenantOfChatUser(login.user)));
   });
 
-  function chatFile(login: { project: string; user: string }, { run, file }: { run: string; file: string }): Response {
-    const notFound = () => new BerthError('NOT_FOUND', `no file "${file.slice(0, 200)}" of run ${run.slice(0, 64)} for you`);
-    let found;
+  function download(slot: string, open: () => OpenedRunFile): Response {
+    const release = downloads.acquire(slot);
     try {
-      found = admin().runFile(login.project, run, file);
+      return fileResponse(open(), release);
     } catch (err) {
-      if (err instanceof BerthError && err.code === 'NOT_FOUND') throw notFound();
+      release();
       throw err;
     }
-    if (found.tenant_key !== tenantOfChatUser(login.user)) throw notFound();
-    return fileResponse(found);
+  }
+
+  /** Another tenant's run, a wrong key, no such file, run or project: all the same 404 (nothing says which exist). */
+  function openFor(project: string, run: string, file: string, allowed: (f: OpenedRunFile) => boolean): OpenedRunFile {
+    const notFound = () => new BerthError('NOT_FOUND', `no file "${file.slice(0, 200)}" of run ${run.slice(0, 64)} for you`);
+    let found: OpenedRunFile;
+    try {
+      found = admin().runFile(project, run, file);
+    } catch (err) {
+      if (isBerthError(err, 'NOT_FOUND') || isBerthError(err, 'PROJECT_NOT_FOUND') || isBerthError(err, 'CONFIG_INVALID')) throw notFound();
+      throw err;
+    }
+    if (!allowed(found)) {
+      closeQuietly(found.fd);
+      throw notFound();
+    }
+    return found;
   }
 }
