@@ -24,7 +24,12 @@ export interface ProgressStep {
   ms?: number;
 }
 
-export type ProgressUpdate = { type: 'step'; step: ProgressStep } | { type: 'note'; text: string };
+/**
+ * A step, the agent's words, or its container: `starting` when the message waits for a new one
+ * (none warm for its session: a cold start, a pool claim, a new pod), `started` once it runs.
+ */
+export type ProgressUpdate =
+  { type: 'step'; step: ProgressStep } | { type: 'note'; text: string } | { type: 'container'; phase: 'starting' | 'started' };
 
 export interface ProgressSummary {
   /** The run's stdout as people read it: the agent's answer, else what it printed that was not an event (a CLI's plain error); absent: stdout as it came. */

@@ -18,12 +18,32 @@ type Output = { stdout: string; stderr: string };
 export function progressTap(
   plan: Pick<RunPlan, 'progress'> & Partial<Pick<RunPlan, 'exec'>>,
   listeners: { onOutput?: OutputListener; onProgress?: ProgressListener; onAnswered?: () => void },
+  /** The message waits for a new container (none warm for its session): a chat can say so until it runs. */
+  coldStart = false,
 ) {
   const { onOutput, onProgress, onAnswered } = listeners;
   const format = plan.progress;
+  const tell = (update: ProgressUpdate) => {
+    try {
+      onProgress?.(update);
+    } catch {
+      // the run goes on
+    }
+  };
+  let starting = coldStart;
+  if (starting) tell({ type: 'container', phase: 'starting' });
+  /** The launcher's onStarted (the container started, or the exec into a warm one), telling the chat first. */
+  const started =
+    <T>(next: (containerId: string) => T) =>
+    (containerId: string): T => {
+      if (starting) tell({ type: 'container', phase: 'started' });
+      starting = false;
+      return next(containerId);
+    };
   if (!format)
     return {
       onOutput,
+      started,
       finish: (r: Output): Output & { steps?: ProgressStep[]; moreSteps?: number } => ({ stdout: r.stdout, stderr: r.stderr }),
     };
   // The shell's steps are labelled from its message as written too (runs/shell-trace.ts).
@@ -32,14 +52,8 @@ export function progressTap(
   const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
   const t0 = performance.now();
   let answered = false;
-  const tell = (update: ProgressUpdate) => {
-    try {
-      onProgress?.(update);
-    } catch {
-      // the run goes on
-    }
-  };
   return {
+    started,
     onOutput(stream: 'stdout' | 'stderr', chunk: Buffer) {
       const text = decoders[stream].decode(chunk, { stream: true });
       for (const update of reader.push(stream, text, performance.now() - t0)) tell(update);
