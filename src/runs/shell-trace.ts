@@ -40,7 +40,8 @@ export function shellTraceReader(source?: string): ProgressReader & { takeStderr
       absorb--;
       return [];
     }
-    const found = units.length ? matchShellUnit(units, command, cursor) : undefined;
+    // Past the steps a run keeps, no label is kept: nothing to match (a loop's thousands of lines cost no search).
+    const found = units.length && steps.more === 0 ? matchShellUnit(units, command, cursor) : undefined;
     if (found === undefined) return command.trim() === '' ? [] : start(command, at);
     cursor = found + 1;
     const unit = units[found]!;

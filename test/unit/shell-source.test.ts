@@ -104,3 +104,21 @@ describe('the shell trace read with its source', () => {
     expect(summary.stderr).toBe("sh: can't create empty: Read-only file system\n");
   });
 });
+
+describe('bounds of the trace read with its source', () => {
+  it('many units and a loop of many trace lines: past the steps a run keeps, no label is searched for (a ratio to reading without a source)', () => {
+    // 512 units named "x" whose plain words the loop's trace never has: each line would scan them all.
+    const source = `${Array.from({ length: 600 }, (_, i) => `x a${i} > f${i}`).join('; ')}; while :; do x; done`;
+    const lines = `${SHELL_TRACE_PS4}x b c\n`.repeat(100_000);
+    const time = (r: ReturnType<typeof shellTraceReader>) => {
+      const t0 = performance.now();
+      r.push('stderr', lines, 1);
+      const ms = performance.now() - t0;
+      const summary = r.finish(0, 2);
+      expect(summary.steps.length + summary.moreSteps).toBe(100_000);
+      return ms;
+    };
+    const plainMs = time(shellTraceReader());
+    expect(time(shellTraceReader(source))).toBeLessThan(plainMs * 3);
+  });
+});
