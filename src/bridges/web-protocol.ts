@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { PermissionLevelSchema, SessionIdSchema, type PermissionLevel } from '../config/session.js';
 import type { AGENT_PRESETS, Agent } from '../config/metadata.js';
 import type { ErrorCode } from '../base/errors.js';
-import type { ProgressStep } from '../runs/agent-progress.js';
+import type { ProgressStep, ProgressUpdate } from '../runs/agent-progress.js';
 import type { OutputSegment } from '../store/chat-transcripts.js';
 import { FILE_BOUNDS } from '../config/bounds.js';
 import { UPLOAD_ID_PATTERN } from '../store/chat-uploads.js';
@@ -51,6 +51,7 @@ export type WebServerMessage =
   | { type: 'output'; session_id: string; stream: 'stdout' | 'stderr'; chunk: string }
   | { type: 'step'; session_id: string; step: ProgressStep }
   | { type: 'note'; session_id: string; text: string }
+  | { type: 'container'; session_id: string; phase: 'starting' | 'started' }
   | { type: 'typing'; session_id: string; on: boolean }
   | { type: 'reply'; session_id: string; text: string; format: 'markdown' | 'text'; output?: OutputSegment[]; exit?: number }
   | { type: 'files'; session_id: string; files: WebFileView[] }
@@ -99,3 +100,10 @@ export interface ChatMe {
   agent: AgentKind;
 }
 export const agentKindOf = (agent: Agent): AgentKind => (Array.isArray(agent) ? 'custom' : agent);
+
+/** The agent at work (a step, its words, its container starting), as the page is told it. */
+export function progressMessage(session_id: string, update: ProgressUpdate): WebServerMessage {
+  if (update.type === 'note') return { type: 'note', session_id, text: update.text };
+  if (update.type === 'container') return { type: 'container', session_id, phase: update.phase };
+  return { type: 'step', session_id, step: update.step };
+}

@@ -19,6 +19,7 @@ import { createBridgeCore, type BridgeCore } from './core.js';
 import { levelAsker } from './approval-words.js';
 import {
   agentKindOf,
+  progressMessage,
   type AgentKind,
   type ChatSessionView,
   type WebRunMessage,
@@ -209,13 +210,7 @@ export function createWebChat(deps: {
     },
     progress(chat, update) {
       const a = parseAddress(chat); // called from the engine's stream: never throws
-      if (!a) return;
-      push(
-        a,
-        update.type === 'note'
-          ? { type: 'note', session_id: a.session, text: update.text }
-          : { type: 'step', session_id: a.session, step: update.step },
-      );
+      if (a) push(a, progressMessage(a.session, update));
     },
     approval(chat, event) {
       const a = parseAddress(chat); // called from the egress proxy: never throws

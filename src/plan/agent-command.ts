@@ -121,6 +121,13 @@ export function isShellWrapperTrace(command: string): boolean {
   return command.includes(NO_NETWORK_WORDS) || command.startsWith(LOOPBACK_MARK);
 }
 
+/** The message a shell preset's argv (agentArgv) runs, as the person wrote it; undefined for any other argv. */
+export function shellMessageOf(exec: readonly string[]): string | undefined {
+  if (exec[0] === 'sh' && exec[1] === '-c' && exec[3] === 'sh' && exec.length === 5) return exec[4];
+  if (exec[0] === 'sh' && exec[1] === '-c' && exec[2] === '--' && exec.length === 4) return exec[3];
+  return undefined;
+}
+
 /** `noNetwork`: the run reaches no host at all (level low). */
 export function agentArgv(
   agent: Agent,

@@ -1,5 +1,23 @@
-import { isShellWrapperTrace, SHELL_TRACE_PS4, type ProgressFormat } from '../plan/agent-command.js';
-import { RUN_STEPS_MAX } from '../store/run-log.js';
+import type { ProgressFormat } from '../plan/agent-command.js';
+import {
+  DETAIL_MAX,
+  Lines,
+  NOTE_MAX,
+  oneLine,
+  Steps,
+  type ProgressReader,
+  type ProgressStep,
+  type ProgressUpdate,
+} from './progress-steps.js';
+import { shellTraceReader } from './shell-trace.js';
+
+export { DETAIL_MAX, LINE_MAX, NOTE_MAX, RESULT_MAX } from './progress-steps.js';
+export type { ProgressReader, ProgressStep, ProgressSummary, ProgressUpdate, StepState } from './progress-steps.js';
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+const own = (o: Record<string, unknown> | undefined, key: string): unknown => (o && Object.hasOwn(o, key) ? o[key] : undefined);
 
 /**
  * An agent at work, read from its machine-readable output as it streams: each tool call a step
@@ -12,145 +30,9 @@ import { RUN_STEPS_MAX } from '../store/run-log.js';
  * tenant's own view only, and every part is bounded (line length, step count, text lengths).
  */
 
-/** Ended: the step finished and its outcome is not known (a shell command that another followed). */
-export type StepState = 'running' | 'ok' | 'failed' | 'ended';
-
-export interface ProgressStep {
-  /** Unique within the run. */
-  id: string;
-  /** The tool, as the agent names it ("Bash", "Edit", "command", "sh"). */
-  tool: string;
-  /** What it works on: the command, the file, the pattern (at most DETAIL_MAX characters). */
-  detail: string;
-  state: StepState;
-  /** A short result (at most RESULT_MAX characters, its end kept), once it ended. */
-  result?: string;
-  /** Milliseconds from the run's start. */
-  at: number;
-  /** How long it took, once it ended. */
-  ms?: number;
-}
-
-export type ProgressUpdate = { type: 'step'; step: ProgressStep } | { type: 'note'; text: string };
-
-export interface ProgressSummary {
-  /** The run's stdout as people read it: the agent's answer, else what it printed that was not an event (a CLI's plain error); absent: stdout as it came. */
-  stdout?: string;
-  /** stderr without the trace's lines (shell-trace); absent: stderr as it came. */
-  stderr?: string;
-  steps: ProgressStep[];
-  /** Steps past RUN_STEPS_MAX: counted, not kept. */
-  moreSteps: number;
-  /** The steps the end of the run ended (a watcher saw them running). */
-  ended: ProgressUpdate[];
-}
-
-export interface ProgressReader {
-  push(stream: 'stdout' | 'stderr', chunk: string, atMs: number): ProgressUpdate[];
-  /** The agent said its turn is over (its answer is in): what it still does is its own, not the task's. */
-  answered(): boolean;
-  finish(exitCode: number, atMs: number): ProgressSummary;
-}
-
-export const DETAIL_MAX = 160;
-export const RESULT_MAX = 400;
-export const NOTE_MAX = 2000;
-/** A line longer than this is not read as an event (its bytes still count against the output cap). */
-export const LINE_MAX = 1024 * 1024;
-
-const oneLine = (s: string, max: number) => {
-  const flat = s.replace(/\s+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
-};
-/** Control characters (a trace prefix, a terminal escape) never reach a label. */
-const printable = (s: string) => s.replace(/[\u0000-\u0008\u000e-\u001f\u007f-\u009f]/g, '');
-const tail = (s: string, max: number) => {
-  const t = s.trim();
-  return t.length > max ? `…${t.slice(t.length - max + 1)}` : t;
-};
-const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-const obj = (v: unknown): Record<string, unknown> | undefined =>
-  v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
-const own = (o: Record<string, unknown> | undefined, key: string): unknown => (o && Object.hasOwn(o, key) ? o[key] : undefined);
-
-/** Steps by id (a Map: an id is the agent's text, never an object key), bounded. */
-class Steps {
-  private readonly byId = new Map<string, ProgressStep>();
-  private readonly order: ProgressStep[] = [];
-  more = 0;
-
-  start(id: string, tool: string, detail: string, at: number): ProgressUpdate[] {
-    if (this.byId.has(id)) return [];
-    if (this.order.length >= RUN_STEPS_MAX) {
-      this.more++;
-      return [];
-    }
-    const step: ProgressStep = {
-      id,
-      tool: oneLine(printable(tool), 40) || 'tool',
-      detail: oneLine(printable(detail), DETAIL_MAX),
-      state: 'running',
-      at,
-    };
-    this.byId.set(id, step);
-    this.order.push(step);
-    return [{ type: 'step', step: { ...step } }];
-  }
-
-  end(id: string, state: Exclude<StepState, 'running'>, result: string | undefined, at: number): ProgressUpdate[] {
-    const step = this.byId.get(id);
-    if (!step || step.state !== 'running') return [];
-    step.state = state;
-    if (result !== undefined && result.trim() !== '') step.result = tail(result, RESULT_MAX);
-    step.ms = Math.max(0, at - step.at);
-    return [{ type: 'step', step: { ...step } }];
-  }
-
-  running(): ProgressStep[] {
-    return this.order.filter((s) => s.state === 'running');
-  }
-
-  all(): ProgressStep[] {
-    return this.order.map((s) => ({ ...s }));
-  }
-}
-
-/** Splits a stream into lines; a line past LINE_MAX is skipped whole. */
-class Lines {
-  private buf = '';
-  private skipping = false;
-
-  push(chunk: string): string[] {
-    const out: string[] = [];
-    let text = chunk;
-    for (;;) {
-      const nl = text.indexOf('\n');
-      if (nl < 0) break;
-      const line = this.buf + text.slice(0, nl);
-      text = text.slice(nl + 1);
-      this.buf = '';
-      if (!this.skipping) out.push(line);
-      this.skipping = false;
-    }
-    if (!this.skipping) {
-      this.buf += text;
-      if (this.buf.length > LINE_MAX) {
-        this.buf = '';
-        this.skipping = true;
-      }
-    }
-    return out;
-  }
-
-  rest(): string {
-    const r = this.skipping ? '' : this.buf;
-    this.buf = '';
-    return r;
-  }
-}
-
-export function createProgressReader(format: ProgressFormat): ProgressReader {
-  if (format === 'shell-trace') return shellTraceReader();
+/** `source`: the shell's message as written (shell-trace: its steps' labels keep redirections and pipelines). */
+export function createProgressReader(format: ProgressFormat, source?: string): ProgressReader {
+  if (format === 'shell-trace') return shellTraceReader(source);
   return jsonLinesReader(format === 'claude-stream-json' ? claudeEvent : format === 'droid-stream-json' ? droidEvent : codexEvent);
 }
 
@@ -357,61 +239,6 @@ const droidEvent: EventHandler = (event, state, at) => {
   }
   return [];
 };
-
-/**
- * `sh -x` with SHELL_TRACE_PS4: each trace line starts a step (the one before it ended, its
- * outcome unknown); the last step takes the run's exit status. Trace lines are taken out of stderr.
- */
-function shellTraceReader(): ProgressReader {
-  const steps = new Steps();
-  const lines = new Lines();
-  let stderr = '';
-  let n = 0;
-  let current: string | undefined;
-  // Trace prefixes whose command went to a later line: the two sides of a pipeline trace at
-  // once, so one line can read "<PS4><PS4>grep x" and the next "env".
-  let pending = 0;
-  const step = (command: string, at: number): ProgressUpdate[] => {
-    // berth's own no-network wget (agent-command.ts) is not a step of the person's.
-    if (isShellWrapperTrace(command)) return [];
-    const updates = current ? steps.end(current, 'ended', undefined, at) : [];
-    current = `s${++n}`;
-    return [...updates, ...steps.start(current, 'sh', command, at)];
-  };
-  const read = (line: string, at: number): ProgressUpdate[] => {
-    const i = line.indexOf(SHELL_TRACE_PS4);
-    if (i < 0) {
-      if (pending > 0 && line.trim() !== '') {
-        pending--;
-        return step(line, at);
-      }
-      stderr += `${line}\n`;
-      return [];
-    }
-    if (i > 0) stderr += line.slice(0, i); // a partial line the trace interrupted
-    const commands = line.slice(i + SHELL_TRACE_PS4.length).split(SHELL_TRACE_PS4);
-    const updates: ProgressUpdate[] = [];
-    for (const command of commands) {
-      if (command === '') pending++;
-      else updates.push(...step(command, at));
-    }
-    return updates;
-  };
-  return {
-    push(stream, chunk, at) {
-      if (stream === 'stdout') return [];
-      return lines.push(chunk).flatMap((line) => read(line, at));
-    },
-    answered: () => false,
-    finish(exitCode, at) {
-      const rest = lines.rest();
-      const ended = rest.includes(SHELL_TRACE_PS4) ? read(rest, at) : [];
-      if (!rest.includes(SHELL_TRACE_PS4)) stderr += rest;
-      if (current) ended.push(...steps.end(current, exitCode === 0 ? 'ok' : 'failed', undefined, at));
-      return { stderr, steps: steps.all(), moreSteps: steps.more, ended };
-    },
-  };
-}
 
 /** A one-line account of the work so far, for a chat that cannot show steps live ("ran 3 commands, edited 1 file; now: npm test"). */
 export function progressSentence(steps: readonly ProgressStep[], more = 0): string {

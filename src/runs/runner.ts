@@ -352,11 +352,11 @@ export function createRunner(deps: {
     // A workspace with its own filesystem is bounded by the kernel; the check keeps the rest.
     const own = ctx.workspace.ownFilesystem === true;
     const disk = watchDisk(own ? [home] : [plan.prepare.rwRoot, home], plan.limits, stopRun, undefined, own ? [plan.prepare.rwRoot] : []);
-    const tap = progressTap(plan, { ...(spec.kind === 'message' ? spec : {}), onAnswered: () => stopping.answered.abort() });
+    const tap = progressTap(plan, { ...(spec.kind === 'message' ? spec : {}), onAnswered: () => stopping.answered.abort() }, !lease?.reuse);
     const watch = watchReceipt(launcher, plan, (err) =>
       ctx.log.warn({ err: String(err) }, 'the container could not be observed for its receipt'),
     );
-    const opts: RunOptions = { signal: halt.signal, onCreated, onStarted: (id) => watch.onStarted(id), onOutput: tap.onOutput };
+    const opts: RunOptions = { signal: halt.signal, onCreated, onStarted: tap.started(watch.onStarted), onOutput: tap.onOutput };
     const running: Promise<RunResult & { warm: boolean; pooled?: boolean }> =
       lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
     const { pooled, ...launched } = await running.finally(() => disk.stop());

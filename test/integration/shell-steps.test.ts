@@ -6,7 +6,8 @@ import { testHome, type TestHome } from '../helpers.js';
  * First hour, round 4, step 1 ("Level selector") on real containers: the demo shell's steps as a
  * chat watches them. The report's message at level low showed a step labelled with control
  * characters, lost the `env` step into the reply, printed `PS4` in the agent's environment, and
- * busybox wget crashed (exit 139) where there is no network.
+ * busybox wget crashed (exit 139) where there is no network. Step 1's first message lost its
+ * redirection from its label (`echo hi` for `echo hi > notes.txt`): busybox's trace never writes one.
  */
 let h: TestHome;
 beforeAll(() => {
@@ -32,12 +33,14 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 describe('the shell preset at work, as the chat sees it', () => {
   it("the report's level-low message: each command a clean step, nothing of the trace in the answer, and wget says there is no network", async () => {
     const { o, steps } = await watched('env | grep -i proxy; cat /proc/net/dev | cut -c1-12; wget -qO- -T 3 http://example.com', 'low');
-    // A pipeline's two sides trace at once, and busybox writes a trace line word by word: their
-    // labels may come interleaved ("cat /proc/net/devcut", "-c1-12"), never with control characters
-    // or berth's prefix, and never into the answer.
-    const words = steps.flatMap((s) => s.detail.split(' '));
-    for (const command of ['env', 'grep', 'cat', 'cut', 'wget'])
-      expect(words.some((w) => w.startsWith(command) || w.endsWith(command))).toBe(true);
+    // A pipeline's two sides trace at once, and busybox writes a trace line word by word, so they
+    // come interleaved: a pipeline is one step, labelled as written, never with control
+    // characters or berth's prefix, and nothing of the trace goes into the answer.
+    expect(steps.map((s) => s.detail)).toEqual([
+      'env | grep -i proxy',
+      'cat /proc/net/dev | cut -c1-12',
+      'wget -qO- -T 3 http://example.com',
+    ]);
     for (const s of steps) expect(s.detail).not.toMatch(CONTROL);
     for (const s of steps) expect(s.detail).not.toContain('berth-step');
     expect(steps.at(-1)).toMatchObject({ detail: 'wget -qO- -T 3 http://example.com', state: 'failed' });
@@ -50,6 +53,24 @@ describe('the shell preset at work, as the chat sees it', () => {
         .map((l) => l.trim()),
     ).toEqual(['lo:', '']); // only the loopback interface is there
     expect(o.stdout).not.toMatch(/PROXY|berth-step/i);
+  });
+
+  it("the report's first message and the brief's pipeline: redirections kept in the labels, each pipeline one step, the answer untouched", async () => {
+    const { o, steps } = await watched(
+      'echo hi > notes.txt; ls; cat nope.txt 2>/dev/null | wc -l; cat notes.txt nope.txt 2>&1 >/dev/null | wc -l; echo bye >&2',
+      'medium',
+    );
+    expect(steps.map((s) => s.detail)).toEqual([
+      'echo hi > notes.txt',
+      'ls',
+      'cat nope.txt 2>/dev/null | wc -l',
+      'cat notes.txt nope.txt 2>&1 >/dev/null | wc -l',
+      'echo bye >&2',
+    ]);
+    for (const s of steps) expect(s.detail).not.toMatch(CONTROL);
+    expect(o.stdout.split('\n').map((l) => l.trim())).toEqual(['AGENTS.md', 'notes.txt', '0', '1', '']);
+    expect(o.stderr).toBe('bye\n');
+    expect(o.exitCode).toBe(0);
   });
 
   it('the same without a watcher (an API run): the same words, exit 1', async () => {

@@ -151,7 +151,7 @@ describe('the web chat looks like a product', () => {
     await page.click(`${steps} summary`);
     expect(await page.isVisible(`${steps} .step`)).toBe(true);
     expect(await page.$$eval(`${steps} .step .tool + span`, (els) => els.map((e) => e.textContent))).toEqual([
-      'echo hi',
+      'echo hi > notes.txt',
       'cat notes.txt',
       'sleep 0.2',
       'cat nope.txt',

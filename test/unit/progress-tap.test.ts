@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SHELL_TRACE_PS4 } from '../../src/plan/agent-command.js';
-import { progressTap, untracedStderr } from '../../src/runs/progress-tap.js';
+import { progressTap } from '../../src/runs/progress-tap.js';
 
 /**
  * The demo shell's output as a chat shows it live: stdout as it comes, stderr too (issue 42
@@ -37,8 +37,26 @@ describe('progressTap for the shell (shell-trace)', () => {
   });
 
   it('a trace line that interrupts a partial line leaves that part', () => {
-    const u = untracedStderr();
-    expect(u.push(`half a line${SHELL_TRACE_PS4}echo next\nwhole\n`)).toBe('half a linewhole\n');
-    expect(u.end()).toBe('');
+    const seen: string[] = [];
+    const tap = progressTap({ progress: 'shell-trace' }, { onOutput: (_, chunk) => seen.push(chunk.toString()) });
+    tap.onOutput?.('stderr', Buffer.from(`half a line${SHELL_TRACE_PS4}echo next\nwhole\n`));
+    expect(seen).toEqual(['half a linewhole\n']);
+    expect(tap.finish({ stdout: '', stderr: '', exitCode: 0 }).stderr).toBe('half a linewhole\n');
+  });
+
+  it("a pipeline's sides traced at once never leak into what is shown live, and the message's source names the step", () => {
+    const seen: string[] = [];
+    const steps: string[] = [];
+    const tap = progressTap(
+      { progress: 'shell-trace', exec: ['sh', '-c', 'script', 'sh', 'env | grep -i proxy; cat nope'] },
+      { onOutput: (_, chunk) => seen.push(chunk.toString()), onProgress: (u) => void (u.type === 'step' && steps.push(u.step.detail)) },
+    );
+    tap.onOutput?.(
+      'stderr',
+      Buffer.from(`${SHELL_TRACE_PS4}${SHELL_TRACE_PS4}grep -i proxy\nenv\n${SHELL_TRACE_PS4}cat nope\ncat: can't open 'nope'\n`),
+    );
+    tap.finish({ stdout: '', stderr: '', exitCode: 1 });
+    expect(seen.join('')).toBe("cat: can't open 'nope'\n");
+    expect([...new Set(steps)]).toEqual(['env | grep -i proxy', 'cat nope']);
   });
 });

@@ -16,7 +16,7 @@ const BODY = `<div id="app">
 <main id="log" aria-live="polite"></main>
 <div id="empty" hidden><h2>Start a conversation</h2><p class="what">Your agent works in this project's files, in its own container.</p><p>Type <code>/help</code> for the chat's commands.</p></div>
 <div id="typing"></div>
-<dialog id="ask" aria-labelledby="ask-text"><p id="ask-text"></p><input id="ask-input" aria-label="name" maxlength="200" autocomplete="off"><div class="dialog-buttons"><button id="ask-cancel" type="button">Cancel</button><button id="ask-ok" type="button">OK</button></div></dialog>
+<dialog id="ask" aria-labelledby="ask-text"><p id="ask-text"></p><input id="ask-input" aria-label="name" maxlength="80" autocomplete="off"><div class="dialog-buttons"><button id="ask-cancel" type="button">Cancel</button><button id="ask-ok" type="button">OK</button></div></dialog>
 <div id="attachments" hidden aria-label="files for the next message"></div>
 <form id="composer"><button id="attach" type="button" title="Attach files (or paste, or drop them on the page)" aria-label="Attach files">+</button><input id="file" type="file" multiple hidden><textarea id="input" rows="1" aria-label="message" placeholder="Message your agent…"></textarea><button id="send" type="submit" disabled>Send</button></form>
 </div>

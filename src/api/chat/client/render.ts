@@ -137,3 +137,9 @@ export function liveBlock(): HTMLElement {
   const el = document.querySelector<HTMLElement>('#log .msg.live') ?? add('live', '');
   return el.firstElementChild as HTMLElement;
 }
+
+/** The line under the log while a message is answered: its new container starting, then the agent at work. */
+export function showWorking(): void {
+  $('typing').textContent = state.starting ? 'starting your container…' : state.typing ? 'the agent is working…' : '';
+  $('typing').classList.toggle('starting', state.starting);
+}

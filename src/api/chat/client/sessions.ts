@@ -3,7 +3,7 @@ import type { TranscriptEntry } from '../../../store/chat-transcripts.js';
 import { api, showError } from './api.js';
 import { settleApproval, showApproval } from './approvals.js';
 import { ask } from './dialog.js';
-import { add, appendToLog, noteLevel, showEmpty } from './render.js';
+import { add, appendToLog, noteLevel, showEmpty, showWorking } from './render.js';
 import { filesBlock } from './files.js';
 import { addSteps } from './steps.js';
 import { $, $select, key, state } from './state.js';
@@ -93,7 +93,8 @@ export async function selectSession(id: string): Promise<void> {
     } else if (e.role === 'files' && e.files) appendToLog(Object.assign(filesBlock(e.files), { className: 'msg files' }));
   }
   for (const a of state.approvals.values()) if (a.session === id) showApproval(a);
-  $('typing').textContent = '';
+  state.starting = state.typing = false;
+  showWorking();
 }
 
 export async function newSession(): Promise<void> {

@@ -1,7 +1,7 @@
 import type { WebServerMessage } from '../../../bridges/web-protocol.js';
 import { api, loggedOut, showAny, showError, uuid, type ChatError } from './api.js';
 import { approvalError, settleApproval, showApproval } from './approvals.js';
-import { add, appendToLog, liveBlock, noteLevel } from './render.js';
+import { add, appendToLog, liveBlock, noteLevel, showWorking } from './render.js';
 import { filesBlock, hasWaiting, takeWaiting } from './files.js';
 import { adoptServerLevel, loadSessions, selectSession } from './sessions.js';
 import { closeLiveSteps, onNote, onStep } from './steps.js';
@@ -57,6 +57,10 @@ function onMessage(m: WebServerMessage): void {
     return;
   }
   if (m.type === 'done') {
+    if (m.session_id === state.session && state.starting) {
+      state.starting = false;
+      showWorking();
+    }
     if (state.pending && m.id === state.pending.id) {
       const command = state.pending.command;
       state.pending = null;
@@ -68,14 +72,23 @@ function onMessage(m: WebServerMessage): void {
     return;
   }
   if (m.type === 'accepted' || m.session_id !== state.session) return;
-  if (m.type === 'output') {
+  // Output of any kind: the container is up.
+  if (state.starting && m.type !== 'typing') {
+    state.starting = false;
+    showWorking();
+  }
+  if (m.type === 'container') {
+    state.starting = m.phase === 'starting';
+    showWorking();
+  } else if (m.type === 'output') {
     const span = document.createElement('span');
     span.className = m.stream;
     span.textContent = m.chunk;
     liveBlock().append(span);
     ($('log').lastElementChild as HTMLElement).scrollIntoView({ block: 'end' });
   } else if (m.type === 'typing') {
-    $('typing').textContent = m.on ? 'the agent is working…' : '';
+    state.typing = m.on;
+    showWorking();
   } else if (m.type === 'step') {
     onStep(m.step);
   } else if (m.type === 'note') {

@@ -13,6 +13,9 @@ export interface ChatState {
   steps: Map<string, HTMLElement>;
   approvals: Map<string, ApprovalView>;
   lastLevel: string | null;
+  /** The shown session's message waits for a new container; the agent works (berth's typing). */
+  starting: boolean;
+  typing: boolean;
 }
 
 export const state: ChatState = {
@@ -26,6 +29,8 @@ export const state: ChatState = {
   steps: new Map(),
   approvals: new Map(),
   lastLevel: null,
+  starting: false,
+  typing: false,
 };
 
 /** This browser's remembered choices, per project and person. */
