@@ -48,9 +48,9 @@ import { noteReceipt, watchReceipt, type ReceiptAudit } from './run-receipt.js';
 import type { CredentialUses } from '../outbound/credential-uses.js';
 import type { IncomingFile } from '../plan/files-in.js';
 import { landMessageFiles, withRunFiles } from './run-files.js';
+import { checkpointBefore } from './checkpoint-before.js';
 
 export type { RunOutcome } from './run-record.js';
-export type { PrivateTarget } from './run-context.js';
 export { newRunId, toRunRecord } from './run-record.js';
 
 export interface RunRequest {
@@ -253,8 +253,8 @@ export function createRunner(deps: {
       const landed = landMessageFiles(ctx, spec); // a message's files in inbox/ (and the words telling the agent) before it is planned
       fs.mkdirSync(ctx.project.paths.memoryDir, { recursive: true, mode: 0o755 });
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(ctx.project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
-      // The session's agent home: the conversation an agent continues at the next message.
-      const home = ensureAgentHome(ctx.project, ctx.session.id, ctx.owner);
+      const home = ensureAgentHome(ctx.project, ctx.session.id, ctx.owner); // the conversation an agent continues at the next message
+      if (spec.kind === 'message') checkpointBefore(ctx, home, spec.message); // what /undo puts back
       // A message may go to the session's warm container, where the launcher keeps them for its runtime.
       const warmOk = spec.kind === 'message' && launcherCaps.warm(runtimeFor(ctx.project.metadata, ctx.level));
       const lease = warmOk ? warmSessions?.lease(name, ctx.session.id, warmWorkspaceOf(name, ctx.workspace.id)) : undefined;
