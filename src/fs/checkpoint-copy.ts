@@ -28,7 +28,8 @@ export interface CopyEntry {
 }
 
 export interface CopyBase {
-  dirFd: number;
+  /** The base's tree: berth's own (its checkpoint store), so joined as a path (a path through /proc costs 5× per link). */
+  dir: string;
   entries: Record<string, CopyEntry>;
   startedNs: bigint;
 }
@@ -63,6 +64,8 @@ interface State {
   buffer: Buffer;
   zero: Buffer;
   rootFd: number;
+  /** The destination's path when it is berth's own (a new checkpoint): links are made by path. */
+  dstDir?: string;
   skipRoot: ReadonlySet<string>;
 }
 
@@ -87,7 +90,7 @@ function changed(shown: string): BerthError {
 export function copyCheckpointTree(
   srcFd: number,
   dstFd: number,
-  opts: { base?: CopyBase; bounds: CopyBounds; skipRoot?: ReadonlySet<string> },
+  opts: { base?: CopyBase; bounds: CopyBounds; skipRoot?: ReadonlySet<string>; dstDir?: string },
 ): CopyResult {
   const s: State = {
     base: opts.base,
@@ -97,6 +100,7 @@ export function copyCheckpointTree(
     buffer: Buffer.alloc(CHUNK),
     zero: Buffer.alloc(CHUNK),
     rootFd: dstFd,
+    dstDir: opts.dstDir,
     skipRoot: opts.skipRoot ?? new Set(),
   };
   copyDir(srcFd, dstFd, '', 0, s);
@@ -136,11 +140,29 @@ function copyDir(srcFd: number, dstFd: number, rel: string, depth: number, s: St
         fs.symlinkSync(fs.readlinkSync(at(srcFd, name)), target);
         fs.lchownSync(target, st.uid, st.gid);
         fs.lutimesSync(target, st.atime, st.mtime);
-      } else copyFile(srcFd, dstFd, name, relName, s);
+      } else if (!linkedFromBase(srcFd, dstFd, name, relName, s)) copyFile(srcFd, dstFd, name, relName, s);
     }
   } finally {
     dir.closeSync();
   }
+}
+
+/**
+ * Unchanged since the base: a hard link to the base's copy, decided from an lstat alone (no open:
+ * the file is not read). Its own hard links inside the tree are the copy's business.
+ */
+function linkedFromBase(srcFd: number, dstFd: number, name: string, relName: string, s: State): boolean {
+  const prior = s.base?.entries[relName];
+  if (!s.base || !prior) return false;
+  const st = fs.lstatSync(at(srcFd, name), { bigint: true, throwIfNoEntry: false });
+  if (!st?.isFile() || st.nlink > 1n) return false;
+  const key = keyOf(st);
+  if (prior.k !== key || ctimeOf(key) + RACY_NS >= s.base.startedNs) return false;
+  if (!linkTo(`${s.base.dir}/${relName}`, s.dstDir ? `${s.dstDir}/${relName}` : at(dstFd, name))) return false;
+  const bytes = Number(st.blocks) * 512;
+  s.out.entries[relName] = { k: key, b: bytes, l: 1 };
+  s.out.linkedBytes += bytes;
+  return true;
 }
 
 function copyFile(srcFd: number, dstFd: number, name: string, relName: string, s: State): void {
@@ -163,15 +185,6 @@ function copyFile(srcFd: number, dstFd: number, name: string, relName: string, s
       const e = s.out.entries[first];
       if (e) s.out.entries[relName] = { ...e, b: 0 };
       return;
-    }
-    const prior = s.base?.entries[relName];
-    if (s.base && prior && prior.k === key && ctimeOf(key) + RACY_NS < s.base.startedNs) {
-      if (linkTo(`/proc/self/fd/${s.base.dirFd}/${relName}`, at(dstFd, name))) {
-        s.out.entries[relName] = { k: key, b: bytes, l: 1 };
-        s.out.linkedBytes += bytes;
-        if (st.nlink > 1n) s.links.set(inode, relName);
-        return;
-      }
     }
     s.out.ownedBytes += bytes;
     if (s.out.ownedBytes > s.bounds.bytes) throw over(`${Math.round(s.bounds.bytes / 1048576)} MiB`);

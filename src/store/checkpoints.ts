@@ -118,15 +118,12 @@ export function takeCheckpoint(
       const copy = (tree: 'workspace' | 'home', from: string, budget: { bytes: number; files: number }): CopyResult =>
         withFd(openTree(from), (srcFd) =>
           withFd(openRootDir(join(tmp, tree)), (dstFd) => {
-            const linkFrom = base && baseEntries ? openRootDir(join(dir, base.id, tree)) : undefined;
             const copyBase: CopyBase | undefined =
-              linkFrom === undefined || !baseEntries
-                ? undefined
-                : { dirFd: linkFrom, entries: baseEntries[tree], startedNs: BigInt(base?.started_ns ?? '0') };
-            const opts = { base: copyBase, bounds: { bytes: budget.bytes, entries: budget.files }, skipRoot: rootKeep(from) };
-            return linkFrom === undefined
-              ? copyCheckpointTree(srcFd, dstFd, opts)
-              : withFd(linkFrom, () => copyCheckpointTree(srcFd, dstFd, opts));
+              base && baseEntries
+                ? { dir: join(dir, base.id, tree), entries: baseEntries[tree], startedNs: BigInt(base.started_ns) }
+                : undefined;
+            const bounds = { bytes: budget.bytes, entries: budget.files };
+            return copyCheckpointTree(srcFd, dstFd, { base: copyBase, bounds, skipRoot: rootKeep(from), dstDir: join(tmp, tree) });
           }),
         );
       const ws = copy('workspace', src.workspace.dir, { bytes: bounds.bytes, files: bounds.files });

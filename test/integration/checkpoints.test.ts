@@ -33,7 +33,10 @@ for (const quota of ['off', 'loop'] as const) {
     });
 
     it('/undo puts back the exact bytes and the conversation, retires the warm container, and goes back one message at a time', async () => {
-      const first = await run('web:alice', 'printf "one\\n" > a.txt && mkdir -p d && head -c 3000 /dev/urandom > d/r.bin && echo turn1 >> $HOME/conv');
+      const first = await run(
+        'web:alice',
+        'printf "one\\n" > a.txt && mkdir -p d && head -c 3000 /dev/urandom > d/r.bin && echo turn1 >> $HOME/conv',
+      );
       expect(first.exitCode).toBe(0);
       const ws = first.workspaceRoot;
       const bytes1 = fs.readFileSync(join(ws, 'd', 'r.bin'));
@@ -97,7 +100,9 @@ for (const quota of ['off', 'loop'] as const) {
       await expect(h.berth.admin.restoreSession(project, 'carol-1', '20200101T000000000Z-000000')).rejects.toSatisfy((e) =>
         isBerthError(e, 'CHECKPOINT_NOT_FOUND'),
       );
-      await expect(h.berth.admin.restoreSession(project, 'carol-1', '../../etc')).rejects.toSatisfy((e) => isBerthError(e, 'CONFIG_INVALID'));
+      await expect(h.berth.admin.restoreSession(project, 'carol-1', '../../etc')).rejects.toSatisfy((e) =>
+        isBerthError(e, 'CONFIG_INVALID'),
+      );
       expect(await say('web:carol', 'carol-1', '/undo')).toContain('undone');
       expect(await say('web:carol', 'carol-1', '/undo')).toContain('nothing to undo');
     });
