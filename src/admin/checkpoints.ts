@@ -123,6 +123,18 @@ export function checkpointAdmin(deps: {
         });
       // Its warm containers go first: the next message starts one that sees the tree put back.
       for (const s of ids) await deps.runner().forgetSession(projectName, s);
+      // One still up is another berth process's (serve's, when this is the CLI): nothing is written under it.
+      const wsId = session.settings.workspace.id;
+      const up = (await deps.runner().listContainers(projectName)).filter((c) => c.workspace === wsId);
+      if (up.length)
+        throw new BerthError(
+          'BUSY',
+          `a container of this workspace is still up (${up[0]?.id.slice(0, 12)}): it is put back once that is gone`,
+          {
+            hint: 'a warm container of berth serve goes after runs.warm_idle_seconds, or restore through serve (its API or /undo)',
+            retry_after: 30,
+          },
+        );
       const at = checkpoint ?? findCheckpoint(project, session.tenant_key, session.id).id;
       return viewOf(restoreCheckpoint(sourceOf(project, session), at));
     },

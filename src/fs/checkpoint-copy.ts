@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import { BerthError, errnoOf } from '../base/errors.js';
 import { at, openChildDir, withFd } from './fd-path.js';
 import { MAX_TREE_DEPTH } from './copy-tree-exact.js';
+import { removeTreeAt } from './tree.js';
 
 /**
  * The copy behind a checkpoint (and a restore, and a fork): a tenant's tree walked by descriptor,
@@ -234,9 +235,7 @@ function keepMeta(dirFd: number, st: fs.Stats): void {
   fs.futimesSync(dirFd, st.atime, st.mtime);
 }
 
-/** Empty a directory (its entries only; rm never follows a link). `keep`: root names left alone. */
+/** Empty a directory, one no-follow open at a time (a link in it is removed, never followed). `keep`: root names left alone. */
 export function clearDir(dirFd: number, keep: ReadonlySet<string> = new Set()): void {
-  for (const name of fs.readdirSync(`/proc/self/fd/${dirFd}`)) {
-    if (!keep.has(name)) fs.rmSync(at(dirFd, name), { recursive: true, force: true });
-  }
+  for (const name of fs.readdirSync(`/proc/self/fd/${dirFd}`)) if (!keep.has(name)) removeTreeAt(dirFd, name);
 }

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isBerthError } from '../../src/base/errors.js';
 import { chatCommand, type CommandContext } from '../../src/bridges/commands.js';
+import { createBerth } from '../../src/main.js';
 import { testHome, type TestHome } from '../helpers.js';
 
 /**
@@ -103,6 +104,9 @@ for (const quota of ['off', 'loop'] as const) {
       await expect(h.berth.admin.restoreSession(project, 'carol-1', '../../etc')).rejects.toSatisfy((e) =>
         isBerthError(e, 'CONFIG_INVALID'),
       );
+      // A second process (the CLI while serve runs) writes nothing under serve's warm container.
+      const cli = createBerth({ home: h.home, logLevel: 'silent' });
+      await expect(cli.admin.restoreSession(project, 'carol-1')).rejects.toSatisfy((e) => isBerthError(e, 'BUSY'));
       expect(await say('web:carol', 'carol-1', '/undo')).toContain('undone');
       expect(await say('web:carol', 'carol-1', '/undo')).toContain('nothing to undo');
     });
