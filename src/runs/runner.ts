@@ -250,11 +250,11 @@ export function createRunner(deps: {
       const ctx = contextOf(base, store.get(name), config(), spec);
       const launcherCaps = await capabilities();
       if (spec.kind !== 'workflow_step') await prepareWorkspace(ctx);
+      if (spec.kind === 'message') checkpointBefore(ctx, spec.message); // what /undo puts back: before the message's files land
       const landed = landMessageFiles(ctx, spec); // a message's files in inbox/ (and the words telling the agent) before it is planned
       fs.mkdirSync(ctx.project.paths.memoryDir, { recursive: true, mode: 0o755 });
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(ctx.project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
       const home = ensureAgentHome(ctx.project, ctx.session.id, ctx.owner); // the conversation an agent continues at the next message
-      if (spec.kind === 'message') checkpointBefore(ctx, home, spec.message); // what /undo puts back
       // A message may go to the session's warm container, where the launcher keeps them for its runtime.
       const warmOk = spec.kind === 'message' && launcherCaps.warm(runtimeFor(ctx.project.metadata, ctx.level));
       const lease = warmOk ? warmSessions?.lease(name, ctx.session.id, warmWorkspaceOf(name, ctx.workspace.id)) : undefined;
