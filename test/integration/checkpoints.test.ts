@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isBerthError } from '../../src/base/errors.js';
 import { chatCommand, type CommandContext } from '../../src/bridges/commands.js';
 import { createBerth } from '../../src/main.js';
+import { withActor } from '../../src/admin/audit-trail.js';
 import { testHome, type TestHome } from '../helpers.js';
 
 /**
@@ -107,7 +108,10 @@ for (const quota of ['off', 'loop'] as const) {
       // A second process (the CLI while serve runs) writes nothing under serve's warm container.
       const cli = createBerth({ home: h.home, logLevel: 'silent' });
       await expect(cli.admin.restoreSession(project, 'carol-1')).rejects.toSatisfy((e) => isBerthError(e, 'BUSY'));
-      expect(await say('web:carol', 'carol-1', '/undo')).toContain('undone');
+      // As the bridge core runs a chat's command: as its person, in the audit log.
+      expect(await withActor('tenant:web:carol', 'msg-1', () => say('web:carol', 'carol-1', '/undo'))).toContain('undone');
+      const audit = h.berth.audit.list({ project, actor: 'tenant:web:carol', limit: 10 });
+      expect(audit.map((e) => [e.action, e.target, e.outcome])).toContainEqual(['session.restore', 'carol-1', 'ok']);
       expect(await say('web:carol', 'carol-1', '/undo')).toContain('nothing to undo');
     });
   });
