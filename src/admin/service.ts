@@ -4,6 +4,7 @@ import type { SessionTokens } from '../store/session-tokens.js';
 import type { FileTools } from '../file-tools/service.js';
 import type { WorkspaceProfile } from '../file-tools/workspace-profile.js';
 import type { SessionStore } from '../store/sessions.js';
+import { checkpointAdmin, sessionGone, type CheckpointAdmin } from './checkpoints.js';
 import { BerthError } from '../base/errors.js';
 import type { RunRequest, Runner } from '../runs/runner.js';
 import type { Project, ProjectStore } from '../store/projects.js';
@@ -41,7 +42,7 @@ import { assertOperatorChoices, runView, viewOf } from './service-views.js';
  * What an admin can do, once, for every surface: the HTTP API, the MCP tools and the CLI call
  * these and only translate inputs and errors.
  */
-export interface AdminService {
+export interface AdminService extends CheckpointAdmin {
   createProject(input: ProjectMetadataInput): ProjectView;
   getProject(name: string): ProjectView;
   /** A project's own settings alone, for what each chat message reads (getProject's view also counts every workspace record). */
@@ -81,10 +82,9 @@ export interface AdminService {
   runFile(name: string, run: string, file: string): OpenedRunFile;
   /** Runs accepted or started and not ended (in flight now, or left open by a berth that died and not yet recovered). */
   openRuns(name: string): Array<{ run: string; session: string | null; kind: string | null; phase: string; since: string }>;
-  /** Each tenant's model calls in the last hour against the project's budget (the console's view). */
   /** A project's model calls since a time (a tenant's, or a run's), newest first and bounded: what the chat's cost words count. */
   modelCalls(name: string, filter: { since: string; tenant?: string; run?: string }): ModelCall[];
-  modelUse(name: string): ModelUse;
+  modelUse(name: string): ModelUse; // each tenant's model calls in the last hour against the project's budget (the console's view)
   /** A project's sessions; with a tenant key, that tenant's only (read through its index). */
   listSessions(name: string, tenantKey?: string): SessionRecord[];
   workspaceProfile(name: string, workspaceId: string): WorkspaceProfile;
@@ -372,12 +372,10 @@ export function createAdminService(deps: {
     },
     deleteSession(project, id) {
       // Its home's cluster volume, read before the home goes; retired once it has.
-      const volume = readVolumeId(agentHomeDir(sessions.get(project, id).project, id));
+      const found = sessions.get(project, id);
+      const volume = readVolumeId(agentHomeDir(found.project, id));
       sessions.remove(project, id);
-      void deps
-        .runner()
-        .forgetSession(project, id)
-        .catch(() => undefined);
+      sessionGone(deps.runner(), found.project, found.session.tenant_key, id); // its warm container and checkpoints
       const revoked = deps.tokens.revokeSession(project, id);
       if (volume) retire([volume]);
       return { session: id, deleted: true, revoked };
@@ -417,6 +415,7 @@ export function createAdminService(deps: {
       return { project, user, tenant: tenantOfChatUser(user), links_revoked: revoked.links, logins_revoked: revoked.logins };
     },
     chatLoginOf: (credential) => stillThere(chatLinks.verifyLogin(credential)),
+    ...checkpointAdmin({ store, sessions, runner: deps.runner, config: deps.config }),
     onChatLogout(listener) {
       logoutListeners.add(listener);
       return () => void logoutListeners.delete(listener);

@@ -54,6 +54,8 @@ export const ERROR_TABLE = {
   TOO_LARGE: { status: 413, exit: 32 },
   /** The OpenID Connect provider did not answer, or refused berth's exchange of a sign-in (the person is told to start again). */
   SIGN_IN_FAILED: { status: 502, exit: 40 },
+  /** No checkpoint of that id is kept for the session (pruned, used up by a restore, or never made). */
+  CHECKPOINT_NOT_FOUND: { status: 404, exit: 33 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 

@@ -4,16 +4,28 @@ import { BerthError, isBerthError } from '../base/errors.js';
 import { own } from '../base/own.js';
 import type { ScheduleService } from '../admin/schedules.js';
 import { SCHEDULE_COMMANDS, SCHEDULE_HELP } from './schedule-commands.js';
+import { CHECKPOINT_COMMANDS, CHECKPOINT_HELP } from './checkpoint-commands.js';
 import { boundaryWords } from './boundary.js';
 import { LEVEL_PROFILES } from '../plan/levels.js';
 
 /**
- * Chat commands, answered by berth, never by the agent: /help, /new, /level, /whoami. What a
+ * Chat commands, answered by berth, never by the agent: /help, /new, /level, /whoami (and the
+ * schedule and checkpoint commands of their own files). What a
  * chat user sees about themselves names tenant, session, level and workspace id — never a
  * host path.
  */
 /** What the commands (and a level request) ask of the admin service: the project's settings alone, never its view (which reads every workspace record). */
-export type CommandAdmin = Pick<AdminService, 'getProjectMetadata' | 'getSession' | 'openSession' | 'updateSession' | 'listRuns'>;
+export type CommandAdmin = Pick<
+  AdminService,
+  | 'getProjectMetadata'
+  | 'getSession'
+  | 'openSession'
+  | 'updateSession'
+  | 'listRuns'
+  | 'restoreSession'
+  | 'sessionCheckpoints'
+  | 'forkSession'
+>;
 
 export interface CommandContext {
   admin: CommandAdmin;
@@ -41,6 +53,7 @@ export const HELP = [
   '/help — this text',
   '/new — start a new conversation (the agent forgets this one; your files stay)',
   '/level low|medium|high — what your agent may do (low: no internet; medium: allowed hosts and project memory; high: more tools)',
+  ...CHECKPOINT_HELP,
   "/whoami — who you are here, this conversation, your agent's level and your folder",
   '/boundary — where your last run ran, what it saw and could reach, and whether that was as planned',
   '/yes, /yes session, /no — answer your agent when it asks to reach a host this project does not allow',
@@ -91,6 +104,7 @@ export const NOTHING_ASKED = 'berth: nothing is waiting for your answer.';
 
 const COMMANDS: Record<string, Command> = {
   ...SCHEDULE_COMMANDS,
+  ...CHECKPOINT_COMMANDS,
   async yes() {
     return NOTHING_ASKED;
   },

@@ -16,6 +16,7 @@ import { SECRET_COMMANDS } from './secrets.js';
 import { APPROVAL_COMMANDS } from './approvals.js';
 import { SCHEDULE_COMMANDS } from './schedules.js';
 import { TENANT_COMMANDS } from './tenants.js';
+import { CHECKPOINT_CLI_COMMANDS } from './checkpoints.js';
 import { own } from '../base/own.js';
 import { CHANNEL_NAMES } from '../channels/registry.js';
 import { SERVING_V8_FLAGS } from '../base/node-support.js';
@@ -80,6 +81,9 @@ Runs and sessions
   session get <project> <session-id>
   session set <project> <session-id> [--level low|medium|high] [--mode tenant|session]
   session delete <project> <session-id>   forget its conversation (agent home) and tokens
+  session snapshot|checkpoints <project> <session-id>   keep a checkpoint now; list them
+  session restore <project> <session-id> [<checkpoint>]  workspace and conversation back (/undo)
+  session fork <project> <session-id> <new-session-id>   a new session from this one (/fork)
   schedule add <project> --user <tenant> [--session S] (--every SPEC | --at TIME) [--tz ZONE]
                [--chat CHANNEL:CHAT] -- <task...>
                                 run the agent on a repeat or once (docs/schedules.md);
@@ -145,6 +149,7 @@ const COMMANDS: Record<string, Command> = {
   ...APPROVAL_COMMANDS,
   ...SCHEDULE_COMMANDS,
   ...TENANT_COMMANDS,
+  ...CHECKPOINT_CLI_COMMANDS,
 };
 
 function commandHelp(name: string, command: Command): string {

@@ -8,6 +8,7 @@ import { SecretsSchema } from './secrets.js';
 import { SchedulesSchema } from './schedules.js';
 import { OidcSchema } from './oidc.js';
 import { TranscriptionSchema } from './transcription.js';
+import { CheckpointsSchema } from './checkpoints.js';
 
 /** berth.yaml's shape (the checks beyond its shape are operator-checks.ts; loading is berth-config.ts). */
 export const DEFAULT_SHELL_IMAGE = 'berth/shell:latest';
@@ -62,6 +63,9 @@ export const BerthConfigSchema = z
     runs: RunsSchema,
     schedules: SchedulesSchema.describe(
       'Runs at a time or on a repeat, made in a chat (/every, /at), by the agent (its schedule tool) or by the operator (berth schedule): docs/schedules.md.',
+    ),
+    checkpoints: CheckpointsSchema.describe(
+      "What berth keeps of a session's workspace and conversation before each message, for /undo and /fork: docs/checkpoints.md.",
     ),
     env: z
       .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string())

@@ -52,9 +52,9 @@ import type { CredentialUses } from '../outbound/credential-uses.js';
 import type { IncomingFile } from '../plan/files-in.js';
 import { landMessageFiles, withRunFiles, type Transcriber } from './run-files.js';
 import { cachedCapabilities } from './launcher-capabilities.js';
+import { checkpointBefore } from './checkpoint-before.js';
 
 export type { RunOutcome } from './run-record.js';
-export type { PrivateTarget } from './run-context.js';
 export { newRunId, toRunRecord } from './run-record.js';
 
 export interface RunRequest {
@@ -248,11 +248,11 @@ export function createRunner(deps: {
       const ctx = contextOf(base, store.get(name), config(), spec);
       const launcherCaps = await capabilities();
       if (spec.kind !== 'workflow_step') await prepareWorkspace(ctx);
+      if (spec.kind === 'message') checkpointBefore(ctx, spec.message); // what /undo puts back: before the message's files land
       const landed = await landMessageFiles(ctx, spec, deps.transcriber, stop); // a message's files in inbox/ (and the words telling the agent) before it is planned
       fs.mkdirSync(ctx.project.paths.memoryDir, { recursive: true, mode: 0o755 });
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(ctx.project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
-      // The session's agent home: the conversation an agent continues at the next message.
-      const home = ensureAgentHome(ctx.project, ctx.session.id, ctx.owner);
+      const home = ensureAgentHome(ctx.project, ctx.session.id, ctx.owner); // the conversation an agent continues at the next message
       const decoys = deps.honeytokens?.decoysFor(name, ctx.session.tenant_key);
       const decoyEnv = decoys ? plantDecoys(home, decoys, ctx.owner) : undefined;
       // A message may go to the session's warm container, where the launcher keeps them for its runtime.

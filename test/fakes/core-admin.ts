@@ -21,6 +21,9 @@ export function fakeCoreAdmin(methods: Partial<CoreAdmin>): CoreAdmin {
     runMessage: missing('runMessage'),
     runWorkflow: missing('runWorkflow'),
     runFile: missing('runFile'),
+    restoreSession: missing('restoreSession'),
+    sessionCheckpoints: missing('sessionCheckpoints'),
+    forkSession: missing('forkSession'),
     ...methods,
   };
 }

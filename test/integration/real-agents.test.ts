@@ -181,6 +181,26 @@ describe('the real Claude Code CLI at level low, through the model gateway', () 
     expect(again.exitCode, again.stderr).toBe(0);
     expect(conversationIncludes(again.requests.filter((r) => r.main)[0]!.body as never, 'first-marker-7731')).toBe(false);
   });
+
+  it('/undo with a real conversation: the next message continues from the restored point; a fork carries the conversation', async () => {
+    const kept = await ask('sig:+dan', 'BASH: echo keep-marker-4410', 'dan-chat');
+    expect(kept.exitCode, kept.stderr).toBe(0);
+    const dropped = await ask('sig:+dan', 'BASH: echo drop-marker-8812 > dropped.txt', 'dan-chat');
+    expect(fs.existsSync(join(dropped.workspaceRoot, 'dropped.txt'))).toBe(true);
+    const back = await h.berth.admin.restoreSession('cc', 'dan-chat');
+    expect(back.message).toContain('drop-marker-8812');
+    const next = await ask('sig:+dan', 'REPLY: after undo', 'dan-chat');
+    expect(next.exitCode, next.stderr).toBe(0);
+    const body = next.requests.filter((r) => r.main)[0]!.body as never;
+    expect(conversationIncludes(body, 'keep-marker-4410')).toBe(true);
+    expect(conversationIncludes(body, 'drop-marker-8812')).toBe(false);
+    expect(fs.existsSync(join(next.workspaceRoot, 'dropped.txt'))).toBe(false);
+    await h.berth.admin.forkSession('cc', 'dan-chat', 'dan-fork');
+    const forked = await ask('sig:+dan', 'REPLY: in the fork', 'dan-fork');
+    expect(forked.exitCode, forked.stderr).toBe(0);
+    expect(conversationIncludes(forked.requests.filter((r) => r.main)[0]!.body as never, 'keep-marker-4410')).toBe(true);
+    expect(forked.workspaceRoot).not.toBe(next.workspaceRoot);
+  });
 });
 
 describe('the real Claude Code CLI at level medium: a tool call that fetches a host outside the allowlist', () => {

@@ -4,11 +4,13 @@ import type { AdminService } from '../../admin/service.js';
 import { ProjectNameSchema } from '../../config/metadata.js';
 import { SessionIdSchema, SessionRecordSchema, SessionSettingsSchema, SessionSettingsUpdateSchema } from '../../config/session.js';
 import { errorResponses, json } from './openapi.js';
+import { registerCheckpointRoutes } from './checkpoints.js';
 
 const SessionParams = z.object({ name: ProjectNameSchema, sessionId: SessionIdSchema });
 const errors = errorResponses('SESSION_NOT_FOUND');
 
 export function registerSessionRoutes(app: OpenAPIHono, admin: () => AdminService): void {
+  registerCheckpointRoutes(app, admin);
   app.openapi(
     createRoute({
       method: 'get',
