@@ -52,6 +52,8 @@ export const ERROR_TABLE = {
   SECRET_UNAVAILABLE: { status: 503, exit: 31 },
   /** A file is larger than the bound it is fetched or sent under (a chat attachment, an upload): refused, nothing of it kept. */
   TOO_LARGE: { status: 413, exit: 32 },
+  /** Its operator paused the project: no new run starts until it is resumed (runs going on finish). */
+  PROJECT_PAUSED: { status: 423, exit: 33 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 

@@ -15,6 +15,7 @@ import { CONFIG_COMMANDS } from './config.js';
 import { SECRET_COMMANDS } from './secrets.js';
 import { APPROVAL_COMMANDS } from './approvals.js';
 import { SCHEDULE_COMMANDS } from './schedules.js';
+import { CONTROL_COMMANDS } from './control.js';
 import { own } from '../base/own.js';
 import { CHANNEL_NAMES } from '../channels/registry.js';
 import { SERVING_V8_FLAGS } from '../base/node-support.js';
@@ -44,6 +45,8 @@ Projects
   project show <name>           private workspace and shared-area grants (operator view)
   project delete <name> --confirm <name>
                                 stop its containers, move it to .berth/trash/
+  project pause <name> [--reason TEXT]   refuse its new runs (in words in the chats) until resumed
+  project resume <name>
   project --help                the project commands (any group: chat-link, session, ...)
 
 Operator (berth.yaml; comments and order kept)
@@ -75,6 +78,9 @@ Runs and sessions
                                 prints the agent's output, exits with its exit code
                                 (--level sets the session's permission level, persisted)
   runs <project> [--user T] [--limit N] [--json]   recent runs and interrupted ones
+  runs show <project> <run> [--json]    one run: who, what, how, what it touched
+  runs stop <project> <run> [--reason TEXT]   stop a run going on (in this home's serve too)
+  tenant show <project> <tenant-key> [--json]  a tenant's sessions and today's use
   session list <project>
   session get <project> <session-id>
   session set <project> <session-id> [--level low|medium|high] [--mode tenant|session]
@@ -140,6 +146,7 @@ const COMMANDS: Record<string, Command> = {
   ...SECRET_COMMANDS,
   ...APPROVAL_COMMANDS,
   ...SCHEDULE_COMMANDS,
+  ...CONTROL_COMMANDS,
 };
 
 function commandHelp(name: string, command: Command): string {

@@ -1,4 +1,5 @@
 import { createScheduler } from '../runs/scheduler.js';
+import { watchStopRequests } from '../admin/stop-requests.js';
 import { scheduleDispatch } from '../bridges/scheduled-runs.js';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -291,10 +292,13 @@ function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; cl
     io.out(`berth: berth.yaml changed: ${changed}\n`);
   }, BRIDGES_RECHECK_MS);
   recheck.unref();
+  // A run of this process stopped from another one of the home (berth runs stop, a second serve's console).
+  const stopWatch = watchStopRequests(homePaths(berth.home).stateDir, (_project, run, reason) => berth.runner.stop(run, reason));
   const stop = bridges.stop.bind(bridges);
   return Object.assign(bridges, {
     async stop() {
       clearInterval(recheck);
+      stopWatch();
       await stop();
     },
   });

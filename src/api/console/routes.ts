@@ -1,7 +1,6 @@
 import type { Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
-import { channelOfSender } from '../../channels/registry.js';
 import { parseOrThrow } from '../../config/parse.js';
 import { BerthError } from '../../base/errors.js';
 import { fromOwnOrigin } from '../../bridges/web-cookie.js';
@@ -13,6 +12,7 @@ import { hasDocsLogin, loginPage } from '../docs-login.js';
 import type { ConsoleLogins } from '../../store/console-logins.js';
 import { assetHeaders } from '../package-assets.js';
 import { consoleAssets, consolePage } from './page.js';
+import { answerStranger } from '../routes/strangers.js';
 import { consoleState, type ConsoleSources } from './state.js';
 
 /**
@@ -23,10 +23,6 @@ import { consoleState, type ConsoleSources } from './state.js';
  */
 const ApproveBodySchema = z.object({ decision: z.enum(APPROVAL_DECISIONS) }).strict();
 const SenderBodySchema = z.object({ decision: z.enum(['approve', 'deny']) }).strict();
-const SenderParamSchema = z
-  .string()
-  .max(300)
-  .refine((s) => channelOfSender(s)?.pairing === true, 'must be a sender key, e.g. signal:<uuid> or telegram:<id>');
 const CONSOLE_BODY_BYTES = 4 * 1024;
 
 export function registerConsoleRoutes(
@@ -107,19 +103,6 @@ export function registerConsoleRoutes(
 
   app.post('/console/api/senders/:sender', limit, async (c) => {
     const { decision } = await answerBody(c, SenderBodySchema);
-    const sender = parseOrThrow(SenderParamSchema, c.req.param('sender'), 'sender');
-    const senders = deps.sources.senders?.();
-    if (!senders) throw new BerthError('NOT_FOUND', 'no chat bridge with pairing is configured (berth.yaml bridges)');
-    if (!senders.pending().some((p) => p.sender === sender)) throw new BerthError('NOT_FOUND', `${sender} is not waiting for approval`);
-    if (decision === 'approve') await senders.approve(sender);
-    else senders.deny(sender);
-    deps.audit?.record({
-      kind: 'admin',
-      action: decision === 'approve' ? 'bridge.approve' : 'bridge.deny',
-      actor: 'operator',
-      target: sender,
-      outcome: 'ok',
-    });
-    return c.json({ sender, decision });
+    return c.json(await answerStranger(deps.sources.senders?.(), deps.audit, c.req.param('sender'), decision));
   });
 }

@@ -15,7 +15,7 @@ export const SESSIONS_SHOWN = 200;
 const HOUR_MINUTES = 60;
 
 export interface ConsoleSenders {
-  pending(): Array<{ sender: string; name?: string; first_seen: string }>;
+  pending(): Array<{ sender: string; name?: string; first_seen: string; first_message?: string }>;
   approve(sender: string): Promise<unknown>;
   deny(sender: string): unknown;
 }
