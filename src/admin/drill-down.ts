@@ -1,4 +1,7 @@
+import { join } from 'node:path';
 import { BerthError } from '../base/errors.js';
+import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
+import { TranscriptEntrySchema, type TranscriptEntry } from '../store/chat-transcripts.js';
 import { daysOf } from '../outbound/cost.js';
 import { interruptedRuns, openRuns } from '../store/journal.js';
 import { readOutbound } from '../store/outbound-log.js';
@@ -88,7 +91,7 @@ export function runDetail(p: Project, sessions: SessionStore, run: string) {
 export type RunDetail = ReturnType<typeof runDetail>;
 
 /** A run as a list shows it: who, what, how long (no steps' details, no texts but the message's start). */
-export function runLine(r: RunRecord, titles: ReadonlyMap<string, string | undefined>) {
+export function runLine(r: RunRecord, titles: Pick<ReadonlyMap<string, string | undefined>, 'get'>) {
   return {
     run: r.run,
     finished_at: r.finished_at,
@@ -109,6 +112,20 @@ export function runLine(r: RunRecord, titles: ReadonlyMap<string, string | undef
 }
 export type RunLine = ReturnType<typeof runLine>;
 
+/** What a session view shows of a web chat transcript (store/chat-transcripts.ts): its last entries, each text cut. */
+export const TRANSCRIPT_SHOWN = 100;
+export const TRANSCRIPT_TEXT_CHARS = 8000;
+
+function transcriptOf(p: Project, id: string): TranscriptEntry[] {
+  return readJsonLines(join(p.paths.stateDir, 'chat', `${id}.jsonl`))
+    .slice(-TRANSCRIPT_SHOWN)
+    .flatMap((l) => parseJsonLine(l, TranscriptEntrySchema) ?? [])
+    .map(({ output: _o, ...e }) => ({
+      ...e,
+      text: e.text.length > TRANSCRIPT_TEXT_CHARS ? `${e.text.slice(0, TRANSCRIPT_TEXT_CHARS)}…` : e.text,
+    }));
+}
+
 export function sessionDetail(p: Project, sessions: SessionStore, id: string) {
   const session = sessions.get(p.metadata.name, id).session;
   const titles = new Map([[session.id, session.title]]);
@@ -117,6 +134,7 @@ export function sessionDetail(p: Project, sessions: SessionStore, id: string) {
     project: p.metadata.name,
     session: { ...session, channel: channelOfTenant(session.tenant_key) },
     runs: runs.map((r) => ({ ...runLine(r, titles), answer: r.answer ?? null, stderr: r.stderr ?? null, message: r.message ?? null })),
+    transcript: transcriptOf(p, session.id),
   };
 }
 

@@ -79,6 +79,8 @@ export interface AppDeps {
   senders?: ConsoleSources['senders'];
   /** The last hour of this process's metrics (the console's charts; berth serve samples them). */
   history?: MetricsHistory;
+  /** The console's live view: containers with their figures, warm and pool counts, bridges' health (berth serve). */
+  live?: ConsoleSources['live'];
   /** /hooks/<path>: the chat channels that are sent their messages by HTTP (each checks its own signature or secret). */
   hooks?: (req: Request, path: string, source?: string) => Promise<Response>;
   /** The browser logins of /docs and /console (in memory when not given: they end with the process). */
@@ -287,7 +289,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     token: deps.token,
     logins,
     audit: deps.audit,
-    sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history },
+    sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history, live: deps.live },
   });
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });

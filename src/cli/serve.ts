@@ -1,5 +1,6 @@
 import { createScheduler } from '../runs/scheduler.js';
 import { watchStopRequests } from '../admin/stop-requests.js';
+import { createLiveView } from '../admin/live-view.js';
 import { scheduleDispatch } from '../bridges/scheduled-runs.js';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,7 +11,7 @@ import { resolveAdminToken } from '../api/auth.js';
 import { homePaths } from '../config/home.js';
 import { ensureDemoProject, DEMO_PROJECT } from './demo.js';
 import { nodeSupport } from '../base/node-support.js';
-import type { Berth } from '../main.js';
+import { installationId, type Berth } from '../main.js';
 import { createToolServer } from '../mcp/server.js';
 import { ADMIN_TOOLS } from '../mcp/admin-tools.js';
 import { VERSION } from '../base/version.js';
@@ -221,6 +222,13 @@ function answerHttp(berth: Berth, bound: BoundHttp, claim: BridgeClaim, token: s
     approvals: berth.approvals,
     senders,
     history,
+    live: createLiveView({
+      containers: () => berth.launcher.listManaged({ installation: installationId(berth.home) }),
+      stats: berth.launcher.stats?.bind(berth.launcher),
+      statsMissing: `the ${berth.config.launcher} launcher gives no container figures (no metrics API is asked)`,
+      registry: berth.metrics.registry,
+      bridges: () => bridges.running(),
+    }),
     hooks: (req, path, source) => bridges.hook(req, path, source),
   });
   bound.handle((req, env) => app.fetch(req, env as Parameters<typeof app.fetch>[1]));

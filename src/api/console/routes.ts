@@ -8,11 +8,14 @@ import type { AuditTrail } from '../../admin/audit-trail.js';
 import { APPROVAL_DECISIONS } from '../../store/approvals.js';
 import { AuditFilterSchema } from '../../store/audit.js';
 import { isAdminBearer } from '../auth.js';
-import { hasDocsLogin, loginPage } from '../docs-login.js';
+import { docsLoginIds, loginPage } from '../docs-login.js';
 import type { ConsoleLogins } from '../../store/console-logins.js';
 import { assetHeaders } from '../package-assets.js';
 import { consoleAssets, consolePage } from './page.js';
 import { answerStranger } from '../routes/strangers.js';
+import { registerConsoleActions } from './actions.js';
+import { canAct, callerKey, type ConsoleCaller } from './can-act.js';
+import { createConsoleEvents } from './events.js';
 import { consoleState, type ConsoleSources } from './state.js';
 
 /**
@@ -29,14 +32,22 @@ export function registerConsoleRoutes(
   app: Hono,
   deps: { token: string; logins: ConsoleLogins; sources: ConsoleSources; audit?: AuditTrail },
 ): void {
-  const signedIn = (c: Context) => isAdminBearer(c.req.header('authorization'), deps.token) || hasDocsLogin(c, deps.logins, deps.token);
-  const operatorOnly = (c: Context) => {
-    if (!signedIn(c))
-      throw new BerthError('UNAUTHORIZED', 'sign in to the console first', { hint: 'open /console and give the admin token' });
+  const events = createConsoleEvents();
+  /** Who calls: the admin token in a header, or one of the console's logins (docs-login.ts); undefined when neither. */
+  const callerOf = (c: Context): ConsoleCaller | undefined => {
+    if (isAdminBearer(c.req.header('authorization'), deps.token)) return { via: 'token' };
+    const login = docsLoginIds(c).find((id) => deps.logins.verify(id, deps.token));
+    return login === undefined ? undefined : { via: 'login', login };
   };
-  /** An answer: JSON from this origin only (a cross-site form cannot send JSON, and SameSite=Strict holds the cookie back). */
+  const signedIn = (c: Context) => callerOf(c) !== undefined;
+  const operatorOnly = (c: Context): ConsoleCaller => {
+    const caller = callerOf(c);
+    if (!caller) throw new BerthError('UNAUTHORIZED', 'sign in to the console first', { hint: 'open /console and give the admin token' });
+    return caller;
+  };
+  /** An answer or action: JSON from this origin only (a cross-site form cannot send JSON, and SameSite=Strict holds the cookie back), by a caller who may act. */
   const answerBody = async <S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> => {
-    operatorOnly(c);
+    if (!canAct(operatorOnly(c))) throw new BerthError('PERMISSION_DENIED', 'this sign-in may look, not act', { rule: 'console_role' });
     if (!fromOwnOrigin({ origin: c.req.header('origin'), host: c.req.header('host'), fetchSite: c.req.header('sec-fetch-site') })) {
       throw new BerthError('PERMISSION_DENIED', 'answers come from the console page itself', { rule: 'same_origin' });
     }
@@ -68,6 +79,24 @@ export function registerConsoleRoutes(
     return c.json(consoleState(deps.sources));
   });
 
+  // Live: the state and the live view as server-sent events (events.ts bounds them per login and in all).
+  app.get('/console/api/events', (c) => {
+    const caller = operatorOnly(c);
+    const live = deps.sources.live;
+    return events.serve(
+      c,
+      callerKey(caller),
+      async () => ({ ...consoleState(deps.sources), live: live ? await live() : null }),
+      () => callerOf(c) !== undefined,
+    );
+  });
+
+  app.get('/console/api/live', async (c) => {
+    operatorOnly(c);
+    c.header('cache-control', 'no-store');
+    return c.json(deps.sources.live ? await deps.sources.live() : null);
+  });
+
   app.get('/console/api/audit', (c) => {
     operatorOnly(c);
     if (!deps.audit) throw new BerthError('NOT_FOUND', 'this berth keeps no audit log');
@@ -93,6 +122,8 @@ export function registerConsoleRoutes(
       throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${CONSOLE_BODY_BYTES} bytes`);
     },
   });
+
+  registerConsoleActions(app, { sources: deps.sources, audit: deps.audit, viewer: operatorOnly, act: answerBody, limit });
 
   app.post('/console/api/approvals/:id', limit, async (c) => {
     const { decision } = await answerBody(c, ApproveBodySchema);

@@ -8,6 +8,7 @@ import type { AuditEntry } from '../../store/audit.js';
 import { AuditEntrySchema } from '../../store/audit.js';
 import { PAUSE_REASON_MAX } from '../../store/project-pause.js';
 import { RunRecordSchema } from '../../store/run-log.js';
+import { TranscriptEntrySchema } from '../../store/chat-transcripts.js';
 import { TenantKeySchema } from '../../store/workspaces.js';
 import { errorResponses, json, NameParams } from './openapi.js';
 
@@ -78,6 +79,9 @@ export const SessionDetailSchema = z.object({
   project: z.string(),
   session: SessionRecordSchema.extend({ channel: z.string() }),
   runs: z.array(LineSchema.extend({ answer: z.string().nullable(), stderr: z.string().nullable() })),
+  transcript: z
+    .array(TranscriptEntrySchema.omit({ output: true }))
+    .describe('A web chat session: what the person saw (the last 100 entries, each text cut at 8000 characters).'),
 });
 export const TenantDetailSchema = z.object({
   project: z.string(),

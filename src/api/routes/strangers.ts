@@ -31,7 +31,7 @@ export async function answerStranger(
   decision: 'approve' | 'deny',
   actor = 'operator',
 ): Promise<{ sender: string; decision: 'approve' | 'deny' }> {
-  const sender = parseOrThrow(SenderKeySchema, given, 'sender');
+  const { sender } = parseOrThrow(z.object({ sender: SenderKeySchema }), { sender: given }, 'sender');
   if (!senders) throw new BerthError('NOT_FOUND', 'no chat bridge with pairing is configured (berth.yaml bridges)');
   if (!senders.pending().some((p) => p.sender === sender)) throw new BerthError('NOT_FOUND', `${sender} is not waiting for approval`);
   if (decision === 'approve') await senders.approve(sender);
