@@ -1,7 +1,7 @@
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
-import { launchChromium, screenshot, testHome, type TestHome } from '../helpers.js';
+import { cliAsync, launchChromium, screenshot, testHome, type TestHome } from '../helpers.js';
 import { until } from '../helpers/until.js';
 
 /**
@@ -153,6 +153,19 @@ describe('the console as a control plane', () => {
     await page.context().close();
     await chat.close();
   }, 180_000);
+
+  it('berth runs stop, from another process of the home: the serve running the run stops it (it looks every 500 ms)', async () => {
+    const going = h.run('ops', 'web:carol', 'sleep 120');
+    const open = await until(() => h.berth.admin.openRuns('ops').find((r) => r.phase === 'started'), 'the run started', 30_000);
+    const t0 = performance.now();
+    const r = await cliAsync(['--home', h.home, 'runs', 'stop', 'ops', open.run, '--reason', 'runaway']);
+    expect([r.code, r.stdout]).toEqual([0, `stopping run ${open.run} (asked of the berth process running it)\n`]);
+    const stopped = await going;
+    console.log(`berth runs stop (another process): the run ended ${Math.round(performance.now() - t0)} ms after the command started`);
+    expect(stopped.warnings).toContainEqual('stopped: the operator stopped it: runaway');
+    const refused = await cliAsync(['--home', h.home, 'runs', 'stop', 'ops', open.run]);
+    expect([refused.code, refused.stderr]).toEqual([23, expect.stringMatching(/^NOT_FOUND: no run r[0-9a-z]+ is going on in ops/)]);
+  }, 60_000);
 
   it('on a phone (390 px): a run, its session (the transcript as the person saw it) and its tenant open without sideways scrolling', async () => {
     const page = await signIn(390);
