@@ -15,7 +15,7 @@ import { consoleAssets, consolePage } from './page.js';
 import { answerStranger } from '../routes/strangers.js';
 import { registerConsoleActions } from './actions.js';
 import { canAct, callerKey, type ConsoleCaller } from './can-act.js';
-import { createConsoleEvents } from './events.js';
+import { createConsoleEvents, EVENT_EVERY_MS } from './events.js';
 import { consoleState, type ConsoleSources } from './state.js';
 
 /**
@@ -33,6 +33,15 @@ export function registerConsoleRoutes(
   deps: { token: string; logins: ConsoleLogins; sources: ConsoleSources; audit?: AuditTrail },
 ): void {
   const events = createConsoleEvents();
+  // One state for every open console at a time (each reads every project's run log): made at most once per EVENT_EVERY_MS.
+  let made: { at: number; state: Promise<unknown> } | undefined;
+  const pushed = () => {
+    if (!made || Date.now() - made.at >= EVENT_EVERY_MS) {
+      const live = deps.sources.live;
+      made = { at: Date.now(), state: (async () => ({ ...consoleState(deps.sources), live: live ? await live() : null }))() };
+    }
+    return made.state;
+  };
   /** Who calls: the admin token in a header, or one of the console's logins (docs-login.ts); undefined when neither. */
   const callerOf = (c: Context): ConsoleCaller | undefined => {
     if (isAdminBearer(c.req.header('authorization'), deps.token)) return { via: 'token' };
@@ -82,13 +91,7 @@ export function registerConsoleRoutes(
   // Live: the state and the live view as server-sent events (events.ts bounds them per login and in all).
   app.get('/console/api/events', (c) => {
     const caller = operatorOnly(c);
-    const live = deps.sources.live;
-    return events.serve(
-      c,
-      callerKey(caller),
-      async () => ({ ...consoleState(deps.sources), live: live ? await live() : null }),
-      () => callerOf(c) !== undefined,
-    );
+    return events.serve(c, callerKey(caller), pushed, () => callerOf(c) !== undefined);
   });
 
   app.get('/console/api/live', async (c) => {
