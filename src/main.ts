@@ -119,6 +119,7 @@ const ADMIN_AUDIT = {
   stopRun: ['run.stop', projectAnd(1)],
   pauseProject: ['project.pause', projectAnd()],
   resumeProject: ['project.resume', projectAnd()],
+  endSession: ['session.end', projectAnd(1)],
 } satisfies Partial<Record<keyof AdminService, [string, (args: unknown[]) => { project?: string; target?: string }]>>;
 
 /** Stable per berth home; labels its containers so installations sharing an engine stay apart. */

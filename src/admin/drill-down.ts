@@ -9,6 +9,7 @@ import type { Project } from '../store/projects.js';
 import { readRunFiles } from '../store/run-files.js';
 import { readRunRecords, type RunRecord } from '../store/run-log.js';
 import type { SessionStore } from '../store/sessions.js';
+import type { Schedule } from '../store/schedules.js';
 import { pauseOf, type PauseView } from './project-pause.js';
 
 /**
@@ -138,8 +139,19 @@ export function sessionDetail(p: Project, sessions: SessionStore, id: string) {
   };
 }
 
-/** A tenant: their sessions, today's runs and model use against the project's budget (UTC day), and the pause. */
-export function tenantDetail(p: Project, sessions: SessionStore, tenant: string, now = Date.now()) {
+/** A tenant's schedules as a view shows them (at most SCHEDULES_SHOWN, the task cut). */
+export const SCHEDULES_SHOWN = 50;
+const scheduleLine = (s: Schedule) => ({
+  id: s.id,
+  task: s.task.slice(0, 200),
+  next_at: s.next_at,
+  runs: s.runs,
+  session: s.session ?? null,
+  last_outcome: s.last?.outcome ?? null,
+});
+
+/** A tenant: their sessions, schedules, today's runs and model use against the project's budget (UTC day), and the pause. */
+export function tenantDetail(p: Project, sessions: SessionStore, tenant: string, schedules: Schedule[] = [], now = Date.now()) {
   const mine = sessions.list(p, { tenantKey: tenant });
   const ids = new Set(mine.map((s) => s.id));
   const today = daysOf(now).today;
@@ -171,6 +183,7 @@ export function tenantDetail(p: Project, sessions: SessionStore, tenant: string,
       tokens,
       budget,
     },
+    schedules: schedules.slice(0, SCHEDULES_SHOWN).map(scheduleLine),
     recent_runs: runsToday.slice(0, 20).map((r) => runLine(r, titles)),
   };
 }

@@ -36,6 +36,7 @@ import { readVolumeId, volumeIdsBelow } from '../launch/kubernetes/volumes.js';
 import { createVolumeRetirement } from './volume-retirement.js';
 import { fileStopRequest } from './stop-requests.js';
 import { runDetail, sessionDetail, tenantDetail, type RunDetail } from './drill-down.js';
+import { openScheduleStore } from '../store/schedules.js';
 import { pauseProject, resumeProject, type PauseView } from './project-pause.js';
 import { assertOperatorChoices, runView, viewOf } from './service-views.js';
 
@@ -86,6 +87,8 @@ export interface AdminService {
   runDetail(name: string, run: string): RunDetail;
   sessionDetail(name: string, id: string): ReturnType<typeof sessionDetail>;
   tenantDetail(name: string, tenant: string): ReturnType<typeof tenantDetail>;
+  /** End a session, keeping it: its runs going on stopped, its warm container let go, its tokens revoked (its history stays). */
+  endSession(project: string, id: string): Promise<{ session: string; runs_stopped: number; revoked: number }>;
   listRuns(
     name: string,
     filter: { user?: string; limit?: number },
@@ -285,7 +288,17 @@ export function createAdminService(deps: {
     resumeProject: (name) => resumeProject(store.get(name)),
     runDetail: (name, run) => runDetail(store.get(name), sessions, run),
     sessionDetail: (name, id) => sessionDetail(store.get(name), sessions, id),
-    tenantDetail: (name, tenant) => tenantDetail(store.get(name), sessions, tenant),
+    tenantDetail: (name, tenant) =>
+      tenantDetail(store.get(name), sessions, tenant, openScheduleStore(store.home.stateDir).list({ project: name, tenant })),
+    async endSession(project, id) {
+      sessions.get(project, id);
+      const going = openRuns(store.get(project).paths.sessionsDir).filter((r) => r.session === id);
+      for (const r of going)
+        if (!deps.runner().stop(r.run, 'the operator ended its session'))
+          fileStopRequest(store.home.stateDir, project, r.run, 'the operator ended its session');
+      await deps.runner().forgetSession(project, id);
+      return { session: id, runs_stopped: going.length, revoked: deps.tokens.revokeSession(project, id) };
+    },
 
     runFile: (name, run, file) => runFileOf(store.get(name).paths.stateDir, run, file),
     listRuns(name, filter) {

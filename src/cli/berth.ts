@@ -85,6 +85,7 @@ Runs and sessions
   session get <project> <session-id>
   session set <project> <session-id> [--level low|medium|high] [--mode tenant|session]
   session delete <project> <session-id>   forget its conversation (agent home) and tokens
+  session end <project> <session-id>      stop its runs, let its container go, revoke its tokens (kept)
   schedule add <project> --user <tenant> [--session S] (--every SPEC | --at TIME) [--tz ZONE]
                [--chat CHANNEL:CHAT] -- <task...>
                                 run the agent on a repeat or once (docs/schedules.md);

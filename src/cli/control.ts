@@ -76,6 +76,17 @@ export const CONTROL_COMMANDS: Record<string, Command> = {
       return 0;
     },
   },
+  'session end': {
+    usage:
+      'session end <project> <session-id>\n  End a session, keeping it: its runs going on stopped, its warm container let go, its session tokens revoked. Its history, settings and files stay.',
+    options: {},
+    async run(berth, _v, pos, io) {
+      need(pos, 2, 'project name and session id');
+      const r = await berth().admin.endSession(pos[0] as string, pos[1] as string);
+      io.out(`ended session ${r.session}: ${r.runs_stopped} run(s) stopped, ${r.revoked} token(s) revoked\n`);
+      return 0;
+    },
+  },
   'tenant show': {
     usage:
       "tenant show <project> <tenant-key> [--json]\n  One tenant: their sessions, today's runs and model use against the budget (UTC day).",
@@ -90,6 +101,8 @@ export const CONTROL_COMMANDS: Record<string, Command> = {
       io.out(`${printable(t.tenant)} (${t.channel}) in ${t.project}${t.pause.paused ? ' — the project is PAUSED' : ''}\n`);
       io.out(`today: ${t.today.runs} run(s), ${t.today.run_ms} ms, ${t.today.model_requests} model request(s), ${t.today.tokens} tokens\n`);
       for (const s of t.sessions) io.out(`session ${s.id}  level=${s.level}  runs=${s.runs}  ${printable(s.title ?? '')}\n`);
+      for (const s of t.schedules)
+        io.out(`schedule ${s.id}  next ${s.next_at ?? 'never'}  runs=${s.runs}  ${printable(s.task.slice(0, 80))}\n`);
       if (!t.sessions.length) io.out('no session yet\n');
       return 0;
     },

@@ -132,6 +132,7 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
       '/api/projects/{name}/schedules',
       '/api/projects/{name}/sessions',
       '/api/projects/{name}/sessions/{sessionId}',
+      '/api/projects/{name}/sessions/{sessionId}/end',
       '/api/projects/{name}/sessions/{sessionId}/level',
       '/api/projects/{name}/sessions/{sessionId}/settings',
       '/api/projects/{name}/sessions/{sessionId}/token',

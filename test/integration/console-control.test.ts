@@ -186,6 +186,11 @@ describe('the console as a control plane', () => {
     expect(transcript).toContain('operator has paused');
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBe(390);
     await screenshot(page, 'console-session-390');
+    // Ended from its view: kept, its history too; audited.
+    await page.click('#detail button:text-is("End session")');
+    await page.click('#detail button:text-is("Yes, end it")');
+    await until(() => h.berth.audit.list({ limit: 20, kind: 'admin' }).some((e) => e.action === 'session.end'), 'the session ended');
+    await until(async () => (await page.textContent('#detail .transcript'))?.includes('echo hello from alice'), 'the history still shown');
     expect(pageErrors).toEqual([]);
     await page.context().close();
   }, 60_000);

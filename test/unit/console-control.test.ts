@@ -89,6 +89,25 @@ describe('stop a run', () => {
   });
 });
 
+describe('end a session', () => {
+  it('its run going on is stopped, its tokens revoked; the session and its history stay (audited session.end); unknown: 404', async () => {
+    await using h = unitHome();
+    h.create({ name: 'bot', agent: 'shell' });
+    const app = appOf(h);
+    const first = await h.run('bot', 'web:ann', 'echo before');
+    h.berth.admin.mintSessionToken('bot', first.sessionId);
+    const going = h.berth.runner.run({ project: 'bot', tenantKey: 'web:ann', sessionId: first.sessionId, message: 'sleep 60000' });
+    await until(() => h.berth.admin.openRuns('bot').find((r) => r.phase === 'started'), 'the run started');
+    const ended = await post(app, `/api/projects/bot/sessions/${first.sessionId}/end`);
+    expect(await ended.json()).toEqual({ session: first.sessionId, runs_stopped: 1, revoked: 1 });
+    expect((await going).warnings).toContain('stopped: the operator ended its session');
+    expect(h.berth.admin.getSession('bot', first.sessionId).runs).toBe(2);
+    expect(h.berth.audit.list({ limit: 10 }).map((e) => [e.action, e.outcome])).toContainEqual(['session.end', 'ok']);
+    const none = await post(app, '/api/projects/bot/sessions/t-nope/end');
+    expect([none.status, ((await none.json()) as { error: { code: string } }).error.code]).toEqual([404, 'SESSION_NOT_FOUND']);
+  });
+});
+
 describe("a session's level", () => {
   it('PUT …/level sets it; a level that is none is 400 naming "level"; an unknown session 404 SESSION_NOT_FOUND', async () => {
     await using h = unitHome();
@@ -143,6 +162,13 @@ describe('the run, session and tenant views', () => {
     };
     expect(t).toMatchObject({ tenant: 'web:ann', channel: 'web', today: { runs: 1 }, pause: { paused: false } });
     expect(t.sessions.map((x) => x.id)).toEqual([ran.session]);
+    h.berth.schedules.addFor('bot', { user: 'web:ann', every: '1h', task: 'echo hourly' });
+    const withSchedule = (await (
+      await app.request(`/api/projects/bot/tenants/${encodeURIComponent('web:ann')}`, { headers: auth })
+    ).json()) as {
+      schedules: Array<{ task: string; runs: number }>;
+    };
+    expect(withSchedule.schedules).toEqual([expect.objectContaining({ task: 'echo hourly', runs: 0 })]);
     const none = await app.request('/api/projects/bot/runs/rnothere', { headers: auth });
     expect(none.status).toBe(404);
     expect(await none.json()).toMatchObject({ error: { code: 'NOT_FOUND', issues: [{ field: 'run' }] } });
@@ -173,6 +199,7 @@ describe('the OpenAPI document names every action', () => {
       'pauseProject',
       'resumeProject',
       'setSessionLevel',
+      'endSession',
       'deleteSession',
       'revokeChatLogins',
       'listStrangers',

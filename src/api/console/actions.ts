@@ -80,6 +80,10 @@ export function registerConsoleActions(app: Hono, deps: ConsoleActionDeps): void
     const s = admin().updateSession(param(c, 'project'), param(c, 'session', Id), { permission_level: level });
     return c.json({ session: s.id, level: s.settings.permission_level });
   });
+  app.post('/console/api/sessions/:project/:session/end', deps.limit, async (c) => {
+    await deps.act(c, Empty);
+    return c.json(await admin().endSession(param(c, 'project'), param(c, 'session', Id)));
+  });
   app.post('/console/api/sessions/:project/:session/delete', deps.limit, async (c) => {
     await deps.act(c, Empty);
     return c.json(admin().deleteSession(param(c, 'project'), param(c, 'session', Id)));

@@ -99,6 +99,16 @@ export const TenantDetailSchema = z.object({
     tokens: z.number().int(),
     budget: z.record(z.string(), z.unknown()),
   }),
+  schedules: z.array(
+    z.object({
+      id: z.string(),
+      task: z.string(),
+      next_at: z.string().nullable(),
+      runs: z.number().int(),
+      session: z.string().nullable(),
+      last_outcome: z.string().nullable(),
+    }),
+  ),
   recent_runs: z.array(LineSchema),
 });
 
@@ -166,6 +176,25 @@ export function registerControlRoutes(app: OpenAPIHono, deps: { admin: () => Adm
       const { name, sessionId } = c.req.valid('param');
       const settings = admin().updateSession(name, sessionId, { permission_level: c.req.valid('json').level }).settings;
       return c.json({ settings }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/projects/{name}/sessions/{sessionId}/end',
+      operationId: 'endSession',
+      summary: 'End a session, keeping it: its runs going on stopped, its warm container let go, its session tokens revoked',
+      description: 'Its history, settings and files stay; its next message starts a new container. Delete it (deleteSession) to forget it.',
+      request: { params: SessionParams },
+      responses: {
+        200: json(z.object({ session: z.string(), runs_stopped: z.number().int(), revoked: z.number().int() }), 'ended'),
+        ...errorResponses('SESSION_NOT_FOUND'),
+      },
+    }),
+    async (c) => {
+      const { name, sessionId } = c.req.valid('param');
+      return c.json(await admin().endSession(name, sessionId), 200);
     },
   );
 

@@ -200,6 +200,13 @@ function renderSession(box: HTMLElement, d: SessionView, again: () => Promise<vo
     ]),
     level,
     confirmButton(
+      'End session',
+      'Its runs going on are stopped, its container let go and its tokens revoked; its history and files stay.',
+      () => api('POST', base + '/end', {}),
+      again,
+      { danger: true, yes: 'Yes, end it' },
+    ),
+    confirmButton(
       'Delete session',
       'Its history and what the agent remembers of it go; the files stay. The next message starts afresh.',
       () =>
@@ -253,6 +260,7 @@ interface TenantView {
     budget: { requests_per_hour?: number; tokens_per_hour?: number; tokens_per_day?: number };
   };
   recent_runs: Array<{ run: string; finished_at: string; message: string | null; exit_code: number; ms: number }>;
+  schedules: Array<{ id: string; task: string; next_at: string | null; runs: number; last_outcome: string | null }>;
   chat_user: string | null;
   access: { links: Array<{ created_at: string; expires_at: string }>; logins: Array<{ created_at: string; expires_at: string }> } | null;
   waiting: Array<{ kind: string; target: string }>;
@@ -299,6 +307,21 @@ function renderTenant(box: HTMLElement, d: TenantView, again: () => Promise<void
     ['last activity', 'session', 'level', 'runs'],
     d.sessions.map((s) => [cell(ago(s.updated_at)), linkCell(s.title || s.id, 'session', d.project, s.id), cell(s.level), cell(s.runs)]),
     'No session yet.',
+  );
+  const schedules = el('div');
+  schedules.id = 'detail-schedules';
+  box.append(h3('Schedules'), schedules);
+  table(
+    'detail-schedules',
+    ['id', 'task', 'next', 'runs', 'last'],
+    d.schedules.map((x) => [
+      cell(x.id),
+      cell(x.task),
+      cell(x.next_at ? x.next_at.slice(0, 16).replace('T', ' ') : 'never'),
+      cell(x.runs),
+      cell(x.last_outcome),
+    ]),
+    'No schedule.',
   );
   const runs = el('div');
   runs.id = 'detail-tenant-runs';
