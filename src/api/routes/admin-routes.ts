@@ -4,7 +4,7 @@ import type { AuditTrail } from '../../admin/audit-trail.js';
 import type { ConsoleSenders } from '../console/state.js';
 import { registerAuditRoutes } from './audit.js';
 import { registerChatLinkRoutes } from './chat-links.js';
-import { registerControlRoutes } from './control.js';
+import { registerControlRoutes, registerViewRoutes } from './control.js';
 import { registerProjectRoutes } from './projects.js';
 import { registerSessionRoutes } from './sessions.js';
 import { registerStrangerRoutes } from './strangers.js';
@@ -16,6 +16,7 @@ export function registerAdminRoutes(
 ): void {
   registerProjectRoutes(app, deps.admin);
   registerControlRoutes(app, deps);
+  registerViewRoutes(app, deps);
   registerSessionRoutes(app, deps.admin);
   registerChatLinkRoutes(app, deps.admin);
   registerStrangerRoutes(app, deps);

@@ -197,7 +197,11 @@ export function registerControlRoutes(app: OpenAPIHono, deps: { admin: () => Adm
       return c.json(await admin().endSession(name, sessionId), 200);
     },
   );
+}
 
+/** The views of one run, session or tenant (the console's drill-down, for scripts). */
+export function registerViewRoutes(app: OpenAPIHono, deps: { admin: () => AdminService; audit?: AuditTrail }): void {
+  const { admin } = deps;
   app.openapi(
     createRoute({
       method: 'get',
