@@ -8,6 +8,11 @@ import { fileStopRequest, STOP_REQUEST_TTL_MS, watchStopRequests } from '../../s
 import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { EVENTS_PER_CALLER } from '../../src/api/console/events.js';
 import { statsOf } from '../../src/launch/docker/stats.js';
+import { FIRST_MESSAGE_CHARS, pendingSenders } from '../../src/bridges/senders.js';
+import { bridgeDir } from '../../src/bridges/start.js';
+import { openBridgeState } from '../../src/store/bridge-state.js';
+import { openInbox } from '../../src/store/inbox.js';
+import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { unitHome, type TestHome } from '../helpers.js';
 import { until } from '../helpers/until.js';
 
@@ -183,5 +188,34 @@ describe('what the console stands on', () => {
       now,
     );
     expect(health).toEqual({ name: 'telegram', connected: true, last_event: '2026-11-28T09:59:00Z', errors_last_hour: 1, waiting: 1 });
+  });
+});
+
+describe("a stranger's first message", () => {
+  it('is shown with their key while they wait (cut at 500 characters); none when nothing of theirs was kept', () => {
+    const stateDir = fs.mkdtempSync(join(os.tmpdir(), 'berth-strangers-'));
+    try {
+      const config = BerthConfigSchema.parse({ bridges: { telegram: { api_url: 'http://127.0.0.1:9', token: '1:x' } } });
+      const dir = bridgeDir(stateDir);
+      const state = openBridgeState(dir, 'telegram');
+      state.noteStranger('telegram:42', 'Sam', new Date(), 3600_000);
+      state.noteStranger('telegram:43', 'Kim', new Date(), 3600_000);
+      const inbox = openInbox(dir, 'telegram');
+      inbox.receive({
+        id: 'm1',
+        chat: '42',
+        sender: 'telegram:42',
+        tenant: 'telegram:42',
+        text: `hello, can I use the bot? ${'x'.repeat(600)}`,
+      });
+      inbox.mark('m1', 'held');
+      const pending = pendingSenders(config, stateDir);
+      expect(pending.map((p) => [p.sender, p.first_message?.length, p.first_message?.slice(0, 25)])).toEqual([
+        ['telegram:42', FIRST_MESSAGE_CHARS, 'hello, can I use the bot?'],
+        ['telegram:43', undefined, undefined],
+      ]);
+    } finally {
+      fs.rmSync(stateDir, { recursive: true, force: true });
+    }
   });
 });
