@@ -125,6 +125,9 @@ const ADMIN_AUDIT = {
   mintChatLink: ['chat_link.mint', projectAnd(1)],
   revokeChatUser: ['chat_link.revoke', projectAnd(1)],
   stopRun: ['run.stop', projectAnd(1)],
+  pauseProject: ['project.pause', projectAnd()],
+  resumeProject: ['project.resume', projectAnd()],
+  endSession: ['session.end', projectAnd(1)],
 } satisfies Partial<Record<keyof AdminService, [string, (args: unknown[]) => { project?: string; target?: string }]>>;
 
 /** Stable per berth home; labels its containers so installations sharing an engine stay apart. */

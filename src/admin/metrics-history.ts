@@ -29,7 +29,8 @@ export interface MetricsHistory {
 
 type Valued = { get(): Promise<{ values: Array<{ value: number; labels: Record<string, string | number> }> }> };
 
-async function total(
+/** A metric's value summed over its labels (those `keep` keeps); 0 when it is not registered. */
+export async function total(
   registry: Registry,
   name: string,
   keep: (labels: Record<string, string | number>) => boolean = () => true,

@@ -4,18 +4,21 @@ import { BerthError } from '../base/errors.js';
 import type { RunOutcome } from '../runs/runner.js';
 import type { Project } from '../store/projects.js';
 import { listWorkspaces } from '../store/workspaces.js';
+import { readPause } from '../store/project-pause.js';
 import { runFileUrl, type ProjectView, type RunView } from './views.js';
 import type { BerthConfig } from '../config/berth-config.js';
 
 // The service's answers as every surface shows them, and the operator's choices it checks.
 
 export function viewOf(p: Project, sandboxViolations: number): ProjectView {
+  const pause = readPause(p.paths.stateDir);
   return {
     ...p.metadata,
     sandbox_violations: sandboxViolations,
     path: p.paths.dir,
     protection: p.snapshot ? { taken_at: p.snapshot.taken_at, entries: p.snapshot.entries } : { taken_at: null, entries: [] },
     workspace_count: listWorkspaces(p).length,
+    ...(pause ? { paused: pause } : {}),
   };
 }
 

@@ -31,11 +31,14 @@ import {
 } from '../store/chat-links.js';
 import { agentHomeDir, agentHomesDir } from '../store/agent-homes.js';
 import { trashedProjectPaths } from '../store/projects.js';
-import { KubernetesSchema } from '../config/kubernetes.js';
 import { editBerthYaml, projectGrantsEdit } from '../config/operator-edits.js';
 import { projectGrantsOf } from '../config/grants.js';
-import { forgetRetired, readVolumeId, recordRetired, retiredVolumes, volumeIdsBelow } from '../launch/kubernetes/volumes.js';
-import { deleteRetiredClaims } from '../launch/kubernetes/setup.js';
+import { readVolumeId, volumeIdsBelow } from '../launch/kubernetes/volumes.js';
+import { createVolumeRetirement } from './volume-retirement.js';
+import { fileStopRequest } from './stop-requests.js';
+import { runDetail, sessionDetail, tenantDetail, type RunDetail } from './drill-down.js';
+import { openScheduleStore } from '../store/schedules.js';
+import { pauseProject, resumeProject, type PauseView } from './project-pause.js';
 import { assertOperatorChoices, runView, viewOf } from './service-views.js';
 
 /**
@@ -72,8 +75,21 @@ export interface AdminService extends CheckpointAdmin {
       files?: RunRequest['files'];
     },
   ): Promise<RunView>;
-  /** Stop a run of this process before its end (run-halt.ts: its record and answer say why); NOT_FOUND when none of that id runs here. */
-  stopRun(name: string, run: string, reason: string): { run: string; stopped: true };
+  /**
+   * Stop a run before its end (run-halt.ts: its record and answer say why): at once when this
+   * process runs it, else asked of the process of this home that does (stop-requests.ts; `here`
+   * false). NOT_FOUND when no run of that id is going on.
+   */
+  stopRun(name: string, run: string, reason: string): { run: string; stopped: true; here: boolean };
+  /** Refuse every new run of the project (PROJECT_PAUSED, in words in the chats) until resumeProject; runs going on finish. */
+  pauseProject(name: string, reason?: string, by?: string): PauseView;
+  resumeProject(name: string): PauseView & { was_paused: boolean };
+  /** One run, one session, one tenant, as the operator opens them (drill-down.ts); NOT_FOUND / SESSION_NOT_FOUND when unknown. */
+  runDetail(name: string, run: string): RunDetail;
+  sessionDetail(name: string, id: string): ReturnType<typeof sessionDetail>;
+  tenantDetail(name: string, tenant: string): ReturnType<typeof tenantDetail>;
+  /** End a session, keeping it: its runs going on stopped, its warm container let go, its tokens revoked (its history stays). */
+  endSession(project: string, id: string): Promise<{ session: string; runs_stopped: number; revoked: number }>;
   listRuns(
     name: string,
     filter: { user?: string; limit?: number },
@@ -156,12 +172,6 @@ function modelCallsOf(sessionsDir: string, f: { since: string; tenant?: string; 
     r.kind === 'model' && (f.tenant === undefined || r.tenant === f.tenant) && (f.run === undefined || r.run === f.run);
   return readOutbound(sessionsDir, { since: f.since, limit: MODEL_CALLS_READ, keep }) as ModelCall[];
 }
-/** Retired volumes asked of the cluster in one pass, and how long a pass may wait for it. */
-const RETIRE_PASS_MAX = 1000;
-const RETIRE_PASS_MS = 15_000;
-/** What the cluster did not take is asked again this much later, while berth runs. */
-const RETIRE_RETRY_MS = 5 * 60_000;
-
 export function createAdminService(deps: {
   store: ProjectStore;
   sessions: SessionStore;
@@ -189,54 +199,7 @@ export function createAdminService(deps: {
     return login;
   };
 
-  /** One pass over the retired volumes: their claims deleted on the cluster, those it took forgotten. */
-  const retirePass = async (): Promise<{ deleted: number; waiting: number }> => {
-    const config = deps.config();
-    const { ids, waiting } = retiredVolumes(store.home.stateDir, RETIRE_PASS_MAX);
-    // A berth on Docker has no cluster to ask: what a former Kubernetes launcher left waits.
-    if (!ids.length || config.launcher !== 'kubernetes') return { deleted: 0, waiting };
-    let timer: NodeJS.Timeout | undefined;
-    const gone = await Promise.race([
-      deleteRetiredClaims(config.kubernetes ?? KubernetesSchema.parse({}), ids).then((r) => r.gone),
-      new Promise<string[]>((resolve) => (timer = setTimeout(() => resolve([]), RETIRE_PASS_MS))),
-    ])
-      .catch(() => [] as string[]) // the cluster did not answer (or berth.yaml cannot reach it): they wait for the next pass
-      .finally(() => clearTimeout(timer));
-    forgetRetired(store.home.stateDir, gone);
-    return { deleted: gone.length, waiting: retiredVolumes(store.home.stateDir, 0).waiting };
-  };
-  let retiring: Promise<unknown> = Promise.resolve();
-  let retry: NodeJS.Timeout | undefined;
-  const retireVolumes = () => {
-    const pass = retiring.then(retirePass);
-    retiring = pass.catch(() => undefined);
-    // What the cluster did not take is asked again later, while this process lives (never kept alive for it).
-    void pass.then(
-      (r) => r.waiting > 0 && deps.config().launcher === 'kubernetes' && retryLater(),
-      () => undefined,
-    );
-    return pass;
-  };
-  const retryLater = () => {
-    if (retry) return;
-    retry = setTimeout(() => {
-      retry = undefined;
-      void retireVolumes().catch(() => undefined);
-    }, RETIRE_RETRY_MS);
-    retry.unref();
-  };
-  // Volumes an earlier process could not have deleted (the cluster did not answer, the CLI exited).
-  if (deps.config().launcher === 'kubernetes' && retiredVolumes(store.home.stateDir, 0).waiting > 0) retryLater();
-  /** Volumes of what just went: listed (from now on nothing mounts them: their directories are gone), then a pass. */
-  const retire = (ids: string[]) => {
-    if (!ids.length) return;
-    try {
-      recordRetired(store.home.stateDir, ids);
-    } catch {
-      return; // not listed (a full disk): left on the cluster, unreachable all the same; the delete itself is done
-    }
-    void retireVolumes().catch(() => undefined);
-  };
+  const { retire, retireVolumes } = createVolumeRetirement(store.home.stateDir, deps.config);
 
   /** Take a project's grants out of berth.yaml (its secrets' grants, its shared areas'): nothing of them for a project made again under its name. */
   async function removeProjectGrants(name: string): Promise<void> {
@@ -315,11 +278,28 @@ export function createAdminService(deps: {
 
     stopRun(name, run, reason) {
       const open = openRuns(store.get(name).paths.sessionsDir).some((r) => r.run === run);
-      if (!open || !deps.runner().stop(run, reason))
-        throw new BerthError('NOT_FOUND', `no run ${run.slice(0, 40)} is running in ${name} here`, {
-          issues: [{ field: 'run', reason: 'not running (ended, still waiting for its turn, or run by another berth process)' }],
+      if (!open)
+        throw new BerthError('NOT_FOUND', `no run ${run.slice(0, 40)} is going on in ${name}`, {
+          issues: [{ field: 'run', reason: 'not going on (ended, or never was)' }],
         });
-      return { run, stopped: true };
+      if (deps.runner().stop(run, reason)) return { run, stopped: true, here: true };
+      fileStopRequest(store.home.stateDir, name, run, reason); // another process of this home runs it (or it waits for its turn)
+      return { run, stopped: true, here: false };
+    },
+    pauseProject: (name, reason, by = 'operator') => pauseProject(store.get(name), by, reason),
+    resumeProject: (name) => resumeProject(store.get(name)),
+    runDetail: (name, run) => runDetail(store.get(name), sessions, run),
+    sessionDetail: (name, id) => sessionDetail(store.get(name), sessions, id),
+    tenantDetail: (name, tenant) =>
+      tenantDetail(store.get(name), sessions, tenant, openScheduleStore(store.home.stateDir).list({ project: name, tenant })),
+    async endSession(project, id) {
+      sessions.get(project, id);
+      const going = openRuns(store.get(project).paths.sessionsDir).filter((r) => r.session === id);
+      for (const r of going)
+        if (!deps.runner().stop(r.run, 'the operator ended its session'))
+          fileStopRequest(store.home.stateDir, project, r.run, 'the operator ended its session');
+      await deps.runner().forgetSession(project, id);
+      return { session: id, runs_stopped: going.length, revoked: deps.tokens.revokeSession(project, id) };
     },
 
     runFile: (name, run, file) => openRunFile(store.get(name).paths.stateDir, run, file),

@@ -4,6 +4,7 @@ import { PermissionLevelSchema, SessionIdSchema } from '../config/session.js';
 import { SharedGrantSchema } from '../config/grants.js';
 import { RUN_KINDS } from '../store/journal.js';
 import { RunRecordSchema } from '../store/run-log.js';
+import { PauseSchema } from '../store/project-pause.js';
 import { TenantKeySchema, WorkspaceRecordSchema } from '../store/workspaces.js';
 import { RunFileSchema } from '../store/run-files.js';
 import { FILE_BOUNDS } from '../config/bounds.js';
@@ -33,6 +34,7 @@ export const ProjectViewSchema = ProjectMetadataSchema.extend({
   protection: ProtectionViewSchema,
   workspace_count: z.number().int(),
   sandbox_violations: z.number().int().describe('Gateway sandbox violations by this project’s agents since berth started.'),
+  paused: PauseSchema.optional().describe('Present while its operator has it paused: no new run starts (PROJECT_PAUSED).'),
 });
 
 export const WorkspaceViewSchema = WorkspaceRecordSchema.extend({

@@ -11,7 +11,6 @@ import { ADMIN_TOOLS } from '../mcp/admin-tools.js';
 import type { SessionTools } from '../admin/session-tools.js';
 import type { SessionTokens } from '../store/session-tokens.js';
 import { BerthError } from '../base/errors.js';
-import { registerSessionRoutes } from './routes/sessions.js';
 import { registerOperatorRoutes } from './routes/operator.js';
 import type { OperatorService } from '../admin/operator.js';
 import type { FileTools } from '../file-tools/service.js';
@@ -36,14 +35,12 @@ import { errorBody } from '../base/errors.js';
 import { toBerthError, validationError } from './error-response.js';
 import { withActor, type AuditTrail } from '../admin/audit-trail.js';
 import { isBrowserProbe, surfaceOf } from './request-surface.js';
-import { registerProjectRoutes } from './routes/projects.js';
 import { finishOpenApiDoc } from './openapi-doc.js';
 import { errorResponses } from './routes/openapi.js';
 import { registerRunRoutes } from './routes/runs.js';
+import { registerAdminRoutes } from './routes/admin-routes.js';
 import { registerScheduleRoutes } from './routes/schedules.js';
 import type { ScheduleService } from '../admin/schedules.js';
-import { registerAuditRoutes } from './routes/audit.js';
-import { registerChatLinkRoutes } from './routes/chat-links.js';
 import { METRICS_PATH, registerMetricsRoutes } from './routes/metrics.js';
 import type { Metrics } from '../base/metrics.js';
 import { registerChatRoutes, type ChatEnv } from './chat/routes.js';
@@ -84,6 +81,8 @@ export interface AppDeps {
   senders?: ConsoleSources['senders'];
   /** The last hour of this process's metrics (the console's charts; berth serve samples them). */
   history?: MetricsHistory;
+  /** The console's live view: containers with their figures, warm and pool counts, bridges' health (berth serve). */
+  live?: ConsoleSources['live'];
   /** /hooks/<path>: the chat channels that are sent their messages by HTTP (each checks its own signature or secret). */
   hooks?: (req: Request, path: string, source?: string) => Promise<Response>;
   /** The browser logins of /docs and /console (in memory when not given: they end with the process). */
@@ -283,13 +282,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   app.get('/favicon.ico', (c) => c.body(null, 204));
   const chat = deps.webChat && chatNamingItsUser(deps.webChat);
   const sso = (to: SignInFor) => ssoLinkFor(deps.oidc?.().oidc, to);
-  registerProjectRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerRunRoutes(app as unknown as OpenAPIHono, deps.admin, () => chat);
   if (deps.schedules) registerScheduleRoutes(app as unknown as OpenAPIHono, deps.schedules, deps.admin);
-  registerSessionRoutes(app as unknown as OpenAPIHono, deps.admin);
   registerOperatorRoutes(app as unknown as OpenAPIHono, deps);
-  registerChatLinkRoutes(app as unknown as OpenAPIHono, deps.admin);
-  registerAuditRoutes(app as unknown as OpenAPIHono, () => deps.audit);
+  registerAdminRoutes(app as unknown as OpenAPIHono, deps);
   registerChatRoutes(
     app as unknown as Hono<ChatEnv>,
     () => chat,
@@ -308,7 +304,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     logins,
     sso: () => sso('console'),
     audit: deps.audit,
-    sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history },
+    sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history, live: deps.live },
   });
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });

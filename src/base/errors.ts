@@ -56,6 +56,8 @@ export const ERROR_TABLE = {
   SIGN_IN_FAILED: { status: 502, exit: 40 },
   /** No checkpoint of that id is kept for the session (pruned, used up by a restore, or never made). */
   CHECKPOINT_NOT_FOUND: { status: 404, exit: 33 },
+  /** Its operator paused the project: no new run starts until it is resumed (runs going on finish). */
+  PROJECT_PAUSED: { status: 423, exit: 34 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 

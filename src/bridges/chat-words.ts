@@ -16,6 +16,7 @@ const WORDS: Partial<Record<ErrorCode, string>> = {
   SESSION_NOT_FOUND: 'that conversation no longer exists. Start a new one (/new) and send it again.',
   PERMISSION_DENIED: 'that is not allowed in this chat.',
   PAYLOAD_TOO_LARGE: 'it is too long. Send a shorter one.',
+  PROJECT_PAUSED: 'the operator has paused this agent for now. Send it again once they resume it.',
 };
 
 export function chatFailure(preview: string, err: unknown): string {

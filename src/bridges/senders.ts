@@ -71,17 +71,26 @@ export function denySender(stateDir: string, sender: string): SenderAnswer {
   return openBridgeState(bridgeDir(stateDir), pairingChannelOf(sender).name).deny(sender);
 }
 
-/** Every channel's senders waiting for approval. */
+/** What of a stranger's kept first message the operator is shown (their own text: the page writes it as text). */
+export const FIRST_MESSAGE_CHARS = 500;
+
+/** Every channel's senders waiting for approval, with the first message of theirs kept (held) when there is one. */
 export function pendingSenders(
   config: BerthConfig,
   stateDir: string,
-): Array<{ channel: string; sender: string; name?: string; first_seen: string }> {
+): Array<{ channel: string; sender: string; name?: string; first_seen: string; first_message?: string }> {
   const dir = bridgeDir(stateDir);
-  return channelsWithPairing(config).flatMap((channel) =>
-    openBridgeState(dir, channel.name)
-      .pending()
-      .map((p) => ({ channel: channel.name, ...p })),
-  );
+  return channelsWithPairing(config).flatMap((channel) => {
+    const pending = openBridgeState(dir, channel.name).pending();
+    if (!pending.length) return [];
+    const held = new Map(
+      openInbox(dir, channel.name)
+        .open()
+        .filter((e) => e.phase === 'held' && e.sender !== undefined && e.text !== undefined)
+        .map((e) => [e.sender as string, (e.text as string).slice(0, FIRST_MESSAGE_CHARS)]),
+    );
+    return pending.map((p) => ({ channel: channel.name, ...p, ...(held.has(p.sender) ? { first_message: held.get(p.sender) } : {}) }));
+  });
 }
 
 /** The configured channels where strangers wait for the operator. */

@@ -17,6 +17,7 @@ import { APPROVAL_COMMANDS } from './approvals.js';
 import { SCHEDULE_COMMANDS } from './schedules.js';
 import { TENANT_COMMANDS } from './tenants.js';
 import { CHECKPOINT_CLI_COMMANDS } from './checkpoints.js';
+import { CONTROL_COMMANDS } from './control.js';
 import { own } from '../base/own.js';
 import { CHANNEL_NAMES } from '../channels/registry.js';
 import { SERVING_V8_FLAGS } from '../base/node-support.js';
@@ -46,6 +47,8 @@ Projects
   project show <name>           private workspace and shared-area grants (operator view)
   project delete <name> --confirm <name>
                                 stop its containers, move it to .berth/trash/
+  project pause <name> [--reason TEXT]   refuse its new runs (in words in the chats) until resumed
+  project resume <name>
   project --help                the project commands (any group: chat-link, session, ...)
 
 Operator (berth.yaml; comments and order kept)
@@ -77,6 +80,9 @@ Runs and sessions
                                 prints the agent's output, exits with its exit code
                                 (--level sets the session's permission level, persisted)
   runs <project> [--user T] [--limit N] [--json]   recent runs and interrupted ones
+  runs show <project> <run> [--json]    one run: who, what, how, what it touched
+  runs stop <project> <run> [--reason TEXT]   stop a run going on (in this home's serve too)
+  tenant show <project> <tenant-key> [--json]  a tenant's sessions and today's use
   session list <project>
   session get <project> <session-id>
   session set <project> <session-id> [--level low|medium|high] [--mode tenant|session]
@@ -84,6 +90,7 @@ Runs and sessions
   session snapshot|checkpoints <project> <session-id>   keep a checkpoint now; list them
   session restore <project> <session-id> [<checkpoint>]  workspace and conversation back (/undo)
   session fork <project> <session-id> <new-session-id>   a new session from this one (/fork)
+  session end <project> <session-id>      stop its runs, let its container go, revoke its tokens (kept)
   schedule add <project> --user <tenant> [--session S] (--every SPEC | --at TIME) [--tz ZONE]
                [--chat CHANNEL:CHAT] -- <task...>
                                 run the agent on a repeat or once (docs/schedules.md);
@@ -150,6 +157,7 @@ const COMMANDS: Record<string, Command> = {
   ...SCHEDULE_COMMANDS,
   ...TENANT_COMMANDS,
   ...CHECKPOINT_CLI_COMMANDS,
+  ...CONTROL_COMMANDS,
 };
 
 function commandHelp(name: string, command: Command): string {

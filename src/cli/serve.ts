@@ -1,4 +1,6 @@
 import { createScheduler } from '../runs/scheduler.js';
+import { watchStopRequests } from '../admin/stop-requests.js';
+import { createLiveView } from '../admin/live-view.js';
 import { scheduleDispatch } from '../bridges/scheduled-runs.js';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -9,7 +11,7 @@ import { resolveAdminToken } from '../api/auth.js';
 import { homePaths } from '../config/home.js';
 import { ensureDemoProject, DEMO_PROJECT } from './demo.js';
 import { nodeSupport } from '../base/node-support.js';
-import type { Berth } from '../main.js';
+import { installationId, type Berth } from '../main.js';
 import { createToolServer } from '../mcp/server.js';
 import { ADMIN_TOOLS } from '../mcp/admin-tools.js';
 import { VERSION } from '../base/version.js';
@@ -220,6 +222,13 @@ function answerHttp(berth: Berth, bound: BoundHttp, claim: BridgeClaim, token: s
     approvals: berth.approvals,
     senders,
     history,
+    live: createLiveView({
+      containers: () => berth.launcher.listManaged({ installation: installationId(berth.home) }),
+      stats: berth.launcher.stats?.bind(berth.launcher),
+      statsMissing: `the ${berth.config.launcher} launcher gives no container figures (no metrics API is asked)`,
+      registry: berth.metrics.registry,
+      bridges: () => bridges.running(),
+    }),
     hooks: (req, path, source) => bridges.hook(req, path, source),
     oidc: () => ({ oidc: berth.config.oidc, publicUrl: berth.config.bridges.public_url }),
   });
@@ -292,10 +301,13 @@ function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; cl
     io.out(`berth: berth.yaml changed: ${changed}\n`);
   }, BRIDGES_RECHECK_MS);
   recheck.unref();
+  // A run of this process stopped from another one of the home (berth runs stop, a second serve's console).
+  const stopWatch = watchStopRequests(homePaths(berth.home).stateDir, (_project, run, reason) => berth.runner.stop(run, reason));
   const stop = bridges.stop.bind(bridges);
   return Object.assign(bridges, {
     async stop() {
       clearInterval(recheck);
+      stopWatch();
       await stop();
     },
   });

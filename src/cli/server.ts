@@ -76,14 +76,17 @@ export const ENGINE_COMMANDS: Record<string, Command> = {
   ...bridgeCommands(),
   'bridge pending': {
     usage:
-      'bridge pending\n  Senders waiting for approval (a bridge with senders: pairing), one per line: the sender key, their name, when first seen.',
+      'bridge pending\n  Senders waiting for approval (a bridge with senders: pairing), one per line: the sender key, their name, when first seen, and the first message they sent (kept unrun until an answer).',
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 0, '');
       const b = berth();
       const pending = pendingSenders(b.config, homePaths(b.home).stateDir);
       if (pending.length === 0) io.out('no sender is waiting\n');
-      for (const p of pending) io.out(`${printable(p.sender)}\t${printable(p.name ?? '')}\tfirst seen ${p.first_seen}\n`);
+      for (const p of pending)
+        io.out(
+          `${printable(p.sender)}\t${printable(p.name ?? '')}\tfirst seen ${p.first_seen}${p.first_message === undefined ? '' : `\tfirst message: ${printable(p.first_message.slice(0, 200))}`}\n`,
+        );
       return 0;
     },
   },

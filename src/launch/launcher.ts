@@ -188,11 +188,27 @@ export interface Launcher {
    * and its runs' receipts say so.
    */
   observe?(containerId: string): Promise<Observed>;
+  /**
+   * Memory and CPU of running containers from the engine's cgroup figures (the console's live
+   * view). Optional: a launcher without it (kubernetes: no metrics API asked) shows "not available".
+   */
+  stats?(ids: string[]): Promise<ContainerStats[]>;
   /** Force-remove the given containers; returns how many. */
   removeContainers(ids: string[]): Promise<number>;
   listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;
   /** Force-remove the labelled containers a query matches; returns how many. */
   removeManaged(query: ContainerQuery): Promise<number>;
+}
+
+/** One container's cgroup figures at a moment. */
+export interface ContainerStats {
+  id: string;
+  /** In use, without the page cache (as `docker stats` shows it). */
+  memory_bytes: number;
+  memory_limit_bytes: number | null;
+  /** Of one core (200: two cores busy). */
+  cpu_percent: number;
+  pids: number | null;
 }
 
 export const isGone = (r: ExecResult | ContainerGone): r is ContainerGone => 'gone' in r;

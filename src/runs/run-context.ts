@@ -1,3 +1,4 @@
+import { assertNotPaused } from '../store/project-pause.js';
 import type { Logger } from 'pino';
 import { agentOwner, type BerthConfig } from '../config/berth-config.js';
 import { sharedGrantsFor, type SharedGrant } from '../config/grants.js';
@@ -60,6 +61,8 @@ export interface RunContext extends RunIdentityContext {
 
 /** The run's identity, derived once: its id, level, and the workspace id (the HMAC of the tenant key, or the one the session stores). */
 export function identityOf(project: Project, session: SessionRecord, spec: LaunchSpec, secret: Buffer, logger: Logger): RunIdentityContext {
+  // Every run starts here, whoever asked (chat, API, CLI, schedule, shell tool): a paused project starts none.
+  assertNotPaused(project.metadata.name, project.paths.stateDir);
   const runId = newRunId();
   const level = session.settings.permission_level;
   const ws = session.settings.workspace;

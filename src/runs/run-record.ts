@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { PermissionLevel } from '../config/session.js';
 import type { RunResult, RunTimings } from '../launch/launcher.js';
-import type { RunRecord } from '../store/run-log.js';
+import { RECORD_TEXT_CHARS, type RunRecord } from '../store/run-log.js';
 import type { ProgressStep } from './agent-progress.js';
 import type { RefusedFile, SavedFile } from '../plan/files-in.js';
 import type { LeftFile, RunFile } from '../store/run-files.js';
@@ -46,10 +46,29 @@ function roundedTimings(t: RunTimings) {
   return { create: r(t.createMs), start: r(t.startMs), run: r(t.runMs), total: r(t.totalMs) };
 }
 
-export function toRunRecord(o: Omit<RunOutcome, 'record'>, kind: RunRecord['kind']): RunRecord {
+const head = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text);
+const tail = (text: string, max: number) => (text.length > max ? `…${text.slice(-max)}` : text);
+
+/** What a record needs of the run's spec (run-context.ts LaunchSpec). */
+type AskedSpec = { kind: string; message?: string; argv?: readonly string[] };
+
+/** What the record says the run was asked: a message, or a shell tool's command (a workflow step's is its own record's). */
+function askedOf(spec: AskedSpec): string | undefined {
+  if (spec.kind === 'shell_tool') return spec.argv?.join(' ');
+  return spec.kind === 'message' ? spec.message : undefined;
+}
+
+export function toRunRecord(o: Omit<RunOutcome, 'record'>, spec: AskedSpec, tenant: string): RunRecord {
+  const asked = askedOf(spec);
+  const warnings = o.warnings.slice(0, 20).map((w) => head(w, 499));
   return {
     run: o.runId,
-    kind,
+    kind: spec.kind === 'shell_tool' ? 'shell_run' : 'message',
+    tenant,
+    ...(asked !== undefined ? { message: head(asked, RECORD_TEXT_CHARS.message) } : {}),
+    ...(o.stdout ? { answer: head(o.stdout, RECORD_TEXT_CHARS.answer) } : {}),
+    ...(o.stderr ? { stderr: tail(o.stderr, RECORD_TEXT_CHARS.stderr) } : {}),
+    ...(warnings.length ? { warnings } : {}),
     session: o.sessionId,
     workspace: o.workspaceId,
     permission_level: o.permissionLevel,

@@ -386,7 +386,7 @@ export function createRunner(deps: {
         ...(result.lost ? [`${LOST_WARNING}${result.lost}`] : []),
       ],
     };
-    const record = { ...toRunRecord(done, tool ? 'shell_run' : 'message'), receipt, receipt_digest: receiptDigest(receipt) };
+    const record = { ...toRunRecord(done, spec, ctx.session.tenant_key), receipt, receipt_digest: receiptDigest(receipt) };
     appendRunRecord(ctx.project.paths.sessionsDir, record);
     noteReceipt(
       { audit: deps.audit, metrics, log: ctx.log },

@@ -8,6 +8,9 @@ import { parseJsonLine, visitLinesNewestFirst } from '../fs/json-file.js';
 /** The most steps a run keeps (its record, a transcript's reply); more are counted, not kept. */
 export const RUN_STEPS_MAX = 200;
 
+/** What a record keeps of a run's texts (the log is read often: bounded, the full output went to its caller). */
+export const RECORD_TEXT_CHARS = { message: 2000, answer: 4000, stderr: 2000 };
+
 /** One of a run's tool calls, as kept in its record. */
 export const RunStepSchema = z.object({
   tool: z.string(),
@@ -49,6 +52,30 @@ export const RunRecordSchema = z.object({
     "What was planned for the run's container and observed of it at its start (docs/receipts.md); absent in records of an older berth.",
   ),
   receipt_digest: z.string().optional().describe("The receipt's sha256, as the audit log's run_receipt line holds it."),
+  tenant: z
+    .string()
+    .optional()
+    .describe('The tenant key it ran for (its channel is the part before ":"); absent in records of an older berth.'),
+  message: z
+    .string()
+    .max(RECORD_TEXT_CHARS.message + 1)
+    .optional()
+    .describe("The message (or shell tool's command) it ran, cut at 2000 characters (…)."),
+  answer: z
+    .string()
+    .max(RECORD_TEXT_CHARS.answer + 1)
+    .optional()
+    .describe('Its stdout (the answer), cut at 4000 characters (…).'),
+  stderr: z
+    .string()
+    .max(RECORD_TEXT_CHARS.stderr + 1)
+    .optional()
+    .describe('The end of its stderr, 2000 characters at most (… before).'),
+  warnings: z
+    .array(z.string().max(500))
+    .max(20)
+    .optional()
+    .describe('Why it was stopped or its container lost, and what the plan warned of.'),
 });
 export type RunRecord = z.infer<typeof RunRecordSchema>;
 

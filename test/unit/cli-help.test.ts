@@ -23,7 +23,7 @@ describe('berth <group> --help', () => {
     const r = await runCli(['project', 'frob']);
     expect(r.code).toBe(64);
     expect(r.stderr).toBe(
-      'USAGE: unknown command "project frob" ("berth project --help" lists its commands: create, update, delete, get, list, show, grant, revoke, set-private-workspace, unset-private-workspace)\n',
+      'USAGE: unknown command "project frob" ("berth project --help" lists its commands: create, update, delete, get, list, show, grant, revoke, set-private-workspace, unset-private-workspace, pause, resume)\n',
     );
   });
 

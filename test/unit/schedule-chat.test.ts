@@ -71,7 +71,7 @@ function setup(opts: { schedules?: Record<string, unknown>; admins?: string[]; h
     stopRun(_project, run, reason) {
       stopped.push({ run, reason });
       gates.splice(0).forEach((g) => g());
-      return { run, stopped: true };
+      return { run, stopped: true, here: true };
     },
   };
   const store = openScheduleStore(dir);

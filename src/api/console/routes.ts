@@ -1,7 +1,6 @@
 import type { Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
-import { channelOfSender } from '../../channels/registry.js';
 import { parseOrThrow } from '../../config/parse.js';
 import { BerthError } from '../../base/errors.js';
 import { fromOwnOrigin } from '../../bridges/web-cookie.js';
@@ -9,10 +8,14 @@ import type { AuditTrail } from '../../admin/audit-trail.js';
 import { APPROVAL_DECISIONS } from '../../store/approvals.js';
 import { AuditFilterSchema } from '../../store/audit.js';
 import { isAdminBearer } from '../auth.js';
-import { docsLoginOf, loginPage } from '../docs-login.js';
-import type { ConsoleLogin, ConsoleLogins } from '../../store/console-logins.js';
+import { docsLoginIds, loginPage } from '../docs-login.js';
+import type { ConsoleLogins } from '../../store/console-logins.js';
 import { assetHeaders } from '../package-assets.js';
 import { consoleAssets, consolePage } from './page.js';
+import { answerStranger } from '../routes/strangers.js';
+import { registerConsoleActions } from './actions.js';
+import { canAct, callerKey, youOf, type ConsoleCaller } from './can-act.js';
+import { createConsoleEvents, EVENT_EVERY_MS } from './events.js';
 import { consoleState, type ConsoleSources } from './state.js';
 
 /**
@@ -23,33 +26,41 @@ import { consoleState, type ConsoleSources } from './state.js';
  */
 const ApproveBodySchema = z.object({ decision: z.enum(APPROVAL_DECISIONS) }).strict();
 const SenderBodySchema = z.object({ decision: z.enum(['approve', 'deny']) }).strict();
-const SenderParamSchema = z
-  .string()
-  .max(300)
-  .refine((s) => channelOfSender(s)?.pairing === true, 'must be a sender key, e.g. signal:<uuid> or telegram:<id>');
 const CONSOLE_BODY_BYTES = 4 * 1024;
 
 export function registerConsoleRoutes(
   app: Hono,
   deps: { token: string; logins: ConsoleLogins; sources: ConsoleSources; audit?: AuditTrail; sso?: () => string },
 ): void {
-  /** Who is signed in: the admin token (an operator), or a console login (an operator or a viewer); undefined for nobody. */
-  const callerOf = (c: Context): ConsoleLogin | undefined =>
-    isAdminBearer(c.req.header('authorization'), deps.token) ? { role: 'operator' } : docsLoginOf(c, deps.logins, deps.token);
-  const signedIn = (c: Context): ConsoleLogin => {
+  const events = createConsoleEvents();
+  // One state for every open console at a time (each reads every project's run log): made at most once per EVENT_EVERY_MS.
+  let made: { at: number; state: Promise<unknown> } | undefined;
+  const pushed = () => {
+    if (!made || Date.now() - made.at >= EVENT_EVERY_MS) {
+      const live = deps.sources.live;
+      made = { at: Date.now(), state: (async () => ({ ...consoleState(deps.sources), live: live ? await live() : null }))() };
+    }
+    return made.state;
+  };
+  /** Who calls: the admin token in a header, or one of the console's logins (docs-login.ts; an operator's before a viewer's); undefined when neither. */
+  const callerOf = (c: Context): ConsoleCaller | undefined => {
+    if (isAdminBearer(c.req.header('authorization'), deps.token)) return { via: 'token' };
+    const live = docsLoginIds(c).flatMap((login) => {
+      const who = deps.logins.verify(login, deps.token);
+      return who ? [{ via: 'login' as const, login, ...who }] : [];
+    });
+    return live.find((l) => l.role === 'operator') ?? live[0];
+  };
+  const signedIn = (c: Context) => callerOf(c) !== undefined;
+  const operatorOnly = (c: Context): ConsoleCaller => {
     const caller = callerOf(c);
     if (!caller) throw new BerthError('UNAUTHORIZED', 'sign in to the console first', { hint: 'open /console and give the admin token' });
     return caller;
   };
-  /** Whether the caller may act (answer, approve, stop): operators; a viewer sees and cannot. */
-  const canAct = (caller: ConsoleLogin) => caller.role === 'operator';
-  const operatorOnly = (c: Context) => {
-    if (!canAct(signedIn(c)))
-      throw new BerthError('PERMISSION_DENIED', 'you may look at the console, not act in it (a viewer)', { rule: 'console_viewer' });
-  };
-  /** An answer: JSON from this origin only (a cross-site form cannot send JSON, and SameSite=Strict holds the cookie back). */
+  /** An answer or action: JSON from this origin only (a cross-site form cannot send JSON, and SameSite=Strict holds the cookie back), by a caller who may act. */
   const answerBody = async <S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> => {
-    operatorOnly(c);
+    if (!canAct(operatorOnly(c)))
+      throw new BerthError('PERMISSION_DENIED', 'you may look at the console, not act in it (a viewer)', { rule: 'console_viewer' });
     if (!fromOwnOrigin({ origin: c.req.header('origin'), host: c.req.header('host'), fetchSite: c.req.header('sec-fetch-site') })) {
       throw new BerthError('PERMISSION_DENIED', 'answers come from the console page itself', { rule: 'same_origin' });
     }
@@ -69,20 +80,32 @@ export function registerConsoleRoutes(
   }
 
   app.get('/console', (c) => {
-    if (!callerOf(c)) return c.html(loginPage(undefined, '/console', deps.sso?.()), 401);
+    if (!signedIn(c)) return c.html(loginPage(undefined, '/console', deps.sso?.()), 401);
     const page = consolePage();
     for (const [name, value] of Object.entries(page.headers)) c.header(name, value);
     return c.html(page.html);
   });
 
   app.get('/console/api/state', (c) => {
-    const caller = signedIn(c);
+    const caller = operatorOnly(c);
     c.header('cache-control', 'no-store');
-    return c.json({ ...consoleState(deps.sources), you: { ...caller, can_act: canAct(caller) } });
+    return c.json({ ...consoleState(deps.sources), you: youOf(caller) });
+  });
+
+  // Live: the state and the live view as server-sent events (events.ts bounds them per login and in all).
+  app.get('/console/api/events', (c) => {
+    const caller = operatorOnly(c);
+    return events.serve(c, callerKey(caller), pushed, () => callerOf(c) !== undefined);
+  });
+
+  app.get('/console/api/live', async (c) => {
+    operatorOnly(c);
+    c.header('cache-control', 'no-store');
+    return c.json(deps.sources.live ? await deps.sources.live() : null);
   });
 
   app.get('/console/api/audit', (c) => {
-    signedIn(c);
+    operatorOnly(c);
     if (!deps.audit) throw new BerthError('NOT_FOUND', 'this berth keeps no audit log');
     const q = c.req.query();
     const filter = parseOrThrow(
@@ -107,6 +130,8 @@ export function registerConsoleRoutes(
     },
   });
 
+  registerConsoleActions(app, { sources: deps.sources, audit: deps.audit, viewer: operatorOnly, act: answerBody, limit });
+
   app.post('/console/api/approvals/:id', limit, async (c) => {
     const { decision } = await answerBody(c, ApproveBodySchema);
     if (!deps.sources.approvals) throw new BerthError('APPROVAL_NOT_FOUND', 'nothing waits for an answer here');
@@ -116,19 +141,6 @@ export function registerConsoleRoutes(
 
   app.post('/console/api/senders/:sender', limit, async (c) => {
     const { decision } = await answerBody(c, SenderBodySchema);
-    const sender = parseOrThrow(SenderParamSchema, c.req.param('sender'), 'sender');
-    const senders = deps.sources.senders?.();
-    if (!senders) throw new BerthError('NOT_FOUND', 'no chat bridge with pairing is configured (berth.yaml bridges)');
-    if (!senders.pending().some((p) => p.sender === sender)) throw new BerthError('NOT_FOUND', `${sender} is not waiting for approval`);
-    if (decision === 'approve') await senders.approve(sender);
-    else senders.deny(sender);
-    deps.audit?.record({
-      kind: 'admin',
-      action: decision === 'approve' ? 'bridge.approve' : 'bridge.deny',
-      actor: 'operator',
-      target: sender,
-      outcome: 'ok',
-    });
-    return c.json({ sender, decision });
+    return c.json(await answerStranger(deps.sources.senders?.(), deps.audit, c.req.param('sender'), decision));
   });
 }

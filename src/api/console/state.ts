@@ -3,6 +3,8 @@ import type { MetricsHistory, MetricsSample } from '../../admin/metrics-history.
 import type { Approvals } from '../../outbound/approvals.js';
 import type { ApprovalView } from '../../store/approvals.js';
 import type { RunRecord } from '../../store/run-log.js';
+import { runLine } from '../../admin/drill-down.js';
+import type { LiveView } from '../../admin/live-view.js';
 
 /**
  * What the operator's console shows, read fresh at each poll: what waits for them (requests to
@@ -15,7 +17,7 @@ export const SESSIONS_SHOWN = 200;
 const HOUR_MINUTES = 60;
 
 export interface ConsoleSenders {
-  pending(): Array<{ sender: string; name?: string; first_seen: string }>;
+  pending(): Array<{ sender: string; name?: string; first_seen: string; first_message?: string }>;
   approve(sender: string): Promise<unknown>;
   deny(sender: string): unknown;
 }
@@ -26,6 +28,8 @@ export interface ConsoleSources {
   /** The chat bots' strangers, when berth.yaml has a bridge with pairing. */
   senders?: () => ConsoleSenders | undefined;
   history?: MetricsHistory;
+  /** Containers with their figures, warm and pool counts, bridges' health (admin/live-view.ts); berth serve gives it. */
+  live?: () => Promise<LiveView>;
 }
 
 /** Per minute of the last hour (oldest first): runs ended and their latency, warm containers, refusals. */
@@ -82,7 +86,15 @@ export function consoleState(src: ConsoleSources, now = Date.now()) {
   const projects = admin.listProjects();
   const runs: Array<RunRecord & { project: string }> = [];
   const interrupted: Array<{ project: string; run: string; session: string | null; interrupted_at: string; reason: string }> = [];
-  const live: Array<{ project: string; run: string; session: string | null; kind: string | null; phase: string; since: string }> = [];
+  const live: Array<{
+    project: string;
+    run: string;
+    session: string | null;
+    tenant: string | null;
+    kind: string | null;
+    phase: string;
+    since: string;
+  }> = [];
   const sessions: Array<{
     project: string;
     id: string;
@@ -94,6 +106,7 @@ export function consoleState(src: ConsoleSources, now = Date.now()) {
   }> = [];
   const models: Array<{ project: string } & ReturnType<AdminService['modelUse']>> = [];
   const hourAgo = new Date(now - 3600_000).toISOString();
+  const titles = new Map<string, string | undefined>();
   for (const p of projects) {
     const listed = admin.listRuns(p.name, { limit: 1000 });
     runs.push(...listed.runs.filter((r, i) => i < RUNS_SHOWN || r.finished_at >= hourAgo).map((r) => ({ ...r, project: p.name })));
@@ -106,8 +119,11 @@ export function consoleState(src: ConsoleSources, now = Date.now()) {
         reason: r.reason,
       })),
     );
-    live.push(...admin.openRuns(p.name).map((r) => ({ ...r, project: p.name })));
-    for (const s of admin.listSessions(p.name))
+    const listedSessions = admin.listSessions(p.name);
+    const tenants = new Map(listedSessions.map((s) => [s.id, s.tenant_key]));
+    for (const s of listedSessions) titles.set(`${p.name}/${s.id}`, s.title);
+    live.push(...admin.openRuns(p.name).map((r) => ({ ...r, project: p.name, tenant: (r.session && tenants.get(r.session)) || null })));
+    for (const s of listedSessions)
       sessions.push({
         project: p.name,
         id: s.id,
@@ -128,11 +144,14 @@ export function consoleState(src: ConsoleSources, now = Date.now()) {
     series: seriesOf(runs, src.history?.samples() ?? [], now),
     runs: {
       live,
-      recent: runs.slice(0, RUNS_SHOWN).map(({ steps: _s, more_steps: _m, ...r }) => r),
+      recent: runs
+        .slice(0, RUNS_SHOWN)
+        .map((r) => ({ project: r.project, ...runLine(r, { get: (id) => titles.get(`${r.project}/${id}`) }) })),
       interrupted: interrupted.sort((a, b) => b.interrupted_at.localeCompare(a.interrupted_at)).slice(0, RUNS_SHOWN),
     },
     projects: projects.map((p) => ({
       name: p.name,
+      paused: p.paused ?? null,
       agent: Array.isArray(p.agent) ? 'custom' : p.agent,
       runtime: p.runtime,
       isolation: p.workspace_isolation,

@@ -70,6 +70,7 @@ export function registerChatLinkRoutes(app: OpenAPIHono, admin: () => AdminServi
     createRoute({
       method: 'delete',
       path: '/api/projects/{name}/chat-links',
+      operationId: 'revokeChatLogins',
       summary: "Revoke a person's chat links and log them out everywhere",
       description:
         "Removes the user's unused links and every login of theirs in this project: their open chat sockets are closed at once, their open pages are refused from their next request on, and a message of theirs still waiting is not run. Their sessions and files stay.",

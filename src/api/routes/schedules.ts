@@ -75,10 +75,13 @@ export function registerScheduleRoutes(app: OpenAPIHono, schedules: () => Schedu
     createRoute({
       method: 'post',
       path: '/api/projects/{name}/runs/{run}/stop',
-      summary: 'Stop a run going on in this berth (its record and its answer say it was stopped)',
+      operationId: 'stopRun',
+      summary: 'Stop a run going on (its record and its answer say it was stopped)',
+      description:
+        'At once when this process runs it; a run another process of this home runs (berth bridge, another serve) is asked of it and stops within a second (here: false).',
       request: { params: NameParams.extend({ run: z.string().min(1).max(64) }) },
       responses: {
-        200: json(z.object({ run: z.string(), stopped: z.literal(true) }), 'stopping'),
+        200: json(z.object({ run: z.string(), stopped: z.literal(true), here: z.boolean() }), 'stopping'),
         ...errorResponses('NOT_FOUND: no such run going on here'),
       },
     }),

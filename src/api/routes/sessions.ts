@@ -107,6 +107,7 @@ export function registerSessionRoutes(app: OpenAPIHono, admin: () => AdminServic
     createRoute({
       method: 'delete',
       path: '/api/projects/{name}/sessions/{sessionId}',
+      operationId: 'deleteSession',
       summary: 'Delete a session: its settings, its agent home (the conversation) and its tokens',
       description: "The tenant's workspace stays. The next message of that tenant starts a new conversation.",
       request: { params: SessionParams },

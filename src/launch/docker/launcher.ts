@@ -27,6 +27,7 @@ import { bindsInOrder, claimedName, claimOfName } from '../../plan/pool.js';
 import { engineEnds } from './events.js';
 import { holdProcess, releaseProcess, type ProcessHandle } from './proc-handle.js';
 import { endOf, runtimeVersion, streamEnd } from './ends.js';
+import { dockerStats } from './stats.js';
 
 /**
  * The Docker launcher (launcher.ts): it translates a RunPlan into Engine API options (docker/create.ts) and the
@@ -408,10 +409,8 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     watchEnded,
     listManaged,
     observe: observer.observe,
-    async removeContainers(ids) {
-      await Promise.all(ids.map(remove));
-      return ids.length;
-    },
+    removeContainers: (ids) => Promise.all(ids.map(remove)).then(() => ids.length),
+    stats: (ids) => dockerStats(docker, ids),
     async removeManaged(query) {
       const found = await listManaged(query);
       await Promise.all(found.map((c) => remove(c.id)));

@@ -97,3 +97,77 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
   if (!res.ok) throw new Error((e.code || res.status) + ': ' + (e.message || res.statusText));
   return data as T;
 }
+
+/** A link within the page (a run, a session, a tenant: `#run/<project>/<id>`); its text is someone else's, written as text. */
+export function link(text: string, ...route: string[]): HTMLAnchorElement {
+  const a = document.createElement('a');
+  a.href = '#' + route.map(encodeURIComponent).join('/');
+  a.textContent = text;
+  return a;
+}
+
+export function linkCell(text: string | null | undefined, ...route: string[]): HTMLTableCellElement {
+  if (text === null || text === undefined || text === '') return cell(text);
+  const td = document.createElement('td');
+  td.append(link(text, ...route));
+  return td;
+}
+
+export function el<K extends keyof HTMLElementTagNameMap>(tag: K, text?: string, cls?: string): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  if (text !== undefined) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+
+/**
+ * A button whose action is confirmed in the page (no confirm() dialog): pressed, it shows what
+ * will happen, an optional reason field, and "Yes" / "Cancel". Yes acts, says what failed, then
+ * shows the new state (`after`).
+ */
+export function confirmButton(
+  label: string,
+  consequence: string,
+  act: (input: string) => Promise<unknown>,
+  after: () => Promise<void>,
+  opts: { input?: string; yes?: string; danger?: boolean } = {},
+): HTMLSpanElement {
+  const box = el('span', undefined, 'act');
+  const start = el('button', label, opts.danger ? 'danger' : undefined);
+  start.type = 'button';
+  box.append(start);
+  start.onclick = () => {
+    const ask = el('span', undefined, 'confirm');
+    ask.setAttribute('role', 'group');
+    ask.setAttribute('aria-label', label);
+    const input = opts.input === undefined ? undefined : el('input');
+    if (input) {
+      input.placeholder = opts.input as string;
+      input.maxLength = 500;
+      input.setAttribute('aria-label', opts.input as string);
+    }
+    const yes = el('button', opts.yes ?? 'Yes, ' + label.toLowerCase(), 'danger');
+    const no = el('button', 'Cancel');
+    yes.type = no.type = 'button';
+    ask.append(el('span', consequence, 'consequence'), ...(input ? [input] : []), yes, no);
+    box.replaceChildren(ask);
+    yes.focus();
+    no.onclick = () => box.replaceChildren(start);
+    yes.onclick = async () => {
+      yes.disabled = no.disabled = true;
+      try {
+        await act(input?.value.trim() ?? '');
+        $('alert').textContent = '';
+        box.replaceChildren(el('span', 'done', 'ok'));
+      } catch (e) {
+        $('alert').textContent = (e as Error).message;
+        box.replaceChildren(start);
+      }
+      await after();
+    };
+  };
+  return box;
+}
+
+export const mb = (bytes: number | null | undefined): string =>
+  bytes === null || bytes === undefined ? '—' : (bytes / 1048576).toFixed(bytes < 10 * 1048576 ? 1 : 0) + ' MiB';

@@ -1,26 +1,58 @@
+import type { LiveView } from '../../../admin/live-view.js';
 import type { AuditEntry } from '../../../store/audit.js';
 import type { ConsoleState } from '../state.js';
 import { renderCharts } from './charts.js';
+import { showDetail } from './detail.js';
 import { $, $input, api, cell, table } from './dom.js';
+import { renderLive } from './live.js';
 import { renderProjects, renderRuns, renderWaiting } from './render.js';
 
 /**
- * The console page's script (bundled by api/page-bundle.ts): it polls /console/api/state every
- * POLL_MS and writes textContent only (every name on the page is someone else's text).
+ * The console page's script (bundled by api/page-bundle.ts). Live: it listens to
+ * /console/api/events (server-sent events, a state every two seconds); while that is down it
+ * polls /console/api/state every POLL_MS. It writes textContent only (every name on the page is
+ * someone else's text).
  */
-const POLL_MS = 3000;
+const POLL_MS = 5000;
+
+type Pushed = ConsoleState & { live: LiveView | null };
+
+function render(s: ConsoleState, live?: LiveView | null): void {
+  renderWaiting(s.waiting, refresh);
+  renderCharts(s.series);
+  renderRuns(s.runs, refresh);
+  renderProjects(s, refresh);
+  if (live !== undefined) renderLive(live);
+  $('updated').textContent = 'updated ' + s.at.slice(11, 19) + (stream ? ' · live' : '');
+  void showDetail(true);
+}
 
 async function refresh(): Promise<void> {
   try {
-    const s = await api<ConsoleState>('GET', '/console/api/state');
-    renderWaiting(s.waiting, refresh);
-    renderCharts(s.series);
-    renderRuns(s.runs);
-    renderProjects(s);
-    $('updated').textContent = 'updated ' + s.at.slice(11, 19);
+    const [s, live] = await Promise.all([
+      api<ConsoleState>('GET', '/console/api/state'),
+      api<LiveView | null>('GET', '/console/api/live').catch(() => undefined),
+    ]);
+    render(s, live);
   } catch (e) {
     $('updated').textContent = 'not updated: ' + (e as Error).message;
   }
+}
+
+let stream: EventSource | undefined;
+let poll: ReturnType<typeof setInterval> | undefined;
+function listen(): void {
+  stream = new EventSource('/console/api/events');
+  stream.addEventListener('state', (ev) => {
+    if (poll) clearInterval(poll);
+    poll = undefined;
+    const s = JSON.parse((ev as MessageEvent<string>).data) as Pushed;
+    render(s, s.live);
+  });
+  // Down (the server restarts, a bound was reached): poll until it is back; EventSource tries again itself.
+  stream.onerror = () => {
+    poll ??= setInterval(() => void refresh(), POLL_MS);
+  };
 }
 
 async function loadAudit(ev?: Event): Promise<void> {
@@ -54,6 +86,7 @@ async function loadAudit(ev?: Event): Promise<void> {
 // Sign-out ends this login on the server too (the cookie alone could be copied); then the sign-in form.
 $('signout').onclick = async () => {
   ($('signout') as HTMLButtonElement).disabled = true;
+  stream?.close();
   try {
     await fetch('/docs/logout', { method: 'POST', body: new URLSearchParams({ next: '/console' }), redirect: 'manual' });
   } catch {
@@ -61,6 +94,8 @@ $('signout').onclick = async () => {
   }
   location.assign('/console');
 };
+window.addEventListener('hashchange', () => void showDetail());
 void refresh();
 void loadAudit();
-setInterval(() => void refresh(), POLL_MS);
+void showDetail();
+listen();

@@ -1,5 +1,11 @@
 import type { ConsoleState } from '../state.js';
-import { actions, ago, api, button, cell, table, $ } from './dom.js';
+import { actions, ago, api, button, cell, confirmButton, linkCell, table, $ } from './dom.js';
+
+const actionsOf = (...boxes: HTMLElement[]): HTMLTableCellElement => {
+  const td = document.createElement('td');
+  td.append(...boxes);
+  return td;
+};
 
 /** What waits for the operator: requests to go past a grant, strangers of the chat bots. */
 export function renderWaiting(w: ConsoleState['waiting'], refresh: () => Promise<void>): void {
@@ -32,52 +38,92 @@ export function renderWaiting(w: ConsoleState['waiting'], refresh: () => Promise
     api('POST', '/console/api/senders/' + encodeURIComponent(sender), { decision });
   table(
     'senders',
-    ['first seen', 'sender', 'name', ''],
+    ['first seen', 'sender', 'name', 'first message', ''],
     w.senders.map((s) => [
       cell(ago(s.first_seen)),
       cell(s.sender),
       cell(s.name),
+      cell(s.first_message ?? '(none kept)'),
       actions(button('Approve', decide(s.sender, 'approve'), refresh), button('Deny', decide(s.sender, 'deny'), refresh)),
     ]),
     'No stranger waits.',
   );
 }
 
-export function renderRuns(runs: ConsoleState['runs']): void {
+const stopRun = (project: string, run: string) => () =>
+  api('POST', '/console/api/runs/' + encodeURIComponent(project) + '/' + encodeURIComponent(run) + '/stop', {});
+
+export function renderRuns(runs: ConsoleState['runs'], refresh: () => Promise<void>): void {
   table(
     'live',
-    ['project', 'run', 'session', 'kind', 'phase', 'since'],
-    runs.live.map((r) => [cell(r.project), cell(r.run), cell(r.session), cell(r.kind), cell(r.phase), cell(ago(r.since))]),
+    ['project', 'run', 'tenant', 'session', 'kind', 'phase', 'since', ''],
+    runs.live.map((r) => [
+      cell(r.project),
+      linkCell(r.run, 'run', r.project, r.run),
+      r.tenant ? linkCell(r.tenant, 'tenant', r.project, r.tenant) : cell(null),
+      r.session ? linkCell(r.session, 'session', r.project, r.session) : cell(null),
+      cell(r.kind),
+      cell(r.phase),
+      cell(ago(r.since)),
+      actionsOf(
+        confirmButton('Stop', 'The agent is stopped now; its answer says so.', stopRun(r.project, r.run), refresh, { danger: true }),
+      ),
+    ]),
     'No run is in flight.',
   );
   table(
     'recent',
-    ['finished', 'project', 'session', 'level', 'runtime', 'exit', 'ms'],
+    ['finished', 'project', 'tenant', 'via', 'session', 'message', 'level', 'start', 'exit', 'ms', 'steps'],
     runs.recent.map((r) => [
-      cell(ago(r.finished_at)),
+      linkCell(ago(r.finished_at), 'run', r.project, r.run),
       cell(r.project),
-      cell(r.session),
+      r.tenant ? linkCell(r.tenant, 'tenant', r.project, r.tenant) : cell(null),
+      cell(r.channel),
+      linkCell(r.session_title || r.session, 'session', r.project, r.session),
+      r.message === null ? cell(null) : linkCell(r.message.length > 60 ? r.message.slice(0, 60) + '…' : r.message, 'run', r.project, r.run),
       cell(r.permission_level),
-      cell(r.runtime),
+      cell(r.start),
       cell(r.timed_out ? 'timed out' : r.exit_code, r.exit_code === 0 && !r.timed_out ? 'ok' : 'bad'),
-      cell(Math.round(r.timings_ms.total)),
+      cell(r.ms),
+      cell(r.steps ? r.steps + (r.failed_steps ? ' (' + r.failed_steps + ' failed)' : '') : '', r.failed_steps ? 'bad' : undefined),
     ]),
     'No run yet.',
   );
   table(
     'interrupted',
     ['when', 'project', 'run', 'session', 'why'],
-    runs.interrupted.map((r) => [cell(ago(r.interrupted_at)), cell(r.project), cell(r.run), cell(r.session), cell(r.reason)]),
+    runs.interrupted.map((r) => [
+      cell(ago(r.interrupted_at)),
+      cell(r.project),
+      linkCell(r.run, 'run', r.project, r.run),
+      r.session ? linkCell(r.session, 'session', r.project, r.session) : cell(null),
+      cell(r.reason),
+    ]),
     'No run was interrupted.',
   );
 }
 
-export function renderProjects(s: ConsoleState): void {
+const pauseAction = (p: ConsoleState['projects'][number], refresh: () => Promise<void>) => {
+  const path = '/console/api/projects/' + encodeURIComponent(p.name);
+  return p.paused
+    ? confirmButton('Resume', 'New runs start again.', () => api('POST', path + '/resume', {}), refresh)
+    : confirmButton(
+        'Pause',
+        'No new run starts; people who write are told the operator paused it. Runs going on finish.',
+        (reason) => api('POST', path + '/pause', reason ? { reason } : {}),
+        refresh,
+        { input: 'reason (optional, shown to them)', danger: true },
+      );
+};
+
+export function renderProjects(s: ConsoleState, refresh: () => Promise<void>): void {
   table(
     'projects',
-    ['project', 'agent', 'runtime', 'isolation', 'workspaces', 'egress allowlist', 'approvals', 'raise level', 'models'],
+    ['project', 'state', '', 'agent', 'runtime', 'isolation', 'workspaces', 'egress allowlist', 'approvals', 'raise level', 'models'],
     s.projects.map((p) => [
       cell(p.name),
+      cell(p.paused ? 'paused ' + ago(p.paused.at) + (p.paused.reason ? ': ' + p.paused.reason : '') : 'open', p.paused ? 'bad' : 'ok'),
+      actionsOf(pauseAction(p, refresh)),
       cell(p.agent),
       cell(p.runtime),
       cell(p.isolation ? 'on' : 'off', p.isolation ? 'ok' : 'bad'),
@@ -97,8 +143,8 @@ export function renderProjects(s: ConsoleState): void {
     s.sessions.map((x) => [
       cell(ago(x.updated_at)),
       cell(x.project),
-      cell(x.tenant),
-      cell(x.id),
+      linkCell(x.tenant, 'tenant', x.project, x.tenant),
+      linkCell(x.id, 'session', x.project, x.id),
       cell(x.title),
       cell(x.level),
       cell(x.runs),
