@@ -388,14 +388,20 @@ export function createRunner(deps: {
     };
     const record = { ...toRunRecord(done, tool ? 'shell_run' : 'message'), receipt, receipt_digest: receiptDigest(receipt) };
     appendRunRecord(ctx.project.paths.sessionsDir, record);
-    noteReceipt(
+    // The receipt's audit line syncs off the event loop while the session's count is written; it is
+    // on disk before the run is answered or journaled as finished.
+    const audited = noteReceipt(
       { audit: deps.audit, metrics, log: ctx.log },
       { project: ctx.project.metadata.name, session: ctx.session.id, run: ctx.runId },
       record.receipt_digest,
       receipt,
     );
-    // Read again: a level set while it ran is kept. A message's first run names an untitled session.
-    if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined);
+    try {
+      // Read again: a level set while it ran is kept. A message's first run names an untitled session.
+      if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined);
+    } finally {
+      await audited;
+    }
     return { ...done, record };
   }
 

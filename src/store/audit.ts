@@ -5,6 +5,7 @@ import lockfile from 'proper-lockfile';
 import { z } from 'zod';
 import { errnoOf } from '../base/errors.js';
 import { appendFsyncedLine } from '../fs/fsynced-lines.js';
+import type { GroupCommit } from '../fs/group-commit.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import {
   AUDIT_ROTATION,
@@ -118,7 +119,13 @@ function chainPoint(file: string, head: AuditHead | undefined): ChainPoint {
   return { seq: 0, hash: GENESIS };
 }
 
-export function appendAudit(file: string, event: AuditEvent, rotation: AuditRotation = AUDIT_ROTATION): AuditEntry {
+/** Under the log's lock: the next entry after the chain's last, its line written by `write`. */
+function appendLocked<T>(
+  file: string,
+  event: AuditEvent,
+  rotation: AuditRotation,
+  write: (entry: AuditEntry, head: AuditHead | undefined) => T,
+): { entry: AuditEntry; written: T } {
   const parsed = AuditEventSchema.parse(event);
   fs.mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   return locked(file, () => {
@@ -127,9 +134,40 @@ export function appendAudit(file: string, event: AuditEvent, rotation: AuditRota
     if (sizeOf(file) >= rotation.rotateBytes) head = rotate(file, rotation, { ...last, base: head?.base }, pointOfLine);
     const body = { ...parsed, seq: last.seq + 1, at: new Date().toISOString(), prev: last.hash };
     const entry = { ...body, hash: hashOf(body) };
+    return { entry, written: write(entry, head) };
+  });
+}
+
+export function appendAudit(file: string, event: AuditEvent, rotation: AuditRotation = AUDIT_ROTATION): AuditEntry {
+  return appendLocked(file, event, rotation, (entry, head) => {
     appendFsyncedLine(file, entry);
     writeHead(file, { seq: entry.seq, hash: entry.hash, ...(head?.base ? { base: head.base } : {}) });
-    return entry;
+  }).entry;
+}
+
+/**
+ * The same line with its sync shared (group commit: lines written while one sync runs share the
+ * next): written under the lock now, so the chain's order is the order of writes; `synced`
+ * settles once it is on disk. The head record waits for that (advanceHead): a head never names a
+ * line that might not be on disk, and one that lags is what a berth stopped between a line and
+ * its head leaves, which verify accepts.
+ */
+export function appendAuditGrouped(
+  file: string,
+  event: AuditEvent,
+  commit: GroupCommit,
+  rotation: AuditRotation = AUDIT_ROTATION,
+): { entry: AuditEntry; synced: Promise<void> } {
+  const { entry, written } = appendLocked(file, event, rotation, (e) => commit.append(file, e));
+  return { entry, synced: written };
+}
+
+/** The head record moved up to `point` (a line already on disk), unless another writer's head is there or past it. */
+export function advanceHead(file: string, point: ChainPoint): void {
+  locked(file, () => {
+    const head = readHead(file);
+    if (head && head.seq >= point.seq) return;
+    writeHead(file, { ...point, ...(head?.base ? { base: head.base } : {}) });
   });
 }
 
