@@ -199,18 +199,21 @@ export function createRunner(deps: {
     const journal = (entry: Omit<JournalEntry, 'at' | 'run'>) => appendJournal(sessionsDir, { run: base.runId, ...entry });
     const flight: Flight = { interrupted: false, abort: new AbortController() };
     try {
-      // Written now; its sync overlaps the wait for a turn, and ends before anything is started.
+      // Written now; its sync overlaps the wait for a turn and the run's preparation, and ends
+      // before anything is started (locked awaits it before its container or exec).
       const accepted = journal({ phase: 'accepted', owner: deps.ownerProcess, kind: spec.kind, session: session.id });
+      accepted.catch(() => undefined); // awaited in locked; a run that fails before then is journaled as failed
       if (ticket) {
-        await Promise.all([ticket.ready, accepted]);
+        await ticket.ready;
         metrics.observeQueueWait(ticket.waitedMs() / 1000);
-      } else await accepted;
+      }
       inFlight.add(flight);
       const outcome = await locked(
         base,
         spec,
         (containerId) => noteStarted(sessionsDir, { run: base.runId, container: containerId }),
         flight.abort.signal,
+        accepted,
       );
       if (flight.interrupted) await journal({ phase: 'interrupted', reason: DRAIN_REASON });
       else await journal({ phase: 'finished', exit_code: outcome.exitCode });
@@ -235,12 +238,13 @@ export function createRunner(deps: {
     }
   }
 
-  /** Its turn in the workspace: workspace → home → plan → sockets → mounts → execute. */
+  /** Its turn in the workspace: workspace → home → plan → sockets → mounts → (accepted on disk) → execute. */
   async function locked(
     base: RunIdentityContext,
     spec: LaunchSpec,
     onCreated: (containerId: string) => void,
     stop: AbortSignal,
+    accepted: Promise<void>,
   ): Promise<RunOutcome> {
     const name = base.project.metadata.name;
     return withWorkspaceLock(`${name}/${base.workspaceId}`, async () => {
@@ -290,6 +294,7 @@ export function createRunner(deps: {
             answered: answered.signal,
           });
         prepareMounts(plan, ctx.project.paths.dir, ctx.owner);
+        await accepted;
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
         return withRunFiles(ctx, spec, await execute(ctx, spec, plan, home, onCreated, { halt, stopRun, answered }, lease), landed.in);
