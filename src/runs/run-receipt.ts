@@ -51,10 +51,11 @@ const AUDITED_VIOLATIONS = 8;
  */
 export async function noteReceipt(
   out: { audit?: ReceiptAudit; metrics: Metrics; log: Logger },
-  run: { project: string; session: string; run: string },
-  digest: string,
-  receipt: Receipt,
+  project: string,
+  record: { run: string; session: string; receipt: Receipt; receipt_digest: string },
 ): Promise<void> {
+  const { receipt, receipt_digest: digest } = record;
+  const run = { project, session: record.session, run: record.run };
   const actor = `session:${run.project}/${run.session}`;
   const line = out.audit?.({
     kind: 'run_receipt',
@@ -70,15 +71,17 @@ export async function noteReceipt(
   out.log.error({ violations: receipt.violations }, "the run's container differed from its plan");
   const lines = [line];
   for (const v of receipt.violations.slice(0, AUDITED_VIOLATIONS)) {
-    lines.push(out.audit?.({
-      kind: 'sandbox_violation',
-      action: 'run.receipt.violation',
-      actor,
-      project: run.project,
-      target: `${run.run}: ${v}`,
-      outcome: 'error',
-      code: 'RECEIPT_VIOLATION',
-    }));
+    lines.push(
+      out.audit?.({
+        kind: 'sandbox_violation',
+        action: 'run.receipt.violation',
+        actor,
+        project: run.project,
+        target: `${run.run}: ${v}`,
+        outcome: 'error',
+        code: 'RECEIPT_VIOLATION',
+      }),
+    );
   }
   await Promise.all(lines);
 }

@@ -199,22 +199,14 @@ export function createRunner(deps: {
     const journal = (entry: Omit<JournalEntry, 'at' | 'run'>) => appendJournal(sessionsDir, { run: base.runId, ...entry });
     const flight: Flight = { interrupted: false, abort: new AbortController() };
     try {
-      // Written now; its sync overlaps the wait for a turn and the run's preparation, and ends
-      // before anything is started (locked awaits it before its container or exec).
+      // Written now; its sync overlaps the wait for a turn and the preparation, and ends before anything starts (locked).
       const accepted = journal({ phase: 'accepted', owner: deps.ownerProcess, kind: spec.kind, session: session.id });
       accepted.catch(() => undefined); // awaited in locked; a run that fails before then is journaled as failed
-      if (ticket) {
-        await ticket.ready;
-        metrics.observeQueueWait(ticket.waitedMs() / 1000);
-      }
+      await ticket?.ready;
+      if (ticket) metrics.observeQueueWait(ticket.waitedMs() / 1000);
       inFlight.add(flight);
-      const outcome = await locked(
-        base,
-        spec,
-        (containerId) => noteStarted(sessionsDir, { run: base.runId, container: containerId }),
-        flight.abort.signal,
-        accepted,
-      );
+      const onCreated = (containerId: string) => noteStarted(sessionsDir, { run: base.runId, container: containerId });
+      const outcome = await locked(base, spec, onCreated, flight.abort.signal, accepted);
       if (flight.interrupted) await journal({ phase: 'interrupted', reason: DRAIN_REASON });
       else await journal({ phase: 'finished', exit_code: outcome.exitCode });
       const t = outcome.timings;
@@ -393,20 +385,10 @@ export function createRunner(deps: {
     };
     const record = { ...toRunRecord(done, tool ? 'shell_run' : 'message'), receipt, receipt_digest: receiptDigest(receipt) };
     appendRunRecord(ctx.project.paths.sessionsDir, record);
-    // The receipt's audit line syncs off the event loop while the session's count is written; it is
-    // on disk before the run is answered or journaled as finished.
-    const audited = noteReceipt(
-      { audit: deps.audit, metrics, log: ctx.log },
-      { project: ctx.project.metadata.name, session: ctx.session.id, run: ctx.runId },
-      record.receipt_digest,
-      receipt,
-    );
-    try {
-      // Read again: a level set while it ran is kept. A message's first run names an untitled session.
-      if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined);
-    } finally {
-      await audited;
-    }
+    const audited = noteReceipt({ audit: deps.audit, metrics, log: ctx.log }, done.project, record);
+    // Read again: a level set while it ran is kept. A message's first run names an untitled session.
+    if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined);
+    await audited; // its receipt's audit line, synced off the event loop meanwhile: on disk before the run is answered
     return { ...done, record };
   }
 
