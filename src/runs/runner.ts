@@ -48,6 +48,7 @@ import { noteReceipt, watchReceipt, type ReceiptAudit } from './run-receipt.js';
 import type { CredentialUses } from '../outbound/credential-uses.js';
 import type { IncomingFile } from '../plan/files-in.js';
 import { landMessageFiles, withRunFiles } from './run-files.js';
+import { countWhileRunning } from './session-count.js';
 
 export type { RunOutcome } from './run-record.js';
 export type { PrivateTarget } from './run-context.js';
@@ -353,7 +354,15 @@ export function createRunner(deps: {
     const watch = watchReceipt(launcher, plan, (err) =>
       ctx.log.warn({ err: String(err) }, 'the container could not be observed for its receipt'),
     );
-    const opts: RunOptions = { signal: halt.signal, onCreated, onStarted: (id) => watch.onStarted(id), onOutput: tap.onOutput };
+    const tool = spec.kind === 'shell_tool';
+    const counting = countWhileRunning(() => {
+      if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined); // a first message names the session
+    });
+    const started = (id: string) => {
+      onCreated(id);
+      counting.started();
+    };
+    const opts: RunOptions = { signal: halt.signal, onCreated: started, onStarted: (id) => watch.onStarted(id), onOutput: tap.onOutput };
     const running: Promise<RunResult & { warm: boolean; pooled?: boolean }> =
       lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
     const { pooled, ...launched } = await running.finally(() => disk.stop());
@@ -362,7 +371,6 @@ export function createRunner(deps: {
     const uses = deps.credentialUses?.take(ctx.runId);
     const receipt = await watch.receipt(policy, policy.secrets.length || uses?.kept.length ? uses : undefined);
     const stoppedFor = halt.reason();
-    const tool = spec.kind === 'shell_tool';
     ctx.log.info(
       { exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool },
       tool ? 'shell tool finished' : 'run finished',
@@ -386,9 +394,7 @@ export function createRunner(deps: {
     const record = { ...toRunRecord(done, tool ? 'shell_run' : 'message'), receipt, receipt_digest: receiptDigest(receipt) };
     appendRunRecord(ctx.project.paths.sessionsDir, record);
     const audited = noteReceipt({ audit: deps.audit, metrics, log: ctx.log }, done.project, record);
-    // Read again: a level set while it ran is kept. A message's first run names an untitled session.
-    if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined);
-    await audited; // its receipt's audit line, synced off the event loop meanwhile: on disk before the run is answered
+    await Promise.all([counting.done(), audited]); // the receipt's audit line synced off the event loop: on disk before the answer
     return { ...done, record };
   }
 
