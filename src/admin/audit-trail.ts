@@ -5,6 +5,7 @@ import { createGroupCommit } from '../fs/group-commit.js';
 import {
   AUDIT_ROTATION,
   advanceHead,
+  advanceHeadAsync,
   appendAudit,
   appendAuditGrouped,
   readAudit,
@@ -69,14 +70,17 @@ export function createAuditTrail(file: string, logger: Logger, opts: { rotation?
   const lines = createGroupCommit();
   // The newest grouped line on disk whose head is not written yet: one head write for a group.
   let pendingHead: ChainPoint | undefined;
-  const writeHead = () => {
+  const headFailed = (err: unknown) => logger.error({ err: String(err) }, "could not write the audit log's head record");
+  /** Now (shutdown: flush) or off the event loop (after a group's sync). */
+  const writeHead = (now = true) => {
     const point = pendingHead;
     pendingHead = undefined;
     if (!point) return;
     try {
-      advanceHead(file, point);
+      if (now) advanceHead(file, point);
+      else advanceHeadAsync(file, point).catch(headFailed);
     } catch (err) {
-      logger.error({ err: String(err) }, "could not write the audit log's head record");
+      headFailed(err);
     }
   };
   const commit = (event: AuditEvent): Promise<void> => {
@@ -90,7 +94,7 @@ export function createAuditTrail(file: string, logger: Logger, opts: { rotation?
     const { seq, hash } = written.entry;
     return written.synced.then(
       () => {
-        if (!pendingHead) setImmediate(writeHead);
+        if (!pendingHead) setImmediate(() => writeHead(false));
         if (!pendingHead || seq > pendingHead.seq) pendingHead = { seq, hash };
       },
       (err: unknown) => logger.error({ err: String(err), action: event.action }, 'could not sync the audit log'),

@@ -171,6 +171,35 @@ export function advanceHead(file: string, point: ChainPoint): void {
   });
 }
 
+/**
+ * The same with its write and fsync off the event loop: the new head is made whole under a
+ * temporary name first, then renamed into place under the lock, only if no other writer's head
+ * is there or past it and no rotation moved the base meanwhile (else it is dropped: the head then
+ * lags, as after a berth stopped between a line and its head, and the next append moves it).
+ */
+export async function advanceHeadAsync(file: string, point: ChainPoint): Promise<void> {
+  const seen = readHead(file);
+  if (seen && seen.seq >= point.seq) return;
+  const tmp = `${headFile(file)}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
+  const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+  try {
+    const handle = await fs.promises.open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    try {
+      await handle.writeFile(`${JSON.stringify({ ...point, ...(seen?.base ? { base: seen.base } : {}) })}\n`);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    locked(file, () => {
+      const head = readHead(file);
+      if ((head && head.seq >= point.seq) || head?.base?.seq !== seen?.base?.seq || head?.base?.hash !== seen?.base?.hash) return;
+      fs.renameSync(tmp, headFile(file));
+    });
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
 /** Which events to read (the HTTP query and the CLI's flags parse with this one schema). */
 /** "90s", "10m", "2h", "7d": a span back from now. */
 const SPAN = /^(\d{1,6})([smhd])$/;

@@ -5,9 +5,18 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createUnauthenticatedSummary, UNAUTHENTICATED_SUMMARY } from '../../src/admin/unauthenticated-summary.js';
 import { pino } from 'pino';
+import { until } from '../helpers/until.js';
 import { createAuditTrail } from '../../src/admin/audit-trail.js';
 import { createGroupCommit } from '../../src/fs/group-commit.js';
-import { advanceHead, appendAudit, appendAuditGrouped, readAudit, verifyAudit, type AuditEvent } from '../../src/store/audit.js';
+import {
+  advanceHead,
+  advanceHeadAsync,
+  appendAudit,
+  appendAuditGrouped,
+  readAudit,
+  verifyAudit,
+  type AuditEvent,
+} from '../../src/store/audit.js';
 
 const dirs: string[] = [];
 const tmp = () => {
@@ -232,13 +241,27 @@ describe("audit log: a run's receipt line with its sync shared (group commit)", 
     expect(verifyAudit(file).ok).toBe(true);
   });
 
+  it('off the event loop: made whole aside, renamed in only if still ahead; never back, no file left over', async () => {
+    const file = tmp();
+    for (let i = 0; i < 3; i++) appendAudit(file, event(i));
+    const third = head(file);
+    const { entry, synced } = appendAuditGrouped(file, event(3), createGroupCommit());
+    await synced;
+    await advanceHeadAsync(file, { seq: entry.seq, hash: entry.hash });
+    expect(head(file)).toEqual({ seq: 4, hash: entry.hash });
+    await advanceHeadAsync(file, third); // an older point
+    expect(head(file).seq).toBe(4);
+    expect(names(file)).toEqual(['audit.jsonl', 'audit.jsonl.head']);
+    expect(verifyAudit(file)).toEqual({ ok: true, lines: 4, files: 1 });
+  });
+
   it("the trail's commit settles once the line is on disk, the head follows, and later lines chain on", async () => {
     const file = tmp();
     const trail = createAuditTrail(file, pino({ level: 'silent' }));
     trail.record(event(0));
     await Promise.all([1, 2, 3].map((i) => trail.commit({ ...event(i), kind: 'run_receipt', digest: `sha256:${'b'.repeat(64)}` })));
     expect(linesOf(file)).toHaveLength(4);
-    await new Promise((r) => setImmediate(r));
+    await until(() => head(file).seq === 4); // off the event loop, after the group's sync
     expect(head(file)).toMatchObject({ seq: 4, hash: JSON.parse(linesOf(file)[3] as string).hash });
     await trail.commit(event(4));
     trail.flush(); // shutdown: the head written now
