@@ -158,7 +158,13 @@ export function appendAuditGrouped(
   commit: GroupCommit,
   rotation: AuditRotation = AUDIT_ROTATION,
 ): { entry: AuditEntry; synced: Promise<void> } {
-  const { entry, written } = appendLocked(file, event, rotation, (e) => commit.append(file, e));
+  const { entry, written } = appendLocked(file, event, rotation, (e, head) => {
+    if (head) return commit.append(file, e);
+    // A log's first line (or one from before heads): written and headed at once, so a log with lines never lacks its head.
+    appendFsyncedLine(file, e);
+    writeHead(file, { seq: e.seq, hash: e.hash });
+    return Promise.resolve();
+  });
   return { entry, synced: written };
 }
 

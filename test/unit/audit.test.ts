@@ -255,6 +255,14 @@ describe("audit log: a run's receipt line with its sync shared (group commit)", 
     expect(verifyAudit(file)).toEqual({ ok: true, lines: 4, files: 1 });
   });
 
+  it('the first line of a log is headed at once: a log with lines never lacks its head', async () => {
+    const file = tmp();
+    const { entry, synced } = appendAuditGrouped(file, event(0), createGroupCommit());
+    expect(head(file)).toEqual({ seq: 1, hash: entry.hash });
+    await synced;
+    expect(verifyAudit(file)).toEqual({ ok: true, lines: 1, files: 1 });
+  });
+
   it("the trail's commit settles once the line is on disk, the head follows, and later lines chain on", async () => {
     const file = tmp();
     const trail = createAuditTrail(file, pino({ level: 'silent' }));
