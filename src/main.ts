@@ -240,7 +240,7 @@ export function createBerth(opts: BerthOptions): Berth {
       ownerProcess: processIdentity(),
       admission,
       metrics,
-      audit: (event) => audit.record(event),
+      audit: (event) => audit.commit(event),
       credentialUses,
       honeytokens,
       transcriber: models.transcriber,

@@ -1,9 +1,13 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Logger } from 'pino';
 import { asBerthError } from '../base/errors.js';
+import { createGroupCommit } from '../fs/group-commit.js';
 import {
   AUDIT_ROTATION,
+  advanceHead,
+  advanceHeadAsync,
   appendAudit,
+  appendAuditGrouped,
   readAudit,
   verifyAudit,
   type AuditEntry,
@@ -12,6 +16,7 @@ import {
   type AuditRotation,
   type AuditVerdict,
 } from '../store/audit.js';
+import type { ChainPoint } from '../store/audit-files.js';
 import { createUnauthenticatedSummary } from './unauthenticated-summary.js';
 
 /**
@@ -39,6 +44,11 @@ export const tenantActor = (tenantKey: string) => `tenant:${tenantKey}`;
 
 export interface AuditTrail {
   record(event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor?: string }): void;
+  /**
+   * The same, its fsync shared with the lines written meanwhile (a run's receipt, off the event
+   * loop): settles once the line is on disk, its head record on a later turn. Never rejects.
+   */
+  commit(event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor?: string }): Promise<void>;
   /** A request refused for want of a valid login: counted, and written once per surface and minute (unauthenticated-summary.ts). */
   unauthenticated(surface: string, request: string): void;
   /** Write the counted refusals now (shutdown, tests). */
@@ -57,24 +67,62 @@ export function createAuditTrail(file: string, logger: Logger, opts: { rotation?
       logger.error({ err: String(err), action: event.action }, 'could not write the audit log');
     }
   };
+  const lines = createGroupCommit();
+  // The newest grouped line on disk whose head is not written yet: one head write for a group.
+  let pendingHead: ChainPoint | undefined;
+  const headFailed = (err: unknown) => logger.error({ err: String(err) }, "could not write the audit log's head record");
+  /** Now (shutdown: flush) or off the event loop (after a group's sync). */
+  const writeHead = (now = true) => {
+    const point = pendingHead;
+    pendingHead = undefined;
+    if (!point) return;
+    try {
+      if (now) advanceHead(file, point);
+      else advanceHeadAsync(file, point).catch(headFailed);
+    } catch (err) {
+      headFailed(err);
+    }
+  };
+  const commit = (event: AuditEvent): Promise<void> => {
+    let written: ReturnType<typeof appendAuditGrouped>;
+    try {
+      written = appendAuditGrouped(file, event, lines, rotation);
+    } catch (err) {
+      logger.error({ err: String(err), action: event.action }, 'could not write the audit log');
+      return Promise.resolve();
+    }
+    const { seq, hash } = written.entry;
+    return written.synced.then(
+      () => {
+        if (!pendingHead) setImmediate(() => writeHead(false));
+        if (!pendingHead || seq > pendingHead.seq) pendingHead = { seq, hash };
+      },
+      (err: unknown) => logger.error({ err: String(err), action: event.action }, 'could not sync the audit log'),
+    );
+  };
   // A summary belongs to no one request: written outside whichever request ended its window.
   const summary = createUnauthenticatedSummary({ write: (event) => context.exit(() => append(event)), now: opts.now });
+  // Names a stranger chose (a URL path) are cut to the schema's bounds, never a reason to write nothing.
+  const cut = (v: string | undefined, n: number) => (v === undefined ? undefined : v.slice(0, n));
+  const bounded = (event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor?: string }): AuditEvent => {
+    const ctx = context.getStore();
+    return {
+      ...event,
+      action: event.action.slice(0, 128),
+      target: cut(event.target, 512),
+      project: cut(event.project, 128),
+      actor: (event.actor ?? ctx?.actor ?? 'operator').slice(0, 512),
+      request_id: cut(ctx?.requestId, 128),
+    };
+  };
   return {
     unauthenticated: (surface, request) => summary.note(surface, request),
-    flush: () => summary.flush(),
-    record(event) {
-      const ctx = context.getStore();
-      // Names a stranger chose (a URL path) are cut to the schema's bounds, never a reason to write nothing.
-      const cut = (v: string | undefined, n: number) => (v === undefined ? undefined : v.slice(0, n));
-      append({
-        ...event,
-        action: event.action.slice(0, 128),
-        target: cut(event.target, 512),
-        project: cut(event.project, 128),
-        actor: (event.actor ?? ctx?.actor ?? 'operator').slice(0, 512),
-        request_id: cut(ctx?.requestId, 128),
-      });
+    flush: () => {
+      summary.flush();
+      writeHead();
     },
+    record: (event) => append(bounded(event)),
+    commit: (event) => commit(bounded(event)),
     list: (filter) => readAudit(file, filter),
     verify: () => verifyAudit(file),
   };

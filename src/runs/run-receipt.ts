@@ -39,20 +39,25 @@ export function watchReceipt(launcher: Pick<Launcher, 'observe'>, plan: RunPlan,
   };
 }
 
-export type ReceiptAudit = (event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor: string }) => void;
+/** Settles once the line is on disk (never rejects: a line that could not be written is logged). */
+export type ReceiptAudit = (event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor: string }) => Promise<void>;
 
 /** Violations audited per run (one line each); the receipt in the run record holds them all. */
 const AUDITED_VIOLATIONS = 8;
 
-/** The receipt's digest into the audit chain; each difference from the plan an audit line, and the run a metric and an error log line. */
-export function noteReceipt(
+/**
+ * The receipt's digest into the audit chain; each difference from the plan an audit line, and the
+ * run a metric and an error log line. Settles once the lines are on disk.
+ */
+export async function noteReceipt(
   out: { audit?: ReceiptAudit; metrics: Metrics; log: Logger },
-  run: { project: string; session: string; run: string },
-  digest: string,
-  receipt: Receipt,
-): void {
+  project: string,
+  record: { run: string; session: string; receipt: Receipt; receipt_digest: string },
+): Promise<void> {
+  const { receipt, receipt_digest: digest } = record;
+  const run = { project, session: record.session, run: record.run };
   const actor = `session:${run.project}/${run.session}`;
-  out.audit?.({
+  const line = out.audit?.({
     kind: 'run_receipt',
     action: 'run.receipt',
     actor,
@@ -61,18 +66,22 @@ export function noteReceipt(
     outcome: receipt.violations.length ? 'error' : 'ok',
     digest,
   });
-  if (!receipt.violations.length) return;
+  if (!receipt.violations.length) return line;
   out.metrics.receiptViolation(run.project);
   out.log.error({ violations: receipt.violations }, "the run's container differed from its plan");
+  const lines = [line];
   for (const v of receipt.violations.slice(0, AUDITED_VIOLATIONS)) {
-    out.audit?.({
-      kind: 'sandbox_violation',
-      action: 'run.receipt.violation',
-      actor,
-      project: run.project,
-      target: `${run.run}: ${v}`,
-      outcome: 'error',
-      code: 'RECEIPT_VIOLATION',
-    });
+    lines.push(
+      out.audit?.({
+        kind: 'sandbox_violation',
+        action: 'run.receipt.violation',
+        actor,
+        project: run.project,
+        target: `${run.run}: ${v}`,
+        outcome: 'error',
+        code: 'RECEIPT_VIOLATION',
+      }),
+    );
   }
+  await Promise.all(lines);
 }

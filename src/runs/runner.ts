@@ -53,6 +53,7 @@ import type { IncomingFile } from '../plan/files-in.js';
 import { landMessageFiles, withRunFiles, type Transcriber } from './run-files.js';
 import { cachedCapabilities } from './launcher-capabilities.js';
 import { checkpointBefore } from './checkpoint-before.js';
+import { countWhileRunning } from './session-count.js';
 
 export type { RunOutcome } from './run-record.js';
 export { newRunId, toRunRecord } from './run-record.js';
@@ -196,19 +197,14 @@ export function createRunner(deps: {
     const journal = (entry: Omit<JournalEntry, 'at' | 'run'>) => appendJournal(sessionsDir, { run: base.runId, ...entry });
     const flight: Flight = { interrupted: false, abort: new AbortController() };
     try {
-      // Written now; its sync overlaps the wait for a turn, and ends before anything is started.
+      // Written now; its sync overlaps the wait for a turn and the preparation, and ends before anything starts (locked).
       const accepted = journal({ phase: 'accepted', owner: deps.ownerProcess, kind: spec.kind, session: session.id });
-      if (ticket) {
-        await Promise.all([ticket.ready, accepted]);
-        metrics.observeQueueWait(ticket.waitedMs() / 1000);
-      } else await accepted;
+      accepted.catch(() => undefined); // awaited in locked; a run that fails before then is journaled as failed
+      await ticket?.ready;
+      if (ticket) metrics.observeQueueWait(ticket.waitedMs() / 1000);
       inFlight.add(flight);
-      const outcome = await locked(
-        base,
-        spec,
-        (containerId) => noteStarted(sessionsDir, { run: base.runId, container: containerId }),
-        flight.abort.signal,
-      );
+      const onCreated = (containerId: string) => noteStarted(sessionsDir, { run: base.runId, container: containerId });
+      const outcome = await locked(base, spec, onCreated, flight.abort.signal, accepted);
       if (flight.interrupted) await journal({ phase: 'interrupted', reason: DRAIN_REASON });
       else await journal({ phase: 'finished', exit_code: outcome.exitCode });
       const t = outcome.timings;
@@ -232,12 +228,13 @@ export function createRunner(deps: {
     }
   }
 
-  /** Its turn in the workspace: workspace → home → plan → sockets → mounts → execute. */
+  /** Its turn in the workspace: workspace → home → plan → sockets → mounts → (accepted on disk) → execute. */
   async function locked(
     base: RunIdentityContext,
     spec: LaunchSpec,
     onCreated: (containerId: string) => void,
     stop: AbortSignal,
+    accepted: Promise<void>,
   ): Promise<RunOutcome> {
     const name = base.project.metadata.name;
     return withWorkspaceLock(`${name}/${base.workspaceId}`, async () => {
@@ -290,6 +287,7 @@ export function createRunner(deps: {
             answered: answered.signal,
           });
         prepareMounts(plan, ctx.project.paths.dir, ctx.owner);
+        await accepted;
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
         return withRunFiles(ctx, spec, await execute(ctx, spec, plan, home, onCreated, { halt, stopRun, answered }, lease), landed.in);
@@ -356,7 +354,15 @@ export function createRunner(deps: {
     const watch = watchReceipt(launcher, plan, (err) =>
       ctx.log.warn({ err: String(err) }, 'the container could not be observed for its receipt'),
     );
-    const opts: RunOptions = { signal: halt.signal, onCreated, onStarted: tap.started(watch.onStarted), onOutput: tap.onOutput };
+    const tool = spec.kind === 'shell_tool';
+    const counting = countWhileRunning(() => {
+      if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined); // a first message names the session
+    });
+    const started = (id: string) => {
+      onCreated(id);
+      counting.started();
+    };
+    const opts: RunOptions = { signal: halt.signal, onCreated: started, onStarted: tap.started(watch.onStarted), onOutput: tap.onOutput };
     const running: Promise<RunResult & { warm: boolean; pooled?: boolean }> =
       lease && warmSessions ? warmSessions.run(lease, plan, opts, ctx.log) : launcher.run(plan, opts).then((r) => ({ ...r, warm: false }));
     const { pooled, ...launched } = await running.finally(() => disk.stop());
@@ -365,7 +371,6 @@ export function createRunner(deps: {
     const uses = deps.credentialUses?.take(ctx.runId);
     const receipt = await watch.receipt(policy, policy.secrets.length || uses?.kept.length ? uses : undefined);
     const stoppedFor = halt.reason();
-    const tool = spec.kind === 'shell_tool';
     ctx.log.info(
       { exitCode: result.exitCode, timedOut: result.timedOut, truncated: result.truncated, ms: Math.round(result.timings.totalMs), tool },
       tool ? 'shell tool finished' : 'run finished',
@@ -388,14 +393,8 @@ export function createRunner(deps: {
     };
     const record = { ...toRunRecord(done, spec, ctx.session.tenant_key), receipt, receipt_digest: receiptDigest(receipt) };
     appendRunRecord(ctx.project.paths.sessionsDir, record);
-    noteReceipt(
-      { audit: deps.audit, metrics, log: ctx.log },
-      { project: ctx.project.metadata.name, session: ctx.session.id, run: ctx.runId },
-      record.receipt_digest,
-      receipt,
-    );
-    // Read again: a level set while it ran is kept. A message's first run names an untitled session.
-    if (!tool) sessions.countRun(ctx.project, ctx.session.id, spec.kind === 'message' ? spec.message : undefined);
+    const audited = noteReceipt({ audit: deps.audit, metrics, log: ctx.log }, done.project, record);
+    await Promise.all([counting.done(), audited]); // the receipt's audit line synced off the event loop: on disk before the answer
     return { ...done, record };
   }
 

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 import { errnoOf } from '../base/errors.js';
-import { openIfExists } from '../fs/fd-path.js';
+import { openIfExists, withFd } from '../fs/fd-path.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { parseJsonLine, readTextIfExists } from '../fs/json-file.js';
 import { readdirIfExists } from '../fs/dir.js';
@@ -104,6 +104,8 @@ export function rotate(
   head: AuditHead,
   isEntry: (line: string) => ChainPoint | undefined,
 ): AuditHead {
+  // Lines whose sync is shared may not be on disk yet, and a head written below can name them.
+  withFd(fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW), (fd) => fs.fsyncSync(fd));
   const rotated = rotatedFiles(file);
   const next = (rotated.at(-1)?.[0] ?? 0) + 1;
   fs.renameSync(file, `${file}.${next}`);

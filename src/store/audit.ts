@@ -5,6 +5,7 @@ import lockfile from 'proper-lockfile';
 import { z } from 'zod';
 import { errnoOf } from '../base/errors.js';
 import { appendFsyncedLine } from '../fs/fsynced-lines.js';
+import type { GroupCommit } from '../fs/group-commit.js';
 import { parseJsonLine, readJsonLines } from '../fs/json-file.js';
 import {
   AUDIT_ROTATION,
@@ -118,7 +119,13 @@ function chainPoint(file: string, head: AuditHead | undefined): ChainPoint {
   return { seq: 0, hash: GENESIS };
 }
 
-export function appendAudit(file: string, event: AuditEvent, rotation: AuditRotation = AUDIT_ROTATION): AuditEntry {
+/** Under the log's lock: the next entry after the chain's last, its line written by `write`. */
+function appendLocked<T>(
+  file: string,
+  event: AuditEvent,
+  rotation: AuditRotation,
+  write: (entry: AuditEntry, head: AuditHead | undefined) => T,
+): { entry: AuditEntry; written: T } {
   const parsed = AuditEventSchema.parse(event);
   fs.mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   return locked(file, () => {
@@ -127,10 +134,76 @@ export function appendAudit(file: string, event: AuditEvent, rotation: AuditRota
     if (sizeOf(file) >= rotation.rotateBytes) head = rotate(file, rotation, { ...last, base: head?.base }, pointOfLine);
     const body = { ...parsed, seq: last.seq + 1, at: new Date().toISOString(), prev: last.hash };
     const entry = { ...body, hash: hashOf(body) };
+    return { entry, written: write(entry, head) };
+  });
+}
+
+export function appendAudit(file: string, event: AuditEvent, rotation: AuditRotation = AUDIT_ROTATION): AuditEntry {
+  return appendLocked(file, event, rotation, (entry, head) => {
     appendFsyncedLine(file, entry);
     writeHead(file, { seq: entry.seq, hash: entry.hash, ...(head?.base ? { base: head.base } : {}) });
-    return entry;
+  }).entry;
+}
+
+/**
+ * The same line with its sync shared (group commit: lines written while one sync runs share the
+ * next): written under the lock now, so the chain's order is the order of writes; `synced`
+ * settles once it is on disk. The head record waits for that (advanceHead): a head never names a
+ * line that might not be on disk, and one that lags is what a berth stopped between a line and
+ * its head leaves, which verify accepts.
+ */
+export function appendAuditGrouped(
+  file: string,
+  event: AuditEvent,
+  commit: GroupCommit,
+  rotation: AuditRotation = AUDIT_ROTATION,
+): { entry: AuditEntry; synced: Promise<void> } {
+  const { entry, written } = appendLocked(file, event, rotation, (e, head) => {
+    if (head) return commit.append(file, e);
+    // A log's first line (or one from before heads): written and headed at once, so a log with lines never lacks its head.
+    appendFsyncedLine(file, e);
+    writeHead(file, { seq: e.seq, hash: e.hash });
+    return Promise.resolve();
   });
+  return { entry, synced: written };
+}
+
+/** The head record moved up to `point` (a line already on disk), unless another writer's head is there or past it. */
+export function advanceHead(file: string, point: ChainPoint): void {
+  locked(file, () => {
+    const head = readHead(file);
+    if (head && head.seq >= point.seq) return;
+    writeHead(file, { ...point, ...(head?.base ? { base: head.base } : {}) });
+  });
+}
+
+/**
+ * The same with its write and fsync off the event loop: the new head is made whole under a
+ * temporary name first, then renamed into place under the lock, only if no other writer's head
+ * is there or past it and no rotation moved the base meanwhile (else it is dropped: the head then
+ * lags, as after a berth stopped between a line and its head, and the next append moves it).
+ */
+export async function advanceHeadAsync(file: string, point: ChainPoint): Promise<void> {
+  const seen = readHead(file);
+  if (seen && seen.seq >= point.seq) return;
+  const tmp = `${headFile(file)}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
+  const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+  try {
+    const handle = await fs.promises.open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    try {
+      await handle.writeFile(`${JSON.stringify({ ...point, ...(seen?.base ? { base: seen.base } : {}) })}\n`);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    locked(file, () => {
+      const head = readHead(file);
+      if ((head && head.seq >= point.seq) || head?.base?.seq !== seen?.base?.seq || head?.base?.hash !== seen?.base?.hash) return;
+      fs.renameSync(tmp, headFile(file));
+    });
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
 }
 
 /** Which events to read (the HTTP query and the CLI's flags parse with this one schema). */

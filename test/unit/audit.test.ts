@@ -4,7 +4,19 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createUnauthenticatedSummary, UNAUTHENTICATED_SUMMARY } from '../../src/admin/unauthenticated-summary.js';
-import { appendAudit, readAudit, verifyAudit, type AuditEvent } from '../../src/store/audit.js';
+import { pino } from 'pino';
+import { until } from '../helpers/until.js';
+import { createAuditTrail } from '../../src/admin/audit-trail.js';
+import { createGroupCommit } from '../../src/fs/group-commit.js';
+import {
+  advanceHead,
+  advanceHeadAsync,
+  appendAudit,
+  appendAuditGrouped,
+  readAudit,
+  verifyAudit,
+  type AuditEvent,
+} from '../../src/store/audit.js';
 
 const dirs: string[] = [];
 const tmp = () => {
@@ -181,6 +193,90 @@ describe('audit log: the head kept beside the log shows lines cut off its end (L
     });
     appendAudit(file, event(5)); // an upgraded berth writes its first head with the next event
     expect(verifyAudit(file)).toEqual({ ok: true, lines: 6, files: 1 });
+  });
+});
+
+describe("audit log: a run's receipt line with its sync shared (group commit)", () => {
+  /** A group commit whose fdatasync finishes only when the test says so. */
+  const heldSyncs = () => {
+    const held: Array<() => void> = [];
+    const commit = createGroupCommit((fd, done) => held.push(() => fs.fdatasync(fd, done)));
+    return { commit, release: () => held.splice(0).forEach((go) => go()) };
+  };
+  const head = (file: string) => JSON.parse(fs.readFileSync(`${file}.head`, 'utf8'));
+
+  it('is in the chain once written; the head names it only once it is on disk, and never moves back', async () => {
+    const file = tmp();
+    for (let i = 0; i < 2; i++) appendAudit(file, event(i));
+    const { commit, release } = heldSyncs();
+    const { entry, synced } = appendAuditGrouped(file, { ...event(2), kind: 'run_receipt', digest: `sha256:${'a'.repeat(64)}` }, commit);
+    expect(entry).toMatchObject({ seq: 3, prev: JSON.parse(linesOf(file)[1] as string).hash });
+    expect(linesOf(file)).toHaveLength(3);
+    expect(head(file).seq).toBe(2); // not synced: no head names it
+    expect(verifyAudit(file)).toEqual({ ok: true, lines: 3, files: 1 });
+    // Another writer meanwhile (an admin action, the CLI) chains after it and writes its own head.
+    expect(appendAudit(file, event(3))).toMatchObject({ seq: 4, prev: entry.hash });
+    let done = false;
+    void synced.then(() => (done = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(done).toBe(false);
+    release();
+    await synced;
+    advanceHead(file, { seq: entry.seq, hash: entry.hash });
+    expect(head(file).seq).toBe(4);
+    expect(verifyAudit(file)).toEqual({ ok: true, lines: 4, files: 1 });
+  });
+
+  it("moves a lagging head up to the synced line and keeps the rotation's base", async () => {
+    const file = tmp();
+    const small = { rotateBytes: 600, keep: 2 };
+    for (let i = 0; i < 20; i++) appendAudit(file, event(i), small);
+    const before = head(file);
+    expect(before.base).toBeDefined();
+    const commit = createGroupCommit();
+    const { entry, synced } = appendAuditGrouped(file, event(20), commit, small);
+    await synced;
+    advanceHead(file, { seq: entry.seq, hash: entry.hash });
+    expect(head(file)).toEqual({ seq: 21, hash: entry.hash, base: before.base });
+    expect(verifyAudit(file).ok).toBe(true);
+  });
+
+  it('off the event loop: made whole aside, renamed in only if still ahead; never back, no file left over', async () => {
+    const file = tmp();
+    for (let i = 0; i < 3; i++) appendAudit(file, event(i));
+    const third = head(file);
+    const { entry, synced } = appendAuditGrouped(file, event(3), createGroupCommit());
+    await synced;
+    await advanceHeadAsync(file, { seq: entry.seq, hash: entry.hash });
+    expect(head(file)).toEqual({ seq: 4, hash: entry.hash });
+    await advanceHeadAsync(file, third); // an older point
+    expect(head(file).seq).toBe(4);
+    expect(names(file)).toEqual(['audit.jsonl', 'audit.jsonl.head']);
+    expect(verifyAudit(file)).toEqual({ ok: true, lines: 4, files: 1 });
+  });
+
+  it('the first line of a log is headed at once: a log with lines never lacks its head', async () => {
+    const file = tmp();
+    const { entry, synced } = appendAuditGrouped(file, event(0), createGroupCommit());
+    expect(head(file)).toEqual({ seq: 1, hash: entry.hash });
+    await synced;
+    expect(verifyAudit(file)).toEqual({ ok: true, lines: 1, files: 1 });
+  });
+
+  it("the trail's commit settles once the line is on disk, the head follows, and later lines chain on", async () => {
+    const file = tmp();
+    const trail = createAuditTrail(file, pino({ level: 'silent' }));
+    trail.record(event(0));
+    await Promise.all([1, 2, 3].map((i) => trail.commit({ ...event(i), kind: 'run_receipt', digest: `sha256:${'b'.repeat(64)}` })));
+    expect(linesOf(file)).toHaveLength(4);
+    await until(() => head(file).seq === 4); // off the event loop, after the group's sync
+    expect(head(file)).toMatchObject({ seq: 4, hash: JSON.parse(linesOf(file)[3] as string).hash });
+    await trail.commit(event(4));
+    trail.flush(); // shutdown: the head written now
+    expect(head(file).seq).toBe(5);
+    trail.record(event(5));
+    expect(trail.verify()).toEqual({ ok: true, lines: 6, files: 1 });
+    expect(trail.list({ kind: 'run_receipt', limit: 10 }).map((e) => e.seq)).toEqual([4, 3, 2]);
   });
 });
 

@@ -77,6 +77,7 @@ describe('the journal of a run', () => {
       { phase: 'failed', reason: 'IMAGE_MISSING' },
     ]);
     expect(openRuns(h.berth.store.get('p').paths.sessionsDir)).toEqual([]);
+    expect(h.berth.sessions.list(h.berth.store.get('p'), { tenantKey: 'web:alice' }).map((s) => s.runs)).toEqual([0]); // never counted
   });
 });
 
@@ -168,6 +169,19 @@ describe('what the launcher cannot do is refused before anything starts', () => 
 });
 
 describe('the session a run carries', () => {
+  it('counts the run while its container runs it, not after; once per run, an exec into a warm container too', async () => {
+    await using h = harness({ warm: true });
+    const runsOf = () => h.berth.sessions.list(h.berth.store.get('p'), { tenantKey: 'web:alice' }).map((s) => [s.runs, s.title]);
+    let ended = false;
+    const running = h.run('sleep 300').then((out) => ((ended = true), out));
+    await until(() => runsOf()[0]?.[0] === 1);
+    expect(ended).toBe(false);
+    expect(runsOf()).toEqual([[1, 'sleep 300']]); // a first message names the session
+    expect((await running).exitCode).toBe(0);
+    expect((await h.run('exit 0')).warm).toBe(true);
+    expect(runsOf()).toEqual([[2, 'sleep 300']]);
+  });
+
   it('is read once when the run starts; what changes while it runs (a level, an approved host) is kept when the run is counted', async () => {
     await using h = harness();
     const running = h.run('sleep 1000');
