@@ -226,7 +226,7 @@ describe('the OpenAPI document names every action', () => {
 });
 
 describe('the CLI', () => {
-  it('project pause|resume, runs stop (refused for an unknown run with NOT_FOUND, exit 23), runs show; a paused project refuses berth run (exit 33)', async () => {
+  it('project pause|resume, runs stop (refused for an unknown run with NOT_FOUND, exit 23), runs show; a paused project refuses berth run (exit 34)', async () => {
     await using h = unitHome();
     h.create({ name: 'bot', agent: 'shell' });
     const o = await h.run('bot', 'web:ann', 'echo shown');
@@ -241,7 +241,7 @@ describe('the CLI', () => {
       expect.stringMatching(/^paused bot \(since .+\): new runs are refused until "berth project resume bot"\n$/),
     ]);
     const refused = await runCli([...home, 'run', 'bot', '--user', 'web:ann', '--', 'echo no']);
-    expect(refused.code).toBe(33);
+    expect(refused.code).toBe(34);
     expect(refused.stderr).toMatch(/^PROJECT_PAUSED: project bot is paused since .+: upgrade/);
     expect(await runCli([...home, 'project', 'resume', 'bot'])).toMatchObject({ code: 0, stdout: 'resumed bot\n' });
     const stop = await runCli([...home, 'runs', 'stop', 'bot', 'rnothere']);
