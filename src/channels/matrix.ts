@@ -292,16 +292,16 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
 
   /**
    * A notice under a transaction id: the homeserver sends one event per id. An answer's id comes
-   * from the message it answers and its part, so the same answer sent again after a crash (the
-   * inbox had it answered, not yet replied) is the same send; a notice that answers nothing gets
-   * a fresh id. In a thread it is the thread's (with the reply fallback the spec asks for, for
+   * from the message it answers, its part and its text: sent again after a crash it is the same
+   * send, and another text for that message (its files' links) is no repeat (Synapse kept only the
+   * first); a notice answering nothing gets a fresh id. In a thread: the thread's (reply fallback for
    * clients without threads). A homeserver that still finds a part too large (M_TOO_LARGE: its
    * limit is lower) gets it in two halves, twice at most, rather than nothing.
    */
   async function sendNotice(chat: string, body: string, answerTo: string | undefined, part: string, halvings = 2): Promise<void> {
     const { room: roomId } = matrixChat(chat);
     try {
-      await putMessage(chat, { msgtype: 'm.notice', body }, answerTo, part);
+      await putMessage(chat, { msgtype: 'm.notice', body }, answerTo, `${part}\0${body}`);
     } catch (err) {
       const half = graphemeCut(body, Math.floor(body.length / 2));
       if (!(err instanceof ChannelApiError) || err.status !== 413 || halvings === 0 || half === 0 || half >= body.length) throw err;
@@ -349,7 +349,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     /** Uploaded, then its event (m.image, m.audio, m.video or m.file), in the thread when the chat is one. */
     async sendFile(chat, file, caption, about) {
       const url = await withOneRetry(log, 'media upload', () => files.upload(file, uploadLimit));
-      await putMessage(chat, files.content(file, url, caption), about?.answerTo, `file\0${file.name}`);
+      await putMessage(chat, files.content(file, url, caption), about?.answerTo, `file\0${file.name}\0${caption}`);
     },
     start() {
       loop ??= run();

@@ -16,6 +16,8 @@ import { until } from './until.js';
 export const SYNAPSE_IMAGE = 'berth-test-synapse:r1'; // scripts/ensure-synapse.sh names the same tag
 export const SERVER_NAME = 'localhost';
 const PORT = 8008;
+/** The media repository's upload limit, in MiB (Synapse's default is 50). */
+export const MAX_UPLOAD_MIB = 1;
 const LABEL = 'berth.test';
 const OWNER = 'berth.test.pid';
 
@@ -68,6 +70,8 @@ export function homeserverConfig(sharedSecret: string): string {
     federation_domain_whitelist: [],
     presence: { enabled: false },
     url_preview_enabled: false,
+    // Small, so a test can pass it: berth reads it from /_matrix/client/v1/media/config (m.upload.size).
+    max_upload_size: `${MAX_UPLOAD_MIB}M`,
     // The tests send bursts (15 messages while berth is down); Synapse's defaults are per real person.
     rc_message: loose(1000, 1000),
     rc_registration: loose(1000, 1000),

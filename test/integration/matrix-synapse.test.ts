@@ -310,6 +310,21 @@ describe('Matrix bridge against Synapse 1.160', () => {
     2 * RUN_MS,
   );
 
+  it(
+    "a file over Synapse's upload limit (its media config says 1 MiB) comes as a link after the answer (Synapse had dropped the link's notice: it reused the answer's transaction id)",
+    async () => {
+      const room = await dmOf(alice);
+      await alice.text(room, 'mkdir -p /workspace/outbox && head -c 1572864 /dev/zero > /workspace/outbox/big.bin && echo big');
+      const said = await noticesAtLeast(alice, room, 2);
+      expect(said[0]).toBe('big');
+      expect(said[1]).toMatch(
+        /^berth: the agent sent a file to open with your web chat login:\nbig\.bin \(1\.5 MB\): \S*\/chat\/api\/runs\/r\w+\/files\/big\.bin$/,
+      );
+      expect((await fromBot(alice, room)).filter((e) => e.content.msgtype !== 'm.notice')).toEqual([]);
+    },
+    2 * RUN_MS,
+  );
+
   it("doctor: the bot's token is ok; a logged-out token is M_UNKNOWN_TOKEN; a person's token is named as theirs", async () => {
     const matrix = h.berth.config.bridges.matrix!;
     const as = (token: string) =>
