@@ -24,7 +24,7 @@ test: setup
 	@./scripts/ensure-runsc.sh
 	@# Kubernetes: a real kube-apiserver, etcd and kubectl 1.20 built from Debian's packages, once (3.5 min), cached.
 	@./scripts/ensure-kube.sh >/dev/null
-	@# Matrix: a real Synapse (Debian sid's matrix-synapse 1.160) as a local image, built once (about 20 min), cached.
+	@# Matrix: a real Synapse (Debian sid's matrix-synapse 1.160) as a local image, built once (3-20 min), cached.
 	@./scripts/ensure-synapse.sh >/dev/null
 	@npm run --silent typecheck
 	@npm run --silent layers

@@ -2,10 +2,10 @@
 # A real Matrix homeserver for the tests: Debian sid's matrix-synapse (1.160 on this mirror), built
 # once into a local Docker image and cached. No registry exists here, so nothing is pulled: the root
 # is made by mmdebstrap from Debian's mirror and `docker import`ed. Bookworm has no Synapse and Debian
-# no Conduit or Dendrite (/work/shared/FACTS.md, "Real counterparts"). About 18 minutes the first
-# time (the install of Synapse's Python dependencies dominates); afterwards it exits at once.
+# no Conduit or Dendrite (/work/shared/FACTS.md, "Real counterparts"). 3 minutes here (18 were
+# measured on a loaded machine), the first time only; afterwards it exits at once.
 # Run by make test before the suite; the tests start one container per file (test/helpers/synapse.ts),
-# which writes its own homeserver.yaml. Prints the image's name.
+# which writes its own homeserver.yaml. Prints the image's name; progress goes to stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +27,7 @@ trap 'rm -rf "$WORK"' EXIT
 
 # The mirror is a dated snapshot: without Check-Valid-Until=false apt says "Release file ... is expired".
 # Docs, man pages and locales are left out (about a third of the root); Synapse needs none of them.
-echo "berth: building the test Synapse image from Debian sid, once (about 18 minutes) ..." >&2
+echo "berth: building the test Synapse image from Debian sid, once (3-20 minutes) ..." >&2
 nice -n 10 mmdebstrap --variant=apt --include=matrix-synapse,ca-certificates \
   --aptopt='Acquire::Check-Valid-Until "false"' \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
@@ -37,9 +37,9 @@ nice -n 10 mmdebstrap --variant=apt --include=matrix-synapse,ca-certificates \
   --customize-hook='chroot "$1" sh -c "install -d -o matrix-synapse -g \$(id -g matrix-synapse) -m 0750 /data"' \
   sid "$WORK/root.tar" http://deb.debian.org/debian >&2 || die "mmdebstrap failed (see above)"
 
-# /data (made above, owned by Debian's matrix-synapse system user, which has no group of its own) holds the helper's homeserver.yaml, copied
-# in before the start, and Synapse's SQLite database and media; the image's command runs Synapse from
-# there as that user.
+# /data (made above, owned by Debian's matrix-synapse system user) holds the helper's homeserver.yaml,
+# written at the start, and Synapse's SQLite database and media; the image's command runs Synapse
+# from there as that user (by number: the user has no group of its own).
 docker import \
   --change 'ENV LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1' \
   --change 'WORKDIR /data' \
