@@ -26,6 +26,8 @@ test: setup
 	@./scripts/ensure-kube.sh >/dev/null
 	@# TDLib (Telegram's own MarkdownV2 parser) from npm, outside the project's lock, once, cached.
 	@./scripts/ensure-tdlib.sh >/dev/null
+	@# Matrix: a real Synapse (Debian sid's matrix-synapse 1.160) as a local image, built once (3-20 min), cached.
+	@./scripts/ensure-synapse.sh >/dev/null
 	@npm run --silent typecheck
 	@npm run --silent layers
 	@# One shape for the code (prettier, .prettierrc.json): "npm run format" writes it.

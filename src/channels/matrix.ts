@@ -19,6 +19,7 @@ import {
 import { obj, str, list, type Json } from './json.js';
 import { ENCRYPTED_ROOM_NOTICE, isEncryptedMessage, toldRooms } from './matrix-encrypted.js';
 import { fetchGap, GAP_BOUNDS, joinGap } from './matrix-gap.js';
+import { matrixJoins } from './matrix-joins.js';
 import { afterArrival, isBotArrival, matrixChat, matrixChatOf, matrixMessage } from './matrix-timeline.js';
 import { encryptedFileName, encryptedFileNotice, MATRIX_FILE_LIMIT_BYTES, matrixFiles } from './matrix-files.js';
 import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
@@ -46,7 +47,6 @@ const MATRIX_BODY_BYTES = 56_000;
 const MATRIX_MAX_PARTS = 8;
 const SYNC_MS = 25_000;
 const MEMBERS_TTL_MS = 60 * 1000;
-const JOIN_QUEUE = 100;
 /** /messages pages one sync may ask for across its rooms (each room: GAP_BOUNDS.pages): many rooms back from downtime do not hold the sync for long. */
 const SYNC_GAP_PAGES = 100;
 
@@ -112,30 +112,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     return known.ids.size === 2 && known.ids.has(sender) && known.ids.has(config.user_id);
   }
 
-  /** Invites are joined one at a time beside the sync loop (a slow federation join never holds anyone's message), at most JOIN_QUEUE waiting. */
-  const joins: string[] = [];
-  let joining: Promise<void> | undefined;
-  const stopJoins = new AbortController();
-  function queueJoins(sync: Json) {
-    if (!config.auto_join) return;
-    for (const roomId of Object.keys(obj(obj(sync.rooms)?.invite) ?? {}))
-      if (joins.length < JOIN_QUEUE && !joins.includes(roomId)) joins.push(roomId);
-    pumpJoins();
-  }
-  function pumpJoins() {
-    const next = joining || stopped ? undefined : joins.shift();
-    if (next === undefined) return;
-    const signal = AbortSignal.any([stopJoins.signal, AbortSignal.timeout(15_000)]);
-    joining = call('POST', `/join/${room(next)}`, {}, signal)
-      .then(
-        () => undefined,
-        (err: Error) => log.warn({ err: err.message.slice(0, 200) }, 'could not join a room berth was invited to'),
-      )
-      .then(() => {
-        joining = undefined;
-        pumpJoins();
-      });
-  }
+  const joins = matrixJoins((roomId, signal) => call('POST', `/join/${room(roomId)}`, {}, signal), log);
 
   const readToken = () => {
     try {
@@ -272,7 +249,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
         attempt = 0;
         const next = str(sync.next_batch);
         if (since) await takeBatch(sync, since); // a new home's first sync is history: only its token (and its invites) are taken
-        queueJoins(sync);
+        if (config.auto_join) joins.queue(sync);
         if (next && next !== since) {
           atomicWriteFile(tokenFile, `${next}\n`);
           since = next;
@@ -292,16 +269,16 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
 
   /**
    * A notice under a transaction id: the homeserver sends one event per id. An answer's id comes
-   * from the message it answers and its part, so the same answer sent again after a crash (the
-   * inbox had it answered, not yet replied) is the same send; a notice that answers nothing gets
-   * a fresh id. In a thread it is the thread's (with the reply fallback the spec asks for, for
+   * from the message it answers, its part and its text: sent again after a crash it is the same
+   * send, and another text for that message (its files' links) is no repeat (Synapse kept only the
+   * first); a notice answering nothing gets a fresh id. In a thread: the thread's (reply fallback for
    * clients without threads). A homeserver that still finds a part too large (M_TOO_LARGE: its
    * limit is lower) gets it in two halves, twice at most, rather than nothing.
    */
   async function sendNotice(chat: string, body: string, answerTo: string | undefined, part: string, halvings = 2): Promise<void> {
     const { room: roomId } = matrixChat(chat);
     try {
-      await putMessage(chat, { msgtype: 'm.notice', body }, answerTo, part);
+      await putMessage(chat, { msgtype: 'm.notice', body }, answerTo, `${part}\0${body}`);
     } catch (err) {
       const half = graphemeCut(body, Math.floor(body.length / 2));
       if (!(err instanceof ChannelApiError) || err.status !== 413 || halvings === 0 || half === 0 || half >= body.length) throw err;
@@ -349,7 +326,7 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     /** Uploaded, then its event (m.image, m.audio, m.video or m.file), in the thread when the chat is one. */
     async sendFile(chat, file, caption, about) {
       const url = await withOneRetry(log, 'media upload', () => files.upload(file, uploadLimit));
-      await putMessage(chat, files.content(file, url, caption), about?.answerTo, `file\0${file.name}`);
+      await putMessage(chat, files.content(file, url, caption), about?.answerTo, `file\0${file.name}\0${caption}`);
     },
     start() {
       loop ??= run();
@@ -360,10 +337,9 @@ export function createMatrixBridge(ctx: ChannelContext<MatrixConfig>): ChannelTr
     async stop() {
       stopped = true;
       abort?.abort();
-      stopJoins.abort();
       stopGaps.abort();
       await loop;
-      await joining;
+      await joins.stop();
     },
     connected: () => live,
     async send(chat, text, about) {

@@ -45,6 +45,7 @@ async function setup(
   return { fake, mx, room, alice };
 }
 
+const textFileOf = (name: string, text: string) => ({ name, mime: 'text/plain', data: new Uint8Array(Buffer.from(text)) });
 const fetchOf = (t: ChannelTransport, ref: string, maxBytes = 1024 * 1024) =>
   t.fetchAttachment!(ref, { maxBytes, signal: AbortSignal.timeout(10_000) });
 const codeOf = async (p: Promise<unknown>) =>
@@ -207,6 +208,23 @@ describe('matrix: files out', () => {
     const sent = fake.repliesIn(room);
     expect(sent).toHaveLength(1);
     expect(sent[0]!.content['m.relates_to']).toMatchObject({ rel_type: 'm.thread', event_id: root.event_id });
+  });
+
+  it('texts and files answering one message are each their own event (a homeserver keeps one per transaction id); each sent again is not', async () => {
+    const { fake, mx, room } = await setup();
+    const about = { answerTo: '$answered-with-files' };
+    for (let i = 0; i < 2; i++) {
+      await mx.send(room, 'the answer', about);
+      await mx.send(room, 'berth: the agent sent a file to open with your web chat login: …', about);
+      await mx.sendFile!(room, textFileOf('reply.txt', 'the whole answer'), 'the answer, as a file', about);
+      await mx.sendFile!(room, textFileOf('reply.txt', 'a file the agent wrote'), '', about);
+    }
+    expect(fake.repliesIn(room).map((e) => [e.content.msgtype, e.content.body])).toEqual([
+      ['m.notice', 'the answer'],
+      ['m.notice', 'berth: the agent sent a file to open with your web chat login: …'],
+      ['m.file', 'the answer, as a file'],
+      ['m.file', 'reply.txt'],
+    ]);
   });
 
   it("the homeserver's upload limit is learnt from its media config; a bigger file is refused before the upload", async () => {
