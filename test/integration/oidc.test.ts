@@ -129,6 +129,7 @@ describe('the console, signed in with the provider', () => {
     expect(answer.status).toBe(403);
     expect(answer.body.error.code).toBe('PERMISSION_DENIED');
     expect(answer.body.error.message).toContain('viewer');
+    await vera.page.waitForSelector('#updated:has-text("may look, not act")');
     await screenshot(vera.page, 'oidc-console-viewer-390');
     await vera.context.close();
   });

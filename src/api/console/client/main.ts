@@ -17,13 +17,18 @@ const POLL_MS = 5000;
 
 type Pushed = ConsoleState & { live: LiveView | null };
 
-function render(s: ConsoleState, live?: LiveView | null): void {
+/** Who this page's sign-in is (the state answer says; the live stream is shared and does not): a viewer is told they only look. */
+let you: { role: string; who?: string; can_act: boolean } | undefined;
+
+function render(s: ConsoleState & { you?: typeof you }, live?: LiveView | null): void {
+  if (s.you) you = s.you;
   renderWaiting(s.waiting, refresh);
   renderCharts(s.series);
   renderRuns(s.runs, refresh);
   renderProjects(s, refresh);
   if (live !== undefined) renderLive(live);
-  $('updated').textContent = 'updated ' + s.at.slice(11, 19) + (stream ? ' · live' : '');
+  const viewer = you && !you.can_act ? ' · ' + (you.who ?? 'you') + ' may look, not act (viewer)' : '';
+  $('updated').textContent = 'updated ' + s.at.slice(11, 19) + (stream ? ' · live' : '') + viewer;
   void showDetail(true);
 }
 
