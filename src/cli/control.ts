@@ -48,6 +48,7 @@ export const CONTROL_COMMANDS: Record<string, Command> = {
           `${e.method} ${e.host}:${e.port} → ${e.status}${e.reason ? ` (${e.reason})` : ''}${e.secret ? ` secret ${e.secret}` : ''}`,
         );
       if (d.secrets.granted.length) line('secrets', `granted ${d.secrets.granted.join(', ')}; used ${d.secrets.used.join(', ') || 'none'}`);
+      for (const f of r?.files_in ?? []) line('file in', `${printable(f.path)} (${f.size} bytes)`);
       for (const f of d.files_out) line('file out', `${f.name} (${f.size} bytes)`);
       if (r?.answer) io.out(`--- answer\n${r.answer.split('\n').map(printable).join('\n')}\n`);
       if (r?.stderr) io.out(`--- stderr\n${r.stderr.split('\n').map(printable).join('\n')}\n`);

@@ -92,5 +92,6 @@ export function toRunRecord(o: Omit<RunOutcome, 'record'>, spec: AskedSpec, tena
       : {}),
     ...(o.moreSteps ? { more_steps: o.moreSteps } : {}),
     ...(o.schedule ? { schedule: o.schedule } : {}),
+    ...(o.files?.in?.saved.length ? { files_in: o.files.in.saved.slice(0, 100).map((f) => ({ path: f.path, size: f.size })) } : {}),
   };
 }

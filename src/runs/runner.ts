@@ -36,7 +36,7 @@ import {
   type RunContext,
   type RunIdentityContext,
 } from './run-context.js';
-import { toRunRecord, type RunOutcome } from './run-record.js';
+import { toRunRecord, type RunFiles, type RunOutcome } from './run-record.js';
 import type { ApprovalListener } from '../store/approvals.js';
 import { openRunSockets, type OpenSockets, type RunSocketsConfig } from './run-sockets.js';
 import { progressTap, type ProgressListener } from './progress-tap.js';
@@ -290,7 +290,12 @@ export function createRunner(deps: {
         await accepted;
         // A drain that ran out of time while this run waited or prepared: no container for it.
         if (stop.aborted) throw new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start');
-        return withRunFiles(ctx, spec, await execute(ctx, spec, plan, home, onCreated, { halt, stopRun, answered }, lease), landed.in);
+        return withRunFiles(
+          ctx,
+          spec,
+          await execute(ctx, spec, plan, home, onCreated, { halt, stopRun, answered, filesIn: landed.in }, lease),
+          landed.in,
+        );
       } catch (err) {
         if (lease) await warmSessions?.release(lease); // never used (a plan or mount check failed, berth is stopping): not kept
         throw err;
@@ -343,7 +348,7 @@ export function createRunner(deps: {
     plan: RunPlan,
     home: string,
     onCreated: (containerId: string) => void,
-    stopping: { halt: RunHalt; stopRun: (reason: string) => void; answered: AbortController },
+    stopping: { halt: RunHalt; stopRun: (reason: string) => void; answered: AbortController; filesIn?: RunFiles['in'] },
     lease?: WarmLease,
   ): Promise<RunOutcome> {
     const { halt, stopRun } = stopping;
@@ -385,6 +390,7 @@ export function createRunner(deps: {
       runtime: plan.runtime,
       workspaceRoot: ctx.workspace.dir,
       ...(spec.kind === 'message' && spec.schedule ? { schedule: spec.schedule } : {}),
+      ...(stopping.filesIn ? { files: { in: stopping.filesIn } } : {}),
       warnings: [
         ...plan.warnings,
         ...(stoppedFor ? [`${STOPPED_WARNING}${stoppedFor}`] : []),

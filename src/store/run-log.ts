@@ -44,6 +44,11 @@ export const RunRecordSchema = z.object({
       "The agent's tool calls as berth read them from its output (Claude Code, Codex; the shell when watched), in order; absent when its output has no steps.",
     ),
   more_steps: z.number().int().optional().describe('Steps past the ones kept.'),
+  files_in: z
+    .array(z.object({ path: z.string().max(1024), size: z.number().int() }))
+    .max(100)
+    .optional()
+    .describe("What landed in the workspace's inbox/ for this message (paths and sizes, never the bytes)."),
   schedule: z
     .string()
     .optional()

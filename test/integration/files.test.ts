@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { cli, testHome, type TestHome } from '../helpers.js';
+import { readRunRecords } from '../../src/store/run-log.js';
 
 /**
  * Files in and out through the run API, end to end on the engine (shell preset): a file sent in
@@ -56,6 +57,12 @@ describe('files through the run API (shell preset, real containers)', () => {
       refused: [{ name: 'big.bin', reason: 'too_big', size: 1024 * 1024 + 1 }],
       notice: expect.stringContaining('big.bin: too big'),
     });
+    // The run's record keeps what landed (paths and sizes): the console's run view and `berth runs show` list them.
+    const { records } = readRunRecords(h.berth.store.get('files').paths.sessionsDir, { keep: (x) => x.run === r.body.run, limit: 1 });
+    expect(records[0]?.files_in).toEqual([
+      { path: 'inbox/notes.txt', size: 22 },
+      { path: 'inbox/empty', size: 0 },
+    ]);
   });
 
   it('a file written to /workspace/outbox/ comes back in the answer, downloadable with the token only, and is not sent twice', async () => {

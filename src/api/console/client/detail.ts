@@ -118,6 +118,7 @@ function renderRun(box: HTMLElement, d: RunDetail & { audit: AuditEntry[] }, aga
         'secrets',
         d.secrets.granted.length ? 'granted ' + d.secrets.granted.join(', ') + '; used ' + (d.secrets.used.join(', ') || 'none') : 'none',
       ],
+      ['files in', (r?.files_in ?? []).map((f) => f.path + ' (' + f.size + ' B)').join(', ') || 'none'],
       ['files out', d.files_out.map((f) => f.name + ' (' + f.size + ' B)').join(', ') || 'none'],
       [
         'receipt',
