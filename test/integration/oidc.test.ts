@@ -109,6 +109,14 @@ describe('the console, signed in with the provider', () => {
     const s = await state(alice.page);
     expect(s.status).toBe(200);
     expect(s.body.you).toEqual({ role: 'operator', who: 'alice@example.org', can_act: true });
+    // An operator signed in with the provider acts as the admin token's operator does: pause and resume a project.
+    const act = (path: string) =>
+      alice.page.evaluate(async (p) => {
+        const r = await fetch(p, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        return r.status;
+      }, path);
+    expect(await act('/console/api/projects/helper/pause')).toBe(200);
+    expect(await act('/console/api/projects/helper/resume')).toBe(200);
     await screenshot(alice.page, 'oidc-console-operator-1280');
     await alice.context.close();
   });
