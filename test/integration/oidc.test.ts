@@ -117,6 +117,8 @@ describe('the console, signed in with the provider', () => {
       }, path);
     expect(await act('/console/api/projects/helper/pause')).toBe(200);
     expect(await act('/console/api/projects/helper/resume')).toBe(200);
+    const paused = h.berth.audit.list({ limit: 20 } as never).find((l) => l.action === 'project.pause');
+    expect(paused?.actor).toBe('oidc:alice@example.org');
     await screenshot(alice.page, 'oidc-console-operator-1280');
     await alice.context.close();
   });

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { parseOrThrow } from '../../config/parse.js';
 import { BerthError } from '../../base/errors.js';
 import { fromOwnOrigin } from '../../bridges/web-cookie.js';
-import type { AuditTrail } from '../../admin/audit-trail.js';
+import { identifyActor, type AuditTrail } from '../../admin/audit-trail.js';
 import { APPROVAL_DECISIONS } from '../../store/approvals.js';
 import { AuditFilterSchema } from '../../store/audit.js';
 import { isAdminBearer } from '../auth.js';
@@ -49,7 +49,10 @@ export function registerConsoleRoutes(
       const who = deps.logins.verify(login, deps.token);
       return who ? [{ via: 'login' as const, login, ...who }] : [];
     });
-    return live.find((l) => l.role === 'operator') ?? live[0];
+    const caller = live.find((l) => l.role === 'operator') ?? live[0];
+    // A person signed in with the provider is named in the audit log as themselves, not as "admin".
+    if (caller?.who) identifyActor(`oidc:${caller.who}`);
+    return caller;
   };
   const signedIn = (c: Context) => callerOf(c) !== undefined;
   const operatorOnly = (c: Context): ConsoleCaller => {
