@@ -20,6 +20,7 @@ import { bearerAuth } from './auth.js';
 import type { SignInFor } from './oidc/flows.js';
 import { ssoLinkFor } from './oidc/pages.js';
 import type { LogEnv, OidcDeps } from './oidc/routes.js';
+import type { TenantData } from '../admin/tenant-data.js';
 import { registerSignInRoutes } from './sign-in-routes.js';
 import { createConsoleLogins, type ConsoleLogins } from '../store/console-logins.js';
 import { homePaths } from '../config/home.js';
@@ -89,6 +90,8 @@ export interface AppDeps {
   consoleLogins?: ConsoleLogins;
   /** Schedules (/api/…/schedules); without it those routes are not served. */
   schedules?: () => ScheduleService;
+  /** A person's data: export, forget, frozen (/api/…/tenants/…); without it those routes are not served. */
+  tenants?: () => TenantData;
   /** berth.yaml's sign-in provider and public URL, read at each sign-in (api/oidc). */
   oidc?: OidcDeps['settings'];
 }
@@ -106,6 +109,7 @@ export interface AppSources {
   readonly fileTools: FileTools;
   readonly audit?: AuditTrail;
   readonly schedules?: ScheduleService;
+  readonly tenants?: TenantData;
   readonly metrics: Metrics;
   /** A token that may read /metrics only; whoever builds the sources reads it (BERTH_METRICS_TOKEN). */
   readonly metricsToken?: string;
@@ -127,6 +131,7 @@ export function appDepsFrom(berth: AppSources, opts: { token: string; logger: Lo
     metrics: berth.metrics,
     metricsToken: berth.metricsToken,
     ...(berth.schedules ? { schedules: () => berth.schedules as ScheduleService } : {}),
+    ...(berth.tenants ? { tenants: () => berth.tenants as TenantData } : {}),
     consoleLogins: createConsoleLogins(berth.home === undefined ? undefined : join(homePaths(berth.home).stateDir, 'console-logins')),
     ...opts,
   };

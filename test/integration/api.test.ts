@@ -141,6 +141,9 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
       '/api/projects/{name}/sessions/{sessionId}/token',
       '/api/projects/{name}/shared/{area}',
       '/api/projects/{name}/tenants/{tenant}',
+      '/api/projects/{name}/tenants/{tenant}/export',
+      '/api/projects/{name}/tenants/{tenant}/forget',
+      '/api/projects/{name}/tenants/{tenant}/unfreeze',
       '/api/projects/{name}/workflows',
       '/api/projects/{name}/workflows/{workflow}/runs',
       '/api/projects/{name}/workspaces',
@@ -150,6 +153,7 @@ describe('HTTP admin API (in memory, real store and engine)', () => {
       '/api/strangers',
       '/api/strangers/{sender}/approve',
       '/api/strangers/{sender}/deny',
+      '/api/tenants/frozen',
       '/healthz',
       '/metrics',
     ]);

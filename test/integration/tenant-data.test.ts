@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tenantDigest } from '../../src/admin/tenant-data.js';
 import { isBerthError } from '../../src/base/errors.js';
+import { pino } from 'pino';
+import { appDepsFrom, createApp } from '../../src/api/app.js';
 import { testHome, type TestHome } from '../helpers.js';
 import { runCli } from '../helpers/cli-main.js';
 
@@ -90,6 +92,26 @@ describe('berth tenant export and forget', () => {
     const bob = await h.run('kept', 'web:bob', 'cat bob.txt', 'low');
     expect(bob.stdout).toBe('bob-secret\n');
   }, 60_000);
+
+  it('the API does the same: the archive streamed back, forget with its confirmation, frozen listed', async () => {
+    const app = createApp(appDepsFrom(h.berth, { token: 'tenant-api-token-0123456789', logger: pino({ level: 'silent' }) }));
+    const auth = { authorization: 'Bearer tenant-api-token-0123456789' };
+    const tar = await app.request('/api/projects/kept/tenants/web%3Abob/export', { method: 'POST', headers: auth });
+    expect(tar.status).toBe(200);
+    expect(tar.headers.get('content-type')).toBe('application/x-tar');
+    const file = join(dir, 'bob-api.tar');
+    fs.writeFileSync(file, Buffer.from(await tar.arrayBuffer()));
+    expect(read(file, 'manifest.json')).toContain('"tenant": "web:bob"');
+    const wrong = await app.request('/api/projects/kept/tenants/web%3Abob/forget', {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ confirm: 'web:alice' }),
+    });
+    expect(wrong.status).toBe(400);
+    const frozen = await app.request('/api/tenants/frozen', { headers: auth });
+    expect(await frozen.json()).toEqual({ frozen: [] });
+    expect(fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith('berth-tenant-export-'))).toEqual([]);
+  });
 
   it('an unknown project is PROJECT_NOT_FOUND, and an archive is never half-written over an existing file', async () => {
     await expect(h.berth.tenants.export('nope', 'web:alice', join(dir, 'x.tar'))).rejects.toSatisfy(
