@@ -55,6 +55,7 @@ import {
   sessionOfToken,
   asksForBearer,
   hasDotSegment,
+  hasBadPercent,
 } from './request-checks.js';
 
 export interface AppDeps {
@@ -191,6 +192,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     if (hasDotSegment(raw))
       throw new BerthError('CONFIG_INVALID', 'the URL path has "." or ".." segments', {
         issues: [{ field: 'path', reason: 'must not contain . or .. segments (also percent-encoded)' }],
+      });
+    if (hasBadPercent(raw))
+      throw new BerthError('CONFIG_INVALID', 'the URL path has a "%" that is not percent-encoding', {
+        issues: [{ field: 'path', reason: 'a "%" must start a %XX escape (write %25 for a "%")' }],
       });
     await next();
   });

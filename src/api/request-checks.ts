@@ -77,6 +77,11 @@ export function asksForBearer(path: string): boolean {
 }
 
 /** "." or ".." as a path segment, also percent-encoded ("%2e%2e"). */
+/** A "%" in the path that starts no %XX escape: routers would pass it on as a literal character, unchecked. */
+export function hasBadPercent(rawPath: string): boolean {
+  return /%(?![0-9A-Fa-f]{2})/.test(rawPath.split('?')[0] ?? '');
+}
+
 export function hasDotSegment(rawPath: string): boolean {
   const path = rawPath.split('?')[0] ?? '';
   return path.split('/').some((seg) => {

@@ -92,4 +92,14 @@ describe('the HTTP app (app.request, in-memory launcher)', () => {
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({ error: { code: 'CONFIG_INVALID', issues: [expect.objectContaining({ field: 'name' })] } });
   });
+
+  it('a "%" in the path that starts no escape is refused naming the path, not passed on as a tenant key; %25 is a "%"', async () => {
+    await using h = unitHome();
+    h.create({ name: 'bot', agent: 'shell' });
+    const app = appOf(h);
+    const bad = await app.request('/api/projects/bot/tenants/%', { headers: auth });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { code: 'CONFIG_INVALID', issues: [{ field: 'path' }] } });
+    expect((await app.request('/api/projects/bot/tenants/web%3Aa%25b', { headers: auth })).status).toBe(200);
+  });
 });

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { AdminService } from '../../admin/service.js';
 import type { AuditTrail } from '../../admin/audit-trail.js';
 import { ProjectNameSchema } from '../../config/metadata.js';
+import { ModelBudgetSchema } from '../../config/outbound.js';
 import { PermissionLevelSchema, SessionIdSchema, SessionRecordSchema, SessionSettingsSchema } from '../../config/session.js';
 import type { AuditEntry } from '../../store/audit.js';
 import { AuditEntrySchema } from '../../store/audit.js';
@@ -97,7 +98,7 @@ export const TenantDetailSchema = z.object({
     run_ms: z.number(),
     model_requests: z.number().int(),
     tokens: z.number().int(),
-    budget: z.record(z.string(), z.unknown()),
+    budget: ModelBudgetSchema,
   }),
   schedules: z.array(
     z.object({
