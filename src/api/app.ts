@@ -54,8 +54,7 @@ import {
   chatNamingItsUser,
   sessionOfToken,
   asksForBearer,
-  hasDotSegment,
-  hasBadPercent,
+  checkRawPath,
 } from './request-checks.js';
 
 export interface AppDeps {
@@ -186,17 +185,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     c.header('x-request-id', requestId);
     log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - t0) }, 'request');
   });
-  // The URL parser resolves "/a/../b" before routing: a request naming dot segments is refused, not rerouted.
+  // The URL parser resolves "/a/../b" before routing, and passes a stray "%" on: such paths are refused, not rerouted.
   app.use('*', async (c, next) => {
-    const raw = (c.env as { incoming?: { url?: string } } | undefined)?.incoming?.url ?? new URL(c.req.url).pathname;
-    if (hasDotSegment(raw))
-      throw new BerthError('CONFIG_INVALID', 'the URL path has "." or ".." segments', {
-        issues: [{ field: 'path', reason: 'must not contain . or .. segments (also percent-encoded)' }],
-      });
-    if (hasBadPercent(raw))
-      throw new BerthError('CONFIG_INVALID', 'the URL path has a "%" that is not percent-encoding', {
-        issues: [{ field: 'path', reason: 'a "%" must start a %XX escape (write %25 for a "%")' }],
-      });
+    checkRawPath((c.env as { incoming?: { url?: string } } | undefined)?.incoming?.url ?? new URL(c.req.url).pathname);
     await next();
   });
   // /docs checks the token itself: a browser signs in with a form, not a header. /chat is the

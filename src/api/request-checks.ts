@@ -77,9 +77,16 @@ export function asksForBearer(path: string): boolean {
 }
 
 /** "." or ".." as a path segment, also percent-encoded ("%2e%2e"). */
-/** A "%" in the path that starts no %XX escape: routers would pass it on as a literal character, unchecked. */
-export function hasBadPercent(rawPath: string): boolean {
-  return /%(?![0-9A-Fa-f]{2})/.test(rawPath.split('?')[0] ?? '');
+/** A path as sent, before routing: no "." or ".." segments (also %2e), no "%" that starts no %XX escape (routers pass it on as a literal). */
+export function checkRawPath(raw: string): void {
+  if (hasDotSegment(raw))
+    throw new BerthError('CONFIG_INVALID', 'the URL path has "." or ".." segments', {
+      issues: [{ field: 'path', reason: 'must not contain . or .. segments (also percent-encoded)' }],
+    });
+  if (/%(?![0-9A-Fa-f]{2})/.test(raw.split('?')[0] ?? ''))
+    throw new BerthError('CONFIG_INVALID', 'the URL path has a "%" that is not percent-encoding', {
+      issues: [{ field: 'path', reason: 'a "%" must start a %XX escape (write %25 for a "%")' }],
+    });
 }
 
 export function hasDotSegment(rawPath: string): boolean {
