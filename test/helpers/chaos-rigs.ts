@@ -125,13 +125,14 @@ async function matrixRig(): Promise<ChaosRig> {
 
 async function webhookRig(): Promise<ChaosRig> {
   const secret = 'chaos-webhook-secret-0123456789abcdef';
-  const got: Array<{ user: string; reply: string }> = [];
+  // What the person is sent: an answer ({reply}) or one of berth's notices ({notice}: a refusal, a link, a delivery given up).
+  const got: Array<{ user: string; reply?: string; notice?: string }> = [];
   const receiver = http.createServer((req, res) => {
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', () => {
       try {
-        got.push(JSON.parse(body) as { user: string; reply: string });
+        got.push(JSON.parse(body) as { user: string; reply?: string; notice?: string });
       } catch {
         // not berth's
       }
@@ -174,7 +175,7 @@ async function webhookRig(): Promise<ChaosRig> {
       }
       throw new Error('berth never took the webhook');
     },
-    replies: (n) => got.filter((g) => g.user === `u${n}`).map((g) => g.reply),
+    replies: (n) => got.flatMap((g) => (g.user === `u${n}` ? [g.reply ?? g.notice ?? ''] : [])),
     close: async () => void receiver.close(),
   };
 }

@@ -96,8 +96,11 @@ describe.each(Object.keys(CHAOS_RIGS))('chaos: the %s bridge', (name) => {
         kills: killed,
       };
       console.log(`bridge chaos (${name}): ${JSON.stringify(counts)}`);
-      for (const m of sent.filter((x) => outcome(x).answered + outcome(x).failed === 0))
+      for (const m of sent.filter((x) => outcome(x).answered + outcome(x).failed === 0)) {
         console.log(`lost ${m.id}: replies to its person: ${JSON.stringify(rig.replies(m.person).slice(-4))}`);
+        // Where it got to, by berth's own journals (its inbox entry's phases, its run's): for whoever reads a failure.
+        for (const line of journalLinesAbout(join(home, '.berth'), `echo ${m.id} >>`)) console.log(`  ${line.slice(0, 400)}`);
+      }
       expect(counts.kills).toBe(KILLS);
       expect(counts.lost).toBe(0);
       expect(counts.duplicates).toBe(0);
@@ -112,3 +115,19 @@ describe.each(Object.keys(CHAOS_RIGS))('chaos: the %s bridge', (name) => {
     }
   }, 300_000);
 });
+
+/** Lines of berth's JSON-lines journals below dir that mention `needle` (at most 20). */
+function journalLinesAbout(dir: string, needle: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      if (out.length >= 20) return;
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.isFile() && e.name.endsWith('.jsonl'))
+        for (const l of fs.readFileSync(p, 'utf8').split('\n')) if (l.includes(needle) && out.length < 20) out.push(`${e.name}: ${l}`);
+    }
+  };
+  if (fs.existsSync(dir)) walk(dir);
+  return out;
+}
