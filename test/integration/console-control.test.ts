@@ -194,4 +194,20 @@ describe('the console as a control plane', () => {
     expect(pageErrors).toEqual([]);
     await page.context().close();
   }, 60_000);
+
+  it('at desktop width (1280 px): a tenant and a session open from the run view, as on the phone', async () => {
+    const page = await signIn(1280);
+    const run = h.berth.admin.listRuns('ops', { user: 'web:alice', limit: 10 }).runs.at(-1);
+    await page.goto(`${base}/console#run/ops/${run?.run}`);
+    await page.waitForFunction(() => !!document.querySelector('#detail pre.answer'));
+    await page.click('#detail dl.facts a:text-is("web:alice")');
+    await page.waitForFunction(() => (document.querySelector('#detail h2')?.textContent ?? '').startsWith('Tenant web:alice'));
+    await screenshot(page, 'console-tenant-1280');
+    await page.click('#detail-sessions table tbody tr:first-child a');
+    await until(async () => (await page.textContent('#detail h2'))?.startsWith('Session'), 'the session view');
+    expect(await page.textContent('#detail .transcript')).toContain('echo hello from alice');
+    await screenshot(page, 'console-session-1280');
+    expect(pageErrors).toEqual([]);
+    await page.context().close();
+  }, 60_000);
 });
