@@ -77,16 +77,19 @@ export function asksForBearer(path: string): boolean {
 }
 
 /** "." or ".." as a path segment, also percent-encoded ("%2e%2e"). */
-/** A path as sent, before routing: no "." or ".." segments (also %2e), no "%" that starts no %XX escape (routers pass it on as a literal). */
+/** A path as sent, before routing: no "." or ".." segments (also %2e), and percent-encoding that decodes (routers pass a bad one on as literal text). */
 export function checkRawPath(raw: string): void {
   if (hasDotSegment(raw))
     throw new BerthError('CONFIG_INVALID', 'the URL path has "." or ".." segments', {
       issues: [{ field: 'path', reason: 'must not contain . or .. segments (also percent-encoded)' }],
     });
-  if (/%(?![0-9A-Fa-f]{2})/.test(raw.split('?')[0] ?? ''))
-    throw new BerthError('CONFIG_INVALID', 'the URL path has a "%" that is not percent-encoding', {
-      issues: [{ field: 'path', reason: 'a "%" must start a %XX escape (write %25 for a "%")' }],
+  try {
+    decodeURIComponent(raw.split('?')[0] ?? '');
+  } catch {
+    throw new BerthError('CONFIG_INVALID', 'the URL path is not valid percent-encoding', {
+      issues: [{ field: 'path', reason: 'a "%" must start a %XX escape of UTF-8 (write %25 for a "%")' }],
     });
+  }
 }
 
 export function hasDotSegment(rawPath: string): boolean {

@@ -100,6 +100,7 @@ describe('the HTTP app (app.request, in-memory launcher)', () => {
     const bad = await app.request('/api/projects/bot/tenants/%', { headers: auth });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({ error: { code: 'CONFIG_INVALID', issues: [{ field: 'path' }] } });
+    expect((await app.request('/api/projects/bot/tenants/%ff%fe', { headers: auth })).status).toBe(400); // not UTF-8
     expect((await app.request('/api/projects/bot/tenants/web%3Aa%25b', { headers: auth })).status).toBe(200);
   });
 });

@@ -37,7 +37,7 @@ export function registerTenantDataRoutes(app: OpenAPIHono, tenants: () => Tenant
     }),
     async (c) => {
       const { name, tenant } = c.req.valid('param');
-      if (exporting) throw new BerthError('BUSY', 'another export is being written; try again when it is done', { retry_after: 5 });
+      if (exporting) throw new BerthError('BUSY', 'another export is being written; try again when it is done');
       exporting = true;
       const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-tenant-export-'));
       const done = () => {
