@@ -26,6 +26,8 @@ export function shellTraceReader(source?: string): ProgressReader & { takeStderr
   let open = 0;
   // Trace records still to come of the pipeline the current step is: part of it, no step.
   let absorb = 0;
+  // The current step is a pipeline of the source (its sides' words may still come on later lines).
+  let inPipeline = false;
 
   const start = (label: string, at: number): ProgressUpdate[] => {
     const updates = current ? steps.end(current, 'ended', undefined, at) : [];
@@ -36,15 +38,23 @@ export function shellTraceReader(source?: string): ProgressReader & { takeStderr
   const record = (command: string, at: number): ProgressUpdate[] => {
     // berth's own no-network wget (agent-command.ts) is not a step of the person's.
     if (isShellWrapperTrace(command)) return [];
-    if (absorb > 0) {
+    // A record that is the next command is not absorbed: under load it can come before a side's.
+    if (absorb > 0 && (cursor >= units.length || matchShellUnit(units, command, cursor) !== cursor)) {
       absorb--;
       return [];
     }
     // Past the steps a run keeps, no label is kept: nothing to match (a loop's thousands of lines cost no search).
     const found = units.length && steps.more === 0 ? matchShellUnit(units, command, cursor) : undefined;
-    if (found === undefined) return command.trim() === '' ? [] : start(command, at);
-    cursor = found + 1;
+    if (found === undefined) {
+      if (command.trim() === '') return [];
+      inPipeline = false;
+      return start(command, at);
+    }
     const unit = units[found]!;
+    // A pipeline behind the cursor: a side of one already shown, traced late, never a step of its own.
+    if (unit.kind === 'pipeline' && found < cursor) return [];
+    cursor = found + 1;
+    inPipeline = unit.kind === 'pipeline';
     if (unit.kind === 'pipeline') {
       absorb = unit.size - 1;
       return start(unit.text, at);
@@ -57,6 +67,8 @@ export function shellTraceReader(source?: string): ProgressReader & { takeStderr
       // A line of a record whose prefix came on an earlier line (its sides interleaved).
       if (open > 0) {
         open--;
+        // The rest of an interleaved pipeline's words: part of its step, unless it is the next command.
+        if (inPipeline && (cursor >= units.length || matchShellUnit(units, line, cursor) !== cursor)) return [];
         return line.trim() === '' && absorb === 0 ? [] : record(line, at);
       }
       stderr += `${line}\n`;

@@ -318,7 +318,7 @@ describe('Matrix bridge against Synapse 1.160', () => {
       const said = await noticesAtLeast(alice, room, 2);
       expect(said[0]).toBe('big');
       expect(said[1]).toMatch(
-        /^berth: the agent sent a file to open with your web chat login:\nbig\.bin \(1\.5 MB\): \S*\/chat\/api\/runs\/r\w+\/files\/big\.bin$/,
+        /^berth: the agent sent a file to open at its link:\nbig\.bin \(1\.5 MB\): \S*\/chat\/api\/runs\/r\w+\/files\/big\.bin\?\S+$/,
       );
       expect((await fromBot(alice, room)).filter((e) => e.content.msgtype !== 'm.notice')).toEqual([]);
     },

@@ -83,11 +83,23 @@ describe('the shell trace read with its source', () => {
       'ls -la',
     ]);
     const pipe = 'cat a 2>/dev/null | wc -l; echo ok';
-    for (const trace of [`${P}cat a\n${P}wc -l\n`, `${P}${P}wc -l\ncat a\n`, `${P}${P}catwc a -l\n\n`, `${P}cat${P} awc -l\n\n`]) {
+    for (const trace of [
+      `${P}cat a\n${P}wc -l\n`,
+      `${P}${P}wc -l\ncat a\n`,
+      `${P}${P}catwc a -l\n\n`,
+      `${P}cat${P} awc -l\n\n`,
+      `${P}wc${P}cat -l\na\n`,
+    ]) {
       const summary = feed(pipe, `${trace}${P}echo ok\n`);
       expect(summary.steps.map((s) => s.detail)).toEqual(['cat a 2>/dev/null | wc -l', 'echo ok']);
       expect(summary.stderr).toBe('');
     }
+  });
+
+  it("a pipeline's side traced after the next command (a loaded machine): the next command is still its own step", () => {
+    const source = 'cat a 2>/dev/null | wc -l; cat b 2>&1 >/dev/null | wc -l; echo bye >&2';
+    const summary = feed(source, `${P}cat a\n${P}wc -l\n${P}wc -l\n${P}echo bye\n${P}cat b\n`);
+    expect(summary.steps.map((s) => s.detail)).toEqual(['cat a 2>/dev/null | wc -l', 'cat b 2>&1 >/dev/null | wc -l', 'echo bye >&2']);
   });
 
   it('a loop traces its commands again: each time with its redirections; an unmatched trace keeps its words', () => {
