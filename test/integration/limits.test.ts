@@ -96,12 +96,13 @@ describe('limits (real containers)', () => {
         big.warnings.filter((w) => !/^container lost: it (ran out of memory \(limits\.memory_mb\)|stopped \(status 137\))$/.test(w)),
       ).toEqual([]);
     } else {
-      // runc kills the process; the shell goes on. (Once, in a fresh run's warm tier, the shell
-      // printed nothing: what the run says is in the message, to tell why next time.)
-      expect(
-        big.stdout,
-        JSON.stringify({ exitCode: big.exitCode, warm: big.warm, stderr: big.stderr.slice(0, 400), warnings: big.warnings }),
-      ).toMatch(/^exit (137|1)\n$/);
+      // runc: the kernel's OOM killer takes a process of the container's cgroup. Mostly it is tail
+      // and the shell goes on ("exit 137"); in the warm and pool tiers it has twice taken the whole
+      // exec (137, nothing printed). Either way the memory held; what is refused is anything else:
+      // no kill, a timeout, or a shell that printed something other than tail's end.
+      const said = JSON.stringify({ exitCode: big.exitCode, warm: big.warm, stderr: big.stderr.slice(0, 400), warnings: big.warnings });
+      if (big.stdout === '') expect(big.exitCode, said).toBe(137);
+      else expect(big.stdout, said).toMatch(/^exit (137|1)\n$/);
     }
     expect((await h.run('memory', 'web:a', 'echo fine')).stdout).toBe('fine\n');
   });
