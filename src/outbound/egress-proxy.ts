@@ -5,7 +5,6 @@ import https from 'node:https';
 import net from 'node:net';
 import type { Duplex, Readable } from 'node:stream';
 import tls from 'node:tls';
-import zlib from 'node:zlib';
 import type { Logger } from 'pino';
 import type { BerthConfig } from '../config/berth-config.js';
 import { EGRESS_BOUNDS } from '../config/bounds.js';
@@ -17,6 +16,7 @@ import type { Approvals } from './approvals.js';
 import { createEgressDecision, unreachableWhy, type Resolve } from './egress-decision.js';
 import { peekBody, sendBody, type PeekedBody } from './body-peek.js';
 import { DECOY_STOP, type Honeytokens } from './honeytokens.js';
+import { DECODERS, HOP, TLS_VERIFY_ERRORS, defaultPort, splitHostPort, type Target } from './egress-target.js';
 import type { EgressCa } from './egress-ca.js';
 import { maskHeaders, maskText, redactStream } from './redact-stream.js';
 import type { SecretBroker } from './secret-broker.js';
@@ -36,39 +36,9 @@ import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix
  * its secrets added, and sent on over a new TLS connection that verifies the real host. Every
  * other host stays a blind tunnel.
  */
-const HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'host',
-]);
-
 export interface EgressProxy {
   open: RunSocketOpener;
 }
-
-/** Where a request read by the proxy goes: fixed by the CONNECT (or the absolute URL), never by its Host header. */
-interface Target {
-  https: boolean;
-  host: string;
-  port: number;
-  address: string;
-  /** Off the allowlist and allowed by someone: a failure is told to the person. */
-  asked: boolean;
-}
-
-const TLS_VERIFY_ERRORS = /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|ERR_TLS_CERT|HOSTNAME_MISMATCH|ERR_SSL)/;
-const DECODERS: Record<string, () => Duplex> = {
-  gzip: () => zlib.createGunzip(),
-  'x-gzip': () => zlib.createGunzip(),
-  deflate: () => zlib.createInflate(),
-  br: () => zlib.createBrotliDecompress(),
-};
 
 /** Names a run may have berth sign a new certificate for, per minute (names under a wildcard grant share one). */
 export const NEW_CERT_NAMES_PER_MINUTE = 32;
@@ -473,13 +443,4 @@ export function createEgressProxy(deps: {
       };
     },
   };
-}
-
-function defaultPort(t: Target): boolean {
-  return t.port === (t.https ? 443 : 80);
-}
-
-function splitHostPort(target: string): { host: string; port: number } {
-  const m = /^\[([^\]]+)\]:(\d+)$/.exec(target) ?? /^([^:]+):(\d+)$/.exec(target);
-  return m ? { host: (m[1] as string).toLowerCase(), port: Number(m[2]) } : { host: '', port: 0 };
 }

@@ -1,27 +1,21 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
-import type { Logger } from 'pino';
-import type { BerthConfig } from '../config/berth-config.js';
-import { secretsGrantedTo } from '../config/secrets.js';
 import { runtimeFor } from '../config/runtimes.js';
 import type { PermissionLevel, SessionRecord } from '../config/session.js';
 import { BerthError, isBerthError } from '../base/errors.js';
-import type { Launcher, ManagedContainer, OutputListener, RunOptions, RunResult } from '../launch/launcher.js';
+import type { ManagedContainer, OutputListener, RunOptions, RunResult } from '../launch/launcher.js';
 import { assertLaunchable } from '../launch/requirements.js';
-import { noMetrics, type Metrics } from '../base/metrics.js';
-import { planRun, type RunPlan } from '../plan/run-plan.js';
+import { noMetrics } from '../base/metrics.js';
+import type { RunPlan } from '../plan/run-plan.js';
 import { warmIdentity } from '../plan/warm.js';
-import { ensureAgentHome, plantInHome } from '../store/agent-homes.js';
-import { decoyPlacement, type Decoys } from '../plan/honeytokens.js';
-import type { Honeytokens } from '../outbound/honeytokens.js';
-import type { Owner } from '../fs/tree.js';
+import { ensureAgentHome } from '../store/agent-homes.js';
 import { appendJournal, noteStarted, type JournalEntry } from '../store/journal.js';
-import type { Project, ProjectStore } from '../store/projects.js';
-import { snapshotForPlan } from '../store/protected-snapshot.js';
+import type { Project } from '../store/projects.js';
+import { planOf, plantDecoys } from './run-plan-of.js';
+import type { RunnerDeps } from './runner-deps.js';
 import { appendRunRecord } from '../store/run-log.js';
-import type { SessionStore } from '../store/sessions.js';
 import { copySeedsForRun, ensureWorkspace, quotaChangePending } from '../store/workspaces.js';
-import type { Admission, Ticket } from './admission.js';
+import type { Ticket } from './admission.js';
 import { watchDisk } from './disk-watch.js';
 import { createFleet, seesAllWorkspaces } from './fleet.js';
 import { createKeyedLock } from './keyed-lock.js';
@@ -30,7 +24,6 @@ import {
   contextOf,
   identityOf,
   quotaOf,
-  withBootstrap,
   type LaunchSpec,
   type PrivateTarget,
   type RunContext,
@@ -38,19 +31,16 @@ import {
 } from './run-context.js';
 import { toRunRecord, type RunFiles, type RunOutcome } from './run-record.js';
 import type { ApprovalListener } from '../store/approvals.js';
-import { openRunSockets, type OpenSockets, type RunSocketsConfig } from './run-sockets.js';
+import { openRunSockets, type OpenSockets } from './run-sockets.js';
 import { progressTap, type ProgressListener } from './progress-tap.js';
 import { LOST_WARNING, runHalt, STOPPED_WARNING, type RunHalt } from './run-halt.js';
 import { createWarmSessions, warmKeyOf, warmWorkspaceOf, type WarmLease } from './warm-session.js';
-import type { WarmPool } from './warm-pool.js';
-import type { PrestartPool } from './prestart-pool.js';
 import { POOLED } from '../plan/pool.js';
 import { receiptDigest } from '../plan/receipt.js';
 import { policyOf } from './receipt-policy.js';
-import { noteReceipt, watchReceipt, type ReceiptAudit } from './run-receipt.js';
-import type { CredentialUses } from '../outbound/credential-uses.js';
+import { noteReceipt, watchReceipt } from './run-receipt.js';
 import type { IncomingFile } from '../plan/files-in.js';
-import { landMessageFiles, withRunFiles, type Transcriber } from './run-files.js';
+import { landMessageFiles, withRunFiles } from './run-files.js';
 import { cachedCapabilities } from './launcher-capabilities.js';
 import { checkpointBefore } from './checkpoint-before.js';
 import { countWhileRunning } from './session-count.js';
@@ -130,36 +120,7 @@ export interface Runner {
   retireSharedContainers(project: string): Promise<number>;
 }
 
-export function createRunner(deps: {
-  store: ProjectStore;
-  sessions: SessionStore;
-  launcher: Launcher;
-  config: () => BerthConfig;
-  secret: Buffer;
-  installation: string;
-  logger: Logger;
-  /** Each run's sockets, in its own directory below `dir`, opened by the composition root's openers. */
-  sockets?: RunSocketsConfig;
-  /** This process (its process identity, "<pid>.<start time>.<boot>"), recorded on every run it owns. */
-  ownerProcess?: string;
-  /** Admission control (one per process); without it every run starts at once. */
-  admission?: Admission;
-  /** Warm session containers (berth serve, berth bridge); without it each message gets a new container. */
-  warm?: WarmPool;
-  /** Containers started before their tenant is known (with warm only): a new session's first message claims one. */
-  prestarted?: PrestartPool;
-  metrics?: Metrics;
-  /** berth's egress CA files (made on first call), for runs whose project holds secret grants. */
-  egressTrust?: () => { ca: string; bundle: string };
-  /** The audit trail: each run's receipt digest, and its violations. */
-  audit?: ReceiptAudit;
-  /** The requests each run's egress added a granted secret to: its receipt lists them. */
-  credentialUses?: Pick<CredentialUses, 'take'>;
-  /** Decoy credentials (berth.yaml projects.<p>.honeytokens), and tenants frozen for using one. */
-  honeytokens?: Pick<Honeytokens, 'decoysFor' | 'assertNotFrozen'>;
-  /** berth.yaml's transcription upstream (the model gateway's), for a message's voice notes; none: voice is not enabled. */
-  transcriber?: Transcriber;
-}): Runner {
+export function createRunner(deps: RunnerDeps): Runner {
   const { store, sessions, launcher, config, installation } = deps;
   const metrics = deps.metrics ?? noMetrics();
   const fleet = createFleet({
@@ -471,42 +432,6 @@ export function createRunner(deps: {
   };
 }
 
-/** The run's plan (pure: plan/run-plan.ts) from its context, what it runs and where its home, seeds and sockets are. */
-function planOf(
-  ctx: RunContext,
-  spec: LaunchSpec,
-  at: { home: string; seeds?: ReturnType<typeof copySeedsForRun>; runDir?: string; decoyEnv?: Record<string, string> },
-  deps: { installation: string; ownerProcess?: string; egressTrust?: () => { ca: string; bundle: string } },
-): RunPlan {
-  const { project } = ctx;
-  return planRun({
-    config: ctx.config,
-    project: { dir: project.paths.dir, metadataFile: project.paths.metadataFile, metadata: project.metadata },
-    workspace: ctx.workspace,
-    protectedSnapshot: snapshotForPlan(project.paths.protectedDir, project.snapshot),
-    run: {
-      id: ctx.runId,
-      level: ctx.level,
-      message: spec.kind === 'shell_tool' ? '' : withBootstrap(ctx, spec.message),
-      argv: spec.kind === 'shell_tool' ? spec.argv : undefined,
-      session: ctx.session.id,
-      env: spec.kind === 'workflow_step' ? spec.target.env : at.decoyEnv,
-      live: spec.kind === 'message' && spec.onProgress !== undefined,
-    },
-    memory: { dir: project.paths.memoryDir },
-    shared: ctx.grants,
-    egressTrust: secretsGrantedTo(ctx.config.secrets, project.metadata.name).length ? deps.egressTrust?.() : undefined,
-    privateWorkspace:
-      spec.kind === 'workflow_step' && at.seeds
-        ? { cwdRel: spec.target.cwdRel, seeds: at.seeds, ensureDir: spec.target.ensureDir }
-        : undefined,
-    runDir: at.runDir,
-    home: { dir: at.home },
-    installation: deps.installation,
-    ownerProcess: deps.ownerProcess,
-  });
-}
-
 /** A run past admission; a drain that runs out of time interrupts it. */
 interface Flight {
   interrupted: boolean;
@@ -514,10 +439,3 @@ interface Flight {
 }
 
 const DRAIN_REASON = 'berth stopped: the drain deadline passed';
-
-/** A tenant's decoys in its agent home; their environment variables for the plan. */
-function plantDecoys(home: string, decoys: Decoys, owner: Owner | undefined): Record<string, string> {
-  const placed = decoyPlacement(decoys);
-  plantInHome(home, placed.files, owner);
-  return placed.env;
-}
