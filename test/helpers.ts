@@ -68,6 +68,7 @@ export function testHome(opts: { config?: string; warm?: boolean; launcher?: Lau
     },
     async [Symbol.asyncDispose]() {
       await berth.runner.reapLeftovers();
+      await berth.audit.flush(); // its head record is written off the event loop after a run's receipt line
       releaseMountsUnder(home); // workspace quotas: an rm -rf over a live mount fails
       fs.rmSync(home, { recursive: true, force: true });
     },

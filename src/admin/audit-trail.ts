@@ -52,7 +52,8 @@ export interface AuditTrail {
   /** A request refused for want of a valid login: counted, and written once per surface and minute (unauthenticated-summary.ts). */
   unauthenticated(surface: string, request: string): void;
   /** Write the counted refusals now (shutdown, tests). */
-  flush(): void;
+  /** Shutdown: the summary and the head written now, after any head write still in flight. */
+  flush(): Promise<void>;
   list(filter: AuditFilter): AuditEntry[];
   verify(): AuditVerdict;
 }
@@ -70,6 +71,8 @@ export function createAuditTrail(file: string, logger: Logger, opts: { rotation?
   const lines = createGroupCommit();
   // The newest grouped line on disk whose head is not written yet: one head write for a group.
   let pendingHead: ChainPoint | undefined;
+  // The head write off the event loop still running: a flush waits for it (its temp file is in the home).
+  let headWriting: Promise<void> = Promise.resolve();
   const headFailed = (err: unknown) => logger.error({ err: String(err) }, "could not write the audit log's head record");
   /** Now (shutdown: flush) or off the event loop (after a group's sync). */
   const writeHead = (now = true) => {
@@ -78,7 +81,7 @@ export function createAuditTrail(file: string, logger: Logger, opts: { rotation?
     if (!point) return;
     try {
       if (now) advanceHead(file, point);
-      else advanceHeadAsync(file, point).catch(headFailed);
+      else headWriting = headWriting.then(() => advanceHeadAsync(file, point)).catch(headFailed);
     } catch (err) {
       headFailed(err);
     }
@@ -117,8 +120,12 @@ export function createAuditTrail(file: string, logger: Logger, opts: { rotation?
   };
   return {
     unauthenticated: (surface, request) => summary.note(surface, request),
-    flush: () => {
+    flush: async () => {
       summary.flush();
+      for (let writing = headWriting; ; writing = headWriting) {
+        await writing;
+        if (writing === headWriting) break;
+      }
       writeHead();
     },
     record: (event) => append(bounded(event)),

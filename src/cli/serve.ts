@@ -96,7 +96,7 @@ export async function runServer(
   await drainOnSignal(berth, io);
   await http.close();
   relay?.server.close();
-  berth.audit.flush(); // the last minute's count of unauthenticated requests
+  await berth.audit.flush(); // the last minute's count of unauthenticated requests
   return 0;
 }
 

@@ -272,7 +272,7 @@ describe("audit log: a run's receipt line with its sync shared (group commit)", 
     await until(() => head(file).seq === 4); // off the event loop, after the group's sync
     expect(head(file)).toMatchObject({ seq: 4, hash: JSON.parse(linesOf(file)[3] as string).hash });
     await trail.commit(event(4));
-    trail.flush(); // shutdown: the head written now
+    await trail.flush(); // shutdown: the head written now
     expect(head(file).seq).toBe(5);
     trail.record(event(5));
     expect(trail.verify()).toEqual({ ok: true, lines: 6, files: 1 });

@@ -47,6 +47,7 @@ function harness(
     async [Symbol.asyncDispose]() {
       await berth.runner.releaseWarm();
       await berth.runner.reapLeftovers();
+      await berth.audit.flush(); // its head record is written off the event loop after a run's receipt line
       fs.rmSync(home, { recursive: true, force: true });
     },
   };
