@@ -222,7 +222,7 @@ export function createBerth(opts: BerthOptions): Berth {
       sessions.setLevel(found.project, found.session, level);
     },
   });
-  const broker = createSecretBroker({ config, values: createSecretValues(), metrics, audit: (event) => audit.record(event) });
+  const broker = createSecretBroker({ config, values: createSecretValues(), metrics, audit: (event) => audit.record(event), approvals });
   let egressCa: EgressCa | undefined;
   // Made on first use: an installation that brokers no secret never has one.
   const ca = () => (egressCa ??= loadOrCreateEgressCa(paths.stateDir));

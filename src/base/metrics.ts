@@ -17,7 +17,7 @@ export type DenialSurface = 'http' | 'mcp' | 'gateway';
 export type GatewayCallKind = 'model' | 'egress' | 'tools';
 export type GatewayCallOutcome = 'allowed' | 'refused' | 'error';
 /** injected: the value went into the request; not_granted: a placeholder toward a host, path or method without a grant; rate_limited: past the grant's per-tenant rate; unavailable: the value could not be read. */
-export type SecretUseOutcome = 'injected' | 'not_granted' | 'rate_limited' | 'unavailable';
+export type SecretUseOutcome = 'injected' | 'not_granted' | 'not_allowed' | 'rate_limited' | 'unavailable';
 
 export interface RunLabels {
   project: string;

@@ -17,6 +17,12 @@ export function approvalAnswerOf(text: string): ApprovalDecision | undefined {
   return undefined;
 }
 
+/** "GITHUB_TOKEN for api.github.com:443" (a secret request's target) as a person reads it. */
+const secretWords = (target: string) => {
+  const [name, host] = target.split(' for ');
+  return `the secret ${name} for ${(host ?? '').replace(/:443$/, '')}`;
+};
+
 const seconds = (a: ApprovalView) => Math.max(1, Math.round((Date.parse(a.expires_at) - Date.parse(a.asked_at)) / 1000));
 const within = (a: ApprovalView) => (seconds(a) % 60 === 0 ? `${seconds(a) / 60} min` : `${seconds(a)} s`);
 
@@ -27,6 +33,11 @@ export function approvalQuestion(a: ApprovalView): string {
     if (a.approver === 'operator')
       return `${held} The operator has been asked to allow going past it for today; it waits up to ${within(a)}.`;
     return `${held} Reply /yes to go past it for the rest of today (UTC), or /no. (No answer within ${within(a)}: no.)`;
+  }
+  if (a.kind === 'secret') {
+    const wants = `berth: your agent wants to use ${secretWords(a.target)} (berth adds it; your agent never sees it).`;
+    if (a.approver === 'operator') return `${wants} The operator has been asked; it waits up to ${within(a)}.`;
+    return `${wants} Reply /yes to allow it for this message, /yes session for this conversation, or /no. (No answer within ${within(a)}: no.)`;
   }
   if (a.approver === 'operator')
     return `berth: your agent wants to reach ${a.target}, which this project does not allow. The operator has been asked; it waits up to ${within(a)}.`;
@@ -44,6 +55,14 @@ export function approvalOutcome(
         ? 'berth: nobody answered in time: your message is not run.'
         : `berth: ${answer.by === 'operator' ? 'the operator ' : ''}did not allow going past today's budget.`;
     return `berth: ${answer.by === 'operator' ? 'the operator ' : ''}allowed going past ${a.target} for today; your message runs now.`;
+  }
+  if (a.kind === 'secret') {
+    const what = secretWords(a.target);
+    if (answer.by === 'timeout') return `berth: nobody answered in time: ${what} was not added.`;
+    if (answer.by === 'berth') return `berth: your agent finished before anyone allowed ${what}: it was not added.`;
+    const who = answer.by === 'operator' ? 'the operator ' : answer.by?.startsWith('tenant:') ? 'you ' : '';
+    if (answer.decision === 'deny') return `berth: ${who}denied: ${what} was not added.`;
+    return `berth: ${who}allowed ${what} ${answer.decision === 'session' ? 'for this conversation' : 'for this message'}.`;
   }
   if (answer.by === 'timeout') return `berth: nobody answered in time: your agent was not let through to ${a.target}.`;
   if (answer.by === 'berth') return `berth: your agent finished before anyone allowed ${a.target}: it was not let through.`;

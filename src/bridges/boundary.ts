@@ -1,5 +1,5 @@
 import { SHARED_MOUNT, MEMORY_MOUNT } from '../plan/run-plan.js';
-import type { Receipt } from '../plan/receipt.js';
+import type { CredentialUse, Receipt } from '../plan/receipt.js';
 import type { RunRecord } from '../store/run-log.js';
 
 /**
@@ -40,14 +40,17 @@ function reachWords(r: Receipt): string {
   return `${hosts}${secrets}, no other network`;
 }
 
-/** "GITHUB_TOKEN → POST api.github.com/repos/…/pulls, 201": what berth sent a person's secrets with, the first few. */
+/** "GITHUB_TOKEN → POST api.github.com/repos/…/pulls, 201": one request berth added a secret to (or refused one for). */
+function useLine(u: CredentialUse): string {
+  const path = u.path.length > 40 ? `${u.path.slice(0, 20)}…${u.path.slice(-15)}` : u.path;
+  return `${u.secret} → ${u.method} ${u.host}${path}, ${u.note ? `not sent (${u.status})` : u.status}`;
+}
+
+/** What berth sent a person's secrets with in one run, the first few. */
 function usesWords(r: Receipt): string[] {
   const uses = r.credential_uses ?? [];
   if (!uses.length) return [];
-  const cut = (path: string) => (path.length > 40 ? `${path.slice(0, 20)}…${path.slice(-15)}` : path);
-  const lines = uses
-    .slice(0, 5)
-    .map((u) => `- ${u.secret} → ${u.method} ${u.host}${cut(u.path)}, ${u.note ? `not sent (${u.status})` : u.status}`);
+  const lines = uses.slice(0, 5).map((u) => `- ${useLine(u)}`);
   const more = uses.length - 5 + (r.more_credential_uses ?? 0);
   return [
     `berth added a secret to ${uses.length + (r.more_credential_uses ?? 0)} request${uses.length === 1 && !r.more_credential_uses ? '' : 's'}:`,
@@ -87,5 +90,39 @@ export function boundaryWords(record: RunRecord | undefined): string {
     `Your agent ${sawWords(r)}; it ${reachWords(r)}.`,
     ...usesWords(r),
     checkedWords(r),
+  ].join('\n');
+}
+
+/** Runs /secrets reads back, and the lines it shows. */
+export const SECRETS_RUNS = 20;
+const SECRETS_LINES = 10;
+
+/**
+ * /secrets: the requests berth added a granted secret to for this person, newest run first (each
+ * run's own in order), from the receipts of their last SECRETS_RUNS runs. Names and where only.
+ */
+export function secretsWords(records: readonly RunRecord[]): string {
+  const granted = records.find((r) => r.receipt)?.receipt?.policy.secrets ?? [];
+  const uses = records.flatMap((r) => {
+    const when = r.finished_at.slice(0, 16).replace('T', ' ');
+    const kept = r.receipt?.credential_uses ?? [];
+    return [
+      ...kept.map((u) => `- ${when} ${useLine(u)}`),
+      ...(r.receipt?.more_credential_uses ? [`- ${when} and ${r.receipt.more_credential_uses} more`] : []),
+    ];
+  });
+  const grants = granted.length
+    ? `berth adds ${granted.join(', ')} to your agent's requests for the hosts it is meant for; your agent never sees the value.`
+    : 'Your last run had no secret that berth adds for it.';
+  const n = records.length || SECRETS_RUNS;
+  if (!uses.length) return `berth: no request of yours got a secret in ${n === 1 ? 'your last run' : `your last ${n} runs`}.\n${grants}`;
+  const shown = uses.slice(0, SECRETS_LINES);
+  return [
+    `berth: requests berth added a secret to (UTC, newest run first):`,
+    ...shown,
+    ...(uses.length > shown.length
+      ? [`- and ${uses.length - shown.length} more lines (the operator's berth runs --receipt shows them)`]
+      : []),
+    grants,
   ].join('\n');
 }

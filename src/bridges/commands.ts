@@ -5,7 +5,7 @@ import { own } from '../base/own.js';
 import type { ScheduleService } from '../admin/schedules.js';
 import { SCHEDULE_COMMANDS, SCHEDULE_HELP } from './schedule-commands.js';
 import { CHECKPOINT_COMMANDS, CHECKPOINT_HELP } from './checkpoint-commands.js';
-import { boundaryWords } from './boundary.js';
+import { boundaryWords, SECRETS_RUNS, secretsWords } from './boundary.js';
 import { LEVEL_PROFILES } from '../plan/levels.js';
 
 /**
@@ -56,6 +56,7 @@ export const HELP = [
   ...CHECKPOINT_HELP,
   "/whoami — who you are here, this conversation, your agent's level and your folder",
   '/boundary — where your last run ran, what it saw and could reach, and whether that was as planned',
+  '/secrets — the requests berth added a secret to for your agent (names and where, never a value)',
   '/yes, /yes session, /no — answer your agent when it asks to reach a host this project does not allow',
   ...SCHEDULE_HELP,
   '/usage — the model tokens (and money) you used today and in the last 7 days, and your daily budget',
@@ -135,6 +136,9 @@ const COMMANDS: Record<string, Command> = {
   },
   async boundary(ctx) {
     return boundaryWords(ctx.admin.listRuns(ctx.project, { user: ctx.tenant, limit: 1 }).runs[0]);
+  },
+  async secrets(ctx) {
+    return secretsWords(ctx.admin.listRuns(ctx.project, { user: ctx.tenant, limit: SECRETS_RUNS }).runs);
   },
   async level(ctx, args) {
     const wanted = args[0];

@@ -53,7 +53,11 @@ export function approvalForWeb(
   if (event.type === 'asked') {
     const { id, kind, target, approver, asked_at, expires_at } = event.approval;
     return {
-      entry: { role: 'approval', text: `asked to reach ${target}`, approval: { id, kind, target, approver, asked_at, expires_at } },
+      entry: {
+        role: 'approval',
+        text: kind === 'secret' ? `asked to use secret ${target}` : `asked to reach ${target}`,
+        approval: { id, kind, target, approver, asked_at, expires_at },
+      },
       message: { type: 'approval', session_id: session, approval: event.approval },
     };
   }
@@ -64,7 +68,7 @@ export function approvalForWeb(
   }
   const answer = { id: event.id, decision: event.decision, by: event.by, at: event.at || now };
   return {
-    entry: { role: 'answer', text: approvalOutcome({ target: event.target }, event), answer },
+    entry: { role: 'answer', text: approvalOutcome({ target: event.target, kind: event.kind }, event), answer },
     message: { type: 'approval_answered', session_id: session, ...answer },
   };
 }

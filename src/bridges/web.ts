@@ -31,7 +31,7 @@ import { createWebFiles } from './web-files.js';
 import { createSessionStarter } from './web-sessions.js';
 import { openChatUploads } from '../store/chat-uploads.js';
 import { join } from 'node:path';
-import type { ApprovalDecision } from '../store/approvals.js';
+import type { ApprovalDecision, ApprovalView } from '../store/approvals.js';
 import type { Approvals } from '../outbound/approvals.js';
 
 /**
@@ -51,6 +51,8 @@ export interface WebClient {
 }
 
 const MAX_SOCKETS_PER_USER = 8;
+/** A run's questions come back as cards; a level request is the operator's (its person hears the outcome). */
+const carded = (a: ApprovalView) => a.kind === 'egress' || a.kind === 'secret';
 
 const whoOf = ({ project, user }: WebLogin): WebLogin => ({ project, user });
 const addressOf = (login: WebLogin, session: string) => `${login.project}/${login.user}/${session}`;
@@ -358,9 +360,8 @@ export function createWebChat(deps: {
       set.add(client);
       clients.set(key, set);
       // A page opened (or reloaded) while its agent waits for an answer: the cards come back.
-      // (A level request is the operator's to answer: its person hears the outcome as a reply.)
       for (const approval of deps.approvals?.pending({ project: login.project, tenant: tenantOfChatUser(login.user) }) ?? []) {
-        if (approval.kind === 'egress') client.push({ type: 'approval', session_id: approval.session, approval });
+        if (carded(approval)) client.push({ type: 'approval', session_id: approval.session, approval });
       }
       return () => {
         set.delete(client);

@@ -22,9 +22,11 @@ function answer(decision: ApprovalDecision, done: string): Command['run'] {
           : `level ${a.target} (the session is raised)`
         : a.kind === 'budget'
           ? `going past ${printable(a.target)}${decision === 'deny' ? '' : ' for the rest of the day (UTC)'}`
-          : printable(a.target);
+          : a.kind === 'secret'
+            ? `secret ${printable(a.target)}`
+            : printable(a.target);
     io.out(
-      `${a.kind !== 'egress' && decision !== 'deny' ? 'allowed' : done}: ${what} for ${printable(a.tenant)} in ${printable(a.project)} (the berth that asked hears within a second)\n`,
+      `${a.kind !== 'egress' && a.kind !== 'secret' && decision !== 'deny' ? 'allowed' : done}: ${what} for ${printable(a.tenant)} in ${printable(a.project)} (the berth that asked hears within a second)\n`,
     );
     return 0;
   };

@@ -60,6 +60,7 @@ function describeGrant(g: SecretGrant): string {
   if (g.methods) parts.push(g.methods.join(','));
   parts.push(`${g.header}: ${g.basic_user ? `Basic (${g.basic_user}:…)` : (g.format ?? 'Bearer {}')}`);
   if (g.per_tenant_per_minute) parts.push(`≤ ${g.per_tenant_per_minute}/min per person`);
+  if (g.ask === 'first_use') parts.push('asks before its first use in a conversation');
   return parts.join(', ');
 }
 
@@ -152,7 +153,7 @@ export const SECRET_COMMANDS: Record<string, Command> = {
     },
   },
   'secret grant': {
-    usage: `secret grant <NAME> --project P --host HOST [--path-prefix /P] [--methods GET,POST] [--header H] [--format F | --basic-user U] [--per-minute N]\n  Let project P's agents (levels medium and high) use the secret toward HOST (exact or *.suffix, optionally :port; HTTPS only): berth adds it as "H: F" ("Authorization: Bearer {}" by default; --basic-user: Basic auth, e.g. x-access-token for git). The host becomes reachable for P. Methods: ${SECRET_METHODS.join(', ')}. A grant for the same project, host and path prefix is replaced.`,
+    usage: `secret grant <NAME> --project P --host HOST [--path-prefix /P] [--methods GET,POST] [--header H] [--format F | --basic-user U] [--per-minute N] [--ask-first]\n  Let project P's agents (levels medium and high) use the secret toward HOST (exact or *.suffix, optionally :port; HTTPS only): berth adds it as "H: F" ("Authorization: Bearer {}" by default; --basic-user: Basic auth, e.g. x-access-token for git). The host becomes reachable for P. Methods: ${SECRET_METHODS.join(', ')}. --ask-first: the first request of a conversation that would carry it waits for its person's (or the operator's, as chat.approvals says) yes. A grant for the same project, host and path prefix is replaced.`,
     options: {
       project: { type: 'string' },
       host: { type: 'string' },
@@ -162,6 +163,7 @@ export const SECRET_COMMANDS: Record<string, Command> = {
       format: { type: 'string' },
       'basic-user': { type: 'string' },
       'per-minute': { type: 'string' },
+      'ask-first': { type: 'boolean' },
     },
     async run(berth, v, pos, io) {
       const name = nameArg(pos);
@@ -180,6 +182,7 @@ export const SECRET_COMMANDS: Record<string, Command> = {
         ...(v.format !== undefined ? { format: v.format } : {}),
         ...(v['basic-user'] !== undefined ? { basic_user: v['basic-user'] } : {}),
         ...(v['per-minute'] !== undefined ? { per_tenant_per_minute: Number(v['per-minute']) } : {}),
+        ...(v['ask-first'] ? { ask: 'first_use' } : {}),
       });
       if (!parsed.success) {
         const issues = parsed.error.issues.map((i) => ({
@@ -226,5 +229,9 @@ export const SECRET_COMMANDS: Record<string, Command> = {
 
 /** A grant as berth.yaml shows it: no defaults filled in, so the file reads as the operator said it. */
 function stripDefaults(g: SecretGrant): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(g).filter(([k, val]) => val !== undefined && !(k === 'header' && val === 'Authorization')));
+  return Object.fromEntries(
+    Object.entries(g).filter(
+      ([k, val]) => val !== undefined && !(k === 'header' && val === 'Authorization') && !(k === 'ask' && val === 'never'),
+    ),
+  );
 }

@@ -86,6 +86,12 @@ export const SecretGrantSchema = z
       .max(100_000)
       .optional()
       .describe('At most this many requests with the secret per tenant per minute (default: no limit); past it, 429.'),
+    ask: z
+      .enum(['never', 'first_use'])
+      .default('never')
+      .describe(
+        "first_use: the first request of a conversation that would carry the secret waits until its person (or the operator, as the project's chat.approvals says) allows it: once (this message) or for the conversation; no answer is no. never: it is added without asking.",
+      ),
   })
   .strict();
 export type SecretGrant = z.output<typeof SecretGrantSchema>;

@@ -99,7 +99,7 @@ export const SessionRecordSchema = z
       .max(APPROVED_HOSTS_MAX)
       .optional()
       .describe(
-        'Hosts ("name:port") its person allowed for this conversation when its agent asked (the egress approvals): reached as if on the allowlist.',
+        'Hosts ("name:port") its person allowed for this conversation when its agent asked (the egress approvals): reached as if on the allowlist; and secrets ("NAME for name:port") whose grant asks before its first use.',
       ),
   })
   .strict();

@@ -32,8 +32,11 @@ export type Answerer = { operator: true; actor: string } | { operator?: false; a
 export type Verdict = { allowed: true } | { allowed: false; reason: string; quiet?: boolean };
 
 export interface Approvals {
-  /** May this run reach `target` ("host:port"), which its allowlist does not name? Asks, and waits for the answer. */
-  request(run: RunIdentity, target: string): Promise<Verdict>;
+  /**
+   * May this run reach `target` ("host:port"), which its allowlist does not name, or (kind
+   * secret) have "NAME for host:port" added, whose grant asks first? Asks, and waits for the answer.
+   */
+  request(run: RunIdentity, target: string, kind?: RunAsk): Promise<Verdict>;
   /** An answer from this process (a chat, the console): APPROVAL_NOT_FOUND unless it waits and is the answerer's to give. */
   answer(id: string, decision: ApprovalDecision, by: Answerer): ApprovalView;
   /** What waits (in any process of the home), oldest first; a person's filter shows their own only. */
@@ -60,6 +63,9 @@ export interface Approvals {
   ): Promise<ApprovalAnswer>;
 }
 
+/** What a run asks for: a host past its allowlist, or a secret whose grant asks before its first use. */
+export type RunAsk = 'egress' | 'secret';
+
 export const APPROVAL_BOUNDS = {
   /** Requests one run may make (each a card or a message someone must read). */
   asksPerRun: 8,
@@ -85,6 +91,20 @@ interface Waiter {
   listen?: ApprovalListener;
   settle: (answer: ApprovalAnswer) => void;
 }
+
+/** Why a run's request is not let through as it is: what an answer of no then adds to. */
+const notAllowedWords = (kind: RunAsk, target: string, project: string) =>
+  kind === 'secret'
+    ? `secret ${target} is added only once someone allows it (its grant asks first)`
+    : `${target} is not in project "${project}"'s egress allowlist`;
+
+/** How a run's request came to be denied. */
+const deniedWords = (kind: RunAsk, by: string, timeoutSeconds: number) =>
+  by === 'timeout'
+    ? `nobody allowed it within ${timeoutSeconds} s`
+    : by === 'berth'
+      ? 'the agent answered before anyone allowed it'
+      : `${kind === 'secret' ? 'it' : 'the request to reach it'} was denied`;
 
 export function createApprovals(deps: {
   store: ApprovalStore;
@@ -151,6 +171,7 @@ export function createApprovals(deps: {
     (w.listen ?? run?.ask)?.({
       type: 'answered',
       id,
+      kind: request.kind,
       decision: answer.decision,
       by: answer.by,
       target: request.target,
@@ -222,9 +243,9 @@ export function createApprovals(deps: {
       if (w.request.run === runId) publish(id, { decision: 'deny', by: 'berth', at: new Date().toISOString() });
   }
 
-  async function ask(run: RunIdentity, state: RunState, target: string): Promise<Verdict> {
+  async function ask(run: RunIdentity, state: RunState, target: string, kind: RunAsk): Promise<Verdict> {
     const { approvals: approver, approval_timeout_seconds: timeout } = run.metadata.chat;
-    const notListed = `${target} is not in project "${run.project}"'s egress allowlist`;
+    const notListed = notAllowedWords(kind, target, run.project);
     if (approver === 'off') return { allowed: false, reason: notListed };
     if (approver === 'person' && !run.ask)
       return { allowed: false, reason: `${notListed}, and nobody watches this run to allow it (a chat asks its person)` };
@@ -242,26 +263,22 @@ export function createApprovals(deps: {
     state.asks++;
     const answer = await new Promise<ApprovalAnswer>((resolve) => {
       const request = hold(
-        { kind: 'egress', project: run.project, tenant: run.tenantKey, session: run.session, run: run.runId, target, approver },
+        { kind, project: run.project, tenant: run.tenantKey, session: run.session, run: run.runId, target, approver },
         timeout,
         run,
         resolve,
       );
+      const what = `${kind === 'secret' ? 'secret ' : ''}${target}`;
       deps.logger.info(
-        { id: request.id, target, project: run.project, tenant: run.tenantKey, approver },
+        { id: request.id, target, kind, project: run.project, tenant: run.tenantKey, approver },
         approver === 'operator'
-          ? `a run asks to reach ${target}: berth approvals allow ${request.id} (or deny)`
-          : 'a run asks its person to reach a host',
+          ? `a run asks for ${what}: berth approvals allow ${request.id} (or deny)`
+          : `a run asks its person for ${what}`,
       );
       run.ask?.({ type: 'asked', approval: viewOf(request) });
     });
     if (answer.decision === 'deny') {
-      const reason =
-        answer.by === 'timeout'
-          ? `${notListed}, and nobody allowed it within ${timeout} s`
-          : answer.by === 'berth'
-            ? `${notListed}, and the agent answered before anyone allowed it`
-            : `${notListed}, and the request to reach it was denied`;
+      const reason = `${notListed}, and ${deniedWords(kind, answer.by, timeout)}`;
       state.denied.set(target, reason);
       return { allowed: false, reason };
     }
@@ -270,7 +287,7 @@ export function createApprovals(deps: {
   }
 
   return {
-    async request(run, target) {
+    async request(run, target, kind = 'egress') {
       const state = stateOf(run.runId);
       if (state.allowed.has(target)) return { allowed: true };
       const denied = state.denied.get(target);
@@ -282,7 +299,7 @@ export function createApprovals(deps: {
       // Connections to one host wait on one question.
       let verdict = state.waiting.get(target);
       if (!verdict) {
-        verdict = ask(run, state, target).finally(() => state.waiting.delete(target));
+        verdict = ask(run, state, target, kind).finally(() => state.waiting.delete(target));
         state.waiting.set(target, verdict);
       }
       return verdict;

@@ -5,10 +5,11 @@ import { grantCovers, grantsToward, headerValueOf, PLACEHOLDER_PATTERN, secretEn
 import { isBerthError } from '../base/errors.js';
 import type { AuditEvent } from '../store/audit.js';
 import type { SecretValues } from '../store/secret-values.js';
-import type { Metrics } from '../base/metrics.js';
+import type { Metrics, SecretUseOutcome } from '../base/metrics.js';
 import { printable } from '../base/printable.js';
 import { bodyMayOverride, bodyOverrides, OVERRIDE_BODY_LIMIT, overrideHeader, queryOverrides } from './method-override.js';
 import type { RunIdentity } from './run-identity.js';
+import type { Approvals, Verdict } from './approvals.js';
 
 /**
  * What the egress proxy does with brokered secrets on one request it can read (a TLS
@@ -27,7 +28,7 @@ export type Prepared =
   | {
       ok: false;
       status: 403 | 429 | 502;
-      code: 'secret_not_granted' | 'secret_rate_limited' | 'secret_unavailable';
+      code: 'secret_not_granted' | 'secret_not_allowed' | 'secret_rate_limited' | 'secret_unavailable';
       reason: string;
       secret: string;
     };
@@ -80,11 +81,33 @@ function maskedFor(use: GrantedUse, value: string): string[] {
   return use.grant.basic_user === undefined ? [value] : [value, Buffer.from(`${use.grant.basic_user}:${value}`).toString('base64')];
 }
 
+type Refusal = Extract<Prepared, { ok: false }>['code'];
+const OUTCOMES: Record<Refusal, SecretUseOutcome> = {
+  secret_not_granted: 'not_granted',
+  secret_not_allowed: 'not_allowed',
+  secret_rate_limited: 'rate_limited',
+  secret_unavailable: 'unavailable',
+};
+
+/** A grant that asks first (ask: first_use): its person (or the operator) says yes, once for this run or for the conversation. */
+async function allowedFirst(
+  approvals: Pick<Approvals, 'request'> | undefined,
+  run: RunIdentity,
+  use: GrantedUse,
+  req: RequestView,
+): Promise<Verdict> {
+  if (use.grant.ask !== 'first_use') return { allowed: true };
+  if (!approvals) return { allowed: false, reason: `secret ${use.name} asks before its first use, and this berth cannot ask` };
+  return approvals.request(run, `${use.name} for ${req.host}:${req.port}`, 'secret');
+}
+
 export function createSecretBroker(deps: {
   config: () => BerthConfig;
   values: SecretValues;
   metrics: Metrics;
   audit?: (event: AuditEvent) => void;
+  /** Grants that ask first (ask: first_use): the run's approver is asked, once per conversation when they say so. */
+  approvals?: Pick<Approvals, 'request'>;
 }): SecretBroker {
   const windows = new Map<string, number[]>();
   const audited = new Map<string, Set<string>>();
@@ -103,18 +126,11 @@ export function createSecretBroker(deps: {
     return ok;
   }
 
-  function refuse(
-    run: RunIdentity,
-    req: RequestView,
-    secret: string,
-    code: Extract<Prepared, { ok: false }>['code'],
-    status: 403 | 429 | 502,
-    reason: string,
-  ): Prepared {
+  function refuse(run: RunIdentity, req: RequestView, secret: string, code: Refusal, status: 403 | 429 | 502, reason: string): Prepared {
     const known = secretEntry(deps.config().secrets, secret) !== undefined;
     deps.metrics.secretUse({
       secret: known ? secret : '(unknown)',
-      outcome: code === 'secret_not_granted' ? 'not_granted' : code === 'secret_rate_limited' ? 'rate_limited' : 'unavailable',
+      outcome: OUTCOMES[code],
     });
     if (code === 'secret_not_granted' && deps.audit) {
       const seen = audited.get(run.runId) ?? new Set<string>();
@@ -182,6 +198,8 @@ export function createSecretBroker(deps: {
       for (const use of covering) {
         const header = use.grant.header.toLowerCase();
         if (Object.hasOwn(set, header)) continue; // the first grant for a header wins
+        const verdict = await allowedFirst(deps.approvals, run, use, req);
+        if (!verdict.allowed) return refuse(run, req, use.name, 'secret_not_allowed', 403, verdict.reason);
         if (!underRate(use, run.tenantKey)) {
           return refuse(
             run,

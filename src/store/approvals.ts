@@ -24,16 +24,16 @@ export const ApprovalRequestSchema = z
   .object({
     id: z.string().regex(APPROVAL_ID_PATTERN),
     kind: z
-      .enum(['egress', 'level', 'budget'])
+      .enum(['egress', 'secret', 'level', 'budget'])
       .describe(
-        "egress: a host outside the project's egress allowlist; level: a chat session's level above what the project lets its person take; budget: a chat message past its tenant's daily model budget.",
+        "egress: a host outside the project's egress allowlist; secret: a granted secret whose grant asks first (ask: first_use), its first use in a conversation; level: a chat session's level above what the project lets its person take; budget: a chat message past its tenant's daily model budget.",
       ),
     project: z.string().max(128),
     tenant: z.string().max(1024),
     session: z.string().max(128),
     /** The run that waits (egress); "" for a level or a budget, which no run waits for yet. */
     run: z.string().max(128),
-    /** egress: "host:port", a name the proxy checked (never a URL, never more than a host); level: the level asked for; budget: the day's limit, in words. */
+    /** egress: "host:port", a name the proxy checked (never a URL, never more than a host); secret: "NAME for host:port"; level: the level asked for; budget: the day's limit, in words. */
     target: z.string().max(260),
     approver: z.enum(['person', 'operator']).describe('Who may answer: the person in the chat (or the operator), or the operator only.'),
     asked_at: z.string(),
@@ -61,7 +61,16 @@ export type ApprovalView = Omit<ApprovalRequest, 'owner' | 'run'>;
  */
 export type ApprovalEvent =
   | { type: 'asked'; approval: ApprovalView }
-  | { type: 'answered'; id: string; decision: ApprovalDecision; by: string; target: string; asked_at: string; at: string }
+  | {
+      type: 'answered';
+      id: string;
+      kind?: ApprovalRequest['kind'];
+      decision: ApprovalDecision;
+      by: string;
+      target: string;
+      asked_at: string;
+      at: string;
+    }
   | { type: 'unreachable'; target: string; reason: string };
 /** Someone who can be asked: the chat watching a run. */
 export type ApprovalListener = (event: ApprovalEvent) => void;

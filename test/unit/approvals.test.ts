@@ -76,6 +76,7 @@ describe('egress approvals: a run asks before it reaches a host outside its allo
     expect(events.at(-1)).toEqual({
       type: 'answered',
       id: a.id,
+      kind: 'egress',
       decision: 'once',
       by: 'tenant:web:alice',
       target: 'example.com:443',

@@ -54,7 +54,7 @@ function recordWith(
   };
 }
 
-async function ask(records: RunRecord[]): Promise<string[]> {
+async function ask(records: RunRecord[], text = '/boundary', limit = 1): Promise<string[]> {
   const dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-boundary-'));
   dirs.push(dir);
   const sent: string[] = [];
@@ -82,9 +82,9 @@ async function ask(records: RunRecord[]): Promise<string[]> {
     logger: pino({ level: 'silent' }),
     senderAllowed: () => true,
   });
-  core.receive({ id: 'm1', chat: 'c', tenant: 'signal:alice', sender: 'signal:alice', text: '/boundary' });
+  core.receive({ id: 'm1', chat: 'c', tenant: 'signal:alice', sender: 'signal:alice', text });
   await core.idle();
-  expect(asked).toEqual([{ user: 'signal:alice', limit: 1 }]);
+  expect(asked).toEqual([{ user: 'signal:alice', limit }]);
   return sent;
 }
 
@@ -148,5 +148,60 @@ describe('/boundary', () => {
 
   it('no run yet', async () => {
     expect(await ask([])).toEqual(['berth: no run of yours yet. Send a message, then ask /boundary again.']);
+  });
+});
+
+describe('/secrets', () => {
+  const policy: Policy = { start: 'cold', folder: 'own', egress: true, allow: ['api.github.com'], secrets: ['GITHUB_TOKEN'] };
+  const use = (path: string, status: number, note?: string): CredentialUse => ({
+    secret: 'GITHUB_TOKEN',
+    method: 'GET',
+    host: 'api.github.com',
+    path,
+    status,
+    ...(note ? { note } : {}),
+  });
+  const at = (r: RunRecord, finished_at: string): RunRecord => ({ ...r, finished_at });
+
+  it("lists each request berth added a secret to, newest run first, with the run's time and what came back", async () => {
+    const newer = at(
+      recordWith(policy, (o) => o, { kept: [use('/user', 200), use('/orgs', 403, 'GET is not granted')], more: 0 }),
+      '2026-11-28T09:30:00.000Z',
+    );
+    const none = at(
+      recordWith(policy, (o) => o),
+      '2026-11-28T09:00:00.000Z',
+    );
+    const older = at(
+      recordWith(policy, (o) => o, { kept: [use('/repos/a/b', 201)], more: 2 }),
+      '2026-11-27T18:00:00.000Z',
+    );
+    expect(await ask([newer, none, older], '/secrets', 20)).toEqual([
+      [
+        'berth: requests berth added a secret to (UTC, newest run first):',
+        '- 2026-11-28 09:30 GITHUB_TOKEN → GET api.github.com/user, 200',
+        '- 2026-11-28 09:30 GITHUB_TOKEN → GET api.github.com/orgs, not sent (403)',
+        '- 2026-11-27 18:00 GITHUB_TOKEN → GET api.github.com/repos/a/b, 201',
+        '- 2026-11-27 18:00 and 2 more',
+        "berth adds GITHUB_TOKEN to your agent's requests for the hosts it is meant for; your agent never sees the value.",
+      ].join('\n'),
+    ]);
+  });
+
+  it('at most ten lines, then how many more', async () => {
+    const many = recordWith(policy, (o) => o, { kept: Array.from({ length: 14 }, (_, i) => use(`/p${i}`, 200)), more: 0 });
+    const [reply] = await ask([many], '/secrets', 20);
+    const lines = reply!.split('\n');
+    expect(lines.filter((l) => l.startsWith('- 2026'))).toHaveLength(10);
+    expect(lines).toContain("- and 4 more lines (the operator's berth runs --receipt shows them)");
+  });
+
+  it('none used, or no grant at all, said so', async () => {
+    expect(await ask([recordWith(policy, (o) => o)], '/secrets', 20)).toEqual([
+      "berth: no request of yours got a secret in your last run.\nberth adds GITHUB_TOKEN to your agent's requests for the hosts it is meant for; your agent never sees the value.",
+    ]);
+    expect(await ask([], '/secrets', 20)).toEqual([
+      'berth: no request of yours got a secret in your last 20 runs.\nYour last run had no secret that berth adds for it.',
+    ]);
   });
 });

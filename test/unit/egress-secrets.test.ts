@@ -18,6 +18,8 @@ import { createEgressProxy } from '../../src/outbound/egress-proxy.js';
 import { createCredentialUses } from '../../src/outbound/credential-uses.js';
 import type { RunIdentity } from '../../src/outbound/run-identity.js';
 import { createSecretBroker } from '../../src/outbound/secret-broker.js';
+import { createApprovals } from '../../src/outbound/approvals.js';
+import { openApprovalStore, type ApprovalEvent } from '../../src/store/approvals.js';
 import type { AuditEvent } from '../../src/store/audit.js';
 import { readOutbound } from '../../src/store/outbound-log.js';
 import { createSecretValues } from '../../src/store/secret-values.js';
@@ -142,13 +144,14 @@ interface Answer {
 async function tunnel(
   targetPort: number,
   ca: string,
+  through = socketPath,
 ): Promise<{
   request(method: string, path: string, headers?: Record<string, string>): Promise<Answer>;
   close(): void;
   peerIssuer: string;
   secure: tls.TLSSocket;
 }> {
-  const connect = http.request({ socketPath, method: 'CONNECT', path: `localhost:${targetPort}` });
+  const connect = http.request({ socketPath: through, method: 'CONNECT', path: `localhost:${targetPort}` });
   connect.end();
   const [res, raw] = await new Promise<[http.IncomingMessage, import('node:net').Socket]>((resolve, reject) => {
     connect.once('connect', (r, s) => resolve([r, s]));
@@ -492,3 +495,122 @@ function untilClose(socket: NodeJS.ReadableStream): Promise<string> {
     socket.on('close', () => resolve(text));
   });
 }
+
+describe('a grant that asks before its first use (ask: first_use)', () => {
+  /** A proxy whose broker asks through real approvals; each run's chat answers with `answer` (or never). */
+  async function asking(answer: 'once' | 'session' | 'deny' | undefined) {
+    const sessionAllowed: string[] = [];
+    const approvals = createApprovals({
+      store: openApprovalStore(fs.mkdtempSync(join(dir, 'approvals-'))),
+      logger: pino({ level: 'silent' }),
+      audit: (e) => audits.push(e as AuditEvent),
+      sessionHosts: () => sessionAllowed,
+      approveForSession: (_p, _s, target) => void sessionAllowed.push(target),
+      raiseLevel: () => undefined,
+    });
+    const broker = createSecretBroker({ config: () => config, values: createSecretValues(), metrics, approvals });
+    const proxy = createEgressProxy({
+      config: () => config,
+      logger: pino({ level: 'silent' }),
+      metrics,
+      broker,
+      ca: () => berthCa,
+      credentialUses,
+    });
+    const asks: ApprovalEvent[] = [];
+    const open = async (runId: string) => {
+      const path = join(fs.mkdtempSync(join(dir, 'ask-')), 'egress.sock');
+      const run: RunIdentity = {
+        runId,
+        project: 'p',
+        metadata: ProjectMetadataSchema.parse({
+          name: 'p',
+          egress: { allow: [`localhost:${port}`] },
+          chat: { approval_timeout_seconds: 30 },
+        }),
+        tenantKey: 'web:alice',
+        session: 's1',
+        workspaceId: 'w',
+        sessionsDir: join(dir, 'sessions'),
+        ask: (e) => {
+          asks.push(e);
+          if (e.type === 'asked' && answer)
+            setImmediate(() => approvals.answer(e.approval.id, answer, { actor: 'tenant:web:alice', project: 'p', tenant: 'web:alice' }));
+        },
+      };
+      const socket = await proxy.open({ path, run, logger: pino({ level: 'silent' }), stopRun: () => undefined });
+      return { path, close: () => socket.close() };
+    };
+    return { open, asks, sessionAllowed };
+  }
+  const asked = (asks: ApprovalEvent[]) => asks.flatMap((e) => (e.type === 'asked' ? [e.approval] : []));
+
+  it('the person says yes once: this run gets the secret from then on without asking again; the next run asks anew', async () => {
+    await withSecrets({ GH_TOKEN: { file: tokenFile, grants: [grant({ ask: 'first_use' })] } }, async () => {
+      const rig = await asking('once');
+      const first = await rig.open('ask-r1');
+      const t = await tunnel(port, berthCa.certPem, first.path);
+      for (const path of ['/a', '/b']) {
+        const got = await t.request('GET', path);
+        expect(got.status).toBe(200);
+        expect(lastSeen()?.headers.authorization).toBe(`Bearer ${TOKEN}`);
+      }
+      expect(asked(rig.asks)).toEqual([
+        expect.objectContaining({ kind: 'secret', target: `GH_TOKEN for localhost:${port}`, approver: 'person' }),
+      ]);
+      t.close();
+      await first.close();
+      const second = await rig.open('ask-r2');
+      const t2 = await tunnel(port, berthCa.certPem, second.path);
+      expect((await t2.request('GET', '/c')).status).toBe(200);
+      expect(asked(rig.asks)).toHaveLength(2); // "once" was this run's
+      expect(rig.sessionAllowed).toEqual([]);
+      t2.close();
+      await second.close();
+    });
+  });
+
+  it('yes for the conversation: kept in the session, no later run asks', async () => {
+    await withSecrets({ GH_TOKEN: { file: tokenFile, grants: [grant({ ask: 'first_use' })] } }, async () => {
+      const rig = await asking('session');
+      for (const runId of ['ask-s1', 'ask-s2']) {
+        const r = await rig.open(runId);
+        const t = await tunnel(port, berthCa.certPem, r.path);
+        expect((await t.request('GET', '/x')).status).toBe(200);
+        expect(lastSeen()?.headers.authorization).toBe(`Bearer ${TOKEN}`);
+        t.close();
+        await r.close();
+      }
+      expect(asked(rig.asks)).toHaveLength(1);
+      expect(rig.sessionAllowed).toEqual([`GH_TOKEN for localhost:${port}`]);
+    });
+  });
+
+  it("no: 403 in words, nothing sent upstream, the refusal in the run's credential uses; a grant without ask never asks", async () => {
+    await withSecrets({ GH_TOKEN: { file: tokenFile, grants: [grant({ ask: 'first_use' })] } }, async () => {
+      const rig = await asking('deny');
+      const r = await rig.open('ask-d1');
+      const t = await tunnel(port, berthCa.certPem, r.path);
+      const before = seen.length;
+      const got = await t.request('GET', '/secret-please');
+      expect(got.status).toBe(403);
+      expect(got.headers['x-berth-error']).toBe('secret_not_allowed');
+      expect(got.body).toMatch(/secret GH_TOKEN for localhost:\d+ is added only once someone allows it .* and it was denied/);
+      expect(seen.length).toBe(before);
+      expect(credentialUses.take('ask-d1')?.kept).toEqual([
+        expect.objectContaining({ secret: 'GH_TOKEN', method: 'GET', path: '/secret-please', status: 403 }),
+      ]);
+      t.close();
+      await r.close();
+    });
+    await withSecrets({ GH_TOKEN: { file: tokenFile, grants: [grant()] } }, async () => {
+      const rig = await asking(undefined);
+      const r = await rig.open('ask-n1');
+      const t = await tunnel(port, berthCa.certPem, r.path);
+      expect((await t.request('GET', '/plain')).status).toBe(200);
+      expect(rig.asks).toEqual([]);
+      t.close();
+      await r.close();
+    });
+  });
+});

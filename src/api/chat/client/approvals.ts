@@ -12,18 +12,26 @@ const ANSWERED: Record<string, string> = { once: 'Allowed for this message', ses
 
 /** The agent asks for a host outside the project's allowlist: the person answers here (or is told the operator was asked). */
 export function showApproval(a: Pick<ApprovalView, 'id' | 'kind' | 'target' | 'approver' | 'asked_at' | 'expires_at'>): void {
-  if (a.kind !== 'egress' || document.getElementById('approval-' + a.id)) return;
+  if ((a.kind !== 'egress' && a.kind !== 'secret') || document.getElementById('approval-' + a.id)) return;
+  const secret = a.kind === 'secret' ? a.target.split(' for ') : undefined;
   const el = document.createElement('div');
   el.className = 'msg approval';
   el.id = 'approval-' + a.id;
   el.setAttribute('role', 'group');
-  el.setAttribute('aria-label', 'your agent asks to reach ' + a.target);
+  el.setAttribute('aria-label', secret ? 'your agent asks to use the secret ' + a.target : 'your agent asks to reach ' + a.target);
   const what = document.createElement('p');
   what.className = 'ask';
-  what.append('Your agent wants to reach ');
-  const host = document.createElement('strong');
-  host.textContent = a.target;
-  what.append(host, ', which this project does not allow.');
+  if (secret) {
+    const name = document.createElement('strong');
+    name.textContent = secret[0] ?? '';
+    const host = document.createElement('strong');
+    host.textContent = (secret[1] ?? '').replace(/:443$/, '');
+    what.append('Your agent wants to use the secret ', name, ' for ', host, ' (berth adds it; your agent never sees it).');
+  } else {
+    const host = document.createElement('strong');
+    host.textContent = a.target;
+    what.append('Your agent wants to reach ', host, ', which this project does not allow.');
+  }
   const when = document.createElement('p');
   when.className = 'when';
   const mins = Math.max(1, Math.round((Date.parse(a.expires_at) - Date.parse(a.asked_at)) / 60000));

@@ -18,7 +18,7 @@ export function renderWaiting(w: ConsoleState['waiting'], refresh: () => Promise
       cell(a.project),
       cell(a.tenant),
       cell(a.session),
-      cell(a.kind === 'level' ? 'level ' + a.target : a.target),
+      cell(a.kind === 'level' ? 'level ' + a.target : a.kind === 'secret' ? 'secret ' + a.target : a.target),
       cell(a.expires_at.slice(11, 19)),
       a.kind === 'level'
         ? actions(button('Allow', answer(a.id, 'once'), refresh), button('Deny', answer(a.id, 'deny'), refresh))
