@@ -1,4 +1,4 @@
-import type { Boundary, BoundaryField, Receipt } from '../plan/receipt.js';
+import type { Boundary, BoundaryField, Observed, Receipt } from '../plan/receipt.js';
 import type { RunRecord } from '../store/run-log.js';
 import { printable } from '../base/printable.js';
 
@@ -6,7 +6,7 @@ import { printable } from '../base/printable.js';
 
 const rw = (readOnly: boolean) => (readOnly ? 'read-only' : 'writable');
 
-function factText(field: BoundaryField, value: Boundary[BoundaryField]): string {
+function factText(field: BoundaryField, value: NonNullable<Observed[BoundaryField]>): string {
   switch (field) {
     case 'capabilities': {
       const c = value as Boundary['capabilities'];
@@ -21,8 +21,9 @@ function factText(field: BoundaryField, value: Boundary[BoundaryField]): string 
     case 'interfaces':
       return (value as string[]).join(',') || 'none';
     case 'limits': {
-      const l = value as Boundary['limits'];
-      return `memory ${Math.round(l.memory_bytes / 2 ** 20)} MiB, cpu ${l.nano_cpus / 1e9}, pids ${l.pids}`;
+      const l = value as Partial<Boundary['limits']>;
+      const shown = (v: number | undefined, text: (v: number) => string) => (v === undefined ? 'not read' : text(v));
+      return `memory ${shown(l.memory_bytes, (v) => `${Math.round(v / 2 ** 20)} MiB`)}, cpu ${shown(l.nano_cpus, (v) => String(v / 1e9))}, pids ${shown(l.pids, String)}`;
     }
     default:
       return String(value);

@@ -47,7 +47,11 @@ export type Source = (typeof SOURCES)[number];
 
 /** What was observed: any field may be missing (it could not be read); each one says where it came from. */
 export const ObservedSchema = BoundarySchema.partial()
-  .extend({ seen_from: z.partialRecord(z.enum(Object.keys(BoundarySchema.shape) as [BoundaryField, ...BoundaryField[]]), z.enum(SOURCES)) })
+  .extend({
+    // A launcher may read some limits only (a pod's carry memory and CPU; its pids limit is the kubelet's).
+    limits: BoundarySchema.shape.limits.partial().optional(),
+    seen_from: z.partialRecord(z.enum(Object.keys(BoundarySchema.shape) as [BoundaryField, ...BoundaryField[]]), z.enum(SOURCES)),
+  })
   .strict();
 export type Observed = z.infer<typeof ObservedSchema>;
 
@@ -163,9 +167,9 @@ function fieldViolations(field: BoundaryField, planned: Boundary, seen: NonNulla
     return extra.length ? [`network interfaces ${extra.join(', ')} (planned ${planned.interfaces.join(', ')} alone)`] : [];
   }
   if (field === 'limits') {
-    const l = seen as Boundary['limits'];
+    const l = seen as Partial<Boundary['limits']>;
     return (Object.keys(planned.limits) as Array<keyof Boundary['limits']>)
-      .filter((k) => l[k] !== planned.limits[k])
+      .filter((k) => l[k] !== undefined && l[k] !== planned.limits[k])
       .map((k) => `limit ${k} ${l[k]} (planned ${planned.limits[k]})`);
   }
   return shown(seen) === shown(planned[field]) ? [] : [`${field} ${shown(seen)} (planned ${shown(planned[field])})`];
