@@ -136,7 +136,8 @@ export interface LauncherCapabilities {
   warm: (runtime: string) => boolean;
   /**
    * Bind mounts attached to a started container (attachMounts), per runtime: what the pre-started
-   * pool needs. A sandbox with its own kernel (gVisor) does not see mounts made after its start.
+   * pool needs. A sandbox with its own kernel (gVisor) does not see a mount made after its start
+   * over a bind's root (its gofer holds that directory open).
    */
   lateMounts: (runtime: string) => boolean;
 }

@@ -13,7 +13,8 @@ import { pidAt } from '../helpers/pid-at.js';
  * The pre-started pool on the real engine (runs/prestart-pool.ts): a container started before its
  * tenant is known takes the tenant's workspace by late mounts (native/berth-mount.c) and is from
  * then on that tenant's warm container; the pool refills. Under gVisor a sandbox does not see
- * mounts made after its start: there the pool stays empty and runs start as before.
+ * a mount made after its start over a bind's root (its gofer holds that directory open): there the
+ * pool stays empty and runs start as before.
  */
 let h: TestHome;
 const run = (user: string, message: string, opts: { session?: string; level?: 'low' | 'medium' | 'high' } = {}) =>
@@ -199,7 +200,7 @@ describe.runIf(RUNTIME !== 'runsc')('the pre-started pool against PID reuse and 
 });
 
 describe.runIf(RUNTIME === 'runsc')('the pre-started pool under gVisor', () => {
-  it('keeps no containers: a sandbox does not see late mounts, so runs start as before', async () => {
+  it('keeps no containers: a sandbox does not see a late mount over a bind, so runs start as before', async () => {
     const first = await run('web:alice', 'true');
     const second = await run('web:bob', 'true');
     expect([first.exitCode, second.exitCode]).toEqual([0, 0]);
