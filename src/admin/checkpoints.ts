@@ -8,6 +8,7 @@ import type { Runner } from '../runs/runner.js';
 import { agentHomeDir, ensureAgentHome } from '../store/agent-homes.js';
 import { findCheckpoint, listCheckpoints } from '../store/checkpoints.js';
 import { openRuns } from '../store/journal.js';
+import { processIdentity } from '../fs/process-identity.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import type { SessionStore } from '../store/sessions.js';
 import { ensureWorkspace, workspaceOf } from '../store/workspaces.js';
@@ -164,8 +165,8 @@ export function checkpointAdmin(deps: {
 }
 
 /**
- * No container may hold the workspace while it is put back: a run of it going on refuses the
- * restore (BUSY); the warm containers of the sessions on it go first, so the next message starts
+ * No container may hold the workspace while it is put back (the caller holds its turn): a run of
+ * another berth process going on refuses the restore (BUSY); the warm containers of the sessions on it go first, so the next message starts
  * one that sees the tree put back.
  */
 async function retireHolders(
@@ -177,7 +178,11 @@ async function retireHolders(
   project: Project,
 ): Promise<void> {
   const ids = new Set(others.map((s) => s.id).concat(session));
-  const running = openRuns(project.paths.sessionsDir).filter((r) => r.session !== undefined && ids.has(r.session));
+  // This process's runs wait for the turn the caller holds (they run on the tree put back); another process's may be under way.
+  const self = processIdentity();
+  const running = openRuns(project.paths.sessionsDir).filter(
+    (r) => r.session !== undefined && ids.has(r.session) && (r.owner === undefined || r.owner !== self),
+  );
   if (running.length)
     throw new BerthError('BUSY', `a run of this workspace is going on (${running[0]?.run}): it is put back once that ends`, {
       retry_after: 5,
