@@ -8,7 +8,7 @@ import { copyTreeExact } from '../fs/copy-tree-exact.js';
 import { fdRealPath, openNoFollow, withFd } from '../fs/fd-path.js';
 import { readJsonFile } from '../fs/json-file.js';
 import { withOwnerLockSync } from '../fs/lock.js';
-import { isMounted } from '../fs/mount-table.js';
+import { isOwnFilesystem } from '../fs/mount-table.js';
 import { readdirIfExists } from '../fs/dir.js';
 import {
   checkpointId,
@@ -53,7 +53,7 @@ const tenantDir = (project: Project, tenantKey: string) =>
   join(project.paths.stateDir, DIR, createHash('sha256').update(tenantKey).digest('hex').slice(0, 32));
 
 /** A loop filesystem's lost+found stays where it is: neither copied nor cleared. */
-const rootKeep = (dir: string) => (isMounted(dir) ? new Set(['lost+found']) : new Set<string>());
+const rootKeep = (dir: string) => (isOwnFilesystem(dir) ? new Set(['lost+found']) : new Set<string>());
 
 /** The workspace or home directory, opened with no link in its path and still where berth made it. */
 function openTree(dir: string): number {
@@ -75,17 +75,26 @@ export interface ManifestCache {
   set(path: string, ino: number, m: Manifest): void;
 }
 
-export function manifestCache(limit = 64): ManifestCache {
-  const kept = new Map<string, { ino: number; m: Manifest }>();
+/** Bounded by entries, not manifests: a tenant's 200,000-file checkpoint must not pin gigabytes. */
+export function manifestCache(maxEntries = 400_000): ManifestCache {
+  const kept = new Map<string, { ino: number; m: Manifest; size: number }>();
+  let total = 0;
+  const forget = (path: string) => {
+    total -= kept.get(path)?.size ?? 0;
+    kept.delete(path);
+  };
   return {
     get: (path, ino) => {
       const hit = kept.get(path);
       return hit?.ino === ino ? hit.m : undefined;
     },
     set(path, ino, m) {
-      kept.delete(path);
-      kept.set(path, { ino, m });
-      for (const old of kept.keys()) if (kept.size > limit) kept.delete(old);
+      forget(path);
+      const size = m.workspace.entries.length + m.home.entries.length + 1;
+      if (size > maxEntries) return;
+      kept.set(path, { ino, m, size });
+      total += size;
+      for (const old of kept.keys()) if (total > maxEntries) forget(old);
     },
   };
 }
