@@ -6,24 +6,19 @@ import { BerthError } from '../base/errors.js';
 import { checkpointBounds, CheckpointIdSchema, type CheckpointMeta } from '../plan/checkpoints.js';
 import type { Runner } from '../runs/runner.js';
 import { agentHomeDir, ensureAgentHome } from '../store/agent-homes.js';
-import {
-  copyInto,
-  dropSessionCheckpoints,
-  findCheckpoint,
-  listCheckpoints,
-  restoreCheckpoint,
-  takeCheckpoint,
-} from '../store/checkpoints.js';
+import { findCheckpoint, listCheckpoints } from '../store/checkpoints.js';
 import { openRuns } from '../store/journal.js';
+import { processIdentity } from '../fs/process-identity.js';
 import type { Project, ProjectStore } from '../store/projects.js';
 import type { SessionStore } from '../store/sessions.js';
 import { ensureWorkspace, workspaceOf } from '../store/workspaces.js';
 
 /**
  * Checkpoints of a session as the operator (CLI, API) and a chat's person (/undo, /checkpoints,
- * /fork) use them. The copies are berth's (store/checkpoints.ts); here: who may, and that no
- * container holds the workspace while it is put back (a warm or pooled one is retired, a run
- * going on refuses the restore with BUSY).
+ * /fork) use them. The copies are berth's (store/checkpoints.ts, on the runner's checkpoint
+ * thread); here: who may, and that no container holds the workspace while it is put back (a warm
+ * or pooled one is retired, a run going on refuses the restore with BUSY). A restore and a fork
+ * hold the workspace's turn, as a run does: a message sent meanwhile waits for them.
  */
 export interface CheckpointView {
   id: string;
@@ -38,7 +33,7 @@ export interface CheckpointView {
 
 export interface CheckpointAdmin {
   /** Keep a checkpoint of the session now (as one is kept before each message). */
-  snapshotSession(project: string, session: string): CheckpointView;
+  snapshotSession(project: string, session: string): Promise<CheckpointView>;
   /** The session's checkpoints, oldest first. */
   sessionCheckpoints(project: string, session: string): CheckpointView[];
   /** Put the session back as a checkpoint (default: the newest) kept it; it and the newer ones are used up. */
@@ -99,10 +94,11 @@ export function checkpointAdmin(deps: {
     sessions.list(project, { tenantKey: session.tenant_key }).filter((s) => s.settings.workspace.id === session.settings.workspace.id);
 
   return {
-    snapshotSession(projectName, id) {
+    async snapshotSession(projectName, id) {
       const { project, session } = usable(projectName, id);
       const cfg = deps.config().checkpoints;
-      return viewOf(takeCheckpoint(sourceOf(project, session), checkpointBounds(cfg, project.metadata.limits.disk_mb)));
+      const bounds = checkpointBounds(cfg, project.metadata.limits.disk_mb);
+      return viewOf(await deps.runner().checkpoints.take(sourceOf(project, session), bounds));
     },
 
     sessionCheckpoints(projectName, id) {
@@ -114,29 +110,13 @@ export function checkpointAdmin(deps: {
       const { project, session } = usable(projectName, id);
       if (checkpoint !== undefined) parseOrThrow(CheckpointIdSchema, checkpoint, 'checkpoint');
       findCheckpoint(project, session.tenant_key, session.id, checkpoint);
-      const others = sharing(project, session);
-      const ids = new Set(others.map((s) => s.id).concat(session.id));
-      const running = openRuns(project.paths.sessionsDir).filter((r) => r.session !== undefined && ids.has(r.session));
-      if (running.length)
-        throw new BerthError('BUSY', `a run of this workspace is going on (${running[0]?.run}): it is put back once that ends`, {
-          retry_after: 5,
-        });
-      // Its warm containers go first: the next message starts one that sees the tree put back.
-      for (const s of ids) await deps.runner().forgetSession(projectName, s);
-      // One still up is another berth process's (serve's, when this is the CLI): nothing is written under it.
-      const wsId = session.settings.workspace.id;
-      const up = (await deps.runner().listContainers(projectName)).filter((c) => c.workspace === wsId);
-      if (up.length)
-        throw new BerthError(
-          'BUSY',
-          `a container of this workspace is still up (${up[0]?.id.slice(0, 12)}): it is put back once that is gone`,
-          {
-            hint: 'a warm container of berth serve goes after runs.warm_idle_seconds, or restore through serve (its API or /undo)',
-            retry_after: 30,
-          },
-        );
-      const at = checkpoint ?? findCheckpoint(project, session.tenant_key, session.id).id;
-      return viewOf(restoreCheckpoint(sourceOf(project, session), at));
+      const wsId = session.settings.workspace.id ?? '';
+      // The workspace's turn: a message sent meanwhile runs on the tree put back, never under the copy.
+      return deps.runner().withWorkspace(projectName, wsId, async () => {
+        await retireHolders(deps.runner(), projectName, sharing(project, session), session.id, wsId, project);
+        const at = checkpoint ?? findCheckpoint(project, session.tenant_key, session.id).id;
+        return viewOf(await deps.runner().checkpoints.restore(sourceOf(project, session), at));
+      });
     },
 
     async forkSession(projectName, fromId, to, opts = {}) {
@@ -171,14 +151,61 @@ export function checkpointAdmin(deps: {
         },
       });
       const home = ensureAgentHome(project, to, owner);
-      copyInto({ workspace: source.workspace.dir, home: agentHomeDir(project, from.id) }, { workspace, home });
+      // The source's turn: its files as they are between two messages, never half-written by a run.
+      await deps
+        .runner()
+        .withWorkspace(projectName, source.workspace.id, () =>
+          deps
+            .runner()
+            .checkpoints.copyInto({ workspace: source.workspace.dir, home: agentHomeDir(project, from.id) }, { workspace, home }),
+        );
       return fork;
     },
   };
 }
 
-/** A deleted session's warm container and checkpoints go with it (a new session of that id must inherit neither). */
+/**
+ * No container may hold the workspace while it is put back (the caller holds its turn): a run of
+ * another berth process going on refuses the restore (BUSY); the warm containers of the sessions on it go first, so the next message starts
+ * one that sees the tree put back.
+ */
+async function retireHolders(
+  runner: Runner,
+  projectName: string,
+  others: SessionRecord[],
+  session: string,
+  wsId: string,
+  project: Project,
+): Promise<void> {
+  const ids = new Set(others.map((s) => s.id).concat(session));
+  // This process's runs wait for the turn the caller holds (they run on the tree put back); another process's may be under way.
+  const self = processIdentity();
+  const running = openRuns(project.paths.sessionsDir).filter(
+    (r) => r.session !== undefined && ids.has(r.session) && (r.owner === undefined || r.owner !== self),
+  );
+  if (running.length)
+    throw new BerthError('BUSY', `a run of this workspace is going on (${running[0]?.run}): it is put back once that ends`, {
+      retry_after: 5,
+    });
+  for (const s of ids) await runner.forgetSession(projectName, s);
+  // One still up is another berth process's (serve's, when this is the CLI): nothing is written under it.
+  const up = (await runner.listContainers(projectName)).filter((c) => c.workspace === wsId);
+  if (up.length)
+    throw new BerthError(
+      'BUSY',
+      `a container of this workspace is still up (${up[0]?.id.slice(0, 12)}): it is put back once that is gone`,
+      {
+        hint: 'a warm container of berth serve goes after runs.warm_idle_seconds, or restore through serve (its API or /undo)',
+        retry_after: 30,
+      },
+    );
+}
+
+/**
+ * A deleted session's warm container and checkpoints go with it (a new session of that id must
+ * inherit neither: the checkpoint thread drops them before any later call of its own).
+ */
 export function sessionGone(runner: Runner, project: Project, tenantKey: string, id: string): void {
-  dropSessionCheckpoints(project, tenantKey, id);
+  void runner.checkpoints.dropSession(project, tenantKey, id).catch(() => undefined);
   void runner.forgetSession(project.metadata.name, id).catch(() => undefined);
 }

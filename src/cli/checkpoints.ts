@@ -17,7 +17,7 @@ export const CHECKPOINT_CLI_COMMANDS: Record<string, Command> = {
     options: {},
     async run(berth, _v, pos, io) {
       need(pos, 2, 'project name and session id');
-      io.out(line(berth().admin.snapshotSession(pos[0] as string, pos[1] as string)));
+      io.out(line(await berth().admin.snapshotSession(pos[0] as string, pos[1] as string)));
       return 0;
     },
   },

@@ -1,79 +1,68 @@
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { join } from 'node:path';
 import { BerthError, errnoOf } from '../base/errors.js';
-import { at, openChildDir, withFd } from './fd-path.js';
-import { MAX_TREE_DEPTH } from './copy-tree-exact.js';
+import type { FileEntry, ManifestEntry, TreeManifest } from './checkpoint-manifest.js';
+import { at, closeQuietly, openChildDir, withFd } from './fd-path.js';
+import { copyBuffers, copyBytes, keepMeta, linkTo, makeSymlink, metaOf, type EntryMeta } from './file-copy.js';
 import { removeTreeAt } from './tree.js';
+import { MAX_TREE_DEPTH, walkTree, type TreeVisitor } from './tree-walk.js';
 
 /**
- * The copy behind a checkpoint (and a restore, and a fork): a tenant's tree walked by descriptor,
- * one no-follow open at a time (a directory swapped for a link mid-copy fails the copy, never
- * leads outside), keeping what `cp -a --sparse=always` keeps: directories, regular files with
- * their holes, symbolic links as links, hard links, owners, modes and times. Fifos, sockets and
- * devices are left out (counted).
+ * The copies behind a checkpoint: `captureTree` reads a tenant's tree (walked by descriptor,
+ * tree-walk.ts) into a manifest and objects (checkpoint-manifest.ts); `restoreTree` writes a
+ * manifest back into an emptied tree. Kept: directories, regular files with their holes,
+ * symbolic links as links, hard links, owners, modes and times. Fifos, sockets and devices are
+ * left out (counted).
  *
- * A file that has not changed since the base (the session's previous checkpoint) copied it is
- * hard-linked to that copy instead of copied again. Safe because the copies are berth's and never
- * written after they are made: the tenant's own file is never linked, only read. "Not changed"
- * is its inode, size, mtime and ctime as the base saw them; the tenant can set mtime but not
- * ctime, and a file whose ctime was within RACY_NS of the base's start is copied again (a write
- * in the same clock tick as the base's look would keep its times: git's "racy" case).
+ * A file unchanged since the base (the session's previous checkpoint) shares the base's object:
+ * no copy, no link, one lstat. Safe because objects are berth's and never written after they are
+ * made: the tenant's own file is never linked, only read. "Unchanged" is its inode, size, mtime
+ * and ctime as the base saw them; the tenant can set mtime but not ctime, and a file whose ctime
+ * was within RACY_NS of the base's start is copied again (a write in the same clock tick as the
+ * base's look would keep its times: git's "racy" case).
  */
-export interface CopyEntry {
-  /** Inode, size, mtime and ctime of the source when it was copied ("dev:ino:size:mtime_ns:ctime_ns"). */
-  k: string;
-  /** Bytes it takes on disk (allocated blocks). */
-  b: number;
-  /** 1: a hard link to the base's copy (its bytes are the base's). */
-  l?: 1;
-}
-
-export interface CopyBase {
-  /** The base's tree: berth's own (its checkpoint store), so joined as a path (a path through /proc costs 5× per link). */
-  dir: string;
-  entries: Record<string, CopyEntry>;
+export interface CaptureBase {
+  /** The base's files by path. */
+  files: ReadonlyMap<string, FileEntry>;
   startedNs: bigint;
 }
 
-export interface CopyBounds {
-  /** Allocated bytes of the files copied (not those linked to the base). */
+export interface CaptureBounds {
+  /** Allocated bytes of the objects made (not those shared with the base). */
   bytes: number;
   /** Files, directories and links. */
   entries: number;
 }
 
-export interface CopyResult {
-  /** Regular files by their path below the root. */
-  entries: Record<string, CopyEntry>;
+export interface CaptureResult {
+  manifest: TreeManifest;
   ownedBytes: number;
   linkedBytes: number;
   count: number;
   skipped: number;
 }
 
-export const RACY_NS = 2_000_000_000n;
-const CHUNK = 1024 * 1024;
-/** Files at least this big with holes go through cp's SEEK_DATA (no read of the holes' zeros). */
-const SPARSE_CP_MIN = 8 * CHUNK;
-const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, O_CREAT, O_EXCL } = fs.constants;
-
-interface State {
-  base?: CopyBase;
-  bounds: CopyBounds;
-  out: CopyResult;
-  links: Map<string, string>;
-  buffer: Buffer;
-  zero: Buffer;
-  rootFd: number;
-  /** The destination's path when it is berth's own (a new checkpoint): links are made by path. */
-  dstDir?: string;
-  skipRoot: ReadonlySet<string>;
+/** Where new objects go: `dir` (berth's own, `objects/<prefix>`), named `<prefix>/<n>` from `next`. */
+export interface ObjectSink {
+  dir: string;
+  prefix: string;
+  next: number;
 }
 
-const keyOf = (st: fs.BigIntStats) => `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
-const ctimeOf = (key: string) => BigInt(key.split(':')[4] ?? '0');
+export const RACY_NS = 2_000_000_000n;
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, O_CREAT, O_EXCL } = fs.constants;
 
-/** Over a bound: nothing of the copy is kept (the caller removes its temporary directory). */
+const keyOf = (st: fs.BigIntStats) => `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+const toMeta = (m: EntryMeta) => ({ u: m.uid, g: m.gid, m: m.mode, a: m.atime, t: m.mtime });
+const fromMeta = (e: { u: number; g: number; m: number; a: number; t: number }): EntryMeta => ({
+  uid: e.u,
+  gid: e.g,
+  mode: e.m,
+  atime: e.a,
+  mtime: e.t,
+});
+
+/** Over a bound: nothing of the copy is kept (the caller removes what it made). */
 function over(what: string): BerthError {
   return new BerthError('LIMIT_REACHED', `the checkpoint would hold more than ${what}`, {
     hint: 'berth.yaml checkpoints.max_mb and checkpoints.max_files bound a tenant; older checkpoints are pruned first',
@@ -84,155 +73,155 @@ function changed(shown: string): BerthError {
   return new BerthError('E_SANDBOX_VIOLATION', `${shown} changed while it was copied`, { path: shown });
 }
 
-/**
- * Copy the tree under srcFd into the empty directory dstFd. `skipRoot`: names at the root left
- * out (a loop filesystem's lost+found).
- */
-export function copyCheckpointTree(
+/** Read the tree under srcFd into a manifest, new or changed files into objects of `sink`. `skipRoot`: root names left out (lost+found). */
+export function captureTree(
   srcFd: number,
-  dstFd: number,
-  opts: { base?: CopyBase; bounds: CopyBounds; skipRoot?: ReadonlySet<string>; dstDir?: string },
-): CopyResult {
-  const s: State = {
-    base: opts.base,
-    bounds: opts.bounds,
-    out: { entries: {}, ownedBytes: 0, linkedBytes: 0, count: 0, skipped: 0 },
-    links: new Map(),
-    buffer: Buffer.alloc(CHUNK),
-    zero: Buffer.alloc(CHUNK),
-    rootFd: dstFd,
-    dstDir: opts.dstDir,
-    skipRoot: opts.skipRoot ?? new Set(),
+  sink: ObjectSink,
+  opts: { base?: CaptureBase; bounds: CaptureBounds; skipRoot?: ReadonlySet<string> },
+): CaptureResult {
+  const { base, bounds } = opts;
+  const entries: ManifestEntry[] = [];
+  const out = { ownedBytes: 0, linkedBytes: 0, count: 0, skipped: 0 };
+  const links = new Map<string, FileEntry>();
+  const buffers = copyBuffers();
+  const dirAt = new Map<string, Extract<ManifestEntry, { y: 'd' }>>();
+  const counted = () => {
+    if (++out.count > bounds.entries) throw over(`${bounds.entries} files and folders`);
   };
-  copyDir(srcFd, dstFd, '', 0, s);
-  keepMeta(dstFd, fs.fstatSync(srcFd));
-  return s.out;
+  let sinkMade = false;
+
+  /** Unchanged since the base, decided from the walk's lstat alone: the base's object, nothing read. */
+  const shared = (rel: string, st: fs.BigIntStats): FileEntry | undefined => {
+    const prior = base?.files.get(rel);
+    if (!base || !prior || prior.h !== undefined || st.nlink > 1n) return undefined;
+    if (prior.k !== keyOf(st) || st.ctimeNs + RACY_NS >= base.startedNs) return undefined;
+    return { ...prior, ...toMeta(metaOf(st)), p: rel };
+  };
+
+  const copyFile = (dirFd: number, name: string, rel: string): FileEntry | undefined => {
+    let fd: number;
+    try {
+      fd = fs.openSync(at(dirFd, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch (err) {
+      if (errnoOf(err) === 'ENOENT') return undefined; // removed meanwhile
+      throw changed(rel);
+    }
+    return withFd(fd, () => {
+      const st = fs.fstatSync(fd, { bigint: true });
+      if (!st.isFile()) throw changed(rel);
+      const inode = `${st.dev}:${st.ino}`;
+      // A second name of a file hard-linked in the tree: the first name's object.
+      const first = st.nlink > 1n ? links.get(inode) : undefined;
+      if (first) return { ...first, ...toMeta(metaOf(st)), p: rel, b: 0, h: first.p };
+      const bytes = Number(st.blocks) * 512;
+      out.ownedBytes += bytes;
+      if (out.ownedBytes > bounds.bytes) throw over(`${Math.round(bounds.bytes / 1048576)} MiB`);
+      if (!sinkMade) fs.mkdirSync(sink.dir, { recursive: true, mode: 0o700 });
+      sinkMade = true;
+      const n = sink.next++;
+      withFd(fs.openSync(join(sink.dir, String(n)), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600), (obj) =>
+        copyBytes(fd, obj, Number(st.size), bytes, buffers),
+      );
+      // Shared with the next checkpoint only if it did not change while it was read.
+      const key = keyOf(st);
+      const after = keyOf(fs.fstatSync(fd, { bigint: true }));
+      const entry: FileEntry = {
+        y: 'f',
+        p: rel,
+        ...toMeta(metaOf(st)),
+        k: after === key ? key : `changed:${key}`,
+        b: bytes,
+        o: `${sink.prefix}/${n}`,
+      };
+      if (st.nlink > 1n) links.set(inode, entry);
+      return entry;
+    });
+  };
+
+  const visitor: TreeVisitor<undefined> = {
+    enter(_fd, _name, rel, st) {
+      counted();
+      const e = { y: 'd' as const, p: rel, ...toMeta(metaOf(st)) };
+      dirAt.set(rel, e);
+      entries.push(e);
+    },
+    leave(_fd, rel, st) {
+      const e = dirAt.get(rel);
+      if (e) Object.assign(e, toMeta(metaOf(st)));
+      dirAt.delete(rel);
+    },
+    file(dirFd, name, rel, st) {
+      counted();
+      const same = shared(rel, st);
+      if (same) {
+        out.linkedBytes += same.b;
+        entries.push(same);
+        return;
+      }
+      const copied = copyFile(dirFd, name, rel);
+      if (copied) entries.push(copied);
+    },
+    symlink(dirFd, name, rel, st) {
+      counted();
+      entries.push({ y: 'l', p: rel, ...toMeta(metaOf(st)), to: fs.readlinkSync(at(dirFd, name)) });
+    },
+    other: () => void out.skipped++,
+  };
+  walkTree(srcFd, undefined, visitor, {
+    skipRoot: opts.skipRoot,
+    maxDepth: MAX_TREE_DEPTH,
+    tooDeep: () => over(`${MAX_TREE_DEPTH} levels of folders`),
+  });
+  return { manifest: { root: toMeta(metaOf(fs.fstatSync(srcFd, { bigint: true }))), entries }, ...out };
 }
 
-function copyDir(srcFd: number, dstFd: number, rel: string, depth: number, s: State): void {
-  if (depth > MAX_TREE_DEPTH) throw over(`${MAX_TREE_DEPTH} levels of folders`);
-  const dir = fs.opendirSync(`/proc/self/fd/${srcFd}`);
+/**
+ * Write a manifest back into the empty directory dstFd, each file a fresh copy of its object
+ * (the tenant never gets a link to a checkpoint's file; hard links inside the tree stay one file).
+ * `objectsDir`: the tenant's store, berth's own.
+ */
+export function restoreTree(manifest: TreeManifest, objectsDir: string, dstFd: number): void {
+  const buffers = copyBuffers();
+  const stack: Array<{ rel: string; fd: number; meta: EntryMeta }> = [];
+  const top = () => stack.at(-1) ?? { rel: '', fd: dstFd };
+  const pop = () => {
+    const d = stack.pop();
+    if (!d) return;
+    try {
+      keepMeta(d.fd, d.meta);
+    } finally {
+      closeQuietly(d.fd);
+    }
+  };
   try {
-    for (let entry = dir.readSync(); entry; entry = dir.readSync()) {
-      const name = entry.name;
-      if (depth === 0 && s.skipRoot.has(name)) continue;
-      const relName = rel ? `${rel}/${name}` : name;
-      const st = fs.lstatSync(at(srcFd, name), { throwIfNoEntry: false });
-      if (!st) continue; // removed meanwhile
-      if (!st.isDirectory() && !st.isSymbolicLink() && !st.isFile()) {
-        s.out.skipped++;
-        continue;
-      }
-      if (++s.out.count > s.bounds.entries) throw over(`${s.bounds.entries} files and folders`);
-      if (st.isDirectory()) {
-        const child = openChildDir(srcFd, name, relName);
-        if (child === undefined) continue;
-        withFd(child, (from) => {
-          fs.mkdirSync(at(dstFd, name), { mode: 0o700 });
-          const made = openChildDir(dstFd, name, relName);
-          if (made === undefined) throw changed(relName);
-          withFd(made, (to) => {
-            copyDir(from, to, relName, depth + 1, s);
-            keepMeta(to, fs.fstatSync(from));
+    for (const e of manifest.entries) {
+      const cut = e.p.lastIndexOf('/');
+      const parentRel = cut < 0 ? '' : e.p.slice(0, cut);
+      const name = e.p.slice(cut + 1);
+      while (stack.length > 0 && top().rel !== parentRel) pop();
+      if (top().rel !== parentRel) throw new BerthError('INTERNAL', `the checkpoint's list is out of order at ${e.p}`);
+      const parent = top().fd;
+      if (e.y === 'd') {
+        fs.mkdirSync(at(parent, name), { mode: 0o700 });
+        const fd = openChildDir(parent, name, e.p);
+        if (fd === undefined) throw changed(e.p);
+        stack.push({ rel: e.p, fd, meta: fromMeta(e) });
+      } else if (e.y === 'l') makeSymlink(e.to, at(parent, name), fromMeta(e));
+      else if (!(e.h !== undefined && linkTo(`/proc/self/fd/${dstFd}/${e.h}`, at(parent, name)))) {
+        withFd(fs.openSync(join(objectsDir, e.o), O_RDONLY | O_NOFOLLOW), (obj) => {
+          const st = fs.fstatSync(obj);
+          withFd(fs.openSync(at(parent, name), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600), (to) => {
+            copyBytes(obj, to, st.size, st.blocks * 512, buffers);
+            keepMeta(to, fromMeta(e));
           });
         });
-      } else if (st.isSymbolicLink()) {
-        const target = at(dstFd, name);
-        fs.symlinkSync(fs.readlinkSync(at(srcFd, name)), target);
-        fs.lchownSync(target, st.uid, st.gid);
-        fs.lutimesSync(target, st.atime, st.mtime);
-      } else if (!linkedFromBase(srcFd, dstFd, name, relName, s)) copyFile(srcFd, dstFd, name, relName, s);
+      }
     }
+    while (stack.length > 0) pop();
   } finally {
-    dir.closeSync();
+    for (const d of stack) closeQuietly(d.fd);
   }
-}
-
-/**
- * Unchanged since the base: a hard link to the base's copy, decided from an lstat alone (no open:
- * the file is not read). Its own hard links inside the tree are the copy's business.
- */
-function linkedFromBase(srcFd: number, dstFd: number, name: string, relName: string, s: State): boolean {
-  const prior = s.base?.entries[relName];
-  if (!s.base || !prior) return false;
-  const st = fs.lstatSync(at(srcFd, name), { bigint: true, throwIfNoEntry: false });
-  if (!st?.isFile() || st.nlink > 1n) return false;
-  const key = keyOf(st);
-  if (prior.k !== key || ctimeOf(key) + RACY_NS >= s.base.startedNs) return false;
-  if (!linkTo(`${s.base.dir}/${relName}`, s.dstDir ? `${s.dstDir}/${relName}` : at(dstFd, name))) return false;
-  const bytes = Number(st.blocks) * 512;
-  s.out.entries[relName] = { k: key, b: bytes, l: 1 };
-  s.out.linkedBytes += bytes;
-  return true;
-}
-
-function copyFile(srcFd: number, dstFd: number, name: string, relName: string, s: State): void {
-  let fd: number;
-  try {
-    fd = fs.openSync(at(srcFd, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-  } catch (err) {
-    if (errnoOf(err) === 'ENOENT') return; // removed meanwhile
-    throw changed(relName);
-  }
-  withFd(fd, () => {
-    const st = fs.fstatSync(fd, { bigint: true });
-    if (!st.isFile()) throw changed(relName);
-    const key = keyOf(st);
-    const bytes = Number(st.blocks) * 512;
-    const inode = `${st.dev}:${st.ino}`;
-    // A second name of a file hard-linked in the tree: a link to its first copy in this checkpoint.
-    const first = st.nlink > 1n ? s.links.get(inode) : undefined;
-    if (first !== undefined && linkTo(`/proc/self/fd/${s.rootFd}/${first}`, at(dstFd, name))) {
-      const e = s.out.entries[first];
-      if (e) s.out.entries[relName] = { ...e, b: 0 };
-      return;
-    }
-    s.out.ownedBytes += bytes;
-    if (s.out.ownedBytes > s.bounds.bytes) throw over(`${Math.round(s.bounds.bytes / 1048576)} MiB`);
-    withFd(fs.openSync(at(dstFd, name), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600), (out) => {
-      copyBytes(fd, out, st, s);
-      fs.fchownSync(out, Number(st.uid), Number(st.gid));
-      fs.fchmodSync(out, Number(st.mode) & 0o7777);
-      fs.futimesSync(out, st.atime, st.mtime);
-    });
-    // Kept as a base for the next checkpoint only if it did not change while it was read.
-    const after = keyOf(fs.fstatSync(fd, { bigint: true }));
-    s.out.entries[relName] = { k: after === key ? key : `changed:${key}`, b: bytes };
-    if (st.nlink > 1n) s.links.set(inode, relName);
-  });
-}
-
-/** The bytes, holes kept: all-zero chunks are skipped over, a big file with holes goes to cp (SEEK_DATA). */
-function copyBytes(from: number, to: number, st: fs.BigIntStats, s: State): void {
-  const size = Number(st.size);
-  if (size >= SPARSE_CP_MIN && Number(st.blocks) * 512 < size) {
-    // Both ends are descriptors berth holds: cp opens no path of the tenant's.
-    const r = spawnSync('cp', ['--sparse=always', '/dev/stdin', '/dev/stdout'], { stdio: [from, to, 'pipe'] });
-    if (r.status === 0) return;
-    fs.ftruncateSync(to, 0);
-  }
-  let pos = 0;
-  for (let n; (n = fs.readSync(from, s.buffer, 0, CHUNK, pos)) > 0; pos += n) {
-    if (s.buffer.compare(s.zero, 0, n, 0, n) !== 0) fs.writeSync(to, s.buffer, 0, n, pos);
-  }
-  fs.ftruncateSync(to, pos);
-}
-
-/** A hard link; false (the caller copies instead) when the path is too long for the kernel or the link count is full. */
-function linkTo(from: string, to: string): boolean {
-  try {
-    fs.linkSync(from, to);
-    return true;
-  } catch (err) {
-    if (errnoOf(err) === 'EEXIST') throw err;
-    return false;
-  }
-}
-
-function keepMeta(dirFd: number, st: fs.Stats): void {
-  fs.fchownSync(dirFd, st.uid, st.gid);
-  fs.fchmodSync(dirFd, st.mode & 0o7777);
-  fs.futimesSync(dirFd, st.atime, st.mtime);
+  keepMeta(dstFd, fromMeta(manifest.root));
 }
 
 /** Empty a directory, one no-follow open at a time (a link in it is removed, never followed). `keep`: root names left alone. */

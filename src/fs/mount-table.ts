@@ -30,3 +30,13 @@ export function mountsUnder(dir: string): string[] {
     .filter((p) => p === dir || p.startsWith(prefix))
     .sort((a, b) => b.length - a.length);
 }
+
+/**
+ * Is dir the root of a filesystem of its own (a loop-mounted workspace)? Two stats instead of
+ * reading the mount table: under a busy container engine a read of mountinfo waits on its lock
+ * for tens of milliseconds, and a checkpoint asks this of each tree before each message.
+ */
+export function isOwnFilesystem(dir: string): boolean {
+  const parent = dir.replace(/\/[^/]+\/?$/, '') || '/';
+  return fs.statSync(dir).dev !== fs.statSync(parent).dev;
+}

@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import { join } from 'node:path';
 import { runtimeFor } from '../config/runtimes.js';
-import type { PermissionLevel, SessionRecord } from '../config/session.js';
+import type { SessionRecord } from '../config/session.js';
 import { BerthError, isBerthError } from '../base/errors.js';
-import type { ManagedContainer, OutputListener, RunOptions, RunResult } from '../launch/launcher.js';
+import type { ManagedContainer, RunOptions, RunResult } from '../launch/launcher.js';
 import { assertLaunchable } from '../launch/requirements.js';
 import { noMetrics } from '../base/metrics.js';
 import type { RunPlan } from '../plan/run-plan.js';
@@ -13,112 +13,35 @@ import { appendJournal, noteStarted, type JournalEntry } from '../store/journal.
 import type { Project } from '../store/projects.js';
 import { planOf, plantDecoys } from './run-plan-of.js';
 import type { RunnerDeps } from './runner-deps.js';
+import type { Runner } from './runner-api.js';
 import { appendRunRecord } from '../store/run-log.js';
 import { copySeedsForRun, ensureWorkspace, quotaChangePending } from '../store/workspaces.js';
 import type { Ticket } from './admission.js';
 import { watchDisk } from './disk-watch.js';
 import { createFleet, seesAllWorkspaces } from './fleet.js';
 import { createKeyedLock } from './keyed-lock.js';
+import { drainRuns, type Flight } from './drain.js';
 import { prepareMounts } from './prepare-mounts.js';
-import {
-  contextOf,
-  identityOf,
-  quotaOf,
-  type LaunchSpec,
-  type PrivateTarget,
-  type RunContext,
-  type RunIdentityContext,
-} from './run-context.js';
+import { contextOf, identityOf, quotaOf, type LaunchSpec, type RunContext, type RunIdentityContext } from './run-context.js';
 import { toRunRecord, type RunFiles, type RunOutcome } from './run-record.js';
-import type { ApprovalListener } from '../store/approvals.js';
 import { openRunSockets, type OpenSockets } from './run-sockets.js';
-import { progressTap, type ProgressListener } from './progress-tap.js';
+import { progressTap } from './progress-tap.js';
 import { LOST_WARNING, runHalt, STOPPED_WARNING, type RunHalt } from './run-halt.js';
 import { createWarmSessions, warmKeyOf, warmWorkspaceOf, type WarmLease } from './warm-session.js';
 import { POOLED } from '../plan/pool.js';
 import { receiptDigest } from '../plan/receipt.js';
 import { policyOf } from './receipt-policy.js';
 import { noteReceipt, watchReceipt } from './run-receipt.js';
-import type { IncomingFile } from '../plan/files-in.js';
 import { landMessageFiles, withRunFiles } from './run-files.js';
 import { cachedCapabilities } from './launcher-capabilities.js';
 import { checkpointBefore } from './checkpoint-before.js';
+import { checkpointThread } from '../store/checkpoint-thread.js';
 import { countWhileRunning } from './session-count.js';
 
 export type { RunOutcome } from './run-record.js';
 export { newRunId, toRunRecord } from './run-record.js';
 
-export interface RunRequest {
-  project: string;
-  tenantKey: string;
-  message: string;
-  /** The conversation; default: the tenant's own default session. */
-  sessionId?: string;
-  /** Set the session's permission level (persisted) before this run. */
-  level?: PermissionLevel;
-  /** The agent's plain output as it prints it (never an event stream: that is read into onProgress). */
-  onOutput?: OutputListener;
-  /** The agent's tool calls and words as it works (agents whose output berth reads: plan.progress). */
-  onProgress?: ProgressListener;
-  /** The chat watching this run, which can ask its person (a host outside the egress allowlist). */
-  onApproval?: ApprovalListener;
-  /**
-   * Awaited once the run is admitted and holds its workspace lock, before anything is prepared:
-   * a chat bridge takes its run slot here, so a message waiting for its turn holds none.
-   */
-  whenReady?: () => Promise<void>;
-  /** Files sent with the message: land in the workspace's inbox/ before the run (runs/run-files.ts). */
-  files?: IncomingFile[];
-  /** The schedule this run is a firing of (runs/scheduler.ts): its record names it. */
-  schedule?: string;
-}
-
-export interface Runner {
-  run(request: RunRequest): Promise<RunOutcome>;
-  /** One workflow step for a session, in the project's private workspace. */
-  runPrivate(
-    project: string,
-    sessionId: string,
-    tenantKey: string,
-    level: PermissionLevel,
-    message: string,
-    target: PrivateTarget,
-  ): Promise<RunOutcome>;
-  /** Run argv (the shell tool) in a container shaped exactly like the session's agent runs. */
-  exec(ref: { project: string; session: string }, argv: string[]): Promise<RunOutcome>;
-  /**
-   * Stop: admit nothing more (SHUTTING_DOWN), let runs in flight finish for up to `deadlineMs`,
-   * then stop this process's containers; those runs are journaled as interrupted. The warm
-   * containers are removed either way.
-   */
-  drain(deadlineMs: number): Promise<{ interrupted: number }>;
-  /**
-   * Stop one run of this process before its end (a person's /stop, the operator): its record and
-   * its answer say why. False when no run of that id holds its workspace here (it waits, ended, or
-   * belongs to another process).
-   */
-  stop(runId: string, reason: string): boolean;
-  /** A deleted session's warm container goes with it (a new session of that id must not inherit it). */
-  forgetSession(project: string, session: string): Promise<void>;
-  /** Remove the idle warm containers now (berth stops; tests); returns how many. */
-  releaseWarm(): Promise<number>;
-  /** Remove every labelled container of this home (explicit cleanup). */
-  reapLeftovers(): Promise<number>;
-  /**
-   * At startup: close the runs a dead berth process of this home left open (journaled as
-   * interrupted) and remove their containers — never those of a berth process still running.
-   */
-  recover(): Promise<{ interrupted: string[]; removed: number }>;
-  /** This installation's containers (of one project, or all). */
-  listContainers(project?: string): Promise<ManagedContainer[]>;
-  /** Stop and remove one project's containers (runs in flight end with exit 137). */
-  removeContainers(project: string): Promise<number>;
-  /**
-   * Remove the project's containers that see every workspace (shared mode, or unlabelled) and its
-   * warm ones: switching isolation on, no shared view outlives the switch. Returns how many.
-   */
-  retireSharedContainers(project: string): Promise<number>;
-}
+export type { RunRequest, Runner } from './runner-api.js';
 
 export function createRunner(deps: RunnerDeps): Runner {
   const { store, sessions, launcher, config, installation } = deps;
@@ -142,6 +65,7 @@ export function createRunner(deps: RunnerDeps): Runner {
   /** Runs holding their workspace, by id: what stop() reaches. */
   const halts = new Map<string, (reason: string) => void>();
   const capabilities = cachedCapabilities(launcher);
+  const checkpoints = checkpointThread();
 
   /** The flow of one run: admission → journal → (its turn) → locked → journal; metrics throughout. */
   async function launch(project: Project, session: SessionRecord, spec: LaunchSpec): Promise<RunOutcome> {
@@ -206,7 +130,7 @@ export function createRunner(deps: RunnerDeps): Runner {
       const ctx = contextOf(base, store.get(name), config(), spec);
       const launcherCaps = await capabilities();
       if (spec.kind !== 'workflow_step') await prepareWorkspace(ctx);
-      if (spec.kind === 'message') checkpointBefore(ctx, spec.message); // what /undo puts back: before the message's files land
+      if (spec.kind === 'message') await checkpointBefore(ctx, spec.message, checkpoints); // what /undo puts back: before the message's files land
       const landed = await landMessageFiles(ctx, spec, deps.transcriber, stop); // a message's files in inbox/ (and the words telling the agent) before it is planned
       fs.mkdirSync(ctx.project.paths.memoryDir, { recursive: true, mode: 0o755 });
       const seeds = spec.kind === 'workflow_step' ? copySeedsForRun(ctx.project, join(store.home.tmpDir, `seed-${ctx.runId}`)) : undefined;
@@ -392,31 +316,7 @@ export function createRunner(deps: RunnerDeps): Runner {
       const { project, session } = sessions.get(ref.project, ref.session);
       return launch(project, session, { kind: 'shell_tool', argv });
     },
-    async drain(deadlineMs) {
-      deps.admission?.drain();
-      let timer: NodeJS.Timeout | undefined;
-      const idle = deps.admission ? deps.admission.idle() : Promise.resolve();
-      const finished = await Promise.race([
-        idle.then(() => true),
-        new Promise<boolean>((r) => (timer = setTimeout(() => r(false), deadlineMs))),
-      ]);
-      clearTimeout(timer);
-      if (finished) {
-        await deps.prestarted?.close();
-        await deps.warm?.close(); // the warm containers go with berth
-        return { interrupted: 0 };
-      }
-      const interrupted = inFlight.size;
-      for (const flight of inFlight) {
-        flight.interrupted = true;
-        flight.abort.abort(); // stops its container, or keeps one from being made
-      }
-      await deps.prestarted?.close();
-      await fleet.removeMine();
-      await idle;
-      await deps.warm?.close();
-      return { interrupted };
-    },
+    drain: (deadlineMs) => drainRuns(deps, { inFlight, removeMine: () => fleet.removeMine() }, deadlineMs),
     stop(runId, reason) {
       const stopRun = halts.get(runId);
       stopRun?.(reason);
@@ -429,13 +329,9 @@ export function createRunner(deps: RunnerDeps): Runner {
     listContainers: (project) => fleet.list(project),
     removeContainers: (project) => fleet.removeProject(project),
     retireSharedContainers: (project) => fleet.retireShared(project),
+    withWorkspace: (project, workspaceId, fn) => withWorkspaceLock(`${project}/${workspaceId}`, fn),
+    checkpoints,
   };
-}
-
-/** A run past admission; a drain that runs out of time interrupts it. */
-interface Flight {
-  interrupted: boolean;
-  abort: AbortController;
 }
 
 const DRAIN_REASON = 'berth stopped: the drain deadline passed';

@@ -96,6 +96,25 @@ for (const quota of ['off', 'loop'] as const) {
       expect(await say('web:eve', 'bob-main', '/undo').catch((e: unknown) => (isBerthError(e) ? e.code : e))).toBe('PERMISSION_DENIED');
     });
 
+    it('/undo holds the workspace: a message sent at the same moment runs on the tree put back, in a new container', async () => {
+      await run('web:dora', 'printf "one\\n" > a.txt', 'dora-1');
+      const before = await run('web:dora', 'printf "two\\n" > a.txt', 'dora-1');
+      expect(before.warm).toBe(true);
+      // Both at once: the message is accepted while the restore runs, and waits for the workspace's turn.
+      const restoring = say('web:dora', 'dora-1', '/undo');
+      const next = run('web:dora', 'cat a.txt', 'dora-1');
+      expect(await restoring).toContain('undone');
+      const after = await next;
+      expect(after.stdout).toBe('one\n');
+      expect(after.containerId).not.toBe(before.containerId);
+      // A fork holds the source's turn the same way: it copies the tree as the last message left it.
+      const forking = say('web:dora', 'dora-1', '/fork', () => 'dora-2');
+      const write = run('web:dora', 'printf "three\\n" > a.txt', 'dora-1');
+      expect(await forking).toContain('forked');
+      await write;
+      expect((await run('web:dora', 'cat a.txt', 'dora-2')).stdout).toBe('one\n');
+    });
+
     it('nothing to undo is said plainly; a restore to an unknown checkpoint is CHECKPOINT_NOT_FOUND', async () => {
       expect(await say('web:carol', 'carol-new', '/undo')).toContain('nothing to undo');
       await run('web:carol', 'true', 'carol-1');

@@ -23,7 +23,7 @@ function ctx(over: Partial<CheckpointCommandContext['admin']> = {}, tenant = 'we
     newSession: () => 's-2',
     admin: {
       getSession: () => ({ tenant_key: 'web:alice' }),
-      snapshotSession: () => view('x', '', 0),
+      snapshotSession: async () => view('x', '', 0),
       sessionCheckpoints: () => [
         view('20261128T000000000Z-aaaaaa', 'first thing', 900),
         view('20261128T000001000Z-bbbbbb', 'then this', 3 * 1048576),

@@ -17,6 +17,7 @@ import {
 } from '../../src/plan/checkpoints.js';
 import { listCheckpoints, restoreCheckpoint, takeCheckpoint, type CheckpointSource } from '../../src/store/checkpoints.js';
 import type { Project } from '../../src/store/projects.js';
+import type { Manifest } from '../../src/fs/checkpoint-manifest.js';
 
 /** Checkpoints: the pure bookkeeping (who owns which bytes, what is pruned), then the copies on a real filesystem. */
 const dirs: string[] = [];
@@ -105,6 +106,13 @@ const cpDir = (r: ReturnType<typeof rig>, id: string) => {
   const tenants = fs.readdirSync(join(r.project.paths.stateDir, 'checkpoints'));
   return join(r.project.paths.stateDir, 'checkpoints', tenants[0] as string, id);
 };
+/** A checkpoint's record of one path of its workspace, and where a file's bytes are (its object). */
+const saved = (r: ReturnType<typeof rig>, id: string, path: string) => {
+  const m = JSON.parse(fs.readFileSync(join(cpDir(r, id), 'manifest.json'), 'utf8')) as Manifest;
+  const e = m.workspace.entries.find((x) => x.p === path);
+  if (!e) throw new Error(`${path} is not in checkpoint ${id}`);
+  return { ...e, object: e.y === 'f' ? join(cpDir(r, id), '..', '.objects', e.o) : '' };
+};
 /** Checkpoints compare times with the clock: a file must be older than the racy window to be linked. */
 const age = (path: string) => fs.utimesSync(path, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
 
@@ -120,7 +128,7 @@ describe('checkpoint copies on a real filesystem (store/checkpoints.ts)', () => 
     fs.writeFileSync(join(r.ws, 'a.txt'), 'two\n'); // in place: the checkpoint's copy must not change
     fs.writeFileSync(join(r.ws, 'new.txt'), 'later');
     fs.appendFileSync(join(r.home, 'conversation.jsonl'), '{"turn":2}\n');
-    expect(fs.readFileSync(join(cpDir(r, c.id), 'workspace', 'a.txt'), 'utf8')).toBe('one\n');
+    expect(fs.readFileSync(saved(r, c.id, 'a.txt').object, 'utf8')).toBe('one\n');
     restoreCheckpoint(r.src, c.id);
     expect(fs.readFileSync(join(r.ws, 'a.txt'), 'utf8')).toBe('one\n');
     expect(fs.readFileSync(join(r.ws, 'sub', 'b.bin'))).toEqual(Buffer.from([0, 1, 2, 255]));
@@ -129,7 +137,7 @@ describe('checkpoint copies on a real filesystem (store/checkpoints.ts)', () => 
     expect(listCheckpoints(r.project, 'web:alice')).toEqual([]); // used up
   });
 
-  it('an unchanged file is linked to the previous checkpoint, a changed one copied; the restored tree never shares an inode with a checkpoint', () => {
+  it("an unchanged file shares the previous checkpoint's copy, a changed one is copied; the restored tree never shares an inode with a checkpoint", () => {
     const r = rig();
     fs.writeFileSync(join(r.ws, 'big'), Buffer.alloc(256 * 1024, 7));
     fs.writeFileSync(join(r.ws, 'edit'), 'v1');
@@ -137,28 +145,32 @@ describe('checkpoint copies on a real filesystem (store/checkpoints.ts)', () => 
     age(join(r.ws, 'edit'));
     const first = takeCheckpoint(r.src, BOUNDS);
     fs.writeFileSync(join(r.ws, 'edit'), 'v2');
-    const ino = (id: string, name: string) => fs.statSync(join(cpDir(r, id), 'workspace', name)).ino;
+    const obj = (id: string, name: string) => saved(r, id, name).object;
     // The first checkpoint's files were changed (made) moments before it: copied again, never linked.
     const second = takeCheckpoint(r.src, BOUNDS);
     expect(second.base).toBe(first.id);
-    expect(ino(second.id, 'edit')).not.toBe(ino(first.id, 'edit'));
+    expect(obj(second.id, 'edit')).not.toBe(obj(first.id, 'edit'));
+    expect(obj(second.id, 'big')).not.toBe(obj(first.id, 'big'));
     // Make the base look old enough (its start long after the files' ctime): now the unchanged one is linked.
     const metaFile = join(cpDir(r, second.id), 'meta.json');
     const m = JSON.parse(fs.readFileSync(metaFile, 'utf8')) as CheckpointMeta;
     fs.writeFileSync(metaFile, JSON.stringify({ ...m, started_ns: String(BigInt(Date.now() + 10_000) * 1_000_000n) }));
     fs.writeFileSync(join(r.ws, 'edit'), 'v3');
     const third = takeCheckpoint(r.src, BOUNDS);
-    expect(ino(third.id, 'big')).toBe(ino(second.id, 'big'));
-    expect(ino(third.id, 'edit')).not.toBe(ino(second.id, 'edit'));
+    expect(obj(third.id, 'big')).toBe(obj(second.id, 'big'));
+    expect(obj(third.id, 'edit')).not.toBe(obj(second.id, 'edit'));
     expect(third.linked_bytes).toBeGreaterThanOrEqual(256 * 1024);
     expect(third.owned_bytes).toBeLessThan(256 * 1024);
-    expect(fs.readFileSync(join(cpDir(r, second.id), 'workspace', 'edit'), 'utf8')).toBe('v2');
+    expect(fs.readFileSync(obj(second.id, 'edit'), 'utf8')).toBe('v2');
     fs.writeFileSync(join(r.ws, 'edit'), 'v4');
     restoreCheckpoint(r.src, third.id);
     expect(fs.readFileSync(join(r.ws, 'edit'), 'utf8')).toBe('v3');
     const restored = fs.statSync(join(r.ws, 'big'));
-    expect(restored.ino).not.toBe(ino(second.id, 'big'));
+    expect(restored.ino).not.toBe(fs.statSync(obj(second.id, 'big')).ino);
     expect(restored.nlink).toBe(1);
+    // Restoring to the third used it up: the second keeps its own objects and the one it shared.
+    expect(fs.readFileSync(obj(second.id, 'big'))).toEqual(Buffer.alloc(256 * 1024, 7));
+    expect(fs.existsSync(join(cpDir(r, second.id), '..', '.objects', third.id))).toBe(false);
   });
 
   it('links stay links (never followed), hard links stay one file, fifos and sockets are left out, holes stay holes', async () => {
@@ -180,11 +192,16 @@ describe('checkpoint copies on a real filesystem (store/checkpoints.ts)', () => 
     fs.closeSync(fd);
     const c = takeCheckpoint(r.src, BOUNDS);
     expect(c.skipped).toBe(2);
-    const saved = join(cpDir(r, c.id), 'workspace');
-    expect(fs.readlinkSync(join(saved, 'escape'))).toBe(outside);
-    expect(fs.lstatSync(join(saved, 'root')).isSymbolicLink()).toBe(true);
-    expect(fs.statSync(join(saved, 'h1')).ino).toBe(fs.statSync(join(saved, 'h2')).ino);
-    const st = fs.statSync(join(saved, 'sparse'));
+    expect(saved(r, c.id, 'escape')).toMatchObject({ y: 'l', to: outside });
+    expect(saved(r, c.id, 'root')).toMatchObject({ y: 'l', to: '/' });
+    // One file under two names: the second name found points at the first, and its bytes count once.
+    const names = [saved(r, c.id, 'h1'), saved(r, c.id, 'h2')].map((e) => (e.y === 'f' ? [e.h, e.b > 0] : []));
+    expect(names.map(([h, owns]) => [h === undefined, owns]).sort()).toEqual([
+      [false, false],
+      [true, true],
+    ]);
+    expect(saved(r, c.id, 'h2').object).toBe(saved(r, c.id, 'h1').object);
+    const st = fs.statSync(saved(r, c.id, 'sparse').object);
     expect(st.size).toBe(2 * 1024 ** 3 + 4);
     expect(st.blocks * 512).toBeLessThan(1024 * 1024);
     expect(c.owned_bytes).toBeLessThan(1024 * 1024);
@@ -218,11 +235,16 @@ describe('checkpoint copies on a real filesystem (store/checkpoints.ts)', () => 
     for (let i = 0; i < 5; i++) fs.writeFileSync(join(r.ws, `n${i}`), 'x');
     expect(() => takeCheckpoint(r.src, { keep: 10, bytes: 1 << 30, files: 3 })).toThrow(/files and folders/);
     const tenantDir = join(r.project.paths.stateDir, 'checkpoints');
-    const leftovers = () => fs.readdirSync(join(tenantDir, fs.readdirSync(tenantDir)[0] as string)).filter((n) => n !== '.lock');
+    const one = () => join(tenantDir, fs.readdirSync(tenantDir)[0] as string);
+    const leftovers = () => fs.readdirSync(one()).filter((n) => !n.startsWith('.'));
+    const objects = () => fs.readdirSync(join(one(), '.objects')).sort();
     expect(leftovers()).toEqual([]);
+    expect(objects()).toEqual([]);
     const ids = [1, 2, 3].map(() => takeCheckpoint(r.src, { keep: 2, bytes: 1 << 30, files: 100 }).id);
     expect(listCheckpoints(r.project, 'web:alice').map((c) => c.id)).toEqual(ids.slice(1));
     expect(leftovers().sort()).toEqual(ids.slice(1));
+    // The pruned one's copies went with it; the kept ones hold theirs (each copied all: made within the racy window).
+    expect(objects()).toEqual(ids.slice(1));
   });
 
   it('a folder the tenant replaced by a link to elsewhere is kept as that link, never followed', () => {
@@ -233,7 +255,7 @@ describe('checkpoint copies on a real filesystem (store/checkpoints.ts)', () => 
     fs.rmSync(join(r.ws, 'd'), { recursive: true });
     fs.symlinkSync(r.root, join(r.ws, 'd'));
     const c = takeCheckpoint(r.src, BOUNDS);
-    expect(fs.lstatSync(join(cpDir(r, c.id), 'workspace', 'd')).isSymbolicLink()).toBe(true);
+    expect(saved(r, c.id, 'd')).toMatchObject({ y: 'l', to: r.root });
     expect(c.files).toBe(1);
   });
 });

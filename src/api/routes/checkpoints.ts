@@ -48,9 +48,9 @@ export function registerCheckpointRoutes(app: OpenAPIHono, admin: () => AdminSer
       request: { params: SessionParams },
       responses: { 201: json(z.object({ checkpoint: CheckpointSchema }), 'kept'), ...errors },
     }),
-    (c) => {
+    async (c) => {
       const { name, sessionId } = c.req.valid('param');
-      return c.json({ checkpoint: admin().snapshotSession(name, sessionId) }, 201);
+      return c.json({ checkpoint: await admin().snapshotSession(name, sessionId) }, 201);
     },
   );
 
