@@ -61,7 +61,7 @@ export function createPrestartPool(deps: {
   blankDir: string;
   logger: Logger;
   onSize?: (n: number) => void;
-  /** True while runs wait for a slot (admission's queue): the refill starts nothing meanwhile, the engine's starts are theirs. */
+  /** True while runs wait for a slot (admission's queue): the refill has one start under way at most meanwhile, the engine's starts are theirs first. */
   busy?: () => boolean;
   /**
    * Tests: every claim is served from the pool, starting a container at once when none waits,
