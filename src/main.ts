@@ -25,8 +25,9 @@ import { createRunner, type Runner } from './runs/runner.js';
 import { createAdmission, type Admission } from './runs/admission.js';
 import { createWarmPool } from './runs/warm-pool.js';
 import { createPrestartPool } from './runs/prestart-pool.js';
+import type { RateWindows } from './plan/pool-size.js';
 import { mountHelper } from './launch/docker/late-mounts.js';
-import { admissionLimitsOf, DEFAULT_WARM_PER_TENANT } from './config/runs.js';
+import { admissionLimitsOf, DEFAULT_WARM_PER_TENANT, poolBoundsOf } from './config/runs.js';
 import { createMetrics, type Metrics } from './base/metrics.js';
 import { createModelGateway } from './outbound/model-gateway.js';
 import { createEgressProxy } from './outbound/egress-proxy.js';
@@ -99,6 +100,8 @@ export interface BerthOptions {
    * (runs/prestart-pool.ts), `off` keeps none; otherwise berth.yaml runs.pool decides.
    */
   pool?: 'always' | 'off';
+  /** Tests: the windows the pool reads its arrival rate over (plan/pool-size.ts RATE_WINDOWS), shorter. */
+  poolWindows?: RateWindows;
 }
 
 /** Resolve the home once (real path, so mount-source checks compare like with like). */
@@ -249,8 +252,8 @@ export function createBerth(opts: BerthOptions): Berth {
         opts.warm && opts.pool !== 'off'
           ? createPrestartPool({
               launcher,
-              // Tests' `always`: each claim starts its own, nothing waits in the background.
-              size: () => (opts.pool === 'always' ? 0 : config().runs.pool),
+              ...poolBoundsOf(config, opts.pool === 'always'),
+              ...(opts.poolWindows ? { windows: opts.poolWindows } : {}),
               blankDir: join(paths.cacheDir, 'pool'),
               logger,
               onSize: (n) => metrics.setPoolContainers(n),

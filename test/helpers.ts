@@ -15,6 +15,7 @@ import { releaseMountsUnder } from '../src/fs/loop-quota.js';
 import type { ProjectMetadataInput } from '../src/config/metadata.js';
 import type { RunOutcome } from '../src/runs/runner.js';
 import type { Launcher } from '../src/launch/launcher.js';
+import type { RateWindows } from '../src/plan/pool-size.js';
 import { createFakeLauncher } from './helpers/fake-launcher.js';
 import type { PermissionLevel } from '../src/config/session.js';
 
@@ -49,7 +50,9 @@ export function testConfig(config?: string): string | undefined {
   return RUNTIME ? `${config ?? ''}\nruntimes: [runc, ${RUNTIME}]\n` : config;
 }
 
-export function testHome(opts: { config?: string; warm?: boolean; launcher?: Launcher; pool?: 'always' | 'off' } = {}): TestHome {
+export function testHome(
+  opts: { config?: string; warm?: boolean; launcher?: Launcher; pool?: 'always' | 'off'; poolWindows?: RateWindows } = {},
+): TestHome {
   const home = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-test-')));
   const config = testConfig(opts.config);
   if (config) fs.writeFileSync(join(home, 'berth.yaml'), config);
@@ -57,7 +60,7 @@ export function testHome(opts: { config?: string; warm?: boolean; launcher?: Lau
   // none unless BERTH_TEST_POOL asks (their container counts are a warm container's).
   const pool = 'pool' in opts ? opts.pool : POOL && opts.warm !== false ? 'always' : 'off';
   const warm = opts.warm ?? (WARM || pool === 'always');
-  const berth = createBerth({ home, logLevel: 'silent', warm, launcher: opts.launcher, pool });
+  const berth = createBerth({ home, logLevel: 'silent', warm, launcher: opts.launcher, pool, poolWindows: opts.poolWindows });
   return {
     home,
     berth,

@@ -20,6 +20,17 @@ export const DEFAULT_WARM_PER_TENANT = 4;
  * runs/prestart-pool.ts MAX_SHAPES shapes are kept.
  */
 export const DEFAULT_POOL = 2;
+/**
+ * Pre-started containers per shape while people arrive fast (plan/pool-size.ts): at 10 new people a
+ * second and a start of ~0.5-1 s under load, what arrives during one start, with headroom.
+ */
+export const DEFAULT_POOL_MAX = 16;
+/**
+ * Container starts the pool's refill has under way at once. Measured on the 2-core VM (docs/benchmarks.md,
+ * Bursts): the engine's starts a second rise to 3 at once (2.9 → 4.6 → 5.8) and stay flat past it,
+ * while each start only takes longer.
+ */
+export const DEFAULT_ENGINE_STARTS = 3;
 
 const Count = z.number().int().min(1).max(MAX_CONCURRENT_RUNS);
 
@@ -78,7 +89,25 @@ export const RunsSchema = z
       .max(64)
       .default(DEFAULT_POOL)
       .describe(
-        "Containers started ahead of need for each shape of run (a project's image, level and limits, learnt from its first new session): a new person's first message takes one and has its workspace mounted into it, instead of starting a container. 0: none. Only with warm containers (berth serve, berth bridge), under runc or crun, for isolated workspaces.",
+        "Containers started ahead of need for each shape of run (a project's image, level and limits, learnt from its first new session): a new person's first message takes one and has its workspace mounted into it, instead of starting a container. 0: none. Only with warm containers (berth serve, berth bridge), under runc or crun, for isolated workspaces. While new people arrive fast the pool grows past it (up to pool_max), and shrinks back once they stop.",
+      ),
+    pool_max: z
+      .number()
+      .int()
+      .min(0)
+      .max(256)
+      .optional()
+      .describe(
+        `Containers kept per shape at most while new people arrive fast: the pool holds what arrives while one container starts, twice over, and never more than this nor than max_concurrent. Default ${DEFAULT_POOL_MAX} (at least pool).`,
+      ),
+    engine_starts: z
+      .number()
+      .int()
+      .min(1)
+      .max(64)
+      .optional()
+      .describe(
+        `Container starts the pool's refill has under way at once (one at a time while runs wait for a slot). Past what the engine takes at once, each start only gets slower. Default ${DEFAULT_ENGINE_STARTS}.`,
       ),
   })
   .strict()
@@ -88,6 +117,9 @@ export const RunsSchema = z
       const value = runs[field];
       if (max !== undefined && value !== undefined && value > max)
         ctx.addIssue({ code: 'custom', path: [field], message: `must be at most max_concurrent (${max})` });
+    }
+    if (runs.pool_max !== undefined && runs.pool_max < runs.pool) {
+      ctx.addIssue({ code: 'custom', path: ['pool_max'], message: `must be at least pool (${runs.pool})` });
     }
     if (runs.per_project !== undefined && runs.per_tenant !== undefined && runs.per_tenant > runs.per_project) {
       ctx.addIssue({ code: 'custom', path: ['per_tenant'], message: `must be at most per_project (${runs.per_project})` });
@@ -148,4 +180,17 @@ export function admissionLimitsOf(config: { runs: RunsSettings }, host: HostReso
   const perProject = Math.min(global, per_project ?? global);
   const perTenant = Math.min(perProject, per_tenant ?? defaults.perTenant);
   return { global, perProject, perTenant, queue: queue ?? Math.min(MAX_QUEUED_RUNS, global * 25) };
+}
+
+/**
+ * The pre-started pool's size and bounds (runs/prestart-pool.ts), read from the config at each
+ * decision. `always` (tests): nothing waits in the background, each claim starts its own.
+ */
+export function poolBoundsOf(config: () => { runs: RunsSettings }, always = false) {
+  return {
+    size: () => (always ? 0 : config().runs.pool),
+    max: () => Math.max(config().runs.pool, config().runs.pool_max ?? DEFAULT_POOL_MAX),
+    global: () => admissionLimitsOf(config()).global,
+    engineStarts: () => config().runs.engine_starts ?? DEFAULT_ENGINE_STARTS,
+  };
 }

@@ -5,15 +5,21 @@ import { openNoFollow, closeQuietly } from '../fs/fd-path.js';
 import type { IdleContainer, Launcher } from '../launch/launcher.js';
 import { LABELS } from '../plan/labels.js';
 import { blankPlanOf, poolable, poolShape } from '../plan/pool.js';
+import type { RateWindows } from '../plan/pool-size.js';
 import type { RunPlan } from '../plan/run-plan.js';
+import { createPoolRefill, newShape, type PoolShape, type Waiting } from './pool-refill.js';
 import { MAX_AGE_MS } from './warm-pool.js';
 
 /**
  * Containers started before their tenant is known (plan/pool.ts), so a new person's first
  * message is an attach and an exec, not a container start. A shape is learnt from the first
- * plan that asks for it (that message starts its container as before); from then on `size()`
- * containers of that shape wait, refilled one at a time in the background, and not while runs
- * wait for a slot (the engine's starts go to them first). A claimed container
+ * plan that asks for it (that message starts its container as before); from then on containers of
+ * that shape wait: `size()` of them, more while people arrive faster (plan/pool-size.ts: what
+ * arrives while one start is under way, up to `max()` and admission's `global()`), fewer again
+ * once they stop. The refill starts up to `engineStarts()` at once (one at a time while runs wait
+ * for a slot: the engine's starts go to them first). A claim that finds none waiting while a start
+ * is under way for its shape waits for that one (it is ready sooner than a start of its own);
+ * otherwise the run starts its own, beside the refill's. A claimed container
  * is its tenant's (it becomes the session's warm container, and is removed like any other):
  * none ever goes back to the pool. Under a runtime without late mounts (gVisor), for a
  * shared-mode plan, or with `runs.pool: 0`, claims return nothing and runs start as before.
@@ -36,34 +42,26 @@ export interface PrestartPool {
 
 /** Shapes kept at once; past it the one claimed least recently lets its containers go. */
 export const MAX_SHAPES = 8;
-/** While runs wait for a slot, the refill looks again this often. */
-const BUSY_RECHECK_MS = 50;
-/** A shape whose container would not start is not tried again for this long. */
-const RETRY_AFTER_MS = 30_000;
 /** Waiting containers one claim tries before the run starts its own (each found gone). */
 const CLAIM_TRIES = 3;
 
-interface Waiting {
-  container: IdleContainer;
-  since: number;
-}
-
-interface Shape {
-  key: string;
-  blank: RunPlan;
-  waiting: Waiting[];
-  failedAt?: number;
-}
-
 export function createPrestartPool(deps: {
   launcher: Launcher;
-  /** Containers kept waiting per shape (berth.yaml runs.pool); 0: no pool. */
+  /** Containers kept waiting per shape when nobody arrives (berth.yaml runs.pool); 0: no pool. */
   size: () => number;
+  /** Containers kept per shape at most while people arrive fast (runs.pool_max); default size(): a pool of fixed size. */
+  max?: () => number;
+  /** Runs admission lets in flight at once: the pool grows no larger. Default: unbounded (max() bounds it). */
+  global?: () => number;
+  /** Starts the refill has under way at once (runs.engine_starts); default 1. */
+  engineStarts?: () => number;
+  /** The windows the arrival rate is read over (tests shorten them). */
+  windows?: RateWindows;
   /** Berth's own directory for the blank stand-ins (home cache). */
   blankDir: string;
   logger: Logger;
   onSize?: (n: number) => void;
-  /** True while runs wait for a slot (admission's queue): the refill starts nothing meanwhile, the engine's starts are theirs. */
+  /** True while runs wait for a slot (admission's queue): the refill has one start under way at most meanwhile, the engine's starts are theirs first. */
   busy?: () => boolean;
   /**
    * Tests: every claim is served from the pool, starting a container at once when none waits,
@@ -72,9 +70,8 @@ export function createPrestartPool(deps: {
    */
   always?: boolean;
 }): PrestartPool {
-  const shapes = new Map<string, Shape>();
+  const shapes = new Map<string, PoolShape>();
   let closed = false;
-  let refilling = false;
   let lateMounts: Promise<(runtime: string) => boolean> | undefined;
   const count = () => [...shapes.values()].reduce((n, s) => n + s.waiting.length, 0);
   const changed = () => deps.onSize?.(count());
@@ -112,7 +109,7 @@ export function createPrestartPool(deps: {
     });
   }
 
-  function learn(key: string, plan: RunPlan): Shape {
+  function learn(key: string, plan: RunPlan): PoolShape {
     const known = shapes.get(key);
     if (known) {
       shapes.delete(key); // Map order is recency: claimed now
@@ -120,7 +117,10 @@ export function createPrestartPool(deps: {
       return known;
     }
     const blanks = blankSources(key, plan);
-    const shape: Shape = { key, blank: blankPlanOf(plan, (i) => blanks[i] as string), waiting: [] };
+    const shape = newShape(
+      key,
+      blankPlanOf(plan, (i) => blanks[i] as string),
+    );
     shapes.set(key, shape);
     for (const [oldKey, old] of shapes) {
       if (shapes.size <= MAX_SHAPES) break;
@@ -135,44 +135,26 @@ export function createPrestartPool(deps: {
     changed();
   }
 
-  async function start(shape: Shape): Promise<IdleContainer> {
-    return deps.launcher.startIdle(shape.blank, shape.blank.keepAlive);
-  }
-
-  /** One container at a time, in the background, until every shape has size() waiting. */
-  function refill(): void {
-    if (refilling || closed) return;
-    refilling = true;
-    void (async () => {
-      try {
-        for (;;) {
-          const now = Date.now();
-          const short = [...shapes.values()].find(
-            (s) => s.waiting.length < deps.size() && !(s.failedAt && now - s.failedAt < RETRY_AFTER_MS),
-          );
-          if (!short || closed) return;
-          if (deps.busy?.()) {
-            await new Promise((r) => setTimeout(r, BUSY_RECHECK_MS));
-            continue;
-          }
-          try {
-            const container = await start(short);
-            if (closed || shapes.get(short.key) !== short) await remove([container.containerId]);
-            else short.waiting.push({ container, since: Date.now() });
-            changed();
-          } catch (err) {
-            short.failedAt = Date.now();
-            deps.logger.warn({ err: String(err) }, 'could not start a pre-started container');
-          }
-        }
-      } finally {
-        refilling = false;
-      }
-    })();
-  }
+  const start = (shape: PoolShape) => deps.launcher.startIdle(shape.blank, shape.blank.keepAlive);
+  const { refill, nextStarted, stop } = createPoolRefill({
+    shapes,
+    start,
+    remove,
+    sizing: () => ({
+      base: deps.size(),
+      max: deps.max?.() ?? deps.size(),
+      global: deps.global?.() ?? Number.MAX_SAFE_INTEGER,
+      engineStarts: deps.engineStarts?.() ?? 1,
+    }),
+    ...(deps.busy ? { busy: deps.busy } : {}),
+    ...(deps.windows ? { windows: deps.windows } : {}),
+    closed: () => closed,
+    changed,
+    logger: deps.logger,
+  });
 
   /** The shape's entry, learnt now if new; undefined (the run starts its container) when the pool cannot serve the plan. */
-  async function shapeFor(plan: RunPlan, log: Logger): Promise<Shape | undefined> {
+  async function shapeFor(plan: RunPlan, log: Logger): Promise<PoolShape | undefined> {
     if (closed || (!deps.always && deps.size() <= 0) || !poolable(plan)) return undefined;
     try {
       lateMounts ??= deps.launcher.capabilities().then((c) => c.lateMounts);
@@ -194,8 +176,9 @@ export function createPrestartPool(deps: {
       const stale = shape.waiting.filter((w) => Date.now() - w.since > MAX_AGE_MS);
       shape.waiting = shape.waiting.filter((w) => !stale.includes(w));
       void remove(stale.map((w) => w.container.containerId));
+      shape.arrivals.push(Date.now());
       for (let tries = 0; tries < CLAIM_TRIES; tries++) {
-        const taken = shape.waiting.shift()?.container ?? (deps.always ? await start(shape) : undefined);
+        const taken = shape.waiting.shift()?.container ?? (await nextStarted(shape)) ?? (deps.always ? await start(shape) : undefined);
         changed();
         refill();
         if (!taken) return undefined;
@@ -230,6 +213,7 @@ export function createPrestartPool(deps: {
     async close() {
       closed = true;
       unwatch?.();
+      stop();
       const ids = [...shapes.values()].flatMap((s) => s.waiting.map((w) => w.container.containerId));
       shapes.clear();
       await remove(ids);

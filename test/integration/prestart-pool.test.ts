@@ -41,7 +41,7 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 
 }
 
 beforeAll(() => {
-  h = testHome({ warm: true, pool: undefined, config: 'runs: { warm_idle_seconds: 60, pool: 1 }\n' });
+  h = testHome({ warm: true, pool: undefined, config: 'runs: { warm_idle_seconds: 60, pool: 1, pool_max: 1 }\n' }); // a fixed size: which one waits is known
   h.create({ name: 'p', workspace_isolation: true, limits: { timeout_seconds: 10 } });
   fs.writeFileSync(join(h.berth.store.get('p').paths.dir, 'RULES.md'), 'house rules\n');
 });

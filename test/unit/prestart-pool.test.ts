@@ -106,15 +106,25 @@ describe('the pre-started pool', () => {
     expect(live()).toHaveLength(3);
   });
 
-  it('starts nothing while runs wait for a slot, and refills once they have one', async () => {
+  it('has one start under way at most while runs wait for a slot (theirs get the engine first), up to engineStarts once they have one', async () => {
     let queued = 3;
-    const p = createPrestartPool({ launcher: launcher(), size: () => 2, blankDir: join(dir, 'pool'), logger: log, busy: () => queued > 0 });
+    const { launcher: held, most, open } = heldStarts();
+    const p = createPrestartPool({
+      launcher: held,
+      size: () => 4,
+      engineStarts: () => 3,
+      blankDir: join(dir, 'pool'),
+      logger: log,
+      busy: () => queued > 0,
+    });
     expect(await p.claim(plan('alice'), log)).toBeUndefined();
-    await new Promise((r) => setTimeout(r, 200));
-    expect(live()).toEqual([]);
+    await until(() => most() === 1, 'the first start');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(most()).toBe(1);
     queued = 0;
-    await settled(() => p.size() === 2);
-    expect(live()).toHaveLength(2);
+    open();
+    await settled(() => p.size() === 4);
+    expect(most()).toBe(3);
   });
 
   it('a failed attach removes the container and the run starts its own; nothing is attached twice', async () => {
@@ -200,4 +210,72 @@ describe('the pre-started pool', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(live()).toEqual([]);
   });
+
+  it('grows while new people arrive faster than one start replaces a claim, starting engineStarts at once, and shrinks back once they stop', async () => {
+    const { launcher: held, most, open } = heldStarts(100);
+    const p = createPrestartPool({
+      launcher: held,
+      size: () => 2,
+      max: () => 10,
+      engineStarts: () => 3,
+      windows: { shortMs: 400, longMs: 800 },
+      blankDir: join(dir, 'pool'),
+      logger: log,
+    });
+    await p.claim(plan('alice'), log);
+    open();
+    await settled(() => p.size() === 2);
+    // Eight new people at once: more arrive in the short window than two starts' worth.
+    const claimed = (await Promise.all(Array.from({ length: 8 }, (_, i) => p.claim(plan(`p${i}`), log)))).filter(Boolean);
+    // Two waited; claims past them took starts under way (one each); the rest started their own.
+    expect(claimed.length).toBeGreaterThan(2);
+    expect(claimed.length).toBeLessThan(8);
+    await settled(() => p.size() > 2);
+    expect(most()).toBeLessThanOrEqual(3);
+    // Nobody else comes: past the long window only size() wait, the rest removed (the claimed ones stay: they are warm).
+    await settled(() => p.size() === 2 && live().length === claimed.length + 2);
+  });
+
+  it('a claim that finds none waiting takes the start already under way for its shape; one claim per start, the rest start their own', async () => {
+    const { launcher: held, open } = heldStarts();
+    const p = createPrestartPool({ launcher: held, size: () => 1, blankDir: join(dir, 'pool'), logger: log });
+    await p.claim(plan('alice'), log);
+    await until(() => fake.containers().length === 0 && true, 'nothing started yet');
+    const bob = p.claim(plan('bob'), log);
+    const carol = await p.claim(plan('carol'), log);
+    expect(carol).toBeUndefined(); // the one start under way is bob's
+    open();
+    const got = await bob;
+    expect(got?.containerId).toBeDefined();
+    expect(attached).toEqual([{ id: got?.containerId, workspace: 'ws-bob' }]);
+  });
 });
+
+/** The fake launcher with its starts held until `open()`, then taking `ms` each; `most()`: the most starts under way at once. */
+function heldStarts(ms = 0) {
+  const base = launcher();
+  let release!: () => void;
+  let gate: Promise<void> | undefined = new Promise<void>((r) => (release = r));
+  let now = 0;
+  let peak = 0;
+  return {
+    launcher: {
+      ...base,
+      async startIdle(...args: Parameters<Launcher['startIdle']>) {
+        peak = Math.max(peak, ++now);
+        try {
+          await gate;
+          await new Promise((r) => setTimeout(r, ms));
+          return await base.startIdle(...args);
+        } finally {
+          now--;
+        }
+      },
+    } satisfies Launcher,
+    most: () => peak,
+    open: () => {
+      gate = undefined;
+      release();
+    },
+  };
+}
