@@ -69,9 +69,9 @@ const script = (p: string, image: string, bigBytes?: number) =>
 
 async function proveRoundTrip(
   ch: FilesChannel,
-  opts: { declares: boolean; oneFilePerMessage?: boolean; bigBytes?: number; failSend?: boolean; native: string[] },
+  opts: { declares: boolean; oneFilePerMessage?: boolean; bigBytes?: number; failSend?: boolean; native: string[]; prefix?: string },
 ) {
-  const p = ch.name.slice(0, 3);
+  const p = opts.prefix ?? ch.name.slice(0, 3);
   const [image, doc, ...refused] = filesOf(p, opts.declares);
   // One file a message: the refused ones first, so the last message (the script) lands one.
   const files = opts.oneFilePerMessage ? [...refused, image!, doc!] : [image!, doc!, ...refused];
@@ -172,5 +172,19 @@ describe('files in and out on every chat channel (fake services, real containers
     await proveRoundTrip(hook, { declares: false, native: [] });
     await hook.send('echo too-much', [{ name: 'big.pdf', mime: 'application/pdf', data: Buffer.alloc(HOOK_MAX_FILE_BYTES + 1) }]);
     expect(hook.lastStatus!()).toMatchObject({ status: 413, body: expect.stringContaining('the file is larger than 2 MiB') });
+  });
+
+  it("signed webhooks without a callback_url: the refusal and the files' links come as notices in the sync answer", async () => {
+    const hook = channel('webhook') as Awaited<ReturnType<typeof webhookChannel>>;
+    const { said } = await proveRoundTrip(hook.sync, { declares: false, native: [], prefix: 'wsy' });
+    // The answer was one response: its notices (the refusal before the run, the links after it) with the reply.
+    const answer = JSON.parse(hook.lastStatus!()!.body) as { status: string; reply: string; notices: string[] };
+    expect(answer.status).toBe('answered');
+    expect(answer.reply).toContain('done-wsy');
+    expect(answer.notices).toEqual([
+      expect.stringContaining('wsy-tool.zip: this kind of file is not taken here'),
+      expect.stringMatching(/^berth: the agent sent 2 files/),
+    ]);
+    expect(said).toContain('chart.png');
   });
 });
