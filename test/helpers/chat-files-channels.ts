@@ -54,12 +54,19 @@ export interface FilesChannel {
 
 const notQueued = (t: string) => !t.startsWith('berth: queued');
 
-export async function signalChannel(): Promise<FilesChannel> {
+/** Signal through the fake signal-cli; `maxFileBytes`: the bridge's max_file_bytes (what the operator's signal-cli takes). */
+export async function signalChannel(maxFileBytes?: number): Promise<FilesChannel> {
   const fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   const uuid = '00000000-0000-4000-8000-00000000f11e';
   return {
     name: 'signal',
-    config: ['  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open'],
+    config: [
+      '  signal:',
+      `    url: ${fake.url}`,
+      `    account: '${fake.account}'`,
+      '    senders: open',
+      ...(maxFileBytes !== undefined ? [`    max_file_bytes: ${maxFileBytes}`] : []),
+    ],
     ready: () => fake.waitForClients(1, 10_000),
     async send(text, files) {
       const attachments = files.map((f) =>

@@ -24,6 +24,8 @@ import { until } from '../helpers/until.js';
 const MiB = 1024 * 1024;
 const MATRIX_UPLOAD_LIMIT = 256 * 1024;
 const HOOK_MAX_FILE_BYTES = 2 * MiB;
+/** The Signal bridge's max_file_bytes: below berth's own cap, so a file over it is one the agent can make. */
+const SIGNAL_MAX_FILE_BYTES = 64 * 1024;
 /** Past Telegram's 50 MB a bot may send (TELEGRAM_FILE_LIMIT_BYTES). */
 const TELEGRAM_OVER = 50_000_001;
 
@@ -32,7 +34,7 @@ const channel = (name: FilesChannel['name']) => rig.channels.find((c) => c.name 
 
 beforeAll(async () => {
   const channels = await Promise.all([
-    signalChannel(),
+    signalChannel(SIGNAL_MAX_FILE_BYTES),
     telegramChannel(),
     slackChannel(),
     matrixChannel(MATRIX_UPLOAD_LIMIT),
@@ -129,8 +131,14 @@ async function proveRoundTrip(
 }
 
 describe('files in and out on every chat channel (fake services, real containers)', { timeout: 240_000 }, () => {
-  it('Signal: attachments in (getAttachment), attachments out (data URIs)', async () => {
-    await proveRoundTrip(channel('signal'), { declares: true, native: ['chart.png', 'report.txt'] });
+  it("Signal: attachments in (getAttachment), attachments out (data URIs); past the bridge's max_file_bytes a link", async () => {
+    await proveRoundTrip(channel('signal'), { declares: true, bigBytes: SIGNAL_MAX_FILE_BYTES + 1, native: ['chart.png', 'report.txt'] });
+    // The big file went as a link only: no attachment past the limit reached signal-cli.
+    expect(
+      channel('signal')
+        .sentBack()
+        .map((f) => f.name),
+    ).toEqual(['chart.png', 'report.txt']);
   });
 
   it("Telegram: a photo and a document in (getFile); sendPhoto and sendDocument out; past the Bot API's 50 MB a link", async () => {
