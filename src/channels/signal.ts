@@ -57,7 +57,6 @@ export class SignalRpcError extends Error {
 
 export function createSignalBridge(opts: SignalOptions): ChannelTransport {
   const log = opts.logger.child({ bridge: 'signal' });
-  const backoff = opts.backoffMs;
   const maxFileBytes = opts.maxFileBytes ?? SIGNAL_FILE_LIMIT_BYTES;
   let rpcId = 0;
   let stopped = false;
@@ -211,7 +210,7 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
       }
       isConnected = false;
       if (stopped) break;
-      await new Promise((r) => setTimeout(r, backoffDelay(attempt, backoff)));
+      await new Promise((r) => setTimeout(r, backoffDelay(attempt, opts.backoffMs)));
     }
     isConnected = false;
   }
