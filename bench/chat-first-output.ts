@@ -10,43 +10,16 @@
  * runs.pool 4) and real containers; the demo's shell preset, `echo hi`.
  */
 import { randomUUID } from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import { join } from 'node:path';
-import Docker from 'dockerode';
-import { createBerth } from '../src/main.js';
-import { listenHttp } from '../src/cli/serve.js';
-import { startFakeSignalCli } from '../test/fakes/signal-cli.js';
-import { BENCH_IMAGE, bareExec } from './bare.js';
+import { bareExec } from './bare.js';
 import { chatSocket, wallNow } from './chat-socket.js';
+import { BENCH_PROJECT, startSignalBenchRig } from './signal-rig.js';
 import { fmt, summary } from './stats.js';
 
 const ROUNDS = Number(process.env.BENCH_ITERATIONS ?? 20);
 const POOL = 4;
-const quiet = { out: () => undefined, err: () => undefined };
-const docker = new Docker();
 
-const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-chat-first-'));
-const signal = await startFakeSignalCli({ receiveMode: 'on-connection' });
-fs.writeFileSync(
-  join(home, 'berth.yaml'),
-  [
-    `runs: { pool: ${POOL} }`,
-    'bridges:',
-    '  signal:',
-    `    url: ${signal.url}`,
-    `    account: '${signal.account}'`,
-    '    senders: open',
-    'routes:',
-    '  signal: { project: bench }',
-    '',
-  ].join('\n'),
-);
-const berth = createBerth({ home, logLevel: 'silent', warm: true });
-berth.store.create({ name: 'bench', workspace_isolation: true });
-const http = await listenHttp(berth, { host: '127.0.0.1', port: 0, token: 'bench-admin-token-0123456789' }, quiet);
-const idle = await docker.createContainer({ Image: BENCH_IMAGE, Cmd: ['sleep', '3600'], HostConfig: { NetworkMode: 'none' } });
-await idle.start();
+const rig = await startSignalBenchRig({ name: 'chat-first', pool: POOL });
+const { signal, berth, http, idle } = rig;
 
 const poolSize = async () => (await berth.metrics.registry.getSingleMetric('berth_pool_containers')?.get())?.values[0]?.value ?? 0;
 async function refilled(): Promise<void> {
@@ -88,9 +61,8 @@ async function signalReply(uuid: string): Promise<number> {
 const signalUuid = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 
 try {
-  await signal.waitForClients(1, 20_000);
   console.error(`berth bench (chat, first output): ${ROUNDS} rounds of a new person, the same person again, and a bare exec ...`);
-  const seed = await chatSocket(berth, http.url, 'bench', 'seed');
+  const seed = await chatSocket(berth, http.url, BENCH_PROJECT, 'seed');
   await firstOutput(seed); // teaches the pool the shape
   seed.ws.close();
   const t = {
@@ -102,7 +74,7 @@ try {
   };
   for (let i = 0; i < ROUNDS; i++) {
     await refilled();
-    const person = await chatSocket(berth, http.url, 'bench', `person-${i}`);
+    const person = await chatSocket(berth, http.url, BENCH_PROJECT, `person-${i}`);
     t.fresh.push(await firstOutput(person));
     t.again.push(await firstOutput(person));
     person.ws.close();
@@ -131,10 +103,5 @@ try {
   };
   console.log(`\ntarget: a returning person ≤ 1.2× a bare exec: ${verdict('web chat', t.again)}; ${verdict('Signal', t.signalAgain)}`);
 } finally {
-  await http.close();
-  await berth.runner.drain(5000);
-  await berth.runner.reapLeftovers();
-  await idle.remove({ force: true });
-  await signal.close();
-  fs.rmSync(home, { recursive: true, force: true });
+  await rig.close();
 }

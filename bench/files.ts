@@ -12,41 +12,17 @@
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import { join } from 'node:path';
-import Docker from 'dockerode';
-import { createBerth } from '../src/main.js';
-import { listenHttp } from '../src/cli/serve.js';
-import { startFakeSignalCli } from '../test/fakes/signal-cli.js';
-import { BENCH_IMAGE, bareExec } from './bare.js';
+import { bareExec } from './bare.js';
+import { BENCH_PROJECT, startSignalBenchRig } from './signal-rig.js';
 import { fmt, summary } from './stats.js';
 
 const ROUNDS = Number(process.env.BENCH_ITERATIONS ?? 20);
 const MiB = 1024 * 1024;
-const quiet = { out: () => undefined, err: () => undefined };
-const docker = new Docker();
 const PERSON = '00000000-0000-4000-8000-0000000be7c4';
 
-const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-files-'));
-const signal = await startFakeSignalCli({ receiveMode: 'on-connection' });
-fs.writeFileSync(
-  join(home, 'berth.yaml'),
-  [
-    'bridges:',
-    '  signal:',
-    `    url: ${signal.url}`,
-    `    account: '${signal.account}'`,
-    '    senders: open',
-    'routes:',
-    '  signal: { project: bench }',
-    '',
-  ].join('\n'),
-);
-const berth = createBerth({ home, logLevel: 'silent', warm: true });
-berth.store.create({ name: 'bench', workspace_isolation: true, files: { max_file_mb: 32, max_message_mb: 32 } });
-const http = await listenHttp(berth, { host: '127.0.0.1', port: 0, token: 'bench-admin-token-0123456789' }, quiet);
-const idle = await docker.createContainer({ Image: BENCH_IMAGE, Cmd: ['sleep', '3600'], HostConfig: { NetworkMode: 'none' } });
-await idle.start();
+const rig = await startSignalBenchRig({ name: 'files', project: { files: { max_file_mb: 32, max_message_mb: 32 } } });
+const { home, signal, idle } = rig;
 
 const now = () => performance.timeOrigin + performance.now();
 
@@ -65,7 +41,7 @@ async function message(text: string, bytes: number | undefined): Promise<void> {
 
 /** The person's workspace (known after their first message). */
 function workspaceDir(): string {
-  const root = join(home, 'projects', 'bench', 'workspaces');
+  const root = join(home, 'projects', BENCH_PROJECT, 'workspaces');
   const [ws] = fs.readdirSync(root);
   if (!ws) throw new Error('no workspace yet');
   return join(root, ws);
@@ -112,7 +88,6 @@ async function departure(dir: string, n: number, withFile: boolean): Promise<num
 }
 
 try {
-  await signal.waitForClients(1, 20_000);
   console.error(`berth bench (files): ${ROUNDS} rounds of a text message, 1 MiB and 20 MiB in, a file out, and a bare exec ...`);
   await message('echo ok', undefined); // the person's container and workspace
   const dir = workspaceDir();
@@ -152,10 +127,5 @@ try {
   const added = summary(t.in1).p50 - text.p50;
   console.log(`\ntarget: ≤ 50 ms added for 1 MiB over a plain text message: +${fmt(added)} ${added <= 50 ? 'met' : 'MISSED'}`);
 } finally {
-  await http.close();
-  await berth.runner.drain(5000);
-  await berth.runner.reapLeftovers();
-  await idle.remove({ force: true });
-  await signal.close();
-  fs.rmSync(home, { recursive: true, force: true });
+  await rig.close();
 }

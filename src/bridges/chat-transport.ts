@@ -30,8 +30,6 @@ export interface ChatTransport extends Omit<ChannelSender, 'send'> {
   projectOf?(chat: string): string | undefined;
   /** /new where the person picks conversations (web chat): the transport makes the session and shows it. */
   newSession?(chat: string): string;
-  /** The message has ended, answered or failed (web chat: its connection may send the next). */
-  finished?(id: string, chat: string): void;
   /** Files the agent sent with an answer, shown the transport's own way (web chat: inline images and links with its login); without it: files.ts sends them. */
   runFiles?(chat: string, answerTo: string, project: string, run: string, files: RunFile[]): Promise<void>;
   /** The run asks its person (a card with its answers, web chat); without it: a question answered by /yes or /no. */

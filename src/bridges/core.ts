@@ -372,7 +372,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       if (decision && questions.waiting(message.chat)) {
         const reply = questions.answer(message, decision);
         inbox.mark(message.id, 'answered', { reply });
-        void deliver(message.id, message.chat, reply);
+        void deliver(message.id, message.chat, reply).finally(() => transport.finished?.(message.id, message.chat));
         return 'accepted';
       }
       // /jobs and /stop are about the run this chat's lane is busy with: answered at once too.

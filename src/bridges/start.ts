@@ -33,6 +33,7 @@ export interface RunningBridge {
 export interface RunningBridges {
   /** A channel running now (berth.yaml's, as of the last reconfigure). */
   channel(name: string): RunningBridge | undefined;
+  /** The chat bridges running in this process: the web chat first (when served), then the channels. */
   running(): RunningBridge[];
   /** The web chat, when asked for (berth serve: it needs the HTTP server). */
   web?: WebChat;
@@ -232,7 +233,10 @@ function startClaimed(deps: BridgeDeps, claim: BridgeClaim): RunningBridges {
 
   return {
     channel: (name) => running.get(name)?.view,
-    running: () => [...running.values()].map((r) => r.view),
+    running: () => [
+      ...(web ? [{ name: 'web', core: web.core, inbox: web.inbox, state: web.state, connected: () => true }] : []),
+      ...[...running.values()].map((r) => r.view),
+    ],
     web,
     async hook(req, path, source) {
       const [first = '', ...rest] = path.split('/');

@@ -68,6 +68,8 @@ export interface ChannelSender {
   acknowledge(message: ChannelMessage): Promise<void>;
   /** A message's answer (or the notice it failed with) was sent: a webhook returns it in its request, or posts it to its callback. */
   answered?(id: string, chat: string, text: string): void;
+  /** The message has ended, answered or failed, its notices and files sent too (a webhook's sync answer goes now; web chat: its connection may send the next). */
+  finished?(id: string, chat: string): void;
   /** The routes that may answer a chat, most specific first (default: "<name>:<chat>", then "<name>"). */
   profileKeys?(chat: string): string[];
   /** How often typing is said again while the agent works (the service's indicator fades). */

@@ -38,6 +38,8 @@ export interface SignalOptions {
   onMessage: (message: ChannelMessage) => void;
   /** Reconnect backoff bounds (tests make them small). */
   backoffMs?: { min: number; max: number };
+  /** The largest attachment sent (berth.yaml max_file_bytes; default Signal's 100 MiB): a bigger file is for the core to send as a link. */
+  maxFileBytes?: number;
 }
 
 /** A group chat's address carries its id; a direct chat's is the sender's uuid. */
@@ -55,7 +57,7 @@ export class SignalRpcError extends Error {
 
 export function createSignalBridge(opts: SignalOptions): ChannelTransport {
   const log = opts.logger.child({ bridge: 'signal' });
-  const backoff = opts.backoffMs;
+  const maxFileBytes = opts.maxFileBytes ?? SIGNAL_FILE_LIMIT_BYTES;
   let rpcId = 0;
   let stopped = false;
   let abort: AbortController | undefined;
@@ -208,7 +210,7 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
       }
       isConnected = false;
       if (stopped) break;
-      await new Promise((r) => setTimeout(r, backoffDelay(attempt, backoff)));
+      await new Promise((r) => setTimeout(r, backoffDelay(attempt, opts.backoffMs)));
     }
     isConnected = false;
   }
@@ -229,10 +231,10 @@ export function createSignalBridge(opts: SignalOptions): ChannelTransport {
     },
     // Signal has no markup: a send is plain already. A file is an attachment under a short message.
     async sendFile(chat, file, caption) {
-      if (file.data.byteLength > SIGNAL_FILE_LIMIT_BYTES) throw tooLarge(SIGNAL_FILE_LIMIT_BYTES, 'Signal');
+      if (file.data.byteLength > maxFileBytes) throw tooLarge(maxFileBytes, 'Signal');
       await send({ ...target(chat), message: caption, attachments: [dataUri(file)] });
     },
-    fileLimitBytes: SIGNAL_FILE_LIMIT_BYTES,
+    fileLimitBytes: maxFileBytes,
     fetchAttachment: (ref, limits) => fetchSignalAttachment(boundedRpc, ref, limits),
     async typing(chat, on) {
       await rpc('sendTyping', { ...target(chat), ...(on ? {} : { stop: true }) });
@@ -265,6 +267,15 @@ export const SignalBridgeSchema = z
       .string()
       .regex(/^\+[1-9][0-9]{6,14}$/, "must be the bot's number in E.164 form, e.g. +4915550000")
       .describe("The bot's Signal account."),
+    max_file_bytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(SIGNAL_FILE_LIMIT_BYTES)
+      .default(SIGNAL_FILE_LIMIT_BYTES)
+      .describe(
+        "The largest file berth sends as an attachment (Signal's own limit, 100 MiB, is the default and the most): lower it to what your signal-cli, its server or the link to it takes. A bigger file the agent sends comes as a link the person opens.",
+      ),
     ...senderFields('Sender uuids (or tenant keys signal:<uuid>)'),
   })
   .strict();
@@ -295,7 +306,7 @@ export const signalChannel = defineChannel({
     typing: true,
     inlineLimit: `${SIGNAL_INLINE_BYTES} bytes`,
     longReplies: 'the start inline, the whole as reply.txt',
-    files: 'in: attachments, read from signal-cli (getAttachment); out: an attachment, up to 100 MiB',
+    files: 'in: attachments, read from signal-cli (getAttachment); out: an attachment, up to max_file_bytes (100 MiB), past it a link',
   },
   tenants: { direct: 'signal:<sender uuid>', groups: 'signal-group:<group id>: its members share a workspace, each paired on their own' },
   senderKey: /^signal:[0-9a-fA-F-]{1,64}$/,
@@ -310,6 +321,7 @@ export const signalChannel = defineChannel({
       account: ctx.config.account,
       logger: ctx.logger,
       backoffMs: ctx.backoffMs,
+      maxFileBytes: ctx.config.max_file_bytes,
       onMessage: ctx.take,
     }),
   async doctor(c, route) {

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { BerthError, errnoOf } from '../base/errors.js';
+import { readFdWhole } from '../fs/read-fd.js';
 import { atomicWriteFile } from '../fs/tree.js';
 import { base64Length, decodeBase64Capped, foreignRef, tooLarge } from './attachment-bytes.js';
 import type { ChannelAttachment } from './contract.js';
@@ -123,14 +124,7 @@ export function createFileStage(dir: string, now: () => number = Date.now): File
         const st = fs.fstatSync(fd);
         if (!st.isFile()) throw foreignRef('webhook');
         if (st.size > limits.maxBytes) throw tooLarge(limits.maxBytes);
-        const data = Buffer.alloc(st.size);
-        let at = 0;
-        while (at < st.size) {
-          const n = fs.readSync(fd, data, at, st.size - at, at);
-          if (n === 0) break;
-          at += n;
-        }
-        return data.subarray(0, at);
+        return readFdWhole(fd, st.size);
       } finally {
         fs.closeSync(fd);
       }

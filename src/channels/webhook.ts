@@ -1,11 +1,12 @@
-import { createHash, createHmac } from 'node:crypto';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { BerthError } from '../base/errors.js';
 import { defineChannel, takeOrBusy, type ChannelContext, type ChannelMessage, type ChannelTransport } from './contract.js';
 import { aloneAdmission, type HookAdmission } from './hook-admission.js';
-import { oneSecret, readSecret, sameSecret, secretFields, secretIdentity } from './secrets.js';
+import { oneSecret, readSecret, secretFields, secretIdentity } from './secrets.js';
 import { createFileStage, filesBodyBytes, HookFileSchema, WEBHOOK_FILE_BOUNDS } from './webhook-files.js';
+import { berthHeaders, callbackSignature, secretProblem, standardHeaders } from './webhook-signing.js';
+import { createSyncWaits, SYNC_NOTICES } from './webhook-sync.js';
 
 /**
  * Signed webhooks, for any system that is not a messenger: `POST /hooks/<name>` on berth serve.
@@ -21,24 +22,14 @@ import { createFileStage, filesBodyBytes, HookFileSchema, WEBHOOK_FILE_BOUNDS } 
  *   content_base64, mime?}]}`; the id dedupes re-sends (the same id is answered once: a second
  *   gets status "duplicate"). Files are bounded per request (max_file_bytes together) and staged
  *   under the channel's directory until the core fetches them (webhook-files.ts).
- * - Answered in the request (`reply: sync`: 200 with the reply, or 202 if it takes longer than
- *   reply_timeout_seconds), or at once with 202 and later by a POST to callback_url, signed the
- *   same way, on the egress proxy's address rules.
+ * - Answered in the request (`reply: sync`: 200 with the reply and berth's notices about the
+ *   message, or 202 if it takes longer than reply_timeout_seconds), or at once with 202 and later
+ *   by a POST to callback_url, signed the same way, on the egress proxy's address rules.
  * A signed request is already authenticated: no pairing. Each (hook, user) is a tenant; a
  * conversation is a chat of its own, with its own session.
  */
 export const WEBHOOK_MAX_BODY_BYTES = 256 * 1024;
-const MIN_SECRET = 32;
 const HOOK_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
-/** What berth signs with: anything else in X-Berth-Signature is refused before the body is read. */
-const SIGNATURE = /^v1=[0-9a-f]{64}$/;
-/** Standard Webhooks: a secret is "whsec_" (optional, as its libraries take it) and base64 of a 24-64 byte key. */
-const STANDARD_SECRET = /^(whsec_)?[A-Za-z0-9+/]+={0,2}$/;
-const STANDARD_KEY_BYTES = { min: 24, max: 64 };
-/** webhook-signature: at most this many signatures are looked at (a sender signs with one or two keys). */
-const STANDARD_MAX_SIGNATURES = 8;
-/** webhook-id: the message's id (printable, as a body's id). */
-const STANDARD_ID = /^[^\u0000-\u001f\u007f]{1,200}$/;
 
 const HookSchema = z
   .object({
@@ -124,6 +115,25 @@ const BodySchema = z
     files: z.array(HookFileSchema).max(WEBHOOK_FILE_BOUNDS.files).optional().describe('Files sent with the message, inline.'),
   })
   .strict();
+/** What a signed request is answered with (docs/webhooks.md "The answer"). */
+export const HookAnswerSchema = z
+  .object({
+    id: MessageId,
+    status: z
+      .enum(['answered', 'accepted', 'duplicate'])
+      .describe('answered: 200 with the reply; accepted: 202, the answer goes to callback_url; duplicate: this id was taken before'),
+    reply: z.string().optional().describe('The answer (answered).'),
+    notices: z
+      .array(z.string())
+      .max(SYNC_NOTICES.count)
+      .optional()
+      .describe(
+        "berth's own words about the message (answered): files it did not save and why, what a voice note said, the links of the agent's files; [] when none",
+      ),
+  })
+  .strict();
+const answer = (a: z.input<typeof HookAnswerSchema>, status: 200 | 202) => Response.json(a, { status });
+
 /** Standard Webhooks carries the message's id in webhook-id: the body may leave it out. */
 const StandardBodySchema = BodySchema.extend({ id: MessageId.optional() }).strict();
 /** A message is its text, its files, or both. */
@@ -131,29 +141,6 @@ const saysSomething = (b: { text: string; files?: unknown[] }) => b.text !== '' 
 const needsWords = () => ({ path: ['text'], message: 'a message needs text or files' });
 const BodyCheck = BodySchema.refine(saysSomething, needsWords());
 const StandardBodyCheck = StandardBodySchema.refine(saysSomething, needsWords());
-
-/** What is wrong with a hook's secret for its signing scheme, if anything. */
-function secretProblem(signing: 'berth' | 'standard-webhooks', secret: string): string | undefined {
-  if (signing === 'berth') return secret.length < MIN_SECRET ? `must be at least ${MIN_SECRET} characters` : undefined;
-  if (!STANDARD_SECRET.test(secret)) return 'must be "whsec_" and base64 (a Standard Webhooks secret)';
-  const bytes = standardKey(secret).length;
-  return bytes < STANDARD_KEY_BYTES.min || bytes > STANDARD_KEY_BYTES.max
-    ? `must hold a key of ${STANDARD_KEY_BYTES.min}-${STANDARD_KEY_BYTES.max} bytes (it holds ${bytes})`
-    : undefined;
-}
-
-/** A Standard Webhooks secret's key: the bytes of the base64 after "whsec_". */
-const standardKey = (secret: string) => Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64');
-
-/** One Standard Webhooks signature: "v1," and the base64 HMAC-SHA256 of "<id>.<timestamp>.<body>" under the key. */
-export function standardWebhookSignature(secret: string, id: string, timestamp: string, body: Buffer | string): string {
-  return `v1,${createHmac('sha256', standardKey(secret)).update(`${id}.${timestamp}.`).update(body).digest('base64')}`;
-}
-
-/** The signature berth checks and sends: v1=HMAC-SHA256(secret, "<timestamp>.<body>"). */
-export function webhookSignature(secret: string, timestamp: string, body: Buffer | string): string {
-  return `v1=${createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex')}`;
-}
 
 /** A chat of a hook: its name, the user and the conversation, JSON-encoded (a user name may hold any character). */
 const chatOf = (hook: string, user: string, conversation?: string) => JSON.stringify([hook, user, conversation ?? null]);
@@ -169,71 +156,6 @@ const callerId = (messageId: string) => {
     return messageId;
   }
 };
-
-/** A request's signature headers, checked before the body is read: whether the body matches, and the refusal if not. */
-interface SignedRequest {
-  matches(secret: string, raw: Buffer): boolean;
-  mismatch: BerthError;
-  /** The message id the headers carry (Standard Webhooks' webhook-id). */
-  id?: string;
-}
-
-/** A timestamp header: unix seconds, within the window of berth's clock (else a replay). */
-function checkTimestamp(header: string, value: string, windowSeconds: number, hint: string): void {
-  const ts = /^[0-9]{1,12}$/.test(value) ? Number(value) : NaN;
-  if (!Number.isFinite(ts)) throw new BerthError('UNAUTHORIZED', `${header} must be the unix time in seconds`, { hint });
-  if (Math.abs(Date.now() / 1000 - ts) > windowSeconds) {
-    throw new BerthError('UNAUTHORIZED', `${header} is more than ${windowSeconds} s from berth's clock: refused as a replay`, {
-      hint: "sign each request when it is sent; check the sender's clock",
-    });
-  }
-}
-
-/** berth's scheme: X-Berth-Timestamp and X-Berth-Signature v1=<hex>. */
-function berthHeaders(req: Request, windowSeconds: number): SignedRequest {
-  const timestamp = req.headers.get('x-berth-timestamp') ?? '';
-  checkTimestamp('X-Berth-Timestamp', timestamp, windowSeconds, 'see docs/webhooks.md');
-  const signature = req.headers.get('x-berth-signature') ?? '';
-  const signing = { hint: 'v1=<hex HMAC-SHA256 of "<timestamp>.<body>" under the hook\'s secret>; see docs/webhooks.md' };
-  if (!SIGNATURE.test(signature)) throw new BerthError('UNAUTHORIZED', 'X-Berth-Signature is missing (or not v1=<64 hex digits>)', signing);
-  return {
-    matches: (secret, raw) => sameSecret(signature, webhookSignature(secret, timestamp, raw)),
-    mismatch: new BerthError('UNAUTHORIZED', 'X-Berth-Signature does not match the body', signing),
-  };
-}
-
-/** Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature (space-separated "v1,<base64>"; one must match). */
-function standardHeaders(req: Request, windowSeconds: number): SignedRequest {
-  const signing = {
-    hint: 'Standard Webhooks: webhook-signature "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">" under the whsec_ key; see docs/webhooks.md',
-  };
-  const id = req.headers.get('webhook-id') ?? '';
-  if (!STANDARD_ID.test(id))
-    throw new BerthError('UNAUTHORIZED', 'webhook-id is missing (or longer than 200 characters, or not printable)', signing);
-  const timestamp = req.headers.get('webhook-timestamp') ?? '';
-  checkTimestamp('webhook-timestamp', timestamp, windowSeconds, signing.hint);
-  const given = (req.headers.get('webhook-signature') ?? '')
-    .split(' ')
-    .filter((s) => s.startsWith('v1,'))
-    .slice(0, STANDARD_MAX_SIGNATURES);
-  if (given.length === 0) throw new BerthError('UNAUTHORIZED', 'webhook-signature is missing (or holds no "v1,<base64>")', signing);
-  return {
-    id,
-    matches(secret, raw) {
-      const expected = standardWebhookSignature(secret, id, timestamp, raw);
-      // Every one compared (no early exit): the time taken says nothing of which matched.
-      return given.map((g) => sameSecret(g, expected)).includes(true);
-    },
-    mismatch: new BerthError('UNAUTHORIZED', 'webhook-signature does not match the body', signing),
-  };
-}
-
-/** A callback's signature headers, in the hook's scheme (a Standard Webhooks id per answer, the same on a re-send). */
-function callbackSignature(hook: HookConfig, secret: string, messageId: string, timestamp: string, body: string): Record<string, string> {
-  if (hook.signing === 'berth') return { 'x-berth-timestamp': timestamp, 'x-berth-signature': webhookSignature(secret, timestamp, body) };
-  const id = `msg_${createHash('sha256').update(messageId).digest('base64url').slice(0, 32)}`;
-  return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': standardWebhookSignature(secret, id, timestamp, body) };
-}
 
 export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): ChannelTransport {
   const log = ctx.logger.child({ bridge: 'webhook' });
@@ -254,8 +176,7 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     if (secret === undefined) throw new BerthError('INTERNAL', `webhook "${name}" is not available: berth's log says why`);
     return secret;
   };
-  /** Sync requests waiting for their message's answer, by message id (one per message: a duplicate waits for nothing). */
-  const waiting = new Map<string, (text: string | undefined) => void>();
+  const sync = createSyncWaits();
 
   const files = createFileStage(join(ctx.dir, 'files'));
 
@@ -317,34 +238,17 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     }
     if (taken === 'duplicate') {
       files.drop(attachments);
-      return Response.json({ id: body.id, status: 'duplicate' }, { status: 200 });
+      return answer({ id: body.id, status: 'duplicate' }, 200);
     }
     // Waited for only once taken (its answer comes later, never within this tick); a caller that hangs up leaves it to the callback.
-    const reply = hook.reply === 'sync' ? await waitForAnswer(message.id, hook.reply_timeout_seconds * 1000, req.signal) : undefined;
-    return reply === undefined
-      ? Response.json({ id: body.id, status: 'accepted' }, { status: 202 })
-      : Response.json({ id: body.id, status: 'answered', reply }, { status: 200 });
+    const got = hook.reply === 'sync' ? await sync.wait(message.id, hook.reply_timeout_seconds * 1000, req.signal) : undefined;
+    if (got?.reply !== undefined) return answer({ id: body.id, status: 'answered', reply: got.reply, notices: got.notices }, 200);
+    // Not answered in time: what berth said of it so far goes the answer's way, to the callback.
+    for (const notice of got?.notices ?? []) void callback(chat, message.id, { notice });
+    return answer({ id: body.id, status: 'accepted' }, 202);
   }
 
-  /** The message's answer, or undefined once the request has waited `ms` or its caller went away (the answer then goes to the callback, if any). */
-  function waitForAnswer(id: string, ms: number, gone: AbortSignal): Promise<string | undefined> {
-    return new Promise((resolve) => {
-      const done = (text: string | undefined) => {
-        if (waiting.get(id) !== done) return;
-        waiting.delete(id);
-        clearTimeout(timer);
-        gone.removeEventListener('abort', away);
-        resolve(text);
-      };
-      const away = () => done(undefined);
-      const timer = setTimeout(away, ms);
-      timer.unref();
-      gone.addEventListener('abort', away, { once: true });
-      waiting.set(id, done);
-    });
-  }
-
-  /** The answer to a message (or a notice about it: refused files, the agent's files' links) POSTed to the hook's callback_url, signed like the requests. */
+  /** The answer to a message (or a notice about it: refused files, the agent's files' links) POSTed to the hook's callback_url, signed like the requests (none: nowhere). */
   async function callback(chat: string, id: string, said: { reply: string } | { notice: string }) {
     let name = '?';
     try {
@@ -372,16 +276,20 @@ export function createWebhookBridge(ctx: ChannelContext<WebhookConfig>): Channel
     http,
     // Notices on the way ("queued", "still working") are not part of a webhook's answer: answered() carries that.
     async send() {},
-    sendPlain: async (chat, text, about) => void (about?.answerTo && (await callback(chat, about.answerTo, { notice: text }))),
+    // berth's words about a message: in its sync answer while the request waits, else to the callback.
+    async sendPlain(chat, text, about) {
+      if (about?.answerTo && !sync.notice(about.answerTo, text)) await callback(chat, about.answerTo, { notice: text });
+    },
     async typing() {},
     async acknowledge() {},
     fetchAttachment: async (ref, limits) => files.fetch(ref, limits),
     profileKeys: (chat) => [`webhook:${parseChat(chat)[0]}`, 'webhook'],
     answered(id, chat, text) {
-      const waiter = waiting.get(id);
-      if (waiter) waiter(text);
-      else void callback(chat, id, { reply: text }); // callback mode, a sync request that stopped waiting, or a message a dead berth took
+      // A waiting request is answered at the message's end (finished): the agent's files' links come after the answer.
+      // Else: callback mode, a sync request that stopped waiting, or a message a dead berth took.
+      if (!sync.answer(id, text)) void callback(chat, id, { reply: text });
     },
+    finished: (id) => sync.end(id),
   };
 }
 
@@ -395,7 +303,7 @@ export const webhookChannel = defineChannel({
     inlineLimit: 'the whole reply',
     longReplies: 'the whole reply, in the response or the callback',
     files:
-      'in: files: [{name, content_base64}] in the body, up to max_file_bytes together (off by default); out: links in a notice to the callback',
+      'in: files: [{name, content_base64}] in the body, up to max_file_bytes together (off by default); out: links in a notice (in the sync answer, or to the callback)',
   },
   tenants: { direct: 'hook:<name>:<user>; a conversation is a session of its own', groups: 'none: every signed request names its user' },
   senderKey: /^hook:[a-z0-9][a-z0-9_-]{0,62}:.{1,200}$/,

@@ -1,7 +1,7 @@
 import type { BerthConfig } from '../config/berth-config.js';
 import type { ProjectMetadata } from '../config/metadata.js';
 import { consumerLock, needsConsumerLock } from '../bridges/start.js';
-import { configuredChannels } from '../config/bridges.js';
+import { configuredChannels, webChatWords } from '../config/bridges.js';
 import type { ChannelCheck } from '../channels/contract.js';
 import { liveHolderOf } from '../fs/lock.js';
 import { own } from '../base/own.js';
@@ -205,6 +205,13 @@ export function checkBridgeConsumers(config: BerthConfig, stateDir: string): Che
           };
     });
 }
+
+/** The web chat, a chat bridge like the channels: berth serve always answers it (there is nothing outside berth to reach). */
+export const checkWebChat = (config: BerthConfig): Check => ({
+  name: 'bridge web',
+  status: 'ok',
+  detail: `berth serve answers it at ${webChatWords(config.bridges)}`,
+});
 
 /** Each configured channel's own check (is its service there, does it take berth's credentials, which project answers). */
 export async function checkBridges(config: BerthConfig): Promise<Check[]> {

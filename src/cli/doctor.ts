@@ -5,6 +5,7 @@ import { SENTRY_RUNTIMES } from '../launch/lifecycle.js';
 import {
   checkBridgeConsumers,
   checkBridges,
+  checkWebChat,
   checkRoutes,
   checkModels,
   checkModelUpstreams,
@@ -191,7 +192,7 @@ export async function runDoctor(berth: Berth): Promise<Check[]> {
   checks.push(...checkGrants(berth.config, berth.store.names()));
   const retired = checkRetiredVolumes(berth);
   if (retired) checks.push(retired);
-  checks.push(...(await checkBridges(berth.config)));
+  checks.push(checkWebChat(berth.config), ...(await checkBridges(berth.config)));
   checks.push(...checkBridgeConsumers(berth.config, homePaths(berth.home).stateDir));
 
   try {

@@ -18,7 +18,7 @@ import { VERSION } from '../base/version.js';
 import { BerthError, errnoOf } from '../base/errors.js';
 import { claimBridges, startBridges, type BridgeClaim, type RunningBridges } from '../bridges/start.js';
 import { approveSender, channelsWithPairing, denySender, pendingSenders } from '../bridges/senders.js';
-import { configuredChannels } from '../config/bridges.js';
+import { configuredChannels, webChatWords } from '../config/bridges.js';
 import { channelNamed, CHANNEL_NAMES } from '../channels/registry.js';
 import { createMetricsHistory } from '../admin/metrics-history.js';
 import type { ConsoleSenders } from '../api/console/state.js';
@@ -284,6 +284,7 @@ function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; cl
     only: opts.only,
     schedules: berth.schedules,
   });
+  if (bridges.web) io.out(`web bridge: ${webChatWords(berth.config.bridges)}\n`);
   for (const { channel, config } of configuredChannels(berth.config.bridges)) {
     if (opts.only === undefined || opts.only === channel.name) io.out(`${channel.name} bridge: ${channel.describe(config)}\n`);
   }

@@ -77,6 +77,10 @@ export const BridgesSchema = z
   .prefault({});
 export type BridgesConfig = z.output<typeof BridgesSchema>;
 
+/** The web chat as doctor and berth serve list it beside the channels: always there when berth serves HTTP, each login's project answering it. */
+export const webChatWords = (b: Pick<BridgesConfig, 'public_url' | 'web'>) =>
+  `${b.public_url?.replace(/\/+$/, '') ?? "berth serve's address"}/chat; a person logs in by a link (berth chat-link <project> --user <name>: tenant web:<name>, answered by that project), up to ${b.web.max_sessions_per_user} conversations each`;
+
 /** The channels berth.yaml configures, each with its settings (in the registry's order). */
 export function configuredChannels(
   bridges: Partial<Record<string, unknown>> | BridgesConfig,

@@ -5,7 +5,7 @@ import type { BerthConfig } from '../config/berth-config.js';
 import { MODEL_GATEWAY_BOUNDS, type ModelGatewayBounds } from '../config/bounds.js';
 import { modelAllowed, type ModelApi } from '../config/outbound.js';
 import { own } from '../base/own.js';
-import { appendOutbound, type ModelCall } from '../store/outbound-log.js';
+import type { ModelCall } from '../store/outbound-log.js';
 import { noMetrics, type Metrics } from '../base/metrics.js';
 import { createBodyBudget, readBody } from './body-budget.js';
 import { forwardedHeaders, methodOf, parseGatewayPath, parseModelBody, returnedHeaders } from './model-request.js';
@@ -13,6 +13,7 @@ import type { RunSocketOpener } from './run-identity.js';
 import { DECOY_STOP, type Honeytokens } from './honeytokens.js';
 import { createTenantBudgets } from './tenant-budgets.js';
 import { createTranscriber, type Transcriber } from './transcription.js';
+import { noteModelCall, upstreamKeyHeaders, upstreamUrl } from './model-upstream.js';
 import { limitConnections, listenOnRunSocket, type ConnectionPool } from './unix-server.js';
 import { usageTap } from './usage.js';
 
@@ -60,40 +61,22 @@ export function createModelGateway(deps: {
       const key = `${run.project}\0${run.tenantKey}`;
       const server = http.createServer({ maxHeaderSize: 64 * 1024 }, (req, res) => {
         const started = performance.now();
-        const log = (call: Partial<ModelCall> & { status: number; upstream: string }) => {
-          const record: ModelCall = {
-            kind: 'model',
-            at: new Date().toISOString(),
-            run: run.runId,
-            tenant: run.tenantKey,
-            session: run.session,
-            input_tokens: 0,
-            output_tokens: 0,
-            ms: Math.round(performance.now() - started),
-            ...call,
-          };
-          try {
-            appendOutbound(run.sessionsDir, record);
-          } catch (err) {
-            logger.error({ err: String(err) }, 'could not write the outbound log');
-          }
-          metrics.gatewayCall({
-            kind: 'model',
-            outcome: record.status >= 500 ? 'error' : record.reason !== undefined && record.status >= 400 ? 'refused' : 'allowed',
-          });
-          logger.info(
+        const log = (call: Partial<ModelCall> & { status: number; upstream: string }) =>
+          noteModelCall(
+            { sessionsDir: run.sessionsDir, logger, metrics },
             {
-              upstream: record.upstream,
-              model: record.model,
-              status: record.status,
-              input_tokens: record.input_tokens,
-              output_tokens: record.output_tokens,
-              ms: record.ms,
-              reason: record.reason,
+              kind: 'model',
+              at: new Date().toISOString(),
+              run: run.runId,
+              tenant: run.tenantKey,
+              session: run.session,
+              input_tokens: 0,
+              output_tokens: 0,
+              ms: Math.round(performance.now() - started),
+              ...call,
             },
-            'model call',
+            { msg: 'model call' },
           );
-        };
         const target = parseGatewayPath(req.url ?? '/');
         const name = target.ok ? target.upstream : ((req.url ?? '').split('/')[1]?.slice(0, 64) ?? '');
         const upstream = own(deps.config().models, name);
@@ -155,7 +138,6 @@ export function createModelGateway(deps: {
           inFlightTotal--;
           lease.release();
         });
-        const upstreamUrl = `${upstream.url.replace(/\/$/, '')}${target.path}${target.query !== undefined ? `?${target.query}` : ''}`;
         const send = (body: string | undefined, model: string | undefined) => {
           const verdict = budgets.take(run, run.metadata.models.budget);
           if (!verdict.ok) {
@@ -171,24 +153,36 @@ export function createModelGateway(deps: {
             );
           }
           const headers = forwardedHeaders(api, req.headers);
-          forward({ method, res, body, headers, upstream, target: upstreamUrl, bounds, sent: () => lease.release() }, (outcome) => {
-            budgets.spend(run, outcome.input + outcome.output); // estimated when the answer did not say
-            log({
-              upstream: name,
-              model,
-              status: outcome.status,
-              input_tokens: outcome.input,
-              output_tokens: outcome.output,
-              reason: outcome.reason,
-            });
-            // An agent CLI retries an unreachable service for minutes: the person waits for nothing.
-            unreachable = outcome.unreachable ? unreachable + 1 : 0;
-            if (unreachable >= UNREACHABLE_STOP) {
-              stopRun(
-                `its model service cannot be reached ("${name}": ${outcome.reason}). The operator must fix it (berth doctor); send the message again later.`,
-              );
-            }
-          });
+          forward(
+            {
+              method,
+              res,
+              body,
+              headers,
+              upstream,
+              target: upstreamUrl(upstream, target.path, target.query),
+              bounds,
+              sent: () => lease.release(),
+            },
+            (outcome) => {
+              budgets.spend(run, outcome.input + outcome.output); // estimated when the answer did not say
+              log({
+                upstream: name,
+                model,
+                status: outcome.status,
+                input_tokens: outcome.input,
+                output_tokens: outcome.output,
+                reason: outcome.reason,
+              });
+              // An agent CLI retries an unreachable service for minutes: the person waits for nothing.
+              unreachable = outcome.unreachable ? unreachable + 1 : 0;
+              if (unreachable >= UNREACHABLE_STOP) {
+                stopRun(
+                  `its model service cannot be reached ("${name}": ${outcome.reason}). The operator must fix it (berth doctor); send the message again later.`,
+                );
+              }
+            },
+          );
         };
         if (method === 'GET') return send(undefined, undefined);
         readBody(req, lease, { max: bounds.maxRequestBytes, timeoutMs: bounds.bodyTimeoutMs }).then(
@@ -270,8 +264,7 @@ function forward(
   const headers: http.OutgoingHttpHeaders = { ...call.headers };
   headers['accept-encoding'] = 'identity'; // berth counts tokens in what passes; it never re-encodes
   if (call.body !== undefined) headers['content-length'] = String(bodyBytes);
-  if (upstream.api === 'anthropic') headers['x-api-key'] = upstream.api_key;
-  else headers.authorization = `Bearer ${upstream.api_key}`;
+  Object.assign(headers, upstreamKeyHeaders(upstream));
   let finished = false;
   let tap: ReturnType<typeof usageTap> | undefined;
   let answerBytes = 0;

@@ -5,7 +5,8 @@ import { createSlots } from '../base/slots.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import { TRANSCRIPTION_BOUNDS } from '../config/bounds.js';
 import type { TranscriptionSettings } from '../config/transcription.js';
-import { appendOutbound, type ModelCall } from '../store/outbound-log.js';
+import type { ModelCall } from '../store/outbound-log.js';
+import { noteModelCall, upstreamKeyHeaders, upstreamUrl } from './model-upstream.js';
 import type { BudgetLimits } from './budget.js';
 import type { BudgetOwner, TenantBudgets } from './tenant-budgets.js';
 import { readTranscriptionAnswer, transcriptionCharge } from './transcription-answer.js';
@@ -59,35 +60,20 @@ export function createTranscriber(deps: {
     s: TranscriptionSettings,
     call: Pick<ModelCall, 'status' | 'input_tokens' | 'ms' | 'reason'>,
   ) {
-    const line: ModelCall = {
-      kind: 'model',
-      at: new Date().toISOString(),
-      run: caller.runId,
-      tenant: caller.tenantKey,
-      session: caller.session,
-      upstream: s.upstream,
-      model: s.model,
-      output_tokens: 0,
-      ...call,
-    };
-    try {
-      appendOutbound(caller.sessionsDir, line);
-    } catch (err) {
-      deps.logger.error({ err: String(err) }, 'could not write the outbound log');
-    }
-    metrics.gatewayCall({ kind: 'model', outcome: call.status >= 500 ? 'error' : call.reason !== undefined ? 'refused' : 'allowed' });
-    deps.logger.info(
+    noteModelCall(
+      { sessionsDir: caller.sessionsDir, logger: deps.logger, metrics },
       {
-        project: caller.project,
+        kind: 'model',
+        at: new Date().toISOString(),
         run: caller.runId,
+        tenant: caller.tenantKey,
+        session: caller.session,
         upstream: s.upstream,
         model: s.model,
-        status: call.status,
-        tokens: call.input_tokens,
-        ms: call.ms,
-        reason: call.reason,
+        output_tokens: 0,
+        ...call,
       },
-      'transcription',
+      { msg: 'transcription', fields: { project: caller.project, run: caller.runId } },
     );
   }
 
@@ -119,13 +105,13 @@ export function createTranscriber(deps: {
         form.append('model', s.model);
         form.append('response_format', 'json');
         if (s.language) form.append('language', s.language);
-        const url = `${upstream.url.replace(/\/$/, '')}${s.path}`;
+        const url = upstreamUrl(upstream, s.path);
         let status: number;
         let body: string;
         try {
           const res = await fetch(url, {
             method: 'POST',
-            headers: { authorization: `Bearer ${upstream.api_key}` },
+            headers: upstreamKeyHeaders(upstream),
             body: form,
             signal,
             redirect: 'manual',

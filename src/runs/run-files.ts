@@ -4,7 +4,8 @@ import { incomingNotice, planIncoming, withIncomingWords } from '../plan/files-i
 import { voiceNotice, withTranscripts } from '../plan/voice-notes.js';
 import type { Transcriber } from '../outbound/transcription.js';
 export type { Transcriber } from '../outbound/transcription.js';
-import { collectOutbox, freeBytesOf, landIncoming, pruneRunFiles, runFilesDirOf } from '../store/run-files.js';
+import { freeBytesOf, landIncoming } from '../store/inbox-files.js';
+import { collectOutbox, pruneRunFiles, runFilesDirOf } from '../store/run-files.js';
 import type { RunFiles, RunOutcome } from './run-record.js';
 import { workspaceUsage } from '../store/workspaces.js';
 import type { LaunchSpec, RunContext } from './run-context.js';

@@ -2,7 +2,7 @@ import { basename } from 'node:path';
 import { mediaTypeOf } from '../plan/file-names.js';
 import type { IncomingFile, SavedFile } from '../plan/files-in.js';
 import type { VoiceOutcome } from '../plan/voice-notes.js';
-import { saveBeside } from '../store/run-files.js';
+import { saveBeside } from '../store/inbox-files.js';
 import type { Transcriber } from '../outbound/transcription.js';
 import type { RunContext } from './run-context.js';
 

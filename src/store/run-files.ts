@@ -4,119 +4,24 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { BerthError, errnoOf } from '../base/errors.js';
 import type { FilesSettings } from '../config/metadata.js';
-import { at, closeQuietly, openChildDir, openNoFollow, withFd } from '../fs/fd-path.js';
+import { at, closeQuietly, openChildDir, withFd } from '../fs/fd-path.js';
 import { readdirIfExists } from '../fs/dir.js';
 import { readJsonFile } from '../fs/json-file.js';
+import { readFdWhole } from '../fs/read-fd.js';
 import { atomicWriteFile, ensureDirPath, type Owner } from '../fs/tree.js';
 import { candidateNames, kindOf, mediaTypeOf, safeFileName } from '../plan/file-names.js';
-import { INBOX_DIR, OUTBOX_DIR, type IncomingFile, type PlannedFile, type RefusedFile, type SavedFile } from '../plan/files-in.js';
+import { OUTBOX_DIR } from '../plan/files-in.js';
 import { FILE_BOUNDS } from '../config/bounds.js';
+import { linkToFreeName, openWorkspace, writeUnder } from './workspace-write.js';
 
 /**
- * Files in and out, on disk. In: a message's files written into the workspace's inbox/ through
- * no-follow descriptors (a link, fifo or file the tenant planted at inbox/ is moved aside, never
- * followed; a file is created under a temporary name and linked to the first free name, never
- * written over anything). Out: what the agent left in outbox/ (regular files with one link only,
- * bounded) copied into berth's state for the run (served by the download routes, sent by the
- * bridges) and moved to outbox/sent/ so it is never sent twice.
+ * Files out, on disk (files in: inbox-files.ts). What the agent left in outbox/ (regular files
+ * with one link only, bounded) copied into berth's state for the run (served by the download
+ * routes, sent by the bridges) and moved to outbox/sent/ so it is never sent twice; a workspace
+ * file queued into outbox/ by send_file.
  */
 
-const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_RDONLY, O_NONBLOCK } = fs.constants;
-const TEMP_PREFIX = '.berth-in-';
-const FULL = new Set(['ENOSPC', 'EDQUOT', 'EFBIG']);
-
-/**
- * Write the planned files into <workspace>/inbox/. A write the disk refuses (quota) refuses that
- * file; the others still land. `from[i]`: the index in `files` of `saved[i]`.
- */
-export function landIncoming(
-  workspaceDir: string,
-  files: readonly IncomingFile[],
-  plan: readonly PlannedFile[],
-  owner?: Owner,
-): { saved: SavedFile[]; refused: RefusedFile[]; from: number[] } {
-  const saved: SavedFile[] = [];
-  const refused: RefusedFile[] = [];
-  const from: number[] = [];
-  if (plan.length === 0) return { saved, refused, from };
-  withFd(openWorkspace(workspaceDir), (wsFd) =>
-    withFd(ensureDirPath(wsFd, [INBOX_DIR], { owner, displace: true, shownRoot: 'workspace' }), (inboxFd) => {
-      for (const p of plan) {
-        const data = files[p.index]?.data ?? new Uint8Array();
-        try {
-          const name = writeUnder(inboxFd, p.name, data, owner);
-          if (name === undefined) refused.push({ name: p.name, reason: 'unwritable', size: p.size });
-          else {
-            saved.push({ path: `${INBOX_DIR}/${name}`, kind: p.kind, size: p.size, voice: p.voice });
-            from.push(p.index);
-          }
-        } catch (err) {
-          if (!FULL.has(errnoOf(err) ?? '')) throw err;
-          refused.push({ name: p.name, reason: 'quota', size: p.size });
-        }
-      }
-    }),
-  );
-  return { saved, refused, from };
-}
-
-/**
- * A text beside a file in inbox/ (a voice note's transcript, "<name>.txt"), written as a file
- * that came in is: no link followed, nothing replaced (a name taken is numbered). Its path in the
- * workspace, or undefined when no name was free; a full disk throws.
- */
-export function saveBeside(workspaceDir: string, name: string, text: string, owner?: Owner): string | undefined {
-  return withFd(openWorkspace(workspaceDir), (wsFd) =>
-    withFd(ensureDirPath(wsFd, [INBOX_DIR], { owner, displace: true, shownRoot: 'workspace' }), (inboxFd) => {
-      const saved = writeUnder(inboxFd, safeFileName(`${name}.txt`, 'text/plain'), Buffer.from(text, 'utf8'), owner);
-      return saved === undefined ? undefined : `${INBOX_DIR}/${saved}`;
-    }),
-  );
-}
-
-/** The workspace directory itself, no link anywhere on its path (berth's own path up to it). */
-function openWorkspace(dir: string): number {
-  const opened = openNoFollow(dir);
-  if (opened.kind !== 'dir') {
-    closeQuietly(opened.fd);
-    throw new BerthError('E_SANDBOX_VIOLATION', 'the workspace is not a directory', { path: dir });
-  }
-  return opened.fd;
-}
-
-/** Create `data` under the first free name of `name`'s candidates in dirFd; undefined when all are taken. */
-function writeUnder(dirFd: number, name: string, data: Uint8Array, owner?: Owner): string | undefined {
-  const tmp = `${TEMP_PREFIX}${randomBytes(6).toString('hex')}`;
-  try {
-    withFd(fs.openSync(at(dirFd, tmp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644), (fd) => {
-      fs.writeFileSync(fd, data);
-      if (owner) fs.fchownSync(fd, owner.uid, owner.gid);
-      fs.fsyncSync(fd);
-    });
-    return linkToFreeName(dirFd, tmp, dirFd, name);
-  } finally {
-    fs.rmSync(at(dirFd, tmp), { force: true });
-  }
-}
-
-/** link(2) never follows or replaces what is at the new name: the first free candidate gets it. */
-function linkToFreeName(fromFd: number, from: string, toFd: number, name: string): string | undefined {
-  for (const candidate of candidateNames(name)) {
-    try {
-      fs.linkSync(at(fromFd, from), at(toFd, candidate));
-      return candidate;
-    } catch (err) {
-      if (errnoOf(err) !== 'EEXIST') throw err;
-    }
-  }
-  return undefined;
-}
-
-/** What a workspace has left under limits.disk_mb (its quota filesystem's room when it has one). */
-export function freeBytesOf(used: { size_bytes: number; quota?: { size_bytes: number } }, diskMb: number): number {
-  const cap = used.quota?.size_bytes ?? diskMb * 1024 * 1024;
-  return Math.max(0, cap - used.size_bytes);
-}
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
 export const RunFileSchema = z.object({
   name: z.string().describe('As berth stored it (safe; the name in outbox/, numbered if two collide).'),
@@ -274,14 +179,7 @@ function readOutboxFile(dirFd: number, name: string, maxBytes: number, left: Lef
         name,
         reason: `too big (${st.size} bytes; max_file_mb and max_message_mb bound what one run sends): not sent`,
       });
-    const buf = Buffer.alloc(st.size);
-    let got = 0;
-    while (got < buf.length) {
-      const n = fs.readSync(f, buf, got, buf.length - got, got);
-      if (n === 0) break;
-      got += n;
-    }
-    return buf.subarray(0, got);
+    return readFdWhole(f, st.size);
   });
 }
 
@@ -366,18 +264,7 @@ function openStoredFile(dir: string, name: string): { fd: number; size: number }
 }
 
 /** `size` bytes from `fd` (fewer if it shrank), then closed. */
-function readWhole(fd: number, size: number): Buffer {
-  return withFd(fd, (f) => {
-    const buf = Buffer.alloc(size);
-    let got = 0;
-    while (got < size) {
-      const n = fs.readSync(f, buf, got, size - got, got);
-      if (n === 0) break;
-      got += n;
-    }
-    return buf.subarray(0, got);
-  });
-}
+const readWhole = (fd: number, size: number): Buffer => withFd(fd, (f) => readFdWhole(f, size));
 /**
  * send_file: queue a workspace file (a path relative to the workspace) by copying it into
  * outbox/ under a free name; it leaves with the run's other outbox files. The source is read

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { webhookSignature } from '../../src/channels/webhook.js';
+import { webhookSignature } from '../../src/channels/webhook-signing.js';
 import { startFakeMatrix } from '../fakes/matrix.js';
 import { startFakeSignalCli } from '../fakes/signal-cli.js';
 import { startFakeSlack } from '../fakes/slack.js';

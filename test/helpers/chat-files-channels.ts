@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { webhookSignature } from '../../src/channels/webhook.js';
+import { webhookSignature } from '../../src/channels/webhook-signing.js';
 import { startFakeMatrix } from '../fakes/matrix.js';
 import { startFakeSignalCli } from '../fakes/signal-cli.js';
 import { startFakeSlack } from '../fakes/slack.js';
@@ -54,12 +54,19 @@ export interface FilesChannel {
 
 const notQueued = (t: string) => !t.startsWith('berth: queued');
 
-export async function signalChannel(): Promise<FilesChannel> {
+/** Signal through the fake signal-cli; `maxFileBytes`: the bridge's max_file_bytes (what the operator's signal-cli takes). */
+export async function signalChannel(maxFileBytes?: number): Promise<FilesChannel> {
   const fake = await startFakeSignalCli({ keepaliveMs: 200, receiveMode: 'on-connection' });
   const uuid = '00000000-0000-4000-8000-00000000f11e';
   return {
     name: 'signal',
-    config: ['  signal:', `    url: ${fake.url}`, `    account: '${fake.account}'`, '    senders: open'],
+    config: [
+      '  signal:',
+      `    url: ${fake.url}`,
+      `    account: '${fake.account}'`,
+      '    senders: open',
+      ...(maxFileBytes !== undefined ? [`    max_file_bytes: ${maxFileBytes}`] : []),
+    ],
     ready: () => fake.waitForClients(1, 10_000),
     async send(text, files) {
       const attachments = files.map((f) =>
@@ -219,8 +226,8 @@ export async function matrixChannel(maxUploadBytes: number): Promise<FilesChanne
   };
 }
 
-/** Signed webhooks: a sender posting files as base64 parts, and its callback receiver. */
-export async function webhookChannel(url: () => string, maxFileBytes: number): Promise<FilesChannel> {
+/** Signed webhooks: a sender posting files as base64 parts to a hook answered by callback (and its receiver), and (`sync`) to one without a callback_url, answered in the request. */
+export async function webhookChannel(url: () => string, maxFileBytes: number): Promise<FilesChannel & { sync: FilesChannel }> {
   const secret = 'files-hook-secret-0123456789abcdef012345';
   const callbacks: Array<Record<string, unknown>> = [];
   const receiver = http.createServer((req, res) => {
@@ -234,7 +241,39 @@ export async function webhookChannel(url: () => string, maxFileBytes: number): P
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   const port = (receiver.address() as AddressInfo).port;
   let last: { status: number; body: string } | undefined;
+  /** The sync hook's answers, as the sender got them. */
+  const answers: Array<{ reply?: string; notices?: string[] }> = [];
   let n = 0;
+  const post = async (hook: string, text: string, files: InFile[]) => {
+    const raw = JSON.stringify({
+      id: `m${++n}`,
+      user: 'ci-bot',
+      text,
+      files: files.map((f) => ({ name: f.name, mime: f.mime, content_base64: f.data.toString('base64') })),
+    });
+    const ts = String(Math.floor(Date.now() / 1000));
+    const res = await fetch(`${url()}/hooks/${hook}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(secret, ts, raw) },
+      body: raw,
+    });
+    last = { status: res.status, body: await res.text() };
+    return last;
+  };
+  const sync: FilesChannel = {
+    name: 'webhook',
+    config: [],
+    ready: async () => undefined,
+    async send(text, files) {
+      const got = await post('files-sync', text, files);
+      answers.push(JSON.parse(got.body) as { reply?: string; notices?: string[] });
+      return files.map((f) => f.name);
+    },
+    // The notices come in the answer; a person reads them beside it.
+    texts: () => answers.flatMap((a) => [...(a.notices ?? []), ...(a.reply !== undefined ? [a.reply] : [])]),
+    sentBack: () => [],
+    close: async () => undefined,
+  };
   return {
     name: 'webhook',
     config: [
@@ -245,28 +284,20 @@ export async function webhookChannel(url: () => string, maxFileBytes: number): P
       '        reply: callback',
       `        callback_url: http://127.0.0.1:${port}/answers`,
       `        max_file_bytes: ${maxFileBytes}`,
+      '      files-sync:',
+      `        secret: ${secret}`,
+      `        max_file_bytes: ${maxFileBytes}`,
     ],
     privateHosts: [`127.0.0.1:${port}`],
     ready: async () => undefined,
     async send(text, files) {
-      const raw = JSON.stringify({
-        id: `m${++n}`,
-        user: 'ci-bot',
-        text,
-        files: files.map((f) => ({ name: f.name, mime: f.mime, content_base64: f.data.toString('base64') })),
-      });
-      const ts = String(Math.floor(Date.now() / 1000));
-      const res = await fetch(`${url()}/hooks/files`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-berth-timestamp': ts, 'x-berth-signature': webhookSignature(secret, ts, raw) },
-        body: raw,
-      });
-      last = { status: res.status, body: await res.text() };
+      await post('files', text, files);
       return files.map((f) => f.name);
     },
     texts: () => callbacks.map((c) => String(c.reply ?? c.notice ?? '')),
     sentBack: () => [],
     lastStatus: () => last,
+    sync,
     close: () => new Promise<void>((r) => receiver.close(() => r())),
   };
 }

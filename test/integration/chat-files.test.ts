@@ -24,6 +24,8 @@ import { until } from '../helpers/until.js';
 const MiB = 1024 * 1024;
 const MATRIX_UPLOAD_LIMIT = 256 * 1024;
 const HOOK_MAX_FILE_BYTES = 2 * MiB;
+/** The Signal bridge's max_file_bytes: below berth's own cap, so a file over it is one the agent can make. */
+const SIGNAL_MAX_FILE_BYTES = 64 * 1024;
 /** Past Telegram's 50 MB a bot may send (TELEGRAM_FILE_LIMIT_BYTES). */
 const TELEGRAM_OVER = 50_000_001;
 
@@ -32,7 +34,7 @@ const channel = (name: FilesChannel['name']) => rig.channels.find((c) => c.name 
 
 beforeAll(async () => {
   const channels = await Promise.all([
-    signalChannel(),
+    signalChannel(SIGNAL_MAX_FILE_BYTES),
     telegramChannel(),
     slackChannel(),
     matrixChannel(MATRIX_UPLOAD_LIMIT),
@@ -69,9 +71,9 @@ const script = (p: string, image: string, bigBytes?: number) =>
 
 async function proveRoundTrip(
   ch: FilesChannel,
-  opts: { declares: boolean; oneFilePerMessage?: boolean; bigBytes?: number; failSend?: boolean; native: string[] },
+  opts: { declares: boolean; oneFilePerMessage?: boolean; bigBytes?: number; failSend?: boolean; native: string[]; prefix?: string },
 ) {
-  const p = ch.name.slice(0, 3);
+  const p = opts.prefix ?? ch.name.slice(0, 3);
   const [image, doc, ...refused] = filesOf(p, opts.declares);
   // One file a message: the refused ones first, so the last message (the script) lands one.
   const files = opts.oneFilePerMessage ? [...refused, image!, doc!] : [image!, doc!, ...refused];
@@ -129,8 +131,14 @@ async function proveRoundTrip(
 }
 
 describe('files in and out on every chat channel (fake services, real containers)', { timeout: 240_000 }, () => {
-  it('Signal: attachments in (getAttachment), attachments out (data URIs)', async () => {
-    await proveRoundTrip(channel('signal'), { declares: true, native: ['chart.png', 'report.txt'] });
+  it("Signal: attachments in (getAttachment), attachments out (data URIs); past the bridge's max_file_bytes a link", async () => {
+    await proveRoundTrip(channel('signal'), { declares: true, bigBytes: SIGNAL_MAX_FILE_BYTES + 1, native: ['chart.png', 'report.txt'] });
+    // The big file went as a link only: no attachment past the limit reached signal-cli.
+    expect(
+      channel('signal')
+        .sentBack()
+        .map((f) => f.name),
+    ).toEqual(['chart.png', 'report.txt']);
   });
 
   it("Telegram: a photo and a document in (getFile); sendPhoto and sendDocument out; past the Bot API's 50 MB a link", async () => {
@@ -172,5 +180,19 @@ describe('files in and out on every chat channel (fake services, real containers
     await proveRoundTrip(hook, { declares: false, native: [] });
     await hook.send('echo too-much', [{ name: 'big.pdf', mime: 'application/pdf', data: Buffer.alloc(HOOK_MAX_FILE_BYTES + 1) }]);
     expect(hook.lastStatus!()).toMatchObject({ status: 413, body: expect.stringContaining('the file is larger than 2 MiB') });
+  });
+
+  it("signed webhooks without a callback_url: the refusal and the files' links come as notices in the sync answer", async () => {
+    const hook = channel('webhook') as Awaited<ReturnType<typeof webhookChannel>>;
+    const { said } = await proveRoundTrip(hook.sync, { declares: false, native: [], prefix: 'wsy' });
+    // The answer was one response: its notices (the refusal before the run, the links after it) with the reply.
+    const answer = JSON.parse(hook.lastStatus!()!.body) as { status: string; reply: string; notices: string[] };
+    expect(answer.status).toBe('answered');
+    expect(answer.reply).toContain('done-wsy');
+    expect(answer.notices).toEqual([
+      expect.stringContaining('wsy-tool.zip: this kind of file is not taken here'),
+      expect.stringMatching(/^berth: the agent sent 2 files/),
+    ]);
+    expect(said).toContain('chart.png');
   });
 });

@@ -1,7 +1,7 @@
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
-import { cliAsync, launchChromium, screenshot, testHome, type TestHome } from '../helpers.js';
+import { cliAsync, screenshot, type TestHome } from '../helpers.js';
+import { repliesShown, sendInChat, startBrowserRig, type BrowserRig } from '../helpers/browser-rig.js';
 import { until } from '../helpers/until.js';
 
 /**
@@ -12,27 +12,17 @@ import { until } from '../helpers/until.js';
  * the person's next message is refused in words; resumes it. At 1280 and 390 px, with screenshots.
  */
 const TOKEN = 'console-control-admin-token-0123456789';
-const quiet = { out: () => undefined, err: () => undefined };
+let rig: BrowserRig;
 let h: TestHome;
-let server: HttpSurface;
 let base: string;
-let browser: Browser;
 let alice: BrowserContext;
-const pageErrors: string[] = [];
 
 beforeAll(async () => {
-  h = testHome();
-  h.create({ name: 'ops', workspace_isolation: true });
-  server = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
-  base = server.url;
-  browser = await launchChromium();
-  alice = await browser.newContext({ viewport: { width: 800, height: 800 } });
+  rig = await startBrowserRig({ token: TOKEN, prepare: (home) => void home.create({ name: 'ops', workspace_isolation: true }) });
+  ({ h, base } = rig);
+  alice = await rig.browser.newContext({ viewport: { width: 800, height: 800 } });
 }, 60_000);
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-  await h?.[Symbol.asyncDispose]();
-});
+afterAll(() => rig?.close());
 
 // The page's globals as far as this file uses them (the project's TypeScript has no DOM types).
 interface PageElement {
@@ -45,37 +35,20 @@ declare const document: {
   documentElement: { scrollWidth: number };
 };
 
-function watch(page: Page): Page {
-  page.on('pageerror', (e) => pageErrors.push(String(e)));
-  page.on('console', (m) => void (m.type() === 'error' && !/status of 40[14]/.test(m.text()) && pageErrors.push(m.text())));
-  return page;
-}
-
 async function openAliceChat(): Promise<Page> {
-  const page = watch(await alice.newPage());
-  await page.goto(`${base}${h.berth.admin.mintChatLink('ops', 'alice').path}`);
-  await page.click('#login');
-  await page.waitForURL(`${base}/chat`);
-  await page.waitForFunction(() => document.querySelector('#status')?.textContent === 'connected');
+  const page = rig.watch(await alice.newPage(), /status of 40[14]/);
+  await page.goto(rig.chatLink('ops', 'alice'));
+  await rig.logIn(page);
   return page;
 }
 
 async function say(page: Page, text: string, replies: number): Promise<string> {
-  await page.fill('#input', text);
-  await page.click('#send');
-  await page.waitForFunction((n) => document.querySelectorAll('#log .msg.reply').length >= n, replies, { timeout: 60_000 });
+  await sendInChat(page, text);
+  await repliesShown(page, replies, 60_000);
   return (await page.$$eval('#log .msg.reply', (els) => els.map((e) => e.textContent ?? '')))[replies - 1] as string;
 }
 
-async function signIn(width: number): Promise<Page> {
-  const page = watch(await (await browser.newContext({ viewport: { width, height: 900 } })).newPage());
-  await page.goto(`${base}/console`);
-  await page.fill('input[name=token]', TOKEN);
-  await page.click('button[type=submit]');
-  await page.waitForURL(`${base}/console`);
-  await page.waitForFunction(() => document.querySelectorAll('#projects table tbody tr').length > 0);
-  return page;
-}
+const signIn = (width: number) => rig.consoleSignIn(width);
 
 const rows = (page: Page, id: string) =>
   page.$$eval(`#${id} table tbody tr`, (trs) =>
@@ -149,7 +122,7 @@ describe('the console as a control plane', () => {
       .map((e) => e.action)
       .filter((a) => ['run.stop', 'project.pause', 'project.resume'].includes(a));
     expect(actions).toEqual(['project.resume', 'project.pause', 'run.stop']);
-    expect(pageErrors).toEqual([]);
+    expect(rig.pageErrors).toEqual([]);
     await page.context().close();
     await chat.close();
   }, 180_000);
@@ -191,7 +164,7 @@ describe('the console as a control plane', () => {
     await page.click('#detail button:text-is("Yes, end it")');
     await until(() => h.berth.audit.list({ limit: 20, kind: 'admin' }).some((e) => e.action === 'session.end'), 'the session ended');
     await until(async () => (await page.textContent('#detail .transcript'))?.includes('echo hello from alice'), 'the history still shown');
-    expect(pageErrors).toEqual([]);
+    expect(rig.pageErrors).toEqual([]);
     await page.context().close();
   }, 60_000);
 
@@ -207,7 +180,7 @@ describe('the console as a control plane', () => {
     await until(async () => (await page.textContent('#detail h2'))?.startsWith('Session'), 'the session view');
     expect(await page.textContent('#detail .transcript')).toContain('echo hello from alice');
     await screenshot(page, 'console-session-1280');
-    expect(pageErrors).toEqual([]);
+    expect(rig.pageErrors).toEqual([]);
     await page.context().close();
   }, 60_000);
 });

@@ -94,6 +94,12 @@ describe('the operator console', () => {
     expect(recent?.slice(1, 4)).toEqual(['ops', 'web:olivia', 'web']);
     expect(recent?.slice(5, 9)).toEqual(['echo first run', 'low', 'cold', '0']);
     expect((await rows(page, 'sessions'))[0]?.slice(1, 3)).toEqual(['ops', 'web:olivia']);
+    // The chat bridges: the web chat first (berth serve answers it), then berth.yaml's Signal.
+    await page.waitForFunction(() => document.querySelectorAll('#bridges table tbody tr').length === 2);
+    expect((await rows(page, 'bridges')).map((r) => r.slice(0, 2))).toEqual([
+      ['web', 'yes'],
+      ['signal', expect.any(String)],
+    ]);
     // The last hour: four charts drawn by uPlot (served by berth, no CDN).
     await page.waitForFunction(() => document.querySelectorAll('#charts canvas').length === 4);
     const script = await page.$eval('script[src]', (e) => (e as unknown as { getAttribute(n: string): string }).getAttribute('src'));

@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
-import { webhookSignature } from '../../src/channels/webhook.js';
+import { webhookSignature } from '../../src/channels/webhook-signing.js';
 import { testHome, type TestHome } from '../helpers.js';
 
 /**

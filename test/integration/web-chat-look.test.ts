@@ -1,8 +1,8 @@
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_PROJECT, ensureDemoProject } from '../../src/cli/demo.js';
-import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
-import { launchChromium, screenshot, testHome, type TestHome } from '../helpers.js';
+import { screenshot, type TestHome } from '../helpers.js';
+import { chatConnected as connected, repliesShown, sendInChat as send, startBrowserRig, type BrowserRig } from '../helpers/browser-rig.js';
 import { startLoopbackSite } from '../helpers/loopback-site.js';
 
 /**
@@ -15,26 +15,17 @@ import { startLoopbackSite } from '../helpers/loopback-site.js';
  */
 const TOKEN = 'web-chat-look-admin-token-0123456';
 const quiet = { out: () => undefined, err: () => undefined };
+let rig: BrowserRig;
 let h: TestHome;
-let server: HttpSurface;
-let base: string;
 let browser: Browser;
 let alice: BrowserContext;
-const pageErrors: string[] = [];
 
 beforeAll(async () => {
-  h = testHome();
-  ensureDemoProject(h.berth, quiet);
-  server = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
-  base = server.url;
-  browser = await launchChromium();
+  rig = await startBrowserRig({ token: TOKEN, prepare: (home) => void ensureDemoProject(home.berth, quiet) });
+  ({ h, browser } = rig);
   alice = await browser.newContext({ viewport: { width: 1280, height: 800 } });
 }, 60_000);
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-  await h?.[Symbol.asyncDispose]();
-});
+afterAll(() => rig?.close());
 
 // The page's globals as far as this file uses them (the project's TypeScript has no DOM types).
 interface Box {
@@ -61,21 +52,7 @@ declare const document: {
 declare function getComputedStyle(el: El): { color: string; backgroundColor: string; display: string };
 declare const window: { innerHeight: number };
 
-const connected = (page: Page) => page.waitForFunction(() => document.querySelector('#status')?.textContent === 'connected');
-const repliesShown = (page: Page, n: number) =>
-  page.waitForFunction((count) => document.querySelectorAll('#log .msg.reply').length >= count, n, { timeout: 30_000 });
-
-async function send(page: Page, text: string) {
-  await page.fill('#input', text);
-  await page.click('#send');
-}
-
-async function openAlice(): Promise<Page> {
-  const page = await alice.newPage();
-  page.on('pageerror', (e) => pageErrors.push(String(e)));
-  page.on('console', (m) => void (m.type() === 'error' && pageErrors.push(m.text())));
-  return page;
-}
+const openAlice = async (): Promise<Page> => rig.watch(await alice.newPage());
 
 /** The sideways scroll a page has (0: none). */
 const sideways = (page: Page) => page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
@@ -85,15 +62,13 @@ describe('the web chat looks like a product', () => {
 
   it('1280 px: the project in a one-row header, an empty state, then bubbles, folded steps, and stderr in its place, marked apart', async () => {
     page = await openAlice();
-    const link = `${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, 'alice').path}`;
+    const link = rig.chatLink(DEMO_PROJECT, 'alice');
     await page.goto(link);
     // The link's page is a styled card too (the chat's stylesheet, no script).
     const card = () => page.$eval('main.card', (e) => getComputedStyle(e as unknown as El).backgroundColor);
     expect(await card()).not.toBe(await page.evaluate(() => getComputedStyle(document.body).backgroundColor));
     await screenshot(page, 'web-chat-look-1280-login');
-    await page.click('#login');
-    await page.waitForURL(`${base}/chat`);
-    await connected(page);
+    await rig.logIn(page);
     expect(await page.textContent('#title')).toBe(DEMO_PROJECT);
     expect(await page.title()).toBe(`${DEMO_PROJECT} · berth chat`);
     // A new conversation says what to do.
@@ -229,7 +204,7 @@ describe('the web chat looks like a product', () => {
       await screenshot(page, 'web-chat-look-390-dark');
       await page.setViewportSize({ width: 1280, height: 800 });
       await screenshot(page, 'web-chat-look-1280-dark');
-      expect(pageErrors).toEqual([]);
+      expect(rig.pageErrors).toEqual([]);
     } finally {
       await h.berth.operator.unsetConfig(['egress', 'private_hosts']);
       site.close();

@@ -4,8 +4,8 @@ import { fileURLToPath } from 'node:url';
 import type { Browser, Page, WebSocketRoute } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_PROJECT, ensureDemoProject } from '../../src/cli/demo.js';
-import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
-import { launchChromium, SCREENS_DIR, screenshot, testHome, type TestHome } from '../helpers.js';
+import { SCREENS_DIR, screenshot, type TestHome } from '../helpers.js';
+import { repliesShown, sendInChat as send, startBrowserRig, type BrowserRig } from '../helpers/browser-rig.js';
 import { startLoopbackSite } from '../helpers/loopback-site.js';
 
 /**
@@ -27,27 +27,20 @@ const STARTING = 'starting your container…';
 const LONG_TITLE = 'probe: boundary & levels, then the approval card and what a reload keeps of it';
 
 let h: TestHome;
-let server: HttpSurface;
-let base: string;
 let browser: Browser;
 let site: Awaited<ReturnType<typeof startLoopbackSite>>;
-const pageErrors: string[] = [];
+let rig: BrowserRig;
 
 beforeAll(async () => {
   // Warm containers, as `make run` has them: only a message with none warm waits for one.
-  h = testHome({ warm: true });
-  ensureDemoProject(h.berth, quiet);
-  server = await listenHttp(h.berth, { host: '127.0.0.1', port: 0, token: TOKEN }, quiet);
-  base = server.url;
-  browser = await launchChromium();
+  rig = await startBrowserRig({ token: TOKEN, home: { warm: true }, prepare: (home) => void ensureDemoProject(home.berth, quiet) });
+  ({ h, browser } = rig);
   site = await startLoopbackSite();
   await h.berth.operator.setConfig(['egress', 'private_hosts'], [`localhost:${site.port}`]);
 }, 60_000);
 afterAll(async () => {
   site?.close();
-  await browser?.close();
-  await server?.close();
-  await h?.[Symbol.asyncDispose]();
+  await rig?.close();
 });
 
 // The page's globals as far as this file uses them (the project's TypeScript has no DOM types).
@@ -75,15 +68,6 @@ declare class MutationObserver {
   observe(el: El, o: object): void;
 }
 
-const connected = (page: Page) => page.waitForFunction(() => document.querySelector('#status')?.textContent === 'connected');
-const repliesShown = (page: Page, n: number) =>
-  page.waitForFunction((count) => document.querySelectorAll('#log .msg.reply').length >= count, n, { timeout: 30_000 });
-
-async function send(page: Page, text: string) {
-  await page.fill('#input', text);
-  await page.click('#send');
-}
-
 /** A person's browser at `width`, logged in by a fresh link (the login page shown first); every browser dialog counted. */
 async function open(width: number, user: string) {
   const context = await browser.newContext({ viewport: { width, height: width < 500 ? 844 : 800 } });
@@ -93,17 +77,11 @@ async function open(width: number, user: string) {
     dialogs.push(`${d.type()}: ${d.message()}`);
     void d.dismiss();
   });
-  page.on('pageerror', (e) => pageErrors.push(String(e)));
-  page.on('console', (m) => void (m.type() === 'error' && pageErrors.push(m.text())));
-  const link = `${base}${h.berth.admin.mintChatLink(DEMO_PROJECT, user).path}`;
-  return { page, dialogs, link };
+  rig.watch(page);
+  return { page, dialogs, link: rig.chatLink(DEMO_PROJECT, user) };
 }
 
-async function logIn(page: Page) {
-  await page.click('#login');
-  await page.waitForURL(`${base}/chat`);
-  await connected(page);
-}
+const logIn = (page: Page) => rig.logIn(page);
 
 /** Round 4's screenshot beside today's, composed in Chromium itself (a page with both, screenshotted); its path. */
 async function sideBySide(screen: string, width: number, round4: string, today: string, note = ''): Promise<string> {
@@ -282,7 +260,7 @@ describe('the first hour, round 4, in Chromium', () => {
 
       for (const [screen, round4, today, note] of shots)
         expect(pngWidth(await sideBySide(screen, width, round4, today, note))).toBe(2 * width + 48);
-      expect(pageErrors).toEqual([]);
+      expect(rig.pageErrors).toEqual([]);
       await page.context().close();
     });
   }

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { HOOKS_IN_FLIGHT_MAX } from '../../src/bridges/start.js';
-import { webhookSignature } from '../../src/channels/webhook.js';
+import { webhookSignature } from '../../src/channels/webhook-signing.js';
 import { testHome, type TestHome } from '../helpers.js';
 import { until } from '../helpers/until.js';
 
@@ -99,7 +99,7 @@ afterAll(async () => {
 describe('signed webhooks', () => {
   it('a signed message runs as its user and the answer is the response; the same id again is a duplicate, not a second run', async () => {
     const first = await post('ci', { id: 'build-1', user: 'ci-bot', text: 'echo built >> log.txt; cat log.txt' });
-    expect(first).toEqual({ status: 200, body: { id: 'build-1', status: 'answered', reply: 'built' } });
+    expect(first).toEqual({ status: 200, body: { id: 'build-1', status: 'answered', reply: 'built', notices: [] } });
     const again = await post('ci', { id: 'build-1', user: 'ci-bot', text: 'echo built >> log.txt; cat log.txt' });
     expect(again).toEqual({ status: 200, body: { id: 'build-1', status: 'duplicate' } });
     // The user's workspace is its own and continues: a second message sees the first one's file, once.
@@ -169,12 +169,13 @@ describe('signed webhooks', () => {
       'the first to be journaled',
     );
     expect(await send()).toEqual({ status: 200, body: { id: 'slow-1', status: 'duplicate' } });
-    expect(await first).toEqual({ status: 200, body: { id: 'slow-1', status: 'answered', reply: 'slow answer' } });
+    expect(await first).toEqual({ status: 200, body: { id: 'slow-1', status: 'answered', reply: 'slow answer', notices: [] } });
     // Another user's message with the same id is theirs, not a duplicate.
     expect((await post('ci', { id: 'slow-1', user: 'someone-else', text: 'echo mine' })).body).toEqual({
       id: 'slow-1',
       status: 'answered',
       reply: 'mine',
+      notices: [],
     });
   });
 
@@ -210,7 +211,7 @@ describe('signed webhooks', () => {
     }
     try {
       const signed = await post('ci', { id: 'beside-strangers', user: 'u', text: 'echo answered' });
-      expect(signed).toEqual({ status: 200, body: { id: 'beside-strangers', status: 'answered', reply: 'answered' } });
+      expect(signed).toEqual({ status: 200, body: { id: 'beside-strangers', status: 'answered', reply: 'answered', notices: [] } });
       // The strangers are cut (to make room, or for their pace), never answered with a success.
       await until(() => ended.size === held.length, 'every stranger to be cut', 40_000);
       expect(answers.filter((a) => !a.startsWith('HTTP/1.1 4'))).toEqual([]);

@@ -9,7 +9,7 @@ import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { parseBerthConfig } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
 import { claimBridges } from '../../src/bridges/start.js';
-import { checkBridgeConsumers, checkRoutes, checkModels, checkModelUpstreams } from '../../src/cli/doctor-outbound.js';
+import { checkBridgeConsumers, checkRoutes, checkModels, checkModelUpstreams, checkWebChat } from '../../src/cli/doctor-outbound.js';
 import { startFakeAnthropic } from '../fakes/anthropic-api.js';
 
 describe('assessEngine', () => {
@@ -185,5 +185,20 @@ describe('doctor says whether a live berth answers the Signal bridge', () => {
     } finally {
       fs.rmSync(stateDir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('doctor lists the web chat with the chat bridges', () => {
+  it('names where it is served (public_url when set) and how a person logs in; with or without any channel', () => {
+    expect(checkWebChat(BerthConfigSchema.parse({}))).toEqual({
+      name: 'bridge web',
+      status: 'ok',
+      detail:
+        "berth serve answers it at berth serve's address/chat; a person logs in by a link (berth chat-link <project> --user <name>: tenant web:<name>, answered by that project), up to 20 conversations each",
+    });
+    const served = BerthConfigSchema.parse({ bridges: { public_url: 'https://berth.example.org/', web: { max_sessions_per_user: 3 } } });
+    expect(checkWebChat(served).detail).toMatch(
+      /^berth serve answers it at https:\/\/berth\.example\.org\/chat; .* up to 3 conversations each$/,
+    );
   });
 });

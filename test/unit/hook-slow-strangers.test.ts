@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { webhookSignature } from '../../src/channels/webhook.js';
+import { webhookSignature } from '../../src/channels/webhook-signing.js';
 import { listenHttp, type HttpSurface } from '../../src/cli/serve.js';
 import { unitHome, type TestHome } from '../helpers.js';
 

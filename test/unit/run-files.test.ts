@@ -6,7 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FilesSettingsSchema } from '../../src/config/metadata.js';
 import { sandboxRead } from '../../src/fs/sandbox.js';
 import { planIncoming, type IncomingFile } from '../../src/plan/files-in.js';
-import { collectOutbox, landIncoming, pruneRunFiles, queueOutboxFile, readRunFile, runFilesDirOf } from '../../src/store/run-files.js';
+import { landIncoming } from '../../src/store/inbox-files.js';
+import { collectOutbox, pruneRunFiles, queueOutboxFile, readRunFile, runFilesDirOf } from '../../src/store/run-files.js';
 
 let base: string;
 let ws: string;

@@ -19,7 +19,7 @@ afterEach(async () => {
 
 const ALICE = '0b7e7a4c-8d2e-4f61-9c3a-5a0e2f1b6c11';
 
-async function setup(): Promise<{ fake: FakeSignalCli; signal: ChannelTransport; taken: ChannelMessage[] }> {
+async function setup(maxFileBytes?: number): Promise<{ fake: FakeSignalCli; signal: ChannelTransport; taken: ChannelMessage[] }> {
   const fake = await startFakeSignalCli({ keepaliveMs: 50 });
   cleanups.push(() => fake.close());
   const taken: ChannelMessage[] = [];
@@ -29,6 +29,7 @@ async function setup(): Promise<{ fake: FakeSignalCli; signal: ChannelTransport;
     logger: pino({ level: 'silent' }),
     onMessage: (m) => void taken.push(m),
     backoffMs: { min: 10, max: 50 },
+    ...(maxFileBytes !== undefined ? { maxFileBytes } : {}),
   });
   signal.start();
   cleanups.push(() => signal.stop());
@@ -114,5 +115,15 @@ describe('signal: files out', () => {
       message: 'the report',
       files: [{ source: 'data-uri', contentType: 'application/pdf', filename: 'report.pdf', data: pdfBytes() }],
     });
+  });
+
+  it("the operator's max_file_bytes is the limit the core reads, and a send past it is refused without a call", async () => {
+    const { fake, signal } = await setup(4096);
+    expect(signal.fileLimitBytes).toBe(4096);
+    await signal.sendFile!(ALICE, { name: 'fits.bin', mime: 'application/octet-stream', data: new Uint8Array(4096) }, 'fits');
+    await expect(
+      signal.sendFile!(ALICE, { name: 'over.bin', mime: 'application/octet-stream', data: new Uint8Array(4097) }, 'over'),
+    ).rejects.toMatchObject({ code: 'TOO_LARGE' });
+    expect(fake.repliesTo(ALICE).map((r) => r.files.map((f) => f.filename))).toEqual([['fits.bin']]);
   });
 });

@@ -5,7 +5,8 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isBerthError } from '../../src/base/errors.js';
 import type { ChannelMessage } from '../../src/channels/contract.js';
-import { createWebhookBridge, WebhookBridgeSchema, webhookSignature } from '../../src/channels/webhook.js';
+import { createWebhookBridge, WebhookBridgeSchema } from '../../src/channels/webhook.js';
+import { webhookSignature } from '../../src/channels/webhook-signing.js';
 import { createFileStage } from '../../src/channels/webhook-files.js';
 import { bytesOf, pdfBytes, pngBytes } from '../helpers/sample-files.js';
 

@@ -106,14 +106,14 @@ describe("berth's own scheme, signed by independent signers", () => {
     const a = JSON.stringify({ id: 'o-1', user: 'alice', text: 'echo signed by openssl' });
     expect(await send('ci', a, opensslSigned(a))).toEqual({
       status: 200,
-      body: { id: 'o-1', status: 'answered', reply: 'signed by openssl' },
+      body: { id: 'o-1', status: 'answered', reply: 'signed by openssl', notices: [] },
     });
     const b = JSON.stringify({ id: 'g-1', user: 'alice', text: 'echo signed by octokit' });
     const ts = String(now());
     const gh = await octokitSign(BERTH_SECRET, `${ts}.${b}`); // "sha256=<hex>" over berth's string-to-sign
     expect(await send('ci', b, { 'x-berth-timestamp': ts, 'x-berth-signature': `v1=${gh.slice('sha256='.length)}` })).toEqual({
       status: 200,
-      body: { id: 'g-1', status: 'answered', reply: 'signed by octokit' },
+      body: { id: 'g-1', status: 'answered', reply: 'signed by octokit', notices: [] },
     });
     // GitHub's own header form is not berth's scheme: refused before the body is read.
     expect((await send('ci', b, { 'x-berth-timestamp': ts, 'x-berth-signature': gh })).status).toBe(401);
@@ -152,7 +152,7 @@ describe('Standard Webhooks (signing: standard-webhooks), signed and verified by
     const headers = standardSigned(body, { id: 'msg_std_1' });
     expect(await send('std', body, headers)).toEqual({
       status: 200,
-      body: { id: 'msg_std_1', status: 'answered', reply: 'standard hello' },
+      body: { id: 'msg_std_1', status: 'answered', reply: 'standard hello', notices: [] },
     });
     // The sender's retry: the same webhook-id, signed afresh.
     expect(await send('std', body, standardSigned(body, { id: 'msg_std_1' }))).toEqual({
@@ -163,7 +163,7 @@ describe('Standard Webhooks (signing: standard-webhooks), signed and verified by
     const withId = JSON.stringify({ id: 'ticket-9', user: 'bob', text: 'echo own id' });
     expect(await send('std', withId, standardSigned(withId))).toEqual({
       status: 200,
-      body: { id: 'ticket-9', status: 'answered', reply: 'own id' },
+      body: { id: 'ticket-9', status: 'answered', reply: 'own id', notices: [] },
     });
   });
 
@@ -178,7 +178,7 @@ describe('Standard Webhooks (signing: standard-webhooks), signed and verified by
       'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
       'webhook-signature': `${old} ${current}`,
     });
-    expect(res).toEqual({ status: 200, body: { id, status: 'answered', reply: 'rotated' } });
+    expect(res).toEqual({ status: 200, body: { id, status: 'answered', reply: 'rotated', notices: [] } });
   });
 
   it("refuses a tampered body, another secret, a stale or future timestamp, missing headers, and berth's own headers on a standard hook (and the reverse)", async () => {

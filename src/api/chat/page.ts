@@ -1,4 +1,5 @@
 import { chatAssets } from './assets.js';
+import { escapeHtml } from '../../base/escape-html.js';
 
 /**
  * The web chat page: one HTML document, its script and style (client/, bundled by
@@ -40,7 +41,6 @@ export function chatPage(host: string | undefined, sso = ''): { html: string; he
   };
 }
 
-const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 /** A login page: the chat's own stylesheet (no script), one card. */
 const plainPage = (body: string) =>
   `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>berth chat</title><link rel="stylesheet" href="${chatAssets().style.path}"></head><body><main class="card"><h1><span class="logo" aria-hidden="true">b</span>berth chat</h1>${body}</main></body></html>`;

@@ -1,5 +1,6 @@
 import type { OidcConfig } from '../../config/oidc.js';
 import type { SignInFor } from './flows.js';
+import { escapeHtml } from '../../base/escape-html.js';
 
 /** The sign-in's own pages: no script, never framed, never cached, and nothing sent onward as a referrer. */
 export const SIGN_IN_PAGE_HEADERS: Record<string, string> = {
@@ -9,7 +10,6 @@ export const SIGN_IN_PAGE_HEADERS: Record<string, string> = {
   'x-content-type-options': 'nosniff',
 };
 
-const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 const WHERE: Record<SignInFor, { path: string; name: string }> = {
   console: { path: '/console', name: 'the console' },
   chat: { path: '/chat', name: 'the chat' },

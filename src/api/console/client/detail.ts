@@ -46,11 +46,28 @@ function stepsList(steps: RunStep[], more?: number): HTMLElement {
   return ol;
 }
 
-function auditTable(box: HTMLElement, entries: AuditEntry[]): void {
+/** A table of the detail under its heading (none: no heading), in a holder of its own id (dom.ts table fills it by id). */
+function titledTable(box: HTMLElement, title: string | undefined, ...[id, head, rows, empty]: Parameters<typeof table>): void {
   const holder = el('div');
-  holder.id = 'detail-audit';
-  box.append(holder);
-  table(
+  holder.id = id;
+  box.append(...(title === undefined ? [] : [h3(title)]), holder);
+  table(id, head, rows, empty);
+}
+
+/** An action of the detail: a POST to berth's console API once confirmed, then the view again. */
+const postButton = (
+  label: string,
+  consequence: string,
+  url: string,
+  body: object,
+  again: () => Promise<void>,
+  opts?: Parameters<typeof confirmButton>[4],
+) => confirmButton(label, consequence, () => api('POST', url, body), again, opts);
+
+function auditTable(box: HTMLElement, entries: AuditEntry[]): void {
+  titledTable(
+    box,
+    undefined,
     'detail-audit',
     ['at', 'kind', 'action', 'actor', 'target', 'outcome'],
     entries.map((e) => [
@@ -97,10 +114,11 @@ function renderRun(box: HTMLElement, d: RunDetail & { audit: AuditEntry[] }, aga
   );
   if (d.state.startsWith('going on'))
     box.append(
-      confirmButton(
+      postButton(
         'Stop',
         'The agent is stopped now; its answer says so.',
-        () => api('POST', path({ kind: 'run', project: d.project, id: d.run }) + '/stop', {}),
+        path({ kind: 'run', project: d.project, id: d.run }) + '/stop',
+        {},
         again,
         { danger: true },
       ),
@@ -128,10 +146,9 @@ function renderRun(box: HTMLElement, d: RunDetail & { audit: AuditEntry[] }, aga
       ],
     ]),
   );
-  const egress = el('div');
-  egress.id = 'detail-egress';
-  box.append(h3('Egress (hosts asked and answered)'), egress);
-  table(
+  titledTable(
+    box,
+    'Egress (hosts asked and answered)',
     'detail-egress',
     ['at', 'method', 'host', 'status', 'why', 'secret'],
     d.egress.map((e) => [
@@ -179,14 +196,7 @@ function renderSession(box: HTMLElement, d: SessionView, again: () => Promise<vo
   const level = el('span');
   for (const l of ['low', 'medium', 'high'])
     if (l !== s.settings.permission_level)
-      level.append(
-        confirmButton(
-          'Set ' + l,
-          'From its next run the agent works at level ' + l + '.',
-          () => api('POST', base + '/level', { level: l }),
-          again,
-        ),
-      );
+      level.append(postButton('Set ' + l, 'From its next run the agent works at level ' + l + '.', base + '/level', { level: l }, again));
   box.append(
     el('h2', 'Session ' + (s.title || s.id)),
     facts([
@@ -200,10 +210,11 @@ function renderSession(box: HTMLElement, d: SessionView, again: () => Promise<vo
       ['last', ago(s.updated_at)],
     ]),
     level,
-    confirmButton(
+    postButton(
       'End session',
       'Its runs going on are stopped, its container let go and its tokens revoked; its history and files stay.',
-      () => api('POST', base + '/end', {}),
+      base + '/end',
+      {},
       again,
       { danger: true, yes: 'Yes, end it' },
     ),
@@ -229,10 +240,9 @@ function renderSession(box: HTMLElement, d: SessionView, again: () => Promise<vo
     }
     box.append(list);
   }
-  const runs = el('div');
-  runs.id = 'detail-runs';
-  box.append(h3('Runs'), runs);
-  table(
+  titledTable(
+    box,
+    'Runs',
     'detail-runs',
     ['finished', 'message', 'answer', 'exit', 'ms', 'steps'],
     d.runs.map((r) => [
@@ -292,27 +302,26 @@ function renderTenant(box: HTMLElement, d: TenantView, again: () => Promise<void
   );
   if (d.chat_user && d.access && (d.access.logins.length || d.access.links.length))
     box.append(
-      confirmButton(
+      postButton(
         'Revoke chat logins',
         'They are logged out everywhere and their unused links stop working; their sessions and files stay.',
-        () => api('POST', '/console/api/projects/' + encodeURIComponent(d.project) + '/chat-logins/revoke', { user: d.chat_user }),
+        '/console/api/projects/' + encodeURIComponent(d.project) + '/chat-logins/revoke',
+        { user: d.chat_user },
         again,
         { danger: true, yes: 'Yes, revoke' },
       ),
     );
-  const sessions = el('div');
-  sessions.id = 'detail-sessions';
-  box.append(h3('Sessions'), sessions);
-  table(
+  titledTable(
+    box,
+    'Sessions',
     'detail-sessions',
     ['last activity', 'session', 'level', 'runs'],
     d.sessions.map((s) => [cell(ago(s.updated_at)), linkCell(s.title || s.id, 'session', d.project, s.id), cell(s.level), cell(s.runs)]),
     'No session yet.',
   );
-  const schedules = el('div');
-  schedules.id = 'detail-schedules';
-  box.append(h3('Schedules'), schedules);
-  table(
+  titledTable(
+    box,
+    'Schedules',
     'detail-schedules',
     ['id', 'task', 'next', 'runs', 'last'],
     d.schedules.map((x) => [
@@ -324,10 +333,9 @@ function renderTenant(box: HTMLElement, d: TenantView, again: () => Promise<void
     ]),
     'No schedule.',
   );
-  const runs = el('div');
-  runs.id = 'detail-tenant-runs';
-  box.append(h3('Runs today'), runs);
-  table(
+  titledTable(
+    box,
+    'Runs today',
     'detail-tenant-runs',
     ['finished', 'message', 'exit', 'ms'],
     d.recent_runs.map((r) => [
