@@ -29,6 +29,7 @@ import { WebSocketServer, WebSocket } from 'ws';
 import {
   CoreV1Api,
   NodeV1Api,
+  StorageV1Api,
   Watch,
   type KubeConfig,
   type V1Container,
@@ -229,6 +230,7 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
   const network = opts.network ?? 'none';
   const core = opts.kubeConfig.makeApiClient(CoreV1Api);
   const nodeApi = opts.kubeConfig.makeApiClient(NodeV1Api);
+  const storage = opts.kubeConfig.makeApiClient(StorageV1Api);
   const workers = new Map<string, Worker>();
   const unscheduled = new Map<string, V1Pod>();
   const binding = new Set<string>();
@@ -446,7 +448,12 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
         const pvc = await orNotFound(core.readNamespacedPersistentVolumeClaim({ name: claim, namespace: w.ns }));
         if (!pvc) throw new Waiting('ContainerCreating', `persistentvolumeclaim "${claim}" not found`, 'FailedMount');
         const path = join(opts.dataDir, 'pvc', w.ns, claim);
-        ensureDir(path, 0o755, fsGroup);
+        // A hostPath volume (the in-tree provisioner's, kubernetes.io/host-path) never takes fsGroup
+        // (pkg/volume/hostpath: SetUp applies no ownership): it stays as made, root's 0755.
+        const storageClass = pvc.spec?.storageClassName
+          ? await orNotFound(storage.readStorageClass({ name: pvc.spec.storageClassName }))
+          : undefined;
+        ensureDir(path, 0o755, storageClass?.provisioner === 'kubernetes.io/host-path' ? undefined : fsGroup);
         out.set(v.name, { kind: 'dir', path, readOnly: v.persistentVolumeClaim.readOnly === true });
       } else if (v.configMap || v.secret) {
         const entries = new Map<string, Buffer>();
