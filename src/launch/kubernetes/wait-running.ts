@@ -41,8 +41,11 @@ export async function waitRunning(apis: KubeApis, settings: KubernetesSettings, 
     if (pod && volumesUnwritable(pod)) throw await unwritable(apis, pod);
     if (pod && Date.now() - eventsAt >= EVENTS_EVERY_MS) {
       eventsAt = Date.now();
-      events = (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${name}` }))
-        .items;
+      // Events only speed a refusal up: unreadable ones (an older Role without `list events`) leave the rest to judge.
+      events = await core
+        .listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${name}` })
+        .then((l) => l.items)
+        .catch(() => events);
     }
     const refusal = podRefusal(pod, events);
     if (refusal) throw refused(name, refusal.message);
