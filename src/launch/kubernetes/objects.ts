@@ -1,14 +1,6 @@
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
-import type {
-  V1ConfigMap,
-  V1Container,
-  V1PersistentVolumeClaim,
-  V1PodSpec,
-  V1Secret,
-  V1Volume,
-  V1VolumeMount,
-} from '@kubernetes/client-node';
+import type { V1ConfigMap, V1EnvVar, V1PersistentVolumeClaim, V1PodSpec, V1Secret, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { BerthError } from '../../base/errors.js';
 import { LABELS } from '../../plan/labels.js';
 import { AGENT_HOME, RUN_DIR_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan } from '../../plan/run-plan.js';
@@ -177,6 +169,47 @@ function claimFor(
 /** Quantities as the server writes them back ("1", "250m"; bytes as a number), so what is stored is what was sent. */
 const cpuQuantity = (millis: number) => (millis % 1000 === 0 ? String(millis / 1000) : `${millis}m`);
 
+/**
+ * The plan's limits, and requests of an idle agent's share (each capped at its limit): a node
+ * holds as many sessions as its memory allows, idle warm pods included (a Burstable pod).
+ */
+function resourcesOf(plan: RunPlan, want: { cpuMillis: number; memoryBytes: number }) {
+  const cpuMillis = Math.max(1, Math.round(plan.limits.nanoCpus / 1e6));
+  return {
+    limits: { cpu: cpuQuantity(cpuMillis), memory: String(plan.limits.memoryBytes) },
+    requests: {
+      cpu: cpuQuantity(Math.max(1, Math.min(want.cpuMillis, cpuMillis))),
+      memory: String(Math.min(want.memoryBytes, plan.limits.memoryBytes)),
+    },
+  };
+}
+
+/**
+ * How the pod reaches berth's relay: the address in its env, the token by reference to the run's
+ * Secret, so the pod spec and the Sandbox (readable with `get pods`, kept in etcd and audit logs) never hold it.
+ */
+function relayParts(
+  name: string,
+  namespace: string,
+  meta: ReturnType<typeof metaOf>,
+  relay: { address: string; token: string },
+): { env: V1EnvVar[]; secret: V1Secret } {
+  const secretName = runObjectNames(name).secret;
+  return {
+    env: [
+      { name: RELAY_ENV.address, value: relay.address },
+      { name: RELAY_ENV.token, valueFrom: { secretKeyRef: { name: secretName, key: RELAY_SECRET_KEY } } },
+    ],
+    secret: {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: secretName, namespace, ...meta },
+      type: 'Opaque',
+      data: { [RELAY_SECRET_KEY]: Buffer.from(relay.token).toString('base64') },
+    },
+  };
+}
+
 export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   const { plan, name, namespace } = input;
   const { uid, gid } = uidGid(plan.user);
@@ -252,28 +285,11 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   }
 
   // An empty value is no value to the API (omitempty), which is an empty variable in the container.
-  const env: V1Container['env'] & object = Object.entries(plan.env).map(([k, v]) =>
-    v === '' ? { name: k } : { name: k, value: kubeLiteral(v) },
-  );
-  const secretName = runObjectNames(name).secret;
-  if (relayed && input.relay)
-    // The token by reference: the pod spec and the Sandbox (readable with `get pods`, kept in etcd and audit logs) never hold it.
-    env.push(
-      { name: RELAY_ENV.address, value: input.relay.address },
-      { name: RELAY_ENV.token, valueFrom: { secretKeyRef: { name: secretName, key: RELAY_SECRET_KEY } } },
-    );
-
-  const cpuMillis = Math.max(1, Math.round(plan.limits.nanoCpus / 1e6));
-  const limits = { cpu: cpuQuantity(cpuMillis), memory: String(plan.limits.memoryBytes) };
-  // An idle agent's share is reserved, the limits are what a message may use: a node holds as many
-  // sessions as its memory allows, idle warm pods included (a Burstable pod, not Guaranteed).
-  const want = input.requests ?? IDLE_REQUESTS;
-  const requests = {
-    cpu: cpuQuantity(Math.max(1, Math.min(want.cpuMillis, cpuMillis))),
-    memory: String(Math.min(want.memoryBytes, plan.limits.memoryBytes)),
-  };
-  const resources = { limits, requests };
+  const env: V1EnvVar[] = Object.entries(plan.env).map(([k, v]) => (v === '' ? { name: k } : { name: k, value: kubeLiteral(v) }));
   const meta = metaOf(plan.labels);
+  const relay = relayed && input.relay ? relayParts(name, namespace, meta, input.relay) : undefined;
+  if (relay) env.push(...relay.env);
+  const resources = resourcesOf(plan, input.requests ?? IDLE_REQUESTS);
   const containerSecurity = {
     allowPrivilegeEscalation: false,
     privileged: false,
@@ -338,15 +354,5 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   const configMap: V1ConfigMap | undefined = Object.keys(binaryData).length
     ? { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: runObjectNames(name).configMap, namespace, ...meta }, binaryData }
     : undefined;
-  const secret: V1Secret | undefined =
-    relayed && input.relay
-      ? {
-          apiVersion: 'v1',
-          kind: 'Secret',
-          metadata: { name: secretName, namespace, ...meta },
-          type: 'Opaque',
-          data: { [RELAY_SECRET_KEY]: Buffer.from(input.relay.token).toString('base64') },
-        }
-      : undefined;
-  return { sandbox, ...(configMap ? { configMap } : {}), ...(secret ? { secret } : {}), claims };
+  return { sandbox, ...(configMap ? { configMap } : {}), ...(relay ? { secret: relay.secret } : {}), claims };
 }
