@@ -4,9 +4,9 @@ import { cpuMillis, memoryBytes, type KubernetesSettings } from '../../config/ku
 import { BerthError } from '../../base/errors.js';
 import { LABELS, type ContainerQuery } from '../../plan/labels.js';
 import { AGENT_HOME, RUN_DIR_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan } from '../../plan/run-plan.js';
-import { AGENT_CONTAINER, renderKubeRun, type SnapshotFile } from './objects.js';
+import { AGENT_CONTAINER, renderKubeRun, SANDBOX_API, type SnapshotFile } from './objects.js';
 import { volumeIdOf } from './volumes.js';
-import { clusterError, kubeApis, statusCode, unlessGone } from './calls.js';
+import { clusterError, kubeApis, unlessGone } from './calls.js';
 import { createRun, deleteRun, ensureClaim } from './run-objects.js';
 import { podTrouble } from './start-trouble.js';
 import { assertRuntime, clusterInfo, listRuns } from './cluster-info.js';
@@ -51,7 +51,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   const { kubeConfig, settings } = opts;
   const ns = settings.namespace;
   const apis = kubeApis(kubeConfig, ns);
-  const { core } = apis;
+  const { core, custom } = apis;
   const requests = { cpuMillis: cpuMillis(settings.cpu_request), memoryBytes: memoryBytes(settings.memory_request) };
   const exec = new Exec(kubeConfig);
   const gateway = gatewayOf(apis);
@@ -155,19 +155,33 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     }
   }
 
-  /** The exec's argv (kubernetes/exec-env.ts), from the pod as it was made. */
-  const envArgv = async (name: string, plan: RunPlan, argv: string[]) =>
-    execArgv(await core.readNamespacedPod({ name, namespace: ns }), plan, argv);
+  /**
+   * The exec's argv (kubernetes/exec-env.ts), from the pod as it was made; or why the run is gone.
+   * Gone is its Sandbox gone or going, or its pod being deleted: a removed run's pod stays in the
+   * API until its kubelet stopped it (removal leaves it to the garbage collector), and takes no exec.
+   */
+  async function envArgv(name: string, plan: RunPlan, argv: string[]): Promise<string[] | ContainerGone> {
+    const [pod, sandbox] = await Promise.all([
+      unlessGone(core.readNamespacedPod({ name, namespace: ns })),
+      unlessGone(custom.getNamespacedCustomObject({ ...SANDBOX_API, namespace: ns, name })) as Promise<
+        { metadata?: { deletionTimestamp?: string } } | undefined
+      >,
+    ]);
+    if (!pod) return { gone: true, reason: 'its pod is gone' };
+    if (!sandbox || sandbox.metadata?.deletionTimestamp || pod.metadata?.deletionTimestamp)
+      return { gone: true, reason: 'its pod is being removed' };
+    return execArgv(pod, plan, argv);
+  }
 
   async function execIn(containerId: string, plan: RunPlan, argv: string[], o: RunOptions = {}): Promise<ExecResult | ContainerGone> {
     const t0 = performance.now();
-    let command: string[];
+    let command: string[] | ContainerGone;
     try {
       command = await envArgv(containerId, plan, argv);
     } catch (err) {
-      if (statusCode(err) === 404) return { gone: true, reason: 'its pod is gone' };
       throw clusterError('reading the pod', err);
     }
+    if (!Array.isArray(command)) return command;
     o.onCreated?.(containerId);
     const tCreated = performance.now();
     let removed: Promise<void> | undefined;
