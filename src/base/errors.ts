@@ -58,6 +58,10 @@ export const ERROR_TABLE = {
   CHECKPOINT_NOT_FOUND: { status: 404, exit: 33 },
   /** Its operator paused the project: no new run starts until it is resumed (runs going on finish). */
   PROJECT_PAUSED: { status: 423, exit: 34 },
+  /** The cluster refused a run's pod or cannot run it (no node fits its requests, its volumes or sandbox cannot be made): its reason in words, at once, not after the start timeout. */
+  POD_REFUSED: { status: 503, exit: 35 },
+  /** The agent cannot write its cluster volume: the StorageClass's driver ignores fsGroup (the message names the class). */
+  VOLUME_UNWRITABLE: { status: 500, exit: 36 },
   INTERNAL: { status: 500, exit: 70 },
 } as const;
 

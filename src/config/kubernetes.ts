@@ -21,6 +21,35 @@ export const KUBE_NO_FILE_TOOLS =
 /** The gateway port berth listens on for its pods' relays (berth-bridge, per-run tokens). */
 export const KUBE_GATEWAY_PORT = 41500;
 
+const CPU_QUANTITY = /^(\d{1,6}(\.\d{1,3})?|\d{1,9}m)$/;
+const MEMORY_QUANTITY = /^\d{1,15}(k|M|G|T|Ki|Mi|Gi|Ti)?$/;
+const MEMORY_UNITS: Record<string, number> = {
+  '': 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  Ki: 1024,
+  Mi: 1024 ** 2,
+  Gi: 1024 ** 3,
+  Ti: 1024 ** 4,
+};
+
+/** A CPU quantity ("250m", "0.5", 2) in millicores. */
+export function cpuMillis(q: string | number): number {
+  const s = String(q);
+  return s.endsWith('m') ? Number(s.slice(0, -1)) : Math.round(Number(s) * 1000);
+}
+
+/** A memory quantity ("64Mi", "1G", 1048576) in bytes. */
+export function memoryBytes(q: string | number): number {
+  const m = /^(\d+)([a-zA-Z]*)$/.exec(String(q))!;
+  return Number(m[1]) * MEMORY_UNITS[m[2]!]!;
+}
+
+const quantity = (pattern: RegExp, what: string) =>
+  z.union([z.number().positive(), z.string()]).refine((q) => pattern.test(String(q)), `must be a Kubernetes ${what} quantity`);
+
 export const KubernetesSchema = z
   .object({
     kubeconfig: z
@@ -62,6 +91,18 @@ export const KubernetesSchema = z
       .default({})
       .describe(
         "A shared area (shared_workspaces) → the PersistentVolumeClaim in berth's namespace that holds it on the cluster; mounted at /shared/<area> for granted projects, read-only unless the grant says rw. A granted area without one is refused.",
+      ),
+    cpu_request: quantity(CPU_QUANTITY, 'CPU ("100m", "0.5")')
+      .refine((q) => cpuMillis(q) >= 1, 'must be at least 1m')
+      .default('50m')
+      .describe(
+        "CPU a tenant pod requests (what the scheduler reserves): an idle agent's, so idle warm pods hold little; capped at the project's limits.cpus, which stays the pod's limit.",
+      ),
+    memory_request: quantity(MEMORY_QUANTITY, 'memory ("64Mi", "1Gi")')
+      .refine((q) => memoryBytes(q) >= 4 * 1024 ** 2, 'must be at least 4Mi')
+      .default('64Mi')
+      .describe(
+        "Memory a tenant pod requests (what the scheduler reserves): an idle agent's, so a node holds as many sessions as its memory allows; capped at the project's limits.memory_mb, which stays the pod's limit.",
       ),
     pull_policy: z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('imagePullPolicy of tenant pods.'),
     start_timeout_seconds: z

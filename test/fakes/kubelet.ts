@@ -9,7 +9,10 @@
  * admission (only the safe set unless `allowedUnsafeSysctls`), the exec channel protocol
  * (`v4.channel.k8s.io`, `channel.k8s.io`) and its metav1.Status. What it does not play it refuses
  * with a failed pod (reason UnsupportedByTestKubelet), never ignores: probes, lifecycle hooks,
- * env valueFrom/envFrom, host namespaces, other volume types, subPath outside configMap/secret.
+ * env valueFrom other than secretKeyRef, envFrom, host namespaces, other volume types, subPath
+ * outside configMap/secret. As the scheduler it fits pods' requests to the node's allocatable (cpu 2,
+ * memory 8Gi, 110 pods), with the scheduler's Unschedulable condition and FailedScheduling event; a
+ * RuntimeClass handler the engine lacks is dockershim's FailedCreatePodSandBox.
  * Differences that remain: no pause container (the first app container owns the pod's network;
  * init containers get their own), no restarts, images are never pulled, emptyDir sizeLimit on disk
  * is not enforced, fsGroup ownership is applied to a volume's root only, readiness = running.
@@ -26,6 +29,7 @@ import { WebSocketServer, WebSocket } from 'ws';
 import {
   CoreV1Api,
   NodeV1Api,
+  StorageV1Api,
   Watch,
   type KubeConfig,
   type V1Container,
@@ -55,6 +59,9 @@ export interface TestKubelet {
   /** The Docker id of a pod's first app container, for tests. */
   containerOf(ns: string, pod: string): string | undefined;
 }
+
+/** What the node offers (capacity = allocatable): the scheduler's fit is checked against it. */
+const ALLOCATABLE = { cpu: '2', memory: '8Gi', pods: '110' } as const;
 
 /** Every container this kubelet makes carries this label, valued with its node name. */
 export const KUBELET_LABEL = 'berth-test-kubelet';
@@ -223,6 +230,7 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
   const network = opts.network ?? 'none';
   const core = opts.kubeConfig.makeApiClient(CoreV1Api);
   const nodeApi = opts.kubeConfig.makeApiClient(NodeV1Api);
+  const storage = opts.kubeConfig.makeApiClient(StorageV1Api);
   const workers = new Map<string, Worker>();
   const unscheduled = new Map<string, V1Pod>();
   const binding = new Set<string>();
@@ -366,7 +374,9 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {
       const unplayed = (['livenessProbe', 'readinessProbe', 'startupProbe', 'lifecycle', 'envFrom'] as const).find((f) => c[f]);
       if (unplayed) return refuse(`${unplayed} (container "${c.name}")`);
-      if (c.env?.some((e) => e.valueFrom)) return refuse(`env valueFrom (container "${c.name}")`);
+      // secretKeyRef is played (the relay token); other sources are not.
+      if (c.env?.some((e) => e.valueFrom && !(e.valueFrom.secretKeyRef && Object.keys(e.valueFrom).length === 1)))
+        return refuse(`env valueFrom other than secretKeyRef (container "${c.name}")`);
       if (c.securityContext?.privileged) return refuse('privileged containers');
       if (c.securityContext?.seccompProfile?.type === 'Localhost') return refuse('Localhost seccomp profiles');
       for (const m of c.volumeMounts ?? []) {
@@ -438,7 +448,12 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
         const pvc = await orNotFound(core.readNamespacedPersistentVolumeClaim({ name: claim, namespace: w.ns }));
         if (!pvc) throw new Waiting('ContainerCreating', `persistentvolumeclaim "${claim}" not found`, 'FailedMount');
         const path = join(opts.dataDir, 'pvc', w.ns, claim);
-        ensureDir(path, 0o755, fsGroup);
+        // A hostPath volume (the in-tree provisioner's, kubernetes.io/host-path) never takes fsGroup
+        // (pkg/volume/hostpath: SetUp applies no ownership): it stays as made, root's 0755.
+        const storageClass = pvc.spec?.storageClassName
+          ? await orNotFound(storage.readStorageClass({ name: pvc.spec.storageClassName }))
+          : undefined;
+        ensureDir(path, 0o755, storageClass?.provisioner === 'kubernetes.io/host-path' ? undefined : fsGroup);
         out.set(v.name, { kind: 'dir', path, readOnly: v.persistentVolumeClaim.readOnly === true });
       } else if (v.configMap || v.secret) {
         const entries = new Map<string, Buffer>();
@@ -476,6 +491,14 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     if (!name) return undefined;
     const rc = await orNotFound(nodeApi.readRuntimeClass({ name }));
     if (!rc) throw new Waiting('ContainerCreating', `RuntimeClass "${name}" not found`, 'FailedCreatePodSandBox');
+    // dockershim's words (docker_sandbox.go) for a handler the engine does not have.
+    const runtimes = ((await docker.info()) as { Runtimes?: Record<string, unknown> }).Runtimes ?? {};
+    if (!(rc.handler in runtimes))
+      throw new Waiting(
+        'ContainerCreating',
+        `Failed to create pod sandbox: rpc error: code = Unknown desc = RuntimeHandler "${rc.handler}" not supported`,
+        'FailedCreatePodSandBox',
+      );
     return rc.handler;
   };
 
@@ -523,7 +546,20 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     if (uid === undefined && gid !== undefined) throw configError('runAsGroup is specified without a runAsUser');
 
     const vars = new Map<string, string>();
-    for (const e of c.env ?? []) vars.set(e.name, expandVars(e.value ?? '', vars));
+    for (const e of c.env ?? []) {
+      const ref = e.valueFrom?.secretKeyRef;
+      if (!ref) {
+        vars.set(e.name, expandVars(e.value ?? '', vars));
+        continue;
+      }
+      // As kubelet_pods.go makeEnvironmentVariables: read when the container is made, its words when it cannot be.
+      const secret = await orNotFound(core.readNamespacedSecret({ name: ref.name ?? '', namespace: w.ns }));
+      const data = secret?.data?.[ref.key];
+      if (data === undefined && ref.optional) continue;
+      if (!secret) throw configError(`secret "${ref.name}" not found`);
+      if (data === undefined) throw configError(`couldn't find key ${ref.key} in Secret ${w.ns}/${ref.name}`);
+      vars.set(e.name, Buffer.from(data, 'base64').toString());
+    }
     const mounts: Docker.MountSettings[] = [];
     const tmpfs: Record<string, string> = {};
     for (const m of c.volumeMounts ?? []) {
@@ -815,10 +851,37 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
   // -------------------------------------------------------------------------------------------
   // Scheduler
 
+  /** What a pod requests (the scheduler's computePodResourceRequest): the larger of its containers' sum and its largest init container. */
+  const requestsOf = (pod: V1Pod) => {
+    const of = (c: V1Container, r: 'cpu' | 'memory') => parseQuantity(c.resources?.requests?.[r] ?? '0');
+    const sum = (r: 'cpu' | 'memory') => (pod.spec?.containers ?? []).reduce((n, c) => n + of(c, r), 0);
+    const init = (r: 'cpu' | 'memory') => Math.max(0, ...(pod.spec?.initContainers ?? []).map((c) => of(c, r)));
+    return { cpu: Math.max(sum('cpu'), init('cpu')), memory: Math.max(sum('memory'), init('memory')) };
+  };
+  /** Pods this scheduler bound whose worker has not started yet (the scheduler cache's "assumed" pods). */
+  const assumed = new Map<string, V1Pod>();
+  /** The noderesources fit plugin against the node's allocatable, counting every pod on it that has not finished (terminating ones too). */
+  const noRoom = (pod: V1Pod): string | undefined => {
+    const placed = [
+      ...[...workers.values()].filter((w) => !w.failure && !['Succeeded', 'Failed'].includes(w.pod.status?.phase ?? '')).map((w) => w.pod),
+      ...[...assumed.entries()].filter(([uid]) => !workers.has(uid)).map(([, p]) => p),
+    ];
+    const want = requestsOf(pod);
+    const used = placed.map(requestsOf).reduce((a, b) => ({ cpu: a.cpu + b.cpu, memory: a.memory + b.memory }), { cpu: 0, memory: 0 });
+    const short = (['cpu', 'memory'] as const).filter((r) => want[r] > 0 && used[r] + want[r] > parseQuantity(ALLOCATABLE[r]));
+    const reasons = [
+      ...short.map((r) => `1 Insufficient ${r}`),
+      ...(placed.length + 1 > Number(ALLOCATABLE.pods) ? ['1 Too many pods'] : []),
+    ];
+    return reasons.length ? `0/1 nodes are available: ${reasons.join(', ')}.` : undefined;
+  };
+
   const unschedulableBecause = async (pod: V1Pod): Promise<string | undefined> => {
     const selector = pod.spec?.nodeSelector ?? {};
     if (Object.entries(selector).some(([k, v]) => nodeLabels[k] !== v))
       return "0/1 nodes are available: 1 node(s) didn't match node selector.";
+    const full = noRoom(pod);
+    if (full) return full;
     for (const v of pod.spec?.volumes ?? []) {
       const claim = v.persistentVolumeClaim?.claimName;
       if (claim && !(await orNotFound(core.readNamespacedPersistentVolumeClaim({ name: claim, namespace: pod.metadata!.namespace! })))) {
@@ -828,7 +891,10 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     return undefined;
   };
 
-  const schedule = async (pod: V1Pod) => {
+  /** One pod at a time, as the scheduler's loop: two pods never both take the last room. */
+  let scheduling = Promise.resolve();
+  const schedule = (pod: V1Pod) => (scheduling = scheduling.then(() => scheduleOne(pod)));
+  const scheduleOne = async (pod: V1Pod) => {
     const name = pod.metadata!.name!;
     const namespace = pod.metadata!.namespace!;
     const k = key(namespace, name);
@@ -841,6 +907,23 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
         const cur = await orNotFound(core.readNamespacedPodStatus({ name, namespace }));
         const prev = cur?.status?.conditions?.find((c) => c.type === 'PodScheduled');
         if (!cur?.status || cur.spec?.nodeName || (prev?.status === 'False' && prev.message === why)) return;
+        // The scheduler's event for it, as `kubectl describe pod` shows it (scheduler.go recordSchedulingFailure).
+        void core
+          .createNamespacedEvent({
+            namespace,
+            body: {
+              metadata: { generateName: `${name}.` },
+              involvedObject: { apiVersion: 'v1', kind: 'Pod', namespace, name, uid: pod.metadata!.uid! },
+              reason: 'FailedScheduling',
+              message: why,
+              type: 'Warning',
+              source: { component: 'default-scheduler' },
+              firstTimestamp: new Date(),
+              lastTimestamp: new Date(),
+              count: 1,
+            },
+          })
+          .catch(() => {});
         cur.status.conditions = [
           ...(cur.status.conditions ?? []).filter((c) => c.type !== 'PodScheduled'),
           { type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: why, lastTransitionTime: new Date() },
@@ -849,6 +932,7 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
         return;
       }
       unscheduled.delete(k);
+      assumed.set(pod.metadata!.uid!, pod);
       await core.createNamespacedPodBinding({
         name,
         namespace,
@@ -875,6 +959,7 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
     const k = key(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '');
     if (type === 'DELETED') {
       unscheduled.delete(k);
+      assumed.delete(uid);
       void forget(uid);
       return;
     }
@@ -1193,7 +1278,7 @@ export async function startTestKubelet(opts: TestKubeletOptions): Promise<TestKu
   await core.createNode({ body: { apiVersion: 'v1', kind: 'Node', metadata: { name: nodeName, labels: nodeLabels } } });
   const node = await core.readNode({ name: nodeName });
   const now = new Date();
-  const resources = { cpu: '2', memory: '8Gi', pods: '110' };
+  const resources = { ...ALLOCATABLE };
   const ok = (type: string, reason: string, message: string) => ({
     type,
     status: 'False',

@@ -27,6 +27,8 @@ export interface KubeRig {
   gatewayIp: string;
   /** Where the test kubelet keeps a PVC's files (the node's disk, not berth's). */
   claimDir(claim: string): string;
+  /** Another launcher on this cluster and relay, with these berth.yaml `kubernetes` settings over the rig's. */
+  launcherWith(settings: Record<string, unknown>): Launcher;
   stop(): Promise<void>;
 }
 
@@ -64,9 +66,23 @@ export async function startKubeRig(namespace = 'berth'): Promise<KubeRig> {
     cleanups.push(() => kubelet.stop());
     const controller = await startSandboxController({ kubeConfig: cluster.kubeConfig, namespace });
     cleanups.push(() => controller.stop());
-    const settings = KubernetesSchema.parse({ namespace, gateway: { address }, start_timeout_seconds: 60 });
-    const launcher = createKubernetesLauncher({ kubeConfig: cluster.kubeConfig, settings, relay: { address, tokens } });
-    return { cluster, namespace, launcher, kubelet, gatewayIp, claimDir: (claim) => join(dataDir, 'pvc', namespace, claim), stop };
+    const launcherWith = (extra: Record<string, unknown>) =>
+      createKubernetesLauncher({
+        kubeConfig: cluster.kubeConfig,
+        settings: KubernetesSchema.parse({ namespace, gateway: { address }, start_timeout_seconds: 60, ...extra }),
+        relay: { address, tokens },
+      });
+    const launcher = launcherWith({});
+    return {
+      cluster,
+      namespace,
+      launcher,
+      launcherWith,
+      kubelet,
+      gatewayIp,
+      claimDir: (claim) => join(dataDir, 'pvc', namespace, claim),
+      stop,
+    };
   } catch (err) {
     await stop();
     throw err;

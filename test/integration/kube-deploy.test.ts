@@ -16,7 +16,7 @@ import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseBerthConfig } from '../../src/config/berth-config.js';
 import { KUBE_GATEWAY_PORT, KubernetesSchema } from '../../src/config/kubernetes.js';
-import { BERTH_POD_LABELS } from '../../src/launch/kubernetes/objects.js';
+import { BERTH_POD_LABELS } from '../../src/launch/kubernetes/network-policy.js';
 import { createKubernetesLauncher } from '../../src/launch/kubernetes/launcher.js';
 import { createRelayTokens } from '../../src/launch/kubernetes/relay.js';
 import { LABELS } from '../../src/plan/labels.js';

@@ -4,15 +4,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   berthLabelsOf,
   kubeLabelValue,
-  kubeLiteral,
   kubeSelector,
-  prepareEntries,
-  PREPARE_CONTAINER,
   renderKubeRun,
-  renderNetworkPolicy,
   type KubeRunInput,
   type SnapshotFile,
 } from '../../src/launch/kubernetes/objects.js';
+import { kubeLiteral, prepareEntries, PREPARE_CONTAINER, WRITABLE_CONTAINER } from '../../src/launch/kubernetes/init-containers.js';
+import { renderNetworkPolicy } from '../../src/launch/kubernetes/network-policy.js';
 import { LABELS } from '../../src/plan/labels.js';
 import { RUN_DIR_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
 import { contractHome, PROTECTED_TEXT } from '../contract/contract-plan.js';
@@ -63,6 +61,7 @@ describe('renderKubeRun', () => {
       runAsGroup: 10001,
       runAsNonRoot: true,
       fsGroup: 10001,
+      fsGroupChangePolicy: 'OnRootMismatch',
       seccompProfile: { type: 'RuntimeDefault' },
     });
     expect(pod.securityContext?.sysctls?.map((s) => s.name)).toContain('kernel.msgmni');
@@ -76,8 +75,9 @@ describe('renderKubeRun', () => {
     });
     expect(c?.command).toEqual(plan.keepAlive);
     expect(c?.workingDir).toBe(plan.cwd);
-    expect(c?.resources?.limits).toEqual(c?.resources?.requests); // Guaranteed
-    expect(c?.resources?.limits?.memory).toBe(String(plan.limits.memoryBytes));
+    // The limits are the plan's; the requests an idle agent's (IDLE_REQUESTS when the launcher gives none).
+    expect(c?.resources?.limits).toEqual({ cpu: '1', memory: String(plan.limits.memoryBytes) });
+    expect(c?.resources?.requests).toEqual({ cpu: '50m', memory: String(64 * 1024 ** 2) });
     expect(Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value ?? '']))).toEqual(
       Object.fromEntries(Object.entries(plan.env).map(([k, v]) => [k, kubeLiteral(v)])),
     );
@@ -118,9 +118,16 @@ describe('renderKubeRun', () => {
     const plan = home.plan({ argv: ['true'] });
     const pod = render(plan).sandbox.spec.podTemplate.spec;
     expect(prepareEntries(plan)).toEqual(['file:AGENTS.md']);
-    const [init, ...others] = pod.initContainers ?? [];
+    const [check, init, ...others] = pod.initContainers ?? [];
     expect(others).toEqual([]);
     const workspace = pod.containers[0]?.volumeMounts?.find((m) => m.mountPath === '/workspace');
+    // First the check that the agent can write its volume (fsGroup applied by the storage).
+    expect(check).toMatchObject({
+      name: WRITABLE_CONTAINER,
+      command: ['test', '-w', '/workspace'],
+      volumeMounts: [{ name: workspace?.name, mountPath: '/workspace' }],
+      securityContext: pod.containers[0]?.securityContext,
+    });
     expect(init).toMatchObject({
       name: PREPARE_CONTAINER,
       image: plan.image,
@@ -132,10 +139,11 @@ describe('renderKubeRun', () => {
     });
     // A path is data: a `$` in it reaches berth-bridge as it is.
     const dollar = { ...plan, prepare: { ...plan.prepare, mountpoints: [{ path: '$(HOME)', kind: 'dir' as const }] } };
-    expect(render(dollar).sandbox.spec.podTemplate.spec.initContainers?.[0]?.command?.at(-1)).toBe('dir:$$(HOME)');
-    // Nothing to prepare: no init container.
+    expect(render(dollar).sandbox.spec.podTemplate.spec.initContainers?.[1]?.command?.at(-1)).toBe('dir:$$(HOME)');
+    // Nothing to prepare: the check alone; a root plan writes anything: no check.
     const bare = { ...plan, prepare: { ...plan.prepare, mountpoints: [] } };
-    expect(render(bare).sandbox.spec.podTemplate.spec.initContainers).toBeUndefined();
+    expect(render(bare).sandbox.spec.podTemplate.spec.initContainers?.map((c) => c.name)).toEqual([WRITABLE_CONTAINER]);
+    expect(render({ ...bare, user: '0:0' }).sandbox.spec.podTemplate.spec.initContainers).toBeUndefined();
   });
 
   it("makes /tmp a memory emptyDir of the plan's size", () => {
@@ -156,9 +164,19 @@ describe('renderKubeRun', () => {
       mounts: [...base.mounts, { type: 'bind', source: '/nonexistent/run', target: RUN_DIR_MOUNT, readOnly: true }],
     };
     expect(() => render(plan)).toThrow(expect.objectContaining({ code: 'LAUNCHER_UNSUPPORTED' }));
-    const pod = render(plan, { relay: { address: '10.0.0.5:41500', token: 'f'.repeat(64) } }).sandbox.spec.podTemplate.spec;
-    const env = Object.fromEntries((pod.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
-    expect(env).toMatchObject({ BERTH_RELAY_TCP: '10.0.0.5:41500', BERTH_RELAY_TOKEN: 'f'.repeat(64) });
+    const objects = render(plan, { relay: { address: '10.0.0.5:41500', token: 'f'.repeat(64) } });
+    const pod = objects.sandbox.spec.podTemplate.spec;
+    const env = Object.fromEntries((pod.containers[0]?.env ?? []).map((e) => [e.name, e]));
+    expect(env.BERTH_RELAY_TCP).toEqual({ name: 'BERTH_RELAY_TCP', value: '10.0.0.5:41500' });
+    // The token by reference to the run's Secret: no pod spec or Sandbox holds it.
+    expect(env.BERTH_RELAY_TOKEN).toEqual({
+      name: 'BERTH_RELAY_TOKEN',
+      valueFrom: { secretKeyRef: { name: 'berth-r1-relay', key: 'token' } },
+    });
+    expect(JSON.stringify(objects.sandbox)).not.toContain('f'.repeat(64));
+    expect(objects.secret?.metadata?.name).toBe('berth-r1-relay');
+    expect(Buffer.from(objects.secret?.data?.token ?? '', 'base64').toString()).toBe('f'.repeat(64));
+    expect(render(base).secret).toBeUndefined();
     expect(pod.containers[0]?.volumeMounts?.some((m) => m.mountPath === RUN_DIR_MOUNT)).toBe(false);
   });
 
@@ -226,5 +244,29 @@ describe('renderKubeRun', () => {
       { to: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'berth' } } }], ports: [{ protocol: 'TCP', port: 41500 }] },
     ]);
     expect(np.spec?.podSelector?.matchLabels).toEqual({ [LABELS.managed]: 'true', [LABELS.installation]: 'abc123' });
+    // berth outside the cluster: its address itself, on the gateway port alone.
+    const outside = renderNetworkPolicy({
+      namespace: 'berth',
+      installation: 'abc123',
+      gatewayPort: 41600,
+      gatewayIp: '192.168.5.7',
+      berthPodLabels: { 'app.kubernetes.io/name': 'berth' },
+    });
+    expect(outside.spec?.egress?.[1]).toEqual({ to: [{ ipBlock: { cidr: '192.168.5.7/32' } }], ports: [{ protocol: 'TCP', port: 41600 }] });
+    expect(outside.spec?.egress).toHaveLength(2);
+  });
+
+  it("requests an idle agent's share, each capped at the plan's limit; the limits stay the plan's", () => {
+    const plan = home.plan({ argv: ['true'] });
+    const c = (p: RunPlan, requests: KubeRunInput['requests']) => render(p, { requests }).sandbox.spec.podTemplate.spec.containers[0];
+    expect(c(plan, { cpuMillis: 250, memoryBytes: 128 * 1024 ** 2 })?.resources).toEqual({
+      limits: { cpu: '1', memory: String(plan.limits.memoryBytes) },
+      requests: { cpu: '250m', memory: String(128 * 1024 ** 2) },
+    });
+    const small = { ...plan, limits: { ...plan.limits, nanoCpus: 0.1e9, memoryBytes: 32 * 1024 ** 2 } };
+    expect(c(small, { cpuMillis: 250, memoryBytes: 128 * 1024 ** 2 })?.resources?.requests).toEqual({
+      cpu: '100m',
+      memory: String(32 * 1024 ** 2),
+    });
   });
 });

@@ -1,3 +1,4 @@
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { BerthError } from '../../base/errors.js';
 
 /** What the Kubernetes API's answers mean to berth: its error codes, and a 404 as "gone". */
@@ -19,3 +20,15 @@ export function clusterError(what: string, err: unknown): BerthError {
 /** An object that may be gone: undefined for a 404, the error otherwise. */
 export const unlessGone = <T>(p: Promise<T>): Promise<T | undefined> =>
   p.catch((err: unknown) => (statusCode(err) === 404 ? undefined : Promise.reject(err)));
+
+/** The clients a launcher's parts share, and berth's namespace. */
+export interface KubeApis {
+  kubeConfig: KubeConfig;
+  core: CoreV1Api;
+  custom: CustomObjectsApi;
+  ns: string;
+}
+
+export function kubeApis(kubeConfig: KubeConfig, ns: string): KubeApis {
+  return { kubeConfig, core: kubeConfig.makeApiClient(CoreV1Api), custom: kubeConfig.makeApiClient(CustomObjectsApi), ns };
+}

@@ -1,51 +1,33 @@
 import { Writable } from 'node:stream';
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  Exec,
-  KubeConfig,
-  NetworkingV1Api,
-  NodeV1Api,
-  VersionApi,
-  type V1PersistentVolumeClaim,
-  type V1Pod,
-  type V1Status,
-} from '@kubernetes/client-node';
-import type { KubernetesSettings } from '../../config/kubernetes.js';
+import { Exec, KubeConfig, type V1Pod, type V1Status } from '@kubernetes/client-node';
+import { cpuMillis, memoryBytes, type KubernetesSettings } from '../../config/kubernetes.js';
 import { BerthError } from '../../base/errors.js';
 import { LABELS, type ContainerQuery } from '../../plan/labels.js';
 import { AGENT_HOME, RUN_DIR_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan } from '../../plan/run-plan.js';
-import { KUBE_GATEWAY_PORT } from '../../config/kubernetes.js';
-import {
-  AGENT_CONTAINER,
-  berthLabelsOf,
-  BERTH_POD_LABELS,
-  kubeSelector,
-  renderKubeRun,
-  renderNetworkPolicy,
-  SANDBOX_API,
-  type SnapshotFile,
-} from './objects.js';
-import { VOLUME_LABEL, volumeIdOf } from './volumes.js';
-import { clusterError, statusCode, unlessGone } from './calls.js';
+import { AGENT_CONTAINER, renderKubeRun, SANDBOX_API, type SnapshotFile } from './objects.js';
+import { volumeIdOf } from './volumes.js';
+import { clusterError, kubeApis, unlessGone } from './calls.js';
+import { createRun, deleteRun, ensureClaim } from './run-objects.js';
+import { podTrouble } from './start-trouble.js';
+import { assertRuntime, clusterInfo, listRuns } from './cluster-info.js';
+import { gatewayOf } from './gateway.js';
+import { waitRunning } from './wait-running.js';
+import { execArgv } from './exec-env.js';
 import { readSnapshot } from './snapshot.js';
 import type { RelayTokens } from './relay.js';
 import { podObserver } from './reports.js';
 import {
-  managedContainer,
   type ContainerGone,
-  type EngineInfo,
   type ExecResult,
   type IdleContainer,
   type Launcher,
   type LauncherCapabilities,
   type LeftoverObserver,
-  type ManagedContainer,
   type RunOptions,
   type RunResult,
 } from '../launcher.js';
 import { workspaceMountTargets } from '../mount-check.js';
-import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from '../lifecycle.js';
+import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, STOPPED_EXIT } from '../lifecycle.js';
 
 /**
  * The Kubernetes launcher (docs/kubernetes.md): each container berth would start on Docker is an
@@ -53,7 +35,9 @@ import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES
  * through the API server. Volumes that outlive a run (a tenant's workspace, a session's home) are
  * PVCs; berth's read-only files go in a ConfigMap per run. A warm session's pod takes its next
  * message once its keep-alive's report (kubernetes/reports.ts) says the last one left nothing behind.
- * Only this file, kubernetes/reports.ts and kubernetes/retire.ts (deleting retired volumes) talk to the cluster.
+ * What talks to the cluster: this file (execs, reading pods), kubernetes/run-objects.ts (a run's
+ * objects made and deleted), wait-running.ts (a pod until it runs), cluster-info.ts, gateway.ts
+ * (the relay's address, the NetworkPolicy), reports.ts and retire.ts.
  */
 
 export interface KubeLauncherOptions {
@@ -63,114 +47,18 @@ export interface KubeLauncherOptions {
   relay?: { address: string; tokens: RelayTokens };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Why a pod that is not running will not run (a status the kubelet reported), or undefined while it may still. */
-function podTrouble(pod: V1Pod): string | undefined {
-  // A container's own words first: they say more than the pod's phase.
-  const statuses = [
-    ...(pod.status?.initContainerStatuses ?? []).map((cs) => ({ cs, init: true })),
-    ...(pod.status?.containerStatuses ?? []).map((cs) => ({ cs, init: false })),
-  ];
-  for (const { cs, init } of statuses) {
-    const waiting = cs.state?.waiting;
-    if (waiting && /ErrImage|ImagePull|InvalidImageName|CreateContainerConfigError|CreateContainerError/.test(waiting.reason ?? ''))
-      return `${waiting.reason}: ${waiting.message ?? ''}`.trim();
-    const ended = cs.state?.terminated;
-    // An init container is done when it ends 0 (the workspace's prepare step).
-    if (ended && !(init && ended.exitCode === 0))
-      return `${init ? `its ${cs.name} step` : 'its container'} ended (${ended.reason ?? 'exit'} ${ended.exitCode}${ended.message ? `: ${ended.message.trim().slice(0, 300)}` : ''})`;
-  }
-  const phase = pod.status?.phase;
-  if (phase === 'Failed' || phase === 'Succeeded')
-    return `its pod ended (${phase}${pod.status?.reason ? `: ${pod.status.reason}` : ''}${pod.status?.message ? `, ${pod.status.message}` : ''})`;
-  return undefined;
-}
-
 export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   const { kubeConfig, settings } = opts;
   const ns = settings.namespace;
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const apis = kubeApis(kubeConfig, ns);
+  const { core, custom } = apis;
+  const requests = { cpuMillis: cpuMillis(settings.cpu_request), memoryBytes: memoryBytes(settings.memory_request) };
   const exec = new Exec(kubeConfig);
+  const gateway = gatewayOf(apis);
   /** Relay tokens of the pods this process made. */
   const tokens = new Map<string, string>();
   /** How each warm pod is watched (startIdle's pods; a one-off run's pod is never asked). */
   const observers = new Map<string, LeftoverObserver>();
-  let relayAddress: Promise<string> | undefined;
-  /** Pods get no DNS (a way out of its own): a Service name in kubernetes.gateway.address becomes its cluster IP. */
-  const resolveRelay = (address: string) =>
-    (relayAddress ??= (async () => {
-      const colon = address.lastIndexOf(':');
-      const host = address.slice(0, colon);
-      if (/^\d{1,3}(\.\d{1,3}){3}$/.test(host)) return address;
-      const svc = await clusterCall(`Service ${host}`, () => core.readNamespacedService({ name: host, namespace: ns }));
-      const ip = svc.spec?.clusterIP;
-      if (!ip || !/^\d{1,3}(\.\d{1,3}){3}$/.test(ip))
-        throw new BerthError('RUN_FAILED', `Service ${host} has no IPv4 cluster IP (${ip ?? 'none'})`, {
-          hint: "kubernetes.gateway.address names berth's gateway Service (deploy/) or an IP:port",
-        });
-      return `${ip}:${address.slice(colon + 1)}`;
-    })().catch((err: unknown) => {
-      relayAddress = undefined;
-      throw err;
-    }));
-
-  const clusterCall = async <T>(what: string, call: () => Promise<T>): Promise<T> => {
-    try {
-      return await call();
-    } catch (err) {
-      throw clusterError(what, err);
-    }
-  };
-
-  async function createIfAbsent(create: () => Promise<unknown>, what: string): Promise<void> {
-    try {
-      await create();
-    } catch (err) {
-      if (statusCode(err) !== 409) throw clusterError(what, err);
-    }
-  }
-
-  /**
-   * A run's claim, made if absent. One already there is mounted only if it is this very volume
-   * (its volume id, installation and project labels) and not on its way out (a retired claim
-   * being deleted: the run fails rather than wait for it or mount it).
-   */
-  async function ensureClaim(claim: V1PersistentVolumeClaim): Promise<void> {
-    const name = claim.metadata?.name ?? '';
-    try {
-      await core.createNamespacedPersistentVolumeClaim({ namespace: ns, body: claim });
-      return;
-    } catch (err) {
-      if (statusCode(err) !== 409) throw clusterError(`volume ${name}`, err);
-    }
-    const found = await clusterCall(`volume ${name}`, () => core.readNamespacedPersistentVolumeClaim({ name, namespace: ns }));
-    const want = claim.metadata?.labels ?? {};
-    const differs = [VOLUME_LABEL, LABELS.installation, LABELS.project].filter((k) => found.metadata?.labels?.[k] !== want[k]);
-    if (differs.length)
-      throw new BerthError(
-        'RUN_FAILED',
-        `volume ${name} on the cluster is not this run's (its ${differs.join(', ')} differ): berth does not mount it`,
-      );
-    if (found.metadata?.deletionTimestamp)
-      throw new BerthError('RUN_FAILED', `volume ${name} is being deleted (its session or project was deleted meanwhile)`);
-  }
-
-  const policies = new Map<string, Promise<void>>();
-  /** The installation's NetworkPolicy, made once before its first pod: no pod of berth's runs without it. */
-  const ensurePolicy = (installation: string, relayAddress: string | undefined) => {
-    let made = policies.get(installation);
-    if (!made) {
-      const port = relayAddress ? Number(relayAddress.slice(relayAddress.lastIndexOf(':') + 1)) : KUBE_GATEWAY_PORT;
-      const body = renderNetworkPolicy({ namespace: ns, installation, gatewayPort: port, berthPodLabels: BERTH_POD_LABELS });
-      const net = kubeConfig.makeApiClient(NetworkingV1Api);
-      made = createIfAbsent(() => net.createNamespacedNetworkPolicy({ namespace: ns, body }), "the tenants' NetworkPolicy");
-      made.catch(() => policies.delete(installation));
-      policies.set(installation, made);
-    }
-    return made;
-  };
 
   async function removeOne(name: string): Promise<void> {
     const token = tokens.get(name);
@@ -178,59 +66,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     tokens.delete(name);
     observers.get(name)?.close();
     observers.delete(name);
-    await clusterCall(`removing ${name}`, () =>
-      Promise.all([
-        unlessGone(
-          custom.deleteNamespacedCustomObject({
-            group: SANDBOX_API.group,
-            version: SANDBOX_API.version,
-            namespace: ns,
-            plural: SANDBOX_API.plural,
-            name,
-            gracePeriodSeconds: 0,
-          }),
-        ),
-        unlessGone(core.deleteNamespacedConfigMap({ name: `${name}-files`, namespace: ns })),
-        // The pod too: the Sandbox's controller would, but a removed run must not wait on it.
-        unlessGone(core.deleteNamespacedPod({ name, namespace: ns, gracePeriodSeconds: 0 })),
-      ]),
-    );
-  }
-
-  /** Until the pod runs; a string when it was removed meanwhile (its Sandbox gone, or the pod once seen is). */
-  async function waitRunning(name: string): Promise<string | undefined> {
-    const end = Date.now() + settings.start_timeout_seconds * 1000;
-    let seen = false;
-    for (let delay = 50; ; delay = Math.min(delay * 2, 500)) {
-      const pod = await unlessGone(core.readNamespacedPod({ name, namespace: ns }));
-      if (pod?.status?.phase === 'Running' && pod.status.containerStatuses?.every((c) => c.state?.running)) return undefined;
-      if (pod?.metadata?.deletionTimestamp || (seen && !pod)) return 'it was removed';
-      seen ||= pod !== undefined;
-      if (!pod) {
-        const sandbox = await unlessGone(
-          custom.getNamespacedCustomObject({
-            group: SANDBOX_API.group,
-            version: SANDBOX_API.version,
-            namespace: ns,
-            plural: SANDBOX_API.plural,
-            name,
-          }),
-        );
-        if (!sandbox) return 'it was removed';
-      }
-      const trouble = pod && podTrouble(pod);
-      if (trouble) throw new BerthError('RUN_FAILED', `the agent's pod did not start: ${trouble}`);
-      if (Date.now() > end) {
-        throw new BerthError(
-          'RUN_FAILED',
-          `the agent's pod did not run within ${settings.start_timeout_seconds} s (${pod ? `phase ${pod.status?.phase ?? 'unknown'}` : "no pod: is agent-sandbox's controller running?"})`,
-          {
-            hint: "kubectl describe sandbox/pod in berth's namespace says why (scheduling, image, volumes)",
-          },
-        );
-      }
-      await sleep(delay);
-    }
+    await deleteRun(apis, name);
   }
 
   /**
@@ -249,19 +85,6 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     return podTrouble(pod) ?? other(pod.status?.phase ?? 'not running');
   }
 
-  /** A runtime other than runc is a RuntimeClass the cluster must have: refused before anything is made. */
-  async function assertRuntime(runtime: string): Promise<void> {
-    if (runtime === 'runc') return;
-    try {
-      await kubeConfig.makeApiClient(NodeV1Api).readRuntimeClass({ name: runtime });
-    } catch (err) {
-      if (statusCode(err) !== 404) throw clusterError(`RuntimeClass ${runtime}`, err);
-      throw new BerthError('RUNTIME_MISSING', `the cluster has no RuntimeClass "${runtime}"`, {
-        hint: 'create it (its handler is the runtime on the nodes, e.g. runsc), or choose another runtime for the project',
-      });
-    }
-  }
-
   async function startIdle(plan: RunPlan, keepAliveArgv: string[], o: { onCreated?(id: string): void } = {}): Promise<IdleContainer> {
     const started = await startPod(plan, keepAliveArgv, o);
     if ('gone' in started) throw new BerthError('RUN_FAILED', `the agent's pod went before it ran: ${started.gone}`);
@@ -277,7 +100,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     o: { onCreated?(id: string): void },
   ): Promise<IdleContainer | { gone: string; containerId: string }> {
     const t0 = performance.now();
-    await assertRuntime(plan.runtime);
+    await assertRuntime(apis, plan.runtime);
     const name = `berth-${plan.labels[LABELS.run] ?? 'run'}`.toLowerCase().slice(0, 52);
     const files = new Map<string, SnapshotFile[]>();
     let token: string | undefined;
@@ -293,7 +116,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
         volumes.set(m.target, volumeIdOf(m.source));
     }
     const runDir = plan.mounts.find((m) => m.type === 'bind' && m.target === RUN_DIR_MOUNT);
-    const address = runDir && opts.relay ? await resolveRelay(opts.relay.address) : undefined;
+    const address = runDir && opts.relay ? await gateway.resolve(opts.relay.address) : undefined;
     if (runDir?.type === 'bind' && opts.relay) token = opts.relay.tokens.issue(runDir.source);
     try {
       const objects = renderKubeRun({
@@ -304,34 +127,25 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
         storageClass: settings.storage_class,
         pullPolicy: settings.pull_policy,
         volumes,
+        requests,
         ...(token && address ? { relay: { address, token } } : {}),
       });
-      await ensurePolicy(plan.labels[LABELS.installation] ?? '', address);
-      for (const claim of objects.claims) await ensureClaim(claim);
+      await gateway.policy(plan.labels[LABELS.installation] ?? '', address);
+      for (const claim of objects.claims) await ensureClaim(apis, claim);
       if (token) tokens.set(name, token);
       token = undefined;
       let tCreated = 0;
       try {
-        const configMap = objects.configMap;
-        if (configMap) await clusterCall('a ConfigMap', () => core.createNamespacedConfigMap({ namespace: ns, body: configMap }));
-        await clusterCall('a Sandbox', () =>
-          custom.createNamespacedCustomObject({
-            group: SANDBOX_API.group,
-            version: SANDBOX_API.version,
-            namespace: ns,
-            plural: SANDBOX_API.plural,
-            body: objects.sandbox,
-          }),
-        );
+        await createRun(apis, objects);
         o.onCreated?.(name);
         tCreated = performance.now();
-        const gone = await waitRunning(name);
+        const gone = await waitRunning(apis, settings, name);
         if (gone) {
           await removeOne(name).catch(() => undefined);
           return { gone, containerId: name };
         }
       } catch (err) {
-        // Nothing half-made stays: the ConfigMap, the Sandbox and its pod go (and the token with them).
+        // Nothing half-made stays: the ConfigMap, the Secret, the Sandbox and so its pod go (and the token with them).
         await removeOne(name).catch(() => undefined);
         throw err;
       }
@@ -341,26 +155,33 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     }
   }
 
-  /** The exec's own environment: the plan's, plus the pod's relay settings (exec has no env of its own). */
-  async function envArgv(name: string, plan: RunPlan, argv: string[]): Promise<string[]> {
-    const env = { ...plan.env };
-    const pod = await core.readNamespacedPod({ name, namespace: ns });
-    for (const e of pod.spec?.containers.find((c) => c.name === AGENT_CONTAINER)?.env ?? []) {
-      if (e.name.startsWith('BERTH_RELAY_') && e.value !== undefined) env[e.name] = e.value;
-    }
-    // `env -i` with argv entries: values are never parsed by a shell. In a sentry, under berth-bridge's filter.
-    return ['env', '-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...sentryExec(plan.runtime, argv)];
+  /**
+   * The exec's argv (kubernetes/exec-env.ts), from the pod as it was made; or why the run is gone.
+   * Gone is its Sandbox gone or going, or its pod being deleted: a removed run's pod stays in the
+   * API until its kubelet stopped it (removal leaves it to the garbage collector), and takes no exec.
+   */
+  async function envArgv(name: string, plan: RunPlan, argv: string[]): Promise<string[] | ContainerGone> {
+    const [pod, sandbox] = await Promise.all([
+      unlessGone(core.readNamespacedPod({ name, namespace: ns })),
+      unlessGone(custom.getNamespacedCustomObject({ ...SANDBOX_API, namespace: ns, name })) as Promise<
+        { metadata?: { deletionTimestamp?: string } } | undefined
+      >,
+    ]);
+    if (!pod) return { gone: true, reason: 'its pod is gone' };
+    if (!sandbox || sandbox.metadata?.deletionTimestamp || pod.metadata?.deletionTimestamp)
+      return { gone: true, reason: 'its pod is being removed' };
+    return execArgv(pod, plan, argv);
   }
 
   async function execIn(containerId: string, plan: RunPlan, argv: string[], o: RunOptions = {}): Promise<ExecResult | ContainerGone> {
     const t0 = performance.now();
-    let command: string[];
+    let command: string[] | ContainerGone;
     try {
       command = await envArgv(containerId, plan, argv);
     } catch (err) {
-      if (statusCode(err) === 404) return { gone: true, reason: 'its pod is gone' };
       throw clusterError('reading the pod', err);
     }
+    if (!Array.isArray(command)) return command;
     o.onCreated?.(containerId);
     const tCreated = performance.now();
     let removed: Promise<void> | undefined;
@@ -479,58 +300,13 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     }
   }
 
-  async function listManaged(query: ContainerQuery): Promise<ManagedContainer[]> {
-    const labelSelector = kubeSelector({
-      [LABELS.managed]: 'true',
-      [LABELS.installation]: query.installation,
-      [LABELS.project]: query.project,
-      [LABELS.run]: query.run,
-    });
-    const list = (await clusterCall('listing sandboxes', () =>
-      custom.listNamespacedCustomObject({
-        group: SANDBOX_API.group,
-        version: SANDBOX_API.version,
-        namespace: ns,
-        plural: SANDBOX_API.plural,
-        labelSelector,
-      }),
-    )) as {
-      items: Array<{
-        metadata: { name: string; annotations?: Record<string, string>; deletionTimestamp?: string };
-        status?: { conditions?: Array<{ type: string; status: string }> };
-      }>;
-    };
-    return list.items.map((s) => {
-      const ready = s.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
-      return managedContainer(
-        s.metadata.name,
-        s.metadata.deletionTimestamp ? 'removing' : ready ? 'running' : 'created',
-        berthLabelsOf(s.metadata.annotations),
-      );
-    });
-  }
-
   async function removeContainers(ids: string[]): Promise<number> {
     await Promise.all(ids.map((id) => removeOne(id)));
     return ids.length;
   }
 
-  async function info(): Promise<EngineInfo> {
-    const version = await clusterCall('its version', () => kubeConfig.makeApiClient(VersionApi).getCode());
-    const classes = await clusterCall('its RuntimeClasses', () => kubeConfig.makeApiClient(NodeV1Api).listRuntimeClass());
-    return {
-      name: `Kubernetes ${version.gitVersion}`,
-      version: version.gitVersion,
-      apiVersion: `${version.major}.${version.minor}`,
-      securityOptions: ['seccomp=RuntimeDefault'],
-      rootDir: '',
-      runtimes: [{ name: 'runc' }, ...classes.items.map((c) => ({ name: c.metadata?.name ?? '', path: c.handler }))],
-      defaultRuntime: 'runc',
-    };
-  }
-
   async function capabilities(): Promise<LauncherCapabilities> {
-    const e = await info();
+    const e = await clusterInfo(apis);
     return {
       runtimes: e.runtimes.map((r) => r.name),
       defaultRuntime: 'runc',
@@ -545,8 +321,10 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     };
   }
 
+  const listManaged = (query: ContainerQuery) => listRuns(apis, query);
+
   return {
-    info,
+    info: () => clusterInfo(apis),
     capabilities,
     run,
     startIdle,

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
-import type { V1ConfigMap, V1NetworkPolicy, V1PersistentVolumeClaim, V1PodSpec, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1EnvVar, V1PersistentVolumeClaim, V1PodSpec, V1Secret, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { BerthError } from '../../base/errors.js';
 import { LABELS } from '../../plan/labels.js';
 import { AGENT_HOME, RUN_DIR_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan } from '../../plan/run-plan.js';
 import { VOLUME_LABEL } from './volumes.js';
+import { initContainersOf, kubeLiteral, prepareEntries } from './init-containers.js';
 
 /**
  * RunPlan → Kubernetes objects, pure (docs/kubernetes.md, "The mapping"). One agent-sandbox
@@ -22,9 +23,10 @@ export const ANNOTATION_PREFIX = 'berth.dev/';
 export const CONFIGMAP_BYTES = 900 * 1024;
 /** berth-bridge in a pod: where its relays reach berth (tcp host:port) and the run's token. */
 export const RELAY_ENV = { address: 'BERTH_RELAY_TCP', token: 'BERTH_RELAY_TOKEN' } as const;
-
-/** How berth's own pod is labelled (deploy/): the one place tenant pods may reach. */
-export const BERTH_POD_LABELS: Readonly<Record<string, string>> = { 'app.kubernetes.io/name': 'berth' };
+/** The key of the run's relay token in its Secret (`<name>-relay`): the pod spec holds only a reference to it. */
+export const RELAY_SECRET_KEY = 'token';
+/** What a pod requests when the launcher is given nothing (config/kubernetes.ts's defaults: an idle agent's). */
+export const IDLE_REQUESTS = { cpuMillis: 50, memoryBytes: 64 * 1024 ** 2 } as const;
 
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
@@ -82,6 +84,8 @@ export interface KubeRunInput {
    * binds its claim to that directory. Required for every read-write /workspace and home mount.
    */
   volumes: ReadonlyMap<string, string>;
+  /** What the pod requests (kubernetes.cpu_request, memory_request), each capped at the plan's limit; default IDLE_REQUESTS. */
+  requests?: { cpuMillis: number; memoryBytes: number };
 }
 
 export interface Sandbox {
@@ -97,13 +101,12 @@ export interface KubeRunObjects {
   configMap?: V1ConfigMap;
   /** Volumes that outlive the run (a tenant's workspace, a session's home): created if absent, never by a run deleted (by session and project delete). */
   claims: V1PersistentVolumeClaim[];
+  /** The run's relay token (`<name>-relay`), when the pod reaches berth: made before the Sandbox, deleted with the run. */
+  secret?: V1Secret;
 }
 
-/**
- * The kubelet expands `$(NAME)` in a container's command and env values from its env (`$$` is a
- * `$`): berth's strings are data, so each `$` is written as `$$` and reaches the pod as it was.
- */
-export const kubeLiteral = (s: string): string => s.replaceAll('$', '$$$$');
+/** The names of a run's own objects besides its Sandbox (and pod): what its removal deletes. */
+export const runObjectNames = (name: string) => ({ configMap: `${name}-files`, secret: `${name}-relay` });
 
 function uidGid(user: string): { uid: number; gid: number } {
   const m = /^(\d{1,10}):(\d{1,10})$/.exec(user);
@@ -163,19 +166,48 @@ function claimFor(
   };
 }
 
-/** The init container that makes the workspace volume what the plan's prepare step says (berth-bridge prepare). */
-export const PREPARE_CONTAINER = 'prepare';
+/** Quantities as the server writes them back ("1", "250m"; bytes as a number), so what is stored is what was sent. */
+const cpuQuantity = (millis: number) => (millis % 1000 === 0 ? String(millis / 1000) : `${millis}m`);
 
 /**
- * What Docker's prepare step (runs/prepare-mounts.ts) makes of berth's host tree, as berth-bridge
- * prepare's entries for the volume at /workspace: directories, then the files and mountpoints
- * that must be real entries of their kind before anything is mounted over them. The container
- * runtime follows a link at a mount target (within the container's root): without this, a
- * tenant's link there moves berth's read-only copy, and the link stays the tenant's to remove.
+ * The plan's limits, and requests of an idle agent's share (each capped at its limit): a node
+ * holds as many sessions as its memory allows, idle warm pods included (a Burstable pod).
  */
-export function prepareEntries(plan: RunPlan): string[] {
-  const p = plan.prepare;
-  return [...p.dirs.map((d) => `dir:${d.path}`), ...p.files.map((f) => `file:${f}`), ...p.mountpoints.map((m) => `${m.kind}:${m.path}`)];
+function resourcesOf(plan: RunPlan, want: { cpuMillis: number; memoryBytes: number }) {
+  const cpuMillis = Math.max(1, Math.round(plan.limits.nanoCpus / 1e6));
+  return {
+    limits: { cpu: cpuQuantity(cpuMillis), memory: String(plan.limits.memoryBytes) },
+    requests: {
+      cpu: cpuQuantity(Math.max(1, Math.min(want.cpuMillis, cpuMillis))),
+      memory: String(Math.min(want.memoryBytes, plan.limits.memoryBytes)),
+    },
+  };
+}
+
+/**
+ * How the pod reaches berth's relay: the address in its env, the token by reference to the run's
+ * Secret, so the pod spec and the Sandbox (readable with `get pods`, kept in etcd and audit logs) never hold it.
+ */
+function relayParts(
+  name: string,
+  namespace: string,
+  meta: ReturnType<typeof metaOf>,
+  relay: { address: string; token: string },
+): { env: V1EnvVar[]; secret: V1Secret } {
+  const secretName = runObjectNames(name).secret;
+  return {
+    env: [
+      { name: RELAY_ENV.address, value: relay.address },
+      { name: RELAY_ENV.token, valueFrom: { secretKeyRef: { name: secretName, key: RELAY_SECRET_KEY } } },
+    ],
+    secret: {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: secretName, namespace, ...meta },
+      type: 'Opaque',
+      data: { [RELAY_SECRET_KEY]: Buffer.from(relay.token).toString('base64') },
+    },
+  };
 }
 
 export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
@@ -184,6 +216,8 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   const volumes: V1Volume[] = [];
   const mounts: V1VolumeMount[] = [];
   const claims: V1PersistentVolumeClaim[] = [];
+  /** The mounts of the run's own claims (a workspace, a home): what the agent must be able to write. */
+  const claimMounts: V1VolumeMount[] = [];
   const binaryData: Record<string, string> = {};
   let configBytes = 0;
   let relayed = false;
@@ -212,6 +246,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
       // The whole volume, never a subPath into it: subPath into what a tenant writes had host-escape CVEs.
       volumes.push({ name: volume, persistentVolumeClaim: { claimName: claim.metadata!.name! } });
       mounts.push({ name: volume, mountPath: m.target });
+      claimMounts.push({ name: volume, mountPath: m.target });
       if (m.target === WORKSPACE_MOUNT) workspaceVolume = volume;
       return;
     }
@@ -240,7 +275,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
       configBytes += f.data.length;
       return { key, path: f.path === '' ? posix.basename(m.target) : f.path, mode: f.mode & 0o555 };
     });
-    volumes.push({ name: volume, configMap: { name: `${name}-files`, items, defaultMode: 0o444 } });
+    volumes.push({ name: volume, configMap: { name: runObjectNames(name).configMap, items, defaultMode: 0o444 } });
     const single = files.length === 1 && files[0]!.path === '';
     // A file mount takes its one item by subPath: a path inside berth's own ConfigMap, never a tenant's volume.
     mounts.push({ name: volume, mountPath: m.target, readOnly: true, ...(single ? { subPath: items[0]!.path } : {}) });
@@ -250,14 +285,11 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   }
 
   // An empty value is no value to the API (omitempty), which is an empty variable in the container.
-  const env = Object.entries(plan.env).map(([k, v]) => (v === '' ? { name: k } : { name: k, value: kubeLiteral(v) }));
-  if (relayed && input.relay)
-    env.push({ name: RELAY_ENV.address, value: input.relay.address }, { name: RELAY_ENV.token, value: input.relay.token });
-
-  const cpuMillis = Math.max(1, Math.round(plan.limits.nanoCpus / 1e6));
-  // Quantities as the server writes them back ("1", not "1000m"), so what is stored is what was sent.
-  const limits = { cpu: cpuMillis % 1000 === 0 ? String(cpuMillis / 1000) : `${cpuMillis}m`, memory: String(plan.limits.memoryBytes) };
+  const env: V1EnvVar[] = Object.entries(plan.env).map(([k, v]) => (v === '' ? { name: k } : { name: k, value: kubeLiteral(v) }));
   const meta = metaOf(plan.labels);
+  const relay = relayed && input.relay ? relayParts(name, namespace, meta, input.relay) : undefined;
+  if (relay) env.push(...relay.env);
+  const resources = resourcesOf(plan, input.requests ?? IDLE_REQUESTS);
   const containerSecurity = {
     allowPrivilegeEscalation: false,
     privileged: false,
@@ -267,6 +299,15 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   };
   const entries = prepareEntries(plan);
   if (entries.length && !workspaceVolume) throw unsupported('prepare a workspace that is not a volume of its own');
+  const initContainers = initContainersOf({
+    image: plan.image,
+    imagePullPolicy: input.pullPolicy,
+    resources,
+    securityContext: containerSecurity,
+    // Root writes anything: only the agent's claims are checked.
+    writable: uid === 0 ? [] : claimMounts,
+    prepare: entries.length && workspaceVolume ? { volume: workspaceVolume, entries } : undefined,
+  });
   const spec: V1PodSpec = {
     restartPolicy: 'Never',
     automountServiceAccountToken: false,
@@ -279,27 +320,13 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
       // berth's agent user is never root (agent_user); a plan that says root is translated as it is.
       runAsNonRoot: uid !== 0,
       fsGroup: gid,
+      // The volume's root decides: a workspace already the agent's group is not walked again on
+      // each start, and a tenant's chmod 600 files stay as they are (the default relabels all).
+      fsGroupChangePolicy: 'OnRootMismatch',
       seccompProfile: { type: 'RuntimeDefault' },
       sysctls: Object.entries(plan.sysctls).map(([k, v]) => ({ name: k, value: v })),
     },
-    // As the agent, on the workspace volume alone: nothing of a tenant's runs in the pod yet.
-    ...(entries.length && workspaceVolume
-      ? {
-          initContainers: [
-            {
-              name: PREPARE_CONTAINER,
-              image: plan.image,
-              imagePullPolicy: input.pullPolicy,
-              command: ['berth-bridge', 'prepare', WORKSPACE_MOUNT, ...entries].map(kubeLiteral),
-              resources: { limits, requests: limits },
-              securityContext: containerSecurity,
-              volumeMounts: [{ name: workspaceVolume, mountPath: WORKSPACE_MOUNT }],
-              // Why it failed (berth-bridge's words) is the pod's status: the run's error quotes it.
-              terminationMessagePolicy: 'FallbackToLogsOnError',
-            },
-          ],
-        }
-      : {}),
+    ...(initContainers.length ? { initContainers } : {}),
     containers: [
       {
         name: AGENT_CONTAINER,
@@ -311,8 +338,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
         stdin: true,
         workingDir: plan.cwd,
         env,
-        // Requests equal to limits: a Guaranteed pod, never the first a node evicts.
-        resources: { limits, requests: limits },
+        resources,
         securityContext: containerSecurity,
         volumeMounts: mounts,
       },
@@ -326,36 +352,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
     spec: { podTemplate: { metadata: meta, spec } },
   };
   const configMap: V1ConfigMap | undefined = Object.keys(binaryData).length
-    ? { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-files`, namespace, ...meta }, binaryData }
+    ? { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: runObjectNames(name).configMap, namespace, ...meta }, binaryData }
     : undefined;
-  return { sandbox, ...(configMap ? { configMap } : {}), claims };
-}
-
-/**
- * The namespace's one NetworkPolicy for an installation's tenant pods: nothing comes in; the only
- * way out is berth's gateway port on berth's own pods (no DNS: the launcher gives pods an IP).
- */
-export function renderNetworkPolicy(opts: {
-  namespace: string;
-  installation: string;
-  gatewayPort: number;
-  berthPodLabels: Readonly<Record<string, string>>;
-}): V1NetworkPolicy {
-  return {
-    apiVersion: 'networking.k8s.io/v1',
-    kind: 'NetworkPolicy',
-    metadata: {
-      name: `berth-tenants-${kubeLabelValue(opts.installation)}`.slice(0, 63),
-      namespace: opts.namespace,
-      labels: { [LABELS.managed]: 'true', [LABELS.installation]: kubeLabelValue(opts.installation) },
-    },
-    spec: {
-      podSelector: { matchLabels: { [LABELS.managed]: 'true', [LABELS.installation]: kubeLabelValue(opts.installation) } },
-      // Ingress in policyTypes with no ingress rule: nothing comes in.
-      policyTypes: ['Ingress', 'Egress'],
-      egress: [
-        { to: [{ podSelector: { matchLabels: { ...opts.berthPodLabels } } }], ports: [{ protocol: 'TCP', port: opts.gatewayPort }] },
-      ],
-    },
-  };
+  return { sandbox, ...(configMap ? { configMap } : {}), ...(relay ? { secret: relay.secret } : {}), claims };
 }
