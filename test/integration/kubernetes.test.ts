@@ -17,6 +17,7 @@ import { startKubeRig, type KubeRig } from '../helpers/kube-rig.js';
 import { startLoopbackSite } from '../helpers/loopback-site.js';
 import { freePort } from '../helpers/chaos-rigs.js';
 import { checkAgainstOpenApi, keptFields, type OpenApiDoc } from '../helpers/openapi-check.js';
+import { plannedBoundary, receiptOf } from '../../src/plan/receipt.js';
 
 /**
  * berth on Kubernetes, end to end, against a real kube-apiserver (v1.20.2, built from Debian's
@@ -328,6 +329,30 @@ describe('the Kubernetes launcher on its own', () => {
       expect([caps.warm('runsc'), caps.warm('runc')]).toEqual([false, true]);
     } finally {
       await gvisor.cleanup();
+    }
+  });
+
+  it('observes a pod for its receipt: what the API server keeps of it and what its kernel shows, as planned; what a pod cannot show stays unobserved', async () => {
+    const plan = contract.plan({ argv: ['true'] });
+    const { containerId } = await launcher.startIdle(plan, plan.keepAlive);
+    try {
+      const observed = await launcher.observe!(containerId);
+      const policy = { start: 'warm' as const, folder: 'own' as const, egress: false, allow: [], secrets: [] };
+      const receipt = receiptOf(plannedBoundary(plan), observed, policy);
+      expect(receipt.violations).toEqual([]);
+      expect(receipt.unobserved).toEqual(['interfaces']);
+      expect(observed.seen_from).toMatchObject({
+        runtime: 'engine',
+        namespaces: 'engine',
+        limits: 'engine',
+        seccomp: 'inside',
+        mounts: 'inside',
+      });
+      expect(observed.limits).toEqual({ memory_bytes: plan.limits.memoryBytes, nano_cpus: plan.limits.nanoCpus });
+      expect(observed.mounts!.map((m) => m.target)).toEqual(expect.arrayContaining(['/workspace']));
+      expect(await launcher.observe!(containerId)).toBe(observed); // read once per pod
+    } finally {
+      await launcher.removeContainers([containerId]);
     }
   });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createObserver } from '../../src/launch/docker/observe.js';
+import { createObserver } from '../../src/launch/observer.js';
 import type { Observed } from '../../src/plan/receipt.js';
 
 describe('a container is observed once: its warm messages carry the first reading', () => {

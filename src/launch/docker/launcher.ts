@@ -22,7 +22,8 @@ import {
 import { plannedBinds, workspaceMountTargets } from '../mount-check.js';
 import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from '../lifecycle.js';
 import { attachMounts } from './late-mounts.js';
-import { createObserver, observeDockerContainer } from './observe.js';
+import { observeDockerContainer } from './observe.js';
+import { createObserver } from '../observer.js';
 import { bindsInOrder, claimedName, claimOfName } from '../../plan/pool.js';
 import { engineEnds } from './events.js';
 import { holdProcess, releaseProcess, type ProcessHandle } from './proc-handle.js';

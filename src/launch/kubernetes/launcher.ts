@@ -1,3 +1,5 @@
+import { createObserver } from '../observer.js';
+import { observePod } from './observe.js';
 import { Writable } from 'node:stream';
 import { Exec, KubeConfig, type V1Pod, type V1Status } from '@kubernetes/client-node';
 import { cpuMillis, memoryBytes, type KubernetesSettings } from '../../config/kubernetes.js';
@@ -59,6 +61,8 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   const tokens = new Map<string, string>();
   /** How each warm pod is watched (startIdle's pods; a one-off run's pod is never asked). */
   const observers = new Map<string, LeftoverObserver>();
+  /** Each pod's receipt reading, taken once (observe.ts). */
+  const receipts = createObserver((name) => observePod(core, exec, ns, name));
 
   async function removeOne(name: string): Promise<void> {
     const token = tokens.get(name);
@@ -66,6 +70,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     tokens.delete(name);
     observers.get(name)?.close();
     observers.delete(name);
+    receipts.forget(name);
     await deleteRun(apis, name);
   }
 
@@ -333,6 +338,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
       Promise.reject(new BerthError('LAUNCHER_UNSUPPORTED', 'the Kubernetes launcher cannot attach mounts to a started pod')),
     removeContainers,
     listManaged,
+    observe: receipts.observe,
     async removeManaged(query) {
       const found = await listManaged(query);
       return removeContainers(found.map((c) => c.id));

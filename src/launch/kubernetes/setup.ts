@@ -79,6 +79,7 @@ export function createKubeSetup(settings: KubernetesSettings, onRefused?: (why: 
     removeContainers: (ids) => load().then((l) => l.removeContainers(ids)),
     listManaged: (q) => load().then((l) => l.listManaged(q)),
     removeManaged: (q) => load().then((l) => l.removeManaged(q)),
+    observe: (id) => load().then((l) => l.observe!(id)),
   };
   const colon = settings.gateway.listen.lastIndexOf(':');
   return {
