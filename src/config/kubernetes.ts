@@ -63,6 +63,12 @@ export const KubernetesSchema = z
       .describe(
         "A shared area (shared_workspaces) → the PersistentVolumeClaim in berth's namespace that holds it on the cluster; mounted at /shared/<area> for granted projects, read-only unless the grant says rw. A granted area without one is refused.",
       ),
+    ipc_sysctls: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Give tenant pods berth's IPC sysctls (kernel.msg*, kernel.shm*, kernel.sem: 16 SysV objects of each kind, as on Docker). Kubernetes calls them unsafe: nodes must allow them (--allowed-unsafe-sysctls) and the namespace's Pod Security level must be privileged. Off: the kernel's defaults in each pod's own IPC namespace, charged to its memory limit; a warm pod left holding any IPC object is removed either way.",
+      ),
     pull_policy: z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('imagePullPolicy of tenant pods.'),
     start_timeout_seconds: z
       .number()

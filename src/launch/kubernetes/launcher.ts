@@ -27,7 +27,7 @@ import {
   type SnapshotFile,
 } from './objects.js';
 import { VOLUME_LABEL, volumeIdOf } from './volumes.js';
-import { clusterError, statusCode, unlessGone } from './calls.js';
+import { assertAgentSandbox, clusterError, statusCode, unlessGone } from './calls.js';
 import { readSnapshot } from './snapshot.js';
 import type { RelayTokens } from './relay.js';
 import { podObserver } from './reports.js';
@@ -93,8 +93,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const exec = new Exec(kubeConfig);
-  /** Relay tokens of the pods this process made. */
-  const tokens = new Map<string, string>();
+  const tokens = new Map<string, string>(); // relay tokens of the pods this process made
   /** How each warm pod is watched (startIdle's pods; a one-off run's pod is never asked). */
   const observers = new Map<string, LeftoverObserver>();
   let relayAddress: Promise<string> | undefined;
@@ -297,7 +296,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     if (runDir?.type === 'bind' && opts.relay) token = opts.relay.tokens.issue(runDir.source);
     try {
       const objects = renderKubeRun({
-        plan: { ...plan, keepAlive: keepAliveArgv },
+        plan: { ...plan, keepAlive: keepAliveArgv, sysctls: settings.ipc_sysctls ? plan.sysctls : {} },
         name,
         namespace: ns,
         files,
@@ -518,6 +517,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   async function info(): Promise<EngineInfo> {
     const version = await clusterCall('its version', () => kubeConfig.makeApiClient(VersionApi).getCode());
     const classes = await clusterCall('its RuntimeClasses', () => kubeConfig.makeApiClient(NodeV1Api).listRuntimeClass());
+    await assertAgentSandbox(custom, ns); // without it berth can run nothing: /healthz fails, saying so
     return {
       name: `Kubernetes ${version.gitVersion}`,
       version: version.gitVersion,

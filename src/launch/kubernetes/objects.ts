@@ -280,7 +280,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
       runAsNonRoot: uid !== 0,
       fsGroup: gid,
       seccompProfile: { type: 'RuntimeDefault' },
-      sysctls: Object.entries(plan.sysctls).map(([k, v]) => ({ name: k, value: v })),
+      ...(Object.keys(plan.sysctls).length ? { sysctls: Object.entries(plan.sysctls).map(([k, v]) => ({ name: k, value: v })) } : {}),
     },
     // As the agent, on the workspace volume alone: nothing of a tenant's runs in the pod yet.
     ...(entries.length && workspaceVolume
