@@ -271,6 +271,10 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
       const lines = r.stdout.trim().split('\n');
       expect(lines, k.version).toHaveLength(rendered(k).length);
       for (const line of lines) expect(line, k.version).toMatch(/\(server dry run\)$/);
+      // gVisor's RuntimeClass, beside the kustomization (README.md): applied on its own.
+      const rc = kubectl(k, ['apply', '-f', join(DEPLOY, 'runtimeclass-gvisor.yaml'), '--dry-run=server', '--validate=true']);
+      expect(rc.status, `${k.version}: ${rc.stderr}`).toBe(0);
+      expect(rc.stdout.trim(), k.version).toMatch(/^runtimeclass\.node\.k8s\.io\/runsc (created|configured) \(server dry run\)$/);
     }
     const apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
     await expect(apps.readNamespacedDeployment({ name: 'berth', namespace: NS })).rejects.toMatchObject({ code: 404 });

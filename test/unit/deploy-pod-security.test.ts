@@ -40,6 +40,19 @@ function tenantPod(ipcSysctls: boolean): V1PodSpec {
   return sandbox.spec.podTemplate.spec;
 }
 
+/** GA and served, unchanged, from Kubernetes 1.22 through 1.36 (no beta, nothing removed since). */
+const CURRENT_API_VERSIONS = ['v1', 'apps/v1', 'rbac.authorization.k8s.io/v1', 'networking.k8s.io/v1', 'node.k8s.io/v1'];
+
+describe('deploy/: current API versions', () => {
+  it('every object of deploy/ is of an API version GA on 1.29 and later', () => {
+    const files = fs.readdirSync(DEPLOY).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml' && f !== 'berth.yaml');
+    expect(files).toContain('runtimeclass-gvisor.yaml');
+    const versions = files.flatMap((f) => yamlDocs(f).map((d) => `${f}: ${d.apiVersion}`));
+    expect(versions.filter((v) => !CURRENT_API_VERSIONS.includes(v.split(': ')[1]!))).toEqual([]);
+    expect(yamlDocs('kustomization.yaml')[0]?.apiVersion).toBe('kustomize.config.k8s.io/v1beta1'); // kustomize's own, not the cluster's
+  });
+});
+
 describe('deploy/: Pod Security', () => {
   it('labels the namespace to enforce, warn and audit "restricted"', () => {
     const [ns] = yamlDocs('namespace.yaml');
