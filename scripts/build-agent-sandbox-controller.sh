@@ -76,12 +76,13 @@ if [ "$WRITE_PINS" = 1 ]; then
   SOURCES=$(find "$WORK/apt/lists" -name '*_sid_main_source_Sources*' | head -1)
   [ -n "$SOURCES" ] || die "no Sources index for sid came down"
   case "$SOURCES" in *.xz) CAT=(xz -dc) ;; *.gz) CAT=(gzip -dc) ;; *.lz4) CAT=(lz4 -dc) ;; *) CAT=(cat) ;; esac
-  # Go-Import-Path (comma-separated) -> the source's -dev binary.
+  # Go-Import-Path (comma-separated) -> the source's -dev binary: "<source>-dev" where there is one
+  # (golang-github-golang-protobuf-1-5 also builds a transitional -1-3-dev), else its first -dev.
   "${CAT[@]}" "$SOURCES" | awk '
     /^Package: /{src=$2; bins=""; paths=""}
     /^Binary: /{sub(/^Binary: /,""); bins=$0}
     /^Go-Import-Path: /{sub(/^Go-Import-Path: /,""); paths=$0}
-    /^$/{ if (paths!="") { n=split(bins,b,/, */); dev=""; for(i=1;i<=n;i++) if (b[i] ~ /-dev$/) { dev=b[i]; break }
+    /^$/{ if (paths!="") { n=split(bins,b,/, */); dev=""; for(i=1;i<=n;i++) if (b[i]==src"-dev" || (dev=="" && b[i] ~ /-dev$/)) dev=b[i]
            m=split(paths,p,/, */); for(i=1;i<=m;i++) if (dev!="") print p[i], dev } paths="" }' | sort -u >"$WORK/import-paths"
   {
     echo "# module debian-package version: scripts/build-agent-sandbox-controller.sh --write-pins, $(date -u +%Y-%m-%d)"
@@ -100,6 +101,12 @@ if [ "$WRITE_PINS" = 1 ]; then
         pkg=$(awk -v m="$p" '$1==m{print $2; exit}' "$WORK/import-paths")
       done
       [ -n "$pkg" ] || die "no sid package provides $mod (Go-Import-Path): add it to UNPACKAGED and BERTH_AGENT_SANDBOX_MODULES"
+      # A major version's own binary where the source builds one (golang-github-cenkalti-backoff-v5-dev for .../backoff/v5).
+      case "$mod" in */v[0-9]*)
+        alt="${pkg%-dev}-${mod##*/}-dev"
+        altver=$( (apt-cache "${APT[@]}" show --no-all-versions "$alt" 2>/dev/null || true) | awk '/^Version:/ && !v {v=$2} END {print v}')
+        [ -z "$altver" ] || pkg=$alt ;;
+      esac
       ver=$(apt-cache "${APT[@]}" show --no-all-versions "$pkg" 2>/dev/null | awk '/^Version:/ && !v {v=$2} END {print v}')
       [ -n "$ver" ] || die "sid lists $pkg for $mod in Sources but has no binary of it"
       echo "$mod $pkg $ver"
@@ -128,7 +135,8 @@ echo "berth: downloading $(wc -l <"$WORK/wanted") pinned sid packages ..." >&2
   cd "$WORK/debs"
   while read -r want; do
     apt-get "${APT[@]}" -q download "$want" >/dev/null 2>"$WORK/apt.err" || {
-      now=$(apt-cache "${APT[@]}" show --no-all-versions "${want%%=*}" 2>/dev/null | awk '/^Version:/ && !v {v=$2} END {print v}')
+      now=$( (apt-cache "${APT[@]}" show --no-all-versions "${want%%=*}" 2>/dev/null || true) | awk '/^Version:/ && !v {v=$2} END {print v}')
+      cat "$WORK/apt.err" >&2
       die "sid moved: ${want%%=*} is pinned at ${want#*=} in $PINS, sid has ${now:-none}. Run $0 --write-pins, build, and commit the pins if it passes"
     }
   done <"$WORK/wanted"
@@ -157,7 +165,7 @@ vendor_module() {
     mkdir -p "$to/$(dirname "$f")" && cp "$from/$f" "$to/$f"
   done
 }
-: >"$B/vendor.modules.txt"
+mkdir -p "$B/vendor"
 { required "$A/go.mod"; echo "$EXTRA_REQUIRES"; } | while read -r mod ver; do
   [ "$mod" = sigs.k8s.io/agent-sandbox ] && continue
   case " $UNPACKAGED " in
