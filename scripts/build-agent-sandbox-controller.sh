@@ -157,8 +157,8 @@ vendor_module() {
   local mod=$1 from=$2 to="$B/vendor/$1"
   mkdir -p "$to"
   (cd "$from" && find . -name go.mod -not -path ./go.mod -printf '%h\n') >"$WORK/nested"
-  (cd "$from" && find . -type f \( -name '*.go' -o -name '*.s' -o -name '*.h' -o -name '*.c' -o -name LICENSE\* \) \
-    -not -name '*_test.go' -not -path '*/testdata/*' -print) | while read -r f; do
+  # Every file, not only .go: packages embed data (google.golang.org/protobuf's editions_defaults.binpb).
+  (cd "$from" && find . -type f -not -name '*_test.go' -not -path '*/testdata/*' -not -path './.git*' -print) | while read -r f; do
     skip=0
     while read -r n; do case "$f" in "$n"/*) skip=1 ;; esac; done <"$WORK/nested"
     [ "$skip" = 1 ] && continue
