@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { OpenAPIHono, createRoute } from '@hono/zod-openapi';
 import type { Logger } from 'pino';
-import { z } from 'zod';
 import type { AdminService } from '../admin/service.js';
 import type { Launcher } from '../launch/launcher.js';
 import { createToolServer } from '../mcp/server.js';
@@ -38,6 +37,7 @@ import { withActor, type AuditTrail } from '../admin/audit-trail.js';
 import { isBrowserProbe, surfaceOf } from './request-surface.js';
 import { finishOpenApiDoc } from './openapi-doc.js';
 import { errorResponses } from './routes/openapi.js';
+import { engineProber, HealthSchema } from './engine-health.js';
 import { registerRunRoutes } from './routes/runs.js';
 import { registerAdminRoutes } from './routes/admin-routes.js';
 import { registerScheduleRoutes } from './routes/schedules.js';
@@ -144,20 +144,7 @@ const OPEN_PATHS = new Set(['/healthz', '/mcp/session']);
 export function createApp(deps: AppDeps): OpenAPIHono<Env> {
   const startedAt = deps.startedAt ?? Date.now();
   const logins = deps.consoleLogins ?? createConsoleLogins();
-  // /healthz answers fast under load: the engine is asked at most once a second.
-  let probe: { at: number; version: Promise<string | undefined> } | undefined;
-  const engineProbe = () => {
-    if (!probe || Date.now() - probe.at > 1000) {
-      probe = {
-        at: Date.now(),
-        version: deps.launcher.info().then(
-          (i) => i.version,
-          () => undefined,
-        ),
-      };
-    }
-    return probe.version;
-  };
+  const engineProbe = engineProber(deps.launcher);
   const app = new OpenAPIHono<Env>({
     defaultHook: (result) => {
       if (!result.success) throw validationError(result.error, result.target === 'json' ? 'body' : result.target);
@@ -268,14 +255,17 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
       responses: {
         200: { description: 'healthy', content: { 'application/json': { schema: HealthSchema } } },
         400: errorResponses()[400],
-        503: { description: 'the engine does not answer', content: { 'application/json': { schema: HealthSchema } } },
+        503: {
+          description: 'the engine does not answer, or cannot run anything (engine.reason says why)',
+          content: { 'application/json': { schema: HealthSchema } },
+        },
       },
     }),
     async (c) => {
       const base = { version: VERSION, uptime_s: Math.round((Date.now() - startedAt) / 1000) };
-      const version = await engineProbe();
-      if (version !== undefined) return c.json({ ok: true, engine: { reachable: true, version }, ...base }, 200);
-      return c.json({ ok: false, engine: { reachable: false, version: null }, ...base }, 503);
+      const health = await engineProbe();
+      if ('version' in health) return c.json({ ok: true, engine: { reachable: true, version: health.version }, ...base }, 200);
+      return c.json({ ok: false, engine: { reachable: false, version: null, reason: health.reason }, ...base }, 503);
     },
   );
 
@@ -383,10 +373,3 @@ const apiBodyLimit: MiddlewareHandler = (c, next) => {
     },
   })(c, next);
 };
-
-const HealthSchema = z.object({
-  ok: z.boolean(),
-  engine: z.object({ reachable: z.boolean(), version: z.string().nullable() }),
-  version: z.string(),
-  uptime_s: z.number(),
-});

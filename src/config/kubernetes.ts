@@ -104,6 +104,12 @@ export const KubernetesSchema = z
       .describe(
         "Memory a tenant pod requests (what the scheduler reserves): an idle agent's, so a node holds as many sessions as its memory allows; capped at the project's limits.memory_mb, which stays the pod's limit.",
       ),
+    ipc_sysctls: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Give tenant pods berth's IPC sysctls (kernel.msg*, kernel.shm*, kernel.sem: 16 SysV objects of each kind, as on Docker). Kubernetes calls them unsafe: nodes must allow them (--allowed-unsafe-sysctls) and the namespace's Pod Security level must be privileged. Off: the kernel's defaults in each pod's own IPC namespace, charged to its memory limit; a warm pod left holding any IPC object is removed either way.",
+      ),
     pull_policy: z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('imagePullPolicy of tenant pods.'),
     start_timeout_seconds: z
       .number()

@@ -11,8 +11,16 @@
  * reasons, podIPs, nodeName, selector, service; merge-patched on the status subresource.
  * spec.operatingMode Suspended deletes the Pod and keeps the PVCs; spec.shutdownTime expires the
  * Sandbox (shutdownPolicy Delete deletes it). A deleted Sandbox's dependents are deleted
- * (foreground and orphan propagation are honoured). Not played: warm pools, claims and templates
- * (the extensions), tracing, events, the write-behind window.
+ * (foreground and orphan propagation are honoured), and so is a pod whose owner is gone (the GC's
+ * dangling-owner rule). Not played: warm pools, claims and templates (the extensions), tracing,
+ * events, the write-behind window.
+ *
+ * Like upstream, a reconcile reads the Sandbox from a cache fed by its watch, never from the API
+ * server (optionally held back: sandboxCacheLagMs), so it can act on a Sandbox already deleted:
+ * a pod deleted at the same time as its Sandbox is made again, owned by the deleted Sandbox,
+ * until the garbage collector removes it. Pods, PVCs and Services are read live (upstream reads
+ * them from its cache too). docs/kubernetes.md's table names the upstream lines each field was
+ * checked against (v0.5.6, commit 211b7579).
  */
 import {
   CoreV1Api,
@@ -185,8 +193,30 @@ function servicePorts(sb: Sandbox): V1ServicePort[] {
   });
 }
 
-export async function startSandboxController(opts: { kubeConfig: KubeConfig; namespace: string }): Promise<{ stop(): Promise<void> }> {
+export interface SandboxControllerOptions {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  /**
+   * How late the controller's cache of Sandboxes learns of a change (its watch events held back
+   * this long; 0: as they come). Upstream reads Sandboxes from an informer cache, never from the
+   * API server, so a reconcile can act on a Sandbox already deleted: this widens that window so a
+   * test can show what it does (docs/kubernetes.md, the pod-resurrection race).
+   */
+  sandboxCacheLagMs?: number;
+}
+
+export interface SandboxController {
+  /** Resolves once nothing is queued, reconciling, or held back in the cache. */
+  idle(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startSandboxController(opts: SandboxControllerOptions): Promise<SandboxController> {
   const { kubeConfig: kc, namespace } = opts;
+  const lagMs = opts.sandboxCacheLagMs ?? 0;
+  /** The informer's store: what reconcile reads a Sandbox from (upstream's r.Get is a cache read). */
+  const cache = new Map<string, Sandbox>();
+  let held = 0;
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const merge = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -221,7 +251,8 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
         try {
           await reconcile(name);
         } catch (e) {
-          complain(`reconcile ${name}`, e);
+          // A 404: the Sandbox went while its cached copy was reconciled; the retry finds the cache caught up.
+          if (statusOf(e) !== 404) complain(`reconcile ${name}`, e);
           later(500, () => enqueue(name));
         }
       }
@@ -658,8 +689,9 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
   };
 
   const reconcile = async (name: string) => {
-    const sb = (await orNotFound(custom.getNamespacedCustomObject({ ...crd, name }))) as Sandbox | undefined;
-    if (!sb) return;
+    const cached = cache.get(name);
+    if (!cached) return; // upstream: "sandbox resource not found. Ignoring since object must be deleted"
+    const sb = structuredClone(cached);
     if (sb.metadata.deletionTimestamp) return finalize(sb);
     const before: SandboxStatus = sb.status ?? {};
     const status: SandboxStatus = structuredClone(before);
@@ -707,16 +739,48 @@ export async function startSandboxController(opts: { kubeConfig: KubeConfig; nam
 
   // -------------------------------------------------------------------------------------------
 
+  /** A Sandbox event reaches the cache (and the work queue) lagMs after the watch delivered it, in order. */
+  const onSandbox = (type: string, sb: Sandbox) => {
+    if (type === 'DELETED') {
+      if (cache.get(sb.metadata.name)?.metadata.uid === sb.metadata.uid) cache.delete(sb.metadata.name);
+      void collect(sb.metadata.uid).catch((e: unknown) => complain(`collect ${sb.metadata.name}`, e));
+    } else {
+      cache.set(sb.metadata.name, sb);
+      enqueue(sb.metadata.name);
+    }
+  };
   const sandboxes = listWatch<Sandbox>(kc, `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/sandboxes`, {}, (type, sb) => {
-    if (type === 'DELETED') void collect(sb.metadata.uid).catch((e: unknown) => complain(`collect ${sb.metadata.name}`, e));
-    else enqueue(sb.metadata.name);
+    if (lagMs === 0) return onSandbox(type, sb);
+    held++;
+    const t = setTimeout(() => {
+      timers.delete(t);
+      held--;
+      if (!stopped) onSandbox(type, sb);
+    }, lagMs);
+    timers.add(t);
   });
-  const pods = listWatch<V1Pod>(kc, `/api/v1/namespaces/${namespace}/pods`, { labelSelector: SANDBOX_HASH_LABEL }, (_type, pod) => {
+
+  /**
+   * The garbage collector's dangling-owner rule: a pod whose controlling Sandbox is gone (or is
+   * another one of the same name) is deleted, once the API server confirms the owner is gone.
+   */
+  const collectOrphan = async (pod: V1Pod, owner: V1OwnerReference) => {
+    if (pod.metadata?.deletionTimestamp || cache.get(owner.name)?.metadata.uid === owner.uid) return;
+    const live = (await orNotFound(custom.getNamespacedCustomObject({ ...crd, name: owner.name }))) as Sandbox | undefined;
+    if (live?.metadata.uid === owner.uid) return;
+    await orNotFound(core.deleteNamespacedPod({ name: pod.metadata!.name!, namespace }));
+  };
+  const pods = listWatch<V1Pod>(kc, `/api/v1/namespaces/${namespace}/pods`, { labelSelector: SANDBOX_HASH_LABEL }, (type, pod) => {
     const owner = controllerOf(pod.metadata?.ownerReferences);
-    if (owner?.kind === 'Sandbox' && owner.apiVersion.startsWith(`${GROUP}/`)) enqueue(owner.name);
+    if (!(owner?.kind === 'Sandbox' && owner.apiVersion.startsWith(`${GROUP}/`))) return;
+    enqueue(owner.name);
+    if (type !== 'DELETED') void collectOrphan(pod, owner).catch((e: unknown) => complain(`collect pod ${pod.metadata?.name}`, e));
   });
 
   return {
+    async idle() {
+      while (queue.size || held) await new Promise((r) => setTimeout(r, 10));
+    },
     async stop() {
       stopped = true;
       sandboxes.stop();

@@ -11,16 +11,20 @@ import type { Launcher } from '../../src/launch/launcher.js';
 import { startSandboxController } from '../fakes/agent-sandbox-controller.js';
 import { startTestKubelet, type TestKubelet } from '../fakes/kubelet.js';
 import { installAgentSandbox, startKubeCluster, type KubeCluster } from './kube-cluster.js';
+import { bindDeployRbac } from './kube-rbac.js';
 
 /**
  * A cluster for berth's Kubernetes launcher: the real API server with agent-sandbox's CRDs, the
  * fake agent-sandbox controller, the test kubelet running pods on the local Docker engine on an
  * internal network (no route out), berth's relay listener on that network's host side, and the
- * launcher itself, as berth.yaml `launcher: kubernetes` makes it.
+ * launcher itself, as berth.yaml `launcher: kubernetes` makes it, with deploy/rbac.yaml's grants and
+ * nothing more (its token is berth's ServiceAccount's, bound by that Role).
  */
 export interface KubeRig {
   cluster: KubeCluster;
   namespace: string;
+  /** A kubeconfig with berth's ServiceAccount token (deploy/rbac.yaml's grants), for a berth.yaml. */
+  berthKubeConfigFile: string;
   launcher: Launcher;
   kubelet: TestKubelet;
   /** The host side of the pods' network: where a relay listener of berth's must listen. */
@@ -66,9 +70,10 @@ export async function startKubeRig(namespace = 'berth'): Promise<KubeRig> {
     cleanups.push(() => kubelet.stop());
     const controller = await startSandboxController({ kubeConfig: cluster.kubeConfig, namespace });
     cleanups.push(() => controller.stop());
+    const berth = await bindDeployRbac(cluster, namespace, dataDir);
     const launcherWith = (extra: Record<string, unknown>) =>
       createKubernetesLauncher({
-        kubeConfig: cluster.kubeConfig,
+        kubeConfig: berth.kubeConfig,
         settings: KubernetesSchema.parse({ namespace, gateway: { address }, start_timeout_seconds: 60, ...extra }),
         relay: { address, tokens },
       });
@@ -76,6 +81,7 @@ export async function startKubeRig(namespace = 'berth'): Promise<KubeRig> {
     return {
       cluster,
       namespace,
+      berthKubeConfigFile: berth.kubeConfigFile,
       launcher,
       launcherWith,
       kubelet,

@@ -20,7 +20,9 @@ import { BERTH_POD_LABELS } from '../../src/launch/kubernetes/network-policy.js'
 import { createKubernetesLauncher } from '../../src/launch/kubernetes/launcher.js';
 import { createRelayTokens } from '../../src/launch/kubernetes/relay.js';
 import { LABELS } from '../../src/plan/labels.js';
-import { docCommands, REPO_ROOT } from '../helpers.js';
+import pino from 'pino';
+import { appDepsFrom, createApp } from '../../src/api/app.js';
+import { docCommands, REPO_ROOT, testHome } from '../helpers.js';
 import { installAgentSandbox, kubeBinaries, startKubeCluster, type KubeCluster } from '../helpers/kube-cluster.js';
 import { checkAgainstOpenApi, keptFields, type OpenApiDoc } from '../helpers/openapi-check.js';
 
@@ -56,6 +58,8 @@ interface KubeObject {
 let cluster: KubeCluster;
 let kubectls: Kubectl[];
 let cacheDir: string;
+let healthWithoutAgentSandbox: { status: number; body: Record<string, unknown> };
+let healthWithAgentSandbox: { version: string };
 
 function clientVersion(path: string): string | undefined {
   const r = spawnSync(path, ['version', '--client', '-o', 'json'], { encoding: 'utf8', timeout: 30_000 });
@@ -143,14 +147,15 @@ function grants(rules: V1PolicyRule[] | undefined): string[] {
 
 /** What berth's Role allows, exactly (docs/kubernetes.md, src/launch/kubernetes/launcher.ts). */
 const ROLE: Array<[group: string, resources: string[], verbs: string[]]> = [
-  ['agents.x-k8s.io', ['sandboxes'], ['get', 'list', 'watch', 'create', 'delete', 'patch']],
-  ['', ['pods'], ['get', 'list', 'watch', 'delete']],
+  ['agents.x-k8s.io', ['sandboxes'], ['get', 'list', 'create', 'delete']],
+  ['', ['pods'], ['get', 'delete']],
   ['', ['pods/exec'], ['create', 'get']],
   ['', ['pods/attach'], ['create', 'get']],
-  ['', ['pods/log'], ['get']],
+  ['', ['events'], ['list', 'watch']],
   ['', ['persistentvolumeclaims'], ['get', 'list', 'create', 'delete']],
-  ['', ['configmaps'], ['get', 'list', 'create', 'delete']],
-  ['networking.k8s.io', ['networkpolicies'], ['get', 'list', 'create', 'patch', 'update']],
+  ['', ['configmaps'], ['create', 'delete']],
+  ['', ['secrets'], ['get', 'create', 'delete']],
+  ['networking.k8s.io', ['networkpolicies'], ['create']],
   ['', ['services'], ['get']],
 ];
 const ROLE_GRANTS = ROLE.flatMap(([g, resources, verbs]) => resources.flatMap((res) => verbs.map((v) => `${g}/${res}:${v}`))).sort();
@@ -189,7 +194,16 @@ beforeAll(async () => {
   // The server's own version first: it installs; every other one validates.
   kubectls.sort((a, b) => Number(b.version.startsWith('v1.20.')) - Number(a.version.startsWith('v1.20.')));
   cluster = await startKubeCluster();
+  // Before agent-sandbox is there: what berth's /healthz says of a cluster without it.
+  const launcher = createKubernetesLauncher({ kubeConfig: cluster.kubeConfig, settings: KubernetesSchema.parse({ namespace: NS }) });
+  await using home = testHome({ launcher, warm: false, pool: 'off', config: 'launcher: kubernetes\n' });
+  const res = await createApp(appDepsFrom(home.berth, { token: 't', logger: pino({ level: 'silent' }) })).request('/healthz');
+  healthWithoutAgentSandbox = { status: res.status, body: (await res.json()) as Record<string, unknown> };
   await installAgentSandbox(cluster.kubeConfig);
+  healthWithAgentSandbox = await createKubernetesLauncher({
+    kubeConfig: cluster.kubeConfig,
+    settings: KubernetesSchema.parse({ namespace: NS }),
+  }).info();
 }, 600_000);
 
 afterAll(async () => {
@@ -257,6 +271,10 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
       const lines = r.stdout.trim().split('\n');
       expect(lines, k.version).toHaveLength(rendered(k).length);
       for (const line of lines) expect(line, k.version).toMatch(/\(server dry run\)$/);
+      // gVisor's RuntimeClass, beside the kustomization (README.md): applied on its own.
+      const rc = kubectl(k, ['apply', '-f', join(DEPLOY, 'runtimeclass-gvisor.yaml'), '--dry-run=server', '--validate=true']);
+      expect(rc.status, `${k.version}: ${rc.stderr}`).toBe(0);
+      expect(rc.stdout.trim(), k.version).toMatch(/^runtimeclass\.node\.k8s\.io\/runsc (created|configured) \(server dry run\)$/);
     }
     const apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
     await expect(apps.readNamespacedDeployment({ name: 'berth', namespace: NS })).rejects.toMatchObject({ code: 404 });
@@ -329,8 +347,15 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
     }
     const refused: Array<Parameters<typeof allowed>[0]> = [
       { verb: 'list', resource: 'secrets', namespace: NS },
-      { verb: 'get', resource: 'secrets', namespace: NS, name: 'berth-admin' },
+      { verb: 'watch', resource: 'secrets', namespace: NS },
+      { verb: 'update', resource: 'secrets', namespace: NS },
       { verb: 'create', resource: 'pods', namespace: NS },
+      { verb: 'list', resource: 'pods', namespace: NS },
+      { verb: 'get', resource: 'pods', subresource: 'log', namespace: NS },
+      { verb: 'watch', group: 'agents.x-k8s.io', resource: 'sandboxes', namespace: NS },
+      { verb: 'patch', group: 'agents.x-k8s.io', resource: 'sandboxes', namespace: NS },
+      { verb: 'get', resource: 'configmaps', namespace: NS },
+      { verb: 'patch', group: 'networking.k8s.io', resource: 'networkpolicies', namespace: NS },
       { verb: 'update', resource: 'pods', namespace: NS },
       // Warm pools and claims are not how berth keeps a session warm (docs/kubernetes.md): no grant.
       { verb: 'create', group: 'extensions.agents.x-k8s.io', resource: 'sandboxclaims', namespace: NS },
@@ -360,7 +385,20 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
       expect(await allowed({ verb, group: 'node.k8s.io', resource: 'runtimeclasses' }), `${verb} runtimeclasses`).toBe(true);
   });
 
-  it("lets berth, as its service account, ask what /healthz asks: the server's version and its RuntimeClasses", async () => {
+  it('names agent-sandbox as missing in /healthz (503) until its CRDs are installed', () => {
+    expect(healthWithoutAgentSandbox.status).toBe(503);
+    expect(healthWithoutAgentSandbox.body).toMatchObject({
+      ok: false,
+      engine: {
+        reachable: false,
+        version: null,
+        reason: 'ENGINE_UNAVAILABLE: agent-sandbox is not installed: the cluster serves no sandboxes.agents.x-k8s.io/v1beta1',
+      },
+    });
+    expect(healthWithAgentSandbox.version).toMatch(/^v1\.20\./);
+  });
+
+  it("lets berth, as its service account, ask what /healthz asks: the server's version, its RuntimeClasses, its Sandboxes", async () => {
     // A token the server issues for the account (TokenRequest), as the kubelet mounts into berth's pod.
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
     const issued = await core.createNamespacedServiceAccountToken({

@@ -32,7 +32,7 @@ afterAll(async () => {
 
 const kubeConfigText = (kubeconfig: string) =>
   `launcher: kubernetes\nkubernetes:\n  kubeconfig: ${kubeconfig}\n  namespace: ${rig.namespace}\n`;
-const kubeHome = (kubeconfig = rig.cluster.kubeConfigFile, warm = false) =>
+const kubeHome = (kubeconfig = rig.berthKubeConfigFile, warm = false) =>
   testHome({ launcher: rig.launcher, warm, pool: 'off', config: kubeConfigText(kubeconfig) });
 
 /** The project's claims on the cluster (any installation's), by name. */
@@ -76,7 +76,7 @@ describe('cluster volumes go with their session and project (outside-attack-4 M4
   });
 
   it("the same with the session's pod kept warm: its pod goes with it, and the id's next holder mounts a home of its own", async () => {
-    await using h = kubeHome(rig.cluster.kubeConfigFile, true);
+    await using h = kubeHome(rig.berthKubeConfigFile, true);
     h.create({ name: 'kv-w', workspace_isolation: true, agent: 'shell' });
     const alice = await h.berth.runner.run({
       project: 'kv-w',
@@ -152,7 +152,7 @@ describe('cluster volumes go with their session and project (outside-attack-4 M4
     // berth's own calls go to a server that is not there (the runs still go to the rig's launcher).
     const deadDir = fs.mkdtempSync(join(os.tmpdir(), 'berth-dead-kube-'));
     const dead = join(deadDir, 'kubeconfig');
-    fs.writeFileSync(dead, fs.readFileSync(rig.cluster.kubeConfigFile, 'utf8').replace(/server: \S+/, 'server: https://127.0.0.1:1'), {
+    fs.writeFileSync(dead, fs.readFileSync(rig.berthKubeConfigFile, 'utf8').replace(/server: \S+/, 'server: https://127.0.0.1:1'), {
       mode: 0o600,
     });
     await using h = kubeHome(dead);
@@ -179,7 +179,7 @@ describe('cluster volumes go with their session and project (outside-attack-4 M4
     expect(bob.stdout).not.toContain('alice-private-notes');
 
     // The cluster answers again (here: berth.yaml names the right one): the claim goes.
-    await h.berth.operator.setConfig(['kubernetes', 'kubeconfig'], rig.cluster.kubeConfigFile);
+    await h.berth.operator.setConfig(['kubernetes', 'kubeconfig'], rig.berthKubeConfigFile);
     expect(await h.berth.admin.retireVolumes()).toMatchObject({ deleted: 1, waiting: 0 });
     expect(await claims('kv-f')).not.toContain(aliceHome[0]);
     fs.rmSync(deadDir, { recursive: true, force: true });

@@ -264,7 +264,7 @@ describe('berth.yaml launcher: kubernetes', () => {
     const yaml = [
       'launcher: kubernetes',
       'kubernetes:',
-      `  kubeconfig: ${cluster.kubeConfigFile}`,
+      `  kubeconfig: ${rig.berthKubeConfigFile}`,
       `  namespace: ${NS}`,
       `  gateway: { listen: "${rig.gatewayIp}:${port}", address: "${rig.gatewayIp}:${port}" }`,
       '  start_timeout_seconds: 60',

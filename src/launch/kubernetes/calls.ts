@@ -1,5 +1,8 @@
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { BerthError } from '../../base/errors.js';
+import { SANDBOX_API } from './objects.js';
+
+const SANDBOX_API_PATH = { group: SANDBOX_API.group, version: SANDBOX_API.version, plural: SANDBOX_API.plural };
 
 /** What the Kubernetes API's answers mean to berth: its error codes, and a 404 as "gone". */
 
@@ -31,4 +34,21 @@ export interface KubeApis {
 
 export function kubeApis(kubeConfig: KubeConfig, ns: string): KubeApis {
   return { kubeConfig, core: kubeConfig.makeApiClient(CoreV1Api), custom: kubeConfig.makeApiClient(CustomObjectsApi), ns };
+}
+
+/**
+ * agent-sandbox is installed: the API server serves its Sandboxes (v1beta1) in berth's namespace.
+ * A list of at most one: 404 means no such resource (the CRDs are missing, or too old to serve
+ * v1beta1), and berth can run nothing, so /healthz and `berth doctor` say so in these words.
+ */
+export async function assertAgentSandbox(custom: CustomObjectsApi, namespace: string): Promise<void> {
+  try {
+    await custom.listNamespacedCustomObject({ ...SANDBOX_API_PATH, namespace, limit: 1 });
+  } catch (err) {
+    if (statusCode(err) !== 404) throw clusterError('its Sandboxes', err);
+    const { plural, group, version } = SANDBOX_API_PATH;
+    throw new BerthError('ENGINE_UNAVAILABLE', `agent-sandbox is not installed: the cluster serves no ${plural}.${group}/${version}`, {
+      hint: "install agent-sandbox v0.5.6 or later (its CRDs and its controller) before berth's first run: deploy/README.md",
+    });
+  }
 }

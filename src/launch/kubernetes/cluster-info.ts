@@ -2,7 +2,7 @@ import { NodeV1Api, VersionApi } from '@kubernetes/client-node';
 import { BerthError } from '../../base/errors.js';
 import { LABELS, type ContainerQuery } from '../../plan/labels.js';
 import { managedContainer, type EngineInfo, type ManagedContainer } from '../launcher.js';
-import { clusterError, statusCode, type KubeApis } from './calls.js';
+import { assertAgentSandbox, clusterError, statusCode, type KubeApis } from './calls.js';
 import { berthLabelsOf, kubeSelector, SANDBOX_API } from './objects.js';
 
 /** What berth reads of the cluster itself: its version and RuntimeClasses, and the runs (Sandboxes) berth's labels select. */
@@ -15,9 +15,10 @@ const call = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
   }
 };
 
-export async function clusterInfo({ kubeConfig }: KubeApis): Promise<EngineInfo> {
+export async function clusterInfo({ kubeConfig, custom, ns }: KubeApis): Promise<EngineInfo> {
   const version = await call('its version', () => kubeConfig.makeApiClient(VersionApi).getCode());
   const classes = await call('its RuntimeClasses', () => kubeConfig.makeApiClient(NodeV1Api).listRuntimeClass());
+  await assertAgentSandbox(custom, ns); // without it berth can run nothing: /healthz fails, saying so
   return {
     name: `Kubernetes ${version.gitVersion}`,
     version: version.gitVersion,

@@ -125,7 +125,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     if (runDir?.type === 'bind' && opts.relay) token = opts.relay.tokens.issue(runDir.source);
     try {
       const objects = renderKubeRun({
-        plan: { ...plan, keepAlive: keepAliveArgv },
+        plan: { ...plan, keepAlive: keepAliveArgv, sysctls: settings.ipc_sysctls ? plan.sysctls : {} },
         name,
         namespace: ns,
         files,

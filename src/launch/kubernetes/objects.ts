@@ -324,7 +324,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
       // each start, and a tenant's chmod 600 files stay as they are (the default relabels all).
       fsGroupChangePolicy: 'OnRootMismatch',
       seccompProfile: { type: 'RuntimeDefault' },
-      sysctls: Object.entries(plan.sysctls).map(([k, v]) => ({ name: k, value: v })),
+      ...(Object.keys(plan.sysctls).length ? { sysctls: Object.entries(plan.sysctls).map(([k, v]) => ({ name: k, value: v })) } : {}),
     },
     ...(initContainers.length ? { initContainers } : {}),
     containers: [
