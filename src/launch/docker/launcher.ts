@@ -22,8 +22,7 @@ import {
 import { plannedBinds, workspaceMountTargets } from '../mount-check.js';
 import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from '../lifecycle.js';
 import { attachMounts } from './late-mounts.js';
-import { observeDockerContainer } from './observe.js';
-import { createObserver } from '../observer.js';
+import { dockerObserver } from './observe.js';
 import { bindsInOrder, claimedName, claimOfName } from '../../plan/pool.js';
 import { engineEnds } from './events.js';
 import { holdProcess, releaseProcess, type ProcessHandle } from './proc-handle.js';
@@ -148,7 +147,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     else removing--;
   };
 
-  const observer = createObserver((id) => engineCall(() => observeDockerContainer(docker, id)));
+  const observer = dockerObserver(docker, engineCall);
 
   async function remove(id: string): Promise<void> {
     observer.forget(id);

@@ -5,6 +5,7 @@ import { NAMESPACES, tenantMounts, type Boundary, type Observed, type Source } f
 import { SENTRY_RUNTIMES, sentryExec } from '../lifecycle.js';
 import { mountinfoMounts, netDevInterfaces, PROC_TEXT_MAX, statusFacts } from '../proc-facts.js';
 import { toContainerSettings } from './inspect.js';
+import { createObserver } from '../observer.js';
 import { holdProcess, releaseProcess } from './proc-handle.js';
 
 /**
@@ -136,3 +137,7 @@ function tryHold(pid: number, containerId: string) {
     return undefined; // it ended at once: nothing of the kernel's to read
   }
 }
+
+/** Each container's reading, taken once (`wrap`: the launcher's engine-error translation). */
+export const dockerObserver = (docker: Docker, wrap: <T>(call: () => Promise<T>) => Promise<T>) =>
+  createObserver((id) => wrap(() => observeDockerContainer(docker, id)));

@@ -57,11 +57,9 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   const requests = { cpuMillis: cpuMillis(settings.cpu_request), memoryBytes: memoryBytes(settings.memory_request) };
   const exec = new Exec(kubeConfig);
   const gateway = gatewayOf(apis);
-  /** Relay tokens of the pods this process made. */
-  const tokens = new Map<string, string>();
-  /** How each warm pod is watched (startIdle's pods; a one-off run's pod is never asked). */
+  const tokens = new Map<string, string>(); // relay tokens of the pods this process made
+  // How each warm pod is watched (startIdle's pods; a one-off run's pod is never asked), and each pod's receipt, read once.
   const observers = new Map<string, LeftoverObserver>();
-  /** Each pod's receipt reading, taken once (observe.ts). */
   const receipts = createObserver((name) => observePod(core, exec, ns, name));
 
   async function removeOne(name: string): Promise<void> {
