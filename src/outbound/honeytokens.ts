@@ -6,9 +6,13 @@ import { decoyNeedles, decoysOf } from '../plan/honeytokens.js';
 import type { FrozenTenants } from '../store/frozen-tenants.js';
 import type { AuditEvent } from '../store/audit.js';
 import { formsOf } from './secret-forms.js';
+import type { Alert } from './alert-webhook.js';
 
 /** What the person reads when their run is stopped for it. */
 export const DECOY_STOP = "something in your agent's container used a credential it should not have; the operator has been told.";
+
+/** A request that names no tenant (berth's own API) is looked at for every tenant with decoys: at most this many (the rest are not looked for), the list made again after INDEX_MS. */
+export const WIRE_INDEX = { tenants: 5_000, ms: 30_000 } as const;
 
 /** Who a request is from, as a run's socket knows it. */
 export interface WireCaller {
@@ -23,7 +27,9 @@ export interface WireCaller {
  * a request through the egress proxy: its line, headers and the body berth reads) in any of the
  * forms secrets are looked for in (itself, hex, base64, escaped: secret-forms.ts) freezes that
  * tenant's runs, stops the run that sent it, and tells the operator: an error log line, the
- * metric berth_honeytoken_hits_total, and an audit line (sandbox_violation, honeytoken.hit).
+ * metric berth_honeytoken_hits_total, an audit line (sandbox_violation, honeytoken.hit) and, when
+ * berth.yaml names one, the alert webhook. Also watched: berth's own API (api/decoy-tripwire.ts,
+ * whose requests name no tenant: checkAny) and files sent out of a chat (runs/run-files.ts).
  */
 export function createHoneytokens(deps: {
   config: () => BerthConfig;
@@ -32,10 +38,27 @@ export function createHoneytokens(deps: {
   logger: Logger;
   metrics?: Metrics;
   audit?: (event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor?: string }) => void;
+  /** The operator's alert webhook (berth.yaml alerts.webhook): told of each first hit, never waited for. */
+  alert?: (alert: Alert) => void;
+  /** The tenants of a project (those with a session): whose decoys a request naming no tenant is looked at for. */
+  tenantsOf?: (project: string) => string[];
+  now?: () => number;
 }) {
   const enabled = (project: string) =>
     Object.hasOwn(deps.config().projects, project) && deps.config().projects[project]?.honeytokens === true;
   const needlesOf = (c: WireCaller) => decoyNeedles(decoysOf(deps.secret(), c.project, c.tenantKey));
+  const now = deps.now ?? Date.now;
+  let index: { at: number; callers: WireCaller[]; forms: ReturnType<typeof formsOf> } | undefined;
+  /** Every decoy of every tenant with decoys, in one matcher (made again after WIRE_INDEX.ms: a new tenant's are looked for then). */
+  const indexNow = () => {
+    if (index && now() - index.at < WIRE_INDEX.ms) return index;
+    const callers = Object.keys(deps.config().projects)
+      .filter(enabled)
+      .flatMap((project) => [...new Set(deps.tenantsOf?.(project) ?? [])].map((tenantKey) => ({ project, tenantKey })))
+      .slice(0, WIRE_INDEX.tenants);
+    index = { at: now(), callers, forms: formsOf(callers.flatMap(needlesOf)) };
+    return index;
+  };
 
   return {
     /** The decoys this tenant's containers carry; undefined when the project has none. */
@@ -52,6 +75,30 @@ export function createHoneytokens(deps: {
       });
       if (hit) this.trip(caller, where);
       return hit;
+    },
+    /**
+     * A request that names no tenant (berth's own API: a bearer token, a body): whose decoy does it
+     * carry? One scan for all of them, then the span found is matched to its tenant, whose wire
+     * trips. Undefined when none (or no project has decoys).
+     */
+    checkAny(where: string, ...texts: Array<string | Uint8Array | undefined>): WireCaller | undefined {
+      if (!Object.keys(deps.config().projects).some(enabled)) return undefined;
+      const { callers, forms } = indexNow();
+      if (!callers.length) return undefined;
+      for (const t of texts) {
+        if (t === undefined) continue;
+        const buf = typeof t === 'string' ? Buffer.from(t) : t;
+        const spans = forms.find(buf, 0, buf.length);
+        for (let i = 0; i < spans.length; i += 2) {
+          const span = buf.subarray(spans[i] as number, spans[i + 1] as number);
+          const owner = callers.find((c) => formsOf(needlesOf(c)).find(span, 0, span.length).length > 0);
+          if (owner) {
+            this.trip(owner, where);
+            return owner;
+          }
+        }
+      }
+      return undefined;
     },
     trip(caller: WireCaller, where: string): void {
       const already = deps.frozen.frozen(caller.project, caller.tenantKey);
@@ -70,6 +117,14 @@ export function createHoneytokens(deps: {
           target: where.slice(0, 200),
           outcome: 'refused',
           code: 'PERMISSION_DENIED',
+        });
+        deps.alert?.({
+          type: 'honeytoken.hit',
+          project: caller.project,
+          tenant: caller.tenantKey,
+          where: where.slice(0, 200),
+          ...(caller.runId ? { run: caller.runId } : {}),
+          at: new Date(now()).toISOString(),
         });
       }
     },
