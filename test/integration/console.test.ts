@@ -138,7 +138,7 @@ describe('the operator console', () => {
     expect(frozen[0]!.slice(1, 5)).toEqual(['ops', 'web:mallory', 'egress GET attacker.example:80/x', first.run]);
     await screenshot(page, 'console-desktop-frozen');
     await page.goto(`${base}/console#run/ops/${first.run}`);
-    await page.waitForFunction(() => document.querySelector('#detail')?.textContent?.includes('as planned'));
+    await page.waitForSelector('#detail >> text=as planned');
     const text = (await page.textContent('#detail')) ?? '';
     expect(text).toContain(first.receipt_digest!);
     expect(text).toMatch(/isolation(runc|runsc), (cold|warm|pool) start, folder: own, no network/);
