@@ -21,6 +21,20 @@ export interface WireCaller {
   runId?: string;
 }
 
+/** The decoy owner a text names: its letter-and-digit runs looked up whole, then the same inside each base64-looking run, decoded. */
+function ownerIn(owners: Map<string, WireCaller>, text: string, depth = 0): WireCaller | undefined {
+  for (const m of text.matchAll(/[A-Za-z0-9]{20,40}(?![A-Za-z0-9])/g)) {
+    const hit = owners.get(m[0]) ?? owners.get(m[0].slice(-20));
+    if (hit) return hit;
+  }
+  if (depth > 0) return undefined;
+  for (const m of text.matchAll(/[A-Za-z0-9+/_-]{28,}={0,2}/g)) {
+    const hit = ownerIn(owners, Buffer.from(m[0], m[0].includes('-') || m[0].includes('_') ? 'base64url' : 'base64').toString('latin1'), 1);
+    if (hit) return hit;
+  }
+  return undefined;
+}
+
 /**
  * The tripwire: a project's tenants carry decoy credentials (plan/honeytokens.ts) when berth.yaml
  * says `projects.<p>.honeytokens: true`; any of them seen where berth looks (a model call's body,
@@ -65,24 +79,6 @@ export function createHoneytokens(deps: {
     index = { at: now(), owners };
     return index;
   };
-  /** The decoy owner a text names: its letter-and-digit runs looked up whole, then the same inside each base64-looking run, decoded. */
-  const ownerIn = (owners: Map<string, WireCaller>, text: string, depth = 0): WireCaller | undefined => {
-    for (const m of text.matchAll(/[A-Za-z0-9]{20,40}(?![A-Za-z0-9])/g)) {
-      const hit = owners.get(m[0]) ?? owners.get(m[0].slice(-20));
-      if (hit) return hit;
-    }
-    if (depth > 0) return undefined;
-    for (const m of text.matchAll(/[A-Za-z0-9+/_-]{28,}={0,2}/g)) {
-      const hit = ownerIn(
-        owners,
-        Buffer.from(m[0], m[0].includes('-') || m[0].includes('_') ? 'base64url' : 'base64').toString('latin1'),
-        1,
-      );
-      if (hit) return hit;
-    }
-    return undefined;
-  };
-
   return {
     /** The decoys this tenant's containers carry; undefined when the project has none. */
     decoysFor: (project: string, tenant: string) => (enabled(project) ? decoysOf(deps.secret(), project, tenant) : undefined),
