@@ -31,7 +31,8 @@ import { admissionLimitsOf, DEFAULT_WARM_PER_TENANT, poolBoundsOf } from './conf
 import { createMetrics, type Metrics } from './base/metrics.js';
 import { createModelGateway } from './outbound/model-gateway.js';
 import { createEgressProxy } from './outbound/egress-proxy.js';
-import { createHoneytokens } from './outbound/honeytokens.js';
+import { createHoneytokens, type Honeytokens } from './outbound/honeytokens.js';
+import { createAlertWebhook } from './outbound/alert-webhook.js';
 import { openFrozenTenants } from './store/frozen-tenants.js';
 import { loadOrCreateEgressCa, type EgressCa } from './outbound/egress-ca.js';
 import { createSecretBroker } from './outbound/secret-broker.js';
@@ -80,6 +81,8 @@ export interface Berth {
   scheduleStore: ScheduleStore;
   /** A person's data, whole: export it, forget it (admin/tenant-data.ts). */
   tenants: TenantData;
+  /** Decoy credentials (berth.yaml projects.<p>.honeytokens): the API looks for them too (api/decoy-tripwire.ts). */
+  honeytokens: Honeytokens;
 }
 
 export interface BerthOptions {
@@ -132,6 +135,35 @@ const ADMIN_AUDIT = {
   resumeProject: ['project.resume', projectAnd()],
   endSession: ['session.end', projectAnd(1)],
 } satisfies Partial<Record<keyof AdminService, [string, (args: unknown[]) => { project?: string; target?: string }]>>;
+
+/** Decoy credentials and the tenants frozen for using one (berth.yaml projects.<p>.honeytokens); a hit alerts the operator's webhook too. */
+function honeytokensOf(b: {
+  config: () => BerthConfig;
+  secret: () => Buffer;
+  stateDir: string;
+  logger: Logger;
+  metrics: Metrics;
+  audit: AuditTrail;
+  sessions: SessionStore;
+  store: ProjectStore;
+}): Honeytokens {
+  return createHoneytokens({
+    config: b.config,
+    secret: b.secret,
+    frozen: openFrozenTenants(b.stateDir),
+    logger: b.logger,
+    metrics: b.metrics,
+    audit: (event) => b.audit.record(event),
+    alert: createAlertWebhook({ settings: () => b.config().alerts, logger: b.logger }).send,
+    tenantsOf: (project) => {
+      try {
+        return b.sessions.list(b.store.get(project)).map((s) => s.tenant_key);
+      } catch {
+        return []; // a project berth.yaml names that does not exist (yet)
+      }
+    },
+  });
+}
 
 /** Stable per berth home; labels its containers so installations sharing an engine stay apart. */
 export function installationId(home: string): string {
@@ -197,15 +229,7 @@ export function createBerth(opts: BerthOptions): Berth {
     owner: () => agentOwner(config()),
     logger,
   });
-  // Decoy credentials and the tenants frozen for using one (berth.yaml projects.<p>.honeytokens).
-  const honeytokens = createHoneytokens({
-    config,
-    secret: getSecret,
-    frozen: openFrozenTenants(paths.stateDir),
-    logger,
-    metrics,
-    audit: (event) => audit.record(event),
-  });
+  const honeytokens = honeytokensOf({ config, secret: getSecret, stateDir: paths.stateDir, logger, metrics, audit, sessions, store });
   // One of each per process: budgets and connection bounds hold across runs.
   const models = createModelGateway({ config, logger, metrics, honeytokens });
   const approvals = createApprovals({
@@ -308,6 +332,7 @@ export function createBerth(opts: BerthOptions): Berth {
     metricsToken: opts.metricsToken,
     admission,
     approvals,
+    honeytokens,
     get config() {
       return config();
     },

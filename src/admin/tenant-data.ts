@@ -17,6 +17,8 @@ import { MEMORY_FILE } from '../store/memory.js';
 import { openFrozenTenants } from '../store/frozen-tenants.js';
 import type { ProjectStore } from '../store/projects.js';
 import { runFilesDirOf } from '../store/run-files.js';
+import { runFilesOfTenant } from '../store/person-files.js';
+import { openBudgetDays } from '../store/budget-days.js';
 import type { ScheduleStore } from '../store/schedules.js';
 import type { SessionStore } from '../store/sessions.js';
 import { quotaImageOf } from '../store/workspaces.js';
@@ -38,7 +40,10 @@ export interface TenantExport {
 export interface TenantForget {
   project: string;
   tenant: string;
-  removed: Record<'sessions' | 'workspaces' | 'runs' | 'memory' | 'schedules' | 'chat_logins' | 'run_files', number>;
+  removed: Record<
+    'sessions' | 'workspaces' | 'runs' | 'memory' | 'schedules' | 'chat_logins' | 'run_files' | 'outbound' | 'budget_marks',
+    number
+  >;
 }
 
 /** The digest an audit line names a forgotten tenant by: it proves which one, to whoever still knows the key, and says nothing else. */
@@ -87,7 +92,8 @@ export function createTenantData(berth: {
   };
 
   return {
-    async export(project: string, tenant: string, out: string): Promise<TenantExport> {
+    /** `maxBytes`: the files the archive may hold (a chat's /export keeps less than the CLI may write). */
+    async export(project: string, tenant: string, out: string, maxBytes = EXPORT_MAX_BYTES): Promise<TenantExport> {
       const fp = footprint(project, tenant);
       const transcripts = openChatTranscripts(deps.stateDir);
       const schedules = deps.scheduleStore.list({ project, tenant });
@@ -117,7 +123,7 @@ export function createTenantData(berth: {
           const manifest = { project, tenant, exported_at: new Date().toISOString(), berth: VERSION, counts, skipped: a.skipped };
           await a.add('manifest.json', `${JSON.stringify(manifest, null, 2)}\n`);
         },
-        EXPORT_MAX_BYTES,
+        maxBytes,
       );
       deps.audit.record({ kind: 'admin', action: 'tenant.export', project, target: tenant, outcome: 'ok' });
       return { project, tenant, out, bytes, counts, skipped };
@@ -131,7 +137,7 @@ export function createTenantData(berth: {
       }
       const fp = footprint(project, tenant);
       const { paths } = fp.project;
-      const removed = { sessions: 0, workspaces: 0, runs: 0, memory: 0, schedules: 0, chat_logins: 0, run_files: 0 };
+      const removed = { sessions: 0, workspaces: 0, schedules: 0, chat_logins: 0 };
       for (const s of fp.sessions) {
         deps.admin().deleteSession(project, s.id);
         await deps.forgetSession(project, s.id); // its container is gone before its workspace is
@@ -148,14 +154,7 @@ export function createTenantData(berth: {
           }
         });
       }
-      const runIds = new Set(fp.runs.map((r) => r.run));
-      removed.runs = rewriteLines(join(paths.sessionsDir, 'runs.jsonl'), (line) => runIds.has(runOf(line) ?? ''));
-      for (const run of runIds) {
-        if (fs.existsSync(runFilesDirOf(deps.stateDir, run))) removed.run_files++;
-        fs.rmSync(runFilesDirOf(deps.stateDir, run), { recursive: true, force: true });
-      }
-      const author = deps.memoryAuthor(project, tenant);
-      removed.memory = rewriteLines(join(paths.memoryDir, MEMORY_FILE), (line) => authorOf(line) === author);
+      const records = forgetRecords(fp, deps.stateDir, tenant, deps.memoryAuthor(project, tenant));
       for (const s of deps.scheduleStore.list({ project, tenant })) {
         deps.scheduleStore.cancel(s.id, { project, tenant });
         removed.schedules++;
@@ -170,7 +169,7 @@ export function createTenantData(berth: {
       }
       frozen.unfreeze(project, tenant);
       deps.audit.record({ kind: 'admin', action: 'tenant.forget', project, target: tenantDigest(project, tenant), outcome: 'ok' });
-      return { project, tenant, removed };
+      return { project, tenant, removed: { ...removed, ...records } };
     },
 
     /** Tenants frozen for using a decoy credential (outbound/honeytokens.ts), and lifting one after a look. */
@@ -186,18 +185,33 @@ export function createTenantData(berth: {
 
 export type TenantData = ReturnType<typeof createTenantData>;
 
-function runOf(line: string): string | undefined {
-  try {
-    const value = (JSON.parse(line) as { run?: unknown }).run;
-    return typeof value === 'string' ? value : undefined;
-  } catch {
-    return undefined;
+/**
+ * A forgotten tenant's lines in the project's logs and their kept files: run records, the files
+ * kept for their runs (also those whose record rotated away) and the archives /export made, the
+ * outbound log (hosts, sizes, tokens: what the per-day model budget counts), the day's budget
+ * mark (in berth's own state, `homeState`) and their memory entries.
+ */
+function forgetRecords(fp: TenantFootprint, homeState: string, tenant: string, author: string) {
+  const { paths, metadata } = fp.project;
+  const runIds = new Set(fp.runs.map((r) => r.run));
+  const runs = rewriteLines(join(paths.sessionsDir, 'runs.jsonl'), (line) => runIds.has(fieldOf(line, 'run') ?? ''));
+  let runFiles = 0;
+  for (const run of new Set([...runIds, ...runFilesOfTenant(paths.stateDir, tenant)])) {
+    if (fs.existsSync(runFilesDirOf(paths.stateDir, run))) runFiles++;
+    fs.rmSync(runFilesDirOf(paths.stateDir, run), { recursive: true, force: true });
   }
+  let outbound = 0;
+  for (const file of ['outbound.jsonl', 'outbound.jsonl.1'])
+    outbound += rewriteLines(join(paths.sessionsDir, file), (line) => fieldOf(line, 'tenant') === tenant);
+  const budgetMarks = openBudgetDays(homeState).forget(metadata.name, tenant) ? 1 : 0;
+  const memory = rewriteLines(join(paths.memoryDir, MEMORY_FILE), (line) => fieldOf(line, 'author') === author);
+  return { runs, run_files: runFiles, outbound, budget_marks: budgetMarks, memory };
 }
 
-function authorOf(line: string): string | undefined {
+/** A JSON line's string field, or undefined (not JSON, not a string). */
+function fieldOf(line: string, field: string): string | undefined {
   try {
-    const value = (JSON.parse(line) as { author?: unknown }).author;
+    const value = (JSON.parse(line) as Record<string, unknown>)[field];
     return typeof value === 'string' ? value : undefined;
   } catch {
     return undefined;

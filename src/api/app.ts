@@ -16,6 +16,8 @@ import type { FileTools } from '../file-tools/service.js';
 import type { SessionStore } from '../store/sessions.js';
 import { VERSION } from '../base/version.js';
 import { bearerAuth } from './auth.js';
+import { decoyTripwire } from './decoy-tripwire.js';
+import type { Honeytokens } from '../outbound/honeytokens.js';
 import type { SignInFor } from './oidc/flows.js';
 import { ssoLinkFor } from './oidc/pages.js';
 import type { LogEnv, OidcDeps } from './oidc/routes.js';
@@ -27,8 +29,7 @@ import { registerConsoleRoutes } from './console/routes.js';
 import type { ConsoleSources } from './console/state.js';
 import type { MetricsHistory } from '../admin/metrics-history.js';
 import { createGate, serveMcp } from './mcp-http.js';
-import { API_BODY_BYTES, FILE_BOUNDS, MCP_HTTP_BOUNDS } from '../config/bounds.js';
-import { bodyLimit } from 'hono/body-limit';
+import { MCP_HTTP_BOUNDS } from '../config/bounds.js';
 import { assertPlainInput } from '../config/parse.js';
 import { renderDocsPage } from './docs-page.js';
 import { errorBody } from '../base/errors.js';
@@ -46,15 +47,16 @@ import { METRICS_PATH, registerMetricsRoutes } from './routes/metrics.js';
 import type { Metrics } from '../base/metrics.js';
 import { registerChatRoutes, type ChatEnv } from './chat/routes.js';
 import type { WebChat } from '../bridges/web.js';
-import type { Hono, MiddlewareHandler } from 'hono';
+import type { Hono } from 'hono';
 import {
   auditRefusal,
   countUnauthenticated,
   countRefusal,
+  apiBodyLimit,
   chatNamingItsUser,
   sessionOfToken,
   asksForBearer,
-  checkRawPath,
+  rawPathCheck,
 } from './request-checks.js';
 
 export interface AppDeps {
@@ -94,6 +96,8 @@ export interface AppDeps {
   tenants?: () => TenantData;
   /** berth.yaml's sign-in provider and public URL, read at each sign-in (api/oidc). */
   oidc?: OidcDeps['settings'];
+  /** Decoy credentials: a request carrying one is refused and trips its tenant's wire (decoy-tripwire.ts). */
+  honeytokens?: Pick<Honeytokens, 'checkAny'>;
 }
 
 type Env = { Variables: { requestId: string; log: Logger } };
@@ -110,6 +114,7 @@ export interface AppSources {
   readonly audit?: AuditTrail;
   readonly schedules?: ScheduleService;
   readonly tenants?: TenantData;
+  readonly honeytokens?: Pick<Honeytokens, 'checkAny'>;
   readonly metrics: Metrics;
   /** A token that may read /metrics only; whoever builds the sources reads it (BERTH_METRICS_TOKEN). */
   readonly metricsToken?: string;
@@ -132,6 +137,7 @@ export function appDepsFrom(berth: AppSources, opts: { token: string; logger: Lo
     metricsToken: berth.metricsToken,
     ...(berth.schedules ? { schedules: () => berth.schedules as ScheduleService } : {}),
     ...(berth.tenants ? { tenants: () => berth.tenants as TenantData } : {}),
+    ...(berth.honeytokens ? { honeytokens: berth.honeytokens } : {}),
     consoleLogins: createConsoleLogins(berth.home === undefined ? undefined : join(homePaths(berth.home).stateDir, 'console-logins')),
     ...opts,
   };
@@ -172,11 +178,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     c.header('x-request-id', requestId);
     log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - t0) }, 'request');
   });
-  // The URL parser resolves "/a/../b" before routing, and passes a stray "%" on: such paths are refused, not rerouted.
-  app.use('*', async (c, next) => {
-    checkRawPath((c.env as { incoming?: { url?: string } } | undefined)?.incoming?.url ?? new URL(c.req.url).pathname);
-    await next();
-  });
+  // Paths with dot segments or a stray "%" are refused (not rerouted); a decoy credential in one trips its tenant's wire.
+  app.use('*', rawPathCheck, decoyTripwire(deps.honeytokens, 'head'));
   // /docs checks the token itself: a browser signs in with a form, not a header. /chat is the
   // people's side: its own login (a chat link's cookie), never the admin token. /metrics takes
   // the admin token or the metrics token (routes/metrics.ts).
@@ -199,7 +202,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
         path === METRICS_PATH,
     ),
   );
-  app.use('/api/*', apiBodyLimit);
+  app.use('/api/*', apiBodyLimit, decoyTripwire(deps.honeytokens, 'body'));
   // What the route validators would silently drop ("__proto__" keys) or recurse into without end is refused first.
   app.use('/api/*', async (c, next) => {
     if (c.req.method !== 'GET' && /^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) {
@@ -290,12 +293,13 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
     const source = (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress;
     return deps.hooks(c.req.raw, c.req.path.slice('/hooks/'.length), source);
   });
+  const t = deps.tenants ? { tenants: deps.tenants } : {};
   registerConsoleRoutes(app as unknown as Hono, {
     token: deps.token,
     logins,
     sso: () => sso('console'),
     audit: deps.audit,
-    sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history, live: deps.live },
+    sources: { admin: deps.admin, approvals: deps.approvals, senders: deps.senders, history: deps.history, live: deps.live, ...t },
   });
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
@@ -359,17 +363,3 @@ export function createApp(deps: AppDeps): OpenAPIHono<Env> {
 
   return app;
 }
-
-/** POST /api/projects/:name/runs */
-const RUNS_PATH = /^\/api\/projects\/[^/]+\/runs$/;
-
-/** Every /api body is bounded; a run's may carry files (base64), so it has its own, larger bound (config/bounds.ts FILE_BOUNDS). */
-const apiBodyLimit: MiddlewareHandler = (c, next) => {
-  const max = c.req.method === 'POST' && RUNS_PATH.test(c.req.path) ? FILE_BOUNDS.runBodyBytes : API_BODY_BYTES;
-  return bodyLimit({
-    maxSize: max,
-    onError: () => {
-      throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`);
-    },
-  })(c, next);
-};

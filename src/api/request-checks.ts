@@ -6,6 +6,9 @@ import { tenantOfChatUser } from '../store/chat-links.js';
 import { surfaceOf } from './request-surface.js';
 import type { Metrics } from '../base/metrics.js';
 import type { WebChat } from '../bridges/web.js';
+import type { MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { API_BODY_BYTES, FILE_BOUNDS } from '../config/bounds.js';
 
 // The HTTP app's refusals and caller checks: what createApp's middlewares call, outside its closure.
 
@@ -99,3 +102,23 @@ export function hasDotSegment(rawPath: string): boolean {
     return s === '.' || s === '..';
   });
 }
+
+/** The URL parser resolves "/a/../b" before routing, and passes a stray "%" on: such paths are refused (checkRawPath), not rerouted. */
+export const rawPathCheck: MiddlewareHandler = async (c, next) => {
+  checkRawPath((c.env as { incoming?: { url?: string } } | undefined)?.incoming?.url ?? new URL(c.req.url).pathname);
+  await next();
+};
+
+/** POST /api/projects/:name/runs */
+const RUNS_PATH = /^\/api\/projects\/[^/]+\/runs$/;
+
+/** Every /api body is bounded; a run's may carry files (base64), so it has its own, larger bound (config/bounds.ts FILE_BOUNDS). */
+export const apiBodyLimit: MiddlewareHandler = (c, next) => {
+  const max = c.req.method === 'POST' && RUNS_PATH.test(c.req.path) ? FILE_BOUNDS.runBodyBytes : API_BODY_BYTES;
+  return bodyLimit({
+    maxSize: max,
+    onError: () => {
+      throw new BerthError('PAYLOAD_TOO_LARGE', `request body is larger than ${max} bytes`);
+    },
+  })(c, next);
+};

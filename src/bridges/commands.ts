@@ -6,6 +6,7 @@ import type { ScheduleService } from '../admin/schedules.js';
 import { SCHEDULE_COMMANDS, SCHEDULE_HELP } from './schedule-commands.js';
 import { CHECKPOINT_COMMANDS, CHECKPOINT_HELP } from './checkpoint-commands.js';
 import { boundaryWords, SECRETS_RUNS, secretsWords } from './boundary.js';
+import { PERSON_COMMANDS, PERSON_HELP, type PersonCommandContext } from './person-commands.js';
 import { LEVEL_PROFILES } from '../plan/levels.js';
 
 /**
@@ -44,6 +45,8 @@ export interface CommandContext {
   schedules?: ScheduleService;
   /** /usage: the person's model use today and this week (chat-cost.ts). */
   usage?: () => string;
+  /** /export and /forget (person-commands.ts); without it they say the operator does them. */
+  person?: PersonCommandContext['person'];
 }
 
 type Command = (ctx: CommandContext, args: string[]) => Promise<string>;
@@ -57,6 +60,7 @@ export const HELP = [
   "/whoami — who you are here, this conversation, your agent's level and your folder",
   '/boundary — where your last run ran, what it saw and could reach, and whether that was as planned',
   '/secrets — the requests berth added a secret to for your agent (names and where, never a value)',
+  ...PERSON_HELP,
   '/yes, /yes session, /no — answer your agent when it asks to reach a host this project does not allow',
   ...SCHEDULE_HELP,
   '/usage — the model tokens (and money) you used today and in the last 7 days, and your daily budget',
@@ -106,6 +110,7 @@ export const NOTHING_ASKED = 'berth: nothing is waiting for your answer.';
 const COMMANDS: Record<string, Command> = {
   ...SCHEDULE_COMMANDS,
   ...CHECKPOINT_COMMANDS,
+  ...PERSON_COMMANDS,
   async yes() {
     return NOTHING_ASKED;
   },

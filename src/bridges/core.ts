@@ -22,6 +22,7 @@ import { chatConversations, chatSessionId, routeOf, whenAdmitted, type Lapsed } 
 import type { IncomingFile } from '../plan/files-in.js';
 import type { DeliveryBounds } from './delivery-policy.js';
 import { chatCommand, type CommandAdmin, type CommandContext } from './commands.js';
+import type { PersonChat } from './person-commands.js';
 import { createLanes, laneLimitsOf, type LaneKey, type Slot } from './lanes.js';
 import { startTyping, watchProgress } from './progress.js';
 import { recoverInbox } from './recover.js';
@@ -48,10 +49,9 @@ export interface BridgeCore {
   /** A message arrived; resolves once it is journaled (or known as a re-delivery). */
   receive(message: InboundMessage): 'accepted' | 'duplicate';
   /**
-   * A scheduled run's message, with no incoming one (runs/scheduler.ts): journaled in the inbox
-   * under its firing's id (a second post of it is a duplicate, never a second run), then answered
-   * as the person's message and its answer posted to the chat, marked as scheduled. 'refused':
-   * its sender may no longer write here.
+   * A scheduled run's message, with no incoming one (runs/scheduler.ts): journaled in the inbox under its firing's id (a
+   * second post of it is a duplicate, never a second run), then answered as the person's message and its answer posted to
+   * the chat, marked as scheduled. 'refused': its sender may no longer write here.
    */
   post(message: ScheduledMessage): 'accepted' | 'duplicate' | 'refused';
   /** At startup: see recover.ts. `heldOnly`: a bridge restarted in this process takes over only the strangers' held first messages. */
@@ -76,10 +76,7 @@ export interface BridgeDeps {
   owner?: string;
   /** Sender allowed to talk at all (pairing, allowlist). */
   senderAllowed: (sender: string) => boolean;
-  /**
-   * Asked again when a message's turn comes and right before its run starts (web chat: the login
-   * that sent it still holds). False: it ends failed, unrun, and the sender is told.
-   */
+  /** Asked again when a message's turn comes and right before its run starts (web chat: the login still holds). False: it ends failed, unrun, and the sender is told. */
   stillAllowed?: (message: { id: string; chat: string; sender: string }) => boolean;
   /** A stranger the operator turned away: their held first message is dropped, unrun. */
   senderDenied?: (sender: string) => boolean;
@@ -95,6 +92,8 @@ export interface BridgeDeps {
   jobs?: JobsAdmin;
   /** The cost line, the day's budget hold and /usage (chat-cost.ts); without it none of them. */
   cost?: ChatCost;
+  /** /export and /forget (person-commands.ts); without it the chat is told the operator does them. */
+  person?: PersonChat;
 }
 
 export function createBridgeCore(deps: BridgeDeps): BridgeCore {
@@ -146,8 +145,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       );
       return;
     }
-    // Only this chat's own messages are counted: never how many other people's wait. Said only
-    // if it still waits after a moment: the one ahead may be no more than its reply being sent.
+    // Only this chat's own messages are counted; said only if it still waits after a moment (the one ahead may be its reply).
     if (queued.ahead > 0) {
       const { ahead } = queued;
       setTimeout(() => {
@@ -187,6 +185,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
       chat: { channel: transport.name, chat: entry.chat, ...(entry.session !== undefined ? { session: entry.session } : {}) },
       schedules: deps.schedules,
       usage: deps.cost && (() => deps.cost?.usage(ctx) ?? ''),
+      person: deps.person && { ...deps.person, tell: (text) => tell(entry.chat, text) },
     };
     ctx.askRaise = levelAsker(deps.approvals, ctx, (text) => tell(entry.chat, text));
     // A scheduled run's task is the agent's, never a command.

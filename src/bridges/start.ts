@@ -15,6 +15,7 @@ import { tryOwnerLock, type OwnerLock } from '../fs/lock.js';
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
 import type { Approvals } from '../outbound/approvals.js';
+import type { PersonChat } from './person-commands.js';
 import type { Metrics } from '../base/metrics.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
 import { createPostOut } from './post-out.js';
@@ -139,6 +140,8 @@ type BridgeDeps = {
   metrics?: Pick<Metrics, 'replyUndelivered'>;
   /** Schedules made in the chats (/every, /at …) and by their agents. */
   schedules?: ScheduleService;
+  /** A person's /export and /forget (person-commands.ts). */
+  person?: PersonChat;
 } & Selection;
 
 /** Start the configured bridges, holding their claim (taken now unless the caller took it first); stop() gives it back. */
@@ -339,6 +342,7 @@ function buildChannel(deps: BridgeDeps, dir: string, channel: ChannelModule, con
     metrics: deps.metrics,
     senderDenied: (sender) => state.isDenied(sender),
     schedules: deps.schedules,
+    person: deps.person,
     cost: createChatCost({ admin: deps.admin, config: deps.config, approvals: deps.approvals, days: openBudgetDays(deps.stateDir) }),
     jobs: deps.admin,
     senderAllowed: (sender) => senderAllowed(channel, channelConfig(deps.config().bridges, channel.name), state, sender),

@@ -13,6 +13,7 @@ import type { TranscriptEntry } from '../store/chat-transcripts.js';
 import { openBridgeState, type BridgeState } from '../store/bridge-state.js';
 import { openInbox, type Inbox } from '../store/inbox.js';
 import { changeLevel, type CommandContext } from './commands.js';
+import type { PersonChat } from './person-commands.js';
 import type { ChatTransport } from './chat-transport.js';
 import type { Metrics } from '../base/metrics.js';
 import { createBridgeCore, type BridgeCore } from './core.js';
@@ -108,7 +109,8 @@ export interface WebChat {
   answer(login: WebLogin, id: string, decision: ApprovalDecision): void;
 }
 
-export function createWebChat(deps: {
+/** What the web chat is made from (berth serve's bridges pass theirs through). */
+export interface WebChatDeps {
   admin: AdminService;
   config: () => BerthConfig;
   logger: Logger;
@@ -118,7 +120,10 @@ export function createWebChat(deps: {
   approvals?: Pick<Approvals, 'answer' | 'pending' | 'requestLevel'> & Partial<Pick<Approvals, 'requestBudget'>>;
   metrics?: Pick<Metrics, 'replyUndelivered'>;
   schedules?: ScheduleService;
-}): WebChat {
+  person?: PersonChat;
+}
+
+export function createWebChat(deps: WebChatDeps): WebChat {
   const { admin } = deps;
   const inbox = openInbox(deps.bridgeDir, 'web');
   const state = openBridgeState(deps.bridgeDir, 'web');
@@ -252,6 +257,7 @@ export function createWebChat(deps: {
     // …and a message whose login was revoked (or ended) while it waited is not run.
     stillAllowed: loginHolds,
     schedules: deps.schedules,
+    person: deps.person,
     cost: createChatCost({ admin, config: deps.config, approvals: deps.approvals, days: openBudgetDays(deps.stateDir) }),
     jobs: admin,
   });

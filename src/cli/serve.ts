@@ -17,6 +17,7 @@ import { ADMIN_TOOLS } from '../mcp/admin-tools.js';
 import { VERSION } from '../base/version.js';
 import { BerthError, errnoOf } from '../base/errors.js';
 import { claimBridges, startBridges, type BridgeClaim, type RunningBridges } from '../bridges/start.js';
+import { createPersonRequests } from '../admin/person-requests.js';
 import { approveSender, channelsWithPairing, denySender, pendingSenders } from '../bridges/senders.js';
 import { configuredChannels, webChatWords } from '../config/bridges.js';
 import { channelNamed, CHANNEL_NAMES } from '../channels/registry.js';
@@ -283,6 +284,15 @@ function startConfiguredBridges(berth: Berth, io: Out, opts: { web?: boolean; cl
     metrics: berth.metrics,
     only: opts.only,
     schedules: berth.schedules,
+    person: {
+      requests: createPersonRequests({
+        tenants: () => berth.tenants,
+        store: berth.store,
+        config: () => berth.config,
+        approvals: berth.approvals,
+      }),
+      publicUrl: () => berth.config.bridges.public_url,
+    },
   });
   if (bridges.web) io.out(`web bridge: ${webChatWords(berth.config.bridges)}\n`);
   for (const { channel, config } of configuredChannels(berth.config.bridges)) {

@@ -9,6 +9,7 @@ import { SchedulesSchema } from './schedules.js';
 import { OidcSchema } from './oidc.js';
 import { TranscriptionSchema } from './transcription.js';
 import { CheckpointsSchema } from './checkpoints.js';
+import { AlertsSchema } from './alerts.js';
 
 /** berth.yaml's shape (the checks beyond its shape are operator-checks.ts; loading is berth-config.ts). */
 export const DEFAULT_SHELL_IMAGE = 'berth/shell:latest';
@@ -32,6 +33,12 @@ export const ProjectGrantsSchema = z
       .optional()
       .describe(
         "Decoy credentials in this project's containers (AWS keys in the environment and ~/.aws, an SSH key): any use freezes the tenant (docs/security.md).",
+      ),
+    chat_forget: z
+      .enum(['operator', 'person'])
+      .optional()
+      .describe(
+        "Who decides a chat person's /forget (everything berth keeps of them removed): the operator (the default) allows it (berth approvals, the console), or the person alone, after confirming (docs/tenant-data.md).",
       ),
   })
   .strict();
@@ -77,6 +84,7 @@ export const BerthConfigSchema = z
     transcription: TranscriptionSchema.optional().describe(
       'Voice notes become text through this upstream (docs/files.md); none: they are saved as files and the person is told voice is not enabled.',
     ),
+    alerts: AlertsSchema.describe('Alerts berth sends the operator as they happen (a decoy credential used): docs/security.md.'),
     egress: OperatorEgressSchema.describe("The egress proxy's operator-only settings."),
     secrets: SecretsSchema,
     images: z

@@ -1,3 +1,4 @@
+import { auditActionOf, deniedWords, notAllowedWords, type RunAsk } from './approval-reasons.js';
 import type { Logger } from 'pino';
 import type { AuditEvent } from '../store/audit.js';
 import { BerthError } from '../base/errors.js';
@@ -52,6 +53,11 @@ export interface Approvals {
     req: { project: string; tenant: string; session: string; level: PermissionLevel; timeoutSeconds: number },
     told: (answer: ApprovalAnswer) => void,
   ): ApprovalView;
+  /** A chat person's /forget: only the operator may allow it (`told` runs it then); one per tenant waits at a time. */
+  requestForget(
+    req: { project: string; tenant: string; session: string; timeoutSeconds: number },
+    told: (answer: ApprovalAnswer) => void,
+  ): ApprovalView;
   /**
    * A chat message held at its tenant's daily model budget: its approver (the person or the
    * operator, as chat.approvals says) may let it and the day's next ones past. `listen` hears the
@@ -62,9 +68,6 @@ export interface Approvals {
     listen: ApprovalListener,
   ): Promise<ApprovalAnswer>;
 }
-
-/** What a run asks for: a host past its allowlist, or a secret whose grant asks before its first use. */
-export type RunAsk = 'egress' | 'secret';
 
 export const APPROVAL_BOUNDS = {
   /** Requests one run may make (each a card or a message someone must read). */
@@ -91,20 +94,6 @@ interface Waiter {
   listen?: ApprovalListener;
   settle: (answer: ApprovalAnswer) => void;
 }
-
-/** Why a run's request is not let through as it is: what an answer of no then adds to. */
-const notAllowedWords = (kind: RunAsk, target: string, project: string) =>
-  kind === 'secret'
-    ? `secret ${target} is added only once someone allows it (its grant asks first)`
-    : `${target} is not in project "${project}"'s egress allowlist`;
-
-/** How a run's request came to be denied. */
-const deniedWords = (kind: RunAsk, by: string, timeoutSeconds: number) =>
-  by === 'timeout'
-    ? `nobody allowed it within ${timeoutSeconds} s`
-    : by === 'berth'
-      ? 'the agent answered before anyone allowed it'
-      : `${kind === 'secret' ? 'it' : 'the request to reach it'} was denied`;
 
 export function createApprovals(deps: {
   store: ApprovalStore;
@@ -142,23 +131,13 @@ export function createApprovals(deps: {
     const allowed = answer.decision !== 'deny';
     try {
       if (request.kind === 'level' && allowed) deps.raiseLevel(request.project, request.session, request.target as PermissionLevel);
-      else if (answer.decision === 'session') deps.approveForSession(request.project, request.session, request.target);
+      else if (answer.decision === 'session' && (request.kind === 'egress' || request.kind === 'secret'))
+        deps.approveForSession(request.project, request.session, request.target);
     } catch (err) {
       deps.logger.warn({ err: String(err).slice(0, 200), id }, 'could not keep the approval for the session');
       if (request.kind === 'level') answer = { ...answer, decision: 'deny' }; // the level stays: the chat must not hear otherwise
     }
-    const action =
-      answer.by === 'timeout'
-        ? 'approval.timeout'
-        : answer.decision === 'deny'
-          ? 'approval.deny'
-          : request.kind === 'level'
-            ? 'approval.raise_level'
-            : request.kind === 'budget'
-              ? 'approval.allow_past_budget'
-              : answer.decision === 'once'
-                ? 'approval.allow_once'
-                : 'approval.allow_session';
+    const action = auditActionOf(request.kind, answer);
     deps.audit({
       kind: 'admin',
       action,
@@ -286,6 +265,33 @@ export function createApprovals(deps: {
     return { allowed: true };
   }
 
+  /** A chat person's request only the operator may allow (a level, a forget): one per kind and session (or tenant, for a forget) waits at a time. */
+  function askOperator(
+    req: { kind: 'level' | 'forget'; project: string; tenant: string; session: string; target: string; timeoutSeconds: number },
+    told: (answer: ApprovalAnswer) => void,
+    what: string,
+  ): ApprovalView {
+    const same = (r: ApprovalRequest) =>
+      r.kind === req.kind && r.project === req.project && (req.kind === 'forget' ? r.tenant === req.tenant : r.session === req.session);
+    const waiting = [...waiters.values()].find((w) => same(w.request));
+    if (waiting) return viewOf(waiting.request);
+    if (waiters.size >= APPROVAL_BOUNDS.pendingMax)
+      throw new BerthError('BUSY', 'too many requests wait for an answer; ask again later', { retry_after: 60 });
+    const { timeoutSeconds, ...fields } = req;
+    const request = hold({ ...fields, run: '', approver: 'operator' }, timeoutSeconds, undefined, (a) => {
+      try {
+        told(a);
+      } catch (err) {
+        deps.logger.warn({ err: String(err).slice(0, 200) }, `could not tell the chat about its ${req.kind} request`);
+      }
+    });
+    deps.logger.info(
+      { id: request.id, project: req.project, tenant: req.tenant, session: req.session, target: req.target },
+      `${what}: berth approvals allow ${request.id} (or deny)`,
+    );
+    return viewOf(request);
+  }
+
   return {
     async request(run, target, kind = 'egress') {
       const state = stateOf(run.runId);
@@ -339,30 +345,12 @@ export function createApprovals(deps: {
         .map(viewOf);
     },
 
-    requestLevel(req, told) {
-      const waiting = [...waiters.values()].find(
-        (w) => w.request.kind === 'level' && w.request.project === req.project && w.request.session === req.session,
-      );
-      if (waiting) return viewOf(waiting.request);
-      if (waiters.size >= APPROVAL_BOUNDS.pendingMax)
-        throw new BerthError('BUSY', 'too many requests wait for an answer; ask again later', { retry_after: 60 });
-      const request = hold(
-        { kind: 'level', project: req.project, tenant: req.tenant, session: req.session, run: '', target: req.level, approver: 'operator' },
-        req.timeoutSeconds,
-        undefined,
-        (a) => {
-          try {
-            told(a);
-          } catch (err) {
-            deps.logger.warn({ err: String(err).slice(0, 200) }, 'could not tell the chat about its level request');
-          }
-        },
-      );
-      deps.logger.info(
-        { id: request.id, project: req.project, tenant: req.tenant, session: req.session, level: req.level },
-        `a chat user asks for level ${req.level}: berth approvals allow ${request.id} (or deny)`,
-      );
-      return viewOf(request);
+    requestLevel({ level, ...req }, told) {
+      return askOperator({ kind: 'level', ...req, target: level }, told, `a chat user asks for level ${level}`);
+    },
+
+    requestForget(req, told) {
+      return askOperator({ kind: 'forget', ...req, target: 'everything berth keeps of them' }, told, 'a chat user asks to be forgotten');
     },
 
     requestBudget(req, listen) {

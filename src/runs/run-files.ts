@@ -3,6 +3,7 @@ import { safeFileName } from '../plan/file-names.js';
 import { incomingNotice, planIncoming, withIncomingWords } from '../plan/files-in.js';
 import { voiceNotice, withTranscripts } from '../plan/voice-notes.js';
 import type { Transcriber } from '../outbound/transcription.js';
+import type { Honeytokens } from '../outbound/honeytokens.js';
 export type { Transcriber } from '../outbound/transcription.js';
 import { freeBytesOf, landIncoming } from '../store/inbox-files.js';
 import { collectOutbox, pruneRunFiles, runFilesDirOf } from '../store/run-files.js';
@@ -51,15 +52,28 @@ export async function landMessageFiles(
   };
 }
 
+/** The tripwire a file sent out of a chat passes (outbound/honeytokens.ts): does it carry the tenant's decoy? */
+export type OutboxTripwire = Pick<Honeytokens, 'check'>;
+
 /** After a message's run: what it left in outbox/ taken (collectRunFiles), and what landed in inbox/, on its outcome. */
-export function withRunFiles(ctx: RunContext, spec: LaunchSpec, outcome: RunOutcome, landedIn?: RunFiles['in']): RunOutcome {
+export function withRunFiles(
+  ctx: RunContext,
+  spec: LaunchSpec,
+  outcome: RunOutcome,
+  landed: { in?: RunFiles['in']; tripwire?: OutboxTripwire },
+): RunOutcome {
   if (spec.kind !== 'message') return outcome;
-  const files: RunFiles = { ...(landedIn ? { in: landedIn } : {}), out: collectRunFiles(ctx) };
+  const files: RunFiles = { ...(landed.in ? { in: landed.in } : {}), out: collectRunFiles(ctx, landed.tripwire) };
   return { ...outcome, files };
 }
 
-/** After the run: what the agent left in outbox/, taken into the run's files (a failure is logged, never the run's). */
-export function collectRunFiles(ctx: RunContext): RunFiles['out'] {
+/**
+ * After the run: what the agent left in outbox/ (send_file queues there too), taken into the
+ * run's files (a failure is logged, never the run's). Each file is looked at whole for the
+ * tenant's decoy credentials before it is taken (it is already bounded by the project's
+ * files.max_file_mb and max_message_mb): one that carries one stays, and trips the wire.
+ */
+export function collectRunFiles(ctx: RunContext, tripwire?: OutboxTripwire): RunFiles['out'] {
   // A shared workspace's outbox/ is anyone's: another tenant could put a file there for this person.
   if (!ctx.workspace.isolated) return { files: [], left: [] };
   try {
@@ -69,6 +83,16 @@ export function collectRunFiles(ctx: RunContext): RunFiles['out'] {
       settings: ctx.project.metadata.files,
       who: { tenant_key: ctx.session.tenant_key, session: ctx.session.id },
       owner: ctx.owner,
+      ...(tripwire
+        ? {
+            hold: (name: string, data: Uint8Array) =>
+              tripwire.check(
+                { project: ctx.project.metadata.name, tenantKey: ctx.session.tenant_key, runId: ctx.runId },
+                `outbox ${name.slice(0, 100)}`,
+                data,
+              ),
+          }
+        : {}),
     });
     if (out.files.length || out.left.length) ctx.log.info({ sent: out.files.length, left: out.left }, 'outbox/ collected');
     if (out.files.length) pruneRunFiles(ctx.project.paths.stateDir, Date.now());

@@ -40,7 +40,7 @@ export interface RunnerDeps {
   /** The requests each run's egress added a granted secret to: its receipt lists them. */
   credentialUses?: Pick<CredentialUses, 'take'>;
   /** Decoy credentials (berth.yaml projects.<p>.honeytokens), and tenants frozen for using one. */
-  honeytokens?: Pick<Honeytokens, 'decoysFor' | 'assertNotFrozen'>;
+  honeytokens?: Pick<Honeytokens, 'decoysFor' | 'assertNotFrozen' | 'check'>;
   /** berth.yaml's transcription upstream (the model gateway's), for a message's voice notes; none: voice is not enabled. */
   transcriber?: Transcriber;
 }

@@ -179,7 +179,7 @@ export function createRunner(deps: RunnerDeps): Runner {
           ctx,
           spec,
           await execute(ctx, spec, plan, home, onCreated, { halt, stopRun, answered, filesIn: landed.in }, lease),
-          landed.in,
+          { ...landed, tripwire: deps.honeytokens },
         );
       } catch (err) {
         if (lease) await warmSessions?.release(lease); // never used (a plan or mount check failed, berth is stopping): not kept

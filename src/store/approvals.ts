@@ -24,9 +24,9 @@ export const ApprovalRequestSchema = z
   .object({
     id: z.string().regex(APPROVAL_ID_PATTERN),
     kind: z
-      .enum(['egress', 'secret', 'level', 'budget'])
+      .enum(['egress', 'secret', 'level', 'budget', 'forget'])
       .describe(
-        "egress: a host outside the project's egress allowlist; secret: a granted secret whose grant asks first (ask: first_use), its first use in a conversation; level: a chat session's level above what the project lets its person take; budget: a chat message past its tenant's daily model budget.",
+        "egress: a host outside the project's egress allowlist; secret: a granted secret whose grant asks first (ask: first_use), its first use in a conversation; level: a chat session's level above what the project lets its person take; budget: a chat message past its tenant's daily model budget; forget: a person's /forget (everything berth keeps of them removed).",
       ),
     project: z.string().max(128),
     tenant: z.string().max(1024),

@@ -26,6 +26,8 @@ const MARKS_MAX = 10_000;
 export interface BudgetDays {
   get(project: string, tenant: string, day: string): DayMark;
   mark(project: string, tenant: string, day: string, change: { warned?: true; allowed_by?: string }): void;
+  /** A forgotten tenant's mark goes (berth tenant forget); whether there was one. */
+  forget(project: string, tenant: string): boolean;
 }
 
 export function openBudgetDays(stateDir: string): BudgetDays {
@@ -49,6 +51,13 @@ export function openBudgetDays(stateDir: string): BudgetDays {
       const all = Object.fromEntries([...kept.slice(-(MARKS_MAX - 1)), [key(project, tenant), { ...before, ...change }]]);
       fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
       atomicWriteFile(file, JSON.stringify(all), 0o600, parsesAs(FileSchema));
+    },
+    forget(project, tenant) {
+      const all = read();
+      if (own(all, key(project, tenant)) === undefined) return false;
+      const kept = Object.fromEntries(Object.entries(all).filter(([k]) => k !== key(project, tenant)));
+      atomicWriteFile(file, JSON.stringify(kept), 0o600, parsesAs(FileSchema));
+      return true;
     },
   };
 }

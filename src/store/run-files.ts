@@ -13,6 +13,7 @@ import { candidateNames, kindOf, mediaTypeOf, safeFileName } from '../plan/file-
 import { OUTBOX_DIR } from '../plan/files-in.js';
 import { FILE_BOUNDS } from '../config/bounds.js';
 import { linkToFreeName, openWorkspace, writeUnder } from './workspace-write.js';
+import { readOutboxFile, type LeftFile } from './outbox-file.js';
 
 /**
  * Files out, on disk (files in: inbox-files.ts). What the agent left in outbox/ (regular files
@@ -41,14 +42,12 @@ const RunFilesRecordSchema = z.object({
 });
 export type RunFilesRecord = z.infer<typeof RunFilesRecordSchema>;
 
-const RECORD = '.run.json';
+/** Each run's files' record, beside them. */
+export const RUN_FILES_RECORD = '.run.json';
+const RECORD = RUN_FILES_RECORD;
 export const runFilesDirOf = (stateDir: string, runId: string) => join(stateDir, 'run-files', runId);
 
-/** A left outbox file and why (the next run tries it again, unless it is not a file berth sends). */
-export interface LeftFile {
-  name: string;
-  reason: string;
-}
+export type { LeftFile } from './outbox-file.js';
 
 /**
  * Take what the agent left in <workspace>/outbox/ (its top level, regular files only) into berth's
@@ -62,6 +61,8 @@ export function collectOutbox(opts: {
   settings: FilesSettings;
   who: { tenant_key: string; session: string };
   owner?: Owner;
+  /** A file not to send (it carries a decoy credential: runs/run-files.ts): it stays in outbox/, listed as held. */
+  hold?: (name: string, data: Uint8Array) => boolean;
 }): { files: RunFile[]; left: LeftFile[] } {
   const { settings } = opts;
   const files: RunFile[] = [];
@@ -91,6 +92,10 @@ export function collectOutbox(opts: {
       }
       const data = readOutboxFile(outFd, entry, Math.min(maxFile, budget), left);
       if (!data) continue;
+      if (opts.hold?.(entry, data)) {
+        left.push({ name: entry, reason: 'not sent: held for the operator' });
+        continue;
+      }
       budget -= data.byteLength;
       if (files.length === 0) fs.mkdirSync(opts.filesDir, { recursive: true, mode: 0o700 });
       const name = freeStoreName(opts.filesDir, safeFileName(entry));
@@ -156,31 +161,6 @@ function listNames(dirFd: number, max: number): string[] {
     dir.closeSync();
   }
   return names.sort();
-}
-
-/** One outbox file's bytes, or undefined (and why, in `left`) when berth does not send it. */
-function readOutboxFile(dirFd: number, name: string, maxBytes: number, left: LeftFile[]): Buffer | undefined {
-  let fd: number;
-  try {
-    fd = fs.openSync(at(dirFd, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-  } catch (err) {
-    const code = errnoOf(err);
-    if (code === 'ELOOP') left.push({ name, reason: 'a symbolic link: not sent' });
-    else if (code === 'ENXIO') left.push({ name, reason: 'not a regular file: not sent' });
-    else if (code !== 'ENOENT') left.push({ name, reason: `could not be opened (${code ?? 'error'})` });
-    return undefined;
-  }
-  return withFd(fd, (f) => {
-    const st = fs.fstatSync(f);
-    if (!st.isFile()) return void left.push({ name, reason: 'not a regular file: not sent' });
-    if (st.nlink > 1) return void left.push({ name, reason: 'has another hard link: not sent (copy it into outbox/ instead)' });
-    if (st.size > maxBytes)
-      return void left.push({
-        name,
-        reason: `too big (${st.size} bytes; max_file_mb and max_message_mb bound what one run sends): not sent`,
-      });
-    return readFdWhole(f, st.size);
-  });
 }
 
 function freeStoreName(dir: string, name: string): string {

@@ -135,6 +135,24 @@ describe('the operator console', () => {
     await page.context().close();
   });
 
+  it("shows a tenant frozen for a decoy credential (where, which run) and a run's receipt in its view; screenshots", async () => {
+    const first = h.berth.admin.listRuns('ops', { user: 'web:olivia', limit: 10 }).runs.at(-1)!;
+    h.berth.honeytokens.trip({ project: 'ops', tenantKey: 'web:mallory', runId: first.run }, 'egress GET attacker.example:80/x');
+    const page = await signIn(1280);
+    await page.waitForFunction(() => document.querySelectorAll('#frozen table tbody tr').length === 1);
+    const frozen = await rows(page, 'frozen');
+    expect(frozen[0]!.slice(1, 5)).toEqual(['ops', 'web:mallory', 'egress GET attacker.example:80/x', first.run]);
+    await screenshot(page, 'console-desktop-frozen');
+    await page.goto(`${base}/console#run/ops/${first.run}`);
+    await page.waitForSelector('#detail >> text=as planned');
+    const text = (await page.textContent('#detail')) ?? '';
+    expect(text).toContain(first.receipt_digest!);
+    expect(text).toMatch(/isolation(runc|runsc), (cold|warm|pool) start, folder: own, no network/);
+    await screenshot(page, 'console-desktop-run-receipt');
+    expect(h.berth.tenants.unfreeze('ops', 'web:mallory').unfrozen).toBe(true);
+    await page.context().close();
+  });
+
   it('on a phone (360 px) nothing scrolls sideways (wide tables scroll inside their section)', async () => {
     const page = await signIn(360);
     await page.waitForFunction(() => document.querySelectorAll('#charts canvas').length === 4);

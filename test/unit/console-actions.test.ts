@@ -60,7 +60,7 @@ describe('the console routes', () => {
     expect(state.projects[0]).toMatchObject({ name: 'bot', paused: { reason: 'lunch' } });
   });
 
-  it('its views: a run (with its audit lines), a session, a tenant; an unknown run 404 NOT_FOUND; a level that is none 400', async () => {
+  it('its views: a run (with its audit lines), a session (audited: transcript.open), a tenant; an unknown run 404 NOT_FOUND; a level that is none 400', async () => {
     await using h = unitHome();
     h.create({ name: 'bot', agent: 'shell' });
     const app = appOf(h);
@@ -73,6 +73,16 @@ describe('the console routes', () => {
       audit: [{ kind: 'run_receipt', target: o.runId }],
     });
     expect(await (await get(`/console/api/sessions/bot/${o.sessionId}`)).json()).toMatchObject({ session: { id: o.sessionId } });
+    // An operator reading a person's conversation is on the record: who, whose, which — never what.
+    const opened = h.berth.audit.list({ limit: 10 }).find((e) => e.action === 'transcript.open');
+    expect(opened).toMatchObject({
+      kind: 'admin',
+      actor: 'admin',
+      project: 'bot',
+      target: `web:ann session ${o.sessionId}`,
+      outcome: 'ok',
+    });
+    expect(JSON.stringify(opened)).not.toContain('viewed');
     expect(await (await get('/console/api/tenants/bot/web%3Aann')).json()).toMatchObject({
       tenant: 'web:ann',
       chat_user: 'ann',
@@ -86,6 +96,29 @@ describe('the console routes', () => {
       body: '{"level":"root"}',
     });
     expect(level.status).toBe(400);
+  });
+
+  it('frozen tenants are listed under "Waiting for you" with where it was seen; Unfreeze (from the page) lets them run again, audited', async () => {
+    await using h = unitHome();
+    h.create({ name: 'bot', agent: 'shell' });
+    const app = appOf(h);
+    const cookie = await cookieOf(app);
+    h.berth.honeytokens.trip({ project: 'bot', tenantKey: 'web:ann', runId: 'r1' }, 'egress GET example.com');
+    await expect(h.run('bot', 'web:ann', 'echo no')).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+    const state = (await (await app.request(`http://${HOST}/console/api/state`, { headers: { host: HOST, cookie } })).json()) as {
+      waiting: { frozen: unknown[] };
+    };
+    expect(state.waiting.frozen).toEqual([
+      expect.objectContaining({ project: 'bot', tenant: 'web:ann', where: 'egress GET example.com', run: 'r1' }),
+    ]);
+    const lift = await app.request(`http://${HOST}/console/api/tenants/bot/web%3Aann/unfreeze`, {
+      method: 'POST',
+      headers: { host: HOST, cookie, 'content-type': 'application/json', origin: `http://${HOST}` },
+      body: '{}',
+    });
+    expect(await lift.json()).toEqual({ project: 'bot', tenant: 'web:ann', unfrozen: true });
+    expect((await h.run('bot', 'web:ann', 'echo back')).stdout).toBe('back\n');
+    expect(h.berth.audit.list({ limit: 10 }).map((e) => e.action)).toContain('tenant.unfreeze');
   });
 
   it(`live events: a text/event-stream of the state; past ${EVENTS_PER_CALLER} at once per login, 429 BUSY`, async () => {

@@ -39,7 +39,12 @@ describe('knownKeysAt', () => {
   it("finds an object's keys through defaults, records and unions: what berth.yaml offers at a path", () => {
     expect(knownKeysAt(BerthConfigSchema, ['runs'])).toContain('warm_idle_seconds');
     expect(knownKeysAt(BerthConfigSchema, [])).toEqual(expect.arrayContaining(['runs', 'models', 'bridges', 'images']));
-    expect(knownKeysAt(BerthConfigSchema, ['projects', 'any'])).toEqual(['private_workspace', 'shared_access', 'honeytokens']);
+    expect(knownKeysAt(BerthConfigSchema, ['projects', 'any'])).toEqual([
+      'private_workspace',
+      'shared_access',
+      'honeytokens',
+      'chat_forget',
+    ]);
     expect(knownKeysAt(BerthConfigSchema, ['projects', 'any', 'shared_access', 0])).toEqual(['name', 'mode']);
     expect(knownKeysAt(BerthConfigSchema, ['nope'])).toEqual([]);
   });

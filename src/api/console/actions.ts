@@ -2,6 +2,7 @@ import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { z } from 'zod';
 import type { AuditTrail } from '../../admin/audit-trail.js';
 import { parseOrThrow } from '../../config/parse.js';
+import { BerthError } from '../../base/errors.js';
 import { PermissionLevelSchema } from '../../config/session.js';
 import { ChatUserSchema } from '../../store/chat-links.js';
 import { PAUSE_REASON_MAX } from '../../store/project-pause.js';
@@ -11,7 +12,8 @@ import type { ConsoleSources } from './state.js';
 
 /**
  * The console's views of one run, session or tenant, and its actions: stop a run, pause and
- * resume a project, set a session's level, delete a session, revoke a person's chat logins. Each
+ * resume a project, set a session's level, delete a session, revoke a person's chat logins, lift
+ * a tenant's freeze (a decoy credential was used). Opening a session (its transcript) is audited. Each
  * action is the admin service's (audited; the same as the API route and the CLI command), asked
  * with a JSON body from the console page itself (`act` checks origin, type and canAct).
  */
@@ -44,7 +46,16 @@ export function registerConsoleActions(app: Hono, deps: ConsoleActionDeps): void
   });
   app.get('/console/api/sessions/:project/:session', (c) => {
     deps.viewer(c);
-    return c.json(admin().sessionDetail(param(c, 'project'), param(c, 'session', Id)));
+    const detail = admin().sessionDetail(param(c, 'project'), param(c, 'session', Id));
+    // A person's conversation read by an operator is on the record: who (the caller's actor), whose, which; never what.
+    deps.audit?.record({
+      kind: 'admin',
+      action: 'transcript.open',
+      project: detail.project,
+      target: `${detail.session.tenant_key} session ${detail.session.id}`,
+      outcome: 'ok',
+    });
+    return c.json(detail);
   });
   app.get('/console/api/tenants/:project/:tenant', (c) => {
     deps.viewer(c);
@@ -87,6 +98,11 @@ export function registerConsoleActions(app: Hono, deps: ConsoleActionDeps): void
   app.post('/console/api/sessions/:project/:session/delete', deps.limit, async (c) => {
     await deps.act(c, Empty);
     return c.json(admin().deleteSession(param(c, 'project'), param(c, 'session', Id)));
+  });
+  app.post('/console/api/tenants/:project/:tenant/unfreeze', deps.limit, async (c) => {
+    await deps.act(c, Empty);
+    if (!deps.sources.tenants) throw new BerthError('NOT_FOUND', 'this berth serves no tenant data here');
+    return c.json(deps.sources.tenants().unfreeze(param(c, 'project'), param(c, 'tenant', TenantKeySchema)));
   });
   app.post('/console/api/projects/:project/chat-logins/revoke', deps.limit, async (c) => {
     const { user } = await deps.act(c, RevokeBody);

@@ -29,7 +29,7 @@ const BODY = `<header><h1>berth console</h1><nav aria-label="sections"><a href="
 <main>
 <div id="alert" role="alert"></div>
 <section id="s-detail" aria-live="polite" hidden><a href="#" class="back">← back to the lists</a><div id="detail"></div></section>
-${section('waiting', 'Waiting for you', '<h3>Requests to go past a grant</h3><div id="approvals"></div><h3>Strangers of the chat bots</h3><div id="senders"></div>')}
+${section('waiting', 'Waiting for you', '<h3>Requests to go past a grant</h3><div id="approvals"></div><h3>Strangers of the chat bots</h3><div id="senders"></div><h3>Frozen: a decoy credential was used</h3><div id="frozen"></div>')}
 ${section('charts', 'The last hour', '<div id="charts"><div class="chart"><h3>Runs per minute</h3><div id="chart-runs"></div></div><div class="chart"><h3>Run latency p50 / p95 (ms)</h3><div id="chart-latency"></div></div><div class="chart"><h3>Warm containers</h3><div id="chart-warm"></div></div><div class="chart"><h3>Refusals per minute</h3><div id="chart-refusals"></div></div></div>')}
 ${section('live', 'Live', '<p id="live-counts"></p><h3>Containers</h3><div id="containers"></div><h3>Chat bridges</h3><div id="bridges"></div>')}
 ${section('runs', 'Runs', '<h3>In flight</h3><div id="live"></div><h3>Recent</h3><div id="recent"></div><h3>Interrupted</h3><div id="interrupted"></div>')}

@@ -5,6 +5,7 @@ import type { ApprovalView } from '../../store/approvals.js';
 import type { RunRecord } from '../../store/run-log.js';
 import { runLine } from '../../admin/drill-down.js';
 import type { LiveView } from '../../admin/live-view.js';
+import type { TenantData } from '../../admin/tenant-data.js';
 
 /**
  * What the operator's console shows, read fresh at each poll: what waits for them (requests to
@@ -30,6 +31,8 @@ export interface ConsoleSources {
   history?: MetricsHistory;
   /** Containers with their figures, warm and pool counts, bridges' health (admin/live-view.ts); berth serve gives it. */
   live?: () => Promise<LiveView>;
+  /** Tenants frozen for using a decoy credential (admin/tenant-data.ts), and lifting one. */
+  tenants?: () => Pick<TenantData, 'frozen' | 'unfreeze'>;
 }
 
 /** Per minute of the last hour (oldest first): runs ended and their latency, warm containers, refusals. */
@@ -140,7 +143,11 @@ export function consoleState(src: ConsoleSources, now = Date.now()) {
   const approvals: ApprovalView[] = src.approvals?.pending() ?? [];
   return {
     at: new Date(now).toISOString(),
-    waiting: { approvals, senders: src.senders?.()?.pending() ?? null },
+    waiting: {
+      approvals,
+      senders: src.senders?.()?.pending() ?? null,
+      frozen: (src.tenants?.().frozen() ?? []).sort((a, b) => b.at.localeCompare(a.at)).slice(0, RUNS_SHOWN),
+    },
     series: seriesOf(runs, src.history?.samples() ?? [], now),
     runs: {
       live,

@@ -82,6 +82,14 @@ function auditTable(box: HTMLElement, entries: AuditEntry[]): void {
   );
 }
 
+/** A receipt in one line: where it ran, from what start, what it saw and could reach, what was not observed (docs/receipts.md). */
+function receiptLine(rc: NonNullable<NonNullable<RunDetail['record']>['receipt']>): string {
+  const reach = !rc.policy.egress ? 'no network' : rc.policy.allow.length ? 'egress to ' + rc.policy.allow.join(', ') : 'no website';
+  const secrets = rc.policy.secrets.length ? '; secrets added: ' + rc.policy.secrets.join(', ') : '';
+  const unseen = rc.unobserved.length ? '; not observed: ' + rc.unobserved.join(', ') : '';
+  return rc.planned.runtime + ', ' + rc.policy.start + ' start, folder: ' + rc.policy.folder + ', ' + reach + secrets + unseen;
+}
+
 function renderRun(box: HTMLElement, d: RunDetail & { audit: AuditEntry[] }, again: () => Promise<void>): void {
   const r = d.record;
   const title = el('h2', 'Run ' + d.run);
@@ -144,6 +152,8 @@ function renderRun(box: HTMLElement, d: RunDetail & { audit: AuditEntry[] }, aga
           ? r.receipt_digest + (r.receipt?.violations.length ? ' — ' + r.receipt.violations.length + ' violation(s)' : ' — as planned')
           : null,
       ],
+      ['isolation', r?.receipt ? receiptLine(r.receipt) : null],
+      ...(r?.receipt?.violations.length ? ([['violations', r.receipt.violations.join('; ')]] as Array<[string, string]>) : []),
     ]),
   );
   titledTable(

@@ -9,6 +9,7 @@ const actionsOf = (...boxes: HTMLElement[]): HTMLTableCellElement => {
 
 /** What waits for the operator: requests to go past a grant, strangers of the chat bots. */
 export function renderWaiting(w: ConsoleState['waiting'], refresh: () => Promise<void>): void {
+  renderFrozen(w.frozen, refresh);
   const answer = (id: string, decision: string) => () => api('POST', '/console/api/approvals/' + id, { decision });
   table(
     'approvals',
@@ -18,9 +19,17 @@ export function renderWaiting(w: ConsoleState['waiting'], refresh: () => Promise
       cell(a.project),
       cell(a.tenant),
       cell(a.session),
-      cell(a.kind === 'level' ? 'level ' + a.target : a.kind === 'secret' ? 'secret ' + a.target : a.target),
+      cell(
+        a.kind === 'level'
+          ? 'level ' + a.target
+          : a.kind === 'secret'
+            ? 'secret ' + a.target
+            : a.kind === 'forget'
+              ? 'to be forgotten: ' + a.target
+              : a.target,
+      ),
       cell(a.expires_at.slice(11, 19)),
-      a.kind === 'level'
+      a.kind === 'level' || a.kind === 'forget'
         ? actions(button('Allow', answer(a.id, 'once'), refresh), button('Deny', answer(a.id, 'deny'), refresh))
         : actions(
             button('Allow once', answer(a.id, 'once'), refresh),
@@ -47,6 +56,25 @@ export function renderWaiting(w: ConsoleState['waiting'], refresh: () => Promise
       actions(button('Approve', decide(s.sender, 'approve'), refresh), button('Deny', decide(s.sender, 'deny'), refresh)),
     ]),
     'No stranger waits.',
+  );
+}
+
+/** Tenants frozen for a decoy credential: where it was seen, the run, and lifting it after a look. */
+function renderFrozen(frozen: ConsoleState['waiting']['frozen'], refresh: () => Promise<void>): void {
+  const unfreeze = (project: string, tenant: string) => () =>
+    api('POST', '/console/api/tenants/' + encodeURIComponent(project) + '/' + encodeURIComponent(tenant) + '/unfreeze', {});
+  table(
+    'frozen',
+    ['since', 'project', 'tenant', 'seen at', 'run', ''],
+    frozen.map((f) => [
+      cell(ago(f.at)),
+      cell(f.project),
+      linkCell(f.tenant, 'tenant', f.project, f.tenant),
+      cell(f.where, 'bad'),
+      f.run ? linkCell(f.run, 'run', f.project, f.run) : cell('—'),
+      actionsOf(confirmButton('Unfreeze', 'Let ' + f.tenant + ' run again?', unfreeze(f.project, f.tenant), refresh)),
+    ]),
+    'No tenant is frozen.',
   );
 }
 
