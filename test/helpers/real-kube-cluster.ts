@@ -4,12 +4,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, StorageV1Api, type V1PersistentVolume } from '@kubernetes/client-node';
-import YAML from 'yaml';
 import { freePort } from './chaos-rigs.js';
 import { installAgentSandbox, kubeBinaries } from './kube-cluster.js';
+import { startControlPlane } from './real-kube-control.js';
 import { makeKubePki } from './real-kube-pki.js';
 import { startRealNode, type RealNode } from './real-kube-node.js';
-import { startProc, waitFor, type Proc } from './real-kube-proc.js';
+import { waitFor, type Proc } from './real-kube-proc.js';
 
 /**
  * A whole Kubernetes v1.20.2 on this machine, every part real and built from Debian's source
@@ -63,17 +63,6 @@ export function realNodeBinaries(): string {
   if (!fs.existsSync(join(bin, 'kubelet')))
     throw new Error(`No real-node binaries in ${bin}: run scripts/ensure-kube-node.sh once (30-50 minutes), then the real tier.`);
   return bin;
-}
-
-export function adminKubeConfig(info: Pick<RealKubeInfo, 'server' | 'token' | 'ca'>): string {
-  return YAML.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'real', cluster: { server: info.server, 'certificate-authority': info.ca } }],
-    users: [{ name: 'admin', user: { token: info.token } }],
-    contexts: [{ name: 'real', context: { cluster: 'real', user: 'admin' } }],
-    'current-context': 'real',
-  });
 }
 
 /** `count` local PVs of `node`, each a directory under `dir` (local volumes are never provisioned: an operator makes them). */
@@ -175,77 +164,7 @@ export async function startRealKubeCluster(): Promise<{ info: RealKubeInfo; stop
       ].join('\n') + '\n',
       { mode: 0o600 },
     );
-    const [etcdPort, peerPort, apiPort, schedPort, cmPort] = [
-      await freePort(),
-      await freePort(),
-      await freePort(),
-      await freePort(),
-      await freePort(),
-    ];
-    const etcdUrl = `http://127.0.0.1:${etcdPort}`;
-    const etcd = startProc(dir, 'etcd', join(apiBin, 'etcd'), [
-      `--data-dir=${join(dir, 'etcd')}`,
-      `--listen-client-urls=${etcdUrl}`,
-      `--advertise-client-urls=${etcdUrl}`,
-      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
-      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
-      `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
-      '--log-level=warn',
-    ]);
-    procs.push(etcd);
-    await waitFor('etcd healthy', 20_000, async () => (await fetch(`${etcdUrl}/health`)).ok, etcd);
-    const api = startProc(dir, 'kube-apiserver', join(apiBin, 'kube-apiserver'), [
-      `--etcd-servers=${etcdUrl}`,
-      '--bind-address=127.0.0.1',
-      `--secure-port=${apiPort}`,
-      '--insecure-port=0',
-      `--tls-cert-file=${pki.apiserverCert}`,
-      `--tls-private-key-file=${pki.apiserverKey}`,
-      `--client-ca-file=${pki.ca}`,
-      `--token-auth-file=${join(dir, 'tokens.csv')}`,
-      '--authorization-mode=Node,RBAC',
-      '--enable-admission-plugins=NodeRestriction',
-      '--service-cluster-ip-range=10.96.0.0/16',
-      `--service-account-key-file=${pki.saKey}`,
-      `--service-account-signing-key-file=${pki.saKey}`,
-      '--service-account-issuer=https://kubernetes.default.svc',
-      `--kubelet-client-certificate=${pki.kubeletClientCert}`,
-      `--kubelet-client-key=${pki.kubeletClientKey}`,
-      `--kubelet-certificate-authority=${pki.ca}`,
-      '--kubelet-preferred-address-types=InternalIP',
-      '--allow-privileged=false',
-      '--v=0',
-    ]);
-    procs.push(api);
-    const server = `https://127.0.0.1:${apiPort}`;
-    const kubeConfigFile = join(dir, 'admin.kubeconfig');
-    fs.writeFileSync(kubeConfigFile, adminKubeConfig({ server, token, ca: pki.ca }), { mode: 0o600 });
-    const kc = new KubeConfig();
-    kc.loadFromFile(kubeConfigFile);
-    await waitFor('kube-apiserver ready', 90_000, async () => (await kc.makeApiClient(CoreV1Api).listNamespace()).items.length > 0, api);
-    const controlFlags = [
-      `--kubeconfig=${kubeConfigFile}`,
-      `--authentication-kubeconfig=${kubeConfigFile}`,
-      `--authorization-kubeconfig=${kubeConfigFile}`,
-      '--leader-elect=false',
-      '--bind-address=127.0.0.1',
-      '--port=0',
-    ];
-    procs.push(startProc(dir, 'kube-scheduler', join(nodeBin, 'kube-scheduler'), [...controlFlags, `--secure-port=${schedPort}`]));
-    procs.push(
-      startProc(dir, 'kube-controller-manager', join(nodeBin, 'kube-controller-manager'), [
-        ...controlFlags,
-        `--secure-port=${cmPort}`,
-        '--enable-hostpath-provisioner',
-        `--service-account-private-key-file=${pki.saKey}`,
-        `--root-ca-file=${pki.ca}`,
-        `--cluster-signing-cert-file=${pki.ca}`,
-        `--cluster-signing-key-file=${pki.caKey}`,
-        // A stopped node is NotReady in seconds (the two-nodes test), not 40.
-        '--node-monitor-grace-period=16s',
-        '--node-monitor-period=2s',
-      ]),
-    );
+    const { server, kubeConfigFile, kc } = await startControlPlane({ dir, apiBin, nodeBin, pki, token, procs });
     const storage = kc.makeApiClient(StorageV1Api);
     await storage.createStorageClass({
       body: {

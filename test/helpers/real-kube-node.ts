@@ -11,7 +11,7 @@ import { startProc, waitFor, type Proc } from './real-kube-proc.js';
  * pods on the machine's Docker engine; a second one gets a Docker engine of its own (own data and
  * exec roots, no bridge, no iptables), because a kubelet kills every dockershim pod it finds on
  * its engine that is not its own. Host side effects are these, each undone by `stop`: the cgroup
- * directory `berth-<node>` in each v1 hierarchy, /var/log/pods and /var/log/containers (the
+ * directory named after the node (berth-real-a, -b) in each hierarchy, /var/log/pods and /var/log/containers (the
  * cluster removes those), the second engine's directories under the run directory.
  */
 export interface RealNode {
@@ -42,7 +42,7 @@ export interface NodeOptions {
 }
 
 const CGROUP = '/sys/fs/cgroup';
-const HIERARCHIES = ['blkio', 'cpu', 'cpuacct', 'cpuset', 'devices', 'freezer', 'memory', 'pids', 'hugetlb', 'systemd'];
+const HIERARCHIES = ['blkio', 'cpu', 'cpuacct', 'cpuset', 'devices', 'freezer', 'memory', 'pids', 'hugetlb', 'systemd', 'unified'];
 
 function cgroupDirs(name: string): string[] {
   return HIERARCHIES.map((h) => join(CGROUP, h))
@@ -128,7 +128,7 @@ async function startEngine(dir: string): Promise<{ socket: string; proc: Proc }>
 export async function startRealNode(o: NodeOptions): Promise<RealNode> {
   const dir = join(o.dir, o.name);
   fs.mkdirSync(join(dir, 'cni-conf'), { recursive: true });
-  const cgroupRoot = `berth-${o.name}`;
+  const cgroupRoot = o.name; // berth-real-<x>
   let engine: { socket: string; proc: Proc } | undefined;
   let kubelet: Proc | undefined;
   const stop = async (mine: (ns: string) => boolean) => {

@@ -105,6 +105,10 @@ export async function startRealKubeRig(info: RealKubeInfo, opts: { storageClass?
   };
   try {
     await core.createNamespace({ body: { metadata: { name: namespace } } });
+    // ServiceAccount admission refuses a pod until the controller-manager made the namespace's default account.
+    await waitFor(`namespace ${namespace}'s default service account`, 60_000, async () =>
+      (await core.listNamespacedServiceAccount({ namespace })).items.some((a) => a.metadata?.name === 'default'),
+    );
     cleanups.push(async () => {
       // The namespace controller deletes everything in it; the kubelet stops the pods. What is left
       // after a minute (a pod on a stopped node) is removed from the engine by its labels.
