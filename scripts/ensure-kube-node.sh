@@ -88,8 +88,10 @@ GOROOT="$WORK/root/usr/lib/go-1.19"
 [ -x "$GOROOT/bin/go" ] || die "golang-1.19 did not unpack where expected ($GOROOT)"
 (
   cd "$WORK/src"
+  # Never a make anywhere else: in berth's tree `make` is `make setup` (npm ci through node_modules).
+  [ -f build/root/Makefile ] || die "no Kubernetes tree in $WORK/src"
   export GOROOT PATH="$GOROOT/bin:$PATH" GOPATH="$WORK/gopath" GOCACHE="$WORK/gocache" KUBE_GIT_VERSION=v1.20.2 KUBE_GIT_TREE_STATE=clean
-  nice -n 10 make WHAT="cmd/kubelet cmd/kube-scheduler cmd/kube-controller-manager" >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log" >&2; exit 1; }
+  nice -n 10 make -C "$WORK/src" WHAT="cmd/kubelet cmd/kube-scheduler cmd/kube-controller-manager" >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log" >&2; exit 1; }
 )
 
 rm -rf "$BIN.tmp" && mkdir -p "$BIN.tmp/cni"
