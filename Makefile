@@ -48,6 +48,12 @@ test: setup
 	@# warm (with the warm-container attacks: leftovers, ptrace, fork chains, zombie leaders).
 	@BERTH_TEST_RUNTIME=runsc npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts
 	@BERTH_TEST_RUNTIME=runsc BERTH_TEST_WARM=1 npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts test/integration/warm.test.ts test/integration/prestart-pool.test.ts
+	@# Kubernetes on a real node: the Kubernetes suites again, unchanged, on one cluster of real
+	@# kubelet (dockershim on this engine), scheduler and controller-manager built from Debian's
+	@# source (scripts/ensure-kube-node.sh: 30-50 minutes once, cached; not started from here),
+	@# plus the real-only files (a chat message over HTTP, two nodes). Serial, 0.25 CPU per pod.
+	@if ./scripts/ensure-kube-node.sh --cached >/dev/null; then npm run --silent test:kube-real; \
+	else echo "berth: THE REAL KUBERNETES TIER DID NOT RUN: build its node once with scripts/ensure-kube-node.sh" >&2; fi
 
 bench: setup
 	@npm run --silent bench

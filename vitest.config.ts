@@ -7,7 +7,24 @@ import { defineConfig } from 'vitest/config';
  * its global setup checks loudly, and dist/ for what starts bin/berth.js.
  * Global setup belongs to the integration project alone: vitest runs a project's global setup
  * only when files of that project are selected (and always the root's, so the root has none).
+ *
+ * A third, `kube-real`, exists only with BERTH_TEST_KUBE=real (make test's real tier, once
+ * scripts/ensure-kube-node.sh has built the node): the Kubernetes suites unchanged on one real
+ * cluster per run (real kubelet, scheduler, controller-manager; test/real-kube-setup.ts), plus the
+ * files that need real nodes. Serial: the node's CPUs are reserved by pod requests.
  */
+const KUBE_REAL_FILES = [
+  'test/contract/kubernetes.test.ts',
+  'test/integration/kubernetes.test.ts',
+  'test/integration/kube-relay.test.ts',
+  'test/integration/kube-volumes.test.ts',
+  'test/integration/kube-real-chat.test.ts',
+  'test/integration/kubernetes-two-nodes.test.ts',
+];
+/** Files that only mean something on real nodes. */
+const REAL_ONLY = ['test/integration/kube-real-chat.test.ts', 'test/integration/kubernetes-two-nodes.test.ts'];
+const kubeReal = process.env.BERTH_TEST_KUBE === 'real';
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -28,9 +45,25 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/contract/docker.test.ts', 'test/contract/kubernetes.test.ts'],
+          exclude: REAL_ONLY,
           globalSetup: ['test/global-setup.ts'],
         },
       },
+      ...(kubeReal
+        ? [
+            {
+              extends: true,
+              test: {
+                name: 'kube-real',
+                include: KUBE_REAL_FILES,
+                globalSetup: ['test/global-setup.ts', 'test/real-kube-setup.ts'],
+                fileParallelism: false,
+                testTimeout: 180_000,
+                hookTimeout: 300_000,
+              },
+            },
+          ]
+        : []),
     ],
   },
 });

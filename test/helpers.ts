@@ -42,6 +42,11 @@ export const POOL = process.env.BERTH_TEST_POOL === '1';
  * OCI runtime (gVisor; make test registers it). berth.yaml offers it beside runc.
  */
 export const RUNTIME = process.env.BERTH_TEST_RUNTIME;
+/**
+ * BERTH_TEST_CPUS=0.25: every project a test makes without its own CPU limit gets this one. The real
+ * Kubernetes tier sets it: a pod's CPU request is reserved on its node, and 2 cores hold 2 pods of 1.
+ */
+export const TEST_CPUS = process.env.BERTH_TEST_CPUS ? Number(process.env.BERTH_TEST_CPUS) : undefined;
 /** A write the kernel refused, in its words: runc's EROFS, or gVisor's gofer's EACCES on a read-only mount. */
 export const WRITE_REFUSED = /Read-only file system|Permission denied/;
 
@@ -67,7 +72,8 @@ export function testHome(
     warm,
     run: (project, user, message, level) => berth.runner.run({ project, tenantKey: user, message, level }),
     create(input) {
-      berth.store.create(RUNTIME && !input.runtime ? { ...input, runtime: RUNTIME } : input);
+      const withCpus = TEST_CPUS && input.limits?.cpus === undefined ? { ...input, limits: { ...input.limits, cpus: TEST_CPUS } } : input;
+      berth.store.create(RUNTIME && !withCpus.runtime ? { ...withCpus, runtime: RUNTIME } : withCpus);
     },
     async [Symbol.asyncDispose]() {
       await berth.runner.reapLeftovers();

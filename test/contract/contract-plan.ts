@@ -7,6 +7,9 @@ import { installationId } from '../../src/main.js';
 import { planRun, type RunPlan } from '../../src/plan/run-plan.js';
 import { prepareMounts } from '../../src/runs/prepare-mounts.js';
 
+/** BERTH_TEST_CPUS: the real Kubernetes tier's small CPU per pod (a request the node reserves; 2 cores hold 8). */
+const TEST_CPUS = process.env.BERTH_TEST_CPUS ? { cpus: Number(process.env.BERTH_TEST_CPUS) } : {};
+
 /**
  * Real plans for the launcher contract: planRun on a temporary home (isolated workspaces of two
  * tenants, a protected AGENTS.md served read-only from its snapshot), carried out on the host by
@@ -82,7 +85,7 @@ export function contractHome(opts: { image: string; runtime: string }): Contract
           workspace_isolation: true,
           protected_paths: ['AGENTS.md'],
           runtime: opts.runtime,
-          limits: { timeout_seconds: 30, ...o.limits },
+          limits: { timeout_seconds: 30, ...TEST_CPUS, ...o.limits },
         }),
       },
       workspace: { id: tenant, dir: workspaceDir(tenant, project), isolated: true },

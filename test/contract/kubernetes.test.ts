@@ -26,7 +26,7 @@ describeLauncherContract(
     const claims = await rig.cluster.kubeConfig
       .makeApiClient(CoreV1Api)
       .listNamespacedPersistentVolumeClaim({ namespace: rig.namespace, labelSelector: `${LABELS.workspace}=a` });
-    const probe = join(rig.claimDir(claims.items[0]!.metadata!.name!), 'ipc-probe');
+    const probe = join(await rig.claimDir(claims.items[0]!.metadata!.name!), 'ipc-probe');
     execFileSync('gcc', ['-static', '-O2', '-o', probe, join(import.meta.dirname, '..', 'fixtures', 'ipc-probe.c')]);
     return {
       launcher: rig.launcher,

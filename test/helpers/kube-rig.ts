@@ -4,6 +4,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import Docker from 'dockerode';
+import { inject } from 'vitest';
 import { KubernetesSchema } from '../../src/config/kubernetes.js';
 import { createRelayServer, createRelayTokens } from '../../src/launch/kubernetes/relay.js';
 import { createKubernetesLauncher } from '../../src/launch/kubernetes/launcher.js';
@@ -12,6 +13,7 @@ import { startSandboxController } from '../fakes/agent-sandbox-controller.js';
 import { startTestKubelet, type TestKubelet } from '../fakes/kubelet.js';
 import { installAgentSandbox, startKubeCluster, type KubeCluster } from './kube-cluster.js';
 import { bindDeployRbac } from './kube-rbac.js';
+import { startRealKubeRig } from './real-kube-rig.js';
 
 /**
  * A cluster for berth's Kubernetes launcher: the real API server with agent-sandbox's CRDs, the
@@ -19,6 +21,11 @@ import { bindDeployRbac } from './kube-rbac.js';
  * internal network (no route out), berth's relay listener on that network's host side, and the
  * launcher itself, as berth.yaml `launcher: kubernetes` makes it, with deploy/rbac.yaml's grants and
  * nothing more (its token is berth's ServiceAccount's, bound by that Role).
+ *
+ * In the vitest project kube-real (make test's real tier, BERTH_TEST_KUBE=real) the same suites
+ * get the real-node cluster instead: real kubelet, scheduler and controller-manager
+ * (test/helpers/real-kube-rig.ts). `isRealKube()` tells a test which it has, for the few cases
+ * where the two differ by design, each saying why.
  */
 export interface KubeRig {
   cluster: KubeCluster;
@@ -26,17 +33,25 @@ export interface KubeRig {
   /** A kubeconfig with berth's ServiceAccount token (deploy/rbac.yaml's grants), for a berth.yaml. */
   berthKubeConfigFile: string;
   launcher: Launcher;
-  kubelet: TestKubelet;
+  /** The engine's id of a pod's first app container (the test kubelet's, or dockershim's by its labels). */
+  kubelet: Pick<TestKubelet, 'containerOf'>;
   /** The host side of the pods' network: where a relay listener of berth's must listen. */
   gatewayIp: string;
-  /** Where the test kubelet keeps a PVC's files (the node's disk, not berth's). */
-  claimDir(claim: string): string;
+  /** Where a PVC's files are on the node's disk (not berth's): the test kubelet's directory, or the bound PV's path. */
+  claimDir(claim: string): Promise<string>;
   /** Another launcher on this cluster and relay, with these berth.yaml `kubernetes` settings over the rig's. */
   launcherWith(settings: Record<string, unknown>): Launcher;
   stop(): Promise<void>;
 }
 
+/** Whether this file runs on the real-node cluster (project kube-real). */
+export function isRealKube(): boolean {
+  return inject('realKube') !== undefined;
+}
+
 export async function startKubeRig(namespace = 'berth'): Promise<KubeRig> {
+  const real = inject('realKube');
+  if (real) return startRealKubeRig(real);
   const docker = new Docker();
   const dataDir = fs.mkdtempSync(join(os.tmpdir(), 'berth-kubelet-'));
   const cleanups: Array<() => Promise<unknown> | void> = [() => fs.rmSync(dataDir, { recursive: true, force: true })];
@@ -86,7 +101,7 @@ export async function startKubeRig(namespace = 'berth'): Promise<KubeRig> {
       launcherWith,
       kubelet,
       gatewayIp,
-      claimDir: (claim) => join(dataDir, 'pvc', namespace, claim),
+      claimDir: async (claim) => join(dataDir, 'pvc', namespace, claim),
       stop,
     };
   } catch (err) {

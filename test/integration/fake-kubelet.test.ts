@@ -14,6 +14,15 @@ import { SANDBOX_HASH_LABEL, sandboxNameHash, startSandboxController, type Sandb
 /**
  * The test kubelet and sandbox controller against the real API server: what berth's Kubernetes
  * launcher will meet. Pods run on the local engine; exec and logs go through the API server.
+ *
+ * Why the fakes stay beside the real tier (make test's kube-real pass runs the Kubernetes suites
+ * on a real kubelet, scheduler and controller-manager): the real node takes 30-50 minutes to build
+ * once, so these keep a fast tier that runs everywhere; a dockershim kubelet has no runtime
+ * handlers, so gVisor through a RuntimeClass runs on the test kubelet only; and the cases below
+ * stage failures (a missing image with pull policy Never, an init container that fails, a refused
+ * subPath, a missing claim, an unsafe sysctl) in seconds, where a real kubelet shows them through
+ * back-off loops that only end with the start timeout. The real counterparts of what the fakes do
+ * not model (CPU admission, storage fsGroup, deletion timing) are in kubernetes-reality-4.md.
  */
 
 const IMAGE = 'berth/shell:latest';

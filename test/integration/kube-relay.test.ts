@@ -101,7 +101,8 @@ describe("the relay under one pod's silent connections (outside-attack-4 M5)", (
     const mallorys = claims.items.find(
       (c) => c.metadata?.annotations?.[`berth.dev/${LABELS.workspace}`] !== bobWorkspace && c.metadata?.name?.startsWith('berth-ws-'),
     );
-    const hold = join(rig.claimDir(mallorys!.metadata!.name!), 'hold');
+    const malloryDir = await rig.claimDir(mallorys!.metadata!.name!);
+    const hold = join(malloryDir, 'hold');
     fs.writeFileSync(join(scratch, 'hold.c'), HOLD_C);
     execFileSync('gcc', ['-static', '-O2', '-o', hold, join(scratch, 'hold.c')]);
     fs.chmodSync(hold, 0o755);
@@ -118,7 +119,7 @@ describe("the relay under one pod's silent connections (outside-attack-4 M5)", (
     await Promise.race([held, mallory]);
     const during = [];
     for (let i = 0; i < 3; i++) during.push((await h.run('kr', 'web:bob', fetch, 'medium')).stdout);
-    fs.writeFileSync(join(rig.claimDir(mallorys!.metadata!.name!), 'stop'), '');
+    fs.writeFileSync(join(malloryDir, 'stop'), '');
     const m = await mallory;
     expect(m.stdout, m.stderr).toMatch(/^holding 300\nheld 300 \(\d+ opened\)/);
     expect(during).toEqual(Array.from({ length: 3 }, () => expect.stringContaining('fetched /bob')));

@@ -13,7 +13,7 @@ import { LABELS } from '../../src/plan/labels.js';
 import { testHome, type TestHome } from '../helpers.js';
 import { installationId } from '../../src/main.js';
 import type { KubeCluster } from '../helpers/kube-cluster.js';
-import { startKubeRig, type KubeRig } from '../helpers/kube-rig.js';
+import { isRealKube, startKubeRig, type KubeRig } from '../helpers/kube-rig.js';
 import { startLoopbackSite } from '../helpers/loopback-site.js';
 import { freePort } from '../helpers/chaos-rigs.js';
 import { checkAgainstOpenApi, keptFields, type OpenApiDoc } from '../helpers/openapi-check.js';
@@ -154,8 +154,9 @@ describe('the Kubernetes launcher, end to end', () => {
       namespace: NS,
       body: { metadata: { name: 'team-docs' }, spec: { accessModes: ['ReadOnlyMany'], resources: { requests: { storage: '1Gi' } } } },
     });
-    fs.mkdirSync(rig.claimDir('team-docs'), { recursive: true });
-    fs.writeFileSync(join(rig.claimDir('team-docs'), 'handbook.md'), 'the team handbook\n');
+    const docsDir = await rig.claimDir('team-docs');
+    fs.mkdirSync(docsDir, { recursive: true });
+    fs.writeFileSync(join(docsDir, 'handbook.md'), 'the team handbook\n');
     // berth's own view of the area (its checks want an existing directory): in a cluster, berth's pod mounts the same claim there.
     const areaDir = fs.realpathSync(fs.mkdtempSync(join(os.tmpdir(), 'berth-area-')));
     const operator = h.berth.operator;
@@ -318,6 +319,15 @@ describe('the Kubernetes launcher on its own', () => {
       .createRuntimeClass({ body: { apiVersion: 'node.k8s.io/v1', kind: 'RuntimeClass', metadata: { name: 'runsc' }, handler: 'runsc' } });
     const gvisor = contractHome({ image: 'berth/shell:latest', runtime: 'runsc' });
     try {
+      if (isRealKube()) {
+        // The real node is a dockershim kubelet, which has no runtime handlers ("RuntimeHandler
+        // \"runsc\" not supported"): the pod never starts, and the run fails (containerd with
+        // runsc's shim is what a real cluster needs; docs/kubernetes.md). Only the test kubelet
+        // maps a RuntimeClass to Docker's runsc, so gVisor through it is proven on the fake alone.
+        const refused = await launcher.run(gvisor.plan({ argv: ['true'] })).catch((err: unknown) => err);
+        expect(refused).toMatchObject({ code: 'RUN_FAILED' });
+        return;
+      }
       // gVisor's sentry says it is Linux 4.4.0, whatever the host runs.
       const r = await launcher.run(gvisor.plan({ argv: ['sh', '-c', 'grep ^Seccomp: /proc/self/status; uname -r'] }));
       expect(r, r.stderr).toMatchObject({ exitCode: 0, stdout: 'Seccomp:\t2\n4.4.0\n' });
@@ -329,6 +339,8 @@ describe('the Kubernetes launcher on its own', () => {
       expect([caps.warm('runsc'), caps.warm('runc')]).toEqual([false, true]);
     } finally {
       await gvisor.cleanup();
+      // One cluster serves the whole real tier: the class goes with the case.
+      await cluster.kubeConfig.makeApiClient(NodeV1Api).deleteRuntimeClass({ name: 'runsc' });
     }
   });
 
@@ -405,6 +417,8 @@ describe('the Kubernetes launcher on its own', () => {
 
   it("renders objects the API server takes as they are: the published OpenAPI, the CRD's schema, nothing dropped", async () => {
     const doc = (await cluster.get('/openapi/v2')) as OpenApiDoc;
+    // A namespace of the file's (on the real tier the cluster is shared, and what it runs there is removed with the file's).
+    const renderNs = `${NS}-render`;
     // An empty value too: the test server once took "" in a custom resource for null (ensure-kube.sh).
     const base = contract.plan({ argv: ['true'] });
     const plan = { ...base, env: { ...base.env, EMPTY: '' } };
@@ -413,13 +427,13 @@ describe('the Kubernetes launcher on its own', () => {
     const objects = renderKubeRun({
       plan,
       name: 'berth-render-check',
-      namespace: 'render-check',
+      namespace: renderNs,
       files,
       pullPolicy: 'IfNotPresent',
       volumes,
     });
     const policy = renderNetworkPolicy({
-      namespace: 'render-check',
+      namespace: renderNs,
       installation: plan.labels[LABELS.installation] ?? '',
       gatewayPort: 41500,
       berthPodLabels: BERTH_POD_LABELS,
@@ -434,16 +448,16 @@ describe('the Kubernetes launcher on its own', () => {
     ]);
 
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-    await core.createNamespace({ body: { metadata: { name: 'render-check' } } });
-    const storedMap = await core.createNamespacedConfigMap({ namespace: 'render-check', body: objects.configMap! });
-    const storedClaim = await core.createNamespacedPersistentVolumeClaim({ namespace: 'render-check', body: objects.claims[0]! });
+    await core.createNamespace({ body: { metadata: { name: renderNs } } });
+    const storedMap = await core.createNamespacedConfigMap({ namespace: renderNs, body: objects.configMap! });
+    const storedClaim = await core.createNamespacedPersistentVolumeClaim({ namespace: renderNs, body: objects.claims[0]! });
     const storedPolicy = await cluster.kubeConfig
       .makeApiClient(NetworkingV1Api)
-      .createNamespacedNetworkPolicy({ namespace: 'render-check', body: policy });
+      .createNamespacedNetworkPolicy({ namespace: renderNs, body: policy });
     const storedSandbox = await custom().createNamespacedCustomObject({
       group: SANDBOX_API.group,
       version: SANDBOX_API.version,
-      namespace: 'render-check',
+      namespace: renderNs,
       plural: SANDBOX_API.plural,
       body: objects.sandbox,
     });
@@ -454,12 +468,14 @@ describe('the Kubernetes launcher on its own', () => {
     expect(keptFields(objects.sandbox, storedSandbox)).toEqual([]);
     // And the pod the controller makes of it is one the server accepts as a Pod (defaults added).
     const pod = await core.createNamespacedPod({
-      namespace: 'render-check',
+      namespace: renderNs,
       body: { metadata: { name: 'berth-render-check' }, spec: objects.sandbox.spec.podTemplate.spec },
     });
     expect(keptFields(objects.sandbox.spec.podTemplate.spec, pod.spec)).toEqual([]);
     expect(pod.spec?.containers[0]?.terminationMessagePolicy).toBe('File'); // defaulted by the server
     // No namespace controller runs here: what was made is removed one by one.
-    await core.deleteNamespacedPod({ namespace: 'render-check', name: 'berth-render-check', gracePeriodSeconds: 0 });
+    await core.deleteNamespacedPod({ namespace: renderNs, name: 'berth-render-check', gracePeriodSeconds: 0 });
+    // The real tier's controller-manager empties a deleted namespace (the real kubelet ran that pod).
+    if (isRealKube()) await core.deleteNamespace({ name: renderNs });
   });
 });
