@@ -6,7 +6,7 @@
 #
 # - One `make WHAT="cmd/kubelet cmd/kube-scheduler cmd/kube-controller-manager"`, so the
 #   generators run once: 30-50 minutes on 2 shared cores (kubernetes-reality-4.md 4a), the first
-#   time only. Run it under nice; make test skips the real tier until the cache exists.
+#   time only. make test runs it (under nice) before the suites.
 # - ensure-kube.sh's two fixes (reflect2 1.0.2, go-openapi's zero-value check), plus three
 #   test-only kubelet patches, each for a property of a test host, not of Kubernetes:
 #   1. KernelTunableModify -> KernelTunableWarn: the kubelet would rewrite vm.overcommit_memory,

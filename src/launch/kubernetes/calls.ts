@@ -1,5 +1,6 @@
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { BerthError } from '../../base/errors.js';
+import type { ContainerGone } from '../launcher.js';
 import { SANDBOX_API } from './objects.js';
 
 const SANDBOX_API_PATH = { group: SANDBOX_API.group, version: SANDBOX_API.version, plural: SANDBOX_API.plural };
@@ -20,6 +21,17 @@ export function clusterError(what: string, err: unknown): BerthError {
     });
   return new BerthError('RUN_FAILED', `the cluster refused ${what} (${code}): ${message}`);
 }
+/**
+ * An exec that failed, as a run sees it: its pod gone when it is not running (`why`), and lost as
+ * well when the API server reads it as running but the exec got no answer at all: its node does
+ * not answer (a stopped kubelet), so the session's next pod is placed anew. Else undefined.
+ */
+export function lostExec(err: unknown, why: string | undefined): ContainerGone | undefined {
+  if (why) return { gone: true, reason: why };
+  if (statusCode(err) === undefined) return { gone: true, reason: `its node did not answer (${String(err).slice(0, 200)})` };
+  return undefined;
+}
+
 /** An object that may be gone: undefined for a 404, the error otherwise. */
 export const unlessGone = <T>(p: Promise<T>): Promise<T | undefined> =>
   p.catch((err: unknown) => (statusCode(err) === 404 ? undefined : Promise.reject(err)));

@@ -8,7 +8,7 @@ import { LABELS, type ContainerQuery } from '../../plan/labels.js';
 import { AGENT_HOME, RUN_DIR_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan } from '../../plan/run-plan.js';
 import { AGENT_CONTAINER, renderKubeRun, SANDBOX_API, type SnapshotFile } from './objects.js';
 import { volumeIdOf } from './volumes.js';
-import { clusterError, kubeApis, unlessGone } from './calls.js';
+import { clusterError, kubeApis, lostExec, unlessGone } from './calls.js';
 import { createRun, deleteRun, ensureClaim } from './run-objects.js';
 import { podTrouble } from './start-trouble.js';
 import { assertRuntime, clusterInfo, listRuns } from './cluster-info.js';
@@ -214,9 +214,9 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
         (s) => void (status = s),
       );
     } catch (err) {
-      // A kubelet refuses an exec into a container that is not running before the upgrade.
-      const why = await notRunning(containerId, (phase) => `its pod is ${phase}`, 'its pod is gone');
-      if (why) return { gone: true, reason: why };
+      // A kubelet refuses an exec into a container that is not running (calls.ts lostExec).
+      const lost = lostExec(err, await notRunning(containerId, (phase) => `its pod is ${phase}`, 'its pod is gone'));
+      if (lost) return lost;
       throw clusterError('an exec', err);
     }
     ws.on('close', () => socketClosed());
