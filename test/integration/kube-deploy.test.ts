@@ -148,14 +148,14 @@ function grants(rules: V1PolicyRule[] | undefined): string[] {
 /** What berth's Role allows, exactly (docs/kubernetes.md, src/launch/kubernetes/launcher.ts). */
 const ROLE: Array<[group: string, resources: string[], verbs: string[]]> = [
   ['agents.x-k8s.io', ['sandboxes'], ['get', 'list', 'create', 'delete']],
-  ['', ['pods'], ['get', 'delete']],
+  ['', ['pods'], ['get']],
   ['', ['pods/exec'], ['create', 'get']],
   ['', ['pods/attach'], ['create', 'get']],
-  ['', ['events'], ['list', 'watch']],
+  ['', ['events'], ['list']],
   ['', ['persistentvolumeclaims'], ['get', 'list', 'create', 'delete']],
   ['', ['configmaps'], ['create', 'delete']],
-  ['', ['secrets'], ['get', 'create', 'delete']],
-  ['networking.k8s.io', ['networkpolicies'], ['create']],
+  ['', ['secrets'], ['create', 'delete']],
+  ['networking.k8s.io', ['networkpolicies'], ['create', 'get', 'update']],
   ['', ['services'], ['get']],
 ];
 const ROLE_GRANTS = ROLE.flatMap(([g, resources, verbs]) => resources.flatMap((res) => verbs.map((v) => `${g}/${res}:${v}`))).sort();
@@ -346,8 +346,10 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
       }
     }
     const refused: Array<Parameters<typeof allowed>[0]> = [
+      { verb: 'get', resource: 'secrets', namespace: NS }, // berth-admin's token and the namespace's other Secrets
       { verb: 'list', resource: 'secrets', namespace: NS },
       { verb: 'watch', resource: 'secrets', namespace: NS },
+      { verb: 'delete', resource: 'pods', namespace: NS }, // the garbage collector's, after the Sandbox
       { verb: 'update', resource: 'secrets', namespace: NS },
       { verb: 'create', resource: 'pods', namespace: NS },
       { verb: 'list', resource: 'pods', namespace: NS },
