@@ -14,7 +14,8 @@ import { startRealKubeRig } from '../helpers/real-kube-rig.js';
  * (dockershim, CNI bridge), its volumes bound by the real controller-manager, the answer back.
  * Twice: on the default `local` StorageClass (static local PVs; the kubelet applies fsGroup on a
  * first mount) and on `hostpath` (the controller-manager's in-tree provisioner, which never applies
- * fsGroup: a 0750 root:root directory). berth must work on both: the agent writes /workspace.
+ * fsGroup: a 0750 root:root directory). On the first the agent writes /workspace; on the second no
+ * agent could, and the person's first message fails at once, naming the StorageClass at fault.
  */
 
 const TOKEN = 'real-chat-token-0123456789abcdef';
@@ -52,8 +53,21 @@ for (const storage of ['local', HOSTPATH_CLASS]) {
         headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
         body: JSON.stringify({ user, message, level: 'medium' }),
       });
-      return { status: res.status, body: (await res.json()) as { exit_code?: number; stdout?: string; warm?: boolean; message?: string } };
+      return {
+        status: res.status,
+        body: (await res.json()) as { exit_code?: number; stdout?: string; warm?: boolean; error?: { code: string; message: string } },
+      };
     };
+
+    if (storage === HOSTPATH_CLASS) {
+      it('refuses a first message at once, in words naming the StorageClass that does not apply fsGroup (VOLUME_UNWRITABLE)', async () => {
+        const first = await send('web:nina', 'echo hello > /workspace/hello.txt');
+        expect(first.status, JSON.stringify(first.body)).toBe(500);
+        expect(first.body.error?.code).toBe('VOLUME_UNWRITABLE');
+        expect(first.body.error?.message).toContain(`StorageClass "${HOSTPATH_CLASS}" does not apply the pod's fsGroup`);
+      });
+      return;
+    }
 
     it("answers a new person's first message from a new pod, and the next one from the same pod (warm), the workspace written by the agent", async () => {
       const t0 = performance.now();

@@ -324,8 +324,9 @@ describe('the Kubernetes launcher on its own', () => {
         // \"runsc\" not supported"): the pod never starts, and the run fails (containerd with
         // runsc's shim is what a real cluster needs; docs/kubernetes.md). Only the test kubelet
         // maps a RuntimeClass to Docker's runsc, so gVisor through it is proven on the fake alone.
+        // berth reads the kubelet's event and fails at once, in its words.
         const refused = await launcher.run(gvisor.plan({ argv: ['true'] })).catch((err: unknown) => err);
-        expect(refused).toMatchObject({ code: 'RUN_FAILED' });
+        expect(refused).toMatchObject({ code: 'POD_REFUSED', message: expect.stringContaining('runsc') });
         return;
       }
       // gVisor's sentry says it is Linux 4.4.0, whatever the host runs.

@@ -2,7 +2,7 @@ import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { cpuMillis, KubernetesSchema, memoryBytes } from '../../src/config/kubernetes.js';
 import { execArgv } from '../../src/launch/kubernetes/exec-env.js';
-import { podRefusal, sandboxRefusal, volumesUnwritable } from '../../src/launch/kubernetes/start-trouble.js';
+import { podRefusal, sandboxRefusal, volumesUnwritable, waitingReason } from '../../src/launch/kubernetes/start-trouble.js';
 import type { RunPlan } from '../../src/plan/run-plan.js';
 
 /** How berth reads a pod that does not start (kubernetes/start-trouble.ts), with Kubernetes' own reasons and message shapes. */
@@ -72,6 +72,20 @@ describe('podRefusal', () => {
     });
     // An image the node cannot pull is the run's (RUN_FAILED, podTrouble), not a refusal.
     expect(podRefusal(pod({ phase: 'Failed', reason: 'Error' }), [])).toBeUndefined();
+  });
+});
+
+describe('waitingReason (what a start timeout says)', () => {
+  it("gives the scheduler's words while it waits (a node unreachable, a volume held on another node), else the newest warning", () => {
+    const message =
+      "0/2 nodes are available: 1 node(s) had taint {node.kubernetes.io/unreachable: }, that the pod didn't tolerate, 1 node(s) had volume node affinity conflict.";
+    const waiting = pod({ phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message }] });
+    expect(waitingReason(waiting, [])).toBe(`Unschedulable: ${message}`);
+    const older = event('BackOff', 'Back-off pulling image', '2026-01-01T00:00:01Z');
+    const newer = event('FailedMount', 'MountVolume.SetUp failed for volume "m3"', '2026-01-01T00:00:05Z');
+    expect(waitingReason(pod({ phase: 'Pending' }), [older, newer])).toBe('FailedMount: MountVolume.SetUp failed for volume "m3"');
+    expect(waitingReason(pod({ phase: 'Pending' }), [])).toBeUndefined();
+    expect(waitingReason(undefined, [])).toBeUndefined();
   });
 });
 

@@ -81,6 +81,18 @@ export function podRefusal(pod: V1Pod | undefined, events: readonly CoreV1Event[
   return undefined;
 }
 
+/**
+ * Why a pod is still waiting, in the scheduler's or kubelet's words: its PodScheduled condition
+ * when False (an unbound claim, a node not ready, a volume held on another node), else its newest
+ * Warning. What a start timeout says, so the person learns why, not only that it took too long.
+ */
+export function waitingReason(pod: V1Pod | undefined, events: readonly CoreV1Event[]): string | undefined {
+  const scheduled = pod?.status?.conditions?.find((c) => c.type === 'PodScheduled');
+  if (scheduled?.status === 'False' && scheduled.message) return `${scheduled.reason ?? 'not scheduled'}: ${scheduled.message}`;
+  const newest = events.filter((e) => e.type === 'Warning').sort((a, b) => eventTime(b) - eventTime(a))[0];
+  return newest?.message ? `${newest.reason ?? 'Warning'}: ${newest.message}` : undefined;
+}
+
 const eventTime = (e: CoreV1Event) => new Date(e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? 0).getTime();
 
 interface SandboxCondition {

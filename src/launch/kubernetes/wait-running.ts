@@ -4,7 +4,7 @@ import type { KubernetesSettings } from '../../config/kubernetes.js';
 import { unlessGone, type KubeApis } from './calls.js';
 import { SANDBOX_API } from './objects.js';
 import { WRITABLE_CONTAINER } from './init-containers.js';
-import { podRefusal, podTrouble, sandboxRefusal, volumesUnwritable } from './start-trouble.js';
+import { podRefusal, podTrouble, sandboxRefusal, volumesUnwritable, waitingReason } from './start-trouble.js';
 
 /**
  * Until a run's pod runs, reading what the cluster says on the way (kubernetes/start-trouble.ts):
@@ -52,6 +52,8 @@ export async function waitRunning(apis: KubeApis, settings: KubernetesSettings, 
     const trouble = pod && podTrouble(pod);
     if (trouble) throw new BerthError('RUN_FAILED', `the agent's pod did not start: ${trouble}`);
     if (Date.now() > end) {
+      const why = waitingReason(pod, events);
+      if (why) throw refused(name, `${why.slice(0, 600)} (waited ${settings.start_timeout_seconds} s)`);
       throw new BerthError(
         'RUN_FAILED',
         `the agent's pod did not run within ${settings.start_timeout_seconds} s (${pod ? `phase ${pod.status?.phase ?? 'unknown'}` : "no pod: is agent-sandbox's controller running?"})`,
