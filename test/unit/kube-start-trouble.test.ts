@@ -85,6 +85,8 @@ describe('waitingReason (what a start timeout says)', () => {
     const newer = event('FailedMount', 'MountVolume.SetUp failed for volume "m3"', '2026-01-01T00:00:05Z');
     expect(waitingReason(pod({ phase: 'Pending' }), [older, newer])).toBe('FailedMount: MountVolume.SetUp failed for volume "m3"');
     expect(waitingReason(pod({ phase: 'Pending' }), [])).toBeUndefined();
+    const placed = { ...pod({ phase: 'Pending' }), spec: { nodeName: 'node-b', containers: [] } };
+    expect(waitingReason(placed, [])).toBe('placed on node node-b, whose kubelet has not started it (is the node down?)');
     expect(waitingReason(undefined, [])).toBeUndefined();
   });
 });

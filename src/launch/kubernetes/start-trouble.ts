@@ -90,7 +90,12 @@ export function waitingReason(pod: V1Pod | undefined, events: readonly CoreV1Eve
   const scheduled = pod?.status?.conditions?.find((c) => c.type === 'PodScheduled');
   if (scheduled?.status === 'False' && scheduled.message) return `${scheduled.reason ?? 'not scheduled'}: ${scheduled.message}`;
   const newest = events.filter((e) => e.type === 'Warning').sort((a, b) => eventTime(b) - eventTime(a))[0];
-  return newest?.message ? `${newest.reason ?? 'Warning'}: ${newest.message}` : undefined;
+  if (newest?.message) return `${newest.reason ?? 'Warning'}: ${newest.message}`;
+  // Placed before the scheduler knew its node was gone (a node is taken for down only after its grace period).
+  const node = pod?.spec?.nodeName;
+  return node && pod.status?.phase === 'Pending'
+    ? `placed on node ${node}, whose kubelet has not started it (is the node down?)`
+    : undefined;
 }
 
 const eventTime = (e: CoreV1Event) => new Date(e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? 0).getTime();
