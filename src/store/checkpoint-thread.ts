@@ -53,7 +53,11 @@ export function checkpointThread(): CheckpointThread {
   const start = (): Worker => {
     // From the sources (tests, tsx), the worker is TypeScript too: loaded through tsx.
     const ts = import.meta.url.endsWith('.ts');
-    const w = new Worker(new URL(`./checkpoint-worker.${ts ? 'ts' : 'js'}`, import.meta.url), ts ? { execArgv: ['--import', 'tsx'] } : {});
+    // A small heap of its own: it copies by descriptor in chunks, and serve's memory bound counts it too.
+    const w = new Worker(new URL(`./checkpoint-worker.${ts ? 'ts' : 'js'}`, import.meta.url), {
+      ...(ts ? { execArgv: ['--import', 'tsx'] } : {}),
+      resourceLimits: { maxYoungGenerationSizeMb: 4, maxOldGenerationSizeMb: 256 },
+    });
     w.on('message', (r: Reply) => {
       const p = pending.get(r.seq);
       pending.delete(r.seq);

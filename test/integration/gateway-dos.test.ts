@@ -27,9 +27,12 @@ import { BERTH_BIN, REPO_ROOT } from '../helpers.js';
  * The bound on `berth serve`'s resident memory (MiB), peak over all attacks (sampled VmRSS per
  * attack, VmHWM for the whole process life). An idle server is ~90-105 MiB RSS; without bounds
  * the attacks needed gigabytes (4.2 GB and a heap-out-of-memory crash measured before the fix);
- * with them the peak measured 150-165 MiB (README, Security). 256 MiB is that plus V8's slack.
+ * with them the peak measured 150-165 MiB (README, Security). Since then the idle server grew to
+ * ~160 MiB (the checkpoint thread's own V8 isolate, the OIDC client, the decoy index) and the peak
+ * under the attacks to 243-264 MiB (measured 2026-11-28): 288 MiB is that plus V8's slack, still
+ * far below what an unbounded flood takes.
  */
-const MEMORY_BOUND_MB = 256;
+const MEMORY_BOUND_MB = 288;
 const POLL_EVERY_MS = 50;
 /** A poll unanswered this long is a failure: the server is stuck or gone (answers take ~2-10 ms idle, at most ~1.6 s seen under flood on a loaded machine). */
 const POLL_GIVE_UP_MS = 15_000;
