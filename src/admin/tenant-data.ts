@@ -65,7 +65,7 @@ export function createTenantData(berth: {
   readonly store: ProjectStore;
   readonly sessions: SessionStore;
   readonly admin: AdminService;
-  readonly runner: Pick<Runner, 'forgetSession'>;
+  readonly runner: Pick<Runner, 'forgetSession' | 'checkpoints'>;
   readonly secret: Buffer;
   readonly scheduleStore: ScheduleStore;
   readonly audit: AuditTrail;
@@ -140,7 +140,8 @@ export function createTenantData(berth: {
       const removed = { sessions: 0, workspaces: 0, schedules: 0, chat_logins: 0 };
       for (const s of fp.sessions) {
         deps.admin().deleteSession(project, s.id);
-        await deps.forgetSession(project, s.id); // its container is gone before its workspace is
+        await deps.forgetSession(project, s.id); // its container goes before its workspace; its checkpoints too (in the thread's order)
+        await berth.runner.checkpoints.dropSession(fp.project, tenant, s.id);
         removed.sessions++;
       }
       if (fp.workspaces.length > 0) {

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
@@ -102,16 +102,28 @@ async function healthz(port: number): Promise<boolean> {
   return (await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2000) })).ok;
 }
 
+/**
+ * A bridge of the second engine's own. Never `--bridge=none`: a dockerd started so removes the
+ * host's default bridge interface (docker0) on its way up, and the machine's engine loses its
+ * default network (measured: every later `docker run` failed "could not find bridge docker0").
+ */
+const ENGINE_BRIDGE = 'berthrk-eng';
+
 async function startEngine(dir: string): Promise<{ socket: string; proc: Proc }> {
   const socket = join(dir, 'docker.sock');
   fs.writeFileSync(join(dir, 'daemon.json'), '{}\n');
+  try {
+    execFileSync('ip', ['link', 'add', ENGINE_BRIDGE, 'type', 'bridge'], { stdio: 'ignore' });
+  } catch {
+    // left by a run that crashed: used as it is
+  }
   const proc = startProc(dir, 'dockerd', 'dockerd', [
     `--host=unix://${socket}`,
     `--data-root=${join(dir, 'docker-data')}`,
     `--exec-root=${join(dir, 'de')}`,
     `--pidfile=${join(dir, 'docker.pid')}`,
     `--config-file=${join(dir, 'daemon.json')}`,
-    '--bridge=none',
+    `--bridge=${ENGINE_BRIDGE}`,
     '--iptables=false',
     '--ip-masq=false',
     '--ip-forward=false',
@@ -142,6 +154,7 @@ export async function startRealNode(o: NodeOptions): Promise<RealNode> {
       }
     }
     await engine?.proc.stop('SIGTERM', 20_000);
+    if (engine) spawnSync('ip', ['link', 'del', ENGINE_BRIDGE], { stdio: 'ignore' });
     removeCgroupRoot(cgroupRoot);
   };
   try {
