@@ -28,7 +28,7 @@ describe('berth CLI (real process, real engine)', () => {
       expect(lines.length).toBeGreaterThanOrEqual(2);
       for (const line of lines) expect(runDocLine(line, own)).toMatchObject({ code: 0 });
       expect(cli(['--home', own, 'config', 'get', 'bridges.signal']).stdout).toBe(
-        'url: http://127.0.0.1:8081\naccount: "+4915550000"\nsenders: pairing\nallow: []\n',
+        'url: http://127.0.0.1:8081\naccount: "+4915550000"\nmax_file_bytes: 104857600\nsenders: pairing\nallow: []\n',
       );
       expect(cli(['--home', own, 'config', 'get', 'routes.signal.project']).stdout).toBe('signal-bot\n');
       const text = fs.readFileSync(join(own, 'berth.yaml'), 'utf8');
