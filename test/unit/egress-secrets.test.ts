@@ -17,7 +17,7 @@ import { loadOrCreateEgressCa } from '../../src/outbound/egress-ca.js';
 import { createEgressProxy } from '../../src/outbound/egress-proxy.js';
 import { createCredentialUses } from '../../src/outbound/credential-uses.js';
 import type { RunIdentity } from '../../src/outbound/run-identity.js';
-import { createSecretBroker } from '../../src/outbound/secret-broker.js';
+import { createSecretBroker, type SecretBroker } from '../../src/outbound/secret-broker.js';
 import { createApprovals } from '../../src/outbound/approvals.js';
 import { openApprovalStore, type ApprovalEvent } from '../../src/store/approvals.js';
 import type { AuditEvent } from '../../src/store/audit.js';
@@ -90,6 +90,9 @@ function startEcho(certPem: string): Promise<https.Server> {
 }
 
 const credentialUses = createCredentialUses();
+/** The egress proxy of these tests, around a broker. */
+const proxyWith = (broker: SecretBroker) =>
+  createEgressProxy({ config: () => config, logger: pino({ level: 'silent' }), metrics, broker, ca: () => berthCa, credentialUses });
 
 beforeAll(async () => {
   fs.writeFileSync(join(dir, 'public-ca.pem'), publicCa.certPem);
@@ -105,14 +108,7 @@ beforeAll(async () => {
     metrics,
     audit: (e) => audits.push(e),
   });
-  const proxy = createEgressProxy({
-    config: () => config,
-    logger: pino({ level: 'silent' }),
-    metrics,
-    broker,
-    ca: () => berthCa,
-    credentialUses,
-  });
+  const proxy = proxyWith(broker);
   fs.mkdirSync(join(dir, 'run'), { mode: 0o755 });
   socketPath = join(dir, 'run', 'egress.sock');
   const run: RunIdentity = {
@@ -509,14 +505,7 @@ describe('a grant that asks before its first use (ask: first_use)', () => {
       raiseLevel: () => undefined,
     });
     const broker = createSecretBroker({ config: () => config, values: createSecretValues(), metrics, approvals });
-    const proxy = createEgressProxy({
-      config: () => config,
-      logger: pino({ level: 'silent' }),
-      metrics,
-      broker,
-      ca: () => berthCa,
-      credentialUses,
-    });
+    const proxy = proxyWith(broker);
     const asks: ApprovalEvent[] = [];
     const open = async (runId: string) => {
       const path = join(fs.mkdtempSync(join(dir, 'ask-')), 'egress.sock');
