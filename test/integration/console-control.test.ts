@@ -104,7 +104,10 @@ describe('the console as a control plane', () => {
     await page.fill('#projects .confirm input', 'upgrading the image');
     await screenshot(page, 'console-pause-confirm-1280');
     await page.click('#projects button:text-is("Yes, pause")');
-    await page.waitForFunction(() => (document.querySelector('#projects table tbody tr')?.textContent ?? '').includes('paused'));
+    // The state cell itself: the row's confirm text ("… told the operator paused it") says "paused" already.
+    await page.waitForFunction(() =>
+      (document.querySelector('#projects table tbody tr td:nth-child(2)')?.textContent ?? '').startsWith('paused'),
+    );
     expect((await rows(page, 'projects'))[0]?.[1]).toMatch(/^paused .*: upgrading the image$/);
     const refused = await say(chat, 'echo while paused', 2);
     expect(refused).toContain('the operator has paused this agent for now');
@@ -113,7 +116,7 @@ describe('the console as a control plane', () => {
     await screenshot(page, 'console-paused-1280');
     await page.click('#projects button:text-is("Resume")');
     await page.click('#projects button:text-is("Yes, resume")');
-    await page.waitForFunction(() => (document.querySelector('#projects table tbody tr')?.textContent ?? '').includes('open'));
+    await page.waitForFunction(() => document.querySelector('#projects table tbody tr td:nth-child(2)')?.textContent === 'open');
     expect(await say(chat, 'echo back again', 3)).toContain('back again');
 
     // Each action is in the audit log, by the console's caller.
