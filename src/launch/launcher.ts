@@ -1,5 +1,5 @@
 import { LABELS, type ContainerQuery } from '../plan/labels.js';
-import type { Observed } from '../plan/receipt.js';
+import type { Boundary, Observed } from '../plan/receipt.js';
 import type { RunPlan } from '../plan/run-plan.js';
 import type { PlannedBind } from './mount-check.js';
 
@@ -189,6 +189,12 @@ export interface Launcher {
    * and its runs' receipts say so.
    */
   observe?(containerId: string): Promise<Observed>;
+  /**
+   * What this launcher promises to hold for a plan, where it carries a part of the plan another way
+   * than as written (Kubernetes: the run directory is relayed over TCP, never mounted). A receipt
+   * compares what it observed with this; without it, plan/receipt.ts plannedBoundary.
+   */
+  planned?(plan: RunPlan): Boundary;
   /**
    * Memory and CPU of running containers from the engine's cgroup figures (the console's live
    * view). Optional: a launcher without it (kubernetes: no metrics API asked) shows "not available".

@@ -19,7 +19,11 @@ export interface ReceiptWatch {
 
 const NOTHING: Observed = { seen_from: {} };
 
-export function watchReceipt(launcher: Pick<Launcher, 'observe'>, plan: RunPlan, onError: (err: unknown) => void): ReceiptWatch {
+export function watchReceipt(
+  launcher: Pick<Launcher, 'observe' | 'planned'>,
+  plan: RunPlan,
+  onError: (err: unknown) => void,
+): ReceiptWatch {
   let observed: Promise<Observed> | undefined;
   return {
     onStarted(containerId) {
@@ -34,7 +38,7 @@ export function watchReceipt(launcher: Pick<Launcher, 'observe'>, plan: RunPlan,
       return current.then(() => undefined);
     },
     async receipt(policy, uses) {
-      return receiptOf(plannedBoundary(plan), (await observed) ?? NOTHING, policy, uses);
+      return receiptOf(launcher.planned?.(plan) ?? plannedBoundary(plan), (await observed) ?? NOTHING, policy, uses);
     },
   };
 }

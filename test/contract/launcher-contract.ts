@@ -162,8 +162,14 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
     });
 
     describe('limits', () => {
-      it("the exit status is the command's", async () => {
-        expect(await run({ argv: cmd.exit(3) })).toMatchObject({ exitCode: 3, truncated: false, timedOut: false });
+      it("the exit status is the command's; onCreated and onStarted are told the container that ran it (its receipt is read then)", async () => {
+        const told: string[] = [];
+        const r = await run(
+          { argv: cmd.exit(3) },
+          { onCreated: (id) => told.push(`created ${id}`), onStarted: (id) => void told.push(`started ${id}`) },
+        );
+        expect(r).toMatchObject({ exitCode: 3, truncated: false, timedOut: false });
+        expect(told).toEqual([`created ${r.containerId}`, `started ${r.containerId}`]);
       });
 
       it('output past the cap: truncated, stopped (137), cut at the cap; what onOutput saw is what was kept', async () => {
@@ -237,7 +243,9 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
 
       it('two execs share the container: what the first left in /tmp the second reads; both clean', async () => {
         const id = await idle();
-        const first = await exec(id, cmd.write('/tmp/state', 'kept'));
+        const started: string[] = [];
+        const first = await exec(id, cmd.write('/tmp/state', 'kept'), {}, { onStarted: (c) => void started.push(c) });
+        expect(started).toEqual([id]);
         expect(first).toMatchObject({ containerId: id, exitCode: 0 });
         expect(execVerdict(first)).toBeUndefined();
         const second = await exec(id, cmd.cat('/tmp/state'));

@@ -91,6 +91,17 @@ export async function makeLocalVolumes(kc: KubeConfig, node: string, dir: string
     await Promise.all(bodies.slice(i, i + 25).map((body) => core.createPersistentVolume({ body })));
 }
 
+/**
+ * Take a stopped node out of the cluster: its Node object (else the scheduler places the next
+ * file's pods there until the node's grace period ends) and its local volumes (else a claim binds
+ * to a disk on a node that is gone).
+ */
+export async function forgetNode(kc: KubeConfig, node: string): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  await core.deleteNode({ name: node }).catch(() => undefined);
+  await core.deleteCollectionPersistentVolume({ labelSelector: `berth-test/node=${node}` }).catch(() => undefined);
+}
+
 /** Ready, and the not-ready taint gone (the node lifecycle controller's work): the scheduler places pods there. */
 export async function waitNodeReady(kc: KubeConfig, name: string, proc?: Proc): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);

@@ -16,6 +16,7 @@ import { startRealKubeRig } from '../helpers/real-kube-rig.js';
  * first mount) and on `hostpath` (the controller-manager's in-tree provisioner, which never applies
  * fsGroup: a 0750 root:root directory). On the first the agent writes /workspace; on the second no
  * agent could, and the person's first message fails at once, naming the StorageClass at fault.
+ * The warm message's receipt is the real pod's, observed as planned.
  */
 
 const TOKEN = 'real-chat-token-0123456789abcdef';
@@ -79,6 +80,11 @@ for (const storage of ['local', HOSTPATH_CLASS]) {
       const second = await send('web:nina', 'cat /workspace/hello.txt');
       const warmMs = performance.now() - t1;
       expect(second.body).toMatchObject({ exit_code: 0, stdout: 'hello\n', warm: true });
+      // The run's receipt, observed on the real kubelet's pod: as planned; only the pod's CNI interfaces unobserved.
+      const receipt = h.berth.admin.listRuns('chat', { user: 'web:nina', limit: 1 }).runs[0]?.receipt;
+      expect(receipt?.violations, JSON.stringify(receipt)).toEqual([]);
+      expect(receipt?.unobserved).toEqual(['interfaces']);
+      expect(receipt?.observed.mounts?.find((m) => m.target === '/workspace')).toEqual({ target: '/workspace', read_only: false });
       console.info(`real node (${storage}): first reply ${Math.round(firstMs)} ms, warm ${Math.round(warmMs)} ms`);
     });
   });

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { testHome, type TestHome } from '../helpers.js';
 import { freePort } from '../helpers/chaos-rigs.js';
 import { startKubeRig, type KubeRig } from '../helpers/kube-rig.js';
-import { makeLocalVolumes, NODE_NAMES, waitNodeReady, type RealKubeInfo } from '../helpers/real-kube-cluster.js';
+import { forgetNode, makeLocalVolumes, NODE_NAMES, waitNodeReady, type RealKubeInfo } from '../helpers/real-kube-cluster.js';
 import { startRealNode, type RealNode } from '../helpers/real-kube-node.js';
 import { kubePkiAt } from '../helpers/real-kube-pki.js';
 
@@ -65,6 +65,7 @@ afterAll(async () => {
   await h?.[Symbol.asyncDispose]();
   await rig?.stop();
   await nodeB?.stop((ns) => ns.startsWith(info.nsPrefix));
+  if (rig) await forgetNode(rig.cluster.kubeConfig, B);
 });
 
 const nodeOf = async (pod: string) =>
@@ -96,7 +97,7 @@ describe('berth on two real nodes', () => {
       code: 'POD_REFUSED',
       // Or, placed on the stopped node before the scheduler took it for down (its grace period), that.
       message: expect.stringMatching(
-        /volume node affinity conflict|node\(s\) had (taint|volume)|placed on node .*, whose kubelet has not started it/,
+        /volume node affinity conflict|node\(s\) had (taint|volume)|placed on node .*, whose kubelet has not (started|taken) it/,
       ),
     });
     console.info(`two nodes: the stopped node's session was told in ${(waited / 1000).toFixed(1)} s: ${(told as Error).message}`);

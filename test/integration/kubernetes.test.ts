@@ -92,6 +92,10 @@ describe('the Kubernetes launcher, end to end', () => {
       expect(r.stdout).toContain('rc=0');
       expect(r.stdout).toContain('token=64');
       expect(site.hits()).toBe(1);
+      // Its receipt: the pod observed as the launcher plans it (the run directory relayed, not mounted).
+      const receipt = h.berth.admin.listRuns('kube-egress', { limit: 1 }).runs[0]?.receipt;
+      expect(receipt?.violations, JSON.stringify(receipt)).toEqual([]);
+      expect(receipt?.unobserved).toEqual(['interfaces']);
       // The pod is gone, and its token with it: the relay refuses the token it held.
     } finally {
       site.close();

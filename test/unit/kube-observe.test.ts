@@ -1,6 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { podFacts, podLimits, quantity } from '../../src/launch/kubernetes/observe.js';
+import { plannedPod } from '../../src/launch/kubernetes/planned.js';
 import { plannedBoundary, receiptOf, type Policy } from '../../src/plan/receipt.js';
 import type { RunPlan } from '../../src/plan/run-plan.js';
 
@@ -75,6 +76,33 @@ describe("a pod's facts for its receipt", () => {
     const observed = { limits: podLimits(pod()), seen_from: { limits: 'engine' as const } };
     expect(receiptOf(plannedBoundary(plan), observed, policy).violations).toEqual([
       'limit nano_cpus 500000000 (planned 1000000000) [engine]',
+    ]);
+  });
+
+  it('plans a pod without the run directory (relayed over TCP, never mounted), and with every other mount the plan has', () => {
+    const plan = {
+      runtime: 'runc',
+      readOnlyRootfs: true,
+      mounts: [
+        { type: 'bind', source: '/h/ws', target: '/workspace', readOnly: false },
+        { type: 'bind', source: '/h/run', target: '/run/berth', readOnly: true },
+        { type: 'tmpfs', target: '/tmp', readOnly: false, sizeBytes: 1 },
+      ],
+      limits: { memoryBytes: 1, nanoCpus: 1, pids: 1 },
+    } as unknown as RunPlan;
+    expect(plannedBoundary(plan).mounts.map((m) => m.target)).toContain('/run/berth');
+    expect(plannedPod(plan)).toEqual({
+      ...plannedBoundary(plan),
+      mounts: [
+        { target: '/tmp', read_only: false },
+        { target: '/workspace', read_only: false },
+      ],
+    });
+    const policy: Policy = { start: 'cold', folder: 'own', egress: true, allow: [], secrets: [] };
+    const observed = { mounts: plannedPod(plan).mounts, seen_from: { mounts: 'inside' as const } };
+    expect(receiptOf(plannedPod(plan), observed, policy).violations).toEqual([]);
+    expect(receiptOf(plannedBoundary(plan), observed, policy).violations).toEqual([
+      'mount /run/berth missing (planned read-only) [inside]',
     ]);
   });
 });

@@ -2,7 +2,14 @@ import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { cpuMillis, KubernetesSchema, memoryBytes } from '../../src/config/kubernetes.js';
 import { execArgv } from '../../src/launch/kubernetes/exec-env.js';
-import { podRefusal, sandboxRefusal, volumesUnwritable, waitingReason } from '../../src/launch/kubernetes/start-trouble.js';
+import {
+  nodeSilence,
+  NODE_SILENT_MS,
+  podRefusal,
+  sandboxRefusal,
+  volumesUnwritable,
+  waitingReason,
+} from '../../src/launch/kubernetes/start-trouble.js';
 import type { RunPlan } from '../../src/plan/run-plan.js';
 
 /** How berth reads a pod that does not start (kubernetes/start-trouble.ts), with Kubernetes' own reasons and message shapes. */
@@ -88,6 +95,27 @@ describe('waitingReason (what a start timeout says)', () => {
     const placed = { ...pod({ phase: 'Pending' }), spec: { nodeName: 'node-b', containers: [] } };
     expect(waitingReason(placed, [])).toBe('placed on node node-b, whose kubelet has not started it (is the node down?)');
     expect(waitingReason(undefined, [])).toBeUndefined();
+  });
+});
+
+describe('nodeSilence (a pod placed on a node that is gone)', () => {
+  const placed = (status: V1Pod['status']): V1Pod => ({ ...pod(status), spec: { nodeName: 'node-b', containers: [] } });
+  it("refuses a pod its node's kubelet has not taken up for the grace period, counted on berth's clock from when it first saw it", () => {
+    const silent = placed({ phase: 'Pending' });
+    const first = nodeSilence(silent, undefined, 1000);
+    expect(first).toEqual({ since: 1000 });
+    expect(nodeSilence(silent, first.since, 1000 + NODE_SILENT_MS - 1)).toEqual({ since: 1000 });
+    expect(nodeSilence(silent, first.since, 1000 + NODE_SILENT_MS)).toEqual({
+      since: 1000,
+      trouble: { code: 'POD_REFUSED', message: 'placed on node node-b, whose kubelet has not taken it up in 30 s (is the node down?)' },
+    });
+  });
+  it('leaves alone a pod its kubelet answered for (startTime: pulling, mounting), one not yet placed, and one not Pending', () => {
+    const late = 1000 + 10 * NODE_SILENT_MS;
+    expect(nodeSilence(placed({ phase: 'Pending', startTime: new Date() }), 1000, late)).toEqual({});
+    expect(nodeSilence(pod({ phase: 'Pending' }), 1000, late)).toEqual({});
+    expect(nodeSilence(placed({ phase: 'Running' }), 1000, late)).toEqual({});
+    expect(nodeSilence(undefined, 1000, late)).toEqual({});
   });
 });
 

@@ -1,5 +1,6 @@
 import { createObserver } from '../observer.js';
 import { observePod } from './observe.js';
+import { plannedPod } from './planned.js';
 import { Writable } from 'node:stream';
 import { Exec, KubeConfig, type V1Pod, type V1Status } from '@kubernetes/client-node';
 import { cpuMillis, memoryBytes, type KubernetesSettings } from '../../config/kubernetes.js';
@@ -186,6 +187,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     }
     if (!Array.isArray(command)) return command;
     o.onCreated?.(containerId);
+    await o.onStarted?.(containerId); // every message is an exec: the pod's receipt is read first (once: observer.ts)
     const tCreated = performance.now();
     let removed: Promise<void> | undefined;
     let onStopped!: () => void;
@@ -325,6 +327,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   }
 
   const listManaged = (query: ContainerQuery) => listRuns(apis, query);
+  const removeManaged = async (query: ContainerQuery) => removeContainers((await listManaged(query)).map((c) => c.id));
 
   return {
     info: () => clusterInfo(apis),
@@ -337,9 +340,7 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     removeContainers,
     listManaged,
     observe: receipts.observe,
-    async removeManaged(query) {
-      const found = await listManaged(query);
-      return removeContainers(found.map((c) => c.id));
-    },
+    planned: plannedPod,
+    removeManaged,
   };
 }

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import type net from 'node:net';
 import type { KubernetesSettings } from '../../config/kubernetes.js';
 import { BerthError } from '../../base/errors.js';
+import { plannedPod } from './planned.js';
 import { createRelayServer, createRelayTokens } from './relay.js';
 import type { Launcher } from '../launcher.js';
 
@@ -80,6 +81,7 @@ export function createKubeSetup(settings: KubernetesSettings, onRefused?: (why: 
     listManaged: (q) => load().then((l) => l.listManaged(q)),
     removeManaged: (q) => load().then((l) => l.removeManaged(q)),
     observe: (id) => load().then((l) => l.observe!(id)),
+    planned: plannedPod,
   };
   const colon = settings.gateway.listen.lastIndexOf(':');
   return {

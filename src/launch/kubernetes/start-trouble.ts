@@ -65,10 +65,9 @@ export function podRefusal(pod: V1Pod | undefined, events: readonly CoreV1Event[
   const scheduled = pod?.status?.conditions?.find((c) => c.type === 'PodScheduled');
   if (scheduled?.status === 'False' && scheduled.reason === 'Unschedulable' && NO_ROOM.test(scheduled.message ?? ''))
     return { code: 'POD_REFUSED', message: `no node has room for it (Unschedulable: ${scheduled.message})` };
-  const warnings = events
-    .filter((e) => e.type === 'Warning' && REFUSING_EVENTS.has(e.reason ?? ''))
-    .filter((e) => (pod?.metadata?.uid && e.involvedObject.uid ? e.involvedObject.uid === pod.metadata.uid : true))
-    .sort((a, b) => eventTime(b) - eventTime(a));
+  const warnings = newestWarnings(events)
+    .filter((e) => REFUSING_EVENTS.has(e.reason ?? ''))
+    .filter((e) => (pod?.metadata?.uid && e.involvedObject.uid ? e.involvedObject.uid === pod.metadata.uid : true));
   for (const e of warnings) {
     // A scheduler's other words (an unbound claim, a node not ready yet) pass on their own.
     if (e.reason === 'FailedScheduling' && !NO_ROOM.test(e.message ?? '')) continue;
@@ -81,6 +80,34 @@ export function podRefusal(pod: V1Pod | undefined, events: readonly CoreV1Event[
   return undefined;
 }
 
+/** How long a pod may stand bound to a node whose kubelet has not taken it up (a live kubelet sets startTime within a second or two). */
+export const NODE_SILENT_MS = 30_000;
+
+/**
+ * A pod bound to a node whose kubelet never answered for it (no startTime) for `graceMs` since
+ * berth first saw it so: the node is down or cut off, and a pod placed there before the scheduler
+ * took the node for gone (its grace period) would otherwise wait out the whole start timeout.
+ * `since` is berth's own clock, so a cluster's clock skew does not count.
+ */
+export function nodeSilence(
+  pod: V1Pod | undefined,
+  since: number | undefined,
+  now: number,
+  graceMs = NODE_SILENT_MS,
+): { trouble?: Trouble; since?: number } {
+  const node = pod?.spec?.nodeName;
+  if (!node || pod.status?.startTime || pod.status?.phase !== 'Pending') return {};
+  const first = since ?? now;
+  if (now - first < graceMs) return { since: first };
+  return {
+    since: first,
+    trouble: {
+      code: 'POD_REFUSED',
+      message: `placed on node ${node}, whose kubelet has not taken it up in ${Math.round((now - first) / 1000)} s (is the node down?)`,
+    },
+  };
+}
+
 /**
  * Why a pod is still waiting, in the scheduler's or kubelet's words: its PodScheduled condition
  * when False (an unbound claim, a node not ready, a volume held on another node), else its newest
@@ -89,7 +116,7 @@ export function podRefusal(pod: V1Pod | undefined, events: readonly CoreV1Event[
 export function waitingReason(pod: V1Pod | undefined, events: readonly CoreV1Event[]): string | undefined {
   const scheduled = pod?.status?.conditions?.find((c) => c.type === 'PodScheduled');
   if (scheduled?.status === 'False' && scheduled.message) return `${scheduled.reason ?? 'not scheduled'}: ${scheduled.message}`;
-  const newest = events.filter((e) => e.type === 'Warning').sort((a, b) => eventTime(b) - eventTime(a))[0];
+  const newest = newestWarnings(events)[0];
   if (newest?.message) return `${newest.reason ?? 'Warning'}: ${newest.message}`;
   // Placed before the scheduler knew its node was gone (a node is taken for down only after its grace period).
   const node = pod?.spec?.nodeName;
@@ -99,6 +126,8 @@ export function waitingReason(pod: V1Pod | undefined, events: readonly CoreV1Eve
 }
 
 const eventTime = (e: CoreV1Event) => new Date(e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? 0).getTime();
+const newestWarnings = (events: readonly CoreV1Event[]) =>
+  events.filter((e) => e.type === 'Warning').sort((a, b) => eventTime(b) - eventTime(a));
 
 interface SandboxCondition {
   type: string;

@@ -4,7 +4,7 @@ import type { KubernetesSettings } from '../../config/kubernetes.js';
 import { unlessGone, type KubeApis } from './calls.js';
 import { SANDBOX_API } from './objects.js';
 import { WRITABLE_CONTAINER } from './init-containers.js';
-import { podRefusal, podTrouble, sandboxRefusal, volumesUnwritable, waitingReason } from './start-trouble.js';
+import { nodeSilence, podRefusal, podTrouble, sandboxRefusal, volumesUnwritable, waitingReason } from './start-trouble.js';
 
 /**
  * Until a run's pod runs, reading what the cluster says on the way (kubernetes/start-trouble.ts):
@@ -23,6 +23,7 @@ export async function waitRunning(apis: KubeApis, settings: KubernetesSettings, 
   const end = Date.now() + settings.start_timeout_seconds * 1000;
   let seen = false;
   let reconcilerErrorSince: number | undefined;
+  let silentSince: number | undefined;
   let events: CoreV1Event[] = [];
   let eventsAt = 0;
   for (let delay = 50; ; delay = Math.min(delay * 2, 500)) {
@@ -49,6 +50,9 @@ export async function waitRunning(apis: KubeApis, settings: KubernetesSettings, 
     }
     const refusal = podRefusal(pod, events);
     if (refusal) throw refused(name, refusal.message);
+    const silence = nodeSilence(pod, silentSince, Date.now());
+    silentSince = silence.since;
+    if (silence.trouble) throw refused(name, silence.trouble.message);
     const trouble = pod && podTrouble(pod);
     if (trouble) throw new BerthError('RUN_FAILED', `the agent's pod did not start: ${trouble}`);
     if (Date.now() > end) {
