@@ -34,6 +34,7 @@ import { createEgressProxy } from './outbound/egress-proxy.js';
 import { createHoneytokens, type Honeytokens } from './outbound/honeytokens.js';
 import { createAlertWebhook } from './outbound/alert-webhook.js';
 import { openFrozenTenants } from './store/frozen-tenants.js';
+import { openDecoyHolders } from './store/decoy-holders.js';
 import { loadOrCreateEgressCa, type EgressCa } from './outbound/egress-ca.js';
 import { createSecretBroker } from './outbound/secret-broker.js';
 import { createSecretValues } from './store/secret-values.js';
@@ -151,6 +152,7 @@ function honeytokensOf(b: {
     config: b.config,
     secret: b.secret,
     frozen: openFrozenTenants(b.stateDir),
+    holders: openDecoyHolders(b.stateDir),
     logger: b.logger,
     metrics: b.metrics,
     audit: (event) => b.audit.record(event),

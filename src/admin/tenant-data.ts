@@ -15,6 +15,7 @@ import { memoryAuthorFor } from '../store/secret.js';
 import type { Runner } from '../runs/runner.js';
 import { MEMORY_FILE } from '../store/memory.js';
 import { openFrozenTenants } from '../store/frozen-tenants.js';
+import { openDecoyHolders } from '../store/decoy-holders.js';
 import type { ProjectStore } from '../store/projects.js';
 import { runFilesDirOf } from '../store/run-files.js';
 import { runFilesOfTenant } from '../store/person-files.js';
@@ -190,7 +191,7 @@ export type TenantData = ReturnType<typeof createTenantData>;
  * A forgotten tenant's lines in the project's logs and their kept files: run records, the files
  * kept for their runs (also those whose record rotated away) and the archives /export made, the
  * outbound log (hosts, sizes, tokens: what the per-day model budget counts), the day's budget
- * mark (in berth's own state, `homeState`) and their memory entries.
+ * mark and the note that they hold decoys (in berth's own state, `homeState`), and their memory entries.
  */
 function forgetRecords(fp: TenantFootprint, homeState: string, tenant: string, author: string) {
   const { paths, metadata } = fp.project;
@@ -205,6 +206,7 @@ function forgetRecords(fp: TenantFootprint, homeState: string, tenant: string, a
   for (const file of ['outbound.jsonl', 'outbound.jsonl.1'])
     outbound += rewriteLines(join(paths.sessionsDir, file), (line) => fieldOf(line, 'tenant') === tenant);
   const budgetMarks = openBudgetDays(homeState).forget(metadata.name, tenant) ? 1 : 0;
+  openDecoyHolders(homeState).remove(metadata.name, tenant); // berth's API no longer looks for their decoys
   const memory = rewriteLines(join(paths.memoryDir, MEMORY_FILE), (line) => fieldOf(line, 'author') === author);
   return { runs, run_files: runFiles, outbound, budget_marks: budgetMarks, memory };
 }

@@ -3,7 +3,7 @@ import type { CredentialUse, Receipt } from '../plan/receipt.js';
 import type { RunRecord } from '../store/run-log.js';
 
 /**
- * /boundary: a person's last run's receipt in a few plain sentences (where the agent ran, what it
+ * /boundary: a person's last run's receipt in a few plain lines (where the agent ran, what it
  * saw, what it could reach, whether all of it was as planned). The whole receipt is the
  * operator's (berth runs --receipt). Never a host path: targets inside the container only.
  */
@@ -22,28 +22,32 @@ function sawWords(r: Receipt): string {
     return [];
   });
   const folder =
-    r.policy.folder === 'own'
-      ? 'saw only your folder'
-      : "saw the project's whole folder (this project does not give each person their own)";
+    r.policy.folder === 'own' ? 'only your folder' : "the project's whole folder (this project does not give each person their own)";
   return extra.length ? `${folder}, and ${extra.join(', ')}` : folder;
 }
 
+/** The hosts, at most ten of them, then how many more. */
+function hostsWords(allow: readonly string[]): string {
+  const shown = allow.slice(0, 10);
+  if (allow.length > shown.length) return `${shown.join(', ')} and ${allow.length - shown.length} more`;
+  return shown.length > 1 ? `${shown.slice(0, -1).join(', ')} and ${shown.at(-1)}` : (shown[0] ?? '');
+}
+
 function reachWords(r: Receipt): string {
-  if (!r.policy.egress) return 'had no network at all (only your model, through berth)';
-  if (!r.policy.allow.length && !r.policy.secrets.length) return 'could reach no website (only your model, through berth)';
-  const hosts = r.policy.allow.length
-    ? `could reach: ${r.policy.allow.slice(0, 10).join(', ')}${r.policy.allow.length > 10 ? ` and ${r.policy.allow.length - 10} more` : ''}`
-    : 'could reach no website';
-  const secrets = r.policy.secrets.length
-    ? ` (berth adds ${r.policy.secrets.join(', ')} for the hosts it is meant for; your agent never sees it)`
-    : '';
-  return `${hosts}${secrets}, no other network`;
+  if (!r.policy.egress) return 'no network at all (only your model, through berth)';
+  if (!r.policy.allow.length) return 'no website (only your model, through berth)';
+  return `${hostsWords(r.policy.allow)}, and no other network`;
 }
 
 /** "GITHUB_TOKEN → POST api.github.com/repos/…/pulls, 201": one request berth added a secret to (or refused one for). */
 function useLine(u: CredentialUse): string {
   const path = u.path.length > 40 ? `${u.path.slice(0, 20)}…${u.path.slice(-15)}` : u.path;
   return `${u.secret} → ${u.method} ${u.host}${path}, ${u.note ? `not sent (${u.status})` : u.status}`;
+}
+
+function secretsLine(secrets: readonly string[]): string {
+  const it = secrets.length === 1 ? 'it' : 'them';
+  return `berth adds ${hostsWords(secrets)} to requests for the hosts meant for ${it}; your agent never sees ${it}`;
 }
 
 /** What berth sent a person's secrets with in one run, the first few. */
@@ -59,21 +63,25 @@ function usesWords(r: Receipt): string[] {
   ];
 }
 
-function checkedWords(r: Receipt): string {
-  if (r.violations.length) {
-    const shown = r.violations
-      .slice(0, 3)
-      .map((v) => `- ${v}`)
-      .join('\n');
-    return `⚠ It did NOT match berth's plan (${r.violations.length} difference${r.violations.length === 1 ? '' : 's'}; the operator is told):\n${shown}`;
-  }
+function checkedWords(r: Receipt): string[] {
+  const n = r.violations.length;
+  if (n)
+    return [
+      `⚠ It did NOT match berth's plan (${n} difference${n === 1 ? '' : 's'}; the operator is told):`,
+      ...r.violations.slice(0, 3).map((v) => `- ${v}`),
+      ...(n > 3 ? [`- and ${n - 3} more`] : []),
+    ];
   // Nothing read is never "matched": this launcher (a cluster's, today) cannot look into its containers yet.
   if (r.unobserved.length === Object.keys(r.planned).length)
-    return 'berth could not look into this container as it started, so none of this was checked this time.';
+    return ['berth could not look into this container as it started, so none of this was checked this time.'];
   const unseen = r.unobserved.length ? ` (not checked: ${r.unobserved.join(', ').replace(/_/g, ' ')})` : '';
-  return `Checked as it started: what berth could read matched its plan${unseen}.`;
+  return [`✓ Checked as it started: what berth could read matched its plan${unseen}.`];
 }
 
+/**
+ * One fact a line, each under a word a person scans for (ran, saw, could reach, secrets), so it
+ * reads on a phone as well as on a wide page.
+ */
 export function boundaryWords(record: RunRecord | undefined): string {
   if (!record) return 'berth: no run of yours yet. Send a message, then ask /boundary again.';
   const r = record.receipt;
@@ -85,11 +93,15 @@ export function boundaryWords(record: RunRecord | undefined): string {
       : r.policy.start === 'pool'
         ? 'a container berth had ready'
         : 'a new container';
+  const secrets = r.policy.egress ? r.policy.secrets : [];
   return [
-    `berth: your last run (${record.run}, ${record.finished_at.slice(0, 16).replace('T', ' ')} UTC) ran ${where}, in ${start}.`,
-    `Your agent ${sawWords(r)}; it ${reachWords(r)}.`,
+    `berth: your last run, at ${record.finished_at.slice(0, 16).replace('T', ' ')} UTC (run ${record.run}):`,
+    `- ran: ${where}, in ${start}`,
+    `- saw: ${sawWords(r)}`,
+    `- could reach: ${reachWords(r)}`,
+    ...(secrets.length ? [`- secrets: ${secretsLine(secrets)}`] : []),
     ...usesWords(r),
-    checkedWords(r),
+    ...checkedWords(r),
   ].join('\n');
 }
 

@@ -7,7 +7,7 @@ import { BerthError, isBerthError } from '../base/errors.js';
 import type { Approvals } from '../outbound/approvals.js';
 import type { ApprovalEvent } from '../store/approvals.js';
 import type { BridgeState } from '../store/bridge-state.js';
-import type { ReplyParts } from '../store/chat-transcripts.js';
+import { BY_BERTH, type ReplyParts } from '../store/chat-transcripts.js';
 import type { DeliveryStep, Inbox } from '../store/inbox.js';
 import type { Metrics } from '../base/metrics.js';
 import { approvalAnswerOf, levelAsker } from './approval-words.js';
@@ -110,7 +110,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     }
   };
   /** Said by the way (a notice, a question): a failed send is logged by say, and nothing waits on it. */
-  const tell = (chat: string, text: string) => void say(chat, text).catch(() => undefined);
+  const tell = (chat: string, text: string) => void say(chat, text, BY_BERTH).catch(() => undefined);
 
   const questions = createChatQuestions(deps.approvals, tell);
   const { lapsed, chatSession } = chatConversations({ ...deps, log });
@@ -192,7 +192,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
     const schedule = scheduleOfMessage(entry.id);
     const command = schedule ? undefined : chatCommand(entry.text);
     let reply: string;
-    let parts: ReplyParts | undefined;
+    let parts: ReplyParts | undefined = command ? BY_BERTH : undefined;
     let ran: RanFiles | undefined;
     if (command) {
       reply = await command(ctx).catch((err: unknown) => `berth: ${isBerthError(err) ? err.message : 'that command failed'}`);
@@ -340,7 +340,7 @@ export function createBridgeCore(deps: BridgeDeps): BridgeCore {
   /** A message that will not be answered: journal the notice first, then tell the sender. */
   async function fail(id: string, chat: string, reason: string, notice: string) {
     inbox.mark(id, 'answered', { reply: notice, reason });
-    await deliver(id, chat, notice, reason);
+    await deliver(id, chat, notice, reason, BY_BERTH);
   }
 
   return {

@@ -168,7 +168,7 @@ export async function sendRunFiles(
 
 /** berth's own words about a message (its files' fate, the agent's files' links): plain where the channel has it (a webhook's callback only takes these so). */
 export const sayPlain = (transport: Pick<ChatTransport, 'send' | 'sendPlain'>, chat: string, text: string, answerTo: string) =>
-  transport.sendPlain ? transport.sendPlain(chat, text, { answerTo }) : transport.send(chat, text, { answerTo });
+  transport.sendPlain ? transport.sendPlain(chat, text, { answerTo }) : transport.send(chat, text, { answerTo, by: 'berth' });
 
 /** The agent's files after its answer: the transport's own way (web chat), else as files or links; a failure is logged, never thrown. */
 export async function deliverRunFiles(

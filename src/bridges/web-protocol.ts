@@ -3,7 +3,7 @@ import { PermissionLevelSchema, SessionIdSchema, type PermissionLevel } from '..
 import type { AGENT_PRESETS, Agent } from '../config/metadata.js';
 import type { ErrorCode } from '../base/errors.js';
 import type { ProgressStep, ProgressUpdate } from '../runs/agent-progress.js';
-import type { OutputSegment } from '../store/chat-transcripts.js';
+import type { OutputSegment, ReplyFormat } from '../store/chat-transcripts.js';
 import { FILE_BOUNDS } from '../config/bounds.js';
 import { UPLOAD_ID_PATTERN } from '../store/chat-uploads.js';
 import { APPROVAL_DECISIONS, APPROVAL_ID_PATTERN, type ApprovalDecision, type ApprovalView } from '../store/approvals.js';
@@ -53,7 +53,7 @@ export type WebServerMessage =
   | { type: 'note'; session_id: string; text: string }
   | { type: 'container'; session_id: string; phase: 'starting' | 'started' }
   | { type: 'typing'; session_id: string; on: boolean }
-  | { type: 'reply'; session_id: string; text: string; format: 'markdown' | 'text'; output?: OutputSegment[]; exit?: number }
+  | { type: 'reply'; session_id: string; text: string; format: ReplyFormat; output?: OutputSegment[]; exit?: number }
   | { type: 'files'; session_id: string; files: WebFileView[] }
   | { type: 'done'; id: string; session_id: string }
   | { type: 'session'; session_id: string }

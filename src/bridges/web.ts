@@ -198,7 +198,7 @@ export function createWebChat(deps: WebChatDeps): WebChat {
       // message it answers to the transcript first.
       await Promise.resolve();
       // On disk before it is pushed: a person who closed the tab sees the answer when they come back.
-      const format = chatFormatOf(admin.getProjectMetadata(a.project));
+      const format = reply?.by === 'berth' ? 'berth' : chatFormatOf(admin.getProjectMetadata(a.project));
       const output = reply?.output?.length ? { output: reply.output, ...(reply.exit !== undefined ? { exit: reply.exit } : {}) } : {};
       history.keep(a, { role: 'reply', text, format, ...(reply?.steps?.length ? { steps: reply.steps } : {}), ...output });
       push(a, { type: 'reply', session_id: a.session, text, format, ...output });

@@ -3,7 +3,9 @@ import { BerthError } from '../base/errors.js';
 import type { BerthConfig } from '../config/berth-config.js';
 import type { Metrics } from '../base/metrics.js';
 import { decoyNeedles, decoysOf } from '../plan/honeytokens.js';
+import type { DecoyHolders } from '../store/decoy-holders.js';
 import type { FrozenTenants } from '../store/frozen-tenants.js';
+import { createHeldDecoys } from './held-decoys.js';
 import type { AuditEvent } from '../store/audit.js';
 import { formsOf } from './secret-forms.js';
 import type { Alert } from './alert-webhook.js';
@@ -11,28 +13,11 @@ import type { Alert } from './alert-webhook.js';
 /** What the person reads when their run is stopped for it. */
 export const DECOY_STOP = "something in your agent's container used a credential it should not have; the operator has been told.";
 
-/** A request that names no tenant (berth's own API) is looked at for every tenant with decoys: at most this many (the rest are not looked for), the list made again after INDEX_MS. */
-export const WIRE_INDEX = { tenants: 5_000, ms: 30_000, bytes: 4 * 1024 * 1024 } as const;
-
 /** Who a request is from, as a run's socket knows it. */
 export interface WireCaller {
   project: string;
   tenantKey: string;
   runId?: string;
-}
-
-/** The decoy owner a text names: its letter-and-digit runs looked up whole, then the same inside each base64-looking run, decoded. */
-function ownerIn(owners: Map<string, WireCaller>, text: string, depth = 0): WireCaller | undefined {
-  for (const m of text.matchAll(/[A-Za-z0-9]{20,40}(?![A-Za-z0-9])/g)) {
-    const hit = owners.get(m[0]) ?? owners.get(m[0].slice(-20));
-    if (hit) return hit;
-  }
-  if (depth > 0) return undefined;
-  for (const m of text.matchAll(/[A-Za-z0-9+/_-]{28,}={0,2}/g)) {
-    const hit = ownerIn(owners, Buffer.from(m[0], m[0].includes('-') || m[0].includes('_') ? 'base64url' : 'base64').toString('latin1'), 1);
-    if (hit) return hit;
-  }
-  return undefined;
 }
 
 /**
@@ -49,12 +34,14 @@ export function createHoneytokens(deps: {
   config: () => BerthConfig;
   secret: () => Buffer;
   frozen: FrozenTenants;
+  /** The tenants given decoys (store/decoy-holders.ts): whose decoys a request naming no tenant is looked at for. */
+  holders: DecoyHolders;
   logger: Logger;
   metrics?: Metrics;
   audit?: (event: Omit<AuditEvent, 'actor' | 'request_id'> & { actor?: string }) => void;
   /** The operator's alert webhook (berth.yaml alerts.webhook): told of each first hit, never waited for. */
   alert?: (alert: Alert) => void;
-  /** The tenants of a project (those with a session): whose decoys a request naming no tenant is looked at for. */
+  /** The tenants of a project (those with a session): holders from before berth kept the list, added to it once at start. */
   tenantsOf?: (project: string) => string[];
   now?: () => number;
 }) {
@@ -62,26 +49,16 @@ export function createHoneytokens(deps: {
     Object.hasOwn(deps.config().projects, project) && deps.config().projects[project]?.honeytokens === true;
   const needlesOf = (c: WireCaller) => decoyNeedles(decoysOf(deps.secret(), c.project, c.tenantKey));
   const now = deps.now ?? Date.now;
-  let index: { at: number; owners: Map<string, WireCaller> } | undefined;
-  /** Every AWS decoy of every tenant with decoys, by value (made again after WIRE_INDEX.ms: a new tenant's are looked for then). */
-  const indexNow = () => {
-    if (index && now() - index.at < WIRE_INDEX.ms) return index;
-    const owners = new Map<string, WireCaller>();
-    const callers = Object.keys(deps.config().projects)
-      .filter(enabled)
-      .flatMap((project) => [...new Set(deps.tenantsOf?.(project) ?? [])].map((tenantKey) => ({ project, tenantKey })))
-      .slice(0, WIRE_INDEX.tenants);
-    for (const c of callers) {
-      const d = decoysOf(deps.secret(), c.project, c.tenantKey);
-      owners.set(d.awsAccessKeyId, c);
-      owners.set(d.awsSecretAccessKey, c);
-    }
-    index = { at: now(), owners };
-    return index;
-  };
+  const projects = () => Object.keys(deps.config().projects).filter(enabled);
+  const held = createHeldDecoys({ projects, secret: deps.secret, holders: deps.holders, logger: deps.logger, tenantsOf: deps.tenantsOf });
   return {
-    /** The decoys this tenant's containers carry; undefined when the project has none. */
-    decoysFor: (project: string, tenant: string) => (enabled(project) ? decoysOf(deps.secret(), project, tenant) : undefined),
+    /** The decoys this tenant's containers carry, asked as they are planted (from then on berth's API looks for them too); undefined when the project has none. */
+    decoysFor(project: string, tenant: string) {
+      if (!enabled(project)) return undefined;
+      const decoys = decoysOf(deps.secret(), project, tenant);
+      held.planted(project, tenant, decoys);
+      return decoys;
+    },
     enabled,
     /** Does this text carry one of the caller's decoys? Then the wire trips (once per caller, however many requests follow). */
     check(caller: WireCaller, where: string, ...texts: Array<string | Uint8Array | undefined>): boolean {
@@ -97,18 +74,17 @@ export function createHoneytokens(deps: {
     },
     /**
      * A request that names no tenant (berth's own API: a bearer token, a body): whose decoy does it
-     * carry? Its AWS decoys, as written or inside base64, looked up by value in one pass (the
-     * forms matcher of `check` is per tenant: thousands of tenants' values in it cost seconds per
-     * MiB); the first WIRE_INDEX.bytes of each text. The owner's wire trips. Undefined when none.
+     * carry? Every holder's decoys (AWS key id and secret, the SSH key's lines), as written or
+     * inside base64, in one pass (held-decoys.ts; the forms matcher of `check` is per tenant:
+     * thousands of tenants' values in it cost seconds per MiB). The owner's wire trips (a project
+     * whose decoys were switched off is not looked for). Undefined when none.
      */
     checkAny(where: string, ...texts: Array<string | Uint8Array | undefined>): WireCaller | undefined {
-      if (!Object.keys(deps.config().projects).some(enabled)) return undefined;
-      const { owners } = indexNow();
-      if (!owners.size) return undefined;
+      if (!projects().length) return undefined;
       for (const t of texts) {
         if (t === undefined) continue;
         const text = typeof t === 'string' ? t : Buffer.from(t.buffer, t.byteOffset, t.byteLength).toString('latin1');
-        const owner = ownerIn(owners, text.slice(0, WIRE_INDEX.bytes));
+        const owner = held.find(text, (o) => enabled(o.project));
         if (owner) {
           this.trip(owner, where);
           return owner;

@@ -31,7 +31,20 @@ export interface ReplyParts {
   steps?: RunStep[];
   output?: OutputSegment[];
   exit?: number;
+  /** Words berth wrote itself (a chat command's answer, a notice), never the agent's: the web chat shows them as plain words. */
+  by?: 'berth';
 }
+
+/** A reply berth wrote itself (a command's answer, a notice): the web chat shows it as plain words, never as the agent's. */
+export const BY_BERTH: Readonly<ReplyParts> = Object.freeze({ by: 'berth' });
+
+/**
+ * How the web chat shows a reply: "markdown" and "text" are the project's chat format for the
+ * agent's answers; "berth" is berth's own words (line breaks kept, never Markdown: a host pattern
+ * like *.example.com must not turn into emphasis, nor berth's words into a terminal's).
+ */
+export const ReplyFormatSchema = z.enum(['markdown', 'text', 'berth']);
+export type ReplyFormat = z.infer<typeof ReplyFormatSchema>;
 
 /** An approval card as the history keeps it: what was asked, of whom, until when. */
 export const TranscriptApprovalSchema = ApprovalRequestSchema.pick({
@@ -56,10 +69,9 @@ export const TranscriptEntrySchema = z
     text: z.string(),
     id: z.string().optional().describe("The person's message id (user entries)."),
     level: PermissionLevelSchema.optional().describe('The permission level the message was sent at (user entries).'),
-    format: z
-      .enum(['markdown', 'text'])
-      .optional()
-      .describe("How the page shows it (reply entries): the project's chat format when it was sent."),
+    format: ReplyFormatSchema.optional().describe(
+      "How the page shows it (reply entries): the project's chat format when it was sent, or berth's own words.",
+    ),
     steps: z
       .array(RunStepSchema)
       .max(RUN_STEPS_MAX)

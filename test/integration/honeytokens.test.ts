@@ -138,7 +138,7 @@ describe('honeytokens', () => {
   }, 30_000);
 
   it("a decoy tried at berth's own API (as a bearer token, or in a body) is refused and freezes its tenant", async () => {
-    await h.run('trap', 'web:dave', 'true', 'low'); // dave has a session: his decoys are looked for
+    await h.run('trap', 'web:dave', 'true', 'low'); // dave's decoys are planted: from now on berth's API looks for them
     await h.run('trap', 'web:erin', 'true', 'low');
     const app = createApp(appDepsFrom(h.berth, { token: 'admin-token-0123456789', logger: pino({ level: 'silent' }) }));
     const dave = decoysOf(secret(), 'trap', 'web:dave');

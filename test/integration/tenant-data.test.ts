@@ -7,6 +7,8 @@ import { tenantDigest } from '../../src/admin/tenant-data.js';
 import { isBerthError } from '../../src/base/errors.js';
 import { pino } from 'pino';
 import { appDepsFrom, createApp } from '../../src/api/app.js';
+import { homePaths } from '../../src/config/home.js';
+import { openDecoyHolders } from '../../src/store/decoy-holders.js';
 import { testHome, type TestHome } from '../helpers.js';
 import { runCli } from '../helpers/cli-main.js';
 
@@ -23,7 +25,8 @@ const list = (archive: string) => execFileSync('tar', ['-tvf', archive], { encod
 const read = (archive: string, member: string) => execFileSync('tar', ['-xOf', archive, member], { encoding: 'utf8' });
 
 beforeAll(async () => {
-  h = testHome();
+  // Decoys in the containers: forgetting the tenant also ends berth's API looking for theirs.
+  h = testHome({ config: 'projects:\n  kept: { honeytokens: true }\n' });
   dir = fs.mkdtempSync(join(os.tmpdir(), 'berth-export-'));
   h.create({ name: 'kept', workspace_isolation: true });
   await h.run(
@@ -71,10 +74,16 @@ describe('berth tenant export and forget', () => {
   });
 
   it('forgets the tenant: a second export holds no session, workspace, run or memory; bob is untouched', async () => {
+    const holders = () =>
+      openDecoyHolders(homePaths(h.home).stateDir)
+        .list()
+        .map((d) => d.tenant);
+    expect(holders().sort()).toEqual(['web:alice', 'web:bob']);
     const r = await runCli(['--home', h.home, 'tenant', 'forget', 'kept', 'web:alice', '--confirm', 'web:alice', '--json']);
     expect(r.code, r.stderr).toBe(0);
     const forgot = JSON.parse(r.stdout) as { removed: Record<string, number> };
     expect(forgot.removed).toMatchObject({ sessions: 1, workspaces: 1, runs: 2 });
+    expect(holders()).toEqual(['web:bob']);
 
     const again = join(dir, 'alice-after.tar');
     const e = await h.berth.tenants.export('kept', 'web:alice', again);

@@ -115,25 +115,47 @@ describe('/boundary', () => {
     const gvisor = recordWith(policy, ({ namespaces: _ns, ...o }) => o, uses);
     expect(await ask([gvisor])).toEqual([
       [
-        "berth: your last run (r1abc, 2026-11-27 23:10 UTC) ran in gVisor, a sandbox with its own kernel (not this server's), in your conversation's kept container.",
-        "Your agent saw only your folder, and the project's memory (read-only); it could reach: github.com (berth adds GITHUB_TOKEN for the hosts it is meant for; your agent never sees it), no other network.",
+        'berth: your last run, at 2026-11-27 23:10 UTC (run r1abc):',
+        "- ran: in gVisor, a sandbox with its own kernel (not this server's), in your conversation's kept container",
+        "- saw: only your folder, and the project's memory (read-only)",
+        '- could reach: github.com, and no other network',
+        '- secrets: berth adds GITHUB_TOKEN to requests for the hosts meant for it; your agent never sees it',
         'berth added a secret to 2 requests:',
         '- GITHUB_TOKEN → POST api.github.com/repos/alice/a-rathe…ject-name/pulls, 201',
         '- GITHUB_TOKEN → GET api.github.com/user, not sent (502)',
-        'Checked as it started: what berth could read matched its plan (not checked: namespaces).',
+        '✓ Checked as it started: what berth could read matched its plan (not checked: namespaces).',
       ].join('\n'),
     ]);
   });
 
-  it('a run that did not match its plan says so, first thing the person reads after where it ran', async () => {
+  it('a run that did not match its plan says so, each difference on a line of its own', async () => {
     const policy: Policy = { start: 'cold', folder: 'own', egress: false, allow: [], secrets: [] };
     const dropped = recordWith(policy, (o) => ({ ...o, mounts: o.mounts!.map((m) => ({ ...m, read_only: false })) }));
     expect(await ask([dropped])).toEqual([
       [
-        "berth: your last run (r1abc, 2026-11-27 23:10 UTC) ran in gVisor, a sandbox with its own kernel (not this server's), in a new container.",
-        "Your agent saw only your folder, and the project's memory (read-only); it had no network at all (only your model, through berth).",
-        "⚠ It did NOT match berth's plan (1 difference; the operator is told):\n- mount /memory is writable (planned read-only) [inside]",
+        'berth: your last run, at 2026-11-27 23:10 UTC (run r1abc):',
+        "- ran: in gVisor, a sandbox with its own kernel (not this server's), in a new container",
+        "- saw: only your folder, and the project's memory (read-only)",
+        '- could reach: no network at all (only your model, through berth)',
+        "⚠ It did NOT match berth's plan (1 difference; the operator is told):",
+        '- mount /memory is writable (planned read-only) [inside]',
       ].join('\n'),
+    ]);
+  });
+
+  it('long lists stay short: ten hosts, three differences, then how many more', async () => {
+    const allow = Array.from({ length: 13 }, (_, i) => `h${i}.example`);
+    const policy: Policy = { start: 'pool', folder: 'own', egress: true, allow, secrets: ['A_TOKEN', 'B_TOKEN'] };
+    const off = recordWith(policy, (o) => ({ ...o, mounts: [], read_only_root: false }));
+    const [reply] = await ask([off]);
+    expect(reply!.split('\n').slice(1)).toEqual([
+      "- ran: in gVisor, a sandbox with its own kernel (not this server's), in a container berth had ready",
+      "- saw: only your folder, and the project's memory (read-only)",
+      `- could reach: ${allow.slice(0, 10).join(', ')} and 3 more, and no other network`,
+      '- secrets: berth adds A_TOKEN and B_TOKEN to requests for the hosts meant for them; your agent never sees them',
+      "⚠ It did NOT match berth's plan (4 differences; the operator is told):",
+      ...off.receipt!.violations.slice(0, 3).map((v) => `- ${v}`),
+      '- and 1 more',
     ]);
   });
 
@@ -141,7 +163,9 @@ describe('/boundary', () => {
     const policy: Policy = { start: 'cold', folder: 'project', egress: true, allow: [], secrets: [] };
     const [reply] = await ask([recordWith(policy, () => ({ seen_from: {} }))]);
     expect(reply!.split('\n').slice(1)).toEqual([
-      "Your agent saw the project's whole folder (this project does not give each person their own), and the project's memory (read-only); it could reach no website (only your model, through berth).",
+      "- ran: in gVisor, a sandbox with its own kernel (not this server's), in a new container",
+      "- saw: the project's whole folder (this project does not give each person their own), and the project's memory (read-only)",
+      '- could reach: no website (only your model, through berth)',
       'berth could not look into this container as it started, so none of this was checked this time.',
     ]);
   });

@@ -7,6 +7,7 @@ import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 import { isBerthError } from '../../src/base/errors.js';
 import { createHoneytokens } from '../../src/outbound/honeytokens.js';
 import { decoyNeedles, decoyPlacement, decoysOf } from '../../src/plan/honeytokens.js';
+import { openDecoyHolders } from '../../src/store/decoy-holders.js';
 import { openFrozenTenants } from '../../src/store/frozen-tenants.js';
 import { plantInHome } from '../../src/store/agent-homes.js';
 
@@ -60,6 +61,7 @@ describe('the tripwire (outbound/honeytokens.ts)', () => {
       config: () => config,
       secret: () => secret,
       frozen: openFrozenTenants(state),
+      holders: openDecoyHolders(state),
       logger: pino({ level: 'silent' }),
       audit: (e) => audits.push(e),
     });

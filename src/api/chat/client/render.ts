@@ -1,5 +1,5 @@
 import type { AgentKind } from '../../../bridges/web-protocol.js';
-import type { OutputSegment } from '../../../store/chat-transcripts.js';
+import type { OutputSegment, ReplyFormat } from '../../../store/chat-transcripts.js';
 import { $, state } from './state.js';
 
 /** Copy a code block's text (the clipboard API needs a secure context: else a selection and copy). */
@@ -67,12 +67,36 @@ function printedOutput(output: OutputSegment[], exit: number | undefined): HTMLE
   return pre;
 }
 
+/**
+ * berth's own words (a command's answer, a notice): in the page's font, a line each, and a line
+ * that starts "- " an item whose wrapped lines stay under its first word. Its text is the reply's, as it was sent.
+ */
+function berthWords(text: string): HTMLElement {
+  const pre = document.createElement('pre');
+  pre.className = 'berth';
+  const lines = text.split('\n');
+  lines.forEach((line, i) => {
+    const span = document.createElement('span');
+    const end = i < lines.length - 1 ? '\n' : '';
+    if (line.startsWith('- ')) {
+      span.className = 'line item';
+      span.append(Object.assign(document.createElement('span'), { className: 'dash', textContent: '- ' }), line.slice(2) + end);
+    } else {
+      span.className = 'line';
+      span.textContent = line + end;
+    }
+    pre.append(span);
+  });
+  return pre;
+}
+
 export type Role = 'user' | 'reply' | 'live';
 
-export function add(role: Role, text: string, format?: 'markdown' | 'text', output?: OutputSegment[], exit?: number): HTMLElement {
+export function add(role: Role, text: string, format?: ReplyFormat, output?: OutputSegment[], exit?: number): HTMLElement {
   const el = document.createElement('div');
   el.className = 'msg ' + role;
   if (role === 'reply' && output && output.length) el.append(printedOutput(output, exit));
+  else if (role === 'reply' && format === 'berth') el.append(berthWords(text));
   else if (role === 'reply' && format === 'markdown' && window.marked && window.DOMPurify) el.append(markdown(text));
   else {
     const pre = document.createElement('pre');
