@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_API } from '../../src/launch/kubernetes/objects.js';
@@ -30,13 +32,15 @@ const sandboxes = async () =>
       .listNamespacedCustomObject({ ...SANDBOX_API, namespace: rig.namespace })) as { items: Array<{ metadata: { name: string } }> }
   ).items.map((s) => s.metadata.name);
 
+const kubeYaml = () => `launcher: kubernetes\nkubernetes:\n  kubeconfig: ${rig.berthKubeConfigFile}\n  namespace: ${rig.namespace}\n`;
+
 describe('checkpoints on a cluster: a copy pod per checkpoint, restore and fork', () => {
   it('a message changes a file, the restore brings it back (the warm pod replaced), a fork has the files, the list shows them', async () => {
     await using h = testHome({
       launcher: rig.launcher,
       warm: true,
       pool: 'off',
-      config: `launcher: kubernetes\nkubernetes:\n  kubeconfig: ${rig.berthKubeConfigFile}\n  namespace: ${rig.namespace}\n`,
+      config: kubeYaml(),
     });
     h.create({ name: 'kc', workspace_isolation: true, agent: 'shell' });
     const run = (session: string, message: string) =>
@@ -89,5 +93,21 @@ describe('checkpoints on a cluster: a copy pod per checkpoint, restore and fork'
       `kube checkpoints: copy before a message ${Math.round(copyMs)} ms (${list[1]?.files} files), restore ${Math.round(restoreMs)} ms`,
     );
     await h.berth.runner.releaseWarm();
+  });
+
+  it("a copy pod the cluster does not run fails the snapshot with the kubelet's reason, leaving nothing behind", async () => {
+    await using h = testHome({ launcher: rig.launcher, warm: false, pool: 'off', config: kubeYaml() });
+    h.create({ name: 'kc-bad', workspace_isolation: true, agent: 'shell' });
+    const first = await h.berth.runner.run({ project: 'kc-bad', tenantKey: 'web:bob', sessionId: 's', message: 'echo x > /workspace/x' });
+    expect(first.exitCode, first.stderr).toBe(0);
+    const kept = h.berth.admin.sessionCheckpoints('kc-bad', 's');
+    // The copy pod's image is berth's shell image: one no node has.
+    fs.appendFileSync(join(h.home, 'berth.yaml'), 'images:\n  shell: berth/no-such-image:0\n');
+    await expect(h.berth.admin.snapshotSession('kc-bad', 's')).rejects.toMatchObject({
+      code: 'RUN_FAILED',
+      message: expect.stringMatching(/the checkpoint's copy pod did not start: (ErrImage|ImagePull)/),
+    });
+    expect(h.berth.admin.sessionCheckpoints('kc-bad', 's')).toEqual(kept);
+    expect((await sandboxes()).filter((n) => n.startsWith('berth-ckpt-'))).toEqual([]);
   });
 });

@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { checkpointClaim, homeClaim, workspaceClaim } from '../../src/launch/kubernetes/claims.js';
-import { COPY_MOUNTS, copySteps, parseMeasure, parseTaken, renderCopyPod } from '../../src/launch/kubernetes/checkpoint-plan.js';
-import { WRITABLE_CONTAINER } from '../../src/launch/kubernetes/init-containers.js';
+import {
+  COPY_MOUNTS,
+  copySteps,
+  parseMeasure,
+  parseTaken,
+  renderCopyPod,
+  UNWRITABLE_EXIT,
+} from '../../src/launch/kubernetes/checkpoint-plan.js';
 import {
   checkpointWay,
   claimFromSnapshot,
@@ -72,18 +78,6 @@ describe('the copy pod', () => {
           },
         },
       },
-      // Only the volume it writes is checked: a source is mounted read-only.
-      initContainers: [
-        {
-          name: WRITABLE_CONTAINER,
-          image: 'berth/shell:latest',
-          imagePullPolicy: 'IfNotPresent',
-          command: ['test', '-w', '/ckpt'],
-          resources,
-          securityContext,
-          volumeMounts: [{ name: 'c2', mountPath: '/ckpt' }],
-        },
-      ],
       containers: [
         {
           name: 'copy',
@@ -131,6 +125,16 @@ describe('its steps', () => {
     // A name is never passed where an id goes (the scripts take ids as names under /ckpt).
     for (const bad of ['../x', '*', '', `${ID};rm -rf /`, '-rf']) expect(() => copySteps.take(bad, [])).toThrow(/not a checkpoint id/);
     expect(() => copySteps.restore(ID, ['..'])).toThrow(/not a checkpoint id/);
+  });
+
+  it('check first that the agent can write each volume they write (storage ignoring fsGroup names the volume, not a file)', () => {
+    const check = (argv: string[]) =>
+      /for w in ([^;]*); do \[ -w "\$w" \] \|\| \{ echo "\$w" >&2; exit (\d+); \}; done/.exec(argv[2] ?? '');
+    expect(check(copySteps.take(ID, []))?.slice(1)).toEqual(['/ckpt', String(UNWRITABLE_EXIT)]);
+    expect(check(copySteps.restore(ID, []))?.[1]).toBe('/dst/ws /dst/home /ckpt');
+    expect(check(copySteps.fork())?.[1]).toBe('/dst/ws /dst/home');
+    expect(check(copySteps.clear())?.[1]).toBe('/dst/ws /dst/home');
+    expect(check(copySteps.measure())).toBeNull(); // it only reads
   });
 
   it('copy links as links (cp -a, never -L), and never touch a root-owned lost+found', () => {

@@ -1,7 +1,6 @@
 import type { V1Affinity, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { BerthError } from '../../base/errors.js';
 import { metaOf } from './claims.js';
-import { initContainersOf } from './init-containers.js';
 import { containerSecurityOf, podSecurityOf, SANDBOX_API, type Sandbox } from './objects.js';
 
 /**
@@ -83,16 +82,6 @@ export function renderCopyPod(input: CopyPodInput): Sandbox {
     },
   };
   const securityContext = containerSecurityOf(uid, true);
-  const writable = uid === 0 ? [] : mounts.filter((m, i) => !m.readOnly && input.volumes[i]?.claim);
-  // Storage that ignores fsGroup fails here, naming the claim and its StorageClass (VOLUME_UNWRITABLE).
-  const initContainers = initContainersOf({
-    image: input.image,
-    imagePullPolicy: input.pullPolicy,
-    resources,
-    securityContext,
-    writable,
-    prepare: undefined,
-  });
   const meta = metaOf(input.labels);
   return {
     apiVersion: `${SANDBOX_API.group}/${SANDBOX_API.version}`,
@@ -108,7 +97,6 @@ export function renderCopyPod(input: CopyPodInput): Sandbox {
           terminationGracePeriodSeconds: 1,
           securityContext: podSecurityOf(uid, gid),
           ...(input.node ? { affinity: onNode(input.node) } : {}),
-          ...(initContainers.length ? { initContainers } : {}),
           containers: [
             {
               name: COPY_CONTAINER,
@@ -136,6 +124,15 @@ export function renderCopyPod(input: CopyPodInput): Sandbox {
  * made writable while it fills and given its mode after). Removal makes each directory the
  * agent's to empty first (a tenant's `chmod 500` would stop `rm`); `chmod -R` passes links by.
  */
+/**
+ * A step's exit when a volume it writes is not the agent's to write (storage that ignores the
+ * pod's fsGroup): checked first, so the failure names the volume, not a file deep in a copy.
+ * (No init container checks it, as a tenant pod's does: each is a container start, about half a
+ * second of the copy pod's start on the test kubelet.)
+ */
+export const UNWRITABLE_EXIT = 86;
+const writable = (...paths: string[]) => `for w in ${paths.join(' ')}; do [ -w "$w" ] || { echo "$w" >&2; exit ${UNWRITABLE_EXIT}; }; done`;
+
 const FUNCTIONS = `
 skip() { [ -e "$1" ] || [ -L "$1" ] || return 0
   [ "\${1##*/}" = lost+found ] && [ ! -L "$1" ] && [ "$(stat -c %u -- "$1")" = 0 ]; }
@@ -159,6 +156,7 @@ if [ $# = 0 ]; then printf '0\ttotal\nfiles 0\n'; else du -sck -- "$@" | tail -n
  * names what the agent cannot read (a tenant's `chmod 000`: busybox cp fails on it in silence).
  */
 const TAKE = `${FUNCTIONS}
+${writable(COPY_MOUNTS.store)}
 id=$1; shift; cd ${COPY_MOUNTS.store} || exit 1
 for e in * .[!.]* ..?*; do skip "./$e" && continue
   k=0; for n in "$@"; do [ "$e" = "$n" ] && k=1; done; [ $k = 1 ] || zap "$e"; done
@@ -171,6 +169,7 @@ else rc=$?; zap "$t"
 
 /** Put checkpoint $1 back into the target volumes (emptied first), then remove $2… (used up by the restore). */
 const RESTORE = `${FUNCTIONS}
+${writable(COPY_MOUNTS.dstWorkspace, COPY_MOUNTS.dstHome, COPY_MOUNTS.store)}
 s=${COPY_MOUNTS.store}/$1; shift
 [ -d "$s/ws" ] && [ -d "$s/home" ] || { echo "the checkpoint is not on the checkpoint volume" >&2; exit 3; }
 clear ${COPY_MOUNTS.dstWorkspace} && clear ${COPY_MOUNTS.dstHome} && copy "$s/ws" ${COPY_MOUNTS.dstWorkspace} && copy "$s/home" ${COPY_MOUNTS.dstHome} || exit 1
@@ -179,11 +178,13 @@ for d in "$@"; do zap "${COPY_MOUNTS.store}/$d"; done
 
 /** Empty the target volumes (a checkpoint kept before the session had any). */
 const CLEAR = `${FUNCTIONS}
+${writable(COPY_MOUNTS.dstWorkspace, COPY_MOUNTS.dstHome)}
 clear ${COPY_MOUNTS.dstWorkspace} && clear ${COPY_MOUNTS.dstHome}
 `;
 
 /** The source volumes into the target ones (emptied first): a fork. */
 const FORK = `${FUNCTIONS}
+${writable(COPY_MOUNTS.dstWorkspace, COPY_MOUNTS.dstHome)}
 clear ${COPY_MOUNTS.dstWorkspace} && clear ${COPY_MOUNTS.dstHome} && copy ${COPY_MOUNTS.srcWorkspace} ${COPY_MOUNTS.dstWorkspace} && copy ${COPY_MOUNTS.srcHome} ${COPY_MOUNTS.dstHome}
 `;
 

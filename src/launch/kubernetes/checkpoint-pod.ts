@@ -7,7 +7,7 @@ import { clusterError, unlessGone, type KubeApis } from './calls.js';
 import { LABELS } from '../../plan/labels.js';
 import type { CheckpointOwner, SessionVolumes } from '../volume-checkpoints.js';
 import { listRuns } from './cluster-info.js';
-import { COPY_CONTAINER, renderCopyPod, type CopyPodInput, type CopyVolume } from './checkpoint-plan.js';
+import { COPY_CONTAINER, renderCopyPod, UNWRITABLE_EXIT, type CopyPodInput, type CopyVolume } from './checkpoint-plan.js';
 import { createRun, deleteRun } from './run-objects.js';
 import { waitRunning } from './wait-running.js';
 
@@ -70,6 +70,19 @@ export async function withCopyPod<T>(
     const gone = await waitRunning(apis, settings, name, WHAT);
     if (gone) throw new BerthError('RUN_FAILED', `${WHAT} went before it ran: ${gone}`);
     const pod = await unlessGone(core.readNamespacedPod({ name, namespace: ns })).catch(() => undefined);
+    /** A volume the agent cannot write: its claim and StorageClass named, as a tenant pod's are (wait-running.ts). */
+    const unwritable = async (path: string): Promise<BerthError> => {
+      const claim = input.volumes.find((v) => v.mountPath === path)?.claim ?? '';
+      const found = await unlessGone(core.readNamespacedPersistentVolumeClaim({ name: claim, namespace: ns })).catch(() => undefined);
+      const storageClass = found?.spec?.storageClassName ?? '(none)';
+      return new BerthError(
+        'VOLUME_UNWRITABLE',
+        `the agent (uid ${input.user.uid}, fsGroup ${input.user.gid}) cannot write ${path} in ${WHAT} (claim ${claim}): StorageClass "${storageClass}" does not apply the pod's fsGroup`,
+        {
+          hint: 'kubernetes.storage_class: a class whose driver applies fsGroup (most CSI drivers do; hostPath does not), docs/kubernetes.md',
+        },
+      );
+    };
     const step = async (argv: string[], what: string): Promise<string> => {
       const out = collector();
       const err = collector();
@@ -94,6 +107,7 @@ export async function withCopyPod<T>(
         );
       }
       const code = exitOf(status);
+      if (code === UNWRITABLE_EXIT) throw await unwritable(err.text().trim());
       if (code !== 0)
         throw new BerthError(
           'RUN_FAILED',
