@@ -311,7 +311,7 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
     for (const line of again.stdout.trim().split('\n')) expect(line).toMatch(/ unchanged$/);
   });
 
-  it('gives berth exactly its Role in its namespace, no wildcard, and outside it only a read of RuntimeClasses', async () => {
+  it('gives berth exactly its Role in its namespace, no wildcard, and outside it only reads of RuntimeClasses, StorageClasses and VolumeSnapshotClasses', async () => {
     const rbac = cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
     const role = await rbac.readNamespacedRole({ name: 'berth', namespace: NS });
     expect(grants(role.rules)).toEqual(ROLE_GRANTS);
