@@ -147,8 +147,10 @@ describe('its steps', () => {
   });
 
   it('their output is read as numbers', () => {
-    expect(parseMeasure('36\ttotal\nfiles 13\n')).toEqual({ bytes: 36 * 1024, files: 13 });
-    expect(parseMeasure('0\ttotal\nfiles 0\n')).toEqual({ bytes: 0, files: 0 });
+    expect(parseMeasure('36\ttotal\napparent 20000\nfiles 13\n')).toEqual({ bytes: 36 * 1024, files: 13 });
+    // A sparse file: few blocks, but its copy (busybox cp keeps no holes) takes its whole length.
+    expect(parseMeasure('4\ttotal\napparent 52428883\nfiles 2\n')).toEqual({ bytes: 52428883, files: 2 });
+    expect(parseMeasure('0\ttotal\napparent 0\nfiles 0\n')).toEqual({ bytes: 0, files: 0 });
     expect(() => parseMeasure('du: oops\n')).toThrow(/nothing readable/);
     expect(parseTaken(`48\t${ID}\n`, ID)).toBe(48 * 1024);
     expect(() => parseTaken(`48\t${OLDER}\n`, ID)).toThrow(/size/);

@@ -143,10 +143,15 @@ clear() { _rc=0; for _e in "$1"/* "$1"/.[!.]* "$1"/..?*; do skip "$_e" && contin
   zap "$_e" || _rc=1; done; return $_rc; }
 `;
 
-/** What the source volumes hold: their entries' `du -sk` together (KiB, a hard link once) and how many there are. */
+/**
+ * What the source volumes hold: their entries' `du` together, in blocks (KiB, a hard link once) and
+ * apparent bytes (busybox `cp` writes a sparse file's holes out: its copy takes its whole length),
+ * and how many entries there are.
+ */
 const MEASURE = `${FUNCTIONS}
 set --; for r in ${COPY_MOUNTS.srcWorkspace} ${COPY_MOUNTS.srcHome}; do for e in "$r"/* "$r"/.[!.]* "$r"/..?*; do skip "$e" || set -- "$@" "$e"; done; done
-if [ $# = 0 ]; then printf '0\ttotal\nfiles 0\n'; else du -sck -- "$@" | tail -n 1 && echo "files $(find "$@" | wc -l)"; fi
+if [ $# = 0 ]; then printf '0\ttotal\napparent 0\nfiles 0\n'
+else du -sck -- "$@" | tail -n 1 && echo "apparent $(du -sbc -- "$@" | tail -n 1 | cut -f 1)" && echo "files $(find "$@" | wc -l)"; fi
 `;
 
 /**
@@ -203,12 +208,14 @@ export const copySteps = {
   fork: () => script(FORK),
 };
 
-/** The measure's `du -sck` total ("<KiB>\ttotal") and "files N": bytes and entries. */
+/** The measure's `du -sck` total ("<KiB>\ttotal"), "apparent N" and "files N": the bytes its copy will take (the larger), and entries. */
 export function parseMeasure(stdout: string): { bytes: number; files: number } {
   const kib = /^(\d+)\s+total$/m.exec(stdout);
+  const apparent = /^apparent (\d+)$/m.exec(stdout);
   const files = /^files (\d+)$/m.exec(stdout);
-  if (!kib || !files) throw new BerthError('RUN_FAILED', `the copy pod's measure said nothing readable: ${stdout.slice(0, 200)}`);
-  return { bytes: Number(kib[1]) * 1024, files: Number(files[1]) };
+  if (!kib || !apparent || !files)
+    throw new BerthError('RUN_FAILED', `the copy pod's measure said nothing readable: ${stdout.slice(0, 200)}`);
+  return { bytes: Math.max(Number(kib[1]) * 1024, Number(apparent[1])), files: Number(files[1]) };
 }
 
 /** The take's last line: `du -sk` of the checkpoint made ("<KiB>\t<id>"), in bytes. */
