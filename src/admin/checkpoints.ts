@@ -5,7 +5,7 @@ import { SessionIdSchema, type SessionRecord } from '../config/session.js';
 import { BerthError } from '../base/errors.js';
 import { checkpointBounds, CheckpointIdSchema, type CheckpointMeta } from '../plan/checkpoints.js';
 import type { Runner } from '../runs/runner.js';
-import { agentHomeDir, ensureAgentHome } from '../store/agent-homes.js';
+import { ensureAgentHome } from '../store/agent-homes.js';
 import { findCheckpoint, listCheckpoints } from '../store/checkpoints.js';
 import { openRuns } from '../store/journal.js';
 import { processIdentity } from '../fs/process-identity.js';
@@ -66,10 +66,6 @@ export function checkpointAdmin(deps: {
   /** The session, if checkpoints can be had for it here. */
   function usable(projectName: string, id: string): { project: Project; session: SessionRecord } {
     const found = sessions.get(projectName, id);
-    if (deps.config().launcher === 'kubernetes')
-      throw new BerthError('LAUNCHER_UNSUPPORTED', 'checkpoints are not kept on Kubernetes: a workspace there is a cluster volume', {
-        hint: 'docs/kubernetes.md says what is kept there',
-      });
     if (!found.project.metadata.workspace_isolation)
       throw new BerthError(
         'CONFIG_INVALID',
@@ -155,9 +151,7 @@ export function checkpointAdmin(deps: {
       await deps
         .runner()
         .withWorkspace(projectName, source.workspace.id, () =>
-          deps
-            .runner()
-            .checkpoints.copyInto({ workspace: source.workspace.dir, home: agentHomeDir(project, from.id) }, { workspace, home }),
+          deps.runner().checkpoints.copyInto(source, { project, tenantKey: from.tenant_key, session: to, workspace, home }),
         );
       return fork;
     },

@@ -29,12 +29,11 @@ import {
   type ChatLinks,
   type ChatLogin,
 } from '../store/chat-links.js';
-import { agentHomeDir, agentHomesDir } from '../store/agent-homes.js';
-import { trashedProjectPaths } from '../store/projects.js';
+import { agentHomeDir } from '../store/agent-homes.js';
 import { editBerthYaml, projectGrantsEdit } from '../config/operator-edits.js';
 import { projectGrantsOf } from '../config/grants.js';
-import { readVolumeId, volumeIdsBelow } from '../launch/kubernetes/volumes.js';
-import { createVolumeRetirement } from './volume-retirement.js';
+import { readVolumeId } from '../launch/kubernetes/volumes.js';
+import { createVolumeRetirement, trashedVolumeIds } from './volume-retirement.js';
 import { fileStopRequest } from './stop-requests.js';
 import { runDetail, sessionDetail, tenantDetail, type RunDetail } from './drill-down.js';
 import { openScheduleStore } from '../store/schedules.js';
@@ -243,12 +242,7 @@ export function createAdminService(deps: {
       chatLinks.revokeProject(name);
       loggedOut(name);
       // Its cluster volumes: every directory they were bound to is in the trash now.
-      const trashed = trashedProjectPaths(trashedTo);
-      retire(
-        [readVolumeId(trashed.dir), ...volumeIdsBelow(trashed.workspacesDir), ...volumeIdsBelow(agentHomesDir(trashed.stateDir))].filter(
-          (id): id is string => id !== undefined,
-        ),
-      );
+      retire(trashedVolumeIds(trashedTo));
       return { name, trashed_to: trashedTo, containers_removed: removed };
     },
 

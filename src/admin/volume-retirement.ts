@@ -1,6 +1,9 @@
 import type { BerthConfig } from '../config/berth-config.js';
 import { KubernetesSchema } from '../config/kubernetes.js';
-import { forgetRetired, recordRetired, retiredVolumes } from '../launch/kubernetes/volumes.js';
+import { forgetRetired, readVolumeId, recordRetired, retiredVolumes, volumeIdsBelow } from '../launch/kubernetes/volumes.js';
+import { agentHomesDir } from '../store/agent-homes.js';
+import { checkpointsRoot } from '../store/checkpoints.js';
+import { trashedProjectPaths } from '../store/projects.js';
 import { deleteRetiredClaims } from '../launch/kubernetes/setup.js';
 
 /** Retired volumes asked of the cluster in one pass, and how long a pass may wait for it. */
@@ -8,6 +11,20 @@ const RETIRE_PASS_MAX = 1000;
 const RETIRE_PASS_MS = 15_000;
 /** What the cluster did not take is asked again this much later, while berth runs. */
 const RETIRE_RETRY_MS = 5 * 60_000;
+
+/**
+ * Every cluster volume a trashed project had: its own, its workspaces', its sessions' homes' and
+ * its tenants' checkpoint volumes (each bound to a directory that is in the trash now).
+ */
+export function trashedVolumeIds(trashedTo: string): string[] {
+  const trashed = trashedProjectPaths(trashedTo);
+  return [
+    readVolumeId(trashed.dir),
+    ...volumeIdsBelow(trashed.workspacesDir),
+    ...volumeIdsBelow(agentHomesDir(trashed.stateDir)),
+    ...volumeIdsBelow(checkpointsRoot(trashed.stateDir)),
+  ].filter((id): id is string => id !== undefined);
+}
 
 export interface VolumeRetirement {
   /** Volumes of what just went: listed (from now on nothing mounts them: their directories are gone), then a pass. */

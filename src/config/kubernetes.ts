@@ -118,6 +118,32 @@ export const KubernetesSchema = z
       .max(3600)
       .default(300)
       .describe('How long a pod may take to run (scheduling, image pull, volumes) before the run fails.'),
+    checkpoints: z
+      .object({
+        way: z
+          .enum(['auto', 'copy', 'snapshot'])
+          .default('auto')
+          .describe(
+            'How checkpoints (/undo, /fork) are kept on the cluster: "auto" takes VolumeSnapshots where the cluster serves snapshot.storage.k8s.io/v1 with a VolumeSnapshotClass for the volumes\' CSI driver, else copies them with a copy pod onto a checkpoint volume per tenant; "copy" and "snapshot" choose (snapshot fails where it cannot be had).',
+          ),
+        snapshot_class: z
+          .string()
+          .regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/)
+          .optional()
+          .describe("The VolumeSnapshotClass to use; absent: the driver's default class (annotated is-default-class), or its only one."),
+        timeout_seconds: z
+          .number()
+          .int()
+          .min(10)
+          .max(3600)
+          .default(300)
+          .describe(
+            "How long one copy (or one snapshot becoming ready) may take before it fails; the copy pod's own life ends soon after.",
+          ),
+      })
+      .strict()
+      .prefault({})
+      .describe('Checkpoints of workspaces and homes on the cluster: docs/checkpoints.md.'),
   })
   .strict()
   .describe('The Kubernetes launcher (launcher: kubernetes): docs/kubernetes.md.');

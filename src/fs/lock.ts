@@ -99,6 +99,35 @@ export function withOwnerLockSync<T>(path: string, fn: () => T, who: LockOwner &
   }
 }
 
+/**
+ * Run fn holding the owner lock <path>, waiting without blocking the event loop while a live
+ * holder has it: for sections that wait on something else (a cluster's copy pod). The lock names
+ * the process, so this process's own sections must take turns before they get here (a keyed lock).
+ */
+export async function withOwnerLock<T>(path: string, fn: () => Promise<T>, who: LockOwner & { timeoutMs?: number } = {}): Promise<T> {
+  const owner = who.owner ?? selfIdentity();
+  const deadline = Date.now() + (who.timeoutMs ?? 10_000);
+  for (let pause = 5; ; pause = Math.min(pause * 2, 200)) {
+    const lock = tryOwnerLock(path, { owner, alive: who.alive });
+    if ('release' in lock) {
+      try {
+        return await fn();
+      } finally {
+        lock.release();
+      }
+    }
+    if (lock.heldBy === owner) throw new Error(`${path} is already held by this process (nested lock)`);
+    if (Date.now() > deadline) {
+      throw new BerthError('LOCKED', `${path} is held by berth process ${lock.heldBy} for more than ${who.timeoutMs ?? 10_000} ms`, {
+        path,
+        hint: 'another berth process is busy with it; try again',
+        retry_after: 1,
+      });
+    }
+    await new Promise((r) => setTimeout(r, pause));
+  }
+}
+
 const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
 const TAKEOVER_KEPT_MS = 60 * 60 * 1000;
 

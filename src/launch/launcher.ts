@@ -2,6 +2,7 @@ import { LABELS, type ContainerQuery } from '../plan/labels.js';
 import type { Boundary, Observed } from '../plan/receipt.js';
 import type { RunPlan } from '../plan/run-plan.js';
 import type { PlannedBind } from './mount-check.js';
+import type { VolumeCheckpoints } from './volume-checkpoints.js';
 
 /**
  * The launcher contract: what berth asks of whatever runs a RunPlan (Docker today; a cluster
@@ -200,6 +201,11 @@ export interface Launcher {
    * view). Optional: a launcher without it (kubernetes: no metrics API asked) shows "not available".
    */
   stats?(ids: string[]): Promise<ContainerStats[]>;
+  /**
+   * Checkpoints of workspaces and homes that are the launcher's volumes, not berth's directories
+   * (volume-checkpoints.ts). Optional: without it the checkpoint thread copies berth's directories.
+   */
+  checkpoints?: VolumeCheckpoints;
   /** Force-remove the given containers; returns how many. */
   removeContainers(ids: string[]): Promise<number>;
   listManaged(query: ContainerQuery): Promise<ManagedContainer[]>;

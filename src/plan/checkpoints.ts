@@ -28,6 +28,14 @@ export const CheckpointMetaSchema = z
     /** Fifos, sockets and devices left out. */
     skipped: z.number().int().min(0),
     ms: z.number().min(0),
+    /**
+     * Kept on a cluster (launcher: kubernetes): a copy on the tenant's checkpoint volume, or
+     * VolumeSnapshots; `empty` before the session had volumes. Absent: berth's own copy (objects).
+     */
+    cluster: z
+      .object({ way: z.enum(['copy', 'snapshot']), empty: z.literal(true).optional() })
+      .strict()
+      .optional(),
   })
   .strict();
 export type CheckpointMeta = z.output<typeof CheckpointMetaSchema>;
@@ -66,6 +74,22 @@ export function prunePlan(list: readonly CheckpointMeta[], bounds: CheckpointBou
     kept = withoutCheckpoint(kept, oldest.id);
   }
   return { drop, kept };
+}
+
+/**
+ * Room for a checkpoint measured before it is made (on a cluster: the copy's size is known first):
+ * the tenant's checkpoints to drop, oldest first, so that the rest and it fit the bounds; or why it
+ * cannot be kept at all (alone over a bound, or none are kept), and then nothing is dropped.
+ */
+export function roomFor(
+  list: readonly CheckpointMeta[],
+  next: CheckpointMeta,
+  bounds: CheckpointBounds & { files: number },
+): { drop: string[] } | { over: string } {
+  if (bounds.keep === 0) return { over: 'checkpoints.keep is 0' };
+  if (next.files > bounds.files) return { over: `it would hold more than ${bounds.files} files (checkpoints.max_files)` };
+  if (next.owned_bytes > bounds.bytes) return { over: `it would take more than ${Math.round(bounds.bytes / 1048576)} MiB` };
+  return { drop: prunePlan([...list, next], bounds).drop };
 }
 
 /** Oldest first (ids begin with their time, so they sort the same way). */

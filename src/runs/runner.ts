@@ -19,7 +19,7 @@ import { copySeedsForRun, ensureWorkspace, quotaChangePending } from '../store/w
 import type { Ticket } from './admission.js';
 import { watchDisk } from './disk-watch.js';
 import { createFleet, seesAllWorkspaces } from './fleet.js';
-import { createKeyedLock } from './keyed-lock.js';
+import { createKeyedLock } from '../base/keyed-lock.js';
 import { drainRuns, type Flight } from './drain.js';
 import { prepareMounts } from './prepare-mounts.js';
 import { contextOf, identityOf, quotaOf, type LaunchSpec, type RunContext, type RunIdentityContext } from './run-context.js';
@@ -34,8 +34,7 @@ import { policyOf } from './receipt-policy.js';
 import { noteReceipt, watchReceipt } from './run-receipt.js';
 import { landMessageFiles, withRunFiles } from './run-files.js';
 import { cachedCapabilities } from './launcher-capabilities.js';
-import { checkpointBefore } from './checkpoint-before.js';
-import { checkpointThread } from '../store/checkpoint-thread.js';
+import { checkpointBefore, checkpointsOf } from './checkpoint-before.js';
 import { countWhileRunning } from './session-count.js';
 
 export type { RunOutcome } from './run-record.js';
@@ -65,7 +64,7 @@ export function createRunner(deps: RunnerDeps): Runner {
   /** Runs holding their workspace, by id: what stop() reaches. */
   const halts = new Map<string, (reason: string) => void>();
   const capabilities = cachedCapabilities(launcher);
-  const checkpoints = checkpointThread();
+  const checkpoints = checkpointsOf(deps);
 
   /** The flow of one run: admission → journal → (its turn) → locked → journal; metrics throughout. */
   async function launch(project: Project, session: SessionRecord, spec: LaunchSpec): Promise<RunOutcome> {

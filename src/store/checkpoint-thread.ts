@@ -24,7 +24,8 @@ export interface CheckpointThread {
     about?: { run?: string; message?: string },
   ): Promise<CheckpointMeta>;
   restore(target: CheckpointSource, checkpoint: string): Promise<CheckpointMeta>;
-  copyInto(from: { workspace: string; home: string }, to: Omit<CheckpointSource, 'tenantKey' | 'project' | 'session'>): Promise<void>;
+  /** Empty `to`'s workspace and home and copy `from`'s into them (a fork). */
+  copyInto(from: CheckpointSource, to: CheckpointSource): Promise<void>;
   dropSession(project: Project, tenantKey: string, session: string): Promise<void>;
   close(): Promise<void>;
 }
@@ -87,7 +88,8 @@ export function checkpointThread(): CheckpointThread {
   return {
     take: (src, bounds, about = {}) => call({ op: 'take', src: { ...src, project: plain(src.project) }, bounds, about }),
     restore: (target, checkpoint) => call({ op: 'restore', target: { ...target, project: plain(target.project) }, checkpoint }),
-    copyInto: (from, to) => call({ op: 'copyInto', from, to }),
+    copyInto: (from, to) =>
+      call({ op: 'copyInto', from: { workspace: from.workspace.dir, home: from.home }, to: { workspace: to.workspace, home: to.home } }),
     dropSession: (project, tenantKey, session) => call({ op: 'dropSession', project: plain(project), tenantKey, session }),
     async close() {
       const w = worker;

@@ -49,8 +49,14 @@ export interface CheckpointSource {
 
 type Tree = 'workspace' | 'home';
 
-const tenantDir = (project: Project, tenantKey: string) =>
-  join(project.paths.stateDir, DIR, createHash('sha256').update(tenantKey).digest('hex').slice(0, 32));
+/** The digest of a tenant's key that names its checkpoint directory (and, on a cluster, labels its checkpoint volume). */
+export const checkpointTenant = (tenantKey: string) => createHash('sha256').update(tenantKey).digest('hex').slice(0, 32);
+/** Every tenant's checkpoints of a project are below this (a cluster's checkpoint volumes are bound to the tenants' directories). */
+export const checkpointsRoot = (stateDir: string) => join(stateDir, DIR);
+/** A tenant's checkpoint directory, and the lock all its checkpoints are made under. */
+export const tenantDir = (project: Project, tenantKey: string) =>
+  join(checkpointsRoot(project.paths.stateDir), checkpointTenant(tenantKey));
+export const tenantLock = (project: Project, tenantKey: string) => join(tenantDir(project, tenantKey), LOCK);
 
 /** A loop filesystem's lost+found stays where it is: neither copied nor cleared. */
 const rootKeep = (dir: string) => (isOwnFilesystem(dir) ? new Set(['lost+found']) : new Set<string>());
@@ -124,7 +130,7 @@ export function listCheckpoints(project: Project, tenantKey: string, session?: s
   return sortCheckpoints(session === undefined ? all : all.filter((m) => m.session === session));
 }
 
-function writeMeta(dir: string, meta: CheckpointMeta): void {
+export function writeMeta(dir: string, meta: CheckpointMeta): void {
   const tmp = join(dir, 'meta.json.tmp');
   fs.writeFileSync(tmp, `${JSON.stringify(meta)}\n`, { mode: 0o600 });
   fs.renameSync(tmp, join(dir, 'meta.json'));
@@ -134,7 +140,7 @@ function writeMeta(dir: string, meta: CheckpointMeta): void {
  * Remove checkpoints (newest first as given) and write what their successors own now. An object
  * goes with its checkpoint unless the one before or after it (the same session's) uses it too.
  */
-function drop(dir: string, list: CheckpointMeta[], ids: readonly string[], cache?: ManifestCache): CheckpointMeta[] {
+export function drop(dir: string, list: CheckpointMeta[], ids: readonly string[], cache?: ManifestCache): CheckpointMeta[] {
   let kept = list;
   for (const id of ids) {
     const gone = kept.find((c) => c.id === id);
@@ -270,6 +276,11 @@ export function restoreCheckpoint(target: CheckpointSource, id: string): Checkpo
   const dir = tenantDir(target.project, target.tenantKey);
   return withOwnerLockSync(join(dir, LOCK), () => {
     const meta = findCheckpoint(target.project, target.tenantKey, target.session, id);
+    if (meta.cluster)
+      throw new BerthError(
+        'LAUNCHER_UNSUPPORTED',
+        `checkpoint ${id} was kept on a cluster (launcher: kubernetes): this berth cannot put it back`,
+      );
     const manifest = readManifest(dir, id);
     for (const [tree, dest] of [
       ['workspace', target.workspace.dir],

@@ -157,6 +157,7 @@ const ROLE: Array<[group: string, resources: string[], verbs: string[]]> = [
   ['', ['secrets'], ['create', 'delete']],
   ['networking.k8s.io', ['networkpolicies'], ['create', 'get', 'update']],
   ['', ['services'], ['get']],
+  ['snapshot.storage.k8s.io', ['volumesnapshots'], ['get', 'list', 'create', 'delete']],
 ];
 const ROLE_GRANTS = ROLE.flatMap(([g, resources, verbs]) => resources.flatMap((res) => verbs.map((v) => `${g}/${res}:${v}`))).sort();
 
@@ -228,8 +229,8 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
         'ServiceAccount berth/berth',
         'Role berth/berth',
         'RoleBinding berth/berth',
-        'ClusterRole -/berth-runtimeclasses',
-        'ClusterRoleBinding -/berth-runtimeclasses',
+        'ClusterRole -/berth-cluster-reads',
+        'ClusterRoleBinding -/berth-cluster-reads',
         'ConfigMap berth/berth-config-<hash>',
         'PersistentVolumeClaim berth/berth-home',
         'Deployment berth/berth',
@@ -310,7 +311,7 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
     for (const line of again.stdout.trim().split('\n')) expect(line).toMatch(/ unchanged$/);
   });
 
-  it('gives berth exactly its Role in its namespace, no wildcard, and outside it only a read of RuntimeClasses', async () => {
+  it('gives berth exactly its Role in its namespace, no wildcard, and outside it only reads of RuntimeClasses, StorageClasses and VolumeSnapshotClasses', async () => {
     const rbac = cluster.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
     const role = await rbac.readNamespacedRole({ name: 'berth', namespace: NS });
     expect(grants(role.rules)).toEqual(ROLE_GRANTS);
@@ -329,10 +330,15 @@ describe('deploy/: berth installed with kubectl apply -k', () => {
     ]);
     const clusterBindings = (await rbac.listClusterRoleBinding()).items.filter((b) => b.subjects?.some(names));
     expect(clusterBindings.map((b) => `${b.metadata?.name} -> ${b.roleRef.kind}/${b.roleRef.name}`)).toEqual([
-      'berth-runtimeclasses -> ClusterRole/berth-runtimeclasses',
+      'berth-cluster-reads -> ClusterRole/berth-cluster-reads',
     ]);
-    const clusterRole = await rbac.readClusterRole({ name: 'berth-runtimeclasses' });
-    expect(grants(clusterRole.rules)).toEqual(['node.k8s.io/runtimeclasses:get', 'node.k8s.io/runtimeclasses:list']);
+    const clusterRole = await rbac.readClusterRole({ name: 'berth-cluster-reads' });
+    expect(grants(clusterRole.rules)).toEqual([
+      'node.k8s.io/runtimeclasses:get',
+      'node.k8s.io/runtimeclasses:list',
+      'snapshot.storage.k8s.io/volumesnapshotclasses:list',
+      'storage.k8s.io/storageclasses:get',
+    ]);
     expect(clusterRole.aggregationRule).toBeUndefined();
 
     // The server's authorizer, asked as berth's service account: each grant in its namespace, none elsewhere.

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import YAML from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { SANDBOX_API } from '../../src/launch/kubernetes/objects.js';
+import { SNAPSHOT_API, SNAPSHOT_CLASS_API } from '../../src/launch/kubernetes/snapshot-plan.js';
 import { REPO_ROOT } from '../helpers.js';
 
 /**
@@ -27,7 +28,13 @@ const KINDS: Record<string, [group: string, resource: string]> = {
   Service: ['', 'services'],
   NetworkPolicy: ['networking.k8s.io', 'networkpolicies'],
   RuntimeClass: ['node.k8s.io', 'runtimeclasses'],
+  StorageClass: ['storage.k8s.io', 'storageclasses'],
   CustomObject: [SANDBOX_API.group, SANDBOX_API.plural],
+};
+/** A file that names the snapshot API calls custom objects of that API (VolumeSnapshots; their classes cluster-wide). */
+const SNAPSHOT_KINDS: Record<string, [group: string, resource: string]> = {
+  CustomObject: [SNAPSHOT_API.group, SNAPSHOT_API.plural],
+  ClusterCustomObject: [SNAPSHOT_CLASS_API.group, SNAPSHOT_CLASS_API.plural],
 };
 const CLUSTER_KINDS =
   /^(Namespace|Node|PersistentVolume|StorageClass|CustomResourceDefinition|ClusterRole\w*|ClusterCustomObject|PriorityClass)$/;
@@ -47,10 +54,11 @@ function sourcesWithClients(dir: string): string[] {
 /** Every (group/resource:verb) the code calls, with where. */
 function calledGrants(text: string): Map<Grant, string> {
   const out = new Map<Grant, string>();
+  const kinds = /\bSNAPSHOT_(CLASS_)?API\b/.test(text) ? { ...KINDS, ...SNAPSHOT_KINDS } : KINDS;
   const add = (group: string, resource: string, verb: string, at: string) => out.set(`${group}/${resource}:${verb}`, at);
   for (const m of text.matchAll(/\.(read|get|list|create|delete|patch|replace)(Namespaced)?([A-Z]\w*?)(Status)?\(/g)) {
     const [call, verb, , kind] = m as unknown as [string, string, string | undefined, string];
-    const target = KINDS[kind];
+    const target = kinds[kind];
     // Without "Namespaced" most names are not the API's (readFileSync, replaceAll, getCode: /version, open
     // to every authenticated user); the cluster-scoped kinds a client could still name must be known.
     if (!m[2] && !target && !CLUSTER_KINDS.test(kind)) continue;
@@ -108,10 +116,15 @@ describe('deploy/rbac.yaml: exactly what the code calls', () => {
     expect(unused, 'granted by deploy/rbac.yaml but never called').toEqual([]);
   });
 
-  it('no wildcard, no name-limited rule, and the cluster-wide part only reads RuntimeClasses', () => {
+  it('no wildcard, no name-limited rule, and the cluster-wide part only reads RuntimeClasses, StorageClasses and snapshot classes', () => {
     expect([...all].filter((g) => g.includes('*'))).toEqual([]);
-    expect(clusterRole.sort()).toEqual(['node.k8s.io/runtimeclasses:get', 'node.k8s.io/runtimeclasses:list']);
-    expect(role.every((g) => !g.startsWith('node.k8s.io/'))).toBe(true);
+    expect(clusterRole.sort()).toEqual([
+      'node.k8s.io/runtimeclasses:get',
+      'node.k8s.io/runtimeclasses:list',
+      'snapshot.storage.k8s.io/volumesnapshotclasses:list',
+      'storage.k8s.io/storageclasses:get',
+    ]);
+    expect(role.every((g) => !g.startsWith('node.k8s.io/') && !g.startsWith('storage.k8s.io/'))).toBe(true);
   });
 
   it('reads a call from source as the API server authorizes it', () => {
@@ -135,6 +148,9 @@ describe('deploy/rbac.yaml: exactly what the code calls', () => {
         '/events:watch',
       ].sort(),
     );
+    expect(
+      [...calledGrants('custom.listClusterCustomObject({ ...SNAPSHOT_CLASS_API })\ncustom.deleteNamespacedCustomObject({})').keys()].sort(),
+    ).toEqual(['snapshot.storage.k8s.io/volumesnapshotclasses:list', 'snapshot.storage.k8s.io/volumesnapshots:delete']);
     expect(() => calledGrants('core.createNamespacedPodBinding({})')).toThrow(/does not know/);
     expect(() => calledGrants('core.listNode({})')).toThrow(/does not know/);
     expect(calledGrants('fs.readFileSync(p); s.replaceAll("a", "b")').size).toBe(0);

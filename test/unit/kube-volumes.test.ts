@@ -7,6 +7,7 @@ import {
   forgetRetired,
   readVolumeId,
   recordRetired,
+  renewVolumeId,
   retiredVolumes,
   VOLUME_LABEL,
   VOLUME_MARKER,
@@ -62,6 +63,24 @@ describe('volume ids', () => {
     const junk = dir('junk');
     fs.writeFileSync(join(junk, VOLUME_MARKER), 'not an id\n');
     expect(volumeIdOf(junk)).toMatch(/^[0-9a-f]{32}$/);
+  });
+
+  it('a snapshot restored binds the directory to a new volume: the old id is handed back to retire, a planted link is never followed', () => {
+    const d = dir('restored');
+    const before = volumeIdOf(d);
+    const renewed = renewVolumeId(d);
+    expect(renewed.old).toBe(before);
+    expect(renewed.id).not.toBe(before);
+    expect(readVolumeId(d)).toBe(renewed.id);
+    expect(volumeIdOf(d)).toBe(renewed.id);
+    const elsewhere = dir('elsewhere-2');
+    const theirs = volumeIdOf(elsewhere);
+    fs.rmSync(join(d, VOLUME_MARKER));
+    fs.symlinkSync(join(elsewhere, VOLUME_MARKER), join(d, VOLUME_MARKER));
+    const again = renewVolumeId(d);
+    expect(again.old).toBeUndefined();
+    expect(fs.lstatSync(join(d, VOLUME_MARKER)).isFile()).toBe(true);
+    expect(readVolumeId(elsewhere)).toBe(theirs);
   });
 
   it('the ids below a directory: its directories only, links not followed', () => {

@@ -15,13 +15,21 @@ const CheckpointSchema = z.object({
   created_at: z.string(),
   run: z.string().optional().describe('The run it was kept before.'),
   message: z.string().optional().describe('The first words of that message.'),
-  bytes: z.number().int().describe('Bytes on disk this checkpoint alone holds (files unchanged since the one before are shared).'),
+  bytes: z
+    .number()
+    .int()
+    .describe(
+      'Bytes on disk this checkpoint alone holds (files unchanged since the one before are shared); on Kubernetes its copy, 0 for VolumeSnapshots (the driver keeps them).',
+    ),
   files: z.number().int(),
 });
 const errors = {
   ...errorResponses('SESSION_NOT_FOUND or CHECKPOINT_NOT_FOUND'),
   429: json(ErrorBodySchema, 'BUSY (a run of the workspace is going on) or LIMIT_REACHED (over berth.yaml checkpoints)'),
-  501: json(ErrorBodySchema, 'LAUNCHER_UNSUPPORTED: the Kubernetes launcher keeps no checkpoints'),
+  501: json(
+    ErrorBodySchema,
+    'LAUNCHER_UNSUPPORTED: a checkpoint kept under the other launcher (docker/kubernetes), or VolumeSnapshots demanded where the cluster has none',
+  ),
 };
 
 export function registerCheckpointRoutes(app: OpenAPIHono, admin: () => AdminService): void {

@@ -17,6 +17,7 @@ import { gatewayOf } from './gateway.js';
 import { waitRunning } from './wait-running.js';
 import { execArgv } from './exec-env.js';
 import { readSnapshot } from './snapshot.js';
+import { clusterCheckpoints } from './checkpoints.js';
 import type { RelayTokens } from './relay.js';
 import { podObserver } from './reports.js';
 import {
@@ -49,6 +50,10 @@ export interface KubeLauncherOptions {
   /** The gateway listener's tokens and the address pods reach it at (an IP:port: pods get no DNS). */
   relay?: { address: string; tokens: RelayTokens };
 }
+
+/** No volume can be added to a running pod (capability lateMounts). */
+const noLateMounts = () =>
+  Promise.reject(new BerthError('LAUNCHER_UNSUPPORTED', 'the Kubernetes launcher cannot attach mounts to a started pod'));
 
 export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
   const { kubeConfig, settings } = opts;
@@ -335,12 +340,12 @@ export function createKubernetesLauncher(opts: KubeLauncherOptions): Launcher {
     run,
     startIdle,
     execIn,
-    attachMounts: () =>
-      Promise.reject(new BerthError('LAUNCHER_UNSUPPORTED', 'the Kubernetes launcher cannot attach mounts to a started pod')),
+    attachMounts: noLateMounts,
     removeContainers,
     listManaged,
     observe: receipts.observe,
     planned: plannedPod,
+    checkpoints: clusterCheckpoints(apis, settings),
     removeManaged,
   };
 }

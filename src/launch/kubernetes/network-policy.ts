@@ -1,6 +1,6 @@
 import type { V1NetworkPolicy } from '@kubernetes/client-node';
 import { LABELS } from '../../plan/labels.js';
-import { kubeLabelValue } from './objects.js';
+import { kubeLabelValue } from './claims.js';
 
 /** How berth's own pod is labelled (deploy/): the one place tenant pods may reach. */
 export const BERTH_POD_LABELS: Readonly<Record<string, string>> = { 'app.kubernetes.io/name': 'berth' };

@@ -1,10 +1,19 @@
-import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
-import type { V1ConfigMap, V1EnvVar, V1PersistentVolumeClaim, V1PodSpec, V1Secret, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type {
+  V1ConfigMap,
+  V1EnvVar,
+  V1PersistentVolumeClaim,
+  V1PodSecurityContext,
+  V1PodSpec,
+  V1Secret,
+  V1SecurityContext,
+  V1Volume,
+  V1VolumeMount,
+} from '@kubernetes/client-node';
 import { BerthError } from '../../base/errors.js';
 import { LABELS } from '../../plan/labels.js';
 import { AGENT_HOME, RUN_DIR_MOUNT, SHARED_MOUNT, WORKSPACE_MOUNT, type RunPlan } from '../../plan/run-plan.js';
-import { VOLUME_LABEL } from './volumes.js';
+import { ANNOTATION_PREFIX, homeClaim, kubeLabelValue, metaOf, projectClaim, workspaceClaim } from './claims.js';
 import { initContainersOf, kubeLiteral, prepareEntries } from './init-containers.js';
 
 /**
@@ -14,11 +23,11 @@ import { initContainersOf, kubeLiteral, prepareEntries } from './init-containers
  * what a cluster cannot carry.
  */
 
+export { ANNOTATION_PREFIX, kubeLabelValue } from './claims.js';
+
 export const SANDBOX_API = { group: 'agents.x-k8s.io', version: 'v1beta1', plural: 'sandboxes', kind: 'Sandbox' } as const;
 /** The one container of a tenant pod. */
 export const AGENT_CONTAINER = 'agent';
-/** Where the exact values of berth's labels go (a label value is at most 63 characters of a small alphabet): annotations `berth.dev/<label>`. */
-export const ANNOTATION_PREFIX = 'berth.dev/';
 /** A ConfigMap holds at most 1 MiB; berth keeps room for the object's own fields. */
 export const CONFIGMAP_BYTES = 900 * 1024;
 /** berth-bridge in a pod: where its relays reach berth (tcp host:port) and the run's token. */
@@ -28,26 +37,12 @@ export const RELAY_SECRET_KEY = 'token';
 /** What a pod requests when the launcher is given nothing (config/kubernetes.ts's defaults: an idle agent's). */
 export const IDLE_REQUESTS = { cpuMillis: 50, memoryBytes: 64 * 1024 ** 2 } as const;
 
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
-
-/** A label value for any string: itself when Kubernetes takes it, else a hash (the exact value is an annotation). */
-export function kubeLabelValue(value: string): string {
-  return value.length <= 63 && LABEL_VALUE.test(value) ? value : `h-${createHash('sha256').update(value).digest('hex').slice(0, 40)}`;
-}
-
 /** The selector of a label query (plan/labels.ts ContainerQuery), in kube label values. */
 export function kubeSelector(pairs: Record<string, string | undefined>): string {
   return Object.entries(pairs)
     .filter((e): e is [string, string] => e[1] !== undefined)
     .map(([k, v]) => `${k}=${kubeLabelValue(v)}`)
     .join(',');
-}
-
-function metaOf(labels: Record<string, string>) {
-  return {
-    labels: Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, kubeLabelValue(v)])),
-    annotations: Object.fromEntries(Object.entries(labels).map(([k, v]) => [`${ANNOTATION_PREFIX}${k}`, v])),
-  };
 }
 
 /** The exact labels of an object berth made (its annotations), as plan/labels.ts names them. */
@@ -57,8 +52,6 @@ export function berthLabelsOf(annotations: Readonly<Record<string, string>> | un
   for (const [k, v] of Object.entries(annotations ?? {})) if (k.startsWith(ANNOTATION_PREFIX)) out[k.slice(ANNOTATION_PREFIX.length)] = v;
   return out;
 }
-
-const nameHash = (...parts: string[]) => createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 20);
 
 /** A file of a read-only mount's content (berth's own snapshot: seeds, protected paths, memory, CA). */
 export interface SnapshotFile {
@@ -108,7 +101,7 @@ export interface KubeRunObjects {
 /** The names of a run's own objects besides its Sandbox (and pod): what its removal deletes. */
 export const runObjectNames = (name: string) => ({ configMap: `${name}-files`, secret: `${name}-relay` });
 
-function uidGid(user: string): { uid: number; gid: number } {
+export function uidGid(user: string): { uid: number; gid: number } {
   const m = /^(\d{1,10}):(\d{1,10})$/.exec(user);
   if (!m) throw new BerthError('CONFIG_INVALID', `the plan's user "${user}" is not uid:gid`);
   return { uid: Number(m[1]), gid: Number(m[2]) };
@@ -119,11 +112,7 @@ const unsupported = (what: string) =>
     hint: 'docs/kubernetes.md says what differs from Docker',
   });
 
-/**
- * The claim a persistent mount lives on: named by what it belongs to and by its host directory's
- * volume id (kubernetes/volumes.ts), so every run of it finds the same volume, and a session or project
- * made again under a deleted one's name (a new directory, a new id) never does.
- */
+/** The claim a persistent mount lives on (kubernetes/claims.ts): what it belongs to, and its host directory's volume id. */
 function claimFor(
   plan: RunPlan,
   target: string,
@@ -132,38 +121,17 @@ function claimFor(
   storageClass: string | undefined,
 ): V1PersistentVolumeClaim {
   const l = plan.labels;
-  const installation = l[LABELS.installation] ?? '';
-  const project = l[LABELS.project] ?? '';
-  let name: string;
-  const labels: Record<string, string> = {
-    [LABELS.managed]: 'true',
-    [LABELS.installation]: installation,
-    [LABELS.project]: project,
-    [VOLUME_LABEL]: volumeId,
+  const owner = {
+    installation: l[LABELS.installation] ?? '',
+    project: l[LABELS.project] ?? '',
+    volumeId,
+    namespace,
+    storageClass,
+    sizeBytes: plan.limits.diskBytes ?? 1024 ** 3,
   };
-  if (target === AGENT_HOME) {
-    const session = l[LABELS.session] ?? l[LABELS.run] ?? '';
-    name = `berth-home-${nameHash(installation, project, session, volumeId)}`;
-    labels[LABELS.session] = session;
-  } else if (l[LABELS.reach] === 'workspace') {
-    const workspace = l[LABELS.workspace] ?? '';
-    name = `berth-ws-${nameHash(installation, project, workspace, volumeId)}`;
-    labels[LABELS.workspace] = workspace;
-  } else {
-    // Shared mode and workflow steps work in the project's tree: one volume for the project.
-    name = `berth-project-${nameHash(installation, project, volumeId)}`;
-  }
-  const size = plan.limits.diskBytes ?? 1024 ** 3;
-  return {
-    apiVersion: 'v1',
-    kind: 'PersistentVolumeClaim',
-    metadata: { name, namespace, ...metaOf(labels) },
-    spec: {
-      accessModes: ['ReadWriteOnce'],
-      resources: { requests: { storage: String(size) } },
-      ...(storageClass ? { storageClassName: storageClass } : {}),
-    },
-  };
+  if (target === AGENT_HOME) return homeClaim({ ...owner, session: l[LABELS.session] ?? l[LABELS.run] ?? '' });
+  if (l[LABELS.reach] === 'workspace') return workspaceClaim({ ...owner, workspace: l[LABELS.workspace] ?? '' });
+  return projectClaim(owner);
 }
 
 /** Quantities as the server writes them back ("1", "250m"; bytes as a number), so what is stored is what was sent. */
@@ -209,6 +177,29 @@ function relayParts(
     },
   };
 }
+
+/** Every container of berth's pods: no privilege, no capability, its root read-only as the plan says. */
+export const containerSecurityOf = (uid: number, readOnlyRootfs: boolean): V1SecurityContext => ({
+  allowPrivilegeEscalation: false,
+  privileged: false,
+  capabilities: { drop: ['ALL'] },
+  readOnlyRootFilesystem: readOnlyRootfs,
+  runAsNonRoot: uid !== 0,
+});
+
+/** Every pod of berth's: as the agent user, its volumes the agent's group, the runtime's default seccomp profile. */
+export const podSecurityOf = (uid: number, gid: number, sysctls: Readonly<Record<string, string>> = {}): V1PodSecurityContext => ({
+  runAsUser: uid,
+  runAsGroup: gid,
+  // berth's agent user is never root (agent_user); a plan that says root is translated as it is.
+  runAsNonRoot: uid !== 0,
+  fsGroup: gid,
+  // The volume's root decides: a workspace already the agent's group is not walked again on
+  // each start, and a tenant's chmod 600 files stay as they are (the default relabels all).
+  fsGroupChangePolicy: 'OnRootMismatch',
+  seccompProfile: { type: 'RuntimeDefault' },
+  ...(Object.keys(sysctls).length ? { sysctls: Object.entries(sysctls).map(([k, v]) => ({ name: k, value: v })) } : {}),
+});
 
 export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   const { plan, name, namespace } = input;
@@ -290,13 +281,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
   const relay = relayed && input.relay ? relayParts(name, namespace, meta, input.relay) : undefined;
   if (relay) env.push(...relay.env);
   const resources = resourcesOf(plan, input.requests ?? IDLE_REQUESTS);
-  const containerSecurity = {
-    allowPrivilegeEscalation: false,
-    privileged: false,
-    capabilities: { drop: ['ALL'] },
-    readOnlyRootFilesystem: plan.readOnlyRootfs,
-    runAsNonRoot: uid !== 0,
-  };
+  const containerSecurity = containerSecurityOf(uid, plan.readOnlyRootfs);
   const entries = prepareEntries(plan);
   if (entries.length && !workspaceVolume) throw unsupported('prepare a workspace that is not a volume of its own');
   const initContainers = initContainersOf({
@@ -314,18 +299,7 @@ export function renderKubeRun(input: KubeRunInput): KubeRunObjects {
     enableServiceLinks: false,
     terminationGracePeriodSeconds: 1,
     ...(plan.runtime === 'runc' ? {} : { runtimeClassName: plan.runtime }),
-    securityContext: {
-      runAsUser: uid,
-      runAsGroup: gid,
-      // berth's agent user is never root (agent_user); a plan that says root is translated as it is.
-      runAsNonRoot: uid !== 0,
-      fsGroup: gid,
-      // The volume's root decides: a workspace already the agent's group is not walked again on
-      // each start, and a tenant's chmod 600 files stay as they are (the default relabels all).
-      fsGroupChangePolicy: 'OnRootMismatch',
-      seccompProfile: { type: 'RuntimeDefault' },
-      ...(Object.keys(plan.sysctls).length ? { sysctls: Object.entries(plan.sysctls).map(([k, v]) => ({ name: k, value: v })) } : {}),
-    },
+    securityContext: podSecurityOf(uid, gid, plan.sysctls),
     ...(initContainers.length ? { initContainers } : {}),
     containers: [
       {

@@ -82,6 +82,12 @@ export function createKubeSetup(settings: KubernetesSettings, onRefused?: (why: 
     removeManaged: (q) => load().then((l) => l.removeManaged(q)),
     observe: (id) => load().then((l) => l.observe!(id)),
     planned: plannedPod,
+    checkpoints: {
+      take: (v, o, id, keep) => load().then((l) => l.checkpoints!.take(v, o, id, keep)),
+      restore: (v, o, c, drop) => load().then((l) => l.checkpoints!.restore(v, o, c, drop)),
+      fork: (from, to, o) => load().then((l) => l.checkpoints!.fork(from, to, o)),
+      sweep: (o, keep) => load().then((l) => l.checkpoints!.sweep(o, keep)),
+    },
   };
   const colon = settings.gateway.listen.lastIndexOf(':');
   return {

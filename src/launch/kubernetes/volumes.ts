@@ -105,6 +105,30 @@ export function volumeIdOf(dir: string): string {
   });
 }
 
+/**
+ * Bind a directory to a new volume (a checkpoint's snapshot restored as a new claim): a new id,
+ * written whole and renamed over the marker. Returns the id it had (its claim is to be retired) and
+ * the new one.
+ */
+export function renewVolumeId(dir: string): { old?: string; id: string } {
+  return withFd(openRootDir(dir), (dirFd) => {
+    const found = readAt(dirFd);
+    const id = randomBytes(16).toString('hex');
+    const tmp = `${VOLUME_MARKER}.${randomBytes(6).toString('hex')}`;
+    const fd = fs.openSync(at(dirFd, tmp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    try {
+      fs.writeFileSync(fd, `${id}\n`);
+      fs.fsyncSync(fd);
+    } finally {
+      closeQuietly(fd);
+    }
+    // A directory (or anything but a file) at the marker's name would take the rename: removed first, never followed.
+    if (found === 'invalid') fs.rmSync(at(dirFd, VOLUME_MARKER), { recursive: true, force: true });
+    fs.renameSync(at(dirFd, tmp), at(dirFd, VOLUME_MARKER));
+    return { ...(found && found !== 'invalid' ? { old: found } : {}), id };
+  });
+}
+
 /** The volume ids of every directory right below `parent` (not following links; each one's own marker). */
 export function volumeIdsBelow(parent: string): string[] {
   let fd: number;

@@ -18,7 +18,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Events are listed at most this often while waiting (one list call each). */
 const EVENTS_EVERY_MS = 1000;
 
-export async function waitRunning(apis: KubeApis, settings: KubernetesSettings, name: string): Promise<string | undefined> {
+export async function waitRunning(
+  apis: KubeApis,
+  settings: KubernetesSettings,
+  name: string,
+  what = "the agent's pod",
+): Promise<string | undefined> {
   const { core, custom, ns } = apis;
   const end = Date.now() + settings.start_timeout_seconds * 1000;
   let seen = false;
@@ -37,7 +42,7 @@ export async function waitRunning(apis: KubeApis, settings: KubernetesSettings, 
       if (!sandbox) return 'it was removed';
       const judged = sandboxRefusal(sandbox, reconcilerErrorSince, Date.now());
       reconcilerErrorSince = judged.since;
-      if (judged.trouble) throw refused(name, judged.trouble.message);
+      if (judged.trouble) throw refused(name, judged.trouble.message, what);
     }
     if (pod && volumesUnwritable(pod)) throw await unwritable(apis, pod);
     if (pod && Date.now() - eventsAt >= EVENTS_EVERY_MS) {
@@ -49,18 +54,18 @@ export async function waitRunning(apis: KubeApis, settings: KubernetesSettings, 
         .catch(() => events);
     }
     const refusal = podRefusal(pod, events);
-    if (refusal) throw refused(name, refusal.message);
+    if (refusal) throw refused(name, refusal.message, what);
     const silence = nodeSilence(pod, silentSince, Date.now());
     silentSince = silence.since;
-    if (silence.trouble) throw refused(name, silence.trouble.message);
+    if (silence.trouble) throw refused(name, silence.trouble.message, what);
     const trouble = pod && podTrouble(pod);
-    if (trouble) throw new BerthError('RUN_FAILED', `the agent's pod did not start: ${trouble}`);
+    if (trouble) throw new BerthError('RUN_FAILED', `${what} did not start: ${trouble}`);
     if (Date.now() > end) {
       const why = waitingReason(pod, events);
-      if (why) throw refused(name, `${why.slice(0, 600)} (waited ${settings.start_timeout_seconds} s)`);
+      if (why) throw refused(name, `${why.slice(0, 600)} (waited ${settings.start_timeout_seconds} s)`, what);
       throw new BerthError(
         'RUN_FAILED',
-        `the agent's pod did not run within ${settings.start_timeout_seconds} s (${pod ? `phase ${pod.status?.phase ?? 'unknown'}` : "no pod: is agent-sandbox's controller running?"})`,
+        `${what} did not run within ${settings.start_timeout_seconds} s (${pod ? `phase ${pod.status?.phase ?? 'unknown'}` : "no pod: is agent-sandbox's controller running?"})`,
         { hint: "kubectl describe sandbox/pod in berth's namespace says why (scheduling, image, volumes)" },
       );
     }
@@ -68,8 +73,8 @@ export async function waitRunning(apis: KubeApis, settings: KubernetesSettings, 
   }
 }
 
-const refused = (name: string, why: string) =>
-  new BerthError('POD_REFUSED', `the cluster did not run the agent's pod: ${why}`, {
+const refused = (name: string, why: string, what: string) =>
+  new BerthError('POD_REFUSED', `the cluster did not run ${what}: ${why}`, {
     hint: `kubectl -n <namespace> describe pod ${name}; no room: kubernetes.cpu_request and memory_request (docs/kubernetes.md), or more nodes`,
   });
 
