@@ -17,28 +17,23 @@ afterAll(async () => {
 
 describe('limits (real containers)', () => {
   it('a sleep past the timeout is killed, reported, and the next run works', async () => {
-    const t0 = Date.now();
     const o = await h.run('limits', 'web:a', 'echo started; sleep 60; echo never');
     expect(o.timedOut).toBe(true);
     expect(o.stdout).toBe('started\n');
-    expect(Date.now() - t0).toBeLessThan(15_000);
     const next = await h.run('limits', 'web:a', 'echo fine');
     expect(next).toMatchObject({ exitCode: 0, stdout: 'fine\n', timedOut: false });
   });
 
   it('an output flood is cut at the cap (not buffered) and the run stopped', async () => {
-    const t0 = Date.now();
     const o = await h.run('limits', 'web:a', 'yes berth-flood-line');
     expect(o.truncated).toBe(true);
     expect(o.timedOut).toBe(false);
     expect(Buffer.byteLength(o.stdout) + Buffer.byteLength(o.stderr)).toBe(64 * 1024);
     expect(o.stdout.startsWith('berth-flood-line\n')).toBe(true);
-    expect(Date.now() - t0).toBeLessThan(4_000);
     expect((await h.run('limits', 'web:a', 'echo fine')).stdout).toBe('fine\n');
   });
 
   it('a fork bomb hits the pids limit and is stopped (the timeout, or its refusals passing the output cap first); the next run works', async () => {
-    const t0 = Date.now();
     const o = await h.run(
       'limits',
       'web:a',
@@ -66,7 +61,8 @@ describe('limits (real containers)', () => {
         stderr: o.stderr.slice(0, 300),
       }).toMatchObject({ stopped: true });
     }
-    expect(Date.now() - t0).toBeLessThan(15_000);
+    // No wall-clock bound: a bomb left to run would end its `sleep 60` with exit 0, which both branches refuse
+    // (a busy host took 53 s to stop a gVisor sandbox under the bomb while other suites ran).
     expect((await h.run('limits', 'web:a', 'echo fine')).stdout).toBe('fine\n');
   });
 
@@ -111,10 +107,9 @@ describe('limits (real containers)', () => {
     h.create({ name: 'disk', workspace_isolation: true, limits: { disk_mb: 8, files: 500, timeout_seconds: 30 } });
     const big = await h.run('disk', 'web:filler', 'dd if=/dev/zero of=big bs=1M count=100 2>/dev/null; echo "dd=$?"; wc -c < big');
     expect(big.stdout).toBe(`dd=153\n${8 * 1024 * 1024}\n`); // 128 + SIGXFSZ: stopped at 8 MiB
-    const t0 = Date.now();
     const many = await h.run('disk', 'web:filler', 'mkdir -p d; i=0; while true; do : > d/f$i; i=$((i+1)); done');
     expect(many.timedOut).toBe(false);
-    expect(Date.now() - t0).toBeLessThan(10_000);
+    // Stopped for its count, not at the 30 s timeout (no wall-clock bound: a busy host is slow).
     expect(many.warnings.join()).toContain('limits.files (500 files and directories)');
     // A run that cleans up is not stopped for what it found.
     const clean = await h.run('disk', 'web:filler', 'rm -rf d big; echo cleaned');
