@@ -9,8 +9,8 @@ import { defineConfig } from 'vitest/config';
  * only when files of that project are selected (and always the root's, so the root has none).
  *
  * A third, `kube-real`, exists only with BERTH_TEST_KUBE=real (make test's real tier, once
- * scripts/ensure-kube-node.sh has built the node): the launcher contract, the relay and the
- * volumes suites unchanged on one real cluster per run (real kubelet, scheduler, controller-manager;
+ * scripts/ensure-kube-node.sh has built the node): the launcher contract, the relay, the volumes
+ * and the checkpoints (copy pods) suites unchanged on one real cluster per run (real kubelet, scheduler, controller-manager;
  * test/real-kube-setup.ts), plus the files that need real nodes (a chat message with its receipt,
  * two nodes). integration/kubernetes.test.ts runs on the test kubelet only: on the real node it
  * took 200 s of CI's 30 minutes and found nothing the contract and chat files do not. Serial: the
@@ -20,6 +20,7 @@ const KUBE_REAL_FILES = [
   'test/contract/kubernetes.test.ts',
   'test/integration/kube-relay.test.ts',
   'test/integration/kube-volumes.test.ts',
+  'test/integration/kube-checkpoints.test.ts',
   'test/integration/kube-real-chat.test.ts',
   'test/integration/kubernetes-two-nodes.test.ts',
 ];

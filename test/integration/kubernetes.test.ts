@@ -37,7 +37,8 @@ let NS = '';
 beforeAll(async () => {
   rig = await startKubeRig();
   ({ cluster, launcher, namespace: NS } = rig);
-  h = testHome({ launcher, warm: false, pool: 'off', config: 'launcher: kubernetes\n' });
+  // No checkpoints (a copy pod before each message): kube-checkpoints.test.ts is about them.
+  h = testHome({ launcher, warm: false, pool: 'off', config: 'launcher: kubernetes\ncheckpoints: { keep: 0 }\n' });
 }, 600_000);
 
 afterAll(async () => {
@@ -221,7 +222,7 @@ describe('the Kubernetes launcher, end to end', () => {
 
 describe('warm sessions on Kubernetes', () => {
   it("a session's next message is an exec into its pod, once its keep-alive's report says the last left nothing; one that leaves a process gets the session a new pod", async () => {
-    await using w = testHome({ launcher, warm: true, pool: 'off', config: 'launcher: kubernetes\n' });
+    await using w = testHome({ launcher, warm: true, pool: 'off', config: 'launcher: kubernetes\ncheckpoints: { keep: 0 }\n' });
     const installation = installationId(w.home);
     w.create({ name: 'kube-warm', workspace_isolation: true, agent: 'shell' });
     const first = await w.run('kube-warm', 'web:alice', 'echo one > /tmp/state; echo made');
