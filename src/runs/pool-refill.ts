@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { IdleContainer } from '../launch/launcher.js';
 import { poolTarget, recentArrivals, refillSlots, type PoolSizing, type RateWindows } from '../plan/pool-size.js';
+import type { FreshLayout, PoolWay } from '../plan/pool.js';
 import type { RunPlan } from '../plan/run-plan.js';
 
 /** A pre-started container waiting for its claim. */
@@ -12,7 +13,11 @@ export interface Waiting {
 /** One shape of the pool (runs/prestart-pool.ts): its blank plan, what waits, what is under way. */
 export interface PoolShape {
   key: string;
+  /** How its containers take their tenant's directories (plan/pool.ts poolWayOf). */
+  way: PoolWay;
   blank: RunPlan;
+  /** Adopt: the fresh directories each of its containers is started with. */
+  layout?: FreshLayout;
   waiting: Waiting[];
   /** Starts under way for this shape. */
   starting: number;
@@ -23,7 +28,16 @@ export interface PoolShape {
   failedAt?: number;
 }
 
-export const newShape = (key: string, blank: RunPlan): PoolShape => ({ key, blank, waiting: [], starting: 0, waiters: [], arrivals: [] });
+export const newShape = (key: string, way: PoolWay, blank: RunPlan, layout?: FreshLayout): PoolShape => ({
+  key,
+  way,
+  blank,
+  ...(layout ? { layout } : {}),
+  waiting: [],
+  starting: 0,
+  waiters: [],
+  arrivals: [],
+});
 
 /** While runs wait for a slot, or a shape is sized above its base, the refill looks again this often. */
 const RECHECK_MS = 50;
