@@ -184,10 +184,11 @@ export interface Launcher {
    */
   attachMounts(containerId: string, plan: RunPlan): Promise<ContainerGone | undefined>;
   /**
-   * A container startIdle made is now the plan's, its binds already showing the plan's directories
-   * (berth renamed them into place: capability adoptBinds). From then on it is listed with the
-   * plan's workspace and run by every process that lists it; one that ended, or is not the
-   * container it was when it started, is ContainerGone. Optional, with adoptBinds.
+   * A container startIdle made is now the plan's, its binds showing the plan's directories (berth
+   * renames them into place: capability adoptBinds). From then on it is listed with the plan's
+   * workspace and run by every process that lists it; one that ended, or is not the container it
+   * was when it started, is ContainerGone. Nothing is mounted, so the pool asks it beside the
+   * message's exec (which finds a gone container gone too). Optional, with adoptBinds.
    */
   claimStarted?(containerId: string, plan: RunPlan): Promise<ContainerGone | undefined>;
   /**

@@ -55,6 +55,8 @@ export interface PoolRefill {
   nextStarted(shape: PoolShape): Promise<IdleContainer | undefined>;
   /** Berth stops: no more looks, and every claim still waiting gets nothing. */
   stop(): void;
+  /** Settles once no start is under way (each one that ends after stop() is removed before it counts as ended). */
+  idle(): Promise<void>;
 }
 
 /**
@@ -77,6 +79,8 @@ export function createPoolRefill(deps: {
 }): PoolRefill {
   /** Starts under way, every shape's. */
   let inFlight = 0;
+  /** Told when inFlight falls to 0. */
+  const whenIdle: Array<() => void> = [];
   /** Moving mean of the start times: how long a claimed container takes to replace. */
   let startMs = DEFAULT_START_MS;
   let recheck: NodeJS.Timeout | undefined;
@@ -112,6 +116,7 @@ export function createPoolRefill(deps: {
         shape.starting--;
         deps.changed();
         refill();
+        if (inFlight === 0) for (const told of whenIdle.splice(0)) told();
       });
   }
 
@@ -160,5 +165,6 @@ export function createPoolRefill(deps: {
       if (recheck) clearTimeout(recheck);
       for (const shape of deps.shapes.values()) for (const waiter of shape.waiters.splice(0)) waiter(undefined);
     },
+    idle: () => (inFlight === 0 ? Promise.resolve() : new Promise<void>((r) => whenIdle.push(r))),
   };
 }

@@ -129,12 +129,20 @@ export function createPoolWays(deps: {
     async take(shape, containerId, plan) {
       if (shape.way === 'attach') return deps.launcher.attachMounts(containerId, plan);
       const fresh = freshOf.get(containerId);
-      if (!fresh || !deps.launcher.claimStarted) throw new Error('a waiting container without its fresh directories');
-      const gone = await deps.launcher.claimStarted(containerId, plan);
-      if (gone) return gone;
+      const claimStarted = deps.launcher.claimStarted?.bind(deps.launcher);
+      if (!fresh || !claimStarted) throw new Error('a waiting container without its fresh directories');
       adoptFreshDirs(fresh, personBindsOf(plan));
       freshOf.delete(containerId);
       removeQuietly(fresh); // what is left of them: the merged-away originals
+      // Written for every process to read while the message's exec is made, not before it: nothing
+      // is mounted, so a sandbox gone meanwhile only fails that exec, and the run starts its own on
+      // the same directories (the person's now). Until then it lists as a pool container that is
+      // not waiting: one that may hold any workspace.
+      void claimStarted(containerId, plan).then(
+        (gone) => gone && deps.logger.info({ container: containerId.slice(0, 12), why: gone.reason }, 'a claimed sandbox was gone'),
+        (err: unknown) =>
+          deps.logger.warn({ container: containerId.slice(0, 12), err: String(err) }, 'a claimed sandbox could not be renamed'),
+      );
       return undefined;
     },
 

@@ -39,12 +39,14 @@ export interface PrestartPool {
   isWaiting(containerId: string): boolean;
   /** Containers waiting now. */
   size(): number;
-  /** Remove every waiting container and stop refilling (berth stops); returns how many. */
+  /** Remove every waiting container and stop refilling (berth stops), once the starts under way are done and removed; returns how many were waiting. */
   close(): Promise<number>;
 }
 
 /** Shapes kept at once; past it the one claimed least recently lets its containers go. */
 export const MAX_SHAPES = 8;
+/** How long close() waits for starts under way (each ends removed). */
+const CLOSE_WAIT_MS = 30_000;
 /** Waiting containers one claim tries before the run starts its own (each found gone). */
 const CLAIM_TRIES = 3;
 
@@ -126,7 +128,7 @@ export function createPrestartPool(deps: {
   }
 
   const start = (shape: PoolShape) => ways.start(shape);
-  const { refill, nextStarted, stop } = createPoolRefill({
+  const { refill, nextStarted, stop, idle } = createPoolRefill({
     shapes,
     start,
     remove,
@@ -208,6 +210,8 @@ export function createPrestartPool(deps: {
       const ids = [...shapes.values()].flatMap((s) => s.waiting.map((w) => w.container.containerId));
       shapes.clear();
       await remove(ids);
+      // A start under way ends removed, none left behind created or running; a start the engine never ends is not waited for.
+      await Promise.race([idle(), new Promise((r) => setTimeout(r, CLOSE_WAIT_MS).unref())]);
       return ids.length;
     },
   };

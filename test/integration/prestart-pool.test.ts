@@ -287,6 +287,9 @@ describe.runIf(RUNTIME === 'runsc')('the pre-started pool under gVisor (adopt)',
     expect(again.warm).toBe(true);
     expect(claimed.has(again.containerId)).toBe(true);
     expect(again.stdout.trim()).toBe('bob');
+    // Any process lists it as his: its engine name carries his workspace and run.
+    const listed = await new Docker().listContainers({ filters: { id: [again.containerId] } });
+    expect(listed[0]?.Names).toEqual([expect.stringMatching(/^\/berth-claimed\.[0-9a-f]{32}\.[0-9a-z]+$/)]);
     const next = await nextWaiting();
     const sources = await sourcesOf(next);
     const persons = personDirs();

@@ -325,6 +325,7 @@ describe('the pre-started pool, adopt (a sandbox that sees no late mount)', () =
     const bob = personPlan('bob');
     const got = await p.claim(bob.plan, log, NEW);
     expect(got?.containerId).toBe(waiting?.id);
+    await until(() => claimedBy.length > 0, 'the claim written');
     expect(claimedBy).toEqual([{ id: waiting?.id, workspace: 'ws-bob' }]);
     expect(fs.statSync(bob.ws).ino).toBe(freshInode);
     expect(fs.readFileSync(join(bob.ws, 'AGENTS.md'), 'utf8')).toBe('seed for bob');
@@ -369,14 +370,20 @@ describe('the pre-started pool, adopt (a sandbox that sees no late mount)', () =
     expect(fs.existsSync(root)).toBe(false);
   });
 
-  it('a container gone at its claim is dropped with its directories; removed ones (close) take theirs along', async () => {
+  it("the claim is written for other processes beside the message's exec: a sandbox gone meanwhile leaves the person's directories whole (the run's exec finds it gone and starts its own there); removed ones (close) take their directories along", async () => {
     const p = adoptPool(2);
     await p.claim(personPlan('alice').plan, log, KNOWN);
     await settled(() => p.size() === 2);
     claimGone = true;
     const erin = personPlan('erin');
-    expect(await p.claim(erin.plan, log, NEW)).toBeUndefined();
+    const got = await p.claim(erin.plan, log, NEW);
+    expect(got?.containerId).toBeDefined();
     expect(fs.readFileSync(join(erin.ws, 'AGENTS.md'), 'utf8')).toBe('seed for erin');
+    expect(fs.readdirSync(erin.home)).toEqual(['.decoy']);
+    claimGone = false;
+    const frank = personPlan('frank');
+    await p.claim(frank.plan, log, NEW);
+    await until(() => claimedBy.some((c) => c.workspace === 'ws-frank'), 'the claim written');
     await settled(() => p.size() === 2);
     const own = fs.readdirSync(adoptDir()).map((o) => join(adoptDir(), o));
     expect(own.flatMap((o) => fs.readdirSync(o))).toHaveLength(2);

@@ -189,6 +189,8 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
         const proc = holdProcess(State.Pid, container.id);
         if (proc) procs.set(container.id, { proc, startedAt: State.StartedAt });
       } else if (sandboxed) warm.set(container.id, await reportObserver(docker, container, State.Pid));
+      // A sandbox's receipt reading (an exec inside) taken now, not in front of its first message: its boundary is fixed at its start.
+      if (sandboxed) await observer.observe(container.id).catch(() => undefined);
       starts.set(container.id, { pid: State.Pid, startedAt: State.StartedAt });
     } catch (err) {
       await remove(container.id);
@@ -392,10 +394,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       const held = procs.get(containerId);
       const bin = helper();
       if (held === undefined || !bin)
-        throw new BerthError(
-          'LAUNCHER_UNSUPPORTED',
-          'mounts can be attached only to a runc or crun container this berth started, with the mount helper built',
-        );
+        throw new BerthError('LAUNCHER_UNSUPPORTED', 'late mounts need a runc or crun container this berth started, and the helper built');
       const gone = await claimContainer(docker, containerId, plan, { pid: held.proc.pid, startedAt: held.startedAt });
       if (gone) return gone;
       const attached = await attachMounts(bin, held.proc, containerId, bindsInOrder(plan));
