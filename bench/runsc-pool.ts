@@ -1,7 +1,10 @@
 /**
- * A pre-started pool under gVisor (issue 45, item 1): what a new person's first reply could cost
- * under runsc, measured at the engine, against bare Docker under runc and runsc in the same run,
- * interleaved round by round. Two ways to hand a started sandbox its tenant's workspace:
+ * A pre-started pool under gVisor (issue 45, item 1): a new person's first reply under runsc,
+ * against bare Docker under runc and runsc in the same run, interleaved round by round:
+ * - berth's own: POST /api/projects/:name/runs for a tenant berth has never seen (shell preset,
+ *   `true`, level low, a project on runsc), through the HTTP API of a berth with warm containers,
+ *   with its pool (adopt, runs/pool-ways.ts; each round waits until it is refilled) and without;
+ * - the candidates at the engine, berth left out. Two ways to hand a started sandbox its tenant's workspace:
  * - staging: the sandbox was started with a per-container staging directory (an rshared host
  *   mount, bound rslave); the claim mounts the workspace one level below it on the host. The
  *   gofer sees it there, but only below a bind: a mount over the bind's own root is never seen
@@ -15,13 +18,22 @@
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
+import { serve } from '@hono/node-server';
 import Docker from 'dockerode';
+import { pino } from 'pino';
+import { appDepsFrom, createApp } from '../src/api/app.js';
+import { createBerth, type Berth } from '../src/main.js';
+import { readRunRecords } from '../src/store/run-log.js';
 import { BENCH_IMAGE, bareExec, bareRun } from './bare.js';
 import { fmt, summary } from './stats.js';
 
 const ROUNDS = Number(process.env.BENCH_ITERATIONS ?? 30);
+/** Sandboxes berth keeps waiting (runs.pool). */
+const POOL = Number(process.env.BENCH_POOL ?? 2);
+const TOKEN = 'bench-token-0123456789abcdef';
 const WARMUP = 2;
 const RESTORE_ROUNDS = 5;
 const docker = new Docker();
@@ -168,11 +180,69 @@ async function restoreFigures(rounds: number): Promise<{ run: number[]; restore:
   return out;
 }
 
+interface Server {
+  berth: Berth;
+  base: string;
+  close(): Promise<void>;
+}
+
+/** A berth with warm containers over HTTP, its project on runsc; `pool` sandboxes kept waiting (0: none). */
+async function berthServer(pool: number): Promise<Server> {
+  const home = fs.mkdtempSync(join(os.tmpdir(), 'berth-bench-runsc-'));
+  fs.writeFileSync(
+    join(home, 'berth.yaml'),
+    `runtimes: [runc, runsc]\nruns: { pool: ${pool}, warm_idle_seconds: 600, max_concurrent: 8, per_tenant: 2 }\n`,
+  );
+  const berth = createBerth({ home, logLevel: 'silent', warm: true });
+  berth.store.create({ name: 'bench', workspace_isolation: true, runtime: 'runsc' });
+  const app = createApp(appDepsFrom(berth, { token: TOKEN, logger: pino({ level: 'silent' }) }));
+  const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
+  await new Promise((r) => server.once('listening', r));
+  return {
+    berth,
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    async close() {
+      server.close();
+      await berth.runner.drain(5000);
+      await berth.runner.reapLeftovers();
+      fs.rmSync(home, { recursive: true, force: true });
+    },
+  };
+}
+
+let tenant = 0;
+/** One new person's first message over HTTP, to its answer: its round trip in ms, and how its container came (pool, cold). */
+async function firstMessage(s: Server): Promise<{ ms: number; start?: string }> {
+  const t0 = performance.now();
+  const res = await fetch(`${s.base}/api/projects/bench/runs`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ user: `bench:new-${++tenant}`, message: 'true', level: 'low' }),
+  });
+  const body = (await res.json()) as { exit_code?: number; run?: string };
+  const ms = performance.now() - t0;
+  if (res.status !== 200 || body.exit_code !== 0) throw new Error(`a first message answered ${res.status}: ${JSON.stringify(body)}`);
+  const { sessionsDir } = s.berth.store.get('bench').paths;
+  const [record] = readRunRecords(sessionsDir, { keep: (r) => r.run === body.run, limit: 1 }).records;
+  return { ms, start: record?.receipt?.policy.start };
+}
+
+async function refilled(s: Server, n: number): Promise<void> {
+  const end = Date.now() + 120_000;
+  const size = async () => (await s.berth.metrics.registry.getSingleMetric('berth_pool_containers')?.get())?.values[0]?.value ?? 0;
+  while ((await size()) < n) {
+    if (Date.now() > end) throw new Error(`the pool did not refill to ${n} within 120 s`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 if (process.getuid?.() !== 0) throw new Error('bench/runsc-pool.ts mounts on the host: run it as root (as berth runs its pool)');
 fs.mkdirSync(stage);
 execFileSync('mount', ['--bind', stage, stage]);
 execFileSync('mount', ['--make-rshared', stage]);
 const used: Docker.Container[] = [];
+let pooled: Server | undefined;
+let cold: Server | undefined;
 try {
   // A running container of each runtime for the bare exec.
   const runscIdle = await started();
@@ -180,8 +250,24 @@ try {
   await runcIdle.start();
   used.push(runcIdle, runscIdle);
   const rootSeen = await overTheRootSeen();
-  console.error(`berth bench (runsc pool): ${ROUNDS} interleaved rounds (+${WARMUP} warm-up) ...`);
-  const t: Record<string, number[]> = { runRunc: [], runRunsc: [], execRunc: [], execRunsc: [], staging: [], adopt: [] };
+  const load = [os.loadavg()];
+  pooled = await berthServer(POOL);
+  cold = await berthServer(0);
+  // Each server's first session teaches it the shape.
+  await firstMessage(pooled);
+  await firstMessage(cold);
+  console.error(`berth bench (runsc pool): ${ROUNDS} interleaved rounds (+${WARMUP} warm-up), berth's pool of ${POOL} ...`);
+  const t: Record<string, number[]> = {
+    runRunc: [],
+    runRunsc: [],
+    execRunc: [],
+    execRunsc: [],
+    staging: [],
+    adopt: [],
+    berthPool: [],
+    berthCold: [],
+  };
+  let notPooled = 0;
   for (let i = 0; i < ROUNDS + WARMUP; i++) {
     const s = await stagingReady();
     const a = await adoptReady();
@@ -198,6 +284,15 @@ try {
     await timed('staging', () => stagingClaim(s));
     await timed('adopt', () => adoptClaim(a));
     await Promise.all([s.c.remove({ force: true }), a.c.remove({ force: true })]);
+    // berth's own, each against a pool refilled outside the timing (as its refill runs between arrivals).
+    await refilled(pooled, POOL);
+    const p = await firstMessage(pooled);
+    if (p.start !== 'pool') notPooled++;
+    const c = await firstMessage(cold);
+    if (i >= WARMUP) {
+      t.berthPool!.push(p.ms);
+      t.berthCold!.push(c.ms);
+    }
     execFileSync('umount', ['-l', join(s.slot, 'ws')]);
   }
   const ck = await restoreFigures(RESTORE_ROUNDS);
@@ -218,6 +313,17 @@ try {
   console.log(row('bare exec of `true` into a running sandbox, runsc', t.execRunsc!));
   console.log(row('claim, staging: host mount below the staging bind + exec', t.staging!));
   console.log(row('claim, adopt: seed moved, fresh directory renamed + exec', t.adopt!));
+  console.log(row(`berth: new person's first reply over HTTP, runsc, pool of ${POOL} (adopt)`, t.berthPool!));
+  console.log(row("berth: new person's first reply over HTTP, runsc, no pool (cold)", t.berthCold!));
+  load.push(os.loadavg());
+  const bp = summary(t.berthPool!);
+  console.log(
+    `\ntarget (issue 45 item 1): berth's first reply under runsc p50 ≤ 150 ms: ${fmt(bp.p50)} ${bp.p50 <= 150 ? 'met' : 'MISSED'}; p99 ≤ 400 ms: ${fmt(bp.p99)} ${bp.p99 <= 400 ? 'met' : 'MISSED'}` +
+      `; ratio to a bare runsc exec ${(bp.p50 / execRunsc.p50).toFixed(2)}, to a bare runsc run ${(bp.p50 / runsc.p50).toFixed(2)}; ${notPooled} of ${ROUNDS + WARMUP} pooled first messages did not come from the pool`,
+  );
+  console.log(
+    `load average (1, 5, 15 min) at the start: ${load[0]?.map((l) => l.toFixed(2)).join(', ')}; at the end: ${load[1]?.map((l) => l.toFixed(2)).join(', ')}`,
+  );
   const r = summary(ck.run);
   const rs = summary(ck.restore);
   console.log(`\n| runsc itself (${RESTORE_ROUNDS} rounds) | p50 | p99 | restore ÷ run |`);
@@ -228,6 +334,8 @@ try {
   console.log(`\na host mount over a bind's own root, made after the sandbox started, seen inside: ${rootSeen ? 'yes' : 'no'}`);
   console.log(`(${os.cpus().length} cores, Node ${process.version})`);
 } finally {
+  await pooled?.close();
+  await cold?.close();
   await Promise.all(used.map((c) => c.remove({ force: true }).catch(() => undefined)));
   execFileSync('umount', ['-R', '-l', stage]);
   fs.rmSync(dir, { recursive: true, force: true });

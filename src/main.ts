@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { agentOwner, createConfigSource, type BerthConfig } from './config/berth-config.js';
 import { isBerthError } from './base/errors.js';
-import { homePaths } from './config/home.js';
+import { homePaths, type HomePaths } from './config/home.js';
 import { createOperatorService, type OperatorService } from './admin/operator.js';
 import { createFileTools, type FileTools } from './file-tools/service.js';
 import { sharedGrantsFor } from './config/grants.js';
@@ -182,6 +182,11 @@ function watchConfig(file: string, home: string, logger: Logger): () => BerthCon
   );
 }
 
+/** The pre-started pool's own directories: attach's blank stand-ins (cache), adopt's fresh directories (private state; the agent user's, as a person's own are). */
+function poolDirsOf(paths: HomePaths, config: () => BerthConfig) {
+  return { blankDir: join(paths.cacheDir, 'pool'), adoptDir: join(paths.stateDir, 'adopt'), owner: () => agentOwner(config()) };
+}
+
 export function createBerth(opts: BerthOptions): Berth {
   const home = resolveHome(opts.home);
   const paths = homePaths(home);
@@ -280,7 +285,7 @@ export function createBerth(opts: BerthOptions): Berth {
               launcher,
               ...poolBoundsOf(config, opts.pool === 'always'),
               ...(opts.poolWindows ? { windows: opts.poolWindows } : {}),
-              blankDir: join(paths.cacheDir, 'pool'),
+              ...poolDirsOf(paths, config),
               logger,
               onSize: (n) => metrics.setPoolContainers(n),
               busy: () => admission.stats().queued > 0,

@@ -76,6 +76,8 @@ export function testHome(
       berth.store.create(RUNTIME && !withCpus.runtime ? { ...withCpus, runtime: RUNTIME } : withCpus);
     },
     async [Symbol.asyncDispose]() {
+      // As berth stops: the pre-started pool stops refilling and its starts under way end removed (none left created).
+      await berth.runner.drain(0);
       await berth.runner.reapLeftovers();
       await berth.audit.flush(); // its head record is written off the event loop after a run's receipt line
       releaseMountsUnder(home); // workspace quotas: an rm -rf over a live mount fails

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { mountHelper } from '../launch/docker/late-mounts.js';
-import { SENTRY_RUNTIMES } from '../launch/lifecycle.js';
 import {
   checkBridgeConsumers,
   checkBridges,
@@ -267,22 +266,23 @@ export function assessDisk(home: string, engineRoot: string, quotas: BerthConfig
   return { name: 'disk quotas', status: 'ok', detail: `${gib} free; ${bound}` };
 }
 
-/** Whether `runs.pool` can do its work here: containers that take their mounts late (runc, crun; root; the helper built). */
+/**
+ * Whether `runs.pool` can do its work here: containers that take their mounts late (runc, crun;
+ * root; the helper built), or sandboxes that take fresh directories renamed into place (gVisor:
+ * a new person's first message only).
+ */
 async function checkPool(berth: Berth): Promise<Check> {
   const size = berth.config.runs.pool;
   if (size === 0) return { name: 'pool', status: 'ok', detail: 'runs.pool: 0 (a new session starts its container)' };
   const caps = await berth.launcher.capabilities();
   const late = caps.runtimes.filter((r) => caps.lateMounts(r));
-  // A gVisor sandbox does not see a mount made over a bind after its start (docs/benchmarks.md): said, not left to guess.
-  const sandboxes = caps.runtimes.filter((r) => SENTRY_RUNTIMES.has(r) && !caps.lateMounts(r));
-  const notThere = sandboxes.length
-    ? `; none under ${sandboxes.join(', ')} (a sandbox does not see a mount made after its start), where a new person's first message starts a sandbox`
-    : '';
-  if (late.length)
+  const adopt = caps.runtimes.filter((r) => !caps.lateMounts(r) && caps.adoptBinds?.(r) === true);
+  const adopting = adopt.length ? `; on ${adopt.join(', ')} for a new person's first message (fresh directories renamed into place)` : '';
+  if (late.length || adopt.length)
     return {
       name: 'pool',
       status: 'ok',
-      detail: `${size} pre-started per shape under serve, for isolated projects on ${late.join(', ')}${notThere}`,
+      detail: `${size} pre-started per shape under serve, for isolated projects${late.length ? ` on ${late.join(', ')}` : ''}${adopting}`,
     };
   let why = 'the engine is not on this host, or no runtime here is runc or crun';
   if (process.getuid?.() !== 0) why = 'berth is not root (attaching mounts needs it)';

@@ -141,6 +141,12 @@ export interface LauncherCapabilities {
    * over a bind's root (its gofer holds that directory open).
    */
   lateMounts: (runtime: string) => boolean;
+  /**
+   * A started container of the runtime goes on serving a bind's directory after berth renames it
+   * on the host (gVisor's gofer holds it open from the start): what the pool's adopt claim needs
+   * (plan/pool.ts), with claimStarted. Absent: never.
+   */
+  adoptBinds?: (runtime: string) => boolean;
 }
 
 export interface EngineInfo {
@@ -178,6 +184,14 @@ export interface Launcher {
    * workspace and run, by every process that lists it. On failure the caller removes the container.
    */
   attachMounts(containerId: string, plan: RunPlan): Promise<ContainerGone | undefined>;
+  /**
+   * A container startIdle made is now the plan's, its binds showing the plan's directories (berth
+   * renames them into place: capability adoptBinds). From then on it is listed with the plan's
+   * workspace and run by every process that lists it; one that ended, or is not the container it
+   * was when it started, is ContainerGone. Nothing is mounted, so the pool asks it beside the
+   * message's exec (which finds a gone container gone too). Optional, with adoptBinds.
+   */
+  claimStarted?(containerId: string, plan: RunPlan): Promise<ContainerGone | undefined>;
   /**
    * Be told when containers of berth's end (the engine's die and destroy events): an id, or
    * undefined when the launcher lost sight of the engine (it restarted, the stream broke) and any

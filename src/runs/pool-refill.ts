@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { IdleContainer } from '../launch/launcher.js';
 import { poolTarget, recentArrivals, refillSlots, type PoolSizing, type RateWindows } from '../plan/pool-size.js';
+import type { FreshLayout, PoolWay } from '../plan/pool.js';
 import type { RunPlan } from '../plan/run-plan.js';
 
 /** A pre-started container waiting for its claim. */
@@ -12,7 +13,11 @@ export interface Waiting {
 /** One shape of the pool (runs/prestart-pool.ts): its blank plan, what waits, what is under way. */
 export interface PoolShape {
   key: string;
+  /** How its containers take their tenant's directories (plan/pool.ts poolWayOf). */
+  way: PoolWay;
   blank: RunPlan;
+  /** Adopt: the fresh directories each of its containers is started with. */
+  layout?: FreshLayout;
   waiting: Waiting[];
   /** Starts under way for this shape. */
   starting: number;
@@ -23,7 +28,16 @@ export interface PoolShape {
   failedAt?: number;
 }
 
-export const newShape = (key: string, blank: RunPlan): PoolShape => ({ key, blank, waiting: [], starting: 0, waiters: [], arrivals: [] });
+export const newShape = (key: string, way: PoolWay, blank: RunPlan, layout?: FreshLayout): PoolShape => ({
+  key,
+  way,
+  blank,
+  ...(layout ? { layout } : {}),
+  waiting: [],
+  starting: 0,
+  waiters: [],
+  arrivals: [],
+});
 
 /** While runs wait for a slot, or a shape is sized above its base, the refill looks again this often. */
 const RECHECK_MS = 50;
@@ -41,6 +55,8 @@ export interface PoolRefill {
   nextStarted(shape: PoolShape): Promise<IdleContainer | undefined>;
   /** Berth stops: no more looks, and every claim still waiting gets nothing. */
   stop(): void;
+  /** Settles once no start is under way (each one that ends after stop() is removed before it counts as ended). */
+  idle(): Promise<void>;
 }
 
 /**
@@ -63,6 +79,8 @@ export function createPoolRefill(deps: {
 }): PoolRefill {
   /** Starts under way, every shape's. */
   let inFlight = 0;
+  /** Told when inFlight falls to 0. */
+  const whenIdle: Array<() => void> = [];
   /** Moving mean of the start times: how long a claimed container takes to replace. */
   let startMs = DEFAULT_START_MS;
   let recheck: NodeJS.Timeout | undefined;
@@ -98,6 +116,7 @@ export function createPoolRefill(deps: {
         shape.starting--;
         deps.changed();
         refill();
+        if (inFlight === 0) for (const told of whenIdle.splice(0)) told();
       });
   }
 
@@ -146,5 +165,6 @@ export function createPoolRefill(deps: {
       if (recheck) clearTimeout(recheck);
       for (const shape of deps.shapes.values()) for (const waiter of shape.waiters.splice(0)) waiter(undefined);
     },
+    idle: () => (inFlight === 0 ? Promise.resolve() : new Promise<void>((r) => whenIdle.push(r))),
   };
 }

@@ -1,19 +1,20 @@
-import fs from 'node:fs';
-import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { openNoFollow, closeQuietly } from '../fs/fd-path.js';
-import type { IdleContainer, Launcher } from '../launch/launcher.js';
+import type { Owner } from '../fs/tree.js';
+import type { IdleContainer, Launcher, LauncherCapabilities } from '../launch/launcher.js';
 import { LABELS } from '../plan/labels.js';
-import { blankPlanOf, poolable, poolShape } from '../plan/pool.js';
+import { mayClaim, poolShape, type PoolWay } from '../plan/pool.js';
 import type { RateWindows } from '../plan/pool-size.js';
 import type { RunPlan } from '../plan/run-plan.js';
-import { createPoolRefill, newShape, type PoolShape, type Waiting } from './pool-refill.js';
+import { createPoolRefill, type PoolShape, type Waiting } from './pool-refill.js';
+import { createPoolWays, type PoolPerson } from './pool-ways.js';
 import { MAX_AGE_MS } from './warm-pool.js';
+
+export type { PoolPerson } from './pool-ways.js';
 
 /**
  * Containers started before their tenant is known (plan/pool.ts), so a new person's first
- * message is an attach and an exec, not a container start. A shape is learnt from the first
- * plan that asks for it (that message starts its container as before); from then on containers of
+ * message is an attach (runc) or an adopt (gVisor) and an exec, not a container start. A shape
+ * is learnt from the first plan that asks for it (that message starts its container as before); from then on containers of
  * that shape wait: `size()` of them, more while people arrive faster (plan/pool-size.ts: what
  * arrives while one start is under way, up to `max()` and admission's `global()`), fewer again
  * once they stop. The refill starts up to `engineStarts()` at once (one at a time while runs wait
@@ -21,27 +22,31 @@ import { MAX_AGE_MS } from './warm-pool.js';
  * is under way for its shape waits for that one (it is ready sooner than a start of its own);
  * otherwise the run starts its own, beside the refill's. A claimed container
  * is its tenant's (it becomes the session's warm container, and is removed like any other):
- * none ever goes back to the pool. Under a runtime without late mounts (gVisor), for a
- * shared-mode plan, or with `runs.pool: 0`, claims return nothing and runs start as before.
+ * none ever goes back to the pool. Which way a shape is served, or whether at all, is
+ * plan/pool.ts poolWayOf's to say: for a shared-mode plan, with `disk_quotas: loop` under gVisor,
+ * or with `runs.pool: 0`, claims return nothing and runs start as before. An adopt shape is
+ * learnt from any run of it, but only a new person's run (`person.isNew`) claims from it.
  * A waiting container the engine says ended is dropped at once; when the launcher loses sight of
  * the engine (it restarted), every waiting one is. A claim whose container is gone all the same
  * takes the next one, or returns nothing (the run starts its own).
  */
 export interface PrestartPool {
-  /** A started container for this plan with its bind mounts attached, or undefined: the caller starts one. */
-  claim(plan: RunPlan, log: Logger): Promise<IdleContainer | undefined>;
+  /** A started container for this plan with its binds showing the plan's directories, or undefined: the caller starts one. */
+  claim(plan: RunPlan, log: Logger, person?: PoolPerson): Promise<IdleContainer | undefined>;
   /** The project is gone (or its containers are): its shapes are forgotten and their containers removed. */
   forgetProject(project: string): Promise<void>;
   /** Is this one of the pool's own waiting containers (it holds no workspace)? */
   isWaiting(containerId: string): boolean;
   /** Containers waiting now. */
   size(): number;
-  /** Remove every waiting container and stop refilling (berth stops); returns how many. */
+  /** Remove every waiting container and stop refilling (berth stops), once the starts under way are done and removed; returns how many were waiting. */
   close(): Promise<number>;
 }
 
 /** Shapes kept at once; past it the one claimed least recently lets its containers go. */
 export const MAX_SHAPES = 8;
+/** How long close() waits for starts under way (each ends removed). */
+const CLOSE_WAIT_MS = 30_000;
 /** Waiting containers one claim tries before the run starts its own (each found gone). */
 const CLAIM_TRIES = 3;
 
@@ -59,6 +64,10 @@ export function createPrestartPool(deps: {
   windows?: RateWindows;
   /** Berth's own directory for the blank stand-ins (home cache). */
   blankDir: string;
+  /** Berth's private directory for adopt's fresh directories (never in a project's tree); without it, no adopt. */
+  adoptDir?: string;
+  /** Who owns what a tenant may write (the agent user): the fresh workspace and home are theirs, as the person's own are. */
+  owner?: () => Owner | undefined;
   logger: Logger;
   onSize?: (n: number) => void;
   /** True while runs wait for a slot (admission's queue): the refill has one start under way at most meanwhile, the engine's starts are theirs first. */
@@ -72,7 +81,8 @@ export function createPrestartPool(deps: {
 }): PrestartPool {
   const shapes = new Map<string, PoolShape>();
   let closed = false;
-  let lateMounts: Promise<(runtime: string) => boolean> | undefined;
+  let caps: Promise<LauncherCapabilities> | undefined;
+  const ways = createPoolWays(deps);
   const count = () => [...shapes.values()].reduce((n, s) => n + s.waiting.length, 0);
   const changed = () => deps.onSize?.(count());
 
@@ -94,33 +104,14 @@ export function createPrestartPool(deps: {
   }
   const unwatch = deps.launcher.watchEnded?.(dropEnded);
 
-  /** Each bind's blank stand-in: an empty directory or file of the source's kind, berth's own. */
-  function blankSources(shape: string, plan: RunPlan): string[] {
-    const dir = join(deps.blankDir, shape);
-    fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
-    return plan.mounts.flatMap((m) => {
-      if (m.type !== 'bind') return [];
-      const { fd, kind } = openNoFollow(m.source);
-      closeQuietly(fd);
-      const blank = join(dir, `b${plan.mounts.indexOf(m)}-${kind}`);
-      if (kind === 'dir') fs.mkdirSync(blank, { recursive: true, mode: 0o755 });
-      else if (!fs.existsSync(blank)) fs.writeFileSync(blank, '', { mode: 0o444 });
-      return [blank];
-    });
-  }
-
-  function learn(key: string, plan: RunPlan): PoolShape {
+  function learn(key: string, way: PoolWay, plan: RunPlan): PoolShape {
     const known = shapes.get(key);
     if (known) {
       shapes.delete(key); // Map order is recency: claimed now
       shapes.set(key, known);
       return known;
     }
-    const blanks = blankSources(key, plan);
-    const shape = newShape(
-      key,
-      blankPlanOf(plan, (i) => blanks[i] as string),
-    );
+    const shape = ways.shapeOf(key, way, plan);
     shapes.set(key, shape);
     for (const [oldKey, old] of shapes) {
       if (shapes.size <= MAX_SHAPES) break;
@@ -132,11 +123,12 @@ export function createPrestartPool(deps: {
 
   async function remove(ids: string[]): Promise<void> {
     if (ids.length) await deps.launcher.removeContainers(ids).catch(() => undefined);
+    for (const id of ids) ways.removed(id);
     changed();
   }
 
-  const start = (shape: PoolShape) => deps.launcher.startIdle(shape.blank, shape.blank.keepAlive);
-  const { refill, nextStarted, stop } = createPoolRefill({
+  const start = (shape: PoolShape) => ways.start(shape);
+  const { refill, nextStarted, stop, idle } = createPoolRefill({
     shapes,
     start,
     remove,
@@ -154,14 +146,14 @@ export function createPrestartPool(deps: {
   });
 
   /** The shape's entry, learnt now if new; undefined (the run starts its container) when the pool cannot serve the plan. */
-  async function shapeFor(plan: RunPlan, log: Logger): Promise<PoolShape | undefined> {
-    if (closed || (!deps.always && deps.size() <= 0) || !poolable(plan)) return undefined;
+  async function shapeFor(plan: RunPlan, log: Logger, person: PoolPerson | undefined): Promise<PoolShape | undefined> {
+    if (closed || (!deps.always && deps.size() <= 0)) return undefined;
     try {
-      lateMounts ??= deps.launcher.capabilities().then((c) => c.lateMounts);
-      if (!(await lateMounts)(plan.runtime)) return undefined;
-      return learn(poolShape(plan), plan);
+      caps ??= deps.launcher.capabilities();
+      const way = ways.wayOf(plan, await caps, person);
+      return way && learn(poolShape(plan, way), way, plan);
     } catch (err) {
-      lateMounts = undefined; // asked again next time (the engine may have been away)
+      caps = undefined; // asked again next time (the engine may have been away)
       if (deps.always) throw err;
       log.warn({ err: String(err) }, 'the pre-started pool could not serve this run; starting a container');
       return undefined;
@@ -169,9 +161,10 @@ export function createPrestartPool(deps: {
   }
 
   return {
-    async claim(plan, log) {
-      const shape = await shapeFor(plan, log);
+    async claim(plan, log, person) {
+      const shape = await shapeFor(plan, log, person);
       if (!shape) return undefined;
+      if (!mayClaim(shape.way, person)) return void refill(); // learnt (containers start for the next new person), not claimed
       // Older than a warm container may be: perhaps on an image rebuilt since.
       const stale = shape.waiting.filter((w) => Date.now() - w.since > MAX_AGE_MS);
       shape.waiting = shape.waiting.filter((w) => !stale.includes(w));
@@ -184,7 +177,7 @@ export function createPrestartPool(deps: {
         if (!taken) return undefined;
         const t0 = performance.now();
         try {
-          const gone = await deps.launcher.attachMounts(taken.containerId, plan);
+          const gone = await ways.take(shape, taken.containerId, plan);
           if (gone) {
             log.info(
               { container: taken.containerId.slice(0, 12), why: gone.reason },
@@ -196,7 +189,7 @@ export function createPrestartPool(deps: {
         } catch (err) {
           await remove([taken.containerId]);
           if (deps.always) throw err;
-          log.warn({ err: String(err) }, 'a pre-started container could not take the workspace; starting one');
+          log.warn({ err: String(err), way: shape.way }, 'a pre-started container could not take the workspace; starting one');
           return undefined;
         }
         return { containerId: taken.containerId, timings: { createMs: 0, startMs: performance.now() - t0 } };
@@ -217,6 +210,8 @@ export function createPrestartPool(deps: {
       const ids = [...shapes.values()].flatMap((s) => s.waiting.map((w) => w.container.containerId));
       shapes.clear();
       await remove(ids);
+      // A start under way ends removed, none left behind created or running; a start the engine never ends is not waited for.
+      await Promise.race([idle(), new Promise((r) => setTimeout(r, CLOSE_WAIT_MS).unref())]);
       return ids.length;
     },
   };

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { runtimeFor } from '../config/runtimes.js';
 import type { SessionRecord } from '../config/session.js';
 import { BerthError, isBerthError } from '../base/errors.js';
-import type { ManagedContainer, RunOptions, RunResult } from '../launch/launcher.js';
+import type { RunOptions, RunResult } from '../launch/launcher.js';
 import { assertLaunchable } from '../launch/requirements.js';
 import { noMetrics } from '../base/metrics.js';
 import type { RunPlan } from '../plan/run-plan.js';
@@ -15,20 +15,20 @@ import { planOf, plantDecoys } from './run-plan-of.js';
 import type { RunnerDeps } from './runner-deps.js';
 import type { Runner } from './runner-api.js';
 import { appendRunRecord } from '../store/run-log.js';
-import { copySeedsForRun, ensureWorkspace, quotaChangePending } from '../store/workspaces.js';
+import { copySeedsForRun } from '../store/workspaces.js';
+import { prepareWorkspace, type PreparedWorkspace } from './prepare-workspace.js';
 import type { Ticket } from './admission.js';
 import { watchDisk } from './disk-watch.js';
-import { createFleet, seesAllWorkspaces } from './fleet.js';
+import { createFleet } from './fleet.js';
 import { createKeyedLock } from '../base/keyed-lock.js';
 import { drainRuns, type Flight } from './drain.js';
 import { prepareMounts } from './prepare-mounts.js';
-import { contextOf, identityOf, quotaOf, type LaunchSpec, type RunContext, type RunIdentityContext } from './run-context.js';
+import { contextOf, identityOf, type LaunchSpec, type RunContext, type RunIdentityContext } from './run-context.js';
 import { toRunRecord, type RunFiles, type RunOutcome } from './run-record.js';
 import { openRunSockets, type OpenSockets } from './run-sockets.js';
 import { progressTap } from './progress-tap.js';
 import { LOST_WARNING, runHalt, STOPPED_WARNING, type RunHalt } from './run-halt.js';
 import { createWarmSessions, warmKeyOf, warmWorkspaceOf, type WarmLease } from './warm-session.js';
-import { POOLED } from '../plan/pool.js';
 import { receiptDigest } from '../plan/receipt.js';
 import { policyOf } from './receipt-policy.js';
 import { noteReceipt, watchReceipt } from './run-receipt.js';
@@ -121,6 +121,8 @@ export function createRunner(deps: RunnerDeps): Runner {
     accepted: Promise<void>,
   ): Promise<RunOutcome> {
     const name = base.project.metadata.name;
+    let prepared: PreparedWorkspace | undefined;
+    // A new workspace's adopt lock is let go at the pool's claim, else here (the run failed before it, or started cold).
     return withWorkspaceLock(`${name}/${base.workspaceId}`, async () => {
       if (spec.kind === 'message') await spec.whenReady?.();
       // Read now, not when the run was accepted: a grant revoked while it waited is not mounted, and
@@ -128,7 +130,11 @@ export function createRunner(deps: RunnerDeps): Runner {
       deps.honeytokens?.assertNotFrozen(name, base.session.tenant_key);
       const ctx = contextOf(base, store.get(name), config(), spec);
       const launcherCaps = await capabilities();
-      if (spec.kind !== 'workflow_step') await prepareWorkspace(ctx);
+      const runtime = runtimeFor(ctx.project.metadata, ctx.level);
+      // A message may go to the session's warm container, where the launcher keeps them for its runtime.
+      const warmOk = spec.kind === 'message' && launcherCaps.warm(runtime);
+      const mayAdopt = warmOk && !!deps.prestarted && ctx.workspace.isolated && launcherCaps.adoptBinds?.(runtime) === true;
+      if (spec.kind !== 'workflow_step') prepared = await prepareWorkspace(ctx, { tmpDir: store.home.tmpDir, fleet, ...deps }, mayAdopt);
       if (spec.kind === 'message') await checkpointBefore(ctx, spec.message, checkpoints); // what /undo puts back: before the message's files land
       const landed = await landMessageFiles(ctx, spec, deps.transcriber, stop); // a message's files in inbox/ (and the words telling the agent) before it is planned
       fs.mkdirSync(ctx.project.paths.memoryDir, { recursive: true, mode: 0o755 });
@@ -136,9 +142,7 @@ export function createRunner(deps: RunnerDeps): Runner {
       const home = ensureAgentHome(ctx.project, ctx.session.id, ctx.owner); // the conversation an agent continues at the next message
       const decoys = deps.honeytokens?.decoysFor(name, ctx.session.tenant_key);
       const decoyEnv = decoys ? plantDecoys(home, decoys, ctx.owner) : undefined;
-      // A message may go to the session's warm container, where the launcher keeps them for its runtime.
-      const warmOk = spec.kind === 'message' && launcherCaps.warm(runtimeFor(ctx.project.metadata, ctx.level));
-      const lease = warmOk ? warmSessions?.lease(name, ctx.session.id, warmWorkspaceOf(name, ctx.workspace.id)) : undefined;
+      const lease = warmOk ? warmSessions?.lease(name, ctx.session.id, warmWorkspaceOf(name, ctx.workspace.id), prepared) : undefined;
       let sockets: OpenSockets | undefined;
       const halt = runHalt(stop);
       const stopRun = (reason: string) => {
@@ -189,40 +193,7 @@ export function createRunner(deps: RunnerDeps): Runner {
         await sockets?.close();
         if (seeds) fs.rmSync(seeds.dir, { recursive: true, force: true });
       }
-    });
-  }
-
-  /**
-   * The tenant's workspace, made or mounted as the config says. A workspace filesystem about to be
-   * made, mounted or resized: no container may hold the workspace meanwhile. Our warm ones let go;
-   * another berth's running one defers the change.
-   */
-  async function prepareWorkspace(ctx: RunContext): Promise<void> {
-    const { project, session } = ctx;
-    const quota = quotaOf(project, ctx.config, store.home.tmpDir, ctx.log);
-    if (quotaChangePending(project, ctx.workspace, quota)) {
-      const workspace = warmWorkspaceOf(project.metadata.name, ctx.workspace.id);
-      await deps.warm?.discardWhere((_, w) => w?.workspace === workspace);
-      const alive = await fleet.list(project.metadata.name);
-      // One that sees every workspace could move this one under berth: no image is made or resized meanwhile.
-      // A claimed pool container's labels say "pool", not whose workspace it took: any but this
-      // process's own waiting ones may hold this one.
-      const holds = (c: ManagedContainer) =>
-        c.workspace === ctx.workspace.id || (c.workspace === POOLED && !deps.prestarted?.isWaiting(c.id));
-      quota.holds = { inUse: alive.some(holds), seesAll: alive.some(seesAllWorkspaces) };
-    }
-    const ws = session.settings.workspace;
-    const made = ensureWorkspace({
-      project,
-      workspace: ctx.workspace,
-      tenantKey: session.tenant_key,
-      session: ws.mode === 'session' ? session.id : undefined,
-      owner: ctx.owner,
-      quota,
-    });
-    ctx.workspace.ownFilesystem = made.ownFilesystem;
-    if (made.created) ctx.log.info({ skipped: made.skipped }, 'workspace created');
-    for (const skipped of made.skipped) ctx.log.warn(skipped, 'seed entry not copied');
+    }).finally(() => prepared?.adoptLock?.release());
   }
 
   /** Run the plan (bounded by its limits, the disk watch and its sockets' verdicts), then record it. */

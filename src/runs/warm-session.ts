@@ -5,6 +5,7 @@ import { isGone, type ExecResult, type Launcher, type RunOptions, type RunResult
 import { execVerdict } from '../launch/lifecycle.js';
 import type { RunPlan } from '../plan/run-plan.js';
 import { warmIdentity } from '../plan/warm.js';
+import type { PoolPerson } from './pool-ways.js';
 import type { PrestartPool } from './prestart-pool.js';
 import type { WarmContainer, WarmPool } from './warm-pool.js';
 
@@ -27,11 +28,19 @@ export interface WarmLease {
   runDir?: string;
   /** The run took it over: from then on it settles the container. */
   taken: boolean;
+  /** What the pool's claim must know of the person (a new one's first contact may be adopted), and the lock it lets go once done. */
+  first?: FirstContact;
+}
+
+/** From the run's workspace step (prepare-workspace.ts). */
+export interface FirstContact {
+  person: PoolPerson;
+  adoptLock?: { release(): void };
 }
 
 export interface WarmSessions {
   /** The session's idle container, taken for this message alone (undefined: none, or warm is off). */
-  lease(project: string, session: string, workspace: string): WarmLease;
+  lease(project: string, session: string, workspace: string, first?: FirstContact): WarmLease;
   /** The plan differs from the one the container was made with: let it go, the message gets a new one. */
   recycle(lease: WarmLease, log: Logger): Promise<void>;
   /** Run the message in the lease's container, or in a new one that stays. */
@@ -60,9 +69,9 @@ export function createWarmSessions(launcher: Launcher, pool: WarmPool, prestarte
   }
 
   return {
-    lease(project, session, workspace) {
+    lease(project, session, workspace, first) {
       const key = warmKeyOf(project, session);
-      return { key, workspace, reuse: pool.take(key), taken: false };
+      return { key, workspace, reuse: pool.take(key), taken: false, ...(first ? { first } : {}) };
     },
 
     async recycle(lease, log) {
@@ -94,7 +103,9 @@ export function createWarmSessions(launcher: Launcher, pool: WarmPool, prestarte
         const start = opts.signal?.aborted
           ? Promise.reject(new BerthError('SHUTTING_DOWN', 'berth stopped before this run could start'))
           : (async () => {
-              const claimed = fromPool ? await prestarted?.claim(plan, log) : undefined;
+              const claimed = fromPool
+                ? await prestarted?.claim(plan, log, lease.first?.person).finally(() => lease.first?.adoptLock?.release())
+                : undefined;
               return { claimed: claimed !== undefined, container: claimed ?? (await launcher.startIdle(plan, plan.keepAlive)) };
             })();
         const { claimed, container: started } = await start.catch(async (err: unknown) => {

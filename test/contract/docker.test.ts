@@ -48,7 +48,7 @@ for (const runtime of RUNTIMES) {
       };
     },
     // gVisor's sentry does not see mounts made after its start.
-    { runtime, warm: true, lateMounts: runtime !== 'runsc', cmd: SHELL_COMMANDS },
+    { runtime, warm: true, lateMounts: runtime !== 'runsc', adopt: runtime === 'runsc', cmd: SHELL_COMMANDS },
   );
 }
 

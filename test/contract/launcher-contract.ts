@@ -12,7 +12,8 @@ import {
 import { commandNotFound, CONTAINER_LOST, execVerdict, STOPPED_EXIT, WARM_MEMORY_SLACK } from '../../src/launch/lifecycle.js';
 import { LABELS, type ContainerQuery } from '../../src/plan/labels.js';
 import { WORKSPACE_MOUNT, type RunPlan } from '../../src/plan/run-plan.js';
-import { blankPlanOf, POOLED } from '../../src/plan/pool.js';
+import { adoptPlanOf, blankPlanOf, freshLayoutOf, personBindsOf, POOLED } from '../../src/plan/pool.js';
+import { adoptFreshDirs, makeFreshDirs } from '../../src/runs/fresh-dirs.js';
 import { CONTRACT_OWNER, PROTECTED_TEXT, SECRET_TEXT, type ContractPlanOptions } from './contract-plan.js';
 
 /**
@@ -55,6 +56,8 @@ export interface ContractOptions {
   warm: boolean;
   /** Whether it attaches mounts to a started container for it (the pre-started pool; held the same way). */
   lateMounts: boolean;
+  /** Without late mounts: whether a started container keeps serving a bind's directory berth renames (the pool's adopt). */
+  adopt?: boolean;
   cmd: ContractCommands;
   /**
    * Whether a run's /workspace is the plan's host directory (Docker). A cluster's is a volume
@@ -401,6 +404,32 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
           const { containerId } = await launcher().startIdle(p, p.keepAlive);
           await expect(launcher().attachMounts(containerId, p)).rejects.toMatchObject({ code: 'LAUNCHER_UNSUPPORTED' });
         });
+        it(`capabilities say whether runtime ${runtime} keeps a renamed bind directory (adopt: ${opts.adopt === true})`, async () => {
+          expect((await launcher().capabilities()).adoptBinds?.(runtime) === true).toBe(opts.adopt === true);
+        });
+        if (opts.adopt)
+          it(`adopt: a container started on a fresh directory of berth's shows the tenant's files once it is renamed over theirs, protected files read-only, and is listed as that tenant's; one it removed is no longer its to claim`, async () => {
+            const p = plan({ argv: ['true'], tenant: 'a', project: 'adopt' });
+            const fresh = makeFreshDirs(fs.mkdtempSync(join(subject().blankDir, 'adopt-')), freshLayoutOf(p));
+            const blank = blankPlanOf(p, (_, m) => (m.type === 'bind' && m.target !== WORKSPACE_MOUNT ? m.source : ''));
+            const { containerId: id } = await launcher().startIdle(adoptPlanOf(blank, fresh.byTarget), blank.keepAlive);
+            expect((await list()).find((c) => c.id === id)?.workspace).toBe(POOLED);
+            adoptFreshDirs(fresh, personBindsOf(p));
+            expect(await launcher().claimStarted?.(id, p)).toBeUndefined();
+            const exec = async (argv: string[]) => {
+              const r = await launcher().execIn(id, p, argv);
+              if (isGone(r)) throw new Error(`gone: ${r.reason}`);
+              return r;
+            };
+            expect((await exec(cmd.cat(`${WORKSPACE_MOUNT}/secret.txt`))).stdout).toBe(SECRET_TEXT);
+            expect((await exec(cmd.cat(`${WORKSPACE_MOUNT}/AGENTS.md`))).stdout).toBe(PROTECTED_TEXT);
+            expect((await exec(cmd.write(`${WORKSPACE_MOUNT}/AGENTS.md`, 'changed'))).exitCode).not.toBe(0);
+            expect((await exec(cmd.write(`${WORKSPACE_MOUNT}/new.txt`, 'new'))).exitCode).toBe(0);
+            expect(fs.readFileSync(join(p.prepare.rwRoot, 'new.txt'), 'utf8')).toBe('new');
+            expect((await list()).find((c) => c.id === id)?.workspace).toBe(p.labels[LABELS.workspace]);
+            await launcher().removeContainers([id]);
+            await expect(launcher().claimStarted?.(id, p)).rejects.toMatchObject({ code: 'LAUNCHER_UNSUPPORTED' });
+          });
         return;
       }
 

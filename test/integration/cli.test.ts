@@ -222,10 +222,10 @@ describe('berth CLI (real process, real engine)', () => {
       status: 'ok',
       detail: expect.stringMatching(/^2 pre-started per shape under serve, for isolated projects on .*runc/),
     });
-    // gVisor registered (make test does it): the operator is told the pool keeps none there.
+    // gVisor registered (make test does it): the operator is told the pool serves a new person there.
     const pool = json.checks.find((c) => c.name === 'pool')?.detail ?? '';
     const sandboxed = info.runtimes.some((r) => r.name === 'runsc');
-    expect(pool.includes('none under runsc (a sandbox does not see a mount made after its start)')).toBe(sandboxed);
+    expect(pool.includes("on runsc for a new person's first message (fresh directories renamed into place)")).toBe(sandboxed);
     fs.writeFileSync(join(home, 'berth.yaml'), 'runs: { pool: 0 }\n');
     expect(berth('doctor').stdout).toMatch(/^ok +pool +runs\.pool: 0 \(a new session starts its container\)$/m);
     fs.rmSync(join(home, 'berth.yaml'));

@@ -1,14 +1,33 @@
 import { describe, expect, it } from 'vitest';
 import { BerthConfigSchema } from '../../src/config/berth-config.js';
 import { ProjectMetadataSchema } from '../../src/config/metadata.js';
-import { bindsInOrder, blankPlanOf, poolable, poolShape, POOLED } from '../../src/plan/pool.js';
+import {
+  adoptPlanOf,
+  bindsInOrder,
+  blankPlanOf,
+  freshLayoutOf,
+  mayClaim,
+  personBindsOf,
+  poolable,
+  poolShape,
+  poolWayOf,
+  POOLED,
+  type PoolFacts,
+} from '../../src/plan/pool.js';
 import { planRun, type PlanInput } from '../../src/plan/run-plan.js';
 
 /** The pre-started pool's planning (plan/pool.ts): which plans share pool containers, and what those are made with. */
 const config = BerthConfigSchema.parse({});
 
-function input(tenant: string, meta: Record<string, unknown> = {}): PlanInput {
+function input(tenant: string, meta: Record<string, unknown> = {}, person = false): PlanInput {
   return {
+    ...(person
+      ? {
+          home: { dir: `/h/.berth/projects/bot/homes/s-${tenant}` },
+          runDir: `/h/.berth/sockets/run-${tenant}`,
+          memory: { dir: '/h/projects/bot/memory' },
+        }
+      : {}),
     config,
     project: {
       dir: '/h/projects/bot',
@@ -83,5 +102,108 @@ describe('poolable', () => {
   it('isolated workspaces only: a shared-mode container sees the whole project and is started as before', () => {
     expect(poolable(planRun(input('alice')))).toBe(true);
     expect(poolable(planRun(input('alice', { workspace_isolation: false })))).toBe(false);
+  });
+});
+
+describe('poolWayOf: the one place that decides whether, and how, a plan is pooled', () => {
+  const plan = planRun(input('alice', { protected_paths: ['AGENTS.md'] }, true));
+  const facts = (f: Partial<PoolFacts> = {}): PoolFacts => ({
+    lateMounts: false,
+    adoptBinds: true,
+    ownFilesystem: false,
+    otherFilesystem: [],
+    ...f,
+  });
+  it.each([
+    ['late mounts (runc): attach, whatever adopt could do', facts({ lateMounts: true, ownFilesystem: true }), 'attach'],
+    ['no late mounts, a launcher that keeps renamed directories (gVisor on this host): adopt', facts(), 'adopt'],
+    ['neither: no pool', facts({ adoptBinds: false }), undefined],
+    ['adopt, but the workspace is a filesystem of its own (disk_quotas: loop): no pool', facts({ ownFilesystem: true }), undefined],
+    [
+      "adopt, but a person directory is on another filesystem than the pool's: no pool",
+      facts({ otherFilesystem: ['/home/agent'] }),
+      undefined,
+    ],
+  ])('%s', (_, f, way) => {
+    expect(poolWayOf(plan, f).way).toBe(way);
+  });
+
+  it('a shared-mode plan is never pooled, either way; nor one with a mount below the home or run directory (adopt)', () => {
+    const shared = planRun(input('alice', { workspace_isolation: false }, true));
+    expect(poolWayOf(shared, facts({ lateMounts: true })).way).toBeUndefined();
+    expect(poolWayOf(shared, facts()).way).toBeUndefined();
+    const below = {
+      ...plan,
+      mounts: [...plan.mounts, { type: 'bind' as const, source: '/x', target: '/home/agent/.ssh', readOnly: true }],
+    };
+    expect(poolWayOf(below, facts())).toEqual({ why: "a mount below a person's directory: /home/agent/.ssh" });
+    expect(poolWayOf(below, facts({ lateMounts: true })).way).toBe('attach');
+  });
+
+  it('a claim may adopt only for a new person; attach serves any new session', () => {
+    expect([mayClaim('adopt', { isNew: true }), mayClaim('adopt', { isNew: false }), mayClaim('adopt', undefined)]).toEqual([
+      true,
+      false,
+      false,
+    ]);
+    expect([mayClaim('attach', { isNew: false }), mayClaim('attach', undefined)]).toEqual([true, true]);
+  });
+});
+
+describe('adopt: shapes and fresh directories', () => {
+  const alice = planRun(input('alice', { protected_paths: ['AGENTS.md'] }, true));
+  const bob = planRun(input('bob', { protected_paths: ['AGENTS.md'] }, true));
+
+  it("two people share an adopt shape; another protected snapshot, memory or other project-wide source is another shape, and adopt's shapes are not attach's", () => {
+    expect(poolShape(alice, 'adopt')).toBe(poolShape(bob, 'adopt'));
+    expect(poolShape(alice, 'adopt')).not.toBe(poolShape(alice, 'attach'));
+    const newSnapshot = {
+      ...alice,
+      mounts: alice.mounts.map((m) =>
+        m.type === 'bind' && m.target === '/workspace/AGENTS.md' ? { ...m, source: '/h/.berth/projects/bot/protected/g2/AGENTS.md' } : m,
+      ),
+    };
+    expect(poolShape(newSnapshot, 'attach')).toBe(poolShape(alice, 'attach')); // attached at the claim: no matter
+    expect(poolShape(newSnapshot, 'adopt')).not.toBe(poolShape(alice, 'adopt')); // bound at the start: another shape
+    const otherMountpoints = { ...alice, prepare: { ...alice.prepare, mountpoints: [{ path: 'AGENTS.md', kind: 'dir' as const }] } };
+    expect(poolShape(otherMountpoints, 'adopt')).not.toBe(poolShape(alice, 'adopt'));
+  });
+
+  it("the fresh directories stand at the person binds alone (workspace, home, run directory), the workspace holding the protected paths' mount points", () => {
+    expect(personBindsOf(alice).map((m) => [m.target, m.source])).toEqual([
+      ['/workspace', '/h/projects/bot/workspaces/ws-alice'],
+      ['/home/agent', '/h/.berth/projects/bot/homes/s-alice'],
+      ['/run/berth', '/h/.berth/sockets/run-alice'],
+    ]);
+    expect(freshLayoutOf(alice)).toEqual({
+      dirs: [
+        { target: '/workspace', name: 'workspace', mode: 0o755, tenantOwned: true },
+        { target: '/home/agent', name: 'home', mode: 0o700, tenantOwned: true },
+        { target: '/run/berth', name: 'run', mode: 0o755, tenantOwned: false },
+      ],
+      mountpoints: [{ path: 'AGENTS.md', kind: 'file' }],
+    });
+  });
+
+  it("a container's plan: its fresh directories at the person binds, the project-wide sources the plan's own, nothing of a tenant", () => {
+    const blank = blankPlanOf(alice, (_, m) =>
+      m.type === 'bind' && !['/workspace', '/home/agent', '/run/berth'].includes(m.target) ? m.source : '',
+    );
+    const fresh = {
+      '/workspace': '/h/.berth/adopt/o/t/workspace',
+      '/home/agent': '/h/.berth/adopt/o/t/home',
+      '/run/berth': '/h/.berth/adopt/o/t/run',
+    };
+    const started = adoptPlanOf(blank, fresh);
+    const binds = Object.fromEntries(started.mounts.flatMap((m) => (m.type === 'bind' ? [[m.target, m.source]] : [])));
+    expect(binds).toEqual({
+      ...fresh,
+      '/memory': '/h/projects/bot/memory',
+      '/workspace/AGENTS.md': '/h/.berth/projects/bot/protected/g1/AGENTS.md',
+    });
+    expect(JSON.stringify(started)).not.toMatch(/alice/);
+    expect(started.env).toEqual({});
+    expect(poolShape(started, 'attach')).toBe(poolShape(alice, 'attach'));
+    expect(() => adoptPlanOf(blank, { '/workspace': '/x' })).toThrow(/no fresh directory for \/(run\/berth|home\/agent)/);
   });
 });

@@ -175,7 +175,7 @@ describe('the pre-started pool', () => {
     expect(attached.map((a) => a.workspace)).toEqual(['ws-bob']);
   });
 
-  it('without late mounts (gVisor), for shared mode, or with size 0: no claim, no container', async () => {
+  it('without late mounts nor adopt, for shared mode, or with size 0: no claim, no container', async () => {
     lateMounts = false;
     const p = pool(2);
     expect(await p.claim(plan('alice'), log)).toBeUndefined();
@@ -248,6 +248,147 @@ describe('the pre-started pool', () => {
     const got = await bob;
     expect(got?.containerId).toBeDefined();
     expect(attached).toEqual([{ id: got?.containerId, workspace: 'ws-bob' }]);
+  });
+});
+
+/**
+ * Adopt (gVisor): the fake launcher told its containers keep a renamed directory; the directories
+ * are real, so what a claim does to them on the host is checked here (what a sandbox then sees is
+ * test/integration/prestart-pool.test.ts).
+ */
+describe('the pre-started pool, adopt (a sandbox that sees no late mount)', () => {
+  let claimedBy: Array<{ id: string; workspace: string }>;
+  let claimGone: boolean;
+  const adoptDir = () => join(dir, '.berth', 'adopt');
+  function adoptLauncher(): Launcher {
+    return {
+      ...launcher(),
+      capabilities: async (): Promise<LauncherCapabilities> => ({
+        ...(await fake.capabilities()),
+        lateMounts: () => false,
+        adoptBinds: () => true,
+      }),
+      async claimStarted(id, plan) {
+        if (claimGone) return { gone: true as const, reason: 'it was removed' };
+        claimedBy.push({ id, workspace: plan.labels['berth.workspace'] as string });
+        return undefined;
+      },
+    };
+  }
+  const adoptPool = (size = 1) =>
+    createPrestartPool({ launcher: adoptLauncher(), size: () => size, blankDir: join(dir, 'pool'), adoptDir: adoptDir(), logger: log });
+  /** A new person's plan as a run makes it: workspace (a seed, the protected path's mount point), agent home, run directory. */
+  function personPlan(tenant: string): { plan: RunPlan; ws: string; home: string; runDir: string } {
+    const projectDir = join(dir, 'projects', 'bot');
+    const ws = join(projectDir, 'workspaces', `ws-${tenant}`);
+    const home = join(dir, '.berth', 'projects', 'bot', 'homes', `s-${tenant}`);
+    const runDir = join(dir, '.berth', 'sockets', `run-${tenant}`);
+    for (const d of [ws, home, runDir, join(dir, 'snap')]) fs.mkdirSync(d, { recursive: true });
+    fs.writeFileSync(join(ws, 'AGENTS.md'), `seed for ${tenant}`);
+    fs.writeFileSync(join(home, '.decoy'), 'decoy');
+    fs.writeFileSync(join(dir, 'snap', 'AGENTS.md'), 'rules');
+    const plan = planRun({
+      config: BerthConfigSchema.parse({}),
+      project: {
+        dir: projectDir,
+        metadataFile: join(projectDir, 'metadata.json'),
+        metadata: ProjectMetadataSchema.parse({ name: 'bot', workspace_isolation: true, protected_paths: ['AGENTS.md'] }),
+      },
+      workspace: { id: `ws-${tenant}`, dir: ws, isolated: true },
+      protectedSnapshot: { dir: join(dir, 'snap'), entries: [{ path: 'AGENTS.md', kind: 'file' }] },
+      run: { id: `run-${tenant}`, level: 'low', message: 'true', session: `s-${tenant}` },
+      home: { dir: home },
+      runDir,
+      installation: 'inst1',
+    });
+    return { plan, ws, home, runDir };
+  }
+  const bindOf = (plan: RunPlan, target: string) => plan.mounts.find((m) => m.type === 'bind' && m.target === target) as { source: string };
+  const NEW = { isNew: true, ownFilesystem: false };
+  const KNOWN = { isNew: false, ownFilesystem: false };
+
+  beforeEach(() => {
+    claimedBy = [];
+    claimGone = false;
+  });
+
+  it("learns its shape from any run; each container starts on fresh directories of its own; a new person's claim renames them to theirs, their entries inside", async () => {
+    const p = adoptPool(1);
+    expect(await p.claim(personPlan('alice').plan, log, KNOWN)).toBeUndefined();
+    await settled(() => p.size() === 1);
+    const [waiting] = live();
+    const fresh = bindOf(waiting?.plan as RunPlan, '/workspace').source;
+    expect(fresh.startsWith(`${adoptDir()}/`)).toBe(true);
+    expect(bindOf(waiting?.plan as RunPlan, '/workspace/AGENTS.md').source).toBe(join(dir, 'snap', 'AGENTS.md')); // project-wide: the plan's own
+    expect(fs.readdirSync(fresh)).toEqual(['AGENTS.md']);
+    const freshInode = fs.statSync(fresh).ino;
+    const bob = personPlan('bob');
+    const got = await p.claim(bob.plan, log, NEW);
+    expect(got?.containerId).toBe(waiting?.id);
+    await until(() => claimedBy.length > 0, 'the claim written');
+    expect(claimedBy).toEqual([{ id: waiting?.id, workspace: 'ws-bob' }]);
+    expect(fs.statSync(bob.ws).ino).toBe(freshInode);
+    expect(fs.readFileSync(join(bob.ws, 'AGENTS.md'), 'utf8')).toBe('seed for bob');
+    expect(fs.readdirSync(bob.home)).toEqual(['.decoy']);
+    expect(fs.existsSync(join(fresh, '..'))).toBe(false); // the container's own directory is gone: never handed out again
+    await settled(() => p.size() === 1);
+    expect(bindOf(live().find((c) => c.id !== waiting?.id)?.plan as RunPlan, '/workspace').source).not.toBe(fresh);
+  });
+
+  it('a person who is not new never claims (their directories stay as they are); nor one whose workspace is a filesystem of its own', async () => {
+    const p = adoptPool(1);
+    await p.claim(personPlan('alice').plan, log, KNOWN);
+    await settled(() => p.size() === 1);
+    const carol = personPlan('carol');
+    const inode = fs.statSync(carol.ws).ino;
+    expect(await p.claim(carol.plan, log, KNOWN)).toBeUndefined();
+    expect(await p.claim(carol.plan, log, undefined)).toBeUndefined();
+    expect(await p.claim(carol.plan, log, { isNew: true, ownFilesystem: true })).toBeUndefined();
+    expect(fs.statSync(carol.ws).ino).toBe(inode);
+    expect(claimedBy).toEqual([]);
+    expect(p.size()).toBe(1);
+  });
+
+  it('a claim that cannot move the entries puts them back, removes the container and its directories; the run starts its own', async () => {
+    const p = adoptPool(1);
+    await p.claim(personPlan('alice').plan, log, KNOWN);
+    await settled(() => p.size() === 1);
+    const [waiting] = live();
+    const root = join(bindOf(waiting?.plan as RunPlan, '/workspace').source, '..');
+    const dave = personPlan('dave');
+    fs.rmSync(join(dave.ws, 'AGENTS.md'));
+    fs.mkdirSync(join(dave.ws, 'AGENTS.md')); // a directory where the mount point is a file: refused
+    fs.writeFileSync(join(dave.ws, 'AGENTS.md', 'kept'), 'kept');
+    fs.writeFileSync(join(dave.ws, 'notes.txt'), 'notes');
+    const inode = fs.statSync(dave.ws).ino;
+    expect(await p.claim(dave.plan, log, NEW)).toBeUndefined();
+    expect(fs.statSync(dave.ws).ino).toBe(inode);
+    expect(fs.readdirSync(dave.ws).sort()).toEqual(['AGENTS.md', 'notes.txt']);
+    expect(fs.readFileSync(join(dave.ws, 'AGENTS.md', 'kept'), 'utf8')).toBe('kept');
+    expect(fs.readdirSync(dave.home)).toEqual(['.decoy']);
+    expect(fake.containers().some((c) => c.id === waiting?.id)).toBe(false);
+    expect(fs.existsSync(root)).toBe(false);
+  });
+
+  it("the claim is written for other processes beside the message's exec: a sandbox gone meanwhile leaves the person's directories whole (the run's exec finds it gone and starts its own there); removed ones (close) take their directories along", async () => {
+    const p = adoptPool(2);
+    await p.claim(personPlan('alice').plan, log, KNOWN);
+    await settled(() => p.size() === 2);
+    claimGone = true;
+    const erin = personPlan('erin');
+    const got = await p.claim(erin.plan, log, NEW);
+    expect(got?.containerId).toBeDefined();
+    expect(fs.readFileSync(join(erin.ws, 'AGENTS.md'), 'utf8')).toBe('seed for erin');
+    expect(fs.readdirSync(erin.home)).toEqual(['.decoy']);
+    claimGone = false;
+    const frank = personPlan('frank');
+    await p.claim(frank.plan, log, NEW);
+    await until(() => claimedBy.some((c) => c.workspace === 'ws-frank'), 'the claim written');
+    await settled(() => p.size() === 2);
+    const own = fs.readdirSync(adoptDir()).map((o) => join(adoptDir(), o));
+    expect(own.flatMap((o) => fs.readdirSync(o))).toHaveLength(2);
+    expect(await p.close()).toBe(2);
+    expect(own.flatMap((o) => fs.readdirSync(o))).toEqual([]);
   });
 });
 

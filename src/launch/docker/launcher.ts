@@ -23,7 +23,8 @@ import { plannedBinds, workspaceMountTargets } from '../mount-check.js';
 import { commandNotFound, CONTAINER_LOST, notInImage, runBounds, SENTRY_RUNTIMES, sentryExec, STOPPED_EXIT } from '../lifecycle.js';
 import { attachMounts } from './late-mounts.js';
 import { dockerObserver } from './observe.js';
-import { bindsInOrder, claimedName, claimOfName } from '../../plan/pool.js';
+import { bindsInOrder, claimOfName } from '../../plan/pool.js';
+import { claimContainer } from './claim.js';
 import { engineEnds } from './events.js';
 import { holdProcess, releaseProcess, type ProcessHandle } from './proc-handle.js';
 import { endOf, runtimeVersion, streamEnd } from './ends.js';
@@ -131,6 +132,8 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
   const warm = new Map<string, LeftoverObserver>();
   /** Their first process (runc, crun), held, and when the engine says it started: where attachMounts enters. */
   const procs = new Map<string, { proc: ProcessHandle; startedAt: string }>();
+  /** Every container startIdle started: its first host process and when the engine says it started (what claimStarted checks). */
+  const starts = new Map<string, { pid: number; startedAt: string }>();
   const watchEnded = engineEnds(docker);
 
   // Removals the engine is asked for at once. A drain with 1,000 warm containers asked for all
@@ -155,6 +158,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
     warm.delete(id);
     releaseProcess(procs.get(id)?.proc);
     procs.delete(id);
+    starts.delete(id);
     await removeSlot();
     try {
       await docker
@@ -185,6 +189,9 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
         const proc = holdProcess(State.Pid, container.id);
         if (proc) procs.set(container.id, { proc, startedAt: State.StartedAt });
       } else if (sandboxed) warm.set(container.id, await reportObserver(docker, container, State.Pid));
+      // A sandbox's receipt reading (an exec inside) taken now, not in front of its first message: its boundary is fixed at its start.
+      if (sandboxed) await observer.observe(container.id).catch(() => undefined);
+      starts.set(container.id, { pid: State.Pid, startedAt: State.StartedAt });
     } catch (err) {
       await remove(container.id);
       throw err;
@@ -377,6 +384,7 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
         loopQuotas: onThisHost,
         warm: (runtime) => onThisHost && (HOST_PROCESS_RUNTIMES.has(runtime) || SENTRY_RUNTIMES.has(runtime)),
         lateMounts: (runtime) => onThisHost && HOST_PROCESS_RUNTIMES.has(runtime) && helper() !== undefined,
+        adoptBinds: (runtime) => onThisHost && SENTRY_RUNTIMES.has(runtime),
       };
     },
     run,
@@ -386,25 +394,16 @@ export function createDockerLauncher(docker: Docker = new Docker(), opts: { moun
       const held = procs.get(containerId);
       const bin = helper();
       if (held === undefined || !bin)
-        throw new BerthError(
-          'LAUNCHER_UNSUPPORTED',
-          'mounts can be attached only to a runc or crun container this berth started, with the mount helper built',
-        );
-      // Still running, as the very process it started with (the helper checks the same through the
-      // held descriptor); and the claim written where every process sees it (docker ps, another
-      // berth's list) before any mount. Both at once: a claim is one round trip to the engine.
-      const container = docker.getContainer(containerId);
-      const orGone = (err: unknown) =>
-        (err as { statusCode?: number }).statusCode === 404 ? undefined : Promise.reject(translateEngineError(err));
-      const [state, renamed] = await Promise.all([
-        container.inspect().then(({ State }) => State, orGone),
-        container.rename({ name: claimedName(plan) }).then(() => true, orGone),
-      ]);
-      if (!state || !renamed) return { gone: true, reason: 'it was removed' };
-      if (!state.Running || state.Pid !== held.proc.pid || state.StartedAt !== held.startedAt)
-        return { gone: true, reason: 'it is not the container it was when it started' };
+        throw new BerthError('LAUNCHER_UNSUPPORTED', 'late mounts need a runc or crun container this berth started, and the helper built');
+      const gone = await claimContainer(docker, containerId, plan, { pid: held.proc.pid, startedAt: held.startedAt });
+      if (gone) return gone;
       const attached = await attachMounts(bin, held.proc, containerId, bindsInOrder(plan));
       return attached ? undefined : { gone: true, reason: 'its first process is gone' };
+    },
+    async claimStarted(containerId, plan) {
+      const started = starts.get(containerId);
+      if (!started) throw new BerthError('LAUNCHER_UNSUPPORTED', 'only a container this berth started can be claimed');
+      return claimContainer(docker, containerId, plan, started);
     },
     watchEnded,
     listManaged,
