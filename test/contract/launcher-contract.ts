@@ -67,8 +67,12 @@ export interface ContractOptions {
 }
 
 const FLOOD_LINE = 'berth-flood\n';
-/** Past this a stopped run was left to its planned timeout (30 s), not stopped. */
-const PROMPTLY_MS = 15_000;
+/**
+ * A sleep that outlasts every test's timeout (and the plan's own 30 s one): a run of it that
+ * returns at all was stopped, and its outcome (timedOut, truncated, 137) says by what. No
+ * wall-clock bound: a busy host is slow to stop a container, never wrong about why.
+ */
+const FOREVER_SECONDS = 600;
 
 export function describeLauncherContract(name: string, make: () => Promise<LauncherUnderTest>, opts: ContractOptions): void {
   const { cmd, runtime } = opts;
@@ -178,29 +182,29 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
       it('output past the cap: truncated, stopped (137), cut at the cap; what onOutput saw is what was kept', async () => {
         const cap = 64 * 1024;
         let seen = 0;
-        const t0 = Date.now();
         const r = await run({ argv: cmd.flood(), limits: { output_bytes: cap } }, { onOutput: (_s, chunk) => (seen += chunk.length) });
+        // The flood never ends by itself: not timed out means the cap stopped it, not the planned 30 s.
         expect(r).toMatchObject({ truncated: true, timedOut: false, exitCode: STOPPED_EXIT });
         expect(Buffer.byteLength(r.stdout) + Buffer.byteLength(r.stderr)).toBe(cap);
         expect(seen).toBe(cap);
         expect(r.stdout.startsWith(FLOOD_LINE)).toBe(true);
-        expect(Date.now() - t0).toBeLessThan(PROMPTLY_MS);
       });
 
       it('past the timeout: timedOut, stopped (137)', async () => {
         const t0 = Date.now();
-        const r = await run({ argv: cmd.sleep(30), timeoutMs: 1000 });
+        const r = await run({ argv: cmd.sleep(FOREVER_SECONDS), timeoutMs: 1000 });
         expect(r).toMatchObject({ timedOut: true, truncated: false, exitCode: STOPPED_EXIT });
-        expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
-        expect(Date.now() - t0).toBeLessThan(PROMPTLY_MS);
+        expect(Date.now() - t0).toBeGreaterThanOrEqual(900); // not before its timeout (a floor holds on a busy host)
       });
 
       it('an abort stops it (137), neither timed out nor truncated', async () => {
         const ac = new AbortController();
-        const t0 = Date.now();
-        const r = await run({ argv: cmd.sleep(30) }, { signal: ac.signal, onCreated: () => void setTimeout(() => ac.abort(), 200) });
+        const r = await run(
+          { argv: cmd.sleep(FOREVER_SECONDS) },
+          { signal: ac.signal, onCreated: () => void setTimeout(() => ac.abort(), 200) },
+        );
+        // Not timed out: the abort stopped it, not the planned 30 s (its sleep would outlast the test).
         expect(r).toMatchObject({ exitCode: STOPPED_EXIT, timedOut: false, truncated: false });
-        expect(Date.now() - t0).toBeLessThan(PROMPTLY_MS);
       });
 
       it("a command missing from the image answers 127 with lifecycle's message", async () => {
@@ -294,11 +298,9 @@ export function describeLauncherContract(name: string, make: () => Promise<Launc
 
       it('a timed-out exec is stopped (137) and its container removed; execIn then answers ContainerGone', async () => {
         const id = await idle();
-        const t0 = Date.now();
-        const r = await exec(id, cmd.sleep(30), { timeoutMs: 1000 });
+        const r = await exec(id, cmd.sleep(FOREVER_SECONDS), { timeoutMs: 1000 });
         expect(r).toMatchObject({ timedOut: true, truncated: false, exitCode: STOPPED_EXIT, stopped: 'timed out' });
         expect(execVerdict(r)).toBe('timed out');
-        expect(Date.now() - t0).toBeLessThan(PROMPTLY_MS);
         expect(await exists(id)).toBe(false);
         const again = await launcher().execIn(id, plan({ argv: ['true'] }), cmd.exit(0));
         expect(isGone(again)).toBe(true);

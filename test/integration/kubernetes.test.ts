@@ -210,12 +210,11 @@ describe('the Kubernetes launcher, end to end', () => {
 
   it('stops a run past its timeout: exit 137, the pod removed', async () => {
     h.create({ name: 'kube-slow', workspace_isolation: true, agent: 'shell', limits: { timeout_seconds: 2 } });
-    const t0 = Date.now();
-    const r = await h.run('kube-slow', 'web:alice', 'echo started; sleep 60');
+    // Its own end would say "never" (no wall-clock bound: a busy host is slow to delete a pod).
+    const r = await h.run('kube-slow', 'web:alice', 'echo started; sleep 60; echo never');
     expect(r.timedOut).toBe(true);
     expect(r.exitCode).toBe(137);
     expect(r.stdout).toBe('started\n');
-    expect(Date.now() - t0).toBeLessThan(30_000);
     expect(await sandboxes()).toEqual([]);
   });
 });

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { BERTH_BIN, REPO_ROOT, removeContainersOf } from '../helpers.js';
+import { until } from '../helpers/until.js';
 
 /**
  * One home, one consumer per bridge (attack report M2, first hour: the second serve). signal-cli
@@ -159,7 +160,13 @@ describe('a second serve whose port is taken (first hour)', () => {
     const connections = fake.connections();
 
     const second = berth(['serve', '--port', port]);
-    const code = await second.exited(15_000);
+    // Waited for until it exits or does what it must not (serve, connect a bridge): no wall-clock bound on "at once".
+    await until(
+      () => second.proc.exitCode !== null || second.proc.signalCode !== null || second.out() !== '' || fake.clients() > 1,
+      'the second serve to exit',
+      30_000,
+    );
+    const code = await second.exited(0);
     const clientsMeanwhile = fake.clients();
     expect({ code, stderr: second.err().trim().split('\n') }).toEqual({
       code: 25,

@@ -218,11 +218,10 @@ describe('model gateway: keys never enter a container', () => {
 });
 
 describe('model gateway: a model service that cannot be reached', () => {
-  it('stops the run within seconds at the second call in a row that reaches nothing, and its record says why in words (not minutes of CLI retries)', async () => {
-    const t0 = Date.now();
-    // As an agent CLI does: call, get 502, call again.
+  it('stops the run at the second call in a row that reaches nothing, and its record says why in words (not minutes of CLI retries)', async () => {
+    // As an agent CLI does: call, get 502, call again. The loop never ends by itself: not timed
+    // out, and two calls made, means berth stopped it at the second (no wall-clock bound).
     const o = await h.run('obgone', 'sig:+300', `while true; do ${messagesCall('claude-test-1')} >/dev/null; sleep 0.2; done`, 'low');
-    expect(Date.now() - t0).toBeLessThan(15_000);
     expect(o.timedOut).toBe(false);
     expect(o.exitCode).not.toBe(0);
     expect(o.warnings.at(-1)).toMatch(
@@ -599,11 +598,14 @@ function partialBody(socketPath: string, declared: number, sent: number, path = 
   const closed = new Promise<void>((r) => sock.once('close', () => r()));
   return {
     sock,
-    /** The status line's code once an answer came within `ms`, else 0 (the body is still being waited for). */
+    /** The status line's code once an answer came within `ms`, else 0 (the body is still being waited for): for "not answered yet" only, which a busy host never makes false. */
     async status(ms: number): Promise<number> {
       await Promise.race([closed, new Promise((r) => setTimeout(r, ms))]);
       return Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? 0);
     },
+    /** The status line's code, waited for (no wall-clock bound on how soon berth answers). */
+    answered: async (): Promise<number> =>
+      Number((await until(() => /^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? (sock.destroyed && 'closed'), 'an answer')) || 0),
     answer: () => answer,
   };
 }
@@ -630,13 +632,13 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
       const a1 = partialBody(sock('a'), 20 * MiB, 64 * 1024);
       expect(await a1.status(300)).toBe(0); // accepted: berth waits for the rest
       const a2 = partialBody(sock('a'), 20 * MiB, 0);
-      expect(await a2.status(2000)).toBe(429); // a's 32 MiB would be passed
+      expect(await a2.answered()).toBe(429); // a's 32 MiB would be passed
       expect(a2.answer()).toMatch(/retry-after: 1\r\n/i);
       expect(a2.answer()).toMatch(/x-should-retry: true\r\n/i);
       const b1 = partialBody(sock('b'), 20 * MiB, 64 * 1024);
       expect(await b1.status(300)).toBe(0); // another tenant still gets in
       const c1 = partialBody(sock('c'), 30 * MiB, 0);
-      expect(await c1.status(2000)).toBe(429); // 20 + 20 + 30 MiB would pass the process's 64
+      expect(await c1.answered()).toBe(429); // 20 + 20 + 30 MiB would pass the process's 64
       // A body sent in chunks (no length up front) is counted as it arrives.
       const chunked = net.connect(sock('b'));
       let chunkedAnswer = '';
@@ -688,7 +690,7 @@ describe('model gateway: buffered request bodies (outside attack 3, L4)', () => 
       });
       servers.push(q);
       const stalled = partialBody(join(dir, 'q.sock'), 30 * MiB, 1024);
-      expect(await stalled.status(3000)).toBe(408);
+      expect(await stalled.answered()).toBe(408); // cut off by bodyTimeoutMs: no other path answers 408
       const next = partialBody(join(dir, 'q.sock'), 30 * MiB, 1024);
       expect(await next.status(100)).toBe(0); // the stalled one's 30 MiB were given back
       next.sock.destroy();

@@ -180,11 +180,10 @@ describe('quota follow-ups from the review of the fix', () => {
     fs.writeFileSync(join(ws.dir, 'big'), '');
     fs.truncateSync(join(ws.dir, 'big'), 100 * 1024 ** 3);
     const quota: WorkspaceQuota = { mode: 'loop', sizeBytes: 16 * MiB, files: 200, scratchDir: join(h.home, '.berth', 'tmp') };
-    const started = Date.now();
+    // The walk's words (treeFits), not a copy's ("... limits.disk_mb or limits.files allow"): no wall-clock bound.
     expect(() => ensureWorkspace({ project, tenantKey: 'web:sparse', workspace: workspaceOf(project, ws.id), quota })).toThrow(
       /holds more than 16 MiB/,
     );
-    expect(Date.now() - started).toBeLessThan(1000);
     expect(fs.existsSync(quotaImageOf(project, ws.id))).toBe(false);
     fs.rmSync(join(ws.dir, 'big'));
     for (let i = 0; i < 250; i++) fs.writeFileSync(join(ws.dir, `f${i}`), '');

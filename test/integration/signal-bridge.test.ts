@@ -7,6 +7,9 @@ import { homePaths } from '../../src/config/home.js';
 import { startFakeSignalCli, type FakeSignalCli } from '../fakes/signal-cli.js';
 import { testHome, type TestHome } from '../helpers.js';
 import { startSignalBridges, stopBridgeRig } from '../helpers/bridge-rig.js';
+import { until } from '../helpers/until.js';
+import { workspaceOf } from '../../src/store/workspaces.js';
+import { workspaceIdOf } from '../../src/store/sessions.js';
 import { checkBridges } from '../../src/cli/doctor-outbound.js';
 import { BerthConfigSchema } from '../../src/config/berth-config-schema.js';
 
@@ -94,15 +97,21 @@ describe('Signal bridge: a message becomes a run, the answer goes back', () => {
 
   it("one chat's messages run in order; chats run in parallel", async () => {
     for (const [i, s] of [0.6, 0.1, 0.3].entries()) say(3, `sleep ${s}; echo m${i}`);
-    const t0 = Date.now();
-    say(4, 'sleep 1; echo four');
-    say(5, 'sleep 1; echo five');
+    // Each of chats 4 and 5 says it is running, then waits for the test's "go": neither can end
+    // before both have started, so chats run one after another never get there (no wall clock).
+    const gated = (word: string) => `: > here; until [ -e go ]; do sleep 0.05; done; echo ${word}`;
+    say(4, gated('four'));
+    say(5, gated('five'));
+    const workspaces = [4, 5].map(
+      (n) => workspaceOf(h.berth.store.get('sig'), workspaceIdOf(h.berth.secret, 'sig', `signal:${uuid(n)}`)).dir,
+    );
+    await until(() => workspaces.every((dir) => fs.existsSync(join(dir, 'here'))), 'chats 4 and 5 running at once', 30_000);
+    for (const dir of workspaces) fs.writeFileSync(join(dir, 'go'), '');
     const answers = () => repliesOf(3);
     await fake.waitFor(() => answers().length >= 3, 30_000);
     expect(answers()).toEqual(['m0', 'm1', 'm2']);
-    await waitReplies(4, 1);
-    await waitReplies(5, 1);
-    expect(Date.now() - t0).toBeLessThan(6000);
+    expect(await waitReplies(4, 1)).toEqual(['four']);
+    expect(await waitReplies(5, 1)).toEqual(['five']);
   });
 
   it('hidden numbers key on the uuid; a group chat is its own tenant and is answered in the group', async () => {

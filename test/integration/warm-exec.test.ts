@@ -202,7 +202,7 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
   it('a timeout removes the whole container: timedOut, clean false', async () => {
     const p = plan({ limits: { timeout_seconds: 2 } });
     const { containerId } = await engine.startIdle(p, IDLE);
-    const t0 = Date.now();
+    // Stopped at the timeout, not at its own end: that would print "never" (no wall-clock bound).
     const r = await engine.execIn(containerId, p, sh('echo started; sleep 60 & sleep 60; echo never'));
     expect(r).toMatchObject({
       stdout: 'started\n',
@@ -212,14 +212,12 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
       exitCode: 137,
       uncleanReason: 'timed out',
     });
-    expect(Date.now() - t0).toBeLessThan(8_000);
     expect(await state(containerId)).toBe('gone');
   });
 
   it('a fork bomb in an exec hits the container pids limit and ends with the timeout', async () => {
     const p = plan({ limits: { timeout_seconds: 3, pids: 64 } });
     const { containerId } = await engine.startIdle(p, IDLE);
-    const t0 = Date.now();
     const r = await engine.execIn(
       containerId,
       p,
@@ -227,30 +225,30 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
     );
     expect(r.stdout).toContain('pids.max=64\n');
     expect(r.stderr).toContain("can't fork: Resource temporarily unavailable");
+    // Stopped by the timeout (the bomb holds its output open until then), its container gone; no
+    // wall-clock bound: a busy host is slow to stop a bomb.
     expect(r).toMatchObject({ timedOut: true, clean: false });
-    expect(Date.now() - t0).toBeLessThan(12_000);
     expect(await state(containerId)).toBe('gone');
   });
 
   it('output past the cap: truncated at the cap, container removed, clean false', async () => {
     const p = plan({ limits: { output_bytes: 64 * 1024 } });
     const { containerId } = await engine.startIdle(p, IDLE);
-    const t0 = Date.now();
     const r = await engine.execIn(containerId, p, ['yes', 'berth-flood-line']);
+    // `yes` never ends by itself: not timed out means the cap stopped it, not the planned timeout.
     expect(r).toMatchObject({ truncated: true, timedOut: false, clean: false, uncleanReason: 'output past the cap' });
     expect(Buffer.byteLength(r.stdout) + Buffer.byteLength(r.stderr)).toBe(64 * 1024);
     expect(r.stdout.startsWith('berth-flood-line\n')).toBe(true);
-    expect(Date.now() - t0).toBeLessThan(4_000);
     expect(await state(containerId)).toBe('gone');
   });
 
-  it('an abort removes the container and returns at once', async () => {
+  it("an abort removes the container and returns without waiting for the command's end", async () => {
     const p = plan();
     const { containerId } = await engine.startIdle(p, IDLE);
     const ac = new AbortController();
     setTimeout(() => ac.abort(), 300);
-    const t0 = Date.now();
-    const r = await engine.execIn(containerId, p, sh('echo waiting; sleep 30'), { signal: ac.signal });
+    // Its sleep outlasts the test's timeout and the plan's: a result at all means the abort ended it.
+    const r = await engine.execIn(containerId, p, sh('echo waiting; sleep 600; echo never'), { signal: ac.signal });
     expect(r).toMatchObject({
       stdout: 'waiting\n',
       timedOut: false,
@@ -259,7 +257,6 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
       exitCode: 137,
       uncleanReason: 'aborted',
     });
-    expect(Date.now() - t0).toBeLessThan(3_000);
     expect(await state(containerId)).toBe('gone');
   });
 
@@ -331,9 +328,8 @@ describe('warm containers: startIdle + execIn (real engine)', () => {
     const r = await engine.execIn(containerId, p, sh('kill -TERM 1; kill -INT 1; sleep 0.3; echo $?'));
     expect(r).toMatchObject({ exitCode: 0, stdout: '0\n', clean: true });
     expect(await state(containerId)).toBe('running');
-    const t0 = Date.now();
     await docker.getContainer(containerId).stop({ t: 10 });
-    expect(Date.now() - t0).toBeLessThan(5_000);
+    // Exit 0 is the engine's SIGTERM taken at once; one ignored would end by its SIGKILL 10 s on (137).
     expect((await docker.getContainer(containerId).inspect()).State).toMatchObject({ Running: false, ExitCode: 0 });
   });
 

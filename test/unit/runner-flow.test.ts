@@ -87,9 +87,9 @@ describe('drain', () => {
     await using h = harness();
     const running = h.run('sleep 30000');
     await until(() => h.fake.containers().length === 1);
-    const t0 = Date.now();
+    // The drain returns with the run stopped at its deadline, not at the sleep's own end (exit 0,
+    // journaled finished): both said by the outcome, no wall-clock bound.
     expect(await h.berth.runner.drain(50)).toEqual({ interrupted: 1 });
-    expect(Date.now() - t0).toBeLessThan(5000);
     const out = await running;
     expect(out.exitCode).toBe(137);
     expect(phases(h.journal(out.runId))).toEqual(['accepted', 'started', 'interrupted']);
