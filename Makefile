@@ -53,10 +53,12 @@ test: setup
 	@BERTH_TEST_RUNTIME=runsc BERTH_TEST_WARM=1 npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts test/integration/warm.test.ts test/integration/prestart-pool.test.ts
 	@# And on pre-started sandboxes under gVisor: every new person's sandbox is one whose fresh directories were renamed to theirs (adopt).
 	@BERTH_TEST_RUNTIME=runsc BERTH_TEST_POOL=1 npx vitest run test/integration/isolation.test.ts test/integration/limits.test.ts test/integration/planted.test.ts test/integration/protected.test.ts test/integration/prestart-pool.test.ts
-	@# Kubernetes on a real node: the launcher contract, relay, volume and checkpoint suites again,
-	@# unchanged, on one cluster of real kubelet (dockershim on this engine), scheduler and
-	@# controller-manager built from Debian's source (built above, once), plus the real-only files
-	@# (a chat message over HTTP with its receipt, two nodes). Serial, 0.25 CPU per pod.
+	@# Kubernetes on a real node: the launcher contract and relay suites again, unchanged, on one
+	@# cluster of real kubelet (dockershim on this engine), scheduler and controller-manager built
+	@# from Debian's source (built above, once), plus the real-only files (a chat message over HTTP
+	@# with its receipt and a checkpoint's copy pod, two nodes). Serial, 0.25 CPU per pod. The
+	@# contract first, on its own: run after the other files (a fresh clone's order), a new local
+	@# volume's first pod twice found /workspace unwritable (not yet understood; docs/kubernetes.md).
 	@npm run --silent test:kube-real
 
 bench: setup

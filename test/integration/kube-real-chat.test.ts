@@ -3,6 +3,7 @@ import { serve } from '@hono/node-server';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { appDepsFrom, createApp } from '../../src/api/app.js';
+import { listCheckpoints } from '../../src/store/checkpoints.js';
 import { testHome, type TestHome } from '../helpers.js';
 import type { KubeRig } from '../helpers/kube-rig.js';
 import { HOSTPATH_CLASS } from '../helpers/real-kube-cluster.js';
@@ -16,7 +17,8 @@ import { startRealKubeRig } from '../helpers/real-kube-rig.js';
  * first mount) and on `hostpath` (the controller-manager's in-tree provisioner, which never applies
  * fsGroup: a 0750 root:root directory). On the first the agent writes /workspace; on the second no
  * agent could, and the person's first message fails at once, naming the StorageClass at fault.
- * The warm message's receipt is the real pod's, observed as planned.
+ * The warm message's receipt is the real pod's, observed as planned, and before it a copy pod kept
+ * a checkpoint of the workspace (docs/checkpoints.md).
  */
 
 const TOKEN = 'real-chat-token-0123456789abcdef';
@@ -80,6 +82,10 @@ for (const storage of ['local', HOSTPATH_CLASS]) {
       const second = await send('web:nina', 'cat /workspace/hello.txt');
       const warmMs = performance.now() - t1;
       expect(second.body).toMatchObject({ exit_code: 0, stdout: 'hello\n', warm: true });
+      // Before the second message a copy pod on the real kubelet kept the workspace as the first left it.
+      const kept = listCheckpoints(h.berth.store.get('chat'), 'web:nina');
+      expect(kept).toHaveLength(2);
+      expect(kept.find((c) => c.files > 0)?.owned_bytes).toBeGreaterThan(0);
       // The run's receipt, observed on the real kubelet's pod: as planned; only the pod's CNI interfaces unobserved.
       const receipt = h.berth.admin.listRuns('chat', { user: 'web:nina', limit: 1 }).runs[0]?.receipt;
       expect(receipt?.violations, JSON.stringify(receipt)).toEqual([]);

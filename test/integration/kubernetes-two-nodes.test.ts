@@ -56,7 +56,7 @@ beforeAll(async () => {
   info = { ...info, nodes: [...info.nodes, { name: B, dockerSocket: nodeB.dockerSocket }] };
   await waitNodeReady(rig.cluster.kubeConfig, B);
   await makeLocalVolumes(rig.cluster.kubeConfig, B, join(info.runDir, 'pv', B), 40);
-  // No checkpoints: this file is about a node that goes away (kube-checkpoints.test.ts runs on this tier too).
+  // No checkpoints: this file is about a node that goes away (kube-real-chat keeps one on the real node).
   h = testHome({ launcher: rig.launcher, warm: true, pool: 'off', config: 'launcher: kubernetes\ncheckpoints: { keep: 0 }\n' });
   h.create({ name: 'two', workspace_isolation: true, agent: 'shell' });
 }, 300_000);
