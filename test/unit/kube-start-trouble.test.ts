@@ -51,7 +51,7 @@ describe('podRefusal', () => {
   it("refuses on the kubelet's warnings (sandbox, mount, attach), newest first, naming the mount path of berth's volume names", () => {
     const p = pod({ phase: 'Pending' });
     const events = [
-      event('FailedMount', 'MountVolume.SetUp failed for volume "m3" : no space', '2026-01-01T00:00:01Z'),
+      { ...event('FailedMount', 'MountVolume.SetUp failed for volume "m3" : no space', '2026-01-01T00:00:01Z'), count: 4 },
       event(
         'FailedCreatePodSandBox',
         'Failed to create pod sandbox: rpc error: code = Unknown desc = RuntimeHandler "runsc" not supported',
@@ -62,6 +62,11 @@ describe('podRefusal', () => {
       'FailedCreatePodSandBox (kubelet): Failed to create pod sandbox: rpc error: code = Unknown desc = RuntimeHandler "runsc" not supported',
     );
     expect(podRefusal(p, [events[0]!])?.message).toBe('FailedMount (kubelet): MountVolume.SetUp failed for volume "m3" (/tmp) : no space');
+    // A mount the kubelet got past on its next try is no refusal: only one it keeps failing (4 times, or for 10 s).
+    const once = event('FailedMount', 'MountVolume.SetUp failed for volume "m1" : failed to sync configmap cache', '2026-01-01T00:00:09Z');
+    expect(podRefusal(p, [once])).toBeUndefined();
+    expect(podRefusal(p, [{ ...once, count: 3 }])).toBeUndefined();
+    expect(podRefusal(p, [{ ...once, count: 3, firstTimestamp: new Date('2025-12-31T23:59:59Z') }])?.message).toMatch(/^FailedMount/);
     // Another pod's events of the same name (an earlier uid), and Normal events, say nothing of this one.
     expect(podRefusal(p, [event('FailedMount', 'x', '2026-01-01T00:00:03Z', 'u0')])).toBeUndefined();
     expect(podRefusal(p, [{ ...events[0]!, type: 'Normal' }])).toBeUndefined();

@@ -71,6 +71,7 @@ export function podRefusal(pod: V1Pod | undefined, events: readonly CoreV1Event[
   for (const e of warnings) {
     // A scheduler's other words (an unbound claim, a node not ready yet) pass on their own.
     if (e.reason === 'FailedScheduling' && !NO_ROOM.test(e.message ?? '')) continue;
+    if (e.reason === 'FailedMount' && !mountKeepsFailing(e)) continue;
     const from = e.source?.component ?? e.reportingComponent ?? 'the cluster';
     return {
       code: 'POD_REFUSED',
@@ -79,6 +80,15 @@ export function podRefusal(pod: V1Pod | undefined, events: readonly CoreV1Event[
   }
   return undefined;
 }
+
+/**
+ * A mount failure the kubelet keeps retrying into (its backoff starts at half a second and doubles):
+ * 4 times, or for 10 s. A first one often passes: the real kubelet's "failed to sync configmap
+ * cache: timed out waiting for the condition" mounted on its next try (a real node, 2026-11-28).
+ */
+const mountKeepsFailing = (e: CoreV1Event) =>
+  (e.count ?? 1) >= 4 ||
+  (e.firstTimestamp !== undefined && e.lastTimestamp !== undefined && eventTime(e) - new Date(e.firstTimestamp).getTime() >= 10_000);
 
 /** How long a pod may stand bound to a node whose kubelet has not taken it up (a live kubelet sets startTime within a second or two). */
 export const NODE_SILENT_MS = 30_000;
