@@ -70,6 +70,17 @@ export function liveHolderOf(path: string, alive: (owner: string) => boolean = o
   return holder !== undefined && alive(holder) ? holder : undefined;
 }
 
+/** Why a wait for an owner lock must end: this very process holds it (a nested call, which would never end), or the deadline passed. */
+function waitedTooLong(path: string, heldBy: string, owner: string, deadline: number, timeoutMs = 10_000): void {
+  if (heldBy === owner) throw new Error(`${path} is already held by this process (nested lock)`);
+  if (Date.now() > deadline)
+    throw new BerthError('LOCKED', `${path} is held by berth process ${heldBy} for more than ${timeoutMs} ms`, {
+      path,
+      hint: 'another berth process is busy with it; try again',
+      retry_after: 1,
+    });
+}
+
 /**
  * Run fn holding the owner lock <path>, waiting (the thread sleeps) while a live holder has it:
  * for short, synchronous sections (a check-and-append). After `timeoutMs` it throws.
@@ -86,15 +97,7 @@ export function withOwnerLockSync<T>(path: string, fn: () => T, who: LockOwner &
         lock.release();
       }
     }
-    // A section of this very process cannot be waiting: that is a nested call, which would never end.
-    if (lock.heldBy === owner) throw new Error(`${path} is already held by this process (nested lock)`);
-    if (Date.now() > deadline) {
-      throw new BerthError('LOCKED', `${path} is held by berth process ${lock.heldBy} for more than ${who.timeoutMs ?? 10_000} ms`, {
-        path,
-        hint: 'another berth process is busy with it; try again',
-        retry_after: 1,
-      });
-    }
+    waitedTooLong(path, lock.heldBy, owner, deadline, who.timeoutMs);
     Atomics.wait(SLEEPER, 0, 0, pause);
   }
 }
@@ -116,14 +119,7 @@ export async function withOwnerLock<T>(path: string, fn: () => Promise<T>, who: 
         lock.release();
       }
     }
-    if (lock.heldBy === owner) throw new Error(`${path} is already held by this process (nested lock)`);
-    if (Date.now() > deadline) {
-      throw new BerthError('LOCKED', `${path} is held by berth process ${lock.heldBy} for more than ${who.timeoutMs ?? 10_000} ms`, {
-        path,
-        hint: 'another berth process is busy with it; try again',
-        retry_after: 1,
-      });
-    }
+    waitedTooLong(path, lock.heldBy, owner, deadline, who.timeoutMs);
     await new Promise((r) => setTimeout(r, pause));
   }
 }

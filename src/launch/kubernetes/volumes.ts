@@ -65,6 +65,20 @@ export function readVolumeId(dir: string): string | undefined {
   });
 }
 
+/** A new volume id, written whole and synced to a temporary name beside the marker (never following a link there). */
+function newMarker(dirFd: number): { id: string; tmp: string } {
+  const id = randomBytes(16).toString('hex');
+  const tmp = `${VOLUME_MARKER}.${randomBytes(6).toString('hex')}`;
+  const fd = fs.openSync(at(dirFd, tmp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  try {
+    fs.writeFileSync(fd, `${id}\n`);
+    fs.fsyncSync(fd);
+  } finally {
+    closeQuietly(fd);
+  }
+  return { id, tmp };
+}
+
 /**
  * The volume id of a directory berth made (a mount source of a plan), made now if it has none: a
  * new file, written whole elsewhere and linked into place (two runs at once agree on one id;
@@ -76,15 +90,7 @@ export function volumeIdOf(dir: string): string {
       const found = readAt(dirFd);
       if (found !== undefined && found !== 'invalid') return found;
       if (found === 'invalid') fs.rmSync(at(dirFd, VOLUME_MARKER), { recursive: true, force: true }); // never followed: rm takes a link itself
-      const id = randomBytes(16).toString('hex');
-      const tmp = `${VOLUME_MARKER}.${randomBytes(6).toString('hex')}`;
-      const fd = fs.openSync(at(dirFd, tmp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-      try {
-        fs.writeFileSync(fd, `${id}\n`);
-        fs.fsyncSync(fd);
-      } finally {
-        closeQuietly(fd);
-      }
+      const { id, tmp } = newMarker(dirFd);
       try {
         fs.linkSync(at(dirFd, tmp), at(dirFd, VOLUME_MARKER));
         return id;
@@ -113,15 +119,7 @@ export function volumeIdOf(dir: string): string {
 export function renewVolumeId(dir: string): { old?: string; id: string } {
   return withFd(openRootDir(dir), (dirFd) => {
     const found = readAt(dirFd);
-    const id = randomBytes(16).toString('hex');
-    const tmp = `${VOLUME_MARKER}.${randomBytes(6).toString('hex')}`;
-    const fd = fs.openSync(at(dirFd, tmp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-    try {
-      fs.writeFileSync(fd, `${id}\n`);
-      fs.fsyncSync(fd);
-    } finally {
-      closeQuietly(fd);
-    }
+    const { id, tmp } = newMarker(dirFd);
     // A directory (or anything but a file) at the marker's name would take the rename: removed first, never followed.
     if (found === 'invalid') fs.rmSync(at(dirFd, VOLUME_MARKER), { recursive: true, force: true });
     fs.renameSync(at(dirFd, tmp), at(dirFd, VOLUME_MARKER));
